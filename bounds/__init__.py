@@ -1,0 +1,1 @@
+"""Numbers the paper proves, as functions you can evaluate (closed form or Monte Carlo)."""

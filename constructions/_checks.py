@@ -1,0 +1,102 @@
+"""Argument validation shared by every builder: one clear ``ValueError`` naming the argument.
+
+The CLI turns these into a one-line message and exit status 2 (ARCHITECTURE: Errors).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def positive_int(name: str, value, minimum: int = 1) -> int:
+    """Return ``value`` as an int, or raise ``ValueError`` unless it is an integer >= ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, (int,)) and not (
+        hasattr(value, "__index__")
+    ):
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    value = int(value)
+    if value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value}")
+    return value
+
+
+def probability(name: str, value, *, open_left: bool = True, open_right: bool = True) -> float:
+    """Return ``value`` as a float in (0, 1) (ends closed where asked), else ``ValueError``."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number in (0, 1), got {value!r}") from None
+    lo_ok = value > 0 if open_left else value >= 0
+    hi_ok = value < 1 if open_right else value <= 1
+    if not (math.isfinite(value) and lo_ok and hi_ok):
+        lo = "(" if open_left else "["
+        hi = ")" if open_right else "]"
+        raise ValueError(f"{name} must lie in {lo}0, 1{hi}, got {value}")
+    return value
+
+
+def positive_float(name: str, value, *, allow_zero: bool = False) -> float:
+    """Return ``value`` as a finite float > 0 (or >= 0), else ``ValueError``."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a positive number, got {value!r}") from None
+    ok = value >= 0 if allow_zero else value > 0
+    if not (math.isfinite(value) and ok):
+        rel = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name} must be a finite number {rel}, got {value}")
+    return value
+
+
+def finite_tensor(name: str, tensor: torch.Tensor) -> torch.Tensor:
+    """Raise ``ValueError`` if ``tensor`` holds NaN or infinity."""
+    if not isinstance(tensor, torch.Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
+    if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+        raise ValueError(f"{name} contains NaN or infinite entries")
+    return tensor
+
+
+def shape(name: str, tensor: torch.Tensor, expected: tuple) -> torch.Tensor:
+    """Check ``tensor.shape`` against ``expected`` (``None`` matches any size)."""
+    got = tuple(tensor.shape)
+    if len(got) != len(expected) or any(e is not None and g != e for g, e in zip(got, expected)):
+        want = "(" + ", ".join("*" if e is None else str(e) for e in expected) + ")"
+        raise ValueError(f"{name} must have shape {want}, got {got}")
+    return tensor
+
+
+FLOAT_DTYPES = (torch.float32, torch.float64)
+
+
+def float_dtype(name: str, dtype) -> torch.dtype:
+    """Accept torch.float32 / torch.float64 (or the strings 'float32' / 'float64')."""
+    if isinstance(dtype, str):
+        dtype = getattr(torch, dtype, None)
+    if dtype not in FLOAT_DTYPES:
+        raise ValueError(f"{name} must be torch.float32 or torch.float64, got {dtype!r}")
+    return dtype
+
+
+def device_of(name: str, device) -> torch.device:
+    """Parse a device argument; CUDA requested without CUDA available is a ``ValueError``."""
+    try:
+        device = torch.device("cpu" if device is None else device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"{name} must be a torch device such as 'cpu' or 'cuda', got {device!r}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"{name}={device} requested but CUDA is not available on this machine")
+    return device
+
+
+def generator_on(name: str, generator, device: torch.device) -> torch.Generator:
+    """The generator must live on ``device`` (we never move randomness across devices)."""
+    if not isinstance(generator, torch.Generator):
+        raise ValueError(f"{name} must be a torch.Generator, got {type(generator).__name__}")
+    if generator.device.type != device.type:
+        raise ValueError(
+            f"{name} lives on {generator.device.type} but sampling was asked on {device.type}; "
+            f"make it with torch.Generator(device='{device.type}')"
+        )
+    return generator

@@ -1,0 +1,567 @@
+"""Positional codebooks omega_1..omega_N in R^{d_e} with exact coherence (Assumption 3).
+
+Assumption 3 of the paper asks for unit vectors with |<omega_i, omega_j>| <= 1/2 for
+i != j. Every construction that uses the codes (Lemma 11, the single-head sparse-averaging
+head, the four-layer RNN transition of Prop 26) degrades with the coherence
+
+    mu = max_{i != j} |<omega_i, omega_j>|,
+
+so this module computes mu *exactly* and every builder returns it (SPEC section 2: "carry
+mu into every bound instead of the constant 1/2").
+
+Three families:
+
+* ``rademacher``: entries +-1/sqrt(d_e); a union bound over the C(N, 2) pairs fixes d_e
+  (:func:`rademacher_dim`, exact binomial tail or Hoeffding), and the builder resamples
+  until the measured mu is below the target.
+* ``experimental``: the paper's experiments, d_e = floor(5 ln N), no resampling. At
+  N = 100 (d_e = 23) a pair violates Assumption 3 with probability 89104/2^23 ~= 0.0106,
+  about 52.6 of the 4950 pairs in expectation (the note in SPEC section 2).
+* ``rs-hadamard``: deterministic, Reed-Solomon over GF(2^m) concatenated with the Walsh-
+  Hadamard code; mu <= (k-1)/n is guaranteed and d_e = 4^m grows like
+  (log N / log log N)^2. Derivations: ``docs/derivations/codebooks.md``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import lru_cache
+
+import numpy as np
+import torch
+from scipy import stats
+
+from constructions._checks import (
+    device_of,
+    finite_tensor,
+    float_dtype,
+    generator_on,
+    positive_float,
+    positive_int,
+    probability,
+)
+
+KINDS = ("rademacher", "rs-hadamard", "experimental", "custom")
+BUILDABLE_KINDS = ("rs-hadamard", "rademacher", "experimental")
+UNIT_NORM_TOL = 1e-6
+_BLOCK_ELEMENTS = 1 << 24  # entries of one Gram block: O(chunk_rows * N) memory
+
+
+# --------------------------------------------------------------------------- codebook
+
+
+@dataclass(frozen=True, eq=False)
+class Codebook:
+    """Rows of ``omega`` (N, d_e) are the positional codes omega_1..omega_N of Assumption 3.
+
+    ``mu`` is the exact coherence max_{i != j} |<omega_i, omega_j>| of the stored rows,
+    ``kind`` one of ``KINDS`` and ``params`` a seed-free description of how it was built.
+    Equality is identity (``eq=False``): tensors have no boolean ``==``.
+    """
+
+    omega: torch.Tensor
+    mu: float
+    kind: str
+    params: dict = field(default_factory=dict)
+
+    def __post_init__(self):  # cheap checks only; from_tensor validates values
+        if not isinstance(self.omega, torch.Tensor) or self.omega.dim() != 2:
+            raise ValueError(f"omega must be a 2-D tensor (N, d_e), got {type(self.omega).__name__}")
+        if self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
+        positive_float("mu", self.mu, allow_zero=True)
+
+    @property
+    def N(self) -> int:
+        return int(self.omega.shape[0])
+
+    @property
+    def d_e(self) -> int:
+        return int(self.omega.shape[1])
+
+    def to(self, device=None, dtype=None) -> "Codebook":
+        """Move/cast ``omega``. Sign codes keep their mu; a custom code is re-measured on a cast."""
+        device = self.omega.device if device is None else device_of("device", device)
+        dtype = self.omega.dtype if dtype is None else float_dtype("dtype", dtype)
+        omega = self.omega.to(device=device, dtype=dtype)
+        mu = self.mu
+        if dtype != self.omega.dtype and self.kind == "custom":
+            mu = coherence(omega)
+        return Codebook(omega, mu, self.kind, dict(self.params))
+
+    @classmethod
+    def from_tensor(cls, omega: torch.Tensor) -> "Codebook":
+        """Wrap user codes: rows must be unit vectors (within 1e-6); mu is measured exactly."""
+        _matrix("omega", omega)
+        norms = omega.detach().to(torch.float64).norm(dim=1)
+        worst = float((norms - 1).abs().max())
+        if worst > UNIT_NORM_TOL:
+            raise ValueError(
+                f"omega rows must have unit norm (| ||omega_i|| - 1 | <= {UNIT_NORM_TOL}), "
+                f"worst deviation {worst:.3g}"
+            )
+        return cls(omega, coherence(omega), "custom", {"N": omega.shape[0], "d_e": omega.shape[1]})
+
+
+def require_coherence(codebook, mu_max: float = 0.5, *, name: str = "omega") -> float:
+    """Return mu, or refuse with ``ValueError`` when a bound needs mu <= ``mu_max`` (Assumption 3)."""
+    mu_max = positive_float("mu_max", mu_max)
+    mu = codebook.mu if isinstance(codebook, Codebook) else coherence(codebook)
+    if mu > mu_max:
+        raise ValueError(
+            f"{name} has coherence mu = {mu:.6g} but the bound needs mu <= {mu_max} "
+            f"(Assumption 3); build it with kind='rs-hadamard' or a larger d_e"
+        )
+    return mu
+
+
+# --------------------------------------------------------------------------- coherence
+
+
+@dataclass(frozen=True)
+class CoherenceReport:
+    """Exact coherence of a codebook and how many pairs break ``|<omega_i, omega_j>| <= threshold``."""
+
+    mu: float
+    pair: tuple | None  # (i, j), i < j, attaining mu; None when N = 1
+    n_violations: int  # unordered pairs with |<omega_i, omega_j>| > threshold
+    n_pairs: int  # N (N - 1) / 2
+    threshold: float
+
+    @property
+    def ok(self) -> bool:
+        return self.n_violations == 0
+
+    def __str__(self) -> str:
+        verdict = "satisfies" if self.ok else "violates"
+        return (
+            f"{verdict} |<omega_i, omega_j>| <= {self.threshold}: {self.n_violations} of "
+            f"{self.n_pairs} pairs exceed it; mu = {self.mu:.6g} at pair {self.pair}"
+        )
+
+
+def coherence(omega: torch.Tensor, *, chunk_rows: int | None = None) -> float:
+    """Exact mu = max_{i != j} |<omega_i, omega_j>| (0.0 for N = 1), in O(chunk_rows * N) memory.
+
+    Serves Assumption 3: every construction uses mu in place of the constant 1/2.
+    If all entries share one magnitude s (Rademacher, RS-Hadamard), the Gram matrix of the
+    sign matrix is integer valued and computed exactly (float32 for d_e < 2^24, else
+    float64), then multiplied by s^2 as a rational number; rows equal to +-s with
+    d_e s^2 = 1 up to 1e-6 are read as +-1/sqrt(d_e), so mu = max|S| / d_e exactly.
+    Otherwise the inner products are computed in float64 (exact up to float64 rounding,
+    whose last ulp may depend on ``chunk_rows``). Runs on omega's device; on CUDA the
+    sign path stays exact under TF32 too (+-1 inputs are representable, sums in float32).
+    """
+    return _scan("omega", omega, chunk_rows, threshold=None)[0]
+
+
+def coherence_report(
+    omega: torch.Tensor, threshold: float = 0.5, *, chunk_rows: int | None = None
+) -> CoherenceReport:
+    """Coherence, the pair attaining it, and the number of pairs above ``threshold`` (Assumption 3)."""
+    threshold = positive_float("threshold", threshold, allow_zero=True)
+    mu, pair, n_violations = _scan("omega", omega, chunk_rows, threshold)
+    N = int(omega.shape[0])
+    return CoherenceReport(mu, pair, n_violations, N * (N - 1) // 2, threshold)
+
+
+def _matrix(name: str, omega) -> torch.Tensor:
+    finite_tensor(name, omega)
+    if omega.dim() != 2 or omega.shape[0] < 1 or omega.shape[1] < 1:
+        raise ValueError(f"{name} must be a 2-D tensor (N, d_e) with N, d_e >= 1, got shape {tuple(omega.shape)}")
+    if omega.is_complex() or omega.dtype == torch.bool:
+        raise ValueError(f"{name} must be a real tensor, got dtype {omega.dtype}")
+    return omega
+
+
+def _sign_form(omega: torch.Tensor):
+    """(signs, unit) with omega = signs * s and <omega_i, omega_j> = (signs signs^T)_ij * unit, or None."""
+    mags = omega.abs()
+    s = mags.max()
+    if not bool(s > 0) or not bool((mags == s).all()):
+        return None
+    d_e = omega.shape[1]
+    s = Fraction(float(s))
+    unit = Fraction(1, d_e) if abs(float(d_e * s * s) - 1) <= UNIT_NORM_TOL else s * s
+    exact_dtype = torch.float32 if d_e < 2**24 else torch.float64
+    return torch.sign(omega).to(exact_dtype), unit
+
+
+def _scan(name, omega, chunk_rows, threshold):
+    """Blockwise upper-triangle scan of the Gram matrix: (mu, pair, #pairs above threshold)."""
+    _matrix(name, omega)
+    N = int(omega.shape[0])
+    chunk = max(1, _BLOCK_ELEMENTS // N) if chunk_rows is None else positive_int("chunk_rows", chunk_rows)
+    chunk = min(chunk, N)
+    if N == 1:
+        return 0.0, None, 0
+    sign_form = _sign_form(omega.detach())
+    if sign_form is None:
+        rows, unit = omega.detach().to(torch.float64), None
+        cut = threshold
+    else:
+        rows, unit = sign_form
+        cut = None if threshold is None else math.floor(Fraction(threshold) / unit)
+    best, pair, count = -1.0, None, 0
+    for a in range(0, N, chunk):
+        b = min(a + chunk, N)
+        block = (rows[a:b] @ rows[a:].T).abs_()  # columns a..N-1
+        w = b - a
+        block[:, :w].masked_fill_(torch.ones(w, w, dtype=torch.bool, device=block.device).tril(), -1)
+        flat = int(block.argmax())
+        value = float(block.view(-1)[flat])
+        if value > best:
+            best, pair = value, (a + flat // block.shape[1], a + flat % block.shape[1])
+        if cut is not None:
+            count += int((block > cut).sum())
+    mu = best if unit is None else float(Fraction(int(best)) * unit)
+    return mu, pair, count
+
+
+# --------------------------------------------------------------------------- rademacher
+
+
+def rademacher(N: int, d_e: int, *, generator: torch.Generator, device=None, dtype=torch.float32) -> torch.Tensor:
+    """(N, d_e) i.i.d. entries +-1/sqrt(d_e), drawn with ``generator`` on ``device`` (Assumption 3)."""
+    N, d_e = positive_int("N", N), positive_int("d_e", d_e)
+    device, dtype = device_of("device", device), float_dtype("dtype", dtype)
+    generator_on("generator", generator, device)
+    bits = torch.randint(0, 2, (N, d_e), generator=generator, device=device, dtype=dtype)
+    return (2 * bits - 1) * (1 / math.sqrt(d_e))
+
+
+_EXACT_TAIL_MAX_D = 4096
+
+
+def rademacher_pair_tail(d_e: int, mu: float = 0.5) -> float:
+    """Exact P(|<omega_i, omega_j>| > mu) for two independent Rademacher codewords.
+
+    <omega_i, omega_j> = S / d_e with S = 2B - d_e, B ~ Binomial(d_e, 1/2), so the event
+    is |2B - d_e| > mu d_e (strict; S has the parity of d_e). Exact rational sum for
+    d_e <= 4096, scipy's binomial cdf (relative error ~1e-14) beyond. Serves the union
+    bound behind Assumption 3 and the d_e = floor(5 ln N) note of SPEC section 2.
+    """
+    d_e, mu = positive_int("d_e", d_e), probability("mu", mu)
+    low = _tail_cut(d_e, mu)  # |2B - d_e| > mu d_e  <=>  B <= low  or  B >= d_e - low
+    if low < 0:
+        return 0.0
+    if d_e <= _EXACT_TAIL_MAX_D:
+        count, term = 0, 1
+        for b in range(low + 1):
+            count += term
+            term = term * (d_e - b) // (b + 1)
+        return float(Fraction(2 * count, 2**d_e))
+    return float(2 * stats.binom.cdf(low, d_e, 0.5))
+
+
+def _tail_cut(d_e: int, mu: float) -> int:
+    """Largest B with 2B - d_e < -mu d_e, computed in exact rationals (-1 if none)."""
+    bound = (d_e - Fraction(mu) * d_e) / 2  # B < bound
+    low = math.ceil(bound) - 1
+    return min(low, d_e)
+
+
+def _tail_many(ds: np.ndarray, mu: float) -> np.ndarray:
+    """Vectorized tail for many d_e (scipy), used to scan for the dimension rule."""
+    lows = np.array([_tail_cut(int(d), mu) for d in ds])
+    return np.where(lows < 0, 0.0, 2 * stats.binom.cdf(lows, ds, 0.5))
+
+
+def _hoeffding_dim(N: int, delta: float, mu: float) -> int:
+    return max(1, math.ceil(2 * math.log(N * (N - 1) / delta) / mu**2))
+
+
+def rademacher_dim(N: int, delta: float, mu: float = 0.5, rule: str = "exact") -> int:
+    """Smallest d_e with C(N, 2) * P(|<omega_i, omega_j>| > mu) <= delta, for every larger d_e too.
+
+    ``rule="hoeffding"``: P <= 2 exp(-d_e mu^2 / 2), so d_e = ceil(2 ln(N (N-1) / delta) / mu^2)
+    (= 8 ln(N (N-1) / delta) at mu = 1/2, the SPEC's 8 ln(N^2 / delta) up to N^2 -> N(N-1)).
+    ``rule="exact"``: the exact tail (:func:`rademacher_pair_tail`) is not monotone in d_e
+    (parity of S), so we return d* = 1 + the largest d_e that fails the bound; then the
+    bound holds for d* and *every* larger d_e (above the Hoeffding value it holds because
+    the exact tail is below the Hoeffding bound, which decreases). Some d_e < d* of
+    favourable parity may also pass; they are not returned. N = 1 returns 1.
+    Serves Assumption 3 (w.h.p. version) for Rademacher codes.
+    """
+    N, delta, mu = positive_int("N", N), probability("delta", delta), probability("mu", mu)
+    if rule not in ("exact", "hoeffding"):
+        raise ValueError(f"rule must be 'exact' or 'hoeffding', got {rule!r}")
+    if N == 1:
+        return 1
+    top = _hoeffding_dim(N, delta, mu)
+    if rule == "hoeffding":
+        return top
+    pairs = N * (N - 1) // 2
+    step = 1 << 14
+    for hi in range(top - 1, 0, -step):  # scan downward from the Hoeffding value
+        ds = np.arange(hi, max(hi - step, 0), -1)
+        expected = pairs * _tail_many(ds, mu)
+        fails = expected > delta
+        near = np.abs(expected - delta) <= 1e-9 * delta
+        for i in np.flatnonzero(near):  # settle ties with the exact rational tail
+            fails[i] = pairs * rademacher_pair_tail(int(ds[i]), mu) > delta
+        if fails.any():
+            return int(ds[np.argmax(fails)]) + 1
+    return 1
+
+
+def rademacher_codebook(
+    N: int,
+    *,
+    mu_max: float = 0.5,
+    delta: float = 1e-3,
+    d_e: int | None = None,
+    generator: torch.Generator,
+    device=None,
+    dtype=torch.float32,
+    max_tries: int = 20,
+) -> Codebook:
+    """Rademacher codes with measured coherence <= ``mu_max`` (Assumption 3 when mu_max = 1/2).
+
+    d_e defaults to ``rademacher_dim(N, delta, mu_max)``, so one draw fails with probability
+    <= delta; draws are repeated with the same generator until the exact coherence is
+    <= mu_max (``params['tries']``), at most ``max_tries`` times.
+    """
+    N, mu_max, delta = positive_int("N", N), probability("mu_max", mu_max), probability("delta", delta)
+    max_tries = positive_int("max_tries", max_tries)
+    d_min = rademacher_dim(N, delta, mu_max)
+    if d_e is None:
+        d_e = d_min
+    elif positive_int("d_e", d_e) < d_min:
+        raise ValueError(
+            f"d_e must be >= {d_min} for N={N} codes with mu <= {mu_max} at failure "
+            f"probability delta={delta} (exact union bound), got {d_e}"
+        )
+    for tries in range(1, max_tries + 1):
+        omega = rademacher(N, d_e, generator=generator, device=device, dtype=dtype)
+        mu = coherence(omega)
+        if mu <= mu_max:
+            params = {"N": N, "d_e": d_e, "mu_max": mu_max, "delta": delta, "rule": "exact", "tries": tries}
+            return Codebook(omega, mu, "rademacher", params)
+    raise ValueError(
+        f"max_tries={max_tries} draws all had coherence > mu_max={mu_max} at d_e={d_e}; "
+        f"increase d_e or max_tries"
+    )
+
+
+# --------------------------------------------------------------------------- experiments
+
+
+def experimental_dim(N: int) -> int:
+    """d_e = floor(5 ln N) (at least 1), the dimension of the paper's experiments."""
+    N = positive_int("N", N)
+    return max(1, math.floor(5 * math.log(N)))
+
+
+def experimental_codebook(N: int, *, generator: torch.Generator, device=None, dtype=torch.float32) -> Codebook:
+    """Rademacher codes at d_e = floor(5 ln N), NOT resampled: they may violate Assumption 3.
+
+    At N = 100 (d_e = 23) each pair exceeds 1/2 with probability 89104/2^23 ~= 0.0106,
+    ~52.6 of the 4950 pairs in expectation (SPEC section 2 note). ``params`` records the
+    expected number of violating pairs and whether this draw satisfies Assumption 3.
+    """
+    d_e = experimental_dim(N)
+    omega = rademacher(N, d_e, generator=generator, device=device, dtype=dtype)
+    report = coherence_report(omega, 0.5)
+    params = {
+        "N": N,
+        "d_e": d_e,
+        "rule": "floor(5 ln N)",
+        "expected_violations": report.n_pairs * rademacher_pair_tail(d_e, 0.5),
+        "n_violations": report.n_violations,
+        "satisfies_assumption3": report.ok,
+    }
+    return Codebook(omega, report.mu, "experimental", params)
+
+
+# --------------------------------------------------------------------------- GF(2^m)
+
+IRREDUCIBLE = {
+    1: 0b11,
+    2: 0b111,
+    3: 0b1011,
+    4: 0b10011,
+    5: 0b100101,
+    6: 0b1000011,
+    7: 0b10000011,
+    8: 0b100011011,
+    9: 0b1000010001,
+    10: 0b10000001001,
+}
+MAX_M = max(IRREDUCIBLE)
+
+
+def _clmul_table(m: int, poly: int) -> np.ndarray:
+    """Carry-less a * b reduced mod ``poly`` (degree m), for all a, b in [0, 2^m)."""
+    n = 1 << m
+    a = np.arange(n, dtype=np.int64)[:, None]
+    b = np.arange(n, dtype=np.int64)[None, :]
+    prod = np.zeros((n, n), dtype=np.int64)
+    for bit in range(m):
+        prod ^= np.where((b >> bit) & 1, a << bit, 0)
+    for deg in range(2 * m - 2, m - 1, -1):
+        prod ^= ((prod >> deg) & 1) * (poly << (deg - m))
+    return prod
+
+
+@lru_cache(maxsize=None)
+def gf_mul_table(m: int) -> np.ndarray:
+    """Multiplication table of GF(2^m) = GF(2)[x] / (IRREDUCIBLE[m]); addition is XOR. Read-only."""
+    m = positive_int("m", m)
+    if m > MAX_M:
+        raise ValueError(f"m must be an integer in [1, {MAX_M}], got {m}")
+    table = _clmul_table(m, IRREDUCIBLE[m]).astype(np.int32)
+    table.setflags(write=False)
+    return table
+
+
+# --------------------------------------------------------------------------- RS-Hadamard
+
+
+def _rs_parameters(N: int, mu: float, m_min: int = 1):
+    """Smallest m >= m_min with a length-n RS code (n = 2^m) of >= N words and (k-1)/n <= mu."""
+    for m in range(m_min, MAX_M + 1):
+        n = 1 << m
+        k = 1
+        while n**k < N:
+            k += 1
+        if k - 1 <= mu * n:  # i.e. k <= floor(mu n) + 1
+            return m, n, k
+    return None
+
+
+def rs_hadamard_dim(N: int, mu: float = 0.5) -> int:
+    """d_e = 4^m of the RS-Hadamard code for N words with guaranteed coherence <= mu.
+
+    m is the smallest with n^(floor(mu n) + 1) >= N, n = 2^m; at mu = 1/2 that is
+    n^(n/2 + 1) >= N, so d_e = n^2 = O((log N / log log N)^2): N <= 4 -> 4, N <= 64 -> 16,
+    N <= 32768 -> 64, N <= 16^9 -> 256. ``ValueError`` when even m = 10 is not enough.
+    """
+    N, mu = positive_int("N", N), probability("mu", mu)
+    found = _rs_parameters(N, mu)
+    if found is None:
+        raise ValueError(
+            f"N={N} codewords with coherence <= mu={mu} need an RS-Hadamard code beyond "
+            f"GF(2^{MAX_M}) (d_e > {4**MAX_M}); use a larger mu or a smaller N"
+        )
+    return found[1] ** 2
+
+
+def _rs_symbols(indices: np.ndarray, m: int, k: int) -> np.ndarray:
+    """Outer RS code: row r is p_r(x) at all x in GF(2^m), p_r's coefficients = base-2^m digits of r."""
+    n, mul = 1 << m, gf_mul_table(m).ravel()  # mul[(a << m) | b] = a * b
+    xs = np.arange(n, dtype=np.int32)[None, :]
+    values = np.zeros((len(indices), n), dtype=np.int32)
+    for level in range(k - 1, -1, -1):  # Horner: v <- v * x + c_level
+        digit = ((indices >> (m * level)) & (n - 1)).astype(np.int32)
+        values = np.take(mul, (values << m) | xs) ^ digit[:, None]
+    return values
+
+
+def _hadamard(m: int) -> np.ndarray:
+    """Sylvester-Hadamard matrix H[a, b] = (-1)^popcount(a & b); rows are mutually orthogonal."""
+    n = 1 << m
+    ab = np.arange(n)[:, None] & np.arange(n)[None, :]
+    parity = np.zeros_like(ab)
+    for bit in range(m):
+        parity ^= (ab >> bit) & 1
+    return 1 - 2 * parity
+
+
+def rs_hadamard_coherence(N: int, m: int, k: int) -> float:
+    """Exact coherence of the first N RS-Hadamard words, in O(N n) time instead of O(N^2 n^2).
+
+    <omega_i, omega_j> = #{x : p_i(x) = p_j(x)} / n and p_i - p_j is the polynomial whose
+    digits are those of i XOR j. For i != j < N, i XOR j ranges over exactly
+    [1, 2^L), L = bit length of N - 1 (take i = 2^h, j = c - 2^h, h = top bit of c).
+    So mu = max_{1 <= c < 2^L} #roots(p_c) / n.
+    """
+    N = positive_int("N", N)
+    if N == 1:
+        return 0.0
+    n = 1 << m
+    c = np.arange(1, 1 << (N - 1).bit_length(), dtype=np.int64)
+    roots = (_rs_symbols(c, m, k) == 0).sum(axis=1)
+    return float(Fraction(int(roots.max()), n))
+
+
+def _rs_hadamard(N, m, k, d_e, device, dtype) -> Codebook:
+    n = 1 << m
+    symbols = torch.as_tensor(_rs_symbols(np.arange(N, dtype=np.int64), m, k), device=device).long()
+    H = torch.as_tensor(_hadamard(m), dtype=dtype, device=device) / n  # n blocks of n: unit norm
+    omega = H[symbols].reshape(N, n * n)
+    if d_e > n * n:
+        omega = torch.nn.functional.pad(omega, (0, d_e - n * n))
+    params = {"N": N, "m": m, "n": n, "k": k, "field_poly": IRREDUCIBLE[m], "guaranteed_mu": (k - 1) / n, "d_e": d_e}
+    return Codebook(omega, rs_hadamard_coherence(N, m, k), "rs-hadamard", params)
+
+
+def rs_hadamard_codebook(N: int, *, mu: float = 0.5, device=None, dtype=torch.float32) -> Codebook:
+    """Deterministic codes with guaranteed coherence <= (k-1)/n <= mu (Assumption 3 at mu = 1/2).
+
+    Word i: write i in base n = 2^m as k digits = coefficients of p_i, deg p_i < k, over
+    GF(2^m); evaluate p_i at all n field elements (Reed-Solomon: distinct words agree in
+    <= k-1 places); replace each symbol a by the Walsh row ((-1)^popcount(a & b))_b and
+    scale by 1/n. Then ||omega_i|| = 1 and <omega_i, omega_j> = #agreements / n in
+    [0, (k-1)/n]. m is the smallest that works, k the fewest digits with n^k >= N:
+    d_e = n^2, at mu = 1/2 n^(n/2+1) >= N, so d_e = O((log N / log log N)^2). Smaller mu
+    (e.g. 1/(2q) for single-head sparse averaging) just needs a larger n.
+    ``mu`` of the result is the exact coherence (:func:`rs_hadamard_coherence`).
+    """
+    N, mu = positive_int("N", N), probability("mu", mu)
+    device, dtype = device_of("device", device), float_dtype("dtype", dtype)
+    d_e = rs_hadamard_dim(N, mu)
+    m, n, k = _rs_parameters(N, mu)
+    return _rs_hadamard(N, m, k, d_e, device, dtype)
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def build_codebook(
+    N: int,
+    *,
+    kind: str = "rs-hadamard",
+    mu_max: float = 0.5,
+    d_e: int | None = None,
+    delta: float = 1e-3,
+    generator: torch.Generator | None = None,
+    device=None,
+    dtype=torch.float32,
+) -> Codebook:
+    """One entry point for the codebooks of Assumption 3: kind in ``BUILDABLE_KINDS``.
+
+    rs-hadamard: deterministic, coherence <= mu_max guaranteed; a user d_e >= the needed
+    4^m uses the largest 4^m' <= d_e (smaller coherence) zero-padded to d_e columns.
+    rademacher: see :func:`rademacher_codebook`. experimental: d_e = floor(5 ln N), no
+    check of mu (d_e, if given, must equal it). The random kinds need ``generator``.
+    """
+    if kind not in BUILDABLE_KINDS:
+        raise ValueError(f"kind must be one of {BUILDABLE_KINDS}, got {kind!r}")
+    N = positive_int("N", N)
+    if kind == "rs-hadamard":
+        mu_max = probability("mu_max", mu_max)
+        device, dtype = device_of("device", device), float_dtype("dtype", dtype)
+        need = rs_hadamard_dim(N, mu_max)
+        if d_e is None:
+            d_e = need
+        elif positive_int("d_e", d_e) < need:
+            raise ValueError(f"d_e must be >= {need} for an rs-hadamard code of N={N} words with mu <= {mu_max}, got {d_e}")
+        m_fit = min(MAX_M, int(math.log2(d_e)) // 2)
+        while 4**m_fit > d_e:
+            m_fit -= 1
+        m, n, k = _rs_parameters(N, mu_max, m_min=m_fit)
+        return _rs_hadamard(N, m, k, d_e, device, dtype)
+    if generator is None:
+        raise ValueError(f"generator must be a torch.Generator for kind={kind!r} (random codes), got None")
+    if kind == "rademacher":
+        return rademacher_codebook(
+            N, mu_max=mu_max, delta=delta, d_e=d_e, generator=generator, device=device, dtype=dtype
+        )
+    if d_e is not None and positive_int("d_e", d_e) != experimental_dim(N):
+        raise ValueError(
+            f"d_e is fixed to floor(5 ln N) = {experimental_dim(N)} for kind='experimental', got {d_e}; "
+            f"use kind='rademacher' for another d_e"
+        )
+    return experimental_codebook(N, generator=generator, device=device, dtype=dtype)

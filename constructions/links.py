@@ -1,0 +1,250 @@
+"""Link functions g of the qSTR model (Definition 2) and their Assumption 2 networks.
+
+A link maps the q selected tokens of one output position to its label:
+``g(xt)`` with ``xt`` of shape ``(..., q, d)`` returns ``(...)`` (scalar links) or
+``(..., out_dim)`` (the vector-valued sparse average).
+
+Links needed by the paper (SPEC section 1):
+
+* ``Linear``      (1/sqrt q) sum_k <u_k, x_{t_k}>        -- Figure 1, Theorem 6 (q = 1: <u, x_t>)
+* ``Hermite``     (1/sqrt q) sum_k He2(<u_k, x_{t_k}>)   -- Figure 3, He2(z) = (z^2 - 1)/sqrt 2
+* ``SqNorm``      (1/sqrt(q d)) sum_k (||x_{t_k}||^2 - d) -- Prop 3 (d = 1: Prop 21)
+* ``Mean``        (1/q) sum_k x_{t_k} (vector valued)      -- q-sparse averaging (Sanford et al. 2023)
+* ``MeanProjected`` <u, (1/q) sum_k x_{t_k}>
+* ``Teacher``     a^T relu(W vec(x_{t_1..q}) + b)          -- Assumption 2 holds with zero error
+* ``CallableLink`` any user function of ``(..., q, d)``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import torch
+
+from constructions import _checks
+
+
+@dataclass(frozen=True, eq=False)
+class TwoLayerNet:
+    """A width-m two-layer ReLU net z -> a^T relu(W z + b) on z in R^{q d} (Assumption 2).
+
+    ``r_a`` and ``r_w`` are the normalised norms of Assumption 2:
+    ||a|| = r_a / sqrt(m) and ||(W, b)||_F = sqrt(m) r_w; the net is (r_a r_w)-Lipschitz
+    (indeed ||a|| ||W||_op <= r_a r_w).
+    """
+
+    a: torch.Tensor  # (m,)
+    W: torch.Tensor  # (m, q d)
+    b: torch.Tensor  # (m,)
+
+    @property
+    def m(self) -> int:
+        return self.a.shape[0]
+
+    @property
+    def r_a(self) -> float:
+        return float(self.a.norm()) * math.sqrt(self.m)
+
+    @property
+    def r_w(self) -> float:
+        return float(torch.cat([self.W, self.b[:, None]], dim=1).norm()) / math.sqrt(self.m)
+
+    @property
+    def lipschitz(self) -> float:
+        """||a|| ||W||_op, a Lipschitz constant of the net (<= r_a r_w)."""
+        return float(self.a.norm() * torch.linalg.matrix_norm(self.W, ord=2))
+
+    def __call__(self, xt: torch.Tensor) -> torch.Tensor:
+        z = xt.flatten(-2)
+        W, b, a = (v.to(z.dtype) for v in (self.W, self.b, self.a))
+        return torch.relu(z @ W.T + b) @ a
+
+
+@dataclass(frozen=True, eq=False)
+class Link:
+    """Base class: ``q`` tokens of dimension ``d`` in, a scalar (or ``out_dim`` vector) out."""
+
+    q: int
+    d: int
+
+    name = "link"
+    out_dim: Optional[int] = None  # None: scalar labels
+
+    def __call__(self, xt: torch.Tensor) -> torch.Tensor:
+        _checks.shape("xt", xt, (None,) * (xt.dim() - 2) + (self.q, self.d))
+        return self.g(xt)
+
+    def g(self, xt: torch.Tensor) -> torch.Tensor:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def two_layer_net(self) -> Optional[TwoLayerNet]:
+        """An exact Assumption 2 network for g (eps_2NN = 0), or ``None`` if g is not one."""
+        return None
+
+
+def _unit_rows(rows: int, d: int, generator: torch.Generator) -> torch.Tensor:
+    """Rows drawn uniformly from the unit sphere S^{d-1} (float64, on the generator's device)."""
+    u = torch.randn(rows, d, generator=generator, dtype=torch.float64, device=generator.device)
+    return u / u.norm(dim=1, keepdim=True)
+
+
+def _check_directions(u: torch.Tensor, q: int, d: int) -> None:
+    _checks.finite_tensor("u", u)
+    _checks.shape("u", u, (q, d))
+    if not torch.allclose(u.norm(dim=1), torch.ones(q, dtype=u.dtype, device=u.device), atol=1e-6):
+        raise ValueError("u must have rows of unit norm")
+
+
+@dataclass(frozen=True, eq=False)
+class Linear(Link):
+    """g = (1/sqrt q) sum_k <u_k, x_{t_k}>; for q = 1 this is <u, x_t> (Figure 1, Theorem 6)."""
+
+    u: torch.Tensor = field(default=None)  # (q, d), unit rows
+    name = "linear"
+
+    def __post_init__(self):
+        _check_directions(self.u, self.q, self.d)
+
+    def g(self, xt):
+        return (xt * self.u.to(xt)).sum(dim=(-2, -1)) / math.sqrt(self.q)
+
+    def two_layer_net(self):
+        w = self.u.flatten() / math.sqrt(self.q)
+        W = torch.stack([w, -w])
+        return TwoLayerNet(a=torch.tensor([1.0, -1.0], dtype=w.dtype, device=w.device), W=W, b=torch.zeros(2, dtype=w.dtype, device=w.device))
+
+
+def he2(z: torch.Tensor) -> torch.Tensor:
+    """Second normalised probabilists' Hermite polynomial He2(z) = (z^2 - 1)/sqrt 2."""
+    return (z * z - 1) / math.sqrt(2)
+
+
+@dataclass(frozen=True, eq=False)
+class Hermite(Link):
+    """g = (1/sqrt q) sum_k He2(<u_k, x_{t_k}>) (Figure 3)."""
+
+    u: torch.Tensor = field(default=None)  # (q, d), unit rows
+    name = "hermite"
+
+    def __post_init__(self):
+        _check_directions(self.u, self.q, self.d)
+
+    def g(self, xt):
+        return he2((xt * self.u.to(xt)).sum(-1)).sum(-1) / math.sqrt(self.q)
+
+
+@dataclass(frozen=True, eq=False)
+class SqNorm(Link):
+    """g = (1/sqrt(q d)) sum_k (||x_{t_k}||^2 - d) (Prop 3; with d = 1, Prop 21)."""
+
+    name = "sqnorm"
+
+    def g(self, xt):
+        return ((xt * xt).sum(-1) - self.d).sum(-1) / math.sqrt(self.q * self.d)
+
+
+@dataclass(frozen=True, eq=False)
+class Mean(Link):
+    """g = (1/q) sum_k x_{t_k} in R^d: q-sparse averaging (Sanford, Hsu, Telgarsky 2023)."""
+
+    name = "mean"
+
+    def __post_init__(self):
+        object.__setattr__(self, "out_dim", self.d)
+
+    def g(self, xt):
+        return xt.mean(dim=-2)
+
+
+@dataclass(frozen=True, eq=False)
+class MeanProjected(Link):
+    """g = <u, (1/q) sum_k x_{t_k}>: scalar sparse averaging."""
+
+    u: torch.Tensor = field(default=None)  # (d,), unit
+    name = "mean-projected"
+
+    def __post_init__(self):
+        _check_directions(self.u[None], 1, self.d)
+
+    def g(self, xt):
+        return xt.mean(dim=-2) @ self.u.to(xt)
+
+    def two_layer_net(self):
+        w = self.u.repeat(self.q) / self.q
+        W = torch.stack([w, -w])
+        return TwoLayerNet(a=torch.tensor([1.0, -1.0], dtype=w.dtype, device=w.device), W=W, b=torch.zeros(2, dtype=w.dtype, device=w.device))
+
+
+@dataclass(frozen=True, eq=False)
+class Teacher(Link):
+    """g = a^T relu(W vec(x_{t_1}, ..., x_{t_q}) + b): Assumption 2 with eps_2NN = 0."""
+
+    net: TwoLayerNet = field(default=None)
+    name = "teacher"
+
+    def __post_init__(self):
+        m = self.net.a.shape[0]
+        _checks.shape("W", self.net.W, (m, self.q * self.d))
+        _checks.shape("b", self.net.b, (m,))
+        for nm in ("a", "W", "b"):
+            _checks.finite_tensor(nm, getattr(self.net, nm))
+
+    def g(self, xt):
+        return self.net(xt)
+
+    def two_layer_net(self):
+        return self.net
+
+
+@dataclass(frozen=True, eq=False)
+class CallableLink(Link):
+    """Any user function ``fn(xt)`` with xt of shape (..., q, d) returning (...) or (..., out_dim)."""
+
+    fn: Callable = field(default=None)
+    name = "callable"
+
+    def __post_init__(self):
+        if not callable(self.fn):
+            raise ValueError(f"fn must be callable, got {type(self.fn).__name__}")
+
+    def g(self, xt):
+        y = self.fn(xt)
+        want = xt.shape[:-2] + (() if self.out_dim is None else (self.out_dim,))
+        if not isinstance(y, torch.Tensor) or tuple(y.shape) != tuple(want):
+            got = tuple(y.shape) if isinstance(y, torch.Tensor) else type(y).__name__
+            raise ValueError(f"fn must return a tensor of shape {tuple(want)}, got {got}")
+        return y
+
+
+LINK_NAMES = ("linear", "hermite", "sqnorm", "mean", "mean-projected", "teacher")
+
+
+def make_link(name: str, q: int, d: int, *, generator: Optional[torch.Generator] = None, width: int = 8) -> Link:
+    """Build a named link with random directions / teacher weights drawn from ``generator``.
+
+    ``u`` (and each ``u_k``) is uniform on the unit sphere; the teacher has width ``width``,
+    W with N(0, 1/(q d)) entries, b ~ N(0, 1) scaled by 1/sqrt(q d), a with N(0, 1/width) entries.
+    """
+    q = _checks.positive_int("q", q)
+    d = _checks.positive_int("d", d)
+    if name in ("sqnorm",):
+        return SqNorm(q=q, d=d)
+    if name == "mean":
+        return Mean(q=q, d=d)
+    if name not in LINK_NAMES:
+        raise ValueError(f"link must be one of {', '.join(LINK_NAMES)}, got {name!r}")
+    if generator is None:
+        raise ValueError(f"link {name!r} has random parameters: pass generator=torch.Generator()")
+    if name == "linear":
+        return Linear(q=q, d=d, u=_unit_rows(q, d, generator))
+    if name == "hermite":
+        return Hermite(q=q, d=d, u=_unit_rows(q, d, generator))
+    if name == "mean-projected":
+        return MeanProjected(q=q, d=d, u=_unit_rows(1, d, generator)[0])
+    width = _checks.positive_int("width", width)
+    kw = dict(generator=generator, dtype=torch.float64, device=generator.device)
+    W = torch.randn(width, q * d, **kw) / math.sqrt(q * d)
+    b = torch.randn(width, **kw) / math.sqrt(q * d)
+    a = torch.randn(width, **kw) / math.sqrt(width)
+    return Teacher(q=q, d=d, net=TwoLayerNet(a=a, W=W, b=b))

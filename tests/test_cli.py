@@ -1,0 +1,105 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from verify.cli import main
+from verify.registry import Claim, Context, Outcome, all_claims, run_claim, select
+
+FOUNDATION = ("assumption-3", "lemma-40", "data-model")
+
+
+def test_registry_has_foundation_claims():
+    claims = all_claims()
+    for cid in FOUNDATION:
+        assert cid in claims
+        c = claims[cid]
+        assert c.ref_seed and c.ref_conference and c.statement and c.falsifier_statement
+
+
+@pytest.mark.parametrize("cid", FOUNDATION)
+def test_each_claim_holds_and_its_falsifier_is_caught(cid):
+    r = run_claim(all_claims()[cid], Context(profile="quick"))
+    assert r.holds, r.detail
+    assert r.falsifier_caught, r.falsifier_detail
+    assert r.error == ""
+
+
+def test_a_claim_whose_falsifier_passes_fails():
+    ok = Outcome(1.0, "<= 2", True)
+    c = Claim("fake", "-", "-", "1 <= 2", check=lambda ctx: ok, falsifier=lambda ctx: ok, falsifier_statement="none")
+    r = run_claim(c, Context())
+    assert r.holds and not r.falsifier_caught and not r.passed
+
+
+def test_a_crashing_check_fails_and_is_reported():
+    def boom(ctx):
+        raise RuntimeError("kaput")
+
+    c = Claim("fake", "-", "-", "s", check=boom, falsifier=boom, falsifier_statement="none")
+    r = run_claim(c, Context())
+    assert not r.holds and not r.falsifier_caught and "kaput" in r.error
+
+
+def test_verify_json(tmp_path, capsys):
+    path = tmp_path / "out.json"
+    assert main(["verify", "--only", "lemma-40", "data-model", "--json", str(path)]) == 0
+    records = json.loads(path.read_text())
+    assert [r["id"] for r in records] == ["lemma-40", "data-model"]
+    keys = {"id", "ref_seed", "ref_conference", "statement", "measured", "bound", "holds",
+            "falsifier_caught", "profile", "device", "seconds"}
+    for r in records:
+        assert keys <= set(r)
+        assert r["holds"] is True and r["falsifier_caught"] is True
+        assert r["profile"] == "quick" and r["device"] == "cpu"
+    out = capsys.readouterr().out
+    assert "lemma-40" in out and "2/2 claims hold" in out
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["verify", "--profile", "fast"], "--profile must be one of"),
+    (["verify", "--only", "lemma-99"], "unknown claim id"),
+    (["verify", "--seed", "-1"], "--seed"),
+    (["verify", "--device", "tpu"], "--device"),
+    (["verify", "--bogus"], "unrecognized arguments"),
+    ([], "a command is required"),
+    (["frobnicate"], "invalid choice"),
+])
+def test_bad_arguments_exit_2_with_one_line(argv, needle, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+def test_cuda_request_without_cuda(capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("CUDA present")
+    assert main(["verify", "--device", "cuda", "--only", "lemma-40"]) == 2
+    assert "CUDA is not available" in capsys.readouterr().err
+
+
+def test_failing_claim_exits_1(monkeypatch, capsys):
+    from verify import registry
+
+    bad = Claim("always-false", "-", "-", "false", check=lambda ctx: Outcome(1, 0, False),
+                falsifier=lambda ctx: Outcome(1, 0, False), falsifier_statement="none")
+    monkeypatch.setitem(registry.REGISTRY, "always-false", bad)
+    assert main(["verify", "--only", "always-false"]) == 1
+    assert "0/1 claims hold" in capsys.readouterr().out
+
+
+def test_list_profile():
+    ids = [c.id for c in select("quick")]
+    assert set(FOUNDATION) <= set(ids) and len(ids) == len(set(ids))
+
+
+def test_console_script_module_entry():
+    """``python -m verify.cli`` exits 2 on bad input with a single line on stderr."""
+    p = subprocess.run([sys.executable, "-m", "verify.cli", "verify", "--profile", "nope"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2
+    assert p.stderr.strip().startswith("qstr: error:") and len(p.stderr.strip().splitlines()) == 1

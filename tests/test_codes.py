@@ -1,0 +1,482 @@
+"""Positional codebooks (Assumption 3): exact coherence, Rademacher rules, RS-Hadamard codes."""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from constructions import codes
+from constructions.codes import (
+    Codebook,
+    build_codebook,
+    coherence,
+    coherence_report,
+    experimental_codebook,
+    experimental_dim,
+    gf_mul_table,
+    rademacher,
+    rademacher_codebook,
+    rademacher_dim,
+    rademacher_pair_tail,
+    require_coherence,
+    rs_hadamard_codebook,
+    rs_hadamard_coherence,
+    rs_hadamard_dim,
+)
+
+FAST = settings(max_examples=60, deadline=None)
+
+
+def gen(seed=0):
+    return torch.Generator().manual_seed(seed)
+
+
+# --------------------------------------------------------------------------- brute force
+
+
+def brute_gram(omega):
+    g = omega.double() @ omega.double().T
+    return g.fill_diagonal_(0).abs()  # diagonal out of the max (mu >= 0 anyway)
+
+
+def brute_sign_gram(signs: np.ndarray) -> np.ndarray:
+    s = signs.astype(np.int64)
+    return np.abs(s @ s.T)
+
+
+def upper(a):
+    i, j = np.triu_indices(a.shape[0], 1)
+    return np.asarray(a)[i, j]
+
+
+# --------------------------------------------------------------------------- coherence
+
+
+@st.composite
+def matrices(draw):
+    N = draw(st.integers(1, 40))
+    d_e = draw(st.integers(1, 24))
+    chunk = draw(st.integers(1, 50))
+    seed = draw(st.integers(0, 2**31 - 1))
+    style = draw(st.sampled_from(["gauss64", "gauss32", "sign32", "sign64", "sign_scaled"]))
+    g = gen(seed)
+    if style.startswith("gauss"):
+        omega = torch.randn(N, d_e, generator=g, dtype=torch.float64)
+        omega = omega / omega.norm(dim=1, keepdim=True).clamp_min(1e-12)
+        omega = omega.to(torch.float32 if style == "gauss32" else torch.float64)
+    else:
+        dtype = torch.float64 if style == "sign64" else torch.float32
+        omega = rademacher(N, d_e, generator=g, dtype=dtype)
+        if style == "sign_scaled":
+            omega = torch.sign(omega) * 0.375  # same magnitude, not unit norm
+    return omega, chunk, style
+
+
+@FAST
+@given(matrices())
+def test_coherence_matches_brute_force(case):
+    omega, chunk, style = case
+    mu = coherence(omega, chunk_rows=chunk)
+    if omega.shape[0] == 1:
+        assert mu == 0.0
+        return
+    if style.startswith("gauss"):
+        assert mu == pytest.approx(float(brute_gram(omega).max()), rel=1e-12, abs=1e-15)
+    else:  # integer Gram, exact
+        S = int(upper(brute_sign_gram(torch.sign(omega).numpy())).max())
+        d_e = omega.shape[1]
+        expected = S / d_e if style != "sign_scaled" else S * 0.375**2
+        assert mu == expected
+        assert mu == pytest.approx(float(brute_gram(omega).max()), rel=1e-6)
+
+
+@FAST
+@given(matrices(), st.sampled_from([0.0, 0.25, 1 / 3, 0.5, 0.75]))
+def test_coherence_report_matches_brute_force(case, threshold):
+    omega, chunk, style = case
+    N = omega.shape[0]
+    rep = coherence_report(omega, threshold, chunk_rows=chunk)
+    assert rep.n_pairs == N * (N - 1) // 2
+    assert rep.threshold == threshold
+    if N == 1:
+        assert (rep.mu, rep.pair, rep.n_violations) == (0.0, None, 0)
+        return
+    i, j = rep.pair
+    assert 0 <= i < j < N
+    assert rep.mu == pytest.approx(coherence(omega), rel=1e-12)  # float64: chunking moves the last ulp
+    if style.startswith("gauss"):
+        vals = upper(brute_gram(omega).numpy())
+        assert float(brute_gram(omega)[i, j]) == pytest.approx(rep.mu, rel=1e-12, abs=1e-15)
+        assert rep.n_violations == int((vals > threshold).sum())
+    else:
+        S = brute_sign_gram(torch.sign(omega).numpy())
+        unit = Fraction(1, omega.shape[1]) if style != "sign_scaled" else Fraction(3, 8) ** 2
+        assert S[i, j] == upper(S).max()
+        assert rep.n_violations == sum(int(v) * unit > Fraction(threshold) for v in upper(S))
+    assert rep.ok == (rep.n_violations == 0)
+    assert ("violates" in str(rep)) != rep.ok
+
+
+def test_coherence_exact_ties_and_single_row():
+    # two orthogonal codes and one coherent pair at exactly 1/2: no violation at threshold 1/2
+    omega = torch.tensor([[1, 1, 1, 1], [1, 1, 1, -1], [1, -1, 1, -1.0]]) / 2
+    rep = coherence_report(omega, 0.5)
+    assert rep.mu == 0.5 and rep.n_violations == 0 and rep.pair == (0, 1)
+    assert coherence_report(omega, 0.25).n_violations == 2
+    assert coherence(omega[:1]) == 0.0
+    assert coherence_report(omega[:1]).n_pairs == 0
+
+
+def test_coherence_chunk_invariance_larger():
+    omega = rademacher(300, 37, generator=gen(3))
+    values = {coherence(omega, chunk_rows=c) for c in (1, 7, 64, 299, 300, 10_000)}
+    assert len(values) == 1
+    reps = {coherence_report(omega, 0.3, chunk_rows=c).n_violations for c in (1, 13, 300)}
+    assert len(reps) == 1
+
+
+# --------------------------------------------------------------------------- rademacher tail
+
+
+def enumerate_tail(d_e, mu, a=None):
+    """Enumerate every sign vector b against a fixed a: <a, b> has the pair's distribution."""
+    bits = (np.arange(2**d_e)[:, None] >> np.arange(d_e)) & 1
+    b = 2 * bits - 1
+    a = np.ones(d_e, dtype=np.int64) if a is None else a
+    S = b @ a
+    hits = sum(1 for s in S if Fraction(abs(int(s)), d_e) > Fraction(mu))
+    return Fraction(hits, 2**d_e)
+
+
+@pytest.mark.parametrize("d_e", range(1, 15))
+@pytest.mark.parametrize("mu", [0.5, 0.25, 1 / 3, 0.1, 0.75])
+def test_pair_tail_vs_enumeration(d_e, mu):
+    a = np.where(np.random.default_rng(d_e).random(d_e) < 0.5, -1, 1)
+    exact = enumerate_tail(d_e, mu, a)
+    assert rademacher_pair_tail(d_e, mu) == float(exact)
+
+
+@pytest.mark.parametrize("d_e", range(1, 6))
+def test_pair_tail_vs_all_pairs(d_e):
+    signs = 2 * ((np.arange(2**d_e)[:, None] >> np.arange(d_e)) & 1) - 1
+    S = signs @ signs.T  # every ordered pair (a, b) of sign vectors
+    for mu in (0.5, 0.2, 0.6):
+        hits = sum(1 for v in np.abs(S).ravel() if Fraction(int(v), d_e) > Fraction(mu))
+        frac = Fraction(hits, S.size)
+        assert rademacher_pair_tail(d_e, mu) == float(frac)
+
+
+def test_pair_tail_paper_example_and_strictness():
+    assert rademacher_pair_tail(23, 0.5) == 89104 / 2**23
+    assert 4950 * rademacher_pair_tail(23, 0.5) == pytest.approx(52.579, abs=1e-3)
+    # strict inequality: d_e = 8, mu = 1/2 -> |S| > 4 -> |S| >= 6 -> B in {0, 1, 7, 8}
+    assert rademacher_pair_tail(8, 0.5) == 2 * (1 + 8) / 256
+    assert rademacher_pair_tail(1, 0.5) == 1.0  # |S| = 1 > 1/2 always
+    assert rademacher_pair_tail(2, 0.5) == 0.5
+
+
+def test_pair_tail_scipy_branch_agrees_with_integers():
+    d_e, mu = 5001, 0.1
+    low = codes._tail_cut(d_e, mu)
+    exact = Fraction(2 * sum(math.comb(d_e, b) for b in range(low + 1)), 2**d_e)
+    assert rademacher_pair_tail(d_e, mu) == pytest.approx(float(exact), rel=1e-10)
+
+
+# --------------------------------------------------------------------------- dimension rules
+
+
+def union(N, d_e, mu):
+    return math.comb(N, 2) * rademacher_pair_tail(d_e, mu)
+
+
+@pytest.mark.parametrize("N", [2, 3, 10, 100, 1000, 8192])
+@pytest.mark.parametrize("delta", [1e-3, 0.1])
+@pytest.mark.parametrize("mu", [0.5, 0.3])
+def test_rademacher_dim_rule(N, delta, mu):
+    d = rademacher_dim(N, delta, mu)
+    h = rademacher_dim(N, delta, mu, rule="hoeffding")
+    assert h >= d
+    assert h == math.ceil(2 * math.log(N * (N - 1) / delta) / mu**2)
+    assert math.comb(N, 2) * 2 * math.exp(-h * mu**2 / 2) <= delta
+    assert math.comb(N, 2) * 2 * math.exp(-(h - 1) * mu**2 / 2) > delta
+    assert d == 1 or union(N, d - 1, mu) > delta  # minimal
+    assert all(union(N, x, mu) <= delta for x in range(d, h + 1))  # and for every larger d_e
+
+
+def test_rademacher_dim_parity_example_and_spec_form():
+    # N = 100, delta = 1e-3: d_e = 100 passes pointwise but 101 and 105 fail, so the rule gives 106
+    assert rademacher_dim(100, 1e-3) == 106
+    assert union(100, 100, 0.5) <= 1e-3 < union(100, 105, 0.5)
+    assert rademacher_dim(100, 1e-3, rule="hoeffding") == math.ceil(8 * math.log(9900 / 1e-3)) == 129
+    assert rademacher_dim(1, 1e-3) == 1 and rademacher_dim(1, 1e-3, rule="hoeffding") == 1
+
+
+def test_rademacher_codebook_coherent_and_small_d_e_refused():
+    cb = rademacher_codebook(500, generator=gen(1))
+    assert cb.kind == "rademacher" and cb.d_e == rademacher_dim(500, 1e-3) and cb.N == 500
+    assert cb.mu <= 0.5 and cb.mu == coherence(cb.omega) and cb.params["tries"] >= 1
+    assert torch.allclose(cb.omega.double().norm(dim=1), torch.ones(500, dtype=torch.float64), atol=1e-6)
+    magnitudes = cb.omega.abs().unique()
+    assert magnitudes.numel() == 1 and float(magnitudes) == pytest.approx(1 / math.sqrt(cb.d_e), rel=1e-7)
+    with pytest.raises(ValueError, match=rf"d_e must be >= {cb.d_e}"):
+        rademacher_codebook(500, d_e=cb.d_e - 1, generator=gen(1))
+    big = rademacher_codebook(50, d_e=400, generator=gen(1), mu_max=0.4)
+    assert big.d_e == 400 and big.mu <= 0.4
+
+
+def test_rademacher_codebook_resamples_and_gives_up():
+    # delta close to 1: one draw fails often, so some seeds need retries and max_tries=1 refuses
+    outcomes = []
+    for seed in range(12):
+        try:
+            cb = rademacher_codebook(300, delta=0.99, generator=gen(seed), max_tries=1)
+            outcomes.append(cb.mu <= 0.5)
+        except ValueError as err:
+            assert "max_tries" in str(err)
+            outcomes.append("refused")
+    assert "refused" in outcomes and True in outcomes
+    retried = [rademacher_codebook(300, delta=0.99, generator=gen(s)).params["tries"] for s in range(12)]
+    assert max(retried) > 1
+
+
+def test_experimental_codebook_violates_assumption3():
+    assert experimental_dim(100) == 23 and experimental_dim(1) == 1 and experimental_dim(2) == 3
+    cb = experimental_codebook(100, generator=gen(0))
+    assert cb.d_e == 23 and cb.kind == "experimental"
+    rep = coherence_report(cb.omega, 0.5)
+    assert cb.mu == rep.mu > 0.5
+    assert 20 <= rep.n_violations <= 100 and cb.params["n_violations"] == rep.n_violations
+    assert cb.params["expected_violations"] == pytest.approx(52.579, abs=1e-3)
+    assert cb.params["satisfies_assumption3"] is False
+    with pytest.raises(ValueError, match="Assumption 3"):
+        require_coherence(cb)
+    assert require_coherence(rs_hadamard_codebook(100)) <= 0.5
+
+
+# --------------------------------------------------------------------------- GF(2^m)
+
+
+def slow_gf_mul(a, b, m, poly):
+    r = 0
+    while b:
+        if b & 1:
+            r ^= a
+        b >>= 1
+        a <<= 1
+        if a >> m & 1:
+            a ^= poly
+    return r
+
+
+def field_violations(table, rng, samples=20_000):
+    """Return the list of field axioms the table (with XOR addition) breaks."""
+    n = table.shape[0]
+    bad = []
+    if not (table == table.T).all():
+        bad.append("commutative")
+    if not (table[1] == np.arange(n)).all() or (table[0] != 0).any():
+        bad.append("identity/zero")
+    if n > 1 and not (table[1:, 1:] == 1).any(axis=1).all():
+        bad.append("inverse")
+    if n <= 16:
+        a, b, c = (x.ravel() for x in np.meshgrid(np.arange(n), np.arange(n), np.arange(n)))
+    else:
+        a, b, c = rng.integers(0, n, (3, samples))
+    if (table[table[a, b], c] != table[a, table[b, c]]).any():
+        bad.append("associative")
+    if (table[a, b ^ c] != (table[a, b] ^ table[a, c])).any():
+        bad.append("distributive")
+    return bad
+
+
+@pytest.mark.parametrize("m", range(1, 11))
+def test_gf_table_is_a_field(m):
+    table, rng = gf_mul_table(m), np.random.default_rng(m)
+    assert table.shape == (2**m, 2**m) and not table.flags.writeable
+    assert field_violations(table, rng) == []
+    a, b = rng.integers(0, 2**m, (2, 300))
+    assert all(table[x, y] == slow_gf_mul(int(x), int(y), m, codes.IRREDUCIBLE[m]) for x, y in zip(a, b))
+    nonzero = np.sort(table[1:, 1:], axis=1)  # each nonzero row is a permutation of the units
+    assert (nonzero == np.arange(1, 2**m)).all()
+
+
+@pytest.mark.parametrize("m, poly", [(4, 0b10001), (4, 0b10101), (8, 0b100000001), (3, 0b1001)])
+def test_gf_check_catches_reducible_polynomial(m, poly):
+    assert "inverse" in field_violations(codes._clmul_table(m, poly), np.random.default_rng(0))
+
+
+# --------------------------------------------------------------------------- RS-Hadamard
+
+
+@pytest.mark.parametrize("N", [1, 2, 3, 4, 5, 17, 64, 65, 300, 1000])
+@pytest.mark.parametrize("mu", [0.5, 0.25, 1 / 8])
+def test_rs_hadamard_guarantees(N, mu):
+    cb = rs_hadamard_codebook(N, mu=mu)
+    p = cb.params
+    n, k = p["n"], p["k"]
+    assert cb.kind == "rs-hadamard" and cb.d_e == n * n == rs_hadamard_dim(N, mu) and cb.N == N
+    assert p["guaranteed_mu"] == (k - 1) / n <= mu and n**k >= N
+    omega = cb.omega.double()
+    assert ((omega**2).sum(dim=1) == 1).all()  # dyadic entries: exact
+    gram = omega @ omega.T
+    off = gram[~torch.eye(N, dtype=torch.bool)]
+    assert (off >= 0).all() and ((off * n) == (off * n).round()).all()  # agreements / n
+    assert cb.mu == coherence(cb.omega) == (float(off.max()) if N > 1 else 0.0)
+    assert cb.mu <= p["guaranteed_mu"]
+    assert torch.unique(cb.omega, dim=0).shape[0] == N
+
+
+def test_rs_hadamard_agreement_identity():
+    m, k, N = 2, 3, 64
+    sym = codes._rs_symbols(np.arange(N), m, k)
+    gram = rs_hadamard_codebook(N).omega.double()
+    agree = (sym[:, None, :] == sym[None, :, :]).sum(-1)
+    assert np.array_equal((gram @ gram.T * 4).round().numpy().astype(int), agree)
+    # differences i XOR j over i != j < N are exactly [1, 2^L)
+    for N in range(2, 70):
+        xors = {i ^ j for i in range(N) for j in range(N) if i != j}
+        assert xors == set(range(1, 1 << (N - 1).bit_length()))
+
+
+def test_rs_hadamard_dimension_table():
+    def brute_dim(N, mu):  # independent statement of the rule
+        for m in range(1, 11):
+            n = 2**m
+            if n ** (math.floor(mu * n) + 1) >= N:
+                return n * n
+
+    edges = {4: 4, 5: 16, 64: 16, 65: 64, 32768: 64, 32769: 256, 16**9: 256, 16**9 + 1: 1024}
+    for N, d in edges.items():
+        assert rs_hadamard_dim(N) == d == brute_dim(N, 0.5)
+    for N in [1, 2, 16, 17, 512, 513, 10**6, 16**5 + 1, 10**9]:
+        assert rs_hadamard_dim(N, 0.25) == brute_dim(N, 0.25)
+    assert [rs_hadamard_dim(N, 0.25) for N in (16, 17, 512, 513)] == [16, 64, 64, 256]
+    with pytest.raises(ValueError, match="mu"):
+        rs_hadamard_dim(2 * 10**6, 0.001)  # GF(2^10): 1024^2 words at most
+
+
+def test_rs_hadamard_large_n_exact_coherence():
+    cb = rs_hadamard_codebook(4096)
+    assert cb.mu == coherence(cb.omega) == rs_hadamard_coherence(4096, 3, 4) == 3 / 8
+    assert rs_hadamard_coherence(10**6, 4, 5) <= 4 / 16
+    sym = codes._rs_symbols(np.arange(10**6, dtype=np.int64), 4, 5)
+    assert sym.shape == (10**6, 16) and sym.max() < 16
+
+
+def test_rs_hadamard_small_mu_for_sparse_averaging():
+    q = 4
+    cb = rs_hadamard_codebook(1000, mu=1 / (2 * q))
+    assert cb.mu <= cb.params["guaranteed_mu"] <= 1 / (2 * q)
+    assert cb.mu == coherence(cb.omega)
+
+
+# --------------------------------------------------------------------------- entry point, errors
+
+
+def test_build_codebook_dispatch():
+    rs = build_codebook(100)
+    assert rs.kind == "rs-hadamard" and rs.d_e == 64
+    padded = build_codebook(100, d_e=300)
+    assert padded.d_e == 300 and padded.params["n"] == 16 and padded.params["k"] == 2
+    assert padded.mu == coherence(padded.omega) <= 1 / 16
+    assert (padded.omega[:, 256:] == 0).all()
+    with pytest.raises(ValueError, match="d_e must be >= 64"):
+        build_codebook(100, d_e=63)
+    rad = build_codebook(100, kind="rademacher", generator=gen(0))
+    assert rad.kind == "rademacher" and rad.mu <= 0.5
+    exp = build_codebook(100, kind="experimental", generator=gen(0))
+    assert exp.d_e == 23
+    with pytest.raises(ValueError, match="d_e is fixed"):
+        build_codebook(100, kind="experimental", d_e=30, generator=gen(0))
+    for kind in ("rademacher", "experimental"):
+        with pytest.raises(ValueError, match="generator"):
+            build_codebook(10, kind=kind)
+    with pytest.raises(ValueError, match="kind"):
+        build_codebook(10, kind="gaussian", generator=gen(0))
+
+
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda: rademacher_dim(0, 1e-3), "N"),
+        (lambda: rademacher_dim(-3, 1e-3), "N"),
+        (lambda: rademacher_dim(2.5, 1e-3), "N"),
+        (lambda: rademacher_dim(10, 0.0), "delta"),
+        (lambda: rademacher_dim(10, 1.0), "delta"),
+        (lambda: rademacher_dim(10, float("nan")), "delta"),
+        (lambda: rademacher_dim(10, 1e-3, mu=0.0), "mu"),
+        (lambda: rademacher_dim(10, 1e-3, mu=1.0), "mu"),
+        (lambda: rademacher_dim(10, 1e-3, rule="chernoff"), "rule"),
+        (lambda: rademacher_pair_tail(0), "d_e"),
+        (lambda: rademacher_pair_tail(5, 1.5), "mu"),
+        (lambda: rademacher(0, 3, generator=gen()), "N"),
+        (lambda: rademacher(3, 0, generator=gen()), "d_e"),
+        (lambda: rademacher(3, 3, generator=None), "generator"),
+        (lambda: rademacher(3, 3, generator=gen(), dtype=torch.int32), "dtype"),
+        (lambda: rs_hadamard_codebook(0), "N"),
+        (lambda: rs_hadamard_codebook(10, mu=-0.5), "mu"),
+        (lambda: rs_hadamard_dim(10, mu=1.0), "mu"),
+        (lambda: experimental_dim(0), "N"),
+        (lambda: rademacher_codebook(10, delta=2.0, generator=gen()), "delta"),
+        (lambda: rademacher_codebook(10, mu_max=0.0, generator=gen()), "mu_max"),
+        (lambda: rademacher_codebook(10, max_tries=0, generator=gen()), "max_tries"),
+        (lambda: build_codebook(0), "N"),
+        (lambda: build_codebook(10, kind="rademacher", delta=0, generator=gen()), "delta"),
+        (lambda: coherence(torch.tensor([[1.0, float("nan")]])), "omega"),
+        (lambda: coherence(torch.ones(3)), "omega"),
+        (lambda: coherence(torch.ones(3, 2), chunk_rows=0), "chunk_rows"),
+        (lambda: coherence_report(torch.ones(3, 2), threshold=-1), "threshold"),
+        (lambda: Codebook.from_tensor(torch.tensor([[1.0, float("inf")]])), "omega"),
+        (lambda: Codebook.from_tensor(torch.ones(2, 2)), "omega"),
+        (lambda: Codebook.from_tensor([[1.0]]), "omega"),
+        (lambda: Codebook(torch.ones(2, 2), 0.0, "fancy"), "kind"),
+    ],
+)
+def test_bad_arguments_name_the_argument(call, name):
+    with pytest.raises(ValueError, match=name):
+        call()
+
+
+# --------------------------------------------------------------------------- reproducibility, to()
+
+
+def test_reproducible_and_seed_dependent():
+    a = rademacher_codebook(200, generator=gen(7)).omega
+    b = rademacher_codebook(200, generator=gen(7)).omega
+    c = rademacher_codebook(200, generator=gen(8)).omega
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    assert torch.equal(experimental_codebook(50, generator=gen(2)).omega, experimental_codebook(50, generator=gen(2)).omega)
+    assert torch.equal(rs_hadamard_codebook(300).omega, rs_hadamard_codebook(300).omega)
+
+
+def test_codebook_to_and_from_tensor():
+    cb = rs_hadamard_codebook(100)
+    cb64 = cb.to(dtype=torch.float64)
+    assert cb64.omega.dtype == torch.float64 and cb64.mu == cb.mu and cb64.params == cb.params
+    rad = rademacher_codebook(100, generator=gen(0))
+    assert rad.to(dtype=torch.float64).mu == rad.mu == coherence(rad.omega.double())
+    omega = torch.randn(30, 8, generator=gen(0), dtype=torch.float64)
+    omega = omega / omega.norm(dim=1, keepdim=True)
+    custom = Codebook.from_tensor(omega)
+    assert custom.kind == "custom" and custom.mu == coherence(omega) and (custom.N, custom.d_e) == (30, 8)
+    c32 = custom.to(dtype=torch.float32)
+    assert c32.mu == coherence(omega.float()) and c32.mu == pytest.approx(custom.mu, abs=1e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_matches_cpu():
+    cpu = rademacher_codebook(2000, generator=gen(0))
+    assert coherence(cpu.omega.cuda()) == cpu.mu
+    rs = rs_hadamard_codebook(5000, device="cuda")
+    assert rs.omega.is_cuda and coherence(rs.omega) == rs.mu == coherence(rs.omega.cpu())
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = rademacher(10, 5, generator=g, device="cuda")
+    assert x.is_cuda
+    with pytest.raises(ValueError, match="generator"):
+        rademacher(10, 5, generator=gen(), device="cuda")

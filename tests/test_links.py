@@ -1,0 +1,103 @@
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from constructions.links import (CallableLink, Hermite, Linear, Mean, MeanProjected, SqNorm, Teacher, TwoLayerNet,
+                                 he2, make_link)
+from verify.strategies import links
+
+E = torch.eye(3, dtype=torch.float64)
+
+
+def xt_example():
+    # two selected tokens in R^3
+    return torch.tensor([[1.0, 2.0, -2.0], [3.0, 0.0, 4.0]], dtype=torch.float64)
+
+
+def test_linear_value():
+    g = Linear(q=2, d=3, u=E[:2].clone())
+    assert g(xt_example()).item() == pytest.approx((1.0 + 0.0) / math.sqrt(2))
+
+
+def test_hermite_value():
+    g = Hermite(q=2, d=3, u=torch.stack([E[0], E[2]]))
+    want = (he2(torch.tensor(1.0)) + he2(torch.tensor(4.0))) / math.sqrt(2)
+    assert g(xt_example()).item() == pytest.approx(want.item())
+    assert he2(torch.tensor(1.0)).item() == 0.0
+    assert he2(torch.tensor(3.0)).item() == pytest.approx(8 / math.sqrt(2))
+
+
+def test_sqnorm_value():
+    # ||x_1||^2 = 9, ||x_2||^2 = 25, d = 3
+    assert SqNorm(q=2, d=3)(xt_example()).item() == pytest.approx((6 + 22) / math.sqrt(6))
+
+
+def test_mean_values():
+    assert Mean(q=2, d=3)(xt_example()).tolist() == [2.0, 1.0, 1.0]
+    assert Mean(q=2, d=3).out_dim == 3
+    assert MeanProjected(q=2, d=3, u=E[2].clone())(xt_example()).item() == pytest.approx(1.0)
+
+
+def test_teacher_value():
+    W = torch.tensor([[1.0, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, -1.0]], dtype=torch.float64)
+    net = TwoLayerNet(a=torch.tensor([2.0, 3.0], dtype=torch.float64), W=W, b=torch.tensor([0.5, 5.0], dtype=torch.float64))
+    # relu(1 + .5) * 2 + relu(-4 + 5) * 3 = 3 + 3
+    assert Teacher(q=2, d=3, net=net)(xt_example()).item() == pytest.approx(6.0)
+    assert net.m == 2
+    assert net.r_a == pytest.approx(math.sqrt(13) * math.sqrt(2))
+
+
+@settings(max_examples=40, deadline=None)
+@given(links(names=("linear", "mean-projected", "teacher")), st.integers(0, 1000))
+def test_exact_two_layer_nets(g, seed):
+    """Assumption 2 with eps_2NN = 0: the returned net equals g everywhere."""
+    net = g.two_layer_net()
+    x = torch.randn(7, g.q, g.d, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    assert torch.allclose(net(x), g(x), atol=1e-12)
+    assert net.lipschitz <= net.r_a * net.r_w + 1e-12
+
+
+def test_nonexact_links_have_no_net():
+    assert SqNorm(q=1, d=2).two_layer_net() is None
+
+
+@settings(max_examples=30, deadline=None)
+@given(links())
+def test_link_batching(g):
+    """Evaluating a batch equals evaluating each position alone."""
+    x = torch.randn(2, 3, g.q, g.d, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    y = g(x)
+    for i in range(2):
+        for j in range(3):
+            assert torch.allclose(y[i, j], g(x[i, j]), atol=1e-12)
+
+
+def test_random_directions_are_unit(gen):
+    g = make_link("hermite", 3, 5, generator=gen)
+    assert torch.allclose(g.u.norm(dim=1), torch.ones(3, dtype=torch.float64))
+
+
+def test_callable_link_checks_shape():
+    ok = CallableLink(q=2, d=3, fn=lambda xt: xt.sum((-2, -1)))
+    assert ok(xt_example()).item() == pytest.approx(8.0)
+    bad = CallableLink(q=2, d=3, fn=lambda xt: xt)
+    with pytest.raises(ValueError, match="fn must return"):
+        bad(xt_example())
+
+
+def test_bad_links():
+    with pytest.raises(ValueError, match="link must be one of"):
+        make_link("cubic", 1, 2, generator=torch.Generator())
+    with pytest.raises(ValueError, match="generator"):
+        make_link("linear", 1, 2)
+    with pytest.raises(ValueError, match="q must be"):
+        make_link("mean", 0, 2)
+    with pytest.raises(ValueError, match="unit norm"):
+        Linear(q=1, d=2, u=torch.tensor([[1.0, 1.0]]))
+    with pytest.raises(ValueError, match="xt must have shape"):
+        SqNorm(q=2, d=3)(torch.zeros(3, 3))
+    with pytest.raises(ValueError, match="NaN"):
+        Linear(q=1, d=2, u=torch.tensor([[float("nan"), 1.0]]))

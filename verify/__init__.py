@@ -1,0 +1,1 @@
+"""Claims, checks, experiments, reports and the ``qstr`` command line."""

@@ -1,0 +1,177 @@
+"""The ``qstr`` command line: ``qstr verify [--profile P] [--device D] [--only ID ...] [--json PATH]``.
+
+Exit status: 0 when every selected claim holds with its falsifier caught, 1 when one does
+not, 2 on bad arguments (one line on stderr, no traceback).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import List, Optional
+
+from rich.console import Console
+
+from verify.registry import PROFILES, Context, run_claim, select
+
+
+class UsageError(Exception):
+    """Bad command-line arguments: reported in one line with exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit status 2 (not argparse's usage block)
+        raise UsageError(message)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="qstr", description="Check the claims of the qSTR paper numerically.")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser)
+    v = sub.add_parser("verify", help="run the claim checks and print measured vs bound")
+    v.add_argument("--profile", default="quick", help=f"one of {', '.join(PROFILES)} (default quick)")
+    v.add_argument("--device", default=None, help="cpu or cuda (default: cpu; cuda for --profile gpu)")
+    v.add_argument("--only", nargs="+", metavar="ID", help="run only these claim ids")
+    v.add_argument("--json", metavar="PATH", help="write the results as a JSON list of records")
+    v.add_argument("--seed", default="0", help="seed of every generator (default 0)")
+    v.add_argument("--list", action="store_true", help="list the claims of the profile and exit")
+
+    c = sub.add_parser("codebook", help="build a positional codebook (Assumption 3) and report its exact coherence")
+    c.add_argument("--N", type=_int, required=True, help="number of positions")
+    c.add_argument("--kind", default="rs-hadamard", help="rs-hadamard (deterministic), rademacher or experimental")
+    c.add_argument("--mu", type=float, default=0.5, help="coherence the codebook must meet (default 1/2)")
+    c.add_argument("--d-e", dest="d_e", type=_int, default=None, help="code dimension (default: the derived rule)")
+    c.add_argument("--delta", type=float, default=1e-3, help="failure probability of the Rademacher rule")
+    c.add_argument("--seed", type=_int, default=0)
+    c.add_argument("--check", metavar="PATH", help="report the coherence of a saved (N, d_e) tensor instead")
+    c.add_argument("--out", metavar="PATH", help="write {'omega', 'mu', 'kind', 'params'} with torch.save")
+
+    s = sub.add_parser("sample", help="sample qSTR prompts (Definition 2) and save them")
+    s.add_argument("--N", type=_int, required=True)
+    s.add_argument("--d", type=_int, required=True)
+    s.add_argument("--q", type=_int, default=1)
+    s.add_argument("--B", type=_int, default=16, help="number of prompts")
+    s.add_argument("--link", default="linear", help="linear, hermite, sqnorm, mean, mean-projected, teacher")
+    s.add_argument("--variant", default="general", help="general or simple")
+    s.add_argument("--indices", default="uniform", help="uniform, distinct or few-heads")
+    s.add_argument("--tokens", default="gaussian", help="gaussian or half-zero")
+    s.add_argument("--dtype", default="float32", help="float32 or float64")
+    s.add_argument("--seed", type=_int, default=0)
+    s.add_argument("--out", metavar="PATH", required=True, help="write {'x', 't', 'y', 'config'} with torch.save")
+    return p
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def _context(args) -> Context:
+    import torch
+
+    if args.profile not in PROFILES:
+        raise ValueError(f"--profile must be one of {', '.join(PROFILES)}, got {args.profile!r}")
+    device = args.device or ("cuda" if args.profile == "gpu" else "cpu")
+    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
+        raise ValueError(f"--device must be cpu or cuda, got {device!r}")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"--device {device}: CUDA is not available on this machine (use --device cpu)")
+    try:
+        seed = int(args.seed)
+    except ValueError:
+        raise ValueError(f"--seed must be a non-negative integer, got {args.seed!r}") from None
+    if seed < 0:
+        raise ValueError(f"--seed must be a non-negative integer, got {seed}")
+    return Context(profile=args.profile, device=device, seed=seed)
+
+
+def _verify(args, console: Console) -> int:
+    ctx = _context(args)
+    claims = select(ctx.profile, args.only)
+    if args.list:
+        for c in claims:
+            console.print(f"{c.id:28s} {c.ref_seed:20s} {c.statement}")
+        return 0
+    from verify.report import print_report, write_json
+
+    results = []
+    with console.status("") as status:
+        for i, c in enumerate(claims, 1):
+            status.update(f"[{i}/{len(claims)}] checking {c.id} ...")
+            results.append(run_claim(c, ctx))
+            if args.json:  # written as we go: an interrupted run keeps what it measured
+                write_json(results, args.json)
+    print_report(results, console, title=f"qstr verify - profile {ctx.profile}, device {ctx.device}, seed {ctx.seed}")
+    return 0 if all(r.passed for r in results) else 1
+
+
+def _codebook(args, console: Console) -> int:
+    import torch
+
+    from constructions.codes import Codebook, build_codebook, coherence_report
+
+    if args.check:
+        book = Codebook.from_tensor(_load_tensor(args.check))
+    else:
+        gen = torch.Generator().manual_seed(args.seed)
+        book = build_codebook(args.N, kind=args.kind, mu_max=args.mu, d_e=args.d_e, delta=args.delta, generator=gen)
+    rep = coherence_report(book.omega, args.mu)
+    verdict = "meets" if rep.mu <= args.mu else "VIOLATES"
+    console.print(
+        f"{book.kind}: N = {book.N}, d_e = {book.d_e}, exact coherence mu = {rep.mu:.6f} "
+        f"(pair {rep.pair}); {rep.n_violations} of {rep.n_pairs} pairs exceed {args.mu:g}: "
+        f"{verdict} the coherence bound {args.mu:g}" + (" of Assumption 3" if args.mu == 0.5 else "")
+    )
+    if args.out:
+        torch.save({"omega": book.omega, "mu": rep.mu, "kind": book.kind, "params": dict(book.params)}, args.out)
+    return 0 if rep.mu <= args.mu else 1
+
+
+def _load_tensor(path: str):
+    import torch
+
+    try:
+        obj = torch.load(path, weights_only=True)
+    except (OSError, RuntimeError, EOFError) as exc:
+        raise ValueError(f"--check: cannot read a tensor from {path}: {exc}") from None
+    if isinstance(obj, dict) and "omega" in obj:
+        obj = obj["omega"]
+    if not isinstance(obj, torch.Tensor):
+        raise ValueError(f"--check: {path} holds {type(obj).__name__}, not a tensor or a dict with 'omega'")
+    return obj
+
+
+def _sample(args, console: Console) -> int:
+    import torch
+
+    from constructions.links import make_link
+    from constructions.task import QSTR
+
+    gen = torch.Generator().manual_seed(args.seed)
+    task = QSTR(N=args.N, d=args.d, link=make_link(args.link, args.q, args.d, generator=gen),
+                variant=args.variant, indices=args.indices, tokens=args.tokens)
+    p = task.sample(args.B, generator=gen, dtype=args.dtype)
+    config = {k: getattr(args, k) for k in ("N", "d", "q", "B", "link", "variant", "indices", "tokens", "dtype", "seed")}
+    torch.save({"x": p.x, "t": p.t, "y": p.y, "config": config}, args.out)
+    console.print(f"wrote {args.B} prompts (x {tuple(p.x.shape)}, t {tuple(p.t.shape)}, y {tuple(p.y.shape)}) to {args.out}")
+    return 0
+
+
+COMMANDS = {"verify": _verify, "codebook": _codebook, "sample": _sample}
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    console = Console() if sys.stdout.isatty() else Console(width=160)  # logs and pipes get the full table
+    err = Console(stderr=True)
+    try:
+        args = _parser().parse_args(argv)
+        if args.command is None:
+            raise UsageError(f"a command is required: one of {', '.join(COMMANDS)} (try qstr verify)")
+        return COMMANDS[args.command](args, console)
+    except (UsageError, ValueError) as exc:
+        err.print(f"qstr: error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

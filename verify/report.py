@@ -1,0 +1,74 @@
+"""Tables and machine-readable records of claim results."""
+from __future__ import annotations
+
+import json
+import os
+import platform
+from typing import Iterable, List, Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from verify.registry import Result
+
+
+def fmt(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def table(results: Sequence[Result], title: str) -> Table:
+    t = Table(title=title, show_lines=False, expand=False)
+    for col, kw in (
+        ("id", dict(style="bold", no_wrap=True)),
+        ("reference (seed / conf.)", dict()),
+        ("statement", dict(ratio=3)),
+        ("measured", dict()),
+        ("bound", dict()),
+        ("holds", dict(justify="center")),
+        ("falsifier caught", dict(justify="center")),
+        ("s", dict(justify="right")),
+    ):
+        t.add_column(col, **kw)
+    for r in results:
+        ref = r.ref_seed if r.ref_seed == r.ref_conference else f"{r.ref_seed} / {r.ref_conference}"
+        t.add_row(
+            r.id, ref, r.statement, fmt(r.measured), fmt(r.bound),
+            _mark(r.holds), _mark(r.falsifier_caught), f"{r.seconds:.1f}",
+        )
+    return t
+
+
+def _mark(ok: bool) -> str:
+    return "[green]yes[/green]" if ok else "[bold red]NO[/bold red]"
+
+
+def print_report(results: Sequence[Result], console: Console, title: str) -> None:
+    console.print(table(results, title))
+    for r in results:
+        if not r.passed:
+            console.print(f"[bold red]{r.id}[/bold red]: {r.detail or '-'}")
+            if not r.falsifier_caught:
+                console.print(f"  falsifier ({r.falsifier}) was NOT caught: {r.falsifier_detail or r.falsifier_measured}")
+            if r.error:
+                console.print(f"  error: {r.error}")
+    passed = sum(r.passed for r in results)
+    style = "green" if passed == len(results) else "bold red"
+    console.print(f"[{style}]{passed}/{len(results)} claims hold with their falsifiers caught[/{style}]")
+
+
+def environment() -> dict:
+    import torch
+
+    return {"python": platform.python_version(), "torch": torch.__version__, "platform": platform.platform()}
+
+
+def write_json(results: Iterable[Result], path: str) -> None:
+    """Write the list of records (one dict per claim) to ``path``."""
+    env = environment()
+    records: List[dict] = [r.record() | {"env": env} for r in results]
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as fh:
+        json.dump(records, fh, indent=2, default=str)
+    os.replace(tmp, path)
