@@ -103,3 +103,60 @@ def test_console_script_module_entry():
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 2
     assert p.stderr.strip().startswith("qstr: error:") and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_codebook_command_reports_experimental_violation(capsys, tmp_path):
+    out = tmp_path / "book.pt"
+    assert main(["codebook", "--N", "100", "--kind", "experimental", "--out", str(out)]) == 1
+    text = capsys.readouterr().out
+    assert "d_e = 23" in text and "VIOLATES" in text
+    import torch
+
+    saved = torch.load(out, weights_only=True)
+    assert saved["omega"].shape == (100, 23) and saved["mu"] > 0.5
+
+
+def test_codebook_command_deterministic(capsys):
+    assert main(["codebook", "--N", "1000"]) == 0
+    text = capsys.readouterr().out
+    assert "rs-hadamard" in text and "d_e = 64" in text and "meets" in text
+
+
+def test_codebook_check_of_saved_tensor(tmp_path, capsys):
+    import torch
+
+    omega = torch.eye(4)
+    torch.save(omega, tmp_path / "eye.pt")
+    assert main(["codebook", "--N", "4", "--check", str(tmp_path / "eye.pt")]) == 0
+    assert "mu = 0.000000" in capsys.readouterr().out
+    omega[0, 0] = float("nan")
+    torch.save(omega, tmp_path / "nan.pt")
+    assert main(["codebook", "--N", "4", "--check", str(tmp_path / "nan.pt")]) == 2
+    assert "omega contains NaN" in capsys.readouterr().err
+
+
+def test_sample_command(tmp_path, capsys):
+    import torch
+
+    path = tmp_path / "p.pt"
+    assert main(["sample", "--N", "6", "--d", "2", "--q", "2", "--B", "3", "--variant", "simple",
+                 "--link", "hermite", "--dtype", "float64", "--out", str(path)]) == 0
+    saved = torch.load(path, weights_only=True)
+    assert saved["x"].shape == (3, 6, 2) and saved["x"].dtype == torch.float64
+    assert (saved["t"] == saved["t"][:, :1]).all()
+    assert saved["config"]["link"] == "hermite"
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["sample", "--N", "3", "--d", "2", "--q", "5", "--out", "x.pt"], "q must satisfy 1 <= q <= N"),
+    (["sample", "--N", "-3", "--d", "2", "--out", "x.pt"], "N must be an integer >= 1"),
+    (["sample", "--N", "4", "--d", "2", "--link", "cubic", "--out", "x.pt"], "link must be one of"),
+    (["codebook", "--N", "1000", "--kind", "rademacher", "--d-e", "20"], "d_e must be >= 138"),
+    (["codebook", "--N", "10", "--kind", "gold"], "kind"),
+    (["codebook", "--N", "x"], "expected an integer"),
+])
+def test_bad_construction_arguments_exit_2(argv, needle, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and len(err.splitlines()) == 1
