@@ -16,9 +16,8 @@ means ``j < N // 2``.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Sequence
 
 import torch
 

@@ -16,3 +16,9 @@ def gen():
     g = torch.Generator()
     g.manual_seed(1234)
     return g
+
+
+def pytest_configure(config):
+    # The suite is many small tensor operations: one intra-op thread is faster on 2 shared cores
+    # (see verify.registry.cpu_threads) and makes timings independent of the machine's load.
+    torch.set_num_threads(1)

@@ -160,3 +160,22 @@ def test_bad_construction_arguments_exit_2(argv, needle, capsys, tmp_path, monke
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert needle in err and len(err.splitlines()) == 1
+
+
+def test_construct_rnn_file(tmp_path, capsys):
+    import torch
+
+    path = tmp_path / "r.pt"
+    assert main(["construct", "rnn", "--N", "40", "--d", "2", "--q", "2", "--eps", "0.1", "--out", str(path)]) == 0
+    s = torch.load(path, weights_only=True)
+    cfg = s["config"]
+    assert (cfg["N"], cfg["d"], cfg["q"]) == (40, 2, 2) and 0 < cfg["eps"] <= 0.1
+    assert cfg["r_h"] >= (2 ** 0.5) * cfg["r_x"]  # r_h >= sqrt(q)(r_x + sqrt(d) eps)
+    assert s["omega"].shape == (40, cfg["d_e"])
+    for key in ("forward_transition", "backward_transition"):
+        layers = s[key]
+        assert len(layers) == 4 and all("b" in l for l in layers[:3]) and "b" not in layers[3]
+        D_in = cfg["q"] * cfg["d"] + cfg["d"] + (cfg["q"] + 1) * cfg["d_e"]  # u = (h, z)
+        assert layers[0]["W"].shape[1] == D_in and layers[3]["W"].shape[0] == cfg["q"] * cfg["d"]
+        assert float(layers[0]["W"][:, : cfg["q"] * cfg["d"]].abs().max()) == 0.0  # the transition ignores h
+    assert main(["construct", "rnn", "--N", "3", "--d", "2", "--q", "4", "--out", str(path)]) == 2

@@ -33,6 +33,7 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--json", metavar="PATH", help="write the results as a JSON list of records")
     v.add_argument("--seed", default="0", help="seed of every generator (default 0)")
     v.add_argument("--list", action="store_true", help="list the claims of the profile and exit")
+    v.add_argument("--threads", type=_int, default=1, help="CPU threads per check (default 1: the checks are many small ops)")
 
     c = sub.add_parser("codebook", help="build a positional codebook (Assumption 3) and report its exact coherence")
     c.add_argument("--N", type=_int, required=True, help="number of positions")
@@ -56,6 +57,20 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--dtype", default="float32", help="float32 or float64")
     s.add_argument("--seed", type=_int, default=0)
     s.add_argument("--out", metavar="PATH", required=True, help="write {'x', 't', 'y', 'config'} with torch.save")
+
+    k = sub.add_parser("construct", help="build a construction of the paper as torch weights")
+    k.add_argument("architecture", choices=["transformer", "rnn"],
+                   help="transformer: the Lemma 11 q-head attention; rnn: the Prop 28 bidirectional RNN (simple-qSTR)")
+    k.add_argument("--N", type=_int, required=True)
+    k.add_argument("--d", type=_int, required=True)
+    k.add_argument("--q", type=_int, required=True)
+    k.add_argument("--eps", type=float, default=None,
+                   help="target error (transformer: against the Assumption 2 net, default 0.01; rnn: state accuracy, default 0.1)")
+    k.add_argument("--link", default="teacher", help="link whose exact Assumption 2 net is used: teacher, linear, mean-projected")
+    k.add_argument("--width", type=_int, default=8, help="teacher width m_g")
+    k.add_argument("--n", type=_int, default=10_000, help="sample size in Lemma 12's token radius r_x")
+    k.add_argument("--seed", type=_int, default=0)
+    k.add_argument("--out", metavar="PATH", required=True, help="torch file readable with torch.load(PATH, weights_only=True)")
     return p
 
 
@@ -82,7 +97,9 @@ def _context(args) -> Context:
         raise ValueError(f"--seed must be a non-negative integer, got {args.seed!r}") from None
     if seed < 0:
         raise ValueError(f"--seed must be a non-negative integer, got {seed}")
-    return Context(profile=args.profile, device=device, seed=seed)
+    if args.threads < 1:
+        raise ValueError(f"--threads must be >= 1, got {args.threads}")
+    return Context(profile=args.profile, device=device, seed=seed, threads=args.threads)
 
 
 def _verify(args, console: Console) -> int:
@@ -157,7 +174,44 @@ def _sample(args, console: Console) -> int:
     return 0
 
 
-COMMANDS = {"verify": _verify, "codebook": _codebook, "sample": _sample}
+def _construct(args, console: Console) -> int:
+    if args.architecture == "rnn":
+        return _construct_rnn(args, console)
+    import torch
+
+    from constructions.attention import lemma11, lemma12_radius
+    from constructions.export import construction_state
+    from constructions.links import make_link
+
+    if args.link not in ("teacher", "linear", "mean-projected"):
+        raise ValueError(f"--link must be teacher, linear or mean-projected (links with an exact two-layer net), got {args.link!r}")
+    gen = torch.Generator().manual_seed(args.seed)
+    link = make_link(args.link, args.q, args.d, generator=gen, width=args.width)
+    r_x = lemma12_radius(args.d, n=args.n, N=args.N)
+    cons = lemma11(args.N, args.d, args.q, link.two_layer_net(), eps=0.01 if args.eps is None else args.eps, r_x=r_x)
+    state = construction_state(cons)
+    state["config"] = dict(state["config"], link=args.link, seed=args.seed, n=args.n)
+    torch.save(state, args.out)
+    g = cons.guarantee
+    console.print(f"Lemma 11: N = {args.N}, d = {args.d}, q = {args.q}, d_e = {cons.codebook.d_e}, mu = {g.mu:.4f}, "
+                  f"r_x = {g.r_x:.3f}, alpha = {g.alpha:.3f}, error bound = {g.error_bound:.3g}; wrote {args.out}")
+    return 0
+
+
+def _construct_rnn(args, console: Console) -> int:
+    import torch
+
+    from constructions.recurrent import build_rnn_for_cli
+
+    cons, state = build_rnn_for_cli(args.N, args.d, args.q, eps=0.1 if args.eps is None else args.eps, seed=args.seed)
+    torch.save(state, args.out)
+    cfg = state["config"]
+    console.print(f"Prop 28 RNN: N = {cfg['N']}, d = {cfg['d']}, q = {cfg['q']}, d_e = {cfg['d_e']}, "
+                  f"certified eps = {cfg['eps']:.3g}, r_x = {cfg['r_x']:.3f}, r_h = {cfg['r_h']:.3f}; wrote {args.out}")
+    return 0
+
+
+COMMANDS = {"verify": _verify, "codebook": _codebook, "sample": _sample, "construct": _construct}
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -8,9 +8,10 @@ a check that cannot fail is itself a failed claim.
 """
 from __future__ import annotations
 
+import contextlib
 import time
 import traceback
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Union
 
 import torch
@@ -36,6 +37,7 @@ class Context:
     profile: str = "quick"
     device: str = "cpu"
     seed: int = 0
+    threads: Optional[int] = 1  # CPU intra-op threads while a claim runs (None: leave torch's setting)
 
     def pick(self, quick, full=None, gpu=None):
         full = quick if full is None else full
@@ -126,10 +128,28 @@ def _guarded(fn: Callable[[Context], Outcome], ctx: Context):
         return Outcome("error", "", False, str(exc)), tail
 
 
+@contextlib.contextmanager
+def cpu_threads(n: Optional[int]):
+    """Run a block with ``n`` CPU intra-op threads, restoring the caller's setting afterwards.
+
+    The checks are many small tensor operations; on 2 shared cores one thread was measured
+    5x faster than two for the whole quick profile (25 s against 145 s)."""
+    if n is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def run_claim(claim: Claim, ctx: Context) -> Result:
     start = time.perf_counter()
-    out, err = _guarded(claim.check, ctx)
-    fals, ferr = _guarded(claim.falsifier, ctx)
+    with cpu_threads(ctx.threads):
+        out, err = _guarded(claim.check, ctx)
+        fals, ferr = _guarded(claim.falsifier, ctx)
     caught = not fals.holds and not ferr  # a falsifier that crashes has caught nothing
     return Result(
         id=claim.id, ref_seed=claim.ref_seed, ref_conference=claim.ref_conference,

@@ -1,7 +1,6 @@
 """Claims about the problem set-up (Section 2): the qSTR data model and Assumption 3."""
 from __future__ import annotations
 
-import torch
 from hypothesis import HealthCheck, Verbosity, given, settings
 
 from constructions.codes import coherence_report, experimental_codebook, rademacher_codebook, rs_hadamard_codebook

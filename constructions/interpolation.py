@@ -1,0 +1,658 @@
+"""Interpolating networks of Theorem 9 (Lemmas 36-38) and the generalising RNN they compete with.
+
+Numbering: seed (arXiv v1) = conference for Lemmas 36-38; Theorem 9 [conf. Thm 7], Prop 8
+[conf. Prop 6]. Every constant below is derived in ``docs/derivations/interpolation.md``.
+
+* **Lemma 37** (:func:`separating_direction`, :func:`lemma37_events`). For n i.i.d.
+  x^(j) ~ N(0, I_D) and v uniform on the unit sphere (independent of x), every
+  <v, x^(i) - x^(j)> is exactly N(0, 2), so P(|.| < eps) <= eps / sqrt(pi); a union bound over
+  the n(n-1)/2 pairs with eps_n = sqrt(pi) / (3 n^2) fails with probability <= (n-1)/(6n) < 1/6,
+  and Markov on ||z||^2 (z_j = <v, x^(j)>, E||z||^2 = n) gives P(||z||^2 > 2n) <= 1/2. Both
+  events hold with probability >= 1 - 1/6 - 1/2 = 1/3 (jointly over x and v).
+  :func:`separating_direction` draws v with an explicit generator until the *certified* gap
+  (float64 gap minus a rigorous rounding allowance) is >= eps_n and ||z||^2 <= 2n.
+* **Lemma 38** (:func:`interpolate_sorted`). Sorted scalars z_1 < ... < z_n with gaps >= eps
+  and labels y are interpolated exactly by f(z) = sum_k a_k relu(z - c_k), c_1 = z_1 - eps,
+  c_k = z_{k-1}: a telescoping sum of slopes. ||a||^2 <= 16 ||y||^2 / eps^2 (derived, tight), and
+  rescaling (w, b) -> tau (w, b), a -> a / tau (ReLU homogeneity) with tau^4 = ||a||^2 / ||(w, b)||^2
+  brings ||a||^2 + ||(w, b)||^2 down to 2 ||a|| ||(w, b)|| without changing the function.
+* **Lemma 36** (:func:`interpolate_points`). Compose: W = tau w v^T, b = -tau c, a = a / tau. The
+  certified bound is ||vec||^2 <= 2 sqrt(16 ||y||^2 / eps_n^2 * (n + 2 ||z||^2 + 2 eps_n^2))
+  <= C36 n^{5/2} ||y|| with C36 = 2 sqrt((144/pi)(5 + pi/72)) ~= 30.41, hence O(n^3) when
+  ||y||^2 = O(n) (Markov: ||y||^2 <= K n with probability >= 1 - 1/K).
+* **Theorem 9's memoriser** (:func:`memorising_rnn`). A :class:`DeepTransitionBiRNN` whose
+  transitions are zero (the state is never used: U = 0) and whose output net f_y reads only
+  the x-block of z_i through Lemma 36. With ``position=i`` it memorises the labels y_i^(j) of
+  the n training prompts at that one position: the point-wise empirical risk of Theorem 9 is 0
+  and ||vec||^2 = O(n^3) with no N anywhere (the inputs x_i^(j) are n i.i.d. N(0, I_d) points
+  whatever N is). With ``position="all"`` it memorises all n N labels by treating the n N
+  tokens as points; that is exact too but its norm is O((nN)^3): labels at every position
+  cannot be memorised N-free this way (see the derivation note).
+* **The generalising RNN** (:func:`slot_memory_rnn`). An exact RNN for general 1STR (q = 1):
+  the forward state stores every earlier token in its own block (d_h = N d), the backward
+  state every later one, and f_y reads block t_i through a gate on omega_{t_i}. It has zero
+  error on every prompt whose tokens lie in the r_x-ball, and its Prop 8 quantities
+  (d_h = N d, ||U||_op = 1, L = sqrt 2 r_h, r_h = sqrt(N-1) r_x) grow with N as Prop 8 says
+  they must.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional, Union
+
+import torch
+
+from constructions import _checks
+from constructions.links import TwoLayerNet
+from constructions.models import DeepTransitionBiRNN, set_mlp_weights
+
+__all__ = [
+    "gap_threshold",
+    "certified_gap",
+    "SeparatingDirection",
+    "separating_direction",
+    "Lemma37Events",
+    "lemma37_events",
+    "C38_A",
+    "C36",
+    "lemma36_constant",
+    "Lemma38Net",
+    "interpolate_sorted",
+    "Lemma36Net",
+    "interpolate_points",
+    "evaluate_net",
+    "rounding_allowance",
+    "MemoriserGuarantee",
+    "memorising_rnn",
+    "parameter_norm2",
+    "SlotMemoryGuarantee",
+    "slot_memory_rnn",
+]
+
+UNIT_ROUNDOFF = 2.0 ** -53
+C38_A = 16.0  # ||a'||^2 <= C38_A ||y||^2 / eps^2 (Lemma 38, derived; tight for alternating labels)
+#: ||vec||^2 <= C36 n^{5/2} ||y|| for the Lemma 36 net (gaps eps_n, ||z||^2 <= 2n, n >= 2): ~= 30.41
+C36 = 2.0 * math.sqrt(C38_A * 9.0 / math.pi * (5.0 + math.pi / 72.0))
+
+
+def lemma36_constant(K_y: float = 6.0) -> float:
+    """C with ||vec||^2 <= C n^3 whenever ||y||^2 <= K_y n: C36 sqrt(K_y) (K_y = 6: ~74.5).
+
+    For labels with E y^2 = 1 (general 1STR: y ~ N(0, 1)) Markov gives ||y||^2 <= K_y n with
+    probability >= 1 - 1/K_y; with Lemma 37's 1/3 the whole Lemma 36 holds w.p. >= 1/3 - 1/K_y.
+    """
+    K_y = _checks.positive_float("K_y", K_y)
+    return C36 * math.sqrt(K_y)
+
+
+def gap_threshold(n: int) -> float:
+    """eps_n = sqrt(pi) / (3 n^2), the pairwise gap Lemma 37 guarantees with probability >= 1/3."""
+    n = _checks.positive_int("n", n, minimum=2)
+    return math.sqrt(math.pi) / (3.0 * n * n)
+
+
+# ---------------------------------------------------------------------------------- Lemma 37
+
+
+def _float64_points(name: str, x) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor of shape (n, D), got {type(x).__name__}")
+    _checks.shape(name, x, (None, None))
+    if x.dtype != torch.float64:
+        raise ValueError(f"{name} must be float64 (exact checks run in float64), got {x.dtype}")
+    _checks.finite_tensor(name, x)
+    if x.shape[0] < 2 or x.shape[1] < 1:
+        raise ValueError(f"{name} must hold n >= 2 points of dimension D >= 1, got shape {tuple(x.shape)}")
+    return x
+
+
+def certified_gap(x: torch.Tensor, v: torch.Tensor) -> tuple[float, torch.Tensor]:
+    """(certified min_{i != j} |<v, x_i - x_j>|, z = x v) in float64.
+
+    The float64 products z_j = fl(<v, x_j>) are off by at most gamma_D sum_k |v_k x_jk| with
+    gamma_D = D u / (1 - D u), u = 2^-53 (Higham, Thm 3.1); the returned gap is the float gap of the
+    sorted z, shrunk by (1 - u) for the subtraction, minus twice the largest such error. It is a
+    rigorous lower bound on the exact gap of the real numbers <v, x_j>.
+    """
+    x = _float64_points("x", x)
+    if not isinstance(v, torch.Tensor) or v.dtype != torch.float64:
+        raise ValueError("v must be a float64 torch.Tensor of shape (D,)")
+    _checks.shape("v", v, (x.shape[1],))
+    _checks.finite_tensor("v", v)
+    D = x.shape[1]
+    z = x @ v
+    gamma = D * UNIT_ROUNDOFF / (1.0 - D * UNIT_ROUNDOFF)
+    err = float(gamma * (x.abs() @ v.abs()).max())
+    s = torch.sort(z).values
+    gap = float((s[1:] - s[:-1]).min()) * (1.0 - UNIT_ROUNDOFF) - 2.0 * err
+    return gap, z
+
+
+@dataclass(frozen=True, eq=False)
+class SeparatingDirection:
+    """Lemma 37's output: a unit v with certified gaps >= ``threshold`` and ||z||^2 <= ``norm_factor`` n."""
+
+    v: torch.Tensor        # (D,) unit vector, float64
+    z: torch.Tensor        # (n,) projections <v, x_j>
+    gap: float             # certified min_{i != j} |z_i - z_j|
+    threshold: float       # eps the gap was required to meet (eps_n by default)
+    z_norm2: float         # ||z||^2
+    norm_factor: float     # ||z||^2 <= norm_factor * n was required (2 in Lemma 37)
+    tries: int             # draws of v until both events held
+
+
+def _unit_vector(D: int, generator: torch.Generator) -> torch.Tensor:
+    g = torch.randn(D, generator=generator, dtype=torch.float64, device=generator.device)
+    return g / g.norm()
+
+
+def separating_direction(
+    x: torch.Tensor,
+    *,
+    generator: torch.Generator,
+    threshold: Optional[float] = None,
+    norm_factor: float = 2.0,
+    max_tries: int = 1000,
+) -> SeparatingDirection:
+    """Draw unit v (uniform on the sphere, from ``generator``) until Lemma 37's events hold on ``x``.
+
+    Success means certified gap >= ``threshold`` (default eps_n = sqrt(pi)/(3 n^2)) and
+    ||z||^2 <= ``norm_factor`` * n. Jointly over Gaussian x and v this happens with probability
+    >= 1/3, so for typical x a handful of tries suffice; ``tries`` is reported. Raises
+    ``ValueError`` if ``max_tries`` draws all fail (e.g. two equal points).
+    """
+    x = _float64_points("x", x)
+    n, D = x.shape
+    if not isinstance(generator, torch.Generator):
+        raise ValueError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+    if generator.device != x.device:
+        raise ValueError(f"generator lives on {generator.device} but x on {x.device}")
+    thr = gap_threshold(n) if threshold is None else _checks.positive_float("threshold", threshold)
+    norm_factor = _checks.positive_float("norm_factor", norm_factor)
+    max_tries = _checks.positive_int("max_tries", max_tries)
+    for tries in range(1, max_tries + 1):
+        v = _unit_vector(D, generator)
+        gap, z = certified_gap(x, v)
+        z2 = float(z @ z)
+        if gap >= thr and z2 <= norm_factor * n:
+            return SeparatingDirection(v=v, z=z, gap=gap, threshold=thr, z_norm2=z2, norm_factor=norm_factor, tries=tries)
+    raise ValueError(
+        f"max_tries={max_tries} random directions all failed (gap >= {thr:.3g} and ||z||^2 <= {norm_factor:g} n); "
+        f"the points may nearly coincide -- raise max_tries or check x"
+    )
+
+
+@dataclass(frozen=True)
+class Lemma37Events:
+    """Monte Carlo counts of Lemma 37's events over ``trials`` independent (x, v) draws."""
+
+    n: int
+    D: int
+    trials: int
+    threshold: float
+    gap_ok: int      # trials with min pairwise gap >= threshold
+    norm_ok: int     # trials with ||z||^2 <= norm_factor n
+    joint_ok: int    # both
+    norm_factor: float
+
+    @property
+    def gap_failure_bound(self) -> float:
+        """Union bound on P(gap < threshold): C(n, 2) * threshold / sqrt(pi) (= (n-1)/(6n) at eps_n)."""
+        return self.n * (self.n - 1) / 2.0 * self.threshold / math.sqrt(math.pi)
+
+
+def lemma37_events(
+    n: int, D: int, *, trials: int, generator: torch.Generator, threshold: Optional[float] = None,
+    norm_factor: float = 2.0, chunk: int = 4096,
+) -> Lemma37Events:
+    """Draw ``trials`` independent pairs (x in R^{n x D} Gaussian, v uniform unit) and count the events.
+
+    Gaps are computed in float64 as the certified gap of each trial (:func:`certified_gap`'s
+    rounding allowance, batched). Device: the generator's.
+    """
+    n = _checks.positive_int("n", n, minimum=2)
+    D = _checks.positive_int("D", D)
+    trials = _checks.positive_int("trials", trials)
+    chunk = _checks.positive_int("chunk", chunk)
+    if not isinstance(generator, torch.Generator):
+        raise ValueError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+    thr = gap_threshold(n) if threshold is None else _checks.positive_float("threshold", threshold)
+    norm_factor = _checks.positive_float("norm_factor", norm_factor)
+    dev = generator.device
+    gamma = D * UNIT_ROUNDOFF / (1.0 - D * UNIT_ROUNDOFF)
+    gap_ok = norm_ok = joint_ok = 0
+    done = 0
+    while done < trials:
+        T = min(chunk, trials - done)
+        x = torch.randn(T, n, D, generator=generator, dtype=torch.float64, device=dev)
+        v = torch.randn(T, D, generator=generator, dtype=torch.float64, device=dev)
+        v = v / v.norm(dim=1, keepdim=True)
+        z = torch.einsum("tnd,td->tn", x, v)
+        err = gamma * torch.einsum("tnd,td->tn", x.abs(), v.abs()).amax(dim=1)
+        s = torch.sort(z, dim=1).values
+        gap = (s[:, 1:] - s[:, :-1]).amin(dim=1) * (1.0 - UNIT_ROUNDOFF) - 2.0 * err
+        g_ok = gap >= thr
+        z_ok = (z * z).sum(dim=1) <= norm_factor * n
+        gap_ok += int(g_ok.sum())
+        norm_ok += int(z_ok.sum())
+        joint_ok += int((g_ok & z_ok).sum())
+        done += T
+    return Lemma37Events(n=n, D=D, trials=trials, threshold=thr, gap_ok=gap_ok, norm_ok=norm_ok,
+                         joint_ok=joint_ok, norm_factor=norm_factor)
+
+
+# ---------------------------------------------------------------------------------- Lemma 38
+
+
+@dataclass(frozen=True, eq=False)
+class Lemma38Net:
+    """Lemma 38's interpolant of sorted scalars, before (``raw``) and after (``balanced``) rescaling.
+
+    Both nets compute the same function z -> sum_k a_k relu(w_k z + b_k) (1-D input, W of shape (n, 1)).
+    ``a_norm2`` = ||a'||^2 and ``wb_norm2`` = ||w'||^2 + ||b'||^2 of the raw net; ``a_bound`` =
+    16 ||y||^2 / eps^2 is the derived bound on ``a_norm2``; after rescaling by ``tau`` the total
+    squared norm is ``norm2_balanced`` = 2 sqrt(a_norm2 * wb_norm2) (the minimum over tau).
+    ``max_error`` is max_k |f(z_k) - y_k| of the balanced net in float64; ``rounding`` is a rigorous
+    bound on the float64 evaluation error at the data (:func:`rounding_allowance`): the net is exact
+    in real arithmetic, so ``max_error <= rounding`` is the exactness check when 1e-9 is too strict
+    (large n: the telescoping sum cancels terms of size ||y|| / eps).
+    """
+
+    raw: TwoLayerNet
+    balanced: TwoLayerNet
+    eps: float
+    min_gap: float
+    y_norm2: float
+    a_norm2: float
+    wb_norm2: float
+    a_bound: float
+    tau: float
+    norm2_raw: float
+    norm2_balanced: float
+    max_error: float
+    rounding: float
+
+
+def _vector(name: str, t, n: Optional[int] = None) -> torch.Tensor:
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dtype != torch.float64:
+        raise ValueError(f"{name} must be float64 (exact checks run in float64), got {t.dtype}")
+    _checks.shape(name, t, (n,))
+    _checks.finite_tensor(name, t)
+    return t
+
+
+def rounding_allowance(net: TwoLayerNet, x: torch.Tensor) -> float:
+    """max over rows of x of gamma_{D+m+2} sum_k |a_k| (|W_k| |x| + |b_k|): a float64 error bound for
+    :func:`evaluate_net` (Higham-style, any summation order), with gamma_j = j u / (1 - j u)."""
+    D, m = net.W.shape[1], net.W.shape[0]
+    j = D + m + 2
+    gamma = j * UNIT_ROUNDOFF / (1.0 - j * UNIT_ROUNDOFF)
+    W, b, a = (t.to(x).abs() for t in (net.W, net.b, net.a))
+    return float(gamma * ((x.abs() @ W.T + b) @ a).max())
+
+
+def evaluate_net(net: TwoLayerNet, x: torch.Tensor) -> torch.Tensor:
+    """a^T relu(W x + b) for x of shape (..., D) (plain vectors, unlike TwoLayerNet.__call__)."""
+    W, b, a = (t.to(x) for t in (net.W, net.b, net.a))
+    return torch.relu(x @ W.T + b) @ a
+
+
+def interpolate_sorted(z: torch.Tensor, y: torch.Tensor, eps: float, *, check_gaps: bool = True) -> Lemma38Net:
+    """Lemma 38: exact width-n ReLU interpolant of strictly increasing z (gaps >= eps) and labels y.
+
+    f(z) = sum_{k=1}^n a_k relu(z - c_k), c_1 = z_1 - eps, c_k = z_{k-1} (k >= 2). On [c_k, c_{k+1}]
+    f has slope s_{k-1} = a_1 + ... + a_k, so choosing s_0 = y_1 / eps and s_k = (y_{k+1} - y_k) /
+    (z_{k+1} - z_k), a_k = s_{k-1} - s_{k-2}, makes f(z_k) = y_k for every k (telescoping).
+    Bound (docs/derivations/interpolation.md): ||a||^2 <= 4 sum_k s_k^2 <= 16 ||y||^2 / eps^2.
+
+    ``check_gaps=False`` builds the net even when a gap is below ``eps`` (the guarantee is then
+    void; the falsifiers use it). z, y: float64 (n,), n >= 2.
+    """
+    z = _vector("z", z)
+    n = z.shape[0]
+    if n < 2:
+        raise ValueError(f"z must hold n >= 2 points, got {n}")
+    y = _vector("y", y, n)
+    eps = _checks.positive_float("eps", eps)
+    gaps = z[1:] - z[:-1]
+    if not bool((gaps > 0).all()):
+        raise ValueError("z must be strictly increasing (sort the points first)")
+    min_gap = float(gaps.min())
+    if check_gaps and min_gap < eps:
+        raise ValueError(f"z has a gap {min_gap:.3g} < eps = {eps:.3g}; Lemma 38 needs every gap >= eps")
+    c = torch.cat([z[:1] - eps, z[:-1]])
+    slopes = torch.cat([y[:1] / eps, (y[1:] - y[:-1]) / gaps])  # s_0 .. s_{n-1}
+    a = slopes - torch.cat([slopes.new_zeros(1), slopes[:-1]])
+    w = torch.ones(n, 1, dtype=torch.float64, device=z.device)
+    b = -c
+    raw = TwoLayerNet(a=a, W=w, b=b)
+    A = float(a @ a)
+    P = float((w * w).sum() + b @ b)
+    tau = (A / P) ** 0.25 if A > 0 else 1.0
+    balanced = TwoLayerNet(a=a / tau, W=w * tau, b=b * tau)
+    err = float((evaluate_net(balanced, z[:, None]) - y).abs().max())
+    y2 = float(y @ y)
+    return Lemma38Net(
+        raw=raw, balanced=balanced, eps=eps, min_gap=min_gap, y_norm2=y2, a_norm2=A, wb_norm2=P,
+        a_bound=C38_A * y2 / eps ** 2, tau=tau, norm2_raw=A + P,
+        norm2_balanced=float(balanced.a @ balanced.a + (balanced.W ** 2).sum() + balanced.b @ balanced.b),
+        max_error=err, rounding=rounding_allowance(balanced, z[:, None]),
+    )
+
+
+# ---------------------------------------------------------------------------------- Lemma 36
+
+
+@dataclass(frozen=True, eq=False)
+class Lemma36Net:
+    """Lemma 36: x -> a^T relu(W x + b) with W = tau w v^T interpolating n points of R^D exactly.
+
+    ``norm2`` = ||W||_F^2 + ||b||^2 + ||a||^2 (measured); ``bound`` = 2 sqrt(16 ||y||^2 / eps^2 *
+    (n + 2 ||z||^2 + 2 eps^2)) is the certified bound for this instance (measured ||y||, ||z||);
+    ``bound_n`` = C36 n^{5/2} ||y|| the bound that uses only ||z||^2 <= 2n and eps = eps_n.
+    ``order`` maps hidden unit k to the point it was built from (sorted by <v, x>).
+    """
+
+    net: TwoLayerNet
+    direction: SeparatingDirection
+    lemma38: Lemma38Net
+    order: torch.Tensor
+    norm2: float
+    bound: float
+    bound_n: float
+    max_error: float
+    rounding: float
+
+
+def interpolate_points(
+    x: torch.Tensor, y: torch.Tensor, *, generator: torch.Generator, threshold: Optional[float] = None,
+    max_tries: int = 1000,
+) -> Lemma36Net:
+    """Lemma 36: a width-n two-layer ReLU net with f(x^(j)) = y^(j) for all j, ||vec||^2 = O(n^{5/2} ||y||).
+
+    x: (n, D) float64 points (Gaussian in the lemma; any distinct points work, with more tries),
+    y: (n,) float64 labels. Lemma 37 picks v (gap eps = ``threshold`` or eps_n), Lemma 38
+    interpolates the sorted projections, and the first layer becomes W = tau 1 v^T.
+    """
+    x = _float64_points("x", x)
+    n = x.shape[0]
+    y = _vector("y", y, n)
+    direction = separating_direction(x, generator=generator, threshold=threshold, max_tries=max_tries)
+    order = torch.argsort(direction.z)
+    zs = direction.z[order]
+    l38 = interpolate_sorted(zs, y[order], direction.threshold)
+    tau = l38.tau
+    W = tau * torch.ones(n, 1, dtype=torch.float64, device=x.device) * direction.v[None, :]
+    net = TwoLayerNet(a=l38.balanced.a, W=W, b=l38.balanced.b)
+    norm2 = float(net.a @ net.a + (net.W ** 2).sum() + net.b @ net.b)
+    eps = direction.threshold
+    y2 = float(y @ y)
+    bound = 2.0 * math.sqrt(C38_A * y2 / eps ** 2 * (n + 2.0 * direction.z_norm2 + 2.0 * eps ** 2))
+    err = float((evaluate_net(net, x) - y).abs().max())
+    return Lemma36Net(net=net, direction=direction, lemma38=l38, order=order, norm2=norm2, bound=bound,
+                      bound_n=C36 * n ** 2.5 * math.sqrt(y2), max_error=err, rounding=rounding_allowance(net, x))
+
+
+# ------------------------------------------------------------------- Theorem 9: the memoriser
+
+
+def parameter_norm2(module: torch.nn.Module) -> float:
+    """||vec theta||^2: the sum of squares of every parameter of ``module`` (float64 accumulation)."""
+    return float(sum(float((p.detach().double() ** 2).sum()) for p in module.parameters()))
+
+
+@dataclass(frozen=True)
+class MemoriserGuarantee:
+    """What :func:`memorising_rnn` promises.
+
+    The model's output at the memorised position(s) equals the training labels exactly (up to
+    float64 rounding) on the n training prompts, for ANY codebook and index tuples, because f_y
+    reads only the x-block of z_i and the transitions are zero (U = 0: states unused).
+    ``norm2`` is ||vec theta||^2 of the whole RNN (measured, all parameters); ``bound`` its
+    certified bound after the depth rebalancing; ``n_points`` = n (one position) or n N (all).
+    """
+
+    position: Union[int, str]
+    n_prompts: int
+    N: int
+    n_points: int
+    depth: int
+    width: int
+    norm2: float
+    bound: float
+    bound_n: float       # C36 m^{5/2} ||y|| (depth 2), m = n_points
+    lemma36: Lemma36Net
+    tries: int
+
+
+def memorising_rnn(
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    D_in: int,
+    position: Union[int, str],
+    generator: torch.Generator,
+    depth: int = 2,
+    d_h: int = 1,
+    r_h: float = 1.0,
+    threshold: Optional[float] = None,
+    max_tries: int = 1000,
+) -> tuple[DeepTransitionBiRNN, MemoriserGuarantee]:
+    """Theorem 9's interpolating RNN on n training prompts x (n, N, d), labels y (n, N).
+
+    ``position=i`` (0-based): memorise the labels y[:, i] (the point-wise empirical risk at
+    position i is 0); inputs are the n tokens x[:, i] -- i.i.d. N(0, I_d), whatever N is -- so the
+    norm is N-free. ``position="all"``: memorise every label using the n N tokens as points
+    (exact, but the norm then grows with N). The RNN input z must have the x-block first
+    (``D_in`` >= d, e.g. d + 2 d_e for the q = 1 RNN encoding).
+
+    f_fwd = f_bwd = 0 (one linear layer, zero weights), so h_fwd = h_bwd = 0 and U = 0. f_y has
+    ``depth`` linear layers: layer 1 = the Lemma 36 first layer on the x-block (state columns
+    zero), layers 2..depth-1 = scaled identities (ReLU passes nonnegative values), last = a.
+    Scales are balanced by ReLU homogeneity: with A = ||a'||^2, P = ||(w', b')||^2 of the raw
+    Lemma 38 net and width m, the total is depth * (A P m^{depth-2})^{1/depth} (AM-GM optimum;
+    2 sqrt(A P) for depth 2).
+    """
+    if not isinstance(x, torch.Tensor) or x.dim() != 3:
+        raise ValueError("x must be a torch.Tensor of shape (n, N, d)")
+    if x.dtype != torch.float64:
+        raise ValueError(f"x must be float64 (exact checks run in float64), got {x.dtype}")
+    _checks.finite_tensor("x", x)
+    n, N, d = x.shape
+    if not isinstance(y, torch.Tensor) or y.dtype != torch.float64:
+        raise ValueError("y must be a float64 torch.Tensor of shape (n, N)")
+    _checks.shape("y", y, (n, N))
+    _checks.finite_tensor("y", y)
+    D_in = _checks.positive_int("D_in", D_in)
+    if D_in < d:
+        raise ValueError(f"D_in must be >= d = {d} (the x-block comes first in z), got {D_in}")
+    depth = _checks.positive_int("depth", depth, minimum=2)
+    d_h = _checks.positive_int("d_h", d_h)
+    if position == "all":
+        pts, labels = x.reshape(n * N, d), y.reshape(n * N)
+    elif isinstance(position, int) and not isinstance(position, bool):
+        if not 0 <= position < N:
+            raise ValueError(f"position must be 'all' or an integer in [0, N) = [0, {N}), got {position}")
+        pts, labels = x[:, position], y[:, position]
+    else:
+        raise ValueError(f"position must be 'all' or an integer in [0, N), got {position!r}")
+    if pts.shape[0] < 2:
+        raise ValueError(f"need at least 2 points to memorise, got n = {pts.shape[0]} (use n >= 2 prompts)")
+    l36 = interpolate_points(pts, labels, generator=generator, threshold=threshold, max_tries=max_tries)
+    l38, direction = l36.lemma38, l36.direction
+    m = pts.shape[0]
+    raw_a, raw_b = l38.raw.a, l38.raw.b
+    A, P = l38.a_norm2, m * float(direction.v @ direction.v) + float(raw_b @ raw_b)
+    T = (A * P * float(m) ** (depth - 2)) ** (1.0 / depth)
+    tau1 = math.sqrt(T / P)
+    tau_mid = math.sqrt(T / m)
+    prod = tau1 * tau_mid ** (depth - 2)
+
+    model = DeepTransitionBiRNN(D_in, d_h, transition_widths=(), output_widths=(m,) * (depth - 1), r_h=r_h,
+                                dtype=torch.float64, device=x.device)
+    zero_t = [(torch.zeros(d_h, d_h + D_in, dtype=torch.float64), None)]
+    set_mlp_weights(model.f_fwd, zero_t)
+    set_mlp_weights(model.f_bwd, zero_t)
+    W1 = torch.zeros(m, 2 * d_h + D_in, dtype=torch.float64, device=x.device)
+    W1[:, 2 * d_h: 2 * d_h + d] = tau1 * direction.v[None, :]
+    layers = [(W1, tau1 * raw_b)]
+    eye = torch.eye(m, dtype=torch.float64, device=x.device)
+    layers += [(tau_mid * eye, None)] * (depth - 2)
+    layers.append(((raw_a / prod)[None, :], None))
+    set_mlp_weights(model.f_y, layers)
+    norm2 = parameter_norm2(model)
+    y2 = float(labels @ labels)
+    eps = direction.threshold
+    A_bound = C38_A * y2 / eps ** 2
+    P_bound = m + 2.0 * direction.z_norm2 + 2.0 * eps ** 2
+    bound = depth * (A_bound * P_bound * float(m) ** (depth - 2)) ** (1.0 / depth)
+    guarantee = MemoriserGuarantee(
+        position=position, n_prompts=n, N=N, n_points=m, depth=depth, width=m, norm2=norm2, bound=bound,
+        bound_n=C36 * m ** 2.5 * math.sqrt(y2), lemma36=l36, tries=direction.tries,
+    )
+    return model, guarantee
+
+
+# ------------------------------------------------------------- the generalising RNN (Prop 8)
+
+
+@dataclass(frozen=True)
+class SlotMemoryGuarantee:
+    """What :func:`slot_memory_rnn` promises (general 1STR, q = 1, y_i = <u, x_{t_i}>).
+
+    Exact: y_hat_i = <u, x_{t_i}> at every position of every prompt whose tokens have
+    ||x_j||_inf <= r_x and |<u, x_j>| <= r_x (true when ||x_j|| <= r_x), for any codebook with
+    coherence ``mu`` < 1. Prop 8's quantities: state width ``d_h`` = N d, states in the
+    ``r_h`` = sqrt(N - 1) r_x ball (never clipped on such prompts), read through U = identity
+    on (h_fwd, h_bwd) (``U_op`` = 1), f_y(., z) is ``lipschitz``-Lipschitz in the state on the
+    convex set where every block satisfies |<u, block>| <= r_x (sqrt 2: f_y reads one block of
+    h_fwd + h_bwd), so L = ``lipschitz`` * r_h. ``norm2`` = ||vec theta||^2 (grows with N).
+    """
+
+    N: int
+    d: int
+    d_h: int
+    r_x: float
+    r_h: float
+    mu: float
+    U_op: float
+    lipschitz: float
+    L: float
+    norm2: float
+
+
+def slot_memory_rnn(
+    omega: torch.Tensor, u: torch.Tensor, *, r_x: float, mu: Optional[float] = None,
+) -> tuple[DeepTransitionBiRNN, SlotMemoryGuarantee]:
+    """An exact generalising RNN for general 1STR (q = 1): every token stored in its own state block.
+
+    omega: (N, d_e) float64 unit codes (coherence mu < 1); u: (d,) unit vector of the link.
+    RNN encoding z_i = (x_i, omega_i, omega_{t_i}) (D_in = d + 2 d_e).
+
+    Transition (both directions, 3 linear layers, does not read h):
+      layer 1: relu(x), relu(-x); gate g_k = relu((<omega_k, omega_i> - mu) / (1 - mu)) = 1[i = k]
+      layer 2: relu(+-x_c + r_x g_k - r_x) for every block k, coordinate c  (= relu(+-x_c) 1[i = k])
+      layer 3: block k <- difference: x_i placed in block i, zeros elsewhere (|x_c| <= r_x)
+    so h_fwd_i = sum_{k < i} x_k e_k and h_bwd_i = sum_{k > i} x_k e_k (block i is empty).
+    Output f_y (4 linear layers) on (h_fwd, h_bwd, z_i), with s_k = <u, block_k(h_fwd + h_bwd)>,
+    xi = <u, x_i>, g_k = 1[i = k], g'_k = 1[t_i = k]:
+      layer 1: relu(+-s_k), relu(+-xi), g_k, g'_k
+      layer 2: relu(+-s_k) passed, e_k^+- = relu(+-xi + r_x g_k - r_x) (= xi 1[i = k] split), g'_k passed
+      layer 3: relu(+-(s_k + e_k) + r_x g'_k - r_x)
+      layer 4: y = sum_k (difference) = s_{t_i} + xi 1[t_i = i] = <u, x_{t_i}>.
+    """
+    if not isinstance(omega, torch.Tensor) or omega.dtype != torch.float64:
+        raise ValueError("omega must be a float64 torch.Tensor of shape (N, d_e)")
+    _checks.shape("omega", omega, (None, None))
+    _checks.finite_tensor("omega", omega)
+    N, d_e = omega.shape
+    if N < 2:
+        raise ValueError(f"omega must hold N >= 2 codes, got {N}")
+    if not torch.allclose(omega.norm(dim=1), torch.ones(N, dtype=torch.float64, device=omega.device), atol=1e-12):
+        raise ValueError("omega must have unit-norm rows")
+    if not isinstance(u, torch.Tensor) or u.dtype != torch.float64 or u.dim() != 1:
+        raise ValueError("u must be a float64 torch.Tensor of shape (d,)")
+    _checks.finite_tensor("u", u)
+    if abs(float(u.norm()) - 1.0) > 1e-12:
+        raise ValueError("u must have unit norm")
+    d = u.shape[0]
+    r_x = _checks.positive_float("r_x", r_x)
+    G = omega @ omega.T
+    measured = float((G - torch.eye(N, dtype=torch.float64, device=omega.device)).abs().max())
+    mu = measured if mu is None else _checks.positive_float("mu", mu, allow_zero=True)
+    if mu < measured - 1e-12:
+        raise ValueError(f"mu = {mu} is below the codebook's coherence {measured:.6g}")
+    if not mu < 1.0:
+        raise ValueError(f"mu must be < 1 (the gates need <omega_i, omega_k> <= mu < 1 for i != k), got {mu}")
+    dev, f64 = omega.device, torch.float64
+    d_h = N * d
+    D_in = d + 2 * d_e
+    xs, ps, ts = slice(0, d), slice(d, d + d_e), slice(d + d_e, d + 2 * d_e)
+    r_h = math.sqrt(N - 1) * r_x
+    model = DeepTransitionBiRNN(D_in, d_h, transition_widths=(2 * d + N, 2 * N * d), output_widths=(4 * N + 2, 5 * N, 2 * N),
+                                r_h=r_h, dtype=f64, device=dev)
+    inv = 1.0 / (1.0 - mu)
+    # ---- transition: input (h, z), h first
+    off = d_h
+    W1 = torch.zeros(2 * d + N, d_h + D_in, dtype=f64, device=dev)
+    b1 = torch.zeros(2 * d + N, dtype=f64, device=dev)
+    eye_d = torch.eye(d, dtype=f64, device=dev)
+    W1[:d, off + xs.start: off + xs.stop] = eye_d
+    W1[d:2 * d, off + xs.start: off + xs.stop] = -eye_d
+    W1[2 * d:, off + ps.start: off + ps.stop] = omega * inv
+    b1[2 * d:] = -mu * inv
+    W2 = torch.zeros(2 * N * d, 2 * d + N, dtype=f64, device=dev)
+    b2 = torch.full((2 * N * d,), -r_x, dtype=f64, device=dev)
+    W3 = torch.zeros(d_h, 2 * N * d, dtype=f64, device=dev)
+    for k in range(N):
+        for c in range(d):
+            row = 2 * (k * d + c)
+            W2[row, c], W2[row, d + c], W2[row, 2 * d + k] = 1.0, -1.0, r_x       # +x_c gated
+            W2[row + 1, c], W2[row + 1, d + c], W2[row + 1, 2 * d + k] = -1.0, 1.0, r_x  # -x_c gated
+            W3[k * d + c, row], W3[k * d + c, row + 1] = 1.0, -1.0
+    for f in (model.f_fwd, model.f_bwd):
+        set_mlp_weights(f, [(W1, b1), (W2, b2), (W3, None)])
+    # ---- output: input (h_fwd, h_bwd, z)
+    zoff = 2 * d_h
+    U_blocks = torch.zeros(N, d_h, dtype=f64, device=dev)  # s_k = <u, block_k>
+    for k in range(N):
+        U_blocks[k, k * d:(k + 1) * d] = u
+    m1 = 4 * N + 2
+    V1 = torch.zeros(m1, 2 * d_h + D_in, dtype=f64, device=dev)
+    c1 = torch.zeros(m1, dtype=f64, device=dev)
+    V1[:N, :d_h], V1[:N, d_h:2 * d_h] = U_blocks, U_blocks                 # relu(s_k)
+    V1[N:2 * N, :d_h], V1[N:2 * N, d_h:2 * d_h] = -U_blocks, -U_blocks     # relu(-s_k)
+    V1[2 * N, zoff + xs.start: zoff + xs.stop] = u                        # relu(xi)
+    V1[2 * N + 1, zoff + xs.start: zoff + xs.stop] = -u                   # relu(-xi)
+    V1[2 * N + 2: 3 * N + 2, zoff + ps.start: zoff + ps.stop] = omega * inv   # g_k = 1[i = k]
+    V1[3 * N + 2:, zoff + ts.start: zoff + ts.stop] = omega * inv             # g'_k = 1[t_i = k]
+    c1[2 * N + 2:] = -mu * inv
+    m2 = 5 * N
+    V2 = torch.zeros(m2, m1, dtype=f64, device=dev)
+    c2 = torch.zeros(m2, dtype=f64, device=dev)
+    for k in range(N):
+        V2[k, k], V2[k, N + k] = 1.0, -1.0                                  # relu(s_k)
+        V2[N + k, k], V2[N + k, N + k] = -1.0, 1.0                          # relu(-s_k)
+        V2[2 * N + k, 2 * N], V2[2 * N + k, 2 * N + 1], V2[2 * N + k, 2 * N + 2 + k] = 1.0, -1.0, r_x   # e_k^+
+        V2[3 * N + k, 2 * N], V2[3 * N + k, 2 * N + 1], V2[3 * N + k, 2 * N + 2 + k] = -1.0, 1.0, r_x   # e_k^-
+        c2[2 * N + k] = c2[3 * N + k] = -r_x
+        V2[4 * N + k, 3 * N + 2 + k] = 1.0                                  # g'_k passed (>= 0)
+    m3 = 2 * N
+    V3 = torch.zeros(m3, m2, dtype=f64, device=dev)
+    c3 = torch.full((m3,), -r_x, dtype=f64, device=dev)
+    V4 = torch.zeros(1, m3, dtype=f64, device=dev)
+    for k in range(N):
+        # a_k = s_k + e_k = (relu(s)-relu(-s)) + (e^+ - e^-)
+        for sign, row in ((1.0, 2 * k), (-1.0, 2 * k + 1)):
+            V3[row, k], V3[row, N + k] = sign, -sign
+            V3[row, 2 * N + k], V3[row, 3 * N + k] = sign, -sign
+            V3[row, 4 * N + k] = r_x
+        V4[0, 2 * k], V4[0, 2 * k + 1] = 1.0, -1.0
+    set_mlp_weights(model.f_y, [(V1, c1), (V2, c2), (V3, c3), (V4, None)])
+    lip = math.sqrt(2.0)
+    guarantee = SlotMemoryGuarantee(N=N, d=d, d_h=d_h, r_x=r_x, r_h=r_h, mu=mu, U_op=1.0, lipschitz=lip,
+                                    L=lip * r_h, norm2=parameter_norm2(model))
+    return model, guarantee

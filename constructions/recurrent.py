@@ -1,0 +1,769 @@
+"""The RNN constructions of Section 5 / Appendix B: the four-layer transition (Prop 26), its
+state guarantee (Cor 27) and the end-to-end bidirectional RNN for simple-qSTR (Prop 28).
+
+Numbering: the seed text (arXiv v1); the conference version uses the same numbers here.
+Derivation of every constant: ``docs/derivations/rnn-transition.md``.
+
+**The transition.** On u = (h, z), h in R^{q d} (ignored: its columns of W1 are zero) and
+z = (x_i, omega_i, omega_{t_1}, ..., omega_{t_q}) (``constructions.layout.token_layout``),
+
+    f(u) = W4 relu(W3 relu(W2 relu(W1 u + b1) + b2) + b3)  in R^{q d} (q blocks of size d)
+
+targets Psi(x_i, t, i)_l = x_i 1[t_l = i] = 2 x_i relu(<omega_i, omega_{t_l}> - 1/2):
+
+1. hidden layer 1 (named blocks ``x+``, ``x-``, ``sum{l}``, ``diff{l}``): relu(+-x) (the exact
+   identity) and the ReLU units of the interpolant S of z^2 at a = omega_ij + omega_{t_l j}
+   and b = omega_ij - omega_{t_l j}, so that s_hat_l = sum_j (S(a_j) - S(b_j)) / 4 is the sum
+   of the Lemma 22 products omega_ij omega_{t_l j};
+2. hidden layer 2 (``gate{l}.x``, ``gate{l}.s``): the Lemma 24 gate 2 x relu(s_hat_l - 1/2),
+   band construction of ``constructions.relu.gate_gadget`` (units shared over the d coordinates);
+3. hidden layer 3 and W4 (``st+``, ``st-``): the soft threshold relu(G - b) - relu(-G - b),
+   with b the certified bound on the gate at non-target positions, so the transition outputs
+   *exactly* 0 there, and is within ``eps`` of x_i (sup norm per block) at targets.
+
+**The RNN.** Hidden state q blocks of size d; h_fwd_{i+1} = P(h_fwd_i + f(h_fwd_i, z_i)) and
+h_bwd_{i-1} = P(h_bwd_i + f(h_bwd_i, z_i)) with the same f (Psi is symmetric in direction),
+P the projection on the r_h ball, r_h = sqrt(q)(r_x + sqrt(d) eps). Output (Prop 28)
+y_i = g_net(h_fwd_i + h_bwd_i + f(z_i)) through a five-layer ReLU net (the gate computation is
+repeated inside it, the states pass through exact identities). Loaded into
+``constructions.models.DeepTransitionBiRNN`` by :meth:`RNNConstruction.module`.
+
+**The scan.** f does not read h, so f(z_i) can be computed for all i at once; when every
+partial sum stays in the r_h ball the projection is the identity and the states are
+(exclusive) prefix sums of the f(z_i). :func:`projected_prefix` computes them chunk by chunk
+with ``cumsum`` and *checks* the ball condition; a chunk where it fails is redone by the
+literal projected recurrence, so the result is always the RNN's, scan or not.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Optional
+
+import torch
+
+from constructions import _checks
+from constructions.codes import Codebook, coherence, rs_hadamard_codebook
+from constructions.layout import Layout, token_layout
+from constructions.links import TwoLayerNet, make_link
+from constructions.relu import GateBands, gate_bands, product_error, square_interp, square_units
+
+F64 = torch.float64
+DEFAULT_MARGIN = 1e-9  # float safety margin on the inner products (see the derivation, section 4)
+MU_TOL = 1e-9  # coherence measured in floating point may exceed 1/2 by rounding (rotated codes)
+_CHUNK_ELEMENTS = 1 << 20  # elements of one chunk's largest intermediate
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def token_radius(d: int, n_tokens: int, delta: float = 1e-3) -> float:
+    """r_x = sqrt(d) + sqrt(2 ln(n_tokens / delta)): all of ``n_tokens`` N(0, I_d) tokens have
+    norm <= r_x with probability >= 1 - delta (Gaussian concentration of the 1-Lipschitz norm,
+    E||x|| <= sqrt(d), and a union bound)."""
+    d = _checks.positive_int("d", d)
+    n_tokens = _checks.positive_int("n_tokens", n_tokens)
+    delta = _checks.probability("delta", delta)
+    return math.sqrt(d) + math.sqrt(2 * math.log(n_tokens / delta))
+
+
+def _omega_of(omega) -> tuple[torch.Tensor, Optional[float]]:
+    if isinstance(omega, Codebook):
+        return omega.omega, float(omega.mu)
+    if isinstance(omega, torch.Tensor):
+        _checks.finite_tensor("omega", omega)
+        if omega.dim() != 2:
+            raise ValueError(f"omega must be a 2-D tensor (N, d_e), got shape {tuple(omega.shape)}")
+        return omega, None
+    raise ValueError(f"omega must be a constructions.codes.Codebook or a (N, d_e) tensor, got {type(omega).__name__}")
+
+
+def _code_stats(omega: torch.Tensor) -> tuple[float, float, Optional[int]]:
+    """(R, nu, alphabet): R = max |omega_ij|, nu = max_i | ||omega_i||^2 - 1 |, and alphabet =
+    3 (entries all +-R) or 5 (entries in {0, +-R}) when the codes use such an alphabet, else None.
+
+    With an alphabet, omega_ij +- omega_tj lies in {0, +-R, +-2R}, which are knots of the uniform
+    grid on [-2R, 2R] with 3 (resp. 5) knots: the Lemma 22 products are exact on every codeword pair.
+    """
+    mags = omega.abs()
+    R = float(mags.max())
+    nu = float(((mags * mags).sum(1) - 1).abs().max())
+    if R == 0:
+        return R, nu, None
+    n_top = int((mags == R).sum())
+    n_zero = int((mags == 0).sum())
+    if n_top + n_zero != mags.numel():
+        return R, nu, None
+    return R, nu, (5 if n_zero else 3)
+
+
+# ------------------------------------------------------------------------- guarantee
+
+
+@dataclass(frozen=True)
+class TransitionGuarantee:
+    """What the four-layer transition promises (Prop 26), with every constant of its eps budget.
+
+    For every position i, tuple t of codeword indices, and x_i with ||x_i|| <= r_x:
+    ``f(u)_l == 0`` exactly when t_l != i, and ||f(u)_l - x_i||_inf <= ``eps`` when t_l = i.
+    eps = threshold + gate_error + 2 r_x (inner_product_error + norm_defect).
+    """
+
+    eps: float  # certified target error (sup norm per block)
+    eps_requested: Optional[float]
+    r_x: float
+    mu: float  # coherence of the codebook (measured)
+    norm_defect: float  # nu = max_i | ||omega_i||^2 - 1 |
+    code_range: float  # R = max |omega_ij|: products are taken on [-R, R]^2
+    product_knots: int
+    product_certificate: str  # "uniform" (any codes in [-R, R]) or "alphabet" (exact on these codes)
+    product_error: float  # Lemma 22 sup error per coordinate product on [-R, R]^2 (h^2/16)
+    inner_product_error: float  # delta_1: certified |s_hat - <omega_i, omega_t>| on codeword pairs
+    gate_knots: int
+    gate_delta: float
+    gate_slope: float  # M = 2 r_x / delta, the largest weight
+    gate_error: float  # r_x delta (Lemma 24)
+    s_max: float  # gate domain: s_hat <= 1 + nu + delta_1 + margin
+    non_target_excess: float  # e = max(0, mu + delta_1 - 1/2) + margin
+    threshold: float  # b = r_x min(4 e, 2 e + delta) >= sup |gate| at non-targets
+    margin: float
+    d: int
+    q: int
+    d_e: int
+    widths: tuple  # hidden widths (w1, w2, w3) and the output q d
+    norms: tuple  # per layer: {"fro", "max_abs", "bias_norm"}
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+# ----------------------------------------------------------------------- transition
+
+
+class Transition:
+    """The four-layer transition of Prop 26 (see the module docstring).
+
+    Evaluate with ``transition(z)`` (closed form, O(q (d_e + d)) per token, any device)
+    or :meth:`dense` (the literal layers). ``layers`` holds the dense weights
+    ``[{"W", "b"}, {"W", "b"}, {"W", "b"}, {"W"}]`` on u = (h, z), float64 CPU (built on first use).
+    ``rectify=False`` drops layers 3-4 (the soft threshold) and returns the gate output:
+    the falsifier of Prop 26.
+    """
+
+    def __init__(self, d: int, q: int, d_e: int, R: float, product_knots: int, bands: GateBands,
+                 threshold: float, guarantee: TransitionGuarantee):
+        self.d, self.q, self.d_e = d, q, d_e
+        self.layout: Layout = token_layout(d, q, d_e)
+        self.R, self.product_knots, self.bands, self.threshold = R, product_knots, bands, threshold
+        self.guarantee = guarantee
+        self._dense = None
+        self._gate_readout = None
+
+    # -------------------------------------------------------------- sizes
+    @property
+    def D_in(self) -> int:
+        return self.layout.dim
+
+    @property
+    def d_h(self) -> int:
+        return self.q * self.d
+
+    @property
+    def widths(self) -> tuple:
+        K1, K2 = self.product_knots, self.bands.knots
+        return (2 * self.d + 2 * self.q * self.d_e * K1, self.q * K2 * (self.d + 1), 2 * self.d_h)
+
+    # -------------------------------------------------------------- closed form
+    def inner_products(self, pos: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+        """s_hat_l = sum_j (S(pos_j + slot_lj) - S(pos_j - slot_lj)) / 4: pos (..., d_e), slots (..., q, d_e) -> (..., q)."""
+        p = pos.unsqueeze(-2)
+        S = lambda z: square_interp(z, self.R, self.product_knots)  # noqa: E731
+        return (S(p + slots) - S(p - slots)).sum(-1) / 4
+
+    def gate(self, x: torch.Tensor, s_hat: torch.Tensor) -> torch.Tensor:
+        """G_l = the Lemma 24 gate on (x, s_hat_l): x (..., d), s_hat (..., q) -> (..., q, d)."""
+        return self.bands.evaluate(x.unsqueeze(-2), s_hat)
+
+    def from_parts(self, x: torch.Tensor, pos: torch.Tensor, slots: torch.Tensor, *, rectify: bool = True) -> torch.Tensor:
+        """f on the blocks of z: x (..., d), pos (..., d_e), slots (..., q, d_e) -> (..., q d)."""
+        return self.from_inner_products(x, self.inner_products(pos, slots), rectify=rectify)
+
+    def from_inner_products(self, x: torch.Tensor, s_hat: torch.Tensor, *, rectify: bool = True) -> torch.Tensor:
+        """Layers 2-4 given x (..., d) and the layer-1 readout s_hat (..., q): returns (..., q d)."""
+        G = self.gate(x, s_hat)
+        if rectify:
+            G = torch.relu(G - self.threshold) - torch.relu(-G - self.threshold)
+        return G.flatten(-2)
+
+    def __call__(self, z: torch.Tensor, *, rectify: bool = True) -> torch.Tensor:
+        """f(z) in closed form for z (..., D_in) (the h part is not read); returns (..., q d)."""
+        _checks.finite_tensor("z", z)
+        if z.shape[-1:] != (self.D_in,):
+            raise ValueError(f"z must have last axis D_in = d + (q+1) d_e = {self.D_in}, got shape {tuple(z.shape)}")
+        parts = self.layout.split(z)
+        slots = torch.stack([parts[f"slot{k}"] for k in range(self.q)], dim=-2)
+        return self.from_parts(parts["x"], parts["pos"], slots, rectify=rectify)
+
+    # -------------------------------------------------------------- dense layers
+    def _readouts(self):
+        """Row vectors on the layer-1 units: r_s (the s_hat_l readout, one per slot l) and the pieces of layer 1."""
+        d, q, d_e, K1 = self.d, self.q, self.d_e, self.product_knots
+        w, beta, coef = square_units(self.R, K1)
+        w1 = self.widths[0]
+        r_s = torch.zeros(q, w1, dtype=F64)
+        for l in range(q):
+            s = 2 * d + 2 * l * d_e * K1
+            r_s[l, s:s + d_e * K1] = (coef / 4).repeat(d_e)  # sum{l}: + coef / 4
+            r_s[l, s + d_e * K1:s + 2 * d_e * K1] = -(coef / 4).repeat(d_e)  # diff{l}: - coef / 4
+        return w, beta, coef, r_s
+
+    def _build_dense(self):
+        """The four layers, each a dense float64 matrix (named blocks in the docstring of the module)."""
+        d, q, d_e, K1 = self.d, self.q, self.d_e, self.product_knots
+        bands, K2 = self.bands, self.bands.knots
+        lay, off = self.layout, self.d_h  # z columns start after the q d columns of h
+        w1, w2, w3 = self.widths
+        w, beta, coef, r_s = self._readouts()
+        ar = torch.arange(d)
+        # ---- layer 1: x+ (d), x- (d), then for each slot l: sum{l} (d_e x K1), diff{l} (d_e x K1)
+        W1 = torch.zeros(w1, off + self.D_in, dtype=F64)
+        b1 = torch.zeros(w1, dtype=F64)
+        xcol = off + lay["x"].start + ar
+        W1[ar, xcol], W1[d + ar, xcol] = 1.0, -1.0
+        j = torch.arange(d_e).repeat_interleave(K1)  # coordinate of each unit
+        k = torch.arange(K1).repeat(d_e)  # knot of each unit
+        for l in range(q):
+            for half, sign in ((0, 1.0), (1, -1.0)):
+                r = 2 * d + (2 * l + half) * d_e * K1 + torch.arange(d_e * K1)
+                W1[r, off + lay["pos"].start + j] = w[k]
+                W1[r, off + lay.slot(l).start + j] = sign * w[k]
+                b1[r] = beta[k]
+        # ---- layer 2: for slot l, band k: x-units (d), then the s-units (K2); all read M s_hat_l + beta_k
+        W2 = torch.zeros(w2, w1, dtype=F64)
+        b2 = torch.zeros(w2, dtype=F64)
+        for l in range(q):
+            base = l * K2 * (d + 1)
+            W2[base:base + K2 * (d + 1)] = bands.M * r_s[l]
+            xr = base + torch.arange(K2 * d)
+            W2[xr, (xr - base) % d] += 1.0  # + relu(x_c)
+            W2[xr, d + (xr - base) % d] -= 1.0  # - relu(-x_c)
+            b2[base:base + K2 * d] = bands.beta.repeat_interleave(d)
+            b2[base + K2 * d:base + K2 * (d + 1)] = bands.beta
+        # ---- gate readout G (q d x w2): 2 delta sum_k (x-unit_{l,k,c} - s-unit_{l,k})
+        G = torch.zeros(self.d_h, w2, dtype=F64)
+        for l in range(q):
+            base = l * K2 * (d + 1)
+            for c in range(d):
+                G[l * d + c, base + torch.arange(K2) * d + c] = 2 * bands.delta
+                G[l * d + c, base + K2 * d + torch.arange(K2)] = -2 * bands.delta
+        # ---- layer 3: st+ = relu(G - b), st- = relu(-G - b); layer 4: st+ - st-
+        W3 = torch.cat([G, -G])
+        b3 = torch.full((w3,), -self.threshold, dtype=F64)
+        eye = torch.eye(self.d_h, dtype=F64)
+        W4 = torch.cat([eye, -eye], dim=1)
+        self._dense = [{"W": W1, "b": b1}, {"W": W2, "b": b2}, {"W": W3, "b": b3}, {"W": W4}]
+        self._gate_readout = G
+
+    def norms(self) -> tuple:
+        """Per layer {"fro", "max_abs", "bias_norm"}, computed from the structure (no dense matrices)."""
+        d, q, d_e, K1, K2 = self.d, self.q, self.d_e, self.product_knots, self.bands.knots
+        w, beta, coef = square_units(self.R, K1)
+        bands, qd = self.bands, self.d_h
+        r2 = 2 * d_e * float(((coef / 4) ** 2).sum())  # ||r_s[l]||^2
+        M = bands.M
+        return (
+            {"fro": math.sqrt(2 * d + 4 * q * d_e * K1), "max_abs": float(w.abs().max()),
+             "bias_norm": math.sqrt(2 * q * d_e * float((beta ** 2).sum()))},
+            {"fro": math.sqrt(q * K2 * (2 * d + (d + 1) * M * M * r2)),
+             "max_abs": max(1.0, M * float(coef.abs().max()) / 4),
+             "bias_norm": math.sqrt(q * (d + 1) * float((bands.beta ** 2).sum()))},
+            {"fro": math.sqrt(2 * qd * 2 * K2) * 2 * bands.delta, "max_abs": 2 * bands.delta,
+             "bias_norm": self.threshold * math.sqrt(2 * qd)},
+            {"fro": math.sqrt(2 * qd), "max_abs": 1.0, "bias_norm": 0.0},
+        )
+
+    @property
+    def layers(self) -> list:
+        """Dense ``[{"W": W1, "b": b1}, {"W": W2, "b": b2}, {"W": W3, "b": b3}, {"W": W4}]`` on u = (h, z)."""
+        if self._dense is None:
+            self._build_dense()
+        return self._dense
+
+    def layers_without_rectifier(self) -> list:
+        """The transition with layers 3-4 dropped: ``[L1, L2, {"W": G}]``, G the gate readout."""
+        L = self.layers
+        return [L[0], L[1], {"W": self._gate_readout}]
+
+    def dense(self, u: torch.Tensor, *, rectify: bool = True, chunk: Optional[int] = None) -> torch.Tensor:
+        """Evaluate the literal dense layers on u = (h, z) of shape (..., q d + D_in), in row chunks."""
+        _checks.finite_tensor("u", u)
+        if u.shape[-1:] != (self.d_h + self.D_in,):
+            raise ValueError(f"u must have last axis q d + D_in = {self.d_h + self.D_in}, got shape {tuple(u.shape)}")
+        layers = self.layers if rectify else self.layers_without_rectifier()
+        return mlp_apply(layers, u, chunk=chunk)
+
+
+def mlp_apply(layers: list, u: torch.Tensor, *, chunk: Optional[int] = None) -> torch.Tensor:
+    """W_L relu(... relu(W_1 u + b_1) ...) for a layer list of dicts ``{"W", "b"}`` (no bias last), chunked over rows."""
+    lead = u.shape[:-1]
+    flat = u.reshape(-1, u.shape[-1])
+    n = flat.shape[0]
+    chunk = n if chunk is None else _checks.positive_int("chunk", chunk)
+    Ws = [(L["W"].to(dtype=u.dtype, device=u.device), None if L.get("b") is None else L["b"].to(dtype=u.dtype, device=u.device))
+          for L in layers]
+    outs = []
+    for s in range(0, max(n, 1), max(chunk, 1)):
+        h = flat[s:s + chunk]
+        for i, (W, b) in enumerate(Ws):
+            h = h @ W.T
+            if b is not None:
+                h = h + b
+            if i < len(Ws) - 1:
+                h = torch.relu(h)
+        outs.append(h)
+    out = torch.cat(outs) if outs else flat.new_zeros(0, Ws[-1][0].shape[0])
+    return out.reshape(*lead, out.shape[-1])
+
+
+def build_transition(omega, d: int, q: int, *, eps: Optional[float] = 0.1, r_x: float, mu: Optional[float] = None,
+                     product_knots: Optional[int] = None, gate_knots: Optional[int] = None,
+                     margin: float = DEFAULT_MARGIN) -> Transition:
+    """The Prop 26 transition for the codes ``omega`` (Codebook or (N, d_e) tensor), tokens in R^d, q slots.
+
+    ``eps``: the requested target accuracy; the knot counts are derived from it (half of eps
+    for the gate, half for products and threshold; docs/derivations/rnn-transition.md) unless
+    ``product_knots`` / ``gate_knots`` are given. The certified eps (<= requested) is
+    ``transition.guarantee.eps``. ``r_x``: the token radius the guarantee covers. ``mu``: the
+    coherence (default: the Codebook's exact mu, or measured); must be <= 1/2 (Assumption 3).
+    Codes whose entries all lie in {0, +-R} (Rademacher, RS-Hadamard) get 3 or 5 product knots,
+    exact on every codeword pair ("alphabet" certificate); other codes get the uniform Lemma 22
+    certificate d_e h^2 / 16.
+    """
+    d = _checks.positive_int("d", d)
+    q = _checks.positive_int("q", q)
+    r_x = _checks.positive_float("r_x", r_x)
+    margin = _checks.positive_float("margin", margin)
+    om, book_mu = _omega_of(omega)
+    om = om.detach().to(device="cpu", dtype=F64)
+    N, d_e = om.shape
+    if N < 1 or d_e < 1:
+        raise ValueError(f"omega must have N >= 1 rows and d_e >= 1 columns, got shape {tuple(om.shape)}")
+    if mu is None:
+        mu = book_mu if book_mu is not None else coherence(om)
+    mu = _checks.positive_float("mu", mu, allow_zero=True)
+    if mu > 0.5 + MU_TOL:
+        raise ValueError(
+            f"omega has coherence mu = {mu:.6g} but Prop 26 needs mu <= 1/2 (Assumption 3); "
+            f"use constructions.codes.rs_hadamard_codebook or a larger d_e")
+    R, nu, alpha = _code_stats(om)
+    if R == 0:
+        raise ValueError("omega must not be all zeros")
+    if eps is not None:
+        eps = _checks.positive_float("eps", eps)
+    elif product_knots is None or gate_knots is None:
+        raise ValueError("eps must be a positive number unless both product_knots and gate_knots are given")
+
+    # ---------------- products (Lemma 22)
+    if product_knots is not None:
+        K1 = _checks.positive_int("product_knots", product_knots, minimum=2)
+        exact = alpha is not None and (K1 - 1) % (alpha - 1) == 0
+        delta1 = 0.0 if exact else d_e * product_error(R, K1)
+    elif alpha is not None:
+        K1, exact, delta1 = alpha, True, 0.0
+    else:
+        exact = False
+        dA = min(eps / (4 * r_x) - nu, (0.5 - mu - margin) * (1 - 1e-9))
+        dB = (eps / 2 - 2 * r_x * nu - 4 * r_x * (mu - 0.5 + margin)) / (6 * r_x)
+        target = max(dA, dB)
+        if target <= 0:
+            raise ValueError(f"eps = {eps:g} is too small for r_x = {r_x:g}, mu = {mu:g} and the code norm defect {nu:.3g}")
+        K1 = max(2, math.ceil(1 + math.sqrt(d_e * R * R / target)))
+        delta1 = d_e * product_error(R, K1)
+    s_max = 1 + nu + delta1 + margin
+    excess = max(0.0, mu + delta1 - 0.5) + margin
+
+    # ---------------- gate (Lemma 24) and threshold
+    if gate_knots is not None:
+        bands = gate_bands(r_x, _checks.positive_int("gate_knots", gate_knots), s_max)
+    else:
+        budget = eps - 4 * r_x * excess - 2 * r_x * (delta1 + nu)
+        if budget <= 0:
+            raise ValueError(f"eps = {eps:g} is too small: the products and threshold already need "
+                             f"{eps - budget:.3g} (r_x = {r_x:g}, mu = {mu:g})")
+        bands = gate_bands(r_x, max(1, math.ceil((s_max - 0.5) * r_x / budget)), s_max)
+    b = bands.leak(excess)
+    eps_cert = b + bands.error + 2 * r_x * (delta1 + nu)
+
+    t = Transition(d, q, d_e, R, K1, bands, b, None)
+    norms = t.norms()
+    t.guarantee = TransitionGuarantee(
+        eps=eps_cert, eps_requested=eps, r_x=r_x, mu=mu, norm_defect=nu, code_range=R, product_knots=K1,
+        product_certificate="alphabet" if exact else "uniform", product_error=product_error(R, K1),
+        inner_product_error=delta1, gate_knots=bands.knots, gate_delta=bands.delta, gate_slope=bands.M,
+        gate_error=bands.error, s_max=s_max, non_target_excess=excess, threshold=b, margin=margin, d=d, q=q,
+        d_e=d_e, widths=t.widths + (t.d_h,), norms=norms)
+    return t
+
+
+# ----------------------------------------------------------------------------- scan
+
+
+def projected_prefix(F: torch.Tensor, r_h: float, *, reverse: bool = False, chunk: int = 4096) -> tuple[torch.Tensor, int]:
+    """States of h_{i+1} = P(h_i + F_i), h_1 = 0 (``reverse``: h_N = 0, h_{i-1} = P(h_i + F_i)).
+
+    F: (B, N, D) transition outputs. Returns (H (B, N, D), n_active): H[:, 0] = 0 (``reverse``:
+    H[:, -1] = 0), and the number of steps at which the projection was active. Each chunk is
+    first computed as h_start + cumsum(F_chunk); when every partial sum has norm <= r_h the
+    projection is the identity on that chunk and the cumsum *is* the recurrence (validity of
+    the scan); otherwise the chunk is redone by the literal projected loop.
+    """
+    _checks.shape("F", F, (None, None, None))
+    r_h = float(r_h)
+    if not (r_h > 0):
+        raise ValueError(f"r_h must be > 0 or math.inf, got {r_h}")
+    chunk = _checks.positive_int("chunk", chunk)
+    if reverse:
+        H, n = projected_prefix(F.flip(1), r_h, chunk=chunk)
+        return H.flip(1), n
+    B, N, D = F.shape
+    H = F.new_zeros(B, N, D)
+    h = F.new_zeros(B, D)
+    active = 0
+    for s in range(0, N - 1, chunk):
+        e = min(s + chunk, N - 1)
+        cand = h[:, None] + torch.cumsum(F[:, s:e], dim=1)
+        if r_h == math.inf or bool((torch.linalg.vector_norm(cand, dim=-1) <= r_h).all()):
+            H[:, s + 1:e + 1] = cand
+            h = cand[:, -1]
+            continue
+        for i in range(s, e):  # the literal projected recurrence on this chunk
+            v = h + F[:, i]
+            norm = torch.linalg.vector_norm(v, dim=-1, keepdim=True)
+            active += int((norm > r_h).sum())
+            h = v * torch.clamp(r_h / norm, max=1.0)
+            H[:, i + 1] = h
+    return H, active
+
+
+# ------------------------------------------------------------------------------ RNN
+
+
+@dataclass(frozen=True)
+class RNNGuarantee:
+    """Cor 27 and Prop 28 for the construction.
+
+    Cor 27: for ||x_j|| <= r_x, h_fwd_i block l is exactly 0 when t_l >= i and within
+    ``state_eps`` (sup norm) of x_{t_l} when t_l < i (symmetrically for h_bwd), for every N.
+    Prop 28: |y_hat_i - g_net(x_{t_1..q})| <= ``prediction_error`` = lipschitz sqrt(q d) state_eps,
+    lipschitz = ||a_g|| ||W_g||_op; add eps_2NN for |y_hat_i - g(x_t)|.
+    """
+
+    state_eps: float
+    r_x: float
+    r_h: float
+    mu: float
+    lipschitz: float
+    prediction_error: float
+    transition_widths: tuple
+    output_widths: tuple
+    transition: TransitionGuarantee
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class RNNStates:
+    """h_fwd, h_bwd: (B, N, q d) paper convention (h_fwd_i before reading z_i); direct = f(z_i);
+    projection_active: number of (batch, step) pairs where P was not the identity."""
+
+    h_fwd: torch.Tensor
+    h_bwd: torch.Tensor
+    direct: torch.Tensor
+    projection_active: int
+
+
+class RNNConstruction:
+    """The Prop 28 bidirectional RNN for simple-qSTR: codes, transition, output net, guarantee.
+
+    Build with :func:`build_rnn`. ``states(x, t)`` evaluates by the scan; ``module()`` returns a
+    ``DeepTransitionBiRNN`` holding the same weights (literal loop); ``predict(x, t)`` is the
+    fast end-to-end output; :func:`rnn_state` the plain state dict.
+    """
+
+    def __init__(self, omega: torch.Tensor, transition: Transition, g_net: TwoLayerNet, r_h: float, mu: float):
+        self.omega = omega
+        self.transition = transition
+        self.g_net = g_net
+        self.r_h = r_h
+        self._output = None
+        tg = transition.guarantee
+        W_g = g_net.W.to(F64)
+        lip = float(g_net.a.to(F64).norm() * torch.linalg.matrix_norm(W_g, ord=2))
+        qd = transition.d_h
+        self.guarantee = RNNGuarantee(
+            state_eps=tg.eps, r_x=tg.r_x, r_h=r_h, mu=mu, lipschitz=lip, prediction_error=lip * math.sqrt(qd) * tg.eps,
+            transition_widths=transition.widths, output_widths=self.output_widths, transition=tg)
+
+    # ---------------------------------------------------------------- sizes
+    @property
+    def N(self) -> int:
+        return int(self.omega.shape[0])
+
+    @property
+    def d(self) -> int:
+        return self.transition.d
+
+    @property
+    def q(self) -> int:
+        return self.transition.q
+
+    @property
+    def d_e(self) -> int:
+        return self.transition.d_e
+
+    @property
+    def output_widths(self) -> tuple:
+        w1, w2, w3 = self.transition.widths
+        p = 2 * self.transition.d_h
+        return (w1 + p, w2 + p, w3 + p, self.g_net.m)
+
+    # ---------------------------------------------------------------- inputs
+    def _check_prompts(self, x: torch.Tensor, t: torch.Tensor):
+        _checks.finite_tensor("x", x)
+        _checks.shape("x", x, (None, None, self.d))
+        B, N, _ = x.shape
+        if N > self.N:
+            raise ValueError(f"x has N = {N} positions but the codebook has {self.N} codes")
+        if x.dtype not in _checks.FLOAT_DTYPES:
+            raise ValueError(f"x must be float32 or float64, got {x.dtype}")
+        if not isinstance(t, torch.Tensor) or t.dtype != torch.long:
+            raise ValueError("t must be a torch.long tensor of shape (B, N, q) or (B, q)")
+        if t.dim() == 2:
+            _checks.shape("t", t, (B, self.q))
+            t = t[:, None, :].expand(B, N, self.q)
+        _checks.shape("t", t, (B, N, self.q))
+        if t.numel() and (int(t.min()) < 0 or int(t.max()) >= N):
+            raise ValueError(f"t entries must lie in [0, N) = [0, {N})")
+        if t.device != x.device:
+            raise ValueError(f"t ({t.device}) and x ({x.device}) must be on the same device")
+        return x, t
+
+    def encode(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        """Z = rnn_encoding(x, t, omega): (B, N, D_in) on x's device and dtype."""
+        from constructions.encoding import rnn_encoding
+
+        x, t = self._check_prompts(x, t)
+        return rnn_encoding(x, t, self.omega[: x.shape[1]].to(dtype=x.dtype, device=x.device))
+
+    # ---------------------------------------------------------------- scan
+    def transition_outputs(self, x: torch.Tensor, t: torch.Tensor, *, rectify: bool = True,
+                           chunk: Optional[int] = None) -> torch.Tensor:
+        """f(z_i) for every position (closed form, chunked over positions): (B, N, q d)."""
+        x, t = self._check_prompts(x, t)
+        B, N, _ = x.shape
+        tr = self.transition
+        omega = self.omega.to(dtype=x.dtype, device=x.device)
+        if chunk is None:  # bound the largest intermediate (B, chunk, q, d_e) per chunk
+            per_pos = B * tr.q * max(tr.d_e, tr.d)
+            budget = _CHUNK_ELEMENTS * (16 if x.device.type == "cuda" else 1)
+            chunk = max(1, budget // max(per_pos, 1))
+        chunk = _checks.positive_int("chunk", chunk)
+        # Codes over the alphabet {0, +-R} have exact Lemma 22 products on every codeword pair
+        # (guarantee.product_certificate == "alphabet"), so there s_hat = <omega_i, omega_t> and
+        # a matmul computes it; otherwise the closed form of the interpolants is evaluated.
+        exact = tr.guarantee.product_certificate == "alphabet"
+        simple = bool((t == t[:, :1]).all())
+        t_codes = omega[t[:, 0]] if simple else None  # (B, q, d_e)
+        out = x.new_empty(B, N, tr.d_h)
+        for s in range(0, N, chunk):
+            e = min(s + chunk, N)
+            pos = omega[s:e]
+            if exact and simple:
+                s_hat = torch.einsum("nj,bqj->bnq", pos, t_codes)
+            elif exact:
+                s_hat = torch.einsum("nj,bnqj->bnq", pos, omega[t[:, s:e]])
+            else:
+                slots = t_codes[:, None].expand(B, e - s, tr.q, tr.d_e) if simple else omega[t[:, s:e]]
+                s_hat = tr.inner_products(pos, slots)
+            out[:, s:e] = tr.from_inner_products(x[:, s:e], s_hat, rectify=rectify)
+        return out
+
+    def states(self, x: torch.Tensor, t: torch.Tensor, *, rectify: bool = True, r_h: Optional[float] = None,
+               chunk: int = 4096) -> RNNStates:
+        """(h_fwd, h_bwd) by the parallel scan (exclusive prefix sums, checked, see :func:`projected_prefix`)."""
+        F = self.transition_outputs(x, t, rectify=rectify)
+        r_h = self.r_h if r_h is None else r_h
+        h_fwd, a1 = projected_prefix(F, r_h, chunk=chunk)
+        h_bwd, a2 = projected_prefix(F, r_h, reverse=True, chunk=chunk)
+        return RNNStates(h_fwd, h_bwd, F, a1 + a2)
+
+    def predict(self, x: torch.Tensor, t: torch.Tensor, *, output_gate: bool = True, **kw) -> torch.Tensor:
+        """y_hat_i = g_net(h_fwd_i + h_bwd_i + f(z_i)) (Prop 28), by the scan: (B, N)."""
+        st = self.states(x, t, **kw)
+        v = st.h_fwd + st.h_bwd + (st.direct if output_gate else 0)
+        return self.g_net(v.reshape(*v.shape[:-1], self.q, self.d))
+
+    # ---------------------------------------------------------------- dense output net
+    @property
+    def output_layers(self) -> list:
+        """The five layers of f_y on (h_fwd, h_bwd, z) (see the module docstring), float64 CPU."""
+        if self._output is None:
+            self._output = self._build_output(output_gate=True)
+        return self._output
+
+    def output_layers_without_gate(self) -> list:
+        """f_y without the direct term f(z_i): g_net(h_fwd + h_bwd) (a falsifier of Prop 28)."""
+        return self._build_output(output_gate=False)
+
+    def _build_output(self, output_gate: bool) -> list:
+        tr = self.transition
+        L = tr.layers
+        qd, D_in = tr.d_h, tr.D_in
+        n_in = 2 * qd + D_in
+        eye = torch.eye(qd, dtype=F64)
+        w1, w2, w3 = tr.widths
+        # layer 1: transition layer 1 on z; v+ = relu(h_f + h_b), v- = relu(-(h_f + h_b))
+        W1 = torch.zeros(w1 + 2 * qd, n_in, dtype=F64)
+        W1[:w1, 2 * qd:] = L[0]["W"][:, qd:]
+        W1[w1:w1 + qd, :qd], W1[w1:w1 + qd, qd:2 * qd] = eye, eye
+        W1[w1 + qd:, :qd], W1[w1 + qd:, qd:2 * qd] = -eye, -eye
+        b1 = torch.cat([L[0]["b"], torch.zeros(2 * qd, dtype=F64)])
+
+        def carry(W, b, w_prev):  # block-diag(W, [[I, -I], [-I, I]])
+            out = torch.zeros(W.shape[0] + 2 * qd, w_prev + 2 * qd, dtype=F64)
+            out[:W.shape[0], :w_prev] = W
+            out[W.shape[0]:, w_prev:] = torch.cat([torch.cat([eye, -eye], 1), torch.cat([-eye, eye], 1)])
+            return out, torch.cat([b, torch.zeros(2 * qd, dtype=F64)])
+
+        W2, b2 = carry(L[1]["W"], L[1]["b"], w1)
+        W3, b3 = carry(L[2]["W"], L[2]["b"], w2)
+        direct = L[3]["W"] if output_gate else torch.zeros_like(L[3]["W"])
+        W_g = self.g_net.W.to(F64).cpu()
+        W4 = W_g @ torch.cat([direct, eye, -eye], dim=1)
+        b4 = self.g_net.b.to(F64).cpu().clone()
+        W5 = self.g_net.a.to(F64).cpu()[None, :].clone()
+        return [{"W": W1, "b": b1}, {"W": W2, "b": b2}, {"W": W3, "b": b3}, {"W": W4, "b": b4}, {"W": W5}]
+
+    def module(self, *, dtype=torch.float64, device=None, output_gate: bool = True):
+        """A ``constructions.models.DeepTransitionBiRNN`` with these weights (the literal recurrence)."""
+        from constructions.models import DeepTransitionBiRNN, set_mlp_weights
+
+        tr = self.transition
+        m = DeepTransitionBiRNN(tr.D_in, tr.d_h, transition_widths=tr.widths, output_widths=self.output_widths,
+                                r_h=self.r_h, dtype=dtype, device=device)
+        pairs = [(L["W"], L.get("b")) for L in tr.layers]
+        set_mlp_weights(m.f_fwd, pairs)
+        set_mlp_weights(m.f_bwd, pairs)
+        out = self.output_layers if output_gate else self.output_layers_without_gate()
+        set_mlp_weights(m.f_y, [(L["W"], L.get("b")) for L in out])
+        return m
+
+    def targets(self, x: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Cor 27 targets for simple prompts: block l of h_fwd_i is x_{t_l} 1[t_l < i], of h_bwd_i x_{t_l} 1[t_l > i]."""
+        x, t = self._check_prompts(x, t)
+        B, N, d = x.shape
+        t0 = t[:, 0]  # (B, q): simple-qSTR
+        if not bool((t == t0[:, None]).all()):
+            raise ValueError("targets are defined for simple-qSTR prompts (t_i = t for every i)")
+        xt = x[torch.arange(B, device=x.device)[:, None], t0]  # (B, q, d)
+        i = torch.arange(N, device=x.device)[None, :, None]  # 0-based position
+        before = (t0[:, None, :] < i).to(x.dtype)[..., None]  # (B, N, q, 1)
+        after = (t0[:, None, :] > i).to(x.dtype)[..., None]
+        return (before * xt[:, None]).flatten(2), (after * xt[:, None]).flatten(2)
+
+
+def build_rnn(omega, d: int, g_net: TwoLayerNet, *, q: Optional[int] = None, eps: float = 0.1,
+              r_x: Optional[float] = None, r_h: Optional[float] = None, **transition_kw) -> RNNConstruction:
+    """The Prop 28 RNN for simple-qSTR with Assumption 2 net ``g_net`` on vec(x_{t_1..q}) in R^{q d}.
+
+    ``omega``: Codebook (or (N, d_e) tensor) of the N positions. ``r_x`` defaults to
+    :func:`token_radius` (d, N). ``r_h`` defaults to sqrt(q)(r_x + sqrt(d) eps_cert) (Cor 27);
+    a smaller value is refused. Extra keywords go to :func:`build_transition`.
+    """
+    d = _checks.positive_int("d", d)
+    if not isinstance(g_net, TwoLayerNet):
+        raise ValueError(f"g_net must be a constructions.links.TwoLayerNet, got {type(g_net).__name__}")
+    if g_net.W.dim() != 2 or g_net.W.shape[1] % d:
+        raise ValueError(f"g_net.W must have q d columns (d = {d}), got shape {tuple(g_net.W.shape)}")
+    q_net = g_net.W.shape[1] // d
+    q = q_net if q is None else _checks.positive_int("q", q)
+    if q != q_net:
+        raise ValueError(f"q = {q} does not match g_net, which reads {q_net} tokens of dimension {d}")
+    om, book_mu = _omega_of(omega)
+    N = om.shape[0]
+    if q > N:
+        raise ValueError(f"q must satisfy 1 <= q <= N = {N}, got {q}")
+    r_x = token_radius(d, N) if r_x is None else _checks.positive_float("r_x", r_x)
+    tr = build_transition(omega, d, q, eps=eps, r_x=r_x, **transition_kw)
+    need = math.sqrt(q) * (r_x + math.sqrt(d) * tr.guarantee.eps)
+    if r_h is None:
+        r_h = need
+    elif not (float(r_h) >= need):
+        raise ValueError(f"r_h must be >= sqrt(q)(r_x + sqrt(d) eps) = {need:.6g} (Cor 27), got {r_h}")
+    net = TwoLayerNet(a=g_net.a.detach().to(F64).cpu(), W=g_net.W.detach().to(F64).cpu(), b=g_net.b.detach().to(F64).cpu())
+    return RNNConstruction(om.detach().to(F64), tr, net, float(r_h), tr.guarantee.mu)
+
+
+# ---------------------------------------------------------------------- state dicts
+
+
+def rnn_state(construction: RNNConstruction) -> dict:
+    """Plain dict for ``torch.save`` / ``torch.load(weights_only=True)``.
+
+    Keys (exactly): ``config`` {N, d, q, d_e, eps (certified state eps), r_h, r_x}, ``omega``
+    (N, d_e), ``forward_transition`` and ``backward_transition`` (four dicts ``{"W", "b"}``,
+    the last ``{"W"}``: f(u) = W4 relu(W3 relu(W2 relu(W1 u + b1) + b2) + b3), u = (h, z),
+    h in R^{q d}, h <- P_{r_h}(h + f(u)); the two lists share their tensors), and ``output``
+    (the five layers of f_y on (h_fwd, h_bwd, z)). All tensors float64 on the CPU.
+    """
+    if not isinstance(construction, RNNConstruction):
+        raise ValueError(f"construction must be an RNNConstruction, got {type(construction).__name__}")
+    c = construction
+    g = c.transition.guarantee
+    layers = [dict(L) for L in c.transition.layers]
+    return {
+        "config": {"N": c.N, "d": c.d, "q": c.q, "d_e": c.d_e, "eps": float(g.eps), "r_h": float(c.r_h),
+                   "r_x": float(g.r_x)},
+        "omega": c.omega.cpu(),
+        "forward_transition": layers,
+        "backward_transition": [dict(L) for L in layers],
+        "output": [dict(L) for L in c.output_layers],
+    }
+
+
+def module_from_state(state: dict, *, dtype=torch.float64, device=None):
+    """A ``DeepTransitionBiRNN`` from an :func:`rnn_state` dict (e.g. after ``torch.load``)."""
+    from constructions.models import DeepTransitionBiRNN, set_mlp_weights
+
+    try:
+        cfg = state["config"]
+        fwd, bwd, out = state["forward_transition"], state["backward_transition"], state["output"]
+        d, q, d_e = int(cfg["d"]), int(cfg["q"]), int(cfg["d_e"])
+    except (KeyError, TypeError):
+        raise ValueError("state must be a dict from rnn_state with config, omega, forward_transition, "
+                         "backward_transition and output") from None
+    D_in, d_h = d + (q + 1) * d_e, q * d
+    widths = lambda layers: tuple(int(L["W"].shape[0]) for L in layers[:-1])  # noqa: E731
+    m = DeepTransitionBiRNN(D_in, d_h, transition_widths=widths(fwd), output_widths=widths(out),
+                            r_h=float(cfg["r_h"]), dtype=dtype, device=device)
+    for seq, layers in ((m.f_fwd, fwd), (m.f_bwd, bwd), (m.f_y, out)):
+        set_mlp_weights(seq, [(L["W"], L.get("b")) for L in layers])
+    return m
+
+
+def build_rnn_for_cli(N: int, d: int, q: int, eps: float = 0.1, seed: int = 0):
+    """``qstr construct rnn``: RS-Hadamard codes (mu <= 1/2), a width-8 teacher link from ``seed``,
+    r_x = token_radius(d, N). Returns (construction, rnn_state(construction))."""
+    N = _checks.positive_int("N", N)
+    d = _checks.positive_int("d", d)
+    q = _checks.positive_int("q", q)
+    if q > N:
+        raise ValueError(f"q must satisfy 1 <= q <= N = {N}, got {q}")
+    seed = _checks.positive_int("seed", seed, minimum=0)
+    eps = _checks.positive_float("eps", eps)
+    g = torch.Generator().manual_seed(seed)
+    link = make_link("teacher", q, d, generator=g)
+    book = rs_hadamard_codebook(N, mu=0.5, dtype=F64)
+    c = build_rnn(book, d, link.two_layer_net(), q=q, eps=eps)
+    return c, rnn_state(c)

@@ -1,0 +1,283 @@
+"""Tests for bounds/transformer.py and bounds/symbolic.py (Props 3, 21; Theorem 4; Theorem 6 slope).
+
+Derivations: docs/derivations/few-heads.md, docs/derivations/theorem4.md.
+"""
+import math
+
+import numpy as np
+import pytest
+import sympy as sp
+
+from bounds.transformer import (
+    C_APPROX,
+    Theorem4Params,
+    ffn_sample_size,
+    few_heads_floor,
+    few_heads_floor_per_position,
+    floor_fraction,
+    loglog_slope,
+    theorem4_bound,
+    theorem4_sample_size,
+)
+from bounds import symbolic as sy
+
+P0 = Theorem4Params.default()
+NS = [2 ** k for k in (4, 8, 12, 16, 20)]
+TARGET = 0.1
+
+# --------------------------------------------------------------------------- few heads
+
+
+def test_floor_hand_values():
+    # Prop 21: q = 3, H = 1, d = 1 -> 1/2 * 2 * 2/3
+    assert few_heads_floor(3, 1, 1, True) == pytest.approx(2 / 3, rel=1e-15)
+    # Prop 3: q = 2, H = 1, d = 16 -> 1/2 * 2 * (1 - 18/32)
+    assert few_heads_floor(2, 1, 16, False) == pytest.approx(0.4375, rel=1e-15)
+    assert few_heads_floor_per_position(2, 1, 16, False) == pytest.approx(0.875, rel=1e-15)
+    assert few_heads_floor_per_position(5, 2, 1, True) == pytest.approx(2 * 3 / 5, rel=1e-15)
+    # even N gives the N=None value
+    assert few_heads_floor(3, 1, 1, True, N=10) == few_heads_floor(3, 1, 1, True)
+
+
+def test_floor_clipping():
+    for q in (1, 2, 5):
+        assert few_heads_floor(q, q, 1, True) == 0.0          # H = q: exactly zero
+        assert few_heads_floor(q, q + 3, 1, True) == 0.0      # H > q: clipped, not negative
+    assert few_heads_floor(2, 2, 16, False) == 0.0            # 2 (1 - 36/32) < 0 -> 0
+    assert few_heads_floor(3, 1, 1, False) == 0.0             # Prop 3 is vacuous at d = 1
+    # boundary H (q + d) = q d: q = d = 2, H = 1
+    assert few_heads_floor(2, 1, 2, False) == 0.0
+
+
+def test_floor_odd_N_fraction():
+    assert floor_fraction(7) == pytest.approx(4 / 7)
+    assert floor_fraction(None) == 0.5
+    assert floor_fraction(2) == 0.5
+    assert few_heads_floor(3, 1, 1, True, N=7) == pytest.approx(16 / 21, rel=1e-15)
+    assert few_heads_floor(2, 1, 16, False, N=9) == pytest.approx(5 / 9 * 0.875, rel=1e-15)
+
+
+def test_floor_monotone_in_heads_and_dimension():
+    vals = [few_heads_floor(6, H, 1, True) for H in range(1, 8)]
+    assert all(a > b for a, b in zip(vals[:6], vals[1:6])) and vals[-1] == 0.0
+    # Prop 3 approaches the restricted-style 2 (q - H)/q... only as d -> oo: 2 (1 - H/d - H/q)
+    big_d = few_heads_floor_per_position(4, 1, 10 ** 6, False)
+    assert big_d == pytest.approx(2 * (1 - 1 / 4), abs=1e-5)
+
+
+@pytest.mark.parametrize(
+    "args, kw, name",
+    [
+        ((3, 1, 2, True), {}, "d"),             # restricted needs d == 1
+        ((3, 0, 1, True), {}, "H"),
+        ((3, -1, 4, False), {}, "H"),
+        ((0, 1, 1, True), {}, "q"),
+        ((3, 1, 0, False), {}, "d"),
+        ((3, 1, -2, False), {}, "d"),
+        ((3, 1, 1, 1), {}, "restricted"),       # not a bool
+        ((3, 1, 1, True), {"N": 1}, "N"),
+        ((3, 1, 1, True), {"N": 5}, "q"),       # q = 3 > N//2 = 2
+        ((2.5, 1, 1, True), {}, "q"),
+    ],
+)
+def test_floor_errors(args, kw, name):
+    with pytest.raises(ValueError, match=name):
+        few_heads_floor(*args, **kw)
+
+
+# --------------------------------------------------------------------------- Theorem 4 pieces
+
+
+def test_softmax_l1_linf_lipschitz_constant_one():
+    """The attention-cover step (theorem4.md, section 3): ||softmax(s) - softmax(s')||_1 <= ||s - s'||_inf."""
+    rng = np.random.default_rng(0)
+
+    def sm(x):
+        e = np.exp(x - x.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+
+    worst = 0.0
+    for scale in (1e-3, 0.1, 1.0, 5.0):
+        s = rng.normal(size=(4000, 7)) * 3
+        v = rng.normal(size=(4000, 7)) * scale
+        ratio = np.abs(sm(s + v) - sm(s)).sum(-1) / np.abs(v).max(-1)
+        worst = max(worst, ratio.max())
+    assert worst <= 1.0 + 1e-12
+    # tight: N = 2, s = 0, s' - s = (c, -c), c -> 0 gives ratio -> 1 (Edelman et al. use 2)
+    c = 1e-4
+    r = np.abs(sm(np.array([c, -c])) - sm(np.zeros(2))).sum() / c
+    assert r == pytest.approx(1.0, abs=1e-6)
+
+
+def test_bound_structure_and_intermediates():
+    n, N = 10 ** 12, 2 ** 10
+    b = theorem4_bound(n, N, P0)
+    assert b.total == pytest.approx(b.approximation + b.tail + b.estimation + b.truncation, rel=1e-14)
+    assert b.approximation == C_APPROX * P0.eps_2nn == pytest.approx(0.04)
+    assert min(b.tail, b.estimation, b.truncation) > 0
+    assert b.r_x == pytest.approx(math.sqrt(3 * math.e * 4 * math.log(n * N)))
+    assert b.r_z == pytest.approx(math.sqrt(b.r_x ** 2 + 4 * (1 + 1 / 2)))   # d (1 + 1/q)
+    assert b.d_e == math.ceil(8 * math.log(N ** 2 / 0.05))
+    assert b.D_e == 4 + 3 * b.d_e
+    assert b.n_params == 16 * (2 * b.D_e + 2) + 2 * b.D_e ** 2
+    assert b.confidence == pytest.approx(1 - 0.05 - (n * N) ** -0.5)
+    # truncation term equals tau / sqrt(n) for the chosen p
+    assert b.truncation == pytest.approx(b.tau / math.sqrt(n), rel=1e-12)
+    # Lemma 11: alpha makes (N-1) e^{-alpha c^2 (1-mu)} 2 K sqrt(q) r_x exactly sqrt(eps)
+    c2 = 4 / 2
+    err = (N - 1) * math.exp(-b.alpha * c2 * (1 - 0.5)) * 2 * 1.0 * math.sqrt(2) * b.r_x
+    assert err == pytest.approx(math.sqrt(P0.eps_2nn), rel=1e-10)
+    assert b.r_qk == pytest.approx(b.alpha * math.sqrt(b.d_e))
+    assert b.R == pytest.approx(math.sqrt(b.r_ma ** 2 + b.R_mw ** 2 + 2 * b.r_qk ** 2))
+    assert (b.r_ma, b.R_mw) == (pytest.approx(0.25), pytest.approx(4.0))
+
+
+def test_alpha_zero_when_construction_is_trivially_accurate():
+    p = Theorem4Params.default(r_a=1e-6, r_w=1e-6, eps_2nn=1.0)
+    assert theorem4_bound(4, 2, p).alpha == 0.0
+
+
+def test_bound_decreasing_in_n():
+    ns = sorted({int(round(x)) for x in np.logspace(0, 45, 400)})
+    for params in (P0, Theorem4Params.default(q=1, d=1, m_g=1), Theorem4Params.default(q=5, d=50, r_a=3, r_w=2),
+                   Theorem4Params.default(delta=1e-6), Theorem4Params.default(mu=0.0, d_e=20)):
+        for N in (2, 16, 2 ** 20, 2 ** 60):
+            vals = np.array([theorem4_bound(n, N, params).total for n in ns])
+            assert np.all(np.diff(vals) < 0), (params, N)
+    # the bound tends to the floor 4 eps
+    assert theorem4_bound(10 ** 200, 2 ** 20, P0).total == pytest.approx(P0.floor, rel=1e-6)
+
+
+def test_bound_polylog_in_N_at_fixed_n():
+    excess = lambda N: theorem4_bound(10 ** 20, N, P0).total - P0.floor  # noqa: E731
+    sl = loglog_slope(excess, NS)
+    assert np.all(np.diff(sl) < 0) and 0 < sl[-1] < 0.08   # measured 0.173 0.120 0.088 0.071
+
+
+def test_sample_size_crossing_and_monotone_in_target():
+    N = 2 ** 12
+    n_star = theorem4_sample_size(TARGET, N, P0)
+    assert theorem4_bound(n_star, N, P0).total <= TARGET < theorem4_bound(n_star - 1, N, P0).total
+    targets = [0.045, 0.05, 0.1, 0.5, 1.0, 10.0, 1e3, 1e6]
+    ns = [theorem4_sample_size(t, N, P0) for t in targets]
+    assert all(a > b for a, b in zip(ns, ns[1:]))
+    assert theorem4_sample_size(1e12, N, P0) == 1  # bound(1) is below a huge target
+
+
+def test_sample_size_rejects_targets_at_or_below_floor():
+    with pytest.raises(ValueError, match=r"target.*floor.*0\.04"):
+        theorem4_sample_size(0.04, 2 ** 8, P0)
+    with pytest.raises(ValueError, match="target"):
+        theorem4_sample_size(0.01, 2 ** 8, P0)
+    with pytest.raises(ValueError, match="target"):
+        theorem4_sample_size(-1.0, 2 ** 8, P0)
+
+
+def test_sample_size_table_and_slopes():
+    ns = [theorem4_sample_size(TARGET, N, P0) for N in NS]
+    # the table of docs/derivations/theorem4.md, section 11
+    expected = [1.641e20, 4.678e20, 9.634e20, 1.643e21, 2.525e21]
+    for a, b in zip(ns, expected):
+        assert a == pytest.approx(b, rel=1e-3)
+    sl = np.diff([math.log(x) for x in ns]) / np.diff(np.log(NS))
+    assert np.allclose(sl, loglog_slope(lambda N: theorem4_sample_size(TARGET, N, P0), NS), rtol=1e-12)
+    # slopes decrease; measured 0.378 0.261 0.192 0.155 -> honest threshold 0.16 on the last step
+    assert np.all(np.diff(sl) < 0) and sl[-1] < 0.16
+    # and keep falling toward 0 far out (polylog), unlike the FFN's slope 1
+    far = loglog_slope(lambda N: theorem4_sample_size(TARGET, N, P0), [2 ** 20, 2 ** 100, 2 ** 200, 2 ** 1000])
+    assert np.all(np.diff(far) < 0) and far[-1] < 0.02
+
+
+def test_ffn_slope_exactly_one():
+    assert ffn_sample_size(2 ** 10, 4) == 4096
+    sl = loglog_slope(lambda N: ffn_sample_size(N, 10), NS)
+    assert np.allclose(sl, 1.0, rtol=0, atol=1e-12)
+    # the Transformer needs more samples at small N (loose constants) but the FFN overtakes it
+    # once N d exceeds n(N): polynomial vs polylog
+    N_big = 2 ** 80
+    assert ffn_sample_size(N_big, 4) > theorem4_sample_size(TARGET, N_big, P0)
+
+
+@pytest.mark.parametrize(
+    "kw, name",
+    [
+        (dict(q=0), "q"), (dict(d=0), "d"), (dict(m_g=0), "m_g"), (dict(r_a=0.0), "r_a"),
+        (dict(eps_2nn=-1.0), "eps_2nn"), (dict(mu=1.0), "mu"), (dict(mu=-0.1), "mu"),
+        (dict(delta=0.0), "delta"), (dict(delta=1.0), "delta"), (dict(s=-1.0), "s"),
+        (dict(c=0.0), "c"), (dict(d_e=0), "d_e"), (dict(C_x=float("nan")), "C_x"),
+    ],
+)
+def test_params_validation(kw, name):
+    with pytest.raises(ValueError, match=name):
+        Theorem4Params.default(**kw)
+
+
+def test_bound_argument_validation():
+    with pytest.raises(ValueError, match="N"):
+        theorem4_bound(10, 1, P0)
+    with pytest.raises(ValueError, match="n"):
+        theorem4_bound(0, 16, P0)
+    with pytest.raises(ValueError, match="params"):
+        theorem4_bound(10, 16, {"q": 2})
+    with pytest.raises(ValueError, match="Ns"):
+        loglog_slope(lambda N: N, [4])
+    with pytest.raises(ValueError, match="Ns"):
+        loglog_slope(lambda N: N, [8, 4])
+
+
+# --------------------------------------------------------------------------- sympy
+
+
+POINTS = [(1, 2), (7, 3), (1000, 16), (10 ** 12, 2 ** 10), (10 ** 20, 2 ** 20), (3 * 10 ** 25, 2 ** 40)]
+
+
+@pytest.mark.parametrize("params", [P0, Theorem4Params.default(q=3, d=7, s=2.5, C_y=3.0, mu=0.25, c=1.0),
+                                    Theorem4Params.default(d_e=40, delta=1e-3)])
+def test_sympy_bound_matches_numeric(params):
+    f = sp.lambdify((sy.n, sy.N), sy.bound_expr(params), "mpmath")
+    M = sp.lambdify((sy.n, sy.N), sy.majorant_expr(params), "mpmath")
+    for n_, N_ in POINTS:
+        num = theorem4_bound(n_, N_, params).total
+        assert float(f(n_, N_)) == pytest.approx(num, rel=1e-12)
+        assert float(M(n_, N_)) >= num  # the smooth majorant used for the limits is an upper bound
+
+
+def test_sympy_sample_size_matches_numeric():
+    for N_ in (2 ** 6, 2 ** 20):
+        a = sy.sample_size_from_expr(TARGET, N_, P0)
+        b = theorem4_sample_size(TARGET, N_, P0)
+        assert a == pytest.approx(b, rel=1e-12)  # equal up to double rounding of the numeric bound
+
+
+def test_sympy_leading_form_and_degrees():
+    lead = sy.leading_sample_size_expr(P0, TARGET)
+    # 144 * (64 e^2)^2 * 4608 * 9/2 / 0.06^2
+    assert sp.simplify(lead - 3397386240000 * sp.E ** 4 * sp.log(sy.N) ** 4 * sp.log(sp.log(sy.N))) == 0
+    assert sy.limit_ratio(lead, sy.N, 5) == 0
+    assert sy.limit_ratio(lead, sy.N, 4) == sp.oo
+    assert sy.polylog_degree(lead, sy.N) == 5
+    ffn = sy.ffn_sample_size_expr(4)
+    assert sy.limit_ratio(ffn, sy.N, 5) == sp.oo
+    assert sy.polylog_degree(ffn, sy.N, kmax=8) is None
+    # a fixed code dimension removes (ln N)^2: n ~ (ln N)^2 ln ln N
+    assert sy.polylog_degree(sy.leading_sample_size_expr(Theorem4Params.default(d_e=50), TARGET), sy.N) == 3
+    # the exact sample size approaches the leading form only slowly (theorem4.md, section 11)
+    f = sp.lambdify(sy.N, lead, "mpmath")
+    ratios = [theorem4_sample_size(TARGET, 2 ** k, P0) / float(f(2 ** k)) for k in (20, 100, 1000)]
+    assert ratios[0] > ratios[1] > ratios[2] > 1
+
+
+def test_polylog_certificate():
+    cert = sy.polylog_certificate(P0, k=5)
+    assert cert.proves_polylog
+    assert cert.value == sp.Rational(1, 25)  # 4 eps_2NN: the majorant at n = (ln N)^5 tends to the floor
+    assert cert.factors["tau/u"] == 64 * sp.E ** 2 and cert.factors["P/u^2"] == 4608
+    assert cert.factors["L/ln u"] == 5
+    # consistency with the leading constants
+    c = sy.leading_constants(P0)
+    assert c["tau_c"] == cert.factors["tau/u"] and c["P_c"] == cert.factors["P/u^2"]
+    # "large N" is astronomically large here (n(N) <= (ln N)^5 needs ln N ~ 1e16, theorem4.md
+    # section 11); what is checkable is the trend: n(N) / (ln N)^5 keeps falling
+    ks = (20, 100, 1000, 10000)
+    r = [theorem4_sample_size(TARGET, 2 ** k, P0) / (k * math.log(2)) ** 5 for k in ks]
+    assert all(a > 5 * b for a, b in zip(r, r[1:]))  # measured 4.9e15, 4.6e13, 3.2e12, 3.8e11

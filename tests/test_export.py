@@ -1,0 +1,214 @@
+"""Tests for constructions/export.py: merged <-> nn.MultiheadAttention, noisy inits, state dicts."""
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from constructions.attention import lemma11, sparse_average_head
+from constructions.codes import rs_hadamard_codebook
+from constructions.export import (
+    construction_state,
+    from_multihead,
+    init_from_construction,
+    load_construction_state,
+    logical_parameters,
+    to_multihead,
+)
+from constructions.links import make_link
+from constructions.models import MergedAttention, PracticalTransformer
+
+F64 = torch.float64
+FAST = settings(max_examples=15, deadline=None)
+
+
+def gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).abs().max()) / (float(b.abs().max()) + 1e-300)
+
+
+def lemma11_case(q: int, N: int = 32, d: int = 3, seed: int = 0):
+    net = make_link("teacher", q, d, generator=gen(seed)).two_layer_net()
+    con = lemma11(N, d, q, net, eps=0.05, r_x=2.0)
+    x = torch.randn(2, N, d, dtype=F64, generator=gen(seed + 1))
+    t = torch.randint(N, (2, N, q), generator=gen(seed + 2))
+    return con, x, t
+
+
+def sparse_case(q: int = 3, N: int = 64, d: int = 3):
+    con = sparse_average_head(N, d, q, codebook=rs_hadamard_codebook(N, mu=0.15, dtype=F64), r_x=2.0)
+    x = torch.randn(2, N, d, dtype=F64, generator=gen(5))
+    t = torch.stack([torch.randperm(N, generator=gen(k))[:q] for k in range(2 * N)]).reshape(2, N, q)
+    return con, x, t
+
+
+# ================================================================ to_multihead
+
+
+@pytest.mark.parametrize("q", [1, 2, 3])
+def test_to_multihead_reproduces_lemma11(q):
+    con, x, t = lemma11_case(q)
+    mt = to_multihead(con.model)
+    assert isinstance(mt, PracticalTransformer) and mt.q == q and mt.D_e == con.model.D_e and mt.width == con.model.m
+    if q == 1:
+        assert mt.mha.in_proj_weight is not None  # torch's stacked layout for q = 1
+    assert torch.allclose(mt.merged_qk(), con.model.W_QK, rtol=0, atol=1e-12)
+    with torch.no_grad():
+        Z = con.encode(x, t)
+        y = con.predict(x, t)
+        assert rel_err(mt(Z), y) <= 1e-9
+        assert torch.allclose(mt.attention(Z), con.model.attention(Z), atol=1e-12)
+
+
+def test_to_multihead_vector_output_sparse_head():
+    con, x, t = sparse_case()
+    mt = to_multihead(con)  # a Construction is accepted too
+    assert mt.out_dim == x.shape[-1]
+    with torch.no_grad():
+        y = con.predict(x, t)
+        assert y.shape == (2, 64, 3)
+        assert rel_err(mt(con.encode(x, t)), y) <= 1e-9
+
+
+# ================================================================ from_multihead
+
+
+@FAST
+@given(H=st.integers(1, 3), D=st.integers(1, 6), m=st.integers(1, 5), out_dim=st.integers(1, 3),
+       seed=st.integers(0, 10**6))
+def test_round_trip_merged_mha_merged(H, D, m, out_dim, seed):
+    model = MergedAttention(D, H, m, out_dim=out_dim, generator=gen(seed), dtype=F64)
+    with torch.no_grad():
+        model.W_QK.mul_(30.0)  # sharp attention, not just the small init
+        model.b.normal_(generator=gen(seed + 1))
+    Z = torch.randn(2, 7, D, dtype=F64, generator=gen(seed + 2))
+    back = from_multihead(to_multihead(model))
+    assert back.m == m and back.H == H and back.out_dim == out_dim
+    assert torch.allclose(back.W_QK, model.W_QK, rtol=1e-13, atol=1e-13)
+    assert torch.equal(back.W, model.W) and torch.equal(back.a, model.a) and torch.equal(back.b, model.b)
+    with torch.no_grad():
+        assert rel_err(back(Z), model(Z)) <= 1e-9
+
+
+@pytest.mark.parametrize("q, out_dim", [(1, 1), (3, 1), (2, 4)])
+def test_from_multihead_of_trained_like_weights_folds_readout_bias(q, out_dim):
+    D = 5
+    mt = PracticalTransformer(D, q, width=6, out_dim=out_dim, generator=gen(q), dtype=F64)
+    with torch.no_grad():
+        for P in logical_parameters(mt).values():
+            P.normal_(generator=gen(7 + P.numel()))
+        mt.readout.bias.fill_(0.3)
+    Z = torch.randn(3, 9, D, dtype=F64, generator=gen(0))
+    model = from_multihead(mt)
+    assert model.m == 7  # one extra unit carries the bias
+    with torch.no_grad():
+        assert rel_err(model(Z), mt(Z)) <= 1e-9
+        # the merged form really is W_eff = hidden @ out_proj @ blockdiag(V_h)
+        Wv = mt.projection_weights()[2]
+        W_eff = mt.hidden.weight @ mt.mha.out_proj.weight @ torch.block_diag(*Wv.split(D))
+        assert torch.allclose(model.W[:6], W_eff, atol=1e-13)
+    with pytest.raises(ValueError, match="readout.bias is nonzero"):
+        from_multihead(mt, readout_bias="raise")
+    with torch.no_grad():
+        mt.readout.bias.zero_()
+    assert from_multihead(mt, readout_bias="raise").m == 6
+    with pytest.raises(ValueError, match="readout_bias must be"):
+        from_multihead(mt, readout_bias="drop")
+    with pytest.raises(ValueError, match="PracticalTransformer"):
+        from_multihead(MergedAttention(D, 1, 2))
+
+
+# ================================================================ init_from_construction
+
+
+def test_init_from_construction_noise():
+    con, x, t = lemma11_case(2, N=64)
+    Z = con.encode(x, t)
+    with torch.no_grad():
+        y = con.predict(x, t)
+        exact = init_from_construction(con)
+        assert rel_err(exact(Z), y) <= 1e-9
+        base = logical_parameters(exact)
+        noisy = init_from_construction(con, noise=0.1, generator=gen(3))
+        again = init_from_construction(con.model, noise=0.1, generator=gen(3))
+        other = init_from_construction(con, noise=0.1, generator=gen(4))
+        for name, P in logical_parameters(noisy).items():
+            P0 = base[name]
+            assert torch.equal(P, logical_parameters(again)[name])  # reproducible
+            if float(P0.norm()) == 0:
+                assert torch.equal(P, P0)  # zero tensors stay zero (relative noise)
+                continue
+            assert not torch.equal(P, logical_parameters(other)[name])
+            rel = float((P - P0).norm() / P0.norm())
+            if P0.numel() >= 200:
+                assert 0.08 <= rel <= 0.12, (name, rel)
+            else:
+                assert 0 < rel <= 0.5, (name, rel)
+        assert float((noisy(Z) - y).abs().max()) > 1e-4  # the perturbation reaches the outputs
+    assert all(p.requires_grad for p in noisy.parameters())  # trainable
+    with pytest.raises(ValueError, match="noise"):
+        init_from_construction(con, noise=-0.1)
+    with pytest.raises(ValueError, match="generator"):
+        init_from_construction(con, noise=0.1, generator=3)
+
+
+# ================================================================ state dicts
+
+
+@pytest.mark.parametrize("which", ["lemma11-q1", "lemma11-q3", "sparse"])
+def test_state_save_load_weights_only(tmp_path, which):
+    con, x, t = sparse_case() if which == "sparse" else lemma11_case(int(which[-1]))
+    state = construction_state(con)
+    path = tmp_path / "construction.pt"
+    torch.save(state, path)
+    loaded = torch.load(path, weights_only=True)
+    assert set(loaded) == {"config", "omega", "W_QK", "ffn", "mha_state_dict", "mha_config", "guarantee", "layout"}
+    cfg, g = loaded["config"], loaded["guarantee"]
+    assert cfg["N"] == con.N and cfg["q"] == con.q and cfg["H"] == con.H and cfg["slots"] == list(con.slots)
+    assert cfg["alpha"] == con.alpha and cfg["c"] == con.c and cfg["D_e"] == con.model.D_e
+    assert g["error_bound"] == con.guarantee.error_bound and g["mu"] == con.guarantee.mu
+    assert isinstance(g["assumptions"], list) and isinstance(g["weight_norms"]["W_QK"], list)
+    assert loaded["omega"].shape == (con.N, con.d_e) and torch.equal(loaded["omega"], con.omega)
+    assert loaded["layout"] == [[n, s] for n, s in con.layout.blocks]
+    model, mt = load_construction_state(loaded)
+    Z = con.encode(x, t)
+    with torch.no_grad():
+        y = con.predict(x, t)
+        assert torch.equal(model(Z), y)
+        assert rel_err(mt(Z), y) <= 1e-9
+    # the stored codes rebuild the encoding
+    from constructions.encoding import transformer_encoding
+
+    assert torch.equal(transformer_encoding(x, t, loaded["omega"], c=cfg["c"]), Z)
+
+
+def test_load_state_validation():
+    con, _, _ = lemma11_case(1)
+    state = construction_state(con)
+    bad = dict(state)
+    del bad["ffn"]
+    with pytest.raises(ValueError, match="missing keys \\['ffn'\\]"):
+        load_construction_state(bad)
+    bad = dict(state, mha_config=dict(state["mha_config"], width=3))
+    with pytest.raises(ValueError, match="mha_state_dict"):
+        load_construction_state(bad)
+    with pytest.raises(ValueError, match="Construction"):
+        construction_state(con.model)
+    with pytest.raises(ValueError, match="state must be a dict"):
+        load_construction_state([1, 2])
+
+
+@pytest.mark.gpu
+def test_to_multihead_on_cuda():
+    net = make_link("teacher", 2, 3, generator=gen(0)).two_layer_net()
+    con = lemma11(64, 3, 2, net, eps=0.05, r_x=2.0, device="cuda")
+    mt = to_multihead(con.model)
+    assert mt.hidden.weight.device.type == "cuda"
+    x = torch.randn(2, 64, 3, dtype=F64, device="cuda")
+    t = torch.randint(64, (2, 64, 2), device="cuda")
+    with torch.no_grad():
+        assert rel_err(mt(con.encode(x, t)), con.predict(x, t)) <= 1e-9

@@ -1,0 +1,255 @@
+"""Tests for bounds/feedforward.py (Theorem 6) and verify/train_ffn.py (weight-decayed GD)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bounds.feedforward import (
+    embed_direction,
+    floor_for_direction,
+    mc_bayes_risk,
+    mc_bayes_risk_from_training,
+    orthonormal_row_basis,
+    risk_floor,
+    span_distance,
+)
+from bounds.gaussian import random_orthonormal_rows
+from verify.train_ffn import (
+    _layers,
+    _objective_and_grads,
+    ffn_test_risk,
+    fit_full_batch,
+    make_vec_ffn,
+    simple_1str_data,
+)
+
+F64 = torch.float64
+
+
+def gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+# ---------------------------------------------------------------- closed form
+
+
+def test_risk_floor_hand_values():
+    assert risk_floor(0, 4, 3) == 1.0
+    assert risk_floor(3, 2, 3) == 0.5
+    assert risk_floor(6, 2, 3) == 0.0
+    assert risk_floor(100, 2, 3) == 0.0  # n >= N d: the theorem says nothing
+    assert risk_floor(1, 10, 10) == pytest.approx(0.99)
+
+
+@pytest.mark.parametrize("args, name", [((-1, 2, 3), "n"), ((1, 0, 3), "N"), ((1, 2, 0), "d"), ((1.5, 2, 3), "n")])
+def test_risk_floor_bad_arguments(args, name):
+    with pytest.raises(ValueError, match=name):
+        risk_floor(*args)
+
+
+def test_embed_direction_hand_case():
+    u = torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=F64)
+    t = torch.tensor([2, 0])
+    out = embed_direction(u, t, 3)
+    assert torch.equal(out, torch.tensor([[0, 0, 0, 0, 1, 2], [3, 4, 0, 0, 0, 0]], dtype=F64))
+    with pytest.raises(ValueError, match="t entries"):
+        embed_direction(u, torch.tensor([3, 0]), 3)
+
+
+def test_floor_for_direction_hand_cases():
+    u = torch.tensor([1.0], dtype=F64)
+    # N = 2, d = 1, V spans the first token only: t = 0 known exactly, t = 1 not at all
+    assert floor_for_direction(torch.tensor([[1.0, 0.0]], dtype=F64), u, 2) == pytest.approx(0.5)
+    assert floor_for_direction(torch.eye(2, dtype=F64), u, 2) == pytest.approx(0.0)
+    assert floor_for_direction(torch.zeros(0, 2, dtype=F64), u, 2) == pytest.approx(1.0)
+    # d = 2, V = (e_1 of token 0): u = (1, 1)/sqrt2 loses half of block 0 and all of block 1
+    v = torch.tensor([[1.0, 0.0, 0.0, 0.0]], dtype=F64)
+    uu = torch.tensor([1.0, 1.0], dtype=F64) / math.sqrt(2)
+    assert floor_for_direction(v, uu, 2) == pytest.approx(0.75)
+
+
+@settings(max_examples=25, deadline=None)
+@given(N=st.integers(1, 5), d=st.integers(1, 4), data=st.data())
+def test_floor_averaged_over_a_basis_of_directions_is_closed_form(N, d, data):
+    """Averaging floor_for_direction over u = e_1..e_d reproduces E_u (E_u uu^T = I/d): 1 - r/(N d)."""
+    r = data.draw(st.integers(0, N * d))
+    V = random_orthonormal_rows(r, N * d, generator=gen(r + 7 * N + 31 * d))
+    eye = torch.eye(d, dtype=F64)
+    avg = sum(floor_for_direction(V, eye[i], N) for i in range(d)) / d
+    assert avg == pytest.approx(1 - r / (N * d), abs=1e-12)
+    assert risk_floor(r, N, d) == pytest.approx(max(0.0, 1 - r / (N * d)))
+
+
+def test_orthonormal_row_basis_rank_and_span():
+    X = torch.tensor([[1.0, 0.0, 0.0], [2.0, 0.0, 0.0], [0.0, 1.0, 1.0]], dtype=F64)
+    V = orthonormal_row_basis(X)
+    assert V.shape == (2, 3)
+    assert torch.allclose(V @ V.T, torch.eye(2, dtype=F64), atol=1e-12)
+    assert torch.allclose(X - (X @ V.T) @ V, torch.zeros_like(X), atol=1e-12)
+    assert orthonormal_row_basis(torch.zeros(2, 3, dtype=F64)).shape == (0, 3)
+
+
+def test_span_distance_hand_cases():
+    X = torch.tensor([[1.0, 0.0, 0.0]], dtype=F64)
+    assert span_distance(torch.tensor([[3.0, 0.0, 0.0]], dtype=F64), X) == pytest.approx(0.0)
+    assert span_distance(torch.tensor([[0.0, 1.0, 0.0]], dtype=F64), X) == pytest.approx(1.0)
+    assert span_distance(torch.tensor([[1.0, 1.0, 0.0]], dtype=F64), X) == pytest.approx(1 / math.sqrt(2))
+    assert span_distance(torch.zeros(2, 3, dtype=F64), X) == 0.0
+    # rows built from the inputs are in their span
+    Xr = torch.randn(4, 10, generator=gen(1), dtype=F64)
+    W = torch.randn(7, 4, generator=gen(2), dtype=F64) @ Xr
+    assert span_distance(W, Xr) < 1e-12
+
+
+def test_span_distance_bad_arguments():
+    X = torch.randn(2, 3, dtype=F64)
+    with pytest.raises(ValueError, match="same number of columns"):
+        span_distance(torch.randn(2, 4, dtype=F64), X)
+    with pytest.raises(ValueError, match="W contains NaN"):
+        span_distance(torch.full((1, 3), float("nan"), dtype=F64), X)
+    with pytest.raises(ValueError, match="X must have shape"):
+        span_distance(torch.randn(1, 3, dtype=F64), torch.randn(3, dtype=F64))
+    with pytest.raises(ValueError, match="W must be a torch.Tensor"):
+        span_distance([[1.0, 2.0, 3.0]], X)
+
+
+# ---------------------------------------------------------------- Monte Carlo
+
+
+@pytest.mark.parametrize("sample_x", [True, False])
+def test_mc_bayes_risk_agrees_with_floor(sample_x):
+    N, d, r = 3, 2, 4
+    V = random_orthonormal_rows(r, N * d, generator=gen(3))
+    est = mc_bayes_risk(V, N, d, samples=40000, generator=gen(4), sample_x=sample_x)
+    assert est.floor == pytest.approx(1 - r / (N * d))
+    assert est.agrees
+    assert not est.contains(1 - (r + 1) / (N * d))  # one rank off is far outside the interval
+    assert est.samples == 40000 and est.rank == r
+
+
+def test_mc_bayes_risk_fixed_direction_matches_exact_floor():
+    N, d = 4, 3
+    V = random_orthonormal_rows(5, N * d, generator=gen(5))
+    u = torch.tensor([0.6, 0.0, 0.8], dtype=F64)
+    est = mc_bayes_risk(V, N, d, samples=40000, generator=gen(6), u=u)
+    assert est.floor == pytest.approx(floor_for_direction(V, u, N))
+    assert est.agrees
+
+
+def test_mc_bayes_risk_from_training():
+    est = mc_bayes_risk_from_training(4, 3, 2, samples=30000, generator=gen(7))
+    assert est.n == 4 and est.rank == 4
+    assert est.agrees
+    full = mc_bayes_risk_from_training(6, 3, 2, samples=100, generator=gen(8))  # n >= N d: V = I
+    assert full.floor == 0.0 and full.estimate < 1e-20
+
+
+def test_mc_bayes_risk_bad_arguments():
+    V = random_orthonormal_rows(2, 6, generator=gen(9))
+    with pytest.raises(ValueError, match="orthonormal"):
+        mc_bayes_risk(2 * V, 3, 2, samples=10, generator=gen(1))
+    with pytest.raises(ValueError, match="samples"):
+        mc_bayes_risk(V, 3, 2, samples=1, generator=gen(1))
+    with pytest.raises(ValueError, match="N d = 8 columns"):
+        mc_bayes_risk(V, 4, 2, samples=10, generator=gen(1))
+    with pytest.raises(ValueError, match="u must be a unit"):
+        mc_bayes_risk(V, 3, 2, samples=10, generator=gen(1), u=torch.ones(2, dtype=F64))
+    with pytest.raises(ValueError, match="confidence"):
+        mc_bayes_risk(V, 3, 2, samples=10, generator=gen(1), confidence=1.0)
+    with pytest.raises(ValueError, match="generator"):
+        mc_bayes_risk(V, 3, 2, samples=10, generator=None)
+
+
+# ---------------------------------------------------------------- training
+
+
+def _unit(d, seed):
+    u = torch.randn(d, generator=gen(seed), dtype=F64)
+    return u / u.norm()
+
+
+def test_simple_data_labels():
+    u = _unit(3, 1)
+    data = simple_1str_data(5, 4, 3, u, generator=gen(2))
+    assert data.x.shape == (5, 4, 3) and data.t.shape == (5, 1) and data.y.shape == (5, 4)
+    for i in range(5):
+        assert torch.allclose(data.y[i], (data.x[i, data.t[i, 0]] @ u).expand(4))
+    assert data.X.shape == (5, 12)
+    with pytest.raises(ValueError, match="u must be a unit"):
+        simple_1str_data(5, 4, 3, 2 * u, generator=gen(2))
+
+
+@pytest.mark.parametrize("activation, hidden", [("tanh", (7,)), ("relu", (5, 4))])
+def test_manual_gradients_match_autograd(activation, hidden):
+    N, d, lam = 3, 2, 0.3
+    data = simple_1str_data(6, N, d, _unit(d, 3), generator=gen(4))
+    model = make_vec_ffn(N, d, hidden, activation=activation, generator=gen(5))
+    lins, acts = _layers(model)
+    Z = model.inputs(data.x, data.t)
+    loss, J, grads, _ = _objective_and_grads(lins, acts, Z, data.y, lam)
+    params = [p for lin in lins for p in (lin.weight, lin.bias)]
+    ref_loss = ((model(data.x, data.t) - data.y) ** 2).mean()
+    ref_J = ref_loss + 0.5 * lam * sum((p * p).sum() for p in params)
+    ref = torch.autograd.grad(ref_J, params)
+    assert loss == pytest.approx(float(ref_loss.detach()), rel=1e-12)
+    assert J == pytest.approx(float(ref_J.detach()), rel=1e-12)
+    for g, r in zip(grads, ref):
+        assert torch.allclose(g, r, atol=1e-12)
+
+
+def test_off_span_component_decays_exactly():
+    N, d, n = 3, 2, 4
+    data = simple_1str_data(n, N, d, _unit(d, 6), generator=gen(7))
+    model = make_vec_ffn(N, d, (8,), generator=gen(8))
+    lr, lam = 0.5, 0.2
+    tr = fit_full_batch(model, data, weight_decay=lam, lr=lr, max_steps=200, tol=1e-30, record_every=20,
+                        backtrack=False)
+    assert tr.stopped == "step cap" and tr.final_step == 200
+    assert tr.max_decay_deviation < 1e-12
+    for k, p, pred in zip(tr.steps, tr.perp_norm, tr.predicted_perp):
+        assert pred == pytest.approx(tr.perp_norm[0] * (1 - lr * lam) ** k)
+        assert abs(p - pred) <= 1e-12 * tr.initial_norm
+    assert tr.times[-1] == pytest.approx(lr * 200)
+    assert tr.span_distance[-1] < 1e-8
+    final = span_distance(model.first_layer_x_weight().detach(), data.X)
+    assert final == pytest.approx(tr.span_distance[-1])
+
+
+def test_reaches_stationarity_with_tanh_and_backtracking():
+    N, d = 2, 2
+    data = simple_1str_data(3, N, d, _unit(d, 9), generator=gen(10))
+    model = make_vec_ffn(N, d, (4,), generator=gen(11))
+    tr = fit_full_batch(model, data, weight_decay=0.2, lr=0.5, max_steps=5000, tol=1e-6)
+    assert tr.stopped == "tolerance"
+    assert tr.rel_grad[-1] <= 1e-6
+    assert tr.rejected >= 1 and tr.final_lr == 0.5 / 2 ** tr.rejected  # lr 0.5 oscillates here
+    assert tr.max_decay_deviation < 1e-12  # the decay law holds with the varying step sizes
+    assert tr.predicted_perp[-1] <= tr.exp_perp[-1]  # prod (1 - eta lambda) <= e^{-lambda tau}
+    risk, se = ffn_test_risk(model, data.u, samples=2000, generator=gen(12))
+    V = orthonormal_row_basis(data.X)
+    assert risk + 4 * se >= floor_for_direction(V, data.u, N)  # the FFN cannot beat its floor
+
+
+def test_fit_bad_arguments():
+    N, d = 2, 2
+    data = simple_1str_data(3, N, d, _unit(d, 1), generator=gen(1))
+    model = make_vec_ffn(N, d, (4,), generator=gen(2))
+    with pytest.raises(ValueError, match="lr \\* weight_decay"):
+        fit_full_batch(model, data, weight_decay=2.0, lr=0.5, max_steps=5)
+    with pytest.raises(ValueError, match="weight_decay"):
+        fit_full_batch(model, data, weight_decay=0.0, lr=0.5, max_steps=5)
+    with pytest.raises(ValueError, match="max_steps"):
+        fit_full_batch(model, data, weight_decay=0.1, lr=0.5, max_steps=0)
+    with pytest.raises(ValueError, match="model must be VecFFN"):
+        from constructions.models import VecFFN
+
+        fit_full_batch(VecFFN(N, d, 1, (4,), task="general", dtype=F64), data, weight_decay=0.1, lr=0.5, max_steps=5)
+    with pytest.raises(ValueError, match="must match the model"):
+        fit_full_batch(make_vec_ffn(N, d, (4,), dtype=torch.float32, generator=gen(3)), data, weight_decay=0.1,
+                       lr=0.5, max_steps=5)
+    with pytest.raises(ValueError, match="activation"):
+        make_vec_ffn(N, d, (4,), activation="gelu")

@@ -1,0 +1,310 @@
+"""The Prop 26 transition, Cor 27 states and the Prop 28 RNN (constructions/recurrent.py)."""
+import math
+
+import pytest
+import torch
+
+from constructions.codes import Codebook, build_codebook, experimental_codebook, rs_hadamard_codebook
+from constructions.links import make_link
+from constructions.models import DeepTransitionBiRNN
+from constructions.recurrent import (
+    RNNConstruction,
+    build_rnn,
+    build_rnn_for_cli,
+    build_transition,
+    module_from_state,
+    projected_prefix,
+    rnn_state,
+    token_radius,
+)
+from constructions.task import QSTR, gather_tokens
+from verify.adversarial import clip_to_ball
+
+F64 = torch.float64
+
+
+def g(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+def rotated(book, seed=0):
+    Q, _ = torch.linalg.qr(torch.randn(book.d_e, book.d_e, generator=g(seed), dtype=F64))
+    return Codebook(book.omega.to(F64) @ Q, book.mu, "custom", {})
+
+
+@pytest.fixture(scope="module")
+def book64():
+    return rs_hadamard_codebook(64, dtype=F64)  # d_e = 16, mu = 1/2 attained
+
+
+def all_pairs(tr, book, x):
+    """z for every (i, j) pair in slot 0 (slot l uses j + 5 l): returns z, hit (P, q)."""
+    N, q = book.N, tr.q
+    i, j = (v.flatten() for v in torch.meshgrid(torch.arange(N), torch.arange(N), indexing="ij"))
+    t = torch.stack([(j + 5 * l) % N for l in range(q)], 1)
+    om = book.omega.to(F64)
+    z = torch.cat([x[: i.numel()], om[i]] + [om[t[:, l]] for l in range(q)], 1)
+    return z, t == i[:, None]
+
+
+# ------------------------------------------------------------------ the transition
+
+
+@pytest.mark.parametrize("kind", ["rs-hadamard", "rotated"])
+def test_transition_exact_zeros_and_target_error(book64, kind):
+    book = book64 if kind == "rs-hadamard" else rotated(book64)
+    d, q, r_x = 3, 2, 2.0
+    tr = build_transition(book, d, q, eps=0.1, r_x=r_x)
+    gu = tr.guarantee
+    assert gu.eps <= 0.1 and gu.product_certificate == ("alphabet" if kind == "rs-hadamard" else "uniform")
+    P = book.N ** 2
+    x = torch.randn(P, d, generator=g(1), dtype=F64)
+    x = x / x.norm(dim=1, keepdim=True) * r_x  # boundary of the ball
+    z, hit = all_pairs(tr, book, x)
+    u = torch.cat([torch.randn(P, q * d, generator=g(2), dtype=F64), z], 1)  # h is ignored
+    out = tr.dense(u, chunk=1024).view(P, q, d)
+    assert int((out[~hit] != 0).sum()) == 0  # EXACT zeros off target (Prop 26, case 2)
+    err = (out - x[:, None, :]).abs()[hit]
+    assert float(err.max()) <= gu.eps
+    assert torch.allclose(out.flatten(1), tr(z), atol=1e-10)  # closed form == literal layers
+
+
+def test_transition_layers_shapes_and_h_columns(book64):
+    tr = build_transition(book64, 2, 3, eps=0.2, r_x=1.5)
+    L = tr.layers
+    assert [sorted(layer) for layer in L] == [["W", "b"]] * 3 + [["W"]]
+    w1, w2, w3 = tr.widths
+    n_u = tr.d_h + tr.D_in
+    assert L[0]["W"].shape == (w1, n_u) and L[1]["W"].shape == (w2, w1)
+    assert L[2]["W"].shape == (w3, w2) and L[3]["W"].shape == (tr.d_h, w3)
+    assert bool((L[0]["W"][:, : tr.d_h] == 0).all())  # f does not read h
+    assert tr.guarantee.widths == (w1, w2, w3, tr.d_h)
+    for layer, norms in zip(L, tr.guarantee.norms):
+        assert norms["fro"] == pytest.approx(float(layer["W"].norm()))
+        assert norms["max_abs"] == pytest.approx(float(layer["W"].abs().max()))
+        assert norms["bias_norm"] == pytest.approx(float(layer["b"].norm()) if "b" in layer else 0.0)
+
+
+def test_closed_form_equals_layers_off_codebook(book64):
+    tr = build_transition(rotated(book64, 3), 2, 2, eps=0.3, r_x=2.0)
+    z = torch.randn(500, tr.D_in, generator=g(4), dtype=F64)  # not codewords: only the function matters
+    u = torch.cat([torch.zeros(500, tr.d_h, dtype=F64), z], 1)
+    assert torch.allclose(tr.dense(u), tr(z), atol=1e-9)
+    assert torch.allclose(tr.dense(u, rectify=False), tr(z, rectify=False), atol=1e-9)
+
+
+def test_alphabet_knots_and_eps_tradeoff():
+    padded = build_codebook(64, d_e=20, dtype=F64)  # RS-Hadamard zero-padded: entries {0, +-R}
+    tr = build_transition(padded, 2, 1, eps=0.1, r_x=2.0)
+    assert tr.guarantee.product_knots == 5 and tr.guarantee.inner_product_error == 0.0
+    rot = rotated(rs_hadamard_codebook(64, dtype=F64))
+    coarse = build_transition(rot, 2, 1, eps=0.2, r_x=2.0).guarantee
+    fine = build_transition(rot, 2, 1, eps=0.05, r_x=2.0).guarantee
+    assert fine.eps <= 0.05 and coarse.eps <= 0.2
+    assert fine.product_knots > coarse.product_knots and fine.gate_knots > coarse.gate_knots
+    budget = fine.threshold + fine.gate_error + 2 * fine.r_x * (fine.inner_product_error + fine.norm_defect)
+    assert fine.eps == pytest.approx(budget)
+    explicit = build_transition(rot, 2, 1, eps=None, r_x=2.0, product_knots=40, gate_knots=10).guarantee
+    assert explicit.product_knots == 40 and explicit.gate_knots == 10 and explicit.eps_requested is None
+
+
+def test_dropping_layers_3_4_leaks_at_coherence_half():
+    book = rotated(rs_hadamard_codebook(16384, dtype=F64), 7)  # mu = 1/2 attained, generic entries
+    tr = build_transition(book, 2, 1, eps=0.1, r_x=2.0)
+    om = book.omega
+    t = om[8192]
+    s = om @ t
+    at_half = ((s - 0.5).abs() < 1e-9).nonzero().flatten()
+    x = torch.tensor([[2.0, 0.0]], dtype=F64).expand(at_half.numel(), 2)
+    z = torch.cat([x, om[at_half], t.expand(at_half.numel(), -1)], 1)
+    assert bool((tr(z) == 0).all())
+    leak = tr(z, rectify=False)
+    assert int((leak != 0).any(1).sum()) > 10  # the gate alone is not exactly zero there
+    assert float(leak.abs().max()) <= tr.guarantee.threshold  # ... but within the certified b
+
+
+def test_transition_errors(book64):
+    with pytest.raises(ValueError, match="coherence"):
+        build_transition(experimental_codebook(100, generator=g(0)), 2, 1, eps=0.1, r_x=1.0)
+    with pytest.raises(ValueError, match="eps"):
+        build_transition(book64, 2, 1, eps=0.0, r_x=1.0)
+    with pytest.raises(ValueError, match="eps"):
+        build_transition(book64, 2, 1, eps=1e-12, r_x=1.0, product_knots=3)
+    with pytest.raises(ValueError, match="r_x"):
+        build_transition(book64, 2, 1, eps=0.1, r_x=-1.0)
+    with pytest.raises(ValueError, match="q must"):
+        build_transition(book64, 2, 0, eps=0.1, r_x=1.0)
+    with pytest.raises(ValueError, match="omega"):
+        build_transition(torch.zeros(4), 2, 1, eps=0.1, r_x=1.0)
+    tr = build_transition(book64, 2, 1, eps=0.1, r_x=1.0)
+    with pytest.raises(ValueError, match="D_in"):
+        tr(torch.zeros(3, tr.D_in + 1, dtype=F64))
+    with pytest.raises(ValueError, match="NaN"):
+        tr(torch.full((1, tr.D_in), float("nan"), dtype=F64))
+    with pytest.raises(ValueError, match="last axis"):
+        tr.dense(torch.zeros(1, tr.D_in, dtype=F64))
+
+
+# ------------------------------------------------------------------------- the scan
+
+
+def literal(F, r_h, reverse=False):
+    B, N, D = F.shape
+    H = torch.zeros_like(F)
+    h = torch.zeros(B, D, dtype=F.dtype)
+    order = range(N - 1, 0, -1) if reverse else range(N - 1)
+    for i in order:
+        v = h + F[:, i]
+        h = v * torch.clamp(r_h / v.norm(dim=-1, keepdim=True), max=1.0)
+        H[:, i - 1 if reverse else i + 1] = h
+    return H
+
+
+@pytest.mark.parametrize("r_h", [math.inf, 100.0, 2.0])
+def test_projected_prefix_equals_the_recurrence(r_h):
+    F = torch.randn(3, 57, 4, generator=g(5), dtype=F64) * 0.5
+    for reverse in (False, True):
+        H, active = projected_prefix(F, r_h, reverse=reverse, chunk=8)
+        assert torch.allclose(H, literal(F, r_h, reverse), atol=1e-12)
+        assert (active > 0) == (r_h == 2.0)
+    with pytest.raises(ValueError, match="r_h"):
+        projected_prefix(F, 0.0)
+
+
+# -------------------------------------------------------------------------- the RNN
+
+
+@pytest.fixture(scope="module")
+def rnn64(book64):
+    link = make_link("teacher", 2, 3, generator=g(8))
+    return link, build_rnn(book64, 3, link.two_layer_net(), eps=0.1)
+
+
+def simple_prompts(link, N, B, r_x, seed):
+    p = QSTR(N=N, d=link.d, link=link, variant="simple").sample(B, generator=g(seed), dtype=F64)
+    return clip_to_ball(p.x, r_x), p.t
+
+
+def test_module_literal_loop_equals_scan(rnn64):
+    link, c = rnn64
+    x, t = simple_prompts(link, 64, 4, c.guarantee.r_x, 9)
+    m = c.module()
+    assert isinstance(m, DeepTransitionBiRNN) and m.r_h == c.r_h
+    Z = c.encode(x, t)
+    with torch.no_grad():
+        hf, hb = m.states(Z)
+        y_loop = m(Z)
+    st = c.states(x, t)
+    assert torch.allclose(hf, st.h_fwd, atol=1e-11) and torch.allclose(hb, st.h_bwd, atol=1e-11)
+    assert torch.equal(hf == 0, st.h_fwd == 0) and torch.equal(hb == 0, st.h_bwd == 0)
+    assert st.projection_active == 0
+    assert torch.allclose(y_loop, c.predict(x, t), atol=1e-11)
+
+
+def test_cor27_states_and_prop28_predictions(rnn64):
+    link, c = rnn64
+    x, t = simple_prompts(link, 64, 8, c.guarantee.r_x, 10)
+    st = c.states(x, t)
+    tf, tb = c.targets(x, t)
+    for h, tgt in ((st.h_fwd, tf), (st.h_bwd, tb)):
+        assert bool((h[tgt == 0] == 0).all())  # exactly 0 before (after) the target
+        assert float((h - tgt).abs().max()) <= c.guarantee.state_eps
+        assert float(h.norm(dim=-1).max()) <= c.r_h
+    y = link(gather_tokens(x, t))
+    assert float((c.predict(x, t) - y).abs().max()) <= c.guarantee.prediction_error
+    # without the output gate the positions i = t_l lose x_{t_l}: the bound breaks there
+    assert float((c.predict(x, t, output_gate=False) - y).abs().max()) > c.guarantee.prediction_error
+    m = c.module(output_gate=False)
+    with torch.no_grad():
+        assert torch.allclose(m(c.encode(x, t)), c.predict(x, t, output_gate=False), atol=1e-11)
+
+
+def test_general_prompts_break_the_construction(rnn64):
+    link, c = rnn64
+    p = QSTR(N=64, d=3, link=link, variant="general").sample(8, generator=g(11), dtype=F64)
+    x = clip_to_ball(p.x, c.guarantee.r_x)
+    assert float((c.predict(x, p.t) - link(gather_tokens(x, p.t))).abs().max()) > c.guarantee.prediction_error
+
+
+def test_state_dict_round_trip(rnn64, tmp_path):
+    link, c = rnn64
+    state = rnn_state(c)
+    assert set(state) == {"config", "omega", "forward_transition", "backward_transition", "output"}
+    assert set(state["config"]) == {"N", "d", "q", "d_e", "eps", "r_h", "r_x"}
+    for key in ("forward_transition", "backward_transition"):
+        assert [sorted(L) for L in state[key]] == [["W", "b"]] * 3 + [["W"]]
+    assert [sorted(L) for L in state["output"]] == [["W", "b"]] * 4 + [["W"]]
+    path = tmp_path / "rnn.pt"
+    torch.save(state, path)
+    loaded = torch.load(path, weights_only=True)
+    assert loaded["config"] == state["config"] and torch.equal(loaded["omega"], c.omega)
+    x, t = simple_prompts(link, 64, 2, c.guarantee.r_x, 12)
+    m1, m2 = c.module(), module_from_state(loaded)
+    Z = c.encode(x, t)
+    with torch.no_grad():
+        assert torch.equal(m1(Z), m2(Z))
+    # the transition dict is the documented function h <- P(h + W4 relu(W3 relu(W2 relu(W1 u + b1) + b2) + b3))
+    L = loaded["forward_transition"]
+    u = torch.cat([torch.zeros(64, c.q * c.d, dtype=F64), Z[0]], 1)
+    f = L[3]["W"] @ torch.relu(L[2]["W"] @ torch.relu(L[1]["W"] @ torch.relu(L[0]["W"] @ u.T + L[0]["b"][:, None])
+                                                      + L[1]["b"][:, None]) + L[2]["b"][:, None])
+    assert torch.allclose(f.T, c.transition(Z[0]), atol=1e-10)
+    with pytest.raises(ValueError, match="state"):
+        module_from_state({"config": {}})
+
+
+def test_build_rnn_for_cli_and_errors(book64):
+    c, state = build_rnn_for_cli(40, 2, 2, eps=0.2, seed=3)
+    assert isinstance(c, RNNConstruction) and state["config"]["N"] == 40 and state["config"]["eps"] <= 0.2
+    assert state["config"]["r_h"] >= math.sqrt(2) * (state["config"]["r_x"] + math.sqrt(2) * state["config"]["eps"])
+    c2, _ = build_rnn_for_cli(40, 2, 2, eps=0.2, seed=3)
+    assert torch.equal(c.g_net.W, c2.g_net.W)  # seeded
+    with pytest.raises(ValueError, match="q must"):
+        build_rnn_for_cli(2, 2, 3)
+    with pytest.raises(ValueError, match="eps"):
+        build_rnn_for_cli(10, 2, 1, eps=-1.0)
+    net = make_link("teacher", 2, 3, generator=g(0)).two_layer_net()
+    with pytest.raises(ValueError, match="q = 1 does not match"):
+        build_rnn(book64, 3, net, q=1)
+    with pytest.raises(ValueError, match="r_h"):
+        build_rnn(book64, 3, net, r_h=0.5)
+    with pytest.raises(ValueError, match="g_net"):
+        build_rnn(book64, 3, "net")
+    c = build_rnn(book64, 3, net)
+    x = torch.zeros(1, 64, 3, dtype=F64)
+    with pytest.raises(ValueError, match="t entries"):
+        c.states(x, torch.full((1, 2), 64, dtype=torch.long))
+    with pytest.raises(ValueError, match="x must have shape"):
+        c.states(torch.zeros(1, 64, 4, dtype=F64), torch.zeros(1, 2, dtype=torch.long))
+    with pytest.raises(ValueError, match="codebook has 64"):
+        c.states(torch.zeros(1, 65, 3, dtype=F64), torch.zeros(1, 2, dtype=torch.long))
+    with pytest.raises(ValueError, match="simple-qSTR"):
+        c.targets(x, torch.randint(64, (1, 64, 2), generator=g(0)))
+    assert token_radius(4, 100) == pytest.approx(2 + math.sqrt(2 * math.log(1e5)))
+
+
+def test_scan_at_1e5_on_cpu():
+    """N = 1e5 states by the scan, exact zeros and flat error (the quick cor-27 claim also does this)."""
+    book = rs_hadamard_codebook(100_000, dtype=F64)
+    link = make_link("teacher", 1, 2, generator=g(13))
+    c = build_rnn(book, 2, link.two_layer_net(), eps=0.1)
+    x, t = simple_prompts(link, 100_000, 1, c.guarantee.r_x, 14)
+    st = c.states(x, t)
+    tf, tb = c.targets(x, t)
+    assert bool((st.h_fwd[tf == 0] == 0).all()) and bool((st.h_bwd[tb == 0] == 0).all())
+    assert float((st.h_fwd - tf).abs().max()) <= c.guarantee.state_eps and st.projection_active == 0
+
+
+@pytest.mark.gpu
+def test_scan_at_1e6_on_cuda():
+    book = rs_hadamard_codebook(1_000_000, dtype=F64, device="cuda")
+    link = make_link("teacher", 2, 4, generator=g(15))
+    c = build_rnn(book, 4, link.two_layer_net(), eps=0.1)
+    gen = torch.Generator(device="cuda").manual_seed(16)
+    p = QSTR(N=1_000_000, d=4, link=link, variant="simple").sample(1, generator=gen, device="cuda", dtype=F64)
+    x = clip_to_ball(p.x, c.guarantee.r_x)
+    st = c.states(x, p.t)
+    tf, tb = c.targets(x, p.t)
+    assert bool((st.h_fwd[tf == 0] == 0).all()) and bool((st.h_bwd[tb == 0] == 0).all())
+    assert float((st.h_fwd - tf).abs().max()) <= c.guarantee.state_eps
+    assert float((st.h_bwd - tb).abs().max()) <= c.guarantee.state_eps

@@ -1,0 +1,199 @@
+"""Claims about feedforward networks (Section 4, Appendix B): Theorem 6 (conference Theorem 9).
+
+``thm-6`` checks, on simple-1STR with a linear link (y = <u, x_t>, x ~ N(0, I_{N d})):
+
+(a) span property: GD with weight decay lambda on a fixed training set of n prompts shrinks the
+    component of the first layer's x-columns outside span(vec x^(1..n)) by exactly
+    (1 - lr lambda) per step, i.e. like e^{-lambda tau} in training time tau = lr * step;
+(b) the Monte Carlo Bayes risk given V x (V: orthonormal basis of the span) agrees with the
+    closed form 1 - n/(N d) within its confidence interval;
+(c) trained FFNs of several widths never beat the floor (for their own u: the exact floor
+    (1/N) sum_t ||(I - V^T V) P_t u||^2), nor does the best possible readout of their trained
+    first layer, while the Lemma 11 Transformer does, by far.
+
+Falsifier: the same check on a first layer given one row outside the span, the target
+direction e_t* kron u (t* = 0): its span distance does not decay and the best readout of that
+layer beats the floor.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Dict, List, Tuple
+
+import torch
+from scipy import stats
+
+from bounds.feedforward import (
+    embed_direction,
+    floor_for_direction,
+    mc_bayes_risk_from_training,
+    orthonormal_row_basis,
+    risk_floor,
+    span_distance,
+)
+from constructions.links import make_link
+from verify.registry import Claim, Context, Outcome, register
+from verify.train_ffn import FFNTrace, ffn_test_risk, fit_full_batch, make_vec_ffn, simple_1str_data
+
+D_TOKEN = 3            # token dimension d
+LR, LAMBDA = 0.5, 0.2  # GD step size and weight decay (lr * lambda = 0.1 per step)
+TOL = 1e-6             # stationarity: ||grad J||_F <= TOL * lambda ||theta||_F
+FAMILY_CONFIDENCE = 0.999
+DECAY_TOL = 1e-9       # |perp(k) - prod (1 - eta lambda) perp(0)| / ||W(0)||_F: rounding only
+L11_EPS = 0.01
+READOUT_RTOL = 1e-10   # numerical rank of a first layer for the Bayes readout
+
+
+@dataclass(frozen=True)
+class Config:
+    N: int
+    n: int
+    widths: Tuple[int, ...]
+    activation: str = "tanh"
+    lr: float = LR
+    backtrack: bool = True  # ReLU: plain GD (halving on every kink oscillation would stall it)
+
+
+def _configs(ctx: Context) -> List[Config]:
+    return ctx.pick(
+        quick=[Config(2, 4, (8, 32)), Config(4, 8, (8, 32))],
+        full=[Config(2, 4, (8, 32, 128)), Config(4, 8, (8, 32, 128)), Config(4, 10, (8, 32, 128)),
+              Config(8, 16, (16, 64, 256)), Config(4, 8, (32,), activation="relu", lr=0.2, backtrack=False)],
+    )
+
+
+@dataclass
+class Trained:
+    cfg: Config
+    width: int
+    u: torch.Tensor
+    X: torch.Tensor
+    V: torch.Tensor
+    W: torch.Tensor
+    trace: FFNTrace
+    risk: float
+    risk_se: float
+
+
+_CACHE: Dict[tuple, List[Trained]] = {}
+
+
+def _train_all(ctx: Context) -> List[Trained]:
+    """Train every (config, width) once per (seed, profile, device); the falsifier reuses them."""
+    key = (ctx.seed, ctx.profile, ctx.device)
+    if key in _CACHE:
+        return _CACHE[key]
+    steps = ctx.pick(quick=1500, full=6000)
+    test = ctx.pick(quick=4000, full=40000)
+    out = []
+    for i, cfg in enumerate(_configs(ctx)):
+        link = make_link("linear", 1, D_TOKEN, generator=ctx.generator(600 + i, ctx.device))
+        u = link.u[0]
+        data = simple_1str_data(cfg.n, cfg.N, D_TOKEN, u, generator=ctx.generator(610 + i, ctx.device))
+        V = orthonormal_row_basis(data.X)
+        for j, m in enumerate(cfg.widths):
+            model = make_vec_ffn(cfg.N, D_TOKEN, (m,), activation=cfg.activation,
+                                 generator=ctx.generator(620 + 10 * i + j), device=ctx.device)
+            trace = fit_full_batch(model, data, weight_decay=LAMBDA, lr=cfg.lr, max_steps=steps, tol=TOL,
+                                   record_every=max(1, steps // 10), backtrack=cfg.backtrack)
+            risk, se = ffn_test_risk(model, u, samples=test, generator=ctx.generator(630 + 10 * i + j, ctx.device))
+            W = model.first_layer_x_weight().detach().clone()
+            out.append(Trained(cfg, m, u, data.X, V, W, trace, risk, se))
+    _CACHE.clear()
+    _CACHE[key] = out
+    return out
+
+
+def _transformer_risk(cfg: Config, u: torch.Tensor, ctx: Context, samples: int) -> Tuple[float, float]:
+    """Test risk (mean, se) of the Lemma 11 construction for g(x) = <u, x> on simple-1STR."""
+    from constructions.attention import lemma11, lemma12_radius
+    from constructions.links import Linear
+
+    link = Linear(q=1, d=D_TOKEN, u=u[None])
+    built = lemma11(cfg.N, D_TOKEN, 1, link.two_layer_net(), eps=L11_EPS,
+                    r_x=lemma12_radius(D_TOKEN, max(cfg.n, 2), cfg.N), device=ctx.device)
+    gen = ctx.generator(640 + cfg.N, ctx.device)
+    data = simple_1str_data(samples, cfg.N, D_TOKEN, u, generator=gen)
+    t = data.t[:, :, None].expand(samples, cfg.N, 1).contiguous()
+    with torch.no_grad():
+        err = ((built.predict(data.x, t) - data.y) ** 2).mean(dim=1)
+    return float(err.mean()), float(err.std() / math.sqrt(samples))
+
+
+def _decay_ok(tr: FFNTrace, W: torch.Tensor, X: torch.Tensor) -> Tuple[bool, float, float]:
+    """(holds, final span distance of W, predicted span distance): the off-span part followed
+    prod_k (1 - eta_k lambda) during training (up to rounding) and W ends where predicted."""
+    final = span_distance(W, X)
+    wn = float(torch.linalg.matrix_norm(W.double()))
+    predicted = tr.predicted_perp[-1] / wn
+    ok = tr.max_decay_deviation <= DECAY_TOL and final <= predicted + DECAY_TOL * tr.initial_norm / wn
+    return ok, final, predicted
+
+
+def _thm6(ctx: Context, extra_row: bool) -> Outcome:
+    trained = _train_all(ctx)
+    configs = _configs(ctx)
+    n_tests = len(trained) + 2 * len(configs)  # FFN risks, Bayes MC (b), Transformer risks
+    z = stats.norm.ppf(1 - (1 - FAMILY_CONFIDENCE) / (2 * n_tests))
+    a_ok, c_ok, parts = True, True, []
+    worst_margin = math.inf  # min over models of (risk - floor_u) / floor_u
+    for tr in trained:
+        cfg = tr.cfg
+        W = tr.W
+        if extra_row:  # falsifier: the target direction e_t* kron u, t* = 0, appended to W
+            row = embed_direction(tr.u[None].double(), torch.zeros(1, dtype=torch.long, device=tr.u.device), cfg.N)
+            W = torch.cat([W.double(), row.to(W.device)], dim=0)
+        ok, final, predicted = _decay_ok(tr.trace, W, tr.X)
+        a_ok &= ok
+        floor_u = floor_for_direction(tr.V, tr.u, cfg.N)
+        # best rest of the net: Bayes readout of W x (directions below READOUT_RTOL of W's spectrum
+        # would need readout weights > 1/READOUT_RTOL and are treated as absent)
+        readout = floor_for_direction(orthonormal_row_basis(W, rtol=READOUT_RTOL), tr.u, cfg.N)
+        beaten = readout < floor_u - 1e-9
+        if not extra_row:
+            beaten = beaten or tr.risk + z * tr.risk_se < floor_u
+        c_ok &= not beaten
+        best = readout if extra_row else min(readout, tr.risk)
+        margin = (best - floor_u) / floor_u
+        worst_margin = min(worst_margin, 0.0 if abs(margin) < 1e-9 else margin)
+        parts.append(
+            f"N={cfg.N} n={cfg.n} m={tr.width} {cfg.activation}{'+row' if extra_row else ''}: "
+            f"span {tr.trace.span_distance[0]:.2f}->{final:.1e} at tau={tr.trace.times[-1]:g} "
+            f"(pred {predicted:.1e}, e^-lambda*tau={math.exp(-LAMBDA * tr.trace.times[-1]):.1e}; "
+            f"{tr.trace.stopped} at step {tr.trace.final_step}, rel grad {tr.trace.rel_grad[-1]:.1e}, "
+            f"{tr.trace.rejected} halvings); "
+            f"risk {tr.risk:.3f}+-{tr.risk_se:.3f}, best readout {readout:.3f} vs floor_u {floor_u:.3f} "
+            f"(1-n/Nd={risk_floor(cfg.n, cfg.N, D_TOKEN):.3f})")
+    # (b) Monte Carlo Bayes risk given the span, averaged over u, against the closed form
+    b_ok = True
+    samples = ctx.pick(quick=20000, full=200000)
+    for i, cfg in enumerate(configs):
+        est = mc_bayes_risk_from_training(cfg.n, cfg.N, D_TOKEN, samples=samples,
+                                          generator=ctx.generator(650 + i, ctx.device))
+        zb = est.zscore(est.floor)
+        b_ok &= zb <= z
+        parts.append(f"(b) N={cfg.N} n={cfg.n}: MC {est.estimate:.4f}+-{z * est.stderr:.4f} vs 1-n/Nd {est.floor:.4f}")
+    # (c) Transformer from Lemma 11 beats the floor
+    t_ok = True
+    for cfg in configs:
+        tr0 = next(t for t in trained if t.cfg == cfg)
+        floor_u = floor_for_direction(tr0.V, tr0.u, cfg.N)
+        risk, se = _transformer_risk(cfg, tr0.u, ctx, ctx.pick(quick=2000, full=20000))
+        t_ok &= risk + z * se < floor_u
+        parts.append(f"(c) Lemma 11 Transformer N={cfg.N}: risk {risk:.2e}+-{z * se:.1e} < floor_u {floor_u:.3f}")
+    holds = a_ok and b_ok and c_ok and t_ok
+    measured = (f"(a) decay {'ok' if a_ok else 'FAILED'}; (b) {'ok' if b_ok else 'FAILED'}; "
+                f"(c) min over FFNs and readouts of (risk - floor_u)/floor_u = {worst_margin:+.3f}, Transformer {'beats' if t_ok else 'does NOT beat'} floor")
+    return Outcome(measured=measured, bound="span dist <= (1-lr*lam)^k d0; FFN risk >= floor_u; 1-n/(Nd) in MC CI",
+                   holds=holds, detail="; ".join(parts))
+
+
+register(Claim(
+    id="thm-6", ref_seed="Thm 6", ref_conference="Thm 9",
+    statement=("FFNs (first layer on vec x) trained with weight decay keep W in span(x^(1..n)) (off-span part "
+               "x(1 - lr*lambda)^k ~ e^{-lambda tau}) and never beat E_u[R] >= 1 - n/(N d); the Lemma 11 Transformer does"),
+    check=lambda ctx: _thm6(ctx, extra_row=False),
+    falsifier=lambda ctx: _thm6(ctx, extra_row=True),
+    falsifier_statement="the same check on a first layer given one extra row outside the span (e_0 kron u) must beat the floor",
+))
