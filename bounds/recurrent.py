@@ -57,6 +57,7 @@ from dataclasses import dataclass, fields
 from typing import Optional, Sequence
 
 from constructions import _checks
+from constructions.attention import lemma12_radius
 from constructions.interpolation import C38_A
 from bounds.packing import volume_log_packing_bound
 from bounds.transformer import default_code_dim, loglog_slope
@@ -416,11 +417,6 @@ def prop28_layers(N: int, params: Theorem7Params, r_x: float) -> tuple[list, lis
     return trans, out
 
 
-def lemma12_radius(n: int, N: int, d: int, C_x: float = 1.0) -> float:
-    """r_x = sqrt(3 C_x e d ln(nN)): all nN tokens lie in the r_x-ball w.p. >= 1 - (nN)^{-1/2}."""
-    return math.sqrt(3.0 * C_x * math.e * d * math.log(float(n) * float(N)))
-
-
 def prop28_norm2(N: int, params: Theorem7Params, *, n: int = 1000) -> float:
     """||vec theta*||^2 of the four-layer construction (both transitions and f_y) at r_x = r_x(n, N).
 
@@ -428,7 +424,7 @@ def prop28_norm2(N: int, params: Theorem7Params, *, n: int = 1000) -> float:
     d_e ~ ln N (polylogarithmic)."""
     N = _checks.positive_int("N", N, minimum=2)
     n = _checks.positive_int("n", n)
-    trans, out = prop28_layers(N, params, lemma12_radius(n, N, params.d, params.C_x))
+    trans, out = prop28_layers(N, params, lemma12_radius(params.d, n, N, params.C_x))
     return 2.0 * sum(l.radius ** 2 for l in trans) + sum(l.radius ** 2 for l in out)
 
 
@@ -502,7 +498,7 @@ def theorem7_bound(n: int, N: int, params: Theorem7Params) -> Theorem7Bound:
     P_ = params
     q, d, delta = P_.q, P_.d, P_.delta
     nN = float(n) * float(N)
-    r_x = lemma12_radius(n, N, d, P_.C_x)
+    r_x = lemma12_radius(d, n, N, P_.C_x)
     r_h = math.sqrt(q) * r_x
     r_z = math.sqrt(r_x * r_x + q + 1.0)
     trans, out = prop28_layers(N, P_, r_x)

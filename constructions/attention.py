@@ -429,7 +429,7 @@ def lemma11_alpha(*, N: int, q: int, mu: float, c: float, r_x: float, lipschitz:
 def lemma12_radius(d: int, n: int, N: int, C_x: float = 1.0) -> float:
     """r_x = sqrt(3 C_x e d log(n N)): Lemma 12's w.h.p. bound on all n N token norms."""
     d = _checks.positive_int("d", d)
-    n = _checks.positive_int("n", n)
+    n = _checks.positive_float("n", n)  # a sample count; bounds evaluate it at real n
     N = _checks.positive_int("N", N)
     C_x = _checks.positive_float("C_x", C_x)
     if n * N < 2:

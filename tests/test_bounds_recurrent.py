@@ -144,7 +144,7 @@ def test_theorem7_bound_structure():
     b = theorem7_bound(10 ** 40, 1024, P)
     assert b.total == pytest.approx(b.approximation + b.tail + b.estimation + b.truncation)
     assert b.approximation == P.eps_2nn
-    assert b.r_x == pytest.approx(lemma12_radius(10 ** 40, 1024, P.d))
+    assert b.r_x == pytest.approx(lemma12_radius(P.d, 10 ** 40, 1024))
     assert b.confidence == pytest.approx(1 - P.delta - (1024 * 1e40) ** -0.5)
     # nonincreasing in n on a grid
     totals = [theorem7_bound(10 ** k, 1024, P).total for k in range(30, 46)]

@@ -310,7 +310,7 @@ def _state_separation(ctx: Context) -> tuple[bool, str]:
     omega = _codes(N, ctx.device)
     u = torch.randn(d, generator=g, dtype=torch.float64, device=ctx.device)
     u = u / u.norm()
-    r_x = lemma12_radius(M, N, d)
+    r_x = lemma12_radius(d, M, N)
     model, gu = slot_memory_rnn(omega, u, r_x=r_x)
     i = N // 2
     x = torch.randn(M, N, d, generator=g, dtype=torch.float64, device=ctx.device)
