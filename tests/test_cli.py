@@ -179,3 +179,24 @@ def test_construct_rnn_file(tmp_path, capsys):
         assert layers[0]["W"].shape[1] == D_in and layers[3]["W"].shape[0] == cfg["q"] * cfg["d"]
         assert float(layers[0]["W"][:, : cfg["q"] * cfg["d"]].abs().max()) == 0.0  # the transition ignores h
     assert main(["construct", "rnn", "--N", "3", "--d", "2", "--q", "4", "--out", str(path)]) == 2
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["reproduce", "figure4", "--out", "r"], "invalid choice"),
+    (["reproduce", "figure1", "--quick", "--seeds", "0", "--out", "r"], "--seeds must be >= 1"),
+    (["reproduce", "figure1", "--quick", "--protocol", "mine", "--out", "r"], "protocol"),
+])
+def test_reproduce_bad_arguments(argv, needle, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and len(err.splitlines()) == 1
+
+
+def test_reproduce_cuda_without_cuda(capsys, tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("CUDA present")
+    assert main(["reproduce", "figure1", "--quick", "--device", "cuda", "--out", str(tmp_path)]) == 2
+    assert "CUDA is not available" in capsys.readouterr().err

@@ -71,6 +71,14 @@ def _parser() -> argparse.ArgumentParser:
     k.add_argument("--n", type=_int, default=10_000, help="sample size in Lemma 12's token radius r_x")
     k.add_argument("--seed", type=_int, default=0)
     k.add_argument("--out", metavar="PATH", required=True, help="torch file readable with torch.load(PATH, weights_only=True)")
+
+    r = sub.add_parser("reproduce", help="reproduce a figure of the paper (Appendix E), resumable")
+    r.add_argument("figure", choices=["figure1", "figure2", "figure3"])
+    r.add_argument("--quick", action="store_true", help="scaled down: minutes on 2 CPU cores")
+    r.add_argument("--device", default="cpu", help="cpu or cuda")
+    r.add_argument("--seeds", type=_int, default=None, help="number of seeds (default 5; 2 with --quick)")
+    r.add_argument("--protocol", default="paper", help="paper (default) or published (the published code's choices)")
+    r.add_argument("--out", metavar="DIR", required=True, help="results directory (JSON lines, PNG, PDF, summary)")
     return p
 
 
@@ -211,7 +219,22 @@ def _construct_rnn(args, console: Console) -> int:
     return 0
 
 
-COMMANDS = {"verify": _verify, "codebook": _codebook, "sample": _sample, "construct": _construct}
+def _reproduce(args, console: Console) -> int:
+    import torch
+
+    from verify.experiments import run_experiment
+
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"--device {args.device}: CUDA is not available on this machine (use --device cpu)")
+    if args.seeds is not None and args.seeds < 1:
+        raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
+    rows = run_experiment(args.figure, out_dir=args.out, quick=args.quick, device=args.device, seeds=args.seeds,
+                          protocol=args.protocol)
+    console.print(f"{args.figure}: {len(rows)} rows in {args.out}")
+    return 0
+
+
+COMMANDS = {"verify": _verify, "codebook": _codebook, "sample": _sample, "construct": _construct, "reproduce": _reproduce}
 
 
 def main(argv: Optional[List[str]] = None) -> int:

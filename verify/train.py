@@ -1,7 +1,15 @@
-"""Training helpers: online training of one model on fresh qSTR batches (Appendix E protocol).
+"""Training helpers: online training on fresh qSTR batches (Appendix E protocol).
 
-``fit_online`` is the small, single-model loop the claims use (optimized few-head models for
-Props 3 / 21). Batched training of many models at once (Figures 1-3) builds on it later.
+* ``fit_online`` / ``position_risk``: the small, single-model loop the claims use (optimized
+  few-head models for Props 3 / 21).
+* ``train_stack``: batched training of many independent models at once (seeds x N values x q
+  values of one architecture family, Figures 1-3), each exactly as it would train alone:
+  per-member AdamW (``StackedAdamW``), per-member stopping at a test-MSE threshold, prompts
+  from per-member streams (``OnlineStream``, ``EpochStream``). ``Member`` describes one model
+  with its task instance; ``MemberResult`` is its outcome.
+* ``fit_until_threshold``: the same protocol for one ``nn.Module`` with ``torch.optim.AdamW``,
+  the reference ``train_stack`` is tested against.
+* ``BiasedTransformer``, ``EncodedFFN``: the published experiment code's model variants.
 """
 from __future__ import annotations
 
@@ -327,6 +335,10 @@ class StackedAdamW:
         # torch's fused AdamW kernel (same update, one pass over memory) when every member has
         # the same lr and weight decay; the explicit per-member update otherwise.
         self.fused = (hasattr(torch, "_fused_adamw_") and bool((lr == lr[0]).all()) and bool((weight_decay == weight_decay[0]).all()))
+        # host copies of the shared lr / weight decay and device step counters, so that a step
+        # never waits for the device (no .item(), no host-to-device copy)
+        self._lr0, self._wd0 = float(lr[0]), float(weight_decay[0])
+        self._steps = [torch.zeros((), dtype=torch.float32, device=v.device) for v in params.values()]
 
     @torch.no_grad()
     def step(self, grads: Dict[str, torch.Tensor]) -> None:
@@ -350,13 +362,13 @@ class StackedAdamW:
 
     def _fused_step(self, grads: Dict[str, torch.Tensor]) -> None:
         keys = list(self.params)
-        p0 = self.params[keys[0]]
         # the kernel reads the step count (torch.optim increments it before the call)
-        steps = [torch.tensor(float(self.step_count), device=p0.device, dtype=torch.float32) for _ in keys]
+        for st in self._steps:
+            st.fill_(float(self.step_count))
         torch._fused_adamw_(
             [self.params[k] for k in keys], [grads[k].contiguous() for k in keys], [self.m[k] for k in keys],
-            [self.v[k] for k in keys], [], steps, lr=float(self.lr[0]), beta1=self.b1, beta2=self.b2,
-            weight_decay=float(self.wd[0]), eps=self.eps, amsgrad=False, maximize=False)
+            [self.v[k] for k in keys], [], self._steps, lr=self._lr0, beta1=self.b1, beta2=self.b2,
+            weight_decay=self._wd0, eps=self.eps, amsgrad=False, maximize=False)
 
     def select(self, keep: torch.Tensor) -> None:
         for d in (self.params, self.m, self.v):

@@ -1,0 +1,78 @@
+"""The paper's experiments (Appendix E; SPEC section 7), runnable and resumable.
+
+    from verify.experiments import run_experiment
+    rows = run_experiment("figure1", out_dir="results", quick=True)
+
+* ``figure1``: samples to reach the test-MSE threshold vs N (1STR and simple-1STR) for
+  Transformer, RNN and FFN, with fitted exponents samples ~ N^a (bootstrap intervals).
+* ``figure2``: the trained W_Q^T W_K at N = 100 and the share of its mass in the Lemma 11 block.
+* ``figure3``: samples vs q (Hermite link, N = 7): the Transformer's advantage grows with q.
+
+``protocol="paper"`` (default) follows the paper; ``protocol="published"`` reproduces the
+published experiment code's choices (test prompts always simple, c = 1, ...) for comparison
+and labels every output with it. See docs/experiments.md.
+"""
+from __future__ import annotations
+
+from typing import List, Optional
+
+import torch
+
+from verify.registry import cpu_threads
+from verify.experiments.common import PROTOCOLS, Point, Protocol, fit_exponent  # noqa: F401  (re-exported)
+
+__all__ = ["run_experiment", "EXPERIMENTS", "PROTOCOLS", "Point", "Protocol", "fit_exponent"]
+
+EXPERIMENTS = ("figure1", "figure2", "figure3")
+
+
+def _module(name: str):
+    if name == "figure1":
+        from verify.experiments import figure1 as m
+    elif name == "figure2":
+        from verify.experiments import figure2 as m
+    elif name == "figure3":
+        from verify.experiments import figure3 as m
+    else:
+        raise ValueError(f"experiment must be one of {', '.join(EXPERIMENTS)}, got {name!r}")
+    return m
+
+
+def run_experiment(name: str, *, out_dir: str, quick: bool = False, device="cpu", seeds=None,
+                   protocol: str = "paper", progress: bool = True, threads: Optional[int] = None,
+                   dtype=torch.float32, **options) -> List[dict]:
+    """Run (or resume) one experiment and return its rows (one dict per trained model).
+
+    Parameters
+    ----------
+    name: ``"figure1"``, ``"figure2"`` or ``"figure3"``.
+    out_dir: results directory. Rows are appended to ``<out_dir>/<name>.jsonl`` as each model
+        finishes; rows already there (same configuration) are not recomputed. Figures
+        ``<name>-<protocol>[-quick].png/.pdf`` and ``...-summary.json`` are (re)written.
+    quick: the scaled-down version (minutes on a CPU); see each module's docstring.
+    device: ``"cpu"`` or ``"cuda"``; all data, models and generators live there. Numbers
+        depend on the device (different random streams), never on the stacking.
+    seeds: ``None`` (5 seeds; 2 in quick mode; Figure 2: seed 0), a count, or a list.
+    protocol: ``"paper"`` or ``"published"``.
+    progress: rich progress bar and a printed summary.
+    threads: torch CPU threads for the run (restored after). Default: 1 for quick CPU runs
+        (these small models gain little from more, and lose a lot on a busy machine), torch's
+        setting otherwise.
+    options: passed to the module's ``points`` (e.g. ``max_samples``, ``n_test``, ``q_values``).
+
+    Each row has ``model`` in {transformer, rnn, ffn}, ``variant`` in {1str, simple} (``qstr``
+    in Figure 3), ``N``, ``q``, ``seed``, ``samples`` (None when the threshold was not reached),
+    ``steps``, ``test_mse``, ``config`` (every hyper-parameter), ``wall_s``, ``device``,
+    ``protocol`` and ``point_id`` (the resume key).
+    """
+    mod = _module(name)
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r}: CUDA is not available on this machine (use device='cpu')")
+    if threads is None and quick and dev.type == "cpu":
+        threads = 1
+    with cpu_threads(threads):
+        return mod.run(out_dir=out_dir, quick=quick, device=dev, seeds=seeds, protocol=protocol,
+                       progress=progress, dtype=dtype, **options)

@@ -1,0 +1,135 @@
+"""Figure 1: sample complexity of Transformer, RNN and FFN on 1STR and simple-1STR.
+
+Protocol (Appendix E; SPEC section 7): q = 1, d = 10, d_e = floor(5 ln N), x ~ N(0, I_10),
+y_i = <u, x_{t_i}> with u uniform on the sphere. Online AdamW (lr 1e-3, weight decay 0.1),
+64 fresh prompts per step; test MSE on 10,000 independent prompts drawn from the SAME variant
+as training, checked every 10 steps (1STR) / 100 steps (simple-1STR); sample complexity =
+prompts consumed when the test MSE first falls below 0.7 (1STR) / 0.02 (simple-1STR);
+``samples = None`` when that does not happen within the step cap (1,000,000 prompts, the cap
+of the published code). 5 seeds; N = 2, 4, ..., 12 (1STR) and 25, 27, ..., 33 (simple).
+
+Models: Transformer with q = 1 head seeing the whole token, then a width-100 ReLU layer;
+bidirectional GRU, hidden 500 q per direction, linear readout; FFN of depth 3 with widths
+N d q and 1000 and N outputs. All models of one (variant, architecture) are trained in ONE
+stack (:func:`verify.train.train_stack`), each exactly as it would be alone.
+
+``quick``: N in {2, 4, 6} (1STR) and {5, 9, 13} (simple), 2 seeds, 1,000 test prompts, GRU
+hidden 128, step caps 3,000 (1STR) / 5,000 (simple): minutes on a laptop CPU, same protocol.
+"""
+from __future__ import annotations
+
+import math
+import os
+from typing import List, Optional
+
+import torch
+
+from verify.experiments import common
+from verify.experiments.common import Point
+
+FULL = {"1str": list(range(2, 13, 2)), "simple": list(range(25, 34, 2))}
+QUICK = {"1str": [2, 4, 6], "simple": [5, 9, 13]}
+THRESHOLD = {"1str": 0.7, "simple": 0.02}
+CHECK_EVERY = {"1str": 10, "simple": 100}
+
+
+def points(*, quick: bool = False, seeds=None, protocol: str = "paper", overrides: Optional[dict] = None, max_samples: Optional[int] = None,
+           n_test: Optional[int] = None, models=common.MODELS, variants=("1str", "simple"),
+           N_values: Optional[dict] = None) -> List[Point]:
+    """The points of Figure 1 (see the module docstring for the protocol)."""
+    proto = common.as_protocol(protocol)
+    seeds = common.seeds_of(seeds, range(2) if quick else range(5))
+    grid = N_values or (QUICK if quick else FULL)
+    out = []
+    for variant in variants:
+        if quick:
+            cap = {"1str": 3000, "simple": 5000}[variant]
+        else:
+            cap = (max_samples or 1_000_000) // 64
+        if max_samples is not None:
+            cap = max_samples // 64
+        for model in models:
+            for N in grid[variant]:
+                for seed in seeds:
+                    out.append(Point(
+                        figure="figure1", protocol=proto.name, model=model, variant=variant, N=N, q=1, seed=seed,
+                        d=10, link="linear", lr=1e-3, weight_decay=proto.online_weight_decay(0.1),
+                        threshold=THRESHOLD[variant], check_every=CHECK_EVERY[variant],
+                        n_test=n_test or (1000 if quick else 10_000), batch_size=64, max_steps=cap,
+                        width=100, rnn_hidden=128 if quick else 500, ffn_hidden=(N * 10 * 1, 1000), quick=quick,
+                    ))
+    return common.apply_overrides(out, overrides)
+
+
+def run(*, out_dir: str, quick: bool = False, device="cpu", seeds=None, protocol: str = "paper",
+        progress: bool = True, dtype=torch.float32, console=None, **options) -> List[dict]:
+    """Train (or resume) Figure 1, write rows to ``out_dir/figure1.jsonl``, the figure
+    ``figure1-<protocol>[-quick].png/.pdf`` and the fitted exponents in
+    ``figure1-<protocol>[-quick]-summary.json``. Returns the rows of this configuration."""
+    pts = points(quick=quick, seeds=seeds, protocol=protocol, **options)
+    res = common.ResultsFile(os.path.join(out_dir, "figure1.jsonl"))
+    by_id = common.run_points(pts, res, device=device, dtype=dtype, progress=progress, console=console)
+    rows = [by_id[p.point_id] for p in pts if p.point_id in by_id]
+    stem = os.path.join(out_dir, f"figure1-{protocol}" + ("-quick" if quick else ""))
+    summary = summarize(rows, protocol=protocol, quick=quick)
+    common.write_json(stem + "-summary.json", summary)
+    plot(rows, stem, protocol=protocol)
+    if progress:
+        print_summary(summary, console=console)
+    return rows
+
+
+def summarize(rows: List[dict], *, protocol: str, quick: bool) -> dict:
+    """Fitted exponents (samples ~ N^a, bootstrap 95% interval) and the order at the largest N."""
+    out = {"figure": "figure1", "protocol": protocol, "label": common.as_protocol(protocol).label, "quick": quick,
+           "fits": common.summarize(rows, by="N"), "hierarchy": {}}
+    for variant, per_model in out["fits"].items():
+        Nmax = max(int(n) for m in per_model.values() for n in m["per_N"])
+        means = {m: v["per_N"][str(Nmax)]["mean"] for m, v in per_model.items() if str(Nmax) in v["per_N"]}
+        reached = {m: v["per_N"][str(Nmax)]["reached"] for m, v in per_model.items() if str(Nmax) in v["per_N"]}
+        runs = {m: v["per_N"][str(Nmax)]["runs"] for m, v in per_model.items() if str(Nmax) in v["per_N"]}
+        order = sorted((m for m in means if means[m] is not None), key=lambda m: means[m])
+        out["hierarchy"][variant] = {"N": Nmax, "mean_samples": means, "reached": reached, "runs": runs,
+                                     "order_fewest_first": order,
+                                     "not_reached_by_all": [m for m in means if reached[m] < runs[m]]}
+    return out
+
+
+def print_summary(summary: dict, console=None) -> None:
+    from rich.table import Table
+
+    console = console or common.wide_console()
+    t = Table(title=f"Figure 1 - {summary['label']}" + (" [quick]" if summary["quick"] else ""))
+    for col in ("variant", "model", "a (samples ~ N^a)", "95% CI", "runs", "not reached", "mean samples, largest N"):
+        t.add_column(col)
+    for variant, per_model in summary["fits"].items():
+        h = summary["hierarchy"][variant]
+        for model, v in per_model.items():
+            f = v["fit"]
+            m = h["mean_samples"].get(model)
+            ci = "-" if math.isnan(f["a"]) else f"[{f['ci'][0]:.2f}, {f['ci'][1]:.2f}]"
+            t.add_row(variant, model, "-" if math.isnan(f["a"]) else f"{f['a']:.2f}", ci,
+                      str(f["n"] + f["censored"]), str(f["censored"]), "-" if m is None else f"{m:,.0f} (N={h['N']})")
+    console.print(t)
+    for variant, h in summary["hierarchy"].items():
+        line = f"{variant}: at N = {h['N']}, fewest samples first: {' < '.join(h['order_fewest_first']) or '-'}"
+        if h["not_reached_by_all"]:
+            line += (f" (threshold not reached by every seed: {', '.join(h['not_reached_by_all'])}; "
+                     "their means are over the seeds that reached it)")
+        console.print(line)
+
+
+def plot(rows: List[dict], stem: str, *, protocol: str) -> List[str]:
+    plt = common.mpl()
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for ax, variant, name in zip(axes, ("1str", "simple"), ("1STR (threshold 0.7)", "simple-1STR (threshold 0.02)")):
+        rs = [r for r in rows if r["variant"] == variant]
+        if rs:
+            common.plot_samples(ax, rs, by="N", title=name)
+        else:
+            ax.set_title(name + ": no rows")
+    quick = bool(rows) and all(r.get("quick") for r in rows)
+    fig.suptitle(common.as_protocol(protocol).label + (" [quick: scaled-down grid and models]" if quick else ""),
+                 fontsize=9)
+    fig.tight_layout()
+    return common.save_figure(fig, stem)

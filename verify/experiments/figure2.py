@@ -1,0 +1,154 @@
+"""Figure 2: the trained attention matrix W_Q^T W_K shows the Lemma 11 block.
+
+Protocol (Appendix E; SPEC section 7): N = 100, q = 1, d = 10, d_e = floor(5 ln 100) = 23, a
+FIXED training set of 50,000 prompts, AdamW lr 1e-3, weight decay 0.2, batch 64, passes over
+the set in fresh random order; training stops after 20 passes or when the mean training loss
+of a pass falls below 0.05 (the stopping rule of the published script). One-head
+PracticalTransformer (width 100). After training, A = merged_qk() = W_Q^T W_K / sqrt(D_e)
+(query coordinates on the rows, key coordinates on the columns: logit(i, j) = z_i^T A z_j).
+
+Lemma 11 puts all of A into ONE block: rows of the query's slot-0 block (omega_{t_i}) against
+columns of the key's position block (omega_j), equal to alpha * I there. The number reported
+is the fraction of A's squared Frobenius norm inside that block,
+    block_mass = ||A[slot0, pos]||_F^2 / ||A||_F^2,
+next to what a matrix with no structure would give (the block's share of the entries,
+d_e^2 / D_e^2 = 0.169 at N = 100), and how diagonal that block is
+    diag_mass = ||diag(A[slot0, pos])||^2 / ||A[slot0, pos]||_F^2   (1/d_e for no structure).
+
+``protocol="paper"``: trained and tested on 1STR prompts (the task of the theory), c = sqrt(d).
+``protocol="published"``: as the published script -- simple-1STR prompts, c = 1, attention
+with biases.
+
+``quick``: N = 100 as in the paper, 10,000 training prompts, at most 5 passes, 1,000 test prompts.
+"""
+from __future__ import annotations
+
+import os
+from typing import List, Optional
+
+import torch
+
+from constructions.layout import token_layout
+from verify.experiments import common
+from verify.experiments.common import Point
+
+
+def points(*, quick: bool = False, seeds=None, protocol: str = "paper", overrides: Optional[dict] = None, N=None, n_train=None, epochs=None) -> List[Point]:
+    proto = common.as_protocol(protocol)
+    seeds = common.seeds_of(seeds, [0])
+    N = N or 100
+    n_train = n_train or (10_000 if quick else 50_000)
+    epochs = epochs or (5 if quick else 20)
+    steps_per_epoch = -(-n_train // 64)
+    pts = [Point(
+        figure="figure2", protocol=proto.name, model="transformer", variant="simple" if proto.published else "1str",
+        N=N, q=1, seed=s, d=10, link="linear", lr=1e-3, weight_decay=0.2, threshold=None,
+        check_every=steps_per_epoch, n_test=1000 if quick else 10_000, batch_size=64,
+        max_steps=epochs * steps_per_epoch, width=100, n_train=n_train, epoch_loss_threshold=0.05, quick=quick,
+    ) for s in seeds]
+    return common.apply_overrides(pts, overrides)
+
+
+def block_stats(A: torch.Tensor, d: int, q: int, d_e: int) -> dict:
+    """Squared-Frobenius share of the Lemma 11 block (query slot0 x key pos) of each head."""
+    lay = token_layout(d, q, d_e)
+    out = []
+    for h in range(A.shape[0]):
+        M = A[h].double()
+        blk = M[lay["slot0"], lay["pos"]]
+        tot = float((M ** 2).sum())
+        bm = float((blk ** 2).sum())
+        diag = float((torch.diagonal(blk) ** 2).sum())
+        # how the mass splits over all (query block, key block) pairs
+        blocks = {f"{a}|{b}": float((M[lay[a], lay[b]] ** 2).sum()) / tot for a in lay.names for b in lay.names}
+        out.append({
+            "block_mass": bm / tot, "chance_block_mass": d_e * d_e / lay.dim ** 2,
+            "diag_mass": diag / bm if bm > 0 else float("nan"), "chance_diag_mass": 1 / d_e,
+            "block_diag_mean": float(torch.diagonal(blk).mean()),
+            "block_offdiag_rms": float(((blk - torch.diag(torch.diagonal(blk))) ** 2).sum().div(d_e * d_e - d_e).sqrt()),
+            "mass_by_block": blocks,
+        })
+    return {"heads": out, "block_mass": out[0]["block_mass"] if len(out) == 1 else [o["block_mass"] for o in out]}
+
+
+def run(*, out_dir: str, quick: bool = False, device="cpu", seeds=None, protocol: str = "paper",
+        progress: bool = True, dtype=torch.float32, console=None, **options) -> List[dict]:
+    """Train (or resume) Figure 2; rows in ``out_dir/figure2.jsonl`` (with the block numbers),
+    the matrices in ``figure2-<protocol>[-quick]-seed<s>.pt``, figures ``...png/.pdf``."""
+    pts = points(quick=quick, seeds=seeds, protocol=protocol, **options)
+    stem = os.path.join(out_dir, f"figure2-{protocol}" + ("-quick" if quick else ""))
+    res = common.ResultsFile(os.path.join(out_dir, "figure2.jsonl"))
+    os.makedirs(out_dir, exist_ok=True)
+
+    def extra(p: Point, r):
+        A = r.model.merged_qk().detach().cpu()
+        path = f"{stem}-seed{p.seed}.pt"
+        torch.save({"merged_qk": A, "point_id": p.point_id, "layout": token_layout(p.d, p.q, p.config["d_e"]).blocks}, path)
+        stats = block_stats(A, p.d, p.q, p.config["d_e"])
+        return {"block_mass": stats["block_mass"], "block_stats": stats["heads"], "matrix_file": os.path.basename(path),
+                "epochs": r.steps / p.check_every}
+
+    by_id = common.run_points(pts, res, device=device, dtype=dtype, progress=progress, return_models=True,
+                              row_extra=extra, console=console)
+    rows = [by_id[p.point_id] for p in pts if p.point_id in by_id]
+    plot(rows, stem, out_dir=out_dir, protocol=protocol)
+    summary = {"figure": "figure2", "protocol": protocol, "label": common.as_protocol(protocol).label_for("figure2"), "quick": quick,
+               "block_mass": {r["seed"]: r["block_mass"] for r in rows},
+               "chance_block_mass": rows[0]["block_stats"][0]["chance_block_mass"] if rows else None,
+               "diag_mass": {r["seed"]: r["block_stats"][0]["diag_mass"] for r in rows},
+               "test_mse": {r["seed"]: r["test_mse"] for r in rows}}
+    common.write_json(stem + "-summary.json", summary)
+    if progress:
+        c = console or common.wide_console()
+        for r in rows:
+            s = r["block_stats"][0]
+            c.print(f"figure2 seed {r['seed']}: block (query slot0 x key pos) holds {s['block_mass']:.1%} of "
+                    f"||W_Q^T W_K||_F^2 (no structure: {s['chance_block_mass']:.1%}); diagonal share of the block "
+                    f"{s['diag_mass']:.1%} (no structure: {s['chance_diag_mass']:.1%}); test MSE {r['test_mse']:.4f} "
+                    f"after {r['epochs']:.0f} passes")
+    return rows
+
+
+def plot(rows: List[dict], stem: str, *, out_dir: str, protocol: str) -> List[str]:
+    plt = common.mpl()
+    if not rows:
+        return []
+    r = rows[0]
+    A = torch.load(os.path.join(out_dir, r["matrix_file"]))["merged_qk"][0].abs()
+    lay = token_layout(r["config"]["d"], r["config"]["q"], r["config"]["d_e"])
+    fig, axes = plt.subplots(1, 2, figsize=(11, 5), gridspec_kw={"width_ratios": [1.25, 1]})
+    ax = axes[0]
+    im = ax.imshow(A.numpy(), cmap="viridis", interpolation="nearest")
+    edges = []
+    pos = 0
+    for name, size in lay.blocks:
+        edges.append((pos, size, name))
+        pos += size
+    for start, size, name in edges[1:]:
+        ax.axhline(start - 0.5, color="w", lw=0.8)
+        ax.axvline(start - 0.5, color="w", lw=0.8)
+    ticks = [s + (n - 1) / 2 for s, n, _ in edges]
+    ax.set_xticks(ticks, [nm for _, _, nm in edges])
+    ax.set_yticks(ticks, [nm for _, _, nm in edges])
+    ax.set_xlabel("key coordinate (z_j)")
+    ax.set_ylabel("query coordinate (z_i)")
+    qs, ps = lay["slot0"], lay["pos"]
+    ax.add_patch(plt.Rectangle((ps.start - 0.5, qs.start - 0.5), ps.stop - ps.start, qs.stop - qs.start,
+                               fill=False, ec="r", lw=1.5))
+    fig.colorbar(im, ax=ax, fraction=0.046)
+    s = r["block_stats"][0]
+    ax.set_title(f"|W_Q^T W_K| (seed {r['seed']}, N = {r['N']}); red: Lemma 11 block\n"
+                 f"block holds {s['block_mass']:.1%} of the squared Frobenius norm (no structure: "
+                 f"{s['chance_block_mass']:.1%})", fontsize=9)
+    ax = axes[1]
+    blk = torch.load(os.path.join(out_dir, r["matrix_file"]))["merged_qk"][0][qs, ps]
+    im = ax.imshow(blk.numpy(), cmap="RdBu_r", vmin=-float(blk.abs().max()), vmax=float(blk.abs().max()))
+    fig.colorbar(im, ax=ax, fraction=0.046)
+    ax.set_title(f"signed block (query slot0 x key pos): diagonal holds {s['diag_mass']:.1%}\n"
+                 f"of its mass (no structure: {s['chance_diag_mass']:.1%}); Lemma 11: alpha * I", fontsize=9)
+    ax.set_xlabel("key pos coordinate")
+    ax.set_ylabel("query slot0 coordinate")
+    fig.suptitle(common.as_protocol(protocol).label_for("figure2") + f"; test MSE {r['test_mse']:.3f}"
+                 + (" [quick: 10,000 training prompts]" if r.get("quick") else ""), fontsize=9)
+    fig.tight_layout()
+    return common.save_figure(fig, stem)

@@ -1,0 +1,98 @@
+"""Figure 3: the gap between Transformer and RNN / FFN grows with the sparsity q.
+
+Protocol (Appendix E; SPEC section 7): qSTR with N = 7, d = 10, d_e = floor(5 ln 7) = 9, the
+Hermite link y_i = (1/sqrt q) sum_k He2(<u_k, x_{t_ik}>), He2(z) = (z^2 - 1)/sqrt 2 (variance
+1), q = 1, 2, 3, 4. Online AdamW with lr 1e-4 (weight decay 0.1), 64 fresh prompts per step,
+test MSE on 10,000 qSTR prompts every 10 steps, sample complexity = prompts consumed when the
+test MSE first falls below 0.88; cap 2,000,000 prompts (the smaller learning rate needs more
+steps than Figure 1). 5 seeds. Models: Transformer with q heads (each seeing the whole token)
+and a width-100 ReLU layer; bidirectional GRU with hidden 500 q; FFN with widths N d q, 1000.
+Models of different q share one stack (heads, tiles, slots and widths are zero-padded).
+
+The summary reports, per q, the ratios RNN / Transformer and FFN / Transformer of the mean
+sample complexities ("the gap") and the fitted exponents of samples in q.
+
+``quick``: q in {1, 2, 3}, 2 seeds, 1,000 test prompts, GRU hidden 64 q, FFN widths (N d q, 256),
+cap 4,000 steps.
+"""
+from __future__ import annotations
+
+import os
+from typing import List, Optional
+
+import torch
+
+from verify.experiments import common
+from verify.experiments.common import Point
+
+N_FIG3 = 7
+
+
+def points(*, quick: bool = False, seeds=None, protocol: str = "paper", overrides: Optional[dict] = None, q_values=None,
+           max_samples: Optional[int] = None, models=common.MODELS, n_test: Optional[int] = None) -> List[Point]:
+    proto = common.as_protocol(protocol)
+    seeds = common.seeds_of(seeds, range(2) if quick else range(5))
+    qs = list(q_values or ([1, 2, 3] if quick else [1, 2, 3, 4]))
+    cap = (max_samples // 64) if max_samples else (4000 if quick else 2_000_000 // 64)
+    out = []
+    for model in models:
+        for q in qs:
+            for seed in seeds:
+                out.append(Point(
+                    figure="figure3", protocol=proto.name, model=model, variant="qstr", N=N_FIG3, q=q, seed=seed,
+                    d=10, link="hermite", lr=1e-4, weight_decay=proto.online_weight_decay(0.1), threshold=0.88,
+                    check_every=10, n_test=n_test or (1000 if quick else 10_000), batch_size=64, max_steps=cap,
+                    width=100, rnn_hidden=(64 if quick else 500) * q,
+                    ffn_hidden=(N_FIG3 * 10 * q, 256 if quick else 1000), quick=quick,
+                ))
+    return common.apply_overrides(out, overrides)
+
+
+def run(*, out_dir: str, quick: bool = False, device="cpu", seeds=None, protocol: str = "paper",
+        progress: bool = True, dtype=torch.float32, console=None, **options) -> List[dict]:
+    """Train (or resume) Figure 3; rows in ``out_dir/figure3.jsonl``, figure and summary beside."""
+    pts = points(quick=quick, seeds=seeds, protocol=protocol, **options)
+    res = common.ResultsFile(os.path.join(out_dir, "figure3.jsonl"))
+    by_id = common.run_points(pts, res, device=device, dtype=dtype, progress=progress, console=console)
+    rows = [by_id[p.point_id] for p in pts if p.point_id in by_id]
+    stem = os.path.join(out_dir, f"figure3-{protocol}" + ("-quick" if quick else ""))
+    summary = summarize(rows, protocol=protocol, quick=quick)
+    common.write_json(stem + "-summary.json", summary)
+    plot(rows, stem, protocol=protocol)
+    if progress:
+        c = console or common.wide_console()
+        for q, g in summary["gap"].items():
+            parts = ", ".join(f"{k} {v:.2f}" if v is not None else f"{k} -" for k, v in g.items())
+            c.print(f"figure3 q = {q}: mean samples ratio {parts}")
+        for m, f in summary["fits"].get("qstr", {}).items():
+            fit = f["fit"]
+            a = "-" if fit["a"] != fit["a"] else f"{fit['a']:.2f} [{fit['ci'][0]:.2f}, {fit['ci'][1]:.2f}]"
+            c.print(f"figure3 {m}: samples ~ q^a, a = {a} ({fit['censored']} runs not reached)")
+    return rows
+
+
+def summarize(rows: List[dict], *, protocol: str, quick: bool) -> dict:
+    fits = common.summarize(rows, by="q")
+    gap = {}
+    per = fits.get("qstr", {})
+    qs = sorted({r["q"] for r in rows})
+    for q in qs:
+        tr = per.get("transformer", {}).get("per_q", {}).get(str(q), {}).get("mean")
+        g = {}
+        for m in ("rnn", "ffn"):
+            v = per.get(m, {}).get("per_q", {}).get(str(q), {}).get("mean")
+            g[f"{m}/transformer"] = (v / tr) if (v is not None and tr) else None
+        gap[str(q)] = g
+    return {"figure": "figure3", "protocol": protocol, "label": common.as_protocol(protocol).label_for("figure3"), "quick": quick,
+            "fits": fits, "gap": gap}
+
+
+def plot(rows: List[dict], stem: str, *, protocol: str) -> List[str]:
+    plt = common.mpl()
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    common.plot_samples(ax, rows, by="q", title=f"qSTR, N = {N_FIG3}, Hermite link (threshold 0.88)")
+    ax.set_xticks(sorted({r["q"] for r in rows}))
+    quick = bool(rows) and all(r.get("quick") for r in rows)
+    fig.suptitle(common.as_protocol(protocol).label_for("figure3") + (" [quick]" if quick else ""), fontsize=7)
+    fig.tight_layout()
+    return common.save_figure(fig, stem)
