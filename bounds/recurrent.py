@@ -60,7 +60,7 @@ from constructions import _checks
 from constructions.attention import lemma12_radius
 from constructions.interpolation import C38_A
 from bounds.packing import volume_log_packing_bound
-from bounds.transformer import default_code_dim, loglog_slope
+from bounds.transformer import default_code_dim, loglog_slope, validate_problem_constants
 
 __all__ = [
     "log_packing_volume",
@@ -346,19 +346,7 @@ class Theorem7Params:
     d_e: Optional[int] = None
 
     def __post_init__(self):
-        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
-        for name in ("q", "d", "m_g"):
-            set_(name, _checks.positive_int(name, getattr(self, name)))
-        for name in ("r_a", "r_w", "eps_2nn", "C_x", "C_y"):
-            set_(name, _checks.positive_float(name, getattr(self, name)))
-        set_("s", _checks.positive_float("s", self.s, allow_zero=True))
-        mu = _checks.positive_float("mu", self.mu, allow_zero=True)
-        if not mu < 1.0:
-            raise ValueError(f"mu must lie in [0, 1) (the gates need <omega_i, omega_j> <= mu < 1), got {mu}")
-        set_("mu", mu)
-        set_("delta", _checks.probability("delta", self.delta))
-        if self.d_e is not None:
-            set_("d_e", _checks.positive_int("d_e", self.d_e))
+        validate_problem_constants(self, mu_reason="the gates need <omega_i, omega_j> <= mu < 1")
 
     def code_dim(self, N: int) -> int:
         return default_code_dim(N, self.delta) if self.d_e is None else self.d_e

@@ -133,6 +133,24 @@ def default_code_dim(N: int, delta: float) -> int:
     return int(math.ceil(8.0 * (2.0 * math.log(N) - math.log(delta))))
 
 
+def validate_problem_constants(params, *, mu_reason: str) -> None:
+    """Check and normalise, in place, the constants shared by Theorems 4 and 7 (Assumptions 1-3)
+    on a frozen dataclass: q, d, m_g, r_a, r_w, eps_2nn, C_x, C_y, s, mu in [0, 1), delta, d_e."""
+    set_ = lambda k, v: object.__setattr__(params, k, v)  # noqa: E731 (frozen dataclass)
+    for name in ("q", "d", "m_g"):
+        set_(name, _checks.positive_int(name, getattr(params, name)))
+    for name in ("r_a", "r_w", "eps_2nn", "C_x", "C_y"):
+        set_(name, _checks.positive_float(name, getattr(params, name)))
+    set_("s", _checks.positive_float("s", params.s, allow_zero=True))
+    mu = _checks.positive_float("mu", params.mu, allow_zero=True)
+    if not mu < 1.0:
+        raise ValueError(f"mu must lie in [0, 1) ({mu_reason}), got {mu}")
+    set_("mu", mu)
+    set_("delta", _checks.probability("delta", params.delta))
+    if params.d_e is not None:
+        set_("d_e", _checks.positive_int("d_e", params.d_e))
+
+
 @dataclass(frozen=True)
 class Theorem4Params:
     """Problem constants of Theorem 4 (seed; conference Thm 3). H = q heads and width m = m_g are implied.
@@ -162,22 +180,9 @@ class Theorem4Params:
     d_e: Optional[int] = None
 
     def __post_init__(self):
-        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
-        set_("q", _checks.positive_int("q", self.q))
-        set_("d", _checks.positive_int("d", self.d))
-        set_("m_g", _checks.positive_int("m_g", self.m_g))
-        for name in ("r_a", "r_w", "eps_2nn", "C_x", "C_y"):
-            set_(name, _checks.positive_float(name, getattr(self, name)))
-        set_("s", _checks.positive_float("s", self.s, allow_zero=True))
-        mu = _checks.positive_float("mu", self.mu, allow_zero=True)
-        if not mu < 1.0:
-            raise ValueError(f"mu must lie in [0, 1) (the score gap alpha c^2 (1 - mu) must be positive), got {mu}")
-        set_("mu", mu)
-        set_("delta", _checks.probability("delta", self.delta))
+        validate_problem_constants(self, mu_reason="the score gap alpha c^2 (1 - mu) must be positive")
         if self.c is not None:
-            set_("c", _checks.positive_float("c", self.c))
-        if self.d_e is not None:
-            set_("d_e", _checks.positive_int("d_e", self.d_e))
+            object.__setattr__(self, "c", _checks.positive_float("c", self.c))
 
     @classmethod
     def default(cls, **overrides) -> "Theorem4Params":
