@@ -50,6 +50,7 @@ from typing import Callable, Optional, Tuple
 
 import torch
 
+from bounds._search import smallest_true
 from constructions import _checks
 from constructions.links import TwoLayerNet
 from constructions.relu import interpolant
@@ -227,19 +228,7 @@ def crossover_dimension(eps: float, d_max: int = 10 ** 7) -> Optional[int]:
     def better(d):
         return maurey_log_packing_bound(d, eps) < volume_log_packing_bound(d, eps)
 
-    hi = 1
-    while not better(hi):
-        hi *= 2
-        if hi > d_max:
-            return None
-    lo = hi // 2
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if better(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return smallest_true(better, limit=d_max)
 
 
 def euclidean_packing_log_lower(d: int, eps: float) -> float:
@@ -261,19 +250,7 @@ def maurey_violation_dimension(eps: float, d_max: int = 10 ** 7) -> Optional[int
     def bad(d):
         return euclidean_packing_log_lower(d, eps) > maurey_log_packing_bound(d, eps)
 
-    hi = 1
-    while not bad(hi):
-        hi *= 2
-        if hi > d_max:
-            return None
-    lo = hi // 2
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if bad(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return smallest_true(bad, limit=d_max)
 
 
 def sample_ball(B: int, d: int, ball: str, *, generator: torch.Generator) -> torch.Tensor:

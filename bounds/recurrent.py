@@ -56,6 +56,7 @@ import math
 from dataclasses import dataclass, fields
 from typing import Optional, Sequence
 
+from bounds._search import smallest_true
 from constructions import _checks
 from constructions.attention import lemma12_radius
 from constructions.interpolation import C38_A
@@ -537,19 +538,7 @@ def theorem7_sample_size(target: float, N: int, params: Optional[Theorem7Params]
         raise ValueError(f"params must be a Theorem7Params, got {type(params).__name__}")
     if not target > params.eps_2nn:
         raise ValueError(f"target must exceed the floor eps_2nn = {params.eps_2nn:g}, got target = {target:g}")
-    ok = lambda n: theorem7_bound(n, N, params).total <= target  # noqa: E731
-    if ok(1):
-        return 1
-    lo, hi = 1, 2
-    while not ok(hi):
-        lo, hi = hi, hi * 2
-        if hi > n_max:
-            raise ValueError(f"target = {target:g} is not reached for n <= n_max = {n_max:.3g}; raise n_max")
-    while hi - lo > 1:
-        mid = math.isqrt(lo * hi)
-        mid = min(max(mid, lo + 1), hi - 1)
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    n = smallest_true(lambda n: theorem7_bound(n, N, params).total <= target, limit=n_max, log_bisect=True)
+    if n is None:
+        raise ValueError(f"target = {target:g} is not reached for n <= n_max = {n_max:.3g}; raise n_max")
+    return n

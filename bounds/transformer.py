@@ -18,6 +18,7 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
+from bounds._search import smallest_true
 from constructions import _checks
 
 __all__ = [
@@ -343,22 +344,10 @@ def theorem4_sample_size(target: float, N: int, params: Theorem4Params, *, n_max
             f"target must exceed the approximation floor C_approx * eps_2nn = {C_APPROX:g} * {params.eps_2nn:g}"
             f" = {floor:g}, got target = {target:g}"
         )
-    ok = lambda n: theorem4_bound(n, N, params).total <= target  # noqa: E731
-    if ok(1):
-        return 1
-    lo, hi = 1, 2
-    while not ok(hi):
-        lo, hi = hi, hi * 2
-        if hi > n_max:
-            raise ValueError(f"target = {target:g} is not reached for n <= n_max = {n_max:.3g}; raise n_max")
-    while hi - lo > 1:  # invariant: not ok(lo), ok(hi)
-        mid = math.isqrt(lo * hi)
-        mid = min(max(mid, lo + 1), hi - 1)
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    n = smallest_true(lambda n: theorem4_bound(n, N, params).total <= target, limit=n_max, log_bisect=True)
+    if n is None:
+        raise ValueError(f"target = {target:g} is not reached for n <= n_max = {n_max:.3g}; raise n_max")
+    return n
 
 
 def ffn_sample_size(N: int, d: int) -> int:
