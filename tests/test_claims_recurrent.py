@@ -1,19 +1,10 @@
-"""The recurrent claims (verify/claims/recurrent.py) hold and their falsifiers are caught (quick profile)."""
+"""Registration and the GPU profile of verify/claims/recurrent.py (tests/test_claims.py runs every claim)."""
 import pytest
 
 import verify.claims.recurrent  # noqa: F401  (registers the claims)
 from verify.registry import REGISTRY, Context, run_claim
 
 IDS = ("lemma-22", "lemma-24", "prop-26", "cor-27", "prop-28")
-
-
-@pytest.mark.parametrize("cid", IDS)
-def test_claim_holds_and_falsifier_is_caught(cid):
-    r = run_claim(REGISTRY[cid], Context(profile="quick"))
-    assert r.error == "", r.error
-    assert r.holds, r.detail
-    assert r.falsifier_caught, r.falsifier_detail
-    assert r.passed
 
 
 def test_claims_are_registered_with_references():

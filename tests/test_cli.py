@@ -18,14 +18,6 @@ def test_registry_has_foundation_claims():
         assert c.ref_seed and c.ref_conference and c.statement and c.falsifier_statement
 
 
-@pytest.mark.parametrize("cid", FOUNDATION)
-def test_each_claim_holds_and_its_falsifier_is_caught(cid):
-    r = run_claim(all_claims()[cid], Context(profile="quick"))
-    assert r.holds, r.detail
-    assert r.falsifier_caught, r.falsifier_detail
-    assert r.error == ""
-
-
 def test_a_claim_whose_falsifier_passes_fails():
     ok = Outcome(1.0, "<= 2", True)
     c = Claim("fake", "-", "-", "1 <= 2", check=lambda ctx: ok, falsifier=lambda ctx: ok, falsifier_statement="none")
