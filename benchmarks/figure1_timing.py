@@ -38,7 +38,8 @@ def main(argv=None) -> int:
     ap.add_argument("--full", action="store_true", help="the full figure even on CPU (hours)")
     ap.add_argument("--seeds", type=int, default=None, help="number of seeds (default 5; quick 2)")
     ap.add_argument("--protocol", default="paper")
-    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (with --jobs 1)")
+    ap.add_argument("--jobs", type=int, default=None, help="stacks trained at once (default: every core on cpu, 1 on cuda)")
     ap.add_argument("--out", default=None, help="results directory (default: a fresh temporary one)")
     ap.add_argument("--progress", action="store_true")
     args = ap.parse_args(argv)
@@ -53,13 +54,17 @@ def main(argv=None) -> int:
         torch.cuda.synchronize()
     t0 = time.perf_counter()
     rows = run_experiment("figure1", out_dir=out, quick=quick, device=dev, seeds=args.seeds, protocol=args.protocol,
-                          progress=args.progress, threads=threads)
+                          progress=args.progress, threads=threads, jobs=args.jobs)
     if dev.type == "cuda":
         torch.cuda.synchronize()
     total = time.perf_counter() - t0
     seeds = sorted({r["seed"] for r in rows})
     what = "quick" if quick else "full"
-    name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"CPU, {threads} torch thread(s)"
+    from verify.experiments.common import default_jobs
+
+    jobs = args.jobs or default_jobs(dev)
+    name = (torch.cuda.get_device_name(dev) if dev.type == "cuda"
+            else f"CPU, {jobs} worker process(es) x 1 thread" if jobs > 1 else f"CPU, {threads} torch thread(s)")
     print(f"Figure 1 ({what}, {len(seeds)} seeds, {len(rows)} models, protocol {args.protocol}) on {name}: "
           f"{total:.1f} s (including plots and the summary); results in {out}")
     stacks = {}

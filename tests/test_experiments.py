@@ -19,7 +19,7 @@ ROW_KEYS = {"model", "variant", "N", "seed", "samples", "config", "wall_s", "dev
 
 def tiny_figure1(out, protocol="paper", seeds=(0,)):
     return run_experiment("figure1", out_dir=str(out), seeds=list(seeds), protocol=protocol, progress=False,
-                          dtype=torch.float64, N_values=TINY_GRID, overrides=TINY, threads=1)
+                          dtype=torch.float64, N_values=TINY_GRID, overrides=TINY, threads=1, jobs=1)
 
 
 def lines(path):
@@ -121,7 +121,7 @@ def test_rows_resume_and_figures(tmp_path):
 
 def test_published_rows_are_labelled(tmp_path):
     rows = run_experiment("figure1", out_dir=str(tmp_path), seeds=[0], protocol="published", progress=False,
-                          N_values={"1str": [2], "simple": [3]}, overrides=TINY, dtype=torch.float64, threads=1)
+                          N_values={"1str": [2], "simple": [3]}, overrides=TINY, dtype=torch.float64, threads=1, jobs=1)
     assert {r["protocol"] for r in rows} == {"published"}
     assert {r["test_variant"] for r in rows} == {"simple"}
     assert (tmp_path / "figure1-published.png").exists()
@@ -163,7 +163,7 @@ def test_fitted_exponent_on_synthetic_data():
 
 def test_tiny_figure2(tmp_path):
     rows = run_experiment("figure2", out_dir=str(tmp_path), progress=False, N=12, n_train=256, epochs=2,
-                          overrides={"width": 8, "n_test": 32}, threads=1)
+                          overrides={"width": 8, "n_test": 32}, threads=1, jobs=1)
     (r,) = rows
     assert 0 <= r["block_mass"] <= 1 and r["model"] == "transformer" and r["N"] == 12
     st = r["block_stats"][0]
@@ -189,7 +189,7 @@ def test_block_stats_on_the_lemma11_matrix():
 
 def test_tiny_figure3(tmp_path):
     rows = run_experiment("figure3", out_dir=str(tmp_path), seeds=[0], progress=False, q_values=[1, 2],
-                          overrides=dict(TINY, threshold=1.5, lr=1e-2), threads=1)
+                          overrides=dict(TINY, threshold=1.5, lr=1e-2), threads=1, jobs=1)
     assert sorted({(r["model"], r["q"]) for r in rows}) == sorted((m, q) for m in common.MODELS for q in (1, 2))
     assert {r["variant"] for r in rows} == {"qstr"}
     s = json.loads((tmp_path / "figure3-paper-summary.json").read_text())
@@ -202,3 +202,50 @@ def test_tiny_figure1_cuda(tmp_path):
     rows = run_experiment("figure1", out_dir=str(tmp_path), seeds=[0], device="cuda", progress=False,
                           N_values={"1str": [2, 4], "simple": [3]}, overrides=TINY)
     assert {r["device"] for r in rows} == {"cuda"} and len(rows) == 9
+
+
+def _row(model, variant, N, seed, samples):
+    return {"model": model, "variant": variant, "N": N, "seed": seed, "samples": samples, "reached": samples is not None}
+
+
+def test_figure1_summary_orders_models_and_gives_ratios():
+    rows = [_row(m, "simple", N, s, v * N) for m, v in (("transformer", 100), ("rnn", 150), ("ffn", 600))
+            for N in (5, 9) for s in (0, 1)]
+    h = figure1.summarize(rows, protocol="paper", quick=True)["hierarchy"]["simple"]
+    assert h["N"] == 9 and h["order_fewest_first"] == ["transformer", "rnn", "ffn"]
+    assert h["ratio_to_transformer"] == pytest.approx({"rnn": 1.5, "ffn": 6.0})
+    assert h["not_reached_by_all"] == []
+
+
+# ------------------------------------------------------------------- parallel stacks
+
+
+def test_cpu_rnn_stacks_split_by_N_and_longest_first():
+    pts = figure1.points(quick=True, seeds=[0, 1])
+    cpu = common.stacks_of(pts, device="cpu")
+    rnn = [s for s in cpu if s[0].model == "rnn"]
+    assert all(len({p.N for p in s}) == 1 for s in rnn)  # one N per RNN stack on a CPU
+    assert len(rnn) == len(figure1.QUICK["1str"]) + len(figure1.QUICK["simple"])
+    assert sum(map(len, cpu)) == len(pts)
+    gpu = common.stacks_of(pts, device="cuda")
+    assert len(gpu) == 6  # (variant, model) on a GPU: padding is free parallelism there
+    costs = [common.stack_cost(s) for s in sorted(cpu, key=common.stack_cost, reverse=True)]
+    assert costs == sorted(costs, reverse=True) and costs[0] > costs[-1]
+
+
+def test_parallel_jobs_give_the_rows_of_one_process(tmp_path):
+    """Two worker processes train the same stacks as one process: identical rows (float64)."""
+    kw = dict(seeds=[0], progress=False, dtype=torch.float64, N_values=TINY_GRID, overrides=TINY, threads=1)
+    one = run_experiment("figure1", out_dir=str(tmp_path / "one"), jobs=1, **kw)
+    two = run_experiment("figure1", out_dir=str(tmp_path / "two"), jobs=2, **kw)
+    key = lambda r: r["point_id"]  # noqa: E731
+    assert [(r["samples"], r["steps"], r["test_mse"]) for r in sorted(one, key=key)] == \
+           [(r["samples"], r["steps"], r["test_mse"]) for r in sorted(two, key=key)]
+    assert len(lines(tmp_path / "two" / "figure1.jsonl")) == len(two) == 3 * 3
+
+
+@pytest.mark.parametrize("jobs", [0, -1, 1.5, True])
+def test_bad_jobs_is_a_value_error(tmp_path, jobs):
+    with pytest.raises(ValueError, match="jobs"):
+        run_experiment("figure1", out_dir=str(tmp_path), seeds=[0], progress=False, N_values=TINY_GRID,
+                       overrides=TINY, jobs=jobs)

@@ -79,6 +79,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--seeds", type=_int, default=None, help="number of seeds (default 5; 2 with --quick)")
     r.add_argument("--protocol", default="paper", help="paper (default) or published (the published code's choices)")
     r.add_argument("--out", metavar="DIR", required=True, help="results directory (JSON lines, PNG, PDF, summary)")
+    r.add_argument("--jobs", type=_int, default=None,
+                   help="stacks trained at once in worker processes (default: every CPU core on cpu, 1 on cuda)")
     return p
 
 
@@ -228,8 +230,10 @@ def _reproduce(args, console: Console) -> int:
         raise ValueError(f"--device {args.device}: CUDA is not available on this machine (use --device cpu)")
     if args.seeds is not None and args.seeds < 1:
         raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
+    if args.jobs is not None and args.jobs < 1:
+        raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
     rows = run_experiment(args.figure, out_dir=args.out, quick=args.quick, device=args.device, seeds=args.seeds,
-                          protocol=args.protocol)
+                          protocol=args.protocol, jobs=args.jobs)
     console.print(f"{args.figure}: {len(rows)} rows in {args.out}")
     return 0
 

@@ -40,7 +40,7 @@ def _module(name: str):
 
 def run_experiment(name: str, *, out_dir: str, quick: bool = False, device="cpu", seeds=None,
                    protocol: str = "paper", progress: bool = True, threads: Optional[int] = None,
-                   dtype=torch.float32, **options) -> List[dict]:
+                   dtype=torch.float32, jobs: Optional[int] = None, **options) -> List[dict]:
     """Run (or resume) one experiment and return its rows (one dict per trained model).
 
     Parameters
@@ -55,9 +55,12 @@ def run_experiment(name: str, *, out_dir: str, quick: bool = False, device="cpu"
     seeds: ``None`` (5 seeds; 2 in quick mode; Figure 2: seed 0), a count, or a list.
     protocol: ``"paper"`` or ``"published"``.
     progress: rich progress bar and a printed summary.
-    threads: torch CPU threads for the run (restored after). Default: 1 for quick CPU runs
-        (these small models gain little from more, and lose a lot on a busy machine), torch's
-        setting otherwise.
+    threads: torch CPU threads for the run (restored after) when ``jobs`` is 1. Default: 1 for
+        quick CPU runs (these small models gain little from more, and lose a lot on a busy
+        machine), torch's setting otherwise.
+    jobs: stacks trained at once, in spawned worker processes with one torch thread each
+        (rows are still appended as each model finishes). Default: every CPU core on a CPU, 1
+        on a GPU. The numbers do not depend on it.
     options: passed to the module's ``points`` (e.g. ``max_samples``, ``n_test``, ``q_values``).
 
     Each row has ``model`` in {transformer, rnn, ffn}, ``variant`` in {1str, simple} (``qstr``
@@ -75,4 +78,4 @@ def run_experiment(name: str, *, out_dir: str, quick: bool = False, device="cpu"
         threads = 1
     with cpu_threads(threads):
         return mod.run(out_dir=out_dir, quick=quick, device=dev, seeds=seeds, protocol=protocol,
-                       progress=progress, dtype=dtype, **options)
+                       progress=progress, dtype=dtype, jobs=jobs, **options)

@@ -72,8 +72,8 @@ def block_stats(A: torch.Tensor, d: int, q: int, d_e: int) -> dict:
 
 
 def run(*, out_dir: str, quick: bool = False, device="cpu", seeds=None, protocol: str = "paper",
-        progress: bool = True, dtype=torch.float32, console=None, **options) -> List[dict]:
-    """Train (or resume) Figure 2; rows in ``out_dir/figure2.jsonl`` (with the block numbers),
+        progress: bool = True, dtype=torch.float32, console=None, jobs=1, **options) -> List[dict]:
+    """Train (or resume) Figure 2 (one stack, trained in this process whatever ``jobs`` says); rows in ``out_dir/figure2.jsonl`` (with the block numbers),
     the matrices in ``figure2-<protocol>[-quick]-seed<s>.pt``, figures ``...png/.pdf``."""
     pts = points(quick=quick, seeds=seeds, protocol=protocol, **options)
     stem = os.path.join(out_dir, f"figure2-{protocol}" + ("-quick" if quick else ""))

@@ -49,11 +49,11 @@ def points(*, quick: bool = False, seeds=None, protocol: str = "paper", override
 
 
 def run(*, out_dir: str, quick: bool = False, device="cpu", seeds=None, protocol: str = "paper",
-        progress: bool = True, dtype=torch.float32, console=None, **options) -> List[dict]:
+        progress: bool = True, dtype=torch.float32, console=None, jobs=1, **options) -> List[dict]:
     """Train (or resume) Figure 3; rows in ``out_dir/figure3.jsonl``, figure and summary beside."""
     pts = points(quick=quick, seeds=seeds, protocol=protocol, **options)
     res = common.ResultsFile(os.path.join(out_dir, "figure3.jsonl"))
-    by_id = common.run_points(pts, res, device=device, dtype=dtype, progress=progress, console=console)
+    by_id = common.run_points(pts, res, device=device, dtype=dtype, progress=progress, console=console, jobs=jobs)
     rows = [by_id[p.point_id] for p in pts if p.point_id in by_id]
     stem = os.path.join(out_dir, f"figure3-{protocol}" + ("-quick" if quick else ""))
     summary = summarize(rows, protocol=protocol, quick=quick)
