@@ -40,7 +40,7 @@ def _module(name: str):
 
 def run_experiment(name: str, *, out_dir: str, quick: bool = False, device="cpu", seeds=None,
                    protocol: str = "paper", progress: bool = True, threads: Optional[int] = None,
-                   dtype=torch.float32, jobs: Optional[int] = None, **options) -> List[dict]:
+                   dtype=torch.float32, jobs: Optional[int] = 1, **options) -> List[dict]:
     """Run (or resume) one experiment and return its rows (one dict per trained model).
 
     Parameters
@@ -59,8 +59,10 @@ def run_experiment(name: str, *, out_dir: str, quick: bool = False, device="cpu"
         quick CPU runs (these small models gain little from more, and lose a lot on a busy
         machine), torch's setting otherwise.
     jobs: stacks trained at once, in spawned worker processes with one torch thread each
-        (rows are still appended as each model finishes). Default: every CPU core on a CPU, 1
-        on a GPU. The numbers do not depend on it.
+        (rows are still appended as each model finishes); ``None``: every CPU core on a CPU, 1
+        on a GPU (``qstr reproduce``'s default). The default 1 trains in this process: worker
+        processes re-import the calling script, so a script that asks for ``jobs > 1`` must
+        call this under ``if __name__ == "__main__":``. The numbers do not depend on it.
     options: passed to the module's ``points`` (e.g. ``max_samples``, ``n_test``, ``q_values``).
 
     Each row has ``model`` in {transformer, rnn, ffn}, ``variant`` in {1str, simple} (``qstr``
