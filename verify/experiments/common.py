@@ -519,6 +519,18 @@ def run_points(points: Sequence[Point], results: ResultsFile, *, device="cpu", d
     return {r["point_id"]: r for r in results.rows_for(points)}
 
 
+def figure_stem(out_dir: str, figure: str, protocol: str, quick: bool) -> str:
+    """``out_dir/<figure>-<protocol>[-quick]``: the stem of a figure's PNG, PDF and summary."""
+    return os.path.join(out_dir, f"{figure}-{protocol}" + ("-quick" if quick else ""))
+
+
+def train_figure(figure: str, pts: Sequence[Point], *, out_dir: str, **run_kw) -> List[dict]:
+    """Train (or resume) ``pts`` into ``out_dir/<figure>.jsonl`` with :func:`run_points`;
+    returns the rows of ``pts`` in their order."""
+    by_id = run_points(pts, ResultsFile(os.path.join(out_dir, f"{figure}.jsonl")), **run_kw)
+    return [by_id[p.point_id] for p in pts if p.point_id in by_id]
+
+
 def _checks_jobs(jobs) -> int:
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be a positive integer, got {jobs!r}")

@@ -21,7 +21,6 @@ RNN's). Minutes on 2 CPU cores, same protocol.
 from __future__ import annotations
 
 import math
-import os
 from typing import List, Optional
 
 import torch
@@ -69,10 +68,9 @@ def run(*, out_dir: str, quick: bool = False, device="cpu", seeds=None, protocol
     ``figure1-<protocol>[-quick].png/.pdf`` and the fitted exponents in
     ``figure1-<protocol>[-quick]-summary.json``. Returns the rows of this configuration."""
     pts = points(quick=quick, seeds=seeds, protocol=protocol, **options)
-    res = common.ResultsFile(os.path.join(out_dir, "figure1.jsonl"))
-    by_id = common.run_points(pts, res, device=device, dtype=dtype, progress=progress, console=console, jobs=jobs)
-    rows = [by_id[p.point_id] for p in pts if p.point_id in by_id]
-    stem = os.path.join(out_dir, f"figure1-{protocol}" + ("-quick" if quick else ""))
+    rows = common.train_figure("figure1", pts, out_dir=out_dir, device=device, dtype=dtype, progress=progress,
+                               console=console, jobs=jobs)
+    stem = common.figure_stem(out_dir, "figure1", protocol, quick)
     summary = summarize(rows, protocol=protocol, quick=quick)
     common.write_json(stem + "-summary.json", summary)
     plot(rows, stem, protocol=protocol)

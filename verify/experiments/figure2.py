@@ -73,11 +73,11 @@ def block_stats(A: torch.Tensor, d: int, q: int, d_e: int) -> dict:
 
 def run(*, out_dir: str, quick: bool = False, device="cpu", seeds=None, protocol: str = "paper",
         progress: bool = True, dtype=torch.float32, console=None, jobs=1, **options) -> List[dict]:
-    """Train (or resume) Figure 2 (one stack, trained in this process whatever ``jobs`` says); rows in ``out_dir/figure2.jsonl`` (with the block numbers),
-    the matrices in ``figure2-<protocol>[-quick]-seed<s>.pt``, figures ``...png/.pdf``."""
+    """Train (or resume) Figure 2; rows in ``out_dir/figure2.jsonl`` (with the block numbers),
+    the matrices in ``figure2-<protocol>[-quick]-seed<s>.pt``, figures ``...png/.pdf``. One
+    stack, trained in this process (its rows need the trained models) whatever ``jobs`` says."""
     pts = points(quick=quick, seeds=seeds, protocol=protocol, **options)
-    stem = os.path.join(out_dir, f"figure2-{protocol}" + ("-quick" if quick else ""))
-    res = common.ResultsFile(os.path.join(out_dir, "figure2.jsonl"))
+    stem = common.figure_stem(out_dir, "figure2", protocol, quick)
     os.makedirs(out_dir, exist_ok=True)
 
     def extra(p: Point, r):
@@ -88,9 +88,8 @@ def run(*, out_dir: str, quick: bool = False, device="cpu", seeds=None, protocol
         return {"block_mass": stats["block_mass"], "block_stats": stats["heads"], "matrix_file": os.path.basename(path),
                 "epochs": r.steps / p.check_every}
 
-    by_id = common.run_points(pts, res, device=device, dtype=dtype, progress=progress, return_models=True,
-                              row_extra=extra, console=console)
-    rows = [by_id[p.point_id] for p in pts if p.point_id in by_id]
+    rows = common.train_figure("figure2", pts, out_dir=out_dir, device=device, dtype=dtype, progress=progress,
+                               return_models=True, row_extra=extra, console=console)
     plot(rows, stem, out_dir=out_dir, protocol=protocol)
     summary = {"figure": "figure2", "protocol": protocol, "label": common.as_protocol(protocol).label_for("figure2"), "quick": quick,
                "block_mass": {r["seed"]: r["block_mass"] for r in rows},

@@ -17,7 +17,6 @@ cap 4,000 steps.
 """
 from __future__ import annotations
 
-import os
 from typing import List, Optional
 
 import torch
@@ -52,10 +51,9 @@ def run(*, out_dir: str, quick: bool = False, device="cpu", seeds=None, protocol
         progress: bool = True, dtype=torch.float32, console=None, jobs=1, **options) -> List[dict]:
     """Train (or resume) Figure 3; rows in ``out_dir/figure3.jsonl``, figure and summary beside."""
     pts = points(quick=quick, seeds=seeds, protocol=protocol, **options)
-    res = common.ResultsFile(os.path.join(out_dir, "figure3.jsonl"))
-    by_id = common.run_points(pts, res, device=device, dtype=dtype, progress=progress, console=console, jobs=jobs)
-    rows = [by_id[p.point_id] for p in pts if p.point_id in by_id]
-    stem = os.path.join(out_dir, f"figure3-{protocol}" + ("-quick" if quick else ""))
+    rows = common.train_figure("figure3", pts, out_dir=out_dir, device=device, dtype=dtype, progress=progress,
+                               console=console, jobs=jobs)
+    stem = common.figure_stem(out_dir, "figure3", protocol, quick)
     summary = summarize(rows, protocol=protocol, quick=quick)
     common.write_json(stem + "-summary.json", summary)
     plot(rows, stem, protocol=protocol)
