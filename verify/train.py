@@ -342,18 +342,23 @@ class StackedAdamW:
 
     @torch.no_grad()
     def step(self, grads: Dict[str, torch.Tensor]) -> None:
+        """One update. Reads the step count from device tensors only (no host value enters the
+        arithmetic), so a CUDA graph that captured a step replays the right update every time."""
         self.step_count += 1
+        torch._foreach_add_(self._steps, 1.0)
         if self.fused:
             try:
                 return self._fused_step(grads)
             except (RuntimeError, NotImplementedError):  # dtype / device without a fused kernel
                 self.fused = False
-        bc1 = 1 - self.b1 ** self.step_count
-        bc2_sqrt = math.sqrt(1 - self.b2 ** self.step_count)
+        step = self._steps[0].double()
+        bc1 = 1 - self.b1 ** step
+        bc2_sqrt = (1 - self.b2 ** step).sqrt()
         for k, p in self.params.items():
             g = grads[k]
             shape = (-1,) + (1,) * (p.dim() - 1)
             lr = self.lr.view(shape)
+            bc1, bc2_sqrt = bc1.to(p.dtype), bc2_sqrt.to(p.dtype)
             p.mul_(1 - lr * self.wd.view(shape))
             self.m[k].lerp_(g, 1 - self.b1)
             self.v[k].mul_(self.b2).addcmul_(g, g, value=1 - self.b2)
@@ -362,9 +367,7 @@ class StackedAdamW:
 
     def _fused_step(self, grads: Dict[str, torch.Tensor]) -> None:
         keys = list(self.params)
-        # the kernel reads the step count (torch.optim increments it before the call)
-        for st in self._steps:
-            st.fill_(float(self.step_count))
+        # the kernel reads the step count from self._steps (torch.optim increments it before the call)
         torch._fused_adamw_(
             [self.params[k] for k in keys], [grads[k].contiguous() for k in keys], [self.m[k] for k in keys],
             [self.v[k] for k in keys], [], self._steps, lr=self._lr0, beta1=self.b1, beta2=self.b2,
@@ -628,29 +631,41 @@ class GRUFamily(_Family):
         rev = meta["rev"][:, None, :, None].expand(M, B, N, D)
         zz = torch.stack([z, z.gather(2, rev)], 1)  # (M, 2, B, N, D)
         Hd = P["Whh"].shape[-1]
-        gi = torch.einsum("mebnc,megjc->mebngj", zz, P["Wih"]) + P["bih"][:, :, None, None]
-        Whh = P["Whh"].reshape(M * 2, 3 * Hd, Hd).transpose(1, 2)  # (M*2, Hd, 3Hd)
-        bhh = P["bhh"].reshape(M * 2, 1, 3, Hd)  # unbind(2) -> three (M*2, 1, Hd)
-        h = z.new_zeros(M * 2, B, Hd)
-        # per-time-step input gates, split with unbind (its backward is one stack, where
-        # indexing gi[:, :, s] would allocate a full-size gradient at every step)
-        gis = gi.reshape(M * 2, B, N, 3, Hd).permute(2, 3, 0, 1, 4).unbind(0)
-        bh_r, bh_u, bh_n = bhh.unbind(2)
+        # input gates of every step, (N, M*2*B, 3*Hd): step s is one contiguous row block
+        gi = torch.einsum("mebnc,megjc->nmebgj", zz, P["Wih"]) + P["bih"][None, :, :, None]
+        gis = gi.reshape(N, M * 2 * B, 3 * Hd).unbind(0)
+        WhhT = P["Whh"].reshape(M * 2, 3 * Hd, Hd).transpose(1, 2)  # (M*2, Hd, 3Hd)
+        bhh = P["bhh"].reshape(M * 2, 1, 3 * Hd)
+        cell = _gru_cell_fused if z.is_cuda else _gru_cell
+        h = z.new_zeros(M * 2 * B, Hd)
         outs = []
         for s in range(N):
-            gh_r, gh_u, gh_n = (h @ Whh).view(M * 2, B, 3, Hd).unbind(2)
-            gi_r, gi_u, gi_n = gis[s].unbind(0)
-            r = torch.sigmoid(gi_r + gh_r + bh_r)
-            u = torch.sigmoid(gi_u + gh_u + bh_u)
-            n = torch.tanh(gi_n + r * (gh_n + bh_n))
-            h = n + u * (h - n)  # (1 - u) n + u h
+            gh = torch.baddbmm(bhh, h.view(M * 2, B, Hd), WhhT).view(M * 2 * B, 3 * Hd)
+            h = cell(gis[s], gh, h)
             outs.append(h)
-        Hs = torch.stack(outs, 2).view(M, 2, B, N, Hd)
+        Hs = torch.stack(outs, 1).view(M, 2, B, N, Hd)
         revh = meta["rev"][:, None, :, None].expand(M, B, N, Hd)
         hf, hb = Hs[:, 0], Hs[:, 1].gather(2, revh)
         y = (torch.einsum("mbnj,mkj->mbnk", hf, P["Wr"][:, :, 0]) + torch.einsum("mbnj,mkj->mbnk", hb, P["Wr"][:, :, 1])
              + P["br"][:, None, None, :])
         return y[..., 0]
+
+
+def _gru_cell(gi: torch.Tensor, gh: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    """One GRU step from input gates ``gi`` and hidden gates ``gh`` (both (B, 3H), biases
+    included; gate order r, z, n as in torch.nn.GRU): h' = (1 - z) n + z h."""
+    gi_r, gi_u, gi_n = gi.chunk(3, 1)
+    gh_r, gh_u, gh_n = gh.chunk(3, 1)
+    r = torch.sigmoid(gi_r + gh_r)
+    u = torch.sigmoid(gi_u + gh_u)
+    n = torch.tanh(gi_n + r * gh_n)
+    return n + u * (h - n)
+
+
+def _gru_cell_fused(gi: torch.Tensor, gh: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    """:func:`_gru_cell` as torch's fused CUDA kernel (the one nn.GRUCell uses): one kernel
+    forward and one backward instead of about ten."""
+    return torch._thnn_fused_gru_cell(gi, gh, h)[0]
 
 
 class FFNFamily(_Family):
@@ -724,15 +739,20 @@ class FFNFamily(_Family):
         else:
             h = torch.einsum("mbf,mhf->mbh", x.reshape(M, B, -1), P["Wx"].flatten(2))
             if self.mode == "general":
-                oh = F.one_hot(t, N).to(x.dtype) * meta["slot_mask"][:, None, None, :, None]
+                oh = _one_hot(t, N, x.dtype) * meta["slot_mask"][:, None, None, :, None]
                 oh = oh * meta["pos_mask"][:, None, :, None, None]
             else:
-                oh = F.one_hot(t[:, :, 0, :], N).to(x.dtype) * meta["slot_mask"][:, None, :, None]
+                oh = _one_hot(t[:, :, 0, :], N, x.dtype) * meta["slot_mask"][:, None, :, None]
             h = h + torch.einsum("mbf,mhf->mbh", oh.reshape(M, B, -1), P["Wt"].flatten(2))
         h = h + P["b1"][:, None, :]
         for k in range(2, self.depth + 1):
             h = torch.einsum("mbi,moi->mbo", torch.relu(h), P[f"W{k}"]) + P[f"b{k}"][:, None, :]
         return h  # (M, B, Nmax): padded output rows are zero and never enter the loss
+
+
+def _one_hot(t: torch.Tensor, N: int, dtype) -> torch.Tensor:
+    """F.one_hot(t, N) as ``dtype`` without its host-side range check (capturable in a CUDA graph)."""
+    return (t[..., None] == torch.arange(N, device=t.device)).to(dtype)
 
 
 def family_of(member: Member) -> type:
@@ -770,6 +790,55 @@ def _log_curve(curve: List[Tuple[int, float]], keep: int = 60) -> List[Tuple[int
     return [curve[i - 1] for i in idx if 1 <= i <= len(curve)] + ([curve[-1]] if idx[-1] != len(curve) else [])
 
 
+@contextlib.contextmanager
+def _tf32(enabled: bool):
+    """Let float32 matrix products use TF32 tensor cores while the block runs (restored after)."""
+    before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = bool(enabled) or before[0]
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+
+
+def _train_step(fam: _Family, opt: StackedAdamW, meta, x, t, y, batch_size: int) -> torch.Tensor:
+    """One AdamW step of every member on its own mean squared error; returns the (M,) losses."""
+    P = opt.params
+    yh = fam.forward(P, meta, x, t)
+    per = ((yh - y) ** 2 * meta["pos_mask"][:, None, :]).sum(dim=(1, 2)) / (batch_size * meta["N"].to(yh.dtype))
+    names = list(P)
+    grads = torch.autograd.grad(per.sum(), [P[k] for k in names])
+    opt.step(dict(zip(names, grads)))
+    return per.detach()
+
+
+class _GraphedStep:
+    """:func:`_train_step` recorded once as a CUDA graph and replayed on copies of each batch.
+
+    A step of a stack launches hundreds of small kernels (the GRU alone about six per position
+    and direction); replaying them as one graph removes the host's launch cost, which
+    dominated on a GPU. The graph holds the stack's tensors, so it is recorded again whenever
+    the stack changes (a member finishes). The step it is built on runs eagerly first, on a
+    side stream (warm-up: lazy library initialisation must not happen during capture)."""
+
+    def __init__(self, fam, opt, meta, x, t, y, batch_size: int):
+        side = torch.cuda.Stream(device=x.device)
+        side.wait_stream(torch.cuda.current_stream(x.device))
+        with torch.cuda.stream(side):
+            self.first = _train_step(fam, opt, meta, x, t, y, batch_size)
+        torch.cuda.current_stream(x.device).wait_stream(side)
+        self.inputs = (x.clone(), t.clone(), y.clone())
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.per = _train_step(fam, opt, meta, *self.inputs, batch_size)
+
+    def __call__(self, x, t, y) -> torch.Tensor:
+        for static, v in zip(self.inputs, (x, t, y)):
+            static.copy_(v)
+        self.graph.replay()
+        return self.per
+
+
 def train_stack(
     members: Sequence[Member],
     *,
@@ -783,6 +852,8 @@ def train_stack(
     return_models: bool = False,
     on_finish: Optional[Callable[[MemberResult], None]] = None,
     on_step: Optional[Callable[[int, int], None]] = None,
+    graphs: Optional[bool] = None,
+    tf32: bool = False,
 ) -> List[MemberResult]:
     """Train ``members`` (one family, see :func:`stack_key`) together, each exactly as alone.
 
@@ -800,7 +871,10 @@ def train_stack(
     ``eval_elements``: rough cap on activation elements per test chunk (default: 2^26 on the
     CPU; on CUDA a quarter of the free memory).
     ``on_finish(result)`` is called as each member finishes (in stopping order); ``on_step(step,
-    active)`` after every step. Returns results in the order of ``members``.
+    active)`` after every step. ``graphs``: replay each step as a CUDA graph (default: on CUDA;
+    the same arithmetic, without the per-kernel launch cost). ``tf32``: float32 matrix products
+    on the tensor cores with 10-bit mantissas (CUDA; faster, not bit-comparable with the CPU).
+    Returns results in the order of ``members``.
     """
     members = list(members)
     if not members:
@@ -847,9 +921,10 @@ def train_stack(
         return [torch.stack(v) for v in zip(*parts)]
 
     def finish(rows: List[int], step: int, reached: bool):
-        nonlocal P, meta, test, thr, buf, epoch_loss, n_test
+        nonlocal P, meta, test, thr, buf, epoch_loss, n_test, graph
         if not rows:
             return
+        graph = None  # the stack changes: record the step again
         for r in rows:
             i = active[r]
             model = fam.unstack(P, r, members[i]) if return_models else None
@@ -892,55 +967,62 @@ def train_stack(
             sse += err.sum(dim=(1, 2)).double()
         return sse / (n_test.double() * meta["N"].double())
 
-    step = 0
-    while active and step < max_steps:
-        if buf is None or buf_pos >= prefetch:
-            buf, buf_pos = refill(), 0
-        sl = slice(buf_pos * batch_size, (buf_pos + 1) * batch_size)
-        x, t, y = (v[:, sl] for v in buf)
-        buf_pos += 1
-        yh = fam.forward(P, meta, x, t)
-        per = ((yh - y) ** 2 * meta["pos_mask"][:, None, :]).sum(dim=(1, 2)) / (batch_size * meta["N"].to(yh.dtype))
-        names = list(P)
-        grads = torch.autograd.grad(per.sum(), [P[k] for k in names])
-        opt.step(dict(zip(names, grads)))
-        step += 1
-        per_d = per.detach().double()
-        loss_list = per_d.tolist() if (step % check_every == 0 or step == max_steps) else None
-        epoch_loss += per_d
-        done: List[int] = []
-        if step % check_every == 0:
-            mse = test_mse()
-            for r, (i, v) in enumerate(zip(active, mse.tolist())):
-                last_mse[i] = v
-                curves[i].append((step, v))
-                last_loss[i] = loss_list[r]
-            below = (mse < thr.double()).nonzero().flatten().tolist()
-            done = below
-        if epoch_steps and epoch_loss_threshold is not None and step % epoch_steps == 0:
-            ep = (epoch_loss / epoch_steps).tolist()
-            epoch_loss.zero_()
-            for r, i in enumerate(active):
-                last_loss[i] = ep[r]
-            done = sorted(set(done) | {r for r, v in enumerate(ep) if v < epoch_loss_threshold})
-        elif epoch_steps and step % epoch_steps == 0:
-            epoch_loss.zero_()
-        if done:
-            if step % check_every != 0:  # stopping off a check: measure the test MSE now
+    use_graphs = dev.type == "cuda" if graphs is None else bool(graphs)
+    if use_graphs and dev.type != "cuda":
+        raise ValueError(f"graphs=True needs a CUDA stack, got device {dev}")
+    graph: Optional[_GraphedStep] = None
+    with _tf32(tf32 and dev.type == "cuda"):
+        step = 0
+        while active and step < max_steps:
+            if buf is None or buf_pos >= prefetch:
+                buf, buf_pos = refill(), 0
+            sl = slice(buf_pos * batch_size, (buf_pos + 1) * batch_size)
+            x, t, y = (v[:, sl] for v in buf)
+            buf_pos += 1
+            if not use_graphs:
+                per = _train_step(fam, opt, meta, x, t, y, batch_size)
+            elif graph is None:  # a new or changed stack: this step runs eagerly, the next ones replay
+                graph = _GraphedStep(fam, opt, meta, x, t, y, batch_size)
+                per = graph.first
+            else:
+                per = graph(x, t, y)
+            step += 1
+            per_d = per.detach().double()
+            loss_list = per_d.tolist() if (step % check_every == 0 or step == max_steps) else None
+            epoch_loss += per_d
+            done: List[int] = []
+            if step % check_every == 0:
                 mse = test_mse()
                 for r, (i, v) in enumerate(zip(active, mse.tolist())):
                     last_mse[i] = v
-            finish(done, step, reached=True)
-        if on_step is not None:
-            on_step(step, len(active))
-    if active:
-        if step % check_every != 0 or not curves[active[0]]:
-            mse = test_mse()
-            per_last = per.detach().double().tolist()
-            for r, (i, v) in enumerate(zip(active, mse.tolist())):
-                last_mse[i] = v
-                last_loss[i] = per_last[r]
-        finish(list(range(len(active))), step, reached=False)
+                    curves[i].append((step, v))
+                    last_loss[i] = loss_list[r]
+                below = (mse < thr.double()).nonzero().flatten().tolist()
+                done = below
+            if epoch_steps and epoch_loss_threshold is not None and step % epoch_steps == 0:
+                ep = (epoch_loss / epoch_steps).tolist()
+                epoch_loss.zero_()
+                for r, i in enumerate(active):
+                    last_loss[i] = ep[r]
+                done = sorted(set(done) | {r for r, v in enumerate(ep) if v < epoch_loss_threshold})
+            elif epoch_steps and step % epoch_steps == 0:
+                epoch_loss.zero_()
+            if done:
+                if step % check_every != 0:  # stopping off a check: measure the test MSE now
+                    mse = test_mse()
+                    for r, (i, v) in enumerate(zip(active, mse.tolist())):
+                        last_mse[i] = v
+                finish(done, step, reached=True)
+            if on_step is not None:
+                on_step(step, len(active))
+        if active:
+            if step % check_every != 0 or not curves[active[0]]:
+                mse = test_mse()
+                per_last = per.detach().double().tolist()
+                for r, (i, v) in enumerate(zip(active, mse.tolist())):
+                    last_mse[i] = v
+                    last_loss[i] = per_last[r]
+            finish(list(range(len(active))), step, reached=False)
     return results  # type: ignore[return-value]
 
 
