@@ -263,24 +263,14 @@ class Construction:
         c = N if chunk is None else _checks.positive_int("chunk", chunk)
         scale = self.alpha * self.c * self.c
         omega = self.omega
-        H, d = self.H, self.d
-        V = x
-        if x.is_cuda:
-            # fused SDPA kernels want equal head dims, multiples of 8, contiguous rows: pad with
-            # zeros (dot products and the x columns of the output are unchanged)
-            width = -(-max(self.d_e, d) // 8) * 8
-            omega = F.pad(omega, (0, width - self.d_e))
-            V = F.pad(x, (0, width - d))
-        K = omega.expand(B, H, N, omega.shape[-1])
-        V = V.unsqueeze(1).expand(B, H, N, V.shape[-1])
-        if x.is_cuda:
-            K, V = K.contiguous(), V.contiguous()  # O(B H N width): linear in N
+        if x.is_cuda and x.dtype in _FUSED_DTYPES:
+            return _fused_heads(omega, x, t, self.head_slots, scale, c)
+        K = omega.expand(B, self.H, N, omega.shape[-1])
+        V = x.unsqueeze(1).expand(B, self.H, N, self.d)
         outs = []
         for s in range(0, N, c):
-            ts = t[:, s:s + c]  # (B, c, q)
-            Q = torch.stack([omega[ts[..., list(hs)]].sum(dim=-2) for hs in self.head_slots], dim=1)
-            Q = Q * scale  # (B, H, c, d_e)
-            outs.append(F.scaled_dot_product_attention(Q, K, V, scale=1.0)[..., :d])  # (B, H, c, d)
+            Q = _head_queries(omega, t[:, s:s + c], self.head_slots) * scale  # (B, H, c, d_e)
+            outs.append(F.scaled_dot_product_attention(Q, K, V, scale=1.0))  # (B, H, c, d)
         return torch.cat(outs, dim=2).transpose(1, 2)  # (B, N, H, d)
 
     def fast_predict(self, x: torch.Tensor, t: torch.Tensor, chunk: Optional[int] = None) -> torch.Tensor:
@@ -292,6 +282,44 @@ class Construction:
         hidden = torch.relu(h @ Wx.T.to(h) + m.b.detach())
         a = m.a.detach()
         return hidden @ a if m.out_dim == 1 else hidden @ a.T
+
+
+_FUSED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _head_queries(omega: torch.Tensor, t: torch.Tensor, head_slots) -> torch.Tensor:
+    """(B, H, n, d_e): head h's query at position i is sum_{k in head h} omega_{t_ik} (Lemma 11)."""
+    return torch.stack([omega[t[..., list(hs)]].sum(dim=-2) for hs in head_slots], dim=1)
+
+
+def _pad_last(v: torch.Tensor, multiple: int = 8) -> torch.Tensor:
+    """Zero columns up to a multiple of 8: fused kernels want aligned head dims (dot products
+    and the real output columns are unchanged)."""
+    return F.pad(v, (0, -v.shape[-1] % multiple))
+
+
+def _fused_heads(omega, x, t, head_slots, scale: float, chunk: int) -> torch.Tensor:
+    """:meth:`Construction.fast_heads` on CUDA's fused attention kernels (O(N) memory, so by
+    default all N queries in one call). The values are the d columns of x, padded to 8; when no
+    fused kernel takes values narrower than the keys, they are padded to the key width."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    B, N, d = x.shape
+    H = len(head_slots)
+    K = _pad_last(omega).expand(B, H, N, -1).contiguous()
+    V = _pad_last(x).unsqueeze(1).expand(B, H, N, -1).contiguous()
+    fused = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION]
+    outs = []
+    for s in range(0, N, chunk):
+        Q = _pad_last(_head_queries(omega, t[:, s:s + chunk], head_slots) * scale)
+        with sdpa_kernel(fused):
+            try:
+                o = F.scaled_dot_product_attention(Q, K, V, scale=1.0)
+            except RuntimeError:  # no fused kernel for values narrower than keys
+                V = F.pad(V, (0, K.shape[-1] - V.shape[-1]))
+                o = F.scaled_dot_product_attention(Q, K, V, scale=1.0)
+        outs.append(o[..., :d])
+    return torch.cat(outs, dim=2).transpose(1, 2)  # (B, N, H, d)
 
 
 # ============================================================================ blocks

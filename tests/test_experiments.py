@@ -1,4 +1,5 @@
 """verify.experiments: protocol, JSON rows, resume, fits and tiny end-to-end runs."""
+import dataclasses
 import json
 import math
 import os
@@ -249,3 +250,18 @@ def test_bad_jobs_is_a_value_error(tmp_path, jobs):
     with pytest.raises(ValueError, match="jobs"):
         run_experiment("figure1", out_dir=str(tmp_path), seeds=[0], progress=False, N_values=TINY_GRID,
                        overrides=TINY, jobs=jobs)
+
+
+def test_matmul_option_keeps_float32_ids_and_separates_tf32_rows(tmp_path):
+    """The float32 default leaves point ids as they were; tf32 points get their own ids and
+    stacks; tf32 is refused off CUDA with one clear error."""
+    from verify.experiments import figure1, run_experiment
+
+    p = figure1.points(quick=True, seeds=1)[0]
+    assert "matmul" not in p.config
+    t = dataclasses.replace(p, matmul="tf32")
+    assert t.point_id != p.point_id and t.stack_group != p.stack_group and t.config["matmul"] == "tf32"
+    with pytest.raises(ValueError, match="matmul"):
+        dataclasses.replace(p, matmul="bf16")
+    with pytest.raises(ValueError, match="needs device='cuda'"):
+        run_experiment("figure1", out_dir=str(tmp_path), quick=True, matmul="tf32", progress=False)

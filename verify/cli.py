@@ -81,6 +81,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--out", metavar="DIR", required=True, help="results directory (JSON lines, PNG, PDF, summary)")
     r.add_argument("--jobs", type=_int, default=None,
                    help="stacks trained at once in worker processes (default: every CPU core on cpu, 1 on cuda)")
+    r.add_argument("--matmul", default="float32", choices=["float32", "tf32"],
+                   help="float32 (default) or tf32: matrix products on TF32 tensor cores (cuda only; faster)")
     return p
 
 
@@ -233,7 +235,7 @@ def _reproduce(args, console: Console) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
     rows = run_experiment(args.figure, out_dir=args.out, quick=args.quick, device=args.device, seeds=args.seeds,
-                          protocol=args.protocol, jobs=args.jobs)
+                          protocol=args.protocol, jobs=args.jobs, matmul=args.matmul)
     console.print(f"{args.figure}: {len(rows)} rows in {args.out}")
     return 0
 

@@ -19,7 +19,7 @@ from typing import List, Optional
 import torch
 
 from verify.registry import cpu_threads
-from verify.experiments.common import PROTOCOLS, Point, Protocol, fit_exponent  # noqa: F401  (re-exported)
+from verify.experiments.common import MATMUL, PROTOCOLS, Point, Protocol, fit_exponent  # noqa: F401  (re-exported)
 
 __all__ = ["run_experiment", "EXPERIMENTS", "PROTOCOLS", "Point", "Protocol", "fit_exponent"]
 
@@ -40,7 +40,7 @@ def _module(name: str):
 
 def run_experiment(name: str, *, out_dir: str, quick: bool = False, device="cpu", seeds=None,
                    protocol: str = "paper", progress: bool = True, threads: Optional[int] = None,
-                   dtype=torch.float32, jobs: Optional[int] = 1, **options) -> List[dict]:
+                   dtype=torch.float32, jobs: Optional[int] = 1, matmul: str = "float32", **options) -> List[dict]:
     """Run (or resume) one experiment and return its rows (one dict per trained model).
 
     Parameters
@@ -63,6 +63,8 @@ def run_experiment(name: str, *, out_dir: str, quick: bool = False, device="cpu"
         on a GPU (``qstr reproduce``'s default). The default 1 trains in this process: worker
         processes re-import the calling script, so a script that asks for ``jobs > 1`` must
         call this under ``if __name__ == "__main__":``. The numbers do not depend on it.
+    matmul: ``"float32"`` (default) or ``"tf32"``: float32 matrix products on TF32 tensor cores
+        (CUDA only; faster, and its rows are kept apart from float32 rows: it enters ``point_id``).
     options: passed to the module's ``points`` (e.g. ``max_samples``, ``n_test``, ``q_values``).
 
     Each row has ``model`` in {transformer, rnn, ffn}, ``variant`` in {1str, simple} (``qstr``
@@ -76,6 +78,12 @@ def run_experiment(name: str, *, out_dir: str, quick: bool = False, device="cpu"
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device={device!r}: CUDA is not available on this machine (use device='cpu')")
+    if matmul not in MATMUL:
+        raise ValueError(f"matmul must be one of {', '.join(MATMUL)}, got {matmul!r}")
+    if matmul == "tf32":
+        if dev.type != "cuda":
+            raise ValueError("matmul='tf32' needs device='cuda' (TF32 is a tensor-core mode of NVIDIA GPUs)")
+        options["overrides"] = {**(options.get("overrides") or {}), "matmul": "tf32"}
     if threads is None and quick and dev.type == "cpu":
         threads = 1
     with cpu_threads(threads):

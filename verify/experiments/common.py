@@ -36,6 +36,7 @@ PROTOCOLS = ("paper", "published")
 # rows computed under the old rules are not reused on resume
 PROTOCOL_VERSION = 1
 MODELS = ("transformer", "rnn", "ffn")
+MATMUL = ("float32", "tf32")
 
 
 # ------------------------------------------------------------------------------ protocols
@@ -146,8 +147,11 @@ class Point:
     n_train: Optional[int] = None  # fixed training set (Figure 2); None: online
     epoch_loss_threshold: Optional[float] = None
     quick: bool = False
+    matmul: str = "float32"  # "tf32": float32 matrix products on TF32 tensor cores (CUDA only)
 
     def __post_init__(self):
+        if self.matmul not in MATMUL:
+            raise ValueError(f"matmul must be one of {MATMUL}, got {self.matmul!r}")
         if self.model not in MODELS:
             raise ValueError(f"model must be one of {MODELS}, got {self.model!r}")
         if self.variant not in TASK_VARIANT:
@@ -162,6 +166,8 @@ class Point:
         c["test_variant"] = self.test_variant
         c["c"] = as_protocol(self.protocol).c(self.d, self.q)
         c["protocol_version"] = PROTOCOL_VERSION
+        if self.matmul == "float32":  # the default: ids of rows written before the field existed stay valid
+            del c["matmul"]
         return c
 
     @property
@@ -176,7 +182,7 @@ class Point:
     @property
     def stack_group(self) -> tuple:
         """Points in one group are trained in one stack (same family, variant, protocol)."""
-        return (self.figure, self.protocol, self.model, self.variant, self.quick)
+        return (self.figure, self.protocol, self.model, self.variant, self.quick, self.matmul)
 
 
 def apply_overrides(points: Sequence[Point], overrides: Optional[dict]) -> List[Point]:
@@ -436,7 +442,7 @@ def train_points(pts: Sequence[Point], *, device, dtype, report: Callable[..., N
             report("row", stack, row_of(p, res, device=device, dtype=dtype, stack_size=n, extra=extra))
 
         kw = dict(batch_size=p0.batch_size, check_every=p0.check_every, max_steps=p0.max_steps,
-                  on_finish=on_finish, on_step=on_step, return_models=return_models)
+                  on_finish=on_finish, on_step=on_step, return_models=return_models, tf32=p0.matmul == "tf32")
         if p0.n_train is not None and p0.epoch_loss_threshold is not None:
             kw.update(epoch_steps=math.ceil(p0.n_train / p0.batch_size), epoch_loss_threshold=p0.epoch_loss_threshold)
         kw.update(train_kw or {})
