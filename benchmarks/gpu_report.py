@@ -1,0 +1,206 @@
+"""Issue 16's GPU numbers in one call: ceilings, Lemma 11 against its roofline, the Prop 28 RNN
+states at N = 10^6, and all of Figure 1 at the paper's sizes.
+
+    python benchmarks/gpu_report.py --out DIR                     # everything (CUDA)
+    python benchmarks/gpu_report.py --out DIR --skip-figure1      # the kernels only (about a minute)
+    python benchmarks/gpu_report.py --out DIR --figure1-matmul float32 tf32
+
+Every number is measured in this run on this device: the matrix-product rate (random
+8192^3 operands, float32 with and without TF32, float16) and the device-to-device copy rate
+(bytes read plus bytes written) are the ceilings the Lemma 11 forward is compared with.
+Roofline time of a Lemma 11 forward = max(FLOPs / matmul rate, bytes / copy rate), with
+FLOPs = 2 B H N^2 (d_e + d) (scores over the d_e code coordinates, then the d value columns)
+and bytes = x, t, the codes and y_hat each moved once. Timings are medians over CUDA events
+after a warm-up. Writes ``report.json`` (every number) and the Figure 1 rows under ``--out``.
+A script, not a test; see benchmarks/gpu_notes.md for what was measured and tried.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, HERE)
+
+from constructions.attention import lemma11, lemma12_radius  # noqa: E402
+from constructions.links import make_link  # noqa: E402
+from constructions.task import QSTR  # noqa: E402
+
+PUBLISHED_S_PER_SEED = 295.0  # the published experiment code on one H100, both panels, one seed
+TARGET_FIGURE1_S = 75.0
+
+
+def cuda_median(fn, *, reps: int = 10, warmup: int = 2) -> float:
+    """Median seconds of ``fn()`` timed with CUDA events, after ``warmup`` untimed calls."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) / 1e3)
+    return statistics.median(times)
+
+
+def ceilings(dev) -> dict:
+    """Matrix-product FLOP/s (float32 exact, TF32, float16) and copy bytes/s, measured here."""
+    n = 8192
+    out = {}
+    for name, dtype, tf32 in (("float32", torch.float32, False), ("tf32", torch.float32, True),
+                              ("float16", torch.float16, False)):
+        a = torch.randn(n, n, device=dev, dtype=dtype)
+        b = torch.randn(n, n, device=dev, dtype=dtype)
+        before = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        try:
+            out[f"matmul_{name}_flops"] = 2 * n ** 3 / cuda_median(lambda: a @ b, reps=5)
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = before
+        del a, b
+    src = torch.randn(2 ** 28, device=dev)  # 1 GiB
+    dst = torch.empty_like(src)
+    out["copy_bytes"] = 2 * src.numel() * 4 / cuda_median(lambda: dst.copy_(src))
+    return out
+
+
+def lemma11_rows(dev, ceil: dict, Ns, qs, d: int = 4, B: int = 1) -> list:
+    """Lemma 11's fast forward (float32) per (N, q): time, FLOP/s, bytes/s, roofline fraction,
+    and the error against the float64 construction on the same prompt."""
+    rows = []
+    for q in qs:
+        for N in Ns:
+            link = make_link("linear", q, d, generator=torch.Generator().manual_seed(1))
+            kw = dict(eps=0.05, r_x=lemma12_radius(d, 10_000, N), device=dev)
+            c32 = lemma11(N, d, q, link.two_layer_net(), dtype=torch.float32, **kw)
+            g = torch.Generator(device=dev).manual_seed(N + q)
+            p = QSTR(N=N, d=d, link=link).sample(B, generator=g, device=dev, dtype=torch.float64)
+            x32 = p.x.float()
+            with torch.no_grad():
+                sec = cuda_median(lambda: c32.fast_predict(x32, p.t), reps=5)
+                chunked = cuda_median(lambda: c32.fast_predict(x32, p.t, chunk=1024), reps=3)
+                y32 = c32.fast_predict(x32, p.t).double()
+                c64 = lemma11(N, d, q, link.two_layer_net(), dtype=torch.float64, **kw)
+                y64 = c64.fast_predict(p.x, p.t, chunk=2048)
+            H, d_e = c32.H, c32.d_e
+            flops = 2 * B * H * N * N * (d_e + d)
+            nbytes = 4 * B * N * d + 8 * B * N * q + 4 * N * d_e + 4 * B * N
+            roof = max(flops / ceil["matmul_float32_flops"], nbytes / ceil["copy_bytes"])
+            rows.append(dict(N=N, q=q, d=d, d_e=d_e, H=H, seconds=sec, seconds_chunk1024=chunked,
+                             flops_per_s=flops / sec, bytes_per_s=nbytes / sec, roofline_s=roof,
+                             roofline_fraction=roof / sec,
+                             fraction_of_tf32_matmul=flops / sec / ceil["matmul_tf32_flops"],
+                             rel_err_vs_float64=float((y32 - y64).norm() / y64.norm()),
+                             max_abs_err_vs_float64=float((y32 - y64).abs().max()),
+                             error_bound=c32.guarantee.error_bound))
+            print(f"lemma11 N={N:6d} q={q} d_e={d_e:3d}: {sec * 1e3:8.2f} ms (chunk 1024: {chunked * 1e3:8.2f} ms), "
+                  f"{flops / sec / 1e12:6.2f} TFLOP/s, {rows[-1]['roofline_fraction']:.1%} of roofline, "
+                  f"rel err vs float64 {rows[-1]['rel_err_vs_float64']:.1e}", flush=True)
+            del c32, c64
+            torch.cuda.empty_cache()
+    return rows
+
+
+def rnn_states(dev, N: int = 1_000_000) -> dict:
+    """Prop 28's bidirectional RNN states at N positions (closed-form scan, float64)."""
+    import rnn_scan
+    from verify.adversarial import clip_to_ball
+
+    args = argparse.Namespace(d=4, q=2, eps=0.1, seed=0)
+    t0 = time.perf_counter()
+    book, c = rnn_scan._build(N, dev, args)
+    torch.cuda.synchronize()
+    build = time.perf_counter() - t0
+    link = make_link("teacher", args.q, args.d, generator=torch.Generator(device=dev).manual_seed(0))
+    g = torch.Generator(device=dev).manual_seed(0)
+    p = QSTR(N=N, d=args.d, link=link, variant="simple").sample(1, generator=g, device=dev, dtype=torch.float64)
+    x = clip_to_ball(p.x, c.transition.guarantee.r_x)
+    sec = cuda_median(lambda: c.states(x, p.t), reps=3, warmup=1)
+    st = c.states(x, p.t)
+    tf, tb = c.targets(x, p.t)
+    err = max(float((st.h_fwd - tf).abs().max()), float((st.h_bwd - tb).abs().max()))
+    out = dict(N=N, seconds=sec, build_seconds=build, max_state_error=err, eps=c.transition.guarantee.eps)
+    print(f"RNN states N={N:,}: {sec:.3f} s (build {build:.2f} s); max state error {err:.3g} <= eps {out['eps']:.3g}",
+          flush=True)
+    return out
+
+
+def figure1(dev, out_dir: str, matmul: str, seeds: int) -> dict:
+    """All of Figure 1 at the paper's sizes (both panels, 10,000 test prompts), timed."""
+    from verify.experiments import run_experiment
+
+    d = os.path.join(out_dir, f"figure1-{matmul}")
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    rows = run_experiment("figure1", out_dir=d, device=dev, seeds=seeds, progress=False, jobs=1, matmul=matmul)
+    torch.cuda.synchronize()
+    total = time.perf_counter() - t0
+    stacks = {}
+    for r in rows:
+        k = f"{r['variant']}/{r['model']}"
+        stacks[k] = max(stacks.get(k, 0.0), r["wall_s"])
+    by_arch = {m: sum(v for k, v in stacks.items() if k.endswith("/" + m)) for m in ("transformer", "rnn", "ffn")}
+    reached = sum(r["samples"] is not None for r in rows)
+    print(f"Figure 1 ({matmul}, {seeds} seeds, {len(rows)} models, {reached} reached): {total:.1f} s wall; "
+          f"by architecture " + ", ".join(f"{m} {s:.1f} s" for m, s in by_arch.items())
+          + f"; target {TARGET_FIGURE1_S:.0f} s, published code ~{PUBLISHED_S_PER_SEED * seeds:.0f} s", flush=True)
+    return dict(matmul=matmul, seeds=seeds, models=len(rows), reached=reached, wall_s=total, stacks_s=stacks,
+                by_architecture_s=by_arch, ratio_to_target=total / TARGET_FIGURE1_S,
+                speedup_vs_published=PUBLISHED_S_PER_SEED * seeds / total)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--N", type=int, nargs="+", default=[4096, 16384, 65536])
+    ap.add_argument("--q", type=int, nargs="+", default=[2, 4])
+    ap.add_argument("--rnn-N", type=int, default=1_000_000)
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--figure1-matmul", nargs="+", default=["float32", "tf32"], choices=["float32", "tf32"])
+    ap.add_argument("--skip-figure1", action="store_true")
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("gpu_report: needs a CUDA device", file=sys.stderr)
+        return 2
+    dev = torch.device("cuda")
+    os.makedirs(args.out, exist_ok=True)
+    report = {"device": torch.cuda.get_device_name(dev), "torch": torch.__version__,
+              "date": time.strftime("%Y-%m-%d")}
+    path = os.path.join(args.out, "report.json")
+
+    def save():
+        with open(path, "w") as fh:
+            json.dump(report, fh, indent=2)
+
+    sections = [("ceilings", lambda: ceilings(dev)),
+                ("lemma11", lambda: lemma11_rows(dev, report["ceilings"], args.N, args.q)),
+                ("rnn_states", lambda: rnn_states(dev, args.rnn_N))]
+    if not args.skip_figure1:
+        for mm in args.figure1_matmul:
+            sections.append((f"figure1_{mm}", lambda mm=mm: figure1(dev, args.out, mm, args.seeds)))
+    for name, fn in sections:
+        try:
+            report[name] = fn()
+        except Exception as exc:  # noqa: BLE001 - one failed section must not lose the others
+            report[name] = {"error": f"{type(exc).__name__}: {exc}"}
+            print(f"{name}: FAILED {type(exc).__name__}: {exc}", flush=True)
+        save()
+    c = report["ceilings"]
+    print(f"\n{report['device']}, torch {report['torch']}, {report['date']}")
+    if "error" not in c:
+        print(f"ceilings: matmul float32 {c['matmul_float32_flops'] / 1e12:.1f}, tf32 {c['matmul_tf32_flops'] / 1e12:.1f}, "
+              f"float16 {c['matmul_float16_flops'] / 1e12:.1f} TFLOP/s; copy {c['copy_bytes'] / 1e12:.2f} TB/s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
