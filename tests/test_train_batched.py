@@ -210,12 +210,14 @@ def test_cuda_graph_replay_equals_eager(kind, published, specs):
         for N, q, seed, h in specs:
             kw = {"hidden": h} if kind == "rnn" else {}
             out.append(_to_cuda(make_member(kind, N, q, seed, published=published, threshold=0.9, **kw)))
+        out[0].threshold = 1e9  # stops at the first check: the stack shrinks, the graph is re-recorded
         return out
 
     kw = dict(batch_size=8, check_every=3, max_steps=30, return_models=True)
     graphed = train_stack(members(), graphs=True, **kw)
     eager = train_stack(members(), graphs=False, **kw)
-    assert len({r.steps for r in eager}) > 1 or kind == "transformer"  # some stop early, so the graph is re-recorded
+    assert eager[0].steps == 3 and max(r.steps for r in eager) > 3
     for a, b in zip(graphed, eager):
-        assert a.steps == b.steps and a.reached == b.reached
-        assert max_param_diff(a.model, b.model) < 1e-9
+        assert (a.steps, a.reached) == (b.steps, b.reached)
+        diff = max_param_diff(a.model, b.model)
+        assert diff < 1e-6, diff

@@ -665,7 +665,7 @@ def _gru_cell(gi: torch.Tensor, gh: torch.Tensor, h: torch.Tensor) -> torch.Tens
 def _gru_cell_fused(gi: torch.Tensor, gh: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
     """:func:`_gru_cell` as torch's fused CUDA kernel (the one nn.GRUCell uses): one kernel
     forward and one backward instead of about ten."""
-    return torch._thnn_fused_gru_cell(gi, gh, h)[0]
+    return torch.ops.aten._thnn_fused_gru_cell(gi, gh, h)[0]
 
 
 class FFNFamily(_Family):
