@@ -85,8 +85,8 @@ def bench(N, device, args):
     tg = c.transition.guarantee
     print(f"build: {t_build:.2f} s; d_e = {c.d_e}, mu = {tg.mu:g}, widths {c.transition.widths}, "
           f"eps = {tg.eps:.4g}, r_x = {tg.r_x:.3g}, r_h = {c.r_h:.3g}")
-    link = make_link("teacher", args.q, args.d, generator=torch.Generator().manual_seed(args.seed))
-    gen = torch.Generator(device=device.type).manual_seed(args.seed)
+    link = make_link("teacher", args.q, args.d, generator=torch.Generator().manual_seed(args.seed)).to(device)
+    gen = torch.Generator(device=device).manual_seed(args.seed)
     p = QSTR(N=N, d=args.d, link=link, variant="simple").sample(1, generator=gen, device=device, dtype=F64)
     P = N if args.full_loop else min(N, args.loop_prefix)
     t = torch.tensor([[P // 3 + k * (P // (3 * args.q)) for k in range(args.q)]], device=device).expand(1, args.q)

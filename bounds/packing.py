@@ -282,13 +282,13 @@ def greedy_packing(candidates: torch.Tensor, eps: float, block: int = 512) -> to
             c = c[torch.cdist(c, kept).min(dim=1).values > eps]
         if c.shape[0] == 0:
             continue
-        conflict = (torch.cdist(c, c) <= eps).numpy()  # resolve conflicts inside the block, in order
+        conflict = (torch.cdist(c, c) <= eps).cpu().numpy()  # resolve conflicts inside the block, in order (host loop)
         keep = [True] * c.shape[0]
         for i in range(c.shape[0]):
             if keep[i]:
                 for j in conflict[i, i + 1:].nonzero()[0]:
                     keep[i + 1 + j] = False
-        kept = torch.cat([kept, c[torch.tensor(keep)]])
+        kept = torch.cat([kept, c[torch.tensor(keep, device=c.device)]])
     return kept
 
 
@@ -616,6 +616,7 @@ def certify_sup_error(f: Callable[[torch.Tensor], torch.Tensor], net: TwoLayerNe
     """
     L = _checks.positive_float("L", L)
     pts, rho = ball_grid(R, k, spacing)
+    pts = pts.to(net.W.device)  # the grid follows the net's device
     worst = 0.0
     for s in range(0, pts.shape[0], chunk):
         x = pts[s:s + chunk]

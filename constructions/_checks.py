@@ -90,13 +90,29 @@ def device_of(name: str, device) -> torch.device:
     return device
 
 
+def same_device(a, b) -> bool:
+    """True when devices ``a`` and ``b`` are the same: same type and index, a missing CUDA index
+    meaning the current device (``torch.Generator(device='cuda').device`` has none, a CUDA
+    tensor's has one)."""
+    return _resolved(torch.device(a)) == _resolved(torch.device(b))
+
+
+def _resolved(device: torch.device) -> tuple:
+    if device.type == "cpu":
+        return ("cpu", None)
+    index = device.index
+    if index is None and device.type == "cuda" and torch.cuda.is_available():
+        index = torch.cuda.current_device()
+    return (device.type, 0 if index is None else index)
+
+
 def generator_on(name: str, generator, device: torch.device) -> torch.Generator:
     """The generator must live on ``device`` (we never move randomness across devices)."""
     if not isinstance(generator, torch.Generator):
         raise ValueError(f"{name} must be a torch.Generator, got {type(generator).__name__}")
-    if generator.device.type != device.type:
+    if not same_device(generator.device, device):
         raise ValueError(
-            f"{name} lives on {generator.device.type} but sampling was asked on {device.type}; "
-            f"make it with torch.Generator(device='{device.type}')"
+            f"{name} lives on {generator.device} but sampling was asked on {device}; "
+            f"make it with torch.Generator(device='{device}')"
         )
     return generator

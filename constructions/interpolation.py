@@ -166,7 +166,7 @@ def separating_direction(
     n, D = x.shape
     if not isinstance(generator, torch.Generator):
         raise ValueError(f"generator must be a torch.Generator, got {type(generator).__name__}")
-    if generator.device != x.device:
+    if not _checks.same_device(generator.device, x.device):
         raise ValueError(f"generator lives on {generator.device} but x on {x.device}")
     thr = gap_threshold(n) if threshold is None else _checks.positive_float("threshold", threshold)
     norm_factor = _checks.positive_float("norm_factor", norm_factor)

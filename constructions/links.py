@@ -17,7 +17,7 @@ Links needed by the paper (SPEC section 1):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Callable, Optional
 
 import torch
@@ -55,8 +55,19 @@ class TwoLayerNet:
         """||a|| ||W||_op, a Lipschitz constant of the net (<= r_a r_w)."""
         return float(self.a.norm() * torch.linalg.matrix_norm(self.W, ord=2))
 
+    @property
+    def device(self) -> torch.device:
+        return self.W.device
+
+    def to(self, device=None, dtype=None) -> "TwoLayerNet":
+        """The same net with its weights moved (once) to ``device`` / cast to ``dtype``."""
+        a, W, b = (v.to(device=device, dtype=dtype) for v in (self.a, self.W, self.b))
+        return self if (a is self.a and W is self.W and b is self.b) else TwoLayerNet(a=a, W=W, b=b)
+
     def __call__(self, xt: torch.Tensor) -> torch.Tensor:
         z = xt.flatten(-2)
+        if not _checks.same_device(self.W.device, z.device):
+            raise ValueError(f"net weights live on {self.W.device} but the input on {z.device}; move them once with .to({str(z.device)!r})")
         W, b, a = (v.to(z.dtype) for v in (self.W, self.b, self.a))
         return torch.relu(z @ W.T + b) @ a
 
@@ -81,6 +92,15 @@ class Link:
     def two_layer_net(self) -> Optional[TwoLayerNet]:
         """An exact Assumption 2 network for g (eps_2NN = 0), or ``None`` if g is not one."""
         return None
+
+    def to(self, device) -> "Link":
+        """The same link with its parameters (directions, teacher weights) moved once to ``device``.
+
+        The claims draw link parameters from a CPU generator (same link on every device) and
+        move them with this before sampling prompts on ``ctx.device``."""
+        moved = {f.name: getattr(self, f.name).to(device=device) for f in fields(self)
+                 if isinstance(getattr(self, f.name), (torch.Tensor, TwoLayerNet))}
+        return replace(self, **moved) if moved else self
 
 
 def _unit_rows(rows: int, d: int, generator: torch.Generator) -> torch.Tensor:

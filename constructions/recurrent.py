@@ -497,6 +497,7 @@ class RNNConstruction:
         self.g_net = g_net
         self.r_h = r_h
         self._output = None
+        self._g_net_moved: Optional[TwoLayerNet] = None
         tg = transition.guarantee
         W_g = g_net.W.to(F64)
         lip = float(g_net.a.to(F64).norm() * torch.linalg.matrix_norm(W_g, ord=2))
@@ -602,7 +603,15 @@ class RNNConstruction:
         """y_hat_i = g_net(h_fwd_i + h_bwd_i + f(z_i)) (Prop 28), by the scan: (B, N)."""
         st = self.states(x, t, **kw)
         v = st.h_fwd + st.h_bwd + (st.direct if output_gate else 0)
-        return self.g_net(v.reshape(*v.shape[:-1], self.q, self.d))
+        return self._g_net_on(v.device)(v.reshape(*v.shape[:-1], self.q, self.d))
+
+    def _g_net_on(self, device) -> TwoLayerNet:
+        """g_net (kept float64 on the CPU) moved once to ``device`` and cached there."""
+        if not _checks.same_device(self.g_net.device, device):
+            if self._g_net_moved is None or not _checks.same_device(self._g_net_moved.device, device):
+                self._g_net_moved = self.g_net.to(device=device)
+            return self._g_net_moved
+        return self.g_net
 
     # ---------------------------------------------------------------- dense output net
     @property
