@@ -5,7 +5,7 @@ module is covered without touching this file.
 """
 import pytest
 
-from verify.registry import Context, all_claims, run_claim
+from verify.registry import Context, all_claims, run_claim, select
 
 CLAIMS = all_claims()
 
@@ -14,8 +14,22 @@ CLAIMS = all_claims()
 def test_claim_holds_and_falsifier_is_caught(cid):
     r = run_claim(CLAIMS[cid], Context(profile="quick"))
     assert r.error == "", r.error
+    assert r.dtype in ("float32", "float64", "float32+float64") and r.device == "cpu"
     assert r.holds, r.detail
     assert r.falsifier_caught, r.falsifier_detail
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cid", [c.id for c in select("gpu")])
+def test_gpu_profile_claim_holds_on_cuda(cid):
+    """``qstr verify --profile gpu --device cuda``, one claim at a time: it holds, its falsifier
+    is caught, and the record says where (cuda) and in which dtype it computed."""
+    r = run_claim(CLAIMS[cid], Context(profile="gpu", device="cuda"))
+    assert r.error == "", r.error
+    assert r.holds, r.detail
+    assert r.falsifier_caught, r.falsifier_detail
+    rec = r.record()
+    assert rec["device"] == "cuda" and rec["dtype"] in ("float32", "float64", "float32+float64"), rec
 
 
 @pytest.mark.parametrize("cid", list(CLAIMS))

@@ -130,7 +130,7 @@ def _verify(args, console: Console) -> int:
             results.append(run_claim(c, ctx))
             if args.json:  # written as we go: an interrupted run keeps what it measured
                 write_json(results, args.json)
-    print_report(results, console, title=f"qstr verify - profile {ctx.profile}, device {ctx.device}, seed {ctx.seed}")
+    print_report(results, console, title=f"qstr verify - profile {ctx.profile}, seed {ctx.seed}")
     return 0 if all(r.passed for r in results) else 1
 
 

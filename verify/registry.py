@@ -28,6 +28,7 @@ class Outcome:
     bound: Number
     holds: bool
     detail: str = ""
+    dtype: str = "float64"  # the dtype the check computes in ("float32+float64" when it mixes them)
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,7 @@ class Result:
     device: str
     seconds: float
     seed: int
+    dtype: str = "float64"
     detail: str = ""
     falsifier: str = ""
     falsifier_measured: Number = ""
@@ -154,7 +156,7 @@ def run_claim(claim: Claim, ctx: Context) -> Result:
     return Result(
         id=claim.id, ref_seed=claim.ref_seed, ref_conference=claim.ref_conference,
         statement=claim.statement, measured=out.measured, bound=out.bound, holds=out.holds and not err,
-        falsifier_caught=caught, profile=ctx.profile, device=ctx.device,
+        falsifier_caught=caught, profile=ctx.profile, device=ctx.device, dtype=out.dtype,
         seconds=round(time.perf_counter() - start, 3), seed=ctx.seed, detail=out.detail,
         falsifier=claim.falsifier_statement, falsifier_measured=fals.measured, falsifier_detail=fals.detail,
         error="; ".join(e for e in (err, ferr) if e),

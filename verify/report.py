@@ -18,14 +18,35 @@ def fmt(value) -> str:
     return str(value)
 
 
+def device_label(device: str) -> str:
+    """'cuda (NVIDIA H100 80GB HBM3)' for a CUDA device, the device string otherwise."""
+    if device.startswith("cuda"):
+        import torch
+
+        if torch.cuda.is_available():
+            return f"{device} ({torch.cuda.get_device_name(device)})"
+    return device
+
+
+def _shared(results: Sequence[Result], attr: str):
+    values = {getattr(r, attr) for r in results}
+    return values.pop() if len(values) == 1 else None
+
+
 def table(results: Sequence[Result], title: str) -> Table:
-    t = Table(title=title, show_lines=False, expand=False)
+    """The claims table; device and dtype go in the title when every claim shares them, else in columns."""
+    device, dtype = _shared(results, "device"), _shared(results, "dtype")
+    shared = [f"device {device_label(device)}"] if device else []
+    shared += [f"dtype {dtype}"] if dtype else []
+    t = Table(title=" · ".join([title] + shared), show_lines=False, expand=False)
+    extra = [name for name, value in (("device", device), ("dtype", dtype)) if value is None]
     for col, kw in (
         ("id", dict(style="bold", no_wrap=True)),
         ("reference (seed / conf.)", dict()),
         ("statement", dict(ratio=3)),
         ("measured", dict()),
         ("bound", dict()),
+        *((name, dict()) for name in extra),
         ("holds", dict(justify="center")),
         ("falsifier caught", dict(justify="center")),
         ("s", dict(justify="right")),
@@ -34,7 +55,7 @@ def table(results: Sequence[Result], title: str) -> Table:
     for r in results:
         ref = r.ref_seed if r.ref_seed == r.ref_conference else f"{r.ref_seed} / {r.ref_conference}"
         t.add_row(
-            r.id, ref, r.statement, fmt(r.measured), fmt(r.bound),
+            r.id, ref, r.statement, fmt(r.measured), fmt(r.bound), *(getattr(r, name) for name in extra),
             _mark(r.holds), _mark(r.falsifier_caught), f"{r.seconds:.1f}",
         )
     return t
@@ -61,7 +82,10 @@ def print_report(results: Sequence[Result], console: Console, title: str) -> Non
 def environment() -> dict:
     import torch
 
-    return {"python": platform.python_version(), "torch": torch.__version__, "platform": platform.platform()}
+    env = {"python": platform.python_version(), "torch": torch.__version__, "platform": platform.platform()}
+    if torch.cuda.is_available():
+        env["cuda_device"] = torch.cuda.get_device_name()
+    return env
 
 
 def write_json(results: Iterable[Result], path: str) -> None:

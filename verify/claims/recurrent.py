@@ -3,12 +3,14 @@ Lemmas 22 and 24, the four-layer transition of Prop 26 (exact zeros off target),
 guarantee of Cor 27 (flat in N) and the end-to-end simple-qSTR RNN of Prop 28.
 
 Constructions: ``constructions/relu.py`` and ``constructions/recurrent.py``; derivation of
-every constant: ``docs/derivations/rnn-transition.md``. All certified checks run in float64;
-a certificate "holds" when measured <= bound (1 + REL_TOL) + ABS_TOL (rounding only).
+every constant: ``docs/derivations/rnn-transition.md``. All certified checks run in float64 on
+``ctx.device``; a certificate "holds" when measured <= bound + its rounding term
+(``verify.rounding``), stated in the detail.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import torch
 from hypothesis import HealthCheck, Verbosity, given, settings, target
@@ -21,19 +23,28 @@ from constructions.relu import gate_gadget, product_gadget
 from constructions.task import QSTR, gather_tokens
 from verify.adversarial import clip_to_ball
 from verify.registry import Claim, Context, Outcome, register
+from verify.rounding import Rounding, largest, two_layer
 
 F64 = torch.float64
-REL_TOL, ABS_TOL = 1e-9, 1e-12
 
 
-def _within(measured: float, bound: float) -> bool:
-    return measured <= bound * (1 + REL_TOL) + ABS_TOL
+def _transition_rounding(tr, N: int = 0, r_h: float = 0.0) -> Rounding:
+    """Rounding of one transition output: a chain of d_e K1 interpolant units (s_hat) and K2
+    gate bands, every term at most r_x M s_max d_e (M = 2 r_x / delta the gate slope). A state
+    sums N outputs of which at most q are nonzero (the rest are exact zeros): q such terms plus
+    the N-term prefix sum of vectors of norm <= r_h."""
+    g = tr.guarantee
+    one = Rounding(n=tr.d_e * g.product_knots + g.gate_knots + 4, scale=g.r_x * g.gate_slope * g.s_max * tr.d_e,
+                   what="(d_e K1 + K2 + 4) eps r_x M s_max d_e")
+    if not N:
+        return one
+    return replace(one, n=tr.q * one.n, what="q " + one.what) + Rounding(n=N, scale=r_h, what="N eps r_h")
 
 
 # ------------------------------------------------------------------ search helpers
 
 
-def _hypothesis_max(err, lo, hi, n: int) -> float:
+def _hypothesis_max(err, lo, hi, n: int, device) -> float:
     """Largest err(u) over hypothesis-drawn points u in the box [lo, hi] (targeted search)."""
     best = [0.0]
 
@@ -41,7 +52,7 @@ def _hypothesis_max(err, lo, hi, n: int) -> float:
               suppress_health_check=list(HealthCheck))
     @given(st.floats(lo[0], hi[0]), st.floats(lo[1], hi[1]))
     def prop(a, b):
-        e = float(err(torch.tensor([[a, b]], dtype=F64)).max())
+        e = float(err(torch.tensor([[a, b]], dtype=F64, device=device)).max())
         target(e)
         best[0] = max(best[0], e)
 
@@ -52,7 +63,7 @@ def _hypothesis_max(err, lo, hi, n: int) -> float:
 def _box_ascent(err, lo, hi, starts: torch.Tensor, steps: int) -> float:
     """Projected signed-gradient ascent of err on points in the box [lo, hi] (step size decaying
     from 2% of the box); the largest value seen."""
-    lo_t, hi_t = torch.tensor(lo, dtype=F64), torch.tensor(hi, dtype=F64)
+    lo_t, hi_t = (torch.tensor(v, dtype=F64, device=starts.device) for v in (lo, hi))
     u = starts.clone()
     best = 0.0
     for k in range(steps):
@@ -93,31 +104,36 @@ def _ball_ascent(err, x0: torch.Tensor, r: float, steps: int) -> torch.Tensor:
     return best
 
 
-def _gadget_search(gadget, lo, hi, special: torch.Tensor, ctx: Context, salt: int) -> dict:
-    """Sup-error of a 2-input gadget by a dense grid, structured points, hypothesis and ascent."""
+def _gadget_search(gadget, lo, hi, special: torch.Tensor, ctx: Context, salt: int) -> tuple[dict, Rounding]:
+    """Sup-error of a 2-input gadget by a dense grid, structured points, hypothesis and ascent
+    (all on ctx.device), and the rounding term of the gadget over the box (attained at its corners)."""
     err = lambda u: (gadget(u) - gadget.target(u)).abs()[..., 0]  # noqa: E731
+    dev = ctx.device
     n_grid = ctx.pick(quick=241, full=1201)
-    axes = [torch.linspace(lo[k], hi[k], n_grid, dtype=F64) for k in range(2)]
+    axes = [torch.linspace(lo[k], hi[k], n_grid, dtype=F64, device=dev) for k in range(2)]
     grid = torch.cartesian_prod(*axes)
-    gen = ctx.generator(salt)
-    starts = torch.rand(ctx.pick(quick=256, full=2048), 2, generator=gen, dtype=F64)
-    starts = torch.tensor(lo, dtype=F64) + starts * (torch.tensor(hi, dtype=F64) - torch.tensor(lo, dtype=F64))
+    gen = ctx.generator(salt, dev)
+    lo_t, hi_t = (torch.tensor(v, dtype=F64, device=dev) for v in (lo, hi))
+    starts = lo_t + torch.rand(ctx.pick(quick=256, full=2048), 2, generator=gen, dtype=F64, device=dev) * (hi_t - lo_t)
+    special = special.to(dev)
     with torch.no_grad():
         found = {"grid": float(err(grid).max()), "structured": float(err(special).max()) if special.numel() else 0.0}
-    found["hypothesis"] = _hypothesis_max(err, lo, hi, ctx.pick(quick=150, full=1000))
+    found["hypothesis"] = _hypothesis_max(err, lo, hi, ctx.pick(quick=150, full=1000), dev)
     found["adversarial"] = _box_ascent(err, lo, hi, starts, ctx.pick(quick=60, full=300))
-    return found
+    return found, two_layer(gadget.W1, gadget.b1, gadget.W2, grid)
 
 
 def _gadget_outcome(cases) -> Outcome:
-    """cases: (label, found dict, bound). Holds when every search stays within its certificate."""
+    """cases: (label, found dict, bound, rounding). Holds when every search stays within its
+    certificate plus the gadget's rounding term."""
     parts, ok, worst_ratio = [], True, 0.0
-    for label, found, bound in cases:
+    for label, found, bound, rnd in cases:
         m = max(found.values())
-        ok &= _within(m, bound)
+        ok &= rnd.within(m, bound)
         worst_ratio = max(worst_ratio, m / bound)
         parts.append(f"{label}: sup err {m:.6g} vs certified {bound:.6g} (" +
                      ", ".join(f"{k} {v:.4g}" for k, v in found.items()) + ")")
+    parts.append(f"largest {largest(c[3] for c in cases)}")
     return Outcome(measured=f"max err/bound = {worst_ratio:.6f}", bound="<= 1 (certificate)", holds=ok,
                    detail="; ".join(parts))
 
@@ -143,9 +159,9 @@ def _lemma22(ctx: Context, halve: bool) -> Outcome:
         K = ctx.pick(quick=K, full=2 * K - 1)
         used = max(2, K // 2) if halve else K
         g = product_gadget(R, used)
-        found = _gadget_search(g, (-R, -R), (R, R), _product_special(R, used), ctx, 220 + i)
+        found, rnd = _gadget_search(g, (-R, -R), (R, R), _product_special(R, used), ctx, 220 + i)
         label = f"R={R:g} knots={used}" + (f" (bound certified for {K})" if halve else "")
-        cases.append((label, found, product_gadget(R, K).error))
+        cases.append((label, found, product_gadget(R, K).error, rnd))
     return _gadget_outcome(cases)
 
 
@@ -176,9 +192,9 @@ def _lemma24(ctx: Context, halve: bool) -> Outcome:
         K = ctx.pick(quick=K, full=4 * K)
         used = max(1, K // 2) if halve else K
         g = gate_gadget(r_x, used, s_max)
-        found = _gadget_search(g, (-r_x, -1.5), (r_x, s_max), _gate_special(r_x, used, s_max), ctx, 240 + i)
+        found, rnd = _gadget_search(g, (-r_x, -1.5), (r_x, s_max), _gate_special(r_x, used, s_max), ctx, 240 + i)
         label = f"r_x={r_x:g} s<={s_max:g} knots={used}" + (f" (bound certified for {K})" if halve else "")
-        cases.append((label, found, gate_gadget(r_x, K, s_max).error))
+        cases.append((label, found, gate_gadget(r_x, K, s_max).error, rnd))
     return _gadget_outcome(cases)
 
 
@@ -206,35 +222,38 @@ def _rotated(book: Codebook, seed: int) -> Codebook:
 
 def _p26_books(ctx: Context):
     base = rs_hadamard_codebook(64, dtype=F64)  # d_e = 16, mu = 1/2 attained
-    return [("rs-hadamard N=64 (exact products)", base), ("rotated rs-hadamard N=64 (approx. products)", _rotated(base, ctx.seed + 26))]
+    books = [("rs-hadamard N=64 (exact products)", base), ("rotated rs-hadamard N=64 (approx. products)", _rotated(base, ctx.seed + 26))]
+    return [(label, book.to(device=ctx.device)) for label, book in books]
 
 
-def _all_pairs(N: int, q: int):
+def _all_pairs(N: int, q: int, device):
     """(i, t) covering every pair (i, j) in every slot: t_l = (j + 7 l) mod N over all i, j."""
-    i, j = torch.meshgrid(torch.arange(N), torch.arange(N), indexing="ij")
+    ar = torch.arange(N, device=device)
+    i, j = torch.meshgrid(ar, ar, indexing="ij")
     i, j = i.flatten(), j.flatten()
     t = torch.stack([(j + 7 * l) % N for l in range(q)], 1)
     return i, t
 
 
-def _boundary_tokens(d: int, r_x: float) -> torch.Tensor:
-    eye = torch.eye(d, dtype=F64) * r_x
-    ones = torch.ones(d, dtype=F64) * r_x / math.sqrt(d)
-    alt = ones * torch.tensor([(-1.0) ** k for k in range(d)], dtype=F64)
-    return torch.cat([eye, -eye, ones[None], -ones[None], alt[None], torch.zeros(1, d, dtype=F64)])
+def _boundary_tokens(d: int, r_x: float, device) -> torch.Tensor:
+    eye = torch.eye(d, dtype=F64, device=device) * r_x
+    ones = torch.ones(d, dtype=F64, device=device) * r_x / math.sqrt(d)
+    alt = ones * torch.tensor([(-1.0) ** k for k in range(d)], dtype=F64, device=device)
+    return torch.cat([eye, -eye, ones[None], -ones[None], alt[None], torch.zeros(1, d, dtype=F64, device=device)])
 
 
 def _transition_case(tr, book: Codebook, ctx: Context, salt: int) -> dict:
     """Exhaustive pairs (closed form), a dense-layer subset, boundary and adversarial tokens."""
     N, q, d, r_x = book.N, tr.q, tr.d, tr.guarantee.r_x
-    om = book.omega.to(F64)
-    i, t = _all_pairs(N, q)
+    dev = ctx.device
+    om = book.omega.to(dtype=F64, device=dev)
+    i, t = _all_pairs(N, q, dev)
     P = i.numel()
-    gen = ctx.generator(salt)
-    x = torch.randn(P, d, generator=gen, dtype=F64)
-    x = x / x.norm(dim=1, keepdim=True) * r_x * torch.rand(P, 1, generator=gen, dtype=F64).sqrt()
-    bnd = _boundary_tokens(d, r_x)
-    xb = bnd[torch.arange(P) % bnd.shape[0]]
+    gen = ctx.generator(salt, dev)
+    x = torch.randn(P, d, generator=gen, dtype=F64, device=dev)
+    x = x / x.norm(dim=1, keepdim=True) * r_x * torch.rand(P, 1, generator=gen, dtype=F64, device=dev).sqrt()
+    bnd = _boundary_tokens(d, r_x, dev)
+    xb = bnd[torch.arange(P, device=dev) % bnd.shape[0]]
     hit = (t == i[:, None])  # (P, q): target slots
     res = {"nonzero": 0, "checked": 0, "target_err": 0.0, "leak_ratio": 0.0, "dense_vs_closed": 0.0}
 
@@ -250,8 +269,9 @@ def _transition_case(tr, book: Codebook, ctx: Context, salt: int) -> dict:
     for xx in (x, xb):
         record(tr(z(xx)), xx)
     # the literal four dense layers on a subset (all target pairs + a random sample), u = (h, z)
-    sub = torch.cat([hit.any(1).nonzero().flatten(), torch.randperm(P, generator=gen)[: ctx.pick(quick=384, full=4096)]])
-    u = torch.cat([torch.randn(sub.numel(), tr.d_h, generator=gen, dtype=F64) * r_x, z(x)[sub]], 1)
+    sub = torch.cat([hit.any(1).nonzero().flatten(),
+                     torch.randperm(P, generator=gen, device=dev)[: ctx.pick(quick=384, full=4096)]])
+    u = torch.cat([torch.randn(sub.numel(), tr.d_h, generator=gen, dtype=F64, device=dev) * r_x, z(x)[sub]], 1)
     dense = tr.dense(u)
     res["dense_vs_closed"] = float((dense - tr(z(x)[sub])).abs().max())
     out_sub = dense.view(-1, q, d)
@@ -273,7 +293,7 @@ def _transition_case(tr, book: Codebook, ctx: Context, salt: int) -> dict:
         G = tr(zz, rectify=False).view(-1, q, d).abs().amax(-1)
         return torch.where(hit[sel], torch.zeros_like(G), G)
 
-    x0 = bnd[torch.arange(sel.numel()) % bnd.shape[0]] * 0.999 + 1e-3 * x[sel]
+    x0 = bnd[torch.arange(sel.numel(), device=dev) % bnd.shape[0]] * 0.999 + 1e-3 * x[sel]
     xa = _ball_ascent(target_err, x0, r_x, steps)
     xl = _ball_ascent(leak, x0, r_x, steps)
     with torch.no_grad():
@@ -288,10 +308,10 @@ def _transition_case(tr, book: Codebook, ctx: Context, salt: int) -> dict:
 def _state_curve(ctx: Context, rectify: bool):
     """Max state error of h_fwd (Cor 27 targets) on prefixes of a rotated mu = 1/2 codebook, tokens
     x_j = r_x e_1 (boundary of the ball: the gate leaks most), simple t = (N/2)."""
-    Ns = ctx.pick(quick=(512, 2048, 8192, 32768), full=(512, 2048, 8192, 32768))
-    key = ("p26-curve", ctx.seed, Ns[-1])
+    Ns = ctx.pick(quick=(512, 2048, 8192, 32768), full=(512, 2048, 8192, 32768), gpu=(1000, 10_000, 100_000, 1_000_000))
+    key = ("p26-curve", ctx.seed, Ns[-1], ctx.device)
     if key not in _CACHE:
-        book = _rotated(rs_hadamard_codebook(Ns[-1], dtype=F64), ctx.seed + 27)  # d_e = 64, mu = 1/2
+        book = _rotated(rs_hadamard_codebook(Ns[-1], dtype=F64), ctx.seed + 27).to(device=ctx.device)  # d_e = 64, mu = 1/2
         link = make_link("linear", 1, P26_D, generator=ctx.generator(28))
         _CACHE.clear()
         _CACHE[key] = build_rnn(book, P26_D, link.two_layer_net(), eps=P26_EPS, r_x=P26_RX)
@@ -303,16 +323,18 @@ def _state_curve(ctx: Context, rectify: bool):
     st = c.states(x, t, rectify=rectify, r_h=math.inf)
     tf, _ = c.targets(x, t)
     errs = [float((st.h_fwd[:, :n] - tf[:, :n]).abs().max()) for n in Ns]
-    return Ns, errs, c.transition.guarantee.eps
+    return Ns, errs, c.transition.guarantee.eps, _transition_rounding(c.transition, N, c.r_h)
 
 
 def _prop26(ctx: Context) -> Outcome:
-    ok, parts, worst, nonzero = True, [], 0.0, 0
+    ok, parts, worst, nonzero, terms = True, [], 0.0, 0, []
     for k, (label, book) in enumerate(_p26_books(ctx)):
         tr = build_transition(book, P26_D, P26_Q, eps=P26_EPS, r_x=P26_RX)
         g = tr.guarantee
         r = _transition_case(tr, book, ctx, 260 + k)
-        good = (r["nonzero"] == 0 and _within(r["target_err"], g.eps) and r["leak_ratio"] <= 1.0
+        rnd = _transition_rounding(tr)
+        terms.append(rnd)
+        good = (r["nonzero"] == 0 and rnd.within(r["target_err"], g.eps) and rnd.within(r["leak_ratio"] * g.threshold, g.threshold)
                 and r["dense_vs_closed"] <= 1e-9)
         ok &= good
         nonzero += r["nonzero"]
@@ -321,18 +343,19 @@ def _prop26(ctx: Context) -> Outcome:
                      f"{r['nonzero']} nonzero of {r['checked']} non-target outputs, target err {r['target_err']:.3g} "
                      f"<= eps {g.eps:.4g}, adversarial max |gate|/b off target {r['leak_ratio']:.3g}, "
                      f"dense vs closed form {r['dense_vs_closed']:.1e}")
-    Ns, errs, eps = _state_curve(ctx, rectify=True)
-    ok &= all(_within(e, eps) for e in errs)
+    Ns, errs, eps, rnd = _state_curve(ctx, rectify=True)
+    ok &= all(rnd.within(e, eps) for e in errs)
     parts.append("rotated N=%d states with layers 3-4: " % Ns[-1] + ", ".join(f"N={n}: {e:.3g}" for n, e in zip(Ns, errs)))
+    parts.append(f"transition {largest(terms)}; states {rnd}")
     return Outcome(measured=f"{nonzero} nonzero off-target outputs; max target err/eps {worst:.3g}",
                    bound="0 nonzeros; err <= eps", holds=ok, detail="; ".join(parts))
 
 
 def _prop26_falsifier(ctx: Context) -> Outcome:
-    Ns, errs, eps = _state_curve(ctx, rectify=False)
+    Ns, errs, eps, rnd = _state_curve(ctx, rectify=False)
     detail = ", ".join(f"N={n}: {e:.3g}" for n, e in zip(Ns, errs))
     return Outcome(measured=f"state err at N={Ns[-1]}: {errs[-1]:.4g}", bound=f"<= eps = {eps:.4g}",
-                   holds=all(_within(e, eps) for e in errs), detail=f"without layers 3-4 (grows with N): {detail}")
+                   holds=all(rnd.within(e, eps) for e in errs), detail=f"without layers 3-4 (grows with N): {detail}; {rnd}")
 
 
 register(Claim(
@@ -352,7 +375,7 @@ C27_D, C27_Q, C27_EPS = 4, 2, 0.1
 def _c27_build(N: int, ctx: Context, rotate: bool = False):
     book = rs_hadamard_codebook(N, dtype=F64)
     book = (_rotated(book, ctx.seed + 270) if rotate else book).to(device=ctx.device)
-    link = make_link("teacher", C27_Q, C27_D, generator=ctx.generator(270))
+    link = make_link("teacher", C27_Q, C27_D, generator=ctx.generator(270)).to(ctx.device)
     B = 1 if rotate else max(1, min(8, ctx.pick(quick=200_000, full=1_000_000, gpu=4_000_000) // N))
     r_x = token_radius(C27_D, N * B)
     return book, link, build_rnn(book, C27_D, link.two_layer_net(), eps=C27_EPS, r_x=r_x), B
@@ -387,7 +410,8 @@ def _cor27(ctx: Context) -> Outcome:
         x, t = _c27_prompts(N, link, B, c.guarantee.r_x, ctx, 271 + k)
         st, err, nonzero = _state_errors(c, x, t)
         eps = c.guarantee.state_eps
-        good = _within(err, eps) and nonzero == 0 and st.projection_active == 0
+        rnd = _transition_rounding(c.transition, N, c.r_h)
+        good = rnd.within(err, eps) and nonzero == 0 and st.projection_active == 0
         extra = ""
         if k == 0:  # the literal loop of the loaded DeepTransitionBiRNN against the scan
             m = c.module(device=ctx.device)
@@ -403,6 +427,7 @@ def _cor27(ctx: Context) -> Outcome:
         rows.append(f"N={N} ({kind}B={B}, d_e={c.d_e}, mu={c.guarantee.mu:g}): max err {err:.3g} <= eps {eps:.4g}, "
                     f"{nonzero} nonzero before/after target, projection active {st.projection_active}{extra}")
     errs = ", ".join(f"{N}{' rotated' if rot else ''}: {r:.3g}" for (N, rot), r in zip(cases, ratios))
+    rows.append(f"at N={N}: {rnd}")
     return Outcome(measured=f"max err/eps by N: {errs}", bound="<= 1 at every N", holds=ok, detail="; ".join(rows))
 
 
@@ -415,8 +440,9 @@ def _cor27_falsifier(ctx: Context) -> Outcome:
     r_h = 0.5 * math.sqrt(C27_Q) * c.guarantee.r_x
     st, err, nonzero = _state_errors(c, x, t, r_h=r_h)
     eps = c.guarantee.state_eps
-    return Outcome(measured=f"max err {err:.4g}", bound=f"<= eps {eps:.4g}", holds=_within(err, eps) and nonzero == 0,
-                   detail=f"r_h = {r_h:.3g} < required {c.r_h:.3g}: projection active at {st.projection_active} steps")
+    rnd = _transition_rounding(c.transition, N, c.r_h)
+    return Outcome(measured=f"max err {err:.4g}", bound=f"<= eps {eps:.4g}", holds=rnd.within(err, eps) and nonzero == 0,
+                   detail=f"r_h = {r_h:.3g} < required {c.r_h:.3g}: projection active at {st.projection_active} steps; {rnd}")
 
 
 register(Claim(
@@ -434,7 +460,7 @@ P28_D, P28_Q, P28_EPS = 3, 2, 0.1
 
 def _p28_build(N: int, ctx: Context):
     book = rs_hadamard_codebook(N, dtype=F64, device=ctx.device)
-    link = make_link("teacher", P28_Q, P28_D, generator=ctx.generator(280))
+    link = make_link("teacher", P28_Q, P28_D, generator=ctx.generator(280)).to(ctx.device)
     return link, build_rnn(book, P28_D, link.two_layer_net(), eps=P28_EPS, r_x=token_radius(P28_D, 64 * N))
 
 
@@ -442,8 +468,18 @@ def _p28_error(c, link, x, t):
     return (c.predict(x, t) - link(gather_tokens(x, t))).abs()
 
 
+def _p28_rounding(c, N: int) -> Rounding:
+    """The state rounding term carried through g_net (Lipschitz constant Lip), plus g_net's own
+    sums (qd inputs, m units) on states of norm <= 2 r_h + r_x."""
+    states = _transition_rounding(c.transition, N, c.r_h).times(max(c.guarantee.lipschitz, 1.0), "max(1, Lip)")
+    net = c.g_net
+    scale = float(net.a.abs() @ (net.W.abs().sum(1) * (2 * c.r_h + c.guarantee.r_x) + net.b.abs()))
+    return states + Rounding(n=c.transition.d_h + net.m + 2, scale=scale,
+                             what="(qd + m + 2) eps |a|(|W| (2 r_h + r_x) + |b|)")
+
+
 def _prop28(ctx: Context) -> Outcome:
-    Ns = ctx.pick(quick=(64, 4096), full=(64, 4096, 32768), gpu=(64, 4096, 100_000))
+    Ns = ctx.pick(quick=(64, 4096), full=(64, 4096, 32768), gpu=(64, 4096, 1_000_000))
     ok, rows, worst = True, [], 0.0
     for k, N in enumerate(Ns):
         link, c = _p28_build(N, ctx)
@@ -466,10 +502,12 @@ def _prop28(ctx: Context) -> Outcome:
             ok &= diff <= 1e-9
             extra = f", loaded module vs scan {diff:.1e}, adversarial included"
         bound = c.guarantee.prediction_error
-        ok &= _within(err, bound)
+        rnd = _p28_rounding(c, N)
+        ok &= rnd.within(err, bound)
         worst = max(worst, err / bound)
         rows.append(f"N={N} (B={B}): max |y_hat - y| {err:.3g} <= {bound:.4g} = Lip {c.guarantee.lipschitz:.3g} "
                     f"sqrt(qd) eps {c.guarantee.state_eps:.3g}{extra}")
+    rows.append(f"at N={N}: {rnd}")
     return Outcome(measured=f"max err/bound {worst:.3g}", bound="<= 1", holds=ok, detail="; ".join(rows))
 
 
@@ -484,8 +522,9 @@ def _prop28_falsifier(ctx: Context) -> Outcome:
     with torch.no_grad():
         err = float(_p28_error(c, link, x, p.t).max())
     bound = c.guarantee.prediction_error
-    return Outcome(measured=f"max |y_hat - y| {err:.4g}", bound=f"<= {bound:.4g}", holds=_within(err, bound),
-                   detail="general qSTR prompts (t_i drawn per position) through the simple-qSTR construction")
+    rnd = _p28_rounding(c, N)
+    return Outcome(measured=f"max |y_hat - y| {err:.4g}", bound=f"<= {bound:.4g}", holds=rnd.within(err, bound),
+                   detail=f"general qSTR prompts (t_i drawn per position) through the simple-qSTR construction; {rnd}")
 
 
 register(Claim(

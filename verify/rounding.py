@@ -1,0 +1,88 @@
+"""The floating-point rounding term added to the bounds the claims check on computed numbers.
+
+The issue asks that "Float32 rounding is accounted for in every bound that a GPU run checks
+(state the rounding term in the claim's detail)"; every claim builds its term here.
+
+Model (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., Lemma 3.1 and
+section 3.1): a sum or dot product of n terms computed in floating point, in any order, is
+within gamma_n S of its exact value, S the sum of the terms' absolute values and
+gamma_n = n u / (1 - n u), u = eps / 2 the unit roundoff of the dtype. A measured quantity
+built from such sums (an error |y_hat - y|, a norm ratio, a risk) is compared to its bound with
+
+    term = n * eps * scale      (eps = torch.finfo(dtype).eps = 2u)
+
+added: 2u covers gamma_n while n u <= 1/2, plus the subtraction against the target. ``scale``
+is S or an upper bound on it (e.g. max |y| times the number of terms' weights), ``n`` the length
+of the longest chain of operations behind the measurement. The term is ~2e-16 n S in float64
+and ~1e-7 n S in float32: it cannot rescue a falsifier, whose excess over its bound is of the
+order of the bound itself.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Optional, Tuple
+
+import torch
+
+
+def dtype_name(dtype) -> str:
+    """'float64' for torch.float64 (and for the string itself)."""
+    return str(dtype).replace("torch.", "")
+
+
+@dataclass(frozen=True)
+class Rounding:
+    """The rounding term ``n * eps(dtype) * scale`` of a measured quantity (module docstring).
+
+    ``what`` names n and scale in the detail line, e.g. "(N + D) eps |y|max". Terms of a
+    quantity computed in stages add up: ``a + b`` (the stages' terms listed in the detail);
+    ``a.times(L, "L")`` carries a term through an L-Lipschitz map."""
+
+    n: int
+    scale: float
+    dtype: torch.dtype = torch.float64
+    what: str = "n eps |.|max"
+    rest: Tuple["Rounding", ...] = ()
+
+    @property
+    def eps(self) -> float:
+        return float(torch.finfo(self.dtype).eps)
+
+    @property
+    def term(self) -> float:
+        return self.n * self.eps * abs(float(self.scale)) + sum(r.term for r in self.rest)
+
+    def within(self, measured: float, bound: float) -> bool:
+        """measured <= bound + term."""
+        return measured <= bound + self.term
+
+    def __add__(self, other: "Rounding") -> "Rounding":
+        return replace(self, rest=self.rest + (other,))
+
+    def times(self, factor: float, name: str) -> "Rounding":
+        """The term carried through a ``factor``-Lipschitz map (every part scaled)."""
+        return replace(self, scale=self.scale * factor, what=f"{name} {self.what}",
+                       rest=tuple(r.times(factor, name) for r in self.rest))
+
+    def _parts(self) -> str:
+        own = f"{self.what} = {self.n} x {self.eps:.2g} x {abs(float(self.scale)):.3g}"
+        return " + ".join([own] + [r._parts() for r in self.rest])
+
+    def __str__(self) -> str:
+        total = f" = {self.term:.2g}" if self.rest else f" = {self.term:.2g}"
+        return f"rounding term {self._parts()}{total} ({dtype_name(self.dtype)}) added to the bound"
+
+
+def largest(terms) -> Optional[Rounding]:
+    """The term with the largest value (for a detail line covering several cases)."""
+    terms = [t for t in terms if t is not None]
+    return max(terms, key=lambda t: t.term) if terms else None
+
+
+def two_layer(W1: torch.Tensor, b1: torch.Tensor, W2: torch.Tensor, u: torch.Tensor, dtype=torch.float64,
+              what: str = "(n_in + width + 2) eps max |W2|(|W1||u| + |b1|)") -> Rounding:
+    """Rounding of u -> W2 relu(W1 u + b1) on the rows of ``u``: n = n_in + width + 2 and
+    scale = max over rows and outputs of |W2| (|W1| |u| + |b1|), the Higham sum of magnitudes."""
+    A1, B1, A2 = (t.to(dtype=torch.float64, device=u.device).abs() for t in (W1, b1, W2))
+    scale = float(((u.to(torch.float64).abs().reshape(-1, A1.shape[1]) @ A1.T + B1) @ A2.T).max())
+    return Rounding(n=A1.shape[1] + A1.shape[0] + 2, scale=scale, dtype=dtype, what=what)
