@@ -812,24 +812,39 @@ def _train_step(fam: _Family, opt: StackedAdamW, meta, x, t, y, batch_size: int)
     return per.detach()
 
 
+def _record(fam, opt, meta, x, t, y, batch_size: int, pool):
+    """Take this step eagerly on a side stream (the warm-up recording needs: lazy library set-up
+    must not happen during capture), then record it for the next steps: ``(graph, losses)``.
+    If recording fails, the step has still been taken exactly once (a capture runs nothing) and
+    the stack goes on without graphs: ``(None, losses)``, with a warning."""
+    import warnings
+
+    side = torch.cuda.Stream(device=x.device)
+    side.wait_stream(torch.cuda.current_stream(x.device))
+    with torch.cuda.stream(side):
+        per = _train_step(fam, opt, meta, x, t, y, batch_size)
+    torch.cuda.current_stream(x.device).wait_stream(side)
+    try:
+        return _GraphedStep(fam, opt, meta, x, t, y, batch_size, pool), per
+    except RuntimeError as exc:  # torch.AcceleratorError is one
+        warnings.warn(f"recording the training step as a CUDA graph failed ({exc}); this stack goes on "
+                      "without graphs", RuntimeWarning)
+        return None, per
+
+
 class _GraphedStep:
     """:func:`_train_step` recorded once as a CUDA graph and replayed on copies of each batch.
 
-    A step of a stack launches hundreds of small kernels (the GRU alone about six per position
+    A step of a stack launches hundreds of small kernels (the GRU alone several per position
     and direction); replaying them as one graph removes the host's launch cost, which
     dominated on a GPU. The graph holds the stack's tensors, so it is recorded again whenever
-    the stack changes (a member finishes). The step it is built on runs eagerly first, on a
-    side stream (warm-up: lazy library initialisation must not happen during capture)."""
+    the stack changes (a member finishes), into the stack's one memory ``pool``."""
 
-    def __init__(self, fam, opt, meta, x, t, y, batch_size: int):
-        side = torch.cuda.Stream(device=x.device)
-        side.wait_stream(torch.cuda.current_stream(x.device))
-        with torch.cuda.stream(side):
-            self.first = _train_step(fam, opt, meta, x, t, y, batch_size)
-        torch.cuda.current_stream(x.device).wait_stream(side)
+    def __init__(self, fam, opt, meta, x, t, y, batch_size: int, pool):
+        torch.cuda.synchronize(x.device)  # nothing pending while recording
         self.inputs = (x.clone(), t.clone(), y.clone())
         self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
+        with torch.cuda.graph(self.graph, pool=pool, capture_error_mode="thread_local"):
             self.per = _train_step(fam, opt, meta, *self.inputs, batch_size)
 
     def __call__(self, x, t, y) -> torch.Tensor:
@@ -893,7 +908,7 @@ def train_stack(
         dev0 = next(iter(P.values())).device
         if dev0.type == "cuda":
             free, _ = torch.cuda.mem_get_info(dev0)
-            eval_elements = max(eval_elements, free // (4 * next(iter(P.values())).element_size()))
+            eval_elements = max(eval_elements, min(2**31, free // (4 * next(iter(P.values())).element_size())))
     for v in P.values():
         v.requires_grad_(True)
     dev = next(iter(P.values())).device
@@ -971,6 +986,7 @@ def train_stack(
     if use_graphs and dev.type != "cuda":
         raise ValueError(f"graphs=True needs a CUDA stack, got device {dev}")
     graph: Optional[_GraphedStep] = None
+    pool = torch.cuda.graph_pool_handle() if use_graphs else None
     with _tf32(tf32 and dev.type == "cuda"):
         step = 0
         while active and step < max_steps:
@@ -982,8 +998,8 @@ def train_stack(
             if not use_graphs:
                 per = _train_step(fam, opt, meta, x, t, y, batch_size)
             elif graph is None:  # a new or changed stack: this step runs eagerly, the next ones replay
-                graph = _GraphedStep(fam, opt, meta, x, t, y, batch_size)
-                per = graph.first
+                graph, per = _record(fam, opt, meta, x, t, y, batch_size, pool)
+                use_graphs = graph is not None
             else:
                 per = graph(x, t, y)
             step += 1
