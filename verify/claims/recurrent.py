@@ -305,13 +305,18 @@ def _transition_case(tr, book: Codebook, ctx: Context, salt: int) -> dict:
     return res
 
 
-def _state_curve(ctx: Context, rectify: bool):
-    """Max state error of h_fwd (Cor 27 targets) on prefixes of a rotated mu = 1/2 codebook, tokens
-    x_j = r_x e_1 (boundary of the ball: the gate leaks most), simple t = (N/2)."""
-    Ns = ctx.pick(quick=(512, 2048, 8192, 32768), full=(512, 2048, 8192, 32768), gpu=(1000, 10_000, 100_000, 1_000_000))
-    key = ("p26-curve", ctx.seed, Ns[-1], ctx.device)
+P26_ROTATED_NS = (512, 2048, 8192, 32768)  # RS-Hadamard with d_e = 64 (mu = 1/2) stops at N = 32768
+P26_LONG_NS = (1000, 10_000, 100_000, 1_000_000)  # gpu: the transition scanned at N = 1e6
+
+
+def _state_curve(ctx: Context, rectify: bool, Ns=P26_ROTATED_NS, rotate: bool = True):
+    """Max state error of h_fwd (Cor 27 targets) on prefixes of a rotated mu = 1/2 codebook (or, with
+    ``rotate=False``, the RS-Hadamard codes of N = Ns[-1], exact products), tokens x_j = r_x e_1
+    (boundary of the ball: the gate leaks most), simple t = (N/2)."""
+    key = ("p26-curve", ctx.seed, Ns[-1], rotate, ctx.device)
     if key not in _CACHE:
-        book = _rotated(rs_hadamard_codebook(Ns[-1], dtype=F64), ctx.seed + 27).to(device=ctx.device)  # d_e = 64, mu = 1/2
+        book = rs_hadamard_codebook(Ns[-1], dtype=F64)  # rotated: d_e = 64, mu = 1/2 attained
+        book = (_rotated(book, ctx.seed + 27) if rotate else book).to(device=ctx.device)
         link = make_link("linear", 1, P26_D, generator=ctx.generator(28))
         _CACHE.clear()
         _CACHE[key] = build_rnn(book, P26_D, link.two_layer_net(), eps=P26_EPS, r_x=P26_RX)
@@ -346,6 +351,10 @@ def _prop26(ctx: Context) -> Outcome:
     Ns, errs, eps, rnd = _state_curve(ctx, rectify=True)
     ok &= all(rnd.within(e, eps) for e in errs)
     parts.append("rotated N=%d states with layers 3-4: " % Ns[-1] + ", ".join(f"N={n}: {e:.3g}" for n, e in zip(Ns, errs)))
+    if ctx.profile == "gpu":  # the transition scanned over N = 1e6 positions (exact products, mu = 1/4)
+        Ns, errs, eps, rnd = _state_curve(ctx, rectify=True, Ns=P26_LONG_NS, rotate=False)
+        ok &= all(rnd.within(e, eps) for e in errs)
+        parts.append("rs-hadamard N=%d states: " % Ns[-1] + ", ".join(f"N={n}: {e:.3g} <= {eps:.4g}" for n, e in zip(Ns, errs)))
     parts.append(f"transition {largest(terms)}; states {rnd}")
     return Outcome(measured=f"{nonzero} nonzero off-target outputs; max target err/eps {worst:.3g}",
                    bound="0 nonzeros; err <= eps", holds=ok, detail="; ".join(parts))
