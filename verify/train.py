@@ -812,7 +812,7 @@ def _train_step(fam: _Family, opt: StackedAdamW, meta, x, t, y, batch_size: int)
     return per.detach()
 
 
-def _record(fam, opt, meta, x, t, y, batch_size: int, pool):
+def _record(fam, opt, meta, x, t, y, batch_size: int):
     """Take this step eagerly on a side stream (the warm-up recording needs: lazy library set-up
     must not happen during capture), then record it for the next steps: ``(graph, losses)``.
     If recording fails, the step has still been taken exactly once (a capture runs nothing) and
@@ -825,7 +825,7 @@ def _record(fam, opt, meta, x, t, y, batch_size: int, pool):
         per = _train_step(fam, opt, meta, x, t, y, batch_size)
     torch.cuda.current_stream(x.device).wait_stream(side)
     try:
-        return _GraphedStep(fam, opt, meta, x, t, y, batch_size, pool), per
+        return _GraphedStep(fam, opt, meta, x, t, y, batch_size), per
     except RuntimeError as exc:  # torch.AcceleratorError is one
         warnings.warn(f"recording the training step as a CUDA graph failed ({exc}); this stack goes on "
                       "without graphs", RuntimeWarning)
@@ -838,13 +838,16 @@ class _GraphedStep:
     A step of a stack launches hundreds of small kernels (the GRU alone several per position
     and direction); replaying them as one graph removes the host's launch cost, which
     dominated on a GPU. The graph holds the stack's tensors, so it is recorded again whenever
-    the stack changes (a member finishes), into the stack's one memory ``pool``."""
+    the stack changes (a member finishes); the memory of the graph it replaces is returned to
+    the device first (one pool shared by the recordings tripped an allocator assertion in
+    torch 2.11, and pools left behind fragmented the memory until a later stack ran out)."""
 
-    def __init__(self, fam, opt, meta, x, t, y, batch_size: int, pool):
+    def __init__(self, fam, opt, meta, x, t, y, batch_size: int):
         torch.cuda.synchronize(x.device)  # nothing pending while recording
+        torch.cuda.empty_cache()  # the replaced graph's pool
         self.inputs = (x.clone(), t.clone(), y.clone())
         self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph, pool=pool, capture_error_mode="thread_local"):
+        with torch.cuda.graph(self.graph, capture_error_mode="thread_local"):
             self.per = _train_step(fam, opt, meta, *self.inputs, batch_size)
 
     def __call__(self, x, t, y) -> torch.Tensor:
@@ -986,7 +989,6 @@ def train_stack(
     if use_graphs and dev.type != "cuda":
         raise ValueError(f"graphs=True needs a CUDA stack, got device {dev}")
     graph: Optional[_GraphedStep] = None
-    pool = torch.cuda.graph_pool_handle() if use_graphs else None
     with _tf32(tf32 and dev.type == "cuda"):
         step = 0
         while active and step < max_steps:
@@ -998,7 +1000,7 @@ def train_stack(
             if not use_graphs:
                 per = _train_step(fam, opt, meta, x, t, y, batch_size)
             elif graph is None:  # a new or changed stack: this step runs eagerly, the next ones replay
-                graph, per = _record(fam, opt, meta, x, t, y, batch_size, pool)
+                graph, per = _record(fam, opt, meta, x, t, y, batch_size)
                 use_graphs = graph is not None
             else:
                 per = graph(x, t, y)
