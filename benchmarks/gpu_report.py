@@ -158,6 +158,34 @@ def figure1(dev, out_dir: str, matmul: str, seeds: int) -> dict:
                 speedup_vs_published=PUBLISHED_S_PER_SEED * seeds / total)
 
 
+def rnn_step_profile(dev, matmul: str = "tf32", steps: int = 40) -> dict:
+    """Where a simple-1STR GRU step goes: the paper-size stack (5 seeds x N = 25..33), timed per
+    step with graphs, then one eager run under the profiler (kernel table printed)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from verify.experiments import common, figure1
+    from verify.train import train_stack
+
+    pts = [p for p in figure1.points(seeds=5, models=("rnn",), variants=("simple",))]
+
+    def run(graphs: bool, n: int):
+        ms = [common.build_member(p, device=dev) for p in pts]
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        train_stack(ms, batch_size=64, check_every=10 ** 6, max_steps=n, graphs=graphs, tf32=matmul == "tf32")
+        torch.cuda.synchronize()
+        return (time.perf_counter() - t0) / n
+
+    graphed = run(True, steps)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        eager = run(False, steps // 4)
+    table = prof.key_averages().table(sort_by="cuda_time_total", row_limit=20)
+    print(f"simple-1STR GRU stack ({len(pts)} members, {matmul}): {graphed * 1e3:.1f} ms/step with graphs, "
+          f"{eager * 1e3:.1f} ms/step eager under the profiler\n{table}", flush=True)
+    return dict(members=len(pts), matmul=matmul, ms_per_step_graphs=graphed * 1e3, ms_per_step_eager_profiled=eager * 1e3,
+                kernel_table=table)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
@@ -167,6 +195,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--figure1-matmul", nargs="+", default=["float32", "tf32"], choices=["float32", "tf32"])
     ap.add_argument("--skip-figure1", action="store_true")
+    ap.add_argument("--profile-rnn", action="store_true", help="also profile one paper-size GRU stack's steps")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("gpu_report: needs a CUDA device", file=sys.stderr)
@@ -184,6 +213,8 @@ def main(argv=None) -> int:
     sections = [("ceilings", lambda: ceilings(dev)),
                 ("lemma11", lambda: lemma11_rows(dev, report["ceilings"], args.N, args.q)),
                 ("rnn_states", lambda: rnn_states(dev, args.rnn_N))]
+    if args.profile_rnn:
+        sections.append(("rnn_step_profile", lambda: rnn_step_profile(dev)))
     if not args.skip_figure1:
         for mm in args.figure1_matmul:
             sections.append((f"figure1_{mm}", lambda mm=mm: figure1(dev, args.out, mm, args.seeds)))
