@@ -107,8 +107,9 @@ def _ball_ascent(err, x0: torch.Tensor, r: float, steps: int) -> torch.Tensor:
 def _gadget_search(gadget, lo, hi, special: torch.Tensor, ctx: Context, salt: int) -> tuple[dict, Rounding]:
     """Sup-error of a 2-input gadget by a dense grid, structured points, hypothesis and ascent
     (all on ctx.device), and the rounding term of the gadget over the box (attained at its corners)."""
-    err = lambda u: (gadget(u) - gadget.target(u)).abs()[..., 0]  # noqa: E731
     dev = ctx.device
+    gadget = replace(gadget, W1=gadget.W1.to(dev), b1=gadget.b1.to(dev), W2=gadget.W2.to(dev))  # moved once
+    err = lambda u: (gadget(u) - gadget.target(u)).abs()[..., 0]  # noqa: E731
     n_grid = ctx.pick(quick=241, full=1201)
     axes = [torch.linspace(lo[k], hi[k], n_grid, dtype=F64, device=dev) for k in range(2)]
     grid = torch.cartesian_prod(*axes)

@@ -155,7 +155,7 @@ def _sparse_average(ctx: Context):
 def _sparse_average_check(ctx: Context) -> Outcome:
     head, r_x = _sparse_average(ctx)
     task = QSTR(N=SA_N, d=SA_D, link=Mean(q=SA_Q, d=SA_D), indices="distinct")
-    p = task.sample(ctx.pick(quick=64, full=512), generator=ctx.generator(21, ctx.device), device=ctx.device,
+    p = task.sample(ctx.pick(quick=64, full=512, gpu=640), generator=ctx.generator(21, ctx.device), device=ctx.device,
                     dtype=torch.float64)
     x = clip_to_ball(p.x, r_x)
 
@@ -183,7 +183,7 @@ def _sparse_average_falsifier(ctx: Context) -> Outcome:
     """The same single head on the squared-norm link: best readout of the mean still misses by the floor."""
     head, _ = _sparse_average(ctx)
     task = QSTR(N=SA_N, d=SA_D, link=SqNorm(q=SA_Q, d=SA_D), indices="few-heads", tokens="half-zero")
-    p = task.sample(ctx.pick(quick=256, full=2048), generator=ctx.generator(22, ctx.device), device=ctx.device,
+    p = task.sample(ctx.pick(quick=256, full=2048, gpu=2560), generator=ctx.generator(22, ctx.device), device=ctx.device,
                     dtype=torch.float64)
     with torch.no_grad():
         mean = head.predict(p.x, p.t)  # (B, N, d): what one head can pass on
@@ -195,7 +195,7 @@ def _sparse_average_falsifier(ctx: Context) -> Outcome:
     rnd = _attention_rounding(head.guarantee)
     return Outcome(measured=f"rmse {math.sqrt(risk):.3g} (risk {risk:.3f} >= floor {floor:.3f})",
                    bound=f"<= {bound:.3g}", holds=rnd.within(math.sqrt(risk), bound),
-                   detail=f"one head, squared-norm link: risk {risk:.3f}, Prop 3 floor (H=1) {floor:.3f}")
+                   detail=f"one head, squared-norm link: risk {risk:.3f}, Prop 3 floor (H=1) {floor:.3f}; {rnd}")
 
 
 register(Claim(
