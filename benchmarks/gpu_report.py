@@ -164,7 +164,7 @@ def rnn_step_profile(dev, matmul: str = "tf32", steps: int = 40) -> dict:
     from torch.profiler import ProfilerActivity, profile
 
     from verify.experiments import common, figure1
-    from verify.train import train_stack
+    from verify.training import train_stack
 
     pts = [p for p in figure1.points(seeds=5, models=("rnn",), variants=("simple",))]
 

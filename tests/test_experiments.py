@@ -55,7 +55,7 @@ def test_published_protocol_choices():
     a, b = (build_member(Point(figure="figure1", protocol="published", model="ffn", variant="1str", N=4, q=1,
                                seed=s, n_test=8, ffn_hidden=(8, 8))) for s in (0, 1))
     assert torch.equal(a.omega, b.omega)  # one codebook per N for all seeds, as the published code
-    from verify.train import EncodedFFN
+    from constructions.models import EncodedFFN
 
     assert isinstance(a.model, EncodedFFN)
     c, d = (build_member(Point(figure="figure1", protocol="paper", model="ffn", variant="1str", N=4, q=1,

@@ -18,7 +18,7 @@ from bounds.feedforward import (
     span_distance,
 )
 from bounds.gaussian import random_orthonormal_rows
-from verify.train_ffn import (
+from verify.training.ffn import (
     _layers,
     _objective_and_grads,
     ffn_test_risk,

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from constructions.relu import interpolant, sqnorm_net, square_net
 from verify.adversarial import clip_to_ball, worst_case_tokens
-from verify.train import fit_online, position_risk
+from verify.training import fit_online, position_risk
 
 
 @settings(max_examples=25, deadline=None)

@@ -1,4 +1,4 @@
-"""Batched training (verify.train.train_stack) against training each model alone."""
+"""Batched training (verify.training.train_stack) against training each model alone."""
 import math
 
 import pytest
@@ -9,9 +9,8 @@ from constructions.encoding import encode
 from constructions.links import make_link
 from constructions.models import build_practical
 from constructions.task import QSTR
-from verify.train import (
-    BiasedTransformer,
-    EncodedFFN,
+from constructions.models import BiasedTransformer, EncodedFFN
+from verify.training import (
     Member,
     OnlineStream,
     StackedAdamW,
@@ -150,7 +149,7 @@ def test_padded_encoding_matches_library_encoding():
     ms = [make_member("transformer", N, q, s) for N, q, s in ((3, 1, 0), (6, 2, 1))]
     fam = family_of(ms[0])(ms)
     P, meta = fam.stack(ms)
-    from verify.train import _pad_prompts
+    from verify.training.families import _pad_prompts
 
     x, t, _ = (torch.stack(v) for v in zip(*[_pad_prompts(*m.test, fam.Nmax, fam.qmax) for m in ms]))
     z = fam.encode(meta, x, t, fam.Dmax)

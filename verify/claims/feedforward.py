@@ -35,7 +35,7 @@ from bounds.feedforward import (
 from constructions.links import make_link
 from verify.registry import Claim, Context, Outcome, register
 from verify.rounding import Rounding
-from verify.train_ffn import FFNTrace, ffn_test_risk, fit_full_batch, make_vec_ffn, simple_1str_data
+from verify.training.ffn import FFNTrace, ffn_test_risk, fit_full_batch, make_vec_ffn, simple_1str_data
 
 D_TOKEN = 3            # token dimension d
 LR, LAMBDA = 0.5, 0.2  # GD step size and weight decay (lr * lambda = 0.1 per step)

@@ -21,7 +21,7 @@ from constructions.task import QSTR, gather_tokens
 from verify.adversarial import clip_to_ball, worst_case_tokens
 from verify.registry import Claim, Context, Outcome, register
 from verify.rounding import Rounding, largest
-from verify.train import fit_online, position_risk
+from verify.training import fit_online, position_risk
 
 
 def _attention_rounding(g) -> Rounding:

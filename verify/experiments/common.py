@@ -4,12 +4,12 @@
   published experiment code, mousavih/transformers-separation, reproduced for comparison).
 * :class:`Point`: one model to train (figure, model, variant, N, q, seed and every
   hyper-parameter); its ``point_id`` is a hash of all of it, the key for resuming.
-* :func:`build_member`: a :class:`verify.train.Member` (task instance, codes, model, streams,
+* :func:`build_member`: a :class:`verify.training.Member` (task instance, codes, model, streams,
   test set) from a point, with seeds derived from the point (same point -> same numbers).
 * :class:`ResultsFile`: JSON lines, appended as each point finishes; rows already there are
   skipped on a rerun.
 * :func:`run_points`: group points into stacks and train each stack with
-  :func:`verify.train.train_stack`, with a progress bar.
+  :func:`verify.training.train_stack`, with a progress bar.
 * :func:`fit_exponent`: samples ~ N^a by least squares in log-log, bootstrap interval.
 """
 from __future__ import annotations
@@ -201,8 +201,9 @@ def apply_overrides(points: Sequence[Point], overrides: Optional[dict]) -> List[
 
 
 def build_member(p: Point, *, device="cpu", dtype=torch.float32):
-    """The :class:`verify.train.Member` of a point: task instance, model, streams, test set."""
-    from verify.train import BiasedTransformer, EncodedFFN, EpochStream, Member, OnlineStream
+    """The :class:`verify.training.Member` of a point: task instance, model, streams, test set."""
+    from constructions.models import BiasedTransformer, EncodedFFN
+    from verify.training import EpochStream, Member, OnlineStream
 
     proto = as_protocol(p.protocol)
     device = torch.device(device)
@@ -420,7 +421,7 @@ def train_points(pts: Sequence[Point], *, device, dtype, report: Callable[..., N
                  train_kw: Optional[dict] = None) -> None:
     """Build and train the members of one stack; ``report`` receives ``("step", stack, step,
     active, n)`` every 10 steps and ``("row", stack, row)`` as each member finishes."""
-    from verify.train import stack_key, train_stack
+    from verify.training import stack_key, train_stack
 
     members = [build_member(p, device=device, dtype=dtype) for p in pts]
     infos = {m.tag.point_id: m.info for m in members}

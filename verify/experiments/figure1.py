@@ -11,7 +11,7 @@ of the published code). 5 seeds; N = 2, 4, ..., 12 (1STR) and 25, 27, ..., 33 (s
 Models: Transformer with q = 1 head seeing the whole token, then a width-100 ReLU layer;
 bidirectional GRU, hidden 500 q per direction, linear readout; FFN of depth 3 with widths
 N d q and 1000 and N outputs. All models of one (variant, architecture) are trained in ONE
-stack (:func:`verify.train.train_stack`), each exactly as it would be alone.
+stack (:func:`verify.training.train_stack`), each exactly as it would be alone.
 
 ``quick``: N in {2, 4, 6} (1STR) and {5, 9, 13} (simple), 2 seeds, 1,000 test prompts, step
 caps 3,000 (1STR) / 5,000 (simple); the models are the paper's (the GRU keeps hidden 500: with
