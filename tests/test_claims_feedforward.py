@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import verify.claims.auxiliary  # noqa: F401  (registers lemma-39/40/41/42)
 import verify.claims.feedforward  # noqa: F401  (registers thm-6)
-from verify.registry import REGISTRY, Context, run_claim
+from verify.claims import REGISTRY
+from verify.registry import Context, run_claim
 
 
 def test_thm6_reports_the_decay_and_the_floor():

@@ -5,7 +5,8 @@ import sys
 import pytest
 
 from verify.cli import main
-from verify.registry import Claim, Context, Outcome, all_claims, run_claim, select
+from verify.claims import all_claims, select
+from verify.registry import Claim, Context, Outcome, run_claim
 
 FOUNDATION = ("assumption-3", "lemma-40", "data-model")
 

@@ -11,7 +11,8 @@ from typing import List, Optional
 
 from rich.console import Console
 
-from verify.registry import PROFILES, Context, run_claim, select
+from verify.claims import select
+from verify.registry import PROFILES, Context, run_claim
 
 
 class UsageError(Exception):

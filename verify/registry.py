@@ -8,13 +8,14 @@ a check that cannot fail is itself a failed claim.
 """
 from __future__ import annotations
 
-import contextlib
 import time
 import traceback
 from dataclasses import asdict, dataclass
-from typing import Callable, Dict, List, Optional, Sequence, Union
+from typing import Callable, Dict, Optional, Sequence, Union
 
 import torch
+
+from verify.threads import cpu_threads
 
 PROFILES = ("quick", "full", "gpu")
 Number = Union[float, int, str]
@@ -102,25 +103,6 @@ def register(claim: Claim) -> Claim:
     return claim
 
 
-def all_claims() -> Dict[str, Claim]:
-    import verify.claims  # noqa: F401  (registers every claim module)
-
-    return REGISTRY
-
-
-def select(profile: str, only: Optional[Sequence[str]] = None) -> List[Claim]:
-    """The claims of ``profile`` (all of them when ``only`` is None), in registry order."""
-    if profile not in PROFILES:
-        raise ValueError(f"profile must be one of {', '.join(PROFILES)}, got {profile!r}")
-    claims = all_claims()
-    if only:
-        unknown = [c for c in only if c not in claims]
-        if unknown:
-            raise ValueError(f"unknown claim id(s) {', '.join(unknown)}; known: {', '.join(claims)}")
-        return [claims[c] for c in only]
-    return [c for c in claims.values() if profile in c.profiles]
-
-
 def _guarded(fn: Callable[[Context], Outcome], ctx: Context):
     """Run a check; an exception becomes a failed outcome with the error recorded."""
     try:
@@ -128,23 +110,6 @@ def _guarded(fn: Callable[[Context], Outcome], ctx: Context):
     except Exception as exc:  # noqa: BLE001 - a crashing check is a failing check, reported
         tail = traceback.format_exc(limit=3).strip().splitlines()[-1]
         return Outcome("error", "", False, str(exc)), tail
-
-
-@contextlib.contextmanager
-def cpu_threads(n: Optional[int]):
-    """Run a block with ``n`` CPU intra-op threads, restoring the caller's setting afterwards.
-
-    The checks are many small tensor operations; on 2 shared cores one thread was measured
-    5x faster than two for the whole quick profile (25 s against 145 s)."""
-    if n is None:
-        yield
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def run_claim(claim: Claim, ctx: Context) -> Result:

@@ -1,2 +1,26 @@
-"""One module per section of the paper; importing this package registers every claim."""
-from verify.claims import setup, auxiliary, transformer, feedforward, recurrent, rnn_lower  # noqa: F401
+"""Every claim the toolkit checks, one module per section of the paper. Importing this package
+registers them all, in table order; it is the one place that collects them."""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence
+
+from verify.claims import setup, auxiliary, transformer, feedforward, recurrent, rnn_lower  # noqa: F401  (they register)
+from verify.registry import PROFILES, REGISTRY, Claim
+
+
+def all_claims() -> Dict[str, Claim]:
+    """Every registered claim by id, in table order."""
+    return REGISTRY
+
+
+def select(profile: str, only: Optional[Sequence[str]] = None) -> List[Claim]:
+    """The claims of ``profile`` (all of them when ``only`` is None), in registry order."""
+    if profile not in PROFILES:
+        raise ValueError(f"profile must be one of {', '.join(PROFILES)}, got {profile!r}")
+    claims = REGISTRY
+    if only:
+        unknown = [c for c in only if c not in claims]
+        if unknown:
+            raise ValueError(f"unknown claim id(s) {', '.join(unknown)}; known: {', '.join(claims)}")
+        return [claims[c] for c in only]
+    return [c for c in claims.values() if profile in c.profiles]

@@ -11,7 +11,6 @@ Derivations: docs/derivations/interpolation.md and docs/derivations/rnn-lower-bo
 """
 from __future__ import annotations
 
-import contextlib
 import math
 
 import numpy as np
@@ -43,21 +42,8 @@ from constructions.interpolation import (
     slot_memory_rnn,
 )
 from verify.registry import Claim, Context, Outcome, register
+from verify.threads import cpu_threads
 from verify.rounding import Rounding, largest
-
-@contextlib.contextmanager
-def single_thread():
-    """Run small sequential tensor work on one intra-op thread (restored afterwards).
-
-    The recurrences here are hundreds of tiny matmuls; with 2 threads on a loaded 2-core machine
-    OpenMP spin-waiting made them ~30x slower (measured: 18 s vs 0.6 s)."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
-
 
 CONFIDENCE = 0.999  # one-sided Clopper-Pearson level used by the probability checks
 
@@ -242,7 +228,7 @@ def _lemma36(ctx: Context, position) -> Outcome:
             x, t, y = sets[N]
             omega = _codes(N, ctx.device)
             D_in = L36_D + 2 * omega.shape[1]
-            with single_thread():
+            with cpu_threads(1):
                 model, gu = memorising_rnn(x, y, D_in=D_in, position=pos,
                                            generator=ctx.generator(36_000 + n, ctx.device))
                 err = _memoriser_error(model, x, t, y, omega, pos)
@@ -336,7 +322,7 @@ def _state_separation(ctx: Context) -> tuple[bool, str]:
     inside = bool((x.norm(dim=-1) <= r_x).all())
     t = torch.randint(N, (M, N, 1), generator=g, device=ctx.device)
     Z = rnn_encoding(x, t, omega)
-    with torch.no_grad(), single_thread():
+    with torch.no_grad(), cpu_threads(1):
         h_f, h_b = model.states(Z)
         w = torch.cat([h_f[:, i], h_b[:, i]], dim=-1)  # U = identity on (h_fwd, h_bwd)
         # the answer for every value k of t_i: only z_i changes (its omega_{t_i} block)
@@ -396,7 +382,7 @@ def _min_width(N: int, simple: bool, ctx: Context) -> tuple[int, list]:
     for w in cfg["widths"]:
         g = ctx.generator(800 + 10 * N + w + (5000 if simple else 0), ctx.device)
         model = PracticalRNN(omega.shape[1] * 2 + 2, w, generator=g, device=ctx.device)
-        with single_thread():
+        with cpu_threads(1):
             fit_online(model, batch, steps=cfg["steps"], batch_size=64, lr=cfg["lr"], generator=g)
             risk, _ = position_risk(model, batch, n=2048, generator=ctx.generator(899, ctx.device))
         tried.append((w, risk))
@@ -475,7 +461,7 @@ def _built_prop28_log_norm2(N: int, device) -> float:
 
     net = make_link("linear", 1, T9_D, generator=torch.Generator().manual_seed(9)).two_layer_net()
     book = rs_hadamard_codebook(N, dtype=torch.float64)
-    with single_thread():
+    with cpu_threads(1):
         return math.log(parameter_norm2(build_rnn(book, T9_D, net, eps=0.1).module(device=device)))
 
 
@@ -519,7 +505,7 @@ def _thm9(ctx: Context, simple: bool) -> Outcome:
     g = ctx.generator(90, ctx.device)
     for n in ctx.pick(quick=(8, 32), full=(8, 32, 128)):
         x, t, y = _prompts(n, 64, g, ctx.device)
-        with single_thread():
+        with cpu_threads(1):
             _, gu = memorising_rnn(x, y, D_in=L36_D, position=5, generator=g)
         rnd = _norm_rounding(gu, L36_D)
         mem_ok = rnd.within(gu.norm2, memoriser_norm2_bound(n, depth=T9_DEPTH, K_y=K_Y)) or float(y[:, 5] @ y[:, 5]) > K_Y * n

@@ -18,7 +18,7 @@ from typing import List, Optional
 
 import torch
 
-from verify.registry import cpu_threads
+from verify.threads import cpu_threads
 from verify.experiments.common import MATMUL, PROTOCOLS, Point, Protocol, fit_exponent  # noqa: F401  (re-exported)
 
 __all__ = ["run_experiment", "EXPERIMENTS", "PROTOCOLS", "Point", "Protocol", "fit_exponent"]
