@@ -18,9 +18,9 @@ import time
 
 import torch
 
-from constructions.attention import lemma11, lemma12_radius
-from constructions.links import make_link
-from constructions.task import QSTR
+from qstr.constructions.attention import lemma11, lemma12_radius
+from qstr.constructions.links import make_link
+from qstr.constructions.task import QSTR
 
 
 def _sync(device):

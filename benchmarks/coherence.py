@@ -16,7 +16,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from constructions.codes import coherence, rademacher_codebook, rs_hadamard_codebook  # noqa: E402
+from qstr.constructions.codes import coherence, rademacher_codebook, rs_hadamard_codebook  # noqa: E402
 
 
 def timed(fn, device):

@@ -25,7 +25,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from verify.experiments import run_experiment  # noqa: E402
+from qstr.verify.experiments import run_experiment  # noqa: E402
 
 PUBLISHED_S_PER_SEED = 295.0
 TARGET_S = 75.0
@@ -60,7 +60,7 @@ def main(argv=None) -> int:
     total = time.perf_counter() - t0
     seeds = sorted({r["seed"] for r in rows})
     what = "quick" if quick else "full"
-    from verify.experiments.common import default_jobs
+    from qstr.verify.experiments.common import default_jobs
 
     jobs = args.jobs or default_jobs(dev)
     name = (torch.cuda.get_device_name(dev) if dev.type == "cuda"

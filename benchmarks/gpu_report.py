@@ -29,9 +29,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 
-from constructions.attention import lemma11, lemma12_radius  # noqa: E402
-from constructions.links import make_link  # noqa: E402
-from constructions.task import QSTR  # noqa: E402
+from qstr.constructions.attention import lemma11, lemma12_radius  # noqa: E402
+from qstr.constructions.links import make_link  # noqa: E402
+from qstr.constructions.task import QSTR  # noqa: E402
 
 PUBLISHED_S_PER_SEED = 295.0  # the published experiment code on one H100, both panels, one seed
 TARGET_FIGURE1_S = 75.0
@@ -113,7 +113,7 @@ def lemma11_rows(dev, ceil: dict, Ns, qs, d: int = 4, B: int = 1) -> list:
 def rnn_states(dev, N: int = 1_000_000) -> dict:
     """Prop 28's bidirectional RNN states at N positions (closed-form scan, float64)."""
     import rnn_scan
-    from verify.adversarial import clip_to_ball
+    from qstr.verify.adversarial import clip_to_ball
 
     args = argparse.Namespace(d=4, q=2, eps=0.1, seed=0)
     t0 = time.perf_counter()
@@ -136,7 +136,7 @@ def rnn_states(dev, N: int = 1_000_000) -> dict:
 
 def figure1(dev, out_dir: str, matmul: str, seeds: int) -> dict:
     """All of Figure 1 at the paper's sizes (both panels, 10,000 test prompts), timed."""
-    from verify.experiments import run_experiment
+    from qstr.verify.experiments import run_experiment
 
     d = os.path.join(out_dir, f"figure1-{matmul}")
     torch.cuda.synchronize()
@@ -163,8 +163,8 @@ def rnn_step_profile(dev, matmul: str = "tf32", steps: int = 40) -> dict:
     step with graphs, then one eager run under the profiler (kernel table printed)."""
     from torch.profiler import ProfilerActivity, profile
 
-    from verify.experiments import common, figure1
-    from verify.training import train_stack
+    from qstr.verify.experiments import common, figure1
+    from qstr.verify.training import train_stack
 
     pts = [p for p in figure1.points(seeds=5, models=("rnn",), variants=("simple",))]
 

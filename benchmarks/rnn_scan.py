@@ -30,11 +30,11 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from constructions.codes import rs_hadamard_codebook  # noqa: E402
-from constructions.links import make_link  # noqa: E402
-from constructions.recurrent import build_rnn, projected_prefix  # noqa: E402
-from constructions.task import QSTR  # noqa: E402
-from verify.adversarial import clip_to_ball  # noqa: E402
+from qstr.constructions.codes import rs_hadamard_codebook  # noqa: E402
+from qstr.constructions.links import make_link  # noqa: E402
+from qstr.constructions.recurrent import build_rnn, projected_prefix  # noqa: E402
+from qstr.constructions.task import QSTR  # noqa: E402
+from qstr.verify.adversarial import clip_to_ball  # noqa: E402
 
 F64 = torch.float64
 

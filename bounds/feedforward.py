@@ -36,8 +36,8 @@ from typing import Optional
 import torch
 from scipy import stats
 
-from constructions import _checks
-from bounds.gaussian import VarianceEstimate
+from qstr.constructions import _checks
+from qstr.bounds.gaussian import VarianceEstimate
 
 __all__ = [
     "risk_floor",

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 from scipy import stats
 
-from constructions import _checks
+from qstr.constructions import _checks
 
 
 def conditional_sqnorm_variance(k: int, r: int) -> float:

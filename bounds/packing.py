@@ -50,10 +50,10 @@ from typing import Callable, Optional, Tuple
 
 import torch
 
-from bounds._search import smallest_true
-from constructions import _checks
-from constructions.links import TwoLayerNet
-from constructions.relu import interpolant
+from qstr.bounds._search import smallest_true
+from qstr.constructions import _checks
+from qstr.constructions.links import TwoLayerNet
+from qstr.constructions.relu import interpolant
 
 INF = math.inf
 

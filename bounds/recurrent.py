@@ -56,12 +56,12 @@ import math
 from dataclasses import dataclass, fields
 from typing import Optional, Sequence
 
-from bounds._search import smallest_true
-from constructions import _checks
-from constructions.attention import lemma12_radius
-from constructions.interpolation import C38_A
-from bounds.packing import volume_log_packing_bound
-from bounds.transformer import default_code_dim, loglog_slope, validate_problem_constants
+from qstr.bounds._search import smallest_true
+from qstr.constructions import _checks
+from qstr.constructions.attention import lemma12_radius
+from qstr.constructions.interpolation import C38_A
+from qstr.bounds.packing import volume_log_packing_bound
+from qstr.bounds.transformer import default_code_dim, loglog_slope, validate_problem_constants
 
 __all__ = [
     "log_packing_volume",

@@ -26,8 +26,8 @@ from typing import Dict, Optional
 import mpmath
 import sympy as sp
 
-from constructions import _checks
-from bounds.transformer import Theorem4Params
+from qstr.constructions import _checks
+from qstr.bounds.transformer import Theorem4Params
 
 __all__ = [
     "n", "N", "u",

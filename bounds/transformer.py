@@ -18,8 +18,8 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from bounds._search import smallest_true
-from constructions import _checks
+from qstr.bounds._search import smallest_true
+from qstr.constructions import _checks
 
 __all__ = [
     "few_heads_floor",

@@ -34,12 +34,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from constructions import _checks
-from constructions.codes import Codebook, rs_hadamard_codebook
-from constructions.encoding import default_prefactor, transformer_encoding
-from constructions.layout import Layout, slot_name, token_layout
-from constructions.links import TwoLayerNet
-from constructions.models import MergedAttention
+from qstr.constructions import _checks
+from qstr.constructions.codes import Codebook, rs_hadamard_codebook
+from qstr.constructions.encoding import default_prefactor, transformer_encoding
+from qstr.constructions.layout import Layout, slot_name, token_layout
+from qstr.constructions.links import TwoLayerNet
+from qstr.constructions.models import MergedAttention
 
 __all__ = [
     "Guarantee",

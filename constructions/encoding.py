@@ -15,8 +15,8 @@ from typing import Optional
 
 import torch
 
-from constructions import _checks
-from constructions.layout import Layout, slot_name, token_layout
+from qstr.constructions import _checks
+from qstr.constructions.layout import Layout, slot_name, token_layout
 
 
 def default_prefactor(d: int, q: int) -> float:

@@ -33,8 +33,8 @@ from typing import Optional, Tuple
 
 import torch
 
-from constructions import _checks
-from constructions.models import MergedAttention, PracticalTransformer
+from qstr.constructions import _checks
+from qstr.constructions.models import MergedAttention, PracticalTransformer
 
 __all__ = [
     "to_multihead",
@@ -48,7 +48,7 @@ __all__ = [
 
 def _model_of(obj) -> MergedAttention:
     # avoid importing attention at module import time (attention does not import export)
-    from constructions.attention import Construction
+    from qstr.constructions.attention import Construction
 
     if isinstance(obj, Construction):
         return obj.model
@@ -205,7 +205,7 @@ def construction_state(construction) -> dict:
     (:meth:`Guarantee.as_dict`, incl. ``error_bound``), ``layout`` ([name, size] list).
     Tensors are detached clones on their current device.
     """
-    from constructions.attention import Construction
+    from qstr.constructions.attention import Construction
 
     if not isinstance(construction, Construction):
         raise ValueError(f"construction must be a Construction, got {type(construction).__name__}")

@@ -43,9 +43,9 @@ from typing import Optional, Union
 
 import torch
 
-from constructions import _checks
-from constructions.links import TwoLayerNet
-from constructions.models import DeepTransitionBiRNN, set_mlp_weights
+from qstr.constructions import _checks
+from qstr.constructions.links import TwoLayerNet
+from qstr.constructions.models import DeepTransitionBiRNN, set_mlp_weights
 
 __all__ = [
     "gap_threshold",

@@ -15,7 +15,7 @@ from typing import Dict, Iterable, Tuple
 
 import torch
 
-from constructions import _checks
+from qstr.constructions import _checks
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from typing import Callable, Optional
 
 import torch
 
-from constructions import _checks
+from qstr.constructions import _checks
 
 
 @dataclass(frozen=True, eq=False)

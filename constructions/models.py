@@ -33,7 +33,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from constructions._checks import (
+from qstr.constructions._checks import (
     FLOAT_DTYPES,
     device_of,
     finite_tensor,

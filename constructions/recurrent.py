@@ -42,11 +42,11 @@ from typing import Optional
 
 import torch
 
-from constructions import _checks
-from constructions.codes import Codebook, coherence, rs_hadamard_codebook
-from constructions.layout import Layout, token_layout
-from constructions.links import TwoLayerNet, make_link
-from constructions.relu import GateBands, gate_bands, product_error, square_interp, square_units
+from qstr.constructions import _checks
+from qstr.constructions.codes import Codebook, coherence, rs_hadamard_codebook
+from qstr.constructions.layout import Layout, token_layout
+from qstr.constructions.links import TwoLayerNet, make_link
+from qstr.constructions.relu import GateBands, gate_bands, product_error, square_interp, square_units
 
 F64 = torch.float64
 DEFAULT_MARGIN = 1e-9  # float safety margin on the inner products (see the derivation, section 4)
@@ -552,7 +552,7 @@ class RNNConstruction:
 
     def encode(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         """Z = rnn_encoding(x, t, omega): (B, N, D_in) on x's device and dtype."""
-        from constructions.encoding import rnn_encoding
+        from qstr.constructions.encoding import rnn_encoding
 
         x, t = self._check_prompts(x, t)
         return rnn_encoding(x, t, self.omega[: x.shape[1]].to(dtype=x.dtype, device=x.device))
@@ -656,7 +656,7 @@ class RNNConstruction:
 
     def module(self, *, dtype=torch.float64, device=None, output_gate: bool = True):
         """A ``constructions.models.DeepTransitionBiRNN`` with these weights (the literal recurrence)."""
-        from constructions.models import DeepTransitionBiRNN, set_mlp_weights
+        from qstr.constructions.models import DeepTransitionBiRNN, set_mlp_weights
 
         tr = self.transition
         m = DeepTransitionBiRNN(tr.D_in, tr.d_h, transition_widths=tr.widths, output_widths=self.output_widths,
@@ -743,7 +743,7 @@ def rnn_state(construction: RNNConstruction) -> dict:
 
 def module_from_state(state: dict, *, dtype=torch.float64, device=None):
     """A ``DeepTransitionBiRNN`` from an :func:`rnn_state` dict (e.g. after ``torch.load``)."""
-    from constructions.models import DeepTransitionBiRNN, set_mlp_weights
+    from qstr.constructions.models import DeepTransitionBiRNN, set_mlp_weights
 
     try:
         cfg = state["config"]

@@ -27,8 +27,8 @@ from typing import Callable, Optional
 
 import torch
 
-from constructions import _checks
-from constructions.links import TwoLayerNet
+from qstr.constructions import _checks
+from qstr.constructions.links import TwoLayerNet
 
 
 def interpolant(f: Callable[[torch.Tensor], torch.Tensor], knots: torch.Tensor) -> TwoLayerNet:

@@ -21,8 +21,8 @@ from typing import Sequence
 
 import torch
 
-from constructions import _checks
-from constructions.links import Link
+from qstr.constructions import _checks
+from qstr.constructions.links import Link
 
 VARIANTS = ("general", "simple")
 INDEX_RULES = ("uniform", "distinct", "few-heads")

@@ -15,7 +15,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from constructions.attention import (
+from qstr.constructions.attention import (
     Construction,
     Guarantee,
     lemma11,
@@ -33,10 +33,10 @@ from constructions.attention import (
     sparse_average_within,
     target_leaks,
 )
-from constructions.codes import Codebook, build_codebook, rs_hadamard_codebook
-from constructions.layout import slot_name
-from constructions.links import TwoLayerNet, make_link
-from constructions.task import QSTR, gather_tokens
+from qstr.constructions.codes import Codebook, build_codebook, rs_hadamard_codebook
+from qstr.constructions.layout import slot_name
+from qstr.constructions.links import TwoLayerNet, make_link
+from qstr.constructions.task import QSTR, gather_tokens
 
 F64 = torch.float64
 FAST = settings(max_examples=20, deadline=None)
@@ -183,7 +183,7 @@ def test_lemma11_weights_are_named_blocks():
 
 
 def test_place_block():
-    from constructions.layout import token_layout
+    from qstr.constructions.layout import token_layout
 
     lay = token_layout(2, 2, 3)
     W = torch.zeros(lay.dim, lay.dim, dtype=F64)

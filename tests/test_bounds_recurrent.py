@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from bounds.recurrent import (
+from qstr.bounds.recurrent import (
     Theorem7Params,
     chi2_lower_rate,
     euclidean_packing_counterexample,
@@ -25,7 +25,7 @@ from bounds.recurrent import (
     theorem7_sample_size,
     theorem9_crossover,
 )
-from constructions.interpolation import C36
+from qstr.constructions.interpolation import C36
 
 
 def test_lemma41_volume_and_chernoff_rate():

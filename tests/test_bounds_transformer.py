@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from bounds.transformer import (
+from qstr.bounds.transformer import (
     C_APPROX,
     Theorem4Params,
     ffn_sample_size,
@@ -19,7 +19,7 @@ from bounds.transformer import (
     theorem4_bound,
     theorem4_sample_size,
 )
-from bounds import symbolic as sy
+from qstr.bounds import symbolic as sy
 
 P0 = Theorem4Params.default()
 NS = [2 ** k for k in (4, 8, 12, 16, 20)]

@@ -5,8 +5,8 @@ module is covered without touching this file.
 """
 import pytest
 
-from verify.claims import all_claims, select
-from verify.registry import Context, run_claim
+from qstr.verify.claims import all_claims, select
+from qstr.verify.registry import Context, run_claim
 
 CLAIMS = all_claims()
 

@@ -1,10 +1,10 @@
 """What thm-6 (verify/claims/feedforward.py) reports beyond holding (tests/test_claims.py runs every claim)."""
 from __future__ import annotations
 
-import verify.claims.auxiliary  # noqa: F401  (registers lemma-39/40/41/42)
-import verify.claims.feedforward  # noqa: F401  (registers thm-6)
-from verify.claims import REGISTRY
-from verify.registry import Context, run_claim
+import qstr.verify.claims.auxiliary  # noqa: F401  (registers lemma-39/40/41/42)
+import qstr.verify.claims.feedforward  # noqa: F401  (registers thm-6)
+from qstr.verify.claims import REGISTRY
+from qstr.verify.registry import Context, run_claim
 
 
 def test_thm6_reports_the_decay_and_the_floor():

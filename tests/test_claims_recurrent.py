@@ -1,7 +1,7 @@
 """Registration of verify/claims/recurrent.py (tests/test_claims.py runs every claim, on the CPU
 and, with CUDA, the whole gpu profile)."""
-import verify.claims.recurrent  # noqa: F401  (registers the claims)
-from verify.claims import REGISTRY
+import qstr.verify.claims.recurrent  # noqa: F401  (registers the claims)
+from qstr.verify.claims import REGISTRY
 
 IDS = ("lemma-22", "lemma-24", "prop-26", "cor-27", "prop-28")
 

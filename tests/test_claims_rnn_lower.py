@@ -1,7 +1,7 @@
 """Helpers and registration of verify/claims/rnn_lower.py (tests/test_claims.py runs every claim)."""
 
-import verify.claims.rnn_lower as rnn_lower  # noqa: F401  (registers the claims)
-from verify.claims import REGISTRY
+import qstr.verify.claims.rnn_lower as rnn_lower  # noqa: F401  (registers the claims)
+from qstr.verify.claims import REGISTRY
 
 IDS = ("lemma-37", "lemma-38", "lemma-36", "prop-8", "thm-9", "thm-7")
 

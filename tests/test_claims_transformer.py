@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from verify.cli import main
+from qstr.verify.cli import main
 
 def test_construct_transformer_file(tmp_path, capsys):
     path = tmp_path / "t.pt"

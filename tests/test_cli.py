@@ -4,9 +4,9 @@ import sys
 
 import pytest
 
-from verify.cli import main
-from verify.claims import all_claims, select
-from verify.registry import Claim, Context, Outcome, run_claim
+from qstr.verify.cli import main
+from qstr.verify.claims import all_claims, select
+from qstr.verify.registry import Claim, Context, Outcome, run_claim
 
 FOUNDATION = ("assumption-3", "lemma-40", "data-model")
 
@@ -76,7 +76,7 @@ def test_cuda_request_without_cuda(capsys):
 
 
 def test_failing_claim_exits_1(monkeypatch, capsys):
-    from verify import registry
+    from qstr.verify import registry
 
     bad = Claim("always-false", "-", "-", "false", check=lambda ctx: Outcome(1, 0, False),
                 falsifier=lambda ctx: Outcome(1, 0, False), falsifier_statement="none")
@@ -92,7 +92,7 @@ def test_list_profile():
 
 def test_console_script_module_entry():
     """``python -m verify.cli`` exits 2 on bad input with a single line on stderr."""
-    p = subprocess.run([sys.executable, "-m", "verify.cli", "verify", "--profile", "nope"],
+    p = subprocess.run([sys.executable, "-m", "qstr.verify.cli", "verify", "--profile", "nope"],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 2
     assert p.stderr.strip().startswith("qstr: error:") and len(p.stderr.strip().splitlines()) == 1

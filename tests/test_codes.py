@@ -10,8 +10,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from constructions import codes
-from constructions.codes import (
+from qstr.constructions import codes
+from qstr.constructions.codes import (
     Codebook,
     build_codebook,
     coherence,

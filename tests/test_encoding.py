@@ -5,9 +5,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from constructions.encoding import default_prefactor, encode, layout_of, rnn_encoding, transformer_encoding
-from constructions.layout import Layout, token_layout
-from verify.strategies import prompts
+from qstr.constructions.encoding import default_prefactor, encode, layout_of, rnn_encoding, transformer_encoding
+from qstr.constructions.layout import Layout, token_layout
+from qstr.verify.strategies import prompts
 
 
 def test_layout_slices():

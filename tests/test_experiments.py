@@ -7,9 +7,9 @@ import os
 import pytest
 import torch
 
-from verify.experiments import run_experiment
-from verify.experiments import common, figure1, figure2, figure3
-from verify.experiments.common import Point, build_member, fit_exponent
+from qstr.verify.experiments import run_experiment
+from qstr.verify.experiments import common, figure1, figure2, figure3
+from qstr.verify.experiments.common import Point, build_member, fit_exponent
 
 # tiny models so that a whole "figure" trains in seconds
 TINY = {"width": 8, "rnn_hidden": 8, "ffn_hidden": (8, 8), "n_test": 64, "max_steps": 30}
@@ -55,7 +55,7 @@ def test_published_protocol_choices():
     a, b = (build_member(Point(figure="figure1", protocol="published", model="ffn", variant="1str", N=4, q=1,
                                seed=s, n_test=8, ffn_hidden=(8, 8))) for s in (0, 1))
     assert torch.equal(a.omega, b.omega)  # one codebook per N for all seeds, as the published code
-    from constructions.models import EncodedFFN
+    from qstr.constructions.models import EncodedFFN
 
     assert isinstance(a.model, EncodedFFN)
     c, d = (build_member(Point(figure="figure1", protocol="paper", model="ffn", variant="1str", N=4, q=1,
@@ -178,7 +178,7 @@ def test_tiny_figure2(tmp_path):
 
 
 def test_block_stats_on_the_lemma11_matrix():
-    from constructions.layout import token_layout
+    from qstr.constructions.layout import token_layout
 
     d, q, d_e = 10, 1, 5
     lay = token_layout(d, q, d_e)
@@ -255,7 +255,7 @@ def test_bad_jobs_is_a_value_error(tmp_path, jobs):
 def test_matmul_option_keeps_float32_ids_and_separates_tf32_rows(tmp_path):
     """The float32 default leaves point ids as they were; tf32 points get their own ids and
     stacks; tf32 is refused off CUDA with one clear error."""
-    from verify.experiments import figure1, run_experiment
+    from qstr.verify.experiments import figure1, run_experiment
 
     p = figure1.points(quick=True, seeds=1)[0]
     assert "matmul" not in p.config

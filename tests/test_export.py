@@ -6,9 +6,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from constructions.attention import lemma11, sparse_average_head
-from constructions.codes import rs_hadamard_codebook
-from constructions.export import (
+from qstr.constructions.attention import lemma11, sparse_average_head
+from qstr.constructions.codes import rs_hadamard_codebook
+from qstr.constructions.export import (
     construction_state,
     from_multihead,
     init_from_construction,
@@ -16,8 +16,8 @@ from constructions.export import (
     logical_parameters,
     to_multihead,
 )
-from constructions.links import make_link
-from constructions.models import MergedAttention, PracticalTransformer
+from qstr.constructions.links import make_link
+from qstr.constructions.models import MergedAttention, PracticalTransformer
 
 F64 = torch.float64
 FAST = settings(max_examples=15, deadline=None)
@@ -181,7 +181,7 @@ def test_state_save_load_weights_only(tmp_path, which):
         assert torch.equal(model(Z), y)
         assert rel_err(mt(Z), y) <= 1e-9
     # the stored codes rebuild the encoding
-    from constructions.encoding import transformer_encoding
+    from qstr.constructions.encoding import transformer_encoding
 
     assert torch.equal(transformer_encoding(x, t, loaded["omega"], c=cfg["c"]), Z)
 

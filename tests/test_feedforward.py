@@ -8,7 +8,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bounds.feedforward import (
+from qstr.bounds.feedforward import (
     embed_direction,
     floor_for_direction,
     mc_bayes_risk,
@@ -17,8 +17,8 @@ from bounds.feedforward import (
     risk_floor,
     span_distance,
 )
-from bounds.gaussian import random_orthonormal_rows
-from verify.training.ffn import (
+from qstr.bounds.gaussian import random_orthonormal_rows
+from qstr.verify.training.ffn import (
     _layers,
     _objective_and_grads,
     ffn_test_risk,
@@ -245,7 +245,7 @@ def test_fit_bad_arguments():
     with pytest.raises(ValueError, match="max_steps"):
         fit_full_batch(model, data, weight_decay=0.1, lr=0.5, max_steps=0)
     with pytest.raises(ValueError, match="model must be VecFFN"):
-        from constructions.models import VecFFN
+        from qstr.constructions.models import VecFFN
 
         fit_full_batch(VecFFN(N, d, 1, (4,), task="general", dtype=F64), data, weight_decay=0.1, lr=0.5, max_steps=5)
     with pytest.raises(ValueError, match="must match the model"):

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from bounds.gaussian import conditional_sqnorm_variance, mc_conditional_sqnorm_variance, random_orthonormal_rows
+from qstr.bounds.gaussian import conditional_sqnorm_variance, mc_conditional_sqnorm_variance, random_orthonormal_rows
 
 
 def test_closed_form():

@@ -4,9 +4,9 @@ import math
 import pytest
 import torch
 
-from constructions.codes import build_codebook
-from constructions.encoding import rnn_encoding
-from constructions.interpolation import (
+from qstr.constructions.codes import build_codebook
+from qstr.constructions.encoding import rnn_encoding
+from qstr.constructions.interpolation import (
     C36,
     C38_A,
     certified_gap,

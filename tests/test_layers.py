@@ -9,18 +9,30 @@ def _modules_after(stmt: str) -> set:
     """The project modules loaded by ``stmt`` in a fresh interpreter."""
     code = f"{stmt}\nimport sys\nprint('\\n'.join(sorted(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-    return {m for m in out if m.split(".")[0] in ("constructions", "bounds", "verify")}
+    return {m[len("qstr."):] for m in out if m.startswith("qstr.")}
 
 
 def test_registry_does_not_import_the_claims():
-    loaded = _modules_after("import verify.registry")
+    loaded = _modules_after("import qstr.verify.registry")
     assert not any(m.startswith("verify.claims") for m in loaded), sorted(loaded)
 
 
-@pytest.mark.parametrize("stmt", ["import verify.training", "import constructions.models", "import bounds.transformer"])
+@pytest.mark.parametrize("stmt", ["import qstr.verify.training", "import qstr.constructions.models",
+                                  "import qstr.bounds.transformer"])
 def test_lower_layers_do_not_reach_up(stmt):
     """Training uses constructions and bounds only; constructions and bounds never load verify."""
     loaded = _modules_after(stmt)
     allowed = {"verify", "verify.training"} if "training" in stmt else set()
     above = {m for m in loaded if m.split(".")[0] == "verify" and m not in allowed and not m.startswith("verify.training.")}
     assert not above, sorted(above)
+
+
+def test_one_installed_name():
+    """The packages import as qstr.constructions / qstr.bounds / qstr.verify, not as top-level names."""
+    import qstr.verify.cli
+
+    assert qstr.verify.cli.__name__ == "qstr.verify.cli"
+    code = "import importlib.util, sys; sys.path = [p for p in sys.path if p not in ('', '.')]; " \
+           "print([n for n in ('constructions', 'bounds', 'verify') if importlib.util.find_spec(n)])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/").stdout
+    assert out.strip() == "[]", out

@@ -5,9 +5,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from constructions.links import (CallableLink, Hermite, Linear, Mean, MeanProjected, SqNorm, Teacher, TwoLayerNet,
+from qstr.constructions.links import (CallableLink, Hermite, Linear, Mean, MeanProjected, SqNorm, Teacher, TwoLayerNet,
                                  he2, make_link)
-from verify.strategies import links
+from qstr.verify.strategies import links
 
 E = torch.eye(3, dtype=torch.float64)
 

@@ -13,7 +13,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from constructions.models import (
+from qstr.constructions.models import (
     DeepTransitionBiRNN,
     MergedAttention,
     PracticalFFN,

@@ -8,7 +8,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bounds.packing import (
+from qstr.bounds.packing import (
     LipschitzNet,
     ball_grid,
     certify_sup_error,
@@ -35,7 +35,7 @@ from bounds.packing import (
     smoothing_error_bound,
     volume_log_packing_bound,
 )
-from constructions.links import TwoLayerNet
+from qstr.constructions.links import TwoLayerNet
 
 F64 = torch.float64
 INF = math.inf

@@ -4,10 +4,10 @@ import math
 import pytest
 import torch
 
-from constructions.codes import Codebook, build_codebook, experimental_codebook, rs_hadamard_codebook
-from constructions.links import make_link
-from constructions.models import DeepTransitionBiRNN
-from constructions.recurrent import (
+from qstr.constructions.codes import Codebook, build_codebook, experimental_codebook, rs_hadamard_codebook
+from qstr.constructions.links import make_link
+from qstr.constructions.models import DeepTransitionBiRNN
+from qstr.constructions.recurrent import (
     RNNConstruction,
     build_rnn,
     build_rnn_for_cli,
@@ -17,8 +17,8 @@ from constructions.recurrent import (
     rnn_state,
     token_radius,
 )
-from constructions.task import QSTR, gather_tokens
-from verify.adversarial import clip_to_ball
+from qstr.constructions.task import QSTR, gather_tokens
+from qstr.verify.adversarial import clip_to_ball
 
 F64 = torch.float64
 

@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from constructions.relu import (
+from qstr.constructions.relu import (
     gate_bands,
     gate_gadget,
     gate_target,

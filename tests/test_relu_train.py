@@ -5,9 +5,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from constructions.relu import interpolant, sqnorm_net, square_net
-from verify.adversarial import clip_to_ball, worst_case_tokens
-from verify.training import fit_online, position_risk
+from qstr.constructions.relu import interpolant, sqnorm_net, square_net
+from qstr.verify.adversarial import clip_to_ball, worst_case_tokens
+from qstr.verify.training import fit_online, position_risk
 
 
 @settings(max_examples=25, deadline=None)

@@ -4,11 +4,11 @@ import pytest
 import torch
 from rich.console import Console
 
-from constructions import _checks
-from constructions.links import TwoLayerNet, make_link
-from verify.registry import Result
-from verify.report import table
-from verify.rounding import Rounding, largest, two_layer
+from qstr.constructions import _checks
+from qstr.constructions.links import TwoLayerNet, make_link
+from qstr.verify.registry import Result
+from qstr.verify.report import table
+from qstr.verify.rounding import Rounding, largest, two_layer
 
 
 def test_term_is_n_eps_scale_and_stated():

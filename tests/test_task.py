@@ -5,10 +5,10 @@ import torch
 from hypothesis import given, settings
 from scipy import stats
 
-from constructions.links import SqNorm, make_link
-from constructions.task import QSTR, gather_tokens, moment_check
-from verify.properties import assert_valid_prompts
-from verify.strategies import prompts
+from qstr.constructions.links import SqNorm, make_link
+from qstr.constructions.task import QSTR, gather_tokens, moment_check
+from qstr.verify.properties import assert_valid_prompts
+from qstr.verify.strategies import prompts
 
 
 @settings(max_examples=80, deadline=None)

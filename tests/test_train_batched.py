@@ -4,13 +4,13 @@ import math
 import pytest
 import torch
 
-from constructions.codes import experimental_codebook
-from constructions.encoding import encode
-from constructions.links import make_link
-from constructions.models import build_practical
-from constructions.task import QSTR
-from constructions.models import BiasedTransformer, EncodedFFN
-from verify.training import (
+from qstr.constructions.codes import experimental_codebook
+from qstr.constructions.encoding import encode
+from qstr.constructions.links import make_link
+from qstr.constructions.models import build_practical
+from qstr.constructions.task import QSTR
+from qstr.constructions.models import BiasedTransformer, EncodedFFN
+from qstr.verify.training import (
     Member,
     OnlineStream,
     StackedAdamW,
@@ -149,7 +149,7 @@ def test_padded_encoding_matches_library_encoding():
     ms = [make_member("transformer", N, q, s) for N, q, s in ((3, 1, 0), (6, 2, 1))]
     fam = family_of(ms[0])(ms)
     P, meta = fam.stack(ms)
-    from verify.training.families import _pad_prompts
+    from qstr.verify.training.families import _pad_prompts
 
     x, t, _ = (torch.stack(v) for v in zip(*[_pad_prompts(*m.test, fam.Nmax, fam.qmax) for m in ms]))
     z = fam.encode(meta, x, t, fam.Dmax)

@@ -11,8 +11,8 @@ from typing import List, Optional
 
 from rich.console import Console
 
-from verify.claims import select
-from verify.registry import PROFILES, Context, run_claim
+from qstr.verify.claims import select
+from qstr.verify.registry import PROFILES, Context, run_claim
 
 
 class UsageError(Exception):
@@ -122,7 +122,7 @@ def _verify(args, console: Console) -> int:
         for c in claims:
             console.print(f"{c.id:28s} {c.ref_seed:20s} {c.statement}")
         return 0
-    from verify.report import print_report, write_json
+    from qstr.verify.report import print_report, write_json
 
     results = []
     with console.status("") as status:
@@ -138,7 +138,7 @@ def _verify(args, console: Console) -> int:
 def _codebook(args, console: Console) -> int:
     import torch
 
-    from constructions.codes import Codebook, build_codebook, coherence_report
+    from qstr.constructions.codes import Codebook, build_codebook, coherence_report
 
     if args.check:
         book = Codebook.from_tensor(_load_tensor(args.check))
@@ -174,8 +174,8 @@ def _load_tensor(path: str):
 def _sample(args, console: Console) -> int:
     import torch
 
-    from constructions.links import make_link
-    from constructions.task import QSTR
+    from qstr.constructions.links import make_link
+    from qstr.constructions.task import QSTR
 
     gen = torch.Generator().manual_seed(args.seed)
     task = QSTR(N=args.N, d=args.d, link=make_link(args.link, args.q, args.d, generator=gen),
@@ -192,9 +192,9 @@ def _construct(args, console: Console) -> int:
         return _construct_rnn(args, console)
     import torch
 
-    from constructions.attention import lemma11, lemma12_radius
-    from constructions.export import construction_state
-    from constructions.links import make_link
+    from qstr.constructions.attention import lemma11, lemma12_radius
+    from qstr.constructions.export import construction_state
+    from qstr.constructions.links import make_link
 
     if args.link not in ("teacher", "linear", "mean-projected"):
         raise ValueError(f"--link must be teacher, linear or mean-projected (links with an exact two-layer net), got {args.link!r}")
@@ -214,7 +214,7 @@ def _construct(args, console: Console) -> int:
 def _construct_rnn(args, console: Console) -> int:
     import torch
 
-    from constructions.recurrent import build_rnn_for_cli
+    from qstr.constructions.recurrent import build_rnn_for_cli
 
     cons, state = build_rnn_for_cli(args.N, args.d, args.q, eps=0.1 if args.eps is None else args.eps, seed=args.seed)
     torch.save(state, args.out)
@@ -227,7 +227,7 @@ def _construct_rnn(args, console: Console) -> int:
 def _reproduce(args, console: Console) -> int:
     import torch
 
-    from verify.experiments import run_experiment
+    from qstr.verify.experiments import run_experiment
 
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"--device {args.device}: CUDA is not available on this machine (use --device cpu)")

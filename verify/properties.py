@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from constructions.task import QSTR, Prompts
+from qstr.constructions.task import QSTR, Prompts
 
 
 def assert_valid_prompts(task: QSTR, p: Prompts, dtype: torch.dtype) -> None:

@@ -15,7 +15,7 @@ from typing import Callable, Dict, Optional, Sequence, Union
 
 import torch
 
-from verify.threads import cpu_threads
+from qstr.verify.threads import cpu_threads
 
 PROFILES = ("quick", "full", "gpu")
 Number = Union[float, int, str]

@@ -9,7 +9,7 @@ from typing import Iterable, List, Sequence
 from rich.console import Console
 from rich.table import Table
 
-from verify.registry import Result
+from qstr.verify.registry import Result
 
 
 def fmt(value) -> str:

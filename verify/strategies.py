@@ -4,7 +4,7 @@ Every strategy draws small integers (sizes, a seed) and builds the object from a
 ``torch.Generator``, so hypothesis shrinks towards small N, d, q and seed 0.
 
     from hypothesis import given
-    from verify.strategies import prompts
+    from qstr.verify.strategies import prompts
 
     @given(prompts(max_N=16))
     def test_labels_are_finite(case):
@@ -18,8 +18,8 @@ from typing import Optional, Sequence
 import torch
 from hypothesis import strategies as st
 
-from constructions.links import LINK_NAMES, make_link
-from constructions.task import INDEX_RULES, TOKEN_RULES, VARIANTS, QSTR
+from qstr.constructions.links import LINK_NAMES, make_link
+from qstr.constructions.task import INDEX_RULES, TOKEN_RULES, VARIANTS, QSTR
 
 seeds = st.integers(min_value=0, max_value=2**31 - 1)
 
@@ -68,7 +68,7 @@ def prompts(draw, task_strategy=None, max_B: int = 4, dtypes=(torch.float32, tor
 @st.composite
 def codebooks(draw, max_N: int = 64, kinds: Sequence[str] = ("rs-hadamard", "rademacher"), mu_max: float = 0.5):
     """A codebook meeting Assumption 3 (coherence <= mu_max) built by ``build_codebook``."""
-    from constructions.codes import build_codebook
+    from qstr.constructions.codes import build_codebook
 
     N = draw(st.integers(1, max_N))
     kind = draw(st.sampled_from(list(kinds)))

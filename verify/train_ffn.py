@@ -1,2 +1,2 @@
 """Former home of the full-batch FFN fits; they live in :mod:`verify.training.ffn` now."""
-from verify.training.ffn import *  # noqa: F401,F403
+from qstr.verify.training.ffn import *  # noqa: F401,F403

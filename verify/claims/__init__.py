@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence
 
-from verify.claims import setup, auxiliary, transformer, feedforward, recurrent, rnn_lower  # noqa: F401  (they register)
-from verify.registry import PROFILES, REGISTRY, Claim
+from qstr.verify.claims import setup, auxiliary, transformer, feedforward, recurrent, rnn_lower  # noqa: F401  (they register)
+from qstr.verify.registry import PROFILES, REGISTRY, Claim
 
 
 def all_claims() -> Dict[str, Claim]:

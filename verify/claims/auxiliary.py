@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from scipy import stats
 
-from bounds.gaussian import conditional_sqnorm_variance, mc_conditional_sqnorm_variance, random_orthonormal_rows
-from verify.registry import Claim, Context, Outcome, register
-from verify.rounding import Rounding, largest, two_layer
+from qstr.bounds.gaussian import conditional_sqnorm_variance, mc_conditional_sqnorm_variance, random_orthonormal_rows
+from qstr.verify.registry import Claim, Context, Outcome, register
+from qstr.verify.rounding import Rounding, largest, two_layer
 
 # (k, r) pairs: r = 0 (no conditioning), small and large r
 LEMMA40_CASES = ((1, 0), (6, 2), (20, 7), (40, 39))
@@ -47,7 +47,7 @@ import math  # noqa: E402
 
 import torch  # noqa: E402
 
-from bounds.packing import (  # noqa: E402
+from qstr.bounds.packing import (  # noqa: E402
     certify_sup_error,
     conjugate,
     crossover_dimension,
@@ -63,7 +63,7 @@ from bounds.packing import (  # noqa: E402
     sample_ball,
     volume_log_packing_bound,
 )
-from verify.adversarial import worst_case_tokens  # noqa: E402
+from qstr.verify.adversarial import worst_case_tokens  # noqa: E402
 
 INF = math.inf
 

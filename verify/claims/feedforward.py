@@ -24,7 +24,7 @@ from typing import Dict, List, Tuple
 import torch
 from scipy import stats
 
-from bounds.feedforward import (
+from qstr.bounds.feedforward import (
     embed_direction,
     floor_for_direction,
     mc_bayes_risk_from_training,
@@ -32,10 +32,10 @@ from bounds.feedforward import (
     risk_floor,
     span_distance,
 )
-from constructions.links import make_link
-from verify.registry import Claim, Context, Outcome, register
-from verify.rounding import Rounding
-from verify.training.ffn import FFNTrace, ffn_test_risk, fit_full_batch, make_vec_ffn, simple_1str_data
+from qstr.constructions.links import make_link
+from qstr.verify.registry import Claim, Context, Outcome, register
+from qstr.verify.rounding import Rounding
+from qstr.verify.training.ffn import FFNTrace, ffn_test_risk, fit_full_batch, make_vec_ffn, simple_1str_data
 
 D_TOKEN = 3            # token dimension d
 LR, LAMBDA = 0.5, 0.2  # GD step size and weight decay (lr * lambda = 0.1 per step)
@@ -108,8 +108,8 @@ def _train_all(ctx: Context) -> List[Trained]:
 
 def _transformer_risk(cfg: Config, u: torch.Tensor, ctx: Context, samples: int) -> Tuple[float, float]:
     """Test risk (mean, se) of the Lemma 11 construction for g(x) = <u, x> on simple-1STR."""
-    from constructions.attention import lemma11, lemma12_radius
-    from constructions.links import Linear
+    from qstr.constructions.attention import lemma11, lemma12_radius
+    from qstr.constructions.links import Linear
 
     link = Linear(q=1, d=D_TOKEN, u=u[None])
     built = lemma11(cfg.N, D_TOKEN, 1, link.two_layer_net(), eps=L11_EPS,

@@ -16,14 +16,14 @@ import torch
 from hypothesis import HealthCheck, Verbosity, given, settings, target
 from hypothesis import strategies as st
 
-from constructions.codes import Codebook, rs_hadamard_codebook
-from constructions.links import make_link
-from constructions.recurrent import build_rnn, build_transition, token_radius
-from constructions.relu import gate_gadget, product_gadget
-from constructions.task import QSTR, gather_tokens
-from verify.adversarial import clip_to_ball
-from verify.registry import Claim, Context, Outcome, register
-from verify.rounding import Rounding, largest, two_layer
+from qstr.constructions.codes import Codebook, rs_hadamard_codebook
+from qstr.constructions.links import make_link
+from qstr.constructions.recurrent import build_rnn, build_transition, token_radius
+from qstr.constructions.relu import gate_gadget, product_gadget
+from qstr.constructions.task import QSTR, gather_tokens
+from qstr.verify.adversarial import clip_to_ball
+from qstr.verify.registry import Claim, Context, Outcome, register
+from qstr.verify.rounding import Rounding, largest, two_layer
 
 F64 = torch.float64
 

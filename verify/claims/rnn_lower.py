@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from scipy import stats
 
-from bounds.recurrent import (
+from qstr.bounds.recurrent import (
     Theorem7Params,
     generalising_log_norm2,
     lemma12_radius,
@@ -29,10 +29,10 @@ from bounds.recurrent import (
     theorem7_sample_size,
     theorem9_crossover,
 )
-from bounds.transformer import ffn_sample_size
-from constructions.codes import build_codebook
-from constructions.encoding import rnn_encoding
-from constructions.interpolation import (
+from qstr.bounds.transformer import ffn_sample_size
+from qstr.constructions.codes import build_codebook
+from qstr.constructions.encoding import rnn_encoding
+from qstr.constructions.interpolation import (
     gap_threshold,
     interpolate_sorted,
     lemma36_constant,
@@ -41,9 +41,9 @@ from constructions.interpolation import (
     separating_direction,
     slot_memory_rnn,
 )
-from verify.registry import Claim, Context, Outcome, register
-from verify.threads import cpu_threads
-from verify.rounding import Rounding, largest
+from qstr.verify.registry import Claim, Context, Outcome, register
+from qstr.verify.threads import cpu_threads
+from qstr.verify.rounding import Rounding, largest
 
 CONFIDENCE = 0.999  # one-sided Clopper-Pearson level used by the probability checks
 
@@ -372,8 +372,8 @@ P8_SCAN = dict(Ns=(4, 8, 16), widths=(1, 2, 4, 8, 16, 32, 64), steps=800, lr=1e-
 
 def _min_width(N: int, simple: bool, ctx: Context) -> tuple[int, list]:
     """Smallest GRU width (per direction) whose trained risk is <= c (ascending scan; 0 if none)."""
-    from constructions.models import PracticalRNN
-    from verify.training import fit_online, position_risk
+    from qstr.constructions.models import PracticalRNN
+    from qstr.verify.training import fit_online, position_risk
 
     cfg = P8_SCAN
     omega = build_codebook(N, kind="rs-hadamard", device=ctx.device).omega
@@ -454,10 +454,10 @@ T9_NS_BUILT = (16, 64, 256, 1024, 4096)  # N grid for norms measured on construc
 
 def _built_prop28_log_norm2(N: int, device) -> float:
     """ln ||vec theta||^2 of the Prop 28 RNN built by constructions.recurrent (measured on the module)."""
-    from constructions.codes import rs_hadamard_codebook
-    from constructions.interpolation import parameter_norm2
-    from constructions.links import make_link
-    from constructions.recurrent import build_rnn
+    from qstr.constructions.codes import rs_hadamard_codebook
+    from qstr.constructions.interpolation import parameter_norm2
+    from qstr.constructions.links import make_link
+    from qstr.constructions.recurrent import build_rnn
 
     net = make_link("linear", 1, T9_D, generator=torch.Generator().manual_seed(9)).two_layer_net()
     book = rs_hadamard_codebook(N, dtype=torch.float64)

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, Verbosity, given, settings
 
-from constructions.codes import coherence_report, experimental_codebook, rademacher_codebook, rs_hadamard_codebook
-from constructions.task import Prompts, gather_tokens
-from verify.properties import assert_valid_prompts
-from verify.registry import Claim, Context, Outcome, register
-from verify.rounding import Rounding
-from verify.strategies import prompts
+from qstr.constructions.codes import coherence_report, experimental_codebook, rademacher_codebook, rs_hadamard_codebook
+from qstr.constructions.task import Prompts, gather_tokens
+from qstr.verify.properties import assert_valid_prompts
+from qstr.verify.registry import Claim, Context, Outcome, register
+from qstr.verify.rounding import Rounding
+from qstr.verify.strategies import prompts
 
 
 def _coherence_rounding(book) -> Rounding:

@@ -7,21 +7,21 @@ import math
 import numpy as np
 import torch
 
-from bounds.symbolic import N as sym_N
-from bounds.symbolic import ffn_sample_size_expr, polylog_certificate, polylog_degree
-from bounds.transformer import (Theorem4Params, ffn_sample_size, few_heads_floor_per_position, loglog_slope,
+from qstr.bounds.symbolic import N as sym_N
+from qstr.bounds.symbolic import ffn_sample_size_expr, polylog_certificate, polylog_degree
+from qstr.bounds.transformer import (Theorem4Params, ffn_sample_size, few_heads_floor_per_position, loglog_slope,
                                 theorem4_sample_size)
-from constructions.attention import lemma11, lemma11_adversarial_prompt, lemma12_radius, place_block, sparse_average_head
-from constructions.codes import rs_hadamard_codebook
-from constructions.encoding import transformer_encoding
-from constructions.links import Mean, SqNorm, make_link
-from constructions.models import MergedAttention
-from constructions.relu import sqnorm_net
-from constructions.task import QSTR, gather_tokens
-from verify.adversarial import clip_to_ball, worst_case_tokens
-from verify.registry import Claim, Context, Outcome, register
-from verify.rounding import Rounding, largest
-from verify.training import fit_online, position_risk
+from qstr.constructions.attention import lemma11, lemma11_adversarial_prompt, lemma12_radius, place_block, sparse_average_head
+from qstr.constructions.codes import rs_hadamard_codebook
+from qstr.constructions.encoding import transformer_encoding
+from qstr.constructions.links import Mean, SqNorm, make_link
+from qstr.constructions.models import MergedAttention
+from qstr.constructions.relu import sqnorm_net
+from qstr.constructions.task import QSTR, gather_tokens
+from qstr.verify.adversarial import clip_to_ball, worst_case_tokens
+from qstr.verify.registry import Claim, Context, Outcome, register
+from qstr.verify.rounding import Rounding, largest
+from qstr.verify.training import fit_online, position_risk
 
 
 def _attention_rounding(g) -> Rounding:
@@ -235,7 +235,7 @@ def _restrict(layout):
 
 
 def _trained_risks(cfg, ctx):
-    from constructions.layout import token_layout
+    from qstr.constructions.layout import token_layout
 
     task, book, batch = _few_heads_batch(cfg, torch.float32, ctx.device)
     layout = token_layout(cfg["d"], cfg["q"], book.d_e)

@@ -1,6 +1,6 @@
 """The paper's experiments (Appendix E; SPEC section 7), runnable and resumable.
 
-    from verify.experiments import run_experiment
+    from qstr.verify.experiments import run_experiment
     rows = run_experiment("figure1", out_dir="results", quick=True)
 
 * ``figure1``: samples to reach the test-MSE threshold vs N (1STR and simple-1STR) for
@@ -18,8 +18,8 @@ from typing import List, Optional
 
 import torch
 
-from verify.threads import cpu_threads
-from verify.experiments.common import MATMUL, PROTOCOLS, Point, Protocol, fit_exponent  # noqa: F401  (re-exported)
+from qstr.verify.threads import cpu_threads
+from qstr.verify.experiments.common import MATMUL, PROTOCOLS, Point, Protocol, fit_exponent  # noqa: F401  (re-exported)
 
 __all__ = ["run_experiment", "EXPERIMENTS", "PROTOCOLS", "Point", "Protocol", "fit_exponent"]
 
@@ -28,11 +28,11 @@ EXPERIMENTS = ("figure1", "figure2", "figure3")
 
 def _module(name: str):
     if name == "figure1":
-        from verify.experiments import figure1 as m
+        from qstr.verify.experiments import figure1 as m
     elif name == "figure2":
-        from verify.experiments import figure2 as m
+        from qstr.verify.experiments import figure2 as m
     elif name == "figure3":
-        from verify.experiments import figure3 as m
+        from qstr.verify.experiments import figure3 as m
     else:
         raise ValueError(f"experiment must be one of {', '.join(EXPERIMENTS)}, got {name!r}")
     return m

@@ -26,10 +26,10 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import torch
 
-from constructions.codes import experimental_codebook, experimental_dim
-from constructions.links import make_link
-from constructions.models import build_practical
-from constructions.task import QSTR
+from qstr.constructions.codes import experimental_codebook, experimental_dim
+from qstr.constructions.links import make_link
+from qstr.constructions.models import build_practical
+from qstr.constructions.task import QSTR
 
 PROTOCOLS = ("paper", "published")
 # enters every point_id: bump it when a change alters the numbers a point produces, so that
@@ -202,8 +202,8 @@ def apply_overrides(points: Sequence[Point], overrides: Optional[dict]) -> List[
 
 def build_member(p: Point, *, device="cpu", dtype=torch.float32):
     """The :class:`verify.training.Member` of a point: task instance, model, streams, test set."""
-    from constructions.models import BiasedTransformer, EncodedFFN
-    from verify.training import EpochStream, Member, OnlineStream
+    from qstr.constructions.models import BiasedTransformer, EncodedFFN
+    from qstr.verify.training import EpochStream, Member, OnlineStream
 
     proto = as_protocol(p.protocol)
     device = torch.device(device)
@@ -421,7 +421,7 @@ def train_points(pts: Sequence[Point], *, device, dtype, report: Callable[..., N
                  train_kw: Optional[dict] = None) -> None:
     """Build and train the members of one stack; ``report`` receives ``("step", stack, step,
     active, n)`` every 10 steps and ``("row", stack, row)`` as each member finishes."""
-    from verify.training import stack_key, train_stack
+    from qstr.verify.training import stack_key, train_stack
 
     members = [build_member(p, device=device, dtype=dtype) for p in pts]
     infos = {m.tag.point_id: m.info for m in members}

@@ -25,8 +25,8 @@ from typing import List, Optional
 
 import torch
 
-from verify.experiments import common
-from verify.experiments.common import Point
+from qstr.verify.experiments import common
+from qstr.verify.experiments.common import Point
 
 FULL = {"1str": list(range(2, 13, 2)), "simple": list(range(25, 34, 2))}
 QUICK = {"1str": [2, 4, 6], "simple": [5, 9, 13]}

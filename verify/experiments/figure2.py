@@ -28,9 +28,9 @@ from typing import List, Optional
 
 import torch
 
-from constructions.layout import token_layout
-from verify.experiments import common
-from verify.experiments.common import Point
+from qstr.constructions.layout import token_layout
+from qstr.verify.experiments import common
+from qstr.verify.experiments.common import Point
 
 
 def points(*, quick: bool = False, seeds=None, protocol: str = "paper", overrides: Optional[dict] = None, N=None, n_train=None, epochs=None) -> List[Point]:

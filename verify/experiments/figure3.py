@@ -21,8 +21,8 @@ from typing import List, Optional
 
 import torch
 
-from verify.experiments import common
-from verify.experiments.common import Point
+from qstr.verify.experiments import common
+from qstr.verify.experiments.common import Point
 
 N_FIG3 = 7
 

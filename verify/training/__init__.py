@@ -1,8 +1,8 @@
 """Training for the claims and the experiments (Appendix E): streams of prompts, the one-model
 loops, the stacked trainer of Figures 1-3, and the full-batch FFN fits of Theorem 6."""
-from verify.training.adamw import StackedAdamW
-from verify.training.families import FFNFamily, GRUFamily, TransformerFamily, family_of, stack_key
-from verify.training.ffn import (
+from qstr.verify.training.adamw import StackedAdamW
+from qstr.verify.training.families import FFNFamily, GRUFamily, TransformerFamily, family_of, stack_key
+from qstr.verify.training.ffn import (
     FFNTrace,
     SimpleData,
     ffn_test_risk,
@@ -10,10 +10,10 @@ from verify.training.ffn import (
     make_vec_ffn,
     simple_1str_data,
 )
-from verify.training.loop import FitResult, fit_online, fit_until_threshold, position_risk
-from verify.training.members import Member, MemberResult
-from verify.training.stack import train_stack
-from verify.training.streams import EpochStream, OnlineStream
+from qstr.verify.training.loop import FitResult, fit_online, fit_until_threshold, position_risk
+from qstr.verify.training.members import Member, MemberResult
+from qstr.verify.training.stack import train_stack
+from qstr.verify.training.streams import EpochStream, OnlineStream
 
 __all__ = [
     "EpochStream", "FFNFamily", "FFNTrace", "FitResult", "GRUFamily", "Member", "MemberResult", "OnlineStream",

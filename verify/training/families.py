@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from constructions.models import EncodedFFN, PracticalFFN, PracticalRNN, PracticalTransformer
-from verify.training.members import Member
+from qstr.constructions.models import EncodedFFN, PracticalFFN, PracticalRNN, PracticalTransformer
+from qstr.verify.training.members import Member
 
 
 def _place(t: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
@@ -71,7 +71,7 @@ class _Family:
     def encoding_tables(self, member: Member, Dmax: int) -> Dict[str, torch.Tensor]:
         """pos (Nmax, Dmax) = c omega_i in the pos block; slot (qmax, Nmax, Dmax) = c omega_j in
         slot k's block; zero for padded positions, slots and coordinates."""
-        from constructions.layout import token_layout
+        from qstr.constructions.layout import token_layout
 
         om = member.omega
         N, d_e = om.shape

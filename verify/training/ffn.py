@@ -31,9 +31,9 @@ from typing import List
 import torch
 from torch import nn
 
-from bounds.feedforward import orthonormal_row_basis
-from constructions import _checks
-from constructions.models import VecFFN
+from qstr.bounds.feedforward import orthonormal_row_basis
+from qstr.constructions import _checks
+from qstr.constructions.models import VecFFN
 
 __all__ = ["SimpleData", "simple_1str_data", "make_vec_ffn", "FFNTrace", "fit_full_batch", "ffn_test_risk"]
 

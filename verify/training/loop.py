@@ -10,8 +10,8 @@ from typing import Callable, List, Optional, Tuple
 import torch
 from torch import nn
 
-from constructions import _checks
-from verify.training.members import Member, MemberResult, log_curve
+from qstr.constructions import _checks
+from qstr.verify.training.members import Member, MemberResult, log_curve
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from typing import Any, List, Optional, Tuple
 import torch
 from torch import nn
 
-from constructions.models import PracticalFFN
+from qstr.constructions.models import PracticalFFN
 
 
 @dataclass
@@ -51,7 +51,7 @@ class Member:
 
     def inputs(self, x: torch.Tensor, t: torch.Tensor):
         """What ``self.model`` takes: the encoding z (B, N, D_e), or (x, t) for PracticalFFN."""
-        from constructions.encoding import encode
+        from qstr.constructions.encoding import encode
 
         if isinstance(self.model, PracticalFFN):
             return (x, t[:, 0, :]) if self.model.task == "simple" else (x, t)

@@ -8,10 +8,10 @@ from typing import Callable, List, Optional, Sequence, Tuple
 
 import torch
 
-from constructions import _checks
-from verify.training.adamw import StackedAdamW
-from verify.training.families import _Family, _pad_prompts, family_of, stack_key
-from verify.training.members import Member, MemberResult, log_curve
+from qstr.constructions import _checks
+from qstr.verify.training.adamw import StackedAdamW
+from qstr.verify.training.families import _Family, _pad_prompts, family_of, stack_key
+from qstr.verify.training.members import Member, MemberResult, log_curve
 
 
 @contextlib.contextmanager

@@ -5,8 +5,8 @@ from typing import Optional
 
 import torch
 
-from constructions import _checks
-from constructions.task import QSTR
+from qstr.constructions import _checks
+from qstr.constructions.task import QSTR
 
 
 class OnlineStream:
