@@ -60,7 +60,7 @@ def main(argv=None) -> int:
     total = time.perf_counter() - t0
     seeds = sorted({r["seed"] for r in rows})
     what = "quick" if quick else "full"
-    from qstr.verify.experiments.common import default_jobs
+    from qstr.verify.experiments.run import default_jobs
 
     jobs = args.jobs or default_jobs(dev)
     name = (torch.cuda.get_device_name(dev) if dev.type == "cuda"

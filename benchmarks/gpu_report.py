@@ -163,13 +163,14 @@ def rnn_step_profile(dev, matmul: str = "tf32", steps: int = 40) -> dict:
     step with graphs, then one eager run under the profiler (kernel table printed)."""
     from torch.profiler import ProfilerActivity, profile
 
-    from qstr.verify.experiments import common, figure1
+    from qstr.verify.experiments import figure1
+    from qstr.verify.experiments.points import build_member
     from qstr.verify.training import train_stack
 
     pts = [p for p in figure1.points(seeds=5, models=("rnn",), variants=("simple",))]
 
     def run(graphs: bool, n: int):
-        ms = [common.build_member(p, device=dev) for p in pts]
+        ms = [build_member(p, device=dev) for p in pts]
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         train_stack(ms, batch_size=64, check_every=10 ** 6, max_steps=n, graphs=graphs, tf32=matmul == "tf32")

@@ -8,8 +8,10 @@ import pytest
 import torch
 
 from qstr.verify.experiments import run_experiment
-from qstr.verify.experiments import common, figure1, figure2, figure3
-from qstr.verify.experiments.common import Point, build_member, fit_exponent
+from qstr.verify.experiments import figure1, figure2, figure3
+from qstr.verify.experiments.analysis import fit_exponent
+from qstr.verify.experiments.points import MODELS, Point, build_member
+from qstr.verify.experiments.run import stack_cost, stacks_of
 
 # tiny models so that a whole "figure" trains in seconds
 TINY = {"width": 8, "rnn_hidden": 8, "ffn_hidden": (8, 8), "n_test": 64, "max_steps": 30}
@@ -191,7 +193,7 @@ def test_block_stats_on_the_lemma11_matrix():
 def test_tiny_figure3(tmp_path):
     rows = run_experiment("figure3", out_dir=str(tmp_path), seeds=[0], progress=False, q_values=[1, 2],
                           overrides=dict(TINY, threshold=1.5, lr=1e-2), threads=1, jobs=1)
-    assert sorted({(r["model"], r["q"]) for r in rows}) == sorted((m, q) for m in common.MODELS for q in (1, 2))
+    assert sorted({(r["model"], r["q"]) for r in rows}) == sorted((m, q) for m in MODELS for q in (1, 2))
     assert {r["variant"] for r in rows} == {"qstr"}
     s = json.loads((tmp_path / "figure3-paper-summary.json").read_text())
     assert set(s["gap"]) == {"1", "2"}
@@ -223,14 +225,14 @@ def test_figure1_summary_orders_models_and_gives_ratios():
 
 def test_cpu_rnn_stacks_split_by_N_and_longest_first():
     pts = figure1.points(quick=True, seeds=[0, 1])
-    cpu = common.stacks_of(pts, device="cpu")
+    cpu = stacks_of(pts, device="cpu")
     rnn = [s for s in cpu if s[0].model == "rnn"]
     assert all(len({p.N for p in s}) == 1 for s in rnn)  # one N per RNN stack on a CPU
     assert len(rnn) == len(figure1.QUICK["1str"]) + len(figure1.QUICK["simple"])
     assert sum(map(len, cpu)) == len(pts)
-    gpu = common.stacks_of(pts, device="cuda")
+    gpu = stacks_of(pts, device="cuda")
     assert len(gpu) == 6  # (variant, model) on a GPU: padding is free parallelism there
-    costs = [common.stack_cost(s) for s in sorted(cpu, key=common.stack_cost, reverse=True)]
+    costs = [stack_cost(s) for s in sorted(cpu, key=stack_cost, reverse=True)]
     assert costs == sorted(costs, reverse=True) and costs[0] > costs[-1]
 
 

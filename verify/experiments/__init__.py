@@ -19,7 +19,8 @@ from typing import List, Optional
 import torch
 
 from qstr.verify.threads import cpu_threads
-from qstr.verify.experiments.common import MATMUL, PROTOCOLS, Point, Protocol, fit_exponent  # noqa: F401  (re-exported)
+from qstr.verify.experiments.analysis import fit_exponent  # noqa: F401  (re-exported)
+from qstr.verify.experiments.points import MATMUL, PROTOCOLS, Point, Protocol  # noqa: F401  (re-exported)
 
 __all__ = ["run_experiment", "EXPERIMENTS", "PROTOCOLS", "Point", "Protocol", "fit_exponent"]
 

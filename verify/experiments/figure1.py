@@ -25,8 +25,11 @@ from typing import List, Optional
 
 import torch
 
-from qstr.verify.experiments import common
-from qstr.verify.experiments.common import Point
+from qstr.verify.experiments import analysis
+from qstr.verify.experiments.plots import mpl, plot_samples, save_figure
+from qstr.verify.experiments.points import MODELS, Point, apply_overrides, as_protocol, seeds_of
+from qstr.verify.experiments.results import figure_stem, write_json
+from qstr.verify.experiments.run import train_figure, wide_console
 
 FULL = {"1str": list(range(2, 13, 2)), "simple": list(range(25, 34, 2))}
 QUICK = {"1str": [2, 4, 6], "simple": [5, 9, 13]}
@@ -35,11 +38,11 @@ CHECK_EVERY = {"1str": 10, "simple": 100}
 
 
 def points(*, quick: bool = False, seeds=None, protocol: str = "paper", overrides: Optional[dict] = None, max_samples: Optional[int] = None,
-           n_test: Optional[int] = None, models=common.MODELS, variants=("1str", "simple"),
+           n_test: Optional[int] = None, models=MODELS, variants=("1str", "simple"),
            N_values: Optional[dict] = None) -> List[Point]:
     """The points of Figure 1 (see the module docstring for the protocol)."""
-    proto = common.as_protocol(protocol)
-    seeds = common.seeds_of(seeds, range(2) if quick else range(5))
+    proto = as_protocol(protocol)
+    seeds = seeds_of(seeds, range(2) if quick else range(5))
     grid = N_values or (QUICK if quick else FULL)
     out = []
     for variant in variants:
@@ -59,7 +62,7 @@ def points(*, quick: bool = False, seeds=None, protocol: str = "paper", override
                         n_test=n_test or (1000 if quick else 10_000), batch_size=64, max_steps=cap,
                         width=100, rnn_hidden=500, ffn_hidden=(N * 10 * 1, 1000), quick=quick,
                     ))
-    return common.apply_overrides(out, overrides)
+    return apply_overrides(out, overrides)
 
 
 def run(*, out_dir: str, quick: bool = False, device="cpu", seeds=None, protocol: str = "paper",
@@ -68,11 +71,11 @@ def run(*, out_dir: str, quick: bool = False, device="cpu", seeds=None, protocol
     ``figure1-<protocol>[-quick].png/.pdf`` and the fitted exponents in
     ``figure1-<protocol>[-quick]-summary.json``. Returns the rows of this configuration."""
     pts = points(quick=quick, seeds=seeds, protocol=protocol, **options)
-    rows = common.train_figure("figure1", pts, out_dir=out_dir, device=device, dtype=dtype, progress=progress,
+    rows = train_figure("figure1", pts, out_dir=out_dir, device=device, dtype=dtype, progress=progress,
                                console=console, jobs=jobs)
-    stem = common.figure_stem(out_dir, "figure1", protocol, quick)
+    stem = figure_stem(out_dir, "figure1", protocol, quick)
     summary = summarize(rows, protocol=protocol, quick=quick)
-    common.write_json(stem + "-summary.json", summary)
+    write_json(stem + "-summary.json", summary)
     plot(rows, stem, protocol=protocol)
     if progress:
         print_summary(summary, console=console)
@@ -81,8 +84,8 @@ def run(*, out_dir: str, quick: bool = False, device="cpu", seeds=None, protocol
 
 def summarize(rows: List[dict], *, protocol: str, quick: bool) -> dict:
     """Fitted exponents (samples ~ N^a, bootstrap 95% interval) and the order at the largest N."""
-    out = {"figure": "figure1", "protocol": protocol, "label": common.as_protocol(protocol).label, "quick": quick,
-           "fits": common.summarize(rows, by="N"), "hierarchy": {}}
+    out = {"figure": "figure1", "protocol": protocol, "label": as_protocol(protocol).label, "quick": quick,
+           "fits": analysis.summarize(rows, by="N"), "hierarchy": {}}
     for variant, per_model in out["fits"].items():
         Nmax = max(int(n) for m in per_model.values() for n in m["per_N"])
         means = {m: v["per_N"][str(Nmax)]["mean"] for m, v in per_model.items() if str(Nmax) in v["per_N"]}
@@ -100,7 +103,7 @@ def summarize(rows: List[dict], *, protocol: str, quick: bool) -> dict:
 def print_summary(summary: dict, console=None) -> None:
     from rich.table import Table
 
-    console = console or common.wide_console()
+    console = console or wide_console()
     t = Table(title=f"Figure 1 - {summary['label']}" + (" [quick]" if summary["quick"] else ""))
     for col in ("variant", "model", "a (samples ~ N^a)", "95% CI", "runs", "not reached", "mean samples, largest N"):
         t.add_column(col)
@@ -125,16 +128,16 @@ def print_summary(summary: dict, console=None) -> None:
 
 
 def plot(rows: List[dict], stem: str, *, protocol: str) -> List[str]:
-    plt = common.mpl()
+    plt = mpl()
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for ax, variant, name in zip(axes, ("1str", "simple"), ("1STR (threshold 0.7)", "simple-1STR (threshold 0.02)")):
         rs = [r for r in rows if r["variant"] == variant]
         if rs:
-            common.plot_samples(ax, rs, by="N", title=name)
+            plot_samples(ax, rs, by="N", title=name)
         else:
             ax.set_title(name + ": no rows")
     quick = bool(rows) and all(r.get("quick") for r in rows)
-    fig.suptitle(common.as_protocol(protocol).label + (" [quick: smaller N grid, 2 seeds, 1,000 test prompts]" if quick else ""),
+    fig.suptitle(as_protocol(protocol).label + (" [quick: smaller N grid, 2 seeds, 1,000 test prompts]" if quick else ""),
                  fontsize=9)
     fig.tight_layout()
-    return common.save_figure(fig, stem)
+    return save_figure(fig, stem)

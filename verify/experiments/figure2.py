@@ -29,13 +29,15 @@ from typing import List, Optional
 import torch
 
 from qstr.constructions.layout import token_layout
-from qstr.verify.experiments import common
-from qstr.verify.experiments.common import Point
+from qstr.verify.experiments.plots import mpl, save_figure
+from qstr.verify.experiments.points import Point, apply_overrides, as_protocol, seeds_of
+from qstr.verify.experiments.results import figure_stem, write_json
+from qstr.verify.experiments.run import train_figure, wide_console
 
 
 def points(*, quick: bool = False, seeds=None, protocol: str = "paper", overrides: Optional[dict] = None, N=None, n_train=None, epochs=None) -> List[Point]:
-    proto = common.as_protocol(protocol)
-    seeds = common.seeds_of(seeds, [0])
+    proto = as_protocol(protocol)
+    seeds = seeds_of(seeds, [0])
     N = N or 100
     n_train = n_train or (10_000 if quick else 50_000)
     epochs = epochs or (5 if quick else 20)
@@ -46,7 +48,7 @@ def points(*, quick: bool = False, seeds=None, protocol: str = "paper", override
         check_every=steps_per_epoch, n_test=1000 if quick else 10_000, batch_size=64,
         max_steps=epochs * steps_per_epoch, width=100, n_train=n_train, epoch_loss_threshold=0.05, quick=quick,
     ) for s in seeds]
-    return common.apply_overrides(pts, overrides)
+    return apply_overrides(pts, overrides)
 
 
 def block_stats(A: torch.Tensor, d: int, q: int, d_e: int) -> dict:
@@ -77,7 +79,7 @@ def run(*, out_dir: str, quick: bool = False, device="cpu", seeds=None, protocol
     the matrices in ``figure2-<protocol>[-quick]-seed<s>.pt``, figures ``...png/.pdf``. One
     stack, trained in this process (its rows need the trained models) whatever ``jobs`` says."""
     pts = points(quick=quick, seeds=seeds, protocol=protocol, **options)
-    stem = common.figure_stem(out_dir, "figure2", protocol, quick)
+    stem = figure_stem(out_dir, "figure2", protocol, quick)
     os.makedirs(out_dir, exist_ok=True)
 
     def extra(p: Point, r):
@@ -88,17 +90,17 @@ def run(*, out_dir: str, quick: bool = False, device="cpu", seeds=None, protocol
         return {"block_mass": stats["block_mass"], "block_stats": stats["heads"], "matrix_file": os.path.basename(path),
                 "epochs": r.steps / p.check_every}
 
-    rows = common.train_figure("figure2", pts, out_dir=out_dir, device=device, dtype=dtype, progress=progress,
+    rows = train_figure("figure2", pts, out_dir=out_dir, device=device, dtype=dtype, progress=progress,
                                return_models=True, row_extra=extra, console=console)
     plot(rows, stem, out_dir=out_dir, protocol=protocol)
-    summary = {"figure": "figure2", "protocol": protocol, "label": common.as_protocol(protocol).label_for("figure2"), "quick": quick,
+    summary = {"figure": "figure2", "protocol": protocol, "label": as_protocol(protocol).label_for("figure2"), "quick": quick,
                "block_mass": {r["seed"]: r["block_mass"] for r in rows},
                "chance_block_mass": rows[0]["block_stats"][0]["chance_block_mass"] if rows else None,
                "diag_mass": {r["seed"]: r["block_stats"][0]["diag_mass"] for r in rows},
                "test_mse": {r["seed"]: r["test_mse"] for r in rows}}
-    common.write_json(stem + "-summary.json", summary)
+    write_json(stem + "-summary.json", summary)
     if progress:
-        c = console or common.wide_console()
+        c = console or wide_console()
         for r in rows:
             s = r["block_stats"][0]
             c.print(f"figure2 seed {r['seed']}: block (query slot0 x key pos) holds {s['block_mass']:.1%} of "
@@ -109,7 +111,7 @@ def run(*, out_dir: str, quick: bool = False, device="cpu", seeds=None, protocol
 
 
 def plot(rows: List[dict], stem: str, *, out_dir: str, protocol: str) -> List[str]:
-    plt = common.mpl()
+    plt = mpl()
     if not rows:
         return []
     r = rows[0]
@@ -147,7 +149,7 @@ def plot(rows: List[dict], stem: str, *, out_dir: str, protocol: str) -> List[st
                  f"of its mass (no structure: {s['chance_diag_mass']:.1%}); Lemma 11: alpha * I", fontsize=9)
     ax.set_xlabel("key pos coordinate")
     ax.set_ylabel("query slot0 coordinate")
-    fig.suptitle(common.as_protocol(protocol).label_for("figure2") + f"; test MSE {r['test_mse']:.3f}"
+    fig.suptitle(as_protocol(protocol).label_for("figure2") + f"; test MSE {r['test_mse']:.3f}"
                  + (" [quick: 10,000 training prompts]" if r.get("quick") else ""), fontsize=9)
     fig.tight_layout()
-    return common.save_figure(fig, stem)
+    return save_figure(fig, stem)

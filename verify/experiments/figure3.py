@@ -21,16 +21,19 @@ from typing import List, Optional
 
 import torch
 
-from qstr.verify.experiments import common
-from qstr.verify.experiments.common import Point
+from qstr.verify.experiments import analysis
+from qstr.verify.experiments.plots import mpl, plot_samples, save_figure
+from qstr.verify.experiments.points import MODELS, Point, apply_overrides, as_protocol, seeds_of
+from qstr.verify.experiments.results import figure_stem, write_json
+from qstr.verify.experiments.run import train_figure, wide_console
 
 N_FIG3 = 7
 
 
 def points(*, quick: bool = False, seeds=None, protocol: str = "paper", overrides: Optional[dict] = None, q_values=None,
-           max_samples: Optional[int] = None, models=common.MODELS, n_test: Optional[int] = None) -> List[Point]:
-    proto = common.as_protocol(protocol)
-    seeds = common.seeds_of(seeds, range(2) if quick else range(5))
+           max_samples: Optional[int] = None, models=MODELS, n_test: Optional[int] = None) -> List[Point]:
+    proto = as_protocol(protocol)
+    seeds = seeds_of(seeds, range(2) if quick else range(5))
     qs = list(q_values or ([1, 2, 3] if quick else [1, 2, 3, 4]))
     cap = (max_samples // 64) if max_samples else (4000 if quick else 2_000_000 // 64)
     out = []
@@ -44,21 +47,21 @@ def points(*, quick: bool = False, seeds=None, protocol: str = "paper", override
                     width=100, rnn_hidden=(64 if quick else 500) * q,
                     ffn_hidden=(N_FIG3 * 10 * q, 256 if quick else 1000), quick=quick,
                 ))
-    return common.apply_overrides(out, overrides)
+    return apply_overrides(out, overrides)
 
 
 def run(*, out_dir: str, quick: bool = False, device="cpu", seeds=None, protocol: str = "paper",
         progress: bool = True, dtype=torch.float32, console=None, jobs=1, **options) -> List[dict]:
     """Train (or resume) Figure 3; rows in ``out_dir/figure3.jsonl``, figure and summary beside."""
     pts = points(quick=quick, seeds=seeds, protocol=protocol, **options)
-    rows = common.train_figure("figure3", pts, out_dir=out_dir, device=device, dtype=dtype, progress=progress,
+    rows = train_figure("figure3", pts, out_dir=out_dir, device=device, dtype=dtype, progress=progress,
                                console=console, jobs=jobs)
-    stem = common.figure_stem(out_dir, "figure3", protocol, quick)
+    stem = figure_stem(out_dir, "figure3", protocol, quick)
     summary = summarize(rows, protocol=protocol, quick=quick)
-    common.write_json(stem + "-summary.json", summary)
+    write_json(stem + "-summary.json", summary)
     plot(rows, stem, protocol=protocol)
     if progress:
-        c = console or common.wide_console()
+        c = console or wide_console()
         for q, g in summary["gap"].items():
             parts = ", ".join(f"{k} {v:.2f}" if v is not None else f"{k} -" for k, v in g.items())
             c.print(f"figure3 q = {q}: mean samples ratio {parts}")
@@ -70,7 +73,7 @@ def run(*, out_dir: str, quick: bool = False, device="cpu", seeds=None, protocol
 
 
 def summarize(rows: List[dict], *, protocol: str, quick: bool) -> dict:
-    fits = common.summarize(rows, by="q")
+    fits = analysis.summarize(rows, by="q")
     gap = {}
     per = fits.get("qstr", {})
     qs = sorted({r["q"] for r in rows})
@@ -81,16 +84,16 @@ def summarize(rows: List[dict], *, protocol: str, quick: bool) -> dict:
             v = per.get(m, {}).get("per_q", {}).get(str(q), {}).get("mean")
             g[f"{m}/transformer"] = (v / tr) if (v is not None and tr) else None
         gap[str(q)] = g
-    return {"figure": "figure3", "protocol": protocol, "label": common.as_protocol(protocol).label_for("figure3"), "quick": quick,
+    return {"figure": "figure3", "protocol": protocol, "label": as_protocol(protocol).label_for("figure3"), "quick": quick,
             "fits": fits, "gap": gap}
 
 
 def plot(rows: List[dict], stem: str, *, protocol: str) -> List[str]:
-    plt = common.mpl()
+    plt = mpl()
     fig, ax = plt.subplots(figsize=(5.5, 4))
-    common.plot_samples(ax, rows, by="q", title=f"qSTR, N = {N_FIG3}, Hermite link (threshold 0.88)")
+    plot_samples(ax, rows, by="q", title=f"qSTR, N = {N_FIG3}, Hermite link (threshold 0.88)")
     ax.set_xticks(sorted({r["q"] for r in rows}))
     quick = bool(rows) and all(r.get("quick") for r in rows)
-    fig.suptitle(common.as_protocol(protocol).label_for("figure3") + (" [quick]" if quick else ""), fontsize=7)
+    fig.suptitle(as_protocol(protocol).label_for("figure3") + (" [quick]" if quick else ""), fontsize=7)
     fig.tight_layout()
-    return common.save_figure(fig, stem)
+    return save_figure(fig, stem)

@@ -1,0 +1,64 @@
+"""Figures of the experiments: samples to the threshold against N (or q), one line per model."""
+from __future__ import annotations
+
+from typing import List, Optional, Sequence
+
+import torch
+
+from qstr.verify.experiments.points import MODELS
+
+
+COLORS = {"transformer": "#1b9e77", "rnn": "#d95f02", "ffn": "#7570b3"}
+
+
+LABELS = {"transformer": "Transformer", "rnn": "RNN (GRU)", "ffn": "FFN"}
+
+
+def plot_samples(ax, rows: Sequence[dict], *, by: str = "N", cap: Optional[float] = None, title: str = ""):
+    """Mean +- std of samples over seeds, per model, against ``by``; runs that never reached
+    the threshold are drawn as open triangles at the step cap (a lower bound)."""
+    for model in MODELS:
+        rs = [r for r in rows if r["model"] == model]
+        if not rs:
+            continue
+        xs = sorted({r[by] for r in rs})
+        mean, std, xm = [], [], []
+        for v in xs:
+            got = [r["samples"] for r in rs if r[by] == v and r["samples"] is not None]
+            if got:
+                t = torch.tensor(got, dtype=torch.float64)
+                xm.append(v)
+                mean.append(float(t.mean()))
+                std.append(float(t.std()) if len(got) > 1 else 0.0)
+        if xm:
+            ax.errorbar(xm, mean, yerr=std, color=COLORS[model], marker="o", capsize=3, label=LABELS[model])
+        miss = [(r[by], r["steps"] * r["config"]["batch_size"]) for r in rs if r["samples"] is None]
+        if miss:
+            ax.scatter([m[0] for m in miss], [m[1] for m in miss], marker="^", facecolors="none",
+                       edgecolors=COLORS[model], label=f"{LABELS[model]}: not reached (cap)")
+    ax.set_yscale("log")
+    ax.set_xticks(sorted({r[by] for r in rows}))
+    ax.set_xlabel(by)
+    ax.set_ylabel("samples to threshold")
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+
+
+def save_figure(fig, stem: str) -> List[str]:
+    paths = [f"{stem}.png", f"{stem}.pdf"]
+    fig.savefig(paths[0], dpi=150, bbox_inches="tight")
+    fig.savefig(paths[1], bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return paths
+
+
+def mpl():
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt

@@ -1,0 +1,102 @@
+"""Results files: one JSON line per trained model, appended as it finishes, read back on resume."""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+from typing import Iterable, List, Optional
+
+import torch
+
+from qstr.verify.experiments.points import Point
+
+
+def environment(device) -> dict:
+    dev = torch.device(device)
+    info = {"python": platform.python_version(), "torch": torch.__version__, "platform": platform.platform(),
+            "device": str(dev), "threads": torch.get_num_threads()}
+    if dev.type == "cuda":
+        info["gpu"] = torch.cuda.get_device_name(dev)
+    else:
+        info["cpu_count"] = os.cpu_count()
+    return info
+
+
+class ResultsFile:
+    """JSON lines, one row per finished point; rows are only ever appended.
+
+    A run that was interrupted while writing leaves at most one incomplete last line; it is
+    cut off (with a note) before the next append, so every line stays one valid JSON object.
+    """
+
+    def __init__(self, path: str):
+        self.path = path
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        self.rows: List[dict] = []
+        self.repaired = False
+        if os.path.exists(path):
+            with open(path, "rb") as fh:
+                data = fh.read()
+            if data and not data.endswith(b"\n"):
+                cut = data.rfind(b"\n") + 1
+                with open(path, "r+b") as fh:
+                    fh.truncate(cut)
+                data = data[:cut]
+                self.repaired = True
+            for line in data.decode().splitlines():
+                if line.strip():
+                    self.rows.append(json.loads(line))
+        self.ids = {r.get("point_id") for r in self.rows}
+
+    def __contains__(self, point_id: str) -> bool:
+        return point_id in self.ids
+
+    def append(self, row: dict) -> None:
+        line = json.dumps(row, default=_json_default) + "\n"
+        with open(self.path, "a") as fh:
+            fh.write(line)
+            fh.flush()
+            os.fsync(fh.fileno())
+        self.rows.append(row)
+        self.ids.add(row.get("point_id"))
+
+    def rows_for(self, points: Iterable[Point]) -> List[dict]:
+        by_id = {r["point_id"]: r for r in self.rows if "point_id" in r}
+        return [by_id[p.point_id] for p in points if p.point_id in by_id]
+
+
+def _json_default(v):
+    if isinstance(v, torch.Tensor):
+        return v.tolist()
+    if isinstance(v, tuple):
+        return list(v)
+    return str(v)
+
+
+def row_of(p: Point, res, *, device, dtype, stack_size: int, extra: Optional[dict] = None) -> dict:
+    """The JSON row of a finished point."""
+    row = {
+        "figure": p.figure, "protocol": p.protocol, "quick": p.quick, "model": p.model, "variant": p.variant,
+        "test_variant": p.test_variant, "N": p.N, "q": p.q, "seed": p.seed,
+        "samples": res.samples, "reached": res.reached, "steps": res.steps, "threshold": p.threshold,
+        "test_mse": res.test_mse, "train_loss": res.train_loss, "curve": [[s, round(v, 6)] for s, v in res.curve],
+        "wall_s": round(res.seconds, 3), "stack_size": stack_size, "device": str(device),
+        "dtype": str(dtype).replace("torch.", ""), "point_id": p.point_id, "config": p.config,
+        "env": environment(device), "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+    if extra:
+        row.update(extra)
+    return row
+
+
+def write_json(path: str, obj) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as fh:
+        json.dump(obj, fh, indent=2, default=_json_default)
+    os.replace(tmp, path)
+
+
+def figure_stem(out_dir: str, figure: str, protocol: str, quick: bool) -> str:
+    """``out_dir/<figure>-<protocol>[-quick]``: the stem of a figure's PNG, PDF and summary."""
+    return os.path.join(out_dir, f"{figure}-{protocol}" + ("-quick" if quick else ""))

@@ -1,0 +1,236 @@
+"""Training the points: stacks, worker processes, progress, and the rows appended as models finish."""
+from __future__ import annotations
+
+import math
+import os
+from typing import Callable, Dict, List, Optional, Sequence
+
+import torch
+
+from qstr.verify.experiments.points import Point, build_member
+from qstr.verify.experiments.results import ResultsFile, row_of
+
+
+class _Progress:
+    """A rich progress bar (or nothing)."""
+
+    def __init__(self, enabled: bool, console=None):
+        self.enabled = enabled
+        self.console = console
+        self.bar = None
+
+    def __enter__(self):
+        if self.enabled:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.console = self.console or wide_console(stderr=True)
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TimeElapsedColumn(), console=self.console, transient=False)
+            self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+
+    def add(self, description: str, total: int):
+        return self.bar.add_task(description, total=total) if self.bar is not None else None
+
+    def update(self, task, **kw):
+        if self.bar is not None and task is not None:
+            self.bar.update(task, **kw)
+
+    def log(self, text: str):
+        if self.bar is not None:
+            self.bar.console.print(text)
+
+
+def wide_console(**kw):
+    """A rich Console; 110 columns when not writing to a terminal (logs), not rich's 80."""
+    from rich.console import Console
+
+    c = Console(**kw)
+    if not c.is_terminal and c.width < 110:
+        c = Console(width=110, **kw)
+    return c
+
+
+def stacks_of(points: Sequence[Point], *, device="cpu") -> List[List[Point]]:
+    """Split points into stacks: one per :attr:`Point.stack_group` with equal check interval,
+    step cap and test size. On a CPU the RNN stacks are also split by N: the recurrence runs
+    over the longest prompt of its stack, and on a CPU the padded steps cost real time (on a
+    GPU they are free parallelism); likewise by q and hidden size, which are zero-padded to the
+    largest in a stack. Numbers never depend on the stacking (docs/experiments.md)."""
+    cpu = torch.device(device).type == "cpu"
+    groups: Dict[tuple, List[Point]] = {}
+    for p in points:
+        key = p.stack_group + (p.check_every, p.max_steps, p.n_test)
+        if cpu and p.model == "rnn":
+            key += (p.N, p.q, p.rnn_hidden)
+        groups.setdefault(key, []).append(p)
+    return list(groups.values())
+
+
+def stack_cost(pts: Sequence[Point]) -> float:
+    """Rough multiply-adds per step of a stack (used only to start the longest stacks first)."""
+    p, n = pts[0], max(q.N for q in pts)
+    D = p.d + 5 * n
+    per_position = {"rnn": 6 * p.rnn_hidden * (p.rnn_hidden + D), "transformer": p.q * (D * D + n * D) + p.width * D,
+                    "ffn": p.ffn_hidden[0] * (p.d + p.q * n) + math.prod(p.ffn_hidden[-2:]) / n}[p.model]
+    return len(pts) * n * per_position
+
+
+def train_points(pts: Sequence[Point], *, device, dtype, report: Callable[..., None], stack: int = 0,
+                 return_models: bool = False, row_extra: Optional[Callable] = None,
+                 train_kw: Optional[dict] = None) -> None:
+    """Build and train the members of one stack; ``report`` receives ``("step", stack, step,
+    active, n)`` every 10 steps and ``("row", stack, row)`` as each member finishes."""
+    from qstr.verify.training import stack_key, train_stack
+
+    members = [build_member(p, device=device, dtype=dtype) for p in pts]
+    infos = {m.tag.point_id: m.info for m in members}
+    sub: Dict[tuple, list] = {}
+    for m in members:
+        sub.setdefault(stack_key(m), []).append(m)
+    for ms in sub.values():
+        p0: Point = ms[0].tag
+
+        def on_step(step, active, n=len(ms)):
+            if step % 10 == 0 or active == 0:
+                report("step", stack, step, active, n)
+
+        def on_finish(res, n=len(ms)):
+            p: Point = res.tag
+            extra = dict(infos.get(p.point_id, {}))
+            if row_extra is not None:
+                extra.update(row_extra(p, res))
+            report("row", stack, row_of(p, res, device=device, dtype=dtype, stack_size=n, extra=extra))
+
+        kw = dict(batch_size=p0.batch_size, check_every=p0.check_every, max_steps=p0.max_steps,
+                  on_finish=on_finish, on_step=on_step, return_models=return_models, tf32=p0.matmul == "tf32")
+        if p0.n_train is not None and p0.epoch_loss_threshold is not None:
+            kw.update(epoch_steps=math.ceil(p0.n_train / p0.batch_size), epoch_loss_threshold=p0.epoch_loss_threshold)
+        kw.update(train_kw or {})
+        train_stack(ms, **kw)
+
+
+_QUEUE = None
+
+
+def _init_worker(queue, threads: int) -> None:
+    global _QUEUE
+    _QUEUE = queue
+    torch.set_num_threads(threads)
+
+
+def _train_in_worker(pts, stack: int, device, dtype, train_kw) -> None:
+    try:
+        train_points(pts, device=device, dtype=dtype, report=lambda *msg: _QUEUE.put(msg), stack=stack,
+                     train_kw=train_kw)
+    finally:
+        _QUEUE.put(("done", stack))
+
+
+def default_jobs(device) -> int:
+    """Worker processes for :func:`run_points`: every CPU core on a CPU (each with one torch
+    thread), one on a GPU."""
+    if torch.device(device).type != "cpu":
+        return 1
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def run_points(points: Sequence[Point], results: ResultsFile, *, device="cpu", dtype=torch.float32,
+               progress: bool = True, return_models: bool = False, console=None,
+               row_extra: Optional[Callable] = None, train_kw: Optional[dict] = None,
+               jobs: Optional[int] = 1) -> Dict[str, dict]:
+    """Train every point whose row is not yet in ``results`` (stacks by :func:`stacks_of`) and
+    append one row per point as it finishes. Returns {point_id: row} for all ``points``.
+
+    ``jobs > 1`` trains that many stacks at once in worker processes (spawned, one torch thread
+    each; the longest stacks start first); rows are still appended by this process as each
+    member finishes. ``jobs=None``: :func:`default_jobs`. ``row_extra(point, result) -> dict``
+    adds fields to a row (e.g. Figure 2's block mass); it and ``return_models`` need ``jobs=1``.
+    """
+    todo = [p for p in points if p.point_id not in results]
+    stacks = sorted(stacks_of(todo, device=device), key=stack_cost, reverse=True)
+    jobs = default_jobs(device) if jobs is None else _checks_jobs(jobs)
+    jobs = max(1, min(jobs, len(stacks))) if (row_extra is None and not return_models) else 1
+    with _Progress(progress, console) as bar:
+        if bar.bar is not None and len(todo) < len(points):
+            bar.log(f"resuming: {len(points) - len(todo)} of {len(points)} points already in {results.path}")
+        overall = bar.add(f"{len(todo)} points to train" + (f" ({jobs} processes)" if jobs > 1 else ""), len(todo))
+        tasks = []
+        for pts in stacks:
+            p0 = pts[0]
+            desc = f"{p0.figure} {p0.variant} {p0.model}" + (f" N={p0.N}" if len({p.N for p in pts}) == 1 else "")
+            tasks.append((bar.add(f"{desc} x{len(pts)}", p0.max_steps), desc))
+
+        def report(kind, stack, *payload):
+            task, desc = tasks[stack]
+            if kind == "step":
+                step, active, n = payload
+                bar.update(task, completed=step, description=f"{desc} (active {active}/{n})")
+            elif kind == "row":
+                row = payload[0]
+                results.append(row)
+                bar.update(overall, advance=1)
+                s = "not reached" if row["samples"] is None else f"{row['samples']:,} samples"
+                bar.log(f"{row['figure']} {row['variant']:6s} {row['model']:11s} N={row['N']:3d} q={row['q']} "
+                        f"seed={row['seed']}: {s} (test MSE {row['test_mse']:.4f}, {row['steps']} steps)")
+            else:  # "done"
+                bar.update(task, completed=stacks[stack][0].max_steps)
+
+        if jobs == 1:
+            for i, pts in enumerate(stacks):
+                train_points(pts, device=device, dtype=dtype, report=report, stack=i, return_models=return_models,
+                             row_extra=row_extra, train_kw=train_kw)
+                report("done", i)
+        else:
+            _run_parallel(stacks, jobs, report, device=device, dtype=dtype, train_kw=train_kw)
+    return {r["point_id"]: r for r in results.rows_for(points)}
+
+
+def train_figure(figure: str, pts: Sequence[Point], *, out_dir: str, **run_kw) -> List[dict]:
+    """Train (or resume) ``pts`` into ``out_dir/<figure>.jsonl`` with :func:`run_points`;
+    returns the rows of ``pts`` in their order."""
+    by_id = run_points(pts, ResultsFile(os.path.join(out_dir, f"{figure}.jsonl")), **run_kw)
+    return [by_id[p.point_id] for p in pts if p.point_id in by_id]
+
+
+def _checks_jobs(jobs) -> int:
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
+    return jobs
+
+
+def _run_parallel(stacks, jobs: int, report, *, device, dtype, train_kw) -> None:
+    """Train ``stacks`` in ``jobs`` spawned processes; relay their reports in this process."""
+    import multiprocessing
+    import queue as _queue
+    from concurrent.futures import ProcessPoolExecutor
+
+    ctx = multiprocessing.get_context("spawn")
+    q = ctx.Queue()
+    pool = ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker, initargs=(q, 1))
+    try:
+        futures = [pool.submit(_train_in_worker, pts, i, torch.device(device), dtype, train_kw)
+                   for i, pts in enumerate(stacks)]
+        done = 0
+        while done < len(stacks):
+            try:
+                msg = q.get(timeout=0.5)
+            except _queue.Empty:
+                for f in futures:  # a worker that died without reporting "done"
+                    if f.done() and f.exception() is not None:
+                        raise f.exception()
+                continue
+            report(*msg)
+            done += msg[0] == "done"
+        for f in futures:
+            f.result()  # a worker's error is raised here
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        for child in multiprocessing.active_children():  # stop stacks still training
+            child.terminate()
+        raise
+    pool.shutdown()
