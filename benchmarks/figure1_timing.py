@@ -8,7 +8,7 @@ Every run trains from scratch in a fresh results directory (no resume) and print
 seconds of the whole figure and of each stack (one stack = one architecture on one panel, all
 its N values and seeds trained together).
 
-Reference numbers (SPEC / project issue 6): the published code, one model at a time, took on
+Reference numbers (measured for this project): the published code, one model at a time, took on
 one H100 77 s for the whole 1STR panel at ONE seed and 130 s for three of the five simple-1STR
 points, about 295 s per seed for the figure (~25 min for 5 seeds). The target for the batched
 trainer is the whole figure, 5 seeds, in 75 s on one H100. A script, not a test.

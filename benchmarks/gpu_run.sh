@@ -12,7 +12,7 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,utilization.
 for stage in "$@"; do
   echo "== $stage $(date +%T)"
   case $stage in
-    train-tests) timeout 70 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_train_batched.py tests/test_attention.py tests/test_codes.py 2>&1 | tail -25 ;;
+    train-tests) timeout 70 python3 -m pytest -q -m gpu -p no:cacheprovider tests/verify/training/test_stack.py tests/constructions/test_attention.py tests/constructions/test_codes.py 2>&1 | tail -25 ;;
     report) timeout 300 python3 benchmarks/gpu_report.py --out "$OUT/report" ${FIGURE1_MATMUL:+--figure1-matmul $FIGURE1_MATMUL} ${PROFILE_RNN:+--profile-rnn} 2>&1 | tee "$OUT/report.log" | grep -v "^\s*$" | tail -30 ;;
     tests) timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider tests 2>&1 | tail -25 ;;
     verify) timeout ${VERIFY_LIMIT:-400} qstr verify --profile gpu --device cuda --json "$OUT/verify-gpu.json" > "$OUT/verify.log" 2>&1; echo "rc $?"; tail -c 3000 "$OUT/verify.log" ;;

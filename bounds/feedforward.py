@@ -1,6 +1,6 @@
 """Theorem 6 (seed numbering; Theorem 9 of the conference version): FFNs need n >= N d samples.
 
-**Setting (SPEC section 4).** simple-1STR: x = vec(x_1, ..., x_N) ~ N(0, I_{N d}), one index
+**Setting (Section 4).** simple-1STR: x = vec(x_1, ..., x_N) ~ N(0, I_{N d}), one index
 t ~ Unif[N] per prompt, label y_i = y = <u, x_t> at every position i, u uniform on the unit
 sphere S^{d-1}. An FFN applies a first layer W in R^{m x N d} to vec(x); everything after it
 (and any encoding of t) is arbitrary. Algorithms of Definition 5 (stationary points of a

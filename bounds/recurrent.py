@@ -1,6 +1,6 @@
 """RNN bounds: Prop 8 (width / norm lower bounds), Theorem 9 (memorising crossover), Theorem 7 (upper bound).
 
-Numbering: seed (arXiv v1) first, conference in brackets (SPEC section 0). Every constant is
+Numbering: seed (arXiv v1) first, conference in brackets. Every constant is
 derived in ``docs/derivations/rnn-lower-bounds.md``; this docstring is the summary.
 
 **Prop 8 [conf. Prop 6] via Prop 35.** General 1STR (q = 1), y_i = <u, x_{t_i}>. The RNN's

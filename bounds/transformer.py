@@ -1,6 +1,6 @@
 """Transformer bounds: the few-heads floors (Props 3 and 21) and Theorem 4 with explicit constants.
 
-Numbering: seed (arXiv v1) first, conference in brackets (SPEC section 0).
+Numbering: seed (arXiv v1) first, conference in brackets.
 
 * Prop 3 [conf. Prop 4]  -- few heads fail for any W_QK:        ``few_heads_floor(..., restricted=False)``
 * Prop 21 [conf. Prop 21] -- exact H >= q, restricted W_QK, d = 1: ``few_heads_floor(..., restricted=True)``
@@ -78,7 +78,7 @@ def few_heads_floor_per_position(q: int, H: int, d: int, restricted: bool) -> fl
 def few_heads_floor(q: int, H: int, d: int, restricted: bool, *, N: Optional[int] = None) -> float:
     """Lower bound on the position-averaged risk R = (1/N) sum_i E (y_hat_i - y_i)^2 of an H-head layer.
 
-    Task (SPEC section 3, Prop 3): tokens x_j ~ N(0, I_d) for j < N//2 and x_j = 0 for j >= N//2
+    Task (Prop 3): tokens x_j ~ N(0, I_d) for j < N//2 and x_j = 0 for j >= N//2
     (0-based); at positions i >= N//2 the index tuple is t_i = (first q tokens), at the other
     positions t_i is drawn independently of x; y_i = (1/sqrt(q d)) sum_k (||x_{t_ik}||^2 - d).
     The lower bound holds for *every* choice of attention matrices W^(1..H) and every feedforward

@@ -1,6 +1,6 @@
 """Argument validation shared by every builder: one clear ``ValueError`` naming the argument.
 
-The CLI turns these into a one-line message and exit status 2 (ARCHITECTURE: Errors).
+The CLI turns these into a one-line message and exit status 2.
 """
 from __future__ import annotations
 

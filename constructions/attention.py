@@ -1,14 +1,13 @@
 """Attention weights the paper builds by hand: Lemma 11 and the single sparse-averaging head.
 
 Numbering is the seed text's (arXiv v1); Lemma 11 has the same number in the conference
-version (SPEC section 0). Derivations: ``docs/derivations/lemma11.md`` and
+version. Derivations: ``docs/derivations/lemma11.md`` and
 ``docs/derivations/sparse-averaging.md``.
 
 Every builder returns a :class:`Construction`: the :class:`~constructions.models.MergedAttention`
 module *and* a :class:`Guarantee` recording what it promises (error bound, gap, leak, the
 measured coherence mu, r_x, weight norms, assumptions), so a check compares measured
-against promised without re-deriving anything (ARCHITECTURE: "every construction returns
-its guarantee").
+against promised without re-deriving anything.
 
 Weights are written in named blocks of the token layout (:func:`place_block`): "slot h of
 the query meets the pos block of the key", never raw index arithmetic.

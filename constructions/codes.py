@@ -6,8 +6,8 @@ head, the four-layer RNN transition of Prop 26) degrades with the coherence
 
     mu = max_{i != j} |<omega_i, omega_j>|,
 
-so this module computes mu *exactly* and every builder returns it (SPEC section 2: "carry
-mu into every bound instead of the constant 1/2").
+so this module computes mu *exactly* and every builder returns it: the bounds carry the
+measured mu instead of the constant 1/2.
 
 Three families:
 
@@ -16,7 +16,7 @@ Three families:
   until the measured mu is below the target.
 * ``experimental``: the paper's experiments, d_e = floor(5 ln N), no resampling. At
   N = 100 (d_e = 23) a pair violates Assumption 3 with probability 89104/2^23 ~= 0.0106,
-  about 52.6 of the 4950 pairs in expectation (the note in SPEC section 2).
+  about 52.6 of the 4950 pairs in expectation (docs/derivations/codebooks.md).
 * ``rs-hadamard``: deterministic, Reed-Solomon over GF(2^m) concatenated with the Walsh-
   Hadamard code; mu <= (k-1)/n is guaranteed and d_e = 4^m grows like
   (log N / log log N)^2. Derivations: ``docs/derivations/codebooks.md``.
@@ -240,7 +240,7 @@ def rademacher_pair_tail(d_e: int, mu: float = 0.5) -> float:
     <omega_i, omega_j> = S / d_e with S = 2B - d_e, B ~ Binomial(d_e, 1/2), so the event
     is |2B - d_e| > mu d_e (strict; S has the parity of d_e). Exact rational sum for
     d_e <= 4096, scipy's binomial cdf (relative error ~1e-14) beyond. Serves the union
-    bound behind Assumption 3 and the d_e = floor(5 ln N) note of SPEC section 2.
+    bound behind Assumption 3 and the d_e = floor(5 ln N) rule of the experiments.
     """
     d_e, mu = positive_int("d_e", d_e), probability("mu", mu)
     low = _tail_cut(d_e, mu)  # |2B - d_e| > mu d_e  <=>  B <= low  or  B >= d_e - low
@@ -276,7 +276,7 @@ def rademacher_dim(N: int, delta: float, mu: float = 0.5, rule: str = "exact") -
     """Smallest d_e with C(N, 2) * P(|<omega_i, omega_j>| > mu) <= delta, for every larger d_e too.
 
     ``rule="hoeffding"``: P <= 2 exp(-d_e mu^2 / 2), so d_e = ceil(2 ln(N (N-1) / delta) / mu^2)
-    (= 8 ln(N (N-1) / delta) at mu = 1/2, the SPEC's 8 ln(N^2 / delta) up to N^2 -> N(N-1)).
+    (= 8 ln(N (N-1) / delta) at mu = 1/2, the 8 ln(N^2 / delta) of Assumption 3's union bound, with N^2 -> N(N-1)).
     ``rule="exact"``: the exact tail (:func:`rademacher_pair_tail`) is not monotone in d_e
     (parity of S), so we return d* = 1 + the largest d_e that fails the bound; then the
     bound holds for d* and *every* larger d_e (above the Hoeffding value it holds because
@@ -358,7 +358,7 @@ def experimental_codebook(N: int, *, generator: torch.Generator, device=None, dt
     """Rademacher codes at d_e = floor(5 ln N), NOT resampled: they may violate Assumption 3.
 
     At N = 100 (d_e = 23) each pair exceeds 1/2 with probability 89104/2^23 ~= 0.0106,
-    ~52.6 of the 4950 pairs in expectation (SPEC section 2 note). ``params`` records the
+    ~52.6 of the 4950 pairs in expectation (docs/derivations/codebooks.md). ``params`` records the
     expected number of violating pairs and whether this draw satisfies Assumption 3.
     """
     d_e = experimental_dim(N)

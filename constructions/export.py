@@ -1,7 +1,7 @@
 """Map constructions to and from ``torch.nn.MultiheadAttention`` and plain state dicts.
 
-SPEC section 3: "Separate W_Q, W_K, W_V variants (torch.nn.MultiheadAttention) are what
-users train; the toolkit must map between the two parametrizations both ways."
+Separate W_Q, W_K, W_V (torch.nn.MultiheadAttention) are what users train; the paper's
+constructions merge W_QK. This module maps between the two parametrisations both ways.
 
 Parametrisations (see :class:`~constructions.models.PracticalTransformer`):
 

@@ -4,7 +4,7 @@ A link maps the q selected tokens of one output position to its label:
 ``g(xt)`` with ``xt`` of shape ``(..., q, d)`` returns ``(...)`` (scalar links) or
 ``(..., out_dim)`` (the vector-valued sparse average).
 
-Links needed by the paper (SPEC section 1):
+Links needed by the paper:
 
 * ``Linear``      (1/sqrt q) sum_k <u_k, x_{t_k}>        -- Figure 1, Theorem 6 (q = 1: <u, x_t>)
 * ``Hermite``     (1/sqrt q) sum_k He2(<u_k, x_{t_k}>)   -- Figure 3, He2(z) = (z^2 - 1)/sqrt 2

@@ -5,7 +5,7 @@ Every model takes an encoded prompt and returns one prediction per position:
     Z      (B, N, D_in)  float32 or float64 (must match the model's dtype)
     y_hat  (B, N)        or (B, N, out_dim) when ``out_dim > 1``
 
-Contents (numbering: the seed text, arXiv v1; see SPEC section 0)
+Contents (numbering: the seed text, arXiv v1)
 
 * :class:`MergedAttention`      one-layer Transformer with merged key-query matrices
                                 (Appendix A.1; Lemma 11 / Thm 4 / Prop 3 / Prop 21).
@@ -15,7 +15,7 @@ Contents (numbering: the seed text, arXiv v1; see SPEC section 0)
                                 (Section 4, Theorem 6).
 * :class:`PracticalTransformer`, :class:`PracticalRNN`, :class:`PracticalFFN` and
   :func:`build_practical`       the trainable models of the experiments (Appendix E,
-                                Figure 1; SPEC section 7).
+                                Figure 1).
 
 Randomness: every constructor takes ``generator=None``. With ``None`` the weights come
 from torch's global RNG (so ``torch.manual_seed`` fixes them); with a ``torch.Generator``
@@ -493,7 +493,7 @@ class VecFFN(nn.Module):
 
 
 class PracticalTransformer(nn.Module):
-    """Trainable Transformer of the experiments (Appendix E, Figure 1; SPEC section 7).
+    """Trainable Transformer of the experiments (Appendix E, Figure 1).
 
     q heads, each seeing the whole token: ``nn.MultiheadAttention(embed_dim=q*D_e,
     num_heads=q, kdim=D_e, vdim=D_e, bias=False, batch_first=True)`` (head_dim = D_e).
@@ -578,7 +578,7 @@ class PracticalTransformer(nn.Module):
 
 
 class PracticalRNN(nn.Module):
-    """Trainable bidirectional RNN of the experiments (Appendix E, Figure 1; SPEC section 7).
+    """Trainable bidirectional RNN of the experiments (Appendix E, Figure 1).
 
     ``nn.GRU`` / ``nn.RNN`` (tanh) / ``nn.LSTM`` (``cell`` in {"gru", "rnn", "lstm"}),
     bidirectional, batch_first, hidden size ``hidden`` per direction, ``num_layers`` layers,
@@ -624,7 +624,7 @@ class PracticalFFN(VecFFN):
 
 
 def build_practical(kind: str, *, N: int, d: int, q: int, d_e: int, **kw) -> nn.Module:
-    """The experiment models with SPEC section 7 defaults (Appendix E).
+    """The experiment models with the defaults of Appendix E.
 
     * ``"transformer"``: :class:`PracticalTransformer` on the encoding of width
       D_e = d + (q+1) d_e, q heads, ``width=100``.

@@ -1,4 +1,4 @@
-"""The paper's experiments (Appendix E; SPEC section 7), runnable and resumable.
+"""The paper's experiments (Appendix E), runnable and resumable.
 
     from qstr.verify.experiments import run_experiment
     rows = run_experiment("figure1", out_dir="results", quick=True)

@@ -1,6 +1,6 @@
 """Figure 1: sample complexity of Transformer, RNN and FFN on 1STR and simple-1STR.
 
-Protocol (Appendix E; SPEC section 7): q = 1, d = 10, d_e = floor(5 ln N), x ~ N(0, I_10),
+Protocol (Appendix E): q = 1, d = 10, d_e = floor(5 ln N), x ~ N(0, I_10),
 y_i = <u, x_{t_i}> with u uniform on the sphere. Online AdamW (lr 1e-3, weight decay 0.1),
 64 fresh prompts per step; test MSE on 10,000 independent prompts drawn from the SAME variant
 as training, checked every 10 steps (1STR) / 100 steps (simple-1STR); sample complexity =

@@ -1,6 +1,6 @@
 """Figure 2: the trained attention matrix W_Q^T W_K shows the Lemma 11 block.
 
-Protocol (Appendix E; SPEC section 7): N = 100, q = 1, d = 10, d_e = floor(5 ln 100) = 23, a
+Protocol (Appendix E): N = 100, q = 1, d = 10, d_e = floor(5 ln 100) = 23, a
 FIXED training set of 50,000 prompts, AdamW lr 1e-3, weight decay 0.2, batch 64, passes over
 the set in fresh random order; training stops after 20 passes or when the mean training loss
 of a pass falls below 0.05 (the stopping rule of the published script). One-head

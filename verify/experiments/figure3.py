@@ -1,6 +1,6 @@
 """Figure 3: the gap between Transformer and RNN / FFN grows with the sparsity q.
 
-Protocol (Appendix E; SPEC section 7): qSTR with N = 7, d = 10, d_e = floor(5 ln 7) = 9, the
+Protocol (Appendix E): qSTR with N = 7, d = 10, d_e = floor(5 ln 7) = 9, the
 Hermite link y_i = (1/sqrt q) sum_k He2(<u_k, x_{t_ik}>), He2(z) = (z^2 - 1)/sqrt 2 (variance
 1), q = 1, 2, 3, 4. Online AdamW with lr 1e-4 (weight decay 0.1), 64 fresh prompts per step,
 test MSE on 10,000 qSTR prompts every 10 steps, sample complexity = prompts consumed when the

@@ -35,7 +35,7 @@ MATMUL = ("float32", "tf32")
 class Protocol:
     """How a point is trained and tested.
 
-    ``paper`` follows SPEC section 7 (Appendix E): encoding prefactor c = sqrt(d/q), test
+    ``paper`` follows Appendix E: encoding prefactor c = sqrt(d/q), test
     prompts drawn from the training variant, AdamW weight decay as stated in the paper, a fresh
     task instance (u, codes) per seed, the FFN of Theorem 6 on concat(vec(x), onehot(t)).
 

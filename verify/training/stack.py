@@ -99,7 +99,7 @@ def train_stack(
 ) -> List[MemberResult]:
     """Train ``members`` (one family, see :func:`stack_key`) together, each exactly as alone.
 
-    Protocol (SPEC section 7): every step each active member takes the next ``batch_size``
+    Protocol (Appendix E): every step each active member takes the next ``batch_size``
     prompts of its own stream and makes one AdamW step on its own mean squared error. Every
     ``check_every`` steps the active members' test MSE is computed on their own test sets; a
     member whose test MSE is below its ``threshold`` stops there (it is removed from the stack:

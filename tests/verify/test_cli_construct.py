@@ -1,4 +1,4 @@
-"""qstr construct transformer (tests/test_claims.py runs every claim)."""
+"""qstr construct transformer (tests/verify/claims/test_registered.py runs every claim)."""
 import pytest
 import torch
 

@@ -1,4 +1,4 @@
-"""What thm-6 (verify/claims/feedforward.py) reports beyond holding (tests/test_claims.py runs every claim)."""
+"""What thm-6 (verify/claims/feedforward.py) reports beyond holding (tests/verify/claims/test_registered.py runs every claim)."""
 from __future__ import annotations
 
 import qstr.verify.claims.auxiliary  # noqa: F401  (registers lemma-39/40/41/42)

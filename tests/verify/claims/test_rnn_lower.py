@@ -1,4 +1,4 @@
-"""Helpers and registration of verify/claims/rnn_lower.py (tests/test_claims.py runs every claim)."""
+"""Helpers and registration of verify/claims/rnn_lower.py (tests/verify/claims/test_registered.py runs every claim)."""
 
 import qstr.verify.claims.rnn_lower as rnn_lower  # noqa: F401  (registers the claims)
 from qstr.verify.claims import REGISTRY

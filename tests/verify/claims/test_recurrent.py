@@ -1,4 +1,4 @@
-"""Registration of verify/claims/recurrent.py (tests/test_claims.py runs every claim, on the CPU
+"""Registration of verify/claims/recurrent.py (tests/verify/claims/test_registered.py runs every claim, on the CPU
 and, with CUDA, the whole gpu profile)."""
 import qstr.verify.claims.recurrent  # noqa: F401  (registers the claims)
 from qstr.verify.claims import REGISTRY
