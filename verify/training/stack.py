@@ -18,7 +18,8 @@ from qstr.verify.training.members import Member, MemberResult, log_curve
 def _tf32(enabled: bool):
     """Let float32 matrix products use TF32 tensor cores while the block runs (restored after)."""
     before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = bool(enabled) or before[0]
+    if enabled:  # otherwise both settings stay as the caller left them
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     try:
         yield
     finally:
