@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from qstr.constructions.attention import lemma11, lemma12_radius
+from qstr.bounds.attention import lemma11, lemma12_radius
 from qstr.constructions.links import make_link
 from qstr.constructions.task import QSTR
 

@@ -29,7 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 
-from qstr.constructions.attention import lemma11, lemma12_radius  # noqa: E402
+from qstr.bounds.attention import lemma11, lemma12_radius  # noqa: E402
 from qstr.constructions.links import make_link  # noqa: E402
 from qstr.constructions.task import QSTR  # noqa: E402
 

@@ -36,7 +36,7 @@ from typing import Optional
 import torch
 from scipy import stats
 
-from qstr.constructions import _checks
+from qstr.constructions import validate
 from qstr.bounds.gaussian import VarianceEstimate
 
 __all__ = [
@@ -57,19 +57,19 @@ def risk_floor(n: int, N: int, d: int) -> float:
     ``n`` training prompts (n >= 0), length ``N``, token dimension ``d``. For n >= N d the
     theorem says nothing and the floor is 0.
     """
-    n = _checks.positive_int("n", n, minimum=0)
-    N = _checks.positive_int("N", N)
-    d = _checks.positive_int("d", d)
+    n = validate.positive_int("n", n, minimum=0)
+    N = validate.positive_int("N", N)
+    d = validate.positive_int("d", d)
     return max(0.0, 1.0 - n / (N * d))
 
 
 def _matrix(name: str, M) -> torch.Tensor:
     if not isinstance(M, torch.Tensor):
         raise ValueError(f"{name} must be a torch.Tensor, got {type(M).__name__}")
-    _checks.shape(name, M, (None, None))
+    validate.shape(name, M, (None, None))
     if not M.is_floating_point():
         raise ValueError(f"{name} must be a floating-point tensor, got {M.dtype}")
-    _checks.finite_tensor(name, M)
+    validate.finite_tensor(name, M)
     return M
 
 
@@ -87,7 +87,7 @@ def orthonormal_row_basis(X: torch.Tensor, *, rtol: Optional[float] = None) -> t
     _, S, Vh = torch.linalg.svd(X, full_matrices=False)
     if rtol is None:
         rtol = max(n, D) * torch.finfo(torch.float64).eps
-    rtol = _checks.positive_float("rtol", rtol)
+    rtol = validate.positive_float("rtol", rtol)
     smax = float(S.max()) if S.numel() else 0.0
     r = int((S > rtol * smax).sum()) if smax > 0 else 0
     return Vh[:r]
@@ -116,7 +116,7 @@ def span_distance(W: torch.Tensor, X: torch.Tensor) -> float:
 
 def embed_direction(u: torch.Tensor, t: torch.Tensor, N: int) -> torch.Tensor:
     """P_t u = e_t kron u in R^{N d}: rows (B, N d) for u (B, d) or (d,) and t (B,) long in [0, N)."""
-    N = _checks.positive_int("N", N)
+    N = validate.positive_int("N", N)
     if u.dim() == 1:
         u = u.expand(t.shape[0], -1)
     B, d = u.shape
@@ -151,8 +151,8 @@ def floor_for_direction(V: torch.Tensor, u: torch.Tensor, N: int) -> float:
     lie in the row span of V, whatever its width and however t is encoded) has risk >= this
     for that u. Its mean over u ~ Unif(S^{d-1}) is 1 - rank(V) / (N d).
     """
-    N = _checks.positive_int("N", N)
-    u = _checks.finite_tensor("u", u)
+    N = validate.positive_int("N", N)
+    u = validate.finite_tensor("u", u)
     if u.dim() != 1:
         raise ValueError(f"u must be a vector of shape (d,), got {tuple(u.shape)}")
     d = u.shape[0]
@@ -201,18 +201,18 @@ def mc_bayes_risk(V: torch.Tensor, N: int, d: int, *, samples: int, generator: t
     record carries the closed form ``floor`` = 1 - rank(V) / (N d) for comparison (for a fixed
     ``u``: :func:`floor_for_direction`, exact for that u).
     """
-    N = _checks.positive_int("N", N)
-    d = _checks.positive_int("d", d)
-    samples = _checks.positive_int("samples", samples, minimum=2)
-    chunk = _checks.positive_int("chunk", chunk)
-    confidence = _checks.probability("confidence", confidence)
+    N = validate.positive_int("N", N)
+    d = validate.positive_int("d", d)
+    samples = validate.positive_int("samples", samples, minimum=2)
+    chunk = validate.positive_int("chunk", chunk)
+    confidence = validate.probability("confidence", confidence)
     if not isinstance(generator, torch.Generator):
         raise ValueError(f"generator must be a torch.Generator, got {type(generator).__name__}")
     V = _check_basis(V, N, d).to(generator.device)
     D = N * d
     if u is not None:
-        u = _checks.finite_tensor("u", u)
-        _checks.shape("u", u, (d,))
+        u = validate.finite_tensor("u", u)
+        validate.shape("u", u, (d,))
         u = u.to(dtype=torch.float64, device=generator.device)
         if abs(float(u.norm()) - 1.0) > 1e-8:
             raise ValueError(f"u must be a unit vector, got norm {float(u.norm())}")
@@ -248,9 +248,9 @@ def mc_bayes_risk_from_training(n: int, N: int, d: int, *, samples: int, generat
     The QR of the (N d, n) matrix of inputs gives an orthonormal basis of their span (rank n
     with probability 1 when n <= N d; for n > N d the span is all of R^{N d} and V = I).
     """
-    n = _checks.positive_int("n", n)
-    N = _checks.positive_int("N", N)
-    d = _checks.positive_int("d", d)
+    n = validate.positive_int("n", n)
+    N = validate.positive_int("N", N)
+    d = validate.positive_int("d", d)
     if not isinstance(generator, torch.Generator):
         raise ValueError(f"generator must be a torch.Generator, got {type(generator).__name__}")
     D = N * d
@@ -267,5 +267,5 @@ def mc_bayes_risk_from_training(n: int, N: int, d: int, *, samples: int, generat
 
 def zcrit(confidence: float) -> float:
     """Two-sided normal critical value for ``confidence``."""
-    confidence = _checks.probability("confidence", confidence)
+    confidence = validate.probability("confidence", confidence)
     return float(stats.norm.ppf(0.5 + confidence / 2))

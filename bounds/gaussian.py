@@ -15,13 +15,13 @@ from dataclasses import dataclass
 import torch
 from scipy import stats
 
-from qstr.constructions import _checks
+from qstr.constructions import validate
 
 
 def conditional_sqnorm_variance(k: int, r: int) -> float:
     """Var(||x||^2 | Vx) = 2 (k - r) for x ~ N(0, I_k) and V with r orthonormal rows (Lemma 40)."""
-    k = _checks.positive_int("k", k)
-    r = _checks.positive_int("r", r, minimum=0)
+    k = validate.positive_int("k", k)
+    r = validate.positive_int("r", r, minimum=0)
     if r > k:
         raise ValueError(f"r must satisfy 0 <= r <= k = {k}, got r = {r}")
     return 2.0 * (k - r)
@@ -73,11 +73,11 @@ def mc_conditional_sqnorm_variance(
     conditional variance; their mean and standard error give the estimate and a normal interval.
     V need not be orthonormal for the code to run, but then the sampled law is not x | Vx.
     """
-    _checks.finite_tensor("V", V)
-    _checks.shape("V", V, (None, None))
-    n_outer = _checks.positive_int("n_outer", n_outer, minimum=2)
-    n_inner = _checks.positive_int("n_inner", n_inner, minimum=2)
-    confidence = _checks.probability("confidence", confidence)
+    validate.finite_tensor("V", V)
+    validate.shape("V", V, (None, None))
+    n_outer = validate.positive_int("n_outer", n_outer, minimum=2)
+    n_inner = validate.positive_int("n_inner", n_inner, minimum=2)
+    confidence = validate.probability("confidence", confidence)
     V = V.to(torch.float64)
     r, k = V.shape
     kw = dict(generator=generator, dtype=torch.float64, device=generator.device)

@@ -57,8 +57,8 @@ from dataclasses import dataclass, fields
 from typing import Optional, Sequence
 
 from qstr.bounds._search import smallest_true
-from qstr.constructions import _checks
-from qstr.constructions.attention import lemma12_radius
+from qstr.constructions import validate
+from qstr.bounds.attention import lemma12_radius
 from qstr.constructions.interpolation import C38_A
 from qstr.bounds.packing import volume_log_packing_bound
 from qstr.bounds.transformer import default_code_dim, loglog_slope, validate_problem_constants
@@ -105,7 +105,7 @@ def log_packing_volume(D: int, eps: float) -> float:
 
 def chi2_lower_rate(a: float) -> float:
     """I(a) = (a - 1 - ln a) / 2 with P(chi^2_k <= a k) <= exp(-k I(a)) for 0 < a < 1 (Chernoff)."""
-    a = _checks.probability("a", a)
+    a = validate.probability("a", a)
     return (a - 1.0 - math.log(a)) / 2.0
 
 
@@ -143,12 +143,12 @@ class Prop8Packing:
 
 
 def _risk_args(N, c, K, gamma):
-    N = _checks.positive_int("N", N, minimum=2)
-    c = _checks.positive_float("c", c)
-    K = _checks.positive_float("K", K)
+    N = validate.positive_int("N", N, minimum=2)
+    c = validate.positive_float("c", c)
+    K = validate.positive_float("K", K)
     if not K > 1.0:
         raise ValueError(f"K must be > 1 (a fraction 1 - 1/K of prompts is good), got {K}")
-    gamma = _checks.probability("gamma", gamma)
+    gamma = validate.probability("gamma", gamma)
     a = 1.0 - gamma
     answer_sep = math.sqrt(2.0 * a * (N - 1) / N)
     c_max = answer_sep ** 2 / (4.0 * K)
@@ -192,7 +192,7 @@ def prop8_width_lower_bound(N: int, c: float, UL: float, *, K: float = 2.0, gamm
     ``UL`` = ||U||_op * L (L = lambda r_h, lambda the Lipschitz constant of f_y in the state).
     Returns 0.0 when the packing is vacuous (small N). Grows like N / ln(UL).
     """
-    UL = _checks.positive_float("UL", UL)
+    UL = validate.positive_float("UL", UL)
     pk = prop8_packing(N, c, K=K, gamma=gamma)
     if not _usable(pk):
         return 0.0
@@ -201,7 +201,7 @@ def prop8_width_lower_bound(N: int, c: float, UL: float, *, K: float = 2.0, gamm
 
 def prop8_log_norm_lower_bound(N: int, c: float, d_h: int, *, K: float = 2.0, gamma: float = 0.5) -> float:
     """ln of the rigorous (volume) norm bound UL >= (s~ / (2 sqrt2)) (exp(ln M' / (2 d_h)) - 1); -inf if vacuous."""
-    d_h = _checks.positive_int("d_h", d_h)
+    d_h = validate.positive_int("d_h", d_h)
     pk = prop8_packing(N, c, K=K, gamma=gamma)
     if not _usable(pk):
         return -math.inf
@@ -231,8 +231,8 @@ def prop8_norm_lower_bound_paper(N: int, c: float, d_h: int, *, C_M: float = 8.0
     it is false for eps < 1 (see :func:`euclidean_packing_counterexample`), so this function
     reproduces the paper's scaling, not a proved inequality.
     """
-    d_h = _checks.positive_int("d_h", d_h)
-    C_M = _checks.positive_float("C_M", C_M)
+    d_h = validate.positive_int("d_h", d_h)
+    C_M = validate.positive_float("C_M", C_M)
     pk = prop8_packing(N, c, K=K, gamma=gamma)
     if not _usable(pk):
         return 0.0
@@ -249,9 +249,9 @@ def euclidean_packing_counterexample(D: int, M: int, *, generator, sep: float = 
     """
     import torch
 
-    D = _checks.positive_int("D", D)
-    M = _checks.positive_int("M", M)
-    sep = _checks.positive_float("sep", sep)
+    D = validate.positive_int("D", D)
+    M = validate.positive_int("M", M)
+    sep = validate.positive_float("sep", sep)
     X = torch.randn(M, D, generator=generator, dtype=torch.float64, device=generator.device)
     X = X / X.norm(dim=1, keepdim=True)
     G = X @ X.T
@@ -277,8 +277,8 @@ def generalising_log_norm2(N: int, c: float, d_h: int, *, depth: int = 2, r_h: f
     with UL from ``form="paper"`` (:func:`prop8_norm_lower_bound_paper`, uncertified) or
     ``form="volume"`` (:func:`prop8_log_norm_lower_bound`, rigorous). -inf when vacuous.
     """
-    depth = _checks.positive_int("depth", depth, minimum=2)
-    r_h = _checks.positive_float("r_h", r_h)
+    depth = validate.positive_int("depth", depth, minimum=2)
+    r_h = validate.positive_float("r_h", r_h)
     if form == "paper":
         v = prop8_norm_lower_bound_paper(N, c, d_h, C_M=C_M, K=K, gamma=gamma)
         lg = math.log(v) if v > 0 else -math.inf
@@ -299,17 +299,17 @@ def _memoriser_log_coeff(depth: int, K_y: float) -> float:
 def memoriser_norm2_bound(n: int, *, depth: int = 2, K_y: float = 6.0) -> float:
     """Certified ||vec||^2 of Theorem 9's memoriser when ||y||^2 <= K_y n:
     depth ((144/pi)(5 + pi/72) K_y)^{1/depth} n^{(depth + 4)/depth}; for depth 2 this is C36 sqrt(K_y) n^3."""
-    n = _checks.positive_int("n", n, minimum=2)
-    depth = _checks.positive_int("depth", depth, minimum=2)
-    K_y = _checks.positive_float("K_y", K_y)
+    n = validate.positive_int("n", n, minimum=2)
+    depth = validate.positive_int("depth", depth, minimum=2)
+    K_y = validate.positive_float("K_y", K_y)
     return math.exp(_memoriser_log_coeff(depth, K_y) + (depth + 4.0) / depth * math.log(n))
 
 
 def theorem9_crossover(log_requirement: float, *, depth: int = 2, K_y: float = 6.0) -> float:
     """Real n* with memoriser_norm2_bound(n*) = exp(log_requirement): for n < n* min-norm ERM prefers
     the memoriser over any generalising RNN (whose ||vec||^2 >= exp(log_requirement))."""
-    depth = _checks.positive_int("depth", depth, minimum=2)
-    K_y = _checks.positive_float("K_y", K_y)
+    depth = validate.positive_int("depth", depth, minimum=2)
+    K_y = validate.positive_float("K_y", K_y)
     if log_requirement == -math.inf:
         return 0.0
     return math.exp((log_requirement - _memoriser_log_coeff(depth, K_y)) * depth / (depth + 4.0))
@@ -382,8 +382,8 @@ def prop28_layers(N: int, params: Theorem7Params, r_x: float) -> tuple[list, lis
     h_fwd + h_bwd (4 q d more in R^2 each), then W_g [I, -I, I, -I] (R^2 <= 4 m_g r_w^2), then a_g
     (R^2 <= r_a^2 / m_g). N enters only through r_x and d_e.
     """
-    N = _checks.positive_int("N", N, minimum=2)
-    r_x = _checks.positive_float("r_x", r_x)
+    N = validate.positive_int("N", N, minimum=2)
+    r_x = validate.positive_float("r_x", r_x)
     P = params
     q, d, mu = P.q, P.d, P.mu
     d_e = P.code_dim(N)
@@ -411,8 +411,8 @@ def prop28_norm2(N: int, params: Theorem7Params, *, n: int = 1000) -> float:
 
     The sum of squared radii of :func:`prop28_layers`: N-free except through r_x^2 ~ ln(nN) and
     d_e ~ ln N (polylogarithmic)."""
-    N = _checks.positive_int("N", N, minimum=2)
-    n = _checks.positive_int("n", n)
+    N = validate.positive_int("N", N, minimum=2)
+    n = validate.positive_int("n", n)
     trans, out = prop28_layers(N, params, lemma12_radius(params.d, n, N, params.C_x))
     return 2.0 * sum(l.radius ** 2 for l in trans) + sum(l.radius ** 2 for l in out)
 
@@ -480,8 +480,8 @@ def theorem7_bound(n: int, N: int, params: Theorem7Params) -> Theorem7Bound:
     A = sqrt(A_y^2 + ((N - 1) Lambda_y A_h)^2), tau = e m_p, p = max(1, ln((1 + 4/delta) sqrt n)),
     m_p = 2 ((beta_0 + Lambda_y sqrt(2 p C_x d))^2 + C_y (2p)^{2s}). Derivation: docs/derivations/rnn-lower-bounds.md.
     """
-    n = _checks.positive_int("n", n)
-    N = _checks.positive_int("N", N, minimum=2)
+    n = validate.positive_int("n", n)
+    N = validate.positive_int("N", N, minimum=2)
     if not isinstance(params, Theorem7Params):
         raise ValueError(f"params must be a Theorem7Params, got {type(params).__name__}")
     P_ = params
@@ -532,8 +532,8 @@ def theorem7_sample_size(target: float, N: int, params: Optional[Theorem7Params]
     n -> infinity), or if no n <= n_max reaches it.
     """
     params = Theorem7Params() if params is None else params
-    target = _checks.positive_float("target", target)
-    N = _checks.positive_int("N", N, minimum=2)
+    target = validate.positive_float("target", target)
+    N = validate.positive_int("N", N, minimum=2)
     if not isinstance(params, Theorem7Params):
         raise ValueError(f"params must be a Theorem7Params, got {type(params).__name__}")
     if not target > params.eps_2nn:

@@ -26,7 +26,7 @@ from typing import Dict, Optional
 import mpmath
 import sympy as sp
 
-from qstr.constructions import _checks
+from qstr.constructions import validate
 from qstr.bounds.transformer import Theorem4Params
 
 __all__ = [
@@ -102,8 +102,8 @@ def bound_expr(params: Theorem4Params, n_sym: sp.Symbol = n, N_sym: sp.Symbol = 
 def sample_size_from_expr(target: float, N_value: int, params: Theorem4Params, *, dps: int = 30) -> int:
     """Smallest n (bracketing + bisection, as in ``theorem4_sample_size``) with B(n, N_value) <= target,
     B evaluated from :func:`bound_expr` with mpmath at ``dps`` digits."""
-    target = _checks.positive_float("target", target)
-    N_value = _checks.positive_int("N_value", N_value, minimum=2)
+    target = validate.positive_float("target", target)
+    N_value = validate.positive_int("N_value", N_value, minimum=2)
     if not target > 4 * params.eps_2nn:
         raise ValueError(f"target must exceed the floor 4 eps_2nn = {4 * params.eps_2nn:g}, got {target:g}")
     f = sp.lambdify(n, bound_expr(params).subs(N, N_value), modules="mpmath")
@@ -223,7 +223,7 @@ def polylog_certificate(params: Theorem4Params, k: int = 5, Lam=1) -> PolylogCer
     the default parameters and Lam = 1): this is an asymptotic-class statement. Wall time
     about 2-3 s in all, no single limit above ~1 s on an idle core.
     """
-    k = _checks.positive_int("k", k)
+    k = validate.positive_int("k", k)
     Lam = _q(Lam)
     if not Lam > 0:
         raise ValueError(f"Lam must be > 0, got {Lam}")
@@ -279,7 +279,7 @@ def leading_sample_size_expr(params: Theorem4Params, target: float, N_sym: sp.Sy
     asymptotic equivalence, not an inequality: the ratio to the exact n(N) tends to 1 only as
     ln ln N grows, i.e. extremely slowly (see the table in the note).
     """
-    target = _checks.positive_float("target", target)
+    target = validate.positive_float("target", target)
     gap = _q(target) - 4 * _q(params.eps_2nn)
     if not gap > 0:
         raise ValueError(f"target must exceed the floor 4 eps_2nn = {4 * params.eps_2nn:g}, got {target:g}")
@@ -290,7 +290,7 @@ def leading_sample_size_expr(params: Theorem4Params, target: float, N_sym: sp.Sy
 
 def ffn_sample_size_expr(d: int, N_sym: sp.Symbol = N) -> sp.Expr:
     """Theorem 6 (conference Thm 9): n >= N d."""
-    return N_sym * _checks.positive_int("d", d)
+    return N_sym * validate.positive_int("d", d)
 
 
 def limit_ratio(expr: sp.Expr, N_sym: sp.Symbol, k) -> sp.Expr:

@@ -19,7 +19,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from qstr.bounds._search import smallest_true
-from qstr.constructions import _checks
+from qstr.constructions import validate
 
 __all__ = [
     "few_heads_floor",
@@ -53,7 +53,7 @@ def floor_fraction(N: Optional[int] = None) -> float:
     """
     if N is None:
         return 0.5
-    N = _checks.positive_int("N", N, minimum=2)
+    N = validate.positive_int("N", N, minimum=2)
     return (N - N // 2) / N
 
 
@@ -64,9 +64,9 @@ def few_heads_floor_per_position(q: int, H: int, d: int, restricted: bool) -> fl
     ``restricted=False`` (Prop 3): 2 (1 - H (q + d) / (q d)), clipped at 0.
     See :func:`few_heads_floor` for the statement and ``docs/derivations/few-heads.md``.
     """
-    q = _checks.positive_int("q", q)
-    H = _checks.positive_int("H", H)
-    d = _checks.positive_int("d", d)
+    q = validate.positive_int("q", q)
+    H = validate.positive_int("H", H)
+    d = validate.positive_int("d", d)
     restricted = _bool("restricted", restricted)
     if restricted:
         if d != 1:
@@ -139,17 +139,17 @@ def validate_problem_constants(params, *, mu_reason: str) -> None:
     on a frozen dataclass: q, d, m_g, r_a, r_w, eps_2nn, C_x, C_y, s, mu in [0, 1), delta, d_e."""
     set_ = lambda k, v: object.__setattr__(params, k, v)  # noqa: E731 (frozen dataclass)
     for name in ("q", "d", "m_g"):
-        set_(name, _checks.positive_int(name, getattr(params, name)))
+        set_(name, validate.positive_int(name, getattr(params, name)))
     for name in ("r_a", "r_w", "eps_2nn", "C_x", "C_y"):
-        set_(name, _checks.positive_float(name, getattr(params, name)))
-    set_("s", _checks.positive_float("s", params.s, allow_zero=True))
-    mu = _checks.positive_float("mu", params.mu, allow_zero=True)
+        set_(name, validate.positive_float(name, getattr(params, name)))
+    set_("s", validate.positive_float("s", params.s, allow_zero=True))
+    mu = validate.positive_float("mu", params.mu, allow_zero=True)
     if not mu < 1.0:
         raise ValueError(f"mu must lie in [0, 1) ({mu_reason}), got {mu}")
     set_("mu", mu)
-    set_("delta", _checks.probability("delta", params.delta))
+    set_("delta", validate.probability("delta", params.delta))
     if params.d_e is not None:
-        set_("d_e", _checks.positive_int("d_e", params.d_e))
+        set_("d_e", validate.positive_int("d_e", params.d_e))
 
 
 @dataclass(frozen=True)
@@ -183,7 +183,7 @@ class Theorem4Params:
     def __post_init__(self):
         validate_problem_constants(self, mu_reason="the score gap alpha c^2 (1 - mu) must be positive")
         if self.c is not None:
-            object.__setattr__(self, "c", _checks.positive_float("c", self.c))
+            object.__setattr__(self, "c", validate.positive_float("c", self.c))
 
     @classmethod
     def default(cls, **overrides) -> "Theorem4Params":
@@ -270,8 +270,8 @@ def theorem4_bound(n: int, N: int, params: Theorem4Params) -> Theorem4Bound:
     N enters only through ln N (r_x, alpha, d_e, psi) and the decreasing factor N^{-1/4}.
     Every step is proved in docs/derivations/theorem4.md.
     """
-    n = _checks.positive_int("n", n)
-    N = _checks.positive_int("N", N, minimum=2)
+    n = validate.positive_int("n", n)
+    N = validate.positive_int("N", N, minimum=2)
     if not isinstance(params, Theorem4Params):
         raise ValueError(f"params must be a Theorem4Params, got {type(params).__name__}")
     P_ = params
@@ -335,9 +335,9 @@ def theorem4_sample_size(target: float, N: int, params: Theorem4Params, *, n_max
     double allows. Raises ``ValueError`` if ``target`` is not above the floor 4 eps_2NN (the
     limit of the bound as n -> infinity), or if no n <= n_max (default 10^300) reaches it.
     """
-    n_max = 10 ** 300 if n_max is None else _checks.positive_int("n_max", n_max)
-    target = _checks.positive_float("target", target)
-    N = _checks.positive_int("N", N, minimum=2)
+    n_max = 10 ** 300 if n_max is None else validate.positive_int("n_max", n_max)
+    target = validate.positive_float("target", target)
+    N = validate.positive_int("N", N, minimum=2)
     floor = params.floor
     if not target > floor:
         raise ValueError(
@@ -352,8 +352,8 @@ def theorem4_sample_size(target: float, N: int, params: Theorem4Params, *, n_max
 
 def ffn_sample_size(N: int, d: int) -> int:
     """Theorem 6 (seed; conference Thm 9): FFNs need n >= N d samples (E_u R >= 1 - n/(N d))."""
-    N = _checks.positive_int("N", N)
-    d = _checks.positive_int("d", d)
+    N = validate.positive_int("N", N)
+    d = validate.positive_int("d", d)
     return N * d
 
 

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from scipy import stats
 
-from qstr.constructions._checks import (
+from qstr.constructions.validate import (
     device_of,
     finite_tensor,
     float_dtype,

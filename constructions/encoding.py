@@ -15,7 +15,7 @@ from typing import Optional
 
 import torch
 
-from qstr.constructions import _checks
+from qstr.constructions import validate
 from qstr.constructions.layout import Layout, slot_name, token_layout
 
 
@@ -31,7 +31,7 @@ def encode(x: torch.Tensor, t: torch.Tensor, omega: torch.Tensor, *, c: float = 
     N' >= N rows (row j is the code of position j), same dtype and device as x.
     """
     B, N, d, q, d_e = _check_inputs(x, t, omega)
-    c = _checks.positive_float("c", c)
+    c = validate.positive_float("c", c)
     layout = token_layout(d, q, d_e)
     codes = c * omega[:N]
     parts = {"x": x, "pos": codes.expand(B, N, d_e)}
@@ -61,14 +61,14 @@ def layout_of(z: torch.Tensor, d: int, q: int) -> Layout:
 
 
 def _check_inputs(x, t, omega):
-    _checks.finite_tensor("x", x)
-    _checks.shape("x", x, (None, None, None))
+    validate.finite_tensor("x", x)
+    validate.shape("x", x, (None, None, None))
     B, N, d = x.shape
     if not isinstance(t, torch.Tensor) or t.dtype != torch.long:
         raise ValueError("t must be a torch.long tensor of shape (B, N, q)")
-    _checks.shape("t", t, (B, N, None))
-    _checks.finite_tensor("omega", omega)
-    _checks.shape("omega", omega, (None, None))
+    validate.shape("t", t, (B, N, None))
+    validate.finite_tensor("omega", omega)
+    validate.shape("omega", omega, (None, None))
     if omega.shape[0] < N:
         raise ValueError(f"omega has {omega.shape[0]} rows but the prompts have N = {N} positions")
     if omega.dtype != x.dtype or omega.device != x.device:

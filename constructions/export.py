@@ -33,7 +33,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from qstr.constructions import _checks
+from qstr.constructions import validate
 from qstr.constructions.models import MergedAttention, PracticalTransformer
 
 __all__ = [
@@ -76,7 +76,7 @@ def to_multihead(model: MergedAttention) -> PracticalTransformer:
     D, H, m, out_dim = model.D_e, model.H, model.m, model.out_dim
     p = model.W_QK
     for name in ("W_QK", "W", "b", "a"):
-        _checks.finite_tensor(f"model.{name}", getattr(model, name).detach())
+        validate.finite_tensor(f"model.{name}", getattr(model, name).detach())
     mt = PracticalTransformer(D, H, width=m, out_dim=out_dim, generator=_fresh_generator(), dtype=p.dtype,
                               device=p.device)
     E = H * D
@@ -130,7 +130,7 @@ def from_multihead(mt: PracticalTransformer, *, readout_bias: str = "fold") -> M
         a = mt.readout.weight.detach().clone()  # (out_dim, width)
         c = mt.readout.bias.detach().clone() if mt.readout.bias is not None else None
     for name, value in (("W_QK", W_QK), ("W", W), ("b", b), ("a", a)):
-        _checks.finite_tensor(f"mt ({name})", value)
+        validate.finite_tensor(f"mt ({name})", value)
     m = width
     if c is not None and bool((c != 0).any()):
         if readout_bias == "raise":
@@ -177,7 +177,7 @@ def init_from_construction(construction_or_model, *, noise: float = 0.0,
     state gives the same model.
     """
     mt = to_multihead(_model_of(construction_or_model))
-    noise = _checks.positive_float("noise", noise, allow_zero=True)
+    noise = validate.positive_float("noise", noise, allow_zero=True)
     if generator is not None and not isinstance(generator, torch.Generator):
         raise ValueError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
     if noise == 0:
@@ -202,7 +202,8 @@ def construction_state(construction) -> dict:
     Keys: ``config`` (N, d, q, d_e, c, alpha, D_e, H, m, out_dim, slots, kind), ``omega``
     (N, d_e), ``W_QK`` (H, D_e, D_e), ``ffn`` (a, W, b), ``mha_state_dict`` (of
     :func:`to_multihead`), ``mha_config`` (D_e, q, width, out_dim), ``guarantee``
-    (:meth:`Guarantee.as_dict`, incl. ``error_bound``), ``layout`` ([name, size] list).
+    (``qstr.bounds.attention.Guarantee.as_dict``, incl. ``error_bound``; None for weights built
+    without a bound), ``layout`` ([name, size] list).
     Tensors are detached clones on their current device.
     """
     from qstr.constructions.attention import Construction
@@ -211,11 +212,11 @@ def construction_state(construction) -> dict:
         raise ValueError(f"construction must be a Construction, got {type(construction).__name__}")
     model = construction.model
     mt = to_multihead(model)
-    g = construction.guarantee
+    cons, g = construction, construction.guarantee
     return {
         "config": {
-            "N": int(g.N), "d": int(g.d), "q": int(g.q), "d_e": int(g.d_e), "c": float(construction.c),
-            "alpha": float(g.alpha), "D_e": int(model.D_e), "H": int(model.H), "m": int(model.m),
+            "N": int(cons.N), "d": int(cons.d), "q": int(cons.q), "d_e": int(cons.d_e), "c": float(cons.c),
+            "alpha": float(cons.alpha), "D_e": int(model.D_e), "H": int(model.H), "m": int(model.m),
             "out_dim": int(model.out_dim), "slots": [int(s) for s in construction.slots], "kind": str(construction.kind),
         },
         "omega": construction.omega.detach().clone(),
@@ -223,7 +224,7 @@ def construction_state(construction) -> dict:
         "ffn": {"a": model.a.detach().clone(), "W": model.W.detach().clone(), "b": model.b.detach().clone()},
         "mha_state_dict": {k: v.detach().clone() for k, v in mt.state_dict().items()},
         "mha_config": {"D_e": int(mt.D_e), "q": int(mt.q), "width": int(mt.width), "out_dim": int(mt.out_dim)},
-        "guarantee": g.as_dict(),
+        "guarantee": None if g is None else g.as_dict(),
         "layout": [[str(n), int(s)] for n, s in construction.layout.blocks],
     }
 
@@ -252,7 +253,7 @@ def load_construction_state(state: dict) -> Tuple[MergedAttention, PracticalTran
     W_QK = state["W_QK"]
     if not isinstance(W_QK, torch.Tensor):
         raise ValueError("state['W_QK'] must be a tensor")
-    _checks.float_dtype("state['W_QK'].dtype", W_QK.dtype)
+    validate.float_dtype("state['W_QK'].dtype", W_QK.dtype)
     D, H, m, out_dim = (int(cfg[k]) for k in ("D_e", "H", "m", "out_dim"))
     model = MergedAttention(D, H, m, out_dim=out_dim, generator=_fresh_generator(), dtype=W_QK.dtype,
                             device=W_QK.device)

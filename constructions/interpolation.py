@@ -43,7 +43,7 @@ from typing import Optional, Union
 
 import torch
 
-from qstr.constructions import _checks
+from qstr.constructions import validate
 from qstr.constructions.links import TwoLayerNet
 from qstr.constructions.models import DeepTransitionBiRNN, set_mlp_weights
 
@@ -82,13 +82,13 @@ def lemma36_constant(K_y: float = 6.0) -> float:
     For labels with E y^2 = 1 (general 1STR: y ~ N(0, 1)) Markov gives ||y||^2 <= K_y n with
     probability >= 1 - 1/K_y; with Lemma 37's 1/3 the whole Lemma 36 holds w.p. >= 1/3 - 1/K_y.
     """
-    K_y = _checks.positive_float("K_y", K_y)
+    K_y = validate.positive_float("K_y", K_y)
     return C36 * math.sqrt(K_y)
 
 
 def gap_threshold(n: int) -> float:
     """eps_n = sqrt(pi) / (3 n^2), the pairwise gap Lemma 37 guarantees with probability >= 1/3."""
-    n = _checks.positive_int("n", n, minimum=2)
+    n = validate.positive_int("n", n, minimum=2)
     return math.sqrt(math.pi) / (3.0 * n * n)
 
 
@@ -98,10 +98,10 @@ def gap_threshold(n: int) -> float:
 def _float64_points(name: str, x) -> torch.Tensor:
     if not isinstance(x, torch.Tensor):
         raise ValueError(f"{name} must be a torch.Tensor of shape (n, D), got {type(x).__name__}")
-    _checks.shape(name, x, (None, None))
+    validate.shape(name, x, (None, None))
     if x.dtype != torch.float64:
         raise ValueError(f"{name} must be float64 (exact checks run in float64), got {x.dtype}")
-    _checks.finite_tensor(name, x)
+    validate.finite_tensor(name, x)
     if x.shape[0] < 2 or x.shape[1] < 1:
         raise ValueError(f"{name} must hold n >= 2 points of dimension D >= 1, got shape {tuple(x.shape)}")
     return x
@@ -118,8 +118,8 @@ def certified_gap(x: torch.Tensor, v: torch.Tensor) -> tuple[float, torch.Tensor
     x = _float64_points("x", x)
     if not isinstance(v, torch.Tensor) or v.dtype != torch.float64:
         raise ValueError("v must be a float64 torch.Tensor of shape (D,)")
-    _checks.shape("v", v, (x.shape[1],))
-    _checks.finite_tensor("v", v)
+    validate.shape("v", v, (x.shape[1],))
+    validate.finite_tensor("v", v)
     D = x.shape[1]
     z = x @ v
     gamma = D * UNIT_ROUNDOFF / (1.0 - D * UNIT_ROUNDOFF)
@@ -166,11 +166,11 @@ def separating_direction(
     n, D = x.shape
     if not isinstance(generator, torch.Generator):
         raise ValueError(f"generator must be a torch.Generator, got {type(generator).__name__}")
-    if not _checks.same_device(generator.device, x.device):
+    if not validate.same_device(generator.device, x.device):
         raise ValueError(f"generator lives on {generator.device} but x on {x.device}")
-    thr = gap_threshold(n) if threshold is None else _checks.positive_float("threshold", threshold)
-    norm_factor = _checks.positive_float("norm_factor", norm_factor)
-    max_tries = _checks.positive_int("max_tries", max_tries)
+    thr = gap_threshold(n) if threshold is None else validate.positive_float("threshold", threshold)
+    norm_factor = validate.positive_float("norm_factor", norm_factor)
+    max_tries = validate.positive_int("max_tries", max_tries)
     for tries in range(1, max_tries + 1):
         v = _unit_vector(D, generator)
         gap, z = certified_gap(x, v)
@@ -211,14 +211,14 @@ def lemma37_events(
     Gaps are computed in float64 as the certified gap of each trial (:func:`certified_gap`'s
     rounding allowance, batched). Device: the generator's.
     """
-    n = _checks.positive_int("n", n, minimum=2)
-    D = _checks.positive_int("D", D)
-    trials = _checks.positive_int("trials", trials)
-    chunk = _checks.positive_int("chunk", chunk)
+    n = validate.positive_int("n", n, minimum=2)
+    D = validate.positive_int("D", D)
+    trials = validate.positive_int("trials", trials)
+    chunk = validate.positive_int("chunk", chunk)
     if not isinstance(generator, torch.Generator):
         raise ValueError(f"generator must be a torch.Generator, got {type(generator).__name__}")
-    thr = gap_threshold(n) if threshold is None else _checks.positive_float("threshold", threshold)
-    norm_factor = _checks.positive_float("norm_factor", norm_factor)
+    thr = gap_threshold(n) if threshold is None else validate.positive_float("threshold", threshold)
+    norm_factor = validate.positive_float("norm_factor", norm_factor)
     dev = generator.device
     gamma = D * UNIT_ROUNDOFF / (1.0 - D * UNIT_ROUNDOFF)
     gap_ok = norm_ok = joint_ok = 0
@@ -279,8 +279,8 @@ def _vector(name: str, t, n: Optional[int] = None) -> torch.Tensor:
         raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if t.dtype != torch.float64:
         raise ValueError(f"{name} must be float64 (exact checks run in float64), got {t.dtype}")
-    _checks.shape(name, t, (n,))
-    _checks.finite_tensor(name, t)
+    validate.shape(name, t, (n,))
+    validate.finite_tensor(name, t)
     return t
 
 
@@ -316,7 +316,7 @@ def interpolate_sorted(z: torch.Tensor, y: torch.Tensor, eps: float, *, check_ga
     if n < 2:
         raise ValueError(f"z must hold n >= 2 points, got {n}")
     y = _vector("y", y, n)
-    eps = _checks.positive_float("eps", eps)
+    eps = validate.positive_float("eps", eps)
     gaps = z[1:] - z[:-1]
     if not bool((gaps > 0).all()):
         raise ValueError("z must be strictly increasing (sort the points first)")
@@ -460,17 +460,17 @@ def memorising_rnn(
         raise ValueError("x must be a torch.Tensor of shape (n, N, d)")
     if x.dtype != torch.float64:
         raise ValueError(f"x must be float64 (exact checks run in float64), got {x.dtype}")
-    _checks.finite_tensor("x", x)
+    validate.finite_tensor("x", x)
     n, N, d = x.shape
     if not isinstance(y, torch.Tensor) or y.dtype != torch.float64:
         raise ValueError("y must be a float64 torch.Tensor of shape (n, N)")
-    _checks.shape("y", y, (n, N))
-    _checks.finite_tensor("y", y)
-    D_in = _checks.positive_int("D_in", D_in)
+    validate.shape("y", y, (n, N))
+    validate.finite_tensor("y", y)
+    D_in = validate.positive_int("D_in", D_in)
     if D_in < d:
         raise ValueError(f"D_in must be >= d = {d} (the x-block comes first in z), got {D_in}")
-    depth = _checks.positive_int("depth", depth, minimum=2)
-    d_h = _checks.positive_int("d_h", d_h)
+    depth = validate.positive_int("depth", depth, minimum=2)
+    d_h = validate.positive_int("d_h", d_h)
     if position == "all":
         pts, labels = x.reshape(n * N, d), y.reshape(n * N)
     elif isinstance(position, int) and not isinstance(position, bool):
@@ -566,8 +566,8 @@ def slot_memory_rnn(
     """
     if not isinstance(omega, torch.Tensor) or omega.dtype != torch.float64:
         raise ValueError("omega must be a float64 torch.Tensor of shape (N, d_e)")
-    _checks.shape("omega", omega, (None, None))
-    _checks.finite_tensor("omega", omega)
+    validate.shape("omega", omega, (None, None))
+    validate.finite_tensor("omega", omega)
     N, d_e = omega.shape
     if N < 2:
         raise ValueError(f"omega must hold N >= 2 codes, got {N}")
@@ -575,14 +575,14 @@ def slot_memory_rnn(
         raise ValueError("omega must have unit-norm rows")
     if not isinstance(u, torch.Tensor) or u.dtype != torch.float64 or u.dim() != 1:
         raise ValueError("u must be a float64 torch.Tensor of shape (d,)")
-    _checks.finite_tensor("u", u)
+    validate.finite_tensor("u", u)
     if abs(float(u.norm()) - 1.0) > 1e-12:
         raise ValueError("u must have unit norm")
     d = u.shape[0]
-    r_x = _checks.positive_float("r_x", r_x)
+    r_x = validate.positive_float("r_x", r_x)
     G = omega @ omega.T
     measured = float((G - torch.eye(N, dtype=torch.float64, device=omega.device)).abs().max())
-    mu = measured if mu is None else _checks.positive_float("mu", mu, allow_zero=True)
+    mu = measured if mu is None else validate.positive_float("mu", mu, allow_zero=True)
     if mu < measured - 1e-12:
         raise ValueError(f"mu = {mu} is below the codebook's coherence {measured:.6g}")
     if not mu < 1.0:

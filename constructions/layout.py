@@ -15,7 +15,7 @@ from typing import Dict, Iterable, Tuple
 
 import torch
 
-from qstr.constructions import _checks
+from qstr.constructions import validate
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class Layout:
         if len(set(names)) != len(names):
             raise ValueError(f"block names must be distinct, got {names}")
         for n, size in self.blocks:
-            _checks.positive_int(f"size of block {n!r}", size)
+            validate.positive_int(f"size of block {n!r}", size)
 
     @property
     def dim(self) -> int:
@@ -60,7 +60,7 @@ class Layout:
 
     def split(self, z: torch.Tensor) -> Dict[str, torch.Tensor]:
         """Views of the last axis of ``z`` by block name."""
-        _checks.shape("z", z, (None,) * (z.dim() - 1) + (self.dim,))
+        validate.shape("z", z, (None,) * (z.dim() - 1) + (self.dim,))
         return {n: z[..., self[n]] for n in self.names}
 
     def join(self, parts: Dict[str, torch.Tensor]) -> torch.Tensor:
@@ -77,8 +77,8 @@ def slot_name(k: int) -> str:
 
 def token_layout(d: int, q: int, d_e: int) -> Layout:
     """Layout of z_i = (x_i, omega_i, omega_{t_i1}, ..., omega_{t_iq}): D_e = d + (q + 1) d_e."""
-    d = _checks.positive_int("d", d)
-    q = _checks.positive_int("q", q)
-    d_e = _checks.positive_int("d_e", d_e)
+    d = validate.positive_int("d", d)
+    q = validate.positive_int("q", q)
+    d_e = validate.positive_int("d_e", d_e)
     blocks: Iterable = [("x", d), ("pos", d_e)] + [(slot_name(k), d_e) for k in range(q)]
     return Layout(tuple(blocks))

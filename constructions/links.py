@@ -22,7 +22,7 @@ from typing import Callable, Optional
 
 import torch
 
-from qstr.constructions import _checks
+from qstr.constructions import validate
 
 
 @dataclass(frozen=True, eq=False)
@@ -66,7 +66,7 @@ class TwoLayerNet:
 
     def __call__(self, xt: torch.Tensor) -> torch.Tensor:
         z = xt.flatten(-2)
-        if not _checks.same_device(self.W.device, z.device):
+        if not validate.same_device(self.W.device, z.device):
             raise ValueError(f"net weights live on {self.W.device} but the input on {z.device}; move them once with .to({str(z.device)!r})")
         W, b, a = (v.to(z.dtype) for v in (self.W, self.b, self.a))
         return torch.relu(z @ W.T + b) @ a
@@ -83,7 +83,7 @@ class Link:
     out_dim: Optional[int] = None  # None: scalar labels
 
     def __call__(self, xt: torch.Tensor) -> torch.Tensor:
-        _checks.shape("xt", xt, (None,) * (xt.dim() - 2) + (self.q, self.d))
+        validate.shape("xt", xt, (None,) * (xt.dim() - 2) + (self.q, self.d))
         return self.g(xt)
 
     def g(self, xt: torch.Tensor) -> torch.Tensor:  # pragma: no cover - abstract
@@ -110,8 +110,8 @@ def _unit_rows(rows: int, d: int, generator: torch.Generator) -> torch.Tensor:
 
 
 def _check_directions(u: torch.Tensor, q: int, d: int) -> None:
-    _checks.finite_tensor("u", u)
-    _checks.shape("u", u, (q, d))
+    validate.finite_tensor("u", u)
+    validate.shape("u", u, (q, d))
     if not torch.allclose(u.norm(dim=1), torch.ones(q, dtype=u.dtype, device=u.device), atol=1e-6):
         raise ValueError("u must have rows of unit norm")
 
@@ -205,10 +205,10 @@ class Teacher(Link):
 
     def __post_init__(self):
         m = self.net.a.shape[0]
-        _checks.shape("W", self.net.W, (m, self.q * self.d))
-        _checks.shape("b", self.net.b, (m,))
+        validate.shape("W", self.net.W, (m, self.q * self.d))
+        validate.shape("b", self.net.b, (m,))
         for nm in ("a", "W", "b"):
-            _checks.finite_tensor(nm, getattr(self.net, nm))
+            validate.finite_tensor(nm, getattr(self.net, nm))
 
     def g(self, xt):
         return self.net(xt)
@@ -246,8 +246,8 @@ def make_link(name: str, q: int, d: int, *, generator: Optional[torch.Generator]
     ``u`` (and each ``u_k``) is uniform on the unit sphere; the teacher has width ``width``,
     W with N(0, 1/(q d)) entries, b ~ N(0, 1) scaled by 1/sqrt(q d), a with N(0, 1/width) entries.
     """
-    q = _checks.positive_int("q", q)
-    d = _checks.positive_int("d", d)
+    q = validate.positive_int("q", q)
+    d = validate.positive_int("d", d)
     if name in ("sqnorm",):
         return SqNorm(q=q, d=d)
     if name == "mean":
@@ -262,7 +262,7 @@ def make_link(name: str, q: int, d: int, *, generator: Optional[torch.Generator]
         return Hermite(q=q, d=d, u=_unit_rows(q, d, generator))
     if name == "mean-projected":
         return MeanProjected(q=q, d=d, u=_unit_rows(1, d, generator)[0])
-    width = _checks.positive_int("width", width)
+    width = validate.positive_int("width", width)
     kw = dict(generator=generator, dtype=torch.float64, device=generator.device)
     W = torch.randn(width, q * d, **kw) / math.sqrt(q * d)
     b = torch.randn(width, **kw) / math.sqrt(q * d)

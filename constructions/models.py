@@ -33,7 +33,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from qstr.constructions._checks import (
+from qstr.constructions.validate import (
     FLOAT_DTYPES,
     device_of,
     finite_tensor,

@@ -42,7 +42,7 @@ from typing import Optional
 
 import torch
 
-from qstr.constructions import _checks
+from qstr.constructions import validate
 from qstr.constructions.codes import Codebook, coherence, rs_hadamard_codebook
 from qstr.constructions.layout import Layout, token_layout
 from qstr.constructions.links import TwoLayerNet, make_link
@@ -61,9 +61,9 @@ def token_radius(d: int, n_tokens: int, delta: float = 1e-3) -> float:
     """r_x = sqrt(d) + sqrt(2 ln(n_tokens / delta)): all of ``n_tokens`` N(0, I_d) tokens have
     norm <= r_x with probability >= 1 - delta (Gaussian concentration of the 1-Lipschitz norm,
     E||x|| <= sqrt(d), and a union bound)."""
-    d = _checks.positive_int("d", d)
-    n_tokens = _checks.positive_int("n_tokens", n_tokens)
-    delta = _checks.probability("delta", delta)
+    d = validate.positive_int("d", d)
+    n_tokens = validate.positive_int("n_tokens", n_tokens)
+    delta = validate.probability("delta", delta)
     return math.sqrt(d) + math.sqrt(2 * math.log(n_tokens / delta))
 
 
@@ -71,7 +71,7 @@ def _omega_of(omega) -> tuple[torch.Tensor, Optional[float]]:
     if isinstance(omega, Codebook):
         return omega.omega, float(omega.mu)
     if isinstance(omega, torch.Tensor):
-        _checks.finite_tensor("omega", omega)
+        validate.finite_tensor("omega", omega)
         if omega.dim() != 2:
             raise ValueError(f"omega must be a 2-D tensor (N, d_e), got shape {tuple(omega.shape)}")
         return omega, None
@@ -197,7 +197,7 @@ class Transition:
 
     def __call__(self, z: torch.Tensor, *, rectify: bool = True) -> torch.Tensor:
         """f(z) in closed form for z (..., D_in) (the h part is not read); returns (..., q d)."""
-        _checks.finite_tensor("z", z)
+        validate.finite_tensor("z", z)
         if z.shape[-1:] != (self.D_in,):
             raise ValueError(f"z must have last axis D_in = d + (q+1) d_e = {self.D_in}, got shape {tuple(z.shape)}")
         parts = self.layout.split(z)
@@ -296,7 +296,7 @@ class Transition:
 
     def dense(self, u: torch.Tensor, *, rectify: bool = True, chunk: Optional[int] = None) -> torch.Tensor:
         """Evaluate the literal dense layers on u = (h, z) of shape (..., q d + D_in), in row chunks."""
-        _checks.finite_tensor("u", u)
+        validate.finite_tensor("u", u)
         if u.shape[-1:] != (self.d_h + self.D_in,):
             raise ValueError(f"u must have last axis q d + D_in = {self.d_h + self.D_in}, got shape {tuple(u.shape)}")
         layers = self.layers if rectify else self.layers_without_rectifier()
@@ -308,7 +308,7 @@ def mlp_apply(layers: list, u: torch.Tensor, *, chunk: Optional[int] = None) -> 
     lead = u.shape[:-1]
     flat = u.reshape(-1, u.shape[-1])
     n = flat.shape[0]
-    chunk = n if chunk is None else _checks.positive_int("chunk", chunk)
+    chunk = n if chunk is None else validate.positive_int("chunk", chunk)
     Ws = [(L["W"].to(dtype=u.dtype, device=u.device), None if L.get("b") is None else L["b"].to(dtype=u.dtype, device=u.device))
           for L in layers]
     outs = []
@@ -339,10 +339,10 @@ def build_transition(omega, d: int, q: int, *, eps: Optional[float] = 0.1, r_x: 
     exact on every codeword pair ("alphabet" certificate); other codes get the uniform Lemma 22
     certificate d_e h^2 / 16.
     """
-    d = _checks.positive_int("d", d)
-    q = _checks.positive_int("q", q)
-    r_x = _checks.positive_float("r_x", r_x)
-    margin = _checks.positive_float("margin", margin)
+    d = validate.positive_int("d", d)
+    q = validate.positive_int("q", q)
+    r_x = validate.positive_float("r_x", r_x)
+    margin = validate.positive_float("margin", margin)
     om, book_mu = _omega_of(omega)
     om = om.detach().to(device="cpu", dtype=F64)
     N, d_e = om.shape
@@ -350,7 +350,7 @@ def build_transition(omega, d: int, q: int, *, eps: Optional[float] = 0.1, r_x: 
         raise ValueError(f"omega must have N >= 1 rows and d_e >= 1 columns, got shape {tuple(om.shape)}")
     if mu is None:
         mu = book_mu if book_mu is not None else coherence(om)
-    mu = _checks.positive_float("mu", mu, allow_zero=True)
+    mu = validate.positive_float("mu", mu, allow_zero=True)
     if mu > 0.5 + MU_TOL:
         raise ValueError(
             f"omega has coherence mu = {mu:.6g} but Prop 26 needs mu <= 1/2 (Assumption 3); "
@@ -359,13 +359,13 @@ def build_transition(omega, d: int, q: int, *, eps: Optional[float] = 0.1, r_x: 
     if R == 0:
         raise ValueError("omega must not be all zeros")
     if eps is not None:
-        eps = _checks.positive_float("eps", eps)
+        eps = validate.positive_float("eps", eps)
     elif product_knots is None or gate_knots is None:
         raise ValueError("eps must be a positive number unless both product_knots and gate_knots are given")
 
     # ---------------- products (Lemma 22)
     if product_knots is not None:
-        K1 = _checks.positive_int("product_knots", product_knots, minimum=2)
+        K1 = validate.positive_int("product_knots", product_knots, minimum=2)
         exact = alpha is not None and (K1 - 1) % (alpha - 1) == 0
         delta1 = 0.0 if exact else d_e * product_error(R, K1)
     elif alpha is not None:
@@ -384,7 +384,7 @@ def build_transition(omega, d: int, q: int, *, eps: Optional[float] = 0.1, r_x: 
 
     # ---------------- gate (Lemma 24) and threshold
     if gate_knots is not None:
-        bands = gate_bands(r_x, _checks.positive_int("gate_knots", gate_knots), s_max)
+        bands = gate_bands(r_x, validate.positive_int("gate_knots", gate_knots), s_max)
     else:
         budget = eps - 4 * r_x * excess - 2 * r_x * (delta1 + nu)
         if budget <= 0:
@@ -417,11 +417,11 @@ def projected_prefix(F: torch.Tensor, r_h: float, *, reverse: bool = False, chun
     projection is the identity on that chunk and the cumsum *is* the recurrence (validity of
     the scan); otherwise the chunk is redone by the literal projected loop.
     """
-    _checks.shape("F", F, (None, None, None))
+    validate.shape("F", F, (None, None, None))
     r_h = float(r_h)
     if not (r_h > 0):
         raise ValueError(f"r_h must be > 0 or math.inf, got {r_h}")
-    chunk = _checks.positive_int("chunk", chunk)
+    chunk = validate.positive_int("chunk", chunk)
     if reverse:
         H, n = projected_prefix(F.flip(1), r_h, chunk=chunk)
         return H.flip(1), n
@@ -531,19 +531,19 @@ class RNNConstruction:
 
     # ---------------------------------------------------------------- inputs
     def _check_prompts(self, x: torch.Tensor, t: torch.Tensor):
-        _checks.finite_tensor("x", x)
-        _checks.shape("x", x, (None, None, self.d))
+        validate.finite_tensor("x", x)
+        validate.shape("x", x, (None, None, self.d))
         B, N, _ = x.shape
         if N > self.N:
             raise ValueError(f"x has N = {N} positions but the codebook has {self.N} codes")
-        if x.dtype not in _checks.FLOAT_DTYPES:
+        if x.dtype not in validate.FLOAT_DTYPES:
             raise ValueError(f"x must be float32 or float64, got {x.dtype}")
         if not isinstance(t, torch.Tensor) or t.dtype != torch.long:
             raise ValueError("t must be a torch.long tensor of shape (B, N, q) or (B, q)")
         if t.dim() == 2:
-            _checks.shape("t", t, (B, self.q))
+            validate.shape("t", t, (B, self.q))
             t = t[:, None, :].expand(B, N, self.q)
-        _checks.shape("t", t, (B, N, self.q))
+        validate.shape("t", t, (B, N, self.q))
         if t.numel() and (int(t.min()) < 0 or int(t.max()) >= N):
             raise ValueError(f"t entries must lie in [0, N) = [0, {N})")
         if t.device != x.device:
@@ -569,7 +569,7 @@ class RNNConstruction:
             per_pos = B * tr.q * max(tr.d_e, tr.d)
             budget = _CHUNK_ELEMENTS * (16 if x.device.type == "cuda" else 1)
             chunk = max(1, budget // max(per_pos, 1))
-        chunk = _checks.positive_int("chunk", chunk)
+        chunk = validate.positive_int("chunk", chunk)
         # Codes over the alphabet {0, +-R} have exact Lemma 22 products on every codeword pair
         # (guarantee.product_certificate == "alphabet"), so there s_hat = <omega_i, omega_t> and
         # a matmul computes it; otherwise the closed form of the interpolants is evaluated.
@@ -607,8 +607,8 @@ class RNNConstruction:
 
     def _g_net_on(self, device) -> TwoLayerNet:
         """g_net (kept float64 on the CPU) moved once to ``device`` and cached there."""
-        if not _checks.same_device(self.g_net.device, device):
-            if self._g_net_moved is None or not _checks.same_device(self._g_net_moved.device, device):
+        if not validate.same_device(self.g_net.device, device):
+            if self._g_net_moved is None or not validate.same_device(self._g_net_moved.device, device):
                 self._g_net_moved = self.g_net.to(device=device)
             return self._g_net_moved
         return self.g_net
@@ -690,20 +690,20 @@ def build_rnn(omega, d: int, g_net: TwoLayerNet, *, q: Optional[int] = None, eps
     :func:`token_radius` (d, N). ``r_h`` defaults to sqrt(q)(r_x + sqrt(d) eps_cert) (Cor 27);
     a smaller value is refused. Extra keywords go to :func:`build_transition`.
     """
-    d = _checks.positive_int("d", d)
+    d = validate.positive_int("d", d)
     if not isinstance(g_net, TwoLayerNet):
         raise ValueError(f"g_net must be a constructions.links.TwoLayerNet, got {type(g_net).__name__}")
     if g_net.W.dim() != 2 or g_net.W.shape[1] % d:
         raise ValueError(f"g_net.W must have q d columns (d = {d}), got shape {tuple(g_net.W.shape)}")
     q_net = g_net.W.shape[1] // d
-    q = q_net if q is None else _checks.positive_int("q", q)
+    q = q_net if q is None else validate.positive_int("q", q)
     if q != q_net:
         raise ValueError(f"q = {q} does not match g_net, which reads {q_net} tokens of dimension {d}")
     om, book_mu = _omega_of(omega)
     N = om.shape[0]
     if q > N:
         raise ValueError(f"q must satisfy 1 <= q <= N = {N}, got {q}")
-    r_x = token_radius(d, N) if r_x is None else _checks.positive_float("r_x", r_x)
+    r_x = token_radius(d, N) if r_x is None else validate.positive_float("r_x", r_x)
     tr = build_transition(omega, d, q, eps=eps, r_x=r_x, **transition_kw)
     need = math.sqrt(q) * (r_x + math.sqrt(d) * tr.guarantee.eps)
     if r_h is None:
@@ -764,13 +764,13 @@ def module_from_state(state: dict, *, dtype=torch.float64, device=None):
 def build_rnn_for_cli(N: int, d: int, q: int, eps: float = 0.1, seed: int = 0):
     """``qstr construct rnn``: RS-Hadamard codes (mu <= 1/2), a width-8 teacher link from ``seed``,
     r_x = token_radius(d, N). Returns (construction, rnn_state(construction))."""
-    N = _checks.positive_int("N", N)
-    d = _checks.positive_int("d", d)
-    q = _checks.positive_int("q", q)
+    N = validate.positive_int("N", N)
+    d = validate.positive_int("d", d)
+    q = validate.positive_int("q", q)
     if q > N:
         raise ValueError(f"q must satisfy 1 <= q <= N = {N}, got {q}")
-    seed = _checks.positive_int("seed", seed, minimum=0)
-    eps = _checks.positive_float("eps", eps)
+    seed = validate.positive_int("seed", seed, minimum=0)
+    eps = validate.positive_float("eps", eps)
     g = torch.Generator().manual_seed(seed)
     link = make_link("teacher", q, d, generator=g)
     book = rs_hadamard_codebook(N, mu=0.5, dtype=F64)

@@ -27,7 +27,7 @@ from typing import Callable, Optional
 
 import torch
 
-from qstr.constructions import _checks
+from qstr.constructions import validate
 from qstr.constructions.links import TwoLayerNet
 
 
@@ -54,8 +54,8 @@ def interpolant(f: Callable[[torch.Tensor], torch.Tensor], knots: torch.Tensor) 
 
 def square_net(R: float, knots: int) -> tuple[TwoLayerNet, float]:
     """Net for z -> z^2 on [-R, R] with ``knots`` equally spaced knots, and its sup-error h^2/4."""
-    R = _checks.positive_float("R", R)
-    knots = _checks.positive_int("knots", knots, minimum=2)
+    R = validate.positive_float("R", R)
+    knots = validate.positive_int("knots", knots, minimum=2)
     grid = torch.linspace(-R, R, knots, dtype=torch.float64)
     h = 2 * R / (knots - 1)
     return interpolant(lambda z: z * z, grid), h * h / 4
@@ -67,7 +67,7 @@ def sqnorm_net(q: int, d: int, H: int, *, R: float, knots: int) -> tuple[TwoLaye
     Returns the net and its certified sup-error on inputs with every coordinate in [-R, R]:
     H d h^2 / (4 sqrt(q d)). Width H d (knots + 2) (+1 bias unit).
     """
-    q, d, H = (_checks.positive_int(n, v) for n, v in (("q", q), ("d", d), ("H", H)))
+    q, d, H = (validate.positive_int(n, v) for n, v in (("q", q), ("d", d), ("H", H)))
     unit, err = square_net(R, knots)
     n_in, scale = H * d, 1.0 / math.sqrt(q * d)
     w_unit, b_unit, a_unit = unit.W[:, 0], unit.b, unit.a
@@ -149,7 +149,7 @@ class Gadget:
 
     def __call__(self, u: torch.Tensor) -> torch.Tensor:
         """Evaluate on ``u`` of shape (..., n_in); returns (..., n_out)."""
-        _checks.finite_tensor("u", u)
+        validate.finite_tensor("u", u)
         if u.shape[-1:] != (self.n_in,):
             raise ValueError(f"u must have last axis {self.n_in}, got shape {tuple(u.shape)}")
         W1, b1, W2 = (v.to(dtype=u.dtype, device=u.device) for v in (self.W1, self.b1, self.W2))
@@ -167,7 +167,7 @@ def _identity_pair(n: int):
 
 def identity_gadget(n: int = 1) -> Gadget:
     """z -> z on R^n, exactly: relu(z) - relu(-z) = z (width 2n, error 0 everywhere)."""
-    n = _checks.positive_int("n", n)
+    n = validate.positive_int("n", n)
     W1, W2 = _identity_pair(n)
     return Gadget("identity", W1, torch.zeros(2 * n, dtype=torch.float64), W2, 0.0, "all of R^n", None, True,
                   lambda u: u, {"n": n})
@@ -184,8 +184,8 @@ def soft_threshold_gadget(b: float, n: int = 1) -> Gadget:
     It is what makes the RNN transition of Prop 26 output *exactly* zero: any pre-threshold
     value of size <= b is sent to 0, and a value z with |z| > b moves by exactly b.
     """
-    b = _checks.positive_float("b", b, allow_zero=True)
-    n = _checks.positive_int("n", n)
+    b = validate.positive_float("b", b, allow_zero=True)
+    n = validate.positive_int("n", n)
     W1, W2 = _identity_pair(n)
     return Gadget("soft-threshold", W1, torch.full((2 * n,), -b, dtype=torch.float64), W2, 0.0, "all of R^n",
                   None, True, lambda u: soft_threshold(u, b), {"b": b, "n": n})
@@ -244,8 +244,8 @@ def product_gadget(R: float = 1.0, knots: int = 33) -> Gadget:
     attained when x + y is a midpoint and x - y a knot (e.g. x = y = h/4 for odd ``knots``).
     Width 2 ``knots`` (the constants of S cancel in the difference).
     """
-    R = _checks.positive_float("R", R)
-    knots = _checks.positive_int("knots", knots, minimum=2)
+    R = validate.positive_float("R", R)
+    knots = validate.positive_int("knots", knots, minimum=2)
     w, beta, coef = square_units(R, knots)
     plus = torch.stack([w, w], dim=1)  # rows act on (x, y): w (x + y)
     minus = torch.stack([w, -w], dim=1)  # w (x - y)
@@ -314,8 +314,8 @@ class GateBands:
 
 def gate_bands(r_x: float, knots: int, s_max: float = 1.0) -> GateBands:
     """The bands of :func:`gate_gadget` (shared by the RNN transition)."""
-    r_x = _checks.positive_float("r_x", r_x)
-    knots = _checks.positive_int("knots", knots)
+    r_x = validate.positive_float("r_x", r_x)
+    knots = validate.positive_int("knots", knots)
     s_max = float(s_max)
     if not (math.isfinite(s_max) and s_max > 0.5):
         raise ValueError(f"s_max must be a finite number > 1/2, got {s_max}")

@@ -21,7 +21,7 @@ from typing import Sequence
 
 import torch
 
-from qstr.constructions import _checks
+from qstr.constructions import validate
 from qstr.constructions.links import Link
 
 VARIANTS = ("general", "simple")
@@ -72,8 +72,8 @@ class QSTR:
     tokens: str = "gaussian"
 
     def __post_init__(self):
-        N = _checks.positive_int("N", self.N)
-        d = _checks.positive_int("d", self.d)
+        N = validate.positive_int("N", self.N)
+        d = validate.positive_int("d", self.d)
         if not isinstance(self.link, Link):
             raise ValueError(f"link must be a constructions.links.Link, got {type(self.link).__name__}")
         if self.link.d != d:
@@ -94,10 +94,10 @@ class QSTR:
 
     def sample(self, B: int, *, generator: torch.Generator, device=None, dtype=torch.float32) -> Prompts:
         """Draw ``B`` prompts: x (B, N, d), t (B, N, q), y = g(x_t) (B, N[, out_dim])."""
-        B = _checks.positive_int("B", B)
-        device = _checks.device_of("device", device if device is not None else getattr(generator, "device", None))
-        _checks.generator_on("generator", generator, device)
-        dtype = _checks.float_dtype("dtype", dtype)
+        B = validate.positive_int("B", B)
+        device = validate.device_of("device", device if device is not None else getattr(generator, "device", None))
+        validate.generator_on("generator", generator, device)
+        dtype = validate.float_dtype("dtype", dtype)
         x = self.sample_tokens(B, generator=generator, device=device, dtype=dtype)
         t = self.sample_indices(B, generator=generator, device=device)
         return Prompts(x=x, t=t, y=self.link(gather_tokens(x, t)))
@@ -120,9 +120,9 @@ class QSTR:
 
     def label(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         """Labels of given prompts: y_i = g(x_{t_i}), with shape checks."""
-        _checks.finite_tensor("x", x)
-        _checks.shape("x", x, (None, self.N, self.d))
-        _checks.shape("t", t, (x.shape[0], self.N, self.q))
+        validate.finite_tensor("x", x)
+        validate.shape("x", x, (None, self.N, self.d))
+        validate.shape("t", t, (x.shape[0], self.N, self.q))
         if t.dtype != torch.long or t.min() < 0 or t.max() >= self.N:
             raise ValueError(f"t must be a long tensor with entries in [0, N) = [0, {self.N})")
         return self.link(gather_tokens(x, t))
@@ -170,8 +170,8 @@ class MomentReport:
 def moment_check(task: QSTR, *, B: int, generator: torch.Generator, orders=(1, 2, 4, 8), s: float = 1.0,
                  device=None) -> MomentReport:
     """Estimate the Assumption 1 constants of ``task`` from ``B`` prompts (float64)."""
-    s = _checks.positive_float("s", s)
-    orders = tuple(_checks.positive_float("orders", r) for r in orders)
+    s = validate.positive_float("s", s)
+    orders = tuple(validate.positive_float("orders", r) for r in orders)
     p = task.sample(B, generator=generator, device=device, dtype=torch.float64)
     xnorm = p.x.norm(dim=-1).flatten()
     ynorm = (p.y.norm(dim=-1) if p.y.dim() == 3 else p.y.abs()).flatten()

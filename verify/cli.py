@@ -192,7 +192,7 @@ def _construct(args, console: Console) -> int:
         return _construct_rnn(args, console)
     import torch
 
-    from qstr.constructions.attention import lemma11, lemma12_radius
+    from qstr.bounds.attention import lemma11, lemma12_radius
     from qstr.constructions.export import construction_state
     from qstr.constructions.links import make_link
 

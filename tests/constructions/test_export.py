@@ -6,7 +6,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qstr.constructions.attention import lemma11, sparse_average_head
+from qstr.bounds.attention import lemma11, sparse_average_head
 from qstr.constructions.codes import rs_hadamard_codebook
 from qstr.constructions.export import (
     construction_state,
@@ -184,6 +184,19 @@ def test_state_save_load_weights_only(tmp_path, which):
     from qstr.constructions.encoding import transformer_encoding
 
     assert torch.equal(transformer_encoding(x, t, loaded["omega"], c=cfg["c"]), Z)
+
+
+def test_state_of_weights_without_a_bound(tmp_path):
+    """Weights built at a given alpha (no guarantee attached) save and load; ``guarantee`` is None."""
+    from qstr.constructions.attention import lemma11_weights
+
+    net = make_link("teacher", 2, 2, generator=torch.Generator().manual_seed(0)).two_layer_net()
+    con = lemma11_weights(16, 2, 2, net, alpha=3.0)
+    torch.save(construction_state(con), tmp_path / "w.pt")
+    loaded = torch.load(tmp_path / "w.pt", weights_only=True)
+    assert loaded["guarantee"] is None and loaded["config"]["alpha"] == 3.0
+    model, _ = load_construction_state(loaded)
+    assert torch.equal(model.W_QK, con.model.W_QK)
 
 
 def test_load_state_validation():

@@ -4,7 +4,7 @@ import pytest
 import torch
 from rich.console import Console
 
-from qstr.constructions import _checks
+from qstr.constructions import validate
 from qstr.constructions.links import TwoLayerNet, make_link
 from qstr.verify.registry import Result
 from qstr.verify.report import table
@@ -33,10 +33,10 @@ def test_two_layer_scale_is_the_sum_of_magnitudes():
 
 
 def test_same_device_treats_a_missing_index_as_the_current_device():
-    assert _checks.same_device("cpu", torch.device("cpu"))
-    assert not _checks.same_device("cpu", "meta")
+    assert validate.same_device("cpu", torch.device("cpu"))
+    assert not validate.same_device("cpu", "meta")
     if torch.cuda.is_available():
-        assert _checks.same_device(torch.Generator(device="cuda").device, torch.zeros(1, device="cuda").device)
+        assert validate.same_device(torch.Generator(device="cuda").device, torch.zeros(1, device="cuda").device)
 
 
 def test_link_moves_once_and_refuses_inputs_on_another_device():

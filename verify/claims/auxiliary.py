@@ -41,21 +41,20 @@ register(Claim(
 ))
 
 # ---------------------------------------------------------------- lemma-39, lemma-41, lemma-42
-# (bounds/packing.py; derivations in docs/derivations/lemmas-39-41-42.md)
+# (bounds/packing.py, constructions/lipschitz.py; derivations in docs/derivations/lemmas-39-41-42.md)
 
 import math  # noqa: E402
 
 import torch  # noqa: E402
 
+from qstr.constructions.lipschitz import certify_sup_error, lipschitz_net  # noqa: E402
 from qstr.bounds.packing import (  # noqa: E402
-    certify_sup_error,
     conjugate,
     crossover_dimension,
     greedy_packing,
     lemma39,
     lemma39_equality_case,
     lemma39_swapped_rhs,
-    lipschitz_net,
     maurey_log_packing_bound,
     maurey_violation_dimension,
     min_pairwise_distance,

@@ -108,7 +108,7 @@ def _train_all(ctx: Context) -> List[Trained]:
 
 def _transformer_risk(cfg: Config, u: torch.Tensor, ctx: Context, samples: int) -> Tuple[float, float]:
     """Test risk (mean, se) of the Lemma 11 construction for g(x) = <u, x> on simple-1STR."""
-    from qstr.constructions.attention import lemma11, lemma12_radius
+    from qstr.bounds.attention import lemma11, lemma12_radius
     from qstr.constructions.links import Linear
 
     link = Linear(q=1, d=D_TOKEN, u=u[None])

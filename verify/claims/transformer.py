@@ -11,7 +11,8 @@ from qstr.bounds.symbolic import N as sym_N
 from qstr.bounds.symbolic import ffn_sample_size_expr, polylog_certificate, polylog_degree
 from qstr.bounds.transformer import (Theorem4Params, ffn_sample_size, few_heads_floor_per_position, loglog_slope,
                                 theorem4_sample_size)
-from qstr.constructions.attention import lemma11, lemma11_adversarial_prompt, lemma12_radius, place_block, sparse_average_head
+from qstr.bounds.attention import lemma11, lemma12_radius, sparse_average_head
+from qstr.constructions.attention import lemma11_adversarial_prompt, place_block
 from qstr.constructions.codes import rs_hadamard_codebook
 from qstr.constructions.encoding import transformer_encoding
 from qstr.constructions.links import Mean, SqNorm, make_link

@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from qstr.bounds.feedforward import orthonormal_row_basis
-from qstr.constructions import _checks
+from qstr.constructions import validate
 from qstr.constructions.models import VecFFN
 
 __all__ = ["SimpleData", "simple_1str_data", "make_vec_ffn", "FFNTrace", "fit_full_batch", "ffn_test_risk"]
@@ -56,14 +56,14 @@ class SimpleData:
 def simple_1str_data(n: int, N: int, d: int, u: torch.Tensor, *, generator: torch.Generator,
                      dtype=torch.float64) -> SimpleData:
     """Draw n prompts of simple-1STR with direction ``u`` (unit, shape (d,)) on the generator's device."""
-    n = _checks.positive_int("n", n)
-    N = _checks.positive_int("N", N)
-    d = _checks.positive_int("d", d)
-    dtype = _checks.float_dtype("dtype", dtype)
+    n = validate.positive_int("n", n)
+    N = validate.positive_int("N", N)
+    d = validate.positive_int("d", d)
+    dtype = validate.float_dtype("dtype", dtype)
     if not isinstance(generator, torch.Generator):
         raise ValueError(f"generator must be a torch.Generator, got {type(generator).__name__}")
-    _checks.finite_tensor("u", u)
-    _checks.shape("u", u, (d,))
+    validate.finite_tensor("u", u)
+    validate.shape("u", u, (d,))
     if abs(float(u.norm()) - 1.0) > 1e-6:
         raise ValueError(f"u must be a unit vector, got norm {float(u.norm())}")
     dev = generator.device
@@ -209,11 +209,11 @@ def fit_full_batch(model: VecFFN, data: SimpleData, *, weight_decay: float, lr: 
         raise ValueError(f"model must be a constructions.models.VecFFN, got {type(model).__name__}")
     if model.task != "simple" or model.q != 1 or model.out_dim is not None:
         raise ValueError("model must be VecFFN(N, d, q=1, task='simple') with scalar outputs")
-    lam = _checks.positive_float("weight_decay", weight_decay)
-    lr = _checks.positive_float("lr", lr)
-    max_steps = _checks.positive_int("max_steps", max_steps)
-    tol = _checks.positive_float("tol", tol)
-    record_every = _checks.positive_int("record_every", record_every)
+    lam = validate.positive_float("weight_decay", weight_decay)
+    lr = validate.positive_float("lr", lr)
+    max_steps = validate.positive_int("max_steps", max_steps)
+    tol = validate.positive_float("tol", tol)
+    record_every = validate.positive_int("record_every", record_every)
     if lr * lam >= 1:
         raise ValueError(f"lr * weight_decay must be < 1 (the decay factor 1 - lr lambda must be positive), got {lr * lam}")
     W = model.first_layer_x_weight()
@@ -289,7 +289,7 @@ def ffn_test_risk(model: VecFFN, u: torch.Tensor, *, samples: int, generator: to
     The per-prompt loss is the mean over the N positions (all positions share the label);
     prompts are the independent units.
     """
-    samples = _checks.positive_int("samples", samples, minimum=2)
+    samples = validate.positive_int("samples", samples, minimum=2)
     dtype = model.first_layer.weight.dtype
     vals = []
     done = 0

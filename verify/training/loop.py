@@ -10,7 +10,7 @@ from typing import Callable, List, Optional, Tuple
 import torch
 from torch import nn
 
-from qstr.constructions import _checks
+from qstr.constructions import validate
 from qstr.verify.training.members import Member, MemberResult, log_curve
 
 
@@ -38,9 +38,9 @@ def fit_online(
     ``positions`` restricts the squared loss to those output positions; ``project`` is called
     after every step (e.g. to keep W_QK in a restricted class by zeroing blocks).
     """
-    steps = _checks.positive_int("steps", steps)
-    batch_size = _checks.positive_int("batch_size", batch_size)
-    lr = _checks.positive_float("lr", lr)
+    steps = validate.positive_int("steps", steps)
+    batch_size = validate.positive_int("batch_size", batch_size)
+    lr = validate.positive_float("lr", lr)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     pos = positions or slice(None)
     loss = torch.tensor(float("nan"))

@@ -8,7 +8,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 
 import torch
 
-from qstr.constructions import _checks
+from qstr.constructions import validate
 from qstr.verify.training.adamw import StackedAdamW
 from qstr.verify.training.families import _Family, _pad_prompts, family_of, stack_key
 from qstr.verify.training.members import Member, MemberResult, log_curve
@@ -125,10 +125,10 @@ def train_stack(
     keys = {stack_key(m) for m in members}
     if len(keys) != 1:
         raise ValueError(f"members do not share one stack family: {sorted(keys)}")
-    batch_size = _checks.positive_int("batch_size", batch_size)
-    check_every = _checks.positive_int("check_every", check_every)
-    max_steps = _checks.positive_int("max_steps", max_steps)
-    prefetch = _checks.positive_int("prefetch", prefetch)
+    batch_size = validate.positive_int("batch_size", batch_size)
+    check_every = validate.positive_int("check_every", check_every)
+    max_steps = validate.positive_int("max_steps", max_steps)
+    prefetch = validate.positive_int("prefetch", prefetch)
     fam = family_of(members[0])(members)
     P, meta = fam.stack(members)
     if eval_elements is None:

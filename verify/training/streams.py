@@ -5,7 +5,7 @@ from typing import Optional
 
 import torch
 
-from qstr.constructions import _checks
+from qstr.constructions import validate
 from qstr.constructions.task import QSTR
 
 
@@ -23,14 +23,14 @@ class OnlineStream:
         self.generator = generator
         self.device = generator.device
         self.dtype = dtype
-        self.chunk = _checks.positive_int("chunk", chunk)
+        self.chunk = validate.positive_int("chunk", chunk)
         self._buf: Optional[tuple] = None
         self._pos = 0
         self.consumed = 0
 
     def draw(self, n: int) -> tuple:
         """The next ``n`` prompts as ``(x, t, y)``: (n, N, d), (n, N, q), (n, N)."""
-        n = _checks.positive_int("n", n)
+        n = validate.positive_int("n", n)
         parts = []
         while n > 0:
             if self._buf is None or self._pos >= self._buf[0].shape[0]:
@@ -60,7 +60,7 @@ class EpochStream:
         self.consumed = 0
 
     def draw(self, n: int) -> tuple:
-        n = _checks.positive_int("n", n)
+        n = validate.positive_int("n", n)
         idx = []
         while n > 0:
             if self._perm is None or self._pos >= self.n:

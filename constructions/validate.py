@@ -1,4 +1,4 @@
-"""Argument validation shared by every builder: one clear ``ValueError`` naming the argument.
+"""Argument checks every layer may import: one clear ``ValueError`` naming the argument.
 
 The CLI turns these into a one-line message and exit status 2.
 """
