@@ -36,3 +36,44 @@ def test_one_installed_name():
            "print([n for n in ('constructions', 'bounds', 'verify') if importlib.util.find_spec(n)])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/").stdout
     assert out.strip() == "[]", out
+
+
+LAYERS = ("constructions", "bounds", "verify")
+
+
+def _qstr_imports():
+    """(importing package, imported module, imported names) for every ``qstr.`` import in the
+    source, including imports inside functions."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    for pkg in LAYERS:
+        for path in sorted((root / pkg).rglob("*.py")):
+            tree = ast.parse(path.read_text(), filename=str(path))
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("qstr."):
+                    yield pkg, path.name, node.module, [a.name for a in node.names]
+                elif isinstance(node, ast.Import):
+                    for a in node.names:
+                        if a.name.startswith("qstr."):
+                            yield pkg, path.name, a.name, []
+
+
+def test_no_import_runs_up_the_layers_even_inside_functions():
+    """constructions imports neither bounds nor verify; bounds never imports verify."""
+    up = [(pkg, f, mod) for pkg, f, mod, _ in _qstr_imports()
+          if LAYERS.index(mod.split(".")[1]) > LAYERS.index(pkg)]
+    assert not up, up
+
+
+def test_no_private_name_crosses_a_package():
+    """A module or name starting with '_' is only imported inside its own top-level package."""
+    crossing = []
+    for pkg, f, mod, names in _qstr_imports():
+        if mod.split(".")[1] == pkg:
+            continue
+        private = [p for p in mod.split(".") if p.startswith("_")] + [n for n in names if n.startswith("_")]
+        if private:
+            crossing.append((pkg, f, mod, private))
+    assert not crossing, crossing
