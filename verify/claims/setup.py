@@ -1,10 +1,15 @@
-"""Claims about the problem set-up (Section 2): the qSTR data model and Assumption 3."""
+"""Claims about the problem set-up (Section 2): the qSTR data model, Assumptions 1-3, Lemma 12."""
 from __future__ import annotations
 
+import math
+
+import torch
 from hypothesis import HealthCheck, Verbosity, given, settings
 
 from qstr.constructions.codes import coherence_report, experimental_codebook, rademacher_codebook, rs_hadamard_codebook
-from qstr.constructions.task import Prompts, gather_tokens
+from qstr.bounds.attention import lemma12_radius
+from qstr.constructions.links import CallableLink, TwoLayerNet, he2, make_link
+from qstr.constructions.task import QSTR, Prompts, gather_tokens, moment_check
 from qstr.verify.properties import assert_valid_prompts
 from qstr.verify.registry import Claim, Context, Outcome, register
 from qstr.verify.rounding import Rounding
@@ -18,8 +23,22 @@ def _coherence_rounding(book) -> Rounding:
 # ---------------------------------------------------------------- assumption-3
 
 
+def _unit_rows(omega: torch.Tensor) -> float:
+    """max_i | ||omega_i||^2 - 1 | (Assumption 3 asks for unit rows)."""
+    return float((omega.to(torch.float64).pow(2).sum(dim=1) - 1).abs().max())
+
+
+def _codebook_rows(name: str, N: int, d_e: int, omega: torch.Tensor, rnd: Rounding):
+    """(holds, detail) for one codebook: unit rows and coherence <= 1/2, both within rounding."""
+    r = coherence_report(omega, 0.5)
+    off = _unit_rows(omega)
+    holds = rnd.within(off, 0.0) and rnd.within(r.mu, 0.5)
+    return holds, r.mu, off, (f"{name} N={N} d_e={d_e}: max | ||w||^2 - 1 | = {off:.2g}, mu={r.mu:.4f}, "
+                              f"{r.n_violations} pairs > 1/2")
+
+
 def _assumption3(ctx: Context) -> Outcome:
-    """Build the toolkit's codebooks and measure their exact coherence against 1/2."""
+    """Build the toolkit's codebooks; measure their row norms and exact coherence against 1/2."""
     device = ctx.device
     n_det = ctx.pick(quick=8192, full=32768, gpu=131072)
     n_rad = ctx.pick(quick=2048, full=8192, gpu=65536)
@@ -27,28 +46,35 @@ def _assumption3(ctx: Context) -> Outcome:
         rs_hadamard_codebook(n_det, mu=0.5, device=device),
         rademacher_codebook(n_rad, mu_max=0.5, delta=1e-3, generator=ctx.generator(3, device), device=device),
     ]
-    rows = [(b.kind, b.N, b.d_e, coherence_report(b.omega, 0.5), _coherence_rounding(b)) for b in books]
-    worst = max(r.mu for *_, r, _ in rows)
-    detail = "; ".join(f"{k} N={n} d_e={de}: mu={r.mu:.4f}, {r.n_violations} pairs > 1/2, {rnd}"
-                       for k, n, de, r, rnd in rows)
-    return Outcome(measured=round(worst, 6), bound="<= 0.5", holds=all(rnd.within(r.mu, 0.5) for *_, r, rnd in rows),
-                   detail=detail, dtype=str(books[0].omega.dtype).replace("torch.", ""))
+    rows = [_codebook_rows(b.kind, b.N, b.d_e, b.omega, _coherence_rounding(b)) for b in books]
+    worst = max(mu for _, mu, _, _ in rows)
+    detail = "; ".join(d for *_, d in rows) + f"; {_coherence_rounding(books[0])}"
+    return Outcome(measured=f"mu = {worst:.4f}, max | ||w||^2 - 1 | = {max(o for _, _, o, _ in rows):.2g}",
+                   bound="mu <= 0.5, unit rows", holds=all(h for h, *_ in rows), detail=detail,
+                   dtype=str(books[0].omega.dtype).replace("torch.", ""))
 
 
 def _assumption3_falsifier(ctx: Context) -> Outcome:
-    """The paper's experimental encoding d_e = floor(5 ln N) at N = 100 must violate it."""
+    """The paper's experimental encoding d_e = floor(5 ln N) at N = 100 (coherence above 1/2), and a
+    Rademacher codebook normalised by sqrt(d_e + 1) instead of sqrt(d_e) (rows of norm < 1), must fail."""
     book = experimental_codebook(100, generator=ctx.generator(4, ctx.device), device=ctx.device)
-    r = coherence_report(book.omega, 0.5)
-    rnd = _coherence_rounding(book)
-    detail = f"experimental N=100 d_e={book.d_e}: mu={r.mu:.4f}, {r.n_violations}/{r.n_pairs} pairs > 1/2; {rnd}"
-    return Outcome(measured=round(r.mu, 6), bound="<= 0.5", holds=rnd.within(r.mu, 0.5), detail=detail)
+    exp_holds, exp_mu, _, exp_detail = _codebook_rows("experimental", 100, book.d_e, book.omega,
+                                                      _coherence_rounding(book))
+    rad = rademacher_codebook(512, mu_max=0.5, delta=1e-3, generator=ctx.generator(5, ctx.device), device=ctx.device)
+    short = rad.omega * math.sqrt(rad.d_e / (rad.d_e + 1))
+    short_holds, _, short_off, short_detail = _codebook_rows("rows / sqrt(d_e + 1)", 512, rad.d_e, short,
+                                                             _coherence_rounding(rad))
+    return Outcome(measured=f"experimental mu = {exp_mu:.4f}; short rows off by {short_off:.3g}",
+                   bound="mu <= 0.5, unit rows", holds=exp_holds or short_holds,
+                   detail=f"{exp_detail} | {short_detail}")
 
 
 register(Claim(
     id="assumption-3", ref_seed="Assumption 3", ref_conference="Assumption 3",
     statement="toolkit codebooks: unit rows, exact coherence max|<w_i,w_j>| <= 1/2",
     check=_assumption3, falsifier=_assumption3_falsifier,
-    falsifier_statement="d_e = floor(5 ln N) at N = 100 (paper's experiments) violates it",
+    falsifier_statement="d_e = floor(5 ln N) at N = 100 (paper's experiments), and rows normalised by "
+                        "sqrt(d_e + 1), must fail",
 ))
 
 # ---------------------------------------------------------------- data-model
@@ -90,4 +116,157 @@ register(Claim(
     check=lambda ctx: _run_property(ctx, corrupt=False),
     falsifier=lambda ctx: _run_property(ctx, corrupt=True),
     falsifier_statement="labels read x_{t_i + 1} (off-by-one sampler) must be caught",
+))
+
+# ---------------------------------------------------------------- assumption-1
+
+
+def _chi_moment_ratio(d: int, r: float) -> float:
+    """E[||x||^r]^(2/r) / (d r) for x ~ N(0, I_d): E||x||^r = 2^(r/2) Gamma((d + r)/2) / Gamma(d/2)."""
+    log_m = (r / 2) * math.log(2) + math.lgamma((d + r) / 2) - math.lgamma(d / 2)
+    return math.exp(2 * log_m / r) / (d * r)
+
+
+A1_ORDERS = (1.0, 2.0, 3.0, 4.0)
+
+
+def _assumption1(ctx: Context, scale: float = 1.0) -> Outcome:
+    """Monte Carlo token moments of the qSTR sampler against the chi closed form, and C_x <= 1.
+
+    Assumption 1 asks E[||x||^r]^(1/r) <= sqrt(C_x d r) for every r >= 1; for N(0, I_d) tokens the
+    ratio E[||x||^r]^(2/r) / (d r) has the closed form above, largest at r = 1, below 1."""
+    B = ctx.pick(quick=400, full=4000)
+    rows, ok = [], True
+    for d in (1, 4, 16):
+        task = QSTR(N=64, d=d, link=make_link("linear", 1, d, generator=ctx.generator(10 + d)))
+        if scale != 1.0:  # the falsifier: a sampler drawing x ~ N(0, scale^2 I) by mistake
+            task = _scaled_tokens(task, scale)
+        rep = moment_check(task, B=B, generator=ctx.generator(20 + d, ctx.device), orders=A1_ORDERS,
+                           device=ctx.device)
+        exact = [_chi_moment_ratio(d, r) for r in A1_ORDERS]
+        # Monte Carlo: the standard error of the r = 4 ratio over B N = 25,600 draws is about 1 % (d = 1)
+        tol = 0.05
+        close = all(abs(mx / ex - 1) <= tol for (_, mx, _), ex in zip(rep.per_order, exact))
+        ok = ok and close and rep.C_x <= 1.0
+        rows.append(f"d={d}: C_x = {rep.C_x:.4f} (closed form {max(exact):.4f}), orders {A1_ORDERS} "
+                    f"MC/closed = {', '.join(f'{mx / ex:.3f}' for (_, mx, _), ex in zip(rep.per_order, exact))}")
+    worst = max(float(r.split("C_x = ")[1].split(" ")[0]) for r in rows)
+    return Outcome(measured=f"C_x = {worst:.4f}", bound="<= 1, MC within 5% of closed form", holds=ok,
+                   detail=f"{B} prompts x 64 tokens per d; " + "; ".join(rows))
+
+
+def _scaled_tokens(task: QSTR, scale: float) -> QSTR:
+    class Scaled(QSTR):
+        def sample_tokens(self, B, *, generator, device, dtype):
+            return scale * super().sample_tokens(B, generator=generator, device=device, dtype=dtype)
+
+    return Scaled(N=task.N, d=task.d, link=task.link)
+
+
+register(Claim(
+    id="assumption-1", ref_seed="Assumption 1", ref_conference="Assumption 1",
+    statement="sampled tokens: E[||x||^r]^(1/r) <= sqrt(C_x d r) with C_x <= 1, Monte Carlo = chi closed form",
+    check=_assumption1, falsifier=lambda ctx: _assumption1(ctx, scale=1.5),
+    falsifier_statement="tokens drawn with standard deviation 1.5 instead of 1 must be caught",
+))
+
+# ---------------------------------------------------------------- assumption-2 (links)
+
+# E g^2 for q distinct N(0, I_d) tokens, as the links are stated (constructions/links.py)
+A2_SECOND_MOMENT = {"linear": lambda q, d: 1.0, "hermite": lambda q, d: 1.0, "sqnorm": lambda q, d: 2.0,
+                    "mean": lambda q, d: d / q, "mean-projected": lambda q, d: 1.0 / q}
+
+
+def _second_moment(link, xt: torch.Tensor):
+    """(E g^2 estimate, its standard error) over the rows of xt."""
+    y = link(xt)
+    sq = (y * y).sum(-1) if y.dim() == xt.dim() - 1 else y * y
+    return float(sq.mean()), float(sq.std() / math.sqrt(sq.numel()))
+
+
+def _exact_net_error(link, net: TwoLayerNet, xt: torch.Tensor) -> float:
+    return float((net(xt) - link(xt)).abs().max())
+
+
+def _assumption2(ctx: Context, links=None) -> Outcome:
+    """Each link's E g^2 (Monte Carlo, q distinct Gaussian tokens) against its stated value, two-sided
+    within 6 standard errors; every exact Assumption 2 net equals g (to rounding), on tokens up to
+    norm 10."""
+    n = ctx.pick(quick=100_000, full=1_000_000)
+    q, d = 3, 4
+    links = links or [(name, make_link(name, q, d, generator=ctx.generator(30))) for name in
+                      ("linear", "hermite", "sqnorm", "mean", "mean-projected", "teacher")]
+    xt = torch.randn(n, q, d, generator=ctx.generator(31), dtype=torch.float64)
+    big = xt[:2000] * (10.0 / xt[:2000].norm(dim=-1, keepdim=True))
+    rows, ok, worst = [], True, 0.0
+    for name, link in links:
+        if name in A2_SECOND_MOMENT:
+            m, se = _second_moment(link, xt)
+            want = A2_SECOND_MOMENT[name](q, d)
+            z = abs(m - want) / se
+            worst = max(worst, z)
+            ok = ok and z <= 6.0
+            rows.append(f"{name}: E g^2 = {m:.4f} +- {se:.1g} (stated {want:.4g}, {z:.1f} se)")
+        net = link.two_layer_net()
+        if net is not None:
+            err = max(_exact_net_error(link, net, xt[:2000]), _exact_net_error(link, net, big))
+            tol = Rounding(n=q * d + net.m + 2, scale=10.0 * q * max(1.0, net.lipschitz), what="(qd + m + 2) eps 10 q Lip")
+            ok = ok and tol.within(err, 0.0)
+            rows.append(f"{name} exact net: max |net - g| = {err:.2g} (rounding {tol.term:.2g})")
+    return Outcome(measured=f"max deviation {worst:.2f} se", bound="<= 6 se; exact nets = g", holds=ok,
+                   detail=f"q={q}, d={d}, {n} draws; " + "; ".join(rows))
+
+
+def _slipped_links(ctx: Context):
+    """Links as a slip of the pen would write them: He2 without 1/sqrt(2), the Hermite sum times
+    sqrt(q) instead of over it, and a linear link's exact net with the sign of its second unit lost."""
+    q, d = 3, 4
+    u = make_link("hermite", q, d, generator=ctx.generator(30)).u
+    no_sqrt2 = CallableLink(q=q, d=d, fn=lambda xt: (((xt * u.to(xt)).sum(-1)) ** 2 - 1).sum(-1) / math.sqrt(q))
+    times_q = CallableLink(q=q, d=d, fn=lambda xt: he2((xt * u.to(xt)).sum(-1)).sum(-1) * math.sqrt(q))
+    lin = make_link("linear", q, d, generator=ctx.generator(30))
+    good = lin.two_layer_net()
+    bad_net = TwoLayerNet(a=torch.tensor([1.0, 1.0], dtype=torch.float64), W=good.W, b=good.b)
+
+    class SignSlip(type(lin)):
+        def two_layer_net(self):
+            return bad_net
+
+    return [("hermite", no_sqrt2), ("hermite", times_q), ("linear", SignSlip(q=q, d=d, u=lin.u))]
+
+
+def _assumption2_falsifier(ctx: Context) -> Outcome:
+    """Each slipped link (:func:`_slipped_links`) on its own must fail the same check."""
+    parts = [_assumption2(ctx, links=[case]) for case in _slipped_links(ctx)]
+    return Outcome(measured="; ".join(str(p.measured) for p in parts), bound="<= 6 se; exact nets = g",
+                   holds=any(p.holds for p in parts), detail=" | ".join(p.detail for p in parts))
+
+
+register(Claim(
+    id="assumption-2", ref_seed="Assumption 2", ref_conference="Assumption 2",
+    statement="links as stated: E g^2 (Monte Carlo) = its stated value; the exact two-layer nets equal g",
+    check=_assumption2, falsifier=_assumption2_falsifier,
+    falsifier_statement="He2 without 1/sqrt 2, the Hermite sum times sqrt q, and a linear net with a sign lost, "
+                        "must each be caught",
+))
+
+# ---------------------------------------------------------------- lemma-12
+
+
+def _lemma12(ctx: Context, union_bound: bool = True) -> Outcome:
+    """max ||x_j|| over n prompts of N Gaussian tokens against r_x = sqrt(3 C_x e d log(n N))
+    (C_x = 1, Assumption 1); the falsifier forgets the union bound (log(n N) -> 1, one token)."""
+    n, N, d = ctx.pick(quick=64, full=512), 2048, 2
+    x = torch.randn(n, N, d, generator=ctx.generator(40, ctx.device), dtype=torch.float64, device=ctx.device)
+    worst = float(x.norm(dim=-1).max())
+    r_x = lemma12_radius(d, n, N) if union_bound else math.sqrt(3 * math.e * d)
+    return Outcome(measured=f"max ||x_j|| = {worst:.3f}", bound=f"<= r_x = {r_x:.3f}", holds=worst <= r_x,
+                   detail=f"n={n} prompts x N={N} tokens, d={d}, C_x=1; slack r_x / max = {r_x / worst:.2f}")
+
+
+register(Claim(
+    id="lemma-12", ref_seed="Lemma 12", ref_conference="Lemma 12",
+    statement="every token of n prompts lies in the ball of radius sqrt(3 C_x e d log(n N)) (w.h.p.)",
+    check=_lemma12, falsifier=lambda ctx: _lemma12(ctx, union_bound=False),
+    falsifier_statement="the radius without the union bound over n N tokens (log(n N) -> 1) must be exceeded",
 ))

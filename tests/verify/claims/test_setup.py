@@ -1,0 +1,58 @@
+"""Values behind the set-up claims (verify/claims/setup.py): Assumptions 1-3 and Lemma 12."""
+import math
+
+import pytest
+import torch
+
+from qstr.constructions.codes import rademacher_codebook
+from qstr.constructions.links import make_link
+from qstr.verify.claims import setup
+from qstr.verify.registry import Context
+
+CTX = Context(profile="quick")
+
+
+@pytest.mark.parametrize("d, r, want", [(1, 1, 2 / math.pi), (1, 2, 0.5), (3, 2, 1 / 2), (2, 1, math.pi / 4)])
+def test_chi_moment_ratio_hand_values(d, r, want):
+    # E|z| = sqrt(2/pi); E||x||^2 = d; E||x|| for d = 2 is sqrt(pi/2)
+    assert setup._chi_moment_ratio(d, r) == pytest.approx(want, rel=1e-12)
+
+
+def test_chi_ratio_is_below_one_and_largest_at_r_1():
+    for d in (1, 2, 16, 256):
+        vals = [setup._chi_moment_ratio(d, r) for r in (1, 1.5, 2, 4, 8, 32)]
+        assert max(vals) == vals[0] < 1
+
+
+def test_assumption1_falsifier_is_caught_by_both_tests():
+    out = setup._assumption1(CTX, scale=1.5)
+    assert not out.holds and float(out.measured.split("= ")[1]) > 1.4  # 2.25 x 0.968 at d = 16
+
+
+@pytest.mark.parametrize("name, want", [("linear", 1.0), ("hermite", 1.0), ("sqnorm", 2.0), ("mean", 4 / 3),
+                                        ("mean-projected", 1 / 3)])
+def test_second_moments_as_stated(name, want):
+    link = make_link(name, 3, 4, generator=torch.Generator().manual_seed(0))
+    xt = torch.randn(200_000, 3, 4, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    m, se = setup._second_moment(link, xt)
+    assert setup.A2_SECOND_MOMENT[name](3, 4) == pytest.approx(want)
+    assert abs(m - want) <= 6 * se and se < 0.02 * max(want, 1)
+
+
+def test_each_link_slip_is_caught_on_its_own():
+    for case in setup._slipped_links(CTX):
+        assert not setup._assumption2(CTX, links=[case]).holds, case[0]
+    assert setup._assumption2(CTX).holds
+
+
+def test_short_rows_keep_the_coherence_but_fail_unit_rows():
+    rad = rademacher_codebook(256, mu_max=0.5, delta=1e-3, generator=torch.Generator().manual_seed(0))
+    short = rad.omega * math.sqrt(rad.d_e / (rad.d_e + 1))
+    holds, mu, off, _ = setup._codebook_rows("short", 256, rad.d_e, short, setup._coherence_rounding(rad))
+    assert mu <= 0.5 and off == pytest.approx(1 / (rad.d_e + 1), rel=1e-5) and not holds
+
+
+def test_lemma12_radius_and_its_falsifier():
+    ok, bad = setup._lemma12(CTX), setup._lemma12(CTX, union_bound=False)
+    assert ok.holds and not bad.holds
+    assert bad.bound == f"<= r_x = {math.sqrt(6 * math.e):.3f}"
