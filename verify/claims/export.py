@@ -1,0 +1,95 @@
+"""The export path users take: a construction saved as a plain state dict, reloaded with
+``torch.load(weights_only=True)`` into ``nn.MultiheadAttention``, and folded back (Appendix A.1's
+merged W_QK against separate W_Q, W_K, W_V)."""
+from __future__ import annotations
+
+import io
+import math
+
+import torch
+
+from qstr.bounds.attention import lemma11, sparse_average_head
+from qstr.constructions.codes import rs_hadamard_codebook
+from qstr.constructions.export import construction_state, from_multihead, load_construction_state
+from qstr.constructions.links import make_link
+from qstr.verify.registry import Claim, Context, Outcome, register
+from qstr.verify.rounding import Rounding
+
+EX_N, EX_D = 128, 3
+
+
+def _constructions(ctx: Context):
+    """A certified Lemma 11 construction (teacher link, q = 3 heads) and the single averaging head."""
+    net = make_link("teacher", 3, EX_D, generator=ctx.generator(50)).two_layer_net()
+    l11 = lemma11(EX_N, EX_D, 3, net, eps=0.05, r_x=3.0, device=ctx.device)
+    avg = sparse_average_head(EX_N, EX_D, 3, codebook=rs_hadamard_codebook(EX_N, mu=0.15, device=ctx.device),
+                              r_x=3.0, device=ctx.device)  # alpha: the minimiser of its bound
+    return [("lemma11 q=3", l11), ("sparse-average q=3", avg)]
+
+
+def _saved_and_reloaded(cons):
+    """(MergedAttention, PracticalTransformer) exactly as a user gets them from a saved file."""
+    buf = io.BytesIO()
+    torch.save(construction_state(cons), buf)
+    buf.seek(0)
+    return load_construction_state(torch.load(buf, weights_only=True))
+
+
+def _export(ctx: Context, slip=None) -> Outcome:
+    """max |y(exported nn.MultiheadAttention) - y(built module)| and the same after folding back,
+    against the rounding of the two forward passes. ``slip`` breaks the reloaded model (falsifier)."""
+    B = ctx.pick(quick=2, full=32)
+    rows, ok, worst = [], True, 0.0
+    for name, cons in _constructions(ctx):
+        merged, mt = _saved_and_reloaded(cons)
+        if slip is not None:
+            slip(mt)
+        x = torch.randn(B, EX_N, EX_D, generator=ctx.generator(51, ctx.device), dtype=torch.float64,
+                        device=ctx.device)
+        t = torch.stack([torch.randperm(EX_N, generator=ctx.generator(52 + b, ctx.device), device=ctx.device)[:3]
+                         .expand(EX_N, 3) for b in range(B)])  # distinct indices (the averaging head needs them)
+        Z = cons.encode(x, t)
+        with torch.no_grad():
+            ref = cons.predict(x, t)
+            outs = {"nn.MultiheadAttention": mt(Z), "reloaded merged": merged(Z), "folded back": from_multihead(mt)(Z)}
+        scale = float(ref.abs().max()) + 1.0
+        rnd = Rounding(n=2 * (EX_N + merged.D_e * merged.H + merged.m), scale=scale,
+                       what="2 (N + H D_e + m) eps (|y|max + 1)")
+        errs = {k: float((v.reshape(ref.shape) - ref).abs().max()) for k, v in outs.items()}
+        ok = ok and all(rnd.within(e, 0.0) for e in errs.values()) and isinstance(mt.mha, torch.nn.MultiheadAttention)
+        worst = max(worst, *errs.values())
+        rows.append(f"{name}: " + ", ".join(f"{k} {e:.2g}" for k, e in errs.items()) + f" ({rnd.term:.2g} allowed)")
+    return Outcome(measured=f"max |y_export - y_built| = {worst:.2g}", bound="<= rounding", holds=ok,
+                   detail=f"B={B}, N={EX_N}, saved and reloaded with weights_only=True; " + "; ".join(rows))
+
+
+def _forgot_head_dim_scale(mt) -> None:
+    """torch divides each head's logits by sqrt(head_dim): an exporter that does not pre-multiply the
+    query projection by sqrt(D_e) attends too softly."""
+    with torch.no_grad():
+        mt.projection_weights()[0].div_(math.sqrt(mt.D_e))
+
+
+def _heads_swapped(mt) -> None:
+    """The key projection blocks of heads 0 and 1 exchanged (an off-by-one in the reshape)."""
+    with torch.no_grad():
+        Wk = mt.projection_weights()[1]
+        D = mt.D_e
+        if Wk.shape[0] >= 2 * D:
+            Wk[:2 * D] = torch.cat([Wk[D:2 * D].clone(), Wk[:D].clone()])
+
+
+def _export_falsifier(ctx: Context) -> Outcome:
+    soft, swapped = _export(ctx, slip=_forgot_head_dim_scale), _export(ctx, slip=_heads_swapped)
+    return Outcome(measured=f"no sqrt(D_e): {soft.measured}; heads swapped: {swapped.measured}", bound="<= rounding",
+                   holds=soft.holds or swapped.holds, detail=f"{soft.detail} | {swapped.detail}")
+
+
+register(Claim(
+    id="export-roundtrip", ref_seed="Appendix A.1", ref_conference="Appendix A.1",
+    statement="a saved construction reloaded (weights_only) into nn.MultiheadAttention, and folded back, "
+              "gives the built module's outputs",
+    check=_export, falsifier=_export_falsifier,
+    falsifier_statement="an exporter that forgets torch's 1/sqrt(head_dim), or swaps two heads' key blocks, "
+                        "must be caught",
+))
