@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from qstr.constructions import validate
 from qstr.constructions.codes import Codebook, rs_hadamard_codebook
 from qstr.constructions.encoding import default_prefactor, transformer_encoding
-from qstr.constructions.layout import Layout, slot_name, token_layout
+from qstr.constructions.layout import Layout, _token_layout, slot_name
 from qstr.constructions.links import TwoLayerNet
 from qstr.constructions.models import MergedAttention
 
@@ -355,7 +355,7 @@ def lemma11_weights(
     codebook = _as_codebook(codebook, N, dtype, device)
     if not codebook.mu < 1:
         raise ValueError(f"mu must be < 1 for the Lemma 11 gap: the codebook has coherence mu = {codebook.mu:.6g}")
-    layout = token_layout(d, q, codebook.d_e)
+    layout = _token_layout(d, q, codebook.d_e)
 
     head_slots = tuple((s,) for s in slots)
     W_QK = _qk_blocks(layout, head_slots, alpha, dtype, device)  # score alpha c^2 <omega_{t_ih}, omega_j>
@@ -423,7 +423,7 @@ def sparse_average_weights(
             f"mu must lie in [0, 1/(2q - 1)) = [0, {limit:.6g}) for the single sparse-averaging head "
             f"(in-set scores >= A(1 - (q-1) mu) must beat out-of-set scores <= A q mu), got mu = {codebook.mu:.6g}"
         )
-    layout = token_layout(d, q, codebook.d_e)
+    layout = _token_layout(d, q, codebook.d_e)
     slots = tuple(range(q))
     W_QK = _qk_blocks(layout, (slots,), alpha, dtype, device)
     eye = torch.eye(d, dtype=dtype, device=device)

@@ -438,14 +438,18 @@ def rs_hadamard_dim(N: int, mu: float = 0.5) -> int:
     n^(n/2 + 1) >= N, so d_e = n^2 = O((log N / log log N)^2): N <= 4 -> 4, N <= 64 -> 16,
     N <= 32768 -> 64, N <= 16^9 -> 256. ``ValueError`` when even m = 10 is not enough.
     """
-    N, mu = positive_int("N", N), probability("mu", mu)
+    return _rs_found(positive_int("N", N), probability("mu", mu))[1] ** 2
+
+
+def _rs_found(N: int, mu: float):
+    """(m, n, k) of the smallest RS-Hadamard code for N words at coherence <= mu, or ValueError."""
     found = _rs_parameters(N, mu)
     if found is None:
         raise ValueError(
             f"N={N} codewords with coherence <= mu={mu} need an RS-Hadamard code beyond "
             f"GF(2^{MAX_M}) (d_e > {4**MAX_M}); use a larger mu or a smaller N"
         )
-    return found[1] ** 2
+    return found
 
 
 def _rs_symbols(indices: np.ndarray, m: int, k: int) -> np.ndarray:
@@ -477,7 +481,10 @@ def rs_hadamard_coherence(N: int, m: int, k: int) -> float:
     [1, 2^L), L = bit length of N - 1 (take i = 2^h, j = c - 2^h, h = top bit of c).
     So mu = max_{1 <= c < 2^L} #roots(p_c) / n.
     """
-    N = positive_int("N", N)
+    return _rs_coherence(positive_int("N", N), m, k)
+
+
+def _rs_coherence(N: int, m: int, k: int) -> float:
     if N == 1:
         return 0.0
     n = 1 << m
@@ -494,7 +501,7 @@ def _rs_hadamard(N, m, k, d_e, device, dtype) -> Codebook:
     if d_e > n * n:
         omega = torch.nn.functional.pad(omega, (0, d_e - n * n))
     params = {"N": N, "m": m, "n": n, "k": k, "field_poly": IRREDUCIBLE[m], "guaranteed_mu": (k - 1) / n, "d_e": d_e}
-    return Codebook(omega, rs_hadamard_coherence(N, m, k), "rs-hadamard", params)
+    return Codebook(omega, _rs_coherence(N, m, k), "rs-hadamard", params)
 
 
 def rs_hadamard_codebook(N: int, *, mu: float = 0.5, device=None, dtype=torch.float32) -> Codebook:
@@ -511,9 +518,8 @@ def rs_hadamard_codebook(N: int, *, mu: float = 0.5, device=None, dtype=torch.fl
     """
     N, mu = positive_int("N", N), probability("mu", mu)
     device, dtype = device_of("device", device), float_dtype("dtype", dtype)
-    d_e = rs_hadamard_dim(N, mu)
-    m, n, k = _rs_parameters(N, mu)
-    return _rs_hadamard(N, m, k, d_e, device, dtype)
+    m, n, k = _rs_found(N, mu)
+    return _rs_hadamard(N, m, k, n * n, device, dtype)
 
 
 # --------------------------------------------------------------------------- entry point
