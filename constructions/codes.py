@@ -406,12 +406,17 @@ def _clmul_table(m: int, poly: int) -> np.ndarray:
 
 
 @lru_cache(maxsize=None)
-def gf_mul_table(m: int) -> np.ndarray:
-    """Multiplication table of GF(2^m) = GF(2)[x] / (IRREDUCIBLE[m]); addition is XOR. Read-only."""
+def gf_mul_table(m: int, poly: int | None = None) -> np.ndarray:
+    """Multiplication table of GF(2)[x] / (poly), poly = IRREDUCIBLE[m] by default (then the field
+    GF(2^m)); addition is XOR. Read-only. Another ``poly`` of degree m is for checking the table."""
     m = positive_int("m", m)
     if m > MAX_M:
         raise ValueError(f"m must be an integer in [1, {MAX_M}], got {m}")
-    table = _clmul_table(m, IRREDUCIBLE[m]).astype(np.int32)
+    if poly is None:
+        poly = IRREDUCIBLE[m]
+    elif not isinstance(poly, int) or poly.bit_length() != m + 1:
+        raise ValueError(f"poly must be an int of degree m = {m} (bit length {m + 1}), got {poly!r}")
+    table = _clmul_table(m, poly).astype(np.int32)
     table.setflags(write=False)
     return table
 

@@ -56,3 +56,20 @@ def test_lemma12_radius_and_its_falsifier():
     ok, bad = setup._lemma12(CTX), setup._lemma12(CTX, union_bound=False)
     assert ok.holds and not bad.holds
     assert bad.bound == f"<= r_x = {math.sqrt(6 * math.e):.3f}"
+
+
+def test_field_tables_and_a_reducible_modulus():
+    from qstr.constructions.codes import MAX_M, gf_mul_table
+
+    assert all(setup._zero_divisor_free(gf_mul_table(m)) for m in range(1, MAX_M + 1))
+    table = gf_mul_table(4, 0b10101)  # (x^2 + x + 1)^2: x^2 + x + 1 = 0b111 is a zero divisor
+    assert not setup._zero_divisor_free(table) and table[0b111, 0b111] != 0
+    assert (table[0b111] == 0).sum() > 1
+    with pytest.raises(ValueError, match="poly must be an int of degree"):
+        gf_mul_table(4, 0b111)
+
+
+def test_rs_codes_claim_and_its_falsifier():
+    assert setup._rs_codes(CTX).holds
+    bad = setup._rs_codes(CTX, polys={4: 0b10101})
+    assert not bad.holds and "except [4]" in bad.detail
