@@ -63,8 +63,7 @@ def test_field_tables_and_a_reducible_modulus():
 
     assert all(setup._zero_divisor_free(gf_mul_table(m)) for m in range(1, MAX_M + 1))
     table = gf_mul_table(4, 0b10101)  # (x^2 + x + 1)^2: x^2 + x + 1 = 0b111 is a zero divisor
-    assert not setup._zero_divisor_free(table) and table[0b111, 0b111] != 0
-    assert (table[0b111] == 0).sum() > 1
+    assert not setup._zero_divisor_free(table) and table[0b111, 0b111] == 0  # a nonzero square is zero
     with pytest.raises(ValueError, match="poly must be an int of degree"):
         gf_mul_table(4, 0b111)
 
