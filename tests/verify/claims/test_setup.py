@@ -72,3 +72,12 @@ def test_rs_codes_claim_and_its_falsifier():
     assert setup._rs_codes(CTX).holds
     bad = setup._rs_codes(CTX, polys={4: 0b10101})
     assert not bad.holds and "except [4]" in bad.detail
+
+
+def test_experimental_tail_hand_value_and_falsifier():
+    from fractions import Fraction
+
+    assert setup._tail_by_counting(23, 0.5) == Fraction(89104, 2 ** 23)  # 2 (C(23,18) + ... + C(23,23)) / 2^23
+    assert 4950 * float(setup._tail_by_counting(23, 0.5)) == pytest.approx(52.58, abs=0.01)
+    half = setup._experimental(CTX, tail=lambda d_e, mu: float(setup._tail_by_counting(d_e, mu)) / 2)
+    assert not half.holds and setup._experimental(CTX).holds
