@@ -6,13 +6,27 @@ not, 2 on bad arguments (one line on stderr, no traceback).
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+import tempfile
+import threading
 from typing import List, Optional
 
 from rich.console import Console
 
 from qstr.verify.claims import select
 from qstr.verify.registry import PROFILES, Context, run_claim
+
+
+_INTERRUPTED = threading.Event()
+
+
+def _on_sigint(signum, frame):
+    """Ctrl-C: remember it (a KeyboardInterrupt raised inside a garbage-collector callback is
+    swallowed by Python, so loops also check the flag) and interrupt."""
+    _INTERRUPTED.set()
+    raise KeyboardInterrupt
 
 
 class UsageError(Exception):
@@ -37,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--threads", type=_int, default=1, help="CPU threads per check (default 1: the checks are many small ops)")
 
     c = sub.add_parser("codebook", help="build a positional codebook (Assumption 3) and report its exact coherence")
-    c.add_argument("--N", type=_int, required=True, help="number of positions")
+    c.add_argument("--N", type=_int, default=None, help="number of positions (required unless --check)")
     c.add_argument("--kind", default="rs-hadamard", help="rs-hadamard (deterministic), rademacher or experimental")
     c.add_argument("--mu", type=float, default=0.5, help="coherence the codebook must meet (default 1/2)")
     c.add_argument("--d-e", dest="d_e", type=_int, default=None, help="code dimension (default: the derived rule)")
@@ -94,6 +108,33 @@ def _int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
 
 
+def _writable_file(flag: str, path: Optional[str]) -> None:
+    """A file we will write later: its folder must exist and take a new file, and it is no folder."""
+    if path is None:
+        return
+    if os.path.isdir(path):
+        raise ValueError(f"{flag} {path} is a directory; give a file path")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ValueError(f"{flag} {path}: the folder {folder} does not exist")
+    _writable_dir(flag, folder, path)
+
+
+def _writable_dir(flag: str, folder: str, shown: Optional[str] = None) -> None:
+    """``folder`` (created when missing, as the runs do) must be a directory that takes a new file."""
+    shown = shown or folder
+    probe_in = os.path.abspath(folder)
+    while not os.path.exists(probe_in):  # the nearest existing ancestor must take the new folders
+        probe_in = os.path.dirname(probe_in)
+    if not os.path.isdir(probe_in):
+        raise ValueError(f"{flag} {shown}: {probe_in} is not a directory")
+    try:
+        with tempfile.TemporaryFile(dir=probe_in):
+            pass
+    except OSError as exc:
+        raise ValueError(f"{flag} {shown}: cannot write in {probe_in} ({exc.strerror or exc})") from None
+
+
 def _context(args) -> Context:
     import torch
 
@@ -117,6 +158,7 @@ def _context(args) -> Context:
 
 def _verify(args, console: Console) -> int:
     ctx = _context(args)
+    _writable_file("--json", args.json)
     claims = select(ctx.profile, args.only)
     if args.list:
         for c in claims:
@@ -127,6 +169,8 @@ def _verify(args, console: Console) -> int:
     results = []
     with console.status("") as status:
         for i, c in enumerate(claims, 1):
+            if _INTERRUPTED.is_set():
+                raise KeyboardInterrupt
             status.update(f"[{i}/{len(claims)}] checking {c.id} ...")
             results.append(run_claim(c, ctx))
             if args.json:  # written as we go: an interrupted run keeps what it measured
@@ -140,9 +184,14 @@ def _codebook(args, console: Console) -> int:
 
     from qstr.constructions.codes import Codebook, build_codebook, coherence_report
 
+    _writable_file("--out", args.out)
     if args.check:
         book = Codebook.from_tensor(_load_tensor(args.check))
+        if args.N is not None and args.N != book.N:
+            raise ValueError(f"--N {args.N} does not match {args.check}, which holds {book.N} codes (omit --N with --check)")
     else:
+        if args.N is None:
+            raise ValueError("--N is required to build a codebook (or give --check PATH)")
         gen = torch.Generator().manual_seed(args.seed)
         book = build_codebook(args.N, kind=args.kind, mu_max=args.mu, d_e=args.d_e, delta=args.delta, generator=gen)
     rep = coherence_report(book.omega, args.mu)
@@ -162,8 +211,10 @@ def _load_tensor(path: str):
 
     try:
         obj = torch.load(path, weights_only=True)
-    except (OSError, RuntimeError, EOFError) as exc:
-        raise ValueError(f"--check: cannot read a tensor from {path}: {exc}") from None
+    except Exception as exc:  # OSError, UnpicklingError, EOFError, KeyError ...: any unreadable file
+        text = str(exc).strip()
+        reason = text.splitlines()[0].split(". ")[0][:120] if text else "empty or truncated file"
+        raise ValueError(f"--check: {path} is not a torch file holding a tensor ({type(exc).__name__}: {reason})") from None
     if isinstance(obj, dict) and "omega" in obj:
         obj = obj["omega"]
     if not isinstance(obj, torch.Tensor):
@@ -177,6 +228,7 @@ def _sample(args, console: Console) -> int:
     from qstr.constructions.links import make_link
     from qstr.constructions.task import QSTR
 
+    _writable_file("--out", args.out)
     gen = torch.Generator().manual_seed(args.seed)
     task = QSTR(N=args.N, d=args.d, link=make_link(args.link, args.q, args.d, generator=gen),
                 variant=args.variant, indices=args.indices, tokens=args.tokens)
@@ -188,6 +240,7 @@ def _sample(args, console: Console) -> int:
 
 
 def _construct(args, console: Console) -> int:
+    _writable_file("--out", args.out)
     if args.architecture == "rnn":
         return _construct_rnn(args, console)
     import torch
@@ -235,10 +288,31 @@ def _reproduce(args, console: Console) -> int:
         raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
     if args.jobs is not None and args.jobs < 1:
         raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise ValueError(f"--out {args.out} is a file; give a results directory")
+    _writable_dir("--out", args.out)
     rows = run_experiment(args.figure, out_dir=args.out, quick=args.quick, device=args.device, seeds=args.seeds,
                           protocol=args.protocol, jobs=args.jobs, matmul=args.matmul)
     console.print(f"{args.figure}: {len(rows)} rows in {args.out}")
     return 0
+
+
+def _run(args, console: Console) -> int:
+    """The command, with Ctrl-C caught by :func:`_on_sigint` (the caller's handler restored after)."""
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, _on_sigint) if main_thread else None
+    hook = sys.unraisablehook
+    sys.unraisablehook = lambda u: None if issubclass(u.exc_type, KeyboardInterrupt) else hook(u)  # no gc traceback
+    _INTERRUPTED.clear()
+    try:
+        status = COMMANDS[args.command](args, console)
+        if _INTERRUPTED.is_set():
+            raise KeyboardInterrupt
+        return status
+    finally:
+        sys.unraisablehook = hook
+        if main_thread:
+            signal.signal(signal.SIGINT, previous)
 
 
 COMMANDS = {"verify": _verify, "codebook": _codebook, "sample": _sample, "construct": _construct, "reproduce": _reproduce}
@@ -247,14 +321,20 @@ COMMANDS = {"verify": _verify, "codebook": _codebook, "sample": _sample, "constr
 def main(argv: Optional[List[str]] = None) -> int:
     console = Console() if sys.stdout.isatty() else Console(width=160)  # logs and pipes get the full table
     err = Console(stderr=True)
+    args = None
     try:
         args = _parser().parse_args(argv)
         if args.command is None:
             raise UsageError(f"a command is required: one of {', '.join(COMMANDS)} (try qstr verify)")
-        return COMMANDS[args.command](args, console)
+        return _run(args, console)
     except (UsageError, ValueError) as exc:
         err.print(f"qstr: error: {exc}", markup=False, highlight=False, soft_wrap=True)
         return 2
+    except KeyboardInterrupt:
+        resume = " (run the same command to resume)" if getattr(args, "command", None) == "reproduce" else ""
+        err.print(f"qstr: interrupted; what was written so far is kept{resume}", markup=False, highlight=False,
+                  soft_wrap=True)
+        return 130
 
 
 if __name__ == "__main__":

@@ -193,3 +193,65 @@ def test_reproduce_cuda_without_cuda(capsys, tmp_path):
         pytest.skip("CUDA present")
     assert main(["reproduce", "figure1", "--quick", "--device", "cuda", "--out", str(tmp_path)]) == 2
     assert "CUDA is not available" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["sample", "--N", "10", "--d", "4", "--out", "{missing}/s.pt"], "does not exist"),
+    (["sample", "--N", "10", "--d", "4", "--out", "{tmp}"], "is a directory"),
+    (["construct", "rnn", "--N", "8", "--d", "2", "--q", "1", "--out", "{missing}/r.pt"], "does not exist"),
+    (["construct", "transformer", "--N", "8", "--d", "2", "--q", "1", "--out", "{missing}/t.pt"], "does not exist"),
+    (["codebook", "--N", "100", "--out", "{missing}/cb.pt"], "does not exist"),
+    (["verify", "--only", "lemma-40", "--json", "{missing}/x.json"], "does not exist"),
+    (["reproduce", "figure1", "--quick", "--out", "{file}"], "is a file"),
+])
+def test_bad_output_paths_are_refused_before_any_work(argv, needle, tmp_path, capsys, monkeypatch):
+    (tmp_path / "f.txt").write_text("x")
+    argv = [a.format(missing=tmp_path / "no" / "such", tmp=tmp_path, file=tmp_path / "f.txt") for a in argv]
+    import qstr.verify.cli as cli
+
+    monkeypatch.setattr(cli, "run_claim", lambda *a: pytest.fail("work started before the path was checked"),
+                        raising=False)
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and len(err.splitlines()) == 1
+
+
+def test_unwritable_folder_is_refused(capsys):
+    assert main(["reproduce", "figure1", "--quick", "--out", "/proc/qstr-results"]) == 2
+    assert "cannot write in /proc" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content, needle", [(b"\x80\x03garbage bytes", "not a torch file"), (b"hello\n", "not a torch file"),
+                                             (b"", "empty or truncated file")])
+def test_codebook_check_of_corrupt_files(content, needle, tmp_path, capsys):
+    (tmp_path / "bad.pt").write_bytes(content)
+    assert main(["codebook", "--check", str(tmp_path / "bad.pt")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and len(err.splitlines()) == 1 and "bad.pt" in err
+
+
+def test_codebook_check_uses_the_file_and_refuses_a_different_N(tmp_path, capsys):
+    import torch
+
+    torch.save(torch.eye(4), tmp_path / "eye.pt")
+    assert main(["codebook", "--check", str(tmp_path / "eye.pt")]) == 0
+    assert "N = 4" in capsys.readouterr().out
+    assert main(["codebook", "--N", "999", "--check", str(tmp_path / "eye.pt")]) == 2
+    assert "does not match" in capsys.readouterr().err
+    assert main(["codebook"]) == 2 and "--N is required" in capsys.readouterr().err
+
+
+def test_ctrl_c_prints_one_line_and_exits_130(tmp_path):
+    import signal
+    import time
+
+    p = subprocess.Popen([sys.executable, "-m", "qstr.verify.cli", "verify", "--json", str(tmp_path / "r.json")],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while not (tmp_path / "r.json").exists() and time.time() < deadline:  # interrupt mid-run
+        time.sleep(0.2)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    assert err.strip().splitlines() == ["qstr: interrupted; what was written so far is kept"]
+    assert json.loads((tmp_path / "r.json").read_text())  # the records measured before the interrupt

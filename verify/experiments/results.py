@@ -44,9 +44,9 @@ class ResultsFile:
                     fh.truncate(cut)
                 data = data[:cut]
                 self.repaired = True
-            for line in data.decode().splitlines():
+            for number, line in enumerate(data.decode(errors="replace").splitlines(), 1):
                 if line.strip():
-                    self.rows.append(json.loads(line))
+                    self.rows.append(_row(path, number, line))
         self.ids = {r.get("point_id") for r in self.rows}
 
     def __contains__(self, point_id: str) -> bool:
@@ -64,6 +64,18 @@ class ResultsFile:
     def rows_for(self, points: Iterable[Point]) -> List[dict]:
         by_id = {r["point_id"]: r for r in self.rows if "point_id" in r}
         return [by_id[p.point_id] for p in points if p.point_id in by_id]
+
+
+def _row(path: str, number: int, line: str) -> dict:
+    """One results line as a dict, or a ValueError naming the file and the line."""
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}, line {number}: not a JSON object ({exc.msg}); the file is damaged -- "
+                         f"remove or repair that line and run the same command to resume") from None
+    if not isinstance(row, dict):
+        raise ValueError(f"{path}, line {number}: a JSON {type(row).__name__}, not a results row")
+    return row
 
 
 def _json_default(v):
