@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
@@ -12,12 +13,18 @@ from qstr.verify.experiments.results import ResultsFile, row_of
 
 
 class _Progress:
-    """A rich progress bar (or nothing)."""
+    """A rich progress bar (or nothing). Off a terminal (a log file, a pipe) rich shows the bar only
+    at exit, so there every stack also prints a plain line at most every ``PLAIN_EVERY`` seconds."""
+
+    PLAIN_EVERY = 30.0
 
     def __init__(self, enabled: bool, console=None):
         self.enabled = enabled
         self.console = console
         self.bar = None
+        self.plain = False
+        self._last = {}
+        self._start = time.monotonic()
 
     def __enter__(self):
         if self.enabled:
@@ -27,6 +34,7 @@ class _Progress:
             self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                 TimeElapsedColumn(), console=self.console, transient=False)
             self.bar.__enter__()
+            self.plain = not self.console.is_terminal
         return self
 
     def __exit__(self, *exc):
@@ -39,6 +47,17 @@ class _Progress:
     def update(self, task, **kw):
         if self.bar is not None and task is not None:
             self.bar.update(task, **kw)
+            if self.plain and "description" in kw:
+                self._plain_line(task)
+
+    def _plain_line(self, task):
+        now = time.monotonic()
+        if now - self._last.get(task, -1e9) < self.PLAIN_EVERY:
+            return
+        self._last[task] = now
+        t = self.bar.tasks[[x.id for x in self.bar.tasks].index(task)]
+        m, sec = divmod(int(now - self._start), 60)
+        self.log(f"[{m:d}:{sec:02d}] {t.description}: step {int(t.completed):,} of {int(t.total or 0):,}")
 
     def log(self, text: str):
         if self.bar is not None:

@@ -267,3 +267,20 @@ def test_matmul_option_keeps_float32_ids_and_separates_tf32_rows(tmp_path):
         dataclasses.replace(p, matmul="bf16")
     with pytest.raises(ValueError, match="needs device='cuda'"):
         run_experiment("figure1", out_dir=str(tmp_path), quick=True, matmul="tf32", progress=False)
+
+
+def test_progress_off_a_terminal_prints_plain_lines_as_it_goes():
+    import io
+
+    from rich.console import Console
+
+    from qstr.verify.experiments.run import _Progress
+
+    buf = io.StringIO()
+    with _Progress(True, Console(file=buf, width=110)) as bar:
+        assert bar.plain
+        task = bar.add("figure1 1STR gru N=6 x5", 1000)
+        bar.update(task, completed=10, description="figure1 1STR gru N=6 (active 5/5)")
+        bar.update(task, completed=20, description="figure1 1STR gru N=6 (active 5/5)")  # within 30 s: no line
+        written = buf.getvalue()
+    assert written.count("step 10 of 1,000") == 1 and "step 20 of" not in written
