@@ -37,6 +37,7 @@ from qstr.constructions import validate
 from qstr.constructions.models import MergedAttention, PracticalTransformer
 
 __all__ = [
+    "load_multihead",
     "to_multihead",
     "from_multihead",
     "init_from_construction",
@@ -164,7 +165,7 @@ def logical_parameters(mt: PracticalTransformer) -> dict:
 
 
 def init_from_construction(construction_or_model, *, noise: float = 0.0,
-                           generator: Optional[torch.Generator] = None) -> PracticalTransformer:
+                           generator: Optional[torch.Generator] = None, dtype=None) -> PracticalTransformer:
     """A trainable :class:`PracticalTransformer` at the construction, plus relative Gaussian noise.
 
     Each logical tensor P (Wq, Wk, Wv, out_proj.weight, hidden.weight, hidden.bias,
@@ -174,9 +175,12 @@ def init_from_construction(construction_or_model, *, noise: float = 0.0,
     Tensors that are exactly zero (the readout bias) stay zero. The noise is drawn with
     ``generator`` on the generator's device (torch's global CPU RNG when None), in the
     order listed, then converted to the parameter's device and dtype: the same generator
-    state gives the same model.
+    state gives the same model. ``dtype`` (e.g. ``torch.float32`` for training on float32 prompts)
+    casts the result; default: the construction's dtype.
     """
     mt = to_multihead(_model_of(construction_or_model))
+    if dtype is not None:
+        mt = mt.to(dtype=validate.float_dtype("dtype", dtype))
     noise = validate.positive_float("noise", noise, allow_zero=True)
     if generator is not None and not isinstance(generator, torch.Generator):
         raise ValueError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
@@ -265,3 +269,15 @@ def load_construction_state(state: dict) -> Tuple[MergedAttention, PracticalTran
     except RuntimeError as err:
         raise ValueError(f"state['mha_state_dict'] does not fit mha_config {dict(mcfg)}: {err}") from None
     return model, mt
+
+
+def load_multihead(path, *, dtype=None, device=None) -> PracticalTransformer:
+    """The trainable ``nn.MultiheadAttention`` model of a file written by ``qstr construct transformer``
+    (or ``torch.save(construction_state(c))``), in one call: read with ``weights_only=True``, rebuilt
+    with the saved shapes (docs/formats.md), cast to ``dtype`` and moved to ``device`` when given."""
+    try:
+        state = torch.load(path, weights_only=True, map_location=device)
+    except Exception as exc:  # unreadable or not a torch file
+        raise ValueError(f"{path} is not a construction file written by torch.save ({type(exc).__name__})") from None
+    _, mt = load_construction_state(state)
+    return mt if dtype is None else mt.to(dtype=validate.float_dtype("dtype", dtype))

@@ -225,3 +225,26 @@ def test_to_multihead_on_cuda():
     t = torch.randint(64, (2, 64, 2), device="cuda")
     with torch.no_grad():
         assert rel_err(mt(con.encode(x, t)), con.predict(x, t)) <= 1e-9
+
+
+def test_load_multihead_from_a_saved_file_in_one_call(tmp_path):
+    from qstr.constructions.export import load_multihead
+
+    con, x, t = lemma11_case(2)
+    torch.save(construction_state(con), tmp_path / "c.pt")
+    mt = load_multihead(tmp_path / "c.pt", dtype=torch.float32)
+    assert isinstance(mt.mha, torch.nn.MultiheadAttention) and mt.hidden.weight.dtype == torch.float32
+    with torch.no_grad():
+        y = mt(con.encode(x, t).float())
+        ref = con.predict(x, t)
+    assert torch.allclose(y.double(), ref, atol=1e-4 * (1 + float(ref.abs().max())))
+    (tmp_path / "junk.pt").write_bytes(b"junk")
+    with pytest.raises(ValueError, match="not a construction file"):
+        load_multihead(tmp_path / "junk.pt")
+
+
+def test_init_from_construction_casts_to_the_prompts_dtype():
+    con, x, t = lemma11_case(1)
+    mt = init_from_construction(con, noise=0.0, dtype=torch.float32)
+    with torch.no_grad():
+        assert mt(con.encode(x, t).float()).dtype == torch.float32
