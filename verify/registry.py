@@ -30,6 +30,8 @@ class Outcome:
     holds: bool
     detail: str = ""
     dtype: str = "float64"  # the dtype the check computes in ("float32+float64" when it mixes them)
+    value: Optional[float] = None  # ``measured`` as a number a program can compare (None: not one number)
+    limit: Optional[float] = None  # ``bound`` as a number; holds means value <= limit unless the detail says
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,8 @@ class Result:
     falsifier_measured: Number = ""
     falsifier_detail: str = ""
     error: str = ""
+    measured_value: Optional[float] = None
+    bound_value: Optional[float] = None
 
     @property
     def passed(self) -> bool:
@@ -124,5 +128,5 @@ def run_claim(claim: Claim, ctx: Context) -> Result:
         falsifier_caught=caught, profile=ctx.profile, device=ctx.device, dtype=out.dtype,
         seconds=round(time.perf_counter() - start, 3), seed=ctx.seed, detail=out.detail,
         falsifier=claim.falsifier_statement, falsifier_measured=fals.measured, falsifier_detail=fals.detail,
-        error="; ".join(e for e in (err, ferr) if e),
+        error="; ".join(e for e in (err, ferr) if e), measured_value=out.value, bound_value=out.limit,
     )

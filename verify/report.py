@@ -79,10 +79,20 @@ def print_report(results: Sequence[Result], console: Console, title: str) -> Non
     console.print(f"[{style}]{passed}/{len(results)} claims hold with their falsifiers caught[/{style}]")
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("qstr-toolkit")
+    except PackageNotFoundError:  # running from a checkout that was never installed
+        return "unknown"
+
+
 def environment() -> dict:
     import torch
 
-    env = {"python": platform.python_version(), "torch": torch.__version__, "platform": platform.platform()}
+    env = {"qstr-toolkit": _version(), "python": platform.python_version(), "torch": torch.__version__,
+           "platform": platform.platform()}
     if torch.cuda.is_available():
         env["cuda_device"] = torch.cuda.get_device_name()
     return env

@@ -40,10 +40,12 @@ def test_verify_json(tmp_path, capsys):
     assert main(["verify", "--only", "lemma-40", "data-model", "--json", str(path)]) == 0
     records = json.loads(path.read_text())
     assert [r["id"] for r in records] == ["lemma-40", "data-model"]
-    keys = {"id", "ref_seed", "ref_conference", "statement", "measured", "bound", "holds",
-            "falsifier_caught", "profile", "device", "seconds"}
+    keys = {"id", "ref_seed", "ref_conference", "statement", "measured", "bound", "measured_value", "bound_value",
+            "holds", "falsifier_caught", "passed", "profile", "device", "dtype", "seconds", "seed", "detail",
+            "falsifier", "falsifier_measured", "falsifier_detail", "error", "env"}
     for r in records:
-        assert keys <= set(r)
+        assert set(r) == keys  # exactly the keys README.md and docs/formats.md list
+        assert {"qstr-toolkit", "python", "torch", "platform"} <= set(r["env"])
         assert r["holds"] is True and r["falsifier_caught"] is True
         assert r["profile"] == "quick" and r["device"] == "cpu"
     out = capsys.readouterr().out

@@ -60,6 +60,7 @@ def _export(ctx: Context, slip=None) -> Outcome:
         worst = max(worst, *errs.values())
         rows.append(f"{name}: " + ", ".join(f"{k} {e:.2g}" for k, e in errs.items()) + f" ({rnd.term:.2g} allowed)")
     return Outcome(measured=f"max |y_export - y_built| = {worst:.2g}", bound="<= rounding", holds=ok,
+                   value=worst,
                    detail=f"B={B}, N={EX_N}, saved and reloaded with weights_only=True; " + "; ".join(rows))
 
 

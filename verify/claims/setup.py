@@ -60,7 +60,7 @@ def _assumption3(ctx: Context) -> Outcome:
     worst = max(mu for _, mu, _, _ in rows)
     detail = "; ".join(d for *_, d in rows) + f"; {_coherence_rounding(books[0])}"
     return Outcome(measured=f"mu = {worst:.4f}, max | ||w||^2 - 1 | = {max(o for _, _, o, _ in rows):.2g}",
-                   bound="mu <= 0.5, unit rows", holds=all(h for h, *_ in rows), detail=detail,
+                   bound="mu <= 0.5, unit rows", holds=all(h for h, *_ in rows), detail=detail, value=worst, limit=0.5,
                    dtype=str(books[0].omega.dtype).replace("torch.", ""))
 
 
@@ -162,6 +162,7 @@ def _assumption1(ctx: Context, scale: float = 1.0) -> Outcome:
                     f"MC/closed = {', '.join(f'{mx / ex:.3f}' for (_, mx, _), ex in zip(rep.per_order, exact))}")
     worst = max(float(r.split("C_x = ")[1].split(" ")[0]) for r in rows)
     return Outcome(measured=f"C_x = {worst:.4f}", bound="<= 1, MC within 5% of closed form", holds=ok,
+                   value=worst, limit=1.0,
                    detail=f"{B} prompts x 64 tokens per d; " + "; ".join(rows))
 
 
@@ -224,6 +225,7 @@ def _assumption2(ctx: Context, links=None) -> Outcome:
             ok = ok and tol.within(err, 0.0)
             rows.append(f"{name} exact net: max |net - g| = {err:.2g} (rounding {tol.term:.2g})")
     return Outcome(measured=f"max deviation {worst:.2f} se", bound="<= 6 se; exact nets = g", holds=ok,
+                   value=worst, limit=6.0,
                    detail=f"q={q}, d={d}, {n} draws; " + "; ".join(rows))
 
 
@@ -271,6 +273,7 @@ def _lemma12(ctx: Context, union_bound: bool = True) -> Outcome:
     worst = float(x.norm(dim=-1).max())
     r_x = lemma12_radius(d, n, N) if union_bound else math.sqrt(3 * math.e * d)
     return Outcome(measured=f"max ||x_j|| = {worst:.3f}", bound=f"<= r_x = {r_x:.3f}", holds=worst <= r_x,
+                   value=worst, limit=r_x,
                    detail=f"n={n} prompts x N={N} tokens, d={d}, C_x=1; slack r_x / max = {r_x / worst:.2f}")
 
 
