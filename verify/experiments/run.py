@@ -136,10 +136,22 @@ def train_points(pts: Sequence[Point], *, device, dtype, report: Callable[..., N
 _QUEUE = None
 
 
-def _init_worker(queue, threads: int) -> None:
+def _init_worker(queue, threads: int, parent: Optional[int] = None) -> None:
     global _QUEUE
     _QUEUE = queue
     torch.set_num_threads(threads)
+    if parent is not None:
+        import threading
+
+        threading.Thread(target=_exit_when_orphaned, args=(parent,), daemon=True).start()
+
+
+def _exit_when_orphaned(parent: int, every: float = 0.5) -> None:
+    """A worker whose parent died (e.g. ``kill -9`` of ``qstr reproduce``) is re-parented; it stops
+    instead of training on for nobody."""
+    while os.getppid() == parent:
+        time.sleep(every)
+    os._exit(1)
 
 
 def _train_in_worker(pts, stack: int, device, dtype, train_kw) -> None:
@@ -230,7 +242,7 @@ def _run_parallel(stacks, jobs: int, report, *, device, dtype, train_kw) -> None
 
     ctx = multiprocessing.get_context("spawn")
     q = ctx.Queue()
-    pool = ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker, initargs=(q, 1))
+    pool = ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker, initargs=(q, 1, os.getpid()))
     try:
         futures = [pool.submit(_train_in_worker, pts, i, torch.device(device), dtype, train_kw)
                    for i, pts in enumerate(stacks)]
