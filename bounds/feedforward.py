@@ -1,31 +1,6 @@
-"""Theorem 6 (seed numbering; Theorem 9 of the conference version): FFNs need n >= N d samples.
-
-**Setting (Section 4).** simple-1STR: x = vec(x_1, ..., x_N) ~ N(0, I_{N d}), one index
-t ~ Unif[N] per prompt, label y_i = y = <u, x_t> at every position i, u uniform on the unit
-sphere S^{d-1}. An FFN applies a first layer W in R^{m x N d} to vec(x); everything after it
-(and any encoding of t) is arbitrary. Algorithms of Definition 5 (stationary points of a
-weight-decayed empirical risk, lambda > 0, or min-norm eps-ERM) return a W whose rows lie in
-span(x^(1), ..., x^(n)) of the n training inputs.
-
-**Statement (Theorem 6).** If n < N d, then with probability 1 over the training set
-    E_u[R(W, rest)] >= 1 - n / (N d)
-for every algorithm of Definition 5 and every width: :func:`risk_floor`.
-
-**Argument (Appendix B; docs/derivations/theorem6.md).** Let V in R^{r x N d} (r <= n) have
-orthonormal rows spanning the training inputs, and let P_t u in R^{N d} be u placed in block t
-(P_t u = e_t kron u). The FFN output depends on x only through W x = (W V^T)(V x), so its risk is
-at least that of the best predictor that sees u, t and V x. Since y = <P_t u, x> and x is
-Gaussian, x = V^T (V x) + (I - V^T V) x with the second part independent of V x, so
-
-    E[y | V x, u, t] = <V P_t u, V x>,     Var(y | V x, u, t) = ||(I - V^T V) P_t u||^2.
-
-Averaging: E_u[u u^T] = I_d / d gives E_u ||(I - V^T V) P_t u||^2 = 1 - ||V_{:, block t}||_F^2 / d,
-and the mean over t is 1 - ||V||_F^2 / (N d) = 1 - r / (N d); r = n with probability 1.
-
-This module evaluates the floor in closed form, estimates the Bayes risk given V by Monte Carlo
-(with a confidence interval; :func:`mc_bayes_risk`, :func:`mc_bayes_risk_from_training`), gives
-the exact floor for one fixed u (:func:`floor_for_direction`) and the span distance of a first
-layer (:func:`span_distance`). Everything runs in float64 on the generator's device.
+"""Theorem 6 (seed numbering; conference Theorem 9): an FFN trained by an algorithm of Definition 5 has
+risk >= 1 - n/(N d) on simple-1STR -- the floor in closed form, the Bayes risk given the span by
+Monte Carlo, span distances. Derivation: docs/derivations/theorem6.md.
 """
 from __future__ import annotations
 

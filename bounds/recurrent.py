@@ -1,54 +1,6 @@
-"""RNN bounds: Prop 8 (width / norm lower bounds), Theorem 9 (memorising crossover), Theorem 7 (upper bound).
-
-Numbering: seed (arXiv v1) first, conference in brackets. Every constant is
-derived in ``docs/derivations/rnn-lower-bounds.md``; this docstring is the summary.
-
-**Prop 8 [conf. Prop 6] via Prop 35.** General 1STR (q = 1), y_i = <u, x_{t_i}>. The RNN's
-prediction at position i is F(w, z_i) with w = U_fwd h_fwd_i + U_bwd h_bwd_i, ||h|| <= r_h per
-direction, and F(., z) lambda-Lipschitz with lambda = L / r_h. Draw M prompts that share x_i.
-Their answer vectors g^(m) = (<u, x^(m)_k>)_{k in [N]} differ by 2 chi^2_{N-1}-distributed
-squared norms, so (Chernoff, a = 1 - gamma)
-
-    P(||g^(m) - g^(m')||^2 < 2 a (N - 1)) <= exp(-(N - 1) I(a)),   I(a) = (a - 1 - ln a) / 2,
-
-and M = floor(exp((N - 1) I / 2)) prompts are pairwise separated with probability >= 1/2.
-A prompt is *good* if its conditional error (1/N) sum_k (F(w, z_i(k)) - g_k)^2 <= K c; for the
-best shared x_i a fraction >= 1 - 1/K are good (Markov on R_i <= c), and Hoeffding leaves
-M' = ceil((1 - 1/K) M / 2) good prompts with probability >= 1 - exp(-M (1 - 1/K)^2 / 2). For two
-good prompts the triangle inequality and the Lipschitz bound give
-
-    ||w - w'|| >= s~ / lambda,   s~ = sqrt(2 a (N - 1) / N) - 2 sqrt(K c)    (needs s~ > 0),
-
-so M' points with separation s~ r_h / L lie in a ball of radius sqrt 2 ||U||_op r_h inside a
-subspace of dimension <= 2 d_h. Lemma 41 (volume: an s-packing of a radius-rho ball of R^D has
-at most (1 + 2 rho / s)^D points) gives, with UL = ||U||_op L:
-
-    width:  d_h >= ln M' / (2 ln(1 + 2 sqrt2 UL / s~))                     (rigorous)
-    norm:   UL  >= (s~ / (2 sqrt 2)) (exp(ln M' / (2 d_h)) - 1)          (rigorous)
-    paper:  UL  >= (s~ / sqrt 2) sqrt(ln M' / (C_M ln(4 d_h + 1)))        (NOT certified, C_M = 8)
-
-The paper's sqrt(N / log d_h) norm bound rests on a Maurey-type packing bound
-ln P(eps) <~ eps^-2 ln D for the Euclidean ball *in the Euclidean metric*, which is false for
-eps < sqrt 2 (e^{D/16} random unit vectors are pairwise >= 1 apart); see the derivation note
-and :func:`euclidean_packing_counterexample` (``bounds.packing.maurey_violation_dimension`` gives
-the dimension from which it is provably false). It is provided as
-:func:`prop8_norm_lower_bound_paper` with Lemma 41's Maurey constant for the l1 ball,
-ln M <= (8 / eps^2) ln(2D + 1) (``bounds.packing.maurey_simple_bound``), applied where it does not
-hold, and is always labelled uncertified. The volume bound comes from ``bounds.packing``.
-
-**Theorem 9 [conf. Thm 7].** A depth-L_y output net whose state columns are U is Lipschitz in
-the state with constant <= prod ||W_l||_op, so AM-GM turns a lower bound UL >= kappa into
-||vec theta||^2 >= L_y (kappa / r_h)^{2 / L_y}. The memoriser of Lemma 36 has ||vec||^2 <=
-L_y ((144/pi)(5 + pi/72) K_y)^{1/L_y} n^{(L_y + 4)/L_y} (= C36 sqrt(K_y) n^3 for L_y = 2), so
-min-norm ERM prefers it while n < n*(N): with the paper's kappa ~ sqrt(N / ln d_h),
-n* ~ (N / ln d_h)^{1 / (L_y + 4)} (N^{1/6} at L_y = 2; the brief's N^{1/3} is the idealised
-||theta||^2 ~ N of a single factor).
-
-**Theorem 7 [conf. Thm 5].** Explicit constrained-ERM bound for simple-qSTR over the RNN class
-that contains an exact four-layer construction (``prop28_layers``), with N entering only through
-r_x = sqrt(3 C_x e d ln(nN)), d_e = ceil(8 ln(N^2 / delta)), and a factor (N - 1) inside a
-logarithm (perturbations of the transitions accumulate additively through the 1-Lipschitz
-projection): :func:`theorem7_bound`, :func:`theorem7_sample_size`.
+"""RNN bounds: Prop 8 (width and norm lower bounds via Prop 35; seed numbering, conference Prop 6),
+Theorem 9 (the memorising crossover n*(N); conf. Thm 7) and Theorem 7 (the explicit upper bound;
+conf. Thm 5). Statements, constants and the uncertified Maurey step: docs/derivations/rnn-lower-bounds.md.
 """
 from __future__ import annotations
 

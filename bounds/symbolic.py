@@ -1,22 +1,6 @@
-"""Sympy forms of the Theorem 4 bound and asymptotic checks of its N-dependence.
-
-Theorem 4 (seed; conference Thm 3) as derived in ``docs/derivations/theorem4.md``. Everything
-here is a *second, independent transcription* of the formulas in that note (not a wrapper of
-``bounds.transformer``), so agreement between the two is a real check.
-
-* :func:`bound_expr` -- the exact bound as a sympy expression in the symbols ``n`` and ``N``
-  (other parameters numeric, as exact rationals). Equal to ``theorem4_bound(n, N, p).total``.
-* :func:`sample_size_from_expr` -- the sample size read off :func:`bound_expr` with mpmath
-  (bracketing + bisection), to cross-check ``theorem4_sample_size``.
-* :func:`majorant_terms` / :func:`majorant_expr` -- a smooth upper bound of the bound (every
-  ``Max``, ``ceiling`` and the ``(N - 1)`` inside a logarithm replaced by something larger), whose
-  limits sympy's Gruntz algorithm evaluates quickly after the substitution N = e^u.
-* :func:`polylog_certificate` -- lim_{N -> oo} of the majorant at n = Lam (ln N)^k. If it equals
-  4 eps_2NN (< any target above the floor), the Theorem 4 sample size is <= Lam (ln N)^k for all
-  large N: a proof by sympy limits that n(N) = O((ln N)^k). Holds for k = 5, not k = 4.
-* :func:`leading_sample_size_expr` -- the leading asymptotic form n(N) ~ Lam* (ln N)^4 ln ln N.
-* :func:`limit_ratio`, :func:`polylog_degree` -- lim expr / (ln N)^k and the smallest integer k
-  for which it is finite: 5 for the Transformer, none for the FFN's N d.
+"""Sympy forms of the Theorem 4 bound (seed; conference Thm 3), transcribed independently of
+``bounds.transformer`` so agreement is a real check, and the sympy-limit certificate that its
+sample size is O((ln N)^5). Derivation: docs/derivations/theorem4.md.
 """
 from __future__ import annotations
 

@@ -1,39 +1,6 @@
-"""Interpolating networks of Theorem 9 (Lemmas 36-38) and the generalising RNN they compete with.
-
-Numbering: seed (arXiv v1) = conference for Lemmas 36-38; Theorem 9 [conf. Thm 7], Prop 8
-[conf. Prop 6]. Every constant below is derived in ``docs/derivations/interpolation.md``.
-
-* **Lemma 37** (:func:`separating_direction`, :func:`lemma37_events`). For n i.i.d.
-  x^(j) ~ N(0, I_D) and v uniform on the unit sphere (independent of x), every
-  <v, x^(i) - x^(j)> is exactly N(0, 2), so P(|.| < eps) <= eps / sqrt(pi); a union bound over
-  the n(n-1)/2 pairs with eps_n = sqrt(pi) / (3 n^2) fails with probability <= (n-1)/(6n) < 1/6,
-  and Markov on ||z||^2 (z_j = <v, x^(j)>, E||z||^2 = n) gives P(||z||^2 > 2n) <= 1/2. Both
-  events hold with probability >= 1 - 1/6 - 1/2 = 1/3 (jointly over x and v).
-  :func:`separating_direction` draws v with an explicit generator until the *certified* gap
-  (float64 gap minus a rigorous rounding allowance) is >= eps_n and ||z||^2 <= 2n.
-* **Lemma 38** (:func:`interpolate_sorted`). Sorted scalars z_1 < ... < z_n with gaps >= eps
-  and labels y are interpolated exactly by f(z) = sum_k a_k relu(z - c_k), c_1 = z_1 - eps,
-  c_k = z_{k-1}: a telescoping sum of slopes. ||a||^2 <= 16 ||y||^2 / eps^2 (derived, tight), and
-  rescaling (w, b) -> tau (w, b), a -> a / tau (ReLU homogeneity) with tau^4 = ||a||^2 / ||(w, b)||^2
-  brings ||a||^2 + ||(w, b)||^2 down to 2 ||a|| ||(w, b)|| without changing the function.
-* **Lemma 36** (:func:`interpolate_points`). Compose: W = tau w v^T, b = -tau c, a = a / tau. The
-  certified bound is ||vec||^2 <= 2 sqrt(16 ||y||^2 / eps_n^2 * (n + 2 ||z||^2 + 2 eps_n^2))
-  <= C36 n^{5/2} ||y|| with C36 = 2 sqrt((144/pi)(5 + pi/72)) ~= 30.41, hence O(n^3) when
-  ||y||^2 = O(n) (Markov: ||y||^2 <= K n with probability >= 1 - 1/K).
-* **Theorem 9's memoriser** (:func:`memorising_rnn`). A :class:`DeepTransitionBiRNN` whose
-  transitions are zero (the state is never used: U = 0) and whose output net f_y reads only
-  the x-block of z_i through Lemma 36. With ``position=i`` it memorises the labels y_i^(j) of
-  the n training prompts at that one position: the point-wise empirical risk of Theorem 9 is 0
-  and ||vec||^2 = O(n^3) with no N anywhere (the inputs x_i^(j) are n i.i.d. N(0, I_d) points
-  whatever N is). With ``position="all"`` it memorises all n N labels by treating the n N
-  tokens as points; that is exact too but its norm is O((nN)^3): labels at every position
-  cannot be memorised N-free this way (see the derivation note).
-* **The generalising RNN** (:func:`slot_memory_rnn`). An exact RNN for general 1STR (q = 1):
-  the forward state stores every earlier token in its own block (d_h = N d), the backward
-  state every later one, and f_y reads block t_i through a gate on omega_{t_i}. It has zero
-  error on every prompt whose tokens lie in the r_x-ball, and its Prop 8 quantities
-  (d_h = N d, ||U||_op = 1, L = sqrt 2 r_h, r_h = sqrt(N-1) r_x) grow with N as Prop 8 says
-  they must.
+"""Interpolating networks of Theorem 9 (Lemmas 36-38: separating direction, sorted interpolation,
+the memorising RNN) and the generalising slot-memory RNN they compete with (Prop 8's quantities).
+Derivation of every constant: docs/derivations/interpolation.md.
 """
 from __future__ import annotations
 

@@ -1,38 +1,6 @@
-"""The RNN constructions of Section 5 / Appendix B: the four-layer transition (Prop 26), its
-state guarantee (Cor 27) and the end-to-end bidirectional RNN for simple-qSTR (Prop 28).
-
-Numbering: the seed text (arXiv v1); the conference version uses the same numbers here.
-Derivation of every constant: ``docs/derivations/rnn-transition.md``.
-
-**The transition.** On u = (h, z), h in R^{q d} (ignored: its columns of W1 are zero) and
-z = (x_i, omega_i, omega_{t_1}, ..., omega_{t_q}) (``constructions.layout.token_layout``),
-
-    f(u) = W4 relu(W3 relu(W2 relu(W1 u + b1) + b2) + b3)  in R^{q d} (q blocks of size d)
-
-targets Psi(x_i, t, i)_l = x_i 1[t_l = i] = 2 x_i relu(<omega_i, omega_{t_l}> - 1/2):
-
-1. hidden layer 1 (named blocks ``x+``, ``x-``, ``sum{l}``, ``diff{l}``): relu(+-x) (the exact
-   identity) and the ReLU units of the interpolant S of z^2 at a = omega_ij + omega_{t_l j}
-   and b = omega_ij - omega_{t_l j}, so that s_hat_l = sum_j (S(a_j) - S(b_j)) / 4 is the sum
-   of the Lemma 22 products omega_ij omega_{t_l j};
-2. hidden layer 2 (``gate{l}.x``, ``gate{l}.s``): the Lemma 24 gate 2 x relu(s_hat_l - 1/2),
-   band construction of ``constructions.relu.gate_gadget`` (units shared over the d coordinates);
-3. hidden layer 3 and W4 (``st+``, ``st-``): the soft threshold relu(G - b) - relu(-G - b),
-   with b the certified bound on the gate at non-target positions, so the transition outputs
-   *exactly* 0 there, and is within ``eps`` of x_i (sup norm per block) at targets.
-
-**The RNN.** Hidden state q blocks of size d; h_fwd_{i+1} = P(h_fwd_i + f(h_fwd_i, z_i)) and
-h_bwd_{i-1} = P(h_bwd_i + f(h_bwd_i, z_i)) with the same f (Psi is symmetric in direction),
-P the projection on the r_h ball, r_h = sqrt(q)(r_x + sqrt(d) eps). Output (Prop 28)
-y_i = g_net(h_fwd_i + h_bwd_i + f(z_i)) through a five-layer ReLU net (the gate computation is
-repeated inside it, the states pass through exact identities). Loaded into
-``constructions.models.DeepTransitionBiRNN`` by :meth:`RNNConstruction.module`.
-
-**The scan.** f does not read h, so f(z_i) can be computed for all i at once; when every
-partial sum stays in the r_h ball the projection is the identity and the states are
-(exclusive) prefix sums of the f(z_i). :func:`projected_prefix` computes them chunk by chunk
-with ``cumsum`` and *checks* the ball condition; a chunk where it fails is redone by the
-literal projected recurrence, so the result is always the RNN's, scan or not.
+"""The RNN constructions of Section 5 / Appendix B: the four-layer transition (Prop 26), its state
+guarantee (Cor 27), the bidirectional RNN for simple-qSTR (Prop 28) and its prefix-sum scan, in
+named blocks. Derivation of every constant: docs/derivations/rnn-transition.md.
 """
 from __future__ import annotations
 
