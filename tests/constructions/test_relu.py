@@ -1,5 +1,5 @@
 """Certified ReLU gadgets (constructions/relu.py): identity, soft threshold, Lemma 22 products,
-Lemma 24 gate. Certificates: exact at knots, attained at midpoints, never exceeded on dense grids."""
+Lemma 24 gate, interpolants, the square and squared-norm nets. Certificates: exact at knots, attained at midpoints, never exceeded on dense grids."""
 import math
 
 import pytest
@@ -12,12 +12,15 @@ from qstr.constructions.relu import (
     gate_gadget,
     gate_target,
     identity_gadget,
+    interpolant,
     product_error,
     product_gadget,
     soft_threshold,
     soft_threshold_gadget,
+    sqnorm_net,
     square_interp,
     square_units,
+    square_net,
 )
 
 F64 = torch.float64
@@ -177,3 +180,36 @@ def test_derivation_identities_with_sympy():
     # band pair at the band midpoint (u = 1/2, c = 0) with x = r: theta = 1, error 2 delta r (1 - 1/2) = r delta
     r, delta = sp.symbols("r delta", positive=True)
     assert sp.simplify(2 * delta * r * (1 - sp.Rational(1, 2)) - r * delta) == 0
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.floats(0.5, 8.0), st.integers(2, 60))
+def test_square_net_error_is_exactly_h2_over_4(R, knots):
+    net, err = square_net(R, knots)
+    h = 2 * R / (knots - 1)
+    assert err == pytest.approx(h * h / 4)
+    # the interpolant is exact at knots and worst at midpoints: sup error attained
+    grid = torch.linspace(-R, R, knots, dtype=torch.float64)
+    mids = (grid[1:] + grid[:-1]) / 2
+    assert torch.allclose(net(grid.reshape(-1, 1, 1)), grid ** 2, atol=1e-9)
+    assert torch.allclose(net(mids.reshape(-1, 1, 1)) - mids ** 2, torch.full_like(mids, err), atol=1e-9)
+    dense = torch.linspace(-R, R, 20001, dtype=torch.float64)
+    assert float((net(dense.reshape(-1, 1, 1)) - dense ** 2).abs().max()) <= err + 1e-9
+
+
+def test_interpolant_of_abs_is_exact():
+    net = interpolant(torch.abs, torch.tensor([-2.0, 0.0, 3.0]))
+    z = torch.linspace(-5, 5, 101, dtype=torch.float64)
+    assert torch.allclose(net(z.reshape(-1, 1, 1)), z.abs(), atol=1e-12)  # linear extension matches |z|
+    with pytest.raises(ValueError, match="strictly increasing"):
+        interpolant(torch.abs, torch.tensor([1.0, 0.0]))
+
+
+@pytest.mark.parametrize("q, d, H", [(3, 1, 2), (2, 4, 1), (2, 3, 2)])
+def test_sqnorm_net_certified(q, d, H, gen):
+    net, err = sqnorm_net(q, d, H, R=4.0, knots=41)
+    x = (torch.rand(4000, H, d, generator=gen, dtype=torch.float64) * 8 - 4)
+    want = ((x ** 2).sum(-1) - d).sum(-1) / math.sqrt(q * d)
+    got = net(x)
+    assert float((got - want).abs().max()) <= err + 1e-9
+    assert float((got - want).abs().max()) >= 0.5 * err  # the certificate is not loose by much
