@@ -1,7 +1,7 @@
 """The floating-point rounding term added to the bounds the claims check on computed numbers.
 
-The issue asks that "Float32 rounding is accounted for in every bound that a GPU run checks
-(state the rounding term in the claim's detail)"; every claim builds its term here.
+Every bound a claim checks on computed numbers (float32 on a GPU, float64 on the CPU) gets its
+rounding term from here, and the claim states it in its detail.
 
 Model (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., Lemma 3.1 and
 section 3.1): a sum or dot product of n terms computed in floating point, in any order, is
