@@ -7,9 +7,13 @@ import math
 import numpy as np
 import torch
 
+import dataclasses
+
 from qstr.bounds.symbolic import N as sym_N
+from qstr.bounds.symbolic import bound_expr
+from qstr.bounds.symbolic import n as sym_n
 from qstr.bounds.symbolic import ffn_sample_size_expr, polylog_certificate, polylog_degree
-from qstr.bounds.transformer import (Theorem4Params, ffn_sample_size, few_heads_floor_per_position, loglog_slope,
+from qstr.bounds.transformer import (Theorem4Params, ffn_sample_size, theorem4_bound, few_heads_floor_per_position, loglog_slope,
                                 theorem4_sample_size)
 from qstr.bounds.attention import lemma11, lemma12_radius, sparse_average_head
 from qstr.constructions.attention import lemma11_adversarial_prompt, place_block
@@ -343,12 +347,36 @@ def _slopes_claim(fn, label: str, symbolic: str, polylog: bool) -> Outcome:
                           f"closed form in numpy/sympy float64 (no tensors, no device), compared without rounding term")
 
 
-def _thm4(ctx: Context) -> Outcome:
+THM4_AGREE_POINTS = ((10 ** 2, 16), (10 ** 4, 16), (10 ** 6, 1024), (10 ** 9, 2 ** 20), (10 ** 12, 2 ** 16))
+THM4_AGREE_RTOL = 1e-9
+
+
+def thm4_agreement(params: Theorem4Params, points=THM4_AGREE_POINTS, bound=None) -> float:
+    """Largest relative gap between the numeric bound (``theorem4_bound``, or ``bound``) and the sympy
+    expression (``bound_expr``, 30 digits) over (n, N) in ``points`` and q in (params.q, params.q + 2)."""
+    bound = bound or (lambda nv, Nv, P: theorem4_bound(nv, Nv, P).total)
+    gap = 0.0
+    for q in (params.q, params.q + 2):
+        P = dataclasses.replace(params, q=q)
+        expr = bound_expr(P)
+        for nv, Nv in points:
+            exact = float(expr.subs({sym_n: nv, sym_N: Nv}).evalf(30))
+            gap = max(gap, abs(bound(nv, Nv, P) - exact) / abs(exact))
+    return gap
+
+
+def _thm4(ctx: Context, bound=None) -> Outcome:
     params = Theorem4Params.default()
     cert = polylog_certificate(params, k=5)
-    return _slopes_claim(lambda N: theorem4_sample_size(THM4_TARGET, N, params), "Theorem 4 n(N)",
-                         f"sympy: n = O(log^{cert.k} N)" if cert.proves_polylog else "sympy: no polylog certificate",
-                         cert.proves_polylog)
+    out = _slopes_claim(lambda N: theorem4_sample_size(THM4_TARGET, N, params), "Theorem 4 n(N)",
+                        f"sympy: n = O(log^{cert.k} N)" if cert.proves_polylog else "sympy: no polylog certificate",
+                        cert.proves_polylog)
+    gap = thm4_agreement(params, bound=bound)
+    agree = gap <= THM4_AGREE_RTOL
+    return Outcome(measured=f"{out.measured}; numeric vs sympy bound rel gap {gap:.1e}",
+                   bound=f"{out.bound}; gap <= {THM4_AGREE_RTOL:g}", holds=out.holds and agree,
+                   detail=f"{out.detail}; numeric theorem4_bound vs sympy bound_expr at (n, N) in "
+                          f"{list(THM4_AGREE_POINTS)}, q in (2, 4): largest relative gap {gap:.2e}")
 
 
 def _thm4_falsifier(ctx: Context) -> Outcome:
