@@ -310,3 +310,15 @@ def test_cuda_paths():
     t = torch.randint(8, (3, 8, 1), generator=g, device="cuda")
     with torch.no_grad():
         assert float((slot(rnn_encoding(xx, t, omega)) - xx[torch.arange(3, device="cuda")[:, None], t[..., 0], 0]).abs().max()) <= 1e-9
+
+
+def test_lemma38_alternating_labels_ratio_is_16n_minus_22_over_16n():
+    from qstr.constructions.interpolation import C38_A, interpolate_sorted
+
+    assert C38_A == 16.0
+    eps = 0.05
+    for n in (8, 128):
+        z = torch.arange(n, dtype=torch.float64) * eps
+        y = torch.tensor([(-1.0) ** k for k in range(n)], dtype=torch.float64)
+        net = interpolate_sorted(z, y, eps * (1 - 1e-9))
+        assert net.a_norm2 / net.a_bound == pytest.approx((16 * n - 22) / (16 * n), rel=1e-6)

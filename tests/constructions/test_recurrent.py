@@ -308,3 +308,48 @@ def test_scan_at_1e6_on_cuda():
     assert bool((st.h_fwd[tf == 0] == 0).all()) and bool((st.h_bwd[tb == 0] == 0).all())
     assert float((st.h_fwd - tf).abs().max()) <= c.guarantee.state_eps
     assert float((st.h_bwd - tb).abs().max()) <= c.guarantee.state_eps
+
+
+def test_saved_state_reloaded_runs_the_gated_model_on_a_rotated_code():
+    """torch.save -> torch.load(weights_only=True) -> module_from_state computes predict exactly, and
+    on a rotated code (approximate products) the error is a real fraction of Prop 28's bound."""
+    import io
+
+    book = rs_hadamard_codebook(64, dtype=torch.float64)
+    Q, _ = torch.linalg.qr(torch.randn(book.d_e, book.d_e, generator=torch.Generator().manual_seed(3), dtype=torch.float64))
+    book = Codebook(book.omega @ Q, book.mu, "custom", {"rotated": book.kind, "seed": 3})
+    link = make_link("teacher", 2, 3, generator=torch.Generator().manual_seed(280))
+    c = build_rnn(book, 3, link.two_layer_net(), eps=0.1, r_x=token_radius(3, 64 * 16))
+    assert c.transition.guarantee.eps <= 0.1
+    p = QSTR(N=64, d=3, link=link, variant="simple").sample(4, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    x = clip_to_ball(p.x, c.guarantee.r_x)
+    buf = io.BytesIO()
+    torch.save(rnn_state(c), buf)
+    buf.seek(0)
+    m = module_from_state(torch.load(buf, weights_only=True))
+    with torch.no_grad():
+        y = m(c.encode(x, p.t))
+        assert float((y - c.predict(x, p.t)).abs().max()) <= 1e-9
+        err = float((y - link(gather_tokens(x, p.t))).abs().max())
+    assert 1e-3 * c.guarantee.prediction_error < err <= c.guarantee.prediction_error
+
+
+def test_module_projects_onto_the_r_h_ball_like_the_scan():
+    import copy
+
+    book = rs_hadamard_codebook(64, dtype=torch.float64)
+    link = make_link("teacher", 2, 3, generator=torch.Generator().manual_seed(270))
+    c = build_rnn(book, 3, link.two_layer_net(), eps=0.1, r_x=token_radius(3, 64))
+    p = QSTR(N=64, d=3, link=link, variant="simple").sample(2, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    x = clip_to_ball(p.x, c.guarantee.r_x)
+    t0 = p.t[0, 0]
+    x[0, t0] = x[0, t0] / x[0, t0].norm(dim=-1, keepdim=True) * c.guarantee.r_x
+    small = copy.copy(c)
+    small.r_h = 0.5 * math.sqrt(2) * c.guarantee.r_x
+    m = small.module()
+    assert m.r_h == small.r_h
+    with torch.no_grad():
+        hf, hb = m.states(c.encode(x, p.t))
+    st = c.states(x, p.t, r_h=small.r_h)
+    assert st.projection_active > 0
+    assert float((hf - st.h_fwd).abs().max()) <= 1e-9 and float((hb - st.h_bwd).abs().max()) <= 1e-9

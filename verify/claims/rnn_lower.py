@@ -109,6 +109,9 @@ def _lemma38_case(n: int, g: torch.Generator, eps: float, squeeze: bool):
     return z, y, interpolate_sorted(z, y, eps * (1 - 1e-9), check_gaps=not squeeze)
 
 
+L38_TIGHT_TOL = 1e-6  # the alternating-label ratio must equal (16n - 22)/(16n) this closely
+
+
 def _lemma38(ctx: Context, squeeze: bool) -> Outcome:
     """Exact interpolation (float64, 1e-9), ||a'||^2 <= 16 ||y||^2 / eps^2, rebalancing keeps f, tightness."""
     ns = ctx.pick(quick=(2, 8, 32, 128), full=(2, 8, 32, 128, 512, 2048))
@@ -134,9 +137,12 @@ def _lemma38(ctx: Context, squeeze: bool) -> Outcome:
         y = torch.tensor([(-1.0) ** k for k in range(n)], dtype=torch.float64, device=ctx.device)
         net = interpolate_sorted(z, y, eps * (1 - 1e-9))  # float gaps of arange * eps may be an ulp short
         ratio = net.a_norm2 / net.a_bound
-        ok &= net.max_error <= max(1e-9, net.rounding) and _ratio_rounding(n).within(ratio, 1.0)
+        tight = (16 * n - 22) / (16 * n)  # the exact value for alternating labels at gaps eps
+        ok &= (net.max_error <= max(1e-9, net.rounding) and _ratio_rounding(n).within(ratio, 1.0)
+               and abs(ratio - tight) <= L38_TIGHT_TOL * tight)
         worst_ratio = max(worst_ratio, ratio)
-        parts.append(f"alternating n={n}: ||a'||^2/bound {ratio:.3f} (tight: -> 1)")
+        parts.append(f"alternating n={n}: ||a'||^2/bound {ratio:.6f} vs (16n - 22)/(16n) = {tight:.6f} "
+                     f"(to within {L38_TIGHT_TOL:g}, relative)")
     parts.append(f"||a'||^2/bound: {_ratio_rounding(ns[-1])}; interpolation error: the Higham bound above (or 1e-9)")
     label = "gap eps/100 inside data built for eps" if squeeze else "gaps >= eps"
     return Outcome(measured=f"max err {worst_err:.1e}; ||a'||^2/bound <= {worst_ratio:.3f}",
@@ -511,6 +517,10 @@ def _thm9(ctx: Context, simple: bool) -> Outcome:
         mem_ok = rnd.within(gu.norm2, memoriser_norm2_bound(n, depth=T9_DEPTH, K_y=K_Y)) or float(y[:, 5] @ y[:, 5]) > K_Y * n
         ok = ok and mem_ok if not simple else ok
         parts.append(f"memoriser n={n}: ||vec||^2 {gu.norm2:.3g} <= C n^3 = {C * n ** 3:.3g} ({rnd})")
+    # the crossover rests on memoriser_norm2_bound; at depth 2 it must be Lemma 36's C n^3 exactly
+    ident = max(abs(memoriser_norm2_bound(n, depth=T9_DEPTH, K_y=K_Y) / (C * n ** 3) - 1) for n in (2, 8, 64, 1000, 10 ** 6))
+    ok = ok and ident <= 1e-9 if not simple else ok
+    parts.append(f"memoriser_norm2_bound(n) / (lemma36_constant n^3) - 1: max {ident:.1e} (<= 1e-9)")
     task = "simple-1STR (Prop 28 norm)" if simple else "general 1STR (Prop 8 requirement)"
     return Outcome(measured=f"last slope of n*(N) {last:.3f}", bound=f">= {thr:.3f} (target 1/(L_y+4) = {target:.3f})",
                    holds=ok, detail=f"{task}, L_y = {T9_DEPTH}, c = {P8_C}: " + "; ".join(parts))

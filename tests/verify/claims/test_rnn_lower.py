@@ -27,3 +27,12 @@ def test_answer_vectors():
     t = torch.tensor([1, 2])
     A = rnn_lower._answer_vectors(x, u, t)
     assert torch.equal(A, torch.tensor([[2.0] * 3, [10.0] * 3], dtype=torch.float64))
+
+
+def test_memoriser_bound_is_lemma36_constant_times_n_cubed():
+    from qstr.bounds.recurrent import memoriser_norm2_bound
+    from qstr.constructions.interpolation import lemma36_constant
+
+    for n in (2, 8, 64, 1000):
+        assert abs(memoriser_norm2_bound(n, depth=2, K_y=6.0) / (lemma36_constant(6.0) * n ** 3) - 1) <= 1e-12
+    assert abs(lemma36_constant(6.0) - 74.5) < 0.1
