@@ -52,8 +52,32 @@ class TwoLayerNet:
 
     @property
     def lipschitz(self) -> float:
-        """||a|| ||W||_op, a Lipschitz constant of the net (<= r_a r_w)."""
-        return float(self.a.norm() * torch.linalg.matrix_norm(self.W, ord=2))
+        """A Lipschitz constant of the net (<= ||a|| ||W||_op <= r_a r_w), exact for an affine net.
+
+        Units i, j with (W_j, b_j, a_j) = -(W_i, b_i, a_i) add up to a_i (W_i z + b_i), since
+        relu(t) - relu(-t) = t: such pairs form an affine map with gradient v = sum a_i W_i. The
+        constant is min(||a|| ||W||_op, ||v|| + ||a_rest|| ||W_rest||_op), the rest being the
+        unpaired units; for a net made only of such pairs (the linear link) it is ||v||, exact.
+        """
+        generic = float(self.a.norm() * torch.linalg.matrix_norm(self.W, ord=2))
+        rows = torch.cat([self.W, self.b[:, None], self.a[:, None]], dim=1).detach().cpu()
+        keys = {}
+        for i, r in enumerate(rows):
+            keys.setdefault(r.numpy().tobytes(), []).append(i)
+        paired, used = [], set()
+        for i, r in enumerate((-rows).numpy()):
+            if i in used:
+                continue
+            partners = [j for j in keys.get((r + 0.0).tobytes(), ()) if j != i and j not in used]
+            if partners:
+                paired.append(i)
+                used.update((i, partners[0]))
+        if not paired:
+            return generic
+        v = (self.a[paired, None] * self.W[paired]).sum(0)
+        rest = [k for k in range(self.m) if k not in used]
+        tail = float(self.a[rest].norm() * torch.linalg.matrix_norm(self.W[rest], ord=2)) if rest else 0.0
+        return min(generic, float(v.norm()) + tail)
 
     @property
     def device(self) -> torch.device:

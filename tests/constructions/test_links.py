@@ -101,3 +101,32 @@ def test_bad_links():
         SqNorm(q=2, d=3)(torch.zeros(3, 3))
     with pytest.raises(ValueError, match="NaN"):
         Linear(q=1, d=2, u=torch.tensor([[float("nan"), 1.0]]))
+
+
+def test_linear_link_net_carries_its_exact_lipschitz_constant():
+    """relu(w.z) - relu(-w.z) = w.z: the linear link's net is 1-Lipschitz, not ||a|| ||W||_op = 2."""
+    for q in (1, 2, 5):
+        net = make_link("linear", q, 4, generator=torch.Generator().manual_seed(q)).two_layer_net()
+        generic = float(net.a.norm() * torch.linalg.matrix_norm(net.W, ord=2))
+        assert generic == pytest.approx(2.0)
+        assert net.lipschitz == pytest.approx(1.0, abs=1e-12)
+
+
+def test_paired_lipschitz_stays_an_upper_bound():
+    """Paired units plus unpaired ones: the constant is still >= every measured difference quotient,
+    and never above ||a|| ||W||_op."""
+    from qstr.constructions.links import TwoLayerNet
+    g = torch.Generator().manual_seed(3)
+    W0, b0, a0 = (torch.randn(3, 4, generator=g, dtype=torch.float64), torch.randn(3, generator=g, dtype=torch.float64),
+                  torch.randn(3, generator=g, dtype=torch.float64))
+    Wr, br, ar = (torch.randn(2, 4, generator=g, dtype=torch.float64), torch.randn(2, generator=g, dtype=torch.float64),
+                  torch.randn(2, generator=g, dtype=torch.float64))
+    net = TwoLayerNet(a=torch.cat([a0, -a0, ar]), W=torch.cat([W0, -W0, Wr]), b=torch.cat([b0, -b0, br]))
+    generic = float(net.a.norm() * torch.linalg.matrix_norm(net.W, ord=2))
+    assert net.lipschitz <= generic + 1e-12
+    z1 = torch.randn(4000, 1, 4, generator=g, dtype=torch.float64)
+    z2 = z1 + 1e-3 * torch.randn(4000, 1, 4, generator=g, dtype=torch.float64)
+    quot = (net(z1) - net(z2)).abs() / (z1 - z2).flatten(1).norm(dim=1)
+    assert float(quot.max()) <= net.lipschitz + 1e-9
+    unpaired = TwoLayerNet(a=ar, W=Wr, b=br)
+    assert unpaired.lipschitz == pytest.approx(float(ar.norm() * torch.linalg.matrix_norm(Wr, ord=2)))
