@@ -100,11 +100,11 @@ def _lemma11(ctx: Context, alpha_scale: float = 1.0) -> Outcome:
             err = _l11_measure(built, link, N, ctx, N in searched, salt=110 + i + 1000 * (q - 2))
             g = honest.guarantee
             rnd = _attention_rounding(built.guarantee)
-            ok &= rnd.within(err, g.error_bound)
+            ok &= rnd.within(err, g.error_bound) and g.error_bound <= L11_EPS  # the guarantee meets the eps asked
             terms.append(rnd)
             worst = max(worst, err / g.error_bound)
             alphas.append(g.alpha)
-            parts.append(f"q={q} N={N}: err {err:.2e} vs bound {g.error_bound:.2e} (alpha {g.alpha:.2f}, mu {g.mu:.3f})")
+            parts.append(f"q={q} N={N}: err {err:.2e} vs bound {g.error_bound:.2e} <= eps {L11_EPS} (alpha {g.alpha:.2f}, mu {g.mu:.3f})")
         alpha_ratio = max(alpha_ratio, alphas[-1] / alphas[0])
     detail = "; ".join(parts) + f"; alpha x{alpha_ratio:.2f} while ln N x{ln_ratio:.2f}; largest {largest(terms)}"
     return Outcome(measured=f"max err/bound = {worst:.3f}, alpha x{alpha_ratio:.2f}",

@@ -25,3 +25,12 @@ def test_thm4_agreement_catches_a_fault_in_psi(monkeypatch, fault):
 def test_thm4_agreement_catches_a_scaled_bound():
     gap = thm4_agreement(Theorem4Params.default(), bound=lambda n, N, P: bt.theorem4_bound(n, N, P).total * (1 + 1e-6))
     assert gap == pytest.approx(1e-6, rel=1e-3)
+
+
+def test_lemma11_rejects_a_guarantee_above_the_eps_asked(monkeypatch):
+    """A construction built for 4 eps (its own guarantee met, but above the eps asked) must fail the check."""
+    import qstr.verify.claims.transformer as T
+    from qstr.verify.registry import Context
+    orig = T.lemma11
+    monkeypatch.setattr(T, "lemma11", lambda *a, eps=None, **k: orig(*a, eps=None if eps is None else 4 * eps, **k))
+    assert not T._lemma11(Context()).holds
