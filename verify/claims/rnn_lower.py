@@ -347,10 +347,14 @@ def _state_separation(ctx: Context) -> tuple[bool, str]:
     separated = float(dw.min()) >= need
     UL = gu.U_op * gu.L
     width_bound = prop8_width_lower_bound(N, P8_C, UL, K=P8_K, gamma=P8_GAMMA)
-    ok = inside and float(e.max()) <= 1e-18 + P8_K * P8_C and chain and separated and gu.d_h >= width_bound
+    # independent of the width formula: solve the volume bound ln M' <= 2 w ln(1 + 2 sqrt2 UL / s~) for UL at w
+    UL_back = pk.sep / (2 * math.sqrt(2)) * math.expm1(pk.log_M_good / (2 * width_bound)) if width_bound > 0 else math.inf
+    inverse_ok = abs(UL_back / UL - 1) <= 1e-9
+    ok = (inside and float(e.max()) <= 1e-18 + P8_K * P8_C and chain and separated and gu.d_h >= width_bound
+          and inverse_ok)
     return ok, (f"exact generalising RNN N={N} d={d}: max e_m {float(e.max()):.1e}, min ||w - w'|| {float(dw.min()):.2f} "
                 f">= s~/lambda = {need:.3f}, chain ||dp||/sqrt N <= lambda ||dw|| {'holds' if chain else 'FAILS'}, "
-                f"d_h = {gu.d_h} >= width bound {width_bound:.3f} (UL = {UL:.1f}), tokens in r_x-ball: {inside}")
+                f"d_h = {gu.d_h} >= width bound {width_bound:.3f} (UL = {UL:.1f}; UL solved back from it {UL_back:.1f}), tokens in r_x-ball: {inside}")
 
 
 def _make_gru_batch(N: int, simple: bool, omega: torch.Tensor):
