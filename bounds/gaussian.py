@@ -1,11 +1,5 @@
-"""Gaussian facts used by the lower bounds: Lemma 40 (seed and conference numbering).
-
-Lemma 40. For x ~ N(0, I_k) and V in R^{r x k} with orthonormal rows (0 <= r <= k),
-    Var(||x||^2 | Vx) = 2 (k - r).
-Proof sketch: x = V^T (Vx) + P x with P = I - V^T V a rank-(k - r) projector and P x
-independent of Vx, so ||x||^2 = ||Vx||^2 + ||P x||^2 and ||P x||^2 ~ chi^2_{k-r}, whose
-variance is 2 (k - r).
-"""
+"""Gaussian facts of the lower bounds: Lemma 40, Var(||x||^2 | Vx) = 2 (k - r) for x ~ N(0, I_k) and V with r
+orthonormal rows, in closed form and by Monte Carlo. Derivation: docs/derivations/few-heads.md (section 1)."""
 from __future__ import annotations
 
 import math

@@ -1,15 +1,6 @@
-"""Transformer bounds: the few-heads floors (Props 3 and 21) and Theorem 4 with explicit constants.
-
-Numbering: seed (arXiv v1) first, conference in brackets.
-
-* Prop 3 [conf. Prop 4]  -- few heads fail for any W_QK:        ``few_heads_floor(..., restricted=False)``
-* Prop 21 [conf. Prop 21] -- exact H >= q, restricted W_QK, d = 1: ``few_heads_floor(..., restricted=True)``
-* Theorem 4 [conf. Thm 3], general form Theorem 10 [conf. Thm 10] -- ``theorem4_bound``,
-  ``theorem4_sample_size``; every constant is derived in ``docs/derivations/theorem4.md``.
-* Theorem 6 [conf. Thm 9] -- the FFN requirement n >= N d, for comparison: ``ffn_sample_size``.
-
-The floors are derived in ``docs/derivations/few-heads.md``.
-"""
+"""Transformer bounds: the few-heads floors of Prop 3 [conf. Prop 4] and Prop 21, Theorem 4 [conf. Thm 3] (general form
+Theorem 10) with explicit constants, and Theorem 6's FFN requirement n >= N d [conf. Thm 9] for comparison.
+Derivations: docs/derivations/few-heads.md, docs/derivations/theorem4.md."""
 from __future__ import annotations
 
 import math

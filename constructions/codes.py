@@ -1,26 +1,5 @@
-"""Positional codebooks omega_1..omega_N in R^{d_e} with exact coherence (Assumption 3).
-
-Assumption 3 of the paper asks for unit vectors with |<omega_i, omega_j>| <= 1/2 for
-i != j. Every construction that uses the codes (Lemma 11, the single-head sparse-averaging
-head, the four-layer RNN transition of Prop 26) degrades with the coherence
-
-    mu = max_{i != j} |<omega_i, omega_j>|,
-
-so this module computes mu *exactly* and every builder returns it: the bounds carry the
-measured mu instead of the constant 1/2.
-
-Three families:
-
-* ``rademacher``: entries +-1/sqrt(d_e); a union bound over the C(N, 2) pairs fixes d_e
-  (:func:`rademacher_dim`, exact binomial tail or Hoeffding), and the builder resamples
-  until the measured mu is below the target.
-* ``experimental``: the paper's experiments, d_e = floor(5 ln N), no resampling. At
-  N = 100 (d_e = 23) a pair violates Assumption 3 with probability 89104/2^23 ~= 0.0106,
-  about 52.6 of the 4950 pairs in expectation (docs/derivations/codebooks.md).
-* ``rs-hadamard``: deterministic, Reed-Solomon over GF(2^m) concatenated with the Walsh-
-  Hadamard code; mu <= (k-1)/n is guaranteed and d_e = 4^m grows like
-  (log N / log log N)^2. Derivations: ``docs/derivations/codebooks.md``.
-"""
+"""Positional codebooks omega_1..omega_N of Assumption 3 (rademacher, experimental d_e = floor(5 ln N),
+rs-hadamard) with their exact coherence mu, carried into the bounds. Derivation: docs/derivations/codebooks.md."""
 from __future__ import annotations
 
 import math

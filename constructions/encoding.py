@@ -1,13 +1,5 @@
-"""Token encodings of the Transformer (Appendix A.1) and the RNN (Appendix B.1).
-
-Transformer:  z_i = (x_i, c omega_i, c omega_{t_i1}, ..., c omega_{t_iq}),  c = sqrt(d/q) by default
-              (makes the token part and the code part about equal in norm; the published
-              experiment code uses c = 1).
-RNN:          z_i = (x_i, omega_i, omega_{t_i1}, ..., omega_{t_iq})        (no prefactor).
-
-Both return a tensor of shape (B, N, D_e), D_e = d + (q + 1) d_e, laid out by
-``constructions.layout.token_layout(d, q, d_e)``.
-"""
+"""Token encodings z_i = (x_i, c omega_i, c omega_{t_i1}, ..., c omega_{t_iq}) of the Transformer (Appendix A.1)
+and the RNN (Appendix B.1, c = 1), shape (B, N, d + (q + 1) d_e), laid out by ``layout.token_layout``."""
 from __future__ import annotations
 
 import math
@@ -20,7 +12,8 @@ from qstr.constructions.layout import Layout, slot_name, token_layout
 
 
 def default_prefactor(d: int, q: int) -> float:
-    """c = sqrt(d / q), the Appendix A.1 prefactor of the positional part."""
+    """c = sqrt(d / q), the Appendix A.1 prefactor of the positional part: it makes the token part and
+    the code part about equal in norm (the published experiment code uses c = 1)."""
     return math.sqrt(d / q)
 
 

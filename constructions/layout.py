@@ -1,13 +1,5 @@
-"""Named token blocks: a token is a concatenation of labelled blocks, never raw index arithmetic.
-
-The encodings of the paper (Appendix A.1 for the Transformer, Appendix B.1 for the RNN) both
-lay a token out as
-
-    z_i = ( x_i | pos: omega_i | slot0: omega_{t_i1} | ... | slot{q-1}: omega_{t_iq} )
-
-so a construction can say "slot h of the query meets the pos block of the key" and the
-layout turns the names into slices.
-"""
+"""Named token blocks z_i = (x_i | pos: omega_i | slot0: omega_{t_i1} | ... | slot{q-1}: omega_{t_iq}) of the
+encodings (Appendices A.1, B.1): constructions address blocks by name, never by raw index arithmetic."""
 from __future__ import annotations
 
 from dataclasses import dataclass

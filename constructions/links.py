@@ -1,19 +1,5 @@
-"""Link functions g of the qSTR model (Definition 2) and their Assumption 2 networks.
-
-A link maps the q selected tokens of one output position to its label:
-``g(xt)`` with ``xt`` of shape ``(..., q, d)`` returns ``(...)`` (scalar links) or
-``(..., out_dim)`` (the vector-valued sparse average).
-
-Links needed by the paper:
-
-* ``Linear``      (1/sqrt q) sum_k <u_k, x_{t_k}>        -- Figure 1, Theorem 6 (q = 1: <u, x_t>)
-* ``Hermite``     (1/sqrt q) sum_k He2(<u_k, x_{t_k}>)   -- Figure 3, He2(z) = (z^2 - 1)/sqrt 2
-* ``SqNorm``      (1/sqrt(q d)) sum_k (||x_{t_k}||^2 - d) -- Prop 3 (d = 1: Prop 21)
-* ``Mean``        (1/q) sum_k x_{t_k} (vector valued)      -- q-sparse averaging (Sanford et al. 2023)
-* ``MeanProjected`` <u, (1/q) sum_k x_{t_k}>
-* ``Teacher``     a^T relu(W vec(x_{t_1..q}) + b)          -- Assumption 2 holds with zero error
-* ``CallableLink`` any user function of ``(..., q, d)``.
-"""
+"""Link functions g of the qSTR model (Definition 2): Linear (Figure 1, Theorem 6), Hermite (Figure 3),
+SqNorm (Props 3, 21), Mean (sparse averaging), Teacher, and the two-layer ReLU nets of Assumption 2."""
 from __future__ import annotations
 
 import math
@@ -98,7 +84,12 @@ class TwoLayerNet:
 
 @dataclass(frozen=True, eq=False)
 class Link:
-    """Base class: ``q`` tokens of dimension ``d`` in, a scalar (or ``out_dim`` vector) out."""
+    """Base class: ``q`` tokens of dimension ``d`` in, a scalar (or ``out_dim`` vector) out.
+
+    A link maps the q selected tokens of one output position to its label: ``g(xt)`` with ``xt``
+    of shape ``(..., q, d)`` returns ``(...)`` (scalar links) or ``(..., out_dim)`` (the vector-valued
+    sparse average).
+    """
 
     q: int
     d: int

@@ -1,28 +1,7 @@
-"""The paper's architectures as plain ``nn.Module`` s (batched: ``B x N x ...``).
-
-Every model takes an encoded prompt and returns one prediction per position:
-
-    Z      (B, N, D_in)  float32 or float64 (must match the model's dtype)
-    y_hat  (B, N)        or (B, N, out_dim) when ``out_dim > 1``
-
-Contents (numbering: the seed text, arXiv v1)
-
-* :class:`MergedAttention`      one-layer Transformer with merged key-query matrices
-                                (Appendix A.1; Lemma 11 / Thm 4 / Prop 3 / Prop 21).
-* :class:`DeepTransitionBiRNN`  bidirectional RNN with deep transitions and projected
-                                states (Section 5.1, Appendix B.1; Prop 26-28, Thm 7).
-* :class:`VecFFN`               feedforward net whose first layer reads vec(x)
-                                (Section 4, Theorem 6).
-* :class:`PracticalTransformer`, :class:`PracticalRNN`, :class:`PracticalFFN` and
-  :func:`build_practical`       the trainable models of the experiments (Appendix E,
-                                Figure 1).
-
-Randomness: every constructor takes ``generator=None``. With ``None`` the weights come
-from torch's global RNG (so ``torch.manual_seed`` fixes them); with a ``torch.Generator``
-one seed is drawn from it and the weights are built from that seed in a forked RNG, so
-the global RNG is left untouched. Weights are always drawn on the CPU and then moved to
-``device``: the same seed gives the same weights on every device.
-"""
+"""The paper's architectures as ``nn.Module`` s, an encoded batch Z (B, N, D_in) to y_hat (B, N) or (B, N, out_dim):
+MergedAttention (Appendix A.1), DeepTransitionBiRNN (Appendix B.1), VecFFN (Theorem 6) and the trainable models of
+Appendix E (build_practical). Weights come from torch's global RNG, or with ``generator=`` from a forked RNG seeded
+from it, on the CPU: the global RNG is left untouched and every device gets the same weights."""
 from __future__ import annotations
 
 import contextlib
@@ -62,7 +41,13 @@ __all__ = [
 
 @contextlib.contextmanager
 def _seeded(generator):
-    """Run the body with the CPU RNG seeded from ``generator`` (no-op when ``None``)."""
+    """Run the body with the CPU RNG seeded from ``generator`` (no-op when ``None``).
+
+    With ``None`` the weights come from torch's global RNG (so ``torch.manual_seed`` fixes them);
+    with a ``torch.Generator`` one seed is drawn from it and the weights are built from that seed
+    in a forked RNG, so the global RNG is left untouched. Weights are always drawn on the CPU and
+    then moved to ``device``: the same seed gives the same weights on every device.
+    """
     if generator is None:
         yield
         return

@@ -109,7 +109,7 @@ class TransitionGuarantee:
 
 
 class Transition:
-    """The four-layer transition of Prop 26 (see the module docstring).
+    """The four-layer transition of Prop 26 (docs/derivations/rnn-transition.md, section 4).
 
     Evaluate with ``transition(z)`` (closed form, O(q (d_e + d)) per token, any device)
     or :meth:`dense` (the literal layers). ``layers`` holds the dense weights
@@ -584,7 +584,10 @@ class RNNConstruction:
     # ---------------------------------------------------------------- dense output net
     @property
     def output_layers(self) -> list:
-        """The five layers of f_y on (h_fwd, h_bwd, z) (see the module docstring), float64 CPU."""
+        """The five layers of f_y on (h_fwd, h_bwd, z), float64 CPU.
+
+        Derivation: docs/derivations/rnn-transition.md, section 6.
+        """
         if self._output is None:
             self._output = self._build_output(output_gate=True)
         return self._output

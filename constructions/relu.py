@@ -1,24 +1,6 @@
-"""Small ReLU gadgets with certified sup-error (used by the constructions and the claims).
-
-``interpolant`` builds the exact two-layer ReLU net of the piecewise-linear interpolant of a
-1-D function at given knots; for the square z -> z^2 with spacing h the interpolation error
-on [k_0, k_m] is exactly h^2 / 4 (attained at the midpoints), because on [a, a + h]
-the chord minus the parabola is (z - a)(a + h - z) <= h^2 / 4.
-
-``sqnorm_net`` composes it coordinate-wise into the Prop 3 / Prop 21 link
-(1/sqrt(q d)) sum_k (||x_k||^2 - d) restricted to the H retrieved tokens: the explicit
-H-head model that nearly attains the few-heads floor.
-
-Certified one-hidden-layer gadgets of the RNN transition (Appendix B; each returns a
-:class:`Gadget` record with its weights, width, norms and certified sup-error):
-
-* :func:`identity_gadget`        z = relu(z) - relu(-z), exact;
-* :func:`soft_threshold_gadget`  relu(z - b) - relu(-z - b), exact;
-* :func:`product_gadget`         x y on [-R, R]^2 (Lemma 22), error h^2/16, attained;
-* :func:`gate_gadget`            2 x relu(s - 1/2), |x| <= r_x (Lemma 24), error r_x delta, attained.
-
-Derivations: ``docs/derivations/rnn-transition.md``.
-"""
+"""Small ReLU nets with certified sup-error: the 1-D interpolant (of z^2: error h^2/4), the squared-norm net of
+Props 3 and 21, and the RNN-transition gadgets -- identity, soft threshold, product (Lemma 22), gate (Lemma 24).
+Derivation: docs/derivations/rnn-transition.md."""
 from __future__ import annotations
 
 import math

@@ -1,19 +1,5 @@
-"""The qSTR data model (Definition 2) and its variants, sampled in batches.
-
-A prompt has tokens x_1..x_N in R^d and one index tuple t_i in [N]^q per output position;
-its labels are y_i = g(x_{t_i1}, ..., x_{t_iq}).
-
-* ``variant="general"`` (qSTR): the t_i are drawn independently per position.
-* ``variant="simple"`` (simple-qSTR): one t per prompt, t_i = t for every i.
-* ``indices="uniform"`` draws t_i uniformly from [N]^q; ``"distinct"`` uniformly among
-  tuples with q distinct entries; ``"few-heads"`` is the index rule of Prop 3 / Prop 21:
-  t_i = (1, ..., q) at the positions i >= N/2 and uniform elsewhere.
-* ``tokens="gaussian"``: x_j ~ N(0, I_d); ``"half-zero"``: x_j ~ N(0, I_d) for j < N/2 and
-  x_j = 0 for j >= N/2 (the few-heads lower bounds, Prop 3 and Prop 21).
-
-Indices are 0-based in code: position i in the paper is ``i - 1`` here, and "j < N/2"
-means ``j < N // 2``.
-"""
+"""The qSTR data model (Definition 2) and its variants (simple-qSTR; the few-heads prompts of Props 3
+and 21), sampled in batches, with the Assumption 1 moment check."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -60,8 +46,20 @@ def gather_tokens(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
 class QSTR:
     """A qSTR task (Definition 2): length ``N``, token dimension ``d`` and link ``g``.
 
-    ``q`` is the link's sparsity. ``sample`` draws batches of prompts with an explicit
-    ``torch.Generator`` on the generator's device.
+    A prompt has tokens x_1..x_N in R^d and one index tuple t_i in [N]^q per output position;
+    its labels are y_i = g(x_{t_i1}, ..., x_{t_iq}). ``q`` is the link's sparsity. ``sample``
+    draws batches of prompts with an explicit ``torch.Generator`` on the generator's device.
+
+    * ``variant="general"`` (qSTR): the t_i are drawn independently per position;
+      ``"simple"`` (simple-qSTR): one t per prompt, t_i = t for every i.
+    * ``indices="uniform"`` draws t_i uniformly from [N]^q; ``"distinct"`` uniformly among
+      tuples with q distinct entries; ``"few-heads"`` is the index rule of Prop 3 / Prop 21:
+      t_i = (1, ..., q) at the positions i >= N/2 and uniform elsewhere.
+    * ``tokens="gaussian"``: x_j ~ N(0, I_d); ``"half-zero"``: x_j ~ N(0, I_d) for j < N/2 and
+      x_j = 0 for j >= N/2 (the few-heads lower bounds, Prop 3 and Prop 21).
+
+    Indices are 0-based in code: position i in the paper is ``i - 1`` here, and "j < N/2"
+    means ``j < N // 2``.
     """
 
     N: int

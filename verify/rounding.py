@@ -1,22 +1,5 @@
-"""The floating-point rounding term added to the bounds the claims check on computed numbers.
-
-Every bound a claim checks on computed numbers (float32 on a GPU, float64 on the CPU) gets its
-rounding term from here, and the claim states it in its detail.
-
-Model (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., Lemma 3.1 and
-section 3.1): a sum or dot product of n terms computed in floating point, in any order, is
-within gamma_n S of its exact value, S the sum of the terms' absolute values and
-gamma_n = n u / (1 - n u), u = eps / 2 the unit roundoff of the dtype. A measured quantity
-built from such sums (an error |y_hat - y|, a norm ratio, a risk) is compared to its bound with
-
-    term = n * eps * scale      (eps = torch.finfo(dtype).eps = 2u)
-
-added: 2u covers gamma_n while n u <= 1/2, plus the subtraction against the target. ``scale``
-is S or an upper bound on it (e.g. max |y| times the number of terms' weights), ``n`` the length
-of the longest chain of operations behind the measurement. The term is ~2e-16 n S in float64
-and ~1e-7 n S in float32: it cannot rescue a falsifier, whose excess over its bound is of the
-order of the bound itself.
-"""
+"""The floating-point rounding term n * eps(dtype) * scale added to every bound a claim checks on computed numbers
+(float32 on a GPU, float64 on the CPU) and stated in its detail. Derivation: docs/derivations/rounding.md."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -32,7 +15,7 @@ def dtype_name(dtype) -> str:
 
 @dataclass(frozen=True)
 class Rounding:
-    """The rounding term ``n * eps(dtype) * scale`` of a measured quantity (module docstring).
+    """The rounding term ``n * eps(dtype) * scale`` of a measured quantity (docs/derivations/rounding.md).
 
     ``what`` names n and scale in the detail line, e.g. "(N + D) eps |y|max". Terms of a
     quantity computed in stages add up: ``a + b`` (the stages' terms listed in the detail);

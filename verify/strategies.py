@@ -1,16 +1,5 @@
-"""Hypothesis strategies for qSTR objects, for the toolkit's tests and for users' own CI.
-
-Every strategy draws small integers (sizes, a seed) and builds the object from an explicit
-``torch.Generator``, so hypothesis shrinks towards small N, d, q and seed 0.
-
-    from hypothesis import given
-    from qstr.verify.strategies import prompts
-
-    @given(prompts(max_N=16))
-    def test_labels_are_finite(case):
-        task, p = case
-        assert p.y.isfinite().all()
-"""
+"""Hypothesis strategies for qSTR objects (links, tasks, prompts, codebooks), for the toolkit's tests and users' own CI.
+Each draws small sizes and a seed and builds from an explicit ``torch.Generator``: shrinking goes to small N, d, q, seed 0."""
 from __future__ import annotations
 
 from typing import Optional, Sequence
@@ -58,7 +47,18 @@ def tasks(draw, max_N: int = 12, max_d: int = 4, max_q: int = 3, variants: Seque
 
 @st.composite
 def prompts(draw, task_strategy=None, max_B: int = 4, dtypes=(torch.float32, torch.float64), device="cpu", **task_kw):
-    """A pair ``(task, Prompts)`` with B <= max_B prompts sampled on ``device`` (the CPU by default)."""
+    """A pair ``(task, Prompts)`` with B <= max_B prompts sampled on ``device`` (the CPU by default).
+
+    For example::
+
+        from hypothesis import given
+        from qstr.verify.strategies import prompts
+
+        @given(prompts(max_N=16))
+        def test_labels_are_finite(case):
+            task, p = case
+            assert p.y.isfinite().all()
+    """
     task = draw(task_strategy if task_strategy is not None else tasks(device=device, **task_kw))
     B = draw(st.integers(1, max_B))
     dtype = draw(st.sampled_from(list(dtypes)))

@@ -102,7 +102,8 @@ def test_euclidean_maurey_bound_fails():
 
 
 def test_theorem9_memoriser_and_crossover():
-    assert memoriser_norm2_bound(10) == pytest.approx(C36 * math.sqrt(6) * 1000)
+    for n in (2, 8, 10, 64, 1000):  # C36 sqrt(K_y) n^3 = lemma36_constant(K_y) n^3 at depth 2
+        assert memoriser_norm2_bound(n) == pytest.approx(C36 * math.sqrt(6) * n ** 3, rel=1e-12)
     assert memoriser_norm2_bound(10, depth=3, K_y=1) == pytest.approx(
         3 * (144 / math.pi * (5 + math.pi / 72)) ** (1 / 3) * 10 ** (7 / 3))
     # crossover inverts the memoriser bound

@@ -1,4 +1,4 @@
-"""Tests for bounds/transformer.py and bounds/symbolic.py (Props 3, 21; Theorem 4; Theorem 6 slope).
+"""Tests for bounds/transformer.py (Props 3, 21; Theorem 4; Theorem 6 slope).
 
 Derivations: docs/derivations/few-heads.md, docs/derivations/theorem4.md.
 """
@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 import pytest
-import sympy as sp
 
 from qstr.bounds.transformer import (
     C_APPROX,
@@ -19,7 +18,6 @@ from qstr.bounds.transformer import (
     theorem4_bound,
     theorem4_sample_size,
 )
-from qstr.bounds import symbolic as sy
 
 P0 = Theorem4Params.default()
 NS = [2 ** k for k in (4, 8, 12, 16, 20)]
@@ -223,61 +221,3 @@ def test_bound_argument_validation():
         loglog_slope(lambda N: N, [4])
     with pytest.raises(ValueError, match="Ns"):
         loglog_slope(lambda N: N, [8, 4])
-
-
-# --------------------------------------------------------------------------- sympy
-
-
-POINTS = [(1, 2), (7, 3), (1000, 16), (10 ** 12, 2 ** 10), (10 ** 20, 2 ** 20), (3 * 10 ** 25, 2 ** 40)]
-
-
-@pytest.mark.parametrize("params", [P0, Theorem4Params.default(q=3, d=7, s=2.5, C_y=3.0, mu=0.25, c=1.0),
-                                    Theorem4Params.default(d_e=40, delta=1e-3)])
-def test_sympy_bound_matches_numeric(params):
-    f = sp.lambdify((sy.n, sy.N), sy.bound_expr(params), "mpmath")
-    M = sp.lambdify((sy.n, sy.N), sy.majorant_expr(params), "mpmath")
-    for n_, N_ in POINTS:
-        num = theorem4_bound(n_, N_, params).total
-        assert float(f(n_, N_)) == pytest.approx(num, rel=1e-12)
-        assert float(M(n_, N_)) >= num  # the smooth majorant used for the limits is an upper bound
-
-
-def test_sympy_sample_size_matches_numeric():
-    for N_ in (2 ** 6, 2 ** 20):
-        a = sy.sample_size_from_expr(TARGET, N_, P0)
-        b = theorem4_sample_size(TARGET, N_, P0)
-        assert a == pytest.approx(b, rel=1e-12)  # equal up to double rounding of the numeric bound
-
-
-def test_sympy_leading_form_and_degrees():
-    lead = sy.leading_sample_size_expr(P0, TARGET)
-    # 144 * (64 e^2)^2 * 4608 * 9/2 / 0.06^2
-    assert sp.simplify(lead - 3397386240000 * sp.E ** 4 * sp.log(sy.N) ** 4 * sp.log(sp.log(sy.N))) == 0
-    assert sy.limit_ratio(lead, sy.N, 5) == 0
-    assert sy.limit_ratio(lead, sy.N, 4) == sp.oo
-    assert sy.polylog_degree(lead, sy.N) == 5
-    ffn = sy.ffn_sample_size_expr(4)
-    assert sy.limit_ratio(ffn, sy.N, 5) == sp.oo
-    assert sy.polylog_degree(ffn, sy.N, kmax=8) is None
-    # a fixed code dimension removes (ln N)^2: n ~ (ln N)^2 ln ln N
-    assert sy.polylog_degree(sy.leading_sample_size_expr(Theorem4Params.default(d_e=50), TARGET), sy.N) == 3
-    # the exact sample size approaches the leading form only slowly (theorem4.md, section 11)
-    f = sp.lambdify(sy.N, lead, "mpmath")
-    ratios = [theorem4_sample_size(TARGET, 2 ** k, P0) / float(f(2 ** k)) for k in (20, 100, 1000)]
-    assert ratios[0] > ratios[1] > ratios[2] > 1
-
-
-def test_polylog_certificate():
-    cert = sy.polylog_certificate(P0, k=5)
-    assert cert.proves_polylog
-    assert cert.value == sp.Rational(1, 25)  # 4 eps_2NN: the majorant at n = (ln N)^5 tends to the floor
-    assert cert.factors["tau/u"] == 64 * sp.E ** 2 and cert.factors["P/u^2"] == 4608
-    assert cert.factors["L/ln u"] == 5
-    # consistency with the leading constants
-    c = sy.leading_constants(P0)
-    assert c["tau_c"] == cert.factors["tau/u"] and c["P_c"] == cert.factors["P/u^2"]
-    # "large N" is astronomically large here (n(N) <= (ln N)^5 needs ln N ~ 1e16, theorem4.md
-    # section 11); what is checkable is the trend: n(N) / (ln N)^5 keeps falling
-    ks = (20, 100, 1000, 10000)
-    r = [theorem4_sample_size(TARGET, 2 ** k, P0) / (k * math.log(2)) ** 5 for k in ks]
-    assert all(a > 5 * b for a, b in zip(r, r[1:]))  # measured 4.9e15, 4.6e13, 3.2e12, 3.8e11

@@ -130,3 +130,13 @@ def test_paired_lipschitz_stays_an_upper_bound():
     assert float(quot.max()) <= net.lipschitz + 1e-9
     unpaired = TwoLayerNet(a=ar, W=Wr, b=br)
     assert unpaired.lipschitz == pytest.approx(float(ar.norm() * torch.linalg.matrix_norm(Wr, ord=2)))
+
+
+def test_link_moves_once_and_refuses_inputs_on_another_device():
+    link = make_link("teacher", 2, 3, generator=torch.Generator().manual_seed(0))
+    moved = link.to("cpu")
+    assert moved is not link and torch.equal(moved.net.W, link.net.W)
+    net = TwoLayerNet(a=torch.ones(2), W=torch.ones(2, 6), b=torch.zeros(2))
+    assert net.to("cpu") is net
+    with pytest.raises(ValueError, match="move them once"):
+        net.to("meta")(torch.zeros(1, 2, 3))

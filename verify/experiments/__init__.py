@@ -1,17 +1,5 @@
-"""The paper's experiments (Appendix E), runnable and resumable.
-
-    from qstr.verify.experiments import run_experiment
-    rows = run_experiment("figure1", out_dir="results", quick=True)
-
-* ``figure1``: samples to reach the test-MSE threshold vs N (1STR and simple-1STR) for
-  Transformer, RNN and FFN, with fitted exponents samples ~ N^a (bootstrap intervals).
-* ``figure2``: the trained W_Q^T W_K at N = 100 and the share of its mass in the Lemma 11 block.
-* ``figure3``: samples vs q (Hermite link, N = 7): the Transformer's advantage grows with q.
-
-``protocol="paper"`` (default) follows the paper; ``protocol="published"`` reproduces the
-published experiment code's choices (test prompts always simple, c = 1, ...) for comparison
-and labels every output with it. See docs/experiments.md.
-"""
+"""The paper's experiments (Appendix E: Figures 1-3), runnable and resumable with ``run_experiment``;
+``protocol="published"`` reproduces the published code's choices. Protocols, outputs, quick mode: docs/experiments.md."""
 from __future__ import annotations
 
 from typing import List, Optional
@@ -50,7 +38,7 @@ def run_experiment(name: str, *, out_dir: str, quick: bool = False, device="cpu"
     out_dir: results directory. Rows are appended to ``<out_dir>/<name>.jsonl`` as each model
         finishes; rows already there (same configuration) are not recomputed. Figures
         ``<name>-<protocol>[-quick].png/.pdf`` and ``...-summary.json`` are (re)written.
-    quick: the scaled-down version (minutes on a CPU); see each module's docstring.
+    quick: the scaled-down version (minutes on a CPU); see docs/experiments.md, "Quick mode".
     device: ``"cpu"`` or ``"cuda"``; all data, models and generators live there. Numbers
         depend on the device (different random streams), never on the stacking.
     seeds: ``None`` (5 seeds; 2 in quick mode; Figure 2: seed 0), a count, or a list.

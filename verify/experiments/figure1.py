@@ -1,23 +1,5 @@
-"""Figure 1: sample complexity of Transformer, RNN and FFN on 1STR and simple-1STR.
-
-Protocol (Appendix E): q = 1, d = 10, d_e = floor(5 ln N), x ~ N(0, I_10),
-y_i = <u, x_{t_i}> with u uniform on the sphere. Online AdamW (lr 1e-3, weight decay 0.1),
-64 fresh prompts per step; test MSE on 10,000 independent prompts drawn from the SAME variant
-as training, checked every 10 steps (1STR) / 100 steps (simple-1STR); sample complexity =
-prompts consumed when the test MSE first falls below 0.7 (1STR) / 0.02 (simple-1STR);
-``samples = None`` when that does not happen within the step cap (1,000,000 prompts, the cap
-of the published code). 5 seeds; N = 2, 4, ..., 12 (1STR) and 25, 27, ..., 33 (simple).
-
-Models: Transformer with q = 1 head seeing the whole token, then a width-100 ReLU layer;
-bidirectional GRU, hidden 500 q per direction, linear readout; FFN of depth 3 with widths
-N d q and 1000 and N outputs. All models of one (variant, architecture) are trained in ONE
-stack (:func:`verify.training.train_stack`), each exactly as it would be alone.
-
-``quick``: N in {2, 4, 6} (1STR) and {5, 9, 13} (simple), 2 seeds, 1,000 test prompts, step
-caps 3,000 (1STR) / 5,000 (simple); the models are the paper's (the GRU keeps hidden 500: with
-128 its simple-1STR samples at N = 13 were 2.2x those with 500, and the panel's point is the
-RNN's). Minutes on 2 CPU cores, same protocol.
-"""
+"""Figure 1 (Appendix E): samples to reach the test-MSE threshold vs N for Transformer, RNN and FFN on 1STR and
+simple-1STR, with fitted exponents samples ~ N^a. Protocol and quick mode: docs/experiments.md."""
 from __future__ import annotations
 
 import math
@@ -40,7 +22,7 @@ CHECK_EVERY = {"1str": 10, "simple": 100}
 def points(*, quick: bool = False, seeds=None, protocol: str = "paper", overrides: Optional[dict] = None, max_samples: Optional[int] = None,
            n_test: Optional[int] = None, models=MODELS, variants=("1str", "simple"),
            N_values: Optional[dict] = None) -> List[Point]:
-    """The points of Figure 1 (see the module docstring for the protocol)."""
+    """The points of Figure 1 (the protocol: docs/experiments.md)."""
     proto = as_protocol(protocol)
     seeds = seeds_of(seeds, range(2) if quick else range(5))
     grid = N_values or (QUICK if quick else FULL)

@@ -1,26 +1,5 @@
-"""Figure 2: the trained attention matrix W_Q^T W_K shows the Lemma 11 block.
-
-Protocol (Appendix E): N = 100, q = 1, d = 10, d_e = floor(5 ln 100) = 23, a
-FIXED training set of 50,000 prompts, AdamW lr 1e-3, weight decay 0.2, batch 64, passes over
-the set in fresh random order; training stops after 20 passes or when the mean training loss
-of a pass falls below 0.05 (the stopping rule of the published script). One-head
-PracticalTransformer (width 100). After training, A = merged_qk() = W_Q^T W_K / sqrt(D_e)
-(query coordinates on the rows, key coordinates on the columns: logit(i, j) = z_i^T A z_j).
-
-Lemma 11 puts all of A into ONE block: rows of the query's slot-0 block (omega_{t_i}) against
-columns of the key's position block (omega_j), equal to alpha * I there. The number reported
-is the fraction of A's squared Frobenius norm inside that block,
-    block_mass = ||A[slot0, pos]||_F^2 / ||A||_F^2,
-next to what a matrix with no structure would give (the block's share of the entries,
-d_e^2 / D_e^2 = 0.169 at N = 100), and how diagonal that block is
-    diag_mass = ||diag(A[slot0, pos])||^2 / ||A[slot0, pos]||_F^2   (1/d_e for no structure).
-
-``protocol="paper"``: trained and tested on 1STR prompts (the task of the theory), c = sqrt(d).
-``protocol="published"``: as the published script -- simple-1STR prompts, c = 1, attention
-with biases.
-
-``quick``: N = 100 as in the paper, 10,000 training prompts, at most 5 passes, 1,000 test prompts.
-"""
+"""Figure 2 (Appendix E): the trained W_Q^T W_K at N = 100 and the share of its squared mass in the Lemma 11 block
+(query slot 0 against key position). Protocol and quick mode: docs/experiments.md."""
 from __future__ import annotations
 
 import os

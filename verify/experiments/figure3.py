@@ -1,20 +1,5 @@
-"""Figure 3: the gap between Transformer and RNN / FFN grows with the sparsity q.
-
-Protocol (Appendix E): qSTR with N = 7, d = 10, d_e = floor(5 ln 7) = 9, the
-Hermite link y_i = (1/sqrt q) sum_k He2(<u_k, x_{t_ik}>), He2(z) = (z^2 - 1)/sqrt 2 (variance
-1), q = 1, 2, 3, 4. Online AdamW with lr 1e-4 (weight decay 0.1), 64 fresh prompts per step,
-test MSE on 10,000 qSTR prompts every 10 steps, sample complexity = prompts consumed when the
-test MSE first falls below 0.88; cap 2,000,000 prompts (the smaller learning rate needs more
-steps than Figure 1). 5 seeds. Models: Transformer with q heads (each seeing the whole token)
-and a width-100 ReLU layer; bidirectional GRU with hidden 500 q; FFN with widths N d q, 1000.
-Models of different q share one stack (heads, tiles, slots and widths are zero-padded).
-
-The summary reports, per q, the ratios RNN / Transformer and FFN / Transformer of the mean
-sample complexities ("the gap") and the fitted exponents of samples in q.
-
-``quick``: q in {1, 2, 3}, 2 seeds, 1,000 test prompts, GRU hidden 64 q, FFN widths (N d q, 256),
-cap 4,000 steps.
-"""
+"""Figure 3 (Appendix E): samples vs the sparsity q (Hermite link, N = 7) for Transformer, RNN and FFN, and the gap
+RNN / Transformer, FFN / Transformer per q. Protocol and quick mode: docs/experiments.md."""
 from __future__ import annotations
 
 from typing import List, Optional

@@ -1,4 +1,5 @@
-"""Every registered claim holds on the quick profile and its falsifier is caught.
+"""Every registered claim holds on the quick profile and its falsifier is caught; the collection
+(verify/claims/__init__.py: all_claims, select) holds the foundation claims, each once.
 
 One parametrised test over the whole registry, so a claim added to any ``verify/claims``
 module is covered without touching this file.
@@ -9,6 +10,7 @@ from qstr.verify.claims import all_claims, select
 from qstr.verify.registry import Context, run_claim
 
 CLAIMS = all_claims()
+FOUNDATION = ("assumption-3", "lemma-40", "data-model")
 
 
 @pytest.mark.parametrize("cid", list(CLAIMS))
@@ -37,3 +39,14 @@ def test_gpu_profile_claim_holds_on_cuda(cid):
 def test_claim_states_its_references_and_falsifier(cid):
     c = CLAIMS[cid]
     assert c.ref_seed and c.ref_conference and c.statement and c.falsifier_statement
+
+
+def test_registry_has_foundation_claims():
+    claims = all_claims()
+    for cid in FOUNDATION:
+        assert cid in claims
+
+
+def test_list_profile():
+    ids = [c.id for c in select("quick")]
+    assert set(FOUNDATION) <= set(ids) and len(ids) == len(set(ids))

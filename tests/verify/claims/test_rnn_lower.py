@@ -1,6 +1,5 @@
 """Helpers and registration of verify/claims/rnn_lower.py (tests/verify/claims/test_registered.py runs every claim)."""
 
-import pytest
 import qstr.verify.claims.rnn_lower as rnn_lower  # noqa: F401  (registers the claims)
 from qstr.verify.claims import REGISTRY
 
@@ -28,24 +27,3 @@ def test_answer_vectors():
     t = torch.tensor([1, 2])
     A = rnn_lower._answer_vectors(x, u, t)
     assert torch.equal(A, torch.tensor([[2.0] * 3, [10.0] * 3], dtype=torch.float64))
-
-
-def test_memoriser_bound_is_lemma36_constant_times_n_cubed():
-    from qstr.bounds.recurrent import memoriser_norm2_bound
-    from qstr.constructions.interpolation import lemma36_constant
-
-    for n in (2, 8, 64, 1000):
-        assert abs(memoriser_norm2_bound(n, depth=2, K_y=6.0) / (lemma36_constant(6.0) * n ** 3) - 1) <= 1e-12
-    assert abs(lemma36_constant(6.0) - 74.5) < 0.1
-
-
-def test_prop8_width_bound_inverts_the_volume_bound():
-    import math
-
-    from qstr.bounds.recurrent import prop8_packing, prop8_width_lower_bound
-
-    N, UL = 4096, 50.0
-    pk = prop8_packing(N, rnn_lower.P8_C, K=rnn_lower.P8_K, gamma=rnn_lower.P8_GAMMA)
-    w = prop8_width_lower_bound(N, rnn_lower.P8_C, UL, K=rnn_lower.P8_K, gamma=rnn_lower.P8_GAMMA)
-    assert w > 0
-    assert pk.sep / (2 * math.sqrt(2)) * math.expm1(pk.log_M_good / (2 * w)) == pytest.approx(UL, rel=1e-9)

@@ -1,61 +1,10 @@
-"""Batched training (verify.training.train_stack) against training each model alone."""
-import math
-
+"""Tests for verify/training/stack.py: batched training (train_stack) against training each model alone."""
 import pytest
 import torch
 
-from qstr.constructions.codes import experimental_codebook
-from qstr.constructions.encoding import encode
-from qstr.constructions.links import make_link
-from qstr.constructions.models import build_practical
-from qstr.constructions.task import QSTR
-from qstr.constructions.models import BiasedTransformer, EncodedFFN
-from qstr.verify.training import (
-    Member,
-    OnlineStream,
-    StackedAdamW,
-    family_of,
-    fit_until_threshold,
-    train_stack,
-)
+from qstr.verify.training import Member, OnlineStream, fit_until_threshold, train_stack
 
 DT = torch.float64
-D = 4
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models: one CPU thread is as fast, and far faster on a busy machine."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
-def make_member(kind, N, q, seed, *, variant="general", published=False, threshold=0.9, lr=1e-2, hidden=6,
-                n_test=40, chunk=96):
-    g = torch.Generator().manual_seed(seed)
-    task = QSTR(N, D, make_link("linear", q, D, generator=g), variant=variant)
-    book = experimental_codebook(N, generator=g, dtype=DT)
-    kw = dict(generator=g, dtype=DT)
-    D_e = D + (q + 1) * book.d_e
-    c = 1.0
-    if kind == "transformer":
-        c = math.sqrt(D / q)
-        if published:
-            model = BiasedTransformer(D_e, q, 8, **kw)
-        else:
-            model = build_practical("transformer", N=N, d=D, q=q, d_e=book.d_e, width=8, **kw)
-    elif kind == "rnn":
-        model = build_practical("rnn", N=N, d=D, q=q, d_e=book.d_e, hidden=hidden, **kw)
-    elif published:
-        model = EncodedFFN(N, D_e, (7, 5), **kw)
-    else:
-        model = build_practical("ffn", N=N, d=D, q=q, d_e=book.d_e, hidden=(7, 5), task=variant, **kw)
-    test = task.sample(n_test, generator=torch.Generator().manual_seed(seed + 1000), dtype=DT)
-    stream = OnlineStream(task, torch.Generator().manual_seed(seed + 2000), dtype=DT, chunk=chunk)
-    return Member(model=model, stream=stream, test=(test.x, test.t, test.y), omega=book.omega, c=c,
-                  threshold=threshold, lr=lr, weight_decay=0.1, tag=(kind, N, q, seed))
 
 
 def max_param_diff(a, b):
@@ -76,7 +25,7 @@ CASES = [
 
 
 @pytest.mark.parametrize("kind,published,specs", CASES)
-def test_batched_equals_sequential(kind, published, specs):
+def test_batched_equals_sequential(kind, published, specs, make_member):
     """Stacked training of padded members reproduces torch.optim.AdamW on each nn.Module alone."""
     def members():
         return [make_member(kind, N, q, s, published=published, hidden=h or 6) for N, q, s, h in specs]
@@ -91,7 +40,7 @@ def test_batched_equals_sequential(kind, published, specs):
         assert max_param_diff(a.model, b.model) < 1e-6
 
 
-def test_batched_equals_sequential_simple_variant_and_per_member_lr():
+def test_batched_equals_sequential_simple_variant_and_per_member_lr(make_member):
     """Simple-qSTR FFN input, and per-member learning rates (explicit, non-fused AdamW path)."""
     def members():
         ms = [make_member("ffn", N, 1, s, variant="simple") for N, s in ((3, 0), (6, 1))]
@@ -105,25 +54,7 @@ def test_batched_equals_sequential_simple_variant_and_per_member_lr():
         assert max_param_diff(a.model, b.model) < 1e-6
 
 
-def test_stacked_adamw_matches_torch_and_keeps_padding_zero():
-    g = torch.Generator().manual_seed(0)
-    w = torch.randn(3, 5, generator=g, dtype=DT)
-    for lr in ([1e-2] * 3, [1e-2, 2e-3, 5e-2]):  # fused and explicit paths
-        ref = [torch.nn.Parameter(w[i].clone()) for i in range(3)]
-        opts = [torch.optim.AdamW([ref[i]], lr=lr[i], weight_decay=0.1) for i in range(3)]
-        P = {"w": torch.cat([w, torch.zeros(3, 2, dtype=DT)], 1)}  # two zero-padded columns
-        opt = StackedAdamW(P, torch.tensor(lr, dtype=DT), torch.full((3,), 0.1, dtype=DT))
-        for _ in range(7):
-            grad = torch.randn(3, 5, generator=g, dtype=DT)
-            for i in range(3):
-                ref[i].grad = grad[i].clone()
-                opts[i].step()
-            opt.step({"w": torch.cat([grad, torch.zeros(3, 2, dtype=DT)], 1)})
-        assert torch.allclose(P["w"][:, :5], torch.stack([r.detach() for r in ref]), atol=1e-12, rtol=0)
-        assert torch.equal(P["w"][:, 5:], torch.zeros(3, 2, dtype=DT))
-
-
-def test_member_at_threshold_stops_consuming_samples():
+def test_member_at_threshold_stops_consuming_samples(make_member):
     """A member below its threshold at the first check stops there; the others go on."""
     easy = make_member("ffn", 3, 1, 0, threshold=100.0)  # any test MSE is below 100
     hard = make_member("ffn", 4, 1, 1, threshold=-1.0)  # never reached
@@ -135,7 +66,7 @@ def test_member_at_threshold_stops_consuming_samples():
     assert res[0].consumed == 40 and res[1].consumed == 240
 
 
-def test_sample_complexity_accounting():
+def test_sample_complexity_accounting(make_member):
     """samples = steps * batch at the FIRST check whose test MSE is below the threshold."""
     m = make_member("transformer", 4, 1, 3, threshold=0.95, lr=2e-2)
     r = train_stack([m], batch_size=16, check_every=4, max_steps=200)[0]
@@ -145,32 +76,9 @@ def test_sample_complexity_accounting():
     assert [s for s, _ in r.curve] == list(range(4, r.steps + 1, 4))
 
 
-def test_padded_encoding_matches_library_encoding():
-    ms = [make_member("transformer", N, q, s) for N, q, s in ((3, 1, 0), (6, 2, 1))]
-    fam = family_of(ms[0])(ms)
-    P, meta = fam.stack(ms)
-    from qstr.verify.training.families import _pad_prompts
-
-    x, t, _ = (torch.stack(v) for v in zip(*[_pad_prompts(*m.test, fam.Nmax, fam.qmax) for m in ms]))
-    z = fam.encode(meta, x, t, fam.Dmax)
-    for i, m in enumerate(ms):
-        ref = encode(m.test[0], m.test[1], m.omega, c=m.c)
-        assert torch.allclose(z[i, :, : m.N, : ref.shape[-1]], ref, atol=1e-12)
-        assert torch.count_nonzero(z[i, :, m.N:]) == 0 and torch.count_nonzero(z[i, :, :, ref.shape[-1]:]) == 0
-
-
-def test_online_stream_does_not_depend_on_request_size():
-    task = QSTR(5, 3, make_link("linear", 1, 3, generator=torch.Generator().manual_seed(0)))
-    a = OnlineStream(task, torch.Generator().manual_seed(1), chunk=50)
-    b = OnlineStream(task, torch.Generator().manual_seed(1), chunk=50)
-    xs = [a.draw(8)[0] for _ in range(20)]
-    xb = b.draw(160)[0]
-    assert torch.equal(torch.cat(xs), xb) and a.consumed == b.consumed == 160
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind,published,specs", CASES)
-def test_batched_equals_sequential_cuda(kind, published, specs):
+def test_batched_equals_sequential_cuda(kind, published, specs, make_member):
     """The same equivalence with everything on CUDA (float64): the stack replays CUDA graphs
     and (RNN) runs torch's fused GRU cell; the reference is each nn.Module with torch.optim.AdamW."""
     if not torch.cuda.is_available():
@@ -198,7 +106,7 @@ def _to_cuda(m: Member) -> Member:
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind,published,specs", CASES)
-def test_cuda_graph_replay_equals_eager(kind, published, specs):
+def test_cuda_graph_replay_equals_eager(kind, published, specs, make_member):
     """Every family on CUDA: steps replayed as CUDA graphs (re-recorded as members finish at
     different steps) give the eager trajectory: same stopping steps, same weights."""
     if not torch.cuda.is_available():

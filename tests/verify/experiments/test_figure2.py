@@ -1,0 +1,35 @@
+"""Tests for verify/experiments/figure2.py: the grid, the block statistics of W_Q^T W_K, a tiny run."""
+import pytest
+import torch
+
+from qstr.constructions.layout import token_layout
+from qstr.verify.experiments import figure2, run_experiment
+
+
+def test_grid_matches_the_paper():
+    f2 = figure2.points()
+    assert [(p.N, p.n_train, p.weight_decay) for p in f2] == [(100, 50_000, 0.2)]
+
+
+def test_tiny_figure2(tmp_path):
+    rows = run_experiment("figure2", out_dir=str(tmp_path), progress=False, N=12, n_train=256, epochs=2,
+                          overrides={"width": 8, "n_test": 32}, threads=1, jobs=1)
+    (r,) = rows
+    assert 0 <= r["block_mass"] <= 1 and r["model"] == "transformer" and r["N"] == 12
+    st = r["block_stats"][0]
+    assert st["chance_block_mass"] == pytest.approx(12 ** 2 / (10 + 2 * 12) ** 2)
+    assert sum(st["mass_by_block"].values()) == pytest.approx(1.0)
+    assert st["mass_by_block"]["slot0|pos"] == pytest.approx(r["block_mass"])
+    saved = torch.load(tmp_path / r["matrix_file"])
+    assert saved["merged_qk"].shape == (1, 34, 34)
+    for ext in ("png", "pdf"):
+        assert (tmp_path / f"figure2-paper.{ext}").exists()
+
+
+def test_block_stats_on_the_lemma11_matrix():
+    d, q, d_e = 10, 1, 5
+    lay = token_layout(d, q, d_e)
+    A = torch.zeros(1, lay.dim, lay.dim)
+    A[0, lay["slot0"], lay["pos"]] = 3 * torch.eye(d_e)
+    st = figure2.block_stats(A, d, q, d_e)
+    assert st["block_mass"] == pytest.approx(1.0) and st["heads"][0]["diag_mass"] == pytest.approx(1.0)

@@ -1,0 +1,151 @@
+"""Tests for verify/experiments/run.py: rows appended and resumed, stacks, worker processes, progress."""
+import json
+import os
+
+import pytest
+import torch
+
+from qstr.verify.experiments import figure1, run_experiment
+from qstr.verify.experiments.run import stack_cost, stacks_of
+
+ROW_KEYS = {"model", "variant", "N", "seed", "samples", "config", "wall_s", "device", "protocol", "point_id",
+            "q", "steps", "test_mse", "threshold", "test_variant", "reached", "env"}
+
+
+@pytest.fixture
+def tiny_figure1(tiny, tiny_grid):
+    def run(out, protocol="paper", seeds=(0,)):
+        return run_experiment("figure1", out_dir=str(out), seeds=list(seeds), protocol=protocol, progress=False,
+                              dtype=torch.float64, N_values=tiny_grid, overrides=tiny, threads=1, jobs=1)
+    return run
+
+
+def lines(path):
+    with open(path) as fh:
+        return fh.read().splitlines()
+
+
+def test_rows_resume_and_figures(tmp_path, tiny_figure1):
+    rows = tiny_figure1(tmp_path, seeds=(0, 1))
+    path = tmp_path / "figure1.jsonl"
+    n = 3 * 3 * 2  # models x (N, variant) x seeds
+    assert len(rows) == n and len(lines(path)) == n
+    for r in rows:
+        assert ROW_KEYS <= set(r)
+        assert r["model"] in {"transformer", "rnn", "ffn"} and r["variant"] in {"1str", "simple"}
+        assert r["protocol"] == "paper" and r["device"] == "cpu"
+        assert r["samples"] is None or r["samples"] == r["steps"] * 64
+        assert r["test_variant"] == r["variant"]
+    for ext in ("png", "pdf"):
+        assert os.path.getsize(tmp_path / f"figure1-paper.{ext}") > 1000
+    summary = json.loads((tmp_path / "figure1-paper-summary.json").read_text())
+    assert set(summary["fits"]) == {"1str", "simple"} and "hierarchy" in summary
+
+    # rerun: nothing new
+    before = lines(path)
+    again = tiny_figure1(tmp_path, seeds=(0, 1))
+    assert lines(path) == before
+    assert [r["point_id"] for r in again] == [r["point_id"] for r in rows]
+
+    # partial file (some rows lost, last line cut mid-write): only the missing rows are computed,
+    # and they come out identical (each model's numbers do not depend on what it was stacked with)
+    keep = before[:7]
+    path.write_text("\n".join(keep) + "\n" + before[7][:25])
+    redo = tiny_figure1(tmp_path, seeds=(0, 1))
+    after = lines(path)
+    assert after[:7] == keep and len(after) == n
+    old = {json.loads(l)["point_id"]: json.loads(l) for l in before}
+    for r in redo:
+        o = old[r["point_id"]]
+        assert (r["samples"], r["steps"]) == (o["samples"], o["steps"])
+        assert r["test_mse"] == pytest.approx(o["test_mse"], abs=1e-9)
+
+
+def test_cpu_rnn_stacks_split_by_N_and_longest_first():
+    pts = figure1.points(quick=True, seeds=[0, 1])
+    cpu = stacks_of(pts, device="cpu")
+    rnn = [s for s in cpu if s[0].model == "rnn"]
+    assert all(len({p.N for p in s}) == 1 for s in rnn)  # one N per RNN stack on a CPU
+    assert len(rnn) == len(figure1.QUICK["1str"]) + len(figure1.QUICK["simple"])
+    assert sum(map(len, cpu)) == len(pts)
+    gpu = stacks_of(pts, device="cuda")
+    assert len(gpu) == 6  # (variant, model) on a GPU: padding is free parallelism there
+    costs = [stack_cost(s) for s in sorted(cpu, key=stack_cost, reverse=True)]
+    assert costs == sorted(costs, reverse=True) and costs[0] > costs[-1]
+
+
+def test_parallel_jobs_give_the_rows_of_one_process(tmp_path, tiny, tiny_grid):
+    """Two worker processes train the same stacks as one process: identical rows (float64)."""
+    kw = dict(seeds=[0], progress=False, dtype=torch.float64, N_values=tiny_grid, overrides=tiny, threads=1)
+    one = run_experiment("figure1", out_dir=str(tmp_path / "one"), jobs=1, **kw)
+    two = run_experiment("figure1", out_dir=str(tmp_path / "two"), jobs=2, **kw)
+    key = lambda r: r["point_id"]  # noqa: E731
+    assert [(r["samples"], r["steps"], r["test_mse"]) for r in sorted(one, key=key)] == \
+           [(r["samples"], r["steps"], r["test_mse"]) for r in sorted(two, key=key)]
+    assert len(lines(tmp_path / "two" / "figure1.jsonl")) == len(two) == 3 * 3
+
+
+@pytest.mark.parametrize("jobs", [0, -1, 1.5, True])
+def test_bad_jobs_is_a_value_error(tmp_path, jobs, tiny, tiny_grid):
+    with pytest.raises(ValueError, match="jobs"):
+        run_experiment("figure1", out_dir=str(tmp_path), seeds=[0], progress=False, N_values=tiny_grid,
+                       overrides=tiny, jobs=jobs)
+
+
+def test_progress_off_a_terminal_prints_plain_lines_as_it_goes():
+    import io
+
+    from rich.console import Console
+
+    from qstr.verify.experiments.run import _Progress
+
+    buf = io.StringIO()
+    with _Progress(True, Console(file=buf, width=110)) as bar:
+        assert bar.plain
+        task = bar.add("figure1 1STR gru N=6 x5", 1000)
+        bar.update(task, completed=10, description="figure1 1STR gru N=6 (active 5/5)")
+        bar.update(task, completed=20, description="figure1 1STR gru N=6 (active 5/5)")  # within 30 s: no line
+        written = buf.getvalue()
+    assert written.count("step 10 of 1,000") == 1 and "step 20 of" not in written
+
+
+def test_workers_stop_when_the_parent_is_killed(tmp_path):
+    """After ``kill -9`` of the process that owns the pool, its workers exit on their own."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import multiprocessing, os, sys, time\n"
+        "from concurrent.futures import ProcessPoolExecutor\n"
+        "from qstr.verify.experiments.run import _init_worker\n"
+        "if __name__ == '__main__':\n"
+        "    ctx = multiprocessing.get_context('spawn')\n"
+        "    pool = ProcessPoolExecutor(2, mp_context=ctx, initializer=_init_worker, initargs=(ctx.Queue(), 1, os.getpid()))\n"
+        "    futures = [pool.submit(time.sleep, 120) for _ in range(2)]\n"
+        "    time.sleep(3)\n"
+        "    print(' '.join(str(p.pid) for p in multiprocessing.active_children()), flush=True)\n"
+        "    time.sleep(120)\n")
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    pids = [int(p) for p in parent.stdout.readline().split()]
+    assert pids
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+
+    def alive(pid):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        with open(f"/proc/{pid}/stat") as fh:  # a zombie waiting for init to reap it counts as gone
+            return fh.read().split(") ")[1][0] != "Z"
+
+    deadline = time.time() + 15
+    while any(alive(p) for p in pids) and time.time() < deadline:
+        time.sleep(0.2)
+    left = [p for p in pids if alive(p)]
+    for p in left:
+        os.kill(p, signal.SIGKILL)
+    assert not left, f"workers {left} outlived their parent"
