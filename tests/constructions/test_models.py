@@ -216,11 +216,11 @@ def test_birnn_states_match_naive_recurrence(B, N, D_in, d_h, tw, ow, r_h, scale
     Z = torch.randn(B, N, D_in, generator=gen(seed + 1), dtype=F64)
     h_fwd, h_bwd = (h.detach() for h in model.states(Z))
     HF, HB, Y = naive_birnn(model, Z.numpy())
-    np.testing.assert_allclose(h_fwd.numpy(), HF, atol=1e-10, rtol=0)
-    np.testing.assert_allclose(h_bwd.numpy(), HB, atol=1e-10, rtol=0)
+    np.testing.assert_allclose(h_fwd.numpy(), HF, atol=1e-10, rtol=1e-12)  # states reach ~1e6 when r_h = inf
+    np.testing.assert_allclose(h_bwd.numpy(), HB, atol=1e-10, rtol=1e-12)  # states reach ~1e6 when r_h = inf
     y = model(Z).detach().numpy()
     assert y.shape == ((B, N) if out_dim == 1 else (B, N, out_dim))
-    np.testing.assert_allclose(y, Y.reshape(y.shape), atol=1e-10, rtol=0)
+    np.testing.assert_allclose(y, Y.reshape(y.shape), atol=1e-10, rtol=1e-12)  # states reach ~1e6 when r_h = inf
     # boundary states are exactly zero
     assert bool((h_fwd[:, 0] == 0).all()) and bool((h_bwd[:, -1] == 0).all())
 

@@ -1,27 +1,5 @@
-"""Full-batch gradient descent with weight decay for FFNs on simple-1STR (Theorem 6, Definition 5).
-
-The model is :class:`constructions.models.VecFFN` with ``task="simple"``, ``q = 1``: its first
-layer is one ``nn.Linear`` over concat(vec(x), onehot(t)), and its columns acting on vec(x)
-(``first_layer_x_weight()``, shape (m, N d)) are the W of Theorem 6. VecFFN is suitable as is:
-the theorem restricts only those columns.
-
-**Why the span property holds for GD (docs/derivations/theorem6.md).** With the regularised
-objective J(theta) = L_hat(theta) + (lambda/2) ||theta||^2 (all parameters decayed), the
-gradient of L_hat with respect to the x-columns W is sum_i G_i vec(x^(i))^T: its rows lie in
-S = span(vec x^(1), ..., vec x^(n)). One GD step W <- W - eta (grad L_hat + lambda W) therefore
-acts on the component orthogonal to S as W_perp <- (1 - eta lambda) W_perp, exactly. After k
-steps ||W_perp(k)||_F = (1 - eta lambda)^k ||W_perp(0)||_F <= e^{-lambda eta k} ||W_perp(0)||_F:
-in training time tau = eta k it decays like e^{-lambda tau}, and at a stationary point of J
-(W = -grad L_hat / lambda) it is zero.
-
-**Stopping rule.** Stationarity is measured by rel = ||grad J||_F / (lambda ||theta||_F) (all
-parameters): at a stationary point grad L_hat = -lambda theta, so rel compares the residual
-with the size of either term. Training stops when rel <= ``tol`` (default 1e-6) -- reported
-as ``stopped = "tolerance"`` -- or after ``max_steps`` steps (``stopped = "step cap"``).
-
-Everything runs on the model's device in the model's dtype (float64 for the certified
-checks); data must live on the same device.
-"""
+"""Full-batch gradient descent with weight decay for vec(x) FFNs on simple-1STR: the Definition 5 algorithms of
+Theorem 6, whose off-span first-layer weights decay like e^{-lambda tau}. Derivation: docs/derivations/theorem6.md."""
 from __future__ import annotations
 
 import math
@@ -204,6 +182,8 @@ def fit_full_batch(model: VecFFN, data: SimpleData, *, weight_decay: float, lr: 
     and the training time tau = sum_k eta_k. Rejected steps count towards ``max_steps``.
     Records, every ``record_every`` steps (and at the first and last), the span distance of
     the first layer's x-columns against the training inputs and the predicted decay.
+    Everything runs on the model's device in the model's dtype (float64 for the certified
+    checks); ``data`` must live on the same device.
     """
     if not isinstance(model, VecFFN):
         raise ValueError(f"model must be a constructions.models.VecFFN, got {type(model).__name__}")
