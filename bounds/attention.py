@@ -500,7 +500,7 @@ def _sparse_record(cons: Construction, *, r_x: float) -> Guarantee:
 
 
 def sparse_average_guarantee(construction: Construction, *, r_x: float) -> Guarantee:
-    """What the single averaging head promises at its alpha for tokens with ||x_j|| <= r_x
+    """What the single averaging head (remark after Prop 3) promises at its alpha for tokens with ||x_j|| <= r_x
     (docs/derivations/sparse-averaging.md)."""
     if not isinstance(construction, Construction) or construction.kind != "sparse-average":
         raise ValueError("construction must be a sparse-averaging Construction (kind='sparse-average')")

@@ -272,7 +272,8 @@ def load_construction_state(state: dict) -> Tuple[MergedAttention, PracticalTran
 
 
 def load_multihead(path, *, dtype=None, device=None) -> PracticalTransformer:
-    """The trainable ``nn.MultiheadAttention`` model of a file written by ``qstr construct transformer``
+    """The trainable ``nn.MultiheadAttention`` model (Appendix A.1's merged W_QK split back into W_Q, W_K, W_V)
+    of a file written by ``qstr construct transformer``
     (or ``torch.save(construction_state(c))``), in one call: read with ``weights_only=True``, rebuilt
     with the saved shapes (docs/formats.md), cast to ``dtype`` and moved to ``device`` when given."""
     try:
