@@ -385,7 +385,8 @@ def _slots(slots, q: int) -> Tuple[int, ...]:
 
 def separation_limit(q: int) -> float:
     """1 / (2q - 1) (remark after Prop 3; docs/derivations/sparse-averaging.md): the single averaging
-    head separates in-set from out-of-set keys only for mu below it (in-set scores >= A(1 - (q-1) mu) beat out-of-set scores <= A q mu)."""
+    head separates in-set from out-of-set keys only for mu below it (in-set scores >= A(1 - (q-1) mu)
+    beat out-of-set scores <= A q mu)."""
     return 1.0 / (2 * q - 1)
 
 
