@@ -9,11 +9,19 @@
     closed form 1 - n/(N d) within its confidence interval;
 (c) trained FFNs of several widths never beat the floor (for their own u: the exact floor
     (1/N) sum_t ||(I - V^T V) P_t u||^2), nor does the best possible readout of their trained
-    first layer, while the Lemma 11 Transformer does, by far.
+    first layer, while the Lemma 11 Transformer does, by far;
+(d) minimum-norm branch (Definition 5's min-norm ERM, exact risks, no test sampling): over many
+    training sets, the min-norm interpolating linear FFN y_hat = <w_t, vec x> (first layer
+    W = [w_1; ...; w_N], the rest reads row t) has mean risk equal to its closed form
+    (1/N) sum_t risk_floor(n_t, N, d) (n_t prompts with index t), is never below floor_u(V) of
+    its own training set, and the mean of floor_u(V) over training sets and u equals
+    risk_floor(n, N, d) = 1 - n/(N d) -- both two-sided, to the family z times the standard
+    error plus rounding (docs/derivations/theorem6.md, section 5).
 
-Falsifier: the same check on a first layer given one row outside the span, the target
-direction e_t* kron u (t* = 0): its span distance does not decay and the best readout of that
-layer beats the floor.
+Falsifier: two planted mistakes, each caught by its own parts: a first layer given one row
+outside the span, the target direction e_t* kron u (t* = 0) (its span distance does not decay
+and the best readout of that layer beats the floor: (a), (c)), and the floor with n/d in place
+of n/(N d) ((b), (d)).
 """
 from __future__ import annotations
 
@@ -34,7 +42,7 @@ from qstr.bounds.feedforward import (
 )
 from qstr.constructions.links import make_link
 from qstr.verify.registry import Claim, Context, Outcome, register
-from qstr.verify.rounding import Rounding
+from qstr.verify.rounding import Rounding, largest
 from qstr.verify.training.ffn import FFNTrace, ffn_test_risk, fit_full_batch, make_vec_ffn, simple_1str_data
 
 D_TOKEN = 3            # token dimension d
@@ -44,6 +52,12 @@ FAMILY_CONFIDENCE = 0.999
 DECAY_TOL = 1e-9       # |perp(k) - prod (1 - eta lambda) perp(0)| / ||W(0)||_F: rounding only
 L11_EPS = 0.01
 READOUT_RTOL = 1e-10   # numerical rank of a first layer for the Bayes readout
+MN_SALT = 660          # generators of the minimum-norm branch (d)
+
+
+def slipped_floor(n: int, N: int, d: int) -> float:
+    """The falsifier's floor: max(0, 1 - n/d), i.e. n/d in place of n/(N d) (the sequence length forgotten)."""
+    return max(0.0, 1.0 - n / d)
 
 
 @dataclass(frozen=True)
@@ -137,11 +151,72 @@ def _decay_ok(tr: FFNTrace, W: torch.Tensor, X: torch.Tensor) -> Tuple[bool, flo
     ok = tr.max_decay_deviation <= DECAY_TOL and final <= predicted + DECAY_TOL * tr.initial_norm / wn
     return ok, final, predicted
 
+@dataclass
+class MinNormBranch:
+    """Part (d) for one config: K training sets, each with its own u (exact risks, float64)."""
 
-def _thm6(ctx: Context, extra_row: bool) -> Outcome:
+    reps: int
+    risk_mean: float      # mean of R_k, the min-norm FFN's exact risk
+    closed_mean: float    # mean of (1/N) sum_t floor(n_t, N, d), the closed form of E[R_k | counts]
+    gap_se: float         # standard error of mean(R_k - closed_k) (paired)
+    risk_se: float        # standard error of mean(R_k)
+    oracle_mean: float    # mean of floor_u(V_k), the Bayes risk given V x, (u, t) known
+    oracle_se: float
+    floor: float          # floor(n, N, d)
+    below: float          # min_k (R_k - floor_u(V_k)) (>= 0 up to rounding)
+    rounding: Rounding    # of R_k - floor_u(V_k) (pseudo-inverse: condition number times eps)
+
+
+def min_norm_branch(cfg: Config, reps: int, generator: torch.Generator, floor=None) -> MinNormBranch:
+    """K = ``reps`` draws of (u ~ Unif(S^{d-1}), n simple-1STR prompts) and, for each, the
+    minimum-norm interpolating linear FFN (docs/derivations/theorem6.md, section 5).
+
+    The FFN y_hat(x, t) = <w_t, vec x> has first layer W = [w_1; ...; w_N] and a rest that reads
+    row t (a one-hot encoding of t). Min ||W||_F subject to interpolation decouples over t:
+    w_t = pinv(X_t) y_t (X_t: the n_t prompts with index t), rows in the span of the inputs.
+    Its risk on fresh Gaussian prompts is exactly R = (1/N) sum_t ||P_t u - w_t||^2; E[R | n_t]
+    = (1/N) sum_t (1 - n_t/(N d)) = (1/N) sum_t floor(n_t, N, d). ``floor`` defaults to
+    :func:`risk_floor` (looked up when called).
+    """
+    floor = floor or risk_floor
+    N, n, d, K = cfg.N, cfg.n, D_TOKEN, reps
+    D = N * d
+    dev, f64 = generator.device, torch.float64
+    X = torch.randn(K, n, D, generator=generator, dtype=f64, device=dev)
+    t = torch.randint(N, (K, n), generator=generator, device=dev)
+    u = torch.randn(K, d, generator=generator, dtype=f64, device=dev)
+    u = u / u.norm(dim=1, keepdim=True)
+    blocks = X.reshape(K, n, N, d)
+    y = (blocks[torch.arange(K, device=dev)[:, None], torch.arange(n, device=dev)[None], t] * u[:, None]).sum(-1)
+    mask = (t[:, None, :] == torch.arange(N, device=dev)[None, :, None]).to(f64)  # (K, N, n): prompt i has index t
+    Xm, ym = X[:, None] * mask[..., None], y[:, None] * mask  # rows of other groups zeroed: same min-norm solution
+    Us, S, Vh = torch.linalg.svd(Xm, full_matrices=False)  # (K, N, n, r), (K, N, r), (K, N, r, D)
+    smax = S.max(dim=-1, keepdim=True).values
+    keep = S > max(n, D) * torch.finfo(f64).eps * smax
+    inv = torch.where(keep, 1.0 / torch.where(keep, S, torch.ones_like(S)), torch.zeros_like(S))
+    w = ((Us.transpose(-1, -2) @ ym[..., None]).squeeze(-1) * inv)[..., None, :] @ Vh  # (K, N, 1, D)
+    A = torch.zeros(K, N, N, d, dtype=f64, device=dev)
+    A[:, torch.arange(N), torch.arange(N)] = u[:, None]  # A[k, t] = P_t u_k
+    R = ((A.reshape(K, N, D) - w[:, :, 0]) ** 2).sum(-1).mean(1)  # (K,) exact risks
+    counts = mask.sum(-1).round().long()  # (K, N)
+    table = torch.tensor([floor(j, N, d) for j in range(n + 1)], dtype=f64, device=dev)
+    closed = table[counts].mean(1)
+    Q = torch.linalg.qr(X.transpose(1, 2)).Q  # (K, D, n): orthonormal basis of the span
+    proj = torch.einsum("kbdr,kd->kbr", Q.reshape(K, N, d, n), u)
+    oracle = 1.0 - (proj * proj).sum((1, 2)) / N  # floor_u(V_k)
+    kappa = float(torch.where(keep, smax / torch.where(keep, S, smax), torch.zeros_like(S)).max())
+    rnd = Rounding(n=n + D, scale=max(1.0, kappa), what="(n + N d) eps kappa_max (pinv and QR)")
+    se = lambda v: float(v.std() / math.sqrt(K))  # noqa: E731
+    return MinNormBranch(reps=K, risk_mean=float(R.mean()), closed_mean=float(closed.mean()), gap_se=se(R - closed),
+                         risk_se=se(R), oracle_mean=float(oracle.mean()), oracle_se=se(oracle),
+                         floor=float(floor(n, N, d)), below=float((R - oracle).min()), rounding=rnd)
+
+
+def _thm6(ctx: Context, extra_row: bool, floor=None) -> Outcome:
+    floor = floor or risk_floor  # looked up when called (a planted fault in risk_floor reaches every part)
     trained = _train_all(ctx)
     configs = _configs(ctx)
-    n_tests = len(trained) + 2 * len(configs)  # FFN risks, Bayes MC (b), Transformer risks
+    n_tests = len(trained) + 5 * len(configs)  # FFN risks, Bayes MC (b), Transformer risks, 3 per config in (d)
     z = stats.norm.ppf(1 - (1 - FAMILY_CONFIDENCE) / (2 * n_tests))
     a_ok, c_ok, parts = True, True, []
     worst_margin = math.inf  # min over models of (risk - floor_u) / floor_u
@@ -171,7 +246,7 @@ def _thm6(ctx: Context, extra_row: bool) -> Outcome:
             f"{tr.trace.stopped} at step {tr.trace.final_step}, rel grad {tr.trace.rel_grad[-1]:.1e}, "
             f"{tr.trace.rejected} halvings); "
             f"risk {tr.risk:.3f}+-{tr.risk_se:.3f}, best readout {readout:.3f} vs floor_u {floor_u:.3f} "
-            f"(1-n/Nd={risk_floor(cfg.n, cfg.N, D_TOKEN):.3f})")
+            f"(1-n/Nd={floor(cfg.n, cfg.N, D_TOKEN):.3f})")
     # (b) Monte Carlo Bayes risk given the span, averaged over u, against the closed form
     b_ok = True
     samples = ctx.pick(quick=20000, full=200000, gpu=200000)
@@ -179,8 +254,9 @@ def _thm6(ctx: Context, extra_row: bool) -> Outcome:
     for i, cfg in enumerate(configs):
         est = mc_bayes_risk_from_training(cfg.n, cfg.N, D_TOKEN, samples=samples,
                                           generator=ctx.generator(650 + i, ctx.device))
-        b_ok &= mc_rnd.within(abs(est.estimate - est.floor), z * est.stderr)
-        parts.append(f"(b) N={cfg.N} n={cfg.n}: MC {est.estimate:.4f}+-{z * est.stderr:.4f} vs 1-n/Nd {est.floor:.4f}")
+        fl = floor(cfg.n, cfg.N, D_TOKEN)  # = 1 - rank(V)/(N d): rank n w.p. 1
+        b_ok &= mc_rnd.within(abs(est.estimate - fl), z * est.stderr)
+        parts.append(f"(b) N={cfg.N} n={cfg.n}: MC {est.estimate:.4f}+-{z * est.stderr:.4f} vs 1-n/Nd {fl:.4f}")
     # (c) Transformer from Lemma 11 beats the floor
     t_ok = True
     for cfg in configs:
@@ -189,20 +265,45 @@ def _thm6(ctx: Context, extra_row: bool) -> Outcome:
         risk, se = _transformer_risk(cfg, tr0.u, ctx, ctx.pick(quick=2000, full=20000, gpu=20000))
         t_ok &= risk + z * se + mc_rnd.term < floor_u
         parts.append(f"(c) Lemma 11 Transformer N={cfg.N}: risk {risk:.2e}+-{z * se:.1e} < floor_u {floor_u:.3f}")
+    # (d) minimum-norm branch: exact risks of the min-norm linear FFN over many training sets
+    d_ok, worst_gap, mn_rnd = True, 0.0, None
+    reps = ctx.pick(quick=3000, full=30000, gpu=30000)
+    for i, cfg in enumerate(configs):
+        mb = min_norm_branch(cfg, reps, ctx.generator(MN_SALT + i, ctx.device), floor=floor)
+        rt = mb.rounding.term
+        gaps = (abs(mb.risk_mean - mb.closed_mean) / (z * mb.gap_se + rt),
+                abs(mb.oracle_mean - mb.floor) / (z * mb.oracle_se + rt))
+        worst_gap = max(worst_gap, *gaps)
+        above = mb.risk_mean + z * mb.risk_se + rt >= mb.floor
+        d_ok &= max(gaps) <= 1.0 and mb.below >= -rt and above
+        mn_rnd = largest([mn_rnd, mb.rounding])
+        parts.append(
+            f"(d) N={cfg.N} n={cfg.n}, {reps} training sets: min-norm FFN risk {mb.risk_mean:.4f} vs closed form "
+            f"(1/N) sum_t floor(n_t) {mb.closed_mean:.4f} (gap {mb.risk_mean - mb.closed_mean:+.4f}, "
+            f"z*se {z * mb.gap_se:.4f}); >= floor {mb.floor:.4f}: {'yes' if above else 'NO'}; "
+            f"min_k (R_k - floor_u(V_k)) = {mb.below:+.1e}; "
+            f"mean floor_u(V) {mb.oracle_mean:.4f}+-{z * mb.oracle_se:.4f} vs floor {mb.floor:.4f}")
     parts.append(f"(a) rounding allowance {DECAY_TOL:g} ||W(0)||_F (float64, {ctx.pick(quick=1500, full=6000)} steps); "
-                 f"(b), (c) Transformer: {mc_rnd} (and to the CI); (c) FFN risks: {_risk_rounding(ctx)}")
-    holds = a_ok and b_ok and c_ok and t_ok
+                 f"(b), (c) Transformer: {mc_rnd} (and to the CI); (c) FFN risks: {_risk_rounding(ctx)}; "
+                 f"(d): {mn_rnd}; z = {z:.2f} (family level {FAMILY_CONFIDENCE}, Bonferroni over {n_tests} tests); "
+                 f"value = largest (d) |gap| / (z se + rounding), limit 1")
+    holds = a_ok and b_ok and c_ok and t_ok and d_ok
     measured = (f"(a) decay {'ok' if a_ok else 'FAILED'}; (b) {'ok' if b_ok else 'FAILED'}; "
-                f"(c) min over FFNs and readouts of (risk - floor_u)/floor_u = {worst_margin:+.3f}, Transformer {'beats' if t_ok else 'does NOT beat'} floor")
-    return Outcome(measured=measured, bound="span dist <= (1-lr*lam)^k d0; FFN risk >= floor_u; 1-n/(Nd) in MC CI",
-                   holds=holds, detail="; ".join(parts))
+                f"(c) min over FFNs and readouts of (risk - floor_u)/floor_u = {worst_margin:+.3f}, Transformer {'beats' if t_ok else 'does NOT beat'} floor; "
+                f"(d) min-norm {'ok' if d_ok else 'FAILED'}, |gap|/tol = {worst_gap:.2f}")
+    return Outcome(measured=measured, bound="span dist <= (1-lr*lam)^k d0; FFN risk >= floor_u; 1-n/(Nd) in MC CI; "
+                                           "min-norm risk = closed form, >= floor; |gap|/tol <= 1",
+                   holds=holds, detail="; ".join(parts), value=worst_gap, limit=1.0)
 
 
 register(Claim(
     id="thm-6", ref_seed="Thm 6", ref_conference="Thm 9",
     statement=("FFNs (first layer on vec x) trained with weight decay keep W in span(x^(1..n)) (off-span part "
-               "x(1 - lr*lambda)^k ~ e^{-lambda tau}) and never beat E_u[R] >= 1 - n/(N d); the Lemma 11 Transformer does"),
+               "x(1 - lr*lambda)^k ~ e^{-lambda tau}) and never beat E_u[R] >= 1 - n/(N d); the min-norm linear FFN's risk "
+               "matches its closed form in risk_floor and the Bayes risk given the span averages to 1 - n/(N d); "
+               "the Lemma 11 Transformer beats the floor"),
     check=lambda ctx: _thm6(ctx, extra_row=False),
-    falsifier=lambda ctx: _thm6(ctx, extra_row=True),
-    falsifier_statement="the same check on a first layer given one extra row outside the span (e_0 kron u) must beat the floor",
+    falsifier=lambda ctx: _thm6(ctx, extra_row=True, floor=slipped_floor),
+    falsifier_statement=("the same check with a first layer given one extra row outside the span (e_0 kron u; parts (a), "
+                         "(c)) and the floor 1 - n/d in place of 1 - n/(N d) (parts (b), (d)) must fail"),
 ))
