@@ -506,6 +506,24 @@ def rs_hadamard_codebook(N: int, *, mu: float = 0.5, device=None, dtype=torch.fl
     return _rs_hadamard(N, m, k, n * n, device, dtype)
 
 
+def star_codebook(N: int, *, mu: float = 0.5, device=None, dtype=torch.float64) -> Codebook:
+    """Codes on which Lemma 11's leak bound is attained: omega_0 = e_0 meets every other code at exactly mu.
+
+    omega_j = mu e_0 + sqrt(1 - mu^2) v_j with v_j RS-Hadamard of coherence <= mu/(1 + mu), so
+    the other pairs meet at <= mu^2 + (1 - mu^2) mu/(1 + mu) = mu (docs/derivations/lemma11.md).
+    """
+    N, mu = positive_int("N", N, minimum=2), probability("mu", mu)
+    device, dtype = device_of("device", device), float_dtype("dtype", dtype)
+    m, n, k = _rs_found(N - 1, mu / (1 + mu))
+    base = _rs_hadamard(N - 1, m, k, n * n, device, torch.float64).omega
+    omega = torch.zeros(N, base.shape[1] + 1, dtype=torch.float64, device=device)
+    omega[0, 0] = 1
+    omega[1:, 0] = mu
+    omega[1:, 1:] = math.sqrt(1 - mu * mu) * base
+    omega = omega.to(dtype)
+    return Codebook(omega, coherence(omega), "custom", {"N": N, "d_e": omega.shape[1], "star_mu": mu})
+
+
 # --------------------------------------------------------------------------- entry point
 
 

@@ -252,6 +252,18 @@ class CallableLink(Link):
         return y
 
 
+def affine_net(w: torch.Tensor, r_x: float) -> TwoLayerNet:
+    """One ReLU unit relu(<w, z> + beta), beta = r_x ||w|| sqrt(len w) + 1: exactly affine on inputs
+    made of blocks of norm <= r_x, so its Lipschitz constant ||a|| ||W||_op = ||w|| is exact there
+    (the net on which Lemma 11's bound is attained, docs/derivations/lemma11.md)."""
+    validate.finite_tensor("w", w)
+    validate.shape("w", w, (None,))
+    r_x = validate.positive_float("r_x", r_x)
+    beta = r_x * float(w.norm()) * math.sqrt(w.shape[0]) + 1.0
+    one = torch.ones(1, dtype=w.dtype, device=w.device)
+    return TwoLayerNet(a=one, W=w[None].clone(), b=one * beta)
+
+
 LINK_NAMES = ("linear", "hermite", "sqnorm", "mean", "mean-projected", "teacher")
 
 

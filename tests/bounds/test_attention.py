@@ -30,9 +30,9 @@ from qstr.bounds.attention import (
     sparse_average_within,
 )
 from qstr.constructions.attention import Construction, lemma11_adversarial_prompt, place_block, target_leaks
-from qstr.constructions.codes import Codebook, build_codebook, rs_hadamard_codebook
+from qstr.constructions.codes import Codebook, build_codebook, rs_hadamard_codebook, star_codebook
 from qstr.constructions.layout import slot_name
-from qstr.constructions.links import TwoLayerNet, make_link
+from qstr.constructions.links import TwoLayerNet, affine_net, make_link
 from qstr.constructions.task import QSTR, gather_tokens
 
 F64 = torch.float64
@@ -46,27 +46,6 @@ def gen(seed: int) -> torch.Generator:
 def clip(x: torch.Tensor, r_x: float) -> torch.Tensor:
     """Project every token onto the r_x-ball (the guarantee's domain)."""
     return x * torch.clamp(r_x / x.norm(dim=-1, keepdim=True), max=1.0)
-
-
-def linear_net(w: torch.Tensor, r_x: float) -> TwoLayerNet:
-    """One ReLU unit relu(<w, z> + beta), beta = r_x ||w|| sqrt(len w) + 1: for z made of blocks of
-    norm <= r_x, |<w, z>| <= r_x sum_h ||w_h|| < beta, so the net is exactly affine there and its
-    Lipschitz constant ||a|| ||W||_op = ||w|| is exact."""
-    beta = r_x * float(w.norm()) * math.sqrt(w.shape[0]) + 1.0
-    return TwoLayerNet(a=torch.ones(1, dtype=F64), W=w[None].clone(), b=torch.tensor([beta], dtype=F64))
-
-
-def star_codebook(N: int, mu: float) -> Codebook:
-    """omega_0 = e_0 and omega_j = mu e_0 + sqrt(1 - mu^2) v_j (v_j RS-Hadamard, coherence <= mu/(1+mu)).
-
-    Every code meets omega_0 at exactly mu and the others at <= mu^2 + (1 - mu^2) mu/(1 + mu) = mu,
-    so the coherence is mu and target 0 realises the Lemma 11 leak bound with equality."""
-    base = rs_hadamard_codebook(N - 1, mu=mu / (1 + mu), dtype=F64).omega
-    om = torch.zeros(N, base.shape[1] + 1, dtype=F64)
-    om[0, 0] = 1
-    om[1:, 0] = mu
-    om[1:, 1:] = math.sqrt(1 - mu * mu) * base
-    return Codebook.from_tensor(om)
 
 
 def net_error(con: Construction, net: TwoLayerNet, x, t, fast: bool = False, chunk=None) -> torch.Tensor:
@@ -236,7 +215,7 @@ def test_lemma11_fewer_heads_slots_subset():
 
 def test_alpha_grows_like_log_N():
     d, r_x, eps = 10, 3.0, 0.1
-    net = linear_net(torch.eye(d, dtype=F64)[0], r_x)
+    net = affine_net(torch.eye(d, dtype=F64)[0], r_x)
     rows = []
     for N in (16, 64, 256, 1024, 4096):
         g = lemma11(N, d, 1, net, eps=eps, r_x=r_x).guarantee
@@ -258,9 +237,9 @@ def test_adversarial_error_q1_tight_for_star_code(N):
     code (every code meets omega_0 at exactly mu) this IS the Lemma 11 bound."""
     d, r_x = 3, 2.0
     u = torch.tensor([0.6, 0.0, 0.8], dtype=F64)
-    net = linear_net(u, r_x)
+    net = affine_net(u, r_x)
     assert net.lipschitz == pytest.approx(1.0)
-    con = lemma11(N, d, 1, net, eps=0.05, r_x=r_x, codebook=star_codebook(N, 0.5))
+    con = lemma11(N, d, 1, net, eps=0.05, r_x=r_x, codebook=star_codebook(N, mu=0.5))
     assert con.guarantee.mu == pytest.approx(0.5, abs=1e-12)
     x, t = lemma11_adversarial_prompt(con, u, target=0)
     err = float(net_error(con, net, x, t, fast=True, chunk=512).max())
@@ -275,7 +254,7 @@ def test_adversarial_error_q1_default_codebook(N):
     of the codes meet a target at exactly mu for larger N, see docs/derivations/lemma11.md)."""
     d, r_x = 3, 2.0
     u = torch.tensor([0.0, 1.0, 0.0], dtype=F64)
-    net = linear_net(u, r_x)
+    net = affine_net(u, r_x)
     con = lemma11(N, d, 1, net, eps=0.05, r_x=r_x)
     leaks = target_leaks(con)
     x, t = lemma11_adversarial_prompt(con, u)
@@ -297,8 +276,8 @@ def test_adversarial_error_sqrt_q_factor_tight():
     N, d, r_x = 64, 2, 1.5
     u = torch.tensor([1.0, 0.0], dtype=F64)
     w = torch.cat([u, u]) / math.sqrt(2)
-    net = linear_net(w, r_x)
-    con = lemma11(N, d, 2, net, alpha=0.7, r_x=r_x, codebook=star_codebook(N, 0.5))
+    net = affine_net(w, r_x)
+    con = lemma11(N, d, 2, net, alpha=0.7, r_x=r_x, codebook=star_codebook(N, mu=0.5))
     x, t = lemma11_adversarial_prompt(con, u, target=0)
     err = float(net_error(con, net, x, t).max())
     assert err == pytest.approx(con.guarantee.error_bound, rel=1e-9)
@@ -310,7 +289,7 @@ def test_falsifier_half_alpha_breaks_the_guarantee(kind, N):
     """Halving alpha must push the worst-case error above the honest guarantee."""
     d, r_x, eps = 4, 3.0, 0.1
     u = torch.tensor([0.5, 0.5, 0.5, 0.5], dtype=F64)
-    net = linear_net(u, r_x)
+    net = affine_net(u, r_x)
     cb = None if kind == "rs-hadamard" else build_codebook(N, kind="rademacher", generator=gen(N), dtype=F64)
     honest = lemma11(N, d, 1, net, eps=eps, r_x=r_x, codebook=cb)
     broken = lemma11(N, d, 1, net, alpha=honest.alpha / 2, r_x=r_x, codebook=honest.codebook)

@@ -27,7 +27,7 @@ def _constructions(ctx: Context):
     return [("lemma11 q=3", l11), ("sparse-average q=3", avg)]
 
 
-def _saved_and_reloaded(cons):
+def saved_and_reloaded(cons):
     """(MergedAttention, PracticalTransformer) exactly as a user gets them from a saved file."""
     buf = io.BytesIO()
     torch.save(construction_state(cons), buf)
@@ -41,7 +41,7 @@ def _export(ctx: Context, slip=None) -> Outcome:
     B = ctx.pick(quick=2, full=32)
     rows, ok, worst = [], True, 0.0
     for name, cons in _constructions(ctx):
-        merged, mt = _saved_and_reloaded(cons)
+        merged, mt = saved_and_reloaded(cons)
         if slip is not None:
             slip(mt)
         x = torch.randn(B, EX_N, EX_D, generator=ctx.generator(51, ctx.device), dtype=torch.float64,

@@ -1,5 +1,6 @@
 """Unit tests for verify/claims/transformer.py: the numeric Theorem 4 bound agrees with the sympy
 expression, and a planted fault in psi is caught by that comparison."""
+import dataclasses
 import math
 
 import pytest
@@ -34,3 +35,41 @@ def test_lemma11_rejects_a_guarantee_above_the_eps_asked(monkeypatch):
     orig = T.lemma11
     monkeypatch.setattr(T, "lemma11", lambda *a, eps=None, **k: orig(*a, eps=None if eps is None else 4 * eps, **k))
     assert not T._lemma11(Context()).holds
+
+
+def test_lemma11_star_code_attains_the_bound_and_a_loose_bound_is_caught(monkeypatch):
+    """The star-code case measures err/bound = 1; a bound 25% too large (and one that uses ||a|| ||W||_op,
+    the falsifier) fails it."""
+    import qstr.bounds.attention as ba
+    import qstr.verify.claims.transformer as T
+    from qstr.verify.registry import Context
+    honest = T._l11_tight(Context())
+    assert honest.holds and "1.0000000000, 1.0000000000" in honest.measured
+    assert not T._l11_tight(Context(), generic_lipschitz=True).holds
+    orig = ba._lemma11_record
+
+    def loose_record(cons, **k):
+        g = orig(cons, **k)
+        return dataclasses.replace(g, error_bound=1.25 * g.error_bound)
+
+    monkeypatch.setattr(ba, "_lemma11_record", loose_record)
+    loose = T._l11_tight(Context())
+    assert not loose.holds and "0.8000000000" in loose.measured
+
+
+def test_lemma11_case_reads_the_built_module(monkeypatch):
+    """A fault in the W_QK blocks the builder writes (scores 10% low) passes the fast path, which is
+    rebuilt from (alpha, c), but not the case, which runs the built and the exported modules."""
+    import qstr.constructions.attention as A
+    import qstr.verify.claims.transformer as T
+    from qstr.verify.registry import Context
+    honest = T._l11_case(Context(), "linear", 2, 16, salt=1)
+    assert T._l11_holds(honest)
+    assert honest["adversarial"]["module"] == pytest.approx(honest["exact"], rel=1e-9)
+    orig = A._qk_blocks
+    monkeypatch.setattr(A, "_qk_blocks", lambda *a: 0.9 * orig(*a))
+    broken = T._l11_case(Context(), "linear", 2, 16, salt=1)
+    assert not T._l11_holds(broken)
+    assert broken["adversarial"]["fast path"] == pytest.approx(honest["exact"], rel=1e-9)
+    assert broken["adversarial"]["module"] > 1.1 * honest["exact"]
+    assert broken["adversarial"]["nn.MultiheadAttention"] == pytest.approx(broken["adversarial"]["module"], rel=1e-9)
