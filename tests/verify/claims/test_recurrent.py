@@ -1,7 +1,19 @@
-"""Registration of verify/claims/recurrent.py (tests/verify/claims/test_registered.py runs every claim, on the CPU
-and, with CUDA, the whole gpu profile)."""
-import qstr.verify.claims.recurrent  # noqa: F401  (registers the claims)
+"""Registration of verify/claims/recurrent.py and the values behind its checks: the gadget outcome, the
+plain recurrence that runs the saved Prop 28 file, its planted faults and the prop-28 falsifier
+(tests/verify/claims/test_registered.py runs every claim, on the CPU and, with CUDA, the whole gpu profile)."""
+import io
+import math
+
+import pytest
+import torch
+
+import qstr.verify.claims.recurrent as rec  # registers the claims
+from qstr.constructions.recurrent import module_from_state, rnn_state
+from qstr.constructions.task import QSTR
 from qstr.verify.claims import REGISTRY
+from qstr.verify.registry import Context
+
+CTX = Context(profile="quick")
 
 IDS = ("lemma-22", "lemma-24", "prop-26", "cor-27", "prop-28")
 
@@ -12,11 +24,8 @@ def test_claims_are_registered_with_references():
         assert c.ref_seed and c.ref_conference and c.falsifier_statement
 
 
-
 def test_eps_as_asked_rejects_a_looser_certificate():
     from types import SimpleNamespace as NS
-
-    import qstr.verify.claims.recurrent as rec
 
     assert rec._eps_as_asked(NS(eps=0.0999, eps_requested=0.1), 0.1)
     assert not rec._eps_as_asked(NS(eps=0.25, eps_requested=0.1), 0.1)  # e.g. a third of the gate knots
@@ -24,7 +33,6 @@ def test_eps_as_asked_rejects_a_looser_certificate():
 
 
 def test_prop26_transition_certifies_the_asked_eps():
-    import qstr.verify.claims.recurrent as rec
     from qstr.constructions.codes import rs_hadamard_codebook
     from qstr.constructions.recurrent import build_transition
 
@@ -33,10 +41,102 @@ def test_prop26_transition_certifies_the_asked_eps():
 
 
 def test_gadget_outcome_is_two_sided():
-    import qstr.verify.claims.recurrent as rec
     from qstr.verify.rounding import Rounding
 
     rnd = Rounding(n=1, scale=1.0, what="test")
     assert rec._gadget_outcome([("a", {"s": 1.0}, 1.0, rnd)]).holds
     assert not rec._gadget_outcome([("a", {"s": 0.5}, 1.0, rnd)]).holds  # bound inflated 2x (h^2/8)
     assert not rec._gadget_outcome([("a", {"s": 1.5}, 1.0, rnd)]).holds
+
+
+def test_gadget_outcome_value_is_the_ratio_farthest_from_one():
+    from qstr.verify.rounding import Rounding
+
+    rnd = Rounding(n=1, scale=1.0, what="test")
+    out = rec._gadget_outcome([("a", {"s": 0.5}, 1.0, rnd), ("b", {"s": 1.0}, 1.0, rnd)])
+    assert (out.value, out.limit) == (0.5, 1.0) and not out.holds
+    out = rec._gadget_outcome([("a", {"s": 0.9995}, 1.0, rnd), ("b", {"s": 2.0}, 1.0, rnd)])
+    assert (out.value, out.limit) == (2.0, 1.0) and not out.holds
+
+
+# ------------------------------------------------------------ prop-28: the saved file, plain recurrence
+
+
+def _loaded(state):
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    buf.seek(0)
+    return torch.load(buf, weights_only=True)
+
+
+@pytest.fixture(scope="module")
+def small():
+    """The exact-product RNN at N = 32 (narrow layers: the literal loops are cheap), 2 simple prompts."""
+    link, c = rec._p28_build(32, CTX)
+    p = QSTR(N=32, d=rec.P28_D, link=link, variant="simple").sample(2, generator=torch.Generator().manual_seed(5),
+                                                                    dtype=torch.float64)
+    x = rec.clip_to_ball(p.x, c.guarantee.r_x)
+    x[:, p.t[0, 0]] = x[:, p.t[0, 0]] / x[:, p.t[0, 0]].norm(dim=-1, keepdim=True) * c.guarantee.r_x  # on the sphere
+    return c, x, p.t
+
+
+def test_plain_recurrence_equals_the_module_and_the_scan(small):
+    c, x, t = small
+    state = _loaded(rnn_state(c))
+    y, active = rec.plain_birnn(state, x, t)
+    with torch.no_grad():
+        y_module = module_from_state(state)(c.encode(x, t)).reshape(y.shape)
+    assert active == 0
+    assert float((y - y_module).abs().max()) <= 1e-10
+    assert float((y - c.predict(x, t)).abs().max()) <= 1e-10
+
+
+def test_plain_recurrence_projects_like_the_module_when_the_projection_bites(small):
+    c, x, t = small
+    state = _loaded(rnn_state(c))
+    state["config"]["r_h"] = 0.5 * math.sqrt(rec.P28_Q) * c.guarantee.r_x  # below the Cor 27 radius
+    y, active = rec.plain_birnn(state, x, t)
+    with torch.no_grad():
+        y_module = module_from_state(state)(c.encode(x, t)).reshape(y.shape)
+    assert active > 0
+    assert float((y - y_module).abs().max()) <= 1e-10
+    assert float((y - c.predict(x, t)).abs().max()) > 1e-3  # the clipped states change the prediction
+
+
+def test_swapped_directions_do_not_show_in_prop28(small):
+    """f_fwd = f_bwd and f_y reads h_fwd + h_bwd: a file with the two transitions swapped gives the
+    same outputs bit for bit, so a swap cannot serve as the falsifier here."""
+    c, x, t = small
+    state = _loaded(rnn_state(c))
+    swapped = dict(state, forward_transition=state["backward_transition"], backward_transition=state["forward_transition"])
+    assert torch.equal(rec.plain_birnn(state, x, t)[0], rec.plain_birnn(swapped, x, t)[0])
+
+
+def test_prop28_plain_path_values():
+    r = rec._p28_plain(CTX)
+    assert r["holds"] and r["N"] == 32
+    assert r["diff"] <= 1e-10 < r["tol"] <= 1e-6
+    assert 0.01 < r["err"] / r["bound"] < 0.2  # the rotated code spends part of the budget (0.041 at seed 0)
+
+
+def test_a_file_without_the_direct_term_fails_the_plain_path(monkeypatch):
+    """Planted fault: the export writes the output net without f(z_i) (g_net(h_fwd + h_bwd)); the
+    prediction at i = t_l then misses x_{t_l}."""
+    def without_direct_term(c):
+        state = rnn_state(c)
+        state["output"] = [dict(L) for L in c.output_layers_without_gate()]
+        return state
+
+    monkeypatch.setattr(rec, "rnn_state", without_direct_term)
+    r = rec._p28_plain(CTX)
+    assert not r["holds"]
+    # caught by the comparison with the scan: at seed 0 the error itself (0.20) stays under the
+    # Prop 28 bound (0.25) on these 8 prompts
+    assert r["diff"] > 0.1 and r["diff"] > 1e5 * r["tol"]
+
+
+def test_prop28_falsifier_catches_both_mistakes():
+    out = rec._prop28_falsifier(CTX)
+    assert not out.holds and out.limit == 1.0
+    assert out.value > 1.5  # min over the two mistakes of err/bound (1.62 for the (z, h) file at seed 0)
+    assert "(z, h) file" in out.measured
