@@ -289,7 +289,8 @@ def _thm6(ctx: Context, extra_row: bool, floor=None) -> Outcome:
                  f"value = largest (d) |gap| / (z se + rounding), limit 1")
     holds = a_ok and b_ok and c_ok and t_ok and d_ok
     measured = (f"(a) decay {'ok' if a_ok else 'FAILED'}; (b) {'ok' if b_ok else 'FAILED'}; "
-                f"(c) min over FFNs and readouts of (risk - floor_u)/floor_u = {worst_margin:+.3f}, Transformer {'beats' if t_ok else 'does NOT beat'} floor; "
+                f"(c) min over FFNs and readouts of (risk - floor_u)/floor_u = {worst_margin:+.3f}, "
+                f"Transformer {'beats' if t_ok else 'does NOT beat'} floor; "
                 f"(d) min-norm {'ok' if d_ok else 'FAILED'}, |gap|/tol = {worst_gap:.2f}")
     return Outcome(measured=measured, bound="span dist <= (1-lr*lam)^k d0; FFN risk >= floor_u; 1-n/(Nd) in MC CI; "
                                            "min-norm risk = closed form, >= floor; |gap|/tol <= 1",
