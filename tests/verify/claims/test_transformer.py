@@ -73,3 +73,17 @@ def test_lemma11_case_reads_the_built_module(monkeypatch):
     assert broken["adversarial"]["fast path"] == pytest.approx(honest["exact"], rel=1e-9)
     assert broken["adversarial"]["module"] > 1.1 * honest["exact"]
     assert broken["adversarial"]["nn.MultiheadAttention"] == pytest.approx(broken["adversarial"]["module"], rel=1e-9)
+
+
+def test_sparse_average_worst_case_is_exact_and_a_bound_without_the_within_term_is_caught(monkeypatch):
+    """q = 3: the built module attains the exact sup over all 41,664 index sets; dropping the within-set
+    term of the bound (a derivation that assumes equal in-set weights) puts the bound below that sup."""
+    import qstr.bounds.attention as ba
+    import qstr.verify.claims.transformer as T
+    from qstr.verify.registry import Context
+    r = T._sa_case(Context(), 3, None)
+    assert r["holds"] and r["sets"] == math.comb(T.SA_N, 3)
+    assert r["at_worst"]["module"] == pytest.approx(r["exact"], rel=1e-12)
+    assert 0.3 < r["exact"] / r["bound"] < 1
+    monkeypatch.setattr(ba, "sparse_average_within", lambda **k: 0.0)
+    assert not T._sa_case(Context(), 3, None)["holds"]
