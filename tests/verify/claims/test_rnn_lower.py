@@ -1,5 +1,7 @@
 """Helpers and registration of verify/claims/rnn_lower.py (tests/verify/claims/test_registered.py runs every claim)."""
 
+import pytest
+
 import qstr.verify.claims.rnn_lower as rnn_lower  # noqa: F401  (registers the claims)
 from qstr.verify.claims import REGISTRY
 
@@ -27,3 +29,68 @@ def test_answer_vectors():
     t = torch.tensor([1, 2])
     A = rnn_lower._answer_vectors(x, u, t)
     assert torch.equal(A, torch.tensor([[2.0] * 3, [10.0] * 3], dtype=torch.float64))
+
+
+# ---------------------------------------------------------------- thm-7
+
+def _ctx():
+    from qstr.verify.registry import Context
+
+    return Context(profile="quick")
+
+
+def test_thm7_agrees_with_the_independent_evaluation():
+    out = rnn_lower._thm7(_ctx())
+    assert out.holds and out.limit == rnn_lower.T7_AGREE_RTOL == 1e-9
+    assert 0.0 <= out.value < 1e-13  # float64 vs 40 digits: ~1e-15 measured
+    assert "N=1048576: 2.5475e+40 vs 2.5475e+40" in out.detail
+
+
+def test_theorem7_bound_mp_hand_values():
+    import mpmath
+
+    from qstr.bounds.recurrent import Theorem7Params, theorem7_bound
+    from qstr.bounds.transformer import default_code_dim
+
+    P = Theorem7Params()
+    for N in (2, 16, 1000, 2 ** 20):
+        assert rnn_lower.t7_code_dim(P, N) == default_code_dim(N, P.delta)
+    assert rnn_lower.t7_code_dim(Theorem7Params(d_e=33), 10 ** 6) == 33
+    with mpmath.workdps(40):
+        v = rnn_lower.theorem7_bound_mp(10 ** 40, 4096, P)
+    assert float(v) == pytest.approx(theorem7_bound(10 ** 40, 4096, P).total, rel=1e-13)
+    assert float(v) > P.eps_2nn
+
+
+def test_thm7_falsifier_is_caught_by_the_comparison_only():
+    out = rnn_lower._thm7(_ctx(), bound=rnn_lower.slipped_theorem7_total)
+    assert not out.holds and out.value > 0.5  # n(N) about 4x smaller: gap 0.77 at seed 0
+    assert out.measured.startswith("slope 0.832 -> 0.325")  # the slope test alone would pass
+
+
+def test_thm7_slope_test_catches_a_linear_requirement():
+    from qstr.bounds.transformer import ffn_sample_size
+
+    assert not rnn_lower._polylog_claim(lambda N: ffn_sample_size(N, 4), "n = N d").holds
+
+
+@pytest.mark.parametrize("slip", ["hoeffding", "tail_exponent", "truncation"])
+def test_planted_fault_in_theorem7_bound_fails_the_check(monkeypatch, slip):
+    import dataclasses
+    import math
+
+    import qstr.bounds.recurrent as rec
+
+    honest = rec.theorem7_bound
+
+    def planted(n, N, params):
+        b = honest(n, N, params)
+        dev = math.sqrt(math.log(4.0 / params.delta) / (2.0 * n))
+        delta_total = {"hoeffding": -b.tau * dev,  # 3 tau dev: the Hoeffding term for theta* forgotten
+                       "tail_exponent": b.tail * (N ** -0.25 - 1.0),  # N^{-1/2} in place of N^{-1/4}
+                       "truncation": b.truncation}[slip]  # 2 (1 + 4/delta) tau e^{-p}
+        return dataclasses.replace(b, total=b.total + delta_total)
+
+    monkeypatch.setattr(rec, "theorem7_bound", planted)  # theorem7_sample_size and the claim see it
+    out = rnn_lower._thm7(_ctx())
+    assert not out.holds and out.value > out.limit
