@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence
 
-from qstr.verify.claims import setup, auxiliary, transformer, export, feedforward, recurrent, rnn_lower  # noqa: F401  (they register)
+from qstr.verify.claims import setup, auxiliary, transformer, export, experiments, feedforward, recurrent, rnn_lower  # noqa: F401  (they register)
 from qstr.verify.registry import PROFILES, REGISTRY, Claim
 
 
