@@ -51,7 +51,7 @@ def _l11_cases(ctx: Context):
 
 def _l11_sizes(ctx: Context, link: str):
     """N for the case, and the largest N at which ascent runs and the exported module is checked."""
-    Ns = ctx.pick(quick=(16, 256, 4096), full=(16, 64, 256, 1024, 4096), gpu=(16, 256, 4096, 16384, 65536))
+    Ns = ctx.pick(quick=(16, 256, 2048), full=(16, 64, 256, 1024, 4096), gpu=(16, 256, 4096, 16384, 65536))
     if link != "linear":
         Ns = Ns[:ctx.pick(quick=2, full=4, gpu=3)]
     return Ns, ctx.pick(quick=256, full=1024, gpu=4096)
