@@ -49,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--seed", default="0", help="seed of every generator (default 0)")
     v.add_argument("--list", action="store_true", help="list the claims of the profile and exit")
     v.add_argument("--threads", type=_int, default=1, help="CPU threads per check (default 1: the checks are many small ops)")
+    v.add_argument("--fail-fast", action="store_true", help="stop at the first claim that fails (exit 1); for mutation testing")
 
     c = sub.add_parser("codebook", help="build a positional codebook (Assumption 3) and report its exact coherence")
     c.add_argument("--N", type=_int, default=None, help="number of positions (required unless --check)")
@@ -175,7 +176,11 @@ def _verify(args, console: Console) -> int:
             results.append(run_claim(c, ctx))
             if args.json:  # written as we go: an interrupted run keeps what it measured
                 write_json(results, args.json)
+            if args.fail_fast and not results[-1].passed:
+                break
     print_report(results, console, title=f"qstr verify - profile {ctx.profile}, seed {ctx.seed}")
+    if len(results) < len(claims):
+        console.print(f"--fail-fast: stopped after {results[-1].id} failed; {len(claims) - len(results)} claims not run")
     return 0 if all(r.passed for r in results) else 1
 
 

@@ -251,3 +251,19 @@ def test_ctrl_c_prints_one_line_and_exits_130(tmp_path):
     assert p.returncode == 130, err
     assert err.strip().splitlines() == ["qstr: interrupted; what was written so far is kept"]
     assert json.loads((tmp_path / "r.json").read_text())  # the records measured before the interrupt
+
+
+def test_fail_fast_stops_at_the_first_failing_claim(monkeypatch, tmp_path, capsys):
+    """--fail-fast: the run ends after the first failing claim, exit 1, the table and JSON hold what ran."""
+    from qstr.verify import registry
+
+    def failing(ctx):
+        return Outcome("1", "0", False)
+
+    monkeypatch.setitem(registry.REGISTRY, "lemma-40", Claim(
+        id="lemma-40", ref_seed="x", ref_conference="x", statement="x", check=failing, falsifier=failing,
+        falsifier_statement="x"))
+    path = tmp_path / "out.json"
+    assert main(["verify", "--only", "lemma-40", "data-model", "--fail-fast", "--json", str(path)]) == 1
+    assert [r["id"] for r in json.loads(path.read_text())] == ["lemma-40"]
+    assert "stopped after lemma-40 failed; 1 claims not run" in capsys.readouterr().out
