@@ -1,0 +1,207 @@
+"""Mutation testing of constructions/ or bounds/ against `qstr verify --profile quick`, with cosmic-ray.
+
+    pip install -e ".[mutation]"
+    python mutation/run.py constructions --sample 40 --seed 0     # or: bounds
+
+Mutates a copy of the tracked tree (never your working files) under .mutation/<package>/, draws a seeded
+sample of the mutants (all of them with --sample 0), runs `qstr verify --profile quick --fail-fast` on each
+(a mutant is killed when the run exits non-zero or times out), and prints the score and every survivor.
+Interrupted runs resume where they stopped (cosmic-ray's session database). docs/mutation.md explains the
+method and lists the survivors with the claim that now kills each, or why it is equivalent.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import re
+import shlex
+import shutil
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("constructions", "bounds")
+EXCLUDED_MODULES = ("validate.py",)  # argument checks: the unit tests' job, not a claim's
+# The faults a reviewer plants: an arithmetic operator swapped (+ - * / and ** as a source), a comparison
+# flipped, a number changed, a sign dropped, and/or, True/False, not, break/continue. Left out: bit, shift,
+# floor-division, modulo and power targets and `is` comparisons (on floats and tensors they crash at once or
+# are no fault anyone writes), exception-type and decorator removal.
+EXCLUDED_OPERATORS = (
+    r"core/ReplaceBinaryOperator_.*_(BitOr|BitAnd|BitXor|LShift|RShift|FloorDiv|Mod|Pow)$",
+    r"core/ReplaceBinaryOperator_(BitOr|BitAnd|BitXor|LShift|RShift|FloorDiv|Mod)_",
+    r"core/ReplaceComparisonOperator_.*_(Is|IsNot)$",
+    r"core/ReplaceComparisonOperator_(Is|IsNot)_",
+    r"core/ReplaceUnaryOperator_.*_(Invert|Not)$",
+    r"core/ExceptionReplacer",
+    r"core/RemoveDecorator",
+)
+
+
+def _copy_tree(work: Path) -> Path:
+    """The tracked files of the repository, copied to work/pristine and work/tree (the copy cosmic-ray
+    mutates), and a shim so `import qstr` finds the copy."""
+    tree = work / "tree"
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, check=True, capture_output=True, text=True).stdout.split()
+    for f in files:
+        (work / "pristine" / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / f, work / "pristine" / f)
+    shutil.copytree(work / "pristine", tree)
+    shim = work / "shim" / "qstr"
+    shim.mkdir(parents=True, exist_ok=True)
+    (shim / "__init__.py").write_text("")
+    for pkg in ("constructions", "bounds", "verify"):
+        (shim / pkg).symlink_to(tree / pkg)
+    return tree
+
+
+def _env(work: Path) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(work / "shim"), PYTHONDONTWRITEBYTECODE="1")
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    return env
+
+
+def _verify_command() -> str:
+    return f"{sys.executable} -m qstr.verify.cli verify --profile quick --fail-fast"
+
+
+def _config(work: Path, package: str, timeout: float) -> Path:
+    cfg = work / "config.toml"
+    cmd = _verify_command()
+    cfg.write_text(
+        "[cosmic-ray]\n"
+        f'module-path = "{work / "tree" / package}"\n'
+        f"timeout = {timeout}\n"
+        f"excluded-modules = {json.dumps([str(work / 'tree' / package / m) for m in EXCLUDED_MODULES])}\n"
+        f'test-command = "{cmd}"\n\n'
+        "[cosmic-ray.distributor]\n"
+        'name = "local"\n'
+    )
+    return cfg
+
+
+def _sample(session: Path, k: int, seed: int) -> tuple:
+    """Drop the excluded operators, then keep a seeded random sample of k of the rest (all when k = 0); the
+    others are recorded as skipped. Returns (mutants generated, mutants eligible)."""
+    from cosmic_ray.work_db import use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    excluded = re.compile("|".join(f"(?:{e})" for e in EXCLUDED_OPERATORS))
+    with use_db(str(session)) as db:
+        items = sorted(db.work_items, key=lambda item: item.job_id)
+        ids = [item.job_id for item in items if not excluded.match(item.mutations[0].operator_name)]
+        keep = set(random.Random(seed).sample(ids, k)) if 0 < k < len(ids) else set(ids)
+        skip = [item.job_id for item in items if item.job_id not in keep]
+        if skip:
+            db.set_multiple_results(skip, WorkResult(worker_outcome=WorkerOutcome.SKIPPED))
+        return len(items), len(ids)
+
+
+def _tally(session: Path) -> dict:
+    """Counts and the survivors (file, line, operator) of the sampled mutants run so far."""
+    from cosmic_ray.work_db import use_db
+    from cosmic_ray.work_item import TestOutcome, WorkerOutcome
+
+    out = {"killed": 0, "survived": 0, "incompetent": 0, "pending": 0, "survivors": []}
+    with use_db(str(session)) as db:
+        out["pending"] = len(db.pending_work_items)
+        for item, result in db.completed_work_items:
+            if result.worker_outcome == WorkerOutcome.SKIPPED:
+                continue
+            if result.test_outcome == TestOutcome.SURVIVED:
+                m = item.mutations[0]
+                out["survived"] += 1
+                out["survivors"].append({"file": os.path.relpath(m.module_path, session.parent / "tree"),
+                                         "line": m.start_pos[0], "operator": m.operator_name,
+                                         "occurrence": m.occurrence, "diff": result.diff})
+            elif result.test_outcome == TestOutcome.KILLED:
+                out["killed"] += 1
+            else:
+                out["incompetent"] += 1
+    return out
+
+
+def _counts(session: Path) -> dict:
+    """{test outcome: count} of the mutants run so far (one SQL query: cheap enough to poll)."""
+    with sqlite3.connect(session) as db:
+        rows = db.execute("SELECT test_outcome, count(*) FROM work_results WHERE worker_outcome != 'SKIPPED' "
+                          "GROUP BY test_outcome").fetchall()
+    return {str(k).lower(): n for k, n in rows}
+
+
+def _progress(session: Path, total: int, stop: threading.Event) -> None:
+    start = time.time()
+    while not stop.wait(30):
+        c = _counts(session)
+        print(f"  {sum(c.values())}/{total} mutants run, {c.get('killed', 0)} killed, {c.get('survived', 0)} "
+              f"survived ({time.time() - start:.0f} s)", flush=True)
+
+
+def _score(t: dict) -> str:
+    n = t["killed"] + t["survived"]
+    if n == 0:
+        return "no mutant run yet"
+    p = t["killed"] / n
+    half = 1.96 * math.sqrt(max(p * (1 - p), 1e-12) / n)
+    return f"{t['killed']}/{n} killed = {100 * p:.1f}% (95% interval +- {100 * half:.1f} points)"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("package", choices=PACKAGES)
+    ap.add_argument("--sample", type=int, default=40, help="mutants drawn at random (0: all of them)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per mutant before it counts as killed")
+    ap.add_argument("--workdir", default=str(ROOT / ".mutation"))
+    args = ap.parse_args(argv)
+    if args.sample < 0:
+        print("mutation: --sample must be >= 0", file=sys.stderr)
+        return 2
+    work = Path(args.workdir) / f"{args.package}-seed{args.seed}-sample{args.sample}"
+    session = work / "session.sqlite"
+    fresh = not session.exists()
+    if fresh:
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        _copy_tree(work)
+    cfg = _config(work, args.package, args.timeout)
+    env, tree = _env(work), work / "tree"
+    # a run killed mid-mutant may have left that mutant on disk
+    shutil.copytree(work / "pristine" / args.package, tree / args.package, dirs_exist_ok=True)
+    if fresh:
+        base = subprocess.run(shlex.split(_verify_command()),
+                              cwd=tree, env=env, capture_output=True, text=True)
+        if base.returncode != 0:
+            print("mutation: `qstr verify` fails on the unmutated copy; fix that first", file=sys.stderr)
+            return 1
+        subprocess.run(["cosmic-ray", "init", str(cfg), str(session)], cwd=tree, env=env, check=True)
+        total, eligible = _sample(session, args.sample, args.seed)
+        print(f"{args.package}: {total} mutants, {eligible} of the operators kept, "
+              f"{min(args.sample, eligible) or eligible} sampled (seed {args.seed})", flush=True)
+    with sqlite3.connect(session) as db:
+        skipped = db.execute("SELECT count(*) FROM work_results WHERE worker_outcome = 'SKIPPED'").fetchone()[0]
+        todo = db.execute("SELECT count(*) FROM work_items").fetchone()[0] - skipped
+    stop = threading.Event()
+    threading.Thread(target=_progress, args=(session, todo, stop), daemon=True).start()
+    try:
+        subprocess.run(["cosmic-ray", "exec", str(cfg), str(session)], cwd=tree, env=env, check=True)
+    finally:
+        stop.set()
+    t = _tally(session)
+    (work / "report.json").write_text(json.dumps({"package": args.package, "seed": args.seed,
+                                                  "sample": args.sample, **t}, indent=1))
+    print(f"{args.package}: {_score(t)}; incompetent {t['incompetent']}")
+    for s in t["survivors"]:
+        print(f"  survived: {s['file']}:{s['line']} {s['operator']} #{s['occurrence']}")
+    print(f"report: {work / 'report.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
