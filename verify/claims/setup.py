@@ -111,8 +111,10 @@ def _run_property(ctx: Context, corrupt: bool) -> Outcome:
         failures.append(str(exc).splitlines()[0])
     measured = f"{len(failures)} counterexample(s) / {n} examples"
     tol = "labels compared to g(x_t) within the rounding tolerance 1e-5 (float32) / 1e-12 (float64), rtol and atol"
+    what = "value = counterexamples found (hypothesis stops at the first, after shrinking), limit 0"
     return Outcome(measured=measured, bound="0 counterexamples", holds=not failures,
-                   detail="; ".join(failures + [tol]), dtype="float32+float64")
+                   detail="; ".join(failures + [tol, what]), dtype="float32+float64",
+                   value=float(len(failures)), limit=0.0)
 
 
 def _off_by_one(task, p: Prompts) -> Prompts:
@@ -303,17 +305,23 @@ def _rs_codes(ctx: Context, polys=None) -> Outcome:
     polys = polys or {m: None for m in range(1, MAX_M + 1)}
     fields = {m: _zero_divisor_free(gf_mul_table(m, p)) for m, p in polys.items()}
     rows, ok = [], all(fields.values())
+    bad_codes = 0
     for m in range(1, ctx.pick(quick=5, full=5, gpu=6) + 1):
         n = 1 << m
         book = rs_hadamard_codebook(n * n, mu=1.0 / n, device=ctx.device)
         brute = coherence(book.omega)
         g = book.params["guaranteed_mu"]
-        ok = ok and book.params["m"] == m and brute == book.mu <= g
+        code_ok = book.params["m"] == m and brute == book.mu <= g
+        ok = ok and code_ok
+        bad_codes += not code_ok
         rows.append(f"m={m}: N={n * n}, d_e={book.d_e}, mu root count {book.mu:.4g} = Gram {brute:.4g} <= {g:.4g}")
     bad = [m for m, f in fields.items() if not f]
     return Outcome(measured=f"{sum(fields.values())}/{len(fields)} fields; mu two ways equal", bound="all fields, equal",
                    holds=ok, detail=f"zero-divisor free tables for m = {sorted(fields)}" +
-                   (f" except {bad}" if bad else "") + "; " + "; ".join(rows))
+                   (f" except {bad}" if bad else "") + "; " + "; ".join(rows) +
+                   f"; value = failures: {len(bad)} tables not fields + {bad_codes} codes whose two coherences differ "
+                   "or exceed (k - 1)/n, limit 0",
+                   value=float(len(bad) + bad_codes), limit=0.0)
 
 
 register(Claim(
@@ -353,7 +361,10 @@ def _experimental(ctx: Context, tail=None) -> Outcome:
     return Outcome(measured=f"{mean:.2f} +- {se:.2f} pairs > 1/2 per draw", bound=f"expected {pairs * stated:.2f}",
                    holds=ok, detail=f"N=100, d_e={d_e}: tail by counting {exact} = {float(exact):.6g}, "
                    f"rademacher_pair_tail {stated:.6g}; {R} draws, {z:.1f} se from the expectation; "
-                   f"every draw violates Assumption 3: {sum(c > 0 for c in counts) == R}")
+                   f"every draw violates Assumption 3: {sum(c > 0 for c in counts) == R}; "
+                   "two-sided: value = |mean - expected| / se (standard errors from the expectation), limit 6; "
+                   "holds also needs the tail equal two ways and every draw in violation",
+                   value=z, limit=6.0)
 
 
 register(Claim(

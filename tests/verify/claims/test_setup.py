@@ -81,3 +81,13 @@ def test_experimental_tail_hand_value_and_falsifier():
     assert 4950 * float(setup._tail_by_counting(23, 0.5)) == pytest.approx(52.58, abs=0.01)
     half = setup._experimental(CTX, tail=lambda d_e, mu: float(setup._tail_by_counting(d_e, mu)) / 2)
     assert not half.holds and setup._experimental(CTX).holds
+
+
+def test_rs_codes_and_experimental_encoding_report_value_and_limit():
+    """value/limit (--json measured_value/bound_value) are finite floats, value <= limit exactly when the check holds."""
+    for out in (setup._rs_codes(CTX), setup._rs_codes(CTX, polys={4: 0b10101}), setup._experimental(CTX),
+                setup._experimental(CTX, tail=lambda d_e, mu: float(setup._tail_by_counting(d_e, mu)) / 2)):
+        assert isinstance(out.value, float) and isinstance(out.limit, float)
+        assert math.isfinite(out.value) and math.isfinite(out.limit)
+        assert (out.value <= out.limit) == out.holds
+    assert setup._rs_codes(CTX, polys={4: 0b10101}).value == 1.0  # one reducible table, the codes still agree
