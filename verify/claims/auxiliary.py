@@ -30,7 +30,10 @@ def _lemma40(ctx: Context, rank_shift: int) -> Outcome:
         worst = max(worst, z)
         parts.append(f"k={k} r={r}: {est.estimate:.3f} +- {est.halfwidth:.3f} vs {claimed:g}")
     parts.append(f"largest {largest(terms)} (the CI half-width)")
-    return Outcome(measured=f"max |z| = {worst:.2f}", bound=f"|z| <= {zcrit:.2f}", holds=ok, detail="; ".join(parts))
+    parts.append("two-sided: value = the largest |z| = |estimate - 2(k - r)| / stderr over the cases, limit the "
+                 "family critical value (each case's rounding term on top)")
+    return Outcome(measured=f"max |z| = {worst:.2f}", bound=f"|z| <= {zcrit:.2f}", holds=ok, detail="; ".join(parts),
+                   value=float(worst), limit=float(zcrit))
 
 
 register(Claim(
@@ -116,8 +119,10 @@ def _lemma39(ctx: Context, swapped: bool) -> Outcome:
         worst = max(worst, top)
         parts.append(f"(p,q,r,s)=({p:g},{q:g},{r:.3g},{conjugate(r):.3g}): max ratio {top:.6f} (equality case of the true inequality {eq_ratio:.12f})")
     parts.append(str(LEMMA39_ROUNDING))
+    parts.append("value = the largest lhs/rhs over all cases, limit 1 + the rounding term")
     return Outcome(measured=f"max lhs/rhs = {worst:.9f}", bound=f"<= 1 + {LEMMA39_ROUNDING.term:.2g}",
-                   holds=LEMMA39_ROUNDING.within(worst, 1.0), detail="; ".join(parts))
+                   holds=LEMMA39_ROUNDING.within(worst, 1.0), detail="; ".join(parts),
+                   value=float(worst), limit=1.0 + LEMMA39_ROUNDING.term)
 
 
 register(Claim(
@@ -180,8 +185,9 @@ def _lemma41(ctx: Context, shrink: float) -> Outcome:
     parts.append("Maurey < volume from d = " + ", ".join(f"{c} (eps={e})" for e, c in cross.items()))
     parts.append("Maurey provably false for the l2 ball from d = " + ", ".join(f"{c} (eps={e})" for e, c in viol.items()))
     parts.append("no rounding term: M is a count and both bounds are closed forms")
+    parts.append("value = the largest log M - bound over balls, d and eps, limit 0")
     return Outcome(measured=f"max(log M - bound) = {worst:+.3f}", bound="<= 0", holds=worst <= 0,
-                   detail="; ".join(parts))
+                   detail="; ".join(parts), value=float(worst), limit=0.0)
 
 
 register(Claim(
@@ -239,12 +245,15 @@ def _lemma42(ctx: Context) -> Outcome:
                      f"{built.error_bound:.4f}; width {built.width}, r_a {built.weight_norms['r_a']:.3g}, "
                      f"r_w {built.weight_norms['r_w']:.3g}, {built.method} n={built.degree}")
     parts.append(f"largest {largest(terms)} (and to the certificate)")
-    return Outcome(measured=f"max certified/bound = {worst:.3f}", bound="<= 1", holds=ok, detail="; ".join(parts))
+    parts.append("value = the largest (certified sup-error + rounding) / error bound over the functions, limit 1 "
+                 "(holds also needs every error seen <= its certificate)")
+    return Outcome(measured=f"max certified/bound = {worst:.3f}", bound="<= 1", holds=ok, detail="; ".join(parts),
+                   value=float(worst), limit=1.0)
 
 
 def _lemma42_falsifier(ctx: Context) -> Outcome:
     """Nets built for L, applied to 2L-Lipschitz functions (tent between the knots; cone at 0)."""
-    parts, beaten = [], False
+    parts, beaten, worst = [], False, 0.0
     L, R = 1.0, 1.0
     built1 = lipschitz_net(lambda x: x[..., 0], L=L, R=R, k=1, eps=0.05)  # knots of the L-construction
     knots = torch.linspace(-R, R, built1.degree + 1, dtype=torch.float64)
@@ -255,8 +264,11 @@ def _lemma42_falsifier(ctx: Context) -> Outcome:
         built = lipschitz_net(f, L=L, R=R, k=k, **kw)
         cert, seen, rnd = _lemma42_measure(f, built, 2 * L, R, k, ctx, 4290 + k)
         beaten |= not rnd.within(seen, built.error_bound)
+        worst = max(worst, seen / built.error_bound)
         parts.append(f"{name} (built for L={L}): error seen {seen:.4f} vs bound {built.error_bound:.4f}; {rnd}")
-    return Outcome(measured="; ".join(parts), bound="seen <= bound", holds=not beaten, detail="; ".join(parts))
+    detail = "; ".join(parts) + "; value = the largest error seen / error bound, limit 1 (plus the rounding term)"
+    return Outcome(measured="; ".join(parts), bound="seen <= bound", holds=not beaten, detail=detail,
+                   value=float(worst), limit=1.0)
 
 
 register(Claim(
