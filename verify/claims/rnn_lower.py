@@ -81,8 +81,11 @@ def _lemma37(ctx: Context, scale: float) -> Outcome:
     detail = (f"n={n}, D={L37_D}, {trials} draws of (x, v): joint success {ev.joint_ok / trials:.3f} "
               f"(CP{CONFIDENCE:.1%} lower {joint_lo:.3f} vs 1/3); gap failure {1 - ev.gap_ok / trials:.3f} "
               f"(CP lower {fail_lo:.3f} vs union bound {union:.3f}); norm event {ev.norm_ok / trials:.3f}; {constructive}; "
-              f"no rounding term: event counts, each gap certified with its own float64 rounding allowance")
-    return Outcome(measured=f"P(success) >= {joint_lo:.3f}", bound=">= 1/3", holds=holds, detail=detail)
+              f"no rounding term: event counts, each gap certified with its own float64 rounding allowance; "
+              f"value = the CP lower bound on P(success), limit 1/3, holds means value >= limit "
+              f"(and the gap failure's CP lower bound <= the union bound)")
+    return Outcome(measured=f"P(success) >= {joint_lo:.3f}", bound=">= 1/3", holds=holds, detail=detail,
+                   value=float(joint_lo), limit=1.0 / 3.0)
 
 
 register(Claim(
@@ -143,9 +146,12 @@ def _lemma38(ctx: Context, squeeze: bool) -> Outcome:
         parts.append(f"alternating n={n}: ||a'||^2/bound {ratio:.6f} vs (16n - 22)/(16n) = {tight:.6f} "
                      f"(to within {L38_TIGHT_TOL:g}, relative)")
     parts.append(f"||a'||^2/bound: {_ratio_rounding(ns[-1])}; interpolation error: the Higham bound above (or 1e-9)")
+    parts.append("value = the largest ||a'||^2 / (16 ||y||^2 / eps^2), limit 1 (plus the rounding term); holds also "
+                 "needs exact interpolation, a function-preserving rebalancing and the tight alternating ratio")
     label = "gap eps/100 inside data built for eps" if squeeze else "gaps >= eps"
     return Outcome(measured=f"max err {worst_err:.1e}; ||a'||^2/bound <= {worst_ratio:.3f}",
-                   bound="err <= max(1e-9, float64 rounding bound); ratio <= 1", holds=ok, detail=f"{label}; " + "; ".join(parts))
+                   bound="err <= max(1e-9, float64 rounding bound); ratio <= 1", holds=ok, detail=f"{label}; " + "; ".join(parts),
+                   value=float(worst_ratio), limit=1.0)
 
 
 def _ratio_rounding(n: int) -> Rounding:
@@ -252,8 +258,10 @@ def _lemma36(ctx: Context, position) -> Outcome:
         parts.append(f"n={n}: relative spread of ||vec||^2 over N={Ns}: {spread:.1e}")
     label = "every position (n N points)" if position == "all" else "one position (point-wise risk)"
     parts.append(f"largest {largest(terms)}; training error <= 1e-9")
+    parts.append("value = the largest ||vec||^2 / (C n^3), limit 1 (plus the rounding term); holds also needs zero "
+                 "training error, ||vec||^2 <= its certified bound and an N-free norm")
     return Outcome(measured=f"max ||vec||^2 / (C n^3) = {worst:.3g}", bound=f"<= 1, C = C36 sqrt({K_Y:g}) = {C:.1f}; N-free",
-                   holds=ok, detail=f"{label}; " + "; ".join(parts))
+                   holds=ok, detail=f"{label}; " + "; ".join(parts), value=float(worst), limit=1.0)
 
 
 register(Claim(
@@ -290,7 +298,8 @@ def _pairwise(A: torch.Tensor) -> torch.Tensor:
     return D[iu[0], iu[1]]
 
 
-def _answer_separation(ctx: Context, simple: bool) -> tuple[bool, str]:
+def _answer_separation(ctx: Context, simple: bool) -> tuple[bool, str, float, float]:
+    """(holds, detail, min normalised answer separation, the separation Prop 35 asks for)."""
     N = 256
     M = ctx.pick(quick=200, full=1000, gpu=2000)
     g = ctx.generator(80, ctx.device)
@@ -307,7 +316,7 @@ def _answer_separation(ctx: Context, simple: bool) -> tuple[bool, str]:
     task = "simple-1STR" if simple else "general 1STR"
     return ok, (f"{task} N={N}, {M} prompts sharing x_i: min normalised answer separation {float(sep.min()):.3f} "
                 f"vs sqrt(2a(N-1)/N) = {pk.answer_sep:.3f} (failure prob <= {fail_bound:.1e}); theory packs "
-                f"M' = e^{pk.log_M_good:.2f} such prompts")
+                f"M' = e^{pk.log_M_good:.2f} such prompts"), float(sep.min()), float(pk.answer_sep)
 
 
 def _state_separation(ctx: Context) -> tuple[bool, str]:
@@ -413,8 +422,12 @@ def _width_scan(ctx: Context, simple: bool) -> tuple[bool, str]:
     return grows, f"{task} GRU width scan (risk <= {P8_SCAN['c']}): " + "; ".join(parts)
 
 
+P8_VALUE = ("value = the min normalised answer separation, limit sqrt(2a(N-1)/N) (Prop 35), holds means value >= "
+            "limit; the value is the answer-separation part only")
+
+
 def _prop8(ctx: Context) -> Outcome:
-    ok_a, det_a = _answer_separation(ctx, simple=False)
+    ok_a, det_a, sep, need = _answer_separation(ctx, simple=False)
     ok_b, det_b = _state_separation(ctx)
     details = [det_a, det_b]
     ok = ok_a and ok_b
@@ -423,19 +436,22 @@ def _prop8(ctx: Context) -> Outcome:
         ok &= ok_c
         details.append(det_c)
     what = "packing (answers + states)" if ctx.profile == "quick" else "packing + trained width scan"
+    details.append(P8_VALUE + " (holds also needs the state separation" +
+                   (")" if ctx.profile == "quick" else " and the width growth)"))
     return Outcome(measured=what + (" hold" if ok else " FAIL"), bound="separation >= Prop 35; width grows with N",
-                   holds=ok, detail="; ".join(details))
+                   holds=ok, detail="; ".join(details), value=sep, limit=need)
 
 
 def _prop8_falsifier(ctx: Context) -> Outcome:
-    ok_a, det_a = _answer_separation(ctx, simple=True)
+    ok_a, det_a, sep, need = _answer_separation(ctx, simple=True)
     details, holds = [det_a], ok_a
     if ctx.profile != "quick":
         ok_c, det_c = _width_scan(ctx, simple=True)
         holds = holds or ok_c  # caught only if every part fails on simple-1STR
         details.append(det_c)
+    details.append(P8_VALUE + ("" if ctx.profile == "quick" else " (holds also when the width scan grows)"))
     return Outcome(measured="simple-1STR " + ("passes" if holds else "fails"), bound="must fail",
-                   holds=holds, detail="; ".join(details))
+                   holds=holds, detail="; ".join(details), value=sep, limit=need)
 
 
 register(Claim(
@@ -498,12 +514,13 @@ def _thm9(ctx: Context, simple: bool) -> Outcome:
             "volume (d_h = sqrt N, rigorous)":
                 (lambda N: generalising_log_norm2(N, P8_C, math.isqrt(N), depth=T9_DEPTH, form="volume"), T9_NS),
         }
-    verdicts, last = [], None
+    verdicts, last, lowest = [], None, []
     for name, (fn, Ns) in forms.items():
         logs = {N: fn(N) for N in Ns}
         vals = [theorem9_crossover(logs[N], depth=T9_DEPTH, K_y=K_Y) for N in Ns]
         slopes = loglog_slope(lambda N: theorem9_crossover(logs[N], depth=T9_DEPTH, K_y=K_Y), Ns)
         verdicts.append(bool(np.all(slopes >= thr)))
+        lowest.append(float(np.min(slopes)))
         last = slopes[-1] if last is None else last
         parts.append(f"{name}: N = {Ns[0]}..{Ns[-1]}, requirement ||vec||^2 {math.exp(logs[Ns[0]]):.4g} -> "
                      f"{math.exp(logs[Ns[-1]]):.4g}, n* = {', '.join(f'{v:.3g}' for v in vals)}; "
@@ -525,8 +542,14 @@ def _thm9(ctx: Context, simple: bool) -> Outcome:
     ok = ok and ident <= 1e-9 if not simple else ok
     parts.append(f"memoriser_norm2_bound(n) / (lemma36_constant n^3) - 1: max {ident:.1e} (<= 1e-9)")
     task = "simple-1STR (Prop 28 norm)" if simple else "general 1STR (Prop 8 requirement)"
+    # every form must pass (check), any form passing is enough (falsifier): the smallest slope of the worst / best form
+    value = max(lowest) if simple else min(lowest)
+    parts.append(f"value = the smallest log-log slope of n*(N) {'of the best form' if simple else 'over every form'} "
+                 f"({value:.3f}), limit {thr:.3f}, holds means value >= limit"
+                 + ("" if simple else " (and the memoriser checks above)"))
     return Outcome(measured=f"last slope of n*(N) {last:.3f}", bound=f">= {thr:.3f} (target 1/(L_y+4) = {target:.3f})",
-                   holds=ok, detail=f"{task}, L_y = {T9_DEPTH}, c = {P8_C}: " + "; ".join(parts))
+                   holds=ok, detail=f"{task}, L_y = {T9_DEPTH}, c = {P8_C}: " + "; ".join(parts),
+                   value=value, limit=thr)
 
 
 register(Claim(

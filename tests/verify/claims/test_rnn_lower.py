@@ -94,3 +94,26 @@ def test_planted_fault_in_theorem7_bound_fails_the_check(monkeypatch, slip):
     monkeypatch.setattr(rec, "theorem7_bound", planted)  # theorem7_sample_size and the claim see it
     out = rnn_lower._thm7(_ctx())
     assert not out.holds and out.value > out.limit
+
+
+def _finite(out):
+    import math
+
+    assert isinstance(out.value, float) and isinstance(out.limit, float)
+    assert math.isfinite(out.value) and math.isfinite(out.limit)
+
+
+def test_value_and_limit_agree_with_holds():
+    """lemma-38 is an upper bound (holds: value <= limit); lemma-37 and thm-9 are lower bounds (value >= limit),
+    and their detail says so."""
+    from qstr.verify.registry import Context
+
+    ctx = Context(profile="quick")
+    for check, falsifier in ((rnn_lower._lemma38, None), (rnn_lower._lemma37, 10.0), (rnn_lower._thm9, None)):
+        outs = ((check(ctx, False), check(ctx, True)) if falsifier is None else (check(ctx, 1.0), check(ctx, falsifier)))
+        assert outs[0].holds and not outs[1].holds
+        for out in outs:
+            _finite(out)
+            lower = "holds means value >= limit" in out.detail
+            assert lower == (check is not rnn_lower._lemma38)
+            assert ((out.value >= out.limit) if lower else (out.value <= out.limit)) == out.holds
