@@ -501,7 +501,10 @@ def _slopes_claim(fn, label: str, symbolic: str, polylog: bool) -> Outcome:
     return Outcome(measured=f"slope {first:.3f} -> {last:.3f}; {symbolic}",
                    bound="slopes decrease to <= half; n = O(log^k N)", holds=holds,
                    detail=f"{label}: slopes " + ", ".join(f"{s:.3f}" for s in slopes) + f"; {symbolic}; "
-                          f"closed form in numpy/sympy float64 (no tensors, no device), compared without rounding term")
+                          f"closed form in numpy/sympy float64 (no tensors, no device), compared without rounding term; "
+                          f"value = last slope / first slope ({last / first:.3f}), limit 1/2 (holds also needs "
+                          f"strictly decreasing slopes and the sympy polylog degree)",
+                   value=last / first, limit=0.5)
 
 
 THM4_AGREE_POINTS = ((10 ** 2, 16), (10 ** 4, 16), (10 ** 6, 1024), (10 ** 9, 2 ** 20), (10 ** 12, 2 ** 16))
@@ -533,7 +536,9 @@ def _thm4(ctx: Context, bound=None) -> Outcome:
     return Outcome(measured=f"{out.measured}; numeric vs sympy bound rel gap {gap:.1e}",
                    bound=f"{out.bound}; gap <= {THM4_AGREE_RTOL:g}", holds=out.holds and agree,
                    detail=f"{out.detail}; numeric theorem4_bound vs sympy bound_expr at (n, N) in "
-                          f"{list(THM4_AGREE_POINTS)}, q in (2, 4): largest relative gap {gap:.2e}")
+                          f"{list(THM4_AGREE_POINTS)}, q in (2, 4): largest relative gap {gap:.2e} (must be <= "
+                          f"{THM4_AGREE_RTOL:g}; value stays the slope ratio)",
+                   value=out.value, limit=out.limit)
 
 
 def _thm4_falsifier(ctx: Context) -> Outcome:

@@ -87,3 +87,17 @@ def test_sparse_average_worst_case_is_exact_and_a_bound_without_the_within_term_
     assert 0.3 < r["exact"] / r["bound"] < 1
     monkeypatch.setattr(ba, "sparse_average_within", lambda **k: 0.0)
     assert not T._sa_case(Context(), 3, None)["holds"]
+
+
+def test_thm4_slope_test_reports_value_and_limit():
+    """value = last slope / first slope, limit 1/2: a polylog requirement holds with value <= limit, the
+    FFN falsifier (n >= N d, slope 1 throughout) fails with value 1."""
+    from qstr.verify.claims.transformer import _slopes_claim, _thm4_falsifier
+
+    polylog = _slopes_claim(lambda N: math.log(N) ** 3, "ln^3 N", "test", True)
+    ffn = _thm4_falsifier(None)
+    for out in (polylog, ffn):
+        assert isinstance(out.value, float) and isinstance(out.limit, float)
+        assert math.isfinite(out.value) and math.isfinite(out.limit)
+        assert (out.value <= out.limit) == out.holds
+    assert polylog.holds and not ffn.holds and ffn.value == pytest.approx(1.0)
