@@ -44,7 +44,7 @@ EXCLUDED_OPERATORS = (
 )
 
 
-def _copy_tree(work: Path) -> Path:
+def _copy_tree(work: Path, shim: bool = True) -> Path:
     """The tracked files of the repository, copied to work/pristine and work/tree (the copy cosmic-ray
     mutates), and a shim so `import qstr` finds the copy."""
     tree = work / "tree"
@@ -53,11 +53,12 @@ def _copy_tree(work: Path) -> Path:
         (work / "pristine" / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / f, work / "pristine" / f)
     shutil.copytree(work / "pristine", tree)
-    shim = work / "shim" / "qstr"
-    shim.mkdir(parents=True, exist_ok=True)
-    (shim / "__init__.py").write_text("")
-    for pkg in ("constructions", "bounds", "verify"):
-        (shim / pkg).symlink_to(tree / pkg)
+    if shim:
+        qstr = work / "shim" / "qstr"
+        qstr.mkdir(parents=True, exist_ok=True)
+        (qstr / "__init__.py").write_text("")
+        for pkg in ("constructions", "bounds", "verify"):
+            (qstr / pkg).symlink_to(tree / pkg)
     return tree
 
 
@@ -127,6 +128,24 @@ def _tally(session: Path) -> dict:
     return out
 
 
+def _refresh(work: Path, session: Path) -> None:
+    """Copy the current tracked tree over the old copy (same mutant positions need the same package source)
+    and forget the survivors' results, so that exec runs them again."""
+    pristine = work / "pristine"
+    old = {p.relative_to(pristine): p.read_bytes() for p in pristine.rglob("*.py")}
+    shutil.rmtree(pristine)
+    shutil.rmtree(work / "tree")
+    _copy_tree(work, shim=False)
+    changed = [str(p) for p, b in old.items() if p.parts[0] in PACKAGES and (pristine / p).exists()
+               and (pristine / p).read_bytes() != b]
+    if changed:
+        print(f"mutation: note: {', '.join(changed)} changed since the first run; a survivor's mutant may now sit "
+              f"elsewhere (cosmic-ray re-applies it by position)", file=sys.stderr)
+    with sqlite3.connect(session) as db:
+        n = db.execute("DELETE FROM work_results WHERE test_outcome = 'SURVIVED'").rowcount
+    print(f"re-running {n} survivors against today's claims", flush=True)
+
+
 def _counts(session: Path) -> dict:
     """{test outcome: count} of the mutants run so far (one SQL query: cheap enough to poll)."""
     with sqlite3.connect(session) as db:
@@ -159,6 +178,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per mutant before it counts as killed")
     ap.add_argument("--workdir", default=str(ROOT / ".mutation"))
+    ap.add_argument("--rerun-survivors", action="store_true",
+                    help="copy today's tree again and run the survivors of an earlier run once more (after new claims)")
     args = ap.parse_args(argv)
     if args.sample < 0:
         print("mutation: --sample must be >= 0", file=sys.stderr)
@@ -172,6 +193,8 @@ def main(argv=None) -> int:
         _copy_tree(work)
     cfg = _config(work, args.package, args.timeout)
     env, tree = _env(work), work / "tree"
+    if args.rerun_survivors and not fresh:
+        _refresh(work, session)
     # a run killed mid-mutant may have left that mutant on disk
     shutil.copytree(work / "pristine" / args.package, tree / args.package, dirs_exist_ok=True)
     if fresh:

@@ -207,6 +207,7 @@ def _lemma42_cases(ctx: Context):
         ("|x - 1/3| - 1/2", lambda x: (x[..., 0] - 1 / 3).abs() - 0.5, 1.0, 2.0, 1, dict(eps=0.01)),
         ("xy on the sqrt2-ball (Lemma 22)", lambda x: x[..., 0] * x[..., 1], math.sqrt(2), math.sqrt(2), 2, dict(degree=n2)),
         ("||x||", lambda x: x.norm(dim=-1), 1.0, 1.0, 2, dict(degree=n2)),
+        ("||x|| to eps 0.6", lambda x: x.norm(dim=-1), 1.0, 1.0, 2, dict(eps=0.6)),
         ("sin x1 + cos 2x2", lambda x: torch.sin(x[..., 0]) + torch.cos(2 * x[..., 1]), math.sqrt(5), 1.0, 2,
          dict(degree=n2)),
     ]
@@ -238,11 +239,12 @@ def _lemma42(ctx: Context) -> Outcome:
         built = lipschitz_net(f, L=L, R=R, k=k, **kw)
         cert, seen, rnd = _lemma42_measure(f, built, L, R, k, ctx, 4200 + i)
         upper = cert.upper + rnd.term  # the grid maximum was computed: rounding enters the certificate
-        ok &= upper <= built.error_bound and rnd.within(seen, upper)
+        asked = kw.get("eps", math.inf)  # a net built for an eps must be certified within it
+        ok &= upper <= built.error_bound <= asked and rnd.within(seen, upper)
         terms.append(rnd)
         worst = max(worst, upper / built.error_bound)
         parts.append(f"{name} (k={k}, L={L:.3g}, R={R:.3g}): seen {seen:.4f} <= certified {cert.upper:.4f} <= bound "
-                     f"{built.error_bound:.4f}; width {built.width}, r_a {built.weight_norms['r_a']:.3g}, "
+                     f"{built.error_bound:.4f}" + (f" <= eps {asked:g} asked" if "eps" in kw else "") + f"; width {built.width}, r_a {built.weight_norms['r_a']:.3g}, "
                      f"r_w {built.weight_norms['r_w']:.3g}, {built.method} n={built.degree}")
     parts.append(f"largest {largest(terms)} (and to the certificate)")
     parts.append("value = the largest (certified sup-error + rounding) / error bound over the functions, limit 1 "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import io
+import dataclasses
 import math
 from dataclasses import replace
 
@@ -21,7 +22,7 @@ from hypothesis import strategies as st
 from qstr.constructions.codes import Codebook, rs_hadamard_codebook
 from qstr.constructions.links import make_link
 from qstr.constructions.recurrent import build_rnn, build_transition, module_from_state, rnn_state, token_radius
-from qstr.constructions.relu import gate_gadget, product_gadget
+from qstr.constructions.relu import gate_gadget, identity_gadget, product_gadget, soft_threshold_gadget
 from qstr.constructions.task import QSTR, gather_tokens
 from qstr.verify.adversarial import clip_to_ball
 from qstr.verify.registry import Claim, Context, Outcome, register
@@ -172,7 +173,23 @@ def _product_special(R: float, knots: int) -> torch.Tensor:
     return pts[(pts.abs() <= R).all(1)]
 
 
+def _gadget_shapes_and_exact_errors(ctx: Context) -> tuple:
+    """Every gadget Prop 26's transition is built from: its output has n_out columns for n_in inputs, and the
+    exact ones (identity, soft threshold) declare error 0 and measure exactly 0 (two-sided)."""
+    u = 3 * torch.randn(512, 3, generator=ctx.generator(229), dtype=F64)
+    ok, parts = True, []
+    for g in (identity_gadget(3), soft_threshold_gadget(0.25, 3), product_gadget(1.0, 17), gate_gadget(3.0, 16, 1.05)):
+        uu = u[:, :g.n_in]
+        ok &= tuple(g(uu).shape) == (u.shape[0], g.n_out) and g.W2.shape[1] == g.width
+        if g.name in ("identity", "soft-threshold"):  # exact: relu(z - b) - relu(-z - b) is ST_b(z) in floats too
+            err = g.sup_error(uu)
+            ok &= g.error == 0.0 and err == 0.0
+            parts.append(f"{g.name}: declared {g.error:g}, measured {err:g}")
+    return bool(ok), "exact gadgets " + ", ".join(parts) + "; shapes (n_in, n_out) of all four consistent" * ok
+
+
 def _lemma22(ctx: Context, halve: bool) -> Outcome:
+    exact_ok, exact_detail = _gadget_shapes_and_exact_errors(ctx)
     cases = []
     for i, (R, K) in enumerate(L22_CASES):
         K = ctx.pick(quick=K, full=2 * K - 1)
@@ -181,7 +198,8 @@ def _lemma22(ctx: Context, halve: bool) -> Outcome:
         found, rnd = _gadget_search(g, (-R, -R), (R, R), _product_special(R, used), ctx, 220 + i)
         label = f"R={R:g} knots={used}" + (f" (bound certified for {K})" if halve else "")
         cases.append((label, found, product_gadget(R, K).error, rnd))
-    return _gadget_outcome(cases)
+    out = _gadget_outcome(cases)
+    return dataclasses.replace(out, holds=out.holds and exact_ok, detail=f"{out.detail}; {exact_detail}")
 
 
 register(Claim(
