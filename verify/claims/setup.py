@@ -16,6 +16,7 @@ from qstr.constructions.codes import (
     gf_mul_table,
     rademacher_codebook,
     rademacher_pair_tail,
+    require_coherence,
     rs_hadamard_codebook,
 )
 from qstr.bounds.attention import lemma12_radius
@@ -39,13 +40,29 @@ def _unit_rows(omega: torch.Tensor) -> float:
     return float((omega.to(torch.float64).pow(2).sum(dim=1) - 1).abs().max())
 
 
-def _codebook_rows(name: str, N: int, d_e: int, omega: torch.Tensor, rnd: Rounding):
-    """(holds, detail) for one codebook: unit rows and coherence <= 1/2, both within rounding."""
+def _accepted(book) -> bool:
+    """Whether ``require_coherence`` lets the codebook through to a bound that needs mu <= 1/2."""
+    try:
+        require_coherence(book, 0.5)
+        return True
+    except ValueError:
+        return False
+
+
+def _codebook_rows(name: str, N: int, d_e: int, omega: torch.Tensor, rnd: Rounding, book=None):
+    """(holds, detail) for one codebook: unit rows and coherence <= 1/2, both within rounding; for a built
+    codebook also its stored mu = the measured one, and ``require_coherence`` accepting it iff mu <= 1/2
+    (the boundary mu = 1/2 is inside: RS-Hadamard codes attain it)."""
     r = coherence_report(omega, 0.5)
     off = _unit_rows(omega)
     holds = rnd.within(off, 0.0) and rnd.within(r.mu, 0.5)
+    extra = ""
+    if book is not None:
+        accepted = _accepted(book)
+        holds &= rnd.within(abs(book.mu - r.mu), 0.0) and accepted == (r.mu <= 0.5)
+        extra = f", stored mu {book.mu:.4f}, require_coherence {'accepts' if accepted else 'refuses'}"
     return holds, r.mu, off, (f"{name} N={N} d_e={d_e}: max | ||w||^2 - 1 | = {off:.2g}, mu={r.mu:.4f}, "
-                              f"{r.n_violations} pairs > 1/2")
+                              f"{r.n_violations} pairs > 1/2" + extra)
 
 
 def _assumption3(ctx: Context) -> Outcome:
@@ -57,7 +74,7 @@ def _assumption3(ctx: Context) -> Outcome:
         rs_hadamard_codebook(n_det, mu=0.5, device=device),
         rademacher_codebook(n_rad, mu_max=0.5, delta=1e-3, generator=ctx.generator(3, device), device=device),
     ]
-    rows = [_codebook_rows(b.kind, b.N, b.d_e, b.omega, _coherence_rounding(b)) for b in books]
+    rows = [_codebook_rows(b.kind, b.N, b.d_e, b.omega, _coherence_rounding(b), b) for b in books]
     worst = max(mu for _, mu, _, _ in rows)
     detail = "; ".join(d for *_, d in rows) + f"; {_coherence_rounding(books[0])}"
     return Outcome(measured=f"mu = {worst:.4f}, max | ||w||^2 - 1 | = {max(o for _, _, o, _ in rows):.2g}",
@@ -70,7 +87,7 @@ def _assumption3_falsifier(ctx: Context) -> Outcome:
     Rademacher codebook normalised by sqrt(d_e + 1) instead of sqrt(d_e) (rows of norm < 1), must fail."""
     book = experimental_codebook(100, generator=ctx.generator(4, ctx.device), device=ctx.device)
     exp_holds, exp_mu, _, exp_detail = _codebook_rows("experimental", 100, book.d_e, book.omega,
-                                                      _coherence_rounding(book))
+                                                      _coherence_rounding(book), book)
     rad = rademacher_codebook(512, mu_max=0.5, delta=1e-3, generator=ctx.generator(5, ctx.device), device=ctx.device)
     short = rad.omega * math.sqrt(rad.d_e / (rad.d_e + 1))
     short_holds, _, short_off, short_detail = _codebook_rows("rows / sqrt(d_e + 1)", 512, rad.d_e, short,

@@ -421,10 +421,22 @@ def _risk_rounding(samples: int, fan_in: int, risk: float, dtype) -> Rounding:
                     what="(n N/2 + 2 fan-in + 1) eps max(risk, 1)")
 
 
+SQ_R, SQ_KNOTS = 6.0, 121
+
+
+def _sqnorm_attained(net, sq_err: float, q: int, d: int, H: int) -> float:
+    """|net - (1/sqrt(q d)) sum (||x_k||^2 - d)| with every coordinate at the midpoint of the first knot interval,
+    where the interpolation error h^2/4 of each square is attained: equals ``sq_err`` (docs/derivations/few-heads.md)."""
+    mid = -SQ_R + SQ_R / (SQ_KNOTS - 1)  # h / 2 with h = 2 R / (knots - 1)
+    z = torch.full((H * d,), mid, dtype=torch.float64)
+    target = (float((z * z).sum()) - H * d) / math.sqrt(q * d)
+    return abs(float(net(z[None, :].reshape(1, H, d))) - target)
+
+
 def _explicit_risk(cfg, H, ctx):
     """Lemma 11 heads retrieving H of the q tokens + a ReLU net for the squared norm of those."""
     N, d, q = cfg["N"], cfg["d"], cfg["q"]
-    net, sq_err = sqnorm_net(q, d, H, R=6.0, knots=121)
+    net, sq_err = sqnorm_net(q, d, H, R=SQ_R, knots=SQ_KNOTS)
     r_x = lemma12_radius(d, n=10_000, N=N)
     cons = lemma11(N, d, q, net, eps=1e-3, r_x=r_x, slots=list(range(H)), device=ctx.device)
     task, _, _ = _few_heads_batch(cfg, torch.float64, ctx.device)
@@ -437,7 +449,8 @@ def _explicit_risk(cfg, H, ctx):
     e = sq_err + cons.guarantee.error_bound
     risk = float(per_prompt.mean())
     rnd = _risk_rounding(sq.numel(), N + cons.guarantee.d_e + net.W.shape[0], risk, torch.float64)
-    return risk, float(per_prompt.std() / per_prompt.numel() ** 0.5), e, rnd
+    attained = _sqnorm_attained(net, sq_err, q, d, H)
+    return risk, float(per_prompt.std() / per_prompt.numel() ** 0.5), e, rnd, (attained, sq_err)
 
 
 def _few_heads(claim_id: str, ctx: Context) -> Outcome:
@@ -449,12 +462,14 @@ def _few_heads(claim_id: str, ctx: Context) -> Outcome:
     never_beaten = all(risk + rnd.term >= floor - 3 * se for _, risk, se, floor, rnd in trained)
     H = q - 1
     floor = few_heads_floor_per_position(q, H, d, cfg["restricted"])
-    exp_risk, exp_se, e, exp_rnd = _explicit_risk(cfg, H, ctx)
+    exp_risk, exp_se, e, exp_rnd, (attained, sq_err) = _explicit_risk(cfg, H, ctx)
     value = 2 * (q - H) / q  # Var of the q - H tokens the model cannot see (Lemma 40)
     slack = 2 * e * math.sqrt(value) + e * e + 3 * exp_se
     near = exp_rnd.within(abs(exp_risk - value), slack) and value - floor <= 2 * H / d + 1e-12
+    near &= abs(attained - sq_err) <= 1e-9 * sq_err  # the squared-norm net's certificate is attained
     parts = [f"trained H={h}: risk {r:.3f} +- {s:.3f} vs floor {f:.3f}" for h, r, s, f, _ in trained]
-    parts.append(f"explicit H={H}: risk {exp_risk:.4f} (expected {value:.4f} +- {slack:.4f}) vs floor {floor:.4f}")
+    parts.append(f"explicit H={H}: risk {exp_risk:.4f} (expected {value:.4f} +- {slack:.4f}) vs floor {floor:.4f}; "
+                 f"its squared-norm net errs {attained:.6e} at the knot midpoints, certified {sq_err:.6e}")
     parts.append((f"trained (float32): {largest(t[4] for t in trained)}; " if trained else
                   "trained models: full profile only; ") + f"explicit: {exp_rnd}")
     trained_part = f"trained/floor >= {min(r / f for _, r, _, f, _ in trained if f > 0):.3f}; " if trained else ""
@@ -469,7 +484,7 @@ def _few_heads_falsifier(claim_id: str, ctx: Context) -> Outcome:
     """Claiming the H = q - 1 floor for the H = q construction must fail: it goes below."""
     cfg = FEW[claim_id]
     q, d = cfg["q"], cfg["d"]
-    risk, se, _, rnd = _explicit_risk(cfg, q, ctx)
+    risk, se, _, rnd, _ = _explicit_risk(cfg, q, ctx)
     floor = few_heads_floor_per_position(q, q - 1, d, cfg["restricted"])
     return Outcome(measured=f"H=q risk {risk:.4f}", bound=f">= floor(H=q-1) {floor:.3f}",
                    holds=risk + rnd.term >= floor - 3 * se, detail=f"H = q = {q} heads, risk {risk:.4f} +- {se:.4f}; {rnd}")
