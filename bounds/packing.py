@@ -8,7 +8,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from qstr.bounds._search import smallest_true
+from qstr.bounds.search import smallest_true
 from qstr.constructions import validate
 from qstr.constructions.lipschitz import (  # noqa: F401  (Lemma 42, re-exported: the nets are constructions)
     LipschitzNet,

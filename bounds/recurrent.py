@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, fields
 from typing import Optional, Sequence
 
-from qstr.bounds._search import smallest_true
+from qstr.bounds.search import smallest_true
 from qstr.constructions import validate
 from qstr.bounds.attention import lemma12_radius
 from qstr.constructions.interpolation import C38_A

@@ -9,7 +9,7 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from qstr.bounds._search import smallest_true
+from qstr.bounds.search import smallest_true
 from qstr.constructions import validate
 
 __all__ = [

@@ -699,7 +699,7 @@ def _thm7(ctx: Context, bound=None) -> Outcome:
     """The polylog slope test on n(N) and agreement of the numeric bound and n(N) with :func:`theorem7_bound_mp`.
 
     ``bound`` (falsifier): a replacement for theorem7_bound(...).total, used for both the bound and n(N)."""
-    from qstr.bounds._search import smallest_true
+    from qstr.bounds.search import smallest_true
 
     from qstr.bounds import recurrent as rec
 
