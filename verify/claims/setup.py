@@ -60,7 +60,11 @@ def _codebook_rows(name: str, N: int, d_e: int, omega: torch.Tensor, rnd: Roundi
     if book is not None:
         accepted = _accepted(book)
         holds &= rnd.within(abs(book.mu - r.mu), 0.0) and accepted == (r.mu <= 0.5)
-        extra = f", stored mu {book.mu:.4f}, require_coherence {'accepts' if accepted else 'refuses'}"
+        # sign codes (entries +-1/sqrt(d_e)): inner products are integers over d_e, and mu is computed exactly
+        exact = float(Fraction(round(r.mu * d_e), d_e))
+        holds &= r.mu == exact
+        extra = (f", stored mu {book.mu:.4f}, require_coherence {'accepts' if accepted else 'refuses'}, "
+                 f"mu d_e = {r.mu * d_e:.12g} (exact: {r.mu == exact})")
     return holds, r.mu, off, (f"{name} N={N} d_e={d_e}: max | ||w||^2 - 1 | = {off:.2g}, mu={r.mu:.4f}, "
                               f"{r.n_violations} pairs > 1/2" + extra)
 
