@@ -173,7 +173,7 @@ def default_jobs(device) -> int:
 def run_points(points: Sequence[Point], results: ResultsFile, *, device="cpu", dtype=torch.float32,
                progress: bool = True, return_models: bool = False, console=None,
                row_extra: Optional[Callable] = None, train_kw: Optional[dict] = None,
-               jobs: Optional[int] = 1) -> Dict[str, dict]:
+               jobs: Optional[int] = 1, scheduler: Optional[str] = None) -> Dict[str, dict]:
     """Train every point whose row is not yet in ``results`` (stacks by :func:`stacks_of`) and
     append one row per point as it finishes. Returns {point_id: row} for all ``points``.
 
@@ -181,15 +181,24 @@ def run_points(points: Sequence[Point], results: ResultsFile, *, device="cpu", d
     each; the longest stacks start first); rows are still appended by this process as each
     member finishes. ``jobs=None``: :func:`default_jobs`. ``row_extra(point, result) -> dict``
     adds fields to a row (e.g. Figure 2's block mass); it and ``return_models`` need ``jobs=1``.
+    ``jobs > 1`` runs the stacks as Dask tasks on a ``LocalCluster``; ``scheduler`` (default: the
+    address set by :func:`~qstr.verify.experiments.cluster.using_scheduler`) sends them to a
+    running Dask cluster instead, whatever ``jobs`` says (verify/experiments/cluster.py).
     """
+    from qstr.verify.experiments import cluster
+
+    scheduler = scheduler or cluster.active_scheduler()
     todo = [p for p in points if p.point_id not in results]
     stacks = sorted(stacks_of(todo, device=device), key=stack_cost, reverse=True)
     jobs = default_jobs(device) if jobs is None else _checks_jobs(jobs)
-    jobs = max(1, min(jobs, len(stacks))) if (row_extra is None and not return_models) else 1
+    local = row_extra is not None or return_models  # these need the models in this process
+    jobs = max(1, min(jobs, len(stacks))) if not local else 1
+    scheduler = None if local else scheduler
     with _Progress(progress, console) as bar:
         if bar.bar is not None and len(todo) < len(points):
             bar.log(f"resuming: {len(points) - len(todo)} of {len(points)} points already in {results.path}")
-        overall = bar.add(f"{len(todo)} points to train" + (f" ({jobs} processes)" if jobs > 1 else ""), len(todo))
+        where = f" (Dask at {scheduler})" if scheduler else (f" ({jobs} Dask worker processes)" if jobs > 1 else "")
+        overall = bar.add(f"{len(todo)} points to train" + where, len(todo))
         tasks = []
         for pts in stacks:
             p0 = pts[0]
@@ -211,13 +220,14 @@ def run_points(points: Sequence[Point], results: ResultsFile, *, device="cpu", d
             else:  # "done"
                 bar.update(task, completed=stacks[stack][0].max_steps)
 
-        if jobs == 1:
+        if jobs == 1 and scheduler is None:
             for i, pts in enumerate(stacks):
                 train_points(pts, device=device, dtype=dtype, report=report, stack=i, return_models=return_models,
                              row_extra=row_extra, train_kw=train_kw)
                 report("done", i)
         else:
-            _run_parallel(stacks, jobs, report, device=device, dtype=dtype, train_kw=train_kw)
+            cluster.run_stacks(stacks, report, results, jobs=jobs, scheduler=scheduler, device=device, dtype=dtype,
+                               train_kw=train_kw, log=bar.log)
     return {r["point_id"]: r for r in results.rows_for(points)}
 
 

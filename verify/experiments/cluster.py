@@ -1,0 +1,195 @@
+"""Stacks of points as tasks on Dask distributed: a ``LocalCluster`` (``--jobs J``) or a running
+cluster reached at an address (``qstr reproduce ... --scheduler tcp://HOST:PORT``; docs/cluster.md).
+
+Only the client writes the results file. Each task trains one stack on a worker and returns its
+rows; as each model finishes its row is also sent at once as a Dask event, so a stack that dies
+half-way keeps the rows it finished. The client appends a row only when its ``point_id`` is not
+in the results file yet: a stack re-run after a worker died, a late event, or a resumed run
+never writes a row twice. Ctrl-C cancels the tasks, closes the client (and the local cluster)
+and keeps every row written; the same command resumes, whichever engine ran the earlier part.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import queue
+import re
+import time
+import uuid
+from typing import Callable, Iterator, List, Optional, Sequence
+
+import torch
+
+from qstr.verify.experiments.points import Point
+from qstr.verify.experiments.results import ResultsFile, _json_default
+
+RETRIES = 2  # a task that raised is re-run this often; a worker that died is handled by the scheduler
+STEP_EVERY = 1.0  # seconds between progress events of one stack
+CONNECT_TIMEOUT = 5.0
+
+_SCHEDULER: List[Optional[str]] = [None]
+
+
+@contextlib.contextmanager
+def using_scheduler(address: Optional[str]) -> Iterator[None]:
+    """Within this block, :func:`~qstr.verify.experiments.run.run_points` sends its stacks to the
+    Dask scheduler at ``address`` (``None``: the default engine, by ``jobs``)."""
+    old = _SCHEDULER[0]
+    _SCHEDULER[0] = address
+    try:
+        yield
+    finally:
+        _SCHEDULER[0] = old
+
+
+def active_scheduler() -> Optional[str]:
+    """The address set by :func:`using_scheduler`, or None."""
+    return _SCHEDULER[0]
+
+
+_ADDRESS = re.compile(r"^(tcp|tls|inproc|ucx|ws|wss)://[^\s/]+$")
+
+
+def check_scheduler(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
+    """A ValueError (one line) unless a Dask scheduler answers at ``address``."""
+    if not isinstance(address, str) or not _ADDRESS.match(address):
+        raise ValueError(f"--scheduler must be a Dask scheduler address like tcp://HOST:PORT, got {address!r}")
+    from distributed import Client
+
+    try:
+        with _quiet():
+            client = Client(address, timeout=timeout, set_as_default=False)
+    except Exception as exc:  # OSError, TimeoutError, CommClosedError ...
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+        raise ValueError(f"--scheduler {address}: no Dask scheduler answered within {timeout:g} s ({reason})") from None
+    client.close()
+
+
+@contextlib.contextmanager
+def _quiet():
+    """Dask's connection and shutdown chatter stays out of the progress output."""
+    names = ("distributed", "distributed.client", "distributed.core", "distributed.comm", "distributed.batched")
+    loggers = [logging.getLogger(n) for n in names]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
+def plain_row(row: dict) -> dict:
+    """The row as JSON sees it (lists, not tuples or tensors): what the file holds, and what an
+    event can carry."""
+    return json.loads(json.dumps(row, default=_json_default))
+
+
+def train_stack_task(pts: Sequence[Point], stack: int, device: str, dtype, train_kw, topic: Optional[str]) -> List[dict]:
+    """Runs on a worker: train one stack with one torch thread; send each row (and a progress
+    event at most every :data:`STEP_EVERY` s) under ``topic``; return every row."""
+    from qstr.verify.experiments.run import train_points
+
+    torch.set_num_threads(1)
+    worker = None
+    if topic is not None:
+        from distributed import get_worker
+
+        with contextlib.suppress(ValueError):
+            worker = get_worker()
+    rows: List[dict] = []
+    last = [0.0]
+
+    def report(kind, _stack, *payload):
+        if kind == "row":
+            row = plain_row(payload[0])
+            rows.append(row)
+            if worker is not None:
+                worker.log_event(topic, ["row", stack, row])
+        elif kind == "step" and worker is not None:
+            now = time.monotonic()
+            if now - last[0] >= STEP_EVERY or payload[1] == 0:
+                last[0] = now
+                worker.log_event(topic, ["step", stack, *payload])
+
+    train_points(pts, device=torch.device(device), dtype=dtype, report=report, stack=stack, train_kw=train_kw)
+    return rows
+
+
+def run_stacks(stacks: Sequence[Sequence[Point]], report: Callable[..., None], results: ResultsFile, *,
+               jobs: int, scheduler: Optional[str], device, dtype, train_kw=None,
+               log: Callable[[str], None] = lambda text: None, retries: int = RETRIES) -> None:
+    """Train ``stacks`` as Dask tasks (on the cluster at ``scheduler``, else on a ``LocalCluster``
+    of ``jobs`` single-threaded worker processes) and relay their reports to ``report`` (the
+    callback of :func:`~qstr.verify.experiments.run.run_points`: ``("step", i, step, active, n)``,
+    ``("row", i, row)``, ``("done", i)``). A row reaches ``report`` only if its point is not in
+    ``results`` yet, so each point is appended once whatever is re-run or arrives twice."""
+    if not stacks:
+        return
+    from distributed import Client, LocalCluster
+
+    events: "queue.Queue" = queue.Queue()
+    topic = f"qstr-rows-{uuid.uuid4().hex}"
+    cluster = client = None
+    pending = {}
+    try:
+        with _quiet():
+            if scheduler is not None:
+                client = Client(scheduler, timeout=CONNECT_TIMEOUT, set_as_default=False)
+            else:
+                cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
+                                       silence_logs=logging.ERROR, dashboard_address=":0")
+                client = Client(cluster, set_as_default=False)
+        where = scheduler or f"a local cluster of {jobs} worker processes"
+        log(f"dask: {len(stacks)} stacks on {where}; dashboard {client.dashboard_link}")
+        client.subscribe_topic(topic, lambda event: events.put(event[1]))
+        dev = str(torch.device(device))
+        for i, pts in enumerate(stacks):  # stacks come longest first: higher priority starts first
+            p0 = pts[0]
+            key = f"qstr-{p0.figure}-{p0.variant}-{p0.model}-{i}-{topic[-8:]}"
+            f = client.submit(train_stack_task, list(pts), i, dev, dtype, train_kw, topic, key=key,
+                              retries=retries, pure=False, priority=len(stacks) - i)
+            pending[f] = i
+
+        def relay(msg) -> None:
+            kind, i = msg[0], msg[1]
+            if kind == "row":
+                if msg[2]["point_id"] not in results:
+                    report("row", i, msg[2])
+            elif kind == "step":
+                report("step", i, *msg[2:])
+
+        while pending:
+            try:
+                relay(events.get(timeout=0.2))
+                continue
+            except queue.Empty:
+                pass
+            for f in [f for f in pending if f.status in ("finished", "error", "cancelled")]:
+                i = pending.pop(f)
+                rows = f.result()  # a task's error (after its retries) is raised here
+                for row in rows:
+                    relay(["row", i, row])
+                report("done", i)
+        while True:  # events that came after their task's result: all duplicates, dropped by relay
+            try:
+                relay(events.get_nowait())
+            except queue.Empty:
+                break
+    except BaseException:
+        if client is not None and pending:
+            with _quiet(), contextlib.suppress(Exception):
+                client.cancel(list(pending), force=True)
+        raise
+    finally:
+        with _quiet():
+            if client is not None:
+                with contextlib.suppress(Exception):
+                    client.unsubscribe_topic(topic)
+                with contextlib.suppress(Exception):
+                    client.close(timeout=10)
+            if cluster is not None:
+                with contextlib.suppress(Exception):
+                    cluster.close(timeout=10)
