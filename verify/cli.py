@@ -99,6 +99,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="stacks trained at once in worker processes (default: every CPU core on cpu, 1 on cuda)")
     r.add_argument("--matmul", default="float32", choices=["float32", "tf32"],
                    help="float32 (default) or tf32: matrix products on TF32 tensor cores (cuda only; faster)")
+    r.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                   help="run the stacks on the running Dask cluster at ADDRESS (tcp://HOST:PORT) instead of "
+                        "local worker processes; --jobs is then ignored (docs/cluster.md)")
     return p
 
 
@@ -296,8 +299,13 @@ def _reproduce(args, console: Console) -> int:
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise ValueError(f"--out {args.out} is a file; give a results directory")
     _writable_dir("--out", args.out)
-    rows = run_experiment(args.figure, out_dir=args.out, quick=args.quick, device=args.device, seeds=args.seeds,
-                          protocol=args.protocol, jobs=args.jobs, matmul=args.matmul)
+    from qstr.verify.experiments.cluster import check_scheduler, using_scheduler
+
+    if args.scheduler is not None:
+        check_scheduler(args.scheduler)
+    with using_scheduler(args.scheduler):
+        rows = run_experiment(args.figure, out_dir=args.out, quick=args.quick, device=args.device, seeds=args.seeds,
+                              protocol=args.protocol, jobs=args.jobs, matmul=args.matmul)
     console.print(f"{args.figure}: {len(rows)} rows in {args.out}")
     return 0
 
