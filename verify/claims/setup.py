@@ -69,6 +69,14 @@ def _codebook_rows(name: str, N: int, d_e: int, omega: torch.Tensor, rnd: Roundi
                               f"{r.n_violations} pairs > 1/2" + extra)
 
 
+def _rademacher_rule(N: int, d_e: int, delta: float) -> tuple:
+    """The exact Rademacher rule's d_e is the least with a passing union bound from there on: C(N, 2) P(|<w_i, w_j>|
+    > 1/2) <= delta at d_e, and > delta at d_e - 1 (exact rational tails; docs/derivations/codebooks.md)."""
+    pairs = N * (N - 1) // 2
+    at, below = pairs * rademacher_pair_tail(d_e), pairs * rademacher_pair_tail(d_e - 1)
+    return at <= delta < below, f"union bound {at:.3g} at d_e = {d_e} <= delta {delta:g} < {below:.3g} at d_e - 1"
+
+
 def _assumption3(ctx: Context) -> Outcome:
     """Build the toolkit's codebooks; measure their row norms and exact coherence against 1/2."""
     device = ctx.device
@@ -79,10 +87,12 @@ def _assumption3(ctx: Context) -> Outcome:
         rademacher_codebook(n_rad, mu_max=0.5, delta=1e-3, generator=ctx.generator(3, device), device=device),
     ]
     rows = [_codebook_rows(b.kind, b.N, b.d_e, b.omega, _coherence_rounding(b), b) for b in books]
+    rule_ok, rule = _rademacher_rule(n_rad, books[1].d_e, 1e-3)
     worst = max(mu for _, mu, _, _ in rows)
-    detail = "; ".join(d for *_, d in rows) + f"; {_coherence_rounding(books[0])}"
+    detail = "; ".join(d for *_, d in rows) + f"; rademacher rule: {rule}; {_coherence_rounding(books[0])}"
     return Outcome(measured=f"mu = {worst:.4f}, max | ||w||^2 - 1 | = {max(o for _, _, o, _ in rows):.2g}",
-                   bound="mu <= 0.5, unit rows", holds=all(h for h, *_ in rows), detail=detail, value=worst, limit=0.5,
+                   bound="mu <= 0.5, unit rows", holds=all(h for h, *_ in rows) and rule_ok, detail=detail, value=worst,
+                   limit=0.5,
                    dtype=str(books[0].omega.dtype).replace("torch.", ""))
 
 
