@@ -1,0 +1,215 @@
+"""Tests for verify/experiments/cluster.py on real Dask clusters (no mocks): rows equal to the
+in-process run, a worker killed mid-run, an interrupted client resumed, and ``qstr reproduce
+--scheduler`` against a ``dask scheduler`` and a ``dask worker`` started as processes."""
+import _thread
+import collections
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import torch
+
+from qstr.verify.experiments import figure1
+from qstr.verify.experiments.results import ResultsFile
+from qstr.verify.experiments.run import run_points, stacks_of
+
+VOLATILE = {"wall_s", "finished", "env"}  # timing and machine fields; everything else must match
+
+
+def points(tiny, tiny_grid, steps=None, seeds=(0,)):
+    over = dict(tiny, **({"max_steps": steps} if steps else {}))
+    return figure1.points(seeds=list(seeds), N_values=tiny_grid, overrides=over)
+
+
+def run(pts, path, **kw):
+    return run_points(pts, ResultsFile(str(path)), device="cpu", dtype=torch.float64, progress=False, **kw)
+
+
+def lines(path):
+    with open(path) as fh:
+        return fh.read().splitlines()
+
+
+def ids(path):
+    return [json.loads(line)["point_id"] for line in lines(path)]
+
+
+def stable(row):
+    return {k: v for k, v in json.loads(json.dumps(row)).items() if k not in VOLATILE}
+
+
+def wait_for_rows(path, n, timeout=120.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if os.path.exists(path) and len(lines(path)) >= n:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A 2-worker LocalCluster (processes, one thread each) and a client of the test's own."""
+    import logging
+
+    from distributed import Client, LocalCluster
+
+    lc = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, silence_logs=logging.CRITICAL,
+                      dashboard_address=":0")
+    client = Client(lc, set_as_default=False)
+    yield lc, client
+    client.close()
+    lc.close()
+
+
+def test_local_cluster_gives_the_rows_of_one_process_and_resumes_its_file(tmp_path, tiny, tiny_grid):
+    """jobs=2 (a LocalCluster of 2 worker processes) writes the rows the in-process run writes;
+    it resumes a file the in-process run began, adding only the missing points."""
+    pts = points(tiny, tiny_grid)
+    one = run(pts, tmp_path / "one.jsonl", jobs=1)
+    two = tmp_path / "two.jsonl"
+    two.write_text("\n".join(lines(tmp_path / "one.jsonl")[:4]) + "\n")  # in-process ran these four
+    got = run(pts, two, jobs=2)
+    assert len(lines(two)) == len(pts) and sorted(ids(two)) == sorted(p.point_id for p in pts)
+    assert lines(two)[:4] == lines(tmp_path / "one.jsonl")[:4]
+    assert {k: stable(r) for k, r in got.items()} == {k: stable(r) for k, r in one.items()}
+    before = lines(two)
+    run(pts, two, jobs=2)  # all written: nothing trained, no cluster started, nothing appended
+    assert lines(two) == before
+
+
+def test_a_worker_killed_mid_run_loses_no_point_and_duplicates_none(tmp_path, tiny, tiny_grid, cluster):
+    """SIGKILL of a worker process that is training a stack, once a first row is written: the
+    scheduler re-runs that stack on a worker, and every point ends up in the file exactly once."""
+    lc, client = cluster
+    pts = points(tiny, tiny_grid, steps=500)
+    path = tmp_path / "f.jsonl"
+    pids = client.run(os.getpid)
+    killed = {}
+
+    def killer():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if os.path.exists(path) and lines(path):
+                busy = [a for a, keys in client.processing().items() if keys and a in pids]
+                if busy:
+                    killed["rows"] = len(lines(path))
+                    killed["worker"] = busy[0]
+                    os.kill(pids[busy[0]], signal.SIGKILL)
+                    return
+            time.sleep(0.02)
+
+    t = threading.Thread(target=killer)
+    t.start()
+    got = run(pts, path, scheduler=lc.scheduler_address)
+    t.join()
+    assert killed, "no worker was busy after the first row: the sweep is too short to kill one mid-run"
+    assert 1 <= killed["rows"] < len(pts)
+    counts = collections.Counter(ids(path))
+    assert set(counts) == {p.point_id for p in pts} and set(counts.values()) == {1}
+    assert set(got) == set(counts)
+    client.wait_for_workers(2, timeout=60)  # the nanny restarted the killed worker: the fixture goes on with 2
+
+
+def test_an_interrupted_client_resumes_without_duplicates(tmp_path, tiny, tiny_grid, cluster):
+    """Ctrl-C (KeyboardInterrupt in the main thread) once a first row is written: the run stops,
+    its tasks are cancelled, the rows written stay; the same call writes the rest, once each."""
+    lc, client = cluster
+    pts = points(tiny, tiny_grid, steps=400)
+    path = tmp_path / "f.jsonl"
+
+    def interrupt():
+        if wait_for_rows(path, 1):
+            _thread.interrupt_main()
+
+    t = threading.Thread(target=interrupt)
+    t.start()
+    with pytest.raises(KeyboardInterrupt):
+        run(pts, path, scheduler=lc.scheduler_address)
+        time.sleep(5)  # (not reached: the interrupt lands in the run; a sweep too short to interrupt waits here)
+    t.join()
+    kept = lines(path)
+    assert 1 <= len(kept) < len(pts) and len(set(ids(path))) == len(kept)
+    time.sleep(0.5)  # a late row of the cancelled run would show up here
+    assert lines(path) == kept, "rows were appended after the interrupt"
+    got = run(pts, path, scheduler=lc.scheduler_address)
+    assert lines(path)[:len(kept)] == kept
+    counts = collections.Counter(ids(path))
+    assert set(counts) == {p.point_id for p in pts} and set(counts.values()) == {1} and len(got) == len(pts)
+
+
+def test_bad_scheduler_address_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch):
+    from qstr.verify import cli
+    from qstr.verify.experiments import cluster as cl
+
+    monkeypatch.setattr(cl, "CONNECT_TIMEOUT", 1.0)
+    port = _free_port()
+    for address, says in [("nonsense", "like tcp://HOST:PORT"), (f"tcp://127.0.0.1:{port}", "no Dask scheduler")]:
+        assert cli.main(["reproduce", "figure1", "--quick", "--out", str(tmp_path / "o"), "--scheduler", address]) == 2
+        err = capsys.readouterr().err
+        assert says in err and err.count("\n") == 1 and "Traceback" not in err
+    assert not os.path.exists(tmp_path / "o" / "figure1.jsonl")
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_reproduce_on_a_separate_dask_scheduler_and_worker(tmp_path, tiny, tiny_grid, capsys, monkeypatch):
+    """``dask scheduler`` and ``dask worker`` as processes on 127.0.0.1; ``qstr reproduce
+    --scheduler tcp://127.0.0.1:PORT`` trains every point there (tiny models) and resumes."""
+    from distributed import Client
+
+    from qstr.verify import cli
+    from qstr.verify import experiments
+
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    script = os.path.join(os.path.dirname(sys.executable), "dask")  # the `dask` command of this environment
+    dask = [script] if os.path.exists(script) else [sys.executable, "-m", "dask"]
+    procs = [subprocess.Popen(dask + ["scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        procs.append(subprocess.Popen(dask + ["worker", address, "--nworkers", "1",
+                                       "--nthreads", "1", "--no-dashboard"],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with Client(address, timeout=2, set_as_default=False) as c:
+                    c.wait_for_workers(1, timeout=60)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+
+        real = experiments.run_experiment
+        monkeypatch.setattr(experiments, "run_experiment", lambda name, **kw: real(
+            name, **dict(kw, N_values=tiny_grid, overrides=tiny, dtype=torch.float64)))
+        out = tmp_path / "out"
+        argv = ["reproduce", "figure1", "--seeds", "1", "--out", str(out), "--scheduler", address]
+        assert cli.main(argv) == 0
+        err = capsys.readouterr().err
+        assert f"on {address}; dashboard" in err
+        n = len(points(tiny, tiny_grid))
+        assert len(lines(out / "figure1.jsonl")) == n and len(set(ids(out / "figure1.jsonl"))) == n
+        assert cli.main(argv) == 0 and len(lines(out / "figure1.jsonl")) == n  # resumed: nothing to train
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in reversed(procs):
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
