@@ -12,7 +12,8 @@ import dataclasses
 from qstr.bounds.symbolic import N as sym_N
 from qstr.bounds.symbolic import bound_expr
 from qstr.bounds.symbolic import n as sym_n
-from qstr.bounds.symbolic import ffn_sample_size_expr, polylog_certificate, polylog_degree
+from qstr.bounds.symbolic import ffn_sample_size_expr, majorant_terms, polylog_certificate, polylog_degree
+from qstr.bounds.symbolic import u as sym_u
 from qstr.bounds.transformer import (Theorem4Params, ffn_sample_size, theorem4_bound, few_heads_floor_per_position, loglog_slope,
                                 theorem4_sample_size)
 from qstr.bounds.attention import lemma11, lemma11_error_bound, lemma12_radius, sparse_average_head, sparse_average_leak
@@ -317,7 +318,10 @@ def _sa_case(ctx: Context, q: int, eps, fault=None, loose_bound: bool = False) -
         with torch.no_grad():
             random = max(random, float(errors(paths["module"], x8, t[:8]).max()))
     rnd = _attention_rounding(g) + _export_rounding(head.model, exact + 1.0)
-    holds = (rnd.within(exact, bound) and rnd.within(random, exact)
+    A = g.alpha * g.c ** 2  # the record's gap and leak as derived (docs/derivations/sparse-averaging.md)
+    record_ok = (abs(g.gap - A * (1 - (2 * q - 1) * g.mu)) <= 1e-12 * max(1.0, abs(g.gap))
+                 and abs(g.leak - sparse_average_leak(N=SA_N, q=q, mu=g.mu, A=A)) <= 1e-15)
+    holds = record_ok and (rnd.within(exact, bound) and rnd.within(random, exact)
              and all(rnd.within(abs(e - exact), 0.0) for e in at_worst.values()))
     return {"q": q, "exact": exact, "bound": bound, "random": random, "at_worst": at_worst, "holds": holds,
             "alpha": g.alpha, "mu": g.mu, "sets": len(sets), "rnd": rnd}
@@ -540,6 +544,38 @@ def thm4_agreement(params: Theorem4Params, points=THM4_AGREE_POINTS, bound=None)
     return gap
 
 
+MAJORANT_POINTS = ((10 ** 2, 16), (10 ** 4, 16), (10 ** 6, 1024), (10 ** 9, 2 ** 20))
+
+
+def majorant_check(params: Theorem4Params, points=MAJORANT_POINTS) -> tuple:
+    """(smallest majorant / bound, largest relative gap of the pinned tail term) at n_lo = n_up = n, ln N = u over
+    ``points``: the certificate's smooth majorant must dominate the exact bound (ratio >= 1), its L_alpha piece
+    must dominate ln(1 + alpha) of the bound, and its tail term must be the exact tail with psi(2) <= e(4 + 2 ln N)
+    (docs/derivations/theorem4.md, section 10). mpmath, 30 digits."""
+    import mpmath
+    import sympy as sp
+
+    t = majorant_terms(params, sym_n, sym_n, sym_u)
+    total = sum(t[k] for k in ("approximation", "beta", "dudley", "concentration", "truncation", "tail"))
+    args = (sym_n, sym_u)
+    f_total, f_tail, f_La = (sp.lambdify(args, e, "mpmath") for e in (total, t["tail"], t["L_alpha"]))
+    f_bound = sp.lambdify((sym_n, sym_N), bound_expr(params), "mpmath")
+    P = params
+    K, c2 = P.r_a * P.r_w, (P.d / P.q if P.c is None else P.c ** 2)
+    ratio, gap = math.inf, 0.0
+    with mpmath.workdps(30):
+        for nv, Nv in points:
+            lnN = mpmath.log(Nv)
+            ratio = min(ratio, float(f_total(nv, lnN) / f_bound(nv, Nv)))
+            r_x = mpmath.sqrt(3 * P.C_x * mpmath.e * P.d * mpmath.log(nv * Nv))
+            alpha = max(0, mpmath.log((Nv - 1) * 2 * K * mpmath.sqrt(P.q) * r_x / mpmath.sqrt(P.eps_2nn))) / (c2 * (1 - P.mu))
+            ratio = min(ratio, float(f_La(nv, lnN) / mpmath.log(1 + alpha)))
+            tail = 2 * (K ** 2 * (P.q * P.C_x * P.d * mpmath.e * (4 + 2 * lnN) + P.q * c2 * (P.q + 1) + 1)
+                        + P.C_y * 16 ** P.s) * mpmath.mpf(nv) ** (-0.75) * mpmath.exp(-lnN / 4)
+            gap = max(gap, float(abs(f_tail(nv, lnN) - tail) / tail))
+    return ratio, gap
+
+
 def _thm4(ctx: Context, bound=None) -> Outcome:
     params = Theorem4Params.default()
     cert = polylog_certificate(params, k=5)
@@ -548,11 +584,16 @@ def _thm4(ctx: Context, bound=None) -> Outcome:
                         cert.proves_polylog)
     gap = thm4_agreement(params, bound=bound)
     agree = gap <= THM4_AGREE_RTOL
-    return Outcome(measured=f"{out.measured}; numeric vs sympy bound rel gap {gap:.1e}",
+    maj_ratio, tail_gap = majorant_check(dataclasses.replace(params, q=params.q + 2))  # c^2 (1 - mu) != 1 there
+    agree &= maj_ratio >= 1 and tail_gap <= THM4_AGREE_RTOL
+    return Outcome(measured=f"{out.measured}; numeric vs sympy bound rel gap {gap:.1e}; majorant/bound >= {maj_ratio:.2f}",
                    bound=f"{out.bound}; gap <= {THM4_AGREE_RTOL:g}", holds=out.holds and agree,
                    detail=f"{out.detail}; numeric theorem4_bound vs sympy bound_expr at (n, N) in "
                           f"{list(THM4_AGREE_POINTS)}, q in (2, 4): largest relative gap {gap:.2e} (must be <= "
-                          f"{THM4_AGREE_RTOL:g}; value stays the slope ratio)",
+                          f"{THM4_AGREE_RTOL:g}; value stays the slope ratio); the certificate's majorant (q = "
+                          f"{params.q + 2}) against the exact bound at {list(MAJORANT_POINTS)}: smallest ratio "
+                          f"{maj_ratio:.3f} (>= 1, L_alpha piece included), its tail term vs the derivation "
+                          f"{tail_gap:.1e}",
                    value=out.value, limit=out.limit)
 
 

@@ -68,19 +68,21 @@ def cluster():
     lc.close()
 
 
-def test_local_cluster_gives_the_rows_of_one_process_and_resumes_its_file(tmp_path, tiny, tiny_grid):
-    """jobs=2 (a LocalCluster of 2 worker processes) writes the rows the in-process run writes;
-    it resumes a file the in-process run began, adding only the missing points."""
+def test_local_cluster_gives_the_rows_of_one_process_and_resumes_its_file(tmp_path, tiny, tiny_grid, cluster):
+    """A LocalCluster of 2 worker processes writes the rows the in-process run writes; it
+    resumes a file the in-process run began, adding only the missing points. (``jobs=2``, which
+    starts its own LocalCluster, is tested the same way in test_run.py.)"""
+    lc, _ = cluster
     pts = points(tiny, tiny_grid)
     one = run(pts, tmp_path / "one.jsonl", jobs=1)
     two = tmp_path / "two.jsonl"
     two.write_text("\n".join(lines(tmp_path / "one.jsonl")[:4]) + "\n")  # in-process ran these four
-    got = run(pts, two, jobs=2)
+    got = run(pts, two, scheduler=lc.scheduler_address)
     assert len(lines(two)) == len(pts) and sorted(ids(two)) == sorted(p.point_id for p in pts)
     assert lines(two)[:4] == lines(tmp_path / "one.jsonl")[:4]
     assert {k: stable(r) for k, r in got.items()} == {k: stable(r) for k, r in one.items()}
     before = lines(two)
-    run(pts, two, jobs=2)  # all written: nothing trained, no cluster started, nothing appended
+    run(pts, two, jobs=2)  # all written: nothing trained, no LocalCluster started, nothing appended
     assert lines(two) == before
 
 
@@ -88,7 +90,7 @@ def test_a_worker_killed_mid_run_loses_no_point_and_duplicates_none(tmp_path, ti
     """SIGKILL of a worker process that is training a stack, once a first row is written: the
     scheduler re-runs that stack on a worker, and every point ends up in the file exactly once."""
     lc, client = cluster
-    pts = points(tiny, tiny_grid, steps=500)
+    pts = points(tiny, tiny_grid, steps=250)
     path = tmp_path / "f.jsonl"
     pids = client.run(os.getpid)
     killed = {}
@@ -114,14 +116,13 @@ def test_a_worker_killed_mid_run_loses_no_point_and_duplicates_none(tmp_path, ti
     counts = collections.Counter(ids(path))
     assert set(counts) == {p.point_id for p in pts} and set(counts.values()) == {1}
     assert set(got) == set(counts)
-    client.wait_for_workers(2, timeout=60)  # the nanny restarted the killed worker: the fixture goes on with 2
 
 
 def test_an_interrupted_client_resumes_without_duplicates(tmp_path, tiny, tiny_grid, cluster):
     """Ctrl-C (KeyboardInterrupt in the main thread) once a first row is written: the run stops,
     its tasks are cancelled, the rows written stay; the same call writes the rest, once each."""
     lc, client = cluster
-    pts = points(tiny, tiny_grid, steps=400)
+    pts = points(tiny, tiny_grid, steps=250)
     path = tmp_path / "f.jsonl"
 
     def interrupt():
@@ -180,7 +181,7 @@ def test_reproduce_on_a_separate_dask_scheduler_and_worker(tmp_path, tiny, tiny_
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
     try:
         procs.append(subprocess.Popen(dask + ["worker", address, "--nworkers", "1",
-                                       "--nthreads", "1", "--no-dashboard"],
+                                       "--nthreads", "1", "--no-dashboard", "--no-nanny"],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         deadline = time.monotonic() + 60
         while True:
