@@ -23,7 +23,7 @@ from qstr.constructions.codes import Codebook, rs_hadamard_codebook
 from qstr.constructions.links import make_link
 from qstr.constructions.recurrent import (build_rnn, build_transition, module_from_state, projected_prefix, rnn_state,
                                          token_radius)
-from qstr.constructions.relu import gate_gadget, identity_gadget, product_gadget, soft_threshold_gadget
+from qstr.constructions.relu import gate_bands, gate_gadget, identity_gadget, product_gadget, soft_threshold_gadget
 from qstr.constructions.task import QSTR, gather_tokens
 from qstr.verify.adversarial import clip_to_ball
 from qstr.verify.registry import Claim, Context, Outcome, register
@@ -224,16 +224,30 @@ def _gate_special(r_x: float, knots: int, s_max: float) -> torch.Tensor:
     return torch.cartesian_prod(x, s)
 
 
+def _gate_three_ways(g, bands, pts: torch.Tensor) -> float:
+    """max |gadget - bands.evaluate| and |gadget - bands.evaluate_units| at (x, s) points: the dense gadget, the
+    closed form the RNN transition uses, and the literal unit sum must agree (relative to the largest value)."""
+    x, s = pts[:, :1], pts[:, 1]
+    dense = g(pts)
+    scale = max(1.0, float(dense.abs().max()))
+    return max(float((bands.evaluate(x, s) - dense).abs().max()),
+               float((bands.evaluate_units(x, s) - dense).abs().max())) / scale
+
+
 def _lemma24(ctx: Context, halve: bool) -> Outcome:
-    cases = []
+    cases, three_ways = [], 0.0
     for i, (r_x, K, s_max) in enumerate(L24_CASES):
         K = ctx.pick(quick=K, full=4 * K)
         used = max(1, K // 2) if halve else K
         g = gate_gadget(r_x, used, s_max)
         found, rnd = _gadget_search(g, (-r_x, -1.5), (r_x, s_max), _gate_special(r_x, used, s_max), ctx, 240 + i)
+        three_ways = max(three_ways, _gate_three_ways(g, gate_bands(r_x, used, s_max), _gate_special(r_x, used, s_max)))
         label = f"r_x={r_x:g} s<={s_max:g} knots={used}" + (f" (bound certified for {K})" if halve else "")
         cases.append((label, found, gate_gadget(r_x, K, s_max).error, rnd))
-    return _gadget_outcome(cases)
+    out = _gadget_outcome(cases)
+    return dataclasses.replace(out, holds=out.holds and three_ways <= 1e-12,
+                               detail=f"{out.detail}; dense gadget vs the transition's closed form and the unit sum: "
+                                      f"{three_ways:.1e} relative (<= 1e-12)")
 
 
 register(Claim(
@@ -369,6 +383,19 @@ def _state_curve(ctx: Context, rectify: bool, Ns=P26_ROTATED_NS, rotate: bool = 
     return Ns, errs, c.transition.guarantee.eps, _transition_rounding(c.transition, N, c.r_h)
 
 
+def _norms_vs_dense(tr) -> float:
+    """Largest relative gap between the transition's reported per-layer norms (from its structure) and the norms
+    of its dense layers: Frobenius, largest |weight|, bias norm."""
+    gap = 0.0
+    for rep, layer in zip(tr.guarantee.norms, tr.layers):
+        W, b = layer["W"], layer.get("b")
+        measured = {"fro": float(W.norm()), "max_abs": float(W.abs().max()),
+                    "bias_norm": 0.0 if b is None else float(b.norm())}
+        for key, value in measured.items():
+            gap = max(gap, abs(rep[key] - value) / max(value, 1e-300) if value else abs(rep[key]))
+    return gap
+
+
 def _prop26(ctx: Context) -> Outcome:
     ok, parts, worst, nonzero, terms = True, [], 0.0, 0, []
     for k, (label, book) in enumerate(_p26_books(ctx)):
@@ -377,15 +404,16 @@ def _prop26(ctx: Context) -> Outcome:
         r = _transition_case(tr, book, ctx, 260 + k)
         rnd = _transition_rounding(tr)
         terms.append(rnd)
+        norm_gap = _norms_vs_dense(tr)
         good = (_eps_as_asked(g, P26_EPS) and r["nonzero"] == 0 and rnd.within(r["target_err"], g.eps) and rnd.within(r["leak_ratio"] * g.threshold, g.threshold)
-                and r["dense_vs_closed"] <= 1e-9)
+                and r["dense_vs_closed"] <= 1e-9 and norm_gap <= 1e-9)
         ok &= good
         nonzero += r["nonzero"]
         worst = max(worst, r["target_err"] / g.eps, r["leak_ratio"])
         parts.append(f"{label} ({g.product_certificate} products, K1={g.product_knots}, K2={g.gate_knots}, b={g.threshold:.3g}): "
                      f"{r['nonzero']} nonzero of {r['checked']} non-target outputs, target err {r['target_err']:.3g} "
                      f"<= eps {g.eps:.4g} (asked {P26_EPS:g}), adversarial max |gate|/b off target {r['leak_ratio']:.3g}, "
-                     f"dense vs closed form {r['dense_vs_closed']:.1e}")
+                     f"dense vs closed form {r['dense_vs_closed']:.1e}, reported layer norms vs the dense layers {norm_gap:.1e}")
     Ns, errs, eps, rnd = _state_curve(ctx, rectify=True)
     ok &= all(rnd.within(e, eps) for e in errs)
     worst = max(worst, max(errs) / eps)
