@@ -90,7 +90,7 @@ def test_a_worker_killed_mid_run_loses_no_point_and_duplicates_none(tmp_path, ti
     """SIGKILL of a worker process that is training a stack, once a first row is written: the
     scheduler re-runs that stack on a worker, and every point ends up in the file exactly once."""
     lc, client = cluster
-    pts = points(tiny, tiny_grid, steps=250)
+    pts = points(tiny, tiny_grid, steps=150)
     path = tmp_path / "f.jsonl"
     pids = client.run(os.getpid)
     killed = {}
@@ -122,7 +122,7 @@ def test_an_interrupted_client_resumes_without_duplicates(tmp_path, tiny, tiny_g
     """Ctrl-C (KeyboardInterrupt in the main thread) once a first row is written: the run stops,
     its tasks are cancelled, the rows written stay; the same call writes the rest, once each."""
     lc, client = cluster
-    pts = points(tiny, tiny_grid, steps=250)
+    pts = points(tiny, tiny_grid, steps=150)
     path = tmp_path / "f.jsonl"
 
     def interrupt():
