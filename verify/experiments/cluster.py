@@ -81,6 +81,21 @@ def _quiet():
             lg.setLevel(level)
 
 
+def local_cluster(jobs: int):
+    """The ``LocalCluster`` of ``--jobs J``: ``jobs`` worker processes with one thread each. Its
+    worker processes end on their own when this process dies (even by ``kill -9``)."""
+    from distributed import LocalCluster
+
+    return LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True, silence_logs=logging.ERROR,
+                        dashboard_address=":0")
+
+
+def dashboard_note() -> str:
+    import importlib.util
+
+    return "" if importlib.util.find_spec("bokeh") else " (pip install 'bokeh>=3.1' on the scheduler's machine to see it)"
+
+
 def plain_row(row: dict) -> dict:
     """The row as JSON sees it (lists, not tuples or tensors): what the file holds, and what an
     event can carry."""
@@ -128,7 +143,7 @@ def run_stacks(stacks: Sequence[Sequence[Point]], report: Callable[..., None], r
     ``results`` yet, so each point is appended once whatever is re-run or arrives twice."""
     if not stacks:
         return
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
     events: "queue.Queue" = queue.Queue()
     topic = f"qstr-rows-{uuid.uuid4().hex}"
@@ -139,11 +154,11 @@ def run_stacks(stacks: Sequence[Sequence[Point]], report: Callable[..., None], r
             if scheduler is not None:
                 client = Client(scheduler, timeout=CONNECT_TIMEOUT, set_as_default=False)
             else:
-                cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
-                                       silence_logs=logging.ERROR, dashboard_address=":0")
+                cluster = local_cluster(jobs)
                 client = Client(cluster, set_as_default=False)
         where = scheduler or f"a local cluster of {jobs} worker processes"
-        log(f"dask: {len(stacks)} stacks on {where}; dashboard {client.dashboard_link}")
+        log(f"dask: {len(stacks)} stacks on {where}; dashboard {client.dashboard_link}"
+            + (dashboard_note() if cluster is not None else ""))
         client.subscribe_topic(topic, lambda event: events.put(event[1]))
         dev = str(torch.device(device))
         for i, pts in enumerate(stacks):  # stacks come longest first: higher priority starts first

@@ -214,3 +214,41 @@ def test_reproduce_on_a_separate_dask_scheduler_and_worker(tmp_path, tiny, tiny_
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+
+
+@pytest.mark.slow
+def test_local_cluster_workers_stop_when_the_client_is_killed(tmp_path):
+    """``kill -9`` of the process that runs ``--jobs 2`` (the LocalCluster of cluster.local_cluster):
+    its worker processes exit on their own, as the process pool's did (test_run.py)."""
+    script = tmp_path / "client.py"
+    script.write_text(
+        "import os, time\n"
+        "from distributed import Client\n"
+        "from qstr.verify.experiments.cluster import local_cluster\n"
+        "if __name__ == '__main__':\n"
+        "    lc = local_cluster(2)\n"
+        "    client = Client(lc)\n"
+        "    print(' '.join(str(p) for p in client.run(os.getpid).values()), flush=True)\n"
+        "    time.sleep(120)\n")
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              text=True)
+    pids = [int(p) for p in parent.stdout.readline().split()]
+    assert len(pids) == 2
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+
+    def alive(pid):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        with open(f"/proc/{pid}/stat") as fh:  # a zombie waiting for init to reap it counts as gone
+            return fh.read().split(") ")[1][0] != "Z"
+
+    deadline = time.time() + 15
+    while any(alive(p) for p in pids) and time.time() < deadline:
+        time.sleep(0.2)
+    left = [p for p in pids if alive(p)]
+    for p in left:
+        os.kill(p, signal.SIGKILL)
+    assert not left, f"workers {left} outlived their client"
