@@ -17,7 +17,7 @@ import torch
 
 from qstr.verify.experiments import figure1
 from qstr.verify.experiments.results import ResultsFile
-from qstr.verify.experiments.run import run_points, stacks_of
+from qstr.verify.experiments.run import run_points
 
 VOLATILE = {"wall_s", "finished", "env"}  # timing and machine fields; everything else must match
 
