@@ -223,6 +223,14 @@ def _memoriser_error(model, x, t, y, omega, position):
     return float(diff.max() if position == "all" else diff[:, position].max())
 
 
+def _balance_gap(model) -> float:
+    """Relative spread of the squared norms ||W_l||^2 + ||b_l||^2 of the output net's layers: the depth rebalancing
+    makes them equal (the equality case of AM-GM, where ||vec||^2 is smallest for the function)."""
+    sq = [float(m.weight.detach().pow(2).sum() + (0.0 if m.bias is None else m.bias.detach().pow(2).sum()))
+          for m in model.f_y if isinstance(m, torch.nn.Linear)]
+    return (max(sq) - min(sq)) / max(sq)
+
+
 def _memoriser_bounds_derived(gu) -> float:
     """Largest relative gap between the reported bounds and docs/derivations/interpolation.md: Lemma 36's
     2 sqrt(A P) with A = ||a'||^2 bound of Lemma 38, P = m + 2 ||z||^2 + 2 eps^2, and the depth-L rebalanced
@@ -262,7 +270,7 @@ def _lemma36(ctx: Context, position) -> Outcome:
             rnd = _norm_rounding(gu, D_in)
             terms.append(rnd)
             ok &= err <= 1e-9 and rnd.within(gu.norm2, gu.bound) and rnd.within(gu.norm2, cn3)
-            ok &= _memoriser_bounds_derived(gu) <= 1e-12
+            ok &= _memoriser_bounds_derived(gu) <= 1e-12 and _balance_gap(model) <= 1e-9
             worst = max(worst, gu.norm2 / cn3)
             norms.append(gu.norm2)
             parts.append(f"n={n} N={N}: err {err:.1e}, ||vec||^2 {gu.norm2:.4g} (certified {gu.bound:.3g}, "
@@ -274,7 +282,7 @@ def _lemma36(ctx: Context, position) -> Outcome:
     parts.append(f"largest {largest(terms)}; training error <= 1e-9")
     parts.append("value = the largest ||vec||^2 / (C n^3), limit 1 (plus the rounding term); holds also needs zero "
                  "training error, ||vec||^2 <= its certified bound, the reported bounds equal to their derivation "
-                 "(relative 1e-12) and an N-free norm")
+                 "(relative 1e-12), output layers of equal squared norm (rebalanced, relative 1e-9) and an N-free norm")
     return Outcome(measured=f"max ||vec||^2 / (C n^3) = {worst:.3g}", bound=f"<= 1, C = C36 sqrt({K_Y:g}) = {C:.1f}; N-free",
                    holds=ok, detail=f"{label}; " + "; ".join(parts), value=float(worst), limit=1.0)
 
@@ -373,11 +381,18 @@ def _state_separation(ctx: Context) -> tuple[bool, str]:
     # independent of the width formula: solve the volume bound ln M' <= 2 w ln(1 + 2 sqrt2 UL / s~) for UL at w
     UL_back = pk.sep / (2 * math.sqrt(2)) * math.expm1(pk.log_M_good / (2 * width_bound)) if width_bound > 0 else math.inf
     inverse_ok = abs(UL_back / UL - 1) <= 1e-9
+    # tokens on the r_x sphere: the states reach ||h|| = sqrt(N - 1) r_x, which the projection radius must admit
+    xb = x[:2] / x[:2].norm(dim=-1, keepdim=True) * r_x
+    with torch.no_grad(), cpu_threads(1):
+        yb = model(rnn_encoding(xb, t[:2], omega))
+    target = torch.gather(xb @ u, 1, t[:2, :, 0])
+    sphere_err = float((yb.reshape(target.shape) - target).abs().max())
     ok = (inside and float(e.max()) <= 1e-18 + P8_K * P8_C and chain and separated and gu.d_h >= width_bound
-          and inverse_ok)
+          and inverse_ok and sphere_err <= 1e-9 * r_x)
     return ok, (f"exact generalising RNN N={N} d={d}: max e_m {float(e.max()):.1e}, min ||w - w'|| {float(dw.min()):.2f} "
                 f">= s~/lambda = {need:.3f}, chain ||dp||/sqrt N <= lambda ||dw|| {'holds' if chain else 'FAILS'}, "
-                f"d_h = {gu.d_h} >= width bound {width_bound:.3f} (UL = {UL:.1f}; UL solved back from it {UL_back:.1f}), tokens in r_x-ball: {inside}")
+                f"d_h = {gu.d_h} >= width bound {width_bound:.3f} (UL = {UL:.1f}; UL solved back from it {UL_back:.1f}), tokens in r_x-ball: {inside}; "
+                f"tokens on the r_x sphere: max |y_hat - <u, x_t>| {sphere_err:.1e} (<= 1e-9 r_x)")
 
 
 def _make_gru_batch(N: int, simple: bool, omega: torch.Tensor):

@@ -16,7 +16,7 @@ from qstr.bounds.symbolic import ffn_sample_size_expr, majorant_terms, polylog_c
 from qstr.bounds.symbolic import u as sym_u
 from qstr.bounds.transformer import (Theorem4Params, ffn_sample_size, theorem4_bound, few_heads_floor_per_position, loglog_slope,
                                 theorem4_sample_size)
-from qstr.bounds.attention import lemma11, lemma11_error_bound, lemma12_radius, sparse_average_head, sparse_average_leak
+from qstr.bounds.attention import lemma11, lemma11_error_bound, lemma11_leak, lemma12_radius, sparse_average_head, sparse_average_leak
 from qstr.constructions.attention import lemma11_adversarial_prompt, place_block, target_leaks
 from qstr.constructions.codes import rs_hadamard_codebook, star_codebook
 from qstr.constructions.encoding import transformer_encoding
@@ -99,7 +99,8 @@ def _l11_case(ctx: Context, link_name: str, q: int, N: int, salt: int, fault=Non
     x, t = clip_to_ball(p.x, g.r_x), p.t
     fast = lambda xx, tt: cons.fast_predict(xx, tt, chunk=1024)  # noqa: E731 - from (alpha, c, codes)
     module = lambda xx, tt: user.predict(xx, tt, chunk=1024)  # noqa: E731 - the weights users get
-    out = {"N": N, "q": q, "link": link_name, "bound": g.error_bound, "alpha": g.alpha, "mu": g.mu, "rnd": rnd}
+    out = {"N": N, "q": q, "link": link_name, "bound": g.error_bound, "alpha": g.alpha, "mu": g.mu, "rnd": rnd,
+           "record_ok": _record_consistent(g, N)}
     with torch.no_grad():
         out["err"] = float(_l11_errors(link, fast, x, t).max())
         if link_name == "linear":  # module and fast path compared at the worst prompt, where err = exact
@@ -131,11 +132,21 @@ def _l11_errors(link, predict, x, t):
     return (predict(x, t) - link(gather_tokens(x, t))).abs()
 
 
+def _record_consistent(g, N: int) -> bool:
+    """The guarantee's fields as derived (docs/derivations/lemma11.md): gap = alpha c^2 (1 - mu), leak =
+    lemma11_leak(N, gap), error bound = Lip sqrt(H) 2 leak r_x."""
+    gap = g.alpha * g.c ** 2 * (1 - g.mu)
+    bound = g.lipschitz * math.sqrt(g.H) * 2 * lemma11_leak(N, gap) * g.r_x
+    return (abs(g.gap - gap) <= 1e-12 * max(1.0, gap) and abs(g.leak - lemma11_leak(N, gap)) <= 1e-15
+            and abs(g.error_bound - bound) <= 1e-12 * bound)
+
+
 def _l11_holds(r: dict) -> bool:
     """err <= bound <= eps; module = fast path (and exported = module) up to rounding; for the linear
     link every path's error at the worst prompt equals the exact worst case up to rounding."""
     rnd = r["rnd"]
     ok = r["bound"] <= L11_EPS and rnd.within(r["err"], r["bound"]) and rnd.within(r["module_gap"], 0.0)
+    ok &= r["record_ok"]
     if "export_gap" in r:
         ok &= (rnd + r["export_rnd"]).within(r["export_gap"], 0.0)
     if "exact" in r:
