@@ -91,7 +91,7 @@ class Prop8Packing:
 
     @property
     def vacuous(self) -> bool:
-        return self.M_good < 2 or self.failure >= 1.0
+        return 0 <= self.M_good < 2 or self.failure >= 1.0  # M_good = -1: too many prompts to count, not vacuous
 
 
 def _risk_args(N, c, K, gamma):
@@ -135,7 +135,7 @@ def prop8_packing(N: int, c: float, *, K: float = 2.0, gamma: float = 0.5) -> Pr
 
 
 def _usable(pk: Prop8Packing) -> bool:
-    return (pk.M_good == -1 or pk.M_good >= 2) and pk.failure < 1.0
+    return not pk.vacuous
 
 
 def prop8_width_lower_bound(N: int, c: float, UL: float, *, K: float = 2.0, gamma: float = 0.5) -> float:

@@ -174,3 +174,13 @@ def test_theorem7_errors():
         theorem7_bound(10, 10, params={"q": 1})
     with pytest.raises(ValueError, match="N must"):
         theorem7_bound(10, 1, Theorem7Params())
+
+
+def test_packing_vacuous_flag_is_what_the_width_bound_uses():
+    """`vacuous` is the one definition: counted packings with M' < 2 or failure >= 1 are vacuous, the log path
+    (M_good = -1, too many prompts to count) is not, and the width bound is 0 exactly when vacuous."""
+    from qstr.bounds.recurrent import prop8_packing, prop8_width_lower_bound
+    big = prop8_packing(4096, 0.05)
+    assert big.M_good == -1 and not big.vacuous and prop8_width_lower_bound(4096, 0.05, 10.0) > 0
+    small = prop8_packing(16, 0.05)
+    assert small.vacuous and prop8_width_lower_bound(16, 0.05, 10.0) == 0.0
