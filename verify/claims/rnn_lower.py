@@ -456,11 +456,35 @@ P8_VALUE = ("value = the min normalised answer separation, limit sqrt(2a(N-1)/N)
             "limit; the value is the answer-separation part only")
 
 
+def _width_bound_rigour() -> tuple:
+    """Over N = 2..200 (and N = 100..115 at gamma = 0.3): the width bound (and the volume norm bound of Theorem 9,
+    finite) is positive only where Prop 35's packing exists, i.e. M' >= 2 good prompts
+    and failure probability M(M-1)/2 e^{-(N-1) I} + e^{-M (1 - 1/K)^2 / 2} < 1, recomputed here from M and the
+    chi^2 rate I (docs/derivations/rnn-lower-bounds.md). Returns (ok, first N with a positive bound)."""
+    ok, first = True, None
+    for Nv, gamma in [(Nv, P8_GAMMA) for Nv in range(2, 201)] + [(Nv, 0.3) for Nv in range(100, 116)]:
+        # (gamma = 0.3 at N = 107..109: M' = 2 good prompts but failure bound just above 1, the boundary case)
+        pk = prop8_packing(Nv, P8_C, K=P8_K, gamma=gamma)
+        positive = prop8_width_lower_bound(Nv, P8_C, 10.0, K=P8_K, gamma=gamma) > 0
+        norm = generalising_log_norm2(Nv, P8_C, 8, form="volume", K=P8_K, gamma=gamma)  # Theorem 9's rigorous form
+        ok &= (norm > -math.inf) == positive and norm < math.inf
+        if pk.M == -1:  # too many prompts to count: e^{(N-1) I} > e^60, the packing exists
+            exists = True
+        else:
+            frac = 1 - 1 / P8_K
+            fail = pk.M * (pk.M - 1) / 2 * math.exp(-(Nv - 1) * pk.rate) + math.exp(-pk.M * frac * frac / 2)
+            exists = math.ceil(frac * pk.M / 2) >= 2 and fail < 1
+        ok &= positive == exists
+        first = Nv if first is None and positive and gamma == P8_GAMMA else first
+    return ok, first
+
+
 def _prop8(ctx: Context) -> Outcome:
     ok_a, det_a, sep, need = _answer_separation(ctx, simple=False)
     ok_b, det_b = _state_separation(ctx)
-    details = [det_a, det_b]
-    ok = ok_a and ok_b
+    rigour, first = _width_bound_rigour()
+    details = [det_a, det_b, f"width bound positive exactly where the packing exists (N = 2..200; from N = {first})"]
+    ok = ok_a and ok_b and rigour
     if ctx.profile != "quick":
         ok_c, det_c = _width_scan(ctx, simple=False)
         ok &= ok_c
@@ -694,6 +718,8 @@ def thm7_agreement(params: Theorem7Params, bound=None, sample_size=None, points=
         for nv, Nv in points:
             exact = theorem7_bound_mp(nv, Nv, params)
             gap_b = max(gap_b, float(abs(mp.mpf(bound(nv, Nv, params)) - exact) / exact))
+            stated = 1 - mp.mpf(params.delta) - mp.mpf(nv * Nv) ** -0.5  # the theorem's confidence level
+            gap_b = max(gap_b, float(abs(mp.mpf(rec.theorem7_bound(nv, Nv, params).confidence) - stated)))
         for Nv in Ns:
             got = sample_size(Nv)
             start = mp.log(got) if got and got > 1 else mp.mpf(90)  # only a starting point: the root does not depend on it
