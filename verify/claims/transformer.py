@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import sympy
 import torch
 
 import dataclasses
@@ -12,7 +13,7 @@ import dataclasses
 from qstr.bounds.symbolic import N as sym_N
 from qstr.bounds.symbolic import bound_expr
 from qstr.bounds.symbolic import n as sym_n
-from qstr.bounds.symbolic import ffn_sample_size_expr, majorant_terms, polylog_certificate, polylog_degree
+from qstr.bounds.symbolic import ffn_sample_size_expr, leading_constants, majorant_terms, polylog_certificate, polylog_degree
 from qstr.bounds.symbolic import u as sym_u
 from qstr.bounds.transformer import (Theorem4Params, ffn_sample_size, theorem4_bound, few_heads_floor_per_position, loglog_slope,
                                 theorem4_sample_size)
@@ -619,6 +620,10 @@ def _thm4(ctx: Context, bound=None) -> Outcome:
     agree = gap <= THM4_AGREE_RTOL
     maj_ratio, tail_gap = majorant_check(dataclasses.replace(params, q=params.q + 2))  # c^2 (1 - mu) != 1 there
     agree &= maj_ratio >= 1 and tail_gap <= THM4_AGREE_RTOL
+    lead = leading_constants(params)  # closed forms of section 11 against the certificate's sympy limits
+    leading_ok = (sympy.simplify(cert.factors["tau/u"] - lead["tau_c"]) == 0
+                  and sympy.simplify(cert.factors["P/u^2"] - lead["P_c"]) == 0)
+    agree &= leading_ok
     return Outcome(measured=f"{out.measured}; numeric vs sympy bound rel gap {gap:.1e}; majorant/bound >= {maj_ratio:.2f}",
                    bound=f"{out.bound}; gap <= {THM4_AGREE_RTOL:g}", holds=out.holds and agree,
                    detail=f"{out.detail}; numeric theorem4_bound vs sympy bound_expr at (n, N) in "
@@ -626,7 +631,8 @@ def _thm4(ctx: Context, bound=None) -> Outcome:
                           f"{THM4_AGREE_RTOL:g}; value stays the slope ratio); the certificate's majorant (q = "
                           f"{params.q + 2}) against the exact bound at {list(MAJORANT_POINTS)}: smallest ratio of a "
                           f"majorant piece to its exact counterpart {maj_ratio:.6f} (>= 1), its tail term vs the derivation "
-                          f"{tail_gap:.1e}",
+                          f"{tail_gap:.1e}; leading constants tau_c = {lead['tau_c']}, P_c = {lead['P_c']} equal the "
+                          f"certificate's limits of tau/ln N and P/ln^2 N: {leading_ok}",
                    value=out.value, limit=out.limit)
 
 
