@@ -221,3 +221,9 @@ def test_bound_argument_validation():
         loglog_slope(lambda N: N, [4])
     with pytest.raises(ValueError, match="Ns"):
         loglog_slope(lambda N: N, [8, 4])
+
+
+@pytest.mark.parametrize("Ns", [[4, 16, 16], [16, 4, 64], [0, 4, 16], [-4, 4, 16]])
+def test_loglog_slope_refuses_ns_not_positive_and_increasing(Ns):
+    with pytest.raises(ValueError, match="positive and strictly increasing"):
+        loglog_slope(lambda N: N, Ns)

@@ -480,3 +480,11 @@ def test_cuda_matches_cpu():
     assert x.is_cuda
     with pytest.raises(ValueError, match="generator"):
         rademacher(10, 5, generator=gen(), device="cuda")
+
+
+def test_require_coherence_takes_mu_max_by_keyword_and_the_boundary_is_inside():
+    from qstr.constructions.codes import require_coherence, rs_hadamard_codebook
+    book = rs_hadamard_codebook(64, mu=0.5)
+    assert book.mu == 0.5 and require_coherence(book, mu_max=0.5, name="codes") == 0.5
+    with pytest.raises(ValueError, match="codes has coherence"):
+        require_coherence(book, mu_max=0.25, name="codes")

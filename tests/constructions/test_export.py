@@ -213,6 +213,10 @@ def test_load_state_validation():
         construction_state(con.model)
     with pytest.raises(ValueError, match="state must be a dict"):
         load_construction_state([1, 2])
+    for key in ("D_e", "q", "width", "out_dim"):  # every mha_config entry is checked, one line naming it
+        cfg = {k: v for k, v in state["mha_config"].items() if k != key}
+        with pytest.raises(ValueError, match=f"state\\['mha_config'\\] is missing '{key}'"):
+            load_construction_state(dict(state, mha_config=cfg))
 
 
 @pytest.mark.gpu
