@@ -39,7 +39,7 @@ def _export(ctx: Context, slip=None) -> Outcome:
     """max |y(exported nn.MultiheadAttention) - y(built module)| and the same after folding back,
     against the rounding of the two forward passes. ``slip`` breaks the reloaded model (falsifier)."""
     B = ctx.pick(quick=2, full=32)
-    rows, ok, worst = [], True, 0.0
+    rows, ok, worst, allowed = [], True, 0.0, math.inf
     for name, cons in _constructions(ctx):
         merged, mt = saved_and_reloaded(cons)
         if slip is not None:
@@ -58,9 +58,10 @@ def _export(ctx: Context, slip=None) -> Outcome:
         errs = {k: float((v.reshape(ref.shape) - ref).abs().max()) for k, v in outs.items()}
         ok = ok and all(rnd.within(e, 0.0) for e in errs.values()) and isinstance(mt.mha, torch.nn.MultiheadAttention)
         worst = max(worst, *errs.values())
+        allowed = min(allowed, rnd.term)
         rows.append(f"{name}: " + ", ".join(f"{k} {e:.2g}" for k, e in errs.items()) + f" ({rnd.term:.2g} allowed)")
     return Outcome(measured=f"max |y_export - y_built| = {worst:.2g}", bound="<= rounding", holds=ok,
-                   value=worst,
+                   value=worst, limit=allowed,
                    detail=f"B={B}, N={EX_N}, saved and reloaded with weights_only=True; " + "; ".join(rows))
 
 
