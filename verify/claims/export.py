@@ -28,7 +28,8 @@ def _constructions(ctx: Context):
 
 
 def saved_and_reloaded(cons):
-    """(MergedAttention, PracticalTransformer) exactly as a user gets them from a saved file."""
+    """(MergedAttention, PracticalTransformer) exactly as a user gets them from a saved file (the Appendix A.1
+    export: ``construction_state`` through torch.save and torch.load(weights_only=True))."""
     buf = io.BytesIO()
     torch.save(construction_state(cons), buf)
     buf.seek(0)

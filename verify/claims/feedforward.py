@@ -56,7 +56,7 @@ MN_SALT = 700          # generators of the minimum-norm branch (d) (600-672 are 
 
 
 def slipped_floor(n: int, N: int, d: int) -> float:
-    """The falsifier's floor: max(0, 1 - n/d), i.e. n/d in place of n/(N d) (the sequence length forgotten)."""
+    """The falsifier's Theorem 6 floor: max(0, 1 - n/d), i.e. n/d in place of n/(N d) (the sequence length forgotten)."""
     return max(0.0, 1.0 - n / d)
 
 
@@ -200,7 +200,7 @@ _MN_CACHE: Dict[tuple, tuple] = {}
 
 
 def min_norm_branch(cfg: Config, reps: int, generator: torch.Generator, floor=None, chunk: int = 4096) -> MinNormBranch:
-    """K = ``reps`` draws of (u ~ Unif(S^{d-1}), n simple-1STR prompts) and, for each, the
+    """Theorem 6, minimum-norm branch: K = ``reps`` draws of (u ~ Unif(S^{d-1}), n simple-1STR prompts) and, for each, the
     minimum-norm interpolating linear FFN (docs/derivations/theorem6.md, section 5).
 
     The FFN y_hat(x, t) = <w_t, vec x> has first layer W = [w_1; ...; w_N] and a rest that reads

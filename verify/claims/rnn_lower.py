@@ -646,7 +646,8 @@ def _t7_net(radii2, biased, r_in):
 
 
 def t7_code_dim(params: Theorem7Params, N: int) -> int:
-    """d_e = ceil(8 ln(N^2 / delta)) (Hoeffding + union bound) in 40-digit arithmetic, or params.d_e."""
+    """Theorem 7's code width d_e = ceil(8 ln(N^2 / delta)) (Hoeffding + union bound, Assumption 3) in 40-digit
+    arithmetic, or params.d_e."""
     import mpmath as mp
 
     if params.d_e is not None:

@@ -543,7 +543,7 @@ THM4_AGREE_RTOL = 1e-9
 
 
 def thm4_agreement(params: Theorem4Params, points=THM4_AGREE_POINTS, bound=None) -> float:
-    """Largest relative gap between the numeric bound (``theorem4_bound``, or ``bound``) and the sympy
+    """Theorem 4: largest relative gap between the numeric bound (``theorem4_bound``, or ``bound``) and the sympy
     expression (``bound_expr``, 30 digits) over (n, N) in ``points`` and q in (params.q, params.q + 2)."""
     bound = bound or (lambda nv, Nv, P: theorem4_bound(nv, Nv, P).total)
     gap = 0.0
@@ -581,7 +581,8 @@ def _exact_pieces(P: Theorem4Params, nv: int, Nv: int, mp) -> dict:
 
 
 def majorant_check(params: Theorem4Params, points=MAJORANT_POINTS) -> tuple:
-    """(smallest majorant piece / exact piece, largest relative gap of the pinned tail term) at n_lo = n_up = n,
+    """Theorem 4's polylog certificate: (smallest majorant piece / exact piece, largest relative gap of the pinned
+    tail term) at n_lo = n_up = n,
     ln N = u over ``points``: every piece of the certificate's smooth majorant (tau, P, the Dudley term, the split
     L_A <= ln 2 + max(L_rho, L_c + L_alpha + L_de + L_rz), ln(1 + alpha), the truncation, the whole bound) must
     dominate its exact counterpart (ratio >= 1), and the tail term must be the exact tail with

@@ -101,3 +101,30 @@ def test_thm4_slope_test_reports_value_and_limit():
         assert math.isfinite(out.value) and math.isfinite(out.limit)
         assert (out.value <= out.limit) == out.holds
     assert polylog.holds and not ffn.holds and ffn.value == pytest.approx(1.0)
+
+
+def test_majorant_check_catches_a_majorant_piece_below_its_exact_counterpart(monkeypatch):
+    """Theorem 4's certificate: the honest majorant dominates (ratio >= 1, tightest at the L_alpha piece); that
+    piece 1% low, or the tail piece 1% off its derivation, is caught (tau, with a slack of ~2.5x, is not)."""
+    import qstr.verify.claims.transformer as T
+    from qstr.bounds.transformer import Theorem4Params
+    P = dataclasses.replace(Theorem4Params.default(), q=4)
+    ratio, gap = T.majorant_check(P)
+    assert ratio >= 1 and gap <= T.THM4_AGREE_RTOL
+    orig = T.majorant_terms
+
+    def low_alpha(*a, **k):
+        t = orig(*a, **k)
+        t["L_alpha"] = 0.99 * t["L_alpha"]
+        return t
+
+    monkeypatch.setattr(T, "majorant_terms", low_alpha)
+    assert T.majorant_check(P)[0] < 1
+
+    def wide_tail(*a, **k):
+        t = orig(*a, **k)
+        t["tail"] = 1.01 * t["tail"]
+        return t
+
+    monkeypatch.setattr(T, "majorant_terms", wide_tail)
+    assert T.majorant_check(P)[1] > T.THM4_AGREE_RTOL
