@@ -3,7 +3,7 @@
     pip install -e ".[mutation]"
     python mutation/run.py constructions --sample 40 --seed 0     # or: bounds
 
-Mutates a copy of the tracked tree (never your working files) under .mutation/<package>/, draws a seeded
+Mutates a copy of the committed tree (HEAD; never your working files) under .mutation/<package>/, draws a seeded
 sample of the mutants (all of them with --sample 0), runs `qstr verify --profile quick --fail-fast` on each
 (a mutant is killed when the run exits non-zero or times out), and prints the score and every survivor.
 Interrupted runs resume where they stopped (cosmic-ray's session database). docs/mutation.md explains the
@@ -45,13 +45,12 @@ EXCLUDED_OPERATORS = (
 
 
 def _copy_tree(work: Path, shim: bool = True) -> Path:
-    """The tracked files of the repository, copied to work/pristine and work/tree (the copy cosmic-ray
-    mutates), and a shim so `import qstr` finds the copy."""
+    """The committed tree (HEAD: edits in progress never reach a mutation run), unpacked to work/pristine
+    and copied to work/tree (the copy cosmic-ray mutates), and a shim so `import qstr` finds the copy."""
     tree = work / "tree"
-    files = subprocess.run(["git", "ls-files"], cwd=ROOT, check=True, capture_output=True, text=True).stdout.split()
-    for f in files:
-        (work / "pristine" / f).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / f, work / "pristine" / f)
+    (work / "pristine").mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "archive", "--format=tar", "HEAD"], cwd=ROOT, check=True, capture_output=True)
+    subprocess.run(["tar", "-x", "-C", str(work / "pristine")], input=archive.stdout, check=True)
     shutil.copytree(work / "pristine", tree)
     if shim:
         qstr = work / "shim" / "qstr"
@@ -129,7 +128,7 @@ def _tally(session: Path) -> dict:
 
 
 def _refresh(work: Path, session: Path) -> None:
-    """Copy the current tracked tree over the old copy (same mutant positions need the same package source)
+    """Copy the committed tree (HEAD) over the old copy (same mutant positions need the same package source)
     and forget the survivors' results, so that exec runs them again."""
     pristine = work / "pristine"
     old = {p.relative_to(pristine): p.read_bytes() for p in pristine.rglob("*.py")}
