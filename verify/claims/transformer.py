@@ -574,7 +574,7 @@ def _exact_pieces(P: Theorem4Params, nv: int, Nv: int, mp) -> dict:
     tau = e * max(4 * P.C_y * (2 * p) ** (2 * P.s),
                   4 * K ** 2 * q * P.C_x * d * r * mp.mpf(Nv) ** (2 / r) + 4 * K ** 2 * (q * c2 * (q + 1) + 1))
     A = 6 * K * max(mp.sqrt(q * r_z ** 2 + 1), mp.sqrt(q) * alpha * mp.sqrt(d_e) * r_z ** 3)
-    return {"tau": tau, "P": P.m_g * (q * D_e + 2) + q * D_e ** 2, "L": mp.log(1 + 2 * A * mp.sqrt(nv / tau)),
+    return {"tau": tau, "P": P.m_g * (q * D_e + 2) + q * D_e ** 2, "A": A, "L": mp.log(1 + 2 * A * mp.sqrt(nv / tau)),
             "alpha": alpha, "truncation": 2 * tau * mp.exp(-p) * (1 + 3 / mp.mpf(P.delta)),
             "tail": 2 * (K ** 2 * (q * P.C_x * d * e * (4 + 2 * mp.log(Nv)) + q * c2 * (q + 1) + 1) + P.C_y * 16 ** P.s)
             * mp.mpf(nv) ** (-0.75) * mp.exp(-mp.log(Nv) / 4)}
@@ -585,7 +585,9 @@ def majorant_check(params: Theorem4Params, points=MAJORANT_POINTS) -> tuple:
     tail term) at n_lo = n_up = n,
     ln N = u over ``points``: every piece of the certificate's smooth majorant (tau, P, the Dudley term, the split
     L_A <= ln 2 + max(L_rho, L_c + L_alpha + L_de + L_rz), ln(1 + alpha), the truncation, the whole bound) must
-    dominate its exact counterpart (ratio >= 1), and the tail term must be the exact tail with
+    dominate its exact counterpart (ratio >= 1; the covering logarithm's split L_A + L_n against ln(1 + 2 A sqrt(n /
+    tau)) at the majorant's tau, where the Dudley term's monotonicity in tau puts it), and the tail term must be the
+    exact tail with
     psi(2) <= e (4 + 2 ln N) (docs/derivations/theorem4.md, section 10). mpmath, 30 digits."""
     import mpmath
     import sympy as sp
@@ -594,7 +596,7 @@ def majorant_check(params: Theorem4Params, points=MAJORANT_POINTS) -> tuple:
     t["total"] = sum(t[k] for k in ("approximation", "beta", "dudley", "concentration", "truncation", "tail"))
     t["L_split"] = sp.log(2) + sp.Max(t["L_rho"], t["L_c"] + t["L_alpha"] + t["L_de"] + t["L_rz"])
     f = {k: sp.lambdify((sym_n, sym_u), t[k], "mpmath")
-         for k in ("total", "tau", "P", "L_A", "dudley", "L_split", "L_alpha", "truncation", "tail")}
+         for k in ("total", "tau", "P", "L_A", "L_n", "dudley", "L_split", "L_alpha", "truncation", "tail")}
     f_bound = sp.lambdify((sym_n, sym_N), bound_expr(params), "mpmath")
     ratio, gap = math.inf, 0.0
     with mpmath.workdps(30):
@@ -604,6 +606,7 @@ def majorant_check(params: Theorem4Params, points=MAJORANT_POINTS) -> tuple:
             x = _exact_pieces(params, nv, Nv, mpmath)
             pairs = ((m["total"], f_bound(nv, Nv)), (m["tau"], x["tau"]), (m["P"], x["P"]),
                      (m["dudley"], 12 * x["tau"] * mpmath.sqrt(x["P"] * x["L"] / nv)), (m["L_split"], m["L_A"]),
+                     (m["L_A"] + m["L_n"], mpmath.log(1 + 2 * x["A"] * mpmath.sqrt(nv / m["tau"]))),
                      (m["L_alpha"], mpmath.log(1 + x["alpha"])),
                      (m["truncation"], x["truncation"]))
             ratio = min(ratio, *(float(a / b) for a, b in pairs))

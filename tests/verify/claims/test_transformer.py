@@ -4,6 +4,7 @@ import dataclasses
 import math
 
 import pytest
+import sympy
 
 import qstr.bounds.transformer as bt
 from qstr.bounds.transformer import Theorem4Params
@@ -105,7 +106,8 @@ def test_thm4_slope_test_reports_value_and_limit():
 
 def test_majorant_check_catches_a_majorant_piece_below_its_exact_counterpart(monkeypatch):
     """Theorem 4's certificate: the honest majorant dominates (ratio >= 1, tightest at the L_alpha piece); that
-    piece 1% low, or the tail piece 1% off its derivation, is caught (tau, with a slack of ~2.5x, is not)."""
+    piece 1% low, the covering logarithm ln(1 + A) for ln(1 + 2 A), or the tail piece 1% off its derivation, is
+    caught (tau, with a slack of ~2.5x, is not)."""
     import qstr.verify.claims.transformer as T
     from qstr.bounds.transformer import Theorem4Params
     P = dataclasses.replace(Theorem4Params.default(), q=4)
@@ -128,3 +130,11 @@ def test_majorant_check_catches_a_majorant_piece_below_its_exact_counterpart(mon
 
     monkeypatch.setattr(T, "majorant_terms", wide_tail)
     assert T.majorant_check(P)[1] > T.THM4_AGREE_RTOL
+
+    def half_covering_radius(*a, **k):  # ln(1 + A) for ln(1 + 2 A): the mutant bounds/symbolic.py:142
+        t = orig(*a, **k)
+        t["L_A"] = sympy.log(1 + (sympy.exp(t["L_A"]) - 1) / 2)
+        return t
+
+    monkeypatch.setattr(T, "majorant_terms", half_covering_radius)
+    assert T.majorant_check(P)[0] < 0.98
