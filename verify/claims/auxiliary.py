@@ -60,12 +60,14 @@ from qstr.bounds.packing import (  # noqa: E402
     lemma39_equality_case,
     lemma39_swapped_rhs,
     maurey_log_packing_bound,
+    maurey_simple_bound,
     maurey_violation_dimension,
     min_pairwise_distance,
     mixed_norm,
     sample_ball,
     volume_log_packing_bound,
 )
+from qstr.bounds.recurrent import euclidean_packing_counterexample  # noqa: E402
 from qstr.verify.adversarial import worst_case_tokens  # noqa: E402
 
 INF = math.inf
@@ -156,6 +158,18 @@ def _lemma41_structured(d: int, eps: float, ball: str, device) -> torch.Tensor:
     return torch.cat(pts).to(device)
 
 
+def _euclidean_maurey(ctx: Context) -> tuple:
+    """Lemma 41's contrast (docs/derivations/rnn-lower-bounds.md): the Maurey form ln M <= ln(2D + 1) / eps^2 fails
+    for the Euclidean sphere (a greedy 1.2-packing of random unit vectors in D = 128), while the volume bound holds;
+    the returned Maurey value equals maurey_simple_bound / 8. Returns (holds, text)."""
+    D, sep = 128, 1.2
+    k, log_k, vol, mau = euclidean_packing_counterexample(D, 2000, generator=ctx.generator(4190, ctx.device), sep=sep)
+    pinned = abs(mau - maurey_simple_bound(D, sep) / 8) <= 1e-12 * mau
+    return (pinned and mau < log_k <= vol,
+            f"Euclidean sphere, D={D}, sep={sep}: greedy packing keeps {k}, ln M = {log_k:.2f} > Maurey form "
+            f"{mau:.2f} (= maurey_simple_bound / 8: {pinned}), <= volume bound {vol:.1f}")
+
+
 def _lemma41(ctx: Context, shrink: float) -> Outcome:
     """Greedy packings of the l1 and l2 unit balls against Lemma 41 (constants divided by shrink)."""
     n_cand = ctx.pick(quick=3000, full=30000, gpu=30000)
@@ -185,16 +199,19 @@ def _lemma41(ctx: Context, shrink: float) -> Outcome:
     viol = {eps: maurey_violation_dimension(eps) for eps in (0.5, 0.8)}
     parts.append("Maurey < volume from d = " + ", ".join(f"{c} (eps={e})" for e, c in cross.items()))
     parts.append("Maurey provably false for the l2 ball from d = " + ", ".join(f"{c} (eps={e})" for e, c in viol.items()))
+    euclid_ok, euclid = _euclidean_maurey(ctx) if shrink == 1.0 else (True, "")
+    parts += [euclid] if euclid else []
     parts.append("no rounding term: M is a count and both bounds are closed forms")
     parts.append("value = the largest log M - bound over balls, d and eps, limit 0")
-    return Outcome(measured=f"max(log M - bound) = {worst:+.3f}", bound="<= 0", holds=worst <= 0,
+    return Outcome(measured=f"max(log M - bound) = {worst:+.3f}", bound="<= 0", holds=worst <= 0 and euclid_ok,
                    detail="; ".join(parts), value=float(worst), limit=0.0)
 
 
 register(Claim(
     id="lemma-41", ref_seed="Lemma 41", ref_conference="Lemma 41",
     statement=("eps-packings: log M <= d log(1 + 2/eps) (l2 ball), and <= log C(2d+k, k), k = ceil(4/eps^2) "
-               "(Maurey, l1 ball); greedy packings in d = 1, 2, 3 never exceed them"),
+               "(Maurey, l1 ball); greedy packings in d = 1, 2, 3 never exceed them, and one of random unit vectors "
+               "in D = 128 breaks the Maurey form for the Euclidean sphere"),
     check=lambda ctx: _lemma41(ctx, 1.0), falsifier=lambda ctx: _lemma41(ctx, 4.0),
     falsifier_statement="both bounds with their constants divided by 4 must be exceeded by some greedy packing",
 ))
