@@ -27,13 +27,18 @@ def _constructions(ctx: Context):
     return [("lemma11 q=3", l11), ("sparse-average q=3", avg)]
 
 
+def through_file(state: dict) -> dict:
+    """``state`` through torch.save and torch.load(weights_only=True): what `qstr construct` writes and a user reads."""
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    buf.seek(0)
+    return torch.load(buf, weights_only=True)
+
+
 def saved_and_reloaded(cons):
     """(MergedAttention, PracticalTransformer) exactly as a user gets them from a saved file (the Appendix A.1
-    export: ``construction_state`` through torch.save and torch.load(weights_only=True))."""
-    buf = io.BytesIO()
-    torch.save(construction_state(cons), buf)
-    buf.seek(0)
-    return load_construction_state(torch.load(buf, weights_only=True))
+    export: ``construction_state`` :func:`through_file`)."""
+    return load_construction_state(through_file(construction_state(cons)))
 
 
 def _export(ctx: Context, slip=None) -> Outcome:

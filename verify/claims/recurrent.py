@@ -10,7 +10,6 @@ every constant: ``docs/derivations/rnn-transition.md``. All certified checks run
 from __future__ import annotations
 
 import copy
-import io
 import dataclasses
 import math
 from dataclasses import replace
@@ -26,6 +25,7 @@ from qstr.constructions.recurrent import (build_rnn, build_transition, module_fr
 from qstr.constructions.relu import gate_bands, gate_gadget, identity_gadget, product_gadget, soft_threshold_gadget
 from qstr.constructions.task import QSTR, gather_tokens
 from qstr.verify.adversarial import clip_to_ball
+from qstr.verify.claims.export import through_file
 from qstr.verify.registry import Claim, Context, Outcome, register
 from qstr.verify.rounding import Rounding, largest, two_layer
 
@@ -632,14 +632,6 @@ def plain_birnn(state: dict, x: torch.Tensor, t: torch.Tensor) -> tuple[torch.Te
     return _mlp(f_y, torch.cat([H_fwd, H_bwd, Z], -1)).squeeze(-1), active
 
 
-def _saved_and_loaded(state: dict) -> dict:
-    """``state`` through torch.save and torch.load(weights_only=True), as `qstr construct rnn` writes it."""
-    buf = io.BytesIO()
-    torch.save(state, buf)
-    buf.seek(0)
-    return torch.load(buf, weights_only=True)
-
-
 def _p28_plain(ctx: Context, fault=None) -> dict:
     """The rotated-code RNN (approximate products: the Prop 28 error budget is spent) saved by
     rnn_state, reloaded and run by :func:`plain_birnn` on random and adversarial simple-qSTR
@@ -655,7 +647,7 @@ def _p28_plain(ctx: Context, fault=None) -> dict:
     state = rnn_state(c)
     if fault is not None:
         state = fault(state, c)
-    loaded = _saved_and_loaded(state)
+    loaded = through_file(state)
     with torch.no_grad():
         y, active = plain_birnn(loaded, xs, ts)
         diff = float((y - c.predict(xs, ts)).abs().max())
@@ -695,7 +687,7 @@ def _prop28(ctx: Context) -> Outcome:
                 err = max(err, float(_p28_error(c, link, xa, p.t).max()))
             # the saved model, as `qstr construct rnn` writes it, reloaded and run by module_from_state
             # and by the plain recurrence (against the module's outputs)
-            loaded = _saved_and_loaded(rnn_state(c))
+            loaded = through_file(rnn_state(c))
             m2 = module_from_state(loaded, device=ctx.device)
             with torch.no_grad():
                 diff_saved = float((m2(c.encode(x, p.t)) - c.predict(x, p.t)).abs().max())
