@@ -1,4 +1,4 @@
-"""What running the stacks on Dask costs: one small Figure 1 sweep, timed three ways in one run.
+"""What running the stacks on Dask costs: one small Figure 1 sweep, timed two ways in one run.
 
     python benchmarks/cluster_overhead.py              # tiny models, 1STR N in {2,3,4}, simple N=3, 1 seed
     python benchmarks/cluster_overhead.py --steps 300  # longer stacks: the fixed costs matter less
@@ -7,11 +7,11 @@ Prints the wall seconds of the same sweep (fresh results file each time, float64
 thread per stack) trained
 
 * in this process (``jobs=1``, no Dask),
-* by the process pool that ``--jobs`` used before Dask (``run._run_parallel``, 2 processes),
-* on a 2-worker ``LocalCluster`` (``jobs=2``: what ``qstr reproduce`` now does), start and
+* on a 2-worker ``LocalCluster`` (``jobs=2``: what ``qstr reproduce`` does), start and
   shutdown of the cluster included and also shown apart,
 
-checks that the three give the same rows, and measures Dask's scheduling overhead per task on
+(the process pool that ``--jobs`` used before Dask was removed; docs/cluster.md gives its last
+measured time), checks that the two give the same rows, and measures Dask's scheduling overhead per task on
 a running 2-worker cluster (no-op tasks, one at a time and all at once). A script, not a test.
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from qstr.verify.experiments import figure1  # noqa: E402
 from qstr.verify.experiments.results import ResultsFile  # noqa: E402
-from qstr.verify.experiments.run import _run_parallel, run_points, stack_cost, stacks_of  # noqa: E402
+from qstr.verify.experiments.run import run_points, stacks_of  # noqa: E402
 
 
 def _noop(x):
@@ -50,19 +50,6 @@ def timed_run(pts, folder, **kw):
     out = run_points(pts, ResultsFile(os.path.join(folder, "figure1.jsonl")), device="cpu", dtype=torch.float64,
                      progress=False, **kw)
     return time.perf_counter() - t0, list(out.values())
-
-
-def timed_pool(pts, jobs: int = 2):
-    stacks = sorted(stacks_of(pts), key=stack_cost, reverse=True)
-    rows = []
-
-    def report(kind, stack, *payload):
-        if kind == "row":
-            rows.append(payload[0])
-
-    t0 = time.perf_counter()
-    _run_parallel(stacks, jobs, report, device="cpu", dtype=torch.float64, train_kw=None)
-    return time.perf_counter() - t0, rows
 
 
 def task_overhead(n: int = 200):
@@ -99,12 +86,10 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         t_in, rows_in = timed_run(pts, os.path.join(tmp, "in"), jobs=1)
         print(f"in-process (jobs=1, no Dask):          {t_in:7.2f} s")
-        t_pool, rows_pool = timed_pool(pts)
-        print(f"process pool of before (2 processes):  {t_pool:7.2f} s")
         t_dask, rows_dask = timed_run(pts, os.path.join(tmp, "dask"), jobs=2)
         print(f"Dask LocalCluster (jobs=2, 2 workers): {t_dask:7.2f} s  (cluster start and shutdown included)")
-    same = key(rows_in) == key(rows_pool) == key(rows_dask)
-    print(f"rows identical across the three: {same}")
+    same = key(rows_in) == key(rows_dask)
+    print(f"rows identical across the two: {same}")
     start, stop, one, batch = task_overhead()
     print(f"2-worker LocalCluster: start {start:.2f} s (first task included), shutdown {stop:.2f} s")
     print(f"Dask overhead per task (no-op): {one * 1e3:.2f} ms one at a time, {batch * 1e3:.2f} ms each in a batch of 200")

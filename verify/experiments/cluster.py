@@ -15,6 +15,8 @@ import json
 import logging
 import queue
 import re
+import signal
+import threading
 import time
 import uuid
 from typing import Callable, Iterator, List, Optional, Sequence
@@ -83,11 +85,19 @@ def _quiet():
 
 def local_cluster(jobs: int):
     """The ``LocalCluster`` of ``--jobs J``: ``jobs`` worker processes with one thread each. Its
-    worker processes end on their own when this process dies (even by ``kill -9``)."""
+    worker processes end on their own when this process dies (even by ``kill -9``: Dask's worker
+    process exits when the pipe from its parent closes), and leave Ctrl-C to this process."""
     from distributed import LocalCluster
 
     return LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True, silence_logs=logging.ERROR,
-                        dashboard_address=":0")
+                        dashboard_address=":0", preload=[__name__])
+
+
+def dask_setup(worker) -> None:
+    """Preload of a local cluster's workers: Ctrl-C at a terminal reaches every process of its
+    group; a worker ignores it and the client, which caught it, closes the cluster."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def dashboard_note() -> str:

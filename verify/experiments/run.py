@@ -1,4 +1,5 @@
-"""Training the points: stacks, worker processes, progress, and the rows appended as models finish."""
+"""Training the points: stacks, progress, and the rows appended as models finish (in this process,
+or as Dask tasks: verify/experiments/cluster.py)."""
 from __future__ import annotations
 
 import math
@@ -133,35 +134,6 @@ def train_points(pts: Sequence[Point], *, device, dtype, report: Callable[..., N
         train_stack(ms, **kw)
 
 
-_QUEUE = None
-
-
-def _init_worker(queue, threads: int, parent: Optional[int] = None) -> None:
-    global _QUEUE
-    _QUEUE = queue
-    torch.set_num_threads(threads)
-    if parent is not None:
-        import threading
-
-        threading.Thread(target=_exit_when_orphaned, args=(parent,), daemon=True).start()
-
-
-def _exit_when_orphaned(parent: int, every: float = 0.5) -> None:
-    """A worker whose parent died (e.g. ``kill -9`` of ``qstr reproduce``) is re-parented; it stops
-    instead of training on for nobody."""
-    while os.getppid() == parent:
-        time.sleep(every)
-    os._exit(1)
-
-
-def _train_in_worker(pts, stack: int, device, dtype, train_kw) -> None:
-    try:
-        train_points(pts, device=device, dtype=dtype, report=lambda *msg: _QUEUE.put(msg), stack=stack,
-                     train_kw=train_kw)
-    finally:
-        _QUEUE.put(("done", stack))
-
-
 def default_jobs(device) -> int:
     """Worker processes for :func:`run_points`: every CPU core on a CPU (each with one torch
     thread), one on a GPU."""
@@ -177,13 +149,14 @@ def run_points(points: Sequence[Point], results: ResultsFile, *, device="cpu", d
     """Train every point whose row is not yet in ``results`` (stacks by :func:`stacks_of`) and
     append one row per point as it finishes. Returns {point_id: row} for all ``points``.
 
-    ``jobs > 1`` trains that many stacks at once in worker processes (spawned, one torch thread
-    each; the longest stacks start first); rows are still appended by this process as each
-    member finishes. ``jobs=None``: :func:`default_jobs`. ``row_extra(point, result) -> dict``
-    adds fields to a row (e.g. Figure 2's block mass); it and ``return_models`` need ``jobs=1``.
-    ``jobs > 1`` runs the stacks as Dask tasks on a ``LocalCluster``; ``scheduler`` (default: the
-    address set by :func:`~qstr.verify.experiments.cluster.using_scheduler`) sends them to a
-    running Dask cluster instead, whatever ``jobs`` says (verify/experiments/cluster.py).
+    ``jobs > 1`` trains that many stacks at once as Dask tasks on a ``LocalCluster`` of ``jobs``
+    worker processes (one torch thread each; the longest stacks start first); rows are still
+    appended by this process as each member finishes. ``jobs=None``: :func:`default_jobs`.
+    ``scheduler`` (default: the address set by
+    :func:`~qstr.verify.experiments.cluster.using_scheduler`) sends the stacks to a running Dask
+    cluster instead, whatever ``jobs`` says (verify/experiments/cluster.py). ``row_extra(point,
+    result) -> dict`` adds fields to a row (e.g. Figure 2's block mass); it and ``return_models``
+    train in this process whatever ``jobs`` and ``scheduler`` say.
     """
     from qstr.verify.experiments import cluster
 
@@ -243,35 +216,3 @@ def _checks_jobs(jobs) -> int:
         raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
     return jobs
 
-
-def _run_parallel(stacks, jobs: int, report, *, device, dtype, train_kw) -> None:
-    """Train ``stacks`` in ``jobs`` spawned processes; relay their reports in this process."""
-    import multiprocessing
-    import queue as _queue
-    from concurrent.futures import ProcessPoolExecutor
-
-    ctx = multiprocessing.get_context("spawn")
-    q = ctx.Queue()
-    pool = ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker, initargs=(q, 1, os.getpid()))
-    try:
-        futures = [pool.submit(_train_in_worker, pts, i, torch.device(device), dtype, train_kw)
-                   for i, pts in enumerate(stacks)]
-        done = 0
-        while done < len(stacks):
-            try:
-                msg = q.get(timeout=0.5)
-            except _queue.Empty:
-                for f in futures:  # a worker that died without reporting "done"
-                    if f.done() and f.exception() is not None:
-                        raise f.exception()
-                continue
-            report(*msg)
-            done += msg[0] == "done"
-        for f in futures:
-            f.result()  # a worker's error is raised here
-    except BaseException:
-        pool.shutdown(wait=False, cancel_futures=True)
-        for child in multiprocessing.active_children():  # stop stacks still training
-            child.terminate()
-        raise
-    pool.shutdown()

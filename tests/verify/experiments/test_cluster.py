@@ -3,6 +3,7 @@ in-process run, a worker killed mid-run, an interrupted client resumed, and ``qs
 --scheduler`` against a ``dask scheduler`` and a ``dask worker`` started as processes."""
 import _thread
 import collections
+import contextlib
 import json
 import os
 import signal
@@ -156,6 +157,97 @@ def test_bad_scheduler_address_is_one_line_and_exit_2(tmp_path, capsys, monkeypa
         err = capsys.readouterr().err
         assert says in err and err.count("\n") == 1 and "Traceback" not in err
     assert not os.path.exists(tmp_path / "o" / "figure1.jsonl")
+
+
+RUNNER = """\
+import ast, sys
+import torch
+from qstr.verify import cli, experiments
+
+if __name__ == "__main__":  # Dask's worker processes are spawned: they import this file again
+    tiny, grid = ast.literal_eval(sys.argv[1]), ast.literal_eval(sys.argv[2])
+    real = experiments.run_experiment
+    experiments.run_experiment = lambda name, **kw: real(
+        name, **dict(kw, N_values=grid, overrides=tiny, dtype=torch.float64))
+    sys.exit(cli.main(sys.argv[3:]))
+"""
+
+
+def reproduce(tmp_path, tiny, tiny_grid, *args):
+    """``qstr reproduce figure1 --seeds 1 --out tmp_path/out ARGS`` with tiny models, as a process
+    of its own (a session and process group of its own, as a shell starts it); output in files."""
+    script = tmp_path / "reproduce.py"
+    script.write_text(RUNNER)
+    out, err = open(tmp_path / "stdout.txt", "w"), open(tmp_path / "stderr.txt", "w")
+    argv = [sys.executable, str(script), repr(tiny), repr(tiny_grid),
+            "reproduce", "figure1", "--seeds", "1", "--out", str(tmp_path / "out"), *args]
+    return subprocess.Popen(argv, stdout=out, stderr=err, start_new_session=True, cwd=str(tmp_path))
+
+
+def process_tree(pid):
+    """Every descendant of ``pid`` now, from /proc."""
+    children = collections.defaultdict(list)
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as fh:
+                    children[int(fh.read().rsplit(") ", 1)[1].split()[1])].append(int(name))
+            except (OSError, IndexError, ValueError):
+                pass
+    tree, todo = [], [pid]
+    while todo:
+        tree += children[todo[-1]]
+        todo[-1:] = children[todo[-1]]
+    return tree
+
+
+def dask_workers(pid):
+    """The spawned Dask worker processes below ``pid``."""
+    def cmdline(p):
+        try:
+            with open(f"/proc/{p}/cmdline", "rb") as fh:
+                return fh.read()
+        except OSError:
+            return b""
+    return [p for p in process_tree(pid) if b"spawn_main" in cmdline(p)]
+
+
+def alive(pid):
+    """``pid`` runs (a zombie waiting to be reaped counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def outlive(pids, timeout=20.0):
+    """The processes of ``pids`` still running after ``timeout`` s (they are then killed)."""
+    deadline = time.monotonic() + timeout
+    while any(map(alive, pids)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = [p for p in pids if alive(p)]
+    for p in left:
+        with contextlib.suppress(OSError):
+            os.kill(p, signal.SIGKILL)
+    return left
+
+
+def test_kill_9_of_reproduce_ends_its_dask_workers(tmp_path, tiny, tiny_grid):
+    """``kill -9`` of ``qstr reproduce --jobs 2`` once its LocalCluster's worker processes run:
+    every process it started (the workers, multiprocessing's resource tracker) exits on its own."""
+    proc = reproduce(tmp_path, dict(tiny, max_steps=2000), tiny_grid, "--jobs", "2")
+    try:
+        deadline = time.monotonic() + 120
+        while len(dask_workers(proc.pid)) < 2 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1.0)  # the workers are past their start-up
+        tree = process_tree(proc.pid)
+        assert proc.poll() is None and len(dask_workers(proc.pid)) == 2, (tmp_path / "stderr.txt").read_text()
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert not outlive(tree), "processes outlived their parent"
 
 
 def _free_port():

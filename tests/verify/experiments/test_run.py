@@ -1,4 +1,5 @@
-"""Tests for verify/experiments/run.py: rows appended and resumed, stacks, worker processes, progress."""
+"""Tests for verify/experiments/run.py: rows appended and resumed, stacks, jobs, progress (the
+Dask engine of ``jobs > 1``: test_cluster.py)."""
 import json
 import os
 
@@ -108,44 +109,3 @@ def test_progress_off_a_terminal_prints_plain_lines_as_it_goes():
         written = buf.getvalue()
     assert written.count("step 10 of 1,000") == 1 and "step 20 of" not in written
 
-
-def test_workers_stop_when_the_parent_is_killed(tmp_path):
-    """After ``kill -9`` of the process that owns the pool, its workers exit on their own."""
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    script = tmp_path / "parent.py"
-    script.write_text(
-        "import multiprocessing, os, sys, time\n"
-        "from concurrent.futures import ProcessPoolExecutor\n"
-        "from qstr.verify.experiments.run import _init_worker\n"
-        "if __name__ == '__main__':\n"
-        "    ctx = multiprocessing.get_context('spawn')\n"
-        "    pool = ProcessPoolExecutor(2, mp_context=ctx, initializer=_init_worker, initargs=(ctx.Queue(), 1, os.getpid()))\n"
-        "    futures = [pool.submit(time.sleep, 120) for _ in range(2)]\n"
-        "    time.sleep(3)\n"
-        "    print(' '.join(str(p.pid) for p in multiprocessing.active_children()), flush=True)\n"
-        "    time.sleep(120)\n")
-    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
-    pids = [int(p) for p in parent.stdout.readline().split()]
-    assert pids
-    os.kill(parent.pid, signal.SIGKILL)
-    parent.wait()
-
-    def alive(pid):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        with open(f"/proc/{pid}/stat") as fh:  # a zombie waiting for init to reap it counts as gone
-            return fh.read().split(") ")[1][0] != "Z"
-
-    deadline = time.time() + 15
-    while any(alive(p) for p in pids) and time.time() < deadline:
-        time.sleep(0.2)
-    left = [p for p in pids if alive(p)]
-    for p in left:
-        os.kill(p, signal.SIGKILL)
-    assert not left, f"workers {left} outlived their parent"
