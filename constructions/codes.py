@@ -14,6 +14,7 @@ from scipy import stats
 from qstr.constructions.validate import (
     device_of,
     finite_tensor,
+    fits_in_memory,
     float_dtype,
     generator_on,
     positive_float,
@@ -206,6 +207,7 @@ def rademacher(N: int, d_e: int, *, generator: torch.Generator, device=None, dty
     N, d_e = positive_int("N", N), positive_int("d_e", d_e)
     device, dtype = device_of("device", device), float_dtype("dtype", dtype)
     generator_on("generator", generator, device)
+    _fits(N, d_e, device, dtype)
     bits = torch.randint(0, 2, (N, d_e), generator=generator, device=device, dtype=dtype)
     return (2 * bits - 1) * (1 / math.sqrt(d_e))
 
@@ -477,8 +479,16 @@ def _rs_coherence(N: int, m: int, k: int) -> float:
     return float(Fraction(int(roots.max()), n))
 
 
+def _fits(N: int, d_e: int, device, dtype) -> None:
+    """About three (N, d_e) copies: the codes, their construction's temporaries, the coherence scan."""
+    nbytes = 3 * N * d_e * torch.empty((), dtype=dtype).element_size()
+    fits_in_memory(f"a codebook of N = {N} codes in d_e = {d_e} ({str(dtype).replace('torch.', '')})",
+                   nbytes, device)
+
+
 def _rs_hadamard(N, m, k, d_e, device, dtype) -> Codebook:
     n = 1 << m
+    _fits(N, max(d_e, n * n), device, dtype)
     symbols = torch.as_tensor(_rs_symbols(np.arange(N, dtype=np.int64), m, k), device=device).long()
     H = torch.as_tensor(_hadamard(m), dtype=dtype, device=device) / n  # n blocks of n: unit norm
     omega = H[symbols].reshape(N, n * n)

@@ -732,18 +732,18 @@ def module_from_state(state: dict, *, dtype=torch.float64, device=None):
     return m
 
 
-def build_rnn_for_cli(N: int, d: int, q: int, eps: float = 0.1, seed: int = 0):
-    """``qstr construct rnn``: RS-Hadamard codes (mu <= 1/2), a width-8 teacher link from ``seed``,
+def build_rnn_for_cli(N: int, d: int, q: int, eps: float = 0.1, seed: int = 0, width: int = 8):
+    """``qstr construct rnn``: RS-Hadamard codes (mu <= 1/2), a width-``width`` teacher link from ``seed``,
     r_x = token_radius(d, N). Returns (construction, rnn_state(construction))."""
     N = validate.positive_int("N", N)
     d = validate.positive_int("d", d)
     q = validate.positive_int("q", q)
     if q > N:
         raise ValueError(f"q must satisfy 1 <= q <= N = {N}, got {q}")
-    seed = validate.positive_int("seed", seed, minimum=0)
+    seed = validate.seed("seed", seed)
     eps = validate.positive_float("eps", eps)
     g = torch.Generator().manual_seed(seed)
-    link = make_link("teacher", q, d, generator=g)
+    link = make_link("teacher", q, d, generator=g, width=width)
     book = rs_hadamard_codebook(N, mu=0.5, dtype=F64)
     c = build_rnn(book, d, link.two_layer_net(), q=q, eps=eps)
     return c, rnn_state(c)

@@ -96,9 +96,18 @@ class QSTR:
         device = validate.device_of("device", device if device is not None else getattr(generator, "device", None))
         validate.generator_on("generator", generator, device)
         dtype = validate.float_dtype("dtype", dtype)
+        self._fits(B, device, dtype)
         x = self.sample_tokens(B, generator=generator, device=device, dtype=dtype)
         t = self.sample_indices(B, generator=generator, device=device)
         return Prompts(x=x, t=t, y=self.link(gather_tokens(x, t)))
+
+    def _fits(self, B: int, device, dtype) -> None:
+        """Refuse before allocating: x, the gathered tokens and the link's product (q d floats per
+        position each, twice), the labels, and t (q longs per position)."""
+        item = torch.empty((), dtype=dtype).element_size()
+        per_position = item * (self.d * (1 + 2 * self.q) + (self.link.out_dim or 1)) + 8 * self.q
+        validate.fits_in_memory(f"sampling B = {B} prompts of N = {self.N} tokens in d = {self.d} (q = {self.q}, "
+                                f"{str(dtype).replace('torch.', '')})", B * self.N * per_position, device)
 
     def sample_tokens(self, B, *, generator, device, dtype) -> torch.Tensor:
         x = torch.randn(B, self.N, self.d, generator=generator, device=device, dtype=dtype)

@@ -5,6 +5,8 @@ The CLI turns these into a one-line message and exit status 2.
 from __future__ import annotations
 
 import math
+import os
+from typing import Optional
 
 import torch
 
@@ -19,6 +21,16 @@ def positive_int(name: str, value, minimum: int = 1) -> int:
     if value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value}")
     return value
+
+
+SEED_MAX = 2**63 - 1  # seeds: integers in [0, 2**63 - 1] (the CLI's --seed takes the same range)
+
+
+def seed(name: str, value) -> int:
+    """Return ``value`` as an int, or raise ``ValueError`` unless it is an integer in [0, 2**63 - 1]."""
+    if isinstance(value, bool) or not hasattr(value, "__index__") or not 0 <= int(value) <= SEED_MAX:
+        raise ValueError(f"{name} must be an integer in [0, 2**63 - 1], got {value!r}")
+    return int(value)
 
 
 def probability(name: str, value, *, open_left: bool = True, open_right: bool = True) -> float:
@@ -116,3 +128,38 @@ def generator_on(name: str, generator, device: torch.device) -> torch.Generator:
             f"make it with torch.Generator(device='{device}')"
         )
     return generator
+
+
+def fits_in_memory(what: str, nbytes: int, device) -> None:
+    """Refuse with ``ValueError`` (before allocating) when about ``nbytes`` cannot fit in the
+    memory now available on ``device`` (RAM for the CPU, free memory for CUDA)."""
+    free = available_memory(device)
+    if free is not None and nbytes > free:
+        raise ValueError(f"{what} needs about {_bytes(nbytes)} of memory, more than the {_bytes(free)} available")
+
+
+def available_memory(device) -> Optional[int]:
+    """Bytes available for new tensors on ``device`` (None when unknown)."""
+    device = torch.device("cpu" if device is None else device)
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    if device.type != "cpu":
+        return None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.3g} {unit}" if unit != "B" else f"{n} B"
+        n /= 1024

@@ -6,6 +6,7 @@ not, 2 on bad arguments (one line on stderr, no traceback).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 import sys
@@ -15,8 +16,7 @@ from typing import List, Optional
 
 from rich.console import Console
 
-from qstr.verify.claims import select
-from qstr.verify.registry import PROFILES, Context, run_claim
+from qstr.verify.version import toolkit_version
 
 
 _INTERRUPTED = threading.Event()
@@ -38,78 +38,153 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+# Profiles of ``qstr verify`` (``qstr.verify.registry.PROFILES``, restated so that --help imports no torch).
+_PROFILES = ("quick", "full", "gpu")
+SEED_MAX = 2**63 - 1  # seeds are integers in [0, 2**63 - 1], on the command line and in the Python API
+
+
 def _parser() -> argparse.ArgumentParser:
+    """Every subcommand and option; imports nothing heavy (``qstr --help`` stays fast)."""
     p = _Parser(prog="qstr", description="Check the claims of the qSTR paper numerically.")
+    p.add_argument("--version", action="version", version=f"qstr {toolkit_version()}",
+                   help="print the version of the installed qstr-toolkit and exit")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
-    v = sub.add_parser("verify", help="run the claim checks and print measured vs bound")
-    v.add_argument("--profile", default="quick", help=f"one of {', '.join(PROFILES)} (default quick)")
+    _verify_options(sub.add_parser("verify", help="run the claim checks and print measured vs bound"))
+    _codebook_options(sub.add_parser(
+        "codebook", help="build a positional codebook (Assumption 3) and report its exact coherence"))
+    _sample_options(sub.add_parser("sample", help="sample qSTR prompts (Definition 2) and save them"))
+    _construct_options(sub.add_parser("construct", help="build a construction of the paper as torch weights"))
+    _reproduce_options(sub.add_parser("reproduce", help="reproduce a figure of the paper (Appendix E), resumable"))
+    return p
+
+
+def _seed_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--seed", type=_seed, default=0, metavar="S",
+                   help="seed of every random draw, an integer in [0, 2**63 - 1] (default 0)")
+
+
+def _verify_options(v: argparse.ArgumentParser) -> None:
+    v.add_argument("--profile", default="quick", help=f"one of {', '.join(_PROFILES)} (default quick)")
     v.add_argument("--device", default=None, help="cpu or cuda (default: cpu; cuda for --profile gpu)")
     v.add_argument("--only", nargs="+", metavar="ID", help="run only these claim ids")
     v.add_argument("--json", metavar="PATH", help="write the results as a JSON list of records")
-    v.add_argument("--seed", default="0", help="seed of every generator (default 0)")
+    _seed_option(v)
     v.add_argument("--list", action="store_true", help="list the claims of the profile and exit")
-    v.add_argument("--threads", type=_int, default=1, help="CPU threads per check (default 1: the checks are many small ops)")
+    v.add_argument("--threads", type=_count, default=1, metavar="T",
+                   help="CPU threads per check (default 1: the checks are many small ops)")
     v.add_argument("--fail-fast", action="store_true", help="stop at the first claim that fails (exit 1); for mutation testing")
 
-    c = sub.add_parser("codebook", help="build a positional codebook (Assumption 3) and report its exact coherence")
-    c.add_argument("--N", type=_int, default=None, help="number of positions (required unless --check)")
+
+def _codebook_options(c: argparse.ArgumentParser) -> None:
+    c.add_argument("--N", type=_count, default=None, metavar="N",
+                   help="number of positions, i.e. of codes (required unless --check)")
     c.add_argument("--kind", default="rs-hadamard", help="rs-hadamard (deterministic), rademacher or experimental")
-    c.add_argument("--mu", type=float, default=0.5, help="coherence the codebook must meet (default 1/2)")
-    c.add_argument("--d-e", dest="d_e", type=_int, default=None, help="code dimension (default: the derived rule)")
-    c.add_argument("--delta", type=float, default=1e-3, help="failure probability of the Rademacher rule")
-    c.add_argument("--seed", type=_int, default=0)
+    c.add_argument("--mu", type=_fraction, default=0.5, metavar="MU",
+                   help="coherence the codebook must meet, in (0, 1) (default 1/2)")
+    c.add_argument("--d-e", dest="d_e", type=_count, default=None, metavar="D_E",
+                   help="code dimension (default: the derived rule)")
+    c.add_argument("--delta", type=_fraction, default=1e-3, metavar="DELTA",
+                   help="failure probability of the Rademacher rule, in (0, 1) (default 0.001)")
+    _seed_option(c)
     c.add_argument("--check", metavar="PATH", help="report the coherence of a saved (N, d_e) tensor instead")
     c.add_argument("--out", metavar="PATH", help="write {'omega', 'mu', 'kind', 'params'} with torch.save")
 
-    s = sub.add_parser("sample", help="sample qSTR prompts (Definition 2) and save them")
-    s.add_argument("--N", type=_int, required=True)
-    s.add_argument("--d", type=_int, required=True)
-    s.add_argument("--q", type=_int, default=1)
-    s.add_argument("--B", type=_int, default=16, help="number of prompts")
+
+def _sample_options(s: argparse.ArgumentParser) -> None:
+    s.add_argument("--N", type=_count, required=True, metavar="N", help="prompt length: tokens (positions) per prompt")
+    s.add_argument("--d", type=_count, required=True, metavar="D", help="token dimension")
+    s.add_argument("--q", type=_count, default=1, metavar="Q", help="tokens each label reads (sparsity), 1 <= q <= N (default 1)")
+    s.add_argument("--B", type=_count, default=16, metavar="B", help="number of prompts (default 16)")
     s.add_argument("--link", default="linear", help="linear, hermite, sqnorm, mean, mean-projected, teacher")
     s.add_argument("--variant", default="general", help="general or simple")
     s.add_argument("--indices", default="uniform", help="uniform, distinct or few-heads")
     s.add_argument("--tokens", default="gaussian", help="gaussian or half-zero")
     s.add_argument("--dtype", default="float32", help="float32 or float64")
-    s.add_argument("--seed", type=_int, default=0)
+    _seed_option(s)
     s.add_argument("--out", metavar="PATH", required=True, help="write {'x', 't', 'y', 'config'} with torch.save")
 
-    k = sub.add_parser("construct", help="build a construction of the paper as torch weights")
+
+def _construct_options(k: argparse.ArgumentParser) -> None:
     k.add_argument("architecture", choices=["transformer", "rnn"],
                    help="transformer: the Lemma 11 q-head attention; rnn: the Prop 28 bidirectional RNN (simple-qSTR)")
-    k.add_argument("--N", type=_int, required=True)
-    k.add_argument("--d", type=_int, required=True)
-    k.add_argument("--q", type=_int, required=True)
-    k.add_argument("--eps", type=float, default=None,
+    k.add_argument("--N", type=_count, required=True, metavar="N", help="prompt length: number of positions")
+    k.add_argument("--d", type=_count, required=True, metavar="D", help="token dimension")
+    k.add_argument("--q", type=_count, required=True, metavar="Q", help="tokens each label reads (heads), 1 <= q <= N")
+    k.add_argument("--eps", type=_positive, default=None, metavar="EPS",
                    help="target error (transformer: against the Assumption 2 net, default 0.01; rnn: state accuracy, default 0.1)")
-    k.add_argument("--link", default="teacher", help="link whose exact Assumption 2 net is used: teacher, linear, mean-projected")
-    k.add_argument("--width", type=_int, default=8, help="teacher width m_g")
-    k.add_argument("--n", type=_int, default=10_000, help="sample size in Lemma 12's token radius r_x")
-    k.add_argument("--seed", type=_int, default=0)
+    k.add_argument("--link", default="teacher",
+                   help="link whose exact Assumption 2 net is used: teacher, linear, mean-projected (rnn: teacher only)")
+    k.add_argument("--width", type=_count, default=8, metavar="M", help="teacher width m_g (default 8)")
+    k.add_argument("--n", type=_count, default=None, metavar="SAMPLES",
+                   help="training sample size n that sets Lemma 12's token radius r_x (transformer only; default 10000)")
+    _seed_option(k)
     k.add_argument("--out", metavar="PATH", required=True, help="torch file readable with torch.load(PATH, weights_only=True)")
 
-    r = sub.add_parser("reproduce", help="reproduce a figure of the paper (Appendix E), resumable")
-    r.add_argument("figure", choices=["figure1", "figure2", "figure3"])
+
+def _reproduce_options(r: argparse.ArgumentParser) -> None:
+    r.add_argument("figure", choices=["figure1", "figure2", "figure3"], help="the figure of Appendix E")
     r.add_argument("--quick", action="store_true", help="scaled down: minutes on 2 CPU cores")
     r.add_argument("--device", default="cpu", help="cpu or cuda")
-    r.add_argument("--seeds", type=_int, default=None, help="number of seeds (default 5; 2 with --quick)")
+    r.add_argument("--seeds", type=_count, default=None, metavar="S", help="number of seeds (default 5; 2 with --quick)")
     r.add_argument("--protocol", default="paper", help="paper (default) or published (the published code's choices)")
     r.add_argument("--out", metavar="DIR", required=True, help="results directory (JSON lines, PNG, PDF, summary)")
-    r.add_argument("--jobs", type=_int, default=None,
+    r.add_argument("--jobs", type=_count, default=None, metavar="J",
                    help="stacks trained at once in worker processes (default: every CPU core on cpu, 1 on cuda)")
     r.add_argument("--matmul", default="float32", choices=["float32", "tf32"],
                    help="float32 (default) or tf32: matrix products on TF32 tensor cores (cuda only; faster)")
     r.add_argument("--scheduler", metavar="ADDRESS", default=None,
                    help="run the stacks on the running Dask cluster at ADDRESS (tcp://HOST:PORT) instead of "
                         "local worker processes; --jobs is then ignored (docs/cluster.md)")
-    return p
 
 
+# One parse function per kind of number; argparse reports a refusal as "argument --X: <message>".
 def _int(text: str) -> int:
     try:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def _float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def _seed(text: str) -> int:
+    """A seed: an integer in [0, 2**63 - 1]."""
+    value = _int(text)
+    if not 0 <= value <= SEED_MAX:
+        raise argparse.ArgumentTypeError(f"a seed must be an integer in [0, 2**63 - 1], got {value}")
+    return value
+
+
+def _count(text: str) -> int:
+    """A size or count: an integer >= 1."""
+    value = _int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}")
+    return value
+
+
+def _positive(text: str) -> float:
+    """A finite number > 0."""
+    value = _float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    """A number in the open interval (0, 1)."""
+    value = _float(text)
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1), got {text}")
+    return value
 
 
 def _writable_file(flag: str, path: Optional[str]) -> None:
@@ -139,8 +214,10 @@ def _writable_dir(flag: str, folder: str, shown: Optional[str] = None) -> None:
         raise ValueError(f"{flag} {shown}: cannot write in {probe_in} ({exc.strerror or exc})") from None
 
 
-def _context(args) -> Context:
+def _context(args):
     import torch
+
+    from qstr.verify.registry import PROFILES, Context
 
     if args.profile not in PROFILES:
         raise ValueError(f"--profile must be one of {', '.join(PROFILES)}, got {args.profile!r}")
@@ -149,20 +226,15 @@ def _context(args) -> Context:
         raise ValueError(f"--device must be cpu or cuda, got {device!r}")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"--device {device}: CUDA is not available on this machine (use --device cpu)")
-    try:
-        seed = int(args.seed)
-    except ValueError:
-        raise ValueError(f"--seed must be a non-negative integer, got {args.seed!r}") from None
-    if seed < 0:
-        raise ValueError(f"--seed must be a non-negative integer, got {seed}")
-    if args.threads < 1:
-        raise ValueError(f"--threads must be >= 1, got {args.threads}")
-    return Context(profile=args.profile, device=device, seed=seed, threads=args.threads)
+    return Context(profile=args.profile, device=device, seed=args.seed, threads=args.threads)
 
 
 def _verify(args, console: Console) -> int:
     ctx = _context(args)
     _writable_file("--json", args.json)
+    from qstr.verify.claims import select
+    from qstr.verify.registry import run_claim
+
     claims = select(ctx.profile, args.only)
     if args.list:
         for c in claims:
@@ -190,23 +262,16 @@ def _verify(args, console: Console) -> int:
 def _codebook(args, console: Console) -> int:
     import torch
 
-    from qstr.constructions.codes import Codebook, build_codebook, coherence_report
+    from qstr.constructions.codes import coherence_report
 
     _writable_file("--out", args.out)
-    if args.check:
-        book = Codebook.from_tensor(_load_tensor(args.check))
-        if args.N is not None and args.N != book.N:
-            raise ValueError(f"--N {args.N} does not match {args.check}, which holds {book.N} codes (omit --N with --check)")
-    else:
-        if args.N is None:
-            raise ValueError("--N is required to build a codebook (or give --check PATH)")
-        gen = torch.Generator().manual_seed(args.seed)
-        book = build_codebook(args.N, kind=args.kind, mu_max=args.mu, d_e=args.d_e, delta=args.delta, generator=gen)
+    book = _saved_codebook(args) if args.check else _new_codebook(args)
     rep = coherence_report(book.omega, args.mu)
+    pair = f"pair {rep.pair}" if rep.pair is not None else f"no pairs: N = {book.N}"
     verdict = "meets" if rep.mu <= args.mu else "VIOLATES"
     console.print(
         f"{book.kind}: N = {book.N}, d_e = {book.d_e}, exact coherence mu = {rep.mu:.6f} "
-        f"(pair {rep.pair}); {rep.n_violations} of {rep.n_pairs} pairs exceed {args.mu:g}: "
+        f"({pair}); {rep.n_violations} of {rep.n_pairs} pairs exceed {args.mu:g}: "
         f"{verdict} the coherence bound {args.mu:g}" + (" of Assumption 3" if args.mu == 0.5 else "")
     )
     if args.out:
@@ -214,7 +279,35 @@ def _codebook(args, console: Console) -> int:
     return 0 if rep.mu <= args.mu else 1
 
 
-def _load_tensor(path: str):
+def _new_codebook(args):
+    import torch
+
+    from qstr.constructions.codes import build_codebook
+
+    if args.N is None:
+        raise ValueError("--N is required to build a codebook (or give --check PATH)")
+    gen = torch.Generator().manual_seed(args.seed)
+    return build_codebook(args.N, kind=args.kind, mu_max=args.mu, d_e=args.d_e, delta=args.delta, generator=gen)
+
+
+def _saved_codebook(args):
+    """The codebook in ``--check PATH``, reported under the kind the file records (``custom`` if none)."""
+    import dataclasses
+
+    from qstr.constructions.codes import BUILDABLE_KINDS, Codebook
+
+    obj = _load_codebook_file(args.check)
+    book = Codebook.from_tensor(obj["omega"])
+    if obj.get("kind") in BUILDABLE_KINDS:
+        params = obj.get("params") if isinstance(obj.get("params"), dict) else {}
+        book = dataclasses.replace(book, kind=obj["kind"], params=dict(params))
+    if args.N is not None and args.N != book.N:
+        raise ValueError(f"--N {args.N} does not match {args.check}, which holds {book.N} codes (omit --N with --check)")
+    return book
+
+
+def _load_codebook_file(path: str) -> dict:
+    """A dict with at least ``omega`` (a bare tensor ``t`` reads as ``{"omega": t}``), or a one-line ValueError."""
     import torch
 
     try:
@@ -223,10 +316,10 @@ def _load_tensor(path: str):
         text = str(exc).strip()
         reason = text.splitlines()[0].split(". ")[0][:120] if text else "empty or truncated file"
         raise ValueError(f"--check: {path} is not a torch file holding a tensor ({type(exc).__name__}: {reason})") from None
-    if isinstance(obj, dict) and "omega" in obj:
-        obj = obj["omega"]
-    if not isinstance(obj, torch.Tensor):
-        raise ValueError(f"--check: {path} holds {type(obj).__name__}, not a tensor or a dict with 'omega'")
+    if isinstance(obj, torch.Tensor):
+        obj = {"omega": obj}
+    if not isinstance(obj, dict) or not isinstance(obj.get("omega"), torch.Tensor):
+        raise ValueError(f"--check: {path} holds {type(obj).__name__}, not a tensor or a dict with an 'omega' tensor")
     return obj
 
 
@@ -238,13 +331,27 @@ def _sample(args, console: Console) -> int:
 
     _writable_file("--out", args.out)
     gen = torch.Generator().manual_seed(args.seed)
-    task = QSTR(N=args.N, d=args.d, link=make_link(args.link, args.q, args.d, generator=gen),
-                variant=args.variant, indices=args.indices, tokens=args.tokens)
+    link = make_link(args.link, args.q, args.d, generator=gen)
+    task = QSTR(N=args.N, d=args.d, link=link, variant=args.variant, indices=args.indices, tokens=args.tokens)
     p = task.sample(args.B, generator=gen, dtype=args.dtype)
     config = {k: getattr(args, k) for k in ("N", "d", "q", "B", "link", "variant", "indices", "tokens", "dtype", "seed")}
-    torch.save({"x": p.x, "t": p.t, "y": p.y, "config": config}, args.out)
+    torch.save({"x": p.x, "t": p.t, "y": p.y, "config": config, "link_params": _link_params(link)}, args.out)
     console.print(f"wrote {args.B} prompts (x {tuple(p.x.shape)}, t {tuple(p.t.shape)}, y {tuple(p.y.shape)}) to {args.out}")
     return 0
+
+
+def _link_params(link) -> dict:
+    """The link's drawn parameters: teacher {a, W, b}, linear and hermite {u: (q, d)}, mean-projected
+    {u: (d,)}, sqnorm and mean none."""
+    net = getattr(link, "net", None)
+    if net is not None:
+        return _net_params(net)
+    u = getattr(link, "u", None)
+    return {} if u is None else {"u": u.detach().clone()}
+
+
+def _net_params(net) -> dict:
+    return {"a": net.a.detach().clone(), "W": net.W.detach().clone(), "b": net.b.detach().clone()}
 
 
 def _construct(args, console: Console) -> int:
@@ -259,12 +366,13 @@ def _construct(args, console: Console) -> int:
 
     if args.link not in ("teacher", "linear", "mean-projected"):
         raise ValueError(f"--link must be teacher, linear or mean-projected (links with an exact two-layer net), got {args.link!r}")
+    n, eps = 10_000 if args.n is None else args.n, 0.01 if args.eps is None else args.eps
     gen = torch.Generator().manual_seed(args.seed)
     link = make_link(args.link, args.q, args.d, generator=gen, width=args.width)
-    r_x = lemma12_radius(args.d, n=args.n, N=args.N)
-    cons = lemma11(args.N, args.d, args.q, link.two_layer_net(), eps=0.01 if args.eps is None else args.eps, r_x=r_x)
+    cons = lemma11(args.N, args.d, args.q, link.two_layer_net(), eps=eps, r_x=lemma12_radius(args.d, n=n, N=args.N))
     state = construction_state(cons)
-    state["config"] = dict(state["config"], link=args.link, seed=args.seed, n=args.n)
+    state["config"] = dict(state["config"], link=args.link, width=args.width, seed=args.seed, n=n, eps_target=eps)
+    state["link_params"] = _link_params(link)
     torch.save(state, args.out)
     g = cons.guarantee
     console.print(f"Lemma 11: N = {args.N}, d = {args.d}, q = {args.q}, d_e = {cons.codebook.d_e}, mu = {g.mu:.4f}, "
@@ -277,7 +385,14 @@ def _construct_rnn(args, console: Console) -> int:
 
     from qstr.constructions.recurrent import build_rnn_for_cli
 
-    cons, state = build_rnn_for_cli(args.N, args.d, args.q, eps=0.1 if args.eps is None else args.eps, seed=args.seed)
+    if args.link != "teacher":
+        raise ValueError(f"--link: construct rnn builds the teacher link only, got {args.link!r}")
+    if args.n is not None:
+        raise ValueError("--n applies to construct transformer only (the RNN's r_x follows from d and N)")
+    eps = 0.1 if args.eps is None else args.eps
+    cons, state = build_rnn_for_cli(args.N, args.d, args.q, eps=eps, seed=args.seed, width=args.width)
+    state["config"] = dict(state["config"], link="teacher", width=args.width, seed=args.seed, eps_target=eps)
+    state["link_params"] = _net_params(cons.g_net)
     torch.save(state, args.out)
     cfg = state["config"]
     console.print(f"Prop 28 RNN: N = {cfg['N']}, d = {cfg['d']}, q = {cfg['q']}, d_e = {cfg['d_e']}, "

@@ -15,6 +15,7 @@ from typing import Callable, Dict, Optional, Sequence, Union
 
 import torch
 
+from qstr.constructions import validate
 from qstr.verify.threads import cpu_threads
 
 PROFILES = ("quick", "full", "gpu")
@@ -43,6 +44,9 @@ class Context:
     seed: int = 0
     threads: Optional[int] = 1  # CPU intra-op threads while a claim runs (None: leave torch's setting)
 
+    def __post_init__(self):
+        object.__setattr__(self, "seed", validate.seed("seed", self.seed))
+
     def pick(self, quick, full=None, gpu=None):
         full = quick if full is None else full
         return {"quick": quick, "full": full, "gpu": full if gpu is None else gpu}[self.profile]
@@ -50,7 +54,7 @@ class Context:
     def generator(self, salt: int = 0, device: Optional[str] = None) -> torch.Generator:
         """A fresh generator seeded by (seed, salt): the same seed gives the same numbers."""
         g = torch.Generator(device=device or "cpu")
-        g.manual_seed(self.seed * 1_000_003 + salt)
+        g.manual_seed((self.seed * 1_000_003 + salt) % 2**64)  # any seed in [0, 2**63 - 1]
         return g
 
 

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from qstr.verify.registry import Result
+from qstr.verify.version import toolkit_version as _version
 
 
 def fmt(value) -> str:
@@ -77,15 +78,6 @@ def print_report(results: Sequence[Result], console: Console, title: str) -> Non
     passed = sum(r.passed for r in results)
     style = "green" if passed == len(results) else "bold red"
     console.print(f"[{style}]{passed}/{len(results)} claims hold with their falsifiers caught[/{style}]")
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("qstr-toolkit")
-    except PackageNotFoundError:  # running from a checkout that was never installed
-        return "unknown"
 
 
 def environment() -> dict:

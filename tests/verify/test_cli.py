@@ -79,6 +79,9 @@ def test_codebook_command_reports_experimental_violation(capsys, tmp_path):
 
     saved = torch.load(out, weights_only=True)
     assert saved["omega"].shape == (100, 23) and saved["mu"] > 0.5
+    _documented("qstr codebook", saved, config_keys=saved["params"])
+    assert main(["codebook", "--check", str(out)]) == 1  # the kind the file records, not "custom"
+    assert capsys.readouterr().out.startswith("experimental: N = 100, d_e = 23, exact coherence mu = ")
 
 
 def test_codebook_command_deterministic(capsys):
@@ -110,11 +113,13 @@ def test_sample_command(tmp_path, capsys):
     assert saved["x"].shape == (3, 6, 2) and saved["x"].dtype == torch.float64
     assert (saved["t"] == saved["t"][:, :1]).all()
     assert saved["config"]["link"] == "hermite"
+    assert saved["link_params"]["u"].shape == (2, 2) and saved["link_params"]["u"].dtype == torch.float64
+    _documented("qstr sample", saved, config_keys=saved["config"])
 
 
 @pytest.mark.parametrize("argv, needle", [
     (["sample", "--N", "3", "--d", "2", "--q", "5", "--out", "x.pt"], "q must satisfy 1 <= q <= N"),
-    (["sample", "--N", "-3", "--d", "2", "--out", "x.pt"], "N must be an integer >= 1"),
+    (["sample", "--N", "-3", "--d", "2", "--out", "x.pt"], "argument --N: must be an integer >= 1, got -3"),
     (["sample", "--N", "4", "--d", "2", "--link", "cubic", "--out", "x.pt"], "link must be one of"),
     (["codebook", "--N", "1000", "--kind", "rademacher", "--d-e", "20"], "d_e must be >= 138"),
     (["codebook", "--N", "10", "--kind", "gold"], "kind"),
@@ -147,6 +152,9 @@ def test_construct_rnn_file(tmp_path, capsys):
         D_in = cfg["q"] * cfg["d"] + cfg["d"] + (cfg["q"] + 1) * cfg["d_e"]  # u = (h, z)
         assert layers[0]["W"].shape[1] == D_in and layers[3]["W"].shape[0] == cfg["q"] * cfg["d"]
         assert float(layers[0]["W"][:, : cfg["q"] * cfg["d"]].abs().max()) == 0.0  # the transition ignores h
+    assert (cfg["link"], cfg["width"], cfg["seed"], cfg["eps_target"]) == ("teacher", 8, 0, 0.1)
+    assert s["link_params"]["W"].shape == (8, 4)  # the teacher drawn from the seed
+    _documented("qstr construct rnn", s, config_keys=cfg)
     assert main(["construct", "rnn", "--N", "3", "--d", "2", "--q", "4", "--out", str(path)]) == 2
 
 
@@ -168,11 +176,14 @@ def test_construct_transformer_file(tmp_path, capsys):
     assert torch.allclose(W[slot0, pos], cfg["alpha"] * torch.eye(cfg["d_e"], dtype=W.dtype))
     assert float(W.abs().sum()) == pytest.approx(cfg["alpha"] * cfg["d_e"])
     assert "mha_state_dict" in s
+    assert (cfg["link"], cfg["width"], cfg["seed"], cfg["n"], cfg["eps_target"]) == ("teacher", 8, 0, 10_000, 0.01)
+    assert s["link_params"]["W"].shape == (8, 6)
+    _documented("qstr construct transformer", s, config_keys=cfg)
 
 
 @pytest.mark.parametrize("argv, needle", [
     (["reproduce", "figure4", "--out", "r"], "invalid choice"),
-    (["reproduce", "figure1", "--quick", "--seeds", "0", "--out", "r"], "--seeds must be >= 1"),
+    (["reproduce", "figure1", "--quick", "--seeds", "0", "--out", "r"], "argument --seeds: must be an integer >= 1, got 0"),
     (["reproduce", "figure1", "--quick", "--protocol", "mine", "--out", "r"], "protocol"),
 ])
 def test_reproduce_bad_arguments(argv, needle, capsys, tmp_path, monkeypatch):
@@ -267,3 +278,125 @@ def test_fail_fast_stops_at_the_first_failing_claim(monkeypatch, tmp_path, capsy
     assert main(["verify", "--only", "lemma-40", "data-model", "--fail-fast", "--json", str(path)]) == 1
     assert [r["id"] for r in json.loads(path.read_text())] == ["lemma-40"]
     assert "stopped after lemma-40 failed; 1 claims not run" in capsys.readouterr().out
+
+
+def _documented(heading: str, saved: dict, config_keys) -> None:
+    """docs/formats.md's section on ``heading`` names every key of the file and of its config."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "formats.md").read_text()
+    section = text.split(f"## `{heading} ")[1].split("\n## ")[0]
+    for key in list(saved) + list(config_keys):
+        assert re.search(rf"\b{re.escape(key)}\b", section), f"docs/formats.md ({heading}) does not name {key!r}"
+
+
+def _qstr(*argv: str):
+    """The real ``qstr`` command in a subprocess: (exit status, stdout, stderr)."""
+    p = subprocess.run([sys.executable, "-m", "qstr.verify.cli", *argv], capture_output=True, text=True, timeout=120)
+    return p.returncode, p.stdout, p.stderr
+
+
+SEED_ERROR = "qstr: error: argument --seed: a seed must be an integer in [0, 2**63 - 1], got {}"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["sample", "--N", "4", "--d", "2", "--seed", "-1", "--out", "x.pt"], SEED_ERROR.format(-1)),
+    (["construct", "transformer", "--N", "4", "--d", "2", "--q", "1", "--seed", "-1", "--out", "x.pt"], SEED_ERROR.format(-1)),
+    (["construct", "rnn", "--N", "4", "--d", "2", "--q", "1", "--seed", str(2**63), "--out", "x.pt"], SEED_ERROR.format(2**63)),
+    (["verify", "--seed", "-1"], SEED_ERROR.format(-1)),
+    (["codebook", "--N", "8", "--seed", "1.5"], "qstr: error: argument --seed: expected an integer, got '1.5'"),
+    (["codebook", "--N", "0"], "qstr: error: argument --N: must be an integer >= 1, got 0"),
+    (["sample", "--N", "4", "--d", "2", "--B", "0", "--out", "x.pt"], "qstr: error: argument --B: must be an integer >= 1, got 0"),
+    (["construct", "rnn", "--N", "4", "--d", "2", "--q", "1", "--eps", "nan", "--out", "x.pt"],
+     "qstr: error: argument --eps: expected a finite number, got 'nan'"),
+    (["codebook", "--N", "8", "--mu", "1.5"], "qstr: error: argument --mu: must be a number in (0, 1), got 1.5"),
+    (["verify", "--threads", "0"], "qstr: error: argument --threads: must be an integer >= 1, got 0"),
+    (["reproduce", "figure1", "--jobs", "-2", "--out", "r"], "qstr: error: argument --jobs: must be an integer >= 1, got -2"),
+])
+def test_numbers_are_validated_alike_by_every_subcommand(argv, message, tmp_path):
+    status, out, err = _qstr(*argv)
+    assert (status, out, err) == (2, "", message + "\n")
+
+
+def test_seed_range_is_the_same_in_the_cli_and_the_python_api():
+    import argparse
+
+    from qstr.constructions.recurrent import build_rnn_for_cli
+    from qstr.constructions.validate import seed
+    from qstr.verify.cli import SEED_MAX, _seed
+    from qstr.verify.registry import Context
+
+    assert SEED_MAX == 2**63 - 1
+    for bad in (-1, 2**63):
+        with pytest.raises(argparse.ArgumentTypeError):
+            _seed(str(bad))
+        for api in (lambda v: seed("seed", v), lambda v: Context(seed=v), lambda v: build_rnn_for_cli(4, 2, 1, seed=v)):
+            with pytest.raises(ValueError, match=r"seed must be an integer in \[0, 2\*\*63 - 1\], got"):
+                api(bad)
+    assert _seed(str(SEED_MAX)) == seed("seed", SEED_MAX) == Context(seed=SEED_MAX).seed
+    Context(seed=SEED_MAX).generator(salt=7)  # the largest seed still seeds a generator
+
+
+def test_sizes_that_cannot_fit_in_memory_are_refused_before_allocating(capsys):
+    import re
+
+    import torch
+
+    from qstr.constructions.codes import build_codebook
+    from qstr.constructions.links import make_link
+    from qstr.constructions.task import QSTR
+
+    status, out, err = _qstr("sample", "--N", "100000000", "--d", "1000", "--out", "x.pt")
+    assert status == 2 and out == ""
+    assert re.fullmatch(r"qstr: error: sampling B = 16 prompts of N = 100000000 tokens in d = 1000 \(q = 1, float32\) "
+                        r"needs about 17\.5 TiB of memory, more than the [0-9.]+ [KMGT]iB available\n", err), err
+    assert main(["codebook", "--N", "100000000"]) == 2
+    err = capsys.readouterr().err
+    assert re.fullmatch(r"qstr: error: a codebook of N = 100000000 codes in d_e = 256 \(float32\) needs about 286 GiB "
+                        r"of memory, more than the [0-9.]+ [KMGT]iB available\n", err), err
+    with pytest.raises(ValueError, match="needs about"):
+        build_codebook(10**8, kind="rademacher", generator=torch.Generator())
+    task = QSTR(N=10**8, d=1000, link=make_link("sqnorm", 1, 1000))
+    with pytest.raises(ValueError, match="needs about"):
+        task.sample(16, generator=torch.Generator())
+
+
+def test_version_help_and_a_parser_without_torch():
+    from qstr.verify.version import toolkit_version
+
+    assert toolkit_version() != "unknown"  # the installed distribution qstr-toolkit
+    assert _qstr("--version") == (0, f"qstr {toolkit_version()}\n", "")
+    code = "import sys; from qstr.verify.cli import _parser; _parser(); print('torch' in sys.modules)"
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.stdout == "False\n", p.stderr
+    status, out, _ = _qstr("sample", "--help")
+    assert status == 0 and "--N N" in out and "--seed S" in out
+
+
+def test_every_option_has_help_and_N_differs_from_n():
+    import argparse
+
+    from qstr.verify.cli import _parser
+
+    subs = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    for name, sub in subs.items():
+        for action in sub._actions:
+            assert action.help, f"qstr {name} {action.option_strings or action.dest} has no help"
+    options = {o: a for a in subs["construct"]._actions for o in a.option_strings}
+    assert options["--N"].metavar != options["--n"].metavar and options["--N"].help != options["--n"].help
+    assert "prompt length" in options["--N"].help and "sample size" in options["--n"].help
+
+
+def test_codebook_of_one_position_has_no_pair(capsys):
+    assert main(["codebook", "--N", "1"]) == 0
+    assert capsys.readouterr().out == ("rs-hadamard: N = 1, d_e = 4, exact coherence mu = 0.000000 (no pairs: N = 1); "
+                                       "0 of 0 pairs exceed 0.5: meets the coherence bound 0.5 of Assumption 3\n")
+
+
+def test_rnn_refuses_options_it_would_ignore(capsys, tmp_path):
+    out = str(tmp_path / "r.pt")
+    assert main(["construct", "rnn", "--N", "8", "--d", "2", "--q", "1", "--n", "5", "--out", out]) == 2
+    assert capsys.readouterr().err == "qstr: error: --n applies to construct transformer only (the RNN's r_x follows from d and N)\n"
+    assert main(["construct", "rnn", "--N", "8", "--d", "2", "--q", "1", "--link", "linear", "--out", out]) == 2
+    assert capsys.readouterr().err == "qstr: error: --link: construct rnn builds the teacher link only, got 'linear'\n"
