@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -443,6 +444,17 @@ def _run(args, console: Console) -> int:
             signal.signal(signal.SIGINT, previous)
 
 
+def _out_of_memory(exc: BaseException) -> Optional[str]:
+    """What failed, when ``exc`` is an allocation failure (Python's, torch's CPU or CUDA allocator), else None."""
+    text = str(exc)
+    if not (isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError" or "can't allocate memory" in text):
+        return None
+    asked = re.search(r"allocate (\d+) bytes", text)
+    if asked is None:
+        return "out of memory"
+    return f"out of memory: an allocation of {int(asked.group(1)) / 2**30:.3g} GiB failed"
+
+
 COMMANDS = {"verify": _verify, "codebook": _codebook, "sample": _sample, "construct": _construct, "reproduce": _reproduce}
 
 
@@ -457,6 +469,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         return _run(args, console)
     except (UsageError, ValueError) as exc:
         err.print(f"qstr: error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        return 2
+    except (MemoryError, RuntimeError) as exc:  # sizes no up-front estimate caught: still one line
+        if not _out_of_memory(exc):
+            raise
+        err.print(f"qstr: error: {_out_of_memory(exc)}; use smaller sizes", markup=False, highlight=False, soft_wrap=True)
         return 2
     except KeyboardInterrupt:
         resume = " (run the same command to resume)" if getattr(args, "command", None) == "reproduce" else ""

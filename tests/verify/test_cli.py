@@ -400,3 +400,22 @@ def test_rnn_refuses_options_it_would_ignore(capsys, tmp_path):
     assert capsys.readouterr().err == "qstr: error: --n applies to construct transformer only (the RNN's r_x follows from d and N)\n"
     assert main(["construct", "rnn", "--N", "8", "--d", "2", "--q", "1", "--link", "linear", "--out", out]) == 2
     assert capsys.readouterr().err == "qstr: error: --link: construct rnn builds the teacher link only, got 'linear'\n"
+
+
+def test_an_allocation_failure_is_one_line(monkeypatch, capsys):
+    """A size no up-front estimate caught still ends in one line, exit 2, not the allocator's traceback."""
+    import qstr.verify.cli as cli
+
+    def fail(args, console):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: "
+                           "you tried to allocate 320000000000 bytes. Error code 12 (Cannot allocate memory)")
+
+    monkeypatch.setitem(cli.COMMANDS, "sample", fail)
+    assert main(["sample", "--N", "4", "--d", "2", "--out", "x.pt"]) == 2
+    assert capsys.readouterr().err == "qstr: error: out of memory: an allocation of 298 GiB failed; use smaller sizes\n"
+    monkeypatch.setitem(cli.COMMANDS, "sample", lambda args, console: [0] * (1 << 62))  # MemoryError
+    assert main(["sample", "--N", "4", "--d", "2", "--out", "x.pt"]) == 2
+    assert capsys.readouterr().err == "qstr: error: out of memory; use smaller sizes\n"
+    monkeypatch.setitem(cli.COMMANDS, "sample", lambda args, console: 1 / 0)
+    with pytest.raises(ZeroDivisionError):  # other errors are not disguised as memory
+        main(["sample", "--N", "4", "--d", "2", "--out", "x.pt"])
