@@ -1,7 +1,9 @@
-"""The ``qstr`` command line: ``qstr verify [--profile P] [--device D] [--only ID ...] [--json PATH]``.
+"""The ``qstr`` command line: ``qstr verify|codebook|sample|construct|reproduce ...`` (``qstr --help``).
 
-Exit status: 0 when every selected claim holds with its falsifier caught, 1 when one does
-not, 2 on bad arguments (one line on stderr, no traceback).
+Exit status (README.md, "Exit statuses"): 0 done (for ``verify`` every selected claim holds with
+its falsifier caught, for ``codebook`` the coherence bound is met), 1 a claim fails or the codebook
+violates the bound, 2 bad input (one line on stderr, no traceback), 130 interrupted. Building the
+parser imports no torch, so ``--help`` is fast; each command imports what it needs.
 """
 from __future__ import annotations
 

@@ -383,6 +383,10 @@ def test_every_option_has_help_and_N_differs_from_n():
     for name, sub in subs.items():
         for action in sub._actions:
             assert action.help, f"qstr {name} {action.option_strings or action.dest} has no help"
+    from qstr.verify.cli import _PROFILES
+    from qstr.verify.registry import PROFILES
+
+    assert _PROFILES == PROFILES  # restated in the CLI so that --help imports no torch
     options = {o: a for a in subs["construct"]._actions for o in a.option_strings}
     assert options["--N"].metavar != options["--n"].metavar and options["--N"].help != options["--n"].help
     assert "prompt length" in options["--N"].help and "sample size" in options["--n"].help
