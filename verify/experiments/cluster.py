@@ -3,7 +3,8 @@ cluster reached at an address (``qstr reproduce ... --scheduler tcp://HOST:PORT`
 
 Only the client writes the results file. Each task trains one stack on a worker and returns its
 rows; as each model finishes its row is also sent at once as a Dask event, so a stack that dies
-half-way keeps the rows it finished. The client appends a row only when its ``point_id`` is not
+half-way keeps the rows it finished, and its re-run trains only the points whose rows the
+client has not received (a Dask ``Variable`` per run lists them). The client appends a row only when its ``point_id`` is not
 in the results file yet: a stack re-run after a worker died, a late event, or a resumed run
 never writes a row twice. Ctrl-C cancels the tasks, closes the client (and the local cluster)
 and keeps every row written; the same command resumes, whichever engine ran the earlier part.
@@ -113,8 +114,10 @@ def plain_row(row: dict) -> dict:
 
 
 def train_stack_task(pts: Sequence[Point], stack: int, device: str, dtype, train_kw, topic: Optional[str]) -> List[dict]:
-    """Runs on a worker: train one stack with one torch thread; send each row (and a progress
-    event at most every :data:`STEP_EVERY` s) under ``topic``; return every row."""
+    """Runs on a worker: train the points of one stack whose rows the client has not received
+    (all of them, unless the task is re-run after its worker died) with one torch thread; send
+    each row (and a progress event at most every :data:`STEP_EVERY` s) under ``topic``; return
+    the rows it trained."""
     from qstr.verify.experiments.run import train_points
 
     torch.set_num_threads(1)
@@ -124,6 +127,12 @@ def train_stack_task(pts: Sequence[Point], stack: int, device: str, dtype, train
 
         with contextlib.suppress(ValueError):
             worker = get_worker()
+    if worker is not None:
+        done = received(topic)
+        todo = [p for p in pts if p.point_id not in done]
+        if len(todo) < len(pts):
+            worker.log_event(topic, ["resumed", stack, len(pts) - len(todo), len(todo)])
+        pts = todo
     rows: List[dict] = []
     last = [0.0]
 
@@ -139,8 +148,20 @@ def train_stack_task(pts: Sequence[Point], stack: int, device: str, dtype, train
                 last[0] = now
                 worker.log_event(topic, ["step", stack, *payload])
 
-    train_points(pts, device=torch.device(device), dtype=dtype, report=report, stack=stack, train_kw=train_kw)
+    if pts:
+        train_points(pts, device=torch.device(device), dtype=dtype, report=report, stack=stack, train_kw=train_kw)
     return rows
+
+
+def received(topic: str) -> set:
+    """The point_ids whose rows the client of ``topic`` has received so far (a Dask
+    ``Variable`` it updates as rows arrive; empty if it cannot be read)."""
+    from distributed import Variable
+
+    try:
+        return set(Variable(f"{topic}-received").get(timeout=CONNECT_TIMEOUT))
+    except Exception:  # not set, or the scheduler is gone: train them all, the client drops duplicates
+        return set()
 
 
 def run_stacks(stacks: Sequence[Sequence[Point]], report: Callable[..., None], results: ResultsFile, *,
@@ -153,7 +174,7 @@ def run_stacks(stacks: Sequence[Sequence[Point]], report: Callable[..., None], r
     ``results`` yet, so each point is appended once whatever is re-run or arrives twice."""
     if not stacks:
         return
-    from distributed import Client
+    from distributed import Client, Variable
 
     events: "queue.Queue" = queue.Queue()
     topic = f"qstr-rows-{uuid.uuid4().hex}"
@@ -170,6 +191,9 @@ def run_stacks(stacks: Sequence[Sequence[Point]], report: Callable[..., None], r
         log(f"dask: {len(stacks)} stacks on {where}; dashboard {client.dashboard_link}"
             + (dashboard_note() if cluster is not None else ""))
         client.subscribe_topic(topic, lambda event: events.put(event[1]))
+        received_ids: List[str] = []
+        shared = Variable(f"{topic}-received", client=client)
+        shared.set(received_ids)
         dev = str(torch.device(device))
         for i, pts in enumerate(stacks):  # stacks come longest first: higher priority starts first
             p0 = pts[0]
@@ -183,8 +207,12 @@ def run_stacks(stacks: Sequence[Sequence[Point]], report: Callable[..., None], r
             if kind == "row":
                 if msg[2]["point_id"] not in results:
                     report("row", i, msg[2])
+                    received_ids.append(msg[2]["point_id"])
+                    shared.set(received_ids)
             elif kind == "step":
                 report("step", i, *msg[2:])
+            elif kind == "resumed":
+                log(f"dask: stack {i} re-run on another worker: {msg[2]} of its points already done, training {msg[3]}")
 
         while pending:
             try:
@@ -213,6 +241,8 @@ def run_stacks(stacks: Sequence[Sequence[Point]], report: Callable[..., None], r
             if client is not None:
                 with contextlib.suppress(Exception):
                     client.unsubscribe_topic(topic)
+                with contextlib.suppress(Exception):
+                    Variable(f"{topic}-received", client=client).delete()
                 with contextlib.suppress(Exception):
                     client.close(timeout=10)
             if cluster is not None:
