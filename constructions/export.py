@@ -25,6 +25,8 @@ Functions
   relative Gaussian noise.
 * :func:`construction_state` / :func:`load_construction_state` a plain dict for
   ``torch.save`` and ``torch.load(path, weights_only=True)``.
+* :func:`load_multihead` / :func:`load_rnn` the trainable module of a file written by
+  ``qstr construct transformer`` / ``qstr construct rnn``, in one call.
 """
 from __future__ import annotations
 
@@ -38,6 +40,7 @@ from qstr.constructions.models import MergedAttention, PracticalTransformer
 
 __all__ = [
     "load_multihead",
+    "load_rnn",
     "to_multihead",
     "from_multihead",
     "init_from_construction",
@@ -282,3 +285,22 @@ def load_multihead(path, *, dtype=None, device=None) -> PracticalTransformer:
         raise ValueError(f"{path} is not a construction file written by torch.save ({type(exc).__name__})") from None
     _, mt = load_construction_state(state)
     return mt if dtype is None else mt.to(dtype=validate.float_dtype("dtype", dtype))
+
+
+def load_rnn(path, *, dtype=None, device=None):
+    """The Prop 28 bidirectional RNN (``DeepTransitionBiRNN``: nn.Linear layers, projected states) of a file
+    written by ``qstr construct rnn`` (or ``torch.save(rnn_state(c))``), in one call: read with
+    ``weights_only=True``, cast to ``dtype`` (default: the stored float64) and moved to ``device``. Its codebook
+    rides along as the buffer ``omega``: ``model(rnn_encoding(x, t, model.omega))`` (docs/formats.md)."""
+    from qstr.constructions.recurrent import module_from_state
+
+    try:
+        state = torch.load(path, weights_only=True, map_location=device)
+    except Exception as exc:  # unreadable or not a torch file
+        raise ValueError(f"{path} is not an RNN file written by torch.save ({type(exc).__name__})") from None
+    if not isinstance(state, dict) or not isinstance(state.get("omega"), torch.Tensor):
+        raise ValueError(f"{path} is not an RNN file written by qstr construct rnn (no omega codebook)")
+    dtype = torch.float64 if dtype is None else validate.float_dtype("dtype", dtype)
+    model = module_from_state(state, dtype=dtype, device=device)
+    model.register_buffer("omega", state["omega"].to(dtype=dtype, device=device))
+    return model

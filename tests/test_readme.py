@@ -1,15 +1,32 @@
-"""The README's Python example runs as written (a user copies it first)."""
+"""Every Python block of the README runs as written (a user copies them first)."""
 import re
 from pathlib import Path
 
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def _python_blocks():
+    return re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+
+
+def test_readme_has_the_blocks_tested_here():
+    assert len(_python_blocks()) == 2
+
 
 def test_readme_python_example_runs(capsys):
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    block = re.search(r"```python\n(.*?)```", text, re.S).group(1)
-    exec(compile(block, "README.md", "exec"), {})
+    exec(compile(_python_blocks()[0], "README.md", "exec"), {})
     printed = capsys.readouterr().out.split()
-    bound, alpha, mse = (float(v) for v in printed[:3])
-    assert bound <= 0.01 and alpha > 0 and mse < 0.01
+    bound, alpha, mse, trained = (float(v) for v in printed[:4])
+    assert bound <= 0.01 and alpha > 0 and mse < 0.01 and trained < 0.01
+
+
+def test_readme_property_test_example_runs():
+    scope = {}
+    exec(compile(_python_blocks()[1], "README.md", "exec"), scope)
+    tests = [f for name, f in scope.items() if name.startswith("test_") and callable(f)]
+    assert tests
+    for test in tests:
+        test()  # hypothesis runs the property over its examples
 
 
 def test_formats_hand_rebuild_matches_load_multihead(tmp_path, monkeypatch):

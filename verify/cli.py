@@ -69,7 +69,7 @@ def _seed_option(p: argparse.ArgumentParser) -> None:
 def _verify_options(v: argparse.ArgumentParser) -> None:
     v.add_argument("--profile", default="quick", help=f"one of {', '.join(_PROFILES)} (default quick)")
     v.add_argument("--device", default=None, help="cpu or cuda (default: cpu; cuda for --profile gpu)")
-    v.add_argument("--only", nargs="+", metavar="ID", help="run only these claim ids")
+    v.add_argument("--only", nargs="+", action="extend", metavar="ID", help="run only these claim ids (repeatable)")
     v.add_argument("--json", metavar="PATH", help="write the results as a JSON list of records")
     _seed_option(v)
     v.add_argument("--list", action="store_true", help="list the claims of the profile and exit")

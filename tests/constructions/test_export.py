@@ -252,3 +252,25 @@ def test_init_from_construction_casts_to_the_prompts_dtype():
     mt = init_from_construction(con, noise=0.0, dtype=torch.float32)
     with torch.no_grad():
         assert mt(con.encode(x, t).float()).dtype == torch.float32
+
+
+def test_load_rnn_from_a_file_written_by_the_cli_in_one_call(tmp_path):
+    """`qstr construct rnn` -> load_rnn: the module answers like the construction, its codebook rides along."""
+    from qstr.constructions.encoding import rnn_encoding
+    from qstr.constructions.export import load_rnn
+    from qstr.constructions.recurrent import build_rnn_for_cli
+    from qstr.verify.cli import main
+
+    assert main(["construct", "rnn", "--N", "16", "--d", "2", "--q", "2", "--out", str(tmp_path / "r.pt")]) == 0
+    rnn = load_rnn(tmp_path / "r.pt")
+    cons, _ = build_rnn_for_cli(16, 2, 2)
+    g = torch.Generator().manual_seed(3)
+    x, t = torch.randn(3, 16, 2, generator=g, dtype=F64), torch.randint(16, (3, 16, 2), generator=g)
+    assert torch.equal(rnn.omega, cons.omega.to(rnn.omega))
+    with torch.no_grad():
+        assert (rnn(rnn_encoding(x, t, rnn.omega)) - cons.predict(x, t)).abs().max() <= 1e-10
+    assert load_rnn(tmp_path / "r.pt", dtype=torch.float32).omega.dtype == torch.float32
+    (tmp_path / "junk.pt").write_bytes(b"junk")
+    for bad in ("junk.pt", "missing.pt"):
+        with pytest.raises(ValueError, match="not an RNN file"):
+            load_rnn(tmp_path / bad)

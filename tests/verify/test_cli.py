@@ -423,3 +423,11 @@ def test_an_allocation_failure_is_one_line(monkeypatch, capsys):
     monkeypatch.setitem(cli.COMMANDS, "sample", lambda args, console: 1 / 0)
     with pytest.raises(ZeroDivisionError):  # other errors are not disguised as memory
         main(["sample", "--N", "4", "--d", "2", "--out", "x.pt"])
+
+
+def test_verify_only_is_repeatable():
+    """`--only A --only B` runs both (argparse's default would keep only B)."""
+    from qstr.verify.cli import _parser
+
+    args = _parser().parse_args(["verify", "--only", "thm-7", "--only", "lemma-40", "lemma-39"])
+    assert args.only == ["thm-7", "lemma-40", "lemma-39"]
