@@ -246,17 +246,25 @@ def _verify(args, console: Console) -> int:
     from qstr.verify.report import print_report, write_json
 
     results = []
-    with console.status("") as status:
-        for i, c in enumerate(claims, 1):
-            if _INTERRUPTED.is_set():
-                raise KeyboardInterrupt
-            status.update(f"[{i}/{len(claims)}] checking {c.id} ...")
-            results.append(run_claim(c, ctx))
-            if args.json:  # written as we go: an interrupted run keeps what it measured
-                write_json(results, args.json)
-            if args.fail_fast and not results[-1].passed:
-                break
-    print_report(results, console, title=f"qstr verify - profile {ctx.profile}, seed {ctx.seed}")
+    title = f"qstr verify - profile {ctx.profile}, seed {ctx.seed}"
+    try:
+        with console.status("") as status:
+            for i, c in enumerate(claims, 1):
+                if _INTERRUPTED.is_set():
+                    raise KeyboardInterrupt
+                status.update(f"[{i}/{len(claims)}] checking {c.id} ...")
+                results.append(run_claim(c, ctx))
+                if args.json:  # written as we go: an interrupted run keeps what it measured
+                    write_json(results, args.json)
+                if args.fail_fast and not results[-1].passed:
+                    break
+    except KeyboardInterrupt:  # the table of what finished, then main's one line and exit 130
+        if results:
+            print_report(results, console, title=f"{title} (interrupted)")
+        kept = f"; in {args.json}" if args.json and results else ""
+        args.interrupted = f"{len(results)} of {len(claims)} claims finished{' (table above)' if results else ''}{kept}"
+        raise
+    print_report(results, console, title=title)
     if len(results) < len(claims):
         console.print(f"--fail-fast: stopped after {results[-1].id} failed; {len(claims) - len(results)} claims not run")
     return 0 if all(r.passed for r in results) else 1
@@ -478,9 +486,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         err.print(f"qstr: error: {_out_of_memory(exc)}; use smaller sizes", markup=False, highlight=False, soft_wrap=True)
         return 2
     except KeyboardInterrupt:
-        resume = " (run the same command to resume)" if getattr(args, "command", None) == "reproduce" else ""
-        err.print(f"qstr: interrupted; what was written so far is kept{resume}", markup=False, highlight=False,
-                  soft_wrap=True)
+        if getattr(args, "interrupted", None):  # verify: what finished
+            note = args.interrupted
+        else:
+            resume = " (run the same command to resume)" if getattr(args, "command", None) == "reproduce" else ""
+            note = f"what was written so far is kept{resume}"
+        err.print(f"qstr: interrupted; {note}", markup=False, highlight=False, soft_wrap=True)
         return 130
 
 
