@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import pickle
 import queue
 import re
 import signal
@@ -164,6 +165,32 @@ def received(topic: str) -> set:
         return set()
 
 
+class TaskFailed(ValueError):
+    """A stack's task failed on a worker after its retries (a ValueError: ``qstr reproduce``
+    reports it in one line with exit status 2)."""
+
+
+def failure(exc: BaseException) -> TaskFailed:
+    """The one-line report of a task's error."""
+    text = (str(exc).strip().splitlines() or [""])[0][:200]
+    hint = ""
+    if isinstance(exc, ImportError) and (getattr(exc, "name", None) or "").split(".")[0] == "qstr":
+        hint = " (install the toolkit on every worker: pip install -e .)"
+    return TaskFailed(f"a Dask worker could not run the task: {type(exc).__name__}: {text}{hint}")
+
+
+class _Call:
+    """Unpickling this calls ``fn(*args)``. A task is sent as these bytes and run by
+    ``pickle.loads``, so a worker that cannot import qstr fails the task (ModuleNotFoundError,
+    retried, then reported by the client) instead of dropping its connection to the scheduler."""
+
+    def __init__(self, fn, *args):
+        self.fn, self.args = fn, args
+
+    def __reduce__(self):
+        return self.fn, self.args
+
+
 def run_stacks(stacks: Sequence[Sequence[Point]], report: Callable[..., None], results: ResultsFile, *,
                jobs: int, scheduler: Optional[str], device, dtype, train_kw=None,
                log: Callable[[str], None] = lambda text: None, retries: int = RETRIES) -> None:
@@ -198,8 +225,8 @@ def run_stacks(stacks: Sequence[Sequence[Point]], report: Callable[..., None], r
         for i, pts in enumerate(stacks):  # stacks come longest first: higher priority starts first
             p0 = pts[0]
             key = f"qstr-{p0.figure}-{p0.variant}-{p0.model}-{i}-{topic[-8:]}"
-            f = client.submit(train_stack_task, list(pts), i, dev, dtype, train_kw, topic, key=key,
-                              retries=retries, pure=False, priority=len(stacks) - i)
+            task = pickle.dumps(_Call(train_stack_task, list(pts), i, dev, dtype, train_kw, topic))
+            f = client.submit(pickle.loads, task, key=key, retries=retries, pure=False, priority=len(stacks) - i)
             pending[f] = i
 
         def relay(msg) -> None:
@@ -222,7 +249,10 @@ def run_stacks(stacks: Sequence[Sequence[Point]], report: Callable[..., None], r
                 pass
             for f in [f for f in pending if f.status in ("finished", "error", "cancelled")]:
                 i = pending.pop(f)
-                rows = f.result()  # a task's error (after its retries) is raised here
+                try:
+                    rows = f.result()  # a task's error (after its retries) is raised here
+                except Exception as exc:
+                    raise failure(exc) from exc
                 for row in rows:
                     relay(["row", i, row])
                 report("done", i)

@@ -267,25 +267,22 @@ def _free_port():
         return s.getsockname()[1]
 
 
-@pytest.mark.slow
-def test_reproduce_on_a_separate_dask_scheduler_and_worker(tmp_path, tiny, tiny_grid, capsys, monkeypatch):
-    """``dask scheduler`` and ``dask worker`` as processes on 127.0.0.1; ``qstr reproduce
-    --scheduler tcp://127.0.0.1:PORT`` trains every point there (tiny models) and resumes."""
+@contextlib.contextmanager
+def dask_processes(*worker_args):
+    """``dask scheduler`` and one ``dask worker`` (one thread, no nanny, plus ``worker_args``) as
+    processes on 127.0.0.1; yields the scheduler's address once the worker has joined."""
     from distributed import Client
-
-    from qstr.verify import cli
-    from qstr.verify import experiments
 
     port = _free_port()
     address = f"tcp://127.0.0.1:{port}"
     script = os.path.join(os.path.dirname(sys.executable), "dask")  # the `dask` command of this environment
     dask = [script] if os.path.exists(script) else [sys.executable, "-m", "dask"]
+    quiet = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     procs = [subprocess.Popen(dask + ["scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
-    try:
-        procs.append(subprocess.Popen(dask + ["worker", address, "--nworkers", "1",
-                                       "--nthreads", "1", "--no-dashboard", "--no-nanny"],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                              **quiet)]
+    try:  # both start at once: the worker keeps trying to reach the scheduler
+        procs.append(subprocess.Popen(dask + ["worker", address, "--nworkers", "1", "--nthreads", "1",
+                                              "--no-dashboard", "--no-nanny", *worker_args], **quiet))
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -296,18 +293,7 @@ def test_reproduce_on_a_separate_dask_scheduler_and_worker(tmp_path, tiny, tiny_
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.5)
-
-        real = experiments.run_experiment
-        monkeypatch.setattr(experiments, "run_experiment", lambda name, **kw: real(
-            name, **dict(kw, N_values=tiny_grid, overrides=tiny, dtype=torch.float64)))
-        out = tmp_path / "out"
-        argv = ["reproduce", "figure1", "--seeds", "1", "--out", str(out), "--scheduler", address]
-        assert cli.main(argv) == 0
-        err = capsys.readouterr().err
-        assert f"on {address}; dashboard" in err
-        n = len(points(tiny, tiny_grid))
-        assert len(lines(out / "figure1.jsonl")) == n and len(set(ids(out / "figure1.jsonl"))) == n
-        assert cli.main(argv) == 0 and len(lines(out / "figure1.jsonl")) == n  # resumed: nothing to train
+        yield address
     finally:
         for p in reversed(procs):
             p.terminate()
@@ -318,3 +304,64 @@ def test_reproduce_on_a_separate_dask_scheduler_and_worker(tmp_path, tiny, tiny_
                 p.kill()
                 p.wait()
 
+
+@pytest.fixture
+def tiny_reproduce(monkeypatch, tiny, tiny_grid):
+    """``qstr reproduce`` (in this process) trains tiny models on the tiny grid, in float64."""
+    from qstr.verify import experiments
+
+    real = experiments.run_experiment
+    monkeypatch.setattr(experiments, "run_experiment", lambda name, **kw: real(
+        name, **dict(kw, N_values=tiny_grid, overrides=tiny, dtype=torch.float64)))
+
+
+@pytest.mark.slow
+def test_reproduce_on_a_separate_dask_scheduler_and_worker(tmp_path, tiny, tiny_grid, capsys, tiny_reproduce):
+    """``dask scheduler`` and ``dask worker`` as processes on 127.0.0.1; ``qstr reproduce
+    --scheduler tcp://127.0.0.1:PORT`` trains every point there (tiny models) and resumes."""
+    from qstr.verify import cli
+
+    with dask_processes() as address:
+        out = tmp_path / "out"
+        argv = ["reproduce", "figure1", "--seeds", "1", "--out", str(out), "--scheduler", address]
+        assert cli.main(argv) == 0
+        err = capsys.readouterr().err
+        assert f"on {address}; dashboard" in err
+        n = len(points(tiny, tiny_grid))
+        assert len(lines(out / "figure1.jsonl")) == n and len(set(ids(out / "figure1.jsonl"))) == n
+        assert cli.main(argv) == 0 and len(lines(out / "figure1.jsonl")) == n  # resumed: nothing to train
+
+
+NO_QSTR = """\
+\"\"\"Preload of a `dask worker`: qstr cannot be imported there, as on a machine without the toolkit.\"\"\"
+import sys
+
+
+class NoQstr:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "qstr":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, NoQstr())
+"""
+
+
+def test_a_worker_without_qstr_ends_reproduce_in_one_line_with_exit_2(tmp_path, capsys, tiny_reproduce):
+    """A ``dask worker`` that cannot import qstr: the task fails there (retried, then reported);
+    ``qstr reproduce --scheduler`` ends with one line naming the missing module, exit status 2,
+    no traceback and no row written."""
+    from qstr.verify import cli
+
+    preload = tmp_path / "no_qstr.py"
+    preload.write_text(NO_QSTR)
+    with dask_processes("--preload", str(preload)) as address:
+        out = tmp_path / "out"
+        assert cli.main(["reproduce", "figure1", "--seeds", "1", "--out", str(out), "--scheduler", address]) == 2
+    err = capsys.readouterr().err
+    said = [line for line in err.splitlines() if line.startswith("qstr:")]
+    assert said == [err.splitlines()[-1]] and "Traceback" not in err, err
+    assert said[0] == ("qstr: error: a Dask worker could not run the task: ModuleNotFoundError: No module named "
+                       "'qstr' (install the toolkit on every worker: pip install -e .)")
+    assert not os.path.exists(out / "figure1.jsonl") or not lines(out / "figure1.jsonl")
