@@ -71,9 +71,8 @@ def check_scheduler(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
 
 
 @contextlib.contextmanager
-def _quiet():
+def _quiet(names=("distributed", "distributed.client", "distributed.core", "distributed.comm", "distributed.batched")):
     """Dask's connection and shutdown chatter stays out of the progress output."""
-    names = ("distributed", "distributed.client", "distributed.core", "distributed.comm", "distributed.batched")
     loggers = [logging.getLogger(n) for n in names]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
@@ -201,6 +200,13 @@ def run_stacks(stacks: Sequence[Sequence[Point]], report: Callable[..., None], r
     ``results`` yet, so each point is appended once whatever is re-run or arrives twice."""
     if not stacks:
         return
+    with _quiet(("tornado.application",)):  # Ctrl-C inside a Dask call: its clean-up logs a traceback there
+        _run_stacks(stacks, report, results, jobs=jobs, scheduler=scheduler, device=device, dtype=dtype,
+                    train_kw=train_kw, log=log, retries=retries)
+
+
+def _run_stacks(stacks, report, results, *, jobs, scheduler, device, dtype, train_kw, log, retries) -> None:
+    """:func:`run_stacks` itself."""
     from distributed import Client, Variable
 
     events: "queue.Queue" = queue.Queue()

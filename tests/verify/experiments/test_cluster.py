@@ -267,6 +267,34 @@ def _free_port():
         return s.getsockname()[1]
 
 
+def test_ctrl_c_of_reproduce_on_a_local_cluster_exits_130_and_resumes(tmp_path, tiny, tiny_grid):
+    """Ctrl-C (SIGINT to the process group, as a terminal sends it) of ``qstr reproduce --jobs 2``
+    once a first row is written: exit status 130, one line on stderr that says how to resume,
+    no traceback, every process it started gone; the same command then writes the rest, once each."""
+    path = tmp_path / "out" / "figure1.jsonl"
+    proc = reproduce(tmp_path, dict(tiny, max_steps=60), tiny_grid, "--jobs", "2")
+    try:
+        assert wait_for_rows(path, 1), (tmp_path / "stderr.txt").read_text()
+        tree = process_tree(proc.pid)
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=60) == 130
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert not outlive(tree), "processes outlived the interrupted run"
+    err = (tmp_path / "stderr.txt").read_text()
+    said = [line for line in err.splitlines() if line.startswith("qstr:")]
+    assert said == ["qstr: interrupted; what was written so far is kept (run the same command to resume)"]
+    assert err.splitlines()[-1] == said[0] and "Traceback" not in err, err
+    kept = lines(path)
+    assert 1 <= len(kept) < len(points(tiny, tiny_grid))
+    again = reproduce(tmp_path, dict(tiny, max_steps=60), tiny_grid, "--jobs", "2")
+    assert again.wait(timeout=240) == 0, (tmp_path / "stderr.txt").read_text()
+    assert lines(path)[:len(kept)] == kept
+    assert sorted(ids(path)) == sorted(p.point_id for p in points(tiny, tiny_grid, steps=60))
+
+
 @contextlib.contextmanager
 def dask_processes(*worker_args):
     """``dask scheduler`` and one ``dask worker`` (one thread, no nanny, plus ``worker_args``) as
