@@ -29,7 +29,8 @@ def _module(name: str):
 
 def run_experiment(name: str, *, out_dir: str, quick: bool = False, device="cpu", seeds=None,
                    protocol: str = "paper", progress: bool = True, threads: Optional[int] = None,
-                   dtype=torch.float32, jobs: Optional[int] = 1, matmul: str = "float32", **options) -> List[dict]:
+                   dtype=torch.float32, jobs: Optional[int] = 1, matmul: str = "float32",
+                   scheduler: Optional[str] = None, **options) -> List[dict]:
     """Run (or resume) one experiment and return its rows (one dict per trained model).
 
     Parameters
@@ -47,11 +48,15 @@ def run_experiment(name: str, *, out_dir: str, quick: bool = False, device="cpu"
     threads: torch CPU threads for the run (restored after) when ``jobs`` is 1. Default: 1 for
         quick CPU runs (these small models gain little from more, and lose a lot on a busy
         machine), torch's setting otherwise.
-    jobs: stacks trained at once, in spawned worker processes with one torch thread each
-        (rows are still appended as each model finishes); ``None``: every CPU core on a CPU, 1
-        on a GPU (``qstr reproduce``'s default). The default 1 trains in this process: worker
-        processes re-import the calling script, so a script that asks for ``jobs > 1`` must
-        call this under ``if __name__ == "__main__":``. The numbers do not depend on it.
+    jobs: stacks trained at once, as Dask tasks on a local cluster of ``jobs`` spawned worker
+        processes with one torch thread each (rows are still appended here as each model
+        finishes); ``None``: every CPU core on a CPU, 1 on a GPU (``qstr reproduce``'s default).
+        The default 1 trains in this process, without Dask: worker processes re-import the
+        calling script, so a script that asks for ``jobs > 1`` must call this under
+        ``if __name__ == "__main__":``. The numbers do not depend on it.
+    scheduler: the address of a running Dask scheduler (``"tcp://HOST:8786"``): the stacks
+        train on its workers, whatever ``jobs`` says (docs/cluster.md); like ``qstr reproduce
+        --scheduler``.
     matmul: ``"float32"`` (default) or ``"tf32"``: float32 matrix products on TF32 tensor cores
         (CUDA only; faster, and its rows are kept apart from float32 rows: it enters ``point_id``).
     options: passed to the module's ``points`` (e.g. ``max_samples``, ``n_test``, ``q_values``).
@@ -73,8 +78,12 @@ def run_experiment(name: str, *, out_dir: str, quick: bool = False, device="cpu"
         if dev.type != "cuda":
             raise ValueError("matmul='tf32' needs device='cuda' (TF32 is a tensor-core mode of NVIDIA GPUs)")
         options["overrides"] = {**(options.get("overrides") or {}), "matmul": "tf32"}
+    if scheduler is not None:
+        from qstr.verify.experiments.cluster import check_scheduler
+
+        check_scheduler(scheduler)
     if threads is None and quick and dev.type == "cpu":
         threads = 1
     with cpu_threads(threads):
         return mod.run(out_dir=out_dir, quick=quick, device=dev, seeds=seeds, protocol=protocol,
-                       progress=progress, dtype=dtype, jobs=jobs, **options)
+                       progress=progress, dtype=dtype, jobs=jobs, scheduler=scheduler, **options)

@@ -48,13 +48,15 @@ def points(*, quick: bool = False, seeds=None, protocol: str = "paper", override
 
 
 def run(*, out_dir: str, quick: bool = False, device="cpu", seeds=None, protocol: str = "paper",
-        progress: bool = True, dtype=torch.float32, console=None, jobs=1, **options) -> List[dict]:
+        progress: bool = True, dtype=torch.float32, console=None, jobs=1, scheduler: Optional[str] = None,
+        **options) -> List[dict]:
     """Train (or resume) Figure 1, write rows to ``out_dir/figure1.jsonl``, the figure
     ``figure1-<protocol>[-quick].png/.pdf`` and the fitted exponents in
-    ``figure1-<protocol>[-quick]-summary.json``. Returns the rows of this configuration."""
+    ``figure1-<protocol>[-quick]-summary.json``. Returns the rows of this configuration. ``jobs``
+    and ``scheduler`` (a Dask scheduler's address) say where the stacks train (``run_points``)."""
     pts = points(quick=quick, seeds=seeds, protocol=protocol, **options)
     rows = train_figure("figure1", pts, out_dir=out_dir, device=device, dtype=dtype, progress=progress,
-                               console=console, jobs=jobs)
+                               console=console, jobs=jobs, scheduler=scheduler)
     stem = figure_stem(out_dir, "figure1", protocol, quick)
     summary = summarize(rows, protocol=protocol, quick=quick)
     write_json(stem + "-summary.json", summary)

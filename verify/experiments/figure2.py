@@ -53,10 +53,12 @@ def block_stats(A: torch.Tensor, d: int, q: int, d_e: int) -> dict:
 
 
 def run(*, out_dir: str, quick: bool = False, device="cpu", seeds=None, protocol: str = "paper",
-        progress: bool = True, dtype=torch.float32, console=None, jobs=1, **options) -> List[dict]:
+        progress: bool = True, dtype=torch.float32, console=None, jobs=1, scheduler: Optional[str] = None,
+        **options) -> List[dict]:
     """Train (or resume) Figure 2; rows in ``out_dir/figure2.jsonl`` (with the block numbers),
     the matrices in ``figure2-<protocol>[-quick]-seed<s>.pt``, figures ``...png/.pdf``. One
-    stack, trained in this process (its rows need the trained models) whatever ``jobs`` says."""
+    stack, trained in this process (its rows need the trained models) whatever ``jobs`` and
+    ``scheduler`` say."""
     pts = points(quick=quick, seeds=seeds, protocol=protocol, **options)
     stem = figure_stem(out_dir, "figure2", protocol, quick)
     os.makedirs(out_dir, exist_ok=True)

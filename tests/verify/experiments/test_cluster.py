@@ -343,21 +343,54 @@ def tiny_reproduce(monkeypatch, tiny, tiny_grid):
         name, **dict(kw, N_values=tiny_grid, overrides=tiny, dtype=torch.float64)))
 
 
+@pytest.fixture(scope="module")
+def dask_address():
+    """The address of a ``dask scheduler`` with one ``dask worker``, both processes on 127.0.0.1."""
+    with dask_processes() as address:
+        yield address
+
+
 @pytest.mark.slow
-def test_reproduce_on_a_separate_dask_scheduler_and_worker(tmp_path, tiny, tiny_grid, capsys, tiny_reproduce):
+def test_reproduce_on_a_separate_dask_scheduler_and_worker(tmp_path, tiny, tiny_grid, capsys, tiny_reproduce,
+                                                           dask_address):
     """``dask scheduler`` and ``dask worker`` as processes on 127.0.0.1; ``qstr reproduce
     --scheduler tcp://127.0.0.1:PORT`` trains every point there (tiny models) and resumes."""
     from qstr.verify import cli
 
-    with dask_processes() as address:
-        out = tmp_path / "out"
-        argv = ["reproduce", "figure1", "--seeds", "1", "--out", str(out), "--scheduler", address]
-        assert cli.main(argv) == 0
-        err = capsys.readouterr().err
-        assert f"on {address}; dashboard" in err
-        n = len(points(tiny, tiny_grid))
-        assert len(lines(out / "figure1.jsonl")) == n and len(set(ids(out / "figure1.jsonl"))) == n
-        assert cli.main(argv) == 0 and len(lines(out / "figure1.jsonl")) == n  # resumed: nothing to train
+    address = dask_address
+    out = tmp_path / "out"
+    argv = ["reproduce", "figure1", "--seeds", "1", "--out", str(out), "--scheduler", address]
+    assert cli.main(argv) == 0
+    err = capsys.readouterr().err
+    assert f"on {address}; dashboard" in err
+    n = len(points(tiny, tiny_grid))
+    assert len(lines(out / "figure1.jsonl")) == n and len(set(ids(out / "figure1.jsonl"))) == n
+    assert cli.main(argv) == 0 and len(lines(out / "figure1.jsonl")) == n  # resumed: nothing to train
+
+
+def test_run_experiment_trains_on_the_scheduler_it_is_given(tmp_path, tiny, tiny_grid, dask_address):
+    """The Python API: ``run_experiment(..., scheduler=ADDRESS)`` sends its stacks to that Dask
+    cluster (its rows arrive there as events) and writes every point once; a bad address is a
+    one-line ValueError before anything trains."""
+    from distributed import Client
+
+    from qstr.verify.experiments import run_experiment
+
+    def row_events():
+        with Client(dask_address, timeout=5, set_as_default=False) as c:
+            return sum(msg[0] == "row" for topic, events in c.get_events().items() if topic.startswith("qstr-rows-")
+                       for _, msg in events)
+
+    before = row_events()
+    kw = dict(out_dir=str(tmp_path / "out"), seeds=[0], progress=False, dtype=torch.float64, N_values=tiny_grid,
+              overrides=tiny)
+    rows = run_experiment("figure1", scheduler=dask_address, **kw)
+    n = len(points(tiny, tiny_grid))
+    assert len(rows) == n and sorted(ids(tmp_path / "out" / "figure1.jsonl")) == sorted(r["point_id"] for r in rows)
+    assert row_events() - before == n
+    with pytest.raises(ValueError, match="tcp://HOST:PORT"):
+        run_experiment("figure1", scheduler="localhost:8786", **dict(kw, out_dir=str(tmp_path / "bad")))
+    assert not os.path.exists(tmp_path / "bad" / "figure1.jsonl")
 
 
 NO_QSTR = """\
