@@ -184,8 +184,9 @@ def test_predict_validation():
     t = torch.zeros(1, 8, 1, dtype=torch.long)
     with pytest.raises(ValueError, match="x must have shape"):
         con.predict(x[:, :5], t[:, :5])
-    with pytest.raises(ValueError, match="t entries"):
-        con.predict(x, t + 8)
+    for bad in (t + 8, t - 1):  # one past either end
+        with pytest.raises(ValueError, match="t entries"):
+            con.predict(x, bad)
     with pytest.raises(ValueError, match="t must be"):
         con.predict(x, t.float())
     with pytest.raises(ValueError, match="chunk"):

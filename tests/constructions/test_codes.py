@@ -387,6 +387,7 @@ def test_build_codebook_dispatch():
     assert (padded.omega[:, 256:] == 0).all()
     with pytest.raises(ValueError, match="d_e must be >= 64"):
         build_codebook(100, d_e=63)
+    assert build_codebook(100, d_e=64).d_e == 64  # the boundary is allowed
     rad = build_codebook(100, kind="rademacher", generator=gen(0))
     assert rad.kind == "rademacher" and rad.mu <= 0.5
     exp = build_codebook(100, kind="experimental", generator=gen(0))

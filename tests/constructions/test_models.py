@@ -228,7 +228,7 @@ def test_birnn_states_match_naive_recurrence(B, N, D_in, d_h, tw, ow, r_h, scale
 def test_birnn_index_convention_prefix_and_suffix():
     """h_fwd_i depends on z_1..z_{i-1} only, h_bwd_i on z_{i+1}..z_N only."""
     N = 5
-    model = DeepTransitionBiRNN(2, 3, transition_widths=(4,), output_widths=(4,), r_h=math.inf,
+    model = DeepTransitionBiRNN(D_in=2, d_h=3, transition_widths=(4,), output_widths=(4,), r_h=math.inf,
                                 generator=gen(0), dtype=F64)
     Z = torch.randn(1, N, 2, generator=gen(1), dtype=F64)
     hf, hb = model.states(Z)
