@@ -1,6 +1,9 @@
 """Tests for verify/experiments/cluster.py on real Dask clusters (no mocks): rows equal to the
-in-process run, a worker killed mid-run, an interrupted client resumed, and ``qstr reproduce
---scheduler`` against a ``dask scheduler`` and a ``dask worker`` started as processes."""
+in-process run, a worker killed mid-run (its stack's re-run trains only what was unfinished),
+an interrupted client resumed, ``qstr reproduce --jobs 2`` as a process of its own killed by
+``kill -9`` and by Ctrl-C, and ``qstr reproduce --scheduler`` / ``run_experiment(scheduler=)``
+against a ``dask scheduler`` and a ``dask worker`` started as processes (one of them unable to
+import qstr)."""
 import _thread
 import collections
 import contextlib
@@ -285,7 +288,7 @@ def test_ctrl_c_of_reproduce_on_a_local_cluster_exits_130_and_resumes(tmp_path, 
     assert not outlive(tree), "processes outlived the interrupted run"
     err = (tmp_path / "stderr.txt").read_text()
     said = [line for line in err.splitlines() if line.startswith("qstr:")]
-    assert said == ["qstr: interrupted; what was written so far is kept (run the same command to resume)"]
+    assert len(said) == 1 and "interrupted" in said[0] and "resume" in said[0], err
     assert err.splitlines()[-1] == said[0] and "Traceback" not in err, err
     kept = lines(path)
     assert 1 <= len(kept) < len(points(tiny, tiny_grid))
