@@ -273,6 +273,10 @@ def _thm6(ctx: Context, extra_row: bool, floor=None) -> Outcome:
         fl = floor(cfg.n, cfg.N, D_TOKEN)  # = 1 - rank(V)/(N d): rank n w.p. 1
         b_ok &= mc_rnd.within(abs(est.estimate - fl), z * est.stderr)
         parts.append(f"(b) N={cfg.N} n={cfg.n}: MC {est.estimate:.4f}+-{z * est.stderr:.4f} vs 1-n/Nd {fl:.4f}")
+    N0 = configs[0].N  # the edge of Theorem 6: n = N d training inputs span R^{N d}, so no risk is left
+    edge = mc_bayes_risk_from_training(N0 * D_TOKEN, N0, D_TOKEN, samples=1000, generator=ctx.generator(659, ctx.device))
+    b_ok &= edge.floor == 0.0 and mc_rnd.within(edge.estimate, 0.0)
+    parts.append(f"(b) N={N0} n=N d={N0 * D_TOKEN}: MC {edge.estimate:.1e}, floor {edge.floor:g} (both 0)")
     # (c) Transformer from Lemma 11 beats the floor
     t_ok = True
     for cfg in configs:
