@@ -228,7 +228,7 @@ def _run_stacks(stacks, report, results, *, jobs, scheduler, device, dtype, trai
         shared = Variable(f"{topic}-received", client=client)
         shared.set(received_ids)
         dev = str(torch.device(device))
-        for i, pts in enumerate(stacks):  # stacks come longest first: higher priority starts first
+        for i, pts in enumerate(stacks):  # stacks come in start_order: higher priority starts first
             p0 = pts[0]
             key = f"qstr-{p0.figure}-{p0.variant}-{p0.model}-{i}-{topic[-8:]}"
             task = pickle.dumps(_Call(train_stack_task, list(pts), i, dev, dtype, train_kw, topic))

@@ -92,12 +92,22 @@ def stacks_of(points: Sequence[Point], *, device="cpu") -> List[List[Point]]:
 
 
 def stack_cost(pts: Sequence[Point]) -> float:
-    """Rough multiply-adds per step of a stack (used only to start the longest stacks first)."""
+    """Rough multiply-adds per step of a stack (used only to order the stacks: :func:`start_order`)."""
     p, n = pts[0], max(q.N for q in pts)
     D = p.d + 5 * n
     per_position = {"rnn": 6 * p.rnn_hidden * (p.rnn_hidden + D), "transformer": p.q * (D * D + n * D) + p.width * D,
                     "ffn": p.ffn_hidden[0] * (p.d + p.q * n) + math.prod(p.ffn_hidden[-2:]) / n}[p.model]
     return len(pts) * n * per_position
+
+
+def start_order(stacks: Sequence[Sequence[Point]], parallel: bool) -> List[Sequence[Point]]:
+    """The order stacks start in. In parallel: longest first (by :func:`stack_cost`, for the makespan) with the
+    cheapest one put ahead, so a first row lands within seconds; in one process: cheapest first (the total
+    is the same and rows come soonest)."""
+    order = sorted(stacks, key=stack_cost)
+    if not parallel or len(order) < 2:
+        return order
+    return [order[0]] + order[1:][::-1]
 
 
 def train_points(pts: Sequence[Point], *, device, dtype, report: Callable[..., None], stack: int = 0,
@@ -150,7 +160,7 @@ def run_points(points: Sequence[Point], results: ResultsFile, *, device="cpu", d
     append one row per point as it finishes. Returns {point_id: row} for all ``points``.
 
     ``jobs > 1`` trains that many stacks at once as Dask tasks on a ``LocalCluster`` of ``jobs``
-    worker processes (one torch thread each; the longest stacks start first); rows are still
+    worker processes (one torch thread each; :func:`start_order`); rows are still
     appended by this process as each member finishes. ``jobs=None``: :func:`default_jobs`.
     ``scheduler`` (default: the address set by
     :func:`~qstr.verify.experiments.cluster.using_scheduler`) sends the stacks to a running Dask
@@ -162,11 +172,12 @@ def run_points(points: Sequence[Point], results: ResultsFile, *, device="cpu", d
 
     scheduler = scheduler or cluster.active_scheduler()
     todo = [p for p in points if p.point_id not in results]
-    stacks = sorted(stacks_of(todo, device=device), key=stack_cost, reverse=True)
+    stacks = stacks_of(todo, device=device)
     jobs = default_jobs(device) if jobs is None else _checks_jobs(jobs)
     local = row_extra is not None or return_models  # these need the models in this process
     jobs = max(1, min(jobs, len(stacks))) if not local else 1
     scheduler = None if local else scheduler
+    stacks = start_order(stacks, parallel=jobs > 1 or scheduler is not None)
     with _Progress(progress, console) as bar:
         if bar.bar is not None and len(todo) < len(points):
             bar.log(f"resuming: {len(points) - len(todo)} of {len(points)} points already in {results.path}")

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from qstr.verify.experiments import figure1, run_experiment
-from qstr.verify.experiments.run import stack_cost, stacks_of
+from qstr.verify.experiments.run import stack_cost, stacks_of, start_order
 
 ROW_KEYS = {"model", "variant", "N", "seed", "samples", "config", "wall_s", "device", "protocol", "point_id",
             "q", "steps", "test_mse", "threshold", "test_variant", "reached", "env"}
@@ -62,7 +62,7 @@ def test_rows_resume_and_figures(tmp_path, tiny_figure1):
         assert r["test_mse"] == pytest.approx(o["test_mse"], abs=1e-9)
 
 
-def test_cpu_rnn_stacks_split_by_N_and_longest_first():
+def test_cpu_rnn_stacks_split_by_N_and_start_order():
     pts = figure1.points(quick=True, seeds=[0, 1])
     cpu = stacks_of(pts, device="cpu")
     rnn = [s for s in cpu if s[0].model == "rnn"]
@@ -71,8 +71,11 @@ def test_cpu_rnn_stacks_split_by_N_and_longest_first():
     assert sum(map(len, cpu)) == len(pts)
     gpu = stacks_of(pts, device="cuda")
     assert len(gpu) == 6  # (variant, model) on a GPU: padding is free parallelism there
-    costs = [stack_cost(s) for s in sorted(cpu, key=stack_cost, reverse=True)]
-    assert costs == sorted(costs, reverse=True) and costs[0] > costs[-1]
+    costs = [stack_cost(s) for s in start_order(cpu, parallel=True)]
+    # the cheapest stack first (a row within seconds), then longest first (the makespan)
+    assert costs[0] == min(costs) and costs[1:] == sorted(costs[1:], reverse=True) and costs[1] > costs[-1]
+    alone = [stack_cost(s) for s in start_order(cpu, parallel=False)]
+    assert alone == sorted(alone)  # one process: cheapest first, the same total
 
 
 def test_parallel_jobs_give_the_rows_of_one_process(tmp_path, tiny, tiny_grid):
