@@ -10,7 +10,8 @@ import torch
 
 from qstr.bounds.attention import lemma11, sparse_average_head
 from qstr.constructions.codes import rs_hadamard_codebook
-from qstr.constructions.export import construction_state, from_multihead, load_construction_state
+from qstr.constructions.export import (construction_state, from_multihead, init_from_construction, load_construction_state,
+                                       logical_parameters, to_multihead)
 from qstr.constructions.links import make_link
 from qstr.verify.registry import Claim, Context, Outcome, register
 from qstr.verify.rounding import Rounding
@@ -41,6 +42,24 @@ def saved_and_reloaded(cons):
     return load_construction_state(through_file(construction_state(cons)))
 
 
+INIT_NOISE = 0.1
+
+
+def _init_noise(cons, ctx: Context) -> tuple:
+    """``init_from_construction(noise=s)``: every logical tensor P moves by s ||P||_F in relative Frobenius norm
+    (each of the largest tensors within [0.8 s, 1.2 s]; there numel >= 100, so chi-square noise is under 15%),
+    zero tensors stay zero, and noise 0 is the export itself. Returns (holds, text)."""
+    exact = logical_parameters(init_from_construction(cons, noise=0.0))
+    noisy = logical_parameters(init_from_construction(cons, noise=INIT_NOISE, generator=ctx.generator(53)))
+    exported = logical_parameters(to_multihead(cons.model))
+    rel = {k: float((noisy[k] - P).norm() / P.norm()) for k, P in exact.items() if P.numel() >= 100 and P.norm() > 0}
+    zeros_kept = all(bool((noisy[k] == 0).all()) for k, P in exact.items() if bool((P == 0).all()))
+    same = all(torch.equal(exact[k], exported[k]) for k in exact)
+    holds = bool(rel) and all(0.8 <= r / INIT_NOISE <= 1.2 for r in rel.values()) and zeros_kept and same
+    return holds, (f"init_from_construction(noise={INIT_NOISE}): relative change " + ", ".join(
+        f"{k} {r:.3f}" for k, r in rel.items()) + f"; zero tensors stay zero: {zeros_kept}; noise 0 = the export: {same}")
+
+
 def _export(ctx: Context, slip=None) -> Outcome:
     """max |y(exported nn.MultiheadAttention) - y(built module)| and the same after folding back,
     against the rounding of the two forward passes. ``slip`` breaks the reloaded model (falsifier)."""
@@ -66,6 +85,10 @@ def _export(ctx: Context, slip=None) -> Outcome:
         worst = max(worst, *errs.values())
         allowed = min(allowed, rnd.term)
         rows.append(f"{name}: " + ", ".join(f"{k} {e:.2g}" for k, e in errs.items()) + f" ({rnd.term:.2g} allowed)")
+        if slip is None and not rows[1:]:  # the initialisation users train from, on the first construction
+            init_ok, text = _init_noise(cons, ctx)
+            ok &= init_ok
+            rows.append(text)
     return Outcome(measured=f"max |y_export - y_built| = {worst:.2g}", bound="<= rounding", holds=ok,
                    value=worst, limit=allowed,
                    detail=f"B={B}, N={EX_N}, saved and reloaded with weights_only=True; " + "; ".join(rows))
