@@ -342,6 +342,8 @@ def build_transition(omega, d: int, q: int, *, eps: Optional[float] = 0.1, r_x: 
         exact = False
         dA = min(eps / (4 * r_x) - nu, (0.5 - mu - margin) * (1 - 1e-9))
         dB = (eps / 2 - 2 * r_x * nu - 4 * r_x * (mu - 0.5 + margin)) / (6 * r_x)
+        if dB <= 0.5 - mu:  # dB prices b ~ 4 r_x (mu + delta_1 - 1/2): only valid when that is > 0
+            dB = -math.inf
         target = max(dA, dB)
         if target <= 0:
             raise ValueError(f"eps = {eps:g} is too small for r_x = {r_x:g}, mu = {mu:g} and the code norm defect {nu:.3g}")

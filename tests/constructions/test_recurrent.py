@@ -353,3 +353,14 @@ def test_module_projects_onto_the_r_h_ball_like_the_scan():
     st = c.states(x, p.t, r_h=small.r_h)
     assert st.projection_active > 0
     assert float((hf - st.h_fwd).abs().max()) <= 1e-9 and float((hb - st.h_bwd).abs().max()) <= 1e-9
+
+
+def test_transition_for_a_low_coherence_code_with_approximate_products():
+    """mu = 1/8 < 1/2, generic entries: the products' budget comes from the dA branch (the mu ~ 1/2 branch
+    dB would spend delta_1 = 0.25 and leave the gate nothing: it used to raise "eps = 0.1 is too small")."""
+    book = rs_hadamard_codebook(64, mu=0.25, dtype=F64)
+    Q, _ = torch.linalg.qr(torch.randn(book.d_e, book.d_e, generator=torch.Generator().manual_seed(0), dtype=F64))
+    rotated = Codebook(book.omega @ Q, book.mu, "custom", {})
+    g = build_transition(rotated, 2, 2, eps=0.1, r_x=2.5).guarantee
+    assert g.product_certificate == "uniform" and g.eps <= 0.1
+    assert g.inner_product_error <= 0.1 / (4 * 2.5) - g.norm_defect  # the dA target

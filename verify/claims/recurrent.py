@@ -275,6 +275,8 @@ def _rotated(book: Codebook, seed: int) -> Codebook:
 def _p26_books(ctx: Context):
     base = rs_hadamard_codebook(64, dtype=F64)  # d_e = 16, mu = 1/2 attained
     books = [("rs-hadamard N=64 (exact products)", base), ("rotated rs-hadamard N=64 (approx. products)", _rotated(base, ctx.seed + 26))]
+    if ctx.profile != "quick":  # mu = 1/8 < 1/2 with approximate products: K1 from the dA branch (quick: knots only)
+        books.append(("rotated rs-hadamard N=64, mu = 1/8", _quarter(ctx)))
     return [(label, book.to(device=ctx.device)) for label, book in books]
 
 
@@ -396,6 +398,32 @@ def _norms_vs_dense(tr) -> float:
     return gap
 
 
+def knots_as_derived(g) -> bool:
+    """The knots ``build_transition`` picks for a requested eps are the ones docs/derivations/rnn-transition.md
+    prescribes ("Choosing the knots", restated here from the derivation): for a uniform product certificate
+    K1 = max(2, ceil(1 + sqrt(d_e R^2 / max(dA, dB)))), and K2 = max(1, ceil((s_max - 1/2) r_x / budget))."""
+    eps, r, nu, mu, eta = g.eps_requested, g.r_x, g.norm_defect, g.mu, g.margin
+    ok = True
+    if g.product_certificate == "uniform":
+        dA = min(eps / (4 * r) - nu, (0.5 - mu - eta) * (1 - 1e-9))
+        dB = (eps / 2 - 2 * r * nu - 4 * r * (mu - 0.5 + eta)) / (6 * r)
+        dB = dB if dB > 0.5 - mu else -math.inf  # the mu ~ 1/2 regime only
+        ok = g.product_knots == max(2, math.ceil(1 + math.sqrt(g.d_e * g.code_range ** 2 / max(dA, dB))))
+    budget = eps - 4 * r * g.non_target_excess - 2 * r * (g.inner_product_error + nu)
+    return ok and g.gate_knots == max(1, math.ceil((g.s_max - 0.5) * r / budget))
+
+
+def _quarter(ctx: Context):
+    """A rotated RS-Hadamard code built for mu <= 1/4 (measured mu = 1/8): approximate products, mu < 1/2."""
+    return _rotated(rs_hadamard_codebook(64, mu=0.25, dtype=F64), ctx.seed + 27).to(device=ctx.device)
+
+
+def _knots_cases(ctx: Context) -> list:
+    """Guarantees of the prop-26 transitions and of the rotated mu = 1/8 code (there the dA branch sets K1)."""
+    books = [book for _, book in _p26_books(ctx)] + ([_quarter(ctx)] if ctx.profile == "quick" else [])
+    return [build_transition(book, P26_D, P26_Q, eps=P26_EPS, r_x=P26_RX).guarantee for book in books]
+
+
 def _prop26(ctx: Context) -> Outcome:
     ok, parts, worst, nonzero, terms = True, [], 0.0, 0, []
     for k, (label, book) in enumerate(_p26_books(ctx)):
@@ -414,6 +442,10 @@ def _prop26(ctx: Context) -> Outcome:
                      f"{r['nonzero']} nonzero of {r['checked']} non-target outputs, target err {r['target_err']:.3g} "
                      f"<= eps {g.eps:.4g} (asked {P26_EPS:g}), adversarial max |gate|/b off target {r['leak_ratio']:.3g}, "
                      f"dense vs closed form {r['dense_vs_closed']:.1e}, reported layer norms vs the dense layers {norm_gap:.1e}")
+    derived = [knots_as_derived(g) for g in _knots_cases(ctx)]
+    ok &= all(derived)
+    parts.append(f"knots (K1, K2) chosen from eps as docs/derivations/rnn-transition.md prescribes, for these "
+                 f"codes and the rotated mu = 1/8 one (the dA branch): {derived}")
     Ns, errs, eps, rnd = _state_curve(ctx, rectify=True)
     ok &= all(rnd.within(e, eps) for e in errs)
     worst = max(worst, max(errs) / eps)
