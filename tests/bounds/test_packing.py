@@ -147,6 +147,9 @@ def test_maurey_fails_for_the_euclidean_ball():
     assert d == 72
     assert euclidean_packing_log_lower(d, 0.5) > maurey_log_packing_bound(d, 0.5)
     assert euclidean_packing_log_lower(d - 1, 0.5) <= maurey_log_packing_bound(d - 1, 0.5)
+    for eps in (1.0, 1.5):  # from eps = 1 on, eps^-D <= 1: there is no violation to find
+        with pytest.raises(ValueError, match="eps must be < 1"):
+            maurey_violation_dimension(eps)
 
 
 def test_greedy_packing_hand_case():
@@ -160,7 +163,7 @@ def test_greedy_packing_hand_case():
 @pytest.mark.parametrize("ball", ["l1", "l2"])
 def test_greedy_packings_respect_lemma41(ball):
     for d in (1, 2, 3):
-        cand = sample_ball(2000, d, ball, generator=gen(d))
+        cand = sample_ball(B=2000, d=d, ball=ball, generator=gen(d))  # by keyword, as the signature allows
         norms = cand.abs().sum(1) if ball == "l1" else cand.norm(dim=1)
         assert float(norms.max()) <= 1.0
         for eps in (0.4, 1.0):

@@ -138,8 +138,9 @@ def test_separating_direction_errors():
         separating_direction(x, generator=g, max_tries=5)
     with pytest.raises(ValueError, match="float64"):
         separating_direction(torch.zeros(3, 2), generator=g)
-    with pytest.raises(ValueError, match="n >= 2"):
-        separating_direction(torch.zeros(1, 2, dtype=f64), generator=g)
+    for shape in ((1, 2), (3, 0)):  # one point; points of dimension 0
+        with pytest.raises(ValueError, match="n >= 2 points of dimension D >= 1"):
+            separating_direction(torch.zeros(*shape, dtype=f64), generator=g)
     with pytest.raises(ValueError, match="generator"):
         separating_direction(torch.randn(3, 2, dtype=f64), generator=None)
     with pytest.raises(ValueError, match="threshold"):

@@ -162,12 +162,15 @@ def _euclidean_maurey(ctx: Context) -> tuple:
     """Lemma 41's contrast (docs/derivations/rnn-lower-bounds.md): the Maurey form ln M <= ln(2D + 1) / eps^2 fails
     for the Euclidean sphere (a greedy 1.2-packing of random unit vectors in D = 128), while the volume bound holds;
     the returned Maurey value equals maurey_simple_bound / 8. Returns (holds, text)."""
-    D, sep = 128, 1.2
-    k, log_k, vol, mau = euclidean_packing_counterexample(D, 2000, generator=ctx.generator(4190, ctx.device), sep=sep)
+    D, M, sep = 128, 2000, 1.2
+    k, log_k, vol, mau = euclidean_packing_counterexample(D, M, generator=ctx.generator(4190, ctx.device), sep=sep)
     pinned = abs(mau - maurey_simple_bound(D, sep) / 8) <= 1e-12 * mau
-    return (pinned and mau < log_k <= vol,
-            f"Euclidean sphere, D={D}, sep={sep}: greedy packing keeps {k}, ln M = {log_k:.2f} > Maurey form "
-            f"{mau:.2f} (= maurey_simple_bound / 8: {pinned}), <= volume bound {vol:.1f}")
+    X = torch.randn(M, D, generator=ctx.generator(4190, ctx.device), dtype=torch.float64, device=ctx.device)
+    again = greedy_packing(X / X.norm(dim=1, keepdim=True), sep).shape[0]  # the same candidates, packed by Lemma 41's greedy
+    return (pinned and again == k and mau < log_k <= vol,
+            f"Euclidean sphere, D={D}, sep={sep}: greedy packing keeps {k} of {M} (Lemma 41's greedy_packing on the same "
+            f"candidates: {again}), ln M = {log_k:.2f} > Maurey form {mau:.2f} (= maurey_simple_bound / 8: {pinned}), "
+            f"<= volume bound {vol:.1f}")
 
 
 def _lemma41(ctx: Context, shrink: float) -> Outcome:

@@ -566,11 +566,11 @@ THM4_AGREE_RTOL = 1e-9
 
 def thm4_agreement(params: Theorem4Params, points=THM4_AGREE_POINTS, bound=None) -> float:
     """Theorem 4: largest relative gap between the numeric bound (``theorem4_bound``, or ``bound``) and the sympy
-    expression (``bound_expr``, 30 digits) over (n, N) in ``points`` and q in (params.q, params.q + 2)."""
+    expression (``bound_expr``, 30 digits) over (n, N) in ``points``, at ``params`` and at q + 2 with every other
+    constant away from 1 (s = 2, C_y = 2, r_a = 2: a power slipped to a product shows there)."""
     bound = bound or (lambda nv, Nv, P: theorem4_bound(nv, Nv, P).total)
     gap = 0.0
-    for q in (params.q, params.q + 2):
-        P = dataclasses.replace(params, q=q)
+    for P in (params, dataclasses.replace(params, q=params.q + 2, s=2.0, C_y=2.0, r_a=2.0)):
         expr = bound_expr(P)
         for nv, Nv in points:
             exact = float(expr.subs({sym_n: nv, sym_N: Nv}).evalf(30))
@@ -662,7 +662,7 @@ def _thm4(ctx: Context, bound=None) -> Outcome:
     return Outcome(measured=f"{out.measured}; numeric vs sympy bound rel gap {gap:.1e}; majorant/bound >= {maj_ratio:.2f}",
                    bound=f"{out.bound}; gap <= {THM4_AGREE_RTOL:g}", holds=out.holds and agree,
                    detail=f"{out.detail}; numeric theorem4_bound vs sympy bound_expr at (n, N) in "
-                          f"{list(THM4_AGREE_POINTS)}, q in (2, 4): largest relative gap {gap:.2e} (must be <= "
+                          f"{list(THM4_AGREE_POINTS)}, at the default constants and at q = 4, s = C_y = r_a = 2: largest relative gap {gap:.2e} (must be <= "
                           f"{THM4_AGREE_RTOL:g}; value stays the slope ratio); the certificate's majorant (q = "
                           f"{maj_params.q}, r_a = {maj_params.r_a:g}) against the exact bound at {list(MAJORANT_POINTS)}: smallest ratio of a "
                           f"majorant piece to its exact counterpart {maj_ratio:.6f} (>= 1), its tail and tau terms vs the derivation "
@@ -687,6 +687,7 @@ def _thm4_falsifier(ctx: Context) -> Outcome:
     gap = thm4_agreement(Theorem4Params.default(), bound=_one_rademacher)
     return Outcome(measured=f"FFN: {ffn.measured}; Rad for 2 Rad: numeric vs sympy rel gap {gap:.1e}",
                    bound=f"{ffn.bound}; gap <= {THM4_AGREE_RTOL:g}", holds=ffn.holds or gap <= THM4_AGREE_RTOL,
+                   value=ffn.value, limit=ffn.limit,
                    detail=f"FFN requirement: {ffn.detail} | bound with Rad for 2 Rad against the sympy expression: "
                           f"largest relative gap {gap:.2e}")
 
