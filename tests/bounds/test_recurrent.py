@@ -56,6 +56,7 @@ def test_prop8_packing_hand_values():
     assert pk.failure < 1
     assert not pk.vacuous
     assert prop8_packing(16, 0.05).vacuous
+    assert prop8_packing(N=64, c=0.05, K=2.0, gamma=0.5) == pk  # every argument by keyword
     big = prop8_packing(2 ** 20, 0.05)
     assert big.log_M_good == pytest.approx((2 ** 20 - 1) * chi2_lower_rate(0.5) / 2 + math.log(0.25), rel=1e-9)
 

@@ -124,6 +124,8 @@ def test_dropping_layers_3_4_leaks_at_coherence_half():
 
 
 def test_transition_errors(book64):
+    with pytest.raises(ValueError, match="all zeros"):
+        build_transition(torch.zeros(8, 4, dtype=F64), 2, 1, eps=0.1, r_x=1.0, mu=0.0)
     with pytest.raises(ValueError, match="coherence"):
         build_transition(experimental_codebook(100, generator=g(0)), 2, 1, eps=0.1, r_x=1.0)
     with pytest.raises(ValueError, match="eps"):
