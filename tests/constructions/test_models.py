@@ -568,3 +568,16 @@ def test_chunk_must_be_positive():
     model = MergedAttention(3, 1, 2)
     with pytest.raises(ValueError, match="chunk"):
         model(torch.randn(1, 4, 3), chunk=0)
+
+
+def test_experiment_models_have_the_documented_defaults():
+    """build_practical's and EncodedFFN's defaults are the models docs/experiments.md documents (Appendix E):
+    Transformer ReLU width 100, bidirectional GRU hidden 500 q, FFNs with hidden widths (1000, 1000)."""
+    from qstr.constructions.models import EncodedFFN, build_practical
+
+    shapes = lambda m: {n: tuple(p.shape) for n, p in m.named_parameters()}  # noqa: E731
+    assert shapes(build_practical("transformer", N=8, d=2, q=2, d_e=4))["hidden.weight"] == (100, 14 * 2)
+    rnn = shapes(build_practical("rnn", N=8, d=2, q=3, d_e=4))
+    assert rnn["rnn.weight_hh_l0"] == (3 * 1500, 1500) and "rnn.weight_hh_l0_reverse" in rnn  # GRU: 3 gates
+    for ffn in (build_practical("ffn", N=8, d=2, q=2, d_e=4), EncodedFFN(8, 14)):
+        assert shapes(ffn)["net.0.weight"][0] == 1000 and shapes(ffn)["net.2.weight"] == (1000, 1000)
