@@ -599,7 +599,7 @@ def _exact_pieces(P: Theorem4Params, nv: int, Nv: int, mp) -> dict:
     p_ = mp.log(2 * (1 + 3 / mp.mpf(P.delta)) * mp.sqrt(nv))  # the majorant's tau: max -> sum, psi(p) <= e (2p + 2 ln N)
     tau_sum = e * (4 * P.C_y * (2 * p_) ** (2 * P.s) + 4 * K ** 2 * q * P.C_x * d * e * (2 * p_ + 2 * mp.log(Nv))
                    + 4 * K ** 2 * (q * c2 * (q + 1) + 1))
-    return {"tau": tau, "tau_sum": tau_sum, "P": P.m_g * (q * D_e + 2) + q * D_e ** 2, "A": A,
+    return {"tau": tau, "tau_sum": tau_sum, "L_n": mp.log(1 + mp.sqrt(nv / tau_sum)), "P": P.m_g * (q * D_e + 2) + q * D_e ** 2, "A": A,
             "L": mp.log(1 + 2 * A * mp.sqrt(nv / tau)),
             "alpha": alpha, "truncation": 2 * tau * mp.exp(-p) * (1 + 3 / mp.mpf(P.delta)),
             "tail": 2 * (K ** 2 * (q * P.C_x * d * e * (4 + 2 * mp.log(Nv)) + q * c2 * (q + 1) + 1) + P.C_y * 16 ** P.s)
@@ -612,9 +612,10 @@ def majorant_check(params: Theorem4Params, points=MAJORANT_POINTS) -> tuple:
     ln N = u over ``points``: every piece of the certificate's smooth majorant (tau, P, the Dudley term, the split
     L_A <= ln 2 + max(L_rho, L_c + L_alpha + L_de + L_rz), ln(1 + alpha), the truncation, the whole bound) must
     dominate its exact counterpart (ratio >= 1; the covering logarithm's split L_A + L_n against ln(1 + 2 A sqrt(n /
-    tau)) at the majorant's tau, where the Dudley term's monotonicity in tau puts it), and the tail and tau terms must
-    be their derivations: the exact tail with psi(2) <= e (4 + 2 ln N), tau with its max replaced by the sum and
-    psi(p) <= e (2p + 2 ln N) (docs/derivations/theorem4.md, section 10). mpmath, 30 digits."""
+    tau)) at the majorant's tau, where the Dudley term's monotonicity in tau puts it), and the tail, tau and L_n terms
+    must be their derivations: the exact tail with psi(2) <= e (4 + 2 ln N), tau with its max replaced by the sum and
+    psi(p) <= e (2p + 2 ln N), L_n = ln(1 + sqrt(n / tau)) at that tau (docs/derivations/theorem4.md, section 10).
+    mpmath, 30 digits."""
     import mpmath
     import sympy as sp
 
@@ -636,8 +637,23 @@ def majorant_check(params: Theorem4Params, points=MAJORANT_POINTS) -> tuple:
                      (m["L_alpha"], mpmath.log(1 + x["alpha"])),
                      (m["truncation"], x["truncation"]))
             ratio = min(ratio, *(float(a / b) for a, b in pairs))
-            gap = max(gap, float(abs(m["tail"] - x["tail"]) / x["tail"]), float(abs(m["tau"] - x["tau_sum"]) / x["tau_sum"]))
+            gap = max(gap, *(float(abs(m[k] - x[j]) / x[j]) for k, j in (("tail", "tail"), ("tau", "tau_sum"), ("L_n", "L_n"))))
     return ratio, gap
+
+
+def thm4_record_consistent(P: Theorem4Params, points=THM4_AGREE_POINTS) -> bool:
+    """Theorem 4's record (``theorem4_bound``) against the definitions of its fields (docs/derivations/theorem4.md):
+    r_qk = alpha sqrt(d_e), D_e = d + (q + 1) d_e, ||vec Theta*||^2 = R^2 = r_ma^2 + R_mw^2 + q r_qk^2, the parameter
+    count m (q D_e + 2) + q D_e^2, and the total = the sum of its four terms (relative 1e-12)."""
+    ok = True
+    for nv, Nv in points:
+        b = theorem4_bound(nv, Nv, P)
+        close = lambda a, c: abs(a - c) <= 1e-12 * max(abs(a), abs(c), 1.0)  # noqa: E731
+        ok &= (close(b.r_qk, b.alpha * math.sqrt(b.d_e)) and b.D_e == P.d + (P.q + 1) * b.d_e
+               and close(b.R ** 2, b.r_ma ** 2 + b.R_mw ** 2 + P.q * b.r_qk ** 2)
+               and b.n_params == P.m_g * (P.q * b.D_e + 2) + P.q * b.D_e ** 2
+               and close(b.total, b.approximation + b.tail + b.estimation + b.truncation))
+    return ok
 
 
 def _thm4(ctx: Context, bound=None) -> Outcome:
@@ -658,18 +674,20 @@ def _thm4(ctx: Context, bound=None) -> Outcome:
                   and sympy.simplify(cert.factors["P/u^2"] - lead["P_c"]) == 0
                   and sympy.simplify(majorant_terms(fixed)["P"] - leading_constants(fixed)["P_c"]) == 0)
     sharp = not polylog_certificate(params, k=4).proves_polylog  # the leading form is (ln N)^4 ln ln N: k = 4 fails
-    agree &= leading_ok and sharp
+    record_ok = thm4_record_consistent(dataclasses.replace(params, q=params.q + 2, r_a=2.0))
+    agree &= leading_ok and sharp and record_ok
     return Outcome(measured=f"{out.measured}; numeric vs sympy bound rel gap {gap:.1e}; majorant/bound >= {maj_ratio:.2f}",
                    bound=f"{out.bound}; gap <= {THM4_AGREE_RTOL:g}", holds=out.holds and agree,
                    detail=f"{out.detail}; numeric theorem4_bound vs sympy bound_expr at (n, N) in "
                           f"{list(THM4_AGREE_POINTS)}, at the default constants and at q = 4, s = C_y = r_a = 2: largest relative gap {gap:.2e} (must be <= "
                           f"{THM4_AGREE_RTOL:g}; value stays the slope ratio); the certificate's majorant (q = "
                           f"{maj_params.q}, r_a = {maj_params.r_a:g}) against the exact bound at {list(MAJORANT_POINTS)}: smallest ratio of a "
-                          f"majorant piece to its exact counterpart {maj_ratio:.6f} (>= 1), its tail and tau terms vs the derivation "
+                          f"majorant piece to its exact counterpart {maj_ratio:.6f} (>= 1), its tail, tau and L_n terms vs the derivation "
                           f"{tail_gap:.1e}; leading constants tau_c = {lead['tau_c']}, P_c = {lead['P_c']} equal the "
                           f"certificate's limits of tau/ln N and P/ln^2 N (and P_c = P for a fixed d_e = 50): "
                           f"{leading_ok}; the certificate at k = 4 is inconclusive, as the leading form "
-                          f"(ln N)^4 ln ln N requires: {sharp}",
+                          f"(ln N)^4 ln ln N requires: {sharp}; the bound's record fields (r_qk, D_e, R, parameter "
+                          f"count, total) equal their definitions: {record_ok}",
                    value=out.value, limit=out.limit)
 
 
