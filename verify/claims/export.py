@@ -52,7 +52,8 @@ def _init_noise(cons, ctx: Context) -> tuple:
     exact = logical_parameters(init_from_construction(cons, noise=0.0))
     noisy = logical_parameters(init_from_construction(cons, noise=INIT_NOISE, generator=ctx.generator(53)))
     exported = logical_parameters(to_multihead(cons.model))
-    rel = {k: float((noisy[k] - P).norm() / P.norm()) for k, P in exact.items() if P.numel() >= 100 and P.norm() > 0}
+    with torch.no_grad():
+        rel = {k: float((noisy[k] - P).norm() / P.norm()) for k, P in exact.items() if P.numel() >= 100 and P.norm() > 0}
     zeros_kept = all(bool((noisy[k] == 0).all()) for k, P in exact.items() if bool((P == 0).all()))
     same = all(torch.equal(exact[k], exported[k]) for k in exact)
     holds = bool(rel) and all(0.8 <= r / INIT_NOISE <= 1.2 for r in rel.values()) and zeros_kept and same
