@@ -120,6 +120,9 @@ def test_from_multihead_of_trained_like_weights_folds_readout_bias(q, out_dim):
         from_multihead(mt, readout_bias="drop")
     with pytest.raises(ValueError, match="PracticalTransformer"):
         from_multihead(MergedAttention(D, 1, 2))
+    with torch.no_grad():  # an out_proj bias (none by default) folds into the hidden bias, before the ReLU
+        mt.mha.out_proj.bias = torch.nn.Parameter(torch.randn(D * q, dtype=F64, generator=gen(5)))
+        assert rel_err(from_multihead(mt)(Z), mt(Z)) <= 1e-9
 
 
 # ================================================================ init_from_construction

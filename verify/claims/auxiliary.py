@@ -62,6 +62,7 @@ from qstr.bounds.packing import (  # noqa: E402
     maurey_log_packing_bound,
     maurey_simple_bound,
     maurey_violation_dimension,
+    euclidean_packing_log_lower,
     min_pairwise_distance,
     mixed_norm,
     sample_ball,
@@ -200,9 +201,14 @@ def _lemma41(ctx: Context, shrink: float) -> Outcome:
                     parts.append(f"{ball} d={d} eps={eps}: M={P.shape[0]}, log M={logM:.2f} vs bound {bound:.2f}")
     cross = {eps: crossover_dimension(eps) for eps in (0.5, 1.0)}
     viol = {eps: maurey_violation_dimension(eps) for eps in (0.5, 0.8)}
+    crossing = all(d is not None and euclidean_packing_log_lower(d, eps) > maurey_log_packing_bound(d, eps)
+                   and euclidean_packing_log_lower(d - 1, eps) <= maurey_log_packing_bound(d - 1, eps)
+                   for eps, d in viol.items())  # the first dimension where eps^-D beats the Maurey bound
     parts.append("Maurey < volume from d = " + ", ".join(f"{c} (eps={e})" for e, c in cross.items()))
-    parts.append("Maurey provably false for the l2 ball from d = " + ", ".join(f"{c} (eps={e})" for e, c in viol.items()))
+    parts.append("Maurey provably false for the l2 ball from d = " + ", ".join(f"{c} (eps={e})" for e, c in viol.items())
+                 + f" (the first such d: {crossing})")
     euclid_ok, euclid = _euclidean_maurey(ctx) if shrink == 1.0 else (True, "")
+    euclid_ok &= crossing or shrink != 1.0
     parts += [euclid] if euclid else []
     parts.append("no rounding term: M is a count and both bounds are closed forms")
     parts.append("value = the largest log M - bound over balls, d and eps, limit 0")
