@@ -65,6 +65,7 @@ from qstr.bounds.packing import (  # noqa: E402
     euclidean_packing_log_lower,
     min_pairwise_distance,
     mixed_norm,
+    packing_log_bound,
     sample_ball,
     volume_log_packing_bound,
 )
@@ -209,6 +210,12 @@ def _lemma41(ctx: Context, shrink: float) -> Outcome:
                  + f" (the first such d: {crossing})")
     euclid_ok, euclid = _euclidean_maurey(ctx) if shrink == 1.0 else (True, "")
     euclid_ok &= crossing or shrink != 1.0
+    # Lemma 41's public bound: min(volume, Maurey) for the l1 ball only, also past the crossover (d = 64)
+    api_ok = all(packing_log_bound(d, eps, "l2") == volume_log_packing_bound(d, eps)
+                 and packing_log_bound(d, eps, "l1") == min(volume_log_packing_bound(d, eps), maurey_log_packing_bound(d, eps))
+                 for d in (*LEMMA41_DIMS, 64) for eps in (*LEMMA41_EPS, 0.5))
+    euclid_ok &= api_ok
+    parts.append(f"packing_log_bound = the volume bound (l2) and min(volume, Maurey) (l1), d up to 64: {api_ok}")
     parts += [euclid] if euclid else []
     parts.append("no rounding term: M is a count and both bounds are closed forms")
     parts.append("value = the largest log M - bound over balls, d and eps, limit 0")

@@ -32,6 +32,7 @@ from qstr.bounds.recurrent import (
 from qstr.constructions.codes import build_codebook
 from qstr.constructions.encoding import rnn_encoding
 from qstr.constructions.interpolation import (
+    UNIT_ROUNDOFF,
     gap_threshold,
     interpolate_sorted,
     lemma36_constant,
@@ -77,8 +78,11 @@ def _lemma37(ctx: Context, scale: float) -> Outcome:
         constructive = f"fixed sample: certified gap {sd.gap:.3g} >= {thr:.3g} after {sd.tries} tries"
     except ValueError as exc:
         constructive = f"fixed sample: {exc}"
-    holds = joint_lo >= 1.0 / 3.0 and fail_lo <= union
-    detail = (f"n={n}, D={L37_D}, {trials} draws of (x, v): joint success {ev.joint_ok / trials:.3f} "
+    # the certified gaps' float64 allowance rests on the unit roundoff u = 2^-53 (Higham, Thm 3.1)
+    roundoff_ok = UNIT_ROUNDOFF == torch.finfo(torch.float64).eps / 2
+    holds = joint_lo >= 1.0 / 3.0 and fail_lo <= union and roundoff_ok
+    detail = (f"unit roundoff of the gap certificate = finfo(float64).eps / 2: {roundoff_ok}; "
+              f"n={n}, D={L37_D}, {trials} draws of (x, v): joint success {ev.joint_ok / trials:.3f} "
               f"(CP{CONFIDENCE:.1%} lower {joint_lo:.3f} vs 1/3); gap failure {1 - ev.gap_ok / trials:.3f} "
               f"(CP lower {fail_lo:.3f} vs union bound {union:.3f}); norm event {ev.norm_ok / trials:.3f}; {constructive}; "
               f"no rounding term: event counts, each gap certified with its own float64 rounding allowance; "
