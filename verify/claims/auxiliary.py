@@ -185,8 +185,11 @@ def _lemma41(ctx: Context, shrink: float) -> Outcome:
                 g = ctx.generator(4100 + 10 * d + e_i, ctx.device)
                 cand = torch.cat([_lemma41_structured(d, eps, ball, ctx.device), sample_ball(n_cand, d, ball, generator=g)])
                 P = greedy_packing(cand, eps)
-                if min_pairwise_distance(P) <= eps:
-                    raise AssertionError("greedy packing is not an eps-packing")
+                closest = min_pairwise_distance(P)
+                direct = float(torch.pdist(P).min()) if P.shape[0] >= 2 else math.inf
+                # the packing, and min_pairwise_distance against pdist (cdist may take the Gram route: 1e-6 relative)
+                if closest <= eps or not (closest == direct or abs(closest - direct) <= 1e-6 * direct):
+                    raise AssertionError("greedy packing is not an eps-packing, or min_pairwise_distance is off")
                 vol = volume_log_packing_bound(d, eps) / shrink
                 if ball == "l1":
                     k = math.ceil(4.0 / shrink / eps ** 2)

@@ -24,6 +24,7 @@ from qstr.bounds.recurrent import (
     loglog_slope,
     memoriser_norm2_bound,
     prop28_norm2,
+    prop8_norm_lower_bound_paper,
     prop8_packing,
     prop8_width_lower_bound,
     theorem7_bound,
@@ -462,7 +463,7 @@ P8_VALUE = ("value = the min normalised answer separation, limit sqrt(2a(N-1)/N)
 
 def _width_bound_rigour() -> tuple:
     """Over N = 2..200 (and N = 100..115 at gamma = 0.3): the width bound (and the volume norm bound of Theorem 9,
-    finite) is positive only where Prop 35's packing exists, i.e. M' >= 2 good prompts
+    finite) is positive only where Prop 35's packing exists (and there the paper's norm form equals its formula), i.e. M' >= 2 good prompts
     and failure probability M(M-1)/2 e^{-(N-1) I} + e^{-M (1 - 1/K)^2 / 2} < 1, recomputed here from M and the
     chi^2 rate I (docs/derivations/rnn-lower-bounds.md). Returns (ok, first N with a positive bound)."""
     ok, first = True, None
@@ -480,6 +481,9 @@ def _width_bound_rigour() -> tuple:
             exists = math.ceil(frac * pk.M / 2) >= 2 and fail < 1
         ok &= positive == exists
         first = Nv if first is None and positive and gamma == P8_GAMMA else first
+        if positive:  # the paper's (uncertified) form: (s~ / sqrt 2) sqrt(ln M' / (C_M ln(4 d_h + 1))), d_h = 4N, C_M = 8
+            paper = prop8_norm_lower_bound_paper(Nv, P8_C, 4 * Nv, K=P8_K, gamma=gamma)
+            ok &= abs(paper - pk.sep / math.sqrt(2) * math.sqrt(pk.log_M_good / (8 * math.log(16 * Nv + 1)))) <= 1e-12 * paper
     return ok, first
 
 
