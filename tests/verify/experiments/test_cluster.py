@@ -137,7 +137,7 @@ def test_an_interrupted_client_resumes_without_duplicates(tmp_path, tiny, tiny_g
     """Ctrl-C (KeyboardInterrupt in the main thread) once a first row is written: the run stops,
     its tasks are cancelled, the rows written stay; the same call writes the rest, once each."""
     lc, client = cluster
-    pts = points(tiny, tiny_grid, steps=150)
+    pts = points(tiny, tiny_grid, steps=1500)  # long enough that the interrupt lands mid-run on an idle machine
     # A KeyboardInterrupt that lands inside a garbage-collector callback is swallowed by Python (the CLI
     # guards against it with a flag, verify/cli.py), and a sweep can finish before the interrupt: then the run
     # just completes. Up to 3 attempts, each must leave every point at most once; one must stop mid-run.
