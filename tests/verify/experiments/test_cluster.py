@@ -133,7 +133,16 @@ def test_a_worker_killed_mid_run_loses_no_point_and_retrains_only_the_unfinished
     assert same(got) == same(one)
 
 
-def test_an_interrupted_client_resumes_without_duplicates(tmp_path, tiny, tiny_grid, cluster):
+@pytest.fixture
+def default_sigint():
+    """_thread.interrupt_main simulates SIGINT, which a shell's background job ignores (SIG_IGN): the default
+    handler for the test's length."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_an_interrupted_client_resumes_without_duplicates(tmp_path, tiny, tiny_grid, cluster, default_sigint):
     """Ctrl-C (KeyboardInterrupt in the main thread) once a first row is written: the run stops,
     its tasks are cancelled, the rows written stay; the same call writes the rest, once each."""
     lc, client = cluster
