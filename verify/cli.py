@@ -412,26 +412,14 @@ def _construct_rnn(args, console: Console) -> int:
 
 
 def _reproduce(args, console: Console) -> int:
-    import torch
-
     from qstr.verify.experiments import run_experiment
 
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"--device {args.device}: CUDA is not available on this machine (use --device cpu)")
-    if args.seeds is not None and args.seeds < 1:
-        raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
-    if args.jobs is not None and args.jobs < 1:
-        raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise ValueError(f"--out {args.out} is a file; give a results directory")
     _writable_dir("--out", args.out)
-    from qstr.verify.experiments.cluster import check_scheduler, using_scheduler
-
-    if args.scheduler is not None:
-        check_scheduler(args.scheduler)
-    with using_scheduler(args.scheduler):
-        rows = run_experiment(args.figure, out_dir=args.out, quick=args.quick, device=args.device, seeds=args.seeds,
-                              protocol=args.protocol, jobs=args.jobs, matmul=args.matmul)
+    # device, protocol, matmul and the scheduler's address are checked by run_experiment before any training
+    rows = run_experiment(args.figure, out_dir=args.out, quick=args.quick, device=args.device, seeds=args.seeds,
+                          protocol=args.protocol, jobs=args.jobs, matmul=args.matmul, scheduler=args.scheduler)
     console.print(f"{args.figure}: {len(rows)} rows in {args.out}")
     return 0
 

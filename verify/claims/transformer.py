@@ -340,7 +340,7 @@ def _sa_case(ctx: Context, q: int, eps, fault=None, loose_bound: bool = False) -
     holds = record_ok and attn_gap <= 1e-12 and (rnd.within(exact, bound) and rnd.within(random, exact)
              and all(rnd.within(abs(e - exact), 0.0) for e in at_worst.values()))
     return {"q": q, "exact": exact, "bound": bound, "random": random, "at_worst": at_worst, "holds": holds,
-            "alpha": g.alpha, "mu": g.mu, "sets": len(sets), "rnd": rnd, "attn_gap": attn_gap}
+            "alpha": g.alpha, "mu": g.mu, "sets": len(sets), "rnd": rnd, "attn_gap": attn_gap, "guarantee": g}
 
 
 def sparse_alpha_least(g, q: int, eps) -> bool:
@@ -363,7 +363,7 @@ def sparse_alpha_least(g, q: int, eps) -> bool:
 
 def _sparse_average_check(ctx: Context, fault=None, loose_bound: bool = False) -> Outcome:
     rows = [_sa_case(ctx, q, eps, fault, loose_bound) for q, eps in SA_CASES]
-    least = all(sparse_alpha_least(_sparse_average(q, eps, ctx).guarantee, q, eps) for q, eps in SA_CASES)
+    least = all(sparse_alpha_least(r["guarantee"], r["q"], eps) for r, (_, eps) in zip(rows, SA_CASES))
     detail = "; ".join(
         f"q={r['q']}: exact sup over all {r['sets']} q-sets {r['exact']:.4e} vs bound {r['bound']:.4e} "
         f"(alpha {r['alpha']:.2f}, mu {r['mu']:.4f}); at the worst prompt "

@@ -21,7 +21,7 @@ import signal
 import threading
 import time
 import uuid
-from typing import Callable, Iterator, List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence
 
 import torch
 
@@ -31,26 +31,6 @@ from qstr.verify.experiments.results import ResultsFile, _json_default
 RETRIES = 2  # a task that raised is re-run this often; a worker that died is handled by the scheduler
 STEP_EVERY = 1.0  # seconds between progress events of one stack
 CONNECT_TIMEOUT = 5.0
-
-_SCHEDULER: List[Optional[str]] = [None]
-
-
-@contextlib.contextmanager
-def using_scheduler(address: Optional[str]) -> Iterator[None]:
-    """Within this block, :func:`~qstr.verify.experiments.run.run_points` sends its stacks to the
-    Dask scheduler at ``address`` (``None``: the default engine, by ``jobs``)."""
-    old = _SCHEDULER[0]
-    _SCHEDULER[0] = address
-    try:
-        yield
-    finally:
-        _SCHEDULER[0] = old
-
-
-def active_scheduler() -> Optional[str]:
-    """The address set by :func:`using_scheduler`, or None."""
-    return _SCHEDULER[0]
-
 
 _ADDRESS = re.compile(r"^(tcp|tls|inproc|ucx|ws|wss)://[^\s/]+$")
 

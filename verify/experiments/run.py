@@ -162,15 +162,13 @@ def run_points(points: Sequence[Point], results: ResultsFile, *, device="cpu", d
     ``jobs > 1`` trains that many stacks at once as Dask tasks on a ``LocalCluster`` of ``jobs``
     worker processes (one torch thread each; :func:`start_order`); rows are still
     appended by this process as each member finishes. ``jobs=None``: :func:`default_jobs`.
-    ``scheduler`` (default: the address set by
-    :func:`~qstr.verify.experiments.cluster.using_scheduler`) sends the stacks to a running Dask
+    ``scheduler`` (an address, tcp://HOST:PORT) sends the stacks to a running Dask
     cluster instead, whatever ``jobs`` says (verify/experiments/cluster.py). ``row_extra(point,
     result) -> dict`` adds fields to a row (e.g. Figure 2's block mass); it and ``return_models``
     train in this process whatever ``jobs`` and ``scheduler`` say.
     """
     from qstr.verify.experiments import cluster
 
-    scheduler = scheduler or cluster.active_scheduler()
     todo = [p for p in points if p.point_id not in results]
     stacks = stacks_of(todo, device=device)
     jobs = default_jobs(device) if jobs is None else _checks_jobs(jobs)
