@@ -4,8 +4,10 @@
     python mutation/run.py constructions --sample 40 --seed 0     # or: bounds
 
 Mutates a copy of the committed tree (HEAD; never your working files) under .mutation/<package>/, draws a seeded
-sample of the mutants (all of them with --sample 0), runs `qstr verify --profile quick --fail-fast` on each
-(a mutant is killed when the run exits non-zero or times out), and prints the score and every survivor.
+sample of the mutants outside argument handling (all of them with --sample 0), runs `qstr verify --profile quick
+--fail-fast` on each (a mutant is killed when the run exits non-zero or times out), and prints the score and every
+survivor. With --arguments it draws from the argument-handling mutants (checks of bad input, classified by syntax
+in mutation/arguments.py) and runs the package's unit tests on them instead.
 Interrupted runs resume where they stopped (cosmic-ray's session database). docs/mutation.md explains the
 method and lists the survivors with the claim that now kills each, or why it is equivalent.
 """
@@ -26,6 +28,8 @@ import threading
 import time
 from pathlib import Path
 
+from arguments import is_argument_handling  # mutation/ is the script's directory
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("constructions", "bounds")
 EXCLUDED_MODULES = ("validate.py",)  # argument checks: the unit tests' job, not a claim's
@@ -42,6 +46,7 @@ EXCLUDED_OPERATORS = (
     r"core/ExceptionReplacer",
     r"core/RemoveDecorator",
 )
+EXCLUDED = re.compile("|".join(f"(?:{e})" for e in EXCLUDED_OPERATORS))
 
 
 def _copy_tree(work: Path, shim: bool = True) -> Path:
@@ -71,9 +76,14 @@ def _verify_command() -> str:
     return f"{sys.executable} -m qstr.verify.cli verify --profile quick --fail-fast"
 
 
-def _config(work: Path, package: str, timeout: float) -> Path:
+def _unit_test_command(package: str) -> str:
+    """The package's unit tests: what owns argument handling (tests mirror the packages)."""
+    return f"{sys.executable} -m pytest -x -q -p no:cacheprovider tests/{package}"
+
+
+def _config(work: Path, package: str, timeout: float, arguments: bool) -> Path:
     cfg = work / "config.toml"
-    cmd = _verify_command()
+    cmd = _unit_test_command(package) if arguments else _verify_command()
     cfg.write_text(
         "[cosmic-ray]\n"
         f'module-path = "{work / "tree" / package}"\n'
@@ -86,16 +96,24 @@ def _config(work: Path, package: str, timeout: float) -> Path:
     return cfg
 
 
-def _sample(session: Path, k: int, seed: int) -> tuple:
-    """Drop the excluded operators, then keep a seeded random sample of k of the rest (all when k = 0); the
-    others are recorded as skipped. Returns (mutants generated, mutants eligible)."""
+def _eligible(item, work: Path, arguments: bool) -> bool:
+    """A kept operator, in argument handling (``arguments``) or in the mathematics (otherwise)."""
+    m = item.mutations[0]
+    if EXCLUDED.match(m.operator_name):
+        return False
+    source = work / "pristine" / Path(m.module_path).relative_to(work / "tree")
+    return is_argument_handling(source, tuple(m.start_pos)) == arguments
+
+
+def _sample(session: Path, k: int, seed: int, arguments: bool) -> tuple:
+    """Keep the eligible mutants (:func:`_eligible`), then a seeded random sample of k of them (all when k = 0);
+    the others are recorded as skipped. Returns (mutants generated, mutants eligible)."""
     from cosmic_ray.work_db import use_db
     from cosmic_ray.work_item import WorkerOutcome, WorkResult
 
-    excluded = re.compile("|".join(f"(?:{e})" for e in EXCLUDED_OPERATORS))
     with use_db(str(session)) as db:
         items = sorted(db.work_items, key=lambda item: item.job_id)
-        ids = [item.job_id for item in items if not excluded.match(item.mutations[0].operator_name)]
+        ids = [item.job_id for item in items if _eligible(item, session.parent, arguments)]
         keep = set(random.Random(seed).sample(ids, k)) if 0 < k < len(ids) else set(ids)
         skip = [item.job_id for item in items if item.job_id not in keep]
         if skip:
@@ -177,34 +195,40 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per mutant before it counts as killed")
     ap.add_argument("--workdir", default=str(ROOT / ".mutation"))
+    ap.add_argument("--arguments", action="store_true",
+                    help="draw from the argument-handling mutants (mutation/arguments.py) and run the package's unit "
+                         "tests on them instead of qstr verify")
     ap.add_argument("--rerun-survivors", action="store_true",
                     help="copy today's tree again and run the survivors of an earlier run once more (after new claims)")
     args = ap.parse_args(argv)
     if args.sample < 0:
         print("mutation: --sample must be >= 0", file=sys.stderr)
         return 2
-    work = Path(args.workdir) / f"{args.package}-seed{args.seed}-sample{args.sample}"
+    kind = "-arguments" if args.arguments else ""
+    work = Path(args.workdir) / f"{args.package}{kind}-seed{args.seed}-sample{args.sample}"
     session = work / "session.sqlite"
     fresh = not session.exists()
     if fresh:
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
         _copy_tree(work)
-    cfg = _config(work, args.package, args.timeout)
+    cfg = _config(work, args.package, args.timeout, args.arguments)
     env, tree = _env(work), work / "tree"
     if args.rerun_survivors and not fresh:
         _refresh(work, session)
     # a run killed mid-mutant may have left that mutant on disk
     shutil.copytree(work / "pristine" / args.package, tree / args.package, dirs_exist_ok=True)
     if fresh:
-        base = subprocess.run(shlex.split(_verify_command()),
+        command = _unit_test_command(args.package) if args.arguments else _verify_command()
+        base = subprocess.run(shlex.split(command),
                               cwd=tree, env=env, capture_output=True, text=True)
         if base.returncode != 0:
-            print("mutation: `qstr verify` fails on the unmutated copy; fix that first", file=sys.stderr)
+            print(f"mutation: `{command}` fails on the unmutated copy; fix that first", file=sys.stderr)
             return 1
         subprocess.run(["cosmic-ray", "init", str(cfg), str(session)], cwd=tree, env=env, check=True)
-        total, eligible = _sample(session, args.sample, args.seed)
-        print(f"{args.package}: {total} mutants, {eligible} of the operators kept, "
+        total, eligible = _sample(session, args.sample, args.seed, args.arguments)
+        where = "in argument handling" if args.arguments else "outside argument handling"
+        print(f"{args.package}: {total} mutants, {eligible} of the operators kept {where}, "
               f"{min(args.sample, eligible) or eligible} sampled (seed {args.seed})", flush=True)
     with sqlite3.connect(session) as db:
         skipped = db.execute("SELECT count(*) FROM work_results WHERE worker_outcome = 'SKIPPED'").fetchone()[0]
@@ -216,9 +240,10 @@ def main(argv=None) -> int:
     finally:
         stop.set()
     t = _tally(session)
-    (work / "report.json").write_text(json.dumps({"package": args.package, "seed": args.seed,
+    (work / "report.json").write_text(json.dumps({"package": args.package, "arguments": args.arguments, "seed": args.seed,
                                                   "sample": args.sample, **t}, indent=1))
-    print(f"{args.package}: {_score(t)}; incompetent {t['incompetent']}")
+    tests = "the unit tests" if args.arguments else "qstr verify"
+    print(f"{args.package}{kind}: {tests}: {_score(t)}; incompetent {t['incompetent']}")
     for s in t["survivors"]:
         print(f"  survived: {s['file']}:{s['line']} {s['operator']} #{s['occurrence']}")
     print(f"report: {work / 'report.json'}")
