@@ -2,6 +2,7 @@
 Lemma 11's construction (Equation A.2). Protocol: docs/experiments.md."""
 from __future__ import annotations
 
+import copy
 import functools
 
 import torch
@@ -10,7 +11,7 @@ from qstr.constructions.codes import build_codebook
 from qstr.constructions.encoding import transformer_encoding
 from qstr.constructions.layout import token_layout
 from qstr.constructions.links import make_link
-from qstr.constructions.models import PracticalTransformer
+from qstr.constructions.models import BiasedTransformer, EncodedFFN, PracticalTransformer, VecFFN, build_practical
 from qstr.constructions.task import QSTR
 from qstr.verify.registry import Claim, Context, Outcome, register
 from qstr.verify.training import fit_online
@@ -87,4 +88,162 @@ register(Claim(
     check=_figure2, falsifier=_figure2_falsifier,
     falsifier_statement="the transposed block (key-left reading), and the matrix before training, must fail the "
                         "same test",
+))
+
+
+# ---------------------------------------------------------------------- the experiment models (Appendix E)
+
+EM_N, EM_D, EM_Q, EM_DE = 6, 2, 2, 4  # prompt length, token dim, slots, code width: D_e = d + (q + 1) d_e = 14
+F64 = torch.float64
+
+
+def _params(model: torch.nn.Module) -> int:
+    """Number of trainable scalars of ``model``."""
+    return sum(p.numel() for p in model.parameters())
+
+
+def transformer_count(D_e: int, q: int, width: int, attn_bias: bool = False) -> int:
+    """Appendix E Transformer: q heads of dim D_e (E = q D_e): W_Q (E x E), W_K, W_V (E x D_e), out_proj (E x E),
+    then ReLU width ``width`` and a scalar readout (+ 3E + E projection biases for the published variant)."""
+    E = q * D_e
+    return 2 * E * E + 2 * E * D_e + (E + 1) * width + width + 1 + (4 * E if attn_bias else 0)
+
+
+def birnn_count(D_in: int, H: int) -> int:
+    """Appendix E bidirectional GRU: per direction 3 gates of H (D_in + H) weights and 2 x 3H biases, readout 2H + 1."""
+    return 2 * (3 * H * (D_in + H) + 6 * H) + 2 * H + 1
+
+
+def mlp_count(widths) -> int:
+    """Dense ReLU net with biases on every layer, widths (in, h_1, ..., out)."""
+    return sum((a + 1) * b for a, b in zip(widths, widths[1:]))
+
+
+def gru_reference(rnn: torch.nn.GRU, readout: torch.nn.Linear, Z: torch.Tensor) -> torch.Tensor:
+    """y_i = readout(h_fwd_i, h_bwd_i), both directions having read z_i (Figure 1's bidirectional GRU), from the
+    GRU equations written out: r, u = sigmoid(.), n = tanh(W_n z + b_n + r (U_n h + c_n)), h' = (1 - u) n + u h."""
+    def run(sfx, order):
+        W, U = getattr(rnn, "weight_ih_l0" + sfx), getattr(rnn, "weight_hh_l0" + sfx)
+        b, c = getattr(rnn, "bias_ih_l0" + sfx), getattr(rnn, "bias_hh_l0" + sfx)
+        h, out = Z.new_zeros(Z.shape[0], rnn.hidden_size), [None] * Z.shape[1]
+        for i in order:
+            gi, gh = (Z[:, i] @ W.T + b).chunk(3, -1), (h @ U.T + c).chunk(3, -1)
+            r, u = torch.sigmoid(gi[0] + gh[0]), torch.sigmoid(gi[1] + gh[1])
+            h = (1 - u) * torch.tanh(gi[2] + r * gh[2]) + u * h
+            out[i] = h
+        return torch.stack(out, 1)
+
+    N = Z.shape[1]
+    both = torch.cat([run("", range(N)), run("_reverse", range(N - 1, -1, -1))], -1)
+    return (both @ readout.weight.T + readout.bias).squeeze(-1)
+
+
+def _later_token_reach(model, Z: torch.Tensor) -> tuple[float, float]:
+    """|change of y_1| when z_N changes and |change of y_N| when z_1 changes: both > 0 for a bidirectional net."""
+    Zl, Zf = Z.clone(), Z.clone()
+    Zl[:, -1] += 1.0
+    Zf[:, 0] += 1.0
+    y = model(Z)
+    return float((model(Zl) - y)[:, 0].abs().max()), float((model(Zf) - y)[:, -1].abs().max())
+
+
+def _attention_reference(mt, Z: torch.Tensor) -> torch.Tensor:
+    """softmax_j(z_i^T A_h z_j) with A_h = merged_qk()[h] = Q_h^T K_h / sqrt(D_e) (Appendix A.1)."""
+    return torch.softmax(torch.einsum("bid,hde,bje->bhij", Z, mt.merged_qk(), Z), dim=-1)
+
+
+def _encoded_ffn_reference(net, Z: torch.Tensor) -> torch.Tensor:
+    """The MLP of the published code on vec(z_1, ..., z_N) = concat of the tokens, layer by layer."""
+    u = torch.cat(list(Z.unbind(1)), -1)
+    lins = [m for m in net if isinstance(m, torch.nn.Linear)]
+    for L in lins[:-1]:
+        u = torch.relu(u @ L.weight.T + L.bias)
+    return u @ lins[-1].weight.T + lins[-1].bias
+
+
+def _index_encoding_gap(N: int, d: int, q: int, x: torch.Tensor, t: torch.Tensor) -> float:
+    """The FFN input with ``t_encoding="index"``: concat(vec(x), t_il / N over positions i and slots l)."""
+    net = VecFFN(N, d, q, (3,), t_encoding="index", dtype=x.dtype)
+    want = torch.cat([x.reshape(x.shape[0], -1), t[:, None].expand(-1, N, q).reshape(x.shape[0], -1).to(x) / N], 1)
+    return float((net.inputs(x, t) - want).abs().max())
+
+
+@functools.lru_cache(maxsize=1)
+def _experiment_built(seed: int) -> tuple:
+    """(kind, model) for the five experiment models at the Appendix E defaults, float64 (built once: ~8M weights)."""
+    N, d, q, d_e = EM_N, EM_D, EM_Q, EM_DE
+    D_e = d + (q + 1) * d_e
+    gen = lambda s: torch.Generator().manual_seed(seed + s)  # noqa: E731
+    models = {k: build_practical(k, N=N, d=d, q=q, d_e=d_e, generator=gen(300), dtype=F64)
+              for k in ("transformer", "rnn", "ffn")}
+    models["biased"] = BiasedTransformer(D_e, q, generator=gen(300), dtype=F64)
+    models["encoded"] = EncodedFFN(N, D_e, generator=gen(301), dtype=F64)
+    models["small rnn"] = build_practical("rnn", N=N, d=d, q=q, d_e=d_e, hidden=EM_H, generator=gen(303), dtype=F64)
+    return tuple(models.items())
+
+
+def _experiment_models(ctx: Context, slip=None) -> Outcome:
+    """Each model of Appendix E at its documented default size: parameters = closed form, outputs = an independent
+    computation. ``slip(kind, model)`` breaks a model (falsifier)."""
+    N, d, q, d_e = EM_N, EM_D, EM_Q, EM_DE
+    D_e = d + (q + 1) * d_e
+    models = dict(_experiment_built(ctx.seed))
+    if slip is not None:
+        models = {k: slip(k, m) for k, m in models.items()}
+    expected = {"transformer": transformer_count(D_e, q, 100), "rnn": birnn_count(D_e, 500 * q),
+                "ffn": mlp_count((N * d + N * q * N, 1000, 1000, N)), "biased": transformer_count(D_e, q, 100, True),
+                "encoded": mlp_count((N * D_e, 1000, 1000, N)), "small rnn": birnn_count(D_e, EM_H)}
+    counts = {k: _params(m) for k, m in models.items()}
+    g = torch.Generator().manual_seed(ctx.seed + 302)
+    Z = torch.randn(2, N, D_e, generator=g, dtype=F64)
+    x = torch.randn(2, N, d, generator=g, dtype=F64)
+    t = torch.randint(0, N, (2, q), generator=g)
+    tr, rnn, ffn = models["transformer"], models["small rnn"], models["ffn"]  # the GRU runs at hidden EM_H
+    with torch.no_grad():
+        errs = {"GRU vs its equations": float((rnn(Z) - gru_reference(rnn.rnn, rnn.readout, Z)).abs().max()),
+                "attention weights vs softmax(z^T A z)": float((tr.attention(Z) - _attention_reference(tr, Z)).abs().max()),
+                "biased (zero biases) vs plain": float((models["biased"](Z) - tr(Z)).abs().max()),
+                "encoded FFN vs MLP(vec z)": float((models["encoded"](Z) - _encoded_ffn_reference(models["encoded"].net, Z))
+                                                   .abs().max()),
+                "FFN t (B, q) vs t (B, N, q)": float((ffn(x, t) - ffn(x, t[:, None].expand(2, N, q))).abs().max()),
+                "index encoding vs t / N": _index_encoding_gap(N, d, q, x, t)}
+        reach = _later_token_reach(rnn, Z)
+    counts_ok = counts == expected
+    ok = counts_ok and all(e <= EM_TOL for e in errs.values()) and min(reach) > EM_REACH
+    return Outcome(measured=f"parameter counts {'=' if counts_ok else '!='} closed form; max output gap "
+                            f"{max(errs.values()):.2g}; RNN reach of the other end {min(reach):.2g}",
+                   bound=f"counts equal; gaps <= {EM_TOL:g}; reach > {EM_REACH:g}", holds=ok,
+                   value=max(errs.values()), limit=EM_TOL,
+                   detail=f"N={N}, d={d}, q={q}, d_e={d_e} (D_e={D_e}), defaults of Appendix E (width 100, GRU hidden "
+                          f"500 q, FFN (1000, 1000); the GRU that runs has hidden {EM_H}); parameters measured/closed form: "
+                          + ", ".join(f"{k} {counts[k]}/{expected[k]}" for k in counts)
+                          + "; " + ", ".join(f"{k} {e:.2g}" for k, e in errs.items())
+                          + f"; bidirectional GRU: |dy_1| when z_N changes {reach[0]:.3g}, |dy_N| when z_1 changes "
+                            f"{reach[1]:.3g} (float64; gaps are rounding of a few hundred terms)")
+
+
+EM_TOL, EM_REACH, EM_H = 1e-10, 1e-6, 16  # output gaps, least reach, hidden size of the GRU that is run
+
+
+def _unidirectional(kind, model):
+    """A GRU that reads left to right only (the backward half replaced by a second forward pass)."""
+    if kind == "small rnn":
+        model = copy.deepcopy(model)
+        with torch.no_grad():
+            for name in ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"):
+                getattr(model.rnn, name + "_reverse").zero_()
+    return model
+
+
+def _experiment_models_falsifier(ctx: Context) -> Outcome:
+    """The backward GRU silenced: its half of every output is constant, so y_1 no longer sees z_N."""
+    return _experiment_models(ctx, slip=_unidirectional)
+
+
+register(Claim(
+    id="experiment-models", ref_seed="Appendix E (Figure 1)", ref_conference="Appendix E (Figure 1)",
+    statement="the experiments' Transformer, bidirectional GRU and FFNs have the documented sizes (parameter counts "
+              "= closed form) and compute what they are documented to (GRU equations, softmax(z^T W_QK z), MLP of vec z)",
+    check=_experiment_models, falsifier=_experiment_models_falsifier,
+    falsifier_statement="a GRU whose backward direction is silenced (unidirectional) must fail: y_1 then ignores z_N",
 ))

@@ -30,3 +30,27 @@ def test_figure2_claim_holds_and_its_falsifier_fails():
     assert out.holds and out.value >= E.F2_BLOCK
     assert not E._figure2_falsifier(ctx).holds
     assert not E._figure2(ctx, query="slot0", key="x").holds  # another wrong block
+
+
+def test_experiment_models_hold_and_a_unidirectional_gru_is_caught():
+    ctx = Context()
+    out = E._experiment_models(ctx)
+    assert out.holds and out.value <= E.EM_TOL, out.detail
+    bad = E._experiment_models_falsifier(ctx)
+    assert not bad.holds and "reach of the other end 0" in bad.measured
+
+
+def test_closed_form_counts_on_small_models():
+    from qstr.constructions.models import PracticalRNN
+    rnn = PracticalRNN(5, 3, generator=torch.Generator().manual_seed(0))
+    assert E._params(rnn) == E.birnn_count(5, 3) == 2 * (3 * 3 * 8 + 18) + 7
+    assert E.transformer_count(2, 1, 1) == 4 * 4 + 3 + 2 and E.mlp_count((2, 3, 1)) == 9 + 4
+
+
+def test_gru_reference_matches_torch_and_sees_both_ends():
+    from qstr.constructions.models import PracticalRNN
+    rnn = PracticalRNN(4, 5, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    Z = torch.randn(3, 7, 4, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    with torch.no_grad():
+        assert torch.allclose(rnn(Z), E.gru_reference(rnn.rnn, rnn.readout, Z), atol=1e-12)
+        assert min(E._later_token_reach(rnn, Z)) > 1e-6
