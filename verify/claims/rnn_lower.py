@@ -81,8 +81,10 @@ def _lemma37(ctx: Context, scale: float) -> Outcome:
         constructive = f"fixed sample: {exc}"
     # the certified gaps' float64 allowance rests on the unit roundoff u = 2^-53 (Higham, Thm 3.1)
     roundoff_ok = UNIT_ROUNDOFF == torch.finfo(torch.float64).eps / 2
-    holds = joint_lo >= 1.0 / 3.0 and fail_lo <= union and roundoff_ok
+    union_ok = math.isclose(union, scale * (n - 1) / (6 * n), rel_tol=1e-12)
+    holds = joint_lo >= 1.0 / 3.0 and fail_lo <= union and roundoff_ok and union_ok
     detail = (f"unit roundoff of the gap certificate = finfo(float64).eps / 2: {roundoff_ok}; "
+              f"union bound C(n, 2) thr / sqrt(pi) = {scale:g} (n-1)/(6n) (docs/derivations/interpolation.md): {union_ok}; "
               f"n={n}, D={L37_D}, {trials} draws of (x, v): joint success {ev.joint_ok / trials:.3f} "
               f"(CP{CONFIDENCE:.1%} lower {joint_lo:.3f} vs 1/3); gap failure {1 - ev.gap_ok / trials:.3f} "
               f"(CP lower {fail_lo:.3f} vs union bound {union:.3f}); norm event {ev.norm_ok / trials:.3f}; {constructive}; "
