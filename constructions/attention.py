@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence, Tuple
 
@@ -171,24 +172,27 @@ class Construction:
                 )
             return W[:, :, self.layout["x"]].reshape(m.m, self.H * self.d)
 
-    def fast_heads(self, x: torch.Tensor, t: torch.Tensor, chunk: Optional[int] = None) -> torch.Tensor:
+    def fast_heads(self, x: torch.Tensor, t: torch.Tensor, chunk: Optional[int] = None,
+                   backend: str = "auto") -> torch.Tensor:
         """x-part of every head output, (B, N, H, d), from the block sparsity (see class docstring).
 
         Equals ``model.heads(encode(x, t))[..., layout['x']]`` up to rounding. Memory
-        O(B H chunk N) for the scores with the math backend (O(N) with SDPA's fused CUDA
+        O(B H chunk N) for the scores with the math backend (O(N) with SDPA's fused
         kernels); the N x N matrix and the (N, D_e) encodings are never formed when
-        ``chunk`` is given. Runs on x's device.
+        ``chunk`` is given. Runs on x's device. ``backend``: "fused" (SDPA's flash, efficient
+        or cuDNN kernels; torch has a flash kernel on CPU too), "math" (chunked scores), or
+        "auto" (fused on CUDA for float32/16/bf16, math otherwise).
         """
         self._check_prompt(x, t)
         self._check_block_structure()
-        return self._fast_heads(x, t, chunk)
+        return self._fast_heads(x, t, chunk, validate.one_of("backend", backend, BACKENDS))
 
-    def _fast_heads(self, x, t, chunk):
+    def _fast_heads(self, x, t, chunk, backend):
         B, N, _ = x.shape
         c = N if chunk is None else validate.positive_int("chunk", chunk)
         scale = self.alpha * self.c * self.c
         omega = self.omega
-        if x.is_cuda and x.dtype in _FUSED_DTYPES:
+        if backend == "fused" or (backend == "auto" and x.is_cuda and x.dtype in _FUSED_DTYPES):
             return _fused_heads(omega, x, t, self.head_slots, scale, c)
         K = omega.expand(B, self.H, N, omega.shape[-1])
         V = x.unsqueeze(1).expand(B, self.H, N, self.d)
@@ -198,17 +202,19 @@ class Construction:
             outs.append(F.scaled_dot_product_attention(Q, K, V, scale=1.0))  # (B, H, c, d)
         return torch.cat(outs, dim=2).transpose(1, 2)  # (B, N, H, d)
 
-    def fast_predict(self, x: torch.Tensor, t: torch.Tensor, chunk: Optional[int] = None) -> torch.Tensor:
+    def fast_predict(self, x: torch.Tensor, t: torch.Tensor, chunk: Optional[int] = None,
+                     backend: str = "auto") -> torch.Tensor:
         """y_hat from :meth:`fast_heads` and the output net (which reads only the x blocks)."""
         self._check_prompt(x, t)
         Wx = self._check_block_structure()
         m = self.model
-        h = self._fast_heads(x, t, chunk).flatten(2)  # (B, N, H d)
+        h = self._fast_heads(x, t, chunk, validate.one_of("backend", backend, BACKENDS)).flatten(2)  # (B, N, H d)
         hidden = torch.relu(h @ Wx.T.to(h) + m.b.detach())
         a = m.a.detach()
         return hidden @ a if m.out_dim == 1 else hidden @ a.T
 
 
+BACKENDS = ("auto", "fused", "math")
 _FUSED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
@@ -239,7 +245,9 @@ def _fused_heads(omega, x, t, head_slots, scale: float, chunk: int) -> torch.Ten
         Q = _pad_last(_head_queries(omega, t[:, s:s + chunk], head_slots) * scale)
         with sdpa_kernel(fused):
             try:
-                o = F.scaled_dot_product_attention(Q, K, V, scale=1.0)
+                with warnings.catch_warnings():  # torch warns before it refuses; the fallback below is the answer
+                    warnings.simplefilter("ignore", UserWarning)
+                    o = F.scaled_dot_product_attention(Q, K, V, scale=1.0)
             except RuntimeError:  # no fused kernel for values narrower than keys
                 V = F.pad(V, (0, K.shape[-1] - V.shape[-1]))
                 o = F.scaled_dot_product_attention(Q, K, V, scale=1.0)

@@ -61,6 +61,13 @@ def positive_float(name: str, value, *, allow_zero: bool = False) -> float:
     return value
 
 
+def one_of(name: str, value, allowed) -> str:
+    """``value`` if it is one of ``allowed`` (strings), else a ValueError naming them."""
+    if not isinstance(value, str) or value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
+    return value
+
+
 def finite_tensor(name: str, tensor: torch.Tensor) -> torch.Tensor:
     """Raise ``ValueError`` if ``tensor`` holds NaN or infinity."""
     if not isinstance(tensor, torch.Tensor):

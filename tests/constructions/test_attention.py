@@ -163,6 +163,25 @@ def test_fast_path_respects_float32():
         con.predict(x.double(), t)
 
 
+@pytest.mark.parametrize("dtype, tol", [(F64, 1e-10), (torch.float32, 1e-4)])
+def test_fused_backend_equals_math_backend_on_cpu(dtype, tol):
+    """The fused SDPA kernels CUDA users get by default (torch has a flash kernel on CPU too) against the
+    chunked math path, including a last chunk shorter than the others."""
+    N, d, q = 50, 3, 2
+    net = make_link("teacher", q, d, generator=gen(0)).two_layer_net()
+    con = lemma11_weights(N, d, q, net, alpha=6.0, dtype=dtype)
+    x = torch.randn(2, N, d, generator=gen(1)).to(dtype)
+    t = torch.randint(N, (2, N, q), generator=gen(2))
+    with torch.no_grad():
+        ref = con.predict(x, t)
+        for chunk in (None, 16):
+            y = con.fast_predict(x, t, chunk=chunk, backend="fused")
+            assert float((y - ref).abs().max()) <= tol * (1 + float(ref.abs().max()))
+        assert torch.equal(con.fast_predict(x, t, backend="auto"), con.fast_predict(x, t, backend="math"))
+    with pytest.raises(ValueError, match="backend must be one of"):
+        con.fast_heads(x, t, backend="flash")
+
+
 @pytest.mark.gpu
 def test_fast_predict_cuda_matches_cpu():
     N, d, q = 4096, 4, 2
