@@ -72,8 +72,9 @@ def _env(work: Path) -> dict:
     return env
 
 
-def _verify_command() -> str:
-    return f"{sys.executable} -m qstr.verify.cli verify --profile quick --fail-fast"
+def _verify_command(only: str = "") -> str:
+    """The scored command; ``only`` (claim ids) narrows it to hunt survivors of one module fast, never to score."""
+    return f"{sys.executable} -m qstr.verify.cli verify --profile quick --fail-fast" + (f" --only {only}" if only else "")
 
 
 def _unit_test_command(package: str) -> str:
@@ -81,12 +82,12 @@ def _unit_test_command(package: str) -> str:
     return f"{sys.executable} -m pytest -x -q -p no:cacheprovider tests/{package}"
 
 
-def _config(work: Path, package: str, timeout: float, arguments: bool) -> Path:
+def _config(work: Path, package: str, timeout: float, arguments: bool, module: str, only: str) -> Path:
     cfg = work / "config.toml"
-    cmd = _unit_test_command(package) if arguments else _verify_command()
+    cmd = _unit_test_command(package) if arguments else _verify_command(only)
     cfg.write_text(
         "[cosmic-ray]\n"
-        f'module-path = "{work / "tree" / package}"\n'
+        f'module-path = "{work / "tree" / package / module}"\n'
         f"timeout = {timeout}\n"
         f"excluded-modules = {json.dumps([str(work / 'tree' / package / m) for m in EXCLUDED_MODULES])}\n"
         f'test-command = "{cmd}"\n\n'
@@ -198,13 +199,17 @@ def main(argv=None) -> int:
     ap.add_argument("--arguments", action="store_true",
                     help="draw from the argument-handling mutants (mutation/arguments.py) and run the package's unit "
                          "tests on them instead of qstr verify")
+    ap.add_argument("--module", default="", help="mutate one module of the package (e.g. recurrent.py)")
+    ap.add_argument("--only", default="", help="run only these claims (comma-separated): a fast hunt for "
+                                               "survivors, not a score")
     ap.add_argument("--rerun-survivors", action="store_true",
                     help="copy today's tree again and run the survivors of an earlier run once more (after new claims)")
     args = ap.parse_args(argv)
     if args.sample < 0:
         print("mutation: --sample must be >= 0", file=sys.stderr)
         return 2
-    kind = "-arguments" if args.arguments else ""
+    kind = ("-arguments" if args.arguments else "") + (f"-{Path(args.module).stem}" if args.module else "") \
+        + (f"-only-{args.only.replace(',', '+')}" if args.only else "")
     work = Path(args.workdir) / f"{args.package}{kind}-seed{args.seed}-sample{args.sample}"
     session = work / "session.sqlite"
     fresh = not session.exists()
@@ -212,14 +217,17 @@ def main(argv=None) -> int:
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
         _copy_tree(work)
-    cfg = _config(work, args.package, args.timeout, args.arguments)
+    if args.module and not (ROOT / args.package / args.module).is_file():
+        print(f"mutation: no module {args.package}/{args.module}", file=sys.stderr)
+        return 2
+    cfg = _config(work, args.package, args.timeout, args.arguments, args.module, args.only)
     env, tree = _env(work), work / "tree"
     if args.rerun_survivors and not fresh:
         _refresh(work, session)
     # a run killed mid-mutant may have left that mutant on disk
     shutil.copytree(work / "pristine" / args.package, tree / args.package, dirs_exist_ok=True)
     if fresh:
-        command = _unit_test_command(args.package) if args.arguments else _verify_command()
+        command = _unit_test_command(args.package) if args.arguments else _verify_command(args.only)
         base = subprocess.run(shlex.split(command),
                               cwd=tree, env=env, capture_output=True, text=True)
         if base.returncode != 0:
