@@ -3,15 +3,18 @@
 merged W_QK against separate W_Q, W_K, W_V)."""
 from __future__ import annotations
 
+import dataclasses
 import io
 import math
+import os
+import tempfile
 
 import torch
 
 from qstr.bounds.attention import lemma11, sparse_average_head
 from qstr.constructions.codes import rs_hadamard_codebook
 from qstr.constructions.export import (construction_state, from_multihead, init_from_construction, load_construction_state,
-                                       logical_parameters, to_multihead)
+                                       load_multihead, logical_parameters, to_multihead)
 from qstr.constructions.links import make_link
 from qstr.verify.registry import Claim, Context, Outcome, register
 from qstr.verify.rounding import Rounding
@@ -40,6 +43,53 @@ def saved_and_reloaded(cons):
     """(MergedAttention, PracticalTransformer) exactly as a user gets them from a saved file (the Appendix A.1
     export: ``construction_state`` :func:`through_file`)."""
     return load_construction_state(through_file(construction_state(cons)))
+
+
+def through_path(state: dict, load, **kw):
+    """``state`` written to a real file by torch.save (what `qstr construct` does) and read back by the public
+    loader ``load(path, **kw)`` (torch.load(path, weights_only=True) inside)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "construction.pt")
+        torch.save(state, path)
+        return load(path, **kw)
+
+
+def _heads_gap(merged, Z: torch.Tensor) -> float:
+    """max |MergedAttention.heads(Z) - sum_j A[b, h, i, j] z_j| (Eq. A.1: each head averages the tokens)."""
+    return float((merged.heads(Z) - torch.einsum("bhij,bjd->bihd", merged.attention(Z), Z)).abs().max())
+
+
+def _file_and_options(cons, Z: torch.Tensor, ref: torch.Tensor) -> tuple[dict, float]:
+    """Gaps to the built module's outputs of the other public ways to the same model (Appendix A.1): the file
+    read by load_multihead (float64, and float32 with its own allowance), init_from_construction(dtype=float32),
+    a nonzero readout bias c and out_proj bias folded by from_multihead (c as one more ReLU unit relu(1) c, the
+    out_proj bias before the ReLU), and MergedAttention.heads = attention weights @ Z. Returns (gaps, float32 gap)."""
+    mt = through_path(construction_state(cons), load_multihead)
+    mt32 = through_path(construction_state(cons), load_multihead, dtype=torch.float32)
+    init32 = init_from_construction(cons, dtype=torch.float32)
+    biased = init_from_construction(cons)
+    with torch.no_grad():
+        biased.readout.bias.fill_(0.25)
+        E = biased.q * biased.D_e
+        biased.mha.out_proj.bias = torch.nn.Parameter(torch.linspace(-0.1, 0.1, E, dtype=Z.dtype, device=Z.device))
+        folded = from_multihead(biased)
+        merged = from_multihead(mt)
+        shape = ref.shape
+        gaps = {"load_multihead(file)": float((mt(Z).reshape(shape) - ref).abs().max()),
+                "folded biases": float((folded(Z) - biased(Z)).abs().max()),
+                "heads = A Z (random Z)": _heads_gap(merged, torch.randn(Z.shape, generator=torch.Generator().manual_seed(54),
+                                                                        dtype=Z.dtype).to(Z.device))}
+        gap32 = max(float((m(Z.float()).reshape(shape).double() - ref).abs().max()) for m in (mt32, init32))
+    gap32 = gap32 if all(p.dtype == torch.float32 for m in (mt32, init32) for p in m.parameters()) else math.inf
+    count = sum(p.numel() for p in logical_parameters(biased).values())
+    gaps["logical parameters vs module"] = abs(count - sum(p.numel() for p in biased.parameters()))
+    gaps["extra unit for c"] = abs(folded.m - (merged.m + 1))
+    try:
+        from_multihead(biased, readout_bias="raise")
+        gaps["readout_bias='raise' refuses c"] = math.inf
+    except ValueError:
+        gaps["readout_bias='raise' refuses c"] = 0.0
+    return gaps, gap32
 
 
 INIT_NOISE = 0.1
@@ -90,6 +140,12 @@ def _export(ctx: Context, slip=None) -> Outcome:
             init_ok, text = _init_noise(cons, ctx)
             ok &= init_ok
             rows.append(text)
+            gaps, gap32 = _file_and_options(cons, Z, ref)
+            tol32 = dataclasses.replace(rnd, dtype=torch.float32).term  # the same rounding count in float32
+            ok &= all(rnd.within(e, 0.0) for e in gaps.values()) and gap32 <= tol32
+            rows.append("the other public ways to the model: " + ", ".join(f"{k} {e:.2g}" for k, e in gaps.items())
+                        + f"; float32 (load_multihead(dtype), init_from_construction(dtype)) {gap32:.2g} "
+                          f"(allowed {tol32:.2g})")
     return Outcome(measured=f"max |y_export - y_built| = {worst:.2g}", bound="<= rounding", holds=ok,
                    value=worst, limit=allowed,
                    detail=f"B={B}, N={EX_N}, saved and reloaded with weights_only=True; " + "; ".join(rows))
