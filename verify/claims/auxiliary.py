@@ -1,15 +1,33 @@
 """Claims about the auxiliary lemmas (Section 6 / Appendix D): Lemmas 39, 40, 41 and 42."""
 from __future__ import annotations
 
+import math
+
 from scipy import stats
 
-from qstr.bounds.gaussian import conditional_sqnorm_variance, mc_conditional_sqnorm_variance, random_orthonormal_rows
+from qstr.bounds.gaussian import (VarianceEstimate, conditional_sqnorm_variance, mc_conditional_sqnorm_variance,
+                                  random_orthonormal_rows)
 from qstr.verify.registry import Claim, Context, Outcome, register
 from qstr.verify.rounding import Rounding, largest, two_layer
 
 # (k, r) pairs: r = 0 (no conditioning), small and large r
 LEMMA40_CASES = ((1, 0), (6, 2), (20, 7), (40, 39))
 FAMILY_CONFIDENCE = 0.999  # Bonferroni over the cases
+
+
+Z975 = 1.959963984540054  # the 97.5% standard normal quantile: a 95% two-sided interval is estimate +- 1.96 stderr
+
+
+def interval_as_derived() -> bool:
+    """Lemma 40's Monte Carlo record (docs/derivations/few-heads.md, section 1): an estimate 2 with stderr 0.5 at 95%
+    has interval 2 +- 0.5 * 1.959964 (contains 2.97, not 2.99 nor 1.01), z-score |value - 2| / 0.5, and with
+    stderr 0 a z-score of 0 at the estimate and inf elsewhere."""
+    e = VarianceEstimate(estimate=2.0, stderr=0.5, confidence=0.95, samples=100)
+    lo, hi = e.interval
+    exact = VarianceEstimate(estimate=2.0, stderr=0.0, confidence=0.95, samples=100)
+    return (abs(lo - (2 - 0.5 * Z975)) <= 1e-12 and abs(hi - (2 + 0.5 * Z975)) <= 1e-12 and e.contains(2.97)
+            and not e.contains(2.99) and not e.contains(1.01) and e.zscore(3.0) == 2.0
+            and exact.zscore(2.0) == 0.0 and exact.zscore(2.1) == math.inf and exact.contains(2.0))
 
 
 def _lemma40(ctx: Context, rank_shift: int) -> Outcome:
@@ -26,10 +44,15 @@ def _lemma40(ctx: Context, rank_shift: int) -> Outcome:
         z = est.zscore(claimed)
         rnd = Rounding(n=n_outer + n_inner + k, scale=max(est.estimate, claimed), what="(n_outer + n_inner + k) eps max(est, 2(k-r))")
         ok &= rnd.within(abs(est.estimate - claimed), zcrit * est.stderr)
+        ok &= est.contains(claimed) or rnd.within(abs(est.estimate - claimed), est.halfwidth)  # the record's own CI
         terms.append(rnd)
         worst = max(worst, z)
         parts.append(f"k={k} r={r}: {est.estimate:.3f} +- {est.halfwidth:.3f} vs {claimed:g}")
+    known = interval_as_derived()
+    ok &= known
     parts.append(f"largest {largest(terms)} (the CI half-width)")
+    parts.append(f"the estimate's interval, contains and z-score on a known value (2 +- 0.5 x 1.959964 at 95%; "
+                 f"stderr 0): {known}")
     parts.append("two-sided: value = the largest |z| = |estimate - 2(k - r)| / stderr over the cases, limit the "
                  "family critical value (each case's rounding term on top)")
     return Outcome(measured=f"max |z| = {worst:.2f}", bound=f"|z| <= {zcrit:.2f}", holds=ok, detail="; ".join(parts),
@@ -45,8 +68,6 @@ register(Claim(
 
 # ---------------------------------------------------------------- lemma-39, lemma-41, lemma-42
 # (bounds/packing.py, constructions/lipschitz.py; derivations in docs/derivations/lemmas-39-41-42.md)
-
-import math  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -67,6 +88,7 @@ from qstr.bounds.packing import (  # noqa: E402
     mixed_norm,
     packing_log_bound,
     sample_ball,
+    smaller_bound,
     volume_log_packing_bound,
 )
 from qstr.bounds.recurrent import euclidean_packing_counterexample  # noqa: E402
@@ -175,6 +197,21 @@ def _euclidean_maurey(ctx: Context) -> tuple:
             f"<= volume bound {vol:.1f}")
 
 
+LEMMA41_CROSSINGS = {0.5: 20, 1.0: 8, 1.5: 5}  # eps: first d where Maurey < volume (docs/derivations/lemmas-39-41-42.md)
+
+
+def smaller_as_derived() -> bool:
+    """Lemma 41 (docs/derivations/lemmas-39-41-42.md, "Which bound is smaller"): ``smaller_bound`` names the volume
+    bound below the documented crossing d and the Maurey bound from it on (crossover_dimension agrees), and the
+    Maurey bound for eps >= 2, where it is 0 (one point: the diameter is 2) while the volume bound d ln(1 + 2/eps)
+    is not; hand values volume(2, 1) = 2 ln 3, Maurey(1, 1) = ln 15."""
+    ok = all(smaller_bound(d - 1, eps) == "volume" and smaller_bound(d, eps) == "maurey"
+             and crossover_dimension(eps) == d for eps, d in LEMMA41_CROSSINGS.items())
+    return (ok and smaller_bound(3, 2.5) == "maurey" and maurey_log_packing_bound(3, 2.5) == 0.0
+            and abs(volume_log_packing_bound(2, 1.0) - 2 * math.log(3)) <= 1e-14
+            and abs(maurey_log_packing_bound(1, 1.0) - math.log(15)) <= 1e-14)
+
+
 def _lemma41(ctx: Context, shrink: float) -> Outcome:
     """Greedy packings of the l1 and l2 unit balls against Lemma 41 (constants divided by shrink)."""
     n_cand = ctx.pick(quick=3000, full=30000, gpu=30000)
@@ -217,7 +254,11 @@ def _lemma41(ctx: Context, shrink: float) -> Outcome:
     api_ok = all(packing_log_bound(d, eps, "l2") == volume_log_packing_bound(d, eps)
                  and packing_log_bound(d, eps, "l1") == min(volume_log_packing_bound(d, eps), maurey_log_packing_bound(d, eps))
                  for d in (*LEMMA41_DIMS, 64) for eps in (*LEMMA41_EPS, 0.5))
-    euclid_ok &= api_ok
+    smaller = smaller_as_derived()
+    euclid_ok &= api_ok and smaller
+    parts.append(f"smaller_bound: volume below d = " + ", ".join(f"{d} (eps={e})" for e, d in LEMMA41_CROSSINGS.items())
+                 + f", Maurey from there and at eps = 2.5 (Maurey 0); hand values volume(2, 1) = 2 ln 3, "
+                   f"Maurey(1, 1) = ln 15: {smaller}")
     parts.append(f"packing_log_bound = the volume bound (l2) and min(volume, Maurey) (l1), d up to 64: {api_ok}")
     parts += [euclid] if euclid else []
     parts.append("no rounding term: M is a count and both bounds are closed forms")

@@ -30,15 +30,16 @@ from dataclasses import dataclass
 from typing import Dict, List, Tuple
 
 import torch
-from scipy import stats
 
 from qstr.bounds.feedforward import (
     embed_direction,
     floor_for_direction,
+    mc_bayes_risk,
     mc_bayes_risk_from_training,
     orthonormal_row_basis,
     risk_floor,
     span_distance,
+    zcrit,
 )
 from qstr.constructions.links import make_link
 from qstr.verify.registry import Claim, Context, Outcome, register
@@ -228,12 +229,49 @@ def min_norm_branch(cfg: Config, reps: int, generator: torch.Generator, floor=No
                          floor=float(floor(n, N, d)), below=float((R - oracle).min()), rounding=rnd)
 
 
+def fixed_direction_mc(tr: Trained, samples: int, confidence: float, generator: torch.Generator) -> Tuple[bool, str]:
+    """Theorem 6 for one fixed u (docs/derivations/theorem6.md, section 2, "Fixed u" and "Monte Carlo"): the Monte
+    Carlo Bayes risk given V x with u fixed, x sampled and not, carries floor_u(V) exactly as its floor, its interval
+    is estimate +- z(confidence) stderr, and it agrees with floor_u(V) (within that half-width plus rounding);
+    u of norm 2 is refused."""
+    N, fl = tr.cfg.N, floor_for_direction(tr.V, tr.u, tr.cfg.N)
+    rnd = Rounding(n=samples + N * D_TOKEN, scale=1.0, what="(samples + N d) eps")
+    ok, text = True, []
+    for sample_x in (True, False):
+        est = mc_bayes_risk(tr.V, N, D_TOKEN, samples=samples, generator=generator, confidence=confidence,
+                            u=tr.u, sample_x=sample_x)
+        hw = zcrit(confidence) * est.stderr
+        lo, hi = est.interval
+        ok &= (est.floor == fl and abs(lo - (est.estimate - hw)) <= 1e-15 and abs(hi - (est.estimate + hw)) <= 1e-15
+               and est.agrees == (lo <= fl <= hi) and rnd.within(abs(est.estimate - fl), hw) and hw <= 0.05)
+        text.append(f"{'x sampled' if sample_x else 'x integrated'} {est.estimate:.4f}+-{hw:.4f}")
+    try:
+        mc_bayes_risk(tr.V, N, D_TOKEN, samples=2, generator=generator, u=2 * tr.u)
+        ok = False
+    except ValueError:
+        pass
+    return ok, f"(b) fixed u, N={N} n={tr.cfg.n}: MC " + ", ".join(text) + f" vs floor_u {fl:.4f}"
+
+
+def embedding_and_zero(N: int, device) -> bool:
+    """Theorem 6's embedding P_t u = e_t kron u (docs/derivations/theorem6.md) for one u of shape (d,) shared by
+    every row, and span_distance(0, X) = 0 (the zero first layer lies in every span)."""
+    u = torch.arange(1.0, D_TOKEN + 1, dtype=torch.float64, device=device)
+    t = torch.arange(N, device=device).flip(0)
+    eye = torch.eye(N, dtype=torch.float64, device=device)
+    kron = torch.stack([torch.kron(eye[int(ti)], u) for ti in t])
+    zero = span_distance(torch.zeros(2, N * D_TOKEN, dtype=torch.float64), torch.ones(1, N * D_TOKEN, dtype=torch.float64))
+    return bool(torch.equal(embed_direction(u, t, N), kron)) and zero == 0.0
+
+
 def _thm6(ctx: Context, extra_row: bool, floor=None) -> Outcome:
     floor = floor or risk_floor  # looked up when called (a planted fault in risk_floor reaches every part)
     trained = _train_all(ctx)
     configs = _configs(ctx)
-    n_tests = len(trained) + 5 * len(configs)  # FFN risks, Bayes MC (b), Transformer risks, 3 per config in (d)
-    z = stats.norm.ppf(1 - (1 - FAMILY_CONFIDENCE) / (2 * n_tests))
+    n_tests = len(trained) + 7 * len(configs)  # FFN risks, Bayes MC (b) (3 per config), Transformer risks, 3 per config in (d)
+    per_test = 1 - (1 - FAMILY_CONFIDENCE) / n_tests
+    z = zcrit(per_test)  # two-sided at the per-test level = Phi^-1(1 - (1 - family) / (2 n_tests))
+    z_ok = abs(zcrit(0.95) - 1.959963984540054) <= 1e-12  # the textbook 97.5% normal quantile
     a_ok, c_ok, parts = True, True, []
     worst_margin = math.inf  # min over models of (risk - floor_u) / floor_u
     for tr in trained:
@@ -273,6 +311,14 @@ def _thm6(ctx: Context, extra_row: bool, floor=None) -> Outcome:
         fl = floor(cfg.n, cfg.N, D_TOKEN)  # = 1 - rank(V)/(N d): rank n w.p. 1
         b_ok &= mc_rnd.within(abs(est.estimate - fl), z * est.stderr) and z * est.stderr <= 0.05  # an informative MC
         parts.append(f"(b) N={cfg.N} n={cfg.n}: MC {est.estimate:.4f}+-{z * est.stderr:.4f} vs 1-n/Nd {fl:.4f}")
+    for i, cfg in enumerate(configs):  # the same for one fixed u: the trained models' own, against floor_u(V)
+        ok, text = fixed_direction_mc(next(t for t in trained if t.cfg == cfg), samples, per_test,
+                                      ctx.generator(655 + i, ctx.device))
+        b_ok &= ok
+        parts.append(text)
+    b_ok &= z_ok and embedding_and_zero(configs[-1].N, ctx.device)
+    parts.append(f"zcrit(0.95) = {zcrit(0.95):.12f} (1.959963984540), P_t u = e_t kron u and span_distance(0, X) = 0: "
+                 f"{z_ok and embedding_and_zero(configs[-1].N, ctx.device)}")
     N0 = configs[0].N  # the edge of Theorem 6: n = N d training inputs span R^{N d}, so no risk is left
     edge = mc_bayes_risk_from_training(N0 * D_TOKEN, N0, D_TOKEN, samples=1000, generator=ctx.generator(659, ctx.device))
     b_ok &= edge.floor == 0.0 and mc_rnd.within(edge.estimate, 0.0)

@@ -2,6 +2,7 @@
 averaging, Props 3 and 21 (few heads fail), Theorem 4 (sample size polylogarithmic in N)."""
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -13,12 +14,14 @@ import dataclasses
 from qstr.bounds.symbolic import N as sym_N
 from qstr.bounds.symbolic import bound_expr
 from qstr.bounds.symbolic import n as sym_n
-from qstr.bounds.symbolic import ffn_sample_size_expr, leading_constants, majorant_terms, polylog_certificate, polylog_degree
+from qstr.bounds.symbolic import (ffn_sample_size_expr, leading_constants, leading_sample_size_expr, majorant_expr,
+                                  majorant_terms, polylog_certificate, polylog_degree, sample_size_from_expr)
 from qstr.bounds.symbolic import u as sym_u
-from qstr.bounds.transformer import (Theorem4Params, ffn_sample_size, theorem4_bound, few_heads_floor_per_position, loglog_slope,
-                                theorem4_sample_size)
-from qstr.bounds.attention import (lemma11, lemma11_error_bound, lemma11_leak, lemma12_radius, sparse_average_alpha,
-                                   sparse_average_error_bound, sparse_average_head, sparse_average_leak)
+from qstr.bounds.transformer import (Theorem4Params, ffn_sample_size, theorem4_bound, few_heads_floor, few_heads_floor_per_position,
+                                floor_fraction, loglog_slope, theorem4_sample_size)
+from qstr.bounds.attention import (lemma11, lemma11_alpha, lemma11_error_bound, lemma11_guarantee, lemma11_leak, lemma12_radius,
+                                   sparse_average_alpha, sparse_average_error_bound, sparse_average_guarantee, sparse_average_head,
+                                   sparse_average_leak, sparse_average_mu_needed)
 from qstr.constructions.attention import lemma11_adversarial_prompt, place_block, target_leaks
 from qstr.constructions.codes import rs_hadamard_codebook, star_codebook
 from qstr.constructions.encoding import transformer_encoding
@@ -102,7 +105,8 @@ def _l11_case(ctx: Context, link_name: str, q: int, N: int, salt: int, fault=Non
     fast = lambda xx, tt: cons.fast_predict(xx, tt, chunk=1024)  # noqa: E731 - from (alpha, c, codes)
     module = lambda xx, tt: user.predict(xx, tt, chunk=1024)  # noqa: E731 - the weights users get
     out = {"N": N, "q": q, "link": link_name, "bound": g.error_bound, "alpha": g.alpha, "mu": g.mu, "rnd": rnd,
-           "record_ok": _record_consistent(g, N)}
+           "record_ok": _record_consistent(g, N) and lemma11_alpha_least(g, L11_EPS)
+           and guarantee_rederived(cons, link.two_layer_net(), g)}
     with torch.no_grad():
         out["err"] = float(_l11_errors(link, fast, x, t).max())
         if link_name == "linear":  # module and fast path compared at the worst prompt, where err = exact
@@ -141,6 +145,26 @@ def _record_consistent(g, N: int) -> bool:
     bound = g.lipschitz * math.sqrt(g.H) * 2 * lemma11_leak(N, gap) * g.r_x
     return (abs(g.gap - gap) <= 1e-12 * max(1.0, gap) and abs(g.leak - lemma11_leak(N, gap)) <= 1e-15
             and abs(g.error_bound - bound) <= 1e-12 * bound)
+
+
+def lemma11_alpha_least(g, eps: float) -> bool:
+    """Lemma 11 (docs/derivations/lemma11.md, "Choosing alpha from eps"): the public ``lemma11_alpha`` is the built
+    alpha, equals ln((N-1)(1-delta*)/delta*) / (c^2 (1 - mu)), delta* = eps / (2 Lip sqrt(H) r_x) (relative 1e-12),
+    meets eps, and alpha (1 - 1e-9) does not."""
+    kw = dict(N=g.N, q=g.H, mu=g.mu, c=g.c, r_x=g.r_x, lipschitz=g.lipschitz)
+    a = lemma11_alpha(eps=eps, **kw)
+    ds = eps / (2 * g.lipschitz * math.sqrt(g.H) * g.r_x)
+    closed = math.log((g.N - 1) * (1 - ds) / ds) / (g.c ** 2 * (1 - g.mu))
+    return (a == g.alpha and abs(a - closed) <= 1e-12 * closed and lemma11_error_bound(alpha=a, **kw) <= eps
+            and lemma11_error_bound(alpha=a * (1 - 1e-9), **kw) > eps)
+
+
+def guarantee_rederived(cons, net, g, eps_2nn: float = 0.25) -> bool:
+    """The public ``lemma11_guarantee`` of the built weights is the attached record, and at twice r_x and a given
+    eps_2nn it is the same bound with twice r_x (linear in r_x, docs/derivations/lemma11.md) plus eps_2nn end to end."""
+    again, wider = lemma11_guarantee(cons, net, r_x=g.r_x), lemma11_guarantee(cons, net, r_x=2 * g.r_x, eps_2nn=eps_2nn)
+    return (again.as_dict() == g.as_dict() and abs(wider.error_bound - 2 * g.error_bound) <= 1e-15 * g.error_bound
+            and wider.end_to_end_bound == wider.error_bound + eps_2nn and wider.lipschitz == g.lipschitz)
 
 
 def _l11_holds(r: dict) -> bool:
@@ -214,6 +238,9 @@ def _lemma11(ctx: Context, fault=None, small: bool = False) -> Outcome:
     holds = all(_l11_holds(r) for r in rows) and alpha_ratio <= ln_ratio and tight.holds
     worst = max(r["err"] / r["bound"] for r in rows)
     detail = ("; ".join(_l11_line(r) for r in rows) + f"; alpha x{alpha_ratio:.2f} while ln N x{ln_ratio:.2f}; "
+              f"every record as derived, its alpha the public lemma11_alpha (the least meeting eps, = the closed-form "
+              f"inversion) and lemma11_guarantee of the built weights the attached record: "
+              f"{all(r['record_ok'] for r in rows)}; "
               f"{tight.detail}; largest {largest(r['rnd'] for r in rows)}")
     return Outcome(measured=f"max err/bound = {worst:.3f} (default codes, worst prompt = exact); {tight.measured}; "
                             f"alpha x{alpha_ratio:.2f}",
@@ -340,7 +367,8 @@ def _sa_case(ctx: Context, q: int, eps, fault=None, loose_bound: bool = False) -
     holds = record_ok and attn_gap <= 1e-12 and (rnd.within(exact, bound) and rnd.within(random, exact)
              and all(rnd.within(abs(e - exact), 0.0) for e in at_worst.values()))
     return {"q": q, "exact": exact, "bound": bound, "random": random, "at_worst": at_worst, "holds": holds,
-            "alpha": g.alpha, "mu": g.mu, "sets": len(sets), "rnd": rnd, "attn_gap": attn_gap, "guarantee": g}
+            "alpha": g.alpha, "mu": g.mu, "sets": len(sets), "rnd": rnd, "attn_gap": attn_gap, "guarantee": g,
+            "rederived": sparse_guarantee_rederived(head, g)}
 
 
 def sparse_alpha_least(g, q: int, eps) -> bool:
@@ -352,8 +380,11 @@ def sparse_alpha_least(g, q: int, eps) -> bool:
         return sparse_average_error_bound(alpha=a, **kw)
 
     generous = sparse_average_alpha(eps=1.5 * bound(0.0), **kw) == 0.0
-    if eps is None:
-        return generous
+    if eps is None:  # q >= 3: g.alpha minimises the bound, so eps = 1.5 min is met first below it (general branch);
+        # bound(a) within 2e-15 of eps: the rounding of alpha c^2, far below the 1e-13 bisection bracket
+        a = sparse_average_alpha(eps=1.5 * g.error_bound, **kw)
+        return (generous and 0 < a <= g.alpha and bound(a) <= 1.5 * g.error_bound * (1 + 2e-15)
+                and bound(a * (1 - 1e-9)) > 1.5 * g.error_bound)
     least = True
     for e in (eps, 1e-6 * eps):  # the eps asked, and a tiny one (q = 2: the exact inversion's regime)
         a = sparse_average_alpha(eps=e, **kw)
@@ -361,9 +392,51 @@ def sparse_alpha_least(g, q: int, eps) -> bool:
     return generous and least
 
 
+def _min_bound(q: int, mu: float, c: float, r_x: float) -> float:
+    """min over alpha of the sparse-averaging bound (q >= 3): the bound at the public minimising alpha."""
+    alpha = sparse_average_alpha(N=SA_N, q=q, mu=mu, c=c, r_x=r_x)
+    return sparse_average_error_bound(N=SA_N, q=q, mu=mu, c=c, alpha=alpha, r_x=r_x)
+
+
+def mu_needed_largest(g, q: int) -> tuple:
+    """:func:`_mu_needed_largest` at the guarantee's (mu, c, r_x), once per values (the falsifier's runs reuse it)."""
+    return _mu_needed_largest(q, g.mu, g.c, g.r_x, g.error_bound)
+
+
+@functools.lru_cache(maxsize=8)
+def _mu_needed_largest(q: int, g_mu: float, c: float, r_x: float, best: float) -> tuple:
+    """Remark after Prop 3 (docs/derivations/sparse-averaging.md, choosing alpha): for an eps below the best bound
+    (half of it), ``sparse_average_mu_needed`` is the largest mu whose minimal bound meets eps (relative 1e-5), and
+    the ValueError of ``sparse_average_alpha`` names it; for q = 2 it is the open limit 1/(2q - 1) = 1/3.
+    Returns (holds, mu needed)."""
+    import re
+
+    eps = 0.5 * best
+    mu = sparse_average_mu_needed(N=SA_N, q=q, r_x=r_x, eps=eps)
+    ok = 0 < mu < g_mu and _min_bound(q, mu, c, r_x) <= eps and _min_bound(q, mu * (1 + 1e-5), c, r_x) > eps
+    try:
+        sparse_average_alpha(N=SA_N, q=q, mu=g_mu, c=c, r_x=r_x, eps=eps)
+        ok = False
+    except ValueError as err:
+        named = re.search(r"mu <= ([0-9.e+-]+) would be needed", str(err))
+        ok &= named is not None and abs(float(named.group(1)) - mu) <= 1e-5 * mu
+    ok &= sparse_average_mu_needed(N=SA_N, q=2, r_x=r_x, eps=eps) == 1 / (2 * 2 - 1)
+    return ok, mu
+
+
+def sparse_guarantee_rederived(head, g) -> bool:
+    """The public ``sparse_average_guarantee`` of the built head is its attached record, and at twice r_x the
+    bound doubles (r_x times an r_x-free factor, docs/derivations/sparse-averaging.md)."""
+    again, wider = sparse_average_guarantee(head, r_x=g.r_x), sparse_average_guarantee(head, r_x=2 * g.r_x)
+    return again.as_dict() == g.as_dict() and abs(wider.error_bound - 2 * g.error_bound) <= 1e-15 * g.error_bound
+
+
 def _sparse_average_check(ctx: Context, fault=None, loose_bound: bool = False) -> Outcome:
     rows = [_sa_case(ctx, q, eps, fault, loose_bound) for q, eps in SA_CASES]
     least = all(sparse_alpha_least(r["guarantee"], r["q"], eps) for r, (_, eps) in zip(rows, SA_CASES))
+    q3 = next(r for r in rows if r["q"] >= 3)
+    need_ok, need = mu_needed_largest(q3["guarantee"], q3["q"])
+    least &= need_ok and all(r["rederived"] for r in rows)
     detail = "; ".join(
         f"q={r['q']}: exact sup over all {r['sets']} q-sets {r['exact']:.4e} vs bound {r['bound']:.4e} "
         f"(alpha {r['alpha']:.2f}, mu {r['mu']:.4f}); at the worst prompt "
@@ -374,8 +447,12 @@ def _sparse_average_check(ctx: Context, fault=None, loose_bound: bool = False) -
     return Outcome(measured="exact sup/bound " + ", ".join(f"q={r['q']}: {r['exact'] / r['bound']:.3f}" for r in rows)
                             + " (attained by module, fast path, export)",
                    bound="<= 1", holds=least and all(r["holds"] for r in rows), value=worst, limit=1.0,
-                   detail=f"N={SA_N}, d={SA_D}; {detail}; sparse_average_alpha(eps) is the least alpha meeting eps, "
-                          f"and 0 when alpha = 0 meets it: {least}; largest {largest(r['rnd'] for r in rows)}")
+                   detail=f"N={SA_N}, d={SA_D}; {detail}; sparse_average_alpha(eps) is the least alpha meeting eps "
+                          f"(q = 3: eps = 1.5 x the minimal bound, first crossing below the minimiser), and 0 when "
+                          f"alpha = 0 meets it; q = {q3['q']}, eps = half the minimal bound: out of reach, "
+                          f"sparse_average_mu_needed = {need:.6g} (the largest mu meeting it, named by the ValueError; "
+                          f"1/3 for q = 2); sparse_average_guarantee of each head = its record: {least}; "
+                          f"largest {largest(r['rnd'] for r in rows)}")
 
 
 def _one_slot_short(head):
@@ -494,6 +571,23 @@ def _explicit_risk(cfg, H, ctx, n=None):
     return risk, float(per_prompt.std() / per_prompt.numel() ** 0.5), e, rnd, (attained, sq_err)
 
 
+def floor_share_ok(cfg) -> bool:
+    """Props 3 and 21 (docs/derivations/few-heads.md): the share of positions i >= N//2 (0-based) carrying the
+    floor, counted by hand, is floor_fraction(N) (1/2 for even N and N = None, (N + 1)/(2N) for odd N), and
+    few_heads_floor(..., N) is that share of the per-position floor; q > N//2 is refused."""
+    q, d, r, N = cfg["q"], cfg["d"], cfg["restricted"], cfg["N"]
+    per = few_heads_floor_per_position(q, q - 1, d, r)
+    ok = floor_fraction() == 0.5 and few_heads_floor(q, q - 1, d, r) == 0.5 * per
+    for n in (N, N + 1, 2 * q + 1):
+        share = sum(1 for i in range(n) if i >= n // 2) / n
+        ok &= floor_fraction(n) == share and few_heads_floor(q, q - 1, d, r, N=n) == share * per
+    try:
+        few_heads_floor(q, q - 1, d, r, N=2 * q - 1)
+        return False
+    except ValueError:
+        return ok
+
+
 def _few_heads(claim_id: str, ctx: Context) -> Outcome:
     """The explicit H = q - 1 model's risk equals its closed form (two-sided) within the floor's reach; trained
     H < q models (full and gpu profiles: 200 quick steps leave even H = q above every floor) never beat it."""
@@ -508,9 +602,13 @@ def _few_heads(claim_id: str, ctx: Context) -> Outcome:
     slack = 2 * e * math.sqrt(value) + e * e + 3 * exp_se
     near = exp_rnd.within(abs(exp_risk - value), slack) and value - floor <= 2 * H / d + 1e-12
     near &= abs(attained - sq_err) <= 1e-9 * sq_err  # the squared-norm net's certificate is attained
+    share = floor_share_ok(cfg)
+    near &= share
     parts = [f"trained H={h}: risk {r:.3f} +- {s:.3f} vs floor {f:.3f}" for h, r, s, f, _ in trained]
     parts.append(f"explicit H={H}: risk {exp_risk:.4f} (expected {value:.4f} +- {slack:.4f}) vs floor {floor:.4f}; "
                  f"its squared-norm net errs {attained:.6e} at the knot midpoints, certified {sq_err:.6e}")
+    parts.append(f"position-averaged floor few_heads_floor(N) = (share of positions i >= N//2, counted) x per-position "
+                 f"floor at N = {cfg['N']}, {cfg['N'] + 1}, {2 * q + 1} and N = None (1/2); q > N//2 refused: {share}")
     parts.append((f"trained (float32): {largest(t[4] for t in trained)}; " if trained else
                   "trained models: full profile only; ") + f"explicit: {exp_rnd}")
     trained_part = f"trained/floor >= {min(r / f for _, r, _, f, _ in trained if f > 0):.3f}; " if trained else ""
@@ -615,7 +713,8 @@ def majorant_check(params: Theorem4Params, points=MAJORANT_POINTS) -> tuple:
     ln N = u over ``points``: every piece of the certificate's smooth majorant (tau, P, the Dudley term, the split
     L_A <= ln 2 + max(L_rho, L_c + L_alpha + L_de + L_rz), ln(1 + alpha), the truncation, the whole bound) must
     dominate its exact counterpart (ratio >= 1; the covering logarithm's split L_A + L_n against ln(1 + 2 A sqrt(n /
-    tau)) at the majorant's tau, where the Dudley term's monotonicity in tau puts it), and the tail, tau and L_n terms
+    tau)) at the majorant's tau, where the Dudley term's monotonicity in tau puts it), the public ``majorant_expr``
+    must be the sum of the terms (else the gap is inf), and the tail, tau and L_n terms
     must be their derivations: the exact tail with psi(2) <= e (4 + 2 ln N), tau with its max replaced by the sum and
     psi(p) <= e (2p + 2 ln N), L_n = ln(1 + sqrt(n / tau)) at that tau (docs/derivations/theorem4.md, section 10).
     mpmath, 30 digits."""
@@ -624,6 +723,8 @@ def majorant_check(params: Theorem4Params, points=MAJORANT_POINTS) -> tuple:
 
     t = majorant_terms(params, sym_n, sym_n, sym_u)
     t["total"] = sum(t[k] for k in ("approximation", "beta", "dudley", "concentration", "truncation", "tail"))
+    # the public majorant_expr (ln N = log N) is that sum: exactly, after N = e^u (else the gap is inf)
+    expr_is_sum = majorant_expr(params, sym_n, sym_N).subs(sym_N, sp.exp(sym_u)) - t["total"] == 0
     t["L_split"] = sp.log(2) + sp.Max(t["L_rho"], t["L_c"] + t["L_alpha"] + t["L_de"] + t["L_rz"])
     f = {k: sp.lambdify((sym_n, sym_u), t[k], "mpmath")
          for k in ("total", "tau", "P", "L_A", "L_n", "dudley", "L_split", "L_alpha", "truncation", "tail")}
@@ -641,7 +742,7 @@ def majorant_check(params: Theorem4Params, points=MAJORANT_POINTS) -> tuple:
                      (m["truncation"], x["truncation"]))
             ratio = min(ratio, *(float(a / b) for a, b in pairs))
             gap = max(gap, *(float(abs(m[k] - x[j]) / x[j]) for k, j in (("tail", "tail"), ("tau", "tau_sum"), ("L_n", "L_n"))))
-    return ratio, gap
+    return ratio, gap if expr_is_sum else math.inf
 
 
 def thm4_record_consistent(P: Theorem4Params, points=THM4_AGREE_POINTS) -> bool:
@@ -651,12 +752,48 @@ def thm4_record_consistent(P: Theorem4Params, points=THM4_AGREE_POINTS) -> bool:
     ok = True
     for nv, Nv in points:
         b = theorem4_bound(nv, Nv, P)
+        t = b.terms()  # the record as the dict users read: every field under its own name
         close = lambda a, c: abs(a - c) <= 1e-12 * max(abs(a), abs(c), 1.0)  # noqa: E731
         ok &= (close(b.r_qk, b.alpha * math.sqrt(b.d_e)) and b.D_e == P.d + (P.q + 1) * b.d_e
                and close(b.R ** 2, b.r_ma ** 2 + b.R_mw ** 2 + P.q * b.r_qk ** 2)
                and b.n_params == P.m_g * (P.q * b.D_e + 2) + P.q * b.D_e ** 2
-               and close(b.total, b.approximation + b.tail + b.estimation + b.truncation))
+               and close(b.total, b.approximation + b.tail + b.estimation + b.truncation)
+               and t == {k: getattr(b, k) for k in b.__dataclass_fields__}
+               and (t["n"], t["N"]) == (nv, Nv) and close(t["total"], t["approximation"] + t["tail"] + t["estimation"]
+                                                          + t["truncation"]))
     return ok
+
+
+THM4_SEARCH = (1e6, 1024)  # (target, N) of the exact-arithmetic sample-size search (n ~ 1.4e4: few bisection steps)
+
+
+def search_least(params: Theorem4Params, target: float = THM4_SEARCH[0], Nv: int = THM4_SEARCH[1]) -> tuple:
+    """Theorem 4 (docs/derivations/theorem4.md, section 9, monotonicity in n): ``sample_size_from_expr`` returns the
+    least n with B(n) <= target < B(n - 1) (B: the numeric bound, equal to the sympy one to 1e-16, see
+    :func:`thm4_agreement`); the float search agrees within one.
+    Returns (holds, n)."""
+    k = sample_size_from_expr(target, Nv, params)
+    B = lambda nv: theorem4_bound(nv, Nv, params).total  # noqa: E731 - float64: B(n - 1) / B(n) - 1 ~ 1/n >> 1e-16 here
+    return B(k) <= target < B(k - 1) and abs(theorem4_sample_size(target, Nv, params) - k) <= 1, k
+
+
+def leading_as_derived(params: Theorem4Params, target: float = THM4_TARGET, Nv: int = 2 ** 20) -> bool:
+    """Theorem 4's leading form (docs/derivations/theorem4.md, section 11): for the default constants and target
+    0.1, ``leading_sample_size_expr`` = 3397386240000 e^4 (ln N)^4 ln ln N (relative 1e-12 at N = 2^20)."""
+    L = math.log(Nv)
+    hand = 3397386240000 * math.e ** 4 * L ** 4 * math.log(L)
+    got = float(leading_sample_size_expr(params, target).subs(sym_N, Nv).evalf(30))
+    return abs(got - hand) <= 1e-12 * hand
+
+
+def prefactor_given(params: Theorem4Params, points=THM4_AGREE_POINTS[:3]) -> bool:
+    """Theorem4Params with the prefactor given as sqrt(d/q) (Appendix A.1's default, docs/derivations/theorem4.md,
+    section 0) has the same bound as c = None, and c = 2 sqrt(d/q) a different one."""
+    c0 = math.sqrt(params.d / params.q)
+    given, doubled = dataclasses.replace(params, c=c0), dataclasses.replace(params, c=2 * c0)
+    return all(abs(theorem4_bound(nv, Nv, given).total - theorem4_bound(nv, Nv, params).total)
+               <= 1e-12 * theorem4_bound(nv, Nv, params).total
+               and theorem4_bound(nv, Nv, doubled).total != theorem4_bound(nv, Nv, params).total for nv, Nv in points)
 
 
 def _thm4(ctx: Context, bound=None) -> Outcome:
@@ -678,7 +815,9 @@ def _thm4(ctx: Context, bound=None) -> Outcome:
                   and sympy.simplify(majorant_terms(fixed)["P"] - leading_constants(fixed)["P_c"]) == 0)
     sharp = not polylog_certificate(params, k=4).proves_polylog  # the leading form is (ln N)^4 ln ln N: k = 4 fails
     record_ok = thm4_record_consistent(dataclasses.replace(params, q=params.q + 2, r_a=2.0))
-    agree &= leading_ok and sharp and record_ok
+    search_ok, n_least = search_least(params)
+    forms_ok = leading_as_derived(params) and prefactor_given(params)
+    agree &= leading_ok and sharp and record_ok and search_ok and forms_ok
     return Outcome(measured=f"{out.measured}; numeric vs sympy bound rel gap {gap:.1e}; majorant/bound >= {maj_ratio:.2f}",
                    bound=f"{out.bound}; gap <= {THM4_AGREE_RTOL:g}", holds=out.holds and agree,
                    detail=f"{out.detail}; numeric theorem4_bound vs sympy bound_expr at (n, N) in "
@@ -690,7 +829,11 @@ def _thm4(ctx: Context, bound=None) -> Outcome:
                           f"certificate's limits of tau/ln N and P/ln^2 N (and P_c = P for a fixed d_e = 50): "
                           f"{leading_ok}; the certificate at k = 4 is inconclusive, as the leading form "
                           f"(ln N)^4 ln ln N requires: {sharp}; the bound's record fields (r_qk, D_e, R, parameter "
-                          f"count, total) equal their definitions: {record_ok}",
+                          f"count, total) and its terms() dict equal their definitions: {record_ok}; exact-arithmetic "
+                          f"search: n = {n_least} is the least n with bound <= {THM4_SEARCH[0]:g} at N = "
+                          f"{THM4_SEARCH[1]} (bound(n - 1) above; float search within one): {search_ok}; "
+                          f"leading_sample_size_expr = 3397386240000 e^4 (ln N)^4 ln ln N and a given c = sqrt(d/q) "
+                          f"= the default c: {forms_ok}; majorant_expr = the sum of the majorant's terms (in the tail gap)",
                    value=out.value, limit=out.limit)
 
 
