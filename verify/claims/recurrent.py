@@ -20,13 +20,15 @@ from hypothesis import strategies as st
 
 from qstr.constructions.codes import Codebook, rs_hadamard_codebook
 from qstr.constructions.links import make_link
-from qstr.constructions.recurrent import (build_rnn, build_transition, module_from_state, projected_prefix, rnn_state,
-                                         token_radius)
+from qstr.constructions.encoding import rnn_encoding
+from qstr.constructions.export import load_rnn
+from qstr.constructions.recurrent import (build_rnn, build_rnn_for_cli, build_transition, module_from_state,
+                                         projected_prefix, rnn_state, token_radius)
 from qstr.constructions.relu import (gate_bands, gate_gadget, identity_gadget, product_gadget, soft_threshold_gadget,
                                      square_interp, square_units)
 from qstr.constructions.task import QSTR, gather_tokens
 from qstr.verify.adversarial import clip_to_ball
-from qstr.verify.claims.export import through_file
+from qstr.verify.claims.export import through_file, through_path
 from qstr.verify.registry import Claim, Context, Outcome, register
 from qstr.verify.rounding import Rounding, largest, two_layer
 
@@ -340,7 +342,8 @@ def _transition_case(tr, book: Codebook, ctx: Context, salt: int) -> dict:
                      torch.randperm(P, generator=gen, device=dev)[: ctx.pick(quick=384, full=4096)]])
     u = torch.cat([torch.randn(sub.numel(), tr.d_h, generator=gen, dtype=F64, device=dev) * r_x, z(x)[sub]], 1)
     dense = tr.dense(u)
-    res["dense_vs_closed"] = float((dense - tr(z(x)[sub])).abs().max())
+    gate_only = (tr.dense(u, rectify=False) - tr(z(x)[sub], rectify=False)).abs().max()  # layers 3-4 dropped: the gate
+    res["dense_vs_closed"] = max(float((dense - tr(z(x)[sub])).abs().max()), float(gate_only))
     out_sub = dense.view(-1, q, d)
     res["nonzero"] += int((out_sub[~hit[sub]] != 0).sum())
     # adversarial: target error, and the pre-threshold gate at non-targets relative to b
@@ -426,6 +429,22 @@ def knots_as_derived(g) -> bool:
     return ok and g.gate_knots == max(1, math.ceil((g.s_max - 0.5) * r / budget))
 
 
+def _explicit_knots_gap(tr, book: Codebook) -> float:
+    """Prop 26 built from the codes as a bare (N, d_e) tensor with the knot counts given (product_knots, gate_knots
+    and mu as derived, no eps): the same dense layers, certified eps, threshold and product certificate as the
+    transition derived from eps (docs/derivations/rnn-transition.md, "Choosing the knots"); inf if any differ."""
+    g = tr.guarantee
+    other = build_transition(book.omega.detach().clone(), g.d, g.q, eps=None, r_x=g.r_x, mu=g.mu,
+                             product_knots=g.product_knots, gate_knots=g.gate_knots)
+    h = other.guarantee
+    if (h.product_certificate, h.product_knots, h.gate_knots) != (g.product_certificate, g.product_knots, g.gate_knots):
+        return math.inf
+    gaps = [abs(h.eps - g.eps) / g.eps, abs(h.threshold - g.threshold) / g.threshold]
+    for A, B in zip(tr.layers, other.layers):
+        gaps += [float((A[k] - B[k]).abs().max()) for k in A]
+    return max(gaps) if len(tr.layers) == len(other.layers) else math.inf
+
+
 def _quarter(ctx: Context):
     """A rotated RS-Hadamard code built for mu <= 1/4 (measured mu = 1/8): approximate products, mu < 1/2."""
     return _rotated(rs_hadamard_codebook(64, mu=0.25, dtype=F64), ctx.seed + 27).to(device=ctx.device)
@@ -444,15 +463,17 @@ def _prop26(ctx: Context) -> Outcome:
         rnd = _transition_rounding(tr)
         terms.append(rnd)
         norm_gap = _norms_vs_dense(tr)
+        knots_gap = _explicit_knots_gap(tr, book)
         good = (_eps_as_asked(g, P26_EPS) and r["nonzero"] == 0 and rnd.within(r["target_err"], g.eps) and rnd.within(r["leak_ratio"] * g.threshold, g.threshold)
-                and r["dense_vs_closed"] <= 1e-9 and norm_gap <= 1e-9)
+                and r["dense_vs_closed"] <= 1e-9 and norm_gap <= 1e-9 and knots_gap <= 1e-12)
         ok &= good
         nonzero += r["nonzero"]
         worst = max(worst, r["target_err"] / g.eps, r["leak_ratio"])
         parts.append(f"{label} ({g.product_certificate} products, K1={g.product_knots}, K2={g.gate_knots}, b={g.threshold:.3g}): "
                      f"{r['nonzero']} nonzero of {r['checked']} non-target outputs, target err {r['target_err']:.3g} "
                      f"<= eps {g.eps:.4g} (asked {P26_EPS:g}), adversarial max |gate|/b off target {r['leak_ratio']:.3g}, "
-                     f"dense vs closed form {r['dense_vs_closed']:.1e}, reported layer norms vs the dense layers {norm_gap:.1e}")
+                     f"dense vs closed form {r['dense_vs_closed']:.1e} (with and without layers 3-4), reported layer norms vs the "
+                     f"dense layers {norm_gap:.1e}, rebuilt from the bare code tensor with these knots given {knots_gap:.1e}")
     if ctx.profile == "quick":  # the mu = 1/8 code's knots only (its transition runs in full)
         guarantees.append(build_transition(_quarter(ctx), P26_D, P26_Q, eps=P26_EPS, r_x=P26_RX).guarantee)
     derived = [knots_as_derived(g) for g in guarantees]
@@ -711,6 +732,33 @@ def _p28_plain(ctx: Context, fault=None) -> dict:
     return {"err": err, "bound": bound, "diff": diff, "tol": tol, "holds": holds, "line": line, "N": N}
 
 
+P28_CLI = (16, 2, 2, 0.1)  # N, d, q, eps of the `qstr construct rnn` file checked
+
+
+def _cli_file(ctx: Context) -> tuple[bool, str]:
+    """The file `qstr construct rnn` writes (build_rnn_for_cli, torch.save) read back by load_rnn: its module on
+    rnn_encoding(x, t, model.omega) equals the built construction's scan, its link is the width-8 teacher of the
+    seed, its codes have mu <= 1/2 (Assumption 3), its certified eps <= the eps asked, and |y_hat - g(x_t)| <= the
+    Prop 28 bound on simple-qSTR prompts in the r_x ball."""
+    N, d, q, eps = P28_CLI
+    c, state = build_rnn_for_cli(N, d, q, eps=eps, seed=ctx.seed)
+    model = through_path(state, load_rnn, device=ctx.device)
+    link = make_link("teacher", q, d, generator=torch.Generator().manual_seed(ctx.seed), width=8).to(ctx.device)
+    p = QSTR(N=N, d=d, link=link, variant="simple").sample(4, generator=ctx.generator(289, ctx.device),
+                                                           device=ctx.device, dtype=F64)
+    x = clip_to_ball(p.x, c.guarantee.r_x)
+    with torch.no_grad():
+        y = model(rnn_encoding(x, p.t, model.omega))
+        diff = float((y - c.predict(x, p.t)).abs().max())
+        err = float((y - link(gather_tokens(x, p.t))).abs().max())
+    cfg, bound = state["config"], c.guarantee.prediction_error
+    ok = (diff <= 1e-9 and _p28_rounding(c, N).within(err, bound) and c.guarantee.mu <= 0.5
+          and (cfg["N"], cfg["d"], cfg["q"]) == (N, d, q) and _eps_as_asked(c.transition.guarantee, eps))
+    return ok, (f"`qstr construct rnn` file (N={N}, d={d}, q={q}, eps {eps:g}) through load_rnn: vs the built scan "
+                f"{diff:.1e}, max |y_hat - g(x_t)| {err:.3g} <= {bound:.4g}, mu {c.guarantee.mu:g}, certified eps "
+                f"{cfg['eps']:.4g}")
+
+
 def _prop28(ctx: Context) -> Outcome:
     Ns = ctx.pick(quick=(64, 4096), full=(64, 4096, 32768), gpu=(64, 4096, 1_000_000))
     # the rs-hadamard series (exact products, error far below the bound), then a rotated code
@@ -755,6 +803,9 @@ def _prop28(ctx: Context) -> Outcome:
     rows.append(f"at N={N}: {rnd}")
     plain = _p28_plain(ctx)
     ok &= plain["holds"]
+    cli_ok, cli_line = _cli_file(ctx)
+    ok &= cli_ok
+    rows.append(cli_line)
     worst = max(worst, plain["err"] / plain["bound"])
     rows.append(f"{plain['line']} (rounding term at N={plain['N']}: {plain['tol'] / 2:.2g})")
     return Outcome(measured=f"max err/bound {worst:.3g}; plain recurrence vs scan {plain['diff']:.1e}", bound="<= 1",

@@ -140,3 +140,22 @@ def test_prop28_falsifier_catches_both_mistakes():
     assert not out.holds and out.limit == 1.0
     assert out.value > 1.5  # min over the two mistakes of err/bound (1.62 for the (z, h) file at seed 0)
     assert "(z, h) file" in out.measured
+
+
+def test_explicit_knots_rebuild_the_derived_transition_and_other_knots_do_not():
+    from qstr.constructions.codes import rs_hadamard_codebook
+    from qstr.constructions.recurrent import build_transition
+    book = rs_hadamard_codebook(64, dtype=torch.float64)
+    for b in (book, rec._rotated(book, 1)):
+        tr = build_transition(b, 2, 2, eps=0.1, r_x=3.0)
+        assert rec._explicit_knots_gap(tr, b) <= 1e-12
+        g = tr.guarantee
+        other = build_transition(b.omega, 2, 2, eps=None, r_x=3.0, mu=g.mu, product_knots=g.product_knots + 1,
+                                 gate_knots=g.gate_knots)
+        assert other.guarantee.product_knots != g.product_knots
+
+
+def test_the_cli_rnn_file_through_load_rnn_holds():
+    ok, line = rec._cli_file(CTX)
+    assert ok, line
+    assert "through load_rnn" in line
