@@ -10,12 +10,15 @@ from hypothesis import HealthCheck, Verbosity, given, settings
 
 from qstr.constructions.codes import (
     MAX_M,
+    UNIT_NORM_TOL,
+    Codebook,
     build_codebook,
     coherence,
     coherence_report,
     experimental_codebook,
     gf_mul_table,
     rademacher_codebook,
+    rademacher_dim,
     rademacher_pair_tail,
     require_coherence,
     rs_hadamard_codebook,
@@ -78,6 +81,51 @@ def _rademacher_rule(N: int, d_e: int, delta: float) -> tuple:
     return at <= delta < below, f"union bound {at:.3g} at d_e = {d_e} <= delta {delta:g} < {below:.3g} at d_e - 1"
 
 
+def _gram_mu(omega: torch.Tensor) -> float:
+    """max_{i != j} |<omega_i, omega_j>| from the full float64 Gram matrix (Assumption 3's mu, computed directly)."""
+    G = omega.to(torch.float64) @ omega.to(torch.float64).T
+    return float((G - torch.diag(torch.diagonal(G))).abs().max())
+
+
+def _custom_codes(ctx: Context) -> tuple[bool, str]:
+    """User codes through Codebook.from_tensor (rotated RS-Hadamard words: generic entries, mu = 1/2): stored mu =
+    the Gram maximum; a row of norm 1 + 10 UNIT_NORM_TOL refused, one of norm 1 + UNIT_NORM_TOL / 10 accepted."""
+    base = rs_hadamard_codebook(64, dtype=torch.float64, device=ctx.device)
+    Q, _ = torch.linalg.qr(torch.randn(base.d_e, base.d_e, generator=ctx.generator(6), dtype=torch.float64))
+    omega = base.omega @ Q.to(ctx.device)
+    book = Codebook.from_tensor(omega)
+    gap = abs(book.mu - _gram_mu(omega))
+    verdicts = []
+    for factor in (1 + 10 * UNIT_NORM_TOL, 1 + UNIT_NORM_TOL / 10):
+        bent = omega.clone()
+        bent[5] *= factor
+        try:
+            Codebook.from_tensor(bent)
+            verdicts.append("accepted")
+        except ValueError:
+            verdicts.append("refused")
+    ok = _coherence_rounding(book).within(gap, 0.0) and book.kind == "custom" and verdicts == ["refused", "accepted"]
+    return ok, (f"Codebook.from_tensor (rotated rs-hadamard N=64): mu {book.mu:.6f} vs Gram {gap:.1e}; a row off by "
+                f"10x / 0.1x the unit-norm tolerance {verdicts[0]} / {verdicts[1]}")
+
+
+def _tails(N: int = 100, delta: float = 1e-3) -> tuple[bool, str]:
+    """P(|<w_i, w_j>| > mu) for Rademacher codes as an exact binomial count 2 sum_{4b < d} C(d, b) / 2^d (mu = 1/2) against
+    rademacher_pair_tail beyond its exact range (d_e = 4099: scipy, relative 1e-12); and the
+    Hoeffding rule d_e = ceil(2 ln(N (N - 1) / delta) / mu^2) (docs/derivations/codebooks.md), N = 1 needing 1."""
+    d = 4099
+    count, term = 0, 1  # C(d, b) for b = 0, 1, ...: the lower tail 4b < d, doubled by symmetry
+    for b in range(0, (d - 1) // 4 + 1):
+        count, term = count + term, term * (d - b) // (b + 1)
+    exact = float(Fraction(2 * count, 2 ** d))
+    rel = abs(rademacher_pair_tail(d, 0.5) - exact) / exact
+    hoeff = rademacher_dim(N, delta, 0.5, rule="hoeffding")
+    want = math.ceil(2 * math.log(N * (N - 1) / delta) / 0.25)
+    ok = rel <= 1e-12 and hoeff == want and rademacher_dim(1, delta) == 1
+    return ok, (f"Rademacher tail at d_e = {d} vs the exact count: relative {rel:.1e} (tail {exact:.3g}); "
+                f"Hoeffding rule d_e {hoeff} (closed form {want})")
+
+
 def _assumption3(ctx: Context) -> Outcome:
     """Build the toolkit's codebooks; measure their row norms and exact coherence against 1/2."""
     device = ctx.device
@@ -87,11 +135,19 @@ def _assumption3(ctx: Context) -> Outcome:
         build_codebook(n_det, kind="rs-hadamard", mu_max=0.5, device=device),
         build_codebook(n_rad, kind="rademacher", mu_max=0.5, delta=1e-3, generator=ctx.generator(3, device), device=device),
     ]
+    padded = build_codebook(64, kind="rs-hadamard", d_e=300, dtype=torch.float64, device=device)  # 256 columns + zeros
     rows = [_codebook_rows(b.kind, b.N, b.d_e, b.omega, _coherence_rounding(b), b) for b in books]
+    rows.append(_codebook_rows("rs-hadamard zero-padded to d_e = 300, sign columns", 64, 256, padded.omega,
+                               _coherence_rounding(padded), padded))
     rows[1] = (rows[1][0] and books[1].kind == "rademacher" and books[0].kind == "rs-hadamard", *rows[1][1:])
+    rows[2] = (rows[2][0] and padded.d_e == 300 and bool((padded.omega[:, 256:] == 0).all())
+               and abs(padded.mu - _gram_mu(padded.omega)) <= 1e-12, *rows[2][1:])
     rule_ok, rule = _rademacher_rule(n_rad, books[1].d_e, 1e-3)
+    custom_ok, custom = _custom_codes(ctx)
+    tails_ok, tails = _tails()
+    rule_ok &= custom_ok and tails_ok
     worst = max(mu for _, mu, _, _ in rows)
-    detail = "; ".join(d for *_, d in rows) + f"; rademacher rule: {rule}; {_coherence_rounding(books[0])}"
+    detail = "; ".join(d for *_, d in rows) + f"; rademacher rule: {rule}; {custom}; {tails}; {_coherence_rounding(books[0])}"
     return Outcome(measured=f"mu = {worst:.4f}, max | ||w||^2 - 1 | = {max(o for _, _, o, _ in rows):.2g}",
                    bound="mu <= 0.5, unit rows", holds=all(h for h, *_ in rows) and rule_ok, detail=detail, value=worst,
                    limit=0.5,

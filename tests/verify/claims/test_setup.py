@@ -91,3 +91,15 @@ def test_rs_codes_and_experimental_encoding_report_value_and_limit():
         assert math.isfinite(out.value) and math.isfinite(out.limit)
         assert (out.value <= out.limit) == out.holds
     assert setup._rs_codes(CTX, polys={4: 0b10101}).value == 1.0  # one reducible table, the codes still agree
+
+
+def test_custom_codes_and_tails_hold():
+    ok, line = setup._custom_codes(CTX)
+    assert ok and "refused / accepted" in line, line
+    ok, line = setup._tails()
+    assert ok, line
+
+
+def test_gram_mu_of_a_small_code():
+    omega = torch.tensor([[1.0, 0.0], [0.6, 0.8], [0.0, 1.0]], dtype=torch.float64)
+    assert setup._gram_mu(omega) == pytest.approx(0.8)
