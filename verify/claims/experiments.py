@@ -161,6 +161,15 @@ def _encoded_ffn_reference(net, Z: torch.Tensor) -> torch.Tensor:
     return u @ lins[-1].weight.T + lins[-1].bias
 
 
+def _layout_gap(d: int, q: int, d_e: int) -> float:
+    """0 when the token layout z = (x, omega_i, omega_t1, ..., omega_tq) has blocks of sizes d, d_e, ..., d_e (Appendix
+    A.1's encoding, D_e = d + (q + 1) d_e), names slot0..slot{q-1} and no slot{q}; inf otherwise."""
+    lay = token_layout(d, q, d_e)
+    sizes = [lay.size("x"), lay.size("pos")] + [lay.size(f"slot{k}") for k in range(q)]
+    names = all(f"slot{k}" in lay for k in range(q)) and f"slot{q}" not in lay and "pos" in lay
+    return 0.0 if sizes == [d] + [d_e] * (q + 1) and names and lay.dim == d + (q + 1) * d_e else float("inf")
+
+
 def _index_encoding_gap(N: int, d: int, q: int, x: torch.Tensor, t: torch.Tensor) -> float:
     """The FFN input with ``t_encoding="index"``: concat(vec(x), t_il / N over positions i and slots l)."""
     net = VecFFN(N, d, q, (3,), t_encoding="index", dtype=x.dtype)
@@ -206,7 +215,8 @@ def _experiment_models(ctx: Context, slip=None) -> Outcome:
                 "encoded FFN vs MLP(vec z)": float((models["encoded"](Z) - _encoded_ffn_reference(models["encoded"].net, Z))
                                                    .abs().max()),
                 "FFN t (B, q) vs t (B, N, q)": float((ffn(x, t) - ffn(x, t[:, None].expand(2, N, q))).abs().max()),
-                "index encoding vs t / N": _index_encoding_gap(N, d, q, x, t)}
+                "index encoding vs t / N": _index_encoding_gap(N, d, q, x, t),
+                "token layout vs (d, d_e, q d_e)": _layout_gap(d, q, d_e)}
         reach = _later_token_reach(rnn, Z)
     counts_ok = counts == expected
     ok = counts_ok and all(e <= EM_TOL for e in errs.values()) and min(reach) > EM_REACH

@@ -180,6 +180,16 @@ register(Claim(
 # ---------------------------------------------------------------- data-model
 
 
+def _assert_labels_and_selection(task: QSTR, p: Prompts) -> None:
+    """Definition 2 through the public accessors: (B, N) = x's leading shape, p.selected()[b, i, k] = x[b, t_bik]
+    (indexed directly), and task.label(x, t) = y, the labels of given prompts (same dtype: equal to rounding)."""
+    assert (p.B, p.N) == tuple(p.x.shape[:2]), f"(B, N) = {(p.B, p.N)} for x of shape {tuple(p.x.shape)}"
+    direct = p.x[torch.arange(p.B, device=p.x.device)[:, None, None], p.t]
+    assert torch.equal(p.selected(), direct), "selected() is not x[b, t[b, i, k]]"
+    tol = 1e-5 if p.x.dtype == torch.float32 else 1e-12
+    assert torch.allclose(task.label(p.x, p.t), p.y, rtol=tol, atol=tol), "task.label(x, t) differs from y"
+
+
 def _run_property(ctx: Context, corrupt: bool) -> Outcome:
     """Run the Definition 2 property over hypothesis-drawn tasks; count counterexamples."""
     n = ctx.pick(quick=60, full=400)
@@ -193,6 +203,7 @@ def _run_property(ctx: Context, corrupt: bool) -> Outcome:
         if corrupt:
             p = _off_by_one(task, p)
         assert_valid_prompts(task, p, p.x.dtype)
+        _assert_labels_and_selection(task, p)
 
     try:
         prop()
