@@ -74,7 +74,7 @@ def _env(work: Path) -> dict:
 
 def _verify_command(only: str = "") -> str:
     """The scored command; ``only`` (claim ids) narrows it to hunt survivors of one module fast, never to score."""
-    return f"{sys.executable} -m qstr.verify.cli verify --profile quick --fail-fast" + (f" --only {only}" if only else "")
+    return f"{sys.executable} -m qstr.verify.cli verify --profile quick --fail-fast" + (f" --only {only.replace(',', ' ')}" if only else "")
 
 
 def _unit_test_command(package: str) -> str:
