@@ -3,6 +3,7 @@
 merged W_QK against separate W_Q, W_K, W_V)."""
 from __future__ import annotations
 
+import copy
 import dataclasses
 import io
 import math
@@ -59,27 +60,38 @@ def _heads_gap(merged, Z: torch.Tensor) -> float:
     return float((merged.heads(Z) - torch.einsum("bhij,bjd->bihd", merged.attention(Z), Z)).abs().max())
 
 
-def _file_and_options(cons, Z: torch.Tensor, ref: torch.Tensor) -> tuple[dict, float]:
-    """Gaps to the built module's outputs of the other public ways to the same model (Appendix A.1): the file
-    read by load_multihead (float64, and float32 with its own allowance), init_from_construction(dtype=float32),
+def _small_lemma11(ctx: Context):
+    """A small certified Lemma 11 construction (N = 16, d = 2, q = 2 heads, teacher link) and prompts for it."""
+    net = make_link("teacher", 2, 2, generator=ctx.generator(55)).two_layer_net()
+    cons = lemma11(16, 2, 2, net, eps=0.05, r_x=3.0, device=ctx.device)
+    x = torch.randn(2, 16, 2, generator=ctx.generator(56, ctx.device), dtype=torch.float64, device=ctx.device)
+    t = torch.randint(0, 16, (2, 16, 2), generator=ctx.generator(57, ctx.device), device=ctx.device)
+    return cons, x, t
+
+
+def _file_and_options(ctx: Context) -> tuple[bool, str]:
+    """The other public ways to the built model (Appendix A.1), on a small construction: the file `qstr construct`
+    writes read by load_multihead (float64, and float32 with its own allowance), init_from_construction(dtype=float32),
     a nonzero readout bias c and out_proj bias folded by from_multihead (c as one more ReLU unit relu(1) c, the
-    out_proj bias before the ReLU), and MergedAttention.heads = attention weights @ Z. Returns (gaps, float32 gap)."""
+    out_proj bias before the ReLU; readout_bias='raise' refuses c), logical_parameters covering every parameter,
+    and MergedAttention.heads = attention weights @ Z."""
+    cons, x, t = _small_lemma11(ctx)
+    with torch.no_grad():
+        Z, ref = cons.encode(x, t), cons.predict(x, t)
     mt = through_path(construction_state(cons), load_multihead)
     mt32 = through_path(construction_state(cons), load_multihead, dtype=torch.float32)
     init32 = init_from_construction(cons, dtype=torch.float32)
-    biased = init_from_construction(cons)
+    biased = copy.deepcopy(mt)
     with torch.no_grad():
         biased.readout.bias.fill_(0.25)
         E = biased.q * biased.D_e
         biased.mha.out_proj.bias = torch.nn.Parameter(torch.linspace(-0.1, 0.1, E, dtype=Z.dtype, device=Z.device))
-        folded = from_multihead(biased)
-        merged = from_multihead(mt)
-        shape = ref.shape
-        gaps = {"load_multihead(file)": float((mt(Z).reshape(shape) - ref).abs().max()),
+        folded, merged = from_multihead(biased), from_multihead(mt)
+        gaps = {"load_multihead(file)": float((mt(Z).reshape(ref.shape) - ref).abs().max()),
                 "folded biases": float((folded(Z) - biased(Z)).abs().max()),
-                "heads = A Z (random Z)": _heads_gap(merged, torch.randn(Z.shape, generator=torch.Generator().manual_seed(54),
+                "heads = A Z (random Z)": _heads_gap(merged, torch.randn(Z.shape, generator=ctx.generator(58),
                                                                         dtype=Z.dtype).to(Z.device))}
-        gap32 = max(float((m(Z.float()).reshape(shape).double() - ref).abs().max()) for m in (mt32, init32))
+        gap32 = max(float((m(Z.float()).reshape(ref.shape).double() - ref).abs().max()) for m in (mt32, init32))
     gap32 = gap32 if all(p.dtype == torch.float32 for m in (mt32, init32) for p in m.parameters()) else math.inf
     count = sum(p.numel() for p in logical_parameters(biased).values())
     gaps["logical parameters vs module"] = abs(count - sum(p.numel() for p in biased.parameters()))
@@ -89,7 +101,13 @@ def _file_and_options(cons, Z: torch.Tensor, ref: torch.Tensor) -> tuple[dict, f
         gaps["readout_bias='raise' refuses c"] = math.inf
     except ValueError:
         gaps["readout_bias='raise' refuses c"] = 0.0
-    return gaps, gap32
+    rnd = Rounding(n=2 * (16 + merged.D_e * merged.H + merged.m), scale=float(ref.abs().max()) + 1.0,
+                   what="2 (N + H D_e + m) eps (|y|max + 1)")
+    tol32 = dataclasses.replace(rnd, dtype=torch.float32).term  # the same rounding count in float32
+    ok = all(rnd.within(e, 0.0) for e in gaps.values()) and gap32 <= tol32
+    return ok, ("small Lemma 11 (N=16, d=2, q=2) through the other public ways: "
+                + ", ".join(f"{k} {e:.2g}" for k, e in gaps.items()) + f" ({rnd.term:.2g} allowed); float32 "
+                f"(load_multihead(file, dtype), init_from_construction(dtype)) {gap32:.2g} (allowed {tol32:.2g})")
 
 
 INIT_NOISE = 0.1
@@ -140,12 +158,9 @@ def _export(ctx: Context, slip=None) -> Outcome:
             init_ok, text = _init_noise(cons, ctx)
             ok &= init_ok
             rows.append(text)
-            gaps, gap32 = _file_and_options(cons, Z, ref)
-            tol32 = dataclasses.replace(rnd, dtype=torch.float32).term  # the same rounding count in float32
-            ok &= all(rnd.within(e, 0.0) for e in gaps.values()) and gap32 <= tol32
-            rows.append("the other public ways to the model: " + ", ".join(f"{k} {e:.2g}" for k, e in gaps.items())
-                        + f"; float32 (load_multihead(dtype), init_from_construction(dtype)) {gap32:.2g} "
-                          f"(allowed {tol32:.2g})")
+            files_ok, text = _file_and_options(ctx)
+            ok &= files_ok
+            rows.append(text)
     return Outcome(measured=f"max |y_export - y_built| = {worst:.2g}", bound="<= rounding", holds=ok,
                    value=worst, limit=allowed,
                    detail=f"B={B}, N={EX_N}, saved and reloaded with weights_only=True; " + "; ".join(rows))

@@ -19,11 +19,5 @@ def test_each_export_slip_is_caught_with_a_large_error(slip):
 
 
 def test_file_loaders_and_bias_options_match_the_built_module():
-    import torch
-    name, cons = export._constructions(CTX)[0]
-    x = torch.randn(2, export.EX_N, export.EX_D, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
-    t = torch.randperm(export.EX_N, generator=torch.Generator().manual_seed(1))[:3].expand(2, export.EX_N, 3)
-    Z = cons.encode(x, t)
-    with torch.no_grad():
-        gaps, gap32 = export._file_and_options(cons, Z, cons.predict(x, t))
-    assert max(gaps.values()) < 1e-12 and gap32 < 1e-4, gaps
+    ok, line = export._file_and_options(CTX)
+    assert ok and "load_multihead(file)" in line, line
