@@ -204,9 +204,11 @@ def smaller_as_derived() -> bool:
     """Lemma 41 (docs/derivations/lemmas-39-41-42.md, "Which bound is smaller"): ``smaller_bound`` names the volume
     bound below the documented crossing d and the Maurey bound from it on (crossover_dimension agrees), and the
     Maurey bound for eps >= 2, where it is 0 (one point: the diameter is 2) while the volume bound d ln(1 + 2/eps)
-    is not; hand values volume(2, 1) = 2 ln 3, Maurey(1, 1) = ln 15."""
+    is not (so the crossing is d = 1 there, and none below d_max = 10 at eps = 0.5); hand values volume(2, 1) = 2 ln 3,
+    Maurey(1, 1) = ln 15."""
     ok = all(smaller_bound(d - 1, eps) == "volume" and smaller_bound(d, eps) == "maurey"
              and crossover_dimension(eps) == d for eps, d in LEMMA41_CROSSINGS.items())
+    ok &= crossover_dimension(2.5) == 1 and crossover_dimension(0.5, d_max=10) is None  # d = 1 at once; past d_max
     return (ok and smaller_bound(3, 2.5) == "maurey" and maurey_log_packing_bound(3, 2.5) == 0.0
             and abs(volume_log_packing_bound(2, 1.0) - 2 * math.log(3)) <= 1e-14
             and abs(maurey_log_packing_bound(1, 1.0) - math.log(15)) <= 1e-14)

@@ -150,13 +150,18 @@ def _record_consistent(g, N: int) -> bool:
 def lemma11_alpha_least(g, eps: float) -> bool:
     """Lemma 11 (docs/derivations/lemma11.md, "Choosing alpha from eps"): the public ``lemma11_alpha`` is the built
     alpha, equals ln((N-1)(1-delta*)/delta*) / (c^2 (1 - mu)), delta* = eps / (2 Lip sqrt(H) r_x) (relative 1e-12),
-    meets eps, and alpha (1 - 1e-9) does not."""
+    meets eps, and alpha (1 - 1e-9) does not; alpha = 0 when the uniform attention already meets eps (1.01 x its
+    bound, and delta* > 1; not 0.99 x) and for lipschitz = 0."""
     kw = dict(N=g.N, q=g.H, mu=g.mu, c=g.c, r_x=g.r_x, lipschitz=g.lipschitz)
     a = lemma11_alpha(eps=eps, **kw)
     ds = eps / (2 * g.lipschitz * math.sqrt(g.H) * g.r_x)
     closed = math.log((g.N - 1) * (1 - ds) / ds) / (g.c ** 2 * (1 - g.mu))
+    uniform = lemma11_error_bound(alpha=0.0, **kw)  # alpha = 0 once delta* >= (N-1)/N, and for a constant net
+    edges = (lemma11_alpha(eps=1.01 * uniform, **kw) == 0.0 < lemma11_alpha(eps=0.99 * uniform, **kw)
+             and lemma11_alpha(eps=1.0001 * uniform * g.N / (g.N - 1), **kw) == 0.0  # delta* = 1.0001 > 1
+             and lemma11_alpha(eps=eps, **{**kw, "lipschitz": 0.0}) == 0.0)
     return (a == g.alpha and abs(a - closed) <= 1e-12 * closed and lemma11_error_bound(alpha=a, **kw) <= eps
-            and lemma11_error_bound(alpha=a * (1 - 1e-9), **kw) > eps)
+            and lemma11_error_bound(alpha=a * (1 - 1e-9), **kw) > eps and edges)
 
 
 def guarantee_rederived(cons, net, g, eps_2nn: float = 0.25) -> bool:
@@ -407,7 +412,8 @@ def mu_needed_largest(g, q: int) -> tuple:
 def _mu_needed_largest(q: int, g_mu: float, c: float, r_x: float, best: float) -> tuple:
     """Remark after Prop 3 (docs/derivations/sparse-averaging.md, choosing alpha): for an eps below the best bound
     (half of it), ``sparse_average_mu_needed`` is the largest mu whose minimal bound meets eps (relative 1e-5), and
-    the ValueError of ``sparse_average_alpha`` names it; for q = 2 it is the open limit 1/(2q - 1) = 1/3.
+    the ValueError of ``sparse_average_alpha`` names it; for q = 2 it is the open limit 1/(2q - 1) = 1/3. With N = q
+    (no outside keys) the minimising alpha is 0.
     Returns (holds, mu needed)."""
     import re
 
@@ -421,6 +427,8 @@ def _mu_needed_largest(q: int, g_mu: float, c: float, r_x: float, best: float) -
         named = re.search(r"mu <= ([0-9.e+-]+) would be needed", str(err))
         ok &= named is not None and abs(float(named.group(1)) - mu) <= 1e-5 * mu
     ok &= sparse_average_mu_needed(N=SA_N, q=2, r_x=r_x, eps=eps) == 1 / (2 * 2 - 1)
+    # N = q: no key outside the set, the bound is 0 at alpha = 0 (L = 0, equal weights) and grows: alpha = 0 minimises
+    ok &= sparse_average_alpha(N=q, q=q, mu=g_mu, c=c, r_x=r_x) == 0.0
     return ok, mu
 
 
