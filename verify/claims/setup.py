@@ -22,6 +22,7 @@ from qstr.constructions.codes import (
     rademacher_pair_tail,
     require_coherence,
     rs_hadamard_codebook,
+    rs_hadamard_coherence,
 )
 from qstr.bounds.attention import lemma12_radius
 from qstr.constructions.links import CallableLink, TwoLayerNet, he2, make_link
@@ -59,7 +60,7 @@ def _codebook_rows(name: str, N: int, d_e: int, omega: torch.Tensor, rnd: Roundi
     (the boundary mu = 1/2 is inside: RS-Hadamard codes attain it)."""
     r = coherence_report(omega, 0.5)
     off = _unit_rows(omega)
-    holds = rnd.within(off, 0.0) and rnd.within(r.mu, 0.5)
+    holds = rnd.within(off, 0.0) and rnd.within(r.mu, 0.5) and str(r).startswith("satisfies" if r.ok else "violates")
     extra = ""
     if book is not None:
         accepted = _accepted(book)
@@ -411,10 +412,14 @@ def _rs_codes(ctx: Context, polys=None) -> Outcome:
         book = rs_hadamard_codebook(n * n, mu=1.0 / n, device=ctx.device)
         brute = coherence(book.omega)
         g = book.params["guaranteed_mu"]
-        code_ok = book.params["m"] == m and brute == book.mu <= g
+        k = book.params["k"]
+        prefixes = {Np: rs_hadamard_coherence(Np, m, k) for Np in (1, 2, n + 1)}  # the first N' words
+        code_ok = (book.params["m"] == m and brute == book.mu <= g
+                   and all(mu == (coherence(book.omega[:Np]) if Np > 1 else 0.0) for Np, mu in prefixes.items()))
         ok = ok and code_ok
         bad_codes += not code_ok
-        rows.append(f"m={m}: N={n * n}, d_e={book.d_e}, mu root count {book.mu:.4g} = Gram {brute:.4g} <= {g:.4g}")
+        rows.append(f"m={m}: N={n * n}, d_e={book.d_e}, mu root count {book.mu:.4g} = Gram {brute:.4g} <= {g:.4g}, "
+                    f"prefixes N' = 1, 2, n + 1: rs_hadamard_coherence " + ", ".join(f"{v:.4g}" for v in prefixes.values()))
     bad = [m for m, f in fields.items() if not f]
     return Outcome(measured=f"{sum(fields.values())}/{len(fields)} fields; mu two ways equal", bound="all fields, equal",
                    holds=ok, detail=f"zero-divisor free tables for m = {sorted(fields)}" +
