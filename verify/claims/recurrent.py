@@ -751,12 +751,27 @@ def _cli_file(ctx: Context) -> tuple[bool, str]:
         y = model(rnn_encoding(x, p.t, model.omega))
         diff = float((y - c.predict(x, p.t)).abs().max())
         err = float((y - link(gather_tokens(x, p.t))).abs().max())
+        no_gate = float((plain_birnn(dict(state, output=c.output_layers_without_gate()), x, p.t)[0]
+                         - c.predict(x, p.t, output_gate=False)).abs().max())
     cfg, bound = state["config"], c.guarantee.prediction_error
-    ok = (diff <= 1e-9 and _p28_rounding(c, N).within(err, bound) and c.guarantee.mu <= 0.5
-          and (cfg["N"], cfg["d"], cfg["q"]) == (N, d, q) and _eps_as_asked(c.transition.guarantee, eps))
+    need = math.sqrt(q) * (c.guarantee.r_x + math.sqrt(d) * c.transition.guarantee.eps)  # Cor 27's state radius
+    ok = (diff <= 1e-9 and no_gate <= 1e-9 and _p28_rounding(c, N).within(err, bound) and c.guarantee.mu <= 0.5
+          and (cfg["N"], cfg["d"], cfg["q"]) == (N, d, q) and _eps_as_asked(c.transition.guarantee, eps)
+          and abs(c.r_h - need) <= 1e-12 * need and _refuses_small_r_h(c, need))
     return ok, (f"`qstr construct rnn` file (N={N}, d={d}, q={q}, eps {eps:g}) through load_rnn: vs the built scan "
                 f"{diff:.1e}, max |y_hat - g(x_t)| {err:.3g} <= {bound:.4g}, mu {c.guarantee.mu:g}, certified eps "
-                f"{cfg['eps']:.4g}")
+                f"{cfg['eps']:.4g}; r_h {c.r_h:.6g} = sqrt(q)(r_x + sqrt(d) eps), a smaller r_h refused; f_y without "
+                f"the direct term (plain recurrence) vs the scan without it {no_gate:.1e}")
+
+
+def _refuses_small_r_h(c, need: float) -> bool:
+    """build_rnn refuses r_h below Cor 27's sqrt(q)(r_x + sqrt(d) eps) and accepts r_h at it."""
+    kw = dict(q=c.q, eps=c.transition.guarantee.eps_requested, r_x=c.guarantee.r_x)
+    try:
+        build_rnn(c.omega, c.d, c.g_net, r_h=need * (1 - 1e-6), **kw)
+        return False
+    except ValueError:
+        return build_rnn(c.omega, c.d, c.g_net, r_h=need * (1 + 1e-12), **kw).r_h >= need
 
 
 def _prop28(ctx: Context) -> Outcome:
