@@ -171,9 +171,12 @@ def _layout_gap(d: int, q: int, d_e: int) -> float:
 
 
 def _index_encoding_gap(N: int, d: int, q: int, x: torch.Tensor, t: torch.Tensor) -> float:
-    """The FFN input with ``t_encoding="index"``: concat(vec(x), t_il / N over positions i and slots l)."""
-    net = VecFFN(N, d, q, (3,), t_encoding="index", dtype=x.dtype)
+    """The FFN input with ``t_encoding="index"``: concat(vec(x), t_il / N over positions i and slots l); a width
+    given as one int is one hidden layer (inf if the parameter count is not that of N d + N q -> 3 -> N)."""
+    net = VecFFN(N, d, q, 3, t_encoding="index", dtype=x.dtype)
     want = torch.cat([x.reshape(x.shape[0], -1), t[:, None].expand(-1, N, q).reshape(x.shape[0], -1).to(x) / N], 1)
+    if _params(net) != mlp_count((N * d + N * q, 3, N)):
+        return float("inf")
     return float((net.inputs(x, t) - want).abs().max())
 
 
