@@ -765,7 +765,7 @@ def _cli_file(ctx: Context) -> tuple[bool, str]:
 
 
 def _refuses_small_r_h(c, need: float) -> bool:
-    """build_rnn refuses r_h below Cor 27's sqrt(q)(r_x + sqrt(d) eps) and accepts r_h at it."""
+    """build_rnn refuses r_h below Cor 27's sqrt(q)(r_x + sqrt(d) eps) (docs/derivations/rnn-transition.md) and accepts it."""
     kw = dict(q=c.q, eps=c.transition.guarantee.eps_requested, r_x=c.guarantee.r_x)
     try:
         build_rnn(c.omega, c.d, c.g_net, r_h=need * (1 - 1e-6), **kw)
