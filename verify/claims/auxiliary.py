@@ -258,7 +258,7 @@ def _lemma41(ctx: Context, shrink: float) -> Outcome:
                  for d in (*LEMMA41_DIMS, 64) for eps in (*LEMMA41_EPS, 0.5))
     smaller = smaller_as_derived()
     euclid_ok &= api_ok and smaller
-    parts.append(f"smaller_bound: volume below d = " + ", ".join(f"{d} (eps={e})" for e, d in LEMMA41_CROSSINGS.items())
+    parts.append("smaller_bound: volume below d = " + ", ".join(f"{d} (eps={e})" for e, d in LEMMA41_CROSSINGS.items())
                  + f", Maurey from there and at eps = 2.5 (Maurey 0); hand values volume(2, 1) = 2 ln 3, "
                    f"Maurey(1, 1) = ln 15: {smaller}")
     parts.append(f"packing_log_bound = the volume bound (l2) and min(volume, Maurey) (l1), d up to 64: {api_ok}")

@@ -268,7 +268,8 @@ def _thm6(ctx: Context, extra_row: bool, floor=None) -> Outcome:
     floor = floor or risk_floor  # looked up when called (a planted fault in risk_floor reaches every part)
     trained = _train_all(ctx)
     configs = _configs(ctx)
-    n_tests = len(trained) + 7 * len(configs)  # FFN risks, Bayes MC (b) (3 per config), Transformer risks, 3 per config in (d)
+    # FFN risks, Bayes MC (b) (3 per config), Transformer risks, 3 per config in (d)
+    n_tests = len(trained) + 7 * len(configs)
     per_test = 1 - (1 - FAMILY_CONFIDENCE) / n_tests
     z = zcrit(per_test)  # two-sided at the per-test level = Phi^-1(1 - (1 - family) / (2 n_tests))
     z_ok = abs(zcrit(0.95) - 1.959963984540054) <= 1e-12  # the textbook 97.5% normal quantile

@@ -17,11 +17,12 @@ from qstr.bounds.symbolic import n as sym_n
 from qstr.bounds.symbolic import (ffn_sample_size_expr, leading_constants, leading_sample_size_expr, majorant_expr,
                                   majorant_terms, polylog_certificate, polylog_degree, sample_size_from_expr)
 from qstr.bounds.symbolic import u as sym_u
-from qstr.bounds.transformer import (Theorem4Params, ffn_sample_size, theorem4_bound, few_heads_floor, few_heads_floor_per_position,
-                                floor_fraction, loglog_slope, theorem4_sample_size)
-from qstr.bounds.attention import (lemma11, lemma11_alpha, lemma11_error_bound, lemma11_guarantee, lemma11_leak, lemma12_radius,
-                                   sparse_average_alpha, sparse_average_error_bound, sparse_average_guarantee, sparse_average_head,
-                                   sparse_average_leak, sparse_average_mu_needed)
+from qstr.bounds.transformer import (Theorem4Params, ffn_sample_size, theorem4_bound, few_heads_floor,
+                                     few_heads_floor_per_position, floor_fraction, loglog_slope, theorem4_sample_size)
+from qstr.bounds.attention import (lemma11, lemma11_alpha, lemma11_error_bound, lemma11_guarantee, lemma11_leak,
+                                   lemma12_radius, sparse_average_alpha, sparse_average_error_bound,
+                                   sparse_average_guarantee, sparse_average_head, sparse_average_leak,
+                                   sparse_average_mu_needed)
 from qstr.constructions.attention import lemma11_adversarial_prompt, place_block, target_leaks
 from qstr.constructions.codes import rs_hadamard_codebook, star_codebook
 from qstr.constructions.encoding import transformer_encoding
@@ -778,9 +779,14 @@ THM4_SEARCH = (1e6, 1024)  # (target, N) of the exact-arithmetic sample-size sea
 def search_least(params: Theorem4Params, target: float = THM4_SEARCH[0], Nv: int = THM4_SEARCH[1]) -> tuple:
     """Theorem 4 (docs/derivations/theorem4.md, section 9, monotonicity in n): ``sample_size_from_expr`` returns the
     least n with B(n) <= target < B(n - 1) (B: the numeric bound, equal to the sympy one to 1e-16, see
-    :func:`thm4_agreement`); the float search agrees within one.
+    :func:`thm4_agreement`); the float search agrees within one; the floor 4 eps_2nn as target is refused.
     Returns (holds, n)."""
     k = sample_size_from_expr(target, Nv, params)
+    try:  # a target at the floor 4 eps_2nn is never reached (the bound tends to it from above)
+        sample_size_from_expr(4 * params.eps_2nn, Nv, params)
+        return False, k
+    except ValueError:
+        pass
     B = lambda nv: theorem4_bound(nv, Nv, params).total  # noqa: E731 - float64: B(n - 1) / B(n) - 1 ~ 1/n >> 1e-16 here
     return B(k) <= target < B(k - 1) and abs(theorem4_sample_size(target, Nv, params) - k) <= 1, k
 
@@ -824,7 +830,9 @@ def _thm4(ctx: Context, bound=None) -> Outcome:
     sharp = not polylog_certificate(params, k=4).proves_polylog  # the leading form is (ln N)^4 ln ln N: k = 4 fails
     record_ok = thm4_record_consistent(dataclasses.replace(params, q=params.q + 2, r_a=2.0))
     search_ok, n_least = search_least(params)
-    forms_ok = leading_as_derived(params) and prefactor_given(params)
+    # lim (ln N)^2 / (ln N)^k is finite from k = 2 on: polylog_degree's finite branch (the FFN's N d has none)
+    forms_ok = (leading_as_derived(params) and prefactor_given(params)
+                and polylog_degree(sympy.log(sym_N) ** 2, sym_N) == 2)
     agree &= leading_ok and sharp and record_ok and search_ok and forms_ok
     return Outcome(measured=f"{out.measured}; numeric vs sympy bound rel gap {gap:.1e}; majorant/bound >= {maj_ratio:.2f}",
                    bound=f"{out.bound}; gap <= {THM4_AGREE_RTOL:g}", holds=out.holds and agree,
@@ -841,7 +849,8 @@ def _thm4(ctx: Context, bound=None) -> Outcome:
                           f"search: n = {n_least} is the least n with bound <= {THM4_SEARCH[0]:g} at N = "
                           f"{THM4_SEARCH[1]} (bound(n - 1) above; float search within one): {search_ok}; "
                           f"leading_sample_size_expr = 3397386240000 e^4 (ln N)^4 ln ln N and a given c = sqrt(d/q) "
-                          f"= the default c: {forms_ok}; majorant_expr = the sum of the majorant's terms (in the tail gap)",
+                          f"= the default c, polylog_degree((ln N)^2) = 2: {forms_ok}; majorant_expr = the sum of "
+                          f"the majorant's terms (in the tail gap)",
                    value=out.value, limit=out.limit)
 
 

@@ -19,3 +19,9 @@ def test_lemma41_and_lemma42_value_and_limit_agree_with_holds():
         assert _consistent(out) == out.holds
     fals = auxiliary._lemma42_falsifier(CTX)
     assert not fals.holds and not _consistent(fals) and fals.value > 1.5  # a 2L function: about twice the bound
+
+
+def test_interval_and_smaller_bound_as_derived(monkeypatch):
+    assert auxiliary.interval_as_derived() and auxiliary.smaller_as_derived()
+    monkeypatch.setattr(auxiliary, "smaller_bound", lambda d, eps: "volume")
+    assert not auxiliary.smaller_as_derived()

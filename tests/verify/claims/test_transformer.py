@@ -7,6 +7,7 @@ import pytest
 import sympy
 
 import qstr.bounds.transformer as bt
+from qstr.bounds.symbolic import leading_sample_size_expr
 from qstr.bounds.transformer import Theorem4Params
 from qstr.verify.claims.transformer import THM4_AGREE_RTOL, thm4_agreement
 
@@ -138,3 +139,38 @@ def test_majorant_check_catches_a_majorant_piece_below_its_exact_counterpart(mon
 
     monkeypatch.setattr(T, "majorant_terms", half_covering_radius)
     assert T.majorant_check(P)[0] < 0.98
+
+
+# ---------------------------------------------------------------- the public entry points the claims now run
+
+def test_floor_share_catches_an_even_only_fraction(monkeypatch):
+    import qstr.verify.claims.transformer as T
+
+    assert T.floor_share_ok(T.FEW["prop-3"]) and T.floor_share_ok(T.FEW["prop-21"])
+    monkeypatch.setattr(T, "floor_fraction", lambda N=None: 0.5)  # right for even N only
+    assert not T.floor_share_ok(T.FEW["prop-3"])
+
+
+def test_leading_form_and_search_catch_slips(monkeypatch):
+    import qstr.verify.claims.transformer as T
+
+    P = Theorem4Params.default()
+    assert T.leading_as_derived(P) and T.prefactor_given(P)
+    monkeypatch.setattr(T, "leading_sample_size_expr", lambda p, t: 2 * leading_sample_size_expr(p, t))
+    assert not T.leading_as_derived(P)
+    ok, k = T.search_least(P)
+    assert ok
+    monkeypatch.setattr(T, "sample_size_from_expr", lambda t, N, p: k + 1)  # one past the least n
+    assert not T.search_least(P)[0]
+
+
+def test_lemma11_alpha_least_catches_a_larger_alpha(monkeypatch):
+    import qstr.verify.claims.transformer as T
+    from qstr.verify.registry import Context
+
+    link, cons = T._l11_build("linear", 16, 2, Context())
+    g = cons.guarantee
+    assert T.lemma11_alpha_least(g, T.L11_EPS) and T.guarantee_rederived(cons, link.two_layer_net(), g)
+    real = T.lemma11_alpha
+    monkeypatch.setattr(T, "lemma11_alpha", lambda **kw: real(**kw) * (1 + 1e-6))  # meets eps, not the least
+    assert not T.lemma11_alpha_least(g, T.L11_EPS)
