@@ -182,6 +182,34 @@ def test_fused_backend_equals_math_backend_on_cpu(dtype, tol):
         con.fast_heads(x, t, backend="flash")
 
 
+def test_fused_backend_pads_values_to_the_key_width_when_no_kernel_takes_narrower_values(monkeypatch):
+    """Where CUDA has no fused kernel for values narrower than the keys (a RuntimeError), the values are padded to
+    the key width and the answer is unchanged: the refusal is simulated on CPU, so this runs without a GPU."""
+    import torch.nn.functional as F
+
+    N, d, q = 40, 3, 2
+    net = make_link("teacher", q, d, generator=gen(0)).two_layer_net()
+    con = lemma11_weights(N, d, q, net, alpha=6.0, dtype=torch.float32)
+    x = torch.randn(2, N, d, generator=gen(1))
+    t = torch.randint(N, (2, N, q), generator=gen(2))
+    real, widths = F.scaled_dot_product_attention, []
+
+    def refuses_narrow_values(Q, K, V, **kw):
+        widths.append((K.shape[-1], V.shape[-1]))
+        if V.shape[-1] != K.shape[-1]:
+            raise RuntimeError("No available kernel.")
+        return real(Q, K, V, **kw)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", refuses_narrow_values)
+    with torch.no_grad():
+        y = con.fast_predict(x, t, chunk=16, backend="fused")
+    monkeypatch.setattr(F, "scaled_dot_product_attention", real)
+    with torch.no_grad():
+        ref = con.fast_predict(x, t, backend="math")
+    assert widths[0][0] != widths[0][1] and widths[1][0] == widths[1][1]  # refused, then padded to the key width
+    assert float((y - ref).abs().max()) <= 1e-4 * (1 + float(ref.abs().max()))
+
+
 @pytest.mark.gpu
 def test_fast_predict_cuda_matches_cpu():
     N, d, q = 4096, 4, 2
