@@ -64,3 +64,15 @@ def test_polylog_certificate():
     ks = (20, 100, 1000, 10000)
     r = [theorem4_sample_size(TARGET, 2 ** k, P0) / (k * math.log(2)) ** 5 for k in ks]
     assert all(a > 5 * b for a, b in zip(r, r[1:]))  # measured 4.9e15, 4.6e13, 3.2e12, 3.8e11
+
+
+def test_a_certificate_proves_only_when_every_term_but_the_floor_vanishes():
+    """proves_polylog asks for limits exactly 0 outside the approximation floor: a finite positive limit (the beta
+    term 8 tau / sqrt(n) at n = Lam (ln N)^2 tends to 8 tau_c / sqrt(Lam)) is no proof. polylog_certificate never
+    produces one (a finite Dudley limit needs k >= 5, where every other term vanishes), so it is hand-built here."""
+    cert = sy.polylog_certificate(P0, k=5)
+    assert cert.proves_polylog and not sy.polylog_certificate(P0, k=4).proves_polylog
+    beta = {**cert.limits, "beta": 8 * cert.factors["tau/u"]}
+    for limits in (beta, {**cert.limits, "tail": sp.oo}):
+        forged = sy.PolylogCertificate(k=5, Lam=1, limits=limits, factors=cert.factors, value=sp.Add(*limits.values()))
+        assert not forged.proves_polylog
