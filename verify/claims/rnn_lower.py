@@ -404,17 +404,21 @@ def _state_separation(ctx: Context) -> tuple[bool, str]:
     UL_back = pk.sep / (2 * math.sqrt(2)) * math.expm1(pk.log_M_good / (2 * width_bound)) if width_bound > 0 else math.inf
     inverse_ok = abs(UL_back / UL - 1) <= 1e-9
     # tokens on the r_x sphere: the states reach ||h|| = sqrt(N - 1) r_x, which the projection radius must admit
+    # and every position asking for its own token (t_i = i: the e_k^+- branch, x_i itself, of either sign)
     xb = x[:2] / x[:2].norm(dim=-1, keepdim=True) * r_x
-    with torch.no_grad(), cpu_threads(1):
-        yb = model(rnn_encoding(xb, t[:2], omega))
-    target = torch.gather(xb @ u, 1, t[:2, :, 0])
-    sphere_err = float((yb.reshape(target.shape) - target).abs().max())
+    t_self = torch.arange(N, device=ctx.device).expand(2, N)[..., None]
+    sphere_err = 0.0
+    for tb in (t[:2], t_self):
+        with torch.no_grad(), cpu_threads(1):
+            yb = model(rnn_encoding(xb, tb, omega))
+        target = torch.gather(xb @ u, 1, tb[..., 0])
+        sphere_err = max(sphere_err, float((yb.reshape(target.shape) - target).abs().max()))
     ok = (inside and float(e.max()) <= 1e-18 + P8_K * P8_C and chain and separated and gu.d_h >= width_bound
           and inverse_ok and sphere_err <= 1e-9 * r_x)
     return ok, (f"exact generalising RNN N={N} d={d}: max e_m {float(e.max()):.1e}, min ||w - w'|| {float(dw.min()):.2f} "
                 f">= s~/lambda = {need:.3f}, chain ||dp||/sqrt N <= lambda ||dw|| {'holds' if chain else 'FAILS'}, "
                 f"d_h = {gu.d_h} >= width bound {width_bound:.3f} (UL = {UL:.1f}; UL solved back from it {UL_back:.1f}), tokens in r_x-ball: {inside}; "
-                f"tokens on the r_x sphere: max |y_hat - <u, x_t>| {sphere_err:.1e} (<= 1e-9 r_x)")
+                f"tokens on the r_x sphere, random t and t_i = i: max |y_hat - <u, x_t>| {sphere_err:.1e} (<= 1e-9 r_x)")
 
 
 def _make_gru_batch(N: int, simple: bool, omega: torch.Tensor):
