@@ -568,6 +568,12 @@ def _scan_vs_loop(ctx: Context) -> tuple:
     return gap, Rounding(n=F.shape[1], scale=float(F.abs().sum(1).max()), what="N eps max sum_i |F_i|"), counts_ok
 
 
+def _projected_steps(F: torch.Tensor, r_h: float) -> int:
+    """Projected steps of both directions' scans on the same F (each scan's count = the literal loop's, checked by
+    :func:`_scan_vs_loop`): what ``states`` must report as projection_active."""
+    return projected_prefix(F, r_h)[1] + projected_prefix(F, r_h, reverse=True)[1]
+
+
 def _cor27(ctx: Context) -> Outcome:
     scan_gap, scan_rnd, counts_ok = _scan_vs_loop(ctx)
     Ns = ctx.pick(quick=(100, 1000, 10_000, 100_000), full=(100, 1000, 10_000, 100_000), gpu=(1000, 10_000, 100_000, 1_000_000))
@@ -596,9 +602,12 @@ def _cor27(ctx: Context) -> Outcome:
                 hfp, hbp = small.module(device=ctx.device).states(c.encode(x, t))
             stp = c.states(x, t, r_h=small.r_h)
             diff_p = max(float((hfp - stp.h_fwd).abs().max()), float((hbp - stp.h_bwd).abs().max()))
-            good &= diff <= 1e-9 and same_zeros and diff_p <= 1e-9 and stp.projection_active > 0
+            counted = _projected_steps(stp.direct, small.r_h)
+            good &= (diff <= 1e-9 and same_zeros and diff_p <= 1e-9 and stp.projection_active > 0
+                     and stp.projection_active == counted)
             extra = (f", loop vs scan {diff:.1e} (zero pattern identical: {same_zeros}); with r_h = {small.r_h:.3g} "
-                     f"(projection active at {stp.projection_active} steps) loop vs scan {diff_p:.1e}")
+                     f"(projection active at {stp.projection_active} steps, both directions; forward + backward "
+                     f"scan: {counted}) loop vs scan {diff_p:.1e}")
         ok &= good
         ratios.append(err / eps)
         kind = "rotated, " if rotate else ""
