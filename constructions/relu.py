@@ -214,7 +214,7 @@ def product_error(R: float, knots: int) -> float:
     return h * h / 16
 
 
-def product_gadget(R: float = 1.0, knots: int = 33) -> Gadget:
+def product_gadget(R: float, knots: int) -> Gadget:
     """(x, y) -> x y on [-R, R]^2 (Lemma 22), by polarisation x y = (S(x + y) - S(x - y)) / 4.
 
     S is the piecewise-linear interpolant of z^2 at ``knots`` equally spaced knots on
@@ -312,7 +312,7 @@ def gate_target(x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
     return 2 * x * torch.relu(s - 0.5)
 
 
-def gate_gadget(r_x: float, knots: int = 64, s_max: float = 1.0) -> Gadget:
+def gate_gadget(r_x: float, knots: int, s_max: float = 1.0) -> Gadget:
     """(x, s) -> 2 x relu(s - 1/2) for |x| <= r_x, s <= s_max (Lemma 24), with certified error r_x delta.
 
     relu(s - 1/2) = int_{1/2}^{s_max} 1[s > tau] d tau is discretised into K = ``knots`` bands
