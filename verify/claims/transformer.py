@@ -583,10 +583,12 @@ def _explicit_risk(cfg, H, ctx, n=None):
 def floor_share_ok(cfg) -> bool:
     """Props 3 and 21 (docs/derivations/few-heads.md): the share of positions i >= N//2 (0-based) carrying the
     floor, counted by hand, is floor_fraction(N) (1/2 for even N and N = None, (N + 1)/(2N) for odd N), and
-    few_heads_floor(..., N) is that share of the per-position floor; q > N//2 is refused."""
+    few_heads_floor(..., N) is that share of the per-position floor; q > N//2 is refused. With H >= q heads (Lemma
+    11's count and beyond, where the formula goes negative) the floor is exactly 0."""
     q, d, r, N = cfg["q"], cfg["d"], cfg["restricted"], cfg["N"]
     per = few_heads_floor_per_position(q, q - 1, d, r)
     ok = floor_fraction() == 0.5 and few_heads_floor(q, q - 1, d, r) == 0.5 * per
+    ok &= all(few_heads_floor_per_position(q, H, d, r) == 0.0 for H in (q, q + 1, 2 * q, 3 * q))
     for n in (N, N + 1, 2 * q + 1):
         share = sum(1 for i in range(n) if i >= n // 2) / n
         ok &= floor_fraction(n) == share and few_heads_floor(q, q - 1, d, r, N=n) == share * per
@@ -617,7 +619,8 @@ def _few_heads(claim_id: str, ctx: Context) -> Outcome:
     parts.append(f"explicit H={H}: risk {exp_risk:.4f} (expected {value:.4f} +- {slack:.4f}) vs floor {floor:.4f}; "
                  f"its squared-norm net errs {attained:.6e} at the knot midpoints, certified {sq_err:.6e}")
     parts.append(f"position-averaged floor few_heads_floor(N) = (share of positions i >= N//2, counted) x per-position "
-                 f"floor at N = {cfg['N']}, {cfg['N'] + 1}, {2 * q + 1} and N = None (1/2); q > N//2 refused: {share}")
+                 f"floor at N = {cfg['N']}, {cfg['N'] + 1}, {2 * q + 1} and N = None (1/2); q > N//2 refused; 0 for "
+                 f"H = q, q + 1, 2q, 3q heads: {share}")
     parts.append((f"trained (float32): {largest(t[4] for t in trained)}; " if trained else
                   "trained models: full profile only; ") + f"explicit: {exp_rnd}")
     trained_part = f"trained/floor >= {min(r / f for _, r, _, f, _ in trained if f > 0):.3f}; " if trained else ""
