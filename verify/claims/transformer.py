@@ -722,6 +722,21 @@ def _exact_pieces(P: Theorem4Params, nv: int, Nv: int, mp) -> dict:
             * mp.mpf(nv) ** (-0.75) * mp.exp(-mp.log(Nv) / 4)}
 
 
+def _majorant_logs(P: Theorem4Params, nv: int, Nv: int, mp) -> dict:
+    """The split covering logarithm's pieces as docs/derivations/theorem4.md (section 10) derives them, in mpmath:
+    alpha <= (ln N + ln(1 + X)) / (c^2 (1 - mu)) with X = 2 K sqrt(q) r_x / sqrt(eps_2NN), d_e <= 8 (2 ln N - ln delta)
+    + 1, and L_rho = ln(1 + 12 K rho), L_c = ln(1 + 12 K sqrt q), L_alpha = ln(1 + alpha), L_de = ln(1 + sqrt d_e),
+    L_rz = 3 ln(1 + r_z)."""
+    K, c2 = P.r_a * P.r_w, (mp.mpf(P.d) / P.q if P.c is None else mp.mpf(P.c) ** 2)
+    q, lnN = P.q, mp.log(Nv)
+    r_x = mp.sqrt(3 * P.C_x * mp.e * P.d * mp.log(nv * Nv))
+    r_z = mp.sqrt(r_x ** 2 + c2 * (q + 1))
+    alpha = (lnN + mp.log(1 + 2 * K * mp.sqrt(q) * r_x / mp.sqrt(P.eps_2nn))) / (c2 * (1 - P.mu))
+    d_e = 8 * (2 * lnN - mp.log(P.delta)) + 1 if P.d_e is None else P.d_e
+    return {"L_rho": mp.log(1 + 12 * K * mp.sqrt(q * r_z ** 2 + 1)), "L_c": mp.log(1 + 12 * K * mp.sqrt(q)),
+            "L_alpha": mp.log(1 + alpha), "L_de": mp.log(1 + mp.sqrt(d_e)), "L_rz": 3 * mp.log(1 + r_z)}
+
+
 def majorant_check(params: Theorem4Params, points=MAJORANT_POINTS) -> tuple:
     """Theorem 4's polylog certificate: (smallest majorant piece / exact piece, largest relative gap of the pinned
     tail and tau terms) at n_lo = n_up = n,
@@ -731,7 +746,8 @@ def majorant_check(params: Theorem4Params, points=MAJORANT_POINTS) -> tuple:
     tau)) at the majorant's tau, where the Dudley term's monotonicity in tau puts it), the public ``majorant_expr``
     must be the sum of the terms (else the gap is inf), and the tail, tau and L_n terms
     must be their derivations: the exact tail with psi(2) <= e (4 + 2 ln N), tau with its max replaced by the sum and
-    psi(p) <= e (2p + 2 ln N), L_n = ln(1 + sqrt(n / tau)) at that tau (docs/derivations/theorem4.md, section 10).
+    psi(p) <= e (2p + 2 ln N), L_n = ln(1 + sqrt(n / tau)) at that tau, and the split's pieces (:func:`_majorant_logs`)
+    (docs/derivations/theorem4.md, section 10).
     mpmath, 30 digits."""
     import mpmath
     import sympy as sp
@@ -742,7 +758,8 @@ def majorant_check(params: Theorem4Params, points=MAJORANT_POINTS) -> tuple:
     expr_is_sum = majorant_expr(params, sym_n, sym_N).subs(sym_N, sp.exp(sym_u)) - t["total"] == 0
     t["L_split"] = sp.log(2) + sp.Max(t["L_rho"], t["L_c"] + t["L_alpha"] + t["L_de"] + t["L_rz"])
     f = {k: sp.lambdify((sym_n, sym_u), t[k], "mpmath")
-         for k in ("total", "tau", "P", "L_A", "L_n", "dudley", "L_split", "L_alpha", "truncation", "tail")}
+         for k in ("total", "tau", "P", "L_A", "L_n", "dudley", "L_split", "L_alpha", "truncation", "tail",
+                   "L_rho", "L_c", "L_de", "L_rz")}
     f_bound = sp.lambdify((sym_n, sym_N), bound_expr(params), "mpmath")
     ratio, gap = math.inf, 0.0
     with mpmath.workdps(30):
@@ -757,6 +774,8 @@ def majorant_check(params: Theorem4Params, points=MAJORANT_POINTS) -> tuple:
                      (m["truncation"], x["truncation"]))
             ratio = min(ratio, *(float(a / b) for a, b in pairs))
             gap = max(gap, *(float(abs(m[k] - x[j]) / x[j]) for k, j in (("tail", "tail"), ("tau", "tau_sum"), ("L_n", "L_n"))))
+            logs = _majorant_logs(params, nv, Nv, mpmath)
+            gap = max(gap, *(float(abs(m[k] - v) / v) for k, v in logs.items()))
     return ratio, gap if expr_is_sum else math.inf
 
 
@@ -846,7 +865,7 @@ def _thm4(ctx: Context, bound=None) -> Outcome:
                           f"{list(THM4_AGREE_POINTS)}, at the default constants and at q = 4, s = C_y = r_a = 2 (and at N = 2 with C_x = 1e-6, c = 1/2: alpha = 0, the rho branch of A): largest relative gap {gap:.2e} (must be <= "
                           f"{THM4_AGREE_RTOL:g}; value stays the slope ratio); the certificate's majorant (q = "
                           f"{maj_params.q}, r_a = {maj_params.r_a:g}) against the exact bound at {list(MAJORANT_POINTS)}: smallest ratio of a "
-                          f"majorant piece to its exact counterpart {maj_ratio:.6f} (>= 1), its tail, tau and L_n terms vs the derivation "
+                          f"majorant piece to its exact counterpart {maj_ratio:.6f} (>= 1), its tail, tau, L_n and split-logarithm terms (L_rho, L_c, L_alpha, L_de, L_rz) vs the derivation "
                           f"{tail_gap:.1e}; leading constants tau_c = {lead['tau_c']}, P_c = {lead['P_c']} equal the "
                           f"certificate's limits of tau/ln N and P/ln^2 N (and P_c = P for a fixed d_e = 50): "
                           f"{leading_ok}; the certificate at k = 4 is inconclusive, as the leading form "
