@@ -159,3 +159,34 @@ def test_the_cli_rnn_file_through_load_rnn_holds():
     ok, line = rec._cli_file(CTX)
     assert ok, line
     assert "through load_rnn" in line
+
+
+def test_projected_steps_count_both_directions_like_the_literal_loop():
+    """_projected_steps (what cor-27 asks RNNConstruction.states to report) against a literal projected loop."""
+    g = torch.Generator().manual_seed(3)
+    F = torch.randn(3, 20, 4, generator=g, dtype=torch.float64)
+    r_h, count = 1.5, 0
+    for order in (range(20), reversed(range(20))):
+        h, steps = torch.zeros(3, 4, dtype=torch.float64), list(order)
+        for k, i in enumerate(steps):
+            v = h + F[:, i]
+            norm = v.norm(dim=-1, keepdim=True)
+            count += int((norm > r_h).sum()) if k < len(steps) - 1 else 0
+            h = v * torch.clamp(r_h / norm, max=1.0)
+    assert rec._projected_steps(F, r_h) == count > 0
+
+
+def test_cor27_catches_a_states_count_that_is_not_the_sum_of_both_directions(monkeypatch):
+    import dataclasses
+
+    from qstr.constructions.recurrent import RNNConstruction
+
+    honest = RNNConstruction.states
+
+    def product_count(self, x, t, **kw):
+        st = honest(self, x, t, **kw)
+        a1 = rec.projected_prefix(st.direct, self.r_h if kw.get("r_h") is None else kw["r_h"])[1]
+        return dataclasses.replace(st, projection_active=a1 * (st.projection_active - a1))
+
+    monkeypatch.setattr(RNNConstruction, "states", product_count)
+    assert not rec._cor27(CTX).holds

@@ -1,6 +1,7 @@
 """Helpers and registration of verify/claims/rnn_lower.py (tests/verify/claims/test_registered.py runs every claim)."""
 
 import pytest
+import torch
 
 import qstr.verify.claims.rnn_lower as rnn_lower  # noqa: F401  (registers the claims)
 from qstr.verify.claims import REGISTRY
@@ -117,3 +118,40 @@ def test_value_and_limit_agree_with_holds():
             lower = "holds means value >= limit" in out.detail
             assert lower == (check is not rnn_lower._lemma38)
             assert ((out.value >= out.limit) if lower else (out.value <= out.limit)) == out.holds
+
+
+def _quick():
+    from qstr.verify.registry import Context
+
+    return Context(profile="quick")
+
+
+def test_state_separation_asks_every_position_for_its_own_token(monkeypatch):
+    """prop-8's exact generalising RNN: an e_k^- unit reading relu(-s_2) for relu(xi) (wrong only when t_i = i and
+    both are negative) is caught by the t_i = i prompts on the r_x sphere."""
+    honest = rnn_lower.slot_memory_rnn
+
+    def misread(omega, u, **kw):
+        model, gu = honest(omega, u, **kw)
+        N = omega.shape[0]
+        W = model.f_y[2].weight
+        with torch.no_grad():
+            W[3 * N:4 * N, 2 + N], W[3 * N:4 * N, 2 * N] = W[3 * N:4 * N, 2 * N].clone(), 0.0
+        return model, gu
+
+    assert rnn_lower._state_separation(_quick())[0]
+    monkeypatch.setattr(rnn_lower, "slot_memory_rnn", misread)
+    ok, detail = rnn_lower._state_separation(_quick())
+    assert not ok and "t_i = i" in detail
+
+
+def test_thm9_pins_the_memoriser_constant_at_its_default(monkeypatch):
+    """thm-9 compares lemma36_constant() (K_y = 6) with the derived C36 sqrt(6) = 74.49: a default K_y = 5 fails."""
+    import math
+
+    from qstr.constructions.interpolation import C36
+
+    assert rnn_lower.lemma36_constant() == pytest.approx(74.49, abs=0.01)
+    assert rnn_lower._thm9(_quick(), simple=False).holds
+    monkeypatch.setattr(rnn_lower, "lemma36_constant", lambda K_y=5.0: C36 * math.sqrt(K_y))
+    assert not rnn_lower._thm9(_quick(), simple=False).holds

@@ -140,6 +140,30 @@ def test_majorant_check_catches_a_majorant_piece_below_its_exact_counterpart(mon
     monkeypatch.setattr(T, "majorant_terms", half_covering_radius)
     assert T.majorant_check(P)[0] < 0.98
 
+    def wider_alpha_log(*a, **k):  # ln(2 + alpha): still a majorant, caught only against the derivation
+        t = orig(*a, **k)
+        t["L_alpha"] = sympy.log(1 + sympy.exp(t["L_alpha"]))
+        return t
+
+    monkeypatch.setattr(T, "majorant_terms", wider_alpha_log)
+    ratio, gap = T.majorant_check(P)
+    assert ratio >= 1 and gap > 1e-3
+
+
+def test_thm4_agreement_reaches_the_rho_branch_of_the_covering_radius():
+    """At N = 2 with C_x = 1e-6, alpha = 0 and A = 6 K rho (the branch a slip in rho would change): a bound off by
+    1e-6 only where alpha = 0 is caught, so the comparison reaches that branch."""
+    P = Theorem4Params.default()
+    tiny = dataclasses.replace(P, C_x=1e-6, c=0.5)
+    b = bt.theorem4_bound(1, 2, tiny)
+    assert b.alpha == 0.0 and math.sqrt(P.q) * b.r_qk * b.r_z ** 3 < math.sqrt(P.q * b.r_z ** 2 + 1)
+
+    def off_where_alpha_is_zero(n, N, p):
+        b = bt.theorem4_bound(n, N, p)
+        return b.total * (1 + 1e-6) if b.alpha == 0 else b.total
+
+    assert thm4_agreement(P, bound=off_where_alpha_is_zero) > THM4_AGREE_RTOL
+
 
 # ---------------------------------------------------------------- the public entry points the claims now run
 
@@ -149,6 +173,15 @@ def test_floor_share_catches_an_even_only_fraction(monkeypatch):
     assert T.floor_share_ok(T.FEW["prop-3"]) and T.floor_share_ok(T.FEW["prop-21"])
     monkeypatch.setattr(T, "floor_fraction", lambda N=None: 0.5)  # right for even N only
     assert not T.floor_share_ok(T.FEW["prop-3"])
+
+
+def test_floor_share_asks_for_a_zero_floor_with_enough_heads(monkeypatch):
+    import qstr.verify.claims.transformer as T
+
+    honest = T.few_heads_floor_per_position
+    monkeypatch.setattr(T, "few_heads_floor_per_position",
+                        lambda q, H, d, r: honest(q, H, d, r) if H < q else 2.0 * (q - H) / q)  # not clipped at 0
+    assert not T.floor_share_ok(T.FEW["prop-21"]) and not T.floor_share_ok(T.FEW["prop-3"])
 
 
 def test_leading_form_and_search_catch_slips(monkeypatch):
