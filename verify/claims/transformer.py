@@ -440,12 +440,29 @@ def sparse_guarantee_rederived(head, g) -> bool:
     return again.as_dict() == g.as_dict() and abs(wider.error_bound - 2 * g.error_bound) <= 1e-15 * g.error_bound
 
 
+def no_minimiser_without_coherence(g, q: int) -> bool:
+    """Orthogonal codes (mu = 0; also q <= 2) leave the in-set scores equal, so the sparse-averaging bound only
+    decreases in alpha (docs/derivations/sparse-averaging.md): at q = 3 it falls on a grid of alpha up to 10^4, and
+    ``sparse_average_alpha`` without eps refuses (no minimiser) while with eps it meets eps at the least alpha."""
+    kw = dict(N=SA_N, q=q, mu=0.0, c=g.c, r_x=g.r_x)
+    vals = [sparse_average_error_bound(alpha=a, **kw) for a in (0.0, 0.1, 1.0, 10.0, 100.0, 1e4)]
+    try:
+        sparse_average_alpha(**kw)
+        return False
+    except ValueError:
+        pass
+    eps = 0.1 * vals[0]
+    a = sparse_average_alpha(eps=eps, **kw)
+    return (all(x > y for x, y in zip(vals, vals[1:])) and sparse_average_error_bound(alpha=a, **kw) <= eps
+            < sparse_average_error_bound(alpha=a * (1 - 1e-9), **kw))
+
+
 def _sparse_average_check(ctx: Context, fault=None, loose_bound: bool = False) -> Outcome:
     rows = [_sa_case(ctx, q, eps, fault, loose_bound) for q, eps in SA_CASES]
     least = all(sparse_alpha_least(r["guarantee"], r["q"], eps) for r, (_, eps) in zip(rows, SA_CASES))
     q3 = next(r for r in rows if r["q"] >= 3)
     need_ok, need = mu_needed_largest(q3["guarantee"], q3["q"])
-    least &= need_ok and all(r["rederived"] for r in rows)
+    least &= need_ok and all(r["rederived"] for r in rows) and no_minimiser_without_coherence(q3["guarantee"], q3["q"])
     detail = "; ".join(
         f"q={r['q']}: exact sup over all {r['sets']} q-sets {r['exact']:.4e} vs bound {r['bound']:.4e} "
         f"(alpha {r['alpha']:.2f}, mu {r['mu']:.4f}); at the worst prompt "
@@ -460,7 +477,8 @@ def _sparse_average_check(ctx: Context, fault=None, loose_bound: bool = False) -
                           f"(q = 3: eps = 1.5 x the minimal bound, first crossing below the minimiser), and 0 when "
                           f"alpha = 0 meets it; q = {q3['q']}, eps = half the minimal bound: out of reach, "
                           f"sparse_average_mu_needed = {need:.6g} (the largest mu meeting it, named by the ValueError; "
-                          f"1/3 for q = 2); sparse_average_guarantee of each head = its record: {least}; "
+                          f"1/3 for q = 2); sparse_average_guarantee of each head = its record; mu = 0 (q = 3): the bound only "
+                          f"decreases, no minimising alpha, the least alpha meeting 0.1 x its alpha = 0 value: {least}; "
                           f"largest {largest(r['rnd'] for r in rows)}")
 
 

@@ -207,3 +207,17 @@ def test_lemma11_alpha_least_catches_a_larger_alpha(monkeypatch):
     real = T.lemma11_alpha
     monkeypatch.setattr(T, "lemma11_alpha", lambda **kw: real(**kw) * (1 + 1e-6))  # meets eps, not the least
     assert not T.lemma11_alpha_least(g, T.L11_EPS)
+
+
+def test_no_minimiser_without_coherence_catches_a_finite_minimiser(monkeypatch):
+    """At mu = 0 the sparse-averaging bound only decreases: a sparse_average_alpha that returns a (grid-end) minimiser
+    instead of refusing is caught."""
+    from types import SimpleNamespace
+
+    import qstr.verify.claims.transformer as T
+
+    g = SimpleNamespace(c=1.0, r_x=2.0)  # the helper reads the guarantee's c and r_x
+    assert T.no_minimiser_without_coherence(g, 3)
+    honest = T.sparse_average_alpha
+    monkeypatch.setattr(T, "sparse_average_alpha", lambda eps=None, **kw: 1e6 if eps is None else honest(eps=eps, **kw))
+    assert not T.no_minimiser_without_coherence(g, 3)
