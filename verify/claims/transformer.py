@@ -836,11 +836,19 @@ def search_least(params: Theorem4Params, target: float = THM4_SEARCH[0], Nv: int
 
 def leading_as_derived(params: Theorem4Params, target: float = THM4_TARGET, Nv: int = 2 ** 20) -> bool:
     """Theorem 4's leading form (docs/derivations/theorem4.md, section 11): for the default constants and target
-    0.1, ``leading_sample_size_expr`` = 3397386240000 e^4 (ln N)^4 ln ln N (relative 1e-12 at N = 2^20)."""
+    0.1, ``leading_sample_size_expr`` = 3397386240000 e^4 (ln N)^4 ln ln N (relative 1e-12 at N = 2^20); for a
+    fixed d_e = 50 it is 144 tau_c^2 P L_c (ln N)^2 ln ln N / (target - 4 eps_2NN)^2 with P = m (q D_e + 2) + q D_e^2,
+    D_e = d + (q + 1) d_e and L_c = 5/2 + (2 - 1)/2 = 3."""
     L = math.log(Nv)
     hand = 3397386240000 * math.e ** 4 * L ** 4 * math.log(L)
     got = float(leading_sample_size_expr(params, target).subs(sym_N, Nv).evalf(30))
-    return abs(got - hand) <= 1e-12 * hand
+    fixed = dataclasses.replace(params, d_e=50)
+    q, D_e = fixed.q, fixed.d + (fixed.q + 1) * 50
+    tau_c = 2 * math.e ** 2 * 4 * (fixed.r_a * fixed.r_w) ** 2 * q * fixed.C_x * fixed.d
+    P = fixed.m_g * (q * D_e + 2) + q * D_e ** 2
+    hand_fixed = 144 * tau_c ** 2 * P * 3 * L ** 2 * math.log(L) / (target - 4 * fixed.eps_2nn) ** 2
+    got_fixed = float(leading_sample_size_expr(fixed, target).subs(sym_N, Nv).evalf(30))
+    return abs(got - hand) <= 1e-12 * hand and abs(got_fixed - hand_fixed) <= 1e-12 * hand_fixed
 
 
 def prefactor_given(params: Theorem4Params, points=THM4_AGREE_POINTS[:3]) -> bool:
@@ -891,7 +899,8 @@ def _thm4(ctx: Context, bound=None) -> Outcome:
                           f"count, total) and its terms() dict equal their definitions: {record_ok}; exact-arithmetic "
                           f"search: n = {n_least} is the least n with bound <= {THM4_SEARCH[0]:g} at N = "
                           f"{THM4_SEARCH[1]} (bound(n - 1) above; float search within one): {search_ok}; "
-                          f"leading_sample_size_expr = 3397386240000 e^4 (ln N)^4 ln ln N and a given c = sqrt(d/q) "
+                          f"leading_sample_size_expr = 3397386240000 e^4 (ln N)^4 ln ln N (fixed d_e = 50: 144 tau_c^2 P 3 "
+                          f"(ln N)^2 ln ln N / 0.06^2) and a given c = sqrt(d/q) "
                           f"= the default c, polylog_degree((ln N)^2) = 2: {forms_ok}; majorant_expr = the sum of "
                           f"the majorant's terms (in the tail gap)",
                    value=out.value, limit=out.limit)
