@@ -299,21 +299,47 @@ def _second_moment(link, xt: torch.Tensor):
     return float(sq.mean()), float(sq.std() / math.sqrt(sq.numel()))
 
 
+A2_TEACHERS = 400  # random teachers averaged over (quick and full)
+
+
+def teacher_second_moment(draw, q: int, d: int, generator: torch.Generator, n_x: int = 32) -> tuple:
+    """E g^2 of the random teacher, averaged over ``A2_TEACHERS`` draws (``draw(generator)`` -> link), each on its own
+    n_x Gaussian inputs: (estimate, standard error over the teachers). With a ~ N(0, 1/m), W and b ~ N(0, 1/(q d))
+    (constructions/links.py: make_link), E g^2 = m E a_j^2 E relu(w.x + b)^2 = (1 + 1/(q d)) / 2 (the cross terms
+    vanish in E a_j a_k; E relu(z)^2 = E z^2 / 2 for symmetric z)."""
+    means = []
+    for _ in range(A2_TEACHERS):
+        link = draw(generator)
+        xt = torch.randn(n_x, q, d, generator=generator, dtype=torch.float64)
+        means.append(float(link(xt).pow(2).mean()))
+    m = torch.tensor(means, dtype=torch.float64)
+    return float(m.mean()), float(m.std() / math.sqrt(len(means)))
+
+
 def _exact_net_error(link, net: TwoLayerNet, xt: torch.Tensor) -> float:
     return float((net(xt) - link(xt)).abs().max())
 
 
-def _assumption2(ctx: Context, links=None) -> Outcome:
+def _assumption2(ctx: Context, links=None, teacher=None) -> Outcome:
     """Each link's E g^2 (Monte Carlo, q distinct Gaussian tokens) against its stated value, two-sided
-    within 6 standard errors; every exact Assumption 2 net equals g (to rounding), on tokens up to
-    norm 10."""
+    within 6 standard errors, the random teacher's averaged over its draws (:func:`teacher_second_moment`); every
+    exact Assumption 2 net equals g (to rounding), on tokens up to norm 10."""
     n = ctx.pick(quick=100_000, full=1_000_000)
     q, d = 3, 4
-    links = links or [(name, make_link(name, q, d, generator=ctx.generator(30))) for name in
-                      ("linear", "hermite", "sqnorm", "mean", "mean-projected", "teacher")]
+    if links is None:
+        links = [(name, make_link(name, q, d, generator=ctx.generator(30))) for name in
+                 ("linear", "hermite", "sqnorm", "mean", "mean-projected", "teacher")]
+        teacher = lambda g: make_link("teacher", q, d, generator=g)  # noqa: E731 - what users draw
     xt = torch.randn(n, q, d, generator=ctx.generator(31), dtype=torch.float64)
     big = xt[:2000] * (10.0 / xt[:2000].norm(dim=-1, keepdim=True))
     rows, ok, worst = [], True, 0.0
+    if teacher is not None:
+        m, se = teacher_second_moment(teacher, q, d, ctx.generator(32))
+        want = (1 + 1 / (q * d)) / 2
+        z = abs(m - want) / se
+        worst, ok = max(worst, z), z <= 6.0
+        rows.append(f"teacher over {A2_TEACHERS} draws: E g^2 = {m:.4f} +- {se:.1g} (derived (1 + 1/(qd))/2 = "
+                    f"{want:.4f}, {z:.1f} se)")
     for name, link in links:
         if name in A2_SECOND_MOMENT:
             m, se = _second_moment(link, xt)
@@ -351,19 +377,29 @@ def _slipped_links(ctx: Context):
     return [("hermite", no_sqrt2), ("hermite", times_q), ("linear", SignSlip(q=q, d=d, u=lin.u))]
 
 
+def _unscaled_teacher(g: torch.Generator):
+    """A teacher drawn with a ~ N(0, 1) (the 1/sqrt(m) of the output weights forgotten)."""
+    t = make_link("teacher", 3, 4, generator=g)
+    m = t.net.a.shape[0]
+    return type(t)(q=3, d=4, net=TwoLayerNet(a=t.net.a * math.sqrt(m), W=t.net.W, b=t.net.b))
+
+
 def _assumption2_falsifier(ctx: Context) -> Outcome:
-    """Each slipped link (:func:`_slipped_links`) on its own must fail the same check."""
+    """Each slipped link (:func:`_slipped_links`), and a teacher with unscaled output weights, on its own must fail
+    the same check."""
     parts = [_assumption2(ctx, links=[case]) for case in _slipped_links(ctx)]
+    parts.append(_assumption2(ctx, links=[], teacher=_unscaled_teacher))
     return Outcome(measured="; ".join(str(p.measured) for p in parts), bound="<= 6 se; exact nets = g",
                    holds=any(p.holds for p in parts), detail=" | ".join(p.detail for p in parts))
 
 
 register(Claim(
     id="assumption-2", ref_seed="Assumption 2", ref_conference="Assumption 2",
-    statement="links as stated: E g^2 (Monte Carlo) = its stated value; the exact two-layer nets equal g",
+    statement="links as stated: E g^2 (Monte Carlo; the random teacher averaged over its draws) = its stated value; "
+              "the exact two-layer nets equal g",
     check=_assumption2, falsifier=_assumption2_falsifier,
-    falsifier_statement="He2 without 1/sqrt 2, the Hermite sum times sqrt q, and a linear net with a sign lost, "
-                        "must each be caught",
+    falsifier_statement="He2 without 1/sqrt 2, the Hermite sum times sqrt q, a linear net with a sign lost, and "
+                        "a teacher without the 1/sqrt(m) of its output weights, must each be caught",
 ))
 
 # ---------------------------------------------------------------- lemma-12

@@ -42,7 +42,17 @@ def test_second_moments_as_stated(name, want):
 def test_each_link_slip_is_caught_on_its_own():
     for case in setup._slipped_links(CTX):
         assert not setup._assumption2(CTX, links=[case]).holds, case[0]
+    assert not setup._assumption2(CTX, links=[], teacher=setup._unscaled_teacher).holds
     assert setup._assumption2(CTX).holds
+
+
+def test_teacher_second_moment_averaged_over_draws():
+    """The random teacher's E g^2 over its draws is (1 + 1/(q d)) / 2 = 13/24 at q = 3, d = 4 (a precise run here)."""
+    draw = lambda g: make_link("teacher", 3, 4, generator=g)  # noqa: E731
+    m, se = setup.teacher_second_moment(draw, 3, 4, torch.Generator().manual_seed(5), n_x=64)
+    assert abs(m - 13 / 24) <= 6 * se and se < 0.03
+    m_bad, _ = setup.teacher_second_moment(setup._unscaled_teacher, 3, 4, torch.Generator().manual_seed(5))
+    assert m_bad > 2.0  # 8 x 13/24 in expectation
 
 
 def test_short_rows_keep_the_coherence_but_fail_unit_rows():
