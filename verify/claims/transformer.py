@@ -693,18 +693,19 @@ def _slopes_claim(fn, label: str, symbolic: str, polylog: bool) -> Outcome:
 
 THM4_AGREE_POINTS = ((10 ** 2, 16), (10 ** 4, 16), (10 ** 6, 1024), (10 ** 9, 2 ** 20), (10 ** 12, 2 ** 16))
 THM4_AGREE_RTOL = 1e-9
-THM4_RHO_POINTS = ((1, 2), (10, 2))  # with C_x = 1e-6: alpha = 0, A = 6 K rho
+THM4_RHO_POINTS = ((1, 2), (10, 2))  # with C_x = 1e-6, C_y = 1e-3: alpha = 0, A = 6 K rho, tau's token branch
 
 
 def thm4_agreement(params: Theorem4Params, points=THM4_AGREE_POINTS, bound=None) -> float:
     """Theorem 4: largest relative gap between the numeric bound (``theorem4_bound``, or ``bound``) and the sympy
     expression (``bound_expr``, 30 digits) over (n, N) in ``points``, at ``params`` and at q + 2 with every other
     constant away from 1 (s = 2, C_y = 2, r_a = 2: a power slipped to a product shows there), and with tiny tokens
-    (C_x = 1e-6, c = 1/2) at N = 2, where alpha = 0 and the covering radius A is its rho = sqrt(q r_z^2 + 1) branch."""
+    and labels (C_x = 1e-6, c = 1/2, C_y = 1e-3) at N = 2, where alpha = 0, the covering radius A is its rho = sqrt(q
+    r_z^2 + 1) branch and tau its token branch e (kappa_1 C_x d psi + kappa_0)."""
     bound = bound or (lambda nv, Nv, P: theorem4_bound(nv, Nv, P).total)
     gap = 0.0
     for P, pts in ((params, points), (dataclasses.replace(params, q=params.q + 2, s=2.0, C_y=2.0, r_a=2.0), points),
-                   (dataclasses.replace(params, C_x=1e-6, c=0.5), THM4_RHO_POINTS)):
+                   (dataclasses.replace(params, C_x=1e-6, c=0.5, C_y=1e-3), THM4_RHO_POINTS)):
         expr = bound_expr(P)
         for nv, Nv in pts:
             exact = float(expr.subs({sym_n: nv, sym_N: Nv}).evalf(30))
@@ -870,7 +871,7 @@ def _thm4(ctx: Context, bound=None) -> Outcome:
     gap = thm4_agreement(params, bound=bound)
     agree = gap <= THM4_AGREE_RTOL
     # q + 2: c^2 (1 - mu) != 1 there; r_a = 2: K = r_a r_w != 1, so a K^2 slipped to 1/K^2 shows
-    maj_params = dataclasses.replace(params, q=params.q + 2, r_a=2.0)
+    maj_params = dataclasses.replace(params, q=params.q + 2, r_a=2.0, s=2.0)
     maj_ratio, tail_gap = majorant_check(maj_params)
     agree &= maj_ratio >= 1 and tail_gap <= THM4_AGREE_RTOL
     lead = leading_constants(params)  # closed forms of section 11 against the certificate's sympy limits
@@ -890,7 +891,7 @@ def _thm4(ctx: Context, bound=None) -> Outcome:
                    detail=f"{out.detail}; numeric theorem4_bound vs sympy bound_expr at (n, N) in "
                           f"{list(THM4_AGREE_POINTS)}, at the default constants and at q = 4, s = C_y = r_a = 2 (and at N = 2 with C_x = 1e-6, c = 1/2: alpha = 0, the rho branch of A): largest relative gap {gap:.2e} (must be <= "
                           f"{THM4_AGREE_RTOL:g}; value stays the slope ratio); the certificate's majorant (q = "
-                          f"{maj_params.q}, r_a = {maj_params.r_a:g}) against the exact bound at {list(MAJORANT_POINTS)}: smallest ratio of a "
+                          f"{maj_params.q}, r_a = {maj_params.r_a:g}, s = {maj_params.s:g}) against the exact bound at {list(MAJORANT_POINTS)}: smallest ratio of a "
                           f"majorant piece to its exact counterpart {maj_ratio:.6f} (>= 1), its tail, tau, L_n and split-logarithm terms (L_rho, L_c, L_alpha, L_de, L_rz) vs the derivation "
                           f"{tail_gap:.1e}; leading constants tau_c = {lead['tau_c']}, P_c = {lead['P_c']} equal the "
                           f"certificate's limits of tau/ln N and P/ln^2 N (and P_c = P for a fixed d_e = 50): "
