@@ -101,13 +101,17 @@ class QSTR:
         t = self.sample_indices(B, generator=generator, device=device)
         return Prompts(x=x, t=t, y=self.link(gather_tokens(x, t)))
 
-    def _fits(self, B: int, device, dtype) -> None:
-        """Refuse before allocating: x, the gathered tokens and the link's product (q d floats per
-        position each, twice), the labels, and t (q longs per position)."""
+    def sample_bytes(self, B: int, dtype=torch.float32) -> int:
+        """Bytes :meth:`sample` allocates for B prompts: x (d floats per position), the gathered tokens and the
+        link's product (q d floats per position each), the labels (out_dim floats, or 1) and t (q longs)."""
         item = torch.empty((), dtype=dtype).element_size()
         per_position = item * (self.d * (1 + 2 * self.q) + (self.link.out_dim or 1)) + 8 * self.q
+        return B * self.N * per_position
+
+    def _fits(self, B: int, device, dtype) -> None:
+        """Refuse before allocating (:meth:`sample_bytes`)."""
         validate.fits_in_memory(f"sampling B = {B} prompts of N = {self.N} tokens in d = {self.d} (q = {self.q}, "
-                                f"{str(dtype).replace('torch.', '')})", B * self.N * per_position, device)
+                                f"{str(dtype).replace('torch.', '')})", self.sample_bytes(B, dtype), device)
 
     def sample_tokens(self, B, *, generator, device, dtype) -> torch.Tensor:
         x = torch.randn(B, self.N, self.d, generator=generator, device=device, dtype=dtype)

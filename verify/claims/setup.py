@@ -183,12 +183,17 @@ register(Claim(
 
 def _assert_labels_and_selection(task: QSTR, p: Prompts) -> None:
     """Definition 2 through the public accessors: (B, N) = x's leading shape, p.selected()[b, i, k] = x[b, t_bik]
-    (indexed directly), and task.label(x, t) = y, the labels of given prompts (same dtype: equal to rounding)."""
+    (indexed directly), and task.label(x, t) = y, the labels of given prompts (same dtype: equal to rounding); the
+    memory the sampler checks before allocating (task.sample_bytes) = the bytes of x, twice the gathered tokens, y
+    and t."""
     assert (p.B, p.N) == tuple(p.x.shape[:2]), f"(B, N) = {(p.B, p.N)} for x of shape {tuple(p.x.shape)}"
     direct = p.x[torch.arange(p.B, device=p.x.device)[:, None, None], p.t]
     assert torch.equal(p.selected(), direct), "selected() is not x[b, t[b, i, k]]"
     tol = 1e-5 if p.x.dtype == torch.float32 else 1e-12
     assert torch.allclose(task.label(p.x, p.t), p.y, rtol=tol, atol=tol), "task.label(x, t) differs from y"
+    counted = p.x.nbytes + 2 * p.selected().nbytes + p.y.nbytes + p.t.nbytes
+    assert task.sample_bytes(p.B, p.x.dtype) == counted, \
+        f"sample_bytes = {task.sample_bytes(p.B, p.x.dtype)}, the batch's tensors take {counted}"
 
 
 def _run_property(ctx: Context, corrupt: bool) -> Outcome:
