@@ -366,3 +366,13 @@ def test_transition_for_a_low_coherence_code_with_approximate_products():
     g = build_transition(rotated, 2, 2, eps=0.1, r_x=2.5).guarantee
     assert g.product_certificate == "uniform" and g.eps <= 0.1
     assert g.inner_product_error <= 0.1 / (4 * 2.5) - g.norm_defect  # the dA target
+
+
+def test_g_net_is_moved_once_per_device_and_kept_on_its_own(rnn64):
+    """_g_net_on: the float64 CPU net itself on the CPU; on another device (meta here, standing in for CUDA) a copy
+    made on the first call and reused, remade when the device changes."""
+    c = rnn64[1]
+    assert c._g_net_on(torch.device("cpu")) is c.g_net
+    first = c._g_net_on(torch.device("meta"))
+    assert first.W.device.type == "meta" and c._g_net_on(torch.device("meta")) is first
+    assert c.g_net.W.device.type == "cpu"
