@@ -25,7 +25,7 @@ from qstr.bounds.attention import (lemma11, lemma11_alpha, lemma11_error_bound, 
                                    sparse_average_mu_needed)
 from qstr.constructions.attention import lemma11_adversarial_prompt, place_block, target_leaks
 from qstr.constructions.codes import rs_hadamard_codebook, star_codebook
-from qstr.constructions.encoding import transformer_encoding
+from qstr.constructions.encoding import layout_of, transformer_encoding
 from qstr.constructions.links import Mean, SqNorm, TwoLayerNet, affine_net, make_link
 from qstr.constructions.models import MergedAttention
 from qstr.constructions.relu import sqnorm_net
@@ -123,7 +123,9 @@ def _l11_case(ctx: Context, link_name: str, q: int, N: int, salt: int, fault=Non
                               "fast path": float((y_fast - target).abs().max())}
         if searched:
             mt = saved_and_reloaded(user)[1]  # on the encoding a user writes: Appendix A.1's default c = sqrt(d/q)
-            ye = mt(transformer_encoding(x, t, user.omega[:N])).reshape(t.shape[:2])
+            Z = transformer_encoding(x, t, user.omega[:N])
+            ye = mt(Z).reshape(t.shape[:2])
+            out["record_ok"] &= layout_of(Z, x.shape[-1], q) == user.layout  # the blocks read back from the width
             out["export_gap"] = float((ye - y_module).abs().max())
             out["export_rnd"] = _export_rounding(user.model, float(ye.abs().max()) + 1.0)
             out["adversarial"]["nn.MultiheadAttention"] = float((ye - target).abs().max())
@@ -245,7 +247,8 @@ def _lemma11(ctx: Context, fault=None, small: bool = False) -> Outcome:
     worst = max(r["err"] / r["bound"] for r in rows)
     detail = ("; ".join(_l11_line(r) for r in rows) + f"; alpha x{alpha_ratio:.2f} while ln N x{ln_ratio:.2f}; "
               f"every record as derived, its alpha the public lemma11_alpha (the least meeting eps, = the closed-form "
-              f"inversion) and lemma11_guarantee of the built weights the attached record: "
+              f"inversion), lemma11_guarantee of the built weights the attached record, and layout_of the encoded "
+              f"batch the construction's layout: "
               f"{all(r['record_ok'] for r in rows)}; "
               f"{tight.detail}; largest {largest(r['rnd'] for r in rows)}")
     return Outcome(measured=f"max err/bound = {worst:.3f} (default codes, worst prompt = exact); {tight.measured}; "
