@@ -417,7 +417,7 @@ def _mu_needed_largest(q: int, g_mu: float, c: float, r_x: float, best: float) -
     """Remark after Prop 3 (docs/derivations/sparse-averaging.md, choosing alpha): for an eps below the best bound
     (half of it), ``sparse_average_mu_needed`` is the largest mu whose minimal bound meets eps (relative 1e-5), and
     the ValueError of ``sparse_average_alpha`` names it; for q = 2 it is the open limit 1/(2q - 1) = 1/3. With N = q
-    (no outside keys) the minimising alpha is 0.
+    (no outside keys) the leak is 0, the bound is 0 at alpha = 0 and positive above it, so the minimising alpha is 0.
     Returns (holds, mu needed)."""
     import re
 
@@ -433,6 +433,9 @@ def _mu_needed_largest(q: int, g_mu: float, c: float, r_x: float, best: float) -
     ok &= sparse_average_mu_needed(N=SA_N, q=2, r_x=r_x, eps=eps) == 1 / (2 * 2 - 1)
     # N = q: no key outside the set, the bound is 0 at alpha = 0 (L = 0, equal weights) and grows: alpha = 0 minimises
     ok &= sparse_average_alpha(N=q, q=q, mu=g_mu, c=c, r_x=r_x) == 0.0
+    ok &= (sparse_average_leak(N=q, q=q, mu=g_mu, A=1.0) == 0.0
+           and sparse_average_error_bound(N=q, q=q, mu=g_mu, c=c, alpha=0.0, r_x=r_x) == 0.0
+           < sparse_average_error_bound(N=q, q=q, mu=g_mu, c=c, alpha=1.0, r_x=r_x))
     return ok, mu
 
 
