@@ -484,7 +484,8 @@ P8_VALUE = ("value = the min normalised answer separation, limit sqrt(2a(N-1)/N)
 
 def _width_bound_rigour() -> tuple:
     """Over N = 2..200 (and N = 100..115 at gamma = 0.3): the width bound (and the volume norm bound of Theorem 9,
-    finite) is positive only where Prop 35's packing exists (and there the paper's norm form equals its formula), i.e. M' >= 2 good prompts
+    finite) is positive only where Prop 35's packing exists (and there the paper's norm form and the volume norm bound
+    (s~ / (2 sqrt 2)) (exp(ln M' / (2 d_h)) - 1) equal their formulas), i.e. M' >= 2 good prompts
     and failure probability M(M-1)/2 e^{-(N-1) I} + e^{-M (1 - 1/K)^2 / 2} < 1, recomputed here from M and the
     chi^2 rate I (docs/derivations/rnn-lower-bounds.md). Returns (ok, first N with a positive bound)."""
     ok, first = True, None
@@ -505,6 +506,11 @@ def _width_bound_rigour() -> tuple:
         if positive:  # the paper's (uncertified) form: (s~ / sqrt 2) sqrt(ln M' / (C_M ln(4 d_h + 1))), d_h = 4N, C_M = 8
             paper = prop8_norm_lower_bound_paper(Nv, P8_C, 4 * Nv, K=P8_K, gamma=gamma)
             ok &= abs(paper - pk.sep / math.sqrt(2) * math.sqrt(pk.log_M_good / (8 * math.log(16 * Nv + 1)))) <= 1e-12 * paper
+            # the rigorous (volume) norm bound: UL >= (s~ / (2 sqrt 2)) (exp(ln M' / (2 d_h)) - 1), inverting the width
+            for d_h in (1, 8, 4 * Nv):
+                vol = pk.sep / (2 * math.sqrt(2)) * math.expm1(pk.log_M_good / (2 * d_h))
+                got = prop8_log_norm_lower_bound(Nv, P8_C, d_h, K=P8_K, gamma=gamma)
+                ok &= abs(got - math.log(vol)) <= 1e-12 * max(1.0, abs(math.log(vol)))
     return ok, first
 
 
@@ -570,7 +576,8 @@ def _prop8(ctx: Context) -> Outcome:
     ok_b, det_b = _state_separation(ctx)
     rigour, first = _width_bound_rigour()
     derived, det_d = _packing_as_derived()
-    details = [det_a, det_b, f"width bound positive exactly where the packing exists (N = 2..200; from N = {first})",
+    details = [det_a, det_b, f"width bound positive exactly where the packing exists (N = 2..200; from N = {first}), "
+                             f"the volume norm bound = (s~ / (2 sqrt 2)) expm1(ln M' / (2 d_h)) there (d_h = 1, 8, 4N)",
                det_d]
     ok = ok_a and ok_b and rigour and derived
     if ctx.profile != "quick":
