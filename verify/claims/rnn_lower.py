@@ -322,7 +322,7 @@ register(Claim(
 P8_C = 0.05        # risk level c of Prop 35
 P8_K = 2.0         # good prompts: conditional error <= K c
 P8_GAMMA = 0.5     # answer vectors separated by sqrt(2 (1 - gamma) (N-1) / N)
-L36_D_P8 = 2       # token dimension of the exact generalising RNN
+L36_D_P8 = 3       # token dimension of the exact generalising RNN (d >= 3: a slip d + 2 for 2 d shows)
 
 
 def _answer_vectors(x: torch.Tensor, u: torch.Tensor, t: torch.Tensor = None) -> torch.Tensor:
