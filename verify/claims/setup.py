@@ -112,7 +112,7 @@ def _custom_codes(ctx: Context) -> tuple[bool, str]:
 
 def _tails(N: int = 100, delta: float = 1e-3) -> tuple[bool, str]:
     """P(|<w_i, w_j>| > mu) for Rademacher codes as an exact binomial count 2 sum_{4b < d} C(d, b) / 2^d (mu = 1/2) against
-    rademacher_pair_tail beyond its exact range (d_e = 4099: scipy, relative 1e-12); and the
+    rademacher_pair_tail beyond its exact range (d_e = 4099: scipy, relative 1e-12) and inside it (bit for bit); and the
     Hoeffding rule d_e = ceil(2 ln(N (N - 1) / delta) / mu^2) (docs/derivations/codebooks.md), N = 1 needing 1."""
     d = 4099
     count, term = 0, 1  # C(d, b) for b = 0, 1, ...: the lower tail 4b < d, doubled by symmetry
@@ -123,7 +123,11 @@ def _tails(N: int = 100, delta: float = 1e-3) -> tuple[bool, str]:
     hoeff = rademacher_dim(N, delta, 0.5, rule="hoeffding")
     want = math.ceil(2 * math.log(N * (N - 1) / delta) / 0.25)
     ok = rel <= 1e-12 and hoeff == want and rademacher_dim(1, delta) == 1
-    return ok, (f"Rademacher tail at d_e = {d} vs the exact count: relative {rel:.1e} (tail {exact:.3g}); "
+    # within the exact range (d_e <= 4096) the tail is the exact rational, to the last bit (scipy is off there by ulps)
+    inside = all(rademacher_pair_tail(de, 0.5) == float(_tail_by_counting(de, 0.5)) for de in (100, 200, 256))
+    ok &= inside
+    return ok, (f"Rademacher tail at d_e = {d} vs the exact count: relative {rel:.1e} (tail {exact:.3g}); at d_e = "
+                f"100, 200, 256 the exact rational to the last bit: {inside}; "
                 f"Hoeffding rule d_e {hoeff} (closed form {want})")
 
 
