@@ -71,7 +71,9 @@ register(Claim(
 
 import torch  # noqa: E402
 
-from qstr.constructions.lipschitz import certify_sup_error, fk_coefficients, fk_moments, lipschitz_net  # noqa: E402
+from qstr.constructions.links import TwoLayerNet  # noqa: E402
+from qstr.constructions.lipschitz import (certify_sup_error, fk_coefficients, fk_moments, lipschitz_net,  # noqa: E402
+                                          net_lipschitz_bound)
 from qstr.constructions.lipschitz import smoothing_error_bound  # noqa: E402
 from qstr.bounds.packing import (  # noqa: E402
     conjugate,
@@ -335,11 +337,26 @@ def _fk_moments_two_ways() -> float:
     return gap
 
 
+def lipschitz_by_secants(net) -> float:
+    """The exact Lipschitz constant of a 1-D ReLU net (k = 1), found without its unit structure: the net is linear
+    between consecutive breakpoints -b_i / w_i, so its largest |slope| is the largest secant over them and over the two
+    outer rays (a unit step beyond the ends)."""
+    live = net.W[:, 0] != 0
+    bp = torch.unique(-(net.b[live] / net.W[live, 0]))
+    s = torch.cat([bp[:1] - 1, bp, bp[-1:] + 1]).to(torch.float64)
+    s = s[torch.cat([torch.tensor([True]), torch.diff(s) > 1e-9])]  # breakpoints closer than 1e-9 merged
+    y = net(s[:, None, None]).reshape(-1)
+    return float((torch.diff(y) / torch.diff(s)).abs().max())
+
+
 def _lemma42(ctx: Context) -> Outcome:
     fk_gap = _fk_moments_two_ways()
-    worst, parts, ok, terms = 0.0, [], fk_gap <= 1e-10, []
+    worst, parts, ok, terms, lip_gap = 0.0, [], fk_gap <= 1e-10, [], 0.0
     for i, (name, f, L, R, k, kw) in enumerate(_lemma42_cases(ctx)):
         built = lipschitz_net(f, L=L, R=R, k=k, **kw)
+        if k == 1:  # one line of weights: the recorded net_lipschitz_bound is exact there
+            exact = lipschitz_by_secants(built.net)
+            lip_gap = max(lip_gap, abs(built.lipschitz_bound - exact) / exact)
         cert, seen, rnd = _lemma42_measure(f, built, L, R, k, ctx, 4200 + i)
         upper = cert.upper + rnd.term  # the grid maximum was computed: rounding enters the certificate
         asked = kw.get("eps", math.inf)  # a net built for an eps must be certified within it
@@ -351,6 +368,13 @@ def _lemma42(ctx: Context) -> Outcome:
                      f"r_w {built.weight_norms['r_w']:.3g}, {built.method} n={built.degree}")
     parts.append(f"FK moments and smoothing error (n, k) in {list(FK_CASES)} against the sum over the weight grid: "
                  f"largest relative gap {fk_gap:.1e} (<= 1e-10)")
+    g = ctx.generator(4280)  # and a random 1-D net, whose breakpoints (unlike the built nets' knots) are not symmetric
+    W, b, a = (torch.randn(*shape, generator=g, dtype=torch.float64) for shape in ((16, 1), (16,), (16,)))
+    rand = TwoLayerNet(a=a, W=W, b=b)
+    lip_gap = max(lip_gap, abs(net_lipschitz_bound(rand) - lipschitz_by_secants(rand)) / lipschitz_by_secants(rand))
+    parts.append(f"the 1-D nets' recorded Lipschitz bound (net_lipschitz_bound, exact for one line of weights) and a "
+                 f"random 16-unit net's vs the largest secant between breakpoints: relative gap {lip_gap:.1e} (<= 1e-9)")
+    ok &= lip_gap <= 1e-9
     parts.append(f"largest {largest(terms)} (and to the certificate)")
     parts.append("value = the largest (certified sup-error + rounding) / error bound over the functions, limit 1 "
                  "(holds also needs every error seen <= its certificate)")
