@@ -368,12 +368,16 @@ def _lemma42(ctx: Context) -> Outcome:
                      f"r_w {built.weight_norms['r_w']:.3g}, {built.method} n={built.degree}")
     parts.append(f"FK moments and smoothing error (n, k) in {list(FK_CASES)} against the sum over the weight grid: "
                  f"largest relative gap {fk_gap:.1e} (<= 1e-10)")
-    g = ctx.generator(4280)  # and a random 1-D net, whose breakpoints (unlike the built nets' knots) are not symmetric
+    g = ctx.generator(4280)  # and 1-D nets whose breakpoints (unlike the built nets' knots) are not symmetric: a
+    # random one, and a tent relu(s - 1) - 2 relu(s - 2) + relu(s - 3) (slope 1 inside, flat outside)
     W, b, a = (torch.randn(*shape, generator=g, dtype=torch.float64) for shape in ((16, 1), (16,), (16,)))
-    rand = TwoLayerNet(a=a, W=W, b=b)
-    lip_gap = max(lip_gap, abs(net_lipschitz_bound(rand) - lipschitz_by_secants(rand)) / lipschitz_by_secants(rand))
-    parts.append(f"the 1-D nets' recorded Lipschitz bound (net_lipschitz_bound, exact for one line of weights) and a "
-                 f"random 16-unit net's vs the largest secant between breakpoints: relative gap {lip_gap:.1e} (<= 1e-9)")
+    tent = TwoLayerNet(a=torch.tensor([1.0, -2.0, 1.0], dtype=torch.float64),
+                       W=torch.ones(3, 1, dtype=torch.float64), b=torch.tensor([-1.0, -2.0, -3.0], dtype=torch.float64))
+    for net in (TwoLayerNet(a=a, W=W, b=b), tent):
+        lip_gap = max(lip_gap, abs(net_lipschitz_bound(net) - lipschitz_by_secants(net)) / lipschitz_by_secants(net))
+    parts.append(f"the 1-D nets' recorded Lipschitz bound (net_lipschitz_bound, exact for one line of weights), a "
+                 f"random 16-unit net's and a tent's on [1, 3] vs the largest secant between breakpoints: relative gap "
+                 f"{lip_gap:.1e} (<= 1e-9)")
     ok &= lip_gap <= 1e-9
     parts.append(f"largest {largest(terms)} (and to the certificate)")
     parts.append("value = the largest (certified sup-error + rounding) / error bound over the functions, limit 1 "
