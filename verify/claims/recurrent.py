@@ -431,6 +431,17 @@ def knots_as_derived(g) -> bool:
     return ok and g.gate_knots == max(1, math.ceil((g.s_max - 0.5) * r / budget))
 
 
+def certificate_as_derived(g, omega: torch.Tensor) -> bool:
+    """Prop 26 (docs/derivations/rnn-transition.md, Lemma 22 on an alphabet): codes whose entries all lie in {+-R}
+    (or {0, +-R}) get the exact "alphabet" products with 3 (5) knots on [-2R, 2R]; any other codes the uniform
+    certificate (whose knots :func:`knots_as_derived` checks)."""
+    mags = omega.abs()
+    R = mags.max()
+    if bool(((mags == R) | (mags == 0)).all()):
+        return g.product_certificate == "alphabet" and g.product_knots == (5 if bool((mags == 0).any()) else 3)
+    return g.product_certificate == "uniform"
+
+
 def _explicit_knots_gap(tr, book: Codebook) -> float:
     """Prop 26 built from the codes as a bare (N, d_e) tensor with the knot counts given (product_knots, gate_knots
     and mu as derived, no eps): the same dense layers, certified eps, threshold and product certificate as the
@@ -456,11 +467,12 @@ def _quarter(ctx: Context):
 
 def _prop26(ctx: Context) -> Outcome:
     ok, parts, worst, nonzero, terms = True, [], 0.0, 0, []
-    guarantees = []
+    guarantees, certificates = [], []
     for k, (label, book) in enumerate(_p26_books(ctx)):
         tr = build_transition(book, P26_D, P26_Q, eps=P26_EPS, r_x=P26_RX)
         g = tr.guarantee
         guarantees.append(g)
+        certificates.append(certificate_as_derived(g, book.omega))
         r = _transition_case(tr, book, ctx, 260 + k)
         rnd = _transition_rounding(tr)
         terms.append(rnd)
@@ -479,9 +491,10 @@ def _prop26(ctx: Context) -> Outcome:
     if ctx.profile == "quick":  # the mu = 1/8 code's knots only (its transition runs in full)
         guarantees.append(build_transition(_quarter(ctx), P26_D, P26_Q, eps=P26_EPS, r_x=P26_RX).guarantee)
     derived = [knots_as_derived(g) for g in guarantees]
-    ok &= all(derived)
+    ok &= all(derived) and all(certificates)
     parts.append(f"knots (K1, K2) chosen from eps as docs/derivations/rnn-transition.md prescribes, for these "
-                 f"codes and the rotated mu = 1/8 one (the dA branch): {derived}")
+                 f"codes and the rotated mu = 1/8 one (the dA branch): {derived}; the product certificate as the "
+                 f"codes' entries prescribe (alphabet {{+-R}}: 3 knots, {{0, +-R}}: 5, else uniform): {certificates}")
     Ns, errs, eps, rnd = _state_curve(ctx, rectify=True)
     ok &= all(rnd.within(e, eps) for e in errs)
     worst = max(worst, max(errs) / eps)
