@@ -771,7 +771,8 @@ def majorant_check(params: Theorem4Params, points=MAJORANT_POINTS) -> tuple:
     tau)) at the majorant's tau, where the Dudley term's monotonicity in tau puts it), the public ``majorant_expr``
     must be the sum of the terms (else the gap is inf), and the tail, tau and L_n terms
     must be their derivations: the exact tail with psi(2) <= e (4 + 2 ln N), tau with its max replaced by the sum and
-    psi(p) <= e (2p + 2 ln N), L_n = ln(1 + sqrt(n / tau)) at that tau, and the split's pieces (:func:`_majorant_logs`)
+    psi(p) <= e (2p + 2 ln N), L_n = ln(1 + sqrt(n / tau)) at that tau, the split's pieces (:func:`_majorant_logs`),
+    and the estimation terms (beta, Dudley, concentration, truncation, approximation) in the majorant's tau, P and L
     (docs/derivations/theorem4.md, section 10).
     mpmath, 30 digits."""
     import mpmath
@@ -784,7 +785,7 @@ def majorant_check(params: Theorem4Params, points=MAJORANT_POINTS) -> tuple:
     t["L_split"] = sp.log(2) + sp.Max(t["L_rho"], t["L_c"] + t["L_alpha"] + t["L_de"] + t["L_rz"])
     f = {k: sp.lambdify((sym_n, sym_u), t[k], "mpmath")
          for k in ("total", "tau", "P", "L_A", "L_n", "dudley", "L_split", "L_alpha", "truncation", "tail",
-                   "L_rho", "L_c", "L_de", "L_rz")}
+                   "L_rho", "L_c", "L_de", "L_rz", "beta", "concentration", "approximation")}
     f_bound = sp.lambdify((sym_n, sym_N), bound_expr(params), "mpmath")
     ratio, gap = math.inf, 0.0
     with mpmath.workdps(30):
@@ -801,6 +802,14 @@ def majorant_check(params: Theorem4Params, points=MAJORANT_POINTS) -> tuple:
             gap = max(gap, *(float(abs(m[k] - x[j]) / x[j]) for k, j in (("tail", "tail"), ("tau", "tau_sum"), ("L_n", "L_n"))))
             logs = _majorant_logs(params, nv, Nv, mpmath)
             gap = max(gap, *(float(abs(m[k] - v) / v) for k, v in logs.items()))
+            # the estimation terms in the majorant's tau, P and L (section 10, as in the exact bound, section 9)
+            dl = params.delta
+            terms = {"beta": 8 * m["tau"] / mpmath.sqrt(nv), "truncation": m["tau"] / mpmath.sqrt(nv),
+                     "dudley": 12 * m["tau"] * mpmath.sqrt(m["P"] * (m["L_A"] + m["L_n"]) / nv),
+                     "concentration": m["tau"] * (3 * mpmath.sqrt(mpmath.log(6 / dl) / 2)
+                                                  + mpmath.sqrt(mpmath.log(3 / dl) / 2)) / mpmath.sqrt(nv),
+                     "approximation": 4 * mpmath.mpf(params.eps_2nn)}
+            gap = max(gap, *(float(abs(m[k] - v) / v) for k, v in terms.items()))
     return ratio, gap if expr_is_sum else math.inf
 
 
@@ -898,7 +907,7 @@ def _thm4(ctx: Context, bound=None) -> Outcome:
                           f"{list(THM4_AGREE_POINTS)}, at the default constants and at q = 4, s = C_y = r_a = 2 (and at N = 2 with C_x = 1e-6, c = 1/2: alpha = 0, the rho branch of A): largest relative gap {gap:.2e} (must be <= "
                           f"{THM4_AGREE_RTOL:g}; value stays the slope ratio); the certificate's majorant (q = "
                           f"{maj_params.q}, r_a = {maj_params.r_a:g}, s = {maj_params.s:g}) against the exact bound at {list(MAJORANT_POINTS)}: smallest ratio of a "
-                          f"majorant piece to its exact counterpart {maj_ratio:.6f} (>= 1), its tail, tau, L_n and split-logarithm terms (L_rho, L_c, L_alpha, L_de, L_rz) vs the derivation "
+                          f"majorant piece to its exact counterpart {maj_ratio:.6f} (>= 1), its tail, tau, L_n, split-logarithm (L_rho, L_c, L_alpha, L_de, L_rz) and estimation terms vs the derivation "
                           f"{tail_gap:.1e}; leading constants tau_c = {lead['tau_c']}, P_c = {lead['P_c']} equal the "
                           f"certificate's limits of tau/ln N and P/ln^2 N (and P_c = P for a fixed d_e = 50): "
                           f"{leading_ok}; the certificate at k = 4 is inconclusive, as the leading form "
