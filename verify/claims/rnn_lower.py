@@ -297,6 +297,15 @@ def _lemma36(ctx: Context, position) -> Outcome:
             norms.append(gu.norm2)
             parts.append(f"n={n} N={N}: err {err:.1e}, ||vec||^2 {gu.norm2:.4g} (certified {gu.bound:.3g}, "
                          f"C n^3 {cn3:.3g}, ||y||^2/n {y2n:.2f}, tries {gu.tries})")
+            if n == 8 and N == Ns[0]:  # depth 3: one more rebalanced layer, the same exact fit and derived bounds
+                with cpu_threads(1):
+                    model3, gu3 = memorising_rnn(x, y, D_in=D_in, position=pos, depth=3,
+                                                 generator=ctx.generator(36_000 + n, ctx.device))
+                    err3 = _memoriser_error(model3, x, t, y, omega, pos)
+                ok &= (err3 <= 1e-9 and rnd.within(gu3.norm2, gu3.bound) and _memoriser_bounds_derived(gu3) <= 1e-12
+                       and _balance_gap(model3) <= 1e-9)
+                parts.append(f"n={n} N={N} depth 3: err {err3:.1e}, ||vec||^2 {gu3.norm2:.4g} (certified "
+                             f"{gu3.bound:.3g}), layers balanced {_balance_gap(model3):.1e}")
         spread = (max(norms) - min(norms)) / max(norms)
         ok &= spread <= 1e-12
         parts.append(f"n={n}: relative spread of ||vec||^2 over N={Ns}: {spread:.1e}")
