@@ -25,3 +25,21 @@ def test_interval_and_smaller_bound_as_derived(monkeypatch):
     assert auxiliary.interval_as_derived() and auxiliary.smaller_as_derived()
     monkeypatch.setattr(auxiliary, "smaller_bound", lambda d, eps: "volume")
     assert not auxiliary.smaller_as_derived()
+
+
+def test_lipschitz_by_secants_on_a_tent_and_against_net_lipschitz_bound():
+    import torch
+
+    from qstr.constructions.links import TwoLayerNet
+    from qstr.constructions.lipschitz import net_lipschitz_bound
+
+    tent = TwoLayerNet(a=torch.tensor([1.0, -2.0, 1.0], dtype=torch.float64), W=torch.ones(3, 1, dtype=torch.float64),
+                       b=torch.tensor([-1.0, -2.0, -3.0], dtype=torch.float64))
+    assert auxiliary.lipschitz_by_secants(tent) == 1.0 == net_lipschitz_bound(tent)
+    steep = TwoLayerNet(a=torch.tensor([1.0, -2.0, 1.0], dtype=torch.float64), W=torch.ones(3, 1, dtype=torch.float64),
+                        b=torch.tensor([-1.0, -1.5, -2.0], dtype=torch.float64))  # slope 1 on [1, 1.5], -1 after
+    assert auxiliary.lipschitz_by_secants(steep) == 1.0
+    g = torch.Generator().manual_seed(0)
+    net = TwoLayerNet(a=torch.randn(12, generator=g, dtype=torch.float64),
+                      W=torch.randn(12, 1, generator=g, dtype=torch.float64), b=torch.randn(12, generator=g, dtype=torch.float64))
+    assert math.isclose(auxiliary.lipschitz_by_secants(net), net_lipschitz_bound(net), rel_tol=1e-9)

@@ -190,3 +190,18 @@ def test_cor27_catches_a_states_count_that_is_not_the_sum_of_both_directions(mon
 
     monkeypatch.setattr(RNNConstruction, "states", product_count)
     assert not rec._cor27(CTX).holds
+
+
+def test_certificate_as_derived_reads_the_codes_alphabet():
+    from types import SimpleNamespace
+
+    from qstr.constructions.codes import rs_hadamard_codebook
+
+    omega = rs_hadamard_codebook(16).omega
+    assert rec.certificate_as_derived(SimpleNamespace(product_certificate="alphabet", product_knots=3), omega)
+    assert not rec.certificate_as_derived(SimpleNamespace(product_certificate="uniform", product_knots=3), omega)
+    padded = torch.cat([omega, torch.zeros(omega.shape[0], 2, dtype=omega.dtype)], 1)  # entries in {0, +-R}
+    assert rec.certificate_as_derived(SimpleNamespace(product_certificate="alphabet", product_knots=5), padded)
+    generic = omega + 1e-3 * torch.randn(omega.shape, generator=torch.Generator().manual_seed(0), dtype=omega.dtype)
+    assert rec.certificate_as_derived(SimpleNamespace(product_certificate="uniform", product_knots=40), generic)
+    assert not rec.certificate_as_derived(SimpleNamespace(product_certificate="alphabet", product_knots=3), generic)

@@ -149,6 +149,15 @@ def test_majorant_check_catches_a_majorant_piece_below_its_exact_counterpart(mon
     ratio, gap = T.majorant_check(P)
     assert ratio >= 1 and gap > 1e-3
 
+    def wider_concentration(*a, **k):  # ln(6/delta) - 2 for ln(6/delta) / 2: larger, caught against its formula
+        t = orig(*a, **k)
+        t["concentration"] = 1.1 * t["concentration"]
+        return t
+
+    monkeypatch.setattr(T, "majorant_terms", wider_concentration)
+    ratio, gap = T.majorant_check(P)
+    assert ratio >= 1 and gap > 0.05
+
 
 def test_thm4_agreement_reaches_the_rho_branch_of_the_covering_radius():
     """At N = 2 with C_x = 1e-6, alpha = 0 and A = 6 K rho (the branch a slip in rho would change): a bound off by
