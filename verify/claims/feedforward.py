@@ -311,7 +311,9 @@ def _thm6(ctx: Context, extra_row: bool, floor=None) -> Outcome:
                                           generator=ctx.generator(650 + i, ctx.device))
         fl = floor(cfg.n, cfg.N, D_TOKEN)  # = 1 - rank(V)/(N d): rank n w.p. 1
         b_ok &= mc_rnd.within(abs(est.estimate - fl), z * est.stderr) and z * est.stderr <= 0.05  # an informative MC
-        parts.append(f"(b) N={cfg.N} n={cfg.n}: MC {est.estimate:.4f}+-{z * est.stderr:.4f} vs 1-n/Nd {fl:.4f}")
+        b_ok &= est.rank == cfg.n and abs(est.floor - fl) <= 1e-12  # the record's rank and floor
+        parts.append(f"(b) N={cfg.N} n={cfg.n}: MC {est.estimate:.4f}+-{z * est.stderr:.4f} vs 1-n/Nd {fl:.4f} "
+                     f"(recorded rank {est.rank}, floor {est.floor:.4f})")
     for i, cfg in enumerate(configs):  # the same for one fixed u: the trained models' own, against floor_u(V)
         ok, text = fixed_direction_mc(next(t for t in trained if t.cfg == cfg), samples, per_test,
                                       ctx.generator(655 + i, ctx.device))
