@@ -289,7 +289,7 @@ def mlp_apply(layers: list, u: torch.Tensor, *, chunk: Optional[int] = None) -> 
             if i < len(Ws) - 1:
                 h = torch.relu(h)
         outs.append(h)
-    out = torch.cat(outs) if outs else flat.new_zeros(0, Ws[-1][0].shape[0])
+    out = torch.cat(outs)  # the loop runs at least once (an empty batch gives one empty chunk)
     return out.reshape(*lead, out.shape[-1])
 
 

@@ -345,6 +345,8 @@ def _transition_case(tr, book: Codebook, ctx: Context, salt: int) -> dict:
     gate_only = (tr.dense(u, rectify=False) - tr(z(x)[sub], rectify=False)).abs().max()  # layers 3-4 dropped: the gate
     m = u.shape[0] // 2  # the same rows as a (2, m, D) batch: dense keeps the leading axes
     batched = (tr.dense(u[:2 * m].view(2, m, -1)) - dense[:2 * m].view(2, m, -1)).abs().max()
+    if tuple(tr.dense(u[:0]).shape) != (0, dense.shape[-1]):  # an empty batch keeps the output width
+        batched = torch.tensor(math.inf)
     res["dense_vs_closed"] = max(float((dense - tr(z(x)[sub])).abs().max()), float(gate_only), float(batched))
     out_sub = dense.view(-1, q, d)
     res["nonzero"] += int((out_sub[~hit[sub]] != 0).sum())
@@ -486,7 +488,7 @@ def _prop26(ctx: Context) -> Outcome:
         parts.append(f"{label} ({g.product_certificate} products, K1={g.product_knots}, K2={g.gate_knots}, b={g.threshold:.3g}): "
                      f"{r['nonzero']} nonzero of {r['checked']} non-target outputs, target err {r['target_err']:.3g} "
                      f"<= eps {g.eps:.4g} (asked {P26_EPS:g}), adversarial max |gate|/b off target {r['leak_ratio']:.3g}, "
-                     f"dense vs closed form {r['dense_vs_closed']:.1e} (with and without layers 3-4, and as a (2, m, D) batch), reported layer norms vs the "
+                     f"dense vs closed form {r['dense_vs_closed']:.1e} (with and without layers 3-4, as a (2, m, D) batch and on an empty one), reported layer norms vs the "
                      f"dense layers {norm_gap:.1e}, rebuilt from the bare code tensor with these knots given {knots_gap:.1e}")
     if ctx.profile == "quick":  # the mu = 1/8 code's knots only (its transition runs in full)
         guarantees.append(build_transition(_quarter(ctx), P26_D, P26_Q, eps=P26_EPS, r_x=P26_RX).guarantee)
