@@ -253,16 +253,19 @@ def _balance_gap(model) -> float:
     return (max(sq) - min(sq)) / max(sq)
 
 
-def _memoriser_bounds_derived(gu) -> float:
+def _memoriser_bounds_derived(gu, labels: torch.Tensor) -> float:
     """Largest relative gap between the reported bounds and docs/derivations/interpolation.md: Lemma 36's
-    2 sqrt(A P) with A = ||a'||^2 bound of Lemma 38, P = m + 2 ||z||^2 + 2 eps^2, and the depth-L rebalanced
-    L (A P m^(L-2))^(1/L); also the two-layer net's measured norm must sit below its bound (gap 1 if not)."""
+    2 sqrt(A P) with A = ||a'||^2 bound of Lemma 38, P = m + 2 ||z||^2 + 2 eps^2, the depth-L rebalanced
+    L (A P m^(L-2))^(1/L), and the n-only form C36 m^(5/2) ||y||, C36 = 2 sqrt((144/pi)(5 + pi/72)); also the two-layer
+    net's measured norm must sit below its bound (gap 1 if not)."""
     l36 = gu.lemma36
     eps, m = l36.direction.threshold, gu.n_points
     A, P = l36.lemma38.a_bound, m + 2.0 * l36.direction.z_norm2 + 2.0 * eps ** 2
     two_layer_bound = 2.0 * math.sqrt(A * P)
     deep_bound = gu.depth * (A * P * float(m) ** (gu.depth - 2)) ** (1.0 / gu.depth)
-    gaps = [abs(l36.bound - two_layer_bound) / two_layer_bound, abs(gu.bound - deep_bound) / deep_bound]
+    n_only = 2.0 * math.sqrt(144.0 / math.pi * (5.0 + math.pi / 72.0)) * m ** 2.5 * float(labels.norm())
+    gaps = [abs(l36.bound - two_layer_bound) / two_layer_bound, abs(gu.bound - deep_bound) / deep_bound,
+            abs(gu.bound_n - n_only) / n_only]
     return max(gaps + [0.0 if l36.norm2 <= l36.bound * (1 + 1e-12) else 1.0])
 
 
@@ -291,8 +294,9 @@ def _lemma36(ctx: Context, position) -> Outcome:
             cn3 = C * n ** 3
             rnd = _norm_rounding(gu, D_in)
             terms.append(rnd)
-            ok &= err <= 1e-9 and rnd.within(gu.norm2, gu.bound) and rnd.within(gu.norm2, cn3)
-            ok &= _memoriser_bounds_derived(gu) <= 1e-12 and _balance_gap(model) <= 1e-9
+            ok &= (err <= 1e-9 and rnd.within(gu.norm2, gu.bound) and rnd.within(gu.norm2, gu.bound_n)
+                   and rnd.within(gu.norm2, cn3))
+            ok &= _memoriser_bounds_derived(gu, labels) <= 1e-12 and _balance_gap(model) <= 1e-9
             worst = max(worst, gu.norm2 / cn3)
             norms.append(gu.norm2)
             parts.append(f"n={n} N={N}: err {err:.1e}, ||vec||^2 {gu.norm2:.4g} (certified {gu.bound:.3g}, "
@@ -302,7 +306,7 @@ def _lemma36(ctx: Context, position) -> Outcome:
                     model3, gu3 = memorising_rnn(x, y, D_in=D_in, position=pos, depth=3,
                                                  generator=ctx.generator(36_000 + n, ctx.device))
                     err3 = _memoriser_error(model3, x, t, y, omega, pos)
-                ok &= (err3 <= 1e-9 and rnd.within(gu3.norm2, gu3.bound) and _memoriser_bounds_derived(gu3) <= 1e-12
+                ok &= (err3 <= 1e-9 and rnd.within(gu3.norm2, gu3.bound) and _memoriser_bounds_derived(gu3, labels) <= 1e-12
                        and _balance_gap(model3) <= 1e-9)
                 parts.append(f"n={n} N={N} depth 3: err {err3:.1e}, ||vec||^2 {gu3.norm2:.4g} (certified "
                              f"{gu3.bound:.3g}), layers balanced {_balance_gap(model3):.1e}")
@@ -312,7 +316,8 @@ def _lemma36(ctx: Context, position) -> Outcome:
     label = "every position (n N points)" if position == "all" else "one position (point-wise risk)"
     parts.append(f"largest {largest(terms)}; training error <= 1e-9")
     parts.append("value = the largest ||vec||^2 / (C n^3), limit 1 (plus the rounding term); holds also needs zero "
-                 "training error, ||vec||^2 <= its certified bound, the reported bounds equal to their derivation "
+                 "training error, ||vec||^2 <= its certified bound and <= C36 n^(5/2) ||y||, the reported bounds equal to "
+                 "their derivation "
                  "(relative 1e-12), output layers of equal squared norm (rebalanced, relative 1e-9) and an N-free norm")
     return Outcome(measured=f"max ||vec||^2 / (C n^3) = {worst:.3g}", bound=f"<= 1, C = C36 sqrt({K_Y:g}) = {C:.1f}; N-free",
                    holds=ok, detail=f"{label}; " + "; ".join(parts), value=float(worst), limit=1.0)
