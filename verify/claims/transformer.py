@@ -815,7 +815,8 @@ def majorant_check(params: Theorem4Params, points=MAJORANT_POINTS) -> tuple:
 
 def thm4_record_consistent(P: Theorem4Params, points=THM4_AGREE_POINTS) -> bool:
     """Theorem 4's record (``theorem4_bound``) against the definitions of its fields (docs/derivations/theorem4.md):
-    r_qk = alpha sqrt(d_e), D_e = d + (q + 1) d_e, ||vec Theta*||^2 = R^2 = r_ma^2 + R_mw^2 + q r_qk^2, the parameter
+    r_qk = alpha sqrt(d_e), D_e = d + (q + 1) d_e, ||vec Theta*||^2 = R^2 = r_ma^2 + R_mw^2 + q r_qk^2 with the
+    balanced 2-NN radii r_ma = r_a / sqrt(m), R_mw = sqrt(m) r_w, the parameter
     count m (q D_e + 2) + q D_e^2, and the total = the sum of its four terms (relative 1e-12)."""
     ok = True
     for nv, Nv in points:
@@ -824,6 +825,7 @@ def thm4_record_consistent(P: Theorem4Params, points=THM4_AGREE_POINTS) -> bool:
         close = lambda a, c: abs(a - c) <= 1e-12 * max(abs(a), abs(c), 1.0)  # noqa: E731
         ok &= (close(b.r_qk, b.alpha * math.sqrt(b.d_e)) and b.D_e == P.d + (P.q + 1) * b.d_e
                and close(b.R ** 2, b.r_ma ** 2 + b.R_mw ** 2 + P.q * b.r_qk ** 2)
+               and close(b.r_ma, P.r_a / math.sqrt(P.m_g)) and close(b.R_mw, math.sqrt(P.m_g) * P.r_w)
                and b.n_params == P.m_g * (P.q * b.D_e + 2) + P.q * b.D_e ** 2
                and close(b.total, b.approximation + b.tail + b.estimation + b.truncation)
                and t == {k: getattr(b, k) for k in b.__dataclass_fields__}
