@@ -382,13 +382,15 @@ def _sa_case(ctx: Context, q: int, eps, fault=None, loose_bound: bool = False) -
 
 def sparse_alpha_least(g, q: int, eps) -> bool:
     """Remark after Prop 3: ``sparse_average_alpha(eps)`` is the least alpha >= 0 whose bound meets eps (relative
-    1e-12), and an eps that alpha = 0 already meets (1.5x the bound there) gives alpha = 0, on either branch."""
+    1e-12), and an eps that alpha = 0 already meets (1.5x the bound there, and exactly the bound there) gives alpha = 0,
+    on either branch."""
     kw = dict(N=SA_N, q=q, mu=g.mu, c=g.c, r_x=g.r_x)
 
     def bound(a):
         return sparse_average_error_bound(alpha=a, **kw)
 
     generous = sparse_average_alpha(eps=1.5 * bound(0.0), **kw) == 0.0
+    generous &= sparse_average_alpha(eps=bound(0.0), **kw) == 0.0  # "meets" is inclusive: eps = the bound at 0
     if eps is None:  # q >= 3: g.alpha minimises the bound, so eps = 1.5 min is met first below it (general branch);
         # bound(a) within 2e-15 of eps: the rounding of alpha c^2, far below the 1e-13 bisection bracket
         a = sparse_average_alpha(eps=1.5 * g.error_bound, **kw)
