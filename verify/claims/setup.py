@@ -145,7 +145,9 @@ def _assumption3(ctx: Context) -> Outcome:
     rows.append(_codebook_rows("rs-hadamard zero-padded to d_e = 300, sign columns", 64, 256, padded.omega,
                                _coherence_rounding(padded), padded))
     rows[1] = (rows[1][0] and books[1].kind == "rademacher" and books[0].kind == "rs-hadamard", *rows[1][1:])
+    # the largest 4^m' <= d_e = 300 (256: smaller coherence) carries the signs, the rest is zeros
     rows[2] = (rows[2][0] and padded.d_e == 300 and bool((padded.omega[:, 256:] == 0).all())
+               and bool((padded.omega[:, :256] != 0).all())
                and abs(padded.mu - _gram_mu(padded.omega)) <= 1e-12, *rows[2][1:])
     rule_ok, rule = _rademacher_rule(n_rad, books[1].d_e, 1e-3)
     custom_ok, custom = _custom_codes(ctx)
