@@ -492,10 +492,13 @@ def _prop26(ctx: Context) -> Outcome:
                      f"dense layers {norm_gap:.1e}, rebuilt from the bare code tensor with these knots given {knots_gap:.1e}")
     if ctx.profile == "quick":  # the mu = 1/8 code's knots only (its transition runs in full)
         guarantees.append(build_transition(_quarter(ctx), P26_D, P26_Q, eps=P26_EPS, r_x=P26_RX).guarantee)
+    # and where the dA budget is capped: r_x = 0.05 puts eps / (4 r_x) above 1/2 - mu (knots only)
+    guarantees.append(build_transition(_quarter(ctx), P26_D, P26_Q, eps=P26_EPS, r_x=0.05).guarantee)
     derived = [knots_as_derived(g) for g in guarantees]
     ok &= all(derived) and all(certificates)
     parts.append(f"knots (K1, K2) chosen from eps as docs/derivations/rnn-transition.md prescribes, for these "
-                 f"codes and the rotated mu = 1/8 one (the dA branch): {derived}; the product certificate as the "
+                 f"codes and the rotated mu = 1/8 one (the dA branch, also at r_x = 0.05 where dA is capped at "
+                 f"1/2 - mu): {derived}; the product certificate as the "
                  f"codes' entries prescribe (alphabet {{+-R}}: 3 knots, {{0, +-R}}: 5, else uniform): {certificates}")
     Ns, errs, eps, rnd = _state_curve(ctx, rectify=True)
     ok &= all(rnd.within(e, eps) for e in errs)
