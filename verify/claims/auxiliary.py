@@ -361,11 +361,16 @@ def _lemma42(ctx: Context) -> Outcome:
         upper = cert.upper + rnd.term  # the grid maximum was computed: rounding enters the certificate
         asked = kw.get("eps", math.inf)  # a net built for an eps must be certified within it
         ok &= upper <= built.error_bound <= asked and rnd.within(seen, upper)
+        if "degree" in kw:  # no eps: the ridge step gets the share 0.1 / 0.9 of the smoothing error, the bound their sum
+            ok &= (built.ridge_error <= 0.1 / 0.9 * built.smooth_error
+                   and abs(built.error_bound - built.smooth_error - built.ridge_error) <= 1e-12 * built.error_bound)
         terms.append(rnd)
         worst = max(worst, upper / built.error_bound)
         parts.append(f"{name} (k={k}, L={L:.3g}, R={R:.3g}): seen {seen:.4f} <= certified {cert.upper:.4f} <= bound "
                      f"{built.error_bound:.4f}" + (f" <= eps {asked:g} asked" if "eps" in kw else "") + f"; width {built.width}, r_a {built.weight_norms['r_a']:.3g}, "
                      f"r_w {built.weight_norms['r_w']:.3g}, {built.method} n={built.degree}")
+    parts.append("nets built for a degree: ridge error <= (0.1 / 0.9) x smoothing error (the default split), bound = their "
+                 "sum")
     parts.append(f"FK moments and smoothing error (n, k) in {list(FK_CASES)} against the sum over the weight grid: "
                  f"largest relative gap {fk_gap:.1e} (<= 1e-10)")
     g = ctx.generator(4280)  # and 1-D nets whose breakpoints (unlike the built nets' knots) are not symmetric: a
