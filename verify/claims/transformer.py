@@ -903,7 +903,8 @@ def _thm4(ctx: Context, bound=None) -> Outcome:
     search_ok, n_least = search_least(params)
     # lim (ln N)^2 / (ln N)^k is finite from k = 2 on: polylog_degree's finite branch (the FFN's N d has none)
     forms_ok = (leading_as_derived(params) and prefactor_given(params)
-                and polylog_degree(sympy.log(sym_N) ** 2, sym_N) == 2)
+                and polylog_degree(sympy.log(sym_N) ** 2, sym_N) == 2
+                and polylog_degree(sympy.log(sym_N) ** 3, sym_N, kmax=3) == 3)  # kmax itself is searched
     agree &= leading_ok and sharp and record_ok and search_ok and forms_ok
     return Outcome(measured=f"{out.measured}; numeric vs sympy bound rel gap {gap:.1e}; majorant/bound >= {maj_ratio:.2f}",
                    bound=f"{out.bound}; gap <= {THM4_AGREE_RTOL:g}", holds=out.holds and agree,
@@ -921,7 +922,7 @@ def _thm4(ctx: Context, bound=None) -> Outcome:
                           f"{THM4_SEARCH[1]} (bound(n - 1) above; float search within one): {search_ok}; "
                           f"leading_sample_size_expr = 3397386240000 e^4 (ln N)^4 ln ln N (fixed d_e = 50: 144 tau_c^2 P 3 "
                           f"(ln N)^2 ln ln N / 0.06^2) and a given c = sqrt(d/q) "
-                          f"= the default c, polylog_degree((ln N)^2) = 2: {forms_ok}; majorant_expr = the sum of "
+                          f"= the default c, polylog_degree((ln N)^2) = 2 and ((ln N)^3, kmax = 3) = 3: {forms_ok}; majorant_expr = the sum of "
                           f"the majorant's terms (in the tail gap)",
                    value=out.value, limit=out.limit)
 
