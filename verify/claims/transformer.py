@@ -114,6 +114,8 @@ def _l11_case(ctx: Context, link_name: str, q: int, N: int, salt: int, fault=Non
             w = _affine_gradient(link.two_layer_net(), q, ctx.device)
             x, t = lemma11_adversarial_prompt(cons, w.sum(0))
             out["exact"] = _exact_worst(cons, w)
+            # the guarantee's Lipschitz constant is the affine net's exact one, ||gradient|| (its +- pairs found)
+            out["record_ok"] &= abs(g.lipschitz - float(w.norm())) <= 1e-12 * float(w.norm())
         else:  # module and fast path compared on one random prompt
             x, t = x[:1], t[:1]
         y_module, y_fast = module(x, t), fast(x, t)
@@ -247,8 +249,9 @@ def _lemma11(ctx: Context, fault=None, small: bool = False) -> Outcome:
     worst = max(r["err"] / r["bound"] for r in rows)
     detail = ("; ".join(_l11_line(r) for r in rows) + f"; alpha x{alpha_ratio:.2f} while ln N x{ln_ratio:.2f}; "
               f"every record as derived, its alpha the public lemma11_alpha (the least meeting eps, = the closed-form "
-              f"inversion), lemma11_guarantee of the built weights the attached record, and layout_of the encoded "
-              f"batch the construction's layout: "
+              f"inversion), lemma11_guarantee of the built weights the attached record, layout_of the encoded "
+              f"batch the construction's layout, and (linear link) the Lipschitz constant the affine net's gradient "
+              f"norm: "
               f"{all(r['record_ok'] for r in rows)}; "
               f"{tight.detail}; largest {largest(r['rnd'] for r in rows)}")
     return Outcome(measured=f"max err/bound = {worst:.3f} (default codes, worst prompt = exact); {tight.measured}; "
