@@ -136,6 +136,15 @@ def _lemma38_case(n: int, g: torch.Generator, eps: float, squeeze: bool):
 L38_TIGHT_TOL = 1e-6  # the alternating-label ratio must equal (16n - 22)/(16n) this closely
 
 
+def _higham_as_derived(net, z: torch.Tensor, reported: float) -> bool:
+    """The reported float64 allowance is gamma_j sum_k |a_k| (|W_k| |z| + |b_k|) at its largest data point, gamma_j =
+    j u / (1 - j u), j = D + m + 2, u = 2^-53 (docs/derivations/rounding.md), relative 1e-12."""
+    u = torch.finfo(torch.float64).eps / 2
+    j = net.W.shape[1] + net.W.shape[0] + 2
+    want = j * u / (1 - j * u) * float(((z[:, None].abs() @ net.W.abs().T + net.b.abs()) @ net.a.abs()).max())
+    return want > 0 and abs(reported - want) <= 1e-12 * want
+
+
 def _lemma38(ctx: Context, squeeze: bool) -> Outcome:
     """Exact interpolation (float64, 1e-9), ||a'||^2 <= 16 ||y||^2 / eps^2, rebalancing keeps f, tightness."""
     ns = ctx.pick(quick=(2, 8, 32, 128), full=(2, 8, 32, 128, 512, 2048))
@@ -151,7 +160,7 @@ def _lemma38(ctx: Context, squeeze: bool) -> Outcome:
         scale = max(1.0, float(_eval1(net.raw, grid).abs().max()))
         balanced_ok = net.norm2_balanced <= net.norm2_raw * (1 + 1e-12) and same <= 1e-9 * scale
         exact = net.max_error <= max(1e-9, net.rounding)  # exact up to certified float64 rounding
-        ok &= exact and rnd.within(ratio, 1.0) and balanced_ok
+        ok &= exact and rnd.within(ratio, 1.0) and balanced_ok and _higham_as_derived(net.balanced, z, net.rounding)
         worst_ratio, worst_err = max(worst_ratio, ratio), max(worst_err, net.max_error)
         parts.append(f"n={n}: err {net.max_error:.1e} (rounding bound {net.rounding:.1e}), ||a'||^2/bound {ratio:.3f}, norm^2 {net.norm2_raw:.3g} -> "
                      f"{net.norm2_balanced:.3g} (tau {net.tau:.3g}, function change {same:.1e})")
@@ -167,7 +176,8 @@ def _lemma38(ctx: Context, squeeze: bool) -> Outcome:
         worst_ratio = max(worst_ratio, ratio)
         parts.append(f"alternating n={n}: ||a'||^2/bound {ratio:.6f} vs (16n - 22)/(16n) = {tight:.6f} "
                      f"(to within {L38_TIGHT_TOL:g}, relative)")
-    parts.append(f"||a'||^2/bound: {_ratio_rounding(ns[-1])}; interpolation error: the Higham bound above (or 1e-9)")
+    parts.append(f"||a'||^2/bound: {_ratio_rounding(ns[-1])}; interpolation error: the Higham bound above (or 1e-9), "
+                 f"that bound = gamma_(D+m+2) sum |a| (|W| |z| + |b|) as derived")
     parts.append("value = the largest ||a'||^2 / (16 ||y||^2 / eps^2), limit 1 (plus the rounding term); holds also "
                  "needs exact interpolation, a function-preserving rebalancing and the tight alternating ratio")
     label = "gap eps/100 inside data built for eps" if squeeze else "gaps >= eps"
