@@ -155,3 +155,28 @@ def test_thm9_pins_the_memoriser_constant_at_its_default(monkeypatch):
     assert rnn_lower._thm9(_quick(), simple=False).holds
     monkeypatch.setattr(rnn_lower, "lemma36_constant", lambda K_y=5.0: C36 * math.sqrt(K_y))
     assert not rnn_lower._thm9(_quick(), simple=False).holds
+
+
+def test_t7_constants_and_prop28_norm_against_the_mpmath_table(monkeypatch):
+    import dataclasses
+
+    import qstr.bounds.recurrent as rec
+    from qstr.bounds.recurrent import Theorem7Params
+
+    P = Theorem7Params()
+    assert rnn_lower.t7_constants_gap(P) <= 1e-12 and rnn_lower.prop28_norm2_gap(P) <= 1e-12
+    honest = rec.theorem7_bound
+    monkeypatch.setattr(rec, "theorem7_bound",
+                        lambda n, N, p: dataclasses.replace(honest(n, N, p), lipschitz=honest(n, N, p).lipschitz * (1 + 1e-9)))
+    assert rnn_lower.t7_constants_gap(P) > 1e-12
+
+
+def test_higham_allowance_as_derived():
+    from qstr.constructions.interpolation import interpolate_sorted
+
+    z = torch.arange(6, dtype=torch.float64) * 0.1
+    y = torch.tensor([1.0, -1.0, 0.5, 2.0, -0.5, 0.0], dtype=torch.float64)
+    net = interpolate_sorted(z, y, 0.1 * (1 - 1e-9))
+    assert rnn_lower._higham_as_derived(net.balanced, z, net.rounding)
+    assert not rnn_lower._higham_as_derived(net.balanced, z, 1.01 * net.rounding)
+    assert not rnn_lower._higham_as_derived(net.balanced, z, -net.rounding)
