@@ -860,7 +860,7 @@ def theorem7_bound_mp(n, N: int, params: Theorem7Params, pieces: bool = False):
 
     P = params
     n, Nv = mp.mpf(n), mp.mpf(N)
-    q, d, de, m_g = P.q, P.d, t7_code_dim(P, N), P.m_g
+    q, d = P.q, P.d
     delta, C_x, C_y, s = (mp.mpf(v) for v in (P.delta, P.C_x, P.C_y, P.s))
     rx2, trans, out = t7_layers_mp(n, N, P)
     rh2 = q * rx2
