@@ -56,12 +56,16 @@ def _accepted(book) -> bool:
 
 
 def _codebook_rows(name: str, N: int, d_e: int, omega: torch.Tensor, rnd: Rounding, book=None):
-    """(holds, detail) for one codebook: unit rows and coherence <= 1/2, both within rounding; for a built
+    """(holds, detail) for one codebook: unit rows and coherence <= 1/2, both within rounding, attained at the
+    reported pair; for a built
     codebook also its stored mu = the measured one, and ``require_coherence`` accepting it iff mu <= 1/2
     (the boundary mu = 1/2 is inside: RS-Hadamard codes attain it)."""
     r = coherence_report(omega, 0.5)
     off = _unit_rows(omega)
     holds = rnd.within(off, 0.0) and rnd.within(r.mu, 0.5) and str(r).startswith("satisfies" if r.ok else "violates")
+    i, j = r.pair  # the reported pair attains mu: 0 <= i < j < N and |<omega_i, omega_j>| = mu (to rounding)
+    at_pair = abs(float(omega[i].to(torch.float64) @ omega[j].to(torch.float64)))
+    holds &= 0 <= i < j < N and rnd.within(abs(at_pair - r.mu), 0.0)
     extra = ""
     if book is not None:
         accepted = _accepted(book)
