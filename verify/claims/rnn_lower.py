@@ -527,8 +527,9 @@ def _width_bound_rigour() -> tuple:
             exists = math.ceil(frac * pk.M / 2) >= 2 and fail < 1
         ok &= positive == exists
         first = Nv if first is None and positive and gamma == P8_GAMMA else first
+        paper = prop8_norm_lower_bound_paper(Nv, P8_C, 4 * Nv, K=P8_K, gamma=gamma)
+        ok &= positive or paper == 0.0  # no packing: the paper's form gives 0
         if positive:  # the paper's (uncertified) form: (s~ / sqrt 2) sqrt(ln M' / (C_M ln(4 d_h + 1))), d_h = 4N, C_M = 8
-            paper = prop8_norm_lower_bound_paper(Nv, P8_C, 4 * Nv, K=P8_K, gamma=gamma)
             ok &= abs(paper - pk.sep / math.sqrt(2) * math.sqrt(pk.log_M_good / (8 * math.log(16 * Nv + 1)))) <= 1e-12 * paper
             # the rigorous (volume) norm bound: UL >= (s~ / (2 sqrt 2)) (exp(ln M' / (2 d_h)) - 1), inverting the width
             for d_h in (1, 8, 4 * Nv):
