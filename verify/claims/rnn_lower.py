@@ -164,6 +164,9 @@ def _lemma38(ctx: Context, squeeze: bool) -> Outcome:
         worst_ratio, worst_err = max(worst_ratio, ratio), max(worst_err, net.max_error)
         parts.append(f"n={n}: err {net.max_error:.1e} (rounding bound {net.rounding:.1e}), ||a'||^2/bound {ratio:.3f}, norm^2 {net.norm2_raw:.3g} -> "
                      f"{net.norm2_balanced:.3g} (tau {net.tau:.3g}, function change {same:.1e})")
+    zero = interpolate_sorted(torch.arange(4, dtype=torch.float64, device=ctx.device) * eps,
+                              torch.zeros(4, dtype=torch.float64, device=ctx.device), eps * (1 - 1e-9))
+    ok &= zero.max_error == 0.0 and zero.norm2_balanced <= zero.norm2_raw  # all-zero labels: the zero function
     if not squeeze:  # adversarial: alternating labels, all gaps = eps -> ratio (16n - 22)/(16n) -> 1
         n = ns[-1]
         z = torch.arange(n, dtype=torch.float64, device=ctx.device) * eps
