@@ -212,6 +212,10 @@ def _l11_tight(ctx: Context, generic_lipschitz: bool = False) -> Outcome:
     w = torch.cat([u, u]) / math.sqrt(2)
     net = affine_net(w, L11_TIGHT_RX)
     ratios, ok = [], True
+    # affine_net's bias keeps the unit on: affine on blocks of norm <= r_x, at the worst input too (r_x = 50)
+    big = affine_net(w, 50.0)
+    zs = torch.stack([-50.0 * torch.cat([u, u]) / u.norm(), 50.0 * torch.cat([u, u]) / u.norm()])
+    ok &= bool(torch.allclose(big(zs.view(2, 2, L11_D)), zs @ w + big.b, rtol=1e-12, atol=1e-9))
     for N in L11_TIGHT_NS:
         cons = lemma11(N, L11_D, 2, net, eps=L11_EPS, r_x=L11_TIGHT_RX, device=ctx.device,
                        codebook=star_codebook(N, mu=0.5, device=ctx.device))
@@ -230,7 +234,8 @@ def _l11_tight(ctx: Context, generic_lipschitz: bool = False) -> Outcome:
     return Outcome(measured="star code: err/bound " + ", ".join(f"{r:.10f}" for r in ratios),
                    bound=f"= 1 +- {L11_TIGHT_RTOL:g}", holds=ok,
                    detail=f"star codes (mu = 0.5) at N = {list(L11_TIGHT_NS)}, q = H = 2, net affine on the "
-                          f"{L11_TIGHT_RX}-ball, target 0: built module's error / bound = "
+                          f"{L11_TIGHT_RX}-ball (affine_net also affine at its worst input for r_x = 50), target 0: "
+                          f"built module's error / bound = "
                           + ", ".join(f"{r:.12f}" for r in ratios))
 
 
