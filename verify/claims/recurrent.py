@@ -567,14 +567,15 @@ def _state_errors(c, x, t, r_h=None):
 
 
 def _scan_vs_loop(ctx: Context) -> tuple:
-    """max |projected_prefix - the literal loop h <- P(h + F_i)| on generic F (both directions, chunk 8), with r_h
+    """max |projected_prefix - the literal loop h <- P(h + F_i)| on generic F (both directions, chunk 8; and chunk 1 at
+    r_h = 2, where a chunk's test sees one position), with r_h
     small (the projection bites at every step), in between, and infinite: the scan's validity, Cor 27. Also whether
     the scan's count of projected steps equals the loop's (steps with ||h + F_i|| > r_h that reach a state)."""
     F = torch.randn(3, 40, 4, generator=ctx.generator(272), dtype=F64).to(ctx.device)
     gap, counts_ok = 0.0, True
-    for r_h in (0.05, 2.0, math.inf):
+    for r_h, chunk in ((0.05, 8), (2.0, 8), (math.inf, 8), (2.0, 1)):  # chunk 1: one position per scan test
         for reverse in (False, True):
-            H, active = projected_prefix(F, r_h, reverse=reverse, chunk=8)
+            H, active = projected_prefix(F, r_h, reverse=reverse, chunk=chunk)
             G, h, bites = torch.zeros_like(F), torch.zeros_like(F[:, 0]), 0
             steps = range(F.shape[1] - 1, -1, -1) if reverse else range(F.shape[1])
             for k, i in enumerate(steps):
