@@ -102,16 +102,20 @@ class QSTR:
         return Prompts(x=x, t=t, y=self.link(gather_tokens(x, t)))
 
     def sample_bytes(self, B: int, dtype=torch.float32) -> int:
-        """Bytes :meth:`sample` allocates for B prompts: x (d floats per position), the gathered tokens and the
-        link's product (q d floats per position each), the labels (out_dim floats, or 1) and t (q longs)."""
+        """Bytes :meth:`sample` (Definition 2's sampler) allocates for B prompts: x (d floats per position), the
+        gathered tokens and the link's product (q d floats per position each), the labels (out_dim floats, or 1)
+        and t (q longs)."""
+        return self._bytes(validate.positive_int("B", B), validate.float_dtype("dtype", dtype))
+
+    def _bytes(self, B: int, dtype) -> int:
         item = torch.empty((), dtype=dtype).element_size()
         per_position = item * (self.d * (1 + 2 * self.q) + (self.link.out_dim or 1)) + 8 * self.q
         return B * self.N * per_position
 
     def _fits(self, B: int, device, dtype) -> None:
-        """Refuse before allocating (:meth:`sample_bytes`)."""
+        """Refuse before allocating (:meth:`sample_bytes`; B and dtype already validated by :meth:`sample`)."""
         validate.fits_in_memory(f"sampling B = {B} prompts of N = {self.N} tokens in d = {self.d} (q = {self.q}, "
-                                f"{str(dtype).replace('torch.', '')})", self.sample_bytes(B, dtype), device)
+                                f"{str(dtype).replace('torch.', '')})", self._bytes(B, dtype), device)
 
     def sample_tokens(self, B, *, generator, device, dtype) -> torch.Tensor:
         x = torch.randn(B, self.N, self.d, generator=generator, device=device, dtype=dtype)

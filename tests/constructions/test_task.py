@@ -134,3 +134,13 @@ def test_sampling_on_cuda():
     assert p.x.device.type == "cuda" and p.y.device.type == "cuda"
     with pytest.raises(ValueError, match="lives on cuda"):
         task.sample(8, generator=g, device="cpu")
+
+
+def test_sample_bytes_hand_value_and_bad_input():
+    task = QSTR(N=10, d=3, link=SqNorm(q=2, d=3))
+    # per position: 4 bytes x (3 + 2 * 2 * 3 + 1) floats + 8 x 2 longs = 64 + 16
+    assert task.sample_bytes(5) == 5 * 10 * 80
+    assert task.sample_bytes(5, torch.float64) == 5 * 10 * (8 * 16 + 16)
+    for bad in (dict(B=0), dict(B=2.5), dict(B=2, dtype=torch.int64)):
+        with pytest.raises(ValueError):
+            task.sample_bytes(**bad)

@@ -338,13 +338,13 @@ def _fk_moments_two_ways() -> float:
 
 
 def lipschitz_by_secants(net) -> float:
-    """The exact Lipschitz constant of a 1-D ReLU net (k = 1), found without its unit structure: the net is linear
-    between consecutive breakpoints -b_i / w_i, so its largest |slope| is the largest secant over them and over the two
-    outer rays (a unit step beyond the ends)."""
+    """Lemma 42's nets in 1-D (k = 1): the exact Lipschitz constant, found without the unit structure that
+    ``net_lipschitz_bound`` uses: the net is linear between consecutive breakpoints -b_i / w_i, so its largest |slope|
+    is the largest secant over them and over the two outer rays (a unit step beyond the ends)."""
     live = net.W[:, 0] != 0
     bp = torch.unique(-(net.b[live] / net.W[live, 0]))
     s = torch.cat([bp[:1] - 1, bp, bp[-1:] + 1]).to(torch.float64)
-    s = s[torch.cat([torch.tensor([True]), torch.diff(s) > 1e-9])]  # breakpoints closer than 1e-9 merged
+    s = s[torch.cat([torch.ones(1, dtype=torch.bool, device=s.device), torch.diff(s) > 1e-9])]  # closer than 1e-9: merged
     y = net(s[:, None, None]).reshape(-1)
     return float((torch.diff(y) / torch.diff(s)).abs().max())
 

@@ -457,7 +457,7 @@ def sparse_guarantee_rederived(head, g) -> bool:
 
 
 def no_minimiser_without_coherence(g, q: int) -> bool:
-    """Orthogonal codes (mu = 0; also q <= 2) leave the in-set scores equal, so the sparse-averaging bound only
+    """Remark after Prop 3: orthogonal codes (mu = 0; also q <= 2) leave the in-set scores equal, so the bound only
     decreases in alpha (docs/derivations/sparse-averaging.md): at q = 3 it falls on a grid of alpha up to 10^4, and
     ``sparse_average_alpha`` without eps refuses (no minimiser) while with eps it meets eps at the least alpha."""
     kw = dict(N=SA_N, q=q, mu=0.0, c=g.c, r_x=g.r_x)
@@ -917,7 +917,7 @@ def _thm4(ctx: Context, bound=None) -> Outcome:
     return Outcome(measured=f"{out.measured}; numeric vs sympy bound rel gap {gap:.1e}; majorant/bound >= {maj_ratio:.2f}",
                    bound=f"{out.bound}; gap <= {THM4_AGREE_RTOL:g}", holds=out.holds and agree,
                    detail=f"{out.detail}; numeric theorem4_bound vs sympy bound_expr at (n, N) in "
-                          f"{list(THM4_AGREE_POINTS)}, at the default constants and at q = 4, s = C_y = r_a = 2 (and at N = 2 with C_x = 1e-6, c = 1/2: alpha = 0, the rho branch of A): largest relative gap {gap:.2e} (must be <= "
+                          f"{list(THM4_AGREE_POINTS)}, at the default constants and at q = 4, s = C_y = r_a = 2 (and at N = 2 with C_x = 1e-6, c = 1/2, C_y = 1e-3: alpha = 0, the rho branch of A, the token branch of tau): largest relative gap {gap:.2e} (must be <= "
                           f"{THM4_AGREE_RTOL:g}; value stays the slope ratio); the certificate's majorant (q = "
                           f"{maj_params.q}, r_a = {maj_params.r_a:g}, s = {maj_params.s:g}) against the exact bound at {list(MAJORANT_POINTS)}: smallest ratio of a "
                           f"majorant piece to its exact counterpart {maj_ratio:.6f} (>= 1), its tail, tau, L_n, split-logarithm (L_rho, L_c, L_alpha, L_de, L_rz) and estimation terms vs the derivation "

@@ -66,6 +66,7 @@ def test_lemma12_radius_and_its_falsifier():
     ok, bad = setup._lemma12(CTX), setup._lemma12(CTX, union_bound=False)
     assert ok.holds and not bad.holds
     assert bad.bound == f"<= r_x = {math.sqrt(6 * math.e):.3f}"
+    assert "token_radius" in ok.detail and "1.414 holds: False" in bad.detail  # each slipped radius exceeded
 
 
 def test_field_tables_and_a_reducible_modulus():
