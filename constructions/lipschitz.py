@@ -29,7 +29,9 @@ class LipschitzNet:
     """A two-layer ReLU net for an L-Lipschitz f on the radius-R ball of R^k and its certificate.
 
     ``error_bound`` is the a priori certified sup_{||x|| <= R} |f(x) - net(x)| (``smooth_error``
-    + ``ridge_error`` for k >= 2; L h / 2 for k = 1). ``width`` m, ``weight_norms``: ||a||,
+    + ``ridge_error`` for k >= 2; L h / 2 for k = 1); ``ridge_budget`` is the share of the error given to the
+    ridge interpolation (eps_ridge >= ``ridge_error``, docs/derivations/lemmas-39-41-42.md step 6; k = 1: the bound
+    itself). ``width`` m, ``weight_norms``: ||a||,
     ||W||_F, ||b||, r_a = ||a|| sqrt(m), r_w = ||(W, b)||_F / sqrt(m), and the path norm
     sum_i |a_i| ||(w_i, b_i)||. ``lipschitz_bound``: :func:`net_lipschitz_bound` of the net.
     """
@@ -47,6 +49,7 @@ class LipschitzNet:
     method: str
     degree: int = 0
     directions: int = 0
+    ridge_budget: float = 0.0
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """net(x) for x of shape (..., k)."""
@@ -156,7 +159,7 @@ def lipschitz_net(f: Callable[[torch.Tensor], torch.Tensor], *, L: float, R: flo
         net1d = interpolant(lambda z: _scalar(f, z[:, None], "f"), knots)
         net = TwoLayerNet(a=net1d.a, W=net1d.W, b=net1d.b)
         err = L * h / 2
-        return LipschitzNet(net=net, k=1, R=R, L=L, error_bound=err, smooth_error=0.0, ridge_error=err,
+        return LipschitzNet(net=net, k=1, R=R, L=L, error_bound=err, smooth_error=0.0, ridge_error=err, ridge_budget=err,
                             width=net.m, weight_norms=_weight_norms(net), lipschitz_bound=net_lipschitz_bound(net),
                             method="interpolation", degree=K, directions=1)
     ridge_fraction = validate.probability("ridge_fraction", ridge_fraction)
@@ -227,7 +230,7 @@ def lipschitz_net(f: Callable[[torch.Tensor], torch.Tensor], *, L: float, R: flo
         constant += const
     net = _assemble(parts, constant, k)
     return LipschitzNet(net=net, k=k, R=R, L=L, error_bound=eps_s + ridge_err, smooth_error=eps_s,
-                        ridge_error=ridge_err, width=net.m, weight_norms=_weight_norms(net),
+                        ridge_error=ridge_err, ridge_budget=eps_r, width=net.m, weight_norms=_weight_norms(net),
                         lipschitz_bound=net_lipschitz_bound(net), method="fourier-ridge", degree=n,
                         directions=len(ridges))
 

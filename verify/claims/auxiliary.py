@@ -351,7 +351,7 @@ def lipschitz_by_secants(net) -> float:
 
 def _lemma42(ctx: Context) -> Outcome:
     fk_gap = _fk_moments_two_ways()
-    worst, parts, ok, terms, lip_gap = 0.0, [], fk_gap <= 1e-10, [], 0.0
+    worst, parts, ok, terms, lip_gap, spent = 0.0, [], fk_gap <= 1e-10, [], 0.0, []
     for i, (name, f, L, R, k, kw) in enumerate(_lemma42_cases(ctx)):
         built = lipschitz_net(f, L=L, R=R, k=k, **kw)
         if k == 1:  # one line of weights: the recorded net_lipschitz_bound is exact there
@@ -361,16 +361,19 @@ def _lemma42(ctx: Context) -> Outcome:
         upper = cert.upper + rnd.term  # the grid maximum was computed: rounding enters the certificate
         asked = kw.get("eps", math.inf)  # a net built for an eps must be certified within it
         ok &= upper <= built.error_bound <= asked and rnd.within(seen, upper)
-        if "degree" in kw:  # no eps: the ridge step gets the share 0.1 / 0.9 of the smoothing error, the bound their sum
-            ok &= (built.ridge_error <= 0.1 / 0.9 * built.smooth_error
+        if k >= 2:  # the ridge budget as derived (step 6): 0.1 / 0.9 of the smoothing error for a degree, else the rest
+            budget = 0.1 / 0.9 * built.smooth_error if "degree" in kw else asked - built.smooth_error
+            ok &= (abs(built.ridge_budget - budget) <= 1e-12 * budget and built.ridge_error <= built.ridge_budget
                    and abs(built.error_bound - built.smooth_error - built.ridge_error) <= 1e-12 * built.error_bound)
+            spent.append(built.ridge_error / built.ridge_budget)
         terms.append(rnd)
         worst = max(worst, upper / built.error_bound)
         parts.append(f"{name} (k={k}, L={L:.3g}, R={R:.3g}): seen {seen:.4f} <= certified {cert.upper:.4f} <= bound "
                      f"{built.error_bound:.4f}" + (f" <= eps {asked:g} asked" if "eps" in kw else "") + f"; width {built.width}, r_a {built.weight_norms['r_a']:.3g}, "
                      f"r_w {built.weight_norms['r_w']:.3g}, {built.method} n={built.degree}")
-    parts.append("nets built for a degree: ridge error <= (0.1 / 0.9) x smoothing error (the default split), bound = their "
-                 "sum")
+    parts.append(f"k >= 2: ridge budget = (0.1 / 0.9) x smoothing error (built for a degree, the default split) or "
+                 f"eps - smoothing error (built for eps), ridge error <= budget (spent "
+                 f"{', '.join(f'{x:.2f}' for x in spent)}), bound = their sum")
     parts.append(f"FK moments and smoothing error (n, k) in {list(FK_CASES)} against the sum over the weight grid: "
                  f"largest relative gap {fk_gap:.1e} (<= 1e-10)")
     g = ctx.generator(4280)  # and 1-D nets whose breakpoints (unlike the built nets' knots) are not symmetric: a
