@@ -21,13 +21,16 @@ Z975 = 1.959963984540054  # the 97.5% standard normal quantile: a 95% two-sided 
 def interval_as_derived() -> bool:
     """Lemma 40's Monte Carlo record (docs/derivations/few-heads.md, section 1): an estimate 2 with stderr 0.5 at 95%
     has interval 2 +- 0.5 * 1.959964 (contains 2.97, not 2.99 nor 1.01), z-score |value - 2| / 0.5, and with
-    stderr 0 a z-score of 0 at the estimate and inf elsewhere."""
+    stderr 0 a z-score of 0 at the estimate and inf elsewhere; the estimator's default confidence is 0.999."""
     e = VarianceEstimate(estimate=2.0, stderr=0.5, confidence=0.95, samples=100)
+    default = mc_conditional_sqnorm_variance(torch.eye(2, dtype=torch.float64)[:1], n_outer=2, n_inner=2,
+                                             generator=torch.Generator().manual_seed(0)).confidence
     lo, hi = e.interval
     exact = VarianceEstimate(estimate=2.0, stderr=0.0, confidence=0.95, samples=100)
     return (abs(lo - (2 - 0.5 * Z975)) <= 1e-12 and abs(hi - (2 + 0.5 * Z975)) <= 1e-12 and e.contains(2.97)
             and not e.contains(2.99) and not e.contains(1.01) and e.zscore(3.0) == 2.0
-            and exact.zscore(2.0) == 0.0 and exact.zscore(2.1) == math.inf and exact.contains(2.0))
+            and exact.zscore(2.0) == 0.0 and exact.zscore(2.1) == math.inf and exact.contains(2.0)
+            and default == 0.999)
 
 
 def _lemma40(ctx: Context, rank_shift: int) -> Outcome:
@@ -52,7 +55,7 @@ def _lemma40(ctx: Context, rank_shift: int) -> Outcome:
     ok &= known
     parts.append(f"largest {largest(terms)} (the CI half-width)")
     parts.append(f"the estimate's interval, contains and z-score on a known value (2 +- 0.5 x 1.959964 at 95%; "
-                 f"stderr 0): {known}")
+                 f"stderr 0; the default confidence 0.999): {known}")
     parts.append("two-sided: value = the largest |z| = |estimate - 2(k - r)| / stderr over the cases, limit the "
                  "family critical value (each case's rounding term on top)")
     return Outcome(measured=f"max |z| = {worst:.2f}", bound=f"|z| <= {zcrit:.2f}", holds=ok, detail="; ".join(parts),
