@@ -86,6 +86,8 @@ def test_two_dimensional_construction_is_certified(name, f, L, R):
     assert built.method == "fourier-ridge" and built.width == built.net.m and built.directions > 0
     assert built.error_bound == pytest.approx(built.smooth_error + built.ridge_error)
     assert built.smooth_error == pytest.approx(smoothing_error_bound(6, 2, L, R))
+    assert built.ridge_budget == pytest.approx(0.1 / 0.9 * built.smooth_error, rel=1e-12)  # the default split
+    assert built.ridge_error <= built.ridge_budget
     cert = certify_sup_error(f, built.net, L=L, R=R, k=2, spacing=0.03)
     assert cert.lower <= cert.upper <= built.error_bound
     assert set(built.weight_norms) == {"a", "W", "b", "r_a", "r_w", "path"}
@@ -94,6 +96,7 @@ def test_two_dimensional_construction_is_certified(name, f, L, R):
 def test_eps_picks_the_degree():
     built = lipschitz_net(lambda x: x.norm(dim=-1), L=1.0, R=1.0, k=2, eps=0.5)
     assert built.error_bound <= 0.5
+    assert built.ridge_budget == pytest.approx(0.5 - built.smooth_error, rel=1e-12)  # the rest of eps
     assert smoothing_error_bound(built.degree - 1, 2, 1.0, 1.0) > 0.9 * 0.5 or built.degree == 1
 
 
