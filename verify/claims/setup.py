@@ -155,6 +155,10 @@ def _assumption3(ctx: Context) -> Outcome:
                and bool((padded.omega[:, :256] != 0).all())
                and abs(padded.mu - _gram_mu(padded.omega)) <= 1e-12, *rows[2][1:])
     rule_ok, rule = _rademacher_rule(n_rad, books[1].d_e, 1e-3)
+    for n_small in (2, 3, 8):  # few pairs: C(N, 2) differs most from N^2 / 2
+        small_ok, small = _rademacher_rule(n_small, rademacher_dim(n_small, 1e-3, 0.5), 1e-3)
+        rule_ok &= small_ok
+        rule += f"; N = {n_small}: {small}"
     custom_ok, custom = _custom_codes(ctx)
     tails_ok, tails = _tails()
     rule_ok &= custom_ok and tails_ok
