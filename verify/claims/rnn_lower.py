@@ -65,14 +65,21 @@ L37_D = 10
 
 
 def _replays(ctx: Context, x: torch.Tensor, thr: float, sd) -> bool:
-    """The same draws with max_tries = the tries they took find the same direction (max_tries counts draws)."""
-    g = ctx.generator(370, ctx.device)
-    torch.randn(x.shape, generator=g, dtype=torch.float64, device=ctx.device)  # the sample, drawn again
+    """The same draws with max_tries = the tries they took find the same direction (max_tries counts draws), and
+    ``tries`` is the number of draws consumed: the generator is then where the sample and ``tries`` unit-vector
+    draws (D normals each) leave a fresh one."""
+    kw = dict(dtype=torch.float64, device=ctx.device)
+    g, fresh = ctx.generator(370, ctx.device), ctx.generator(370, ctx.device)
+    torch.randn(x.shape, generator=g, **kw)  # the sample, drawn again
     try:
         again = separating_direction(x, generator=g, threshold=thr, max_tries=sd.tries)
     except ValueError:
         return False
-    return again.tries == sd.tries and torch.equal(again.v, sd.v)
+    torch.randn(x.shape, generator=fresh, **kw)
+    for _ in range(sd.tries):
+        torch.randn(x.shape[1], generator=fresh, **kw)
+    consumed = torch.equal(torch.randn(4, generator=g, **kw), torch.randn(4, generator=fresh, **kw))
+    return again.tries == sd.tries and torch.equal(again.v, sd.v) and consumed
 
 
 def _lemma37(ctx: Context, scale: float) -> Outcome:
@@ -91,7 +98,7 @@ def _lemma37(ctx: Context, scale: float) -> Outcome:
         sd = separating_direction(x, generator=g, threshold=thr, max_tries=50)
         constructive_ok = _replays(ctx, x, thr, sd)
         constructive = (f"fixed sample: certified gap {sd.gap:.3g} >= {thr:.3g} after {sd.tries} tries; "
-                        f"replayed with max_tries = {sd.tries}: {constructive_ok}")
+                        f"replayed with max_tries = {sd.tries}, tries = draws consumed: {constructive_ok}")
     except ValueError as exc:
         constructive_ok, constructive = False, f"fixed sample: {exc}"
     # the certified gaps' float64 allowance rests on the unit roundoff u = 2^-53 (Higham, Thm 3.1)
