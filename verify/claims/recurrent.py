@@ -287,9 +287,19 @@ def _rotated(book: Codebook, seed: int) -> Codebook:
     return Codebook(book.omega.to(F64) @ Q, book.mu, "custom", {"rotated": book.kind, "seed": seed})
 
 
+def _short_rows(book: Codebook, seed: int) -> Codebook:
+    """The rotated codes with every other row scaled by 0.999: the norm defect nu = max | ||w||^2 - 1 | = 0.002 enters
+    every budget of the transition (products, gate, certified eps); the coherence stays <= 1/2."""
+    rotated = _rotated(book, seed)
+    omega = rotated.omega.clone()
+    omega[::2] *= 0.999
+    return Codebook(omega, rotated.mu, "custom", {"rotated": book.kind, "seed": seed, "short rows": 0.999})
+
+
 def _p26_books(ctx: Context):
     base = rs_hadamard_codebook(64, dtype=F64)  # d_e = 16, mu = 1/2 attained
-    books = [("rs-hadamard N=64 (exact products)", base), ("rotated rs-hadamard N=64 (approx. products)", _rotated(base, ctx.seed + 26))]
+    books = [("rs-hadamard N=64 (exact products)", base), ("rotated rs-hadamard N=64 (approx. products)", _rotated(base, ctx.seed + 26)),
+             ("rotated rs-hadamard N=64, every other row of norm 0.999 (norm defect nu = 0.002)", _short_rows(base, ctx.seed + 26))]
     if ctx.profile != "quick":  # mu = 1/8 < 1/2 with approximate products: K1 from the dA branch (quick: knots only)
         books.append(("rotated rs-hadamard N=64, mu = 1/8", _quarter(ctx)))
     return [(label, book.to(device=ctx.device)) for label, book in books]
