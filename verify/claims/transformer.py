@@ -827,13 +827,17 @@ def thm4_record_consistent(P: Theorem4Params, points=THM4_AGREE_POINTS) -> bool:
     """Theorem 4's record (``theorem4_bound``) against the definitions of its fields (docs/derivations/theorem4.md):
     r_qk = alpha sqrt(d_e), D_e = d + (q + 1) d_e, ||vec Theta*||^2 = R^2 = r_ma^2 + R_mw^2 + q r_qk^2 with the
     balanced 2-NN radii r_ma = r_a / sqrt(m), R_mw = sqrt(m) r_w, the parameter
-    count m (q D_e + 2) + q D_e^2, and the total = the sum of its four terms (relative 1e-12)."""
+    count m (q D_e + 2) + q D_e^2, alpha = max(0, ln((N - 1) 2 K sqrt(q) r_x / sqrt(eps_2nn))) / (c^2 (1 - mu)) (never
+    negative; 0 where the logarithm is), and the total = the sum of its four terms (relative 1e-12)."""
+    import mpmath
     ok = True
     for nv, Nv in points:
         b = theorem4_bound(nv, Nv, P)
+        with mpmath.workdps(40):
+            alpha = float(_exact_pieces(P, nv, Nv, mpmath)["alpha"])
         t = b.terms()  # the record as the dict users read: every field under its own name
         close = lambda a, c: abs(a - c) <= 1e-12 * max(abs(a), abs(c), 1.0)  # noqa: E731
-        ok &= (close(b.r_qk, b.alpha * math.sqrt(b.d_e)) and b.D_e == P.d + (P.q + 1) * b.d_e
+        ok &= (close(b.alpha, alpha) and close(b.r_qk, b.alpha * math.sqrt(b.d_e)) and b.D_e == P.d + (P.q + 1) * b.d_e
                and close(b.R ** 2, b.r_ma ** 2 + b.R_mw ** 2 + P.q * b.r_qk ** 2)
                and close(b.r_ma, P.r_a / math.sqrt(P.m_g)) and close(b.R_mw, math.sqrt(P.m_g) * P.r_w)
                and b.n_params == P.m_g * (P.q * b.D_e + 2) + P.q * b.D_e ** 2
@@ -907,7 +911,8 @@ def _thm4(ctx: Context, bound=None) -> Outcome:
                   and sympy.simplify(cert.factors["P/u^2"] - lead["P_c"]) == 0
                   and sympy.simplify(majorant_terms(fixed)["P"] - leading_constants(fixed)["P_c"]) == 0)
     sharp = not polylog_certificate(params, k=4).proves_polylog  # the leading form is (ln N)^4 ln ln N: k = 4 fails
-    record_ok = thm4_record_consistent(dataclasses.replace(params, q=params.q + 2, r_a=2.0))
+    record_ok = (thm4_record_consistent(dataclasses.replace(params, q=params.q + 2, r_a=2.0))
+                 and thm4_record_consistent(dataclasses.replace(params, C_x=1e-6, c=0.5, C_y=1e-3), THM4_RHO_POINTS))
     search_ok, n_least = search_least(params)
     # lim (ln N)^2 / (ln N)^k is finite from k = 2 on: polylog_degree's finite branch (the FFN's N d has none)
     forms_ok = (leading_as_derived(params) and prefactor_given(params)
@@ -924,8 +929,9 @@ def _thm4(ctx: Context, bound=None) -> Outcome:
                           f"{tail_gap:.1e}; leading constants tau_c = {lead['tau_c']}, P_c = {lead['P_c']} equal the "
                           f"certificate's limits of tau/ln N and P/ln^2 N (and P_c = P for a fixed d_e = 50): "
                           f"{leading_ok}; the certificate at k = 4 is inconclusive, as the leading form "
-                          f"(ln N)^4 ln ln N requires: {sharp}; the bound's record fields (r_qk, D_e, R, parameter "
-                          f"count, total) and its terms() dict equal their definitions: {record_ok}; exact-arithmetic "
+                          f"(ln N)^4 ln ln N requires: {sharp}; the bound's record fields (alpha, r_qk, D_e, R, parameter "
+                          f"count, total; also at N = 2 with tiny tokens, alpha = 0) and its terms() dict equal their "
+                          f"definitions: {record_ok}; exact-arithmetic "
                           f"search: n = {n_least} is the least n with bound <= {THM4_SEARCH[0]:g} at N = "
                           f"{THM4_SEARCH[1]} (bound(n - 1) above; float search within one): {search_ok}; "
                           f"leading_sample_size_expr = 3397386240000 e^4 (ln N)^4 ln ln N (fixed d_e = 50: 144 tau_c^2 P 3 "
