@@ -36,6 +36,7 @@ from qstr.constructions.codes import build_codebook
 from qstr.constructions.encoding import rnn_encoding
 from qstr.constructions.interpolation import (
     UNIT_ROUNDOFF,
+    certified_gap,
     gap_threshold,
     interpolate_sorted,
     lemma36_constant,
@@ -82,6 +83,40 @@ def _replays(ctx: Context, x: torch.Tensor, thr: float, sd) -> bool:
     return again.tries == sd.tries and torch.equal(again.v, sd.v) and consumed
 
 
+def gaps_as_derived(x: torch.Tensor, v: torch.Tensor) -> list:
+    """Lemma 37's certified gaps of T trials x (T, n, D), v (T, D) (docs/derivations/interpolation.md, Higham
+    Thm 3.1): the float gap of the sorted z = x v, shrunk by (1 - u), minus 2 gamma_D max_j sum_k |x_jk v_k|,
+    gamma_D = D u / (1 - D u), u = 2^-53 (z and the sums as batched products, the code's float operations)."""
+    u, D = torch.finfo(torch.float64).eps / 2, x.shape[-1]
+    gamma = D * u / (1 - D * u)
+    out = []
+    for z, a in zip((x @ v[:, :, None]).squeeze(-1), (x.abs() @ v.abs()[:, :, None]).squeeze(-1)):
+        out.append(float(torch.diff(torch.sort(z).values).min()) * (1 - u) - 2 * float(gamma * a.max()))
+    return out
+
+
+def events_replayed(ctx: Context, n: int, trials: int = 64) -> bool:
+    """``lemma37_events`` counts what the derived certified gaps and ||z||^2 say on its own draws (each chunk draws
+    x, then v; replayed here): at a threshold equal to one trial's certified gap (the allowance's last bits decide),
+    and with norm_factor 1 (about half the trials pass); ``certified_gap`` of one trial is its derived gap, bit for
+    bit; the default norm factor is Lemma 37's 2 and the default threshold eps_n."""
+    kw = dict(dtype=torch.float64, device=ctx.device)
+    g = ctx.generator(371, ctx.device)
+    x = torch.randn(trials, n, L37_D, generator=g, **kw)
+    v = torch.randn(trials, L37_D, generator=g, **kw)
+    v = v / v.norm(dim=1, keepdim=True)
+    derived = gaps_as_derived(x, v)
+    gaps = sorted(derived)
+    norms = ((x @ v[:, :, None]).squeeze(-1) ** 2).sum(1)
+    thr = gaps[trials // 2]
+    one = certified_gap(x[0], v[0])[0] == derived[0]
+    ev = lemma37_events(n, L37_D, trials=trials, generator=ctx.generator(371, ctx.device), threshold=thr,
+                        norm_factor=1.0)
+    default = lemma37_events(n, L37_D, trials=1, generator=ctx.generator(372, ctx.device))
+    return (one and ev.gap_ok == sum(gp >= thr for gp in gaps) and ev.norm_ok == int((norms <= n).sum())
+            and default.norm_factor == 2.0 and default.threshold == gap_threshold(n))
+
+
 def _lemma37(ctx: Context, scale: float) -> Outcome:
     """P(gaps >= scale * eps_n and ||z||^2 <= 2n) >= 1/3, and P(gap fails) <= union bound (n-1)/(6n)."""
     n = ctx.pick(quick=24, full=64)
@@ -96,20 +131,27 @@ def _lemma37(ctx: Context, scale: float) -> Outcome:
     x = torch.randn(n, L37_D, generator=g, dtype=torch.float64, device=ctx.device)
     try:  # fails to find one within 50 tries with probability <= (2/3)^50
         sd = separating_direction(x, generator=g, threshold=thr, max_tries=50)
-        constructive_ok = _replays(ctx, x, thr, sd)
+        record = (sd.gap == certified_gap(x, sd.v)[0] >= thr and sd.norm_factor == 2.0
+                  and sd.z_norm2 == float(sd.z @ sd.z) <= 2 * n
+                  and float((sd.z - x @ sd.v).abs().max()) <= 1e-12 * float(x.abs().max()))
+        constructive_ok = _replays(ctx, x, thr, sd) and record
         constructive = (f"fixed sample: certified gap {sd.gap:.3g} >= {thr:.3g} after {sd.tries} tries; "
-                        f"replayed with max_tries = {sd.tries}, tries = draws consumed: {constructive_ok}")
+                        f"replayed with max_tries = {sd.tries}, tries = draws consumed, record (gap, z, ||z||^2 <= 2n, "
+                        f"norm factor 2) as derived: {constructive_ok}")
     except ValueError as exc:
         constructive_ok, constructive = False, f"fixed sample: {exc}"
     # the certified gaps' float64 allowance rests on the unit roundoff u = 2^-53 (Higham, Thm 3.1)
     roundoff_ok = UNIT_ROUNDOFF == torch.finfo(torch.float64).eps / 2
     union_ok = math.isclose(union, scale * (n - 1) / (6 * n), rel_tol=1e-12)
-    holds = joint_lo >= 1.0 / 3.0 and fail_lo <= union and roundoff_ok and union_ok and constructive_ok
+    replayed = events_replayed(ctx, n)
+    holds = joint_lo >= 1.0 / 3.0 and fail_lo <= union and roundoff_ok and union_ok and constructive_ok and replayed
     detail = (f"unit roundoff of the gap certificate = finfo(float64).eps / 2: {roundoff_ok}; "
               f"union bound C(n, 2) thr / sqrt(pi) = {scale:g} (n-1)/(6n) (docs/derivations/interpolation.md): {union_ok}; "
               f"n={n}, D={L37_D}, {trials} draws of (x, v): joint success {ev.joint_ok / trials:.3f} "
               f"(CP{CONFIDENCE:.1%} lower {joint_lo:.3f} vs 1/3); gap failure {1 - ev.gap_ok / trials:.3f} "
               f"(CP lower {fail_lo:.3f} vs union bound {union:.3f}); norm event {ev.norm_ok / trials:.3f}; {constructive}; "
+              f"64 trials replayed: event counts = the derived certified gaps (threshold at one trial's gap) and "
+              f"||z||^2 <= n counts, one trial's certified_gap bit for bit, defaults norm factor 2 and eps_n: {replayed}; "
               f"no rounding term: event counts, each gap certified with its own float64 rounding allowance; "
               f"value = the CP lower bound on P(success), limit 1/3, holds means value >= limit "
               f"(and the gap failure's CP lower bound <= the union bound)")
