@@ -134,10 +134,13 @@ def _lemma37(ctx: Context, scale: float) -> Outcome:
         record = (sd.gap == certified_gap(x, sd.v)[0] >= thr and sd.norm_factor == 2.0
                   and sd.z_norm2 == float(sd.z @ sd.z) <= 2 * n
                   and float((sd.z - x @ sd.v).abs().max()) <= 1e-12 * float(x.abs().max()))
+        for _ in range(4):  # norm factor 1: ||z||^2 <= n (about half the draws) must hold of what is returned
+            tight = separating_direction(x, generator=g, threshold=thr, norm_factor=1.0, max_tries=200)
+            record &= tight.z_norm2 <= n and tight.norm_factor == 1.0
         constructive_ok = _replays(ctx, x, thr, sd) and record
         constructive = (f"fixed sample: certified gap {sd.gap:.3g} >= {thr:.3g} after {sd.tries} tries; "
                         f"replayed with max_tries = {sd.tries}, tries = draws consumed, record (gap, z, ||z||^2 <= 2n, "
-                        f"norm factor 2) as derived: {constructive_ok}")
+                        f"norm factor 2; 4 more with norm factor 1: ||z||^2 <= n) as derived: {constructive_ok}")
     except ValueError as exc:
         constructive_ok, constructive = False, f"fixed sample: {exc}"
     # the certified gaps' float64 allowance rests on the unit roundoff u = 2^-53 (Higham, Thm 3.1)
