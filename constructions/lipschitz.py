@@ -31,7 +31,8 @@ class LipschitzNet:
     ``error_bound`` is the a priori certified sup_{||x|| <= R} |f(x) - net(x)| (``smooth_error``
     + ``ridge_error`` for k >= 2; L h / 2 for k = 1); ``ridge_budget`` is the share of the error given to the
     ridge interpolation (eps_ridge >= ``ridge_error``, docs/derivations/lemmas-39-41-42.md step 6; k = 1: the bound
-    itself). ``width`` m, ``weight_norms``: ||a||,
+    itself); ``ridges`` (k >= 2): (S_v, K_v) per ridge direction, the bound on |g_v''| and the interval count (step 6).
+    ``width`` m, ``weight_norms``: ||a||,
     ||W||_F, ||b||, r_a = ||a|| sqrt(m), r_w = ||(W, b)||_F / sqrt(m), and the path norm
     sum_i |a_i| ||(w_i, b_i)||. ``lipschitz_bound``: :func:`net_lipschitz_bound` of the net.
     """
@@ -50,6 +51,7 @@ class LipschitzNet:
     degree: int = 0
     directions: int = 0
     ridge_budget: float = 0.0
+    ridges: tuple = ()
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """net(x) for x of shape (..., k)."""
@@ -212,7 +214,7 @@ def lipschitz_net(f: Callable[[torch.Tensor], torch.Tensor], *, L: float, R: flo
         nv = math.sqrt(sum(e * e for e in v))
         S[v] = sum(A * (w0 * m * nv) ** 2 for m, A, _ in terms)
     total_cuberoot = sum(s ** (1 / 3) for s in S.values() if s > 0)
-    parts, ridge_err = [], 0.0
+    parts, ridge_err, counts = [], 0.0, []
     for v, terms in ridges.items():
         nv = math.sqrt(sum(e * e for e in v))
         if S[v] > 0:
@@ -222,6 +224,7 @@ def lipschitz_net(f: Callable[[torch.Tensor], torch.Tensor], *, L: float, R: flo
             K = 1
         h = 2 * R / K
         ridge_err += S[v] * h * h / 8
+        counts.append((S[v], K))
         knots = torch.linspace(-R, R, K + 1, dtype=torch.float64)
         net1d = interpolant(_ridge(terms, w0 * nv), knots)
         direction = torch.tensor(v, dtype=torch.float64) / nv
@@ -230,7 +233,7 @@ def lipschitz_net(f: Callable[[torch.Tensor], torch.Tensor], *, L: float, R: flo
         constant += const
     net = _assemble(parts, constant, k)
     return LipschitzNet(net=net, k=k, R=R, L=L, error_bound=eps_s + ridge_err, smooth_error=eps_s,
-                        ridge_error=ridge_err, ridge_budget=eps_r, width=net.m, weight_norms=_weight_norms(net),
+                        ridge_error=ridge_err, ridge_budget=eps_r, ridges=tuple(counts), width=net.m, weight_norms=_weight_norms(net),
                         lipschitz_bound=net_lipschitz_bound(net), method="fourier-ridge", degree=n,
                         directions=len(ridges))
 

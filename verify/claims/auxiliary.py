@@ -75,8 +75,8 @@ register(Claim(
 import torch  # noqa: E402
 
 from qstr.constructions.links import TwoLayerNet  # noqa: E402
-from qstr.constructions.lipschitz import (certify_sup_error, fk_coefficients, fk_moments, lipschitz_net,  # noqa: E402
-                                          net_lipschitz_bound)
+from qstr.constructions.lipschitz import (ball_grid, certify_sup_error, fk_coefficients, fk_moments,  # noqa: E402
+                                          lipschitz_net, net_lipschitz_bound)
 from qstr.constructions.lipschitz import smoothing_error_bound  # noqa: E402
 from qstr.bounds.packing import (  # noqa: E402
     conjugate,
@@ -352,14 +352,70 @@ def lipschitz_by_secants(net) -> float:
     return float((torch.diff(y) / torch.diff(s)).abs().max())
 
 
+def ridges_as_derived(built) -> bool:
+    """Lemma 42, k >= 2 (docs/derivations/lemmas-39-41-42.md, steps 6-7): each ridge's interval count is
+    K_v = ceil(2R / h_v), h_v = sqrt(8 eps_ridge S_v^(-2/3) / sum_u S_u^(1/3)) (K_v = 1 where S_v = 0), the ridge
+    error is sum_v S_v (2R / K_v)^2 / 8 and the width sum_v (K_v + 1) + 1 (relative 1e-12)."""
+    total = sum(S ** (1 / 3) for S, _ in built.ridges if S > 0)
+    want = [max(1, math.ceil(2 * built.R / math.sqrt(8 * built.ridge_budget * S ** (-2 / 3) / total))) if S > 0 else 1
+            for S, _ in built.ridges]
+    err = sum(S * (2 * built.R / K) ** 2 / 8 for S, K in built.ridges)
+    return (want == [K for _, K in built.ridges] and len(built.ridges) == built.directions
+            and abs(built.ridge_error - err) <= 1e-12 * err and built.width == sum(K + 1 for _, K in built.ridges) + 1)
+
+
+def norms_as_derived(built) -> bool:
+    """Lemma 42's weight record (docs/derivations/lemmas-39-41-42.md): ||a||, ||W||_F, ||b||, r_a = ||a|| sqrt(m),
+    r_w = ||(W, b)||_F / sqrt(m) and the path norm sum_i |a_i| ||(w_i, b_i)|| of the built net (relative 1e-12)."""
+    net, got = built.net, built.weight_norms
+    Wb = torch.cat([net.W, net.b[:, None]], dim=1)
+    a, m = net.a, net.a.numel()
+    want = {"a": float(a.norm()), "W": float(net.W.norm()), "b": float(net.b.norm()), "r_a": float(a.norm()) * m ** 0.5,
+            "r_w": float(Wb.norm()) / m ** 0.5, "path": sum(abs(float(a[i])) * float(Wb[i].norm()) for i in range(m))}
+    return set(got) == set(want) and all(abs(got[k] - want[k]) <= 1e-12 * max(want[k], 1e-300) for k in want)
+
+
+def certificate_as_derived(f, built, L: float, spacing: float, ctx: Context) -> bool:
+    """``certify_sup_error``'s slack is (L + Lip(net)) rho with the covering radius rho = spacing sqrt(k) / 2, and the
+    projected grid covers the ball within rho: 4096 random points of the ball and of its sphere, each within rho of a
+    grid point."""
+    k, R = built.k, built.R
+    cert = certify_sup_error(f, built.net, L=L, R=R, k=k, spacing=spacing)
+    rho = spacing * math.sqrt(k) / 2
+    pts, grid_rho = ball_grid(R, k, spacing)
+    g = ctx.generator(4270 + k)
+    x = torch.randn(4096, k, generator=g, dtype=torch.float64)
+    x = x / x.norm(dim=1, keepdim=True) * R
+    x[: 2048] *= torch.rand(2048, 1, generator=g, dtype=torch.float64) ** (1 / k)
+    reach = float(torch.cdist(x, pts).min(dim=1).values.max())
+    return (abs(cert.slack - (L + net_lipschitz_bound(built.net)) * rho) <= 1e-12 * cert.slack and grid_rho == rho
+            and reach <= rho and cert.points == pts.shape[0] and cert.upper == cert.grid_max + cert.slack)
+
+
+def fk_as_derived() -> bool:
+    """The Fejer-Korovkin coefficients (docs/derivations/lemmas-39-41-42.md): c_0 = 1, c_1 = cos(pi / (n + 2)), c_2 the
+    lag-2 autocorrelation of a_j = sin((j + 1) pi / (n + 2)) over sum_j a_j^2 = (n + 2) / 2; n = 0 gives c = (1)."""
+    ok = fk_coefficients(0).tolist() == [1.0]
+    for n in (1, 4, 8, 16):
+        c = fk_coefficients(n)
+        a = [math.sin((j + 1) * math.pi / (n + 2)) for j in range(n + 1)]
+        c2 = sum(a[j] * a[j + 2] for j in range(n - 1)) / ((n + 2) / 2) if n >= 2 else 0.0
+        ok &= (abs(float(c[0]) - 1) <= 1e-14 and abs(float(c[1]) - math.cos(math.pi / (n + 2))) <= 1e-14
+               and (n < 2 or abs(float(c[2]) - c2) <= 1e-14) and c.numel() == n + 1)
+    return ok
+
+
 def _lemma42(ctx: Context) -> Outcome:
     fk_gap = _fk_moments_two_ways()
-    worst, parts, ok, terms, lip_gap, spent = 0.0, [], fk_gap <= 1e-10, [], 0.0, []
+    worst, parts, ok, terms, lip_gap, spent = 0.0, [], fk_gap <= 1e-10 and fk_as_derived(), [], 0.0, []
+    records = True
     for i, (name, f, L, R, k, kw) in enumerate(_lemma42_cases(ctx)):
         built = lipschitz_net(f, L=L, R=R, k=k, **kw)
         if k == 1:  # one line of weights: the recorded net_lipschitz_bound is exact there
             exact = lipschitz_by_secants(built.net)
             lip_gap = max(lip_gap, abs(built.lipschitz_bound - exact) / exact)
+        records &= (norms_as_derived(built) and (k == 1 or ridges_as_derived(built))
+                    and certificate_as_derived(f, built, L, 2e-3 if k == 1 else 2.5e-2, ctx))
         cert, seen, rnd = _lemma42_measure(f, built, L, R, k, ctx, 4200 + i)
         upper = cert.upper + rnd.term  # the grid maximum was computed: rounding enters the certificate
         asked = kw.get("eps", math.inf)  # a net built for an eps must be certified within it
@@ -377,6 +433,11 @@ def _lemma42(ctx: Context) -> Outcome:
     parts.append(f"k >= 2: ridge budget = (0.1 / 0.9) x smoothing error (built for a degree, the default split) or "
                  f"eps - smoothing error (built for eps), ridge error <= budget (spent "
                  f"{', '.join(f'{x:.2f}' for x in spent)}), bound = their sum")
+    ok &= records
+    parts.append(f"records as derived: every net's weight norms (||a||, ||W||, ||b||, r_a, r_w, path), the k = 2 ridges' "
+                 f"interval counts K_v, ridge error and width, the certificate's slack (L + Lip) spacing sqrt(k) / 2 and "
+                 f"its grid covering 4096 ball and sphere points within rho; FK c_0 = 1, c_1 = cos(pi / (n + 2)), c_2: "
+                 f"{records}")
     parts.append(f"FK moments and smoothing error (n, k) in {list(FK_CASES)} against the sum over the weight grid: "
                  f"largest relative gap {fk_gap:.1e} (<= 1e-10)")
     g = ctx.generator(4280)  # and 1-D nets whose breakpoints (unlike the built nets' knots) are not symmetric: a
@@ -386,8 +447,15 @@ def _lemma42(ctx: Context) -> Outcome:
                        W=torch.ones(3, 1, dtype=torch.float64), b=torch.tensor([-1.0, -2.0, -3.0], dtype=torch.float64))
     for net in (TwoLayerNet(a=a, W=W, b=b), tent):
         lip_gap = max(lip_gap, abs(net_lipschitz_bound(net) - lipschitz_by_secants(net)) / lipschitz_by_secants(net))
+    # k = 2: four lines of weights (two of them 16 degrees apart, one met with both signs); the bound is the sum of
+    # the lines' largest slopes, 1 + 1 + 1 + 2 (relu(s) - 2 relu(s - 1/2) on e1; relu(2 s + 0.1) + relu(-s) on e2)
+    lines = TwoLayerNet(a=torch.tensor([1.0, -1.0, 1.0, -2.0, 1.0, 1.0], dtype=torch.float64),
+                        W=torch.tensor([[0.6, 0.8], [0.8, 0.6], [1, 0], [1, 0], [0, 2], [0, -1]], dtype=torch.float64),
+                        b=torch.tensor([0.0, 0.0, 0.0, -0.5, 0.1, 0.0], dtype=torch.float64))
+    lip_gap = max(lip_gap, abs(net_lipschitz_bound(lines) - 5.0) / 5.0)
     parts.append(f"the 1-D nets' recorded Lipschitz bound (net_lipschitz_bound, exact for one line of weights), a "
-                 f"random 16-unit net's and a tent's on [1, 3] vs the largest secant between breakpoints: relative gap "
+                 f"random 16-unit net's and a tent's on [1, 3] vs the largest secant between breakpoints, and a k = 2 net on four "
+                 f"lines (two 16 degrees apart) vs 1 + 1 + 1 + 2: relative gap "
                  f"{lip_gap:.1e} (<= 1e-9)")
     ok &= lip_gap <= 1e-9
     parts.append(f"largest {largest(terms)} (and to the certificate)")
