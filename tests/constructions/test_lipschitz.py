@@ -88,6 +88,8 @@ def test_two_dimensional_construction_is_certified(name, f, L, R):
     assert built.smooth_error == pytest.approx(smoothing_error_bound(6, 2, L, R))
     assert built.ridge_budget == pytest.approx(0.1 / 0.9 * built.smooth_error, rel=1e-12)  # the default split
     assert built.ridge_error <= built.ridge_budget
+    assert len(built.ridges) == built.directions and built.width == sum(K + 1 for _, K in built.ridges) + 1
+    assert built.ridge_error == pytest.approx(sum(S * (2 * R / K) ** 2 / 8 for S, K in built.ridges), rel=1e-12)
     cert = certify_sup_error(f, built.net, L=L, R=R, k=2, spacing=0.03)
     assert cert.lower <= cert.upper <= built.error_bound
     assert set(built.weight_norms) == {"a", "W", "b", "r_a", "r_w", "path"}
