@@ -321,17 +321,21 @@ def _balance_gap(model) -> float:
 def _memoriser_bounds_derived(gu, labels: torch.Tensor) -> float:
     """Largest relative gap between the reported bounds and docs/derivations/interpolation.md: Lemma 36's
     2 sqrt(A P) with A = ||a'||^2 bound of Lemma 38, P = m + 2 ||z||^2 + 2 eps^2, the depth-L rebalanced
-    L (A P m^(L-2))^(1/L), and the n-only form C36 m^(5/2) ||y||, C36 = 2 sqrt((144/pi)(5 + pi/72)); also the two-layer
-    net's measured norm must sit below its bound (gap 1 if not)."""
+    L (A P m^(L-2))^(1/L), and the n-only form C36 m^(5/2) ||y||, C36 = 2 sqrt((144/pi)(5 + pi/72)) (the memoriser's and
+    its Lemma 36 net's); the Lemma 36 net's recorded norm^2 = ||a||^2 + ||W||_F^2 + ||b||^2 of its weights, below its
+    bound, and its recorded fitting error within its rounding allowance (gap 1 if not)."""
     l36 = gu.lemma36
     eps, m = l36.direction.threshold, gu.n_points
     A, P = l36.lemma38.a_bound, m + 2.0 * l36.direction.z_norm2 + 2.0 * eps ** 2
     two_layer_bound = 2.0 * math.sqrt(A * P)
     deep_bound = gu.depth * (A * P * float(m) ** (gu.depth - 2)) ** (1.0 / gu.depth)
     n_only = 2.0 * math.sqrt(144.0 / math.pi * (5.0 + math.pi / 72.0)) * m ** 2.5 * float(labels.norm())
+    net = l36.net
+    norm2 = float(net.a @ net.a + (net.W ** 2).sum() + net.b @ net.b)
     gaps = [abs(l36.bound - two_layer_bound) / two_layer_bound, abs(gu.bound - deep_bound) / deep_bound,
-            abs(gu.bound_n - n_only) / n_only]
-    return max(gaps + [0.0 if l36.norm2 <= l36.bound * (1 + 1e-12) else 1.0])
+            abs(gu.bound_n - n_only) / n_only, abs(l36.bound_n - n_only) / n_only, abs(l36.norm2 - norm2) / norm2]
+    return max(gaps + [0.0 if l36.norm2 <= l36.bound * (1 + 1e-12) and l36.max_error <= max(1e-9, l36.rounding)
+                       else 1.0])
 
 
 def _lemma36(ctx: Context, position) -> Outcome:
