@@ -497,12 +497,20 @@ def _state_separation(ctx: Context) -> tuple[bool, str]:
             yb = model(rnn_encoding(xb, tb, omega))
         target = torch.gather(xb @ u, 1, tb[..., 0])
         sphere_err = max(sphere_err, float((yb.reshape(target.shape) - target).abs().max()))
+    # the guarantee's record as derived (docs/derivations/rnn-lower-bounds.md): d_h = N d, r_h = sqrt(N - 1) r_x (the module's
+    # projection radius), U = identity (U_op = 1), lambda = sqrt 2, L = lambda r_h, norm^2 = the module's parameters
+    norm2 = sum(float((p.detach().double() ** 2).sum()) for p in model.parameters())
+    record = (gu.d_h == N * d and gu.r_h == math.sqrt(N - 1) * r_x == model.r_h and gu.U_op == 1.0
+              and gu.lipschitz == math.sqrt(2.0) and gu.L == gu.lipschitz * gu.r_h and abs(gu.norm2 - norm2) <= 1e-12 * norm2
+              and gu.N == N and gu.d == d and gu.r_x == r_x)
     ok = (inside and float(e.max()) <= 1e-18 + P8_K * P8_C and chain and separated and gu.d_h >= width_bound
-          and inverse_ok and sphere_err <= 1e-9 * r_x)
+          and inverse_ok and sphere_err <= 1e-9 * r_x and record)
     return ok, (f"exact generalising RNN N={N} d={d}: max e_m {float(e.max()):.1e}, min ||w - w'|| {float(dw.min()):.2f} "
                 f">= s~/lambda = {need:.3f}, chain ||dp||/sqrt N <= lambda ||dw|| {'holds' if chain else 'FAILS'}, "
                 f"d_h = {gu.d_h} >= width bound {width_bound:.3f} (UL = {UL:.1f}; UL solved back from it {UL_back:.1f}), tokens in r_x-ball: {inside}; "
-                f"tokens on the r_x sphere, random t and t_i = i: max |y_hat - <u, x_t>| {sphere_err:.1e} (<= 1e-9 r_x)")
+                f"tokens on the r_x sphere, random t and t_i = i: max |y_hat - <u, x_t>| {sphere_err:.1e} (<= 1e-9 r_x); "
+                f"record (d_h = N d, r_h = sqrt(N - 1) r_x = the module's, U_op = 1, lambda = sqrt 2, L = lambda r_h, "
+                f"norm^2 of the module's parameters): {record}")
 
 
 def _make_gru_batch(N: int, simple: bool, omega: torch.Tensor):
