@@ -443,6 +443,21 @@ def knots_as_derived(g) -> bool:
     return ok and g.gate_knots == max(1, math.ceil((g.s_max - 0.5) * r / budget))
 
 
+def budget_as_derived(g) -> bool:
+    """Prop 26's error budget in the guarantee (docs/derivations/rnn-transition.md): inner-product error
+    delta_1 = d_e h^2 / 16 for uniform products (0 on an alphabet), s_max = 1 + nu + delta_1 + margin, the
+    non-target excess max(0, mu + delta_1 - 1/2) + margin, threshold b = r_x min(4 e, 2 e + delta) at that excess,
+    and eps = b + gate error + 2 r_x (delta_1 + nu) (relative 1e-12)."""
+    close = lambda a, b: abs(a - b) <= 1e-12 * max(abs(a), abs(b), 1e-300)  # noqa: E731
+    h = 4 * g.code_range / (g.product_knots - 1)
+    delta1 = 0.0 if g.product_certificate == "alphabet" else g.d_e * h * h / 16
+    e = max(0.0, g.mu + delta1 - 0.5) + g.margin
+    b = g.r_x * min(4 * e, 2 * e + g.gate_delta)
+    return (close(g.product_error, h * h / 16) and close(g.inner_product_error, delta1) and close(g.s_max, 1 + g.norm_defect + delta1 + g.margin)
+            and close(g.non_target_excess, e) and close(g.threshold, b)
+            and close(g.eps, b + g.gate_error + 2 * g.r_x * (delta1 + g.norm_defect)))
+
+
 def certificate_as_derived(g, omega: torch.Tensor) -> bool:
     """Prop 26 (docs/derivations/rnn-transition.md, Lemma 22 on an alphabet): codes whose entries all lie in {+-R}
     (or {0, +-R}) get the exact "alphabet" products with 3 (5) knots on [-2R, 2R]; any other codes the uniform
@@ -504,9 +519,10 @@ def _prop26(ctx: Context) -> Outcome:
         guarantees.append(build_transition(_quarter(ctx), P26_D, P26_Q, eps=P26_EPS, r_x=P26_RX).guarantee)
     # and where the dA budget is capped: r_x = 0.05 puts eps / (4 r_x) above 1/2 - mu (knots only)
     guarantees.append(build_transition(_quarter(ctx), P26_D, P26_Q, eps=P26_EPS, r_x=0.05).guarantee)
-    derived = [knots_as_derived(g) for g in guarantees]
+    derived = [knots_as_derived(g) and budget_as_derived(g) for g in guarantees]
     ok &= all(derived) and all(certificates)
-    parts.append(f"knots (K1, K2) chosen from eps as docs/derivations/rnn-transition.md prescribes, for these "
+    parts.append(f"knots (K1, K2) chosen from eps, and the budget (delta_1, s_max, excess, threshold, eps) as "
+                 f"docs/derivations/rnn-transition.md prescribes, for these "
                  f"codes and the rotated mu = 1/8 one (the dA branch, also at r_x = 0.05 where dA is capped at "
                  f"1/2 - mu): {derived}; the product certificate as the "
                  f"codes' entries prescribe (alphabet {{+-R}}: 3 knots, {{0, +-R}}: 5, else uniform): {certificates}")
