@@ -830,6 +830,16 @@ def _refuses_small_r_h(c, need: float) -> bool:
         return build_rnn(c.omega, c.d, c.g_net, r_h=need * (1 + 1e-12), **kw).r_h >= need
 
 
+def rnn_guarantee_as_derived(c) -> bool:
+    """Prop 28's guarantee (docs/derivations/rnn-transition.md): Lip = ||a|| ||W||_op of the output net g, the state
+    error = the transition's certified eps, and the prediction error Lip sqrt(qd) eps (relative 1e-12)."""
+    g, tg = c.guarantee, c.transition.guarantee
+    lip = float(c.g_net.a.double().norm()) * float(torch.linalg.svdvals(c.g_net.W.double())[0])
+    want = lip * math.sqrt(tg.q * tg.d) * tg.eps
+    return (abs(g.lipschitz - lip) <= 1e-12 * lip and g.state_eps == tg.eps and g.r_x == tg.r_x and g.r_h == c.r_h
+            and abs(g.prediction_error - want) <= 1e-12 * want)
+
+
 def _prop28(ctx: Context) -> Outcome:
     Ns = ctx.pick(quick=(64, 4096), full=(64, 4096, 32768), gpu=(64, 4096, 1_000_000))
     # the rs-hadamard series (exact products, error far below the bound), then a rotated code
@@ -867,10 +877,11 @@ def _prop28(ctx: Context) -> Outcome:
                      f"on the saved file vs module {diff_plain:.1e} (allowed {tol_plain:.1e}), adversarial included")
         bound = c.guarantee.prediction_error
         rnd = _p28_rounding(c, N)
-        ok &= rnd.within(err, bound) and _eps_as_asked(c.transition.guarantee, P28_EPS)
+        ok &= rnd.within(err, bound) and _eps_as_asked(c.transition.guarantee, P28_EPS) and rnn_guarantee_as_derived(c)
         worst = max(worst, err / bound)
         rows.append(f"N={N} ({'rotated, ' if rotate else ''}B={B}): max |y_hat - y| {err:.3g} <= {bound:.4g} = Lip {c.guarantee.lipschitz:.3g} "
-                    f"sqrt(qd) eps {c.guarantee.state_eps:.3g} (asked {P28_EPS:g}){extra}")
+                    f"sqrt(qd) eps {c.guarantee.state_eps:.3g} (asked {P28_EPS:g}; Lip = ||a|| ||W||_op of g and the "
+                    f"bound as derived: {rnn_guarantee_as_derived(c)}){extra}")
     rows.append(f"at N={N}: {rnd}")
     plain = _p28_plain(ctx)
     ok &= plain["holds"]
