@@ -184,7 +184,8 @@ class MomentReport:
 
 def moment_check(task: QSTR, *, B: int, generator: torch.Generator, orders=(1, 2, 4, 8), s: float = 1.0,
                  device=None) -> MomentReport:
-    """Estimate the Assumption 1 constants of ``task`` from ``B`` prompts (float64)."""
+    """Estimate the Assumption 1 constants of ``task`` from ``B`` prompts (float64), at the moment ``orders`` r
+    (default 1, 2, 4, 8) and label exponent ``s`` (default 1)."""
     s = validate.positive_float("s", s)
     orders = tuple(validate.positive_float("orders", r) for r in orders)
     p = task.sample(B, generator=generator, device=device, dtype=torch.float64)

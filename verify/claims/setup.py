@@ -264,6 +264,12 @@ def _chi_moment_ratio(d: int, r: float) -> float:
 A1_ORDERS = (1.0, 2.0, 3.0, 4.0)
 
 
+def _normal_moment_ratio(r: float, s: float = 1.0) -> float:
+    """E[|y|^r]^(2/r) / r^(2s) for y ~ N(0, 1): E|y|^r = 2^(r/2) Gamma((r + 1)/2) / sqrt(pi)."""
+    log_m = (r / 2) * math.log(2) + math.lgamma((r + 1) / 2) - 0.5 * math.log(math.pi)
+    return math.exp(2 * log_m / r) / r ** (2 * s)
+
+
 def _assumption1(ctx: Context, scale: float = 1.0) -> Outcome:
     """Monte Carlo token moments of the qSTR sampler against the chi closed form, and C_x <= 1.
 
@@ -278,9 +284,13 @@ def _assumption1(ctx: Context, scale: float = 1.0) -> Outcome:
         rep = moment_check(task, B=B, generator=ctx.generator(20 + d, ctx.device), orders=A1_ORDERS,
                            device=ctx.device)
         exact = [_chi_moment_ratio(d, r) for r in A1_ORDERS]
+        exact_y = [_normal_moment_ratio(r) for r in A1_ORDERS]  # the linear link's labels: y = <u, x_t> ~ N(0, 1)
         # Monte Carlo: the standard error of the r = 4 ratio over B N = 25,600 draws is about 1 % (d = 1)
         tol = 0.05
-        close = all(abs(mx / ex - 1) <= tol for (_, mx, _), ex in zip(rep.per_order, exact))
+        close = all(abs(mx / ex - 1) <= tol and abs(my / ey - 1) <= tol
+                    for (_, mx, my), ex, ey in zip(rep.per_order, exact, exact_y))
+        close &= (rep.C_x == max(mx for _, mx, _ in rep.per_order) and rep.C_y == max(my for *_, my in rep.per_order)
+                  and rep.s == 1.0 and rep.orders == A1_ORDERS and rep.samples == B * 64)
         # rep.holds(C_x, C_y) is Assumption 1 with those constants: met at (1, the measured C_y), not just below either
         verdict = (rep.holds(1.0, rep.C_y) and not rep.holds(0.999 * rep.C_x, 2 * rep.C_y + 1)
                    and not rep.holds(1.0, 0.999 * rep.C_y))
@@ -288,7 +298,13 @@ def _assumption1(ctx: Context, scale: float = 1.0) -> Outcome:
         worst = max(worst, rep.C_x)
         rows.append(f"d={d}: C_x = {rep.C_x:.4f} (closed form {max(exact):.4f}; report.holds(1, C_y) and not just "
                     f"below either constant: {verdict}), orders {A1_ORDERS} "
-                    f"MC/closed = {', '.join(f'{mx / ex:.3f}' for (_, mx, _), ex in zip(rep.per_order, exact))}")
+                    f"MC/closed = {', '.join(f'{mx / ex:.3f}' for (_, mx, _), ex in zip(rep.per_order, exact))}, "
+                    f"labels' C_y ratios E|y|^r^(2/r) / r^2 MC/closed (normal) = "
+                    f"{', '.join(f'{my / ey:.3f}' for (*_, my), ey in zip(rep.per_order, exact_y))}")
+    defaults = moment_check(task, B=8, generator=ctx.generator(29, ctx.device), device=ctx.device)
+    ok = ok and defaults.orders == (1.0, 2.0, 4.0, 8.0) and defaults.s == 1.0
+    rows.append(f"default orders (1, 2, 4, 8) and s = 1: {defaults.orders == (1.0, 2.0, 4.0, 8.0) and defaults.s == 1.0}; "
+                f"report: C_x, C_y = the largest ratios, s, orders and sample count as asked")
     return Outcome(measured=f"C_x = {worst:.4f}", bound="<= 1, MC within 5% of closed form", holds=ok,
                    value=worst, limit=1.0,
                    detail=f"{B} prompts x 64 tokens per d; " + "; ".join(rows))
