@@ -225,8 +225,6 @@ def rademacher_pair_tail(d_e: int, mu: float = 0.5) -> float:
     """
     d_e, mu = positive_int("d_e", d_e), probability("mu", mu)
     low = _tail_cut(d_e, mu)  # |2B - d_e| > mu d_e  <=>  B <= low  or  B >= d_e - low
-    if low < 0:
-        return 0.0
     if d_e <= _EXACT_TAIL_MAX_D:
         count, term = 0, 1
         for b in range(low + 1):
@@ -237,7 +235,7 @@ def rademacher_pair_tail(d_e: int, mu: float = 0.5) -> float:
 
 
 def _tail_cut(d_e: int, mu: float) -> int:
-    """Largest B with 2B - d_e < -mu d_e, computed in exact rationals (-1 if none)."""
+    """Largest B with 2B - d_e < -mu d_e, computed in exact rationals (>= 0: B = 0 qualifies for mu < 1)."""
     bound = (d_e - Fraction(mu) * d_e) / 2  # B < bound
     low = math.ceil(bound) - 1
     return min(low, d_e)
@@ -246,7 +244,7 @@ def _tail_cut(d_e: int, mu: float) -> int:
 def _tail_many(ds: np.ndarray, mu: float) -> np.ndarray:
     """Vectorized tail for many d_e (scipy), used to scan for the dimension rule."""
     lows = np.array([_tail_cut(int(d), mu) for d in ds])
-    return np.where(lows < 0, 0.0, 2 * stats.binom.cdf(lows, ds, 0.5))
+    return 2 * stats.binom.cdf(lows, ds, 0.5)
 
 
 def _hoeffding_dim(N: int, delta: float, mu: float) -> int:

@@ -16,7 +16,9 @@ from qstr.constructions.codes import (
     coherence,
     coherence_report,
     experimental_codebook,
+    experimental_dim,
     gf_mul_table,
+    rademacher,
     rademacher_codebook,
     rademacher_dim,
     rademacher_pair_tail,
@@ -62,7 +64,8 @@ def _codebook_rows(name: str, N: int, d_e: int, omega: torch.Tensor, rnd: Roundi
     (the boundary mu = 1/2 is inside: RS-Hadamard codes attain it)."""
     r = coherence_report(omega, 0.5)
     off = _unit_rows(omega)
-    holds = rnd.within(off, 0.0) and rnd.within(r.mu, 0.5) and str(r).startswith("satisfies" if r.ok else "violates")
+    holds = (rnd.within(off, 0.0) and rnd.within(r.mu, 0.5) and str(r).startswith("satisfies" if r.ok else "violates")
+             and r.ok == (r.mu <= 0.5) and r.n_pairs == N * (N - 1) // 2)
     i, j = r.pair  # the reported pair attains mu: 0 <= i < j < N and |<omega_i, omega_j>| = mu (to rounding)
     at_pair = abs(float(omega[i].to(torch.float64) @ omega[j].to(torch.float64)))
     holds &= 0 <= i < j < N and rnd.within(abs(at_pair - r.mu), 0.0)
@@ -115,6 +118,34 @@ def _custom_codes(ctx: Context) -> tuple[bool, str]:
                 f"10x / 0.1x the unit-norm tolerance {verdicts[0]} / {verdicts[1]}")
 
 
+def _coherence_edges(ctx: Context) -> tuple[bool, str]:
+    """Coherence where its special cases decide (docs/derivations/codebooks.md): one row (mu 0, no pair, no pairs),
+    sign codes of norm 1/2 (entries +-1/(2 sqrt d_e): <.,.> = S / (4 d_e), against the float64 Gram), a custom
+    codebook cast to float32 (mu re-measured), and Rademacher draws repeated until mu <= mu_max
+    (``tries`` = the draws a fresh generator needs)."""
+    base = rs_hadamard_codebook(64, dtype=torch.float64, device=ctx.device)
+    one = coherence_report(base.omega[:1])
+    single = coherence(base.omega[:1]) == 0.0 and one.pair is None and one.n_pairs == 0 and one.ok
+    half = 0.5 * base.omega
+    scaled = coherence(half) == base.mu / 4 and abs(coherence(half) - _gram_mu(half)) <= 1e-15
+    Q, _ = torch.linalg.qr(torch.randn(base.d_e, base.d_e, generator=ctx.generator(7), dtype=torch.float64))
+    custom = Codebook.from_tensor(base.omega @ Q.to(ctx.device))
+    cast = custom.to(dtype=torch.float32)
+    recast = cast.mu == coherence(cast.omega) and cast.omega.dtype == torch.float32
+    book = rademacher_codebook(64, mu_max=0.5, delta=0.9, generator=ctx.generator(8, ctx.device), device=ctx.device)
+    g, draws = ctx.generator(8, ctx.device), 0
+    while True:  # the draws a fresh generator needs until the coherence is <= 1/2
+        draws += 1
+        omega = rademacher(64, book.d_e, generator=g, device=ctx.device)
+        if coherence(omega) <= 0.5:
+            break
+    tries = book.params["tries"] == draws and torch.equal(omega, book.omega)
+    ok = single and scaled and recast and tries
+    return ok, (f"coherence edges: one row (mu 0, pair None, 0 pairs) {single}; sign codes of norm 1/2 (mu / 4, = the "
+                f"float64 Gram) {scaled}; a custom codebook cast to float32 re-measured {recast}; rademacher_codebook at delta = 0.9: tries {book.params['tries']} = the draws a fresh "
+                f"generator needs ({draws}) {tries}")
+
+
 def _tails(N: int = 100, delta: float = 1e-3) -> tuple[bool, str]:
     """P(|<w_i, w_j>| > mu) for Rademacher codes as an exact binomial count 2 sum_{4b < d} C(d, b) / 2^d (mu = 1/2) against
     rademacher_pair_tail beyond its exact range (d_e = 4099: scipy, relative 1e-12) and inside it (bit for bit); and the
@@ -160,6 +191,9 @@ def _assumption3(ctx: Context) -> Outcome:
         rule_ok &= small_ok
         rule += f"; N = {n_small}: {small}"
     custom_ok, custom = _custom_codes(ctx)
+    edges_ok, edges = _coherence_edges(ctx)
+    custom_ok &= edges_ok
+    custom += f"; {edges}"
     tails_ok, tails = _tails()
     rule_ok &= custom_ok and tails_ok
     worst = max(mu for _, mu, _, _ in rows)
@@ -546,12 +580,16 @@ def _experimental(ctx: Context, tail=None) -> Outcome:
     mean = sum(counts) / R
     se = math.sqrt(sum((c - mean) ** 2 for c in counts) / (R - 1) / R)
     z = abs(mean - pairs * stated) / se
+    report = coherence_report(book.omega, 0.5)  # the last draw's record: its own violations, d_e = floor(5 ln 100)
+    record = (d_e == 23 == experimental_dim(100) and book.params["n_violations"] == report.n_violations
+              and book.params["satisfies_assumption3"] == (report.n_violations == 0) and book.mu == report.mu)
     ok = (stated == float(exact) and book.params["expected_violations"] == pairs * float(exact) and z <= 6.0
-          and sum(c > 0 for c in counts) == R)
+          and sum(c > 0 for c in counts) == R and record)
     return Outcome(measured=f"{mean:.2f} +- {se:.2f} pairs > 1/2 per draw", bound=f"expected {pairs * stated:.2f}",
                    holds=ok, detail=f"N=100, d_e={d_e}: tail by counting {exact} = {float(exact):.6g}, "
                    f"rademacher_pair_tail {stated:.6g}; {R} draws, {z:.1f} se from the expectation; "
-                   f"every draw violates Assumption 3: {sum(c > 0 for c in counts) == R}; "
+                   f"every draw violates Assumption 3: {sum(c > 0 for c in counts) == R}; the record (d_e = 23 = "
+                   f"floor(5 ln 100), violations, mu, satisfies_assumption3) as measured: {record}; "
                    "two-sided: value = |mean - expected| / se (standard errors from the expectation), limit 6; "
                    "holds also needs the tail equal two ways and every draw in violation",
                    value=z, limit=6.0)
