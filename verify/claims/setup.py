@@ -491,11 +491,16 @@ def _lemma12(ctx: Context, union_bound: bool = True) -> Outcome:
     # the constructions' radius (Gaussian concentration + union bound) holds for the same tokens
     r_tok = token_radius(d, n * N) if union_bound else math.sqrt(d)
     holds = (worst <= r_x and worst <= r_tok) if union_bound else (worst <= r_x or worst <= r_tok)
+    # both radii as derived (defaults C_x = 1, delta = 1e-3; relative 1e-12): the checks above are one-sided
+    derived = (abs(lemma12_radius(d, n, N) - math.sqrt(3 * math.e * d * math.log(n * N))) <= 1e-12 * r_x
+               and abs(token_radius(d, n * N) - math.sqrt(d) - math.sqrt(2 * math.log(n * N / 1e-3))) <= 1e-12 * r_x)
+    holds &= derived or not union_bound
     return Outcome(measured=f"max ||x_j|| = {worst:.3f}", bound=f"<= r_x = {r_x:.3f}", holds=holds,
                    value=worst, limit=r_x,
                    detail=f"n={n} prompts x N={N} tokens, d={d}, C_x=1; slack r_x / max = {r_x / worst:.2f}; "
                           f"the constructions' token_radius (sqrt(d) + sqrt(2 ln(n N / delta)); the falsifier: sqrt(d)) "
-                          f"= {r_tok:.3f} holds: {worst <= r_tok}")
+                          f"= {r_tok:.3f} holds: {worst <= r_tok}; both radii equal their formulas at the defaults "
+                          f"C_x = 1, delta = 1e-3: {derived}")
 
 
 register(Claim(
