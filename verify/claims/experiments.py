@@ -11,7 +11,8 @@ from qstr.constructions.codes import build_codebook
 from qstr.constructions.encoding import transformer_encoding
 from qstr.constructions.layout import token_layout
 from qstr.constructions.links import make_link
-from qstr.constructions.models import BiasedTransformer, EncodedFFN, PracticalTransformer, VecFFN, build_practical
+from qstr.constructions.models import (BiasedTransformer, EncodedFFN, MergedAttention, PracticalTransformer, VecFFN,
+                                      build_practical)
 from qstr.constructions.task import QSTR
 from qstr.verify.registry import Claim, Context, Outcome, register
 from qstr.verify.training import fit_online
@@ -222,7 +223,8 @@ def _experiment_models(ctx: Context, slip=None) -> Outcome:
                 "token layout vs (d, d_e, q d_e)": _layout_gap(d, q, d_e)}
         reach = _later_token_reach(rnn, Z)
     counts_ok = counts == expected
-    ok = counts_ok and all(e <= EM_TOL for e in errs.values()) and min(reach) > EM_REACH
+    init_gap = merged_init_as_documented(ctx.seed)
+    ok = counts_ok and all(e <= EM_TOL for e in errs.values()) and min(reach) > EM_REACH and init_gap <= 0.1
     return Outcome(measured=f"parameter counts {'=' if counts_ok else '!='} closed form; max output gap "
                             f"{max(errs.values()):.2g}; RNN reach of the other end {min(reach):.2g}",
                    bound=f"counts equal; gaps <= {EM_TOL:g}; reach > {EM_REACH:g}", holds=ok,
@@ -232,10 +234,24 @@ def _experiment_models(ctx: Context, slip=None) -> Outcome:
                           + ", ".join(f"{k} {counts[k]}/{expected[k]}" for k in counts)
                           + "; " + ", ".join(f"{k} {e:.2g}" for k, e in errs.items())
                           + f"; bidirectional GRU: |dy_1| when z_N changes {reach[0]:.3g}, |dy_N| when z_1 changes "
-                            f"{reach[1]:.3g} (float64; gaps are rounding of a few hundred terms)")
+                            f"{reach[1]:.3g} (float64; gaps are rounding of a few hundred terms); MergedAttention's "
+                            f"random init (W_QK ~ N(0, (0.1/D_e)^2), W ~ N(0, 1/(H D_e)), b = 0, a ~ N(0, 1/m)): largest "
+                            f"|std/target - 1| {init_gap:.3f} (<= 0.1)")
 
 
 EM_TOL, EM_REACH, EM_H = 1e-10, 1e-6, 16  # output gaps, least reach, hidden size of the GRU that is run
+
+
+def merged_init_as_documented(seed: int) -> float:
+    """``MergedAttention``'s documented random initialisation: W_QK ~ N(0, (0.1 / D_e)^2), W ~ N(0, 1 / (H D_e)),
+    b = 0, a ~ N(0, 1 / m), drawn at D_e = 32, H = 2, m = 2048 (at least 2048 entries each: the sample standard
+    deviations are within about 1.6% of their targets per standard error). Returns the largest |std / target - 1|
+    (inf if b is not 0)."""
+    D_e, H, m = 32, 2, 2048
+    model = MergedAttention(D_e, H, m, generator=torch.Generator().manual_seed(seed + 304), dtype=F64)
+    targets = {"W_QK": 0.1 / D_e, "W": (H * D_e) ** -0.5, "a": m ** -0.5}
+    gap = max(abs(float(getattr(model, k).detach().std()) / v - 1) for k, v in targets.items())
+    return gap if bool((model.b == 0).all()) else float("inf")
 
 
 def _unidirectional(kind, model):
