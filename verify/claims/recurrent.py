@@ -18,7 +18,7 @@ import torch
 from hypothesis import HealthCheck, Verbosity, given, settings, target
 from hypothesis import strategies as st
 
-from qstr.constructions.codes import Codebook, rs_hadamard_codebook
+from qstr.constructions.codes import Codebook, build_codebook, coherence, coherence_report, rs_hadamard_codebook
 from qstr.constructions.links import make_link
 from qstr.constructions.encoding import rnn_encoding
 from qstr.constructions.export import load_rnn
@@ -185,11 +185,26 @@ def _gadget_shapes_and_exact_errors(ctx: Context) -> tuple:
     for g in (identity_gadget(3), soft_threshold_gadget(0.25, 3), product_gadget(1.0, 17), gate_gadget(3.0, 16, 1.05)):
         uu = u[:, :g.n_in]
         ok &= tuple(g(uu).shape) == (u.shape[0], g.n_out) and g.W2.shape[1] == g.width
+        ok &= _gadget_norms_gap(g) <= 1e-12
         if g.name in ("identity", "soft-threshold"):  # exact: relu(z - b) - relu(-z - b) is ST_b(z) in floats too
             err = g.sup_error(uu)
             ok &= g.error == 0.0 and err == 0.0
             parts.append(f"{g.name}: declared {g.error:g}, measured {err:g}")
-    return bool(ok), "exact gadgets " + ", ".join(parts) + "; shapes (n_in, n_out) of all four consistent" * ok
+    return bool(ok), ("exact gadgets " + ", ".join(parts) + "; shapes (n_in, n_out) of all four consistent, their norms "
+                      "record (Frobenius norms, largest |weight|, ||W2||_op ||W1||_op) as derived" * ok)
+
+
+def _gadget_norms_gap(g) -> float:
+    """Largest relative gap between ``Gadget.norms`` and the norms of its layers (largest singular values for the
+    Lipschitz bound ||W2||_op ||W1||_op)."""
+    op = lambda M: float(torch.linalg.svdvals(M.double())[0])  # noqa: E731
+    want = {"W1_fro": float(g.W1.double().norm()), "b1_norm": float(g.b1.double().norm()),
+            "W2_fro": float(g.W2.double().norm()),
+            "max_abs": max(float(M.abs().max()) for M in (g.W1, g.b1, g.W2)), "lipschitz_bound": op(g.W2) * op(g.W1)}
+    got = g.norms
+    if set(got) != set(want):
+        return math.inf
+    return max(abs(got[k] - v) / max(abs(v), 1e-300) for k, v in want.items())
 
 
 def _closed_form_vs_units(R: float = 1.0, knots: int = 17) -> float:
@@ -485,6 +500,22 @@ def _explicit_knots_gap(tr, book: Codebook) -> float:
     return max(gaps) if len(tr.layers) == len(other.layers) else math.inf
 
 
+def _refuses_coherence_above_half(ctx: Context) -> bool:
+    """Prop 26 needs mu <= 1/2 (Assumption 3), up to float rounding (1e-9): codes of coherence 1/2 + 1.5e-6 (a rotated
+    RS-Hadamard code with one row moved towards a neighbour's) are refused, the rotated ones at mu = 1/2 accepted."""
+    book = _rotated(rs_hadamard_codebook(64, dtype=F64), ctx.seed + 26)
+    i, j = coherence_report(book.omega).pair
+    sign = 1.0 if float(book.omega[i] @ book.omega[j]) > 0 else -1.0
+    omega = book.omega.clone()
+    omega[i] = omega[i] + 2e-6 * sign * omega[j]
+    omega[i] = omega[i] / omega[i].norm()
+    try:
+        build_transition(omega.to(ctx.device), P26_D, P26_Q, eps=P26_EPS, r_x=P26_RX)
+        return False
+    except ValueError:
+        return 1e-7 < coherence(omega) - 0.5 < 1e-5 and build_transition(book, P26_D, P26_Q, eps=P26_EPS, r_x=P26_RX) is not None
+
+
 def _quarter(ctx: Context):
     """A rotated RS-Hadamard code built for mu <= 1/4 (measured mu = 1/8): approximate products, mu < 1/2."""
     return _rotated(rs_hadamard_codebook(64, mu=0.25, dtype=F64), ctx.seed + 27).to(device=ctx.device)
@@ -519,12 +550,19 @@ def _prop26(ctx: Context) -> Outcome:
         guarantees.append(build_transition(_quarter(ctx), P26_D, P26_Q, eps=P26_EPS, r_x=P26_RX).guarantee)
     # and where the dA budget is capped: r_x = 0.05 puts eps / (4 r_x) above 1/2 - mu (knots only)
     guarantees.append(build_transition(_quarter(ctx), P26_D, P26_Q, eps=P26_EPS, r_x=0.05).guarantee)
+    # zero-padded RS-Hadamard codes (entries in {0, +-R}): the alphabet certificate with 5 knots (knots only)
+    padded = build_codebook(64, kind="rs-hadamard", d_e=300, dtype=F64, device=ctx.device)
+    guarantees.append(build_transition(padded, P26_D, P26_Q, eps=P26_EPS, r_x=P26_RX).guarantee)
+    certificates.append(certificate_as_derived(guarantees[-1], padded.omega) and guarantees[-1].product_knots == 5)
     derived = [knots_as_derived(g) and budget_as_derived(g) for g in guarantees]
+    refused = _refuses_coherence_above_half(ctx)
+    ok &= refused
     ok &= all(derived) and all(certificates)
     parts.append(f"knots (K1, K2) chosen from eps, and the budget (delta_1, s_max, excess, threshold, eps) as "
                  f"docs/derivations/rnn-transition.md prescribes, for these "
                  f"codes and the rotated mu = 1/8 one (the dA branch, also at r_x = 0.05 where dA is capped at "
-                 f"1/2 - mu): {derived}; the product certificate as the "
+                 f"1/2 - mu, and zero-padded RS-Hadamard codes: 5 knots): {derived}; codes of coherence 1/2 + 1.5e-6 "
+                 f"refused, 1/2 accepted: {refused}; the product certificate as the "
                  f"codes' entries prescribe (alphabet {{+-R}}: 3 knots, {{0, +-R}}: 5, else uniform): {certificates}")
     Ns, errs, eps, rnd = _state_curve(ctx, rectify=True)
     ok &= all(rnd.within(e, eps) for e in errs)
