@@ -364,6 +364,15 @@ def ridges_as_derived(built) -> bool:
             and abs(built.ridge_error - err) <= 1e-12 * err and built.width == sum(K + 1 for _, K in built.ridges) + 1)
 
 
+def interpolation_as_derived(built) -> bool:
+    """Lemma 42, k = 1 (docs/derivations/lemmas-39-41-42.md): K intervals of h = 2R / K, error bound L h / 2, all of it
+    interpolation (no smoothing), one direction, width m of the net."""
+    bound = built.L * (2 * built.R / built.degree) / 2
+    return (abs(built.error_bound - bound) <= 1e-12 * bound and built.smooth_error == 0.0 and built.ridges == ()
+            and built.ridge_error == built.ridge_budget == built.error_bound and built.directions == 1
+            and built.width == built.net.m and built.method == "interpolation")
+
+
 def norms_as_derived(built) -> bool:
     """Lemma 42's weight record (docs/derivations/lemmas-39-41-42.md): ||a||, ||W||_F, ||b||, r_a = ||a|| sqrt(m),
     r_w = ||(W, b)||_F / sqrt(m) and the path norm sum_i |a_i| ||(w_i, b_i)|| of the built net (relative 1e-12)."""
@@ -414,7 +423,7 @@ def _lemma42(ctx: Context) -> Outcome:
         if k == 1:  # one line of weights: the recorded net_lipschitz_bound is exact there
             exact = lipschitz_by_secants(built.net)
             lip_gap = max(lip_gap, abs(built.lipschitz_bound - exact) / exact)
-        records &= (norms_as_derived(built) and (k == 1 or ridges_as_derived(built))
+        records &= (norms_as_derived(built) and (ridges_as_derived(built) if k >= 2 else interpolation_as_derived(built))
                     and certificate_as_derived(f, built, L, 2e-3 if k == 1 else 2.5e-2, ctx))
         cert, seen, rnd = _lemma42_measure(f, built, L, R, k, ctx, 4200 + i)
         upper = cert.upper + rnd.term  # the grid maximum was computed: rounding enters the certificate
@@ -434,7 +443,8 @@ def _lemma42(ctx: Context) -> Outcome:
                  f"eps - smoothing error (built for eps), ridge error <= budget (spent "
                  f"{', '.join(f'{x:.2f}' for x in spent)}), bound = their sum")
     ok &= records
-    parts.append(f"records as derived: every net's weight norms (||a||, ||W||, ||b||, r_a, r_w, path), the k = 2 ridges' "
+    parts.append(f"records as derived: every net's weight norms (||a||, ||W||, ||b||, r_a, r_w, path), the k = 1 nets' error "
+                 f"L h / 2 (all interpolation), the k = 2 ridges' "
                  f"interval counts K_v, ridge error and width, the certificate's slack (L + Lip) spacing sqrt(k) / 2 and "
                  f"its grid covering 4096 ball and sphere points within rho; FK c_0 = 1, c_1 = cos(pi / (n + 2)), c_2: "
                  f"{records}")
