@@ -8,11 +8,11 @@ import functools
 import torch
 
 from qstr.constructions.codes import build_codebook
-from qstr.constructions.encoding import transformer_encoding
+from qstr.constructions.encoding import encode, rnn_encoding, transformer_encoding
 from qstr.constructions.layout import token_layout
 from qstr.constructions.links import make_link
-from qstr.constructions.models import (BiasedTransformer, EncodedFFN, MergedAttention, PracticalTransformer, VecFFN,
-                                      build_practical)
+from qstr.constructions.models import (BiasedTransformer, EncodedFFN, MergedAttention, PracticalFFN,
+                                      PracticalTransformer, VecFFN, build_practical)
 from qstr.constructions.task import QSTR
 from qstr.verify.registry import Claim, Context, Outcome, register
 from qstr.verify.training import fit_online
@@ -171,6 +171,22 @@ def _layout_gap(d: int, q: int, d_e: int) -> float:
     return 0.0 if sizes == [d] + [d_e] * (q + 1) and names and lay.dim == d + (q + 1) * d_e else float("inf")
 
 
+def defaults_as_documented(seed: int) -> bool:
+    """The experiment models' documented defaults (Appendix E): the Transformer's ReLU layer of width 100, the vec-x
+    FFN's hidden widths (1000, 1000) and the one-layer FFN's (1000,) (parameter counts at N = 4, d = 2, q = 1, D_e = 8),
+    and ``encode``'s prefactor c = 1 (the published code's; = ``rnn_encoding``)."""
+    N, d, q, D_e = 4, 2, 1, 8
+    g = torch.Generator().manual_seed(seed + 305)
+    counts = (_params(PracticalTransformer(D_e, q, dtype=F64)) == transformer_count(D_e, q, 100)
+              and _params(VecFFN(N, d, q, dtype=F64)) == mlp_count((N * d + N * q * N, 1000, N))
+              and _params(PracticalFFN(N, d, q, dtype=F64)) == mlp_count((N * d + N * q * N, 1000, 1000, N)))
+    x = torch.randn(2, N, d, generator=g, dtype=F64)
+    t = torch.randint(0, N, (2, N, q), generator=g)
+    omega = torch.randn(N, 3, generator=g, dtype=F64)
+    return counts and torch.equal(encode(x, t, omega), rnn_encoding(x, t, omega)) and torch.equal(
+        encode(x, t, omega)[..., d:d + 3], omega.expand(2, N, 3))
+
+
 def _index_encoding_gap(N: int, d: int, q: int, x: torch.Tensor, t: torch.Tensor) -> float:
     """The FFN input with ``t_encoding="index"``: concat(vec(x), t_il / N over positions i and slots l); a width
     given as one int is one hidden layer (inf if the parameter count is not that of N d + N q -> 3 -> N)."""
@@ -224,7 +240,9 @@ def _experiment_models(ctx: Context, slip=None) -> Outcome:
         reach = _later_token_reach(rnn, Z)
     counts_ok = counts == expected
     init_gap = merged_init_as_documented(ctx.seed)
-    ok = counts_ok and all(e <= EM_TOL for e in errs.values()) and min(reach) > EM_REACH and init_gap <= 0.1
+    defaults = defaults_as_documented(ctx.seed)
+    ok = (counts_ok and all(e <= EM_TOL for e in errs.values()) and min(reach) > EM_REACH and init_gap <= 0.1
+          and defaults)
     return Outcome(measured=f"parameter counts {'=' if counts_ok else '!='} closed form; max output gap "
                             f"{max(errs.values()):.2g}; RNN reach of the other end {min(reach):.2g}",
                    bound=f"counts equal; gaps <= {EM_TOL:g}; reach > {EM_REACH:g}", holds=ok,
@@ -236,7 +254,8 @@ def _experiment_models(ctx: Context, slip=None) -> Outcome:
                           + f"; bidirectional GRU: |dy_1| when z_N changes {reach[0]:.3g}, |dy_N| when z_1 changes "
                             f"{reach[1]:.3g} (float64; gaps are rounding of a few hundred terms); MergedAttention's "
                             f"random init (W_QK ~ N(0, (0.1/D_e)^2), W ~ N(0, 1/(H D_e)), b = 0, a ~ N(0, 1/m)): largest "
-                            f"|std/target - 1| {init_gap:.3f} (<= 0.1)")
+                            f"|std/target - 1| {init_gap:.3f} (<= 0.1); defaults (Transformer width 100, FFN widths "
+                            f"(1000, 1000) and (1000,), encode's c = 1): {defaults}")
 
 
 EM_TOL, EM_REACH, EM_H = 1e-10, 1e-6, 16  # output gaps, least reach, hidden size of the GRU that is run

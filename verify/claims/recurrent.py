@@ -190,8 +190,12 @@ def _gadget_shapes_and_exact_errors(ctx: Context) -> tuple:
             err = g.sup_error(uu)
             ok &= g.error == 0.0 and err == 0.0
             parts.append(f"{g.name}: declared {g.error:g}, measured {err:g}")
+    # the documented defaults: one coordinate (n = 1) for identity and soft threshold, s_max = 1 for the gate
+    ok &= (identity_gadget().n_in == 1 == soft_threshold_gadget(0.25).n_in
+           and gate_bands(3.0, 16).s_max == 1.0 and gate_gadget(3.0, 16).params == gate_gadget(3.0, 16, 1.0).params)
     return bool(ok), ("exact gadgets " + ", ".join(parts) + "; shapes (n_in, n_out) of all four consistent, their norms "
-                      "record (Frobenius norms, largest |weight|, ||W2||_op ||W1||_op) as derived" * ok)
+                      "record (Frobenius norms, largest |weight|, ||W2||_op ||W1||_op) as derived, defaults n = 1 and "
+                      "s_max = 1" * ok)
 
 
 def _gadget_norms_gap(g) -> float:
@@ -550,9 +554,11 @@ def _prop26(ctx: Context) -> Outcome:
         guarantees.append(build_transition(_quarter(ctx), P26_D, P26_Q, eps=P26_EPS, r_x=P26_RX).guarantee)
     # and where the dA budget is capped: r_x = 0.05 puts eps / (4 r_x) above 1/2 - mu (knots only)
     guarantees.append(build_transition(_quarter(ctx), P26_D, P26_Q, eps=P26_EPS, r_x=0.05).guarantee)
-    # zero-padded RS-Hadamard codes (entries in {0, +-R}): the alphabet certificate with 5 knots (knots only)
+    # zero-padded RS-Hadamard codes (entries in {0, +-R}): the alphabet certificate with 5 knots (knots only), built
+    # at build_transition's default eps (0.1 = P26_EPS, documented; checked below by _eps_as_asked)
     padded = build_codebook(64, kind="rs-hadamard", d_e=300, dtype=F64, device=ctx.device)
-    guarantees.append(build_transition(padded, P26_D, P26_Q, eps=P26_EPS, r_x=P26_RX).guarantee)
+    guarantees.append(build_transition(padded, P26_D, P26_Q, r_x=P26_RX).guarantee)
+    ok &= _eps_as_asked(guarantees[-1], P26_EPS)
     certificates.append(certificate_as_derived(guarantees[-1], padded.omega) and guarantees[-1].product_knots == 5)
     derived = [knots_as_derived(g) and budget_as_derived(g) for g in guarantees]
     refused = _refuses_coherence_above_half(ctx)
@@ -739,7 +745,8 @@ def _p28_build(N: int, ctx: Context, rotate: bool = False):
     book = rs_hadamard_codebook(N, dtype=F64)
     book = (_rotated(book, ctx.seed + 280) if rotate else book).to(device=ctx.device)
     link = make_link("teacher", P28_Q, P28_D, generator=ctx.generator(280)).to(ctx.device)
-    return link, build_rnn(book, P28_D, link.two_layer_net(), eps=P28_EPS, r_x=token_radius(P28_D, 64 * N))
+    # eps left at build_rnn's default: _eps_as_asked checks that it is P28_EPS = 0.1 (the documented default)
+    return link, build_rnn(book, P28_D, link.two_layer_net(), r_x=token_radius(P28_D, 64 * N))
 
 
 def _p28_error(c, link, x, t):

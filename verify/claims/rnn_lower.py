@@ -365,7 +365,7 @@ def _lemma36(ctx: Context, position) -> Outcome:
             terms.append(rnd)
             ok &= (err <= 1e-9 and rnd.within(gu.norm2, gu.bound) and rnd.within(gu.norm2, gu.bound_n)
                    and rnd.within(gu.norm2, cn3))
-            ok &= _memoriser_bounds_derived(gu, labels) <= 1e-12 and _balance_gap(model) <= 1e-9
+            ok &= _memoriser_bounds_derived(gu, labels) <= 1e-12 and _balance_gap(model) <= 1e-9 and gu.depth == 2
             worst = max(worst, gu.norm2 / cn3)
             norms.append(gu.norm2)
             parts.append(f"n={n} N={N}: err {err:.1e}, ||vec||^2 {gu.norm2:.4g} (certified {gu.bound:.3g}, "

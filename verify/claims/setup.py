@@ -25,6 +25,8 @@ from qstr.constructions.codes import (
     require_coherence,
     rs_hadamard_codebook,
     rs_hadamard_coherence,
+    rs_hadamard_dim,
+    star_codebook,
 )
 from qstr.bounds.attention import lemma12_radius
 from qstr.constructions.links import CallableLink, TwoLayerNet, he2, make_link
@@ -118,6 +120,14 @@ def _custom_codes(ctx: Context) -> tuple[bool, str]:
                 f"10x / 0.1x the unit-norm tolerance {verdicts[0]} / {verdicts[1]}")
 
 
+def _accepted_by_default(book) -> bool:
+    try:
+        require_coherence(book)
+        return True
+    except ValueError:
+        return False
+
+
 def _coherence_edges(ctx: Context) -> tuple[bool, str]:
     """Coherence where its special cases decide (docs/derivations/codebooks.md): one row (mu 0, no pair, no pairs),
     sign codes of norm 1/2 (entries +-1/(2 sqrt d_e): <.,.> = S / (4 d_e), against the float64 Gram), a custom
@@ -140,10 +150,18 @@ def _coherence_edges(ctx: Context) -> tuple[bool, str]:
         if coherence(omega) <= 0.5:
             break
     tries = book.params["tries"] == draws and torch.equal(omega, book.omega)
-    ok = single and scaled and recast and tries
+    # the documented defaults: Assumption 3's 1/2 (require_coherence, coherence_report, rs_hadamard_dim, star_codebook,
+    # rademacher_codebook, build_codebook) and the failure probability delta = 1e-3
+    rad = build_codebook(16, kind="rademacher", generator=ctx.generator(9, ctx.device), device=ctx.device)
+    wide = experimental_codebook(100, generator=ctx.generator(4, ctx.device), device=ctx.device)  # mu > 1/2
+    defaults = (coherence_report(base.omega).threshold == 0.5 and rs_hadamard_dim(64) == 16
+                and star_codebook(16).mu == 0.5 and require_coherence(base) == base.mu
+                and not _accepted_by_default(wide) and rad.params["mu_max"] == 0.5 and rad.params["delta"] == 1e-3
+                and rademacher_codebook(16, generator=ctx.generator(9, ctx.device), device=ctx.device).params == rad.params)
+    ok = single and scaled and recast and tries and defaults
     return ok, (f"coherence edges: one row (mu 0, pair None, 0 pairs) {single}; sign codes of norm 1/2 (mu / 4, = the "
                 f"float64 Gram) {scaled}; a custom codebook cast to float32 re-measured {recast}; rademacher_codebook at delta = 0.9: tries {book.params['tries']} = the draws a fresh "
-                f"generator needs ({draws}) {tries}")
+                f"generator needs ({draws}) {tries}; defaults mu = 1/2 and delta = 1e-3 where documented {defaults}")
 
 
 def _tails(N: int = 100, delta: float = 1e-3) -> tuple[bool, str]:
@@ -412,8 +430,10 @@ def _assumption2(ctx: Context, links=None, teacher=None) -> Outcome:
         want = (1 + 1 / (q * d)) / 2
         z = abs(m - want) / se
         worst, ok = max(worst, z), z <= 6.0
+        width = teacher(ctx.generator(33)).net.m  # make_link's documented default width
+        ok = ok and width == 8
         rows.append(f"teacher over {A2_TEACHERS} draws: E g^2 = {m:.4f} +- {se:.1g} (derived (1 + 1/(qd))/2 = "
-                    f"{want:.4f}, {z:.1f} se)")
+                    f"{want:.4f}, {z:.1f} se); its default width {width} (8)")
     for name, link in links:
         if name in A2_SECOND_MOMENT:
             m, se = _second_moment(link, xt)

@@ -116,6 +116,7 @@ def _l11_case(ctx: Context, link_name: str, q: int, N: int, salt: int, fault=Non
         if link_name == "linear":  # module and fast path compared at the worst prompt, where err = exact
             w = _affine_gradient(link.two_layer_net(), q, ctx.device)
             x, t = lemma11_adversarial_prompt(cons, w.sum(0))
+            out["record_ok"] &= x.shape[0] == 1 == t.shape[0]  # one prompt by default
             out["exact"] = _exact_worst(cons, w)
             # the guarantee's Lipschitz constant is the affine net's exact one, ||gradient|| (its +- pairs found)
             out["record_ok"] &= abs(g.lipschitz - float(w.norm())) <= 1e-12 * float(w.norm())
