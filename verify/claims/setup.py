@@ -154,9 +154,16 @@ def _coherence_edges(ctx: Context) -> tuple[bool, str]:
     # rademacher_codebook, build_codebook) and the failure probability delta = 1e-3
     rad = build_codebook(16, kind="rademacher", generator=ctx.generator(9, ctx.device), device=ctx.device)
     wide = experimental_codebook(100, generator=ctx.generator(4, ctx.device), device=ctx.device)  # mu > 1/2
-    defaults = (coherence_report(base.omega).threshold == 0.5 and rs_hadamard_dim(64) == 16
+    # the docstring's table of rs_hadamard_dim at mu = 1/2 (n^(n/2 + 1) >= N): N <= 4 -> 4, <= 64 -> 16, <= 32768 -> 64,
+    # <= 16^9 -> 256, and 16^9 + 1 -> 1024
+    dims = [rs_hadamard_dim(N) for N in (4, 5, 64, 65, 32768, 32769, 16 ** 9, 16 ** 9 + 1)]
+    i, j = coherence_report(base.omega).pair  # a row moved towards one it meets at 1/2: coherence 1/2 + about 1e-6
+    bent = base.omega.clone()
+    bent[i] = bent[i] + 2e-6 * torch.sign(bent[i] @ bent[j]) * bent[j]
+    bent[i] = bent[i] / bent[i].norm()
+    defaults = (coherence_report(base.omega).threshold == 0.5 and dims == [4, 16, 16, 64, 64, 256, 256, 1024]
                 and star_codebook(16).mu == 0.5 and require_coherence(base) == base.mu
-                and not _accepted_by_default(wide) and rad.params["mu_max"] == 0.5 and rad.params["delta"] == 1e-3
+                and not _accepted_by_default(wide) and not _accepted_by_default(bent) and rad.params["mu_max"] == 0.5 and rad.params["delta"] == 1e-3
                 and rademacher_codebook(16, generator=ctx.generator(9, ctx.device), device=ctx.device).params == rad.params)
     ok = single and scaled and recast and tries and defaults
     return ok, (f"coherence edges: one row (mu 0, pair None, 0 pairs) {single}; sign codes of norm 1/2 (mu / 4, = the "
