@@ -43,3 +43,37 @@ def test_lipschitz_by_secants_on_a_tent_and_against_net_lipschitz_bound():
     net = TwoLayerNet(a=torch.randn(12, generator=g, dtype=torch.float64),
                       W=torch.randn(12, 1, generator=g, dtype=torch.float64), b=torch.randn(12, generator=g, dtype=torch.float64))
     assert math.isclose(auxiliary.lipschitz_by_secants(net), net_lipschitz_bound(net), rel_tol=1e-9)
+
+
+def test_lemma42_records_as_derived_and_a_slip_in_each():
+    import dataclasses
+
+    import torch
+
+    from qstr.constructions.lipschitz import lipschitz_net
+
+    two = lipschitz_net(lambda x: x.norm(dim=-1), L=1.0, R=1.0, k=2, degree=6)
+    one = lipschitz_net(lambda x: torch.sin(3 * x[..., 0]), L=3.0, R=1.0, k=1, eps=0.05)
+    assert auxiliary.ridges_as_derived(two) and auxiliary.norms_as_derived(two) and auxiliary.interpolation_as_derived(one)
+    assert auxiliary.certificate_as_derived(lambda x: x.norm(dim=-1), two, 1.0, 0.05, CTX) and auxiliary.fk_as_derived()
+    fewer = tuple((S, max(1, K - 1)) for S, K in two.ridges)  # one interval less per ridge
+    assert not auxiliary.ridges_as_derived(dataclasses.replace(two, ridges=fewer))
+    assert not auxiliary.norms_as_derived(dataclasses.replace(two, weight_norms={**two.weight_norms, "r_a": 1.0}))
+    assert not auxiliary.interpolation_as_derived(dataclasses.replace(one, smooth_error=1e-3))
+
+
+def test_certificate_as_derived_catches_a_grid_that_stops_short(monkeypatch):
+    import torch
+
+    from qstr.constructions import lipschitz as lip
+
+    two = lip.lipschitz_net(lambda x: x.norm(dim=-1), L=1.0, R=1.0, k=2, degree=4)
+    real = lip.ball_grid
+
+    def short(R, k, spacing):  # the grid of the ball of radius R - rho (a slip in the filter)
+        pts, rho = real(R, k, spacing)
+        return pts[pts.norm(dim=1) <= R - rho], rho
+
+    monkeypatch.setattr(auxiliary, "ball_grid", short)
+    assert not auxiliary.certificate_as_derived(lambda x: x.norm(dim=-1), two, 1.0, 0.05, CTX)
+    assert torch.is_tensor(real(1.0, 2, 0.1)[0])

@@ -54,3 +54,19 @@ def test_gru_reference_matches_torch_and_sees_both_ends():
     with torch.no_grad():
         assert torch.allclose(rnn(Z), E.gru_reference(rnn.rnn, rnn.readout, Z), atol=1e-12)
         assert min(E._later_token_reach(rnn, Z)) > 1e-6
+
+
+def test_merged_init_and_defaults_as_documented(monkeypatch):
+    from qstr.verify.claims import experiments
+
+    assert experiments.merged_init_as_documented(0) <= 0.1 and experiments.defaults_as_documented(0)
+    real = experiments.MergedAttention
+
+    def loud(*args, **kw):  # W_QK drawn 10x too large
+        model = real(*args, **kw)
+        with torch.no_grad():
+            model.W_QK.mul_(10)
+        return model
+
+    monkeypatch.setattr(experiments, "MergedAttention", loud)
+    assert experiments.merged_init_as_documented(0) > 1

@@ -205,3 +205,28 @@ def test_certificate_as_derived_reads_the_codes_alphabet():
     generic = omega + 1e-3 * torch.randn(omega.shape, generator=torch.Generator().manual_seed(0), dtype=omega.dtype)
     assert rec.certificate_as_derived(SimpleNamespace(product_certificate="uniform", product_knots=40), generic)
     assert not rec.certificate_as_derived(SimpleNamespace(product_certificate="alphabet", product_knots=3), generic)
+
+
+def test_budget_and_rnn_guarantee_as_derived_catch_slips():
+    import dataclasses
+
+    from qstr.constructions.codes import rs_hadamard_codebook
+    from qstr.constructions.recurrent import build_transition
+
+    book = rec._rotated(rs_hadamard_codebook(64, dtype=torch.float64), 26)
+    g = build_transition(book, 3, 2, eps=0.1, r_x=2.5).guarantee
+    assert rec.budget_as_derived(g) and rec.knots_as_derived(g)
+    assert not rec.budget_as_derived(dataclasses.replace(g, s_max=g.s_max + 2 * g.margin))
+    assert not rec.budget_as_derived(dataclasses.replace(g, eps=g.eps * 1.5))
+    link, c = rec._p28_build(64, CTX)
+    assert rec.rnn_guarantee_as_derived(c)
+    c.guarantee = dataclasses.replace(c.guarantee, lipschitz=2 * c.guarantee.lipschitz)
+    assert not rec.rnn_guarantee_as_derived(c)
+
+
+def test_gadget_norms_and_coherence_refusal():
+    from qstr.constructions.relu import product_gadget
+
+    g = product_gadget(1.0, 17)
+    assert rec._gadget_norms_gap(g) <= 1e-12
+    assert rec._refuses_coherence_above_half(CTX)

@@ -183,3 +183,30 @@ def test_higham_allowance_as_derived():
     assert rnn_lower._higham_as_derived(net.balanced, z, net.rounding)
     assert not rnn_lower._higham_as_derived(net.balanced, z, 1.01 * net.rounding)
     assert not rnn_lower._higham_as_derived(net.balanced, z, -net.rounding)
+
+
+def test_lemma37_replay_counts_what_the_derived_gaps_say(monkeypatch):
+    from qstr.constructions import interpolation
+    from qstr.verify.registry import Context
+
+    ctx = Context(profile="quick")
+    assert rnn_lower.events_replayed(ctx, 24)
+    real = interpolation._certified_gaps
+
+    def wider(x, v):  # the allowance doubled: a 1e-15 shift, seen only at a threshold on a trial's own gap
+        gap, z = real(x, v)
+        D = x.shape[-1]
+        u = interpolation.UNIT_ROUNDOFF
+        err = D * u / (1 - D * u) * (x.abs() @ v.abs()[:, :, None]).squeeze(-1).amax(dim=1)
+        return gap - 2 * err, z
+
+    monkeypatch.setattr(interpolation, "_certified_gaps", wider)
+    assert not rnn_lower.events_replayed(ctx, 24)
+
+
+def test_gaps_as_derived_on_a_hand_example():
+    x = torch.tensor([[[0.0, 0.0], [1.0, 0.0], [3.0, 0.0]]], dtype=torch.float64)
+    v = torch.tensor([[1.0, 0.0]], dtype=torch.float64)
+    u = torch.finfo(torch.float64).eps / 2
+    gamma = 2 * u / (1 - 2 * u)
+    assert rnn_lower.gaps_as_derived(x, v) == [1.0 * (1 - u) - 2 * gamma * 3.0]

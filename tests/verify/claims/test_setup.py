@@ -114,3 +114,22 @@ def test_custom_codes_and_tails_hold():
 def test_gram_mu_of_a_small_code():
     omega = torch.tensor([[1.0, 0.0], [0.6, 0.8], [0.0, 1.0]], dtype=torch.float64)
     assert setup._gram_mu(omega) == pytest.approx(0.8)
+
+
+def test_coherence_edges_hold_and_a_tries_slip_is_seen(monkeypatch):
+    ok, detail = setup._coherence_edges(CTX)
+    assert ok, detail
+    real = setup.rademacher_codebook
+
+    def off_by_one(*args, **kw):  # tries counted from 2
+        book = real(*args, **kw)
+        book.params["tries"] += 1
+        return book
+
+    monkeypatch.setattr(setup, "rademacher_codebook", off_by_one)
+    assert not setup._coherence_edges(CTX)[0]
+
+
+def test_normal_moment_ratio_hand_values():
+    assert setup._normal_moment_ratio(2.0) == pytest.approx(1 / 4)  # E y^2 = 1, / 2^2
+    assert setup._normal_moment_ratio(1.0) == pytest.approx(2 / math.pi)  # (E|y|)^2 = 2/pi
