@@ -916,7 +916,15 @@ def _thm4(ctx: Context, bound=None) -> Outcome:
     leading_ok = (sympy.simplify(cert.factors["tau/u"] - lead["tau_c"]) == 0
                   and sympy.simplify(cert.factors["P/u^2"] - lead["P_c"]) == 0
                   and sympy.simplify(majorant_terms(fixed)["P"] - leading_constants(fixed)["P_c"]) == 0)
-    sharp = not polylog_certificate(params, k=4).proves_polylog  # the leading form is (ln N)^4 ln ln N: k = 4 fails
+    cert4 = polylog_certificate(params, k=4)
+    sharp = not cert4.proves_polylog  # the leading form is (ln N)^4 ln ln N: k = 4 fails
+    # the Dudley factor limits of docs/derivations/theorem4.md (section 11): L/ln u -> 3 + (k - 1)/2 (L_A <= 3 ln u,
+    # L_n = ln(1 + sqrt(n / tau)) with n ~ u^k, tau ~ u), u^4 ln u / n -> 0 at k = 5 and oo at k = 4
+    factors_ok = (sympy.simplify(cert.factors["L/ln u"] - 5) == 0 and sympy.simplify(cert4.factors["L/ln u"]
+                                                                                      - sympy.Rational(9, 2)) == 0
+                  and cert.factors["u^4 ln u/n"] == 0 and cert4.factors["u^4 ln u/n"] == sympy.oo
+                  and sympy.simplify(cert.factors["tau/u"] - 64 * sympy.exp(2)) == 0 and cert.factors["P/u^2"] == 4608)
+    sharp &= factors_ok
     record_ok = (thm4_record_consistent(dataclasses.replace(params, q=params.q + 2, r_a=2.0))
                  and thm4_record_consistent(dataclasses.replace(params, C_x=1e-6, c=0.5, C_y=1e-3), THM4_RHO_POINTS))
     search_ok, n_least = search_least(params)
@@ -935,7 +943,8 @@ def _thm4(ctx: Context, bound=None) -> Outcome:
                           f"{tail_gap:.1e}; leading constants tau_c = {lead['tau_c']}, P_c = {lead['P_c']} equal the "
                           f"certificate's limits of tau/ln N and P/ln^2 N (and P_c = P for a fixed d_e = 50): "
                           f"{leading_ok}; the certificate at k = 4 is inconclusive, as the leading form "
-                          f"(ln N)^4 ln ln N requires: {sharp}; the bound's record fields (alpha, r_qk, D_e, R, parameter "
+                          f"(ln N)^4 ln ln N requires, and its factor limits are those derived (L/ln u -> 5 at k = 5, "
+                          f"9/2 at k = 4; tau/u -> 64 e^2, P/u^2 -> 4608; u^4 ln u / n -> 0, oo): {sharp}; the bound's record fields (alpha, r_qk, D_e, R, parameter "
                           f"count, total; also at N = 2 with tiny tokens, alpha = 0) and its terms() dict equal their "
                           f"definitions: {record_ok}; exact-arithmetic "
                           f"search: n = {n_least} is the least n with bound <= {THM4_SEARCH[0]:g} at N = "
