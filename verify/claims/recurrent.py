@@ -436,7 +436,11 @@ def _state_curve(ctx: Context, rectify: bool, Ns=P26_ROTATED_NS, rotate: bool = 
 
 def _norms_vs_dense(tr) -> float:
     """Largest relative gap between the transition's reported per-layer norms (from its structure) and the norms
-    of its dense layers: Frobenius, largest |weight|, bias norm."""
+    of its dense layers: Frobenius, largest |weight|, bias norm; inf when the reported widths (the transition's and
+    its guarantee's) are not the dense layers' output sizes."""
+    sizes = tuple(int(layer["W"].shape[0]) for layer in tr.layers)
+    if sizes != tuple(tr.guarantee.widths) or sizes[:-1] != tuple(tr.widths) or len(tr.guarantee.norms) != len(sizes):
+        return math.inf
     gap = 0.0
     for rep, layer in zip(tr.guarantee.norms, tr.layers):
         W, b = layer["W"], layer.get("b")
@@ -548,7 +552,7 @@ def _prop26(ctx: Context) -> Outcome:
         parts.append(f"{label} ({g.product_certificate} products, K1={g.product_knots}, K2={g.gate_knots}, b={g.threshold:.3g}): "
                      f"{r['nonzero']} nonzero of {r['checked']} non-target outputs, target err {r['target_err']:.3g} "
                      f"<= eps {g.eps:.4g} (asked {P26_EPS:g}), adversarial max |gate|/b off target {r['leak_ratio']:.3g}, "
-                     f"dense vs closed form {r['dense_vs_closed']:.1e} (with and without layers 3-4, as a (2, m, D) batch and on an empty one), reported layer norms vs the "
+                     f"dense vs closed form {r['dense_vs_closed']:.1e} (with and without layers 3-4, as a (2, m, D) batch and on an empty one), reported layer widths and norms vs the "
                      f"dense layers {norm_gap:.1e}, rebuilt from the bare code tensor with these knots given {knots_gap:.1e}")
     if ctx.profile == "quick":  # the mu = 1/8 code's knots only (its transition runs in full)
         guarantees.append(build_transition(_quarter(ctx), P26_D, P26_Q, eps=P26_EPS, r_x=P26_RX).guarantee)
