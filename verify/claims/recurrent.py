@@ -437,9 +437,12 @@ def _state_curve(ctx: Context, rectify: bool, Ns=P26_ROTATED_NS, rotate: bool = 
 def _norms_vs_dense(tr) -> float:
     """Largest relative gap between the transition's reported per-layer norms (from its structure) and the norms
     of its dense layers: Frobenius, largest |weight|, bias norm; inf when the reported widths (the transition's and
-    its guarantee's) are not the dense layers' output sizes."""
+    its guarantee's) are not the dense layers' output sizes, or these are not the derived widths."""
     sizes = tuple(int(layer["W"].shape[0]) for layer in tr.layers)
-    if sizes != tuple(tr.guarantee.widths) or sizes[:-1] != tuple(tr.widths) or len(tr.guarantee.norms) != len(sizes):
+    g = tr.guarantee  # widths of docs/derivations/rnn-transition.md, section 4: (2d + 2 q d_e K1, q K2 (d + 1), 2 q d, q d)
+    derived = (2 * g.d + 2 * g.q * g.d_e * g.product_knots, g.q * g.gate_knots * (g.d + 1), 2 * g.q * g.d, g.q * g.d)
+    if (sizes != tuple(g.widths) or sizes != derived or sizes[:-1] != tuple(tr.widths)
+            or len(g.norms) != len(sizes)):
         return math.inf
     gap = 0.0
     for rep, layer in zip(tr.guarantee.norms, tr.layers):
