@@ -219,6 +219,21 @@ def smaller_as_derived() -> bool:
             and abs(maurey_log_packing_bound(1, 1.0) - math.log(15)) <= 1e-14)
 
 
+def balls_uniform(ctx: Context) -> float:
+    """The candidates Lemma 41's packings draw: uniform in the unit ball means P(||x|| <= t) = t^d, so ||x||^d is
+    U(0, 1) (l1 and l2, d = 2 and 5); the smallest Kolmogorov-Smirnov p-value over the four samples (0 if a point
+    lies outside its ball)."""
+    worst = 1.0
+    for ball, p in (("l1", 1), ("l2", 2)):
+        for d in (2, 5):
+            x = sample_ball(4000, d, ball, generator=ctx.generator(4150 + d + 10 * p, ctx.device))
+            r = torch.linalg.vector_norm(x, ord=p, dim=1).cpu()
+            if bool((r > 1).any()):
+                return 0.0
+            worst = min(worst, float(stats.kstest((r ** d).numpy(), "uniform").pvalue))
+    return worst
+
+
 def _lemma41(ctx: Context, shrink: float) -> Outcome:
     """Greedy packings of the l1 and l2 unit balls against Lemma 41 (constants divided by shrink)."""
     n_cand = ctx.pick(quick=3000, full=30000, gpu=30000)
@@ -257,6 +272,10 @@ def _lemma41(ctx: Context, shrink: float) -> Outcome:
                  + f" (the first such d: {crossing})")
     euclid_ok, euclid = _euclidean_maurey(ctx) if shrink == 1.0 else (True, "")
     euclid_ok &= crossing or shrink != 1.0
+    uniform_p = balls_uniform(ctx)
+    euclid_ok &= uniform_p >= 1e-4
+    parts.append(f"sample_ball uniform in the l1 and l2 balls (d = 2, 5: ||x||^d ~ U(0, 1), Kolmogorov-Smirnov over "
+                 f"4000 points, inside the ball): smallest p-value {uniform_p:.2g} (>= 1e-4)")
     # Lemma 41's public bound: min(volume, Maurey) for the l1 ball only, also past the crossover (d = 64)
     api_ok = all(packing_log_bound(d, eps, "l2") == volume_log_packing_bound(d, eps)
                  and packing_log_bound(d, eps, "l1") == min(volume_log_packing_bound(d, eps), maurey_log_packing_bound(d, eps))
