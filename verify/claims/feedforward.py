@@ -255,13 +255,20 @@ def fixed_direction_mc(tr: Trained, samples: int, confidence: float, generator: 
 
 def embedding_and_zero(N: int, device) -> bool:
     """Theorem 6's embedding P_t u = e_t kron u (docs/derivations/theorem6.md) for one u of shape (d,) shared by
-    every row, and span_distance(0, X) = 0 (the zero first layer lies in every span)."""
+    every row, span_distance(0, X) = 0 (the zero first layer lies in every span), and 1/sqrt 3 for
+    W = ((1, 0, ...), (1, 1, 0, ...)) against X = 2 e_1 (one of W's three unit squares lies outside the span)."""
     u = torch.arange(1.0, D_TOKEN + 1, dtype=torch.float64, device=device)
     t = torch.arange(N, device=device).flip(0)
     eye = torch.eye(N, dtype=torch.float64, device=device)
     kron = torch.stack([torch.kron(eye[int(ti)], u) for ti in t])
     zero = span_distance(torch.zeros(2, N * D_TOKEN, dtype=torch.float64), torch.ones(1, N * D_TOKEN, dtype=torch.float64))
-    return bool(torch.equal(embed_direction(u, t, N), kron)) and zero == 0.0
+    # a W with rows (1, 0, ...) and (1, 1, 0, ...) against X = e_1: ||W_perp||_F / ||W||_F = 1 / sqrt(3)
+    W = torch.zeros(2, N * D_TOKEN, dtype=torch.float64)
+    W[:, 0], W[1, 1] = 1.0, 1.0
+    X = torch.zeros(1, N * D_TOKEN, dtype=torch.float64)
+    X[0, 0] = 2.0
+    partial = abs(span_distance(W, X) - 3 ** -0.5) <= 1e-15
+    return bool(torch.equal(embed_direction(u, t, N), kron)) and zero == 0.0 and partial
 
 
 def _thm6(ctx: Context, extra_row: bool, floor=None) -> Outcome:
@@ -320,7 +327,7 @@ def _thm6(ctx: Context, extra_row: bool, floor=None) -> Outcome:
         b_ok &= ok
         parts.append(text)
     b_ok &= z_ok and embedding_and_zero(configs[-1].N, ctx.device)
-    parts.append(f"zcrit(0.95) = {zcrit(0.95):.12f} (1.959963984540), P_t u = e_t kron u and span_distance(0, X) = 0: "
+    parts.append(f"zcrit(0.95) = {zcrit(0.95):.12f} (1.959963984540), P_t u = e_t kron u, span_distance(0, X) = 0 and 1/sqrt 3 for a W one third outside: "
                  f"{z_ok and embedding_and_zero(configs[-1].N, ctx.device)}")
     N0 = configs[0].N  # the edge of Theorem 6: n = N d training inputs span R^{N d}, so no risk is left
     edge = mc_bayes_risk_from_training(N0 * D_TOKEN, N0, D_TOKEN, samples=1000, generator=ctx.generator(659, ctx.device))
