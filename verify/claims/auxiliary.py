@@ -1,6 +1,7 @@
 """Claims about the auxiliary lemmas (Section 6 / Appendix D): Lemmas 39, 40, 41 and 42."""
 from __future__ import annotations
 
+import itertools
 import math
 
 from scipy import stats
@@ -374,12 +375,16 @@ def lipschitz_by_secants(net) -> float:
 def ridges_as_derived(built) -> bool:
     """Lemma 42, k >= 2 (docs/derivations/lemmas-39-41-42.md, steps 6-7): each ridge's interval count is
     K_v = ceil(2R / h_v), h_v = sqrt(8 eps_ridge S_v^(-2/3) / sum_u S_u^(1/3)) (K_v = 1 where S_v = 0), the ridge
-    error is sum_v S_v (2R / K_v)^2 / 8 and the width sum_v (K_v + 1) + 1 (relative 1e-12)."""
+    error is sum_v S_v (2R / K_v)^2 / 8 and the width sum_v (K_v + 1) + 1 (relative 1e-12); one ridge per primitive
+    direction of the frequency cube [-n, n]^k (step 5)."""
     total = sum(S ** (1 / 3) for S, _ in built.ridges if S > 0)
     want = [max(1, math.ceil(2 * built.R / math.sqrt(8 * built.ridge_budget * S ** (-2 / 3) / total))) if S > 0 else 1
             for S, _ in built.ridges]
     err = sum(S * (2 * built.R / K) ** 2 / 8 for S, K in built.ridges)
-    return (want == [K for _, K in built.ridges] and len(built.ridges) == built.directions
+    # step 5: one ridge per primitive direction v of the frequency cube [-n, n]^k, v and -v counted once
+    cube = itertools.product(range(-built.degree, built.degree + 1), repeat=built.k)
+    primitive = sum(1 for ell in cube if any(ell) and math.gcd(*map(abs, ell)) == 1) // 2
+    return (want == [K for _, K in built.ridges] and len(built.ridges) == built.directions == primitive
             and abs(built.ridge_error - err) <= 1e-12 * err and built.width == sum(K + 1 for _, K in built.ridges) + 1)
 
 
