@@ -1,7 +1,8 @@
 """Which mutants sit in argument handling: the checks of bad input that the unit tests own, not a claim.
 
 A mutant is *argument handling* when its position lies in
-- the test of an ``if`` (or ``elif``) whose body only raises (``if q > N: raise ValueError(...)``),
+- the test of an ``if`` (or ``elif``) whose body only raises (``if q > N: raise ValueError(...)``), and the
+  iterable of a ``for`` whose body is only such checks (``for k in keys: if k not in cfg: raise ...``),
 - a ``raise`` statement or an ``assert`` (the message and its numbers),
 - the arguments of a call to ``qstr.constructions.validate`` (``positive_int("N", N, minimum=2)``),
 - a ``def`` line outside its default values (``*`` keyword-only markers).
@@ -48,6 +49,11 @@ def _signature(node) -> Tuple[Span, List[Span]]:
     return whole, [_span(d) for d in defaults]
 
 
+def _is_check(node: ast.AST) -> bool:
+    """An ``if`` whose body only raises."""
+    return isinstance(node, ast.If) and bool(node.body) and all(isinstance(s, ast.Raise) for s in node.body)
+
+
 @lru_cache(maxsize=None)
 def argument_spans(source: str) -> Tuple[List[Span], List[Span]]:
     """(spans that are argument handling, holes inside them that are not) of one module's source."""
@@ -55,8 +61,10 @@ def argument_spans(source: str) -> Tuple[List[Span], List[Span]]:
     names = _validator_names(tree)
     spans, holes = [], []
     for node in ast.walk(tree):
-        if isinstance(node, ast.If) and node.body and all(isinstance(s, ast.Raise) for s in node.body):
+        if _is_check(node):
             spans.append(_span(node.test))
+        elif isinstance(node, ast.For) and not node.orelse and all(_is_check(s) for s in node.body):
+            spans.append(_span(node.iter))
         elif isinstance(node, (ast.Raise, ast.Assert)):
             spans.append(_span(node))
         elif isinstance(node, ast.Call) and _is_validator_call(node, names):

@@ -22,6 +22,15 @@ def f(N, q=2, *, eps=0.1):
         q = q - 1
     assert N >= 2
     return N * eps / q
+
+
+def g(cfg):
+    for k in ("a", "b"):
+        if k not in cfg:
+            raise ValueError(k)
+    for k in ("a", "b"):
+        cfg[k] = 2 * cfg[k]
+    return cfg
 '''
 
 
@@ -51,6 +60,9 @@ def test_argument_checks_are_classified_and_the_mathematics_is_not(tmp_path):
     assert not arg(11, "-")
     assert not arg(13, "*")       # the result
     assert not arg(13, "/")
+    assert arg(17, "(")           # the keys a for loop of checks walks
+    assert not arg(20, "(")       # a for loop that computes
+    assert not arg(21, "*")
 
 
 def test_every_module_of_the_mutated_packages_parses():
