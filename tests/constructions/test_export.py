@@ -220,6 +220,14 @@ def test_load_state_validation():
         cfg = {k: v for k, v in state["mha_config"].items() if k != key}
         with pytest.raises(ValueError, match=f"state\\['mha_config'\\] is missing '{key}'"):
             load_construction_state(dict(state, mha_config=cfg))
+    for key in ("D_e", "H", "m", "out_dim"):  # and every config entry
+        cfg = {k: v for k, v in state["config"].items() if k != key}
+        with pytest.raises(ValueError, match=f"state\\['config'\\] is missing '{key}'"):
+            load_construction_state(dict(state, config=cfg))
+    for key in ("a", "W", "b"):  # and every output-net entry
+        ffn = {k: v for k, v in state["ffn"].items() if k != key}
+        with pytest.raises(ValueError, match=f"state\\['ffn'\\] is missing '{key}'"):
+            load_construction_state(dict(state, ffn=ffn))
 
 
 @pytest.mark.gpu
