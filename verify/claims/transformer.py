@@ -434,6 +434,7 @@ def _mu_needed_largest(q: int, g_mu: float, c: float, r_x: float, best: float) -
     (half of it), ``sparse_average_mu_needed`` is the largest mu whose minimal bound meets eps (relative 1e-5), and
     the ValueError of ``sparse_average_alpha`` names it; for q = 2 it is the open limit 1/(2q - 1) = 1/3. With N = q
     (no outside keys) the leak is 0, the bound is 0 at alpha = 0 and positive above it, so the minimising alpha is 0.
+    At the guarantee's mu the minimising alpha is a minimum (no bound at alpha (1 +- 0.1%), (1 +- 1%) below it).
     Returns (holds, mu needed)."""
     import re
 
@@ -447,6 +448,10 @@ def _mu_needed_largest(q: int, g_mu: float, c: float, r_x: float, best: float) -
         named = re.search(r"mu <= ([0-9.e+-]+) would be needed", str(err))
         ok &= named is not None and abs(float(named.group(1)) - mu) <= 1e-5 * mu
     ok &= sparse_average_mu_needed(N=SA_N, q=2, r_x=r_x, eps=eps) == 1 / (2 * 2 - 1)
+    # the minimising alpha (eps not given) is a minimum to the search's accuracy: no bound 0.1% or 1% off it is lower
+    alpha = sparse_average_alpha(N=SA_N, q=q, mu=g_mu, c=c, r_x=r_x)
+    at = lambda a: sparse_average_error_bound(N=SA_N, q=q, mu=g_mu, c=c, alpha=a, r_x=r_x)  # noqa: E731
+    ok &= all(at(alpha) <= at(alpha * f) * (1 + 1e-12) for f in (0.99, 0.999, 1.001, 1.01))
     # N = q: no key outside the set, the bound is 0 at alpha = 0 (L = 0, equal weights) and grows: alpha = 0 minimises
     ok &= sparse_average_alpha(N=q, q=q, mu=g_mu, c=c, r_x=r_x) == 0.0
     ok &= (sparse_average_leak(N=q, q=q, mu=g_mu, A=1.0) == 0.0
