@@ -1,73 +1,50 @@
-"""The claim registry: every claim of the paper the toolkit checks, with its falsifier.
+"""The claim registry and how a claim is run: checks on honest inputs, then each fault's targets.
 
-A ``Claim`` states one inequality of the paper. Its ``check`` measures both sides on honest
-inputs and returns an ``Outcome``; its ``falsifier`` runs the *same* check on a deliberately
-broken input (alpha too small, a wrong rank, a coherent codebook, ...) and must report
-``holds=False``. A claim passes only when the check holds *and* the falsifier is caught:
-a check that cannot fail is itself a failed claim.
+A claim passes only when every check holds on the honest inputs and every fault makes each of
+the checks it names fail (a check that crashes on broken inputs has caught nothing). Claims are
+declared with the primitives of ``qstr.verify.claim`` (docs/claims.md).
 """
 from __future__ import annotations
 
+import importlib
 import time
 import traceback
-from dataclasses import asdict, dataclass
-from typing import Callable, Dict, Optional, Sequence, Union
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
-import torch
-
-from qstr.constructions import validate
+from qstr.verify.claim import PROFILES, Check, Claim, Context, Fault, Number, Ref, Verdict  # noqa: F401
 from qstr.verify.threads import cpu_threads
 
-PROFILES = ("quick", "full", "gpu")
-Number = Union[float, int, str]
 
+@dataclass
+class CheckResult:
+    """One check's verdict as recorded (``--json``: docs/formats.md)."""
 
-@dataclass(frozen=True)
-class Outcome:
-    """What a check measured: ``measured`` and ``bound`` are shown side by side in the table."""
-
+    name: str
     measured: Number
     bound: Number
+    relation: str
     holds: bool
+    rounding: float = 0.0
     detail: str = ""
-    dtype: str = "float64"  # the dtype the check computes in ("float32+float64" when it mixes them)
-    value: Optional[float] = None  # ``measured`` as a number a program can compare (None: not one number)
-    limit: Optional[float] = None  # ``bound`` as a number; holds means value <= limit unless the detail says
+    dtype: str = "float64"
+    error: str = ""
+    seconds: float = 0.0
+
+    @property
+    def shown_bound(self) -> str:
+        return Verdict(self.measured, self.bound, self.holds, self.relation, self.rounding).shown_bound
 
 
-@dataclass(frozen=True)
-class Context:
-    """Where and how big a check runs. ``pick`` chooses a size by profile."""
+@dataclass
+class FaultResult:
+    """One fault: the checks it must break and what they measured on the broken inputs."""
 
-    profile: str = "quick"
-    device: str = "cpu"
-    seed: int = 0
-    threads: Optional[int] = 1  # CPU intra-op threads while a claim runs (None: leave torch's setting)
-
-    def __post_init__(self):
-        object.__setattr__(self, "seed", validate.seed("seed", self.seed))
-
-    def pick(self, quick, full=None, gpu=None):
-        full = quick if full is None else full
-        return {"quick": quick, "full": full, "gpu": full if gpu is None else gpu}[self.profile]
-
-    def generator(self, salt: int = 0, device: Optional[str] = None) -> torch.Generator:
-        """A fresh generator seeded by (seed, salt): the same seed gives the same numbers."""
-        g = torch.Generator(device=device or "cpu")
-        g.manual_seed((self.seed * 1_000_003 + salt) % 2**64)  # any seed in [0, 2**63 - 1]
-        return g
-
-
-@dataclass(frozen=True)
-class Claim:
-    id: str
-    ref_seed: str
-    ref_conference: str
-    statement: str
-    check: Callable[[Context], Outcome]
-    falsifier: Callable[[Context], Outcome]
-    falsifier_statement: str
-    profiles: Sequence[str] = PROFILES
+    name: str
+    breaks: Tuple[str, ...]
+    caught: bool
+    checks: List[CheckResult] = field(default_factory=list)
+    error: str = ""
 
 
 @dataclass
@@ -87,15 +64,23 @@ class Result:
     dtype: str = "float64"
     detail: str = ""
     falsifier: str = ""
-    falsifier_measured: Number = ""
-    falsifier_detail: str = ""
     error: str = ""
     measured_value: Optional[float] = None
     bound_value: Optional[float] = None
+    checks: List[CheckResult] = field(default_factory=list)
+    faults: List[FaultResult] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
         return self.holds and self.falsifier_caught
+
+    @property
+    def failed_checks(self) -> List[CheckResult]:
+        return [c for c in self.checks if not c.holds]
+
+    @property
+    def missed_faults(self) -> List[FaultResult]:
+        return [f for f in self.faults if not f.caught]
 
     def record(self) -> dict:
         return asdict(self) | {"passed": self.passed}
@@ -105,32 +90,112 @@ REGISTRY: Dict[str, Claim] = {}
 
 
 def register(claim: Claim) -> Claim:
+    """Add ``claim`` to the registry (ids are unique); returns it."""
+    if not isinstance(claim, Claim):
+        raise ValueError(f"register takes a qstr.verify.claim.Claim, got {type(claim).__name__}")
     if claim.id in REGISTRY:
         raise ValueError(f"claim id {claim.id!r} registered twice")
     REGISTRY[claim.id] = claim
     return claim
 
 
-def _guarded(fn: Callable[[Context], Outcome], ctx: Context):
-    """Run a check; an exception becomes a failed outcome with the error recorded."""
+def load_claims(module: str) -> List[Claim]:
+    """Import a user's module of claims (a dotted name or a path to a .py file); the claims it
+    registers, in order. A module already imported registers nothing new."""
+    before = set(REGISTRY)
     try:
-        return fn(ctx), ""
+        if module.endswith(".py"):
+            import importlib.util
+            import os
+
+            if not os.path.isfile(module):
+                raise ValueError(f"--claims {module}: no such file")
+            name = "qstr_user_claims_" + os.path.splitext(os.path.basename(module))[0]
+            spec = importlib.util.spec_from_file_location(name, module)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+        else:
+            importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        raise ValueError(f"--claims {module}: cannot import it ({exc})") from None
+    return [c for cid, c in REGISTRY.items() if cid not in before]
+
+
+def _error_line() -> str:
+    return traceback.format_exc(limit=3).strip().splitlines()[-1]
+
+
+def _run_check(check: Check, inputs: Any, ctx: Context) -> CheckResult:
+    """One check; an exception is a failed check with the error recorded."""
+    start = time.perf_counter()
+    try:
+        v = check.run(inputs, ctx)
+        if not isinstance(v, Verdict):
+            raise TypeError(f"check {check.name!r} returned {type(v).__name__}, not a Verdict")
+        out = CheckResult(check.name, v.measured, v.bound, v.relation, bool(v.holds), v.rounding, v.detail,
+                          v.dtype)
     except Exception as exc:  # noqa: BLE001 - a crashing check is a failing check, reported
-        tail = traceback.format_exc(limit=3).strip().splitlines()[-1]
-        return Outcome("error", "", False, str(exc)), tail
+        out = CheckResult(check.name, "error", "", "", False, detail=str(exc), error=_error_line())
+    out.seconds = round(time.perf_counter() - start, 3)
+    return out
+
+
+def _run_fault(claim: Claim, fault: Fault, inputs: Any, ctx: Context) -> FaultResult:
+    """The fault's targets on the broken inputs: caught when every target fails without crashing."""
+    try:
+        broken = fault.apply(inputs, ctx)
+    except Exception as exc:  # noqa: BLE001 - a fault that cannot be applied catches nothing
+        return FaultResult(fault.name, fault.breaks, False, error=f"{_error_line()} ({exc})")
+    checks = [_run_check(claim.check(name), broken, ctx) for name in fault.breaks]
+    caught = all(not c.holds and not c.error for c in checks)
+    return FaultResult(fault.name, fault.breaks, caught, checks)
 
 
 def run_claim(claim: Claim, ctx: Context) -> Result:
+    """Run every check on the honest inputs and every fault's targets on its broken inputs."""
     start = time.perf_counter()
+    error = ""
     with cpu_threads(ctx.threads):
-        out, err = _guarded(claim.check, ctx)
-        fals, ferr = _guarded(claim.falsifier, ctx)
-    caught = not fals.holds and not ferr  # a falsifier that crashes has caught nothing
+        try:
+            inputs = claim.inputs(ctx)
+        except Exception as exc:  # noqa: BLE001 - inputs that cannot be built fail every check
+            inputs, error = None, f"building the inputs: {_error_line()} ({exc})"
+        if error:
+            checks = [CheckResult(c.name, "error", "", "", False, error=error) for c in claim.checks]
+            faults = [FaultResult(f.name, f.breaks, False, error=error) for f in claim.faults]
+        else:
+            checks = [_run_check(c, inputs, ctx) for c in claim.checks]
+            faults = [_run_fault(claim, f, inputs, ctx) for f in claim.faults]
+    return _result(claim, ctx, checks, faults, round(time.perf_counter() - start, 3), error)
+
+
+def _dtype(checks: List[CheckResult]) -> str:
+    kinds = sorted({part for c in checks if c.dtype != "exact" for part in c.dtype.split("+")})
+    return "+".join(kinds) if kinds else "float64"
+
+
+def _number(value) -> Optional[float]:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _result(claim: Claim, ctx: Context, checks, faults, seconds: float, error: str) -> Result:
+    """The claim's row: the first check is its headline (measured, bound); holds = every check holds."""
+    head = checks[0]
+    errors = [error] if error else []
+    errors += [f"{c.name}: {c.error}" for c in checks if c.error]
+    errors += [f"fault {f.name}: {f.error}" for f in faults if f.error and not error]
+    errors += [f"fault {f.name} / {c.name}: {c.error}" for f in faults for c in f.checks if c.error]
     return Result(
-        id=claim.id, ref_seed=claim.ref_seed, ref_conference=claim.ref_conference,
-        statement=claim.statement, measured=out.measured, bound=out.bound, holds=out.holds and not err,
-        falsifier_caught=caught, profile=ctx.profile, device=ctx.device, dtype=out.dtype,
-        seconds=round(time.perf_counter() - start, 3), seed=ctx.seed, detail=out.detail,
-        falsifier=claim.falsifier_statement, falsifier_measured=fals.measured, falsifier_detail=fals.detail,
-        error="; ".join(e for e in (err, ferr) if e), measured_value=out.value, bound_value=out.limit,
+        id=claim.id, ref_seed=claim.ref.seed, ref_conference=claim.ref.conference, statement=claim.statement,
+        measured=head.measured, bound=head.shown_bound if head.relation else head.bound,
+        holds=all(c.holds for c in checks), falsifier_caught=all(f.caught for f in faults),
+        profile=ctx.profile, device=ctx.device, seconds=seconds, seed=ctx.seed, dtype=_dtype(checks),
+        detail="; ".join(f"{c.name}: {c.detail}" for c in checks if c.detail),
+        falsifier="; ".join(f.name for f in claim.faults), error="; ".join(errors),
+        measured_value=_number(head.measured), bound_value=_number(head.bound), checks=checks, faults=faults,
     )
+
+
+def functions_named(fns: Tuple[Callable, ...]) -> List[str]:
+    """'module.function' for each function a claim builds or bounds with."""
+    return [f"{getattr(f, '__module__', '?')}.{getattr(f, '__qualname__', repr(f))}" for f in fns]

@@ -49,7 +49,7 @@ def table(results: Sequence[Result], title: str) -> Table:
         ("bound", dict()),
         *((name, dict()) for name in extra),
         ("holds", dict(justify="center")),
-        ("falsifier caught", dict(justify="center")),
+        ("faults caught", dict(justify="center")),
         ("s", dict(justify="right")),
     ):
         t.add_column(col, **kw)
@@ -57,27 +57,41 @@ def table(results: Sequence[Result], title: str) -> Table:
         ref = r.ref_seed if r.ref_seed == r.ref_conference else f"{r.ref_seed} / {r.ref_conference}"
         t.add_row(
             r.id, ref, r.statement, fmt(r.measured), fmt(r.bound), *(getattr(r, name) for name in extra),
-            _mark(r.holds), _mark(r.falsifier_caught), f"{r.seconds:.1f}",
+            _count(r.holds, sum(c.holds for c in r.checks), len(r.checks)),
+            _count(r.falsifier_caught, sum(f.caught for f in r.faults), len(r.faults)), f"{r.seconds:.1f}",
         )
     return t
 
 
-def _mark(ok: bool) -> str:
-    return "[green]yes[/green]" if ok else "[bold red]NO[/bold red]"
+def _count(ok: bool, good: int, total: int) -> str:
+    """'yes' (one part), 'yes 5/5', or 'NO 3/5' in red."""
+    mark = "[green]yes[/green]" if ok else "[bold red]NO[/bold red]"
+    return mark if total == 1 else f"{mark} {good}/{total}"
+
+
+def failure_lines(r: Result) -> List[str]:
+    """What a failing claim's reader needs: each failed check with its measured and bound values,
+    each fault whose target checks still held, and any error."""
+    lines = [f"check {c.name}: measured {fmt(c.measured)}, bound {c.shown_bound}"
+             + (f" - {c.error}" if c.error else f" ({c.detail})" if c.detail else "") for c in r.failed_checks]
+    for f in r.missed_faults:
+        held = ", ".join(f"{c.name} measured {fmt(c.measured)} {c.shown_bound}" for c in f.checks if c.holds)
+        lines.append(f"fault {f.name!r} NOT caught: " + (f.error or f"still holds: {held}"))
+    if r.error and not lines:
+        lines.append(f"error: {r.error}")
+    return lines
 
 
 def print_report(results: Sequence[Result], console: Console, title: str) -> None:
     console.print(table(results, title))
     for r in results:
         if not r.passed:
-            console.print(f"[bold red]{r.id}[/bold red]: {r.detail or '-'}")
-            if not r.falsifier_caught:
-                console.print(f"  falsifier ({r.falsifier}) was NOT caught: {r.falsifier_detail or r.falsifier_measured}")
-            if r.error:
-                console.print(f"  error: {r.error}")
+            console.print(f"[bold red]{r.id}[/bold red] fails:", highlight=False)
+            for line in failure_lines(r):
+                console.print(f"  {line}", markup=False, highlight=False)
     passed = sum(r.passed for r in results)
     style = "green" if passed == len(results) else "bold red"
-    console.print(f"[{style}]{passed}/{len(results)} claims hold with their falsifiers caught[/{style}]")
+    console.print(f"[{style}]{passed}/{len(results)} claims hold with every fault caught[/{style}]")
 
 
 def environment() -> dict:

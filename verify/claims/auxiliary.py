@@ -3,12 +3,15 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import dataclass, replace
+from typing import Callable, Tuple
 
 from scipy import stats
 
 from qstr.bounds.gaussian import (VarianceEstimate, conditional_sqnorm_variance, mc_conditional_sqnorm_variance,
                                   random_orthonormal_rows)
-from qstr.verify.registry import Claim, Context, Outcome, register
+from qstr.verify.claim import Check, Claim, Fault, Ref, Verdict, at_most
+from qstr.verify.legacy import Claim as Legacy, Context, Outcome, register
 from qstr.verify.rounding import Rounding, largest, two_layer
 
 # (k, r) pairs: r = 0 (no conditioning), small and large r
@@ -16,58 +19,74 @@ LEMMA40_CASES = ((1, 0), (6, 2), (20, 7), (40, 39))
 FAMILY_CONFIDENCE = 0.999  # Bonferroni over the cases
 
 
-Z975 = 1.959963984540054  # the 97.5% standard normal quantile: a 95% two-sided interval is estimate +- 1.96 stderr
 
 
-def interval_as_derived() -> bool:
-    """Lemma 40's Monte Carlo record (docs/derivations/few-heads.md, section 1): an estimate 2 with stderr 0.5 at 95%
-    has interval 2 +- 0.5 * 1.959964 (contains 2.97, not 2.99 nor 1.01), z-score |value - 2| / 0.5, and with
-    stderr 0 a z-score of 0 at the estimate and inf elsewhere; the estimator's default confidence is 0.999."""
-    e = VarianceEstimate(estimate=2.0, stderr=0.5, confidence=0.95, samples=100)
-    default = mc_conditional_sqnorm_variance(torch.eye(2, dtype=torch.float64)[:1], n_outer=2, n_inner=2,
-                                             generator=torch.Generator().manual_seed(0)).confidence
-    lo, hi = e.interval
-    exact = VarianceEstimate(estimate=2.0, stderr=0.0, confidence=0.95, samples=100)
-    return (abs(lo - (2 - 0.5 * Z975)) <= 1e-12 and abs(hi - (2 + 0.5 * Z975)) <= 1e-12 and e.contains(2.97)
-            and not e.contains(2.99) and not e.contains(1.01) and e.zscore(3.0) == 2.0
-            and exact.zscore(2.0) == 0.0 and exact.zscore(2.1) == math.inf and exact.contains(2.0)
-            and default == 0.999)
+@dataclass(frozen=True)
+class Lemma40Inputs:
+    """Monte Carlo estimates of Var(||x||^2 | Vx), one per (k, r), and the closed form they test."""
+
+    cases: Tuple[Tuple[int, int], ...]
+    estimates: Tuple[VarianceEstimate, ...]
+    variance: Callable[[int, int], float]  # Lemma 40's closed form 2 (k - r)
+    zcrit: float  # the per-case critical value of the family's confidence (Bonferroni)
+    n_terms: int  # summands behind each estimate, for the rounding term
 
 
-def _lemma40(ctx: Context, rank_shift: int) -> Outcome:
-    """Monte Carlo Var(||x||^2 | Vx) against 2(k - r - rank_shift), each within its interval."""
+def lemma40_inputs(ctx: Context) -> Lemma40Inputs:
+    """One estimate per case from ``mc_conditional_sqnorm_variance`` (docs/derivations/few-heads.md, section 1)."""
     n_outer, n_inner = ctx.pick(quick=(400, 200), full=(2000, 500), gpu=(4000, 200))
     per_case = 1 - (1 - FAMILY_CONFIDENCE) / len(LEMMA40_CASES)
-    zcrit = stats.norm.ppf(0.5 + per_case / 2)
-    ok, worst, parts, terms = True, 0.0, [], []
-    for i, (k, r) in enumerate(LEMMA40_CASES):
-        V = random_orthonormal_rows(r, k, generator=ctx.generator(40 + i, ctx.device))
-        est = mc_conditional_sqnorm_variance(V, n_outer=n_outer, n_inner=n_inner,
-                                             generator=ctx.generator(400 + i, ctx.device), confidence=per_case)
-        claimed = conditional_sqnorm_variance(k, min(r + rank_shift, k))
-        z = est.zscore(claimed)
-        rnd = Rounding(n=n_outer + n_inner + k, scale=max(est.estimate, claimed), what="(n_outer + n_inner + k) eps max(est, 2(k-r))")
-        ok &= rnd.within(abs(est.estimate - claimed), zcrit * est.stderr)
-        ok &= est.contains(claimed) or rnd.within(abs(est.estimate - claimed), est.halfwidth)  # the record's own CI
-        terms.append(rnd)
-        worst = max(worst, z)
+    estimates = []
+    for k, r in LEMMA40_CASES:
+        V = random_orthonormal_rows(r, k, generator=ctx.generator("lemma-40/V", k, r, device=ctx.device))
+        estimates.append(mc_conditional_sqnorm_variance(
+            V, n_outer=n_outer, n_inner=n_inner, confidence=per_case,
+            generator=ctx.generator("lemma-40/samples", k, r, device=ctx.device)))
+    return Lemma40Inputs(LEMMA40_CASES, tuple(estimates), conditional_sqnorm_variance,
+                         float(stats.norm.ppf(0.5 + per_case / 2)), n_outer + n_inner)
+
+
+def _lemma40_rounding(inp: Lemma40Inputs, est: VarianceEstimate, k: int, claimed: float) -> Rounding:
+    return Rounding(n=inp.n_terms + k, scale=max(est.estimate, claimed),
+                    what="(n_outer + n_inner + k) eps max(est, 2(k-r))")
+
+
+def lemma40_zscores(inp: Lemma40Inputs, ctx: Context) -> Verdict:
+    """The largest |estimate - 2(k - r)| / stderr over the cases is within the family's critical value."""
+    worst, parts, terms = 0.0, [], []
+    for (k, r), est in zip(inp.cases, inp.estimates):
+        claimed = inp.variance(k, r)
+        rnd = _lemma40_rounding(inp, est, k, claimed)
+        terms.append(rnd.times(1 / max(est.stderr, 1e-300), "1/stderr"))
+        worst = max(worst, abs(est.estimate - claimed) / max(est.stderr, 1e-300))
         parts.append(f"k={k} r={r}: {est.estimate:.3f} +- {est.halfwidth:.3f} vs {claimed:g}")
-    known = interval_as_derived()
-    ok &= known
-    parts.append(f"largest {largest(terms)} (the CI half-width)")
-    parts.append(f"the estimate's interval, contains and z-score on a known value (2 +- 0.5 x 1.959964 at 95%; "
-                 f"stderr 0; the default confidence 0.999): {known}")
-    parts.append("two-sided: value = the largest |z| = |estimate - 2(k - r)| / stderr over the cases, limit the "
-                 "family critical value (each case's rounding term on top)")
-    return Outcome(measured=f"max |z| = {worst:.2f}", bound=f"|z| <= {zcrit:.2f}", holds=ok, detail="; ".join(parts),
-                   value=float(worst), limit=float(zcrit))
+    return at_most(worst, inp.zcrit, largest(terms), detail="; ".join(parts))
+
+
+def lemma40_intervals(inp: Lemma40Inputs, ctx: Context) -> Verdict:
+    """Every case's own confidence interval (the estimator's record) contains 2(k - r): the largest
+    distance to the closed form in half-widths is at most 1."""
+    worst, terms = 0.0, []
+    for (k, r), est in zip(inp.cases, inp.estimates):
+        claimed = inp.variance(k, r)
+        terms.append(_lemma40_rounding(inp, est, k, claimed).times(1 / est.halfwidth, "1/halfwidth"))
+        worst = max(worst, abs(est.estimate - claimed) / est.halfwidth)
+    return at_most(worst, 1.0, largest(terms), detail="|estimate - 2(k - r)| / half-width, largest case")
+
+
+def _rank_plus_one(inp: Lemma40Inputs, ctx: Context) -> Lemma40Inputs:
+    """The closed form at rank r + 1: an off-by-one in the conditioning's degrees of freedom."""
+    return replace(inp, variance=lambda k, r: conditional_sqnorm_variance(k, min(r + 1, k)))
 
 
 register(Claim(
-    id="lemma-40", ref_seed="Lemma 40", ref_conference="Lemma 40",
+    id="lemma-40", ref=Ref("Lemma 40"),
     statement="Var(||x||^2 | Vx) = 2(k - r) for x ~ N(0, I_k), V with r orthonormal rows (MC, 99.9% family CI)",
-    check=lambda ctx: _lemma40(ctx, 0), falsifier=lambda ctx: _lemma40(ctx, 1),
-    falsifier_statement="the same estimates tested against a wrong rank r + 1",
+    inputs=lemma40_inputs,
+    checks=[Check("family z-scores", lemma40_zscores), Check("each interval contains", lemma40_intervals)],
+    faults=[Fault("rank r + 1", _rank_plus_one, breaks=("family z-scores", "each interval contains"))],
+    builds=(mc_conditional_sqnorm_variance,), bounds=(conditional_sqnorm_variance,),
+    derivation="docs/derivations/few-heads.md",
 ))
 
 # ---------------------------------------------------------------- lemma-39, lemma-41, lemma-42
@@ -158,7 +177,7 @@ def _lemma39(ctx: Context, swapped: bool) -> Outcome:
                    value=float(worst), limit=1.0 + LEMMA39_ROUNDING.term)
 
 
-register(Claim(
+register(Legacy(
     id="lemma-39", ref_seed="Lemma 39", ref_conference="Lemma 39",
     statement="||AB||_{p,q} <= ||A||_{r,q} ||B||_{p,s} (row p-norms then q-norm; 1/r + 1/s = 1), tight",
     check=lambda ctx: _lemma39(ctx, swapped=False),
@@ -294,7 +313,7 @@ def _lemma41(ctx: Context, shrink: float) -> Outcome:
                    detail="; ".join(parts), value=float(worst), limit=0.0)
 
 
-register(Claim(
+register(Legacy(
     id="lemma-41", ref_seed="Lemma 41", ref_conference="Lemma 41",
     statement=("eps-packings: log M <= d log(1 + 2/eps) (l2 ball), and <= log C(2d+k, k), k = ceil(4/eps^2) "
                "(Maurey, l1 ball); greedy packings in d = 1, 2, 3 never exceed them, and one of random unit vectors "
@@ -519,7 +538,7 @@ def _lemma42_falsifier(ctx: Context) -> Outcome:
                    value=float(worst), limit=1.0)
 
 
-register(Claim(
+register(Legacy(
     id="lemma-42", ref_seed="Lemma 42", ref_conference="Lemma 42",
     statement=("explicit two-layer ReLU net for an L-Lipschitz f on the R-ball of R^k (k=1 interpolation, "
                "k=2 Fourier-ridge): sup-error, certified on the ball by grid + Lipschitz slack, within its bound"),

@@ -14,7 +14,7 @@ from qstr.constructions.links import make_link
 from qstr.constructions.models import (BiasedTransformer, EncodedFFN, MergedAttention, PracticalFFN,
                                       PracticalTransformer, VecFFN, build_practical)
 from qstr.constructions.task import QSTR
-from qstr.verify.registry import Claim, Context, Outcome, register
+from qstr.verify.legacy import Claim, Context, Outcome, register
 from qstr.verify.training import fit_online
 
 F2_D, F2_BLOCK, F2_DIAG = 4, 0.9, 3.0  # d; least share of the block; least diagonal share / chance

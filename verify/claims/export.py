@@ -17,7 +17,7 @@ from qstr.constructions.codes import rs_hadamard_codebook
 from qstr.constructions.export import (construction_state, from_multihead, init_from_construction, load_construction_state,
                                        load_multihead, logical_parameters, to_multihead)
 from qstr.constructions.links import make_link
-from qstr.verify.registry import Claim, Context, Outcome, register
+from qstr.verify.legacy import Claim, Context, Outcome, register
 from qstr.verify.rounding import Rounding
 
 EX_N, EX_D = 128, 3

@@ -42,7 +42,7 @@ from qstr.bounds.feedforward import (
     zcrit,
 )
 from qstr.constructions.links import make_link
-from qstr.verify.registry import Claim, Context, Outcome, register
+from qstr.verify.legacy import Claim, Context, Outcome, register
 from qstr.verify.rounding import Rounding, largest
 from qstr.verify.training.ffn import FFNTrace, ffn_test_risk, fit_full_batch, make_vec_ffn, simple_1str_data
 

@@ -29,7 +29,7 @@ from qstr.constructions.relu import (gate_bands, gate_gadget, identity_gadget, p
 from qstr.constructions.task import QSTR, gather_tokens
 from qstr.verify.adversarial import clip_to_ball
 from qstr.verify.claims.export import through_file, through_path
-from qstr.verify.registry import Claim, Context, Outcome, register
+from qstr.verify.legacy import Claim, Context, Outcome, register
 from qstr.verify.rounding import Rounding, largest, two_layer
 
 F64 = torch.float64

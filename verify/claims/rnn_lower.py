@@ -45,7 +45,7 @@ from qstr.constructions.interpolation import (
     separating_direction,
     slot_memory_rnn,
 )
-from qstr.verify.registry import Claim, Context, Outcome, register
+from qstr.verify.legacy import Claim, Context, Outcome, register
 from qstr.verify.threads import cpu_threads
 from qstr.verify.rounding import Rounding, largest
 

@@ -33,7 +33,7 @@ from qstr.constructions.links import CallableLink, TwoLayerNet, he2, make_link
 from qstr.constructions.recurrent import token_radius
 from qstr.constructions.task import QSTR, Prompts, gather_tokens, moment_check
 from qstr.verify.properties import assert_valid_prompts
-from qstr.verify.registry import Claim, Context, Outcome, register
+from qstr.verify.legacy import Claim, Context, Outcome, register
 from qstr.verify.rounding import Rounding
 from qstr.verify.strategies import prompts
 

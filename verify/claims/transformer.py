@@ -32,7 +32,7 @@ from qstr.constructions.relu import sqnorm_net
 from qstr.constructions.task import QSTR, gather_tokens
 from qstr.verify.adversarial import clip_to_ball, worst_case_tokens
 from qstr.verify.claims.export import saved_and_reloaded
-from qstr.verify.registry import Claim, Context, Outcome, register
+from qstr.verify.legacy import Claim, Context, Outcome, register
 from qstr.verify.rounding import Rounding, largest
 from qstr.verify.training import fit_online, position_risk
 
