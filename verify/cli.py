@@ -72,7 +72,11 @@ def _verify_options(v: argparse.ArgumentParser) -> None:
     v.add_argument("--only", nargs="+", action="extend", metavar="ID", help="run only these claim ids (repeatable)")
     v.add_argument("--json", metavar="PATH", help="write the results as a JSON list of records")
     _seed_option(v)
-    v.add_argument("--list", action="store_true", help="list the claims of the profile and exit")
+    v.add_argument("--list", action="store_true",
+                   help="print the index of the claims (references, checks, faults, functions, derivation)")
+    v.add_argument("--claims", nargs="+", action="extend", metavar="MODULE",
+                   help="also run the claims this module registers (dotted name or path to a .py file; "
+                        "docs/claims.md)")
     v.add_argument("--threads", type=_count, default=1, metavar="T",
                    help="CPU threads per check (default 1: the checks are many small ops)")
     v.add_argument("--fail-fast", action="store_true", help="stop at the first claim that fails (exit 1); for mutation testing")
@@ -232,17 +236,35 @@ def _context(args):
     return Context(profile=args.profile, device=device, seed=args.seed, threads=args.threads)
 
 
+def _selected(args, profile: str):
+    """The paper's claims and those of every --claims module, narrowed by --only."""
+    from qstr.verify.claims import select
+    from qstr.verify.registry import load_claims
+
+    for module in args.claims or ():
+        load_claims(module)
+    return select(profile, args.only)
+
+
+def _list(args, console: Console) -> int:
+    """The index of the selected claims (no device needed: nothing runs)."""
+    from qstr.verify.claim import PROFILES
+    from qstr.verify.index import text
+
+    if args.profile not in PROFILES:
+        raise ValueError(f"--profile must be one of {', '.join(PROFILES)}, got {args.profile!r}")
+    console.print(text(_selected(args, args.profile)), markup=False, highlight=False, soft_wrap=True)
+    return 0
+
+
 def _verify(args, console: Console) -> int:
+    if args.list:
+        return _list(args, console)
     ctx = _context(args)
     _writable_file("--json", args.json)
-    from qstr.verify.claims import select
     from qstr.verify.registry import run_claim
 
-    claims = select(ctx.profile, args.only)
-    if args.list:
-        for c in claims:
-            console.print(f"{c.id:28s} {c.ref_seed:20s} {c.statement}")
-        return 0
+    claims = _selected(args, ctx.profile)
     from qstr.verify.report import print_report, write_json
 
     results = []

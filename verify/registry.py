@@ -6,7 +6,8 @@ declared with the primitives of ``qstr.verify.claim`` (docs/claims.md).
 """
 from __future__ import annotations
 
-import importlib
+import importlib.util
+import os
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
@@ -105,9 +106,6 @@ def load_claims(module: str) -> List[Claim]:
     before = set(REGISTRY)
     try:
         if module.endswith(".py"):
-            import importlib.util
-            import os
-
             if not os.path.isfile(module):
                 raise ValueError(f"--claims {module}: no such file")
             name = "qstr_user_claims_" + os.path.splitext(os.path.basename(module))[0]
@@ -118,6 +116,8 @@ def load_claims(module: str) -> List[Claim]:
             importlib.import_module(module)
     except ModuleNotFoundError as exc:
         raise ValueError(f"--claims {module}: cannot import it ({exc})") from None
+    except SyntaxError as exc:
+        raise ValueError(f"--claims {module}: line {exc.lineno}: {exc.msg}") from None
     return [c for cid, c in REGISTRY.items() if cid not in before]
 
 

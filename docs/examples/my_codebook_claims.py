@@ -1,0 +1,72 @@
+"""A user's claim: Lemma 11's guarantee holds for the q-head attention built on MY codebook.
+
+Run it beside the paper's claims:  qstr verify --claims docs/examples/my_codebook_claims.py
+or as pytest items:                 pytest --qstr --qstr-claims docs/examples/my_codebook_claims.py
+(docs/claims.md walks through it.)
+"""
+from dataclasses import dataclass, replace
+
+import torch
+
+from qstr.bounds.attention import lemma11
+from qstr.constructions.attention import Construction, lemma11_adversarial_prompt
+from qstr.constructions.codes import Codebook
+from qstr.constructions.links import affine_net
+from qstr.constructions.task import gather_tokens
+from qstr.verify.claim import Check, Claim, Context, Fault, Ref, Verdict, at_most
+from qstr.verify.registry import register
+from qstr.verify.rounding import Rounding
+
+N, D, Q, EPS, R_X = 64, 4, 2, 0.05, 2.0
+
+
+def my_codebook(generator: torch.Generator) -> Codebook:
+    """My codes: sign vectors of length 256, then the exact coherence is measured by Codebook."""
+    signs = torch.randint(0, 2, (N, 256), generator=generator, dtype=torch.float64) * 2 - 1
+    return Codebook.from_tensor(signs / 16.0)
+
+
+@dataclass(frozen=True)
+class Inputs:
+    construction: Construction  # the module users get
+    net: torch.nn.Module  # the Assumption 2 net it approximates (affine on the r_x-ball)
+    direction: torch.Tensor  # sum of the net's per-head gradients: the worst prompt's direction
+    bound: float  # the attached guarantee's error bound
+
+
+def inputs(ctx: Context) -> Inputs:
+    """Lemma 11's construction at eps on my codebook, for a net affine on the r_x-ball."""
+    u = torch.randn(D, generator=ctx.generator("my-lemma-11/u"), dtype=torch.float64)
+    w = torch.cat([u, u]) / u.norm() / 2
+    net = affine_net(w, R_X)
+    cons = lemma11(N, D, Q, net, eps=EPS, r_x=R_X, codebook=my_codebook(ctx.generator("my-lemma-11/codes")))
+    return Inputs(cons, net, w.view(Q, D).sum(0), cons.guarantee.error_bound)
+
+
+def worst_prompt_within_bound(inp: Inputs, ctx: Context) -> Verdict:
+    """The error at Lemma 11's worst prompt for an affine net is at most the guarantee."""
+    x, t = lemma11_adversarial_prompt(inp.construction, inp.direction, r_x=R_X)
+    with torch.no_grad():
+        err = float((inp.construction.predict(x, t) - inp.net(gather_tokens(x, t))).abs().max())
+    return at_most(err, inp.bound, Rounding(n=N + 64, scale=R_X, what="(N + 64) eps r_x"))
+
+
+def guarantee_meets_eps(inp: Inputs, ctx: Context) -> Verdict:
+    """The guarantee attached to the construction is at most the eps asked for."""
+    return at_most(inp.bound, EPS)
+
+
+def scores_halved(inp: Inputs, ctx: Context) -> Inputs:
+    """The same weights at half the attention scale alpha: the softmax leaks more than promised."""
+    return replace(inp, construction=inp.construction.with_alpha(inp.construction.alpha / 2))
+
+
+register(Claim(
+    id="my-lemma-11", ref=Ref("Lemma 11"),
+    statement=f"Lemma 11 on my sign codebook (N={N}, q=H={Q}): the worst prompt's error <= the guarantee <= {EPS}",
+    inputs=inputs,
+    checks=[Check("worst prompt within bound", worst_prompt_within_bound),
+            Check("guarantee meets eps", guarantee_meets_eps)],
+    faults=[Fault("scores halved", scores_halved, breaks=("worst prompt within bound",))],
+    builds=(lemma11,), bounds=(lemma11,), derivation="docs/derivations/lemma11.md",
+))

@@ -1,0 +1,144 @@
+"""pytest integration: `pytest --qstr` collects every registered claim as test items (docs/claims.md).
+
+Each claim is a node named by its id; its checks (`check[NAME]`) and faults (`fault[NAME]`) are the
+items, so `-k lemma-11`, `-x` and `--junitxml` work as usual. The claim's inputs are built once,
+by its first item. Loaded through the `pytest11` entry point; nothing is imported until --qstr.
+"""
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import pytest
+
+_PROFILES = ("quick", "full", "gpu")  # qstr.verify.claim.PROFILES, restated so loading imports no torch
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("qstr", "qstr-toolkit claims as test items")
+    group.addoption("--qstr", action="store_true", help="collect every registered claim (the paper's and "
+                    "those of --qstr-claims) as test items: one node per claim, its checks and faults as items")
+    group.addoption("--qstr-profile", default="quick", choices=_PROFILES, help="claim sizes (default quick)")
+    group.addoption("--qstr-device", default=None, help="cpu or cuda (default: cpu; cuda for the gpu profile)")
+    group.addoption("--qstr-seed", type=int, default=0, help="seed of every random draw (default 0)")
+    group.addoption("--qstr-claims", action="append", default=[], metavar="MODULE",
+                    help="a module of your own claims (dotted name or .py path); repeatable")
+
+
+class ClaimFailed(Exception):
+    """A check that does not hold, or a fault whose target checks still hold: one line each."""
+
+
+class ClaimNode(pytest.Collector):
+    """One claim: builds its inputs once and yields its checks and faults as items."""
+
+    def __init__(self, *, claim, ctx, **kw):
+        super().__init__(**kw)
+        self.claim, self.ctx, self._inputs, self._error = claim, ctx, None, None
+
+    def collect(self):
+        for c in self.claim.checks:
+            yield CheckItem.from_parent(self, name=f"check[{c.name}]", check=c)
+        for f in self.claim.faults:
+            yield FaultItem.from_parent(self, name=f"fault[{f.name}]", fault=f)
+
+    def inputs(self):
+        """The honest inputs, built by the first item that asks (an error fails every item)."""
+        if self._inputs is None and self._error is None:
+            from qstr.verify.threads import cpu_threads
+
+            try:
+                with cpu_threads(self.ctx.threads):
+                    self._inputs = (self.claim.inputs(self.ctx),)
+            except Exception as exc:  # noqa: BLE001 - reported by every item of the claim
+                self._error = exc
+        if self._error is not None:
+            raise ClaimFailed(f"building the inputs of {self.claim.id}: {self._error!r}")
+        return self._inputs[0]
+
+
+class _ClaimItem(pytest.Item):
+    def _run(self, check, inputs):
+        from qstr.verify.registry import _run_check
+        from qstr.verify.threads import cpu_threads
+
+        with cpu_threads(self.parent.ctx.threads):
+            return _run_check(check, inputs, self.parent.ctx)
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, ClaimFailed):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self):
+        return self.path, None, f"{self.parent.claim.id}: {self.name}"
+
+
+def _line(r) -> str:
+    from qstr.verify.report import fmt
+
+    return f"{r.name}: measured {fmt(r.measured)}, bound {r.shown_bound}" + (
+        f" - {r.error}" if r.error else f" ({r.detail})" if r.detail else "")
+
+
+class CheckItem(_ClaimItem):
+    """A check on the honest inputs: passes when it holds."""
+
+    def __init__(self, *, check, **kw):
+        super().__init__(**kw)
+        self.check = check
+
+    def runtest(self):
+        r = self._run(self.check, self.parent.inputs())
+        if not r.holds:
+            raise ClaimFailed(f"{self.parent.claim.id} does not hold: {_line(r)}")
+
+
+class FaultItem(_ClaimItem):
+    """A fault: passes when every check it names fails on the broken inputs."""
+
+    def __init__(self, *, fault, **kw):
+        super().__init__(**kw)
+        self.fault = fault
+
+    def runtest(self):
+        broken = self.fault.apply(self.parent.inputs(), self.parent.ctx)
+        results = [self._run(self.parent.claim.check(n), broken) for n in self.fault.breaks]
+        missed = [r for r in results if r.holds or r.error]
+        if missed:
+            raise ClaimFailed(f"{self.parent.claim.id}: fault {self.fault.name!r} not caught; "
+                              + "; ".join(_line(r) for r in missed))
+
+
+def _context(config):
+    from qstr.verify.claim import Context
+
+    profile = config.getoption("qstr_profile")
+    device = config.getoption("qstr_device") or ("cuda" if profile == "gpu" else "cpu")
+    return Context(profile=profile, device=device, seed=config.getoption("qstr_seed"))
+
+
+def _path(claim, default: Path) -> Path:
+    try:
+        return Path(inspect.getsourcefile(claim.inputs))
+    except TypeError:
+        return default
+
+
+@pytest.hookimpl(tryfirst=True)  # before -k and -m deselect
+def pytest_collection_modifyitems(session, config, items):
+    if not config.getoption("qstr"):
+        return
+    import qstr.verify.claims as paper
+    from qstr.verify.registry import load_claims
+
+    for module in config.getoption("qstr_claims"):
+        load_claims(module)
+    ctx = _context(config)
+    for claim in paper.select(ctx.profile):
+        node = ClaimNode.from_parent(session, name=claim.id, nodeid=f"qstr::{claim.id}",
+                                     path=_path(claim, session.path), claim=claim, ctx=ctx)
+        new = list(node.collect())
+        # reported like collected files, so "collected N items" and -k's counts include them
+        config.hook.pytest_collectreport(report=pytest.CollectReport(node.nodeid, "passed", None, new))
+        items.extend(new)
