@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from qstr.verify.cli import main
-from qstr.verify.registry import Claim, Outcome
+from qstr.verify.claim import Check, Claim, Fault, Ref, Verdict
 
 
 def test_verify_json(tmp_path, capsys):
@@ -17,12 +17,17 @@ def test_verify_json(tmp_path, capsys):
     assert [r["id"] for r in records] == ["lemma-40", "data-model"]
     keys = {"id", "ref_seed", "ref_conference", "statement", "measured", "bound", "measured_value", "bound_value",
             "holds", "falsifier_caught", "passed", "profile", "device", "dtype", "seconds", "seed", "detail",
-            "falsifier", "falsifier_measured", "falsifier_detail", "error", "env"}
+            "falsifier", "error", "checks", "faults", "env"}
+    check_keys = {"name", "measured", "bound", "relation", "holds", "rounding", "detail", "dtype", "error", "seconds"}
     for r in records:
         assert set(r) == keys  # exactly the keys README.md and docs/formats.md list
         assert {"qstr-toolkit", "python", "torch", "platform"} <= set(r["env"])
         assert r["holds"] is True and r["falsifier_caught"] is True
         assert r["profile"] == "quick" and r["device"] == "cpu"
+        assert r["checks"] and all(set(c) == check_keys and c["holds"] is True for c in r["checks"])
+        assert all(set(f) == {"name", "breaks", "caught", "checks", "error"} and f["caught"] is True
+                   and [c["name"] for c in f["checks"]] == f["breaks"] for f in r["faults"])
+        assert all(c["holds"] is False for f in r["faults"] for c in f["checks"])
     out = capsys.readouterr().out
     assert "lemma-40" in out and "2/2 claims hold" in out
 
@@ -55,11 +60,18 @@ def test_cuda_request_without_cuda(capsys):
 def test_failing_claim_exits_1(monkeypatch, capsys):
     from qstr.verify import registry
 
-    bad = Claim("always-false", "-", "-", "false", check=lambda ctx: Outcome(1, 0, False),
-                falsifier=lambda ctx: Outcome(1, 0, False), falsifier_statement="none")
+    bad = _claim("always-false", holds=False)
     monkeypatch.setitem(registry.REGISTRY, "always-false", bad)
     assert main(["verify", "--only", "always-false"]) == 1
-    assert "0/1 claims hold" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "0/1 claims hold" in out and "check one: measured 1, bound <= 0" in out
+
+
+def _claim(cid: str, holds: bool) -> Claim:
+    """A claim with one check (1 <= 0 when it must fail) and one fault that makes it fail."""
+    return Claim(cid, Ref("-"), "1 <= bound", inputs=lambda ctx: holds,
+                 checks=[Check("one", lambda inp, ctx: Verdict(1.0, 2.0 if inp else 0.0, inp))],
+                 faults=[Fault("bound 0", lambda inp, ctx: False, breaks=("one",))])
 
 
 def test_console_script_module_entry():
@@ -272,12 +284,7 @@ def test_fail_fast_stops_at_the_first_failing_claim(monkeypatch, tmp_path, capsy
     """--fail-fast: the run ends after the first failing claim, exit 1, the table and JSON hold what ran."""
     from qstr.verify import registry
 
-    def failing(ctx):
-        return Outcome("1", "0", False)
-
-    monkeypatch.setitem(registry.REGISTRY, "lemma-40", Claim(
-        id="lemma-40", ref_seed="x", ref_conference="x", statement="x", check=failing, falsifier=failing,
-        falsifier_statement="x"))
+    monkeypatch.setitem(registry.REGISTRY, "lemma-40", _claim("lemma-40", holds=False))
     path = tmp_path / "out.json"
     assert main(["verify", "--only", "lemma-40", "data-model", "--fail-fast", "--json", str(path)]) == 1
     assert [r["id"] for r in json.loads(path.read_text())] == ["lemma-40"]
@@ -329,7 +336,7 @@ def test_seed_range_is_the_same_in_the_cli_and_the_python_api():
     from qstr.constructions.recurrent import build_rnn_for_cli
     from qstr.constructions.validate import seed
     from qstr.verify.cli import SEED_MAX, _seed
-    from qstr.verify.registry import Context
+    from qstr.verify.claim import Context
 
     assert SEED_MAX == 2**63 - 1
     for bad in (-1, 2**63):
@@ -339,7 +346,7 @@ def test_seed_range_is_the_same_in_the_cli_and_the_python_api():
             with pytest.raises(ValueError, match=r"seed must be an integer in \[0, 2\*\*63 - 1\], got"):
                 api(bad)
     assert _seed(str(SEED_MAX)) == seed("seed", SEED_MAX) == Context(seed=SEED_MAX).seed
-    Context(seed=SEED_MAX).generator(salt=7)  # the largest seed still seeds a generator
+    Context(seed=SEED_MAX).generator("any", 7)  # the largest seed still seeds a generator
 
 
 def test_sizes_that_cannot_fit_in_memory_are_refused_before_allocating(capsys):

@@ -1,26 +1,93 @@
-"""Tests for verify/registry.py: how run_claim scores a claim whose falsifier passes or whose check crashes,
-and that a claim run with the same seed gives the same numbers."""
+"""Tests for verify/registry.py: how run_claim scores checks and faults (a fault whose target still
+holds, a crashing check, inputs that cannot be built), loading a user's module, and that a claim
+run with the same seed gives the same numbers."""
+import pytest
+
+from qstr.verify.claim import Check, Claim, Context, Fault, Ref, Verdict, at_most
 from qstr.verify.claims import all_claims
-from qstr.verify.registry import Claim, Context, Outcome, run_claim
+from qstr.verify.registry import load_claims, register, run_claim
 
 
-def test_a_claim_whose_falsifier_passes_fails():
-    ok = Outcome(1.0, "<= 2", True)
-    c = Claim("fake", "-", "-", "1 <= 2", check=lambda ctx: ok, falsifier=lambda ctx: ok, falsifier_statement="none")
-    r = run_claim(c, Context())
+def _claim(inputs=lambda ctx: 1.0, apply=lambda inp, ctx: 3.0, run=None, cid="fake"):
+    """Checks "le 2" (x <= 2) and "le 5" (x <= 5); fault "three" sets x = 3, breaking "le 2"."""
+    return Claim(cid, Ref("Lemma 0", "Lemma 1"), "x <= 2", inputs=inputs,
+                 checks=[Check("le 2", run or (lambda x, ctx: at_most(x, 2.0))),
+                         Check("le 5", lambda x, ctx: at_most(x, 5.0))],
+                 faults=[Fault("three", apply, breaks=("le 2",))])
+
+
+def test_checks_and_faults_are_scored_each():
+    r = run_claim(_claim(), Context())
+    assert r.passed and [c.name for c in r.checks] == ["le 2", "le 5"] and r.ref_conference == "Lemma 1"
+    assert r.measured == 1.0 and r.bound == "<= 2" and r.measured_value == 1.0 and r.bound_value == 2.0
+    (f,) = r.faults
+    assert f.caught and [(c.name, c.measured, c.holds) for c in f.checks] == [("le 2", 3.0, False)]
+
+
+def test_a_fault_whose_target_still_holds_is_not_caught():
+    r = run_claim(_claim(apply=lambda inp, ctx: 1.5), Context())
     assert r.holds and not r.falsifier_caught and not r.passed
+    assert [f.name for f in r.missed_faults] == ["three"]
 
 
-def test_a_crashing_check_fails_and_is_reported():
-    def boom(ctx):
+def test_a_crashing_check_fails_and_catches_nothing():
+    def boom(x, ctx):
         raise RuntimeError("kaput")
 
-    c = Claim("fake", "-", "-", "s", check=boom, falsifier=boom, falsifier_statement="none")
-    r = run_claim(c, Context())
+    r = run_claim(_claim(run=boom), Context())
     assert not r.holds and not r.falsifier_caught and "kaput" in r.error
+    assert [c.name for c in r.failed_checks] == ["le 2"] and r.checks[1].holds
+
+
+def test_inputs_that_cannot_be_built_fail_every_check():
+    r = run_claim(_claim(inputs=lambda ctx: 1 / 0), Context())
+    assert not r.holds and not r.falsifier_caught and "ZeroDivisionError" in r.error
+    assert all(c.measured == "error" for c in r.checks)
+
+
+def test_faults_leave_the_honest_inputs_alone_and_see_the_context():
+    seen = []
+    r = run_claim(_claim(apply=lambda inp, ctx: seen.append((inp, ctx.profile)) or 4.0), Context())
+    assert r.passed and seen == [(1.0, "quick")]
+
+
+def test_declaration_is_checked():
+    ok = dict(id="x", ref=Ref("Lemma 1"), statement="s", inputs=lambda ctx: 0,
+              checks=[Check("a", lambda i, c: Verdict(0, 0, True))])
+    with pytest.raises(ValueError, match="declares no fault"):
+        Claim(**ok, faults=[])
+    with pytest.raises(ValueError, match="breaks unknown check"):
+        Claim(**ok, faults=[Fault("f", lambda i, c: i, breaks=("b",))])
+    with pytest.raises(ValueError, match="breaks no check"):
+        Fault("f", lambda i, c: i, breaks=())
+    with pytest.raises(ValueError, match="each with its own name"):
+        Claim(**{**ok, "checks": ok["checks"] * 2}, faults=[Fault("f", lambda i, c: i, breaks="a")])
+    with pytest.raises(ValueError, match="ref must be a Ref"):
+        Claim(**{**ok, "ref": "Lemma 1"}, faults=[Fault("f", lambda i, c: i, breaks="a")])
+    with pytest.raises(ValueError, match="registered twice"):
+        register(all_claims()["lemma-40"])
+
+
+def test_load_claims_registers_a_users_file(tmp_path, monkeypatch):
+    from qstr.verify import registry
+
+    monkeypatch.setattr(registry, "REGISTRY", dict(registry.REGISTRY))
+    (tmp_path / "mine.py").write_text(
+        "from qstr.verify.claim import Check, Claim, Fault, Ref, at_most\n"
+        "from qstr.verify.registry import register\n"
+        "register(Claim('mine', Ref('Lemma 1'), 's', inputs=lambda ctx: 1.0,\n"
+        "               checks=[Check('le 2', lambda x, ctx: at_most(x, 2.0))],\n"
+        "               faults=[Fault('three', lambda x, ctx: 3.0, breaks='le 2')]))\n")
+    (claim,) = load_claims(str(tmp_path / "mine.py"))
+    assert claim.id == "mine" and run_claim(claim, Context()).passed
+    (tmp_path / "broken.py").write_text("def (:\n")
+    with pytest.raises(ValueError, match="broken.py: line 1"):
+        load_claims(str(tmp_path / "broken.py"))
+    with pytest.raises(ValueError, match="no such file"):
+        load_claims(str(tmp_path / "absent.py"))
 
 
 def test_same_seed_same_numbers():
-    a = run_claim(all_claims()["lemma-41"], Context(profile="quick", seed=3))
-    b = run_claim(all_claims()["lemma-41"], Context(profile="quick", seed=3))
+    a = run_claim(all_claims()["lemma-40"], Context(profile="quick", seed=3))
+    b = run_claim(all_claims()["lemma-40"], Context(profile="quick", seed=3))
     assert a.measured == b.measured and a.detail == b.detail

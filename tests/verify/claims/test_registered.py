@@ -4,12 +4,15 @@
 One parametrised test over the whole registry, so a claim added to any ``verify/claims``
 module is covered without touching this file.
 """
+from pathlib import Path
+
 import pytest
 
 from qstr.verify.claims import all_claims, select
 from qstr.verify.registry import Context, run_claim
 
 CLAIMS = all_claims()
+ROOT = Path(__file__).resolve().parents[3]
 FOUNDATION = ("assumption-3", "lemma-40", "data-model")
 
 
@@ -36,9 +39,15 @@ def test_gpu_profile_claim_holds_on_cuda(cid):
 
 
 @pytest.mark.parametrize("cid", list(CLAIMS))
-def test_claim_states_its_references_and_falsifier(cid):
+def test_claim_is_declared_with_references_functions_and_derivation(cid):
+    """Both numberings, the public functions that build and bound its object, an existing
+    derivation page, and checks no fault leaves untouched: each fault names checks of its claim."""
     c = CLAIMS[cid]
-    assert c.ref_seed and c.ref_conference and c.statement and c.falsifier_statement
+    assert c.ref.seed and c.ref.conference and c.statement
+    assert c.builds and c.bounds and all(f.__module__.startswith("qstr.") for f in (*c.builds, *c.bounds))
+    assert c.derivation.startswith("docs/derivations/") and (ROOT / c.derivation).is_file(), c.derivation
+    assert {n for f in c.faults for n in f.breaks} <= {k.name for k in c.checks}
+    assert all(k.name != "check" for k in c.checks), "a check is named for what it states"
 
 
 def test_registry_has_foundation_claims():
