@@ -1,4 +1,4 @@
-"""How a claim is declared: its statement, references, named checks and named faults (docs/claims.md).
+"""How a claim is declared: statement, references, named checks, named faults (docs/claims.md).
 
 A claim builds its honest ``inputs`` once (the objects users get: built modules, saved files,
 codebooks, prompts, the bound functions it compares against). Each ``Check`` maps the inputs to
@@ -7,6 +7,7 @@ weight scaled, a block dropped, a coherent codebook, a bound function substitute
 checks it ``breaks``: the registry runs exactly those checks on the broken inputs, and the claim
 passes only when every check holds on the honest inputs and every fault makes its targets fail.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -25,12 +26,14 @@ Number = Union[float, int, str]
 
 @dataclass(frozen=True)
 class Context:
-    """Where and how big a claim runs: ``pick`` chooses a size by profile, ``generator`` a seed by name."""
+    """Where and how big a claim runs: ``pick`` a size by profile, ``generator`` a seed by name."""
 
     profile: str = "quick"
     device: str = "cpu"
     seed: int = 0
-    threads: Optional[int] = 1  # CPU intra-op threads while a claim runs (None: leave torch's setting)
+    threads: Optional[int] = (
+        1  # CPU intra-op threads while a claim runs (None: leave torch's setting)
+    )
 
     def __post_init__(self):
         object.__setattr__(self, "seed", validate.seed("seed", self.seed))
@@ -45,7 +48,9 @@ class Context:
     def seed_of(self, name: str, *index: int) -> int:
         """A 63-bit seed drawn from (run seed, name, index): adding a draw moves no other draw."""
         if not isinstance(name, str) or not name:
-            raise ValueError(f"a generator is named by a non-empty string such as 'thm-6/min-norm', got {name!r}")
+            raise ValueError(
+                f"a generator is named by a non-empty string such as 'thm-6/min-norm', got {name!r}"
+            )
         key = "/".join([str(self.seed), name, *(str(int(i)) for i in index)])
         return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "little") >> 1
 
@@ -73,7 +78,7 @@ class Verdict:
 
     @property
     def shown_bound(self) -> str:
-        """The bound as the table shows it: relation, value and the rounding term when there is one."""
+        """The bound as the table shows it: relation, value, and the rounding term if any."""
         bound = _fmt(self.bound)
         extra = f" + {self.rounding:.2g}" if self.rounding else ""
         return f"{self.relation} {bound}{extra}" if self.relation else f"{bound}{extra}"
@@ -83,7 +88,9 @@ def _fmt(value) -> str:
     return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
-def _rounding(rounding: Union[Rounding, float, None], dtype: Optional[str]) -> Tuple[float, str, str]:
+def _rounding(
+    rounding: Union[Rounding, float, None], dtype: Optional[str]
+) -> Tuple[float, str, str]:
     """(term, its description, dtype) of a ``Rounding``, a bare term, or none."""
     if isinstance(rounding, Rounding):
         return rounding.term, str(rounding), dtype or str(rounding.dtype).replace("torch.", "")
@@ -94,43 +101,67 @@ def _detail(*parts: str) -> str:
     return "; ".join(p for p in parts if p)
 
 
-def at_most(measured: float, bound: float, rounding: Union[Rounding, float, None] = None,
-            detail: str = "", dtype: Optional[str] = None) -> Verdict:
+def at_most(
+    measured: float,
+    bound: float,
+    rounding: Union[Rounding, float, None] = None,
+    detail: str = "",
+    dtype: Optional[str] = None,
+) -> Verdict:
     """measured <= bound + rounding term."""
     term, what, dtype = _rounding(rounding, dtype)
     m, b = float(measured), float(bound)
     return Verdict(m, b, bool(m <= b + term), "<=", term, _detail(detail, what), dtype)
 
 
-def at_least(measured: float, bound: float, rounding: Union[Rounding, float, None] = None,
-             detail: str = "", dtype: Optional[str] = None) -> Verdict:
+def at_least(
+    measured: float,
+    bound: float,
+    rounding: Union[Rounding, float, None] = None,
+    detail: str = "",
+    dtype: Optional[str] = None,
+) -> Verdict:
     """measured >= bound - rounding term."""
     term, what, dtype = _rounding(rounding, dtype)
     m, b = float(measured), float(bound)
     return Verdict(m, b, bool(m >= b - term), ">=", term, _detail(detail, what), dtype)
 
 
-def close(measured: float, target: float, tol: float = 0.0, rounding: Union[Rounding, float, None] = None,
-          detail: str = "", dtype: Optional[str] = None) -> Verdict:
+def close(
+    measured: float,
+    target: float,
+    tol: float = 0.0,
+    rounding: Union[Rounding, float, None] = None,
+    detail: str = "",
+    dtype: Optional[str] = None,
+) -> Verdict:
     """|measured - target| <= tol + rounding term: an attained value, checked from both sides."""
     term, what, dtype = _rounding(rounding, dtype)
     m, t = float(measured), float(target)
     ok = math.isfinite(m) and abs(m - t) <= float(tol) + term
-    return Verdict(m, t, bool(ok), f"= (+- {tol:.2g})" if tol else "=", term, _detail(detail, what), dtype)
+    return Verdict(
+        m, t, bool(ok), f"= (+- {tol:.2g})" if tol else "=", term, _detail(detail, what), dtype
+    )
 
 
 def exact(measured: Any, expected: Any, detail: str = "", dtype: str = "exact") -> Verdict:
     """measured == expected with no tolerance (integers, sympy expressions, counts, structure)."""
-    return Verdict(_shown(measured), _shown(expected), bool(measured == expected), "==", 0.0, detail, dtype)
+    return Verdict(
+        _shown(measured), _shown(expected), bool(measured == expected), "==", 0.0, detail, dtype
+    )
 
 
 def _shown(value: Any) -> Number:
-    return value if isinstance(value, (int, float, str)) and not isinstance(value, bool) else str(value)
+    return (
+        value
+        if isinstance(value, (int, float, str)) and not isinstance(value, bool)
+        else str(value)
+    )
 
 
 @dataclass(frozen=True)
 class Check:
-    """A named check: ``run(inputs, ctx)`` measures one statement on the inputs and returns a ``Verdict``."""
+    """A named check: ``run(inputs, ctx)`` measures one statement and returns a ``Verdict``."""
 
     name: str
     run: Callable[[Any, Context], Verdict]
@@ -139,8 +170,8 @@ class Check:
 
 @dataclass(frozen=True)
 class Fault:
-    """A named fault: ``apply(inputs, ctx)`` returns broken inputs (a new object; the honest ones are
-    left as they are), on which every check named in ``breaks`` must fail."""
+    """A named fault: ``apply(inputs, ctx)`` returns broken inputs (a new object; the honest ones
+    are left as they are), on which every check named in ``breaks`` must fail."""
 
     name: str
     apply: Callable[[Any, Context], Any]
@@ -150,7 +181,9 @@ class Fault:
         breaks = (self.breaks,) if isinstance(self.breaks, str) else tuple(self.breaks)
         object.__setattr__(self, "breaks", breaks)
         if not breaks:
-            raise ValueError(f"fault {self.name!r} breaks no check: name the checks it must make fail")
+            raise ValueError(
+                f"fault {self.name!r} breaks no check: name the checks it must make fail"
+            )
 
 
 @dataclass(frozen=True)
@@ -196,29 +229,41 @@ class Claim:
         for c in self.checks:
             if c.name == name:
                 return c
-        raise ValueError(f"claim {self.id!r} has no check {name!r}; its checks: "
-                         f"{', '.join(c.name for c in self.checks)}")
+        raise ValueError(
+            f"claim {self.id!r} has no check {name!r}; its checks: "
+            f"{', '.join(c.name for c in self.checks)}"
+        )
 
 
 def _require_declared(claim: Claim) -> None:
-    """A claim names its checks uniquely, has at least one fault, and each fault targets its checks."""
+    """Checks named uniquely, at least one fault, and each fault targets checks of the claim."""
     if not claim.id or not isinstance(claim.id, str):
         raise ValueError(f"a claim needs a non-empty string id, got {claim.id!r}")
     if not isinstance(claim.ref, Ref):
-        raise ValueError(f"claim {claim.id!r}: ref must be a Ref(seed, conference), got {claim.ref!r}")
+        raise ValueError(
+            f"claim {claim.id!r}: ref must be a Ref(seed, conference), got {claim.ref!r}"
+        )
     names = [c.name for c in claim.checks]
     if not names or len(set(names)) != len(names):
-        raise ValueError(f"claim {claim.id!r} needs at least one check, each with its own name; got {names}")
+        raise ValueError(
+            f"claim {claim.id!r} needs at least one check, each with its own name; got {names}"
+        )
     if not claim.faults:
-        raise ValueError(f"claim {claim.id!r} declares no fault: a check that cannot fail is a defect")
+        raise ValueError(
+            f"claim {claim.id!r} declares no fault: a check that cannot fail is a defect"
+        )
     faults = [f.name for f in claim.faults]
     if len(set(faults)) != len(faults):
         raise ValueError(f"claim {claim.id!r}: fault names repeat: {faults}")
     for f in claim.faults:
         unknown = [b for b in f.breaks if b not in names]
         if unknown:
-            raise ValueError(f"claim {claim.id!r}: fault {f.name!r} breaks unknown check(s) {unknown}; "
-                             f"checks: {names}")
+            raise ValueError(
+                f"claim {claim.id!r}: fault {f.name!r} breaks unknown check(s) {unknown}; "
+                f"checks: {names}"
+            )
     bad = [p for p in claim.profiles if p not in PROFILES]
     if bad:
-        raise ValueError(f"claim {claim.id!r}: unknown profile(s) {bad}; profiles: {', '.join(PROFILES)}")
+        raise ValueError(
+            f"claim {claim.id!r}: unknown profile(s) {bad}; profiles: {', '.join(PROFILES)}"
+        )

@@ -1,4 +1,5 @@
-"""The claims' index, generated from the registry: `qstr verify --list` and the README's claims table."""
+"""The claims' index, generated from the registry: `qstr verify --list`, the README's table."""
+
 from __future__ import annotations
 
 from typing import Dict, List, Sequence
@@ -14,11 +15,16 @@ def _functions(fns) -> List[str]:
 def entry(claim: Claim) -> Dict[str, object]:
     """Everything the index says about one claim."""
     return {
-        "id": claim.id, "ref_seed": claim.ref.seed, "ref_conference": claim.ref.conference,
-        "statement": claim.statement, "checks": [c.name for c in claim.checks],
+        "id": claim.id,
+        "ref_seed": claim.ref.seed,
+        "ref_conference": claim.ref.conference,
+        "statement": claim.statement,
+        "checks": [c.name for c in claim.checks],
         "faults": [{"name": f.name, "breaks": list(f.breaks)} for f in claim.faults],
-        "builds": _functions(claim.builds), "bounds": _functions(claim.bounds),
-        "derivation": claim.derivation, "profiles": list(claim.profiles),
+        "builds": _functions(claim.builds),
+        "bounds": _functions(claim.bounds),
+        "derivation": claim.derivation,
+        "profiles": list(claim.profiles),
     }
 
 
@@ -27,10 +33,13 @@ def text(claims: Sequence[Claim]) -> str:
     blocks = []
     for c in claims:
         e = entry(c)
-        lines = [f"{c.id}  [{c.ref}]", f"  statement:  {c.statement}",
-                 "  checks:     " + "; ".join(e["checks"]),
-                 "  faults:     " + "; ".join(f"{f['name']} (breaks {', '.join(f['breaks'])})"
-                                             for f in e["faults"])]
+        lines = [
+            f"{c.id}  [{c.ref}]",
+            f"  statement:  {c.statement}",
+            "  checks:     " + "; ".join(e["checks"]),
+            "  faults:     "
+            + "; ".join(f"{f['name']} (breaks {', '.join(f['breaks'])})" for f in e["faults"]),
+        ]
         if e["builds"]:
             lines.append("  builds:     " + ", ".join(e["builds"]))
         if e["bounds"]:
@@ -47,11 +56,24 @@ def _cell(text: str) -> str:
 
 def markdown(claims: Sequence[Claim]) -> str:
     """The README's claims table: one row per claim, generated from the registry."""
-    rows = ["| id | arXiv v1 / conference | checks | faults (must make their checks fail) | derivation |",
-            "|---|---|---|---|---|"]
+    rows = [
+        "| id | arXiv v1 / conference | checks | faults (each must make its checks fail) "
+        "| derivation |",
+        "|---|---|---|---|---|",
+    ]
     for c in claims:
         derivation = f"[{c.derivation.split('/')[-1]}]({c.derivation})" if c.derivation else "-"
-        rows.append("| " + " | ".join([
-            f"`{c.id}`", _cell(str(c.ref)), _cell("; ".join(k.name for k in c.checks)),
-            _cell("; ".join(f.name for f in c.faults)), derivation]) + " |")
+        rows.append(
+            "| "
+            + " | ".join(
+                [
+                    f"`{c.id}`",
+                    _cell(str(c.ref)),
+                    _cell("; ".join(k.name for k in c.checks)),
+                    _cell("; ".join(f.name for f in c.faults)),
+                    derivation,
+                ]
+            )
+            + " |"
+        )
     return "\n".join(rows)

@@ -1,9 +1,10 @@
-"""pytest integration: `pytest --qstr` collects every registered claim as test items (docs/claims.md).
+"""pytest integration: `pytest --qstr` collects every registered claim as items (docs/claims.md).
 
 Each claim is a node named by its id; its checks (`check[NAME]`) and faults (`fault[NAME]`) are the
 items, so `-k lemma-11`, `-x` and `--junitxml` work as usual. The claim's inputs are built once,
 by its first item. Loaded through the `pytest11` entry point; nothing is imported until --qstr.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -11,18 +12,37 @@ from pathlib import Path
 
 import pytest
 
-_PROFILES = ("quick", "full", "gpu")  # qstr.verify.claim.PROFILES, restated so loading imports no torch
+_PROFILES = (
+    "quick",
+    "full",
+    "gpu",
+)  # qstr.verify.claim.PROFILES, restated so loading imports no torch
 
 
 def pytest_addoption(parser):
     group = parser.getgroup("qstr", "qstr-toolkit claims as test items")
-    group.addoption("--qstr", action="store_true", help="collect every registered claim (the paper's and "
-                    "those of --qstr-claims) as test items: one node per claim, its checks and faults as items")
-    group.addoption("--qstr-profile", default="quick", choices=_PROFILES, help="claim sizes (default quick)")
-    group.addoption("--qstr-device", default=None, help="cpu or cuda (default: cpu; cuda for the gpu profile)")
-    group.addoption("--qstr-seed", type=int, default=0, help="seed of every random draw (default 0)")
-    group.addoption("--qstr-claims", action="append", default=[], metavar="MODULE",
-                    help="a module of your own claims (dotted name or .py path); repeatable")
+    group.addoption(
+        "--qstr",
+        action="store_true",
+        help="collect every registered claim (the paper's and "
+        "those of --qstr-claims) as test items: one node per claim, its checks and faults as items",
+    )
+    group.addoption(
+        "--qstr-profile", default="quick", choices=_PROFILES, help="claim sizes (default quick)"
+    )
+    group.addoption(
+        "--qstr-device", default=None, help="cpu or cuda (default: cpu; cuda for the gpu profile)"
+    )
+    group.addoption(
+        "--qstr-seed", type=int, default=0, help="seed of every random draw (default 0)"
+    )
+    group.addoption(
+        "--qstr-claims",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="a module of your own claims (dotted name or .py path); repeatable",
+    )
 
 
 class ClaimFailed(Exception):
@@ -78,7 +98,8 @@ def _line(r) -> str:
     from qstr.verify.report import fmt
 
     return f"{r.name}: measured {fmt(r.measured)}, bound {r.shown_bound}" + (
-        f" - {r.error}" if r.error else f" ({r.detail})" if r.detail else "")
+        f" - {r.error}" if r.error else f" ({r.detail})" if r.detail else ""
+    )
 
 
 class CheckItem(_ClaimItem):
@@ -106,8 +127,10 @@ class FaultItem(_ClaimItem):
         results = [self._run(self.parent.claim.check(n), broken) for n in self.fault.breaks]
         missed = [r for r in results if r.holds or r.error]
         if missed:
-            raise ClaimFailed(f"{self.parent.claim.id}: fault {self.fault.name!r} not caught; "
-                              + "; ".join(_line(r) for r in missed))
+            raise ClaimFailed(
+                f"{self.parent.claim.id}: fault {self.fault.name!r} not caught; "
+                + "; ".join(_line(r) for r in missed)
+            )
 
 
 def _context(config):
@@ -136,9 +159,17 @@ def pytest_collection_modifyitems(session, config, items):
         load_claims(module)
     ctx = _context(config)
     for claim in paper.select(ctx.profile):
-        node = ClaimNode.from_parent(session, name=claim.id, nodeid=f"qstr::{claim.id}",
-                                     path=_path(claim, session.path), claim=claim, ctx=ctx)
+        node = ClaimNode.from_parent(
+            session,
+            name=claim.id,
+            nodeid=f"qstr::{claim.id}",
+            path=_path(claim, session.path),
+            claim=claim,
+            ctx=ctx,
+        )
         new = list(node.collect())
         # reported like collected files, so "collected N items" and -k's counts include them
-        config.hook.pytest_collectreport(report=pytest.CollectReport(node.nodeid, "passed", None, new))
+        config.hook.pytest_collectreport(
+            report=pytest.CollectReport(node.nodeid, "passed", None, new)
+        )
         items.extend(new)

@@ -4,6 +4,7 @@ A claim passes only when every check holds on the honest inputs and every fault 
 the checks it names fail (a check that crashes on broken inputs has caught nothing). Claims are
 declared with the primitives of ``qstr.verify.claim`` (docs/claims.md).
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -13,7 +14,16 @@ import traceback
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from qstr.verify.claim import PROFILES, Check, Claim, Context, Fault, Number, Ref, Verdict  # noqa: F401
+from qstr.verify.claim import (
+    PROFILES,
+    Check,
+    Claim,
+    Context,
+    Fault,
+    Number,
+    Ref,
+    Verdict,
+)  # noqa: F401
 from qstr.verify.threads import cpu_threads
 
 
@@ -34,7 +44,9 @@ class CheckResult:
 
     @property
     def shown_bound(self) -> str:
-        return Verdict(self.measured, self.bound, self.holds, self.relation, self.rounding).shown_bound
+        return Verdict(
+            self.measured, self.bound, self.holds, self.relation, self.rounding
+        ).shown_bound
 
 
 @dataclass
@@ -132,8 +144,16 @@ def _run_check(check: Check, inputs: Any, ctx: Context) -> CheckResult:
         v = check.run(inputs, ctx)
         if not isinstance(v, Verdict):
             raise TypeError(f"check {check.name!r} returned {type(v).__name__}, not a Verdict")
-        out = CheckResult(check.name, v.measured, v.bound, v.relation, bool(v.holds), v.rounding, v.detail,
-                          v.dtype)
+        out = CheckResult(
+            check.name,
+            v.measured,
+            v.bound,
+            v.relation,
+            bool(v.holds),
+            v.rounding,
+            v.detail,
+            v.dtype,
+        )
     except Exception as exc:  # noqa: BLE001 - a crashing check is a failing check, reported
         out = CheckResult(check.name, "error", "", "", False, detail=str(exc), error=_error_line())
     out.seconds = round(time.perf_counter() - start, 3)
@@ -161,7 +181,9 @@ def run_claim(claim: Claim, ctx: Context) -> Result:
         except Exception as exc:  # noqa: BLE001 - inputs that cannot be built fail every check
             inputs, error = None, f"building the inputs: {_error_line()} ({exc})"
         if error:
-            checks = [CheckResult(c.name, "error", "", "", False, error=error) for c in claim.checks]
+            checks = [
+                CheckResult(c.name, "error", "", "", False, error=error) for c in claim.checks
+            ]
             faults = [FaultResult(f.name, f.breaks, False, error=error) for f in claim.faults]
         else:
             checks = [_run_check(c, inputs, ctx) for c in claim.checks]
@@ -179,20 +201,33 @@ def _number(value) -> Optional[float]:
 
 
 def _result(claim: Claim, ctx: Context, checks, faults, seconds: float, error: str) -> Result:
-    """The claim's row: the first check is its headline (measured, bound); holds = every check holds."""
+    """The claim's row: the first check is its headline; holds = every check holds."""
     head = checks[0]
     errors = [error] if error else []
     errors += [f"{c.name}: {c.error}" for c in checks if c.error]
     errors += [f"fault {f.name}: {f.error}" for f in faults if f.error and not error]
     errors += [f"fault {f.name} / {c.name}: {c.error}" for f in faults for c in f.checks if c.error]
     return Result(
-        id=claim.id, ref_seed=claim.ref.seed, ref_conference=claim.ref.conference, statement=claim.statement,
-        measured=head.measured, bound=head.shown_bound if head.relation else head.bound,
-        holds=all(c.holds for c in checks), falsifier_caught=all(f.caught for f in faults),
-        profile=ctx.profile, device=ctx.device, seconds=seconds, seed=ctx.seed, dtype=_dtype(checks),
+        id=claim.id,
+        ref_seed=claim.ref.seed,
+        ref_conference=claim.ref.conference,
+        statement=claim.statement,
+        measured=head.measured,
+        bound=head.shown_bound if head.relation else head.bound,
+        holds=all(c.holds for c in checks),
+        falsifier_caught=all(f.caught for f in faults),
+        profile=ctx.profile,
+        device=ctx.device,
+        seconds=seconds,
+        seed=ctx.seed,
+        dtype=_dtype(checks),
         detail="; ".join(f"{c.name}: {c.detail}" for c in checks if c.detail),
-        falsifier="; ".join(f.name for f in claim.faults), error="; ".join(errors),
-        measured_value=_number(head.measured), bound_value=_number(head.bound), checks=checks, faults=faults,
+        falsifier="; ".join(f.name for f in claim.faults),
+        error="; ".join(errors),
+        measured_value=_number(head.measured),
+        bound_value=_number(head.bound),
+        checks=checks,
+        faults=faults,
     )
 
 

@@ -35,7 +35,7 @@ def _shared(results: Sequence[Result], attr: str):
 
 
 def table(results: Sequence[Result], title: str) -> Table:
-    """The claims table; device and dtype go in the title when every claim shares them, else in columns."""
+    """The claims table; device and dtype in the title when every claim shares them, else columns."""
     device, dtype = _shared(results, "device"), _shared(results, "dtype")
     shared = [f"device {device_label(device)}"] if device else []
     shared += [f"dtype {dtype}"] if dtype else []
@@ -56,9 +56,11 @@ def table(results: Sequence[Result], title: str) -> Table:
     for r in results:
         ref = r.ref_seed if r.ref_seed == r.ref_conference else f"{r.ref_seed} / {r.ref_conference}"
         t.add_row(
-            r.id, ref, r.statement, fmt(r.measured), fmt(r.bound), *(getattr(r, name) for name in extra),
+            r.id, ref, r.statement, fmt(r.measured), fmt(r.bound),
+            *(getattr(r, name) for name in extra),
             _count(r.holds, sum(c.holds for c in r.checks), len(r.checks)),
-            _count(r.falsifier_caught, sum(f.caught for f in r.faults), len(r.faults)), f"{r.seconds:.1f}",
+            _count(r.falsifier_caught, sum(f.caught for f in r.faults), len(r.faults)),
+            f"{r.seconds:.1f}",
         )
     return t
 
@@ -73,9 +75,11 @@ def failure_lines(r: Result) -> List[str]:
     """What a failing claim's reader needs: each failed check with its measured and bound values,
     each fault whose target checks still held, and any error."""
     lines = [f"check {c.name}: measured {fmt(c.measured)}, bound {c.shown_bound}"
-             + (f" - {c.error}" if c.error else f" ({c.detail})" if c.detail else "") for c in r.failed_checks]
+             + (f" - {c.error}" if c.error else f" ({c.detail})" if c.detail else "")
+             for c in r.failed_checks]
     for f in r.missed_faults:
-        held = ", ".join(f"{c.name} measured {fmt(c.measured)} {c.shown_bound}" for c in f.checks if c.holds)
+        held = ", ".join(f"{c.name} measured {fmt(c.measured)} {c.shown_bound}"
+                         for c in f.checks if c.holds)
         lines.append(f"fault {f.name!r} NOT caught: " + (f.error or f"still holds: {held}"))
     if r.error and not lines:
         lines.append(f"error: {r.error}")
@@ -97,7 +101,8 @@ def print_report(results: Sequence[Result], console: Console, title: str) -> Non
 def environment() -> dict:
     import torch
 
-    env = {"qstr-toolkit": _version(), "python": platform.python_version(), "torch": torch.__version__,
+    env = {"qstr-toolkit": _version(), "python": platform.python_version(),
+           "torch": torch.__version__,
            "platform": platform.platform()}
     if torch.cuda.is_available():
         env["cuda_device"] = torch.cuda.get_device_name()

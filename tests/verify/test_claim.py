@@ -1,4 +1,5 @@
 """Tests for verify/claim.py: seeds drawn from names, and the verdict constructors' arithmetic."""
+
 import math
 
 import pytest
@@ -12,8 +13,11 @@ def test_generators_are_named_and_independent_of_each_other():
     ctx = Context(seed=5)
     a = torch.rand(3, generator=ctx.generator("thm-6/min-norm", 0))
     assert torch.equal(a, torch.rand(3, generator=Context(seed=5).generator("thm-6/min-norm", 0)))
-    others = [ctx.generator("thm-6/min-norm", 1), ctx.generator("thm-6/risk", 0),
-              Context(seed=6).generator("thm-6/min-norm", 0)]
+    others = [
+        ctx.generator("thm-6/min-norm", 1),
+        ctx.generator("thm-6/risk", 0),
+        Context(seed=6).generator("thm-6/min-norm", 0),
+    ]
     assert all(not torch.equal(a, torch.rand(3, generator=g)) for g in others)
     assert 0 <= ctx.seed_of("x") < 2**63
     for bad in (3, "", None):
@@ -26,7 +30,11 @@ def test_verdicts_add_the_rounding_term_on_the_right_side():
     assert at_most(1 + 2e-15, 1.0, r).holds and not at_most(1 + 3e-15, 1.0, r).holds
     assert at_least(1 - 2e-15, 1.0, r).holds and not at_least(1 - 3e-15, 1.0, r).holds
     v = at_most(0.5, 1.0, r, detail="worst case")
-    assert v.rounding == r.term and v.detail.startswith("worst case; rounding term") and v.dtype == "float64"
+    assert (
+        v.rounding == r.term
+        and v.detail.startswith("worst case; rounding term")
+        and v.dtype == "float64"
+    )
     assert v.shown_bound == f"<= 1 + {r.term:.2g}"
     assert close(1.1, 1.0, tol=0.1 + 1e-12).holds and not close(1.1, 1.0, tol=0.09).holds
     assert not close(math.nan, 1.0, tol=1.0).holds and not at_most(math.nan, 1.0).holds

@@ -1,5 +1,6 @@
 """Tests for verify/pytest_plugin.py: `pytest --qstr` on a user's project holding one claim that
 holds and one that does not; items by id, -k, -x and --junitxml as pytest users expect."""
+
 import subprocess
 import sys
 import textwrap
@@ -37,8 +38,19 @@ CLAIMS = textwrap.dedent('''
 
 def _pytest(tmp_path, *args):
     (tmp_path / "my_claims.py").write_text(CLAIMS)
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--qstr", "--qstr-claims",
-           str(tmp_path / "my_claims.py"), "--rootdir", str(tmp_path), *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "--qstr",
+        "--qstr-claims",
+        str(tmp_path / "my_claims.py"),
+        "--rootdir",
+        str(tmp_path),
+        *args,
+    ]
     return subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
 
 
@@ -47,24 +59,48 @@ def test_a_passing_and_a_failing_user_claim(tmp_path):
     assert out.returncode == 1, out.stdout + out.stderr
     assert "1 failed, 3 passed" in out.stdout, out.stdout
     assert "user-bad does not hold: closed form: measured 16, bound == 8" in out.stdout, out.stdout
-    cases = {(c.get("classname"), c.get("name")): c for c in ET.parse(tmp_path / "j.xml").iter("testcase")}
-    assert set(cases) == {(f"qstr.user-{k}", n) for k in ("good", "bad")
-                          for n in ("check[closed form]", "fault[off by one]")}
+    cases = {
+        (c.get("classname"), c.get("name")): c
+        for c in ET.parse(tmp_path / "j.xml").iter("testcase")
+    }
+    assert set(cases) == {
+        (f"qstr.user-{k}", n)
+        for k in ("good", "bad")
+        for n in ("check[closed form]", "fault[off by one]")
+    }
     assert cases[("qstr.user-bad", "check[closed form]")].find("failure") is not None
     assert cases[("qstr.user-good", "check[closed form]")].find("failure") is None
-    assert cases[("qstr.user-bad", "fault[off by one]")].find("failure") is None  # 17 != 8: still caught
+    assert (
+        cases[("qstr.user-bad", "fault[off by one]")].find("failure") is None
+    )  # 17 != 8: still caught
 
 
 def test_k_selects_by_id_and_x_stops_at_the_first_failure(tmp_path):
     out = _pytest(tmp_path, "-k", "user-good", "-q")
     assert out.returncode == 0 and "2 passed" in out.stdout, out.stdout
     out = _pytest(tmp_path, "-k", "user-bad or user-good", "-x", "-q")
-    assert out.returncode == 1 and "1 failed, 2 passed" in out.stdout, out.stdout  # good first, bad stops
+    assert (
+        out.returncode == 1 and "1 failed, 2 passed" in out.stdout
+    ), out.stdout  # good first, bad stops
 
 
 def test_without_the_flag_nothing_is_collected(tmp_path):
     out = _pytest(tmp_path, "-q", "--co")
     assert "user-good" in out.stdout
-    plain = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--co",
-                            "--rootdir", str(tmp_path)], cwd=tmp_path, capture_output=True, text=True)
+    plain = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "--co",
+            "--rootdir",
+            str(tmp_path),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     assert "qstr::" not in plain.stdout and plain.returncode == 5, plain.stdout

@@ -1,6 +1,7 @@
 """Tests for verify/registry.py: how run_claim scores checks and faults (a fault whose target still
 holds, a crashing check, inputs that cannot be built), loading a user's module, and that a claim
 run with the same seed gives the same numbers."""
+
 import pytest
 
 from qstr.verify.claim import Check, Claim, Context, Fault, Ref, Verdict, at_most
@@ -10,16 +11,29 @@ from qstr.verify.registry import load_claims, register, run_claim
 
 def _claim(inputs=lambda ctx: 1.0, apply=lambda inp, ctx: 3.0, run=None, cid="fake"):
     """Checks "le 2" (x <= 2) and "le 5" (x <= 5); fault "three" sets x = 3, breaking "le 2"."""
-    return Claim(cid, Ref("Lemma 0", "Lemma 1"), "x <= 2", inputs=inputs,
-                 checks=[Check("le 2", run or (lambda x, ctx: at_most(x, 2.0))),
-                         Check("le 5", lambda x, ctx: at_most(x, 5.0))],
-                 faults=[Fault("three", apply, breaks=("le 2",))])
+    return Claim(
+        cid,
+        Ref("Lemma 0", "Lemma 1"),
+        "x <= 2",
+        inputs=inputs,
+        checks=[
+            Check("le 2", run or (lambda x, ctx: at_most(x, 2.0))),
+            Check("le 5", lambda x, ctx: at_most(x, 5.0)),
+        ],
+        faults=[Fault("three", apply, breaks=("le 2",))],
+    )
 
 
 def test_checks_and_faults_are_scored_each():
     r = run_claim(_claim(), Context())
-    assert r.passed and [c.name for c in r.checks] == ["le 2", "le 5"] and r.ref_conference == "Lemma 1"
-    assert r.measured == 1.0 and r.bound == "<= 2" and r.measured_value == 1.0 and r.bound_value == 2.0
+    assert (
+        r.passed
+        and [c.name for c in r.checks] == ["le 2", "le 5"]
+        and r.ref_conference == "Lemma 1"
+    )
+    assert (
+        r.measured == 1.0 and r.bound == "<= 2" and r.measured_value == 1.0 and r.bound_value == 2.0
+    )
     (f,) = r.faults
     assert f.caught and [(c.name, c.measured, c.holds) for c in f.checks] == [("le 2", 3.0, False)]
 
@@ -52,8 +66,13 @@ def test_faults_leave_the_honest_inputs_alone_and_see_the_context():
 
 
 def test_declaration_is_checked():
-    ok = dict(id="x", ref=Ref("Lemma 1"), statement="s", inputs=lambda ctx: 0,
-              checks=[Check("a", lambda i, c: Verdict(0, 0, True))])
+    ok = dict(
+        id="x",
+        ref=Ref("Lemma 1"),
+        statement="s",
+        inputs=lambda ctx: 0,
+        checks=[Check("a", lambda i, c: Verdict(0, 0, True))],
+    )
     with pytest.raises(ValueError, match="declares no fault"):
         Claim(**ok, faults=[])
     with pytest.raises(ValueError, match="breaks unknown check"):
@@ -77,7 +96,8 @@ def test_load_claims_registers_a_users_file(tmp_path, monkeypatch):
         "from qstr.verify.registry import register\n"
         "register(Claim('mine', Ref('Lemma 1'), 's', inputs=lambda ctx: 1.0,\n"
         "               checks=[Check('le 2', lambda x, ctx: at_most(x, 2.0))],\n"
-        "               faults=[Fault('three', lambda x, ctx: 3.0, breaks='le 2')]))\n")
+        "               faults=[Fault('three', lambda x, ctx: 3.0, breaks='le 2')]))\n"
+    )
     (claim,) = load_claims(str(tmp_path / "mine.py"))
     assert claim.id == "mine" and run_claim(claim, Context()).passed
     (tmp_path / "broken.py").write_text("def (:\n")

@@ -8,12 +8,13 @@ from typing import Dict, List, Optional, Sequence
 from qstr.verify.claims import (  # noqa: F401  (they register)
     setup, auxiliary, transformer, export, experiments, feedforward, recurrent, rnn_lower,
 )
-from qstr.verify.registry import PROFILES, REGISTRY, Claim
+from qstr.verify import registry
+from qstr.verify.registry import PROFILES, Claim
 
 
 def all_claims() -> Dict[str, Claim]:
     """Every registered claim by id, in table order."""
-    return REGISTRY
+    return registry.REGISTRY
 
 
 def select(profile: str, only: Optional[Sequence[str]] = None) -> List[Claim]:
@@ -21,9 +22,10 @@ def select(profile: str, only: Optional[Sequence[str]] = None) -> List[Claim]:
     keeps the order given and each id once."""
     if profile not in PROFILES:
         raise ValueError(f"profile must be one of {', '.join(PROFILES)}, got {profile!r}")
+    claims = registry.REGISTRY
     if only:
-        unknown = [c for c in only if c not in REGISTRY]
+        unknown = [c for c in only if c not in claims]
         if unknown:
-            raise ValueError(f"unknown claim id(s) {', '.join(unknown)}; known: {', '.join(REGISTRY)}")
-        return [REGISTRY[c] for c in dict.fromkeys(only)]
-    return [c for c in REGISTRY.values() if profile in c.profiles]
+            raise ValueError(f"unknown claim id(s) {', '.join(unknown)}; known: {', '.join(claims)}")
+        return [claims[c] for c in dict.fromkeys(only)]
+    return [c for c in claims.values() if profile in c.profiles]
