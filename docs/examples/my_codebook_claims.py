@@ -40,9 +40,8 @@ def inputs(ctx: Context) -> Inputs:
     u = torch.randn(D, generator=ctx.generator("my-lemma-11/u"), dtype=torch.float64)
     w = torch.cat([u, u]) / u.norm() / 2
     net = affine_net(w, R_X)
-    cons = lemma11(
-        N, D, Q, net, eps=EPS, r_x=R_X, codebook=my_codebook(ctx.generator("my-lemma-11/codes"))
-    )
+    codes = my_codebook(ctx.generator("my-lemma-11/codes"))
+    cons = lemma11(N, D, Q, net, eps=EPS, r_x=R_X, codebook=codes)
     return Inputs(cons, net, w.view(Q, D).sum(0), cons.guarantee.error_bound)
 
 
@@ -64,20 +63,13 @@ def scores_halved(inp: Inputs, ctx: Context) -> Inputs:
     return replace(inp, construction=inp.construction.with_alpha(inp.construction.alpha / 2))
 
 
-register(
-    Claim(
-        id="my-lemma-11",
-        ref=Ref("Lemma 11"),
-        statement=f"Lemma 11 on my sign codebook (N={N}, q=H={Q}): the worst prompt's error "
-        f"<= the guarantee <= {EPS}",
-        inputs=inputs,
-        checks=[
-            Check("worst prompt within bound", worst_prompt_within_bound),
-            Check("guarantee meets eps", guarantee_meets_eps),
-        ],
-        faults=[Fault("scores halved", scores_halved, breaks=("worst prompt within bound",))],
-        builds=(lemma11,),
-        bounds=(lemma11,),
-        derivation="docs/derivations/lemma11.md",
-    )
-)
+register(Claim(
+    id="my-lemma-11", ref=Ref("Lemma 11"),
+    statement=f"Lemma 11 on my sign codebook (N={N}, q=H={Q}): the worst prompt's error "
+              f"<= the guarantee <= {EPS}",
+    inputs=inputs,
+    checks=[Check("worst prompt within bound", worst_prompt_within_bound),
+            Check("guarantee meets eps", guarantee_meets_eps)],
+    faults=[Fault("scores halved", scores_halved, breaks=("worst prompt within bound",))],
+    builds=(lemma11,), bounds=(lemma11,), derivation="docs/derivations/lemma11.md",
+))
