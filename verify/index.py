@@ -77,3 +77,9 @@ def markdown(claims: Sequence[Claim]) -> str:
             + " |"
         )
     return "\n".join(rows)
+
+
+if __name__ == "__main__":  # python -m qstr.verify.index: the README's claims table
+    from qstr.verify.claims import all_claims
+
+    print(markdown(list(all_claims().values())))

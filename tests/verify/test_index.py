@@ -1,0 +1,29 @@
+"""Tests for verify/index.py: the README's claims table is the one generated from the registry, and
+`qstr verify --list` names each claim's numberings, checks, faults, functions and derivation."""
+from pathlib import Path
+
+from qstr.verify.claims import all_claims
+from qstr.verify.cli import main
+from qstr.verify.index import markdown
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_readme_claims_table_is_generated_from_the_registry():
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("<!-- claims:begin -->\n")[1].split("<!-- claims:end -->")[0].strip()
+    assert block == markdown(list(all_claims().values())), "run: python -m qstr.verify.index"
+
+
+def test_list_prints_the_index(capsys):
+    assert main(["verify", "--list", "--only", "lemma-40"]) == 0
+    out = capsys.readouterr().out
+    c = all_claims()["lemma-40"]
+    for text in (c.id, str(c.ref), c.statement, c.derivation, *(k.name for k in c.checks),
+                 *(f.name for f in c.faults), "qstr.bounds.gaussian.conditional_sqnorm_variance"):
+        assert text in out, text
+
+
+def test_list_needs_no_gpu(capsys):
+    assert main(["verify", "--list", "--profile", "gpu", "--device", "cuda"]) == 0
+    assert "lemma-11" in capsys.readouterr().out
