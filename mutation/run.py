@@ -56,6 +56,7 @@ EXCLUDED_OPERATORS = (
     r"core/RemoveDecorator",
 )
 EXCLUDED = re.compile("|".join(f"(?:{e})" for e in EXCLUDED_OPERATORS))
+STAGES = {"verify": VERIFY, "tests": TESTS}  # stage -> the outcome when it fails
 PYTEST = (sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider")
 
 
@@ -94,10 +95,10 @@ def _verify_command(only: str = "") -> list:
 def _stages(args, tree: Path, module: str) -> list:
     """(name, command, timeout) run in order on a mutant of ``module`` until one fails."""
     if args.arguments:
-        return [(TESTS, [*PYTEST, f"tests/{args.package}"], args.test_timeout)]
+        return [("tests", [*PYTEST, f"tests/{args.package}"], args.test_timeout)]
     tests = select_tests(tree / "tests", module)
-    stages = [(VERIFY, _verify_command(args.only), args.timeout)]
-    return stages + ([(TESTS, [*PYTEST, *tests], args.test_timeout)] if tests else [])
+    stages = [("verify", _verify_command(args.only), args.timeout)]
+    return stages + ([("tests", [*PYTEST, *tests], args.test_timeout)] if tests else [])
 
 
 def _config(work: Path, package: str, module: str, only: str) -> Path:
@@ -222,7 +223,7 @@ def _run_mutant(item, args, tree: Path, env: dict) -> dict:
                                    "timeout": rc is None, "seconds": seconds}
             if rc != 0:
                 row["stages"][name]["tail"] = tail
-                return {**row, "outcome": name}
+                return {**row, "outcome": STAGES[name]}
     return row
 
 
