@@ -46,7 +46,7 @@ def _write(root: Path, name: str, text: str) -> None:
 
 
 def test_select_tests_takes_the_mirror_and_the_importers_of_the_package_only(tmp_path):
-    _write(tmp_path, "bounds/test_attention.py", "import math\n")  # the mirror, even importing nothing
+    _write(tmp_path, "bounds/test_attention.py", "import math\n")  # the mirror, importing nothing
     _write(tmp_path, "bounds/test_transformer.py", "from qstr.bounds import attention, packing\n")
     _write(tmp_path, "bounds/test_packing.py", "from qstr.bounds.packing import sample_ball\n")
     _write(tmp_path, "bounds/helpers.py", "import qstr.bounds.attention\n")  # not a test file
