@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, replace
-from typing import Dict, Tuple
+from typing import Dict
 
 import torch
 
@@ -114,8 +114,8 @@ BLOCK, DIAG = "block share >= 0.9", "diagonal >= 3 x chance"
 
 register(Claim(
     id="figure-2", ref=Ref("Figure 2 (Eq. A.2)", "Figure 2 (Eq. A.2)"),
-    statement="trained attention takes Lemma 11's shape: W_Q^T W_K concentrates on the query-slot x "
-              "key-position block, with a dominant diagonal",
+    statement="trained attention takes Lemma 11's shape: W_Q^T W_K concentrates on the "
+              "query-slot x key-position block, with a dominant diagonal",
     inputs=figure2_inputs,
     checks=[Check(BLOCK, block_holds_mass), Check(DIAG, diagonal_dominates)],
     faults=[Fault("the transposed block (key-left reading)", _transposed, breaks=(BLOCK,)),
@@ -125,7 +125,7 @@ register(Claim(
 ))
 
 
-# ---------------------------------------------------------------- the experiment models (Appendix E)
+# ------------------------------------------------------------ the experiment models (Appendix E)
 
 EM_N, EM_D, EM_Q, EM_DE = 6, 2, 2, 4  # prompt length, token dim, slots, code width: D_e = 14
 EM_H, EM_REACH = 16, 1e-6  # hidden size of the GRU that is run; least reach of the other end
