@@ -154,3 +154,41 @@ def test_mc_bayes_risk_bad_arguments():
         mc_bayes_risk(V, 3, 2, samples=10, generator=gen(1), confidence=1.0)
     with pytest.raises(ValueError, match="generator"):
         mc_bayes_risk(V, 3, 2, samples=10, generator=None)
+
+
+def test_theorem6_records_and_hand_values_as_documented():
+    """Software facts the thm-6 claim once folded in: zcrit(0.95) is the textbook 1.959963984540,
+    span_distance of W = ((1, 0, ..), (1, 1, 0, ..)) against X = 2 e_1 is 1/sqrt 3,
+    P_t u = e_t kron u for one u shared by every row, and the Monte Carlo records carry their floor
+    (floor_u(V) for a fixed u; 1 - rank/(N d) and rank n from training; 0 at n = N d), the
+    interval estimate +- zcrit(confidence) stderr and ``agrees`` = (floor inside it)."""
+    from qstr.bounds.feedforward import zcrit
+
+    assert abs(zcrit(0.95) - 1.959963984540054) <= 1e-12
+    N, d = 4, 3
+    W = torch.zeros(2, N * d, dtype=F64)
+    W[:, 0], W[1, 1] = 1.0, 1.0
+    X = torch.zeros(1, N * d, dtype=F64)
+    X[0, 0] = 2.0
+    assert abs(span_distance(W, X) - 3 ** -0.5) <= 1e-15
+    u = torch.arange(1.0, d + 1, dtype=F64)
+    t = torch.arange(N).flip(0)
+    eye = torch.eye(N, dtype=F64)
+    kron = torch.stack([torch.kron(eye[int(ti)], u) for ti in t])
+    assert torch.equal(embed_direction(u, t, N), kron)
+    V = random_orthonormal_rows(5, N * d, generator=gen(11))
+    uu = u / u.norm()
+    for sample_x in (True, False):
+        est = mc_bayes_risk(V, N, d, samples=500, generator=gen(12), u=uu, sample_x=sample_x,
+                            confidence=0.99)
+        hw = zcrit(0.99) * est.stderr
+        lo, hi = est.interval
+        assert est.floor == floor_for_direction(V, uu, N)
+        assert abs(lo - (est.estimate - hw)) <= 1e-15 and abs(hi - (est.estimate + hw)) <= 1e-15
+        assert est.agrees == (lo <= est.floor <= hi)
+    with pytest.raises(ValueError, match="u must be a unit"):
+        mc_bayes_risk(V, N, d, samples=2, generator=gen(13), u=2 * uu)
+    trained = mc_bayes_risk_from_training(8, N, d, samples=100, generator=gen(14))
+    assert trained.rank == 8 and abs(trained.floor - risk_floor(8, N, d)) <= 1e-12
+    edge = mc_bayes_risk_from_training(N * d, N, d, samples=100, generator=gen(15))
+    assert edge.floor == 0.0

@@ -285,3 +285,47 @@ def test_load_rnn_from_a_file_written_by_the_cli_in_one_call(tmp_path):
     for bad in ("junk.pt", "missing.pt"):
         with pytest.raises(ValueError, match="not an RNN file"):
             load_rnn(tmp_path / bad)
+
+
+def test_export_options_as_documented_on_a_reloaded_construction(tmp_path):
+    """Software facts the export-roundtrip claim once folded in (Appendix A.1): noise 0 is the
+    export itself, logical_parameters covers every parameter (with an out_proj bias and a readout
+    bias c), c folds into exactly one extra unit and readout_bias='raise' refuses it, the reloaded
+    module is a torch nn.MultiheadAttention, and the float32 loaders hold every parameter in
+    float32."""
+    from qstr.constructions.export import load_multihead
+
+    con, x, t = lemma11_case(2, N=16, d=2)
+    exact = logical_parameters(init_from_construction(con, noise=0.0))
+    exported = logical_parameters(to_multihead(con.model))
+    assert exact.keys() == exported.keys()
+    assert all(torch.equal(exact[k], exported[k]) for k in exact)
+    torch.save(construction_state(con), tmp_path / "c.pt")
+    mt = load_multihead(tmp_path / "c.pt")
+    assert isinstance(mt.mha, torch.nn.MultiheadAttention)
+    with torch.no_grad():
+        mt.readout.bias.fill_(0.25)
+        E = mt.q * mt.D_e
+        mt.mha.out_proj.bias = torch.nn.Parameter(torch.linspace(-0.1, 0.1, E, dtype=F64))
+    count = sum(p.numel() for p in logical_parameters(mt).values())
+    assert count == sum(p.numel() for p in mt.parameters())
+    assert from_multihead(mt).m == con.model.m + 1
+    with pytest.raises(ValueError, match="readout.bias is nonzero"):
+        from_multihead(mt, readout_bias="raise")
+    for m32 in (load_multihead(tmp_path / "c.pt", dtype=torch.float32),
+                init_from_construction(con, dtype=torch.float32)):
+        assert all(p.dtype == torch.float32 for p in m32.parameters())
+
+
+def test_init_noise_moves_each_large_tensor_by_its_share():
+    """init_from_construction(noise=0.1) on the export-roundtrip claim's Lemma 11 construction
+    (N = 128, d = 3, q = 3): each tensor of >= 100 entries moves by 0.1 ||P||_F within 20%."""
+    net = make_link("teacher", 3, 3, generator=gen(50)).two_layer_net()
+    con = lemma11(128, 3, 3, net, eps=0.05, r_x=3.0)
+    exact = logical_parameters(init_from_construction(con, noise=0.0))
+    noisy = logical_parameters(init_from_construction(con, noise=0.1, generator=gen(53)))
+    with torch.no_grad():
+        rel = {k: float((noisy[k] - P).norm() / P.norm()) for k, P in exact.items()
+               if P.numel() >= 100 and P.norm() > 0}
+    assert rel and all(0.8 <= r / 0.1 <= 1.2 for r in rel.values()), rel
+    assert all(bool((noisy[k] == 0).all()) for k, P in exact.items() if bool((P == 0).all()))

@@ -26,3 +26,13 @@ def test_layout_split_join_roundtrip():
         Layout((("a", 1), ("a", 2)))
     with pytest.raises(ValueError, match="size of block"):
         Layout((("a", 0),))
+
+
+@pytest.mark.parametrize("d, q, d_e", [(2, 2, 4), (4, 1, 13), (3, 3, 2)])
+def test_token_layout_blocks_of_the_encoding(d, q, d_e):
+    """Appendix A.1's token z = (x, omega_i, omega_t1, ..., omega_tq): blocks of sizes d, d_e, ...,
+    d_e named x, pos, slot0..slot{q-1} (no slot{q}), D_e = d + (q + 1) d_e."""
+    lay = token_layout(d, q, d_e)
+    sizes = [lay.size("x"), lay.size("pos")] + [lay.size(f"slot{k}") for k in range(q)]
+    assert sizes == [d] + [d_e] * (q + 1) and lay.dim == d + (q + 1) * d_e
+    assert all(f"slot{k}" in lay for k in range(q)) and f"slot{q}" not in lay and "pos" in lay

@@ -581,3 +581,92 @@ def test_experiment_models_have_the_documented_defaults():
     assert rnn["rnn.weight_hh_l0"] == (3 * 1500, 1500) and "rnn.weight_hh_l0_reverse" in rnn  # GRU: 3 gates
     for ffn in (build_practical("ffn", N=8, d=2, q=2, d_e=4), EncodedFFN(8, 14)):
         assert shapes(ffn)["net.0.weight"][0] == 1000 and shapes(ffn)["net.2.weight"] == (1000, 1000)
+
+
+# ============================================ the experiment models (Appendix E, Figure 1)
+
+
+def _n_params(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def _transformer_count(D_e: int, q: int, width: int, attn_bias: bool = False) -> int:
+    """q heads of dim D_e (E = q D_e): W_Q (E x E), W_K, W_V (E x D_e), out_proj (E x E), ReLU
+    width, scalar readout (+ 3E + E projection biases for the published variant)."""
+    E = q * D_e
+    return 2 * E * E + 2 * E * D_e + (E + 1) * width + width + 1 + (4 * E if attn_bias else 0)
+
+
+def _birnn_count(D_in: int, H: int) -> int:
+    """Bidirectional GRU: per direction 3 gates of H (D_in + H) weights and 2 x 3H biases."""
+    return 2 * (3 * H * (D_in + H) + 6 * H) + 2 * H + 1
+
+
+def _mlp_count(widths) -> int:
+    return sum((a + 1) * b for a, b in zip(widths, widths[1:]))
+
+
+def test_experiment_models_parameter_counts_are_the_closed_forms():
+    """Appendix E at N = 6, d = 2, q = 2, d_e = 4 (D_e = 14): Transformer width 100, GRU hidden
+    500 q, FFN (1000, 1000) on the one-hot input, the published biased Transformer, the encoded
+    FFN, a GRU of hidden 16 (moved here from the experiment-models claim); small hand values."""
+    from qstr.constructions.models import BiasedTransformer, EncodedFFN
+
+    N, d, q, d_e = 6, 2, 2, 4
+    D_e = d + (q + 1) * d_e
+    kw = dict(N=N, d=d, q=q, d_e=d_e, generator=gen(300), dtype=F64)
+    assert _n_params(build_practical("transformer", **kw)) == _transformer_count(D_e, q, 100)
+    assert _n_params(build_practical("rnn", **kw)) == _birnn_count(D_e, 500 * q)
+    assert _n_params(build_practical("rnn", hidden=16, **kw)) == _birnn_count(D_e, 16)
+    assert _n_params(build_practical("ffn", **kw)) == _mlp_count((N * d + N * q * N, 1000, 1000, N))
+    assert _n_params(BiasedTransformer(D_e, q, dtype=F64)) == _transformer_count(D_e, q, 100, True)
+    assert _n_params(EncodedFFN(N, D_e, dtype=F64)) == _mlp_count((N * D_e, 1000, 1000, N))
+    assert _n_params(PracticalRNN(5, 3, generator=gen(0))) == _birnn_count(5, 3) == 187
+    assert _transformer_count(2, 1, 1) == 4 * 4 + 3 + 2 and _mlp_count((2, 3, 1)) == 9 + 4
+
+
+def test_experiment_model_defaults_and_encodings_as_documented():
+    """Documented defaults (Appendix E): Transformer width 100, VecFFN (1000,), PracticalFFN
+    (1000, 1000) at N = 4, d = 2, q = 1, D_e = 8; encode's c = 1 (= rnn_encoding, codes copied
+    as they are); the biased Transformer at zero biases is the plain one; the FFN takes t as
+    (B, q) or (B, N, q); t_encoding="index" feeds t / N, one int width being one hidden layer."""
+    from qstr.constructions.encoding import encode, rnn_encoding
+    from qstr.constructions.models import BiasedTransformer
+
+    N, d, q, D_e = 4, 2, 1, 8
+    assert _n_params(PracticalTransformer(D_e, q, dtype=F64)) == _transformer_count(D_e, q, 100)
+    assert _n_params(VecFFN(N, d, q, dtype=F64)) == _mlp_count((N * d + N * q * N, 1000, N))
+    assert _n_params(PracticalFFN(N, d, q, dtype=F64)) == _mlp_count((N * d + N * q * N, 1000,
+                                                                        1000, N))
+    g = gen(305)
+    x = torch.randn(2, N, d, generator=g, dtype=F64)
+    t = torch.randint(0, N, (2, N, q), generator=g)
+    omega = torch.randn(N, 3, generator=g, dtype=F64)
+    assert torch.equal(encode(x, t, omega), rnn_encoding(x, t, omega))
+    assert torch.equal(encode(x, t, omega)[..., d:d + 3], omega.expand(2, N, 3))
+    N, d, q, d_e = 6, 2, 2, 4
+    D_e = d + (q + 1) * d_e
+    tr = build_practical("transformer", N=N, d=d, q=q, d_e=d_e, generator=gen(300), dtype=F64)
+    biased = BiasedTransformer(D_e, q, generator=gen(300), dtype=F64)
+    ffn = build_practical("ffn", N=N, d=d, q=q, d_e=d_e, generator=gen(300), dtype=F64)
+    Z = torch.randn(2, N, D_e, generator=gen(302), dtype=F64)
+    x = torch.randn(2, N, d, generator=gen(303), dtype=F64)
+    t = torch.randint(0, N, (2, q), generator=gen(304))
+    net = VecFFN(N, d, q, 3, t_encoding="index", dtype=F64)
+    want = torch.cat([x.reshape(2, -1), t[:, None].expand(-1, N, q).reshape(2, -1).to(x) / N], 1)
+    with torch.no_grad():
+        assert (biased(Z) - tr(Z)).abs().max() <= 1e-12
+        assert (ffn(x, t) - ffn(x, t[:, None].expand(2, N, q))).abs().max() <= 1e-12
+        assert (net.inputs(x, t) - want).abs().max() <= 1e-15
+    assert _n_params(net) == _mlp_count((N * d + N * q, 3, N))
+
+
+def test_merged_attention_random_init_as_documented():
+    """MergedAttention's documented init at D_e = 32, H = 2, m = 2048: W_QK ~ N(0, (0.1/D_e)^2),
+    W ~ N(0, 1/(H D_e)), b = 0, a ~ N(0, 1/m); each sample std within 10% of its target."""
+    D_e, H, m = 32, 2, 2048
+    model = MergedAttention(D_e, H, m, generator=gen(304), dtype=F64)
+    targets = {"W_QK": 0.1 / D_e, "W": (H * D_e) ** -0.5, "a": m ** -0.5}
+    for k, v in targets.items():
+        assert abs(float(getattr(model, k).detach().std()) / v - 1) <= 0.1, k
+    assert bool((model.b == 0).all())

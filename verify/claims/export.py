@@ -1,39 +1,35 @@
-"""The export path users take: a construction saved as a plain state dict, reloaded with
-``torch.load(weights_only=True)`` into ``nn.MultiheadAttention``, and folded back (Appendix A.1's
-merged W_QK against separate W_Q, W_K, W_V)."""
+"""The export path users take (Appendix A.1): a construction saved as a plain state dict, reloaded
+with ``torch.load(weights_only=True)`` into ``nn.MultiheadAttention`` (merged W_QK split into
+W_Q, W_K, W_V), and folded back. Each reloaded module answers like the built one, to rounding."""
 from __future__ import annotations
 
 import copy
-import dataclasses
 import io
 import math
 import os
 import tempfile
+from dataclasses import dataclass, replace
+from typing import Callable, Tuple
 
 import torch
 
 from qstr.bounds.attention import lemma11, sparse_average_head
 from qstr.constructions.codes import rs_hadamard_codebook
-from qstr.constructions.export import (construction_state, from_multihead, init_from_construction, load_construction_state,
-                                       load_multihead, logical_parameters, to_multihead)
+from qstr.constructions.export import (construction_state, from_multihead, init_from_construction,
+                                       load_construction_state, load_multihead)
 from qstr.constructions.links import make_link
-from qstr.verify.legacy import Claim, Context, Outcome, register
+from qstr.constructions.models import MergedAttention, PracticalTransformer
+from qstr.verify.claim import Check, Claim, Context, Fault, Ref, Verdict, at_most
+from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding
 
-EX_N, EX_D = 128, 3
-
-
-def _constructions(ctx: Context):
-    """A certified Lemma 11 construction (teacher link, q = 3 heads) and the single averaging head."""
-    net = make_link("teacher", 3, EX_D, generator=ctx.generator(50)).two_layer_net()
-    l11 = lemma11(EX_N, EX_D, 3, net, eps=0.05, r_x=3.0, device=ctx.device)
-    avg = sparse_average_head(EX_N, EX_D, 3, codebook=rs_hadamard_codebook(EX_N, mu=0.15, device=ctx.device),
-                              r_x=3.0, device=ctx.device)  # alpha: the minimiser of its bound
-    return [("lemma11 q=3", l11), ("sparse-average q=3", avg)]
+EX_N, EX_D = 128, 3      # the two large constructions: prompt length, token dimension
+SMALL_N, SMALL_D = 16, 2  # the small one read back by load_multihead from a real file
 
 
 def through_file(state: dict) -> dict:
-    """``state`` through torch.save and torch.load(weights_only=True): what `qstr construct` writes and a user reads."""
+    """``state`` through torch.save and torch.load(weights_only=True): what `qstr construct`
+    writes and a user reads."""
     buf = io.BytesIO()
     torch.save(state, buf)
     buf.seek(0)
@@ -41,158 +37,219 @@ def through_file(state: dict) -> dict:
 
 
 def saved_and_reloaded(cons):
-    """(MergedAttention, PracticalTransformer) exactly as a user gets them from a saved file (the Appendix A.1
-    export: ``construction_state`` :func:`through_file`)."""
+    """(MergedAttention, PracticalTransformer) exactly as a user gets them from a saved file
+    (the Appendix A.1 export: ``construction_state`` :func:`through_file`)."""
     return load_construction_state(through_file(construction_state(cons)))
 
 
 def through_path(state: dict, load, **kw):
-    """``state`` written to a real file by torch.save (what `qstr construct` does) and read back by the public
-    loader ``load(path, **kw)`` (torch.load(path, weights_only=True) inside)."""
+    """``state`` written to a real file by torch.save (what `qstr construct` does) and read back
+    by the public loader ``load(path, **kw)`` (torch.load(path, weights_only=True) inside)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "construction.pt")
         torch.save(state, path)
         return load(path, **kw)
 
 
-def _heads_gap(merged, Z: torch.Tensor) -> float:
-    """max |MergedAttention.heads(Z) - sum_j A[b, h, i, j] z_j| (Eq. A.1: each head averages the tokens)."""
-    return float((merged.heads(Z) - torch.einsum("bhij,bjd->bihd", merged.attention(Z), Z)).abs().max())
+@dataclass(frozen=True)
+class Case:
+    """One saved construction: the modules read back from its file, a batch of its encoded
+    prompts Z and the built module's outputs y on them."""
+
+    name: str
+    merged: MergedAttention         # the merged module read back
+    exported: PracticalTransformer  # the nn.MultiheadAttention module read back
+    Z: torch.Tensor
+    y: torch.Tensor
+
+    @property
+    def rounding(self) -> Rounding:
+        """Two forward passes of N + H D_e + m terms each (docs/derivations/rounding.md)."""
+        m = self.merged
+        return Rounding(n=2 * (self.Z.shape[1] + m.D_e * m.H + m.m),
+                        scale=float(self.y.abs().max()) + 1.0,
+                        what="2 (N + H D_e + m) eps (|y|max + 1)")
 
 
-def _small_lemma11(ctx: Context):
-    """A small certified Lemma 11 construction (N = 16, d = 2, q = 2 heads, teacher link) and prompts for it."""
-    net = make_link("teacher", 2, 2, generator=ctx.generator(55)).two_layer_net()
-    cons = lemma11(16, 2, 2, net, eps=0.05, r_x=3.0, device=ctx.device)
-    x = torch.randn(2, 16, 2, generator=ctx.generator(56, ctx.device), dtype=torch.float64, device=ctx.device)
-    t = torch.randint(0, 16, (2, 16, 2), generator=ctx.generator(57, ctx.device), device=ctx.device)
-    return cons, x, t
+@dataclass(frozen=True)
+class ExportInputs:
+    """The saved-and-reloaded constructions; float32 loaders and a biased module (the small one)."""
+
+    cases: Tuple[Case, ...]
+    float32: Tuple[Tuple[str, PracticalTransformer], ...]  # (how it was loaded, module)
+    biased: PracticalTransformer  # the small export with readout bias c and an out_proj bias
+    folded: MergedAttention       # from_multihead(biased)
 
 
-def _file_and_options(ctx: Context) -> tuple[bool, str]:
-    """The other public ways to the built model (Appendix A.1), on a small construction: the file `qstr construct`
-    writes read by load_multihead (float64, and float32 with its own allowance), init_from_construction(dtype=float32),
-    a nonzero readout bias c and out_proj bias folded by from_multihead (c as one more ReLU unit relu(1) c, the
-    out_proj bias before the ReLU; readout_bias='raise' refuses c), logical_parameters covering every parameter,
-    and MergedAttention.heads = attention weights @ Z."""
-    cons, x, t = _small_lemma11(ctx)
+def _prompts(cons, B: int, N: int, d: int, name: str, ctx: Context):
+    """B prompts of N tokens whose q indices are distinct (the averaging head needs them)."""
+    gen = lambda part, *i: ctx.generator(f"export-roundtrip/{name}/{part}", *i,  # noqa: E731
+                                         device=ctx.device)
+    x = torch.randn(B, N, d, generator=gen("x"), dtype=torch.float64, device=ctx.device)
+    t = torch.stack([
+        torch.randperm(N, generator=gen("t", b), device=ctx.device)[:cons.q].expand(N, cons.q)
+        for b in range(B)])
     with torch.no_grad():
-        Z, ref = cons.encode(x, t), cons.predict(x, t)
-    mt = through_path(construction_state(cons), load_multihead)
-    mt32 = through_path(construction_state(cons), load_multihead, dtype=torch.float32)
-    init32 = init_from_construction(cons, dtype=torch.float32)
+        return cons.encode(x, t), cons.predict(x, t)
+
+
+def _with_bias(mt: PracticalTransformer) -> PracticalTransformer:
+    """A copy of ``mt`` with readout bias c = 0.25 and an out_proj bias (as training leaves it)."""
     biased = copy.deepcopy(mt)
     with torch.no_grad():
         biased.readout.bias.fill_(0.25)
         E = biased.q * biased.D_e
-        biased.mha.out_proj.bias = torch.nn.Parameter(torch.linspace(-0.1, 0.1, E, dtype=Z.dtype, device=Z.device))
-        folded, merged = from_multihead(biased), from_multihead(mt)
-        gaps = {"load_multihead(file)": float((mt(Z).reshape(ref.shape) - ref).abs().max()),
-                "folded biases": float((folded(Z) - biased(Z)).abs().max()),
-                "heads = A Z (random Z)": _heads_gap(merged, torch.randn(Z.shape, generator=ctx.generator(58),
-                                                                        dtype=Z.dtype).to(Z.device))}
-        gap32 = max(float((m(Z.float()).reshape(ref.shape).double() - ref).abs().max()) for m in (mt32, init32))
-    gap32 = gap32 if all(p.dtype == torch.float32 for m in (mt32, init32) for p in m.parameters()) else math.inf
-    count = sum(p.numel() for p in logical_parameters(biased).values())
-    gaps["logical parameters vs module"] = abs(count - sum(p.numel() for p in biased.parameters()))
-    gaps["extra unit for c"] = abs(folded.m - (merged.m + 1))
-    try:
-        from_multihead(biased, readout_bias="raise")
-        gaps["readout_bias='raise' refuses c"] = math.inf
-    except ValueError:
-        gaps["readout_bias='raise' refuses c"] = 0.0
-    rnd = Rounding(n=2 * (16 + merged.D_e * merged.H + merged.m), scale=float(ref.abs().max()) + 1.0,
-                   what="2 (N + H D_e + m) eps (|y|max + 1)")
-    tol32 = dataclasses.replace(rnd, dtype=torch.float32).term  # the same rounding count in float32
-    ok = all(rnd.within(e, 0.0) for e in gaps.values()) and gap32 <= tol32
-    return ok, ("small Lemma 11 (N=16, d=2, q=2) through the other public ways: "
-                + ", ".join(f"{k} {e:.2g}" for k, e in gaps.items()) + f" ({rnd.term:.2g} allowed); float32 "
-                f"(load_multihead(file, dtype), init_from_construction(dtype)) {gap32:.2g} (allowed {tol32:.2g})")
+        w = biased.readout.weight
+        biased.mha.out_proj.bias = torch.nn.Parameter(
+            torch.linspace(-0.1, 0.1, E, dtype=w.dtype, device=w.device))
+    return biased
 
 
-INIT_NOISE = 0.1
-
-
-def _init_noise(cons, ctx: Context) -> tuple:
-    """``init_from_construction(noise=s)``: every logical tensor P moves by s ||P||_F in relative Frobenius norm
-    (each of the largest tensors within [0.8 s, 1.2 s]; there numel >= 100, so chi-square noise is under 15%),
-    zero tensors stay zero, and noise 0 is the export itself. Returns (holds, text)."""
-    exact = logical_parameters(init_from_construction(cons, noise=0.0))
-    noisy = logical_parameters(init_from_construction(cons, noise=INIT_NOISE, generator=ctx.generator(53)))
-    exported = logical_parameters(to_multihead(cons.model))
-    with torch.no_grad():
-        rel = {k: float((noisy[k] - P).norm() / P.norm()) for k, P in exact.items() if P.numel() >= 100 and P.norm() > 0}
-    zeros_kept = all(bool((noisy[k] == 0).all()) for k, P in exact.items() if bool((P == 0).all()))
-    same = all(torch.equal(exact[k], exported[k]) for k in exact)
-    holds = bool(rel) and all(0.8 <= r / INIT_NOISE <= 1.2 for r in rel.values()) and zeros_kept and same
-    return holds, (f"init_from_construction(noise={INIT_NOISE}): relative change " + ", ".join(
-        f"{k} {r:.3f}" for k, r in rel.items()) + f"; zero tensors stay zero: {zeros_kept}; noise 0 = the export: {same}")
-
-
-def _export(ctx: Context, slip=None) -> Outcome:
-    """max |y(exported nn.MultiheadAttention) - y(built module)| and the same after folding back,
-    against the rounding of the two forward passes. ``slip`` breaks the reloaded model (falsifier)."""
+def export_inputs(ctx: Context) -> ExportInputs:
+    """Lemma 11 (teacher link, q = 3) and the sparse averaging head (q = 3) at N = 128 through
+    torch.load; a small Lemma 11 (N = 16, q = 2) through load_multihead(file) (Appendix A.1)."""
     B = ctx.pick(quick=2, full=32)
-    rows, ok, worst, allowed = [], True, 0.0, math.inf
-    for name, cons in _constructions(ctx):
-        merged, mt = saved_and_reloaded(cons)
-        if slip is not None:
-            slip(mt)
-        x = torch.randn(B, EX_N, EX_D, generator=ctx.generator(51, ctx.device), dtype=torch.float64,
-                        device=ctx.device)
-        t = torch.stack([torch.randperm(EX_N, generator=ctx.generator(52 + b, ctx.device), device=ctx.device)[:3]
-                         .expand(EX_N, 3) for b in range(B)])  # distinct indices (the averaging head needs them)
-        Z = cons.encode(x, t)
+    link = make_link("teacher", 3, EX_D, generator=ctx.generator("export-roundtrip/link"))
+    net = link.two_layer_net()
+    l11 = lemma11(EX_N, EX_D, 3, net, eps=0.05, r_x=3.0, device=ctx.device)
+    book = rs_hadamard_codebook(EX_N, mu=0.15, device=ctx.device)
+    avg = sparse_average_head(EX_N, EX_D, 3, codebook=book, r_x=3.0, device=ctx.device)
+    cases = [Case(name, *saved_and_reloaded(cons), *_prompts(cons, B, EX_N, EX_D, name, ctx))
+             for name, cons in (("lemma11 q=3", l11), ("sparse-average q=3", avg))]
+    small_net = make_link("teacher", 2, SMALL_D,
+                          generator=ctx.generator("export-roundtrip/small-link")).two_layer_net()
+    small = lemma11(SMALL_N, SMALL_D, 2, small_net, eps=0.05, r_x=3.0, device=ctx.device)
+    state = construction_state(small)
+    mt = through_path(state, load_multihead)
+    cases.append(Case("small lemma11 q=2 via load_multihead(file)", from_multihead(mt), mt,
+                      *_prompts(small, 2, SMALL_N, SMALL_D, "small", ctx)))
+    float32 = (("load_multihead(file, dtype=float32)",
+                through_path(state, load_multihead, dtype=torch.float32)),
+               ("init_from_construction(dtype=float32)",
+                init_from_construction(small, dtype=torch.float32)))
+    biased = _with_bias(mt)
+    return ExportInputs(tuple(cases), float32, biased, from_multihead(biased))
+
+
+def _worst_case(inp: ExportInputs, output: Callable[[Case], torch.Tensor], label: str) -> Verdict:
+    """max |output(case) - y| against each case's rounding, reduced by the largest err / term."""
+    rows, worst = [], None
+    for c in inp.cases:
         with torch.no_grad():
-            ref = cons.predict(x, t)
-            outs = {"nn.MultiheadAttention": mt(Z), "reloaded merged": merged(Z), "folded back": from_multihead(mt)(Z)}
-        scale = float(ref.abs().max()) + 1.0
-        rnd = Rounding(n=2 * (EX_N + merged.D_e * merged.H + merged.m), scale=scale,
-                       what="2 (N + H D_e + m) eps (|y|max + 1)")
-        errs = {k: float((v.reshape(ref.shape) - ref).abs().max()) for k, v in outs.items()}
-        ok = ok and all(rnd.within(e, 0.0) for e in errs.values()) and isinstance(mt.mha, torch.nn.MultiheadAttention)
-        worst = max(worst, *errs.values())
-        allowed = min(allowed, rnd.term)
-        rows.append(f"{name}: " + ", ".join(f"{k} {e:.2g}" for k, e in errs.items()) + f" ({rnd.term:.2g} allowed)")
-        if slip is None and not rows[1:]:  # the initialisation users train from, on the first construction
-            init_ok, text = _init_noise(cons, ctx)
-            ok &= init_ok
-            rows.append(text)
-            files_ok, text = _file_and_options(ctx)
-            ok &= files_ok
-            rows.append(text)
-    return Outcome(measured=f"max |y_export - y_built| = {worst:.2g}", bound="<= rounding", holds=ok,
-                   value=worst, limit=allowed,
-                   detail=f"B={B}, N={EX_N}, saved and reloaded with weights_only=True; " + "; ".join(rows))
+            err = float((output(c).reshape(c.y.shape) - c.y).abs().max())
+        rnd = c.rounding
+        rows.append(f"{c.name} {err:.2g}")
+        if worst is None or err / rnd.term > worst[0] / worst[1].term:
+            worst = (err, rnd, c.name)
+    err, rnd, name = worst
+    detail = f"max |{label} - y_built|, worst {name}; " + ", ".join(rows)
+    return at_most(err, 0.0, rnd, detail=detail)
 
 
-def _forgot_head_dim_scale(mt) -> None:
-    """torch divides each head's logits by sqrt(head_dim): an exporter that does not pre-multiply the
-    query projection by sqrt(D_e) attends too softly."""
+def exported_matches(inp: ExportInputs, ctx: Context) -> Verdict:
+    """The reloaded nn.MultiheadAttention module answers like the built one (Appendix A.1)."""
+    return _worst_case(inp, lambda c: c.exported(c.Z), "nn.MultiheadAttention")
+
+
+def merged_matches(inp: ExportInputs, ctx: Context) -> Verdict:
+    """The reloaded merged module (W_QK, W, b, a) answers like the built one."""
+    return _worst_case(inp, lambda c: c.merged(c.Z), "reloaded merged")
+
+
+def folded_matches(inp: ExportInputs, ctx: Context) -> Verdict:
+    """The reloaded nn.MultiheadAttention, folded back by from_multihead, answers like the built."""
+    return _worst_case(inp, lambda c: from_multihead(c.exported)(c.Z), "folded back")
+
+
+def float32_matches(inp: ExportInputs, ctx: Context) -> Verdict:
+    """The float32 loaders answer like the built module within the same count in float32."""
+    small = inp.cases[-1]
+    rnd = replace(small.rounding, dtype=torch.float32)
+    rows, worst = [], (-math.inf, "")
+    for how, mt in inp.float32:
+        with torch.no_grad():
+            y = mt(small.Z.float()).reshape(small.y.shape).double()
+        err = float((y - small.y).abs().max())
+        rows.append(f"{how} {err:.2g}")
+        worst = max(worst, (err, how))
+    return at_most(worst[0], 0.0, rnd, detail=f"{small.name}, worst {worst[1]}; " + ", ".join(rows))
+
+
+def biases_fold(inp: ExportInputs, ctx: Context) -> Verdict:
+    """from_multihead folds a readout bias c (one more unit relu(1) c) and an out_proj bias
+    (before the ReLU): the folded module answers like the biased one."""
+    small = inp.cases[-1]
+    with torch.no_grad():
+        y = inp.biased(small.Z)
+        err = float((inp.folded(small.Z).reshape(y.shape) - y).abs().max())
+    rnd = replace(small.rounding, scale=float(y.abs().max()) + 1.0)
+    return at_most(err, 0.0, rnd, detail=f"{small.name}, c = 0.25, out_proj bias in [-0.1, 0.1]")
+
+
+def _forgot_head_dim_scale(mt: PracticalTransformer) -> PracticalTransformer:
+    """torch divides each head's logits by sqrt(head_dim): an exporter that does not pre-multiply
+    the query projection by sqrt(D_e) attends too softly."""
+    mt = copy.deepcopy(mt)
     with torch.no_grad():
         mt.projection_weights()[0].div_(math.sqrt(mt.D_e))
+    return mt
 
 
-def _heads_swapped(mt) -> None:
+def _heads_swapped(mt: PracticalTransformer) -> PracticalTransformer:
     """The key projection blocks of heads 0 and 1 exchanged (an off-by-one in the reshape)."""
+    mt = copy.deepcopy(mt)
     with torch.no_grad():
-        Wk = mt.projection_weights()[1]
-        D = mt.D_e
+        Wk, D = mt.projection_weights()[1], mt.D_e
         if Wk.shape[0] >= 2 * D:
             Wk[:2 * D] = torch.cat([Wk[D:2 * D].clone(), Wk[:D].clone()])
+    return mt
 
 
-def _export_falsifier(ctx: Context) -> Outcome:
-    soft, swapped = _export(ctx, slip=_forgot_head_dim_scale), _export(ctx, slip=_heads_swapped)
-    return Outcome(measured=f"no sqrt(D_e): {soft.measured}; heads swapped: {swapped.measured}", bound="<= rounding",
-                   holds=soft.holds or swapped.holds, detail=f"{soft.detail} | {swapped.detail}")
+def _transposed_qk(merged: MergedAttention) -> MergedAttention:
+    """A loader that reads each head's W_QK key-left (transposed)."""
+    merged = copy.deepcopy(merged)
+    with torch.no_grad():
+        merged.W_QK.copy_(merged.W_QK.transpose(-1, -2).clone())
+    return merged
 
+
+def _every_export(slip):
+    """A fault applying ``slip`` to every reloaded nn.MultiheadAttention module (copies)."""
+    def apply(inp: ExportInputs, ctx: Context) -> ExportInputs:
+        cases = tuple(replace(c, exported=slip(c.exported)) for c in inp.cases)
+        return replace(inp, cases=cases, float32=tuple((h, slip(m)) for h, m in inp.float32))
+    return apply
+
+
+def _merged_transposed(inp: ExportInputs, ctx: Context) -> ExportInputs:
+    return replace(inp, cases=tuple(replace(c, merged=_transposed_qk(c.merged)) for c in inp.cases))
+
+
+def _biases_dropped(inp: ExportInputs, ctx: Context) -> ExportInputs:
+    """A fold that drops the biases (the unbiased module's fold stands in for the biased one's)."""
+    return replace(inp, folded=from_multihead(inp.cases[-1].exported))
+
+
+EXPORTED, MERGED = "nn.MultiheadAttention = built", "reloaded merged = built"
+FOLDED = "folded back = built"
+FLOAT32, BIASES = "float32 loaders = built", "biases folded"
 
 register(Claim(
-    id="export-roundtrip", ref_seed="Appendix A.1", ref_conference="Appendix A.1",
-    statement="a saved construction reloaded (weights_only) into nn.MultiheadAttention, and folded back, "
-              "gives the built module's outputs",
-    check=_export, falsifier=_export_falsifier,
-    falsifier_statement="an exporter that forgets torch's 1/sqrt(head_dim), or swaps two heads' key blocks, "
-                        "must be caught",
+    id="export-roundtrip", ref=Ref("Appendix A.1", "Appendix A.1"),
+    statement="a saved construction reloaded (weights_only) into nn.MultiheadAttention, and folded "
+              "back, gives the built module's outputs",
+    inputs=export_inputs,
+    checks=[Check(EXPORTED, exported_matches), Check(MERGED, merged_matches),
+            Check(FOLDED, folded_matches), Check(FLOAT32, float32_matches),
+            Check(BIASES, biases_fold)],
+    faults=[Fault("exporter forgets torch's 1/sqrt(head_dim)",
+                  _every_export(_forgot_head_dim_scale), breaks=(EXPORTED, FOLDED, FLOAT32)),
+            Fault("two heads' key blocks swapped", _every_export(_heads_swapped),
+                  breaks=(EXPORTED, FOLDED, FLOAT32)),
+            Fault("W_QK read transposed", _merged_transposed, breaks=(MERGED,)),
+            Fault("fold drops the biases", _biases_dropped, breaks=(BIASES,))],
+    builds=(construction_state, load_construction_state, load_multihead, from_multihead,
+            init_from_construction),
+    bounds=(lemma11, sparse_average_head),
+    derivation="docs/derivations/rounding.md",
 ))
