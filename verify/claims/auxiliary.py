@@ -10,7 +10,7 @@ from scipy import stats
 
 from qstr.bounds.gaussian import (VarianceEstimate, conditional_sqnorm_variance, mc_conditional_sqnorm_variance,
                                   random_orthonormal_rows)
-from qstr.verify.claim import Check, Claim, Fault, Ref, Verdict, at_most
+from qstr.verify.claim import Check, Claim, Fault, Ref, Verdict, at_least, at_most, close, exact
 from qstr.verify.legacy import Claim as Legacy, Context, Outcome, register
 from qstr.verify.rounding import Rounding, largest, two_layer
 
@@ -124,65 +124,132 @@ INF = math.inf
 
 # (p, q, r): ||AB||_{p,q} <= ||A||_{r,q} ||B||_{p,s}, s = r/(r-1)
 LEMMA39_CASES = ((2, 2, 2), (1, INF, INF), (INF, 1, 1), (3, 1.5, 4 / 3), (1, 2, 3), (INF, INF, 1.5))
-LEMMA39_ROUNDING = Rounding(n=128, scale=1.0, what="128 eps x ratio (3 mixed norms of <= 6 x 5 matrices: sums, powers, roots)")
+LEMMA39_SHAPES = ((1, 5, 1), (3, 4, 5), (6, 2, 3))  # (m, n, k) of the random pairs
+LEMMA39_ROUNDING = Rounding(n=128, scale=1.0, what="128 eps x ratio (3 mixed norms of <= 6 x 5 "
+                            "matrices: sums, powers, roots)")
+Pair = Tuple[torch.Tensor, torch.Tensor]
 
 
-def _lemma39(ctx: Context, swapped: bool) -> Outcome:
-    """max over random, structured and adversarial (A, B) of lhs / rhs, for every (p, q, r)."""
+def holder_rhs(A: torch.Tensor, B: torch.Tensor, p: float, q: float, r: float) -> torch.Tensor:
+    """Lemma 39's right-hand side ||A||_{r,q} ||B||_{p,s}, batched and differentiable."""
+    return mixed_norm(A, r, q) * mixed_norm(B, p, conjugate(r))
+
+
+def _swapped_rhs(A: torch.Tensor, B: torch.Tensor, p: float, q: float, r: float) -> torch.Tensor:
+    """The false form ||A||_{q,r} ||B||_{s,p} (inner and outer exponents exchanged)."""
+    return mixed_norm(A, q, r) * mixed_norm(B, conjugate(r), p)
+
+
+@dataclass(frozen=True)
+class Lemma39Inputs:
+    """Per (p, q, r): random pairs, the equality case and Adam's starting pairs; the right-hand side."""
+
+    cases: Tuple[Tuple[float, float, float], ...]
+    random: Tuple[Tuple[Pair, ...], ...]  # per case, one batch of pairs per shape
+    equality: Tuple[Pair, ...]  # lemma39_equality_case, per case
+    starts: Tuple[Pair, ...]  # batched starting pairs of the ascent, per case
+    steps: int  # Adam steps of the ascent
+    rhs: Callable[..., torch.Tensor]  # ||A||_{r,q} ||B||_{p,s}
+
+
+def _random_pairs(ctx: Context, i: int, n_random: int) -> Tuple[Pair, ...]:
+    """Gaussian A with half its entries zeroed, heavy-tailed B = g / U, of every shape."""
+    pairs = []
+    for j, (m, n, k) in enumerate(LEMMA39_SHAPES):
+        g = ctx.generator("lemma-39/random", i, j, device=ctx.device)
+        kw = dict(generator=g, dtype=torch.float64, device=ctx.device)
+        A = torch.randn(n_random, m, n, **kw) * (torch.rand(n_random, m, n, **kw) < 0.5)
+        B = torch.randn(n_random, n, k, **kw) / torch.rand(n_random, n, k, **kw).clamp_min(1e-3)
+        keep = (mixed_norm(A, 2, 2) > 0) & (mixed_norm(B, 2, 2) > 0)
+        pairs.append((A[keep], B[keep]))
+    return tuple(pairs)
+
+
+def lemma39_inputs(ctx: Context) -> Lemma39Inputs:
+    """Random, structured (equality case) and ascent starting pairs for every (p, q, r)
+    (docs/derivations/lemmas-39-41-42.md, Lemma 39)."""
     restarts, steps = ctx.pick(quick=(2, 30), full=(6, 300))
-    n_random = ctx.pick(quick=200, full=2000, gpu=2000)
-    g = ctx.generator(39, ctx.device)
-    kw = dict(generator=g, dtype=torch.float64, device=ctx.device)
-
-    def rhs_t(A, B, p, q, r):  # differentiable right-hand side (batched)
-        s = conjugate(r)
-        if swapped:
-            return mixed_norm(A, q, r) * mixed_norm(B, s, p)
-        return mixed_norm(A, r, q) * mixed_norm(B, p, s)
-
-    worst, parts = 0.0, []
-    for p, q, r in LEMMA39_CASES:
-        ratios = []
-        # random: Gaussian, sparse and heavy-tailed matrices of several shapes
-        for (m, n, k) in ((1, 5, 1), (3, 4, 5), (6, 2, 3)):
-            A = torch.randn(n_random, m, n, **kw)
-            B = torch.randn(n_random, n, k, **kw)
-            A = A * (torch.rand(A.shape, **kw) < 0.5)
-            B = B / torch.rand(B.shape, **kw).clamp_min(1e-3)
-            keep = (mixed_norm(A, 2, 2) > 0) & (mixed_norm(B, 2, 2) > 0)
-            ratios.append(float((mixed_norm(A @ B, p, q)[keep] / rhs_t(A, B, p, q, r)[keep]).max()))
-        # structured: the equality case of the true inequality
-        A, B = lemma39_equality_case(5, 3, p, q, r, generator=g, m=2)
-        lhs, rhs = lemma39(A, B, p, q, r)
-        eq_ratio = lhs / rhs
-        ratios.append(lhs / lemma39_swapped_rhs(A, B, p, q, r) if swapped else eq_ratio)
-        # adversarial: Adam ascent on log(lhs / rhs), the restarts as one batch (no host sync per step)
-        A = torch.randn(restarts, 3, 4, **kw).requires_grad_(True)
-        B = torch.randn(restarts, 4, 3, **kw).requires_grad_(True)
-        opt = torch.optim.Adam([A, B], lr=0.05)
-        seen = []
-        for _ in range(steps):
-            ratio = mixed_norm(A @ B, p, q) / rhs_t(A, B, p, q, r)
-            seen.append(ratio.detach().max())
-            opt.zero_grad()
-            (-torch.log(ratio)).sum().backward()
-            opt.step()
-        top = max(max(ratios), float(torch.stack(seen).max()))
-        worst = max(worst, top)
-        parts.append(f"(p,q,r,s)=({p:g},{q:g},{r:.3g},{conjugate(r):.3g}): max ratio {top:.6f} (equality case of the true inequality {eq_ratio:.12f})")
-    parts.append(str(LEMMA39_ROUNDING))
-    parts.append("value = the largest lhs/rhs over all cases, limit 1 + the rounding term")
-    return Outcome(measured=f"max lhs/rhs = {worst:.9f}", bound=f"<= 1 + {LEMMA39_ROUNDING.term:.2g}",
-                   holds=LEMMA39_ROUNDING.within(worst, 1.0), detail="; ".join(parts),
-                   value=float(worst), limit=1.0 + LEMMA39_ROUNDING.term)
+    n_random = ctx.pick(quick=200, full=2000)
+    random, equality, starts = [], [], []
+    for i, (p, q, r) in enumerate(LEMMA39_CASES):
+        random.append(_random_pairs(ctx, i, n_random))
+        g = ctx.generator("lemma-39/equality", i, device=ctx.device)
+        equality.append(lemma39_equality_case(5, 3, p, q, r, generator=g, m=2))
+        g = ctx.generator("lemma-39/ascent", i, device=ctx.device)
+        kw = dict(generator=g, dtype=torch.float64, device=ctx.device)
+        starts.append((torch.randn(restarts, 3, 4, **kw), torch.randn(restarts, 4, 3, **kw)))
+    return Lemma39Inputs(LEMMA39_CASES, tuple(random), tuple(equality), tuple(starts), steps,
+                         holder_rhs)
 
 
-register(Legacy(
-    id="lemma-39", ref_seed="Lemma 39", ref_conference="Lemma 39",
-    statement="||AB||_{p,q} <= ||A||_{r,q} ||B||_{p,s} (row p-norms then q-norm; 1/r + 1/s = 1), tight",
-    check=lambda ctx: _lemma39(ctx, swapped=False),
-    falsifier=lambda ctx: _lemma39(ctx, swapped=True),
-    falsifier_statement="inner and outer exponents swapped, ||A||_{q,r} ||B||_{s,p}, must be violated",
+def _ratio(inp: Lemma39Inputs, A: torch.Tensor, B: torch.Tensor, p, q, r) -> torch.Tensor:
+    return mixed_norm(A @ B, p, q) / inp.rhs(A, B, p, q, r)
+
+
+def _ascent(inp: Lemma39Inputs, i: int) -> float:
+    """Adam ascent on log(lhs / rhs) from the case's starting pairs (one batch, no host sync per
+    step); the largest ratio seen."""
+    p, q, r = inp.cases[i]
+    A, B = (t.clone().requires_grad_(True) for t in inp.starts[i])
+    opt = torch.optim.Adam([A, B], lr=0.05)
+    seen = []
+    for _ in range(inp.steps):
+        ratio = _ratio(inp, A, B, p, q, r)
+        seen.append(ratio.detach().max())
+        opt.zero_grad()
+        (-torch.log(ratio)).sum().backward()
+        opt.step()
+    return float(torch.stack(seen).max())
+
+
+def _case(p, q, r) -> str:
+    return f"(p,q,r,s)=({p:g},{q:g},{r:.3g},{conjugate(r):.3g})"
+
+
+def lemma39_holds(inp: Lemma39Inputs, ctx: Context) -> Verdict:
+    """Lemma 39: the largest lhs / rhs over random pairs, the equality case and the ascent, over
+    every (p, q, r), is at most 1 (docs/derivations/lemmas-39-41-42.md)."""
+    worst, where = 0.0, ""
+    for i, (p, q, r) in enumerate(inp.cases):
+        found = [(float(_ratio(inp, A, B, p, q, r).max()), "random") for A, B in inp.random[i]]
+        found.append((float(_ratio(inp, *inp.equality[i], p, q, r)), "equality case"))
+        found.append((_ascent(inp, i), "ascent"))
+        top, how = max(found)
+        if top > worst:
+            worst, where = top, f"{_case(p, q, r)} ({how})"
+    return at_most(worst, 1.0, LEMMA39_ROUNDING, detail=f"largest lhs/rhs at {where}")
+
+
+def lemma39_tight(inp: Lemma39Inputs, ctx: Context) -> Verdict:
+    """Lemma 39 is tight: lemma39_equality_case attains lhs / rhs = 1 for every (p, q, r); the
+    ratio farthest from 1."""
+    ratios = [(float(_ratio(inp, A, B, p, q, r)), _case(p, q, r))
+              for (p, q, r), (A, B) in zip(inp.cases, inp.equality)]
+    ratio, where = max(ratios, key=lambda t: abs(t[0] - 1.0))
+    return close(ratio, 1.0, 0.0, LEMMA39_ROUNDING, detail=f"farthest from 1 at {where}")
+
+
+def _swapped(inp: Lemma39Inputs, ctx: Context) -> Lemma39Inputs:
+    """The right-hand side with inner and outer exponents exchanged, ||A||_{q,r} ||B||_{s,p}."""
+    return replace(inp, rhs=_swapped_rhs)
+
+
+def _doubled(inp: Lemma39Inputs, ctx: Context) -> Lemma39Inputs:
+    """A right-hand side loose by a factor 2 (still true, no longer tight)."""
+    return replace(inp, rhs=lambda A, B, p, q, r: 2 * holder_rhs(A, B, p, q, r))
+
+
+register(Claim(
+    id="lemma-39", ref=Ref("Lemma 39", "Lemma 39"),
+    statement=("||AB||_{p,q} <= ||A||_{r,q} ||B||_{p,s} (row p-norms then q-norm; 1/r + 1/s = 1), "
+               "tight"),
+    inputs=lemma39_inputs,
+    checks=[Check("lhs <= rhs", lemma39_holds), Check("equality case attained", lemma39_tight)],
+    faults=[Fault("inner and outer exponents swapped, ||A||_{q,r} ||B||_{s,p}", _swapped,
+                  breaks=("lhs <= rhs", "equality case attained")),
+            Fault("right-hand side doubled", _doubled, breaks=("equality case attained",))],
+    builds=(lemma39_equality_case,), bounds=(mixed_norm, conjugate),
+    derivation="docs/derivations/lemmas-39-41-42.md",
 ))
 
 LEMMA41_DIMS = (1, 2, 3)

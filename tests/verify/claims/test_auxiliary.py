@@ -2,10 +2,37 @@
 tests/verify/claims/test_registered.py."""
 import math
 
+import pytest
+
 from qstr.verify.claims import auxiliary
+from qstr.verify.claims import all_claims
 from qstr.verify.registry import Context
 
 CTX = Context(profile="quick")
+
+
+def test_lemma39_checks_hold_and_the_swapped_exponents_break_both():
+    """Lemma 39: lhs/rhs <= 1 everywhere and = 1 at the equality case; the swapped form fails both."""
+    claim = all_claims()["lemma-39"]
+    inp = claim.inputs(CTX)
+    bound = claim.check("lhs <= rhs").run(inp, CTX)
+    tight = claim.check("equality case attained").run(inp, CTX)
+    assert bound.holds and tight.holds and abs(tight.measured - 1.0) <= 1e-13
+    swapped = next(f for f in claim.faults if "swapped" in f.name)
+    broken = swapped.apply(inp, CTX)
+    assert claim.check("lhs <= rhs").run(broken, CTX).measured > 1.5  # the derivation's 2.96
+    assert not claim.check("equality case attained").run(broken, CTX).holds
+    assert inp.rhs is auxiliary.holder_rhs  # the honest inputs are left as they were
+
+
+def test_lemma39_a_loose_rhs_is_caught_by_tightness_only():
+    """A right-hand side twice too large still bounds lhs; only the equality case catches it."""
+    claim = all_claims()["lemma-39"]
+    inp = claim.inputs(CTX)
+    doubled = next(f for f in claim.faults if "doubled" in f.name).apply(inp, CTX)
+    assert claim.check("lhs <= rhs").run(doubled, CTX).holds
+    assert claim.check("equality case attained").run(doubled, CTX).measured == \
+        pytest.approx(0.5, rel=1e-12)
 
 
 def _consistent(out):
