@@ -254,10 +254,12 @@ register(Claim(
 
 LEMMA41_DIMS = (1, 2, 3)
 LEMMA41_EPS = (0.3, 0.6, 1.0, 1.5)
+SPHERE_D, SPHERE_M, SPHERE_SEP = 128, 2000, 1.2  # Lemma 41's contrast on the Euclidean sphere
 
 
-def _lemma41_structured(d: int, eps: float, ball: str, device) -> torch.Tensor:
-    """Good candidates first: the vertices +-e_i (l1), then a lattice of spacing just above eps."""
+def _structured(d: int, eps: float, ball: str, device) -> torch.Tensor:
+    """Good candidates first: the vertices +-e_i (l1), then a lattice of spacing just above eps
+    (hexagonal in d = 2, the densest packing of the plane; square otherwise)."""
     pts = []
     if ball == "l1":
         eye = torch.eye(d, dtype=torch.float64)
@@ -266,127 +268,143 @@ def _lemma41_structured(d: int, eps: float, ball: str, device) -> torch.Tensor:
     M = int(1 / h) + 1
     axis = h * torch.arange(-M, M + 1, dtype=torch.float64)
     grid = torch.stack(torch.meshgrid(*([axis] * d), indexing="ij"), dim=-1).reshape(-1, d)
-    if d == 2:  # hexagonal lattice: the densest packing of the plane
-        i, j = torch.meshgrid(torch.arange(-M - 1, M + 2), torch.arange(-2 * M - 2, 2 * M + 3), indexing="ij")
-        grid = torch.stack([h * (i + 0.5 * (j % 2)), h * math.sqrt(3) / 2 * j], dim=-1).reshape(-1, 2).double()
+    if d == 2:
+        i, j = torch.meshgrid(torch.arange(-M - 1, M + 2), torch.arange(-2 * M - 2, 2 * M + 3),
+                              indexing="ij")
+        grid = torch.stack([h * (i + 0.5 * (j % 2)), h * math.sqrt(3) / 2 * j], dim=-1)
+        grid = grid.reshape(-1, 2).double()
     norm = grid.abs().sum(1) if ball == "l1" else grid.norm(dim=1)
     pts.append(grid[norm <= 1])
     return torch.cat(pts).to(device)
 
 
-def _euclidean_maurey(ctx: Context) -> tuple:
-    """Lemma 41's contrast (docs/derivations/rnn-lower-bounds.md): the Maurey form ln M <= ln(2D + 1) / eps^2 fails
-    for the Euclidean sphere (a greedy 1.2-packing of random unit vectors in D = 128), while the volume bound holds;
-    the returned Maurey value equals maurey_simple_bound / 8. Returns (holds, text)."""
-    D, M, sep = 128, 2000, 1.2
-    k, log_k, vol, mau = euclidean_packing_counterexample(D, M, generator=ctx.generator(4190, ctx.device), sep=sep)
-    pinned = abs(mau - maurey_simple_bound(D, sep) / 8) <= 1e-12 * mau
-    X = torch.randn(M, D, generator=ctx.generator(4190, ctx.device), dtype=torch.float64, device=ctx.device)
-    again = greedy_packing(X / X.norm(dim=1, keepdim=True), sep).shape[0]  # the same candidates, packed by Lemma 41's greedy
-    return (pinned and again == k and mau < log_k <= vol,
-            f"Euclidean sphere, D={D}, sep={sep}: greedy packing keeps {k} of {M} (Lemma 41's greedy_packing on the same "
-            f"candidates: {again}), ln M = {log_k:.2f} > Maurey form {mau:.2f} (= maurey_simple_bound / 8: {pinned}), "
-            f"<= volume bound {vol:.1f}")
+@dataclass(frozen=True)
+class Packing:
+    """A greedy eps-packing ``points`` of the unit ``ball`` ("l1", "l2") of R^d."""
+
+    ball: str
+    d: int
+    eps: float
+    points: torch.Tensor
+
+    def __str__(self) -> str:
+        return f"{self.ball} d={self.d} eps={self.eps:g}: M={self.points.shape[0]}"
 
 
-LEMMA41_CROSSINGS = {0.5: 20, 1.0: 8, 1.5: 5}  # eps: first d where Maurey < volume (docs/derivations/lemmas-39-41-42.md)
+@dataclass(frozen=True)
+class Lemma41Inputs:
+    """Greedy packings of the l1 and l2 balls and of the sphere of R^128; the bounds they meet."""
+
+    packings: Tuple[Packing, ...]  # the sphere's packing last (inside the l2 ball)
+    bound: Callable[[int, float, str], float]  # Lemma 41: packing_log_bound(d, eps, ball)
+    maurey_form: Callable[[int, float], float]  # ln(2D + 1) / eps^2, the form without its constant
+
+    @property
+    def sphere(self) -> Packing:
+        return self.packings[-1]
 
 
-def smaller_as_derived() -> bool:
-    """Lemma 41 (docs/derivations/lemmas-39-41-42.md, "Which bound is smaller"): ``smaller_bound`` names the volume
-    bound below the documented crossing d and the Maurey bound from it on (crossover_dimension agrees), and the
-    Maurey bound for eps >= 2, where it is 0 (one point: the diameter is 2) while the volume bound d ln(1 + 2/eps)
-    is not (so the crossing is d = 1 there, and none below d_max = 10 at eps = 0.5); hand values volume(2, 1) = 2 ln 3,
-    Maurey(1, 1) = ln 15."""
-    ok = all(smaller_bound(d - 1, eps) == "volume" and smaller_bound(d, eps) == "maurey"
-             and crossover_dimension(eps) == d for eps, d in LEMMA41_CROSSINGS.items())
-    ok &= crossover_dimension(2.5) == 1 and crossover_dimension(0.5, d_max=10) is None  # d = 1 at once; past d_max
-    return (ok and smaller_bound(3, 2.5) == "maurey" and maurey_log_packing_bound(3, 2.5) == 0.0
-            and abs(volume_log_packing_bound(2, 1.0) - 2 * math.log(3)) <= 1e-14
-            and abs(maurey_log_packing_bound(1, 1.0) - math.log(15)) <= 1e-14)
+def _sphere_packing(ctx: Context) -> Packing:
+    """Greedy SPHERE_SEP-packing of SPHERE_M random unit vectors of R^SPHERE_D (the candidates of
+    bounds.recurrent.euclidean_packing_counterexample)."""
+    g = ctx.generator("lemma-41/sphere", device=ctx.device)
+    X = torch.randn(SPHERE_M, SPHERE_D, generator=g, dtype=torch.float64, device=ctx.device)
+    return Packing("l2", SPHERE_D, SPHERE_SEP, greedy_packing(X / X.norm(dim=1, keepdim=True),
+                                                              SPHERE_SEP))
 
 
-def balls_uniform(ctx: Context) -> float:
-    """The candidates Lemma 41's packings draw: uniform in the unit ball means P(||x|| <= t) = t^d, so ||x||^d is
-    U(0, 1) (l1 and l2, d = 2 and 5); the smallest Kolmogorov-Smirnov p-value over the four samples (0 if a point
-    lies outside its ball)."""
-    worst = 1.0
-    for ball, p in (("l1", 1), ("l2", 2)):
-        for d in (2, 5):
-            x = sample_ball(4000, d, ball, generator=ctx.generator(4150 + d + 10 * p, ctx.device))
-            r = torch.linalg.vector_norm(x, ord=p, dim=1).cpu()
-            if bool((r > 1).any()):
-                return 0.0
-            worst = min(worst, float(stats.kstest((r ** d).numpy(), "uniform").pvalue))
-    return worst
+def lemma41_inputs(ctx: Context) -> Lemma41Inputs:
+    """Greedy packings (structured candidates, then uniform ones from ``sample_ball``) of the l1
+    and l2 balls, d = 1, 2, 3, and of the sphere of R^128 (docs/derivations/lemmas-39-41-42.md)."""
+    n_cand = ctx.pick(quick=3000, full=30000)
+    packings = []
+    for ball, d, (e, eps) in itertools.product(("l2", "l1"), LEMMA41_DIMS,
+                                               enumerate(LEMMA41_EPS)):
+        g = ctx.generator("lemma-41/candidates", d, e, device=ctx.device)
+        cand = torch.cat([_structured(d, eps, ball, ctx.device),
+                          sample_ball(n_cand, d, ball, generator=g)])
+        packings.append(Packing(ball, d, eps, greedy_packing(cand, eps)))
+    packings.append(_sphere_packing(ctx))
+    return Lemma41Inputs(tuple(packings), packing_log_bound, _maurey_form)
 
 
-def _lemma41(ctx: Context, shrink: float) -> Outcome:
-    """Greedy packings of the l1 and l2 unit balls against Lemma 41 (constants divided by shrink)."""
-    n_cand = ctx.pick(quick=3000, full=30000, gpu=30000)
-    worst, parts = -math.inf, []
-    for ball in ("l2", "l1"):
-        for d in LEMMA41_DIMS:
-            for e_i, eps in enumerate(LEMMA41_EPS):
-                g = ctx.generator(4100 + 10 * d + e_i, ctx.device)
-                cand = torch.cat([_lemma41_structured(d, eps, ball, ctx.device), sample_ball(n_cand, d, ball, generator=g)])
-                P = greedy_packing(cand, eps)
-                closest = min_pairwise_distance(P)
-                direct = float(torch.pdist(P).min()) if P.shape[0] >= 2 else math.inf
-                # the packing, and min_pairwise_distance against pdist (cdist may take the Gram route: 1e-6 relative)
-                if closest <= eps or not (closest == direct or abs(closest - direct) <= 1e-6 * direct):
-                    raise AssertionError("greedy packing is not an eps-packing, or min_pairwise_distance is off")
-                vol = volume_log_packing_bound(d, eps) / shrink
-                if ball == "l1":
-                    k = math.ceil(4.0 / shrink / eps ** 2)
-                    mau = 0.0 if eps >= 2 else (math.lgamma(2 * d + k + 1) - math.lgamma(k + 1) - math.lgamma(2 * d + 1))
-                    if shrink == 1.0:
-                        assert abs(mau - maurey_log_packing_bound(d, eps)) < 1e-12
-                    bound = min(vol, mau)
-                else:
-                    bound = vol
-                logM = math.log(P.shape[0])
-                worst = max(worst, logM - bound)
-                if logM > bound or (d == 2 and e_i == 1):
-                    parts.append(f"{ball} d={d} eps={eps}: M={P.shape[0]}, log M={logM:.2f} vs bound {bound:.2f}")
-    cross = {eps: crossover_dimension(eps) for eps in (0.5, 1.0)}
-    viol = {eps: maurey_violation_dimension(eps) for eps in (0.5, 0.8)}
-    crossing = all(d is not None and euclidean_packing_log_lower(d, eps) > maurey_log_packing_bound(d, eps)
-                   and euclidean_packing_log_lower(d - 1, eps) <= maurey_log_packing_bound(d - 1, eps)
-                   for eps, d in viol.items())  # the first dimension where eps^-D beats the Maurey bound
-    parts.append("Maurey < volume from d = " + ", ".join(f"{c} (eps={e})" for e, c in cross.items()))
-    parts.append("Maurey provably false for the l2 ball from d = " + ", ".join(f"{c} (eps={e})" for e, c in viol.items())
-                 + f" (the first such d: {crossing})")
-    euclid_ok, euclid = _euclidean_maurey(ctx) if shrink == 1.0 else (True, "")
-    euclid_ok &= crossing or shrink != 1.0
-    uniform_p = balls_uniform(ctx)
-    euclid_ok &= uniform_p >= 1e-4
-    parts.append(f"sample_ball uniform in the l1 and l2 balls (d = 2, 5: ||x||^d ~ U(0, 1), Kolmogorov-Smirnov over "
-                 f"4000 points, inside the ball): smallest p-value {uniform_p:.2g} (>= 1e-4)")
-    # Lemma 41's public bound: min(volume, Maurey) for the l1 ball only, also past the crossover (d = 64)
-    api_ok = all(packing_log_bound(d, eps, "l2") == volume_log_packing_bound(d, eps)
-                 and packing_log_bound(d, eps, "l1") == min(volume_log_packing_bound(d, eps), maurey_log_packing_bound(d, eps))
-                 for d in (*LEMMA41_DIMS, 64) for eps in (*LEMMA41_EPS, 0.5))
-    smaller = smaller_as_derived()
-    euclid_ok &= api_ok and smaller
-    parts.append("smaller_bound: volume below d = " + ", ".join(f"{d} (eps={e})" for e, d in LEMMA41_CROSSINGS.items())
-                 + f", Maurey from there and at eps = 2.5 (Maurey 0); hand values volume(2, 1) = 2 ln 3, "
-                   f"Maurey(1, 1) = ln 15: {smaller}")
-    parts.append(f"packing_log_bound = the volume bound (l2) and min(volume, Maurey) (l1), d up to 64: {api_ok}")
-    parts += [euclid] if euclid else []
-    parts.append("no rounding term: M is a count and both bounds are closed forms")
-    parts.append("value = the largest log M - bound over balls, d and eps, limit 0")
-    return Outcome(measured=f"max(log M - bound) = {worst:+.3f}", bound="<= 0", holds=worst <= 0 and euclid_ok,
-                   detail="; ".join(parts), value=float(worst), limit=0.0)
+def _maurey_form(D: int, eps: float) -> float:
+    """ln(2D + 1) / eps^2: maurey_simple_bound without its constant 8."""
+    return maurey_simple_bound(D, eps) / 8
 
 
-register(Legacy(
-    id="lemma-41", ref_seed="Lemma 41", ref_conference="Lemma 41",
-    statement=("eps-packings: log M <= d log(1 + 2/eps) (l2 ball), and <= log C(2d+k, k), k = ceil(4/eps^2) "
-               "(Maurey, l1 ball); greedy packings in d = 1, 2, 3 never exceed them, and one of random unit vectors "
-               "in D = 128 breaks the Maurey form for the Euclidean sphere"),
-    check=lambda ctx: _lemma41(ctx, 1.0), falsifier=lambda ctx: _lemma41(ctx, 4.0),
-    falsifier_statement="both bounds with their constants divided by 4 must be exceeded by some greedy packing",
+def lemma41_holds(inp: Lemma41Inputs, ctx: Context) -> Verdict:
+    """Lemma 41: log M <= d log(1 + 2/eps) (l2) and <= min(that, log C(2d + k, k)) (l1), for every
+    packing; the largest log M - bound (docs/derivations/lemmas-39-41-42.md)."""
+    gaps = [(math.log(P.points.shape[0]) - inp.bound(P.d, P.eps, P.ball), P) for P in inp.packings]
+    gap, P = max(gaps, key=lambda t: t[0])
+    return at_most(gap, 0.0, detail=f"largest at {P}, log M = {math.log(P.points.shape[0]):.3f} "
+                   f"vs {inp.bound(P.d, P.eps, P.ball):.3f}; no rounding term: M is a count and "
+                   "both bounds are closed forms")
+
+
+def lemma41_separated(inp: Lemma41Inputs, ctx: Context) -> Verdict:
+    """Every packing is an eps-packing: the smallest pairwise distance over eps, over packings
+    (> 1 by the greedy rule; equality would already be a defect)."""
+    ratio, P = min(((min_pairwise_distance(P.points) / P.eps, P) for P in inp.packings),
+                   key=lambda t: t[0])
+    return at_least(ratio, 1.0, detail=f"smallest distance / eps at {P}")
+
+
+def lemma41_sphere(inp: Lemma41Inputs, ctx: Context) -> Verdict:
+    """The Maurey form fails for the Euclidean sphere: a greedy 1.2-packing of random unit vectors
+    of R^128 has log M above ln(2D + 1) / eps^2 (docs/derivations/lemmas-39-41-42.md)."""
+    S = inp.sphere
+    log_m = math.log(S.points.shape[0])
+    return at_least(log_m, inp.maurey_form(S.d, S.eps),
+                    detail=f"{S} of {SPHERE_M} random unit vectors: log M = {log_m:.2f}; "
+                    f"volume bound {volume_log_packing_bound(S.d, S.eps):.1f}")
+
+
+def _quartered(d: int, eps: float, ball: str) -> float:
+    """Lemma 41's bound with both constants divided by 4: (d / 4) log(1 + 2/eps) and
+    k = ceil(1 / eps^2)."""
+    vol = volume_log_packing_bound(d, eps) / 4
+    if ball == "l2":
+        return vol
+    k = math.ceil(1 / eps ** 2)
+    mau = 0.0 if eps >= 2 else math.lgamma(2 * d + k + 1) - math.lgamma(k + 1) - math.lgamma(2 * d + 1)
+    return min(vol, mau)
+
+
+def _constants_quartered(inp: Lemma41Inputs, ctx: Context) -> Lemma41Inputs:
+    return replace(inp, bound=_quartered)
+
+
+def _point_twice(inp: Lemma41Inputs, ctx: Context) -> Lemma41Inputs:
+    """Every packing with its first point kept twice."""
+    twice = tuple(replace(P, points=torch.cat([P.points, P.points[:1]])) for P in inp.packings)
+    return replace(inp, packings=twice)
+
+
+def _maurey_constant(inp: Lemma41Inputs, ctx: Context) -> Lemma41Inputs:
+    """The Maurey form with its constant 8 (maurey_simple_bound), which R^128 cannot beat."""
+    return replace(inp, maurey_form=maurey_simple_bound)
+
+
+register(Claim(
+    id="lemma-41", ref=Ref("Lemma 41", "Lemma 41"),
+    statement=("eps-packings: log M <= d log(1 + 2/eps) (l2 ball), and <= log C(2d+k, k), "
+               "k = ceil(4/eps^2) (Maurey, l1 ball); greedy packings in d = 1, 2, 3 never exceed "
+               "them, and one of random unit vectors in D = 128 breaks the Maurey form for the "
+               "Euclidean sphere"),
+    inputs=lemma41_inputs,
+    checks=[Check("log M <= bound", lemma41_holds),
+            Check("packings eps-separated", lemma41_separated),
+            Check("D = 128 sphere beats the Maurey form", lemma41_sphere)],
+    faults=[Fault("both constants divided by 4", _constants_quartered, breaks=("log M <= bound",)),
+            Fault("a point kept twice", _point_twice, breaks=("packings eps-separated",)),
+            Fault("the Maurey form with its constant 8", _maurey_constant,
+                  breaks=("D = 128 sphere beats the Maurey form",))],
+    builds=(greedy_packing, sample_ball),
+    bounds=(packing_log_bound, volume_log_packing_bound, maurey_log_packing_bound,
+            maurey_simple_bound),
+    derivation="docs/derivations/lemmas-39-41-42.md",
 ))
 
 

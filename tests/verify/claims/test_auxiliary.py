@@ -41,17 +41,31 @@ def _consistent(out):
     return out.value <= out.limit  # upper-bound claims: holds means value <= limit
 
 
-def test_lemma41_and_lemma42_value_and_limit_agree_with_holds():
-    for out in (auxiliary._lemma41(CTX, 1.0), auxiliary._lemma41(CTX, 4.0), auxiliary._lemma42(CTX)):
-        assert _consistent(out) == out.holds
-    fals = auxiliary._lemma42_falsifier(CTX)
-    assert not fals.holds and not _consistent(fals) and fals.value > 1.5  # a 2L function: about twice the bound
+def test_lemma41_checks_hold_with_the_closest_case_in_one_dimension():
+    """Lemma 41: every greedy packing within its bound (closest: l2, d = 1, eps = 0.3, M = 7),
+    eps-separated, and the R^128 sphere's log M above the Maurey form."""
+    claim = all_claims()["lemma-41"]
+    inp = claim.inputs(CTX)
+    head = claim.check("log M <= bound").run(inp, CTX)
+    assert head.holds and -0.2 < head.measured < 0 and "d=1 eps=0.3" in head.detail
+    assert claim.check("packings eps-separated").run(inp, CTX).measured > 1.0
+    sphere = claim.check("D = 128 sphere beats the Maurey form").run(inp, CTX)
+    assert sphere.holds and sphere.measured > sphere.bound
 
 
-def test_interval_and_smaller_bound_as_derived(monkeypatch):
-    assert auxiliary.smaller_as_derived()
-    monkeypatch.setattr(auxiliary, "smaller_bound", lambda d, eps: "volume")
-    assert not auxiliary.smaller_as_derived()
+def test_lemma41_faults_break_their_checks_and_leave_the_inputs():
+    """Quartered constants exceed by about 3.6 (the derivation's +3.614); a repeated point has
+    distance 0; the Maurey form with its constant 8 is not beaten in R^128."""
+    claim = all_claims()["lemma-41"]
+    inp = claim.inputs(CTX)
+    sizes = [P.points.shape[0] for P in inp.packings]
+    for fault in claim.faults:
+        broken = fault.apply(inp, CTX)
+        for name in fault.breaks:
+            assert not claim.check(name).run(broken, CTX).holds, (fault.name, name)
+    quartered = next(f for f in claim.faults if "divided by 4" in f.name).apply(inp, CTX)
+    assert claim.check("log M <= bound").run(quartered, CTX).measured > 3
+    assert [P.points.shape[0] for P in inp.packings] == sizes
 
 
 def test_lipschitz_by_secants_on_a_tent_and_against_net_lipschitz_bound():
