@@ -172,7 +172,7 @@ def test_greedy_packings_respect_lemma41(ball):
             assert math.log(P.shape[0]) <= packing_log_bound(d, eps, ball)
 
 
-# ---------------------------------------------------------------- Lemma 41: moved from the claim (software facts)
+# ------------------------------------------------ Lemma 41: moved from the claim (software facts)
 
 LEMMA41_CROSSINGS = {0.5: 20, 1.0: 8, 1.5: 5}  # eps: first d where Maurey < volume
 
@@ -211,7 +211,8 @@ def test_maurey_bound_is_the_log_multiset_count():
 
 
 def test_maurey_violation_dimension_at_eps_08():
-    """The Maurey bound is false for B_2^d from d = 139 at eps = 0.8 (31.017 > 30.968), not before."""
+    """The Maurey bound is false for B_2^d from d = 139 at eps = 0.8 (31.017 > 30.968), not
+    before."""
     d = maurey_violation_dimension(0.8)
     assert d == 139
     assert euclidean_packing_log_lower(d, 0.8) > maurey_log_packing_bound(d, 0.8)
@@ -219,8 +220,8 @@ def test_maurey_violation_dimension_at_eps_08():
 
 
 def test_sample_ball_is_uniform():
-    """Uniform in the unit ball means P(||x|| <= t) = t^d, so ||x||^d ~ U(0, 1) (l1 and l2, d = 2, 5;
-    Kolmogorov-Smirnov over 4000 points, each inside its ball)."""
+    """Uniform in the unit ball means P(||x|| <= t) = t^d, so ||x||^d ~ U(0, 1) (l1 and l2,
+    d = 2, 5; Kolmogorov-Smirnov over 4000 points, each inside its ball)."""
     from scipy import stats
 
     for p, ball in ((1, "l1"), (2, "l2")):
