@@ -170,3 +170,86 @@ def test_greedy_packings_respect_lemma41(ball):
             P = greedy_packing(cand, eps)
             assert min_pairwise_distance(P) > eps
             assert math.log(P.shape[0]) <= packing_log_bound(d, eps, ball)
+
+
+# ------------------------------------------------ Lemma 41: moved from the claim (software facts)
+
+LEMMA41_CROSSINGS = {0.5: 20, 1.0: 8, 1.5: 5}  # eps: first d where Maurey < volume
+
+
+def test_smaller_bound_as_derived():
+    """docs/derivations/lemmas-39-41-42.md, "Which bound is smaller": the volume bound below the
+    crossing d (20, 8, 5 at eps 0.5, 1, 1.5), the Maurey bound from it on (crossover_dimension
+    agrees); for eps >= 2 the Maurey bound is 0 (the diameter is 2), so the crossing is d = 1."""
+    for eps, d in LEMMA41_CROSSINGS.items():
+        assert smaller_bound(d - 1, eps) == "volume" and smaller_bound(d, eps) == "maurey"
+        assert crossover_dimension(eps) == d
+    assert crossover_dimension(2.5) == 1 and crossover_dimension(0.5, d_max=10) is None
+    assert smaller_bound(3, 2.5) == "maurey" and maurey_log_packing_bound(3, 2.5) == 0.0
+    assert abs(volume_log_packing_bound(2, 1.0) - 2 * math.log(3)) <= 1e-14
+    assert abs(maurey_log_packing_bound(1, 1.0) - math.log(15)) <= 1e-14
+
+
+def test_packing_log_bound_is_the_smaller_bound_for_l1_only():
+    """Lemma 41's public bound: the volume bound for the l2 ball, min(volume, Maurey) for the l1
+    ball, also past the crossover (d = 64)."""
+    for d in (1, 2, 3, 64):
+        for eps in (0.3, 0.5, 0.6, 1.0, 1.5):
+            vol, mau = volume_log_packing_bound(d, eps), maurey_log_packing_bound(d, eps)
+            assert packing_log_bound(d, eps, "l2") == vol
+            assert packing_log_bound(d, eps, "l1") == min(vol, mau)
+
+
+def test_maurey_bound_is_the_log_multiset_count():
+    """log C(2d + k, k), k = ceil(4 / eps^2): multisets of k atoms out of 2d + 1."""
+    for d in (1, 2, 3, 10):
+        for eps in (0.3, 0.6, 1.0, 1.5):
+            k = math.ceil(4 / eps ** 2)
+            assert maurey_k(eps) == k
+            want = math.log(math.comb(2 * d + k, k))
+            assert maurey_log_packing_bound(d, eps) == pytest.approx(want, rel=1e-12)
+
+
+def test_maurey_violation_dimension_at_eps_08():
+    """The Maurey bound is false for B_2^d from d = 139 at eps = 0.8 (31.017 > 30.968), not
+    before."""
+    d = maurey_violation_dimension(0.8)
+    assert d == 139
+    assert euclidean_packing_log_lower(d, 0.8) > maurey_log_packing_bound(d, 0.8)
+    assert euclidean_packing_log_lower(d - 1, 0.8) <= maurey_log_packing_bound(d - 1, 0.8)
+
+
+def test_sample_ball_is_uniform():
+    """Uniform in the unit ball means P(||x|| <= t) = t^d, so ||x||^d ~ U(0, 1) (l1 and l2,
+    d = 2, 5; Kolmogorov-Smirnov over 4000 points, each inside its ball)."""
+    from scipy import stats
+
+    for p, ball in ((1, "l1"), (2, "l2")):
+        for d in (2, 5):
+            x = sample_ball(4000, d, ball, generator=gen(4150 + d + 10 * p))
+            r = torch.linalg.vector_norm(x, ord=p, dim=1)
+            assert float(r.max()) <= 1.0
+            assert stats.kstest((r ** d).numpy(), "uniform").pvalue >= 1e-4
+
+
+def test_min_pairwise_distance_agrees_with_pdist():
+    """min_pairwise_distance (cdist) against torch.pdist on greedy packings (1e-6 relative: cdist
+    may take the Gram route)."""
+    for ball in ("l1", "l2"):
+        for d in (1, 2, 3):
+            P = greedy_packing(sample_ball(3000, d, ball, generator=gen(d)), 0.3)
+            direct = float(torch.pdist(P).min())
+            assert abs(min_pairwise_distance(P) - direct) <= 1e-6 * direct
+
+
+def test_sphere_counterexample_is_lemma41s_greedy_packing():
+    """euclidean_packing_counterexample keeps as many points as greedy_packing on the same unit
+    vectors, and its Maurey value is maurey_simple_bound / 8 (D = 128, sep = 1.2)."""
+    from qstr.bounds.recurrent import euclidean_packing_counterexample
+
+    D, M, sep = 128, 2000, 1.2
+    k, log_k, vol, mau = euclidean_packing_counterexample(D, M, generator=gen(4190), sep=sep)
+    X = torch.randn(M, D, generator=gen(4190), dtype=F64)
+    assert greedy_packing(X / X.norm(dim=1, keepdim=True), sep).shape[0] == k
+    assert abs(mau - maurey_simple_bound(D, sep) / 8) <= 1e-12 * mau
+    assert mau < log_k <= vol and vol == pytest.approx(volume_log_packing_bound(D, sep), rel=1e-12)

@@ -163,3 +163,135 @@ def test_angle_inequality_used_by_the_smoothing_bound():
     theta = torch.linspace(-math.pi, math.pi, 20001, dtype=F64)
     sn = torch.sin(theta / 2).abs()
     assert float((theta.abs() - 2 * sn - (math.pi - 2) * sn ** 3).max()) <= 1e-15
+
+
+# ------------------------------------------------ moved from the lemma-42 claim (records, helpers)
+
+
+def lipschitz_by_secants(net: TwoLayerNet) -> float:
+    """The exact Lipschitz constant of a 1-D net without the unit grouping net_lipschitz_bound uses:
+    the net is linear between consecutive breakpoints -b_i / w_i, so its largest |slope| is the
+    largest secant over them and the two outer rays (a unit step beyond the ends)."""
+    live = net.W[:, 0] != 0
+    bp = torch.unique(-(net.b[live] / net.W[live, 0]))
+    s = torch.cat([bp[:1] - 1, bp, bp[-1:] + 1]).to(F64)
+    s = s[torch.cat([torch.ones(1, dtype=torch.bool), torch.diff(s) > 1e-9])]  # closer: merged
+    y = net(s[:, None, None]).reshape(-1)
+    return float((torch.diff(y) / torch.diff(s)).abs().max())
+
+
+def _tent(b) -> TwoLayerNet:
+    return TwoLayerNet(a=torch.tensor([1.0, -2.0, 1.0], dtype=F64), W=torch.ones(3, 1, dtype=F64),
+                       b=torch.tensor(b, dtype=F64))
+
+
+def test_net_lipschitz_bound_is_exact_in_one_dimension():
+    """net_lipschitz_bound equals the largest secant between breakpoints for 1-D nets: a tent on
+    [1, 3] (slope 1), a steeper one on [1, 2], a random 16-unit net and Lemma 42's k = 1 nets."""
+    tent = _tent([-1.0, -2.0, -3.0])
+    assert lipschitz_by_secants(tent) == 1.0 == net_lipschitz_bound(tent)
+    assert lipschitz_by_secants(_tent([-1.0, -1.5, -2.0])) == 1.0
+    g = gen(4280)
+    W, b, a = (torch.randn(*shape, generator=g, dtype=F64) for shape in ((16, 1), (16,), (16,)))
+    nets = [TwoLayerNet(a=a, W=W, b=b)]
+    nets.append(lipschitz_net(lambda x: torch.sin(3 * x[..., 0]), L=3.0, R=1.0, k=1, eps=0.05).net)
+    kink = lipschitz_net(lambda x: (x[..., 0] - 1 / 3).abs() - 0.5, L=1.0, R=2.0, k=1, eps=0.01)
+    nets.append(kink.net)
+    for net in nets:
+        assert net_lipschitz_bound(net) == pytest.approx(lipschitz_by_secants(net), rel=1e-9)
+
+
+def test_net_lipschitz_bound_sums_the_lines_of_weights():
+    """k = 2, four lines of weights (two 16 degrees apart, one met with both signs): the bound is
+    the sum of the lines' largest slopes, 1 + 1 + 1 + 2."""
+    lines = TwoLayerNet(a=torch.tensor([1.0, -1.0, 1.0, -2.0, 1.0, 1.0], dtype=F64),
+                        W=torch.tensor([[0.6, 0.8], [0.8, 0.6], [1, 0], [1, 0], [0, 2], [0, -1]],
+                                       dtype=F64),
+                        b=torch.tensor([0.0, 0.0, 0.0, -0.5, 0.1, 0.0], dtype=F64))
+    assert net_lipschitz_bound(lines) == pytest.approx(5.0, rel=1e-9)
+
+
+def _norms(net: TwoLayerNet) -> dict:
+    Wb = torch.cat([net.W, net.b[:, None]], dim=1)
+    a, m = net.a, net.a.numel()
+    return {"a": float(a.norm()), "W": float(net.W.norm()), "b": float(net.b.norm()),
+            "r_a": float(a.norm()) * m ** 0.5, "r_w": float(Wb.norm()) / m ** 0.5,
+            "path": sum(abs(float(a[i])) * float(Wb[i].norm()) for i in range(m))}
+
+
+def test_weight_norms_as_recorded():
+    """Lemma 42's weight record: ||a||, ||W||_F, ||b||, r_a = ||a|| sqrt(m),
+    r_w = ||(W, b)||_F / sqrt(m) and the path norm sum_i |a_i| ||(w_i, b_i)|| of the built net
+    (relative 1e-12)."""
+    for built in (lipschitz_net(lambda x: x.norm(dim=-1), L=1.0, R=1.0, k=2, degree=6),
+                  lipschitz_net(lambda x: torch.sin(3 * x[..., 0]), L=3.0, R=1.0, k=1, eps=0.05)):
+        want = _norms(built.net)
+        assert set(built.weight_norms) == set(want)
+        for key, value in want.items():
+            assert built.weight_norms[key] == pytest.approx(value, rel=1e-12, abs=1e-300)
+
+
+def test_ridges_as_derived():
+    """k >= 2 (lemmas-39-41-42.md, steps 5-7): K_v = ceil(2R / h_v),
+    h_v = sqrt(8 eps_ridge S_v^(-2/3) / sum_u S_u^(1/3)) (K_v = 1 where S_v = 0), ridge error
+    sum_v S_v (2R / K_v)^2 / 8, width
+    sum_v (K_v + 1) + 1, one ridge per primitive direction of the frequency cube [-n, n]^k."""
+    import itertools
+
+    b = lipschitz_net(lambda x: x.norm(dim=-1), L=1.0, R=1.0, k=2, degree=6)
+    total = sum(S ** (1 / 3) for S, _ in b.ridges if S > 0)
+    want = [max(1, math.ceil(2 * b.R / math.sqrt(8 * b.ridge_budget * S ** (-2 / 3) / total)))
+            if S > 0 else 1 for S, _ in b.ridges]
+    assert [K for _, K in b.ridges] == want
+    err = sum(S * (2 * b.R / K) ** 2 / 8 for S, K in b.ridges)
+    assert b.ridge_error == pytest.approx(err, rel=1e-12)
+    assert b.width == sum(K + 1 for _, K in b.ridges) + 1
+    cube = itertools.product(range(-b.degree, b.degree + 1), repeat=b.k)
+    primitive = sum(1 for ell in cube if any(ell) and math.gcd(*map(abs, ell)) == 1) // 2
+    assert len(b.ridges) == b.directions == primitive
+
+
+def test_interpolation_record_as_derived():
+    """k = 1: K intervals of h = 2R / K, error bound L h / 2, all of it interpolation (no
+    smoothing), one direction, width m of the net."""
+    b = lipschitz_net(lambda x: torch.sin(3 * x[..., 0]), L=3.0, R=1.0, k=1, eps=0.05)
+    assert b.error_bound == pytest.approx(b.L * (2 * b.R / b.degree) / 2, rel=1e-12)
+    assert b.smooth_error == 0.0 and b.ridges == () and b.directions == 1
+    assert b.ridge_error == b.ridge_budget == b.error_bound
+    assert b.width == b.net.m and b.method == "interpolation"
+
+
+def test_ridge_budget_split_as_documented():
+    """Step 6: eps_ridge = 0.1 / 0.9 eps_smooth for a degree (ridge_fraction 0.1), eps - eps_smooth
+    for an eps; error_bound = eps_smooth + ridge error."""
+    for kw in (dict(degree=8), dict(eps=0.6)):
+        b = lipschitz_net(lambda x: x.norm(dim=-1), L=1.0, R=1.0, k=2, **kw)
+        budget = 0.1 / 0.9 * b.smooth_error if "degree" in kw else 0.6 - b.smooth_error
+        assert b.ridge_budget == pytest.approx(budget, rel=1e-12)
+        assert b.error_bound == pytest.approx(b.smooth_error + b.ridge_error, rel=1e-12)
+
+
+def test_certificate_slack_as_derived():
+    """certify_sup_error's slack is (L + Lip(net)) rho, rho = spacing sqrt(k) / 2, over the points
+    of ball_grid; upper = grid maximum + slack."""
+    f = lambda x: x.norm(dim=-1)  # noqa: E731
+    b = lipschitz_net(f, L=1.0, R=1.0, k=2, degree=4)
+    cert = certify_sup_error(f, b.net, L=1.0, R=1.0, k=2, spacing=0.05)
+    pts, rho = ball_grid(1.0, 2, 0.05)
+    assert rho == 0.05 * math.sqrt(2) / 2 and cert.points == pts.shape[0]
+    assert cert.slack == pytest.approx((1.0 + net_lipschitz_bound(b.net)) * rho, rel=1e-12)
+    assert cert.upper == cert.grid_max + cert.slack
+
+
+def test_fk_coefficients_as_derived():
+    """c_0 = 1, c_1 = cos(pi / (n + 2)), c_2 the lag-2 autocorrelation of
+    a_j = sin((j + 1) pi / (n + 2)) over sum_j a_j^2 = (n + 2) / 2; n = 0 gives c = (1)."""
+    assert fk_coefficients(0).tolist() == [1.0]
+    for n in (1, 4, 8, 16):
+        c = fk_coefficients(n)
+        a = [math.sin((j + 1) * math.pi / (n + 2)) for j in range(n + 1)]
+        assert c.numel() == n + 1 and abs(float(c[0]) - 1) <= 1e-14
+        assert abs(float(c[1]) - math.cos(math.pi / (n + 2))) <= 1e-14
+        if n >= 2:
+            c2 = sum(a[j] * a[j + 2] for j in range(n - 1)) / ((n + 2) / 2)
+            assert abs(float(c[2]) - c2) <= 1e-14

@@ -4,21 +4,29 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, replace
-from typing import Callable, Tuple
+from typing import Callable, Optional, Tuple
 
+import torch
 from scipy import stats
 
-from qstr.bounds.gaussian import (VarianceEstimate, conditional_sqnorm_variance, mc_conditional_sqnorm_variance,
-                                  random_orthonormal_rows)
-from qstr.verify.claim import Check, Claim, Fault, Ref, Verdict, at_most
-from qstr.verify.legacy import Claim as Legacy, Context, Outcome, register
+from qstr.bounds.gaussian import (VarianceEstimate, conditional_sqnorm_variance,
+                                  mc_conditional_sqnorm_variance, random_orthonormal_rows)
+from qstr.bounds.packing import (conjugate, greedy_packing, lemma39_equality_case,
+                                 maurey_log_packing_bound, maurey_simple_bound,
+                                 min_pairwise_distance, mixed_norm, packing_log_bound, sample_ball,
+                                 volume_log_packing_bound)
+from qstr.constructions.links import TwoLayerNet
+from qstr.constructions.lipschitz import (LipschitzNet, SupCertificate, ball_grid,
+                                          certify_sup_error, fk_coefficients, fk_moments,
+                                          lipschitz_net, smoothing_error_bound)
+from qstr.verify.adversarial import worst_case_tokens
+from qstr.verify.claim import Check, Claim, Context, Fault, Ref, Verdict, at_least, at_most, close
+from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding, largest, two_layer
 
 # (k, r) pairs: r = 0 (no conditioning), small and large r
 LEMMA40_CASES = ((1, 0), (6, 2), (20, 7), (40, 39))
 FAMILY_CONFIDENCE = 0.999  # Bonferroni over the cases
-
-
 
 
 @dataclass(frozen=True)
@@ -33,12 +41,14 @@ class Lemma40Inputs:
 
 
 def lemma40_inputs(ctx: Context) -> Lemma40Inputs:
-    """One estimate per case from ``mc_conditional_sqnorm_variance`` (docs/derivations/few-heads.md, section 1)."""
+    """One estimate per case from ``mc_conditional_sqnorm_variance``
+    (docs/derivations/few-heads.md, section 1)."""
     n_outer, n_inner = ctx.pick(quick=(400, 200), full=(2000, 500), gpu=(4000, 200))
     per_case = 1 - (1 - FAMILY_CONFIDENCE) / len(LEMMA40_CASES)
     estimates = []
     for k, r in LEMMA40_CASES:
-        V = random_orthonormal_rows(r, k, generator=ctx.generator("lemma-40/V", k, r, device=ctx.device))
+        g = ctx.generator("lemma-40/V", k, r, device=ctx.device)
+        V = random_orthonormal_rows(r, k, generator=g)
         estimates.append(mc_conditional_sqnorm_variance(
             V, n_outer=n_outer, n_inner=n_inner, confidence=per_case,
             generator=ctx.generator("lemma-40/samples", k, r, device=ctx.device)))
@@ -46,13 +56,15 @@ def lemma40_inputs(ctx: Context) -> Lemma40Inputs:
                          float(stats.norm.ppf(0.5 + per_case / 2)), n_outer + n_inner)
 
 
-def _lemma40_rounding(inp: Lemma40Inputs, est: VarianceEstimate, k: int, claimed: float) -> Rounding:
+def _lemma40_rounding(inp: Lemma40Inputs, est: VarianceEstimate, k: int,
+                      claimed: float) -> Rounding:
     return Rounding(n=inp.n_terms + k, scale=max(est.estimate, claimed),
                     what="(n_outer + n_inner + k) eps max(est, 2(k-r))")
 
 
 def lemma40_zscores(inp: Lemma40Inputs, ctx: Context) -> Verdict:
-    """The largest |estimate - 2(k - r)| / stderr over the cases is within the family's critical value."""
+    """The largest |estimate - 2(k - r)| / stderr over the cases is within the family's critical
+    value."""
     worst, parts, terms = 0.0, [], []
     for (k, r), est in zip(inp.cases, inp.estimates):
         claimed = inp.variance(k, r)
@@ -69,9 +81,11 @@ def lemma40_intervals(inp: Lemma40Inputs, ctx: Context) -> Verdict:
     worst, terms = 0.0, []
     for (k, r), est in zip(inp.cases, inp.estimates):
         claimed = inp.variance(k, r)
-        terms.append(_lemma40_rounding(inp, est, k, claimed).times(1 / est.halfwidth, "1/halfwidth"))
+        rnd = _lemma40_rounding(inp, est, k, claimed)
+        terms.append(rnd.times(1 / est.halfwidth, "1/halfwidth"))
         worst = max(worst, abs(est.estimate - claimed) / est.halfwidth)
-    return at_most(worst, 1.0, largest(terms), detail="|estimate - 2(k - r)| / half-width, largest case")
+    return at_most(worst, 1.0, largest(terms),
+                   detail="|estimate - 2(k - r)| / half-width, largest case")
 
 
 def _rank_plus_one(inp: Lemma40Inputs, ctx: Context) -> Lemma40Inputs:
@@ -81,116 +95,162 @@ def _rank_plus_one(inp: Lemma40Inputs, ctx: Context) -> Lemma40Inputs:
 
 register(Claim(
     id="lemma-40", ref=Ref("Lemma 40"),
-    statement="Var(||x||^2 | Vx) = 2(k - r) for x ~ N(0, I_k), V with r orthonormal rows (MC, 99.9% family CI)",
+    statement=("Var(||x||^2 | Vx) = 2(k - r) for x ~ N(0, I_k), V with r orthonormal rows (MC, "
+               "99.9% family CI)"),
     inputs=lemma40_inputs,
-    checks=[Check("family z-scores", lemma40_zscores), Check("each interval contains", lemma40_intervals)],
-    faults=[Fault("rank r + 1", _rank_plus_one, breaks=("family z-scores", "each interval contains"))],
+    checks=[Check("family z-scores", lemma40_zscores),
+            Check("each interval contains", lemma40_intervals)],
+    faults=[Fault("rank r + 1", _rank_plus_one,
+                  breaks=("family z-scores", "each interval contains"))],
     builds=(mc_conditional_sqnorm_variance,), bounds=(conditional_sqnorm_variance,),
     derivation="docs/derivations/few-heads.md",
 ))
 
 # ---------------------------------------------------------------- lemma-39, lemma-41, lemma-42
-# (bounds/packing.py, constructions/lipschitz.py; derivations in docs/derivations/lemmas-39-41-42.md)
-
-import torch  # noqa: E402
-
-from qstr.constructions.links import TwoLayerNet  # noqa: E402
-from qstr.constructions.lipschitz import (ball_grid, certify_sup_error, fk_coefficients, fk_moments,  # noqa: E402
-                                          lipschitz_net, net_lipschitz_bound)
-from qstr.constructions.lipschitz import smoothing_error_bound  # noqa: E402
-from qstr.bounds.packing import (  # noqa: E402
-    conjugate,
-    crossover_dimension,
-    greedy_packing,
-    lemma39,
-    lemma39_equality_case,
-    lemma39_swapped_rhs,
-    maurey_log_packing_bound,
-    maurey_simple_bound,
-    maurey_violation_dimension,
-    euclidean_packing_log_lower,
-    min_pairwise_distance,
-    mixed_norm,
-    packing_log_bound,
-    sample_ball,
-    smaller_bound,
-    volume_log_packing_bound,
-)
-from qstr.bounds.recurrent import euclidean_packing_counterexample  # noqa: E402
-from qstr.verify.adversarial import worst_case_tokens  # noqa: E402
+# (bounds/packing.py, constructions/lipschitz.py; docs/derivations/lemmas-39-41-42.md)
 
 INF = math.inf
 
 
 # (p, q, r): ||AB||_{p,q} <= ||A||_{r,q} ||B||_{p,s}, s = r/(r-1)
 LEMMA39_CASES = ((2, 2, 2), (1, INF, INF), (INF, 1, 1), (3, 1.5, 4 / 3), (1, 2, 3), (INF, INF, 1.5))
-LEMMA39_ROUNDING = Rounding(n=128, scale=1.0, what="128 eps x ratio (3 mixed norms of <= 6 x 5 matrices: sums, powers, roots)")
+LEMMA39_SHAPES = ((1, 5, 1), (3, 4, 5), (6, 2, 3))  # (m, n, k) of the random pairs
+LEMMA39_ROUNDING = Rounding(n=128, scale=1.0, what="128 eps x ratio (3 mixed norms of <= 6 x 5 "
+                            "matrices: sums, powers, roots)")
+Pair = Tuple[torch.Tensor, torch.Tensor]
 
 
-def _lemma39(ctx: Context, swapped: bool) -> Outcome:
-    """max over random, structured and adversarial (A, B) of lhs / rhs, for every (p, q, r)."""
+def holder_rhs(A: torch.Tensor, B: torch.Tensor, p: float, q: float, r: float) -> torch.Tensor:
+    """Lemma 39's right-hand side ||A||_{r,q} ||B||_{p,s}, batched and differentiable."""
+    return mixed_norm(A, r, q) * mixed_norm(B, p, conjugate(r))
+
+
+def _swapped_rhs(A: torch.Tensor, B: torch.Tensor, p: float, q: float, r: float) -> torch.Tensor:
+    """The false form ||A||_{q,r} ||B||_{s,p} (inner and outer exponents exchanged)."""
+    return mixed_norm(A, q, r) * mixed_norm(B, conjugate(r), p)
+
+
+@dataclass(frozen=True)
+class Lemma39Inputs:
+    """Per (p, q, r): random pairs, the equality case and Adam's starting pairs; the right-hand
+    side."""
+
+    cases: Tuple[Tuple[float, float, float], ...]
+    random: Tuple[Tuple[Pair, ...], ...]  # per case, one batch of pairs per shape
+    equality: Tuple[Pair, ...]  # lemma39_equality_case, per case
+    starts: Tuple[Pair, ...]  # batched starting pairs of the ascent, per case
+    steps: int  # Adam steps of the ascent
+    rhs: Callable[..., torch.Tensor]  # ||A||_{r,q} ||B||_{p,s}
+
+
+def _random_pairs(ctx: Context, i: int, n_random: int) -> Tuple[Pair, ...]:
+    """Gaussian A with half its entries zeroed, heavy-tailed B = g / U, of every shape."""
+    pairs = []
+    for j, (m, n, k) in enumerate(LEMMA39_SHAPES):
+        g = ctx.generator("lemma-39/random", i, j, device=ctx.device)
+        kw = dict(generator=g, dtype=torch.float64, device=ctx.device)
+        A = torch.randn(n_random, m, n, **kw) * (torch.rand(n_random, m, n, **kw) < 0.5)
+        B = torch.randn(n_random, n, k, **kw) / torch.rand(n_random, n, k, **kw).clamp_min(1e-3)
+        keep = (mixed_norm(A, 2, 2) > 0) & (mixed_norm(B, 2, 2) > 0)
+        pairs.append((A[keep], B[keep]))
+    return tuple(pairs)
+
+
+def lemma39_inputs(ctx: Context) -> Lemma39Inputs:
+    """Random, structured (equality case) and ascent starting pairs for every (p, q, r)
+    (docs/derivations/lemmas-39-41-42.md, Lemma 39)."""
     restarts, steps = ctx.pick(quick=(2, 30), full=(6, 300))
-    n_random = ctx.pick(quick=200, full=2000, gpu=2000)
-    g = ctx.generator(39, ctx.device)
-    kw = dict(generator=g, dtype=torch.float64, device=ctx.device)
-
-    def rhs_t(A, B, p, q, r):  # differentiable right-hand side (batched)
-        s = conjugate(r)
-        if swapped:
-            return mixed_norm(A, q, r) * mixed_norm(B, s, p)
-        return mixed_norm(A, r, q) * mixed_norm(B, p, s)
-
-    worst, parts = 0.0, []
-    for p, q, r in LEMMA39_CASES:
-        ratios = []
-        # random: Gaussian, sparse and heavy-tailed matrices of several shapes
-        for (m, n, k) in ((1, 5, 1), (3, 4, 5), (6, 2, 3)):
-            A = torch.randn(n_random, m, n, **kw)
-            B = torch.randn(n_random, n, k, **kw)
-            A = A * (torch.rand(A.shape, **kw) < 0.5)
-            B = B / torch.rand(B.shape, **kw).clamp_min(1e-3)
-            keep = (mixed_norm(A, 2, 2) > 0) & (mixed_norm(B, 2, 2) > 0)
-            ratios.append(float((mixed_norm(A @ B, p, q)[keep] / rhs_t(A, B, p, q, r)[keep]).max()))
-        # structured: the equality case of the true inequality
-        A, B = lemma39_equality_case(5, 3, p, q, r, generator=g, m=2)
-        lhs, rhs = lemma39(A, B, p, q, r)
-        eq_ratio = lhs / rhs
-        ratios.append(lhs / lemma39_swapped_rhs(A, B, p, q, r) if swapped else eq_ratio)
-        # adversarial: Adam ascent on log(lhs / rhs), the restarts as one batch (no host sync per step)
-        A = torch.randn(restarts, 3, 4, **kw).requires_grad_(True)
-        B = torch.randn(restarts, 4, 3, **kw).requires_grad_(True)
-        opt = torch.optim.Adam([A, B], lr=0.05)
-        seen = []
-        for _ in range(steps):
-            ratio = mixed_norm(A @ B, p, q) / rhs_t(A, B, p, q, r)
-            seen.append(ratio.detach().max())
-            opt.zero_grad()
-            (-torch.log(ratio)).sum().backward()
-            opt.step()
-        top = max(max(ratios), float(torch.stack(seen).max()))
-        worst = max(worst, top)
-        parts.append(f"(p,q,r,s)=({p:g},{q:g},{r:.3g},{conjugate(r):.3g}): max ratio {top:.6f} (equality case of the true inequality {eq_ratio:.12f})")
-    parts.append(str(LEMMA39_ROUNDING))
-    parts.append("value = the largest lhs/rhs over all cases, limit 1 + the rounding term")
-    return Outcome(measured=f"max lhs/rhs = {worst:.9f}", bound=f"<= 1 + {LEMMA39_ROUNDING.term:.2g}",
-                   holds=LEMMA39_ROUNDING.within(worst, 1.0), detail="; ".join(parts),
-                   value=float(worst), limit=1.0 + LEMMA39_ROUNDING.term)
+    n_random = ctx.pick(quick=200, full=2000)
+    random, equality, starts = [], [], []
+    for i, (p, q, r) in enumerate(LEMMA39_CASES):
+        random.append(_random_pairs(ctx, i, n_random))
+        g = ctx.generator("lemma-39/equality", i, device=ctx.device)
+        equality.append(lemma39_equality_case(5, 3, p, q, r, generator=g, m=2))
+        g = ctx.generator("lemma-39/ascent", i, device=ctx.device)
+        kw = dict(generator=g, dtype=torch.float64, device=ctx.device)
+        starts.append((torch.randn(restarts, 3, 4, **kw), torch.randn(restarts, 4, 3, **kw)))
+    return Lemma39Inputs(LEMMA39_CASES, tuple(random), tuple(equality), tuple(starts), steps,
+                         holder_rhs)
 
 
-register(Legacy(
-    id="lemma-39", ref_seed="Lemma 39", ref_conference="Lemma 39",
-    statement="||AB||_{p,q} <= ||A||_{r,q} ||B||_{p,s} (row p-norms then q-norm; 1/r + 1/s = 1), tight",
-    check=lambda ctx: _lemma39(ctx, swapped=False),
-    falsifier=lambda ctx: _lemma39(ctx, swapped=True),
-    falsifier_statement="inner and outer exponents swapped, ||A||_{q,r} ||B||_{s,p}, must be violated",
+def _ratio(inp: Lemma39Inputs, A: torch.Tensor, B: torch.Tensor, p, q, r) -> torch.Tensor:
+    return mixed_norm(A @ B, p, q) / inp.rhs(A, B, p, q, r)
+
+
+def _ascent(inp: Lemma39Inputs, i: int) -> float:
+    """Adam ascent on log(lhs / rhs) from the case's starting pairs (one batch, no host sync per
+    step); the largest ratio seen."""
+    p, q, r = inp.cases[i]
+    A, B = (t.clone().requires_grad_(True) for t in inp.starts[i])
+    opt = torch.optim.Adam([A, B], lr=0.05)
+    seen = []
+    for _ in range(inp.steps):
+        ratio = _ratio(inp, A, B, p, q, r)
+        seen.append(ratio.detach().max())
+        opt.zero_grad()
+        (-torch.log(ratio)).sum().backward()
+        opt.step()
+    return float(torch.stack(seen).max())
+
+
+def _exponents(p, q, r) -> str:
+    return f"(p,q,r,s)=({p:g},{q:g},{r:.3g},{conjugate(r):.3g})"
+
+
+def lemma39_holds(inp: Lemma39Inputs, ctx: Context) -> Verdict:
+    """Lemma 39: the largest lhs / rhs over random pairs, the equality case and the ascent, over
+    every (p, q, r), is at most 1 (docs/derivations/lemmas-39-41-42.md)."""
+    worst, where = 0.0, ""
+    for i, (p, q, r) in enumerate(inp.cases):
+        found = [(float(_ratio(inp, A, B, p, q, r).max()), "random") for A, B in inp.random[i]]
+        found.append((float(_ratio(inp, *inp.equality[i], p, q, r)), "equality case"))
+        found.append((_ascent(inp, i), "ascent"))
+        top, how = max(found)
+        if top > worst:
+            worst, where = top, f"{_exponents(p, q, r)} ({how})"
+    return at_most(worst, 1.0, LEMMA39_ROUNDING, detail=f"largest lhs/rhs at {where}")
+
+
+def lemma39_tight(inp: Lemma39Inputs, ctx: Context) -> Verdict:
+    """Lemma 39 is tight: lemma39_equality_case attains lhs / rhs = 1 for every (p, q, r); the
+    ratio farthest from 1."""
+    ratios = [(float(_ratio(inp, A, B, p, q, r)), _exponents(p, q, r))
+              for (p, q, r), (A, B) in zip(inp.cases, inp.equality)]
+    ratio, where = max(ratios, key=lambda t: abs(t[0] - 1.0))
+    return close(ratio, 1.0, 0.0, LEMMA39_ROUNDING, detail=f"farthest from 1 at {where}")
+
+
+def _swapped(inp: Lemma39Inputs, ctx: Context) -> Lemma39Inputs:
+    """The right-hand side with inner and outer exponents exchanged, ||A||_{q,r} ||B||_{s,p}."""
+    return replace(inp, rhs=_swapped_rhs)
+
+
+def _doubled(inp: Lemma39Inputs, ctx: Context) -> Lemma39Inputs:
+    """A right-hand side loose by a factor 2 (still true, no longer tight)."""
+    return replace(inp, rhs=lambda A, B, p, q, r: 2 * holder_rhs(A, B, p, q, r))
+
+
+register(Claim(
+    id="lemma-39", ref=Ref("Lemma 39", "Lemma 39"),
+    statement=("||AB||_{p,q} <= ||A||_{r,q} ||B||_{p,s} (row p-norms then q-norm; 1/r + 1/s = 1), "
+               "tight"),
+    inputs=lemma39_inputs,
+    checks=[Check("lhs <= rhs", lemma39_holds), Check("equality case attained", lemma39_tight)],
+    faults=[Fault("inner and outer exponents swapped, ||A||_{q,r} ||B||_{s,p}", _swapped,
+                  breaks=("lhs <= rhs", "equality case attained")),
+            Fault("right-hand side doubled", _doubled, breaks=("equality case attained",))],
+    builds=(lemma39_equality_case,), bounds=(mixed_norm, conjugate),
+    derivation="docs/derivations/lemmas-39-41-42.md",
 ))
 
 LEMMA41_DIMS = (1, 2, 3)
 LEMMA41_EPS = (0.3, 0.6, 1.0, 1.5)
+SPHERE_D, SPHERE_M, SPHERE_SEP = 128, 2000, 1.2  # Lemma 41's contrast on the Euclidean sphere
 
 
-def _lemma41_structured(d: int, eps: float, ball: str, device) -> torch.Tensor:
-    """Good candidates first: the vertices +-e_i (l1), then a lattice of spacing just above eps."""
+def _structured(d: int, eps: float, ball: str, device) -> torch.Tensor:
+    """Good candidates first: the vertices +-e_i (l1), then a lattice of spacing just above eps
+    (hexagonal in d = 2, the densest packing of the plane; square otherwise)."""
     pts = []
     if ball == "l1":
         eye = torch.eye(d, dtype=torch.float64)
@@ -199,349 +259,428 @@ def _lemma41_structured(d: int, eps: float, ball: str, device) -> torch.Tensor:
     M = int(1 / h) + 1
     axis = h * torch.arange(-M, M + 1, dtype=torch.float64)
     grid = torch.stack(torch.meshgrid(*([axis] * d), indexing="ij"), dim=-1).reshape(-1, d)
-    if d == 2:  # hexagonal lattice: the densest packing of the plane
-        i, j = torch.meshgrid(torch.arange(-M - 1, M + 2), torch.arange(-2 * M - 2, 2 * M + 3), indexing="ij")
-        grid = torch.stack([h * (i + 0.5 * (j % 2)), h * math.sqrt(3) / 2 * j], dim=-1).reshape(-1, 2).double()
+    if d == 2:
+        i, j = torch.meshgrid(torch.arange(-M - 1, M + 2), torch.arange(-2 * M - 2, 2 * M + 3),
+                              indexing="ij")
+        grid = torch.stack([h * (i + 0.5 * (j % 2)), h * math.sqrt(3) / 2 * j], dim=-1)
+        grid = grid.reshape(-1, 2).double()
     norm = grid.abs().sum(1) if ball == "l1" else grid.norm(dim=1)
     pts.append(grid[norm <= 1])
     return torch.cat(pts).to(device)
 
 
-def _euclidean_maurey(ctx: Context) -> tuple:
-    """Lemma 41's contrast (docs/derivations/rnn-lower-bounds.md): the Maurey form ln M <= ln(2D + 1) / eps^2 fails
-    for the Euclidean sphere (a greedy 1.2-packing of random unit vectors in D = 128), while the volume bound holds;
-    the returned Maurey value equals maurey_simple_bound / 8. Returns (holds, text)."""
-    D, M, sep = 128, 2000, 1.2
-    k, log_k, vol, mau = euclidean_packing_counterexample(D, M, generator=ctx.generator(4190, ctx.device), sep=sep)
-    pinned = abs(mau - maurey_simple_bound(D, sep) / 8) <= 1e-12 * mau
-    X = torch.randn(M, D, generator=ctx.generator(4190, ctx.device), dtype=torch.float64, device=ctx.device)
-    again = greedy_packing(X / X.norm(dim=1, keepdim=True), sep).shape[0]  # the same candidates, packed by Lemma 41's greedy
-    return (pinned and again == k and mau < log_k <= vol,
-            f"Euclidean sphere, D={D}, sep={sep}: greedy packing keeps {k} of {M} (Lemma 41's greedy_packing on the same "
-            f"candidates: {again}), ln M = {log_k:.2f} > Maurey form {mau:.2f} (= maurey_simple_bound / 8: {pinned}), "
-            f"<= volume bound {vol:.1f}")
+@dataclass(frozen=True)
+class Packing:
+    """A greedy eps-packing ``points`` of the unit ``ball`` ("l1", "l2") of R^d."""
+
+    ball: str
+    d: int
+    eps: float
+    points: torch.Tensor
+
+    def __str__(self) -> str:
+        return f"{self.ball} d={self.d} eps={self.eps:g}: M={self.points.shape[0]}"
 
 
-LEMMA41_CROSSINGS = {0.5: 20, 1.0: 8, 1.5: 5}  # eps: first d where Maurey < volume (docs/derivations/lemmas-39-41-42.md)
+@dataclass(frozen=True)
+class Lemma41Inputs:
+    """Greedy packings of the l1 and l2 balls and of the sphere of R^128; the bounds they meet."""
+
+    packings: Tuple[Packing, ...]  # the sphere's packing last (inside the l2 ball)
+    bound: Callable[[int, float, str], float]  # Lemma 41: packing_log_bound(d, eps, ball)
+    maurey_form: Callable[[int, float], float]  # ln(2D + 1) / eps^2, the form without its constant
+
+    @property
+    def sphere(self) -> Packing:
+        return self.packings[-1]
 
 
-def smaller_as_derived() -> bool:
-    """Lemma 41 (docs/derivations/lemmas-39-41-42.md, "Which bound is smaller"): ``smaller_bound`` names the volume
-    bound below the documented crossing d and the Maurey bound from it on (crossover_dimension agrees), and the
-    Maurey bound for eps >= 2, where it is 0 (one point: the diameter is 2) while the volume bound d ln(1 + 2/eps)
-    is not (so the crossing is d = 1 there, and none below d_max = 10 at eps = 0.5); hand values volume(2, 1) = 2 ln 3,
-    Maurey(1, 1) = ln 15."""
-    ok = all(smaller_bound(d - 1, eps) == "volume" and smaller_bound(d, eps) == "maurey"
-             and crossover_dimension(eps) == d for eps, d in LEMMA41_CROSSINGS.items())
-    ok &= crossover_dimension(2.5) == 1 and crossover_dimension(0.5, d_max=10) is None  # d = 1 at once; past d_max
-    return (ok and smaller_bound(3, 2.5) == "maurey" and maurey_log_packing_bound(3, 2.5) == 0.0
-            and abs(volume_log_packing_bound(2, 1.0) - 2 * math.log(3)) <= 1e-14
-            and abs(maurey_log_packing_bound(1, 1.0) - math.log(15)) <= 1e-14)
+def _sphere_packing(ctx: Context) -> Packing:
+    """Greedy SPHERE_SEP-packing of SPHERE_M random unit vectors of R^SPHERE_D (the candidates of
+    bounds.recurrent.euclidean_packing_counterexample)."""
+    g = ctx.generator("lemma-41/sphere", device=ctx.device)
+    X = torch.randn(SPHERE_M, SPHERE_D, generator=g, dtype=torch.float64, device=ctx.device)
+    return Packing("l2", SPHERE_D, SPHERE_SEP, greedy_packing(X / X.norm(dim=1, keepdim=True),
+                                                              SPHERE_SEP))
 
 
-def balls_uniform(ctx: Context) -> float:
-    """The candidates Lemma 41's packings draw: uniform in the unit ball means P(||x|| <= t) = t^d, so ||x||^d is
-    U(0, 1) (l1 and l2, d = 2 and 5); the smallest Kolmogorov-Smirnov p-value over the four samples (0 if a point
-    lies outside its ball)."""
-    worst = 1.0
-    for ball, p in (("l1", 1), ("l2", 2)):
-        for d in (2, 5):
-            x = sample_ball(4000, d, ball, generator=ctx.generator(4150 + d + 10 * p, ctx.device))
-            r = torch.linalg.vector_norm(x, ord=p, dim=1).cpu()
-            if bool((r > 1).any()):
-                return 0.0
-            worst = min(worst, float(stats.kstest((r ** d).numpy(), "uniform").pvalue))
-    return worst
+def lemma41_inputs(ctx: Context) -> Lemma41Inputs:
+    """Greedy packings (structured candidates, then uniform ones from ``sample_ball``) of the l1
+    and l2 balls, d = 1, 2, 3, and of the sphere of R^128 (docs/derivations/lemmas-39-41-42.md)."""
+    n_cand = ctx.pick(quick=3000, full=30000)
+    packings = []
+    for ball, d, (e, eps) in itertools.product(("l2", "l1"), LEMMA41_DIMS,
+                                               enumerate(LEMMA41_EPS)):
+        g = ctx.generator("lemma-41/candidates", d, e, device=ctx.device)
+        cand = torch.cat([_structured(d, eps, ball, ctx.device),
+                          sample_ball(n_cand, d, ball, generator=g)])
+        packings.append(Packing(ball, d, eps, greedy_packing(cand, eps)))
+    packings.append(_sphere_packing(ctx))
+    return Lemma41Inputs(tuple(packings), packing_log_bound, _maurey_form)
 
 
-def _lemma41(ctx: Context, shrink: float) -> Outcome:
-    """Greedy packings of the l1 and l2 unit balls against Lemma 41 (constants divided by shrink)."""
-    n_cand = ctx.pick(quick=3000, full=30000, gpu=30000)
-    worst, parts = -math.inf, []
-    for ball in ("l2", "l1"):
-        for d in LEMMA41_DIMS:
-            for e_i, eps in enumerate(LEMMA41_EPS):
-                g = ctx.generator(4100 + 10 * d + e_i, ctx.device)
-                cand = torch.cat([_lemma41_structured(d, eps, ball, ctx.device), sample_ball(n_cand, d, ball, generator=g)])
-                P = greedy_packing(cand, eps)
-                closest = min_pairwise_distance(P)
-                direct = float(torch.pdist(P).min()) if P.shape[0] >= 2 else math.inf
-                # the packing, and min_pairwise_distance against pdist (cdist may take the Gram route: 1e-6 relative)
-                if closest <= eps or not (closest == direct or abs(closest - direct) <= 1e-6 * direct):
-                    raise AssertionError("greedy packing is not an eps-packing, or min_pairwise_distance is off")
-                vol = volume_log_packing_bound(d, eps) / shrink
-                if ball == "l1":
-                    k = math.ceil(4.0 / shrink / eps ** 2)
-                    mau = 0.0 if eps >= 2 else (math.lgamma(2 * d + k + 1) - math.lgamma(k + 1) - math.lgamma(2 * d + 1))
-                    if shrink == 1.0:
-                        assert abs(mau - maurey_log_packing_bound(d, eps)) < 1e-12
-                    bound = min(vol, mau)
-                else:
-                    bound = vol
-                logM = math.log(P.shape[0])
-                worst = max(worst, logM - bound)
-                if logM > bound or (d == 2 and e_i == 1):
-                    parts.append(f"{ball} d={d} eps={eps}: M={P.shape[0]}, log M={logM:.2f} vs bound {bound:.2f}")
-    cross = {eps: crossover_dimension(eps) for eps in (0.5, 1.0)}
-    viol = {eps: maurey_violation_dimension(eps) for eps in (0.5, 0.8)}
-    crossing = all(d is not None and euclidean_packing_log_lower(d, eps) > maurey_log_packing_bound(d, eps)
-                   and euclidean_packing_log_lower(d - 1, eps) <= maurey_log_packing_bound(d - 1, eps)
-                   for eps, d in viol.items())  # the first dimension where eps^-D beats the Maurey bound
-    parts.append("Maurey < volume from d = " + ", ".join(f"{c} (eps={e})" for e, c in cross.items()))
-    parts.append("Maurey provably false for the l2 ball from d = " + ", ".join(f"{c} (eps={e})" for e, c in viol.items())
-                 + f" (the first such d: {crossing})")
-    euclid_ok, euclid = _euclidean_maurey(ctx) if shrink == 1.0 else (True, "")
-    euclid_ok &= crossing or shrink != 1.0
-    uniform_p = balls_uniform(ctx)
-    euclid_ok &= uniform_p >= 1e-4
-    parts.append(f"sample_ball uniform in the l1 and l2 balls (d = 2, 5: ||x||^d ~ U(0, 1), Kolmogorov-Smirnov over "
-                 f"4000 points, inside the ball): smallest p-value {uniform_p:.2g} (>= 1e-4)")
-    # Lemma 41's public bound: min(volume, Maurey) for the l1 ball only, also past the crossover (d = 64)
-    api_ok = all(packing_log_bound(d, eps, "l2") == volume_log_packing_bound(d, eps)
-                 and packing_log_bound(d, eps, "l1") == min(volume_log_packing_bound(d, eps), maurey_log_packing_bound(d, eps))
-                 for d in (*LEMMA41_DIMS, 64) for eps in (*LEMMA41_EPS, 0.5))
-    smaller = smaller_as_derived()
-    euclid_ok &= api_ok and smaller
-    parts.append("smaller_bound: volume below d = " + ", ".join(f"{d} (eps={e})" for e, d in LEMMA41_CROSSINGS.items())
-                 + f", Maurey from there and at eps = 2.5 (Maurey 0); hand values volume(2, 1) = 2 ln 3, "
-                   f"Maurey(1, 1) = ln 15: {smaller}")
-    parts.append(f"packing_log_bound = the volume bound (l2) and min(volume, Maurey) (l1), d up to 64: {api_ok}")
-    parts += [euclid] if euclid else []
-    parts.append("no rounding term: M is a count and both bounds are closed forms")
-    parts.append("value = the largest log M - bound over balls, d and eps, limit 0")
-    return Outcome(measured=f"max(log M - bound) = {worst:+.3f}", bound="<= 0", holds=worst <= 0 and euclid_ok,
-                   detail="; ".join(parts), value=float(worst), limit=0.0)
+def _maurey_form(D: int, eps: float) -> float:
+    """ln(2D + 1) / eps^2: maurey_simple_bound without its constant 8."""
+    return maurey_simple_bound(D, eps) / 8
 
 
-register(Legacy(
-    id="lemma-41", ref_seed="Lemma 41", ref_conference="Lemma 41",
-    statement=("eps-packings: log M <= d log(1 + 2/eps) (l2 ball), and <= log C(2d+k, k), k = ceil(4/eps^2) "
-               "(Maurey, l1 ball); greedy packings in d = 1, 2, 3 never exceed them, and one of random unit vectors "
-               "in D = 128 breaks the Maurey form for the Euclidean sphere"),
-    check=lambda ctx: _lemma41(ctx, 1.0), falsifier=lambda ctx: _lemma41(ctx, 4.0),
-    falsifier_statement="both bounds with their constants divided by 4 must be exceeded by some greedy packing",
+def lemma41_holds(inp: Lemma41Inputs, ctx: Context) -> Verdict:
+    """Lemma 41: log M <= d log(1 + 2/eps) (l2) and <= min(that, log C(2d + k, k)) (l1), for every
+    packing; the largest log M - bound (docs/derivations/lemmas-39-41-42.md)."""
+    gaps = [(math.log(P.points.shape[0]) - inp.bound(P.d, P.eps, P.ball), P) for P in inp.packings]
+    gap, P = max(gaps, key=lambda t: t[0])
+    return at_most(gap, 0.0, detail=f"largest at {P}, log M = {math.log(P.points.shape[0]):.3f} "
+                   f"vs {inp.bound(P.d, P.eps, P.ball):.3f}; no rounding term: M is a count and "
+                   "both bounds are closed forms")
+
+
+def lemma41_separated(inp: Lemma41Inputs, ctx: Context) -> Verdict:
+    """Every packing is an eps-packing: the smallest pairwise distance over eps, over packings
+    (> 1 by the greedy rule; equality would already be a defect)."""
+    ratio, P = min(((min_pairwise_distance(P.points) / P.eps, P) for P in inp.packings),
+                   key=lambda t: t[0])
+    return at_least(ratio, 1.0, detail=f"smallest distance / eps at {P}")
+
+
+def lemma41_sphere(inp: Lemma41Inputs, ctx: Context) -> Verdict:
+    """The Maurey form fails for the Euclidean sphere: a greedy 1.2-packing of random unit vectors
+    of R^128 has log M above ln(2D + 1) / eps^2 (docs/derivations/lemmas-39-41-42.md)."""
+    S = inp.sphere
+    log_m = math.log(S.points.shape[0])
+    return at_least(log_m, inp.maurey_form(S.d, S.eps),
+                    detail=f"{S} of {SPHERE_M} random unit vectors: log M = {log_m:.2f}; "
+                    f"volume bound {volume_log_packing_bound(S.d, S.eps):.1f}")
+
+
+def _quartered(d: int, eps: float, ball: str) -> float:
+    """Lemma 41's bound with both constants divided by 4: (d / 4) log(1 + 2/eps) and
+    k = ceil(1 / eps^2)."""
+    vol = volume_log_packing_bound(d, eps) / 4
+    if ball == "l2":
+        return vol
+    k = math.ceil(1 / eps ** 2)
+    if eps >= 2:
+        return min(vol, 0.0)
+    mau = math.lgamma(2 * d + k + 1) - math.lgamma(k + 1) - math.lgamma(2 * d + 1)
+    return min(vol, mau)
+
+
+def _constants_quartered(inp: Lemma41Inputs, ctx: Context) -> Lemma41Inputs:
+    return replace(inp, bound=_quartered)
+
+
+def _point_twice(inp: Lemma41Inputs, ctx: Context) -> Lemma41Inputs:
+    """Every packing with its first point kept twice."""
+    twice = tuple(replace(P, points=torch.cat([P.points, P.points[:1]])) for P in inp.packings)
+    return replace(inp, packings=twice)
+
+
+def _maurey_constant(inp: Lemma41Inputs, ctx: Context) -> Lemma41Inputs:
+    """The Maurey form with its constant 8 (maurey_simple_bound), which R^128 cannot beat."""
+    return replace(inp, maurey_form=maurey_simple_bound)
+
+
+register(Claim(
+    id="lemma-41", ref=Ref("Lemma 41", "Lemma 41"),
+    statement=("eps-packings: log M <= d log(1 + 2/eps) (l2 ball), and <= log C(2d+k, k), "
+               "k = ceil(4/eps^2) (Maurey, l1 ball); greedy packings in d = 1, 2, 3 never exceed "
+               "them, and one of random unit vectors in D = 128 breaks the Maurey form for the "
+               "Euclidean sphere"),
+    inputs=lemma41_inputs,
+    checks=[Check("log M <= bound", lemma41_holds),
+            Check("packings eps-separated", lemma41_separated),
+            Check("D = 128 sphere beats the Maurey form", lemma41_sphere)],
+    faults=[Fault("both constants divided by 4", _constants_quartered, breaks=("log M <= bound",)),
+            Fault("a point kept twice", _point_twice, breaks=("packings eps-separated",)),
+            Fault("the Maurey form with its constant 8", _maurey_constant,
+                  breaks=("D = 128 sphere beats the Maurey form",))],
+    builds=(greedy_packing, sample_ball),
+    bounds=(packing_log_bound, volume_log_packing_bound, maurey_log_packing_bound,
+            maurey_simple_bound),
+    derivation="docs/derivations/lemmas-39-41-42.md",
 ))
 
 
-def _lemma42_cases(ctx: Context):
-    """(name, f, L, R, k, build kwargs): 1-D and 2-D Lipschitz functions, the Lemma 22 product map included."""
+@dataclass(frozen=True)
+class LipschitzCase:
+    """An L-Lipschitz ``f`` on the R-ball of R^k, the net built for it, and how it is probed."""
+
+    name: str
+    f: Callable[[torch.Tensor], torch.Tensor]
+    L: float  # f's Lipschitz constant: the certificate's slack uses it
+    built: LipschitzNet
+    eps: Optional[float]  # the sup-error asked for (None: built for a degree)
+    starts: torch.Tensor  # (64, 1, k) starting points of the adversarial search
+    cert: SupCertificate  # certify_sup_error of f and the net on ctx.device
+    rounding: Rounding  # the net's rounding term on the ball
+
+    def __str__(self) -> str:
+        b = self.built
+        return f"{self.name} (k={b.k}, L={self.L:.3g}, R={b.R:.3g}, {b.method} n={b.degree})"
+
+
+@dataclass(frozen=True)
+class Lemma42Inputs:
+    """Lemma 42's nets with their functions; the kernel moments, smoothing bound and grid that its
+    certificate rests on (docs/derivations/lemmas-39-41-42.md)."""
+
+    cases: Tuple[LipschitzCase, ...]
+    moments: Callable[[int, int], Tuple[float, float]]  # fk_moments(n, k) = (m2, m4)
+    smoothing: Callable[[int, int, float, float], float]  # smoothing_error_bound(n, k, L, R)
+    grid: Callable[[float, int, float], Tuple[torch.Tensor, float]]  # ball_grid(R, k, spacing)
+    probes: Tuple[torch.Tensor, ...]  # per k = 1, 2: 4096 points of the unit ball and sphere
+    steps: int  # projected-Adam steps of the adversarial search
+
+
+FK_CASES = ((1, 1), (3, 3), (8, 2), (16, 2))  # (degree n, coordinates k)
+COVER_SPACING = {1: 2e-3, 2: 2.5e-2}  # grid spacing of the covering check, per k
+
+
+def _starts(ctx: Context, i: int, k: int, R: float) -> torch.Tensor:
+    g = ctx.generator("lemma-42/starts", i, device=ctx.device)
+    kw = dict(generator=g, dtype=torch.float64, device=ctx.device)
+    x0 = torch.randn(64, 1, k, **kw)
+    return x0 / x0.norm(dim=-1, keepdim=True) * R * torch.rand(64, 1, 1, **kw)
+
+
+def _probes(ctx: Context, k: int) -> torch.Tensor:
+    """2048 points uniform in the unit ball of R^k, then 2048 on its sphere."""
+    g = ctx.generator("lemma-42/probes", k)
+    x = torch.randn(4096, k, generator=g, dtype=torch.float64)
+    x = x / x.norm(dim=1, keepdim=True)
+    x[:2048] *= torch.rand(2048, 1, generator=g, dtype=torch.float64) ** (1 / k)
+    return x
+
+
+def _functions(ctx: Context):
+    """(name, f, L, R, k, build arguments): 1-D and 2-D Lipschitz functions, Lemma 22's product."""
     n2 = ctx.pick(quick=8, full=16)
     return [
         ("sin(3x)", lambda x: torch.sin(3 * x[..., 0]), 3.0, 1.0, 1, dict(eps=0.05)),
         ("|x - 1/3| - 1/2", lambda x: (x[..., 0] - 1 / 3).abs() - 0.5, 1.0, 2.0, 1, dict(eps=0.01)),
-        ("xy on the sqrt2-ball (Lemma 22)", lambda x: x[..., 0] * x[..., 1], math.sqrt(2), math.sqrt(2), 2, dict(degree=n2)),
+        ("xy on the sqrt2-ball (Lemma 22)", lambda x: x[..., 0] * x[..., 1], math.sqrt(2),
+         math.sqrt(2), 2, dict(degree=n2)),
         ("||x||", lambda x: x.norm(dim=-1), 1.0, 1.0, 2, dict(degree=n2)),
         ("||x|| to eps 0.6", lambda x: x.norm(dim=-1), 1.0, 1.0, 2, dict(eps=0.6)),
-        ("sin x1 + cos 2x2", lambda x: torch.sin(x[..., 0]) + torch.cos(2 * x[..., 1]), math.sqrt(5), 1.0, 2,
-         dict(degree=n2)),
+        ("sin x1 + cos 2x2", lambda x: torch.sin(x[..., 0]) + torch.cos(2 * x[..., 1]),
+         math.sqrt(5), 1.0, 2, dict(degree=n2)),
     ]
 
 
-def _lemma42_measure(f, built, L, R, k, ctx: Context, salt: int):
-    """Certified upper bound (grid + Lipschitz slack), the largest error seen (grid, random,
-    adversarial) and the net's rounding term on the ball (its corners bound |x|), on ctx.device."""
-    spacing = ctx.pick(quick=2e-4 if k == 1 else 2.5e-2, full=2e-5 if k == 1 else 8e-3)
-    net = built.net.to(device=ctx.device)
-    cert = certify_sup_error(f, net, L=L, R=R, k=k, spacing=spacing)
-    g = ctx.generator(salt, ctx.device)
-    x0 = torch.randn(64, 1, k, generator=g, dtype=torch.float64, device=ctx.device)
-    x0 = x0 / x0.norm(dim=-1, keepdim=True) * R * torch.rand(64, 1, 1, generator=g, dtype=torch.float64, device=ctx.device)
+def lemma42_inputs(ctx: Context) -> Lemma42Inputs:
+    """The nets lipschitz_net builds for six functions (k = 1: interpolation; k = 2:
+    Fourier-ridge)."""
+    cases = tuple(_case(name, f, L, lipschitz_net(f, L=L, R=R, k=k, **kw), kw.get("eps"),
+                        _starts(ctx, i, k, R), ctx)
+                  for i, (name, f, L, R, k, kw) in enumerate(_functions(ctx)))
+    return Lemma42Inputs(cases, fk_moments, smoothing_error_bound, ball_grid,
+                         (_probes(ctx, 1), _probes(ctx, 2)), ctx.pick(quick=15, full=60))
+
+
+def _case(name: str, f, L: float, b: LipschitzNet, eps: Optional[float], starts: torch.Tensor,
+          ctx: Context) -> LipschitzCase:
+    """The case with its certificate, certify_sup_error on ctx.device (grid + (L + Lip(net)) rho),
+    and the net's rounding term on the ball (its corners bound |x|)."""
+    spacing = ctx.pick(quick=2e-4 if b.k == 1 else 2.5e-2, full=2e-5 if b.k == 1 else 8e-3)
+    net = b.net.to(device=ctx.device)
+    cert = certify_sup_error(f, net, L=L, R=b.R, k=b.k, spacing=spacing)
+    corners = b.R * torch.ones(1, b.k, dtype=torch.float64, device=ctx.device)
+    rnd = two_layer(net.W, net.b, net.a[None, :], corners,
+                    what="(k + width + 2) eps max|a|(|W| R + |b|)")
+    return LipschitzCase(name, f, L, b, eps, starts, cert, rnd)
+
+
+def _seen(case: LipschitzCase, ctx: Context, steps: int) -> float:
+    """The largest |f - net| found by projected Adam from the case's starting points."""
+    net = case.built.net.to(device=ctx.device)
 
     def err(x):
-        return (f(x[:, 0]) - net(x)).abs()
+        return (case.f(x[:, 0]) - net(x)).abs()
 
-    x = worst_case_tokens(err, x0, R, steps=ctx.pick(quick=15, full=60), lr=0.05)
-    seen = max(cert.lower, float(err(x).max()))
-    corners = R * torch.ones(1, k, dtype=torch.float64, device=ctx.device)
-    rnd = two_layer(net.W, net.b, net.a[None, :], corners, what="(k + width + 2) eps max|a|(|W| R + |b|)")
-    return cert, seen, rnd
+    x = worst_case_tokens(err, case.starts.to(ctx.device), case.built.R, steps=steps, lr=0.05)
+    return float(err(x).max())
 
 
-FK_CASES = ((1, 1), (3, 3), (8, 2), (16, 2))  # (degree n, coordinates k)
+def lemma42_certified(inp: Lemma42Inputs, ctx: Context) -> Verdict:
+    """Lemma 42: the certified sup_ball |f - net| is within the net's error bound; the largest
+    certified / bound over the functions (docs/derivations/lemmas-39-41-42.md, step 7)."""
+    ratio, case = max(((c.cert.upper / c.built.error_bound, c) for c in inp.cases),
+                      key=lambda t: t[0])
+    bound = case.built.error_bound
+    return at_most(ratio, 1.0, case.rounding.times(1 / bound, "1/bound"),
+                   detail=f"largest at {case}: certified {case.cert.upper:.4f} vs bound "
+                   f"{bound:.4f}")
 
 
-def _fk_moments_two_ways() -> float:
-    """Largest relative gap between fk_moments / smoothing_error_bound and the same quantities summed over the tensor
-    grid of the discrete FK weights w_j = (1 + 2 sum_l c_l cos(l theta_j)) / G, G = n + 3 (lemmas-39-41-42.md)."""
-    gap = 0.0
+def lemma42_eps(inp: Lemma42Inputs, ctx: Context) -> Verdict:
+    """A net built for a sup-error eps has an error bound within eps; the largest bound / eps."""
+    ratio, case = max(((c.built.error_bound / c.eps, c) for c in inp.cases if c.eps is not None),
+                      key=lambda t: t[0])
+    rnd = Rounding(n=4, scale=1.0, what="4 eps (L h / 2 / eps, sums of two terms), relative")
+    return at_most(ratio, 1.0, rnd,
+                   detail=f"largest at {case}: bound {case.built.error_bound:.4f} vs "
+                   f"eps {case.eps:g}")
+
+
+def lemma42_seen(inp: Lemma42Inputs, ctx: Context) -> Verdict:
+    """No error found (grid maximum, projected Adam) exceeds the certificate; the largest seen /
+    certified."""
+    seen = [(max(c.cert.lower, _seen(c, ctx, inp.steps)), c) for c in inp.cases]
+    found, case = max(seen, key=lambda t: t[0] / t[1].cert.upper)
+    upper = case.cert.upper
+    return at_most(found / upper, 1.0, case.rounding.times(1 / upper, "1/certified"),
+                   detail=f"largest at {case}: seen {found:.4f} vs certified {upper:.4f}")
+
+
+def _ridge_error(built: LipschitzNet) -> float:
+    """Step 6: sum_v S_v (2R / K_v)^2 / 8 over the ridges (S_v, K_v)."""
+    return sum(S * (2 * built.R / K) ** 2 / 8 for S, K in built.ridges)
+
+
+def lemma42_ridges(inp: Lemma42Inputs, ctx: Context) -> Verdict:
+    """Step 6 (k >= 2): the ridges' interpolation error sum_v S_v (2R / K_v)^2 / 8 is within the
+    ridge budget eps_ridge; the largest error / budget."""
+    ratio, case = max(((_ridge_error(c.built) / c.built.ridge_budget, c)
+                       for c in inp.cases if c.built.k >= 2), key=lambda t: t[0])
+    rnd = Rounding(n=4 * len(case.built.ridges), scale=1.0, what="4 (ridges) eps, relative")
+    return at_most(ratio, 1.0, rnd, detail=f"largest at {case}, {len(case.built.ridges)} ridges")
+
+
+def lemma42_moments(inp: Lemma42Inputs, ctx: Context) -> Verdict:
+    """Steps 3-4: the kernel moments m2, m4 and the smoothing error equal the same quantities
+    summed over the tensor grid of the discrete FK weights, G = n + 3; the largest relative gap."""
+    worst = None
     for n, k in FK_CASES:
-        G, c = n + 3, fk_coefficients(n)
-        th = 2 * math.pi * torch.arange(G, dtype=torch.float64) / G
-        w1 = (1 + 2 * sum(float(c[m]) * torch.cos(m * th) for m in range(1, n + 1))) / G
-        s1 = torch.sin(th / 2) ** 2
-        w, s = w1, s1
-        for _ in range(k - 1):  # sigma^2 = sum_i sin^2(theta_i / 2) over independent coordinates
-            w, s = (w[:, None] * w1).flatten(), (s[:, None] + s1).flatten()
-        m2, m4 = float((w * s).sum()), float((w * s * s).sum())
+        m2, m4 = _grid_moments(n, k)
         e = (2 / math.pi) * (2 * math.sqrt(m2) + (math.pi - 2) * math.sqrt(m2 * m4))  # L = R = 1
-        for mine, theirs in zip((m2, m4, e), (*fk_moments(n, k), smoothing_error_bound(n, k, 1.0, 1.0))):
-            gap = max(gap, abs(mine - theirs) / theirs)
-    return gap
+        theirs = (*inp.moments(n, k), inp.smoothing(n, k, 1.0, 1.0))
+        gap = max(abs(a - b) / abs(b) for a, b in zip((m2, m4, e), theirs))
+        if worst is None or gap > worst[0]:
+            worst = (gap, n, k)
+    gap, n, k = worst
+    rnd = Rounding(n=(n + 2) * (n + 3) ** k, scale=1.0,
+                   what="(n + 2) G^k eps (n cosines per weight, G^k terms), relative")
+    return at_most(gap, 0.0, rnd, detail=f"largest at n={n}, k={k}")
 
 
-def lipschitz_by_secants(net) -> float:
-    """Lemma 42's nets in 1-D (k = 1): the exact Lipschitz constant, found without the unit structure that
-    ``net_lipschitz_bound`` uses: the net is linear between consecutive breakpoints -b_i / w_i, so its largest |slope|
-    is the largest secant over them and over the two outer rays (a unit step beyond the ends)."""
-    live = net.W[:, 0] != 0
-    bp = torch.unique(-(net.b[live] / net.W[live, 0]))
-    s = torch.cat([bp[:1] - 1, bp, bp[-1:] + 1]).to(torch.float64)
-    s = s[torch.cat([torch.ones(1, dtype=torch.bool, device=s.device), torch.diff(s) > 1e-9])]  # closer than 1e-9: merged
-    y = net(s[:, None, None]).reshape(-1)
-    return float((torch.diff(y) / torch.diff(s)).abs().max())
+def _grid_moments(n: int, k: int) -> Tuple[float, float]:
+    """E_w sigma^2 and E_w sigma^4 under w_j = (1 + 2 sum_l c_l cos(l theta_j)) / G per coordinate,
+    sigma^2 = sum_i sin^2(theta_i / 2), summed over the G^k grid (G = n + 3)."""
+    G, c = n + 3, fk_coefficients(n)
+    th = 2 * math.pi * torch.arange(G, dtype=torch.float64) / G
+    w1 = (1 + 2 * sum(float(c[m]) * torch.cos(m * th) for m in range(1, n + 1))) / G
+    s1 = torch.sin(th / 2) ** 2
+    w, s = w1, s1
+    for _ in range(k - 1):
+        w, s = (w[:, None] * w1).flatten(), (s[:, None] + s1).flatten()
+    return float((w * s).sum()), float((w * s * s).sum())
 
 
-def ridges_as_derived(built) -> bool:
-    """Lemma 42, k >= 2 (docs/derivations/lemmas-39-41-42.md, steps 6-7): each ridge's interval count is
-    K_v = ceil(2R / h_v), h_v = sqrt(8 eps_ridge S_v^(-2/3) / sum_u S_u^(1/3)) (K_v = 1 where S_v = 0), the ridge
-    error is sum_v S_v (2R / K_v)^2 / 8 and the width sum_v (K_v + 1) + 1 (relative 1e-12); one ridge per primitive
-    direction of the frequency cube [-n, n]^k (step 5)."""
-    total = sum(S ** (1 / 3) for S, _ in built.ridges if S > 0)
-    want = [max(1, math.ceil(2 * built.R / math.sqrt(8 * built.ridge_budget * S ** (-2 / 3) / total))) if S > 0 else 1
-            for S, _ in built.ridges]
-    err = sum(S * (2 * built.R / K) ** 2 / 8 for S, K in built.ridges)
-    # step 5: one ridge per primitive direction v of the frequency cube [-n, n]^k, v and -v counted once
-    cube = itertools.product(range(-built.degree, built.degree + 1), repeat=built.k)
-    primitive = sum(1 for ell in cube if any(ell) and math.gcd(*map(abs, ell)) == 1) // 2
-    return (want == [K for _, K in built.ridges] and len(built.ridges) == built.directions == primitive
-            and abs(built.ridge_error - err) <= 1e-12 * err and built.width == sum(K + 1 for _, K in built.ridges) + 1)
+def lemma42_covering(inp: Lemma42Inputs, ctx: Context) -> Verdict:
+    """The certificate's grid: every point of the R-ball (4096 probes, half on the sphere) lies
+    within rho = spacing sqrt(k) / 2 of a grid point; the largest distance / rho."""
+    worst = None
+    for R, k in sorted({(c.built.R, c.built.k) for c in inp.cases}):
+        pts, _ = inp.grid(R, k, COVER_SPACING[k])
+        rho = COVER_SPACING[k] * math.sqrt(k) / 2
+        dist = torch.cdist(R * inp.probes[k - 1], pts, compute_mode="donot_use_mm_for_euclid_dist")
+        reach = float(dist.min(dim=1).values.max())
+        if worst is None or reach / rho > worst[0]:
+            worst = (reach / rho, f"R={R:.3g}, k={k}, spacing {COVER_SPACING[k]:g}")
+    ratio, where = worst
+    rnd = Rounding(n=8, scale=1.0, what="8 eps (differences, squares, a root), relative")
+    return at_most(ratio, 1.0, rnd, detail=f"largest at {where}")
 
 
-def interpolation_as_derived(built) -> bool:
-    """Lemma 42, k = 1 (docs/derivations/lemmas-39-41-42.md): K intervals of h = 2R / K, error bound L h / 2, all of it
-    interpolation (no smoothing), one direction, width m of the net."""
-    bound = built.L * (2 * built.R / built.degree) / 2
-    return (abs(built.error_bound - bound) <= 1e-12 * bound and built.smooth_error == 0.0 and built.ridges == ()
-            and built.ridge_error == built.ridge_budget == built.error_bound and built.directions == 1
-            and built.width == built.net.m and built.method == "interpolation")
+def _steeper(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
+    """Nets built for L = 1 applied to 2-Lipschitz functions: a tent 2 dist(x, knots) between the
+    knots of the k = 1 construction, and the cone 2 ||x|| (k = 2)."""
+    line = lipschitz_net(lambda x: x[..., 0], L=1.0, R=1.0, k=1, eps=0.05)
+    knots = torch.linspace(-1.0, 1.0, line.degree + 1, dtype=torch.float64)
+
+    def tent(x):
+        return 2 * (x[..., 0, None] - knots.to(x.device)).abs().min(dim=-1).values
+
+    def cone(x):
+        return 2 * x.norm(dim=-1)
+
+    cases = tuple(
+        _case(name, f, 2.0, lipschitz_net(f, L=1.0, R=1.0, k=k, **kw), None,
+              _starts(ctx, 100 + k, k, 1.0), ctx)
+        for name, f, k, kw in (("tent 2L", tent, 1, dict(eps=0.05)),
+                               ("cone 2L", cone, 2, dict(degree=ctx.pick(quick=8, full=16)))))
+    return replace(inp, cases=cases)
 
 
-def norms_as_derived(built) -> bool:
-    """Lemma 42's weight record (docs/derivations/lemmas-39-41-42.md): ||a||, ||W||_F, ||b||, r_a = ||a|| sqrt(m),
-    r_w = ||(W, b)||_F / sqrt(m) and the path norm sum_i |a_i| ||(w_i, b_i)|| of the built net (relative 1e-12)."""
-    net, got = built.net, built.weight_norms
-    Wb = torch.cat([net.W, net.b[:, None]], dim=1)
-    a, m = net.a, net.a.numel()
-    want = {"a": float(a.norm()), "W": float(net.W.norm()), "b": float(net.b.norm()), "r_a": float(a.norm()) * m ** 0.5,
-            "r_w": float(Wb.norm()) / m ** 0.5, "path": sum(abs(float(a[i])) * float(Wb[i].norm()) for i in range(m))}
-    return set(got) == set(want) and all(abs(got[k] - want[k]) <= 1e-12 * max(want[k], 1e-300) for k in want)
+def _scaled(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
+    """Every net's output weights a scaled by 1.1 (a copy of the net)."""
+    def scale(c: LipschitzCase) -> LipschitzCase:
+        net = TwoLayerNet(a=1.1 * c.built.net.a, W=c.built.net.W.clone(), b=c.built.net.b.clone())
+        return _case(c.name, c.f, c.L, replace(c.built, net=net), c.eps, c.starts, ctx)
+
+    return replace(inp, cases=tuple(scale(c) for c in inp.cases))
 
 
-def certificate_as_derived(f, built, L: float, spacing: float, ctx: Context) -> bool:
-    """``certify_sup_error``'s slack is (L + Lip(net)) rho with the covering radius rho = spacing sqrt(k) / 2, and the
-    projected grid covers the ball within rho: 4096 random points of the ball and of its sphere, each within rho of a
-    grid point."""
-    k, R = built.k, built.R
-    cert = certify_sup_error(f, built.net, L=L, R=R, k=k, spacing=spacing)
-    rho = spacing * math.sqrt(k) / 2
-    pts, grid_rho = ball_grid(R, k, spacing)
-    g = ctx.generator(4270 + k)
-    x = torch.randn(4096, k, generator=g, dtype=torch.float64)
-    x = x / x.norm(dim=1, keepdim=True) * R
-    x[: 2048] *= torch.rand(2048, 1, generator=g, dtype=torch.float64) ** (1 / k)
-    reach = float(torch.cdist(x, pts).min(dim=1).values.max())
-    return (abs(cert.slack - (L + net_lipschitz_bound(built.net)) * rho) <= 1e-12 * cert.slack and grid_rho == rho
-            and reach <= rho and cert.points == pts.shape[0] and cert.upper == cert.grid_max + cert.slack)
+def _degree_lower(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
+    """The nets built for an eps rebuilt at one degree (k = 1: one interval) less than eps needs."""
+    def lower(c: LipschitzCase) -> LipschitzCase:
+        if c.eps is None:
+            return c
+        b = c.built
+        lower = lipschitz_net(c.f, L=b.L, R=b.R, k=b.k, degree=b.degree - 1)
+        return _case(c.name, c.f, c.L, lower, c.eps, c.starts, ctx)
+
+    return replace(inp, cases=tuple(lower(c) for c in inp.cases))
 
 
-def fk_as_derived() -> bool:
-    """The Fejer-Korovkin coefficients (docs/derivations/lemmas-39-41-42.md): c_0 = 1, c_1 = cos(pi / (n + 2)), c_2 the
-    lag-2 autocorrelation of a_j = sin((j + 1) pi / (n + 2)) over sum_j a_j^2 = (n + 2) / 2; n = 0 gives c = (1)."""
-    ok = fk_coefficients(0).tolist() == [1.0]
-    for n in (1, 4, 8, 16):
-        c = fk_coefficients(n)
-        a = [math.sin((j + 1) * math.pi / (n + 2)) for j in range(n + 1)]
-        c2 = sum(a[j] * a[j + 2] for j in range(n - 1)) / ((n + 2) / 2) if n >= 2 else 0.0
-        ok &= (abs(float(c[0]) - 1) <= 1e-14 and abs(float(c[1]) - math.cos(math.pi / (n + 2))) <= 1e-14
-               and (n < 2 or abs(float(c[2]) - c2) <= 1e-14) and c.numel() == n + 1)
-    return ok
+def _interval_less(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
+    """One interval less per ridge: K_v - 1 (at least 1) in every k >= 2 net's ridge record."""
+    def fewer(c: LipschitzCase) -> LipschitzCase:
+        ridges = tuple((S, max(1, K - 1)) for S, K in c.built.ridges)
+        return replace(c, built=replace(c.built, ridges=ridges))
+
+    return replace(inp, cases=tuple(fewer(c) for c in inp.cases))
 
 
-def _lemma42(ctx: Context) -> Outcome:
-    fk_gap = _fk_moments_two_ways()
-    worst, parts, ok, terms, lip_gap, spent = 0.0, [], fk_gap <= 1e-10 and fk_as_derived(), [], 0.0, []
-    records = True
-    for i, (name, f, L, R, k, kw) in enumerate(_lemma42_cases(ctx)):
-        built = lipschitz_net(f, L=L, R=R, k=k, **kw)
-        if k == 1:  # one line of weights: the recorded net_lipschitz_bound is exact there
-            exact = lipschitz_by_secants(built.net)
-            lip_gap = max(lip_gap, abs(built.lipschitz_bound - exact) / exact)
-        records &= (norms_as_derived(built) and (ridges_as_derived(built) if k >= 2 else interpolation_as_derived(built))
-                    and certificate_as_derived(f, built, L, 2e-3 if k == 1 else 2.5e-2, ctx))
-        cert, seen, rnd = _lemma42_measure(f, built, L, R, k, ctx, 4200 + i)
-        upper = cert.upper + rnd.term  # the grid maximum was computed: rounding enters the certificate
-        asked = kw.get("eps", math.inf)  # a net built for an eps must be certified within it
-        ok &= upper <= built.error_bound <= asked and rnd.within(seen, upper)
-        if k >= 2:  # the ridge budget as derived (step 6): 0.1 / 0.9 of the smoothing error for a degree, else the rest
-            budget = 0.1 / 0.9 * built.smooth_error if "degree" in kw else asked - built.smooth_error
-            ok &= (abs(built.ridge_budget - budget) <= 1e-12 * budget and built.ridge_error <= built.ridge_budget
-                   and abs(built.error_bound - built.smooth_error - built.ridge_error) <= 1e-12 * built.error_bound)
-            spent.append(built.ridge_error / built.ridge_budget)
-        terms.append(rnd)
-        worst = max(worst, upper / built.error_bound)
-        parts.append(f"{name} (k={k}, L={L:.3g}, R={R:.3g}): seen {seen:.4f} <= certified {cert.upper:.4f} <= bound "
-                     f"{built.error_bound:.4f}" + (f" <= eps {asked:g} asked" if "eps" in kw else "") + f"; width {built.width}, r_a {built.weight_norms['r_a']:.3g}, "
-                     f"r_w {built.weight_norms['r_w']:.3g}, {built.method} n={built.degree}")
-    parts.append(f"k >= 2: ridge budget = (0.1 / 0.9) x smoothing error (built for a degree, the default split) or "
-                 f"eps - smoothing error (built for eps), ridge error <= budget (spent "
-                 f"{', '.join(f'{x:.2f}' for x in spent)}), bound = their sum")
-    ok &= records
-    parts.append(f"records as derived: every net's weight norms (||a||, ||W||, ||b||, r_a, r_w, path), the k = 1 nets' error "
-                 f"L h / 2 (all interpolation), the k = 2 ridges' "
-                 f"interval counts K_v, ridge error and width, the certificate's slack (L + Lip) spacing sqrt(k) / 2 and "
-                 f"its grid covering 4096 ball and sphere points within rho; FK c_0 = 1, c_1 = cos(pi / (n + 2)), c_2: "
-                 f"{records}")
-    parts.append(f"FK moments and smoothing error (n, k) in {list(FK_CASES)} against the sum over the weight grid: "
-                 f"largest relative gap {fk_gap:.1e} (<= 1e-10)")
-    g = ctx.generator(4280)  # and 1-D nets whose breakpoints (unlike the built nets' knots) are not symmetric: a
-    # random one, and a tent relu(s - 1) - 2 relu(s - 2) + relu(s - 3) (slope 1 inside, flat outside)
-    W, b, a = (torch.randn(*shape, generator=g, dtype=torch.float64) for shape in ((16, 1), (16,), (16,)))
-    tent = TwoLayerNet(a=torch.tensor([1.0, -2.0, 1.0], dtype=torch.float64),
-                       W=torch.ones(3, 1, dtype=torch.float64), b=torch.tensor([-1.0, -2.0, -3.0], dtype=torch.float64))
-    for net in (TwoLayerNet(a=a, W=W, b=b), tent):
-        lip_gap = max(lip_gap, abs(net_lipschitz_bound(net) - lipschitz_by_secants(net)) / lipschitz_by_secants(net))
-    # k = 2: four lines of weights (two of them 16 degrees apart, one met with both signs); the bound is the sum of
-    # the lines' largest slopes, 1 + 1 + 1 + 2 (relu(s) - 2 relu(s - 1/2) on e1; relu(2 s + 0.1) + relu(-s) on e2)
-    lines = TwoLayerNet(a=torch.tensor([1.0, -1.0, 1.0, -2.0, 1.0, 1.0], dtype=torch.float64),
-                        W=torch.tensor([[0.6, 0.8], [0.8, 0.6], [1, 0], [1, 0], [0, 2], [0, -1]], dtype=torch.float64),
-                        b=torch.tensor([0.0, 0.0, 0.0, -0.5, 0.1, 0.0], dtype=torch.float64))
-    lip_gap = max(lip_gap, abs(net_lipschitz_bound(lines) - 5.0) / 5.0)
-    parts.append(f"the 1-D nets' recorded Lipschitz bound (net_lipschitz_bound, exact for one line of weights), a "
-                 f"random 16-unit net's and a tent's on [1, 3] vs the largest secant between breakpoints, and a k = 2 net on four "
-                 f"lines (two 16 degrees apart) vs 1 + 1 + 1 + 2: relative gap "
-                 f"{lip_gap:.1e} (<= 1e-9)")
-    ok &= lip_gap <= 1e-9
-    parts.append(f"largest {largest(terms)} (and to the certificate)")
-    parts.append("value = the largest (certified sup-error + rounding) / error bound over the functions, limit 1 "
-                 "(holds also needs every error seen <= its certificate)")
-    return Outcome(measured=f"max certified/bound = {worst:.3f}", bound="<= 1", holds=ok, detail="; ".join(parts),
-                   value=float(worst), limit=1.0)
+def _moments_off_by_one(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
+    """The kernel moments of degree n + 1 in place of n."""
+    return replace(inp, moments=lambda n, k: fk_moments(n + 1, k))
 
 
-def _lemma42_falsifier(ctx: Context) -> Outcome:
-    """Nets built for L, applied to 2L-Lipschitz functions (tent between the knots; cone at 0)."""
-    parts, beaten, worst = [], False, 0.0
-    L, R = 1.0, 1.0
-    built1 = lipschitz_net(lambda x: x[..., 0], L=L, R=R, k=1, eps=0.05)  # knots of the L-construction
-    knots = torch.linspace(-R, R, built1.degree + 1, dtype=torch.float64)
-    tent = lambda x: 2 * L * (x[..., 0, None] - knots.to(x.device)).abs().min(dim=-1).values  # noqa: E731
-    n2 = ctx.pick(quick=8, full=16)
-    cone = lambda x: 2 * L * x.norm(dim=-1)  # noqa: E731
-    for name, f, k, kw in (("tent 2L", tent, 1, dict(eps=0.05)), ("cone 2L", cone, 2, dict(degree=n2))):
-        built = lipschitz_net(f, L=L, R=R, k=k, **kw)
-        cert, seen, rnd = _lemma42_measure(f, built, 2 * L, R, k, ctx, 4290 + k)
-        beaten |= not rnd.within(seen, built.error_bound)
-        worst = max(worst, seen / built.error_bound)
-        parts.append(f"{name} (built for L={L}): error seen {seen:.4f} vs bound {built.error_bound:.4f}; {rnd}")
-    detail = "; ".join(parts) + "; value = the largest error seen / error bound, limit 1 (plus the rounding term)"
-    return Outcome(measured="; ".join(parts), bound="seen <= bound", holds=not beaten, detail=detail,
-                   value=float(worst), limit=1.0)
+def _grid_short(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
+    """A grid of the ball of radius R - rho (a slip in the filter of ball_grid)."""
+    def short(R, k, spacing):
+        pts, rho = ball_grid(R, k, spacing)
+        return pts[pts.norm(dim=1) <= R - rho], rho
+
+    return replace(inp, grid=short)
 
 
-register(Legacy(
-    id="lemma-42", ref_seed="Lemma 42", ref_conference="Lemma 42",
-    statement=("explicit two-layer ReLU net for an L-Lipschitz f on the R-ball of R^k (k=1 interpolation, "
-               "k=2 Fourier-ridge): sup-error, certified on the ball by grid + Lipschitz slack, within its bound"),
-    check=_lemma42, falsifier=_lemma42_falsifier,
-    falsifier_statement="a function with twice the Lipschitz constant the net was built for must exceed the bound",
+CERTIFIED = "certified sup-error <= error bound"
+register(Claim(
+    id="lemma-42", ref=Ref("Lemma 42", "Lemma 42"),
+    statement=("explicit two-layer ReLU net for an L-Lipschitz f on the R-ball of R^k (k=1 "
+               "interpolation, k=2 Fourier-ridge): sup-error, certified on the ball by grid + "
+               "Lipschitz slack, within its bound"),
+    inputs=lemma42_inputs,
+    checks=[Check(CERTIFIED, lemma42_certified),
+            Check("error bound <= eps asked", lemma42_eps),
+            Check("error seen <= certified", lemma42_seen),
+            Check("ridge error <= ridge budget", lemma42_ridges),
+            Check("FK moments as summed over the grid", lemma42_moments),
+            Check("grid covers the ball within rho", lemma42_covering)],
+    faults=[Fault("functions twice as steep as the nets were built for", _steeper,
+                  breaks=(CERTIFIED,)),
+            Fault("output weights scaled by 1.1", _scaled, breaks=(CERTIFIED,)),
+            Fault("one degree less than eps needs", _degree_lower,
+                  breaks=("error bound <= eps asked",)),
+            Fault("one interval less per ridge", _interval_less,
+                  breaks=("ridge error <= ridge budget",)),
+            Fault("kernel moments of degree n + 1", _moments_off_by_one,
+                  breaks=("FK moments as summed over the grid",)),
+            Fault("grid of the ball of radius R - rho", _grid_short,
+                  breaks=("grid covers the ball within rho",))],
+    builds=(lipschitz_net,),
+    bounds=(smoothing_error_bound, fk_moments, certify_sup_error, ball_grid),
+    derivation="docs/derivations/lemmas-39-41-42.md",
 ))
