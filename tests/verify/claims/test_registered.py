@@ -47,6 +47,15 @@ def test_claim_is_declared_with_references_functions_and_derivation(cid):
     assert c.builds and c.bounds and all(f.__module__.startswith("qstr.") for f in (*c.builds, *c.bounds))
     assert c.derivation.startswith("docs/derivations/") and (ROOT / c.derivation).is_file(), c.derivation
     assert {n for f in c.faults for n in f.breaks} <= {k.name for k in c.checks}
+
+
+@pytest.mark.parametrize("cid", list(CLAIMS))
+def test_every_check_can_fail(cid):
+    """Each check of the paper's claims is the target of at least one fault: a check no fault
+    breaks is one whose failure was never seen."""
+    c = CLAIMS[cid]
+    untargeted = [k.name for k in c.checks if all(k.name not in f.breaks for f in c.faults)]
+    assert not untargeted, untargeted
     assert all(k.name != "check" for k in c.checks), "a check is named for what it states"
 
 
