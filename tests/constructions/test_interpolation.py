@@ -311,3 +311,61 @@ def test_cuda_paths():
     t = torch.randint(8, (3, 8, 1), generator=g, device="cuda")
     with torch.no_grad():
         assert float((slot(rnn_encoding(xx, t, omega)) - xx[torch.arange(3, device="cuda")[:, None], t[..., 0], 0]).abs().max()) <= 1e-9
+
+
+# ------------------------------------------------------------------ Lemma 37: records and defaults
+# (moved from the claim lemma-37 of verify/claims/rnn_lower.py: facts about the software)
+
+
+def test_unit_roundoff_is_half_the_float64_epsilon():
+    """The certified gaps' allowance rests on u = 2^-53 = finfo(float64).eps / 2 (Higham Thm 3.1)."""
+    from qstr.constructions.interpolation import UNIT_ROUNDOFF
+
+    assert UNIT_ROUNDOFF == torch.finfo(f64).eps / 2 == 2.0 ** -53
+
+
+def test_lemma37_union_bound_record_at_any_threshold():
+    """gap_failure_bound = C(n, 2) threshold / sqrt(pi): (n - 1)/(6n) at eps_n, 10x that at 10 eps_n."""
+    for scale in (1.0, 10.0):
+        ev = lemma37_events(24, 10, trials=4, generator=torch.Generator().manual_seed(0),
+                            threshold=scale * gap_threshold(24))
+        assert ev.gap_failure_bound == pytest.approx(scale * 23 / 144, rel=1e-12)
+
+
+def test_lemma37_events_documented_defaults():
+    """lemma37_events defaults to Lemma 37's norm factor 2 and threshold eps_n."""
+    ev = lemma37_events(24, 10, trials=1, generator=torch.Generator().manual_seed(0))
+    assert ev.norm_factor == 2.0 and ev.threshold == gap_threshold(24)
+
+
+def test_separating_direction_record_fields():
+    """The record's gap is certified_gap(x, v) bit for bit, z = x v, z_norm2 = ||z||^2, norm
+    factor 2 by default; with norm_factor 1 what is returned has ||z||^2 <= n and says so."""
+    g = torch.Generator().manual_seed(370)
+    x = torch.randn(24, 10, generator=g, dtype=f64)
+    thr = gap_threshold(24)
+    sd = separating_direction(x, generator=g, threshold=thr, max_tries=50)
+    assert sd.gap == certified_gap(x, sd.v)[0] >= thr
+    assert sd.norm_factor == 2.0 and sd.z_norm2 == float(sd.z @ sd.z) <= 48
+    assert float((sd.z - x @ sd.v).abs().max()) <= 1e-12 * float(x.abs().max())
+    for _ in range(4):
+        tight = separating_direction(x, generator=g, threshold=thr, norm_factor=1.0, max_tries=200)
+        assert tight.z_norm2 <= 24 and tight.norm_factor == 1.0
+
+
+def test_separating_direction_tries_are_draws_consumed():
+    """max_tries counts draws: the same draws with max_tries = tries find the same v, and the
+    generator is then where the sample and ``tries`` unit-vector draws (D normals each) leave it."""
+    seed = 370
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(24, 10, generator=g, dtype=f64)
+    thr = 20 * gap_threshold(24)  # a few tries
+    sd = separating_direction(x, generator=g, threshold=thr, max_tries=1000)
+    g, fresh = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
+    torch.randn(x.shape, generator=g, dtype=f64)
+    again = separating_direction(x, generator=g, threshold=thr, max_tries=sd.tries)
+    assert again.tries == sd.tries and torch.equal(again.v, sd.v)
+    torch.randn(x.shape, generator=fresh, dtype=f64)
+    for _ in range(sd.tries):
+        torch.randn(10, generator=fresh, dtype=f64)
+    assert torch.equal(torch.randn(4, generator=g, dtype=f64), torch.randn(4, generator=fresh, dtype=f64))

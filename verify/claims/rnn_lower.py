@@ -12,6 +12,8 @@ Derivations: docs/derivations/interpolation.md and docs/derivations/rnn-lower-bo
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, replace
+from typing import Callable
 
 import mpmath
 import numpy as np
@@ -35,7 +37,8 @@ from qstr.bounds.recurrent import (
 from qstr.constructions.codes import build_codebook
 from qstr.constructions.encoding import rnn_encoding
 from qstr.constructions.interpolation import (
-    UNIT_ROUNDOFF,
+    Lemma37Events,
+    SeparatingDirection,
     certified_gap,
     gap_threshold,
     interpolate_sorted,
@@ -45,7 +48,9 @@ from qstr.constructions.interpolation import (
     separating_direction,
     slot_memory_rnn,
 )
-from qstr.verify.legacy import Claim, Context, Outcome, register
+from qstr.verify.claim import Check, Claim, Context, Fault, Ref, Verdict, at_least, at_most, close, exact
+from qstr.verify.legacy import Claim as Legacy, Outcome
+from qstr.verify.registry import register
 from qstr.verify.threads import cpu_threads
 from qstr.verify.rounding import Rounding, largest
 
@@ -65,108 +70,145 @@ def clopper_pearson(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[flo
 L37_D = 10
 
 
-def _replays(ctx: Context, x: torch.Tensor, thr: float, sd) -> bool:
-    """The same draws with max_tries = the tries they took find the same direction (max_tries counts draws), and
-    ``tries`` is the number of draws consumed: the generator is then where the sample and ``tries`` unit-vector
-    draws (D normals each) leave a fresh one."""
-    kw = dict(dtype=torch.float64, device=ctx.device)
-    g, fresh = ctx.generator(370, ctx.device), ctx.generator(370, ctx.device)
-    torch.randn(x.shape, generator=g, **kw)  # the sample, drawn again
-    try:
-        again = separating_direction(x, generator=g, threshold=thr, max_tries=sd.tries)
-    except ValueError:
-        return False
-    torch.randn(x.shape, generator=fresh, **kw)
-    for _ in range(sd.tries):
-        torch.randn(x.shape[1], generator=fresh, **kw)
-    consumed = torch.equal(torch.randn(4, generator=g, **kw), torch.randn(4, generator=fresh, **kw))
-    return again.tries == sd.tries and torch.equal(again.v, sd.v) and consumed
+@dataclass(frozen=True, eq=False)
+class Lemma37Inputs:
+    """Lemma 37's draws: the event counts' sizes, one fixed Gaussian sample with the direction
+    ``separating_direction`` found for it, a replay batch, and the gap threshold eps_n."""
+
+    n: int
+    trials: int
+    threshold: Callable[[int], float]  # eps_n = sqrt(pi) / (3 n^2)
+    sample: torch.Tensor               # (n, D): the fixed sample of the constructive version
+    direction: SeparatingDirection     # found for ``sample`` at the threshold eps_n
+    replay_x: torch.Tensor             # (T, n, D): the draws lemma37_events makes, replayed
+    replay_v: torch.Tensor             # (T, D)
+    derived_gaps: Callable             # the certified gaps as derived (gaps_as_derived)
 
 
-def gaps_as_derived(x: torch.Tensor, v: torch.Tensor) -> list:
-    """Lemma 37's certified gaps of T trials x (T, n, D), v (T, D) (docs/derivations/interpolation.md, Higham
-    Thm 3.1): the float gap of the sorted z = x v, shrunk by (1 - u), minus 2 gamma_D max_j sum_k |x_jk v_k|,
-    gamma_D = D u / (1 - D u), u = 2^-53 (z and the sums as batched products, the code's float operations)."""
-    u, D = torch.finfo(torch.float64).eps / 2, x.shape[-1]
-    gamma = D * u / (1 - D * u)
-    out = []
-    for z, a in zip((x @ v[:, :, None]).squeeze(-1), (x.abs() @ v.abs()[:, :, None]).squeeze(-1)):
-        out.append(float(torch.diff(torch.sort(z).values).min()) * (1 - u) - 2 * float(gamma * a.max()))
-    return out
-
-
-def events_replayed(ctx: Context, n: int, trials: int = 64) -> bool:
-    """``lemma37_events`` counts what the derived certified gaps and ||z||^2 say on its own draws (each chunk draws
-    x, then v; replayed here): at a threshold equal to one trial's certified gap (the allowance's last bits decide),
-    and with norm_factor 1 (about half the trials pass); ``certified_gap`` of one trial is its derived gap, bit for
-    bit; the default norm factor is Lemma 37's 2 and the default threshold eps_n."""
-    kw = dict(dtype=torch.float64, device=ctx.device)
-    g = ctx.generator(371, ctx.device)
-    x = torch.randn(trials, n, L37_D, generator=g, **kw)
-    v = torch.randn(trials, L37_D, generator=g, **kw)
-    v = v / v.norm(dim=1, keepdim=True)
-    derived = gaps_as_derived(x, v)
-    gaps = sorted(derived)
-    norms = ((x @ v[:, :, None]).squeeze(-1) ** 2).sum(1)
-    thr = gaps[trials // 2]
-    one = certified_gap(x[0], v[0])[0] == derived[0]
-    ev = lemma37_events(n, L37_D, trials=trials, generator=ctx.generator(371, ctx.device), threshold=thr,
-                        norm_factor=1.0)
-    default = lemma37_events(n, L37_D, trials=1, generator=ctx.generator(372, ctx.device))
-    return (one and ev.gap_ok == sum(gp >= thr for gp in gaps) and ev.norm_ok == int((norms <= n).sum())
-            and default.norm_factor == 2.0 and default.threshold == gap_threshold(n))
-
-
-def _lemma37(ctx: Context, scale: float) -> Outcome:
-    """P(gaps >= scale * eps_n and ||z||^2 <= 2n) >= 1/3, and P(gap fails) <= union bound (n-1)/(6n)."""
+def lemma37_inputs(ctx: Context) -> Lemma37Inputs:
+    """The sample and its direction (50 tries fail with probability <= (2/3)^50), and the replay
+    batch of ``lemma37_events`` (each chunk draws x, then v): docs/derivations/interpolation.md."""
     n = ctx.pick(quick=24, full=64)
     trials = ctx.pick(quick=1500, full=20000, gpu=15000)
-    thr = scale * gap_threshold(n)
-    ev = lemma37_events(n, L37_D, trials=trials, generator=ctx.generator(37, ctx.device), threshold=thr)
-    joint_lo, _ = clopper_pearson(ev.joint_ok, trials)
-    fail_lo, _ = clopper_pearson(trials - ev.gap_ok, trials)
-    union = ev.gap_failure_bound
-    # the constructive version: draw v for one fixed Gaussian sample until the certified gap holds
-    g = ctx.generator(370, ctx.device)
-    x = torch.randn(n, L37_D, generator=g, dtype=torch.float64, device=ctx.device)
-    try:  # fails to find one within 50 tries with probability <= (2/3)^50
-        sd = separating_direction(x, generator=g, threshold=thr, max_tries=50)
-        record = (sd.gap == certified_gap(x, sd.v)[0] >= thr and sd.norm_factor == 2.0
-                  and sd.z_norm2 == float(sd.z @ sd.z) <= 2 * n
-                  and float((sd.z - x @ sd.v).abs().max()) <= 1e-12 * float(x.abs().max()))
-        for _ in range(4):  # norm factor 1: ||z||^2 <= n (about half the draws) must hold of what is returned
-            tight = separating_direction(x, generator=g, threshold=thr, norm_factor=1.0, max_tries=200)
-            record &= tight.z_norm2 <= n and tight.norm_factor == 1.0
-        constructive_ok = _replays(ctx, x, thr, sd) and record
-        constructive = (f"fixed sample: certified gap {sd.gap:.3g} >= {thr:.3g} after {sd.tries} tries; "
-                        f"replayed with max_tries = {sd.tries}, tries = draws consumed, record (gap, z, ||z||^2 <= 2n, "
-                        f"norm factor 2; 4 more with norm factor 1: ||z||^2 <= n) as derived: {constructive_ok}")
-    except ValueError as exc:
-        constructive_ok, constructive = False, f"fixed sample: {exc}"
-    # the certified gaps' float64 allowance rests on the unit roundoff u = 2^-53 (Higham, Thm 3.1)
-    roundoff_ok = UNIT_ROUNDOFF == torch.finfo(torch.float64).eps / 2
-    union_ok = math.isclose(union, scale * (n - 1) / (6 * n), rel_tol=1e-12)
-    replayed = events_replayed(ctx, n)
-    holds = joint_lo >= 1.0 / 3.0 and fail_lo <= union and roundoff_ok and union_ok and constructive_ok and replayed
-    detail = (f"unit roundoff of the gap certificate = finfo(float64).eps / 2: {roundoff_ok}; "
-              f"union bound C(n, 2) thr / sqrt(pi) = {scale:g} (n-1)/(6n) (docs/derivations/interpolation.md): {union_ok}; "
-              f"n={n}, D={L37_D}, {trials} draws of (x, v): joint success {ev.joint_ok / trials:.3f} "
-              f"(CP{CONFIDENCE:.1%} lower {joint_lo:.3f} vs 1/3); gap failure {1 - ev.gap_ok / trials:.3f} "
-              f"(CP lower {fail_lo:.3f} vs union bound {union:.3f}); norm event {ev.norm_ok / trials:.3f}; {constructive}; "
-              f"64 trials replayed: event counts = the derived certified gaps (threshold at one trial's gap) and "
-              f"||z||^2 <= n counts, one trial's certified_gap bit for bit, defaults norm factor 2 and eps_n: {replayed}; "
-              f"no rounding term: event counts, each gap certified with its own float64 rounding allowance; "
-              f"value = the CP lower bound on P(success), limit 1/3, holds means value >= limit "
-              f"(and the gap failure's CP lower bound <= the union bound)")
-    return Outcome(measured=f"P(success) >= {joint_lo:.3f}", bound=">= 1/3", holds=holds, detail=detail,
-                   value=float(joint_lo), limit=1.0 / 3.0)
+    kw = dict(dtype=torch.float64, device=ctx.device)
+    x = torch.randn(n, L37_D, generator=ctx.generator("lemma-37/sample", device=ctx.device), **kw)
+    sd = separating_direction(x, threshold=gap_threshold(n), max_tries=50,
+                              generator=ctx.generator("lemma-37/directions", device=ctx.device))
+    g = ctx.generator("lemma-37/replay", device=ctx.device)
+    rx = torch.randn(L37_REPLAY, n, L37_D, generator=g, **kw)
+    rv = torch.randn(L37_REPLAY, L37_D, generator=g, **kw)
+    return Lemma37Inputs(n, trials, gap_threshold, x, sd, rx, rv / rv.norm(dim=1, keepdim=True),
+                         gaps_as_derived)
+
+
+L37_REPLAY = 64  # trials replayed against the derived certified gaps
+
+
+def _lemma37_events(inp: Lemma37Inputs, ctx: Context) -> Lemma37Events:
+    return lemma37_events(inp.n, L37_D, trials=inp.trials, threshold=inp.threshold(inp.n),
+                          generator=ctx.generator("lemma-37/events", device=ctx.device))
+
+
+def lemma37_success(inp: Lemma37Inputs, ctx: Context) -> Verdict:
+    """Lemma 37: P(every gap >= eps_n and ||z||^2 <= 2n) >= 1/3 (one-sided Clopper-Pearson)."""
+    ev = _lemma37_events(inp, ctx)
+    lo, _ = clopper_pearson(ev.joint_ok, ev.trials)
+    return at_least(lo, 1 / 3, detail=(
+        f"n={inp.n}, D={L37_D}, {ev.trials} draws of (x, v): joint success "
+        f"{ev.joint_ok / ev.trials:.3f}, its CP{CONFIDENCE:.1%} lower bound measured; "
+        "no rounding term: event counts, each gap certified with its float64 allowance"))
+
+
+def lemma37_union(inp: Lemma37Inputs, ctx: Context) -> Verdict:
+    """Lemma 37, steps 1-3: P(some gap < eps) is at most the union bound C(n, 2) eps / sqrt(pi)."""
+    ev = _lemma37_events(inp, ctx)
+    lo, _ = clopper_pearson(ev.trials - ev.gap_ok, ev.trials)
+    union = math.comb(inp.n, 2) * ev.threshold / math.sqrt(math.pi)
+    return at_most(lo, union, detail=(
+        f"gap failure {1 - ev.gap_ok / ev.trials:.3f}, CP lower bound against C(n, 2) eps / "
+        f"sqrt(pi) = {union:.3f}"))
+
+
+def lemma37_constructive_gap(inp: Lemma37Inputs, ctx: Context) -> Verdict:
+    """The direction found for the fixed sample has a certified gap >= eps_n (recomputed)."""
+    gap, _ = certified_gap(inp.sample, inp.direction.v)
+    return at_least(gap, inp.threshold(inp.n),
+                    detail=f"certified_gap(x, v) after {inp.direction.tries} tries")
+
+
+def lemma37_constructive_norm(inp: Lemma37Inputs, ctx: Context) -> Verdict:
+    """The direction found for the fixed sample has ||x v||^2 <= 2 n (recomputed)."""
+    z = inp.sample @ inp.direction.v
+    return at_most(float(z @ z), 2 * inp.n, Rounding(n=inp.n * (L37_D + 1), scale=float(z @ z),
+                                                   what="n (D + 1) eps ||z||^2"))
+
+
+def lemma37_replay_gaps(inp: Lemma37Inputs, ctx: Context) -> Verdict:
+    """``lemma37_events`` counts the gap events the derived certified gaps give on its own draws
+    (threshold at one trial's gap: the allowance's last bits decide)."""
+    gaps = inp.derived_gaps(inp.replay_x, inp.replay_v)
+    thr = sorted(gaps)[len(gaps) // 2]
+    ev = lemma37_events(inp.n, L37_D, trials=len(gaps), threshold=thr, norm_factor=1.0,
+                        generator=ctx.generator("lemma-37/replay", device=ctx.device))
+    return exact(ev.gap_ok, sum(gp >= thr for gp in gaps),
+                 detail=f"{len(gaps)} trials replayed, threshold {thr:.6g} (a trial's own gap)")
+
+
+def lemma37_replay_norms(inp: Lemma37Inputs, ctx: Context) -> Verdict:
+    """``lemma37_events`` counts the trials with ||z||^2 <= n (norm factor 1) on its own draws."""
+    norms = ((inp.replay_x @ inp.replay_v[:, :, None]).squeeze(-1) ** 2).sum(1)
+    ev = lemma37_events(inp.n, L37_D, trials=len(norms), threshold=gap_threshold(inp.n),
+                        norm_factor=1.0,
+                        generator=ctx.generator("lemma-37/replay", device=ctx.device))
+    return exact(ev.norm_ok, int((norms <= inp.n).sum()), detail="norm factor 1")
+
+
+def lemma37_certified_gap(inp: Lemma37Inputs, ctx: Context) -> Verdict:
+    """``certified_gap`` of one trial is its derived Higham gap, bit for bit."""
+    want = inp.derived_gaps(inp.replay_x[:1], inp.replay_v[:1])[0]
+    return exact(certified_gap(inp.replay_x[0], inp.replay_v[0])[0], want,
+                 detail="float gap (1 - u) - 2 gamma_D max sum |x v|")
+
+
+def gaps_as_derived(x: torch.Tensor, v: torch.Tensor, allowance: float = 2.0) -> list:
+    """Lemma 37's certified gaps of T trials x (T, n, D), v (T, D) (interpolation.md, Higham Thm
+    3.1): sorted z = x v, float gap (1 - u) - 2 gamma_D max_j sum_k |x_jk v_k|, gamma_D = D u /
+    (1 - D u), u = 2^-53 (``allowance`` times gamma_D: 2 as derived)."""
+    u, D = torch.finfo(torch.float64).eps / 2, x.shape[-1]
+    gamma = D * u / (1 - D * u)
+    zs = (x @ v[:, :, None]).squeeze(-1)
+    sums = (x.abs() @ v.abs()[:, :, None]).squeeze(-1)
+    return [float(torch.diff(torch.sort(z).values).min()) * (1 - u)
+            - allowance * float(gamma * a.max()) for z, a in zip(zs, sums)]
+
+
+def _tenfold_threshold(inp: Lemma37Inputs, ctx: Context) -> Lemma37Inputs:
+    """The threshold 10 eps_n in place of Lemma 37's eps_n."""
+    return replace(inp, threshold=lambda n: 10 * gap_threshold(n))
+
+
+def _allowance_halved(inp: Lemma37Inputs, ctx: Context) -> Lemma37Inputs:
+    """The derived gaps with the factor 2 of the Higham allowance dropped (gamma_D, not 2 gamma_D)."""
+    return replace(inp, derived_gaps=lambda x, v: gaps_as_derived(x, v, allowance=1.0))
 
 
 register(Claim(
-    id="lemma-37", ref_seed="Lemma 37", ref_conference="Lemma 37",
-    statement="n Gaussian points, random unit v: all gaps |<v, x_i - x_j>| >= sqrt(pi)/(3n^2) and ||z||^2 <= 2n w.p. >= 1/3",
-    check=lambda ctx: _lemma37(ctx, 1.0), falsifier=lambda ctx: _lemma37(ctx, 10.0),
-    falsifier_statement="the same probability check at a threshold 10x larger than Lemma 37's must fail",
+    id="lemma-37", ref=Ref("Lemma 37", "Lemma 37"),
+    statement="n Gaussian points, random unit v: all gaps |<v, x_i - x_j>| >= sqrt(pi)/(3n^2) "
+              "and ||z||^2 <= 2n w.p. >= 1/3",
+    inputs=lemma37_inputs,
+    checks=[Check("P(success) >= 1/3", lemma37_success),
+            Check("gap failure <= union bound", lemma37_union),
+            Check("constructive gap >= eps_n", lemma37_constructive_gap),
+            Check("constructive ||z||^2 <= 2n", lemma37_constructive_norm),
+            Check("replayed gap events", lemma37_replay_gaps),
+            Check("replayed norm events", lemma37_replay_norms),
+            Check("certified gap as derived", lemma37_certified_gap)],
+    faults=[Fault("threshold 10 eps_n", _tenfold_threshold, breaks=("P(success) >= 1/3",)),
+            Fault("allowance factor 2 dropped", _allowance_halved,
+                  breaks=("replayed gap events", "certified gap as derived"))],
+    builds=(separating_direction, lemma37_events, certified_gap), bounds=(gap_threshold,),
+    derivation="docs/derivations/interpolation.md",
 ))
 
 # ---------------------------------------------------------------- lemma-38
@@ -255,7 +297,7 @@ def _eval1(net, z):
     return torch.relu(z[:, None] * net.W[:, 0] + net.b) @ net.a
 
 
-register(Claim(
+register(Legacy(
     id="lemma-38", ref_seed="Lemma 38", ref_conference="Lemma 38",
     statement="sorted scalars with gaps >= eps: exact width-n ReLU interpolant, ||a'||^2 <= 16 ||y||^2/eps^2 (tight), rebalanced",
     check=lambda ctx: _lemma38(ctx, False), falsifier=lambda ctx: _lemma38(ctx, True),
@@ -393,7 +435,7 @@ def _lemma36(ctx: Context, position) -> Outcome:
                    holds=ok, detail=f"{label}; " + "; ".join(parts), value=float(worst), limit=1.0)
 
 
-register(Claim(
+register(Legacy(
     id="lemma-36", ref_seed="Lemma 36 (Thm 9 memoriser)", ref_conference="Lemma 36 (Thm 7 memoriser)",
     statement="interpolating RNN on n general-1STR prompts (labels at one position): zero training error, "
               "||vec||^2 <= C36 sqrt(6) n^3 (~74.5 n^3) independent of N",
@@ -696,7 +738,7 @@ def _prop8_falsifier(ctx: Context) -> Outcome:
                    holds=holds, detail="; ".join(details), value=sep, limit=need)
 
 
-register(Claim(
+register(Legacy(
     id="prop-8", ref_seed="Prop 8 (Prop 35)", ref_conference="Prop 6 (Prop 35)",
     statement="risk <= c at a position forces the states of e^{Omega(N)} prompts sharing x_i into a packing "
               "(quick: answer + state separation; full: trained GRU width grows with N)",
@@ -817,7 +859,7 @@ def _thm9(ctx: Context, simple: bool) -> Outcome:
                    value=value, limit=thr)
 
 
-register(Claim(
+register(Legacy(
     id="thm-9", ref_seed="Thm 9", ref_conference="Thm 7",
     statement="memoriser ||vec||^2 <= C n^3 (N-free) vs the Prop 8 requirement: the crossover n*(N) below which "
               "min-norm ERM prefers memorising grows like a power of N",
@@ -1038,7 +1080,7 @@ def _thm7(ctx: Context, bound=None) -> Outcome:
                    value=gap, limit=T7_AGREE_RTOL)
 
 
-register(Claim(
+register(Legacy(
     id="thm-7", ref_seed="Thm 7", ref_conference="Thm 5",
     statement=f"RNN sample size for simple-qSTR at risk {T7_TARGET} (explicit constants) grows polylogarithmically in N; "
               "the numeric bound and n(N) agree with an independent 40-digit evaluation of the derivation",

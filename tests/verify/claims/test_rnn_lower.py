@@ -5,6 +5,7 @@ import torch
 
 import qstr.verify.claims.rnn_lower as rnn_lower  # noqa: F401  (registers the claims)
 from qstr.verify.claims import REGISTRY
+from qstr.verify.claim import Context
 
 IDS = ("lemma-37", "lemma-38", "lemma-36", "prop-8", "thm-9", "thm-7")
 
@@ -12,7 +13,43 @@ IDS = ("lemma-37", "lemma-38", "lemma-36", "prop-8", "thm-9", "thm-7")
 def test_claims_registered_with_references():
     for cid in IDS:
         c = REGISTRY[cid]
-        assert c.ref_seed and c.ref_conference and c.falsifier_statement
+        assert c.ref.seed and c.ref.conference and c.statement and c.faults
+
+
+def _run(cid, ctx=None):
+    """The claim's inputs and each check's verdict on them."""
+    ctx = ctx or Context(profile="quick")
+    claim = REGISTRY[cid]
+    inp = claim.inputs(ctx)
+    return claim, inp, {c.name: c.run(inp, ctx) for c in claim.checks}
+
+
+def _faults_caught(cid):
+    """Every fault of the claim makes each check it names fail (without crashing)."""
+    claim, inp, verdicts = _run(cid)
+    ctx = Context(profile="quick")
+    assert all(v.holds for v in verdicts.values()), verdicts
+    for f in claim.faults:
+        broken = f.apply(inp, ctx)
+        for name in f.breaks:
+            assert not claim.check(name).run(broken, ctx).holds, (f.name, name)
+    return claim, inp, verdicts
+
+
+# ---------------------------------------------------------------- lemma-37
+
+def test_lemma37_checks_and_faults():
+    claim, inp, v = _faults_caught("lemma-37")
+    assert claim.checks[0].name == "P(success) >= 1/3" and v["P(success) >= 1/3"].measured > 0.8
+    assert v["gap failure <= union bound"].bound == pytest.approx(23 / 144)
+
+
+def test_lemma37_gaps_as_derived_on_a_hand_example():
+    x = torch.tensor([[[0.0, 0.0], [1.0, 0.0], [3.0, 0.0]]], dtype=torch.float64)
+    v = torch.tensor([[1.0, 0.0]], dtype=torch.float64)
+    u = torch.finfo(torch.float64).eps / 2
+    gamma = 2 * u / (1 - 2 * u)
+    assert rnn_lower.gaps_as_derived(x, v) == [1.0 * (1 - u) - 2 * gamma * 3.0]
 
 
 def test_clopper_pearson():
@@ -97,29 +134,6 @@ def test_planted_fault_in_theorem7_bound_fails_the_check(monkeypatch, slip):
     assert not out.holds and out.value > out.limit
 
 
-def _finite(out):
-    import math
-
-    assert isinstance(out.value, float) and isinstance(out.limit, float)
-    assert math.isfinite(out.value) and math.isfinite(out.limit)
-
-
-def test_value_and_limit_agree_with_holds():
-    """lemma-38 is an upper bound (holds: value <= limit); lemma-37 and thm-9 are lower bounds (value >= limit),
-    and their detail says so."""
-    from qstr.verify.registry import Context
-
-    ctx = Context(profile="quick")
-    for check, falsifier in ((rnn_lower._lemma38, None), (rnn_lower._lemma37, 10.0), (rnn_lower._thm9, None)):
-        outs = ((check(ctx, False), check(ctx, True)) if falsifier is None else (check(ctx, 1.0), check(ctx, falsifier)))
-        assert outs[0].holds and not outs[1].holds
-        for out in outs:
-            _finite(out)
-            lower = "holds means value >= limit" in out.detail
-            assert lower == (check is not rnn_lower._lemma38)
-            assert ((out.value >= out.limit) if lower else (out.value <= out.limit)) == out.holds
-
-
 def _quick():
     from qstr.verify.registry import Context
 
@@ -185,28 +199,3 @@ def test_higham_allowance_as_derived():
     assert not rnn_lower._higham_as_derived(net.balanced, z, -net.rounding)
 
 
-def test_lemma37_replay_counts_what_the_derived_gaps_say(monkeypatch):
-    from qstr.constructions import interpolation
-    from qstr.verify.registry import Context
-
-    ctx = Context(profile="quick")
-    assert rnn_lower.events_replayed(ctx, 24)
-    real = interpolation._certified_gaps
-
-    def wider(x, v):  # the allowance doubled: a 1e-15 shift, seen only at a threshold on a trial's own gap
-        gap, z = real(x, v)
-        D = x.shape[-1]
-        u = interpolation.UNIT_ROUNDOFF
-        err = D * u / (1 - D * u) * (x.abs() @ v.abs()[:, :, None]).squeeze(-1).amax(dim=1)
-        return gap - 2 * err, z
-
-    monkeypatch.setattr(interpolation, "_certified_gaps", wider)
-    assert not rnn_lower.events_replayed(ctx, 24)
-
-
-def test_gaps_as_derived_on_a_hand_example():
-    x = torch.tensor([[[0.0, 0.0], [1.0, 0.0], [3.0, 0.0]]], dtype=torch.float64)
-    v = torch.tensor([[1.0, 0.0]], dtype=torch.float64)
-    u = torch.finfo(torch.float64).eps / 2
-    gamma = 2 * u / (1 - 2 * u)
-    assert rnn_lower.gaps_as_derived(x, v) == [1.0 * (1 - u) - 2 * gamma * 3.0]
