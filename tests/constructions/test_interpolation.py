@@ -369,3 +369,25 @@ def test_separating_direction_tries_are_draws_consumed():
     for _ in range(sd.tries):
         torch.randn(10, generator=fresh, dtype=f64)
     assert torch.equal(torch.randn(4, generator=g, dtype=f64), torch.randn(4, generator=fresh, dtype=f64))
+
+
+# ------------------------------------------------------------------ Lemma 38: records and edge cases
+# (moved from the claim lemma-38 of verify/claims/rnn_lower.py)
+
+
+def test_lemma38_zero_labels_give_the_zero_function():
+    """All-zero labels: the interpolant is the zero function (error exactly 0, no rescaling gain)."""
+    net = interpolate_sorted(torch.arange(4, dtype=f64) * 0.05, torch.zeros(4, dtype=f64), 0.05 * (1 - 1e-9))
+    assert net.max_error == 0.0 and net.norm2_balanced <= net.norm2_raw
+
+
+def test_lemma38_record_error_is_the_measured_error():
+    """max_error is max |evaluate_net(balanced, z) - y|; rounding is rounding_allowance at z."""
+    from qstr.constructions.interpolation import rounding_allowance
+
+    g = torch.Generator().manual_seed(38)
+    z = torch.cat([torch.zeros(1, dtype=f64), (0.05 + torch.rand(31, generator=g, dtype=f64)).cumsum(0)])
+    y = torch.randn(32, generator=g, dtype=f64)
+    net = interpolate_sorted(z, y, 0.05)
+    assert net.max_error == float((evaluate_net(net.balanced, z[:, None]) - y).abs().max())
+    assert net.rounding == rounding_allowance(net.balanced, z[:, None])

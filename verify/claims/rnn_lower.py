@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import Callable, Tuple
 
 import mpmath
 import numpy as np
@@ -37,14 +37,18 @@ from qstr.bounds.recurrent import (
 from qstr.constructions.codes import build_codebook
 from qstr.constructions.encoding import rnn_encoding
 from qstr.constructions.interpolation import (
+    C38_A,
     Lemma37Events,
+    Lemma38Net,
     SeparatingDirection,
     certified_gap,
+    evaluate_net,
     gap_threshold,
     interpolate_sorted,
     lemma36_constant,
     lemma37_events,
     memorising_rnn,
+    rounding_allowance,
     separating_direction,
     slot_memory_rnn,
 )
@@ -213,74 +217,60 @@ register(Claim(
 
 # ---------------------------------------------------------------- lemma-38
 
-
-def _lemma38_case(n: int, g: torch.Generator, eps: float, squeeze: bool):
-    """Sorted z with gaps eps + Exp(1) (one gap eps/100 when ``squeeze``) and labels y; net built for eps."""
-    gaps = eps + torch.empty(n - 1, dtype=torch.float64, device=g.device).exponential_(generator=g)
-    y = torch.randn(n, generator=g, dtype=torch.float64, device=g.device)
-    if squeeze:
-        k = n // 2
-        gaps[k - 1] = eps / 100.0
-        y[k - 1], y[k] = 1.0, -1.0
-    z = torch.cat([torch.zeros(1, dtype=torch.float64, device=g.device), gaps.cumsum(0)]) - 3.0
-    # built for eps_b slightly below eps: the float cumsum may shave an ulp off a gap of exactly eps
-    return z, y, interpolate_sorted(z, y, eps * (1 - 1e-9), check_gaps=not squeeze)
-
-
+L38_EPS = 0.05
 L38_TIGHT_TOL = 1e-6  # the alternating-label ratio must equal (16n - 22)/(16n) this closely
 
 
-def _higham_as_derived(net, z: torch.Tensor, reported: float) -> bool:
-    """The reported float64 allowance is gamma_j sum_k |a_k| (|W_k| |z| + |b_k|) at its largest data point, gamma_j =
-    j u / (1 - j u), j = D + m + 2, u = 2^-53 (docs/derivations/rounding.md), relative 1e-12."""
-    u = torch.finfo(torch.float64).eps / 2
-    j = net.W.shape[1] + net.W.shape[0] + 2
-    want = j * u / (1 - j * u) * float(((z[:, None].abs() @ net.W.abs().T + net.b.abs()) @ net.a.abs()).max())
-    return want > 0 and abs(reported - want) <= 1e-12 * want
+@dataclass(frozen=True, eq=False)
+class Lemma38Case:
+    """Sorted z with every gap >= the certified ``eps``, labels y, and Lemma 38's net for them."""
+
+    z: torch.Tensor
+    y: torch.Tensor
+    eps: float
+    net: Lemma38Net
 
 
-def _lemma38(ctx: Context, squeeze: bool) -> Outcome:
-    """Exact interpolation (float64, 1e-9), ||a'||^2 <= 16 ||y||^2 / eps^2, rebalancing keeps f, tightness."""
+@dataclass(frozen=True, eq=False)
+class Lemma38Inputs:
+    """Random cases (gaps eps + Exp(1)), the alternating case (every gap eps) and the bound."""
+
+    cases: Tuple[Lemma38Case, ...]
+    alternating: Lemma38Case
+    bound: Callable[[torch.Tensor, float], float]  # 16 ||y||^2 / eps^2
+
+
+def lemma38_bound(y: torch.Tensor, eps: float) -> float:
+    """Lemma 38's bound ||a'||^2 <= 16 ||y||^2 / eps^2 (docs/derivations/interpolation.md)."""
+    return C38_A * float(y @ y) / eps ** 2
+
+
+def _lemma38_case(z: torch.Tensor, y: torch.Tensor, eps: float) -> Lemma38Case:
+    """The net built by ``interpolate_sorted`` at the data's own smallest gap (never above eps:
+    the float cumsum may shave an ulp off a gap of exactly eps)."""
+    built = min(eps, float(torch.diff(z).min())) * (1 - 1e-9)
+    return Lemma38Case(z, y, eps, interpolate_sorted(z, y, built))
+
+
+def lemma38_inputs(ctx: Context) -> Lemma38Inputs:
+    """Random cases n = 2 .. 128 (2048 full) and alternating labels at n = the largest."""
     ns = ctx.pick(quick=(2, 8, 32, 128), full=(2, 8, 32, 128, 512, 2048))
-    g = ctx.generator(38, ctx.device)
-    eps = 0.05
-    worst_ratio, worst_err, parts, ok = 0.0, 0.0, [], True
+    kw = dict(dtype=torch.float64, device=ctx.device)
+    cases = []
     for n in ns:
-        z, y, net = _lemma38_case(n, g, eps, squeeze)
-        ratio = net.a_norm2 / net.a_bound
-        rnd = _ratio_rounding(n)
-        grid = torch.linspace(float(z[0]) - 1, float(z[-1]) + 1, 2001, dtype=torch.float64, device=ctx.device)
-        same = float((_eval1(net.raw, grid) - _eval1(net.balanced, grid)).abs().max())
-        scale = max(1.0, float(_eval1(net.raw, grid).abs().max()))
-        balanced_ok = net.norm2_balanced <= net.norm2_raw * (1 + 1e-12) and same <= 1e-9 * scale
-        exact = net.max_error <= max(1e-9, net.rounding)  # exact up to certified float64 rounding
-        ok &= exact and rnd.within(ratio, 1.0) and balanced_ok and _higham_as_derived(net.balanced, z, net.rounding)
-        worst_ratio, worst_err = max(worst_ratio, ratio), max(worst_err, net.max_error)
-        parts.append(f"n={n}: err {net.max_error:.1e} (rounding bound {net.rounding:.1e}), ||a'||^2/bound {ratio:.3f}, norm^2 {net.norm2_raw:.3g} -> "
-                     f"{net.norm2_balanced:.3g} (tau {net.tau:.3g}, function change {same:.1e})")
-    zero = interpolate_sorted(torch.arange(4, dtype=torch.float64, device=ctx.device) * eps,
-                              torch.zeros(4, dtype=torch.float64, device=ctx.device), eps * (1 - 1e-9))
-    ok &= zero.max_error == 0.0 and zero.norm2_balanced <= zero.norm2_raw  # all-zero labels: the zero function
-    if not squeeze:  # adversarial: alternating labels, all gaps = eps -> ratio (16n - 22)/(16n) -> 1
-        n = ns[-1]
-        z = torch.arange(n, dtype=torch.float64, device=ctx.device) * eps
-        y = torch.tensor([(-1.0) ** k for k in range(n)], dtype=torch.float64, device=ctx.device)
-        net = interpolate_sorted(z, y, eps * (1 - 1e-9))  # float gaps of arange * eps may be an ulp short
-        ratio = net.a_norm2 / net.a_bound
-        tight = (16 * n - 22) / (16 * n)  # the exact value for alternating labels at gaps eps
-        ok &= (net.max_error <= max(1e-9, net.rounding) and _ratio_rounding(n).within(ratio, 1.0)
-               and abs(ratio - tight) <= L38_TIGHT_TOL * tight)
-        worst_ratio = max(worst_ratio, ratio)
-        parts.append(f"alternating n={n}: ||a'||^2/bound {ratio:.6f} vs (16n - 22)/(16n) = {tight:.6f} "
-                     f"(to within {L38_TIGHT_TOL:g}, relative)")
-    parts.append(f"||a'||^2/bound: {_ratio_rounding(ns[-1])}; interpolation error: the Higham bound above (or 1e-9), "
-                 f"that bound = gamma_(D+m+2) sum |a| (|W| |z| + |b|) as derived")
-    parts.append("value = the largest ||a'||^2 / (16 ||y||^2 / eps^2), limit 1 (plus the rounding term); holds also "
-                 "needs exact interpolation, a function-preserving rebalancing and the tight alternating ratio")
-    label = "gap eps/100 inside data built for eps" if squeeze else "gaps >= eps"
-    return Outcome(measured=f"max err {worst_err:.1e}; ||a'||^2/bound <= {worst_ratio:.3f}",
-                   bound="err <= max(1e-9, float64 rounding bound); ratio <= 1", holds=ok, detail=f"{label}; " + "; ".join(parts),
-                   value=float(worst_ratio), limit=1.0)
+        g = ctx.generator("lemma-38/data", n, device=ctx.device)
+        gaps = L38_EPS + torch.empty(n - 1, **kw).exponential_(generator=g)
+        y = torch.randn(n, generator=g, **kw)
+        z = torch.cat([torch.zeros(1, **kw), gaps.cumsum(0)]) - 3.0
+        cases.append(_lemma38_case(z, y, L38_EPS))
+    n = ns[-1]
+    alt = _lemma38_case(torch.arange(n, **kw) * L38_EPS,
+                        torch.tensor([(-1.0) ** k for k in range(n)], **kw), L38_EPS)
+    return Lemma38Inputs(tuple(cases), alt, lemma38_bound)
+
+
+def _all_cases(inp: Lemma38Inputs):
+    return (*inp.cases, inp.alternating)
 
 
 def _ratio_rounding(n: int) -> Rounding:
@@ -288,26 +278,132 @@ def _ratio_rounding(n: int) -> Rounding:
     return Rounding(n=2 * n + 4, scale=1.0, what="(2n + 4) eps x ratio")
 
 
-def _norm_rounding(gu, D_in: int) -> Rounding:
-    """||vec theta||^2: a sum of squares of the width (D_in + depth + 2) parameters, relative."""
-    return Rounding(n=gu.width * (D_in + gu.depth + 2), scale=gu.norm2, what="width (D_in + depth + 2) eps ||vec||^2")
+def lemma38_ratio(inp: Lemma38Inputs, ctx: Context) -> Verdict:
+    """Lemma 38: ||a'||^2 <= 16 ||y||^2 / eps^2 at the certified eps; the worst case over n."""
+    ratio, n = max((float(c.net.raw.a @ c.net.raw.a) / inp.bound(c.y, c.eps), len(c.z))
+                   for c in _all_cases(inp))
+    return at_most(ratio, 1.0, _ratio_rounding(n), detail=f"||a'||^2 / bound, worst n = {n}")
+
+
+def _error(case: Lemma38Case) -> float:
+    return float((evaluate_net(case.net.balanced, case.z[:, None]) - case.y).abs().max())
+
+
+def _allowance(case: Lemma38Case) -> float:
+    return max(1e-9, rounding_allowance(case.net.balanced, case.z[:, None]))
+
+
+def lemma38_exact(inp: Lemma38Inputs, ctx: Context) -> Verdict:
+    """Lemma 38: the interpolant is exact, up to its certified float64 rounding (or 1e-9)."""
+    worst = max(_all_cases(inp), key=lambda c: _error(c) / _allowance(c))
+    return at_most(_error(worst), _allowance(worst), detail=(
+        f"max |f(z_k) - y_k| (evaluate_net), worst n = {len(worst.z)}, against max(1e-9, "
+        "gamma_(D+m+2) sum |a| (|W| |z| + |b|))"))
+
+
+def _higham(net, z: torch.Tensor) -> float:
+    """gamma_j sum_k |a_k| (|W_k| |z| + |b_k|) at the largest data point, gamma_j = j u / (1 - j u),
+    j = D + m + 2, u = 2^-53 (docs/derivations/rounding.md)."""
+    u = torch.finfo(torch.float64).eps / 2
+    j = net.W.shape[1] + net.W.shape[0] + 2
+    mags = (z[:, None].abs() @ net.W.abs().T + net.b.abs()) @ net.a.abs()
+    return j * u / (1 - j * u) * float(mags.max())
+
+
+def lemma38_allowance(inp: Lemma38Inputs, ctx: Context) -> Verdict:
+    """The reported float64 allowance is the derived Higham bound (rounding.md), relative 1e-12."""
+    gaps = [abs(c.net.rounding / _higham(c.net.balanced, c.z) - 1) for c in _all_cases(inp)]
+    return at_most(max(gaps), 1e-12, detail="largest |reported / derived - 1| over the cases")
 
 
 def _eval1(net, z):
     return torch.relu(z[:, None] * net.W[:, 0] + net.b) @ net.a
 
 
-register(Legacy(
-    id="lemma-38", ref_seed="Lemma 38", ref_conference="Lemma 38",
-    statement="sorted scalars with gaps >= eps: exact width-n ReLU interpolant, ||a'||^2 <= 16 ||y||^2/eps^2 (tight), rebalanced",
-    check=lambda ctx: _lemma38(ctx, False), falsifier=lambda ctx: _lemma38(ctx, True),
-    falsifier_statement="data with one gap eps/100 (opposite labels) checked against the eps bound must fail",
+def _function_change(case: Lemma38Case) -> float:
+    z = case.z
+    grid = torch.linspace(float(z[0]) - 1, float(z[-1]) + 1, 2001, dtype=z.dtype, device=z.device)
+    raw = _eval1(case.net.raw, grid)
+    return float((raw - _eval1(case.net.balanced, grid)).abs().max()) / max(1.0, float(raw.abs().max()))
+
+
+def lemma38_same_function(inp: Lemma38Inputs, ctx: Context) -> Verdict:
+    """The rebalancing (a / tau, tau w, tau b) keeps the function: relative change <= 1e-9."""
+    change, n = max((_function_change(c), len(c.z)) for c in _all_cases(inp))
+    return at_most(change, 1e-9, detail=f"max |f_raw - f_balanced| / max(1, |f_raw|) on a grid, "
+                                        f"worst n = {n}")
+
+
+def _norm2(net) -> float:
+    return float(net.a @ net.a + (net.W ** 2).sum() + net.b @ net.b)
+
+
+def lemma38_rebalanced(inp: Lemma38Inputs, ctx: Context) -> Verdict:
+    """The rebalanced parameter norm^2 is at most the raw one (AM-GM), relative 1e-12."""
+    worst = max(_norm2(c.net.balanced) / _norm2(c.net.raw) for c in _all_cases(inp))
+    return at_most(worst, 1 + 1e-12, detail="largest ||theta_balanced||^2 / ||theta_raw||^2")
+
+
+def lemma38_tight(inp: Lemma38Inputs, ctx: Context) -> Verdict:
+    """Tightness: alternating labels with every gap eps attain ||a'||^2 / bound = (16n - 22)/(16n)."""
+    c = inp.alternating
+    n = len(c.z)
+    ratio = float(c.net.raw.a @ c.net.raw.a) / inp.bound(c.y, c.eps)
+    tight = (16 * n - 22) / (16 * n)
+    return close(ratio, tight, L38_TIGHT_TOL * tight, detail=f"alternating labels, n = {n}")
+
+
+def _squeezed(case: Lemma38Case) -> Lemma38Case:
+    """One gap eps/100 (opposite labels across it) in the middle; the certified eps kept."""
+    z, y = case.z.clone(), case.y.clone()
+    k = len(z) // 2
+    z[k:] -= float(z[k] - z[k - 1]) - case.eps / 100
+    y[k - 1], y[k] = 1.0, -1.0
+    return _lemma38_case(z, y, case.eps)
+
+
+def _one_gap_eps_over_100(inp: Lemma38Inputs, ctx: Context) -> Lemma38Inputs:
+    """Data with one gap eps/100 checked against the bound at the certified eps."""
+    return replace(inp, cases=tuple(_squeezed(c) for c in inp.cases),
+                   alternating=_squeezed(inp.alternating))
+
+
+def _bound_with_8(inp: Lemma38Inputs, ctx: Context) -> Lemma38Inputs:
+    """The bound with constant 8 in place of 16 (the factor 2 of ||a||^2 <= 2 sum ... dropped)."""
+    return replace(inp, bound=lambda y, eps: lemma38_bound(y, eps) / 2)
+
+
+register(Claim(
+    id="lemma-38", ref=Ref("Lemma 38", "Lemma 38"),
+    statement="sorted scalars with gaps >= eps: exact width-n ReLU interpolant, "
+              "||a'||^2 <= 16 ||y||^2/eps^2 (tight), rebalanced",
+    inputs=lemma38_inputs,
+    checks=[Check("||a'||^2 <= 16 ||y||^2 / eps^2", lemma38_ratio),
+            Check("exact interpolation", lemma38_exact),
+            Check("rounding allowance as derived", lemma38_allowance),
+            Check("rebalancing keeps f", lemma38_same_function),
+            Check("rebalancing lowers the norm", lemma38_rebalanced),
+            Check("alternating labels attain (16n - 22)/(16n)", lemma38_tight)],
+    faults=[Fault("one gap eps/100", _one_gap_eps_over_100,
+                  breaks=("||a'||^2 <= 16 ||y||^2 / eps^2",)),
+            Fault("constant 8 for 16", _bound_with_8,
+                  breaks=("||a'||^2 <= 16 ||y||^2 / eps^2",
+                          "alternating labels attain (16n - 22)/(16n)"))],
+    builds=(interpolate_sorted,), bounds=(lemma38_bound,),
+    derivation="docs/derivations/interpolation.md",
 ))
 
 # ---------------------------------------------------------------- lemma-36 (Theorem 9's memoriser)
 
 L36_D = 3
 K_Y = 6.0
+
+
+def _norm_rounding(gu, D_in: int) -> Rounding:
+    """||vec theta||^2: a sum of squares of the width (D_in + depth + 2) parameters, relative."""
+    return Rounding(n=gu.width * (D_in + gu.depth + 2), scale=gu.norm2, what="width (D_in + depth + 2) eps ||vec||^2")
+
+
 
 
 def _prompts(n: int, N: int, g: torch.Generator, device):

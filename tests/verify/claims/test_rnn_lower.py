@@ -69,6 +69,25 @@ def test_answer_vectors():
     assert torch.equal(A, torch.tensor([[2.0] * 3, [10.0] * 3], dtype=torch.float64))
 
 
+# ---------------------------------------------------------------- lemma-38
+
+def test_lemma38_checks_and_faults():
+    claim, inp, v = _faults_caught("lemma-38")
+    head = v["||a'||^2 <= 16 ||y||^2 / eps^2"]
+    assert head.measured == pytest.approx((16 * 128 - 22) / (16 * 128), rel=1e-6)  # alternating
+
+
+def test_lemma38_allowance_check_sees_a_wrong_allowance():
+    """A reported float64 allowance 1% above the derived Higham bound fails its check."""
+    import dataclasses
+
+    claim, inp, _ = _run("lemma-38")
+    case = inp.cases[-1]
+    net = dataclasses.replace(case.net, rounding=1.01 * case.net.rounding)
+    broken = dataclasses.replace(inp, cases=(*inp.cases[:-1], dataclasses.replace(case, net=net)))
+    assert not claim.check("rounding allowance as derived").run(broken, Context()).holds
+
+
 # ---------------------------------------------------------------- thm-7
 
 def _ctx():
@@ -186,16 +205,5 @@ def test_t7_constants_and_prop28_norm_against_the_mpmath_evaluation(monkeypatch)
     monkeypatch.setattr(rec, "theorem7_bound", honest)
     monkeypatch.setattr(rnn_lower, "prop28_norm2", lambda N, p, n=1000: 1.000001 * rec.prop28_norm2(N, p, n=n))
     assert rnn_lower.t7_constants_gap(P) > 1e-12
-
-
-def test_higham_allowance_as_derived():
-    from qstr.constructions.interpolation import interpolate_sorted
-
-    z = torch.arange(6, dtype=torch.float64) * 0.1
-    y = torch.tensor([1.0, -1.0, 0.5, 2.0, -0.5, 0.0], dtype=torch.float64)
-    net = interpolate_sorted(z, y, 0.1 * (1 - 1e-9))
-    assert rnn_lower._higham_as_derived(net.balanced, z, net.rounding)
-    assert not rnn_lower._higham_as_derived(net.balanced, z, 1.01 * net.rounding)
-    assert not rnn_lower._higham_as_derived(net.balanced, z, -net.rounding)
 
 
