@@ -391,3 +391,23 @@ def test_lemma38_record_error_is_the_measured_error():
     net = interpolate_sorted(z, y, 0.05)
     assert net.max_error == float((evaluate_net(net.balanced, z[:, None]) - y).abs().max())
     assert net.rounding == rounding_allowance(net.balanced, z[:, None])
+
+
+# ------------------------------------------------------------------ Lemma 36: records and defaults
+# (moved from the claim lemma-36 of verify/claims/rnn_lower.py)
+
+
+def test_memorising_rnn_records_and_default_depth():
+    """Default depth 2; norm2 = parameter_norm2 of the module; the inner Lemma 36 net's norm2 is
+    ||a||^2 + ||W||^2 + ||b||^2 of its weights, and its fit is within its rounding allowance."""
+    g = torch.Generator().manual_seed(36)
+    x, t, y, _ = _general_prompts(8, 8, 3, g)
+    omega = build_codebook(8, kind="rs-hadamard", dtype=f64).omega
+    model, gu = memorising_rnn(x, y, D_in=3 + 2 * omega.shape[1], position=2, generator=g)
+    assert gu.depth == 2
+    assert gu.norm2 == pytest.approx(parameter_norm2(model), rel=1e-12)
+    net = gu.lemma36.net
+    norm2 = float(net.a @ net.a + (net.W ** 2).sum() + net.b @ net.b)
+    assert gu.lemma36.norm2 == pytest.approx(norm2, rel=1e-12)
+    assert gu.lemma36.max_error <= max(1e-9, gu.lemma36.rounding)
+    assert lemma36_constant() == pytest.approx(C36 * math.sqrt(6.0), rel=1e-15)

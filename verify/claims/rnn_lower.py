@@ -47,7 +47,9 @@ from qstr.constructions.interpolation import (
     interpolate_sorted,
     lemma36_constant,
     lemma37_events,
+    MemoriserGuarantee,
     memorising_rnn,
+    parameter_norm2,
     rounding_allowance,
     separating_direction,
     slot_memory_rnn,
@@ -399,9 +401,10 @@ L36_D = 3
 K_Y = 6.0
 
 
-def _norm_rounding(gu, D_in: int) -> Rounding:
-    """||vec theta||^2: a sum of squares of the width (D_in + depth + 2) parameters, relative."""
-    return Rounding(n=gu.width * (D_in + gu.depth + 2), scale=gu.norm2, what="width (D_in + depth + 2) eps ||vec||^2")
+def _norm_rounding(gu, model) -> Rounding:
+    """||vec theta||^2: a sum of squares of the module's parameters, relative."""
+    count = sum(p.numel() for p in model.parameters())
+    return Rounding(n=count, scale=gu.norm2, what="(parameter count) eps ||vec||^2")
 
 
 
@@ -456,87 +459,177 @@ def _balance_gap(model) -> float:
     return (max(sq) - min(sq)) / max(sq)
 
 
-def _memoriser_bounds_derived(gu, labels: torch.Tensor) -> float:
-    """Largest relative gap between the reported bounds and docs/derivations/interpolation.md: Lemma 36's
-    2 sqrt(A P) with A = ||a'||^2 bound of Lemma 38, P = m + 2 ||z||^2 + 2 eps^2, the depth-L rebalanced
-    L (A P m^(L-2))^(1/L), and the n-only form C36 m^(5/2) ||y||, C36 = 2 sqrt((144/pi)(5 + pi/72)) (the memoriser's and
-    its Lemma 36 net's); the Lemma 36 net's recorded norm^2 = ||a||^2 + ||W||_F^2 + ||b||^2 of its weights, below its
-    bound, and its recorded fitting error within its rounding allowance (gap 1 if not)."""
+def _bound_gaps(gu, labels: torch.Tensor) -> list:
+    """Relative gaps of the reported bounds against interpolation.md: Lemma 36's 2 sqrt(A P), A =
+    Lemma 38's ||a'||^2 bound, P = m + 2 ||z||^2 + 2 eps^2; the depth-L rebalanced L (A P
+    m^(L-2))^(1/L); the n-only form C36 m^(5/2) ||y|| (the memoriser's and its Lemma 36 net's)."""
     l36 = gu.lemma36
     eps, m = l36.direction.threshold, gu.n_points
     A, P = l36.lemma38.a_bound, m + 2.0 * l36.direction.z_norm2 + 2.0 * eps ** 2
     two_layer_bound = 2.0 * math.sqrt(A * P)
     deep_bound = gu.depth * (A * P * float(m) ** (gu.depth - 2)) ** (1.0 / gu.depth)
-    n_only = 2.0 * math.sqrt(144.0 / math.pi * (5.0 + math.pi / 72.0)) * m ** 2.5 * float(labels.norm())
-    net = l36.net
-    norm2 = float(net.a @ net.a + (net.W ** 2).sum() + net.b @ net.b)
-    gaps = [abs(l36.bound - two_layer_bound) / two_layer_bound, abs(gu.bound - deep_bound) / deep_bound,
-            abs(gu.bound_n - n_only) / n_only, abs(l36.bound_n - n_only) / n_only, abs(l36.norm2 - norm2) / norm2]
-    return max(gaps + [0.0 if l36.norm2 <= l36.bound * (1 + 1e-12) and l36.max_error <= max(1e-9, l36.rounding)
-                       else 1.0])
+    n_only = C36_DERIVED * m ** 2.5 * float(labels.norm())
+    return [abs(l36.bound - two_layer_bound) / two_layer_bound, abs(gu.bound - deep_bound) / deep_bound,
+            abs(gu.bound_n - n_only) / n_only, abs(l36.bound_n - n_only) / n_only]
 
 
-def _lemma36(ctx: Context, position) -> Outcome:
-    """Zero training error (float64), ||vec||^2 <= certified bound and <= C n^3, and N-free norms."""
+C36_DERIVED = 2.0 * math.sqrt(144.0 / math.pi * (5.0 + math.pi / 72.0))  # interpolation.md
+
+
+@dataclass(frozen=True, eq=False)
+class Lemma36Case:
+    """One memoriser: built by ``memorising_rnn`` on n prompts of length N (labels at ``position``)."""
+
+    n: int
+    N: int
+    depth: int
+    model: torch.nn.Module
+    guarantee: MemoriserGuarantee
+    prompts: tuple  # (x, t, y)
+    omega: torch.Tensor
+    position: object  # 2, or "all"
+    labels: torch.Tensor  # the memorised labels
+
+
+@dataclass(frozen=True, eq=False)
+class Lemma36Inputs:
+    """The memorisers for n in ns and N in Ns (prompts nested in N) and the bound C n^3."""
+
+    cases: Tuple[Lemma36Case, ...]
+    bound: Callable[[int], float]  # C36 sqrt(K_y) n^3
+
+
+def lemma36_bound(n: int) -> float:
+    """Lemma 36's C n^3, C = C36 sqrt(K_y), K_y = 6 (docs/derivations/interpolation.md)."""
+    return lemma36_constant(K_Y) * n ** 3
+
+
+def _lemma36_case(n, N, depth, prompts, position, ctx) -> Lemma36Case:
+    x, t, y = prompts
+    omega = _codes(N, ctx.device)
+    with cpu_threads(1):
+        model, gu = memorising_rnn(x, y, D_in=L36_D + 2 * omega.shape[1], position=position,
+                                   depth=depth,
+                                   generator=ctx.generator("lemma-36/memoriser", n,
+                                                           device=ctx.device))
+    labels = y[:, position] if position != "all" else y.reshape(-1)
+    return Lemma36Case(n, N, depth, model, gu, prompts, omega, position, labels)
+
+
+def _lemma36_cases(ctx: Context, ns, Ns, position) -> Tuple[Lemma36Case, ...]:
+    """Depth 2 for every (n, N); depth 3 once (n = 8, N = the smallest)."""
+    cases = []
+    for n in ns:
+        g = ctx.generator("lemma-36/prompts", n, device=ctx.device)
+        sets = _nested_prompts(n, Ns, g, ctx.device, position=2)
+        cases += [_lemma36_case(n, N, 2, sets[N], position, ctx) for N in Ns]
+        if n == 8:
+            cases.append(_lemma36_case(n, Ns[0], 3, sets[Ns[0]], position, ctx))
+    return tuple(cases)
+
+
+def lemma36_inputs(ctx: Context) -> Lemma36Inputs:
+    """Memorisers at position 2 for n = 4, 8, 16 (.. 64 full) and N = 8, 64 (.. 512 full)."""
     ns = ctx.pick(quick=(4, 8, 16), full=(4, 8, 16, 32, 64))
     Ns = ctx.pick(quick=(8, 64), full=(8, 64, 512))
-    if position == "all":  # n N hidden units: keep the falsifier's networks small in every profile
-        ns, Ns = (4, 8, 16), (8, 64)
-    C = lemma36_constant(K_Y)
-    ok, parts, worst, terms = True, [], 0.0, []
-    pos = 2 if position != "all" else "all"
-    for n in ns:
-        sets = _nested_prompts(n, Ns, ctx.generator(3600 + n, ctx.device), ctx.device, position=2)
-        norms = []
-        for N in Ns:
-            x, t, y = sets[N]
-            omega = _codes(N, ctx.device)
-            D_in = L36_D + 2 * omega.shape[1]
-            with cpu_threads(1):
-                model, gu = memorising_rnn(x, y, D_in=D_in, position=pos,
-                                           generator=ctx.generator(36_000 + n, ctx.device))
-                err = _memoriser_error(model, x, t, y, omega, pos)
-            labels = y[:, 2] if pos != "all" else y.reshape(-1)
-            y2n = float(labels @ labels) / n
-            cn3 = C * n ** 3
-            rnd = _norm_rounding(gu, D_in)
-            terms.append(rnd)
-            ok &= (err <= 1e-9 and rnd.within(gu.norm2, gu.bound) and rnd.within(gu.norm2, gu.bound_n)
-                   and rnd.within(gu.norm2, cn3))
-            ok &= _memoriser_bounds_derived(gu, labels) <= 1e-12 and _balance_gap(model) <= 1e-9 and gu.depth == 2
-            worst = max(worst, gu.norm2 / cn3)
-            norms.append(gu.norm2)
-            parts.append(f"n={n} N={N}: err {err:.1e}, ||vec||^2 {gu.norm2:.4g} (certified {gu.bound:.3g}, "
-                         f"C n^3 {cn3:.3g}, ||y||^2/n {y2n:.2f}, tries {gu.tries})")
-            if n == 8 and N == Ns[0]:  # depth 3: one more rebalanced layer, the same exact fit and derived bounds
-                with cpu_threads(1):
-                    model3, gu3 = memorising_rnn(x, y, D_in=D_in, position=pos, depth=3,
-                                                 generator=ctx.generator(36_000 + n, ctx.device))
-                    err3 = _memoriser_error(model3, x, t, y, omega, pos)
-                rnd3 = _norm_rounding(gu3, D_in)
-                ok &= (err3 <= 1e-9 and rnd3.within(gu3.norm2, gu3.bound) and _memoriser_bounds_derived(gu3, labels) <= 1e-12
-                       and _balance_gap(model3) <= 1e-9)
-                parts.append(f"n={n} N={N} depth 3: err {err3:.1e}, ||vec||^2 {gu3.norm2:.4g} (certified "
-                             f"{gu3.bound:.3g}), layers balanced {_balance_gap(model3):.1e}")
-        spread = (max(norms) - min(norms)) / max(norms)
-        ok &= spread <= 1e-12
-        parts.append(f"n={n}: relative spread of ||vec||^2 over N={Ns}: {spread:.1e}")
-    label = "every position (n N points)" if position == "all" else "one position (point-wise risk)"
-    parts.append(f"largest {largest(terms)}; training error <= 1e-9")
-    parts.append("value = the largest ||vec||^2 / (C n^3), limit 1 (plus the rounding term); holds also needs zero "
-                 "training error, ||vec||^2 <= its certified bound and <= C36 n^(5/2) ||y||, the reported bounds equal to "
-                 "their derivation "
-                 "(relative 1e-12), output layers of equal squared norm (rebalanced, relative 1e-9) and an N-free norm")
-    return Outcome(measured=f"max ||vec||^2 / (C n^3) = {worst:.3g}", bound=f"<= 1, C = C36 sqrt({K_Y:g}) = {C:.1f}; N-free",
-                   holds=ok, detail=f"{label}; " + "; ".join(parts), value=float(worst), limit=1.0)
+    return Lemma36Inputs(_lemma36_cases(ctx, ns, Ns, 2), lemma36_bound)
 
 
-register(Legacy(
-    id="lemma-36", ref_seed="Lemma 36 (Thm 9 memoriser)", ref_conference="Lemma 36 (Thm 7 memoriser)",
-    statement="interpolating RNN on n general-1STR prompts (labels at one position): zero training error, "
-              "||vec||^2 <= C36 sqrt(6) n^3 (~74.5 n^3) independent of N",
-    check=lambda ctx: _lemma36(ctx, 2), falsifier=lambda ctx: _lemma36(ctx, "all"),
-    falsifier_statement="memorising the labels at every position (n N points) must break the N-free C n^3 bound",
+def _depth2(inp: Lemma36Inputs):
+    return [c for c in inp.cases if c.depth == 2]
+
+
+def lemma36_cn3(inp: Lemma36Inputs, ctx: Context) -> Verdict:
+    """Lemma 36: ||vec||^2 <= C n^3 (measured on the module), the worst depth-2 memoriser."""
+    c = max(_depth2(inp), key=lambda c: parameter_norm2(c.model) / inp.bound(c.n))
+    return at_most(parameter_norm2(c.model), inp.bound(c.n), _norm_rounding(c.guarantee, c.model),
+                   detail=f"worst n = {c.n}, N = {c.N}; C = C36 sqrt({K_Y:g})")
+
+
+def _training_error(c: Lemma36Case) -> float:
+    x, t, y = c.prompts
+    return _memoriser_error(c.model, x, t, y, c.omega, c.position)
+
+
+def lemma36_exact(inp: Lemma36Inputs, ctx: Context) -> Verdict:
+    """Lemma 36: zero training error (float64, 1e-9) at the memorised position."""
+    err, n, N, L = max((_training_error(c), c.n, c.N, c.depth) for c in inp.cases)
+    return at_most(err, 1e-9, detail=f"max |y_hat - y| over the prompts, worst n = {n}, N = {N}, "
+                                     f"depth {L}")
+
+
+def lemma36_certified(inp: Lemma36Inputs, ctx: Context) -> Verdict:
+    """||vec||^2 is at most the memoriser's certified bound (depth 2 and 3)."""
+    c = max(inp.cases, key=lambda c: parameter_norm2(c.model) / c.guarantee.bound)
+    return at_most(parameter_norm2(c.model), c.guarantee.bound, _norm_rounding(c.guarantee, c.model),
+                   detail=f"worst n = {c.n}, N = {c.N}, depth {c.depth}")
+
+
+def lemma36_n_only(inp: Lemma36Inputs, ctx: Context) -> Verdict:
+    """||vec||^2 <= C36 n^(5/2) ||y|| (depth 2), C36 = 2 sqrt((144/pi)(5 + pi/72))."""
+    def bound(c):
+        return C36_DERIVED * c.guarantee.n_points ** 2.5 * float(c.labels.norm())
+    c = max(_depth2(inp), key=lambda c: parameter_norm2(c.model) / bound(c))
+    return at_most(parameter_norm2(c.model), bound(c), _norm_rounding(c.guarantee, c.model),
+                   detail=f"worst n = {c.n}, N = {c.N}")
+
+
+def lemma36_bounds_derived(inp: Lemma36Inputs, ctx: Context) -> Verdict:
+    """The reported bounds equal their derivation in interpolation.md, relative 1e-12."""
+    gap = max(max(_bound_gaps(c.guarantee, c.labels)) for c in inp.cases)
+    return at_most(gap, 1e-12, detail="2 sqrt(A P), L (A P m^(L-2))^(1/L), C36 m^(5/2) ||y||")
+
+
+def lemma36_net_bound(inp: Lemma36Inputs, ctx: Context) -> Verdict:
+    """The Lemma 36 net inside each memoriser: ||a||^2 + ||W||^2 + ||b||^2 <= 2 sqrt(A P)."""
+    def norm2(c):
+        net = c.guarantee.lemma36.net
+        return float(net.a @ net.a + (net.W ** 2).sum() + net.b @ net.b)
+    c = max(inp.cases, key=lambda c: norm2(c) / c.guarantee.lemma36.bound)
+    return at_most(norm2(c), c.guarantee.lemma36.bound, Rounding(
+        n=3 * c.guarantee.n_points, scale=norm2(c), what="3 m eps ||theta||^2"),
+        detail=f"worst n = {c.n}, N = {c.N}")
+
+
+def lemma36_balanced(inp: Lemma36Inputs, ctx: Context) -> Verdict:
+    """Depth rebalancing: the output layers have equal squared norms (AM-GM's equality case)."""
+    gap, n, L = max((_balance_gap(c.model), c.n, c.depth) for c in inp.cases)
+    return at_most(gap, 1e-9, detail=f"relative spread of ||W_l||^2 + ||b_l||^2, worst n = {n}, "
+                                     f"depth {L}")
+
+
+def lemma36_n_free(inp: Lemma36Inputs, ctx: Context) -> Verdict:
+    """||vec||^2 does not depend on N (the same n inputs and labels for every N)."""
+    spreads = []
+    for n in sorted({c.n for c in inp.cases}):
+        norms = [parameter_norm2(c.model) for c in _depth2(inp) if c.n == n]
+        spreads.append(((max(norms) - min(norms)) / max(norms), n))
+    spread, n = max(spreads)
+    return at_most(spread, 1e-12, detail=f"relative spread of ||vec||^2 over N, worst n = {n}")
+
+
+def _every_position(inp: Lemma36Inputs, ctx: Context) -> Lemma36Inputs:
+    """Memorise the labels at every position (n N points), at the quick sizes."""
+    return replace(inp, cases=_lemma36_cases(ctx, (4, 8, 16), (8, 64), "all"))
+
+
+register(Claim(
+    id="lemma-36", ref=Ref("Lemma 36 (Thm 9 memoriser)", "Lemma 36 (Thm 7 memoriser)"),
+    statement="interpolating RNN on n general-1STR prompts (labels at one position): zero "
+              "training error, ||vec||^2 <= C36 sqrt(6) n^3 (~74.5 n^3) independent of N",
+    inputs=lemma36_inputs,
+    checks=[Check("||vec||^2 <= C n^3", lemma36_cn3),
+            Check("zero training error", lemma36_exact),
+            Check("||vec||^2 <= certified bound", lemma36_certified),
+            Check("||vec||^2 <= C36 n^(5/2) ||y||", lemma36_n_only),
+            Check("bounds as derived", lemma36_bounds_derived),
+            Check("Lemma 36 net within its bound", lemma36_net_bound),
+            Check("output layers balanced", lemma36_balanced),
+            Check("||vec||^2 independent of N", lemma36_n_free)],
+    faults=[Fault("labels at every position", _every_position,
+                  breaks=("||vec||^2 <= C n^3", "||vec||^2 independent of N"))],
+    builds=(memorising_rnn,), bounds=(lemma36_bound, lemma36_constant),
+    derivation="docs/derivations/interpolation.md",
 ))
 
 # ---------------------------------------------------------------- prop-8
@@ -928,8 +1021,8 @@ def _thm9(ctx: Context, simple: bool) -> Outcome:
     for n in ctx.pick(quick=(8, 32), full=(8, 32, 128)):
         x, t, y = _prompts(n, 64, g, ctx.device)
         with cpu_threads(1):
-            _, gu = memorising_rnn(x, y, D_in=L36_D, position=5, generator=g)
-        rnd = _norm_rounding(gu, L36_D)
+            mem, gu = memorising_rnn(x, y, D_in=L36_D, position=5, generator=g)
+        rnd = _norm_rounding(gu, mem)
         mem_ok = rnd.within(gu.norm2, memoriser_norm2_bound(n, depth=T9_DEPTH, K_y=K_Y)) or float(y[:, 5] @ y[:, 5]) > K_Y * n
         ok = ok and mem_ok if not simple else ok
         parts.append(f"memoriser n={n}: ||vec||^2 {gu.norm2:.3g} <= C n^3 = {C * n ** 3:.3g} ({rnd})")

@@ -88,6 +88,23 @@ def test_lemma38_allowance_check_sees_a_wrong_allowance():
     assert not claim.check("rounding allowance as derived").run(broken, Context()).holds
 
 
+# ---------------------------------------------------------------- lemma-36
+
+def test_lemma36_checks_and_faults():
+    claim, inp, v = _faults_caught("lemma-36")
+    assert {c.N for c in inp.cases} == {8, 64} and {c.depth for c in inp.cases} == {2, 3}
+    assert v["||vec||^2 <= C n^3"].measured / v["||vec||^2 <= C n^3"].bound < 0.1
+
+
+def test_lemma36_bound_check_sees_a_smaller_constant():
+    """The headline compares with the bound function in the inputs: 1e-3 n^3 fails."""
+    import dataclasses
+
+    claim, inp, v = _run("lemma-36")
+    tiny = dataclasses.replace(inp, bound=lambda n: 1e-3 * n ** 3)
+    assert not claim.check("||vec||^2 <= C n^3").run(tiny, Context()).holds
+
+
 # ---------------------------------------------------------------- thm-7
 
 def _ctx():
