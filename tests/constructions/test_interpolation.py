@@ -411,3 +411,16 @@ def test_memorising_rnn_records_and_default_depth():
     assert gu.lemma36.norm2 == pytest.approx(norm2, rel=1e-12)
     assert gu.lemma36.max_error <= max(1e-9, gu.lemma36.rounding)
     assert lemma36_constant() == pytest.approx(C36 * math.sqrt(6.0), rel=1e-15)
+
+
+def test_slot_memory_record_as_derived():
+    """The guarantee's record (rnn-lower-bounds.md): d_h = N d, r_h = sqrt(N - 1) r_x = the module's
+    projection radius, U_op = 1, lambda = sqrt 2, L = lambda r_h, norm2 = parameter_norm2."""
+    N, d, r_x = 16, 3, 2.5
+    omega = build_codebook(N, kind="rs-hadamard", dtype=f64).omega
+    u = torch.tensor([0.6, 0.0, 0.8], dtype=f64)
+    model, gu = slot_memory_rnn(omega, u, r_x=r_x)
+    assert gu.d_h == N * d and gu.N == N and gu.d == d and gu.r_x == r_x
+    assert gu.r_h == math.sqrt(N - 1) * r_x == model.r_h
+    assert gu.U_op == 1.0 and gu.lipschitz == math.sqrt(2.0) and gu.L == gu.lipschitz * gu.r_h
+    assert gu.norm2 == pytest.approx(parameter_norm2(model), rel=1e-12)

@@ -11,9 +11,10 @@ Derivations: docs/derivations/interpolation.md and docs/derivations/rnn-lower-bo
 """
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, replace
-from typing import Callable, Tuple
+from typing import Callable, Optional, Tuple
 
 import mpmath
 import numpy as np
@@ -48,6 +49,7 @@ from qstr.constructions.interpolation import (
     lemma36_constant,
     lemma37_events,
     MemoriserGuarantee,
+    SlotMemoryGuarantee,
     memorising_rnn,
     parameter_norm2,
     rounding_allowance,
@@ -638,14 +640,15 @@ P8_C = 0.05        # risk level c of Prop 35
 P8_K = 2.0         # good prompts: conditional error <= K c
 P8_GAMMA = 0.5     # answer vectors separated by sqrt(2 (1 - gamma) (N-1) / N)
 L36_D_P8 = 3       # token dimension of the exact generalising RNN (d >= 3: a slip d + 2 for 2 d shows)
+P8_ANSWER_N, P8_ANSWER_D = 256, 4
+P8_LOG_N = 623     # (N - 1) I = 60.07: the log branch of prop8_packing, just past its threshold
 
 
 def _answer_vectors(x: torch.Tensor, u: torch.Tensor, t: torch.Tensor = None) -> torch.Tensor:
     """(M, N) answers at a fixed position as a function of what only z_i carries.
 
     General 1STR: t_i enters only through z_i, so the answers are (<u, x_k>)_k. Simple-1STR: the
-    states know t (it is in every z_k), so the answer does not vary: <u, x_t> repeated N times.
-    """
+    states know t (it is in every z_k), so the answer does not vary: <u, x_t> repeated N times."""
     if t is None:
         return x @ u
     M, N, _ = x.shape
@@ -658,90 +661,288 @@ def _pairwise(A: torch.Tensor) -> torch.Tensor:
     return D[iu[0], iu[1]]
 
 
-def _answer_separation(ctx: Context, simple: bool) -> tuple[bool, str, float, float]:
-    """(holds, detail, min normalised answer separation, the separation Prop 35 asks for)."""
-    N = 256
-    M = ctx.pick(quick=200, full=1000, gpu=2000)
-    g = ctx.generator(80, ctx.device)
-    d = 4
-    x = torch.randn(M, N, d, generator=g, dtype=torch.float64, device=ctx.device)
-    x[:, N // 2] = x[0, N // 2]  # all prompts share x_i
-    u = torch.randn(d, generator=g, dtype=torch.float64, device=ctx.device)
-    u = u / u.norm()
-    t = torch.randint(N, (M,), generator=g, device=ctx.device) if simple else None
-    sep = _pairwise(_answer_vectors(x, u, t)) / math.sqrt(N)
-    pk = prop8_packing(N, P8_C, K=P8_K, gamma=P8_GAMMA)
-    fail_bound = M * (M - 1) / 2 * math.exp(-(N - 1) * pk.rate)
-    ok = float(sep.min()) >= pk.answer_sep
-    task = "simple-1STR" if simple else "general 1STR"
-    return ok, (f"{task} N={N}, {M} prompts sharing x_i: min normalised answer separation {float(sep.min()):.3f} "
-                f"vs sqrt(2a(N-1)/N) = {pk.answer_sep:.3f} (failure prob <= {fail_bound:.1e}); theory packs "
-                f"M' = e^{pk.log_M_good:.2f} such prompts"), float(sep.min()), float(pk.answer_sep)
+@dataclass(frozen=True, eq=False)
+class SlotMemory:
+    """The exact generalising RNN of ``slot_memory_rnn`` and M prompts sharing x_i."""
+
+    model: torch.nn.Module
+    guarantee: SlotMemoryGuarantee
+    omega: torch.Tensor
+    u: torch.Tensor
+    x: torch.Tensor  # (M, N, d), x_i shared
+    t: torch.Tensor  # (M, N, 1)
+    i: int
+    w: torch.Tensor  # (M, 2 d_h): the states (h_fwd, h_bwd) at position i
+    P: torch.Tensor  # (M, N): the answer at position i for every value of t_i
 
 
-def _state_separation(ctx: Context) -> tuple[bool, str]:
-    """The exact generalising RNN: risk 0, states separated by >= s~/lambda, chain inequality, width bound."""
-    N = ctx.pick(quick=128, full=256)
-    M = ctx.pick(quick=24, full=64)
-    d = L36_D_P8
-    g = ctx.generator(81, ctx.device)
+@dataclass(frozen=True, eq=False)
+class Prop8Inputs:
+    """Answers of M prompts sharing x_i (t: None for general 1STR), the exact generalising RNN,
+    the packing and width bound functions, their tables over N, and (full) the GRU width scan."""
+
+    x: torch.Tensor
+    u: torch.Tensor
+    t: Optional[torch.Tensor]
+    slot: SlotMemory
+    packing: Callable  # prop8_packing
+    width_bound: Callable  # prop8_width_lower_bound
+    table: Tuple[dict, ...]  # the bound functions at N = 2..200 (and N = 100..115 at gamma 0.3)
+    widths: Optional[tuple]  # (N, min width, tried) per N, full profile
+
+
+def _slot_memory(ctx: Context) -> SlotMemory:
+    N, M, d = ctx.pick(quick=128, full=256), ctx.pick(quick=24, full=64), L36_D_P8
+    g = ctx.generator("prop-8/slot-prompts", device=ctx.device)
+    kw = dict(dtype=torch.float64, device=ctx.device)
     omega = _codes(N, ctx.device)
-    u = torch.randn(d, generator=g, dtype=torch.float64, device=ctx.device)
+    u = torch.randn(d, generator=g, **kw)
     u = u / u.norm()
-    r_x = lemma12_radius(d, M, N)
-    model, gu = slot_memory_rnn(omega, u, r_x=r_x)
+    model, gu = slot_memory_rnn(omega, u, r_x=lemma12_radius(d, M, N))
     i = N // 2
-    x = torch.randn(M, N, d, generator=g, dtype=torch.float64, device=ctx.device)
+    x = torch.randn(M, N, d, generator=g, **kw)
     x[:, i] = x[0, i]
-    inside = bool((x.norm(dim=-1) <= r_x).all())
     t = torch.randint(N, (M, N, 1), generator=g, device=ctx.device)
+    return SlotMemory(model, gu, omega, u, x, t, i, *_slot_answers(model, omega, x, t, i))
+
+
+def _bound_table() -> tuple:
+    """The bound functions over N = 2..200 at gamma = 1/2 and N = 100..115 at gamma = 0.3 (N =
+    107..109: M' = 2 good prompts but failure bound just above 1, the boundary case)."""
+    rows = []
+    for N, gamma in [(N, P8_GAMMA) for N in range(2, 201)] + [(N, 0.3) for N in range(100, 116)]:
+        kw = dict(K=P8_K, gamma=gamma)
+        rows.append(dict(
+            N=N, gamma=gamma, packing=prop8_packing(N, P8_C, **kw),
+            width=prop8_width_lower_bound(N, P8_C, 10.0, **kw),
+            norm2=generalising_log_norm2(N, P8_C, 8, form="volume", **kw),
+            paper=prop8_norm_lower_bound_paper(N, P8_C, 4 * N, **kw),
+            log_norm={d_h: prop8_log_norm_lower_bound(N, P8_C, d_h, **kw) for d_h in (1, 8, 4 * N)}))
+    return tuple(rows)
+
+
+def prop8_inputs(ctx: Context) -> Prop8Inputs:
+    """M prompts of length 256 sharing x_i (general 1STR), the slot-memory RNN and the tables."""
+    M = ctx.pick(quick=200, full=1000, gpu=2000)
+    g = ctx.generator("prop-8/answer-prompts", device=ctx.device)
+    kw = dict(dtype=torch.float64, device=ctx.device)
+    x = torch.randn(M, P8_ANSWER_N, P8_ANSWER_D, generator=g, **kw)
+    x[:, P8_ANSWER_N // 2] = x[0, P8_ANSWER_N // 2]  # all prompts share x_i
+    u = torch.randn(P8_ANSWER_D, generator=g, **kw)
+    widths = None if ctx.profile == "quick" else _width_scan(ctx, simple=False)
+    return Prop8Inputs(x, u / u.norm(), None, _slot_memory(ctx), prop8_packing,
+                       prop8_width_lower_bound, _bound_table(), widths)
+
+
+def _packing(inp: Prop8Inputs, N: int):
+    return inp.packing(N, P8_C, K=P8_K, gamma=P8_GAMMA)
+
+
+def prop8_answers(inp: Prop8Inputs, ctx: Context) -> Verdict:
+    """Prop 35: the answer vectors of prompts sharing x_i are sqrt(2a(N-1)/N) apart (normalised)."""
+    M, N, _ = inp.x.shape
+    sep = float(_pairwise(_answer_vectors(inp.x, inp.u, inp.t)).min()) / math.sqrt(N)
+    pk = _packing(inp, N)
+    fail = M * (M - 1) / 2 * math.exp(-(N - 1) * pk.rate)
+    task = "general 1STR" if inp.t is None else "simple-1STR"
+    return at_least(sep, pk.answer_sep, detail=(
+        f"{task}, N = {N}, {M} prompts sharing x_i: min normalised answer separation (failure "
+        f"probability <= {fail:.1e}); theory packs M' = e^{pk.log_M_good:.2f} such prompts"))
+
+
+def _slot_answers(model, omega, x, t, i):
+    """States w = (h_fwd, h_bwd) at position i and the answers P (M, N) for every value of t_i."""
+    N, d = omega.shape[0], x.shape[-1]
     Z = rnn_encoding(x, t, omega)
     with torch.no_grad(), cpu_threads(1):
         h_f, h_b = model.states(Z)
         w = torch.cat([h_f[:, i], h_b[:, i]], dim=-1)  # U = identity on (h_fwd, h_bwd)
-        # the answer for every value k of t_i: only z_i changes (its omega_{t_i} block)
-        zk = Z[:, i][:, None, :].repeat(1, N, 1)
-        zk[..., L36_D_P8 + omega.shape[1]:] = omega[None, :, :]
-        hk = w[:, None, :].expand(M, N, w.shape[-1])
-        P = model.f_y(torch.cat([hk, zk], dim=-1)).squeeze(-1)  # (M, N)
-    G = x @ u  # answers g_k = <u, x_k>
-    e = ((P - G) ** 2).mean(dim=1)  # conditional errors e_m
-    pk = prop8_packing(N, P8_C, K=P8_K, gamma=P8_GAMMA)
-    dw = _pairwise(w)
-    dp = _pairwise(P) / math.sqrt(N)
-    lam = gu.lipschitz
-    need = pk.sep / lam
-    chain = bool((dp <= lam * dw * (1 + 1e-9) + 1e-9).all())
-    separated = float(dw.min()) >= need
+        zk = Z[:, i][:, None, :].repeat(1, N, 1)  # only z_i changes: its omega_{t_i} block
+        zk[..., d + omega.shape[1]:] = omega[None, :, :]
+        hk = w[:, None, :].expand(-1, N, w.shape[-1])
+        P = model.f_y(torch.cat([hk, zk], dim=-1)).squeeze(-1)
+    return w, P
+
+
+def prop8_conditional_errors(inp: Prop8Inputs, ctx: Context) -> Verdict:
+    """The exact generalising RNN has every conditional error e_m <= K c (here 0)."""
+    s = inp.slot
+    e = ((s.P - s.x @ s.u) ** 2).mean(dim=1)
+    return at_most(float(e.max()), P8_K * P8_C, 1e-18, detail="max_m mean_k (P_mk - <u, x_k>)^2")
+
+
+def prop8_inside(inp: Prop8Inputs, ctx: Context) -> Verdict:
+    """The prompts' tokens lie in the r_x ball the RNN is exact on (Lemma 12's radius)."""
+    s = inp.slot
+    return at_most(float(s.x.norm(dim=-1).max()), s.guarantee.r_x, detail="max ||x_j||")
+
+
+def prop8_separated(inp: Prop8Inputs, ctx: Context) -> Verdict:
+    """Prop 8: the states of the packed prompts are >= s~ / lambda apart."""
+    s = inp.slot
+    need = _packing(inp, s.omega.shape[0]).sep / s.guarantee.lipschitz
+    return at_least(float(_pairwise(s.w).min()), need, detail="min ||w - w'|| against s~ / lambda")
+
+
+def prop8_chain(inp: Prop8Inputs, ctx: Context) -> Verdict:
+    """||P - P'|| / sqrt N <= lambda ||w - w'|| for every pair (f_y is lambda-Lipschitz)."""
+    s = inp.slot
+    dw, dp = _pairwise(s.w), _pairwise(s.P) / math.sqrt(s.omega.shape[0])
+    ratio = float((dp / (s.guarantee.lipschitz * dw + 1e-9)).max())
+    return at_most(ratio, 1 + 1e-9, detail="largest ||dP|| / sqrt N / (lambda ||dw|| + 1e-9)")
+
+
+def prop8_width(inp: Prop8Inputs, ctx: Context) -> Verdict:
+    """Prop 8: the RNN's state width d_h is at least the width bound at its UL."""
+    gu = inp.slot.guarantee
     UL = gu.U_op * gu.L
-    width_bound = prop8_width_lower_bound(N, P8_C, UL, K=P8_K, gamma=P8_GAMMA)
-    # independent of the width formula: solve the volume bound ln M' <= 2 w ln(1 + 2 sqrt2 UL / s~) for UL at w
-    UL_back = pk.sep / (2 * math.sqrt(2)) * math.expm1(pk.log_M_good / (2 * width_bound)) if width_bound > 0 else math.inf
-    inverse_ok = abs(UL_back / UL - 1) <= 1e-9
-    # tokens on the r_x sphere: the states reach ||h|| = sqrt(N - 1) r_x, which the projection radius must admit
-    # and every position asking for its own token (t_i = i: the e_k^+- branch, x_i itself, of either sign)
-    xb = x[:2] / x[:2].norm(dim=-1, keepdim=True) * r_x
-    t_self = torch.arange(N, device=ctx.device).expand(2, N)[..., None]
-    sphere_err = 0.0
-    for tb in (t[:2], t_self):
+    bound = inp.width_bound(gu.N, P8_C, UL, K=P8_K, gamma=P8_GAMMA)
+    return at_least(gu.d_h, bound, detail=f"UL = {UL:.1f}")
+
+
+def prop8_width_inverts(inp: Prop8Inputs, ctx: Context) -> Verdict:
+    """The width bound inverts the volume bound ln M' <= 2 w ln(1 + 2 sqrt2 UL / s~): UL solved
+    back from w = the width bound is UL (rnn-lower-bounds.md)."""
+    gu = inp.slot.guarantee
+    UL = gu.U_op * gu.L
+    w = inp.width_bound(gu.N, P8_C, UL, K=P8_K, gamma=P8_GAMMA)
+    pk = _packing(inp, gu.N)
+    back = pk.sep / (2 * math.sqrt(2)) * math.expm1(pk.log_M_good / (2 * w)) if w > 0 else math.inf
+    return close(back / UL, 1.0, 1e-9, detail=f"UL = {UL:.1f}, solved back {back:.1f}")
+
+
+def prop8_sphere(inp: Prop8Inputs, ctx: Context) -> Verdict:
+    """Exactness on tokens of the r_x sphere (two prompts and their negatives), random t and t_i = i
+    (each position asking for its own token: the e_k^+- branch of either sign)."""
+    s = inp.slot
+    r_x, N = s.guarantee.r_x, s.omega.shape[0]
+    xb = s.x[:2] / s.x[:2].norm(dim=-1, keepdim=True) * r_x
+    xb = torch.cat([xb, -xb])
+    err = 0.0
+    for tb in (s.t[:2].repeat(2, 1, 1), torch.arange(N, device=xb.device).expand(4, N)[..., None]):
         with torch.no_grad(), cpu_threads(1):
-            yb = model(rnn_encoding(xb, tb, omega))
-        target = torch.gather(xb @ u, 1, tb[..., 0])
-        sphere_err = max(sphere_err, float((yb.reshape(target.shape) - target).abs().max()))
-    # the guarantee's record as derived (docs/derivations/rnn-lower-bounds.md): d_h = N d, r_h = sqrt(N - 1) r_x (the module's
-    # projection radius), U = identity (U_op = 1), lambda = sqrt 2, L = lambda r_h, norm^2 = the module's parameters
-    norm2 = sum(float((p.detach().double() ** 2).sum()) for p in model.parameters())
-    record = (gu.d_h == N * d and gu.r_h == math.sqrt(N - 1) * r_x == model.r_h and gu.U_op == 1.0
-              and gu.lipschitz == math.sqrt(2.0) and gu.L == gu.lipschitz * gu.r_h and abs(gu.norm2 - norm2) <= 1e-12 * norm2
-              and gu.N == N and gu.d == d and gu.r_x == r_x)
-    ok = (inside and float(e.max()) <= 1e-18 + P8_K * P8_C and chain and separated and gu.d_h >= width_bound
-          and inverse_ok and sphere_err <= 1e-9 * r_x and record)
-    return ok, (f"exact generalising RNN N={N} d={d}: max e_m {float(e.max()):.1e}, min ||w - w'|| {float(dw.min()):.2f} "
-                f">= s~/lambda = {need:.3f}, chain ||dp||/sqrt N <= lambda ||dw|| {'holds' if chain else 'FAILS'}, "
-                f"d_h = {gu.d_h} >= width bound {width_bound:.3f} (UL = {UL:.1f}; UL solved back from it {UL_back:.1f}), tokens in r_x-ball: {inside}; "
-                f"tokens on the r_x sphere, random t and t_i = i: max |y_hat - <u, x_t>| {sphere_err:.1e} (<= 1e-9 r_x); "
-                f"record (d_h = N d, r_h = sqrt(N - 1) r_x = the module's, U_op = 1, lambda = sqrt 2, L = lambda r_h, "
-                f"norm^2 of the module's parameters): {record}")
+            yb = s.model(rnn_encoding(xb, tb, s.omega))
+        target = torch.gather(xb @ s.u, 1, tb[..., 0])
+        err = max(err, float((yb.reshape(target.shape) - target).abs().max()))
+    return at_most(err, 1e-9 * r_x, detail="max |y_hat - <u, x_t>|, random t and t_i = i")
+
+
+def _packing_exists(pk) -> bool:
+    """M' >= 2 and M(M-1)/2 e^{-(N-1) I} + e^{-M (1 - 1/K)^2 / 2} < 1 (recomputed from M, I)."""
+    if pk.M == -1:  # too many prompts to count: e^{(N-1) I} > e^60
+        return True
+    frac = 1 - 1 / P8_K
+    fail = pk.M * (pk.M - 1) / 2 * math.exp(-(pk.N - 1) * pk.rate) + math.exp(-pk.M * frac ** 2 / 2)
+    return math.ceil(frac * pk.M / 2) >= 2 and fail < 1
+
+
+def prop8_positive(inp: Prop8Inputs, ctx: Context) -> Verdict:
+    """The width bound is positive exactly where Prop 35's packing exists (N = 2..200)."""
+    wrong = [(r["N"], r["gamma"]) for r in inp.table if (r["width"] > 0) != _packing_exists(r["packing"])]
+    first = min(r["N"] for r in inp.table if r["width"] > 0 and r["gamma"] == P8_GAMMA)
+    return exact(len(wrong), 0, detail=f"lengths where they differ: {wrong[:4]}; positive from "
+                                       f"N = {first}")
+
+
+def prop8_norms_vanish(inp: Prop8Inputs, ctx: Context) -> Verdict:
+    """Where the width bound is 0 the norm bounds are too (ln = -inf, the paper's form 0), and
+    elsewhere the volume norm bound is finite."""
+    def consistent(r):
+        positive = r["width"] > 0
+        return ((r["norm2"] > -math.inf) == positive and r["norm2"] < math.inf
+                and (positive or r["paper"] == 0.0))
+    wrong = [(r["N"], r["gamma"]) for r in inp.table if not consistent(r)]
+    return exact(len(wrong), 0, detail=f"lengths where they differ: {wrong[:4]}")
+
+
+def prop8_norms_derived(inp: Prop8Inputs, ctx: Context) -> Verdict:
+    """Where the packing exists: the paper's form (s~ / sqrt 2) sqrt(ln M' / (8 ln(16 N + 1))) and
+    the volume bound (s~ / (2 sqrt 2)) expm1(ln M' / (2 d_h)) (d_h = 1, 8, 4N), relative."""
+    gaps = []
+    for r in (r for r in inp.table if r["width"] > 0):
+        pk, N = r["packing"], r["N"]
+        paper = pk.sep / math.sqrt(2) * math.sqrt(pk.log_M_good / (8 * math.log(16 * N + 1)))
+        gaps.append(abs(r["paper"] - paper) / paper)
+        for d_h, got in r["log_norm"].items():
+            vol = math.log(pk.sep / (2 * math.sqrt(2)) * math.expm1(pk.log_M_good / (2 * d_h)))
+            gaps.append(abs(got - vol) / max(1.0, abs(vol)))
+    return at_most(max(gaps), 1e-12, detail="largest relative gap (log scale for the volume form)")
+
+
+def _chernoff_rate(a: float) -> float:
+    """sup_theta [ln(1 + 2 theta) / 2 - theta a], the chi^2 lower-tail exponent, numerically."""
+    res = optimize.minimize_scalar(lambda th: th * a - 0.5 * math.log1p(2 * th), bounds=(0.0, 1e6),
+                                   method="bounded", options={"xatol": 1e-12})
+    return float(-res.fun)
+
+
+def prop8_rate(inp: Prop8Inputs, ctx: Context) -> Verdict:
+    """Prop 35's rate I(a) is the chi^2 Chernoff exponent (numerical maximisation), a = 1 - gamma."""
+    gap = max(abs(inp.packing(200, 0.01, K=P8_K, gamma=gm).rate / _chernoff_rate(1 - gm) - 1)
+              for gm in (0.3, 0.5, 0.7))
+    return at_most(gap, 1e-8, detail="largest relative gap, gamma = 0.3, 0.5, 0.7")
+
+
+def _derived_counts(N: int, rate: float):
+    """M = the largest integer with M (M - 1) <= e^{(N-1) I}, M' = ceil((1 - 1/K) M / 2) and the
+    failure bound, at 40 digits (rnn-lower-bounds.md section 1)."""
+    frac = 1 - 1 / P8_K
+    with mpmath.workdps(40):
+        X = mpmath.exp((N - 1) * mpmath.mpf(rate))
+        M = int(mpmath.floor((1 + mpmath.sqrt(1 + 4 * X)) / 2))
+        M = M - 1 if M * (M - 1) > X else M  # guard the floor at an exact square
+        fail = float(M * (M - 1) / 2 / X + mpmath.exp(-M * frac * frac / 2))
+    return M, math.ceil(frac * M / 2), fail
+
+
+P8_DERIVED_NS = tuple((N, 0.5) for N in range(2, P8_LOG_N)) + ((150, 0.3), (150, 0.7))
+
+
+def prop8_counts(inp: Prop8Inputs, ctx: Context) -> Verdict:
+    """The packing's M and M' are their 40-digit derivation (N = 2..622)."""
+    wrong = []
+    for N, gm in P8_DERIVED_NS:
+        pk = inp.packing(N, P8_C, K=P8_K, gamma=gm)
+        M, Mg, _ = _derived_counts(N, pk.rate)
+        wrong += [(N, gm)] if (pk.M, pk.M_good) != (M, Mg) else []
+    return exact(len(wrong), 0, detail=f"lengths where (M, M') differ: {wrong[:4]}")
+
+
+def prop8_record_derived(inp: Prop8Inputs, ctx: Context) -> Verdict:
+    """ln M', the failure bound (relative 1e-9), sqrt(2a(N-1)/N) and s~ = it - 2 sqrt(K c)
+    (relative 1e-12) are their derivation (N = 2..622); the largest gap / tolerance."""
+    worst = 0.0
+    for N, gm in P8_DERIVED_NS:
+        pk = inp.packing(N, P8_C, K=P8_K, gamma=gm)
+        _, Mg, fail = _derived_counts(N, pk.rate)
+        ans = math.sqrt(2 * (1 - gm) * (N - 1) / N)
+        worst = max(worst, abs(pk.log_M_good - math.log(Mg)) / math.log(Mg) / 1e-12 if Mg > 1 else 0,
+                    abs(pk.failure / fail - 1) / 1e-9, abs(pk.answer_sep / ans - 1) / 1e-12,
+                    abs(pk.sep / (ans - 2 * math.sqrt(P8_K * P8_C)) - 1) / 1e-12)
+    return at_most(worst, 1.0, detail="largest relative gap / its tolerance")
+
+
+def prop8_log_form(inp: Prop8Inputs, ctx: Context) -> Verdict:
+    """Past e^{(N-1) I} > e^60 the log form of ln M' is below the exact one by at most 1e-11."""
+    big = inp.packing(P8_LOG_N, P8_C, K=P8_K)
+    frac = 1 - 1 / P8_K
+    with mpmath.workdps(40):
+        X = mpmath.exp((P8_LOG_N - 1) * mpmath.mpf(big.rate))
+        exact_log = float(mpmath.log(mpmath.ceil(frac * mpmath.floor((1 + mpmath.sqrt(1 + 4 * X)) / 2)
+                                                 / 2)))
+    return close(exact_log - big.log_M_good, 0.5e-11, 0.5e-11,
+                 detail=f"exact ln M' - log form at N = {P8_LOG_N} (in [0, 1e-11])")
+
+
+def prop8_width_growth(inp: Prop8Inputs, ctx: Context) -> Verdict:
+    """Full profile: the smallest trained GRU width with risk <= c grows with N (at least 4x over
+    N = 4..16) on general 1STR; the quick profile does not train."""
+    if inp.widths is None:
+        return exact("not run (quick profile)", "not run (quick profile)")
+    ws = [w if w else 2 * P8_SCAN["widths"][-1] for _, w, _ in inp.widths]
+    mono = all(b >= a for a, b in zip(ws, ws[1:]))
+    return at_least(ws[-1] / ws[0] if mono else 0.0, 4.0, detail="; ".join(
+        f"N={N}: min width {w or '>' + str(P8_SCAN['widths'][-1])}" for N, w, _ in inp.widths))
 
 
 def _make_gru_batch(N: int, simple: bool, omega: torch.Tensor):
@@ -777,162 +978,69 @@ def _min_width(N: int, simple: bool, ctx: Context) -> tuple[int, list]:
     batch = _make_gru_batch(N, simple, omega)
     tried = []
     for w in cfg["widths"]:
-        g = ctx.generator(800 + 10 * N + w + (5000 if simple else 0), ctx.device)
+        g = ctx.generator("prop-8/gru-simple" if simple else "prop-8/gru", N, w, device=ctx.device)
         model = PracticalRNN(omega.shape[1] * 2 + 2, w, generator=g, device=ctx.device)
         with cpu_threads(1):
             fit_online(model, batch, steps=cfg["steps"], batch_size=64, lr=cfg["lr"], generator=g)
-            risk, _ = position_risk(model, batch, n=2048, generator=ctx.generator(899, ctx.device))
+            risk, _ = position_risk(model, batch, n=2048,
+                                    generator=ctx.generator("prop-8/gru-risk", device=ctx.device))
         tried.append((w, risk))
         if risk <= cfg["c"]:
             return w, tried
     return 0, tried
 
 
-def _width_scan(ctx: Context, simple: bool) -> tuple[bool, str]:
-    """Full profile: min trained width grows with N on general 1STR (and stays flat on simple)."""
-    widths = []
-    parts = []
-    for N in P8_SCAN["Ns"]:
-        w, tried = _min_width(N, simple, ctx)
-        widths.append(w if w else 2 * P8_SCAN["widths"][-1])
-        parts.append(f"N={N}: min width {w or '>' + str(P8_SCAN['widths'][-1])} ({', '.join(f'w{a}:{r:.2f}' for a, r in tried)})")
-    grows = all(b >= a for a, b in zip(widths, widths[1:])) and widths[-1] >= 4 * widths[0]
-    task = "simple-1STR" if simple else "general 1STR"
-    return grows, f"{task} GRU width scan (risk <= {P8_SCAN['c']}): " + "; ".join(parts)
+def _width_scan(ctx: Context, simple: bool) -> tuple:
+    """Full profile: (N, smallest trained width with risk <= c (0: none), tried) for each N."""
+    return tuple((N, *_min_width(N, simple, ctx)) for N in P8_SCAN["Ns"])
 
 
-P8_VALUE = ("value = the min normalised answer separation, limit sqrt(2a(N-1)/N) (Prop 35), holds means value >= "
-            "limit; the value is the answer-separation part only")
+def _simple_1str(inp: Prop8Inputs, ctx: Context) -> Prop8Inputs:
+    """Simple-1STR answers: the states know t (it is in every z_k), so the answer does not vary."""
+    M, N, _ = inp.x.shape
+    g = ctx.generator("prop-8/simple-targets", device=ctx.device)
+    return replace(inp, t=torch.randint(N, (M,), generator=g, device=inp.x.device))
 
 
-def _width_bound_rigour() -> tuple:
-    """Over N = 2..200 (and N = 100..115 at gamma = 0.3): the width bound (and the volume norm bound of Theorem 9,
-    finite) is positive only where Prop 35's packing exists (and there the paper's norm form and the volume norm bound
-    (s~ / (2 sqrt 2)) (exp(ln M' / (2 d_h)) - 1) equal their formulas), i.e. M' >= 2 good prompts
-    and failure probability M(M-1)/2 e^{-(N-1) I} + e^{-M (1 - 1/K)^2 / 2} < 1, recomputed here from M and the
-    chi^2 rate I (docs/derivations/rnn-lower-bounds.md). Returns (ok, first N with a positive bound)."""
-    ok, first = True, None
-    for Nv, gamma in [(Nv, P8_GAMMA) for Nv in range(2, 201)] + [(Nv, 0.3) for Nv in range(100, 116)]:
-        # (gamma = 0.3 at N = 107..109: M' = 2 good prompts but failure bound just above 1, the boundary case)
-        pk = prop8_packing(Nv, P8_C, K=P8_K, gamma=gamma)
-        positive = prop8_width_lower_bound(Nv, P8_C, 10.0, K=P8_K, gamma=gamma) > 0
-        norm = generalising_log_norm2(Nv, P8_C, 8, form="volume", K=P8_K, gamma=gamma)  # Theorem 9's rigorous form
-        ok &= (norm > -math.inf) == positive and norm < math.inf
-        if pk.M == -1:  # too many prompts to count: e^{(N-1) I} > e^60, the packing exists
-            exists = True
-        else:
-            frac = 1 - 1 / P8_K
-            fail = pk.M * (pk.M - 1) / 2 * math.exp(-(Nv - 1) * pk.rate) + math.exp(-pk.M * frac * frac / 2)
-            exists = math.ceil(frac * pk.M / 2) >= 2 and fail < 1
-        ok &= positive == exists
-        first = Nv if first is None and positive and gamma == P8_GAMMA else first
-        paper = prop8_norm_lower_bound_paper(Nv, P8_C, 4 * Nv, K=P8_K, gamma=gamma)
-        ok &= positive or paper == 0.0  # no packing: the paper's form gives 0
-        if positive:  # the paper's (uncertified) form: (s~ / sqrt 2) sqrt(ln M' / (C_M ln(4 d_h + 1))), d_h = 4N, C_M = 8
-            ok &= abs(paper - pk.sep / math.sqrt(2) * math.sqrt(pk.log_M_good / (8 * math.log(16 * Nv + 1)))) <= 1e-12 * paper
-            # the rigorous (volume) norm bound: UL >= (s~ / (2 sqrt 2)) (exp(ln M' / (2 d_h)) - 1), inverting the width
-            for d_h in (1, 8, 4 * Nv):
-                vol = pk.sep / (2 * math.sqrt(2)) * math.expm1(pk.log_M_good / (2 * d_h))
-                got = prop8_log_norm_lower_bound(Nv, P8_C, d_h, K=P8_K, gamma=gamma)
-                ok &= abs(got - math.log(vol)) <= 1e-12 * max(1.0, abs(math.log(vol)))
-    return ok, first
+def _misread_unit(inp: Prop8Inputs, ctx: Context) -> Prop8Inputs:
+    """An e_k^- unit reads relu(-s_2) for relu(xi): wrong only when t_i = i and both are
+    negative (a copy of the module, its weight edited)."""
+    model = copy.deepcopy(inp.slot.model)
+    N = inp.slot.omega.shape[0]
+    W = model.f_y[2].weight
+    with torch.no_grad():
+        W[3 * N:4 * N, 2 + N], W[3 * N:4 * N, 2 * N] = W[3 * N:4 * N, 2 * N].clone(), 0.0
+    return replace(inp, slot=replace(inp.slot, model=model))
 
 
-def _chernoff_rate(a: float) -> float:
-    """sup_theta [ln(1 + 2 theta) / 2 - theta a], the chi^2 lower-tail Chernoff exponent, by numerical maximisation."""
-    res = optimize.minimize_scalar(lambda th: th * a - 0.5 * math.log1p(2 * th), bounds=(0.0, 1e6), method="bounded",
-                                   options={"xatol": 1e-12})
-    return float(-res.fun)
-
-
-def _packing_as_derived() -> tuple:
-    """Prop 35's packing record recomputed from docs/derivations/rnn-lower-bounds.md section 1: the rate I(a)
-    against a numerical Chernoff maximisation, M the largest integer with M (M - 1) <= e^{(N-1) I} (40 digits),
-    M' = ceil((1 - 1/K) M / 2), the failure bound, s~, the log form for e^{(N-1) I} > e^60 against the exact ln M',
-    and the largest admissible c = a (N - 1) / (2 K N). Returns (ok, text)."""
-    ok, worst = True, 0.0
-    for gamma in (0.3, 0.5, 0.7):
-        a = 1 - gamma
-        pk = prop8_packing(200, 0.01, K=P8_K, gamma=gamma)
-        worst = max(worst, abs(pk.rate / _chernoff_rate(a) - 1))
-    ok &= worst <= 1e-8
-    frac = 1 - 1 / P8_K
-    for Nv, gamma in [(Nv, 0.5) for Nv in range(2, P8_LOG_N)] + [(150, 0.3), (150, 0.7)]:
-        a = 1 - gamma
-        pk = prop8_packing(Nv, P8_C, K=P8_K, gamma=gamma)
-        with mpmath.workdps(40):
-            X = mpmath.exp((Nv - 1) * mpmath.mpf(pk.rate))
-            M = int(mpmath.floor((1 + mpmath.sqrt(1 + 4 * X)) / 2))
-            M = M - 1 if M * (M - 1) > X else M  # guard the floor at an exact square
-            fail = float(M * (M - 1) / 2 / X + mpmath.exp(-M * frac * frac / 2))
-        Mg = math.ceil(frac * M / 2)
-        ans = math.sqrt(2 * a * (Nv - 1) / Nv)
-        ok &= (pk.M, pk.M_good) == (M, Mg) and math.isclose(pk.log_M_good, math.log(Mg), rel_tol=1e-12)
-        ok &= math.isclose(pk.failure, fail, rel_tol=1e-9) and math.isclose(pk.answer_sep, ans, rel_tol=1e-12)
-        ok &= math.isclose(pk.sep, ans - 2 * math.sqrt(P8_K * P8_C), rel_tol=1e-12)
-        c_max = a * (Nv - 1) / (2 * P8_K * Nv)
-        if Nv % 50 == 0:  # the boundary of the accepted c, on every 50th length and both gammas at N = 150
-            ok &= _accepts_c(Nv, c_max * (1 - 1e-9), gamma) and not _accepts_c(Nv, c_max * (1 + 1e-9), gamma)
-    big = prop8_packing(P8_LOG_N, P8_C, K=P8_K)  # (N - 1) I = 60.07: the log branch, just past its threshold
-    with mpmath.workdps(40):
-        X = mpmath.exp((P8_LOG_N - 1) * mpmath.mpf(big.rate))
-        exact = float(mpmath.log(mpmath.ceil(frac * mpmath.floor((1 + mpmath.sqrt(1 + 4 * X)) / 2) / 2)))
-    log_gap = exact - big.log_M_good
-    ok &= big.M == -1 and 0 <= log_gap <= 1e-11
-    return ok, (f"packing record = its derivation (rate vs numerical Chernoff, largest gap {worst:.1e}; M, M', "
-                f"failure, s~ at N = 2..622 to 40 digits; c_max = a(N-1)/(2KN) the boundary of the accepted c; "
-                f"log form at N = {P8_LOG_N} below the exact ln M' by {log_gap:.1e} <= 1e-11): {ok}")
-
-
-P8_LOG_N = 623
-
-
-def _accepts_c(Nv: int, c: float, gamma: float) -> bool:
-    try:
-        prop8_packing(Nv, c, K=P8_K, gamma=gamma)
-        return True
-    except ValueError:
-        return False
-
-
-def _prop8(ctx: Context) -> Outcome:
-    ok_a, det_a, sep, need = _answer_separation(ctx, simple=False)
-    ok_b, det_b = _state_separation(ctx)
-    rigour, first = _width_bound_rigour()
-    derived, det_d = _packing_as_derived()
-    details = [det_a, det_b, f"width bound positive exactly where the packing exists (N = 2..200; from N = {first}), "
-                             f"the volume norm bound = (s~ / (2 sqrt 2)) expm1(ln M' / (2 d_h)) there (d_h = 1, 8, 4N)",
-               det_d]
-    ok = ok_a and ok_b and rigour and derived
-    if ctx.profile != "quick":
-        ok_c, det_c = _width_scan(ctx, simple=False)
-        ok &= ok_c
-        details.append(det_c)
-    what = "packing (answers + states)" if ctx.profile == "quick" else "packing + trained width scan"
-    details.append(P8_VALUE + " (holds also needs the state separation" +
-                   (")" if ctx.profile == "quick" else " and the width growth)"))
-    return Outcome(measured=what + (" hold" if ok else " FAIL"), bound="separation >= Prop 35; width grows with N",
-                   holds=ok, detail="; ".join(details), value=sep, limit=need)
-
-
-def _prop8_falsifier(ctx: Context) -> Outcome:
-    ok_a, det_a, sep, need = _answer_separation(ctx, simple=True)
-    details, holds = [det_a], ok_a
-    if ctx.profile != "quick":
-        ok_c, det_c = _width_scan(ctx, simple=True)
-        holds = holds or ok_c  # caught only if every part fails on simple-1STR
-        details.append(det_c)
-    details.append(P8_VALUE + ("" if ctx.profile == "quick" else " (holds also when the width scan grows)"))
-    return Outcome(measured="simple-1STR " + ("passes" if holds else "fails"), bound="must fail",
-                   holds=holds, detail="; ".join(details), value=sep, limit=need)
-
-
-register(Legacy(
-    id="prop-8", ref_seed="Prop 8 (Prop 35)", ref_conference="Prop 6 (Prop 35)",
-    statement="risk <= c at a position forces the states of e^{Omega(N)} prompts sharing x_i into a packing "
-              "(quick: answer + state separation; full: trained GRU width grows with N)",
-    check=_prop8, falsifier=_prop8_falsifier,
-    falsifier_statement="the same separation (and width-growth) checks on simple-1STR must fail",
+register(Claim(
+    id="prop-8", ref=Ref("Prop 8 (Prop 35)", "Prop 6 (Prop 35)"),
+    statement="risk <= c at a position forces the states of e^{Omega(N)} prompts sharing x_i into "
+              "a packing (quick: answer + state separation; full: trained GRU width grows with N)",
+    inputs=prop8_inputs,
+    checks=[Check("answer separation >= sqrt(2a(N-1)/N)", prop8_answers),
+            Check("conditional errors <= K c", prop8_conditional_errors),
+            Check("tokens inside the r_x ball", prop8_inside),
+            Check("states separated by s~/lambda", prop8_separated),
+            Check("chain ||dP|| <= lambda ||dw||", prop8_chain),
+            Check("d_h >= width bound", prop8_width),
+            Check("width bound inverts the volume bound", prop8_width_inverts),
+            Check("exact on the r_x sphere", prop8_sphere),
+            Check("width bound positive iff the packing exists", prop8_positive),
+            Check("norm bounds vanish with the width bound", prop8_norms_vanish),
+            Check("norm bounds as derived", prop8_norms_derived),
+            Check("rate = Chernoff exponent", prop8_rate),
+            Check("M and M' as derived", prop8_counts),
+            Check("ln M', failure, separations as derived", prop8_record_derived),
+            Check("log form of ln M' as derived", prop8_log_form),
+            Check("trained GRU width grows with N", prop8_width_growth)],
+    faults=[Fault("simple-1STR answers", _simple_1str,
+                  breaks=("answer separation >= sqrt(2a(N-1)/N)",)),
+            Fault("e_k^- unit misreads", _misread_unit, breaks=("exact on the r_x sphere",))],
+    builds=(slot_memory_rnn,),
+    bounds=(prop8_packing, prop8_width_lower_bound, prop8_log_norm_lower_bound,
+            prop8_norm_lower_bound_paper),
+    derivation="docs/derivations/rnn-lower-bounds.md",
 ))
 
 # ---------------------------------------------------------------- thm-9

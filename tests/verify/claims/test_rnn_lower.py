@@ -1,5 +1,7 @@
 """Helpers and registration of verify/claims/rnn_lower.py (tests/verify/claims/test_registered.py runs every claim)."""
 
+import math
+
 import pytest
 import torch
 
@@ -59,18 +61,6 @@ def test_clopper_pearson():
     assert rnn_lower.clopper_pearson(10, 10)[1] == 1.0
 
 
-def test_answer_vectors():
-    import torch
-    x = torch.arange(12, dtype=torch.float64).reshape(2, 3, 2)
-    u = torch.tensor([1.0, 0.0], dtype=torch.float64)
-    assert torch.equal(rnn_lower._answer_vectors(x, u), x[..., 0])
-    t = torch.tensor([1, 2])
-    A = rnn_lower._answer_vectors(x, u, t)
-    assert torch.equal(A, torch.tensor([[2.0] * 3, [10.0] * 3], dtype=torch.float64))
-
-
-# ---------------------------------------------------------------- lemma-38
-
 def test_lemma38_checks_and_faults():
     claim, inp, v = _faults_caught("lemma-38")
     head = v["||a'||^2 <= 16 ||y||^2 / eps^2"]
@@ -103,6 +93,34 @@ def test_lemma36_bound_check_sees_a_smaller_constant():
     claim, inp, v = _run("lemma-36")
     tiny = dataclasses.replace(inp, bound=lambda n: 1e-3 * n ** 3)
     assert not claim.check("||vec||^2 <= C n^3").run(tiny, Context()).holds
+
+
+# ---------------------------------------------------------------- prop-8
+
+def test_prop8_checks_and_faults():
+    claim, inp, v = _faults_caught("prop-8")
+    assert v["answer separation >= sqrt(2a(N-1)/N)"].bound == pytest.approx(math.sqrt(255 / 256))
+    assert "positive from N = 33" in v["width bound positive iff the packing exists"].detail
+
+
+def test_prop8_answers_of_simple_1str_do_not_vary():
+    """The simple-1STR fault's answers: <u, x_t> repeated N times (normalised separation 0)."""
+    claim, inp, _ = _run("prop-8")
+    broken = claim.faults[0].apply(inp, Context())
+    M = inp.x.shape[0]
+    want = (inp.x[torch.arange(M), broken.t] @ inp.u)[:, None]
+    assert torch.equal(rnn_lower._answer_vectors(inp.x, inp.u, broken.t), want.expand(M, 256))
+
+
+def test_prop8_width_bound_substituted():
+    """A width bound 1e4 times the rigorous one (0.32 here) exceeds d_h = N d and fails the width check."""
+    import dataclasses
+
+    from qstr.bounds.recurrent import prop8_width_lower_bound
+
+    claim, inp, _ = _run("prop-8")
+    big = dataclasses.replace(inp, width_bound=lambda *a, **k: 1e4 * prop8_width_lower_bound(*a, **k))
+    assert not claim.check("d_h >= width bound").run(big, Context()).holds
 
 
 # ---------------------------------------------------------------- thm-7
@@ -174,25 +192,6 @@ def _quick():
     from qstr.verify.registry import Context
 
     return Context(profile="quick")
-
-
-def test_state_separation_asks_every_position_for_its_own_token(monkeypatch):
-    """prop-8's exact generalising RNN: an e_k^- unit reading relu(-s_2) for relu(xi) (wrong only when t_i = i and
-    both are negative) is caught by the t_i = i prompts on the r_x sphere."""
-    honest = rnn_lower.slot_memory_rnn
-
-    def misread(omega, u, **kw):
-        model, gu = honest(omega, u, **kw)
-        N = omega.shape[0]
-        W = model.f_y[2].weight
-        with torch.no_grad():
-            W[3 * N:4 * N, 2 + N], W[3 * N:4 * N, 2 * N] = W[3 * N:4 * N, 2 * N].clone(), 0.0
-        return model, gu
-
-    assert rnn_lower._state_separation(_quick())[0]
-    monkeypatch.setattr(rnn_lower, "slot_memory_rnn", misread)
-    ok, detail = rnn_lower._state_separation(_quick())
-    assert not ok and "t_i = i" in detail
 
 
 def test_thm9_pins_the_memoriser_constant_at_its_default(monkeypatch):
