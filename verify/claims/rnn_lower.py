@@ -1048,120 +1048,186 @@ register(Claim(
 T9_NS = tuple(2 ** k for k in range(8, 21, 2))
 T9_DEPTH = 2
 T9_D = 4
+T9_NS_BUILT = (16, 64, 256, 1024, 4096)  # N grid for norms measured on constructions.recurrent
 
 
-def _crossover_slopes(log_req_fn) -> tuple[np.ndarray, list]:
-    vals = [theorem9_crossover(log_req_fn(N), depth=T9_DEPTH, K_y=K_Y) for N in T9_NS]
-    return loglog_slope(lambda N: theorem9_crossover(log_req_fn(N), depth=T9_DEPTH, K_y=K_Y), T9_NS), vals
+@dataclass(frozen=True, eq=False)
+class Thm9Inputs:
+    """The generalisation requirements (ln ||vec||^2 by N, per form), the memoriser bound, the
+    crossover n*(N) computed from it, and memorisers built on general-1STR prompts."""
+
+    requirements: dict  # form -> {N: ln ||vec||^2 a generalising RNN needs}
+    memoriser_bound: Callable[[int], float]  # C n^3
+    crossover: Callable[[float], float]  # n* with memoriser_bound(n*) = e^requirement
+    memorisers: Tuple[tuple, ...]  # (n, module, labels at the position)
 
 
-T9_NS_BUILT = (16, 64, 256, 1024, 4096)  # N grid for norms measured on constructions.recurrent.build_rnn
+def _requirements() -> dict:
+    """Prop 8's requirement in the paper's (d_h = N d) and the volume (d_h = sqrt N) forms."""
+    def paper(N):
+        return generalising_log_norm2(N, P8_C, N * T9_D, depth=T9_DEPTH, form="paper")
+
+    def volume(N):
+        return generalising_log_norm2(N, P8_C, math.isqrt(N), depth=T9_DEPTH, form="volume")
+    return {"paper (d_h = N d, uncertified)": {N: paper(N) for N in T9_NS},
+            "volume (d_h = sqrt N, rigorous)": {N: volume(N) for N in T9_NS}}
 
 
-def _built_prop28_log_norm2(N: int, device) -> float:
-    """ln ||vec theta||^2 of the Prop 28 RNN built by constructions.recurrent (measured on the module)."""
-    from qstr.constructions.codes import rs_hadamard_codebook
-    from qstr.constructions.interpolation import parameter_norm2
-    from qstr.constructions.links import make_link
-    from qstr.constructions.recurrent import build_rnn
-
-    net = make_link("linear", 1, T9_D, generator=torch.Generator().manual_seed(9)).two_layer_net()
-    book = rs_hadamard_codebook(N, dtype=torch.float64)
-    with cpu_threads(1):
-        return math.log(parameter_norm2(build_rnn(book, T9_D, net, eps=0.1).module(device=device)))
+def _memoriser_bound(n: int) -> float:
+    return memoriser_norm2_bound(n, depth=T9_DEPTH, K_y=K_Y)
 
 
-def _requirement_as_derived() -> tuple:
-    """generalising_log_norm2 = ln L + (2 / L)(ln UL_min - ln r_h) (AM-GM over L layers) for both forms of UL_min, and
-    theorem9_crossover inverts memoriser_norm2_bound at the defaults both take (docs/derivations/rnn-lower-bounds.md).
-    Returns (ok, largest relative gap)."""
+def _crossover(log_requirement: float) -> float:
+    return theorem9_crossover(log_requirement, depth=T9_DEPTH, K_y=K_Y)
+
+
+def _memorisers(ctx: Context, ns, position) -> tuple:
+    """(n, memoriser, labels at position 5) on n general-1STR prompts of length 64."""
+    mems = []
+    for n in ns:
+        x, t, y = _prompts(n, 64, ctx.generator("thm-9/prompts", n, device=ctx.device), ctx.device)
+        with cpu_threads(1):
+            model, _ = memorising_rnn(x, y, D_in=L36_D, position=position,
+                                      generator=ctx.generator("thm-9/memoriser", n,
+                                                              device=ctx.device))
+        mems.append((n, model, y[:, 5]))
+    return tuple(mems)
+
+
+def thm9_inputs(ctx: Context) -> Thm9Inputs:
+    """Requirements over N = 2^8..2^20 and memorisers at position 5 for n = 8, 32 (.. 128 full)."""
+    mems = _memorisers(ctx, ctx.pick(quick=(8, 32), full=(8, 32, 128)), 5)
+    return Thm9Inputs(_requirements(), _memoriser_bound, _crossover, mems)
+
+
+def thm9_slopes(inp: Thm9Inputs, ctx: Context) -> Verdict:
+    """Theorem 9: n*(N) grows like a power of N: every log-log slope >= 1 / (2 (L_y + 4)), the
+    smallest over the requirement's forms."""
+    worst = []
+    for form, logs in inp.requirements.items():
+        Ns = sorted(logs)
+        slopes = loglog_slope(lambda N: inp.crossover(logs[N]), Ns)
+        worst.append((float(np.min(slopes)), form, Ns))
+    slope, form, Ns = min(worst)
+    return at_least(slope, 0.5 / (T9_DEPTH + 4), detail=(
+        f"smallest slope: {form}, N = {Ns[0]}..{Ns[-1]}; target 1/(L_y+4) = "
+        f"{1 / (T9_DEPTH + 4):.3f}, L_y = {T9_DEPTH}, c = {P8_C}"))
+
+
+def thm9_memoriser(inp: Thm9Inputs, ctx: Context) -> Verdict:
+    """The memoriser side: ||vec||^2 <= C n^3 (on the module), where ||y||^2 <= K_y n holds."""
+    rows = [(parameter_norm2(m) / inp.memoriser_bound(n), n, m) for n, m, y in inp.memorisers
+            if float(y @ y) <= K_Y * n]
+    if not rows:
+        return exact("no memoriser with ||y||^2 <= K_y n", "one at least")
+    _, n, m = max(rows, key=lambda r: r[0])
+    norm2 = parameter_norm2(m)
+    count = sum(p.numel() for p in m.parameters())
+    return at_most(norm2, inp.memoriser_bound(n), Rounding(n=count, scale=norm2,
+                                                            what="(parameter count) eps ||vec||^2"),
+                   detail=f"worst n = {n} of {[r[1] for r in rows]}")
+
+
+def thm9_constant(inp: Thm9Inputs, ctx: Context) -> Verdict:
+    """The memoriser bound at depth 2, K_y = 6 is Lemma 36's C36 sqrt(6) n^3, C36 = 2 sqrt((144/pi)
+    (5 + pi/72)) (docs/derivations/interpolation.md)."""
+    C = C36_DERIVED * math.sqrt(6.0)
+    gap = max(abs(inp.memoriser_bound(n) / (C * n ** 3) - 1) for n in (2, 8, 64, 1000, 10 ** 6))
+    return at_most(gap, 1e-9, detail=f"C = {C:.4f}, n = 2 .. 1e6, largest relative gap")
+
+
+def thm9_inverts(inp: Thm9Inputs, ctx: Context) -> Verdict:
+    """The crossover inverts the memoriser bound: n*(ln memoriser_bound(n)) = n."""
+    gap = max(abs(inp.crossover(math.log(inp.memoriser_bound(n))) / n - 1) for n in (10, 1000))
+    return at_most(gap, 1e-9, detail="n = 10, 1000, largest relative gap")
+
+
+def thm9_requirement(inp: Thm9Inputs, ctx: Context) -> Verdict:
+    """generalising_log_norm2 = ln L + (2 / L)(ln UL_min - ln r_h) (AM-GM over L layers), both forms
+    of UL_min (docs/derivations/rnn-lower-bounds.md)."""
     gaps = []
     for depth, r_h in ((2, 1.0), (3, 2.5)):
         for form, lg in (("paper", math.log(prop8_norm_lower_bound_paper(4096, P8_C, 64))),
                          ("volume", prop8_log_norm_lower_bound(4096, P8_C, 64))):
             want = math.log(depth) + 2.0 / depth * (lg - math.log(r_h))
-            gaps.append(abs(generalising_log_norm2(4096, P8_C, 64, depth=depth, r_h=r_h, form=form) / want - 1))
-    for n in (10, 1000):
-        gaps.append(abs(theorem9_crossover(math.log(memoriser_norm2_bound(n))) / n - 1))
-        gaps.append(abs(theorem9_crossover(math.log(memoriser_norm2_bound(n, depth=3)), depth=3) / n - 1))
-    return max(gaps) <= 1e-9, max(gaps)
+            got = generalising_log_norm2(4096, P8_C, 64, depth=depth, r_h=r_h, form=form)
+            gaps.append(abs(got / want - 1))
+    return at_most(max(gaps), 1e-9, detail="N = 4096, d_h = 64, depth 2 and 3")
 
 
-def _thm9(ctx: Context, simple: bool) -> Outcome:
-    """n*(N) must grow like a power of N: every log-log slope >= 1 / (2 (L_y + 4)).
+def _built_prop28_log_norm2(N: int, ctx: Context) -> float:
+    """ln ||vec theta||^2 of the Prop 28 RNN built by constructions.recurrent (on the module)."""
+    from qstr.constructions.codes import rs_hadamard_codebook
+    from qstr.constructions.links import make_link
+    from qstr.constructions.recurrent import build_rnn
 
-    General 1STR: holds when both requirement forms show it. Simple-1STR (falsifier): the
-    outcome "holds" if ANY Prop 28 norm (built module or layer-radius formula) shows it, so the
-    falsifier is caught only when every version fails.
-    """
-    target = 1.0 / (T9_DEPTH + 4)
-    thr = 0.5 * target
-    parts = []
-    if simple:
-        forms = {
-            "Prop 28 built (constructions.recurrent, measured ||vec||^2)":
-                (lambda N: _built_prop28_log_norm2(N, ctx.device), T9_NS_BUILT),
-            "Prop 28 layer radii (bounds.recurrent.prop28_norm2)":
-                (lambda N: math.log(prop28_norm2(N, Theorem7Params(q=1, d=T9_D))), T9_NS),
-        }
-    else:
-        forms = {
-            "paper (d_h = N d, uncertified)":
-                (lambda N: generalising_log_norm2(N, P8_C, N * T9_D, depth=T9_DEPTH, form="paper"), T9_NS),
-            "volume (d_h = sqrt N, rigorous)":
-                (lambda N: generalising_log_norm2(N, P8_C, math.isqrt(N), depth=T9_DEPTH, form="volume"), T9_NS),
-        }
-    verdicts, last, lowest = [], None, []
-    for name, (fn, Ns) in forms.items():
-        logs = {N: fn(N) for N in Ns}
-        vals = [theorem9_crossover(logs[N], depth=T9_DEPTH, K_y=K_Y) for N in Ns]
-        slopes = loglog_slope(lambda N: theorem9_crossover(logs[N], depth=T9_DEPTH, K_y=K_Y), Ns)
-        verdicts.append(bool(np.all(slopes >= thr)))
-        lowest.append(float(np.min(slopes)))
-        last = slopes[-1] if last is None else last
-        parts.append(f"{name}: N = {Ns[0]}..{Ns[-1]}, requirement ||vec||^2 {math.exp(logs[Ns[0]]):.4g} -> "
-                     f"{math.exp(logs[Ns[-1]]):.4g}, n* = {', '.join(f'{v:.3g}' for v in vals)}; "
-                     f"slopes {', '.join(f'{s:.3f}' for s in slopes)}")
-    ok = any(verdicts) if simple else all(verdicts)
-    # the memoriser side, measured: ||vec||^2 <= C n^3 (point-wise, N-free)
+    g = ctx.generator("thm-9/prop28-link")
+    net = make_link("linear", 1, T9_D, generator=g).two_layer_net()
+    book = rs_hadamard_codebook(N, dtype=torch.float64)
+    with cpu_threads(1):
+        rnn = build_rnn(book, T9_D, net, eps=0.1).module(device=ctx.device)
+        return math.log(parameter_norm2(rnn))
+
+
+def _simple_built(inp: Thm9Inputs, ctx: Context) -> Thm9Inputs:
+    """Simple-1STR: the requirement is the built Prop 28 RNN's ||vec||^2 (N-free, polylog)."""
+    logs = {N: _built_prop28_log_norm2(N, ctx) for N in T9_NS_BUILT}
+    return replace(inp, requirements={"Prop 28 built (measured ||vec||^2)": logs})
+
+
+def _simple_radii(inp: Thm9Inputs, ctx: Context) -> Thm9Inputs:
+    """Simple-1STR: the requirement is Prop 28's layer-radius norm (bounds.recurrent)."""
+    logs = {N: math.log(prop28_norm2(N, Theorem7Params(q=1, d=T9_D))) for N in T9_NS}
+    return replace(inp, requirements={"Prop 28 layer radii": logs})
+
+
+def _bound_n2(inp: Thm9Inputs, ctx: Context) -> Thm9Inputs:
+    """The memoriser bound with exponent 2 (C n^2) in place of Lemma 36's n^3; the crossover
+    still computed from n^3."""
+    return replace(inp, memoriser_bound=lambda n: _memoriser_bound(n) / n)
+
+
+def _every_position(inp: Thm9Inputs, ctx: Context) -> Thm9Inputs:
+    """A memoriser of the labels at every position (n N points, n = 8) in place of position 5."""
+    return replace(inp, memorisers=_memorisers(ctx, (8,), "all"))
+
+
+def _crossover_exponent2(inp: Thm9Inputs, ctx: Context) -> Thm9Inputs:
+    """The crossover computed from the exponent 2 (n* = (e^req / C)^(1/2)) in place of 3."""
     C = lemma36_constant(K_Y)
-    g = ctx.generator(90, ctx.device)
-    for n in ctx.pick(quick=(8, 32), full=(8, 32, 128)):
-        x, t, y = _prompts(n, 64, g, ctx.device)
-        with cpu_threads(1):
-            mem, gu = memorising_rnn(x, y, D_in=L36_D, position=5, generator=g)
-        rnd = _norm_rounding(gu, mem)
-        mem_ok = rnd.within(gu.norm2, memoriser_norm2_bound(n, depth=T9_DEPTH, K_y=K_Y)) or float(y[:, 5] @ y[:, 5]) > K_Y * n
-        ok = ok and mem_ok if not simple else ok
-        parts.append(f"memoriser n={n}: ||vec||^2 {gu.norm2:.3g} <= C n^3 = {C * n ** 3:.3g} ({rnd})")
-    # the crossover rests on memoriser_norm2_bound; at its defaults (depth 2, K_y = 6, as users call it) it must be
-    # Lemma 36's C n^3 with C = C36 sqrt(6), C36 = 2 sqrt((144/pi)(5 + pi/72)) (docs/derivations/interpolation.md)
-    derived_C = 2.0 * math.sqrt(144.0 / math.pi * (5.0 + math.pi / 72.0)) * math.sqrt(6.0)
-    ident = max(abs(memoriser_norm2_bound(n) / (derived_C * n ** 3) - 1) for n in (2, 8, 64, 1000, 10 ** 6))
-    ident = max(ident, abs(lemma36_constant() / derived_C - 1), abs(C / derived_C - 1))
-    derived, gap = _requirement_as_derived()
-    ok = ok and ident <= 1e-9 and derived if not simple else ok
-    parts.append(f"memoriser_norm2_bound(n) and lemma36_constant() at their defaults against the derived "
-                 f"C36 sqrt(6) n^3 = {derived_C:.4f} n^3: largest relative gap {ident:.1e} (<= 1e-9); requirement = "
-                 f"ln L + (2/L)(ln UL - ln r_h) and the crossover inverting the memoriser bound at its defaults: "
-                 f"largest relative gap {gap:.1e} (<= 1e-9)")
-    task = "simple-1STR (Prop 28 norm)" if simple else "general 1STR (Prop 8 requirement)"
-    # every form must pass (check), any form passing is enough (falsifier): the smallest slope of the worst / best form
-    value = max(lowest) if simple else min(lowest)
-    parts.append(f"value = the smallest log-log slope of n*(N) {'of the best form' if simple else 'over every form'} "
-                 f"({value:.3f}), limit {thr:.3f}, holds means value >= limit"
-                 + ("" if simple else " (and the memoriser checks above)"))
-    return Outcome(measured=f"last slope of n*(N) {last:.3f}", bound=f">= {thr:.3f} (target 1/(L_y+4) = {target:.3f})",
-                   holds=ok, detail=f"{task}, L_y = {T9_DEPTH}, c = {P8_C}: " + "; ".join(parts),
-                   value=value, limit=thr)
+    return replace(inp, crossover=lambda lr: math.exp((lr - math.log(C)) / 2))
 
 
-register(Legacy(
-    id="thm-9", ref_seed="Thm 9", ref_conference="Thm 7",
-    statement="memoriser ||vec||^2 <= C n^3 (N-free) vs the Prop 8 requirement: the crossover n*(N) below which "
-              "min-norm ERM prefers memorising grows like a power of N",
-    check=lambda ctx: _thm9(ctx, False), falsifier=lambda ctx: _thm9(ctx, True),
-    falsifier_statement="the same comparison on simple-1STR, where the Prop 28 RNN's norm is N-free (polylog), must fail",
+def _bound_k5(inp: Thm9Inputs, ctx: Context) -> Thm9Inputs:
+    """The memoriser bound and crossover at K_y = 5 (C36 sqrt 5) in place of 6."""
+    return replace(inp, memoriser_bound=lambda n: memoriser_norm2_bound(n, K_y=5.0),
+                   crossover=lambda lr: theorem9_crossover(lr, K_y=5.0))
+
+
+register(Claim(
+    id="thm-9", ref=Ref("Thm 9", "Thm 7"),
+    statement="memoriser ||vec||^2 <= C n^3 (N-free) vs the Prop 8 requirement: the crossover "
+              "n*(N) below which min-norm ERM prefers memorising grows like a power of N",
+    inputs=thm9_inputs,
+    checks=[Check("n*(N) slopes >= 1/(2(L_y+4))", thm9_slopes),
+            Check("memoriser ||vec||^2 <= C n^3", thm9_memoriser),
+            Check("C = C36 sqrt(6)", thm9_constant),
+            Check("crossover inverts the memoriser bound", thm9_inverts),
+            Check("requirement = AM-GM over L layers", thm9_requirement)],
+    faults=[Fault("simple-1STR, Prop 28 built", _simple_built,
+                  breaks=("n*(N) slopes >= 1/(2(L_y+4))",)),
+            Fault("simple-1STR, Prop 28 radii", _simple_radii,
+                  breaks=("n*(N) slopes >= 1/(2(L_y+4))",)),
+            Fault("memoriser bound C n^2", _bound_n2,
+                  breaks=("C = C36 sqrt(6)", "crossover inverts the memoriser bound")),
+            Fault("crossover from exponent 2", _crossover_exponent2,
+                  breaks=("crossover inverts the memoriser bound",)),
+            Fault("memorise every position", _every_position,
+                  breaks=("memoriser ||vec||^2 <= C n^3",)),
+            Fault("K_y = 5", _bound_k5, breaks=("C = C36 sqrt(6)",))],
+    builds=(memorising_rnn,), bounds=(memoriser_norm2_bound, theorem9_crossover,
+                                      generalising_log_norm2),
+    derivation="docs/derivations/rnn-lower-bounds.md",
 ))
 
 # ---------------------------------------------------------------- thm-7
