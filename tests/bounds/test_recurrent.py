@@ -210,3 +210,10 @@ def test_prop8_packing_log_branch_past_e60():
     big = prop8_packing(623, 0.05, K=2.0)
     assert big.M == -1 and big.M_good == -1 and not big.vacuous
     assert prop8_packing(622, 0.05, K=2.0).M > 0
+
+
+def test_theorem7_params_documented_defaults():
+    """Theorem7Params() are the constants docs/derivations/rnn-lower-bounds.md section 4 quotes
+    its numbers at (moved from the claim thm-7)."""
+    assert Theorem7Params() == Theorem7Params(q=1, d=4, r_a=1.0, r_w=1.0, m_g=16, eps_2nn=0.01, C_x=1.0,
+                                              C_y=1.0, s=1.0, mu=0.5, delta=0.05, d_e=None)

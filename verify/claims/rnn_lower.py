@@ -33,6 +33,7 @@ from qstr.bounds.recurrent import (
     prop8_packing,
     prop8_width_lower_bound,
     theorem7_bound,
+    theorem7_sample_size,
     theorem9_crossover,
 )
 from qstr.constructions.codes import build_codebook
@@ -57,7 +58,6 @@ from qstr.constructions.interpolation import (
     slot_memory_rnn,
 )
 from qstr.verify.claim import Check, Claim, Context, Fault, Ref, Verdict, at_least, at_most, close, exact
-from qstr.verify.legacy import Claim as Legacy, Outcome
 from qstr.verify.registry import register
 from qstr.verify.threads import cpu_threads
 from qstr.verify.rounding import Rounding, largest
@@ -1296,24 +1296,6 @@ def t7_layers_mp(n, N: int, P: Theorem7Params) -> tuple:
     return rx2, trans, out
 
 
-def t7_constants_gap(params: Theorem7Params, points=((10 ** 3, 16), (10 ** 3, 1024), (10 ** 3, 2 ** 20),
-                                                   (10 ** 9, 2 ** 20))) -> float:
-    """Largest relative gap of Theorem 7's class constants against :func:`theorem7_bound_mp`'s: the record's radius
-    R_Theta and sample Lipschitz constant A = sqrt(A_y^2 + ((N - 1) Lambda_y A_h)^2), and ``prop28_norm2`` = R_Theta^2
-    (both transitions counted, docs/derivations/rnn-lower-bounds.md section 4)."""
-    import mpmath as mp
-
-    from qstr.bounds import recurrent as rec
-
-    gap = 0.0
-    with mp.workdps(T7_DPS):
-        for nv, Nv in points:
-            b, ref = rec.theorem7_bound(nv, Nv, params), theorem7_bound_mp(nv, Nv, params, pieces=True)
-            gap = max(gap, *(float(abs(getattr(b, k) - ref[k]) / ref[k]) for k in ("lipschitz", "radius")),
-                      float(abs(prop28_norm2(Nv, params, n=nv) - ref["radius"] ** 2) / ref["radius"] ** 2))
-    return gap
-
-
 def theorem7_bound_mp(n, N: int, params: Theorem7Params, pieces: bool = False):
     """The Theorem 7 bound at (n, N) in mpmath at the working precision (call inside ``mpmath.workdps``), written
     from docs/derivations/rnn-lower-bounds.md section 4 (the class of Prop 28, pieces 1-7) independently of
@@ -1347,107 +1329,153 @@ def theorem7_bound_mp(n, N: int, params: Theorem7Params, pieces: bool = False):
     return {"total": total, "lipschitz": A, "radius": R_theta} if pieces else total
 
 
-def thm7_agreement(params: Theorem7Params, bound=None, sample_size=None, points=T7_AGREE_POINTS, Ns=T7_ROOT_NS):
-    """(largest relative gap of the bound over ``points``, largest relative gap of n(N) over ``Ns``, rows).
-
-    Bound: ``bound(n, N, params)`` (default ``theorem7_bound(...).total``) against :func:`theorem7_bound_mp`
-    at 40 digits. Sample size: ``sample_size(N)`` (default ``theorem7_sample_size(T7_TARGET, N, params)``)
-    against the real root n* of theorem7_bound_mp(n) = T7_TARGET (mpmath findroot on ln n); the integer
-    search returns ceil(n*), so the gap is |n - n*| / n*."""
-    import mpmath as mp
-
-    from qstr.bounds import recurrent as rec  # looked up when called: a patched theorem7_bound is what is checked
-
-    bound = bound or (lambda nv, Nv, P: rec.theorem7_bound(nv, Nv, P).total)
-    sample_size = sample_size or (lambda Nv: rec.theorem7_sample_size(T7_TARGET, Nv, params))
-    gap_b, gap_n, rows = 0.0, 0.0, []
-    with mp.workdps(T7_DPS):
-        for nv, Nv in points:
-            exact = theorem7_bound_mp(nv, Nv, params)
-            gap_b = max(gap_b, float(abs(mp.mpf(bound(nv, Nv, params)) - exact) / exact))
-            stated = 1 - mp.mpf(params.delta) - mp.mpf(nv * Nv) ** -0.5  # the theorem's confidence level
-            gap_b = max(gap_b, float(abs(mp.mpf(rec.theorem7_bound(nv, Nv, params).confidence) - stated)))
-        for Nv in Ns:
-            got = sample_size(Nv)
-            start = mp.log(got) if got and got > 1 else mp.mpf(90)  # only a starting point: the root does not depend on it
-            ln_root = mp.findroot(lambda ln_n: theorem7_bound_mp(mp.exp(ln_n), Nv, params) - mp.mpf(T7_TARGET), start)
-            root = mp.exp(ln_root)
-            gap = float(abs(mp.mpf(got) - root) / root)
-            gap_n = max(gap_n, gap)
-            rows.append((Nv, got, float(root), gap))
-    return gap_b, gap_n, rows
+T7_CONST_POINTS = ((10 ** 3, 16), (10 ** 3, 1024), (10 ** 3, 2 ** 20), (10 ** 9, 2 ** 20))
 
 
-def _polylog_claim(fn, label: str) -> Outcome:
-    """Slopes d ln n / d ln N over N = 2^4..2^20 decrease and stay below k / ln N (k = 9): they tend to 0."""
-    slopes = loglog_slope(fn, T7_NS)
-    mids = np.log(np.sqrt(np.array(T7_NS[:-1], dtype=float) * np.array(T7_NS[1:], dtype=float)))
-    decreasing = bool(np.all(np.diff(slopes) <= 1e-9))
-    under = bool(np.all(slopes <= T7_DEGREE / mids))
-    k_eff = slopes * mids
-    return Outcome(measured=f"slope {slopes[0]:.3f} -> {slopes[-1]:.3f}", bound=f"decreasing, <= {T7_DEGREE}/ln N",
-                   holds=decreasing and under,
-                   detail=f"{label}: slopes " + ", ".join(f"{s:.3f}" for s in slopes)
-                          + "; slope x ln N = " + ", ".join(f"{k:.2f}" for k in k_eff)
-                          + "; closed form in numpy float64 (no tensors, no device), slopes decreasing up to 1e-9")
+@dataclass(frozen=True, eq=False)
+class Thm7Inputs:
+    """Theorem 7's record function, Prop 28's norm, and the sample sizes n(N) they give."""
+
+    params: Theorem7Params
+    record: Callable  # theorem7_bound(n, N, params) -> Theorem7Bound
+    prop28_norm2: Callable  # prop28_norm2(N, params, n=...)
+    sizes: dict  # N -> n(N), the smallest n with bound <= T7_TARGET
 
 
-def slipped_theorem7_total(n: int, N: int, params: Theorem7Params) -> float:
-    """The falsifier's bound: Theorem 7 with the symmetrisation factor 2 of 2 Rad dropped (Rad in place of 2 Rad)."""
-    b = theorem7_bound(n, N, params)
-    return b.total - b.rademacher
-
-
-# the defaults docs/derivations/rnn-lower-bounds.md quotes its numbers at
-T7_DEFAULTS = Theorem7Params(q=1, d=4, r_a=1.0, r_w=1.0, m_g=16, eps_2nn=0.01, C_x=1.0, C_y=1.0, s=1.0, mu=0.5,
-                             delta=0.05, d_e=None)
-
-
-def _thm7(ctx: Context, bound=None) -> Outcome:
-    """The polylog slope test on n(N) and agreement of the numeric bound and n(N) with :func:`theorem7_bound_mp`.
-
-    ``bound`` (falsifier): a replacement for theorem7_bound(...).total, used for both the bound and n(N)."""
+def _sizes(record, params) -> dict:
+    """n(N) for every N: ``theorem7_sample_size`` for the library's record, else the same search."""
     from qstr.bounds.search import smallest_true
 
-    from qstr.bounds import recurrent as rec
-
-    params = Theorem7Params()
-    if bound is None:
-        search = lambda Nv: rec.theorem7_sample_size(T7_TARGET, Nv, params)  # noqa: E731
-    else:
-        search = lambda Nv: smallest_true(lambda nv: bound(nv, Nv, params) <= T7_TARGET,  # noqa: E731
-                                          limit=10 ** 300, log_bisect=True)
-    sizes = {Nv: search(Nv) for Nv in sorted(set(T7_NS) | set(T7_ROOT_NS))}  # each n(N) searched once
-    out = _polylog_claim(sizes.__getitem__, f"Theorem 7 n(N) at risk {T7_TARGET}")
-    gap_b, gap_n, rows = thm7_agreement(params, bound=bound, sample_size=sizes.__getitem__)
-    gap_v, _, _ = thm7_agreement(Theorem7Params(**T7_VARIANT), bound=bound, Ns=())
-    gap_b = max(gap_b, gap_v)
-    gap = max(gap_b, gap_n)
-    norm_gap = t7_constants_gap(params)
-    agree = gap <= T7_AGREE_RTOL and params == T7_DEFAULTS and norm_gap <= 1e-12
-    return Outcome(measured=f"{out.measured}; numeric vs independent 40-digit rel gap {gap:.1e}",
-                   bound=f"{out.bound}; gap <= {T7_AGREE_RTOL:g}", holds=out.holds and agree,
-                   detail=f"{out.detail}; numeric bound vs theorem7_bound_mp (mpmath, {T7_DPS} digits, written from the "
-                          f"derivation) at (n, N) in "
-                          f"{[(f'1e{round(math.log10(a))}', b) for a, b in T7_AGREE_POINTS]}, for the default constants and "
-                          f"for {T7_VARIANT}: largest relative gap "
-                          f"{gap_b:.2e}; n(N) vs the real root n* of theorem7_bound_mp = {T7_TARGET} "
-                          "(mpmath findroot on ln n): "
-                          + ", ".join(f"N={Nv}: {got:.4e} vs {root:.4e}" for Nv, got, root, _ in rows)
-                          + f", largest relative gap {gap_n:.2e}; default constants = docs/derivations/rnn-lower-bounds.md "
-                          f"section 4's: {params == T7_DEFAULTS}; the record's R_Theta and A, and prop28_norm2 = R_Theta^2 "
-                          f"(2 sum R^2 over the transitions + sum R^2 over the output net), against the 40-digit ones at "
-                          f"N = 16, 1024, 2^20: relative gap {norm_gap:.1e} (<= 1e-12); "
-                          f"value = largest gap, limit {T7_AGREE_RTOL:g} "
-                          "(no rounding term: a float64 evaluation of the closed form, measured gaps ~1e-15)",
-                   value=gap, limit=T7_AGREE_RTOL)
+    def search(N):
+        if record is theorem7_bound:
+            return theorem7_sample_size(T7_TARGET, N, params)
+        return smallest_true(lambda n: record(n, N, params).total <= T7_TARGET, limit=10 ** 300,
+                             log_bisect=True)
+    return {N: search(N) for N in sorted(set(T7_NS) | set(T7_ROOT_NS))}
 
 
-register(Legacy(
-    id="thm-7", ref_seed="Thm 7", ref_conference="Thm 5",
-    statement=f"RNN sample size for simple-qSTR at risk {T7_TARGET} (explicit constants) grows polylogarithmically in N; "
-              "the numeric bound and n(N) agree with an independent 40-digit evaluation of the derivation",
-    check=_thm7, falsifier=lambda ctx: _thm7(ctx, bound=slipped_theorem7_total),
-    falsifier_statement="the same check on the bound with the factor 2 of 2 Rad dropped (Rad in place of 2 Rad) must fail "
-                        "the comparison with the independent evaluation",
+def thm7_inputs(ctx: Context) -> Thm7Inputs:
+    """The default constants of rnn-lower-bounds.md section 4 and n(N) at risk 0.1."""
+    return Thm7Inputs(Theorem7Params(), theorem7_bound, prop28_norm2,
+                      _sizes(theorem7_bound, Theorem7Params()))
+
+
+def _slopes(inp: Thm7Inputs):
+    slopes = loglog_slope(inp.sizes.__getitem__, T7_NS)
+    mids = np.log(np.sqrt(np.array(T7_NS[:-1], dtype=float) * np.array(T7_NS[1:], dtype=float)))
+    return slopes, mids
+
+
+def thm7_polylog(inp: Thm7Inputs, ctx: Context) -> Verdict:
+    """Theorem 7: n(N) = O((ln N)^9): every slope d ln n / d ln N is <= 9 / ln N."""
+    slopes, mids = _slopes(inp)
+    k = slopes * mids
+    return at_most(float(k.max()), T7_DEGREE, detail=(
+        f"largest slope x ln N over N = 2^4..2^20 (slopes {slopes[0]:.3f} -> {slopes[-1]:.3f}); "
+        "a float64 closed form, no rounding term"))
+
+
+def thm7_decreasing(inp: Thm7Inputs, ctx: Context) -> Verdict:
+    """The slopes of n(N) decrease (they tend to 0), up to 1e-9."""
+    slopes, _ = _slopes(inp)
+    return at_most(float(np.diff(slopes).max()), 1e-9, detail="largest increase between slopes")
+
+
+def _bound_gap(inp: Thm7Inputs, params: Theorem7Params) -> float:
+    with mpmath.workdps(T7_DPS):
+        return max(float(abs(mpmath.mpf(inp.record(n, N, params).total)
+                             - theorem7_bound_mp(n, N, params)) / theorem7_bound_mp(n, N, params))
+                   for n, N in T7_AGREE_POINTS)
+
+
+def thm7_bound_agrees(inp: Thm7Inputs, ctx: Context) -> Verdict:
+    """The float64 bound equals the 40-digit evaluation written from the derivation (default and a
+    second set of constants), relative 1e-12."""
+    gap = max(_bound_gap(inp, inp.params), _bound_gap(inp, Theorem7Params(**T7_VARIANT)))
+    return at_most(gap, T7_AGREE_RTOL, detail=(
+        f"(n, N) = {[(f'1e{round(math.log10(a))}', b) for a, b in T7_AGREE_POINTS]}; "
+        f"constants: the defaults and {T7_VARIANT}"))
+
+
+def thm7_confidence(inp: Thm7Inputs, ctx: Context) -> Verdict:
+    """The record's confidence is the theorem's 1 - delta - (n N)^(-1/2)."""
+    P = inp.params
+    gap = max(abs(inp.record(n, N, P).confidence - (1 - P.delta - (n * N) ** -0.5))
+              for n, N in T7_AGREE_POINTS)
+    return at_most(gap, T7_AGREE_RTOL, detail="largest absolute gap")
+
+
+def thm7_root(inp: Thm7Inputs, ctx: Context) -> Verdict:
+    """n(N) is the ceiling of the real root n* of theorem7_bound_mp(n) = 0.1 (findroot on ln n):
+    |n - n*| / n* <= 1e-12."""
+    rows = []
+    with mpmath.workdps(T7_DPS):
+        for N in T7_ROOT_NS:
+            got = inp.sizes[N]
+            start = mpmath.log(got) if got and got > 1 else mpmath.mpf(90)  # a starting point only
+            root = mpmath.exp(mpmath.findroot(
+                lambda ln_n: theorem7_bound_mp(mpmath.exp(ln_n), N, inp.params) - T7_TARGET, start))
+            rows.append((float(abs(mpmath.mpf(got) - root) / root), N, got, float(root)))
+    gap, N, got, root = max(rows)
+    return at_most(gap, T7_AGREE_RTOL, detail=f"worst N = {N}: n = {got:.4e} vs n* = {root:.4e}")
+
+
+def thm7_constants(inp: Thm7Inputs, ctx: Context) -> Verdict:
+    """The record's R_Theta and A = sqrt(A_y^2 + ((N-1) Lambda_y A_h)^2), and Prop 28's norm =
+    R_Theta^2, against the 40-digit ones (rnn-lower-bounds.md section 4), relative 1e-12."""
+    gap = 0.0
+    with mpmath.workdps(T7_DPS):
+        for n, N in T7_CONST_POINTS:
+            b, ref = inp.record(n, N, inp.params), theorem7_bound_mp(n, N, inp.params, pieces=True)
+            R2 = ref["radius"] ** 2
+            gap = max(gap, *(float(abs(getattr(b, k) - ref[k]) / ref[k])
+                             for k in ("lipschitz", "radius")),
+                      float(abs(inp.prop28_norm2(N, inp.params, n=n) - R2) / R2))
+    return at_most(gap, 1e-12, detail="N = 16, 1024, 2^20")
+
+
+def slipped_theorem7_bound(n: int, N: int, params: Theorem7Params):
+    """Theorem 7's record with the factor 2 of 2 Rad dropped (Rad in place of 2 Rad)."""
+    b = theorem7_bound(n, N, params)
+    return replace(b, total=b.total - b.rademacher)
+
+
+def _rad_factor_dropped(inp: Thm7Inputs, ctx: Context) -> Thm7Inputs:
+    """The bound with Rad in place of 2 Rad, and n(N) searched on it."""
+    return replace(inp, record=slipped_theorem7_bound,
+                   sizes=_sizes(slipped_theorem7_bound, inp.params))
+
+
+def _lipschitz_off(inp: Thm7Inputs, ctx: Context) -> Thm7Inputs:
+    """The record's sample Lipschitz constant A off by a relative 1e-9."""
+    def record(n, N, P):
+        b = theorem7_bound(n, N, P)
+        return replace(b, lipschitz=b.lipschitz * (1 + 1e-9))
+    return replace(inp, record=record)
+
+
+def _prop28_off(inp: Thm7Inputs, ctx: Context) -> Thm7Inputs:
+    """Prop 28's norm off by a relative 1e-6."""
+    return replace(inp, prop28_norm2=lambda N, P, n=1000: 1.000001 * prop28_norm2(N, P, n=n))
+
+
+register(Claim(
+    id="thm-7", ref=Ref("Thm 7", "Thm 5"),
+    statement=f"RNN sample size for simple-qSTR at risk {T7_TARGET} (explicit constants) grows "
+              "polylogarithmically in N; the numeric bound and n(N) agree with an independent "
+              "40-digit evaluation of the derivation",
+    inputs=thm7_inputs,
+    checks=[Check("slope of n(N) <= 9 / ln N", thm7_polylog),
+            Check("slopes decreasing", thm7_decreasing),
+            Check("bound = 40-digit evaluation", thm7_bound_agrees),
+            Check("confidence = 1 - delta - (nN)^(-1/2)", thm7_confidence),
+            Check("n(N) = the real root", thm7_root),
+            Check("R_Theta, A and Prop 28's norm as derived", thm7_constants)],
+    faults=[Fault("factor 2 of 2 Rad dropped", _rad_factor_dropped,
+                  breaks=("bound = 40-digit evaluation", "n(N) = the real root")),
+            Fault("A off by 1e-9", _lipschitz_off, breaks=("R_Theta, A and Prop 28's norm as derived",)),
+            Fault("Prop 28 norm off by 1e-6", _prop28_off,
+                  breaks=("R_Theta, A and Prop 28's norm as derived",))],
+    builds=(), bounds=(theorem7_bound, theorem7_sample_size, prop28_norm2),
+    derivation="docs/derivations/rnn-lower-bounds.md",
 ))

@@ -145,17 +145,10 @@ def test_thm9_memoriser_hypothesis_excludes_large_labels():
 
 # ---------------------------------------------------------------- thm-7
 
-def _ctx():
-    from qstr.verify.registry import Context
-
-    return Context(profile="quick")
-
-
-def test_thm7_agrees_with_the_independent_evaluation():
-    out = rnn_lower._thm7(_ctx())
-    assert out.holds and out.limit == rnn_lower.T7_AGREE_RTOL == 1e-12
-    assert 0.0 <= out.value < 1e-13  # float64 vs 40 digits: ~1e-15 measured
-    assert "N=1048576: 2.5475e+40 vs 2.5475e+40" in out.detail
+def test_thm7_checks_and_faults():
+    claim, inp, v = _faults_caught("thm-7")
+    assert v["n(N) = the real root"].measured < 1e-13  # float64 vs 40 digits: ~1e-15 measured
+    assert claim.checks[0].name == "slope of n(N) <= 9 / ln N"
 
 
 def test_theorem7_bound_mp_hand_values():
@@ -174,60 +167,41 @@ def test_theorem7_bound_mp_hand_values():
     assert float(v) > P.eps_2nn
 
 
-def test_thm7_falsifier_is_caught_by_the_comparison_only():
-    out = rnn_lower._thm7(_ctx(), bound=rnn_lower.slipped_theorem7_total)
-    assert not out.holds and out.value > 0.5  # n(N) about 4x smaller: gap 0.77 at seed 0
-    assert out.measured.startswith("slope 0.832 -> 0.325")  # the slope test alone would pass
+def test_thm7_rad_fault_passes_the_slope_test():
+    """The factor-2 slip keeps n(N) polylogarithmic: only the comparison with the independent
+    evaluation catches it (n(N) about 4x smaller)."""
+    claim, inp, _ = _run("thm-7")
+    broken = claim.faults[0].apply(inp, Context())
+    assert claim.check("slope of n(N) <= 9 / ln N").run(broken, Context()).holds
+    assert claim.check("n(N) = the real root").run(broken, Context()).measured > 0.5
 
 
 def test_thm7_slope_test_catches_a_linear_requirement():
+    """n(N) = N d (the feed-forward requirement) fails the polylog slope test."""
+    import dataclasses
+
     from qstr.bounds.transformer import ffn_sample_size
 
-    assert not rnn_lower._polylog_claim(lambda N: ffn_sample_size(N, 4), "n = N d").holds
+    claim, inp, _ = _run("thm-7")
+    linear = dataclasses.replace(inp, sizes={N: ffn_sample_size(N, 4) for N in inp.sizes})
+    assert not claim.check("slope of n(N) <= 9 / ln N").run(linear, Context()).holds
 
 
 @pytest.mark.parametrize("slip", ["hoeffding", "tail_exponent", "truncation"])
-def test_planted_fault_in_theorem7_bound_fails_the_check(monkeypatch, slip):
+def test_planted_slip_in_theorem7_bound_fails_the_comparison(slip):
+    """Three more slips of the bound, put in the inputs as the record function."""
     import dataclasses
-    import math
 
-    import qstr.bounds.recurrent as rec
-
-    honest = rec.theorem7_bound
+    from qstr.bounds.recurrent import theorem7_bound
 
     def planted(n, N, params):
-        b = honest(n, N, params)
+        b = theorem7_bound(n, N, params)
         dev = math.sqrt(math.log(4.0 / params.delta) / (2.0 * n))
         delta_total = {"hoeffding": -b.tau * dev,  # 3 tau dev: the Hoeffding term for theta* forgotten
-                       "tail_exponent": b.tail * (N ** -0.25 - 1.0),  # N^{-1/2} in place of N^{-1/4}
+                       "tail_exponent": b.tail * (N ** -0.25 - 1.0),  # N^{-1/2} for N^{-1/4}
                        "truncation": b.truncation}[slip]  # 2 (1 + 4/delta) tau e^{-p}
         return dataclasses.replace(b, total=b.total + delta_total)
 
-    monkeypatch.setattr(rec, "theorem7_bound", planted)  # theorem7_sample_size and the claim see it
-    out = rnn_lower._thm7(_ctx())
-    assert not out.holds and out.value > out.limit
-
-
-def _quick():
-    from qstr.verify.registry import Context
-
-    return Context(profile="quick")
-
-
-def test_t7_constants_and_prop28_norm_against_the_mpmath_evaluation(monkeypatch):
-    import dataclasses
-
-    import qstr.bounds.recurrent as rec
-    from qstr.bounds.recurrent import Theorem7Params
-
-    P = Theorem7Params()
-    assert rnn_lower.t7_constants_gap(P) <= 1e-12
-    honest = rec.theorem7_bound
-    monkeypatch.setattr(rec, "theorem7_bound",
-                        lambda n, N, p: dataclasses.replace(honest(n, N, p), lipschitz=honest(n, N, p).lipschitz * (1 + 1e-9)))
-    assert rnn_lower.t7_constants_gap(P) > 1e-12
-    monkeypatch.setattr(rec, "theorem7_bound", honest)
-    monkeypatch.setattr(rnn_lower, "prop28_norm2", lambda N, p, n=1000: 1.000001 * rec.prop28_norm2(N, p, n=n))
-    assert rnn_lower.t7_constants_gap(P) > 1e-12
-
-
+    claim, inp, _ = _run("thm-7")
+    broken = dataclasses.replace(inp, record=planted)
+    assert not claim.check("bound = 40-digit evaluation").run(broken, Context()).holds
