@@ -199,10 +199,11 @@ def _accepts_c(N, c, gamma):
 
 
 def test_prop8_packing_accepts_c_up_to_its_boundary():
-    """c is accepted up to c_max = a (N - 1) / (2 K N) (s~ > 0), a = 1 - gamma, and refused above."""
+    """c is accepted up to c_max = a (N - 1) / (2 K N) (s~ > 0), a = 1 - gamma, refused above."""
     for N, gamma in ((50, 0.5), (150, 0.3), (150, 0.5), (150, 0.7), (600, 0.5)):
         c_max = (1 - gamma) * (N - 1) / (2 * 2.0 * N)
-        assert _accepts_c(N, c_max * (1 - 1e-9), gamma) and not _accepts_c(N, c_max * (1 + 1e-9), gamma)
+        assert _accepts_c(N, c_max * (1 - 1e-9), gamma)
+        assert not _accepts_c(N, c_max * (1 + 1e-9), gamma)
 
 
 def test_prop8_packing_log_branch_past_e60():
@@ -215,5 +216,6 @@ def test_prop8_packing_log_branch_past_e60():
 def test_theorem7_params_documented_defaults():
     """Theorem7Params() are the constants docs/derivations/rnn-lower-bounds.md section 4 quotes
     its numbers at (moved from the claim thm-7)."""
-    assert Theorem7Params() == Theorem7Params(q=1, d=4, r_a=1.0, r_w=1.0, m_g=16, eps_2nn=0.01, C_x=1.0,
-                                              C_y=1.0, s=1.0, mu=0.5, delta=0.05, d_e=None)
+    assert Theorem7Params() == Theorem7Params(q=1, d=4, r_a=1.0, r_w=1.0, m_g=16, eps_2nn=0.01,
+                                              C_x=1.0, C_y=1.0, s=1.0, mu=0.5, delta=0.05,
+                                              d_e=None)

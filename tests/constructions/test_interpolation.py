@@ -318,14 +318,14 @@ def test_cuda_paths():
 
 
 def test_unit_roundoff_is_half_the_float64_epsilon():
-    """The certified gaps' allowance rests on u = 2^-53 = finfo(float64).eps / 2 (Higham Thm 3.1)."""
+    """The certified gaps' allowance rests on u = 2^-53 = finfo(float64).eps / 2 (Higham 3.1)."""
     from qstr.constructions.interpolation import UNIT_ROUNDOFF
 
     assert UNIT_ROUNDOFF == torch.finfo(f64).eps / 2 == 2.0 ** -53
 
 
 def test_lemma37_union_bound_record_at_any_threshold():
-    """gap_failure_bound = C(n, 2) threshold / sqrt(pi): (n - 1)/(6n) at eps_n, 10x that at 10 eps_n."""
+    """gap_failure_bound = C(n, 2) threshold / sqrt(pi): (n - 1)/(6n) at eps_n, 10x at 10 eps_n."""
     for scale in (1.0, 10.0):
         ev = lemma37_events(24, 10, trials=4, generator=torch.Generator().manual_seed(0),
                             threshold=scale * gap_threshold(24))
@@ -368,16 +368,18 @@ def test_separating_direction_tries_are_draws_consumed():
     torch.randn(x.shape, generator=fresh, dtype=f64)
     for _ in range(sd.tries):
         torch.randn(10, generator=fresh, dtype=f64)
-    assert torch.equal(torch.randn(4, generator=g, dtype=f64), torch.randn(4, generator=fresh, dtype=f64))
+    assert torch.equal(torch.randn(4, generator=g, dtype=f64),
+                       torch.randn(4, generator=fresh, dtype=f64))
 
 
-# ------------------------------------------------------------------ Lemma 38: records and edge cases
+# ------------------------------------------------------------- Lemma 38: records and edge cases
 # (moved from the claim lemma-38 of verify/claims/rnn_lower.py)
 
 
 def test_lemma38_zero_labels_give_the_zero_function():
-    """All-zero labels: the interpolant is the zero function (error exactly 0, no rescaling gain)."""
-    net = interpolate_sorted(torch.arange(4, dtype=f64) * 0.05, torch.zeros(4, dtype=f64), 0.05 * (1 - 1e-9))
+    """All-zero labels: the interpolant is the zero function (error exactly 0, no norm gain)."""
+    z = torch.arange(4, dtype=f64) * 0.05
+    net = interpolate_sorted(z, torch.zeros(4, dtype=f64), 0.05 * (1 - 1e-9))
     assert net.max_error == 0.0 and net.norm2_balanced <= net.norm2_raw
 
 
@@ -386,7 +388,8 @@ def test_lemma38_record_error_is_the_measured_error():
     from qstr.constructions.interpolation import rounding_allowance
 
     g = torch.Generator().manual_seed(38)
-    z = torch.cat([torch.zeros(1, dtype=f64), (0.05 + torch.rand(31, generator=g, dtype=f64)).cumsum(0)])
+    gaps = 0.05 + torch.rand(31, generator=g, dtype=f64)
+    z = torch.cat([torch.zeros(1, dtype=f64), gaps.cumsum(0)])
     y = torch.randn(32, generator=g, dtype=f64)
     net = interpolate_sorted(z, y, 0.05)
     assert net.max_error == float((evaluate_net(net.balanced, z[:, None]) - y).abs().max())

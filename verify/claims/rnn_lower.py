@@ -1,5 +1,5 @@
-"""Claims about RNN lower bounds and the interpolation lemmas (Section 5.2, Appendix C.3-C.4) and the
-RNN upper bound for simple-qSTR (Theorem 7).
+"""Claims about RNN lower bounds and the interpolation lemmas (Section 5.2, Appendix C.3-C.4) and
+the RNN upper bound for simple-qSTR (Theorem 7).
 
 lemma-37, lemma-38, lemma-36 -- the interpolation lemmas behind Theorem 9's memoriser
 prop-8                        -- the packing mechanism of Prop 8 / Prop 35 (quick) and, in the full
@@ -9,6 +9,7 @@ thm-7                         -- the explicit simple-qSTR sample bound is polylo
 
 Derivations: docs/derivations/interpolation.md and docs/derivations/rnn-lower-bounds.md.
 """
+
 from __future__ import annotations
 
 import copy
@@ -57,7 +58,18 @@ from qstr.constructions.interpolation import (
     separating_direction,
     slot_memory_rnn,
 )
-from qstr.verify.claim import Check, Claim, Context, Fault, Ref, Verdict, at_least, at_most, close, exact
+from qstr.verify.claim import (
+    Check,
+    Claim,
+    Context,
+    Fault,
+    Ref,
+    Verdict,
+    at_least,
+    at_most,
+    close,
+    exact,
+)
 from qstr.verify.registry import register
 from qstr.verify.threads import cpu_threads
 from qstr.verify.rounding import Rounding, largest
@@ -86,11 +98,11 @@ class Lemma37Inputs:
     n: int
     trials: int
     threshold: Callable[[int], float]  # eps_n = sqrt(pi) / (3 n^2)
-    sample: torch.Tensor               # (n, D): the fixed sample of the constructive version
-    direction: SeparatingDirection     # found for ``sample`` at the threshold eps_n
-    replay_x: torch.Tensor             # (T, n, D): the draws lemma37_events makes, replayed
-    replay_v: torch.Tensor             # (T, D)
-    derived_gaps: Callable             # the certified gaps as derived (gaps_as_derived)
+    sample: torch.Tensor  # (n, D): the fixed sample of the constructive version
+    direction: SeparatingDirection  # found for ``sample`` at the threshold eps_n
+    replay_x: torch.Tensor  # (T, n, D): the draws lemma37_events makes, replayed
+    replay_v: torch.Tensor  # (T, D)
+    derived_gaps: Callable  # the certified gaps as derived (gaps_as_derived)
 
 
 def lemma37_inputs(ctx: Context) -> Lemma37Inputs:
@@ -100,31 +112,46 @@ def lemma37_inputs(ctx: Context) -> Lemma37Inputs:
     trials = ctx.pick(quick=1500, full=20000, gpu=15000)
     kw = dict(dtype=torch.float64, device=ctx.device)
     x = torch.randn(n, L37_D, generator=ctx.generator("lemma-37/sample", device=ctx.device), **kw)
-    sd = separating_direction(x, threshold=gap_threshold(n), max_tries=50,
-                              generator=ctx.generator("lemma-37/directions", device=ctx.device))
+    sd = separating_direction(
+        x,
+        threshold=gap_threshold(n),
+        max_tries=50,
+        generator=ctx.generator("lemma-37/directions", device=ctx.device),
+    )
     g = ctx.generator("lemma-37/replay", device=ctx.device)
     rx = torch.randn(L37_REPLAY, n, L37_D, generator=g, **kw)
     rv = torch.randn(L37_REPLAY, L37_D, generator=g, **kw)
-    return Lemma37Inputs(n, trials, gap_threshold, x, sd, rx, rv / rv.norm(dim=1, keepdim=True),
-                         gaps_as_derived)
+    return Lemma37Inputs(
+        n, trials, gap_threshold, x, sd, rx, rv / rv.norm(dim=1, keepdim=True), gaps_as_derived
+    )
 
 
 L37_REPLAY = 64  # trials replayed against the derived certified gaps
 
 
 def _lemma37_events(inp: Lemma37Inputs, ctx: Context) -> Lemma37Events:
-    return lemma37_events(inp.n, L37_D, trials=inp.trials, threshold=inp.threshold(inp.n),
-                          generator=ctx.generator("lemma-37/events", device=ctx.device))
+    return lemma37_events(
+        inp.n,
+        L37_D,
+        trials=inp.trials,
+        threshold=inp.threshold(inp.n),
+        generator=ctx.generator("lemma-37/events", device=ctx.device),
+    )
 
 
 def lemma37_success(inp: Lemma37Inputs, ctx: Context) -> Verdict:
     """Lemma 37: P(every gap >= eps_n and ||z||^2 <= 2n) >= 1/3 (one-sided Clopper-Pearson)."""
     ev = _lemma37_events(inp, ctx)
     lo, _ = clopper_pearson(ev.joint_ok, ev.trials)
-    return at_least(lo, 1 / 3, detail=(
-        f"n={inp.n}, D={L37_D}, {ev.trials} draws of (x, v): joint success "
-        f"{ev.joint_ok / ev.trials:.3f}, its CP{CONFIDENCE:.1%} lower bound measured; "
-        "no rounding term: event counts, each gap certified with its float64 allowance"))
+    return at_least(
+        lo,
+        1 / 3,
+        detail=(
+            f"n={inp.n}, D={L37_D}, {ev.trials} draws of (x, v): joint success "
+            f"{ev.joint_ok / ev.trials:.3f}, its CP{CONFIDENCE:.1%} lower bound measured; "
+            "no rounding term: event counts, each gap certified with its float64 allowance"
+        ),
+    )
 
 
 def lemma37_union(inp: Lemma37Inputs, ctx: Context) -> Verdict:
@@ -132,23 +159,32 @@ def lemma37_union(inp: Lemma37Inputs, ctx: Context) -> Verdict:
     ev = _lemma37_events(inp, ctx)
     lo, _ = clopper_pearson(ev.trials - ev.gap_ok, ev.trials)
     union = math.comb(inp.n, 2) * ev.threshold / math.sqrt(math.pi)
-    return at_most(lo, union, detail=(
-        f"gap failure {1 - ev.gap_ok / ev.trials:.3f}, CP lower bound against C(n, 2) eps / "
-        f"sqrt(pi) = {union:.3f}"))
+    return at_most(
+        lo,
+        union,
+        detail=(
+            f"gap failure {1 - ev.gap_ok / ev.trials:.3f}, CP lower bound against C(n, 2) eps / "
+            f"sqrt(pi) = {union:.3f}"
+        ),
+    )
 
 
 def lemma37_constructive_gap(inp: Lemma37Inputs, ctx: Context) -> Verdict:
     """The direction found for the fixed sample has a certified gap >= eps_n (recomputed)."""
     gap, _ = certified_gap(inp.sample, inp.direction.v)
-    return at_least(gap, inp.threshold(inp.n),
-                    detail=f"certified_gap(x, v) after {inp.direction.tries} tries")
+    return at_least(
+        gap, inp.threshold(inp.n), detail=f"certified_gap(x, v) after {inp.direction.tries} tries"
+    )
 
 
 def lemma37_constructive_norm(inp: Lemma37Inputs, ctx: Context) -> Verdict:
     """The direction found for the fixed sample has ||x v||^2 <= 2 n (recomputed)."""
     z = inp.sample @ inp.direction.v
-    return at_most(float(z @ z), 2 * inp.n, Rounding(n=inp.n * (L37_D + 1), scale=float(z @ z),
-                                                   what="n (D + 1) eps ||z||^2"))
+    return at_most(
+        float(z @ z),
+        2 * inp.n,
+        Rounding(n=inp.n * (L37_D + 1), scale=float(z @ z), what="n (D + 1) eps ||z||^2"),
+    )
 
 
 def lemma37_replay_gaps(inp: Lemma37Inputs, ctx: Context) -> Verdict:
@@ -156,26 +192,43 @@ def lemma37_replay_gaps(inp: Lemma37Inputs, ctx: Context) -> Verdict:
     (threshold at one trial's gap: the allowance's last bits decide)."""
     gaps = inp.derived_gaps(inp.replay_x, inp.replay_v)
     thr = sorted(gaps)[len(gaps) // 2]
-    ev = lemma37_events(inp.n, L37_D, trials=len(gaps), threshold=thr, norm_factor=1.0,
-                        generator=ctx.generator("lemma-37/replay", device=ctx.device))
-    return exact(ev.gap_ok, sum(gp >= thr for gp in gaps),
-                 detail=f"{len(gaps)} trials replayed, threshold {thr:.6g} (a trial's own gap)")
+    ev = lemma37_events(
+        inp.n,
+        L37_D,
+        trials=len(gaps),
+        threshold=thr,
+        norm_factor=1.0,
+        generator=ctx.generator("lemma-37/replay", device=ctx.device),
+    )
+    return exact(
+        ev.gap_ok,
+        sum(gp >= thr for gp in gaps),
+        detail=f"{len(gaps)} trials replayed, threshold {thr:.6g} (a trial's own gap)",
+    )
 
 
 def lemma37_replay_norms(inp: Lemma37Inputs, ctx: Context) -> Verdict:
     """``lemma37_events`` counts the trials with ||z||^2 <= n (norm factor 1) on its own draws."""
     norms = ((inp.replay_x @ inp.replay_v[:, :, None]).squeeze(-1) ** 2).sum(1)
-    ev = lemma37_events(inp.n, L37_D, trials=len(norms), threshold=gap_threshold(inp.n),
-                        norm_factor=1.0,
-                        generator=ctx.generator("lemma-37/replay", device=ctx.device))
+    ev = lemma37_events(
+        inp.n,
+        L37_D,
+        trials=len(norms),
+        threshold=gap_threshold(inp.n),
+        norm_factor=1.0,
+        generator=ctx.generator("lemma-37/replay", device=ctx.device),
+    )
     return exact(ev.norm_ok, int((norms <= inp.n).sum()), detail="norm factor 1")
 
 
 def lemma37_certified_gap(inp: Lemma37Inputs, ctx: Context) -> Verdict:
     """``certified_gap`` of one trial is its derived Higham gap, bit for bit."""
     want = inp.derived_gaps(inp.replay_x[:1], inp.replay_v[:1])[0]
-    return exact(certified_gap(inp.replay_x[0], inp.replay_v[0])[0], want,
-                 detail="float gap (1 - u) - 2 gamma_D max sum |x v|")
+    return exact(
+        certified_gap(inp.replay_x[0], inp.replay_v[0])[0],
+        want,
+        detail="float gap (1 - u) - 2 gamma_D max sum |x v|",
+    )
 
 
 def gaps_as_derived(x: torch.Tensor, v: torch.Tensor, allowance: float = 2.0) -> list:
@@ -186,8 +239,10 @@ def gaps_as_derived(x: torch.Tensor, v: torch.Tensor, allowance: float = 2.0) ->
     gamma = D * u / (1 - D * u)
     zs = (x @ v[:, :, None]).squeeze(-1)
     sums = (x.abs() @ v.abs()[:, :, None]).squeeze(-1)
-    return [float(torch.diff(torch.sort(z).values).min()) * (1 - u)
-            - allowance * float(gamma * a.max()) for z, a in zip(zs, sums)]
+    return [
+        float(torch.diff(torch.sort(z).values).min()) * (1 - u) - allowance * float(gamma * a.max())
+        for z, a in zip(zs, sums)
+    ]
 
 
 def _tenfold_threshold(inp: Lemma37Inputs, ctx: Context) -> Lemma37Inputs:
@@ -196,28 +251,40 @@ def _tenfold_threshold(inp: Lemma37Inputs, ctx: Context) -> Lemma37Inputs:
 
 
 def _allowance_halved(inp: Lemma37Inputs, ctx: Context) -> Lemma37Inputs:
-    """The derived gaps with the factor 2 of the Higham allowance dropped (gamma_D, not 2 gamma_D)."""
+    """The derived gaps with the factor 2 of the Higham allowance dropped (gamma_D, not 2
+    gamma_D)."""
     return replace(inp, derived_gaps=lambda x, v: gaps_as_derived(x, v, allowance=1.0))
 
 
-register(Claim(
-    id="lemma-37", ref=Ref("Lemma 37", "Lemma 37"),
-    statement="n Gaussian points, random unit v: all gaps |<v, x_i - x_j>| >= sqrt(pi)/(3n^2) "
-              "and ||z||^2 <= 2n w.p. >= 1/3",
-    inputs=lemma37_inputs,
-    checks=[Check("P(success) >= 1/3", lemma37_success),
+register(
+    Claim(
+        id="lemma-37",
+        ref=Ref("Lemma 37", "Lemma 37"),
+        statement="n Gaussian points, random unit v: all gaps |<v, x_i - x_j>| >= sqrt(pi)/(3n^2) "
+        "and ||z||^2 <= 2n w.p. >= 1/3",
+        inputs=lemma37_inputs,
+        checks=[
+            Check("P(success) >= 1/3", lemma37_success),
             Check("gap failure <= union bound", lemma37_union),
             Check("constructive gap >= eps_n", lemma37_constructive_gap),
             Check("constructive ||z||^2 <= 2n", lemma37_constructive_norm),
             Check("replayed gap events", lemma37_replay_gaps),
             Check("replayed norm events", lemma37_replay_norms),
-            Check("certified gap as derived", lemma37_certified_gap)],
-    faults=[Fault("threshold 10 eps_n", _tenfold_threshold, breaks=("P(success) >= 1/3",)),
-            Fault("allowance factor 2 dropped", _allowance_halved,
-                  breaks=("replayed gap events", "certified gap as derived"))],
-    builds=(separating_direction, lemma37_events, certified_gap), bounds=(gap_threshold,),
-    derivation="docs/derivations/interpolation.md",
-))
+            Check("certified gap as derived", lemma37_certified_gap),
+        ],
+        faults=[
+            Fault("threshold 10 eps_n", _tenfold_threshold, breaks=("P(success) >= 1/3",)),
+            Fault(
+                "allowance factor 2 dropped",
+                _allowance_halved,
+                breaks=("replayed gap events", "certified gap as derived"),
+            ),
+        ],
+        builds=(separating_direction, lemma37_events, certified_gap),
+        bounds=(gap_threshold,),
+        derivation="docs/derivations/interpolation.md",
+    )
+)
 
 # ---------------------------------------------------------------- lemma-38
 
@@ -246,7 +313,7 @@ class Lemma38Inputs:
 
 def lemma38_bound(y: torch.Tensor, eps: float) -> float:
     """Lemma 38's bound ||a'||^2 <= 16 ||y||^2 / eps^2 (docs/derivations/interpolation.md)."""
-    return C38_A * float(y @ y) / eps ** 2
+    return C38_A * float(y @ y) / eps**2
 
 
 def _lemma38_case(z: torch.Tensor, y: torch.Tensor, eps: float) -> Lemma38Case:
@@ -268,8 +335,11 @@ def lemma38_inputs(ctx: Context) -> Lemma38Inputs:
         z = torch.cat([torch.zeros(1, **kw), gaps.cumsum(0)]) - 3.0
         cases.append(_lemma38_case(z, y, L38_EPS))
     n = ns[-1]
-    alt = _lemma38_case(torch.arange(n, **kw) * L38_EPS,
-                        torch.tensor([(-1.0) ** k for k in range(n)], **kw), L38_EPS)
+    alt = _lemma38_case(
+        torch.arange(n, **kw) * L38_EPS,
+        torch.tensor([(-1.0) ** k for k in range(n)], **kw),
+        L38_EPS,
+    )
     return Lemma38Inputs(tuple(cases), alt, lemma38_bound)
 
 
@@ -284,8 +354,10 @@ def _ratio_rounding(n: int) -> Rounding:
 
 def lemma38_ratio(inp: Lemma38Inputs, ctx: Context) -> Verdict:
     """Lemma 38: ||a'||^2 <= 16 ||y||^2 / eps^2 at the certified eps; the worst case over n."""
-    ratio, n = max((float(c.net.raw.a @ c.net.raw.a) / inp.bound(c.y, c.eps), len(c.z))
-                   for c in _all_cases(inp))
+    ratio, n = max(
+        (float(c.net.raw.a @ c.net.raw.a) / inp.bound(c.y, c.eps), len(c.z))
+        for c in _all_cases(inp)
+    )
     return at_most(ratio, 1.0, _ratio_rounding(n), detail=f"||a'||^2 / bound, worst n = {n}")
 
 
@@ -300,9 +372,14 @@ def _allowance(case: Lemma38Case) -> float:
 def lemma38_exact(inp: Lemma38Inputs, ctx: Context) -> Verdict:
     """Lemma 38: the interpolant is exact, up to its certified float64 rounding (or 1e-9)."""
     worst = max(_all_cases(inp), key=lambda c: _error(c) / _allowance(c))
-    return at_most(_error(worst), _allowance(worst), detail=(
-        f"max |f(z_k) - y_k| (evaluate_net), worst n = {len(worst.z)}, against max(1e-9, "
-        "gamma_(D+m+2) sum |a| (|W| |z| + |b|))"))
+    return at_most(
+        _error(worst),
+        _allowance(worst),
+        detail=(
+            f"max |f(z_k) - y_k| (evaluate_net), worst n = {len(worst.z)}, against max(1e-9, "
+            "gamma_(D+m+2) sum |a| (|W| |z| + |b|))"
+        ),
+    )
 
 
 def _higham(net, z: torch.Tensor) -> float:
@@ -328,18 +405,23 @@ def _function_change(case: Lemma38Case) -> float:
     z = case.z
     grid = torch.linspace(float(z[0]) - 1, float(z[-1]) + 1, 2001, dtype=z.dtype, device=z.device)
     raw = _eval1(case.net.raw, grid)
-    return float((raw - _eval1(case.net.balanced, grid)).abs().max()) / max(1.0, float(raw.abs().max()))
+    return float((raw - _eval1(case.net.balanced, grid)).abs().max()) / max(
+        1.0, float(raw.abs().max())
+    )
 
 
 def lemma38_same_function(inp: Lemma38Inputs, ctx: Context) -> Verdict:
     """The rebalancing (a / tau, tau w, tau b) keeps the function: relative change <= 1e-9."""
     change, n = max((_function_change(c), len(c.z)) for c in _all_cases(inp))
-    return at_most(change, 1e-9, detail=f"max |f_raw - f_balanced| / max(1, |f_raw|) on a grid, "
-                                        f"worst n = {n}")
+    return at_most(
+        change,
+        1e-9,
+        detail=f"max |f_raw - f_balanced| / max(1, |f_raw|) on a grid, " f"worst n = {n}",
+    )
 
 
 def _norm2(net) -> float:
-    return float(net.a @ net.a + (net.W ** 2).sum() + net.b @ net.b)
+    return float(net.a @ net.a + (net.W**2).sum() + net.b @ net.b)
 
 
 def lemma38_rebalanced(inp: Lemma38Inputs, ctx: Context) -> Verdict:
@@ -349,7 +431,8 @@ def lemma38_rebalanced(inp: Lemma38Inputs, ctx: Context) -> Verdict:
 
 
 def lemma38_tight(inp: Lemma38Inputs, ctx: Context) -> Verdict:
-    """Tightness: alternating labels with every gap eps attain ||a'||^2 / bound = (16n - 22)/(16n)."""
+    """Tightness: alternating labels with every gap eps attain ||a'||^2 / bound = (16n -
+    22)/(16n)."""
     c = inp.alternating
     n = len(c.z)
     ratio = float(c.net.raw.a @ c.net.raw.a) / inp.bound(c.y, c.eps)
@@ -368,8 +451,9 @@ def _squeezed(case: Lemma38Case) -> Lemma38Case:
 
 def _one_gap_eps_over_100(inp: Lemma38Inputs, ctx: Context) -> Lemma38Inputs:
     """Data with one gap eps/100 checked against the bound at the certified eps."""
-    return replace(inp, cases=tuple(_squeezed(c) for c in inp.cases),
-                   alternating=_squeezed(inp.alternating))
+    return replace(
+        inp, cases=tuple(_squeezed(c) for c in inp.cases), alternating=_squeezed(inp.alternating)
+    )
 
 
 def _bound_with_8(inp: Lemma38Inputs, ctx: Context) -> Lemma38Inputs:
@@ -377,25 +461,39 @@ def _bound_with_8(inp: Lemma38Inputs, ctx: Context) -> Lemma38Inputs:
     return replace(inp, bound=lambda y, eps: lemma38_bound(y, eps) / 2)
 
 
-register(Claim(
-    id="lemma-38", ref=Ref("Lemma 38", "Lemma 38"),
-    statement="sorted scalars with gaps >= eps: exact width-n ReLU interpolant, "
-              "||a'||^2 <= 16 ||y||^2/eps^2 (tight), rebalanced",
-    inputs=lemma38_inputs,
-    checks=[Check("||a'||^2 <= 16 ||y||^2 / eps^2", lemma38_ratio),
+register(
+    Claim(
+        id="lemma-38",
+        ref=Ref("Lemma 38", "Lemma 38"),
+        statement="sorted scalars with gaps >= eps: exact width-n ReLU interpolant, "
+        "||a'||^2 <= 16 ||y||^2/eps^2 (tight), rebalanced",
+        inputs=lemma38_inputs,
+        checks=[
+            Check("||a'||^2 <= 16 ||y||^2 / eps^2", lemma38_ratio),
             Check("exact interpolation", lemma38_exact),
             Check("rounding allowance as derived", lemma38_allowance),
             Check("rebalancing keeps f", lemma38_same_function),
             Check("rebalancing lowers the norm", lemma38_rebalanced),
-            Check("alternating labels attain (16n - 22)/(16n)", lemma38_tight)],
-    faults=[Fault("one gap eps/100", _one_gap_eps_over_100,
-                  breaks=("||a'||^2 <= 16 ||y||^2 / eps^2",)),
-            Fault("constant 8 for 16", _bound_with_8,
-                  breaks=("||a'||^2 <= 16 ||y||^2 / eps^2",
-                          "alternating labels attain (16n - 22)/(16n)"))],
-    builds=(interpolate_sorted,), bounds=(lemma38_bound,),
-    derivation="docs/derivations/interpolation.md",
-))
+            Check("alternating labels attain (16n - 22)/(16n)", lemma38_tight),
+        ],
+        faults=[
+            Fault(
+                "one gap eps/100", _one_gap_eps_over_100, breaks=("||a'||^2 <= 16 ||y||^2 / eps^2",)
+            ),
+            Fault(
+                "constant 8 for 16",
+                _bound_with_8,
+                breaks=(
+                    "||a'||^2 <= 16 ||y||^2 / eps^2",
+                    "alternating labels attain (16n - 22)/(16n)",
+                ),
+            ),
+        ],
+        builds=(interpolate_sorted,),
+        bounds=(lemma38_bound,),
+        derivation="docs/derivations/interpolation.md",
+    )
+)
 
 # ---------------------------------------------------------------- lemma-36 (Theorem 9's memoriser)
 
@@ -407,8 +505,6 @@ def _norm_rounding(gu, model) -> Rounding:
     """||vec theta||^2: a sum of squares of the module's parameters, relative."""
     count = sum(p.numel() for p in model.parameters())
     return Rounding(n=count, scale=gu.norm2, what="(parameter count) eps ||vec||^2")
-
-
 
 
 def _prompts(n: int, N: int, g: torch.Generator, device):
@@ -454,10 +550,17 @@ def _memoriser_error(model, x, t, y, omega, position):
 
 
 def _balance_gap(model) -> float:
-    """Relative spread of the squared norms ||W_l||^2 + ||b_l||^2 of the output net's layers: the depth rebalancing
+    """Relative spread of the squared norms ||W_l||^2 + ||b_l||^2 of the output net's layers: the
+    depth rebalancing
     makes them equal (the equality case of AM-GM, where ||vec||^2 is smallest for the function)."""
-    sq = [float(m.weight.detach().pow(2).sum() + (0.0 if m.bias is None else m.bias.detach().pow(2).sum()))
-          for m in model.f_y if isinstance(m, torch.nn.Linear)]
+    sq = [
+        float(
+            m.weight.detach().pow(2).sum()
+            + (0.0 if m.bias is None else m.bias.detach().pow(2).sum())
+        )
+        for m in model.f_y
+        if isinstance(m, torch.nn.Linear)
+    ]
     return (max(sq) - min(sq)) / max(sq)
 
 
@@ -467,12 +570,16 @@ def _bound_gaps(gu, labels: torch.Tensor) -> list:
     m^(L-2))^(1/L); the n-only form C36 m^(5/2) ||y|| (the memoriser's and its Lemma 36 net's)."""
     l36 = gu.lemma36
     eps, m = l36.direction.threshold, gu.n_points
-    A, P = l36.lemma38.a_bound, m + 2.0 * l36.direction.z_norm2 + 2.0 * eps ** 2
+    A, P = l36.lemma38.a_bound, m + 2.0 * l36.direction.z_norm2 + 2.0 * eps**2
     two_layer_bound = 2.0 * math.sqrt(A * P)
     deep_bound = gu.depth * (A * P * float(m) ** (gu.depth - 2)) ** (1.0 / gu.depth)
-    n_only = C36_DERIVED * m ** 2.5 * float(labels.norm())
-    return [abs(l36.bound - two_layer_bound) / two_layer_bound, abs(gu.bound - deep_bound) / deep_bound,
-            abs(gu.bound_n - n_only) / n_only, abs(l36.bound_n - n_only) / n_only]
+    n_only = C36_DERIVED * m**2.5 * float(labels.norm())
+    return [
+        abs(l36.bound - two_layer_bound) / two_layer_bound,
+        abs(gu.bound - deep_bound) / deep_bound,
+        abs(gu.bound_n - n_only) / n_only,
+        abs(l36.bound_n - n_only) / n_only,
+    ]
 
 
 C36_DERIVED = 2.0 * math.sqrt(144.0 / math.pi * (5.0 + math.pi / 72.0))  # interpolation.md
@@ -480,7 +587,8 @@ C36_DERIVED = 2.0 * math.sqrt(144.0 / math.pi * (5.0 + math.pi / 72.0))  # inter
 
 @dataclass(frozen=True, eq=False)
 class Lemma36Case:
-    """One memoriser: built by ``memorising_rnn`` on n prompts of length N (labels at ``position``)."""
+    """One memoriser: built by ``memorising_rnn`` on n prompts of length N (labels at
+    ``position``)."""
 
     n: int
     N: int
@@ -503,17 +611,21 @@ class Lemma36Inputs:
 
 def lemma36_bound(n: int) -> float:
     """Lemma 36's C n^3, C = C36 sqrt(K_y), K_y = 6 (docs/derivations/interpolation.md)."""
-    return lemma36_constant(K_Y) * n ** 3
+    return lemma36_constant(K_Y) * n**3
 
 
 def _lemma36_case(n, N, depth, prompts, position, ctx) -> Lemma36Case:
     x, t, y = prompts
     omega = _codes(N, ctx.device)
     with cpu_threads(1):
-        model, gu = memorising_rnn(x, y, D_in=L36_D + 2 * omega.shape[1], position=position,
-                                   depth=depth,
-                                   generator=ctx.generator("lemma-36/memoriser", n,
-                                                           device=ctx.device))
+        model, gu = memorising_rnn(
+            x,
+            y,
+            D_in=L36_D + 2 * omega.shape[1],
+            position=position,
+            depth=depth,
+            generator=ctx.generator("lemma-36/memoriser", n, device=ctx.device),
+        )
     labels = y[:, position] if position != "all" else y.reshape(-1)
     return Lemma36Case(n, N, depth, model, gu, prompts, omega, position, labels)
 
@@ -544,8 +656,12 @@ def _depth2(inp: Lemma36Inputs):
 def lemma36_cn3(inp: Lemma36Inputs, ctx: Context) -> Verdict:
     """Lemma 36: ||vec||^2 <= C n^3 (measured on the module), the worst depth-2 memoriser."""
     c = max(_depth2(inp), key=lambda c: parameter_norm2(c.model) / inp.bound(c.n))
-    return at_most(parameter_norm2(c.model), inp.bound(c.n), _norm_rounding(c.guarantee, c.model),
-                   detail=f"worst n = {c.n}, N = {c.N}; C = C36 sqrt({K_Y:g})")
+    return at_most(
+        parameter_norm2(c.model),
+        inp.bound(c.n),
+        _norm_rounding(c.guarantee, c.model),
+        detail=f"worst n = {c.n}, N = {c.N}; C = C36 sqrt({K_Y:g})",
+    )
 
 
 def _training_error(c: Lemma36Case) -> float:
@@ -556,24 +672,35 @@ def _training_error(c: Lemma36Case) -> float:
 def lemma36_exact(inp: Lemma36Inputs, ctx: Context) -> Verdict:
     """Lemma 36: zero training error (float64, 1e-9) at the memorised position."""
     err, n, N, L = max((_training_error(c), c.n, c.N, c.depth) for c in inp.cases)
-    return at_most(err, 1e-9, detail=f"max |y_hat - y| over the prompts, worst n = {n}, N = {N}, "
-                                     f"depth {L}")
+    return at_most(
+        err, 1e-9, detail=f"max |y_hat - y| over the prompts, worst n = {n}, N = {N}, " f"depth {L}"
+    )
 
 
 def lemma36_certified(inp: Lemma36Inputs, ctx: Context) -> Verdict:
     """||vec||^2 is at most the memoriser's certified bound (depth 2 and 3)."""
     c = max(inp.cases, key=lambda c: parameter_norm2(c.model) / c.guarantee.bound)
-    return at_most(parameter_norm2(c.model), c.guarantee.bound, _norm_rounding(c.guarantee, c.model),
-                   detail=f"worst n = {c.n}, N = {c.N}, depth {c.depth}")
+    return at_most(
+        parameter_norm2(c.model),
+        c.guarantee.bound,
+        _norm_rounding(c.guarantee, c.model),
+        detail=f"worst n = {c.n}, N = {c.N}, depth {c.depth}",
+    )
 
 
 def lemma36_n_only(inp: Lemma36Inputs, ctx: Context) -> Verdict:
     """||vec||^2 <= C36 n^(5/2) ||y|| (depth 2), C36 = 2 sqrt((144/pi)(5 + pi/72))."""
+
     def bound(c):
-        return C36_DERIVED * c.guarantee.n_points ** 2.5 * float(c.labels.norm())
+        return C36_DERIVED * c.guarantee.n_points**2.5 * float(c.labels.norm())
+
     c = max(_depth2(inp), key=lambda c: parameter_norm2(c.model) / bound(c))
-    return at_most(parameter_norm2(c.model), bound(c), _norm_rounding(c.guarantee, c.model),
-                   detail=f"worst n = {c.n}, N = {c.N}")
+    return at_most(
+        parameter_norm2(c.model),
+        bound(c),
+        _norm_rounding(c.guarantee, c.model),
+        detail=f"worst n = {c.n}, N = {c.N}",
+    )
 
 
 def lemma36_bounds_derived(inp: Lemma36Inputs, ctx: Context) -> Verdict:
@@ -584,20 +711,26 @@ def lemma36_bounds_derived(inp: Lemma36Inputs, ctx: Context) -> Verdict:
 
 def lemma36_net_bound(inp: Lemma36Inputs, ctx: Context) -> Verdict:
     """The Lemma 36 net inside each memoriser: ||a||^2 + ||W||^2 + ||b||^2 <= 2 sqrt(A P)."""
+
     def norm2(c):
         net = c.guarantee.lemma36.net
-        return float(net.a @ net.a + (net.W ** 2).sum() + net.b @ net.b)
+        return float(net.a @ net.a + (net.W**2).sum() + net.b @ net.b)
+
     c = max(inp.cases, key=lambda c: norm2(c) / c.guarantee.lemma36.bound)
-    return at_most(norm2(c), c.guarantee.lemma36.bound, Rounding(
-        n=3 * c.guarantee.n_points, scale=norm2(c), what="3 m eps ||theta||^2"),
-        detail=f"worst n = {c.n}, N = {c.N}")
+    return at_most(
+        norm2(c),
+        c.guarantee.lemma36.bound,
+        Rounding(n=3 * c.guarantee.n_points, scale=norm2(c), what="3 m eps ||theta||^2"),
+        detail=f"worst n = {c.n}, N = {c.N}",
+    )
 
 
 def lemma36_balanced(inp: Lemma36Inputs, ctx: Context) -> Verdict:
     """Depth rebalancing: the output layers have equal squared norms (AM-GM's equality case)."""
     gap, n, L = max((_balance_gap(c.model), c.n, c.depth) for c in inp.cases)
-    return at_most(gap, 1e-9, detail=f"relative spread of ||W_l||^2 + ||b_l||^2, worst n = {n}, "
-                                     f"depth {L}")
+    return at_most(
+        gap, 1e-9, detail=f"relative spread of ||W_l||^2 + ||b_l||^2, worst n = {n}, " f"depth {L}"
+    )
 
 
 def lemma36_n_free(inp: Lemma36Inputs, ctx: Context) -> Verdict:
@@ -615,33 +748,44 @@ def _every_position(inp: Lemma36Inputs, ctx: Context) -> Lemma36Inputs:
     return replace(inp, cases=_lemma36_cases(ctx, (4, 8, 16), (8, 64), "all"))
 
 
-register(Claim(
-    id="lemma-36", ref=Ref("Lemma 36 (Thm 9 memoriser)", "Lemma 36 (Thm 7 memoriser)"),
-    statement="interpolating RNN on n general-1STR prompts (labels at one position): zero "
-              "training error, ||vec||^2 <= C36 sqrt(6) n^3 (~74.5 n^3) independent of N",
-    inputs=lemma36_inputs,
-    checks=[Check("||vec||^2 <= C n^3", lemma36_cn3),
+register(
+    Claim(
+        id="lemma-36",
+        ref=Ref("Lemma 36 (Thm 9 memoriser)", "Lemma 36 (Thm 7 memoriser)"),
+        statement="interpolating RNN on n general-1STR prompts (labels at one position): zero "
+        "training error, ||vec||^2 <= C36 sqrt(6) n^3 (~74.5 n^3) independent of N",
+        inputs=lemma36_inputs,
+        checks=[
+            Check("||vec||^2 <= C n^3", lemma36_cn3),
             Check("zero training error", lemma36_exact),
             Check("||vec||^2 <= certified bound", lemma36_certified),
             Check("||vec||^2 <= C36 n^(5/2) ||y||", lemma36_n_only),
             Check("bounds as derived", lemma36_bounds_derived),
             Check("Lemma 36 net within its bound", lemma36_net_bound),
             Check("output layers balanced", lemma36_balanced),
-            Check("||vec||^2 independent of N", lemma36_n_free)],
-    faults=[Fault("labels at every position", _every_position,
-                  breaks=("||vec||^2 <= C n^3", "||vec||^2 independent of N"))],
-    builds=(memorising_rnn,), bounds=(lemma36_bound, lemma36_constant),
-    derivation="docs/derivations/interpolation.md",
-))
+            Check("||vec||^2 independent of N", lemma36_n_free),
+        ],
+        faults=[
+            Fault(
+                "labels at every position",
+                _every_position,
+                breaks=("||vec||^2 <= C n^3", "||vec||^2 independent of N"),
+            )
+        ],
+        builds=(memorising_rnn,),
+        bounds=(lemma36_bound, lemma36_constant),
+        derivation="docs/derivations/interpolation.md",
+    )
+)
 
 # ---------------------------------------------------------------- prop-8
 
-P8_C = 0.05        # risk level c of Prop 35
-P8_K = 2.0         # good prompts: conditional error <= K c
-P8_GAMMA = 0.5     # answer vectors separated by sqrt(2 (1 - gamma) (N-1) / N)
-L36_D_P8 = 3       # token dimension of the exact generalising RNN (d >= 3: a slip d + 2 for 2 d shows)
+P8_C = 0.05  # risk level c of Prop 35
+P8_K = 2.0  # good prompts: conditional error <= K c
+P8_GAMMA = 0.5  # answer vectors separated by sqrt(2 (1 - gamma) (N-1) / N)
+L36_D_P8 = 3  # token dimension of the exact generalising RNN (d >= 3: a slip d + 2 for 2 d shows)
 P8_ANSWER_N, P8_ANSWER_D = 256, 4
-P8_LOG_N = 623     # (N - 1) I = 60.07: the log branch of prop8_packing, just past its threshold
+P8_LOG_N = 623  # (N - 1) I = 60.07: the log branch of prop8_packing, just past its threshold
 
 
 def _answer_vectors(x: torch.Tensor, u: torch.Tensor, t: torch.Tensor = None) -> torch.Tensor:
@@ -712,12 +856,19 @@ def _bound_table() -> tuple:
     rows = []
     for N, gamma in [(N, P8_GAMMA) for N in range(2, 201)] + [(N, 0.3) for N in range(100, 116)]:
         kw = dict(K=P8_K, gamma=gamma)
-        rows.append(dict(
-            N=N, gamma=gamma, packing=prop8_packing(N, P8_C, **kw),
-            width=prop8_width_lower_bound(N, P8_C, 10.0, **kw),
-            norm2=generalising_log_norm2(N, P8_C, 8, form="volume", **kw),
-            paper=prop8_norm_lower_bound_paper(N, P8_C, 4 * N, **kw),
-            log_norm={d_h: prop8_log_norm_lower_bound(N, P8_C, d_h, **kw) for d_h in (1, 8, 4 * N)}))
+        rows.append(
+            dict(
+                N=N,
+                gamma=gamma,
+                packing=prop8_packing(N, P8_C, **kw),
+                width=prop8_width_lower_bound(N, P8_C, 10.0, **kw),
+                norm2=generalising_log_norm2(N, P8_C, 8, form="volume", **kw),
+                paper=prop8_norm_lower_bound_paper(N, P8_C, 4 * N, **kw),
+                log_norm={
+                    d_h: prop8_log_norm_lower_bound(N, P8_C, d_h, **kw) for d_h in (1, 8, 4 * N)
+                },
+            )
+        )
     return tuple(rows)
 
 
@@ -730,8 +881,16 @@ def prop8_inputs(ctx: Context) -> Prop8Inputs:
     x[:, P8_ANSWER_N // 2] = x[0, P8_ANSWER_N // 2]  # all prompts share x_i
     u = torch.randn(P8_ANSWER_D, generator=g, **kw)
     widths = None if ctx.profile == "quick" else _width_scan(ctx, simple=False)
-    return Prop8Inputs(x, u / u.norm(), None, _slot_memory(ctx), prop8_packing,
-                       prop8_width_lower_bound, _bound_table(), widths)
+    return Prop8Inputs(
+        x,
+        u / u.norm(),
+        None,
+        _slot_memory(ctx),
+        prop8_packing,
+        prop8_width_lower_bound,
+        _bound_table(),
+        widths,
+    )
 
 
 def _packing(inp: Prop8Inputs, N: int):
@@ -745,9 +904,14 @@ def prop8_answers(inp: Prop8Inputs, ctx: Context) -> Verdict:
     pk = _packing(inp, N)
     fail = M * (M - 1) / 2 * math.exp(-(N - 1) * pk.rate)
     task = "general 1STR" if inp.t is None else "simple-1STR"
-    return at_least(sep, pk.answer_sep, detail=(
-        f"{task}, N = {N}, {M} prompts sharing x_i: min normalised answer separation (failure "
-        f"probability <= {fail:.1e}); theory packs M' = e^{pk.log_M_good:.2f} such prompts"))
+    return at_least(
+        sep,
+        pk.answer_sep,
+        detail=(
+            f"{task}, N = {N}, {M} prompts sharing x_i: min normalised answer separation (failure "
+            f"probability <= {fail:.1e}); theory packs M' = e^{pk.log_M_good:.2f} such prompts"
+        ),
+    )
 
 
 def _slot_answers(model, omega, x, t, i):
@@ -758,7 +922,7 @@ def _slot_answers(model, omega, x, t, i):
         h_f, h_b = model.states(Z)
         w = torch.cat([h_f[:, i], h_b[:, i]], dim=-1)  # U = identity on (h_fwd, h_bwd)
         zk = Z[:, i][:, None, :].repeat(1, N, 1)  # only z_i changes: its omega_{t_i} block
-        zk[..., d + omega.shape[1]:] = omega[None, :, :]
+        zk[..., d + omega.shape[1] :] = omega[None, :, :]
         hk = w[:, None, :].expand(-1, N, w.shape[-1])
         P = model.f_y(torch.cat([hk, zk], dim=-1)).squeeze(-1)
     return w, P
@@ -832,25 +996,35 @@ def _packing_exists(pk) -> bool:
     if pk.M == -1:  # too many prompts to count: e^{(N-1) I} > e^60
         return True
     frac = 1 - 1 / P8_K
-    fail = pk.M * (pk.M - 1) / 2 * math.exp(-(pk.N - 1) * pk.rate) + math.exp(-pk.M * frac ** 2 / 2)
+    fail = pk.M * (pk.M - 1) / 2 * math.exp(-(pk.N - 1) * pk.rate) + math.exp(-pk.M * frac**2 / 2)
     return math.ceil(frac * pk.M / 2) >= 2 and fail < 1
 
 
 def prop8_positive(inp: Prop8Inputs, ctx: Context) -> Verdict:
     """The width bound is positive exactly where Prop 35's packing exists (N = 2..200)."""
-    wrong = [(r["N"], r["gamma"]) for r in inp.table if (r["width"] > 0) != _packing_exists(r["packing"])]
+    wrong = [
+        (r["N"], r["gamma"]) for r in inp.table if (r["width"] > 0) != _packing_exists(r["packing"])
+    ]
     first = min(r["N"] for r in inp.table if r["width"] > 0 and r["gamma"] == P8_GAMMA)
-    return exact(len(wrong), 0, detail=f"lengths where they differ: {wrong[:4]}; positive from "
-                                       f"N = {first}")
+    return exact(
+        len(wrong),
+        0,
+        detail=f"lengths where they differ: {wrong[:4]}; positive from " f"N = {first}",
+    )
 
 
 def prop8_norms_vanish(inp: Prop8Inputs, ctx: Context) -> Verdict:
     """Where the width bound is 0 the norm bounds are too (ln = -inf, the paper's form 0), and
     elsewhere the volume norm bound is finite."""
+
     def consistent(r):
         positive = r["width"] > 0
-        return ((r["norm2"] > -math.inf) == positive and r["norm2"] < math.inf
-                and (positive or r["paper"] == 0.0))
+        return (
+            (r["norm2"] > -math.inf) == positive
+            and r["norm2"] < math.inf
+            and (positive or r["paper"] == 0.0)
+        )
+
     wrong = [(r["N"], r["gamma"]) for r in inp.table if not consistent(r)]
     return exact(len(wrong), 0, detail=f"lengths where they differ: {wrong[:4]}")
 
@@ -871,15 +1045,22 @@ def prop8_norms_derived(inp: Prop8Inputs, ctx: Context) -> Verdict:
 
 def _chernoff_rate(a: float) -> float:
     """sup_theta [ln(1 + 2 theta) / 2 - theta a], the chi^2 lower-tail exponent, numerically."""
-    res = optimize.minimize_scalar(lambda th: th * a - 0.5 * math.log1p(2 * th), bounds=(0.0, 1e6),
-                                   method="bounded", options={"xatol": 1e-12})
+    res = optimize.minimize_scalar(
+        lambda th: th * a - 0.5 * math.log1p(2 * th),
+        bounds=(0.0, 1e6),
+        method="bounded",
+        options={"xatol": 1e-12},
+    )
     return float(-res.fun)
 
 
 def prop8_rate(inp: Prop8Inputs, ctx: Context) -> Verdict:
-    """Prop 35's rate I(a) is the chi^2 Chernoff exponent (numerical maximisation), a = 1 - gamma."""
-    gap = max(abs(inp.packing(200, 0.01, K=P8_K, gamma=gm).rate / _chernoff_rate(1 - gm) - 1)
-              for gm in (0.3, 0.5, 0.7))
+    """Prop 35's rate I(a) is the chi^2 Chernoff exponent (numerical maximisation), a = 1 -
+    gamma."""
+    gap = max(
+        abs(inp.packing(200, 0.01, K=P8_K, gamma=gm).rate / _chernoff_rate(1 - gm) - 1)
+        for gm in (0.3, 0.5, 0.7)
+    )
     return at_most(gap, 1e-8, detail="largest relative gap, gamma = 0.3, 0.5, 0.7")
 
 
@@ -916,9 +1097,13 @@ def prop8_record_derived(inp: Prop8Inputs, ctx: Context) -> Verdict:
         pk = inp.packing(N, P8_C, K=P8_K, gamma=gm)
         _, Mg, fail = _derived_counts(N, pk.rate)
         ans = math.sqrt(2 * (1 - gm) * (N - 1) / N)
-        worst = max(worst, abs(pk.log_M_good - math.log(Mg)) / math.log(Mg) / 1e-12 if Mg > 1 else 0,
-                    abs(pk.failure / fail - 1) / 1e-9, abs(pk.answer_sep / ans - 1) / 1e-12,
-                    abs(pk.sep / (ans - 2 * math.sqrt(P8_K * P8_C)) - 1) / 1e-12)
+        worst = max(
+            worst,
+            abs(pk.log_M_good - math.log(Mg)) / math.log(Mg) / 1e-12 if Mg > 1 else 0,
+            abs(pk.failure / fail - 1) / 1e-9,
+            abs(pk.answer_sep / ans - 1) / 1e-12,
+            abs(pk.sep / (ans - 2 * math.sqrt(P8_K * P8_C)) - 1) / 1e-12,
+        )
     return at_most(worst, 1.0, detail="largest relative gap / its tolerance")
 
 
@@ -928,10 +1113,15 @@ def prop8_log_form(inp: Prop8Inputs, ctx: Context) -> Verdict:
     frac = 1 - 1 / P8_K
     with mpmath.workdps(40):
         X = mpmath.exp((P8_LOG_N - 1) * mpmath.mpf(big.rate))
-        exact_log = float(mpmath.log(mpmath.ceil(frac * mpmath.floor((1 + mpmath.sqrt(1 + 4 * X)) / 2)
-                                                 / 2)))
-    return close(exact_log - big.log_M_good, 0.5e-11, 0.5e-11,
-                 detail=f"exact ln M' - log form at N = {P8_LOG_N} (in [0, 1e-11])")
+        exact_log = float(
+            mpmath.log(mpmath.ceil(frac * mpmath.floor((1 + mpmath.sqrt(1 + 4 * X)) / 2) / 2))
+        )
+    return close(
+        exact_log - big.log_M_good,
+        0.5e-11,
+        0.5e-11,
+        detail=f"exact ln M' - log form at N = {P8_LOG_N} (in [0, 1e-11])",
+    )
 
 
 def prop8_width_growth(inp: Prop8Inputs, ctx: Context) -> Verdict:
@@ -941,18 +1131,25 @@ def prop8_width_growth(inp: Prop8Inputs, ctx: Context) -> Verdict:
         return exact("not run (quick profile)", "not run (quick profile)")
     ws = [w if w else 2 * P8_SCAN["widths"][-1] for _, w, _ in inp.widths]
     mono = all(b >= a for a, b in zip(ws, ws[1:]))
-    return at_least(ws[-1] / ws[0] if mono else 0.0, 4.0, detail="; ".join(
-        f"N={N}: min width {w or '>' + str(P8_SCAN['widths'][-1])}" for N, w, _ in inp.widths))
+    return at_least(
+        ws[-1] / ws[0] if mono else 0.0,
+        4.0,
+        detail="; ".join(
+            f"N={N}: min width {w or '>' + str(P8_SCAN['widths'][-1])}" for N, w, _ in inp.widths
+        ),
+    )
 
 
 def _make_gru_batch(N: int, simple: bool, omega: torch.Tensor):
-    """Batches (Z', y) of 1STR with d = 1: Z' = (RNN encoding, m_i), m_i = <omega_i, omega_{t_i}> = 1[t_i = i].
+    """Batches (Z', y) of 1STR with d = 1: Z' = (RNN encoding, m_i), m_i = <omega_i, omega_{t_i}> =
+    1[t_i = i].
 
     The scalar m_i stands in for the product gadget of the paper's deep transitions (Prop 26): a
     single-layer GRU gate is affine in its input and cannot compute <omega_i, omega_t> itself, and
     without it even simple-1STR needed widths growing with N in our runs (optimisation, not memory).
     It gives both tasks the same features; only the memory requirement differs.
     """
+
     def batch(B, g):
         x = torch.randn(B, N, 1, generator=g, device=g.device)
         if simple:
@@ -962,6 +1159,7 @@ def _make_gru_batch(N: int, simple: bool, omega: torch.Tensor):
         y = x[torch.arange(B, device=g.device)[:, None], t[..., 0], 0]
         match = (t[..., 0] == torch.arange(N, device=g.device)).to(x.dtype)[..., None]
         return torch.cat([rnn_encoding(x, t, omega), match], dim=-1), y
+
     return batch
 
 
@@ -982,8 +1180,9 @@ def _min_width(N: int, simple: bool, ctx: Context) -> tuple[int, list]:
         model = PracticalRNN(omega.shape[1] * 2 + 2, w, generator=g, device=ctx.device)
         with cpu_threads(1):
             fit_online(model, batch, steps=cfg["steps"], batch_size=64, lr=cfg["lr"], generator=g)
-            risk, _ = position_risk(model, batch, n=2048,
-                                    generator=ctx.generator("prop-8/gru-risk", device=ctx.device))
+            risk, _ = position_risk(
+                model, batch, n=2048, generator=ctx.generator("prop-8/gru-risk", device=ctx.device)
+            )
         tried.append((w, risk))
         if risk <= cfg["c"]:
             return w, tried
@@ -1009,16 +1208,20 @@ def _misread_unit(inp: Prop8Inputs, ctx: Context) -> Prop8Inputs:
     N = inp.slot.omega.shape[0]
     W = model.f_y[2].weight
     with torch.no_grad():
-        W[3 * N:4 * N, 2 + N], W[3 * N:4 * N, 2 * N] = W[3 * N:4 * N, 2 * N].clone(), 0.0
+        W[3 * N : 4 * N, 2 + N], W[3 * N : 4 * N, 2 * N] = W[3 * N : 4 * N, 2 * N].clone(), 0.0
     return replace(inp, slot=replace(inp.slot, model=model))
 
 
-register(Claim(
-    id="prop-8", ref=Ref("Prop 8 (Prop 35)", "Prop 6 (Prop 35)"),
-    statement="risk <= c at a position forces the states of e^{Omega(N)} prompts sharing x_i into "
-              "a packing (quick: answer + state separation; full: trained GRU width grows with N)",
-    inputs=prop8_inputs,
-    checks=[Check("answer separation >= sqrt(2a(N-1)/N)", prop8_answers),
+register(
+    Claim(
+        id="prop-8",
+        ref=Ref("Prop 8 (Prop 35)", "Prop 6 (Prop 35)"),
+        statement="risk <= c at a position forces the states of e^{Omega(N)} prompts sharing x_i "
+        "into "
+        "a packing (quick: answer + state separation; full: trained GRU width grows with N)",
+        inputs=prop8_inputs,
+        checks=[
+            Check("answer separation >= sqrt(2a(N-1)/N)", prop8_answers),
             Check("conditional errors <= K c", prop8_conditional_errors),
             Check("tokens inside the r_x ball", prop8_inside),
             Check("states separated by s~/lambda", prop8_separated),
@@ -1033,19 +1236,30 @@ register(Claim(
             Check("M and M' as derived", prop8_counts),
             Check("ln M', failure, separations as derived", prop8_record_derived),
             Check("log form of ln M' as derived", prop8_log_form),
-            Check("trained GRU width grows with N", prop8_width_growth)],
-    faults=[Fault("simple-1STR answers", _simple_1str,
-                  breaks=("answer separation >= sqrt(2a(N-1)/N)",)),
-            Fault("e_k^- unit misreads", _misread_unit, breaks=("exact on the r_x sphere",))],
-    builds=(slot_memory_rnn,),
-    bounds=(prop8_packing, prop8_width_lower_bound, prop8_log_norm_lower_bound,
-            prop8_norm_lower_bound_paper),
-    derivation="docs/derivations/rnn-lower-bounds.md",
-))
+            Check("trained GRU width grows with N", prop8_width_growth),
+        ],
+        faults=[
+            Fault(
+                "simple-1STR answers",
+                _simple_1str,
+                breaks=("answer separation >= sqrt(2a(N-1)/N)",),
+            ),
+            Fault("e_k^- unit misreads", _misread_unit, breaks=("exact on the r_x sphere",)),
+        ],
+        builds=(slot_memory_rnn,),
+        bounds=(
+            prop8_packing,
+            prop8_width_lower_bound,
+            prop8_log_norm_lower_bound,
+            prop8_norm_lower_bound_paper,
+        ),
+        derivation="docs/derivations/rnn-lower-bounds.md",
+    )
+)
 
 # ---------------------------------------------------------------- thm-9
 
-T9_NS = tuple(2 ** k for k in range(8, 21, 2))
+T9_NS = tuple(2**k for k in range(8, 21, 2))
 T9_DEPTH = 2
 T9_D = 4
 T9_NS_BUILT = (16, 64, 256, 1024, 4096)  # N grid for norms measured on constructions.recurrent
@@ -1064,13 +1278,17 @@ class Thm9Inputs:
 
 def _requirements() -> dict:
     """Prop 8's requirement in the paper's (d_h = N d) and the volume (d_h = sqrt N) forms."""
+
     def paper(N):
         return generalising_log_norm2(N, P8_C, N * T9_D, depth=T9_DEPTH, form="paper")
 
     def volume(N):
         return generalising_log_norm2(N, P8_C, math.isqrt(N), depth=T9_DEPTH, form="volume")
-    return {"paper (d_h = N d, uncertified)": {N: paper(N) for N in T9_NS},
-            "volume (d_h = sqrt N, rigorous)": {N: volume(N) for N in T9_NS}}
+
+    return {
+        "paper (d_h = N d, uncertified)": {N: paper(N) for N in T9_NS},
+        "volume (d_h = sqrt N, rigorous)": {N: volume(N) for N in T9_NS},
+    }
 
 
 def _memoriser_bound(n: int) -> float:
@@ -1087,9 +1305,13 @@ def _memorisers(ctx: Context, ns, position) -> tuple:
     for n in ns:
         x, t, y = _prompts(n, 64, ctx.generator("thm-9/prompts", n, device=ctx.device), ctx.device)
         with cpu_threads(1):
-            model, _ = memorising_rnn(x, y, D_in=L36_D, position=position,
-                                      generator=ctx.generator("thm-9/memoriser", n,
-                                                              device=ctx.device))
+            model, _ = memorising_rnn(
+                x,
+                y,
+                D_in=L36_D,
+                position=position,
+                generator=ctx.generator("thm-9/memoriser", n, device=ctx.device),
+            )
         mems.append((n, model, y[:, 5]))
     return tuple(mems)
 
@@ -1109,30 +1331,41 @@ def thm9_slopes(inp: Thm9Inputs, ctx: Context) -> Verdict:
         slopes = loglog_slope(lambda N: inp.crossover(logs[N]), Ns)
         worst.append((float(np.min(slopes)), form, Ns))
     slope, form, Ns = min(worst)
-    return at_least(slope, 0.5 / (T9_DEPTH + 4), detail=(
-        f"smallest slope: {form}, N = {Ns[0]}..{Ns[-1]}; target 1/(L_y+4) = "
-        f"{1 / (T9_DEPTH + 4):.3f}, L_y = {T9_DEPTH}, c = {P8_C}"))
+    return at_least(
+        slope,
+        0.5 / (T9_DEPTH + 4),
+        detail=(
+            f"smallest slope: {form}, N = {Ns[0]}..{Ns[-1]}; target 1/(L_y+4) = "
+            f"{1 / (T9_DEPTH + 4):.3f}, L_y = {T9_DEPTH}, c = {P8_C}"
+        ),
+    )
 
 
 def thm9_memoriser(inp: Thm9Inputs, ctx: Context) -> Verdict:
     """The memoriser side: ||vec||^2 <= C n^3 (on the module), where ||y||^2 <= K_y n holds."""
-    rows = [(parameter_norm2(m) / inp.memoriser_bound(n), n, m) for n, m, y in inp.memorisers
-            if float(y @ y) <= K_Y * n]
+    rows = [
+        (parameter_norm2(m) / inp.memoriser_bound(n), n, m)
+        for n, m, y in inp.memorisers
+        if float(y @ y) <= K_Y * n
+    ]
     if not rows:
         return exact("no memoriser with ||y||^2 <= K_y n", "one at least")
     _, n, m = max(rows, key=lambda r: r[0])
     norm2 = parameter_norm2(m)
     count = sum(p.numel() for p in m.parameters())
-    return at_most(norm2, inp.memoriser_bound(n), Rounding(n=count, scale=norm2,
-                                                            what="(parameter count) eps ||vec||^2"),
-                   detail=f"worst n = {n} of {[r[1] for r in rows]}")
+    return at_most(
+        norm2,
+        inp.memoriser_bound(n),
+        Rounding(n=count, scale=norm2, what="(parameter count) eps ||vec||^2"),
+        detail=f"worst n = {n} of {[r[1] for r in rows]}",
+    )
 
 
 def thm9_constant(inp: Thm9Inputs, ctx: Context) -> Verdict:
     """The memoriser bound at depth 2, K_y = 6 is Lemma 36's C36 sqrt(6) n^3, C36 = 2 sqrt((144/pi)
     (5 + pi/72)) (docs/derivations/interpolation.md)."""
     C = C36_DERIVED * math.sqrt(6.0)
-    gap = max(abs(inp.memoriser_bound(n) / (C * n ** 3) - 1) for n in (2, 8, 64, 1000, 10 ** 6))
+    gap = max(abs(inp.memoriser_bound(n) / (C * n**3) - 1) for n in (2, 8, 64, 1000, 10**6))
     return at_most(gap, 1e-9, detail=f"C = {C:.4f}, n = 2 .. 1e6, largest relative gap")
 
 
@@ -1147,8 +1380,10 @@ def thm9_requirement(inp: Thm9Inputs, ctx: Context) -> Verdict:
     of UL_min (docs/derivations/rnn-lower-bounds.md)."""
     gaps = []
     for depth, r_h in ((2, 1.0), (3, 2.5)):
-        for form, lg in (("paper", math.log(prop8_norm_lower_bound_paper(4096, P8_C, 64))),
-                         ("volume", prop8_log_norm_lower_bound(4096, P8_C, 64))):
+        for form, lg in (
+            ("paper", math.log(prop8_norm_lower_bound_paper(4096, P8_C, 64))),
+            ("volume", prop8_log_norm_lower_bound(4096, P8_C, 64)),
+        ):
             want = math.log(depth) + 2.0 / depth * (lg - math.log(r_h))
             got = generalising_log_norm2(4096, P8_C, 64, depth=depth, r_h=r_h, form=form)
             gaps.append(abs(got / want - 1))
@@ -1200,53 +1435,85 @@ def _crossover_exponent2(inp: Thm9Inputs, ctx: Context) -> Thm9Inputs:
 
 def _bound_k5(inp: Thm9Inputs, ctx: Context) -> Thm9Inputs:
     """The memoriser bound and crossover at K_y = 5 (C36 sqrt 5) in place of 6."""
-    return replace(inp, memoriser_bound=lambda n: memoriser_norm2_bound(n, K_y=5.0),
-                   crossover=lambda lr: theorem9_crossover(lr, K_y=5.0))
+    return replace(
+        inp,
+        memoriser_bound=lambda n: memoriser_norm2_bound(n, K_y=5.0),
+        crossover=lambda lr: theorem9_crossover(lr, K_y=5.0),
+    )
 
 
-register(Claim(
-    id="thm-9", ref=Ref("Thm 9", "Thm 7"),
-    statement="memoriser ||vec||^2 <= C n^3 (N-free) vs the Prop 8 requirement: the crossover "
-              "n*(N) below which min-norm ERM prefers memorising grows like a power of N",
-    inputs=thm9_inputs,
-    checks=[Check("n*(N) slopes >= 1/(2(L_y+4))", thm9_slopes),
+register(
+    Claim(
+        id="thm-9",
+        ref=Ref("Thm 9", "Thm 7"),
+        statement="memoriser ||vec||^2 <= C n^3 (N-free) vs the Prop 8 requirement: the crossover "
+        "n*(N) below which min-norm ERM prefers memorising grows like a power of N",
+        inputs=thm9_inputs,
+        checks=[
+            Check("n*(N) slopes >= 1/(2(L_y+4))", thm9_slopes),
             Check("memoriser ||vec||^2 <= C n^3", thm9_memoriser),
             Check("C = C36 sqrt(6)", thm9_constant),
             Check("crossover inverts the memoriser bound", thm9_inverts),
-            Check("requirement = AM-GM over L layers", thm9_requirement)],
-    faults=[Fault("simple-1STR, Prop 28 built", _simple_built,
-                  breaks=("n*(N) slopes >= 1/(2(L_y+4))",)),
-            Fault("simple-1STR, Prop 28 radii", _simple_radii,
-                  breaks=("n*(N) slopes >= 1/(2(L_y+4))",)),
-            Fault("memoriser bound C n^2", _bound_n2,
-                  breaks=("C = C36 sqrt(6)", "crossover inverts the memoriser bound")),
-            Fault("crossover from exponent 2", _crossover_exponent2,
-                  breaks=("crossover inverts the memoriser bound",)),
-            Fault("memorise every position", _every_position,
-                  breaks=("memoriser ||vec||^2 <= C n^3",)),
-            Fault("K_y = 5", _bound_k5, breaks=("C = C36 sqrt(6)",))],
-    builds=(memorising_rnn,), bounds=(memoriser_norm2_bound, theorem9_crossover,
-                                      generalising_log_norm2),
-    derivation="docs/derivations/rnn-lower-bounds.md",
-))
+            Check("requirement = AM-GM over L layers", thm9_requirement),
+        ],
+        faults=[
+            Fault(
+                "simple-1STR, Prop 28 built",
+                _simple_built,
+                breaks=("n*(N) slopes >= 1/(2(L_y+4))",),
+            ),
+            Fault(
+                "simple-1STR, Prop 28 radii",
+                _simple_radii,
+                breaks=("n*(N) slopes >= 1/(2(L_y+4))",),
+            ),
+            Fault(
+                "memoriser bound C n^2",
+                _bound_n2,
+                breaks=("C = C36 sqrt(6)", "crossover inverts the memoriser bound"),
+            ),
+            Fault(
+                "crossover from exponent 2",
+                _crossover_exponent2,
+                breaks=("crossover inverts the memoriser bound",),
+            ),
+            Fault(
+                "memorise every position", _every_position, breaks=("memoriser ||vec||^2 <= C n^3",)
+            ),
+            Fault("K_y = 5", _bound_k5, breaks=("C = C36 sqrt(6)",)),
+        ],
+        builds=(memorising_rnn,),
+        bounds=(memoriser_norm2_bound, theorem9_crossover, generalising_log_norm2),
+        derivation="docs/derivations/rnn-lower-bounds.md",
+    )
+)
 
 # ---------------------------------------------------------------- thm-7
 
-T7_NS = tuple(2 ** k for k in range(4, 21, 2))
+T7_NS = tuple(2**k for k in range(4, 21, 2))
 T7_TARGET = 0.1
 T7_DEGREE = 9  # derived polylog degree: n(N) = O((ln N)^9) (docs/derivations/rnn-lower-bounds.md)
-T7_AGREE_POINTS = ((10 ** 6, 16), (10 ** 20, 256), (10 ** 38, 4096), (10 ** 41, 2 ** 20), (10 ** 60, 2 ** 30))
+T7_AGREE_POINTS = ((10**6, 16), (10**20, 256), (10**38, 4096), (10**41, 2**20), (10**60, 2**30))
 T7_ROOT_NS = T7_NS  # n(N) compared with the 40-digit root at these N
-T7_VARIANT = dict(q=3, d=2, r_a=2.0, r_w=0.5, m_g=8, eps_2nn=0.02, C_x=1.5, C_y=2.0, s=0.5, mu=0.25, delta=0.1)
-# a second parameter set for the bound comparison (q = 1 and C_x = C_y = s = 1 would hide a q <-> q^2 or C_x slip)
-T7_AGREE_RTOL = 1e-12  # float64 bound vs the 40-digit mpmath evaluation; the measured gaps are ~1e-15
+T7_VARIANT = dict(
+    q=3, d=2, r_a=2.0, r_w=0.5, m_g=8, eps_2nn=0.02, C_x=1.5, C_y=2.0, s=0.5, mu=0.25, delta=0.1
+)
+# a second parameter set for the bound comparison (q = 1 and C_x = C_y = s = 1 would hide a q <->
+# q^2 or C_x slip)
+T7_AGREE_RTOL = (
+    1e-12  # float64 bound vs the 40-digit mpmath evaluation; the measured gaps are ~1e-15
+)
 T7_DPS = 40
 
 
 def _t7_net(radii2, biased, r_in):
-    """(Lambda, ||c||, b) of a net with squared layer radii ``radii2`` on inputs of norm <= r_in, in mpmath
-    (docs/derivations/rnn-lower-bounds.md section 4, item 5): a_0 = r_in, a_l = R_l sqrt(a_{l-1}^2 + 1) (biased),
-    c_l = prod_{k > l} R_k * sqrt(a_{l-1}^2 + 1) (or a_{l-1}), b: the output bound at input 0 via R_l (b + 1)."""
+    """(Lambda, ||c||, b) of a net with squared layer radii ``radii2`` on inputs of norm <= r_in,
+    in mpmath
+    (docs/derivations/rnn-lower-bounds.md section 4, item 5): a_0 = r_in, a_l = R_l sqrt(a_{l-1}^2
+    + 1) (biased),
+    c_l = prod_{k > l} R_k * sqrt(a_{l-1}^2 + 1) (or a_{l-1}), b: the output bound at input 0 via
+    R_l (b + 1).
+    """
     import mpmath as mp
 
     R = [mp.sqrt(r2) for r2 in radii2]
@@ -1254,7 +1521,7 @@ def _t7_net(radii2, biased, r_in):
     for Rl, bias in zip(R, biased):
         feeds.append(mp.sqrt(a * a + 1) if bias else a)
         a = Rl * feeds[-1]
-    c2 = mp.fsum((mp.fprod(R[l + 1:]) * feeds[l]) ** 2 for l in range(len(R)))
+    c2 = mp.fsum((mp.fprod(R[l + 1 :]) * feeds[l]) ** 2 for l in range(len(R)))
     b = mp.mpf(0)
     for Rl, bias in zip(R, biased):
         b = Rl * (b + 1) if bias else Rl * b
@@ -1262,7 +1529,8 @@ def _t7_net(radii2, biased, r_in):
 
 
 def t7_code_dim(params: Theorem7Params, N: int) -> int:
-    """Theorem 7's code width d_e = ceil(8 ln(N^2 / delta)) (Hoeffding + union bound, Assumption 3) in 40-digit
+    """Theorem 7's code width d_e = ceil(8 ln(N^2 / delta)) (Hoeffding + union bound, Assumption 3)
+    in 40-digit
     arithmetic, or params.d_e."""
     import mpmath as mp
 
@@ -1273,8 +1541,11 @@ def t7_code_dim(params: Theorem7Params, N: int) -> int:
 
 
 def t7_layers_mp(n, N: int, P: Theorem7Params) -> tuple:
-    """(r_x^2, transition layers, output layers) of Prop 28's class in mpmath, each layer (fan_in, width, bias, R^2),
-    written from docs/derivations/rnn-lower-bounds.md section 4 (piece 1), r_x^2 = 3 C_x e d ln(n N)."""
+    """(r_x^2, transition layers, output layers) of Prop 28's class in mpmath, each layer (fan_in,
+    width, bias, R^2),
+    written from docs/derivations/rnn-lower-bounds.md section 4 (piece 1), r_x^2 = 3 C_x e d ln(n
+    N).
+    """
     import mpmath as mp
 
     q, d, de, m_g = P.q, P.d, t7_code_dim(P, N), P.m_g
@@ -1284,22 +1555,29 @@ def t7_layers_mp(n, N: int, P: Theorem7Params) -> tuple:
     qd = q * d
     De = d + (q + 1) * de
     # (fan_in, width, bias, R^2): transition (x2, both directions) and output net
-    trans = [(De, 2 * d + 2 * q * de, True, mp.mpf(2 * d + 4 * q * de)),
-             (2 * d + 2 * q * de, 2 * d + q, True, 4 * d + q * g2),
-             (2 * d + q, 2 * qd, True, 2 * qd * (2 + 2 * rx2)),
-             (2 * qd, qd, False, mp.mpf(2 * qd))]
-    out = [(2 * qd + De, 2 * d + 2 * q * de + 2 * qd, True, mp.mpf(2 * d + 4 * q * de + 4 * qd)),
-           (2 * d + 2 * q * de + 2 * qd, 2 * d + q + 2 * qd, True, 4 * d + q * g2 + 4 * qd),
-           (2 * d + q + 2 * qd, 4 * qd, True, 2 * qd * (2 + 2 * rx2) + 4 * qd),
-           (4 * qd, m_g, True, 4 * m_g * mp.mpf(P.r_w) ** 2),
-           (m_g, 1, False, mp.mpf(P.r_a) ** 2 / m_g)]
+    trans = [
+        (De, 2 * d + 2 * q * de, True, mp.mpf(2 * d + 4 * q * de)),
+        (2 * d + 2 * q * de, 2 * d + q, True, 4 * d + q * g2),
+        (2 * d + q, 2 * qd, True, 2 * qd * (2 + 2 * rx2)),
+        (2 * qd, qd, False, mp.mpf(2 * qd)),
+    ]
+    out = [
+        (2 * qd + De, 2 * d + 2 * q * de + 2 * qd, True, mp.mpf(2 * d + 4 * q * de + 4 * qd)),
+        (2 * d + 2 * q * de + 2 * qd, 2 * d + q + 2 * qd, True, 4 * d + q * g2 + 4 * qd),
+        (2 * d + q + 2 * qd, 4 * qd, True, 2 * qd * (2 + 2 * rx2) + 4 * qd),
+        (4 * qd, m_g, True, 4 * m_g * mp.mpf(P.r_w) ** 2),
+        (m_g, 1, False, mp.mpf(P.r_a) ** 2 / m_g),
+    ]
     return rx2, trans, out
 
 
 def theorem7_bound_mp(n, N: int, params: Theorem7Params, pieces: bool = False):
-    """The Theorem 7 bound at (n, N) in mpmath at the working precision (call inside ``mpmath.workdps``), written
-    from docs/derivations/rnn-lower-bounds.md section 4 (the class of Prop 28, pieces 1-7) independently of
-    ``theorem7_bound``: its own r_x = sqrt(3 C_x e d ln(nN)), d_e, layer table, parameter count, net constants.
+    """The Theorem 7 bound at (n, N) in mpmath at the working precision (call inside
+    ``mpmath.workdps``), written
+    from docs/derivations/rnn-lower-bounds.md section 4 (the class of Prop 28, pieces 1-7)
+    independently of
+    ``theorem7_bound``: its own r_x = sqrt(3 C_x e d ln(nN)), d_e, layer table, parameter count,
+    net constants.
     ``n`` may be real (an mpf): the sample-size check solves bound(n) = target for real n."""
     import mpmath as mp
 
@@ -1310,11 +1588,17 @@ def theorem7_bound_mp(n, N: int, params: Theorem7Params, pieces: bool = False):
     rx2, trans, out = t7_layers_mp(n, N, P)
     rh2 = q * rx2
     rz2 = rx2 + q + 1
-    n_params = sum((2 if part is trans else 1) * w * (f + (1 if b else 0)) for part in (trans, out) for f, w, b, _ in part)
+    n_params = sum(
+        (2 if part is trans else 1) * w * (f + (1 if b else 0))
+        for part in (trans, out)
+        for f, w, b, _ in part
+    )
     R_theta = mp.sqrt(2 * mp.fsum(r2 for *_, r2 in trans) + mp.fsum(r2 for *_, r2 in out))
     _, A_h, _ = _t7_net([r2 for *_, r2 in trans], [b for _, _, b, _ in trans], mp.sqrt(rz2))
-    Lam_y, A_y, b_y = _t7_net([r2 for *_, r2 in out], [b for _, _, b, _ in out], mp.sqrt(2 * rh2 + rz2))
-    A = mp.sqrt(A_y ** 2 + ((Nv - 1) * Lam_y * A_h) ** 2)
+    Lam_y, A_y, b_y = _t7_net(
+        [r2 for *_, r2 in out], [b for _, _, b, _ in out], mp.sqrt(2 * rh2 + rz2)
+    )
+    A = mp.sqrt(A_y**2 + ((Nv - 1) * Lam_y * A_h) ** 2)
     beta0 = Lam_y * mp.sqrt(2 * rh2 + q + 1) + b_y
 
     def m_p(p):  # ||loss||_p <= m_p (piece 3)
@@ -1324,12 +1608,17 @@ def theorem7_bound_mp(n, N: int, params: Theorem7Params, pieces: bool = False):
     tau = mp.e * m_p(p)
     log_cov = n_params * mp.log(1 + 4 * R_theta * A * mp.sqrt(n / tau))
     rad = tau / mp.sqrt(n) + tau * mp.sqrt(2 * log_cov / n)
-    total = (mp.mpf(P.eps_2nn) + m_p(2) * Nv ** mp.mpf(-0.25) * n ** mp.mpf(-0.75)
-             + 2 * rad + 4 * tau * mp.sqrt(mp.log(4 / delta) / (2 * n)) + (1 + 4 / delta) * tau * mp.exp(-p))
+    total = (
+        mp.mpf(P.eps_2nn)
+        + m_p(2) * Nv ** mp.mpf(-0.25) * n ** mp.mpf(-0.75)
+        + 2 * rad
+        + 4 * tau * mp.sqrt(mp.log(4 / delta) / (2 * n))
+        + (1 + 4 / delta) * tau * mp.exp(-p)
+    )
     return {"total": total, "lipschitz": A, "radius": R_theta} if pieces else total
 
 
-T7_CONST_POINTS = ((10 ** 3, 16), (10 ** 3, 1024), (10 ** 3, 2 ** 20), (10 ** 9, 2 ** 20))
+T7_CONST_POINTS = ((10**3, 16), (10**3, 1024), (10**3, 2**20), (10**9, 2**20))
 
 
 @dataclass(frozen=True, eq=False)
@@ -1349,15 +1638,18 @@ def _sizes(record, params) -> dict:
     def search(N):
         if record is theorem7_bound:
             return theorem7_sample_size(T7_TARGET, N, params)
-        return smallest_true(lambda n: record(n, N, params).total <= T7_TARGET, limit=10 ** 300,
-                             log_bisect=True)
+        return smallest_true(
+            lambda n: record(n, N, params).total <= T7_TARGET, limit=10**300, log_bisect=True
+        )
+
     return {N: search(N) for N in sorted(set(T7_NS) | set(T7_ROOT_NS))}
 
 
 def thm7_inputs(ctx: Context) -> Thm7Inputs:
     """The default constants of rnn-lower-bounds.md section 4 and n(N) at risk 0.1."""
-    return Thm7Inputs(Theorem7Params(), theorem7_bound, prop28_norm2,
-                      _sizes(theorem7_bound, Theorem7Params()))
+    return Thm7Inputs(
+        Theorem7Params(), theorem7_bound, prop28_norm2, _sizes(theorem7_bound, Theorem7Params())
+    )
 
 
 def _slopes(inp: Thm7Inputs):
@@ -1370,9 +1662,15 @@ def thm7_polylog(inp: Thm7Inputs, ctx: Context) -> Verdict:
     """Theorem 7: n(N) = O((ln N)^9): every slope d ln n / d ln N is <= 9 / ln N."""
     slopes, mids = _slopes(inp)
     k = slopes * mids
-    return at_most(float(k.max()), T7_DEGREE, detail=(
-        f"largest slope x ln N over N = 2^4..2^20 (slopes {slopes[0]:.3f} -> {slopes[-1]:.3f}); "
-        "a float64 closed form, no rounding term"))
+    return at_most(
+        float(k.max()),
+        T7_DEGREE,
+        detail=(
+            f"largest slope x ln N over N = 2^4..2^20 "
+            f"(slopes {slopes[0]:.3f} -> {slopes[-1]:.3f}); "
+            "a float64 closed form, no rounding term"
+        ),
+    )
 
 
 def thm7_decreasing(inp: Thm7Inputs, ctx: Context) -> Verdict:
@@ -1383,25 +1681,36 @@ def thm7_decreasing(inp: Thm7Inputs, ctx: Context) -> Verdict:
 
 def _bound_gap(inp: Thm7Inputs, params: Theorem7Params) -> float:
     with mpmath.workdps(T7_DPS):
-        return max(float(abs(mpmath.mpf(inp.record(n, N, params).total)
-                             - theorem7_bound_mp(n, N, params)) / theorem7_bound_mp(n, N, params))
-                   for n, N in T7_AGREE_POINTS)
+        return max(
+            float(
+                abs(mpmath.mpf(inp.record(n, N, params).total) - theorem7_bound_mp(n, N, params))
+                / theorem7_bound_mp(n, N, params)
+            )
+            for n, N in T7_AGREE_POINTS
+        )
 
 
 def thm7_bound_agrees(inp: Thm7Inputs, ctx: Context) -> Verdict:
     """The float64 bound equals the 40-digit evaluation written from the derivation (default and a
     second set of constants), relative 1e-12."""
     gap = max(_bound_gap(inp, inp.params), _bound_gap(inp, Theorem7Params(**T7_VARIANT)))
-    return at_most(gap, T7_AGREE_RTOL, detail=(
-        f"(n, N) = {[(f'1e{round(math.log10(a))}', b) for a, b in T7_AGREE_POINTS]}; "
-        f"constants: the defaults and {T7_VARIANT}"))
+    return at_most(
+        gap,
+        T7_AGREE_RTOL,
+        detail=(
+            f"(n, N) = {[(f'1e{round(math.log10(a))}', b) for a, b in T7_AGREE_POINTS]}; "
+            f"constants: the defaults and {T7_VARIANT}"
+        ),
+    )
 
 
 def thm7_confidence(inp: Thm7Inputs, ctx: Context) -> Verdict:
     """The record's confidence is the theorem's 1 - delta - (n N)^(-1/2)."""
     P = inp.params
-    gap = max(abs(inp.record(n, N, P).confidence - (1 - P.delta - (n * N) ** -0.5))
-              for n, N in T7_AGREE_POINTS)
+    gap = max(
+        abs(inp.record(n, N, P).confidence - (1 - P.delta - (n * N) ** -0.5))
+        for n, N in T7_AGREE_POINTS
+    )
     return at_most(gap, T7_AGREE_RTOL, detail="largest absolute gap")
 
 
@@ -1413,8 +1722,12 @@ def thm7_root(inp: Thm7Inputs, ctx: Context) -> Verdict:
         for N in T7_ROOT_NS:
             got = inp.sizes[N]
             start = mpmath.log(got) if got and got > 1 else mpmath.mpf(90)  # a starting point only
-            root = mpmath.exp(mpmath.findroot(
-                lambda ln_n: theorem7_bound_mp(mpmath.exp(ln_n), N, inp.params) - T7_TARGET, start))
+            root = mpmath.exp(
+                mpmath.findroot(
+                    lambda ln_n: theorem7_bound_mp(mpmath.exp(ln_n), N, inp.params) - T7_TARGET,
+                    start,
+                )
+            )
             rows.append((float(abs(mpmath.mpf(got) - root) / root), N, got, float(root)))
     gap, N, got, root = max(rows)
     return at_most(gap, T7_AGREE_RTOL, detail=f"worst N = {N}: n = {got:.4e} vs n* = {root:.4e}")
@@ -1428,9 +1741,11 @@ def thm7_constants(inp: Thm7Inputs, ctx: Context) -> Verdict:
         for n, N in T7_CONST_POINTS:
             b, ref = inp.record(n, N, inp.params), theorem7_bound_mp(n, N, inp.params, pieces=True)
             R2 = ref["radius"] ** 2
-            gap = max(gap, *(float(abs(getattr(b, k) - ref[k]) / ref[k])
-                             for k in ("lipschitz", "radius")),
-                      float(abs(inp.prop28_norm2(N, inp.params, n=n) - R2) / R2))
+            gap = max(
+                gap,
+                *(float(abs(getattr(b, k) - ref[k]) / ref[k]) for k in ("lipschitz", "radius")),
+                float(abs(inp.prop28_norm2(N, inp.params, n=n) - R2) / R2),
+            )
     return at_most(gap, 1e-12, detail="N = 16, 1024, 2^20")
 
 
@@ -1442,15 +1757,18 @@ def slipped_theorem7_bound(n: int, N: int, params: Theorem7Params):
 
 def _rad_factor_dropped(inp: Thm7Inputs, ctx: Context) -> Thm7Inputs:
     """The bound with Rad in place of 2 Rad, and n(N) searched on it."""
-    return replace(inp, record=slipped_theorem7_bound,
-                   sizes=_sizes(slipped_theorem7_bound, inp.params))
+    return replace(
+        inp, record=slipped_theorem7_bound, sizes=_sizes(slipped_theorem7_bound, inp.params)
+    )
 
 
 def _lipschitz_off(inp: Thm7Inputs, ctx: Context) -> Thm7Inputs:
     """The record's sample Lipschitz constant A off by a relative 1e-9."""
+
     def record(n, N, P):
         b = theorem7_bound(n, N, P)
         return replace(b, lipschitz=b.lipschitz * (1 + 1e-9))
+
     return replace(inp, record=record)
 
 
@@ -1459,23 +1777,41 @@ def _prop28_off(inp: Thm7Inputs, ctx: Context) -> Thm7Inputs:
     return replace(inp, prop28_norm2=lambda N, P, n=1000: 1.000001 * prop28_norm2(N, P, n=n))
 
 
-register(Claim(
-    id="thm-7", ref=Ref("Thm 7", "Thm 5"),
-    statement=f"RNN sample size for simple-qSTR at risk {T7_TARGET} (explicit constants) grows "
-              "polylogarithmically in N; the numeric bound and n(N) agree with an independent "
-              "40-digit evaluation of the derivation",
-    inputs=thm7_inputs,
-    checks=[Check("slope of n(N) <= 9 / ln N", thm7_polylog),
+register(
+    Claim(
+        id="thm-7",
+        ref=Ref("Thm 7", "Thm 5"),
+        statement=f"RNN sample size for simple-qSTR at risk {T7_TARGET} (explicit constants) grows "
+        "polylogarithmically in N; the numeric bound and n(N) agree with an independent "
+        "40-digit evaluation of the derivation",
+        inputs=thm7_inputs,
+        checks=[
+            Check("slope of n(N) <= 9 / ln N", thm7_polylog),
             Check("slopes decreasing", thm7_decreasing),
             Check("bound = 40-digit evaluation", thm7_bound_agrees),
             Check("confidence = 1 - delta - (nN)^(-1/2)", thm7_confidence),
             Check("n(N) = the real root", thm7_root),
-            Check("R_Theta, A and Prop 28's norm as derived", thm7_constants)],
-    faults=[Fault("factor 2 of 2 Rad dropped", _rad_factor_dropped,
-                  breaks=("bound = 40-digit evaluation", "n(N) = the real root")),
-            Fault("A off by 1e-9", _lipschitz_off, breaks=("R_Theta, A and Prop 28's norm as derived",)),
-            Fault("Prop 28 norm off by 1e-6", _prop28_off,
-                  breaks=("R_Theta, A and Prop 28's norm as derived",))],
-    builds=(), bounds=(theorem7_bound, theorem7_sample_size, prop28_norm2),
-    derivation="docs/derivations/rnn-lower-bounds.md",
-))
+            Check("R_Theta, A and Prop 28's norm as derived", thm7_constants),
+        ],
+        faults=[
+            Fault(
+                "factor 2 of 2 Rad dropped",
+                _rad_factor_dropped,
+                breaks=("bound = 40-digit evaluation", "n(N) = the real root"),
+            ),
+            Fault(
+                "A off by 1e-9",
+                _lipschitz_off,
+                breaks=("R_Theta, A and Prop 28's norm as derived",),
+            ),
+            Fault(
+                "Prop 28 norm off by 1e-6",
+                _prop28_off,
+                breaks=("R_Theta, A and Prop 28's norm as derived",),
+            ),
+        ],
+        builds=(),
+        bounds=(theorem7_bound, theorem7_sample_size, prop28_norm2),
+        derivation="docs/derivations/rnn-lower-bounds.md",
+    )
+)

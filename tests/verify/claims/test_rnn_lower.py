@@ -1,4 +1,5 @@
-"""Helpers and registration of verify/claims/rnn_lower.py (tests/verify/claims/test_registered.py runs every claim)."""
+"""The claims of verify/claims/rnn_lower.py through their inputs, checks and faults
+(tests/verify/claims/test_registered.py runs every claim)."""
 
 import math
 
@@ -113,13 +114,16 @@ def test_prop8_answers_of_simple_1str_do_not_vary():
 
 
 def test_prop8_width_bound_substituted():
-    """A width bound 1e4 times the rigorous one (0.32 here) exceeds d_h = N d and fails the width check."""
+    """A width bound 1e4 times the rigorous one (0.32 here) exceeds d_h = N d: the check fails."""
     import dataclasses
 
     from qstr.bounds.recurrent import prop8_width_lower_bound
 
     claim, inp, _ = _run("prop-8")
-    big = dataclasses.replace(inp, width_bound=lambda *a, **k: 1e4 * prop8_width_lower_bound(*a, **k))
+    def wide(*a, **k):
+        return 1e4 * prop8_width_lower_bound(*a, **k)
+
+    big = dataclasses.replace(inp, width_bound=wide)
     assert not claim.check("d_h >= width bound").run(big, Context()).holds
 
 
@@ -197,7 +201,8 @@ def test_planted_slip_in_theorem7_bound_fails_the_comparison(slip):
     def planted(n, N, params):
         b = theorem7_bound(n, N, params)
         dev = math.sqrt(math.log(4.0 / params.delta) / (2.0 * n))
-        delta_total = {"hoeffding": -b.tau * dev,  # 3 tau dev: the Hoeffding term for theta* forgotten
+        # hoeffding: 3 tau dev, the Hoeffding term for theta* forgotten
+        delta_total = {"hoeffding": -b.tau * dev,
                        "tail_exponent": b.tail * (N ** -0.25 - 1.0),  # N^{-1/2} for N^{-1/4}
                        "truncation": b.truncation}[slip]  # 2 (1 + 4/delta) tau e^{-p}
         return dataclasses.replace(b, total=b.total + delta_total)
