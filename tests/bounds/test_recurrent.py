@@ -185,3 +185,37 @@ def test_packing_vacuous_flag_is_what_the_width_bound_uses():
     assert big.M_good == -1 and not big.vacuous and prop8_width_lower_bound(4096, 0.05, 10.0) > 0
     small = prop8_packing(16, 0.05)
     assert small.vacuous and prop8_width_lower_bound(16, 0.05, 10.0) == 0.0
+
+
+# (moved from the claim prop-8 of verify/claims/rnn_lower.py: argument handling and branches)
+
+
+def _accepts_c(N, c, gamma):
+    try:
+        prop8_packing(N, c, K=2.0, gamma=gamma)
+        return True
+    except ValueError:
+        return False
+
+
+def test_prop8_packing_accepts_c_up_to_its_boundary():
+    """c is accepted up to c_max = a (N - 1) / (2 K N) (s~ > 0), a = 1 - gamma, refused above."""
+    for N, gamma in ((50, 0.5), (150, 0.3), (150, 0.5), (150, 0.7), (600, 0.5)):
+        c_max = (1 - gamma) * (N - 1) / (2 * 2.0 * N)
+        assert _accepts_c(N, c_max * (1 - 1e-9), gamma)
+        assert not _accepts_c(N, c_max * (1 + 1e-9), gamma)
+
+
+def test_prop8_packing_log_branch_past_e60():
+    """At N = 623 ((N - 1) I = 60.07 > 60) the packing is in its log branch: M = M' = -1."""
+    big = prop8_packing(623, 0.05, K=2.0)
+    assert big.M == -1 and big.M_good == -1 and not big.vacuous
+    assert prop8_packing(622, 0.05, K=2.0).M > 0
+
+
+def test_theorem7_params_documented_defaults():
+    """Theorem7Params() are the constants docs/derivations/rnn-lower-bounds.md section 4 quotes
+    its numbers at (moved from the claim thm-7)."""
+    assert Theorem7Params() == Theorem7Params(q=1, d=4, r_a=1.0, r_w=1.0, m_g=16, eps_2nn=0.01,
+                                              C_x=1.0, C_y=1.0, s=1.0, mu=0.5, delta=0.05,
+                                              d_e=None)

@@ -311,3 +311,119 @@ def test_cuda_paths():
     t = torch.randint(8, (3, 8, 1), generator=g, device="cuda")
     with torch.no_grad():
         assert float((slot(rnn_encoding(xx, t, omega)) - xx[torch.arange(3, device="cuda")[:, None], t[..., 0], 0]).abs().max()) <= 1e-9
+
+
+# ------------------------------------------------------------------ Lemma 37: records and defaults
+# (moved from the claim lemma-37 of verify/claims/rnn_lower.py: facts about the software)
+
+
+def test_unit_roundoff_is_half_the_float64_epsilon():
+    """The certified gaps' allowance rests on u = 2^-53 = finfo(float64).eps / 2 (Higham 3.1)."""
+    from qstr.constructions.interpolation import UNIT_ROUNDOFF
+
+    assert UNIT_ROUNDOFF == torch.finfo(f64).eps / 2 == 2.0 ** -53
+
+
+def test_lemma37_union_bound_record_at_any_threshold():
+    """gap_failure_bound = C(n, 2) threshold / sqrt(pi): (n - 1)/(6n) at eps_n, 10x at 10 eps_n."""
+    for scale in (1.0, 10.0):
+        ev = lemma37_events(24, 10, trials=4, generator=torch.Generator().manual_seed(0),
+                            threshold=scale * gap_threshold(24))
+        assert ev.gap_failure_bound == pytest.approx(scale * 23 / 144, rel=1e-12)
+
+
+def test_lemma37_events_documented_defaults():
+    """lemma37_events defaults to Lemma 37's norm factor 2 and threshold eps_n."""
+    ev = lemma37_events(24, 10, trials=1, generator=torch.Generator().manual_seed(0))
+    assert ev.norm_factor == 2.0 and ev.threshold == gap_threshold(24)
+
+
+def test_separating_direction_record_fields():
+    """The record's gap is certified_gap(x, v) bit for bit, z = x v, z_norm2 = ||z||^2, norm
+    factor 2 by default; with norm_factor 1 what is returned has ||z||^2 <= n and says so."""
+    g = torch.Generator().manual_seed(370)
+    x = torch.randn(24, 10, generator=g, dtype=f64)
+    thr = gap_threshold(24)
+    sd = separating_direction(x, generator=g, threshold=thr, max_tries=50)
+    assert sd.gap == certified_gap(x, sd.v)[0] >= thr
+    assert sd.norm_factor == 2.0 and sd.z_norm2 == float(sd.z @ sd.z) <= 48
+    assert float((sd.z - x @ sd.v).abs().max()) <= 1e-12 * float(x.abs().max())
+    for _ in range(4):
+        tight = separating_direction(x, generator=g, threshold=thr, norm_factor=1.0, max_tries=200)
+        assert tight.z_norm2 <= 24 and tight.norm_factor == 1.0
+
+
+def test_separating_direction_tries_are_draws_consumed():
+    """max_tries counts draws: the same draws with max_tries = tries find the same v, and the
+    generator is then where the sample and ``tries`` unit-vector draws (D normals each) leave it."""
+    seed = 370
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(24, 10, generator=g, dtype=f64)
+    thr = 20 * gap_threshold(24)  # a few tries
+    sd = separating_direction(x, generator=g, threshold=thr, max_tries=1000)
+    g, fresh = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
+    torch.randn(x.shape, generator=g, dtype=f64)
+    again = separating_direction(x, generator=g, threshold=thr, max_tries=sd.tries)
+    assert again.tries == sd.tries and torch.equal(again.v, sd.v)
+    torch.randn(x.shape, generator=fresh, dtype=f64)
+    for _ in range(sd.tries):
+        torch.randn(10, generator=fresh, dtype=f64)
+    assert torch.equal(torch.randn(4, generator=g, dtype=f64),
+                       torch.randn(4, generator=fresh, dtype=f64))
+
+
+# ------------------------------------------------------------- Lemma 38: records and edge cases
+# (moved from the claim lemma-38 of verify/claims/rnn_lower.py)
+
+
+def test_lemma38_zero_labels_give_the_zero_function():
+    """All-zero labels: the interpolant is the zero function (error exactly 0, no norm gain)."""
+    z = torch.arange(4, dtype=f64) * 0.05
+    net = interpolate_sorted(z, torch.zeros(4, dtype=f64), 0.05 * (1 - 1e-9))
+    assert net.max_error == 0.0 and net.norm2_balanced <= net.norm2_raw
+
+
+def test_lemma38_record_error_is_the_measured_error():
+    """max_error is max |evaluate_net(balanced, z) - y|; rounding is rounding_allowance at z."""
+    from qstr.constructions.interpolation import rounding_allowance
+
+    g = torch.Generator().manual_seed(38)
+    gaps = 0.05 + torch.rand(31, generator=g, dtype=f64)
+    z = torch.cat([torch.zeros(1, dtype=f64), gaps.cumsum(0)])
+    y = torch.randn(32, generator=g, dtype=f64)
+    net = interpolate_sorted(z, y, 0.05)
+    assert net.max_error == float((evaluate_net(net.balanced, z[:, None]) - y).abs().max())
+    assert net.rounding == rounding_allowance(net.balanced, z[:, None])
+
+
+# ------------------------------------------------------------------ Lemma 36: records and defaults
+# (moved from the claim lemma-36 of verify/claims/rnn_lower.py)
+
+
+def test_memorising_rnn_records_and_default_depth():
+    """Default depth 2; norm2 = parameter_norm2 of the module; the inner Lemma 36 net's norm2 is
+    ||a||^2 + ||W||^2 + ||b||^2 of its weights, and its fit is within its rounding allowance."""
+    g = torch.Generator().manual_seed(36)
+    x, t, y, _ = _general_prompts(8, 8, 3, g)
+    omega = build_codebook(8, kind="rs-hadamard", dtype=f64).omega
+    model, gu = memorising_rnn(x, y, D_in=3 + 2 * omega.shape[1], position=2, generator=g)
+    assert gu.depth == 2
+    assert gu.norm2 == pytest.approx(parameter_norm2(model), rel=1e-12)
+    net = gu.lemma36.net
+    norm2 = float(net.a @ net.a + (net.W ** 2).sum() + net.b @ net.b)
+    assert gu.lemma36.norm2 == pytest.approx(norm2, rel=1e-12)
+    assert gu.lemma36.max_error <= max(1e-9, gu.lemma36.rounding)
+    assert lemma36_constant() == pytest.approx(C36 * math.sqrt(6.0), rel=1e-15)
+
+
+def test_slot_memory_record_as_derived():
+    """The guarantee's record (rnn-lower-bounds.md): d_h = N d, r_h = sqrt(N - 1) r_x = the module's
+    projection radius, U_op = 1, lambda = sqrt 2, L = lambda r_h, norm2 = parameter_norm2."""
+    N, d, r_x = 16, 3, 2.5
+    omega = build_codebook(N, kind="rs-hadamard", dtype=f64).omega
+    u = torch.tensor([0.6, 0.0, 0.8], dtype=f64)
+    model, gu = slot_memory_rnn(omega, u, r_x=r_x)
+    assert gu.d_h == N * d and gu.N == N and gu.d == d and gu.r_x == r_x
+    assert gu.r_h == math.sqrt(N - 1) * r_x == model.r_h
+    assert gu.U_op == 1.0 and gu.lipschitz == math.sqrt(2.0) and gu.L == gu.lipschitz * gu.r_h
+    assert gu.norm2 == pytest.approx(parameter_norm2(model), rel=1e-12)

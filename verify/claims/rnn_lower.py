@@ -1,5 +1,5 @@
-"""Claims about RNN lower bounds and the interpolation lemmas (Section 5.2, Appendix C.3-C.4) and the
-RNN upper bound for simple-qSTR (Theorem 7).
+"""Claims about RNN lower bounds and the interpolation lemmas (Section 5.2, Appendix C.3-C.4) and
+the RNN upper bound for simple-qSTR (Theorem 7).
 
 lemma-37, lemma-38, lemma-36 -- the interpolation lemmas behind Theorem 9's memoriser
 prop-8                        -- the packing mechanism of Prop 8 / Prop 35 (quick) and, in the full
@@ -9,9 +9,13 @@ thm-7                         -- the explicit simple-qSTR sample bound is polylo
 
 Derivations: docs/derivations/interpolation.md and docs/derivations/rnn-lower-bounds.md.
 """
+
 from __future__ import annotations
 
+import copy
 import math
+from dataclasses import dataclass, replace
+from typing import Callable, Optional, Tuple
 
 import mpmath
 import numpy as np
@@ -30,22 +34,43 @@ from qstr.bounds.recurrent import (
     prop8_packing,
     prop8_width_lower_bound,
     theorem7_bound,
+    theorem7_sample_size,
     theorem9_crossover,
 )
 from qstr.constructions.codes import build_codebook
 from qstr.constructions.encoding import rnn_encoding
 from qstr.constructions.interpolation import (
-    UNIT_ROUNDOFF,
+    C38_A,
+    Lemma37Events,
+    Lemma38Net,
+    SeparatingDirection,
     certified_gap,
+    evaluate_net,
     gap_threshold,
     interpolate_sorted,
     lemma36_constant,
     lemma37_events,
+    MemoriserGuarantee,
+    SlotMemoryGuarantee,
     memorising_rnn,
+    parameter_norm2,
+    rounding_allowance,
     separating_direction,
     slot_memory_rnn,
 )
-from qstr.verify.legacy import Claim, Context, Outcome, register
+from qstr.verify.claim import (
+    Check,
+    Claim,
+    Context,
+    Fault,
+    Ref,
+    Verdict,
+    at_least,
+    at_most,
+    close,
+    exact,
+)
+from qstr.verify.registry import register
 from qstr.verify.threads import cpu_threads
 from qstr.verify.rounding import Rounding, largest
 
@@ -65,180 +90,261 @@ def clopper_pearson(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[flo
 L37_D = 10
 
 
-def _replays(ctx: Context, x: torch.Tensor, thr: float, sd) -> bool:
-    """The same draws with max_tries = the tries they took find the same direction (max_tries counts draws), and
-    ``tries`` is the number of draws consumed: the generator is then where the sample and ``tries`` unit-vector
-    draws (D normals each) leave a fresh one."""
-    kw = dict(dtype=torch.float64, device=ctx.device)
-    g, fresh = ctx.generator(370, ctx.device), ctx.generator(370, ctx.device)
-    torch.randn(x.shape, generator=g, **kw)  # the sample, drawn again
-    try:
-        again = separating_direction(x, generator=g, threshold=thr, max_tries=sd.tries)
-    except ValueError:
-        return False
-    torch.randn(x.shape, generator=fresh, **kw)
-    for _ in range(sd.tries):
-        torch.randn(x.shape[1], generator=fresh, **kw)
-    consumed = torch.equal(torch.randn(4, generator=g, **kw), torch.randn(4, generator=fresh, **kw))
-    return again.tries == sd.tries and torch.equal(again.v, sd.v) and consumed
+@dataclass(frozen=True, eq=False)
+class Lemma37Inputs:
+    """Lemma 37's draws: the event counts' sizes, one fixed Gaussian sample with the direction
+    ``separating_direction`` found for it, a replay batch, and the gap threshold eps_n."""
+
+    n: int
+    trials: int
+    threshold: Callable[[int], float]  # eps_n = sqrt(pi) / (3 n^2)
+    sample: torch.Tensor  # (n, D): the fixed sample of the constructive version
+    direction: SeparatingDirection  # found for ``sample`` at the threshold eps_n
+    replay_x: torch.Tensor  # (T, n, D): the draws lemma37_events makes, replayed
+    replay_v: torch.Tensor  # (T, D)
+    derived_gaps: Callable  # the certified gaps as derived (gaps_as_derived)
 
 
-def gaps_as_derived(x: torch.Tensor, v: torch.Tensor) -> list:
-    """Lemma 37's certified gaps of T trials x (T, n, D), v (T, D) (docs/derivations/interpolation.md, Higham
-    Thm 3.1): the float gap of the sorted z = x v, shrunk by (1 - u), minus 2 gamma_D max_j sum_k |x_jk v_k|,
-    gamma_D = D u / (1 - D u), u = 2^-53 (z and the sums as batched products, the code's float operations)."""
-    u, D = torch.finfo(torch.float64).eps / 2, x.shape[-1]
-    gamma = D * u / (1 - D * u)
-    out = []
-    for z, a in zip((x @ v[:, :, None]).squeeze(-1), (x.abs() @ v.abs()[:, :, None]).squeeze(-1)):
-        out.append(float(torch.diff(torch.sort(z).values).min()) * (1 - u) - 2 * float(gamma * a.max()))
-    return out
-
-
-def events_replayed(ctx: Context, n: int, trials: int = 64) -> bool:
-    """``lemma37_events`` counts what the derived certified gaps and ||z||^2 say on its own draws (each chunk draws
-    x, then v; replayed here): at a threshold equal to one trial's certified gap (the allowance's last bits decide),
-    and with norm_factor 1 (about half the trials pass); ``certified_gap`` of one trial is its derived gap, bit for
-    bit; the default norm factor is Lemma 37's 2 and the default threshold eps_n."""
-    kw = dict(dtype=torch.float64, device=ctx.device)
-    g = ctx.generator(371, ctx.device)
-    x = torch.randn(trials, n, L37_D, generator=g, **kw)
-    v = torch.randn(trials, L37_D, generator=g, **kw)
-    v = v / v.norm(dim=1, keepdim=True)
-    derived = gaps_as_derived(x, v)
-    gaps = sorted(derived)
-    norms = ((x @ v[:, :, None]).squeeze(-1) ** 2).sum(1)
-    thr = gaps[trials // 2]
-    one = certified_gap(x[0], v[0])[0] == derived[0]
-    ev = lemma37_events(n, L37_D, trials=trials, generator=ctx.generator(371, ctx.device), threshold=thr,
-                        norm_factor=1.0)
-    default = lemma37_events(n, L37_D, trials=1, generator=ctx.generator(372, ctx.device))
-    return (one and ev.gap_ok == sum(gp >= thr for gp in gaps) and ev.norm_ok == int((norms <= n).sum())
-            and default.norm_factor == 2.0 and default.threshold == gap_threshold(n))
-
-
-def _lemma37(ctx: Context, scale: float) -> Outcome:
-    """P(gaps >= scale * eps_n and ||z||^2 <= 2n) >= 1/3, and P(gap fails) <= union bound (n-1)/(6n)."""
+def lemma37_inputs(ctx: Context) -> Lemma37Inputs:
+    """The sample and its direction (50 tries fail with probability <= (2/3)^50), and the replay
+    batch of ``lemma37_events`` (each chunk draws x, then v): docs/derivations/interpolation.md."""
     n = ctx.pick(quick=24, full=64)
     trials = ctx.pick(quick=1500, full=20000, gpu=15000)
-    thr = scale * gap_threshold(n)
-    ev = lemma37_events(n, L37_D, trials=trials, generator=ctx.generator(37, ctx.device), threshold=thr)
-    joint_lo, _ = clopper_pearson(ev.joint_ok, trials)
-    fail_lo, _ = clopper_pearson(trials - ev.gap_ok, trials)
-    union = ev.gap_failure_bound
-    # the constructive version: draw v for one fixed Gaussian sample until the certified gap holds
-    g = ctx.generator(370, ctx.device)
-    x = torch.randn(n, L37_D, generator=g, dtype=torch.float64, device=ctx.device)
-    try:  # fails to find one within 50 tries with probability <= (2/3)^50
-        sd = separating_direction(x, generator=g, threshold=thr, max_tries=50)
-        record = (sd.gap == certified_gap(x, sd.v)[0] >= thr and sd.norm_factor == 2.0
-                  and sd.z_norm2 == float(sd.z @ sd.z) <= 2 * n
-                  and float((sd.z - x @ sd.v).abs().max()) <= 1e-12 * float(x.abs().max()))
-        for _ in range(4):  # norm factor 1: ||z||^2 <= n (about half the draws) must hold of what is returned
-            tight = separating_direction(x, generator=g, threshold=thr, norm_factor=1.0, max_tries=200)
-            record &= tight.z_norm2 <= n and tight.norm_factor == 1.0
-        constructive_ok = _replays(ctx, x, thr, sd) and record
-        constructive = (f"fixed sample: certified gap {sd.gap:.3g} >= {thr:.3g} after {sd.tries} tries; "
-                        f"replayed with max_tries = {sd.tries}, tries = draws consumed, record (gap, z, ||z||^2 <= 2n, "
-                        f"norm factor 2; 4 more with norm factor 1: ||z||^2 <= n) as derived: {constructive_ok}")
-    except ValueError as exc:
-        constructive_ok, constructive = False, f"fixed sample: {exc}"
-    # the certified gaps' float64 allowance rests on the unit roundoff u = 2^-53 (Higham, Thm 3.1)
-    roundoff_ok = UNIT_ROUNDOFF == torch.finfo(torch.float64).eps / 2
-    union_ok = math.isclose(union, scale * (n - 1) / (6 * n), rel_tol=1e-12)
-    replayed = events_replayed(ctx, n)
-    holds = joint_lo >= 1.0 / 3.0 and fail_lo <= union and roundoff_ok and union_ok and constructive_ok and replayed
-    detail = (f"unit roundoff of the gap certificate = finfo(float64).eps / 2: {roundoff_ok}; "
-              f"union bound C(n, 2) thr / sqrt(pi) = {scale:g} (n-1)/(6n) (docs/derivations/interpolation.md): {union_ok}; "
-              f"n={n}, D={L37_D}, {trials} draws of (x, v): joint success {ev.joint_ok / trials:.3f} "
-              f"(CP{CONFIDENCE:.1%} lower {joint_lo:.3f} vs 1/3); gap failure {1 - ev.gap_ok / trials:.3f} "
-              f"(CP lower {fail_lo:.3f} vs union bound {union:.3f}); norm event {ev.norm_ok / trials:.3f}; {constructive}; "
-              f"64 trials replayed: event counts = the derived certified gaps (threshold at one trial's gap) and "
-              f"||z||^2 <= n counts, one trial's certified_gap bit for bit, defaults norm factor 2 and eps_n: {replayed}; "
-              f"no rounding term: event counts, each gap certified with its own float64 rounding allowance; "
-              f"value = the CP lower bound on P(success), limit 1/3, holds means value >= limit "
-              f"(and the gap failure's CP lower bound <= the union bound)")
-    return Outcome(measured=f"P(success) >= {joint_lo:.3f}", bound=">= 1/3", holds=holds, detail=detail,
-                   value=float(joint_lo), limit=1.0 / 3.0)
+    kw = dict(dtype=torch.float64, device=ctx.device)
+    x = torch.randn(n, L37_D, generator=ctx.generator("lemma-37/sample", device=ctx.device), **kw)
+    sd = separating_direction(
+        x,
+        threshold=gap_threshold(n),
+        max_tries=50,
+        generator=ctx.generator("lemma-37/directions", device=ctx.device),
+    )
+    g = ctx.generator("lemma-37/replay", device=ctx.device)
+    rx = torch.randn(L37_REPLAY, n, L37_D, generator=g, **kw)
+    rv = torch.randn(L37_REPLAY, L37_D, generator=g, **kw)
+    return Lemma37Inputs(
+        n, trials, gap_threshold, x, sd, rx, rv / rv.norm(dim=1, keepdim=True), gaps_as_derived
+    )
 
 
-register(Claim(
-    id="lemma-37", ref_seed="Lemma 37", ref_conference="Lemma 37",
-    statement="n Gaussian points, random unit v: all gaps |<v, x_i - x_j>| >= sqrt(pi)/(3n^2) and ||z||^2 <= 2n w.p. >= 1/3",
-    check=lambda ctx: _lemma37(ctx, 1.0), falsifier=lambda ctx: _lemma37(ctx, 10.0),
-    falsifier_statement="the same probability check at a threshold 10x larger than Lemma 37's must fail",
-))
+L37_REPLAY = 64  # trials replayed against the derived certified gaps
+
+
+def _lemma37_events(inp: Lemma37Inputs, ctx: Context) -> Lemma37Events:
+    return lemma37_events(
+        inp.n,
+        L37_D,
+        trials=inp.trials,
+        threshold=inp.threshold(inp.n),
+        generator=ctx.generator("lemma-37/events", device=ctx.device),
+    )
+
+
+def lemma37_success(inp: Lemma37Inputs, ctx: Context) -> Verdict:
+    """Lemma 37: P(every gap >= eps_n and ||z||^2 <= 2n) >= 1/3 (one-sided Clopper-Pearson)."""
+    ev = _lemma37_events(inp, ctx)
+    lo, _ = clopper_pearson(ev.joint_ok, ev.trials)
+    return at_least(
+        lo,
+        1 / 3,
+        detail=(
+            f"n={inp.n}, D={L37_D}, {ev.trials} draws of (x, v): joint success "
+            f"{ev.joint_ok / ev.trials:.3f}, its CP{CONFIDENCE:.1%} lower bound measured; "
+            "no rounding term: event counts, each gap certified with its float64 allowance"
+        ),
+    )
+
+
+def lemma37_union(inp: Lemma37Inputs, ctx: Context) -> Verdict:
+    """Lemma 37, steps 1-3: P(some gap < eps) is at most the union bound C(n, 2) eps / sqrt(pi)."""
+    ev = _lemma37_events(inp, ctx)
+    lo, _ = clopper_pearson(ev.trials - ev.gap_ok, ev.trials)
+    union = math.comb(inp.n, 2) * ev.threshold / math.sqrt(math.pi)
+    return at_most(
+        lo,
+        union,
+        detail=(
+            f"gap failure {1 - ev.gap_ok / ev.trials:.3f}, CP lower bound against C(n, 2) eps / "
+            f"sqrt(pi) = {union:.3f}"
+        ),
+    )
+
+
+def lemma37_constructive_gap(inp: Lemma37Inputs, ctx: Context) -> Verdict:
+    """The direction found for the fixed sample has a certified gap >= eps_n (recomputed)."""
+    gap, _ = certified_gap(inp.sample, inp.direction.v)
+    return at_least(
+        gap, inp.threshold(inp.n), detail=f"certified_gap(x, v) after {inp.direction.tries} tries"
+    )
+
+
+def lemma37_constructive_norm(inp: Lemma37Inputs, ctx: Context) -> Verdict:
+    """The direction found for the fixed sample has ||x v||^2 <= 2 n (recomputed)."""
+    z = inp.sample @ inp.direction.v
+    return at_most(
+        float(z @ z),
+        2 * inp.n,
+        Rounding(n=inp.n * (L37_D + 1), scale=float(z @ z), what="n (D + 1) eps ||z||^2"),
+    )
+
+
+def lemma37_replay_gaps(inp: Lemma37Inputs, ctx: Context) -> Verdict:
+    """``lemma37_events`` counts the gap events the derived certified gaps give on its own draws
+    (threshold at one trial's gap: the allowance's last bits decide)."""
+    gaps = inp.derived_gaps(inp.replay_x, inp.replay_v)
+    thr = sorted(gaps)[len(gaps) // 2]
+    ev = lemma37_events(
+        inp.n,
+        L37_D,
+        trials=len(gaps),
+        threshold=thr,
+        norm_factor=1.0,
+        generator=ctx.generator("lemma-37/replay", device=ctx.device),
+    )
+    return exact(
+        ev.gap_ok,
+        sum(gp >= thr for gp in gaps),
+        detail=f"{len(gaps)} trials replayed, threshold {thr:.6g} (a trial's own gap)",
+    )
+
+
+def lemma37_replay_norms(inp: Lemma37Inputs, ctx: Context) -> Verdict:
+    """``lemma37_events`` counts the trials with ||z||^2 <= n (norm factor 1) on its own draws."""
+    norms = ((inp.replay_x @ inp.replay_v[:, :, None]).squeeze(-1) ** 2).sum(1)
+    ev = lemma37_events(
+        inp.n,
+        L37_D,
+        trials=len(norms),
+        threshold=gap_threshold(inp.n),
+        norm_factor=1.0,
+        generator=ctx.generator("lemma-37/replay", device=ctx.device),
+    )
+    return exact(ev.norm_ok, int((norms <= inp.n).sum()), detail="norm factor 1")
+
+
+def lemma37_certified_gap(inp: Lemma37Inputs, ctx: Context) -> Verdict:
+    """``certified_gap`` of one trial is its derived Higham gap, bit for bit."""
+    want = inp.derived_gaps(inp.replay_x[:1], inp.replay_v[:1])[0]
+    return exact(
+        certified_gap(inp.replay_x[0], inp.replay_v[0])[0],
+        want,
+        detail="float gap (1 - u) - 2 gamma_D max sum |x v|",
+    )
+
+
+def gaps_as_derived(x: torch.Tensor, v: torch.Tensor, allowance: float = 2.0) -> list:
+    """Lemma 37's certified gaps of T trials x (T, n, D), v (T, D) (interpolation.md, Higham Thm
+    3.1): sorted z = x v, float gap (1 - u) - 2 gamma_D max_j sum_k |x_jk v_k|, gamma_D = D u /
+    (1 - D u), u = 2^-53 (``allowance`` times gamma_D: 2 as derived)."""
+    u, D = torch.finfo(torch.float64).eps / 2, x.shape[-1]
+    gamma = D * u / (1 - D * u)
+    zs = (x @ v[:, :, None]).squeeze(-1)
+    sums = (x.abs() @ v.abs()[:, :, None]).squeeze(-1)
+    return [
+        float(torch.diff(torch.sort(z).values).min()) * (1 - u) - allowance * float(gamma * a.max())
+        for z, a in zip(zs, sums)
+    ]
+
+
+def _tenfold_threshold(inp: Lemma37Inputs, ctx: Context) -> Lemma37Inputs:
+    """The threshold 10 eps_n in place of Lemma 37's eps_n."""
+    return replace(inp, threshold=lambda n: 10 * gap_threshold(n))
+
+
+def _allowance_halved(inp: Lemma37Inputs, ctx: Context) -> Lemma37Inputs:
+    """The derived gaps with the factor 2 of the Higham allowance dropped (gamma_D, not 2
+    gamma_D)."""
+    return replace(inp, derived_gaps=lambda x, v: gaps_as_derived(x, v, allowance=1.0))
+
+
+register(
+    Claim(
+        id="lemma-37",
+        ref=Ref("Lemma 37", "Lemma 37"),
+        statement="n Gaussian points, random unit v: all gaps |<v, x_i - x_j>| >= sqrt(pi)/(3n^2) "
+        "and ||z||^2 <= 2n w.p. >= 1/3",
+        inputs=lemma37_inputs,
+        checks=[
+            Check("P(success) >= 1/3", lemma37_success),
+            Check("gap failure <= union bound", lemma37_union),
+            Check("constructive gap >= eps_n", lemma37_constructive_gap),
+            Check("constructive ||z||^2 <= 2n", lemma37_constructive_norm),
+            Check("replayed gap events", lemma37_replay_gaps),
+            Check("replayed norm events", lemma37_replay_norms),
+            Check("certified gap as derived", lemma37_certified_gap),
+        ],
+        faults=[
+            Fault("threshold 10 eps_n", _tenfold_threshold, breaks=("P(success) >= 1/3",)),
+            Fault(
+                "allowance factor 2 dropped",
+                _allowance_halved,
+                breaks=("replayed gap events", "certified gap as derived"),
+            ),
+        ],
+        builds=(separating_direction, lemma37_events, certified_gap),
+        bounds=(gap_threshold,),
+        derivation="docs/derivations/interpolation.md",
+    )
+)
 
 # ---------------------------------------------------------------- lemma-38
 
-
-def _lemma38_case(n: int, g: torch.Generator, eps: float, squeeze: bool):
-    """Sorted z with gaps eps + Exp(1) (one gap eps/100 when ``squeeze``) and labels y; net built for eps."""
-    gaps = eps + torch.empty(n - 1, dtype=torch.float64, device=g.device).exponential_(generator=g)
-    y = torch.randn(n, generator=g, dtype=torch.float64, device=g.device)
-    if squeeze:
-        k = n // 2
-        gaps[k - 1] = eps / 100.0
-        y[k - 1], y[k] = 1.0, -1.0
-    z = torch.cat([torch.zeros(1, dtype=torch.float64, device=g.device), gaps.cumsum(0)]) - 3.0
-    # built for eps_b slightly below eps: the float cumsum may shave an ulp off a gap of exactly eps
-    return z, y, interpolate_sorted(z, y, eps * (1 - 1e-9), check_gaps=not squeeze)
-
-
+L38_EPS = 0.05
 L38_TIGHT_TOL = 1e-6  # the alternating-label ratio must equal (16n - 22)/(16n) this closely
 
 
-def _higham_as_derived(net, z: torch.Tensor, reported: float) -> bool:
-    """The reported float64 allowance is gamma_j sum_k |a_k| (|W_k| |z| + |b_k|) at its largest data point, gamma_j =
-    j u / (1 - j u), j = D + m + 2, u = 2^-53 (docs/derivations/rounding.md), relative 1e-12."""
-    u = torch.finfo(torch.float64).eps / 2
-    j = net.W.shape[1] + net.W.shape[0] + 2
-    want = j * u / (1 - j * u) * float(((z[:, None].abs() @ net.W.abs().T + net.b.abs()) @ net.a.abs()).max())
-    return want > 0 and abs(reported - want) <= 1e-12 * want
+@dataclass(frozen=True, eq=False)
+class Lemma38Case:
+    """Sorted z with every gap >= the certified ``eps``, labels y, and Lemma 38's net for them."""
+
+    z: torch.Tensor
+    y: torch.Tensor
+    eps: float
+    net: Lemma38Net
 
 
-def _lemma38(ctx: Context, squeeze: bool) -> Outcome:
-    """Exact interpolation (float64, 1e-9), ||a'||^2 <= 16 ||y||^2 / eps^2, rebalancing keeps f, tightness."""
+@dataclass(frozen=True, eq=False)
+class Lemma38Inputs:
+    """Random cases (gaps eps + Exp(1)), the alternating case (every gap eps) and the bound."""
+
+    cases: Tuple[Lemma38Case, ...]
+    alternating: Lemma38Case
+    bound: Callable[[torch.Tensor, float], float]  # 16 ||y||^2 / eps^2
+
+
+def lemma38_bound(y: torch.Tensor, eps: float) -> float:
+    """Lemma 38's bound ||a'||^2 <= 16 ||y||^2 / eps^2 (docs/derivations/interpolation.md)."""
+    return C38_A * float(y @ y) / eps**2
+
+
+def _lemma38_case(z: torch.Tensor, y: torch.Tensor, eps: float) -> Lemma38Case:
+    """The net built by ``interpolate_sorted`` at the data's own smallest gap (never above eps:
+    the float cumsum may shave an ulp off a gap of exactly eps)."""
+    built = min(eps, float(torch.diff(z).min())) * (1 - 1e-9)
+    return Lemma38Case(z, y, eps, interpolate_sorted(z, y, built))
+
+
+def lemma38_inputs(ctx: Context) -> Lemma38Inputs:
+    """Random cases n = 2 .. 128 (2048 full) and alternating labels at n = the largest."""
     ns = ctx.pick(quick=(2, 8, 32, 128), full=(2, 8, 32, 128, 512, 2048))
-    g = ctx.generator(38, ctx.device)
-    eps = 0.05
-    worst_ratio, worst_err, parts, ok = 0.0, 0.0, [], True
+    kw = dict(dtype=torch.float64, device=ctx.device)
+    cases = []
     for n in ns:
-        z, y, net = _lemma38_case(n, g, eps, squeeze)
-        ratio = net.a_norm2 / net.a_bound
-        rnd = _ratio_rounding(n)
-        grid = torch.linspace(float(z[0]) - 1, float(z[-1]) + 1, 2001, dtype=torch.float64, device=ctx.device)
-        same = float((_eval1(net.raw, grid) - _eval1(net.balanced, grid)).abs().max())
-        scale = max(1.0, float(_eval1(net.raw, grid).abs().max()))
-        balanced_ok = net.norm2_balanced <= net.norm2_raw * (1 + 1e-12) and same <= 1e-9 * scale
-        exact = net.max_error <= max(1e-9, net.rounding)  # exact up to certified float64 rounding
-        ok &= exact and rnd.within(ratio, 1.0) and balanced_ok and _higham_as_derived(net.balanced, z, net.rounding)
-        worst_ratio, worst_err = max(worst_ratio, ratio), max(worst_err, net.max_error)
-        parts.append(f"n={n}: err {net.max_error:.1e} (rounding bound {net.rounding:.1e}), ||a'||^2/bound {ratio:.3f}, norm^2 {net.norm2_raw:.3g} -> "
-                     f"{net.norm2_balanced:.3g} (tau {net.tau:.3g}, function change {same:.1e})")
-    zero = interpolate_sorted(torch.arange(4, dtype=torch.float64, device=ctx.device) * eps,
-                              torch.zeros(4, dtype=torch.float64, device=ctx.device), eps * (1 - 1e-9))
-    ok &= zero.max_error == 0.0 and zero.norm2_balanced <= zero.norm2_raw  # all-zero labels: the zero function
-    if not squeeze:  # adversarial: alternating labels, all gaps = eps -> ratio (16n - 22)/(16n) -> 1
-        n = ns[-1]
-        z = torch.arange(n, dtype=torch.float64, device=ctx.device) * eps
-        y = torch.tensor([(-1.0) ** k for k in range(n)], dtype=torch.float64, device=ctx.device)
-        net = interpolate_sorted(z, y, eps * (1 - 1e-9))  # float gaps of arange * eps may be an ulp short
-        ratio = net.a_norm2 / net.a_bound
-        tight = (16 * n - 22) / (16 * n)  # the exact value for alternating labels at gaps eps
-        ok &= (net.max_error <= max(1e-9, net.rounding) and _ratio_rounding(n).within(ratio, 1.0)
-               and abs(ratio - tight) <= L38_TIGHT_TOL * tight)
-        worst_ratio = max(worst_ratio, ratio)
-        parts.append(f"alternating n={n}: ||a'||^2/bound {ratio:.6f} vs (16n - 22)/(16n) = {tight:.6f} "
-                     f"(to within {L38_TIGHT_TOL:g}, relative)")
-    parts.append(f"||a'||^2/bound: {_ratio_rounding(ns[-1])}; interpolation error: the Higham bound above (or 1e-9), "
-                 f"that bound = gamma_(D+m+2) sum |a| (|W| |z| + |b|) as derived")
-    parts.append("value = the largest ||a'||^2 / (16 ||y||^2 / eps^2), limit 1 (plus the rounding term); holds also "
-                 "needs exact interpolation, a function-preserving rebalancing and the tight alternating ratio")
-    label = "gap eps/100 inside data built for eps" if squeeze else "gaps >= eps"
-    return Outcome(measured=f"max err {worst_err:.1e}; ||a'||^2/bound <= {worst_ratio:.3f}",
-                   bound="err <= max(1e-9, float64 rounding bound); ratio <= 1", holds=ok, detail=f"{label}; " + "; ".join(parts),
-                   value=float(worst_ratio), limit=1.0)
+        g = ctx.generator("lemma-38/data", n, device=ctx.device)
+        gaps = L38_EPS + torch.empty(n - 1, **kw).exponential_(generator=g)
+        y = torch.randn(n, generator=g, **kw)
+        z = torch.cat([torch.zeros(1, **kw), gaps.cumsum(0)]) - 3.0
+        cases.append(_lemma38_case(z, y, L38_EPS))
+    n = ns[-1]
+    alt = _lemma38_case(
+        torch.arange(n, **kw) * L38_EPS,
+        torch.tensor([(-1.0) ** k for k in range(n)], **kw),
+        L38_EPS,
+    )
+    return Lemma38Inputs(tuple(cases), alt, lemma38_bound)
+
+
+def _all_cases(inp: Lemma38Inputs):
+    return (*inp.cases, inp.alternating)
 
 
 def _ratio_rounding(n: int) -> Rounding:
@@ -246,26 +352,159 @@ def _ratio_rounding(n: int) -> Rounding:
     return Rounding(n=2 * n + 4, scale=1.0, what="(2n + 4) eps x ratio")
 
 
-def _norm_rounding(gu, D_in: int) -> Rounding:
-    """||vec theta||^2: a sum of squares of the width (D_in + depth + 2) parameters, relative."""
-    return Rounding(n=gu.width * (D_in + gu.depth + 2), scale=gu.norm2, what="width (D_in + depth + 2) eps ||vec||^2")
+def lemma38_ratio(inp: Lemma38Inputs, ctx: Context) -> Verdict:
+    """Lemma 38: ||a'||^2 <= 16 ||y||^2 / eps^2 at the certified eps; the worst case over n."""
+    ratio, n = max(
+        (float(c.net.raw.a @ c.net.raw.a) / inp.bound(c.y, c.eps), len(c.z))
+        for c in _all_cases(inp)
+    )
+    return at_most(ratio, 1.0, _ratio_rounding(n), detail=f"||a'||^2 / bound, worst n = {n}")
+
+
+def _error(case: Lemma38Case) -> float:
+    return float((evaluate_net(case.net.balanced, case.z[:, None]) - case.y).abs().max())
+
+
+def _allowance(case: Lemma38Case) -> float:
+    return max(1e-9, rounding_allowance(case.net.balanced, case.z[:, None]))
+
+
+def lemma38_exact(inp: Lemma38Inputs, ctx: Context) -> Verdict:
+    """Lemma 38: the interpolant is exact, up to its certified float64 rounding (or 1e-9)."""
+    worst = max(_all_cases(inp), key=lambda c: _error(c) / _allowance(c))
+    return at_most(
+        _error(worst),
+        _allowance(worst),
+        detail=(
+            f"max |f(z_k) - y_k| (evaluate_net), worst n = {len(worst.z)}, against max(1e-9, "
+            "gamma_(D+m+2) sum |a| (|W| |z| + |b|))"
+        ),
+    )
+
+
+def _higham(net, z: torch.Tensor) -> float:
+    """gamma_j sum_k |a_k| (|W_k| |z| + |b_k|) at the largest data point, gamma_j = j u / (1 - j u),
+    j = D + m + 2, u = 2^-53 (docs/derivations/rounding.md)."""
+    u = torch.finfo(torch.float64).eps / 2
+    j = net.W.shape[1] + net.W.shape[0] + 2
+    mags = (z[:, None].abs() @ net.W.abs().T + net.b.abs()) @ net.a.abs()
+    return j * u / (1 - j * u) * float(mags.max())
+
+
+def lemma38_allowance(inp: Lemma38Inputs, ctx: Context) -> Verdict:
+    """The reported float64 allowance is the derived Higham bound (rounding.md), relative 1e-12."""
+    gaps = [abs(c.net.rounding / _higham(c.net.balanced, c.z) - 1) for c in _all_cases(inp)]
+    return at_most(max(gaps), 1e-12, detail="largest |reported / derived - 1| over the cases")
 
 
 def _eval1(net, z):
     return torch.relu(z[:, None] * net.W[:, 0] + net.b) @ net.a
 
 
-register(Claim(
-    id="lemma-38", ref_seed="Lemma 38", ref_conference="Lemma 38",
-    statement="sorted scalars with gaps >= eps: exact width-n ReLU interpolant, ||a'||^2 <= 16 ||y||^2/eps^2 (tight), rebalanced",
-    check=lambda ctx: _lemma38(ctx, False), falsifier=lambda ctx: _lemma38(ctx, True),
-    falsifier_statement="data with one gap eps/100 (opposite labels) checked against the eps bound must fail",
-))
+def _function_change(case: Lemma38Case) -> float:
+    z = case.z
+    grid = torch.linspace(float(z[0]) - 1, float(z[-1]) + 1, 2001, dtype=z.dtype, device=z.device)
+    raw = _eval1(case.net.raw, grid)
+    return float((raw - _eval1(case.net.balanced, grid)).abs().max()) / max(
+        1.0, float(raw.abs().max())
+    )
+
+
+def lemma38_same_function(inp: Lemma38Inputs, ctx: Context) -> Verdict:
+    """The rebalancing (a / tau, tau w, tau b) keeps the function: relative change <= 1e-9."""
+    change, n = max((_function_change(c), len(c.z)) for c in _all_cases(inp))
+    return at_most(
+        change,
+        1e-9,
+        detail=f"max |f_raw - f_balanced| / max(1, |f_raw|) on a grid, " f"worst n = {n}",
+    )
+
+
+def _norm2(net) -> float:
+    return float(net.a @ net.a + (net.W**2).sum() + net.b @ net.b)
+
+
+def lemma38_rebalanced(inp: Lemma38Inputs, ctx: Context) -> Verdict:
+    """The rebalanced parameter norm^2 is at most the raw one (AM-GM), relative 1e-12."""
+    worst = max(_norm2(c.net.balanced) / _norm2(c.net.raw) for c in _all_cases(inp))
+    return at_most(worst, 1 + 1e-12, detail="largest ||theta_balanced||^2 / ||theta_raw||^2")
+
+
+def lemma38_tight(inp: Lemma38Inputs, ctx: Context) -> Verdict:
+    """Tightness: alternating labels with every gap eps attain ||a'||^2 / bound = (16n -
+    22)/(16n)."""
+    c = inp.alternating
+    n = len(c.z)
+    ratio = float(c.net.raw.a @ c.net.raw.a) / inp.bound(c.y, c.eps)
+    tight = (16 * n - 22) / (16 * n)
+    return close(ratio, tight, L38_TIGHT_TOL * tight, detail=f"alternating labels, n = {n}")
+
+
+def _squeezed(case: Lemma38Case) -> Lemma38Case:
+    """One gap eps/100 (opposite labels across it) in the middle; the certified eps kept."""
+    z, y = case.z.clone(), case.y.clone()
+    k = len(z) // 2
+    z[k:] -= float(z[k] - z[k - 1]) - case.eps / 100
+    y[k - 1], y[k] = 1.0, -1.0
+    return _lemma38_case(z, y, case.eps)
+
+
+def _one_gap_eps_over_100(inp: Lemma38Inputs, ctx: Context) -> Lemma38Inputs:
+    """Data with one gap eps/100 checked against the bound at the certified eps."""
+    return replace(
+        inp, cases=tuple(_squeezed(c) for c in inp.cases), alternating=_squeezed(inp.alternating)
+    )
+
+
+def _bound_with_8(inp: Lemma38Inputs, ctx: Context) -> Lemma38Inputs:
+    """The bound with constant 8 in place of 16 (the factor 2 of ||a||^2 <= 2 sum ... dropped)."""
+    return replace(inp, bound=lambda y, eps: lemma38_bound(y, eps) / 2)
+
+
+register(
+    Claim(
+        id="lemma-38",
+        ref=Ref("Lemma 38", "Lemma 38"),
+        statement="sorted scalars with gaps >= eps: exact width-n ReLU interpolant, "
+        "||a'||^2 <= 16 ||y||^2/eps^2 (tight), rebalanced",
+        inputs=lemma38_inputs,
+        checks=[
+            Check("||a'||^2 <= 16 ||y||^2 / eps^2", lemma38_ratio),
+            Check("exact interpolation", lemma38_exact),
+            Check("rounding allowance as derived", lemma38_allowance),
+            Check("rebalancing keeps f", lemma38_same_function),
+            Check("rebalancing lowers the norm", lemma38_rebalanced),
+            Check("alternating labels attain (16n - 22)/(16n)", lemma38_tight),
+        ],
+        faults=[
+            Fault(
+                "one gap eps/100", _one_gap_eps_over_100, breaks=("||a'||^2 <= 16 ||y||^2 / eps^2",)
+            ),
+            Fault(
+                "constant 8 for 16",
+                _bound_with_8,
+                breaks=(
+                    "||a'||^2 <= 16 ||y||^2 / eps^2",
+                    "alternating labels attain (16n - 22)/(16n)",
+                ),
+            ),
+        ],
+        builds=(interpolate_sorted,),
+        bounds=(lemma38_bound,),
+        derivation="docs/derivations/interpolation.md",
+    )
+)
 
 # ---------------------------------------------------------------- lemma-36 (Theorem 9's memoriser)
 
 L36_D = 3
 K_Y = 6.0
+
+
+def _norm_rounding(gu, model) -> Rounding:
+    """||vec theta||^2: a sum of squares of the module's parameters, relative."""
+    count = sum(p.numel() for p in model.parameters())
+    return Rounding(n=count, scale=gu.norm2, what="(parameter count) eps ||vec||^2")
 
 
 def _prompts(n: int, N: int, g: torch.Generator, device):
@@ -311,110 +550,249 @@ def _memoriser_error(model, x, t, y, omega, position):
 
 
 def _balance_gap(model) -> float:
-    """Relative spread of the squared norms ||W_l||^2 + ||b_l||^2 of the output net's layers: the depth rebalancing
+    """Relative spread of the squared norms ||W_l||^2 + ||b_l||^2 of the output net's layers: the
+    depth rebalancing
     makes them equal (the equality case of AM-GM, where ||vec||^2 is smallest for the function)."""
-    sq = [float(m.weight.detach().pow(2).sum() + (0.0 if m.bias is None else m.bias.detach().pow(2).sum()))
-          for m in model.f_y if isinstance(m, torch.nn.Linear)]
+    sq = [
+        float(
+            m.weight.detach().pow(2).sum()
+            + (0.0 if m.bias is None else m.bias.detach().pow(2).sum())
+        )
+        for m in model.f_y
+        if isinstance(m, torch.nn.Linear)
+    ]
     return (max(sq) - min(sq)) / max(sq)
 
 
-def _memoriser_bounds_derived(gu, labels: torch.Tensor) -> float:
-    """Largest relative gap between the reported bounds and docs/derivations/interpolation.md: Lemma 36's
-    2 sqrt(A P) with A = ||a'||^2 bound of Lemma 38, P = m + 2 ||z||^2 + 2 eps^2, the depth-L rebalanced
-    L (A P m^(L-2))^(1/L), and the n-only form C36 m^(5/2) ||y||, C36 = 2 sqrt((144/pi)(5 + pi/72)) (the memoriser's and
-    its Lemma 36 net's); the Lemma 36 net's recorded norm^2 = ||a||^2 + ||W||_F^2 + ||b||^2 of its weights, below its
-    bound, and its recorded fitting error within its rounding allowance (gap 1 if not)."""
+def _bound_gaps(gu, labels: torch.Tensor) -> list:
+    """Relative gaps of the reported bounds against interpolation.md: Lemma 36's 2 sqrt(A P), A =
+    Lemma 38's ||a'||^2 bound, P = m + 2 ||z||^2 + 2 eps^2; the depth-L rebalanced L (A P
+    m^(L-2))^(1/L); the n-only form C36 m^(5/2) ||y|| (the memoriser's and its Lemma 36 net's)."""
     l36 = gu.lemma36
     eps, m = l36.direction.threshold, gu.n_points
-    A, P = l36.lemma38.a_bound, m + 2.0 * l36.direction.z_norm2 + 2.0 * eps ** 2
+    A, P = l36.lemma38.a_bound, m + 2.0 * l36.direction.z_norm2 + 2.0 * eps**2
     two_layer_bound = 2.0 * math.sqrt(A * P)
     deep_bound = gu.depth * (A * P * float(m) ** (gu.depth - 2)) ** (1.0 / gu.depth)
-    n_only = 2.0 * math.sqrt(144.0 / math.pi * (5.0 + math.pi / 72.0)) * m ** 2.5 * float(labels.norm())
-    net = l36.net
-    norm2 = float(net.a @ net.a + (net.W ** 2).sum() + net.b @ net.b)
-    gaps = [abs(l36.bound - two_layer_bound) / two_layer_bound, abs(gu.bound - deep_bound) / deep_bound,
-            abs(gu.bound_n - n_only) / n_only, abs(l36.bound_n - n_only) / n_only, abs(l36.norm2 - norm2) / norm2]
-    return max(gaps + [0.0 if l36.norm2 <= l36.bound * (1 + 1e-12) and l36.max_error <= max(1e-9, l36.rounding)
-                       else 1.0])
+    n_only = C36_DERIVED * m**2.5 * float(labels.norm())
+    return [
+        abs(l36.bound - two_layer_bound) / two_layer_bound,
+        abs(gu.bound - deep_bound) / deep_bound,
+        abs(gu.bound_n - n_only) / n_only,
+        abs(l36.bound_n - n_only) / n_only,
+    ]
 
 
-def _lemma36(ctx: Context, position) -> Outcome:
-    """Zero training error (float64), ||vec||^2 <= certified bound and <= C n^3, and N-free norms."""
+C36_DERIVED = 2.0 * math.sqrt(144.0 / math.pi * (5.0 + math.pi / 72.0))  # interpolation.md
+
+
+@dataclass(frozen=True, eq=False)
+class Lemma36Case:
+    """One memoriser: built by ``memorising_rnn`` on n prompts of length N (labels at
+    ``position``)."""
+
+    n: int
+    N: int
+    depth: int
+    model: torch.nn.Module
+    guarantee: MemoriserGuarantee
+    prompts: tuple  # (x, t, y)
+    omega: torch.Tensor
+    position: object  # 2, or "all"
+    labels: torch.Tensor  # the memorised labels
+
+
+@dataclass(frozen=True, eq=False)
+class Lemma36Inputs:
+    """The memorisers for n in ns and N in Ns (prompts nested in N) and the bound C n^3."""
+
+    cases: Tuple[Lemma36Case, ...]
+    bound: Callable[[int], float]  # C36 sqrt(K_y) n^3
+
+
+def lemma36_bound(n: int) -> float:
+    """Lemma 36's C n^3, C = C36 sqrt(K_y), K_y = 6 (docs/derivations/interpolation.md)."""
+    return lemma36_constant(K_Y) * n**3
+
+
+def _lemma36_case(n, N, depth, prompts, position, ctx) -> Lemma36Case:
+    x, t, y = prompts
+    omega = _codes(N, ctx.device)
+    with cpu_threads(1):
+        model, gu = memorising_rnn(
+            x,
+            y,
+            D_in=L36_D + 2 * omega.shape[1],
+            position=position,
+            depth=depth,
+            generator=ctx.generator("lemma-36/memoriser", n, device=ctx.device),
+        )
+    labels = y[:, position] if position != "all" else y.reshape(-1)
+    return Lemma36Case(n, N, depth, model, gu, prompts, omega, position, labels)
+
+
+def _lemma36_cases(ctx: Context, ns, Ns, position) -> Tuple[Lemma36Case, ...]:
+    """Depth 2 for every (n, N); depth 3 once (n = 8, N = the smallest)."""
+    cases = []
+    for n in ns:
+        g = ctx.generator("lemma-36/prompts", n, device=ctx.device)
+        sets = _nested_prompts(n, Ns, g, ctx.device, position=2)
+        cases += [_lemma36_case(n, N, 2, sets[N], position, ctx) for N in Ns]
+        if n == 8:
+            cases.append(_lemma36_case(n, Ns[0], 3, sets[Ns[0]], position, ctx))
+    return tuple(cases)
+
+
+def lemma36_inputs(ctx: Context) -> Lemma36Inputs:
+    """Memorisers at position 2 for n = 4, 8, 16 (.. 64 full) and N = 8, 64 (.. 512 full)."""
     ns = ctx.pick(quick=(4, 8, 16), full=(4, 8, 16, 32, 64))
     Ns = ctx.pick(quick=(8, 64), full=(8, 64, 512))
-    if position == "all":  # n N hidden units: keep the falsifier's networks small in every profile
-        ns, Ns = (4, 8, 16), (8, 64)
-    C = lemma36_constant(K_Y)
-    ok, parts, worst, terms = True, [], 0.0, []
-    pos = 2 if position != "all" else "all"
-    for n in ns:
-        sets = _nested_prompts(n, Ns, ctx.generator(3600 + n, ctx.device), ctx.device, position=2)
-        norms = []
-        for N in Ns:
-            x, t, y = sets[N]
-            omega = _codes(N, ctx.device)
-            D_in = L36_D + 2 * omega.shape[1]
-            with cpu_threads(1):
-                model, gu = memorising_rnn(x, y, D_in=D_in, position=pos,
-                                           generator=ctx.generator(36_000 + n, ctx.device))
-                err = _memoriser_error(model, x, t, y, omega, pos)
-            labels = y[:, 2] if pos != "all" else y.reshape(-1)
-            y2n = float(labels @ labels) / n
-            cn3 = C * n ** 3
-            rnd = _norm_rounding(gu, D_in)
-            terms.append(rnd)
-            ok &= (err <= 1e-9 and rnd.within(gu.norm2, gu.bound) and rnd.within(gu.norm2, gu.bound_n)
-                   and rnd.within(gu.norm2, cn3))
-            ok &= _memoriser_bounds_derived(gu, labels) <= 1e-12 and _balance_gap(model) <= 1e-9 and gu.depth == 2
-            worst = max(worst, gu.norm2 / cn3)
-            norms.append(gu.norm2)
-            parts.append(f"n={n} N={N}: err {err:.1e}, ||vec||^2 {gu.norm2:.4g} (certified {gu.bound:.3g}, "
-                         f"C n^3 {cn3:.3g}, ||y||^2/n {y2n:.2f}, tries {gu.tries})")
-            if n == 8 and N == Ns[0]:  # depth 3: one more rebalanced layer, the same exact fit and derived bounds
-                with cpu_threads(1):
-                    model3, gu3 = memorising_rnn(x, y, D_in=D_in, position=pos, depth=3,
-                                                 generator=ctx.generator(36_000 + n, ctx.device))
-                    err3 = _memoriser_error(model3, x, t, y, omega, pos)
-                rnd3 = _norm_rounding(gu3, D_in)
-                ok &= (err3 <= 1e-9 and rnd3.within(gu3.norm2, gu3.bound) and _memoriser_bounds_derived(gu3, labels) <= 1e-12
-                       and _balance_gap(model3) <= 1e-9)
-                parts.append(f"n={n} N={N} depth 3: err {err3:.1e}, ||vec||^2 {gu3.norm2:.4g} (certified "
-                             f"{gu3.bound:.3g}), layers balanced {_balance_gap(model3):.1e}")
-        spread = (max(norms) - min(norms)) / max(norms)
-        ok &= spread <= 1e-12
-        parts.append(f"n={n}: relative spread of ||vec||^2 over N={Ns}: {spread:.1e}")
-    label = "every position (n N points)" if position == "all" else "one position (point-wise risk)"
-    parts.append(f"largest {largest(terms)}; training error <= 1e-9")
-    parts.append("value = the largest ||vec||^2 / (C n^3), limit 1 (plus the rounding term); holds also needs zero "
-                 "training error, ||vec||^2 <= its certified bound and <= C36 n^(5/2) ||y||, the reported bounds equal to "
-                 "their derivation "
-                 "(relative 1e-12), output layers of equal squared norm (rebalanced, relative 1e-9) and an N-free norm")
-    return Outcome(measured=f"max ||vec||^2 / (C n^3) = {worst:.3g}", bound=f"<= 1, C = C36 sqrt({K_Y:g}) = {C:.1f}; N-free",
-                   holds=ok, detail=f"{label}; " + "; ".join(parts), value=float(worst), limit=1.0)
+    return Lemma36Inputs(_lemma36_cases(ctx, ns, Ns, 2), lemma36_bound)
 
 
-register(Claim(
-    id="lemma-36", ref_seed="Lemma 36 (Thm 9 memoriser)", ref_conference="Lemma 36 (Thm 7 memoriser)",
-    statement="interpolating RNN on n general-1STR prompts (labels at one position): zero training error, "
-              "||vec||^2 <= C36 sqrt(6) n^3 (~74.5 n^3) independent of N",
-    check=lambda ctx: _lemma36(ctx, 2), falsifier=lambda ctx: _lemma36(ctx, "all"),
-    falsifier_statement="memorising the labels at every position (n N points) must break the N-free C n^3 bound",
-))
+def _depth2(inp: Lemma36Inputs):
+    return [c for c in inp.cases if c.depth == 2]
+
+
+def lemma36_cn3(inp: Lemma36Inputs, ctx: Context) -> Verdict:
+    """Lemma 36: ||vec||^2 <= C n^3 (measured on the module), the worst depth-2 memoriser."""
+    c = max(_depth2(inp), key=lambda c: parameter_norm2(c.model) / inp.bound(c.n))
+    return at_most(
+        parameter_norm2(c.model),
+        inp.bound(c.n),
+        _norm_rounding(c.guarantee, c.model),
+        detail=f"worst n = {c.n}, N = {c.N}; C = C36 sqrt({K_Y:g})",
+    )
+
+
+def _training_error(c: Lemma36Case) -> float:
+    x, t, y = c.prompts
+    return _memoriser_error(c.model, x, t, y, c.omega, c.position)
+
+
+def lemma36_exact(inp: Lemma36Inputs, ctx: Context) -> Verdict:
+    """Lemma 36: zero training error (float64, 1e-9) at the memorised position."""
+    err, n, N, L = max((_training_error(c), c.n, c.N, c.depth) for c in inp.cases)
+    return at_most(
+        err, 1e-9, detail=f"max |y_hat - y| over the prompts, worst n = {n}, N = {N}, " f"depth {L}"
+    )
+
+
+def lemma36_certified(inp: Lemma36Inputs, ctx: Context) -> Verdict:
+    """||vec||^2 is at most the memoriser's certified bound (depth 2 and 3)."""
+    c = max(inp.cases, key=lambda c: parameter_norm2(c.model) / c.guarantee.bound)
+    return at_most(
+        parameter_norm2(c.model),
+        c.guarantee.bound,
+        _norm_rounding(c.guarantee, c.model),
+        detail=f"worst n = {c.n}, N = {c.N}, depth {c.depth}",
+    )
+
+
+def lemma36_n_only(inp: Lemma36Inputs, ctx: Context) -> Verdict:
+    """||vec||^2 <= C36 n^(5/2) ||y|| (depth 2), C36 = 2 sqrt((144/pi)(5 + pi/72))."""
+
+    def bound(c):
+        return C36_DERIVED * c.guarantee.n_points**2.5 * float(c.labels.norm())
+
+    c = max(_depth2(inp), key=lambda c: parameter_norm2(c.model) / bound(c))
+    return at_most(
+        parameter_norm2(c.model),
+        bound(c),
+        _norm_rounding(c.guarantee, c.model),
+        detail=f"worst n = {c.n}, N = {c.N}",
+    )
+
+
+def lemma36_bounds_derived(inp: Lemma36Inputs, ctx: Context) -> Verdict:
+    """The reported bounds equal their derivation in interpolation.md, relative 1e-12."""
+    gap = max(max(_bound_gaps(c.guarantee, c.labels)) for c in inp.cases)
+    return at_most(gap, 1e-12, detail="2 sqrt(A P), L (A P m^(L-2))^(1/L), C36 m^(5/2) ||y||")
+
+
+def lemma36_net_bound(inp: Lemma36Inputs, ctx: Context) -> Verdict:
+    """The Lemma 36 net inside each memoriser: ||a||^2 + ||W||^2 + ||b||^2 <= 2 sqrt(A P)."""
+
+    def norm2(c):
+        net = c.guarantee.lemma36.net
+        return float(net.a @ net.a + (net.W**2).sum() + net.b @ net.b)
+
+    c = max(inp.cases, key=lambda c: norm2(c) / c.guarantee.lemma36.bound)
+    return at_most(
+        norm2(c),
+        c.guarantee.lemma36.bound,
+        Rounding(n=3 * c.guarantee.n_points, scale=norm2(c), what="3 m eps ||theta||^2"),
+        detail=f"worst n = {c.n}, N = {c.N}",
+    )
+
+
+def lemma36_balanced(inp: Lemma36Inputs, ctx: Context) -> Verdict:
+    """Depth rebalancing: the output layers have equal squared norms (AM-GM's equality case)."""
+    gap, n, L = max((_balance_gap(c.model), c.n, c.depth) for c in inp.cases)
+    return at_most(
+        gap, 1e-9, detail=f"relative spread of ||W_l||^2 + ||b_l||^2, worst n = {n}, " f"depth {L}"
+    )
+
+
+def lemma36_n_free(inp: Lemma36Inputs, ctx: Context) -> Verdict:
+    """||vec||^2 does not depend on N (the same n inputs and labels for every N)."""
+    spreads = []
+    for n in sorted({c.n for c in inp.cases}):
+        norms = [parameter_norm2(c.model) for c in _depth2(inp) if c.n == n]
+        spreads.append(((max(norms) - min(norms)) / max(norms), n))
+    spread, n = max(spreads)
+    return at_most(spread, 1e-12, detail=f"relative spread of ||vec||^2 over N, worst n = {n}")
+
+
+def _every_position(inp: Lemma36Inputs, ctx: Context) -> Lemma36Inputs:
+    """Memorise the labels at every position (n N points), at the quick sizes."""
+    return replace(inp, cases=_lemma36_cases(ctx, (4, 8, 16), (8, 64), "all"))
+
+
+register(
+    Claim(
+        id="lemma-36",
+        ref=Ref("Lemma 36 (Thm 9 memoriser)", "Lemma 36 (Thm 7 memoriser)"),
+        statement="interpolating RNN on n general-1STR prompts (labels at one position): zero "
+        "training error, ||vec||^2 <= C36 sqrt(6) n^3 (~74.5 n^3) independent of N",
+        inputs=lemma36_inputs,
+        checks=[
+            Check("||vec||^2 <= C n^3", lemma36_cn3),
+            Check("zero training error", lemma36_exact),
+            Check("||vec||^2 <= certified bound", lemma36_certified),
+            Check("||vec||^2 <= C36 n^(5/2) ||y||", lemma36_n_only),
+            Check("bounds as derived", lemma36_bounds_derived),
+            Check("Lemma 36 net within its bound", lemma36_net_bound),
+            Check("output layers balanced", lemma36_balanced),
+            Check("||vec||^2 independent of N", lemma36_n_free),
+        ],
+        faults=[
+            Fault(
+                "labels at every position",
+                _every_position,
+                breaks=("||vec||^2 <= C n^3", "||vec||^2 independent of N"),
+            )
+        ],
+        builds=(memorising_rnn,),
+        bounds=(lemma36_bound, lemma36_constant),
+        derivation="docs/derivations/interpolation.md",
+    )
+)
 
 # ---------------------------------------------------------------- prop-8
 
-P8_C = 0.05        # risk level c of Prop 35
-P8_K = 2.0         # good prompts: conditional error <= K c
-P8_GAMMA = 0.5     # answer vectors separated by sqrt(2 (1 - gamma) (N-1) / N)
-L36_D_P8 = 3       # token dimension of the exact generalising RNN (d >= 3: a slip d + 2 for 2 d shows)
+P8_C = 0.05  # risk level c of Prop 35
+P8_K = 2.0  # good prompts: conditional error <= K c
+P8_GAMMA = 0.5  # answer vectors separated by sqrt(2 (1 - gamma) (N-1) / N)
+L36_D_P8 = 3  # token dimension of the exact generalising RNN (d >= 3: a slip d + 2 for 2 d shows)
+P8_ANSWER_N, P8_ANSWER_D = 256, 4
+P8_LOG_N = 623  # (N - 1) I = 60.07: the log branch of prop8_packing, just past its threshold
 
 
 def _answer_vectors(x: torch.Tensor, u: torch.Tensor, t: torch.Tensor = None) -> torch.Tensor:
     """(M, N) answers at a fixed position as a function of what only z_i carries.
 
     General 1STR: t_i enters only through z_i, so the answers are (<u, x_k>)_k. Simple-1STR: the
-    states know t (it is in every z_k), so the answer does not vary: <u, x_t> repeated N times.
-    """
+    states know t (it is in every z_k), so the answer does not vary: <u, x_t> repeated N times."""
     if t is None:
         return x @ u
     M, N, _ = x.shape
@@ -427,100 +805,351 @@ def _pairwise(A: torch.Tensor) -> torch.Tensor:
     return D[iu[0], iu[1]]
 
 
-def _answer_separation(ctx: Context, simple: bool) -> tuple[bool, str, float, float]:
-    """(holds, detail, min normalised answer separation, the separation Prop 35 asks for)."""
-    N = 256
-    M = ctx.pick(quick=200, full=1000, gpu=2000)
-    g = ctx.generator(80, ctx.device)
-    d = 4
-    x = torch.randn(M, N, d, generator=g, dtype=torch.float64, device=ctx.device)
-    x[:, N // 2] = x[0, N // 2]  # all prompts share x_i
-    u = torch.randn(d, generator=g, dtype=torch.float64, device=ctx.device)
-    u = u / u.norm()
-    t = torch.randint(N, (M,), generator=g, device=ctx.device) if simple else None
-    sep = _pairwise(_answer_vectors(x, u, t)) / math.sqrt(N)
-    pk = prop8_packing(N, P8_C, K=P8_K, gamma=P8_GAMMA)
-    fail_bound = M * (M - 1) / 2 * math.exp(-(N - 1) * pk.rate)
-    ok = float(sep.min()) >= pk.answer_sep
-    task = "simple-1STR" if simple else "general 1STR"
-    return ok, (f"{task} N={N}, {M} prompts sharing x_i: min normalised answer separation {float(sep.min()):.3f} "
-                f"vs sqrt(2a(N-1)/N) = {pk.answer_sep:.3f} (failure prob <= {fail_bound:.1e}); theory packs "
-                f"M' = e^{pk.log_M_good:.2f} such prompts"), float(sep.min()), float(pk.answer_sep)
+@dataclass(frozen=True, eq=False)
+class SlotMemory:
+    """The exact generalising RNN of ``slot_memory_rnn`` and M prompts sharing x_i."""
+
+    model: torch.nn.Module
+    guarantee: SlotMemoryGuarantee
+    omega: torch.Tensor
+    u: torch.Tensor
+    x: torch.Tensor  # (M, N, d), x_i shared
+    t: torch.Tensor  # (M, N, 1)
+    i: int
+    w: torch.Tensor  # (M, 2 d_h): the states (h_fwd, h_bwd) at position i
+    P: torch.Tensor  # (M, N): the answer at position i for every value of t_i
 
 
-def _state_separation(ctx: Context) -> tuple[bool, str]:
-    """The exact generalising RNN: risk 0, states separated by >= s~/lambda, chain inequality, width bound."""
-    N = ctx.pick(quick=128, full=256)
-    M = ctx.pick(quick=24, full=64)
-    d = L36_D_P8
-    g = ctx.generator(81, ctx.device)
+@dataclass(frozen=True, eq=False)
+class Prop8Inputs:
+    """Answers of M prompts sharing x_i (t: None for general 1STR), the exact generalising RNN,
+    the packing and width bound functions, their tables over N, and (full) the GRU width scan."""
+
+    x: torch.Tensor
+    u: torch.Tensor
+    t: Optional[torch.Tensor]
+    slot: SlotMemory
+    packing: Callable  # prop8_packing
+    width_bound: Callable  # prop8_width_lower_bound
+    table: Tuple[dict, ...]  # the bound functions at N = 2..200 (and N = 100..115 at gamma 0.3)
+    widths: Optional[tuple]  # (N, min width, tried) per N, full profile
+
+
+def _slot_memory(ctx: Context) -> SlotMemory:
+    N, M, d = ctx.pick(quick=128, full=256), ctx.pick(quick=24, full=64), L36_D_P8
+    g = ctx.generator("prop-8/slot-prompts", device=ctx.device)
+    kw = dict(dtype=torch.float64, device=ctx.device)
     omega = _codes(N, ctx.device)
-    u = torch.randn(d, generator=g, dtype=torch.float64, device=ctx.device)
+    u = torch.randn(d, generator=g, **kw)
     u = u / u.norm()
-    r_x = lemma12_radius(d, M, N)
-    model, gu = slot_memory_rnn(omega, u, r_x=r_x)
+    model, gu = slot_memory_rnn(omega, u, r_x=lemma12_radius(d, M, N))
     i = N // 2
-    x = torch.randn(M, N, d, generator=g, dtype=torch.float64, device=ctx.device)
+    x = torch.randn(M, N, d, generator=g, **kw)
     x[:, i] = x[0, i]
-    inside = bool((x.norm(dim=-1) <= r_x).all())
     t = torch.randint(N, (M, N, 1), generator=g, device=ctx.device)
+    return SlotMemory(model, gu, omega, u, x, t, i, *_slot_answers(model, omega, x, t, i))
+
+
+def _bound_table() -> tuple:
+    """The bound functions over N = 2..200 at gamma = 1/2 and N = 100..115 at gamma = 0.3 (N =
+    107..109: M' = 2 good prompts but failure bound just above 1, the boundary case)."""
+    rows = []
+    for N, gamma in [(N, P8_GAMMA) for N in range(2, 201)] + [(N, 0.3) for N in range(100, 116)]:
+        kw = dict(K=P8_K, gamma=gamma)
+        rows.append(
+            dict(
+                N=N,
+                gamma=gamma,
+                packing=prop8_packing(N, P8_C, **kw),
+                width=prop8_width_lower_bound(N, P8_C, 10.0, **kw),
+                norm2=generalising_log_norm2(N, P8_C, 8, form="volume", **kw),
+                paper=prop8_norm_lower_bound_paper(N, P8_C, 4 * N, **kw),
+                log_norm={
+                    d_h: prop8_log_norm_lower_bound(N, P8_C, d_h, **kw) for d_h in (1, 8, 4 * N)
+                },
+            )
+        )
+    return tuple(rows)
+
+
+def prop8_inputs(ctx: Context) -> Prop8Inputs:
+    """M prompts of length 256 sharing x_i (general 1STR), the slot-memory RNN and the tables."""
+    M = ctx.pick(quick=200, full=1000, gpu=2000)
+    g = ctx.generator("prop-8/answer-prompts", device=ctx.device)
+    kw = dict(dtype=torch.float64, device=ctx.device)
+    x = torch.randn(M, P8_ANSWER_N, P8_ANSWER_D, generator=g, **kw)
+    x[:, P8_ANSWER_N // 2] = x[0, P8_ANSWER_N // 2]  # all prompts share x_i
+    u = torch.randn(P8_ANSWER_D, generator=g, **kw)
+    widths = None if ctx.profile == "quick" else _width_scan(ctx, simple=False)
+    return Prop8Inputs(
+        x,
+        u / u.norm(),
+        None,
+        _slot_memory(ctx),
+        prop8_packing,
+        prop8_width_lower_bound,
+        _bound_table(),
+        widths,
+    )
+
+
+def _packing(inp: Prop8Inputs, N: int):
+    return inp.packing(N, P8_C, K=P8_K, gamma=P8_GAMMA)
+
+
+def prop8_answers(inp: Prop8Inputs, ctx: Context) -> Verdict:
+    """Prop 35: the answer vectors of prompts sharing x_i are sqrt(2a(N-1)/N) apart (normalised)."""
+    M, N, _ = inp.x.shape
+    sep = float(_pairwise(_answer_vectors(inp.x, inp.u, inp.t)).min()) / math.sqrt(N)
+    pk = _packing(inp, N)
+    fail = M * (M - 1) / 2 * math.exp(-(N - 1) * pk.rate)
+    task = "general 1STR" if inp.t is None else "simple-1STR"
+    return at_least(
+        sep,
+        pk.answer_sep,
+        detail=(
+            f"{task}, N = {N}, {M} prompts sharing x_i: min normalised answer separation (failure "
+            f"probability <= {fail:.1e}); theory packs M' = e^{pk.log_M_good:.2f} such prompts"
+        ),
+    )
+
+
+def _slot_answers(model, omega, x, t, i):
+    """States w = (h_fwd, h_bwd) at position i and the answers P (M, N) for every value of t_i."""
+    N, d = omega.shape[0], x.shape[-1]
     Z = rnn_encoding(x, t, omega)
     with torch.no_grad(), cpu_threads(1):
         h_f, h_b = model.states(Z)
         w = torch.cat([h_f[:, i], h_b[:, i]], dim=-1)  # U = identity on (h_fwd, h_bwd)
-        # the answer for every value k of t_i: only z_i changes (its omega_{t_i} block)
-        zk = Z[:, i][:, None, :].repeat(1, N, 1)
-        zk[..., L36_D_P8 + omega.shape[1]:] = omega[None, :, :]
-        hk = w[:, None, :].expand(M, N, w.shape[-1])
-        P = model.f_y(torch.cat([hk, zk], dim=-1)).squeeze(-1)  # (M, N)
-    G = x @ u  # answers g_k = <u, x_k>
-    e = ((P - G) ** 2).mean(dim=1)  # conditional errors e_m
-    pk = prop8_packing(N, P8_C, K=P8_K, gamma=P8_GAMMA)
-    dw = _pairwise(w)
-    dp = _pairwise(P) / math.sqrt(N)
-    lam = gu.lipschitz
-    need = pk.sep / lam
-    chain = bool((dp <= lam * dw * (1 + 1e-9) + 1e-9).all())
-    separated = float(dw.min()) >= need
+        zk = Z[:, i][:, None, :].repeat(1, N, 1)  # only z_i changes: its omega_{t_i} block
+        zk[..., d + omega.shape[1] :] = omega[None, :, :]
+        hk = w[:, None, :].expand(-1, N, w.shape[-1])
+        P = model.f_y(torch.cat([hk, zk], dim=-1)).squeeze(-1)
+    return w, P
+
+
+def prop8_conditional_errors(inp: Prop8Inputs, ctx: Context) -> Verdict:
+    """The exact generalising RNN has every conditional error e_m <= K c (here 0)."""
+    s = inp.slot
+    e = ((s.P - s.x @ s.u) ** 2).mean(dim=1)
+    return at_most(float(e.max()), P8_K * P8_C, 1e-18, detail="max_m mean_k (P_mk - <u, x_k>)^2")
+
+
+def prop8_inside(inp: Prop8Inputs, ctx: Context) -> Verdict:
+    """The prompts' tokens lie in the r_x ball the RNN is exact on (Lemma 12's radius)."""
+    s = inp.slot
+    return at_most(float(s.x.norm(dim=-1).max()), s.guarantee.r_x, detail="max ||x_j||")
+
+
+def prop8_separated(inp: Prop8Inputs, ctx: Context) -> Verdict:
+    """Prop 8: the states of the packed prompts are >= s~ / lambda apart."""
+    s = inp.slot
+    need = _packing(inp, s.omega.shape[0]).sep / s.guarantee.lipschitz
+    return at_least(float(_pairwise(s.w).min()), need, detail="min ||w - w'|| against s~ / lambda")
+
+
+def prop8_chain(inp: Prop8Inputs, ctx: Context) -> Verdict:
+    """||P - P'|| / sqrt N <= lambda ||w - w'|| for every pair (f_y is lambda-Lipschitz)."""
+    s = inp.slot
+    dw, dp = _pairwise(s.w), _pairwise(s.P) / math.sqrt(s.omega.shape[0])
+    ratio = float((dp / (s.guarantee.lipschitz * dw + 1e-9)).max())
+    return at_most(ratio, 1 + 1e-9, detail="largest ||dP|| / sqrt N / (lambda ||dw|| + 1e-9)")
+
+
+def prop8_width(inp: Prop8Inputs, ctx: Context) -> Verdict:
+    """Prop 8: the RNN's state width d_h is at least the width bound at its UL."""
+    gu = inp.slot.guarantee
     UL = gu.U_op * gu.L
-    width_bound = prop8_width_lower_bound(N, P8_C, UL, K=P8_K, gamma=P8_GAMMA)
-    # independent of the width formula: solve the volume bound ln M' <= 2 w ln(1 + 2 sqrt2 UL / s~) for UL at w
-    UL_back = pk.sep / (2 * math.sqrt(2)) * math.expm1(pk.log_M_good / (2 * width_bound)) if width_bound > 0 else math.inf
-    inverse_ok = abs(UL_back / UL - 1) <= 1e-9
-    # tokens on the r_x sphere: the states reach ||h|| = sqrt(N - 1) r_x, which the projection radius must admit
-    # and every position asking for its own token (t_i = i: the e_k^+- branch, x_i itself, of either sign)
-    xb = x[:2] / x[:2].norm(dim=-1, keepdim=True) * r_x
-    t_self = torch.arange(N, device=ctx.device).expand(2, N)[..., None]
-    sphere_err = 0.0
-    for tb in (t[:2], t_self):
+    bound = inp.width_bound(gu.N, P8_C, UL, K=P8_K, gamma=P8_GAMMA)
+    return at_least(gu.d_h, bound, detail=f"UL = {UL:.1f}")
+
+
+def prop8_width_inverts(inp: Prop8Inputs, ctx: Context) -> Verdict:
+    """The width bound inverts the volume bound ln M' <= 2 w ln(1 + 2 sqrt2 UL / s~): UL solved
+    back from w = the width bound is UL (rnn-lower-bounds.md)."""
+    gu = inp.slot.guarantee
+    UL = gu.U_op * gu.L
+    w = inp.width_bound(gu.N, P8_C, UL, K=P8_K, gamma=P8_GAMMA)
+    pk = _packing(inp, gu.N)
+    back = pk.sep / (2 * math.sqrt(2)) * math.expm1(pk.log_M_good / (2 * w)) if w > 0 else math.inf
+    return close(back / UL, 1.0, 1e-9, detail=f"UL = {UL:.1f}, solved back {back:.1f}")
+
+
+def prop8_sphere(inp: Prop8Inputs, ctx: Context) -> Verdict:
+    """Exactness on tokens of the r_x sphere (two prompts and their negatives), random t and t_i = i
+    (each position asking for its own token: the e_k^+- branch of either sign)."""
+    s = inp.slot
+    r_x, N = s.guarantee.r_x, s.omega.shape[0]
+    xb = s.x[:2] / s.x[:2].norm(dim=-1, keepdim=True) * r_x
+    xb = torch.cat([xb, -xb])
+    err = 0.0
+    for tb in (s.t[:2].repeat(2, 1, 1), torch.arange(N, device=xb.device).expand(4, N)[..., None]):
         with torch.no_grad(), cpu_threads(1):
-            yb = model(rnn_encoding(xb, tb, omega))
-        target = torch.gather(xb @ u, 1, tb[..., 0])
-        sphere_err = max(sphere_err, float((yb.reshape(target.shape) - target).abs().max()))
-    # the guarantee's record as derived (docs/derivations/rnn-lower-bounds.md): d_h = N d, r_h = sqrt(N - 1) r_x (the module's
-    # projection radius), U = identity (U_op = 1), lambda = sqrt 2, L = lambda r_h, norm^2 = the module's parameters
-    norm2 = sum(float((p.detach().double() ** 2).sum()) for p in model.parameters())
-    record = (gu.d_h == N * d and gu.r_h == math.sqrt(N - 1) * r_x == model.r_h and gu.U_op == 1.0
-              and gu.lipschitz == math.sqrt(2.0) and gu.L == gu.lipschitz * gu.r_h and abs(gu.norm2 - norm2) <= 1e-12 * norm2
-              and gu.N == N and gu.d == d and gu.r_x == r_x)
-    ok = (inside and float(e.max()) <= 1e-18 + P8_K * P8_C and chain and separated and gu.d_h >= width_bound
-          and inverse_ok and sphere_err <= 1e-9 * r_x and record)
-    return ok, (f"exact generalising RNN N={N} d={d}: max e_m {float(e.max()):.1e}, min ||w - w'|| {float(dw.min()):.2f} "
-                f">= s~/lambda = {need:.3f}, chain ||dp||/sqrt N <= lambda ||dw|| {'holds' if chain else 'FAILS'}, "
-                f"d_h = {gu.d_h} >= width bound {width_bound:.3f} (UL = {UL:.1f}; UL solved back from it {UL_back:.1f}), tokens in r_x-ball: {inside}; "
-                f"tokens on the r_x sphere, random t and t_i = i: max |y_hat - <u, x_t>| {sphere_err:.1e} (<= 1e-9 r_x); "
-                f"record (d_h = N d, r_h = sqrt(N - 1) r_x = the module's, U_op = 1, lambda = sqrt 2, L = lambda r_h, "
-                f"norm^2 of the module's parameters): {record}")
+            yb = s.model(rnn_encoding(xb, tb, s.omega))
+        target = torch.gather(xb @ s.u, 1, tb[..., 0])
+        err = max(err, float((yb.reshape(target.shape) - target).abs().max()))
+    return at_most(err, 1e-9 * r_x, detail="max |y_hat - <u, x_t>|, random t and t_i = i")
+
+
+def _packing_exists(pk) -> bool:
+    """M' >= 2 and M(M-1)/2 e^{-(N-1) I} + e^{-M (1 - 1/K)^2 / 2} < 1 (recomputed from M, I)."""
+    if pk.M == -1:  # too many prompts to count: e^{(N-1) I} > e^60
+        return True
+    frac = 1 - 1 / P8_K
+    fail = pk.M * (pk.M - 1) / 2 * math.exp(-(pk.N - 1) * pk.rate) + math.exp(-pk.M * frac**2 / 2)
+    return math.ceil(frac * pk.M / 2) >= 2 and fail < 1
+
+
+def prop8_positive(inp: Prop8Inputs, ctx: Context) -> Verdict:
+    """The width bound is positive exactly where Prop 35's packing exists (N = 2..200)."""
+    wrong = [
+        (r["N"], r["gamma"]) for r in inp.table if (r["width"] > 0) != _packing_exists(r["packing"])
+    ]
+    first = min(r["N"] for r in inp.table if r["width"] > 0 and r["gamma"] == P8_GAMMA)
+    return exact(
+        len(wrong),
+        0,
+        detail=f"lengths where they differ: {wrong[:4]}; positive from " f"N = {first}",
+    )
+
+
+def prop8_norms_vanish(inp: Prop8Inputs, ctx: Context) -> Verdict:
+    """Where the width bound is 0 the norm bounds are too (ln = -inf, the paper's form 0), and
+    elsewhere the volume norm bound is finite."""
+
+    def consistent(r):
+        positive = r["width"] > 0
+        return (
+            (r["norm2"] > -math.inf) == positive
+            and r["norm2"] < math.inf
+            and (positive or r["paper"] == 0.0)
+        )
+
+    wrong = [(r["N"], r["gamma"]) for r in inp.table if not consistent(r)]
+    return exact(len(wrong), 0, detail=f"lengths where they differ: {wrong[:4]}")
+
+
+def prop8_norms_derived(inp: Prop8Inputs, ctx: Context) -> Verdict:
+    """Where the packing exists: the paper's form (s~ / sqrt 2) sqrt(ln M' / (8 ln(16 N + 1))) and
+    the volume bound (s~ / (2 sqrt 2)) expm1(ln M' / (2 d_h)) (d_h = 1, 8, 4N), relative."""
+    gaps = []
+    for r in (r for r in inp.table if r["width"] > 0):
+        pk, N = r["packing"], r["N"]
+        paper = pk.sep / math.sqrt(2) * math.sqrt(pk.log_M_good / (8 * math.log(16 * N + 1)))
+        gaps.append(abs(r["paper"] - paper) / paper)
+        for d_h, got in r["log_norm"].items():
+            vol = math.log(pk.sep / (2 * math.sqrt(2)) * math.expm1(pk.log_M_good / (2 * d_h)))
+            gaps.append(abs(got - vol) / max(1.0, abs(vol)))
+    return at_most(max(gaps), 1e-12, detail="largest relative gap (log scale for the volume form)")
+
+
+def _chernoff_rate(a: float) -> float:
+    """sup_theta [ln(1 + 2 theta) / 2 - theta a], the chi^2 lower-tail exponent, numerically."""
+    res = optimize.minimize_scalar(
+        lambda th: th * a - 0.5 * math.log1p(2 * th),
+        bounds=(0.0, 1e6),
+        method="bounded",
+        options={"xatol": 1e-12},
+    )
+    return float(-res.fun)
+
+
+def prop8_rate(inp: Prop8Inputs, ctx: Context) -> Verdict:
+    """Prop 35's rate I(a) is the chi^2 Chernoff exponent (numerical maximisation), a = 1 -
+    gamma."""
+    gap = max(
+        abs(inp.packing(200, 0.01, K=P8_K, gamma=gm).rate / _chernoff_rate(1 - gm) - 1)
+        for gm in (0.3, 0.5, 0.7)
+    )
+    return at_most(gap, 1e-8, detail="largest relative gap, gamma = 0.3, 0.5, 0.7")
+
+
+def _derived_counts(N: int, rate: float):
+    """M = the largest integer with M (M - 1) <= e^{(N-1) I}, M' = ceil((1 - 1/K) M / 2) and the
+    failure bound, at 40 digits (rnn-lower-bounds.md section 1)."""
+    frac = 1 - 1 / P8_K
+    with mpmath.workdps(40):
+        X = mpmath.exp((N - 1) * mpmath.mpf(rate))
+        M = int(mpmath.floor((1 + mpmath.sqrt(1 + 4 * X)) / 2))
+        M = M - 1 if M * (M - 1) > X else M  # guard the floor at an exact square
+        fail = float(M * (M - 1) / 2 / X + mpmath.exp(-M * frac * frac / 2))
+    return M, math.ceil(frac * M / 2), fail
+
+
+P8_DERIVED_NS = tuple((N, 0.5) for N in range(2, P8_LOG_N)) + ((150, 0.3), (150, 0.7))
+
+
+def prop8_counts(inp: Prop8Inputs, ctx: Context) -> Verdict:
+    """The packing's M and M' are their 40-digit derivation (N = 2..622)."""
+    wrong = []
+    for N, gm in P8_DERIVED_NS:
+        pk = inp.packing(N, P8_C, K=P8_K, gamma=gm)
+        M, Mg, _ = _derived_counts(N, pk.rate)
+        wrong += [(N, gm)] if (pk.M, pk.M_good) != (M, Mg) else []
+    return exact(len(wrong), 0, detail=f"lengths where (M, M') differ: {wrong[:4]}")
+
+
+def prop8_record_derived(inp: Prop8Inputs, ctx: Context) -> Verdict:
+    """ln M', the failure bound (relative 1e-9), sqrt(2a(N-1)/N) and s~ = it - 2 sqrt(K c)
+    (relative 1e-12) are their derivation (N = 2..622); the largest gap / tolerance."""
+    worst = 0.0
+    for N, gm in P8_DERIVED_NS:
+        pk = inp.packing(N, P8_C, K=P8_K, gamma=gm)
+        _, Mg, fail = _derived_counts(N, pk.rate)
+        ans = math.sqrt(2 * (1 - gm) * (N - 1) / N)
+        worst = max(
+            worst,
+            abs(pk.log_M_good - math.log(Mg)) / math.log(Mg) / 1e-12 if Mg > 1 else 0,
+            abs(pk.failure / fail - 1) / 1e-9,
+            abs(pk.answer_sep / ans - 1) / 1e-12,
+            abs(pk.sep / (ans - 2 * math.sqrt(P8_K * P8_C)) - 1) / 1e-12,
+        )
+    return at_most(worst, 1.0, detail="largest relative gap / its tolerance")
+
+
+def prop8_log_form(inp: Prop8Inputs, ctx: Context) -> Verdict:
+    """Past e^{(N-1) I} > e^60 the log form of ln M' is below the exact one by at most 1e-11."""
+    big = inp.packing(P8_LOG_N, P8_C, K=P8_K)
+    frac = 1 - 1 / P8_K
+    with mpmath.workdps(40):
+        X = mpmath.exp((P8_LOG_N - 1) * mpmath.mpf(big.rate))
+        exact_log = float(
+            mpmath.log(mpmath.ceil(frac * mpmath.floor((1 + mpmath.sqrt(1 + 4 * X)) / 2) / 2))
+        )
+    return close(
+        exact_log - big.log_M_good,
+        0.5e-11,
+        0.5e-11,
+        detail=f"exact ln M' - log form at N = {P8_LOG_N} (in [0, 1e-11])",
+    )
+
+
+def prop8_width_growth(inp: Prop8Inputs, ctx: Context) -> Verdict:
+    """Full profile: the smallest trained GRU width with risk <= c grows with N (at least 4x over
+    N = 4..16) on general 1STR; the quick profile does not train."""
+    if inp.widths is None:
+        return exact("not run (quick profile)", "not run (quick profile)")
+    ws = [w if w else 2 * P8_SCAN["widths"][-1] for _, w, _ in inp.widths]
+    mono = all(b >= a for a, b in zip(ws, ws[1:]))
+    return at_least(
+        ws[-1] / ws[0] if mono else 0.0,
+        4.0,
+        detail="; ".join(
+            f"N={N}: min width {w or '>' + str(P8_SCAN['widths'][-1])}" for N, w, _ in inp.widths
+        ),
+    )
 
 
 def _make_gru_batch(N: int, simple: bool, omega: torch.Tensor):
-    """Batches (Z', y) of 1STR with d = 1: Z' = (RNN encoding, m_i), m_i = <omega_i, omega_{t_i}> = 1[t_i = i].
+    """Batches (Z', y) of 1STR with d = 1: Z' = (RNN encoding, m_i), m_i = <omega_i, omega_{t_i}> =
+    1[t_i = i].
 
     The scalar m_i stands in for the product gadget of the paper's deep transitions (Prop 26): a
     single-layer GRU gate is affine in its input and cannot compute <omega_i, omega_t> itself, and
     without it even simple-1STR needed widths growing with N in our runs (optimisation, not memory).
     It gives both tasks the same features; only the memory requirement differs.
     """
+
     def batch(B, g):
         x = torch.randn(B, N, 1, generator=g, device=g.device)
         if simple:
@@ -530,6 +1159,7 @@ def _make_gru_batch(N: int, simple: bool, omega: torch.Tensor):
         y = x[torch.arange(B, device=g.device)[:, None], t[..., 0], 0]
         match = (t[..., 0] == torch.arange(N, device=g.device)).to(x.dtype)[..., None]
         return torch.cat([rnn_encoding(x, t, omega), match], dim=-1), y
+
     return batch
 
 
@@ -546,302 +1176,344 @@ def _min_width(N: int, simple: bool, ctx: Context) -> tuple[int, list]:
     batch = _make_gru_batch(N, simple, omega)
     tried = []
     for w in cfg["widths"]:
-        g = ctx.generator(800 + 10 * N + w + (5000 if simple else 0), ctx.device)
+        g = ctx.generator("prop-8/gru-simple" if simple else "prop-8/gru", N, w, device=ctx.device)
         model = PracticalRNN(omega.shape[1] * 2 + 2, w, generator=g, device=ctx.device)
         with cpu_threads(1):
             fit_online(model, batch, steps=cfg["steps"], batch_size=64, lr=cfg["lr"], generator=g)
-            risk, _ = position_risk(model, batch, n=2048, generator=ctx.generator(899, ctx.device))
+            risk, _ = position_risk(
+                model, batch, n=2048, generator=ctx.generator("prop-8/gru-risk", device=ctx.device)
+            )
         tried.append((w, risk))
         if risk <= cfg["c"]:
             return w, tried
     return 0, tried
 
 
-def _width_scan(ctx: Context, simple: bool) -> tuple[bool, str]:
-    """Full profile: min trained width grows with N on general 1STR (and stays flat on simple)."""
-    widths = []
-    parts = []
-    for N in P8_SCAN["Ns"]:
-        w, tried = _min_width(N, simple, ctx)
-        widths.append(w if w else 2 * P8_SCAN["widths"][-1])
-        parts.append(f"N={N}: min width {w or '>' + str(P8_SCAN['widths'][-1])} ({', '.join(f'w{a}:{r:.2f}' for a, r in tried)})")
-    grows = all(b >= a for a, b in zip(widths, widths[1:])) and widths[-1] >= 4 * widths[0]
-    task = "simple-1STR" if simple else "general 1STR"
-    return grows, f"{task} GRU width scan (risk <= {P8_SCAN['c']}): " + "; ".join(parts)
+def _width_scan(ctx: Context, simple: bool) -> tuple:
+    """Full profile: (N, smallest trained width with risk <= c (0: none), tried) for each N."""
+    return tuple((N, *_min_width(N, simple, ctx)) for N in P8_SCAN["Ns"])
 
 
-P8_VALUE = ("value = the min normalised answer separation, limit sqrt(2a(N-1)/N) (Prop 35), holds means value >= "
-            "limit; the value is the answer-separation part only")
+def _simple_1str(inp: Prop8Inputs, ctx: Context) -> Prop8Inputs:
+    """Simple-1STR answers: the states know t (it is in every z_k), so the answer does not vary."""
+    M, N, _ = inp.x.shape
+    g = ctx.generator("prop-8/simple-targets", device=ctx.device)
+    return replace(inp, t=torch.randint(N, (M,), generator=g, device=inp.x.device))
 
 
-def _width_bound_rigour() -> tuple:
-    """Over N = 2..200 (and N = 100..115 at gamma = 0.3): the width bound (and the volume norm bound of Theorem 9,
-    finite) is positive only where Prop 35's packing exists (and there the paper's norm form and the volume norm bound
-    (s~ / (2 sqrt 2)) (exp(ln M' / (2 d_h)) - 1) equal their formulas), i.e. M' >= 2 good prompts
-    and failure probability M(M-1)/2 e^{-(N-1) I} + e^{-M (1 - 1/K)^2 / 2} < 1, recomputed here from M and the
-    chi^2 rate I (docs/derivations/rnn-lower-bounds.md). Returns (ok, first N with a positive bound)."""
-    ok, first = True, None
-    for Nv, gamma in [(Nv, P8_GAMMA) for Nv in range(2, 201)] + [(Nv, 0.3) for Nv in range(100, 116)]:
-        # (gamma = 0.3 at N = 107..109: M' = 2 good prompts but failure bound just above 1, the boundary case)
-        pk = prop8_packing(Nv, P8_C, K=P8_K, gamma=gamma)
-        positive = prop8_width_lower_bound(Nv, P8_C, 10.0, K=P8_K, gamma=gamma) > 0
-        norm = generalising_log_norm2(Nv, P8_C, 8, form="volume", K=P8_K, gamma=gamma)  # Theorem 9's rigorous form
-        ok &= (norm > -math.inf) == positive and norm < math.inf
-        if pk.M == -1:  # too many prompts to count: e^{(N-1) I} > e^60, the packing exists
-            exists = True
-        else:
-            frac = 1 - 1 / P8_K
-            fail = pk.M * (pk.M - 1) / 2 * math.exp(-(Nv - 1) * pk.rate) + math.exp(-pk.M * frac * frac / 2)
-            exists = math.ceil(frac * pk.M / 2) >= 2 and fail < 1
-        ok &= positive == exists
-        first = Nv if first is None and positive and gamma == P8_GAMMA else first
-        paper = prop8_norm_lower_bound_paper(Nv, P8_C, 4 * Nv, K=P8_K, gamma=gamma)
-        ok &= positive or paper == 0.0  # no packing: the paper's form gives 0
-        if positive:  # the paper's (uncertified) form: (s~ / sqrt 2) sqrt(ln M' / (C_M ln(4 d_h + 1))), d_h = 4N, C_M = 8
-            ok &= abs(paper - pk.sep / math.sqrt(2) * math.sqrt(pk.log_M_good / (8 * math.log(16 * Nv + 1)))) <= 1e-12 * paper
-            # the rigorous (volume) norm bound: UL >= (s~ / (2 sqrt 2)) (exp(ln M' / (2 d_h)) - 1), inverting the width
-            for d_h in (1, 8, 4 * Nv):
-                vol = pk.sep / (2 * math.sqrt(2)) * math.expm1(pk.log_M_good / (2 * d_h))
-                got = prop8_log_norm_lower_bound(Nv, P8_C, d_h, K=P8_K, gamma=gamma)
-                ok &= abs(got - math.log(vol)) <= 1e-12 * max(1.0, abs(math.log(vol)))
-    return ok, first
+def _misread_unit(inp: Prop8Inputs, ctx: Context) -> Prop8Inputs:
+    """An e_k^- unit reads relu(-s_2) for relu(xi): wrong only when t_i = i and both are
+    negative (a copy of the module, its weight edited)."""
+    model = copy.deepcopy(inp.slot.model)
+    N = inp.slot.omega.shape[0]
+    W = model.f_y[2].weight
+    with torch.no_grad():
+        W[3 * N : 4 * N, 2 + N], W[3 * N : 4 * N, 2 * N] = W[3 * N : 4 * N, 2 * N].clone(), 0.0
+    return replace(inp, slot=replace(inp.slot, model=model))
 
 
-def _chernoff_rate(a: float) -> float:
-    """sup_theta [ln(1 + 2 theta) / 2 - theta a], the chi^2 lower-tail Chernoff exponent, by numerical maximisation."""
-    res = optimize.minimize_scalar(lambda th: th * a - 0.5 * math.log1p(2 * th), bounds=(0.0, 1e6), method="bounded",
-                                   options={"xatol": 1e-12})
-    return float(-res.fun)
-
-
-def _packing_as_derived() -> tuple:
-    """Prop 35's packing record recomputed from docs/derivations/rnn-lower-bounds.md section 1: the rate I(a)
-    against a numerical Chernoff maximisation, M the largest integer with M (M - 1) <= e^{(N-1) I} (40 digits),
-    M' = ceil((1 - 1/K) M / 2), the failure bound, s~, the log form for e^{(N-1) I} > e^60 against the exact ln M',
-    and the largest admissible c = a (N - 1) / (2 K N). Returns (ok, text)."""
-    ok, worst = True, 0.0
-    for gamma in (0.3, 0.5, 0.7):
-        a = 1 - gamma
-        pk = prop8_packing(200, 0.01, K=P8_K, gamma=gamma)
-        worst = max(worst, abs(pk.rate / _chernoff_rate(a) - 1))
-    ok &= worst <= 1e-8
-    frac = 1 - 1 / P8_K
-    for Nv, gamma in [(Nv, 0.5) for Nv in range(2, P8_LOG_N)] + [(150, 0.3), (150, 0.7)]:
-        a = 1 - gamma
-        pk = prop8_packing(Nv, P8_C, K=P8_K, gamma=gamma)
-        with mpmath.workdps(40):
-            X = mpmath.exp((Nv - 1) * mpmath.mpf(pk.rate))
-            M = int(mpmath.floor((1 + mpmath.sqrt(1 + 4 * X)) / 2))
-            M = M - 1 if M * (M - 1) > X else M  # guard the floor at an exact square
-            fail = float(M * (M - 1) / 2 / X + mpmath.exp(-M * frac * frac / 2))
-        Mg = math.ceil(frac * M / 2)
-        ans = math.sqrt(2 * a * (Nv - 1) / Nv)
-        ok &= (pk.M, pk.M_good) == (M, Mg) and math.isclose(pk.log_M_good, math.log(Mg), rel_tol=1e-12)
-        ok &= math.isclose(pk.failure, fail, rel_tol=1e-9) and math.isclose(pk.answer_sep, ans, rel_tol=1e-12)
-        ok &= math.isclose(pk.sep, ans - 2 * math.sqrt(P8_K * P8_C), rel_tol=1e-12)
-        c_max = a * (Nv - 1) / (2 * P8_K * Nv)
-        if Nv % 50 == 0:  # the boundary of the accepted c, on every 50th length and both gammas at N = 150
-            ok &= _accepts_c(Nv, c_max * (1 - 1e-9), gamma) and not _accepts_c(Nv, c_max * (1 + 1e-9), gamma)
-    big = prop8_packing(P8_LOG_N, P8_C, K=P8_K)  # (N - 1) I = 60.07: the log branch, just past its threshold
-    with mpmath.workdps(40):
-        X = mpmath.exp((P8_LOG_N - 1) * mpmath.mpf(big.rate))
-        exact = float(mpmath.log(mpmath.ceil(frac * mpmath.floor((1 + mpmath.sqrt(1 + 4 * X)) / 2) / 2)))
-    log_gap = exact - big.log_M_good
-    ok &= big.M == -1 and 0 <= log_gap <= 1e-11
-    return ok, (f"packing record = its derivation (rate vs numerical Chernoff, largest gap {worst:.1e}; M, M', "
-                f"failure, s~ at N = 2..622 to 40 digits; c_max = a(N-1)/(2KN) the boundary of the accepted c; "
-                f"log form at N = {P8_LOG_N} below the exact ln M' by {log_gap:.1e} <= 1e-11): {ok}")
-
-
-P8_LOG_N = 623
-
-
-def _accepts_c(Nv: int, c: float, gamma: float) -> bool:
-    try:
-        prop8_packing(Nv, c, K=P8_K, gamma=gamma)
-        return True
-    except ValueError:
-        return False
-
-
-def _prop8(ctx: Context) -> Outcome:
-    ok_a, det_a, sep, need = _answer_separation(ctx, simple=False)
-    ok_b, det_b = _state_separation(ctx)
-    rigour, first = _width_bound_rigour()
-    derived, det_d = _packing_as_derived()
-    details = [det_a, det_b, f"width bound positive exactly where the packing exists (N = 2..200; from N = {first}), "
-                             f"the volume norm bound = (s~ / (2 sqrt 2)) expm1(ln M' / (2 d_h)) there (d_h = 1, 8, 4N)",
-               det_d]
-    ok = ok_a and ok_b and rigour and derived
-    if ctx.profile != "quick":
-        ok_c, det_c = _width_scan(ctx, simple=False)
-        ok &= ok_c
-        details.append(det_c)
-    what = "packing (answers + states)" if ctx.profile == "quick" else "packing + trained width scan"
-    details.append(P8_VALUE + " (holds also needs the state separation" +
-                   (")" if ctx.profile == "quick" else " and the width growth)"))
-    return Outcome(measured=what + (" hold" if ok else " FAIL"), bound="separation >= Prop 35; width grows with N",
-                   holds=ok, detail="; ".join(details), value=sep, limit=need)
-
-
-def _prop8_falsifier(ctx: Context) -> Outcome:
-    ok_a, det_a, sep, need = _answer_separation(ctx, simple=True)
-    details, holds = [det_a], ok_a
-    if ctx.profile != "quick":
-        ok_c, det_c = _width_scan(ctx, simple=True)
-        holds = holds or ok_c  # caught only if every part fails on simple-1STR
-        details.append(det_c)
-    details.append(P8_VALUE + ("" if ctx.profile == "quick" else " (holds also when the width scan grows)"))
-    return Outcome(measured="simple-1STR " + ("passes" if holds else "fails"), bound="must fail",
-                   holds=holds, detail="; ".join(details), value=sep, limit=need)
-
-
-register(Claim(
-    id="prop-8", ref_seed="Prop 8 (Prop 35)", ref_conference="Prop 6 (Prop 35)",
-    statement="risk <= c at a position forces the states of e^{Omega(N)} prompts sharing x_i into a packing "
-              "(quick: answer + state separation; full: trained GRU width grows with N)",
-    check=_prop8, falsifier=_prop8_falsifier,
-    falsifier_statement="the same separation (and width-growth) checks on simple-1STR must fail",
-))
+register(
+    Claim(
+        id="prop-8",
+        ref=Ref("Prop 8 (Prop 35)", "Prop 6 (Prop 35)"),
+        statement="risk <= c at a position forces the states of e^{Omega(N)} prompts sharing x_i "
+        "into "
+        "a packing (quick: answer + state separation; full: trained GRU width grows with N)",
+        inputs=prop8_inputs,
+        checks=[
+            Check("answer separation >= sqrt(2a(N-1)/N)", prop8_answers),
+            Check("conditional errors <= K c", prop8_conditional_errors),
+            Check("tokens inside the r_x ball", prop8_inside),
+            Check("states separated by s~/lambda", prop8_separated),
+            Check("chain ||dP|| <= lambda ||dw||", prop8_chain),
+            Check("d_h >= width bound", prop8_width),
+            Check("width bound inverts the volume bound", prop8_width_inverts),
+            Check("exact on the r_x sphere", prop8_sphere),
+            Check("width bound positive iff the packing exists", prop8_positive),
+            Check("norm bounds vanish with the width bound", prop8_norms_vanish),
+            Check("norm bounds as derived", prop8_norms_derived),
+            Check("rate = Chernoff exponent", prop8_rate),
+            Check("M and M' as derived", prop8_counts),
+            Check("ln M', failure, separations as derived", prop8_record_derived),
+            Check("log form of ln M' as derived", prop8_log_form),
+            Check("trained GRU width grows with N", prop8_width_growth),
+        ],
+        faults=[
+            Fault(
+                "simple-1STR answers",
+                _simple_1str,
+                breaks=("answer separation >= sqrt(2a(N-1)/N)",),
+            ),
+            Fault("e_k^- unit misreads", _misread_unit, breaks=("exact on the r_x sphere",)),
+        ],
+        builds=(slot_memory_rnn,),
+        bounds=(
+            prop8_packing,
+            prop8_width_lower_bound,
+            prop8_log_norm_lower_bound,
+            prop8_norm_lower_bound_paper,
+        ),
+        derivation="docs/derivations/rnn-lower-bounds.md",
+    )
+)
 
 # ---------------------------------------------------------------- thm-9
 
-T9_NS = tuple(2 ** k for k in range(8, 21, 2))
+T9_NS = tuple(2**k for k in range(8, 21, 2))
 T9_DEPTH = 2
 T9_D = 4
+T9_NS_BUILT = (16, 64, 256, 1024, 4096)  # N grid for norms measured on constructions.recurrent
 
 
-def _crossover_slopes(log_req_fn) -> tuple[np.ndarray, list]:
-    vals = [theorem9_crossover(log_req_fn(N), depth=T9_DEPTH, K_y=K_Y) for N in T9_NS]
-    return loglog_slope(lambda N: theorem9_crossover(log_req_fn(N), depth=T9_DEPTH, K_y=K_Y), T9_NS), vals
+@dataclass(frozen=True, eq=False)
+class Thm9Inputs:
+    """The generalisation requirements (ln ||vec||^2 by N, per form), the memoriser bound, the
+    crossover n*(N) computed from it, and memorisers built on general-1STR prompts."""
+
+    requirements: dict  # form -> {N: ln ||vec||^2 a generalising RNN needs}
+    memoriser_bound: Callable[[int], float]  # C n^3
+    crossover: Callable[[float], float]  # n* with memoriser_bound(n*) = e^requirement
+    memorisers: Tuple[tuple, ...]  # (n, module, labels at the position)
 
 
-T9_NS_BUILT = (16, 64, 256, 1024, 4096)  # N grid for norms measured on constructions.recurrent.build_rnn
+def _requirements() -> dict:
+    """Prop 8's requirement in the paper's (d_h = N d) and the volume (d_h = sqrt N) forms."""
+
+    def paper(N):
+        return generalising_log_norm2(N, P8_C, N * T9_D, depth=T9_DEPTH, form="paper")
+
+    def volume(N):
+        return generalising_log_norm2(N, P8_C, math.isqrt(N), depth=T9_DEPTH, form="volume")
+
+    return {
+        "paper (d_h = N d, uncertified)": {N: paper(N) for N in T9_NS},
+        "volume (d_h = sqrt N, rigorous)": {N: volume(N) for N in T9_NS},
+    }
 
 
-def _built_prop28_log_norm2(N: int, device) -> float:
-    """ln ||vec theta||^2 of the Prop 28 RNN built by constructions.recurrent (measured on the module)."""
+def _memoriser_bound(n: int) -> float:
+    return memoriser_norm2_bound(n, depth=T9_DEPTH, K_y=K_Y)
+
+
+def _crossover(log_requirement: float) -> float:
+    return theorem9_crossover(log_requirement, depth=T9_DEPTH, K_y=K_Y)
+
+
+def _memorisers(ctx: Context, ns, position) -> tuple:
+    """(n, memoriser, labels at position 5) on n general-1STR prompts of length 64."""
+    mems = []
+    for n in ns:
+        x, t, y = _prompts(n, 64, ctx.generator("thm-9/prompts", n, device=ctx.device), ctx.device)
+        with cpu_threads(1):
+            model, _ = memorising_rnn(
+                x,
+                y,
+                D_in=L36_D,
+                position=position,
+                generator=ctx.generator("thm-9/memoriser", n, device=ctx.device),
+            )
+        mems.append((n, model, y[:, 5]))
+    return tuple(mems)
+
+
+def thm9_inputs(ctx: Context) -> Thm9Inputs:
+    """Requirements over N = 2^8..2^20 and memorisers at position 5 for n = 8, 32 (.. 128 full)."""
+    mems = _memorisers(ctx, ctx.pick(quick=(8, 32), full=(8, 32, 128)), 5)
+    return Thm9Inputs(_requirements(), _memoriser_bound, _crossover, mems)
+
+
+def thm9_slopes(inp: Thm9Inputs, ctx: Context) -> Verdict:
+    """Theorem 9: n*(N) grows like a power of N: every log-log slope >= 1 / (2 (L_y + 4)), the
+    smallest over the requirement's forms."""
+    worst = []
+    for form, logs in inp.requirements.items():
+        Ns = sorted(logs)
+        slopes = loglog_slope(lambda N: inp.crossover(logs[N]), Ns)
+        worst.append((float(np.min(slopes)), form, Ns))
+    slope, form, Ns = min(worst)
+    return at_least(
+        slope,
+        0.5 / (T9_DEPTH + 4),
+        detail=(
+            f"smallest slope: {form}, N = {Ns[0]}..{Ns[-1]}; target 1/(L_y+4) = "
+            f"{1 / (T9_DEPTH + 4):.3f}, L_y = {T9_DEPTH}, c = {P8_C}"
+        ),
+    )
+
+
+def thm9_memoriser(inp: Thm9Inputs, ctx: Context) -> Verdict:
+    """The memoriser side: ||vec||^2 <= C n^3 (on the module), where ||y||^2 <= K_y n holds."""
+    rows = [
+        (parameter_norm2(m) / inp.memoriser_bound(n), n, m)
+        for n, m, y in inp.memorisers
+        if float(y @ y) <= K_Y * n
+    ]
+    if not rows:
+        return exact("no memoriser with ||y||^2 <= K_y n", "one at least")
+    _, n, m = max(rows, key=lambda r: r[0])
+    norm2 = parameter_norm2(m)
+    count = sum(p.numel() for p in m.parameters())
+    return at_most(
+        norm2,
+        inp.memoriser_bound(n),
+        Rounding(n=count, scale=norm2, what="(parameter count) eps ||vec||^2"),
+        detail=f"worst n = {n} of {[r[1] for r in rows]}",
+    )
+
+
+def thm9_constant(inp: Thm9Inputs, ctx: Context) -> Verdict:
+    """The memoriser bound at depth 2, K_y = 6 is Lemma 36's C36 sqrt(6) n^3, C36 = 2 sqrt((144/pi)
+    (5 + pi/72)) (docs/derivations/interpolation.md)."""
+    C = C36_DERIVED * math.sqrt(6.0)
+    gap = max(abs(inp.memoriser_bound(n) / (C * n**3) - 1) for n in (2, 8, 64, 1000, 10**6))
+    return at_most(gap, 1e-9, detail=f"C = {C:.4f}, n = 2 .. 1e6, largest relative gap")
+
+
+def thm9_inverts(inp: Thm9Inputs, ctx: Context) -> Verdict:
+    """The crossover inverts the memoriser bound: n*(ln memoriser_bound(n)) = n."""
+    gap = max(abs(inp.crossover(math.log(inp.memoriser_bound(n))) / n - 1) for n in (10, 1000))
+    return at_most(gap, 1e-9, detail="n = 10, 1000, largest relative gap")
+
+
+def thm9_requirement(inp: Thm9Inputs, ctx: Context) -> Verdict:
+    """generalising_log_norm2 = ln L + (2 / L)(ln UL_min - ln r_h) (AM-GM over L layers), both forms
+    of UL_min (docs/derivations/rnn-lower-bounds.md)."""
+    gaps = []
+    for depth, r_h in ((2, 1.0), (3, 2.5)):
+        for form, lg in (
+            ("paper", math.log(prop8_norm_lower_bound_paper(4096, P8_C, 64))),
+            ("volume", prop8_log_norm_lower_bound(4096, P8_C, 64)),
+        ):
+            want = math.log(depth) + 2.0 / depth * (lg - math.log(r_h))
+            got = generalising_log_norm2(4096, P8_C, 64, depth=depth, r_h=r_h, form=form)
+            gaps.append(abs(got / want - 1))
+    return at_most(max(gaps), 1e-9, detail="N = 4096, d_h = 64, depth 2 and 3")
+
+
+def _built_prop28_log_norm2(N: int, ctx: Context) -> float:
+    """ln ||vec theta||^2 of the Prop 28 RNN built by constructions.recurrent (on the module)."""
     from qstr.constructions.codes import rs_hadamard_codebook
-    from qstr.constructions.interpolation import parameter_norm2
     from qstr.constructions.links import make_link
     from qstr.constructions.recurrent import build_rnn
 
-    net = make_link("linear", 1, T9_D, generator=torch.Generator().manual_seed(9)).two_layer_net()
+    g = ctx.generator("thm-9/prop28-link")
+    net = make_link("linear", 1, T9_D, generator=g).two_layer_net()
     book = rs_hadamard_codebook(N, dtype=torch.float64)
     with cpu_threads(1):
-        return math.log(parameter_norm2(build_rnn(book, T9_D, net, eps=0.1).module(device=device)))
+        rnn = build_rnn(book, T9_D, net, eps=0.1).module(device=ctx.device)
+        return math.log(parameter_norm2(rnn))
 
 
-def _requirement_as_derived() -> tuple:
-    """generalising_log_norm2 = ln L + (2 / L)(ln UL_min - ln r_h) (AM-GM over L layers) for both forms of UL_min, and
-    theorem9_crossover inverts memoriser_norm2_bound at the defaults both take (docs/derivations/rnn-lower-bounds.md).
-    Returns (ok, largest relative gap)."""
-    gaps = []
-    for depth, r_h in ((2, 1.0), (3, 2.5)):
-        for form, lg in (("paper", math.log(prop8_norm_lower_bound_paper(4096, P8_C, 64))),
-                         ("volume", prop8_log_norm_lower_bound(4096, P8_C, 64))):
-            want = math.log(depth) + 2.0 / depth * (lg - math.log(r_h))
-            gaps.append(abs(generalising_log_norm2(4096, P8_C, 64, depth=depth, r_h=r_h, form=form) / want - 1))
-    for n in (10, 1000):
-        gaps.append(abs(theorem9_crossover(math.log(memoriser_norm2_bound(n))) / n - 1))
-        gaps.append(abs(theorem9_crossover(math.log(memoriser_norm2_bound(n, depth=3)), depth=3) / n - 1))
-    return max(gaps) <= 1e-9, max(gaps)
+def _simple_built(inp: Thm9Inputs, ctx: Context) -> Thm9Inputs:
+    """Simple-1STR: the requirement is the built Prop 28 RNN's ||vec||^2 (N-free, polylog)."""
+    logs = {N: _built_prop28_log_norm2(N, ctx) for N in T9_NS_BUILT}
+    return replace(inp, requirements={"Prop 28 built (measured ||vec||^2)": logs})
 
 
-def _thm9(ctx: Context, simple: bool) -> Outcome:
-    """n*(N) must grow like a power of N: every log-log slope >= 1 / (2 (L_y + 4)).
+def _simple_radii(inp: Thm9Inputs, ctx: Context) -> Thm9Inputs:
+    """Simple-1STR: the requirement is Prop 28's layer-radius norm (bounds.recurrent)."""
+    logs = {N: math.log(prop28_norm2(N, Theorem7Params(q=1, d=T9_D))) for N in T9_NS}
+    return replace(inp, requirements={"Prop 28 layer radii": logs})
 
-    General 1STR: holds when both requirement forms show it. Simple-1STR (falsifier): the
-    outcome "holds" if ANY Prop 28 norm (built module or layer-radius formula) shows it, so the
-    falsifier is caught only when every version fails.
-    """
-    target = 1.0 / (T9_DEPTH + 4)
-    thr = 0.5 * target
-    parts = []
-    if simple:
-        forms = {
-            "Prop 28 built (constructions.recurrent, measured ||vec||^2)":
-                (lambda N: _built_prop28_log_norm2(N, ctx.device), T9_NS_BUILT),
-            "Prop 28 layer radii (bounds.recurrent.prop28_norm2)":
-                (lambda N: math.log(prop28_norm2(N, Theorem7Params(q=1, d=T9_D))), T9_NS),
-        }
-    else:
-        forms = {
-            "paper (d_h = N d, uncertified)":
-                (lambda N: generalising_log_norm2(N, P8_C, N * T9_D, depth=T9_DEPTH, form="paper"), T9_NS),
-            "volume (d_h = sqrt N, rigorous)":
-                (lambda N: generalising_log_norm2(N, P8_C, math.isqrt(N), depth=T9_DEPTH, form="volume"), T9_NS),
-        }
-    verdicts, last, lowest = [], None, []
-    for name, (fn, Ns) in forms.items():
-        logs = {N: fn(N) for N in Ns}
-        vals = [theorem9_crossover(logs[N], depth=T9_DEPTH, K_y=K_Y) for N in Ns]
-        slopes = loglog_slope(lambda N: theorem9_crossover(logs[N], depth=T9_DEPTH, K_y=K_Y), Ns)
-        verdicts.append(bool(np.all(slopes >= thr)))
-        lowest.append(float(np.min(slopes)))
-        last = slopes[-1] if last is None else last
-        parts.append(f"{name}: N = {Ns[0]}..{Ns[-1]}, requirement ||vec||^2 {math.exp(logs[Ns[0]]):.4g} -> "
-                     f"{math.exp(logs[Ns[-1]]):.4g}, n* = {', '.join(f'{v:.3g}' for v in vals)}; "
-                     f"slopes {', '.join(f'{s:.3f}' for s in slopes)}")
-    ok = any(verdicts) if simple else all(verdicts)
-    # the memoriser side, measured: ||vec||^2 <= C n^3 (point-wise, N-free)
+
+def _bound_n2(inp: Thm9Inputs, ctx: Context) -> Thm9Inputs:
+    """The memoriser bound with exponent 2 (C n^2) in place of Lemma 36's n^3; the crossover
+    still computed from n^3."""
+    return replace(inp, memoriser_bound=lambda n: _memoriser_bound(n) / n)
+
+
+def _every_position(inp: Thm9Inputs, ctx: Context) -> Thm9Inputs:
+    """A memoriser of the labels at every position (n N points, n = 8) in place of position 5."""
+    return replace(inp, memorisers=_memorisers(ctx, (8,), "all"))
+
+
+def _crossover_exponent2(inp: Thm9Inputs, ctx: Context) -> Thm9Inputs:
+    """The crossover computed from the exponent 2 (n* = (e^req / C)^(1/2)) in place of 3."""
     C = lemma36_constant(K_Y)
-    g = ctx.generator(90, ctx.device)
-    for n in ctx.pick(quick=(8, 32), full=(8, 32, 128)):
-        x, t, y = _prompts(n, 64, g, ctx.device)
-        with cpu_threads(1):
-            _, gu = memorising_rnn(x, y, D_in=L36_D, position=5, generator=g)
-        rnd = _norm_rounding(gu, L36_D)
-        mem_ok = rnd.within(gu.norm2, memoriser_norm2_bound(n, depth=T9_DEPTH, K_y=K_Y)) or float(y[:, 5] @ y[:, 5]) > K_Y * n
-        ok = ok and mem_ok if not simple else ok
-        parts.append(f"memoriser n={n}: ||vec||^2 {gu.norm2:.3g} <= C n^3 = {C * n ** 3:.3g} ({rnd})")
-    # the crossover rests on memoriser_norm2_bound; at its defaults (depth 2, K_y = 6, as users call it) it must be
-    # Lemma 36's C n^3 with C = C36 sqrt(6), C36 = 2 sqrt((144/pi)(5 + pi/72)) (docs/derivations/interpolation.md)
-    derived_C = 2.0 * math.sqrt(144.0 / math.pi * (5.0 + math.pi / 72.0)) * math.sqrt(6.0)
-    ident = max(abs(memoriser_norm2_bound(n) / (derived_C * n ** 3) - 1) for n in (2, 8, 64, 1000, 10 ** 6))
-    ident = max(ident, abs(lemma36_constant() / derived_C - 1), abs(C / derived_C - 1))
-    derived, gap = _requirement_as_derived()
-    ok = ok and ident <= 1e-9 and derived if not simple else ok
-    parts.append(f"memoriser_norm2_bound(n) and lemma36_constant() at their defaults against the derived "
-                 f"C36 sqrt(6) n^3 = {derived_C:.4f} n^3: largest relative gap {ident:.1e} (<= 1e-9); requirement = "
-                 f"ln L + (2/L)(ln UL - ln r_h) and the crossover inverting the memoriser bound at its defaults: "
-                 f"largest relative gap {gap:.1e} (<= 1e-9)")
-    task = "simple-1STR (Prop 28 norm)" if simple else "general 1STR (Prop 8 requirement)"
-    # every form must pass (check), any form passing is enough (falsifier): the smallest slope of the worst / best form
-    value = max(lowest) if simple else min(lowest)
-    parts.append(f"value = the smallest log-log slope of n*(N) {'of the best form' if simple else 'over every form'} "
-                 f"({value:.3f}), limit {thr:.3f}, holds means value >= limit"
-                 + ("" if simple else " (and the memoriser checks above)"))
-    return Outcome(measured=f"last slope of n*(N) {last:.3f}", bound=f">= {thr:.3f} (target 1/(L_y+4) = {target:.3f})",
-                   holds=ok, detail=f"{task}, L_y = {T9_DEPTH}, c = {P8_C}: " + "; ".join(parts),
-                   value=value, limit=thr)
+    return replace(inp, crossover=lambda lr: math.exp((lr - math.log(C)) / 2))
 
 
-register(Claim(
-    id="thm-9", ref_seed="Thm 9", ref_conference="Thm 7",
-    statement="memoriser ||vec||^2 <= C n^3 (N-free) vs the Prop 8 requirement: the crossover n*(N) below which "
-              "min-norm ERM prefers memorising grows like a power of N",
-    check=lambda ctx: _thm9(ctx, False), falsifier=lambda ctx: _thm9(ctx, True),
-    falsifier_statement="the same comparison on simple-1STR, where the Prop 28 RNN's norm is N-free (polylog), must fail",
-))
+def _bound_k5(inp: Thm9Inputs, ctx: Context) -> Thm9Inputs:
+    """The memoriser bound and crossover at K_y = 5 (C36 sqrt 5) in place of 6."""
+    return replace(
+        inp,
+        memoriser_bound=lambda n: memoriser_norm2_bound(n, K_y=5.0),
+        crossover=lambda lr: theorem9_crossover(lr, K_y=5.0),
+    )
+
+
+register(
+    Claim(
+        id="thm-9",
+        ref=Ref("Thm 9", "Thm 7"),
+        statement="memoriser ||vec||^2 <= C n^3 (N-free) vs the Prop 8 requirement: the crossover "
+        "n*(N) below which min-norm ERM prefers memorising grows like a power of N",
+        inputs=thm9_inputs,
+        checks=[
+            Check("n*(N) slopes >= 1/(2(L_y+4))", thm9_slopes),
+            Check("memoriser ||vec||^2 <= C n^3", thm9_memoriser),
+            Check("C = C36 sqrt(6)", thm9_constant),
+            Check("crossover inverts the memoriser bound", thm9_inverts),
+            Check("requirement = AM-GM over L layers", thm9_requirement),
+        ],
+        faults=[
+            Fault(
+                "simple-1STR, Prop 28 built",
+                _simple_built,
+                breaks=("n*(N) slopes >= 1/(2(L_y+4))",),
+            ),
+            Fault(
+                "simple-1STR, Prop 28 radii",
+                _simple_radii,
+                breaks=("n*(N) slopes >= 1/(2(L_y+4))",),
+            ),
+            Fault(
+                "memoriser bound C n^2",
+                _bound_n2,
+                breaks=("C = C36 sqrt(6)", "crossover inverts the memoriser bound"),
+            ),
+            Fault(
+                "crossover from exponent 2",
+                _crossover_exponent2,
+                breaks=("crossover inverts the memoriser bound",),
+            ),
+            Fault(
+                "memorise every position", _every_position, breaks=("memoriser ||vec||^2 <= C n^3",)
+            ),
+            Fault("K_y = 5", _bound_k5, breaks=("C = C36 sqrt(6)",)),
+        ],
+        builds=(memorising_rnn,),
+        bounds=(memoriser_norm2_bound, theorem9_crossover, generalising_log_norm2),
+        derivation="docs/derivations/rnn-lower-bounds.md",
+    )
+)
 
 # ---------------------------------------------------------------- thm-7
 
-T7_NS = tuple(2 ** k for k in range(4, 21, 2))
+T7_NS = tuple(2**k for k in range(4, 21, 2))
 T7_TARGET = 0.1
 T7_DEGREE = 9  # derived polylog degree: n(N) = O((ln N)^9) (docs/derivations/rnn-lower-bounds.md)
-T7_AGREE_POINTS = ((10 ** 6, 16), (10 ** 20, 256), (10 ** 38, 4096), (10 ** 41, 2 ** 20), (10 ** 60, 2 ** 30))
+T7_AGREE_POINTS = ((10**6, 16), (10**20, 256), (10**38, 4096), (10**41, 2**20), (10**60, 2**30))
 T7_ROOT_NS = T7_NS  # n(N) compared with the 40-digit root at these N
-T7_VARIANT = dict(q=3, d=2, r_a=2.0, r_w=0.5, m_g=8, eps_2nn=0.02, C_x=1.5, C_y=2.0, s=0.5, mu=0.25, delta=0.1)
-# a second parameter set for the bound comparison (q = 1 and C_x = C_y = s = 1 would hide a q <-> q^2 or C_x slip)
-T7_AGREE_RTOL = 1e-12  # float64 bound vs the 40-digit mpmath evaluation; the measured gaps are ~1e-15
+T7_VARIANT = dict(
+    q=3, d=2, r_a=2.0, r_w=0.5, m_g=8, eps_2nn=0.02, C_x=1.5, C_y=2.0, s=0.5, mu=0.25, delta=0.1
+)
+# a second parameter set for the bound comparison (q = 1 and C_x = C_y = s = 1 would hide a q <->
+# q^2 or C_x slip)
+T7_AGREE_RTOL = (
+    1e-12  # float64 bound vs the 40-digit mpmath evaluation; the measured gaps are ~1e-15
+)
 T7_DPS = 40
 
 
 def _t7_net(radii2, biased, r_in):
-    """(Lambda, ||c||, b) of a net with squared layer radii ``radii2`` on inputs of norm <= r_in, in mpmath
-    (docs/derivations/rnn-lower-bounds.md section 4, item 5): a_0 = r_in, a_l = R_l sqrt(a_{l-1}^2 + 1) (biased),
-    c_l = prod_{k > l} R_k * sqrt(a_{l-1}^2 + 1) (or a_{l-1}), b: the output bound at input 0 via R_l (b + 1)."""
+    """(Lambda, ||c||, b) of a net with squared layer radii ``radii2`` on inputs of norm <= r_in,
+    in mpmath
+    (docs/derivations/rnn-lower-bounds.md section 4, item 5): a_0 = r_in, a_l = R_l sqrt(a_{l-1}^2
+    + 1) (biased),
+    c_l = prod_{k > l} R_k * sqrt(a_{l-1}^2 + 1) (or a_{l-1}), b: the output bound at input 0 via
+    R_l (b + 1).
+    """
     import mpmath as mp
 
     R = [mp.sqrt(r2) for r2 in radii2]
@@ -849,7 +1521,7 @@ def _t7_net(radii2, biased, r_in):
     for Rl, bias in zip(R, biased):
         feeds.append(mp.sqrt(a * a + 1) if bias else a)
         a = Rl * feeds[-1]
-    c2 = mp.fsum((mp.fprod(R[l + 1:]) * feeds[l]) ** 2 for l in range(len(R)))
+    c2 = mp.fsum((mp.fprod(R[l + 1 :]) * feeds[l]) ** 2 for l in range(len(R)))
     b = mp.mpf(0)
     for Rl, bias in zip(R, biased):
         b = Rl * (b + 1) if bias else Rl * b
@@ -857,7 +1529,8 @@ def _t7_net(radii2, biased, r_in):
 
 
 def t7_code_dim(params: Theorem7Params, N: int) -> int:
-    """Theorem 7's code width d_e = ceil(8 ln(N^2 / delta)) (Hoeffding + union bound, Assumption 3) in 40-digit
+    """Theorem 7's code width d_e = ceil(8 ln(N^2 / delta)) (Hoeffding + union bound, Assumption 3)
+    in 40-digit
     arithmetic, or params.d_e."""
     import mpmath as mp
 
@@ -868,8 +1541,11 @@ def t7_code_dim(params: Theorem7Params, N: int) -> int:
 
 
 def t7_layers_mp(n, N: int, P: Theorem7Params) -> tuple:
-    """(r_x^2, transition layers, output layers) of Prop 28's class in mpmath, each layer (fan_in, width, bias, R^2),
-    written from docs/derivations/rnn-lower-bounds.md section 4 (piece 1), r_x^2 = 3 C_x e d ln(n N)."""
+    """(r_x^2, transition layers, output layers) of Prop 28's class in mpmath, each layer (fan_in,
+    width, bias, R^2),
+    written from docs/derivations/rnn-lower-bounds.md section 4 (piece 1), r_x^2 = 3 C_x e d ln(n
+    N).
+    """
     import mpmath as mp
 
     q, d, de, m_g = P.q, P.d, t7_code_dim(P, N), P.m_g
@@ -879,40 +1555,29 @@ def t7_layers_mp(n, N: int, P: Theorem7Params) -> tuple:
     qd = q * d
     De = d + (q + 1) * de
     # (fan_in, width, bias, R^2): transition (x2, both directions) and output net
-    trans = [(De, 2 * d + 2 * q * de, True, mp.mpf(2 * d + 4 * q * de)),
-             (2 * d + 2 * q * de, 2 * d + q, True, 4 * d + q * g2),
-             (2 * d + q, 2 * qd, True, 2 * qd * (2 + 2 * rx2)),
-             (2 * qd, qd, False, mp.mpf(2 * qd))]
-    out = [(2 * qd + De, 2 * d + 2 * q * de + 2 * qd, True, mp.mpf(2 * d + 4 * q * de + 4 * qd)),
-           (2 * d + 2 * q * de + 2 * qd, 2 * d + q + 2 * qd, True, 4 * d + q * g2 + 4 * qd),
-           (2 * d + q + 2 * qd, 4 * qd, True, 2 * qd * (2 + 2 * rx2) + 4 * qd),
-           (4 * qd, m_g, True, 4 * m_g * mp.mpf(P.r_w) ** 2),
-           (m_g, 1, False, mp.mpf(P.r_a) ** 2 / m_g)]
+    trans = [
+        (De, 2 * d + 2 * q * de, True, mp.mpf(2 * d + 4 * q * de)),
+        (2 * d + 2 * q * de, 2 * d + q, True, 4 * d + q * g2),
+        (2 * d + q, 2 * qd, True, 2 * qd * (2 + 2 * rx2)),
+        (2 * qd, qd, False, mp.mpf(2 * qd)),
+    ]
+    out = [
+        (2 * qd + De, 2 * d + 2 * q * de + 2 * qd, True, mp.mpf(2 * d + 4 * q * de + 4 * qd)),
+        (2 * d + 2 * q * de + 2 * qd, 2 * d + q + 2 * qd, True, 4 * d + q * g2 + 4 * qd),
+        (2 * d + q + 2 * qd, 4 * qd, True, 2 * qd * (2 + 2 * rx2) + 4 * qd),
+        (4 * qd, m_g, True, 4 * m_g * mp.mpf(P.r_w) ** 2),
+        (m_g, 1, False, mp.mpf(P.r_a) ** 2 / m_g),
+    ]
     return rx2, trans, out
 
 
-def t7_constants_gap(params: Theorem7Params, points=((10 ** 3, 16), (10 ** 3, 1024), (10 ** 3, 2 ** 20),
-                                                   (10 ** 9, 2 ** 20))) -> float:
-    """Largest relative gap of Theorem 7's class constants against :func:`theorem7_bound_mp`'s: the record's radius
-    R_Theta and sample Lipschitz constant A = sqrt(A_y^2 + ((N - 1) Lambda_y A_h)^2), and ``prop28_norm2`` = R_Theta^2
-    (both transitions counted, docs/derivations/rnn-lower-bounds.md section 4)."""
-    import mpmath as mp
-
-    from qstr.bounds import recurrent as rec
-
-    gap = 0.0
-    with mp.workdps(T7_DPS):
-        for nv, Nv in points:
-            b, ref = rec.theorem7_bound(nv, Nv, params), theorem7_bound_mp(nv, Nv, params, pieces=True)
-            gap = max(gap, *(float(abs(getattr(b, k) - ref[k]) / ref[k]) for k in ("lipschitz", "radius")),
-                      float(abs(prop28_norm2(Nv, params, n=nv) - ref["radius"] ** 2) / ref["radius"] ** 2))
-    return gap
-
-
 def theorem7_bound_mp(n, N: int, params: Theorem7Params, pieces: bool = False):
-    """The Theorem 7 bound at (n, N) in mpmath at the working precision (call inside ``mpmath.workdps``), written
-    from docs/derivations/rnn-lower-bounds.md section 4 (the class of Prop 28, pieces 1-7) independently of
-    ``theorem7_bound``: its own r_x = sqrt(3 C_x e d ln(nN)), d_e, layer table, parameter count, net constants.
+    """The Theorem 7 bound at (n, N) in mpmath at the working precision (call inside
+    ``mpmath.workdps``), written
+    from docs/derivations/rnn-lower-bounds.md section 4 (the class of Prop 28, pieces 1-7)
+    independently of
+    ``theorem7_bound``: its own r_x = sqrt(3 C_x e d ln(nN)), d_e, layer table, parameter count,
+    net constants.
     ``n`` may be real (an mpf): the sample-size check solves bound(n) = target for real n."""
     import mpmath as mp
 
@@ -923,11 +1588,17 @@ def theorem7_bound_mp(n, N: int, params: Theorem7Params, pieces: bool = False):
     rx2, trans, out = t7_layers_mp(n, N, P)
     rh2 = q * rx2
     rz2 = rx2 + q + 1
-    n_params = sum((2 if part is trans else 1) * w * (f + (1 if b else 0)) for part in (trans, out) for f, w, b, _ in part)
+    n_params = sum(
+        (2 if part is trans else 1) * w * (f + (1 if b else 0))
+        for part in (trans, out)
+        for f, w, b, _ in part
+    )
     R_theta = mp.sqrt(2 * mp.fsum(r2 for *_, r2 in trans) + mp.fsum(r2 for *_, r2 in out))
     _, A_h, _ = _t7_net([r2 for *_, r2 in trans], [b for _, _, b, _ in trans], mp.sqrt(rz2))
-    Lam_y, A_y, b_y = _t7_net([r2 for *_, r2 in out], [b for _, _, b, _ in out], mp.sqrt(2 * rh2 + rz2))
-    A = mp.sqrt(A_y ** 2 + ((Nv - 1) * Lam_y * A_h) ** 2)
+    Lam_y, A_y, b_y = _t7_net(
+        [r2 for *_, r2 in out], [b for _, _, b, _ in out], mp.sqrt(2 * rh2 + rz2)
+    )
+    A = mp.sqrt(A_y**2 + ((Nv - 1) * Lam_y * A_h) ** 2)
     beta0 = Lam_y * mp.sqrt(2 * rh2 + q + 1) + b_y
 
     def m_p(p):  # ||loss||_p <= m_p (piece 3)
@@ -937,112 +1608,210 @@ def theorem7_bound_mp(n, N: int, params: Theorem7Params, pieces: bool = False):
     tau = mp.e * m_p(p)
     log_cov = n_params * mp.log(1 + 4 * R_theta * A * mp.sqrt(n / tau))
     rad = tau / mp.sqrt(n) + tau * mp.sqrt(2 * log_cov / n)
-    total = (mp.mpf(P.eps_2nn) + m_p(2) * Nv ** mp.mpf(-0.25) * n ** mp.mpf(-0.75)
-             + 2 * rad + 4 * tau * mp.sqrt(mp.log(4 / delta) / (2 * n)) + (1 + 4 / delta) * tau * mp.exp(-p))
+    total = (
+        mp.mpf(P.eps_2nn)
+        + m_p(2) * Nv ** mp.mpf(-0.25) * n ** mp.mpf(-0.75)
+        + 2 * rad
+        + 4 * tau * mp.sqrt(mp.log(4 / delta) / (2 * n))
+        + (1 + 4 / delta) * tau * mp.exp(-p)
+    )
     return {"total": total, "lipschitz": A, "radius": R_theta} if pieces else total
 
 
-def thm7_agreement(params: Theorem7Params, bound=None, sample_size=None, points=T7_AGREE_POINTS, Ns=T7_ROOT_NS):
-    """(largest relative gap of the bound over ``points``, largest relative gap of n(N) over ``Ns``, rows).
-
-    Bound: ``bound(n, N, params)`` (default ``theorem7_bound(...).total``) against :func:`theorem7_bound_mp`
-    at 40 digits. Sample size: ``sample_size(N)`` (default ``theorem7_sample_size(T7_TARGET, N, params)``)
-    against the real root n* of theorem7_bound_mp(n) = T7_TARGET (mpmath findroot on ln n); the integer
-    search returns ceil(n*), so the gap is |n - n*| / n*."""
-    import mpmath as mp
-
-    from qstr.bounds import recurrent as rec  # looked up when called: a patched theorem7_bound is what is checked
-
-    bound = bound or (lambda nv, Nv, P: rec.theorem7_bound(nv, Nv, P).total)
-    sample_size = sample_size or (lambda Nv: rec.theorem7_sample_size(T7_TARGET, Nv, params))
-    gap_b, gap_n, rows = 0.0, 0.0, []
-    with mp.workdps(T7_DPS):
-        for nv, Nv in points:
-            exact = theorem7_bound_mp(nv, Nv, params)
-            gap_b = max(gap_b, float(abs(mp.mpf(bound(nv, Nv, params)) - exact) / exact))
-            stated = 1 - mp.mpf(params.delta) - mp.mpf(nv * Nv) ** -0.5  # the theorem's confidence level
-            gap_b = max(gap_b, float(abs(mp.mpf(rec.theorem7_bound(nv, Nv, params).confidence) - stated)))
-        for Nv in Ns:
-            got = sample_size(Nv)
-            start = mp.log(got) if got and got > 1 else mp.mpf(90)  # only a starting point: the root does not depend on it
-            ln_root = mp.findroot(lambda ln_n: theorem7_bound_mp(mp.exp(ln_n), Nv, params) - mp.mpf(T7_TARGET), start)
-            root = mp.exp(ln_root)
-            gap = float(abs(mp.mpf(got) - root) / root)
-            gap_n = max(gap_n, gap)
-            rows.append((Nv, got, float(root), gap))
-    return gap_b, gap_n, rows
+T7_CONST_POINTS = ((10**3, 16), (10**3, 1024), (10**3, 2**20), (10**9, 2**20))
 
 
-def _polylog_claim(fn, label: str) -> Outcome:
-    """Slopes d ln n / d ln N over N = 2^4..2^20 decrease and stay below k / ln N (k = 9): they tend to 0."""
-    slopes = loglog_slope(fn, T7_NS)
-    mids = np.log(np.sqrt(np.array(T7_NS[:-1], dtype=float) * np.array(T7_NS[1:], dtype=float)))
-    decreasing = bool(np.all(np.diff(slopes) <= 1e-9))
-    under = bool(np.all(slopes <= T7_DEGREE / mids))
-    k_eff = slopes * mids
-    return Outcome(measured=f"slope {slopes[0]:.3f} -> {slopes[-1]:.3f}", bound=f"decreasing, <= {T7_DEGREE}/ln N",
-                   holds=decreasing and under,
-                   detail=f"{label}: slopes " + ", ".join(f"{s:.3f}" for s in slopes)
-                          + "; slope x ln N = " + ", ".join(f"{k:.2f}" for k in k_eff)
-                          + "; closed form in numpy float64 (no tensors, no device), slopes decreasing up to 1e-9")
+@dataclass(frozen=True, eq=False)
+class Thm7Inputs:
+    """Theorem 7's record function, Prop 28's norm, and the sample sizes n(N) they give."""
+
+    params: Theorem7Params
+    record: Callable  # theorem7_bound(n, N, params) -> Theorem7Bound
+    prop28_norm2: Callable  # prop28_norm2(N, params, n=...)
+    sizes: dict  # N -> n(N), the smallest n with bound <= T7_TARGET
 
 
-def slipped_theorem7_total(n: int, N: int, params: Theorem7Params) -> float:
-    """The falsifier's bound: Theorem 7 with the symmetrisation factor 2 of 2 Rad dropped (Rad in place of 2 Rad)."""
-    b = theorem7_bound(n, N, params)
-    return b.total - b.rademacher
-
-
-# the defaults docs/derivations/rnn-lower-bounds.md quotes its numbers at
-T7_DEFAULTS = Theorem7Params(q=1, d=4, r_a=1.0, r_w=1.0, m_g=16, eps_2nn=0.01, C_x=1.0, C_y=1.0, s=1.0, mu=0.5,
-                             delta=0.05, d_e=None)
-
-
-def _thm7(ctx: Context, bound=None) -> Outcome:
-    """The polylog slope test on n(N) and agreement of the numeric bound and n(N) with :func:`theorem7_bound_mp`.
-
-    ``bound`` (falsifier): a replacement for theorem7_bound(...).total, used for both the bound and n(N)."""
+def _sizes(record, params) -> dict:
+    """n(N) for every N: ``theorem7_sample_size`` for the library's record, else the same search."""
     from qstr.bounds.search import smallest_true
 
-    from qstr.bounds import recurrent as rec
+    def search(N):
+        if record is theorem7_bound:
+            return theorem7_sample_size(T7_TARGET, N, params)
+        return smallest_true(
+            lambda n: record(n, N, params).total <= T7_TARGET, limit=10**300, log_bisect=True
+        )
 
-    params = Theorem7Params()
-    if bound is None:
-        search = lambda Nv: rec.theorem7_sample_size(T7_TARGET, Nv, params)  # noqa: E731
-    else:
-        search = lambda Nv: smallest_true(lambda nv: bound(nv, Nv, params) <= T7_TARGET,  # noqa: E731
-                                          limit=10 ** 300, log_bisect=True)
-    sizes = {Nv: search(Nv) for Nv in sorted(set(T7_NS) | set(T7_ROOT_NS))}  # each n(N) searched once
-    out = _polylog_claim(sizes.__getitem__, f"Theorem 7 n(N) at risk {T7_TARGET}")
-    gap_b, gap_n, rows = thm7_agreement(params, bound=bound, sample_size=sizes.__getitem__)
-    gap_v, _, _ = thm7_agreement(Theorem7Params(**T7_VARIANT), bound=bound, Ns=())
-    gap_b = max(gap_b, gap_v)
-    gap = max(gap_b, gap_n)
-    norm_gap = t7_constants_gap(params)
-    agree = gap <= T7_AGREE_RTOL and params == T7_DEFAULTS and norm_gap <= 1e-12
-    return Outcome(measured=f"{out.measured}; numeric vs independent 40-digit rel gap {gap:.1e}",
-                   bound=f"{out.bound}; gap <= {T7_AGREE_RTOL:g}", holds=out.holds and agree,
-                   detail=f"{out.detail}; numeric bound vs theorem7_bound_mp (mpmath, {T7_DPS} digits, written from the "
-                          f"derivation) at (n, N) in "
-                          f"{[(f'1e{round(math.log10(a))}', b) for a, b in T7_AGREE_POINTS]}, for the default constants and "
-                          f"for {T7_VARIANT}: largest relative gap "
-                          f"{gap_b:.2e}; n(N) vs the real root n* of theorem7_bound_mp = {T7_TARGET} "
-                          "(mpmath findroot on ln n): "
-                          + ", ".join(f"N={Nv}: {got:.4e} vs {root:.4e}" for Nv, got, root, _ in rows)
-                          + f", largest relative gap {gap_n:.2e}; default constants = docs/derivations/rnn-lower-bounds.md "
-                          f"section 4's: {params == T7_DEFAULTS}; the record's R_Theta and A, and prop28_norm2 = R_Theta^2 "
-                          f"(2 sum R^2 over the transitions + sum R^2 over the output net), against the 40-digit ones at "
-                          f"N = 16, 1024, 2^20: relative gap {norm_gap:.1e} (<= 1e-12); "
-                          f"value = largest gap, limit {T7_AGREE_RTOL:g} "
-                          "(no rounding term: a float64 evaluation of the closed form, measured gaps ~1e-15)",
-                   value=gap, limit=T7_AGREE_RTOL)
+    return {N: search(N) for N in sorted(set(T7_NS) | set(T7_ROOT_NS))}
 
 
-register(Claim(
-    id="thm-7", ref_seed="Thm 7", ref_conference="Thm 5",
-    statement=f"RNN sample size for simple-qSTR at risk {T7_TARGET} (explicit constants) grows polylogarithmically in N; "
-              "the numeric bound and n(N) agree with an independent 40-digit evaluation of the derivation",
-    check=_thm7, falsifier=lambda ctx: _thm7(ctx, bound=slipped_theorem7_total),
-    falsifier_statement="the same check on the bound with the factor 2 of 2 Rad dropped (Rad in place of 2 Rad) must fail "
-                        "the comparison with the independent evaluation",
-))
+def thm7_inputs(ctx: Context) -> Thm7Inputs:
+    """The default constants of rnn-lower-bounds.md section 4 and n(N) at risk 0.1."""
+    return Thm7Inputs(
+        Theorem7Params(), theorem7_bound, prop28_norm2, _sizes(theorem7_bound, Theorem7Params())
+    )
+
+
+def _slopes(inp: Thm7Inputs):
+    slopes = loglog_slope(inp.sizes.__getitem__, T7_NS)
+    mids = np.log(np.sqrt(np.array(T7_NS[:-1], dtype=float) * np.array(T7_NS[1:], dtype=float)))
+    return slopes, mids
+
+
+def thm7_polylog(inp: Thm7Inputs, ctx: Context) -> Verdict:
+    """Theorem 7: n(N) = O((ln N)^9): every slope d ln n / d ln N is <= 9 / ln N."""
+    slopes, mids = _slopes(inp)
+    k = slopes * mids
+    return at_most(
+        float(k.max()),
+        T7_DEGREE,
+        detail=(
+            f"largest slope x ln N over N = 2^4..2^20 "
+            f"(slopes {slopes[0]:.3f} -> {slopes[-1]:.3f}); "
+            "a float64 closed form, no rounding term"
+        ),
+    )
+
+
+def thm7_decreasing(inp: Thm7Inputs, ctx: Context) -> Verdict:
+    """The slopes of n(N) decrease (they tend to 0), up to 1e-9."""
+    slopes, _ = _slopes(inp)
+    return at_most(float(np.diff(slopes).max()), 1e-9, detail="largest increase between slopes")
+
+
+def _bound_gap(inp: Thm7Inputs, params: Theorem7Params) -> float:
+    with mpmath.workdps(T7_DPS):
+        return max(
+            float(
+                abs(mpmath.mpf(inp.record(n, N, params).total) - theorem7_bound_mp(n, N, params))
+                / theorem7_bound_mp(n, N, params)
+            )
+            for n, N in T7_AGREE_POINTS
+        )
+
+
+def thm7_bound_agrees(inp: Thm7Inputs, ctx: Context) -> Verdict:
+    """The float64 bound equals the 40-digit evaluation written from the derivation (default and a
+    second set of constants), relative 1e-12."""
+    gap = max(_bound_gap(inp, inp.params), _bound_gap(inp, Theorem7Params(**T7_VARIANT)))
+    return at_most(
+        gap,
+        T7_AGREE_RTOL,
+        detail=(
+            f"(n, N) = {[(f'1e{round(math.log10(a))}', b) for a, b in T7_AGREE_POINTS]}; "
+            f"constants: the defaults and {T7_VARIANT}"
+        ),
+    )
+
+
+def thm7_confidence(inp: Thm7Inputs, ctx: Context) -> Verdict:
+    """The record's confidence is the theorem's 1 - delta - (n N)^(-1/2)."""
+    P = inp.params
+    gap = max(
+        abs(inp.record(n, N, P).confidence - (1 - P.delta - (n * N) ** -0.5))
+        for n, N in T7_AGREE_POINTS
+    )
+    return at_most(gap, T7_AGREE_RTOL, detail="largest absolute gap")
+
+
+def thm7_root(inp: Thm7Inputs, ctx: Context) -> Verdict:
+    """n(N) is the ceiling of the real root n* of theorem7_bound_mp(n) = 0.1 (findroot on ln n):
+    |n - n*| / n* <= 1e-12."""
+    rows = []
+    with mpmath.workdps(T7_DPS):
+        for N in T7_ROOT_NS:
+            got = inp.sizes[N]
+            start = mpmath.log(got) if got and got > 1 else mpmath.mpf(90)  # a starting point only
+            root = mpmath.exp(
+                mpmath.findroot(
+                    lambda ln_n: theorem7_bound_mp(mpmath.exp(ln_n), N, inp.params) - T7_TARGET,
+                    start,
+                )
+            )
+            rows.append((float(abs(mpmath.mpf(got) - root) / root), N, got, float(root)))
+    gap, N, got, root = max(rows)
+    return at_most(gap, T7_AGREE_RTOL, detail=f"worst N = {N}: n = {got:.4e} vs n* = {root:.4e}")
+
+
+def thm7_constants(inp: Thm7Inputs, ctx: Context) -> Verdict:
+    """The record's R_Theta and A = sqrt(A_y^2 + ((N-1) Lambda_y A_h)^2), and Prop 28's norm =
+    R_Theta^2, against the 40-digit ones (rnn-lower-bounds.md section 4), relative 1e-12."""
+    gap = 0.0
+    with mpmath.workdps(T7_DPS):
+        for n, N in T7_CONST_POINTS:
+            b, ref = inp.record(n, N, inp.params), theorem7_bound_mp(n, N, inp.params, pieces=True)
+            R2 = ref["radius"] ** 2
+            gap = max(
+                gap,
+                *(float(abs(getattr(b, k) - ref[k]) / ref[k]) for k in ("lipschitz", "radius")),
+                float(abs(inp.prop28_norm2(N, inp.params, n=n) - R2) / R2),
+            )
+    return at_most(gap, 1e-12, detail="N = 16, 1024, 2^20")
+
+
+def slipped_theorem7_bound(n: int, N: int, params: Theorem7Params):
+    """Theorem 7's record with the factor 2 of 2 Rad dropped (Rad in place of 2 Rad)."""
+    b = theorem7_bound(n, N, params)
+    return replace(b, total=b.total - b.rademacher)
+
+
+def _rad_factor_dropped(inp: Thm7Inputs, ctx: Context) -> Thm7Inputs:
+    """The bound with Rad in place of 2 Rad, and n(N) searched on it."""
+    return replace(
+        inp, record=slipped_theorem7_bound, sizes=_sizes(slipped_theorem7_bound, inp.params)
+    )
+
+
+def _lipschitz_off(inp: Thm7Inputs, ctx: Context) -> Thm7Inputs:
+    """The record's sample Lipschitz constant A off by a relative 1e-9."""
+
+    def record(n, N, P):
+        b = theorem7_bound(n, N, P)
+        return replace(b, lipschitz=b.lipschitz * (1 + 1e-9))
+
+    return replace(inp, record=record)
+
+
+def _prop28_off(inp: Thm7Inputs, ctx: Context) -> Thm7Inputs:
+    """Prop 28's norm off by a relative 1e-6."""
+    return replace(inp, prop28_norm2=lambda N, P, n=1000: 1.000001 * prop28_norm2(N, P, n=n))
+
+
+register(
+    Claim(
+        id="thm-7",
+        ref=Ref("Thm 7", "Thm 5"),
+        statement=f"RNN sample size for simple-qSTR at risk {T7_TARGET} (explicit constants) grows "
+        "polylogarithmically in N; the numeric bound and n(N) agree with an independent "
+        "40-digit evaluation of the derivation",
+        inputs=thm7_inputs,
+        checks=[
+            Check("slope of n(N) <= 9 / ln N", thm7_polylog),
+            Check("slopes decreasing", thm7_decreasing),
+            Check("bound = 40-digit evaluation", thm7_bound_agrees),
+            Check("confidence = 1 - delta - (nN)^(-1/2)", thm7_confidence),
+            Check("n(N) = the real root", thm7_root),
+            Check("R_Theta, A and Prop 28's norm as derived", thm7_constants),
+        ],
+        faults=[
+            Fault(
+                "factor 2 of 2 Rad dropped",
+                _rad_factor_dropped,
+                breaks=("bound = 40-digit evaluation", "n(N) = the real root"),
+            ),
+            Fault(
+                "A off by 1e-9",
+                _lipschitz_off,
+                breaks=("R_Theta, A and Prop 28's norm as derived",),
+            ),
+            Fault(
+                "Prop 28 norm off by 1e-6",
+                _prop28_off,
+                breaks=("R_Theta, A and Prop 28's norm as derived",),
+            ),
+        ],
+        builds=(),
+        bounds=(theorem7_bound, theorem7_sample_size, prop28_norm2),
+        derivation="docs/derivations/rnn-lower-bounds.md",
+    )
+)

@@ -1,10 +1,14 @@
-"""Helpers and registration of verify/claims/rnn_lower.py (tests/verify/claims/test_registered.py runs every claim)."""
+"""The claims of verify/claims/rnn_lower.py through their inputs, checks and faults
+(tests/verify/claims/test_registered.py runs every claim)."""
+
+import math
 
 import pytest
 import torch
 
 import qstr.verify.claims.rnn_lower as rnn_lower  # noqa: F401  (registers the claims)
 from qstr.verify.claims import REGISTRY
+from qstr.verify.claim import Context
 
 IDS = ("lemma-37", "lemma-38", "lemma-36", "prop-8", "thm-9", "thm-7")
 
@@ -12,7 +16,43 @@ IDS = ("lemma-37", "lemma-38", "lemma-36", "prop-8", "thm-9", "thm-7")
 def test_claims_registered_with_references():
     for cid in IDS:
         c = REGISTRY[cid]
-        assert c.ref_seed and c.ref_conference and c.falsifier_statement
+        assert c.ref.seed and c.ref.conference and c.statement and c.faults
+
+
+def _run(cid, ctx=None):
+    """The claim's inputs and each check's verdict on them."""
+    ctx = ctx or Context(profile="quick")
+    claim = REGISTRY[cid]
+    inp = claim.inputs(ctx)
+    return claim, inp, {c.name: c.run(inp, ctx) for c in claim.checks}
+
+
+def _faults_caught(cid):
+    """Every fault of the claim makes each check it names fail (without crashing)."""
+    claim, inp, verdicts = _run(cid)
+    ctx = Context(profile="quick")
+    assert all(v.holds for v in verdicts.values()), verdicts
+    for f in claim.faults:
+        broken = f.apply(inp, ctx)
+        for name in f.breaks:
+            assert not claim.check(name).run(broken, ctx).holds, (f.name, name)
+    return claim, inp, verdicts
+
+
+# ---------------------------------------------------------------- lemma-37
+
+def test_lemma37_checks_and_faults():
+    claim, inp, v = _faults_caught("lemma-37")
+    assert claim.checks[0].name == "P(success) >= 1/3" and v["P(success) >= 1/3"].measured > 0.8
+    assert v["gap failure <= union bound"].bound == pytest.approx(23 / 144)
+
+
+def test_lemma37_gaps_as_derived_on_a_hand_example():
+    x = torch.tensor([[[0.0, 0.0], [1.0, 0.0], [3.0, 0.0]]], dtype=torch.float64)
+    v = torch.tensor([[1.0, 0.0]], dtype=torch.float64)
+    u = torch.finfo(torch.float64).eps / 2
+    gamma = 2 * u / (1 - 2 * u)
+    assert rnn_lower.gaps_as_derived(x, v) == [1.0 * (1 - u) - 2 * gamma * 3.0]
 
 
 def test_clopper_pearson():
@@ -22,29 +62,97 @@ def test_clopper_pearson():
     assert rnn_lower.clopper_pearson(10, 10)[1] == 1.0
 
 
-def test_answer_vectors():
-    import torch
-    x = torch.arange(12, dtype=torch.float64).reshape(2, 3, 2)
-    u = torch.tensor([1.0, 0.0], dtype=torch.float64)
-    assert torch.equal(rnn_lower._answer_vectors(x, u), x[..., 0])
-    t = torch.tensor([1, 2])
-    A = rnn_lower._answer_vectors(x, u, t)
-    assert torch.equal(A, torch.tensor([[2.0] * 3, [10.0] * 3], dtype=torch.float64))
+def test_lemma38_checks_and_faults():
+    claim, inp, v = _faults_caught("lemma-38")
+    head = v["||a'||^2 <= 16 ||y||^2 / eps^2"]
+    assert head.measured == pytest.approx((16 * 128 - 22) / (16 * 128), rel=1e-6)  # alternating
+
+
+def test_lemma38_allowance_check_sees_a_wrong_allowance():
+    """A reported float64 allowance 1% above the derived Higham bound fails its check."""
+    import dataclasses
+
+    claim, inp, _ = _run("lemma-38")
+    case = inp.cases[-1]
+    net = dataclasses.replace(case.net, rounding=1.01 * case.net.rounding)
+    broken = dataclasses.replace(inp, cases=(*inp.cases[:-1], dataclasses.replace(case, net=net)))
+    assert not claim.check("rounding allowance as derived").run(broken, Context()).holds
+
+
+# ---------------------------------------------------------------- lemma-36
+
+def test_lemma36_checks_and_faults():
+    claim, inp, v = _faults_caught("lemma-36")
+    assert {c.N for c in inp.cases} == {8, 64} and {c.depth for c in inp.cases} == {2, 3}
+    assert v["||vec||^2 <= C n^3"].measured / v["||vec||^2 <= C n^3"].bound < 0.1
+
+
+def test_lemma36_bound_check_sees_a_smaller_constant():
+    """The headline compares with the bound function in the inputs: 1e-3 n^3 fails."""
+    import dataclasses
+
+    claim, inp, v = _run("lemma-36")
+    tiny = dataclasses.replace(inp, bound=lambda n: 1e-3 * n ** 3)
+    assert not claim.check("||vec||^2 <= C n^3").run(tiny, Context()).holds
+
+
+# ---------------------------------------------------------------- prop-8
+
+def test_prop8_checks_and_faults():
+    claim, inp, v = _faults_caught("prop-8")
+    assert v["answer separation >= sqrt(2a(N-1)/N)"].bound == pytest.approx(math.sqrt(255 / 256))
+    assert "positive from N = 33" in v["width bound positive iff the packing exists"].detail
+
+
+def test_prop8_answers_of_simple_1str_do_not_vary():
+    """The simple-1STR fault's answers: <u, x_t> repeated N times (normalised separation 0)."""
+    claim, inp, _ = _run("prop-8")
+    broken = claim.faults[0].apply(inp, Context())
+    M = inp.x.shape[0]
+    want = (inp.x[torch.arange(M), broken.t] @ inp.u)[:, None]
+    assert torch.equal(rnn_lower._answer_vectors(inp.x, inp.u, broken.t), want.expand(M, 256))
+
+
+def test_prop8_width_bound_substituted():
+    """A width bound 1e4 times the rigorous one (0.32 here) exceeds d_h = N d: the check fails."""
+    import dataclasses
+
+    from qstr.bounds.recurrent import prop8_width_lower_bound
+
+    claim, inp, _ = _run("prop-8")
+    def wide(*a, **k):
+        return 1e4 * prop8_width_lower_bound(*a, **k)
+
+    big = dataclasses.replace(inp, width_bound=wide)
+    assert not claim.check("d_h >= width bound").run(big, Context()).holds
+
+
+# ---------------------------------------------------------------- thm-9
+
+def test_thm9_checks_and_faults():
+    claim, inp, v = _faults_caught("thm-9")
+    assert v["n*(N) slopes >= 1/(2(L_y+4))"].bound == pytest.approx(1 / 12)
+    assert "paper" in v["n*(N) slopes >= 1/(2(L_y+4))"].detail
+
+
+def test_thm9_memoriser_hypothesis_excludes_large_labels():
+    """Memorisers whose labels break ||y||^2 <= K_y n are not held to C n^3; with none left the
+    check fails rather than passing vacuously."""
+    import dataclasses
+
+    claim, inp, _ = _run("thm-9")
+    loud = tuple((n, m, 10 * y) for n, m, y in inp.memorisers)
+    v = claim.check("memoriser ||vec||^2 <= C n^3").run(dataclasses.replace(inp, memorisers=loud),
+                                                        Context())
+    assert not v.holds
 
 
 # ---------------------------------------------------------------- thm-7
 
-def _ctx():
-    from qstr.verify.registry import Context
-
-    return Context(profile="quick")
-
-
-def test_thm7_agrees_with_the_independent_evaluation():
-    out = rnn_lower._thm7(_ctx())
-    assert out.holds and out.limit == rnn_lower.T7_AGREE_RTOL == 1e-12
-    assert 0.0 <= out.value < 1e-13  # float64 vs 40 digits: ~1e-15 measured
-    assert "N=1048576: 2.5475e+40 vs 2.5475e+40" in out.detail
+def test_thm7_checks_and_faults():
+    claim, inp, v = _faults_caught("thm-7")
+    assert v["n(N) = the real root"].measured < 1e-13  # float64 vs 40 digits: ~1e-15 measured
+    assert claim.checks[0].name == "slope of n(N) <= 9 / ln N"
 
 
 def test_theorem7_bound_mp_hand_values():
@@ -63,150 +171,42 @@ def test_theorem7_bound_mp_hand_values():
     assert float(v) > P.eps_2nn
 
 
-def test_thm7_falsifier_is_caught_by_the_comparison_only():
-    out = rnn_lower._thm7(_ctx(), bound=rnn_lower.slipped_theorem7_total)
-    assert not out.holds and out.value > 0.5  # n(N) about 4x smaller: gap 0.77 at seed 0
-    assert out.measured.startswith("slope 0.832 -> 0.325")  # the slope test alone would pass
+def test_thm7_rad_fault_passes_the_slope_test():
+    """The factor-2 slip keeps n(N) polylogarithmic: only the comparison with the independent
+    evaluation catches it (n(N) about 4x smaller)."""
+    claim, inp, _ = _run("thm-7")
+    broken = claim.faults[0].apply(inp, Context())
+    assert claim.check("slope of n(N) <= 9 / ln N").run(broken, Context()).holds
+    assert claim.check("n(N) = the real root").run(broken, Context()).measured > 0.5
 
 
 def test_thm7_slope_test_catches_a_linear_requirement():
+    """n(N) = N d (the feed-forward requirement) fails the polylog slope test."""
+    import dataclasses
+
     from qstr.bounds.transformer import ffn_sample_size
 
-    assert not rnn_lower._polylog_claim(lambda N: ffn_sample_size(N, 4), "n = N d").holds
+    claim, inp, _ = _run("thm-7")
+    linear = dataclasses.replace(inp, sizes={N: ffn_sample_size(N, 4) for N in inp.sizes})
+    assert not claim.check("slope of n(N) <= 9 / ln N").run(linear, Context()).holds
 
 
 @pytest.mark.parametrize("slip", ["hoeffding", "tail_exponent", "truncation"])
-def test_planted_fault_in_theorem7_bound_fails_the_check(monkeypatch, slip):
+def test_planted_slip_in_theorem7_bound_fails_the_comparison(slip):
+    """Three more slips of the bound, put in the inputs as the record function."""
     import dataclasses
-    import math
 
-    import qstr.bounds.recurrent as rec
-
-    honest = rec.theorem7_bound
+    from qstr.bounds.recurrent import theorem7_bound
 
     def planted(n, N, params):
-        b = honest(n, N, params)
+        b = theorem7_bound(n, N, params)
         dev = math.sqrt(math.log(4.0 / params.delta) / (2.0 * n))
-        delta_total = {"hoeffding": -b.tau * dev,  # 3 tau dev: the Hoeffding term for theta* forgotten
-                       "tail_exponent": b.tail * (N ** -0.25 - 1.0),  # N^{-1/2} in place of N^{-1/4}
+        # hoeffding: 3 tau dev, the Hoeffding term for theta* forgotten
+        delta_total = {"hoeffding": -b.tau * dev,
+                       "tail_exponent": b.tail * (N ** -0.25 - 1.0),  # N^{-1/2} for N^{-1/4}
                        "truncation": b.truncation}[slip]  # 2 (1 + 4/delta) tau e^{-p}
         return dataclasses.replace(b, total=b.total + delta_total)
 
-    monkeypatch.setattr(rec, "theorem7_bound", planted)  # theorem7_sample_size and the claim see it
-    out = rnn_lower._thm7(_ctx())
-    assert not out.holds and out.value > out.limit
-
-
-def _finite(out):
-    import math
-
-    assert isinstance(out.value, float) and isinstance(out.limit, float)
-    assert math.isfinite(out.value) and math.isfinite(out.limit)
-
-
-def test_value_and_limit_agree_with_holds():
-    """lemma-38 is an upper bound (holds: value <= limit); lemma-37 and thm-9 are lower bounds (value >= limit),
-    and their detail says so."""
-    from qstr.verify.registry import Context
-
-    ctx = Context(profile="quick")
-    for check, falsifier in ((rnn_lower._lemma38, None), (rnn_lower._lemma37, 10.0), (rnn_lower._thm9, None)):
-        outs = ((check(ctx, False), check(ctx, True)) if falsifier is None else (check(ctx, 1.0), check(ctx, falsifier)))
-        assert outs[0].holds and not outs[1].holds
-        for out in outs:
-            _finite(out)
-            lower = "holds means value >= limit" in out.detail
-            assert lower == (check is not rnn_lower._lemma38)
-            assert ((out.value >= out.limit) if lower else (out.value <= out.limit)) == out.holds
-
-
-def _quick():
-    from qstr.verify.registry import Context
-
-    return Context(profile="quick")
-
-
-def test_state_separation_asks_every_position_for_its_own_token(monkeypatch):
-    """prop-8's exact generalising RNN: an e_k^- unit reading relu(-s_2) for relu(xi) (wrong only when t_i = i and
-    both are negative) is caught by the t_i = i prompts on the r_x sphere."""
-    honest = rnn_lower.slot_memory_rnn
-
-    def misread(omega, u, **kw):
-        model, gu = honest(omega, u, **kw)
-        N = omega.shape[0]
-        W = model.f_y[2].weight
-        with torch.no_grad():
-            W[3 * N:4 * N, 2 + N], W[3 * N:4 * N, 2 * N] = W[3 * N:4 * N, 2 * N].clone(), 0.0
-        return model, gu
-
-    assert rnn_lower._state_separation(_quick())[0]
-    monkeypatch.setattr(rnn_lower, "slot_memory_rnn", misread)
-    ok, detail = rnn_lower._state_separation(_quick())
-    assert not ok and "t_i = i" in detail
-
-
-def test_thm9_pins_the_memoriser_constant_at_its_default(monkeypatch):
-    """thm-9 compares lemma36_constant() (K_y = 6) with the derived C36 sqrt(6) = 74.49: a default K_y = 5 fails."""
-    import math
-
-    from qstr.constructions.interpolation import C36
-
-    assert rnn_lower.lemma36_constant() == pytest.approx(74.49, abs=0.01)
-    assert rnn_lower._thm9(_quick(), simple=False).holds
-    monkeypatch.setattr(rnn_lower, "lemma36_constant", lambda K_y=5.0: C36 * math.sqrt(K_y))
-    assert not rnn_lower._thm9(_quick(), simple=False).holds
-
-
-def test_t7_constants_and_prop28_norm_against_the_mpmath_evaluation(monkeypatch):
-    import dataclasses
-
-    import qstr.bounds.recurrent as rec
-    from qstr.bounds.recurrent import Theorem7Params
-
-    P = Theorem7Params()
-    assert rnn_lower.t7_constants_gap(P) <= 1e-12
-    honest = rec.theorem7_bound
-    monkeypatch.setattr(rec, "theorem7_bound",
-                        lambda n, N, p: dataclasses.replace(honest(n, N, p), lipschitz=honest(n, N, p).lipschitz * (1 + 1e-9)))
-    assert rnn_lower.t7_constants_gap(P) > 1e-12
-    monkeypatch.setattr(rec, "theorem7_bound", honest)
-    monkeypatch.setattr(rnn_lower, "prop28_norm2", lambda N, p, n=1000: 1.000001 * rec.prop28_norm2(N, p, n=n))
-    assert rnn_lower.t7_constants_gap(P) > 1e-12
-
-
-def test_higham_allowance_as_derived():
-    from qstr.constructions.interpolation import interpolate_sorted
-
-    z = torch.arange(6, dtype=torch.float64) * 0.1
-    y = torch.tensor([1.0, -1.0, 0.5, 2.0, -0.5, 0.0], dtype=torch.float64)
-    net = interpolate_sorted(z, y, 0.1 * (1 - 1e-9))
-    assert rnn_lower._higham_as_derived(net.balanced, z, net.rounding)
-    assert not rnn_lower._higham_as_derived(net.balanced, z, 1.01 * net.rounding)
-    assert not rnn_lower._higham_as_derived(net.balanced, z, -net.rounding)
-
-
-def test_lemma37_replay_counts_what_the_derived_gaps_say(monkeypatch):
-    from qstr.constructions import interpolation
-    from qstr.verify.registry import Context
-
-    ctx = Context(profile="quick")
-    assert rnn_lower.events_replayed(ctx, 24)
-    real = interpolation._certified_gaps
-
-    def wider(x, v):  # the allowance doubled: a 1e-15 shift, seen only at a threshold on a trial's own gap
-        gap, z = real(x, v)
-        D = x.shape[-1]
-        u = interpolation.UNIT_ROUNDOFF
-        err = D * u / (1 - D * u) * (x.abs() @ v.abs()[:, :, None]).squeeze(-1).amax(dim=1)
-        return gap - 2 * err, z
-
-    monkeypatch.setattr(interpolation, "_certified_gaps", wider)
-    assert not rnn_lower.events_replayed(ctx, 24)
-
-
-def test_gaps_as_derived_on_a_hand_example():
-    x = torch.tensor([[[0.0, 0.0], [1.0, 0.0], [3.0, 0.0]]], dtype=torch.float64)
-    v = torch.tensor([[1.0, 0.0]], dtype=torch.float64)
-    u = torch.finfo(torch.float64).eps / 2
-    gamma = 2 * u / (1 - 2 * u)
-    assert rnn_lower.gaps_as_derived(x, v) == [1.0 * (1 - u) - 2 * gamma * 3.0]
+    claim, inp, _ = _run("thm-7")
+    broken = dataclasses.replace(inp, record=planted)
+    assert not claim.check("bound = 40-digit evaluation").run(broken, Context()).holds
