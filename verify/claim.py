@@ -166,6 +166,7 @@ class Check:
     name: str
     run: Callable[[Any, Context], Verdict]
     statement: str = ""
+    profiles: Sequence[str] = PROFILES  # where it runs (e.g. training only in full and gpu)
 
 
 @dataclass(frozen=True)
@@ -176,10 +177,12 @@ class Fault:
     name: str
     apply: Callable[[Any, Context], Any]
     breaks: Tuple[str, ...]
+    profiles: Sequence[str] = PROFILES  # where it runs: within every target's profiles
 
     def __post_init__(self):
         breaks = (self.breaks,) if isinstance(self.breaks, str) else tuple(self.breaks)
         object.__setattr__(self, "breaks", breaks)
+        object.__setattr__(self, "profiles", tuple(self.profiles))
         if not breaks:
             raise ValueError(
                 f"fault {self.name!r} breaks no check: name the checks it must make fail"
@@ -224,6 +227,14 @@ class Claim:
             object.__setattr__(self, name, tuple(getattr(self, name)))
         _require_declared(self)
 
+    def checks_in(self, profile: str) -> Tuple[Check, ...]:
+        """The checks that run in ``profile``."""
+        return tuple(c for c in self.checks if profile in c.profiles)
+
+    def faults_in(self, profile: str) -> Tuple[Fault, ...]:
+        """The faults that run in ``profile``."""
+        return tuple(f for f in self.faults if profile in f.profiles)
+
     def check(self, name: str) -> Check:
         """The check called ``name``."""
         for c in self.checks:
@@ -262,7 +273,12 @@ def _require_declared(claim: Claim) -> None:
                 f"claim {claim.id!r}: fault {f.name!r} breaks unknown check(s) {unknown}; "
                 f"checks: {names}"
             )
-    bad = [p for p in claim.profiles if p not in PROFILES]
+        idle = {b for b in f.breaks for p in f.profiles if p not in claim.check(b).profiles}
+        if idle:
+            raise ValueError(f"claim {claim.id!r}: fault {f.name!r} runs in profiles where its "
+                             f"check(s) {sorted(idle)} do not")
+    parts = (claim, *claim.checks, *claim.faults)
+    bad = [p for c in parts for p in c.profiles if p not in PROFILES]
     if bad:
         raise ValueError(
             f"claim {claim.id!r}: unknown profile(s) {bad}; profiles: {', '.join(PROFILES)}"

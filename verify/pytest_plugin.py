@@ -57,9 +57,9 @@ class ClaimNode(pytest.Collector):
         self.claim, self.ctx, self._inputs, self._error = claim, ctx, None, None
 
     def collect(self):
-        for c in self.claim.checks:
+        for c in self.claim.checks_in(self.ctx.profile):
             yield CheckItem.from_parent(self, name=f"check[{c.name}]", check=c)
-        for f in self.claim.faults:
+        for f in self.claim.faults_in(self.ctx.profile):
             yield FaultItem.from_parent(self, name=f"fault[{f.name}]", fault=f)
 
     def inputs(self):

@@ -180,14 +180,13 @@ def run_claim(claim: Claim, ctx: Context) -> Result:
             inputs = claim.inputs(ctx)
         except Exception as exc:  # noqa: BLE001 - inputs that cannot be built fail every check
             inputs, error = None, f"building the inputs: {_error_line()} ({exc})"
+        checks_run, faults_run = claim.checks_in(ctx.profile), claim.faults_in(ctx.profile)
         if error:
-            checks = [
-                CheckResult(c.name, "error", "", "", False, error=error) for c in claim.checks
-            ]
-            faults = [FaultResult(f.name, f.breaks, False, error=error) for f in claim.faults]
+            checks = [CheckResult(c.name, "error", "", "", False, error=error) for c in checks_run]
+            faults = [FaultResult(f.name, f.breaks, False, error=error) for f in faults_run]
         else:
-            checks = [_run_check(c, inputs, ctx) for c in claim.checks]
-            faults = [_run_fault(claim, f, inputs, ctx) for f in claim.faults]
+            checks = [_run_check(c, inputs, ctx) for c in checks_run]
+            faults = [_run_fault(claim, f, inputs, ctx) for f in faults_run]
     return _result(claim, ctx, checks, faults, round(time.perf_counter() - start, 3), error)
 
 
@@ -222,7 +221,7 @@ def _result(claim: Claim, ctx: Context, checks, faults, seconds: float, error: s
         seed=ctx.seed,
         dtype=_dtype(checks),
         detail="; ".join(f"{c.name}: {c.detail}" for c in checks if c.detail),
-        falsifier="; ".join(f.name for f in claim.faults),
+        falsifier="; ".join(f.name for f in faults),
         error="; ".join(errors),
         measured_value=_number(head.measured),
         bound_value=_number(head.bound),
