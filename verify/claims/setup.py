@@ -1,257 +1,289 @@
-"""Claims about the problem set-up (Section 2): the qSTR data model, Assumptions 1-3, Lemma 12."""
+"""Claims about the problem set-up (Section 2): the qSTR data model, Assumptions 1-3, Lemma 12,
+the RS-Hadamard codes and the experiments' encoding (derivations: docs/derivations/codebooks.md,
+docs/derivations/theorem4.md sections 0 and 1)."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, replace
 from fractions import Fraction
+from typing import Callable, Dict, Tuple
 
 import numpy as np
 import torch
 from hypothesis import HealthCheck, Verbosity, given, settings
 
+from qstr.bounds.attention import lemma12_radius
 from qstr.constructions.codes import (
     MAX_M,
-    UNIT_NORM_TOL,
     Codebook,
     build_codebook,
     coherence,
-    coherence_report,
     experimental_codebook,
-    experimental_dim,
     gf_mul_table,
-    rademacher,
     rademacher_codebook,
     rademacher_dim,
     rademacher_pair_tail,
-    require_coherence,
     rs_hadamard_codebook,
     rs_hadamard_coherence,
-    rs_hadamard_dim,
-    star_codebook,
 )
-from qstr.bounds.attention import lemma12_radius
 from qstr.constructions.links import CallableLink, TwoLayerNet, he2, make_link
 from qstr.constructions.recurrent import token_radius
 from qstr.constructions.task import QSTR, Prompts, gather_tokens, moment_check
-from qstr.verify.properties import assert_valid_prompts
-from qstr.verify.legacy import Claim, Context, Outcome, register
+from qstr.verify.claim import Check, Claim, Context, Fault, Ref, Verdict, at_least, at_most, close, exact
+from qstr.verify.legacy import Claim as Legacy, Outcome
+from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding
 from qstr.verify.strategies import prompts
 
+CODEBOOKS = "docs/derivations/codebooks.md"
+SETTING = "docs/derivations/theorem4.md"
 
-def _coherence_rounding(book) -> Rounding:
-    """Inner products of unit codes: d_e-term sums of terms at most 1 in absolute value in sum."""
+
+def _coherence_rounding(book: Codebook) -> Rounding:
+    """Inner products of unit codes: d_e-term sums whose magnitudes add up to at most 1."""
     return Rounding(n=book.d_e, scale=1.0, dtype=book.omega.dtype, what="d_e eps")
-
-# ---------------------------------------------------------------- assumption-3
-
-
-def _unit_rows(omega: torch.Tensor) -> float:
-    """max_i | ||omega_i||^2 - 1 | (Assumption 3 asks for unit rows)."""
-    return float((omega.to(torch.float64).pow(2).sum(dim=1) - 1).abs().max())
-
-
-def _accepted(book) -> bool:
-    """Whether ``require_coherence`` lets the codebook through to a bound that needs mu <= 1/2."""
-    try:
-        require_coherence(book, 0.5)
-        return True
-    except ValueError:
-        return False
-
-
-def _codebook_rows(name: str, N: int, d_e: int, omega: torch.Tensor, rnd: Rounding, book=None):
-    """(holds, detail) for one codebook: unit rows and coherence <= 1/2, both within rounding, attained at the
-    reported pair; for a built
-    codebook also its stored mu = the measured one, and ``require_coherence`` accepting it iff mu <= 1/2
-    (the boundary mu = 1/2 is inside: RS-Hadamard codes attain it)."""
-    r = coherence_report(omega, 0.5)
-    off = _unit_rows(omega)
-    holds = (rnd.within(off, 0.0) and rnd.within(r.mu, 0.5) and str(r).startswith("satisfies" if r.ok else "violates")
-             and r.ok == (r.mu <= 0.5) and r.n_pairs == N * (N - 1) // 2)
-    i, j = r.pair  # the reported pair attains mu: 0 <= i < j < N and |<omega_i, omega_j>| = mu (to rounding)
-    at_pair = abs(float(omega[i].to(torch.float64) @ omega[j].to(torch.float64)))
-    holds &= 0 <= i < j < N and rnd.within(abs(at_pair - r.mu), 0.0)
-    extra = ""
-    if book is not None:
-        accepted = _accepted(book)
-        holds &= rnd.within(abs(book.mu - r.mu), 0.0) and accepted == (r.mu <= 0.5)
-        # sign codes (entries +-1/sqrt(d_e)): inner products are integers over d_e, and mu is computed exactly
-        exact = float(Fraction(round(r.mu * d_e), d_e))
-        holds &= r.mu == exact
-        extra = (f", stored mu {book.mu:.4f}, require_coherence {'accepts' if accepted else 'refuses'}, "
-                 f"mu d_e = {r.mu * d_e:.12g} (exact: {r.mu == exact})")
-    return holds, r.mu, off, (f"{name} N={N} d_e={d_e}: max | ||w||^2 - 1 | = {off:.2g}, mu={r.mu:.4f}, "
-                              f"{r.n_violations} pairs > 1/2" + extra)
-
-
-def _rademacher_rule(N: int, d_e: int, delta: float) -> tuple:
-    """The exact Rademacher rule's d_e is the least with a passing union bound from there on: C(N, 2) P(|<w_i, w_j>|
-    > 1/2) <= delta at d_e, and > delta at d_e - 1 (exact rational tails; docs/derivations/codebooks.md)."""
-    pairs = N * (N - 1) // 2
-    at, below = pairs * rademacher_pair_tail(d_e), pairs * rademacher_pair_tail(d_e - 1)
-    return at <= delta < below, f"union bound {at:.3g} at d_e = {d_e} <= delta {delta:g} < {below:.3g} at d_e - 1"
 
 
 def _gram_mu(omega: torch.Tensor) -> float:
-    """max_{i != j} |<omega_i, omega_j>| from the full float64 Gram matrix (Assumption 3's mu, computed directly)."""
+    """max_{i != j} |<omega_i, omega_j>| from the full float64 Gram matrix (brute force)."""
     G = omega.to(torch.float64) @ omega.to(torch.float64).T
     return float((G - torch.diag(torch.diagonal(G))).abs().max())
 
 
-def _custom_codes(ctx: Context) -> tuple[bool, str]:
-    """User codes through Codebook.from_tensor (rotated RS-Hadamard words: generic entries, mu = 1/2): stored mu =
-    the Gram maximum; a row of norm 1 + 10 UNIT_NORM_TOL refused, one of norm 1 + UNIT_NORM_TOL / 10 accepted."""
-    base = rs_hadamard_codebook(64, dtype=torch.float64, device=ctx.device)
-    Q, _ = torch.linalg.qr(torch.randn(base.d_e, base.d_e, generator=ctx.generator(6), dtype=torch.float64))
-    omega = base.omega @ Q.to(ctx.device)
-    book = Codebook.from_tensor(omega)
-    gap = abs(book.mu - _gram_mu(omega))
-    verdicts = []
-    for factor in (1 + 10 * UNIT_NORM_TOL, 1 + UNIT_NORM_TOL / 10):
-        bent = omega.clone()
-        bent[5] *= factor
-        try:
-            Codebook.from_tensor(bent)
-            verdicts.append("accepted")
-        except ValueError:
-            verdicts.append("refused")
-    ok = _coherence_rounding(book).within(gap, 0.0) and book.kind == "custom" and verdicts == ["refused", "accepted"]
-    return ok, (f"Codebook.from_tensor (rotated rs-hadamard N=64): mu {book.mu:.6f} vs Gram {gap:.1e}; a row off by "
-                f"10x / 0.1x the unit-norm tolerance {verdicts[0]} / {verdicts[1]}")
+def _tail_by_counting(d_e: int, mu: float) -> Fraction:
+    """P(|<w, w'>| > mu) for independent Rademacher words, by counting sign patterns:
+    <w, w'> = (2b - d_e)/d_e with b ~ Binomial(d_e, 1/2) (codebooks.md (a))."""
+    cut = mu * d_e
+    return Fraction(sum(math.comb(d_e, b) for b in range(d_e + 1) if abs(2 * b - d_e) > cut), 2 ** d_e)
+
+# ---------------------------------------------------------------- assumption-3
+
+A3_DELTA = 1e-3
+A3_SMALL_N = (2, 3, 8)  # few pairs: C(N, 2) differs most from N^2 / 2
+A3_TAIL_DIMS = (100, 200, 256, 4099)  # the exact rational branch, and scipy's beyond d_e = 4096
+A3_GRAM_ROWS = 1024  # the brute-force Gram runs on each codebook's first rows
 
 
-def _accepted_by_default(book) -> bool:
-    try:
-        require_coherence(book)
-        return True
-    except ValueError:
-        return False
+@dataclass(frozen=True)
+class Assumption3Inputs:
+    """The toolkit's codebooks as users build them, and the rules and tails they are built by."""
+
+    books: Tuple[Tuple[str, Codebook], ...]
+    n_rademacher: int  # N of the Rademacher codebook, whose d_e follows the exact rule
+    mu_max: float  # Assumption 3's 1/2
+    measure: Callable[[torch.Tensor], float]  # the exact coherence users get (codes.coherence)
+    dim_rule: Callable[[int, float, float], int]  # rademacher_dim, the exact rule
+    pair_tail: Callable[[int, float], float]  # rademacher_pair_tail
+    hoeffding: Callable[[int, float, float], int]  # rademacher_dim(..., rule="hoeffding")
 
 
-def _coherence_edges(ctx: Context) -> tuple[bool, str]:
-    """Coherence where its special cases decide (docs/derivations/codebooks.md): one row (mu 0, no pair, no pairs),
-    sign codes of norm 1/2 (entries +-1/(2 sqrt d_e): <.,.> = S / (4 d_e), against the float64 Gram), a custom
-    codebook cast to float32 (mu re-measured), and Rademacher draws repeated until mu <= mu_max
-    (``tries`` = the draws a fresh generator needs)."""
-    base = rs_hadamard_codebook(64, dtype=torch.float64, device=ctx.device)
-    one = coherence_report(base.omega[:1])
-    single = coherence(base.omega[:1]) == 0.0 and one.pair is None and one.n_pairs == 0 and one.ok
-    half = 0.5 * base.omega
-    scaled = coherence(half) == base.mu / 4 and abs(coherence(half) - _gram_mu(half)) <= 1e-15
-    Q, _ = torch.linalg.qr(torch.randn(base.d_e, base.d_e, generator=ctx.generator(7), dtype=torch.float64))
-    custom = Codebook.from_tensor(base.omega @ Q.to(ctx.device))
-    cast = custom.to(dtype=torch.float32)
-    recast = cast.mu == coherence(cast.omega) and cast.omega.dtype == torch.float32
-    book = rademacher_codebook(64, mu_max=0.5, delta=0.9, generator=ctx.generator(8, ctx.device), device=ctx.device)
-    g, draws = ctx.generator(8, ctx.device), 0
-    while True:  # the draws a fresh generator needs until the coherence is <= 1/2
-        draws += 1
-        omega = rademacher(64, book.d_e, generator=g, device=ctx.device)
-        if coherence(omega) <= 0.5:
-            break
-    tries = book.params["tries"] == draws and torch.equal(omega, book.omega)
-    # the documented defaults: Assumption 3's 1/2 (require_coherence, coherence_report, rs_hadamard_dim, star_codebook,
-    # rademacher_codebook, build_codebook) and the failure probability delta = 1e-3
-    rad = build_codebook(16, kind="rademacher", generator=ctx.generator(9, ctx.device), device=ctx.device)
-    wide = experimental_codebook(100, generator=ctx.generator(4, ctx.device), device=ctx.device)  # mu > 1/2
-    # the docstring's table of rs_hadamard_dim at mu = 1/2 (n^(n/2 + 1) >= N): N <= 4 -> 4, <= 64 -> 16, <= 32768 -> 64,
-    # <= 16^9 -> 256, and 16^9 + 1 -> 1024
-    dims = [rs_hadamard_dim(N) for N in (4, 5, 64, 65, 32768, 32769, 16 ** 9, 16 ** 9 + 1)]
-    i, j = coherence_report(base.omega).pair  # a row moved towards one it meets at 1/2: coherence 1/2 + about 1e-6
-    bent = base.omega.clone()
-    bent[i] = bent[i] + 2e-6 * torch.sign(bent[i] @ bent[j]) * bent[j]
-    bent[i] = bent[i] / bent[i].norm()
-    defaults = (coherence_report(base.omega).threshold == 0.5 and dims == [4, 16, 16, 64, 64, 256, 256, 1024]
-                and star_codebook(16).mu == 0.5 and require_coherence(base) == base.mu
-                and not _accepted_by_default(wide) and not _accepted_by_default(bent) and rad.params["mu_max"] == 0.5 and rad.params["delta"] == 1e-3
-                and rademacher_codebook(16, generator=ctx.generator(9, ctx.device), device=ctx.device).params == rad.params)
-    ok = single and scaled and recast and tries and defaults
-    return ok, (f"coherence edges: one row (mu 0, pair None, 0 pairs) {single}; sign codes of norm 1/2 (mu / 4, = the "
-                f"float64 Gram) {scaled}; a custom codebook cast to float32 re-measured {recast}; rademacher_codebook at delta = 0.9: tries {book.params['tries']} = the draws a fresh "
-                f"generator needs ({draws}) {tries}; defaults mu = 1/2 and delta = 1e-3 where documented {defaults}")
+def _rotated(base: Codebook, ctx: Context) -> Codebook:
+    """User codes through Codebook.from_tensor: RS-Hadamard words under a random rotation."""
+    g = ctx.generator("assumption-3/rotation")
+    Q, _ = torch.linalg.qr(torch.randn(base.d_e, base.d_e, generator=g, dtype=torch.float64))
+    return Codebook.from_tensor(base.omega.to(torch.float64) @ Q.to(base.omega.device))
 
 
-def _tails(N: int = 100, delta: float = 1e-3) -> tuple[bool, str]:
-    """P(|<w_i, w_j>| > mu) for Rademacher codes as an exact binomial count 2 sum_{4b < d} C(d, b) / 2^d (mu = 1/2) against
-    rademacher_pair_tail beyond its exact range (d_e = 4099: scipy, relative 1e-12) and inside it (bit for bit); and the
-    Hoeffding rule d_e = ceil(2 ln(N (N - 1) / delta) / mu^2) (docs/derivations/codebooks.md), N = 1 needing 1."""
-    d = 4099
-    count, term = 0, 1  # C(d, b) for b = 0, 1, ...: the lower tail 4b < d, doubled by symmetry
-    for b in range(0, (d - 1) // 4 + 1):
-        count, term = count + term, term * (d - b) // (b + 1)
-    exact = float(Fraction(2 * count, 2 ** d))
-    rel = abs(rademacher_pair_tail(d, 0.5) - exact) / exact
-    hoeff = rademacher_dim(N, delta, 0.5, rule="hoeffding")
-    want = math.ceil(2 * math.log(N * (N - 1) / delta) / 0.25)
-    ok = rel <= 1e-12 and hoeff == want and rademacher_dim(1, delta) == 1
-    # within the exact range (d_e <= 4096) the tail is the exact rational, to the last bit (scipy is off there by ulps)
-    inside = all(rademacher_pair_tail(de, 0.5) == float(_tail_by_counting(de, 0.5)) for de in (100, 200, 256))
-    ok &= inside
-    return ok, (f"Rademacher tail at d_e = {d} vs the exact count: relative {rel:.1e} (tail {exact:.3g}); at d_e = "
-                f"100, 200, 256 the exact rational to the last bit: {inside}; "
-                f"Hoeffding rule d_e {hoeff} (closed form {want})")
+def _hoeffding_rule(N: int, delta: float, mu: float) -> int:
+    return rademacher_dim(N, delta, mu, rule="hoeffding")
 
 
-def _assumption3(ctx: Context) -> Outcome:
-    """Build the toolkit's codebooks; measure their row norms and exact coherence against 1/2."""
+def assumption3_inputs(ctx: Context) -> Assumption3Inputs:
+    """Codebooks through build_codebook (the dispatch `qstr codebook` uses), a zero-padded one and
+    a custom one (Assumption 3; docs/derivations/codebooks.md (a), (c))."""
     device = ctx.device
     n_det = ctx.pick(quick=8192, full=32768, gpu=131072)
     n_rad = ctx.pick(quick=2048, full=8192, gpu=65536)
-    books = [  # through build_codebook, the dispatch `qstr codebook` uses
-        build_codebook(n_det, kind="rs-hadamard", mu_max=0.5, device=device),
-        build_codebook(n_rad, kind="rademacher", mu_max=0.5, delta=1e-3, generator=ctx.generator(3, device), device=device),
-    ]
-    padded = build_codebook(64, kind="rs-hadamard", d_e=300, dtype=torch.float64, device=device)  # 256 columns + zeros
-    rows = [_codebook_rows(b.kind, b.N, b.d_e, b.omega, _coherence_rounding(b), b) for b in books]
-    rows.append(_codebook_rows("rs-hadamard zero-padded to d_e = 300, sign columns", 64, 256, padded.omega,
-                               _coherence_rounding(padded), padded))
-    rows[1] = (rows[1][0] and books[1].kind == "rademacher" and books[0].kind == "rs-hadamard", *rows[1][1:])
-    # the largest 4^m' <= d_e = 300 (256: smaller coherence) carries the signs, the rest is zeros
-    rows[2] = (rows[2][0] and padded.d_e == 300 and bool((padded.omega[:, 256:] == 0).all())
-               and bool((padded.omega[:, :256] != 0).all())
-               and abs(padded.mu - _gram_mu(padded.omega)) <= 1e-12, *rows[2][1:])
-    rule_ok, rule = _rademacher_rule(n_rad, books[1].d_e, 1e-3)
-    for n_small in (2, 3, 8):  # few pairs: C(N, 2) differs most from N^2 / 2
-        small_ok, small = _rademacher_rule(n_small, rademacher_dim(n_small, 1e-3, 0.5), 1e-3)
-        rule_ok &= small_ok
-        rule += f"; N = {n_small}: {small}"
-    custom_ok, custom = _custom_codes(ctx)
-    edges_ok, edges = _coherence_edges(ctx)
-    custom_ok &= edges_ok
-    custom += f"; {edges}"
-    tails_ok, tails = _tails()
-    rule_ok &= custom_ok and tails_ok
-    worst = max(mu for _, mu, _, _ in rows)
-    detail = "; ".join(d for *_, d in rows) + f"; rademacher rule: {rule}; {custom}; {tails}; {_coherence_rounding(books[0])}"
-    return Outcome(measured=f"mu = {worst:.4f}, max | ||w||^2 - 1 | = {max(o for _, _, o, _ in rows):.2g}",
-                   bound="mu <= 0.5, unit rows", holds=all(h for h, *_ in rows) and rule_ok, detail=detail, value=worst,
-                   limit=0.5,
-                   dtype=str(books[0].omega.dtype).replace("torch.", ""))
+    small = rs_hadamard_codebook(64, dtype=torch.float64, device=device)
+    books = (
+        ("rs-hadamard", build_codebook(n_det, kind="rs-hadamard", mu_max=0.5, device=device)),
+        ("rademacher", build_codebook(n_rad, kind="rademacher", mu_max=0.5, delta=A3_DELTA,
+                                      generator=ctx.generator("assumption-3/rademacher", device=device),
+                                      device=device)),
+        ("rs-hadamard zero-padded to d_e = 300",
+         build_codebook(64, kind="rs-hadamard", d_e=300, dtype=torch.float64, device=device)),
+        ("custom (rotated rs-hadamard)", _rotated(small, ctx)),
+    )
+    return Assumption3Inputs(books, n_rad, 0.5, coherence, rademacher_dim, rademacher_pair_tail,
+                             _hoeffding_rule)
 
 
-def _assumption3_falsifier(ctx: Context) -> Outcome:
-    """The paper's experimental encoding d_e = floor(5 ln N) at N = 100 (coherence above 1/2), and a
-    Rademacher codebook normalised by sqrt(d_e + 1) instead of sqrt(d_e) (rows of norm < 1), must fail."""
-    book = experimental_codebook(100, generator=ctx.generator(4, ctx.device), device=ctx.device)
-    exp_holds, exp_mu, _, exp_detail = _codebook_rows("experimental", 100, book.d_e, book.omega,
-                                                      _coherence_rounding(book), book)
-    rad = rademacher_codebook(512, mu_max=0.5, delta=1e-3, generator=ctx.generator(5, ctx.device), device=ctx.device)
-    short = rad.omega * math.sqrt(rad.d_e / (rad.d_e + 1))
-    short_holds, _, short_off, short_detail = _codebook_rows("rows / sqrt(d_e + 1)", 512, rad.d_e, short,
-                                                             _coherence_rounding(rad))
-    return Outcome(measured=f"experimental mu = {exp_mu:.4f}; short rows off by {short_off:.3g}",
-                   bound="mu <= 0.5, unit rows", holds=exp_holds or short_holds,
-                   detail=f"{exp_detail} | {short_detail}")
+def _worst(values, key=lambda v: v[0]):
+    return max(values, key=key)
+
+
+def a3_coherence(inp: Assumption3Inputs, ctx: Context) -> Verdict:
+    """Assumption 3: max_{i != j} |<omega_i, omega_j>| <= 1/2, the worst codebook (exact coherence)."""
+    mu, name, book = _worst([(inp.measure(b.omega), name, b) for name, b in inp.books])
+    return at_most(mu, inp.mu_max, _coherence_rounding(book),
+                   detail=f"worst: {name} N={book.N} d_e={book.d_e}")
+
+
+def a3_unit_rows(inp: Assumption3Inputs, ctx: Context) -> Verdict:
+    """Assumption 3's unit codes: max_i | ||omega_i||^2 - 1 | over every codebook."""
+    def off(b):
+        return float((b.omega.to(torch.float64).pow(2).sum(dim=1) - 1).abs().max())
+
+    dev, name, book = _worst([(off(b), name, b) for name, b in inp.books])
+    return at_most(dev, 0.0, _coherence_rounding(book),
+                   detail=f"max | ||omega_i||^2 - 1 |, worst: {name} N={book.N} d_e={book.d_e}")
+
+
+def a3_stored_mu(inp: Assumption3Inputs, ctx: Context) -> Verdict:
+    """The mu a codebook carries into the bounds is its exact coherence (codebooks.md)."""
+    gap, name, book = _worst([(abs(b.mu - inp.measure(b.omega)), name, b) for name, b in inp.books])
+    return close(gap, 0.0, 0.0, _coherence_rounding(book),
+                 detail=f"|stored mu - measured mu|, worst: {name} (stored {book.mu:.6g})")
+
+
+def a3_gram(inp: Assumption3Inputs, ctx: Context) -> Verdict:
+    """The exact coherence equals the brute-force float64 Gram maximum, on each codebook's first
+    A3_GRAM_ROWS rows."""
+    def gap(b):
+        rows = b.omega[:A3_GRAM_ROWS]
+        return abs(inp.measure(rows) - _gram_mu(rows))
+
+    g, name, book = _worst([(gap(b), name, b) for name, b in inp.books])
+    return close(g, 0.0, 0.0, _coherence_rounding(book),
+                 detail=f"|coherence - Gram max| on <= {A3_GRAM_ROWS} rows, worst: {name}")
+
+
+def _union_bounds(inp: Assumption3Inputs, shift: int):
+    """C(N, 2) P(|<w_i, w_j>| > 1/2) / delta at d_e + shift, d_e from the exact rule, per N."""
+    out = []
+    for N in (inp.n_rademacher,) + A3_SMALL_N:
+        d_e = inp.dim_rule(N, A3_DELTA, inp.mu_max) + shift
+        ratio = N * (N - 1) // 2 * inp.pair_tail(d_e, inp.mu_max) / A3_DELTA if d_e >= 1 else math.inf
+        out.append((ratio, N, d_e))
+    return out
+
+
+def a3_union_bound(inp: Assumption3Inputs, ctx: Context) -> Verdict:
+    """The exact rule's d_e passes the union bound C(N, 2) P(|<w_i, w_j>| > 1/2) <= delta
+    (codebooks.md (a)); the largest ratio to delta over N."""
+    ratio, N, d_e = max(_union_bounds(inp, 0))
+    return at_most(ratio, 1.0, detail=f"union bound / delta at N={N}, d_e={d_e} (delta {A3_DELTA:g})")
+
+
+def a3_union_bound_least(inp: Assumption3Inputs, ctx: Context) -> Verdict:
+    """The exact rule's d_e is the least from which it passes: at d_e - 1 the union bound exceeds
+    delta (codebooks.md (a)); the smallest ratio over N."""
+    ratio, N, d_e = min(_union_bounds(inp, -1))
+    return at_least(ratio, 1.0, detail=f"union bound / delta at N={N}, d_e - 1 = {d_e}")
+
+
+def _tail_errors(inp: Assumption3Inputs):
+    """(relative error of the pair tail against the sign-pattern count, d_e) per A3_TAIL_DIMS."""
+    out = []
+    for d_e in A3_TAIL_DIMS:
+        count = _tail_by_counting(d_e, inp.mu_max)
+        out.append((abs(Fraction(inp.pair_tail(d_e, inp.mu_max)) - count) / count, d_e))
+    return out
+
+
+def a3_tail_exact(inp: Assumption3Inputs, ctx: Context) -> Verdict:
+    """In its exact range (d_e <= 4096) the pair tail is the sign-pattern count rounded once."""
+    errs = [(e, d) for e, d in _tail_errors(inp) if d <= 4096]
+    err, d_e = max(errs)
+    return at_most(float(err), 2.0 ** -53, detail=f"relative error, worst at d_e = {d_e}; "
+                   "bound: one rounding to float64")
+
+
+def a3_tail_scipy(inp: Assumption3Inputs, ctx: Context) -> Verdict:
+    """Beyond d_e = 4096 (scipy's binomial cdf) the pair tail is the count to relative 1e-12."""
+    err, d_e = max((e, d) for e, d in _tail_errors(inp) if d > 4096)
+    return at_most(float(err), 1e-12, detail=f"relative error at d_e = {d_e}")
+
+
+def a3_hoeffding(inp: Assumption3Inputs, ctx: Context) -> Verdict:
+    """The Hoeffding rule d_e = ceil(2 ln(N (N - 1) / delta) / mu^2) (codebooks.md (a)), N = 100."""
+    N, mu = 100, inp.mu_max
+    want = math.ceil(2 * math.log(N * (N - 1) / A3_DELTA) / mu ** 2)
+    return exact(inp.hoeffding(N, A3_DELTA, mu), want, detail=f"N = {N}, delta = {A3_DELTA:g}")
+
+
+def _experimental_books(inp: Assumption3Inputs, ctx: Context) -> Assumption3Inputs:
+    """Codes at the experiments' d_e = floor(5 ln N), N = 100: coherence above 1/2."""
+    g = ctx.generator("assumption-3/experimental", device=ctx.device)
+    return replace(inp, books=(("experimental", experimental_codebook(100, generator=g,
+                                                                      device=ctx.device)),))
+
+
+def _short_rows(inp: Assumption3Inputs, ctx: Context) -> Assumption3Inputs:
+    """Rademacher codes normalised by sqrt(d_e + 1) instead of sqrt(d_e): rows of norm < 1."""
+    book = dict(inp.books)["rademacher"]
+    short = book.omega * math.sqrt(book.d_e / (book.d_e + 1))
+    return replace(inp, books=(("rows / sqrt(d_e + 1)", Codebook(short, book.mu, "custom")),))
+
+
+def _stale_mu(inp: Assumption3Inputs, ctx: Context) -> Assumption3Inputs:
+    """The first 64 words of the RS-Hadamard code keeping the whole code's mu (1/2, not 1/8)."""
+    book = dict(inp.books)["rs-hadamard"]
+    return replace(inp, books=(("rs-hadamard prefix, stale mu", Codebook(book.omega[:64], book.mu,
+                                                                         "rs-hadamard")),))
+
+
+def _diagonal_counted(inp: Assumption3Inputs, ctx: Context) -> Assumption3Inputs:
+    """A coherence whose mask lets the diagonal <omega_i, omega_i> = 1 in."""
+    def measure(omega):
+        return float((omega.to(torch.float64) @ omega.to(torch.float64).T).abs().max())
+
+    return replace(inp, measure=measure)
+
+
+def _rule_of(rule: Callable[[int, float, float], int]):
+    return lambda inp, ctx: replace(inp, dim_rule=rule)
+
+
+def _one_sided_tail(inp: Assumption3Inputs, ctx: Context) -> Assumption3Inputs:
+    """The pair tail with |.| forgotten: P(<w_i, w_j> > mu), half the two-sided tail."""
+    return replace(inp, pair_tail=lambda d_e, mu: rademacher_pair_tail(d_e, mu) / 2)
+
+
+def _hoeffding_mu(inp: Assumption3Inputs, ctx: Context) -> Assumption3Inputs:
+    """The Hoeffding rule with mu in place of mu^2."""
+    return replace(inp, hoeffding=lambda N, delta, mu: math.ceil(2 * math.log(N * (N - 1) / delta) / mu))
 
 
 register(Claim(
-    id="assumption-3", ref_seed="Assumption 3", ref_conference="Assumption 3",
+    id="assumption-3", ref=Ref("Assumption 3", "Assumption 3"),
     statement="toolkit codebooks: unit rows, exact coherence max|<w_i,w_j>| <= 1/2",
-    check=_assumption3, falsifier=_assumption3_falsifier,
-    falsifier_statement="d_e = floor(5 ln N) at N = 100 (paper's experiments), and rows normalised by "
-                        "sqrt(d_e + 1), must fail",
+    inputs=assumption3_inputs,
+    checks=[
+        Check("coherence <= 1/2", a3_coherence),
+        Check("unit rows", a3_unit_rows),
+        Check("stored mu = measured", a3_stored_mu),
+        Check("coherence = brute-force Gram", a3_gram),
+        Check("union bound <= delta at d_e", a3_union_bound),
+        Check("union bound > delta at d_e - 1", a3_union_bound_least),
+        Check("pair tail = count (exact range)", a3_tail_exact),
+        Check("pair tail = count (scipy range)", a3_tail_scipy),
+        Check("Hoeffding rule as derived", a3_hoeffding),
+    ],
+    faults=[
+        Fault("d_e = floor(5 ln N) at N = 100 (the experiments)", _experimental_books,
+              breaks=("coherence <= 1/2",)),
+        Fault("rows normalised by sqrt(d_e + 1)", _short_rows, breaks=("unit rows",)),
+        Fault("a prefix keeping the whole code's mu", _stale_mu, breaks=("stored mu = measured",)),
+        Fault("the diagonal counted in the coherence", _diagonal_counted,
+              breaks=("coherence = brute-force Gram", "stored mu = measured")),
+        Fault("the exact rule one short", _rule_of(lambda N, delta, mu: rademacher_dim(N, delta, mu) - 1),
+              breaks=("union bound <= delta at d_e",)),
+        Fault("the Hoeffding dimension for the exact rule", _rule_of(_hoeffding_rule),
+              breaks=("union bound > delta at d_e - 1",)),
+        Fault("a one-sided pair tail", _one_sided_tail,
+              breaks=("pair tail = count (exact range)", "pair tail = count (scipy range)")),
+        Fault("mu for mu^2 in the Hoeffding rule", _hoeffding_mu, breaks=("Hoeffding rule as derived",)),
+    ],
+    builds=(build_codebook, rademacher_codebook, rs_hadamard_codebook, Codebook.from_tensor),
+    bounds=(rademacher_dim, rademacher_pair_tail, coherence),
+    derivation=CODEBOOKS,
 ))
 
+
+from qstr.verify.legacy import Context as LegacyContext  # noqa: F401
+from qstr.constructions.codes import coherence_report, experimental_dim  # noqa: E402
+from qstr.verify.properties import assert_valid_prompts  # noqa: E402
 # ---------------------------------------------------------------- data-model
 
 
@@ -303,7 +335,7 @@ def _off_by_one(task, p: Prompts) -> Prompts:
     return Prompts(x=p.x, t=p.t, y=task.link(gather_tokens(p.x, shifted)))
 
 
-register(Claim(
+register(Legacy(
     id="data-model", ref_seed="Definition 2", ref_conference="Definition 1",
     statement="sampled qSTR batches: y_i = g(x_{t_i}) everywhere, simple prompts share t, shapes/dtypes",
     check=lambda ctx: _run_property(ctx, corrupt=False),
@@ -377,7 +409,7 @@ def _scaled_tokens(task: QSTR, scale: float) -> QSTR:
     return Scaled(N=task.N, d=task.d, link=task.link)
 
 
-register(Claim(
+register(Legacy(
     id="assumption-1", ref_seed="Assumption 1", ref_conference="Assumption 1",
     statement="sampled tokens: E[||x||^r]^(1/r) <= sqrt(C_x d r) with C_x <= 1, Monte Carlo = chi closed form",
     check=_assumption1, falsifier=lambda ctx: _assumption1(ctx, scale=1.5),
@@ -494,7 +526,7 @@ def _assumption2_falsifier(ctx: Context) -> Outcome:
                    holds=any(p.holds for p in parts), detail=" | ".join(p.detail for p in parts))
 
 
-register(Claim(
+register(Legacy(
     id="assumption-2", ref_seed="Assumption 2", ref_conference="Assumption 2",
     statement="links as stated: E g^2 (Monte Carlo; the random teacher averaged over its draws) = its stated value; "
               "the exact two-layer nets equal g",
@@ -530,7 +562,7 @@ def _lemma12(ctx: Context, union_bound: bool = True) -> Outcome:
                           f"C_x = 1, delta = 1e-3: {derived}")
 
 
-register(Claim(
+register(Legacy(
     id="lemma-12", ref_seed="Lemma 12", ref_conference="Lemma 12",
     statement="every token of n prompts lies in the ball of radius sqrt(3 C_x e d log(n N)) (w.h.p.), and within the "
               "constructions' token_radius",
@@ -580,7 +612,7 @@ def _rs_codes(ctx: Context, polys=None) -> Outcome:
                    value=float(len(bad) + bad_codes), limit=0.0)
 
 
-register(Claim(
+register(Legacy(
     id="rs-hadamard-codes", ref_seed="Assumption 3", ref_conference="Assumption 3",
     statement="the RS-Hadamard codes: GF(2^m) tables are fields for every m used; exact coherence two ways",
     check=_rs_codes,
@@ -589,12 +621,6 @@ register(Claim(
 ))
 
 # ---------------------------------------------------------------- experimental-encoding
-
-
-def _tail_by_counting(d_e: int, mu: float) -> Fraction:
-    """P(|<w, w'>| > mu) for independent Rademacher words, by counting sign patterns:
-    <w, w'> = (2b - d_e)/d_e with b ~ Binomial(d_e, 1/2)."""
-    return Fraction(sum(math.comb(d_e, b) for b in range(d_e + 1) if abs(2 * b - d_e) > mu * d_e), 2 ** d_e)
 
 
 def _experimental(ctx: Context, tail=None) -> Outcome:
@@ -627,7 +653,7 @@ def _experimental(ctx: Context, tail=None) -> Outcome:
                    value=z, limit=6.0)
 
 
-register(Claim(
+register(Legacy(
     id="experimental-encoding", ref_seed="Appendix E", ref_conference="Appendix E",
     statement="the experiments' d_e = floor(5 ln N) at N = 100: about 52.6 of 4950 code pairs exceed 1/2 "
               "(exact tail = sign-pattern count = Monte Carlo)",

@@ -55,13 +55,6 @@ def test_teacher_second_moment_averaged_over_draws():
     assert m_bad > 2.0  # 8 x 13/24 in expectation
 
 
-def test_short_rows_keep_the_coherence_but_fail_unit_rows():
-    rad = rademacher_codebook(256, mu_max=0.5, delta=1e-3, generator=torch.Generator().manual_seed(0))
-    short = rad.omega * math.sqrt(rad.d_e / (rad.d_e + 1))
-    holds, mu, off, _ = setup._codebook_rows("short", 256, rad.d_e, short, setup._coherence_rounding(rad))
-    assert mu <= 0.5 and off == pytest.approx(1 / (rad.d_e + 1), rel=1e-5) and not holds
-
-
 def test_lemma12_radius_and_its_falsifier():
     ok, bad = setup._lemma12(CTX), setup._lemma12(CTX, union_bound=False)
     assert ok.holds and not bad.holds
@@ -104,32 +97,50 @@ def test_rs_codes_and_experimental_encoding_report_value_and_limit():
     assert setup._rs_codes(CTX, polys={4: 0b10101}).value == 1.0  # one reducible table, the codes still agree
 
 
-def test_custom_codes_and_tails_hold():
-    ok, line = setup._custom_codes(CTX)
-    assert ok and "refused / accepted" in line, line
-    ok, line = setup._tails()
-    assert ok, line
-
-
-def test_gram_mu_of_a_small_code():
-    omega = torch.tensor([[1.0, 0.0], [0.6, 0.8], [0.0, 1.0]], dtype=torch.float64)
-    assert setup._gram_mu(omega) == pytest.approx(0.8)
-
-
-def test_coherence_edges_hold_and_a_tries_slip_is_seen(monkeypatch):
-    ok, detail = setup._coherence_edges(CTX)
-    assert ok, detail
-    real = setup.rademacher_codebook
-
-    def off_by_one(*args, **kw):  # tries counted from 2
-        book = real(*args, **kw)
-        book.params["tries"] += 1
-        return book
-
-    monkeypatch.setattr(setup, "rademacher_codebook", off_by_one)
-    assert not setup._coherence_edges(CTX)[0]
-
-
 def test_normal_moment_ratio_hand_values():
     assert setup._normal_moment_ratio(2.0) == pytest.approx(1 / 4)  # E y^2 = 1, / 2^2
     assert setup._normal_moment_ratio(1.0) == pytest.approx(2 / math.pi)  # (E|y|)^2 = 2/pi
+
+
+# ---------------------------------------------------------------- declared claims
+
+from qstr.verify.claims import all_claims  # noqa: E402
+
+
+def _claim(cid):
+    claim = all_claims()[cid]
+    return claim, claim.inputs(CTX)
+
+
+def test_assumption3_checks_hold_and_each_fault_fails_its_checks():
+    """Every check of assumption-3 holds; every fault makes each of its named checks fail."""
+    claim, inp = _claim("assumption-3")
+    for check in claim.checks:
+        assert check.run(inp, CTX).holds, check.name
+    for fault in claim.faults:
+        broken = fault.apply(inp, CTX)
+        for name in fault.breaks:
+            assert not claim.check(name).run(broken, CTX).holds, (fault.name, name)
+
+
+def test_assumption3_experimental_codes_exceed_one_half_and_short_rows_are_seen():
+    """The experiments' codes measure mu = 17/23 at this seed; short rows miss 1 by 1/(d_e + 1)."""
+    claim, inp = _claim("assumption-3")
+    faults = {f.name: f for f in claim.faults}
+    v = claim.check("coherence <= 1/2").run(
+        faults["d_e = floor(5 ln N) at N = 100 (the experiments)"].apply(inp, CTX), CTX)
+    assert v.measured > 0.5 and "experimental" in v.detail
+    short = faults["rows normalised by sqrt(d_e + 1)"].apply(inp, CTX)
+    d_e = short.books[0][1].d_e
+    v = claim.check("unit rows").run(short, CTX)
+    assert v.measured == pytest.approx(1 / (d_e + 1), rel=1e-5)
+
+
+def test_assumption3_headline_is_the_coherence_and_faults_leave_inputs_alone():
+    """The first check is Assumption 3's inequality; a fault returns new inputs."""
+    claim, inp = _claim("assumption-3")
+    assert claim.checks[0].name == "coherence <= 1/2"
+    books = inp.books
+    for fault in claim.faults:
+        assert fault.apply(inp, CTX) is not inp
+    assert inp.books is books and claim.check("coherence <= 1/2").run(inp, CTX).measured <= 0.5 + 1e-12
