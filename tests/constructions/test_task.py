@@ -144,3 +144,18 @@ def test_sample_bytes_hand_value_and_bad_input():
     for bad in (dict(B=0), dict(B=2.5), dict(B=2, dtype=torch.int64)):
         with pytest.raises(ValueError):
             task.sample_bytes(**bad)
+
+
+@settings(max_examples=60, deadline=None)
+@given(prompts(max_N=10, max_d=3, max_q=3, max_B=3))
+def test_prompt_accessors_agree_with_the_tensors(case):
+    """(B, N) = x's leading shape, selected()[b, i, k] = x[b, t_bik], task.label(x, t) = y, and
+    task.sample_bytes = the bytes of x, twice the gathered tokens, y and t (from data-model)."""
+    task, p = case
+    assert (p.B, p.N) == tuple(p.x.shape[:2])
+    direct = p.x[torch.arange(p.B)[:, None, None], p.t]
+    assert torch.equal(p.selected(), direct)
+    tol = 1e-5 if p.x.dtype == torch.float32 else 1e-12
+    assert torch.allclose(task.label(p.x, p.t), p.y, rtol=tol, atol=tol)
+    counted = p.x.nbytes + 2 * p.selected().nbytes + p.y.nbytes + p.t.nbytes
+    assert task.sample_bytes(p.B, p.x.dtype) == counted

@@ -10,7 +10,7 @@ from typing import Callable, Dict, Tuple
 
 import numpy as np
 import torch
-from hypothesis import HealthCheck, Verbosity, given, settings
+from hypothesis import HealthCheck, Verbosity, given, seed, settings
 
 from qstr.bounds.attention import lemma12_radius
 from qstr.constructions.codes import (
@@ -32,6 +32,7 @@ from qstr.constructions.task import QSTR, Prompts, gather_tokens, moment_check
 from qstr.verify.claim import Check, Claim, Context, Fault, Ref, Verdict, at_least, at_most, close, exact
 from qstr.verify.legacy import Claim as Legacy, Outcome
 from qstr.verify.registry import register
+from qstr.verify.properties import assert_index_structure
 from qstr.verify.rounding import Rounding
 from qstr.verify.strategies import prompts
 
@@ -283,64 +284,131 @@ register(Claim(
 
 from qstr.verify.legacy import Context as LegacyContext  # noqa: F401
 from qstr.constructions.codes import coherence_report, experimental_dim  # noqa: E402
-from qstr.verify.properties import assert_valid_prompts  # noqa: E402
 # ---------------------------------------------------------------- data-model
 
 
-def _assert_labels_and_selection(task: QSTR, p: Prompts) -> None:
-    """Definition 2 through the public accessors: (B, N) = x's leading shape, p.selected()[b, i, k] = x[b, t_bik]
-    (indexed directly), and task.label(x, t) = y, the labels of given prompts (same dtype: equal to rounding); the
-    memory the sampler checks before allocating (task.sample_bytes) = the bytes of x, twice the gathered tokens, y
-    and t."""
-    assert (p.B, p.N) == tuple(p.x.shape[:2]), f"(B, N) = {(p.B, p.N)} for x of shape {tuple(p.x.shape)}"
-    direct = p.x[torch.arange(p.B, device=p.x.device)[:, None, None], p.t]
-    assert torch.equal(p.selected(), direct), "selected() is not x[b, t[b, i, k]]"
-    tol = 1e-5 if p.x.dtype == torch.float32 else 1e-12
-    assert torch.allclose(task.label(p.x, p.t), p.y, rtol=tol, atol=tol), "task.label(x, t) differs from y"
-    counted = p.x.nbytes + 2 * p.selected().nbytes + p.y.nbytes + p.t.nbytes
-    assert task.sample_bytes(p.B, p.x.dtype) == counted, \
-        f"sample_bytes = {task.sample_bytes(p.B, p.x.dtype)}, the batch's tensors take {counted}"
+@dataclass(frozen=True)
+class DataModelInputs:
+    """Sampled batches (task, prompts) of hypothesis-drawn qSTR tasks (Definition 2)."""
+
+    cases: Tuple[Tuple[QSTR, Prompts], ...]
 
 
-def _run_property(ctx: Context, corrupt: bool) -> Outcome:
-    """Run the Definition 2 property over hypothesis-drawn tasks; count counterexamples."""
-    n = ctx.pick(quick=60, full=400)
-    failures = []
+def data_model_inputs(ctx: Context) -> DataModelInputs:
+    """Tasks drawn by ``qstr.verify.strategies.prompts`` (N <= 10, d <= 3, q <= 3, B <= 3), each
+    sampled as users sample it; the draws are seeded by name."""
+    cases = []
 
-    @settings(max_examples=n, database=None, deadline=None, derandomize=True, verbosity=Verbosity.quiet,
-              suppress_health_check=list(HealthCheck))
+    @settings(max_examples=ctx.pick(quick=60, full=400), database=None, deadline=None,
+              verbosity=Verbosity.quiet, suppress_health_check=list(HealthCheck))
     @given(prompts(max_N=10, max_d=3, max_q=3, max_B=3, device=ctx.device))
-    def prop(case):
-        task, p = case
-        if corrupt:
-            p = _off_by_one(task, p)
-        assert_valid_prompts(task, p, p.x.dtype)
-        _assert_labels_and_selection(task, p)
+    def draw(case):
+        cases.append(case)
 
+    seed(ctx.seed_of("data-model/tasks"))(draw)()
+    return DataModelInputs(tuple(cases))
+
+
+def _label_error(task: QSTR, p: Prompts):
+    """(max |y - g(x_t)|, its rounding) with x_t read by direct indexing x[b, t[b, i, k]]."""
+    direct = p.x[torch.arange(p.B, device=p.x.device)[:, None, None], p.t]
+    want = task.link(direct)
+    err = float((p.y - want).abs().max())
+    scale = max(1.0, float(want.abs().max()))
+    return err, Rounding(n=task.q * task.d + 16, scale=scale, dtype=p.x.dtype,
+                         what="(q d + 16) eps max(1, |y|max)")
+
+
+def dm_labels(inp: DataModelInputs, ctx: Context) -> Verdict:
+    """Definition 2: y_i = g(x_{t_i}) at every position of every sampled prompt (worst case)."""
+    (err, rnd), (task, p) = max(((_label_error(*c), c) for c in inp.cases),
+                                key=lambda v: v[0][0] - v[0][1].term)
+    return at_most(err, 0.0, rnd, detail=f"max |y - g(x_t)| over {len(inp.cases)} batches, worst: "
+                   f"N={task.N} d={task.d} q={task.q} {task.variant}/{task.indices} {p.x.dtype}")
+
+
+def _structure_fault(task: QSTR, p: Prompts) -> str:
+    """'' or what breaks Definition 2's index structure (verify.properties.assert_index_structure)."""
     try:
-        prop()
+        assert_index_structure(task, p)
     except AssertionError as exc:
-        failures.append(str(exc).splitlines()[0])
-    measured = f"{len(failures)} counterexample(s) / {n} examples"
-    tol = "labels compared to g(x_t) within the rounding tolerance 1e-5 (float32) / 1e-12 (float64), rtol and atol"
-    what = "value = counterexamples found (hypothesis stops at the first, after shrinking), limit 0"
-    return Outcome(measured=measured, bound="0 counterexamples", holds=not failures,
-                   detail="; ".join(failures + [tol, what]), dtype="float32+float64",
-                   value=float(len(failures)), limit=0.0)
+        return str(exc)
+    return ""
 
 
-def _off_by_one(task, p: Prompts) -> Prompts:
+def dm_structure(inp: DataModelInputs, ctx: Context) -> Verdict:
+    """Simple prompts share one t; distinct, few-heads and half-zero variants as defined."""
+    bad = [(task, why) for task, p in inp.cases for why in [_structure_fault(task, p)] if why]
+    first = f"; first: N={bad[0][0].N} {bad[0][0].variant}: {bad[0][1]}" if bad else ""
+    return exact(len(bad), 0, detail=f"batches breaking the index structure of {len(inp.cases)}{first}")
+
+
+def dm_index_range(inp: DataModelInputs, ctx: Context) -> Verdict:
+    """Every index t_{i,k} lies in [0, N): the largest distance outside it over the batches."""
+    out = max(max(0, -int(p.t.min()), int(p.t.max()) - (task.N - 1)) for task, p in inp.cases)
+    return exact(out, 0, detail="max distance of an index outside [0, N)")
+
+
+def _shape_fault(task: QSTR, p: Prompts) -> str:
+    B, N, d, q = p.x.shape[0], task.N, task.d, task.q
+    y_shape = (B, N) if task.link.out_dim is None else (B, N, task.link.out_dim)
+    if (tuple(p.x.shape), tuple(p.t.shape), tuple(p.y.shape)) != ((B, N, d), (B, N, q), y_shape):
+        return f"shapes x {tuple(p.x.shape)}, t {tuple(p.t.shape)}, y {tuple(p.y.shape)}"
+    if p.y.dtype != p.x.dtype or p.t.dtype != torch.long:
+        return f"dtypes x {p.x.dtype}, y {p.y.dtype}, t {p.t.dtype}"
+    return ""
+
+
+def dm_shapes(inp: DataModelInputs, ctx: Context) -> Verdict:
+    """x is (B, N, d), t is (B, N, q) of longs, y is (B, N) (or (B, N, out)) of x's dtype."""
+    bad = [why for task, p in inp.cases for why in [_shape_fault(task, p)] if why]
+    return exact(len(bad), 0, detail=f"batches with a wrong shape or dtype{': ' + bad[0] if bad else ''}")
+
+
+def _each_case(edit):
+    return lambda inp, ctx: replace(inp, cases=tuple((task, edit(task, p)) for task, p in inp.cases))
+
+
+def _off_by_one(task: QSTR, p: Prompts) -> Prompts:
     """A broken sampler: labels read the token after the indexed one."""
-    shifted = (p.t + 1) % task.N
-    return Prompts(x=p.x, t=p.t, y=task.link(gather_tokens(p.x, shifted)))
+    return Prompts(x=p.x, t=p.t, y=task.link(gather_tokens(p.x, (p.t + 1) % task.N)))
 
 
-register(Legacy(
-    id="data-model", ref_seed="Definition 2", ref_conference="Definition 1",
+def _per_position_t(task: QSTR, p: Prompts) -> Prompts:
+    """A sampler that draws t per position for simple prompts (labels kept consistent)."""
+    t = (p.t + torch.arange(task.N, device=p.t.device)[None, :, None]) % task.N
+    return Prompts(x=p.x, t=t, y=task.link(gather_tokens(p.x, t)))
+
+
+def _one_based(task: QSTR, p: Prompts) -> Prompts:
+    """Indices counted from 1: t in [1, N]."""
+    return Prompts(x=p.x, t=p.t + 1, y=p.y)
+
+
+def _wide_labels(task: QSTR, p: Prompts) -> Prompts:
+    """Labels returned in the other float dtype than the tokens."""
+    return Prompts(x=p.x, t=p.t, y=p.y.to(torch.float32 if p.y.dtype == torch.float64 else torch.float64))
+
+
+register(Claim(
+    id="data-model", ref=Ref("Definition 2", "Definition 1"),
     statement="sampled qSTR batches: y_i = g(x_{t_i}) everywhere, simple prompts share t, shapes/dtypes",
-    check=lambda ctx: _run_property(ctx, corrupt=False),
-    falsifier=lambda ctx: _run_property(ctx, corrupt=True),
-    falsifier_statement="labels read x_{t_i + 1} (off-by-one sampler) must be caught",
+    inputs=data_model_inputs,
+    checks=[
+        Check("labels y_i = g(x_t_i)", dm_labels),
+        Check("index structure as defined", dm_structure),
+        Check("indices in [0, N)", dm_index_range),
+        Check("shapes and dtypes", dm_shapes),
+    ],
+    faults=[
+        Fault("labels read x_{t_i + 1} (off-by-one sampler)", _each_case(_off_by_one),
+              breaks=("labels y_i = g(x_t_i)",)),
+        Fault("simple prompts with t drawn per position", _each_case(_per_position_t),
+              breaks=("index structure as defined",)),
+        Fault("indices counted from 1", _each_case(_one_based), breaks=("indices in [0, N)",)),
+        Fault("labels in the other dtype", _each_case(_wide_labels), breaks=("shapes and dtypes",)),
+    ],
+    builds=(QSTR.sample,), derivation=SETTING,
 ))
 
 # ---------------------------------------------------------------- assumption-1

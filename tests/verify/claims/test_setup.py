@@ -144,3 +144,30 @@ def test_assumption3_headline_is_the_coherence_and_faults_leave_inputs_alone():
     for fault in claim.faults:
         assert fault.apply(inp, CTX) is not inp
     assert inp.books is books and claim.check("coherence <= 1/2").run(inp, CTX).measured <= 0.5 + 1e-12
+
+
+def _holds_and_caught(cid):
+    claim, inp = _claim(cid)
+    for check in claim.checks:
+        v = check.run(inp, CTX)
+        assert v.holds, (check.name, v)
+    for fault in claim.faults:
+        broken = fault.apply(inp, CTX)
+        for name in fault.breaks:
+            v = claim.check(name).run(broken, CTX)
+            assert not v.holds, (fault.name, name, v)
+    return claim, inp
+
+
+def test_data_model_checks_hold_and_each_fault_is_caught():
+    """Definition 2 on hypothesis-drawn tasks: every check holds, every fault is caught."""
+    claim, inp = _holds_and_caught("data-model")
+    assert len(inp.cases) == 60
+
+
+def test_data_model_off_by_one_labels_are_far_off():
+    """The off-by-one sampler's labels differ from g(x_t) by far more than rounding."""
+    claim, inp = _claim("data-model")
+    fault = next(f for f in claim.faults if "off-by-one" in f.name)
+    v = claim.check("labels y_i = g(x_t_i)").run(fault.apply(inp, CTX), CTX)
+    assert v.measured > 0.1 and v.rounding < 1e-4
