@@ -159,3 +159,19 @@ def test_prompt_accessors_agree_with_the_tensors(case):
     assert torch.allclose(task.label(p.x, p.t), p.y, rtol=tol, atol=tol)
     counted = p.x.nbytes + 2 * p.selected().nbytes + p.y.nbytes + p.t.nbytes
     assert task.sample_bytes(p.B, p.x.dtype) == counted
+
+
+def test_moment_report_fields_as_asked():
+    """moment_check's report (from assumption-1): C_x, C_y = the largest ratios, s, the orders and
+    the sample count as asked; holds(C_x, C_y) is Assumption 1 with those constants, met at the
+    measured constants and not just below either; default orders (1, 2, 4, 8), s = 1."""
+    orders = (1.0, 2.0, 3.0, 4.0)
+    task = QSTR(N=64, d=4, link=make_link("linear", 1, 4, generator=torch.Generator().manual_seed(14)))
+    rep = moment_check(task, B=400, generator=torch.Generator().manual_seed(24), orders=orders)
+    assert rep.C_x == max(mx for _, mx, _ in rep.per_order)
+    assert rep.C_y == max(my for *_, my in rep.per_order)
+    assert rep.s == 1.0 and rep.orders == orders and rep.samples == 400 * 64
+    assert rep.holds(1.0, rep.C_y) and not rep.holds(0.999 * rep.C_x, 2 * rep.C_y + 1)
+    assert not rep.holds(1.0, 0.999 * rep.C_y)
+    default = moment_check(task, B=8, generator=torch.Generator().manual_seed(29))
+    assert default.orders == (1.0, 2.0, 4.0, 8.0) and default.s == 1.0

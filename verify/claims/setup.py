@@ -413,75 +413,121 @@ register(Claim(
 
 # ---------------------------------------------------------------- assumption-1
 
+A1_ORDERS = (1.0, 2.0, 3.0, 4.0)
+A1_DIMS = (1, 4, 16)
+A1_TOL = 0.05  # Monte Carlo: the r = 4 ratio's standard error over B N = 25,600 draws is ~1 % (d = 1)
 
-def _chi_moment_ratio(d: int, r: float) -> float:
+
+def chi_moment_ratio(d: int, r: float) -> float:
     """E[||x||^r]^(2/r) / (d r) for x ~ N(0, I_d): E||x||^r = 2^(r/2) Gamma((d + r)/2) / Gamma(d/2)."""
     log_m = (r / 2) * math.log(2) + math.lgamma((d + r) / 2) - math.lgamma(d / 2)
     return math.exp(2 * log_m / r) / (d * r)
 
 
-A1_ORDERS = (1.0, 2.0, 3.0, 4.0)
-
-
-def _normal_moment_ratio(r: float, s: float = 1.0) -> float:
+def normal_moment_ratio(r: float, s: float = 1.0) -> float:
     """E[|y|^r]^(2/r) / r^(2s) for y ~ N(0, 1): E|y|^r = 2^(r/2) Gamma((r + 1)/2) / sqrt(pi)."""
     log_m = (r / 2) * math.log(2) + math.lgamma((r + 1) / 2) - 0.5 * math.log(math.pi)
     return math.exp(2 * log_m / r) / r ** (2 * s)
 
 
-def _assumption1(ctx: Context, scale: float = 1.0) -> Outcome:
-    """Monte Carlo token moments of the qSTR sampler against the chi closed form, and C_x <= 1.
+@dataclass(frozen=True)
+class Assumption1Inputs:
+    """moment_check reports of the qSTR sampler (linear link: y ~ N(0, 1)) per d, and the closed
+    forms they are compared with."""
 
-    Assumption 1 asks E[||x||^r]^(1/r) <= sqrt(C_x d r) for every r >= 1; for N(0, I_d) tokens the
-    ratio E[||x||^r]^(2/r) / (d r) has the closed form above, largest at r = 1, below 1."""
+    reports: Tuple[Tuple[int, object], ...]  # (d, MomentReport)
+    chi_ratio: Callable[[int, float], float]
+    normal_ratio: Callable[[float], float]
+
+
+def _a1_tasks(ctx: Context) -> Tuple[Tuple[int, QSTR], ...]:
+    return tuple((d, QSTR(N=64, d=d, link=make_link(
+        "linear", 1, d, generator=ctx.generator("assumption-1/link", d)))) for d in A1_DIMS)
+
+
+def _a1_reports(tasks, ctx: Context):
     B = ctx.pick(quick=400, full=4000)
-    rows, ok, worst = [], True, 0.0
-    for d in (1, 4, 16):
-        task = QSTR(N=64, d=d, link=make_link("linear", 1, d, generator=ctx.generator(10 + d)))
-        if scale != 1.0:  # the falsifier: a sampler drawing x ~ N(0, scale^2 I) by mistake
-            task = _scaled_tokens(task, scale)
-        rep = moment_check(task, B=B, generator=ctx.generator(20 + d, ctx.device), orders=A1_ORDERS,
-                           device=ctx.device)
-        exact = [_chi_moment_ratio(d, r) for r in A1_ORDERS]
-        exact_y = [_normal_moment_ratio(r) for r in A1_ORDERS]  # the linear link's labels: y = <u, x_t> ~ N(0, 1)
-        # Monte Carlo: the standard error of the r = 4 ratio over B N = 25,600 draws is about 1 % (d = 1)
-        tol = 0.05
-        close = all(abs(mx / ex - 1) <= tol and abs(my / ey - 1) <= tol
-                    for (_, mx, my), ex, ey in zip(rep.per_order, exact, exact_y))
-        close &= (rep.C_x == max(mx for _, mx, _ in rep.per_order) and rep.C_y == max(my for *_, my in rep.per_order)
-                  and rep.s == 1.0 and rep.orders == A1_ORDERS and rep.samples == B * 64)
-        # rep.holds(C_x, C_y) is Assumption 1 with those constants: met at (1, the measured C_y), not just below either
-        verdict = (rep.holds(1.0, rep.C_y) and not rep.holds(0.999 * rep.C_x, 2 * rep.C_y + 1)
-                   and not rep.holds(1.0, 0.999 * rep.C_y))
-        ok = ok and close and rep.C_x <= 1.0 and verdict
-        worst = max(worst, rep.C_x)
-        rows.append(f"d={d}: C_x = {rep.C_x:.4f} (closed form {max(exact):.4f}; report.holds(1, C_y) and not just "
-                    f"below either constant: {verdict}), orders {A1_ORDERS} "
-                    f"MC/closed = {', '.join(f'{mx / ex:.3f}' for (_, mx, _), ex in zip(rep.per_order, exact))}, "
-                    f"labels' C_y ratios E|y|^r^(2/r) / r^2 MC/closed (normal) = "
-                    f"{', '.join(f'{my / ey:.3f}' for (*_, my), ey in zip(rep.per_order, exact_y))}")
-    defaults = moment_check(task, B=8, generator=ctx.generator(29, ctx.device), device=ctx.device)
-    ok = ok and defaults.orders == (1.0, 2.0, 4.0, 8.0) and defaults.s == 1.0
-    rows.append(f"default orders (1, 2, 4, 8) and s = 1: {defaults.orders == (1.0, 2.0, 4.0, 8.0) and defaults.s == 1.0}; "
-                f"report: C_x, C_y = the largest ratios, s, orders and sample count as asked")
-    return Outcome(measured=f"C_x = {worst:.4f}", bound="<= 1, MC within 5% of closed form", holds=ok,
-                   value=worst, limit=1.0,
-                   detail=f"{B} prompts x 64 tokens per d; " + "; ".join(rows))
+    return tuple((d, moment_check(task, B=B, orders=A1_ORDERS, device=ctx.device,
+                                  generator=ctx.generator("assumption-1/tokens", d, device=ctx.device)))
+                 for d, task in tasks)
 
 
-def _scaled_tokens(task: QSTR, scale: float) -> QSTR:
-    class Scaled(QSTR):
-        def sample_tokens(self, B, *, generator, device, dtype):
-            return scale * super().sample_tokens(B, generator=generator, device=device, dtype=dtype)
-
-    return Scaled(N=task.N, d=task.d, link=task.link)
+def assumption1_inputs(ctx: Context) -> Assumption1Inputs:
+    """Monte Carlo token and label moments at r = 1..4, d = 1, 4, 16 (Assumption 1)."""
+    return Assumption1Inputs(_a1_reports(_a1_tasks(ctx), ctx), chi_moment_ratio, normal_moment_ratio)
 
 
-register(Legacy(
-    id="assumption-1", ref_seed="Assumption 1", ref_conference="Assumption 1",
-    statement="sampled tokens: E[||x||^r]^(1/r) <= sqrt(C_x d r) with C_x <= 1, Monte Carlo = chi closed form",
-    check=_assumption1, falsifier=lambda ctx: _assumption1(ctx, scale=1.5),
-    falsifier_statement="tokens drawn with standard deviation 1.5 instead of 1 must be caught",
+def a1_c_x(inp: Assumption1Inputs, ctx: Context) -> Verdict:
+    """Assumption 1 with C_x = 1: E[||x||^r]^(1/r) <= sqrt(d r), the largest measured ratio."""
+    C_x, d, rep = max((rep.C_x, d, rep) for d, rep in inp.reports)
+    rnd = Rounding(n=rep.samples, scale=C_x, what="(B N) eps C_x")
+    return at_most(C_x, 1.0, rnd, detail=f"C_x = max_r E||x||^r^(2/r) / (d r), worst d = {d}, "
+                   f"{rep.samples} tokens")
+
+
+def _worst_ratio(inp: Assumption1Inputs, column: int, closed):
+    """max |MC / closed - 1| over d and r: (deviation, ratio, d, r)."""
+    rows = [(abs(row[column] / closed(d, row[0]) - 1), row[column] / closed(d, row[0]), d, row[0])
+            for d, rep in inp.reports for row in rep.per_order]
+    return max(rows)
+
+
+def a1_tokens(inp: Assumption1Inputs, ctx: Context) -> Verdict:
+    """Token moments E[||x||^r]^(2/r) / (d r): Monte Carlo = the chi closed form, within 5%."""
+    _, ratio, d, r = _worst_ratio(inp, 1, inp.chi_ratio)
+    return close(ratio, 1.0, A1_TOL, detail=f"MC / closed form, worst at d = {d}, r = {r:g}")
+
+
+def a1_labels(inp: Assumption1Inputs, ctx: Context) -> Verdict:
+    """Label moments E[|y|^r]^(2/r) / r^2 (y ~ N(0, 1)): Monte Carlo = the normal closed form."""
+    _, ratio, d, r = _worst_ratio(inp, 2, lambda d, r: inp.normal_ratio(r))
+    return close(ratio, 1.0, A1_TOL, detail=f"MC / closed form, worst at d = {d}, r = {r:g}")
+
+
+class _Scaled(QSTR):
+    """A sampler drawing x ~ N(0, scale^2 I) by mistake."""
+
+    scale = 1.5
+
+    def sample_tokens(self, B, *, generator, device, dtype):
+        return self.scale * super().sample_tokens(B, generator=generator, device=device, dtype=dtype)
+
+
+def _wide_tokens(inp: Assumption1Inputs, ctx: Context) -> Assumption1Inputs:
+    """Tokens drawn with standard deviation 1.5 instead of 1."""
+    tasks = tuple((d, _Scaled(N=t.N, d=t.d, link=t.link)) for d, t in _a1_tasks(ctx))
+    return replace(inp, reports=_a1_reports(tasks, ctx))
+
+
+def _wide_labels(inp: Assumption1Inputs, ctx: Context) -> Assumption1Inputs:
+    """A linear link whose direction has norm 1.5: labels ~ N(0, 2.25)."""
+    tasks = tuple((d, QSTR(N=t.N, d=t.d, link=CallableLink(q=1, d=d, fn=lambda xt, g=t.link: 1.5 * g(xt))))
+                  for d, t in _a1_tasks(ctx))
+    return replace(inp, reports=_a1_reports(tasks, ctx))
+
+
+def _chi_of_d_plus_one(inp: Assumption1Inputs, ctx: Context) -> Assumption1Inputs:
+    """The chi closed form with d + 1 degrees of freedom."""
+    return replace(inp, chi_ratio=lambda d, r: chi_moment_ratio(d + 1, r))
+
+
+register(Claim(
+    id="assumption-1", ref=Ref("Assumption 1", "Assumption 1"),
+    statement="sampled tokens: E[||x||^r]^(1/r) <= sqrt(C_x d r) with C_x <= 1, Monte Carlo = chi "
+              "closed form",
+    inputs=assumption1_inputs,
+    checks=[Check("C_x <= 1", a1_c_x), Check("token moments = chi closed form", a1_tokens),
+            Check("label moments = normal closed form", a1_labels)],
+    faults=[
+        Fault("tokens with standard deviation 1.5", _wide_tokens,
+              breaks=("C_x <= 1", "token moments = chi closed form")),
+        Fault("labels with standard deviation 1.5", _wide_labels,
+              breaks=("label moments = normal closed form",)),
+        Fault("the chi closed form at d + 1", _chi_of_d_plus_one,
+              breaks=("token moments = chi closed form",)),
+    ],
+    builds=(QSTR.sample, moment_check), bounds=(chi_moment_ratio, normal_moment_ratio),
+    derivation=SETTING,
 ))
 
 # ---------------------------------------------------------------- assumption-2 (links)

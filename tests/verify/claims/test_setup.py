@@ -171,3 +171,28 @@ def test_data_model_off_by_one_labels_are_far_off():
     fault = next(f for f in claim.faults if "off-by-one" in f.name)
     v = claim.check("labels y_i = g(x_t_i)").run(fault.apply(inp, CTX), CTX)
     assert v.measured > 0.1 and v.rounding < 1e-4
+
+
+def test_assumption1_checks_hold_and_each_fault_is_caught():
+    """Assumption 1's checks hold; wide tokens, wide labels and a shifted closed form are caught."""
+    claim, inp = _holds_and_caught("assumption-1")
+    fault = next(f for f in claim.faults if f.name.startswith("tokens"))
+    assert claim.check("C_x <= 1").run(fault.apply(inp, CTX), CTX).measured > 1.4  # 2.25 x 0.97
+
+
+@pytest.mark.parametrize("d, r, want", [(1, 1, 2 / math.pi), (1, 2, 0.5), (3, 2, 1 / 2),
+                                        (2, 1, math.pi / 4)])
+def test_chi_closed_form_hand_values(d, r, want):
+    """E|z| = sqrt(2/pi); E||x||^2 = d; E||x|| = sqrt(pi/2) at d = 2."""
+    _, inp = _claim("assumption-1")
+    assert inp.chi_ratio(d, r) == pytest.approx(want, rel=1e-12)
+
+
+def test_chi_ratio_is_below_one_and_largest_at_r_1_and_normal_hand_values():
+    """The chi ratio is largest at r = 1 and below 1; E y^2 / 4 = 1/4, (E|y|)^2 = 2/pi."""
+    _, inp = _claim("assumption-1")
+    for d in (1, 2, 16, 256):
+        vals = [inp.chi_ratio(d, r) for r in (1, 1.5, 2, 4, 8, 32)]
+        assert max(vals) == vals[0] < 1
+    assert inp.normal_ratio(2.0) == pytest.approx(1 / 4)
+    assert inp.normal_ratio(1.0) == pytest.approx(2 / math.pi)
