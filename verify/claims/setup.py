@@ -532,9 +532,47 @@ register(Claim(
 
 # ---------------------------------------------------------------- assumption-2 (links)
 
+A2_Q, A2_D = 3, 4
+A2_TEACHERS = 400  # random teachers averaged over (quick and full)
+A2_Z = 6.0  # standard errors allowed between a Monte Carlo mean and its stated value
 # E g^2 for q distinct N(0, I_d) tokens, as the links are stated (constructions/links.py)
 A2_SECOND_MOMENT = {"linear": lambda q, d: 1.0, "hermite": lambda q, d: 1.0, "sqnorm": lambda q, d: 2.0,
                     "mean": lambda q, d: d / q, "mean-projected": lambda q, d: 1.0 / q}
+
+
+def teacher_second_moment_closed(q: int, d: int) -> float:
+    """The random teacher's E g^2 = m E a_j^2 E relu(w.x + b)^2 = (1 + 1/(q d)) / 2 (a ~ N(0, 1/m),
+    W, b ~ N(0, 1/(q d)); cross terms vanish, E relu(z)^2 = E z^2 / 2 for symmetric z)."""
+    return (1 + 1 / (q * d)) / 2
+
+
+@dataclass(frozen=True)
+class Assumption2Inputs:
+    """The links users get from make_link, Gaussian tokens (and some of norm 10), the teacher's
+    draw, and the stated second moments."""
+
+    links: Tuple[Tuple[str, object], ...]
+    xt: torch.Tensor  # (n, q, d) N(0, I) tokens
+    big: torch.Tensor  # tokens of norm 10, for the exact nets
+    teacher: Callable[[torch.Generator], object]  # a generator -> a random teacher link
+    stated: Dict[str, Callable[[int, int], float]]
+    teacher_closed: Callable[[int, int], float]
+
+
+def _draw_teacher(g: torch.Generator):
+    return make_link("teacher", A2_Q, A2_D, generator=g)
+
+
+def assumption2_inputs(ctx: Context) -> Assumption2Inputs:
+    """Each link of constructions/links.py at q = 3, d = 4, and n Gaussian token triples."""
+    n = ctx.pick(quick=100_000, full=1_000_000)
+    links = tuple((name, make_link(name, A2_Q, A2_D, generator=ctx.generator("assumption-2/link", i)))
+                  for i, name in enumerate(("linear", "hermite", "sqnorm", "mean", "mean-projected",
+                                            "teacher")))
+    xt = torch.randn(n, A2_Q, A2_D, generator=ctx.generator("assumption-2/tokens"), dtype=torch.float64)
+    big = xt[:2000] * (10.0 / xt[:2000].norm(dim=-1, keepdim=True))
+    return Assumption2Inputs(links, xt, big, _draw_teacher, dict(A2_SECOND_MOMENT),
+                             teacher_second_moment_closed)
 
 
 def _second_moment(link, xt: torch.Tensor):
@@ -544,109 +582,112 @@ def _second_moment(link, xt: torch.Tensor):
     return float(sq.mean()), float(sq.std() / math.sqrt(sq.numel()))
 
 
-A2_TEACHERS = 400  # random teachers averaged over (quick and full)
+def a2_second_moments(inp: Assumption2Inputs, ctx: Context) -> Verdict:
+    """Each link's E g^2 (Monte Carlo) = its stated value: the largest |mean - stated| / se."""
+    rows = []
+    for name, link in inp.links:
+        if name in inp.stated:
+            m, se = _second_moment(link, inp.xt)
+            want = inp.stated[name](A2_Q, A2_D)
+            rows.append((abs(m - want) / se, name, m, se, want))
+    z, name, m, se, want = max(rows)
+    return at_most(z, A2_Z, detail=f"standard errors, worst: {name}: E g^2 = {m:.4f} +- {se:.1g} vs "
+                   f"stated {want:.4g} ({len(inp.xt)} draws)")
 
 
-def teacher_second_moment(draw, q: int, d: int, generator: torch.Generator, n_x: int = 32) -> tuple:
-    """Assumption 2 for the random teacher: E g^2, averaged over ``A2_TEACHERS`` draws (``draw(generator)`` -> link), each on its own
-    n_x Gaussian inputs: (estimate, standard error over the teachers). With a ~ N(0, 1/m), W and b ~ N(0, 1/(q d))
-    (constructions/links.py: make_link), E g^2 = m E a_j^2 E relu(w.x + b)^2 = (1 + 1/(q d)) / 2 (the cross terms
-    vanish in E a_j a_k; E relu(z)^2 = E z^2 / 2 for symmetric z)."""
+def _teacher_moment(inp: Assumption2Inputs, ctx: Context):
+    """E g^2 averaged over A2_TEACHERS teachers, each on its own 32 Gaussian inputs: (mean, se)."""
+    g = ctx.generator("assumption-2/teachers")
     means = []
     for _ in range(A2_TEACHERS):
-        link = draw(generator)
-        xt = torch.randn(n_x, q, d, generator=generator, dtype=torch.float64)
+        link = inp.teacher(g)
+        xt = torch.randn(32, A2_Q, A2_D, generator=g, dtype=torch.float64)
         means.append(float(link(xt).pow(2).mean()))
     m = torch.tensor(means, dtype=torch.float64)
     return float(m.mean()), float(m.std() / math.sqrt(len(means)))
 
 
-def _exact_net_error(link, net: TwoLayerNet, xt: torch.Tensor) -> float:
-    return float((net(xt) - link(xt)).abs().max())
+def a2_teacher(inp: Assumption2Inputs, ctx: Context) -> Verdict:
+    """The random teacher's E g^2 over its draws = (1 + 1/(q d)) / 2, within 6 standard errors."""
+    m, se = _teacher_moment(inp, ctx)
+    want = inp.teacher_closed(A2_Q, A2_D)
+    return close(m, want, A2_Z * se, detail=f"{A2_TEACHERS} teachers: se {se:.2g}, tolerance 6 se")
 
 
-def _assumption2(ctx: Context, links=None, teacher=None) -> Outcome:
-    """Each link's E g^2 (Monte Carlo, q distinct Gaussian tokens) against its stated value, two-sided
-    within 6 standard errors, the random teacher's averaged over its draws (:func:`teacher_second_moment`); every
-    exact Assumption 2 net equals g (to rounding), on tokens up to norm 10."""
-    n = ctx.pick(quick=100_000, full=1_000_000)
-    q, d = 3, 4
-    if links is None:
-        links = [(name, make_link(name, q, d, generator=ctx.generator(30))) for name in
-                 ("linear", "hermite", "sqnorm", "mean", "mean-projected", "teacher")]
-        teacher = lambda g: make_link("teacher", q, d, generator=g)  # noqa: E731 - what users draw
-    xt = torch.randn(n, q, d, generator=ctx.generator(31), dtype=torch.float64)
-    big = xt[:2000] * (10.0 / xt[:2000].norm(dim=-1, keepdim=True))
-    rows, ok, worst = [], True, 0.0
-    if teacher is not None:
-        m, se = teacher_second_moment(teacher, q, d, ctx.generator(32))
-        want = (1 + 1 / (q * d)) / 2
-        z = abs(m - want) / se
-        worst, ok = max(worst, z), z <= 6.0
-        width = teacher(ctx.generator(33)).net.m  # make_link's documented default width
-        ok = ok and width == 8
-        rows.append(f"teacher over {A2_TEACHERS} draws: E g^2 = {m:.4f} +- {se:.1g} (derived (1 + 1/(qd))/2 = "
-                    f"{want:.4f}, {z:.1f} se); its default width {width} (8)")
-    for name, link in links:
-        if name in A2_SECOND_MOMENT:
-            m, se = _second_moment(link, xt)
-            want = A2_SECOND_MOMENT[name](q, d)
-            z = abs(m - want) / se
-            worst = max(worst, z)
-            ok = ok and z <= 6.0
-            rows.append(f"{name}: E g^2 = {m:.4f} +- {se:.1g} (stated {want:.4g}, {z:.1f} se)")
+def a2_exact_nets(inp: Assumption2Inputs, ctx: Context) -> Verdict:
+    """Every exact Assumption 2 net equals g, on Gaussian tokens and tokens of norm 10."""
+    rows = []
+    for name, link in inp.links:
         net = link.two_layer_net()
         if net is not None:
-            err = max(_exact_net_error(link, net, xt[:2000]), _exact_net_error(link, net, big))
-            tol = Rounding(n=q * d + net.m + 2, scale=10.0 * q * max(1.0, net.lipschitz), what="(qd + m + 2) eps 10 q Lip")
-            ok = ok and tol.within(err, 0.0)
-            rows.append(f"{name} exact net: max |net - g| = {err:.2g} (rounding {tol.term:.2g})")
-    return Outcome(measured=f"max deviation {worst:.2f} se", bound="<= 6 se; exact nets = g", holds=ok,
-                   value=worst, limit=6.0,
-                   detail=f"q={q}, d={d}, {n} draws; " + "; ".join(rows))
+            err = max(float((net(x) - link(x)).abs().max()) for x in (inp.xt[:2000], inp.big))
+            rnd = Rounding(n=A2_Q * A2_D + net.m + 2, scale=10.0 * A2_Q * max(1.0, net.lipschitz),
+                           what="(qd + m + 2) eps 10 q Lip")
+            rows.append((err - rnd.term, err, rnd, name))
+    _, err, rnd, name = max(rows, key=lambda r: r[0])
+    return at_most(err, 0.0, rnd, detail=f"max |net - g|, worst: {name}")
 
 
-def _slipped_links(ctx: Context):
-    """Links as a slip of the pen would write them: He2 without 1/sqrt(2), the Hermite sum times
-    sqrt(q) instead of over it, and a linear link's exact net with the sign of its second unit lost."""
-    q, d = 3, 4
-    u = make_link("hermite", q, d, generator=ctx.generator(30)).u
-    no_sqrt2 = CallableLink(q=q, d=d, fn=lambda xt: (((xt * u.to(xt)).sum(-1)) ** 2 - 1).sum(-1) / math.sqrt(q))
-    times_q = CallableLink(q=q, d=d, fn=lambda xt: he2((xt * u.to(xt)).sum(-1)).sum(-1) * math.sqrt(q))
-    lin = make_link("linear", q, d, generator=ctx.generator(30))
+def _only(name: str, link):
+    return lambda inp, ctx: replace(inp, links=((name, link(ctx)),))
+
+
+def _hermite_u(ctx: Context):
+    return make_link("hermite", A2_Q, A2_D, generator=ctx.generator("assumption-2/link", 1)).u
+
+
+def _no_sqrt2(ctx: Context):
+    """He2 without its 1/sqrt(2)."""
+    u = _hermite_u(ctx)
+    return CallableLink(q=A2_Q, d=A2_D,
+                        fn=lambda xt: (((xt * u.to(xt)).sum(-1)) ** 2 - 1).sum(-1) / math.sqrt(A2_Q))
+
+
+def _times_sqrt_q(ctx: Context):
+    """The Hermite sum times sqrt(q) instead of over it."""
+    u = _hermite_u(ctx)
+    return CallableLink(q=A2_Q, d=A2_D, fn=lambda xt: he2((xt * u.to(xt)).sum(-1)).sum(-1) * math.sqrt(A2_Q))
+
+
+def _sign_slip(ctx: Context):
+    """A linear link whose exact net lost the sign of its second unit."""
+    lin = make_link("linear", A2_Q, A2_D, generator=ctx.generator("assumption-2/link", 0))
     good = lin.two_layer_net()
-    bad_net = TwoLayerNet(a=torch.tensor([1.0, 1.0], dtype=torch.float64), W=good.W, b=good.b)
+    bad = TwoLayerNet(a=torch.tensor([1.0, 1.0], dtype=torch.float64), W=good.W, b=good.b)
 
     class SignSlip(type(lin)):
         def two_layer_net(self):
-            return bad_net
+            return bad
 
-    return [("hermite", no_sqrt2), ("hermite", times_q), ("linear", SignSlip(q=q, d=d, u=lin.u))]
-
-
-def _unscaled_teacher(g: torch.Generator):
-    """A teacher drawn with a ~ N(0, 1) (the 1/sqrt(m) of the output weights forgotten)."""
-    t = make_link("teacher", 3, 4, generator=g)
-    m = t.net.a.shape[0]
-    return type(t)(q=3, d=4, net=TwoLayerNet(a=t.net.a * math.sqrt(m), W=t.net.W, b=t.net.b))
+    return SignSlip(q=A2_Q, d=A2_D, u=lin.u)
 
 
-def _assumption2_falsifier(ctx: Context) -> Outcome:
-    """Each slipped link (:func:`_slipped_links`), and a teacher with unscaled output weights, on its own must fail
-    the same check."""
-    parts = [_assumption2(ctx, links=[case]) for case in _slipped_links(ctx)]
-    parts.append(_assumption2(ctx, links=[], teacher=_unscaled_teacher))
-    return Outcome(measured="; ".join(str(p.measured) for p in parts), bound="<= 6 se; exact nets = g",
-                   holds=any(p.holds for p in parts), detail=" | ".join(p.detail for p in parts))
+def _unscaled_teacher(inp: Assumption2Inputs, ctx: Context) -> Assumption2Inputs:
+    """Teachers drawn with a ~ N(0, 1) (the 1/sqrt(m) of the output weights forgotten)."""
+    def draw(g):
+        t = _draw_teacher(g)
+        m = t.net.a.shape[0]
+        return type(t)(q=A2_Q, d=A2_D, net=TwoLayerNet(a=t.net.a * math.sqrt(m), W=t.net.W, b=t.net.b))
+
+    return replace(inp, teacher=draw)
 
 
-register(Legacy(
-    id="assumption-2", ref_seed="Assumption 2", ref_conference="Assumption 2",
-    statement="links as stated: E g^2 (Monte Carlo; the random teacher averaged over its draws) = its stated value; "
-              "the exact two-layer nets equal g",
-    check=_assumption2, falsifier=_assumption2_falsifier,
-    falsifier_statement="He2 without 1/sqrt 2, the Hermite sum times sqrt q, a linear net with a sign lost, and "
-                        "a teacher without the 1/sqrt(m) of its output weights, must each be caught",
+register(Claim(
+    id="assumption-2", ref=Ref("Assumption 2", "Assumption 2"),
+    statement="links as stated: E g^2 (Monte Carlo; the random teacher averaged over its draws) = its "
+              "stated value; the exact two-layer nets equal g",
+    inputs=assumption2_inputs,
+    checks=[Check("E g^2 = stated", a2_second_moments),
+            Check("teacher E g^2 = (1 + 1/(qd)) / 2", a2_teacher),
+            Check("exact nets = g", a2_exact_nets)],
+    faults=[
+        Fault("He2 without 1/sqrt 2", _only("hermite", _no_sqrt2), breaks=("E g^2 = stated",)),
+        Fault("the Hermite sum times sqrt q", _only("hermite", _times_sqrt_q), breaks=("E g^2 = stated",)),
+        Fault("a linear net with a sign lost", _only("linear", _sign_slip), breaks=("exact nets = g",)),
+        Fault("a teacher without the 1/sqrt(m) of its output weights", _unscaled_teacher,
+              breaks=("teacher E g^2 = (1 + 1/(qd)) / 2",)),
+    ],
+    builds=(make_link,), bounds=(teacher_second_moment_closed,), derivation=SETTING,
 ))
 
 # ---------------------------------------------------------------- lemma-12

@@ -196,3 +196,18 @@ def test_chi_ratio_is_below_one_and_largest_at_r_1_and_normal_hand_values():
         assert max(vals) == vals[0] < 1
     assert inp.normal_ratio(2.0) == pytest.approx(1 / 4)
     assert inp.normal_ratio(1.0) == pytest.approx(2 / math.pi)
+
+
+def test_assumption2_checks_hold_and_each_slip_is_caught_on_its_own():
+    """The links' second moments, the teacher's and the exact nets hold; each slip is caught."""
+    claim, inp = _holds_and_caught("assumption-2")
+    assert {name for name, _ in inp.links} >= {"linear", "hermite", "sqnorm", "mean", "teacher"}
+
+
+def test_assumption2_stated_moments_hand_values():
+    """E g^2 as stated at q = 3, d = 4: linear and hermite 1, sqnorm 2, mean d/q, projected 1/q;
+    the teacher's (1 + 1/12) / 2 = 13/24."""
+    _, inp = _claim("assumption-2")
+    want = {"linear": 1.0, "hermite": 1.0, "sqnorm": 2.0, "mean": 4 / 3, "mean-projected": 1 / 3}
+    assert {k: f(3, 4) for k, f in inp.stated.items()} == pytest.approx(want)
+    assert inp.teacher_closed(3, 4) == pytest.approx(13 / 24)
