@@ -692,38 +692,87 @@ register(Claim(
 
 # ---------------------------------------------------------------- lemma-12
 
+L12_DELTA = 1e-3  # token_radius's default failure probability
 
-def _lemma12(ctx: Context, union_bound: bool = True) -> Outcome:
-    """max ||x_j|| over n prompts of N Gaussian tokens against r_x = sqrt(3 C_x e d log(n N)) (C_x = 1, Assumption
-    1), and against the constructions' token_radius sqrt(d) + sqrt(2 ln(n N / delta)). The falsifier forgets the union
-    bound in r_x (log(n N) -> 1, one token) and the concentration term in token_radius (the mean norm sqrt(d) alone);
-    it is caught only when both radii are exceeded."""
+
+@dataclass(frozen=True)
+class Lemma12Inputs:
+    """n prompts of N Gaussian tokens in R^d (C_x = 1), and the two radii they are tested against."""
+
+    x: torch.Tensor  # (n, N, d)
+    radius: Callable[[int, int, int], float]  # Lemma 12's r_x(d, n, N)
+    token_radius: Callable[[int, int], float]  # the constructions' radius(d, n N)
+
+
+def lemma12_inputs(ctx: Context) -> Lemma12Inputs:
+    """n = 64 (quick) or 512 prompts of N = 2048 tokens, d = 2 (docs/derivations/theorem4.md, 1a)."""
     n, N, d = ctx.pick(quick=64, full=512), 2048, 2
-    x = torch.randn(n, N, d, generator=ctx.generator(40, ctx.device), dtype=torch.float64, device=ctx.device)
-    worst = float(x.norm(dim=-1).max())
-    r_x = lemma12_radius(d, n, N) if union_bound else math.sqrt(3 * math.e * d)
-    # the constructions' radius (Gaussian concentration + union bound) holds for the same tokens
-    r_tok = token_radius(d, n * N) if union_bound else math.sqrt(d)
-    holds = (worst <= r_x and worst <= r_tok) if union_bound else (worst <= r_x or worst <= r_tok)
-    # both radii as derived (defaults C_x = 1, delta = 1e-3; relative 1e-12): the checks above are one-sided
-    derived = (abs(lemma12_radius(d, n, N) - math.sqrt(3 * math.e * d * math.log(n * N))) <= 1e-12 * r_x
-               and abs(token_radius(d, n * N) - math.sqrt(d) - math.sqrt(2 * math.log(n * N / 1e-3))) <= 1e-12 * r_x)
-    holds &= derived or not union_bound
-    return Outcome(measured=f"max ||x_j|| = {worst:.3f}", bound=f"<= r_x = {r_x:.3f}", holds=holds,
-                   value=worst, limit=r_x,
-                   detail=f"n={n} prompts x N={N} tokens, d={d}, C_x=1; slack r_x / max = {r_x / worst:.2f}; "
-                          f"the constructions' token_radius (sqrt(d) + sqrt(2 ln(n N / delta)); the falsifier: sqrt(d)) "
-                          f"= {r_tok:.3f} holds: {worst <= r_tok}; both radii equal their formulas at the defaults "
-                          f"C_x = 1, delta = 1e-3: {derived}")
+    x = torch.randn(n, N, d, generator=ctx.generator("lemma-12/tokens", device=ctx.device),
+                    dtype=torch.float64, device=ctx.device)
+    return Lemma12Inputs(x, lemma12_radius, token_radius)
 
 
-register(Legacy(
-    id="lemma-12", ref_seed="Lemma 12", ref_conference="Lemma 12",
-    statement="every token of n prompts lies in the ball of radius sqrt(3 C_x e d log(n N)) (w.h.p.), and within the "
-              "constructions' token_radius",
-    check=_lemma12, falsifier=lambda ctx: _lemma12(ctx, union_bound=False),
-    falsifier_statement="the radius without the union bound over n N tokens (log(n N) -> 1), and token_radius "
-                        "without its concentration term (sqrt(d)), must each be exceeded",
+def _max_norm(inp: Lemma12Inputs):
+    n, N, d = inp.x.shape
+    worst = float(inp.x.norm(dim=-1).max())
+    return worst, n, N, d, Rounding(n=d + 1, scale=worst, what="(d + 1) eps max||x||")
+
+
+def l12_radius(inp: Lemma12Inputs, ctx: Context) -> Verdict:
+    """Lemma 12: every token lies in the ball of radius r_x = sqrt(3 C_x e d log(n N))."""
+    worst, n, N, d, rnd = _max_norm(inp)
+    r_x = inp.radius(d, n, N)
+    return at_most(worst, r_x, rnd, detail=f"max ||x_j|| over n={n} prompts x N={N} tokens, d={d}, "
+                   f"C_x = 1; slack r_x / max = {r_x / worst:.2f}")
+
+
+def l12_token_radius(inp: Lemma12Inputs, ctx: Context) -> Verdict:
+    """The constructions' radius sqrt(d) + sqrt(2 ln(n N / delta)) holds for the same tokens."""
+    worst, n, N, d, rnd = _max_norm(inp)
+    return at_most(worst, inp.token_radius(d, n * N), rnd,
+                   detail=f"token_radius(d, n N) at delta = {L12_DELTA:g}")
+
+
+def l12_radius_formula(inp: Lemma12Inputs, ctx: Context) -> Verdict:
+    """r_x = sqrt(3 C_x e d ln(n N)) at C_x = 1 (theorem4.md, 1a)."""
+    _, n, N, d, _ = _max_norm(inp)
+    want = math.sqrt(3 * math.e * d * math.log(n * N))
+    return close(inp.radius(d, n, N), want, 1e-12 * want, detail="relative tolerance 1e-12")
+
+
+def l12_token_radius_formula(inp: Lemma12Inputs, ctx: Context) -> Verdict:
+    """token_radius = sqrt(d) + sqrt(2 ln(n N / delta)) (Gaussian concentration, union bound)."""
+    _, n, N, d, _ = _max_norm(inp)
+    want = math.sqrt(d) + math.sqrt(2 * math.log(n * N / L12_DELTA))
+    return close(inp.token_radius(d, n * N), want, 1e-12 * want, detail="relative tolerance 1e-12")
+
+
+def _no_union_bound(inp: Lemma12Inputs, ctx: Context) -> Lemma12Inputs:
+    """r_x without the union bound over the n N tokens (log(n N) -> 1, one token)."""
+    return replace(inp, radius=lambda d, n, N: math.sqrt(3 * math.e * d))
+
+
+def _no_concentration(inp: Lemma12Inputs, ctx: Context) -> Lemma12Inputs:
+    """token_radius without its concentration term: the mean norm sqrt(d) alone."""
+    return replace(inp, token_radius=lambda d, n_tokens: math.sqrt(d))
+
+
+register(Claim(
+    id="lemma-12", ref=Ref("Lemma 12", "Lemma 12"),
+    statement="every token of n prompts lies in the ball of radius sqrt(3 C_x e d log(n N)) (w.h.p.), "
+              "and within the constructions' token_radius",
+    inputs=lemma12_inputs,
+    checks=[Check("max ||x_j|| <= r_x", l12_radius),
+            Check("max ||x_j|| <= token_radius", l12_token_radius),
+            Check("r_x as derived", l12_radius_formula),
+            Check("token_radius as derived", l12_token_radius_formula)],
+    faults=[
+        Fault("r_x without the union bound over n N tokens", _no_union_bound,
+              breaks=("max ||x_j|| <= r_x", "r_x as derived")),
+        Fault("token_radius without its concentration term", _no_concentration,
+              breaks=("max ||x_j|| <= token_radius", "token_radius as derived")),
+    ],
+    bounds=(lemma12_radius, token_radius), derivation=SETTING,
 ))
 
 # ---------------------------------------------------------------- rs-hadamard-codes

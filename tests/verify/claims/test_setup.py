@@ -211,3 +211,15 @@ def test_assumption2_stated_moments_hand_values():
     want = {"linear": 1.0, "hermite": 1.0, "sqnorm": 2.0, "mean": 4 / 3, "mean-projected": 1 / 3}
     assert {k: f(3, 4) for k, f in inp.stated.items()} == pytest.approx(want)
     assert inp.teacher_closed(3, 4) == pytest.approx(13 / 24)
+
+
+def test_lemma12_checks_hold_and_the_slipped_radii_are_exceeded():
+    """Both radii hold and equal their formulas; each slipped radius (sqrt(6e), sqrt(2)) is exceeded."""
+    claim, inp = _holds_and_caught("lemma-12")
+    faults = {f.name: f for f in claim.faults}
+    v = claim.check("max ||x_j|| <= r_x").run(
+        faults["r_x without the union bound over n N tokens"].apply(inp, CTX), CTX)
+    assert v.bound == pytest.approx(math.sqrt(6 * math.e))
+    v = claim.check("max ||x_j|| <= token_radius").run(
+        faults["token_radius without its concentration term"].apply(inp, CTX), CTX)
+    assert v.bound == pytest.approx(math.sqrt(2))
