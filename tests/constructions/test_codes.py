@@ -622,3 +622,14 @@ def test_rs_hadamard_dim_documented_table():
     edge: N <= 4 -> 4, <= 64 -> 16, <= 32768 -> 64, <= 16^9 -> 256, 16^9 + 1 -> 1024."""
     dims = [rs_hadamard_dim(N) for N in (4, 5, 64, 65, 32768, 32769, 16 ** 9, 16 ** 9 + 1)]
     assert dims == [4, 16, 16, 64, 64, 256, 256, 1024]
+
+
+def test_rs_hadamard_record_for_n_squared_words():
+    """rs_hadamard_codebook(n^2, mu = 1/n) records m and guaranteed_mu = (k - 1)/n; one word has
+    coherence 0 (from rs-hadamard-codes)."""
+    for m in range(1, 6):
+        n = 2 ** m
+        book = rs_hadamard_codebook(n * n, mu=1.0 / n)
+        k = book.params["k"]
+        assert book.params["m"] == m and book.params["guaranteed_mu"] == (k - 1) / n
+        assert rs_hadamard_coherence(1, m, k) == 0.0

@@ -777,51 +777,121 @@ register(Claim(
 
 # ---------------------------------------------------------------- rs-hadamard-codes
 
+RS_REDUCIBLE = {4: 0b10101, 8: 0b100000001}  # x^4 + x^2 + 1 = (x^2 + x + 1)^2 and x^8 + 1 = (x + 1)^8
 
-def _zero_divisor_free(table) -> bool:
-    """Every nonzero row of the multiplication table permutes the nonzero elements: no zero divisors,
-    every element invertible, so GF(2)[x]/(poly) is the field GF(2^m)."""
+
+@dataclass(frozen=True)
+class RSInputs:
+    """GF(2^m) multiplication tables for every m the code uses, RS-Hadamard codebooks with
+    N = n^2 words at mu = 1/n, the root-count coherence and the guarantee (codebooks.md (c))."""
+
+    tables: Dict[int, np.ndarray]  # m -> (2^m, 2^m) table
+    books: Tuple[Tuple[int, Codebook], ...]  # (m, codebook)
+    root_count: Callable[[int, int, int], float]  # rs_hadamard_coherence(N, m, k)
+    guarantee: Callable[[int, int], float]  # (k, n) -> (k - 1) / n
+
+
+def rs_guarantee(k: int, n: int) -> float:
+    """<omega_i, omega_j> = #roots(p_i - p_j) / n <= (k - 1) / n (codebooks.md (c))."""
+    return (k - 1) / n
+
+
+def rs_inputs(ctx: Context) -> RSInputs:
+    """Tables for m = 1..MAX_M; codes for m = 1..5 (6 on the GPU profile)."""
+    tables = {m: gf_mul_table(m) for m in range(1, MAX_M + 1)}
+    books = tuple((m, rs_hadamard_codebook(4 ** m, mu=1.0 / 2 ** m, device=ctx.device))
+                  for m in range(1, ctx.pick(quick=5, full=5, gpu=6) + 1))
+    return RSInputs(tables, books, rs_hadamard_coherence, rs_guarantee)
+
+
+def _zero_divisors(table: np.ndarray) -> int:
+    """Nonzero rows of the table that do not permute the nonzero elements (0 for a field)."""
     n = table.shape[0]
     rows = np.sort(table[1:, 1:], axis=1)
-    return bool((rows == np.arange(1, n)[None, :]).all())
+    return int((rows != np.arange(1, n)[None, :]).any(axis=1).sum())
 
 
-def _rs_codes(ctx: Context, polys=None) -> Outcome:
-    """GF(2^m) for m = 1..10 is a field (all m the code can use, not only those quick builds), and
-    the RS-Hadamard coherence from the O(N n) root count equals the brute-force Gram coherence
-    and its guarantee (k - 1)/n, for codes with m = 1..5 (N = n^2 words, mu = 1/n)."""
-    polys = polys or {m: None for m in range(1, MAX_M + 1)}
-    fields = {m: _zero_divisor_free(gf_mul_table(m, p)) for m, p in polys.items()}
-    rows, ok = [], all(fields.values())
-    bad_codes = 0
-    for m in range(1, ctx.pick(quick=5, full=5, gpu=6) + 1):
-        n = 1 << m
-        book = rs_hadamard_codebook(n * n, mu=1.0 / n, device=ctx.device)
-        brute = coherence(book.omega)
-        g = book.params["guaranteed_mu"]
-        k = book.params["k"]
-        prefixes = {Np: rs_hadamard_coherence(Np, m, k) for Np in (1, 2, n + 1)}  # the first N' words
-        code_ok = (book.params["m"] == m and brute == book.mu <= g
-                   and all(mu == (coherence(book.omega[:Np]) if Np > 1 else 0.0) for Np, mu in prefixes.items()))
-        ok = ok and code_ok
-        bad_codes += not code_ok
-        rows.append(f"m={m}: N={n * n}, d_e={book.d_e}, mu root count {book.mu:.4g} = Gram {brute:.4g} <= {g:.4g}, "
-                    f"prefixes N' = 1, 2, n + 1: rs_hadamard_coherence " + ", ".join(f"{v:.4g}" for v in prefixes.values()))
-    bad = [m for m, f in fields.items() if not f]
-    return Outcome(measured=f"{sum(fields.values())}/{len(fields)} fields; mu two ways equal", bound="all fields, equal",
-                   holds=ok, detail=f"zero-divisor free tables for m = {sorted(fields)}" +
-                   (f" except {bad}" if bad else "") + "; " + "; ".join(rows) +
-                   f"; value = failures: {len(bad)} tables not fields + {bad_codes} codes whose two coherences differ "
-                   "or exceed (k - 1)/n, limit 0",
-                   value=float(len(bad) + bad_codes), limit=0.0)
+def rs_fields(inp: RSInputs, ctx: Context) -> Verdict:
+    """GF(2)[x]/(f_m) is a field for every m: each nonzero row permutes the nonzero elements."""
+    bad = sorted(m for m, t in inp.tables.items() if _zero_divisors(t))
+    return exact(len(bad), 0, detail=f"tables with zero divisors among m = 1..{max(inp.tables)}"
+                 + (f": m = {bad}" if bad else ""))
 
 
-register(Legacy(
-    id="rs-hadamard-codes", ref_seed="Assumption 3", ref_conference="Assumption 3",
-    statement="the RS-Hadamard codes: GF(2^m) tables are fields for every m used; exact coherence two ways",
-    check=_rs_codes,
-    falsifier=lambda ctx: _rs_codes(ctx, polys={4: 0b10101, 8: 0b100000001}),
-    falsifier_statement="reducible moduli x^4 + x^2 + 1 and x^8 + 1 (zero divisors) must be caught",
+def _rounding(book: Codebook) -> Rounding:
+    return Rounding(n=book.d_e, scale=1.0, dtype=torch.float64, what="d_e eps")
+
+
+def rs_root_count(inp: RSInputs, ctx: Context) -> Verdict:
+    """The code's mu (O(N n) root count) = the brute-force float64 Gram coherence (worst m)."""
+    gap, m, book = max(((abs(b.mu - _gram_mu(b.omega)), m, b) for m, b in inp.books),
+                       key=lambda r: r[0])
+    return close(gap, 0.0, 0.0, _rounding(book),
+                 detail=f"|stored mu - Gram mu|, worst m = {m} (N = {book.N}, stored {book.mu:.4g})")
+
+
+def rs_guarantee_holds(inp: RSInputs, ctx: Context) -> Verdict:
+    """Gram coherence <= (k - 1)/n for every code: the largest excess over the guarantee."""
+    def excess(m, b):
+        return _gram_mu(b.omega) - inp.guarantee(b.params["k"], 2 ** m)
+
+    e, m, book = max(((excess(m, b), m, b) for m, b in inp.books), key=lambda r: r[0])
+    return at_most(e, 0.0, _rounding(book), detail=f"Gram mu - (k - 1)/n, worst m = {m}")
+
+
+def rs_prefixes(inp: RSInputs, ctx: Context) -> Verdict:
+    """rs_hadamard_coherence(N', m, k) = the Gram coherence of the first N' words, N' = 2, n + 1
+    (the XOR identity of codebooks.md (c))."""
+    rows = []
+    for m, b in inp.books:
+        k = b.params["k"]
+        for Np in (2, 2 ** m + 1):
+            rows.append((abs(inp.root_count(Np, m, k) - _gram_mu(b.omega[:Np])), m, Np, b))
+    gap, m, Np, book = max(rows, key=lambda r: r[0])
+    return close(gap, 0.0, 0.0, _rounding(book), detail=f"worst m = {m}, N' = {Np}")
+
+
+def _reducible(inp: RSInputs, ctx: Context) -> RSInputs:
+    """Reducible moduli x^4 + x^2 + 1 and x^8 + 1: zero divisors."""
+    return replace(inp, tables={**inp.tables, **{m: gf_mul_table(m, p) for m, p in RS_REDUCIBLE.items()}})
+
+
+def _one_root_fewer(inp: RSInputs, ctx: Context) -> RSInputs:
+    """Codes storing (k - 2)/n: a polynomial of degree < k counted with k - 2 roots at most."""
+    books = tuple((m, Codebook(b.omega, max(0.0, (b.params["k"] - 2) / 2 ** m), b.kind, b.params))
+                  for m, b in inp.books)
+    return replace(inp, books=books)
+
+
+def _guarantee_one_short(inp: RSInputs, ctx: Context) -> RSInputs:
+    """The guarantee (k - 2)/n."""
+    return replace(inp, guarantee=lambda k, n: (k - 2) / n)
+
+
+def _root_count_plus_one(inp: RSInputs, ctx: Context) -> RSInputs:
+    """The root count over N' + 1 words (an off-by-one in the XOR range)."""
+    return replace(inp, root_count=lambda N, m, k: rs_hadamard_coherence(min(N + 1, 4 ** m), m, k))
+
+
+register(Claim(
+    id="rs-hadamard-codes", ref=Ref("Assumption 3", "Assumption 3"),
+    statement="the RS-Hadamard codes: GF(2^m) tables are fields for every m used; exact coherence "
+              "two ways",
+    inputs=rs_inputs,
+    checks=[Check("root-count mu = Gram mu", rs_root_count),
+            Check("Gram mu <= (k - 1)/n", rs_guarantee_holds),
+            Check("prefix root count = Gram", rs_prefixes),
+            Check("GF(2^m) tables are fields", rs_fields)],
+    faults=[
+        Fault("reducible moduli x^4 + x^2 + 1 and x^8 + 1", _reducible,
+              breaks=("GF(2^m) tables are fields",)),
+        Fault("codes storing (k - 2)/n", _one_root_fewer, breaks=("root-count mu = Gram mu",)),
+        Fault("the guarantee (k - 2)/n", _guarantee_one_short, breaks=("Gram mu <= (k - 1)/n",)),
+        Fault("the root count over N' + 1 words", _root_count_plus_one,
+              breaks=("prefix root count = Gram",)),
+    ],
+    builds=(rs_hadamard_codebook, gf_mul_table), bounds=(rs_hadamard_coherence, rs_guarantee),
+    derivation=CODEBOOKS,
 ))
 
 # ---------------------------------------------------------------- experimental-encoding

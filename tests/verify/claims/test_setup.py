@@ -223,3 +223,20 @@ def test_lemma12_checks_hold_and_the_slipped_radii_are_exceeded():
     v = claim.check("max ||x_j|| <= token_radius").run(
         faults["token_radius without its concentration term"].apply(inp, CTX), CTX)
     assert v.bound == pytest.approx(math.sqrt(2))
+
+
+def test_rs_codes_checks_hold_and_each_fault_is_caught():
+    """Fields, the two coherences and the guarantee hold; each fault fails its check."""
+    claim, inp = _holds_and_caught("rs-hadamard-codes")
+    fault = next(f for f in claim.faults if f.name.startswith("reducible"))
+    v = claim.check("GF(2^m) tables are fields").run(fault.apply(inp, CTX), CTX)
+    assert v.measured == 2 and "m = [4, 8]" in v.detail
+
+
+def test_a_reducible_modulus_has_a_nonzero_square_equal_to_zero():
+    """x^4 + x^2 + 1 = (x^2 + x + 1)^2: x^2 + x + 1 = 0b111 squares to 0; degree checked."""
+    from qstr.constructions.codes import gf_mul_table
+
+    assert gf_mul_table(4, 0b10101)[0b111, 0b111] == 0
+    with pytest.raises(ValueError, match="poly must be an int of degree"):
+        gf_mul_table(4, 0b111)
