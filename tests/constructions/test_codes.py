@@ -500,7 +500,7 @@ def test_sign_codes_past_float32_integers_use_float64():
     assert codes._sign_form(omega)[0].dtype == torch.float64
 
 
-# --------------------------------------------------------------------------- from the assumption-3 claim
+# ------------------------------------------------------------------ from the assumption-3 claim
 
 
 def _accepts(book, *args) -> bool:
@@ -633,3 +633,15 @@ def test_rs_hadamard_record_for_n_squared_words():
         k = book.params["k"]
         assert book.params["m"] == m and book.params["guaranteed_mu"] == (k - 1) / n
         assert rs_hadamard_coherence(1, m, k) == 0.0
+
+
+def test_experimental_record_matches_its_own_draw():
+    """experimental_codebook(100)'s record (from experimental-encoding): d_e = 23 = floor(5 ln 100),
+    n_violations, mu and satisfies_assumption3 as coherence_report measures them, and
+    expected_violations = C(100, 2) 89104 / 2^23."""
+    book = experimental_codebook(100, generator=gen(11))
+    rep = coherence_report(book.omega, 0.5)
+    assert book.d_e == 23 == experimental_dim(100)
+    assert book.params["n_violations"] == rep.n_violations and book.mu == rep.mu
+    assert book.params["satisfies_assumption3"] == (rep.n_violations == 0)
+    assert book.params["expected_violations"] == 4950 * float(Fraction(89104, 2 ** 23))

@@ -166,7 +166,8 @@ def test_moment_report_fields_as_asked():
     the sample count as asked; holds(C_x, C_y) is Assumption 1 with those constants, met at the
     measured constants and not just below either; default orders (1, 2, 4, 8), s = 1."""
     orders = (1.0, 2.0, 3.0, 4.0)
-    task = QSTR(N=64, d=4, link=make_link("linear", 1, 4, generator=torch.Generator().manual_seed(14)))
+    link = make_link("linear", 1, 4, generator=torch.Generator().manual_seed(14))
+    task = QSTR(N=64, d=4, link=link)
     rep = moment_check(task, B=400, generator=torch.Generator().manual_seed(24), orders=orders)
     assert rep.C_x == max(mx for _, mx, _ in rep.per_order)
     assert rep.C_y == max(my for *_, my in rep.per_order)

@@ -18,6 +18,7 @@ from qstr.constructions.codes import (
     Codebook,
     build_codebook,
     coherence,
+    coherence_report,
     experimental_codebook,
     gf_mul_table,
     rademacher_codebook,
@@ -29,8 +30,8 @@ from qstr.constructions.codes import (
 from qstr.constructions.links import CallableLink, TwoLayerNet, he2, make_link
 from qstr.constructions.recurrent import token_radius
 from qstr.constructions.task import QSTR, Prompts, gather_tokens, moment_check
-from qstr.verify.claim import Check, Claim, Context, Fault, Ref, Verdict, at_least, at_most, close, exact
-from qstr.verify.legacy import Claim as Legacy, Outcome
+from qstr.verify.claim import (Check, Claim, Context, Fault, Ref, Verdict, at_least, at_most, close,
+                               exact)
 from qstr.verify.registry import register
 from qstr.verify.properties import assert_index_structure
 from qstr.verify.rounding import Rounding
@@ -55,7 +56,8 @@ def _tail_by_counting(d_e: int, mu: float) -> Fraction:
     """P(|<w, w'>| > mu) for independent Rademacher words, by counting sign patterns:
     <w, w'> = (2b - d_e)/d_e with b ~ Binomial(d_e, 1/2) (codebooks.md (a))."""
     cut = mu * d_e
-    return Fraction(sum(math.comb(d_e, b) for b in range(d_e + 1) if abs(2 * b - d_e) > cut), 2 ** d_e)
+    count = sum(math.comb(d_e, b) for b in range(d_e + 1) if abs(2 * b - d_e) > cut)
+    return Fraction(count, 2 ** d_e)
 
 # ---------------------------------------------------------------- assumption-3
 
@@ -96,11 +98,11 @@ def assumption3_inputs(ctx: Context) -> Assumption3Inputs:
     n_det = ctx.pick(quick=8192, full=32768, gpu=131072)
     n_rad = ctx.pick(quick=2048, full=8192, gpu=65536)
     small = rs_hadamard_codebook(64, dtype=torch.float64, device=device)
+    rad = ctx.generator("assumption-3/rademacher", device=device)
     books = (
         ("rs-hadamard", build_codebook(n_det, kind="rs-hadamard", mu_max=0.5, device=device)),
         ("rademacher", build_codebook(n_rad, kind="rademacher", mu_max=0.5, delta=A3_DELTA,
-                                      generator=ctx.generator("assumption-3/rademacher", device=device),
-                                      device=device)),
+                                      generator=rad, device=device)),
         ("rs-hadamard zero-padded to d_e = 300",
          build_codebook(64, kind="rs-hadamard", d_e=300, dtype=torch.float64, device=device)),
         ("custom (rotated rs-hadamard)", _rotated(small, ctx)),
@@ -114,7 +116,7 @@ def _worst(values, key=lambda v: v[0]):
 
 
 def a3_coherence(inp: Assumption3Inputs, ctx: Context) -> Verdict:
-    """Assumption 3: max_{i != j} |<omega_i, omega_j>| <= 1/2, the worst codebook (exact coherence)."""
+    """Assumption 3: max_{i != j} |<omega_i, omega_j>| <= 1/2, the worst codebook (exact mu)."""
     mu, name, book = _worst([(inp.measure(b.omega), name, b) for name, b in inp.books])
     return at_most(mu, inp.mu_max, _coherence_rounding(book),
                    detail=f"worst: {name} N={book.N} d_e={book.d_e}")
@@ -154,7 +156,8 @@ def _union_bounds(inp: Assumption3Inputs, shift: int):
     out = []
     for N in (inp.n_rademacher,) + A3_SMALL_N:
         d_e = inp.dim_rule(N, A3_DELTA, inp.mu_max) + shift
-        ratio = N * (N - 1) // 2 * inp.pair_tail(d_e, inp.mu_max) / A3_DELTA if d_e >= 1 else math.inf
+        tail = inp.pair_tail(d_e, inp.mu_max) if d_e >= 1 else math.inf
+        ratio = N * (N - 1) // 2 * tail / A3_DELTA
         out.append((ratio, N, d_e))
     return out
 
@@ -163,7 +166,7 @@ def a3_union_bound(inp: Assumption3Inputs, ctx: Context) -> Verdict:
     """The exact rule's d_e passes the union bound C(N, 2) P(|<w_i, w_j>| > 1/2) <= delta
     (codebooks.md (a)); the largest ratio to delta over N."""
     ratio, N, d_e = max(_union_bounds(inp, 0))
-    return at_most(ratio, 1.0, detail=f"union bound / delta at N={N}, d_e={d_e} (delta {A3_DELTA:g})")
+    return at_most(ratio, 1.0, detail=f"union bound / delta at N={N}, d_e={d_e}")
 
 
 def a3_union_bound_least(inp: Assumption3Inputs, ctx: Context) -> Verdict:
@@ -243,7 +246,10 @@ def _one_sided_tail(inp: Assumption3Inputs, ctx: Context) -> Assumption3Inputs:
 
 def _hoeffding_mu(inp: Assumption3Inputs, ctx: Context) -> Assumption3Inputs:
     """The Hoeffding rule with mu in place of mu^2."""
-    return replace(inp, hoeffding=lambda N, delta, mu: math.ceil(2 * math.log(N * (N - 1) / delta) / mu))
+    def rule(N, delta, mu):
+        return math.ceil(2 * math.log(N * (N - 1) / delta) / mu)
+
+    return replace(inp, hoeffding=rule)
 
 
 register(Claim(
@@ -268,13 +274,15 @@ register(Claim(
         Fault("a prefix keeping the whole code's mu", _stale_mu, breaks=("stored mu = measured",)),
         Fault("the diagonal counted in the coherence", _diagonal_counted,
               breaks=("coherence = brute-force Gram", "stored mu = measured")),
-        Fault("the exact rule one short", _rule_of(lambda N, delta, mu: rademacher_dim(N, delta, mu) - 1),
+        Fault("the exact rule one short",
+              _rule_of(lambda N, delta, mu: rademacher_dim(N, delta, mu) - 1),
               breaks=("union bound <= delta at d_e",)),
         Fault("the Hoeffding dimension for the exact rule", _rule_of(_hoeffding_rule),
               breaks=("union bound > delta at d_e - 1",)),
         Fault("a one-sided pair tail", _one_sided_tail,
               breaks=("pair tail = count (exact range)", "pair tail = count (scipy range)")),
-        Fault("mu for mu^2 in the Hoeffding rule", _hoeffding_mu, breaks=("Hoeffding rule as derived",)),
+        Fault("mu for mu^2 in the Hoeffding rule", _hoeffding_mu,
+              breaks=("Hoeffding rule as derived",)),
     ],
     builds=(build_codebook, rademacher_codebook, rs_hadamard_codebook, Codebook.from_tensor),
     bounds=(rademacher_dim, rademacher_pair_tail, coherence),
@@ -282,8 +290,7 @@ register(Claim(
 ))
 
 
-from qstr.verify.legacy import Context as LegacyContext  # noqa: F401
-from qstr.constructions.codes import coherence_report, experimental_dim  # noqa: E402
+
 # ---------------------------------------------------------------- data-model
 
 
@@ -328,7 +335,7 @@ def dm_labels(inp: DataModelInputs, ctx: Context) -> Verdict:
 
 
 def _structure_fault(task: QSTR, p: Prompts) -> str:
-    """'' or what breaks Definition 2's index structure (verify.properties.assert_index_structure)."""
+    """'' or what breaks Definition 2's index structure (properties.assert_index_structure)."""
     try:
         assert_index_structure(task, p)
     except AssertionError as exc:
@@ -340,7 +347,8 @@ def dm_structure(inp: DataModelInputs, ctx: Context) -> Verdict:
     """Simple prompts share one t; distinct, few-heads and half-zero variants as defined."""
     bad = [(task, why) for task, p in inp.cases for why in [_structure_fault(task, p)] if why]
     first = f"; first: N={bad[0][0].N} {bad[0][0].variant}: {bad[0][1]}" if bad else ""
-    return exact(len(bad), 0, detail=f"batches breaking the index structure of {len(inp.cases)}{first}")
+    return exact(len(bad), 0,
+                 detail=f"batches breaking the index structure of {len(inp.cases)}{first}")
 
 
 def dm_index_range(inp: DataModelInputs, ctx: Context) -> Verdict:
@@ -362,11 +370,15 @@ def _shape_fault(task: QSTR, p: Prompts) -> str:
 def dm_shapes(inp: DataModelInputs, ctx: Context) -> Verdict:
     """x is (B, N, d), t is (B, N, q) of longs, y is (B, N) (or (B, N, out)) of x's dtype."""
     bad = [why for task, p in inp.cases for why in [_shape_fault(task, p)] if why]
-    return exact(len(bad), 0, detail=f"batches with a wrong shape or dtype{': ' + bad[0] if bad else ''}")
+    first = f": {bad[0]}" if bad else ""
+    return exact(len(bad), 0, detail=f"batches with a wrong shape or dtype{first}")
 
 
 def _each_case(edit):
-    return lambda inp, ctx: replace(inp, cases=tuple((task, edit(task, p)) for task, p in inp.cases))
+    def apply(inp, ctx):
+        return replace(inp, cases=tuple((task, edit(task, p)) for task, p in inp.cases))
+
+    return apply
 
 
 def _off_by_one(task: QSTR, p: Prompts) -> Prompts:
@@ -387,12 +399,14 @@ def _one_based(task: QSTR, p: Prompts) -> Prompts:
 
 def _wide_labels(task: QSTR, p: Prompts) -> Prompts:
     """Labels returned in the other float dtype than the tokens."""
-    return Prompts(x=p.x, t=p.t, y=p.y.to(torch.float32 if p.y.dtype == torch.float64 else torch.float64))
+    other = torch.float32 if p.y.dtype == torch.float64 else torch.float64
+    return Prompts(x=p.x, t=p.t, y=p.y.to(other))
 
 
 register(Claim(
     id="data-model", ref=Ref("Definition 2", "Definition 1"),
-    statement="sampled qSTR batches: y_i = g(x_{t_i}) everywhere, simple prompts share t, shapes/dtypes",
+    statement="sampled qSTR batches: y_i = g(x_{t_i}) everywhere, simple prompts share t, "
+              "shapes/dtypes",
     inputs=data_model_inputs,
     checks=[
         Check("labels y_i = g(x_t_i)", dm_labels),
@@ -415,11 +429,12 @@ register(Claim(
 
 A1_ORDERS = (1.0, 2.0, 3.0, 4.0)
 A1_DIMS = (1, 4, 16)
-A1_TOL = 0.05  # Monte Carlo: the r = 4 ratio's standard error over B N = 25,600 draws is ~1 % (d = 1)
+A1_TOL = 0.05  # Monte Carlo: the r = 4 ratio's standard error over B N = 25,600 draws: ~1 %
 
 
 def chi_moment_ratio(d: int, r: float) -> float:
-    """E[||x||^r]^(2/r) / (d r) for x ~ N(0, I_d): E||x||^r = 2^(r/2) Gamma((d + r)/2) / Gamma(d/2)."""
+    """E[||x||^r]^(2/r) / (d r) for x ~ N(0, I_d):
+    E||x||^r = 2^(r/2) Gamma((d + r)/2) / Gamma(d/2)."""
     log_m = (r / 2) * math.log(2) + math.lgamma((d + r) / 2) - math.lgamma(d / 2)
     return math.exp(2 * log_m / r) / (d * r)
 
@@ -447,14 +462,17 @@ def _a1_tasks(ctx: Context) -> Tuple[Tuple[int, QSTR], ...]:
 
 def _a1_reports(tasks, ctx: Context):
     B = ctx.pick(quick=400, full=4000)
-    return tuple((d, moment_check(task, B=B, orders=A1_ORDERS, device=ctx.device,
-                                  generator=ctx.generator("assumption-1/tokens", d, device=ctx.device)))
-                 for d, task in tasks)
+    def report(d, task):
+        g = ctx.generator("assumption-1/tokens", d, device=ctx.device)
+        return moment_check(task, B=B, orders=A1_ORDERS, device=ctx.device, generator=g)
+
+    return tuple((d, report(d, task)) for d, task in tasks)
 
 
 def assumption1_inputs(ctx: Context) -> Assumption1Inputs:
     """Monte Carlo token and label moments at r = 1..4, d = 1, 4, 16 (Assumption 1)."""
-    return Assumption1Inputs(_a1_reports(_a1_tasks(ctx), ctx), chi_moment_ratio, normal_moment_ratio)
+    reports = _a1_reports(_a1_tasks(ctx), ctx)
+    return Assumption1Inputs(reports, chi_moment_ratio, normal_moment_ratio)
 
 
 def a1_c_x(inp: Assumption1Inputs, ctx: Context) -> Verdict:
@@ -490,7 +508,8 @@ class _Scaled(QSTR):
     scale = 1.5
 
     def sample_tokens(self, B, *, generator, device, dtype):
-        return self.scale * super().sample_tokens(B, generator=generator, device=device, dtype=dtype)
+        x = super().sample_tokens(B, generator=generator, device=device, dtype=dtype)
+        return self.scale * x
 
 
 def _wide_tokens(inp: Assumption1Inputs, ctx: Context) -> Assumption1Inputs:
@@ -501,8 +520,10 @@ def _wide_tokens(inp: Assumption1Inputs, ctx: Context) -> Assumption1Inputs:
 
 def _wide_labels(inp: Assumption1Inputs, ctx: Context) -> Assumption1Inputs:
     """A linear link whose direction has norm 1.5: labels ~ N(0, 2.25)."""
-    tasks = tuple((d, QSTR(N=t.N, d=t.d, link=CallableLink(q=1, d=d, fn=lambda xt, g=t.link: 1.5 * g(xt))))
-                  for d, t in _a1_tasks(ctx))
+    def wide(d, t):
+        return QSTR(N=t.N, d=d, link=CallableLink(q=1, d=d, fn=lambda xt: 1.5 * t.link(xt)))
+
+    tasks = tuple((d, wide(d, t)) for d, t in _a1_tasks(ctx))
     return replace(inp, reports=_a1_reports(tasks, ctx))
 
 
@@ -513,8 +534,8 @@ def _chi_of_d_plus_one(inp: Assumption1Inputs, ctx: Context) -> Assumption1Input
 
 register(Claim(
     id="assumption-1", ref=Ref("Assumption 1", "Assumption 1"),
-    statement="sampled tokens: E[||x||^r]^(1/r) <= sqrt(C_x d r) with C_x <= 1, Monte Carlo = chi "
-              "closed form",
+    statement="sampled tokens: E[||x||^r]^(1/r) <= sqrt(C_x d r) with C_x <= 1, Monte Carlo = "
+              "chi closed form",
     inputs=assumption1_inputs,
     checks=[Check("C_x <= 1", a1_c_x), Check("token moments = chi closed form", a1_tokens),
             Check("label moments = normal closed form", a1_labels)],
@@ -536,8 +557,9 @@ A2_Q, A2_D = 3, 4
 A2_TEACHERS = 400  # random teachers averaged over (quick and full)
 A2_Z = 6.0  # standard errors allowed between a Monte Carlo mean and its stated value
 # E g^2 for q distinct N(0, I_d) tokens, as the links are stated (constructions/links.py)
-A2_SECOND_MOMENT = {"linear": lambda q, d: 1.0, "hermite": lambda q, d: 1.0, "sqnorm": lambda q, d: 2.0,
-                    "mean": lambda q, d: d / q, "mean-projected": lambda q, d: 1.0 / q}
+A2_SECOND_MOMENT = {"linear": lambda q, d: 1.0, "hermite": lambda q, d: 1.0,
+                    "sqnorm": lambda q, d: 2.0, "mean": lambda q, d: d / q,
+                    "mean-projected": lambda q, d: 1.0 / q}
 
 
 def teacher_second_moment_closed(q: int, d: int) -> float:
@@ -566,10 +588,12 @@ def _draw_teacher(g: torch.Generator):
 def assumption2_inputs(ctx: Context) -> Assumption2Inputs:
     """Each link of constructions/links.py at q = 3, d = 4, and n Gaussian token triples."""
     n = ctx.pick(quick=100_000, full=1_000_000)
-    links = tuple((name, make_link(name, A2_Q, A2_D, generator=ctx.generator("assumption-2/link", i)))
-                  for i, name in enumerate(("linear", "hermite", "sqnorm", "mean", "mean-projected",
-                                            "teacher")))
-    xt = torch.randn(n, A2_Q, A2_D, generator=ctx.generator("assumption-2/tokens"), dtype=torch.float64)
+    names = ("linear", "hermite", "sqnorm", "mean", "mean-projected", "teacher")
+    links = tuple((name, make_link(name, A2_Q, A2_D,
+                                   generator=ctx.generator("assumption-2/link", i)))
+                  for i, name in enumerate(names))
+    g = ctx.generator("assumption-2/tokens")
+    xt = torch.randn(n, A2_Q, A2_D, generator=g, dtype=torch.float64)
     big = xt[:2000] * (10.0 / xt[:2000].norm(dim=-1, keepdim=True))
     return Assumption2Inputs(links, xt, big, _draw_teacher, dict(A2_SECOND_MOMENT),
                              teacher_second_moment_closed)
@@ -591,8 +615,8 @@ def a2_second_moments(inp: Assumption2Inputs, ctx: Context) -> Verdict:
             want = inp.stated[name](A2_Q, A2_D)
             rows.append((abs(m - want) / se, name, m, se, want))
     z, name, m, se, want = max(rows)
-    return at_most(z, A2_Z, detail=f"standard errors, worst: {name}: E g^2 = {m:.4f} +- {se:.1g} vs "
-                   f"stated {want:.4g} ({len(inp.xt)} draws)")
+    return at_most(z, A2_Z, detail=f"standard errors, worst: {name}: E g^2 = {m:.4f} +- {se:.1g} "
+                   f"vs stated {want:.4g} ({len(inp.xt)} draws)")
 
 
 def _teacher_moment(inp: Assumption2Inputs, ctx: Context):
@@ -639,14 +663,19 @@ def _hermite_u(ctx: Context):
 def _no_sqrt2(ctx: Context):
     """He2 without its 1/sqrt(2)."""
     u = _hermite_u(ctx)
-    return CallableLink(q=A2_Q, d=A2_D,
-                        fn=lambda xt: (((xt * u.to(xt)).sum(-1)) ** 2 - 1).sum(-1) / math.sqrt(A2_Q))
+    def g(xt):
+        return (((xt * u.to(xt)).sum(-1)) ** 2 - 1).sum(-1) / math.sqrt(A2_Q)
+
+    return CallableLink(q=A2_Q, d=A2_D, fn=g)
 
 
 def _times_sqrt_q(ctx: Context):
     """The Hermite sum times sqrt(q) instead of over it."""
     u = _hermite_u(ctx)
-    return CallableLink(q=A2_Q, d=A2_D, fn=lambda xt: he2((xt * u.to(xt)).sum(-1)).sum(-1) * math.sqrt(A2_Q))
+    def g(xt):
+        return he2((xt * u.to(xt)).sum(-1)).sum(-1) * math.sqrt(A2_Q)
+
+    return CallableLink(q=A2_Q, d=A2_D, fn=g)
 
 
 def _sign_slip(ctx: Context):
@@ -667,23 +696,26 @@ def _unscaled_teacher(inp: Assumption2Inputs, ctx: Context) -> Assumption2Inputs
     def draw(g):
         t = _draw_teacher(g)
         m = t.net.a.shape[0]
-        return type(t)(q=A2_Q, d=A2_D, net=TwoLayerNet(a=t.net.a * math.sqrt(m), W=t.net.W, b=t.net.b))
+        net = TwoLayerNet(a=t.net.a * math.sqrt(m), W=t.net.W, b=t.net.b)
+        return type(t)(q=A2_Q, d=A2_D, net=net)
 
     return replace(inp, teacher=draw)
 
 
 register(Claim(
     id="assumption-2", ref=Ref("Assumption 2", "Assumption 2"),
-    statement="links as stated: E g^2 (Monte Carlo; the random teacher averaged over its draws) = its "
-              "stated value; the exact two-layer nets equal g",
+    statement="links as stated: E g^2 (Monte Carlo; the random teacher averaged over its draws) "
+              "= its stated value; the exact two-layer nets equal g",
     inputs=assumption2_inputs,
     checks=[Check("E g^2 = stated", a2_second_moments),
             Check("teacher E g^2 = (1 + 1/(qd)) / 2", a2_teacher),
             Check("exact nets = g", a2_exact_nets)],
     faults=[
         Fault("He2 without 1/sqrt 2", _only("hermite", _no_sqrt2), breaks=("E g^2 = stated",)),
-        Fault("the Hermite sum times sqrt q", _only("hermite", _times_sqrt_q), breaks=("E g^2 = stated",)),
-        Fault("a linear net with a sign lost", _only("linear", _sign_slip), breaks=("exact nets = g",)),
+        Fault("the Hermite sum times sqrt q", _only("hermite", _times_sqrt_q),
+              breaks=("E g^2 = stated",)),
+        Fault("a linear net with a sign lost", _only("linear", _sign_slip),
+              breaks=("exact nets = g",)),
         Fault("a teacher without the 1/sqrt(m) of its output weights", _unscaled_teacher,
               breaks=("teacher E g^2 = (1 + 1/(qd)) / 2",)),
     ],
@@ -697,7 +729,7 @@ L12_DELTA = 1e-3  # token_radius's default failure probability
 
 @dataclass(frozen=True)
 class Lemma12Inputs:
-    """n prompts of N Gaussian tokens in R^d (C_x = 1), and the two radii they are tested against."""
+    """n prompts of N Gaussian tokens in R^d (C_x = 1), and the two radii they are held to."""
 
     x: torch.Tensor  # (n, N, d)
     radius: Callable[[int, int, int], float]  # Lemma 12's r_x(d, n, N)
@@ -705,7 +737,7 @@ class Lemma12Inputs:
 
 
 def lemma12_inputs(ctx: Context) -> Lemma12Inputs:
-    """n = 64 (quick) or 512 prompts of N = 2048 tokens, d = 2 (docs/derivations/theorem4.md, 1a)."""
+    """n = 64 (quick) or 512 prompts of N = 2048 tokens, d = 2 (theorem4.md, section 1a)."""
     n, N, d = ctx.pick(quick=64, full=512), 2048, 2
     x = torch.randn(n, N, d, generator=ctx.generator("lemma-12/tokens", device=ctx.device),
                     dtype=torch.float64, device=ctx.device)
@@ -759,8 +791,8 @@ def _no_concentration(inp: Lemma12Inputs, ctx: Context) -> Lemma12Inputs:
 
 register(Claim(
     id="lemma-12", ref=Ref("Lemma 12", "Lemma 12"),
-    statement="every token of n prompts lies in the ball of radius sqrt(3 C_x e d log(n N)) (w.h.p.), "
-              "and within the constructions' token_radius",
+    statement="every token of n prompts lies in the ball of radius sqrt(3 C_x e d log(n N)) "
+              "(w.h.p.), and within the constructions' token_radius",
     inputs=lemma12_inputs,
     checks=[Check("max ||x_j|| <= r_x", l12_radius),
             Check("max ||x_j|| <= token_radius", l12_token_radius),
@@ -777,7 +809,8 @@ register(Claim(
 
 # ---------------------------------------------------------------- rs-hadamard-codes
 
-RS_REDUCIBLE = {4: 0b10101, 8: 0b100000001}  # x^4 + x^2 + 1 = (x^2 + x + 1)^2 and x^8 + 1 = (x + 1)^8
+# x^4 + x^2 + 1 = (x^2 + x + 1)^2 and x^8 + 1 = (x + 1)^8
+RS_REDUCIBLE = {4: 0b10101, 8: 0b100000001}
 
 
 @dataclass(frozen=True)
@@ -827,7 +860,8 @@ def rs_root_count(inp: RSInputs, ctx: Context) -> Verdict:
     gap, m, book = max(((abs(b.mu - _gram_mu(b.omega)), m, b) for m, b in inp.books),
                        key=lambda r: r[0])
     return close(gap, 0.0, 0.0, _rounding(book),
-                 detail=f"|stored mu - Gram mu|, worst m = {m} (N = {book.N}, stored {book.mu:.4g})")
+                 detail=f"|stored mu - Gram mu|, worst m = {m} (N = {book.N}, "
+                 f"stored {book.mu:.4g})")
 
 
 def rs_guarantee_holds(inp: RSInputs, ctx: Context) -> Verdict:
@@ -853,7 +887,8 @@ def rs_prefixes(inp: RSInputs, ctx: Context) -> Verdict:
 
 def _reducible(inp: RSInputs, ctx: Context) -> RSInputs:
     """Reducible moduli x^4 + x^2 + 1 and x^8 + 1: zero divisors."""
-    return replace(inp, tables={**inp.tables, **{m: gf_mul_table(m, p) for m, p in RS_REDUCIBLE.items()}})
+    reducible = {m: gf_mul_table(m, p) for m, p in RS_REDUCIBLE.items()}
+    return replace(inp, tables={**inp.tables, **reducible})
 
 
 def _one_root_fewer(inp: RSInputs, ctx: Context) -> RSInputs:
@@ -875,8 +910,8 @@ def _root_count_plus_one(inp: RSInputs, ctx: Context) -> RSInputs:
 
 register(Claim(
     id="rs-hadamard-codes", ref=Ref("Assumption 3", "Assumption 3"),
-    statement="the RS-Hadamard codes: GF(2^m) tables are fields for every m used; exact coherence "
-              "two ways",
+    statement="the RS-Hadamard codes: GF(2^m) tables are fields for every m used; exact "
+              "coherence two ways",
     inputs=rs_inputs,
     checks=[Check("root-count mu = Gram mu", rs_root_count),
             Check("Gram mu <= (k - 1)/n", rs_guarantee_holds),
@@ -896,42 +931,80 @@ register(Claim(
 
 # ---------------------------------------------------------------- experimental-encoding
 
-
-def _experimental(ctx: Context, tail=None) -> Outcome:
-    """The paper's experimental encoding (d_e = floor(5 ln N)) at N = 100: the expected number of
-    pairs above 1/2 three ways -- counting sign patterns, ``rademacher_pair_tail`` (and the value the
-    codebook records), and the mean over independent draws of the codebook (within 6 standard errors)."""
-    R = ctx.pick(quick=300, full=3000)
-    counts = []
-    for r in range(R):
-        book = experimental_codebook(100, generator=ctx.generator(1000 + r, ctx.device), device=ctx.device)
-        counts.append(book.params["n_violations"])
-    d_e, pairs = book.d_e, 100 * 99 // 2
-    exact = _tail_by_counting(d_e, 0.5)
-    stated = (tail or rademacher_pair_tail)(d_e, 0.5)
-    mean = sum(counts) / R
-    se = math.sqrt(sum((c - mean) ** 2 for c in counts) / (R - 1) / R)
-    z = abs(mean - pairs * stated) / se
-    report = coherence_report(book.omega, 0.5)  # the last draw's record: its own violations, d_e = floor(5 ln 100)
-    record = (d_e == 23 == experimental_dim(100) and book.params["n_violations"] == report.n_violations
-              and book.params["satisfies_assumption3"] == (report.n_violations == 0) and book.mu == report.mu)
-    ok = (stated == float(exact) and book.params["expected_violations"] == pairs * float(exact) and z <= 6.0
-          and sum(c > 0 for c in counts) == R and record)
-    return Outcome(measured=f"{mean:.2f} +- {se:.2f} pairs > 1/2 per draw", bound=f"expected {pairs * stated:.2f}",
-                   holds=ok, detail=f"N=100, d_e={d_e}: tail by counting {exact} = {float(exact):.6g}, "
-                   f"rademacher_pair_tail {stated:.6g}; {R} draws, {z:.1f} se from the expectation; "
-                   f"every draw violates Assumption 3: {sum(c > 0 for c in counts) == R}; the record (d_e = 23 = "
-                   f"floor(5 ln 100), violations, mu, satisfies_assumption3) as measured: {record}; "
-                   "two-sided: value = |mean - expected| / se (standard errors from the expectation), limit 6; "
-                   "holds also needs the tail equal two ways and every draw in violation",
-                   value=z, limit=6.0)
+EXP_N = 100
 
 
-register(Legacy(
-    id="experimental-encoding", ref_seed="Appendix E", ref_conference="Appendix E",
-    statement="the experiments' d_e = floor(5 ln N) at N = 100: about 52.6 of 4950 code pairs exceed 1/2 "
-              "(exact tail = sign-pattern count = Monte Carlo)",
-    check=_experimental,
-    falsifier=lambda ctx: _experimental(ctx, tail=lambda d_e, mu: rademacher_pair_tail(d_e, mu) / 2),
-    falsifier_statement="the one-sided tail (|.| forgotten: half the pairs) must disagree with the draws",
+@dataclass(frozen=True)
+class ExperimentalInputs:
+    """Violating pairs of independent draws of the experiments' codebook (N = 100, d_e = 23), and
+    the pair tail that predicts them (codebooks.md (b))."""
+
+    counts: Tuple[int, ...]  # pairs with |<w_i, w_j>| > 1/2, per draw
+    d_e: int
+    pair_tail: Callable[[int, float], float]  # rademacher_pair_tail
+
+
+def experimental_inputs(ctx: Context) -> ExperimentalInputs:
+    """R = 300 (quick) or 3000 draws of experimental_codebook(100), each its own generator."""
+    def draw(r):
+        g = ctx.generator("experimental-encoding/draw", r, device=ctx.device)
+        return experimental_codebook(EXP_N, device=ctx.device, generator=g)
+
+    books = [draw(r) for r in range(ctx.pick(quick=300, full=3000))]
+    return ExperimentalInputs(tuple(b.params["n_violations"] for b in books), books[0].d_e,
+                              rademacher_pair_tail)
+
+
+def exp_mean(inp: ExperimentalInputs, ctx: Context) -> Verdict:
+    """The mean number of pairs above 1/2 per draw = C(N, 2) P(|<w_i, w_j>| > 1/2) (about 52.58),
+    within 6 standard errors."""
+    R, pairs = len(inp.counts), EXP_N * (EXP_N - 1) // 2
+    mean = sum(inp.counts) / R
+    se = math.sqrt(sum((c - mean) ** 2 for c in inp.counts) / (R - 1) / R)
+    return close(mean, pairs * inp.pair_tail(inp.d_e, 0.5), 6 * se,
+                 detail=f"N = {EXP_N}, d_e = {inp.d_e}, {R} draws, se {se:.2g}, tolerance 6 se")
+
+
+def exp_tail(inp: ExperimentalInputs, ctx: Context) -> Verdict:
+    """The pair tail at d_e = 23 = the sign-pattern count 89104 / 2^23 (codebooks.md (b))."""
+    count = _tail_by_counting(inp.d_e, 0.5)
+    return exact(inp.pair_tail(inp.d_e, 0.5), float(count), detail=f"count {count}")
+
+
+def exp_every_draw(inp: ExperimentalInputs, ctx: Context) -> Verdict:
+    """Every draw violates Assumption 3: the fewest pairs above 1/2 in a draw is at least 1."""
+    return at_least(min(inp.counts), 1,
+                    detail=f"fewest violating pairs over {len(inp.counts)} draws")
+
+
+def _one_sided(inp: ExperimentalInputs, ctx: Context) -> ExperimentalInputs:
+    """The one-sided tail (|.| forgotten): half the pairs."""
+    return replace(inp, pair_tail=lambda d_e, mu: rademacher_pair_tail(d_e, mu) / 2)
+
+
+def _exact_rule_draws(inp: ExperimentalInputs, ctx: Context) -> ExperimentalInputs:
+    """Ten draws at the exact rule's d_e (rademacher_codebook, N = 100): no pair above 1/2."""
+    def draw(r):
+        g = ctx.generator("experimental-encoding/rule", r, device=ctx.device)
+        return rademacher_codebook(EXP_N, device=ctx.device, generator=g)
+
+    books = [draw(r) for r in range(10)]
+    return replace(inp, counts=tuple(coherence_report(b.omega, 0.5).n_violations for b in books))
+
+
+register(Claim(
+    id="experimental-encoding", ref=Ref("Appendix E", "Appendix E"),
+    statement="the experiments' d_e = floor(5 ln N) at N = 100: about 52.6 of 4950 code pairs "
+              "exceed 1/2 (exact tail = sign-pattern count = Monte Carlo)",
+    inputs=experimental_inputs,
+    checks=[Check("mean violations = C(N, 2) tail", exp_mean),
+            Check("pair tail = sign-pattern count", exp_tail),
+            Check("every draw violates Assumption 3", exp_every_draw)],
+    faults=[
+        Fault("the one-sided tail", _one_sided,
+              breaks=("mean violations = C(N, 2) tail", "pair tail = sign-pattern count")),
+        Fault("draws at the exact rule's d_e", _exact_rule_draws,
+              breaks=("every draw violates Assumption 3",)),
+    ],
+    builds=(experimental_codebook,), bounds=(rademacher_pair_tail,), derivation=CODEBOOKS,
 ))
