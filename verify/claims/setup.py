@@ -55,9 +55,12 @@ def _gram_mu(omega: torch.Tensor) -> float:
 def _tail_by_counting(d_e: int, mu: float) -> Fraction:
     """P(|<w, w'>| > mu) for independent Rademacher words, by counting sign patterns:
     <w, w'> = (2b - d_e)/d_e with b ~ Binomial(d_e, 1/2) (codebooks.md (a))."""
-    cut = mu * d_e
-    count = sum(math.comb(d_e, b) for b in range(d_e + 1) if abs(2 * b - d_e) > cut)
-    return Fraction(count, 2 ** d_e)
+    cut, count, term = Fraction(mu) * d_e, 0, 1  # term = C(d_e, b), b = 0, 1, ...
+    for b in range(d_e + 1):
+        if d_e - 2 * b <= cut:  # the lower tail 2b - d_e < -mu d_e ends; the upper one mirrors it
+            break
+        count, term = count + term, term * (d_e - b) // (b + 1)
+    return Fraction(2 * count, 2 ** d_e)
 
 # ---------------------------------------------------------------- assumption-3
 
@@ -75,6 +78,7 @@ class Assumption3Inputs:
     n_rademacher: int  # N of the Rademacher codebook, whose d_e follows the exact rule
     mu_max: float  # Assumption 3's 1/2
     measure: Callable[[torch.Tensor], float]  # the exact coherence users get (codes.coherence)
+    mus: Tuple[float, ...]  # measure(omega) of each codebook, measured once
     dim_rule: Callable[[int, float, float], int]  # rademacher_dim, the exact rule
     pair_tail: Callable[[int, float], float]  # rademacher_pair_tail
     hoeffding: Callable[[int, float, float], int]  # rademacher_dim(..., rule="hoeffding")
@@ -107,8 +111,16 @@ def assumption3_inputs(ctx: Context) -> Assumption3Inputs:
          build_codebook(64, kind="rs-hadamard", d_e=300, dtype=torch.float64, device=device)),
         ("custom (rotated rs-hadamard)", _rotated(small, ctx)),
     )
-    return Assumption3Inputs(books, n_rad, 0.5, coherence, rademacher_dim, rademacher_pair_tail,
-                             _hoeffding_rule)
+    return Assumption3Inputs(books, n_rad, 0.5, coherence, _measured(books, coherence),
+                             rademacher_dim, rademacher_pair_tail, _hoeffding_rule)
+
+
+def _measured(books, measure) -> Tuple[float, ...]:
+    return tuple(measure(b.omega) for _, b in books)
+
+
+def _with_books(inp: Assumption3Inputs, books) -> Assumption3Inputs:
+    return replace(inp, books=books, mus=_measured(books, inp.measure))
 
 
 def _worst(values, key=lambda v: v[0]):
@@ -117,7 +129,7 @@ def _worst(values, key=lambda v: v[0]):
 
 def a3_coherence(inp: Assumption3Inputs, ctx: Context) -> Verdict:
     """Assumption 3: max_{i != j} |<omega_i, omega_j>| <= 1/2, the worst codebook (exact mu)."""
-    mu, name, book = _worst([(inp.measure(b.omega), name, b) for name, b in inp.books])
+    mu, name, book = _worst([(mu, name, b) for mu, (name, b) in zip(inp.mus, inp.books)])
     return at_most(mu, inp.mu_max, _coherence_rounding(book),
                    detail=f"worst: {name} N={book.N} d_e={book.d_e}")
 
@@ -134,7 +146,8 @@ def a3_unit_rows(inp: Assumption3Inputs, ctx: Context) -> Verdict:
 
 def a3_stored_mu(inp: Assumption3Inputs, ctx: Context) -> Verdict:
     """The mu a codebook carries into the bounds is its exact coherence (codebooks.md)."""
-    gap, name, book = _worst([(abs(b.mu - inp.measure(b.omega)), name, b) for name, b in inp.books])
+    gaps = [(abs(b.mu - mu), name, b) for mu, (name, b) in zip(inp.mus, inp.books)]
+    gap, name, book = _worst(gaps)
     return close(gap, 0.0, 0.0, _coherence_rounding(book),
                  detail=f"|stored mu - measured mu|, worst: {name} (stored {book.mu:.6g})")
 
@@ -176,10 +189,10 @@ def a3_union_bound_least(inp: Assumption3Inputs, ctx: Context) -> Verdict:
     return at_least(ratio, 1.0, detail=f"union bound / delta at N={N}, d_e - 1 = {d_e}")
 
 
-def _tail_errors(inp: Assumption3Inputs):
-    """(relative error of the pair tail against the sign-pattern count, d_e) per A3_TAIL_DIMS."""
+def _tail_errors(inp: Assumption3Inputs, dims):
+    """(relative error of the pair tail against the sign-pattern count, d_e) per d_e in dims."""
     out = []
-    for d_e in A3_TAIL_DIMS:
+    for d_e in dims:
         count = _tail_by_counting(d_e, inp.mu_max)
         out.append((abs(Fraction(inp.pair_tail(d_e, inp.mu_max)) - count) / count, d_e))
     return out
@@ -187,15 +200,14 @@ def _tail_errors(inp: Assumption3Inputs):
 
 def a3_tail_exact(inp: Assumption3Inputs, ctx: Context) -> Verdict:
     """In its exact range (d_e <= 4096) the pair tail is the sign-pattern count rounded once."""
-    errs = [(e, d) for e, d in _tail_errors(inp) if d <= 4096]
-    err, d_e = max(errs)
+    err, d_e = max(_tail_errors(inp, [d for d in A3_TAIL_DIMS if d <= 4096]))
     return at_most(float(err), 2.0 ** -53, detail=f"relative error, worst at d_e = {d_e}; "
                    "bound: one rounding to float64")
 
 
 def a3_tail_scipy(inp: Assumption3Inputs, ctx: Context) -> Verdict:
     """Beyond d_e = 4096 (scipy's binomial cdf) the pair tail is the count to relative 1e-12."""
-    err, d_e = max((e, d) for e, d in _tail_errors(inp) if d > 4096)
+    err, d_e = max(_tail_errors(inp, [d for d in A3_TAIL_DIMS if d > 4096]))
     return at_most(float(err), 1e-12, detail=f"relative error at d_e = {d_e}")
 
 
@@ -209,22 +221,22 @@ def a3_hoeffding(inp: Assumption3Inputs, ctx: Context) -> Verdict:
 def _experimental_books(inp: Assumption3Inputs, ctx: Context) -> Assumption3Inputs:
     """Codes at the experiments' d_e = floor(5 ln N), N = 100: coherence above 1/2."""
     g = ctx.generator("assumption-3/experimental", device=ctx.device)
-    return replace(inp, books=(("experimental", experimental_codebook(100, generator=g,
-                                                                      device=ctx.device)),))
+    return _with_books(inp, (("experimental", experimental_codebook(100, generator=g,
+                                                                     device=ctx.device)),))
 
 
 def _short_rows(inp: Assumption3Inputs, ctx: Context) -> Assumption3Inputs:
     """Rademacher codes normalised by sqrt(d_e + 1) instead of sqrt(d_e): rows of norm < 1."""
     book = dict(inp.books)["rademacher"]
     short = book.omega * math.sqrt(book.d_e / (book.d_e + 1))
-    return replace(inp, books=(("rows / sqrt(d_e + 1)", Codebook(short, book.mu, "custom")),))
+    return _with_books(inp, (("rows / sqrt(d_e + 1)", Codebook(short, book.mu, "custom")),))
 
 
 def _stale_mu(inp: Assumption3Inputs, ctx: Context) -> Assumption3Inputs:
     """The first 64 words of the RS-Hadamard code keeping the whole code's mu (1/2, not 1/8)."""
     book = dict(inp.books)["rs-hadamard"]
-    return replace(inp, books=(("rs-hadamard prefix, stale mu", Codebook(book.omega[:64], book.mu,
-                                                                         "rs-hadamard")),))
+    prefix = Codebook(book.omega[:64], book.mu, "rs-hadamard")
+    return _with_books(inp, (("rs-hadamard prefix, stale mu", prefix),))
 
 
 def _diagonal_counted(inp: Assumption3Inputs, ctx: Context) -> Assumption3Inputs:
@@ -232,7 +244,7 @@ def _diagonal_counted(inp: Assumption3Inputs, ctx: Context) -> Assumption3Inputs
     def measure(omega):
         return float((omega.to(torch.float64) @ omega.to(torch.float64).T).abs().max())
 
-    return replace(inp, measure=measure)
+    return replace(inp, measure=measure, mus=_measured(inp.books, measure))
 
 
 def _rule_of(rule: Callable[[int, float, float], int]):
