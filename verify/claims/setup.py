@@ -832,6 +832,7 @@ class RSInputs:
 
     tables: Dict[int, np.ndarray]  # m -> (2^m, 2^m) table
     books: Tuple[Tuple[int, Codebook], ...]  # (m, codebook)
+    grams: Tuple[float, ...]  # each code's brute-force Gram coherence, computed once
     root_count: Callable[[int, int, int], float]  # rs_hadamard_coherence(N, m, k)
     guarantee: Callable[[int, int], float]  # (k, n) -> (k - 1) / n
 
@@ -846,7 +847,8 @@ def rs_inputs(ctx: Context) -> RSInputs:
     tables = {m: gf_mul_table(m) for m in range(1, MAX_M + 1)}
     books = tuple((m, rs_hadamard_codebook(4 ** m, mu=1.0 / 2 ** m, device=ctx.device))
                   for m in range(1, ctx.pick(quick=5, full=5, gpu=6) + 1))
-    return RSInputs(tables, books, rs_hadamard_coherence, rs_guarantee)
+    grams = tuple(_gram_mu(b.omega) for _, b in books)
+    return RSInputs(tables, books, grams, rs_hadamard_coherence, rs_guarantee)
 
 
 def _zero_divisors(table: np.ndarray) -> int:
@@ -869,7 +871,7 @@ def _rounding(book: Codebook) -> Rounding:
 
 def rs_root_count(inp: RSInputs, ctx: Context) -> Verdict:
     """The code's mu (O(N n) root count) = the brute-force float64 Gram coherence (worst m)."""
-    gap, m, book = max(((abs(b.mu - _gram_mu(b.omega)), m, b) for m, b in inp.books),
+    gap, m, book = max(((abs(b.mu - g), m, b) for g, (m, b) in zip(inp.grams, inp.books)),
                        key=lambda r: r[0])
     return close(gap, 0.0, 0.0, _rounding(book),
                  detail=f"|stored mu - Gram mu|, worst m = {m} (N = {book.N}, "
@@ -878,10 +880,9 @@ def rs_root_count(inp: RSInputs, ctx: Context) -> Verdict:
 
 def rs_guarantee_holds(inp: RSInputs, ctx: Context) -> Verdict:
     """Gram coherence <= (k - 1)/n for every code: the largest excess over the guarantee."""
-    def excess(m, b):
-        return _gram_mu(b.omega) - inp.guarantee(b.params["k"], 2 ** m)
-
-    e, m, book = max(((excess(m, b), m, b) for m, b in inp.books), key=lambda r: r[0])
+    excess = [(g - inp.guarantee(b.params["k"], 2 ** m), m, b)
+              for g, (m, b) in zip(inp.grams, inp.books)]
+    e, m, book = max(excess, key=lambda r: r[0])
     return at_most(e, 0.0, _rounding(book), detail=f"Gram mu - (k - 1)/n, worst m = {m}")
 
 
