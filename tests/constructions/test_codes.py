@@ -498,3 +498,150 @@ def test_sign_codes_past_float32_integers_use_float64():
     omega[1, 0] = -omega[1, 0]  # <w_0, w_1> = (d_e - 2) / d_e, with d_e - 2 = 2**24 - 1 odd
     assert coherence(omega) == pytest.approx((d_e - 2) / d_e, abs=1e-12)
     assert codes._sign_form(omega)[0].dtype == torch.float64
+
+
+# ------------------------------------------------------------------ from the assumption-3 claim
+
+
+def _accepts(book, *args) -> bool:
+    try:
+        require_coherence(book, *args)
+        return True
+    except ValueError:
+        return False
+
+
+def test_coherence_of_one_row_is_zero_with_no_pair():
+    """One row: mu = 0, no pair attains it, no pairs at all, and the report is satisfied."""
+    base = rs_hadamard_codebook(64, dtype=torch.float64)
+    one = coherence_report(base.omega[:1])
+    assert coherence(base.omega[:1]) == 0.0
+    assert one.pair is None and one.n_pairs == 0 and one.ok
+
+
+def test_non_unit_sign_codes_scale_their_coherence_exactly():
+    """Sign codes of norm 1/2 (entries +-1/(2 sqrt d_e)): mu / 4 exactly, = the float64 Gram."""
+    base = rs_hadamard_codebook(64, dtype=torch.float64)
+    half = 0.5 * base.omega
+    assert coherence(half) == base.mu / 4
+    assert abs(coherence(half) - float(brute_gram(half).max())) <= 1e-15
+
+
+def test_a_custom_codebook_cast_to_float32_is_re_measured():
+    """Codebook.to(dtype=float32) of custom codes re-measures mu on the cast rows."""
+    base = rs_hadamard_codebook(64, dtype=torch.float64)
+    Q, _ = torch.linalg.qr(torch.randn(base.d_e, base.d_e, generator=gen(7), dtype=torch.float64))
+    cast = Codebook.from_tensor(base.omega @ Q).to(dtype=torch.float32)
+    assert cast.omega.dtype == torch.float32 and cast.mu == coherence(cast.omega)
+
+
+def test_rademacher_codebook_tries_are_the_draws_a_fresh_generator_needs():
+    """params['tries'] = the draws, replayed with a fresh generator, until mu <= mu_max."""
+    book = rademacher_codebook(64, mu_max=0.5, delta=0.9, generator=gen(8))
+    g, draws = gen(8), 0
+    while True:
+        draws += 1
+        omega = rademacher(64, book.d_e, generator=g)
+        if coherence(omega) <= 0.5:
+            break
+    assert book.params["tries"] == draws and torch.equal(omega, book.omega)
+
+
+def test_rademacher_codebook_d_e_is_the_exact_rule():
+    """rademacher_codebook's d_e is rademacher_dim(N, delta, mu_max); N = 1 needs d_e = 1."""
+    book = build_codebook(2048, kind="rademacher", generator=gen(3))
+    assert book.d_e == rademacher_dim(2048, 1e-3, 0.5) and book.kind == "rademacher"
+    assert rademacher_dim(1, 1e-3) == 1
+
+
+def test_assumption3_defaults_are_one_half_and_delta_1e3():
+    """The documented defaults: mu = 1/2 (require_coherence, coherence_report, star_codebook,
+    rademacher_codebook, build_codebook) and delta = 1e-3."""
+    base = rs_hadamard_codebook(64, dtype=torch.float64)
+    rad = build_codebook(16, kind="rademacher", generator=gen(9))
+    assert coherence_report(base.omega).threshold == 0.5
+    assert codes.star_codebook(16).mu == 0.5 and require_coherence(base) == base.mu
+    assert rad.params["mu_max"] == 0.5 and rad.params["delta"] == 1e-3
+    assert rademacher_codebook(16, generator=gen(9)).params == rad.params
+
+
+def test_require_coherence_default_refuses_just_above_one_half():
+    """require_coherence() refuses mu > 1/2: the experiments' codes, and an RS-Hadamard row moved
+    towards one it meets at 1/2 (coherence 1/2 + about 1e-6)."""
+    base = rs_hadamard_codebook(64, dtype=torch.float64)
+    assert not _accepts(experimental_codebook(100, generator=gen(4)))
+    i, j = coherence_report(base.omega).pair
+    bent = base.omega.clone()
+    bent[i] = bent[i] + 2e-6 * torch.sign(bent[i] @ bent[j]) * bent[j]
+    bent[i] = bent[i] / bent[i].norm()
+    assert not _accepts(bent) and _accepts(base)
+
+
+def test_require_coherence_accepts_built_codebooks_iff_mu_at_most_one_half():
+    """Built codebooks: require_coherence(book, 1/2) accepts exactly when mu <= 1/2 (1/2 inside)."""
+    books = [build_codebook(8192), build_codebook(2048, kind="rademacher", generator=gen(3)),
+             build_codebook(64, d_e=300, dtype=torch.float64),
+             experimental_codebook(100, generator=gen(4))]
+    for book in books:
+        assert _accepts(book, 0.5) == (book.mu <= 0.5)
+
+
+def test_sign_codes_have_rational_coherence_over_d_e():
+    """Sign codes: inner products are integers over d_e, and mu is that fraction exactly."""
+    for book in (build_codebook(8192), build_codebook(2048, kind="rademacher", generator=gen(3))):
+        d_e = book.d_e
+        assert book.mu == float(Fraction(round(book.mu * d_e), d_e))
+
+
+def test_zero_padded_rs_hadamard_keeps_its_sign_columns():
+    """build_codebook(64, d_e=300): the largest 4^m' <= 300 (256) sign columns, then zeros."""
+    padded = build_codebook(64, kind="rs-hadamard", d_e=300, dtype=torch.float64)
+    assert padded.d_e == 300
+    assert bool((padded.omega[:, 256:] == 0).all()) and bool((padded.omega[:, :256] != 0).all())
+    assert abs(padded.mu - float(brute_gram(padded.omega).max())) <= 1e-12
+
+
+def test_from_tensor_unit_norm_tolerance():
+    """Codebook.from_tensor refuses a row off by 10 UNIT_NORM_TOL, accepts one off by a tenth."""
+    base = rs_hadamard_codebook(64, dtype=torch.float64)
+    Q, _ = torch.linalg.qr(torch.randn(base.d_e, base.d_e, generator=gen(6), dtype=torch.float64))
+    omega = base.omega @ Q
+    assert Codebook.from_tensor(omega).kind == "custom"
+    for factor, ok in ((1 + 10 * codes.UNIT_NORM_TOL, False), (1 + codes.UNIT_NORM_TOL / 10, True)):
+        bent = omega.clone()
+        bent[5] *= factor
+        if ok:
+            Codebook.from_tensor(bent)
+        else:
+            with pytest.raises(ValueError, match="unit norm"):
+                Codebook.from_tensor(bent)
+
+
+def test_rs_hadamard_dim_documented_table():
+    """rs_hadamard_dim at mu = 1/2 (n^(n/2 + 1) >= N), the docstring's table at both sides of each
+    edge: N <= 4 -> 4, <= 64 -> 16, <= 32768 -> 64, <= 16^9 -> 256, 16^9 + 1 -> 1024."""
+    dims = [rs_hadamard_dim(N) for N in (4, 5, 64, 65, 32768, 32769, 16 ** 9, 16 ** 9 + 1)]
+    assert dims == [4, 16, 16, 64, 64, 256, 256, 1024]
+
+
+def test_rs_hadamard_record_for_n_squared_words():
+    """rs_hadamard_codebook(n^2, mu = 1/n) records m and guaranteed_mu = (k - 1)/n; one word has
+    coherence 0 (from rs-hadamard-codes)."""
+    for m in range(1, 6):
+        n = 2 ** m
+        book = rs_hadamard_codebook(n * n, mu=1.0 / n)
+        k = book.params["k"]
+        assert book.params["m"] == m and book.params["guaranteed_mu"] == (k - 1) / n
+        assert rs_hadamard_coherence(1, m, k) == 0.0
+
+
+def test_experimental_record_matches_its_own_draw():
+    """experimental_codebook(100)'s record (from experimental-encoding): d_e = 23 = floor(5 ln 100),
+    n_violations, mu and satisfies_assumption3 as coherence_report measures them, and
+    expected_violations = C(100, 2) 89104 / 2^23."""
+    book = experimental_codebook(100, generator=gen(11))
+    rep = coherence_report(book.omega, 0.5)
+    assert book.d_e == 23 == experimental_dim(100)
+    assert book.params["n_violations"] == rep.n_violations and book.mu == rep.mu
+    assert book.params["satisfies_assumption3"] == (rep.n_violations == 0)
+    assert book.params["expected_violations"] == 4950 * float(Fraction(89104, 2 ** 23))

@@ -140,3 +140,8 @@ def test_link_moves_once_and_refuses_inputs_on_another_device():
     assert net.to("cpu") is net
     with pytest.raises(ValueError, match="move them once"):
         net.to("meta")(torch.zeros(1, 2, 3))
+
+
+def test_teacher_default_width_is_8():
+    """make_link('teacher', q, d)'s documented default width m = 8 (from assumption-2)."""
+    assert make_link("teacher", 3, 4, generator=torch.Generator().manual_seed(33)).net.m == 8

@@ -144,3 +144,35 @@ def test_sample_bytes_hand_value_and_bad_input():
     for bad in (dict(B=0), dict(B=2.5), dict(B=2, dtype=torch.int64)):
         with pytest.raises(ValueError):
             task.sample_bytes(**bad)
+
+
+@settings(max_examples=60, deadline=None)
+@given(prompts(max_N=10, max_d=3, max_q=3, max_B=3))
+def test_prompt_accessors_agree_with_the_tensors(case):
+    """(B, N) = x's leading shape, selected()[b, i, k] = x[b, t_bik], task.label(x, t) = y, and
+    task.sample_bytes = the bytes of x, twice the gathered tokens, y and t (from data-model)."""
+    task, p = case
+    assert (p.B, p.N) == tuple(p.x.shape[:2])
+    direct = p.x[torch.arange(p.B)[:, None, None], p.t]
+    assert torch.equal(p.selected(), direct)
+    tol = 1e-5 if p.x.dtype == torch.float32 else 1e-12
+    assert torch.allclose(task.label(p.x, p.t), p.y, rtol=tol, atol=tol)
+    counted = p.x.nbytes + 2 * p.selected().nbytes + p.y.nbytes + p.t.nbytes
+    assert task.sample_bytes(p.B, p.x.dtype) == counted
+
+
+def test_moment_report_fields_as_asked():
+    """moment_check's report (from assumption-1): C_x, C_y = the largest ratios, s, the orders and
+    the sample count as asked; holds(C_x, C_y) is Assumption 1 with those constants, met at the
+    measured constants and not just below either; default orders (1, 2, 4, 8), s = 1."""
+    orders = (1.0, 2.0, 3.0, 4.0)
+    link = make_link("linear", 1, 4, generator=torch.Generator().manual_seed(14))
+    task = QSTR(N=64, d=4, link=link)
+    rep = moment_check(task, B=400, generator=torch.Generator().manual_seed(24), orders=orders)
+    assert rep.C_x == max(mx for _, mx, _ in rep.per_order)
+    assert rep.C_y == max(my for *_, my in rep.per_order)
+    assert rep.s == 1.0 and rep.orders == orders and rep.samples == 400 * 64
+    assert rep.holds(1.0, rep.C_y) and not rep.holds(0.999 * rep.C_x, 2 * rep.C_y + 1)
+    assert not rep.holds(1.0, 0.999 * rep.C_y)
+    default = moment_check(task, B=8, generator=torch.Generator().manual_seed(29))
+    assert default.orders == (1.0, 2.0, 4.0, 8.0) and default.s == 1.0

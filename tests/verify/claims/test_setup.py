@@ -1,135 +1,154 @@
-"""Values behind the set-up claims (verify/claims/setup.py): Assumptions 1-3 and Lemma 12."""
+"""The set-up claims (verify/claims/setup.py) through their declared structure: Assumptions 1-3,
+Definition 2, Lemma 12, the RS-Hadamard codes and the experiments' encoding."""
 import math
+from fractions import Fraction
 
 import pytest
-import torch
 
-from qstr.constructions.codes import rademacher_codebook
-from qstr.constructions.links import make_link
-from qstr.verify.claims import setup
+from qstr.verify.claims import all_claims
 from qstr.verify.registry import Context
 
 CTX = Context(profile="quick")
+_INPUTS = {}
 
 
-@pytest.mark.parametrize("d, r, want", [(1, 1, 2 / math.pi), (1, 2, 0.5), (3, 2, 1 / 2), (2, 1, math.pi / 4)])
-def test_chi_moment_ratio_hand_values(d, r, want):
-    # E|z| = sqrt(2/pi); E||x||^2 = d; E||x|| for d = 2 is sqrt(pi/2)
-    assert setup._chi_moment_ratio(d, r) == pytest.approx(want, rel=1e-12)
+def _claim(cid):
+    """The claim and its honest inputs (built once per test session)."""
+    claim = all_claims()[cid]
+    if cid not in _INPUTS:
+        _INPUTS[cid] = claim.inputs(CTX)
+    return claim, _INPUTS[cid]
 
 
-def test_chi_ratio_is_below_one_and_largest_at_r_1():
+def _fault(claim, start):
+    return next(f for f in claim.faults if f.name.startswith(start))
+
+
+@pytest.mark.parametrize("cid", ["assumption-3", "data-model", "assumption-1", "assumption-2",
+                                 "lemma-12", "rs-hadamard-codes", "experimental-encoding"])
+def test_checks_hold_and_each_fault_fails_its_checks(cid):
+    """Every check holds on the honest inputs; every fault makes each named check fail, and returns
+    new inputs."""
+    claim, inp = _claim(cid)
+    for check in claim.checks:
+        v = check.run(inp, CTX)
+        assert v.holds, (check.name, v)
+    for fault in claim.faults:
+        broken = fault.apply(inp, CTX)
+        assert broken is not inp
+        for name in fault.breaks:
+            v = claim.check(name).run(broken, CTX)
+            assert not v.holds, (fault.name, name, v)
+
+
+def test_assumption3_headline_and_the_experimental_codes():
+    """The headline is Assumption 3's mu <= 1/2; the experiments' codes measure mu > 1/2."""
+    claim, inp = _claim("assumption-3")
+    assert claim.checks[0].name == "coherence <= 1/2"
+    v = claim.check("coherence <= 1/2").run(_fault(claim, "d_e = floor").apply(inp, CTX), CTX)
+    assert v.measured > 0.5 and "experimental" in v.detail
+
+
+def test_assumption3_short_rows_miss_one_by_one_over_d_e_plus_one():
+    """Rows scaled by sqrt(d_e / (d_e + 1)): | ||w||^2 - 1 | = 1/(d_e + 1), coherence kept."""
+    claim, inp = _claim("assumption-3")
+    short = _fault(claim, "rows normalised").apply(inp, CTX)
+    d_e = short.books[0][1].d_e
+    off = claim.check("unit rows").run(short, CTX).measured
+    assert off == pytest.approx(1 / (d_e + 1), rel=1e-5)
+    assert claim.check("coherence <= 1/2").run(short, CTX).holds
+
+
+def test_assumption3_union_bound_straddles_delta():
+    """At the exact rule's d_e the union bound is <= delta, at d_e - 1 above it."""
+    claim, inp = _claim("assumption-3")
+    assert claim.check("union bound <= delta at d_e").run(inp, CTX).measured <= 1
+    assert claim.check("union bound > delta at d_e - 1").run(inp, CTX).measured > 1
+
+
+def test_data_model_draws_and_the_off_by_one_labels():
+    """60 hypothesis-drawn batches (quick); the off-by-one labels are far from g(x_t)."""
+    claim, inp = _claim("data-model")
+    assert len(inp.cases) == 60
+    v = claim.check("labels y_i = g(x_t_i)").run(_fault(claim, "labels read").apply(inp, CTX), CTX)
+    assert v.measured > 0.1 and v.rounding < 1e-4
+
+
+def test_assumption1_wide_tokens_measure_c_x_near_2_25():
+    """Tokens of standard deviation 1.5 give C_x about 2.25 x 0.97 at d = 16."""
+    claim, inp = _claim("assumption-1")
+    broken = _fault(claim, "tokens with").apply(inp, CTX)
+    assert claim.check("C_x <= 1").run(broken, CTX).measured > 1.4
+
+
+@pytest.mark.parametrize("d, r, want", [(1, 1, 2 / math.pi), (1, 2, 0.5), (3, 2, 1 / 2),
+                                        (2, 1, math.pi / 4)])
+def test_chi_closed_form_hand_values(d, r, want):
+    """E|z| = sqrt(2/pi); E||x||^2 = d; E||x|| = sqrt(pi/2) at d = 2."""
+    _, inp = _claim("assumption-1")
+    assert inp.chi_ratio(d, r) == pytest.approx(want, rel=1e-12)
+
+
+def test_chi_ratio_largest_at_r_1_and_normal_hand_values():
+    """The chi ratio is largest at r = 1 and below 1; E y^2 / 4 = 1/4, (E|y|)^2 = 2/pi."""
+    _, inp = _claim("assumption-1")
     for d in (1, 2, 16, 256):
-        vals = [setup._chi_moment_ratio(d, r) for r in (1, 1.5, 2, 4, 8, 32)]
+        vals = [inp.chi_ratio(d, r) for r in (1, 1.5, 2, 4, 8, 32)]
         assert max(vals) == vals[0] < 1
+    assert inp.normal_ratio(2.0) == pytest.approx(1 / 4)
+    assert inp.normal_ratio(1.0) == pytest.approx(2 / math.pi)
 
 
-def test_assumption1_falsifier_is_caught_by_both_tests():
-    out = setup._assumption1(CTX, scale=1.5)
-    assert not out.holds and float(out.measured.split("= ")[1]) > 1.4  # 2.25 x 0.968 at d = 16
+def test_assumption2_stated_moments_hand_values():
+    """E g^2 as stated at q = 3, d = 4: linear and hermite 1, sqnorm 2, mean d/q, projected 1/q;
+    the teacher's (1 + 1/12) / 2 = 13/24."""
+    _, inp = _claim("assumption-2")
+    want = {"linear": 1.0, "hermite": 1.0, "sqnorm": 2.0, "mean": 4 / 3, "mean-projected": 1 / 3}
+    assert {k: f(3, 4) for k, f in inp.stated.items()} == pytest.approx(want)
+    assert inp.teacher_closed(3, 4) == pytest.approx(13 / 24)
 
 
-@pytest.mark.parametrize("name, want", [("linear", 1.0), ("hermite", 1.0), ("sqnorm", 2.0), ("mean", 4 / 3),
-                                        ("mean-projected", 1 / 3)])
-def test_second_moments_as_stated(name, want):
-    link = make_link(name, 3, 4, generator=torch.Generator().manual_seed(0))
-    xt = torch.randn(200_000, 3, 4, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
-    m, se = setup._second_moment(link, xt)
-    assert setup.A2_SECOND_MOMENT[name](3, 4) == pytest.approx(want)
-    assert abs(m - want) <= 6 * se and se < 0.02 * max(want, 1)
+def test_assumption2_unscaled_teacher_is_about_8_times_too_large():
+    """Teachers without 1/sqrt(m) (m = 8): E g^2 about 8 x 13/24."""
+    claim, inp = _claim("assumption-2")
+    broken = _fault(claim, "a teacher without").apply(inp, CTX)
+    assert claim.check("teacher E g^2 = (1 + 1/(qd)) / 2").run(broken, CTX).measured > 2.0
 
 
-def test_each_link_slip_is_caught_on_its_own():
-    for case in setup._slipped_links(CTX):
-        assert not setup._assumption2(CTX, links=[case]).holds, case[0]
-    assert not setup._assumption2(CTX, links=[], teacher=setup._unscaled_teacher).holds
-    assert setup._assumption2(CTX).holds
+def test_lemma12_slipped_radii():
+    """Without the union bound r_x = sqrt(6 e); without concentration token_radius = sqrt(2)."""
+    claim, inp = _claim("lemma-12")
+    broken = _fault(claim, "r_x without").apply(inp, CTX)
+    v = claim.check("max ||x_j|| <= r_x").run(broken, CTX)
+    assert v.bound == pytest.approx(math.sqrt(6 * math.e))
+    broken = _fault(claim, "token_radius without").apply(inp, CTX)
+    v = claim.check("max ||x_j|| <= token_radius").run(broken, CTX)
+    assert v.bound == pytest.approx(2 ** 0.5)
 
 
-def test_teacher_second_moment_averaged_over_draws():
-    """The random teacher's E g^2 over its draws is (1 + 1/(q d)) / 2 = 13/24 at q = 3, d = 4 (a precise run here)."""
-    draw = lambda g: make_link("teacher", 3, 4, generator=g)  # noqa: E731
-    m, se = setup.teacher_second_moment(draw, 3, 4, torch.Generator().manual_seed(5), n_x=64)
-    assert abs(m - 13 / 24) <= 6 * se and se < 0.03
-    m_bad, _ = setup.teacher_second_moment(setup._unscaled_teacher, 3, 4, torch.Generator().manual_seed(5))
-    assert m_bad > 2.0  # 8 x 13/24 in expectation
+def test_rs_codes_reducible_moduli_named():
+    """The reducible moduli at m = 4 and 8 are the two tables found with zero divisors."""
+    claim, inp = _claim("rs-hadamard-codes")
+    broken = _fault(claim, "reducible").apply(inp, CTX)
+    v = claim.check("GF(2^m) tables are fields").run(broken, CTX)
+    assert v.measured == 2 and "m = [4, 8]" in v.detail
 
 
-def test_short_rows_keep_the_coherence_but_fail_unit_rows():
-    rad = rademacher_codebook(256, mu_max=0.5, delta=1e-3, generator=torch.Generator().manual_seed(0))
-    short = rad.omega * math.sqrt(rad.d_e / (rad.d_e + 1))
-    holds, mu, off, _ = setup._codebook_rows("short", 256, rad.d_e, short, setup._coherence_rounding(rad))
-    assert mu <= 0.5 and off == pytest.approx(1 / (rad.d_e + 1), rel=1e-5) and not holds
+def test_a_reducible_modulus_has_a_nonzero_square_equal_to_zero():
+    """x^4 + x^2 + 1 = (x^2 + x + 1)^2: x^2 + x + 1 = 0b111 squares to 0; degree checked."""
+    from qstr.constructions.codes import gf_mul_table
 
-
-def test_lemma12_radius_and_its_falsifier():
-    ok, bad = setup._lemma12(CTX), setup._lemma12(CTX, union_bound=False)
-    assert ok.holds and not bad.holds
-    assert bad.bound == f"<= r_x = {math.sqrt(6 * math.e):.3f}"
-    assert "token_radius" in ok.detail and "1.414 holds: False" in bad.detail  # each slipped radius exceeded
-
-
-def test_field_tables_and_a_reducible_modulus():
-    from qstr.constructions.codes import MAX_M, gf_mul_table
-
-    assert all(setup._zero_divisor_free(gf_mul_table(m)) for m in range(1, MAX_M + 1))
-    table = gf_mul_table(4, 0b10101)  # (x^2 + x + 1)^2: x^2 + x + 1 = 0b111 is a zero divisor
-    assert not setup._zero_divisor_free(table) and table[0b111, 0b111] == 0  # a nonzero square is zero
+    assert gf_mul_table(4, 0b10101)[0b111, 0b111] == 0
     with pytest.raises(ValueError, match="poly must be an int of degree"):
         gf_mul_table(4, 0b111)
 
 
-def test_rs_codes_claim_and_its_falsifier():
-    assert setup._rs_codes(CTX).holds
-    bad = setup._rs_codes(CTX, polys={4: 0b10101})
-    assert not bad.holds and "except [4]" in bad.detail
-
-
-def test_experimental_tail_hand_value_and_falsifier():
-    from fractions import Fraction
-
-    assert setup._tail_by_counting(23, 0.5) == Fraction(89104, 2 ** 23)  # 2 (C(23,18) + ... + C(23,23)) / 2^23
-    assert 4950 * float(setup._tail_by_counting(23, 0.5)) == pytest.approx(52.58, abs=0.01)
-    half = setup._experimental(CTX, tail=lambda d_e, mu: float(setup._tail_by_counting(d_e, mu)) / 2)
-    assert not half.holds and setup._experimental(CTX).holds
-
-
-def test_rs_codes_and_experimental_encoding_report_value_and_limit():
-    """value/limit (--json measured_value/bound_value) are finite floats, value <= limit exactly when the check holds."""
-    for out in (setup._rs_codes(CTX), setup._rs_codes(CTX, polys={4: 0b10101}), setup._experimental(CTX),
-                setup._experimental(CTX, tail=lambda d_e, mu: float(setup._tail_by_counting(d_e, mu)) / 2)):
-        assert isinstance(out.value, float) and isinstance(out.limit, float)
-        assert math.isfinite(out.value) and math.isfinite(out.limit)
-        assert (out.value <= out.limit) == out.holds
-    assert setup._rs_codes(CTX, polys={4: 0b10101}).value == 1.0  # one reducible table, the codes still agree
-
-
-def test_custom_codes_and_tails_hold():
-    ok, line = setup._custom_codes(CTX)
-    assert ok and "refused / accepted" in line, line
-    ok, line = setup._tails()
-    assert ok, line
-
-
-def test_gram_mu_of_a_small_code():
-    omega = torch.tensor([[1.0, 0.0], [0.6, 0.8], [0.0, 1.0]], dtype=torch.float64)
-    assert setup._gram_mu(omega) == pytest.approx(0.8)
-
-
-def test_coherence_edges_hold_and_a_tries_slip_is_seen(monkeypatch):
-    ok, detail = setup._coherence_edges(CTX)
-    assert ok, detail
-    real = setup.rademacher_codebook
-
-    def off_by_one(*args, **kw):  # tries counted from 2
-        book = real(*args, **kw)
-        book.params["tries"] += 1
-        return book
-
-    monkeypatch.setattr(setup, "rademacher_codebook", off_by_one)
-    assert not setup._coherence_edges(CTX)[0]
-
-
-def test_normal_moment_ratio_hand_values():
-    assert setup._normal_moment_ratio(2.0) == pytest.approx(1 / 4)  # E y^2 = 1, / 2^2
-    assert setup._normal_moment_ratio(1.0) == pytest.approx(2 / math.pi)  # (E|y|)^2 = 2/pi
+def test_experimental_tail_hand_value_and_the_one_sided_tail():
+    """89104 / 2^23 per pair, 52.58 of 4950 pairs; the one-sided tail predicts half."""
+    claim, inp = _claim("experimental-encoding")
+    assert inp.d_e == 23 and inp.pair_tail(23, 0.5) == float(Fraction(89104, 2 ** 23))
+    v = claim.check("mean violations = C(N, 2) tail").run(inp, CTX)
+    assert v.bound == pytest.approx(52.58, abs=0.01)
+    broken = _fault(claim, "the one-sided").apply(inp, CTX)
+    v = claim.check("mean violations = C(N, 2) tail").run(broken, CTX)
+    assert v.bound == pytest.approx(26.29, abs=0.01)
