@@ -4,7 +4,7 @@ guarantee of Cor 27 (flat in N) and the end-to-end simple-qSTR RNN of Prop 28.
 
 Constructions: ``constructions/relu.py`` and ``constructions/recurrent.py``; derivation of
 every constant: ``docs/derivations/rnn-transition.md``. All certified checks run in float64 on
-``ctx.device``; a certificate "holds" when measured <= bound + its rounding term
+``ctx.device``; a certificate holds when measured <= bound + its rounding term
 (``verify.rounding``), stated in the detail.
 """
 from __future__ import annotations
@@ -12,7 +12,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Callable, Dict, Tuple
 
 import torch
 from hypothesis import HealthCheck, Verbosity, given, settings, target
@@ -24,12 +25,12 @@ from qstr.constructions.encoding import rnn_encoding
 from qstr.constructions.export import load_rnn
 from qstr.constructions.recurrent import (build_rnn, build_rnn_for_cli, build_transition, module_from_state,
                                          projected_prefix, rnn_state, token_radius)
-from qstr.constructions.relu import (gate_bands, gate_gadget, identity_gadget, product_gadget, soft_threshold_gadget,
-                                     square_interp, square_units)
+from qstr.constructions.relu import Gadget, gate_bands, gate_gadget, product_error, product_gadget
 from qstr.constructions.task import QSTR, gather_tokens
 from qstr.verify.adversarial import clip_to_ball
+from qstr.verify.claim import Check, Claim as Declared, Context, Fault, Ref, Verdict, at_most, close, exact
 from qstr.verify.claims.export import through_file, through_path
-from qstr.verify.legacy import Claim, Context, Outcome, register
+from qstr.verify.legacy import Claim, Outcome, register
 from qstr.verify.rounding import Rounding, largest, two_layer
 
 F64 = torch.float64
@@ -41,7 +42,8 @@ def _transition_rounding(tr, N: int = 0, r_h: float = 0.0) -> Rounding:
     sums N outputs of which at most q are nonzero (the rest are exact zeros): q such terms plus
     the N-term prefix sum of vectors of norm <= r_h."""
     g = tr.guarantee
-    one = Rounding(n=tr.d_e * g.product_knots + g.gate_knots + 4, scale=g.r_x * g.gate_slope * g.s_max * tr.d_e,
+    one = Rounding(n=tr.d_e * g.product_knots + g.gate_knots + 4,
+                   scale=g.r_x * g.gate_slope * g.s_max * tr.d_e,
                    what="(d_e K1 + K2 + 4) eps r_x M s_max d_e")
     if not N:
         return one
@@ -49,11 +51,6 @@ def _transition_rounding(tr, N: int = 0, r_h: float = 0.0) -> Rounding:
 
 
 # ------------------------------------------------------------------ search helpers
-
-
-def _eps_as_asked(g, asked: float) -> bool:
-    """The certified accuracy meets the one asked for: eps <= asked (and the request recorded is it)."""
-    return g.eps <= asked * (1 + 1e-12) and g.eps_requested == asked
 
 
 def _hypothesis_max(err, lo, hi, n: int, device) -> float:
@@ -94,8 +91,8 @@ def _ball_ascent(err, x0: torch.Tensor, r: float, steps: int) -> torch.Tensor:
     """Worst-case tokens inside ||x_j|| <= r: projected normalised-gradient ascent on sum(err(x)^2)
     from x0; returns the iterate with the largest max error (never worse than x0).
 
-    (The same search as ``verify.adversarial.worst_case_tokens`` without ``torch.optim``, whose
-    first use imports torch._dynamo: seconds that the quick profile cannot spend.)
+    (The search of ``verify.adversarial.worst_case_tokens`` without ``torch.optim``, whose first
+    use imports torch._dynamo: seconds that the quick profile cannot spend.)
     """
     x = clip_to_ball(x0.detach().clone(), r)
     with torch.no_grad():
@@ -115,6 +112,153 @@ def _ball_ascent(err, x0: torch.Tensor, r: float, steps: int) -> torch.Tensor:
             best = x.detach().clone()
     return best
 
+
+# ------------------------------------------------------------------ the gadget claims
+
+
+@dataclass(frozen=True)
+class GadgetCase:
+    """One gadget on its box [lo, hi], the knot count its certificate is asked for, and what the
+    searches found: sup |gadget - target| by grid, structured points, hypothesis and ascent."""
+
+    label: str
+    args: tuple  # the certificate's arguments: (R, knots) or (r_x, knots, s_max)
+    gadget: Gadget
+    lo: tuple
+    hi: tuple
+    found: Dict[str, float]
+    rounding: Rounding
+
+    @property
+    def sup_error(self) -> float:
+        return max(self.found.values())
+
+
+@dataclass(frozen=True)
+class GadgetInputs:
+    """The gadgets as built, each with its searched sup error, and the certificate they meet."""
+
+    cases: Tuple[GadgetCase, ...]
+    certificate: Callable[..., float]  # Lemma 22: h^2/16; Lemma 24: r_x delta
+
+
+def _search(name: str, k: int, gadget: Gadget, lo, hi, special: torch.Tensor, ctx: Context):
+    """Sup-error of a 2-input gadget by a dense grid, structured points, hypothesis and ascent
+    (all on ctx.device), and its rounding term over the box (attained at its corners)."""
+    dev = ctx.device
+    gadget = replace(gadget, W1=gadget.W1.to(dev), b1=gadget.b1.to(dev), W2=gadget.W2.to(dev))
+    err = lambda u: (gadget(u) - gadget.target(u)).abs()[..., 0]  # noqa: E731
+    n_grid = ctx.pick(quick=241, full=1201)
+    grid = torch.cartesian_prod(*(torch.linspace(lo[j], hi[j], n_grid, dtype=F64, device=dev)
+                                  for j in range(2)))
+    lo_t, hi_t = (torch.tensor(v, dtype=F64, device=dev) for v in (lo, hi))
+    n_starts = ctx.pick(quick=256, full=2048)
+    u0 = torch.rand(n_starts, 2, generator=ctx.generator(name, k, device=dev), dtype=F64, device=dev)
+    starts = lo_t + u0 * (hi_t - lo_t)
+    with torch.no_grad():
+        found = {"grid": float(err(grid).max()), "structured": float(err(special.to(dev)).max())}
+    found["hypothesis"] = _hypothesis_max(err, lo, hi, ctx.pick(quick=150, full=1000), dev)
+    found["adversarial"] = _box_ascent(err, lo, hi, starts, ctx.pick(quick=60, full=300))
+    return found, two_layer(gadget.W1, gadget.b1, gadget.W2, grid)
+
+
+ATTAINED_TOL = 1e-3  # the searched sup must reach the certificate to within this fraction
+
+
+def _shown(case: GadgetCase) -> str:
+    return f"{case.label}: " + ", ".join(f"{k} {v:.4g}" for k, v in case.found.items())
+
+
+def gadget_within_certificate(inp: GadgetInputs, ctx: Context) -> Verdict:
+    """The largest sup error over the cases, relative to its certificate, is at most it (Lemmas 22, 24)."""
+    worst = max(inp.cases, key=lambda c: c.sup_error / inp.certificate(*c.args))
+    bound = inp.certificate(*worst.args)
+    return at_most(worst.sup_error, bound, worst.rounding, detail=f"worst case {_shown(worst)}")
+
+
+def gadget_certificate_attained(inp: GadgetInputs, ctx: Context) -> Verdict:
+    """The searched sup reaches the certificate (to 0.1%) in every case: the constant is the
+    least one (a certificate h^2/8 for h^2/16 fails here). Worst case: the ratio farthest from 1."""
+    worst = max(inp.cases, key=lambda c: abs(c.sup_error / inp.certificate(*c.args) - 1))
+    bound = inp.certificate(*worst.args)
+    return close(worst.sup_error, bound, ATTAINED_TOL * bound, worst.rounding,
+                 detail=f"worst case {_shown(worst)}")
+
+
+def _fewer_knots(cases, build, special, lo_hi, name: str, ctx: Context):
+    """The cases rebuilt with half the knots, the certificate still asked for the full count."""
+    out = []
+    for k, c in enumerate(cases):
+        used = max(2 if c.gadget.name == "product" else 1, c.args[1] // 2)
+        args = (c.args[0], used) + tuple(c.args[2:])
+        g = build(*args)
+        lo, hi = lo_hi(*args)
+        found, rnd = _search(name, k, g, lo, hi, special(*args), ctx)
+        out.append(replace(c, label=f"{c.label} built with {used} knots", gadget=g, found=found,
+                           rounding=rnd))
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------- lemma-22
+
+L22_CASES = ((1.0, 17), (0.125, 9))
+
+
+def _product_special(R: float, knots: int) -> torch.Tensor:
+    """Points where x + y is a midpoint and x - y a knot (or the reverse): the certificate is attained."""
+    k0, h = -2 * R, 4 * R / (knots - 1)
+    knots_t = k0 + h * torch.arange(knots, dtype=F64)
+    mids = knots_t[:-1] + h / 2
+    a, b = torch.cartesian_prod(torch.cat([knots_t, mids]), torch.cat([mids, knots_t])).T
+    pts = torch.cat([torch.stack([(a + b) / 2, (a - b) / 2], 1), torch.stack([(b + a) / 2, (b - a) / 2], 1)])
+    return pts[(pts.abs() <= R).all(1)]
+
+
+def _product_box(R: float, knots: int):
+    return (-R, -R), (R, R)
+
+
+def lemma22_inputs(ctx: Context) -> GadgetInputs:
+    """Lemma 22's product gadget for each (R, knots), searched on [-R, R]^2."""
+    cases = []
+    for k, (R, K) in enumerate(L22_CASES):
+        K = ctx.pick(quick=K, full=2 * K - 1)
+        g = product_gadget(R, K)
+        found, rnd = _search("lemma-22/starts", k, g, *_product_box(R, K), _product_special(R, K), ctx)
+        cases.append(GadgetCase(f"R={R:g} knots={K}", (R, K), g, *_product_box(R, K), found, rnd))
+    return GadgetInputs(tuple(cases), product_error)
+
+
+def _product_half_knots(inp: GadgetInputs, ctx: Context) -> GadgetInputs:
+    """Half the knots: h doubles, the error quadruples past the certificate for the full count."""
+    return replace(inp, cases=_fewer_knots(inp.cases, product_gadget, _product_special, _product_box,
+                                           "lemma-22/starts", ctx))
+
+
+def _product_h2_over_8(inp: GadgetInputs, ctx: Context) -> GadgetInputs:
+    """The certificate h^2/8 (twice Lemma 22's): not attained."""
+    return replace(inp, certificate=lambda R, K: 2 * product_error(R, K))
+
+
+L22_SUP, L22_ATTAINED = "sup |P(x,y) - xy| <= h^2/16", "h^2/16 attained"
+
+register(Declared(
+    id="lemma-22", ref=Ref("Lemma 22", "Lemma 22"),
+    statement="product gadget (x+y)^2/4 - (x-y)^2/4 by knot interpolation: sup |P(x,y) - xy| on [-R,R]^2 "
+              "<= h^2/16 (certified, attained), h = 4R/(knots-1)",
+    inputs=lemma22_inputs,
+    checks=[Check(L22_SUP, gadget_within_certificate), Check(L22_ATTAINED, gadget_certificate_attained)],
+    faults=[Fault("half the knots", _product_half_knots, breaks=(L22_SUP, L22_ATTAINED)),
+            Fault("certificate h^2/8", _product_h2_over_8, breaks=(L22_ATTAINED,))],
+    builds=(product_gadget,), bounds=(product_error,),
+    derivation="docs/derivations/rnn-transition.md",
+))
+
+# ---- legacy (being converted)
+from qstr.verify.legacy import Context as LegacyContext  # noqa
+def _eps_as_asked(g, asked: float) -> bool:
+    """The certified accuracy meets the one asked for: eps <= asked (and the request recorded is it)."""
+    return g.eps <= asked * (1 + 1e-12) and g.eps_requested == asked
 
 def _gadget_search(gadget, lo, hi, special: torch.Tensor, ctx: Context, salt: int) -> tuple[dict, Rounding]:
     """Sup-error of a 2-input gadget by a dense grid, structured points, hypothesis and ascent
@@ -161,89 +305,6 @@ def _gadget_outcome(cases) -> Outcome:
                    bound=f"in [1 - {ATTAINED_TOL:g}, 1] (certificate, attained)", holds=ok,
                    detail="; ".join(parts), value=farthest, limit=1.0)
 
-
-# ---------------------------------------------------------------------- lemma-22
-
-L22_CASES = ((1.0, 17), (0.125, 9))
-
-
-def _product_special(R: float, knots: int) -> torch.Tensor:
-    """Points where x + y is a midpoint and x - y a knot (or the reverse): the certificate is attained."""
-    k0, h = -2 * R, 4 * R / (knots - 1)
-    knots_t = k0 + h * torch.arange(knots, dtype=F64)
-    mids = knots_t[:-1] + h / 2
-    a, b = torch.cartesian_prod(torch.cat([knots_t, mids]), torch.cat([mids, knots_t])).T
-    pts = torch.cat([torch.stack([(a + b) / 2, (a - b) / 2], 1), torch.stack([(b + a) / 2, (b - a) / 2], 1)])
-    return pts[(pts.abs() <= R).all(1)]
-
-
-def _gadget_shapes_and_exact_errors(ctx: Context) -> tuple:
-    """Every gadget Prop 26's transition is built from: its output has n_out columns for n_in inputs, and the
-    exact ones (identity, soft threshold) declare error 0 and measure exactly 0 (two-sided)."""
-    u = 3 * torch.randn(512, 3, generator=ctx.generator(229), dtype=F64)
-    ok, parts = True, []
-    for g in (identity_gadget(3), soft_threshold_gadget(0.25, 3), product_gadget(1.0, 17), gate_gadget(3.0, 16, 1.05)):
-        uu = u[:, :g.n_in]
-        ok &= tuple(g(uu).shape) == (u.shape[0], g.n_out) and g.W2.shape[1] == g.width
-        ok &= _gadget_norms_gap(g) <= 1e-12
-        if g.name in ("identity", "soft-threshold"):  # exact: relu(z - b) - relu(-z - b) is ST_b(z) in floats too
-            err = g.sup_error(uu)
-            ok &= g.error == 0.0 and err == 0.0
-            parts.append(f"{g.name}: declared {g.error:g}, measured {err:g}")
-    # the documented defaults: one coordinate (n = 1) for identity and soft threshold, s_max = 1 for the gate
-    ok &= (identity_gadget().n_in == 1 == soft_threshold_gadget(0.25).n_in
-           and gate_bands(3.0, 16).s_max == 1.0 and gate_gadget(3.0, 16).params == gate_gadget(3.0, 16, 1.0).params)
-    return bool(ok), ("exact gadgets " + ", ".join(parts) + "; shapes (n_in, n_out) of all four consistent, their norms "
-                      "record (Frobenius norms, largest |weight|, ||W2||_op ||W1||_op) as derived, defaults n = 1 and "
-                      "s_max = 1" * ok)
-
-
-def _gadget_norms_gap(g) -> float:
-    """Largest relative gap between ``Gadget.norms`` and the norms of its layers (largest singular values for the
-    Lipschitz bound ||W2||_op ||W1||_op)."""
-    op = lambda M: float(torch.linalg.svdvals(M.double())[0])  # noqa: E731
-    want = {"W1_fro": float(g.W1.double().norm()), "b1_norm": float(g.b1.double().norm()),
-            "W2_fro": float(g.W2.double().norm()),
-            "max_abs": max(float(M.abs().max()) for M in (g.W1, g.b1, g.W2)), "lipschitz_bound": op(g.W2) * op(g.W1)}
-    got = g.norms
-    if set(got) != set(want):
-        return math.inf
-    return max(abs(got[k] - v) / max(abs(v), 1e-300) for k, v in want.items())
-
-
-def _closed_form_vs_units(R: float = 1.0, knots: int = 17) -> float:
-    """max |square_interp(z) - sum_u coef_u relu(w_u z + beta_u)| / (1 + z^2) over z in [-6R, 6R]: the transition's
-    closed form of the interpolant S equals its ReLU units everywhere (the end segments extended linearly)."""
-    z = torch.linspace(-6 * R, 6 * R, 2401, dtype=F64)
-    w, beta, coef = square_units(R, knots)
-    units = (coef * torch.relu(z[:, None] * w + beta)).sum(1)
-    return float(((square_interp(z, R, knots) - units).abs() / (1 + z * z)).max())
-
-
-def _lemma22(ctx: Context, halve: bool) -> Outcome:
-    exact_ok, exact_detail = _gadget_shapes_and_exact_errors(ctx)
-    closed = _closed_form_vs_units()
-    exact_ok &= closed <= 1e-13
-    exact_detail += f"; closed form of S vs its ReLU units on [-6R, 6R]: {closed:.1e} (relative, <= 1e-13)"
-    cases = []
-    for i, (R, K) in enumerate(L22_CASES):
-        K = ctx.pick(quick=K, full=2 * K - 1)
-        used = max(2, K // 2) if halve else K
-        g = product_gadget(R, used)
-        found, rnd = _gadget_search(g, (-R, -R), (R, R), _product_special(R, used), ctx, 220 + i)
-        label = f"R={R:g} knots={used}" + (f" (bound certified for {K})" if halve else "")
-        cases.append((label, found, product_gadget(R, K).error, rnd))
-    out = _gadget_outcome(cases)
-    return dataclasses.replace(out, holds=out.holds and exact_ok, detail=f"{out.detail}; {exact_detail}")
-
-
-register(Claim(
-    id="lemma-22", ref_seed="Lemma 22", ref_conference="Lemma 22",
-    statement="product gadget (x+y)^2/4 - (x-y)^2/4 by knot interpolation: sup |P(x,y) - xy| on [-R,R]^2 "
-              "<= h^2/16 (certified, attained), h = 4R/(knots-1)",
-    check=lambda ctx: _lemma22(ctx, False), falsifier=lambda ctx: _lemma22(ctx, True),
-    falsifier_statement="half the knots must exceed the bound certified for the full knot count",
-))
 
 # ---------------------------------------------------------------------- lemma-24
 
