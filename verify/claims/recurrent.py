@@ -260,52 +260,6 @@ def _eps_as_asked(g, asked: float) -> bool:
     """The certified accuracy meets the one asked for: eps <= asked (and the request recorded is it)."""
     return g.eps <= asked * (1 + 1e-12) and g.eps_requested == asked
 
-def _gadget_search(gadget, lo, hi, special: torch.Tensor, ctx: Context, salt: int) -> tuple[dict, Rounding]:
-    """Sup-error of a 2-input gadget by a dense grid, structured points, hypothesis and ascent
-    (all on ctx.device), and the rounding term of the gadget over the box (attained at its corners)."""
-    dev = ctx.device
-    gadget = replace(gadget, W1=gadget.W1.to(dev), b1=gadget.b1.to(dev), W2=gadget.W2.to(dev))  # moved once
-    err = lambda u: (gadget(u) - gadget.target(u)).abs()[..., 0]  # noqa: E731
-    n_grid = ctx.pick(quick=241, full=1201)
-    axes = [torch.linspace(lo[k], hi[k], n_grid, dtype=F64, device=dev) for k in range(2)]
-    grid = torch.cartesian_prod(*axes)
-    gen = ctx.generator(salt, dev)
-    lo_t, hi_t = (torch.tensor(v, dtype=F64, device=dev) for v in (lo, hi))
-    starts = lo_t + torch.rand(ctx.pick(quick=256, full=2048), 2, generator=gen, dtype=F64, device=dev) * (hi_t - lo_t)
-    special = special.to(dev)
-    with torch.no_grad():
-        found = {"grid": float(err(grid).max()), "structured": float(err(special).max()) if special.numel() else 0.0}
-    found["hypothesis"] = _hypothesis_max(err, lo, hi, ctx.pick(quick=150, full=1000), dev)
-    found["adversarial"] = _box_ascent(err, lo, hi, starts, ctx.pick(quick=60, full=300))
-    return found, two_layer(gadget.W1, gadget.b1, gadget.W2, grid)
-
-
-ATTAINED_TOL = 1e-3  # the searched sup must reach the certificate to within this fraction
-
-
-def _gadget_outcome(cases) -> Outcome:
-    """cases: (label, found dict, bound, rounding). Holds when every search stays within its
-    certificate plus the gadget's rounding term."""
-    parts, ok, worst_ratio, least_ratio = [], True, 0.0, math.inf
-    for label, found, bound, rnd in cases:
-        m = max(found.values())
-        # two-sided: the certificate is attained (at the special points), so a bound inflated by
-        # a wrong constant (h^2/8 for h^2/16) fails as surely as an error above it
-        ok &= rnd.within(m, bound) and m >= (1 - ATTAINED_TOL) * bound
-        worst_ratio = max(worst_ratio, m / bound)
-        least_ratio = min(least_ratio, m / bound)
-        parts.append(f"{label}: sup err {m:.6g} vs certified {bound:.6g} (" +
-                     ", ".join(f"{k} {v:.4g}" for k, v in found.items()) + ")")
-    parts.append(f"largest {largest(c[3] for c in cases)}")
-    # value: the ratio farthest from 1 (two-sided: every ratio must lie in [1 - ATTAINED_TOL, 1], + rounding)
-    farthest = worst_ratio if worst_ratio - 1 >= 1 - least_ratio else least_ratio
-    parts.append(f"two-sided: every err/bound must lie in [1 - {ATTAINED_TOL:g}, 1] (upper end plus the rounding "
-                 f"term); value = the ratio farthest from 1")
-    return Outcome(measured=f"err/bound in [{least_ratio:.6f}, {worst_ratio:.6f}]",
-                   bound=f"in [1 - {ATTAINED_TOL:g}, 1] (certificate, attained)", holds=ok,
-                   detail="; ".join(parts), value=farthest, limit=1.0)
-
-
 # ---------------------------------------------------------------------- lemma-24
 
 L24_CASES = ((3.0, 16, 1.05), (0.5, 8, 1.0))
@@ -314,43 +268,83 @@ L24_CASES = ((3.0, 16, 1.05), (0.5, 8, 1.0))
 def _gate_special(r_x: float, knots: int, s_max: float) -> torch.Tensor:
     """x = +-r_x at band midpoints (where the certificate r_x delta is attained) and band edges."""
     delta = (s_max - 0.5) / knots
-    s = torch.cat([0.5 + delta * (torch.arange(knots, dtype=F64) + 0.5), 0.5 + delta * torch.arange(knots + 1, dtype=F64)])
+    mids = 0.5 + delta * (torch.arange(knots, dtype=F64) + 0.5)
+    s = torch.cat([mids, 0.5 + delta * torch.arange(knots + 1, dtype=F64)])
     x = torch.tensor([-r_x, r_x, 0.5 * r_x, -0.5 * r_x], dtype=F64)
     return torch.cartesian_prod(x, s)
 
 
-def _gate_three_ways(g, bands, pts: torch.Tensor) -> float:
-    """max |gadget - bands.evaluate| and |gadget - bands.evaluate_units| at (x, s) points: the dense gadget, the
-    closed form the RNN transition uses, and the literal unit sum must agree (relative to the largest value)."""
-    x, s = pts[:, :1], pts[:, 1]
-    dense = g(pts)
-    scale = max(1.0, float(dense.abs().max()))
-    return max(float((bands.evaluate(x, s) - dense).abs().max()),
-               float((bands.evaluate_units(x, s) - dense).abs().max())) / scale
+def _gate_box(r_x: float, knots: int, s_max: float):
+    return (-r_x, -1.5), (r_x, s_max)
 
 
-def _lemma24(ctx: Context, halve: bool) -> Outcome:
-    cases, three_ways = [], 0.0
-    for i, (r_x, K, s_max) in enumerate(L24_CASES):
-        K = ctx.pick(quick=K, full=4 * K)
-        used = max(1, K // 2) if halve else K
-        g = gate_gadget(r_x, used, s_max)
-        found, rnd = _gadget_search(g, (-r_x, -1.5), (r_x, s_max), _gate_special(r_x, used, s_max), ctx, 240 + i)
-        three_ways = max(three_ways, _gate_three_ways(g, gate_bands(r_x, used, s_max), _gate_special(r_x, used, s_max)))
-        label = f"r_x={r_x:g} s<={s_max:g} knots={used}" + (f" (bound certified for {K})" if halve else "")
-        cases.append((label, found, gate_gadget(r_x, K, s_max).error, rnd))
-    out = _gadget_outcome(cases)
-    return dataclasses.replace(out, holds=out.holds and three_ways <= 1e-12,
-                               detail=f"{out.detail}; dense gadget vs the transition's closed form and the unit sum: "
-                                      f"{three_ways:.1e} relative (<= 1e-12)")
+def gate_error(r_x: float, knots: int, s_max: float) -> float:
+    """Lemma 24's certificate r_x delta, delta = (s_max - 1/2) / knots (``GateBands.error``)."""
+    return gate_bands(r_x, knots, s_max).error
 
 
-register(Claim(
-    id="lemma-24", ref_seed="Lemma 24", ref_conference="Lemma 24",
+def lemma24_inputs(ctx: Context) -> GadgetInputs:
+    """Lemma 24's gate gadget for each (r_x, knots, s_max), searched on [-r_x, r_x] x [-1.5, s_max]."""
+    cases = []
+    for k, (r_x, K, s_max) in enumerate(L24_CASES):
+        args = (r_x, ctx.pick(quick=K, full=4 * K), s_max)
+        g = gate_gadget(*args)
+        found, rnd = _search("lemma-24/starts", k, g, *_gate_box(*args), _gate_special(*args), ctx)
+        cases.append(GadgetCase(f"r_x={r_x:g} s<={s_max:g} knots={args[1]}", args, g, *_gate_box(*args),
+                                found, rnd))
+    return GadgetInputs(tuple(cases), gate_error)
+
+
+def gate_zero_below_half(inp: GadgetInputs, ctx: Context) -> Verdict:
+    """Lemma 24: the gadget is exactly 0 for s < 1/2 (a 201 x 201 grid of [-r_x, r_x] x [-1.5, 1/2))."""
+    nonzero, where = 0, []
+    for c in inp.cases:
+        r_x = c.args[0]
+        grid = torch.cartesian_prod(torch.linspace(-r_x, r_x, 201, dtype=F64, device=ctx.device),
+                                    torch.linspace(-1.5, 0.5 - 1e-9, 201, dtype=F64, device=ctx.device))
+        gadget = replace(c.gadget, W1=c.gadget.W1.to(ctx.device), b1=c.gadget.b1.to(ctx.device),
+                         W2=c.gadget.W2.to(ctx.device))
+        count = int((gadget(grid) != 0).sum())
+        nonzero += count
+        where.append(f"{c.label}: {count}")
+    return exact(nonzero, 0, detail="nonzero outputs for s < 1/2: " + ", ".join(where))
+
+
+def _gate_half_knots(inp: GadgetInputs, ctx: Context) -> GadgetInputs:
+    """Half the knots: delta doubles, and so does the attained error."""
+    return replace(inp, cases=_fewer_knots(inp.cases, gate_gadget, _gate_special, _gate_box,
+                                           "lemma-24/starts", ctx))
+
+
+def _gate_beta_shifted(inp: GadgetInputs, ctx: Context) -> GadgetInputs:
+    """The band offsets beta moved up by a tenth of the slope M: bands open before s = 1/2."""
+    cases = []
+    for c in inp.cases:
+        M = c.gadget.params["M"]
+        cases.append(replace(c, gadget=replace(c.gadget, b1=c.gadget.b1 + 0.1 * M)))
+    return replace(inp, cases=tuple(cases))
+
+
+def _gate_2_delta(inp: GadgetInputs, ctx: Context) -> GadgetInputs:
+    """The certificate 2 r_x delta (twice Lemma 24's): not attained."""
+    return replace(inp, certificate=lambda r_x, K, s_max: 2 * gate_error(r_x, K, s_max))
+
+
+L24_SUP, L24_ATTAINED, L24_ZERO = ("sup |G(x,s) - 2x relu(s-1/2)| <= r_x delta", "r_x delta attained",
+                                   "G = 0 for s < 1/2")
+
+register(Declared(
+    id="lemma-24", ref=Ref("Lemma 24", "Lemma 24"),
     statement="gate gadget: sup |G(x,s) - 2x relu(s-1/2)| over |x| <= r_x, s <= s_max is <= r_x delta "
               "(certified, attained), delta = (s_max - 1/2)/knots; exactly 0 for s <= 1/2",
-    check=lambda ctx: _lemma24(ctx, False), falsifier=lambda ctx: _lemma24(ctx, True),
-    falsifier_statement="half the knots must exceed the bound certified for the full knot count",
+    inputs=lemma24_inputs,
+    checks=[Check(L24_SUP, gadget_within_certificate), Check(L24_ATTAINED, gadget_certificate_attained),
+            Check(L24_ZERO, gate_zero_below_half)],
+    faults=[Fault("half the knots", _gate_half_knots, breaks=(L24_SUP, L24_ATTAINED)),
+            Fault("certificate 2 r_x delta", _gate_2_delta, breaks=(L24_ATTAINED,)),
+            Fault("band offsets shifted up by M/10", _gate_beta_shifted, breaks=(L24_ZERO,))],
+    builds=(gate_gadget,), bounds=(gate_error,),
+    derivation="docs/derivations/rnn-transition.md",
 ))
 
 # ---------------------------------------------------------------------- prop-26

@@ -58,3 +58,17 @@ def test_lemma22_faults_leave_the_honest_inputs_alone(inputs):
     loose = broken("lemma-22", "certificate h^2/8", inp)
     assert run("lemma-22", "sup |P(x,y) - xy| <= h^2/16", loose).holds  # an upper bound still...
     assert not run("lemma-22", "h^2/16 attained", loose).holds  # ...but not attained
+
+
+# ---------------------------------------------------------------------- lemma-24
+
+
+def test_lemma24_checks_hold_and_each_fault_breaks_its_own(inputs):
+    inp = inputs("lemma-24")
+    names = [c.name for c in all_claims()["lemma-24"].checks]
+    assert all(run("lemma-24", n, inp).holds for n in names)
+    shifted = broken("lemma-24", "band offsets shifted up by M/10", inp)
+    assert not run("lemma-24", "G = 0 for s < 1/2", shifted).holds
+    assert all(c.gadget.b1 is not s.gadget.b1 for c, s in zip(inp.cases, shifted.cases))
+    v = run("lemma-24", "sup |G(x,s) - 2x relu(s-1/2)| <= r_x delta", broken("lemma-24", "half the knots", inp))
+    assert not v.holds and v.measured == pytest.approx(2 * v.bound, rel=1e-3)  # delta doubles
