@@ -376,3 +376,88 @@ def test_g_net_is_moved_once_per_device_and_kept_on_its_own(rnn64):
     first = c._g_net_on(torch.device("meta"))
     assert first.W.device.type == "meta" and c._g_net_on(torch.device("meta")) is first
     assert c.g_net.W.device.type == "cpu"
+
+
+# ------------------------------ software facts of the Prop 26 transition (from verify/claims/recurrent.py)
+
+
+@pytest.fixture(scope="module")
+def transitions(book64):
+    """The Prop 26 transitions of the claim's sizes (d = 3, q = 2, r_x = 2.5, eps = 0.1): exact
+    products (RS-Hadamard) and approximate ones (rotated codes)."""
+    return [(b, build_transition(b, 3, 2, eps=0.1, r_x=2.5)) for b in (book64, rotated(book64, 26))]
+
+
+def test_transition_widths_and_norms_record_are_its_dense_layers(transitions):
+    """Widths (2d + 2q d_e K1, q K2 (d + 1), 2qd, qd) of docs/derivations/rnn-transition.md, section 4,
+    in ``Transition.widths``, the guarantee and the dense layers; the reported norms are theirs."""
+    for _, tr in transitions:
+        g = tr.guarantee
+        sizes = tuple(int(layer["W"].shape[0]) for layer in tr.layers)
+        derived = (2 * g.d + 2 * g.q * g.d_e * g.product_knots, g.q * g.gate_knots * (g.d + 1),
+                   2 * g.q * g.d, g.q * g.d)
+        assert sizes == tuple(g.widths) == derived and sizes[:-1] == tuple(tr.widths)
+        assert len(g.norms) == len(sizes)
+        for rep, layer in zip(g.norms, tr.layers):
+            W, b = layer["W"], layer.get("b")
+            measured = {"fro": float(W.norm()), "max_abs": float(W.abs().max()),
+                        "bias_norm": 0.0 if b is None else float(b.norm())}
+            for key, value in measured.items():
+                assert rep[key] == pytest.approx(value, rel=1e-9, abs=1e-300), key
+
+
+def test_transition_with_the_knots_given_is_the_one_derived_from_eps(transitions):
+    """build_transition on the bare (N, d_e) tensor with product_knots, gate_knots and mu given (no
+    eps) rebuilds the same dense layers, certified eps, threshold and product certificate."""
+    for book, tr in transitions:
+        g = tr.guarantee
+        other = build_transition(book.omega.detach().clone(), g.d, g.q, eps=None, r_x=g.r_x, mu=g.mu,
+                                 product_knots=g.product_knots, gate_knots=g.gate_knots)
+        h = other.guarantee
+        assert (h.product_certificate, h.product_knots, h.gate_knots) == (
+            g.product_certificate, g.product_knots, g.gate_knots)
+        assert h.eps == pytest.approx(g.eps, rel=1e-12) and h.threshold == pytest.approx(g.threshold, rel=1e-12)
+        assert len(tr.layers) == len(other.layers)
+        for A, B in zip(tr.layers, other.layers):
+            assert all(float((A[k] - B[k]).abs().max()) <= 1e-12 for k in A)
+
+
+def test_transition_records_the_eps_asked_and_defaults_to_0_1():
+    """``eps_requested`` is the eps asked; build_transition's documented default eps is 0.1."""
+    padded = build_codebook(64, kind="rs-hadamard", d_e=300, dtype=F64)
+    g = build_transition(padded, 3, 2, r_x=2.5).guarantee
+    assert g.eps_requested == 0.1 and g.eps <= 0.1
+    assert build_transition(padded, 3, 2, eps=0.2, r_x=2.5).guarantee.eps_requested == 0.2
+
+
+def test_transition_refuses_coherence_above_half(book64):
+    """Prop 26 needs mu <= 1/2 (Assumption 3), up to float rounding: codes of coherence 1/2 + 1.5e-6
+    (one row of a rotated RS-Hadamard code moved towards a neighbour) are refused, 1/2 accepted."""
+    from qstr.constructions.codes import coherence, coherence_report
+
+    book = rotated(book64, 26)
+    i, j = coherence_report(book.omega).pair
+    sign = 1.0 if float(book.omega[i] @ book.omega[j]) > 0 else -1.0
+    omega = book.omega.clone()
+    omega[i] = omega[i] + 2e-6 * sign * omega[j]
+    omega[i] = omega[i] / omega[i].norm()
+    assert 1e-7 < coherence(omega) - 0.5 < 1e-5
+    with pytest.raises(ValueError):
+        build_transition(omega, 3, 2, eps=0.1, r_x=2.5)
+    assert build_transition(book, 3, 2, eps=0.1, r_x=2.5) is not None
+
+
+def test_transition_dense_without_rectifier_batches_and_empty_batch(transitions):
+    """``dense(u, rectify=False)`` equals the closed form's gate; ``dense`` keeps leading axes
+    ((2, m, D) gives the rows of (2m, D)) and an empty batch keeps the output width."""
+    for book, tr in transitions:
+        gen = g(7)
+        N = book.N
+        i, t = torch.randint(N, (64,), generator=gen), torch.randint(N, (64, 2), generator=gen)
+        om = book.omega.to(F64)
+        z = torch.cat([torch.randn(64, 3, generator=gen, dtype=F64)] + [om[i], om[t[:, 0]], om[t[:, 1]]], 1)
+        u = torch.cat([torch.randn(64, tr.d_h, generator=gen, dtype=F64), z], 1)
+        assert float((tr.dense(u, rectify=False) - tr(z, rectify=False)).abs().max()) <= 1e-9
+        dense = tr.dense(u)
+        assert float((tr.dense(u.view(2, 32, -1)) - dense.view(2, 32, -1)).abs().max()) <= 1e-12
+        assert tuple(tr.dense(u[:0]).shape) == (0, dense.shape[-1])

@@ -23,7 +23,7 @@ from qstr.constructions.codes import Codebook, build_codebook, coherence, cohere
 from qstr.constructions.links import make_link
 from qstr.constructions.encoding import rnn_encoding
 from qstr.constructions.export import load_rnn
-from qstr.constructions.recurrent import (build_rnn, build_rnn_for_cli, build_transition, module_from_state,
+from qstr.constructions.recurrent import (Transition, build_rnn, build_rnn_for_cli, build_transition, module_from_state,
                                          projected_prefix, rnn_state, token_radius)
 from qstr.constructions.relu import Gadget, gate_bands, gate_gadget, product_error, product_gadget
 from qstr.constructions.task import QSTR, gather_tokens
@@ -350,320 +350,433 @@ register(Declared(
 # ---------------------------------------------------------------------- prop-26
 
 P26_D, P26_Q, P26_RX, P26_EPS = 3, 2, 2.5, 0.1
-_CACHE: dict = {}
+P26_ROTATED_NS = (512, 2048, 8192, 32768)  # RS-Hadamard with d_e = 64 (mu = 1/2) stops at N = 32768
+P26_LONG_NS = (1000, 10_000, 100_000, 1_000_000)  # gpu: the transition scanned at N = 1e6
 
 
-def _rotated(book: Codebook, seed: int) -> Codebook:
+def _rotated(book: Codebook, gen: torch.Generator) -> Codebook:
     """The codes times a random orthogonal matrix: same inner products (so the same mu, attained),
     generic entries (so the Lemma 22 products are approximate, not exact)."""
-    g = torch.Generator().manual_seed(seed)
-    Q, _ = torch.linalg.qr(torch.randn(book.d_e, book.d_e, generator=g, dtype=F64))
-    return Codebook(book.omega.to(F64) @ Q, book.mu, "custom", {"rotated": book.kind, "seed": seed})
+    Q, _ = torch.linalg.qr(torch.randn(book.d_e, book.d_e, generator=gen, dtype=F64))
+    return Codebook(book.omega.to(F64) @ Q, book.mu, "custom", {"rotated": book.kind})
 
 
-def _short_rows(book: Codebook, seed: int) -> Codebook:
-    """The rotated codes with every other row scaled by 0.999: the norm defect nu = max | ||w||^2 - 1 | = 0.002 enters
+def _short_rows(book: Codebook) -> Codebook:
+    """Every other row scaled by 0.999: the norm defect nu = max | ||w||^2 - 1 | = 0.002 enters
     every budget of the transition (products, gate, certified eps); the coherence stays <= 1/2."""
-    rotated = _rotated(book, seed)
-    omega = rotated.omega.clone()
+    omega = book.omega.clone()
     omega[::2] *= 0.999
-    return Codebook(omega, rotated.mu, "custom", {"rotated": book.kind, "seed": seed, "short rows": 0.999})
+    return Codebook(omega, book.mu, "custom", dict(book.params, short_rows=0.999))
+
+
+def _quarter(ctx: Context) -> Codebook:
+    """A rotated RS-Hadamard code built for mu <= 1/4 (measured mu = 1/8): approximate products."""
+    book = rs_hadamard_codebook(64, mu=0.25, dtype=F64)
+    return _rotated(book, ctx.generator("prop-26/quarter-rotation")).to(device=ctx.device)
 
 
 def _p26_books(ctx: Context):
-    base = rs_hadamard_codebook(64, dtype=F64)  # d_e = 16, mu = 1/2 attained
-    books = [("rs-hadamard N=64 (exact products)", base), ("rotated rs-hadamard N=64 (approx. products)", _rotated(base, ctx.seed + 26)),
-             ("rotated rs-hadamard N=64, every other row of norm 0.999 (norm defect nu = 0.002)", _short_rows(base, ctx.seed + 26))]
-    if ctx.profile != "quick":  # mu = 1/8 < 1/2 with approximate products: K1 from the dA branch (quick: knots only)
+    """RS-Hadamard N = 64 (d_e = 16, mu = 1/2 attained), rotated, rotated with short rows (and
+    in full, the mu = 1/8 code)."""
+    base = rs_hadamard_codebook(64, dtype=F64)
+    rotated = _rotated(base, ctx.generator("prop-26/rotation"))
+    books = [("rs-hadamard N=64 (exact products)", base),
+             ("rotated rs-hadamard N=64 (approx. products)", rotated),
+             ("rotated rs-hadamard N=64, every other row of norm 0.999 (nu = 0.002)", _short_rows(rotated))]
+    if ctx.profile != "quick":  # mu = 1/8 < 1/2 with approximate products: K1 from the dA branch
         books.append(("rotated rs-hadamard N=64, mu = 1/8", _quarter(ctx)))
     return [(label, book.to(device=ctx.device)) for label, book in books]
 
 
-def _all_pairs(N: int, q: int, device):
-    """(i, t) covering every pair (i, j) in every slot: t_l = (j + 7 l) mod N over all i, j."""
-    ar = torch.arange(N, device=device)
-    i, j = torch.meshgrid(ar, ar, indexing="ij")
-    i, j = i.flatten(), j.flatten()
-    t = torch.stack([(j + 7 * l) % N for l in range(q)], 1)
-    return i, t
-
-
 def _boundary_tokens(d: int, r_x: float, device) -> torch.Tensor:
+    """+-r_x e_k, +-r_x (1, ..., 1)/sqrt(d), the alternating one and 0: the sphere's corners."""
     eye = torch.eye(d, dtype=F64, device=device) * r_x
     ones = torch.ones(d, dtype=F64, device=device) * r_x / math.sqrt(d)
     alt = ones * torch.tensor([(-1.0) ** k for k in range(d)], dtype=F64, device=device)
     return torch.cat([eye, -eye, ones[None], -ones[None], alt[None], torch.zeros(1, d, dtype=F64, device=device)])
 
 
-def _transition_case(tr, book: Codebook, ctx: Context, salt: int) -> dict:
-    """Exhaustive pairs (closed form), a dense-layer subset, boundary and adversarial tokens."""
-    N, q, d, r_x = book.N, tr.q, tr.d, tr.guarantee.r_x
-    dev = ctx.device
-    om = book.omega.to(dtype=F64, device=dev)
-    i, t = _all_pairs(N, q, dev)
+@dataclass(frozen=True)
+class TransitionCase:
+    """One transition with its codes and tokens: every pair (i, t_l) in every slot (t_l = j + 7l
+    mod N), random tokens x in the r_x ball, boundary tokens, a dense-layer subset and the rows
+    the adversarial searches start from (targets and pairs at the coherence)."""
+
+    label: str
+    book: Codebook
+    transition: object  # Transition (or a broken one)
+    i: torch.Tensor  # (P,)
+    t: torch.Tensor  # (P, q)
+    x: torch.Tensor  # (P, d) in the ball
+    boundary: torch.Tensor  # (P, d) on the sphere's corners
+    sub: torch.Tensor  # rows checked through the literal dense layers
+    h: torch.Tensor  # the h part of u = (h, z) on those rows
+    sel: torch.Tensor  # rows of the adversarial searches (targets and pairs at the coherence)
+    starts: torch.Tensor  # their start: boundary tokens pulled in by 0.1%
+    worst_target: torch.Tensor  # the tokens the ascent found for the target error
+    worst_leak: torch.Tensor  # and for the gate off target
+
+    @property
+    def hit(self) -> torch.Tensor:
+        return self.t == self.i[:, None]
+
+    def z(self, x: torch.Tensor, rows=None) -> torch.Tensor:
+        """z = (x, omega_i, omega_{t_1}, ..., omega_{t_q}) on the given rows (of x too)."""
+        om = self.book.omega.to(dtype=F64, device=x.device)
+        if rows is not None:
+            x = x[rows]
+        i, t = (self.i, self.t) if rows is None else (self.i[rows], self.t[rows])
+        return torch.cat([x, om[i]] + [om[t[:, l]] for l in range(t.shape[1])], 1)
+
+
+def _transition_case(label: str, book: Codebook, k: int, ctx: Context) -> TransitionCase:
+    tr = build_transition(book, P26_D, P26_Q, eps=P26_EPS, r_x=P26_RX)
+    dev, N, q, d, r_x = ctx.device, book.N, P26_Q, P26_D, P26_RX
+    ar = torch.arange(N, device=dev)
+    i, j = (v.flatten() for v in torch.meshgrid(ar, ar, indexing="ij"))
+    t = torch.stack([(j + 7 * l) % N for l in range(q)], 1)
     P = i.numel()
-    gen = ctx.generator(salt, dev)
+    gen = ctx.generator("prop-26/tokens", k, device=dev)
     x = torch.randn(P, d, generator=gen, dtype=F64, device=dev)
     x = x / x.norm(dim=1, keepdim=True) * r_x * torch.rand(P, 1, generator=gen, dtype=F64, device=dev).sqrt()
     bnd = _boundary_tokens(d, r_x, dev)
-    xb = bnd[torch.arange(P, device=dev) % bnd.shape[0]]
-    hit = (t == i[:, None])  # (P, q): target slots
-    res = {"nonzero": 0, "checked": 0, "target_err": 0.0, "leak_ratio": 0.0, "dense_vs_closed": 0.0}
-
-    def record(out, xx):
-        out = out.view(-1, q, d)
-        res["nonzero"] += int((out[~hit] != 0).sum())
-        res["checked"] += int((~hit).sum()) * d
-        tgt = xx[:, None, :].expand(-1, q, d)
-        if bool(hit.any()):
-            res["target_err"] = max(res["target_err"], float((out[hit] - tgt[hit]).abs().max()))
-
-    z = lambda xx: torch.cat([xx, om[i]] + [om[t[:, l]] for l in range(q)], 1)  # noqa: E731
-    for xx in (x, xb):
-        record(tr(z(xx)), xx)
-    # the literal four dense layers on a subset (all target pairs + a random sample), u = (h, z)
+    hit = t == i[:, None]
     sub = torch.cat([hit.any(1).nonzero().flatten(),
                      torch.randperm(P, generator=gen, device=dev)[: ctx.pick(quick=384, full=4096)]])
-    u = torch.cat([torch.randn(sub.numel(), tr.d_h, generator=gen, dtype=F64, device=dev) * r_x, z(x)[sub]], 1)
-    dense = tr.dense(u)
-    gate_only = (tr.dense(u, rectify=False) - tr(z(x)[sub], rectify=False)).abs().max()  # layers 3-4 dropped: the gate
-    m = u.shape[0] // 2  # the same rows as a (2, m, D) batch: dense keeps the leading axes
-    batched = (tr.dense(u[:2 * m].view(2, m, -1)) - dense[:2 * m].view(2, m, -1)).abs().max()
-    if tuple(tr.dense(u[:0]).shape) != (0, dense.shape[-1]):  # an empty batch keeps the output width
-        batched = torch.tensor(math.inf)
-    res["dense_vs_closed"] = max(float((dense - tr(z(x)[sub])).abs().max()), float(gate_only), float(batched))
-    out_sub = dense.view(-1, q, d)
-    res["nonzero"] += int((out_sub[~hit[sub]] != 0).sum())
-    # adversarial: target error, and the pre-threshold gate at non-targets relative to b
-    steps = ctx.pick(quick=25, full=100)
+    h = torch.randn(sub.numel(), tr.d_h, generator=gen, dtype=F64, device=dev) * r_x
+    om = book.omega.to(dtype=F64, device=dev)
     s_pair = torch.stack([(om[i] * om[t[:, l]]).sum(1) for l in range(q)], 1)
-    at_mu = (((s_pair - book.mu).abs() < 1e-9) & ~hit).any(1)  # pairs at the coherence: the gate is closest to on
+    at_mu = (((s_pair - book.mu).abs() < 1e-9) & ~hit).any(1)  # the gate is closest to on there
     sel = torch.cat([hit.any(1).nonzero().flatten()[:64], at_mu.nonzero().flatten()[:192]])
-    zs = z(x)[sel]
+    boundary = bnd[torch.arange(P, device=dev) % bnd.shape[0]]
+    x0 = boundary[: sel.numel()] * 0.999 + 1e-3 * x[sel]
+    zs = torch.cat([om[i[sel]]] + [om[t[sel, l]] for l in range(q)], 1)
+    xa, xl = _ascents(tr, x0, zs, hit[sel], ctx)
+    return TransitionCase(label, book, tr, i, t, x, boundary, sub, h, sel, x0, xa, xl)
 
-    def target_err(xx):
-        zz = torch.cat([xx, zs[:, d:]], 1)
-        err = (tr(zz).view(-1, q, d) - xx[:, None, :]).abs().amax(-1)
-        return torch.where(hit[sel], err, torch.zeros_like(err))
 
-    def leak(xx):
-        zz = torch.cat([xx, zs[:, d:]], 1)
-        G = tr(zz, rectify=False).view(-1, q, d).abs().amax(-1)
-        return torch.where(hit[sel], torch.zeros_like(G), G)
+@dataclass(frozen=True)
+class Prop26Inputs:
+    """The transitions on their codes, the guarantees whose budget is checked against the
+    derivation (with the codes they were built for), and the RNNs whose states are scanned."""
 
-    x0 = bnd[torch.arange(sel.numel(), device=dev) % bnd.shape[0]] * 0.999 + 1e-3 * x[sel]
-    xa = _ball_ascent(target_err, x0, r_x, steps)
-    xl = _ball_ascent(leak, x0, r_x, steps)
+    cases: Tuple[TransitionCase, ...]
+    guarantees: Tuple[tuple, ...]  # (label, TransitionGuarantee, omega)
+    curves: Tuple[tuple, ...]  # (label, RNNConstruction, Ns)
+    eps: float  # the accuracy asked for
+
+
+def _curve_rnn(N: int, rotate: bool, ctx: Context):
+    """The RNN on the RS-Hadamard codes of N (rotated: d_e = 64, mu = 1/2, approximate products)."""
+    book = rs_hadamard_codebook(N, dtype=F64)
+    book = (_rotated(book, ctx.generator("prop-26/curve-rotation")) if rotate else book).to(device=ctx.device)
+    link = make_link("linear", 1, P26_D, generator=ctx.generator("prop-26/link"))
+    return build_rnn(book, P26_D, link.two_layer_net(), eps=P26_EPS, r_x=P26_RX)
+
+
+def prop26_inputs(ctx: Context) -> Prop26Inputs:
+    """The transitions of :func:`_p26_books`, plus guarantees built for their knots only: the
+    mu = 1/8 code (at r_x = 0.05 the dA budget is capped at 1/2 - mu) and zero-padded RS-Hadamard
+    codes (entries in {0, +-R}: the alphabet certificate with 5 knots, at the default eps)."""
+    cases = tuple(_transition_case(label, book, k, ctx) for k, (label, book) in enumerate(_p26_books(ctx)))
+    extra = []
+    quarter = _quarter(ctx)
+    if ctx.profile == "quick":
+        extra.append(("mu = 1/8", build_transition(quarter, P26_D, P26_Q, eps=P26_EPS, r_x=P26_RX), quarter))
+    extra.append(("mu = 1/8, r_x = 0.05", build_transition(quarter, P26_D, P26_Q, eps=P26_EPS, r_x=0.05),
+                  quarter))
+    padded = build_codebook(64, kind="rs-hadamard", d_e=300, dtype=F64, device=ctx.device)
+    extra.append(("zero-padded rs-hadamard", build_transition(padded, P26_D, P26_Q, r_x=P26_RX), padded))
+    guarantees = tuple((c.label, c.transition.guarantee, c.book.omega) for c in cases)
+    guarantees += tuple((label, tr.guarantee, book.omega) for label, tr, book in extra)
+    curves = [(f"rotated N={P26_ROTATED_NS[-1]}", _curve_rnn(P26_ROTATED_NS[-1], True, ctx), P26_ROTATED_NS)]
+    if ctx.profile == "gpu":  # the transition scanned over N = 1e6 positions (exact products)
+        curves.append((f"rs-hadamard N={P26_LONG_NS[-1]}", _curve_rnn(P26_LONG_NS[-1], False, ctx),
+                       P26_LONG_NS))
+    return Prop26Inputs(cases, guarantees, tuple(curves), P26_EPS)
+
+
+def _worst(rows, key):
+    """The row with the largest key (the worst case of a check over many)."""
+    return max(rows, key=key)
+
+
+def _target_errors(tr, x: torch.Tensor, zs: torch.Tensor, hit: torch.Tensor) -> torch.Tensor:
+    """|f(z)_l - x|_inf at target slots (0 elsewhere): x (P, d), zs the rest of z (P, D_in - d)."""
+    d = x.shape[1]
+    e = (tr(torch.cat([x, zs], 1)).view(-1, tr.q, d) - x[:, None, :]).abs().amax(-1)
+    return torch.where(hit, e, torch.zeros_like(e))
+
+
+def _gate_leaks(tr, x: torch.Tensor, zs: torch.Tensor, hit: torch.Tensor) -> torch.Tensor:
+    """max |gate|_inf at non-target slots (0 at targets): the gate before layers 3-4."""
+    G = tr(torch.cat([x, zs], 1), rectify=False).view(-1, tr.q, x.shape[1]).abs().amax(-1)
+    return torch.where(hit, torch.zeros_like(G), G)
+
+
+def _ascents(tr, x0: torch.Tensor, zs: torch.Tensor, hit: torch.Tensor, ctx: Context):
+    """The worst tokens in the r_x ball for the target error and for the gate off target (ascent
+    from x0 on the adversarial rows)."""
+    steps, r_x = ctx.pick(quick=25, full=100), tr.guarantee.r_x
+    xa = _ball_ascent(lambda x: _target_errors(tr, x, zs, hit), x0, r_x, steps)
+    xl = _ball_ascent(lambda x: _gate_leaks(tr, x, zs, hit), x0, r_x, steps)
+    return xa, xl
+
+
+def _case_target_error(c: TransitionCase) -> float:
+    """max |f(z)_l - x_i|_inf over target slots: every pair (random and boundary tokens) and the
+    worst tokens found."""
+    zs = c.z(c.x)[:, c.x.shape[1]:]
     with torch.no_grad():
-        res["target_err"] = max(res["target_err"], float(target_err(xa).max()))
-        b = tr.guarantee.threshold
-        res["leak_ratio"] = max(float(leak(xl).max()), float(leak(x0).max())) / b
-        out = tr(torch.cat([xl, zs[:, d:]], 1)).view(-1, q, d)
-        res["nonzero"] += int((out[~hit[sel]] != 0).sum())
-    return res
+        errs = [_target_errors(c.transition, x, zs, c.hit) for x in (c.x, c.boundary)]
+        errs.append(_target_errors(c.transition, c.worst_target, zs[c.sel], c.hit[c.sel]))
+    return max(float(e.max()) for e in errs)
 
 
-P26_ROTATED_NS = (512, 2048, 8192, 32768)  # RS-Hadamard with d_e = 64 (mu = 1/2) stops at N = 32768
-P26_LONG_NS = (1000, 10_000, 100_000, 1_000_000)  # gpu: the transition scanned at N = 1e6
+def transition_target_error(inp: Prop26Inputs, ctx: Context) -> Verdict:
+    """Prop 26: ||f(u)_l - x_i||_inf <= eps at target slots t_l = i, for all ||x_i|| <= r_x."""
+    rows = [(c, _case_target_error(c)) for c in inp.cases]
+    c, err = _worst(rows, lambda r: r[1] / r[0].transition.guarantee.eps)
+    g = c.transition.guarantee
+    return at_most(err, g.eps, _transition_rounding(c.transition),
+                   detail=f"worst case {c.label} ({g.product_certificate} products, K1={g.product_knots}, "
+                          f"K2={g.gate_knots}); every pair, boundary tokens and the ascent's")
 
 
-def _state_curve(ctx: Context, rectify: bool, Ns=P26_ROTATED_NS, rotate: bool = True):
-    """Max state error of h_fwd (Cor 27 targets) on prefixes of a rotated mu = 1/2 codebook (or, with
-    ``rotate=False``, the RS-Hadamard codes of N = Ns[-1], exact products), tokens x_j = r_x e_1
-    (boundary of the ball: the gate leaks most), simple t = (N/2)."""
-    key = ("p26-curve", ctx.seed, Ns[-1], rotate, ctx.device)
-    if key not in _CACHE:
-        book = rs_hadamard_codebook(Ns[-1], dtype=F64)  # rotated: d_e = 64, mu = 1/2 attained
-        book = (_rotated(book, ctx.seed + 27) if rotate else book).to(device=ctx.device)
-        link = make_link("linear", 1, P26_D, generator=ctx.generator(28))
-        _CACHE.clear()
-        _CACHE[key] = build_rnn(book, P26_D, link.two_layer_net(), eps=P26_EPS, r_x=P26_RX)
-    c = _CACHE[key]
-    N = Ns[-1]
-    x = torch.zeros(1, N, P26_D, dtype=F64, device=ctx.device)
-    x[..., 0] = P26_RX
-    t = torch.full((1, 1), N // 2, dtype=torch.long, device=ctx.device)
-    st = c.states(x, t, rectify=rectify, r_h=math.inf)
-    tf, _ = c.targets(x, t)
-    errs = [float((st.h_fwd[:, :n] - tf[:, :n]).abs().max()) for n in Ns]
-    return Ns, errs, c.transition.guarantee.eps, _transition_rounding(c.transition, N, c.r_h)
+def _nonzero_off_target(c: TransitionCase) -> Tuple[int, int]:
+    """(nonzero, checked) outputs at non-target slots: every pair (closed form), the dense subset,
+    and the worst tokens found for the gate."""
+    tr, hit, d = c.transition, c.hit, c.x.shape[1]
+    nonzero, checked = 0, 0
+    zs = c.z(c.x)[:, d:]
+    with torch.no_grad():
+        outs = [(tr(c.z(x)), ~hit) for x in (c.x, c.boundary)]
+        outs.append((tr.dense(torch.cat([c.h, c.z(c.x, c.sub)], 1)), ~hit[c.sub]))
+        outs.append((tr(torch.cat([c.worst_leak, zs[c.sel]], 1)), ~hit[c.sel]))
+        for out, off in outs:
+            nonzero += int((out.view(-1, tr.q, d)[off] != 0).sum())
+            checked += int(off.sum()) * d
+    return nonzero, checked
 
 
-def _norms_vs_dense(tr) -> float:
-    """Largest relative gap between the transition's reported per-layer norms (from its structure) and the norms
-    of its dense layers: Frobenius, largest |weight|, bias norm; inf when the reported widths (the transition's and
-    its guarantee's) are not the dense layers' output sizes, or these are not the derived widths."""
-    sizes = tuple(int(layer["W"].shape[0]) for layer in tr.layers)
-    g = tr.guarantee  # widths of docs/derivations/rnn-transition.md, section 4: (2d + 2 q d_e K1, q K2 (d + 1), 2 q d, q d)
-    derived = (2 * g.d + 2 * g.q * g.d_e * g.product_knots, g.q * g.gate_knots * (g.d + 1), 2 * g.q * g.d, g.q * g.d)
-    if (sizes != tuple(g.widths) or sizes != derived or sizes[:-1] != tuple(tr.widths)
-            or len(g.norms) != len(sizes)):
-        return math.inf
-    gap = 0.0
-    for rep, layer in zip(tr.guarantee.norms, tr.layers):
-        W, b = layer["W"], layer.get("b")
-        measured = {"fro": float(W.norm()), "max_abs": float(W.abs().max()),
-                    "bias_norm": 0.0 if b is None else float(b.norm())}
-        for key, value in measured.items():
-            gap = max(gap, abs(rep[key] - value) / max(value, 1e-300) if value else abs(rep[key]))
-    return gap
+def transition_zeros_off_target(inp: Prop26Inputs, ctx: Context) -> Verdict:
+    """Prop 26: f(u)_l == 0 exactly when t_l != i (no outputs off target)."""
+    rows = [(c.label, *_nonzero_off_target(c)) for c in inp.cases]
+    return exact(sum(r[1] for r in rows), 0,
+                 detail="nonzero of checked outputs: " + ", ".join(f"{a}: {n} of {m}" for a, n, m in rows))
 
 
-def knots_as_derived(g) -> bool:
-    """Prop 26: the knots ``build_transition`` picks for a requested eps are the ones docs/derivations/rnn-transition.md
-    prescribes ("Choosing the knots", restated here from the derivation): for a uniform product certificate
-    K1 = max(2, ceil(1 + sqrt(d_e R^2 / max(dA, dB)))), and K2 = max(1, ceil((s_max - 1/2) r_x / budget))."""
+def transition_gate_below_threshold(inp: Prop26Inputs, ctx: Context) -> Verdict:
+    """The gate at non-target slots stays below the threshold b the layers 3-4 subtract
+    (docs/derivations/rnn-transition.md: b = r_x min(4e, 2e + delta)); worst tokens by ascent."""
+    rows = []
+    for c in inp.cases:
+        zs = c.z(c.x, c.sel)[:, c.x.shape[1]:]
+        with torch.no_grad():
+            leak = max(float(_gate_leaks(c.transition, x, zs, c.hit[c.sel]).max())
+                       for x in (c.starts, c.worst_leak))
+        rows.append((c, leak))
+    c, leak = _worst(rows, lambda r: r[1] / r[0].transition.threshold)
+    return at_most(leak, c.transition.threshold, _transition_rounding(c.transition),
+                   detail=f"worst case {c.label}: adversarial max |gate| off target vs the threshold")
+
+
+def transition_dense_equals_closed_form(inp: Prop26Inputs, ctx: Context) -> Verdict:
+    """The literal four dense layers on u = (h, z) equal the closed form f(z) the checks evaluate
+    (all target pairs and a random subset; h is not read)."""
+    rows = []
+    for c in inp.cases:
+        with torch.no_grad():
+            z = c.z(c.x, c.sub)
+            rows.append((c.label, float((c.transition.dense(torch.cat([c.h, z], 1))
+                                         - c.transition(z)).abs().max())))
+    label, gap = _worst(rows, lambda r: r[1])
+    return at_most(gap, 1e-9, detail=f"worst case {label}: max |dense - closed form| (absolute 1e-9)")
+
+
+def transition_eps_as_asked(inp: Prop26Inputs, ctx: Context) -> Verdict:
+    """The certified eps meets the accuracy asked for (Prop 26 builds for any eps > 0)."""
+    label, g, _ = _worst(inp.guarantees, lambda r: r[1].eps)
+    return at_most(g.eps, inp.eps, detail=f"largest certified eps: {label}")
+
+
+def derived_knots(g) -> tuple:
+    """(K1, K2) as docs/derivations/rnn-transition.md ("Choosing the knots") prescribes for the
+    eps asked: uniform products K1 = max(2, ceil(1 + sqrt(d_e R^2 / max(dA, dB)))) (alphabet
+    codes: their own 3 or 5, see the certificate check), K2 = max(1, ceil((s_max - 1/2) r_x / budget))."""
     eps, r, nu, mu, eta = g.eps_requested, g.r_x, g.norm_defect, g.mu, g.margin
-    ok = True
+    K1 = g.product_knots
     if g.product_certificate == "uniform":
         dA = min(eps / (4 * r) - nu, (0.5 - mu - eta) * (1 - 1e-9))
         dB = (eps / 2 - 2 * r * nu - 4 * r * (mu - 0.5 + eta)) / (6 * r)
         dB = dB if dB > 0.5 - mu else -math.inf  # the mu ~ 1/2 regime only
-        ok = g.product_knots == max(2, math.ceil(1 + math.sqrt(g.d_e * g.code_range ** 2 / max(dA, dB))))
+        K1 = max(2, math.ceil(1 + math.sqrt(g.d_e * g.code_range ** 2 / max(dA, dB))))
     budget = eps - 4 * r * g.non_target_excess - 2 * r * (g.inner_product_error + nu)
-    return ok and g.gate_knots == max(1, math.ceil((g.s_max - 0.5) * r / budget))
+    return K1, max(1, math.ceil((g.s_max - 0.5) * r / budget))
 
 
-def budget_as_derived(g) -> bool:
-    """Prop 26's error budget in the guarantee (docs/derivations/rnn-transition.md): inner-product error
-    delta_1 = d_e h^2 / 16 for uniform products (0 on an alphabet), s_max = 1 + nu + delta_1 + margin, the
-    non-target excess max(0, mu + delta_1 - 1/2) + margin, threshold b = r_x min(4 e, 2 e + delta) at that excess,
-    and eps = b + gate error + 2 r_x (delta_1 + nu) (relative 1e-12)."""
-    close = lambda a, b: abs(a - b) <= 1e-12 * max(abs(a), abs(b), 1e-300)  # noqa: E731
+def transition_knots_as_derived(inp: Prop26Inputs, ctx: Context) -> Verdict:
+    """The knots (K1, K2) build_transition picks for each eps are the derivation's."""
+    got = tuple((g.product_knots, g.gate_knots) for _, g, _ in inp.guarantees)
+    want = tuple(derived_knots(g) for _, g, _ in inp.guarantees)
+    return exact(got, want, detail="(K1, K2) per guarantee: " + ", ".join(l for l, _, _ in inp.guarantees))
+
+
+def derived_budget(g) -> Dict[str, float]:
+    """Prop 26's error budget (docs/derivations/rnn-transition.md): product error h^2/16, delta_1 =
+    d_e h^2/16 (0 on an alphabet), s_max = 1 + nu + delta_1 + margin, excess e = max(0, mu +
+    delta_1 - 1/2) + margin, threshold b = r_x min(4e, 2e + delta), eps = b + r_x delta + 2 r_x
+    (delta_1 + nu)."""
     h = 4 * g.code_range / (g.product_knots - 1)
     delta1 = 0.0 if g.product_certificate == "alphabet" else g.d_e * h * h / 16
     e = max(0.0, g.mu + delta1 - 0.5) + g.margin
     b = g.r_x * min(4 * e, 2 * e + g.gate_delta)
-    return (close(g.product_error, h * h / 16) and close(g.inner_product_error, delta1) and close(g.s_max, 1 + g.norm_defect + delta1 + g.margin)
-            and close(g.non_target_excess, e) and close(g.threshold, b)
-            and close(g.eps, b + g.gate_error + 2 * g.r_x * (delta1 + g.norm_defect)))
+    return {"product_error": h * h / 16, "inner_product_error": delta1,
+            "s_max": 1 + g.norm_defect + delta1 + g.margin, "non_target_excess": e, "threshold": b,
+            "eps": b + g.gate_error + 2 * g.r_x * (delta1 + g.norm_defect)}
 
 
-def certificate_as_derived(g, omega: torch.Tensor) -> bool:
-    """Prop 26 (docs/derivations/rnn-transition.md, Lemma 22 on an alphabet): codes whose entries all lie in {+-R}
-    (or {0, +-R}) get the exact "alphabet" products with 3 (5) knots on [-2R, 2R]; any other codes the uniform
-    certificate (whose knots :func:`knots_as_derived` checks)."""
-    mags = omega.abs()
-    R = mags.max()
-    if bool(((mags == R) | (mags == 0)).all()):
-        return g.product_certificate == "alphabet" and g.product_knots == (5 if bool((mags == 0).any()) else 3)
-    return g.product_certificate == "uniform"
+def _budget_check(field_name: str):
+    """The check that the guarantee's ``field_name`` is the derivation's (relative 1e-12)."""
+
+    def run(inp: Prop26Inputs, ctx: Context) -> Verdict:
+        rows = [(label, getattr(g, field_name), derived_budget(g)[field_name])
+                for label, g, _ in inp.guarantees]
+        label, got, want = _worst(rows, lambda r: abs(r[1] - r[2]) / max(abs(r[2]), 1e-300))
+        return close(got, want, 1e-12 * max(abs(want), 1e-300),
+                     detail=f"worst case {label}: the guarantee's {field_name} vs the derivation's")
+
+    return run
 
 
-def _explicit_knots_gap(tr, book: Codebook) -> float:
-    """Prop 26 built from the codes as a bare (N, d_e) tensor with the knot counts given (product_knots, gate_knots
-    and mu as derived, no eps): the same dense layers, certified eps, threshold and product certificate as the
-    transition derived from eps (docs/derivations/rnn-transition.md, "Choosing the knots"); inf if any differ."""
-    g = tr.guarantee
-    other = build_transition(book.omega.detach().clone(), g.d, g.q, eps=None, r_x=g.r_x, mu=g.mu,
-                             product_knots=g.product_knots, gate_knots=g.gate_knots)
-    h = other.guarantee
-    if (h.product_certificate, h.product_knots, h.gate_knots) != (g.product_certificate, g.product_knots, g.gate_knots):
-        return math.inf
-    gaps = [abs(h.eps - g.eps) / g.eps, abs(h.threshold - g.threshold) / g.threshold]
-    for A, B in zip(tr.layers, other.layers):
-        gaps += [float((A[k] - B[k]).abs().max()) for k in A]
-    return max(gaps) if len(tr.layers) == len(other.layers) else math.inf
+def transition_certificate_as_derived(inp: Prop26Inputs, ctx: Context) -> Verdict:
+    """Lemma 22 on an alphabet: codes whose entries all lie in {+-R} ({0, +-R}) get the exact
+    "alphabet" products with 3 (5) knots on [-2R, 2R]; any other codes the uniform certificate."""
+    got, want = [], []
+    for _, g, omega in inp.guarantees:
+        mags = omega.abs()
+        alphabet = bool(((mags == mags.max()) | (mags == 0)).all())
+        got.append((g.product_certificate, g.product_knots if alphabet else "-"))
+        want.append(("alphabet", 5 if bool((mags == 0).any()) else 3) if alphabet else ("uniform", "-"))
+    return exact(tuple(got), tuple(want), detail="(certificate, knots on an alphabet) per guarantee")
 
 
-def _refuses_coherence_above_half(ctx: Context) -> bool:
-    """Prop 26 needs mu <= 1/2 (Assumption 3), up to float rounding (1e-9): codes of coherence 1/2 + 1.5e-6 (a rotated
-    RS-Hadamard code with one row moved towards a neighbour's) are refused, the rotated ones at mu = 1/2 accepted."""
-    book = _rotated(rs_hadamard_codebook(64, dtype=F64), ctx.seed + 26)
-    i, j = coherence_report(book.omega).pair
-    sign = 1.0 if float(book.omega[i] @ book.omega[j]) > 0 else -1.0
-    omega = book.omega.clone()
-    omega[i] = omega[i] + 2e-6 * sign * omega[j]
-    omega[i] = omega[i] / omega[i].norm()
-    try:
-        build_transition(omega.to(ctx.device), P26_D, P26_Q, eps=P26_EPS, r_x=P26_RX)
-        return False
-    except ValueError:
-        return 1e-7 < coherence(omega) - 0.5 < 1e-5 and build_transition(book, P26_D, P26_Q, eps=P26_EPS, r_x=P26_RX) is not None
+def _curve_errors(rnn, Ns) -> list:
+    """max |h_fwd - target| on the prefixes N of tokens x_j = r_x e_1 (the sphere: the gate leaks
+    most), simple t = (N/2)."""
+    N = Ns[-1]
+    x = torch.zeros(1, N, P26_D, dtype=F64, device=rnn.omega.device)
+    x[..., 0] = P26_RX
+    t = torch.full((1, 1), N // 2, dtype=torch.long, device=x.device)
+    with torch.no_grad():
+        h = rnn.states(x, t, r_h=math.inf).h_fwd
+        tf, _ = rnn.targets(x, t)
+    return [float((h[:, :n] - tf[:, :n]).abs().max()) for n in Ns]
 
 
-def _quarter(ctx: Context):
-    """A rotated RS-Hadamard code built for mu <= 1/4 (measured mu = 1/8): approximate products, mu < 1/2."""
-    return _rotated(rs_hadamard_codebook(64, mu=0.25, dtype=F64), ctx.seed + 27).to(device=ctx.device)
+def states_within_eps(inp: Prop26Inputs, ctx: Context) -> Verdict:
+    """The transition scanned over N positions: every state within eps of its target at every
+    prefix N (the exact zeros keep the error from accumulating)."""
+    rows = []
+    for label, rnn, Ns in inp.curves:
+        errs = _curve_errors(rnn, Ns)
+        eps = rnn.transition.guarantee.eps
+        shown = ", ".join(f"N={n}: {e:.3g}" for n, e in zip(Ns, errs))
+        rows.append((f"{label} ({shown})", max(errs), eps, _transition_rounding(rnn.transition, Ns[-1], rnn.r_h)))
+    label, err, eps, rnd = _worst(rows, lambda r: r[1] / r[2])
+    return at_most(err, eps, rnd, detail=f"worst curve {label}")
 
 
+class _GateOnly(Transition):
+    """A transition without its rectifying layers 3-4: every evaluation returns the gate."""
+
+    def from_inner_products(self, x, s_hat, *, rectify: bool = True):
+        return super().from_inner_products(x, s_hat, rectify=False)
+
+    def dense(self, u, *, rectify: bool = True, chunk=None):
+        return super().dense(u, rectify=False, chunk=chunk)
 
 
-def _prop26(ctx: Context) -> Outcome:
-    ok, parts, worst, nonzero, terms = True, [], 0.0, 0, []
-    guarantees, certificates = [], []
-    for k, (label, book) in enumerate(_p26_books(ctx)):
-        tr = build_transition(book, P26_D, P26_Q, eps=P26_EPS, r_x=P26_RX)
-        g = tr.guarantee
-        guarantees.append(g)
-        certificates.append(certificate_as_derived(g, book.omega))
-        r = _transition_case(tr, book, ctx, 260 + k)
-        rnd = _transition_rounding(tr)
-        terms.append(rnd)
-        norm_gap = _norms_vs_dense(tr)
-        knots_gap = _explicit_knots_gap(tr, book)
-        good = (_eps_as_asked(g, P26_EPS) and r["nonzero"] == 0 and rnd.within(r["target_err"], g.eps) and rnd.within(r["leak_ratio"] * g.threshold, g.threshold)
-                and r["dense_vs_closed"] <= 1e-9 and norm_gap <= 1e-9 and knots_gap <= 1e-12)
-        ok &= good
-        nonzero += r["nonzero"]
-        worst = max(worst, r["target_err"] / g.eps, r["leak_ratio"])
-        parts.append(f"{label} ({g.product_certificate} products, K1={g.product_knots}, K2={g.gate_knots}, b={g.threshold:.3g}): "
-                     f"{r['nonzero']} nonzero of {r['checked']} non-target outputs, target err {r['target_err']:.3g} "
-                     f"<= eps {g.eps:.4g} (asked {P26_EPS:g}), adversarial max |gate|/b off target {r['leak_ratio']:.3g}, "
-                     f"dense vs closed form {r['dense_vs_closed']:.1e} (with and without layers 3-4, as a (2, m, D) batch and on an empty one), reported layer widths and norms vs the "
-                     f"dense layers {norm_gap:.1e}, rebuilt from the bare code tensor with these knots given {knots_gap:.1e}")
-    if ctx.profile == "quick":  # the mu = 1/8 code's knots only (its transition runs in full)
-        guarantees.append(build_transition(_quarter(ctx), P26_D, P26_Q, eps=P26_EPS, r_x=P26_RX).guarantee)
-    # and where the dA budget is capped: r_x = 0.05 puts eps / (4 r_x) above 1/2 - mu (knots only)
-    guarantees.append(build_transition(_quarter(ctx), P26_D, P26_Q, eps=P26_EPS, r_x=0.05).guarantee)
-    # zero-padded RS-Hadamard codes (entries in {0, +-R}): the alphabet certificate with 5 knots (knots only), built
-    # at build_transition's default eps (0.1 = P26_EPS, documented; checked below by _eps_as_asked)
-    padded = build_codebook(64, kind="rs-hadamard", d_e=300, dtype=F64, device=ctx.device)
-    guarantees.append(build_transition(padded, P26_D, P26_Q, r_x=P26_RX).guarantee)
-    ok &= _eps_as_asked(guarantees[-1], P26_EPS)
-    certificates.append(certificate_as_derived(guarantees[-1], padded.omega) and guarantees[-1].product_knots == 5)
-    derived = [knots_as_derived(g) and budget_as_derived(g) for g in guarantees]
-    refused = _refuses_coherence_above_half(ctx)
-    ok &= refused
-    ok &= all(derived) and all(certificates)
-    parts.append(f"knots (K1, K2) chosen from eps, and the budget (delta_1, s_max, excess, threshold, eps) as "
-                 f"docs/derivations/rnn-transition.md prescribes, for these "
-                 f"codes and the rotated mu = 1/8 one (the dA branch, also at r_x = 0.05 where dA is capped at "
-                 f"1/2 - mu, and zero-padded RS-Hadamard codes: 5 knots): {derived}; codes of coherence 1/2 + 1.5e-6 "
-                 f"refused, 1/2 accepted: {refused}; the product certificate as the "
-                 f"codes' entries prescribe (alphabet {{+-R}}: 3 knots, {{0, +-R}}: 5, else uniform): {certificates}")
-    Ns, errs, eps, rnd = _state_curve(ctx, rectify=True)
-    ok &= all(rnd.within(e, eps) for e in errs)
-    worst = max(worst, max(errs) / eps)
-    parts.append("rotated N=%d states with layers 3-4: " % Ns[-1] + ", ".join(f"N={n}: {e:.3g}" for n, e in zip(Ns, errs)))
-    if ctx.profile == "gpu":  # the transition scanned over N = 1e6 positions (exact products, mu = 1/4)
-        Ns, errs, eps, rnd = _state_curve(ctx, rectify=True, Ns=P26_LONG_NS, rotate=False)
-        ok &= all(rnd.within(e, eps) for e in errs)
-        worst = max(worst, max(errs) / eps)
-        parts.append("rs-hadamard N=%d states: " % Ns[-1] + ", ".join(f"N={n}: {e:.3g} <= {eps:.4g}" for n, e in zip(Ns, errs)))
-    parts.append(f"transition {largest(terms)}; states {rnd}")
-    parts.append("value = the largest of target err/eps, adversarial |gate|/b off target and state err/eps "
-                 "(each <= 1); the nonzero count must be 0 besides")
-    return Outcome(measured=f"{nonzero} nonzero off-target outputs; max err/eps, |gate|/b {worst:.3g}",
-                   bound="0 nonzeros; err <= eps, |gate| < b", holds=ok, detail="; ".join(parts),
-                   value=worst, limit=1.0)
+def _gate_only(tr) -> Transition:
+    out = copy.copy(tr)
+    out.__class__ = _GateOnly
+    return out
 
 
-def _prop26_falsifier(ctx: Context) -> Outcome:
-    Ns, errs, eps, rnd = _state_curve(ctx, rectify=False)
-    detail = ", ".join(f"N={n}: {e:.3g}" for n, e in zip(Ns, errs))
-    return Outcome(measured=f"state err at N={Ns[-1]}: {errs[-1]:.4g}", bound=f"<= eps = {eps:.4g}",
-                   holds=all(rnd.within(e, eps) for e in errs), detail=f"without layers 3-4 (grows with N): {detail}; {rnd}",
-                   value=max(errs) / eps, limit=1.0)
+def _with_transition(rnn, tr):
+    out = copy.copy(rnn)
+    out.transition = tr
+    return out
 
 
-register(Claim(
-    id="prop-26", ref_seed="Prop 26", ref_conference="Prop 26",
+def _no_rectifier(inp: Prop26Inputs, ctx: Context) -> Prop26Inputs:
+    """Layers 3-4 removed from every transition (and the scanned RNNs'): the gate leaks at pairs
+    with <omega_i, omega_t> = 1/2 and the state error grows with N past eps."""
+    cases = tuple(replace(c, transition=_gate_only(c.transition)) for c in inp.cases)
+    curves = tuple((label, _with_transition(rnn, _gate_only(rnn.transition)), Ns)
+                   for label, rnn, Ns in inp.curves)
+    return replace(inp, cases=cases, curves=curves)
+
+
+def _with_threshold(tr, b: float):
+    """A copy of the transition whose layer 3 subtracts b (its dense layers rebuilt)."""
+    out = copy.copy(tr)
+    out.threshold = b
+    out._dense, out._gate_readout = None, None
+    return out
+
+
+def _threshold_scaled(factor: float):
+    def apply(inp: Prop26Inputs, ctx: Context) -> Prop26Inputs:
+        return replace(inp, cases=tuple(replace(c, transition=_with_threshold(
+            c.transition, factor * c.transition.threshold)) for c in inp.cases))
+
+    apply.__doc__ = f"The threshold b of layer 3 scaled by {factor:g}."
+    return apply
+
+
+def _guarantees_edited(**edit):
+    """The guarantees with a slip in the record: edit maps a field to a function of the guarantee."""
+
+    def apply(inp: Prop26Inputs, ctx: Context) -> Prop26Inputs:
+        out = []
+        for label, g, omega in inp.guarantees:
+            out.append((label, replace(g, **{k: f(g) for k, f in edit.items()}), omega))
+        return replace(inp, guarantees=tuple(out))
+
+    return apply
+
+
+P26_TARGET, P26_ZEROS, P26_GATE = "target error <= eps", "exactly 0 off target", "|gate| <= b off target"
+P26_DENSE, P26_ASKED, P26_KNOTS = "dense layers = closed form", "certified eps <= asked", "knots as derived"
+P26_CERT, P26_STATES = "product certificate as the codes prescribe", "states within eps at every N"
+P26_BUDGET = {"product_error": "product error = h^2/16", "inner_product_error": "delta_1 = d_e h^2/16",
+              "s_max": "s_max = 1 + nu + delta_1 + margin", "non_target_excess": "excess as derived",
+              "threshold": "b = r_x min(4e, 2e + delta)", "eps": "eps = b + r_x delta + 2 r_x (delta_1 + nu)"}
+
+register(Declared(
+    id="prop-26", ref=Ref("Prop 26", "Prop 26"),
     statement="four-layer transition: output exactly 0 off target and within eps of x_i on target, "
               "for all ||x|| <= r_x and all codeword pairs (mu = 1/2 attained; exact and approximate products)",
-    check=_prop26, falsifier=_prop26_falsifier,
-    falsifier_statement="rectifying layers 3-4 dropped: the gate leaks at pairs with <omega_i, omega_t> = 1/2 and "
-                        "the state error grows with N past eps",
+    inputs=prop26_inputs,
+    checks=[Check(P26_TARGET, transition_target_error), Check(P26_ZEROS, transition_zeros_off_target),
+            Check(P26_GATE, transition_gate_below_threshold), Check(P26_STATES, states_within_eps),
+            Check(P26_DENSE, transition_dense_equals_closed_form), Check(P26_ASKED, transition_eps_as_asked),
+            Check(P26_KNOTS, transition_knots_as_derived), Check(P26_CERT, transition_certificate_as_derived)]
+           + [Check(name, _budget_check(key)) for key, name in P26_BUDGET.items()],
+    faults=[Fault("rectifying layers 3-4 removed", _no_rectifier, breaks=(P26_ZEROS, P26_STATES)),
+            Fault("threshold b / 8", _threshold_scaled(0.125), breaks=(P26_GATE,)),
+            Fault("threshold 3 b", _threshold_scaled(3.0), breaks=(P26_TARGET,)),
+            Fault("s_max without the margin", _guarantees_edited(s_max=lambda g: g.s_max - g.margin),
+                  breaks=(P26_BUDGET["s_max"],)),
+            Fault("eps certified 1.5 times too small", _guarantees_edited(eps=lambda g: g.eps / 1.5),
+                  breaks=(P26_BUDGET["eps"],)),
+            Fault("one gate knot fewer", _guarantees_edited(gate_knots=lambda g: g.gate_knots - 1),
+                  breaks=(P26_KNOTS,)),
+            Fault("uniform certificate on alphabet codes",
+                  _guarantees_edited(product_certificate=lambda g: "uniform"), breaks=(P26_CERT,))],
+    builds=(build_transition, build_rnn), bounds=(derived_budget, derived_knots),
+    derivation="docs/derivations/rnn-transition.md",
 ))
 
 # ---------------------------------------------------------------------- cor-27
@@ -673,7 +786,7 @@ C27_D, C27_Q, C27_EPS = 4, 2, 0.1
 
 def _c27_build(N: int, ctx: Context, rotate: bool = False):
     book = rs_hadamard_codebook(N, dtype=F64)
-    book = (_rotated(book, ctx.seed + 270) if rotate else book).to(device=ctx.device)
+    book = (_rotated(book, torch.Generator().manual_seed(ctx.seed + 270)) if rotate else book).to(device=ctx.device)
     link = make_link("teacher", C27_Q, C27_D, generator=ctx.generator(270)).to(ctx.device)
     B = 1 if rotate else max(1, min(8, ctx.pick(quick=200_000, full=1_000_000, gpu=4_000_000) // N))
     r_x = token_radius(C27_D, N * B)
@@ -805,7 +918,7 @@ P28_D, P28_Q, P28_EPS = 3, 2, 0.1
 
 def _p28_build(N: int, ctx: Context, rotate: bool = False):
     book = rs_hadamard_codebook(N, dtype=F64)
-    book = (_rotated(book, ctx.seed + 280) if rotate else book).to(device=ctx.device)
+    book = (_rotated(book, torch.Generator().manual_seed(ctx.seed + 280)) if rotate else book).to(device=ctx.device)
     link = make_link("teacher", P28_Q, P28_D, generator=ctx.generator(280)).to(ctx.device)
     # eps left at build_rnn's default: _eps_as_asked checks that it is P28_EPS = 0.1 (the documented default)
     return link, build_rnn(book, P28_D, link.two_layer_net(), r_x=token_radius(P28_D, 64 * N))

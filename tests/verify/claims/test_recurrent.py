@@ -72,3 +72,42 @@ def test_lemma24_checks_hold_and_each_fault_breaks_its_own(inputs):
     assert all(c.gadget.b1 is not s.gadget.b1 for c, s in zip(inp.cases, shifted.cases))
     v = run("lemma-24", "sup |G(x,s) - 2x relu(s-1/2)| <= r_x delta", broken("lemma-24", "half the knots", inp))
     assert not v.holds and v.measured == pytest.approx(2 * v.bound, rel=1e-3)  # delta doubles
+
+
+# ---------------------------------------------------------------------- prop-26
+
+
+def test_prop26_checks_hold(inputs):
+    inp = inputs("prop-26")
+    for check in all_claims()["prop-26"].checks:
+        assert check.run(inp, CTX).holds, check.name
+    v = run("prop-26", "target error <= eps", inp)
+    assert 0.3 < v.measured / v.bound < 1  # the rotated codes spend the budget (0.82 at seed 0)
+
+
+def test_prop26_without_rectifier_leaks_and_the_states_grow(inputs):
+    inp = inputs("prop-26")
+    gate = broken("prop-26", "rectifying layers 3-4 removed", inp)
+    assert all(c.transition is not g.transition for c, g in zip(inp.cases, gate.cases))
+    assert run("prop-26", "exactly 0 off target", gate).measured > 0
+    v = run("prop-26", "states within eps at every N", gate)
+    assert not v.holds and v.measured > 2 * v.bound
+    assert run("prop-26", "exactly 0 off target", inp).holds  # the honest inputs are untouched
+
+
+def test_prop26_budget_faults_break_only_their_step(inputs):
+    inp = inputs("prop-26")
+    slip = broken("prop-26", "s_max without the margin", inp)
+    assert not run("prop-26", "s_max = 1 + nu + delta_1 + margin", slip).holds
+    assert run("prop-26", "b = r_x min(4e, 2e + delta)", slip).holds
+    fewer = broken("prop-26", "one gate knot fewer", inp)
+    assert not run("prop-26", "knots as derived", fewer).holds
+
+
+def test_prop26_thresholds_too_low_and_too_high(inputs):
+    inp = inputs("prop-26")
+    low = broken("prop-26", "threshold b / 8", inp)
+    assert not run("prop-26", "|gate| <= b off target", low).holds
+    assert not run("prop-26", "exactly 0 off target", low).holds  # the leak passes layer 3
+    high = broken("prop-26", "threshold 3 b", inp)
+    assert not run("prop-26", "target error <= eps", high).holds
