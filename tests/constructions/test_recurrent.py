@@ -461,3 +461,55 @@ def test_transition_dense_without_rectifier_batches_and_empty_batch(transitions)
         dense = tr.dense(u)
         assert float((tr.dense(u.view(2, 32, -1)) - dense.view(2, 32, -1)).abs().max()) <= 1e-12
         assert tuple(tr.dense(u[:0]).shape) == (0, dense.shape[-1])
+
+
+# ------------------------------- software facts of the Cor 27 scan (from verify/claims/recurrent.py)
+
+
+def _projected_loop(F, r_h, reverse):
+    """The literal loop h <- P(h + F_i) with its count of projected steps that reach a state."""
+    G, h, bites = torch.zeros_like(F), torch.zeros_like(F[:, 0]), 0
+    steps = range(F.shape[1] - 1, -1, -1) if reverse else range(F.shape[1])
+    for k, i in enumerate(steps):
+        G[:, i] = h
+        v = h + F[:, i]
+        norm = torch.linalg.vector_norm(v, dim=-1, keepdim=True)
+        bites += int((norm > r_h).sum()) if k < F.shape[1] - 1 else 0  # the last update reaches no state
+        h = v * torch.clamp(r_h / norm, max=1.0)
+    return G, bites
+
+
+@pytest.mark.parametrize("r_h, chunk", [(0.05, 8), (2.0, 8), (math.inf, 8), (2.0, 1)])
+def test_projected_prefix_equals_the_loop_and_counts_its_projected_steps(r_h, chunk):
+    """projected_prefix (the scan behind every Cor 27 state) equals the literal projected loop in
+    both directions with r_h small (the projection bites at every step), in between and infinite,
+    with chunks of 8 and of 1, and its count of projected steps is the loop's."""
+    F = torch.randn(3, 40, 4, generator=g(272), dtype=F64)
+    rounding = 40 * torch.finfo(F64).eps * float(F.abs().sum(1).max())
+    for reverse in (False, True):
+        H, active = projected_prefix(F, r_h, reverse=reverse, chunk=chunk)
+        G, bites = _projected_loop(F, r_h, reverse)
+        assert float((H - G).abs().max()) <= rounding
+        assert active == bites
+
+
+def test_states_count_the_projected_steps_of_both_directions():
+    """RNNConstruction.states reports as projection_active the forward plus the backward scan's
+    count, and the module projects like the scan when r_h is below Cor 27's radius."""
+    import copy
+
+    book = rs_hadamard_codebook(100, dtype=F64)
+    link = make_link("teacher", 2, 4, generator=g(270))
+    c = build_rnn(book, 4, link.two_layer_net(), eps=0.1, r_x=token_radius(4, 800))
+    p = QSTR(N=100, d=4, link=link, variant="simple").sample(8, generator=g(271), dtype=F64)
+    x = clip_to_ball(p.x, c.guarantee.r_x)
+    t0 = p.t[0, 0]
+    x[0, t0] = x[0, t0] / x[0, t0].norm(dim=-1, keepdim=True) * c.guarantee.r_x
+    small = copy.copy(c)
+    small.r_h = 0.5 * math.sqrt(2) * c.guarantee.r_x
+    st = c.states(x, p.t, r_h=small.r_h)
+    counted = projected_prefix(st.direct, small.r_h)[1] + projected_prefix(st.direct, small.r_h, reverse=True)[1]
+    assert st.projection_active == counted > 0
+    with torch.no_grad():
+        hf, hb = small.module().states(c.encode(x, p.t))
+    assert float((hf - st.h_fwd).abs().max()) <= 1e-9 and float((hb - st.h_bwd).abs().max()) <= 1e-9

@@ -784,131 +784,141 @@ register(Declared(
 C27_D, C27_Q, C27_EPS = 4, 2, 0.1
 
 
-def _c27_build(N: int, ctx: Context, rotate: bool = False):
+@dataclass(frozen=True)
+class StateCase:
+    """An RNN on N positions, B simple-qSTR prompts in its r_x ball (prompt 0's selected tokens on
+    the sphere), and the states the scan computes for them with their targets."""
+
+    label: str
+    N: int
+    rnn: object  # RNNConstruction
+    x: torch.Tensor
+    t: torch.Tensor
+    states: object  # RNNStates
+    targets: tuple  # (forward, backward)
+
+
+def _evaluated(label: str, rnn, x: torch.Tensor, t: torch.Tensor) -> StateCase:
+    """The case with its states by the scan (at the RNN's own r_h) and their targets."""
+    with torch.no_grad():
+        return StateCase(label, x.shape[1], rnn, x, t, rnn.states(x, t), rnn.targets(x, t))
+
+
+def _c27_case(N: int, rotate: bool, k: int, ctx: Context) -> StateCase:
     book = rs_hadamard_codebook(N, dtype=F64)
-    book = (_rotated(book, torch.Generator().manual_seed(ctx.seed + 270)) if rotate else book).to(device=ctx.device)
-    link = make_link("teacher", C27_Q, C27_D, generator=ctx.generator(270)).to(ctx.device)
+    if rotate:
+        book = _rotated(book, ctx.generator("cor-27/rotation"))
+    book = book.to(device=ctx.device)
+    link = make_link("teacher", C27_Q, C27_D, generator=ctx.generator("cor-27/link")).to(ctx.device)
     B = 1 if rotate else max(1, min(8, ctx.pick(quick=200_000, full=1_000_000, gpu=4_000_000) // N))
-    r_x = token_radius(C27_D, N * B)
-    return book, link, build_rnn(book, C27_D, link.two_layer_net(), eps=C27_EPS, r_x=r_x), B
-
-
-def _c27_prompts(N: int, link, B: int, r_x: float, ctx: Context, salt: int):
-    task = QSTR(N=N, d=C27_D, link=link, variant="simple")
-    p = task.sample(B, generator=ctx.generator(salt, ctx.device), device=ctx.device, dtype=F64)
+    rnn = build_rnn(book, C27_D, link.two_layer_net(), eps=C27_EPS, r_x=token_radius(C27_D, N * B))
+    r_x = rnn.guarantee.r_x
+    p = QSTR(N=N, d=C27_D, link=link, variant="simple").sample(
+        B, generator=ctx.generator("cor-27/prompts", k, device=ctx.device), device=ctx.device, dtype=F64)
     x = clip_to_ball(p.x, r_x)
-    # boundary case in prompt 0: the selected tokens on the sphere of radius r_x
     t0 = p.t[0, 0]
-    x[0, t0] = x[0, t0] / x[0, t0].norm(dim=-1, keepdim=True) * r_x
-    return x, p.t
+    x[0, t0] = x[0, t0] / x[0, t0].norm(dim=-1, keepdim=True) * r_x  # on the sphere
+    label = f"N={N} ({'rotated, ' if rotate else ''}B={B}, d_e={rnn.d_e}, mu={rnn.guarantee.mu:g})"
+    return _evaluated(label, rnn, x, p.t)
 
 
-def _state_errors(c, x, t, r_h=None):
-    st = c.states(x, t, r_h=r_h)
-    tf, tb = c.targets(x, t)
-    err = max(float((st.h_fwd - tf).abs().max()), float((st.h_bwd - tb).abs().max()))
-    nonzero = int(((tf == 0) & (st.h_fwd != 0)).sum() + ((tb == 0) & (st.h_bwd != 0)).sum())
-    return st, err, nonzero
+@dataclass(frozen=True)
+class Cor27Inputs:
+    """The state cases (RS-Hadamard codes up to N = 1e5, 1e6 on GPU, and a rotated code with
+    approximate products), and the literal module of the first case (a loop over positions)."""
+
+    cases: Tuple[StateCase, ...]
+    module: object  # DeepTransitionBiRNN of cases[0]
+    eps: float
 
 
-def _scan_vs_loop(ctx: Context) -> tuple:
-    """max |projected_prefix - the literal loop h <- P(h + F_i)| on generic F (both directions, chunk 8; and chunk 1 at
-    r_h = 2, where a chunk's test sees one position), with r_h
-    small (the projection bites at every step), in between, and infinite: the scan's validity, Cor 27. Also whether
-    the scan's count of projected steps equals the loop's (steps with ||h + F_i|| > r_h that reach a state)."""
-    F = torch.randn(3, 40, 4, generator=ctx.generator(272), dtype=F64).to(ctx.device)
-    gap, counts_ok = 0.0, True
-    for r_h, chunk in ((0.05, 8), (2.0, 8), (math.inf, 8), (2.0, 1)):  # chunk 1: one position per scan test
-        for reverse in (False, True):
-            H, active = projected_prefix(F, r_h, reverse=reverse, chunk=chunk)
-            G, h, bites = torch.zeros_like(F), torch.zeros_like(F[:, 0]), 0
-            steps = range(F.shape[1] - 1, -1, -1) if reverse else range(F.shape[1])
-            for k, i in enumerate(steps):
-                G[:, i] = h
-                v = h + F[:, i]
-                norm = torch.linalg.vector_norm(v, dim=-1, keepdim=True)
-                bites += int((norm > r_h).sum()) if k < F.shape[1] - 1 else 0  # the last update reaches no state
-                h = v * torch.clamp(r_h / norm, max=1.0)
-            gap = max(gap, float((H - G).abs().max()))
-            counts_ok &= active == bites
-    return gap, Rounding(n=F.shape[1], scale=float(F.abs().sum(1).max()), what="N eps max sum_i |F_i|"), counts_ok
+def cor27_inputs(ctx: Context) -> Cor27Inputs:
+    """Ns: 1e2 to 1e5 (1e3 to 1e6 on GPU), then the rotated code at N = 16384 (32768 in full)."""
+    Ns = ctx.pick(quick=(100, 1000, 10_000, 100_000), gpu=(1000, 10_000, 100_000, 1_000_000))
+    plan = [(N, False) for N in Ns] + [(ctx.pick(quick=16_384, full=32_768), True)]
+    cases = tuple(_c27_case(N, rotate, k, ctx) for k, (N, rotate) in enumerate(plan))
+    return Cor27Inputs(cases, cases[0].rnn.module(device=ctx.device), C27_EPS)
 
 
-def _projected_steps(F: torch.Tensor, r_h: float) -> int:
-    """Projected steps of both directions' scans on the same F (each scan's count = the literal loop's, checked by
-    :func:`_scan_vs_loop`): what ``states`` must report as projection_active."""
-    return projected_prefix(F, r_h)[1] + projected_prefix(F, r_h, reverse=True)[1]
+def _state_error(c: StateCase) -> float:
+    (tf, tb), st = c.targets, c.states
+    return max(float((st.h_fwd - tf).abs().max()), float((st.h_bwd - tb).abs().max()))
 
 
-def _cor27(ctx: Context) -> Outcome:
-    scan_gap, scan_rnd, counts_ok = _scan_vs_loop(ctx)
-    Ns = ctx.pick(quick=(100, 1000, 10_000, 100_000), full=(100, 1000, 10_000, 100_000), gpu=(1000, 10_000, 100_000, 1_000_000))
-    # the rs-hadamard series (exact products), then generic codes with mu = 1/2 attained (rotated
-    # rs-hadamard, approximate products): there the exact zeros rest on the soft threshold
-    cases = [(N, False) for N in Ns] + [(ctx.pick(quick=16_384, full=32_768), True)]
-    ok, rows, ratios = True, [], []
-    for k, (N, rotate) in enumerate(cases):
-        book, link, c, B = _c27_build(N, ctx, rotate)
-        x, t = _c27_prompts(N, link, B, c.guarantee.r_x, ctx, 271 + k)
-        st, err, nonzero = _state_errors(c, x, t)
-        eps = c.guarantee.state_eps
-        rnd = _transition_rounding(c.transition, N, c.r_h)
-        good = _eps_as_asked(c.transition.guarantee, C27_EPS) and rnd.within(err, eps) and nonzero == 0 and st.projection_active == 0
-        extra = ""
-        if k == 0:  # the literal loop of the loaded DeepTransitionBiRNN against the scan
-            m = c.module(device=ctx.device)
-            with torch.no_grad():
-                hf, hb = m.states(c.encode(x, t))
-            diff = max(float((hf - st.h_fwd).abs().max()), float((hb - st.h_bwd).abs().max()))
-            same_zeros = bool(((hf == 0) == (st.h_fwd == 0)).all() and ((hb == 0) == (st.h_bwd == 0)).all())
-            # the module's projection onto the r_h ball, made to bite: r_h halved in a copy
-            small = copy.copy(c)
-            small.r_h = 0.5 * math.sqrt(C27_Q) * c.guarantee.r_x
-            with torch.no_grad():
-                hfp, hbp = small.module(device=ctx.device).states(c.encode(x, t))
-            stp = c.states(x, t, r_h=small.r_h)
-            diff_p = max(float((hfp - stp.h_fwd).abs().max()), float((hbp - stp.h_bwd).abs().max()))
-            counted = _projected_steps(stp.direct, small.r_h)
-            good &= (diff <= 1e-9 and same_zeros and diff_p <= 1e-9 and stp.projection_active > 0
-                     and stp.projection_active == counted)
-            extra = (f", loop vs scan {diff:.1e} (zero pattern identical: {same_zeros}); with r_h = {small.r_h:.3g} "
-                     f"(projection active at {stp.projection_active} steps, both directions; forward + backward "
-                     f"scan: {counted}) loop vs scan {diff_p:.1e}")
-        ok &= good
-        ratios.append(err / eps)
-        kind = "rotated, " if rotate else ""
-        rows.append(f"N={N} ({kind}B={B}, d_e={c.d_e}, mu={c.guarantee.mu:g}): max err {err:.3g} <= eps {eps:.4g} (asked {C27_EPS:g}), "
-                    f"{nonzero} nonzero before/after target, projection active {st.projection_active}{extra}")
-    errs = ", ".join(f"{N}{' rotated' if rot else ''}: {r:.3g}" for (N, rot), r in zip(cases, ratios))
-    rows.append(f"at N={N}: {rnd}")
-    rows.append(f"scan vs literal projected loop on random F (r_h = 0.05, 2, inf; both directions): {scan_gap:.1e}, "
-                f"{scan_rnd}; its count of projected steps = the loop's: {counts_ok}")
-    ok &= scan_rnd.within(scan_gap, 0.0) and counts_ok
-    return Outcome(measured=f"max err/eps by N: {errs}", bound="<= 1 at every N", holds=ok, detail="; ".join(rows),
-                   value=max(ratios), limit=1.0)
+def states_within_state_eps(inp: Cor27Inputs, ctx: Context) -> Verdict:
+    """Cor 27: every state within eps of x_{t_l} after (before) its target, at every N."""
+    c = _worst(inp.cases, lambda c: _state_error(c) / c.rnn.guarantee.state_eps)
+    ratios = ", ".join(f"{k.N}: {_state_error(k) / k.rnn.guarantee.state_eps:.3g}" for k in inp.cases)
+    return at_most(_state_error(c), c.rnn.guarantee.state_eps,
+                   _transition_rounding(c.rnn.transition, c.N, c.rnn.r_h),
+                   detail=f"worst case {c.label}; err/eps by N: {ratios}")
 
 
-def _cor27_falsifier(ctx: Context) -> Outcome:
-    """r_h below sqrt(q)(r_x + sqrt(d) eps): the projection clips states carrying ||x_t|| = r_x."""
-    N = 1000
-    book, link, c, B = _c27_build(N, ctx)
-    x, t = _c27_prompts(N, link, 1, c.guarantee.r_x, ctx, 279)
-    x[0, t[0, 0]] = x[0, t[0, 0]] / x[0, t[0, 0]].norm(dim=-1, keepdim=True) * c.guarantee.r_x
-    r_h = 0.5 * math.sqrt(C27_Q) * c.guarantee.r_x
-    st, err, nonzero = _state_errors(c, x, t, r_h=r_h)
-    eps = c.guarantee.state_eps
-    rnd = _transition_rounding(c.transition, N, c.r_h)
-    return Outcome(measured=f"max err {err:.4g}", bound=f"<= eps {eps:.4g}", holds=rnd.within(err, eps) and nonzero == 0,
-                   detail=f"r_h = {r_h:.3g} < required {c.r_h:.3g}: projection active at {st.projection_active} steps; {rnd}",
-                   value=err / eps, limit=1.0)
+def states_zero_off_target(inp: Cor27Inputs, ctx: Context) -> Verdict:
+    """Cor 27: every state is exactly 0 before (after) its target."""
+    rows = []
+    for c in inp.cases:
+        (tf, tb), st = c.targets, c.states
+        rows.append((c.label, int(((tf == 0) & (st.h_fwd != 0)).sum() + ((tb == 0) & (st.h_bwd != 0)).sum())))
+    return exact(sum(n for _, n in rows), 0, detail="nonzero states where the target is 0: "
+                 + ", ".join(f"{a}: {n}" for a, n in rows))
 
 
-register(Claim(
-    id="cor-27", ref_seed="Cor 27", ref_conference="Cor 27",
+def states_projection_inactive(inp: Cor27Inputs, ctx: Context) -> Verdict:
+    """Cor 27: at r_h = sqrt(q)(r_x + sqrt(d) eps) the projection onto the r_h ball never acts."""
+    rows = [(c.label, c.states.projection_active) for c in inp.cases]
+    return exact(sum(n for _, n in rows), 0, detail="projected steps: " + ", ".join(f"{a}: {n}" for a, n in rows))
+
+
+def states_eps_as_asked(inp: Cor27Inputs, ctx: Context) -> Verdict:
+    """The transition's certified eps meets the accuracy asked for."""
+    c = _worst(inp.cases, lambda c: c.rnn.transition.guarantee.eps)
+    return at_most(c.rnn.transition.guarantee.eps, inp.eps, detail=f"largest: {c.label}")
+
+
+def _module_states(inp: Cor27Inputs):
+    c = inp.cases[0]
+    with torch.no_grad():
+        return inp.module.states(c.rnn.encode(c.x, c.t))
+
+
+def module_states_equal_scan(inp: Cor27Inputs, ctx: Context) -> Verdict:
+    """The literal module (a loop h <- P(h + f(h, z_i))) computes the scan's states (first case)."""
+    (hf, hb), st = _module_states(inp), inp.cases[0].states
+    gap = max(float((hf - st.h_fwd).abs().max()), float((hb - st.h_bwd).abs().max()))
+    return at_most(gap, 1e-9, detail=f"{inp.cases[0].label}: max |loop - scan| (absolute 1e-9)")
+
+
+def module_zeros_equal_scan(inp: Cor27Inputs, ctx: Context) -> Verdict:
+    """The literal module's states are exactly 0 where the scan's are (first case)."""
+    (hf, hb), st = _module_states(inp), inp.cases[0].states
+    differ = int(((hf == 0) != (st.h_fwd == 0)).sum() + ((hb == 0) != (st.h_bwd == 0)).sum())
+    return exact(differ, 0, detail=f"{inp.cases[0].label}: states zero in one and not the other")
+
+
+def _r_h_halved(inp: Cor27Inputs, ctx: Context) -> Cor27Inputs:
+    """r_h = sqrt(q) r_x / 2, below Cor 27's radius, at N = 1000 (tokens on the r_x sphere): the
+    projection clips the states that carry x_t."""
+    c = next(c for c in inp.cases if c.N == 1000)
+    rnn = copy.copy(c.rnn)
+    rnn.r_h = 0.5 * math.sqrt(C27_Q) * rnn.guarantee.r_x
+    return replace(inp, cases=(_evaluated(f"{c.label}, r_h = {rnn.r_h:.3g}", rnn, c.x, c.t),))
+
+
+C27_ERR, C27_ZERO, C27_PROJ = "state error <= eps at every N", "exactly 0 off target", "projection inactive"
+C27_ASKED, C27_LOOP, C27_LOOP0 = "certified eps <= asked", "module loop = scan", "module zeros = scan zeros"
+
+register(Declared(
+    id="cor-27", ref=Ref("Cor 27", "Cor 27"),
     statement="every hidden state is exactly 0 before (after) its target and within eps of x_{t_l} after "
               "(before) it, for N up to 1e5 (1e6 on GPU): the error does not accumulate",
-    check=_cor27, falsifier=_cor27_falsifier,
-    falsifier_statement="r_h = sqrt(q) r_x / 2 (below the Cor 27 requirement) with tokens on the r_x sphere",
+    inputs=cor27_inputs,
+    checks=[Check(C27_ERR, states_within_state_eps), Check(C27_ZERO, states_zero_off_target),
+            Check(C27_PROJ, states_projection_inactive), Check(C27_ASKED, states_eps_as_asked),
+            Check(C27_LOOP, module_states_equal_scan), Check(C27_LOOP0, module_zeros_equal_scan)],
+    faults=[Fault("r_h = sqrt(q) r_x / 2", _r_h_halved, breaks=(C27_ERR, C27_PROJ))],
+    builds=(build_rnn,), bounds=(build_rnn,),
+    derivation="docs/derivations/rnn-transition.md",
 ))
 
 # ---------------------------------------------------------------------- prop-28

@@ -111,3 +111,23 @@ def test_prop26_thresholds_too_low_and_too_high(inputs):
     assert not run("prop-26", "exactly 0 off target", low).holds  # the leak passes layer 3
     high = broken("prop-26", "threshold 3 b", inp)
     assert not run("prop-26", "target error <= eps", high).holds
+
+
+# ---------------------------------------------------------------------- cor-27
+
+
+def test_cor27_checks_hold_and_the_error_is_flat_in_N(inputs):
+    inp = inputs("cor-27")
+    for check in all_claims()["cor-27"].checks:
+        assert check.run(inp, CTX).holds, check.name
+    assert [c.N for c in inp.cases][:4] == [100, 1000, 10_000, 100_000]
+
+
+def test_cor27_small_r_h_clips_the_states(inputs):
+    inp = inputs("cor-27")
+    small = broken("cor-27", "r_h = sqrt(q) r_x / 2", inp)
+    (c,) = small.cases
+    assert c.N == 1000 and c.rnn is not inp.cases[1].rnn and inp.cases[1].rnn.r_h > c.rnn.r_h
+    v = run("cor-27", "state error <= eps at every N", small)
+    assert not v.holds and v.measured > 10 * v.bound
+    assert run("cor-27", "projection inactive", small).measured > 0
