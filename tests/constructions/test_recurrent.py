@@ -513,3 +513,46 @@ def test_states_count_the_projected_steps_of_both_directions():
     with torch.no_grad():
         hf, hb = small.module().states(c.encode(x, p.t))
     assert float((hf - st.h_fwd).abs().max()) <= 1e-9 and float((hb - st.h_bwd).abs().max()) <= 1e-9
+
+
+# ------------------------------ software facts of the Prop 28 RNN (from verify/claims/recurrent.py)
+
+
+def test_rnn_guarantee_records_the_transition_and_r_h():
+    """RNNGuarantee: state eps is the transition's certified eps, the same r_x, r_h the construction's;
+    build_rnn's documented default eps is 0.1 (recorded as asked)."""
+    link = make_link("teacher", 2, 3, generator=g(280))
+    c = build_rnn(rs_hadamard_codebook(64, dtype=F64), 3, link.two_layer_net(), r_x=token_radius(3, 64 * 64))
+    gu, tg = c.guarantee, c.transition.guarantee
+    assert gu.state_eps == tg.eps and gu.r_x == tg.r_x and gu.r_h == c.r_h
+    assert tg.eps_requested == 0.1 and tg.eps <= 0.1
+
+
+def test_build_rnn_refuses_r_h_below_the_cor27_radius():
+    """build_rnn refuses r_h below sqrt(q)(r_x + sqrt(d) eps) and accepts it (rel 1e-12 above)."""
+    link = make_link("teacher", 2, 2, generator=g(289))
+    c = build_rnn(rs_hadamard_codebook(16, dtype=F64), 2, link.two_layer_net(), eps=0.1, r_x=2.0)
+    need = math.sqrt(2) * (2.0 + math.sqrt(2) * c.transition.guarantee.eps)
+    kw = dict(q=2, eps=0.1, r_x=2.0)
+    with pytest.raises(ValueError):
+        build_rnn(c.omega, 2, c.g_net, r_h=need * (1 - 1e-6), **kw)
+    assert build_rnn(c.omega, 2, c.g_net, r_h=need * (1 + 1e-12), **kw).r_h >= need
+
+
+def test_cli_rnn_file_records_its_config_and_codes_and_the_gateless_output():
+    """The `qstr construct rnn` state: config (N, d, q) as asked, codes of mu <= 1/2 (Assumption 3),
+    eps certified <= asked and recorded, r_h = sqrt(q)(r_x + sqrt(d) eps); its module without the
+    output's direct term equals the scan without it."""
+    N, d, q, eps = 16, 2, 2, 0.1
+    c, state = build_rnn_for_cli(N, d, q, eps=eps, seed=0)
+    cfg = state["config"]
+    assert (cfg["N"], cfg["d"], cfg["q"]) == (N, d, q) and c.guarantee.mu <= 0.5
+    tg = c.transition.guarantee
+    assert tg.eps <= eps and tg.eps_requested == eps
+    assert c.r_h == pytest.approx(math.sqrt(q) * (c.guarantee.r_x + math.sqrt(d) * tg.eps), rel=1e-12)
+    link = make_link("teacher", q, d, generator=g(0), width=8)
+    p = QSTR(N=N, d=d, link=link, variant="simple").sample(4, generator=g(289), dtype=F64)
+    x = clip_to_ball(p.x, c.guarantee.r_x)
+    with torch.no_grad():
+        y = c.module(output_gate=False)(c.encode(x, p.t)).reshape(4, N)
+    assert float((y - c.predict(x, p.t, output_gate=False)).abs().max()) <= 1e-9

@@ -4,6 +4,7 @@ import pytest
 
 from qstr.verify.claim import Context
 from qstr.verify.claims import all_claims
+from qstr.verify.claims.recurrent import plain_birnn
 
 CTX = Context(profile="quick")
 IDS = ("lemma-22", "lemma-24", "prop-26", "cor-27", "prop-28")
@@ -131,3 +132,47 @@ def test_cor27_small_r_h_clips_the_states(inputs):
     v = run("cor-27", "state error <= eps at every N", small)
     assert not v.holds and v.measured > 10 * v.bound
     assert run("cor-27", "projection inactive", small).measured > 0
+
+
+# ---------------------------------------------------------------------- prop-28
+
+
+def test_prop28_checks_hold(inputs):
+    inp = inputs("prop-28")
+    for check in all_claims()["prop-28"].checks:
+        assert check.run(inp, CTX).holds, check.name
+    v = run("prop-28", "|y_hat - g(x_t)| <= Lip sqrt(qd) eps", inp)
+    assert 0.01 < v.measured / v.bound < 0.5  # the rotated code spends part of the budget
+
+
+def test_plain_recurrence_runs_the_saved_file_like_the_module_and_projects_like_it(inputs):
+    """plain_birnn (the reader of docs/formats.md) on the first case's file: the module's outputs,
+    and with r_h below Cor 27's radius, the module's projected outputs."""
+    import torch
+
+    from qstr.constructions.recurrent import module_from_state
+
+    c = inputs("prop-28").cases[0]
+    y, active = plain_birnn(c.state, c.x, c.t)
+    with torch.no_grad():
+        y_module = module_from_state(c.state)(c.rnn.encode(c.x, c.t)).reshape(y.shape)
+    assert active == 0 and float((y - y_module).abs().max()) <= 1e-10
+    small = dict(c.state, config=dict(c.state["config"], r_h=0.1 * c.rnn.guarantee.r_x))
+    y2, active2 = plain_birnn(small, c.x, c.t)
+    with torch.no_grad():
+        y2_module = module_from_state(small)(c.rnn.encode(c.x, c.t)).reshape(y.shape)
+    assert active2 > 0 and float((y2 - y2_module).abs().max()) <= 1e-10
+    assert float((y2 - c.rnn.predict(c.x, c.t)).abs().max()) > 1e-3  # clipped states change y
+
+
+def test_prop28_faults(inputs):
+    inp = inputs("prop-28")
+    general = broken("prop-28", "general qSTR prompts", inp)
+    v = run("prop-28", "|y_hat - g(x_t)| <= Lip sqrt(qd) eps", general)
+    assert not v.holds and v.measured > 1.5 * v.bound
+    for fault in ("saved layer 1 in (z, h) order", "saved output without the direct term"):
+        b = broken("prop-28", fault, inp)
+        assert b.cases[0].state is not inp.cases[0].state
+        v = run("prop-28", "plain recurrence on the file = scan", b)
+        assert not v.holds and v.measured > 1e5 * v.rounding
+    assert run("prop-28", "plain recurrence on the file = scan", inp).holds  # honest inputs untouched
