@@ -378,7 +378,7 @@ def test_g_net_is_moved_once_per_device_and_kept_on_its_own(rnn64):
     assert c.g_net.W.device.type == "cpu"
 
 
-# ------------------------------ software facts of the Prop 26 transition (from verify/claims/recurrent.py)
+# --------------- software facts of the Prop 26 transition (from verify/claims/recurrent.py)
 
 
 @pytest.fixture(scope="module")
@@ -389,8 +389,9 @@ def transitions(book64):
 
 
 def test_transition_widths_and_norms_record_are_its_dense_layers(transitions):
-    """Widths (2d + 2q d_e K1, q K2 (d + 1), 2qd, qd) of docs/derivations/rnn-transition.md, section 4,
-    in ``Transition.widths``, the guarantee and the dense layers; the reported norms are theirs."""
+    """Widths (2d + 2q d_e K1, q K2 (d + 1), 2qd, qd) of docs/derivations/rnn-transition.md,
+    section 4, in ``Transition.widths``, the guarantee and the dense layers; the reported norms
+    are theirs."""
     for _, tr in transitions:
         g = tr.guarantee
         sizes = tuple(int(layer["W"].shape[0]) for layer in tr.layers)
@@ -411,12 +412,22 @@ def test_transition_with_the_knots_given_is_the_one_derived_from_eps(transitions
     eps) rebuilds the same dense layers, certified eps, threshold and product certificate."""
     for book, tr in transitions:
         g = tr.guarantee
-        other = build_transition(book.omega.detach().clone(), g.d, g.q, eps=None, r_x=g.r_x, mu=g.mu,
-                                 product_knots=g.product_knots, gate_knots=g.gate_knots)
+        other = build_transition(
+            book.omega.detach().clone(),
+            g.d,
+            g.q,
+            eps=None,
+            r_x=g.r_x,
+            mu=g.mu,
+            product_knots=g.product_knots,
+            gate_knots=g.gate_knots,
+        )
         h = other.guarantee
         assert (h.product_certificate, h.product_knots, h.gate_knots) == (
             g.product_certificate, g.product_knots, g.gate_knots)
-        assert h.eps == pytest.approx(g.eps, rel=1e-12) and h.threshold == pytest.approx(g.threshold, rel=1e-12)
+        assert h.eps == pytest.approx(g.eps, rel=1e-12) and h.threshold == pytest.approx(
+            g.threshold, rel=1e-12
+        )
         assert len(tr.layers) == len(other.layers)
         for A, B in zip(tr.layers, other.layers):
             assert all(float((A[k] - B[k]).abs().max()) <= 1e-12 for k in A)
@@ -455,7 +466,9 @@ def test_transition_dense_without_rectifier_batches_and_empty_batch(transitions)
         N = book.N
         i, t = torch.randint(N, (64,), generator=gen), torch.randint(N, (64, 2), generator=gen)
         om = book.omega.to(F64)
-        z = torch.cat([torch.randn(64, 3, generator=gen, dtype=F64)] + [om[i], om[t[:, 0]], om[t[:, 1]]], 1)
+        z = torch.cat(
+            [torch.randn(64, 3, generator=gen, dtype=F64)] + [om[i], om[t[:, 0]], om[t[:, 1]]], 1
+        )
         u = torch.cat([torch.randn(64, tr.d_h, generator=gen, dtype=F64), z], 1)
         assert float((tr.dense(u, rectify=False) - tr(z, rectify=False)).abs().max()) <= 1e-9
         dense = tr.dense(u)
@@ -463,7 +476,7 @@ def test_transition_dense_without_rectifier_batches_and_empty_batch(transitions)
         assert tuple(tr.dense(u[:0]).shape) == (0, dense.shape[-1])
 
 
-# ------------------------------- software facts of the Cor 27 scan (from verify/claims/recurrent.py)
+# --------------------- software facts of the Cor 27 scan (from verify/claims/recurrent.py)
 
 
 def _projected_loop(F, r_h, reverse):
@@ -474,7 +487,8 @@ def _projected_loop(F, r_h, reverse):
         G[:, i] = h
         v = h + F[:, i]
         norm = torch.linalg.vector_norm(v, dim=-1, keepdim=True)
-        bites += int((norm > r_h).sum()) if k < F.shape[1] - 1 else 0  # the last update reaches no state
+        if k < F.shape[1] - 1:  # the last update reaches no state
+            bites += int((norm > r_h).sum())
         h = v * torch.clamp(r_h / norm, max=1.0)
     return G, bites
 
@@ -508,7 +522,10 @@ def test_states_count_the_projected_steps_of_both_directions():
     small = copy.copy(c)
     small.r_h = 0.5 * math.sqrt(2) * c.guarantee.r_x
     st = c.states(x, p.t, r_h=small.r_h)
-    counted = projected_prefix(st.direct, small.r_h)[1] + projected_prefix(st.direct, small.r_h, reverse=True)[1]
+    counted = (
+        projected_prefix(st.direct, small.r_h)[1]
+        + projected_prefix(st.direct, small.r_h, reverse=True)[1]
+    )
     assert st.projection_active == counted > 0
     with torch.no_grad():
         hf, hb = small.module().states(c.encode(x, p.t))
@@ -519,10 +536,12 @@ def test_states_count_the_projected_steps_of_both_directions():
 
 
 def test_rnn_guarantee_records_the_transition_and_r_h():
-    """RNNGuarantee: state eps is the transition's certified eps, the same r_x, r_h the construction's;
-    build_rnn's documented default eps is 0.1 (recorded as asked)."""
+    """RNNGuarantee: state eps is the transition's certified eps, the same r_x, r_h the
+    construction's; build_rnn's documented default eps is 0.1 (recorded as asked)."""
     link = make_link("teacher", 2, 3, generator=g(280))
-    c = build_rnn(rs_hadamard_codebook(64, dtype=F64), 3, link.two_layer_net(), r_x=token_radius(3, 64 * 64))
+    c = build_rnn(
+        rs_hadamard_codebook(64, dtype=F64), 3, link.two_layer_net(), r_x=token_radius(3, 64 * 64)
+    )
     gu, tg = c.guarantee, c.transition.guarantee
     assert gu.state_eps == tg.eps and gu.r_x == tg.r_x and gu.r_h == c.r_h
     assert tg.eps_requested == 0.1 and tg.eps <= 0.1
@@ -549,7 +568,9 @@ def test_cli_rnn_file_records_its_config_and_codes_and_the_gateless_output():
     assert (cfg["N"], cfg["d"], cfg["q"]) == (N, d, q) and c.guarantee.mu <= 0.5
     tg = c.transition.guarantee
     assert tg.eps <= eps and tg.eps_requested == eps
-    assert c.r_h == pytest.approx(math.sqrt(q) * (c.guarantee.r_x + math.sqrt(d) * tg.eps), rel=1e-12)
+    assert c.r_h == pytest.approx(
+        math.sqrt(q) * (c.guarantee.r_x + math.sqrt(d) * tg.eps), rel=1e-12
+    )
     link = make_link("teacher", q, d, generator=g(0), width=8)
     p = QSTR(N=N, d=d, link=link, variant="simple").sample(4, generator=g(289), dtype=F64)
     x = clip_to_ball(p.x, c.guarantee.r_x)

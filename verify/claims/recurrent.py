@@ -10,7 +10,6 @@ every constant: ``docs/derivations/rnn-transition.md``. All certified checks run
 from __future__ import annotations
 
 import copy
-import dataclasses
 import math
 from dataclasses import dataclass, replace
 from typing import Callable, Dict, Tuple
@@ -19,19 +18,21 @@ import torch
 from hypothesis import HealthCheck, Verbosity, given, settings, target
 from hypothesis import strategies as st
 
-from qstr.constructions.codes import Codebook, build_codebook, coherence, coherence_report, rs_hadamard_codebook
-from qstr.constructions.links import make_link
+from qstr.constructions.codes import Codebook, build_codebook, rs_hadamard_codebook
 from qstr.constructions.encoding import rnn_encoding
 from qstr.constructions.export import load_rnn
-from qstr.constructions.recurrent import (Transition, build_rnn, build_rnn_for_cli, build_transition, module_from_state,
-                                         projected_prefix, rnn_state, token_radius)
+from qstr.constructions.links import make_link
+from qstr.constructions.recurrent import (Transition, build_rnn, build_rnn_for_cli,
+                                         build_transition, module_from_state, rnn_state,
+                                         token_radius)
 from qstr.constructions.relu import Gadget, gate_bands, gate_gadget, product_error, product_gadget
 from qstr.constructions.task import QSTR, gather_tokens
 from qstr.verify.adversarial import clip_to_ball
-from qstr.verify.claim import Check, Claim as Declared, Context, Fault, Ref, Verdict, at_most, close, exact
+from qstr.verify.claim import Check, Claim as Declared, Context, Fault, Ref, Verdict, at_most, close
+from qstr.verify.claim import exact
 from qstr.verify.claims.export import through_file, through_path
-from qstr.verify.legacy import Claim, Outcome, register
-from qstr.verify.rounding import Rounding, largest, two_layer
+from qstr.verify.registry import register
+from qstr.verify.rounding import Rounding, two_layer
 
 F64 = torch.float64
 
@@ -47,7 +48,9 @@ def _transition_rounding(tr, N: int = 0, r_h: float = 0.0) -> Rounding:
                    what="(d_e K1 + K2 + 4) eps r_x M s_max d_e")
     if not N:
         return one
-    return replace(one, n=tr.q * one.n, what="q " + one.what) + Rounding(n=N, scale=r_h, what="N eps r_h")
+    return replace(one, n=tr.q * one.n, what="q " + one.what) + Rounding(
+        n=N, scale=r_h, what="N eps r_h"
+    )
 
 
 # ------------------------------------------------------------------ search helpers
@@ -57,8 +60,14 @@ def _hypothesis_max(err, lo, hi, n: int, device) -> float:
     """Largest err(u) over hypothesis-drawn points u in the box [lo, hi] (targeted search)."""
     best = [0.0]
 
-    @settings(max_examples=n, database=None, deadline=None, derandomize=True, verbosity=Verbosity.quiet,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=n,
+        database=None,
+        deadline=None,
+        derandomize=True,
+        verbosity=Verbosity.quiet,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(st.floats(lo[0], hi[0]), st.floats(lo[1], hi[1]))
     def prop(a, b):
         e = float(err(torch.tensor([[a, b]], dtype=F64, device=device)).max())
@@ -153,7 +162,9 @@ def _search(name: str, k: int, gadget: Gadget, lo, hi, special: torch.Tensor, ct
                                   for j in range(2)))
     lo_t, hi_t = (torch.tensor(v, dtype=F64, device=dev) for v in (lo, hi))
     n_starts = ctx.pick(quick=256, full=2048)
-    u0 = torch.rand(n_starts, 2, generator=ctx.generator(name, k, device=dev), dtype=F64, device=dev)
+    u0 = torch.rand(
+        n_starts, 2, generator=ctx.generator(name, k, device=dev), dtype=F64, device=dev
+    )
     starts = lo_t + u0 * (hi_t - lo_t)
     with torch.no_grad():
         found = {"grid": float(err(grid).max()), "structured": float(err(special.to(dev)).max())}
@@ -170,7 +181,8 @@ def _shown(case: GadgetCase) -> str:
 
 
 def gadget_within_certificate(inp: GadgetInputs, ctx: Context) -> Verdict:
-    """The largest sup error over the cases, relative to its certificate, is at most it (Lemmas 22, 24)."""
+    """The largest sup error over the cases, relative to its certificate, is at most it
+    (Lemmas 22, 24)."""
     worst = max(inp.cases, key=lambda c: c.sup_error / inp.certificate(*c.args))
     bound = inp.certificate(*worst.args)
     return at_most(worst.sup_error, bound, worst.rounding, detail=f"worst case {_shown(worst)}")
@@ -205,12 +217,15 @@ L22_CASES = ((1.0, 17), (0.125, 9))
 
 
 def _product_special(R: float, knots: int) -> torch.Tensor:
-    """Points where x + y is a midpoint and x - y a knot (or the reverse): the certificate is attained."""
+    """Points where x + y is a midpoint and x - y a knot (or the reverse): the certificate is
+    attained there."""
     k0, h = -2 * R, 4 * R / (knots - 1)
     knots_t = k0 + h * torch.arange(knots, dtype=F64)
     mids = knots_t[:-1] + h / 2
     a, b = torch.cartesian_prod(torch.cat([knots_t, mids]), torch.cat([mids, knots_t])).T
-    pts = torch.cat([torch.stack([(a + b) / 2, (a - b) / 2], 1), torch.stack([(b + a) / 2, (b - a) / 2], 1)])
+    pts = torch.cat(
+        [torch.stack([(a + b) / 2, (a - b) / 2], 1), torch.stack([(b + a) / 2, (b - a) / 2], 1)]
+    )
     return pts[(pts.abs() <= R).all(1)]
 
 
@@ -224,15 +239,21 @@ def lemma22_inputs(ctx: Context) -> GadgetInputs:
     for k, (R, K) in enumerate(L22_CASES):
         K = ctx.pick(quick=K, full=2 * K - 1)
         g = product_gadget(R, K)
-        found, rnd = _search("lemma-22/starts", k, g, *_product_box(R, K), _product_special(R, K), ctx)
+        found, rnd = _search(
+            "lemma-22/starts", k, g, *_product_box(R, K), _product_special(R, K), ctx
+        )
         cases.append(GadgetCase(f"R={R:g} knots={K}", (R, K), g, *_product_box(R, K), found, rnd))
     return GadgetInputs(tuple(cases), product_error)
 
 
 def _product_half_knots(inp: GadgetInputs, ctx: Context) -> GadgetInputs:
     """Half the knots: h doubles, the error quadruples past the certificate for the full count."""
-    return replace(inp, cases=_fewer_knots(inp.cases, product_gadget, _product_special, _product_box,
-                                           "lemma-22/starts", ctx))
+    return replace(
+        inp,
+        cases=_fewer_knots(
+            inp.cases, product_gadget, _product_special, _product_box, "lemma-22/starts", ctx
+        ),
+    )
 
 
 def _product_h2_over_8(inp: GadgetInputs, ctx: Context) -> GadgetInputs:
@@ -242,17 +263,27 @@ def _product_h2_over_8(inp: GadgetInputs, ctx: Context) -> GadgetInputs:
 
 L22_SUP, L22_ATTAINED = "sup |P(x,y) - xy| <= h^2/16", "h^2/16 attained"
 
-register(Declared(
-    id="lemma-22", ref=Ref("Lemma 22", "Lemma 22"),
-    statement="product gadget (x+y)^2/4 - (x-y)^2/4 by knot interpolation: sup |P(x,y) - xy| on [-R,R]^2 "
-              "<= h^2/16 (certified, attained), h = 4R/(knots-1)",
-    inputs=lemma22_inputs,
-    checks=[Check(L22_SUP, gadget_within_certificate), Check(L22_ATTAINED, gadget_certificate_attained)],
-    faults=[Fault("half the knots", _product_half_knots, breaks=(L22_SUP, L22_ATTAINED)),
-            Fault("certificate h^2/8", _product_h2_over_8, breaks=(L22_ATTAINED,))],
-    builds=(product_gadget,), bounds=(product_error,),
-    derivation="docs/derivations/rnn-transition.md",
-))
+register(
+    Declared(
+        id="lemma-22",
+        ref=Ref("Lemma 22", "Lemma 22"),
+        statement="product gadget (x+y)^2/4 - (x-y)^2/4 by knot interpolation: "
+        "sup |P(x,y) - xy| on [-R,R]^2 "
+        "<= h^2/16 (certified, attained), h = 4R/(knots-1)",
+        inputs=lemma22_inputs,
+        checks=[
+            Check(L22_SUP, gadget_within_certificate),
+            Check(L22_ATTAINED, gadget_certificate_attained),
+        ],
+        faults=[
+            Fault("half the knots", _product_half_knots, breaks=(L22_SUP, L22_ATTAINED)),
+            Fault("certificate h^2/8", _product_h2_over_8, breaks=(L22_ATTAINED,)),
+        ],
+        builds=(product_gadget,),
+        bounds=(product_error,),
+        derivation="docs/derivations/rnn-transition.md",
+    )
+)
 
 # ---------------------------------------------------------------------- lemma-24
 
@@ -278,24 +309,31 @@ def gate_error(r_x: float, knots: int, s_max: float) -> float:
 
 
 def lemma24_inputs(ctx: Context) -> GadgetInputs:
-    """Lemma 24's gate gadget for each (r_x, knots, s_max), searched on [-r_x, r_x] x [-1.5, s_max]."""
+    """Lemma 24's gate gadget for each (r_x, knots, s_max), searched on
+    [-r_x, r_x] x [-1.5, s_max]."""
     cases = []
     for k, (r_x, K, s_max) in enumerate(L24_CASES):
         args = (r_x, ctx.pick(quick=K, full=4 * K), s_max)
         g = gate_gadget(*args)
         found, rnd = _search("lemma-24/starts", k, g, *_gate_box(*args), _gate_special(*args), ctx)
-        cases.append(GadgetCase(f"r_x={r_x:g} s<={s_max:g} knots={args[1]}", args, g, *_gate_box(*args),
-                                found, rnd))
+        cases.append(
+            GadgetCase(
+                f"r_x={r_x:g} s<={s_max:g} knots={args[1]}", args, g, *_gate_box(*args), found, rnd
+            )
+        )
     return GadgetInputs(tuple(cases), gate_error)
 
 
 def gate_zero_below_half(inp: GadgetInputs, ctx: Context) -> Verdict:
-    """Lemma 24: the gadget is exactly 0 for s < 1/2 (a 201 x 201 grid of [-r_x, r_x] x [-1.5, 1/2))."""
+    """Lemma 24: the gadget is exactly 0 for s < 1/2 (a 201 x 201 grid of
+    [-r_x, r_x] x [-1.5, 1/2))."""
     nonzero, where = 0, []
     for c in inp.cases:
         r_x = c.args[0]
-        grid = torch.cartesian_prod(torch.linspace(-r_x, r_x, 201, dtype=F64, device=ctx.device),
-                                    torch.linspace(-1.5, 0.5 - 1e-9, 201, dtype=F64, device=ctx.device))
+        grid = torch.cartesian_prod(
+            torch.linspace(-r_x, r_x, 201, dtype=F64, device=ctx.device),
+            torch.linspace(-1.5, 0.5 - 1e-9, 201, dtype=F64, device=ctx.device),
+        )
         gadget = replace(c.gadget, W1=c.gadget.W1.to(ctx.device), b1=c.gadget.b1.to(ctx.device),
                          W2=c.gadget.W2.to(ctx.device))
         count = int((gadget(grid) != 0).sum())
@@ -324,22 +362,35 @@ def _gate_2_delta(inp: GadgetInputs, ctx: Context) -> GadgetInputs:
     return replace(inp, certificate=lambda r_x, K, s_max: 2 * gate_error(r_x, K, s_max))
 
 
-L24_SUP, L24_ATTAINED, L24_ZERO = ("sup |G(x,s) - 2x relu(s-1/2)| <= r_x delta", "r_x delta attained",
-                                   "G = 0 for s < 1/2")
+L24_SUP, L24_ATTAINED, L24_ZERO = (
+    "sup |G(x,s) - 2x relu(s-1/2)| <= r_x delta",
+    "r_x delta attained",
+    "G = 0 for s < 1/2",
+)
 
-register(Declared(
-    id="lemma-24", ref=Ref("Lemma 24", "Lemma 24"),
-    statement="gate gadget: sup |G(x,s) - 2x relu(s-1/2)| over |x| <= r_x, s <= s_max is <= r_x delta "
-              "(certified, attained), delta = (s_max - 1/2)/knots; exactly 0 for s <= 1/2",
-    inputs=lemma24_inputs,
-    checks=[Check(L24_SUP, gadget_within_certificate), Check(L24_ATTAINED, gadget_certificate_attained),
-            Check(L24_ZERO, gate_zero_below_half)],
-    faults=[Fault("half the knots", _gate_half_knots, breaks=(L24_SUP, L24_ATTAINED)),
+register(
+    Declared(
+        id="lemma-24",
+        ref=Ref("Lemma 24", "Lemma 24"),
+        statement="gate gadget: sup |G(x,s) - 2x relu(s-1/2)| over |x| <= r_x, s <= s_max "
+        "is <= r_x delta "
+        "(certified, attained), delta = (s_max - 1/2)/knots; exactly 0 for s <= 1/2",
+        inputs=lemma24_inputs,
+        checks=[
+            Check(L24_SUP, gadget_within_certificate),
+            Check(L24_ATTAINED, gadget_certificate_attained),
+            Check(L24_ZERO, gate_zero_below_half),
+        ],
+        faults=[
+            Fault("half the knots", _gate_half_knots, breaks=(L24_SUP, L24_ATTAINED)),
             Fault("certificate 2 r_x delta", _gate_2_delta, breaks=(L24_ATTAINED,)),
-            Fault("band offsets shifted up by M/10", _gate_beta_shifted, breaks=(L24_ZERO,))],
-    builds=(gate_gadget,), bounds=(gate_error,),
-    derivation="docs/derivations/rnn-transition.md",
-))
+            Fault("band offsets shifted up by M/10", _gate_beta_shifted, breaks=(L24_ZERO,)),
+        ],
+        builds=(gate_gadget,),
+        bounds=(gate_error,),
+        derivation="docs/derivations/rnn-transition.md",
+    )
+)
 
 # ---------------------------------------------------------------------- prop-26
 
@@ -374,9 +425,14 @@ def _p26_books(ctx: Context):
     in full, the mu = 1/8 code)."""
     base = rs_hadamard_codebook(64, dtype=F64)
     rotated = _rotated(base, ctx.generator("prop-26/rotation"))
-    books = [("rs-hadamard N=64 (exact products)", base),
-             ("rotated rs-hadamard N=64 (approx. products)", rotated),
-             ("rotated rs-hadamard N=64, every other row of norm 0.999 (nu = 0.002)", _short_rows(rotated))]
+    books = [
+        ("rs-hadamard N=64 (exact products)", base),
+        ("rotated rs-hadamard N=64 (approx. products)", rotated),
+        (
+            "rotated rs-hadamard N=64, every other row of norm 0.999 (nu = 0.002)",
+            _short_rows(rotated),
+        ),
+    ]
     if ctx.profile != "quick":  # mu = 1/8 < 1/2 with approximate products: K1 from the dA branch
         books.append(("rotated rs-hadamard N=64, mu = 1/8", _quarter(ctx)))
     return [(label, book.to(device=ctx.device)) for label, book in books]
@@ -387,7 +443,9 @@ def _boundary_tokens(d: int, r_x: float, device) -> torch.Tensor:
     eye = torch.eye(d, dtype=F64, device=device) * r_x
     ones = torch.ones(d, dtype=F64, device=device) * r_x / math.sqrt(d)
     alt = ones * torch.tensor([(-1.0) ** k for k in range(d)], dtype=F64, device=device)
-    return torch.cat([eye, -eye, ones[None], -ones[None], alt[None], torch.zeros(1, d, dtype=F64, device=device)])
+    return torch.cat(
+        [eye, -eye, ones[None], -ones[None], alt[None], torch.zeros(1, d, dtype=F64, device=device)]
+    )
 
 
 @dataclass(frozen=True)
@@ -432,11 +490,20 @@ def _transition_case(label: str, book: Codebook, k: int, ctx: Context) -> Transi
     P = i.numel()
     gen = ctx.generator("prop-26/tokens", k, device=dev)
     x = torch.randn(P, d, generator=gen, dtype=F64, device=dev)
-    x = x / x.norm(dim=1, keepdim=True) * r_x * torch.rand(P, 1, generator=gen, dtype=F64, device=dev).sqrt()
+    x = (
+        x
+        / x.norm(dim=1, keepdim=True)
+        * r_x
+        * torch.rand(P, 1, generator=gen, dtype=F64, device=dev).sqrt()
+    )
     bnd = _boundary_tokens(d, r_x, dev)
     hit = t == i[:, None]
-    sub = torch.cat([hit.any(1).nonzero().flatten(),
-                     torch.randperm(P, generator=gen, device=dev)[: ctx.pick(quick=384, full=4096)]])
+    sub = torch.cat(
+        [
+            hit.any(1).nonzero().flatten(),
+            torch.randperm(P, generator=gen, device=dev)[: ctx.pick(quick=384, full=4096)],
+        ]
+    )
     h = torch.randn(sub.numel(), tr.d_h, generator=gen, dtype=F64, device=dev) * r_x
     om = book.omega.to(dtype=F64, device=dev)
     s_pair = torch.stack([(om[i] * om[t[:, l]]).sum(1) for l in range(q)], 1)
@@ -463,7 +530,9 @@ class Prop26Inputs:
 def _curve_rnn(N: int, rotate: bool, ctx: Context):
     """The RNN on the RS-Hadamard codes of N (rotated: d_e = 64, mu = 1/2, approximate products)."""
     book = rs_hadamard_codebook(N, dtype=F64)
-    book = (_rotated(book, ctx.generator("prop-26/curve-rotation")) if rotate else book).to(device=ctx.device)
+    book = (_rotated(book, ctx.generator("prop-26/curve-rotation")) if rotate else book).to(
+        device=ctx.device
+    )
     link = make_link("linear", 1, P26_D, generator=ctx.generator("prop-26/link"))
     return build_rnn(book, P26_D, link.two_layer_net(), eps=P26_EPS, r_x=P26_RX)
 
@@ -472,18 +541,35 @@ def prop26_inputs(ctx: Context) -> Prop26Inputs:
     """The transitions of :func:`_p26_books`, plus guarantees built for their knots only: the
     mu = 1/8 code (at r_x = 0.05 the dA budget is capped at 1/2 - mu) and zero-padded RS-Hadamard
     codes (entries in {0, +-R}: the alphabet certificate with 5 knots, at the default eps)."""
-    cases = tuple(_transition_case(label, book, k, ctx) for k, (label, book) in enumerate(_p26_books(ctx)))
+    cases = tuple(
+        _transition_case(label, book, k, ctx) for k, (label, book) in enumerate(_p26_books(ctx))
+    )
     extra = []
     quarter = _quarter(ctx)
     if ctx.profile == "quick":
-        extra.append(("mu = 1/8", build_transition(quarter, P26_D, P26_Q, eps=P26_EPS, r_x=P26_RX), quarter))
-    extra.append(("mu = 1/8, r_x = 0.05", build_transition(quarter, P26_D, P26_Q, eps=P26_EPS, r_x=0.05),
-                  quarter))
+        extra.append(
+            ("mu = 1/8", build_transition(quarter, P26_D, P26_Q, eps=P26_EPS, r_x=P26_RX), quarter)
+        )
+    extra.append(
+        (
+            "mu = 1/8, r_x = 0.05",
+            build_transition(quarter, P26_D, P26_Q, eps=P26_EPS, r_x=0.05),
+            quarter,
+        )
+    )
     padded = build_codebook(64, kind="rs-hadamard", d_e=300, dtype=F64, device=ctx.device)
-    extra.append(("zero-padded rs-hadamard", build_transition(padded, P26_D, P26_Q, r_x=P26_RX), padded))
+    extra.append(
+        ("zero-padded rs-hadamard", build_transition(padded, P26_D, P26_Q, r_x=P26_RX), padded)
+    )
     guarantees = tuple((c.label, c.transition.guarantee, c.book.omega) for c in cases)
     guarantees += tuple((label, tr.guarantee, book.omega) for label, tr, book in extra)
-    curves = [(f"rotated N={P26_ROTATED_NS[-1]}", _curve_rnn(P26_ROTATED_NS[-1], True, ctx), P26_ROTATED_NS)]
+    curves = [
+        (
+            f"rotated N={P26_ROTATED_NS[-1]}",
+            _curve_rnn(P26_ROTATED_NS[-1], True, ctx),
+            P26_ROTATED_NS,
+        )
+    ]
     if ctx.profile == "gpu":  # the transition scanned over N = 1e6 positions (exact products)
         curves.append((f"rs-hadamard N={P26_LONG_NS[-1]}", _curve_rnn(P26_LONG_NS[-1], False, ctx),
                        P26_LONG_NS))
@@ -532,9 +618,13 @@ def transition_target_error(inp: Prop26Inputs, ctx: Context) -> Verdict:
     rows = [(c, _case_target_error(c)) for c in inp.cases]
     c, err = _worst(rows, lambda r: r[1] / r[0].transition.guarantee.eps)
     g = c.transition.guarantee
-    return at_most(err, g.eps, _transition_rounding(c.transition),
-                   detail=f"worst case {c.label} ({g.product_certificate} products, K1={g.product_knots}, "
-                          f"K2={g.gate_knots}); every pair, boundary tokens and the ascent's")
+    return at_most(
+        err,
+        g.eps,
+        _transition_rounding(c.transition),
+        detail=f"worst case {c.label} ({g.product_certificate} products, K1={g.product_knots}, "
+        f"K2={g.gate_knots}); every pair, boundary tokens and the ascent's",
+    )
 
 
 def _nonzero_off_target(c: TransitionCase) -> Tuple[int, int]:
@@ -556,8 +646,11 @@ def _nonzero_off_target(c: TransitionCase) -> Tuple[int, int]:
 def transition_zeros_off_target(inp: Prop26Inputs, ctx: Context) -> Verdict:
     """Prop 26: f(u)_l == 0 exactly when t_l != i (no outputs off target)."""
     rows = [(c.label, *_nonzero_off_target(c)) for c in inp.cases]
-    return exact(sum(r[1] for r in rows), 0,
-                 detail="nonzero of checked outputs: " + ", ".join(f"{a}: {n} of {m}" for a, n, m in rows))
+    return exact(
+        sum(r[1] for r in rows),
+        0,
+        detail="nonzero of checked outputs: " + ", ".join(f"{a}: {n} of {m}" for a, n, m in rows),
+    )
 
 
 def transition_gate_below_threshold(inp: Prop26Inputs, ctx: Context) -> Verdict:
@@ -571,8 +664,12 @@ def transition_gate_below_threshold(inp: Prop26Inputs, ctx: Context) -> Verdict:
                        for x in (c.starts, c.worst_leak))
         rows.append((c, leak))
     c, leak = _worst(rows, lambda r: r[1] / r[0].transition.threshold)
-    return at_most(leak, c.transition.threshold, _transition_rounding(c.transition),
-                   detail=f"worst case {c.label}: adversarial max |gate| off target vs the threshold")
+    return at_most(
+        leak,
+        c.transition.threshold,
+        _transition_rounding(c.transition),
+        detail=f"worst case {c.label}: adversarial max |gate| off target vs the threshold",
+    )
 
 
 def transition_dense_equals_closed_form(inp: Prop26Inputs, ctx: Context) -> Verdict:
@@ -585,7 +682,9 @@ def transition_dense_equals_closed_form(inp: Prop26Inputs, ctx: Context) -> Verd
             rows.append((c.label, float((c.transition.dense(torch.cat([c.h, z], 1))
                                          - c.transition(z)).abs().max())))
     label, gap = _worst(rows, lambda r: r[1])
-    return at_most(gap, 1e-9, detail=f"worst case {label}: max |dense - closed form| (absolute 1e-9)")
+    return at_most(
+        gap, 1e-9, detail=f"worst case {label}: max |dense - closed form| (absolute 1e-9)"
+    )
 
 
 def transition_eps_as_asked(inp: Prop26Inputs, ctx: Context) -> Verdict:
@@ -597,7 +696,9 @@ def transition_eps_as_asked(inp: Prop26Inputs, ctx: Context) -> Verdict:
 def derived_knots(g) -> tuple:
     """(K1, K2) as docs/derivations/rnn-transition.md ("Choosing the knots") prescribes for the
     eps asked: uniform products K1 = max(2, ceil(1 + sqrt(d_e R^2 / max(dA, dB)))) (alphabet
-    codes: their own 3 or 5, see the certificate check), K2 = max(1, ceil((s_max - 1/2) r_x / budget))."""
+    codes: their own 3 or 5, see the certificate check),
+    K2 = max(1, ceil((s_max - 1/2) r_x / budget)).
+    """
     eps, r, nu, mu, eta = g.eps_requested, g.r_x, g.norm_defect, g.mu, g.margin
     K1 = g.product_knots
     if g.product_certificate == "uniform":
@@ -613,7 +714,9 @@ def transition_knots_as_derived(inp: Prop26Inputs, ctx: Context) -> Verdict:
     """The knots (K1, K2) build_transition picks for each eps are the derivation's."""
     got = tuple((g.product_knots, g.gate_knots) for _, g, _ in inp.guarantees)
     want = tuple(derived_knots(g) for _, g, _ in inp.guarantees)
-    return exact(got, want, detail="(K1, K2) per guarantee: " + ", ".join(l for l, _, _ in inp.guarantees))
+    return exact(
+        got, want, detail="(K1, K2) per guarantee: " + ", ".join(l for l, _, _ in inp.guarantees)
+    )
 
 
 def derived_budget(g) -> Dict[str, float]:
@@ -651,8 +754,12 @@ def transition_certificate_as_derived(inp: Prop26Inputs, ctx: Context) -> Verdic
         mags = omega.abs()
         alphabet = bool(((mags == mags.max()) | (mags == 0)).all())
         got.append((g.product_certificate, g.product_knots if alphabet else "-"))
-        want.append(("alphabet", 5 if bool((mags == 0).any()) else 3) if alphabet else ("uniform", "-"))
-    return exact(tuple(got), tuple(want), detail="(certificate, knots on an alphabet) per guarantee")
+        want.append(
+            ("alphabet", 5 if bool((mags == 0).any()) else 3) if alphabet else ("uniform", "-")
+        )
+    return exact(
+        tuple(got), tuple(want), detail="(certificate, knots on an alphabet) per guarantee"
+    )
 
 
 def _curve_errors(rnn, Ns) -> list:
@@ -676,7 +783,14 @@ def states_within_eps(inp: Prop26Inputs, ctx: Context) -> Verdict:
         errs = _curve_errors(rnn, Ns)
         eps = rnn.transition.guarantee.eps
         shown = ", ".join(f"N={n}: {e:.3g}" for n, e in zip(Ns, errs))
-        rows.append((f"{label} ({shown})", max(errs), eps, _transition_rounding(rnn.transition, Ns[-1], rnn.r_h)))
+        rows.append(
+            (
+                f"{label} ({shown})",
+                max(errs),
+                eps,
+                _transition_rounding(rnn.transition, Ns[-1], rnn.r_h),
+            )
+        )
     label, err, eps, rnd = _worst(rows, lambda r: r[1] / r[2])
     return at_most(err, eps, rnd, detail=f"worst curve {label}")
 
@@ -730,7 +844,8 @@ def _threshold_scaled(factor: float):
 
 
 def _guarantees_edited(**edit):
-    """The guarantees with a slip in the record: edit maps a field to a function of the guarantee."""
+    """The guarantees with a slip in the record: ``edit`` maps a field to a function of the
+    guarantee."""
 
     def apply(inp: Prop26Inputs, ctx: Context) -> Prop26Inputs:
         out = []
@@ -741,37 +856,75 @@ def _guarantees_edited(**edit):
     return apply
 
 
-P26_TARGET, P26_ZEROS, P26_GATE = "target error <= eps", "exactly 0 off target", "|gate| <= b off target"
-P26_DENSE, P26_ASKED, P26_KNOTS = "dense layers = closed form", "certified eps <= asked", "knots as derived"
+P26_TARGET, P26_ZEROS, P26_GATE = (
+    "target error <= eps",
+    "exactly 0 off target",
+    "|gate| <= b off target",
+)
+P26_DENSE, P26_ASKED, P26_KNOTS = (
+    "dense layers = closed form",
+    "certified eps <= asked",
+    "knots as derived",
+)
 P26_CERT, P26_STATES = "product certificate as the codes prescribe", "states within eps at every N"
-P26_BUDGET = {"product_error": "product error = h^2/16", "inner_product_error": "delta_1 = d_e h^2/16",
-              "s_max": "s_max = 1 + nu + delta_1 + margin", "non_target_excess": "excess as derived",
-              "threshold": "b = r_x min(4e, 2e + delta)", "eps": "eps = b + r_x delta + 2 r_x (delta_1 + nu)"}
+P26_BUDGET = {
+    "product_error": "product error = h^2/16",
+    "inner_product_error": "delta_1 = d_e h^2/16",
+    "s_max": "s_max = 1 + nu + delta_1 + margin",
+    "non_target_excess": "excess as derived",
+    "threshold": "b = r_x min(4e, 2e + delta)",
+    "eps": "eps = b + r_x delta + 2 r_x (delta_1 + nu)",
+}
 
-register(Declared(
-    id="prop-26", ref=Ref("Prop 26", "Prop 26"),
-    statement="four-layer transition: output exactly 0 off target and within eps of x_i on target, "
-              "for all ||x|| <= r_x and all codeword pairs (mu = 1/2 attained; exact and approximate products)",
-    inputs=prop26_inputs,
-    checks=[Check(P26_TARGET, transition_target_error), Check(P26_ZEROS, transition_zeros_off_target),
-            Check(P26_GATE, transition_gate_below_threshold), Check(P26_STATES, states_within_eps),
-            Check(P26_DENSE, transition_dense_equals_closed_form), Check(P26_ASKED, transition_eps_as_asked),
-            Check(P26_KNOTS, transition_knots_as_derived), Check(P26_CERT, transition_certificate_as_derived)]
-           + [Check(name, _budget_check(key)) for key, name in P26_BUDGET.items()],
-    faults=[Fault("rectifying layers 3-4 removed", _no_rectifier, breaks=(P26_ZEROS, P26_STATES)),
+register(
+    Declared(
+        id="prop-26",
+        ref=Ref("Prop 26", "Prop 26"),
+        statement="four-layer transition: output exactly 0 off target and within eps of x_i on "
+        "target, for all ||x|| <= r_x and all codeword pairs (mu = 1/2 attained; exact and "
+        "approximate products)",
+        inputs=prop26_inputs,
+        checks=[
+            Check(P26_TARGET, transition_target_error),
+            Check(P26_ZEROS, transition_zeros_off_target),
+            Check(P26_GATE, transition_gate_below_threshold),
+            Check(P26_STATES, states_within_eps),
+            Check(P26_DENSE, transition_dense_equals_closed_form),
+            Check(P26_ASKED, transition_eps_as_asked),
+            Check(P26_KNOTS, transition_knots_as_derived),
+            Check(P26_CERT, transition_certificate_as_derived),
+        ]
+        + [Check(name, _budget_check(key)) for key, name in P26_BUDGET.items()],
+        faults=[
+            Fault("rectifying layers 3-4 removed", _no_rectifier, breaks=(P26_ZEROS, P26_STATES)),
             Fault("threshold b / 8", _threshold_scaled(0.125), breaks=(P26_GATE,)),
             Fault("threshold 3 b", _threshold_scaled(3.0), breaks=(P26_TARGET,)),
-            Fault("s_max without the margin", _guarantees_edited(s_max=lambda g: g.s_max - g.margin),
-                  breaks=(P26_BUDGET["s_max"],)),
-            Fault("eps certified 1.5 times too small", _guarantees_edited(eps=lambda g: g.eps / 1.5),
-                  breaks=(P26_BUDGET["eps"],)),
-            Fault("one gate knot fewer", _guarantees_edited(gate_knots=lambda g: g.gate_knots - 1),
-                  breaks=(P26_KNOTS,)),
-            Fault("uniform certificate on alphabet codes",
-                  _guarantees_edited(product_certificate=lambda g: "uniform"), breaks=(P26_CERT,))],
-    builds=(build_transition, build_rnn), bounds=(derived_budget, derived_knots),
-    derivation="docs/derivations/rnn-transition.md",
-))
+            Fault(
+                "s_max without the margin",
+                _guarantees_edited(s_max=lambda g: g.s_max - g.margin),
+                breaks=(P26_BUDGET["s_max"],),
+            ),
+            Fault(
+                "eps certified 1.5 times too small",
+                _guarantees_edited(eps=lambda g: g.eps / 1.5),
+                breaks=(P26_BUDGET["eps"],),
+            ),
+            Fault(
+                "one gate knot fewer",
+                _guarantees_edited(gate_knots=lambda g: g.gate_knots - 1),
+                breaks=(P26_KNOTS,),
+            ),
+            Fault(
+                "uniform certificate on alphabet codes",
+                _guarantees_edited(product_certificate=lambda g: "uniform"),
+                breaks=(P26_CERT,),
+            ),
+        ],
+        builds=(build_transition, build_rnn),
+        bounds=(derived_budget, derived_knots),
+        derivation="docs/derivations/rnn-transition.md",
+    )
+)
 
 # ---------------------------------------------------------------------- cor-27
 
@@ -808,7 +961,11 @@ def _c27_case(N: int, rotate: bool, k: int, ctx: Context) -> StateCase:
     rnn = build_rnn(book, C27_D, link.two_layer_net(), eps=C27_EPS, r_x=token_radius(C27_D, N * B))
     r_x = rnn.guarantee.r_x
     p = QSTR(N=N, d=C27_D, link=link, variant="simple").sample(
-        B, generator=ctx.generator("cor-27/prompts", k, device=ctx.device), device=ctx.device, dtype=F64)
+        B,
+        generator=ctx.generator("cor-27/prompts", k, device=ctx.device),
+        device=ctx.device,
+        dtype=F64,
+    )
     x = clip_to_ball(p.x, r_x)
     t0 = p.t[0, 0]
     x[0, t0] = x[0, t0] / x[0, t0].norm(dim=-1, keepdim=True) * r_x  # on the sphere
@@ -842,7 +999,9 @@ def _state_error(c: StateCase) -> float:
 def states_within_state_eps(inp: Cor27Inputs, ctx: Context) -> Verdict:
     """Cor 27: every state within eps of x_{t_l} after (before) its target, at every N."""
     c = _worst(inp.cases, lambda c: _state_error(c) / c.rnn.guarantee.state_eps)
-    ratios = ", ".join(f"{k.N}: {_state_error(k) / k.rnn.guarantee.state_eps:.3g}" for k in inp.cases)
+    ratios = ", ".join(
+        f"{k.N}: {_state_error(k) / k.rnn.guarantee.state_eps:.3g}" for k in inp.cases
+    )
     return at_most(_state_error(c), c.rnn.guarantee.state_eps,
                    _transition_rounding(c.rnn.transition, c.N, c.rnn.r_h),
                    detail=f"worst case {c.label}; err/eps by N: {ratios}")
@@ -853,7 +1012,12 @@ def states_zero_off_target(inp: Cor27Inputs, ctx: Context) -> Verdict:
     rows = []
     for c in inp.cases:
         (tf, tb), st = c.targets, c.states
-        rows.append((c.label, int(((tf == 0) & (st.h_fwd != 0)).sum() + ((tb == 0) & (st.h_bwd != 0)).sum())))
+        rows.append(
+            (
+                c.label,
+                int(((tf == 0) & (st.h_fwd != 0)).sum() + ((tb == 0) & (st.h_bwd != 0)).sum()),
+            )
+        )
     return exact(sum(n for _, n in rows), 0, detail="nonzero states where the target is 0: "
                  + ", ".join(f"{a}: {n}" for a, n in rows))
 
@@ -861,7 +1025,11 @@ def states_zero_off_target(inp: Cor27Inputs, ctx: Context) -> Verdict:
 def states_projection_inactive(inp: Cor27Inputs, ctx: Context) -> Verdict:
     """Cor 27: at r_h = sqrt(q)(r_x + sqrt(d) eps) the projection onto the r_h ball never acts."""
     rows = [(c.label, c.states.projection_active) for c in inp.cases]
-    return exact(sum(n for _, n in rows), 0, detail="projected steps: " + ", ".join(f"{a}: {n}" for a, n in rows))
+    return exact(
+        sum(n for _, n in rows),
+        0,
+        detail="projected steps: " + ", ".join(f"{a}: {n}" for a, n in rows),
+    )
 
 
 def states_eps_as_asked(inp: Cor27Inputs, ctx: Context) -> Verdict:
@@ -899,21 +1067,39 @@ def _r_h_halved(inp: Cor27Inputs, ctx: Context) -> Cor27Inputs:
     return replace(inp, cases=(_evaluated(f"{c.label}, r_h = {rnn.r_h:.3g}", rnn, c.x, c.t),))
 
 
-C27_ERR, C27_ZERO, C27_PROJ = "state error <= eps at every N", "exactly 0 off target", "projection inactive"
-C27_ASKED, C27_LOOP, C27_LOOP0 = "certified eps <= asked", "module loop = scan", "module zeros = scan zeros"
+C27_ERR, C27_ZERO, C27_PROJ = (
+    "state error <= eps at every N",
+    "exactly 0 off target",
+    "projection inactive",
+)
+C27_ASKED, C27_LOOP, C27_LOOP0 = (
+    "certified eps <= asked",
+    "module loop = scan",
+    "module zeros = scan zeros",
+)
 
-register(Declared(
-    id="cor-27", ref=Ref("Cor 27", "Cor 27"),
-    statement="every hidden state is exactly 0 before (after) its target and within eps of x_{t_l} after "
-              "(before) it, for N up to 1e5 (1e6 on GPU): the error does not accumulate",
-    inputs=cor27_inputs,
-    checks=[Check(C27_ERR, states_within_state_eps), Check(C27_ZERO, states_zero_off_target),
-            Check(C27_PROJ, states_projection_inactive), Check(C27_ASKED, states_eps_as_asked),
-            Check(C27_LOOP, module_states_equal_scan), Check(C27_LOOP0, module_zeros_equal_scan)],
-    faults=[Fault("r_h = sqrt(q) r_x / 2", _r_h_halved, breaks=(C27_ERR, C27_PROJ))],
-    builds=(build_rnn,), bounds=(build_rnn,),
-    derivation="docs/derivations/rnn-transition.md",
-))
+register(
+    Declared(
+        id="cor-27",
+        ref=Ref("Cor 27", "Cor 27"),
+        statement="every hidden state is exactly 0 before (after) its target and within eps of "
+        "x_{t_l} after "
+        "(before) it, for N up to 1e5 (1e6 on GPU): the error does not accumulate",
+        inputs=cor27_inputs,
+        checks=[
+            Check(C27_ERR, states_within_state_eps),
+            Check(C27_ZERO, states_zero_off_target),
+            Check(C27_PROJ, states_projection_inactive),
+            Check(C27_ASKED, states_eps_as_asked),
+            Check(C27_LOOP, module_states_equal_scan),
+            Check(C27_LOOP0, module_zeros_equal_scan),
+        ],
+        faults=[Fault("r_h = sqrt(q) r_x / 2", _r_h_halved, breaks=(C27_ERR, C27_PROJ))],
+        builds=(build_rnn,),
+        bounds=(build_rnn,),
+        derivation="docs/derivations/rnn-transition.md",
+    )
+)
 
 # ---------------------------------------------------------------------- prop-28
 
@@ -922,7 +1108,8 @@ P28_CLI = (16, 2, 2, 0.1)  # N, d, q, eps of the `qstr construct rnn` file check
 
 
 def _mlp(layers: list, u: torch.Tensor) -> torch.Tensor:
-    """W_L relu(... relu(W_1 u + b_1) ...) from a list of {"W", "b"} dicts (the last without "b")."""
+    """W_L relu(... relu(W_1 u + b_1) ...) from a list of {"W", "b"} dicts (the last without
+    "b")."""
     for L in layers[:-1]:
         u = torch.relu(u @ L["W"].T + L["b"])
     return u @ layers[-1]["W"].T
@@ -979,7 +1166,9 @@ def _p28_rnn(N: int, rotate: bool, ctx: Context):
     book = rs_hadamard_codebook(N, dtype=F64)
     if rotate:
         book = _rotated(book, ctx.generator("prop-28/rotation"))
-    link = make_link("teacher", P28_Q, P28_D, generator=ctx.generator("prop-28/link")).to(ctx.device)
+    link = make_link("teacher", P28_Q, P28_D, generator=ctx.generator("prop-28/link")).to(
+        ctx.device
+    )
     # eps left at build_rnn's default (0.1, documented; tests/constructions/test_recurrent.py)
     return link, build_rnn(book.to(device=ctx.device), P28_D, link.two_layer_net(),
                            r_x=token_radius(P28_D, 64 * N))
@@ -995,7 +1184,11 @@ def _p28_case(N: int, rotate: bool, B: int, k: int, ctx: Context, adversarial: i
     asked (ascent on the prediction error), and the file saved and reloaded when ``saved``."""
     link, c = _p28_rnn(N, rotate, ctx)
     p = QSTR(N=N, d=P28_D, link=link, variant=variant).sample(
-        B, generator=ctx.generator("prop-28/prompts", k, device=ctx.device), device=ctx.device, dtype=F64)
+        B,
+        generator=ctx.generator("prop-28/prompts", k, device=ctx.device),
+        device=ctx.device,
+        dtype=F64,
+    )
     x, t = clip_to_ball(p.x, c.guarantee.r_x), p.t
     if adversarial:
         xa = _ball_ascent(lambda xx: _p28_error(c, link, xx, t), x, c.guarantee.r_x, adversarial)
@@ -1021,30 +1214,60 @@ def _cli_case(ctx: Context) -> PredictionCase:
     N, d, q, eps = P28_CLI
     c, state = build_rnn_for_cli(N, d, q, eps=eps, seed=ctx.seed)
     model = through_path(state, load_rnn, device=ctx.device)
-    link = make_link("teacher", q, d, generator=torch.Generator().manual_seed(ctx.seed), width=8).to(ctx.device)
+    link = make_link(
+        "teacher", q, d, generator=torch.Generator().manual_seed(ctx.seed), width=8
+    ).to(ctx.device)
     p = QSTR(N=N, d=d, link=link, variant="simple").sample(
-        4, generator=ctx.generator("prop-28/cli-prompts", device=ctx.device), device=ctx.device, dtype=F64)
+        4,
+        generator=ctx.generator("prop-28/cli-prompts", device=ctx.device),
+        device=ctx.device,
+        dtype=F64,
+    )
     return PredictionCase(f"`qstr construct rnn` file N={N} d={d} q={q}", c, link,
                           clip_to_ball(p.x, c.guarantee.r_x), p.t, model)
 
 
 def prop28_inputs(ctx: Context) -> Prop28Inputs:
     """RS-Hadamard N = 64, 4096 (and 32768 or 1e6), the rotated N = 64 code (approximate products:
-    the bound is approached), and the rotated N = 32 one saved to a file with adversarial prompts."""
+    the bound is approached), and the rotated N = 32 one saved to a file with adversarial prompts.
+    """
     Ns = ctx.pick(quick=(64, 4096), full=(64, 4096, 32768), gpu=(64, 4096, 1_000_000))
     steps = ctx.pick(quick=20, full=80)
-    cases = [_p28_case(N, False, max(1, min(16, 65536 // N)), k, ctx, adversarial=steps if k == 0 else 0,
-                       saved=k == 0) for k, N in enumerate(Ns)]
+    cases = [
+        _p28_case(
+            N,
+            False,
+            max(1, min(16, 65536 // N)),
+            k,
+            ctx,
+            adversarial=steps if k == 0 else 0,
+            saved=k == 0,
+        )
+        for k, N in enumerate(Ns)
+    ]
     cases.append(_p28_case(64, True, 16, len(Ns), ctx))
-    cases.append(_p28_case(ctx.pick(quick=32, full=64), True, ctx.pick(quick=4, full=8), len(Ns) + 1, ctx,
-                           adversarial=ctx.pick(quick=10, full=40), saved=True))
-    return Prop28Inputs(tuple(cases), cases[0].rnn.module(device=ctx.device), _cli_case(ctx), P28_EPS)
+    cases.append(
+        _p28_case(
+            ctx.pick(quick=32, full=64),
+            True,
+            ctx.pick(quick=4, full=8),
+            len(Ns) + 1,
+            ctx,
+            adversarial=ctx.pick(quick=10, full=40),
+            saved=True,
+        )
+    )
+    return Prop28Inputs(
+        tuple(cases), cases[0].rnn.module(device=ctx.device), _cli_case(ctx), P28_EPS
+    )
 
 
 def _p28_rounding(c, N: int) -> Rounding:
     """The state rounding term carried through g_net (Lipschitz constant Lip), plus g_net's own
     sums (qd inputs, m units) on states of norm <= 2 r_h + r_x."""
-    states = _transition_rounding(c.transition, N, c.r_h).times(max(c.guarantee.lipschitz, 1.0), "max(1, Lip)")
+    states = _transition_rounding(c.transition, N, c.r_h).times(
+        max(c.guarantee.lipschitz, 1.0), "max(1, Lip)"
+    )
     net = c.g_net
     scale = float(net.a.abs() @ (net.W.abs().sum(1) * (2 * c.r_h + c.guarantee.r_x) + net.b.abs()))
     return states + Rounding(n=c.transition.d_h + net.m + 2, scale=scale,
@@ -1069,17 +1292,24 @@ def prediction_within_bound(inp: Prop28Inputs, ctx: Context) -> Verdict:
     """Prop 28: |y_hat_i - g(x_t)| <= ||a|| ||W||_op sqrt(qd) eps at every position."""
     rows = _errors(inp)
     label, err, c = _worst(rows, lambda r: r[1] / r[2].guarantee.prediction_error)
-    return at_most(err, c.guarantee.prediction_error, _p28_rounding(c, c.N),
-                   detail=f"worst case {label}; err/bound: "
-                          + ", ".join(f"{a}: {e / k.guarantee.prediction_error:.3g}" for a, e, k in rows))
+    return at_most(
+        err,
+        c.guarantee.prediction_error,
+        _p28_rounding(c, c.N),
+        detail=f"worst case {label}; err/bound: "
+        + ", ".join(f"{a}: {e / k.guarantee.prediction_error:.3g}" for a, e, k in rows),
+    )
 
 
 def module_equals_scan(inp: Prop28Inputs, ctx: Context) -> Verdict:
     """The literal module (nn.Linear layers, a loop over positions) predicts what the scan does."""
     c = inp.cases[0]
     with torch.no_grad():
-        gap = float((inp.module(c.rnn.encode(c.x, c.t)).reshape(c.x.shape[:2]) - c.rnn.predict(c.x, c.t))
-                    .abs().max())
+        gap = float(
+            (inp.module(c.rnn.encode(c.x, c.t)).reshape(c.x.shape[:2]) - c.rnn.predict(c.x, c.t))
+            .abs()
+            .max()
+        )
     return at_most(gap, 1e-9, detail=f"{c.label}: max |module - scan| (absolute 1e-9)")
 
 
@@ -1088,13 +1318,17 @@ def saved_module_equals_scan(inp: Prop28Inputs, ctx: Context) -> Verdict:
     what the construction's scan does."""
     c, rows = inp.cases[0], []
     with torch.no_grad():
-        y = module_from_state(c.state, device=ctx.device)(c.rnn.encode(c.x, c.t)).reshape(c.x.shape[:2])
+        y = module_from_state(c.state, device=ctx.device)(c.rnn.encode(c.x, c.t)).reshape(
+            c.x.shape[:2]
+        )
         rows.append((c.label, float((y - c.rnn.predict(c.x, c.t)).abs().max())))
         k = inp.cli
         y = k.state(rnn_encoding(k.x, k.t, k.state.omega)).reshape(k.x.shape[:2])
         rows.append((k.label, float((y - k.rnn.predict(k.x, k.t)).abs().max())))
     label, gap = _worst(rows, lambda r: r[1])
-    return at_most(gap, 1e-9, detail=f"worst case {label}: max |reloaded module - scan| (absolute 1e-9)")
+    return at_most(
+        gap, 1e-9, detail=f"worst case {label}: max |reloaded module - scan| (absolute 1e-9)"
+    )
 
 
 def plain_recurrence_equals_scan(inp: Prop28Inputs, ctx: Context) -> Verdict:
@@ -1104,7 +1338,9 @@ def plain_recurrence_equals_scan(inp: Prop28Inputs, ctx: Context) -> Verdict:
     with torch.no_grad():
         for c in inp.cases:
             if c.state is not None:
-                gap = float((plain_birnn(c.state, c.x, c.t)[0] - c.rnn.predict(c.x, c.t)).abs().max())
+                gap = float(
+                    (plain_birnn(c.state, c.x, c.t)[0] - c.rnn.predict(c.x, c.t)).abs().max()
+                )
                 rows.append((c.label, gap, _p28_rounding(c.rnn, c.rnn.N).times(2.0, "2")))
     label, gap, rnd = _worst(rows, lambda r: r[1] / r[2].term)
     return at_most(gap, 0.0, rnd, detail=f"worst case {label}: max |plain recurrence - scan|")
@@ -1154,17 +1390,27 @@ def _general_prompts(inp: Prop28Inputs, ctx: Context) -> Prop28Inputs:
     for k, c in enumerate(inp.cases):
         B = c.x.shape[0]
         p = QSTR(N=c.rnn.N, d=P28_D, link=c.link, variant="general").sample(
-            B, generator=ctx.generator("prop-28/general", k, device=ctx.device), device=ctx.device, dtype=F64)
+            B,
+            generator=ctx.generator("prop-28/general", k, device=ctx.device),
+            device=ctx.device,
+            dtype=F64,
+        )
         cases.append(replace(c, x=clip_to_ball(p.x, c.rnn.guarantee.r_x), t=p.t, state=None))
     return replace(inp, cases=tuple(cases))
 
 
 def _saved_edited(edit):
-    """The saved files with an export mistake: ``edit(state, construction)`` returns the new dict."""
+    """The saved files with an export mistake: ``edit(state, construction)`` returns the new
+    dict."""
 
     def apply(inp: Prop28Inputs, ctx: Context) -> Prop28Inputs:
-        return replace(inp, cases=tuple(c if c.state is None else replace(c, state=edit(dict(c.state), c.rnn))
-                                        for c in inp.cases))
+        return replace(
+            inp,
+            cases=tuple(
+                c if c.state is None else replace(c, state=edit(dict(c.state), c.rnn))
+                for c in inp.cases
+            ),
+        )
 
     return apply
 
@@ -1197,27 +1443,58 @@ def _lipschitz_doubled(inp: Prop28Inputs, ctx: Context) -> Prop28Inputs:
 
 
 P28_ERR = "|y_hat - g(x_t)| <= Lip sqrt(qd) eps"
-P28_LOOP, P28_SAVED, P28_PLAIN = "module = scan", "reloaded files = scan", "plain recurrence on the file = scan"
-P28_ASKED, P28_LIP, P28_BOUND = "certified eps <= asked", "Lip = ||a|| ||W||_op", "bound = Lip sqrt(qd) eps"
+P28_LOOP, P28_SAVED, P28_PLAIN = (
+    "module = scan",
+    "reloaded files = scan",
+    "plain recurrence on the file = scan",
+)
+P28_ASKED, P28_LIP, P28_BOUND = (
+    "certified eps <= asked",
+    "Lip = ||a|| ||W||_op",
+    "bound = Lip sqrt(qd) eps",
+)
 P28_RH = "r_h = sqrt(q)(r_x + sqrt(d) eps)"
 
-register(Declared(
-    id="prop-28", ref=Ref("Prop 28", "Prop 28"),
-    statement="end-to-end RNN on simple-qSTR: |y_hat_i - g_net(x_t)| <= ||a_g|| ||W_g|| sqrt(qd) eps at every "
-              "position (random, adversarial tokens in the r_x ball; literal module == scan; the saved file run by a "
-              "plain recurrence == scan, within the bound)",
-    inputs=prop28_inputs,
-    checks=[Check(P28_ERR, prediction_within_bound), Check(P28_LOOP, module_equals_scan),
-            Check(P28_SAVED, saved_module_equals_scan), Check(P28_PLAIN, plain_recurrence_equals_scan),
+register(
+    Declared(
+        id="prop-28",
+        ref=Ref("Prop 28", "Prop 28"),
+        statement="end-to-end RNN on simple-qSTR: |y_hat_i - g_net(x_t)| <= ||a_g|| ||W_g|| "
+        "sqrt(qd) eps at every position (random, adversarial tokens in the r_x ball; literal "
+        "module == scan; the saved file run by a "
+        "plain recurrence == scan, within the bound)",
+        inputs=prop28_inputs,
+        checks=[
+            Check(P28_ERR, prediction_within_bound),
+            Check(P28_LOOP, module_equals_scan),
+            Check(P28_SAVED, saved_module_equals_scan),
+            Check(P28_PLAIN, plain_recurrence_equals_scan),
             Check(P28_ASKED, prediction_eps_as_asked),
             Check(P28_LIP, _derived_close("Lip", lambda c: c.guarantee.lipschitz, net_lipschitz)),
-            Check(P28_BOUND, _derived_close("bound", lambda c: c.guarantee.prediction_error, prediction_bound)),
-            Check(P28_RH, _derived_close("r_h", lambda c: c.r_h, state_radius))],
-    faults=[Fault("general qSTR prompts", _general_prompts, breaks=(P28_ERR,)),
-            Fault("saved layer 1 in (z, h) order", _saved_edited(_layer1_in_zh_order), breaks=(P28_PLAIN,)),
-            Fault("saved output without the direct term", _saved_edited(_without_direct_term),
-                  breaks=(P28_PLAIN,)),
-            Fault("Lipschitz constant doubled in the guarantee", _lipschitz_doubled, breaks=(P28_LIP,))],
-    builds=(build_rnn, rnn_state, build_rnn_for_cli), bounds=(prediction_bound, net_lipschitz, state_radius),
-    derivation="docs/derivations/rnn-transition.md",
-))
+            Check(
+                P28_BOUND,
+                _derived_close("bound", lambda c: c.guarantee.prediction_error, prediction_bound),
+            ),
+            Check(P28_RH, _derived_close("r_h", lambda c: c.r_h, state_radius)),
+        ],
+        faults=[
+            Fault("general qSTR prompts", _general_prompts, breaks=(P28_ERR,)),
+            Fault(
+                "saved layer 1 in (z, h) order",
+                _saved_edited(_layer1_in_zh_order),
+                breaks=(P28_PLAIN,),
+            ),
+            Fault(
+                "saved output without the direct term",
+                _saved_edited(_without_direct_term),
+                breaks=(P28_PLAIN,),
+            ),
+            Fault(
+                "Lipschitz constant doubled in the guarantee", _lipschitz_doubled, breaks=(P28_LIP,)
+            ),
+        ],
+        builds=(build_rnn, rnn_state, build_rnn_for_cli),
+        bounds=(prediction_bound, net_lipschitz, state_radius),
+        derivation="docs/derivations/rnn-transition.md",
+    )
+)

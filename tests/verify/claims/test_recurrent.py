@@ -53,7 +53,9 @@ def test_lemma22_faults_leave_the_honest_inputs_alone(inputs):
     inp = inputs("lemma-22")
     half = broken("lemma-22", "half the knots", inp)
     assert [c.gadget.knots for c in half.cases] == [max(2, c.args[1] // 2) for c in inp.cases]
-    assert [c.args for c in half.cases] == [c.args for c in inp.cases]  # certified for the full count
+    assert [c.args for c in half.cases] == [
+        c.args for c in inp.cases
+    ]  # certified for the full count
     v = run("lemma-22", "sup |P(x,y) - xy| <= h^2/16", half)
     assert not v.holds and v.measured > 3 * v.bound  # h doubles: the error quadruples
     loose = broken("lemma-22", "certificate h^2/8", inp)
@@ -71,7 +73,11 @@ def test_lemma24_checks_hold_and_each_fault_breaks_its_own(inputs):
     shifted = broken("lemma-24", "band offsets shifted up by M/10", inp)
     assert not run("lemma-24", "G = 0 for s < 1/2", shifted).holds
     assert all(c.gadget.b1 is not s.gadget.b1 for c, s in zip(inp.cases, shifted.cases))
-    v = run("lemma-24", "sup |G(x,s) - 2x relu(s-1/2)| <= r_x delta", broken("lemma-24", "half the knots", inp))
+    v = run(
+        "lemma-24",
+        "sup |G(x,s) - 2x relu(s-1/2)| <= r_x delta",
+        broken("lemma-24", "half the knots", inp),
+    )
     assert not v.holds and v.measured == pytest.approx(2 * v.bound, rel=1e-3)  # delta doubles
 
 
@@ -175,4 +181,6 @@ def test_prop28_faults(inputs):
         assert b.cases[0].state is not inp.cases[0].state
         v = run("prop-28", "plain recurrence on the file = scan", b)
         assert not v.holds and v.measured > 1e5 * v.rounding
-    assert run("prop-28", "plain recurrence on the file = scan", inp).holds  # honest inputs untouched
+    assert run(
+        "prop-28", "plain recurrence on the file = scan", inp
+    ).holds  # honest inputs untouched
