@@ -376,3 +376,204 @@ def test_g_net_is_moved_once_per_device_and_kept_on_its_own(rnn64):
     first = c._g_net_on(torch.device("meta"))
     assert first.W.device.type == "meta" and c._g_net_on(torch.device("meta")) is first
     assert c.g_net.W.device.type == "cpu"
+
+
+# --------------- software facts of the Prop 26 transition (from verify/claims/recurrent.py)
+
+
+@pytest.fixture(scope="module")
+def transitions(book64):
+    """The Prop 26 transitions of the claim's sizes (d = 3, q = 2, r_x = 2.5, eps = 0.1): exact
+    products (RS-Hadamard) and approximate ones (rotated codes)."""
+    return [(b, build_transition(b, 3, 2, eps=0.1, r_x=2.5)) for b in (book64, rotated(book64, 26))]
+
+
+def test_transition_widths_and_norms_record_are_its_dense_layers(transitions):
+    """Widths (2d + 2q d_e K1, q K2 (d + 1), 2qd, qd) of docs/derivations/rnn-transition.md,
+    section 4, in ``Transition.widths``, the guarantee and the dense layers; the reported norms
+    are theirs."""
+    for _, tr in transitions:
+        g = tr.guarantee
+        sizes = tuple(int(layer["W"].shape[0]) for layer in tr.layers)
+        derived = (2 * g.d + 2 * g.q * g.d_e * g.product_knots, g.q * g.gate_knots * (g.d + 1),
+                   2 * g.q * g.d, g.q * g.d)
+        assert sizes == tuple(g.widths) == derived and sizes[:-1] == tuple(tr.widths)
+        assert len(g.norms) == len(sizes)
+        for rep, layer in zip(g.norms, tr.layers):
+            W, b = layer["W"], layer.get("b")
+            measured = {"fro": float(W.norm()), "max_abs": float(W.abs().max()),
+                        "bias_norm": 0.0 if b is None else float(b.norm())}
+            for key, value in measured.items():
+                assert rep[key] == pytest.approx(value, rel=1e-9, abs=1e-300), key
+
+
+def test_transition_with_the_knots_given_is_the_one_derived_from_eps(transitions):
+    """build_transition on the bare (N, d_e) tensor with product_knots, gate_knots and mu given (no
+    eps) rebuilds the same dense layers, certified eps, threshold and product certificate."""
+    for book, tr in transitions:
+        g = tr.guarantee
+        other = build_transition(
+            book.omega.detach().clone(),
+            g.d,
+            g.q,
+            eps=None,
+            r_x=g.r_x,
+            mu=g.mu,
+            product_knots=g.product_knots,
+            gate_knots=g.gate_knots,
+        )
+        h = other.guarantee
+        assert (h.product_certificate, h.product_knots, h.gate_knots) == (
+            g.product_certificate, g.product_knots, g.gate_knots)
+        assert h.eps == pytest.approx(g.eps, rel=1e-12) and h.threshold == pytest.approx(
+            g.threshold, rel=1e-12
+        )
+        assert len(tr.layers) == len(other.layers)
+        for A, B in zip(tr.layers, other.layers):
+            assert all(float((A[k] - B[k]).abs().max()) <= 1e-12 for k in A)
+
+
+def test_transition_records_the_eps_asked_and_defaults_to_0_1():
+    """``eps_requested`` is the eps asked; build_transition's documented default eps is 0.1."""
+    padded = build_codebook(64, kind="rs-hadamard", d_e=300, dtype=F64)
+    g = build_transition(padded, 3, 2, r_x=2.5).guarantee
+    assert g.eps_requested == 0.1 and g.eps <= 0.1
+    assert build_transition(padded, 3, 2, eps=0.2, r_x=2.5).guarantee.eps_requested == 0.2
+
+
+def test_transition_refuses_coherence_above_half(book64):
+    """Prop 26 needs mu <= 1/2 (Assumption 3), up to float rounding: codes of coherence 1/2 + 1.5e-6
+    (one row of a rotated RS-Hadamard code moved towards a neighbour) are refused, 1/2 accepted."""
+    from qstr.constructions.codes import coherence, coherence_report
+
+    book = rotated(book64, 26)
+    i, j = coherence_report(book.omega).pair
+    sign = 1.0 if float(book.omega[i] @ book.omega[j]) > 0 else -1.0
+    omega = book.omega.clone()
+    omega[i] = omega[i] + 2e-6 * sign * omega[j]
+    omega[i] = omega[i] / omega[i].norm()
+    assert 1e-7 < coherence(omega) - 0.5 < 1e-5
+    with pytest.raises(ValueError):
+        build_transition(omega, 3, 2, eps=0.1, r_x=2.5)
+    assert build_transition(book, 3, 2, eps=0.1, r_x=2.5) is not None
+
+
+def test_transition_dense_without_rectifier_batches_and_empty_batch(transitions):
+    """``dense(u, rectify=False)`` equals the closed form's gate; ``dense`` keeps leading axes
+    ((2, m, D) gives the rows of (2m, D)) and an empty batch keeps the output width."""
+    for book, tr in transitions:
+        gen = g(7)
+        N = book.N
+        i, t = torch.randint(N, (64,), generator=gen), torch.randint(N, (64, 2), generator=gen)
+        om = book.omega.to(F64)
+        z = torch.cat(
+            [torch.randn(64, 3, generator=gen, dtype=F64)] + [om[i], om[t[:, 0]], om[t[:, 1]]], 1
+        )
+        u = torch.cat([torch.randn(64, tr.d_h, generator=gen, dtype=F64), z], 1)
+        assert float((tr.dense(u, rectify=False) - tr(z, rectify=False)).abs().max()) <= 1e-9
+        dense = tr.dense(u)
+        assert float((tr.dense(u.view(2, 32, -1)) - dense.view(2, 32, -1)).abs().max()) <= 1e-12
+        assert tuple(tr.dense(u[:0]).shape) == (0, dense.shape[-1])
+
+
+# --------------------- software facts of the Cor 27 scan (from verify/claims/recurrent.py)
+
+
+def _projected_loop(F, r_h, reverse):
+    """The literal loop h <- P(h + F_i) with its count of projected steps that reach a state."""
+    G, h, bites = torch.zeros_like(F), torch.zeros_like(F[:, 0]), 0
+    steps = range(F.shape[1] - 1, -1, -1) if reverse else range(F.shape[1])
+    for k, i in enumerate(steps):
+        G[:, i] = h
+        v = h + F[:, i]
+        norm = torch.linalg.vector_norm(v, dim=-1, keepdim=True)
+        if k < F.shape[1] - 1:  # the last update reaches no state
+            bites += int((norm > r_h).sum())
+        h = v * torch.clamp(r_h / norm, max=1.0)
+    return G, bites
+
+
+@pytest.mark.parametrize("r_h, chunk", [(0.05, 8), (2.0, 8), (math.inf, 8), (2.0, 1)])
+def test_projected_prefix_equals_the_loop_and_counts_its_projected_steps(r_h, chunk):
+    """projected_prefix (the scan behind every Cor 27 state) equals the literal projected loop in
+    both directions with r_h small (the projection bites at every step), in between and infinite,
+    with chunks of 8 and of 1, and its count of projected steps is the loop's."""
+    F = torch.randn(3, 40, 4, generator=g(272), dtype=F64)
+    rounding = 40 * torch.finfo(F64).eps * float(F.abs().sum(1).max())
+    for reverse in (False, True):
+        H, active = projected_prefix(F, r_h, reverse=reverse, chunk=chunk)
+        G, bites = _projected_loop(F, r_h, reverse)
+        assert float((H - G).abs().max()) <= rounding
+        assert active == bites
+
+
+def test_states_count_the_projected_steps_of_both_directions():
+    """RNNConstruction.states reports as projection_active the forward plus the backward scan's
+    count, and the module projects like the scan when r_h is below Cor 27's radius."""
+    import copy
+
+    book = rs_hadamard_codebook(100, dtype=F64)
+    link = make_link("teacher", 2, 4, generator=g(270))
+    c = build_rnn(book, 4, link.two_layer_net(), eps=0.1, r_x=token_radius(4, 800))
+    p = QSTR(N=100, d=4, link=link, variant="simple").sample(8, generator=g(271), dtype=F64)
+    x = clip_to_ball(p.x, c.guarantee.r_x)
+    t0 = p.t[0, 0]
+    x[0, t0] = x[0, t0] / x[0, t0].norm(dim=-1, keepdim=True) * c.guarantee.r_x
+    small = copy.copy(c)
+    small.r_h = 0.5 * math.sqrt(2) * c.guarantee.r_x
+    st = c.states(x, p.t, r_h=small.r_h)
+    counted = (
+        projected_prefix(st.direct, small.r_h)[1]
+        + projected_prefix(st.direct, small.r_h, reverse=True)[1]
+    )
+    assert st.projection_active == counted > 0
+    with torch.no_grad():
+        hf, hb = small.module().states(c.encode(x, p.t))
+    assert float((hf - st.h_fwd).abs().max()) <= 1e-9 and float((hb - st.h_bwd).abs().max()) <= 1e-9
+
+
+# ------------------------------ software facts of the Prop 28 RNN (from verify/claims/recurrent.py)
+
+
+def test_rnn_guarantee_records_the_transition_and_r_h():
+    """RNNGuarantee: state eps is the transition's certified eps, the same r_x, r_h the
+    construction's; build_rnn's documented default eps is 0.1 (recorded as asked)."""
+    link = make_link("teacher", 2, 3, generator=g(280))
+    c = build_rnn(
+        rs_hadamard_codebook(64, dtype=F64), 3, link.two_layer_net(), r_x=token_radius(3, 64 * 64)
+    )
+    gu, tg = c.guarantee, c.transition.guarantee
+    assert gu.state_eps == tg.eps and gu.r_x == tg.r_x and gu.r_h == c.r_h
+    assert tg.eps_requested == 0.1 and tg.eps <= 0.1
+
+
+def test_build_rnn_refuses_r_h_below_the_cor27_radius():
+    """build_rnn refuses r_h below sqrt(q)(r_x + sqrt(d) eps) and accepts it (rel 1e-12 above)."""
+    link = make_link("teacher", 2, 2, generator=g(289))
+    c = build_rnn(rs_hadamard_codebook(16, dtype=F64), 2, link.two_layer_net(), eps=0.1, r_x=2.0)
+    need = math.sqrt(2) * (2.0 + math.sqrt(2) * c.transition.guarantee.eps)
+    kw = dict(q=2, eps=0.1, r_x=2.0)
+    with pytest.raises(ValueError):
+        build_rnn(c.omega, 2, c.g_net, r_h=need * (1 - 1e-6), **kw)
+    assert build_rnn(c.omega, 2, c.g_net, r_h=need * (1 + 1e-12), **kw).r_h >= need
+
+
+def test_cli_rnn_file_records_its_config_and_codes_and_the_gateless_output():
+    """The `qstr construct rnn` state: config (N, d, q) as asked, codes of mu <= 1/2 (Assumption 3),
+    eps certified <= asked and recorded, r_h = sqrt(q)(r_x + sqrt(d) eps); its module without the
+    output's direct term equals the scan without it."""
+    N, d, q, eps = 16, 2, 2, 0.1
+    c, state = build_rnn_for_cli(N, d, q, eps=eps, seed=0)
+    cfg = state["config"]
+    assert (cfg["N"], cfg["d"], cfg["q"]) == (N, d, q) and c.guarantee.mu <= 0.5
+    tg = c.transition.guarantee
+    assert tg.eps <= eps and tg.eps_requested == eps
+    assert c.r_h == pytest.approx(
+        math.sqrt(q) * (c.guarantee.r_x + math.sqrt(d) * tg.eps), rel=1e-12
+    )
+    link = make_link("teacher", q, d, generator=g(0), width=8)
+    p = QSTR(N=N, d=d, link=link, variant="simple").sample(4, generator=g(289), dtype=F64)
+    x = clip_to_ball(p.x, c.guarantee.r_x)
+    with torch.no_grad():
+        y = c.module(output_gate=False)(c.encode(x, p.t)).reshape(4, N)
+    assert float((y - c.predict(x, p.t, output_gate=False)).abs().max()) <= 1e-9

@@ -213,3 +213,83 @@ def test_sqnorm_net_certified(q, d, H, gen):
     got = net(x)
     assert float((got - want).abs().max()) <= err + 1e-9
     assert float((got - want).abs().max()) >= 0.5 * err  # the certificate is not loose by much
+
+
+# -------------------------- software facts of the gadgets (from verify/claims/recurrent.py)
+
+
+def _op(M):
+    return float(torch.linalg.svdvals(M.double())[0])
+
+
+ALL_GADGETS = (identity_gadget(3), soft_threshold_gadget(0.25, 3), product_gadget(1.0, 17),
+               gate_gadget(3.0, 16, 1.05))
+
+
+def test_gadget_shapes_are_n_in_to_n_out(gen):
+    """Every gadget of Prop 26's transition maps (B, n_in) to (B, n_out) through ``width`` units."""
+    u = 3 * torch.randn(512, 3, generator=gen, dtype=F64)
+    for g in ALL_GADGETS:
+        assert tuple(g(u[:, :g.n_in]).shape) == (512, g.n_out)
+        assert g.W2.shape[1] == g.width == g.W1.shape[0]
+
+
+def test_gadget_norms_record_is_the_norms_of_its_layers():
+    """``Gadget.norms``: Frobenius norms, bias norm, largest |weight| and ||W2||_op ||W1||_op
+    (relative 1e-12)."""
+    for g in ALL_GADGETS:
+        want = {"W1_fro": float(g.W1.double().norm()), "b1_norm": float(g.b1.double().norm()),
+                "W2_fro": float(g.W2.double().norm()),
+                "max_abs": max(float(M.abs().max()) for M in (g.W1, g.b1, g.W2)),
+                "lipschitz_bound": _op(g.W2) * _op(g.W1)}
+        assert set(g.norms) == set(want)
+        for k, v in want.items():
+            assert g.norms[k] == pytest.approx(v, rel=1e-12, abs=1e-300), (g.name, k)
+
+
+def test_exact_gadgets_declare_and_measure_error_zero(gen):
+    """Identity and soft threshold: relu(z - b) - relu(-z - b) is ST_b(z) in floats too
+    (declared 0, measured 0)."""
+    u = 3 * torch.randn(512, 3, generator=gen, dtype=F64)
+    for g in (identity_gadget(3), soft_threshold_gadget(0.25, 3)):
+        assert g.error == 0.0 and g.sup_error(u) == 0.0
+
+
+def test_gadget_defaults_as_documented():
+    """Documented defaults: one coordinate (n = 1) for identity and soft threshold, s_max = 1
+    for the gate."""
+    assert identity_gadget().n_in == 1 == soft_threshold_gadget(0.25).n_in
+    assert gate_bands(3.0, 16).s_max == 1.0
+    assert gate_gadget(3.0, 16).params == gate_gadget(3.0, 16, 1.0).params
+
+
+def test_square_interp_closed_form_equals_its_units_on_six_R():
+    """The transition's closed form of the interpolant S equals its ReLU units on [-6R, 6R]
+    (relative to 1 + z^2, 1e-13)."""
+    R, knots = 1.0, 17
+    z = torch.linspace(-6 * R, 6 * R, 2401, dtype=F64)
+    w, beta, coef = square_units(R, knots)
+    units = (coef * torch.relu(z[:, None] * w + beta)).sum(1)
+    assert float(((square_interp(z, R, knots) - units).abs() / (1 + z * z)).max()) <= 1e-13
+
+
+@pytest.mark.parametrize("r_x, K, s_max", [(3.0, 16, 1.05), (0.5, 8, 1.0)])
+def test_gate_dense_equals_closed_form_and_unit_sum_at_band_points(r_x, K, s_max):
+    """Lemma 24's dense gadget, ``GateBands.evaluate`` (the transition's closed form) and
+    ``evaluate_units`` agree at band midpoints and edges with x = +-r_x, +-r_x/2 (rel 1e-12)."""
+    delta = (s_max - 0.5) / K
+    s = torch.cat(
+        [
+            0.5 + delta * (torch.arange(K, dtype=F64) + 0.5),
+            0.5 + delta * torch.arange(K + 1, dtype=F64),
+        ]
+    )
+    pts = torch.cartesian_prod(torch.tensor([-r_x, r_x, 0.5 * r_x, -0.5 * r_x], dtype=F64), s)
+    g, bands = gate_gadget(r_x, K, s_max), gate_bands(r_x, K, s_max)
+    dense = g(pts)
+    scale = max(1.0, float(dense.abs().max()))
+    for closed in (
+        bands.evaluate(pts[:, :1], pts[:, 1]),
+        bands.evaluate_units(pts[:, :1], pts[:, 1]),
+    ):
+        assert float((closed - dense).abs().max()) <= 1e-12 * scale

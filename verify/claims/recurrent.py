@@ -4,33 +4,35 @@ guarantee of Cor 27 (flat in N) and the end-to-end simple-qSTR RNN of Prop 28.
 
 Constructions: ``constructions/relu.py`` and ``constructions/recurrent.py``; derivation of
 every constant: ``docs/derivations/rnn-transition.md``. All certified checks run in float64 on
-``ctx.device``; a certificate "holds" when measured <= bound + its rounding term
+``ctx.device``; a certificate holds when measured <= bound + its rounding term
 (``verify.rounding``), stated in the detail.
 """
 from __future__ import annotations
 
 import copy
-import dataclasses
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Callable, Dict, Tuple
 
 import torch
 from hypothesis import HealthCheck, Verbosity, given, settings, target
 from hypothesis import strategies as st
 
-from qstr.constructions.codes import Codebook, build_codebook, coherence, coherence_report, rs_hadamard_codebook
-from qstr.constructions.links import make_link
+from qstr.constructions.codes import Codebook, build_codebook, rs_hadamard_codebook
 from qstr.constructions.encoding import rnn_encoding
 from qstr.constructions.export import load_rnn
-from qstr.constructions.recurrent import (build_rnn, build_rnn_for_cli, build_transition, module_from_state,
-                                         projected_prefix, rnn_state, token_radius)
-from qstr.constructions.relu import (gate_bands, gate_gadget, identity_gadget, product_gadget, soft_threshold_gadget,
-                                     square_interp, square_units)
+from qstr.constructions.links import make_link
+from qstr.constructions.recurrent import (Transition, build_rnn, build_rnn_for_cli,
+                                         build_transition, module_from_state, rnn_state,
+                                         token_radius)
+from qstr.constructions.relu import Gadget, gate_bands, gate_gadget, product_error, product_gadget
 from qstr.constructions.task import QSTR, gather_tokens
 from qstr.verify.adversarial import clip_to_ball
+from qstr.verify.claim import Check, Claim as Declared, Context, Fault, Ref, Verdict, at_most, close
+from qstr.verify.claim import exact
 from qstr.verify.claims.export import through_file, through_path
-from qstr.verify.legacy import Claim, Context, Outcome, register
-from qstr.verify.rounding import Rounding, largest, two_layer
+from qstr.verify.registry import register
+from qstr.verify.rounding import Rounding, two_layer
 
 F64 = torch.float64
 
@@ -41,27 +43,31 @@ def _transition_rounding(tr, N: int = 0, r_h: float = 0.0) -> Rounding:
     sums N outputs of which at most q are nonzero (the rest are exact zeros): q such terms plus
     the N-term prefix sum of vectors of norm <= r_h."""
     g = tr.guarantee
-    one = Rounding(n=tr.d_e * g.product_knots + g.gate_knots + 4, scale=g.r_x * g.gate_slope * g.s_max * tr.d_e,
+    one = Rounding(n=tr.d_e * g.product_knots + g.gate_knots + 4,
+                   scale=g.r_x * g.gate_slope * g.s_max * tr.d_e,
                    what="(d_e K1 + K2 + 4) eps r_x M s_max d_e")
     if not N:
         return one
-    return replace(one, n=tr.q * one.n, what="q " + one.what) + Rounding(n=N, scale=r_h, what="N eps r_h")
+    return replace(one, n=tr.q * one.n, what="q " + one.what) + Rounding(
+        n=N, scale=r_h, what="N eps r_h"
+    )
 
 
 # ------------------------------------------------------------------ search helpers
-
-
-def _eps_as_asked(g, asked: float) -> bool:
-    """The certified accuracy meets the one asked for: eps <= asked (and the request recorded is it)."""
-    return g.eps <= asked * (1 + 1e-12) and g.eps_requested == asked
 
 
 def _hypothesis_max(err, lo, hi, n: int, device) -> float:
     """Largest err(u) over hypothesis-drawn points u in the box [lo, hi] (targeted search)."""
     best = [0.0]
 
-    @settings(max_examples=n, database=None, deadline=None, derandomize=True, verbosity=Verbosity.quiet,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=n,
+        database=None,
+        deadline=None,
+        derandomize=True,
+        verbosity=Verbosity.quiet,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(st.floats(lo[0], hi[0]), st.floats(lo[1], hi[1]))
     def prop(a, b):
         e = float(err(torch.tensor([[a, b]], dtype=F64, device=device)).max())
@@ -94,8 +100,8 @@ def _ball_ascent(err, x0: torch.Tensor, r: float, steps: int) -> torch.Tensor:
     """Worst-case tokens inside ||x_j|| <= r: projected normalised-gradient ascent on sum(err(x)^2)
     from x0; returns the iterate with the largest max error (never worse than x0).
 
-    (The same search as ``verify.adversarial.worst_case_tokens`` without ``torch.optim``, whose
-    first use imports torch._dynamo: seconds that the quick profile cannot spend.)
+    (The search of ``verify.adversarial.worst_case_tokens`` without ``torch.optim``, whose first
+    use imports torch._dynamo: seconds that the quick profile cannot spend.)
     """
     x = clip_to_ball(x0.detach().clone(), r)
     with torch.no_grad():
@@ -116,21 +122,52 @@ def _ball_ascent(err, x0: torch.Tensor, r: float, steps: int) -> torch.Tensor:
     return best
 
 
-def _gadget_search(gadget, lo, hi, special: torch.Tensor, ctx: Context, salt: int) -> tuple[dict, Rounding]:
+# ------------------------------------------------------------------ the gadget claims
+
+
+@dataclass(frozen=True)
+class GadgetCase:
+    """One gadget on its box [lo, hi], the knot count its certificate is asked for, and what the
+    searches found: sup |gadget - target| by grid, structured points, hypothesis and ascent."""
+
+    label: str
+    args: tuple  # the certificate's arguments: (R, knots) or (r_x, knots, s_max)
+    gadget: Gadget
+    lo: tuple
+    hi: tuple
+    found: Dict[str, float]
+    rounding: Rounding
+
+    @property
+    def sup_error(self) -> float:
+        return max(self.found.values())
+
+
+@dataclass(frozen=True)
+class GadgetInputs:
+    """The gadgets as built, each with its searched sup error, and the certificate they meet."""
+
+    cases: Tuple[GadgetCase, ...]
+    certificate: Callable[..., float]  # Lemma 22: h^2/16; Lemma 24: r_x delta
+
+
+def _search(name: str, k: int, gadget: Gadget, lo, hi, special: torch.Tensor, ctx: Context):
     """Sup-error of a 2-input gadget by a dense grid, structured points, hypothesis and ascent
-    (all on ctx.device), and the rounding term of the gadget over the box (attained at its corners)."""
+    (all on ctx.device), and its rounding term over the box (attained at its corners)."""
     dev = ctx.device
-    gadget = replace(gadget, W1=gadget.W1.to(dev), b1=gadget.b1.to(dev), W2=gadget.W2.to(dev))  # moved once
+    gadget = replace(gadget, W1=gadget.W1.to(dev), b1=gadget.b1.to(dev), W2=gadget.W2.to(dev))
     err = lambda u: (gadget(u) - gadget.target(u)).abs()[..., 0]  # noqa: E731
     n_grid = ctx.pick(quick=241, full=1201)
-    axes = [torch.linspace(lo[k], hi[k], n_grid, dtype=F64, device=dev) for k in range(2)]
-    grid = torch.cartesian_prod(*axes)
-    gen = ctx.generator(salt, dev)
+    grid = torch.cartesian_prod(*(torch.linspace(lo[j], hi[j], n_grid, dtype=F64, device=dev)
+                                  for j in range(2)))
     lo_t, hi_t = (torch.tensor(v, dtype=F64, device=dev) for v in (lo, hi))
-    starts = lo_t + torch.rand(ctx.pick(quick=256, full=2048), 2, generator=gen, dtype=F64, device=dev) * (hi_t - lo_t)
-    special = special.to(dev)
+    n_starts = ctx.pick(quick=256, full=2048)
+    u0 = torch.rand(
+        n_starts, 2, generator=ctx.generator(name, k, device=dev), dtype=F64, device=dev
+    )
+    starts = lo_t + u0 * (hi_t - lo_t)
     with torch.no_grad():
-        found = {"grid": float(err(grid).max()), "structured": float(err(special).max()) if special.numel() else 0.0}
+        found = {"grid": float(err(grid).max()), "structured": float(err(special.to(dev)).max())}
     found["hypothesis"] = _hypothesis_max(err, lo, hi, ctx.pick(quick=150, full=1000), dev)
     found["adversarial"] = _box_ascent(err, lo, hi, starts, ctx.pick(quick=60, full=300))
     return found, two_layer(gadget.W1, gadget.b1, gadget.W2, grid)
@@ -139,27 +176,39 @@ def _gadget_search(gadget, lo, hi, special: torch.Tensor, ctx: Context, salt: in
 ATTAINED_TOL = 1e-3  # the searched sup must reach the certificate to within this fraction
 
 
-def _gadget_outcome(cases) -> Outcome:
-    """cases: (label, found dict, bound, rounding). Holds when every search stays within its
-    certificate plus the gadget's rounding term."""
-    parts, ok, worst_ratio, least_ratio = [], True, 0.0, math.inf
-    for label, found, bound, rnd in cases:
-        m = max(found.values())
-        # two-sided: the certificate is attained (at the special points), so a bound inflated by
-        # a wrong constant (h^2/8 for h^2/16) fails as surely as an error above it
-        ok &= rnd.within(m, bound) and m >= (1 - ATTAINED_TOL) * bound
-        worst_ratio = max(worst_ratio, m / bound)
-        least_ratio = min(least_ratio, m / bound)
-        parts.append(f"{label}: sup err {m:.6g} vs certified {bound:.6g} (" +
-                     ", ".join(f"{k} {v:.4g}" for k, v in found.items()) + ")")
-    parts.append(f"largest {largest(c[3] for c in cases)}")
-    # value: the ratio farthest from 1 (two-sided: every ratio must lie in [1 - ATTAINED_TOL, 1], + rounding)
-    farthest = worst_ratio if worst_ratio - 1 >= 1 - least_ratio else least_ratio
-    parts.append(f"two-sided: every err/bound must lie in [1 - {ATTAINED_TOL:g}, 1] (upper end plus the rounding "
-                 f"term); value = the ratio farthest from 1")
-    return Outcome(measured=f"err/bound in [{least_ratio:.6f}, {worst_ratio:.6f}]",
-                   bound=f"in [1 - {ATTAINED_TOL:g}, 1] (certificate, attained)", holds=ok,
-                   detail="; ".join(parts), value=farthest, limit=1.0)
+def _shown(case: GadgetCase) -> str:
+    return f"{case.label}: " + ", ".join(f"{k} {v:.4g}" for k, v in case.found.items())
+
+
+def gadget_within_certificate(inp: GadgetInputs, ctx: Context) -> Verdict:
+    """The largest sup error over the cases, relative to its certificate, is at most it
+    (Lemmas 22, 24)."""
+    worst = max(inp.cases, key=lambda c: c.sup_error / inp.certificate(*c.args))
+    bound = inp.certificate(*worst.args)
+    return at_most(worst.sup_error, bound, worst.rounding, detail=f"worst case {_shown(worst)}")
+
+
+def gadget_certificate_attained(inp: GadgetInputs, ctx: Context) -> Verdict:
+    """The searched sup reaches the certificate (to 0.1%) in every case: the constant is the
+    least one (a certificate h^2/8 for h^2/16 fails here). Worst case: the ratio farthest from 1."""
+    worst = max(inp.cases, key=lambda c: abs(c.sup_error / inp.certificate(*c.args) - 1))
+    bound = inp.certificate(*worst.args)
+    return close(worst.sup_error, bound, ATTAINED_TOL * bound, worst.rounding,
+                 detail=f"worst case {_shown(worst)}")
+
+
+def _fewer_knots(cases, build, special, lo_hi, name: str, ctx: Context):
+    """The cases rebuilt with half the knots, the certificate still asked for the full count."""
+    out = []
+    for k, c in enumerate(cases):
+        used = max(2 if c.gadget.name == "product" else 1, c.args[1] // 2)
+        args = (c.args[0], used) + tuple(c.args[2:])
+        g = build(*args)
+        lo, hi = lo_hi(*args)
+        found, rnd = _search(name, k, g, lo, hi, special(*args), ctx)
+        out.append(replace(c, label=f"{c.label} built with {used} knots", gadget=g, found=found,
+                           rounding=rnd))
+    return tuple(out)
 
 
 # ---------------------------------------------------------------------- lemma-22
@@ -168,82 +217,73 @@ L22_CASES = ((1.0, 17), (0.125, 9))
 
 
 def _product_special(R: float, knots: int) -> torch.Tensor:
-    """Points where x + y is a midpoint and x - y a knot (or the reverse): the certificate is attained."""
+    """Points where x + y is a midpoint and x - y a knot (or the reverse): the certificate is
+    attained there."""
     k0, h = -2 * R, 4 * R / (knots - 1)
     knots_t = k0 + h * torch.arange(knots, dtype=F64)
     mids = knots_t[:-1] + h / 2
     a, b = torch.cartesian_prod(torch.cat([knots_t, mids]), torch.cat([mids, knots_t])).T
-    pts = torch.cat([torch.stack([(a + b) / 2, (a - b) / 2], 1), torch.stack([(b + a) / 2, (b - a) / 2], 1)])
+    pts = torch.cat(
+        [torch.stack([(a + b) / 2, (a - b) / 2], 1), torch.stack([(b + a) / 2, (b - a) / 2], 1)]
+    )
     return pts[(pts.abs() <= R).all(1)]
 
 
-def _gadget_shapes_and_exact_errors(ctx: Context) -> tuple:
-    """Every gadget Prop 26's transition is built from: its output has n_out columns for n_in inputs, and the
-    exact ones (identity, soft threshold) declare error 0 and measure exactly 0 (two-sided)."""
-    u = 3 * torch.randn(512, 3, generator=ctx.generator(229), dtype=F64)
-    ok, parts = True, []
-    for g in (identity_gadget(3), soft_threshold_gadget(0.25, 3), product_gadget(1.0, 17), gate_gadget(3.0, 16, 1.05)):
-        uu = u[:, :g.n_in]
-        ok &= tuple(g(uu).shape) == (u.shape[0], g.n_out) and g.W2.shape[1] == g.width
-        ok &= _gadget_norms_gap(g) <= 1e-12
-        if g.name in ("identity", "soft-threshold"):  # exact: relu(z - b) - relu(-z - b) is ST_b(z) in floats too
-            err = g.sup_error(uu)
-            ok &= g.error == 0.0 and err == 0.0
-            parts.append(f"{g.name}: declared {g.error:g}, measured {err:g}")
-    # the documented defaults: one coordinate (n = 1) for identity and soft threshold, s_max = 1 for the gate
-    ok &= (identity_gadget().n_in == 1 == soft_threshold_gadget(0.25).n_in
-           and gate_bands(3.0, 16).s_max == 1.0 and gate_gadget(3.0, 16).params == gate_gadget(3.0, 16, 1.0).params)
-    return bool(ok), ("exact gadgets " + ", ".join(parts) + "; shapes (n_in, n_out) of all four consistent, their norms "
-                      "record (Frobenius norms, largest |weight|, ||W2||_op ||W1||_op) as derived, defaults n = 1 and "
-                      "s_max = 1" * ok)
+def _product_box(R: float, knots: int):
+    return (-R, -R), (R, R)
 
 
-def _gadget_norms_gap(g) -> float:
-    """Largest relative gap between ``Gadget.norms`` and the norms of its layers (largest singular values for the
-    Lipschitz bound ||W2||_op ||W1||_op)."""
-    op = lambda M: float(torch.linalg.svdvals(M.double())[0])  # noqa: E731
-    want = {"W1_fro": float(g.W1.double().norm()), "b1_norm": float(g.b1.double().norm()),
-            "W2_fro": float(g.W2.double().norm()),
-            "max_abs": max(float(M.abs().max()) for M in (g.W1, g.b1, g.W2)), "lipschitz_bound": op(g.W2) * op(g.W1)}
-    got = g.norms
-    if set(got) != set(want):
-        return math.inf
-    return max(abs(got[k] - v) / max(abs(v), 1e-300) for k, v in want.items())
-
-
-def _closed_form_vs_units(R: float = 1.0, knots: int = 17) -> float:
-    """max |square_interp(z) - sum_u coef_u relu(w_u z + beta_u)| / (1 + z^2) over z in [-6R, 6R]: the transition's
-    closed form of the interpolant S equals its ReLU units everywhere (the end segments extended linearly)."""
-    z = torch.linspace(-6 * R, 6 * R, 2401, dtype=F64)
-    w, beta, coef = square_units(R, knots)
-    units = (coef * torch.relu(z[:, None] * w + beta)).sum(1)
-    return float(((square_interp(z, R, knots) - units).abs() / (1 + z * z)).max())
-
-
-def _lemma22(ctx: Context, halve: bool) -> Outcome:
-    exact_ok, exact_detail = _gadget_shapes_and_exact_errors(ctx)
-    closed = _closed_form_vs_units()
-    exact_ok &= closed <= 1e-13
-    exact_detail += f"; closed form of S vs its ReLU units on [-6R, 6R]: {closed:.1e} (relative, <= 1e-13)"
+def lemma22_inputs(ctx: Context) -> GadgetInputs:
+    """Lemma 22's product gadget for each (R, knots), searched on [-R, R]^2."""
     cases = []
-    for i, (R, K) in enumerate(L22_CASES):
+    for k, (R, K) in enumerate(L22_CASES):
         K = ctx.pick(quick=K, full=2 * K - 1)
-        used = max(2, K // 2) if halve else K
-        g = product_gadget(R, used)
-        found, rnd = _gadget_search(g, (-R, -R), (R, R), _product_special(R, used), ctx, 220 + i)
-        label = f"R={R:g} knots={used}" + (f" (bound certified for {K})" if halve else "")
-        cases.append((label, found, product_gadget(R, K).error, rnd))
-    out = _gadget_outcome(cases)
-    return dataclasses.replace(out, holds=out.holds and exact_ok, detail=f"{out.detail}; {exact_detail}")
+        g = product_gadget(R, K)
+        found, rnd = _search(
+            "lemma-22/starts", k, g, *_product_box(R, K), _product_special(R, K), ctx
+        )
+        cases.append(GadgetCase(f"R={R:g} knots={K}", (R, K), g, *_product_box(R, K), found, rnd))
+    return GadgetInputs(tuple(cases), product_error)
 
 
-register(Claim(
-    id="lemma-22", ref_seed="Lemma 22", ref_conference="Lemma 22",
-    statement="product gadget (x+y)^2/4 - (x-y)^2/4 by knot interpolation: sup |P(x,y) - xy| on [-R,R]^2 "
-              "<= h^2/16 (certified, attained), h = 4R/(knots-1)",
-    check=lambda ctx: _lemma22(ctx, False), falsifier=lambda ctx: _lemma22(ctx, True),
-    falsifier_statement="half the knots must exceed the bound certified for the full knot count",
-))
+def _product_half_knots(inp: GadgetInputs, ctx: Context) -> GadgetInputs:
+    """Half the knots: h doubles, the error quadruples past the certificate for the full count."""
+    return replace(
+        inp,
+        cases=_fewer_knots(
+            inp.cases, product_gadget, _product_special, _product_box, "lemma-22/starts", ctx
+        ),
+    )
+
+
+def _product_h2_over_8(inp: GadgetInputs, ctx: Context) -> GadgetInputs:
+    """The certificate h^2/8 (twice Lemma 22's): not attained."""
+    return replace(inp, certificate=lambda R, K: 2 * product_error(R, K))
+
+
+L22_SUP, L22_ATTAINED = "sup |P(x,y) - xy| <= h^2/16", "h^2/16 attained"
+
+register(
+    Declared(
+        id="lemma-22",
+        ref=Ref("Lemma 22", "Lemma 22"),
+        statement="product gadget (x+y)^2/4 - (x-y)^2/4 by knot interpolation: "
+        "sup |P(x,y) - xy| on [-R,R]^2 "
+        "<= h^2/16 (certified, attained), h = 4R/(knots-1)",
+        inputs=lemma22_inputs,
+        checks=[
+            Check(L22_SUP, gadget_within_certificate),
+            Check(L22_ATTAINED, gadget_certificate_attained),
+        ],
+        faults=[
+            Fault("half the knots", _product_half_knots, breaks=(L22_SUP, L22_ATTAINED)),
+            Fault("certificate h^2/8", _product_h2_over_8, breaks=(L22_ATTAINED,)),
+        ],
+        builds=(product_gadget,),
+        bounds=(product_error,),
+        derivation="docs/derivations/rnn-transition.md",
+    )
+)
 
 # ---------------------------------------------------------------------- lemma-24
 
@@ -253,525 +293,823 @@ L24_CASES = ((3.0, 16, 1.05), (0.5, 8, 1.0))
 def _gate_special(r_x: float, knots: int, s_max: float) -> torch.Tensor:
     """x = +-r_x at band midpoints (where the certificate r_x delta is attained) and band edges."""
     delta = (s_max - 0.5) / knots
-    s = torch.cat([0.5 + delta * (torch.arange(knots, dtype=F64) + 0.5), 0.5 + delta * torch.arange(knots + 1, dtype=F64)])
+    mids = 0.5 + delta * (torch.arange(knots, dtype=F64) + 0.5)
+    s = torch.cat([mids, 0.5 + delta * torch.arange(knots + 1, dtype=F64)])
     x = torch.tensor([-r_x, r_x, 0.5 * r_x, -0.5 * r_x], dtype=F64)
     return torch.cartesian_prod(x, s)
 
 
-def _gate_three_ways(g, bands, pts: torch.Tensor) -> float:
-    """max |gadget - bands.evaluate| and |gadget - bands.evaluate_units| at (x, s) points: the dense gadget, the
-    closed form the RNN transition uses, and the literal unit sum must agree (relative to the largest value)."""
-    x, s = pts[:, :1], pts[:, 1]
-    dense = g(pts)
-    scale = max(1.0, float(dense.abs().max()))
-    return max(float((bands.evaluate(x, s) - dense).abs().max()),
-               float((bands.evaluate_units(x, s) - dense).abs().max())) / scale
+def _gate_box(r_x: float, knots: int, s_max: float):
+    return (-r_x, -1.5), (r_x, s_max)
 
 
-def _lemma24(ctx: Context, halve: bool) -> Outcome:
-    cases, three_ways = [], 0.0
-    for i, (r_x, K, s_max) in enumerate(L24_CASES):
-        K = ctx.pick(quick=K, full=4 * K)
-        used = max(1, K // 2) if halve else K
-        g = gate_gadget(r_x, used, s_max)
-        found, rnd = _gadget_search(g, (-r_x, -1.5), (r_x, s_max), _gate_special(r_x, used, s_max), ctx, 240 + i)
-        three_ways = max(three_ways, _gate_three_ways(g, gate_bands(r_x, used, s_max), _gate_special(r_x, used, s_max)))
-        label = f"r_x={r_x:g} s<={s_max:g} knots={used}" + (f" (bound certified for {K})" if halve else "")
-        cases.append((label, found, gate_gadget(r_x, K, s_max).error, rnd))
-    out = _gadget_outcome(cases)
-    return dataclasses.replace(out, holds=out.holds and three_ways <= 1e-12,
-                               detail=f"{out.detail}; dense gadget vs the transition's closed form and the unit sum: "
-                                      f"{three_ways:.1e} relative (<= 1e-12)")
+def gate_error(r_x: float, knots: int, s_max: float) -> float:
+    """Lemma 24's certificate r_x delta, delta = (s_max - 1/2) / knots (``GateBands.error``)."""
+    return gate_bands(r_x, knots, s_max).error
 
 
-register(Claim(
-    id="lemma-24", ref_seed="Lemma 24", ref_conference="Lemma 24",
-    statement="gate gadget: sup |G(x,s) - 2x relu(s-1/2)| over |x| <= r_x, s <= s_max is <= r_x delta "
-              "(certified, attained), delta = (s_max - 1/2)/knots; exactly 0 for s <= 1/2",
-    check=lambda ctx: _lemma24(ctx, False), falsifier=lambda ctx: _lemma24(ctx, True),
-    falsifier_statement="half the knots must exceed the bound certified for the full knot count",
-))
+def lemma24_inputs(ctx: Context) -> GadgetInputs:
+    """Lemma 24's gate gadget for each (r_x, knots, s_max), searched on
+    [-r_x, r_x] x [-1.5, s_max]."""
+    cases = []
+    for k, (r_x, K, s_max) in enumerate(L24_CASES):
+        args = (r_x, ctx.pick(quick=K, full=4 * K), s_max)
+        g = gate_gadget(*args)
+        found, rnd = _search("lemma-24/starts", k, g, *_gate_box(*args), _gate_special(*args), ctx)
+        cases.append(
+            GadgetCase(
+                f"r_x={r_x:g} s<={s_max:g} knots={args[1]}", args, g, *_gate_box(*args), found, rnd
+            )
+        )
+    return GadgetInputs(tuple(cases), gate_error)
+
+
+def gate_zero_below_half(inp: GadgetInputs, ctx: Context) -> Verdict:
+    """Lemma 24: the gadget is exactly 0 for s < 1/2 (a 201 x 201 grid of
+    [-r_x, r_x] x [-1.5, 1/2))."""
+    nonzero, where = 0, []
+    for c in inp.cases:
+        r_x = c.args[0]
+        grid = torch.cartesian_prod(
+            torch.linspace(-r_x, r_x, 201, dtype=F64, device=ctx.device),
+            torch.linspace(-1.5, 0.5 - 1e-9, 201, dtype=F64, device=ctx.device),
+        )
+        gadget = replace(c.gadget, W1=c.gadget.W1.to(ctx.device), b1=c.gadget.b1.to(ctx.device),
+                         W2=c.gadget.W2.to(ctx.device))
+        count = int((gadget(grid) != 0).sum())
+        nonzero += count
+        where.append(f"{c.label}: {count}")
+    return exact(nonzero, 0, detail="nonzero outputs for s < 1/2: " + ", ".join(where))
+
+
+def _gate_half_knots(inp: GadgetInputs, ctx: Context) -> GadgetInputs:
+    """Half the knots: delta doubles, and so does the attained error."""
+    return replace(inp, cases=_fewer_knots(inp.cases, gate_gadget, _gate_special, _gate_box,
+                                           "lemma-24/starts", ctx))
+
+
+def _gate_beta_shifted(inp: GadgetInputs, ctx: Context) -> GadgetInputs:
+    """The band offsets beta moved up by a tenth of the slope M: bands open before s = 1/2."""
+    cases = []
+    for c in inp.cases:
+        M = c.gadget.params["M"]
+        cases.append(replace(c, gadget=replace(c.gadget, b1=c.gadget.b1 + 0.1 * M)))
+    return replace(inp, cases=tuple(cases))
+
+
+def _gate_2_delta(inp: GadgetInputs, ctx: Context) -> GadgetInputs:
+    """The certificate 2 r_x delta (twice Lemma 24's): not attained."""
+    return replace(inp, certificate=lambda r_x, K, s_max: 2 * gate_error(r_x, K, s_max))
+
+
+L24_SUP, L24_ATTAINED, L24_ZERO = (
+    "sup |G(x,s) - 2x relu(s-1/2)| <= r_x delta",
+    "r_x delta attained",
+    "G = 0 for s < 1/2",
+)
+
+register(
+    Declared(
+        id="lemma-24",
+        ref=Ref("Lemma 24", "Lemma 24"),
+        statement="gate gadget: sup |G(x,s) - 2x relu(s-1/2)| over |x| <= r_x, s <= s_max "
+        "is <= r_x delta "
+        "(certified, attained), delta = (s_max - 1/2)/knots; exactly 0 for s <= 1/2",
+        inputs=lemma24_inputs,
+        checks=[
+            Check(L24_SUP, gadget_within_certificate),
+            Check(L24_ATTAINED, gadget_certificate_attained),
+            Check(L24_ZERO, gate_zero_below_half),
+        ],
+        faults=[
+            Fault("half the knots", _gate_half_knots, breaks=(L24_SUP, L24_ATTAINED)),
+            Fault("certificate 2 r_x delta", _gate_2_delta, breaks=(L24_ATTAINED,)),
+            Fault("band offsets shifted up by M/10", _gate_beta_shifted, breaks=(L24_ZERO,)),
+        ],
+        builds=(gate_gadget,),
+        bounds=(gate_error,),
+        derivation="docs/derivations/rnn-transition.md",
+    )
+)
 
 # ---------------------------------------------------------------------- prop-26
 
 P26_D, P26_Q, P26_RX, P26_EPS = 3, 2, 2.5, 0.1
-_CACHE: dict = {}
-
-
-def _rotated(book: Codebook, seed: int) -> Codebook:
-    """The codes times a random orthogonal matrix: same inner products (so the same mu, attained),
-    generic entries (so the Lemma 22 products are approximate, not exact)."""
-    g = torch.Generator().manual_seed(seed)
-    Q, _ = torch.linalg.qr(torch.randn(book.d_e, book.d_e, generator=g, dtype=F64))
-    return Codebook(book.omega.to(F64) @ Q, book.mu, "custom", {"rotated": book.kind, "seed": seed})
-
-
-def _short_rows(book: Codebook, seed: int) -> Codebook:
-    """The rotated codes with every other row scaled by 0.999: the norm defect nu = max | ||w||^2 - 1 | = 0.002 enters
-    every budget of the transition (products, gate, certified eps); the coherence stays <= 1/2."""
-    rotated = _rotated(book, seed)
-    omega = rotated.omega.clone()
-    omega[::2] *= 0.999
-    return Codebook(omega, rotated.mu, "custom", {"rotated": book.kind, "seed": seed, "short rows": 0.999})
-
-
-def _p26_books(ctx: Context):
-    base = rs_hadamard_codebook(64, dtype=F64)  # d_e = 16, mu = 1/2 attained
-    books = [("rs-hadamard N=64 (exact products)", base), ("rotated rs-hadamard N=64 (approx. products)", _rotated(base, ctx.seed + 26)),
-             ("rotated rs-hadamard N=64, every other row of norm 0.999 (norm defect nu = 0.002)", _short_rows(base, ctx.seed + 26))]
-    if ctx.profile != "quick":  # mu = 1/8 < 1/2 with approximate products: K1 from the dA branch (quick: knots only)
-        books.append(("rotated rs-hadamard N=64, mu = 1/8", _quarter(ctx)))
-    return [(label, book.to(device=ctx.device)) for label, book in books]
-
-
-def _all_pairs(N: int, q: int, device):
-    """(i, t) covering every pair (i, j) in every slot: t_l = (j + 7 l) mod N over all i, j."""
-    ar = torch.arange(N, device=device)
-    i, j = torch.meshgrid(ar, ar, indexing="ij")
-    i, j = i.flatten(), j.flatten()
-    t = torch.stack([(j + 7 * l) % N for l in range(q)], 1)
-    return i, t
-
-
-def _boundary_tokens(d: int, r_x: float, device) -> torch.Tensor:
-    eye = torch.eye(d, dtype=F64, device=device) * r_x
-    ones = torch.ones(d, dtype=F64, device=device) * r_x / math.sqrt(d)
-    alt = ones * torch.tensor([(-1.0) ** k for k in range(d)], dtype=F64, device=device)
-    return torch.cat([eye, -eye, ones[None], -ones[None], alt[None], torch.zeros(1, d, dtype=F64, device=device)])
-
-
-def _transition_case(tr, book: Codebook, ctx: Context, salt: int) -> dict:
-    """Exhaustive pairs (closed form), a dense-layer subset, boundary and adversarial tokens."""
-    N, q, d, r_x = book.N, tr.q, tr.d, tr.guarantee.r_x
-    dev = ctx.device
-    om = book.omega.to(dtype=F64, device=dev)
-    i, t = _all_pairs(N, q, dev)
-    P = i.numel()
-    gen = ctx.generator(salt, dev)
-    x = torch.randn(P, d, generator=gen, dtype=F64, device=dev)
-    x = x / x.norm(dim=1, keepdim=True) * r_x * torch.rand(P, 1, generator=gen, dtype=F64, device=dev).sqrt()
-    bnd = _boundary_tokens(d, r_x, dev)
-    xb = bnd[torch.arange(P, device=dev) % bnd.shape[0]]
-    hit = (t == i[:, None])  # (P, q): target slots
-    res = {"nonzero": 0, "checked": 0, "target_err": 0.0, "leak_ratio": 0.0, "dense_vs_closed": 0.0}
-
-    def record(out, xx):
-        out = out.view(-1, q, d)
-        res["nonzero"] += int((out[~hit] != 0).sum())
-        res["checked"] += int((~hit).sum()) * d
-        tgt = xx[:, None, :].expand(-1, q, d)
-        if bool(hit.any()):
-            res["target_err"] = max(res["target_err"], float((out[hit] - tgt[hit]).abs().max()))
-
-    z = lambda xx: torch.cat([xx, om[i]] + [om[t[:, l]] for l in range(q)], 1)  # noqa: E731
-    for xx in (x, xb):
-        record(tr(z(xx)), xx)
-    # the literal four dense layers on a subset (all target pairs + a random sample), u = (h, z)
-    sub = torch.cat([hit.any(1).nonzero().flatten(),
-                     torch.randperm(P, generator=gen, device=dev)[: ctx.pick(quick=384, full=4096)]])
-    u = torch.cat([torch.randn(sub.numel(), tr.d_h, generator=gen, dtype=F64, device=dev) * r_x, z(x)[sub]], 1)
-    dense = tr.dense(u)
-    gate_only = (tr.dense(u, rectify=False) - tr(z(x)[sub], rectify=False)).abs().max()  # layers 3-4 dropped: the gate
-    m = u.shape[0] // 2  # the same rows as a (2, m, D) batch: dense keeps the leading axes
-    batched = (tr.dense(u[:2 * m].view(2, m, -1)) - dense[:2 * m].view(2, m, -1)).abs().max()
-    if tuple(tr.dense(u[:0]).shape) != (0, dense.shape[-1]):  # an empty batch keeps the output width
-        batched = torch.tensor(math.inf)
-    res["dense_vs_closed"] = max(float((dense - tr(z(x)[sub])).abs().max()), float(gate_only), float(batched))
-    out_sub = dense.view(-1, q, d)
-    res["nonzero"] += int((out_sub[~hit[sub]] != 0).sum())
-    # adversarial: target error, and the pre-threshold gate at non-targets relative to b
-    steps = ctx.pick(quick=25, full=100)
-    s_pair = torch.stack([(om[i] * om[t[:, l]]).sum(1) for l in range(q)], 1)
-    at_mu = (((s_pair - book.mu).abs() < 1e-9) & ~hit).any(1)  # pairs at the coherence: the gate is closest to on
-    sel = torch.cat([hit.any(1).nonzero().flatten()[:64], at_mu.nonzero().flatten()[:192]])
-    zs = z(x)[sel]
-
-    def target_err(xx):
-        zz = torch.cat([xx, zs[:, d:]], 1)
-        err = (tr(zz).view(-1, q, d) - xx[:, None, :]).abs().amax(-1)
-        return torch.where(hit[sel], err, torch.zeros_like(err))
-
-    def leak(xx):
-        zz = torch.cat([xx, zs[:, d:]], 1)
-        G = tr(zz, rectify=False).view(-1, q, d).abs().amax(-1)
-        return torch.where(hit[sel], torch.zeros_like(G), G)
-
-    x0 = bnd[torch.arange(sel.numel(), device=dev) % bnd.shape[0]] * 0.999 + 1e-3 * x[sel]
-    xa = _ball_ascent(target_err, x0, r_x, steps)
-    xl = _ball_ascent(leak, x0, r_x, steps)
-    with torch.no_grad():
-        res["target_err"] = max(res["target_err"], float(target_err(xa).max()))
-        b = tr.guarantee.threshold
-        res["leak_ratio"] = max(float(leak(xl).max()), float(leak(x0).max())) / b
-        out = tr(torch.cat([xl, zs[:, d:]], 1)).view(-1, q, d)
-        res["nonzero"] += int((out[~hit[sel]] != 0).sum())
-    return res
-
-
 P26_ROTATED_NS = (512, 2048, 8192, 32768)  # RS-Hadamard with d_e = 64 (mu = 1/2) stops at N = 32768
 P26_LONG_NS = (1000, 10_000, 100_000, 1_000_000)  # gpu: the transition scanned at N = 1e6
 
 
-def _state_curve(ctx: Context, rectify: bool, Ns=P26_ROTATED_NS, rotate: bool = True):
-    """Max state error of h_fwd (Cor 27 targets) on prefixes of a rotated mu = 1/2 codebook (or, with
-    ``rotate=False``, the RS-Hadamard codes of N = Ns[-1], exact products), tokens x_j = r_x e_1
-    (boundary of the ball: the gate leaks most), simple t = (N/2)."""
-    key = ("p26-curve", ctx.seed, Ns[-1], rotate, ctx.device)
-    if key not in _CACHE:
-        book = rs_hadamard_codebook(Ns[-1], dtype=F64)  # rotated: d_e = 64, mu = 1/2 attained
-        book = (_rotated(book, ctx.seed + 27) if rotate else book).to(device=ctx.device)
-        link = make_link("linear", 1, P26_D, generator=ctx.generator(28))
-        _CACHE.clear()
-        _CACHE[key] = build_rnn(book, P26_D, link.two_layer_net(), eps=P26_EPS, r_x=P26_RX)
-    c = _CACHE[key]
-    N = Ns[-1]
-    x = torch.zeros(1, N, P26_D, dtype=F64, device=ctx.device)
-    x[..., 0] = P26_RX
-    t = torch.full((1, 1), N // 2, dtype=torch.long, device=ctx.device)
-    st = c.states(x, t, rectify=rectify, r_h=math.inf)
-    tf, _ = c.targets(x, t)
-    errs = [float((st.h_fwd[:, :n] - tf[:, :n]).abs().max()) for n in Ns]
-    return Ns, errs, c.transition.guarantee.eps, _transition_rounding(c.transition, N, c.r_h)
+def _rotated(book: Codebook, gen: torch.Generator) -> Codebook:
+    """The codes times a random orthogonal matrix: same inner products (so the same mu, attained),
+    generic entries (so the Lemma 22 products are approximate, not exact)."""
+    Q, _ = torch.linalg.qr(torch.randn(book.d_e, book.d_e, generator=gen, dtype=F64))
+    return Codebook(book.omega.to(F64) @ Q, book.mu, "custom", {"rotated": book.kind})
 
 
-def _norms_vs_dense(tr) -> float:
-    """Largest relative gap between the transition's reported per-layer norms (from its structure) and the norms
-    of its dense layers: Frobenius, largest |weight|, bias norm; inf when the reported widths (the transition's and
-    its guarantee's) are not the dense layers' output sizes, or these are not the derived widths."""
-    sizes = tuple(int(layer["W"].shape[0]) for layer in tr.layers)
-    g = tr.guarantee  # widths of docs/derivations/rnn-transition.md, section 4: (2d + 2 q d_e K1, q K2 (d + 1), 2 q d, q d)
-    derived = (2 * g.d + 2 * g.q * g.d_e * g.product_knots, g.q * g.gate_knots * (g.d + 1), 2 * g.q * g.d, g.q * g.d)
-    if (sizes != tuple(g.widths) or sizes != derived or sizes[:-1] != tuple(tr.widths)
-            or len(g.norms) != len(sizes)):
-        return math.inf
-    gap = 0.0
-    for rep, layer in zip(tr.guarantee.norms, tr.layers):
-        W, b = layer["W"], layer.get("b")
-        measured = {"fro": float(W.norm()), "max_abs": float(W.abs().max()),
-                    "bias_norm": 0.0 if b is None else float(b.norm())}
-        for key, value in measured.items():
-            gap = max(gap, abs(rep[key] - value) / max(value, 1e-300) if value else abs(rep[key]))
-    return gap
+def _short_rows(book: Codebook) -> Codebook:
+    """Every other row scaled by 0.999: the norm defect nu = max | ||w||^2 - 1 | = 0.002 enters
+    every budget of the transition (products, gate, certified eps); the coherence stays <= 1/2."""
+    omega = book.omega.clone()
+    omega[::2] *= 0.999
+    return Codebook(omega, book.mu, "custom", dict(book.params, short_rows=0.999))
 
 
-def knots_as_derived(g) -> bool:
-    """Prop 26: the knots ``build_transition`` picks for a requested eps are the ones docs/derivations/rnn-transition.md
-    prescribes ("Choosing the knots", restated here from the derivation): for a uniform product certificate
-    K1 = max(2, ceil(1 + sqrt(d_e R^2 / max(dA, dB)))), and K2 = max(1, ceil((s_max - 1/2) r_x / budget))."""
+def _quarter(ctx: Context) -> Codebook:
+    """A rotated RS-Hadamard code built for mu <= 1/4 (measured mu = 1/8): approximate products."""
+    book = rs_hadamard_codebook(64, mu=0.25, dtype=F64)
+    return _rotated(book, ctx.generator("prop-26/quarter-rotation")).to(device=ctx.device)
+
+
+def _p26_books(ctx: Context):
+    """RS-Hadamard N = 64 (d_e = 16, mu = 1/2 attained), rotated, rotated with short rows (and
+    in full, the mu = 1/8 code)."""
+    base = rs_hadamard_codebook(64, dtype=F64)
+    rotated = _rotated(base, ctx.generator("prop-26/rotation"))
+    books = [
+        ("rs-hadamard N=64 (exact products)", base),
+        ("rotated rs-hadamard N=64 (approx. products)", rotated),
+        (
+            "rotated rs-hadamard N=64, every other row of norm 0.999 (nu = 0.002)",
+            _short_rows(rotated),
+        ),
+    ]
+    if ctx.profile != "quick":  # mu = 1/8 < 1/2 with approximate products: K1 from the dA branch
+        books.append(("rotated rs-hadamard N=64, mu = 1/8", _quarter(ctx)))
+    return [(label, book.to(device=ctx.device)) for label, book in books]
+
+
+def _boundary_tokens(d: int, r_x: float, device) -> torch.Tensor:
+    """+-r_x e_k, +-r_x (1, ..., 1)/sqrt(d), the alternating one and 0: the sphere's corners."""
+    eye = torch.eye(d, dtype=F64, device=device) * r_x
+    ones = torch.ones(d, dtype=F64, device=device) * r_x / math.sqrt(d)
+    alt = ones * torch.tensor([(-1.0) ** k for k in range(d)], dtype=F64, device=device)
+    return torch.cat(
+        [eye, -eye, ones[None], -ones[None], alt[None], torch.zeros(1, d, dtype=F64, device=device)]
+    )
+
+
+@dataclass(frozen=True)
+class TransitionCase:
+    """One transition with its codes and tokens: every pair (i, t_l) in every slot (t_l = j + 7l
+    mod N), random tokens x in the r_x ball, boundary tokens, a dense-layer subset and the rows
+    the adversarial searches start from (targets and pairs at the coherence)."""
+
+    label: str
+    book: Codebook
+    transition: object  # Transition (or a broken one)
+    i: torch.Tensor  # (P,)
+    t: torch.Tensor  # (P, q)
+    x: torch.Tensor  # (P, d) in the ball
+    boundary: torch.Tensor  # (P, d) on the sphere's corners
+    sub: torch.Tensor  # rows checked through the literal dense layers
+    h: torch.Tensor  # the h part of u = (h, z) on those rows
+    sel: torch.Tensor  # rows of the adversarial searches (targets and pairs at the coherence)
+    starts: torch.Tensor  # their start: boundary tokens pulled in by 0.1%
+    worst_target: torch.Tensor  # the tokens the ascent found for the target error
+    worst_leak: torch.Tensor  # and for the gate off target
+
+    @property
+    def hit(self) -> torch.Tensor:
+        return self.t == self.i[:, None]
+
+    def z(self, x: torch.Tensor, rows=None) -> torch.Tensor:
+        """z = (x, omega_i, omega_{t_1}, ..., omega_{t_q}) on the given rows (of x too)."""
+        om = self.book.omega.to(dtype=F64, device=x.device)
+        if rows is not None:
+            x = x[rows]
+        i, t = (self.i, self.t) if rows is None else (self.i[rows], self.t[rows])
+        return torch.cat([x, om[i]] + [om[t[:, l]] for l in range(t.shape[1])], 1)
+
+
+def _transition_case(label: str, book: Codebook, k: int, ctx: Context) -> TransitionCase:
+    tr = build_transition(book, P26_D, P26_Q, eps=P26_EPS, r_x=P26_RX)
+    dev, N, q, d, r_x = ctx.device, book.N, P26_Q, P26_D, P26_RX
+    ar = torch.arange(N, device=dev)
+    i, j = (v.flatten() for v in torch.meshgrid(ar, ar, indexing="ij"))
+    t = torch.stack([(j + 7 * l) % N for l in range(q)], 1)
+    P = i.numel()
+    gen = ctx.generator("prop-26/tokens", k, device=dev)
+    x = torch.randn(P, d, generator=gen, dtype=F64, device=dev)
+    x = (
+        x
+        / x.norm(dim=1, keepdim=True)
+        * r_x
+        * torch.rand(P, 1, generator=gen, dtype=F64, device=dev).sqrt()
+    )
+    bnd = _boundary_tokens(d, r_x, dev)
+    hit = t == i[:, None]
+    sub = torch.cat(
+        [
+            hit.any(1).nonzero().flatten(),
+            torch.randperm(P, generator=gen, device=dev)[: ctx.pick(quick=384, full=4096)],
+        ]
+    )
+    h = torch.randn(sub.numel(), tr.d_h, generator=gen, dtype=F64, device=dev) * r_x
+    om = book.omega.to(dtype=F64, device=dev)
+    s_pair = torch.stack([(om[i] * om[t[:, l]]).sum(1) for l in range(q)], 1)
+    at_mu = (((s_pair - book.mu).abs() < 1e-9) & ~hit).any(1)  # the gate is closest to on there
+    sel = torch.cat([hit.any(1).nonzero().flatten()[:64], at_mu.nonzero().flatten()[:192]])
+    boundary = bnd[torch.arange(P, device=dev) % bnd.shape[0]]
+    x0 = boundary[: sel.numel()] * 0.999 + 1e-3 * x[sel]
+    zs = torch.cat([om[i[sel]]] + [om[t[sel, l]] for l in range(q)], 1)
+    xa, xl = _ascents(tr, x0, zs, hit[sel], ctx)
+    return TransitionCase(label, book, tr, i, t, x, boundary, sub, h, sel, x0, xa, xl)
+
+
+@dataclass(frozen=True)
+class Prop26Inputs:
+    """The transitions on their codes, the guarantees whose budget is checked against the
+    derivation (with the codes they were built for), and the RNNs whose states are scanned."""
+
+    cases: Tuple[TransitionCase, ...]
+    guarantees: Tuple[tuple, ...]  # (label, TransitionGuarantee, omega)
+    curves: Tuple[tuple, ...]  # (label, RNNConstruction, Ns)
+    eps: float  # the accuracy asked for
+
+
+def _curve_rnn(N: int, rotate: bool, ctx: Context):
+    """The RNN on the RS-Hadamard codes of N (rotated: d_e = 64, mu = 1/2, approximate products)."""
+    book = rs_hadamard_codebook(N, dtype=F64)
+    book = (_rotated(book, ctx.generator("prop-26/curve-rotation")) if rotate else book).to(
+        device=ctx.device
+    )
+    link = make_link("linear", 1, P26_D, generator=ctx.generator("prop-26/link"))
+    return build_rnn(book, P26_D, link.two_layer_net(), eps=P26_EPS, r_x=P26_RX)
+
+
+def prop26_inputs(ctx: Context) -> Prop26Inputs:
+    """The transitions of :func:`_p26_books`, plus guarantees built for their knots only: the
+    mu = 1/8 code (at r_x = 0.05 the dA budget is capped at 1/2 - mu) and zero-padded RS-Hadamard
+    codes (entries in {0, +-R}: the alphabet certificate with 5 knots, at the default eps)."""
+    cases = tuple(
+        _transition_case(label, book, k, ctx) for k, (label, book) in enumerate(_p26_books(ctx))
+    )
+    extra = []
+    quarter = _quarter(ctx)
+    if ctx.profile == "quick":
+        extra.append(
+            ("mu = 1/8", build_transition(quarter, P26_D, P26_Q, eps=P26_EPS, r_x=P26_RX), quarter)
+        )
+    extra.append(
+        (
+            "mu = 1/8, r_x = 0.05",
+            build_transition(quarter, P26_D, P26_Q, eps=P26_EPS, r_x=0.05),
+            quarter,
+        )
+    )
+    padded = build_codebook(64, kind="rs-hadamard", d_e=300, dtype=F64, device=ctx.device)
+    extra.append(
+        ("zero-padded rs-hadamard", build_transition(padded, P26_D, P26_Q, r_x=P26_RX), padded)
+    )
+    guarantees = tuple((c.label, c.transition.guarantee, c.book.omega) for c in cases)
+    guarantees += tuple((label, tr.guarantee, book.omega) for label, tr, book in extra)
+    curves = [
+        (
+            f"rotated N={P26_ROTATED_NS[-1]}",
+            _curve_rnn(P26_ROTATED_NS[-1], True, ctx),
+            P26_ROTATED_NS,
+        )
+    ]
+    if ctx.profile == "gpu":  # the transition scanned over N = 1e6 positions (exact products)
+        curves.append((f"rs-hadamard N={P26_LONG_NS[-1]}", _curve_rnn(P26_LONG_NS[-1], False, ctx),
+                       P26_LONG_NS))
+    return Prop26Inputs(cases, guarantees, tuple(curves), P26_EPS)
+
+
+def _worst(rows, key):
+    """The row with the largest key (the worst case of a check over many)."""
+    return max(rows, key=key)
+
+
+def _target_errors(tr, x: torch.Tensor, zs: torch.Tensor, hit: torch.Tensor) -> torch.Tensor:
+    """|f(z)_l - x|_inf at target slots (0 elsewhere): x (P, d), zs the rest of z (P, D_in - d)."""
+    d = x.shape[1]
+    e = (tr(torch.cat([x, zs], 1)).view(-1, tr.q, d) - x[:, None, :]).abs().amax(-1)
+    return torch.where(hit, e, torch.zeros_like(e))
+
+
+def _gate_leaks(tr, x: torch.Tensor, zs: torch.Tensor, hit: torch.Tensor) -> torch.Tensor:
+    """max |gate|_inf at non-target slots (0 at targets): the gate before layers 3-4."""
+    G = tr(torch.cat([x, zs], 1), rectify=False).view(-1, tr.q, x.shape[1]).abs().amax(-1)
+    return torch.where(hit, torch.zeros_like(G), G)
+
+
+def _ascents(tr, x0: torch.Tensor, zs: torch.Tensor, hit: torch.Tensor, ctx: Context):
+    """The worst tokens in the r_x ball for the target error and for the gate off target (ascent
+    from x0 on the adversarial rows)."""
+    steps, r_x = ctx.pick(quick=25, full=100), tr.guarantee.r_x
+    xa = _ball_ascent(lambda x: _target_errors(tr, x, zs, hit), x0, r_x, steps)
+    xl = _ball_ascent(lambda x: _gate_leaks(tr, x, zs, hit), x0, r_x, steps)
+    return xa, xl
+
+
+def _case_target_error(c: TransitionCase) -> float:
+    """max |f(z)_l - x_i|_inf over target slots: every pair (random and boundary tokens) and the
+    worst tokens found."""
+    zs = c.z(c.x)[:, c.x.shape[1]:]
+    with torch.no_grad():
+        errs = [_target_errors(c.transition, x, zs, c.hit) for x in (c.x, c.boundary)]
+        errs.append(_target_errors(c.transition, c.worst_target, zs[c.sel], c.hit[c.sel]))
+    return max(float(e.max()) for e in errs)
+
+
+def transition_target_error(inp: Prop26Inputs, ctx: Context) -> Verdict:
+    """Prop 26: ||f(u)_l - x_i||_inf <= eps at target slots t_l = i, for all ||x_i|| <= r_x."""
+    rows = [(c, _case_target_error(c)) for c in inp.cases]
+    c, err = _worst(rows, lambda r: r[1] / r[0].transition.guarantee.eps)
+    g = c.transition.guarantee
+    return at_most(
+        err,
+        g.eps,
+        _transition_rounding(c.transition),
+        detail=f"worst case {c.label} ({g.product_certificate} products, K1={g.product_knots}, "
+        f"K2={g.gate_knots}); every pair, boundary tokens and the ascent's",
+    )
+
+
+def _nonzero_off_target(c: TransitionCase) -> Tuple[int, int]:
+    """(nonzero, checked) outputs at non-target slots: every pair (closed form), the dense subset,
+    and the worst tokens found for the gate."""
+    tr, hit, d = c.transition, c.hit, c.x.shape[1]
+    nonzero, checked = 0, 0
+    zs = c.z(c.x)[:, d:]
+    with torch.no_grad():
+        outs = [(tr(c.z(x)), ~hit) for x in (c.x, c.boundary)]
+        outs.append((tr.dense(torch.cat([c.h, c.z(c.x, c.sub)], 1)), ~hit[c.sub]))
+        outs.append((tr(torch.cat([c.worst_leak, zs[c.sel]], 1)), ~hit[c.sel]))
+        for out, off in outs:
+            nonzero += int((out.view(-1, tr.q, d)[off] != 0).sum())
+            checked += int(off.sum()) * d
+    return nonzero, checked
+
+
+def transition_zeros_off_target(inp: Prop26Inputs, ctx: Context) -> Verdict:
+    """Prop 26: f(u)_l == 0 exactly when t_l != i (no outputs off target)."""
+    rows = [(c.label, *_nonzero_off_target(c)) for c in inp.cases]
+    return exact(
+        sum(r[1] for r in rows),
+        0,
+        detail="nonzero of checked outputs: " + ", ".join(f"{a}: {n} of {m}" for a, n, m in rows),
+    )
+
+
+def transition_gate_below_threshold(inp: Prop26Inputs, ctx: Context) -> Verdict:
+    """The gate at non-target slots stays below the threshold b the layers 3-4 subtract
+    (docs/derivations/rnn-transition.md: b = r_x min(4e, 2e + delta)); worst tokens by ascent."""
+    rows = []
+    for c in inp.cases:
+        zs = c.z(c.x, c.sel)[:, c.x.shape[1]:]
+        with torch.no_grad():
+            leak = max(float(_gate_leaks(c.transition, x, zs, c.hit[c.sel]).max())
+                       for x in (c.starts, c.worst_leak))
+        rows.append((c, leak))
+    c, leak = _worst(rows, lambda r: r[1] / r[0].transition.threshold)
+    return at_most(
+        leak,
+        c.transition.threshold,
+        _transition_rounding(c.transition),
+        detail=f"worst case {c.label}: adversarial max |gate| off target vs the threshold",
+    )
+
+
+def transition_dense_equals_closed_form(inp: Prop26Inputs, ctx: Context) -> Verdict:
+    """The literal four dense layers on u = (h, z) equal the closed form f(z) the checks evaluate
+    (all target pairs and a random subset; h is not read)."""
+    rows = []
+    for c in inp.cases:
+        with torch.no_grad():
+            z = c.z(c.x, c.sub)
+            rows.append((c.label, float((c.transition.dense(torch.cat([c.h, z], 1))
+                                         - c.transition(z)).abs().max())))
+    label, gap = _worst(rows, lambda r: r[1])
+    return at_most(
+        gap, 1e-9, detail=f"worst case {label}: max |dense - closed form| (absolute 1e-9)"
+    )
+
+
+def transition_eps_as_asked(inp: Prop26Inputs, ctx: Context) -> Verdict:
+    """The certified eps meets the accuracy asked for (Prop 26 builds for any eps > 0)."""
+    label, g, _ = _worst(inp.guarantees, lambda r: r[1].eps)
+    return at_most(g.eps, inp.eps, detail=f"largest certified eps: {label}")
+
+
+def derived_knots(g) -> tuple:
+    """(K1, K2) as docs/derivations/rnn-transition.md ("Choosing the knots") prescribes for the
+    eps asked: uniform products K1 = max(2, ceil(1 + sqrt(d_e R^2 / max(dA, dB)))) (alphabet
+    codes: their own 3 or 5, see the certificate check),
+    K2 = max(1, ceil((s_max - 1/2) r_x / budget)).
+    """
     eps, r, nu, mu, eta = g.eps_requested, g.r_x, g.norm_defect, g.mu, g.margin
-    ok = True
+    K1 = g.product_knots
     if g.product_certificate == "uniform":
         dA = min(eps / (4 * r) - nu, (0.5 - mu - eta) * (1 - 1e-9))
         dB = (eps / 2 - 2 * r * nu - 4 * r * (mu - 0.5 + eta)) / (6 * r)
         dB = dB if dB > 0.5 - mu else -math.inf  # the mu ~ 1/2 regime only
-        ok = g.product_knots == max(2, math.ceil(1 + math.sqrt(g.d_e * g.code_range ** 2 / max(dA, dB))))
+        K1 = max(2, math.ceil(1 + math.sqrt(g.d_e * g.code_range ** 2 / max(dA, dB))))
     budget = eps - 4 * r * g.non_target_excess - 2 * r * (g.inner_product_error + nu)
-    return ok and g.gate_knots == max(1, math.ceil((g.s_max - 0.5) * r / budget))
+    return K1, max(1, math.ceil((g.s_max - 0.5) * r / budget))
 
 
-def budget_as_derived(g) -> bool:
-    """Prop 26's error budget in the guarantee (docs/derivations/rnn-transition.md): inner-product error
-    delta_1 = d_e h^2 / 16 for uniform products (0 on an alphabet), s_max = 1 + nu + delta_1 + margin, the
-    non-target excess max(0, mu + delta_1 - 1/2) + margin, threshold b = r_x min(4 e, 2 e + delta) at that excess,
-    and eps = b + gate error + 2 r_x (delta_1 + nu) (relative 1e-12)."""
-    close = lambda a, b: abs(a - b) <= 1e-12 * max(abs(a), abs(b), 1e-300)  # noqa: E731
+def transition_knots_as_derived(inp: Prop26Inputs, ctx: Context) -> Verdict:
+    """The knots (K1, K2) build_transition picks for each eps are the derivation's."""
+    got = tuple((g.product_knots, g.gate_knots) for _, g, _ in inp.guarantees)
+    want = tuple(derived_knots(g) for _, g, _ in inp.guarantees)
+    return exact(
+        got, want, detail="(K1, K2) per guarantee: " + ", ".join(l for l, _, _ in inp.guarantees)
+    )
+
+
+def derived_budget(g) -> Dict[str, float]:
+    """Prop 26's error budget (docs/derivations/rnn-transition.md): product error h^2/16, delta_1 =
+    d_e h^2/16 (0 on an alphabet), s_max = 1 + nu + delta_1 + margin, excess e = max(0, mu +
+    delta_1 - 1/2) + margin, threshold b = r_x min(4e, 2e + delta), eps = b + r_x delta + 2 r_x
+    (delta_1 + nu)."""
     h = 4 * g.code_range / (g.product_knots - 1)
     delta1 = 0.0 if g.product_certificate == "alphabet" else g.d_e * h * h / 16
     e = max(0.0, g.mu + delta1 - 0.5) + g.margin
     b = g.r_x * min(4 * e, 2 * e + g.gate_delta)
-    return (close(g.product_error, h * h / 16) and close(g.inner_product_error, delta1) and close(g.s_max, 1 + g.norm_defect + delta1 + g.margin)
-            and close(g.non_target_excess, e) and close(g.threshold, b)
-            and close(g.eps, b + g.gate_error + 2 * g.r_x * (delta1 + g.norm_defect)))
+    return {"product_error": h * h / 16, "inner_product_error": delta1,
+            "s_max": 1 + g.norm_defect + delta1 + g.margin, "non_target_excess": e, "threshold": b,
+            "eps": b + g.gate_error + 2 * g.r_x * (delta1 + g.norm_defect)}
 
 
-def certificate_as_derived(g, omega: torch.Tensor) -> bool:
-    """Prop 26 (docs/derivations/rnn-transition.md, Lemma 22 on an alphabet): codes whose entries all lie in {+-R}
-    (or {0, +-R}) get the exact "alphabet" products with 3 (5) knots on [-2R, 2R]; any other codes the uniform
-    certificate (whose knots :func:`knots_as_derived` checks)."""
-    mags = omega.abs()
-    R = mags.max()
-    if bool(((mags == R) | (mags == 0)).all()):
-        return g.product_certificate == "alphabet" and g.product_knots == (5 if bool((mags == 0).any()) else 3)
-    return g.product_certificate == "uniform"
+def _budget_check(field_name: str):
+    """The check that the guarantee's ``field_name`` is the derivation's (relative 1e-12)."""
+
+    def run(inp: Prop26Inputs, ctx: Context) -> Verdict:
+        rows = [(label, getattr(g, field_name), derived_budget(g)[field_name])
+                for label, g, _ in inp.guarantees]
+        label, got, want = _worst(rows, lambda r: abs(r[1] - r[2]) / max(abs(r[2]), 1e-300))
+        return close(got, want, 1e-12 * max(abs(want), 1e-300),
+                     detail=f"worst case {label}: the guarantee's {field_name} vs the derivation's")
+
+    return run
 
 
-def _explicit_knots_gap(tr, book: Codebook) -> float:
-    """Prop 26 built from the codes as a bare (N, d_e) tensor with the knot counts given (product_knots, gate_knots
-    and mu as derived, no eps): the same dense layers, certified eps, threshold and product certificate as the
-    transition derived from eps (docs/derivations/rnn-transition.md, "Choosing the knots"); inf if any differ."""
-    g = tr.guarantee
-    other = build_transition(book.omega.detach().clone(), g.d, g.q, eps=None, r_x=g.r_x, mu=g.mu,
-                             product_knots=g.product_knots, gate_knots=g.gate_knots)
-    h = other.guarantee
-    if (h.product_certificate, h.product_knots, h.gate_knots) != (g.product_certificate, g.product_knots, g.gate_knots):
-        return math.inf
-    gaps = [abs(h.eps - g.eps) / g.eps, abs(h.threshold - g.threshold) / g.threshold]
-    for A, B in zip(tr.layers, other.layers):
-        gaps += [float((A[k] - B[k]).abs().max()) for k in A]
-    return max(gaps) if len(tr.layers) == len(other.layers) else math.inf
+def transition_certificate_as_derived(inp: Prop26Inputs, ctx: Context) -> Verdict:
+    """Lemma 22 on an alphabet: codes whose entries all lie in {+-R} ({0, +-R}) get the exact
+    "alphabet" products with 3 (5) knots on [-2R, 2R]; any other codes the uniform certificate."""
+    got, want = [], []
+    for _, g, omega in inp.guarantees:
+        mags = omega.abs()
+        alphabet = bool(((mags == mags.max()) | (mags == 0)).all())
+        got.append((g.product_certificate, g.product_knots if alphabet else "-"))
+        want.append(
+            ("alphabet", 5 if bool((mags == 0).any()) else 3) if alphabet else ("uniform", "-")
+        )
+    return exact(
+        tuple(got), tuple(want), detail="(certificate, knots on an alphabet) per guarantee"
+    )
 
 
-def _refuses_coherence_above_half(ctx: Context) -> bool:
-    """Prop 26 needs mu <= 1/2 (Assumption 3), up to float rounding (1e-9): codes of coherence 1/2 + 1.5e-6 (a rotated
-    RS-Hadamard code with one row moved towards a neighbour's) are refused, the rotated ones at mu = 1/2 accepted."""
-    book = _rotated(rs_hadamard_codebook(64, dtype=F64), ctx.seed + 26)
-    i, j = coherence_report(book.omega).pair
-    sign = 1.0 if float(book.omega[i] @ book.omega[j]) > 0 else -1.0
-    omega = book.omega.clone()
-    omega[i] = omega[i] + 2e-6 * sign * omega[j]
-    omega[i] = omega[i] / omega[i].norm()
-    try:
-        build_transition(omega.to(ctx.device), P26_D, P26_Q, eps=P26_EPS, r_x=P26_RX)
-        return False
-    except ValueError:
-        return 1e-7 < coherence(omega) - 0.5 < 1e-5 and build_transition(book, P26_D, P26_Q, eps=P26_EPS, r_x=P26_RX) is not None
+def _curve_errors(rnn, Ns) -> list:
+    """max |h_fwd - target| on the prefixes N of tokens x_j = r_x e_1 (the sphere: the gate leaks
+    most), simple t = (N/2)."""
+    N = Ns[-1]
+    x = torch.zeros(1, N, P26_D, dtype=F64, device=rnn.omega.device)
+    x[..., 0] = P26_RX
+    t = torch.full((1, 1), N // 2, dtype=torch.long, device=x.device)
+    with torch.no_grad():
+        h = rnn.states(x, t, r_h=math.inf).h_fwd
+        tf, _ = rnn.targets(x, t)
+    return [float((h[:, :n] - tf[:, :n]).abs().max()) for n in Ns]
 
 
-def _quarter(ctx: Context):
-    """A rotated RS-Hadamard code built for mu <= 1/4 (measured mu = 1/8): approximate products, mu < 1/2."""
-    return _rotated(rs_hadamard_codebook(64, mu=0.25, dtype=F64), ctx.seed + 27).to(device=ctx.device)
+def states_within_eps(inp: Prop26Inputs, ctx: Context) -> Verdict:
+    """The transition scanned over N positions: every state within eps of its target at every
+    prefix N (the exact zeros keep the error from accumulating)."""
+    rows = []
+    for label, rnn, Ns in inp.curves:
+        errs = _curve_errors(rnn, Ns)
+        eps = rnn.transition.guarantee.eps
+        shown = ", ".join(f"N={n}: {e:.3g}" for n, e in zip(Ns, errs))
+        rows.append(
+            (
+                f"{label} ({shown})",
+                max(errs),
+                eps,
+                _transition_rounding(rnn.transition, Ns[-1], rnn.r_h),
+            )
+        )
+    label, err, eps, rnd = _worst(rows, lambda r: r[1] / r[2])
+    return at_most(err, eps, rnd, detail=f"worst curve {label}")
 
 
+class _GateOnly(Transition):
+    """A transition without its rectifying layers 3-4: every evaluation returns the gate."""
+
+    def from_inner_products(self, x, s_hat, *, rectify: bool = True):
+        return super().from_inner_products(x, s_hat, rectify=False)
+
+    def dense(self, u, *, rectify: bool = True, chunk=None):
+        return super().dense(u, rectify=False, chunk=chunk)
 
 
-def _prop26(ctx: Context) -> Outcome:
-    ok, parts, worst, nonzero, terms = True, [], 0.0, 0, []
-    guarantees, certificates = [], []
-    for k, (label, book) in enumerate(_p26_books(ctx)):
-        tr = build_transition(book, P26_D, P26_Q, eps=P26_EPS, r_x=P26_RX)
-        g = tr.guarantee
-        guarantees.append(g)
-        certificates.append(certificate_as_derived(g, book.omega))
-        r = _transition_case(tr, book, ctx, 260 + k)
-        rnd = _transition_rounding(tr)
-        terms.append(rnd)
-        norm_gap = _norms_vs_dense(tr)
-        knots_gap = _explicit_knots_gap(tr, book)
-        good = (_eps_as_asked(g, P26_EPS) and r["nonzero"] == 0 and rnd.within(r["target_err"], g.eps) and rnd.within(r["leak_ratio"] * g.threshold, g.threshold)
-                and r["dense_vs_closed"] <= 1e-9 and norm_gap <= 1e-9 and knots_gap <= 1e-12)
-        ok &= good
-        nonzero += r["nonzero"]
-        worst = max(worst, r["target_err"] / g.eps, r["leak_ratio"])
-        parts.append(f"{label} ({g.product_certificate} products, K1={g.product_knots}, K2={g.gate_knots}, b={g.threshold:.3g}): "
-                     f"{r['nonzero']} nonzero of {r['checked']} non-target outputs, target err {r['target_err']:.3g} "
-                     f"<= eps {g.eps:.4g} (asked {P26_EPS:g}), adversarial max |gate|/b off target {r['leak_ratio']:.3g}, "
-                     f"dense vs closed form {r['dense_vs_closed']:.1e} (with and without layers 3-4, as a (2, m, D) batch and on an empty one), reported layer widths and norms vs the "
-                     f"dense layers {norm_gap:.1e}, rebuilt from the bare code tensor with these knots given {knots_gap:.1e}")
-    if ctx.profile == "quick":  # the mu = 1/8 code's knots only (its transition runs in full)
-        guarantees.append(build_transition(_quarter(ctx), P26_D, P26_Q, eps=P26_EPS, r_x=P26_RX).guarantee)
-    # and where the dA budget is capped: r_x = 0.05 puts eps / (4 r_x) above 1/2 - mu (knots only)
-    guarantees.append(build_transition(_quarter(ctx), P26_D, P26_Q, eps=P26_EPS, r_x=0.05).guarantee)
-    # zero-padded RS-Hadamard codes (entries in {0, +-R}): the alphabet certificate with 5 knots (knots only), built
-    # at build_transition's default eps (0.1 = P26_EPS, documented; checked below by _eps_as_asked)
-    padded = build_codebook(64, kind="rs-hadamard", d_e=300, dtype=F64, device=ctx.device)
-    guarantees.append(build_transition(padded, P26_D, P26_Q, r_x=P26_RX).guarantee)
-    ok &= _eps_as_asked(guarantees[-1], P26_EPS)
-    certificates.append(certificate_as_derived(guarantees[-1], padded.omega) and guarantees[-1].product_knots == 5)
-    derived = [knots_as_derived(g) and budget_as_derived(g) for g in guarantees]
-    refused = _refuses_coherence_above_half(ctx)
-    ok &= refused
-    ok &= all(derived) and all(certificates)
-    parts.append(f"knots (K1, K2) chosen from eps, and the budget (delta_1, s_max, excess, threshold, eps) as "
-                 f"docs/derivations/rnn-transition.md prescribes, for these "
-                 f"codes and the rotated mu = 1/8 one (the dA branch, also at r_x = 0.05 where dA is capped at "
-                 f"1/2 - mu, and zero-padded RS-Hadamard codes: 5 knots): {derived}; codes of coherence 1/2 + 1.5e-6 "
-                 f"refused, 1/2 accepted: {refused}; the product certificate as the "
-                 f"codes' entries prescribe (alphabet {{+-R}}: 3 knots, {{0, +-R}}: 5, else uniform): {certificates}")
-    Ns, errs, eps, rnd = _state_curve(ctx, rectify=True)
-    ok &= all(rnd.within(e, eps) for e in errs)
-    worst = max(worst, max(errs) / eps)
-    parts.append("rotated N=%d states with layers 3-4: " % Ns[-1] + ", ".join(f"N={n}: {e:.3g}" for n, e in zip(Ns, errs)))
-    if ctx.profile == "gpu":  # the transition scanned over N = 1e6 positions (exact products, mu = 1/4)
-        Ns, errs, eps, rnd = _state_curve(ctx, rectify=True, Ns=P26_LONG_NS, rotate=False)
-        ok &= all(rnd.within(e, eps) for e in errs)
-        worst = max(worst, max(errs) / eps)
-        parts.append("rs-hadamard N=%d states: " % Ns[-1] + ", ".join(f"N={n}: {e:.3g} <= {eps:.4g}" for n, e in zip(Ns, errs)))
-    parts.append(f"transition {largest(terms)}; states {rnd}")
-    parts.append("value = the largest of target err/eps, adversarial |gate|/b off target and state err/eps "
-                 "(each <= 1); the nonzero count must be 0 besides")
-    return Outcome(measured=f"{nonzero} nonzero off-target outputs; max err/eps, |gate|/b {worst:.3g}",
-                   bound="0 nonzeros; err <= eps, |gate| < b", holds=ok, detail="; ".join(parts),
-                   value=worst, limit=1.0)
+def _gate_only(tr) -> Transition:
+    out = copy.copy(tr)
+    out.__class__ = _GateOnly
+    return out
 
 
-def _prop26_falsifier(ctx: Context) -> Outcome:
-    Ns, errs, eps, rnd = _state_curve(ctx, rectify=False)
-    detail = ", ".join(f"N={n}: {e:.3g}" for n, e in zip(Ns, errs))
-    return Outcome(measured=f"state err at N={Ns[-1]}: {errs[-1]:.4g}", bound=f"<= eps = {eps:.4g}",
-                   holds=all(rnd.within(e, eps) for e in errs), detail=f"without layers 3-4 (grows with N): {detail}; {rnd}",
-                   value=max(errs) / eps, limit=1.0)
+def _with_transition(rnn, tr):
+    out = copy.copy(rnn)
+    out.transition = tr
+    return out
 
 
-register(Claim(
-    id="prop-26", ref_seed="Prop 26", ref_conference="Prop 26",
-    statement="four-layer transition: output exactly 0 off target and within eps of x_i on target, "
-              "for all ||x|| <= r_x and all codeword pairs (mu = 1/2 attained; exact and approximate products)",
-    check=_prop26, falsifier=_prop26_falsifier,
-    falsifier_statement="rectifying layers 3-4 dropped: the gate leaks at pairs with <omega_i, omega_t> = 1/2 and "
-                        "the state error grows with N past eps",
-))
+def _no_rectifier(inp: Prop26Inputs, ctx: Context) -> Prop26Inputs:
+    """Layers 3-4 removed from every transition (and the scanned RNNs'): the gate leaks at pairs
+    with <omega_i, omega_t> = 1/2 and the state error grows with N past eps."""
+    cases = tuple(replace(c, transition=_gate_only(c.transition)) for c in inp.cases)
+    curves = tuple((label, _with_transition(rnn, _gate_only(rnn.transition)), Ns)
+                   for label, rnn, Ns in inp.curves)
+    return replace(inp, cases=cases, curves=curves)
+
+
+def _with_threshold(tr, b: float):
+    """A copy of the transition whose layer 3 subtracts b (its dense layers rebuilt)."""
+    out = copy.copy(tr)
+    out.threshold = b
+    out._dense, out._gate_readout = None, None
+    return out
+
+
+def _threshold_scaled(factor: float):
+    def apply(inp: Prop26Inputs, ctx: Context) -> Prop26Inputs:
+        return replace(inp, cases=tuple(replace(c, transition=_with_threshold(
+            c.transition, factor * c.transition.threshold)) for c in inp.cases))
+
+    apply.__doc__ = f"The threshold b of layer 3 scaled by {factor:g}."
+    return apply
+
+
+def _guarantees_edited(**edit):
+    """The guarantees with a slip in the record: ``edit`` maps a field to a function of the
+    guarantee."""
+
+    def apply(inp: Prop26Inputs, ctx: Context) -> Prop26Inputs:
+        out = []
+        for label, g, omega in inp.guarantees:
+            out.append((label, replace(g, **{k: f(g) for k, f in edit.items()}), omega))
+        return replace(inp, guarantees=tuple(out))
+
+    return apply
+
+
+P26_TARGET, P26_ZEROS, P26_GATE = (
+    "target error <= eps",
+    "exactly 0 off target",
+    "|gate| <= b off target",
+)
+P26_DENSE, P26_ASKED, P26_KNOTS = (
+    "dense layers = closed form",
+    "certified eps <= asked",
+    "knots as derived",
+)
+P26_CERT, P26_STATES = "product certificate as the codes prescribe", "states within eps at every N"
+P26_BUDGET = {
+    "product_error": "product error = h^2/16",
+    "inner_product_error": "delta_1 = d_e h^2/16",
+    "s_max": "s_max = 1 + nu + delta_1 + margin",
+    "non_target_excess": "excess as derived",
+    "threshold": "b = r_x min(4e, 2e + delta)",
+    "eps": "eps = b + r_x delta + 2 r_x (delta_1 + nu)",
+}
+
+register(
+    Declared(
+        id="prop-26",
+        ref=Ref("Prop 26", "Prop 26"),
+        statement="four-layer transition: output exactly 0 off target and within eps of x_i on "
+        "target, for all ||x|| <= r_x and all codeword pairs (mu = 1/2 attained; exact and "
+        "approximate products)",
+        inputs=prop26_inputs,
+        checks=[
+            Check(P26_TARGET, transition_target_error),
+            Check(P26_ZEROS, transition_zeros_off_target),
+            Check(P26_GATE, transition_gate_below_threshold),
+            Check(P26_STATES, states_within_eps),
+            Check(P26_DENSE, transition_dense_equals_closed_form),
+            Check(P26_ASKED, transition_eps_as_asked),
+            Check(P26_KNOTS, transition_knots_as_derived),
+            Check(P26_CERT, transition_certificate_as_derived),
+        ]
+        + [Check(name, _budget_check(key)) for key, name in P26_BUDGET.items()],
+        faults=[
+            Fault("rectifying layers 3-4 removed", _no_rectifier, breaks=(P26_ZEROS, P26_STATES)),
+            Fault("threshold b / 8", _threshold_scaled(0.125), breaks=(P26_GATE,)),
+            Fault("threshold 3 b", _threshold_scaled(3.0), breaks=(P26_TARGET,)),
+            Fault(
+                "s_max without the margin",
+                _guarantees_edited(s_max=lambda g: g.s_max - g.margin),
+                breaks=(P26_BUDGET["s_max"],),
+            ),
+            Fault(
+                "eps certified 1.5 times too small",
+                _guarantees_edited(eps=lambda g: g.eps / 1.5),
+                breaks=(P26_BUDGET["eps"],),
+            ),
+            Fault(
+                "one gate knot fewer",
+                _guarantees_edited(gate_knots=lambda g: g.gate_knots - 1),
+                breaks=(P26_KNOTS,),
+            ),
+            Fault(
+                "uniform certificate on alphabet codes",
+                _guarantees_edited(product_certificate=lambda g: "uniform"),
+                breaks=(P26_CERT,),
+            ),
+        ],
+        builds=(build_transition, build_rnn),
+        bounds=(derived_budget, derived_knots),
+        derivation="docs/derivations/rnn-transition.md",
+    )
+)
 
 # ---------------------------------------------------------------------- cor-27
 
 C27_D, C27_Q, C27_EPS = 4, 2, 0.1
 
 
-def _c27_build(N: int, ctx: Context, rotate: bool = False):
+@dataclass(frozen=True)
+class StateCase:
+    """An RNN on N positions, B simple-qSTR prompts in its r_x ball (prompt 0's selected tokens on
+    the sphere), and the states the scan computes for them with their targets."""
+
+    label: str
+    N: int
+    rnn: object  # RNNConstruction
+    x: torch.Tensor
+    t: torch.Tensor
+    states: object  # RNNStates
+    targets: tuple  # (forward, backward)
+
+
+def _evaluated(label: str, rnn, x: torch.Tensor, t: torch.Tensor) -> StateCase:
+    """The case with its states by the scan (at the RNN's own r_h) and their targets."""
+    with torch.no_grad():
+        return StateCase(label, x.shape[1], rnn, x, t, rnn.states(x, t), rnn.targets(x, t))
+
+
+def _c27_case(N: int, rotate: bool, k: int, ctx: Context) -> StateCase:
     book = rs_hadamard_codebook(N, dtype=F64)
-    book = (_rotated(book, ctx.seed + 270) if rotate else book).to(device=ctx.device)
-    link = make_link("teacher", C27_Q, C27_D, generator=ctx.generator(270)).to(ctx.device)
+    if rotate:
+        book = _rotated(book, ctx.generator("cor-27/rotation"))
+    book = book.to(device=ctx.device)
+    link = make_link("teacher", C27_Q, C27_D, generator=ctx.generator("cor-27/link")).to(ctx.device)
     B = 1 if rotate else max(1, min(8, ctx.pick(quick=200_000, full=1_000_000, gpu=4_000_000) // N))
-    r_x = token_radius(C27_D, N * B)
-    return book, link, build_rnn(book, C27_D, link.two_layer_net(), eps=C27_EPS, r_x=r_x), B
-
-
-def _c27_prompts(N: int, link, B: int, r_x: float, ctx: Context, salt: int):
-    task = QSTR(N=N, d=C27_D, link=link, variant="simple")
-    p = task.sample(B, generator=ctx.generator(salt, ctx.device), device=ctx.device, dtype=F64)
+    rnn = build_rnn(book, C27_D, link.two_layer_net(), eps=C27_EPS, r_x=token_radius(C27_D, N * B))
+    r_x = rnn.guarantee.r_x
+    p = QSTR(N=N, d=C27_D, link=link, variant="simple").sample(
+        B,
+        generator=ctx.generator("cor-27/prompts", k, device=ctx.device),
+        device=ctx.device,
+        dtype=F64,
+    )
     x = clip_to_ball(p.x, r_x)
-    # boundary case in prompt 0: the selected tokens on the sphere of radius r_x
     t0 = p.t[0, 0]
-    x[0, t0] = x[0, t0] / x[0, t0].norm(dim=-1, keepdim=True) * r_x
-    return x, p.t
+    x[0, t0] = x[0, t0] / x[0, t0].norm(dim=-1, keepdim=True) * r_x  # on the sphere
+    label = f"N={N} ({'rotated, ' if rotate else ''}B={B}, d_e={rnn.d_e}, mu={rnn.guarantee.mu:g})"
+    return _evaluated(label, rnn, x, p.t)
 
 
-def _state_errors(c, x, t, r_h=None):
-    st = c.states(x, t, r_h=r_h)
-    tf, tb = c.targets(x, t)
-    err = max(float((st.h_fwd - tf).abs().max()), float((st.h_bwd - tb).abs().max()))
-    nonzero = int(((tf == 0) & (st.h_fwd != 0)).sum() + ((tb == 0) & (st.h_bwd != 0)).sum())
-    return st, err, nonzero
+@dataclass(frozen=True)
+class Cor27Inputs:
+    """The state cases (RS-Hadamard codes up to N = 1e5, 1e6 on GPU, and a rotated code with
+    approximate products), and the literal module of the first case (a loop over positions)."""
+
+    cases: Tuple[StateCase, ...]
+    module: object  # DeepTransitionBiRNN of cases[0]
+    eps: float
 
 
-def _scan_vs_loop(ctx: Context) -> tuple:
-    """max |projected_prefix - the literal loop h <- P(h + F_i)| on generic F (both directions, chunk 8; and chunk 1 at
-    r_h = 2, where a chunk's test sees one position), with r_h
-    small (the projection bites at every step), in between, and infinite: the scan's validity, Cor 27. Also whether
-    the scan's count of projected steps equals the loop's (steps with ||h + F_i|| > r_h that reach a state)."""
-    F = torch.randn(3, 40, 4, generator=ctx.generator(272), dtype=F64).to(ctx.device)
-    gap, counts_ok = 0.0, True
-    for r_h, chunk in ((0.05, 8), (2.0, 8), (math.inf, 8), (2.0, 1)):  # chunk 1: one position per scan test
-        for reverse in (False, True):
-            H, active = projected_prefix(F, r_h, reverse=reverse, chunk=chunk)
-            G, h, bites = torch.zeros_like(F), torch.zeros_like(F[:, 0]), 0
-            steps = range(F.shape[1] - 1, -1, -1) if reverse else range(F.shape[1])
-            for k, i in enumerate(steps):
-                G[:, i] = h
-                v = h + F[:, i]
-                norm = torch.linalg.vector_norm(v, dim=-1, keepdim=True)
-                bites += int((norm > r_h).sum()) if k < F.shape[1] - 1 else 0  # the last update reaches no state
-                h = v * torch.clamp(r_h / norm, max=1.0)
-            gap = max(gap, float((H - G).abs().max()))
-            counts_ok &= active == bites
-    return gap, Rounding(n=F.shape[1], scale=float(F.abs().sum(1).max()), what="N eps max sum_i |F_i|"), counts_ok
+def cor27_inputs(ctx: Context) -> Cor27Inputs:
+    """Ns: 1e2 to 1e5 (1e3 to 1e6 on GPU), then the rotated code at N = 16384 (32768 in full)."""
+    Ns = ctx.pick(quick=(100, 1000, 10_000, 100_000), gpu=(1000, 10_000, 100_000, 1_000_000))
+    plan = [(N, False) for N in Ns] + [(ctx.pick(quick=16_384, full=32_768), True)]
+    cases = tuple(_c27_case(N, rotate, k, ctx) for k, (N, rotate) in enumerate(plan))
+    return Cor27Inputs(cases, cases[0].rnn.module(device=ctx.device), C27_EPS)
 
 
-def _projected_steps(F: torch.Tensor, r_h: float) -> int:
-    """Projected steps of both directions' scans on the same F (each scan's count = the literal loop's, checked by
-    :func:`_scan_vs_loop`): what ``states`` must report as projection_active."""
-    return projected_prefix(F, r_h)[1] + projected_prefix(F, r_h, reverse=True)[1]
+def _state_error(c: StateCase) -> float:
+    (tf, tb), st = c.targets, c.states
+    return max(float((st.h_fwd - tf).abs().max()), float((st.h_bwd - tb).abs().max()))
 
 
-def _cor27(ctx: Context) -> Outcome:
-    scan_gap, scan_rnd, counts_ok = _scan_vs_loop(ctx)
-    Ns = ctx.pick(quick=(100, 1000, 10_000, 100_000), full=(100, 1000, 10_000, 100_000), gpu=(1000, 10_000, 100_000, 1_000_000))
-    # the rs-hadamard series (exact products), then generic codes with mu = 1/2 attained (rotated
-    # rs-hadamard, approximate products): there the exact zeros rest on the soft threshold
-    cases = [(N, False) for N in Ns] + [(ctx.pick(quick=16_384, full=32_768), True)]
-    ok, rows, ratios = True, [], []
-    for k, (N, rotate) in enumerate(cases):
-        book, link, c, B = _c27_build(N, ctx, rotate)
-        x, t = _c27_prompts(N, link, B, c.guarantee.r_x, ctx, 271 + k)
-        st, err, nonzero = _state_errors(c, x, t)
-        eps = c.guarantee.state_eps
-        rnd = _transition_rounding(c.transition, N, c.r_h)
-        good = _eps_as_asked(c.transition.guarantee, C27_EPS) and rnd.within(err, eps) and nonzero == 0 and st.projection_active == 0
-        extra = ""
-        if k == 0:  # the literal loop of the loaded DeepTransitionBiRNN against the scan
-            m = c.module(device=ctx.device)
-            with torch.no_grad():
-                hf, hb = m.states(c.encode(x, t))
-            diff = max(float((hf - st.h_fwd).abs().max()), float((hb - st.h_bwd).abs().max()))
-            same_zeros = bool(((hf == 0) == (st.h_fwd == 0)).all() and ((hb == 0) == (st.h_bwd == 0)).all())
-            # the module's projection onto the r_h ball, made to bite: r_h halved in a copy
-            small = copy.copy(c)
-            small.r_h = 0.5 * math.sqrt(C27_Q) * c.guarantee.r_x
-            with torch.no_grad():
-                hfp, hbp = small.module(device=ctx.device).states(c.encode(x, t))
-            stp = c.states(x, t, r_h=small.r_h)
-            diff_p = max(float((hfp - stp.h_fwd).abs().max()), float((hbp - stp.h_bwd).abs().max()))
-            counted = _projected_steps(stp.direct, small.r_h)
-            good &= (diff <= 1e-9 and same_zeros and diff_p <= 1e-9 and stp.projection_active > 0
-                     and stp.projection_active == counted)
-            extra = (f", loop vs scan {diff:.1e} (zero pattern identical: {same_zeros}); with r_h = {small.r_h:.3g} "
-                     f"(projection active at {stp.projection_active} steps, both directions; forward + backward "
-                     f"scan: {counted}) loop vs scan {diff_p:.1e}")
-        ok &= good
-        ratios.append(err / eps)
-        kind = "rotated, " if rotate else ""
-        rows.append(f"N={N} ({kind}B={B}, d_e={c.d_e}, mu={c.guarantee.mu:g}): max err {err:.3g} <= eps {eps:.4g} (asked {C27_EPS:g}), "
-                    f"{nonzero} nonzero before/after target, projection active {st.projection_active}{extra}")
-    errs = ", ".join(f"{N}{' rotated' if rot else ''}: {r:.3g}" for (N, rot), r in zip(cases, ratios))
-    rows.append(f"at N={N}: {rnd}")
-    rows.append(f"scan vs literal projected loop on random F (r_h = 0.05, 2, inf; both directions): {scan_gap:.1e}, "
-                f"{scan_rnd}; its count of projected steps = the loop's: {counts_ok}")
-    ok &= scan_rnd.within(scan_gap, 0.0) and counts_ok
-    return Outcome(measured=f"max err/eps by N: {errs}", bound="<= 1 at every N", holds=ok, detail="; ".join(rows),
-                   value=max(ratios), limit=1.0)
+def states_within_state_eps(inp: Cor27Inputs, ctx: Context) -> Verdict:
+    """Cor 27: every state within eps of x_{t_l} after (before) its target, at every N."""
+    c = _worst(inp.cases, lambda c: _state_error(c) / c.rnn.guarantee.state_eps)
+    ratios = ", ".join(
+        f"{k.N}: {_state_error(k) / k.rnn.guarantee.state_eps:.3g}" for k in inp.cases
+    )
+    return at_most(_state_error(c), c.rnn.guarantee.state_eps,
+                   _transition_rounding(c.rnn.transition, c.N, c.rnn.r_h),
+                   detail=f"worst case {c.label}; err/eps by N: {ratios}")
 
 
-def _cor27_falsifier(ctx: Context) -> Outcome:
-    """r_h below sqrt(q)(r_x + sqrt(d) eps): the projection clips states carrying ||x_t|| = r_x."""
-    N = 1000
-    book, link, c, B = _c27_build(N, ctx)
-    x, t = _c27_prompts(N, link, 1, c.guarantee.r_x, ctx, 279)
-    x[0, t[0, 0]] = x[0, t[0, 0]] / x[0, t[0, 0]].norm(dim=-1, keepdim=True) * c.guarantee.r_x
-    r_h = 0.5 * math.sqrt(C27_Q) * c.guarantee.r_x
-    st, err, nonzero = _state_errors(c, x, t, r_h=r_h)
-    eps = c.guarantee.state_eps
-    rnd = _transition_rounding(c.transition, N, c.r_h)
-    return Outcome(measured=f"max err {err:.4g}", bound=f"<= eps {eps:.4g}", holds=rnd.within(err, eps) and nonzero == 0,
-                   detail=f"r_h = {r_h:.3g} < required {c.r_h:.3g}: projection active at {st.projection_active} steps; {rnd}",
-                   value=err / eps, limit=1.0)
+def states_zero_off_target(inp: Cor27Inputs, ctx: Context) -> Verdict:
+    """Cor 27: every state is exactly 0 before (after) its target."""
+    rows = []
+    for c in inp.cases:
+        (tf, tb), st = c.targets, c.states
+        rows.append(
+            (
+                c.label,
+                int(((tf == 0) & (st.h_fwd != 0)).sum() + ((tb == 0) & (st.h_bwd != 0)).sum()),
+            )
+        )
+    return exact(sum(n for _, n in rows), 0, detail="nonzero states where the target is 0: "
+                 + ", ".join(f"{a}: {n}" for a, n in rows))
 
 
-register(Claim(
-    id="cor-27", ref_seed="Cor 27", ref_conference="Cor 27",
-    statement="every hidden state is exactly 0 before (after) its target and within eps of x_{t_l} after "
-              "(before) it, for N up to 1e5 (1e6 on GPU): the error does not accumulate",
-    check=_cor27, falsifier=_cor27_falsifier,
-    falsifier_statement="r_h = sqrt(q) r_x / 2 (below the Cor 27 requirement) with tokens on the r_x sphere",
-))
+def states_projection_inactive(inp: Cor27Inputs, ctx: Context) -> Verdict:
+    """Cor 27: at r_h = sqrt(q)(r_x + sqrt(d) eps) the projection onto the r_h ball never acts."""
+    rows = [(c.label, c.states.projection_active) for c in inp.cases]
+    return exact(
+        sum(n for _, n in rows),
+        0,
+        detail="projected steps: " + ", ".join(f"{a}: {n}" for a, n in rows),
+    )
+
+
+def states_eps_as_asked(inp: Cor27Inputs, ctx: Context) -> Verdict:
+    """The transition's certified eps meets the accuracy asked for."""
+    c = _worst(inp.cases, lambda c: c.rnn.transition.guarantee.eps)
+    return at_most(c.rnn.transition.guarantee.eps, inp.eps, detail=f"largest: {c.label}")
+
+
+def _module_states(inp: Cor27Inputs):
+    c = inp.cases[0]
+    with torch.no_grad():
+        return inp.module.states(c.rnn.encode(c.x, c.t))
+
+
+def module_states_equal_scan(inp: Cor27Inputs, ctx: Context) -> Verdict:
+    """The literal module (a loop h <- P(h + f(h, z_i))) computes the scan's states (first case)."""
+    (hf, hb), st = _module_states(inp), inp.cases[0].states
+    gap = max(float((hf - st.h_fwd).abs().max()), float((hb - st.h_bwd).abs().max()))
+    return at_most(gap, 1e-9, detail=f"{inp.cases[0].label}: max |loop - scan| (absolute 1e-9)")
+
+
+def module_zeros_equal_scan(inp: Cor27Inputs, ctx: Context) -> Verdict:
+    """The literal module's states are exactly 0 where the scan's are (first case)."""
+    (hf, hb), st = _module_states(inp), inp.cases[0].states
+    differ = int(((hf == 0) != (st.h_fwd == 0)).sum() + ((hb == 0) != (st.h_bwd == 0)).sum())
+    return exact(differ, 0, detail=f"{inp.cases[0].label}: states zero in one and not the other")
+
+
+def _r_h_halved(inp: Cor27Inputs, ctx: Context) -> Cor27Inputs:
+    """r_h = sqrt(q) r_x / 2, below Cor 27's radius, at N = 1000 (tokens on the r_x sphere): the
+    projection clips the states that carry x_t."""
+    c = next(c for c in inp.cases if c.N == 1000)
+    rnn = copy.copy(c.rnn)
+    rnn.r_h = 0.5 * math.sqrt(C27_Q) * rnn.guarantee.r_x
+    return replace(inp, cases=(_evaluated(f"{c.label}, r_h = {rnn.r_h:.3g}", rnn, c.x, c.t),))
+
+
+C27_ERR, C27_ZERO, C27_PROJ = (
+    "state error <= eps at every N",
+    "exactly 0 off target",
+    "projection inactive",
+)
+C27_ASKED, C27_LOOP, C27_LOOP0 = (
+    "certified eps <= asked",
+    "module loop = scan",
+    "module zeros = scan zeros",
+)
+
+register(
+    Declared(
+        id="cor-27",
+        ref=Ref("Cor 27", "Cor 27"),
+        statement="every hidden state is exactly 0 before (after) its target and within eps of "
+        "x_{t_l} after "
+        "(before) it, for N up to 1e5 (1e6 on GPU): the error does not accumulate",
+        inputs=cor27_inputs,
+        checks=[
+            Check(C27_ERR, states_within_state_eps),
+            Check(C27_ZERO, states_zero_off_target),
+            Check(C27_PROJ, states_projection_inactive),
+            Check(C27_ASKED, states_eps_as_asked),
+            Check(C27_LOOP, module_states_equal_scan),
+            Check(C27_LOOP0, module_zeros_equal_scan),
+        ],
+        faults=[Fault("r_h = sqrt(q) r_x / 2", _r_h_halved, breaks=(C27_ERR, C27_PROJ))],
+        builds=(build_rnn,),
+        bounds=(build_rnn,),
+        derivation="docs/derivations/rnn-transition.md",
+    )
+)
 
 # ---------------------------------------------------------------------- prop-28
 
 P28_D, P28_Q, P28_EPS = 3, 2, 0.1
-
-
-def _p28_build(N: int, ctx: Context, rotate: bool = False):
-    book = rs_hadamard_codebook(N, dtype=F64)
-    book = (_rotated(book, ctx.seed + 280) if rotate else book).to(device=ctx.device)
-    link = make_link("teacher", P28_Q, P28_D, generator=ctx.generator(280)).to(ctx.device)
-    # eps left at build_rnn's default: _eps_as_asked checks that it is P28_EPS = 0.1 (the documented default)
-    return link, build_rnn(book, P28_D, link.two_layer_net(), r_x=token_radius(P28_D, 64 * N))
-
-
-def _p28_error(c, link, x, t):
-    return (c.predict(x, t) - link(gather_tokens(x, t))).abs()
-
-
-def _p28_rounding(c, N: int) -> Rounding:
-    """The state rounding term carried through g_net (Lipschitz constant Lip), plus g_net's own
-    sums (qd inputs, m units) on states of norm <= 2 r_h + r_x."""
-    states = _transition_rounding(c.transition, N, c.r_h).times(max(c.guarantee.lipschitz, 1.0), "max(1, Lip)")
-    net = c.g_net
-    scale = float(net.a.abs() @ (net.W.abs().sum(1) * (2 * c.r_h + c.guarantee.r_x) + net.b.abs()))
-    return states + Rounding(n=c.transition.d_h + net.m + 2, scale=scale,
-                             what="(qd + m + 2) eps |a|(|W| (2 r_h + r_x) + |b|)")
+P28_CLI = (16, 2, 2, 0.1)  # N, d, q, eps of the `qstr construct rnn` file checked
 
 
 def _mlp(layers: list, u: torch.Tensor) -> torch.Tensor:
-    """W_L relu(... relu(W_1 u + b_1) ...) from a list of {"W", "b"} dicts (the last without "b")."""
+    """W_L relu(... relu(W_1 u + b_1) ...) from a list of {"W", "b"} dicts (the last without
+    "b")."""
     for L in layers[:-1]:
         u = torch.relu(u @ L["W"].T + L["b"])
     return u @ layers[-1]["W"].T
@@ -811,144 +1149,275 @@ def plain_birnn(state: dict, x: torch.Tensor, t: torch.Tensor) -> tuple[torch.Te
     return _mlp(f_y, torch.cat([H_fwd, H_bwd, Z], -1)).squeeze(-1), active
 
 
-def _p28_plain(ctx: Context, fault=None) -> dict:
-    """The rotated-code RNN (approximate products: the Prop 28 error budget is spent) saved by
-    rnn_state, reloaded and run by :func:`plain_birnn` on random and adversarial simple-qSTR
-    prompts: against the scan (c.predict) within twice the Prop 28 rounding term, and against
-    the Prop 28 bound. ``fault(state, c)`` edits the state dict before it is saved (falsifier)."""
-    N, B = ctx.pick(quick=32, full=64), ctx.pick(quick=4, full=8)
-    link, c = _p28_build(N, ctx, rotate=True)
-    task = QSTR(N=N, d=P28_D, link=link, variant="simple")
-    p = task.sample(B, generator=ctx.generator(285, ctx.device), device=ctx.device, dtype=F64)
-    x = clip_to_ball(p.x, c.guarantee.r_x)
-    xa = _ball_ascent(lambda xx: _p28_error(c, link, xx, p.t), x, c.guarantee.r_x, ctx.pick(quick=10, full=40))
-    xs, ts = torch.cat([x, xa]), torch.cat([p.t, p.t])
-    state = rnn_state(c)
-    if fault is not None:
-        state = fault(state, c)
-    loaded = through_file(state)
-    with torch.no_grad():
-        y, active = plain_birnn(loaded, xs, ts)
-        diff = float((y - c.predict(xs, ts)).abs().max())
-        err = float((y - link(gather_tokens(xs, ts))).abs().max())
-    rnd = _p28_rounding(c, N)
-    bound, tol = c.guarantee.prediction_error, 2 * rnd.term
-    holds = diff <= tol and rnd.within(err, bound) and _eps_as_asked(c.transition.guarantee, P28_EPS)
-    line = (f"saved file run by a plain recurrence, N={N} (rotated, B={B} random + {B} adversarial): max |y_hat - y| "
-            f"{err:.3g} (bound {bound:.4g}), plain vs scan {diff:.1e} (allowed {tol:.1e}: twice the rounding term), "
-            f"projection active {active}")
-    return {"err": err, "bound": bound, "diff": diff, "tol": tol, "holds": holds, "line": line, "N": N}
+@dataclass(frozen=True)
+class PredictionCase:
+    """An RNN with its link g and simple-qSTR prompts in the r_x ball (adversarial rows included
+    where the label says so); ``state`` is its file saved and reloaded, where one is checked."""
+
+    label: str
+    rnn: object  # RNNConstruction
+    link: object
+    x: torch.Tensor
+    t: torch.Tensor
+    state: object = None  # dict read back from torch.save, or None
 
 
-P28_CLI = (16, 2, 2, 0.1)  # N, d, q, eps of the `qstr construct rnn` file checked
+def _p28_rnn(N: int, rotate: bool, ctx: Context):
+    book = rs_hadamard_codebook(N, dtype=F64)
+    if rotate:
+        book = _rotated(book, ctx.generator("prop-28/rotation"))
+    link = make_link("teacher", P28_Q, P28_D, generator=ctx.generator("prop-28/link")).to(
+        ctx.device
+    )
+    # eps left at build_rnn's default (0.1, documented; tests/constructions/test_recurrent.py)
+    return link, build_rnn(book.to(device=ctx.device), P28_D, link.two_layer_net(),
+                           r_x=token_radius(P28_D, 64 * N))
 
 
-def _cli_file(ctx: Context) -> tuple[bool, str]:
-    """The file `qstr construct rnn` writes (build_rnn_for_cli, torch.save) read back by load_rnn: its module on
-    rnn_encoding(x, t, model.omega) equals the built construction's scan, its link is the width-8 teacher of the
-    seed, its codes have mu <= 1/2 (Assumption 3), its certified eps <= the eps asked, and |y_hat - g(x_t)| <= the
-    Prop 28 bound on simple-qSTR prompts in the r_x ball."""
+def _p28_error(c, link, x, t) -> torch.Tensor:
+    return (c.predict(x, t) - link(gather_tokens(x, t))).abs()
+
+
+def _p28_case(N: int, rotate: bool, B: int, k: int, ctx: Context, adversarial: int = 0,
+              saved: bool = False, variant: str = "simple") -> PredictionCase:
+    """B prompts of the given qSTR variant, plus B adversarial ones when ``adversarial`` steps are
+    asked (ascent on the prediction error), and the file saved and reloaded when ``saved``."""
+    link, c = _p28_rnn(N, rotate, ctx)
+    p = QSTR(N=N, d=P28_D, link=link, variant=variant).sample(
+        B,
+        generator=ctx.generator("prop-28/prompts", k, device=ctx.device),
+        device=ctx.device,
+        dtype=F64,
+    )
+    x, t = clip_to_ball(p.x, c.guarantee.r_x), p.t
+    if adversarial:
+        xa = _ball_ascent(lambda xx: _p28_error(c, link, xx, t), x, c.guarantee.r_x, adversarial)
+        x, t = torch.cat([x, xa]), torch.cat([t, t])
+    label = f"N={N} ({'rotated, ' if rotate else ''}B={B}{' + adversarial' if adversarial else ''})"
+    return PredictionCase(label, c, link, x, t, through_file(rnn_state(c)) if saved else None)
+
+
+@dataclass(frozen=True)
+class Prop28Inputs:
+    """The RNNs on their prompts (the first with its literal module, the saved ones run by the
+    plain recurrence), and the `qstr construct rnn` file read back by load_rnn."""
+
+    cases: Tuple[PredictionCase, ...]
+    module: object  # DeepTransitionBiRNN of cases[0]
+    cli: PredictionCase  # rnn: the built construction; state: the model load_rnn returns
+    eps: float
+
+
+def _cli_case(ctx: Context) -> PredictionCase:
+    """The file `qstr construct rnn` writes (build_rnn_for_cli, torch.save) read back by load_rnn;
+    its link is the width-8 teacher of the seed, as the CLI draws it."""
     N, d, q, eps = P28_CLI
     c, state = build_rnn_for_cli(N, d, q, eps=eps, seed=ctx.seed)
     model = through_path(state, load_rnn, device=ctx.device)
-    link = make_link("teacher", q, d, generator=torch.Generator().manual_seed(ctx.seed), width=8).to(ctx.device)
-    p = QSTR(N=N, d=d, link=link, variant="simple").sample(4, generator=ctx.generator(289, ctx.device),
-                                                           device=ctx.device, dtype=F64)
-    x = clip_to_ball(p.x, c.guarantee.r_x)
-    with torch.no_grad():
-        y = model(rnn_encoding(x, p.t, model.omega))
-        diff = float((y - c.predict(x, p.t)).abs().max())
-        err = float((y - link(gather_tokens(x, p.t))).abs().max())
-        no_gate = float((plain_birnn(dict(state, output=c.output_layers_without_gate()), x, p.t)[0]
-                         - c.predict(x, p.t, output_gate=False)).abs().max())
-    cfg, bound = state["config"], c.guarantee.prediction_error
-    need = math.sqrt(q) * (c.guarantee.r_x + math.sqrt(d) * c.transition.guarantee.eps)  # Cor 27's state radius
-    ok = (diff <= 1e-9 and no_gate <= 1e-9 and _p28_rounding(c, N).within(err, bound) and c.guarantee.mu <= 0.5
-          and (cfg["N"], cfg["d"], cfg["q"]) == (N, d, q) and _eps_as_asked(c.transition.guarantee, eps)
-          and abs(c.r_h - need) <= 1e-12 * need and _refuses_small_r_h(c, need))
-    return ok, (f"`qstr construct rnn` file (N={N}, d={d}, q={q}, eps {eps:g}) through load_rnn: vs the built scan "
-                f"{diff:.1e}, max |y_hat - g(x_t)| {err:.3g} <= {bound:.4g}, mu {c.guarantee.mu:g}, certified eps "
-                f"{cfg['eps']:.4g}; r_h {c.r_h:.6g} = sqrt(q)(r_x + sqrt(d) eps), a smaller r_h refused; f_y without "
-                f"the direct term (plain recurrence) vs the scan without it {no_gate:.1e}")
+    link = make_link(
+        "teacher", q, d, generator=torch.Generator().manual_seed(ctx.seed), width=8
+    ).to(ctx.device)
+    p = QSTR(N=N, d=d, link=link, variant="simple").sample(
+        4,
+        generator=ctx.generator("prop-28/cli-prompts", device=ctx.device),
+        device=ctx.device,
+        dtype=F64,
+    )
+    return PredictionCase(f"`qstr construct rnn` file N={N} d={d} q={q}", c, link,
+                          clip_to_ball(p.x, c.guarantee.r_x), p.t, model)
 
 
-def _refuses_small_r_h(c, need: float) -> bool:
-    """build_rnn refuses r_h below Cor 27's sqrt(q)(r_x + sqrt(d) eps) (docs/derivations/rnn-transition.md) and accepts it."""
-    kw = dict(q=c.q, eps=c.transition.guarantee.eps_requested, r_x=c.guarantee.r_x)
-    try:
-        build_rnn(c.omega, c.d, c.g_net, r_h=need * (1 - 1e-6), **kw)
-        return False
-    except ValueError:
-        return build_rnn(c.omega, c.d, c.g_net, r_h=need * (1 + 1e-12), **kw).r_h >= need
-
-
-def rnn_guarantee_as_derived(c) -> bool:
-    """Prop 28's guarantee (docs/derivations/rnn-transition.md): Lip = ||a|| ||W||_op of the output net g, the state
-    error = the transition's certified eps, and the prediction error Lip sqrt(qd) eps (relative 1e-12)."""
-    g, tg = c.guarantee, c.transition.guarantee
-    lip = float(c.g_net.a.double().norm()) * float(torch.linalg.svdvals(c.g_net.W.double())[0])
-    want = lip * math.sqrt(tg.q * tg.d) * tg.eps
-    return (abs(g.lipschitz - lip) <= 1e-12 * lip and g.state_eps == tg.eps and g.r_x == tg.r_x and g.r_h == c.r_h
-            and abs(g.prediction_error - want) <= 1e-12 * want)
-
-
-def _prop28(ctx: Context) -> Outcome:
+def prop28_inputs(ctx: Context) -> Prop28Inputs:
+    """RS-Hadamard N = 64, 4096 (and 32768 or 1e6), the rotated N = 64 code (approximate products:
+    the bound is approached), and the rotated N = 32 one saved to a file with adversarial prompts.
+    """
     Ns = ctx.pick(quick=(64, 4096), full=(64, 4096, 32768), gpu=(64, 4096, 1_000_000))
-    # the rs-hadamard series (exact products, error far below the bound), then a rotated code
-    # (approximate products) where the prediction bound is actually approached
-    cases = [(N, False) for N in Ns] + [(64, True)]
-    ok, rows, worst = True, [], 0.0
-    for k, (N, rotate) in enumerate(cases):
-        link, c = _p28_build(N, ctx, rotate)
-        task = QSTR(N=N, d=P28_D, link=link, variant="simple")
-        B = max(1, min(16, 65536 // N))
-        p = task.sample(B, generator=ctx.generator(281 + k, ctx.device), device=ctx.device, dtype=F64)
-        x = clip_to_ball(p.x, c.guarantee.r_x)
-        with torch.no_grad():
-            err = float(_p28_error(c, link, x, p.t).max())
-        extra = ""
-        if k == 0:
-            m = c.module(device=ctx.device)
-            with torch.no_grad():
-                y_loop = m(c.encode(x, p.t))
-                diff = float((y_loop - c.predict(x, p.t)).abs().max())
-            xa = _ball_ascent(lambda xx: _p28_error(c, link, xx, p.t), x, c.guarantee.r_x,
-                              ctx.pick(quick=20, full=80))
-            with torch.no_grad():
-                err = max(err, float(_p28_error(c, link, xa, p.t).max()))
-            # the saved model, as `qstr construct rnn` writes it, reloaded and run by module_from_state
-            # and by the plain recurrence (against the module's outputs)
-            loaded = through_file(rnn_state(c))
-            m2 = module_from_state(loaded, device=ctx.device)
-            with torch.no_grad():
-                diff_saved = float((m2(c.encode(x, p.t)) - c.predict(x, p.t)).abs().max())
-                diff_plain = float((plain_birnn(loaded, x, p.t)[0] - y_loop.reshape(B, N)).abs().max())
-            tol_plain = 2 * _p28_rounding(c, N).term
-            ok &= diff <= 1e-9 and diff_saved <= 1e-9 and diff_plain <= tol_plain
-            extra = (f", loaded module vs scan {diff:.1e}, saved+reloaded vs scan {diff_saved:.1e}, plain recurrence "
-                     f"on the saved file vs module {diff_plain:.1e} (allowed {tol_plain:.1e}), adversarial included")
-        bound = c.guarantee.prediction_error
-        rnd = _p28_rounding(c, N)
-        ok &= rnd.within(err, bound) and _eps_as_asked(c.transition.guarantee, P28_EPS) and rnn_guarantee_as_derived(c)
-        worst = max(worst, err / bound)
-        rows.append(f"N={N} ({'rotated, ' if rotate else ''}B={B}): max |y_hat - y| {err:.3g} <= {bound:.4g} = Lip {c.guarantee.lipschitz:.3g} "
-                    f"sqrt(qd) eps {c.guarantee.state_eps:.3g} (asked {P28_EPS:g}; Lip = ||a|| ||W||_op of g and the "
-                    f"bound as derived: {rnn_guarantee_as_derived(c)}){extra}")
-    rows.append(f"at N={N}: {rnd}")
-    plain = _p28_plain(ctx)
-    ok &= plain["holds"]
-    cli_ok, cli_line = _cli_file(ctx)
-    ok &= cli_ok
-    rows.append(cli_line)
-    worst = max(worst, plain["err"] / plain["bound"])
-    rows.append(f"{plain['line']} (rounding term at N={plain['N']}: {plain['tol'] / 2:.2g})")
-    return Outcome(measured=f"max err/bound {worst:.3g}; plain recurrence vs scan {plain['diff']:.1e}", bound="<= 1",
-                   holds=ok, detail="; ".join(rows), value=worst, limit=1.0)
+    steps = ctx.pick(quick=20, full=80)
+    cases = [
+        _p28_case(
+            N,
+            False,
+            max(1, min(16, 65536 // N)),
+            k,
+            ctx,
+            adversarial=steps if k == 0 else 0,
+            saved=k == 0,
+        )
+        for k, N in enumerate(Ns)
+    ]
+    cases.append(_p28_case(64, True, 16, len(Ns), ctx))
+    cases.append(
+        _p28_case(
+            ctx.pick(quick=32, full=64),
+            True,
+            ctx.pick(quick=4, full=8),
+            len(Ns) + 1,
+            ctx,
+            adversarial=ctx.pick(quick=10, full=40),
+            saved=True,
+        )
+    )
+    return Prop28Inputs(
+        tuple(cases), cases[0].rnn.module(device=ctx.device), _cli_case(ctx), P28_EPS
+    )
+
+
+def _p28_rounding(c, N: int) -> Rounding:
+    """The state rounding term carried through g_net (Lipschitz constant Lip), plus g_net's own
+    sums (qd inputs, m units) on states of norm <= 2 r_h + r_x."""
+    states = _transition_rounding(c.transition, N, c.r_h).times(
+        max(c.guarantee.lipschitz, 1.0), "max(1, Lip)"
+    )
+    net = c.g_net
+    scale = float(net.a.abs() @ (net.W.abs().sum(1) * (2 * c.r_h + c.guarantee.r_x) + net.b.abs()))
+    return states + Rounding(n=c.transition.d_h + net.m + 2, scale=scale,
+                             what="(qd + m + 2) eps |a|(|W| (2 r_h + r_x) + |b|)")
+
+
+def _errors(inp: Prop28Inputs):
+    """(label, max |y_hat - g(x_t)|, construction): the scan on every case and the CLI file's module
+    (the saved files' plain recurrence equals the scan: :func:`plain_recurrence_equals_scan`)."""
+    rows = []
+    with torch.no_grad():
+        for c in inp.cases:
+            y_t = c.link(gather_tokens(c.x, c.t))
+            rows.append((c.label, float((c.rnn.predict(c.x, c.t) - y_t).abs().max()), c.rnn))
+        k = inp.cli
+        y = k.state(rnn_encoding(k.x, k.t, k.state.omega))
+        rows.append((k.label, float((y - k.link(gather_tokens(k.x, k.t))).abs().max()), k.rnn))
+    return rows
+
+
+def prediction_within_bound(inp: Prop28Inputs, ctx: Context) -> Verdict:
+    """Prop 28: |y_hat_i - g(x_t)| <= ||a|| ||W||_op sqrt(qd) eps at every position."""
+    rows = _errors(inp)
+    label, err, c = _worst(rows, lambda r: r[1] / r[2].guarantee.prediction_error)
+    return at_most(
+        err,
+        c.guarantee.prediction_error,
+        _p28_rounding(c, c.N),
+        detail=f"worst case {label}; err/bound: "
+        + ", ".join(f"{a}: {e / k.guarantee.prediction_error:.3g}" for a, e, k in rows),
+    )
+
+
+def module_equals_scan(inp: Prop28Inputs, ctx: Context) -> Verdict:
+    """The literal module (nn.Linear layers, a loop over positions) predicts what the scan does."""
+    c = inp.cases[0]
+    with torch.no_grad():
+        gap = float(
+            (inp.module(c.rnn.encode(c.x, c.t)).reshape(c.x.shape[:2]) - c.rnn.predict(c.x, c.t))
+            .abs()
+            .max()
+        )
+    return at_most(gap, 1e-9, detail=f"{c.label}: max |module - scan| (absolute 1e-9)")
+
+
+def saved_module_equals_scan(inp: Prop28Inputs, ctx: Context) -> Verdict:
+    """The first case's file reloaded by module_from_state, and the CLI's through load_rnn, predict
+    what the construction's scan does."""
+    c, rows = inp.cases[0], []
+    with torch.no_grad():
+        y = module_from_state(c.state, device=ctx.device)(c.rnn.encode(c.x, c.t)).reshape(
+            c.x.shape[:2]
+        )
+        rows.append((c.label, float((y - c.rnn.predict(c.x, c.t)).abs().max())))
+        k = inp.cli
+        y = k.state(rnn_encoding(k.x, k.t, k.state.omega)).reshape(k.x.shape[:2])
+        rows.append((k.label, float((y - k.rnn.predict(k.x, k.t)).abs().max())))
+    label, gap = _worst(rows, lambda r: r[1])
+    return at_most(
+        gap, 1e-9, detail=f"worst case {label}: max |reloaded module - scan| (absolute 1e-9)"
+    )
+
+
+def plain_recurrence_equals_scan(inp: Prop28Inputs, ctx: Context) -> Verdict:
+    """Each saved file, run by a plain recurrence from its tensors alone (docs/formats.md),
+    predicts what the scan does, within twice the Prop 28 rounding term."""
+    rows = []
+    with torch.no_grad():
+        for c in inp.cases:
+            if c.state is not None:
+                gap = float(
+                    (plain_birnn(c.state, c.x, c.t)[0] - c.rnn.predict(c.x, c.t)).abs().max()
+                )
+                rows.append((c.label, gap, _p28_rounding(c.rnn, c.rnn.N).times(2.0, "2")))
+    label, gap, rnd = _worst(rows, lambda r: r[1] / r[2].term)
+    return at_most(gap, 0.0, rnd, detail=f"worst case {label}: max |plain recurrence - scan|")
+
+
+def _constructions(inp: Prop28Inputs):
+    return [(c.label, c.rnn) for c in inp.cases] + [(inp.cli.label, inp.cli.rnn)]
+
+
+def prediction_eps_as_asked(inp: Prop28Inputs, ctx: Context) -> Verdict:
+    """The transitions' certified eps meets the accuracy asked for (the CLI's too)."""
+    label, c = _worst(_constructions(inp), lambda r: r[1].transition.guarantee.eps)
+    return at_most(c.transition.guarantee.eps, inp.eps, detail=f"largest: {label}")
+
+
+def net_lipschitz(c) -> float:
+    """||a|| ||W||_op of the output net g (Prop 28's Lipschitz constant)."""
+    return float(c.g_net.a.double().norm()) * float(torch.linalg.svdvals(c.g_net.W.double())[0])
+
+
+def prediction_bound(c) -> float:
+    """Prop 28's bound Lip sqrt(qd) eps, eps the transition's certified one."""
+    tg = c.transition.guarantee
+    return net_lipschitz(c) * math.sqrt(tg.q * tg.d) * tg.eps
+
+
+def _derived_close(name: str, measured, derived):
+    """The check that each construction's ``measured(c)`` is ``derived(c)`` (relative 1e-12)."""
+
+    def run(inp: Prop28Inputs, ctx: Context) -> Verdict:
+        rows = [(label, measured(c), derived(c)) for label, c in _constructions(inp)]
+        label, got, want = _worst(rows, lambda r: abs(r[1] - r[2]) / max(abs(r[2]), 1e-300))
+        return close(got, want, 1e-12 * abs(want), detail=f"worst case {label}: {name}")
+
+    return run
+
+
+def state_radius(c) -> float:
+    """Cor 27's state radius sqrt(q)(r_x + sqrt(d) eps) (docs/derivations/rnn-transition.md)."""
+    return math.sqrt(c.q) * (c.guarantee.r_x + math.sqrt(c.d) * c.transition.guarantee.eps)
+
+
+def _general_prompts(inp: Prop28Inputs, ctx: Context) -> Prop28Inputs:
+    """General qSTR prompts (a fresh t_i per position) through the simple-qSTR construction: the
+    states add up x_j at positions j = t_{j,l}, which says nothing about position i's own tuple."""
+    cases = []
+    for k, c in enumerate(inp.cases):
+        B = c.x.shape[0]
+        p = QSTR(N=c.rnn.N, d=P28_D, link=c.link, variant="general").sample(
+            B,
+            generator=ctx.generator("prop-28/general", k, device=ctx.device),
+            device=ctx.device,
+            dtype=F64,
+        )
+        cases.append(replace(c, x=clip_to_ball(p.x, c.rnn.guarantee.r_x), t=p.t, state=None))
+    return replace(inp, cases=tuple(cases))
+
+
+def _saved_edited(edit):
+    """The saved files with an export mistake: ``edit(state, construction)`` returns the new
+    dict."""
+
+    def apply(inp: Prop28Inputs, ctx: Context) -> Prop28Inputs:
+        return replace(
+            inp,
+            cases=tuple(
+                c if c.state is None else replace(c, state=edit(dict(c.state), c.rnn))
+                for c in inp.cases
+            ),
+        )
+
+    return apply
 
 
 def _layer1_in_zh_order(state: dict, c) -> dict:
-    """An export mistake: layer 1 of both transitions written with its columns in the order (z, h)
-    (a module that concatenates (z, h)), while the file's layout is u = (h, z)."""
+    """Layer 1 of both transitions written with its columns in the order (z, h) (a module that
+    concatenates (z, h)), while the file's layout is u = (h, z)."""
     d_h = c.transition.d_h
     for key in ("forward_transition", "backward_transition"):
         first = dict(state[key][0])
@@ -957,36 +1426,75 @@ def _layer1_in_zh_order(state: dict, c) -> dict:
     return state
 
 
-def _prop28_falsifier(ctx: Context) -> Outcome:
-    """Two mistakes, each must break the check: (1) the same RNN on general qSTR prompts (a fresh
-    t_i per position): the states add up x_j at positions j = t_{j,l}, which says nothing about
-    position i's own tuple; (2) the saved file with layer 1 in (z, h) order, run by the plain
-    recurrence."""
-    N = 64
-    link, c = _p28_build(N, ctx)
-    task = QSTR(N=N, d=P28_D, link=link, variant="general")
-    p = task.sample(16, generator=ctx.generator(289, ctx.device), device=ctx.device, dtype=F64)
-    x = clip_to_ball(p.x, c.guarantee.r_x)
-    with torch.no_grad():
-        err = float(_p28_error(c, link, x, p.t).max())
-    bound = c.guarantee.prediction_error
-    rnd = _p28_rounding(c, N)
-    saved = _p28_plain(ctx, fault=_layer1_in_zh_order)
-    ratio = min(err / bound, saved["err"] / saved["bound"])
-    return Outcome(measured=f"general prompts: max |y_hat - y| {err:.4g}; (z, h) file: {saved['err']:.4g} "
-                            f"(plain vs scan {saved['diff']:.3g})",
-                   bound=f"<= {bound:.4g}; <= {saved['bound']:.4g}", holds=rnd.within(err, bound) or saved["holds"],
-                   detail=f"general qSTR prompts (t_i drawn per position) through the simple-qSTR construction; {rnd}; "
-                          f"layer-1 columns of both transitions written as (z, h): {saved['line']}",
-                   value=ratio, limit=1.0)
+def _without_direct_term(state: dict, c) -> dict:
+    """The output net written without f(z_i): g(h_fwd + h_bwd) misses x_{t_l} at i = t_l."""
+    state["output"] = [dict(L) for L in c.output_layers_without_gate()]
+    return state
 
 
-register(Claim(
-    id="prop-28", ref_seed="Prop 28", ref_conference="Prop 28",
-    statement="end-to-end RNN on simple-qSTR: |y_hat_i - g_net(x_t)| <= ||a_g|| ||W_g|| sqrt(qd) eps at every "
-              "position (random, adversarial tokens in the r_x ball; literal module == scan; the saved file run by a "
-              "plain recurrence == scan, within the bound)",
-    check=_prop28, falsifier=_prop28_falsifier,
-    falsifier_statement="general (non-simple) qSTR prompts through the same weights must break the bound, and so "
-                        "must the saved file with layer-1 columns written in the order (z, h) (the file says u = (h, z))",
-))
+def _lipschitz_doubled(inp: Prop28Inputs, ctx: Context) -> Prop28Inputs:
+    """Each guarantee records twice the Lipschitz constant of g."""
+    cases = []
+    for c in inp.cases:
+        rnn = copy.copy(c.rnn)
+        rnn.guarantee = replace(rnn.guarantee, lipschitz=2 * rnn.guarantee.lipschitz)
+        cases.append(replace(c, rnn=rnn))
+    return replace(inp, cases=tuple(cases))
+
+
+P28_ERR = "|y_hat - g(x_t)| <= Lip sqrt(qd) eps"
+P28_LOOP, P28_SAVED, P28_PLAIN = (
+    "module = scan",
+    "reloaded files = scan",
+    "plain recurrence on the file = scan",
+)
+P28_ASKED, P28_LIP, P28_BOUND = (
+    "certified eps <= asked",
+    "Lip = ||a|| ||W||_op",
+    "bound = Lip sqrt(qd) eps",
+)
+P28_RH = "r_h = sqrt(q)(r_x + sqrt(d) eps)"
+
+register(
+    Declared(
+        id="prop-28",
+        ref=Ref("Prop 28", "Prop 28"),
+        statement="end-to-end RNN on simple-qSTR: |y_hat_i - g_net(x_t)| <= ||a_g|| ||W_g|| "
+        "sqrt(qd) eps at every position (random, adversarial tokens in the r_x ball; literal "
+        "module == scan; the saved file run by a "
+        "plain recurrence == scan, within the bound)",
+        inputs=prop28_inputs,
+        checks=[
+            Check(P28_ERR, prediction_within_bound),
+            Check(P28_LOOP, module_equals_scan),
+            Check(P28_SAVED, saved_module_equals_scan),
+            Check(P28_PLAIN, plain_recurrence_equals_scan),
+            Check(P28_ASKED, prediction_eps_as_asked),
+            Check(P28_LIP, _derived_close("Lip", lambda c: c.guarantee.lipschitz, net_lipschitz)),
+            Check(
+                P28_BOUND,
+                _derived_close("bound", lambda c: c.guarantee.prediction_error, prediction_bound),
+            ),
+            Check(P28_RH, _derived_close("r_h", lambda c: c.r_h, state_radius)),
+        ],
+        faults=[
+            Fault("general qSTR prompts", _general_prompts, breaks=(P28_ERR,)),
+            Fault(
+                "saved layer 1 in (z, h) order",
+                _saved_edited(_layer1_in_zh_order),
+                breaks=(P28_PLAIN,),
+            ),
+            Fault(
+                "saved output without the direct term",
+                _saved_edited(_without_direct_term),
+                breaks=(P28_PLAIN,),
+            ),
+            Fault(
+                "Lipschitz constant doubled in the guarantee", _lipschitz_doubled, breaks=(P28_LIP,)
+            ),
+        ],
+        builds=(build_rnn, rnn_state, build_rnn_for_cli),
+        bounds=(prediction_bound, net_lipschitz, state_radius),
+        derivation="docs/derivations/rnn-transition.md",
+    )
+)
