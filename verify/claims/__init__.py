@@ -9,7 +9,7 @@ from qstr.verify.claims import (  # noqa: F401  (they register)
     setup, auxiliary, transformer, export, experiments, feedforward, recurrent, rnn_lower,
 )
 from qstr.verify import registry
-from qstr.verify.registry import PROFILES, Claim
+from qstr.verify.registry import PROFILES, REGISTRY, Claim  # noqa: F401  (REGISTRY: for imports)
 
 
 def all_claims() -> Dict[str, Claim]:
