@@ -10,7 +10,7 @@ CTX = Context(profile="quick")
 
 
 def test_lemma39_checks_hold_and_the_swapped_exponents_break_both():
-    """Lemma 39: lhs/rhs <= 1 everywhere and = 1 at the equality case; the swapped form fails both."""
+    """Lemma 39: lhs/rhs <= 1 everywhere, = 1 at the equality case; the swapped form fails both."""
     claim = all_claims()["lemma-39"]
     inp = claim.inputs(CTX)
     bound = claim.check("lhs <= rhs").run(inp, CTX)
