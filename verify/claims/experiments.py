@@ -4,8 +4,9 @@ models compute what they are documented to."""
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass, replace
-from typing import Dict
+from typing import Callable, Dict
 
 import torch
 
@@ -132,14 +133,36 @@ EM_H, EM_REACH = 16, 1e-6  # hidden size of the GRU that is run; least reach of 
 F64 = torch.float64
 
 
+def gru_step(gi, gh, h: torch.Tensor) -> torch.Tensor:
+    """One GRU step from the input and hidden gate pre-activations (r, u, n chunks):
+    r, u = sigmoid(.), n = tanh(W_n z + b_n + r (U_n h + c_n)), h' = (1 - u) n + u h."""
+    r, u = torch.sigmoid(gi[0] + gh[0]), torch.sigmoid(gi[1] + gh[1])
+    return (1 - u) * torch.tanh(gi[2] + r * gh[2]) + u * h
+
+
+def merged_qk(Wq: torch.Tensor, Wk: torch.Tensor, q: int, D: int) -> torch.Tensor:
+    """A_h = Q_h^T K_h / sqrt(D_e), Q_h the sum of head h's q query tiles (Appendix A.1)."""
+    Q = Wq.reshape(q, D, q, D).sum(2)
+    return Q.transpose(1, 2) @ Wk.reshape(q, D, D) / math.sqrt(D)
+
+
+def vec_tokens(Z: torch.Tensor) -> torch.Tensor:
+    """vec(z_1, ..., z_N): the tokens one after another, (B, N D_e)."""
+    return torch.cat(list(Z.unbind(1)), -1)
+
+
 @dataclass(frozen=True)
 class ModelsInputs:
-    """Figure 1's Transformer, a bidirectional GRU, the encoded FFN (float64) and tokens Z."""
+    """Figure 1's Transformer, a bidirectional GRU, the encoded FFN (float64) and tokens Z; the
+    published equations they are compared with (GRU step, merged W_QK, vec of the tokens)."""
 
     transformer: PracticalTransformer
     rnn: PracticalRNN
     encoded: EncodedFFN
     Z: torch.Tensor
+    gru_step: Callable  # h' from the gate pre-activations
+    merged_qk: Callable[[torch.Tensor, torch.Tensor, int, int], torch.Tensor]  # A_h, (q, D, D)
+    vec: Callable[[torch.Tensor], torch.Tensor]  # (B, N, D_e) -> (B, N D_e)
 
 
 def models_inputs(ctx: Context) -> ModelsInputs:
@@ -153,20 +176,18 @@ def models_inputs(ctx: Context) -> ModelsInputs:
                           dtype=F64)
     encoded = EncodedFFN(N, D_e, generator=gen("encoded"), dtype=F64)
     Z = torch.randn(2, N, D_e, generator=gen("Z"), dtype=F64)
-    return ModelsInputs(tr, rnn, encoded, Z)
+    return ModelsInputs(tr, rnn, encoded, Z, gru_step, merged_qk, vec_tokens)
 
 
-def gru_reference(rnn: torch.nn.GRU, readout: torch.nn.Linear, Z: torch.Tensor) -> torch.Tensor:
-    """y_i = readout(h_fwd_i, h_bwd_i), both directions having read z_i, from the GRU equations:
-    r, u = sigmoid(.), n = tanh(W_n z + b_n + r (U_n h + c_n)), h' = (1 - u) n + u h."""
+def gru_reference(rnn: torch.nn.GRU, readout: torch.nn.Linear, Z: torch.Tensor,
+                  step: Callable = gru_step) -> torch.Tensor:
+    """y_i = readout(h_fwd_i, h_bwd_i), both directions having read z_i, h' = step(gates, h)."""
     def run(sfx, order):
         W, U = getattr(rnn, "weight_ih_l0" + sfx), getattr(rnn, "weight_hh_l0" + sfx)
         b, c = getattr(rnn, "bias_ih_l0" + sfx), getattr(rnn, "bias_hh_l0" + sfx)
         h, out = Z.new_zeros(Z.shape[0], rnn.hidden_size), [None] * Z.shape[1]
         for i in order:
-            gi, gh = (Z[:, i] @ W.T + b).chunk(3, -1), (h @ U.T + c).chunk(3, -1)
-            r, u = torch.sigmoid(gi[0] + gh[0]), torch.sigmoid(gi[1] + gh[1])
-            h = (1 - u) * torch.tanh(gi[2] + r * gh[2]) + u * h
+            h = step((Z[:, i] @ W.T + b).chunk(3, -1), (h @ U.T + c).chunk(3, -1), h)
             out[i] = h
         return torch.stack(out, 1)
 
@@ -187,7 +208,7 @@ def gru_matches_equations(inp: ModelsInputs, ctx: Context) -> Verdict:
     """Figure 1's bidirectional GRU computes the GRU equations in both directions."""
     rnn = inp.rnn
     with torch.no_grad():
-        ref = gru_reference(rnn.rnn, rnn.readout, inp.Z)
+        ref = gru_reference(rnn.rnn, rnn.readout, inp.Z, inp.gru_step)
         gap = _gap(rnn(inp.Z), ref)
     rnd = _rounding(inp.Z.shape[1] * (rnn.D_in + 2 * EM_H), ref, "N (D_in + 2H) eps (|y|max + 1)")
     return at_most(gap, 0.0, rnd, detail=f"hidden {EM_H}, N={inp.Z.shape[1]}")
@@ -212,9 +233,8 @@ def attention_is_softmax(inp: ModelsInputs, ctx: Context) -> Verdict:
     Wq, Wk, _ = tr.projection_weights()
     D = tr.D_e
     with torch.no_grad():
-        Q = Wq.reshape(tr.q, D, tr.q, D).sum(2)  # head h's query of the q tiled copies of z
-        A = Q.transpose(1, 2) @ Wk.reshape(tr.q, D, D)
-        ref = torch.softmax(torch.einsum("bid,hde,bje->bhij", inp.Z, A / D ** 0.5, inp.Z), -1)
+        A = inp.merged_qk(Wq, Wk, tr.q, D)
+        ref = torch.softmax(torch.einsum("bid,hde,bje->bhij", inp.Z, A, inp.Z), -1)
         gap = _gap(tr.attention(inp.Z), ref)
     rnd = Rounding(n=2 * tr.q * D + inp.Z.shape[1], scale=1.0, what="(2 q D_e + N) eps")
     return at_most(gap, 0.0, rnd, detail=f"q={tr.q} heads, D_e={D}")
@@ -224,7 +244,7 @@ def encoded_ffn_is_mlp(inp: ModelsInputs, ctx: Context) -> Verdict:
     """The encoded FFN is the published MLP on vec(z_1, ..., z_N), layer by layer."""
     net = inp.encoded.net
     with torch.no_grad():
-        u = torch.cat(list(inp.Z.unbind(1)), -1)
+        u = inp.vec(inp.Z)
         lins = [m for m in net if isinstance(m, torch.nn.Linear)]
         for L in lins[:-1]:
             u = torch.relu(u @ L.weight.T + L.bias)
@@ -244,6 +264,35 @@ def _unidirectional(inp: ModelsInputs, ctx: Context) -> ModelsInputs:
     return replace(inp, rnn=rnn)
 
 
+def _update_swapped(inp: ModelsInputs, ctx: Context) -> ModelsInputs:
+    """The GRU equations ported with the other update convention: h' = u n + (1 - u) h."""
+    def step(gi, gh, h):
+        r, u = torch.sigmoid(gi[0] + gh[0]), torch.sigmoid(gi[1] + gh[1])
+        return u * torch.tanh(gi[2] + r * gh[2]) + (1 - u) * h
+    return replace(inp, gru_step=step)
+
+
+def _gates_in_keras_order(inp: ModelsInputs, ctx: Context) -> ModelsInputs:
+    """torch's gate chunks (r, u, n) read in Keras's order (u, r, n)."""
+    return replace(inp, gru_step=lambda gi, gh, h: gru_step((gi[1], gi[0], gi[2]),
+                                                            (gh[1], gh[0], gh[2]), h))
+
+
+def _unscaled(inp: ModelsInputs, ctx: Context) -> ModelsInputs:
+    """Logits z_i^T Q^T K z_j without the 1/sqrt(D_e) of scaled dot-product attention."""
+    return replace(inp, merged_qk=lambda Wq, Wk, q, D: merged_qk(Wq, Wk, q, D) * math.sqrt(D))
+
+
+def _keys_queries_swapped(inp: ModelsInputs, ctx: Context) -> ModelsInputs:
+    """Queries read from the key weights and keys from the query's: A_h transposed."""
+    return replace(inp, merged_qk=lambda Wq, Wk, q, D: merged_qk(Wq, Wk, q, D).transpose(1, 2))
+
+
+def _vec_by_coordinates(inp: ModelsInputs, ctx: Context) -> ModelsInputs:
+    """vec taken column by column (coordinate-major) where the FFN reads token by token."""
+    return replace(inp, vec=lambda Z: Z.transpose(1, 2).flatten(1))
+
+
 GRU, REACH = "GRU = its equations", "GRU reaches both ends"
 ATTENTION, ENCODED = "attention = softmax(z^T A z)", "encoded FFN = MLP(vec z)"
 
@@ -255,7 +304,15 @@ register(Claim(
     inputs=models_inputs,
     checks=[Check(GRU, gru_matches_equations), Check(REACH, gru_reaches_both_ends),
             Check(ATTENTION, attention_is_softmax), Check(ENCODED, encoded_ffn_is_mlp)],
-    faults=[Fault("backward GRU silenced (unidirectional)", _unidirectional, breaks=(REACH,))],
-    builds=(build_practical, EncodedFFN),
+    faults=[Fault("backward GRU silenced (unidirectional)", _unidirectional, breaks=(REACH,)),
+            Fault("GRU update convention swapped: h' = u n + (1 - u) h", _update_swapped,
+                  breaks=(GRU,)),
+            Fault("GRU gates read in Keras's order (u, r, n)", _gates_in_keras_order,
+                  breaks=(GRU,)),
+            Fault("attention logits without 1/sqrt(D_e)", _unscaled, breaks=(ATTENTION,)),
+            Fault("keys and queries swapped", _keys_queries_swapped, breaks=(ATTENTION,)),
+            Fault("tokens read coordinate-major (vec of Z^T)", _vec_by_coordinates,
+                  breaks=(ENCODED,))],
+    builds=(build_practical, EncodedFFN), bounds=(gru_reference, gru_step, merged_qk, vec_tokens),
     derivation="docs/experiments.md",
 ))

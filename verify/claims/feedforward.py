@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Callable, Tuple
+from typing import Callable, List, Tuple
 
 import torch
 
@@ -37,6 +37,12 @@ MC_HALFWIDTH = 0.05    # an informative Monte Carlo: z stderr at most this
 def slipped_floor(n: int, N: int, d: int) -> float:
     """A slipped Theorem 6 floor max(0, 1 - n/d): the sequence length forgotten."""
     return max(0.0, 1.0 - n / d)
+
+
+def gd_decay(trace: FFNTrace) -> List[float]:
+    """prod_k (1 - eta_k lambda) ||W_perp(0)||_F at the recorded steps: the exact GD law of the
+    off-span part (theorem6.md section 1)."""
+    return trace.predicted_perp
 
 
 @dataclass(frozen=True)
@@ -84,13 +90,16 @@ class Thm6Inputs:
     averaged: Tuple[BayesRiskEstimate, ...]  # (b) u averaged, one per config
     fixed: Tuple[Tuple[BayesRiskEstimate, ...], ...]  # (b) u of the config's first model
     edge: BayesRiskEstimate                  # (b) n = N d
-    transformer: Tuple[Tuple[float, float], ...]  # (c) Lemma 11 risk (mean, se) per config
+    lemma11s: Tuple[object, ...]  # (c) the Lemma 11 Construction per config
+    transformer: Tuple[Tuple[float, float], ...]  # (c) its risk (mean, se) per config
     min_norm: Tuple[MinNormDraws, ...]
     z: float                 # per-test critical value (Bonferroni over the family)
     test_samples: int        # of each FFN test risk
     mc_samples: int
     risk_floor: Callable[[int, int, int], float]         # Theorem 6's floor 1 - n/(N d)
     span_distance: Callable[[torch.Tensor, torch.Tensor], float]  # ||W Pi||_F / ||W||_F
+    floor_u: Callable[[torch.Tensor, torch.Tensor, int], float]  # floor_for_direction(V, u, N)
+    decay_law: Callable[[FFNTrace], List[float]]  # the off-span norm predicted at each record
 
 
 def _configs(ctx: Context) -> Tuple[Config, ...]:
@@ -122,11 +131,16 @@ def _train(cfg: Config, i: int, ctx: Context, steps: int, test: int) -> Tuple[Tr
     return tuple(out)
 
 
-def transformer_risk(cfg: Config, u: torch.Tensor, samples: int, generator: torch.Generator):
-    """Test risk (mean, se) of the Lemma 11 construction for g(x) = <u, x> on simple-1STR."""
+def transformer_for(cfg: Config, u: torch.Tensor):
+    """The Lemma 11 construction for g(x) = <u, x> at eps = 0.01 (theorem6.md section 3)."""
     link = Linear(q=1, d=D_TOKEN, u=u[None])
-    built = lemma11(cfg.N, D_TOKEN, 1, link.two_layer_net(), eps=L11_EPS,
-                    r_x=lemma12_radius(D_TOKEN, max(cfg.n, 2), cfg.N), device=u.device)
+    return lemma11(cfg.N, D_TOKEN, 1, link.two_layer_net(), eps=L11_EPS,
+                   r_x=lemma12_radius(D_TOKEN, max(cfg.n, 2), cfg.N), device=u.device)
+
+
+def transformer_risk(built, cfg: Config, u: torch.Tensor, samples: int,
+                     generator: torch.Generator) -> Tuple[float, float]:
+    """Test risk (mean, se) of a Lemma 11 construction for g(x) = <u, x> on simple-1STR."""
     data = simple_1str_data(samples, cfg.N, D_TOKEN, u, generator=generator)
     t = data.t[:, :, None].expand(samples, cfg.N, 1).contiguous()
     with torch.no_grad():
@@ -188,18 +202,35 @@ def thm6_inputs(ctx: Context) -> Thm6Inputs:
                                       generator=gen("fixed-u", i, sx))
                         for sx in (True, False)) for i, tr in enumerate(first))
     N0 = configs[0].N  # n = N d training inputs span R^{N d}: no risk left
-    edge = mc_bayes_risk_from_training(N0 * D_TOKEN, N0, D_TOKEN, samples=1000,
-                                       generator=gen("edge"))
-    T = ctx.pick(quick=2000, full=20000)
-    transformer = tuple(transformer_risk(tr.cfg, tr.u, T, gen("transformer", tr.cfg.N))
-                        for tr in first)
+    edge = _edge(N0 * D_TOKEN, N0, ctx)
+    lemma11s = tuple(transformer_for(tr.cfg, tr.u) for tr in first)
+    transformer = _transformer_risks(lemma11s, first, ctx)
     K, seen, mn = ctx.pick(quick=3000, full=10000), set(), []
     for i, cfg in enumerate(configs):  # (d) depends on (N, n) only
         if (cfg.N, cfg.n) not in seen:
             seen.add((cfg.N, cfg.n))
             mn.append(_min_norm(cfg, i, K, ctx))
-    return Thm6Inputs(configs, trained, averaged, fixed, edge, transformer, tuple(mn), z, test, S,
-                      risk_floor, span_distance)
+    return Thm6Inputs(configs, trained, averaged, fixed, edge, lemma11s, transformer, tuple(mn),
+                      z, test, S, risk_floor, span_distance, floor_for_direction, gd_decay)
+
+
+def _edge(n: int, N: int, ctx: Context) -> BayesRiskEstimate:
+    """The MC Bayes risk given the span of n training inputs (1000 samples)."""
+    g = ctx.generator("thm-6/edge", device=ctx.device)
+    return mc_bayes_risk_from_training(n, N, D_TOKEN, samples=1000, generator=g)
+
+
+def _transformer_risks(lemma11s, first, ctx: Context) -> Tuple[Tuple[float, float], ...]:
+    """Each construction's test risk on its config's direction u."""
+    T = ctx.pick(quick=2000, full=20000)
+    return tuple(transformer_risk(b, tr.cfg, tr.u, T,
+                                  ctx.generator("thm-6/transformer", tr.cfg.N, device=ctx.device))
+                 for b, tr in zip(lemma11s, first))
+
+
+def _first(inp: Thm6Inputs, cfg: Config) -> Trained:
+    """The config's first trained model (its u, X, V)."""
+    return next(t for t in inp.trained if t.cfg == cfg)
 
 
 def _ffn_rounding(inp: Thm6Inputs) -> Rounding:
@@ -225,9 +256,9 @@ def ffns_above_floor(inp: Thm6Inputs, ctx: Context) -> Verdict:
     (the Bayes risk given W x), beats floor_u(V); the worst relative margin is reported."""
     worst, rows = None, []
     for tr in inp.trained:
-        floor_u = floor_for_direction(tr.V, tr.u, tr.cfg.N)
+        floor_u = inp.floor_u(tr.V, tr.u, tr.cfg.N)
         basis = orthonormal_row_basis(tr.W, rtol=READOUT_RTOL)
-        readout = floor_for_direction(basis, tr.u, tr.cfg.N)
+        readout = inp.floor_u(basis, tr.u, tr.cfg.N)
         best = min(readout, tr.risk + inp.z * tr.risk_se)
         rows.append(f"{_name(tr)}: risk {tr.risk:.3f}+-{tr.risk_se:.3f}, readout {readout:.3f}, "
                     f"floor_u {floor_u:.3f}")
@@ -242,8 +273,8 @@ def transformer_below_floor(inp: Thm6Inputs, ctx: Context) -> Verdict:
     """The Lemma 11 Transformer beats the floor: risk + z se < floor_u, largest ratio reported."""
     worst, rows = None, []
     for (risk, se), cfg in zip(inp.transformer, inp.configs):
-        tr = next(t for t in inp.trained if t.cfg == cfg)
-        floor_u = floor_for_direction(tr.V, tr.u, cfg.N)
+        tr = _first(inp, cfg)
+        floor_u = inp.floor_u(tr.V, tr.u, cfg.N)
         rows.append(f"N={cfg.N}: {risk:.2e}+-{inp.z * se:.1e} vs floor_u {floor_u:.3f}")
         if worst is None or (risk + inp.z * se) / floor_u > worst[0] / worst[1]:
             worst = (risk + inp.z * se, floor_u)
@@ -253,14 +284,21 @@ def transformer_below_floor(inp: Thm6Inputs, ctx: Context) -> Verdict:
 # ---------------------------------------------------------------- (a) the span property
 
 
+def _decay_deviation(inp: Thm6Inputs, tr: Trained) -> float:
+    """max_k |perp(k) - law(k)| / ||W(0)||_F over the recorded steps."""
+    law = inp.decay_law(tr.trace)
+    return max(abs(a - b) for a, b in zip(tr.trace.perp_norm, law)) / tr.trace.initial_norm
+
+
 def decay_follows_law(inp: Thm6Inputs, ctx: Context) -> Verdict:
     """During training the off-span part is prod_k (1 - eta_k lambda) ||W_perp(0)||: the largest
     deviation, relative to ||W(0)||_F (theorem6.md section 1)."""
-    worst = max(inp.trained, key=lambda tr: tr.trace.max_decay_deviation)
+    dev, worst = max(((_decay_deviation(inp, tr), tr) for tr in inp.trained),
+                     key=lambda c: c[0])
     steps = max(tr.trace.final_step for tr in inp.trained)
     width = max(tr.width for tr in inp.trained) + max(c.N for c in inp.configs) * D_TOKEN
     rnd = Rounding(n=steps * width, scale=1.0, what="steps (m + N d) eps (relative to ||W(0)||)")
-    return at_most(worst.trace.max_decay_deviation, 0.0, rnd, detail=f"worst {_name(worst)}")
+    return at_most(dev, 0.0, rnd, detail=f"worst {_name(worst)}")
 
 
 def span_distance_at_end(inp: Thm6Inputs, ctx: Context) -> Verdict:
@@ -270,7 +308,7 @@ def span_distance_at_end(inp: Thm6Inputs, ctx: Context) -> Verdict:
     for tr in inp.trained:
         final = inp.span_distance(tr.W, tr.X)
         wn = float(torch.linalg.matrix_norm(tr.W.double()))
-        predicted, unit = tr.trace.predicted_perp[-1] / wn, tr.trace.initial_norm / wn
+        predicted, unit = inp.decay_law(tr.trace)[-1] / wn, tr.trace.initial_norm / wn
         rows.append(f"{_name(tr)}: {tr.trace.span_distance[0]:.2f} -> {final:.1e} "
                     f"(pred {predicted:.1e}, tau={tr.trace.times[-1]:g}, {tr.trace.stopped})")
         if worst is None or (final - predicted) / unit > (worst[0] - worst[1]) / worst[2]:
@@ -304,8 +342,8 @@ def fixed_u_bayes_risk(inp: Thm6Inputs, ctx: Context) -> Verdict:
     = floor_u(V) (theorem6.md section 2, "Fixed u")."""
     cases = []
     for cfg, ests in zip(inp.configs, inp.fixed):
-        tr = next(t for t in inp.trained if t.cfg == cfg)
-        floor_u = floor_for_direction(tr.V, tr.u, cfg.N)
+        tr = _first(inp, cfg)
+        floor_u = inp.floor_u(tr.V, tr.u, cfg.N)
         cases += [(f"N={cfg.N} {how}", e.estimate, floor_u, inp.z * e.stderr)
                   for how, e in zip(("x sampled", "x integrated"), ests)]
     return _worst_close(cases, _mc_rounding(inp), "fixed u")
@@ -408,6 +446,49 @@ def _span_of_fewer_inputs(inp: Thm6Inputs, ctx: Context) -> Thm6Inputs:
     return replace(inp, span_distance=lambda W, X: span_distance(W, X[:-1]))
 
 
+def _floor_u_without_average(inp: Thm6Inputs, ctx: Context) -> Thm6Inputs:
+    """floor_u(V) = 1 - sum_t ||V_{:, block t} u||^2: the 1/N of the average over t dropped."""
+    def summed(V, u, N):
+        return 1.0 - N * (1.0 - floor_for_direction(V, u, N))
+    return replace(inp, floor_u=summed)
+
+
+def _flow_decay(trace: FFNTrace) -> List[float]:
+    """The gradient-flow law e^{-lambda tau} ||W_perp(0)||_F in place of GD's product."""
+    return trace.exp_perp
+
+
+def _flow_law(inp: Thm6Inputs, ctx: Context) -> Thm6Inputs:
+    return replace(inp, decay_law=_flow_decay)
+
+
+def _stderr_as_std(inp: Thm6Inputs, ctx: Context) -> Thm6Inputs:
+    """Monte Carlo standard errors reported without their 1/sqrt(samples)."""
+    def std(e: BayesRiskEstimate) -> BayesRiskEstimate:
+        return replace(e, stderr=e.stderr * math.sqrt(e.samples))
+    return replace(inp, averaged=tuple(std(e) for e in inp.averaged),
+                   fixed=tuple(tuple(std(e) for e in f) for f in inp.fixed))
+
+
+def _edge_one_short(inp: Thm6Inputs, ctx: Context) -> Thm6Inputs:
+    """The n = N d estimate drawn from N d - 1 training inputs (an off-by-one)."""
+    N0 = inp.configs[0].N
+    return replace(inp, edge=_edge(N0 * D_TOKEN - 1, N0, ctx))
+
+
+def _risk_averaged_over_coordinates(inp: Thm6Inputs, ctx: Context) -> Thm6Inputs:
+    """Exact min-norm risks averaged over the N d coordinates of w_t - P_t u, not summed."""
+    return replace(inp, min_norm=tuple(replace(mn, R=mn.R / (mn.N * D_TOKEN))
+                                       for mn in inp.min_norm))
+
+
+def _transformer_attention_off(inp: Thm6Inputs, ctx: Context) -> Thm6Inputs:
+    """The Lemma 11 constructions at scale alpha = 0 (uniform attention: with_alpha not applied)."""
+    first = [_first(inp, cfg) for cfg in inp.configs]
+    flat = tuple(b.with_alpha(0.0) for b in inp.lemma11s)
+    return replace(inp, lemma11s=flat, transformer=_transformer_risks(flat, first, ctx))
+
+
 FLOOR, TRANSFORMER = "FFNs never beat floor_u", "Lemma 11 Transformer beats floor_u"
 DECAY, SPAN = "off-span part decays as prod(1 - lr lambda)", "span distance at the end"
 BAYES, FIXED = "Bayes risk given Vx = 1 - n/(Nd)", "fixed-u Bayes risk = floor_u(V)"
@@ -434,9 +515,20 @@ register(Claim(
             Fault("floor 1 - n/d (sequence length forgotten)", _slipped_floor,
                   breaks=(BAYES, MN_CLOSED, MN_ORACLE)),
             Fault("span distance against n - 1 of the inputs", _span_of_fewer_inputs,
-                  breaks=(SPAN,))],
-    builds=(fit_full_batch, make_vec_ffn, lemma11, min_norm_draws),
+                  breaks=(SPAN,)),
+            Fault("floor_u without the 1/N of its average over t", _floor_u_without_average,
+                  breaks=(TRANSFORMER, FIXED)),
+            Fault("Lemma 11 Transformer with uniform attention (alpha = 0)",
+                  _transformer_attention_off, breaks=(TRANSFORMER,)),
+            Fault("gradient-flow law e^{-lambda tau} for GD's product", _flow_law,
+                  breaks=(DECAY,)),
+            Fault("Monte Carlo standard errors without 1/sqrt(samples)", _stderr_as_std,
+                  breaks=(INFORMATIVE,)),
+            Fault("n = N d estimate from N d - 1 inputs", _edge_one_short, breaks=(EDGE,)),
+            Fault("min-norm risks averaged over the N d coordinates",
+                  _risk_averaged_over_coordinates, breaks=(MN_OWN, MN_FLOOR, MN_CLOSED))],
+    builds=(fit_full_batch, make_vec_ffn, lemma11, transformer_for, min_norm_draws),
     bounds=(risk_floor, floor_for_direction, mc_bayes_risk, mc_bayes_risk_from_training,
-            span_distance),
+            span_distance, gd_decay),
     derivation="docs/derivations/theorem6.md",
 ))

@@ -10,7 +10,7 @@ CTX = Context(profile="quick")
 
 
 def test_lemma39_checks_hold_and_the_swapped_exponents_break_both():
-    """Lemma 39: lhs/rhs <= 1 everywhere and = 1 at the equality case; the swapped form fails both."""
+    """Lemma 39: lhs/rhs <= 1 everywhere, = 1 at the equality case; the swapped form fails both."""
     claim = all_claims()["lemma-39"]
     inp = claim.inputs(CTX)
     bound = claim.check("lhs <= rhs").run(inp, CTX)
@@ -82,10 +82,20 @@ def test_lemma42_twice_as_steep_doubles_the_one_dimensional_error():
 
 
 def test_lemma42_each_fault_breaks_its_checks():
-    """Scaled weights, a degree too low, fewer ridge intervals, off-by-one moments, a short grid."""
+    """Scaled weights, unit-ball certificates, a degree too low, fewer ridge intervals, off-by-one
+    moments, a short grid."""
     claim = all_claims()["lemma-42"]
     inp = claim.inputs(CTX)
     for fault in claim.faults:
         broken = fault.apply(inp, CTX)
         for name in fault.breaks:
             assert not claim.check(name).run(broken, CTX).holds, (fault.name, name)
+
+
+def test_lemma42_unit_ball_certificate_is_exceeded_on_the_sqrt2_ball():
+    """Certified on the unit ball only, xy on the sqrt2-ball: its error 0.19 is seen beyond it."""
+    claim = all_claims()["lemma-42"]
+    inp = claim.inputs(CTX)
+    unit = next(f for f in claim.faults if "unit ball" in f.name).apply(inp, CTX)
+    v = claim.check("error seen <= certified").run(unit, CTX)
+    assert v.measured > 2 and not v.holds and "xy on the sqrt2-ball" in v.detail

@@ -70,6 +70,17 @@ def test_a_unidirectional_gru_reaches_neither_end_from_the_last(models):
     assert MODELS.check("GRU reaches both ends").run(models, CTX).holds  # the honest GRU untouched
 
 
+@pytest.mark.parametrize("fault", MODELS.faults, ids=lambda f: f.name)
+def test_experiment_model_faults_fail_their_checks(models, fault):
+    """A porting slip (update convention, gate order, 1/sqrt(D_e), keys for queries, vec order)
+    moves the equations' output far from the model's, and leaves the honest inputs alone."""
+    broken = fault.apply(models, CTX)
+    for name in fault.breaks:
+        v = MODELS.check(name).run(broken, CTX)
+        assert not v.holds and (v.measured > 1e-3 or name == "GRU reaches both ends"), (name, v)
+        assert MODELS.check(name).run(models, CTX).holds
+
+
 def test_gru_reference_matches_torch():
     from qstr.constructions.models import PracticalRNN
 

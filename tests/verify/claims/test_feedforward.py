@@ -87,3 +87,27 @@ def test_min_norm_draws_equal_per_group_lstsq():
         floor_u = floor_for_direction(orthonormal_row_basis(X[k]), u[k], N)
         assert float(oracle[k]) == pytest.approx(floor_u, abs=1e-12) and r >= floor_u - 1e-12
     assert kappa >= 1.0
+
+
+def test_uniform_attention_loses_to_the_floor(honest):
+    """Lemma 11 at alpha = 0 averages the tokens: its risk is above floor_u, the honest one far
+    below; the honest constructions are left as they were."""
+    fault = next(f for f in CLAIM.faults if "alpha = 0" in f.name)
+    broken = fault.apply(honest, CTX)
+    v = CLAIM.check("Lemma 11 Transformer beats floor_u").run(broken, CTX)
+    assert v.measured > v.bound > 0 and honest.lemma11s[0].alpha > 0
+
+
+def test_the_flow_law_is_off_by_the_discreteness_of_gd(honest):
+    """e^{-lambda tau} differs from prod (1 - eta lambda) by far more than the rounding term."""
+    fault = next(f for f in CLAIM.faults if "gradient-flow" in f.name)
+    check = CLAIM.check("off-span part decays as prod(1 - lr lambda)")
+    v = check.run(fault.apply(honest, CTX), CTX)
+    assert v.measured > 1e6 * v.rounding and not v.holds
+
+
+def test_edge_from_one_input_short_leaves_one_direction(honest):
+    """From N d - 1 inputs the Bayes risk is 1/(N d) (1/6 at N = 2), not 0."""
+    fault = next(f for f in CLAIM.faults if "N d - 1" in f.name)
+    v = CLAIM.check("no risk left at n = N d").run(fault.apply(honest, CTX), CTX)
+    assert v.measured == pytest.approx(1 / (2 * D_TOKEN), abs=0.05)
