@@ -40,12 +40,14 @@ def test_gpu_profile_claim_holds_on_cuda(cid):
 
 @pytest.mark.parametrize("cid", list(CLAIMS))
 def test_claim_is_declared_with_references_functions_and_derivation(cid):
-    """Both numberings, the public functions that build and bound its object, an existing
+    """Both numberings, the public functions that build or bound its object, an existing
     derivation page, and checks no fault leaves untouched: each fault names checks of its claim."""
     c = CLAIMS[cid]
     assert c.ref.seed and c.ref.conference and c.statement
-    assert c.builds and c.bounds and all(f.__module__.startswith("qstr.") for f in (*c.builds, *c.bounds))
-    assert c.derivation.startswith("docs/derivations/") and (ROOT / c.derivation).is_file(), c.derivation
+    assert c.builds or c.bounds  # a definition (Definition 2) has no bound, an upper bound no builder
+    assert all(f.__module__.startswith("qstr.") for f in (*c.builds, *c.bounds))
+    # a derivation page, or for the experiments' claims the protocol page docs/experiments.md
+    assert c.derivation.startswith("docs/") and (ROOT / c.derivation).is_file(), c.derivation
     assert {n for f in c.faults for n in f.breaks} <= {k.name for k in c.checks}
 
 
