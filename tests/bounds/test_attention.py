@@ -512,3 +512,64 @@ def test_sparse_average_validation():
     # N = q: every key is in the set; alpha = 0 (uniform attention) is exact
     assert sparse_average_alpha(N=4, q=4, mu=0.1, c=1.0, r_x=1.0) == 0.0
     assert sparse_average_error_bound(N=4, q=4, mu=0.1, c=1.0, alpha=0.0, r_x=1.0) == 0.0
+
+
+# ================================================================ Lemma 11's record (moved from the lemma-11 claim)
+
+def _linear_lemma11(N: int = 16, q: int = 2, d: int = 4, eps: float = 0.05):
+    """The lemma-11 claim's linear case: make_link("linear") and its construction for eps."""
+    link = make_link("linear", q, d, generator=gen(11 + q))
+    net = link.two_layer_net()
+    return net, lemma11(N, d, q, net, eps=eps, r_x=lemma12_radius(d, n=10_000, N=N))
+
+
+@pytest.mark.parametrize("N", [16, 256])
+def test_lemma11_record_fields_as_derived(N):
+    """docs/derivations/lemma11.md: gap = alpha c^2 (1 - mu), leak = lemma11_leak(N, gap), and the
+    error bound = Lip sqrt(H) 2 leak r_x, on the built guarantee."""
+    _, cons = _linear_lemma11(N)
+    g = cons.guarantee
+    gap = g.alpha * g.c ** 2 * (1 - g.mu)
+    assert g.gap == pytest.approx(gap, rel=1e-12)
+    assert abs(g.leak - lemma11_leak(N, gap)) <= 1e-15
+    assert g.error_bound == pytest.approx(g.lipschitz * math.sqrt(g.H) * 2 * lemma11_leak(N, gap) * g.r_x,
+                                          rel=1e-12)
+
+
+def test_lemma11_alpha_is_the_built_alpha_and_the_least_meeting_eps():
+    """"Choosing alpha from eps": lemma11_alpha is the built alpha, the closed-form inversion
+    ln((N-1)(1-delta*)/delta*) / (c^2 (1 - mu)), meets eps, and alpha (1 - 1e-9) does not."""
+    eps = 0.05
+    _, cons = _linear_lemma11(eps=eps)
+    g = cons.guarantee
+    kw = dict(N=g.N, q=g.H, mu=g.mu, c=g.c, r_x=g.r_x, lipschitz=g.lipschitz)
+    a = lemma11_alpha(eps=eps, **kw)
+    ds = eps / (2 * g.lipschitz * math.sqrt(g.H) * g.r_x)
+    assert a == g.alpha
+    assert a == pytest.approx(math.log((g.N - 1) * (1 - ds) / ds) / (g.c ** 2 * (1 - g.mu)), rel=1e-12)
+    assert lemma11_error_bound(alpha=a, **kw) <= eps < lemma11_error_bound(alpha=a * (1 - 1e-9), **kw)
+
+
+def test_lemma11_alpha_is_zero_where_uniform_attention_meets_eps():
+    """alpha = 0 once the uniform attention's bound meets eps (1.01 x it; not 0.99 x), once
+    delta* > 1, and for a constant net (lipschitz = 0)."""
+    _, cons = _linear_lemma11()
+    g = cons.guarantee
+    kw = dict(N=g.N, q=g.H, mu=g.mu, c=g.c, r_x=g.r_x, lipschitz=g.lipschitz)
+    uniform = lemma11_error_bound(alpha=0.0, **kw)
+    assert lemma11_alpha(eps=1.01 * uniform, **kw) == 0.0 < lemma11_alpha(eps=0.99 * uniform, **kw)
+    assert lemma11_alpha(eps=1.0001 * uniform * g.N / (g.N - 1), **kw) == 0.0
+    assert lemma11_alpha(eps=0.05, **{**kw, "lipschitz": 0.0}) == 0.0
+
+
+def test_lemma11_guarantee_of_the_built_weights_is_the_record():
+    """lemma11_guarantee of the built weights is the attached record; at twice r_x and a given
+    eps_2nn it is twice the bound (linear in r_x) plus eps_2nn end to end."""
+    from qstr.bounds.attention import lemma11_guarantee
+
+    net, cons = _linear_lemma11()
+    g = cons.guarantee
+    assert lemma11_guarantee(cons, net, r_x=g.r_x).as_dict() == g.as_dict()
+    wider = lemma11_guarantee(cons, net, r_x=2 * g.r_x, eps_2nn=0.25)
+    assert wider.error_bound == pytest.approx(2 * g.error_bound, rel=1e-15)
+    assert wider.end_to_end_bound == wider.error_bound + 0.25 and wider.lipschitz == g.lipschitz

@@ -2,14 +2,16 @@
 averaging, Props 3 and 21 (few heads fail), Theorem 4 (sample size polylogarithmic in N)."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
+from dataclasses import dataclass, replace
+from operator import attrgetter
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 import sympy
 import torch
-
-import dataclasses
 
 from qstr.bounds.symbolic import N as sym_N
 from qstr.bounds.symbolic import bound_expr
@@ -32,21 +34,95 @@ from qstr.constructions.relu import sqnorm_net
 from qstr.constructions.task import QSTR, gather_tokens
 from qstr.verify.adversarial import clip_to_ball, worst_case_tokens
 from qstr.verify.claims.export import saved_and_reloaded
-from qstr.verify.legacy import Claim, Context, Outcome, register
+from qstr.verify.claim import Check, Claim, Context, Fault, Ref, Verdict, at_most, close, exact
+from qstr.verify.legacy import Claim as Legacy, Outcome
+from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding, largest
 from qstr.verify.training import fit_online, position_risk
 
 
-def _attention_rounding(g) -> Rounding:
-    """Rounding of one attention output through its net (guarantee ``g``): N-term softmax sums,
-    d_e-term scores scaled by alpha, the net's q d-input sums; each term is at most
-    max(2, alpha) max(1, Lip) sqrt(H) r_x."""
-    return Rounding(n=g.N + g.d_e + g.q * g.d + 4, scale=max(2.0, g.alpha) * max(1.0, g.lipschitz) * math.sqrt(g.H) * g.r_x,
-                    what="(N + d_e + q d + 4) eps max(2, alpha) max(1, Lip) sqrt(H) r_x")
-
 # ---------------------------------------------------------------- lemma-11
+# (bounds/attention.py, constructions/attention.py; docs/derivations/lemma11.md)
 
 L11_D, L11_EPS = 4, 0.05
+L11_TIGHT_NS, L11_TIGHT_RTOL = (16, 256), 1e-9
+
+
+@dataclass(frozen=True, eq=False)
+class L11Case:
+    """One (link, q = H, N): the certified construction (its fast path from (alpha, c, codes) and
+    its guarantee), the module users get, and the fast path's measured errors (Lemma 11)."""
+
+    link_name: str
+    link: Any
+    cons: Any  # the construction as certified: fast path and guarantee
+    module: Any  # the built weights users get (a fault edits a copy)
+    probe: Tuple[torch.Tensor, torch.Tensor]  # linear link: the worst prompt; else one random prompt
+    exported: bool  # small N: the module is also saved, reloaded and run as nn.MultiheadAttention
+    fast_err: float  # the fast path's largest error on random prompts and after ascent
+    fused_gap: float  # fused (SDPA) heads in ragged chunks against the math heads
+    fast_at_probe: torch.Tensor  # the fast path's prediction at the probe prompt
+    gradient: Optional[torch.Tensor]  # linear link: the affine net's gradient (H, d)
+
+    @property
+    def N(self) -> int:
+        return self.cons.guarantee.N
+
+    @property
+    def net(self):
+        return self.link.two_layer_net()
+
+    @functools.cached_property
+    def exact_worst(self) -> float:
+        """Linear link: sup |y_hat - g| = 2 r_x max_t leak[t] ||sum_h w_h|| for an affine net with
+        gradient w (docs/derivations/lemma11.md, the exact worst case)."""
+        g = self.cons.guarantee
+        return 2 * g.r_x * float(target_leaks(self.cons).max()) * float(self.gradient.sum(0).norm())
+
+    def name(self) -> str:
+        return f"{self.link_name} q=H={self.cons.guarantee.H} N={self.N}"
+
+    @functools.cached_property
+    def at_probe(self) -> Dict[str, torch.Tensor]:
+        """Predictions at the probe prompt: module, fast path and (small N) the reloaded export,
+        fed by ``transformer_encoding`` with Appendix A.1's default prefactor c = sqrt(d/q)."""
+        x, t = self.probe
+        with torch.no_grad():
+            out = {"module": self.module.predict(x, t, chunk=1024), "fast path": self.fast_at_probe}
+            if self.exported:
+                exported = saved_and_reloaded(self.module)[1]
+                Z = transformer_encoding(x, t, self.module.omega[:self.N])
+                out["nn.MultiheadAttention"] = exported(Z).reshape(t.shape[:2])
+        return out
+
+    def probe_errors(self) -> Dict[str, float]:
+        """|y_hat - g| at the probe prompt, largest over positions, for each path."""
+        x, t = self.probe
+        with torch.no_grad():
+            target = self.link(gather_tokens(x, t))
+        return {k: float((y - target).abs().max()) for k, y in self.at_probe.items()}
+
+
+@dataclass(frozen=True, eq=False)
+class L11Star:
+    """Star codes (mu = 1/2), q = H = 2 and the net <w, z>, w = (u, u)/sqrt 2 written as the linear
+    link's +- pair; its built module at the worst prompt (docs/derivations/lemma11.md, tightness)."""
+
+    N: int
+    cons: Any
+    net: Any
+    error: float  # the built module's error at the worst prompt, target 0
+
+
+@dataclass(frozen=True)
+class Lemma11Inputs:
+    """The cases, the star-code cases, and the functions the checks compare against."""
+
+    eps: float
+    cases: Tuple[L11Case, ...]
+    star: Tuple[L11Star, ...]
+    error_bound: Callable[..., float]  # Lemma 11's Lip sqrt(H) 2 delta r_x
+    lipschitz: Callable[[Any], float]  # the output net's Lipschitz constant (TwoLayerNet.lipschitz)
 
 
 def _l11_cases(ctx: Context):
@@ -57,33 +133,99 @@ def _l11_cases(ctx: Context):
 
 
 def _l11_sizes(ctx: Context, link: str):
-    """N for the case, and the largest N at which ascent runs and the exported module is checked."""
-    Ns = ctx.pick(quick=(16, 256, 2048), full=(16, 64, 256, 1024, 4096), gpu=(16, 256, 4096, 16384, 65536))
+    """N for the case, and the largest N at which ascent runs and the export is checked."""
+    Ns = ctx.pick(quick=(16, 256, 2048), full=(16, 64, 256, 1024, 4096),
+                  gpu=(16, 256, 4096, 16384, 65536))
     if link != "linear":
         Ns = Ns[:ctx.pick(quick=2, full=4, gpu=3)]
     return Ns, ctx.pick(quick=256, full=1024, gpu=4096)
 
 
-def _l11_build(link_name: str, N: int, q: int, ctx: Context):
-    """The link and its certified construction (alpha from eps, radius of Lemma 12)."""
-    link = make_link(link_name, q, L11_D, generator=ctx.generator(11 + q)).to(ctx.device)
-    r_x = lemma12_radius(L11_D, n=10_000, N=N)
-    return link, lemma11(N, L11_D, q, link.two_layer_net(), eps=L11_EPS, r_x=r_x, device=ctx.device)
-
-
-def _affine_gradient(net, H: int, device) -> torch.Tensor:
+def _affine_gradient(net, H: int, ctx: Context) -> torch.Tensor:
     """(H, d): the gradient of a net that is affine on R^{H d} (the linear link's +- unit pairs)."""
-    z = torch.randn(H, L11_D, dtype=torch.float64, generator=torch.Generator().manual_seed(1)).to(device)
+    z = torch.randn(H, L11_D, dtype=torch.float64, generator=ctx.generator("lemma-11/gradient", H))
+    z = z.to(ctx.device).requires_grad_(True)
     with torch.enable_grad():
-        z.requires_grad_(True)
         net(z).backward()
     return z.grad
 
 
-def _exact_worst(cons, w: torch.Tensor) -> float:
-    """sup of |y_hat - g| over same-target prompts for an affine net with gradient w:
-    2 r_x max_t leak[t] ||sum_h w_h||, the leaks from the codes' Gram matrix (docs/derivations/lemma11.md)."""
-    return 2 * cons.guarantee.r_x * float(target_leaks(cons).max()) * float(w.sum(0).norm())
+def _l11_errors(link, predict, x, t):
+    return (predict(x, t) - link(gather_tokens(x, t))).abs()
+
+
+def _l11_case(ctx: Context, link_name: str, q: int, N: int) -> L11Case:
+    """The link, its construction for eps (alpha from eps, radius of Lemma 12), random prompts in
+    the r_x-ball, ascent on the fast path (small N) and the probe prompt."""
+    link = make_link(link_name, q, L11_D, generator=ctx.generator("lemma-11/link", q))
+    link = link.to(ctx.device)
+    cons = lemma11(N, L11_D, q, link.two_layer_net(), eps=L11_EPS,
+                   r_x=lemma12_radius(L11_D, n=10_000, N=N), device=ctx.device)
+    g, small = cons.guarantee, N <= _l11_sizes(ctx, link_name)[1]
+    p = QSTR(N=N, d=L11_D, link=link).sample(
+        max(1, min(8, 4096 // N)), generator=ctx.generator("lemma-11/prompts", q, N, device=ctx.device),
+        device=ctx.device, dtype=torch.float64)
+    x, t = clip_to_ball(p.x, g.r_x), p.t
+    fast = lambda xx, tt: cons.fast_predict(xx, tt, chunk=1024)  # noqa: E731
+    with torch.no_grad():
+        fast_err = float(_l11_errors(link, fast, x, t).max())
+        # SDPA's fused kernels (CUDA's default; torch has a CPU flash kernel) with ragged chunks
+        fused = cons.fast_heads(x, t, chunk=N // 3 + 1, backend="fused")
+        fused_gap = float((fused - cons.fast_heads(x, t, chunk=1024, backend="math")).abs().max())
+    if small:
+        xs = worst_case_tokens(lambda xx: _l11_errors(link, fast, xx, t[:2]), x[:2], g.r_x,
+                               steps=ctx.pick(quick=25, full=100))
+        fast_err = max(fast_err, float(_l11_errors(link, fast, xs, t[:2]).detach().max()))
+    gradient, probe = None, (x[:1], t[:1])
+    if link_name == "linear":
+        gradient = _affine_gradient(link.two_layer_net(), q, ctx)
+        probe = lemma11_adversarial_prompt(cons, gradient.sum(0))
+    with torch.no_grad():
+        fast_at_probe = fast(*probe)
+    return L11Case(link_name, link, cons, cons, probe, small, fast_err, fused_gap, fast_at_probe,
+                   gradient)
+
+
+def _pair_net(w: torch.Tensor) -> TwoLayerNet:
+    """<w, z> as relu(<w, z>) - relu(-<w, z>): the linear link's form (exactly linear)."""
+    one = torch.ones(1, dtype=w.dtype, device=w.device)
+    return TwoLayerNet(a=torch.cat([one, -one]), W=torch.stack([w, -w]), b=torch.zeros_like(one).repeat(2))
+
+
+def _l11_star(ctx: Context, N: int) -> L11Star:
+    """Star codes, q = H = 2, w = (u, u)/sqrt 2 on the 2-ball: the worst prompt attains the bound."""
+    u = torch.full((L11_D,), 0.5, dtype=torch.float64, device=ctx.device)
+    net = _pair_net(torch.cat([u, u]) / math.sqrt(2))
+    cons = lemma11(N, L11_D, 2, net, eps=L11_EPS, r_x=2.0, device=ctx.device,
+                   codebook=star_codebook(N, mu=0.5, device=ctx.device))
+    x, t = lemma11_adversarial_prompt(cons, u, target=0)
+    with torch.no_grad():
+        err = float((cons.predict(x, t) - net(gather_tokens(x, t))).abs().max())
+    return L11Star(N, cons, net, err)
+
+
+def lemma11_inputs(ctx: Context) -> Lemma11Inputs:
+    """Every case of ``_l11_cases`` at its sizes, and the star-code cases (Lemma 11)."""
+    cases = tuple(_l11_case(ctx, name, q, N) for name, q in _l11_cases(ctx)
+                  for N in _l11_sizes(ctx, name)[0])
+    star = tuple(_l11_star(ctx, N) for N in L11_TIGHT_NS)
+    return Lemma11Inputs(L11_EPS, cases, star, lemma11_error_bound, attrgetter("lipschitz"))
+
+
+def _l11_bound(inp: Lemma11Inputs, cons, net) -> float:
+    """Lemma 11's bound at the construction's (N, H, mu, c, alpha, r_x) and the net's Lipschitz constant."""
+    g = cons.guarantee
+    return inp.error_bound(N=g.N, q=g.H, mu=g.mu, c=g.c, alpha=g.alpha, r_x=g.r_x,
+                           lipschitz=inp.lipschitz(net))
+
+
+def _attention_rounding(g) -> Rounding:
+    """Rounding of one attention output through its net (guarantee ``g``): N-term softmax sums,
+    d_e-term scores scaled by alpha, the net's q d-input sums; each term is at most
+    max(2, alpha) max(1, Lip) sqrt(H) r_x."""
+    scale = max(2.0, g.alpha) * max(1.0, g.lipschitz) * math.sqrt(g.H) * g.r_x
+    return Rounding(n=g.N + g.d_e + g.q * g.d + 4, scale=scale,
+                    what="(N + d_e + q d + 4) eps max(2, alpha) max(1, Lip) sqrt(H) r_x")
 
 
 def _export_rounding(model, scale: float) -> Rounding:
@@ -91,194 +233,131 @@ def _export_rounding(model, scale: float) -> Rounding:
                     what="2 (H D_e + m) eps (|y|max + 1)")
 
 
-def _l11_case(ctx: Context, link_name: str, q: int, N: int, salt: int, fault=None) -> dict:
-    """One (link, q, N): errors of the built module, its fast path and the exported nn.MultiheadAttention
-    (saved and reloaded, fed by ``transformer_encoding`` with its default prefactor), on random prompts in the r_x-ball, ascent (small N) and, for the linear link,
-    the analytic worst prompt, whose error must equal the exact worst case. ``fault`` breaks the module."""
-    link, cons = _l11_build(link_name, N, q, ctx)
-    g, searched = cons.guarantee, N <= _l11_sizes(ctx, link_name)[1]
-    user = cons if fault is None else fault(cons)
-    rnd = _attention_rounding(g)
-    B = max(1, min(8, 4096 // N))
-    p = QSTR(N=N, d=L11_D, link=link).sample(B, generator=ctx.generator(salt, ctx.device), device=ctx.device,
-                                             dtype=torch.float64)
-    x, t = clip_to_ball(p.x, g.r_x), p.t
-    fast = lambda xx, tt: cons.fast_predict(xx, tt, chunk=1024)  # noqa: E731 - from (alpha, c, codes)
-    module = lambda xx, tt: user.predict(xx, tt, chunk=1024)  # noqa: E731 - the weights users get
-    out = {"N": N, "q": q, "link": link_name, "bound": g.error_bound, "alpha": g.alpha, "mu": g.mu, "rnd": rnd,
-           "record_ok": _record_consistent(g, N) and lemma11_alpha_least(g, L11_EPS)
-           and guarantee_rederived(cons, link.two_layer_net(), g)}
-    with torch.no_grad():
-        out["err"] = float(_l11_errors(link, fast, x, t).max())
-        # SDPA's fused kernels (CUDA's default path; torch has a flash kernel on the CPU too) with ragged chunks
-        fused = cons.fast_heads(x, t, chunk=N // 3 + 1, backend="fused")
-        out["fused_gap"] = float((fused - cons.fast_heads(x, t, chunk=1024, backend="math")).abs().max())
-        if link_name == "linear":  # module and fast path compared at the worst prompt, where err = exact
-            w = _affine_gradient(link.two_layer_net(), q, ctx.device)
-            x, t = lemma11_adversarial_prompt(cons, w.sum(0))
-            out["record_ok"] &= x.shape[0] == 1 == t.shape[0]  # one prompt by default
-            out["exact"] = _exact_worst(cons, w)
-            # the guarantee's Lipschitz constant is the affine net's exact one, ||gradient|| (its +- pairs found)
-            out["record_ok"] &= abs(g.lipschitz - float(w.norm())) <= 1e-12 * float(w.norm())
-        else:  # module and fast path compared on one random prompt
-            x, t = x[:1], t[:1]
-        y_module, y_fast = module(x, t), fast(x, t)
-        out["module_gap"] = float((y_module - y_fast).abs().max())
-        target = link(gather_tokens(x, t))
-        out["adversarial"] = {"module": float((y_module - target).abs().max()),
-                              "fast path": float((y_fast - target).abs().max())}
-        if searched:
-            mt = saved_and_reloaded(user)[1]  # on the encoding a user writes: Appendix A.1's default c = sqrt(d/q)
-            Z = transformer_encoding(x, t, user.omega[:N])
-            ye = mt(Z).reshape(t.shape[:2])
-            out["record_ok"] &= layout_of(Z, x.shape[-1], q) == user.layout  # the blocks read back from the width
-            out["export_gap"] = float((ye - y_module).abs().max())
-            out["export_rnd"] = _export_rounding(user.model, float(ye.abs().max()) + 1.0)
-            out["adversarial"]["nn.MultiheadAttention"] = float((ye - target).abs().max())
-        out["err"] = max(out["err"], *out["adversarial"].values())
-    if searched and fault is None:  # ascent only where the honest weights are checked
-        xs = worst_case_tokens(lambda xx: _l11_errors(link, fast, xx, p.t[:2]), clip_to_ball(p.x, g.r_x)[:2], g.r_x,
-                               steps=ctx.pick(quick=25, full=100))
-        out["err"] = max(out["err"], float(_l11_errors(link, fast, xs, p.t[:2]).detach().max()))
-    return out
+def _case_rounding(case: L11Case) -> Rounding:
+    """The attention rounding, plus the export's where the export is run."""
+    rnd = _attention_rounding(case.cons.guarantee)
+    if not case.exported:
+        return rnd
+    return rnd + _export_rounding(case.module.model, float(case.at_probe["module"].abs().max()) + 1.0)
 
 
-def _l11_errors(link, predict, x, t):
-    return (predict(x, t) - link(gather_tokens(x, t))).abs()
+def lemma11_error(inp: Lemma11Inputs, ctx: Context) -> Verdict:
+    """Lemma 11: every path's error (random prompts, ascent, the probe) is at most the bound; the
+    case with the largest error / bound is named."""
+    rows = []
+    for case in inp.cases:
+        paths = case.probe_errors()
+        err = max(case.fast_err, *paths.values())
+        rows.append((err / _l11_bound(inp, case.cons, case.net), err, case, paths))
+    ratio, err, case, paths = max(rows, key=lambda r: r[0])
+    return at_most(err, _l11_bound(inp, case.cons, case.net), _case_rounding(case),
+                   detail=f"worst case {case.name()} (err/bound {ratio:.3f}): fast path on random "
+                          f"prompts and ascent {case.fast_err:.3e}; at the probe "
+                          + ", ".join(f"{k} {v:.3e}" for k, v in paths.items()))
 
 
-def _record_consistent(g, N: int) -> bool:
-    """The guarantee's fields as derived (docs/derivations/lemma11.md): gap = alpha c^2 (1 - mu), leak =
-    lemma11_leak(N, gap), error bound = Lip sqrt(H) 2 leak r_x."""
-    gap = g.alpha * g.c ** 2 * (1 - g.mu)
-    bound = g.lipschitz * math.sqrt(g.H) * 2 * lemma11_leak(N, gap) * g.r_x
-    return (abs(g.gap - gap) <= 1e-12 * max(1.0, gap) and abs(g.leak - lemma11_leak(N, gap)) <= 1e-15
-            and abs(g.error_bound - bound) <= 1e-12 * bound)
+def lemma11_bound_meets_eps(inp: Lemma11Inputs, ctx: Context) -> Verdict:
+    """Lemma 11 with alpha from eps: the construction's bound is at most the eps asked."""
+    bound, case = max(((_l11_bound(inp, c.cons, c.net), c) for c in inp.cases), key=lambda r: r[0])
+    return at_most(bound, inp.eps, detail=f"largest bound at {case.name()} "
+                                          f"(alpha {case.cons.guarantee.alpha:.3f})")
 
 
-def lemma11_alpha_least(g, eps: float) -> bool:
-    """Lemma 11 (docs/derivations/lemma11.md, "Choosing alpha from eps"): the public ``lemma11_alpha`` is the built
-    alpha, equals ln((N-1)(1-delta*)/delta*) / (c^2 (1 - mu)), delta* = eps / (2 Lip sqrt(H) r_x) (relative 1e-12),
-    meets eps, and alpha (1 - 1e-9) does not; alpha = 0 when the uniform attention already meets eps (1.01 x its
-    bound, and delta* > 1; not 0.99 x) and for lipschitz = 0."""
-    kw = dict(N=g.N, q=g.H, mu=g.mu, c=g.c, r_x=g.r_x, lipschitz=g.lipschitz)
-    a = lemma11_alpha(eps=eps, **kw)
-    ds = eps / (2 * g.lipschitz * math.sqrt(g.H) * g.r_x)
-    closed = math.log((g.N - 1) * (1 - ds) / ds) / (g.c ** 2 * (1 - g.mu))
-    uniform = lemma11_error_bound(alpha=0.0, **kw)  # alpha = 0 once delta* >= (N-1)/N, and for a constant net
-    edges = (lemma11_alpha(eps=1.01 * uniform, **kw) == 0.0 < lemma11_alpha(eps=0.99 * uniform, **kw)
-             and lemma11_alpha(eps=1.0001 * uniform * g.N / (g.N - 1), **kw) == 0.0  # delta* = 1.0001 > 1
-             and lemma11_alpha(eps=eps, **{**kw, "lipschitz": 0.0}) == 0.0)
-    return (a == g.alpha and abs(a - closed) <= 1e-12 * closed and lemma11_error_bound(alpha=a, **kw) <= eps
-            and lemma11_error_bound(alpha=a * (1 - 1e-9), **kw) > eps and edges)
+def _gap_verdict(gaps, what: str) -> Verdict:
+    """The largest |gap| - rounding over (gap, rounding, case) rows, against 0."""
+    gap, rnd, case = max(gaps, key=lambda r: r[0] - r[1].term)
+    return at_most(gap, 0.0, rnd, detail=f"{what}, largest at {case.name()}")
 
 
-def guarantee_rederived(cons, net, g, eps_2nn: float = 0.25) -> bool:
-    """The public ``lemma11_guarantee`` of the built weights is the attached record, and at twice r_x and a given
-    eps_2nn it is the same bound with twice r_x (linear in r_x, docs/derivations/lemma11.md) plus eps_2nn end to end."""
-    again, wider = lemma11_guarantee(cons, net, r_x=g.r_x), lemma11_guarantee(cons, net, r_x=2 * g.r_x, eps_2nn=eps_2nn)
-    return (again.as_dict() == g.as_dict() and abs(wider.error_bound - 2 * g.error_bound) <= 1e-15 * g.error_bound
-            and wider.end_to_end_bound == wider.error_bound + eps_2nn and wider.lipschitz == g.lipschitz)
+def lemma11_module_is_fast_path(inp: Lemma11Inputs, ctx: Context) -> Verdict:
+    """The built module equals the fast path (from alpha, c and the codes) at the probe prompt."""
+    return _gap_verdict([(float((c.at_probe["module"] - c.at_probe["fast path"]).abs().max()),
+                          _attention_rounding(c.cons.guarantee), c) for c in inp.cases],
+                        "|module - fast path| at the probe prompt")
 
 
-def _l11_holds(r: dict) -> bool:
-    """err <= bound <= eps; module = fast path (and exported = module) up to rounding; for the linear
-    link every path's error at the worst prompt equals the exact worst case up to rounding."""
-    rnd = r["rnd"]
-    ok = (r["bound"] <= L11_EPS and rnd.within(r["err"], r["bound"]) and rnd.within(r["module_gap"], 0.0)
-          and rnd.within(r["fused_gap"], 0.0))
-    ok &= r["record_ok"]
-    if "export_gap" in r:
-        ok &= (rnd + r["export_rnd"]).within(r["export_gap"], 0.0)
-    if "exact" in r:
-        ok &= r["exact"] <= r["bound"]
-        ok &= all((rnd + r.get("export_rnd", rnd)).within(abs(e - r["exact"]), 0.0) for e in r["adversarial"].values())
-    return bool(ok)
+def lemma11_fused_heads(inp: Lemma11Inputs, ctx: Context) -> Verdict:
+    """The fused (SDPA) heads in chunks of N/3 + 1 equal the math heads."""
+    return _gap_verdict([(c.fused_gap, _attention_rounding(c.cons.guarantee), c) for c in inp.cases],
+                        "|fused heads - math heads| on random prompts")
 
 
-def _l11_line(r: dict) -> str:
-    s = (f"{r['link']} q=H={r['q']} N={r['N']}: err {r['err']:.2e} vs bound {r['bound']:.2e} <= eps {L11_EPS} "
-         f"(alpha {r['alpha']:.2f}, mu {r['mu']:.3f}); module - fast path {r['module_gap']:.1e}, fused heads (chunks of "
-         f"N/3 + 1) - math heads {r['fused_gap']:.1e}")
-    if "export_gap" in r:
-        s += f", exported - module {r['export_gap']:.1e}"
-    if "exact" in r:
-        s += f"; worst prompt: exact {r['exact']:.4e}"
-    s += "; err " + ", ".join(f"{k} {v:.4e}" for k, v in r["adversarial"].items())
-    return s
+def lemma11_export_is_module(inp: Lemma11Inputs, ctx: Context) -> Verdict:
+    """The saved, reloaded nn.MultiheadAttention equals the built module (Appendix A.1's export)."""
+    return _gap_verdict([(float((c.at_probe["nn.MultiheadAttention"] - c.at_probe["module"]).abs().max()),
+                          _case_rounding(c), c) for c in inp.cases if c.exported],
+                        "|exported - module| at the probe prompt")
 
 
-L11_TIGHT_NS, L11_TIGHT_RX, L11_TIGHT_RTOL = (16, 256), 2.0, 1e-9
+def lemma11_worst_prompt_exact(inp: Lemma11Inputs, ctx: Context) -> Verdict:
+    """Linear link: every path's error at the worst prompt equals the exact worst case (both sides)."""
+    rows = []
+    for case in (c for c in inp.cases if c.gradient is not None):
+        exact = case.exact_worst
+        for path, err in case.probe_errors().items():
+            rows.append((abs(err - exact) - _case_rounding(case).term, err, exact, path, case))
+    _, err, exact, path, case = max(rows, key=lambda r: r[0])
+    return close(err, exact, 0.0, _case_rounding(case),
+                 detail=f"largest |err - exact| at {case.name()}, {path}")
 
 
-def _l11_tight(ctx: Context, generic_lipschitz: bool = False) -> Outcome:
-    """Star codes, q = H = 2 and a net affine on the ball with w = (u, u)/sqrt 2: the worst prompt attains
-    the bound, so the built module's error / bound = 1 (docs/derivations/lemma11.md); the bound is eps."""
-    u = torch.full((L11_D,), 0.5, dtype=torch.float64, device=ctx.device)
-    w = torch.cat([u, u]) / math.sqrt(2)
-    net = affine_net(w, L11_TIGHT_RX)
-    ratios, ok = [], True
-    # affine_net's bias keeps the unit on: affine on blocks of norm <= r_x, at the worst input too (r_x = 50)
-    big = affine_net(w, 50.0)
-    zs = torch.stack([-50.0 * torch.cat([u, u]) / u.norm(), 50.0 * torch.cat([u, u]) / u.norm()])
-    ok &= bool(torch.allclose(big(zs.view(2, 2, L11_D)), zs @ w + big.b, rtol=1e-12, atol=1e-9))
-    for N in L11_TIGHT_NS:
-        cons = lemma11(N, L11_D, 2, net, eps=L11_EPS, r_x=L11_TIGHT_RX, device=ctx.device,
-                       codebook=star_codebook(N, mu=0.5, device=ctx.device))
-        g = cons.guarantee
-        bound = g.error_bound
-        if generic_lipschitz:  # the falsifier: ||a|| ||W||_op of the linear link's +- pair net, 2 ||w||
-            pair = TwoLayerNet(a=torch.tensor([1.0, -1.0], dtype=w.dtype, device=w.device), W=torch.stack([w, -w]),
-                               b=torch.zeros(2, dtype=w.dtype, device=w.device))
-            bound = lemma11_error_bound(N=N, q=2, mu=g.mu, c=g.c, alpha=g.alpha, r_x=g.r_x,
-                                        lipschitz=float(pair.a.norm() * torch.linalg.matrix_norm(pair.W, ord=2)))
-        x, t = lemma11_adversarial_prompt(cons, u, target=0)
-        with torch.no_grad():
-            err = float((cons.predict(x, t) - net(gather_tokens(x, t))).abs().max())
-        ok &= abs(err / bound - 1) <= L11_TIGHT_RTOL + _attention_rounding(g).term / bound
-        ratios.append(err / bound)
-    return Outcome(measured="star code: err/bound " + ", ".join(f"{r:.10f}" for r in ratios),
-                   bound=f"= 1 +- {L11_TIGHT_RTOL:g}", holds=ok,
-                   detail=f"star codes (mu = 0.5) at N = {list(L11_TIGHT_NS)}, q = H = 2, net affine on the "
-                          f"{L11_TIGHT_RX}-ball (affine_net also affine at its worst input for r_x = 50), target 0: "
-                          f"built module's error / bound = "
-                          + ", ".join(f"{r:.12f}" for r in ratios))
+def lemma11_exact_within_bound(inp: Lemma11Inputs, ctx: Context) -> Verdict:
+    """Linear link: the exact worst case 2 r_x max_t leak[t] ||sum w_h|| is at most the bound."""
+    rows = [(c.exact_worst / _l11_bound(inp, c.cons, c.net), c) for c in inp.cases
+            if c.gradient is not None]
+    ratio, case = max(rows, key=lambda r: r[0])
+    return at_most(case.exact_worst, _l11_bound(inp, case.cons, case.net),
+                   detail=f"largest exact / bound {ratio:.3f} at {case.name()}")
 
 
-def _lemma11(ctx: Context, fault=None, small: bool = False) -> Outcome:
-    """Every case holds (see _l11_holds), and alpha grows at most like ln N."""
-    rows, alpha_ratio, ln_ratio = [], 0.0, 0.0
-    for link_name, q in _l11_cases(ctx):
-        Ns, searched = _l11_sizes(ctx, link_name)
-        Ns = [N for N in Ns if N <= searched] if small else Ns
-        case = [_l11_case(ctx, link_name, q, N, salt=110 + i + 1000 * q, fault=fault) for i, N in enumerate(Ns)]
-        rows += case
-        alpha_ratio = max(alpha_ratio, case[-1]["alpha"] / case[0]["alpha"])
-        ln_ratio = max(ln_ratio, math.log(Ns[-1]) / math.log(Ns[0]))
-    tight = _l11_tight(ctx)
-    holds = all(_l11_holds(r) for r in rows) and alpha_ratio <= ln_ratio and tight.holds
-    worst = max(r["err"] / r["bound"] for r in rows)
-    detail = ("; ".join(_l11_line(r) for r in rows) + f"; alpha x{alpha_ratio:.2f} while ln N x{ln_ratio:.2f}; "
-              f"every record as derived, its alpha the public lemma11_alpha (the least meeting eps, = the closed-form "
-              f"inversion), lemma11_guarantee of the built weights the attached record, layout_of the encoded "
-              f"batch the construction's layout, and (linear link) the Lipschitz constant the affine net's gradient "
-              f"norm: "
-              f"{all(r['record_ok'] for r in rows)}; "
-              f"{tight.detail}; largest {largest(r['rnd'] for r in rows)}")
-    return Outcome(measured=f"max err/bound = {worst:.3f} (default codes, worst prompt = exact); {tight.measured}; "
-                            f"alpha x{alpha_ratio:.2f}",
-                   bound=f"<= 1, alpha x <= {ln_ratio:.2f} (log N)", holds=holds, detail=detail,
-                   value=worst, limit=1.0)
+def lemma11_lipschitz_exact(inp: Lemma11Inputs, ctx: Context) -> Verdict:
+    """Linear link: the net's Lipschitz constant in the bound is its exact one, ||gradient||."""
+    rows = [(abs(inp.lipschitz(c.net) / float(c.gradient.norm()) - 1), c) for c in inp.cases
+            if c.gradient is not None]
+    _, case = max(rows, key=lambda r: r[0])
+    norm = float(case.gradient.norm())
+    return close(inp.lipschitz(case.net), norm, 1e-12 * norm,
+                 detail=f"Lipschitz constant vs ||gradient||, largest relative gap at {case.name()}")
+
+
+def lemma11_star_attains(inp: Lemma11Inputs, ctx: Context) -> Verdict:
+    """Star codes: the built module's error at the worst prompt / the bound = 1 (the bound is
+    attained, docs/derivations/lemma11.md); the case farthest from 1 is named."""
+    rows = []
+    for s in inp.star:
+        bound = _l11_bound(inp, s.cons, s.net)
+        rows.append((s.error / bound, _attention_rounding(s.cons.guarantee).times(1 / bound, "1/bound"), s))
+    ratio, rnd, star = max(rows, key=lambda r: abs(r[0] - 1) - r[1].term)
+    return close(ratio, 1.0, L11_TIGHT_RTOL, rnd,
+                 detail=f"star codes (mu = 1/2), q = H = 2, w = (u, u)/sqrt 2, target 0: error / bound "
+                        + ", ".join(f"N={s.N}: {s.error / _l11_bound(inp, s.cons, s.net):.12f}"
+                                    for s in inp.star) + f"; farthest from 1 at N = {star.N}")
+
+
+def lemma11_alpha_log_n(inp: Lemma11Inputs, ctx: Context) -> Verdict:
+    """alpha = O(log N): for each link, alpha(N_max) / alpha(N_min) <= ln N_max / ln N_min."""
+    rows = []
+    for name in dict.fromkeys(c.link_name + str(c.cons.guarantee.H) for c in inp.cases):
+        cs = [c for c in inp.cases if c.link_name + str(c.cons.guarantee.H) == name]
+        a = cs[-1].cons.guarantee.alpha / cs[0].cons.guarantee.alpha
+        rows.append((a / (math.log(cs[-1].N) / math.log(cs[0].N)), a, math.log(cs[-1].N) / math.log(cs[0].N),
+                     cs[-1]))
+    _, a, ln_ratio, case = max(rows, key=lambda r: r[0])
+    return at_most(a, ln_ratio, detail=f"alpha ratio vs ln N ratio, worst link {case.link_name}")
 
 
 def _module_fault(edit):
-    """A copy of the construction whose built module has ``edit`` applied to its W_QK (H, D_e, D_e)."""
-    def fault(cons):
-        broken = cons.with_alpha(cons.alpha)
+    """A copy of the built module with ``edit(W_QK, construction)`` applied, in each case small
+    enough to be exported (the others keep theirs)."""
+    def broken(case: L11Case) -> L11Case:
+        module = case.cons.with_alpha(case.cons.alpha)
         with torch.no_grad():
-            edit(broken.model.W_QK, cons)
-        return broken
-    return fault
+            edit(module.model.W_QK, case.cons)
+        return replace(case, module=module)
+
+    def apply(inp: Lemma11Inputs, ctx: Context) -> Lemma11Inputs:
+        return replace(inp, cases=tuple(broken(c) if c.exported else c for c in inp.cases))
+    return apply
 
 
 def _scores_halved(W, cons):
@@ -297,27 +376,36 @@ def _last_head_dropped(W, cons):
     W[-1].zero_()
 
 
-L11_FAULTS = {"scores halved": _scores_halved, "slot -> slot0 block": _wrong_key_block,
-              "last head's block dropped": _last_head_dropped}
+def _op_norm_lipschitz(inp: Lemma11Inputs, ctx: Context) -> Lemma11Inputs:
+    """The bound with ||a|| ||W||_op for the Lipschitz constant: 2 ||w|| for a +- pair net."""
+    return replace(inp, lipschitz=lambda net: float(net.a.norm() * torch.linalg.matrix_norm(net.W, ord=2)))
 
 
-def _lemma11_falsifier(ctx: Context) -> Outcome:
-    runs = {name: _lemma11(ctx, fault=_module_fault(edit), small=True) for name, edit in L11_FAULTS.items()}
-    runs["bound with ||a|| ||W||_op"] = _l11_tight(ctx, generic_lipschitz=True)
-    return Outcome(measured="; ".join(f"{k}: {o.measured.split(' (')[0]}" for k, o in runs.items()), bound="<= 1",
-                   holds=any(o.holds for o in runs.values()),
-                   detail=" | ".join(f"{k}: {o.detail}" for k, o in runs.items()))
-
+L11_MODULE_CHECKS = ("error <= bound", "module = fast path")
 
 register(Claim(
-    id="lemma-11", ref_seed="Lemma 11", ref_conference="Lemma 11",
-    statement=f"q-head attention construction (linear link; teacher net with H=3): the built module, its fast path and "
-              f"the exported nn.MultiheadAttention stay within the guarantee <= eps={L11_EPS}; the worst prompt "
-              f"attains the exact worst case (linear link) and the bound itself (star code); alpha = O(log N)",
-    check=_lemma11, falsifier=_lemma11_falsifier,
-    falsifier_statement="the built module with its scores halved, slot blocks on the wrong key block, or the last "
-                        "head's block dropped, and a bound using ||a|| ||W||_op (2x the linear net's Lipschitz "
-                        "constant), must be caught",
+    id="lemma-11", ref=Ref("Lemma 11", "Lemma 11"),
+    statement=f"q-head attention construction (linear link; teacher net with H=3): the built module, its "
+              f"fast path and the exported nn.MultiheadAttention stay within the guarantee <= "
+              f"eps={L11_EPS}; the worst prompt attains the exact worst case (linear link) and the bound "
+              f"itself (star code); alpha = O(log N)",
+    inputs=lemma11_inputs,
+    checks=[Check("error <= bound", lemma11_error), Check("bound <= eps", lemma11_bound_meets_eps),
+            Check("module = fast path", lemma11_module_is_fast_path),
+            Check("fused heads = math heads", lemma11_fused_heads),
+            Check("exported = module", lemma11_export_is_module),
+            Check("worst prompt = exact worst case", lemma11_worst_prompt_exact),
+            Check("exact worst case <= bound", lemma11_exact_within_bound),
+            Check("Lipschitz constant exact", lemma11_lipschitz_exact),
+            Check("star code attains the bound", lemma11_star_attains),
+            Check("alpha = O(log N)", lemma11_alpha_log_n)],
+    faults=[Fault("scores halved", _module_fault(_scores_halved), breaks=L11_MODULE_CHECKS),
+            Fault("slot -> slot0 block", _module_fault(_wrong_key_block), breaks=L11_MODULE_CHECKS),
+            Fault("last head's block dropped", _module_fault(_last_head_dropped), breaks=L11_MODULE_CHECKS),
+            Fault("bound with ||a|| ||W||_op", _op_norm_lipschitz,
+                  breaks=("Lipschitz constant exact", "star code attains the bound"))],
+    builds=(lemma11, lemma11_adversarial_prompt), bounds=(lemma11_error_bound, target_leaks),
+    derivation="docs/derivations/lemma11.md",
 ))
 
 # ---------------------------------------------------------------- sparse-average-single-head
@@ -524,7 +612,7 @@ def _sparse_average_falsifier(ctx: Context) -> Outcome:
                    holds=loose.holds or short.holds, detail=f"leak-only bound: {loose.detail} | one slot short: {short.detail}")
 
 
-register(Claim(
+register(Legacy(
     id="sparse-average-single-head", ref_seed="remark after Prop 3", ref_conference="remark after Prop 4",
     statement="one head computes the q-sparse average (q = 2, 3; mu < 1/(2q-1)): the exact worst case over all "
               "prompts is attained by the built, fast and exported modules and stays within the derived bound",
@@ -688,7 +776,7 @@ def _few_heads_falsifier(claim_id: str, ctx: Context) -> Outcome:
 
 for _cid, _ref in (("prop-21", ("Prop 21", "Prop 21")), ("prop-3", ("Prop 3", "Prop 4"))):
     _cfg = FEW[_cid]
-    register(Claim(
+    register(Legacy(
         id=_cid, ref_seed=_ref[0], ref_conference=_ref[1],
         statement=(f"H < q heads cannot beat the floor {'2(q-H)/q (restricted W_QK, d=1)' if _cfg['restricted'] else '2(1 - H(q+d)/(qd))'}"
                    f" at positions i >= N/2 (q={_cfg['q']}, d={_cfg['d']}); an explicit H-head model nearly attains it"),
@@ -980,7 +1068,7 @@ def _thm4_falsifier(ctx: Context) -> Outcome:
                           f"largest relative gap {gap:.2e}")
 
 
-register(Claim(
+register(Legacy(
     id="thm-4", ref_seed="Thm 4 (Thm 10)", ref_conference="Thm 3 (Thm 10)",
     statement=f"Transformer sample size for risk {THM4_TARGET} (explicit constants) grows polylogarithmically in N",
     check=_thm4, falsifier=_thm4_falsifier,

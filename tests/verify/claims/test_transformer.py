@@ -5,6 +5,7 @@ import math
 
 import pytest
 import sympy
+import torch
 
 import qstr.bounds.transformer as bt
 from qstr.bounds.symbolic import leading_sample_size_expr
@@ -28,53 +29,6 @@ def test_thm4_agreement_catches_a_fault_in_psi(monkeypatch, fault):
 def test_thm4_agreement_catches_a_scaled_bound():
     gap = thm4_agreement(Theorem4Params.default(), bound=lambda n, N, P: bt.theorem4_bound(n, N, P).total * (1 + 1e-6))
     assert gap == pytest.approx(1e-6, rel=1e-3)
-
-
-def test_lemma11_rejects_a_guarantee_above_the_eps_asked(monkeypatch):
-    """A construction built for 4 eps (its own guarantee met, but above the eps asked) must fail the check."""
-    import qstr.verify.claims.transformer as T
-    from qstr.verify.registry import Context
-    orig = T.lemma11
-    monkeypatch.setattr(T, "lemma11", lambda *a, eps=None, **k: orig(*a, eps=None if eps is None else 4 * eps, **k))
-    assert not T._lemma11(Context()).holds
-
-
-def test_lemma11_star_code_attains_the_bound_and_a_loose_bound_is_caught(monkeypatch):
-    """The star-code case measures err/bound = 1; a bound 25% too large (and one that uses ||a|| ||W||_op,
-    the falsifier) fails it."""
-    import qstr.bounds.attention as ba
-    import qstr.verify.claims.transformer as T
-    from qstr.verify.registry import Context
-    honest = T._l11_tight(Context())
-    assert honest.holds and "1.0000000000, 1.0000000000" in honest.measured
-    assert not T._l11_tight(Context(), generic_lipschitz=True).holds
-    orig = ba._lemma11_record
-
-    def loose_record(cons, **k):
-        g = orig(cons, **k)
-        return dataclasses.replace(g, error_bound=1.25 * g.error_bound)
-
-    monkeypatch.setattr(ba, "_lemma11_record", loose_record)
-    loose = T._l11_tight(Context())
-    assert not loose.holds and "0.8000000000" in loose.measured
-
-
-def test_lemma11_case_reads_the_built_module(monkeypatch):
-    """A fault in the W_QK blocks the builder writes (scores 10% low) passes the fast path, which is
-    rebuilt from (alpha, c), but not the case, which runs the built and the exported modules."""
-    import qstr.constructions.attention as A
-    import qstr.verify.claims.transformer as T
-    from qstr.verify.registry import Context
-    honest = T._l11_case(Context(), "linear", 2, 16, salt=1)
-    assert T._l11_holds(honest)
-    assert honest["adversarial"]["module"] == pytest.approx(honest["exact"], rel=1e-9)
-    orig = A._qk_blocks
-    monkeypatch.setattr(A, "_qk_blocks", lambda *a: 0.9 * orig(*a))
-    broken = T._l11_case(Context(), "linear", 2, 16, salt=1)
-    assert not T._l11_holds(broken)
-    assert broken["adversarial"]["fast path"] == pytest.approx(honest["exact"], rel=1e-9)
-    assert broken["adversarial"]["module"] > 1.1 * honest["exact"]
-    assert broken["adversarial"]["nn.MultiheadAttention"] == pytest.approx(broken["adversarial"]["module"], rel=1e-9)
 
 
 def test_sparse_average_worst_case_is_exact_and_a_bound_without_the_within_term_is_caught(monkeypatch):
@@ -206,18 +160,6 @@ def test_leading_form_and_search_catch_slips(monkeypatch):
     assert not T.search_least(P)[0]
 
 
-def test_lemma11_alpha_least_catches_a_larger_alpha(monkeypatch):
-    import qstr.verify.claims.transformer as T
-    from qstr.verify.registry import Context
-
-    link, cons = T._l11_build("linear", 16, 2, Context())
-    g = cons.guarantee
-    assert T.lemma11_alpha_least(g, T.L11_EPS) and T.guarantee_rederived(cons, link.two_layer_net(), g)
-    real = T.lemma11_alpha
-    monkeypatch.setattr(T, "lemma11_alpha", lambda **kw: real(**kw) * (1 + 1e-6))  # meets eps, not the least
-    assert not T.lemma11_alpha_least(g, T.L11_EPS)
-
-
 def test_no_minimiser_without_coherence_catches_a_finite_minimiser(monkeypatch):
     """At mu = 0 the sparse-averaging bound only decreases: a sparse_average_alpha that returns a (grid-end) minimiser
     instead of refusing is caught."""
@@ -230,3 +172,65 @@ def test_no_minimiser_without_coherence_catches_a_finite_minimiser(monkeypatch):
     honest = T.sparse_average_alpha
     monkeypatch.setattr(T, "sparse_average_alpha", lambda eps=None, **kw: 1e6 if eps is None else honest(eps=eps, **kw))
     assert not T.no_minimiser_without_coherence(g, 3)
+
+
+# ---------------------------------------------------------------- lemma-11 through its declared checks
+
+@pytest.fixture(scope="module")
+def lemma11_claim():
+    from qstr.verify.claim import Context
+    from qstr.verify.claims import all_claims
+
+    claim, ctx = all_claims()["lemma-11"], Context()
+    return claim, claim.inputs(ctx), ctx
+
+
+def test_lemma11_every_check_holds_and_the_star_code_attains_the_bound(lemma11_claim):
+    """Every check holds on the honest inputs; the star code measures error / bound = 1."""
+    claim, inp, ctx = lemma11_claim
+    for check in claim.checks:
+        assert check.run(inp, ctx).holds, check.name
+    assert claim.check("star code attains the bound").run(inp, ctx).measured == pytest.approx(1, abs=1e-9)
+
+
+def test_lemma11_faults_break_their_checks(lemma11_claim):
+    """Each fault makes each check it names fail, and leaves the honest inputs as they were."""
+    claim, inp, ctx = lemma11_claim
+    for fault in claim.faults:
+        broken = fault.apply(inp, ctx)
+        assert broken is not inp
+        for name in fault.breaks:
+            assert not claim.check(name).run(broken, ctx).holds, (fault.name, name)
+    assert claim.check("error <= bound").run(inp, ctx).holds
+
+
+def test_lemma11_a_bound_above_the_eps_asked_is_caught(lemma11_claim):
+    """A bound 4x larger (a construction for 4 eps) fails 'bound <= eps'."""
+    claim, inp, ctx = lemma11_claim
+    wide = dataclasses.replace(inp, error_bound=lambda **kw: 4 * inp.error_bound(**kw))
+    assert not claim.check("bound <= eps").run(wide, ctx).holds
+
+
+def test_lemma11_a_loose_bound_is_caught_by_the_star_code(lemma11_claim):
+    """A bound 25% too large: the star code measures error / bound = 0.8, and fails."""
+    claim, inp, ctx = lemma11_claim
+    loose = dataclasses.replace(inp, error_bound=lambda **kw: 1.25 * inp.error_bound(**kw))
+    v = claim.check("star code attains the bound").run(loose, ctx)
+    assert not v.holds and v.measured == pytest.approx(0.8, rel=1e-9)
+
+
+def test_lemma11_scores_10_percent_low_are_read_from_the_built_module(lemma11_claim):
+    """W_QK 10% low in the module users get: the fast path (from alpha, c, codes) does not see it,
+    the module and its export do: 'module = fast path' fails, 'exported = module' holds."""
+    claim, inp, ctx = lemma11_claim
+
+    def low(case):
+        module = case.cons.with_alpha(case.cons.alpha)
+        with torch.no_grad():
+            module.model.W_QK.mul_(0.9)
+        return dataclasses.replace(case, module=module)
+
+    broken = dataclasses.replace(inp, cases=tuple(low(c) if c.exported else c for c in inp.cases))
+    assert not claim.check("module = fast path").run(broken, ctx).holds
+    assert not claim.check("worst prompt = exact worst case").run(broken, ctx).holds
+    assert claim.check("exported = module").run(broken, ctx).holds
