@@ -409,20 +409,66 @@ register(Claim(
 ))
 
 # ---------------------------------------------------------------- sparse-average-single-head
+# (bounds/attention.py; docs/derivations/sparse-averaging.md)
 
 SA_N, SA_D, SA_MU = 64, 3, 1 / 16
 SA_CASES = ((2, 0.05), (3, None))  # (q, eps); eps None: the alpha minimising the bound (q >= 3)
 
 
-def _sparse_average(q: int, eps, ctx: Context):
-    book = rs_hadamard_codebook(SA_N, mu=SA_MU, dtype=torch.float64, device=ctx.device)
-    r_x = lemma12_radius(SA_D, n=10_000, N=SA_N)
-    return sparse_average_head(SA_N, SA_D, q, codebook=book, r_x=r_x, eps=eps, device=ctx.device)
+@dataclass(frozen=True, eq=False)
+class SACase:
+    """One q: the averaging head as certified (fast path, guarantee), the module users get, the
+    exact sup over all q-sets and its worst prompt, and random prompts in the r_x-ball."""
+
+    q: int
+    head: Any  # the construction as certified
+    module: Any  # the built weights users get (a fault edits a copy)
+    n_sets: int
+    exact: float  # r_x max_T ||pi_T - w_T||_1: the sup over all prompts
+    pi: torch.Tensor  # the closed-form softmax row of the worst set, from the codes' Gram matrix
+    worst: Tuple[torch.Tensor, torch.Tensor]  # the worst prompt (x, t)
+    fast_at_worst: float  # the fast path's error at the worst prompt
+    prompts: Tuple[torch.Tensor, torch.Tensor]  # random prompts (distinct indices)
+    ascent: bool  # full and gpu profiles: gradient ascent on 8 prompts
+
+    def errors(self, predict, x, t) -> torch.Tensor:
+        """||y_hat_i - mean of the q selected tokens||_2 per position."""
+        y = predict(x, t).reshape(*t.shape[:2], SA_D)
+        return (y - Mean(q=self.q, d=SA_D)(gather_tokens(x, t))).norm(dim=-1)
+
+    @functools.cached_property
+    def measured(self) -> Dict[str, float]:
+        """The module's and its export's errors at the worst prompt, the module's on random prompts
+        (and after ascent), and its attention rows against pi."""
+        exported = saved_and_reloaded(self.module)[1]
+        paths = {"module": lambda x, t: self.module.predict(x, t),
+                 "nn.MultiheadAttention": lambda x, t: exported(self.module.encode(x, t))}
+        x, t = self.prompts
+        with torch.no_grad():
+            out = {k: float(self.errors(f, *self.worst).max()) for k, f in paths.items()}
+            out["fast path"] = self.fast_at_worst
+            rows = self.module.model.attention(self.module.encode(*self.worst), chunk=16)[0, 0]
+            out["attention rows"] = float((rows - self.pi).abs().max())
+            out["random"] = float(self.errors(paths["module"], x, t).max())
+        if self.ascent:
+            x8 = worst_case_tokens(lambda xx: self.errors(paths["module"], xx, t[:8]), x[:8],
+                                   self.head.guarantee.r_x, steps=80)
+            with torch.no_grad():
+                out["random"] = max(out["random"], float(self.errors(paths["module"], x8, t[:8]).max()))
+        return out
+
+
+@dataclass(frozen=True)
+class SparseAverageInputs:
+    """The cases, and the bound they are compared against (remark after Prop 3)."""
+
+    cases: Tuple[SACase, ...]
+    error_bound: Callable[..., float]  # r_x (2 L + within(L, rho))
 
 
 def _set_gaps(head):
-    """||pi_T - w_T||_1 for every q-set T of positions (pi: the head's softmax from the codes' Gram matrix,
-    w: 1/q on T), with the sets (M, q) and pi (M, N). The exact sup of the error is r_x max_T of it."""
+    """||pi_T - w_T||_1 for every q-set T of positions (pi: the head's softmax from the codes' Gram
+    matrix, w: 1/q on T), with the sets (M, q) and pi - w (M, N)."""
     T = torch.combinations(torch.arange(head.N, device=head.omega.device), head.q)
     G = head.omega @ head.omega.T
     pi = torch.softmax(head.alpha * head.c ** 2 * G[T].sum(1), dim=-1)
@@ -431,194 +477,122 @@ def _set_gaps(head):
 
 
 def _sa_worst_prompt(head, T, diff, r_x: float):
-    """Every position averages the worst set T; x_j = r_x sign(pi_j - w_j) e_0, so the error of every
-    position is r_x ||pi - w||_1 (docs/derivations/sparse-averaging.md)."""
+    """Every position averages the worst set T; x_j = r_x sign(pi_j - w_j) e_0, so every
+    position's error is r_x ||pi - w||_1 (docs/derivations/sparse-averaging.md)."""
     x = torch.zeros(1, head.N, head.d, dtype=diff.dtype, device=diff.device)
     x[0, :, 0] = r_x * torch.where(diff >= 0, 1.0, -1.0).to(diff)
     return x, T.expand(1, head.N, head.q).contiguous()
 
 
-def _sa_case(ctx: Context, q: int, eps, fault=None, loose_bound: bool = False) -> dict:
-    """One q: the exact sup over all prompts, attained at the worst prompt by the built module, its fast path and
-    the exported nn.MultiheadAttention; random prompts below it; exact sup <= bound."""
-    head = _sparse_average(q, eps, ctx)
-    g = head.guarantee
-    user = head if fault is None else fault(head)
+def _sa_case(ctx: Context, q: int, eps) -> SACase:
+    """The head for q (RS-Hadamard codes, mu = 1/16), its exact sup over all q-sets, the worst
+    prompt and random prompts."""
+    book = rs_hadamard_codebook(SA_N, mu=SA_MU, dtype=torch.float64, device=ctx.device)
+    r_x = lemma12_radius(SA_D, n=10_000, N=SA_N)
+    head = sparse_average_head(SA_N, SA_D, q, codebook=book, r_x=r_x, eps=eps, device=ctx.device)
     gaps, sets, diffs = _set_gaps(head)
     worst = int(gaps.argmax())
-    exact = g.r_x * float(gaps[worst])
-    bound = 2 * g.r_x * sparse_average_leak(N=SA_N, q=q, mu=g.mu, A=g.alpha * g.c ** 2) if loose_bound \
-        else g.error_bound
-    task = QSTR(N=SA_N, d=SA_D, link=Mean(q=q, d=SA_D), indices="distinct")
-    p = task.sample(ctx.pick(quick=16, full=512, gpu=640), generator=ctx.generator(21 + q, ctx.device),
-                    device=ctx.device, dtype=torch.float64)
-    x, t = clip_to_ball(p.x, g.r_x), p.t
-
-    def errors(predict, xx, tt):
-        return (predict(xx, tt).reshape(*tt.shape[:2], SA_D) - task.link(gather_tokens(xx, tt))).norm(dim=-1)
-
+    g = head.guarantee
     xw, tw = _sa_worst_prompt(head, sets[worst], diffs[worst], g.r_x)
-    with torch.no_grad():  # the module's own attention rows = the closed-form softmax pi_T from the Gram matrix
-        pi = torch.softmax(g.alpha * g.c ** 2 * (head.omega @ head.omega.T)[sets[worst]].sum(0), dim=-1)
-        attn_gap = float((user.model.attention(user.encode(xw, tw), chunk=16)[0, 0] - pi).abs().max())
-    mt = saved_and_reloaded(user)[1]
-    paths = {"module": lambda xx, tt: user.predict(xx, tt), "fast path": head.fast_predict,
-             "nn.MultiheadAttention": lambda xx, tt: mt(user.encode(xx, tt))}
+    G = head.omega @ head.omega.T
+    pi = torch.softmax(g.alpha * g.c ** 2 * G[sets[worst]].sum(0), dim=-1)
+    task = QSTR(N=SA_N, d=SA_D, link=Mean(q=q, d=SA_D), indices="distinct")
+    p = task.sample(ctx.pick(quick=16, full=512, gpu=640), dtype=torch.float64, device=ctx.device,
+                    generator=ctx.generator("sparse-average-single-head/prompts", q, device=ctx.device))
+    case = SACase(q, head, head, len(sets), g.r_x * float(gaps[worst]), pi, (xw, tw), 0.0,
+                  (clip_to_ball(p.x, g.r_x), p.t), ctx.profile != "quick")
     with torch.no_grad():
-        at_worst = {k: float(errors(f, xw, tw).max()) for k, f in paths.items()}
-        random = float(errors(paths["module"], x, t).max())
-    if ctx.profile != "quick":  # gradient ascent on 8 prompts inside the r_x-ball
-        x8 = worst_case_tokens(lambda xx: errors(paths["module"], xx, t[:8]), x[:8], g.r_x, steps=80)
+        fast = float(case.errors(head.fast_predict, xw, tw).max())
+    return replace(case, fast_at_worst=fast)
+
+
+def sparse_average_inputs(ctx: Context) -> SparseAverageInputs:
+    """One case per (q, eps) of ``SA_CASES``."""
+    return SparseAverageInputs(tuple(_sa_case(ctx, q, eps) for q, eps in SA_CASES),
+                               sparse_average_error_bound)
+
+
+def _sa_bound(inp: SparseAverageInputs, case: SACase) -> float:
+    g = case.head.guarantee
+    return inp.error_bound(N=SA_N, q=case.q, mu=g.mu, c=g.c, alpha=g.alpha, r_x=g.r_x)
+
+
+def _sa_rounding(case: SACase) -> Rounding:
+    """The head's attention rounding plus its export's."""
+    g = case.head.guarantee
+    return _attention_rounding(g) + _export_rounding(case.head.model, case.exact + 1.0)
+
+
+def sparse_average_exact_within_bound(inp: SparseAverageInputs, ctx: Context) -> Verdict:
+    """Remark after Prop 3: the exact sup over all prompts, r_x max_T ||pi_T - w_T||_1, is at most
+    r_x (2 L + within(L, rho)); the q with the largest ratio is named."""
+    ratio, case = max(((c.exact / _sa_bound(inp, c), c) for c in inp.cases), key=lambda r: r[0])
+    return at_most(case.exact, _sa_bound(inp, case), _sa_rounding(case),
+                   detail=f"N={SA_N}, d={SA_D}; exact sup / bound "
+                          + ", ".join(f"q={c.q}: {c.exact / _sa_bound(inp, c):.3f} over all {c.n_sets} "
+                                      f"q-sets (alpha {c.head.guarantee.alpha:.2f})" for c in inp.cases)
+                          + f"; largest at q = {case.q}")
+
+
+def sparse_average_worst_prompt(inp: SparseAverageInputs, ctx: Context) -> Verdict:
+    """At the worst prompt the built module, its fast path and the exported nn.MultiheadAttention
+    each err exactly the sup (both sides); the farthest path is named."""
+    rows = [(abs(c.measured[k] - c.exact) - _sa_rounding(c).term, k, c) for c in inp.cases
+            for k in ("module", "fast path", "nn.MultiheadAttention")]
+    _, path, case = max(rows, key=lambda r: r[0])
+    return close(case.measured[path], case.exact, 0.0, _sa_rounding(case),
+                 detail=f"farthest from the exact sup: q = {case.q}, {path}")
+
+
+def sparse_average_random_below(inp: SparseAverageInputs, ctx: Context) -> Verdict:
+    """The module's error on random prompts (and after ascent on full) is at most the exact sup."""
+    ratio, case = max(((c.measured["random"] / c.exact, c) for c in inp.cases), key=lambda r: r[0])
+    return at_most(case.measured["random"], case.exact, _sa_rounding(case),
+                   detail=f"largest random / exact sup {ratio:.3f} at q = {case.q}")
+
+
+def sparse_average_attention_rows(inp: SparseAverageInputs, ctx: Context) -> Verdict:
+    """The module's own attention rows (chunked) at the worst prompt are the closed-form softmax
+    pi_T of the codes' Gram matrix."""
+    gap, case = max(((c.measured["attention rows"], c) for c in inp.cases), key=lambda r: r[0])
+    g = case.head.guarantee
+    rnd = Rounding(n=SA_N + g.d_e + 4, scale=max(1.0, case.q * g.alpha * g.c ** 2),
+                   what="(N + d_e + 4) eps max(1, q alpha c^2)")
+    return at_most(gap, 0.0, rnd, detail=f"|attention rows - pi_T|, largest at q = {case.q}")
+
+
+def _leak_only_bound(inp: SparseAverageInputs, ctx: Context) -> SparseAverageInputs:
+    """The bound without the within-set imbalance term: 2 r_x L (equal in-set weights assumed)."""
+    def bound(*, N, q, mu, c, alpha, r_x):
+        return 2 * r_x * sparse_average_leak(N=N, q=q, mu=mu, A=alpha * c ** 2)
+    return replace(inp, error_bound=bound)
+
+
+def _one_slot_short(inp: SparseAverageInputs, ctx: Context) -> SparseAverageInputs:
+    """The head's query misses its last slot (an off-by-one in the builder's slot loop)."""
+    def short(case: SACase) -> SACase:
+        module = case.head.with_alpha(case.head.alpha)
         with torch.no_grad():
-            random = max(random, float(errors(paths["module"], x8, t[:8]).max()))
-    rnd = _attention_rounding(g) + _export_rounding(head.model, exact + 1.0)
-    A = g.alpha * g.c ** 2  # the record's gap and leak as derived (docs/derivations/sparse-averaging.md)
-    record_ok = (abs(g.gap - A * (1 - (2 * q - 1) * g.mu)) <= 1e-12 * max(1.0, abs(g.gap))
-                 and abs(g.leak - sparse_average_leak(N=SA_N, q=q, mu=g.mu, A=A)) <= 1e-15)
-    holds = record_ok and attn_gap <= 1e-12 and (rnd.within(exact, bound) and rnd.within(random, exact)
-             and all(rnd.within(abs(e - exact), 0.0) for e in at_worst.values()))
-    return {"q": q, "exact": exact, "bound": bound, "random": random, "at_worst": at_worst, "holds": holds,
-            "alpha": g.alpha, "mu": g.mu, "sets": len(sets), "rnd": rnd, "attn_gap": attn_gap, "guarantee": g,
-            "rederived": sparse_guarantee_rederived(head, g)}
+            place_block(module.model.W_QK[0], case.head.layout, f"slot{case.q - 1}", "pos", 0.0)
+        return replace(case, module=module)
+    return replace(inp, cases=tuple(short(c) for c in inp.cases))
 
 
-def sparse_alpha_least(g, q: int, eps) -> bool:
-    """Remark after Prop 3: ``sparse_average_alpha(eps)`` is the least alpha >= 0 whose bound meets eps (relative
-    1e-12), and an eps that alpha = 0 already meets (1.5x the bound there, and exactly the bound there) gives alpha = 0,
-    on either branch."""
-    kw = dict(N=SA_N, q=q, mu=g.mu, c=g.c, r_x=g.r_x)
-
-    def bound(a):
-        return sparse_average_error_bound(alpha=a, **kw)
-
-    generous = sparse_average_alpha(eps=1.5 * bound(0.0), **kw) == 0.0
-    generous &= sparse_average_alpha(eps=bound(0.0), **kw) == 0.0  # "meets" is inclusive: eps = the bound at 0
-    if eps is None:  # q >= 3: g.alpha minimises the bound, so eps = 1.5 min is met first below it (general branch);
-        # bound(a) within 2e-15 of eps: the rounding of alpha c^2, far below the 1e-13 bisection bracket
-        a = sparse_average_alpha(eps=1.5 * g.error_bound, **kw)
-        return (generous and 0 < a <= g.alpha and bound(a) <= 1.5 * g.error_bound * (1 + 2e-15)
-                and bound(a * (1 - 1e-9)) > 1.5 * g.error_bound)
-    least = True
-    for e in (eps, 1e-6 * eps):  # the eps asked, and a tiny one (q = 2: the exact inversion's regime)
-        a = sparse_average_alpha(eps=e, **kw)
-        least &= a > 0 and bound(a) <= e * (1 + 1e-12) and bound(a * (1 - 1e-9)) > e
-    return generous and least
-
-
-def _min_bound(q: int, mu: float, c: float, r_x: float) -> float:
-    """min over alpha of the sparse-averaging bound (q >= 3): the bound at the public minimising alpha."""
-    alpha = sparse_average_alpha(N=SA_N, q=q, mu=mu, c=c, r_x=r_x)
-    return sparse_average_error_bound(N=SA_N, q=q, mu=mu, c=c, alpha=alpha, r_x=r_x)
-
-
-def mu_needed_largest(g, q: int) -> tuple:
-    """:func:`_mu_needed_largest` at the guarantee's (mu, c, r_x), once per values (the falsifier's runs reuse it)."""
-    return _mu_needed_largest(q, g.mu, g.c, g.r_x, g.error_bound)
-
-
-@functools.lru_cache(maxsize=8)
-def _mu_needed_largest(q: int, g_mu: float, c: float, r_x: float, best: float) -> tuple:
-    """Remark after Prop 3 (docs/derivations/sparse-averaging.md, choosing alpha): for an eps below the best bound
-    (half of it), ``sparse_average_mu_needed`` is the largest mu whose minimal bound meets eps (relative 1e-5), and
-    the ValueError of ``sparse_average_alpha`` names it; for q = 2 it is the open limit 1/(2q - 1) = 1/3. With N = q
-    (no outside keys) the leak is 0, the bound is 0 at alpha = 0 and positive above it, so the minimising alpha is 0.
-    At the guarantee's mu the minimising alpha is a minimum (no bound at alpha (1 +- 0.1%), (1 +- 1%) below it).
-    Returns (holds, mu needed)."""
-    import re
-
-    eps = 0.5 * best
-    mu = sparse_average_mu_needed(N=SA_N, q=q, r_x=r_x, eps=eps)
-    ok = 0 < mu < g_mu and _min_bound(q, mu, c, r_x) <= eps and _min_bound(q, mu * (1 + 1e-5), c, r_x) > eps
-    try:
-        sparse_average_alpha(N=SA_N, q=q, mu=g_mu, c=c, r_x=r_x, eps=eps)
-        ok = False
-    except ValueError as err:
-        named = re.search(r"mu <= ([0-9.e+-]+) would be needed", str(err))
-        ok &= named is not None and abs(float(named.group(1)) - mu) <= 1e-5 * mu
-    ok &= sparse_average_mu_needed(N=SA_N, q=2, r_x=r_x, eps=eps) == 1 / (2 * 2 - 1)
-    # the minimising alpha (eps not given) is a minimum to the search's accuracy: no bound 0.1% or 1% off it is lower
-    alpha = sparse_average_alpha(N=SA_N, q=q, mu=g_mu, c=c, r_x=r_x)
-    at = lambda a: sparse_average_error_bound(N=SA_N, q=q, mu=g_mu, c=c, alpha=a, r_x=r_x)  # noqa: E731
-    ok &= all(at(alpha) <= at(alpha * f) * (1 + 1e-12) for f in (0.99, 0.999, 1.001, 1.01))
-    # N = q: no key outside the set, the bound is 0 at alpha = 0 (L = 0, equal weights) and grows: alpha = 0 minimises
-    ok &= sparse_average_alpha(N=q, q=q, mu=g_mu, c=c, r_x=r_x) == 0.0
-    ok &= (sparse_average_leak(N=q, q=q, mu=g_mu, A=1.0) == 0.0
-           and sparse_average_error_bound(N=q, q=q, mu=g_mu, c=c, alpha=0.0, r_x=r_x) == 0.0
-           < sparse_average_error_bound(N=q, q=q, mu=g_mu, c=c, alpha=1.0, r_x=r_x))
-    return ok, mu
-
-
-def sparse_guarantee_rederived(head, g) -> bool:
-    """The public ``sparse_average_guarantee`` of the built head is its attached record, and at twice r_x the
-    bound doubles (r_x times an r_x-free factor, docs/derivations/sparse-averaging.md)."""
-    again, wider = sparse_average_guarantee(head, r_x=g.r_x), sparse_average_guarantee(head, r_x=2 * g.r_x)
-    return again.as_dict() == g.as_dict() and abs(wider.error_bound - 2 * g.error_bound) <= 1e-15 * g.error_bound
-
-
-def no_minimiser_without_coherence(g, q: int) -> bool:
-    """Remark after Prop 3: orthogonal codes (mu = 0; also q <= 2) leave the in-set scores equal, so the bound only
-    decreases in alpha (docs/derivations/sparse-averaging.md): at q = 3 it falls on a grid of alpha up to 10^4, and
-    ``sparse_average_alpha`` without eps refuses (no minimiser) while with eps it meets eps at the least alpha."""
-    kw = dict(N=SA_N, q=q, mu=0.0, c=g.c, r_x=g.r_x)
-    vals = [sparse_average_error_bound(alpha=a, **kw) for a in (0.0, 0.1, 1.0, 10.0, 100.0, 1e4)]
-    try:
-        sparse_average_alpha(**kw)
-        return False
-    except ValueError:
-        pass
-    eps = 0.1 * vals[0]
-    a = sparse_average_alpha(eps=eps, **kw)
-    return (all(x > y for x, y in zip(vals, vals[1:])) and sparse_average_error_bound(alpha=a, **kw) <= eps
-            < sparse_average_error_bound(alpha=a * (1 - 1e-9), **kw))
-
-
-def _sparse_average_check(ctx: Context, fault=None, loose_bound: bool = False) -> Outcome:
-    rows = [_sa_case(ctx, q, eps, fault, loose_bound) for q, eps in SA_CASES]
-    least = all(sparse_alpha_least(r["guarantee"], r["q"], eps) for r, (_, eps) in zip(rows, SA_CASES))
-    q3 = next(r for r in rows if r["q"] >= 3)
-    need_ok, need = mu_needed_largest(q3["guarantee"], q3["q"])
-    least &= need_ok and all(r["rederived"] for r in rows) and no_minimiser_without_coherence(q3["guarantee"], q3["q"])
-    detail = "; ".join(
-        f"q={r['q']}: exact sup over all {r['sets']} q-sets {r['exact']:.4e} vs bound {r['bound']:.4e} "
-        f"(alpha {r['alpha']:.2f}, mu {r['mu']:.4f}); at the worst prompt "
-        + ", ".join(f"{k} {v:.4e}" for k, v in r["at_worst"].items()) + f"; random prompts {r['random']:.3e}; "
-        f"module attention rows (chunked) vs closed-form softmax {r['attn_gap']:.1e} (<= 1e-12)"
-        for r in rows)
-    worst = max(r["exact"] / r["bound"] for r in rows)
-    return Outcome(measured="exact sup/bound " + ", ".join(f"q={r['q']}: {r['exact'] / r['bound']:.3f}" for r in rows)
-                            + " (attained by module, fast path, export)",
-                   bound="<= 1", holds=least and all(r["holds"] for r in rows), value=worst, limit=1.0,
-                   detail=f"N={SA_N}, d={SA_D}; {detail}; sparse_average_alpha(eps) is the least alpha meeting eps "
-                          f"(q = 3: eps = 1.5 x the minimal bound, first crossing below the minimiser), and 0 when "
-                          f"alpha = 0 meets it; q = {q3['q']}, eps = half the minimal bound: out of reach, "
-                          f"sparse_average_mu_needed = {need:.6g} (the largest mu meeting it, named by the ValueError; "
-                          f"1/3 for q = 2); sparse_average_guarantee of each head = its record; mu = 0 (q = 3): the bound only "
-                          f"decreases, no minimising alpha, the least alpha meeting 0.1 x its alpha = 0 value: {least}; "
-                          f"largest {largest(r['rnd'] for r in rows)}")
-
-
-def _one_slot_short(head):
-    """The head's query misses its last slot (an off-by-one in the slot loop of the builder)."""
-    broken = head.with_alpha(head.alpha)
-    with torch.no_grad():
-        place_block(broken.model.W_QK[0], head.layout, f"slot{head.q - 1}", "pos", 0.0)
-    return broken
-
-
-def _sparse_average_falsifier(ctx: Context) -> Outcome:
-    loose, short = _sparse_average_check(ctx, loose_bound=True), _sparse_average_check(ctx, fault=_one_slot_short)
-    return Outcome(measured=f"leak-only bound: {loose.measured.split(' (')[0]}; query one slot short: "
-                            f"{short.measured.split(' (')[0]}", bound="<= 1",
-                   holds=loose.holds or short.holds, detail=f"leak-only bound: {loose.detail} | one slot short: {short.detail}")
-
-
-register(Legacy(
-    id="sparse-average-single-head", ref_seed="remark after Prop 3", ref_conference="remark after Prop 4",
-    statement="one head computes the q-sparse average (q = 2, 3; mu < 1/(2q-1)): the exact worst case over all "
-              "prompts is attained by the built, fast and exported modules and stays within the derived bound",
-    check=_sparse_average_check, falsifier=_sparse_average_falsifier,
-    falsifier_statement="a bound without the within-set imbalance term (2 r_x L), and a head whose query misses "
-                        "one slot, must be caught",
+register(Claim(
+    id="sparse-average-single-head", ref=Ref("remark after Prop 3", "remark after Prop 4"),
+    statement="one head computes the q-sparse average (q = 2, 3; mu < 1/(2q-1)): the exact worst case "
+              "over all prompts is attained by the built, fast and exported modules and stays within "
+              "the derived bound",
+    inputs=sparse_average_inputs,
+    checks=[Check("exact sup <= bound", sparse_average_exact_within_bound),
+            Check("worst prompt = exact sup", sparse_average_worst_prompt),
+            Check("random prompts <= exact sup", sparse_average_random_below),
+            Check("attention rows = closed-form softmax", sparse_average_attention_rows)],
+    faults=[Fault("bound without the within-set term", _leak_only_bound, breaks=("exact sup <= bound",)),
+            Fault("query one slot short", _one_slot_short,
+                  breaks=("worst prompt = exact sup", "attention rows = closed-form softmax"))],
+    builds=(sparse_average_head,), bounds=(sparse_average_error_bound, sparse_average_leak),
+    derivation="docs/derivations/sparse-averaging.md",
 ))
 
 # ---------------------------------------------------------------- prop-21 and prop-3

@@ -31,20 +31,6 @@ def test_thm4_agreement_catches_a_scaled_bound():
     assert gap == pytest.approx(1e-6, rel=1e-3)
 
 
-def test_sparse_average_worst_case_is_exact_and_a_bound_without_the_within_term_is_caught(monkeypatch):
-    """q = 3: the built module attains the exact sup over all 41,664 index sets; dropping the within-set
-    term of the bound (a derivation that assumes equal in-set weights) puts the bound below that sup."""
-    import qstr.bounds.attention as ba
-    import qstr.verify.claims.transformer as T
-    from qstr.verify.registry import Context
-    r = T._sa_case(Context(), 3, None)
-    assert r["holds"] and r["sets"] == math.comb(T.SA_N, 3)
-    assert r["at_worst"]["module"] == pytest.approx(r["exact"], rel=1e-12)
-    assert 0.3 < r["exact"] / r["bound"] < 1
-    monkeypatch.setattr(ba, "sparse_average_within", lambda **k: 0.0)
-    assert not T._sa_case(Context(), 3, None)["holds"]
-
-
 def test_thm4_slope_test_reports_value_and_limit():
     """value = last slope / first slope, limit 1/2: a polylog requirement holds with value <= limit, the
     FFN falsifier (n >= N d, slope 1 throughout) fails with value 1."""
@@ -160,20 +146,6 @@ def test_leading_form_and_search_catch_slips(monkeypatch):
     assert not T.search_least(P)[0]
 
 
-def test_no_minimiser_without_coherence_catches_a_finite_minimiser(monkeypatch):
-    """At mu = 0 the sparse-averaging bound only decreases: a sparse_average_alpha that returns a (grid-end) minimiser
-    instead of refusing is caught."""
-    from types import SimpleNamespace
-
-    import qstr.verify.claims.transformer as T
-
-    g = SimpleNamespace(c=1.0, r_x=2.0)  # the helper reads the guarantee's c and r_x
-    assert T.no_minimiser_without_coherence(g, 3)
-    honest = T.sparse_average_alpha
-    monkeypatch.setattr(T, "sparse_average_alpha", lambda eps=None, **kw: 1e6 if eps is None else honest(eps=eps, **kw))
-    assert not T.no_minimiser_without_coherence(g, 3)
-
-
 # ---------------------------------------------------------------- lemma-11 through its declared checks
 
 @pytest.fixture(scope="module")
@@ -234,3 +206,50 @@ def test_lemma11_scores_10_percent_low_are_read_from_the_built_module(lemma11_cl
     assert not claim.check("module = fast path").run(broken, ctx).holds
     assert not claim.check("worst prompt = exact worst case").run(broken, ctx).holds
     assert claim.check("exported = module").run(broken, ctx).holds
+
+
+# ---------------------------------------------------------------- sparse-average-single-head
+
+@pytest.fixture(scope="module")
+def sparse_claim():
+    from qstr.verify.claim import Context
+    from qstr.verify.claims import all_claims
+
+    claim, ctx = all_claims()["sparse-average-single-head"], Context()
+    return claim, claim.inputs(ctx), ctx
+
+
+def test_sparse_average_worst_case_is_exact_over_every_set(sparse_claim):
+    """q = 3: the exact sup runs over all C(64, 3) = 41,664 sets, the built module attains it, and
+    it is between 0.3 and 1 of the bound; every check holds."""
+    claim, inp, ctx = sparse_claim
+    q3 = next(c for c in inp.cases if c.q == 3)
+    assert q3.n_sets == math.comb(64, 3)
+    assert q3.measured["module"] == pytest.approx(q3.exact, rel=1e-12)
+    v = claim.check("exact sup <= bound").run(inp, ctx)
+    assert v.holds and 0.3 < v.measured / v.bound < 1
+    for check in claim.checks:
+        assert check.run(inp, ctx).holds, check.name
+
+
+def test_sparse_average_faults_break_their_checks(sparse_claim):
+    """The leak-only bound falls below the exact sup; a query one slot short misses it."""
+    claim, inp, ctx = sparse_claim
+    for fault in claim.faults:
+        broken = fault.apply(inp, ctx)
+        for name in fault.breaks:
+            assert not claim.check(name).run(broken, ctx).holds, (fault.name, name)
+    assert claim.check("worst prompt = exact sup").run(inp, ctx).holds
+
+
+def test_sparse_average_a_bound_without_the_within_term_is_caught(sparse_claim):
+    """sparse_average_within set to 0 in the bound: the bound drops below the q = 3 exact sup."""
+    import qstr.bounds.attention as ba
+
+    claim, inp, ctx = sparse_claim
+
+    def no_within(*, N, q, mu, c, alpha, r_x):
+        return 2 * r_x * ba.sparse_average_leak(N=N, q=q, mu=mu, A=alpha * c ** 2)
+
+    assert not claim.check("exact sup <= bound").run(dataclasses.replace(inp, error_bound=no_within), ctx).holds
+
