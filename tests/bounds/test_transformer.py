@@ -227,3 +227,20 @@ def test_bound_argument_validation():
 def test_loglog_slope_refuses_ns_not_positive_and_increasing(Ns):
     with pytest.raises(ValueError, match="positive and strictly increasing"):
         loglog_slope(lambda N: N, Ns)
+
+
+@pytest.mark.parametrize("q, d, restricted, N", [(3, 1, True, 8), (2, 16, False, 8)])
+def test_floor_share_counted_by_hand(q, d, restricted, N):
+    """Props 3 and 21 at the claims' sizes (moved from the prop-3 and prop-21 claims): the share of
+    positions i >= N//2 counted by hand is floor_fraction(N) at N, N + 1 and 2q + 1, and
+    few_heads_floor(N) is that share of the per-position floor; 1/2 for N = None; q > N//2 refused;
+    H = q, q + 1, 2q, 3q heads have floor exactly 0."""
+    per = few_heads_floor_per_position(q, q - 1, d, restricted)
+    assert floor_fraction() == 0.5 and few_heads_floor(q, q - 1, d, restricted) == 0.5 * per
+    assert all(few_heads_floor_per_position(q, H, d, restricted) == 0.0 for H in (q, q + 1, 2 * q, 3 * q))
+    for n in (N, N + 1, 2 * q + 1):
+        share = sum(1 for i in range(n) if i >= n // 2) / n
+        assert floor_fraction(n) == share
+        assert few_heads_floor(q, q - 1, d, restricted, N=n) == share * per
+    with pytest.raises(ValueError):
+        few_heads_floor(q, q - 1, d, restricted, N=2 * q - 1)

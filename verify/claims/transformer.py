@@ -34,7 +34,7 @@ from qstr.constructions.relu import sqnorm_net
 from qstr.constructions.task import QSTR, gather_tokens
 from qstr.verify.adversarial import clip_to_ball, worst_case_tokens
 from qstr.verify.claims.export import saved_and_reloaded
-from qstr.verify.claim import Check, Claim, Context, Fault, Ref, Verdict, at_most, close, exact
+from qstr.verify.claim import Check, Claim, Context, Fault, Ref, Verdict, at_least, at_most, close, exact
 from qstr.verify.legacy import Claim as Legacy, Outcome
 from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding, largest
@@ -624,7 +624,46 @@ def _restrict(layout):
     return project
 
 
-def _trained_risks(cfg, ctx):
+@dataclass(frozen=True)
+class RiskEstimate:
+    """A Monte Carlo risk at the positions i >= N/2 of a model with ``heads`` heads."""
+
+    heads: int
+    risk: float
+    se: float
+    rnd: Rounding
+
+
+@dataclass(frozen=True)
+class ExplicitModel:
+    """Lemma 11 heads retrieving ``heads`` of the q tokens and a ReLU net for their squared norm:
+    its risk, its error budget e (net + heads) and the net's error at the knot midpoints."""
+
+    estimate: RiskEstimate
+    e: float  # the squared-norm net's certified error + the heads' guarantee
+    sq_err: float  # the squared-norm net's certified sup error
+    attained: float  # its error where every coordinate is at a knot-interval midpoint
+
+
+@dataclass(frozen=True)
+class FewHeadsInputs:
+    """Props 3 and 21: the explicit H = q - 1 model, trained H < q models (full and gpu profiles),
+    and the per-position floor function they are compared against."""
+
+    claim: str
+    cfg: Dict[str, Any]
+    H: int  # the heads the floor is claimed for: q - 1
+    explicit: ExplicitModel
+    trained: Tuple[RiskEstimate, ...]
+    floor: Callable[[int, int, int, bool], float]  # few_heads_floor_per_position
+
+    def floor_at(self, H: int) -> float:
+        return self.floor(self.cfg["q"], H, self.cfg["d"], self.cfg["restricted"])
+
+
+def _trained_risks(cid: str, cfg, ctx: Context) -> Tuple[RiskEstimate, ...]:
+    """Models with H < q heads fitted online to the squared norm at positions i >= N/2 (Prop 21's
+    class: W_QK without data-position cross blocks)."""
     from qstr.constructions.layout import token_layout
 
     task, book, batch = _few_heads_batch(cfg, torch.float32, ctx.device)
@@ -632,20 +671,22 @@ def _trained_risks(cfg, ctx):
     floor_pos = slice(cfg["N"] // 2, None)
     out = []
     for H in cfg["trained_H"]:
-        torch.manual_seed(ctx.seed)
+        torch.manual_seed(ctx.seed_of(f"{cid}/torch", H))
         model = MergedAttention(layout.dim, H, 64, dtype=torch.float32, device=ctx.device,
-                                generator=ctx.generator(300 + H))
+                                generator=ctx.generator(f"{cid}/init", H))
         project = _restrict(layout) if cfg["restricted"] else None
         if project:
             with torch.no_grad():
                 project(model)
-        fit_online(model, batch, steps=ctx.pick(quick=200, full=3000), lr=3e-3,
-                   generator=ctx.generator(310 + H, ctx.device), positions=floor_pos, project=project)
+        fit_online(model, batch, steps=ctx.pick(quick=200, full=3000), lr=3e-3, positions=floor_pos,
+                   generator=ctx.generator(f"{cid}/fit", H, device=ctx.device), project=project)
         n = ctx.pick(quick=1024, full=8192, gpu=10 * 1024)
-        risk, se = position_risk(model, batch, n=n, generator=ctx.generator(320 + H, ctx.device), positions=floor_pos)
-        rnd = _risk_rounding(n * (cfg["N"] - cfg["N"] // 2), cfg["N"] + layout.dim + 64, risk, torch.float32)
-        out.append((H, risk, se, few_heads_floor_per_position(cfg["q"], H, cfg["d"], cfg["restricted"]), rnd))
-    return out
+        risk, se = position_risk(model, batch, n=n, positions=floor_pos,
+                                 generator=ctx.generator(f"{cid}/risk", H, device=ctx.device))
+        rnd = _risk_rounding(n * (cfg["N"] - cfg["N"] // 2), cfg["N"] + layout.dim + 64, risk,
+                             torch.float32)
+        out.append(RiskEstimate(H, risk, se, rnd))
+    return tuple(out)
 
 
 def _risk_rounding(samples: int, fan_in: int, risk: float, dtype) -> Rounding:
@@ -658,104 +699,117 @@ def _risk_rounding(samples: int, fan_in: int, risk: float, dtype) -> Rounding:
 SQ_R, SQ_KNOTS = 6.0, 121
 
 
-def _sqnorm_attained(net, sq_err: float, q: int, d: int, H: int) -> float:
-    """|net - (1/sqrt(q d)) sum (||x_k||^2 - d)| with every coordinate at the midpoint of the first knot interval,
-    where the interpolation error h^2/4 of each square is attained: equals ``sq_err`` (docs/derivations/few-heads.md)."""
+def _sqnorm_attained(net, q: int, d: int, H: int) -> float:
+    """|net - (1/sqrt(q d)) sum (||x_k||^2 - d)| with every coordinate at the midpoint of the first
+    knot interval, where each square's interpolation error h^2/4 is attained
+    (docs/derivations/few-heads.md)."""
     mid = -SQ_R + SQ_R / (SQ_KNOTS - 1)  # h / 2 with h = 2 R / (knots - 1)
     z = torch.full((H * d,), mid, dtype=torch.float64)
     target = (float((z * z).sum()) - H * d) / math.sqrt(q * d)
     return abs(float(net(z[None, :].reshape(1, H, d))) - target)
 
 
-def _explicit_risk(cfg, H, ctx, n=None):
-    """Lemma 11 heads retrieving H of the q tokens + a ReLU net for the squared norm of those."""
+def _explicit_model(cid: str, cfg, H: int, ctx: Context, n: int) -> ExplicitModel:
+    """Lemma 11 heads retrieving H of the q tokens + a ReLU net for the squared norm of those;
+    its risk at the positions i >= N/2 on n prompts."""
     N, d, q = cfg["N"], cfg["d"], cfg["q"]
     net, sq_err = sqnorm_net(q, d, H, R=SQ_R, knots=SQ_KNOTS)
     r_x = lemma12_radius(d, n=10_000, N=N)
     cons = lemma11(N, d, q, net, eps=1e-3, r_x=r_x, slots=list(range(H)), device=ctx.device)
     task, _, _ = _few_heads_batch(cfg, torch.float64, ctx.device)
-    p = task.sample(n or ctx.pick(quick=cfg["explicit_n"], full=32768, gpu=10 * cfg["explicit_n"]),
-                    generator=ctx.generator(330 + H, ctx.device),
+    p = task.sample(n, generator=ctx.generator(f"{cid}/explicit", H, device=ctx.device),
                     device=ctx.device, dtype=torch.float64)
     with torch.no_grad():
         sq = (cons.predict(p.x, p.t) - p.y)[:, N // 2:] ** 2
     per_prompt = sq.mean(dim=1)
-    e = sq_err + cons.guarantee.error_bound
     risk = float(per_prompt.mean())
     rnd = _risk_rounding(sq.numel(), N + cons.guarantee.d_e + net.W.shape[0], risk, torch.float64)
-    attained = _sqnorm_attained(net, sq_err, q, d, H)
-    return risk, float(per_prompt.std() / per_prompt.numel() ** 0.5), e, rnd, (attained, sq_err)
+    estimate = RiskEstimate(H, risk, float(per_prompt.std() / per_prompt.numel() ** 0.5), rnd)
+    return ExplicitModel(estimate, sq_err + cons.guarantee.error_bound, sq_err,
+                         _sqnorm_attained(net, q, d, H))
 
 
-def floor_share_ok(cfg) -> bool:
-    """Props 3 and 21 (docs/derivations/few-heads.md): the share of positions i >= N//2 (0-based) carrying the
-    floor, counted by hand, is floor_fraction(N) (1/2 for even N and N = None, (N + 1)/(2N) for odd N), and
-    few_heads_floor(..., N) is that share of the per-position floor; q > N//2 is refused. With H >= q heads (Lemma
-    11's count and beyond, where the formula goes negative) the floor is exactly 0."""
-    q, d, r, N = cfg["q"], cfg["d"], cfg["restricted"], cfg["N"]
-    per = few_heads_floor_per_position(q, q - 1, d, r)
-    ok = floor_fraction() == 0.5 and few_heads_floor(q, q - 1, d, r) == 0.5 * per
-    ok &= all(few_heads_floor_per_position(q, H, d, r) == 0.0 for H in (q, q + 1, 2 * q, 3 * q))
-    for n in (N, N + 1, 2 * q + 1):
-        share = sum(1 for i in range(n) if i >= n // 2) / n
-        ok &= floor_fraction(n) == share and few_heads_floor(q, q - 1, d, r, N=n) == share * per
-    try:
-        few_heads_floor(q, q - 1, d, r, N=2 * q - 1)
-        return False
-    except ValueError:
-        return ok
+def few_heads_inputs(cid: str, ctx: Context) -> FewHeadsInputs:
+    """The explicit H = q - 1 model and (full, gpu) the trained H < q models."""
+    cfg = FEW[cid]
+    n = ctx.pick(quick=cfg["explicit_n"], full=32768, gpu=10 * cfg["explicit_n"])
+    trained = () if ctx.profile == "quick" else _trained_risks(cid, cfg, ctx)
+    return FewHeadsInputs(cid, cfg, cfg["q"] - 1, _explicit_model(cid, cfg, cfg["q"] - 1, ctx, n),
+                          trained, few_heads_floor_per_position)
 
 
-def _few_heads(claim_id: str, ctx: Context) -> Outcome:
-    """The explicit H = q - 1 model's risk equals its closed form (two-sided) within the floor's reach; trained
-    H < q models (full and gpu profiles: 200 quick steps leave even H = q above every floor) never beat it."""
-    cfg = FEW[claim_id]
-    q, d = cfg["q"], cfg["d"]
-    trained = [] if ctx.profile == "quick" else _trained_risks(cfg, ctx)
-    never_beaten = all(risk + rnd.term >= floor - 3 * se for _, risk, se, floor, rnd in trained)
-    H = q - 1
-    floor = few_heads_floor_per_position(q, H, d, cfg["restricted"])
-    exp_risk, exp_se, e, exp_rnd, (attained, sq_err) = _explicit_risk(cfg, H, ctx)
-    value = 2 * (q - H) / q  # Var of the q - H tokens the model cannot see (Lemma 40)
-    slack = 2 * e * math.sqrt(value) + e * e + 3 * exp_se
-    near = exp_rnd.within(abs(exp_risk - value), slack) and value - floor <= 2 * H / d + 1e-12
-    near &= abs(attained - sq_err) <= 1e-9 * sq_err  # the squared-norm net's certificate is attained
-    share = floor_share_ok(cfg)
-    near &= share
-    parts = [f"trained H={h}: risk {r:.3f} +- {s:.3f} vs floor {f:.3f}" for h, r, s, f, _ in trained]
-    parts.append(f"explicit H={H}: risk {exp_risk:.4f} (expected {value:.4f} +- {slack:.4f}) vs floor {floor:.4f}; "
-                 f"its squared-norm net errs {attained:.6e} at the knot midpoints, certified {sq_err:.6e}")
-    parts.append(f"position-averaged floor few_heads_floor(N) = (share of positions i >= N//2, counted) x per-position "
-                 f"floor at N = {cfg['N']}, {cfg['N'] + 1}, {2 * q + 1} and N = None (1/2); q > N//2 refused; 0 for "
-                 f"H = q, q + 1, 2q, 3q heads: {share}")
-    parts.append((f"trained (float32): {largest(t[4] for t in trained)}; " if trained else
-                  "trained models: full profile only; ") + f"explicit: {exp_rnd}")
-    trained_part = f"trained/floor >= {min(r / f for _, r, _, f, _ in trained if f > 0):.3f}; " if trained else ""
-    return Outcome(measured=f"{trained_part}explicit/floor {exp_risk / floor:.3f}, |explicit - closed form| "
-                            f"{abs(exp_risk - value):.4f}",
-                   bound=f"explicit = {value:.4f} +- {slack:.4f}, >= floor" + ("; trained >= floor" if trained else ""),
-                   holds=never_beaten and near, detail="; ".join(parts), value=abs(exp_risk - value), limit=slack,
-                   dtype="float32+float64" if trained else "float64")
+def few_heads_explicit_above_floor(inp: FewHeadsInputs, ctx: Context) -> Verdict:
+    """Props 3 and 21: the explicit model's risk is at least the H = q - 1 floor (3 standard
+    errors below it allowed)."""
+    est, floor = inp.explicit.estimate, inp.floor_at(inp.H)
+    return at_least(est.risk, floor - 3 * est.se, est.rnd,
+                    detail=f"{est.heads}-head explicit model: risk {est.risk:.4f} +- {est.se:.4f} vs "
+                           f"floor {floor:.4f} (H = {inp.H}) minus 3 standard errors")
 
 
-def _few_heads_falsifier(claim_id: str, ctx: Context) -> Outcome:
-    """Claiming the H = q - 1 floor for the H = q construction must fail: it goes below."""
-    cfg = FEW[claim_id]
-    q, d = cfg["q"], cfg["d"]
-    risk, se, _, rnd, _ = _explicit_risk(cfg, q, ctx, n=1024)  # risk ~ 0 against a floor ~ 1: few prompts do
-    floor = few_heads_floor_per_position(q, q - 1, d, cfg["restricted"])
-    return Outcome(measured=f"H=q risk {risk:.4f}", bound=f">= floor(H=q-1) {floor:.3f}",
-                   holds=risk + rnd.term >= floor - 3 * se, detail=f"H = q = {q} heads, risk {risk:.4f} +- {se:.4f}; {rnd}")
+def _closed_form(inp: FewHeadsInputs) -> float:
+    """2 (q - H) / q: the variance of the q - H squared tokens the model cannot see (Lemma 40)."""
+    return 2 * (inp.cfg["q"] - inp.H) / inp.cfg["q"]
+
+
+def few_heads_explicit_closed_form(inp: FewHeadsInputs, ctx: Context) -> Verdict:
+    """The explicit H = q - 1 model's risk is its closed form 2 (q - H) / q, within
+    2 e sqrt(value) + e^2 + 3 se (e: its error budget) on both sides."""
+    est, value, e = inp.explicit.estimate, _closed_form(inp), inp.explicit.e
+    slack = 2 * e * math.sqrt(value) + e * e + 3 * est.se
+    return close(est.risk, value, slack, est.rnd,
+                 detail=f"{est.heads}-head explicit model, error budget e = {e:.3e}")
+
+
+def few_heads_floor_reached(inp: FewHeadsInputs, ctx: Context) -> Verdict:
+    """The floor is nearly attained: closed form - floor <= 2 H / d (docs/derivations/few-heads.md)."""
+    gap = _closed_form(inp) - inp.floor_at(inp.H)
+    return at_most(gap, 2 * inp.H / inp.cfg["d"], 1e-12,
+                   detail=f"2 (q - H)/q - floor at H = {inp.H}, d = {inp.cfg['d']}")
+
+
+def few_heads_sqnorm_attained(inp: FewHeadsInputs, ctx: Context) -> Verdict:
+    """The squared-norm net's certified error h^2/4 per square is attained at the knot midpoints."""
+    m = inp.explicit
+    return close(m.attained, m.sq_err, 1e-9 * m.sq_err, detail="error at the knot midpoints vs certified")
+
+
+def few_heads_trained_above_floor(inp: FewHeadsInputs, ctx: Context) -> Verdict:
+    """Props 3 and 21: trained H < q models never beat their floor (full and gpu profiles: 200
+    quick steps leave even H = q above every floor)."""
+    if not inp.trained:
+        return exact("not run", "not run", detail="trained models: full and gpu profiles only")
+    worst = min(inp.trained, key=lambda t: t.risk + 3 * t.se - inp.floor_at(t.heads))
+    return at_least(worst.risk, inp.floor_at(worst.heads) - 3 * worst.se, worst.rnd,
+                    detail="; ".join(f"trained H={t.heads}: risk {t.risk:.3f} +- {t.se:.3f} vs floor "
+                                     f"{inp.floor_at(t.heads):.3f}" for t in inp.trained)
+                    + f"; closest at H = {worst.heads} (floor minus 3 standard errors)")
+
+
+def _q_heads(inp: FewHeadsInputs, ctx: Context) -> FewHeadsInputs:
+    """The explicit construction with H = q heads (every token retrieved), held to the H = q - 1
+    floor: it goes below (1024 prompts do, its risk is ~ 0 against a floor ~ 1)."""
+    model = _explicit_model(inp.claim, inp.cfg, inp.cfg["q"], ctx, n=1024)
+    return replace(inp, explicit=model)
 
 
 for _cid, _ref in (("prop-21", ("Prop 21", "Prop 21")), ("prop-3", ("Prop 3", "Prop 4"))):
     _cfg = FEW[_cid]
-    register(Legacy(
-        id=_cid, ref_seed=_ref[0], ref_conference=_ref[1],
-        statement=(f"H < q heads cannot beat the floor {'2(q-H)/q (restricted W_QK, d=1)' if _cfg['restricted'] else '2(1 - H(q+d)/(qd))'}"
-                   f" at positions i >= N/2 (q={_cfg['q']}, d={_cfg['d']}); an explicit H-head model nearly attains it"),
-        check=lambda ctx, c=_cid: _few_heads(c, ctx), falsifier=lambda ctx, c=_cid: _few_heads_falsifier(c, ctx),
-        falsifier_statement="the H = q - 1 floor claimed for the H = q construction must be beaten",
+    _floor = "2(q-H)/q (restricted W_QK, d=1)" if _cfg["restricted"] else "2(1 - H(q+d)/(qd))"
+    register(Claim(
+        id=_cid, ref=Ref(*_ref),
+        statement=f"H < q heads cannot beat the floor {_floor} at positions i >= N/2 (q={_cfg['q']}, "
+                  f"d={_cfg['d']}); an explicit H-head model nearly attains it",
+        inputs=functools.partial(few_heads_inputs, _cid),
+        checks=[Check("explicit risk >= floor", few_heads_explicit_above_floor),
+                Check("explicit risk = closed form", few_heads_explicit_closed_form),
+                Check("closed form - floor <= 2H/d", few_heads_floor_reached),
+                Check("squared-norm net's error attained", few_heads_sqnorm_attained),
+                Check("trained risk >= floor", few_heads_trained_above_floor)],
+        faults=[Fault("H = q heads held to the H = q - 1 floor", _q_heads,
+                      breaks=("explicit risk >= floor", "explicit risk = closed form"))],
+        builds=(lemma11, sqnorm_net, MergedAttention), bounds=(few_heads_floor_per_position,),
+        derivation="docs/derivations/few-heads.md",
     ))
 
 # ---------------------------------------------------------------- thm-4

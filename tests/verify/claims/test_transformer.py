@@ -116,23 +116,6 @@ def test_thm4_agreement_reaches_the_rho_branch_of_the_covering_radius():
 
 # ---------------------------------------------------------------- the public entry points the claims now run
 
-def test_floor_share_catches_an_even_only_fraction(monkeypatch):
-    import qstr.verify.claims.transformer as T
-
-    assert T.floor_share_ok(T.FEW["prop-3"]) and T.floor_share_ok(T.FEW["prop-21"])
-    monkeypatch.setattr(T, "floor_fraction", lambda N=None: 0.5)  # right for even N only
-    assert not T.floor_share_ok(T.FEW["prop-3"])
-
-
-def test_floor_share_asks_for_a_zero_floor_with_enough_heads(monkeypatch):
-    import qstr.verify.claims.transformer as T
-
-    honest = T.few_heads_floor_per_position
-    monkeypatch.setattr(T, "few_heads_floor_per_position",
-                        lambda q, H, d, r: honest(q, H, d, r) if H < q else 2.0 * (q - H) / q)  # not clipped at 0
-    assert not T.floor_share_ok(T.FEW["prop-21"]) and not T.floor_share_ok(T.FEW["prop-3"])
-
-
 def test_leading_form_and_search_catch_slips(monkeypatch):
     import qstr.verify.claims.transformer as T
 
@@ -252,4 +235,37 @@ def test_sparse_average_a_bound_without_the_within_term_is_caught(sparse_claim):
         return 2 * r_x * ba.sparse_average_leak(N=N, q=q, mu=mu, A=alpha * c ** 2)
 
     assert not claim.check("exact sup <= bound").run(dataclasses.replace(inp, error_bound=no_within), ctx).holds
+
+
+# ---------------------------------------------------------------- prop-21 and prop-3
+
+@pytest.mark.parametrize("cid", ["prop-21", "prop-3"])
+def test_few_heads_checks_hold_and_q_heads_beat_the_floor(cid):
+    """Every check holds on quick (the trained models are full-profile only); the H = q model held
+    to the H = q - 1 floor fails both explicit checks."""
+    from qstr.verify.claim import Context
+    from qstr.verify.claims import all_claims
+
+    claim, ctx = all_claims()[cid], Context()
+    inp = claim.inputs(ctx)
+    for check in claim.checks:
+        assert check.run(inp, ctx).holds, check.name
+    assert claim.check("trained risk >= floor").run(inp, ctx).measured == "not run"
+    (fault,) = claim.faults
+    broken = fault.apply(inp, ctx)
+    assert broken.explicit.estimate.heads == inp.H + 1 and inp.explicit.estimate.heads == inp.H
+    for name in fault.breaks:
+        assert not claim.check(name).run(broken, ctx).holds
+
+
+def test_few_heads_an_unclipped_floor_is_a_different_function():
+    """A floor function substituted in the inputs is the one the checks read: a floor 10% above
+    the closed form makes the explicit model beat it."""
+    from qstr.verify.claim import Context
+    from qstr.verify.claims import all_claims
+
+    claim, ctx = all_claims()["prop-21"], Context()
+    inp = claim.inputs(ctx)
+    high = dataclasses.replace(inp, floor=lambda q, H, d, r: 1.1 * 2 * (q - H) / q + 0.1)
+    assert not claim.check("explicit risk >= floor").run(high, ctx).holds
 
