@@ -813,82 +813,128 @@ for _cid, _ref in (("prop-21", ("Prop 21", "Prop 21")), ("prop-3", ("Prop 3", "P
     ))
 
 # ---------------------------------------------------------------- thm-4
+# (bounds/transformer.py, bounds/symbolic.py; docs/derivations/theorem4.md)
 
 THM4_NS = tuple(2 ** k for k in range(4, 21, 2))
-THM4_TARGET = 0.1
-
-
-def _slopes_claim(fn, label: str, symbolic: str, polylog: bool) -> Outcome:
-    """n(N) over N = 2^4 .. 2^20: log-log slopes must decrease (to at most half the first one),
-    and sympy must find a finite polylog degree."""
-    slopes = loglog_slope(fn, THM4_NS)
-    decreasing = bool(np.all(np.diff(slopes) < 0))
-    first, last = float(slopes[0]), float(slopes[-1])
-    holds = decreasing and last <= first / 2 and polylog
-    return Outcome(measured=f"slope {first:.3f} -> {last:.3f}; {symbolic}",
-                   bound="slopes decrease to <= half; n = O(log^k N)", holds=holds,
-                   detail=f"{label}: slopes " + ", ".join(f"{s:.3f}" for s in slopes) + f"; {symbolic}; "
-                          f"closed form in numpy/sympy float64 (no tensors, no device), compared without rounding term; "
-                          f"value = last slope / first slope ({last / first:.3f}), limit 1/2 (holds also needs "
-                          f"strictly decreasing slopes and the sympy polylog degree)",
-                   value=last / first, limit=0.5)
-
-
+THM4_TARGET, THM4_DEGREE = 0.1, 5
 THM4_AGREE_POINTS = ((10 ** 2, 16), (10 ** 4, 16), (10 ** 6, 1024), (10 ** 9, 2 ** 20), (10 ** 12, 2 ** 16))
 THM4_AGREE_RTOL = 1e-9
-THM4_RHO_POINTS = ((1, 2), (10, 2))  # with C_x = 1e-6, C_y = 1e-3: alpha = 0, A = 6 K rho, tau's token branch
-
-
-def thm4_agreement(params: Theorem4Params, points=THM4_AGREE_POINTS, bound=None) -> float:
-    """Theorem 4: largest relative gap between the numeric bound (``theorem4_bound``, or ``bound``) and the sympy
-    expression (``bound_expr``, 30 digits) over (n, N) in ``points``, at ``params`` and at q + 2 with every other
-    constant away from 1 (s = 2, C_y = 2, r_a = 2: a power slipped to a product shows there), and with tiny tokens
-    and labels (C_x = 1e-6, c = 1/2, C_y = 1e-3) at N = 2, where alpha = 0, the covering radius A is its rho = sqrt(q
-    r_z^2 + 1) branch and tau its token branch e (kappa_1 C_x d psi + kappa_0)."""
-    bound = bound or (lambda nv, Nv, P: theorem4_bound(nv, Nv, P).total)
-    gap = 0.0
-    for P, pts in ((params, points), (dataclasses.replace(params, q=params.q + 2, s=2.0, C_y=2.0, r_a=2.0), points),
-                   (dataclasses.replace(params, C_x=1e-6, c=0.5, C_y=1e-3), THM4_RHO_POINTS)):
-        expr = bound_expr(P)
-        for nv, Nv in pts:
-            exact = float(expr.subs({sym_n: nv, sym_N: Nv}).evalf(30))
-            gap = max(gap, abs(bound(nv, Nv, P) - exact) / abs(exact))
-    return gap
-
-
+THM4_RHO_POINTS = ((1, 2), (10, 2))  # C_x = 1e-6, C_y = 1e-3: alpha = 0, A = 6 K rho, tau's token branch
 MAJORANT_POINTS = ((10 ** 2, 16), (10 ** 4, 16), (10 ** 6, 1024), (10 ** 9, 2 ** 20))
 
 
-def _exact_pieces(P: Theorem4Params, nv: int, Nv: int, mp) -> dict:
-    """The exact bound's intermediate quantities at (n, N), written from docs/derivations/theorem4.md (section 9)
-    in mpmath: the quantities the certificate's majorant must dominate."""
+@dataclass(frozen=True)
+class Theorem4Inputs:
+    """Theorem 4's constants, its sample-size requirement and the sympy degree that certifies it
+    polylogarithmic, the numeric bound, the certificate's majorant, and the certificates at k = 5, 4."""
+
+    params: Any  # Theorem4Params.default()
+    sample_size: Callable[[int], float]  # n(N) for risk THM4_TARGET
+    degree: Callable[[], Optional[int]]  # k with n = O(log^k N) proven by sympy, None if none
+    bound: Callable[[int, int, Any], float]  # the numeric bound B(n, N)
+    majorant: Callable[..., dict]  # the certificate's smooth majorant, by term
+    cert5: Any
+    cert4: Any
+
+
+def _certified_degree(cert) -> Optional[int]:
+    return cert.k if cert.proves_polylog else None
+
+
+def _sample_size(params, N: int) -> int:
+    """Theorem 4's least n with bound <= THM4_TARGET at N."""
+    return theorem4_sample_size(THM4_TARGET, N, params)
+
+
+def _numeric_bound(nv: int, Nv: int, P) -> float:
+    return theorem4_bound(nv, Nv, P).total
+
+
+def theorem4_inputs(ctx: Context) -> Theorem4Inputs:
+    """Closed forms only (numpy, sympy, mpmath in float64 or 30 digits): no tensors, no device."""
+    params = Theorem4Params.default()
+    cert5, cert4 = polylog_certificate(params, k=THM4_DEGREE), polylog_certificate(params, k=4)
+    return Theorem4Inputs(params, functools.partial(_sample_size, params),
+                          functools.partial(_certified_degree, cert5), _numeric_bound, majorant_terms,
+                          cert5, cert4)
+
+
+def _slopes(inp: Theorem4Inputs) -> np.ndarray:
+    return loglog_slope(inp.sample_size, THM4_NS)
+
+
+def thm4_slope_halves(inp: Theorem4Inputs, ctx: Context) -> Verdict:
+    """Theorem 4: n(N)'s log-log slope over N = 2^4 .. 2^20 falls to at most half its first value."""
+    s = _slopes(inp)
+    return at_most(float(s[-1] / s[0]), 0.5,
+                   detail="last / first log-log slope of n(N); slopes " + ", ".join(f"{x:.3f}" for x in s)
+                          + "; closed form in float64, no rounding term")
+
+
+def thm4_slopes_decrease(inp: Theorem4Inputs, ctx: Context) -> Verdict:
+    """Theorem 4: the log-log slopes of n(N) decrease (a polylog's slope ~ k / ln N)."""
+    return at_most(float(np.diff(_slopes(inp)).max()), 0.0, detail="largest slope increment")
+
+
+def thm4_polylog_degree(inp: Theorem4Inputs, ctx: Context) -> Verdict:
+    """Theorem 4: sympy proves n = O(log^k N) with k <= 5 (docs/derivations/theorem4.md, section 11)."""
+    k = inp.degree()
+    return at_most(math.inf if k is None else k, THM4_DEGREE,
+                   detail="polylog degree certified by sympy (inf: none)")
+
+
+def _rho_params(P):
+    """Tiny tokens and labels: alpha = 0, A on its rho branch, tau on its token branch (at N = 2)."""
+    return dataclasses.replace(P, C_x=1e-6, c=0.5, C_y=1e-3)
+
+
+def thm4_numeric_is_sympy(inp: Theorem4Inputs, ctx: Context) -> Verdict:
+    """Theorem 4: the numeric bound equals the sympy expression (30 digits) at the default constants,
+    at q + 2 with s = C_y = r_a = 2 (a power slipped to a product shows there), and on the rho and
+    token branches at N = 2; the largest relative gap."""
+    P, gap, where = inp.params, 0.0, ""
+    wide = dataclasses.replace(P, q=P.q + 2, s=2.0, C_y=2.0, r_a=2.0)
+    for label, Q, pts in (("default", P, THM4_AGREE_POINTS), ("q + 2", wide, THM4_AGREE_POINTS),
+                          ("rho branch", _rho_params(P), THM4_RHO_POINTS)):
+        expr = bound_expr(Q)
+        for nv, Nv in pts:
+            exact_value = float(expr.subs({sym_n: nv, sym_N: Nv}).evalf(30))
+            rel = abs(inp.bound(nv, Nv, Q) - exact_value) / abs(exact_value)
+            if rel >= gap:
+                gap, where = rel, f"{label} at (n, N) = ({nv}, {Nv})"
+    return at_most(gap, THM4_AGREE_RTOL, detail=f"largest relative gap, {where}")
+
+
+def _exact_pieces(P, nv: int, Nv: int, mp) -> dict:
+    """The exact bound's intermediate quantities at (n, N), from docs/derivations/theorem4.md
+    (section 9) in mpmath: what the certificate's majorant must dominate."""
     K, c2 = P.r_a * P.r_w, (mp.mpf(P.d) / P.q if P.c is None else mp.mpf(P.c) ** 2)
-    q, d, e = P.q, P.d, mp.e
+    q, d, e, dl = P.q, P.d, mp.e, mp.mpf(P.delta)
     r_x = mp.sqrt(3 * P.C_x * e * d * mp.log(nv * Nv))
     r_z = mp.sqrt(r_x ** 2 + c2 * (q + 1))
-    d_e = mp.ceil(8 * mp.log(mp.mpf(Nv) ** 2 / P.delta)) if P.d_e is None else P.d_e
+    d_e = mp.ceil(8 * mp.log(mp.mpf(Nv) ** 2 / dl)) if P.d_e is None else P.d_e
     D_e = d + (q + 1) * d_e
     alpha = max(0, mp.log((Nv - 1) * 2 * K * mp.sqrt(q) * r_x / mp.sqrt(P.eps_2nn))) / (c2 * (1 - P.mu))
-    p = max(1, mp.log(2 * (1 + 3 / mp.mpf(P.delta)) * mp.sqrt(nv)))
+    p = max(1, mp.log(2 * (1 + 3 / dl) * mp.sqrt(nv)))
     r = max(2 * p, 2 * mp.log(Nv))
-    tau = e * max(4 * P.C_y * (2 * p) ** (2 * P.s),
-                  4 * K ** 2 * q * P.C_x * d * r * mp.mpf(Nv) ** (2 / r) + 4 * K ** 2 * (q * c2 * (q + 1) + 1))
+    tokens = 4 * K ** 2 * q * P.C_x * d * r * mp.mpf(Nv) ** (2 / r) + 4 * K ** 2 * (q * c2 * (q + 1) + 1)
+    tau = e * max(4 * P.C_y * (2 * p) ** (2 * P.s), tokens)
     A = 6 * K * max(mp.sqrt(q * r_z ** 2 + 1), mp.sqrt(q) * alpha * mp.sqrt(d_e) * r_z ** 3)
-    p_ = mp.log(2 * (1 + 3 / mp.mpf(P.delta)) * mp.sqrt(nv))  # the majorant's tau: max -> sum, psi(p) <= e (2p + 2 ln N)
+    p_ = mp.log(2 * (1 + 3 / dl) * mp.sqrt(nv))  # the majorant's tau: max -> sum, psi(p) <= e (2p + 2 ln N)
     tau_sum = e * (4 * P.C_y * (2 * p_) ** (2 * P.s) + 4 * K ** 2 * q * P.C_x * d * e * (2 * p_ + 2 * mp.log(Nv))
                    + 4 * K ** 2 * (q * c2 * (q + 1) + 1))
-    return {"tau": tau, "tau_sum": tau_sum, "L_n": mp.log(1 + mp.sqrt(nv / tau_sum)), "P": P.m_g * (q * D_e + 2) + q * D_e ** 2, "A": A,
-            "L": mp.log(1 + 2 * A * mp.sqrt(nv / tau)),
-            "alpha": alpha, "truncation": 2 * tau * mp.exp(-p) * (1 + 3 / mp.mpf(P.delta)),
-            "tail": 2 * (K ** 2 * (q * P.C_x * d * e * (4 + 2 * mp.log(Nv)) + q * c2 * (q + 1) + 1) + P.C_y * 16 ** P.s)
-            * mp.mpf(nv) ** (-0.75) * mp.exp(-mp.log(Nv) / 4)}
+    tail = 2 * (K ** 2 * (q * P.C_x * d * e * (4 + 2 * mp.log(Nv)) + q * c2 * (q + 1) + 1) + P.C_y * 16 ** P.s)
+    return {"tau": tau, "tau_sum": tau_sum, "L_n": mp.log(1 + mp.sqrt(nv / tau_sum)),
+            "P": P.m_g * (q * D_e + 2) + q * D_e ** 2, "A": A, "L": mp.log(1 + 2 * A * mp.sqrt(nv / tau)),
+            "alpha": alpha, "truncation": 2 * tau * mp.exp(-p) * (1 + 3 / dl),
+            "tail": tail * mp.mpf(nv) ** (-0.75) * mp.exp(-mp.log(Nv) / 4)}
 
 
-def _majorant_logs(P: Theorem4Params, nv: int, Nv: int, mp) -> dict:
-    """The split covering logarithm's pieces as docs/derivations/theorem4.md (section 10) derives them, in mpmath:
-    alpha <= (ln N + ln(1 + X)) / (c^2 (1 - mu)) with X = 2 K sqrt(q) r_x / sqrt(eps_2NN), d_e <= 8 (2 ln N - ln delta)
-    + 1, and L_rho = ln(1 + 12 K rho), L_c = ln(1 + 12 K sqrt q), L_alpha = ln(1 + alpha), L_de = ln(1 + sqrt d_e),
-    L_rz = 3 ln(1 + r_z)."""
+def _majorant_logs(P, nv: int, Nv: int, mp) -> dict:
+    """The split covering logarithm's pieces as section 10 derives them: alpha <= (ln N + ln(1 + X))
+    / (c^2 (1 - mu)), X = 2 K sqrt(q) r_x / sqrt(eps_2NN), d_e <= 8 (2 ln N - ln delta) + 1,
+    L_rho = ln(1 + 12 K rho), L_c = ln(1 + 12 K sqrt q), L_alpha = ln(1 + alpha),
+    L_de = ln(1 + sqrt d_e), L_rz = 3 ln(1 + r_z)."""
     K, c2 = P.r_a * P.r_w, (mp.mpf(P.d) / P.q if P.c is None else mp.mpf(P.c) ** 2)
     q, lnN = P.q, mp.log(Nv)
     r_x = mp.sqrt(3 * P.C_x * mp.e * P.d * mp.log(nv * Nv))
@@ -899,207 +945,163 @@ def _majorant_logs(P: Theorem4Params, nv: int, Nv: int, mp) -> dict:
             "L_alpha": mp.log(1 + alpha), "L_de": mp.log(1 + mp.sqrt(d_e)), "L_rz": 3 * mp.log(1 + r_z)}
 
 
-def majorant_check(params: Theorem4Params, points=MAJORANT_POINTS) -> tuple:
-    """Theorem 4's polylog certificate: (smallest majorant piece / exact piece, largest relative gap of the pinned
-    tail and tau terms) at n_lo = n_up = n,
-    ln N = u over ``points``: every piece of the certificate's smooth majorant (tau, P, the Dudley term, the split
-    L_A <= ln 2 + max(L_rho, L_c + L_alpha + L_de + L_rz), ln(1 + alpha), the truncation, the whole bound) must
-    dominate its exact counterpart (ratio >= 1; the covering logarithm's split L_A + L_n against ln(1 + 2 A sqrt(n /
-    tau)) at the majorant's tau, where the Dudley term's monotonicity in tau puts it), the public ``majorant_expr``
-    must be the sum of the terms (else the gap is inf), and the tail, tau and L_n terms
-    must be their derivations: the exact tail with psi(2) <= e (4 + 2 ln N), tau with its max replaced by the sum and
-    psi(p) <= e (2p + 2 ln N), L_n = ln(1 + sqrt(n / tau)) at that tau, the split's pieces (:func:`_majorant_logs`),
-    and the estimation terms (beta, Dudley, concentration, truncation, approximation) in the majorant's tau, P and L
-    (docs/derivations/theorem4.md, section 10).
-    mpmath, 30 digits."""
-    import mpmath
-    import sympy as sp
+MAJORANT_KEYS = ("total", "tau", "P", "L_A", "L_n", "dudley", "L_split", "L_alpha", "truncation", "tail",
+                 "L_rho", "L_c", "L_de", "L_rz", "beta", "concentration", "approximation")
 
-    t = majorant_terms(params, sym_n, sym_n, sym_u)
+
+@functools.lru_cache(maxsize=4)
+def _majorant_at_points(majorant: Callable, params) -> tuple:
+    """The majorant's terms (``majorant(params, n, n, u)``) and its exact counterparts at each of
+    MAJORANT_POINTS, in mpmath at 30 digits; and whether the public majorant_expr is their sum."""
+    import mpmath
+
+    t = majorant(params, sym_n, sym_n, sym_u)
     t["total"] = sum(t[k] for k in ("approximation", "beta", "dudley", "concentration", "truncation", "tail"))
-    # the public majorant_expr (ln N = log N) is that sum: exactly, after N = e^u (else the gap is inf)
-    expr_is_sum = majorant_expr(params, sym_n, sym_N).subs(sym_N, sp.exp(sym_u)) - t["total"] == 0
-    t["L_split"] = sp.log(2) + sp.Max(t["L_rho"], t["L_c"] + t["L_alpha"] + t["L_de"] + t["L_rz"])
-    f = {k: sp.lambdify((sym_n, sym_u), t[k], "mpmath")
-         for k in ("total", "tau", "P", "L_A", "L_n", "dudley", "L_split", "L_alpha", "truncation", "tail",
-                   "L_rho", "L_c", "L_de", "L_rz", "beta", "concentration", "approximation")}
-    f_bound = sp.lambdify((sym_n, sym_N), bound_expr(params), "mpmath")
-    ratio, gap = math.inf, 0.0
+    expr_is_sum = majorant_expr(params, sym_n, sym_N).subs(sym_N, sympy.exp(sym_u)) - t["total"] == 0
+    t["L_split"] = sympy.log(2) + sympy.Max(t["L_rho"], t["L_c"] + t["L_alpha"] + t["L_de"] + t["L_rz"])
+    f = {k: sympy.lambdify((sym_n, sym_u), t[k], "mpmath") for k in MAJORANT_KEYS}
+    f_bound = sympy.lambdify((sym_n, sym_N), bound_expr(params), "mpmath")
+    rows = []
     with mpmath.workdps(30):
-        for nv, Nv in points:
-            u_ = mpmath.log(Nv)
-            m = {k: g(nv, u_) for k, g in f.items()}
-            x = _exact_pieces(params, nv, Nv, mpmath)
-            pairs = ((m["total"], f_bound(nv, Nv)), (m["tau"], x["tau"]), (m["P"], x["P"]),
-                     (m["dudley"], 12 * x["tau"] * mpmath.sqrt(x["P"] * x["L"] / nv)), (m["L_split"], m["L_A"]),
-                     (m["L_A"] + m["L_n"], mpmath.log(1 + 2 * x["A"] * mpmath.sqrt(nv / m["tau"]))),
-                     (m["L_alpha"], mpmath.log(1 + x["alpha"])),
-                     (m["truncation"], x["truncation"]))
-            ratio = min(ratio, *(float(a / b) for a, b in pairs))
-            gap = max(gap, *(float(abs(m[k] - x[j]) / x[j]) for k, j in (("tail", "tail"), ("tau", "tau_sum"), ("L_n", "L_n"))))
-            logs = _majorant_logs(params, nv, Nv, mpmath)
-            gap = max(gap, *(float(abs(m[k] - v) / v) for k, v in logs.items()))
-            # the estimation terms in the majorant's tau, P and L (section 10, as in the exact bound, section 9)
-            dl = params.delta
-            terms = {"beta": 8 * m["tau"] / mpmath.sqrt(nv), "truncation": m["tau"] / mpmath.sqrt(nv),
-                     "dudley": 12 * m["tau"] * mpmath.sqrt(m["P"] * (m["L_A"] + m["L_n"]) / nv),
-                     "concentration": m["tau"] * (3 * mpmath.sqrt(mpmath.log(6 / dl) / 2)
-                                                  + mpmath.sqrt(mpmath.log(3 / dl) / 2)) / mpmath.sqrt(nv),
-                     "approximation": 4 * mpmath.mpf(params.eps_2nn)}
-            gap = max(gap, *(float(abs(m[k] - v) / v) for k, v in terms.items()))
-    return ratio, gap if expr_is_sum else math.inf
+        for nv, Nv in MAJORANT_POINTS:
+            m = {k: g(nv, mpmath.log(Nv)) for k, g in f.items()}
+            rows.append((nv, Nv, m, _exact_pieces(params, nv, Nv, mpmath), _majorant_logs(params, nv, Nv, mpmath),
+                         f_bound(nv, Nv)))
+    return tuple(rows), expr_is_sum
 
 
-def thm4_record_consistent(P: Theorem4Params, points=THM4_AGREE_POINTS) -> bool:
-    """Theorem 4's record (``theorem4_bound``) against the definitions of its fields (docs/derivations/theorem4.md):
-    r_qk = alpha sqrt(d_e), D_e = d + (q + 1) d_e, ||vec Theta*||^2 = R^2 = r_ma^2 + R_mw^2 + q r_qk^2 with the
-    balanced 2-NN radii r_ma = r_a / sqrt(m), R_mw = sqrt(m) r_w, the parameter
-    count m (q D_e + 2) + q D_e^2, alpha = max(0, ln((N - 1) 2 K sqrt(q) r_x / sqrt(eps_2nn))) / (c^2 (1 - mu)) (never
-    negative; 0 where the logarithm is), and the total = the sum of its four terms (relative 1e-12)."""
+def _majorant_params(P):
+    """q + 2 (c^2 (1 - mu) != 1), r_a = 2 (K != 1: a K^2 slipped to 1/K^2 shows), s = 2."""
+    return dataclasses.replace(P, q=P.q + 2, r_a=2.0, s=2.0)
+
+
+def thm4_majorant_dominates(inp: Theorem4Inputs, ctx: Context) -> Verdict:
+    """Theorem 4's certificate (section 10): every piece of the smooth majorant dominates its exact
+    counterpart (tau, P, Dudley, the split L_A, ln(1 + alpha), truncation, the whole bound); the
+    smallest ratio."""
     import mpmath
-    ok = True
-    for nv, Nv in points:
-        b = theorem4_bound(nv, Nv, P)
-        with mpmath.workdps(40):
-            alpha = float(_exact_pieces(P, nv, Nv, mpmath)["alpha"])
-        t = b.terms()  # the record as the dict users read: every field under its own name
-        close = lambda a, c: abs(a - c) <= 1e-12 * max(abs(a), abs(c), 1.0)  # noqa: E731
-        ok &= (close(b.alpha, alpha) and close(b.r_qk, b.alpha * math.sqrt(b.d_e)) and b.D_e == P.d + (P.q + 1) * b.d_e
-               and close(b.R ** 2, b.r_ma ** 2 + b.R_mw ** 2 + P.q * b.r_qk ** 2)
-               and close(b.r_ma, P.r_a / math.sqrt(P.m_g)) and close(b.R_mw, math.sqrt(P.m_g) * P.r_w)
-               and b.n_params == P.m_g * (P.q * b.D_e + 2) + P.q * b.D_e ** 2
-               and close(b.total, b.approximation + b.tail + b.estimation + b.truncation)
-               and t == {k: getattr(b, k) for k in b.__dataclass_fields__}
-               and (t["n"], t["N"]) == (nv, Nv) and close(t["total"], t["approximation"] + t["tail"] + t["estimation"]
-                                                          + t["truncation"]))
-    return ok
+
+    rows, _ = _majorant_at_points(inp.majorant, _majorant_params(inp.params))
+    ratio, where = math.inf, ""
+    with mpmath.workdps(30):
+        for nv, Nv, m, x, _, bound in rows:
+            pairs = {"total": (m["total"], bound), "tau": (m["tau"], x["tau"]), "P": (m["P"], x["P"]),
+                     "dudley": (m["dudley"], 12 * x["tau"] * mpmath.sqrt(x["P"] * x["L"] / nv)),
+                     "L_A split": (m["L_split"], m["L_A"]),
+                     "L_A + L_n": (m["L_A"] + m["L_n"], mpmath.log(1 + 2 * x["A"] * mpmath.sqrt(nv / m["tau"]))),
+                     "L_alpha": (m["L_alpha"], mpmath.log(1 + x["alpha"])),
+                     "truncation": (m["truncation"], x["truncation"])}
+            for name, (a, b) in pairs.items():
+                if float(a / b) < ratio:
+                    ratio, where = float(a / b), f"{name} at (n, N) = ({nv}, {Nv})"
+    return at_least(ratio, 1.0, detail=f"smallest majorant piece / exact piece: {where}")
 
 
-THM4_SEARCH = (1e6, 1024)  # (target, N) of the exact-arithmetic sample-size search (n ~ 1.4e4: few bisection steps)
+def thm4_majorant_as_derived(inp: Theorem4Inputs, ctx: Context) -> Verdict:
+    """Section 10: the majorant's tail, tau (max -> sum), L_n, the split logarithm's pieces and the
+    estimation terms in the majorant's tau, P and L are their derivations; majorant_expr is their
+    sum (else inf); the largest relative gap."""
+    import mpmath
+
+    rows, expr_is_sum = _majorant_at_points(inp.majorant, _majorant_params(inp.params))
+    gap, where, dl = 0.0, "", inp.params.delta
+    with mpmath.workdps(30):
+        for nv, Nv, m, x, logs, _ in rows:
+            derived = {"tail": x["tail"], "tau": x["tau_sum"], "L_n": x["L_n"], **logs,
+                       "beta": 8 * m["tau"] / mpmath.sqrt(nv), "truncation": m["tau"] / mpmath.sqrt(nv),
+                       "dudley": 12 * m["tau"] * mpmath.sqrt(m["P"] * (m["L_A"] + m["L_n"]) / nv),
+                       "concentration": m["tau"] * (3 * mpmath.sqrt(mpmath.log(6 / dl) / 2)
+                                                    + mpmath.sqrt(mpmath.log(3 / dl) / 2)) / mpmath.sqrt(nv),
+                       "approximation": 4 * mpmath.mpf(inp.params.eps_2nn)}
+            for k, v in derived.items():
+                if float(abs(m[k] - v) / v) >= gap:
+                    gap, where = float(abs(m[k] - v) / v), f"{k} at (n, N) = ({nv}, {Nv})"
+    return at_most(gap if expr_is_sum else math.inf, THM4_AGREE_RTOL,
+                   detail=f"largest relative gap, {where}; majorant_expr = the sum of its terms: {expr_is_sum}")
 
 
-def search_least(params: Theorem4Params, target: float = THM4_SEARCH[0], Nv: int = THM4_SEARCH[1]) -> tuple:
-    """Theorem 4 (docs/derivations/theorem4.md, section 9, monotonicity in n): ``sample_size_from_expr`` returns the
-    least n with B(n) <= target < B(n - 1) (B: the numeric bound, equal to the sympy one to 1e-16, see
-    :func:`thm4_agreement`); the float search agrees within one; the floor 4 eps_2nn as target is refused.
-    Returns (holds, n)."""
-    k = sample_size_from_expr(target, Nv, params)
-    try:  # a target at the floor 4 eps_2nn is never reached (the bound tends to it from above)
-        sample_size_from_expr(4 * params.eps_2nn, Nv, params)
-        return False, k
-    except ValueError:
-        pass
-    B = lambda nv: theorem4_bound(nv, Nv, params).total  # noqa: E731 - float64: B(n - 1) / B(n) - 1 ~ 1/n >> 1e-16 here
-    return B(k) <= target < B(k - 1) and abs(theorem4_sample_size(target, Nv, params) - k) <= 1, k
+def thm4_leading_constants(inp: Theorem4Inputs, ctx: Context) -> Verdict:
+    """Section 11: the leading constants tau_c and P_c are the certificate's limits of tau / ln N
+    and P / ln^2 N (and P_c = P for a fixed d_e = 50); the largest |difference| (sympy, exact)."""
+    lead, fixed = leading_constants(inp.params), dataclasses.replace(inp.params, d_e=50)
+    diffs = {"tau_c": inp.cert5.factors["tau/u"] - lead["tau_c"], "P_c": inp.cert5.factors["P/u^2"] - lead["P_c"],
+             "P_c (d_e = 50)": majorant_terms(fixed)["P"] - leading_constants(fixed)["P_c"]}
+    simplified = {k: sympy.simplify(v) for k, v in diffs.items()}
+    return exact(sum(1 for v in simplified.values() if v != 0), 0,
+                 detail=f"constants differing from the limits (tau_c = {lead['tau_c']}, P_c = {lead['P_c']})")
 
 
-def leading_as_derived(params: Theorem4Params, target: float = THM4_TARGET, Nv: int = 2 ** 20) -> bool:
-    """Theorem 4's leading form (docs/derivations/theorem4.md, section 11): for the default constants and target
-    0.1, ``leading_sample_size_expr`` = 3397386240000 e^4 (ln N)^4 ln ln N (relative 1e-12 at N = 2^20); for a
-    fixed d_e = 50 it is 144 tau_c^2 P L_c (ln N)^2 ln ln N / (target - 4 eps_2NN)^2 with P = m (q D_e + 2) + q D_e^2,
-    D_e = d + (q + 1) d_e and L_c = 5/2 + (2 - 1)/2 = 3."""
+THM4_FACTOR_LIMITS = {5: {"L/ln u": 5, "u^4 ln u/n": 0, "tau/u": 64 * sympy.exp(2), "P/u^2": 4608},
+                      4: {"L/ln u": sympy.Rational(9, 2), "u^4 ln u/n": sympy.oo}}
+
+
+def thm4_factor_limits(inp: Theorem4Inputs, ctx: Context) -> Verdict:
+    """Section 11: the certificate's factor limits as derived: L / ln u -> 3 + (k - 1)/2, tau/u -> 64 e^2,
+    P/u^2 -> 4608, u^4 ln u / n -> 0 at k = 5 and oo at k = 4."""
+    wrong = [f"k={k} {name}" for k, cert in ((5, inp.cert5), (4, inp.cert4))
+             for name, limit in THM4_FACTOR_LIMITS[k].items()
+             if not (cert.factors[name] == limit or sympy.simplify(cert.factors[name] - limit) == 0)]
+    return exact(len(wrong), 0, detail="factor limits off their derivation: " + (", ".join(wrong) or "none"))
+
+
+def thm4_degree_four_inconclusive(inp: Theorem4Inputs, ctx: Context) -> Verdict:
+    """Section 11: the leading form is (ln N)^4 ln ln N, so the certificate at k = 4 proves nothing."""
+    return exact(inp.cert4.proves_polylog, False, detail="polylog_certificate(k = 4).proves_polylog")
+
+
+def thm4_leading_form(inp: Theorem4Inputs, ctx: Context) -> Verdict:
+    """Section 11: leading_sample_size_expr = 3397386240000 e^4 (ln N)^4 ln ln N at the default
+    constants, and 144 tau_c^2 P L_c (ln N)^2 ln ln N / (target - 4 eps_2NN)^2 with L_c = 3 for a
+    fixed d_e = 50 (relative gap at N = 2^20, the larger of the two)."""
+    P, Nv = inp.params, 2 ** 20
     L = math.log(Nv)
     hand = 3397386240000 * math.e ** 4 * L ** 4 * math.log(L)
-    got = float(leading_sample_size_expr(params, target).subs(sym_N, Nv).evalf(30))
-    fixed = dataclasses.replace(params, d_e=50)
+    got = float(leading_sample_size_expr(P, THM4_TARGET).subs(sym_N, Nv).evalf(30))
+    fixed = dataclasses.replace(P, d_e=50)
     q, D_e = fixed.q, fixed.d + (fixed.q + 1) * 50
     tau_c = 2 * math.e ** 2 * 4 * (fixed.r_a * fixed.r_w) ** 2 * q * fixed.C_x * fixed.d
-    P = fixed.m_g * (q * D_e + 2) + q * D_e ** 2
-    hand_fixed = 144 * tau_c ** 2 * P * 3 * L ** 2 * math.log(L) / (target - 4 * fixed.eps_2nn) ** 2
-    got_fixed = float(leading_sample_size_expr(fixed, target).subs(sym_N, Nv).evalf(30))
-    return abs(got - hand) <= 1e-12 * hand and abs(got_fixed - hand_fixed) <= 1e-12 * hand_fixed
+    P_fixed = fixed.m_g * (q * D_e + 2) + q * D_e ** 2
+    hand_fixed = 144 * tau_c ** 2 * P_fixed * 3 * L ** 2 * math.log(L) / (THM4_TARGET - 4 * fixed.eps_2nn) ** 2
+    got_fixed = float(leading_sample_size_expr(fixed, THM4_TARGET).subs(sym_N, Nv).evalf(30))
+    gap = max(abs(got / hand - 1), abs(got_fixed / hand_fixed - 1))
+    return at_most(gap, 1e-12, detail="leading_sample_size_expr against the hand forms at N = 2^20")
 
 
-def prefactor_given(params: Theorem4Params, points=THM4_AGREE_POINTS[:3]) -> bool:
-    """Theorem4Params with the prefactor given as sqrt(d/q) (Appendix A.1's default, docs/derivations/theorem4.md,
-    section 0) has the same bound as c = None, and c = 2 sqrt(d/q) a different one."""
-    c0 = math.sqrt(params.d / params.q)
-    given, doubled = dataclasses.replace(params, c=c0), dataclasses.replace(params, c=2 * c0)
-    return all(abs(theorem4_bound(nv, Nv, given).total - theorem4_bound(nv, Nv, params).total)
-               <= 1e-12 * theorem4_bound(nv, Nv, params).total
-               and theorem4_bound(nv, Nv, doubled).total != theorem4_bound(nv, Nv, params).total for nv, Nv in points)
+def _ffn_requirement(inp: Theorem4Inputs, ctx: Context) -> Theorem4Inputs:
+    """The same test on the FFN requirement n >= N d (Theorem 6): its sample size and its sympy
+    polylog degree (none)."""
+    d = inp.params.d
+    return replace(inp, sample_size=functools.partial(ffn_sample_size, d=d),
+                   degree=lambda: polylog_degree(ffn_sample_size_expr(d), sym_N))
 
 
-def _thm4(ctx: Context, bound=None) -> Outcome:
-    params = Theorem4Params.default()
-    cert = polylog_certificate(params, k=5)
-    out = _slopes_claim(lambda N: theorem4_sample_size(THM4_TARGET, N, params), "Theorem 4 n(N)",
-                        f"sympy: n = O(log^{cert.k} N)" if cert.proves_polylog else "sympy: no polylog certificate",
-                        cert.proves_polylog)
-    gap = thm4_agreement(params, bound=bound)
-    agree = gap <= THM4_AGREE_RTOL
-    # q + 2: c^2 (1 - mu) != 1 there; r_a = 2: K = r_a r_w != 1, so a K^2 slipped to 1/K^2 shows
-    maj_params = dataclasses.replace(params, q=params.q + 2, r_a=2.0, s=2.0)
-    maj_ratio, tail_gap = majorant_check(maj_params)
-    agree &= maj_ratio >= 1 and tail_gap <= THM4_AGREE_RTOL
-    lead = leading_constants(params)  # closed forms of section 11 against the certificate's sympy limits
-    fixed = dataclasses.replace(params, d_e=50)  # a fixed d_e: P is a constant, P_c = P itself
-    leading_ok = (sympy.simplify(cert.factors["tau/u"] - lead["tau_c"]) == 0
-                  and sympy.simplify(cert.factors["P/u^2"] - lead["P_c"]) == 0
-                  and sympy.simplify(majorant_terms(fixed)["P"] - leading_constants(fixed)["P_c"]) == 0)
-    cert4 = polylog_certificate(params, k=4)
-    sharp = not cert4.proves_polylog  # the leading form is (ln N)^4 ln ln N: k = 4 fails
-    # the Dudley factor limits of docs/derivations/theorem4.md (section 11): L/ln u -> 3 + (k - 1)/2 (L_A <= 3 ln u,
-    # L_n = ln(1 + sqrt(n / tau)) with n ~ u^k, tau ~ u), u^4 ln u / n -> 0 at k = 5 and oo at k = 4
-    factors_ok = (sympy.simplify(cert.factors["L/ln u"] - 5) == 0 and sympy.simplify(cert4.factors["L/ln u"]
-                                                                                      - sympy.Rational(9, 2)) == 0
-                  and cert.factors["u^4 ln u/n"] == 0 and cert4.factors["u^4 ln u/n"] == sympy.oo
-                  and sympy.simplify(cert.factors["tau/u"] - 64 * sympy.exp(2)) == 0 and cert.factors["P/u^2"] == 4608)
-    sharp &= factors_ok
-    record_ok = (thm4_record_consistent(dataclasses.replace(params, q=params.q + 2, r_a=2.0))
-                 and thm4_record_consistent(dataclasses.replace(params, C_x=1e-6, c=0.5, C_y=1e-3), THM4_RHO_POINTS))
-    search_ok, n_least = search_least(params)
-    # lim (ln N)^2 / (ln N)^k is finite from k = 2 on: polylog_degree's finite branch (the FFN's N d has none)
-    forms_ok = (leading_as_derived(params) and prefactor_given(params)
-                and polylog_degree(sympy.log(sym_N) ** 2, sym_N) == 2
-                and polylog_degree(sympy.log(sym_N) ** 3, sym_N, kmax=3) == 3)  # kmax itself is searched
-    agree &= leading_ok and sharp and record_ok and search_ok and forms_ok
-    return Outcome(measured=f"{out.measured}; numeric vs sympy bound rel gap {gap:.1e}; majorant/bound >= {maj_ratio:.2f}",
-                   bound=f"{out.bound}; gap <= {THM4_AGREE_RTOL:g}", holds=out.holds and agree,
-                   detail=f"{out.detail}; numeric theorem4_bound vs sympy bound_expr at (n, N) in "
-                          f"{list(THM4_AGREE_POINTS)}, at the default constants and at q = 4, s = C_y = r_a = 2 (and at N = 2 with C_x = 1e-6, c = 1/2, C_y = 1e-3: alpha = 0, the rho branch of A, the token branch of tau): largest relative gap {gap:.2e} (must be <= "
-                          f"{THM4_AGREE_RTOL:g}; value stays the slope ratio); the certificate's majorant (q = "
-                          f"{maj_params.q}, r_a = {maj_params.r_a:g}, s = {maj_params.s:g}) against the exact bound at {list(MAJORANT_POINTS)}: smallest ratio of a "
-                          f"majorant piece to its exact counterpart {maj_ratio:.6f} (>= 1), its tail, tau, L_n, split-logarithm (L_rho, L_c, L_alpha, L_de, L_rz) and estimation terms vs the derivation "
-                          f"{tail_gap:.1e}; leading constants tau_c = {lead['tau_c']}, P_c = {lead['P_c']} equal the "
-                          f"certificate's limits of tau/ln N and P/ln^2 N (and P_c = P for a fixed d_e = 50): "
-                          f"{leading_ok}; the certificate at k = 4 is inconclusive, as the leading form "
-                          f"(ln N)^4 ln ln N requires, and its factor limits are those derived (L/ln u -> 5 at k = 5, "
-                          f"9/2 at k = 4; tau/u -> 64 e^2, P/u^2 -> 4608; u^4 ln u / n -> 0, oo): {sharp}; the bound's record fields (alpha, r_qk, D_e, R, parameter "
-                          f"count, total; also at N = 2 with tiny tokens, alpha = 0) and its terms() dict equal their "
-                          f"definitions: {record_ok}; exact-arithmetic "
-                          f"search: n = {n_least} is the least n with bound <= {THM4_SEARCH[0]:g} at N = "
-                          f"{THM4_SEARCH[1]} (bound(n - 1) above; float search within one): {search_ok}; "
-                          f"leading_sample_size_expr = 3397386240000 e^4 (ln N)^4 ln ln N (fixed d_e = 50: 144 tau_c^2 P 3 "
-                          f"(ln N)^2 ln ln N / 0.06^2) and a given c = sqrt(d/q) "
-                          f"= the default c, polylog_degree((ln N)^2) = 2 and ((ln N)^3, kmax = 3) = 3: {forms_ok}; majorant_expr = the sum of "
-                          f"the majorant's terms (in the tail gap)",
-                   value=out.value, limit=out.limit)
-
-
-def _one_rademacher(nv: int, Nv: int, P: Theorem4Params) -> float:
-    """Theorem 4's bound with Rad in place of 2 Rad in the estimation term (a slip in the symmetrisation step)."""
+def _one_rademacher(nv: int, Nv: int, P) -> float:
+    """Theorem 4's bound with Rad in place of 2 Rad in the estimation term (a symmetrisation slip)."""
     b = theorem4_bound(nv, Nv, P)
     return b.total - b.rademacher
 
 
-def _thm4_falsifier(ctx: Context) -> Outcome:
-    d = Theorem4Params.default().d
-    degree = polylog_degree(ffn_sample_size_expr(d), sym_N)
-    ffn = _slopes_claim(lambda N: ffn_sample_size(N, d), "FFN n >= N d",
-                        f"sympy: polylog degree {degree}", degree is not None)
-    gap = thm4_agreement(Theorem4Params.default(), bound=_one_rademacher)
-    return Outcome(measured=f"FFN: {ffn.measured}; Rad for 2 Rad: numeric vs sympy rel gap {gap:.1e}",
-                   bound=f"{ffn.bound}; gap <= {THM4_AGREE_RTOL:g}", holds=ffn.holds or gap <= THM4_AGREE_RTOL,
-                   value=ffn.value, limit=ffn.limit,
-                   detail=f"FFN requirement: {ffn.detail} | bound with Rad for 2 Rad against the sympy expression: "
-                          f"largest relative gap {gap:.2e}")
+def _rad_for_two_rad(inp: Theorem4Inputs, ctx: Context) -> Theorem4Inputs:
+    return replace(inp, bound=_one_rademacher)
 
 
-register(Legacy(
-    id="thm-4", ref_seed="Thm 4 (Thm 10)", ref_conference="Thm 3 (Thm 10)",
-    statement=f"Transformer sample size for risk {THM4_TARGET} (explicit constants) grows polylogarithmically in N",
-    check=_thm4, falsifier=_thm4_falsifier,
-    falsifier_statement="the same test on the FFN requirement n >= N d (Theorem 6), and the numeric bound with Rad in "
-                        "place of 2 Rad against the sympy expression, must fail",
+register(Claim(
+    id="thm-4", ref=Ref("Thm 4 (Thm 10)", "Thm 3 (Thm 10)"),
+    statement=f"Transformer sample size for risk {THM4_TARGET} (explicit constants) grows polylogarithmically "
+              f"in N",
+    inputs=theorem4_inputs,
+    checks=[Check("log-log slope halves", thm4_slope_halves), Check("slopes decrease", thm4_slopes_decrease),
+            Check("sympy polylog degree <= 5", thm4_polylog_degree),
+            Check("numeric bound = sympy bound", thm4_numeric_is_sympy),
+            Check("majorant dominates", thm4_majorant_dominates),
+            Check("majorant as derived", thm4_majorant_as_derived),
+            Check("leading constants = certificate limits", thm4_leading_constants),
+            Check("certificate factor limits", thm4_factor_limits),
+            Check("k = 4 inconclusive", thm4_degree_four_inconclusive),
+            Check("leading form as derived", thm4_leading_form)],
+    faults=[Fault("FFN requirement n >= N d", _ffn_requirement,
+                  breaks=("log-log slope halves", "sympy polylog degree <= 5")),
+            Fault("Rad in place of 2 Rad", _rad_for_two_rad, breaks=("numeric bound = sympy bound",))],
+    builds=(theorem4_sample_size, polylog_certificate), bounds=(theorem4_bound, bound_expr, majorant_terms),
+    derivation="docs/derivations/theorem4.md",
 ))

@@ -1,5 +1,6 @@
-"""Unit tests for verify/claims/transformer.py: the numeric Theorem 4 bound agrees with the sympy
-expression, and a planted fault in psi is caught by that comparison."""
+"""Tests of verify/claims/transformer.py through the declared claims: Lemma 11, the single-head
+sparse average, Props 21 and 3, Theorem 4. Each check holds on the honest inputs, each fault (and
+a few further slips planted in the inputs) makes its checks fail."""
 import dataclasses
 import math
 
@@ -8,134 +9,14 @@ import sympy
 import torch
 
 import qstr.bounds.transformer as bt
-from qstr.bounds.symbolic import leading_sample_size_expr
-from qstr.bounds.transformer import Theorem4Params
-from qstr.verify.claims.transformer import THM4_AGREE_RTOL, thm4_agreement
-
-
-def test_thm4_numeric_and_sympy_bounds_agree():
-    assert thm4_agreement(Theorem4Params.default()) <= THM4_AGREE_RTOL
-
-
-@pytest.mark.parametrize("fault", [
-    lambda p, N: 2 * p * N ** (1 / p),              # psi without the max(2p, 2 ln N)
-    lambda p, N: max(2 * p, 2 * math.log(N)) * N ** (1 / max(p, math.log(N))) * 1.001,  # 0.1% off
-])
-def test_thm4_agreement_catches_a_fault_in_psi(monkeypatch, fault):
-    monkeypatch.setattr(bt, "_psi", fault)
-    assert thm4_agreement(Theorem4Params.default()) > THM4_AGREE_RTOL
-
-
-def test_thm4_agreement_catches_a_scaled_bound():
-    gap = thm4_agreement(Theorem4Params.default(), bound=lambda n, N, P: bt.theorem4_bound(n, N, P).total * (1 + 1e-6))
-    assert gap == pytest.approx(1e-6, rel=1e-3)
-
-
-def test_thm4_slope_test_reports_value_and_limit():
-    """value = last slope / first slope, limit 1/2: a polylog requirement holds with value <= limit, the
-    FFN falsifier (n >= N d, slope 1 throughout) fails with value 1."""
-    from qstr.verify.claims.transformer import _slopes_claim, _thm4_falsifier
-
-    polylog = _slopes_claim(lambda N: math.log(N) ** 3, "ln^3 N", "test", True)
-    ffn = _thm4_falsifier(None)
-    for out in (polylog, ffn):
-        assert isinstance(out.value, float) and isinstance(out.limit, float)
-        assert math.isfinite(out.value) and math.isfinite(out.limit)
-        assert (out.value <= out.limit) == out.holds
-    assert polylog.holds and not ffn.holds and ffn.value == pytest.approx(1.0)
-
-
-def test_majorant_check_catches_a_majorant_piece_below_its_exact_counterpart(monkeypatch):
-    """Theorem 4's certificate: the honest majorant dominates (ratio >= 1, tightest at the L_alpha piece); that
-    piece 1% low, the covering logarithm ln(1 + A) for ln(1 + 2 A), or the tail piece 1% off its derivation, is
-    caught (tau, with a slack of ~2.5x, is not)."""
-    import qstr.verify.claims.transformer as T
-    from qstr.bounds.transformer import Theorem4Params
-    P = dataclasses.replace(Theorem4Params.default(), q=4)
-    ratio, gap = T.majorant_check(P)
-    assert ratio >= 1 and gap <= T.THM4_AGREE_RTOL
-    orig = T.majorant_terms
-
-    def low_alpha(*a, **k):
-        t = orig(*a, **k)
-        t["L_alpha"] = 0.99 * t["L_alpha"]
-        return t
-
-    monkeypatch.setattr(T, "majorant_terms", low_alpha)
-    assert T.majorant_check(P)[0] < 1
-
-    def wide_tail(*a, **k):
-        t = orig(*a, **k)
-        t["tail"] = 1.01 * t["tail"]
-        return t
-
-    monkeypatch.setattr(T, "majorant_terms", wide_tail)
-    assert T.majorant_check(P)[1] > T.THM4_AGREE_RTOL
-
-    def half_covering_radius(*a, **k):  # ln(1 + A) for ln(1 + 2 A): the mutant bounds/symbolic.py:142
-        t = orig(*a, **k)
-        t["L_A"] = sympy.log(1 + (sympy.exp(t["L_A"]) - 1) / 2)
-        return t
-
-    monkeypatch.setattr(T, "majorant_terms", half_covering_radius)
-    assert T.majorant_check(P)[0] < 0.98
-
-    def wider_alpha_log(*a, **k):  # ln(2 + alpha): still a majorant, caught only against the derivation
-        t = orig(*a, **k)
-        t["L_alpha"] = sympy.log(1 + sympy.exp(t["L_alpha"]))
-        return t
-
-    monkeypatch.setattr(T, "majorant_terms", wider_alpha_log)
-    ratio, gap = T.majorant_check(P)
-    assert ratio >= 1 and gap > 1e-3
-
-    def wider_concentration(*a, **k):  # ln(6/delta) - 2 for ln(6/delta) / 2: larger, caught against its formula
-        t = orig(*a, **k)
-        t["concentration"] = 1.1 * t["concentration"]
-        return t
-
-    monkeypatch.setattr(T, "majorant_terms", wider_concentration)
-    ratio, gap = T.majorant_check(P)
-    assert ratio >= 1 and gap > 0.05
-
-
-def test_thm4_agreement_reaches_the_rho_branch_of_the_covering_radius():
-    """At N = 2 with C_x = 1e-6, alpha = 0 and A = 6 K rho (the branch a slip in rho would change): a bound off by
-    1e-6 only where alpha = 0 is caught, so the comparison reaches that branch."""
-    P = Theorem4Params.default()
-    tiny = dataclasses.replace(P, C_x=1e-6, c=0.5)
-    b = bt.theorem4_bound(1, 2, tiny)
-    assert b.alpha == 0.0 and math.sqrt(P.q) * b.r_qk * b.r_z ** 3 < math.sqrt(P.q * b.r_z ** 2 + 1)
-
-    def off_where_alpha_is_zero(n, N, p):
-        b = bt.theorem4_bound(n, N, p)
-        return b.total * (1 + 1e-6) if b.alpha == 0 else b.total
-
-    assert thm4_agreement(P, bound=off_where_alpha_is_zero) > THM4_AGREE_RTOL
-
-
-# ---------------------------------------------------------------- the public entry points the claims now run
-
-def test_leading_form_and_search_catch_slips(monkeypatch):
-    import qstr.verify.claims.transformer as T
-
-    P = Theorem4Params.default()
-    assert T.leading_as_derived(P) and T.prefactor_given(P)
-    monkeypatch.setattr(T, "leading_sample_size_expr", lambda p, t: 2 * leading_sample_size_expr(p, t))
-    assert not T.leading_as_derived(P)
-    ok, k = T.search_least(P)
-    assert ok
-    monkeypatch.setattr(T, "sample_size_from_expr", lambda t, N, p: k + 1)  # one past the least n
-    assert not T.search_least(P)[0]
+from qstr.verify.claim import Context
+from qstr.verify.claims import all_claims
 
 
 # ---------------------------------------------------------------- lemma-11 through its declared checks
 
 @pytest.fixture(scope="module")
 def lemma11_claim():
-    from qstr.verify.claim import Context
-    from qstr.verify.claims import all_claims
-
     claim, ctx = all_claims()["lemma-11"], Context()
     return claim, claim.inputs(ctx), ctx
 
@@ -195,9 +76,6 @@ def test_lemma11_scores_10_percent_low_are_read_from_the_built_module(lemma11_cl
 
 @pytest.fixture(scope="module")
 def sparse_claim():
-    from qstr.verify.claim import Context
-    from qstr.verify.claims import all_claims
-
     claim, ctx = all_claims()["sparse-average-single-head"], Context()
     return claim, claim.inputs(ctx), ctx
 
@@ -243,9 +121,6 @@ def test_sparse_average_a_bound_without_the_within_term_is_caught(sparse_claim):
 def test_few_heads_checks_hold_and_q_heads_beat_the_floor(cid):
     """Every check holds on quick (the trained models are full-profile only); the H = q model held
     to the H = q - 1 floor fails both explicit checks."""
-    from qstr.verify.claim import Context
-    from qstr.verify.claims import all_claims
-
     claim, ctx = all_claims()[cid], Context()
     inp = claim.inputs(ctx)
     for check in claim.checks:
@@ -261,11 +136,105 @@ def test_few_heads_checks_hold_and_q_heads_beat_the_floor(cid):
 def test_few_heads_an_unclipped_floor_is_a_different_function():
     """A floor function substituted in the inputs is the one the checks read: a floor 10% above
     the closed form makes the explicit model beat it."""
-    from qstr.verify.claim import Context
-    from qstr.verify.claims import all_claims
-
     claim, ctx = all_claims()["prop-21"], Context()
     inp = claim.inputs(ctx)
     high = dataclasses.replace(inp, floor=lambda q, H, d, r: 1.1 * 2 * (q - H) / q + 0.1)
     assert not claim.check("explicit risk >= floor").run(high, ctx).holds
 
+
+# ---------------------------------------------------------------- thm-4
+
+@pytest.fixture(scope="module")
+def thm4_claim():
+    claim, ctx = all_claims()["thm-4"], Context()
+    return claim, claim.inputs(ctx), ctx
+
+
+def test_thm4_every_check_holds_and_the_faults_break_theirs(thm4_claim):
+    claim, inp, ctx = thm4_claim
+    for check in claim.checks:
+        assert check.run(inp, ctx).holds, check.name
+    for fault in claim.faults:
+        broken = fault.apply(inp, ctx)
+        for name in fault.breaks:
+            assert not claim.check(name).run(broken, ctx).holds, (fault.name, name)
+
+
+def test_thm4_ffn_requirement_has_slope_one(thm4_claim):
+    """The FFN requirement n >= N d has log-log slope 1 throughout: last / first = 1, and sympy
+    finds no polylog degree (measured inf)."""
+    claim, inp, ctx = thm4_claim
+    ffn = claim.faults[0].apply(inp, ctx)
+    assert claim.check("log-log slope halves").run(ffn, ctx).measured == pytest.approx(1.0)
+    assert claim.check("sympy polylog degree <= 5").run(ffn, ctx).measured == math.inf
+    assert claim.check("log-log slope halves").run(inp, ctx).measured <= 0.5
+
+
+@pytest.mark.parametrize("fault", [
+    lambda p, N: 2 * p * N ** (1 / p),              # psi without the max(2p, 2 ln N)
+    lambda p, N: max(2 * p, 2 * math.log(N)) * N ** (1 / max(p, math.log(N))) * 1.001,  # 0.1% off
+])
+def test_thm4_numeric_bound_catches_a_fault_in_psi(monkeypatch, thm4_claim, fault):
+    """A slip in bounds/transformer.py's psi moves the numeric bound off the sympy expression."""
+    claim, inp, ctx = thm4_claim
+    monkeypatch.setattr(bt, "_psi", fault)
+    assert not claim.check("numeric bound = sympy bound").run(inp, ctx).holds
+
+
+def test_thm4_numeric_bound_catches_a_scaled_bound(thm4_claim):
+    claim, inp, ctx = thm4_claim
+    scaled = dataclasses.replace(inp, bound=lambda n, N, P: bt.theorem4_bound(n, N, P).total * (1 + 1e-6))
+    v = claim.check("numeric bound = sympy bound").run(scaled, ctx)
+    assert not v.holds and v.measured == pytest.approx(1e-6, rel=1e-3)
+
+
+def test_thm4_agreement_reaches_the_rho_branch_of_the_covering_radius(thm4_claim):
+    """At N = 2 with C_x = 1e-6, alpha = 0 and A = 6 K rho: a bound off by 1e-6 only where alpha = 0
+    is caught, so the comparison reaches that branch."""
+    claim, inp, ctx = thm4_claim
+
+    def off_where_alpha_is_zero(n, N, p):
+        b = bt.theorem4_bound(n, N, p)
+        return b.total * (1 + 1e-6) if b.alpha == 0 else b.total
+
+    broken = dataclasses.replace(inp, bound=off_where_alpha_is_zero)
+    assert not claim.check("numeric bound = sympy bound").run(broken, ctx).holds
+
+
+def _edited_majorant(inp, edit):
+    def majorant(*a, **k):
+        t = inp.majorant(*a, **k)
+        edit(t)
+        return t
+    return dataclasses.replace(inp, majorant=majorant)
+
+
+def test_thm4_majorant_pieces_below_or_off_their_derivation_are_caught(thm4_claim):
+    """The majorant's L_alpha 1% low, or ln(1 + A) for ln(1 + 2 A), falls below its exact piece; the
+    tail 1% wide, ln(2 + alpha), or the concentration 10% wide still dominate but are off their
+    derivation."""
+    claim, inp, ctx = thm4_claim
+    dominates, derived = claim.check("majorant dominates"), claim.check("majorant as derived")
+
+    def low_alpha(t):
+        t["L_alpha"] = 0.99 * t["L_alpha"]
+
+    def half_covering_radius(t):
+        t["L_A"] = sympy.log(1 + (sympy.exp(t["L_A"]) - 1) / 2)
+
+    for edit in (low_alpha, half_covering_radius):
+        assert not dominates.run(_edited_majorant(inp, edit), ctx).holds
+
+    def wide_tail(t):
+        t["tail"] = 1.01 * t["tail"]
+
+    def wider_alpha_log(t):
+        t["L_alpha"] = sympy.log(1 + sympy.exp(t["L_alpha"]))
+
+    def wider_concentration(t):
+        t["concentration"] = 1.1 * t["concentration"]
+
+    for edit in (wide_tail, wider_alpha_log, wider_concentration):
+        assert not derived.run(_edited_majorant(inp, edit), ctx).holds
+    for edit in (wider_alpha_log, wider_concentration):
+        assert dominates.run(_edited_majorant(inp, edit), ctx).holds
