@@ -13,31 +13,30 @@ import numpy as np
 import sympy
 import torch
 
+from qstr.bounds.attention import (lemma11, lemma11_error_bound, lemma12_radius,
+                                   sparse_average_error_bound, sparse_average_head,
+                                   sparse_average_leak)
 from qstr.bounds.symbolic import N as sym_N
-from qstr.bounds.symbolic import bound_expr
 from qstr.bounds.symbolic import n as sym_n
-from qstr.bounds.symbolic import (ffn_sample_size_expr, leading_constants, leading_sample_size_expr, majorant_expr,
-                                  majorant_terms, polylog_certificate, polylog_degree, sample_size_from_expr)
 from qstr.bounds.symbolic import u as sym_u
-from qstr.bounds.transformer import (Theorem4Params, ffn_sample_size, theorem4_bound, few_heads_floor,
-                                     few_heads_floor_per_position, floor_fraction, loglog_slope, theorem4_sample_size)
-from qstr.bounds.attention import (lemma11, lemma11_alpha, lemma11_error_bound, lemma11_guarantee, lemma11_leak,
-                                   lemma12_radius, sparse_average_alpha, sparse_average_error_bound,
-                                   sparse_average_guarantee, sparse_average_head, sparse_average_leak,
-                                   sparse_average_mu_needed)
+from qstr.bounds.symbolic import (bound_expr, ffn_sample_size_expr, leading_constants,
+                                  leading_sample_size_expr, majorant_expr, majorant_terms,
+                                  polylog_certificate, polylog_degree)
+from qstr.bounds.transformer import (Theorem4Params, ffn_sample_size, few_heads_floor_per_position,
+                                     loglog_slope, theorem4_bound, theorem4_sample_size)
 from qstr.constructions.attention import lemma11_adversarial_prompt, place_block, target_leaks
 from qstr.constructions.codes import rs_hadamard_codebook, star_codebook
-from qstr.constructions.encoding import layout_of, transformer_encoding
-from qstr.constructions.links import Mean, SqNorm, TwoLayerNet, affine_net, make_link
+from qstr.constructions.encoding import transformer_encoding
+from qstr.constructions.links import Mean, SqNorm, TwoLayerNet, make_link
 from qstr.constructions.models import MergedAttention
 from qstr.constructions.relu import sqnorm_net
 from qstr.constructions.task import QSTR, gather_tokens
 from qstr.verify.adversarial import clip_to_ball, worst_case_tokens
+from qstr.verify.claim import (Check, Claim, Context, Fault, Ref, Verdict, at_least, at_most, close,
+                               exact)
 from qstr.verify.claims.export import saved_and_reloaded
-from qstr.verify.claim import Check, Claim, Context, Fault, Ref, Verdict, at_least, at_most, close, exact
-from qstr.verify.legacy import Claim as Legacy, Outcome
 from qstr.verify.registry import register
-from qstr.verify.rounding import Rounding, largest
+from qstr.verify.rounding import Rounding
 from qstr.verify.training import fit_online, position_risk
 
 
@@ -57,7 +56,7 @@ class L11Case:
     link: Any
     cons: Any  # the construction as certified: fast path and guarantee
     module: Any  # the built weights users get (a fault edits a copy)
-    probe: Tuple[torch.Tensor, torch.Tensor]  # linear link: the worst prompt; else one random prompt
+    probe: Tuple[torch.Tensor, torch.Tensor]  # linear link: the worst prompt; else a random one
     exported: bool  # small N: the module is also saved, reloaded and run as nn.MultiheadAttention
     fast_err: float  # the fast path's largest error on random prompts and after ascent
     fused_gap: float  # fused (SDPA) heads in ragged chunks against the math heads
@@ -105,8 +104,8 @@ class L11Case:
 
 @dataclass(frozen=True, eq=False)
 class L11Star:
-    """Star codes (mu = 1/2), q = H = 2 and the net <w, z>, w = (u, u)/sqrt 2 written as the linear
-    link's +- pair; its built module at the worst prompt (docs/derivations/lemma11.md, tightness)."""
+    """Star codes (mu = 1/2), q = H = 2 and the net <w, z>, w = (u, u)/sqrt 2 written as the
+    linear link's +- pair; its built module at the worst prompt (lemma11.md, tightness)."""
 
     N: int
     cons: Any
@@ -162,9 +161,9 @@ def _l11_case(ctx: Context, link_name: str, q: int, N: int) -> L11Case:
     cons = lemma11(N, L11_D, q, link.two_layer_net(), eps=L11_EPS,
                    r_x=lemma12_radius(L11_D, n=10_000, N=N), device=ctx.device)
     g, small = cons.guarantee, N <= _l11_sizes(ctx, link_name)[1]
-    p = QSTR(N=N, d=L11_D, link=link).sample(
-        max(1, min(8, 4096 // N)), generator=ctx.generator("lemma-11/prompts", q, N, device=ctx.device),
-        device=ctx.device, dtype=torch.float64)
+    gen = ctx.generator("lemma-11/prompts", q, N, device=ctx.device)
+    p = QSTR(N=N, d=L11_D, link=link).sample(max(1, min(8, 4096 // N)), generator=gen,
+                                             device=ctx.device, dtype=torch.float64)
     x, t = clip_to_ball(p.x, g.r_x), p.t
     fast = lambda xx, tt: cons.fast_predict(xx, tt, chunk=1024)  # noqa: E731
     with torch.no_grad():
@@ -189,11 +188,11 @@ def _l11_case(ctx: Context, link_name: str, q: int, N: int) -> L11Case:
 def _pair_net(w: torch.Tensor) -> TwoLayerNet:
     """<w, z> as relu(<w, z>) - relu(-<w, z>): the linear link's form (exactly linear)."""
     one = torch.ones(1, dtype=w.dtype, device=w.device)
-    return TwoLayerNet(a=torch.cat([one, -one]), W=torch.stack([w, -w]), b=torch.zeros_like(one).repeat(2))
+    return TwoLayerNet(a=torch.cat([one, -one]), W=torch.stack([w, -w]), b=torch.zeros(2).to(w))
 
 
 def _l11_star(ctx: Context, N: int) -> L11Star:
-    """Star codes, q = H = 2, w = (u, u)/sqrt 2 on the 2-ball: the worst prompt attains the bound."""
+    """Star codes, q = H = 2, w = (u, u)/sqrt 2, r_x = 2: the worst prompt attains the bound."""
     u = torch.full((L11_D,), 0.5, dtype=torch.float64, device=ctx.device)
     net = _pair_net(torch.cat([u, u]) / math.sqrt(2))
     cons = lemma11(N, L11_D, 2, net, eps=L11_EPS, r_x=2.0, device=ctx.device,
@@ -213,7 +212,8 @@ def lemma11_inputs(ctx: Context) -> Lemma11Inputs:
 
 
 def _l11_bound(inp: Lemma11Inputs, cons, net) -> float:
-    """Lemma 11's bound at the construction's (N, H, mu, c, alpha, r_x) and the net's Lipschitz constant."""
+    """Lemma 11's bound at the construction's (N, H, mu, c, alpha, r_x) and the net's Lipschitz
+    constant."""
     g = cons.guarantee
     return inp.error_bound(N=g.N, q=g.H, mu=g.mu, c=g.c, alpha=g.alpha, r_x=g.r_x,
                            lipschitz=inp.lipschitz(net))
@@ -238,7 +238,8 @@ def _case_rounding(case: L11Case) -> Rounding:
     rnd = _attention_rounding(case.cons.guarantee)
     if not case.exported:
         return rnd
-    return rnd + _export_rounding(case.module.model, float(case.at_probe["module"].abs().max()) + 1.0)
+    scale = float(case.at_probe["module"].abs().max()) + 1.0
+    return rnd + _export_rounding(case.module.model, scale)
 
 
 def lemma11_error(inp: Lemma11Inputs, ctx: Context) -> Verdict:
@@ -278,19 +279,21 @@ def lemma11_module_is_fast_path(inp: Lemma11Inputs, ctx: Context) -> Verdict:
 
 def lemma11_fused_heads(inp: Lemma11Inputs, ctx: Context) -> Verdict:
     """The fused (SDPA) heads in chunks of N/3 + 1 equal the math heads."""
-    return _gap_verdict([(c.fused_gap, _attention_rounding(c.cons.guarantee), c) for c in inp.cases],
-                        "|fused heads - math heads| on random prompts")
+    gaps = [(c.fused_gap, _attention_rounding(c.cons.guarantee), c) for c in inp.cases]
+    return _gap_verdict(gaps, "|fused heads - math heads| on random prompts")
 
 
 def lemma11_export_is_module(inp: Lemma11Inputs, ctx: Context) -> Verdict:
     """The saved, reloaded nn.MultiheadAttention equals the built module (Appendix A.1's export)."""
-    return _gap_verdict([(float((c.at_probe["nn.MultiheadAttention"] - c.at_probe["module"]).abs().max()),
-                          _case_rounding(c), c) for c in inp.cases if c.exported],
+    def gap(c: L11Case) -> float:
+        return float((c.at_probe["nn.MultiheadAttention"] - c.at_probe["module"]).abs().max())
+
+    return _gap_verdict([(gap(c), _case_rounding(c), c) for c in inp.cases if c.exported],
                         "|exported - module| at the probe prompt")
 
 
 def lemma11_worst_prompt_exact(inp: Lemma11Inputs, ctx: Context) -> Verdict:
-    """Linear link: every path's error at the worst prompt equals the exact worst case (both sides)."""
+    """Linear link: every path's error at the worst prompt is the exact worst case (both sides)."""
     rows = []
     for case in (c for c in inp.cases if c.gradient is not None):
         exact = case.exact_worst
@@ -317,7 +320,7 @@ def lemma11_lipschitz_exact(inp: Lemma11Inputs, ctx: Context) -> Verdict:
     _, case = max(rows, key=lambda r: r[0])
     norm = float(case.gradient.norm())
     return close(inp.lipschitz(case.net), norm, 1e-12 * norm,
-                 detail=f"Lipschitz constant vs ||gradient||, largest relative gap at {case.name()}")
+                 detail=f"Lipschitz constant vs ||gradient||, largest gap at {case.name()}")
 
 
 def lemma11_star_attains(inp: Lemma11Inputs, ctx: Context) -> Verdict:
@@ -326,10 +329,12 @@ def lemma11_star_attains(inp: Lemma11Inputs, ctx: Context) -> Verdict:
     rows = []
     for s in inp.star:
         bound = _l11_bound(inp, s.cons, s.net)
-        rows.append((s.error / bound, _attention_rounding(s.cons.guarantee).times(1 / bound, "1/bound"), s))
+        rnd = _attention_rounding(s.cons.guarantee).times(1 / bound, "1/bound")
+        rows.append((s.error / bound, rnd, s))
     ratio, rnd, star = max(rows, key=lambda r: abs(r[0] - 1) - r[1].term)
     return close(ratio, 1.0, L11_TIGHT_RTOL, rnd,
-                 detail=f"star codes (mu = 1/2), q = H = 2, w = (u, u)/sqrt 2, target 0: error / bound "
+                 detail=f"star codes (mu = 1/2), q = H = 2, w = (u, u)/sqrt 2, target 0: "
+                        f"error / bound "
                         + ", ".join(f"N={s.N}: {s.error / _l11_bound(inp, s.cons, s.net):.12f}"
                                     for s in inp.star) + f"; farthest from 1 at N = {star.N}")
 
@@ -340,8 +345,8 @@ def lemma11_alpha_log_n(inp: Lemma11Inputs, ctx: Context) -> Verdict:
     for name in dict.fromkeys(c.link_name + str(c.cons.guarantee.H) for c in inp.cases):
         cs = [c for c in inp.cases if c.link_name + str(c.cons.guarantee.H) == name]
         a = cs[-1].cons.guarantee.alpha / cs[0].cons.guarantee.alpha
-        rows.append((a / (math.log(cs[-1].N) / math.log(cs[0].N)), a, math.log(cs[-1].N) / math.log(cs[0].N),
-                     cs[-1]))
+        ln_ratio = math.log(cs[-1].N) / math.log(cs[0].N)
+        rows.append((a / ln_ratio, a, ln_ratio, cs[-1]))
     _, a, ln_ratio, case = max(rows, key=lambda r: r[0])
     return at_most(a, ln_ratio, detail=f"alpha ratio vs ln N ratio, worst link {case.link_name}")
 
@@ -361,7 +366,7 @@ def _module_fault(edit):
 
 
 def _scores_halved(W, cons):
-    """Scores at half scale: an exporter that folds c into W_QK once instead of twice, or alpha / 2."""
+    """Scores at half scale: an exporter folding c into W_QK once instead of twice, or alpha / 2."""
     W.mul_(0.5)
 
 
@@ -378,17 +383,20 @@ def _last_head_dropped(W, cons):
 
 def _op_norm_lipschitz(inp: Lemma11Inputs, ctx: Context) -> Lemma11Inputs:
     """The bound with ||a|| ||W||_op for the Lipschitz constant: 2 ||w|| for a +- pair net."""
-    return replace(inp, lipschitz=lambda net: float(net.a.norm() * torch.linalg.matrix_norm(net.W, ord=2)))
+    def op_norm(net) -> float:
+        return float(net.a.norm() * torch.linalg.matrix_norm(net.W, ord=2))
+
+    return replace(inp, lipschitz=op_norm)
 
 
 L11_MODULE_CHECKS = ("error <= bound", "module = fast path")
 
 register(Claim(
     id="lemma-11", ref=Ref("Lemma 11", "Lemma 11"),
-    statement=f"q-head attention construction (linear link; teacher net with H=3): the built module, its "
-              f"fast path and the exported nn.MultiheadAttention stay within the guarantee <= "
-              f"eps={L11_EPS}; the worst prompt attains the exact worst case (linear link) and the bound "
-              f"itself (star code); alpha = O(log N)",
+    statement=f"q-head attention construction (linear link; teacher net with H=3): the built "
+              f"module, its fast path and the exported nn.MultiheadAttention stay within the "
+              f"guarantee <= eps={L11_EPS}; the worst prompt attains the exact worst case (linear "
+              f"link) and the bound itself (star code); alpha = O(log N)",
     inputs=lemma11_inputs,
     checks=[Check("error <= bound", lemma11_error), Check("bound <= eps", lemma11_bound_meets_eps),
             Check("module = fast path", lemma11_module_is_fast_path),
@@ -401,7 +409,8 @@ register(Claim(
             Check("alpha = O(log N)", lemma11_alpha_log_n)],
     faults=[Fault("scores halved", _module_fault(_scores_halved), breaks=L11_MODULE_CHECKS),
             Fault("slot -> slot0 block", _module_fault(_wrong_key_block), breaks=L11_MODULE_CHECKS),
-            Fault("last head's block dropped", _module_fault(_last_head_dropped), breaks=L11_MODULE_CHECKS),
+            Fault("last head's block dropped", _module_fault(_last_head_dropped),
+                  breaks=L11_MODULE_CHECKS),
             Fault("bound with ||a|| ||W||_op", _op_norm_lipschitz,
                   breaks=("Lipschitz constant exact", "star code attains the bound"))],
     builds=(lemma11, lemma11_adversarial_prompt), bounds=(lemma11_error_bound, target_leaks),
@@ -454,7 +463,8 @@ class SACase:
             x8 = worst_case_tokens(lambda xx: self.errors(paths["module"], xx, t[:8]), x[:8],
                                    self.head.guarantee.r_x, steps=80)
             with torch.no_grad():
-                out["random"] = max(out["random"], float(self.errors(paths["module"], x8, t[:8]).max()))
+                ascent = float(self.errors(paths["module"], x8, t[:8]).max())
+            out["random"] = max(out["random"], ascent)
         return out
 
 
@@ -497,8 +507,9 @@ def _sa_case(ctx: Context, q: int, eps) -> SACase:
     G = head.omega @ head.omega.T
     pi = torch.softmax(g.alpha * g.c ** 2 * G[sets[worst]].sum(0), dim=-1)
     task = QSTR(N=SA_N, d=SA_D, link=Mean(q=q, d=SA_D), indices="distinct")
-    p = task.sample(ctx.pick(quick=16, full=512, gpu=640), dtype=torch.float64, device=ctx.device,
-                    generator=ctx.generator("sparse-average-single-head/prompts", q, device=ctx.device))
+    gen = ctx.generator("sparse-average-single-head/prompts", q, device=ctx.device)
+    p = task.sample(ctx.pick(quick=16, full=512, gpu=640), generator=gen, device=ctx.device,
+                    dtype=torch.float64)
     case = SACase(q, head, head, len(sets), g.r_x * float(gaps[worst]), pi, (xw, tw), 0.0,
                   (clip_to_ball(p.x, g.r_x), p.t), ctx.profile != "quick")
     with torch.no_grad():
@@ -529,9 +540,9 @@ def sparse_average_exact_within_bound(inp: SparseAverageInputs, ctx: Context) ->
     ratio, case = max(((c.exact / _sa_bound(inp, c), c) for c in inp.cases), key=lambda r: r[0])
     return at_most(case.exact, _sa_bound(inp, case), _sa_rounding(case),
                    detail=f"N={SA_N}, d={SA_D}; exact sup / bound "
-                          + ", ".join(f"q={c.q}: {c.exact / _sa_bound(inp, c):.3f} over all {c.n_sets} "
-                                      f"q-sets (alpha {c.head.guarantee.alpha:.2f})" for c in inp.cases)
-                          + f"; largest at q = {case.q}")
+                          + ", ".join(f"q={c.q}: {c.exact / _sa_bound(inp, c):.3f} over all "
+                                      f"{c.n_sets} q-sets (alpha {c.head.guarantee.alpha:.2f})"
+                                      for c in inp.cases) + f"; largest at q = {case.q}")
 
 
 def sparse_average_worst_prompt(inp: SparseAverageInputs, ctx: Context) -> Verdict:
@@ -580,15 +591,16 @@ def _one_slot_short(inp: SparseAverageInputs, ctx: Context) -> SparseAverageInpu
 
 register(Claim(
     id="sparse-average-single-head", ref=Ref("remark after Prop 3", "remark after Prop 4"),
-    statement="one head computes the q-sparse average (q = 2, 3; mu < 1/(2q-1)): the exact worst case "
-              "over all prompts is attained by the built, fast and exported modules and stays within "
-              "the derived bound",
+    statement="one head computes the q-sparse average (q = 2, 3; mu < 1/(2q-1)): the exact worst "
+              "case over all prompts is attained by the built, fast and exported modules and stays "
+              "within the derived bound",
     inputs=sparse_average_inputs,
     checks=[Check("exact sup <= bound", sparse_average_exact_within_bound),
             Check("worst prompt = exact sup", sparse_average_worst_prompt),
             Check("random prompts <= exact sup", sparse_average_random_below),
             Check("attention rows = closed-form softmax", sparse_average_attention_rows)],
-    faults=[Fault("bound without the within-set term", _leak_only_bound, breaks=("exact sup <= bound",)),
+    faults=[Fault("bound without the within-set term", _leak_only_bound,
+                  breaks=("exact sup <= bound",)),
             Fault("query one slot short", _one_slot_short,
                   breaks=("worst prompt = exact sup", "attention rows = closed-form softmax"))],
     builds=(sparse_average_head,), bounds=(sparse_average_error_bound, sparse_average_leak),
@@ -691,7 +703,7 @@ def _trained_risks(cid: str, cfg, ctx: Context) -> Tuple[RiskEstimate, ...]:
 
 def _risk_rounding(samples: int, fan_in: int, risk: float, dtype) -> Rounding:
     """Rounding of a mean of ``samples`` squared errors, each from a forward pass whose longest
-    sum has ``fan_in`` terms: relative error (samples + 2 fan_in + 1) eps of the risk (at least 1)."""
+    sum has ``fan_in`` terms: relative error (samples + 2 fan_in + 1) eps of the risk (>= 1)."""
     return Rounding(n=samples + 2 * fan_in + 1, scale=max(risk, 1.0), dtype=dtype,
                     what="(n N/2 + 2 fan-in + 1) eps max(risk, 1)")
 
@@ -743,7 +755,8 @@ def few_heads_explicit_above_floor(inp: FewHeadsInputs, ctx: Context) -> Verdict
     errors below it allowed)."""
     est, floor = inp.explicit.estimate, inp.floor_at(inp.H)
     return at_least(est.risk, floor - 3 * est.se, est.rnd,
-                    detail=f"{est.heads}-head explicit model: risk {est.risk:.4f} +- {est.se:.4f} vs "
+                    detail=f"{est.heads}-head explicit model: risk {est.risk:.4f} +- {est.se:.4f} "
+                           f"vs "
                            f"floor {floor:.4f} (H = {inp.H}) minus 3 standard errors")
 
 
@@ -762,7 +775,7 @@ def few_heads_explicit_closed_form(inp: FewHeadsInputs, ctx: Context) -> Verdict
 
 
 def few_heads_floor_reached(inp: FewHeadsInputs, ctx: Context) -> Verdict:
-    """The floor is nearly attained: closed form - floor <= 2 H / d (docs/derivations/few-heads.md)."""
+    """The floor is nearly attained: closed form - floor <= 2 H / d (few-heads.md)."""
     gap = _closed_form(inp) - inp.floor_at(inp.H)
     return at_most(gap, 2 * inp.H / inp.cfg["d"], 1e-12,
                    detail=f"2 (q - H)/q - floor at H = {inp.H}, d = {inp.cfg['d']}")
@@ -771,7 +784,8 @@ def few_heads_floor_reached(inp: FewHeadsInputs, ctx: Context) -> Verdict:
 def few_heads_sqnorm_attained(inp: FewHeadsInputs, ctx: Context) -> Verdict:
     """The squared-norm net's certified error h^2/4 per square is attained at the knot midpoints."""
     m = inp.explicit
-    return close(m.attained, m.sq_err, 1e-9 * m.sq_err, detail="error at the knot midpoints vs certified")
+    return close(m.attained, m.sq_err, 1e-9 * m.sq_err,
+                 detail="error at the knot midpoints vs certified")
 
 
 def few_heads_trained_above_floor(inp: FewHeadsInputs, ctx: Context) -> Verdict:
@@ -781,8 +795,8 @@ def few_heads_trained_above_floor(inp: FewHeadsInputs, ctx: Context) -> Verdict:
         return exact("not run", "not run", detail="trained models: full and gpu profiles only")
     worst = min(inp.trained, key=lambda t: t.risk + 3 * t.se - inp.floor_at(t.heads))
     return at_least(worst.risk, inp.floor_at(worst.heads) - 3 * worst.se, worst.rnd,
-                    detail="; ".join(f"trained H={t.heads}: risk {t.risk:.3f} +- {t.se:.3f} vs floor "
-                                     f"{inp.floor_at(t.heads):.3f}" for t in inp.trained)
+                    detail="; ".join(f"trained H={t.heads}: risk {t.risk:.3f} +- {t.se:.3f} vs "
+                                     f"floor {inp.floor_at(t.heads):.3f}" for t in inp.trained)
                     + f"; closest at H = {worst.heads} (floor minus 3 standard errors)")
 
 
@@ -798,8 +812,8 @@ for _cid, _ref in (("prop-21", ("Prop 21", "Prop 21")), ("prop-3", ("Prop 3", "P
     _floor = "2(q-H)/q (restricted W_QK, d=1)" if _cfg["restricted"] else "2(1 - H(q+d)/(qd))"
     register(Claim(
         id=_cid, ref=Ref(*_ref),
-        statement=f"H < q heads cannot beat the floor {_floor} at positions i >= N/2 (q={_cfg['q']}, "
-                  f"d={_cfg['d']}); an explicit H-head model nearly attains it",
+        statement=f"H < q heads cannot beat the floor {_floor} at positions i >= N/2 "
+                  f"(q={_cfg['q']}, d={_cfg['d']}); an explicit H-head model nearly attains it",
         inputs=functools.partial(few_heads_inputs, _cid),
         checks=[Check("explicit risk >= floor", few_heads_explicit_above_floor),
                 Check("explicit risk = closed form", few_heads_explicit_closed_form),
@@ -817,16 +831,17 @@ for _cid, _ref in (("prop-21", ("Prop 21", "Prop 21")), ("prop-3", ("Prop 3", "P
 
 THM4_NS = tuple(2 ** k for k in range(4, 21, 2))
 THM4_TARGET, THM4_DEGREE = 0.1, 5
-THM4_AGREE_POINTS = ((10 ** 2, 16), (10 ** 4, 16), (10 ** 6, 1024), (10 ** 9, 2 ** 20), (10 ** 12, 2 ** 16))
+THM4_AGREE_POINTS = ((10 ** 2, 16), (10 ** 4, 16), (10 ** 6, 1024), (10 ** 9, 2 ** 20),
+                     (10 ** 12, 2 ** 16))
 THM4_AGREE_RTOL = 1e-9
-THM4_RHO_POINTS = ((1, 2), (10, 2))  # C_x = 1e-6, C_y = 1e-3: alpha = 0, A = 6 K rho, tau's token branch
+THM4_RHO_POINTS = ((1, 2), (10, 2))  # C_x = 1e-6, C_y = 1e-3: alpha = 0, A = 6 K rho
 MAJORANT_POINTS = ((10 ** 2, 16), (10 ** 4, 16), (10 ** 6, 1024), (10 ** 9, 2 ** 20))
 
 
 @dataclass(frozen=True)
 class Theorem4Inputs:
     """Theorem 4's constants, its sample-size requirement and the sympy degree that certifies it
-    polylogarithmic, the numeric bound, the certificate's majorant, and the certificates at k = 5, 4."""
+    polylogarithmic, the numeric bound, the certificate's majorant, the certificates at k = 5, 4."""
 
     params: Any  # Theorem4Params.default()
     sample_size: Callable[[int], float]  # n(N) for risk THM4_TARGET
@@ -855,8 +870,8 @@ def theorem4_inputs(ctx: Context) -> Theorem4Inputs:
     params = Theorem4Params.default()
     cert5, cert4 = polylog_certificate(params, k=THM4_DEGREE), polylog_certificate(params, k=4)
     return Theorem4Inputs(params, functools.partial(_sample_size, params),
-                          functools.partial(_certified_degree, cert5), _numeric_bound, majorant_terms,
-                          cert5, cert4)
+                          functools.partial(_certified_degree, cert5), _numeric_bound,
+                          majorant_terms, cert5, cert4)
 
 
 def _slopes(inp: Theorem4Inputs) -> np.ndarray:
@@ -864,10 +879,11 @@ def _slopes(inp: Theorem4Inputs) -> np.ndarray:
 
 
 def thm4_slope_halves(inp: Theorem4Inputs, ctx: Context) -> Verdict:
-    """Theorem 4: n(N)'s log-log slope over N = 2^4 .. 2^20 falls to at most half its first value."""
+    """Theorem 4: n(N)'s log-log slope over N = 2^4 .. 2^20 falls to at most half its first."""
     s = _slopes(inp)
     return at_most(float(s[-1] / s[0]), 0.5,
-                   detail="last / first log-log slope of n(N); slopes " + ", ".join(f"{x:.3f}" for x in s)
+                   detail="last / first log-log slope of n(N); slopes "
+                          + ", ".join(f"{x:.3f}" for x in s)
                           + "; closed form in float64, no rounding term")
 
 
@@ -877,21 +893,21 @@ def thm4_slopes_decrease(inp: Theorem4Inputs, ctx: Context) -> Verdict:
 
 
 def thm4_polylog_degree(inp: Theorem4Inputs, ctx: Context) -> Verdict:
-    """Theorem 4: sympy proves n = O(log^k N) with k <= 5 (docs/derivations/theorem4.md, section 11)."""
+    """Theorem 4: sympy proves n = O(log^k N) with k <= 5 (theorem4.md, section 11)."""
     k = inp.degree()
     return at_most(math.inf if k is None else k, THM4_DEGREE,
                    detail="polylog degree certified by sympy (inf: none)")
 
 
 def _rho_params(P):
-    """Tiny tokens and labels: alpha = 0, A on its rho branch, tau on its token branch (at N = 2)."""
+    """Tiny tokens and labels: alpha = 0, A on its rho branch, tau on its token branch (N = 2)."""
     return dataclasses.replace(P, C_x=1e-6, c=0.5, C_y=1e-3)
 
 
 def thm4_numeric_is_sympy(inp: Theorem4Inputs, ctx: Context) -> Verdict:
-    """Theorem 4: the numeric bound equals the sympy expression (30 digits) at the default constants,
-    at q + 2 with s = C_y = r_a = 2 (a power slipped to a product shows there), and on the rho and
-    token branches at N = 2; the largest relative gap."""
+    """Theorem 4: the numeric bound equals the sympy expression (30 digits) at the default
+    constants, at q + 2 with s = C_y = r_a = 2 (a power slipped to a product shows there), and on
+    the rho and token branches at N = 2; the largest relative gap."""
     P, gap, where = inp.params, 0.0, ""
     wide = dataclasses.replace(P, q=P.q + 2, s=2.0, C_y=2.0, r_a=2.0)
     for label, Q, pts in (("default", P, THM4_AGREE_POINTS), ("q + 2", wide, THM4_AGREE_POINTS),
@@ -914,18 +930,23 @@ def _exact_pieces(P, nv: int, Nv: int, mp) -> dict:
     r_z = mp.sqrt(r_x ** 2 + c2 * (q + 1))
     d_e = mp.ceil(8 * mp.log(mp.mpf(Nv) ** 2 / dl)) if P.d_e is None else P.d_e
     D_e = d + (q + 1) * d_e
-    alpha = max(0, mp.log((Nv - 1) * 2 * K * mp.sqrt(q) * r_x / mp.sqrt(P.eps_2nn))) / (c2 * (1 - P.mu))
+    log_arg = (Nv - 1) * 2 * K * mp.sqrt(q) * r_x / mp.sqrt(P.eps_2nn)
+    alpha = max(0, mp.log(log_arg)) / (c2 * (1 - P.mu))
     p = max(1, mp.log(2 * (1 + 3 / dl) * mp.sqrt(nv)))
     r = max(2 * p, 2 * mp.log(Nv))
-    tokens = 4 * K ** 2 * q * P.C_x * d * r * mp.mpf(Nv) ** (2 / r) + 4 * K ** 2 * (q * c2 * (q + 1) + 1)
+    codes = 4 * K ** 2 * (q * c2 * (q + 1) + 1)
+    tokens = 4 * K ** 2 * q * P.C_x * d * r * mp.mpf(Nv) ** (2 / r) + codes
     tau = e * max(4 * P.C_y * (2 * p) ** (2 * P.s), tokens)
     A = 6 * K * max(mp.sqrt(q * r_z ** 2 + 1), mp.sqrt(q) * alpha * mp.sqrt(d_e) * r_z ** 3)
-    p_ = mp.log(2 * (1 + 3 / dl) * mp.sqrt(nv))  # the majorant's tau: max -> sum, psi(p) <= e (2p + 2 ln N)
-    tau_sum = e * (4 * P.C_y * (2 * p_) ** (2 * P.s) + 4 * K ** 2 * q * P.C_x * d * e * (2 * p_ + 2 * mp.log(Nv))
-                   + 4 * K ** 2 * (q * c2 * (q + 1) + 1))
-    tail = 2 * (K ** 2 * (q * P.C_x * d * e * (4 + 2 * mp.log(Nv)) + q * c2 * (q + 1) + 1) + P.C_y * 16 ** P.s)
+    # the majorant's tau: max -> sum, psi(p) <= e (2p + 2 ln N)
+    p_ = mp.log(2 * (1 + 3 / dl) * mp.sqrt(nv))
+    tau_sum = e * (4 * P.C_y * (2 * p_) ** (2 * P.s)
+                   + 4 * K ** 2 * q * P.C_x * d * e * (2 * p_ + 2 * mp.log(Nv)) + codes)
+    tail = 2 * (K ** 2 * (q * P.C_x * d * e * (4 + 2 * mp.log(Nv)) + q * c2 * (q + 1) + 1)
+                + P.C_y * 16 ** P.s)
     return {"tau": tau, "tau_sum": tau_sum, "L_n": mp.log(1 + mp.sqrt(nv / tau_sum)),
-            "P": P.m_g * (q * D_e + 2) + q * D_e ** 2, "A": A, "L": mp.log(1 + 2 * A * mp.sqrt(nv / tau)),
+            "P": P.m_g * (q * D_e + 2) + q * D_e ** 2, "A": A,
+            "L": mp.log(1 + 2 * A * mp.sqrt(nv / tau)),
             "alpha": alpha, "truncation": 2 * tau * mp.exp(-p) * (1 + 3 / dl),
             "tail": tail * mp.mpf(nv) ** (-0.75) * mp.exp(-mp.log(Nv) / 4)}
 
@@ -941,12 +962,14 @@ def _majorant_logs(P, nv: int, Nv: int, mp) -> dict:
     r_z = mp.sqrt(r_x ** 2 + c2 * (q + 1))
     alpha = (lnN + mp.log(1 + 2 * K * mp.sqrt(q) * r_x / mp.sqrt(P.eps_2nn))) / (c2 * (1 - P.mu))
     d_e = 8 * (2 * lnN - mp.log(P.delta)) + 1 if P.d_e is None else P.d_e
-    return {"L_rho": mp.log(1 + 12 * K * mp.sqrt(q * r_z ** 2 + 1)), "L_c": mp.log(1 + 12 * K * mp.sqrt(q)),
-            "L_alpha": mp.log(1 + alpha), "L_de": mp.log(1 + mp.sqrt(d_e)), "L_rz": 3 * mp.log(1 + r_z)}
+    return {"L_rho": mp.log(1 + 12 * K * mp.sqrt(q * r_z ** 2 + 1)),
+            "L_c": mp.log(1 + 12 * K * mp.sqrt(q)), "L_alpha": mp.log(1 + alpha),
+            "L_de": mp.log(1 + mp.sqrt(d_e)), "L_rz": 3 * mp.log(1 + r_z)}
 
 
-MAJORANT_KEYS = ("total", "tau", "P", "L_A", "L_n", "dudley", "L_split", "L_alpha", "truncation", "tail",
-                 "L_rho", "L_c", "L_de", "L_rz", "beta", "concentration", "approximation")
+MAJORANT_KEYS = ("total", "tau", "P", "L_A", "L_n", "dudley", "L_split", "L_alpha", "truncation",
+                 "tail", "L_rho", "L_c", "L_de", "L_rz", "beta", "concentration", "approximation")
+MAJORANT_SUM = ("approximation", "beta", "dudley", "concentration", "truncation", "tail")
 
 
 @functools.lru_cache(maxsize=4)
@@ -956,17 +979,19 @@ def _majorant_at_points(majorant: Callable, params) -> tuple:
     import mpmath
 
     t = majorant(params, sym_n, sym_n, sym_u)
-    t["total"] = sum(t[k] for k in ("approximation", "beta", "dudley", "concentration", "truncation", "tail"))
-    expr_is_sum = majorant_expr(params, sym_n, sym_N).subs(sym_N, sympy.exp(sym_u)) - t["total"] == 0
-    t["L_split"] = sympy.log(2) + sympy.Max(t["L_rho"], t["L_c"] + t["L_alpha"] + t["L_de"] + t["L_rz"])
+    t["total"] = sum(t[k] for k in MAJORANT_SUM)
+    public = majorant_expr(params, sym_n, sym_N).subs(sym_N, sympy.exp(sym_u))
+    expr_is_sum = public - t["total"] == 0
+    split = t["L_c"] + t["L_alpha"] + t["L_de"] + t["L_rz"]
+    t["L_split"] = sympy.log(2) + sympy.Max(t["L_rho"], split)
     f = {k: sympy.lambdify((sym_n, sym_u), t[k], "mpmath") for k in MAJORANT_KEYS}
     f_bound = sympy.lambdify((sym_n, sym_N), bound_expr(params), "mpmath")
     rows = []
     with mpmath.workdps(30):
         for nv, Nv in MAJORANT_POINTS:
             m = {k: g(nv, mpmath.log(Nv)) for k, g in f.items()}
-            rows.append((nv, Nv, m, _exact_pieces(params, nv, Nv, mpmath), _majorant_logs(params, nv, Nv, mpmath),
-                         f_bound(nv, Nv)))
+            rows.append((nv, Nv, m, _exact_pieces(params, nv, Nv, mpmath),
+                         _majorant_logs(params, nv, Nv, mpmath), f_bound(nv, Nv)))
     return tuple(rows), expr_is_sum
 
 
@@ -985,10 +1010,12 @@ def thm4_majorant_dominates(inp: Theorem4Inputs, ctx: Context) -> Verdict:
     ratio, where = math.inf, ""
     with mpmath.workdps(30):
         for nv, Nv, m, x, _, bound in rows:
-            pairs = {"total": (m["total"], bound), "tau": (m["tau"], x["tau"]), "P": (m["P"], x["P"]),
+            covering = mpmath.log(1 + 2 * x["A"] * mpmath.sqrt(nv / m["tau"]))
+            pairs = {"total": (m["total"], bound), "tau": (m["tau"], x["tau"]),
+                     "P": (m["P"], x["P"]),
                      "dudley": (m["dudley"], 12 * x["tau"] * mpmath.sqrt(x["P"] * x["L"] / nv)),
                      "L_A split": (m["L_split"], m["L_A"]),
-                     "L_A + L_n": (m["L_A"] + m["L_n"], mpmath.log(1 + 2 * x["A"] * mpmath.sqrt(nv / m["tau"]))),
+                     "L_A + L_n": (m["L_A"] + m["L_n"], covering),
                      "L_alpha": (m["L_alpha"], mpmath.log(1 + x["alpha"])),
                      "truncation": (m["truncation"], x["truncation"])}
             for name, (a, b) in pairs.items():
@@ -1007,28 +1034,32 @@ def thm4_majorant_as_derived(inp: Theorem4Inputs, ctx: Context) -> Verdict:
     gap, where, dl = 0.0, "", inp.params.delta
     with mpmath.workdps(30):
         for nv, Nv, m, x, logs, _ in rows:
+            root_n = mpmath.sqrt(nv)
+            conc = 3 * mpmath.sqrt(mpmath.log(6 / dl) / 2) + mpmath.sqrt(mpmath.log(3 / dl) / 2)
             derived = {"tail": x["tail"], "tau": x["tau_sum"], "L_n": x["L_n"], **logs,
-                       "beta": 8 * m["tau"] / mpmath.sqrt(nv), "truncation": m["tau"] / mpmath.sqrt(nv),
+                       "beta": 8 * m["tau"] / root_n, "truncation": m["tau"] / root_n,
                        "dudley": 12 * m["tau"] * mpmath.sqrt(m["P"] * (m["L_A"] + m["L_n"]) / nv),
-                       "concentration": m["tau"] * (3 * mpmath.sqrt(mpmath.log(6 / dl) / 2)
-                                                    + mpmath.sqrt(mpmath.log(3 / dl) / 2)) / mpmath.sqrt(nv),
+                       "concentration": m["tau"] * conc / root_n,
                        "approximation": 4 * mpmath.mpf(inp.params.eps_2nn)}
             for k, v in derived.items():
                 if float(abs(m[k] - v) / v) >= gap:
                     gap, where = float(abs(m[k] - v) / v), f"{k} at (n, N) = ({nv}, {Nv})"
     return at_most(gap if expr_is_sum else math.inf, THM4_AGREE_RTOL,
-                   detail=f"largest relative gap, {where}; majorant_expr = the sum of its terms: {expr_is_sum}")
+                   detail=f"largest relative gap, {where}; majorant_expr = the sum of its terms: "
+                          f"{expr_is_sum}")
 
 
 def thm4_leading_constants(inp: Theorem4Inputs, ctx: Context) -> Verdict:
     """Section 11: the leading constants tau_c and P_c are the certificate's limits of tau / ln N
     and P / ln^2 N (and P_c = P for a fixed d_e = 50); the largest |difference| (sympy, exact)."""
     lead, fixed = leading_constants(inp.params), dataclasses.replace(inp.params, d_e=50)
-    diffs = {"tau_c": inp.cert5.factors["tau/u"] - lead["tau_c"], "P_c": inp.cert5.factors["P/u^2"] - lead["P_c"],
+    diffs = {"tau_c": inp.cert5.factors["tau/u"] - lead["tau_c"],
+             "P_c": inp.cert5.factors["P/u^2"] - lead["P_c"],
              "P_c (d_e = 50)": majorant_terms(fixed)["P"] - leading_constants(fixed)["P_c"]}
     simplified = {k: sympy.simplify(v) for k, v in diffs.items()}
     return exact(sum(1 for v in simplified.values() if v != 0), 0,
-                 detail=f"constants differing from the limits (tau_c = {lead['tau_c']}, P_c = {lead['P_c']})")
+                 detail=f"constants differing from the limits (tau_c = {lead['tau_c']}, "
+                        f"P_c = {lead['P_c']})")
 
 
 THM4_FACTOR_LIMITS = {5: {"L/ln u": 5, "u^4 ln u/n": 0, "tau/u": 64 * sympy.exp(2), "P/u^2": 4608},
@@ -1036,17 +1067,20 @@ THM4_FACTOR_LIMITS = {5: {"L/ln u": 5, "u^4 ln u/n": 0, "tau/u": 64 * sympy.exp(
 
 
 def thm4_factor_limits(inp: Theorem4Inputs, ctx: Context) -> Verdict:
-    """Section 11: the certificate's factor limits as derived: L / ln u -> 3 + (k - 1)/2, tau/u -> 64 e^2,
-    P/u^2 -> 4608, u^4 ln u / n -> 0 at k = 5 and oo at k = 4."""
+    """Section 11: the certificate's factor limits as derived: L / ln u -> 3 + (k - 1)/2,
+    tau/u -> 64 e^2, P/u^2 -> 4608, u^4 ln u / n -> 0 at k = 5 and oo at k = 4."""
     wrong = [f"k={k} {name}" for k, cert in ((5, inp.cert5), (4, inp.cert4))
              for name, limit in THM4_FACTOR_LIMITS[k].items()
-             if not (cert.factors[name] == limit or sympy.simplify(cert.factors[name] - limit) == 0)]
-    return exact(len(wrong), 0, detail="factor limits off their derivation: " + (", ".join(wrong) or "none"))
+             if not (cert.factors[name] == limit
+                     or sympy.simplify(cert.factors[name] - limit) == 0)]
+    return exact(len(wrong), 0,
+                 detail="factor limits off their derivation: " + (", ".join(wrong) or "none"))
 
 
 def thm4_degree_four_inconclusive(inp: Theorem4Inputs, ctx: Context) -> Verdict:
-    """Section 11: the leading form is (ln N)^4 ln ln N, so the certificate at k = 4 proves nothing."""
-    return exact(inp.cert4.proves_polylog, False, detail="polylog_certificate(k = 4).proves_polylog")
+    """Section 11: the leading form is (ln N)^4 ln ln N: the certificate at k = 4 proves nothing."""
+    return exact(inp.cert4.proves_polylog, False,
+                 detail="polylog_certificate(k = 4).proves_polylog")
 
 
 def thm4_leading_form(inp: Theorem4Inputs, ctx: Context) -> Verdict:
@@ -1061,7 +1095,8 @@ def thm4_leading_form(inp: Theorem4Inputs, ctx: Context) -> Verdict:
     q, D_e = fixed.q, fixed.d + (fixed.q + 1) * 50
     tau_c = 2 * math.e ** 2 * 4 * (fixed.r_a * fixed.r_w) ** 2 * q * fixed.C_x * fixed.d
     P_fixed = fixed.m_g * (q * D_e + 2) + q * D_e ** 2
-    hand_fixed = 144 * tau_c ** 2 * P_fixed * 3 * L ** 2 * math.log(L) / (THM4_TARGET - 4 * fixed.eps_2nn) ** 2
+    excess = THM4_TARGET - 4 * fixed.eps_2nn
+    hand_fixed = 144 * tau_c ** 2 * P_fixed * 3 * L ** 2 * math.log(L) / excess ** 2
     got_fixed = float(leading_sample_size_expr(fixed, THM4_TARGET).subs(sym_N, Nv).evalf(30))
     gap = max(abs(got / hand - 1), abs(got_fixed / hand_fixed - 1))
     return at_most(gap, 1e-12, detail="leading_sample_size_expr against the hand forms at N = 2^20")
@@ -1076,7 +1111,7 @@ def _ffn_requirement(inp: Theorem4Inputs, ctx: Context) -> Theorem4Inputs:
 
 
 def _one_rademacher(nv: int, Nv: int, P) -> float:
-    """Theorem 4's bound with Rad in place of 2 Rad in the estimation term (a symmetrisation slip)."""
+    """Theorem 4's bound with Rad in place of 2 Rad (a slip in the symmetrisation step)."""
     b = theorem4_bound(nv, Nv, P)
     return b.total - b.rademacher
 
@@ -1087,10 +1122,11 @@ def _rad_for_two_rad(inp: Theorem4Inputs, ctx: Context) -> Theorem4Inputs:
 
 register(Claim(
     id="thm-4", ref=Ref("Thm 4 (Thm 10)", "Thm 3 (Thm 10)"),
-    statement=f"Transformer sample size for risk {THM4_TARGET} (explicit constants) grows polylogarithmically "
-              f"in N",
+    statement=f"Transformer sample size for risk {THM4_TARGET} (explicit constants) grows "
+              f"polylogarithmically in N",
     inputs=theorem4_inputs,
-    checks=[Check("log-log slope halves", thm4_slope_halves), Check("slopes decrease", thm4_slopes_decrease),
+    checks=[Check("log-log slope halves", thm4_slope_halves),
+            Check("slopes decrease", thm4_slopes_decrease),
             Check("sympy polylog degree <= 5", thm4_polylog_degree),
             Check("numeric bound = sympy bound", thm4_numeric_is_sympy),
             Check("majorant dominates", thm4_majorant_dominates),
@@ -1101,7 +1137,9 @@ register(Claim(
             Check("leading form as derived", thm4_leading_form)],
     faults=[Fault("FFN requirement n >= N d", _ffn_requirement,
                   breaks=("log-log slope halves", "sympy polylog degree <= 5")),
-            Fault("Rad in place of 2 Rad", _rad_for_two_rad, breaks=("numeric bound = sympy bound",))],
-    builds=(theorem4_sample_size, polylog_certificate), bounds=(theorem4_bound, bound_expr, majorant_terms),
+            Fault("Rad in place of 2 Rad", _rad_for_two_rad,
+                  breaks=("numeric bound = sympy bound",))],
+    builds=(theorem4_sample_size, polylog_certificate),
+    bounds=(theorem4_bound, bound_expr, majorant_terms),
     derivation="docs/derivations/theorem4.md",
 ))
