@@ -512,3 +512,172 @@ def test_sparse_average_validation():
     # N = q: every key is in the set; alpha = 0 (uniform attention) is exact
     assert sparse_average_alpha(N=4, q=4, mu=0.1, c=1.0, r_x=1.0) == 0.0
     assert sparse_average_error_bound(N=4, q=4, mu=0.1, c=1.0, alpha=0.0, r_x=1.0) == 0.0
+
+
+# ================================================================ Lemma 11's record
+# (moved from the lemma-11 claim; docs/derivations/lemma11.md)
+
+def _linear_lemma11(N: int = 16, q: int = 2, d: int = 4, eps: float = 0.05):
+    """The lemma-11 claim's linear case: make_link("linear") and its construction for eps."""
+    link = make_link("linear", q, d, generator=gen(11 + q))
+    net = link.two_layer_net()
+    return net, lemma11(N, d, q, net, eps=eps, r_x=lemma12_radius(d, n=10_000, N=N))
+
+
+@pytest.mark.parametrize("N", [16, 256])
+def test_lemma11_record_fields_as_derived(N):
+    """docs/derivations/lemma11.md: gap = alpha c^2 (1 - mu), leak = lemma11_leak(N, gap), and the
+    error bound = Lip sqrt(H) 2 leak r_x, on the built guarantee."""
+    _, cons = _linear_lemma11(N)
+    g = cons.guarantee
+    gap = g.alpha * g.c ** 2 * (1 - g.mu)
+    assert g.gap == pytest.approx(gap, rel=1e-12)
+    assert abs(g.leak - lemma11_leak(N, gap)) <= 1e-15
+    bound = g.lipschitz * math.sqrt(g.H) * 2 * lemma11_leak(N, gap) * g.r_x
+    assert g.error_bound == pytest.approx(bound, rel=1e-12)
+
+
+def test_lemma11_alpha_is_the_built_alpha_and_the_least_meeting_eps():
+    """"Choosing alpha from eps": lemma11_alpha is the built alpha, the closed-form inversion
+    ln((N-1)(1-delta*)/delta*) / (c^2 (1 - mu)), meets eps, and alpha (1 - 1e-9) does not."""
+    eps = 0.05
+    _, cons = _linear_lemma11(eps=eps)
+    g = cons.guarantee
+    kw = dict(N=g.N, q=g.H, mu=g.mu, c=g.c, r_x=g.r_x, lipschitz=g.lipschitz)
+    a = lemma11_alpha(eps=eps, **kw)
+    ds = eps / (2 * g.lipschitz * math.sqrt(g.H) * g.r_x)
+    assert a == g.alpha
+    closed = math.log((g.N - 1) * (1 - ds) / ds) / (g.c ** 2 * (1 - g.mu))
+    assert a == pytest.approx(closed, rel=1e-12)
+    assert lemma11_error_bound(alpha=a, **kw) <= eps
+    assert lemma11_error_bound(alpha=a * (1 - 1e-9), **kw) > eps
+
+
+def test_lemma11_alpha_is_zero_where_uniform_attention_meets_eps():
+    """alpha = 0 once the uniform attention's bound meets eps (1.01 x it; not 0.99 x), once
+    delta* > 1, and for a constant net (lipschitz = 0)."""
+    _, cons = _linear_lemma11()
+    g = cons.guarantee
+    kw = dict(N=g.N, q=g.H, mu=g.mu, c=g.c, r_x=g.r_x, lipschitz=g.lipschitz)
+    uniform = lemma11_error_bound(alpha=0.0, **kw)
+    assert lemma11_alpha(eps=1.01 * uniform, **kw) == 0.0 < lemma11_alpha(eps=0.99 * uniform, **kw)
+    assert lemma11_alpha(eps=1.0001 * uniform * g.N / (g.N - 1), **kw) == 0.0
+    assert lemma11_alpha(eps=0.05, **{**kw, "lipschitz": 0.0}) == 0.0
+
+
+def test_lemma11_guarantee_of_the_built_weights_is_the_record():
+    """lemma11_guarantee of the built weights is the attached record; at twice r_x and a given
+    eps_2nn it is twice the bound (linear in r_x) plus eps_2nn end to end."""
+    from qstr.bounds.attention import lemma11_guarantee
+
+    net, cons = _linear_lemma11()
+    g = cons.guarantee
+    assert lemma11_guarantee(cons, net, r_x=g.r_x).as_dict() == g.as_dict()
+    wider = lemma11_guarantee(cons, net, r_x=2 * g.r_x, eps_2nn=0.25)
+    assert wider.error_bound == pytest.approx(2 * g.error_bound, rel=1e-15)
+    assert wider.end_to_end_bound == wider.error_bound + 0.25 and wider.lipschitz == g.lipschitz
+
+
+# ================================================================ the averaging head's record
+# (moved from the sparse-average-single-head claim; remark after Prop 3, sparse-averaging.md)
+
+SA_N, SA_D = 64, 3
+
+
+def _sa_head(q: int, eps):
+    """The claim's head: N = 64, d = 3, RS-Hadamard codes for mu = 1/16, Lemma 12's r_x."""
+    book = rs_hadamard_codebook(SA_N, mu=1 / 16, dtype=F64)
+    r_x = lemma12_radius(SA_D, n=10_000, N=SA_N)
+    return sparse_average_head(SA_N, SA_D, q, codebook=book, r_x=r_x, eps=eps)
+
+
+@pytest.mark.parametrize("q, eps", [(2, 0.05), (3, None)])
+def test_sparse_average_record_as_derived(q, eps):
+    """gap = alpha c^2 (1 - (2q - 1) mu), leak = sparse_average_leak(N, q, mu, alpha c^2), and
+    sparse_average_guarantee of the head is its record, doubling with r_x."""
+    from qstr.bounds.attention import sparse_average_guarantee
+
+    head = _sa_head(q, eps)
+    g = head.guarantee
+    A = g.alpha * g.c ** 2
+    assert g.gap == pytest.approx(A * (1 - (2 * q - 1) * g.mu), rel=1e-12)
+    assert abs(g.leak - sparse_average_leak(N=SA_N, q=q, mu=g.mu, A=A)) <= 1e-15
+    assert sparse_average_guarantee(head, r_x=g.r_x).as_dict() == g.as_dict()
+    wider = sparse_average_guarantee(head, r_x=2 * g.r_x)
+    assert wider.error_bound == pytest.approx(2 * g.error_bound, rel=1e-15)
+
+
+@pytest.mark.parametrize("q, eps", [(2, 0.05), (3, None)])
+def test_sparse_average_alpha_is_the_least_meeting_eps(q, eps):
+    """sparse_average_alpha(eps) is the least alpha >= 0 meeting eps (q = 2: eps and 1e-6 eps;
+    q = 3: 1.5 x the minimal bound, met first below the minimiser); 0 when alpha = 0 meets eps
+    (1.5 x and exactly the bound at 0)."""
+    g = _sa_head(q, eps).guarantee
+    kw = dict(N=SA_N, q=q, mu=g.mu, c=g.c, r_x=g.r_x)
+
+    def bound(a):
+        return sparse_average_error_bound(alpha=a, **kw)
+
+    assert sparse_average_alpha(eps=1.5 * bound(0.0), **kw) == 0.0
+    assert sparse_average_alpha(eps=bound(0.0), **kw) == 0.0
+    if eps is None:
+        target = 1.5 * g.error_bound
+        a = sparse_average_alpha(eps=target, **kw)
+        assert 0 < a <= g.alpha and bound(a) <= target * (1 + 2e-15)
+        assert bound(a * (1 - 1e-9)) > target
+        return
+    for e in (eps, 1e-6 * eps):
+        a = sparse_average_alpha(eps=e, **kw)
+        assert a > 0 and bound(a) <= e * (1 + 1e-12) and bound(a * (1 - 1e-9)) > e
+
+
+def _min_bound(q, mu, c, r_x, N=SA_N):
+    alpha = sparse_average_alpha(N=N, q=q, mu=mu, c=c, r_x=r_x)
+    return sparse_average_error_bound(N=N, q=q, mu=mu, c=c, alpha=alpha, r_x=r_x)
+
+
+def test_sparse_average_mu_needed_is_the_largest_and_named():
+    """For eps = half the best bound (q = 3), sparse_average_mu_needed is the largest mu whose
+    minimal bound meets eps (relative 1e-5) and sparse_average_alpha's ValueError names it; q = 2
+    gives the open limit 1/3."""
+    import re
+
+    g = _sa_head(3, None).guarantee
+    eps = 0.5 * g.error_bound
+    mu = sparse_average_mu_needed(N=SA_N, q=3, r_x=g.r_x, eps=eps)
+    assert 0 < mu < g.mu and _min_bound(3, mu, g.c, g.r_x) <= eps
+    assert _min_bound(3, mu * (1 + 1e-5), g.c, g.r_x) > eps
+    with pytest.raises(ValueError) as err:
+        sparse_average_alpha(N=SA_N, q=3, mu=g.mu, c=g.c, r_x=g.r_x, eps=eps)
+    named = re.search(r"mu <= ([0-9.e+-]+) would be needed", str(err.value))
+    assert named is not None and float(named.group(1)) == pytest.approx(mu, rel=1e-5)
+    assert sparse_average_mu_needed(N=SA_N, q=2, r_x=g.r_x, eps=eps) == 1 / 3
+
+
+def test_sparse_average_minimising_alpha_is_a_minimum():
+    """The minimising alpha (eps not given, q = 3) is a minimum to the search's accuracy: no bound
+    at alpha (1 +- 0.1%), (1 +- 1%) is lower; with N = q (no outside key) it is 0."""
+    g = _sa_head(3, None).guarantee
+    kw = dict(N=SA_N, q=3, mu=g.mu, c=g.c, r_x=g.r_x)
+    alpha = sparse_average_alpha(**kw)
+    at = lambda a: sparse_average_error_bound(alpha=a, **kw)  # noqa: E731
+    assert all(at(alpha) <= at(alpha * f) * (1 + 1e-12) for f in (0.99, 0.999, 1.001, 1.01))
+    small = dict(N=3, q=3, mu=g.mu, c=g.c, r_x=g.r_x)
+    assert sparse_average_alpha(**small) == 0.0
+    assert sparse_average_leak(N=3, q=3, mu=g.mu, A=1.0) == 0.0
+    assert sparse_average_error_bound(alpha=0.0, **small) == 0.0
+    assert sparse_average_error_bound(alpha=1.0, **small) > 0.0
+
+
+def test_sparse_average_no_minimiser_without_coherence():
+    """mu = 0 (q = 3): the bound only decreases in alpha (grid up to 10^4); sparse_average_alpha
+    without eps refuses, and with eps = 0.1 x its alpha = 0 value meets it at the least alpha."""
+    g = _sa_head(3, None).guarantee
+    kw = dict(N=SA_N, q=3, mu=0.0, c=g.c, r_x=g.r_x)
+    vals = [sparse_average_error_bound(alpha=a, **kw) for a in (0.0, 0.1, 1.0, 10.0, 100.0, 1e4)]
+    assert all(x > y for x, y in zip(vals, vals[1:]))
+    with pytest.raises(ValueError):
+        sparse_average_alpha(**kw)
+    a = sparse_average_alpha(eps=0.1 * vals[0], **kw)
+    assert sparse_average_error_bound(alpha=a, **kw) <= 0.1 * vals[0] < sparse_average_error_bound(
+        alpha=a * (1 - 1e-9), **kw)

@@ -76,3 +76,22 @@ def test_a_certificate_proves_only_when_every_term_but_the_floor_vanishes():
     for limits in (beta, {**cert.limits, "tail": sp.oo}):
         forged = sy.PolylogCertificate(k=5, Lam=1, limits=limits, factors=cert.factors, value=sp.Add(*limits.values()))
         assert not forged.proves_polylog
+
+
+# ---------------------------------------------------------------- moved from the thm-4 claim
+
+def test_sample_size_from_expr_is_the_least_n():
+    """sample_size_from_expr returns the least n with B(n) <= target < B(n - 1) (target 1e6,
+    N = 1024), the float search agrees within one, and the floor 4 eps_2nn as target is refused."""
+    k = sy.sample_size_from_expr(1e6, 1024, P0)
+    B = lambda nv: theorem4_bound(nv, 1024, P0).total  # noqa: E731
+    assert B(k) <= 1e6 < B(k - 1)
+    assert abs(theorem4_sample_size(1e6, 1024, P0) - k) <= 1
+    with pytest.raises(ValueError):
+        sy.sample_size_from_expr(4 * P0.eps_2nn, 1024, P0)
+
+
+def test_polylog_degree_finite_branch():
+    """polylog_degree((ln N)^2) = 2, and kmax itself is searched: ((ln N)^3, kmax = 3) = 3."""
+    assert sy.polylog_degree(sp.log(sy.N) ** 2, sy.N) == 2
+    assert sy.polylog_degree(sp.log(sy.N) ** 3, sy.N, kmax=3) == 3

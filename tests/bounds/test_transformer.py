@@ -227,3 +227,70 @@ def test_bound_argument_validation():
 def test_loglog_slope_refuses_ns_not_positive_and_increasing(Ns):
     with pytest.raises(ValueError, match="positive and strictly increasing"):
         loglog_slope(lambda N: N, Ns)
+
+
+@pytest.mark.parametrize("q, d, restricted, N", [(3, 1, True, 8), (2, 16, False, 8)])
+def test_floor_share_counted_by_hand(q, d, restricted, N):
+    """Props 3 and 21 at the claims' sizes (moved from the prop-3 and prop-21 claims): the share of
+    positions i >= N//2 counted by hand is floor_fraction(N) at N, N + 1 and 2q + 1, and
+    few_heads_floor(N) is that share of the per-position floor; 1/2 for N = None; q > N//2 refused;
+    H = q, q + 1, 2q, 3q heads have floor exactly 0."""
+    per = few_heads_floor_per_position(q, q - 1, d, restricted)
+    assert floor_fraction() == 0.5 and few_heads_floor(q, q - 1, d, restricted) == 0.5 * per
+    for H in (q, q + 1, 2 * q, 3 * q):
+        assert few_heads_floor_per_position(q, H, d, restricted) == 0.0
+    for n in (N, N + 1, 2 * q + 1):
+        share = sum(1 for i in range(n) if i >= n // 2) / n
+        assert floor_fraction(n) == share
+        assert few_heads_floor(q, q - 1, d, restricted, N=n) == share * per
+    with pytest.raises(ValueError):
+        few_heads_floor(q, q - 1, d, restricted, N=2 * q - 1)
+
+
+# ---------------------------------------------------------------- Theorem 4's record
+# (moved from the thm-4 claim; docs/derivations/theorem4.md)
+
+def _alpha(P, n, N):
+    """alpha = max(0, ln((N - 1) 2 K sqrt(q) r_x / sqrt(eps_2nn))) / (c^2 (1 - mu))."""
+    c2 = P.d / P.q if P.c is None else P.c ** 2
+    r_x = math.sqrt(3 * P.C_x * math.e * P.d * math.log(n * N))
+    arg = (N - 1) * 2 * P.r_a * P.r_w * math.sqrt(P.q) * r_x / math.sqrt(P.eps_2nn)
+    return max(0.0, math.log(arg)) / (c2 * (1 - P.mu))
+
+
+@pytest.mark.parametrize("P, points", [
+    (Theorem4Params.default(q=4, r_a=2.0),
+     [(10 ** 2, 16), (10 ** 4, 16), (10 ** 6, 1024), (10 ** 9, 2 ** 20), (10 ** 12, 2 ** 16)]),
+    (Theorem4Params.default(C_x=1e-6, c=0.5, C_y=1e-3), [(1, 2), (10, 2)]),
+])
+def test_theorem4_record_fields_as_defined(P, points):
+    """theorem4_bound's record against its definitions: alpha (0 where the logarithm is),
+    r_qk = alpha sqrt(d_e), D_e = d + (q + 1) d_e, R^2 = r_ma^2 + R_mw^2 + q r_qk^2 with
+    r_ma = r_a / sqrt(m), R_mw = sqrt(m) r_w, the parameter count m (q D_e + 2) + q D_e^2,
+    total = sum of its four terms, and terms() is every field under its own name."""
+    for n, N in points:
+        b = theorem4_bound(n, N, P)
+        assert b.alpha == pytest.approx(_alpha(P, n, N), rel=1e-12, abs=1e-12)
+        assert b.r_qk == pytest.approx(b.alpha * math.sqrt(b.d_e), rel=1e-12, abs=1e-12)
+        assert b.D_e == P.d + (P.q + 1) * b.d_e
+        assert b.R ** 2 == pytest.approx(b.r_ma ** 2 + b.R_mw ** 2 + P.q * b.r_qk ** 2, rel=1e-12)
+        assert b.r_ma == pytest.approx(P.r_a / math.sqrt(P.m_g), rel=1e-12)
+        assert b.R_mw == pytest.approx(math.sqrt(P.m_g) * P.r_w, rel=1e-12)
+        assert b.n_params == P.m_g * (P.q * b.D_e + 2) + P.q * b.D_e ** 2
+        terms = b.approximation + b.tail + b.estimation + b.truncation
+        assert b.total == pytest.approx(terms, rel=1e-12)
+        t = b.terms()
+        assert t == {k: getattr(b, k) for k in b.__dataclass_fields__}
+        assert (t["n"], t["N"]) == (n, N)
+
+
+def test_theorem4_prefactor_given_as_the_default():
+    """c = sqrt(d/q) given (Appendix A.1's default) has the bound of c = None; 2 sqrt(d/q) not."""
+    import dataclasses
+
+    c0 = math.sqrt(P0.d / P0.q)
+    given, doubled = dataclasses.replace(P0, c=c0), dataclasses.replace(P0, c=2 * c0)
+    for n, N in [(10 ** 2, 16), (10 ** 4, 16), (10 ** 6, 1024)]:
+        default = theorem4_bound(n, N, P0).total
+        assert theorem4_bound(n, N, given).total == pytest.approx(default, rel=1e-12)
+        assert theorem4_bound(n, N, doubled).total != theorem4_bound(n, N, P0).total

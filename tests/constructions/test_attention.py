@@ -244,3 +244,13 @@ def test_predict_validation():
         target_leaks(sparse_average_weights(8, 2, 2, codebook=rs_hadamard_codebook(8, mu=0.25), alpha=1.0))
 
 
+
+
+def test_adversarial_prompt_is_one_prompt_by_default():
+    """lemma11_adversarial_prompt's default B = 1: one prompt (x (1, N, d), t (1, N, q))."""
+    from qstr.bounds.attention import lemma11
+
+    net = make_link("linear", 2, 4, generator=gen(13)).two_layer_net()
+    cons = lemma11(16, 4, 2, net, eps=0.05, r_x=3.0)
+    x, t = lemma11_adversarial_prompt(cons, torch.ones(4, dtype=F64))
+    assert x.shape == (1, 16, 4) and t.shape == (1, 16, 2)

@@ -60,3 +60,17 @@ def test_encoding_errors(gen):
         encode(x, t, omega, c=-1.0)
     with pytest.raises(ValueError, match="not d \\+ \\(q \\+ 1\\) d_e"):
         layout_of(torch.zeros(1, 1, 10), 3, 2)
+
+
+@pytest.mark.parametrize("link, q", [("linear", 2), ("teacher", 3)])
+def test_layout_of_an_encoded_batch_is_the_constructions_layout(link, q):
+    """The blocks read back from the width of transformer_encoding (default c) are the Lemma 11
+    construction's layout (what the exported module reads)."""
+    from qstr.bounds.attention import lemma11
+    from qstr.constructions.links import make_link
+
+    net = make_link(link, q, 4, generator=torch.Generator().manual_seed(q)).two_layer_net()
+    cons = lemma11(16, 4, q, net, eps=0.05, r_x=3.0)
+    x = torch.randn(1, 16, 4, dtype=torch.float64)
+    t = torch.randint(0, 16, (1, 16, q))
+    assert layout_of(transformer_encoding(x, t, cons.omega[:16]), 4, q) == cons.layout

@@ -145,3 +145,15 @@ def test_link_moves_once_and_refuses_inputs_on_another_device():
 def test_teacher_default_width_is_8():
     """make_link('teacher', q, d)'s documented default width m = 8 (from assumption-2)."""
     assert make_link("teacher", 3, 4, generator=torch.Generator().manual_seed(33)).net.m == 8
+
+
+def test_affine_net_is_affine_at_its_worst_input():
+    """affine_net's bias keeps its unit on over blocks of norm <= r_x, the worst inputs
+    +- r_x (u, u)/||u|| included (r_x = 50): there it equals <w, z> + b (lemma11.md, tightness)."""
+    from qstr.constructions.links import affine_net
+
+    u = torch.full((4,), 0.5, dtype=torch.float64)
+    w = torch.cat([u, u]) / math.sqrt(2)
+    net = affine_net(w, 50.0)
+    zs = torch.stack([-50.0 * torch.cat([u, u]) / u.norm(), 50.0 * torch.cat([u, u]) / u.norm()])
+    assert torch.allclose(net(zs.view(2, 2, 4)), zs @ w + net.b, rtol=1e-12, atol=1e-9)

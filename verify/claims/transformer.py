@@ -2,51 +2,126 @@
 averaging, Props 3 and 21 (few heads fail), Theorem 4 (sample size polylogarithmic in N)."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
+from dataclasses import dataclass, replace
+from operator import attrgetter
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 import sympy
 import torch
 
-import dataclasses
-
+from qstr.bounds.attention import (lemma11, lemma11_error_bound, lemma12_radius,
+                                   sparse_average_error_bound, sparse_average_head,
+                                   sparse_average_leak)
 from qstr.bounds.symbolic import N as sym_N
-from qstr.bounds.symbolic import bound_expr
 from qstr.bounds.symbolic import n as sym_n
-from qstr.bounds.symbolic import (ffn_sample_size_expr, leading_constants, leading_sample_size_expr, majorant_expr,
-                                  majorant_terms, polylog_certificate, polylog_degree, sample_size_from_expr)
 from qstr.bounds.symbolic import u as sym_u
-from qstr.bounds.transformer import (Theorem4Params, ffn_sample_size, theorem4_bound, few_heads_floor,
-                                     few_heads_floor_per_position, floor_fraction, loglog_slope, theorem4_sample_size)
-from qstr.bounds.attention import (lemma11, lemma11_alpha, lemma11_error_bound, lemma11_guarantee, lemma11_leak,
-                                   lemma12_radius, sparse_average_alpha, sparse_average_error_bound,
-                                   sparse_average_guarantee, sparse_average_head, sparse_average_leak,
-                                   sparse_average_mu_needed)
+from qstr.bounds.symbolic import (bound_expr, ffn_sample_size_expr, leading_constants,
+                                  leading_sample_size_expr, majorant_expr, majorant_terms,
+                                  polylog_certificate, polylog_degree)
+from qstr.bounds.transformer import (Theorem4Params, ffn_sample_size, few_heads_floor_per_position,
+                                     loglog_slope, theorem4_bound, theorem4_sample_size)
 from qstr.constructions.attention import lemma11_adversarial_prompt, place_block, target_leaks
 from qstr.constructions.codes import rs_hadamard_codebook, star_codebook
-from qstr.constructions.encoding import layout_of, transformer_encoding
-from qstr.constructions.links import Mean, SqNorm, TwoLayerNet, affine_net, make_link
+from qstr.constructions.encoding import transformer_encoding
+from qstr.constructions.links import Mean, SqNorm, TwoLayerNet, make_link
 from qstr.constructions.models import MergedAttention
 from qstr.constructions.relu import sqnorm_net
 from qstr.constructions.task import QSTR, gather_tokens
 from qstr.verify.adversarial import clip_to_ball, worst_case_tokens
+from qstr.verify.claim import (Check, Claim, Context, Fault, Ref, Verdict, at_least, at_most, close,
+                               exact)
 from qstr.verify.claims.export import saved_and_reloaded
-from qstr.verify.legacy import Claim, Context, Outcome, register
-from qstr.verify.rounding import Rounding, largest
+from qstr.verify.registry import register
+from qstr.verify.rounding import Rounding
 from qstr.verify.training import fit_online, position_risk
 
 
-def _attention_rounding(g) -> Rounding:
-    """Rounding of one attention output through its net (guarantee ``g``): N-term softmax sums,
-    d_e-term scores scaled by alpha, the net's q d-input sums; each term is at most
-    max(2, alpha) max(1, Lip) sqrt(H) r_x."""
-    return Rounding(n=g.N + g.d_e + g.q * g.d + 4, scale=max(2.0, g.alpha) * max(1.0, g.lipschitz) * math.sqrt(g.H) * g.r_x,
-                    what="(N + d_e + q d + 4) eps max(2, alpha) max(1, Lip) sqrt(H) r_x")
-
 # ---------------------------------------------------------------- lemma-11
+# (bounds/attention.py, constructions/attention.py; docs/derivations/lemma11.md)
 
 L11_D, L11_EPS = 4, 0.05
+L11_TIGHT_NS, L11_TIGHT_RTOL = (16, 256), 1e-9
+
+
+@dataclass(frozen=True, eq=False)
+class L11Case:
+    """One (link, q = H, N): the certified construction (its fast path from (alpha, c, codes) and
+    its guarantee), the module users get, and the fast path's measured errors (Lemma 11)."""
+
+    link_name: str
+    link: Any
+    cons: Any  # the construction as certified: fast path and guarantee
+    module: Any  # the built weights users get (a fault edits a copy)
+    probe: Tuple[torch.Tensor, torch.Tensor]  # linear link: the worst prompt; else a random one
+    exported: bool  # small N: the module is also saved, reloaded and run as nn.MultiheadAttention
+    fast_err: float  # the fast path's largest error on random prompts and after ascent
+    fused_gap: float  # fused (SDPA) heads in ragged chunks against the math heads
+    fast_at_probe: torch.Tensor  # the fast path's prediction at the probe prompt
+    gradient: Optional[torch.Tensor]  # linear link: the affine net's gradient (H, d)
+
+    @property
+    def N(self) -> int:
+        return self.cons.guarantee.N
+
+    @property
+    def net(self):
+        return self.link.two_layer_net()
+
+    @functools.cached_property
+    def exact_worst(self) -> float:
+        """Linear link: sup |y_hat - g| = 2 r_x max_t leak[t] ||sum_h w_h|| for an affine net with
+        gradient w (docs/derivations/lemma11.md, the exact worst case)."""
+        g = self.cons.guarantee
+        return 2 * g.r_x * float(target_leaks(self.cons).max()) * float(self.gradient.sum(0).norm())
+
+    def name(self) -> str:
+        return f"{self.link_name} q=H={self.cons.guarantee.H} N={self.N}"
+
+    @functools.cached_property
+    def at_probe(self) -> Dict[str, torch.Tensor]:
+        """Predictions at the probe prompt: module, fast path and (small N) the reloaded export,
+        fed by ``transformer_encoding`` with Appendix A.1's default prefactor c = sqrt(d/q)."""
+        x, t = self.probe
+        with torch.no_grad():
+            out = {"module": self.module.predict(x, t, chunk=1024), "fast path": self.fast_at_probe}
+            if self.exported:
+                exported = saved_and_reloaded(self.module)[1]
+                Z = transformer_encoding(x, t, self.module.omega[:self.N])
+                out["nn.MultiheadAttention"] = exported(Z).reshape(t.shape[:2])
+        return out
+
+    def probe_errors(self) -> Dict[str, float]:
+        """|y_hat - g| at the probe prompt, largest over positions, for each path."""
+        x, t = self.probe
+        with torch.no_grad():
+            target = self.link(gather_tokens(x, t))
+        return {k: float((y - target).abs().max()) for k, y in self.at_probe.items()}
+
+
+@dataclass(frozen=True, eq=False)
+class L11Star:
+    """Star codes (mu = 1/2), q = H = 2 and the net <w, z>, w = (u, u)/sqrt 2 written as the
+    linear link's +- pair; its built module at the worst prompt (lemma11.md, tightness)."""
+
+    N: int
+    cons: Any
+    net: Any
+    error: float  # the built module's error at the worst prompt, target 0
+
+
+@dataclass(frozen=True)
+class Lemma11Inputs:
+    """The cases, the star-code cases, and the functions the checks compare against."""
+
+    eps: float
+    cases: Tuple[L11Case, ...]
+    star: Tuple[L11Star, ...]
+    error_bound: Callable[..., float]  # Lemma 11's Lip sqrt(H) 2 delta r_x
+    lipschitz: Callable[[Any], float]  # the output net's Lipschitz constant (TwoLayerNet.lipschitz)
 
 
 def _l11_cases(ctx: Context):
@@ -57,33 +132,100 @@ def _l11_cases(ctx: Context):
 
 
 def _l11_sizes(ctx: Context, link: str):
-    """N for the case, and the largest N at which ascent runs and the exported module is checked."""
-    Ns = ctx.pick(quick=(16, 256, 2048), full=(16, 64, 256, 1024, 4096), gpu=(16, 256, 4096, 16384, 65536))
+    """N for the case, and the largest N at which ascent runs and the export is checked."""
+    Ns = ctx.pick(quick=(16, 256, 2048), full=(16, 64, 256, 1024, 4096),
+                  gpu=(16, 256, 4096, 16384, 65536))
     if link != "linear":
         Ns = Ns[:ctx.pick(quick=2, full=4, gpu=3)]
     return Ns, ctx.pick(quick=256, full=1024, gpu=4096)
 
 
-def _l11_build(link_name: str, N: int, q: int, ctx: Context):
-    """The link and its certified construction (alpha from eps, radius of Lemma 12)."""
-    link = make_link(link_name, q, L11_D, generator=ctx.generator(11 + q)).to(ctx.device)
-    r_x = lemma12_radius(L11_D, n=10_000, N=N)
-    return link, lemma11(N, L11_D, q, link.two_layer_net(), eps=L11_EPS, r_x=r_x, device=ctx.device)
-
-
-def _affine_gradient(net, H: int, device) -> torch.Tensor:
+def _affine_gradient(net, H: int, ctx: Context) -> torch.Tensor:
     """(H, d): the gradient of a net that is affine on R^{H d} (the linear link's +- unit pairs)."""
-    z = torch.randn(H, L11_D, dtype=torch.float64, generator=torch.Generator().manual_seed(1)).to(device)
+    z = torch.randn(H, L11_D, dtype=torch.float64, generator=ctx.generator("lemma-11/gradient", H))
+    z = z.to(ctx.device).requires_grad_(True)
     with torch.enable_grad():
-        z.requires_grad_(True)
         net(z).backward()
     return z.grad
 
 
-def _exact_worst(cons, w: torch.Tensor) -> float:
-    """sup of |y_hat - g| over same-target prompts for an affine net with gradient w:
-    2 r_x max_t leak[t] ||sum_h w_h||, the leaks from the codes' Gram matrix (docs/derivations/lemma11.md)."""
-    return 2 * cons.guarantee.r_x * float(target_leaks(cons).max()) * float(w.sum(0).norm())
+def _l11_errors(link, predict, x, t):
+    return (predict(x, t) - link(gather_tokens(x, t))).abs()
+
+
+def _l11_case(ctx: Context, link_name: str, q: int, N: int) -> L11Case:
+    """The link, its construction for eps (alpha from eps, radius of Lemma 12), random prompts in
+    the r_x-ball, ascent on the fast path (small N) and the probe prompt."""
+    link = make_link(link_name, q, L11_D, generator=ctx.generator("lemma-11/link", q))
+    link = link.to(ctx.device)
+    cons = lemma11(N, L11_D, q, link.two_layer_net(), eps=L11_EPS,
+                   r_x=lemma12_radius(L11_D, n=10_000, N=N), device=ctx.device)
+    g, small = cons.guarantee, N <= _l11_sizes(ctx, link_name)[1]
+    gen = ctx.generator("lemma-11/prompts", q, N, device=ctx.device)
+    p = QSTR(N=N, d=L11_D, link=link).sample(max(1, min(8, 4096 // N)), generator=gen,
+                                             device=ctx.device, dtype=torch.float64)
+    x, t = clip_to_ball(p.x, g.r_x), p.t
+    fast = lambda xx, tt: cons.fast_predict(xx, tt, chunk=1024)  # noqa: E731
+    with torch.no_grad():
+        fast_err = float(_l11_errors(link, fast, x, t).max())
+        # SDPA's fused kernels (CUDA's default; torch has a CPU flash kernel) with ragged chunks
+        fused = cons.fast_heads(x, t, chunk=N // 3 + 1, backend="fused")
+        fused_gap = float((fused - cons.fast_heads(x, t, chunk=1024, backend="math")).abs().max())
+    if small:
+        xs = worst_case_tokens(lambda xx: _l11_errors(link, fast, xx, t[:2]), x[:2], g.r_x,
+                               steps=ctx.pick(quick=25, full=100))
+        fast_err = max(fast_err, float(_l11_errors(link, fast, xs, t[:2]).detach().max()))
+    gradient, probe = None, (x[:1], t[:1])
+    if link_name == "linear":
+        gradient = _affine_gradient(link.two_layer_net(), q, ctx)
+        probe = lemma11_adversarial_prompt(cons, gradient.sum(0))
+    with torch.no_grad():
+        fast_at_probe = fast(*probe)
+    return L11Case(link_name, link, cons, cons, probe, small, fast_err, fused_gap, fast_at_probe,
+                   gradient)
+
+
+def _pair_net(w: torch.Tensor) -> TwoLayerNet:
+    """<w, z> as relu(<w, z>) - relu(-<w, z>): the linear link's form (exactly linear)."""
+    one = torch.ones(1, dtype=w.dtype, device=w.device)
+    return TwoLayerNet(a=torch.cat([one, -one]), W=torch.stack([w, -w]), b=torch.zeros(2).to(w))
+
+
+def _l11_star(ctx: Context, N: int) -> L11Star:
+    """Star codes, q = H = 2, w = (u, u)/sqrt 2, r_x = 2: the worst prompt attains the bound."""
+    u = torch.full((L11_D,), 0.5, dtype=torch.float64, device=ctx.device)
+    net = _pair_net(torch.cat([u, u]) / math.sqrt(2))
+    cons = lemma11(N, L11_D, 2, net, eps=L11_EPS, r_x=2.0, device=ctx.device,
+                   codebook=star_codebook(N, mu=0.5, device=ctx.device))
+    x, t = lemma11_adversarial_prompt(cons, u, target=0)
+    with torch.no_grad():
+        err = float((cons.predict(x, t) - net(gather_tokens(x, t))).abs().max())
+    return L11Star(N, cons, net, err)
+
+
+def lemma11_inputs(ctx: Context) -> Lemma11Inputs:
+    """Every case of ``_l11_cases`` at its sizes, and the star-code cases (Lemma 11)."""
+    cases = tuple(_l11_case(ctx, name, q, N) for name, q in _l11_cases(ctx)
+                  for N in _l11_sizes(ctx, name)[0])
+    star = tuple(_l11_star(ctx, N) for N in L11_TIGHT_NS)
+    return Lemma11Inputs(L11_EPS, cases, star, lemma11_error_bound, attrgetter("lipschitz"))
+
+
+def _l11_bound(inp: Lemma11Inputs, cons, net) -> float:
+    """Lemma 11's bound at the construction's (N, H, mu, c, alpha, r_x) and the net's Lipschitz
+    constant."""
+    g = cons.guarantee
+    return inp.error_bound(N=g.N, q=g.H, mu=g.mu, c=g.c, alpha=g.alpha, r_x=g.r_x,
+                           lipschitz=inp.lipschitz(net))
+
+
+def _attention_rounding(g) -> Rounding:
+    """Rounding of one attention output through its net (guarantee ``g``): N-term softmax sums,
+    d_e-term scores scaled by alpha, the net's q d-input sums; each term is at most
+    max(2, alpha) max(1, Lip) sqrt(H) r_x."""
+    scale = max(2.0, g.alpha) * max(1.0, g.lipschitz) * math.sqrt(g.H) * g.r_x
+    return Rounding(n=g.N + g.d_e + g.q * g.d + 4, scale=scale,
+                    what="(N + d_e + q d + 4) eps max(2, alpha) max(1, Lip) sqrt(H) r_x")
 
 
 def _export_rounding(model, scale: float) -> Rounding:
@@ -91,198 +233,140 @@ def _export_rounding(model, scale: float) -> Rounding:
                     what="2 (H D_e + m) eps (|y|max + 1)")
 
 
-def _l11_case(ctx: Context, link_name: str, q: int, N: int, salt: int, fault=None) -> dict:
-    """One (link, q, N): errors of the built module, its fast path and the exported nn.MultiheadAttention
-    (saved and reloaded, fed by ``transformer_encoding`` with its default prefactor), on random prompts in the r_x-ball, ascent (small N) and, for the linear link,
-    the analytic worst prompt, whose error must equal the exact worst case. ``fault`` breaks the module."""
-    link, cons = _l11_build(link_name, N, q, ctx)
-    g, searched = cons.guarantee, N <= _l11_sizes(ctx, link_name)[1]
-    user = cons if fault is None else fault(cons)
-    rnd = _attention_rounding(g)
-    B = max(1, min(8, 4096 // N))
-    p = QSTR(N=N, d=L11_D, link=link).sample(B, generator=ctx.generator(salt, ctx.device), device=ctx.device,
-                                             dtype=torch.float64)
-    x, t = clip_to_ball(p.x, g.r_x), p.t
-    fast = lambda xx, tt: cons.fast_predict(xx, tt, chunk=1024)  # noqa: E731 - from (alpha, c, codes)
-    module = lambda xx, tt: user.predict(xx, tt, chunk=1024)  # noqa: E731 - the weights users get
-    out = {"N": N, "q": q, "link": link_name, "bound": g.error_bound, "alpha": g.alpha, "mu": g.mu, "rnd": rnd,
-           "record_ok": _record_consistent(g, N) and lemma11_alpha_least(g, L11_EPS)
-           and guarantee_rederived(cons, link.two_layer_net(), g)}
-    with torch.no_grad():
-        out["err"] = float(_l11_errors(link, fast, x, t).max())
-        # SDPA's fused kernels (CUDA's default path; torch has a flash kernel on the CPU too) with ragged chunks
-        fused = cons.fast_heads(x, t, chunk=N // 3 + 1, backend="fused")
-        out["fused_gap"] = float((fused - cons.fast_heads(x, t, chunk=1024, backend="math")).abs().max())
-        if link_name == "linear":  # module and fast path compared at the worst prompt, where err = exact
-            w = _affine_gradient(link.two_layer_net(), q, ctx.device)
-            x, t = lemma11_adversarial_prompt(cons, w.sum(0))
-            out["record_ok"] &= x.shape[0] == 1 == t.shape[0]  # one prompt by default
-            out["exact"] = _exact_worst(cons, w)
-            # the guarantee's Lipschitz constant is the affine net's exact one, ||gradient|| (its +- pairs found)
-            out["record_ok"] &= abs(g.lipschitz - float(w.norm())) <= 1e-12 * float(w.norm())
-        else:  # module and fast path compared on one random prompt
-            x, t = x[:1], t[:1]
-        y_module, y_fast = module(x, t), fast(x, t)
-        out["module_gap"] = float((y_module - y_fast).abs().max())
-        target = link(gather_tokens(x, t))
-        out["adversarial"] = {"module": float((y_module - target).abs().max()),
-                              "fast path": float((y_fast - target).abs().max())}
-        if searched:
-            mt = saved_and_reloaded(user)[1]  # on the encoding a user writes: Appendix A.1's default c = sqrt(d/q)
-            Z = transformer_encoding(x, t, user.omega[:N])
-            ye = mt(Z).reshape(t.shape[:2])
-            out["record_ok"] &= layout_of(Z, x.shape[-1], q) == user.layout  # the blocks read back from the width
-            out["export_gap"] = float((ye - y_module).abs().max())
-            out["export_rnd"] = _export_rounding(user.model, float(ye.abs().max()) + 1.0)
-            out["adversarial"]["nn.MultiheadAttention"] = float((ye - target).abs().max())
-        out["err"] = max(out["err"], *out["adversarial"].values())
-    if searched and fault is None:  # ascent only where the honest weights are checked
-        xs = worst_case_tokens(lambda xx: _l11_errors(link, fast, xx, p.t[:2]), clip_to_ball(p.x, g.r_x)[:2], g.r_x,
-                               steps=ctx.pick(quick=25, full=100))
-        out["err"] = max(out["err"], float(_l11_errors(link, fast, xs, p.t[:2]).detach().max()))
-    return out
+def _case_rounding(case: L11Case) -> Rounding:
+    """The attention rounding, plus the export's where the export is run."""
+    rnd = _attention_rounding(case.cons.guarantee)
+    if not case.exported:
+        return rnd
+    scale = float(case.at_probe["module"].abs().max()) + 1.0
+    return rnd + _export_rounding(case.module.model, scale)
 
 
-def _l11_errors(link, predict, x, t):
-    return (predict(x, t) - link(gather_tokens(x, t))).abs()
+def lemma11_error(inp: Lemma11Inputs, ctx: Context) -> Verdict:
+    """Lemma 11: every path's error (random prompts, ascent, the probe) is at most the bound; the
+    case with the largest error / bound is named."""
+    rows = []
+    for case in inp.cases:
+        paths = case.probe_errors()
+        err = max(case.fast_err, *paths.values())
+        rows.append((err / _l11_bound(inp, case.cons, case.net), err, case, paths))
+    ratio, err, case, paths = max(rows, key=lambda r: r[0])
+    return at_most(err, _l11_bound(inp, case.cons, case.net), _case_rounding(case),
+                   detail=f"worst case {case.name()} (err/bound {ratio:.3f}): fast path on random "
+                          f"prompts and ascent {case.fast_err:.3e}; at the probe "
+                          + ", ".join(f"{k} {v:.3e}" for k, v in paths.items()))
 
 
-def _record_consistent(g, N: int) -> bool:
-    """The guarantee's fields as derived (docs/derivations/lemma11.md): gap = alpha c^2 (1 - mu), leak =
-    lemma11_leak(N, gap), error bound = Lip sqrt(H) 2 leak r_x."""
-    gap = g.alpha * g.c ** 2 * (1 - g.mu)
-    bound = g.lipschitz * math.sqrt(g.H) * 2 * lemma11_leak(N, gap) * g.r_x
-    return (abs(g.gap - gap) <= 1e-12 * max(1.0, gap) and abs(g.leak - lemma11_leak(N, gap)) <= 1e-15
-            and abs(g.error_bound - bound) <= 1e-12 * bound)
+def lemma11_bound_meets_eps(inp: Lemma11Inputs, ctx: Context) -> Verdict:
+    """Lemma 11 with alpha from eps: the construction's bound is at most the eps asked."""
+    bound, case = max(((_l11_bound(inp, c.cons, c.net), c) for c in inp.cases), key=lambda r: r[0])
+    return at_most(bound, inp.eps, detail=f"largest bound at {case.name()} "
+                                          f"(alpha {case.cons.guarantee.alpha:.3f})")
 
 
-def lemma11_alpha_least(g, eps: float) -> bool:
-    """Lemma 11 (docs/derivations/lemma11.md, "Choosing alpha from eps"): the public ``lemma11_alpha`` is the built
-    alpha, equals ln((N-1)(1-delta*)/delta*) / (c^2 (1 - mu)), delta* = eps / (2 Lip sqrt(H) r_x) (relative 1e-12),
-    meets eps, and alpha (1 - 1e-9) does not; alpha = 0 when the uniform attention already meets eps (1.01 x its
-    bound, and delta* > 1; not 0.99 x) and for lipschitz = 0."""
-    kw = dict(N=g.N, q=g.H, mu=g.mu, c=g.c, r_x=g.r_x, lipschitz=g.lipschitz)
-    a = lemma11_alpha(eps=eps, **kw)
-    ds = eps / (2 * g.lipschitz * math.sqrt(g.H) * g.r_x)
-    closed = math.log((g.N - 1) * (1 - ds) / ds) / (g.c ** 2 * (1 - g.mu))
-    uniform = lemma11_error_bound(alpha=0.0, **kw)  # alpha = 0 once delta* >= (N-1)/N, and for a constant net
-    edges = (lemma11_alpha(eps=1.01 * uniform, **kw) == 0.0 < lemma11_alpha(eps=0.99 * uniform, **kw)
-             and lemma11_alpha(eps=1.0001 * uniform * g.N / (g.N - 1), **kw) == 0.0  # delta* = 1.0001 > 1
-             and lemma11_alpha(eps=eps, **{**kw, "lipschitz": 0.0}) == 0.0)
-    return (a == g.alpha and abs(a - closed) <= 1e-12 * closed and lemma11_error_bound(alpha=a, **kw) <= eps
-            and lemma11_error_bound(alpha=a * (1 - 1e-9), **kw) > eps and edges)
+def _gap_verdict(gaps, what: str) -> Verdict:
+    """The largest |gap| - rounding over (gap, rounding, case) rows, against 0."""
+    gap, rnd, case = max(gaps, key=lambda r: r[0] - r[1].term)
+    return at_most(gap, 0.0, rnd, detail=f"{what}, largest at {case.name()}")
 
 
-def guarantee_rederived(cons, net, g, eps_2nn: float = 0.25) -> bool:
-    """The public ``lemma11_guarantee`` of the built weights is the attached record, and at twice r_x and a given
-    eps_2nn it is the same bound with twice r_x (linear in r_x, docs/derivations/lemma11.md) plus eps_2nn end to end."""
-    again, wider = lemma11_guarantee(cons, net, r_x=g.r_x), lemma11_guarantee(cons, net, r_x=2 * g.r_x, eps_2nn=eps_2nn)
-    return (again.as_dict() == g.as_dict() and abs(wider.error_bound - 2 * g.error_bound) <= 1e-15 * g.error_bound
-            and wider.end_to_end_bound == wider.error_bound + eps_2nn and wider.lipschitz == g.lipschitz)
+def lemma11_module_is_fast_path(inp: Lemma11Inputs, ctx: Context) -> Verdict:
+    """The built module equals the fast path (from alpha, c and the codes) at the probe prompt."""
+    return _gap_verdict([(float((c.at_probe["module"] - c.at_probe["fast path"]).abs().max()),
+                          _attention_rounding(c.cons.guarantee), c) for c in inp.cases],
+                        "|module - fast path| at the probe prompt")
 
 
-def _l11_holds(r: dict) -> bool:
-    """err <= bound <= eps; module = fast path (and exported = module) up to rounding; for the linear
-    link every path's error at the worst prompt equals the exact worst case up to rounding."""
-    rnd = r["rnd"]
-    ok = (r["bound"] <= L11_EPS and rnd.within(r["err"], r["bound"]) and rnd.within(r["module_gap"], 0.0)
-          and rnd.within(r["fused_gap"], 0.0))
-    ok &= r["record_ok"]
-    if "export_gap" in r:
-        ok &= (rnd + r["export_rnd"]).within(r["export_gap"], 0.0)
-    if "exact" in r:
-        ok &= r["exact"] <= r["bound"]
-        ok &= all((rnd + r.get("export_rnd", rnd)).within(abs(e - r["exact"]), 0.0) for e in r["adversarial"].values())
-    return bool(ok)
+def lemma11_fused_heads(inp: Lemma11Inputs, ctx: Context) -> Verdict:
+    """The fused (SDPA) heads in chunks of N/3 + 1 equal the math heads."""
+    gaps = [(c.fused_gap, _attention_rounding(c.cons.guarantee), c) for c in inp.cases]
+    return _gap_verdict(gaps, "|fused heads - math heads| on random prompts")
 
 
-def _l11_line(r: dict) -> str:
-    s = (f"{r['link']} q=H={r['q']} N={r['N']}: err {r['err']:.2e} vs bound {r['bound']:.2e} <= eps {L11_EPS} "
-         f"(alpha {r['alpha']:.2f}, mu {r['mu']:.3f}); module - fast path {r['module_gap']:.1e}, fused heads (chunks of "
-         f"N/3 + 1) - math heads {r['fused_gap']:.1e}")
-    if "export_gap" in r:
-        s += f", exported - module {r['export_gap']:.1e}"
-    if "exact" in r:
-        s += f"; worst prompt: exact {r['exact']:.4e}"
-    s += "; err " + ", ".join(f"{k} {v:.4e}" for k, v in r["adversarial"].items())
-    return s
+def lemma11_export_is_module(inp: Lemma11Inputs, ctx: Context) -> Verdict:
+    """The saved, reloaded nn.MultiheadAttention equals the built module (Appendix A.1's export)."""
+    def gap(c: L11Case) -> float:
+        return float((c.at_probe["nn.MultiheadAttention"] - c.at_probe["module"]).abs().max())
+
+    return _gap_verdict([(gap(c), _case_rounding(c), c) for c in inp.cases if c.exported],
+                        "|exported - module| at the probe prompt")
 
 
-L11_TIGHT_NS, L11_TIGHT_RX, L11_TIGHT_RTOL = (16, 256), 2.0, 1e-9
+def lemma11_worst_prompt_exact(inp: Lemma11Inputs, ctx: Context) -> Verdict:
+    """Linear link: every path's error at the worst prompt is the exact worst case (both sides)."""
+    rows = []
+    for case in (c for c in inp.cases if c.gradient is not None):
+        exact = case.exact_worst
+        for path, err in case.probe_errors().items():
+            rows.append((abs(err - exact) - _case_rounding(case).term, err, exact, path, case))
+    _, err, exact, path, case = max(rows, key=lambda r: r[0])
+    return close(err, exact, 0.0, _case_rounding(case),
+                 detail=f"largest |err - exact| at {case.name()}, {path}")
 
 
-def _l11_tight(ctx: Context, generic_lipschitz: bool = False) -> Outcome:
-    """Star codes, q = H = 2 and a net affine on the ball with w = (u, u)/sqrt 2: the worst prompt attains
-    the bound, so the built module's error / bound = 1 (docs/derivations/lemma11.md); the bound is eps."""
-    u = torch.full((L11_D,), 0.5, dtype=torch.float64, device=ctx.device)
-    w = torch.cat([u, u]) / math.sqrt(2)
-    net = affine_net(w, L11_TIGHT_RX)
-    ratios, ok = [], True
-    # affine_net's bias keeps the unit on: affine on blocks of norm <= r_x, at the worst input too (r_x = 50)
-    big = affine_net(w, 50.0)
-    zs = torch.stack([-50.0 * torch.cat([u, u]) / u.norm(), 50.0 * torch.cat([u, u]) / u.norm()])
-    ok &= bool(torch.allclose(big(zs.view(2, 2, L11_D)), zs @ w + big.b, rtol=1e-12, atol=1e-9))
-    for N in L11_TIGHT_NS:
-        cons = lemma11(N, L11_D, 2, net, eps=L11_EPS, r_x=L11_TIGHT_RX, device=ctx.device,
-                       codebook=star_codebook(N, mu=0.5, device=ctx.device))
-        g = cons.guarantee
-        bound = g.error_bound
-        if generic_lipschitz:  # the falsifier: ||a|| ||W||_op of the linear link's +- pair net, 2 ||w||
-            pair = TwoLayerNet(a=torch.tensor([1.0, -1.0], dtype=w.dtype, device=w.device), W=torch.stack([w, -w]),
-                               b=torch.zeros(2, dtype=w.dtype, device=w.device))
-            bound = lemma11_error_bound(N=N, q=2, mu=g.mu, c=g.c, alpha=g.alpha, r_x=g.r_x,
-                                        lipschitz=float(pair.a.norm() * torch.linalg.matrix_norm(pair.W, ord=2)))
-        x, t = lemma11_adversarial_prompt(cons, u, target=0)
-        with torch.no_grad():
-            err = float((cons.predict(x, t) - net(gather_tokens(x, t))).abs().max())
-        ok &= abs(err / bound - 1) <= L11_TIGHT_RTOL + _attention_rounding(g).term / bound
-        ratios.append(err / bound)
-    return Outcome(measured="star code: err/bound " + ", ".join(f"{r:.10f}" for r in ratios),
-                   bound=f"= 1 +- {L11_TIGHT_RTOL:g}", holds=ok,
-                   detail=f"star codes (mu = 0.5) at N = {list(L11_TIGHT_NS)}, q = H = 2, net affine on the "
-                          f"{L11_TIGHT_RX}-ball (affine_net also affine at its worst input for r_x = 50), target 0: "
-                          f"built module's error / bound = "
-                          + ", ".join(f"{r:.12f}" for r in ratios))
+def lemma11_exact_within_bound(inp: Lemma11Inputs, ctx: Context) -> Verdict:
+    """Linear link: the exact worst case 2 r_x max_t leak[t] ||sum w_h|| is at most the bound."""
+    rows = [(c.exact_worst / _l11_bound(inp, c.cons, c.net), c) for c in inp.cases
+            if c.gradient is not None]
+    ratio, case = max(rows, key=lambda r: r[0])
+    return at_most(case.exact_worst, _l11_bound(inp, case.cons, case.net),
+                   detail=f"largest exact / bound {ratio:.3f} at {case.name()}")
 
 
-def _lemma11(ctx: Context, fault=None, small: bool = False) -> Outcome:
-    """Every case holds (see _l11_holds), and alpha grows at most like ln N."""
-    rows, alpha_ratio, ln_ratio = [], 0.0, 0.0
-    for link_name, q in _l11_cases(ctx):
-        Ns, searched = _l11_sizes(ctx, link_name)
-        Ns = [N for N in Ns if N <= searched] if small else Ns
-        case = [_l11_case(ctx, link_name, q, N, salt=110 + i + 1000 * q, fault=fault) for i, N in enumerate(Ns)]
-        rows += case
-        alpha_ratio = max(alpha_ratio, case[-1]["alpha"] / case[0]["alpha"])
-        ln_ratio = max(ln_ratio, math.log(Ns[-1]) / math.log(Ns[0]))
-    tight = _l11_tight(ctx)
-    holds = all(_l11_holds(r) for r in rows) and alpha_ratio <= ln_ratio and tight.holds
-    worst = max(r["err"] / r["bound"] for r in rows)
-    detail = ("; ".join(_l11_line(r) for r in rows) + f"; alpha x{alpha_ratio:.2f} while ln N x{ln_ratio:.2f}; "
-              f"every record as derived, its alpha the public lemma11_alpha (the least meeting eps, = the closed-form "
-              f"inversion), lemma11_guarantee of the built weights the attached record, layout_of the encoded "
-              f"batch the construction's layout, and (linear link) the Lipschitz constant the affine net's gradient "
-              f"norm: "
-              f"{all(r['record_ok'] for r in rows)}; "
-              f"{tight.detail}; largest {largest(r['rnd'] for r in rows)}")
-    return Outcome(measured=f"max err/bound = {worst:.3f} (default codes, worst prompt = exact); {tight.measured}; "
-                            f"alpha x{alpha_ratio:.2f}",
-                   bound=f"<= 1, alpha x <= {ln_ratio:.2f} (log N)", holds=holds, detail=detail,
-                   value=worst, limit=1.0)
+def lemma11_lipschitz_exact(inp: Lemma11Inputs, ctx: Context) -> Verdict:
+    """Linear link: the net's Lipschitz constant in the bound is its exact one, ||gradient||."""
+    rows = [(abs(inp.lipschitz(c.net) / float(c.gradient.norm()) - 1), c) for c in inp.cases
+            if c.gradient is not None]
+    _, case = max(rows, key=lambda r: r[0])
+    norm = float(case.gradient.norm())
+    return close(inp.lipschitz(case.net), norm, 1e-12 * norm,
+                 detail=f"Lipschitz constant vs ||gradient||, largest gap at {case.name()}")
+
+
+def lemma11_star_attains(inp: Lemma11Inputs, ctx: Context) -> Verdict:
+    """Star codes: the built module's error at the worst prompt / the bound = 1 (the bound is
+    attained, docs/derivations/lemma11.md); the case farthest from 1 is named."""
+    rows = []
+    for s in inp.star:
+        bound = _l11_bound(inp, s.cons, s.net)
+        rnd = _attention_rounding(s.cons.guarantee).times(1 / bound, "1/bound")
+        rows.append((s.error / bound, rnd, s))
+    ratio, rnd, star = max(rows, key=lambda r: abs(r[0] - 1) - r[1].term)
+    return close(ratio, 1.0, L11_TIGHT_RTOL, rnd,
+                 detail=f"star codes (mu = 1/2), q = H = 2, w = (u, u)/sqrt 2, target 0: "
+                        f"error / bound "
+                        + ", ".join(f"N={s.N}: {s.error / _l11_bound(inp, s.cons, s.net):.12f}"
+                                    for s in inp.star) + f"; farthest from 1 at N = {star.N}")
+
+
+def lemma11_alpha_log_n(inp: Lemma11Inputs, ctx: Context) -> Verdict:
+    """alpha = O(log N): for each link, alpha(N_max) / alpha(N_min) <= ln N_max / ln N_min."""
+    rows = []
+    for name in dict.fromkeys(c.link_name + str(c.cons.guarantee.H) for c in inp.cases):
+        cs = [c for c in inp.cases if c.link_name + str(c.cons.guarantee.H) == name]
+        a = cs[-1].cons.guarantee.alpha / cs[0].cons.guarantee.alpha
+        ln_ratio = math.log(cs[-1].N) / math.log(cs[0].N)
+        rows.append((a / ln_ratio, a, ln_ratio, cs[-1]))
+    _, a, ln_ratio, case = max(rows, key=lambda r: r[0])
+    return at_most(a, ln_ratio, detail=f"alpha ratio vs ln N ratio, worst link {case.link_name}")
 
 
 def _module_fault(edit):
-    """A copy of the construction whose built module has ``edit`` applied to its W_QK (H, D_e, D_e)."""
-    def fault(cons):
-        broken = cons.with_alpha(cons.alpha)
+    """A copy of the built module with ``edit(W_QK, construction)`` applied, in each case small
+    enough to be exported (the others keep theirs)."""
+    def broken(case: L11Case) -> L11Case:
+        module = case.cons.with_alpha(case.cons.alpha)
         with torch.no_grad():
-            edit(broken.model.W_QK, cons)
-        return broken
-    return fault
+            edit(module.model.W_QK, case.cons)
+        return replace(case, module=module)
+
+    def apply(inp: Lemma11Inputs, ctx: Context) -> Lemma11Inputs:
+        return replace(inp, cases=tuple(broken(c) if c.exported else c for c in inp.cases))
+    return apply
 
 
 def _scores_halved(W, cons):
-    """Scores at half scale: an exporter that folds c into W_QK once instead of twice, or alpha / 2."""
+    """Scores at half scale: an exporter folding c into W_QK once instead of twice, or alpha / 2."""
     W.mul_(0.5)
 
 
@@ -297,44 +381,104 @@ def _last_head_dropped(W, cons):
     W[-1].zero_()
 
 
-L11_FAULTS = {"scores halved": _scores_halved, "slot -> slot0 block": _wrong_key_block,
-              "last head's block dropped": _last_head_dropped}
+def _op_norm_lipschitz(inp: Lemma11Inputs, ctx: Context) -> Lemma11Inputs:
+    """The bound with ||a|| ||W||_op for the Lipschitz constant: 2 ||w|| for a +- pair net."""
+    def op_norm(net) -> float:
+        return float(net.a.norm() * torch.linalg.matrix_norm(net.W, ord=2))
+
+    return replace(inp, lipschitz=op_norm)
 
 
-def _lemma11_falsifier(ctx: Context) -> Outcome:
-    runs = {name: _lemma11(ctx, fault=_module_fault(edit), small=True) for name, edit in L11_FAULTS.items()}
-    runs["bound with ||a|| ||W||_op"] = _l11_tight(ctx, generic_lipschitz=True)
-    return Outcome(measured="; ".join(f"{k}: {o.measured.split(' (')[0]}" for k, o in runs.items()), bound="<= 1",
-                   holds=any(o.holds for o in runs.values()),
-                   detail=" | ".join(f"{k}: {o.detail}" for k, o in runs.items()))
-
+L11_MODULE_CHECKS = ("error <= bound", "module = fast path")
 
 register(Claim(
-    id="lemma-11", ref_seed="Lemma 11", ref_conference="Lemma 11",
-    statement=f"q-head attention construction (linear link; teacher net with H=3): the built module, its fast path and "
-              f"the exported nn.MultiheadAttention stay within the guarantee <= eps={L11_EPS}; the worst prompt "
-              f"attains the exact worst case (linear link) and the bound itself (star code); alpha = O(log N)",
-    check=_lemma11, falsifier=_lemma11_falsifier,
-    falsifier_statement="the built module with its scores halved, slot blocks on the wrong key block, or the last "
-                        "head's block dropped, and a bound using ||a|| ||W||_op (2x the linear net's Lipschitz "
-                        "constant), must be caught",
+    id="lemma-11", ref=Ref("Lemma 11", "Lemma 11"),
+    statement=f"q-head attention construction (linear link; teacher net with H=3): the built "
+              f"module, its fast path and the exported nn.MultiheadAttention stay within the "
+              f"guarantee <= eps={L11_EPS}; the worst prompt attains the exact worst case (linear "
+              f"link) and the bound itself (star code); alpha = O(log N)",
+    inputs=lemma11_inputs,
+    checks=[Check("error <= bound", lemma11_error), Check("bound <= eps", lemma11_bound_meets_eps),
+            Check("module = fast path", lemma11_module_is_fast_path),
+            Check("fused heads = math heads", lemma11_fused_heads),
+            Check("exported = module", lemma11_export_is_module),
+            Check("worst prompt = exact worst case", lemma11_worst_prompt_exact),
+            Check("exact worst case <= bound", lemma11_exact_within_bound),
+            Check("Lipschitz constant exact", lemma11_lipschitz_exact),
+            Check("star code attains the bound", lemma11_star_attains),
+            Check("alpha = O(log N)", lemma11_alpha_log_n)],
+    faults=[Fault("scores halved", _module_fault(_scores_halved), breaks=L11_MODULE_CHECKS),
+            Fault("slot -> slot0 block", _module_fault(_wrong_key_block), breaks=L11_MODULE_CHECKS),
+            Fault("last head's block dropped", _module_fault(_last_head_dropped),
+                  breaks=L11_MODULE_CHECKS),
+            Fault("bound with ||a|| ||W||_op", _op_norm_lipschitz,
+                  breaks=("Lipschitz constant exact", "star code attains the bound"))],
+    builds=(lemma11, lemma11_adversarial_prompt), bounds=(lemma11_error_bound, target_leaks),
+    derivation="docs/derivations/lemma11.md",
 ))
 
 # ---------------------------------------------------------------- sparse-average-single-head
+# (bounds/attention.py; docs/derivations/sparse-averaging.md)
 
 SA_N, SA_D, SA_MU = 64, 3, 1 / 16
 SA_CASES = ((2, 0.05), (3, None))  # (q, eps); eps None: the alpha minimising the bound (q >= 3)
 
 
-def _sparse_average(q: int, eps, ctx: Context):
-    book = rs_hadamard_codebook(SA_N, mu=SA_MU, dtype=torch.float64, device=ctx.device)
-    r_x = lemma12_radius(SA_D, n=10_000, N=SA_N)
-    return sparse_average_head(SA_N, SA_D, q, codebook=book, r_x=r_x, eps=eps, device=ctx.device)
+@dataclass(frozen=True, eq=False)
+class SACase:
+    """One q: the averaging head as certified (fast path, guarantee), the module users get, the
+    exact sup over all q-sets and its worst prompt, and random prompts in the r_x-ball."""
+
+    q: int
+    head: Any  # the construction as certified
+    module: Any  # the built weights users get (a fault edits a copy)
+    n_sets: int
+    exact: float  # r_x max_T ||pi_T - w_T||_1: the sup over all prompts
+    pi: torch.Tensor  # the closed-form softmax row of the worst set, from the codes' Gram matrix
+    worst: Tuple[torch.Tensor, torch.Tensor]  # the worst prompt (x, t)
+    fast_at_worst: float  # the fast path's error at the worst prompt
+    prompts: Tuple[torch.Tensor, torch.Tensor]  # random prompts (distinct indices)
+    ascent: bool  # full and gpu profiles: gradient ascent on 8 prompts
+
+    def errors(self, predict, x, t) -> torch.Tensor:
+        """||y_hat_i - mean of the q selected tokens||_2 per position."""
+        y = predict(x, t).reshape(*t.shape[:2], SA_D)
+        return (y - Mean(q=self.q, d=SA_D)(gather_tokens(x, t))).norm(dim=-1)
+
+    @functools.cached_property
+    def measured(self) -> Dict[str, float]:
+        """The module's and its export's errors at the worst prompt, the module's on random prompts
+        (and after ascent), and its attention rows against pi."""
+        exported = saved_and_reloaded(self.module)[1]
+        paths = {"module": lambda x, t: self.module.predict(x, t),
+                 "nn.MultiheadAttention": lambda x, t: exported(self.module.encode(x, t))}
+        x, t = self.prompts
+        with torch.no_grad():
+            out = {k: float(self.errors(f, *self.worst).max()) for k, f in paths.items()}
+            out["fast path"] = self.fast_at_worst
+            rows = self.module.model.attention(self.module.encode(*self.worst), chunk=16)[0, 0]
+            out["attention rows"] = float((rows - self.pi).abs().max())
+            out["random"] = float(self.errors(paths["module"], x, t).max())
+        if self.ascent:
+            x8 = worst_case_tokens(lambda xx: self.errors(paths["module"], xx, t[:8]), x[:8],
+                                   self.head.guarantee.r_x, steps=80)
+            with torch.no_grad():
+                ascent = float(self.errors(paths["module"], x8, t[:8]).max())
+            out["random"] = max(out["random"], ascent)
+        return out
+
+
+@dataclass(frozen=True)
+class SparseAverageInputs:
+    """The cases, and the bound they are compared against (remark after Prop 3)."""
+
+    cases: Tuple[SACase, ...]
+    error_bound: Callable[..., float]  # r_x (2 L + within(L, rho))
 
 
 def _set_gaps(head):
-    """||pi_T - w_T||_1 for every q-set T of positions (pi: the head's softmax from the codes' Gram matrix,
-    w: 1/q on T), with the sets (M, q) and pi (M, N). The exact sup of the error is r_x max_T of it."""
+    """||pi_T - w_T||_1 for every q-set T of positions (pi: the head's softmax from the codes' Gram
+    matrix, w: 1/q on T), with the sets (M, q) and pi - w (M, N)."""
     T = torch.combinations(torch.arange(head.N, device=head.omega.device), head.q)
     G = head.omega @ head.omega.T
     pi = torch.softmax(head.alpha * head.c ** 2 * G[T].sum(1), dim=-1)
@@ -343,194 +487,124 @@ def _set_gaps(head):
 
 
 def _sa_worst_prompt(head, T, diff, r_x: float):
-    """Every position averages the worst set T; x_j = r_x sign(pi_j - w_j) e_0, so the error of every
-    position is r_x ||pi - w||_1 (docs/derivations/sparse-averaging.md)."""
+    """Every position averages the worst set T; x_j = r_x sign(pi_j - w_j) e_0, so every
+    position's error is r_x ||pi - w||_1 (docs/derivations/sparse-averaging.md)."""
     x = torch.zeros(1, head.N, head.d, dtype=diff.dtype, device=diff.device)
     x[0, :, 0] = r_x * torch.where(diff >= 0, 1.0, -1.0).to(diff)
     return x, T.expand(1, head.N, head.q).contiguous()
 
 
-def _sa_case(ctx: Context, q: int, eps, fault=None, loose_bound: bool = False) -> dict:
-    """One q: the exact sup over all prompts, attained at the worst prompt by the built module, its fast path and
-    the exported nn.MultiheadAttention; random prompts below it; exact sup <= bound."""
-    head = _sparse_average(q, eps, ctx)
-    g = head.guarantee
-    user = head if fault is None else fault(head)
+def _sa_case(ctx: Context, q: int, eps) -> SACase:
+    """The head for q (RS-Hadamard codes, mu = 1/16), its exact sup over all q-sets, the worst
+    prompt and random prompts."""
+    book = rs_hadamard_codebook(SA_N, mu=SA_MU, dtype=torch.float64, device=ctx.device)
+    r_x = lemma12_radius(SA_D, n=10_000, N=SA_N)
+    head = sparse_average_head(SA_N, SA_D, q, codebook=book, r_x=r_x, eps=eps, device=ctx.device)
     gaps, sets, diffs = _set_gaps(head)
     worst = int(gaps.argmax())
-    exact = g.r_x * float(gaps[worst])
-    bound = 2 * g.r_x * sparse_average_leak(N=SA_N, q=q, mu=g.mu, A=g.alpha * g.c ** 2) if loose_bound \
-        else g.error_bound
-    task = QSTR(N=SA_N, d=SA_D, link=Mean(q=q, d=SA_D), indices="distinct")
-    p = task.sample(ctx.pick(quick=16, full=512, gpu=640), generator=ctx.generator(21 + q, ctx.device),
-                    device=ctx.device, dtype=torch.float64)
-    x, t = clip_to_ball(p.x, g.r_x), p.t
-
-    def errors(predict, xx, tt):
-        return (predict(xx, tt).reshape(*tt.shape[:2], SA_D) - task.link(gather_tokens(xx, tt))).norm(dim=-1)
-
+    g = head.guarantee
     xw, tw = _sa_worst_prompt(head, sets[worst], diffs[worst], g.r_x)
-    with torch.no_grad():  # the module's own attention rows = the closed-form softmax pi_T from the Gram matrix
-        pi = torch.softmax(g.alpha * g.c ** 2 * (head.omega @ head.omega.T)[sets[worst]].sum(0), dim=-1)
-        attn_gap = float((user.model.attention(user.encode(xw, tw), chunk=16)[0, 0] - pi).abs().max())
-    mt = saved_and_reloaded(user)[1]
-    paths = {"module": lambda xx, tt: user.predict(xx, tt), "fast path": head.fast_predict,
-             "nn.MultiheadAttention": lambda xx, tt: mt(user.encode(xx, tt))}
+    G = head.omega @ head.omega.T
+    pi = torch.softmax(g.alpha * g.c ** 2 * G[sets[worst]].sum(0), dim=-1)
+    task = QSTR(N=SA_N, d=SA_D, link=Mean(q=q, d=SA_D), indices="distinct")
+    gen = ctx.generator("sparse-average-single-head/prompts", q, device=ctx.device)
+    p = task.sample(ctx.pick(quick=16, full=512, gpu=640), generator=gen, device=ctx.device,
+                    dtype=torch.float64)
+    case = SACase(q, head, head, len(sets), g.r_x * float(gaps[worst]), pi, (xw, tw), 0.0,
+                  (clip_to_ball(p.x, g.r_x), p.t), ctx.profile != "quick")
     with torch.no_grad():
-        at_worst = {k: float(errors(f, xw, tw).max()) for k, f in paths.items()}
-        random = float(errors(paths["module"], x, t).max())
-    if ctx.profile != "quick":  # gradient ascent on 8 prompts inside the r_x-ball
-        x8 = worst_case_tokens(lambda xx: errors(paths["module"], xx, t[:8]), x[:8], g.r_x, steps=80)
+        fast = float(case.errors(head.fast_predict, xw, tw).max())
+    return replace(case, fast_at_worst=fast)
+
+
+def sparse_average_inputs(ctx: Context) -> SparseAverageInputs:
+    """One case per (q, eps) of ``SA_CASES``."""
+    return SparseAverageInputs(tuple(_sa_case(ctx, q, eps) for q, eps in SA_CASES),
+                               sparse_average_error_bound)
+
+
+def _sa_bound(inp: SparseAverageInputs, case: SACase) -> float:
+    g = case.head.guarantee
+    return inp.error_bound(N=SA_N, q=case.q, mu=g.mu, c=g.c, alpha=g.alpha, r_x=g.r_x)
+
+
+def _sa_rounding(case: SACase) -> Rounding:
+    """The head's attention rounding plus its export's."""
+    g = case.head.guarantee
+    return _attention_rounding(g) + _export_rounding(case.head.model, case.exact + 1.0)
+
+
+def sparse_average_exact_within_bound(inp: SparseAverageInputs, ctx: Context) -> Verdict:
+    """Remark after Prop 3: the exact sup over all prompts, r_x max_T ||pi_T - w_T||_1, is at most
+    r_x (2 L + within(L, rho)); the q with the largest ratio is named."""
+    ratio, case = max(((c.exact / _sa_bound(inp, c), c) for c in inp.cases), key=lambda r: r[0])
+    return at_most(case.exact, _sa_bound(inp, case), _sa_rounding(case),
+                   detail=f"N={SA_N}, d={SA_D}; exact sup / bound "
+                          + ", ".join(f"q={c.q}: {c.exact / _sa_bound(inp, c):.3f} over all "
+                                      f"{c.n_sets} q-sets (alpha {c.head.guarantee.alpha:.2f})"
+                                      for c in inp.cases) + f"; largest at q = {case.q}")
+
+
+def sparse_average_worst_prompt(inp: SparseAverageInputs, ctx: Context) -> Verdict:
+    """At the worst prompt the built module, its fast path and the exported nn.MultiheadAttention
+    each err exactly the sup (both sides); the farthest path is named."""
+    rows = [(abs(c.measured[k] - c.exact) - _sa_rounding(c).term, k, c) for c in inp.cases
+            for k in ("module", "fast path", "nn.MultiheadAttention")]
+    _, path, case = max(rows, key=lambda r: r[0])
+    return close(case.measured[path], case.exact, 0.0, _sa_rounding(case),
+                 detail=f"farthest from the exact sup: q = {case.q}, {path}")
+
+
+def sparse_average_random_below(inp: SparseAverageInputs, ctx: Context) -> Verdict:
+    """The module's error on random prompts (and after ascent on full) is at most the exact sup."""
+    ratio, case = max(((c.measured["random"] / c.exact, c) for c in inp.cases), key=lambda r: r[0])
+    return at_most(case.measured["random"], case.exact, _sa_rounding(case),
+                   detail=f"largest random / exact sup {ratio:.3f} at q = {case.q}")
+
+
+def sparse_average_attention_rows(inp: SparseAverageInputs, ctx: Context) -> Verdict:
+    """The module's own attention rows (chunked) at the worst prompt are the closed-form softmax
+    pi_T of the codes' Gram matrix."""
+    gap, case = max(((c.measured["attention rows"], c) for c in inp.cases), key=lambda r: r[0])
+    g = case.head.guarantee
+    rnd = Rounding(n=SA_N + g.d_e + 4, scale=max(1.0, case.q * g.alpha * g.c ** 2),
+                   what="(N + d_e + 4) eps max(1, q alpha c^2)")
+    return at_most(gap, 0.0, rnd, detail=f"|attention rows - pi_T|, largest at q = {case.q}")
+
+
+def _leak_only_bound(inp: SparseAverageInputs, ctx: Context) -> SparseAverageInputs:
+    """The bound without the within-set imbalance term: 2 r_x L (equal in-set weights assumed)."""
+    def bound(*, N, q, mu, c, alpha, r_x):
+        return 2 * r_x * sparse_average_leak(N=N, q=q, mu=mu, A=alpha * c ** 2)
+    return replace(inp, error_bound=bound)
+
+
+def _one_slot_short(inp: SparseAverageInputs, ctx: Context) -> SparseAverageInputs:
+    """The head's query misses its last slot (an off-by-one in the builder's slot loop)."""
+    def short(case: SACase) -> SACase:
+        module = case.head.with_alpha(case.head.alpha)
         with torch.no_grad():
-            random = max(random, float(errors(paths["module"], x8, t[:8]).max()))
-    rnd = _attention_rounding(g) + _export_rounding(head.model, exact + 1.0)
-    A = g.alpha * g.c ** 2  # the record's gap and leak as derived (docs/derivations/sparse-averaging.md)
-    record_ok = (abs(g.gap - A * (1 - (2 * q - 1) * g.mu)) <= 1e-12 * max(1.0, abs(g.gap))
-                 and abs(g.leak - sparse_average_leak(N=SA_N, q=q, mu=g.mu, A=A)) <= 1e-15)
-    holds = record_ok and attn_gap <= 1e-12 and (rnd.within(exact, bound) and rnd.within(random, exact)
-             and all(rnd.within(abs(e - exact), 0.0) for e in at_worst.values()))
-    return {"q": q, "exact": exact, "bound": bound, "random": random, "at_worst": at_worst, "holds": holds,
-            "alpha": g.alpha, "mu": g.mu, "sets": len(sets), "rnd": rnd, "attn_gap": attn_gap, "guarantee": g,
-            "rederived": sparse_guarantee_rederived(head, g)}
-
-
-def sparse_alpha_least(g, q: int, eps) -> bool:
-    """Remark after Prop 3: ``sparse_average_alpha(eps)`` is the least alpha >= 0 whose bound meets eps (relative
-    1e-12), and an eps that alpha = 0 already meets (1.5x the bound there, and exactly the bound there) gives alpha = 0,
-    on either branch."""
-    kw = dict(N=SA_N, q=q, mu=g.mu, c=g.c, r_x=g.r_x)
-
-    def bound(a):
-        return sparse_average_error_bound(alpha=a, **kw)
-
-    generous = sparse_average_alpha(eps=1.5 * bound(0.0), **kw) == 0.0
-    generous &= sparse_average_alpha(eps=bound(0.0), **kw) == 0.0  # "meets" is inclusive: eps = the bound at 0
-    if eps is None:  # q >= 3: g.alpha minimises the bound, so eps = 1.5 min is met first below it (general branch);
-        # bound(a) within 2e-15 of eps: the rounding of alpha c^2, far below the 1e-13 bisection bracket
-        a = sparse_average_alpha(eps=1.5 * g.error_bound, **kw)
-        return (generous and 0 < a <= g.alpha and bound(a) <= 1.5 * g.error_bound * (1 + 2e-15)
-                and bound(a * (1 - 1e-9)) > 1.5 * g.error_bound)
-    least = True
-    for e in (eps, 1e-6 * eps):  # the eps asked, and a tiny one (q = 2: the exact inversion's regime)
-        a = sparse_average_alpha(eps=e, **kw)
-        least &= a > 0 and bound(a) <= e * (1 + 1e-12) and bound(a * (1 - 1e-9)) > e
-    return generous and least
-
-
-def _min_bound(q: int, mu: float, c: float, r_x: float) -> float:
-    """min over alpha of the sparse-averaging bound (q >= 3): the bound at the public minimising alpha."""
-    alpha = sparse_average_alpha(N=SA_N, q=q, mu=mu, c=c, r_x=r_x)
-    return sparse_average_error_bound(N=SA_N, q=q, mu=mu, c=c, alpha=alpha, r_x=r_x)
-
-
-def mu_needed_largest(g, q: int) -> tuple:
-    """:func:`_mu_needed_largest` at the guarantee's (mu, c, r_x), once per values (the falsifier's runs reuse it)."""
-    return _mu_needed_largest(q, g.mu, g.c, g.r_x, g.error_bound)
-
-
-@functools.lru_cache(maxsize=8)
-def _mu_needed_largest(q: int, g_mu: float, c: float, r_x: float, best: float) -> tuple:
-    """Remark after Prop 3 (docs/derivations/sparse-averaging.md, choosing alpha): for an eps below the best bound
-    (half of it), ``sparse_average_mu_needed`` is the largest mu whose minimal bound meets eps (relative 1e-5), and
-    the ValueError of ``sparse_average_alpha`` names it; for q = 2 it is the open limit 1/(2q - 1) = 1/3. With N = q
-    (no outside keys) the leak is 0, the bound is 0 at alpha = 0 and positive above it, so the minimising alpha is 0.
-    At the guarantee's mu the minimising alpha is a minimum (no bound at alpha (1 +- 0.1%), (1 +- 1%) below it).
-    Returns (holds, mu needed)."""
-    import re
-
-    eps = 0.5 * best
-    mu = sparse_average_mu_needed(N=SA_N, q=q, r_x=r_x, eps=eps)
-    ok = 0 < mu < g_mu and _min_bound(q, mu, c, r_x) <= eps and _min_bound(q, mu * (1 + 1e-5), c, r_x) > eps
-    try:
-        sparse_average_alpha(N=SA_N, q=q, mu=g_mu, c=c, r_x=r_x, eps=eps)
-        ok = False
-    except ValueError as err:
-        named = re.search(r"mu <= ([0-9.e+-]+) would be needed", str(err))
-        ok &= named is not None and abs(float(named.group(1)) - mu) <= 1e-5 * mu
-    ok &= sparse_average_mu_needed(N=SA_N, q=2, r_x=r_x, eps=eps) == 1 / (2 * 2 - 1)
-    # the minimising alpha (eps not given) is a minimum to the search's accuracy: no bound 0.1% or 1% off it is lower
-    alpha = sparse_average_alpha(N=SA_N, q=q, mu=g_mu, c=c, r_x=r_x)
-    at = lambda a: sparse_average_error_bound(N=SA_N, q=q, mu=g_mu, c=c, alpha=a, r_x=r_x)  # noqa: E731
-    ok &= all(at(alpha) <= at(alpha * f) * (1 + 1e-12) for f in (0.99, 0.999, 1.001, 1.01))
-    # N = q: no key outside the set, the bound is 0 at alpha = 0 (L = 0, equal weights) and grows: alpha = 0 minimises
-    ok &= sparse_average_alpha(N=q, q=q, mu=g_mu, c=c, r_x=r_x) == 0.0
-    ok &= (sparse_average_leak(N=q, q=q, mu=g_mu, A=1.0) == 0.0
-           and sparse_average_error_bound(N=q, q=q, mu=g_mu, c=c, alpha=0.0, r_x=r_x) == 0.0
-           < sparse_average_error_bound(N=q, q=q, mu=g_mu, c=c, alpha=1.0, r_x=r_x))
-    return ok, mu
-
-
-def sparse_guarantee_rederived(head, g) -> bool:
-    """The public ``sparse_average_guarantee`` of the built head is its attached record, and at twice r_x the
-    bound doubles (r_x times an r_x-free factor, docs/derivations/sparse-averaging.md)."""
-    again, wider = sparse_average_guarantee(head, r_x=g.r_x), sparse_average_guarantee(head, r_x=2 * g.r_x)
-    return again.as_dict() == g.as_dict() and abs(wider.error_bound - 2 * g.error_bound) <= 1e-15 * g.error_bound
-
-
-def no_minimiser_without_coherence(g, q: int) -> bool:
-    """Remark after Prop 3: orthogonal codes (mu = 0; also q <= 2) leave the in-set scores equal, so the bound only
-    decreases in alpha (docs/derivations/sparse-averaging.md): at q = 3 it falls on a grid of alpha up to 10^4, and
-    ``sparse_average_alpha`` without eps refuses (no minimiser) while with eps it meets eps at the least alpha."""
-    kw = dict(N=SA_N, q=q, mu=0.0, c=g.c, r_x=g.r_x)
-    vals = [sparse_average_error_bound(alpha=a, **kw) for a in (0.0, 0.1, 1.0, 10.0, 100.0, 1e4)]
-    try:
-        sparse_average_alpha(**kw)
-        return False
-    except ValueError:
-        pass
-    eps = 0.1 * vals[0]
-    a = sparse_average_alpha(eps=eps, **kw)
-    return (all(x > y for x, y in zip(vals, vals[1:])) and sparse_average_error_bound(alpha=a, **kw) <= eps
-            < sparse_average_error_bound(alpha=a * (1 - 1e-9), **kw))
-
-
-def _sparse_average_check(ctx: Context, fault=None, loose_bound: bool = False) -> Outcome:
-    rows = [_sa_case(ctx, q, eps, fault, loose_bound) for q, eps in SA_CASES]
-    least = all(sparse_alpha_least(r["guarantee"], r["q"], eps) for r, (_, eps) in zip(rows, SA_CASES))
-    q3 = next(r for r in rows if r["q"] >= 3)
-    need_ok, need = mu_needed_largest(q3["guarantee"], q3["q"])
-    least &= need_ok and all(r["rederived"] for r in rows) and no_minimiser_without_coherence(q3["guarantee"], q3["q"])
-    detail = "; ".join(
-        f"q={r['q']}: exact sup over all {r['sets']} q-sets {r['exact']:.4e} vs bound {r['bound']:.4e} "
-        f"(alpha {r['alpha']:.2f}, mu {r['mu']:.4f}); at the worst prompt "
-        + ", ".join(f"{k} {v:.4e}" for k, v in r["at_worst"].items()) + f"; random prompts {r['random']:.3e}; "
-        f"module attention rows (chunked) vs closed-form softmax {r['attn_gap']:.1e} (<= 1e-12)"
-        for r in rows)
-    worst = max(r["exact"] / r["bound"] for r in rows)
-    return Outcome(measured="exact sup/bound " + ", ".join(f"q={r['q']}: {r['exact'] / r['bound']:.3f}" for r in rows)
-                            + " (attained by module, fast path, export)",
-                   bound="<= 1", holds=least and all(r["holds"] for r in rows), value=worst, limit=1.0,
-                   detail=f"N={SA_N}, d={SA_D}; {detail}; sparse_average_alpha(eps) is the least alpha meeting eps "
-                          f"(q = 3: eps = 1.5 x the minimal bound, first crossing below the minimiser), and 0 when "
-                          f"alpha = 0 meets it; q = {q3['q']}, eps = half the minimal bound: out of reach, "
-                          f"sparse_average_mu_needed = {need:.6g} (the largest mu meeting it, named by the ValueError; "
-                          f"1/3 for q = 2); sparse_average_guarantee of each head = its record; mu = 0 (q = 3): the bound only "
-                          f"decreases, no minimising alpha, the least alpha meeting 0.1 x its alpha = 0 value: {least}; "
-                          f"largest {largest(r['rnd'] for r in rows)}")
-
-
-def _one_slot_short(head):
-    """The head's query misses its last slot (an off-by-one in the slot loop of the builder)."""
-    broken = head.with_alpha(head.alpha)
-    with torch.no_grad():
-        place_block(broken.model.W_QK[0], head.layout, f"slot{head.q - 1}", "pos", 0.0)
-    return broken
-
-
-def _sparse_average_falsifier(ctx: Context) -> Outcome:
-    loose, short = _sparse_average_check(ctx, loose_bound=True), _sparse_average_check(ctx, fault=_one_slot_short)
-    return Outcome(measured=f"leak-only bound: {loose.measured.split(' (')[0]}; query one slot short: "
-                            f"{short.measured.split(' (')[0]}", bound="<= 1",
-                   holds=loose.holds or short.holds, detail=f"leak-only bound: {loose.detail} | one slot short: {short.detail}")
+            place_block(module.model.W_QK[0], case.head.layout, f"slot{case.q - 1}", "pos", 0.0)
+        return replace(case, module=module)
+    return replace(inp, cases=tuple(short(c) for c in inp.cases))
 
 
 register(Claim(
-    id="sparse-average-single-head", ref_seed="remark after Prop 3", ref_conference="remark after Prop 4",
-    statement="one head computes the q-sparse average (q = 2, 3; mu < 1/(2q-1)): the exact worst case over all "
-              "prompts is attained by the built, fast and exported modules and stays within the derived bound",
-    check=_sparse_average_check, falsifier=_sparse_average_falsifier,
-    falsifier_statement="a bound without the within-set imbalance term (2 r_x L), and a head whose query misses "
-                        "one slot, must be caught",
+    id="sparse-average-single-head", ref=Ref("remark after Prop 3", "remark after Prop 4"),
+    statement="one head computes the q-sparse average (q = 2, 3; mu < 1/(2q-1)): the exact worst "
+              "case over all prompts is attained by the built, fast and exported modules and stays "
+              "within the derived bound",
+    inputs=sparse_average_inputs,
+    checks=[Check("exact sup <= bound", sparse_average_exact_within_bound),
+            Check("worst prompt = exact sup", sparse_average_worst_prompt),
+            Check("random prompts <= exact sup", sparse_average_random_below),
+            Check("attention rows = closed-form softmax", sparse_average_attention_rows)],
+    faults=[Fault("bound without the within-set term", _leak_only_bound,
+                  breaks=("exact sup <= bound",)),
+            Fault("query one slot short", _one_slot_short,
+                  breaks=("worst prompt = exact sup", "attention rows = closed-form softmax"))],
+    builds=(sparse_average_head,), bounds=(sparse_average_error_bound, sparse_average_leak),
+    derivation="docs/derivations/sparse-averaging.md",
 ))
 
 # ---------------------------------------------------------------- prop-21 and prop-3
@@ -562,7 +636,46 @@ def _restrict(layout):
     return project
 
 
-def _trained_risks(cfg, ctx):
+@dataclass(frozen=True)
+class RiskEstimate:
+    """A Monte Carlo risk at the positions i >= N/2 of a model with ``heads`` heads."""
+
+    heads: int
+    risk: float
+    se: float
+    rnd: Rounding
+
+
+@dataclass(frozen=True)
+class ExplicitModel:
+    """Lemma 11 heads retrieving ``heads`` of the q tokens and a ReLU net for their squared norm:
+    its risk, its error budget e (net + heads) and the net's error at the knot midpoints."""
+
+    estimate: RiskEstimate
+    e: float  # the squared-norm net's certified error + the heads' guarantee
+    sq_err: float  # the squared-norm net's certified sup error
+    attained: float  # its error where every coordinate is at a knot-interval midpoint
+
+
+@dataclass(frozen=True)
+class FewHeadsInputs:
+    """Props 3 and 21: the explicit H = q - 1 model, trained H < q models (full and gpu profiles),
+    and the per-position floor function they are compared against."""
+
+    claim: str
+    cfg: Dict[str, Any]
+    H: int  # the heads the floor is claimed for: q - 1
+    explicit: ExplicitModel
+    trained: Tuple[RiskEstimate, ...]
+    floor: Callable[[int, int, int, bool], float]  # few_heads_floor_per_position
+
+    def floor_at(self, H: int) -> float:
+        return self.floor(self.cfg["q"], H, self.cfg["d"], self.cfg["restricted"])
+
+
+def _trained_risks(cid: str, cfg, ctx: Context) -> Tuple[RiskEstimate, ...]:
+    """Models with H < q heads fitted online to the squared norm at positions i >= N/2 (Prop 21's
+    class: W_QK without data-position cross blocks)."""
     from qstr.constructions.layout import token_layout
 
     task, book, batch = _few_heads_batch(cfg, torch.float32, ctx.device)
@@ -570,25 +683,27 @@ def _trained_risks(cfg, ctx):
     floor_pos = slice(cfg["N"] // 2, None)
     out = []
     for H in cfg["trained_H"]:
-        torch.manual_seed(ctx.seed)
+        torch.manual_seed(ctx.seed_of(f"{cid}/torch", H))
         model = MergedAttention(layout.dim, H, 64, dtype=torch.float32, device=ctx.device,
-                                generator=ctx.generator(300 + H))
+                                generator=ctx.generator(f"{cid}/init", H))
         project = _restrict(layout) if cfg["restricted"] else None
         if project:
             with torch.no_grad():
                 project(model)
-        fit_online(model, batch, steps=ctx.pick(quick=200, full=3000), lr=3e-3,
-                   generator=ctx.generator(310 + H, ctx.device), positions=floor_pos, project=project)
+        fit_online(model, batch, steps=ctx.pick(quick=200, full=3000), lr=3e-3, positions=floor_pos,
+                   generator=ctx.generator(f"{cid}/fit", H, device=ctx.device), project=project)
         n = ctx.pick(quick=1024, full=8192, gpu=10 * 1024)
-        risk, se = position_risk(model, batch, n=n, generator=ctx.generator(320 + H, ctx.device), positions=floor_pos)
-        rnd = _risk_rounding(n * (cfg["N"] - cfg["N"] // 2), cfg["N"] + layout.dim + 64, risk, torch.float32)
-        out.append((H, risk, se, few_heads_floor_per_position(cfg["q"], H, cfg["d"], cfg["restricted"]), rnd))
-    return out
+        risk, se = position_risk(model, batch, n=n, positions=floor_pos,
+                                 generator=ctx.generator(f"{cid}/risk", H, device=ctx.device))
+        rnd = _risk_rounding(n * (cfg["N"] - cfg["N"] // 2), cfg["N"] + layout.dim + 64, risk,
+                             torch.float32)
+        out.append(RiskEstimate(H, risk, se, rnd))
+    return tuple(out)
 
 
 def _risk_rounding(samples: int, fan_in: int, risk: float, dtype) -> Rounding:
     """Rounding of a mean of ``samples`` squared errors, each from a forward pass whose longest
-    sum has ``fan_in`` terms: relative error (samples + 2 fan_in + 1) eps of the risk (at least 1)."""
+    sum has ``fan_in`` terms: relative error (samples + 2 fan_in + 1) eps of the risk (>= 1)."""
     return Rounding(n=samples + 2 * fan_in + 1, scale=max(risk, 1.0), dtype=dtype,
                     what="(n N/2 + 2 fan-in + 1) eps max(risk, 1)")
 
@@ -596,394 +711,435 @@ def _risk_rounding(samples: int, fan_in: int, risk: float, dtype) -> Rounding:
 SQ_R, SQ_KNOTS = 6.0, 121
 
 
-def _sqnorm_attained(net, sq_err: float, q: int, d: int, H: int) -> float:
-    """|net - (1/sqrt(q d)) sum (||x_k||^2 - d)| with every coordinate at the midpoint of the first knot interval,
-    where the interpolation error h^2/4 of each square is attained: equals ``sq_err`` (docs/derivations/few-heads.md)."""
+def _sqnorm_attained(net, q: int, d: int, H: int) -> float:
+    """|net - (1/sqrt(q d)) sum (||x_k||^2 - d)| with every coordinate at the midpoint of the first
+    knot interval, where each square's interpolation error h^2/4 is attained
+    (docs/derivations/few-heads.md)."""
     mid = -SQ_R + SQ_R / (SQ_KNOTS - 1)  # h / 2 with h = 2 R / (knots - 1)
     z = torch.full((H * d,), mid, dtype=torch.float64)
     target = (float((z * z).sum()) - H * d) / math.sqrt(q * d)
     return abs(float(net(z[None, :].reshape(1, H, d))) - target)
 
 
-def _explicit_risk(cfg, H, ctx, n=None):
-    """Lemma 11 heads retrieving H of the q tokens + a ReLU net for the squared norm of those."""
+def _explicit_model(cid: str, cfg, H: int, ctx: Context, n: int) -> ExplicitModel:
+    """Lemma 11 heads retrieving H of the q tokens + a ReLU net for the squared norm of those;
+    its risk at the positions i >= N/2 on n prompts."""
     N, d, q = cfg["N"], cfg["d"], cfg["q"]
     net, sq_err = sqnorm_net(q, d, H, R=SQ_R, knots=SQ_KNOTS)
     r_x = lemma12_radius(d, n=10_000, N=N)
     cons = lemma11(N, d, q, net, eps=1e-3, r_x=r_x, slots=list(range(H)), device=ctx.device)
     task, _, _ = _few_heads_batch(cfg, torch.float64, ctx.device)
-    p = task.sample(n or ctx.pick(quick=cfg["explicit_n"], full=32768, gpu=10 * cfg["explicit_n"]),
-                    generator=ctx.generator(330 + H, ctx.device),
+    p = task.sample(n, generator=ctx.generator(f"{cid}/explicit", H, device=ctx.device),
                     device=ctx.device, dtype=torch.float64)
     with torch.no_grad():
         sq = (cons.predict(p.x, p.t) - p.y)[:, N // 2:] ** 2
     per_prompt = sq.mean(dim=1)
-    e = sq_err + cons.guarantee.error_bound
     risk = float(per_prompt.mean())
     rnd = _risk_rounding(sq.numel(), N + cons.guarantee.d_e + net.W.shape[0], risk, torch.float64)
-    attained = _sqnorm_attained(net, sq_err, q, d, H)
-    return risk, float(per_prompt.std() / per_prompt.numel() ** 0.5), e, rnd, (attained, sq_err)
+    estimate = RiskEstimate(H, risk, float(per_prompt.std() / per_prompt.numel() ** 0.5), rnd)
+    return ExplicitModel(estimate, sq_err + cons.guarantee.error_bound, sq_err,
+                         _sqnorm_attained(net, q, d, H))
 
 
-def floor_share_ok(cfg) -> bool:
-    """Props 3 and 21 (docs/derivations/few-heads.md): the share of positions i >= N//2 (0-based) carrying the
-    floor, counted by hand, is floor_fraction(N) (1/2 for even N and N = None, (N + 1)/(2N) for odd N), and
-    few_heads_floor(..., N) is that share of the per-position floor; q > N//2 is refused. With H >= q heads (Lemma
-    11's count and beyond, where the formula goes negative) the floor is exactly 0."""
-    q, d, r, N = cfg["q"], cfg["d"], cfg["restricted"], cfg["N"]
-    per = few_heads_floor_per_position(q, q - 1, d, r)
-    ok = floor_fraction() == 0.5 and few_heads_floor(q, q - 1, d, r) == 0.5 * per
-    ok &= all(few_heads_floor_per_position(q, H, d, r) == 0.0 for H in (q, q + 1, 2 * q, 3 * q))
-    for n in (N, N + 1, 2 * q + 1):
-        share = sum(1 for i in range(n) if i >= n // 2) / n
-        ok &= floor_fraction(n) == share and few_heads_floor(q, q - 1, d, r, N=n) == share * per
-    try:
-        few_heads_floor(q, q - 1, d, r, N=2 * q - 1)
-        return False
-    except ValueError:
-        return ok
+def few_heads_inputs(cid: str, ctx: Context) -> FewHeadsInputs:
+    """The explicit H = q - 1 model and (full, gpu) the trained H < q models."""
+    cfg = FEW[cid]
+    n = ctx.pick(quick=cfg["explicit_n"], full=32768, gpu=10 * cfg["explicit_n"])
+    trained = () if ctx.profile == "quick" else _trained_risks(cid, cfg, ctx)
+    return FewHeadsInputs(cid, cfg, cfg["q"] - 1, _explicit_model(cid, cfg, cfg["q"] - 1, ctx, n),
+                          trained, few_heads_floor_per_position)
 
 
-def _few_heads(claim_id: str, ctx: Context) -> Outcome:
-    """The explicit H = q - 1 model's risk equals its closed form (two-sided) within the floor's reach; trained
-    H < q models (full and gpu profiles: 200 quick steps leave even H = q above every floor) never beat it."""
-    cfg = FEW[claim_id]
-    q, d = cfg["q"], cfg["d"]
-    trained = [] if ctx.profile == "quick" else _trained_risks(cfg, ctx)
-    never_beaten = all(risk + rnd.term >= floor - 3 * se for _, risk, se, floor, rnd in trained)
-    H = q - 1
-    floor = few_heads_floor_per_position(q, H, d, cfg["restricted"])
-    exp_risk, exp_se, e, exp_rnd, (attained, sq_err) = _explicit_risk(cfg, H, ctx)
-    value = 2 * (q - H) / q  # Var of the q - H tokens the model cannot see (Lemma 40)
-    slack = 2 * e * math.sqrt(value) + e * e + 3 * exp_se
-    near = exp_rnd.within(abs(exp_risk - value), slack) and value - floor <= 2 * H / d + 1e-12
-    near &= abs(attained - sq_err) <= 1e-9 * sq_err  # the squared-norm net's certificate is attained
-    share = floor_share_ok(cfg)
-    near &= share
-    parts = [f"trained H={h}: risk {r:.3f} +- {s:.3f} vs floor {f:.3f}" for h, r, s, f, _ in trained]
-    parts.append(f"explicit H={H}: risk {exp_risk:.4f} (expected {value:.4f} +- {slack:.4f}) vs floor {floor:.4f}; "
-                 f"its squared-norm net errs {attained:.6e} at the knot midpoints, certified {sq_err:.6e}")
-    parts.append(f"position-averaged floor few_heads_floor(N) = (share of positions i >= N//2, counted) x per-position "
-                 f"floor at N = {cfg['N']}, {cfg['N'] + 1}, {2 * q + 1} and N = None (1/2); q > N//2 refused; 0 for "
-                 f"H = q, q + 1, 2q, 3q heads: {share}")
-    parts.append((f"trained (float32): {largest(t[4] for t in trained)}; " if trained else
-                  "trained models: full profile only; ") + f"explicit: {exp_rnd}")
-    trained_part = f"trained/floor >= {min(r / f for _, r, _, f, _ in trained if f > 0):.3f}; " if trained else ""
-    return Outcome(measured=f"{trained_part}explicit/floor {exp_risk / floor:.3f}, |explicit - closed form| "
-                            f"{abs(exp_risk - value):.4f}",
-                   bound=f"explicit = {value:.4f} +- {slack:.4f}, >= floor" + ("; trained >= floor" if trained else ""),
-                   holds=never_beaten and near, detail="; ".join(parts), value=abs(exp_risk - value), limit=slack,
-                   dtype="float32+float64" if trained else "float64")
+def few_heads_explicit_above_floor(inp: FewHeadsInputs, ctx: Context) -> Verdict:
+    """Props 3 and 21: the explicit model's risk is at least the H = q - 1 floor (3 standard
+    errors below it allowed)."""
+    est, floor = inp.explicit.estimate, inp.floor_at(inp.H)
+    return at_least(est.risk, floor - 3 * est.se, est.rnd,
+                    detail=f"{est.heads}-head explicit model: risk {est.risk:.4f} +- {est.se:.4f} "
+                           f"vs "
+                           f"floor {floor:.4f} (H = {inp.H}) minus 3 standard errors")
 
 
-def _few_heads_falsifier(claim_id: str, ctx: Context) -> Outcome:
-    """Claiming the H = q - 1 floor for the H = q construction must fail: it goes below."""
-    cfg = FEW[claim_id]
-    q, d = cfg["q"], cfg["d"]
-    risk, se, _, rnd, _ = _explicit_risk(cfg, q, ctx, n=1024)  # risk ~ 0 against a floor ~ 1: few prompts do
-    floor = few_heads_floor_per_position(q, q - 1, d, cfg["restricted"])
-    return Outcome(measured=f"H=q risk {risk:.4f}", bound=f">= floor(H=q-1) {floor:.3f}",
-                   holds=risk + rnd.term >= floor - 3 * se, detail=f"H = q = {q} heads, risk {risk:.4f} +- {se:.4f}; {rnd}")
+def _closed_form(inp: FewHeadsInputs) -> float:
+    """2 (q - H) / q: the variance of the q - H squared tokens the model cannot see (Lemma 40)."""
+    return 2 * (inp.cfg["q"] - inp.H) / inp.cfg["q"]
+
+
+def few_heads_explicit_closed_form(inp: FewHeadsInputs, ctx: Context) -> Verdict:
+    """The explicit H = q - 1 model's risk is its closed form 2 (q - H) / q, within
+    2 e sqrt(value) + e^2 + 3 se (e: its error budget) on both sides."""
+    est, value, e = inp.explicit.estimate, _closed_form(inp), inp.explicit.e
+    slack = 2 * e * math.sqrt(value) + e * e + 3 * est.se
+    return close(est.risk, value, slack, est.rnd,
+                 detail=f"{est.heads}-head explicit model, error budget e = {e:.3e}")
+
+
+def few_heads_floor_reached(inp: FewHeadsInputs, ctx: Context) -> Verdict:
+    """The floor is nearly attained: closed form - floor <= 2 H / d (few-heads.md)."""
+    gap = _closed_form(inp) - inp.floor_at(inp.H)
+    return at_most(gap, 2 * inp.H / inp.cfg["d"], 1e-12,
+                   detail=f"2 (q - H)/q - floor at H = {inp.H}, d = {inp.cfg['d']}")
+
+
+def few_heads_sqnorm_attained(inp: FewHeadsInputs, ctx: Context) -> Verdict:
+    """The squared-norm net's certified error h^2/4 per square is attained at the knot midpoints."""
+    m = inp.explicit
+    return close(m.attained, m.sq_err, 1e-9 * m.sq_err,
+                 detail="error at the knot midpoints vs certified")
+
+
+def few_heads_trained_above_floor(inp: FewHeadsInputs, ctx: Context) -> Verdict:
+    """Props 3 and 21: trained H < q models never beat their floor (full and gpu profiles: 200
+    quick steps leave even H = q above every floor)."""
+    if not inp.trained:
+        return exact("not run", "not run", detail="trained models: full and gpu profiles only")
+    worst = min(inp.trained, key=lambda t: t.risk + 3 * t.se - inp.floor_at(t.heads))
+    return at_least(worst.risk, inp.floor_at(worst.heads) - 3 * worst.se, worst.rnd,
+                    detail="; ".join(f"trained H={t.heads}: risk {t.risk:.3f} +- {t.se:.3f} vs "
+                                     f"floor {inp.floor_at(t.heads):.3f}" for t in inp.trained)
+                    + f"; closest at H = {worst.heads} (floor minus 3 standard errors)")
+
+
+def _q_heads(inp: FewHeadsInputs, ctx: Context) -> FewHeadsInputs:
+    """The explicit construction with H = q heads (every token retrieved), held to the H = q - 1
+    floor: it goes below (1024 prompts do, its risk is ~ 0 against a floor ~ 1)."""
+    model = _explicit_model(inp.claim, inp.cfg, inp.cfg["q"], ctx, n=1024)
+    return replace(inp, explicit=model)
 
 
 for _cid, _ref in (("prop-21", ("Prop 21", "Prop 21")), ("prop-3", ("Prop 3", "Prop 4"))):
     _cfg = FEW[_cid]
+    _floor = "2(q-H)/q (restricted W_QK, d=1)" if _cfg["restricted"] else "2(1 - H(q+d)/(qd))"
     register(Claim(
-        id=_cid, ref_seed=_ref[0], ref_conference=_ref[1],
-        statement=(f"H < q heads cannot beat the floor {'2(q-H)/q (restricted W_QK, d=1)' if _cfg['restricted'] else '2(1 - H(q+d)/(qd))'}"
-                   f" at positions i >= N/2 (q={_cfg['q']}, d={_cfg['d']}); an explicit H-head model nearly attains it"),
-        check=lambda ctx, c=_cid: _few_heads(c, ctx), falsifier=lambda ctx, c=_cid: _few_heads_falsifier(c, ctx),
-        falsifier_statement="the H = q - 1 floor claimed for the H = q construction must be beaten",
+        id=_cid, ref=Ref(*_ref),
+        statement=f"H < q heads cannot beat the floor {_floor} at positions i >= N/2 "
+                  f"(q={_cfg['q']}, d={_cfg['d']}); an explicit H-head model nearly attains it",
+        inputs=functools.partial(few_heads_inputs, _cid),
+        checks=[Check("explicit risk >= floor", few_heads_explicit_above_floor),
+                Check("explicit risk = closed form", few_heads_explicit_closed_form),
+                Check("closed form - floor <= 2H/d", few_heads_floor_reached),
+                Check("squared-norm net's error attained", few_heads_sqnorm_attained),
+                Check("trained risk >= floor", few_heads_trained_above_floor)],
+        faults=[Fault("H = q heads held to the H = q - 1 floor", _q_heads,
+                      breaks=("explicit risk >= floor", "explicit risk = closed form"))],
+        builds=(lemma11, sqnorm_net, MergedAttention), bounds=(few_heads_floor_per_position,),
+        derivation="docs/derivations/few-heads.md",
     ))
 
 # ---------------------------------------------------------------- thm-4
+# (bounds/transformer.py, bounds/symbolic.py; docs/derivations/theorem4.md)
 
 THM4_NS = tuple(2 ** k for k in range(4, 21, 2))
-THM4_TARGET = 0.1
-
-
-def _slopes_claim(fn, label: str, symbolic: str, polylog: bool) -> Outcome:
-    """n(N) over N = 2^4 .. 2^20: log-log slopes must decrease (to at most half the first one),
-    and sympy must find a finite polylog degree."""
-    slopes = loglog_slope(fn, THM4_NS)
-    decreasing = bool(np.all(np.diff(slopes) < 0))
-    first, last = float(slopes[0]), float(slopes[-1])
-    holds = decreasing and last <= first / 2 and polylog
-    return Outcome(measured=f"slope {first:.3f} -> {last:.3f}; {symbolic}",
-                   bound="slopes decrease to <= half; n = O(log^k N)", holds=holds,
-                   detail=f"{label}: slopes " + ", ".join(f"{s:.3f}" for s in slopes) + f"; {symbolic}; "
-                          f"closed form in numpy/sympy float64 (no tensors, no device), compared without rounding term; "
-                          f"value = last slope / first slope ({last / first:.3f}), limit 1/2 (holds also needs "
-                          f"strictly decreasing slopes and the sympy polylog degree)",
-                   value=last / first, limit=0.5)
-
-
-THM4_AGREE_POINTS = ((10 ** 2, 16), (10 ** 4, 16), (10 ** 6, 1024), (10 ** 9, 2 ** 20), (10 ** 12, 2 ** 16))
+THM4_TARGET, THM4_DEGREE = 0.1, 5
+THM4_AGREE_POINTS = ((10 ** 2, 16), (10 ** 4, 16), (10 ** 6, 1024), (10 ** 9, 2 ** 20),
+                     (10 ** 12, 2 ** 16))
 THM4_AGREE_RTOL = 1e-9
-THM4_RHO_POINTS = ((1, 2), (10, 2))  # with C_x = 1e-6, C_y = 1e-3: alpha = 0, A = 6 K rho, tau's token branch
-
-
-def thm4_agreement(params: Theorem4Params, points=THM4_AGREE_POINTS, bound=None) -> float:
-    """Theorem 4: largest relative gap between the numeric bound (``theorem4_bound``, or ``bound``) and the sympy
-    expression (``bound_expr``, 30 digits) over (n, N) in ``points``, at ``params`` and at q + 2 with every other
-    constant away from 1 (s = 2, C_y = 2, r_a = 2: a power slipped to a product shows there), and with tiny tokens
-    and labels (C_x = 1e-6, c = 1/2, C_y = 1e-3) at N = 2, where alpha = 0, the covering radius A is its rho = sqrt(q
-    r_z^2 + 1) branch and tau its token branch e (kappa_1 C_x d psi + kappa_0)."""
-    bound = bound or (lambda nv, Nv, P: theorem4_bound(nv, Nv, P).total)
-    gap = 0.0
-    for P, pts in ((params, points), (dataclasses.replace(params, q=params.q + 2, s=2.0, C_y=2.0, r_a=2.0), points),
-                   (dataclasses.replace(params, C_x=1e-6, c=0.5, C_y=1e-3), THM4_RHO_POINTS)):
-        expr = bound_expr(P)
-        for nv, Nv in pts:
-            exact = float(expr.subs({sym_n: nv, sym_N: Nv}).evalf(30))
-            gap = max(gap, abs(bound(nv, Nv, P) - exact) / abs(exact))
-    return gap
-
-
+THM4_RHO_POINTS = ((1, 2), (10, 2))  # C_x = 1e-6, C_y = 1e-3: alpha = 0, A = 6 K rho
 MAJORANT_POINTS = ((10 ** 2, 16), (10 ** 4, 16), (10 ** 6, 1024), (10 ** 9, 2 ** 20))
 
 
-def _exact_pieces(P: Theorem4Params, nv: int, Nv: int, mp) -> dict:
-    """The exact bound's intermediate quantities at (n, N), written from docs/derivations/theorem4.md (section 9)
-    in mpmath: the quantities the certificate's majorant must dominate."""
+@dataclass(frozen=True)
+class Theorem4Inputs:
+    """Theorem 4's constants, its sample-size requirement and the sympy degree that certifies it
+    polylogarithmic, the numeric bound, the certificate's majorant, the certificates at k = 5, 4."""
+
+    params: Any  # Theorem4Params.default()
+    sample_size: Callable[[int], float]  # n(N) for risk THM4_TARGET
+    degree: Callable[[], Optional[int]]  # k with n = O(log^k N) proven by sympy, None if none
+    bound: Callable[[int, int, Any], float]  # the numeric bound B(n, N)
+    majorant: Callable[..., dict]  # the certificate's smooth majorant, by term
+    cert5: Any
+    cert4: Any
+
+
+def _certified_degree(cert) -> Optional[int]:
+    return cert.k if cert.proves_polylog else None
+
+
+def _sample_size(params, N: int) -> int:
+    """Theorem 4's least n with bound <= THM4_TARGET at N."""
+    return theorem4_sample_size(THM4_TARGET, N, params)
+
+
+def _numeric_bound(nv: int, Nv: int, P) -> float:
+    return theorem4_bound(nv, Nv, P).total
+
+
+def theorem4_inputs(ctx: Context) -> Theorem4Inputs:
+    """Closed forms only (numpy, sympy, mpmath in float64 or 30 digits): no tensors, no device."""
+    params = Theorem4Params.default()
+    cert5, cert4 = polylog_certificate(params, k=THM4_DEGREE), polylog_certificate(params, k=4)
+    return Theorem4Inputs(params, functools.partial(_sample_size, params),
+                          functools.partial(_certified_degree, cert5), _numeric_bound,
+                          majorant_terms, cert5, cert4)
+
+
+def _slopes(inp: Theorem4Inputs) -> np.ndarray:
+    return loglog_slope(inp.sample_size, THM4_NS)
+
+
+def thm4_slope_halves(inp: Theorem4Inputs, ctx: Context) -> Verdict:
+    """Theorem 4: n(N)'s log-log slope over N = 2^4 .. 2^20 falls to at most half its first."""
+    s = _slopes(inp)
+    return at_most(float(s[-1] / s[0]), 0.5,
+                   detail="last / first log-log slope of n(N); slopes "
+                          + ", ".join(f"{x:.3f}" for x in s)
+                          + "; closed form in float64, no rounding term")
+
+
+def thm4_slopes_decrease(inp: Theorem4Inputs, ctx: Context) -> Verdict:
+    """Theorem 4: the log-log slopes of n(N) decrease (a polylog's slope ~ k / ln N)."""
+    return at_most(float(np.diff(_slopes(inp)).max()), 0.0, detail="largest slope increment")
+
+
+def thm4_polylog_degree(inp: Theorem4Inputs, ctx: Context) -> Verdict:
+    """Theorem 4: sympy proves n = O(log^k N) with k <= 5 (theorem4.md, section 11)."""
+    k = inp.degree()
+    return at_most(math.inf if k is None else k, THM4_DEGREE,
+                   detail="polylog degree certified by sympy (inf: none)")
+
+
+def _rho_params(P):
+    """Tiny tokens and labels: alpha = 0, A on its rho branch, tau on its token branch (N = 2)."""
+    return dataclasses.replace(P, C_x=1e-6, c=0.5, C_y=1e-3)
+
+
+def thm4_numeric_is_sympy(inp: Theorem4Inputs, ctx: Context) -> Verdict:
+    """Theorem 4: the numeric bound equals the sympy expression (30 digits) at the default
+    constants, at q + 2 with s = C_y = r_a = 2 (a power slipped to a product shows there), and on
+    the rho and token branches at N = 2; the largest relative gap."""
+    P, gap, where = inp.params, 0.0, ""
+    wide = dataclasses.replace(P, q=P.q + 2, s=2.0, C_y=2.0, r_a=2.0)
+    for label, Q, pts in (("default", P, THM4_AGREE_POINTS), ("q + 2", wide, THM4_AGREE_POINTS),
+                          ("rho branch", _rho_params(P), THM4_RHO_POINTS)):
+        expr = bound_expr(Q)
+        for nv, Nv in pts:
+            exact_value = float(expr.subs({sym_n: nv, sym_N: Nv}).evalf(30))
+            rel = abs(inp.bound(nv, Nv, Q) - exact_value) / abs(exact_value)
+            if rel >= gap:
+                gap, where = rel, f"{label} at (n, N) = ({nv}, {Nv})"
+    return at_most(gap, THM4_AGREE_RTOL, detail=f"largest relative gap, {where}")
+
+
+def _exact_pieces(P, nv: int, Nv: int, mp) -> dict:
+    """The exact bound's intermediate quantities at (n, N), from docs/derivations/theorem4.md
+    (section 9) in mpmath: what the certificate's majorant must dominate."""
     K, c2 = P.r_a * P.r_w, (mp.mpf(P.d) / P.q if P.c is None else mp.mpf(P.c) ** 2)
-    q, d, e = P.q, P.d, mp.e
+    q, d, e, dl = P.q, P.d, mp.e, mp.mpf(P.delta)
     r_x = mp.sqrt(3 * P.C_x * e * d * mp.log(nv * Nv))
     r_z = mp.sqrt(r_x ** 2 + c2 * (q + 1))
-    d_e = mp.ceil(8 * mp.log(mp.mpf(Nv) ** 2 / P.delta)) if P.d_e is None else P.d_e
+    d_e = mp.ceil(8 * mp.log(mp.mpf(Nv) ** 2 / dl)) if P.d_e is None else P.d_e
     D_e = d + (q + 1) * d_e
-    alpha = max(0, mp.log((Nv - 1) * 2 * K * mp.sqrt(q) * r_x / mp.sqrt(P.eps_2nn))) / (c2 * (1 - P.mu))
-    p = max(1, mp.log(2 * (1 + 3 / mp.mpf(P.delta)) * mp.sqrt(nv)))
+    log_arg = (Nv - 1) * 2 * K * mp.sqrt(q) * r_x / mp.sqrt(P.eps_2nn)
+    alpha = max(0, mp.log(log_arg)) / (c2 * (1 - P.mu))
+    p = max(1, mp.log(2 * (1 + 3 / dl) * mp.sqrt(nv)))
     r = max(2 * p, 2 * mp.log(Nv))
-    tau = e * max(4 * P.C_y * (2 * p) ** (2 * P.s),
-                  4 * K ** 2 * q * P.C_x * d * r * mp.mpf(Nv) ** (2 / r) + 4 * K ** 2 * (q * c2 * (q + 1) + 1))
+    codes = 4 * K ** 2 * (q * c2 * (q + 1) + 1)
+    tokens = 4 * K ** 2 * q * P.C_x * d * r * mp.mpf(Nv) ** (2 / r) + codes
+    tau = e * max(4 * P.C_y * (2 * p) ** (2 * P.s), tokens)
     A = 6 * K * max(mp.sqrt(q * r_z ** 2 + 1), mp.sqrt(q) * alpha * mp.sqrt(d_e) * r_z ** 3)
-    p_ = mp.log(2 * (1 + 3 / mp.mpf(P.delta)) * mp.sqrt(nv))  # the majorant's tau: max -> sum, psi(p) <= e (2p + 2 ln N)
-    tau_sum = e * (4 * P.C_y * (2 * p_) ** (2 * P.s) + 4 * K ** 2 * q * P.C_x * d * e * (2 * p_ + 2 * mp.log(Nv))
-                   + 4 * K ** 2 * (q * c2 * (q + 1) + 1))
-    return {"tau": tau, "tau_sum": tau_sum, "L_n": mp.log(1 + mp.sqrt(nv / tau_sum)), "P": P.m_g * (q * D_e + 2) + q * D_e ** 2, "A": A,
+    # the majorant's tau: max -> sum, psi(p) <= e (2p + 2 ln N)
+    p_ = mp.log(2 * (1 + 3 / dl) * mp.sqrt(nv))
+    tau_sum = e * (4 * P.C_y * (2 * p_) ** (2 * P.s)
+                   + 4 * K ** 2 * q * P.C_x * d * e * (2 * p_ + 2 * mp.log(Nv)) + codes)
+    tail = 2 * (K ** 2 * (q * P.C_x * d * e * (4 + 2 * mp.log(Nv)) + q * c2 * (q + 1) + 1)
+                + P.C_y * 16 ** P.s)
+    return {"tau": tau, "tau_sum": tau_sum, "L_n": mp.log(1 + mp.sqrt(nv / tau_sum)),
+            "P": P.m_g * (q * D_e + 2) + q * D_e ** 2, "A": A,
             "L": mp.log(1 + 2 * A * mp.sqrt(nv / tau)),
-            "alpha": alpha, "truncation": 2 * tau * mp.exp(-p) * (1 + 3 / mp.mpf(P.delta)),
-            "tail": 2 * (K ** 2 * (q * P.C_x * d * e * (4 + 2 * mp.log(Nv)) + q * c2 * (q + 1) + 1) + P.C_y * 16 ** P.s)
-            * mp.mpf(nv) ** (-0.75) * mp.exp(-mp.log(Nv) / 4)}
+            "alpha": alpha, "truncation": 2 * tau * mp.exp(-p) * (1 + 3 / dl),
+            "tail": tail * mp.mpf(nv) ** (-0.75) * mp.exp(-mp.log(Nv) / 4)}
 
 
-def _majorant_logs(P: Theorem4Params, nv: int, Nv: int, mp) -> dict:
-    """The split covering logarithm's pieces as docs/derivations/theorem4.md (section 10) derives them, in mpmath:
-    alpha <= (ln N + ln(1 + X)) / (c^2 (1 - mu)) with X = 2 K sqrt(q) r_x / sqrt(eps_2NN), d_e <= 8 (2 ln N - ln delta)
-    + 1, and L_rho = ln(1 + 12 K rho), L_c = ln(1 + 12 K sqrt q), L_alpha = ln(1 + alpha), L_de = ln(1 + sqrt d_e),
-    L_rz = 3 ln(1 + r_z)."""
+def _majorant_logs(P, nv: int, Nv: int, mp) -> dict:
+    """The split covering logarithm's pieces as section 10 derives them: alpha <= (ln N + ln(1 + X))
+    / (c^2 (1 - mu)), X = 2 K sqrt(q) r_x / sqrt(eps_2NN), d_e <= 8 (2 ln N - ln delta) + 1,
+    L_rho = ln(1 + 12 K rho), L_c = ln(1 + 12 K sqrt q), L_alpha = ln(1 + alpha),
+    L_de = ln(1 + sqrt d_e), L_rz = 3 ln(1 + r_z)."""
     K, c2 = P.r_a * P.r_w, (mp.mpf(P.d) / P.q if P.c is None else mp.mpf(P.c) ** 2)
     q, lnN = P.q, mp.log(Nv)
     r_x = mp.sqrt(3 * P.C_x * mp.e * P.d * mp.log(nv * Nv))
     r_z = mp.sqrt(r_x ** 2 + c2 * (q + 1))
     alpha = (lnN + mp.log(1 + 2 * K * mp.sqrt(q) * r_x / mp.sqrt(P.eps_2nn))) / (c2 * (1 - P.mu))
     d_e = 8 * (2 * lnN - mp.log(P.delta)) + 1 if P.d_e is None else P.d_e
-    return {"L_rho": mp.log(1 + 12 * K * mp.sqrt(q * r_z ** 2 + 1)), "L_c": mp.log(1 + 12 * K * mp.sqrt(q)),
-            "L_alpha": mp.log(1 + alpha), "L_de": mp.log(1 + mp.sqrt(d_e)), "L_rz": 3 * mp.log(1 + r_z)}
+    return {"L_rho": mp.log(1 + 12 * K * mp.sqrt(q * r_z ** 2 + 1)),
+            "L_c": mp.log(1 + 12 * K * mp.sqrt(q)), "L_alpha": mp.log(1 + alpha),
+            "L_de": mp.log(1 + mp.sqrt(d_e)), "L_rz": 3 * mp.log(1 + r_z)}
 
 
-def majorant_check(params: Theorem4Params, points=MAJORANT_POINTS) -> tuple:
-    """Theorem 4's polylog certificate: (smallest majorant piece / exact piece, largest relative gap of the pinned
-    tail and tau terms) at n_lo = n_up = n,
-    ln N = u over ``points``: every piece of the certificate's smooth majorant (tau, P, the Dudley term, the split
-    L_A <= ln 2 + max(L_rho, L_c + L_alpha + L_de + L_rz), ln(1 + alpha), the truncation, the whole bound) must
-    dominate its exact counterpart (ratio >= 1; the covering logarithm's split L_A + L_n against ln(1 + 2 A sqrt(n /
-    tau)) at the majorant's tau, where the Dudley term's monotonicity in tau puts it), the public ``majorant_expr``
-    must be the sum of the terms (else the gap is inf), and the tail, tau and L_n terms
-    must be their derivations: the exact tail with psi(2) <= e (4 + 2 ln N), tau with its max replaced by the sum and
-    psi(p) <= e (2p + 2 ln N), L_n = ln(1 + sqrt(n / tau)) at that tau, the split's pieces (:func:`_majorant_logs`),
-    and the estimation terms (beta, Dudley, concentration, truncation, approximation) in the majorant's tau, P and L
-    (docs/derivations/theorem4.md, section 10).
-    mpmath, 30 digits."""
+MAJORANT_KEYS = ("total", "tau", "P", "L_A", "L_n", "dudley", "L_split", "L_alpha", "truncation",
+                 "tail", "L_rho", "L_c", "L_de", "L_rz", "beta", "concentration", "approximation")
+MAJORANT_SUM = ("approximation", "beta", "dudley", "concentration", "truncation", "tail")
+
+
+@functools.lru_cache(maxsize=4)
+def _majorant_at_points(majorant: Callable, params) -> tuple:
+    """The majorant's terms (``majorant(params, n, n, u)``) and its exact counterparts at each of
+    MAJORANT_POINTS, in mpmath at 30 digits; and whether the public majorant_expr is their sum."""
     import mpmath
-    import sympy as sp
 
-    t = majorant_terms(params, sym_n, sym_n, sym_u)
-    t["total"] = sum(t[k] for k in ("approximation", "beta", "dudley", "concentration", "truncation", "tail"))
-    # the public majorant_expr (ln N = log N) is that sum: exactly, after N = e^u (else the gap is inf)
-    expr_is_sum = majorant_expr(params, sym_n, sym_N).subs(sym_N, sp.exp(sym_u)) - t["total"] == 0
-    t["L_split"] = sp.log(2) + sp.Max(t["L_rho"], t["L_c"] + t["L_alpha"] + t["L_de"] + t["L_rz"])
-    f = {k: sp.lambdify((sym_n, sym_u), t[k], "mpmath")
-         for k in ("total", "tau", "P", "L_A", "L_n", "dudley", "L_split", "L_alpha", "truncation", "tail",
-                   "L_rho", "L_c", "L_de", "L_rz", "beta", "concentration", "approximation")}
-    f_bound = sp.lambdify((sym_n, sym_N), bound_expr(params), "mpmath")
-    ratio, gap = math.inf, 0.0
+    t = majorant(params, sym_n, sym_n, sym_u)
+    t["total"] = sum(t[k] for k in MAJORANT_SUM)
+    public = majorant_expr(params, sym_n, sym_N).subs(sym_N, sympy.exp(sym_u))
+    expr_is_sum = public - t["total"] == 0
+    split = t["L_c"] + t["L_alpha"] + t["L_de"] + t["L_rz"]
+    t["L_split"] = sympy.log(2) + sympy.Max(t["L_rho"], split)
+    f = {k: sympy.lambdify((sym_n, sym_u), t[k], "mpmath") for k in MAJORANT_KEYS}
+    f_bound = sympy.lambdify((sym_n, sym_N), bound_expr(params), "mpmath")
+    rows = []
     with mpmath.workdps(30):
-        for nv, Nv in points:
-            u_ = mpmath.log(Nv)
-            m = {k: g(nv, u_) for k, g in f.items()}
-            x = _exact_pieces(params, nv, Nv, mpmath)
-            pairs = ((m["total"], f_bound(nv, Nv)), (m["tau"], x["tau"]), (m["P"], x["P"]),
-                     (m["dudley"], 12 * x["tau"] * mpmath.sqrt(x["P"] * x["L"] / nv)), (m["L_split"], m["L_A"]),
-                     (m["L_A"] + m["L_n"], mpmath.log(1 + 2 * x["A"] * mpmath.sqrt(nv / m["tau"]))),
-                     (m["L_alpha"], mpmath.log(1 + x["alpha"])),
-                     (m["truncation"], x["truncation"]))
-            ratio = min(ratio, *(float(a / b) for a, b in pairs))
-            gap = max(gap, *(float(abs(m[k] - x[j]) / x[j]) for k, j in (("tail", "tail"), ("tau", "tau_sum"), ("L_n", "L_n"))))
-            logs = _majorant_logs(params, nv, Nv, mpmath)
-            gap = max(gap, *(float(abs(m[k] - v) / v) for k, v in logs.items()))
-            # the estimation terms in the majorant's tau, P and L (section 10, as in the exact bound, section 9)
-            dl = params.delta
-            terms = {"beta": 8 * m["tau"] / mpmath.sqrt(nv), "truncation": m["tau"] / mpmath.sqrt(nv),
-                     "dudley": 12 * m["tau"] * mpmath.sqrt(m["P"] * (m["L_A"] + m["L_n"]) / nv),
-                     "concentration": m["tau"] * (3 * mpmath.sqrt(mpmath.log(6 / dl) / 2)
-                                                  + mpmath.sqrt(mpmath.log(3 / dl) / 2)) / mpmath.sqrt(nv),
-                     "approximation": 4 * mpmath.mpf(params.eps_2nn)}
-            gap = max(gap, *(float(abs(m[k] - v) / v) for k, v in terms.items()))
-    return ratio, gap if expr_is_sum else math.inf
+        for nv, Nv in MAJORANT_POINTS:
+            m = {k: g(nv, mpmath.log(Nv)) for k, g in f.items()}
+            rows.append((nv, Nv, m, _exact_pieces(params, nv, Nv, mpmath),
+                         _majorant_logs(params, nv, Nv, mpmath), f_bound(nv, Nv)))
+    return tuple(rows), expr_is_sum
 
 
-def thm4_record_consistent(P: Theorem4Params, points=THM4_AGREE_POINTS) -> bool:
-    """Theorem 4's record (``theorem4_bound``) against the definitions of its fields (docs/derivations/theorem4.md):
-    r_qk = alpha sqrt(d_e), D_e = d + (q + 1) d_e, ||vec Theta*||^2 = R^2 = r_ma^2 + R_mw^2 + q r_qk^2 with the
-    balanced 2-NN radii r_ma = r_a / sqrt(m), R_mw = sqrt(m) r_w, the parameter
-    count m (q D_e + 2) + q D_e^2, alpha = max(0, ln((N - 1) 2 K sqrt(q) r_x / sqrt(eps_2nn))) / (c^2 (1 - mu)) (never
-    negative; 0 where the logarithm is), and the total = the sum of its four terms (relative 1e-12)."""
+def _majorant_params(P):
+    """q + 2 (c^2 (1 - mu) != 1), r_a = 2 (K != 1: a K^2 slipped to 1/K^2 shows), s = 2."""
+    return dataclasses.replace(P, q=P.q + 2, r_a=2.0, s=2.0)
+
+
+def thm4_majorant_dominates(inp: Theorem4Inputs, ctx: Context) -> Verdict:
+    """Theorem 4's certificate (section 10): every piece of the smooth majorant dominates its exact
+    counterpart (tau, P, Dudley, the split L_A, ln(1 + alpha), truncation, the whole bound); the
+    smallest ratio."""
     import mpmath
-    ok = True
-    for nv, Nv in points:
-        b = theorem4_bound(nv, Nv, P)
-        with mpmath.workdps(40):
-            alpha = float(_exact_pieces(P, nv, Nv, mpmath)["alpha"])
-        t = b.terms()  # the record as the dict users read: every field under its own name
-        close = lambda a, c: abs(a - c) <= 1e-12 * max(abs(a), abs(c), 1.0)  # noqa: E731
-        ok &= (close(b.alpha, alpha) and close(b.r_qk, b.alpha * math.sqrt(b.d_e)) and b.D_e == P.d + (P.q + 1) * b.d_e
-               and close(b.R ** 2, b.r_ma ** 2 + b.R_mw ** 2 + P.q * b.r_qk ** 2)
-               and close(b.r_ma, P.r_a / math.sqrt(P.m_g)) and close(b.R_mw, math.sqrt(P.m_g) * P.r_w)
-               and b.n_params == P.m_g * (P.q * b.D_e + 2) + P.q * b.D_e ** 2
-               and close(b.total, b.approximation + b.tail + b.estimation + b.truncation)
-               and t == {k: getattr(b, k) for k in b.__dataclass_fields__}
-               and (t["n"], t["N"]) == (nv, Nv) and close(t["total"], t["approximation"] + t["tail"] + t["estimation"]
-                                                          + t["truncation"]))
-    return ok
+
+    rows, _ = _majorant_at_points(inp.majorant, _majorant_params(inp.params))
+    ratio, where = math.inf, ""
+    with mpmath.workdps(30):
+        for nv, Nv, m, x, _, bound in rows:
+            covering = mpmath.log(1 + 2 * x["A"] * mpmath.sqrt(nv / m["tau"]))
+            pairs = {"total": (m["total"], bound), "tau": (m["tau"], x["tau"]),
+                     "P": (m["P"], x["P"]),
+                     "dudley": (m["dudley"], 12 * x["tau"] * mpmath.sqrt(x["P"] * x["L"] / nv)),
+                     "L_A split": (m["L_split"], m["L_A"]),
+                     "L_A + L_n": (m["L_A"] + m["L_n"], covering),
+                     "L_alpha": (m["L_alpha"], mpmath.log(1 + x["alpha"])),
+                     "truncation": (m["truncation"], x["truncation"])}
+            for name, (a, b) in pairs.items():
+                if float(a / b) < ratio:
+                    ratio, where = float(a / b), f"{name} at (n, N) = ({nv}, {Nv})"
+    return at_least(ratio, 1.0, detail=f"smallest majorant piece / exact piece: {where}")
 
 
-THM4_SEARCH = (1e6, 1024)  # (target, N) of the exact-arithmetic sample-size search (n ~ 1.4e4: few bisection steps)
+def thm4_majorant_as_derived(inp: Theorem4Inputs, ctx: Context) -> Verdict:
+    """Section 10: the majorant's tail, tau (max -> sum), L_n, the split logarithm's pieces and the
+    estimation terms in the majorant's tau, P and L are their derivations; majorant_expr is their
+    sum (else inf); the largest relative gap."""
+    import mpmath
+
+    rows, expr_is_sum = _majorant_at_points(inp.majorant, _majorant_params(inp.params))
+    gap, where, dl = 0.0, "", inp.params.delta
+    with mpmath.workdps(30):
+        for nv, Nv, m, x, logs, _ in rows:
+            root_n = mpmath.sqrt(nv)
+            conc = 3 * mpmath.sqrt(mpmath.log(6 / dl) / 2) + mpmath.sqrt(mpmath.log(3 / dl) / 2)
+            derived = {"tail": x["tail"], "tau": x["tau_sum"], "L_n": x["L_n"], **logs,
+                       "beta": 8 * m["tau"] / root_n, "truncation": m["tau"] / root_n,
+                       "dudley": 12 * m["tau"] * mpmath.sqrt(m["P"] * (m["L_A"] + m["L_n"]) / nv),
+                       "concentration": m["tau"] * conc / root_n,
+                       "approximation": 4 * mpmath.mpf(inp.params.eps_2nn)}
+            for k, v in derived.items():
+                if float(abs(m[k] - v) / v) >= gap:
+                    gap, where = float(abs(m[k] - v) / v), f"{k} at (n, N) = ({nv}, {Nv})"
+    return at_most(gap if expr_is_sum else math.inf, THM4_AGREE_RTOL,
+                   detail=f"largest relative gap, {where}; majorant_expr = the sum of its terms: "
+                          f"{expr_is_sum}")
 
 
-def search_least(params: Theorem4Params, target: float = THM4_SEARCH[0], Nv: int = THM4_SEARCH[1]) -> tuple:
-    """Theorem 4 (docs/derivations/theorem4.md, section 9, monotonicity in n): ``sample_size_from_expr`` returns the
-    least n with B(n) <= target < B(n - 1) (B: the numeric bound, equal to the sympy one to 1e-16, see
-    :func:`thm4_agreement`); the float search agrees within one; the floor 4 eps_2nn as target is refused.
-    Returns (holds, n)."""
-    k = sample_size_from_expr(target, Nv, params)
-    try:  # a target at the floor 4 eps_2nn is never reached (the bound tends to it from above)
-        sample_size_from_expr(4 * params.eps_2nn, Nv, params)
-        return False, k
-    except ValueError:
-        pass
-    B = lambda nv: theorem4_bound(nv, Nv, params).total  # noqa: E731 - float64: B(n - 1) / B(n) - 1 ~ 1/n >> 1e-16 here
-    return B(k) <= target < B(k - 1) and abs(theorem4_sample_size(target, Nv, params) - k) <= 1, k
+def thm4_leading_constants(inp: Theorem4Inputs, ctx: Context) -> Verdict:
+    """Section 11: the leading constants tau_c and P_c are the certificate's limits of tau / ln N
+    and P / ln^2 N (and P_c = P for a fixed d_e = 50); the largest |difference| (sympy, exact)."""
+    lead, fixed = leading_constants(inp.params), dataclasses.replace(inp.params, d_e=50)
+    diffs = {"tau_c": inp.cert5.factors["tau/u"] - lead["tau_c"],
+             "P_c": inp.cert5.factors["P/u^2"] - lead["P_c"],
+             "P_c (d_e = 50)": majorant_terms(fixed)["P"] - leading_constants(fixed)["P_c"]}
+    simplified = {k: sympy.simplify(v) for k, v in diffs.items()}
+    return exact(sum(1 for v in simplified.values() if v != 0), 0,
+                 detail=f"constants differing from the limits (tau_c = {lead['tau_c']}, "
+                        f"P_c = {lead['P_c']})")
 
 
-def leading_as_derived(params: Theorem4Params, target: float = THM4_TARGET, Nv: int = 2 ** 20) -> bool:
-    """Theorem 4's leading form (docs/derivations/theorem4.md, section 11): for the default constants and target
-    0.1, ``leading_sample_size_expr`` = 3397386240000 e^4 (ln N)^4 ln ln N (relative 1e-12 at N = 2^20); for a
-    fixed d_e = 50 it is 144 tau_c^2 P L_c (ln N)^2 ln ln N / (target - 4 eps_2NN)^2 with P = m (q D_e + 2) + q D_e^2,
-    D_e = d + (q + 1) d_e and L_c = 5/2 + (2 - 1)/2 = 3."""
+THM4_FACTOR_LIMITS = {5: {"L/ln u": 5, "u^4 ln u/n": 0, "tau/u": 64 * sympy.exp(2), "P/u^2": 4608},
+                      4: {"L/ln u": sympy.Rational(9, 2), "u^4 ln u/n": sympy.oo}}
+
+
+def thm4_factor_limits(inp: Theorem4Inputs, ctx: Context) -> Verdict:
+    """Section 11: the certificate's factor limits as derived: L / ln u -> 3 + (k - 1)/2,
+    tau/u -> 64 e^2, P/u^2 -> 4608, u^4 ln u / n -> 0 at k = 5 and oo at k = 4."""
+    wrong = [f"k={k} {name}" for k, cert in ((5, inp.cert5), (4, inp.cert4))
+             for name, limit in THM4_FACTOR_LIMITS[k].items()
+             if not (cert.factors[name] == limit
+                     or sympy.simplify(cert.factors[name] - limit) == 0)]
+    return exact(len(wrong), 0,
+                 detail="factor limits off their derivation: " + (", ".join(wrong) or "none"))
+
+
+def thm4_degree_four_inconclusive(inp: Theorem4Inputs, ctx: Context) -> Verdict:
+    """Section 11: the leading form is (ln N)^4 ln ln N: the certificate at k = 4 proves nothing."""
+    return exact(inp.cert4.proves_polylog, False,
+                 detail="polylog_certificate(k = 4).proves_polylog")
+
+
+def thm4_leading_form(inp: Theorem4Inputs, ctx: Context) -> Verdict:
+    """Section 11: leading_sample_size_expr = 3397386240000 e^4 (ln N)^4 ln ln N at the default
+    constants, and 144 tau_c^2 P L_c (ln N)^2 ln ln N / (target - 4 eps_2NN)^2 with L_c = 3 for a
+    fixed d_e = 50 (relative gap at N = 2^20, the larger of the two)."""
+    P, Nv = inp.params, 2 ** 20
     L = math.log(Nv)
     hand = 3397386240000 * math.e ** 4 * L ** 4 * math.log(L)
-    got = float(leading_sample_size_expr(params, target).subs(sym_N, Nv).evalf(30))
-    fixed = dataclasses.replace(params, d_e=50)
+    got = float(leading_sample_size_expr(P, THM4_TARGET).subs(sym_N, Nv).evalf(30))
+    fixed = dataclasses.replace(P, d_e=50)
     q, D_e = fixed.q, fixed.d + (fixed.q + 1) * 50
     tau_c = 2 * math.e ** 2 * 4 * (fixed.r_a * fixed.r_w) ** 2 * q * fixed.C_x * fixed.d
-    P = fixed.m_g * (q * D_e + 2) + q * D_e ** 2
-    hand_fixed = 144 * tau_c ** 2 * P * 3 * L ** 2 * math.log(L) / (target - 4 * fixed.eps_2nn) ** 2
-    got_fixed = float(leading_sample_size_expr(fixed, target).subs(sym_N, Nv).evalf(30))
-    return abs(got - hand) <= 1e-12 * hand and abs(got_fixed - hand_fixed) <= 1e-12 * hand_fixed
+    P_fixed = fixed.m_g * (q * D_e + 2) + q * D_e ** 2
+    excess = THM4_TARGET - 4 * fixed.eps_2nn
+    hand_fixed = 144 * tau_c ** 2 * P_fixed * 3 * L ** 2 * math.log(L) / excess ** 2
+    got_fixed = float(leading_sample_size_expr(fixed, THM4_TARGET).subs(sym_N, Nv).evalf(30))
+    gap = max(abs(got / hand - 1), abs(got_fixed / hand_fixed - 1))
+    return at_most(gap, 1e-12, detail="leading_sample_size_expr against the hand forms at N = 2^20")
 
 
-def prefactor_given(params: Theorem4Params, points=THM4_AGREE_POINTS[:3]) -> bool:
-    """Theorem4Params with the prefactor given as sqrt(d/q) (Appendix A.1's default, docs/derivations/theorem4.md,
-    section 0) has the same bound as c = None, and c = 2 sqrt(d/q) a different one."""
-    c0 = math.sqrt(params.d / params.q)
-    given, doubled = dataclasses.replace(params, c=c0), dataclasses.replace(params, c=2 * c0)
-    return all(abs(theorem4_bound(nv, Nv, given).total - theorem4_bound(nv, Nv, params).total)
-               <= 1e-12 * theorem4_bound(nv, Nv, params).total
-               and theorem4_bound(nv, Nv, doubled).total != theorem4_bound(nv, Nv, params).total for nv, Nv in points)
+def _ffn_requirement(inp: Theorem4Inputs, ctx: Context) -> Theorem4Inputs:
+    """The same test on the FFN requirement n >= N d (Theorem 6): its sample size and its sympy
+    polylog degree (none)."""
+    d = inp.params.d
+    return replace(inp, sample_size=functools.partial(ffn_sample_size, d=d),
+                   degree=lambda: polylog_degree(ffn_sample_size_expr(d), sym_N))
 
 
-def _thm4(ctx: Context, bound=None) -> Outcome:
-    params = Theorem4Params.default()
-    cert = polylog_certificate(params, k=5)
-    out = _slopes_claim(lambda N: theorem4_sample_size(THM4_TARGET, N, params), "Theorem 4 n(N)",
-                        f"sympy: n = O(log^{cert.k} N)" if cert.proves_polylog else "sympy: no polylog certificate",
-                        cert.proves_polylog)
-    gap = thm4_agreement(params, bound=bound)
-    agree = gap <= THM4_AGREE_RTOL
-    # q + 2: c^2 (1 - mu) != 1 there; r_a = 2: K = r_a r_w != 1, so a K^2 slipped to 1/K^2 shows
-    maj_params = dataclasses.replace(params, q=params.q + 2, r_a=2.0, s=2.0)
-    maj_ratio, tail_gap = majorant_check(maj_params)
-    agree &= maj_ratio >= 1 and tail_gap <= THM4_AGREE_RTOL
-    lead = leading_constants(params)  # closed forms of section 11 against the certificate's sympy limits
-    fixed = dataclasses.replace(params, d_e=50)  # a fixed d_e: P is a constant, P_c = P itself
-    leading_ok = (sympy.simplify(cert.factors["tau/u"] - lead["tau_c"]) == 0
-                  and sympy.simplify(cert.factors["P/u^2"] - lead["P_c"]) == 0
-                  and sympy.simplify(majorant_terms(fixed)["P"] - leading_constants(fixed)["P_c"]) == 0)
-    cert4 = polylog_certificate(params, k=4)
-    sharp = not cert4.proves_polylog  # the leading form is (ln N)^4 ln ln N: k = 4 fails
-    # the Dudley factor limits of docs/derivations/theorem4.md (section 11): L/ln u -> 3 + (k - 1)/2 (L_A <= 3 ln u,
-    # L_n = ln(1 + sqrt(n / tau)) with n ~ u^k, tau ~ u), u^4 ln u / n -> 0 at k = 5 and oo at k = 4
-    factors_ok = (sympy.simplify(cert.factors["L/ln u"] - 5) == 0 and sympy.simplify(cert4.factors["L/ln u"]
-                                                                                      - sympy.Rational(9, 2)) == 0
-                  and cert.factors["u^4 ln u/n"] == 0 and cert4.factors["u^4 ln u/n"] == sympy.oo
-                  and sympy.simplify(cert.factors["tau/u"] - 64 * sympy.exp(2)) == 0 and cert.factors["P/u^2"] == 4608)
-    sharp &= factors_ok
-    record_ok = (thm4_record_consistent(dataclasses.replace(params, q=params.q + 2, r_a=2.0))
-                 and thm4_record_consistent(dataclasses.replace(params, C_x=1e-6, c=0.5, C_y=1e-3), THM4_RHO_POINTS))
-    search_ok, n_least = search_least(params)
-    # lim (ln N)^2 / (ln N)^k is finite from k = 2 on: polylog_degree's finite branch (the FFN's N d has none)
-    forms_ok = (leading_as_derived(params) and prefactor_given(params)
-                and polylog_degree(sympy.log(sym_N) ** 2, sym_N) == 2
-                and polylog_degree(sympy.log(sym_N) ** 3, sym_N, kmax=3) == 3)  # kmax itself is searched
-    agree &= leading_ok and sharp and record_ok and search_ok and forms_ok
-    return Outcome(measured=f"{out.measured}; numeric vs sympy bound rel gap {gap:.1e}; majorant/bound >= {maj_ratio:.2f}",
-                   bound=f"{out.bound}; gap <= {THM4_AGREE_RTOL:g}", holds=out.holds and agree,
-                   detail=f"{out.detail}; numeric theorem4_bound vs sympy bound_expr at (n, N) in "
-                          f"{list(THM4_AGREE_POINTS)}, at the default constants and at q = 4, s = C_y = r_a = 2 (and at N = 2 with C_x = 1e-6, c = 1/2, C_y = 1e-3: alpha = 0, the rho branch of A, the token branch of tau): largest relative gap {gap:.2e} (must be <= "
-                          f"{THM4_AGREE_RTOL:g}; value stays the slope ratio); the certificate's majorant (q = "
-                          f"{maj_params.q}, r_a = {maj_params.r_a:g}, s = {maj_params.s:g}) against the exact bound at {list(MAJORANT_POINTS)}: smallest ratio of a "
-                          f"majorant piece to its exact counterpart {maj_ratio:.6f} (>= 1), its tail, tau, L_n, split-logarithm (L_rho, L_c, L_alpha, L_de, L_rz) and estimation terms vs the derivation "
-                          f"{tail_gap:.1e}; leading constants tau_c = {lead['tau_c']}, P_c = {lead['P_c']} equal the "
-                          f"certificate's limits of tau/ln N and P/ln^2 N (and P_c = P for a fixed d_e = 50): "
-                          f"{leading_ok}; the certificate at k = 4 is inconclusive, as the leading form "
-                          f"(ln N)^4 ln ln N requires, and its factor limits are those derived (L/ln u -> 5 at k = 5, "
-                          f"9/2 at k = 4; tau/u -> 64 e^2, P/u^2 -> 4608; u^4 ln u / n -> 0, oo): {sharp}; the bound's record fields (alpha, r_qk, D_e, R, parameter "
-                          f"count, total; also at N = 2 with tiny tokens, alpha = 0) and its terms() dict equal their "
-                          f"definitions: {record_ok}; exact-arithmetic "
-                          f"search: n = {n_least} is the least n with bound <= {THM4_SEARCH[0]:g} at N = "
-                          f"{THM4_SEARCH[1]} (bound(n - 1) above; float search within one): {search_ok}; "
-                          f"leading_sample_size_expr = 3397386240000 e^4 (ln N)^4 ln ln N (fixed d_e = 50: 144 tau_c^2 P 3 "
-                          f"(ln N)^2 ln ln N / 0.06^2) and a given c = sqrt(d/q) "
-                          f"= the default c, polylog_degree((ln N)^2) = 2 and ((ln N)^3, kmax = 3) = 3: {forms_ok}; majorant_expr = the sum of "
-                          f"the majorant's terms (in the tail gap)",
-                   value=out.value, limit=out.limit)
-
-
-def _one_rademacher(nv: int, Nv: int, P: Theorem4Params) -> float:
-    """Theorem 4's bound with Rad in place of 2 Rad in the estimation term (a slip in the symmetrisation step)."""
+def _one_rademacher(nv: int, Nv: int, P) -> float:
+    """Theorem 4's bound with Rad in place of 2 Rad (a slip in the symmetrisation step)."""
     b = theorem4_bound(nv, Nv, P)
     return b.total - b.rademacher
 
 
-def _thm4_falsifier(ctx: Context) -> Outcome:
-    d = Theorem4Params.default().d
-    degree = polylog_degree(ffn_sample_size_expr(d), sym_N)
-    ffn = _slopes_claim(lambda N: ffn_sample_size(N, d), "FFN n >= N d",
-                        f"sympy: polylog degree {degree}", degree is not None)
-    gap = thm4_agreement(Theorem4Params.default(), bound=_one_rademacher)
-    return Outcome(measured=f"FFN: {ffn.measured}; Rad for 2 Rad: numeric vs sympy rel gap {gap:.1e}",
-                   bound=f"{ffn.bound}; gap <= {THM4_AGREE_RTOL:g}", holds=ffn.holds or gap <= THM4_AGREE_RTOL,
-                   value=ffn.value, limit=ffn.limit,
-                   detail=f"FFN requirement: {ffn.detail} | bound with Rad for 2 Rad against the sympy expression: "
-                          f"largest relative gap {gap:.2e}")
+def _rad_for_two_rad(inp: Theorem4Inputs, ctx: Context) -> Theorem4Inputs:
+    return replace(inp, bound=_one_rademacher)
 
 
 register(Claim(
-    id="thm-4", ref_seed="Thm 4 (Thm 10)", ref_conference="Thm 3 (Thm 10)",
-    statement=f"Transformer sample size for risk {THM4_TARGET} (explicit constants) grows polylogarithmically in N",
-    check=_thm4, falsifier=_thm4_falsifier,
-    falsifier_statement="the same test on the FFN requirement n >= N d (Theorem 6), and the numeric bound with Rad in "
-                        "place of 2 Rad against the sympy expression, must fail",
+    id="thm-4", ref=Ref("Thm 4 (Thm 10)", "Thm 3 (Thm 10)"),
+    statement=f"Transformer sample size for risk {THM4_TARGET} (explicit constants) grows "
+              f"polylogarithmically in N",
+    inputs=theorem4_inputs,
+    checks=[Check("log-log slope halves", thm4_slope_halves),
+            Check("slopes decrease", thm4_slopes_decrease),
+            Check("sympy polylog degree <= 5", thm4_polylog_degree),
+            Check("numeric bound = sympy bound", thm4_numeric_is_sympy),
+            Check("majorant dominates", thm4_majorant_dominates),
+            Check("majorant as derived", thm4_majorant_as_derived),
+            Check("leading constants = certificate limits", thm4_leading_constants),
+            Check("certificate factor limits", thm4_factor_limits),
+            Check("k = 4 inconclusive", thm4_degree_four_inconclusive),
+            Check("leading form as derived", thm4_leading_form)],
+    faults=[Fault("FFN requirement n >= N d", _ffn_requirement,
+                  breaks=("log-log slope halves", "sympy polylog degree <= 5")),
+            Fault("Rad in place of 2 Rad", _rad_for_two_rad,
+                  breaks=("numeric bound = sympy bound",))],
+    builds=(theorem4_sample_size, polylog_certificate),
+    bounds=(theorem4_bound, bound_expr, majorant_terms),
+    derivation="docs/derivations/theorem4.md",
 ))
