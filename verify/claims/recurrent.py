@@ -856,6 +856,30 @@ def _guarantees_edited(**edit):
     return apply
 
 
+def _gate_readout_halved(inp: Prop26Inputs, ctx: Context) -> Prop26Inputs:
+    """Layer 3 of every transition reads G = delta sum_k H_k (the factor 2 of Lemma 24 dropped
+    from the dense matrix), while the closed form keeps it: copies, the honest layers untouched."""
+    cases = []
+    for c in inp.cases:
+        tr = copy.copy(c.transition)
+        L = [dict(layer) for layer in c.transition.layers]
+        L[2]["W"] = L[2]["W"] / 2
+        tr._dense, tr._gate_readout = L, c.transition.layers_without_rectifier()[2]["W"] / 2
+        cases.append(replace(c, transition=tr))
+    return replace(inp, cases=tuple(cases))
+
+
+def _built_for_twice_eps(inp: Prop26Inputs, ctx: Context) -> Prop26Inputs:
+    """Every guarantee rebuilt for 2 eps (the accuracy asked for, doubled on its way to
+    build_transition): the knots are chosen for a budget twice the one asked."""
+    out = []
+    for label, g, omega in inp.guarantees:
+        tr = build_transition(omega, g.d, g.q, eps=2 * inp.eps, r_x=g.r_x, mu=g.mu,
+                              margin=g.margin)
+        out.append((label, tr.guarantee, omega))
+    return replace(inp, guarantees=tuple(out))
+
+
 P26_TARGET, P26_ZEROS, P26_GATE = (
     "target error <= eps",
     "exactly 0 off target",
@@ -908,6 +932,31 @@ register(
                 "eps certified 1.5 times too small",
                 _guarantees_edited(eps=lambda g: g.eps / 1.5),
                 breaks=(P26_BUDGET["eps"],),
+            ),
+            Fault("layer 3 reads delta sum_k H_k (factor 2 dropped)", _gate_readout_halved,
+                  breaks=(P26_DENSE,)),
+            Fault("built for twice the eps asked", _built_for_twice_eps, breaks=(P26_ASKED,)),
+            Fault(
+                "product error h^2/4 (the square's, not the product's)",
+                _guarantees_edited(product_error=lambda g: 4 * g.product_error),
+                breaks=(P26_BUDGET["product_error"],),
+            ),
+            Fault(
+                "delta_1 without its d_e factor",
+                _guarantees_edited(inner_product_error=lambda g: g.inner_product_error / g.d_e),
+                breaks=(P26_BUDGET["inner_product_error"],),
+            ),
+            Fault(
+                "excess without its max(0, .)",
+                _guarantees_edited(
+                    non_target_excess=lambda g: g.mu + g.inner_product_error - 0.5 + g.margin
+                ),
+                breaks=(P26_BUDGET["non_target_excess"],),
+            ),
+            Fault(
+                "threshold r_x min(2e, 2e + delta)",
+                _guarantees_edited(threshold=lambda g: 2 * g.r_x * g.non_target_excess),
+                breaks=(P26_BUDGET["threshold"],),
             ),
             Fault(
                 "one gate knot fewer",

@@ -111,6 +111,36 @@ def test_prop26_budget_faults_break_only_their_step(inputs):
     assert not run("prop-26", "knots as derived", fewer).holds
 
 
+def test_prop26_budget_slips_break_their_step_and_leave_the_record_alone(inputs):
+    """Each slip of the error budget (docs/derivations/rnn-transition.md, section 4) fails its
+    own step only; the honest guarantees are not edited."""
+    inp = inputs("prop-26")
+    slips = {
+        "product error h^2/4 (the square's, not the product's)": "product error = h^2/16",
+        "delta_1 without its d_e factor": "delta_1 = d_e h^2/16",
+        "excess without its max(0, .)": "excess as derived",
+        "threshold r_x min(2e, 2e + delta)": "b = r_x min(4e, 2e + delta)",
+    }
+    for fault, step in slips.items():
+        slip = broken("prop-26", fault, inp)
+        assert not run("prop-26", step, slip).holds, fault
+        assert run("prop-26", "eps = b + r_x delta + 2 r_x (delta_1 + nu)", slip).holds, fault
+    assert run("prop-26", "b = r_x min(4e, 2e + delta)", inp).holds
+
+
+def test_prop26_dense_slip_and_eps_doubled(inputs):
+    """A factor 2 dropped from the dense layer 3 separates it from the closed form (the honest
+    transitions keep theirs); a transition built for 2 eps certifies more than asked."""
+    inp = inputs("prop-26")
+    half = broken("prop-26", "layer 3 reads delta sum_k H_k (factor 2 dropped)", inp)
+    assert all(c.transition is not h.transition for c, h in zip(inp.cases, half.cases))
+    assert run("prop-26", "dense layers = closed form", half).measured > 0.1
+    assert run("prop-26", "dense layers = closed form", inp).holds
+    v = run("prop-26", "certified eps <= asked", broken("prop-26", "built for twice the eps asked",
+                                                        inp))
+    assert not v.holds and v.measured > 1.5 * v.bound
+
+
 def test_prop26_thresholds_too_low_and_too_high(inputs):
     inp = inputs("prop-26")
     low = broken("prop-26", "threshold b / 8", inp)
