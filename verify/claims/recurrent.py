@@ -1116,6 +1116,43 @@ def _r_h_halved(inp: Cor27Inputs, ctx: Context) -> Cor27Inputs:
     return replace(inp, cases=(_evaluated(f"{c.label}, r_h = {rnn.r_h:.3g}", rnn, c.x, c.t),))
 
 
+def _inclusive_scan(inp: Cor27Inputs, ctx: Context) -> Cor27Inputs:
+    """States by inclusive prefix sums (an index off by one: h_fwd_i has read z_i, h_bwd_i too):
+    at i = t_l the state already holds x_{t_l}, where Cor 27 says it is exactly 0."""
+    cases = []
+    for c in inp.cases:
+        st = replace(c.states, h_fwd=c.states.h_fwd + c.states.direct,
+                     h_bwd=c.states.h_bwd + c.states.direct)
+        cases.append(replace(c, states=st))
+    return replace(inp, cases=tuple(cases))
+
+
+def _built_for_twice_eps_c27(inp: Cor27Inputs, ctx: Context) -> Cor27Inputs:
+    """The first RNN rebuilt for 2 eps (the accuracy asked for, doubled on its way to
+    build_rnn), its states evaluated again."""
+    c = inp.cases[0]
+    g = c.rnn.guarantee
+    rnn = build_rnn(c.rnn.omega, c.rnn.d, c.rnn.g_net, eps=2 * inp.eps, r_x=g.r_x, mu=g.mu)
+    return replace(inp, cases=(_evaluated(f"{c.label}, eps = {2 * inp.eps:g}", rnn, c.x, c.t),))
+
+
+def _bands_from_zero(module, tr):
+    """A copy of the loop module whose transitions' layer-2 offsets are beta_k + M/2: the bands
+    start at tau_k = k delta (the 1/2 of tau_k = 1/2 + k delta dropped), so the gate opens at
+    every pair with 0 < <omega_i, omega_t> <= mu."""
+    out = copy.deepcopy(module)
+    with torch.no_grad():
+        for seq in (out.f_fwd, out.f_bwd):
+            layer2 = [m for m in seq if isinstance(m, torch.nn.Linear)][1]
+            layer2.bias += tr.bands.M / 2
+    return out
+
+
+def _module_bands_from_zero_c27(inp: Cor27Inputs, ctx: Context) -> Cor27Inputs:
+    """The loop module with its gate bands from 0 (see :func:`_bands_from_zero`)."""
+    return replace(inp, module=_bands_from_zero(inp.module, inp.cases[0].rnn.transition))
+
+
 C27_ERR, C27_ZERO, C27_PROJ = (
     "state error <= eps at every N",
     "exactly 0 off target",
@@ -1143,7 +1180,14 @@ register(
             Check(C27_LOOP, module_states_equal_scan),
             Check(C27_LOOP0, module_zeros_equal_scan),
         ],
-        faults=[Fault("r_h = sqrt(q) r_x / 2", _r_h_halved, breaks=(C27_ERR, C27_PROJ))],
+        faults=[
+            Fault("r_h = sqrt(q) r_x / 2", _r_h_halved, breaks=(C27_ERR, C27_PROJ)),
+            Fault("inclusive prefix sums (index off by one)", _inclusive_scan,
+                  breaks=(C27_ZERO, C27_ERR)),
+            Fault("built for twice the eps asked", _built_for_twice_eps_c27, breaks=(C27_ASKED,)),
+            Fault("module gate bands from 0, not 1/2", _module_bands_from_zero_c27,
+                  breaks=(C27_LOOP, C27_LOOP0)),
+        ],
         builds=(build_rnn,),
         bounds=(build_rnn,),
         derivation="docs/derivations/rnn-transition.md",

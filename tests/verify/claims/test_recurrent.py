@@ -170,6 +170,29 @@ def test_cor27_small_r_h_clips_the_states(inputs):
     assert run("cor-27", "projection inactive", small).measured > 0
 
 
+def test_cor27_off_by_one_scan_and_eps_doubled(inputs):
+    """Inclusive prefix sums put x_{t_l} into the state at i = t_l, where it must be 0; an RNN
+    built for 2 eps certifies more than asked."""
+    inp = inputs("cor-27")
+    incl = broken("cor-27", "inclusive prefix sums (index off by one)", inp)
+    assert run("cor-27", "exactly 0 off target", incl).measured > 0
+    assert not run("cor-27", "state error <= eps at every N", incl).holds
+    assert run("cor-27", "exactly 0 off target", inp).holds
+    twice = broken("cor-27", "built for twice the eps asked", inp)
+    v = run("cor-27", "certified eps <= asked", twice)
+    assert not v.holds and v.measured > 1.5 * v.bound
+
+
+def test_cor27_perturbed_module_is_a_copy(inputs):
+    """Gate bands from 0 in the loop module: it leaves the scan, its zeros move, and the honest
+    module keeps its weights."""
+    inp = inputs("cor-27")
+    early = broken("cor-27", "module gate bands from 0, not 1/2", inp)
+    assert early.module is not inp.module
+    assert run("cor-27", "module zeros = scan zeros", early).measured > 0
+    assert run("cor-27", "module loop = scan", inp).holds
+
+
 # ---------------------------------------------------------------------- prop-28
 
 
