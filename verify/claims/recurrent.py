@@ -1526,14 +1526,54 @@ def _without_direct_term(state: dict, c) -> dict:
     return state
 
 
-def _lipschitz_doubled(inp: Prop28Inputs, ctx: Context) -> Prop28Inputs:
-    """Each guarantee records twice the Lipschitz constant of g."""
-    cases = []
-    for c in inp.cases:
-        rnn = copy.copy(c.rnn)
-        rnn.guarantee = replace(rnn.guarantee, lipschitz=2 * rnn.guarantee.lipschitz)
-        cases.append(replace(c, rnn=rnn))
-    return replace(inp, cases=tuple(cases))
+def _saved_in_float32(state: dict, c) -> dict:
+    """Every layer of the file written in float32 (read back in float64, the digits lost)."""
+    for key in ("forward_transition", "backward_transition", "output"):
+        state[key] = [{k: v.float().double() for k, v in L.items()} for L in state[key]]
+    return state
+
+
+def _rnns_edited(edit):
+    """Each case's construction copied and ``edit``ed (a slip in its record or radius)."""
+
+    def apply(inp: Prop28Inputs, ctx: Context) -> Prop28Inputs:
+        cases = []
+        for c in inp.cases:
+            rnn = copy.copy(c.rnn)
+            edit(rnn)
+            cases.append(replace(c, rnn=rnn))
+        return replace(inp, cases=tuple(cases))
+
+    return apply
+
+
+def _lipschitz_doubled(rnn) -> None:
+    """The guarantee records twice the Lipschitz constant of g."""
+    rnn.guarantee = replace(rnn.guarantee, lipschitz=2 * rnn.guarantee.lipschitz)
+
+
+def _bound_at_asked_eps(rnn) -> None:
+    """The guarantee's bound Lip sqrt(qd) eps taken at the eps asked, not the certified one."""
+    g, tg = rnn.guarantee, rnn.transition.guarantee
+    rnn.guarantee = replace(g, prediction_error=g.lipschitz * math.sqrt(tg.q * tg.d)
+                            * tg.eps_requested)
+
+
+def _r_h_without_eps(rnn) -> None:
+    """r_h = sqrt(q) r_x: the sqrt(d) eps of Cor 27's radius dropped."""
+    rnn.r_h = math.sqrt(rnn.q) * rnn.guarantee.r_x
+
+
+def _module_bands_from_zero_p28(inp: Prop28Inputs, ctx: Context) -> Prop28Inputs:
+    """The loop module with its gate bands from 0 (see :func:`_bands_from_zero`)."""
+    return replace(inp, module=_bands_from_zero(inp.module, inp.cases[0].rnn.transition))
+
+
+def _cli_for_twice_eps(inp: Prop28Inputs, ctx: Context) -> Prop28Inputs:
+    """The `qstr construct rnn` construction built for 2 eps (its --eps doubled)."""
+    N, d, q, eps = P28_CLI
+    c, _ = build_rnn_for_cli(N, d, q, eps=2 * eps, seed=ctx.seed)
+    return replace(inp, cli=replace(inp.cli, rnn=c))
 
 
 P28_ERR = "|y_hat - g(x_t)| <= Lip sqrt(qd) eps"
@@ -1583,9 +1623,15 @@ register(
                 _saved_edited(_without_direct_term),
                 breaks=(P28_PLAIN,),
             ),
-            Fault(
-                "Lipschitz constant doubled in the guarantee", _lipschitz_doubled, breaks=(P28_LIP,)
-            ),
+            Fault("saved in float32", _saved_edited(_saved_in_float32), breaks=(P28_SAVED,)),
+            Fault("module gate bands from 0, not 1/2", _module_bands_from_zero_p28,
+                  breaks=(P28_LOOP,)),
+            Fault("CLI built for twice the eps asked", _cli_for_twice_eps, breaks=(P28_ASKED,)),
+            Fault("Lipschitz constant doubled in the guarantee", _rnns_edited(_lipschitz_doubled),
+                  breaks=(P28_LIP,)),
+            Fault("bound at the eps asked, not the certified", _rnns_edited(_bound_at_asked_eps),
+                  breaks=(P28_BOUND,)),
+            Fault("r_h without sqrt(d) eps", _rnns_edited(_r_h_without_eps), breaks=(P28_RH,)),
         ],
         builds=(build_rnn, rnn_state, build_rnn_for_cli),
         bounds=(prediction_bound, net_lipschitz, state_radius),

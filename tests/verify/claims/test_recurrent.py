@@ -237,3 +237,31 @@ def test_prop28_faults(inputs):
     assert run(
         "prop-28", "plain recurrence on the file = scan", inp
     ).holds  # honest inputs untouched
+
+
+def test_prop28_perturbed_module_and_file_are_copies(inputs):
+    """Gate bands from 0 in the loop module and a file saved in float32 leave the scan; the
+    honest module and file keep their weights."""
+    inp = inputs("prop-28")
+    early = broken("prop-28", "module gate bands from 0, not 1/2", inp)
+    assert early.module is not inp.module
+    assert run("prop-28", "module = scan", early).measured > 1e-3
+    f32 = broken("prop-28", "saved in float32", inp)
+    assert f32.cases[0].state is not inp.cases[0].state
+    assert not run("prop-28", "reloaded files = scan", f32).holds
+    assert run("prop-28", "module = scan", inp).holds
+    assert run("prop-28", "reloaded files = scan", inp).holds
+
+
+def test_prop28_record_slips(inputs):
+    """The bound at the asked eps, r_h without sqrt(d) eps and a CLI built for 2 eps each fail
+    their check; the honest constructions keep their records."""
+    inp = inputs("prop-28")
+    slips = {
+        "bound at the eps asked, not the certified": "bound = Lip sqrt(qd) eps",
+        "r_h without sqrt(d) eps": "r_h = sqrt(q)(r_x + sqrt(d) eps)",
+        "CLI built for twice the eps asked": "certified eps <= asked",
+    }
+    for fault, check in slips.items():
+        assert not run("prop-28", check, broken("prop-28", fault, inp)).holds, fault
+        assert run("prop-28", check, inp).holds, check
