@@ -856,6 +856,30 @@ def _guarantees_edited(**edit):
     return apply
 
 
+def _gate_readout_halved(inp: Prop26Inputs, ctx: Context) -> Prop26Inputs:
+    """Layer 3 of every transition reads G = delta sum_k H_k (the factor 2 of Lemma 24 dropped
+    from the dense matrix), while the closed form keeps it: copies, the honest layers untouched."""
+    cases = []
+    for c in inp.cases:
+        tr = copy.copy(c.transition)
+        L = [dict(layer) for layer in c.transition.layers]
+        L[2]["W"] = L[2]["W"] / 2
+        tr._dense, tr._gate_readout = L, c.transition.layers_without_rectifier()[2]["W"] / 2
+        cases.append(replace(c, transition=tr))
+    return replace(inp, cases=tuple(cases))
+
+
+def _built_for_twice_eps(inp: Prop26Inputs, ctx: Context) -> Prop26Inputs:
+    """Every guarantee rebuilt for 2 eps (the accuracy asked for, doubled on its way to
+    build_transition): the knots are chosen for a budget twice the one asked."""
+    out = []
+    for label, g, omega in inp.guarantees:
+        tr = build_transition(omega, g.d, g.q, eps=2 * inp.eps, r_x=g.r_x, mu=g.mu,
+                              margin=g.margin)
+        out.append((label, tr.guarantee, omega))
+    return replace(inp, guarantees=tuple(out))
+
+
 P26_TARGET, P26_ZEROS, P26_GATE = (
     "target error <= eps",
     "exactly 0 off target",
@@ -908,6 +932,31 @@ register(
                 "eps certified 1.5 times too small",
                 _guarantees_edited(eps=lambda g: g.eps / 1.5),
                 breaks=(P26_BUDGET["eps"],),
+            ),
+            Fault("layer 3 reads delta sum_k H_k (factor 2 dropped)", _gate_readout_halved,
+                  breaks=(P26_DENSE,)),
+            Fault("built for twice the eps asked", _built_for_twice_eps, breaks=(P26_ASKED,)),
+            Fault(
+                "product error h^2/4 (the square's, not the product's)",
+                _guarantees_edited(product_error=lambda g: 4 * g.product_error),
+                breaks=(P26_BUDGET["product_error"],),
+            ),
+            Fault(
+                "delta_1 without its d_e factor",
+                _guarantees_edited(inner_product_error=lambda g: g.inner_product_error / g.d_e),
+                breaks=(P26_BUDGET["inner_product_error"],),
+            ),
+            Fault(
+                "excess without its max(0, .)",
+                _guarantees_edited(
+                    non_target_excess=lambda g: g.mu + g.inner_product_error - 0.5 + g.margin
+                ),
+                breaks=(P26_BUDGET["non_target_excess"],),
+            ),
+            Fault(
+                "threshold r_x min(2e, 2e + delta)",
+                _guarantees_edited(threshold=lambda g: 2 * g.r_x * g.non_target_excess),
+                breaks=(P26_BUDGET["threshold"],),
             ),
             Fault(
                 "one gate knot fewer",
@@ -1067,6 +1116,44 @@ def _r_h_halved(inp: Cor27Inputs, ctx: Context) -> Cor27Inputs:
     return replace(inp, cases=(_evaluated(f"{c.label}, r_h = {rnn.r_h:.3g}", rnn, c.x, c.t),))
 
 
+def _inclusive_scan(inp: Cor27Inputs, ctx: Context) -> Cor27Inputs:
+    """States by inclusive prefix sums (an index off by one: h_fwd_i has read z_i, h_bwd_i too):
+    at i = t_l the state already holds x_{t_l}, where Cor 27 says it is exactly 0 (the cases
+    up to N = 1000: the slip does not depend on N)."""
+    cases = []
+    for c in inp.cases[:2]:
+        st = replace(c.states, h_fwd=c.states.h_fwd + c.states.direct,
+                     h_bwd=c.states.h_bwd + c.states.direct)
+        cases.append(replace(c, states=st))
+    return replace(inp, cases=tuple(cases))
+
+
+def _built_for_twice_eps_c27(inp: Cor27Inputs, ctx: Context) -> Cor27Inputs:
+    """The first RNN rebuilt for 2 eps (the accuracy asked for, doubled on its way to
+    build_rnn), its states evaluated again."""
+    c = inp.cases[0]
+    g = c.rnn.guarantee
+    rnn = build_rnn(c.rnn.omega, c.rnn.d, c.rnn.g_net, eps=2 * inp.eps, r_x=g.r_x, mu=g.mu)
+    return replace(inp, cases=(_evaluated(f"{c.label}, eps = {2 * inp.eps:g}", rnn, c.x, c.t),))
+
+
+def _bands_from_zero(module, tr):
+    """A copy of the loop module whose transitions' layer-2 offsets are beta_k + M/2: the bands
+    start at tau_k = k delta (the 1/2 of tau_k = 1/2 + k delta dropped), so the gate opens at
+    every pair with 0 < <omega_i, omega_t> <= mu."""
+    out = copy.deepcopy(module)
+    with torch.no_grad():
+        for seq in (out.f_fwd, out.f_bwd):
+            layer2 = [m for m in seq if isinstance(m, torch.nn.Linear)][1]
+            layer2.bias += tr.bands.M / 2
+    return out
+
+
+def _module_bands_from_zero_c27(inp: Cor27Inputs, ctx: Context) -> Cor27Inputs:
+    """The loop module with its gate bands from 0 (see :func:`_bands_from_zero`)."""
+    return replace(inp, module=_bands_from_zero(inp.module, inp.cases[0].rnn.transition))
+
+
 C27_ERR, C27_ZERO, C27_PROJ = (
     "state error <= eps at every N",
     "exactly 0 off target",
@@ -1094,7 +1181,14 @@ register(
             Check(C27_LOOP, module_states_equal_scan),
             Check(C27_LOOP0, module_zeros_equal_scan),
         ],
-        faults=[Fault("r_h = sqrt(q) r_x / 2", _r_h_halved, breaks=(C27_ERR, C27_PROJ))],
+        faults=[
+            Fault("r_h = sqrt(q) r_x / 2", _r_h_halved, breaks=(C27_ERR, C27_PROJ)),
+            Fault("inclusive prefix sums (index off by one)", _inclusive_scan,
+                  breaks=(C27_ZERO, C27_ERR)),
+            Fault("built for twice the eps asked", _built_for_twice_eps_c27, breaks=(C27_ASKED,)),
+            Fault("module gate bands from 0, not 1/2", _module_bands_from_zero_c27,
+                  breaks=(C27_LOOP, C27_LOOP0)),
+        ],
         builds=(build_rnn,),
         bounds=(build_rnn,),
         derivation="docs/derivations/rnn-transition.md",
@@ -1432,14 +1526,54 @@ def _without_direct_term(state: dict, c) -> dict:
     return state
 
 
-def _lipschitz_doubled(inp: Prop28Inputs, ctx: Context) -> Prop28Inputs:
-    """Each guarantee records twice the Lipschitz constant of g."""
-    cases = []
-    for c in inp.cases:
-        rnn = copy.copy(c.rnn)
-        rnn.guarantee = replace(rnn.guarantee, lipschitz=2 * rnn.guarantee.lipschitz)
-        cases.append(replace(c, rnn=rnn))
-    return replace(inp, cases=tuple(cases))
+def _saved_in_float32(state: dict, c) -> dict:
+    """Every layer of the file written in float32 (read back in float64, the digits lost)."""
+    for key in ("forward_transition", "backward_transition", "output"):
+        state[key] = [{k: v.float().double() for k, v in L.items()} for L in state[key]]
+    return state
+
+
+def _rnns_edited(edit):
+    """Each case's construction copied and ``edit``ed (a slip in its record or radius)."""
+
+    def apply(inp: Prop28Inputs, ctx: Context) -> Prop28Inputs:
+        cases = []
+        for c in inp.cases:
+            rnn = copy.copy(c.rnn)
+            edit(rnn)
+            cases.append(replace(c, rnn=rnn))
+        return replace(inp, cases=tuple(cases))
+
+    return apply
+
+
+def _lipschitz_doubled(rnn) -> None:
+    """The guarantee records twice the Lipschitz constant of g."""
+    rnn.guarantee = replace(rnn.guarantee, lipschitz=2 * rnn.guarantee.lipschitz)
+
+
+def _bound_at_asked_eps(rnn) -> None:
+    """The guarantee's bound Lip sqrt(qd) eps taken at the eps asked, not the certified one."""
+    g, tg = rnn.guarantee, rnn.transition.guarantee
+    rnn.guarantee = replace(g, prediction_error=g.lipschitz * math.sqrt(tg.q * tg.d)
+                            * tg.eps_requested)
+
+
+def _r_h_without_eps(rnn) -> None:
+    """r_h = sqrt(q) r_x: the sqrt(d) eps of Cor 27's radius dropped."""
+    rnn.r_h = math.sqrt(rnn.q) * rnn.guarantee.r_x
+
+
+def _module_bands_from_zero_p28(inp: Prop28Inputs, ctx: Context) -> Prop28Inputs:
+    """The loop module with its gate bands from 0 (see :func:`_bands_from_zero`)."""
+    return replace(inp, module=_bands_from_zero(inp.module, inp.cases[0].rnn.transition))
+
+
+def _cli_for_twice_eps(inp: Prop28Inputs, ctx: Context) -> Prop28Inputs:
+    """The `qstr construct rnn` construction built for 2 eps (its --eps doubled)."""
+    N, d, q, eps = P28_CLI
+    c, _ = build_rnn_for_cli(N, d, q, eps=2 * eps, seed=ctx.seed)
+    return replace(inp, cli=replace(inp.cli, rnn=c))
 
 
 P28_ERR = "|y_hat - g(x_t)| <= Lip sqrt(qd) eps"
@@ -1489,9 +1623,15 @@ register(
                 _saved_edited(_without_direct_term),
                 breaks=(P28_PLAIN,),
             ),
-            Fault(
-                "Lipschitz constant doubled in the guarantee", _lipschitz_doubled, breaks=(P28_LIP,)
-            ),
+            Fault("saved in float32", _saved_edited(_saved_in_float32), breaks=(P28_SAVED,)),
+            Fault("module gate bands from 0, not 1/2", _module_bands_from_zero_p28,
+                  breaks=(P28_LOOP,)),
+            Fault("CLI built for twice the eps asked", _cli_for_twice_eps, breaks=(P28_ASKED,)),
+            Fault("Lipschitz constant doubled in the guarantee", _rnns_edited(_lipschitz_doubled),
+                  breaks=(P28_LIP,)),
+            Fault("bound at the eps asked, not the certified", _rnns_edited(_bound_at_asked_eps),
+                  breaks=(P28_BOUND,)),
+            Fault("r_h without sqrt(d) eps", _rnns_edited(_r_h_without_eps), breaks=(P28_RH,)),
         ],
         builds=(build_rnn, rnn_state, build_rnn_for_cli),
         bounds=(prediction_bound, net_lipschitz, state_radius),

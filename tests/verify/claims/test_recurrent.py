@@ -111,6 +111,36 @@ def test_prop26_budget_faults_break_only_their_step(inputs):
     assert not run("prop-26", "knots as derived", fewer).holds
 
 
+def test_prop26_budget_slips_break_their_step_and_leave_the_record_alone(inputs):
+    """Each slip of the error budget (docs/derivations/rnn-transition.md, section 4) fails its
+    own step only; the honest guarantees are not edited."""
+    inp = inputs("prop-26")
+    slips = {
+        "product error h^2/4 (the square's, not the product's)": "product error = h^2/16",
+        "delta_1 without its d_e factor": "delta_1 = d_e h^2/16",
+        "excess without its max(0, .)": "excess as derived",
+        "threshold r_x min(2e, 2e + delta)": "b = r_x min(4e, 2e + delta)",
+    }
+    for fault, step in slips.items():
+        slip = broken("prop-26", fault, inp)
+        assert not run("prop-26", step, slip).holds, fault
+        assert run("prop-26", "eps = b + r_x delta + 2 r_x (delta_1 + nu)", slip).holds, fault
+    assert run("prop-26", "b = r_x min(4e, 2e + delta)", inp).holds
+
+
+def test_prop26_dense_slip_and_eps_doubled(inputs):
+    """A factor 2 dropped from the dense layer 3 separates it from the closed form (the honest
+    transitions keep theirs); a transition built for 2 eps certifies more than asked."""
+    inp = inputs("prop-26")
+    half = broken("prop-26", "layer 3 reads delta sum_k H_k (factor 2 dropped)", inp)
+    assert all(c.transition is not h.transition for c, h in zip(inp.cases, half.cases))
+    assert run("prop-26", "dense layers = closed form", half).measured > 0.1
+    assert run("prop-26", "dense layers = closed form", inp).holds
+    v = run("prop-26", "certified eps <= asked", broken("prop-26", "built for twice the eps asked",
+                                                        inp))
+    assert not v.holds and v.measured > 1.5 * v.bound
+
+
 def test_prop26_thresholds_too_low_and_too_high(inputs):
     inp = inputs("prop-26")
     low = broken("prop-26", "threshold b / 8", inp)
@@ -138,6 +168,29 @@ def test_cor27_small_r_h_clips_the_states(inputs):
     v = run("cor-27", "state error <= eps at every N", small)
     assert not v.holds and v.measured > 10 * v.bound
     assert run("cor-27", "projection inactive", small).measured > 0
+
+
+def test_cor27_off_by_one_scan_and_eps_doubled(inputs):
+    """Inclusive prefix sums put x_{t_l} into the state at i = t_l, where it must be 0; an RNN
+    built for 2 eps certifies more than asked."""
+    inp = inputs("cor-27")
+    incl = broken("cor-27", "inclusive prefix sums (index off by one)", inp)
+    assert run("cor-27", "exactly 0 off target", incl).measured > 0
+    assert not run("cor-27", "state error <= eps at every N", incl).holds
+    assert run("cor-27", "exactly 0 off target", inp).holds
+    twice = broken("cor-27", "built for twice the eps asked", inp)
+    v = run("cor-27", "certified eps <= asked", twice)
+    assert not v.holds and v.measured > 1.5 * v.bound
+
+
+def test_cor27_perturbed_module_is_a_copy(inputs):
+    """Gate bands from 0 in the loop module: it leaves the scan, its zeros move, and the honest
+    module keeps its weights."""
+    inp = inputs("cor-27")
+    early = broken("cor-27", "module gate bands from 0, not 1/2", inp)
+    assert early.module is not inp.module
+    assert run("cor-27", "module zeros = scan zeros", early).measured > 0
+    assert run("cor-27", "module loop = scan", inp).holds
 
 
 # ---------------------------------------------------------------------- prop-28
@@ -184,3 +237,31 @@ def test_prop28_faults(inputs):
     assert run(
         "prop-28", "plain recurrence on the file = scan", inp
     ).holds  # honest inputs untouched
+
+
+def test_prop28_perturbed_module_and_file_are_copies(inputs):
+    """Gate bands from 0 in the loop module and a file saved in float32 leave the scan; the
+    honest module and file keep their weights."""
+    inp = inputs("prop-28")
+    early = broken("prop-28", "module gate bands from 0, not 1/2", inp)
+    assert early.module is not inp.module
+    assert run("prop-28", "module = scan", early).measured > 1e-3
+    f32 = broken("prop-28", "saved in float32", inp)
+    assert f32.cases[0].state is not inp.cases[0].state
+    assert not run("prop-28", "reloaded files = scan", f32).holds
+    assert run("prop-28", "module = scan", inp).holds
+    assert run("prop-28", "reloaded files = scan", inp).holds
+
+
+def test_prop28_record_slips(inputs):
+    """The bound at the asked eps, r_h without sqrt(d) eps and a CLI built for 2 eps each fail
+    their check; the honest constructions keep their records."""
+    inp = inputs("prop-28")
+    slips = {
+        "bound at the eps asked, not the certified": "bound = Lip sqrt(qd) eps",
+        "r_h without sqrt(d) eps": "r_h = sqrt(q)(r_x + sqrt(d) eps)",
+        "CLI built for twice the eps asked": "certified eps <= asked",
+    }
+    for fault, check in slips.items():
+        assert not run("prop-28", check, broken("prop-28", fault, inp)).holds, fault
+        assert run("prop-28", check, inp).holds, check
