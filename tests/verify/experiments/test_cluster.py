@@ -8,6 +8,7 @@ import _thread
 import collections
 import contextlib
 import json
+import math
 import os
 import signal
 import socket
@@ -42,6 +43,20 @@ def lines(path):
 
 def ids(path):
     return [json.loads(line)["point_id"] for line in lines(path)]
+
+
+def _rows_close(a: dict, b: dict) -> bool:
+    """Rows equal field by field, floats to a relative 1e-12 (the order of a batched sum)."""
+    def close(x, y):
+        if isinstance(x, float) and isinstance(y, float):
+            return math.isclose(x, y, rel_tol=1e-12, abs_tol=1e-300)
+        if isinstance(x, dict) and isinstance(y, dict):
+            return x.keys() == y.keys() and all(close(x[k], y[k]) for k in x)
+        if isinstance(x, list) and isinstance(y, list):
+            return len(x) == len(y) and all(close(u, v) for u, v in zip(x, y))
+        return x == y
+    assert close(a, b), (a, b)
+    return True
 
 
 def stable(row):
@@ -130,7 +145,8 @@ def test_a_worker_killed_mid_run_loses_no_point_and_retrains_only_the_unfinished
     late = pts[1].point_id
     assert got[late]["stack_size"] == 1 and one[late]["stack_size"] == 2  # re-run alone / stacked in-process
     same = lambda rows: {k: dict(stable(r), stack_size=None) for k, r in rows.items()}  # noqa: E731
-    assert same(got) == same(one)
+    # a stack of one and a stack of two batch their products differently: floats agree to rounding
+    assert _rows_close(same(got), same(one))
 
 
 @pytest.fixture
