@@ -103,6 +103,13 @@ class Lemma37Inputs:
     replay_x: torch.Tensor  # (T, n, D): the draws lemma37_events makes, replayed
     replay_v: torch.Tensor  # (T, D)
     derived_gaps: Callable  # the certified gaps as derived (gaps_as_derived)
+    union_bound: Callable[[int, float], float]  # C(n, 2) eps / sqrt(pi)
+
+
+def lemma37_union_bound(n: int, eps: float) -> float:
+    """Lemma 37, steps 1-3: P(some |z_i - z_j| < eps) <= C(n, 2) 2 eps / sqrt(4 pi), the density
+    of z_i - z_j ~ N(0, 2) being at most 1 / sqrt(4 pi) (docs/derivations/interpolation.md)."""
+    return math.comb(n, 2) * eps / math.sqrt(math.pi)
 
 
 def lemma37_inputs(ctx: Context) -> Lemma37Inputs:
@@ -121,8 +128,9 @@ def lemma37_inputs(ctx: Context) -> Lemma37Inputs:
     g = ctx.generator("lemma-37/replay", device=ctx.device)
     rx = torch.randn(L37_REPLAY, n, L37_D, generator=g, **kw)
     rv = torch.randn(L37_REPLAY, L37_D, generator=g, **kw)
+    rv = rv / rv.norm(dim=1, keepdim=True)
     return Lemma37Inputs(
-        n, trials, gap_threshold, x, sd, rx, rv / rv.norm(dim=1, keepdim=True), gaps_as_derived
+        n, trials, gap_threshold, x, sd, rx, rv, gaps_as_derived, lemma37_union_bound
     )
 
 
@@ -158,7 +166,7 @@ def lemma37_union(inp: Lemma37Inputs, ctx: Context) -> Verdict:
     """Lemma 37, steps 1-3: P(some gap < eps) is at most the union bound C(n, 2) eps / sqrt(pi)."""
     ev = _lemma37_events(inp, ctx)
     lo, _ = clopper_pearson(ev.trials - ev.gap_ok, ev.trials)
-    union = math.comb(inp.n, 2) * ev.threshold / math.sqrt(math.pi)
+    union = inp.union_bound(inp.n, ev.threshold)
     return at_most(
         lo,
         union,
@@ -250,6 +258,33 @@ def _tenfold_threshold(inp: Lemma37Inputs, ctx: Context) -> Lemma37Inputs:
     return replace(inp, threshold=lambda n: 10 * gap_threshold(n))
 
 
+def _one_sided_union(inp: Lemma37Inputs, ctx: Context) -> Lemma37Inputs:
+    """The union bound with P(|z_i - z_j| < eps) taken one-sided: C(n, 2) eps / (2 sqrt(pi))."""
+    return replace(inp, union_bound=lambda n, eps: lemma37_union_bound(n, eps) / 2)
+
+
+def _repeated_point(inp: Lemma37Inputs, ctx: Context) -> Lemma37Inputs:
+    """The sample filled off by one index: x_1 written where x_0 was meant (a repeated point)."""
+    x = inp.sample.clone()
+    x[1] = x[0]
+    return replace(inp, sample=x)
+
+
+def _direction_unnormalised(inp: Lemma37Inputs, ctx: Context) -> Lemma37Inputs:
+    """The direction v a raw Gaussian (norm ~ sqrt(D)): v scaled by sqrt(D)."""
+    v = inp.direction.v * math.sqrt(L37_D)
+    return replace(inp, direction=replace(inp.direction, v=v))
+
+
+def _replay_unnormalised(inp: Lemma37Inputs, ctx: Context) -> Lemma37Inputs:
+    """The replay batch redrawn with its v left unnormalised (raw Gaussian rows)."""
+    g = ctx.generator("lemma-37/replay", device=ctx.device)
+    kw = dict(dtype=torch.float64, device=ctx.device)
+    rx = torch.randn(L37_REPLAY, inp.n, L37_D, generator=g, **kw)
+    rv = torch.randn(L37_REPLAY, L37_D, generator=g, **kw)
+    return replace(inp, replay_x=rx, replay_v=rv)
+
+
 def _allowance_halved(inp: Lemma37Inputs, ctx: Context) -> Lemma37Inputs:
     """The derived gaps with the factor 2 of the Higham allowance dropped (gamma_D, not 2
     gamma_D)."""
@@ -279,9 +314,27 @@ register(
                 _allowance_halved,
                 breaks=("replayed gap events", "certified gap as derived"),
             ),
+            Fault(
+                "union bound one-sided", _one_sided_union, breaks=("gap failure <= union bound",)
+            ),
+            Fault(
+                "sample index off by one",
+                _repeated_point,
+                breaks=("constructive gap >= eps_n",),
+            ),
+            Fault(
+                "direction unnormalised",
+                _direction_unnormalised,
+                breaks=("constructive ||z||^2 <= 2n",),
+            ),
+            Fault(
+                "replayed v unnormalised",
+                _replay_unnormalised,
+                breaks=("replayed norm events",),
+            ),
         ],
         builds=(separating_direction, lemma37_events, certified_gap),
-        bounds=(gap_threshold,),
+        bounds=(gap_threshold, lemma37_union_bound),
         derivation="docs/derivations/interpolation.md",
     )
 )
