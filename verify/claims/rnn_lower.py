@@ -39,6 +39,7 @@ from qstr.bounds.recurrent import (
 )
 from qstr.constructions.codes import build_codebook
 from qstr.constructions.encoding import rnn_encoding
+from qstr.constructions.links import TwoLayerNet
 from qstr.constructions.interpolation import (
     C38_A,
     Lemma37Events,
@@ -509,6 +510,68 @@ def _one_gap_eps_over_100(inp: Lemma38Inputs, ctx: Context) -> Lemma38Inputs:
     )
 
 
+def _each_case(inp: Lemma38Inputs, edit: Callable) -> Lemma38Inputs:
+    """Every case (random and alternating) with its net replaced by ``edit(case)``."""
+
+    def one(case):
+        return replace(case, net=edit(case))
+
+    return replace(inp, cases=tuple(one(c) for c in inp.cases), alternating=one(inp.alternating))
+
+
+def _with_nets(case: Lemma38Case, raw: TwoLayerNet, balanced: TwoLayerNet) -> Lemma38Net:
+    """The case's record with these nets and the allowance reported for the balanced one."""
+    allowance = rounding_allowance(balanced, case.z[:, None])
+    return replace(case.net, raw=raw, balanced=balanced, rounding=allowance)
+
+
+def _first_breakpoint_at_z1(inp: Lemma38Inputs, ctx: Context) -> Lemma38Inputs:
+    """c_1 = z_1 in place of z_1 - eps (the first unit's bias b_1 = -c_1 off by eps, raw and
+    balanced): f(z_1) = 0 and every f(z_k) is off by a_1 eps = y_1."""
+
+    def edit(case):
+        raw, bal, tau = case.net.raw, case.net.balanced, case.net.tau
+        shift = torch.zeros_like(raw.b)
+        shift[0] = case.eps
+        return _with_nets(
+            case, replace(raw, b=raw.b - shift), replace(bal, b=bal.b - tau * shift)
+        )
+
+    return _each_case(inp, edit)
+
+
+def _bias_not_rescaled(inp: Lemma38Inputs, ctx: Context) -> Lemma38Inputs:
+    """The rebalancing (a / tau, tau w, b): the bias left unscaled."""
+
+    def edit(case):
+        raw, tau = case.net.raw, case.net.tau
+        return _with_nets(case, raw, TwoLayerNet(a=raw.a / tau, W=raw.W * tau, b=raw.b))
+
+    return _each_case(inp, edit)
+
+
+def _tau_inverted(inp: Lemma38Inputs, ctx: Context) -> Lemma38Inputs:
+    """The rebalancing by 1 / tau: (a tau, w / tau, b / tau), the same function, norm raised."""
+
+    def edit(case):
+        raw, tau = case.net.raw, case.net.tau
+        return _with_nets(case, raw, TwoLayerNet(a=raw.a * tau, W=raw.W / tau, b=raw.b / tau))
+
+    return _each_case(inp, edit)
+
+
+def _gamma_without_2(inp: Lemma38Inputs, ctx: Context) -> Lemma38Inputs:
+    """The reported allowance with gamma_(D+m) for gamma_(D+m+2) (the 2 of j dropped)."""
+    u = torch.finfo(torch.float64).eps / 2
+
+    def edit(case):
+        j = case.net.balanced.W.shape[1] + case.net.balanced.W.shape[0] + 2
+        ratio = ((j - 2) / (1 - (j - 2) * u)) / (j / (1 - j * u))
+        return replace(case.net, rounding=case.net.rounding * ratio)
+
+    return _each_case(inp, edit)
+
+
 def _bound_with_8(inp: Lemma38Inputs, ctx: Context) -> Lemma38Inputs:
     """The bound with constant 8 in place of 16 (the factor 2 of ||a||^2 <= 2 sum ... dropped)."""
     return replace(inp, bound=lambda y, eps: lemma38_bound(y, eps) / 2)
@@ -540,6 +603,18 @@ register(
                     "||a'||^2 <= 16 ||y||^2 / eps^2",
                     "alternating labels attain (16n - 22)/(16n)",
                 ),
+            ),
+            Fault("first breakpoint at z_1", _first_breakpoint_at_z1, breaks=("exact interpolation",)),
+            Fault(
+                "bias not rescaled",
+                _bias_not_rescaled,
+                breaks=("rebalancing keeps f", "exact interpolation"),
+            ),
+            Fault("rebalanced by 1 / tau", _tau_inverted, breaks=("rebalancing lowers the norm",)),
+            Fault(
+                "gamma_(D+m) for gamma_(D+m+2)",
+                _gamma_without_2,
+                breaks=("rounding allowance as derived",),
             ),
         ],
         builds=(interpolate_sorted,),
