@@ -604,7 +604,9 @@ register(
                     "alternating labels attain (16n - 22)/(16n)",
                 ),
             ),
-            Fault("first breakpoint at z_1", _first_breakpoint_at_z1, breaks=("exact interpolation",)),
+            Fault(
+                "first breakpoint at z_1", _first_breakpoint_at_z1, breaks=("exact interpolation",)
+            ),
             Fault(
                 "bias not rescaled",
                 _bias_not_rescaled,
