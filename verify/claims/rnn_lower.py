@@ -878,6 +878,55 @@ def _every_position(inp: Lemma36Inputs, ctx: Context) -> Lemma36Inputs:
     return replace(inp, cases=_lemma36_cases(ctx, (4, 8, 16), (8, 64), "all"))
 
 
+def _tokens_one_late(inp: Lemma36Inputs, ctx: Context) -> Lemma36Inputs:
+    """Memorisers built on the tokens one position late (x_(i+1) with the labels y_i), checked on
+    the prompts as drawn."""
+
+    def one(c):
+        x, t, y = c.prompts
+        late = _lemma36_case(c.n, c.N, c.depth, (x.roll(-1, dims=1), t, y), c.position, ctx)
+        return replace(late, prompts=c.prompts)
+
+    return replace(inp, cases=tuple(one(c) for c in inp.cases))
+
+
+def _unbalanced(c: Lemma36Case) -> Lemma36Case:
+    """The case with tau = 1: the raw Lemma 38 net in f_y (first layer v^T x + b', identities,
+    then a') and in the Lemma 36 record, the same function."""
+    model = copy.deepcopy(c.model)
+    layers = [m for m in model.f_y if isinstance(m, torch.nn.Linear)]
+    l36 = c.guarantee.lemma36
+    raw = l36.lemma38.raw
+    with torch.no_grad():
+        tau1 = float(layers[0].weight[0].norm())  # the rows of layer 1 are tau1 v, |v| = 1
+        layers[0].weight /= tau1
+        layers[0].bias /= tau1
+        for mid in layers[1:-1]:
+            mid.weight /= float(mid.weight[0, 0])
+        layers[-1].weight.copy_(raw.a[None, :])
+    W = torch.ones_like(l36.net.W) * l36.direction.v[None, :]
+    net = TwoLayerNet(a=raw.a, W=W, b=raw.b)
+    l36 = replace(l36, net=net, norm2=float(net.a @ net.a + (W**2).sum() + net.b @ net.b))
+    gu = replace(c.guarantee, lemma36=l36, norm2=parameter_norm2(model))
+    return replace(c, model=model, guarantee=gu)
+
+
+def _rebalancing_skipped(inp: Lemma36Inputs, ctx: Context) -> Lemma36Inputs:
+    """Lemma 38's and the depth rebalancing skipped (tau = 1): the raw net, norm A + P."""
+    return replace(inp, cases=tuple(_unbalanced(c) for c in inp.cases))
+
+
+def _bound_n_exponent_2(inp: Lemma36Inputs, ctx: Context) -> Lemma36Inputs:
+    """The reported n-only bounds with m^2 for m^(5/2): C36 m^2 ||y||."""
+
+    def one(c):
+        gu, root = c.guarantee, math.sqrt(c.guarantee.n_points)
+        l36 = replace(gu.lemma36, bound_n=gu.lemma36.bound_n / root)
+        return replace(c, guarantee=replace(gu, bound_n=gu.bound_n / root, lemma36=l36))
+
+    return replace(inp, cases=tuple(one(c) for c in inp.cases))
+
+
 register(
     Claim(
         id="lemma-36",
@@ -900,7 +949,21 @@ register(
                 "labels at every position",
                 _every_position,
                 breaks=("||vec||^2 <= C n^3", "||vec||^2 independent of N"),
-            )
+            ),
+            Fault("tokens one position late", _tokens_one_late, breaks=("zero training error",)),
+            Fault(
+                "rebalancing skipped (tau = 1)",
+                _rebalancing_skipped,
+                breaks=(
+                    "||vec||^2 <= certified bound",
+                    "||vec||^2 <= C36 n^(5/2) ||y||",
+                    "Lemma 36 net within its bound",
+                    "output layers balanced",
+                ),
+            ),
+            Fault(
+                "n-only bound m^2 for m^(5/2)", _bound_n_exponent_2, breaks=("bounds as derived",)
+            ),
         ],
         builds=(memorising_rnn,),
         bounds=(lemma36_bound, lemma36_constant),
