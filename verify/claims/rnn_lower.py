@@ -1467,16 +1467,17 @@ class Thm9Inputs:
     memoriser_bound: Callable[[int], float]  # C n^3
     crossover: Callable[[float], float]  # n* with memoriser_bound(n*) = e^requirement
     memorisers: Tuple[tuple, ...]  # (n, module, labels at the position)
+    requirement: Callable = generalising_log_norm2  # the requirements' function
 
 
-def _requirements() -> dict:
+def _requirements(requirement: Callable = generalising_log_norm2) -> dict:
     """Prop 8's requirement in the paper's (d_h = N d) and the volume (d_h = sqrt N) forms."""
 
     def paper(N):
-        return generalising_log_norm2(N, P8_C, N * T9_D, depth=T9_DEPTH, form="paper")
+        return requirement(N, P8_C, N * T9_D, depth=T9_DEPTH, form="paper")
 
     def volume(N):
-        return generalising_log_norm2(N, P8_C, math.isqrt(N), depth=T9_DEPTH, form="volume")
+        return requirement(N, P8_C, math.isqrt(N), depth=T9_DEPTH, form="volume")
 
     return {
         "paper (d_h = N d, uncertified)": {N: paper(N) for N in T9_NS},
@@ -1578,7 +1579,7 @@ def thm9_requirement(inp: Thm9Inputs, ctx: Context) -> Verdict:
             ("volume", prop8_log_norm_lower_bound(4096, P8_C, 64)),
         ):
             want = math.log(depth) + 2.0 / depth * (lg - math.log(r_h))
-            got = generalising_log_norm2(4096, P8_C, 64, depth=depth, r_h=r_h, form=form)
+            got = inp.requirement(4096, P8_C, 64, depth=depth, r_h=r_h, form=form)
             gaps.append(abs(got / want - 1))
     return at_most(max(gaps), 1e-9, detail="N = 4096, d_h = 64, depth 2 and 3")
 
@@ -1624,6 +1625,19 @@ def _crossover_exponent2(inp: Thm9Inputs, ctx: Context) -> Thm9Inputs:
     """The crossover computed from the exponent 2 (n* = (e^req / C)^(1/2)) in place of 3."""
     C = lemma36_constant(K_Y)
     return replace(inp, crossover=lambda lr: math.exp((lr - math.log(C)) / 2))
+
+
+def _requirement_without_L(N: int, c: float, d_h: int, *, depth: int = 2, **kw) -> float:
+    """The requirement with AM-GM's factor L dropped: (2 / L)(ln UL_min - ln r_h)."""
+    return generalising_log_norm2(N, c, d_h, depth=depth, **kw) - math.log(depth)
+
+
+def _am_gm_without_L(inp: Thm9Inputs, ctx: Context) -> Thm9Inputs:
+    """The requirement function and its table with AM-GM's factor L dropped (a constant in
+    ln ||vec||^2: the slopes of n*(N) do not see it)."""
+    return replace(
+        inp, requirement=_requirement_without_L, requirements=_requirements(_requirement_without_L)
+    )
 
 
 def _bound_k5(inp: Thm9Inputs, ctx: Context) -> Thm9Inputs:
@@ -1674,6 +1688,11 @@ register(
                 "memorise every position", _every_position, breaks=("memoriser ||vec||^2 <= C n^3",)
             ),
             Fault("K_y = 5", _bound_k5, breaks=("C = C36 sqrt(6)",)),
+            Fault(
+                "AM-GM without the factor L",
+                _am_gm_without_L,
+                breaks=("requirement = AM-GM over L layers",),
+            ),
         ],
         builds=(memorising_rnn,),
         bounds=(memoriser_norm2_bound, theorem9_crossover, generalising_log_norm2),
