@@ -1984,6 +1984,26 @@ def _lipschitz_off(inp: Thm7Inputs, ctx: Context) -> Thm7Inputs:
     return replace(inp, record=record)
 
 
+def _one_hot_record(n: int, N: int, params: Theorem7Params):
+    """Theorem 7's record with one-hot codes (d_e = N) in place of d_e = ceil(8 ln(N^2 / delta))."""
+    return theorem7_bound(n, N, replace(params, d_e=N))
+
+
+def _one_hot_codes(inp: Thm7Inputs, ctx: Context) -> Thm7Inputs:
+    """The bound with code width d_e = N (the parameter count grows like N^2), n(N) searched on
+    it."""
+    return replace(inp, record=_one_hot_record, sizes=_sizes(_one_hot_record, inp.params))
+
+
+def _confidence_without_root(inp: Thm7Inputs, ctx: Context) -> Thm7Inputs:
+    """The record's confidence 1 - delta: the (n N)^(-1/2) of Lemma 12's event dropped."""
+
+    def record(n, N, P):
+        return replace(theorem7_bound(n, N, P), confidence=1 - P.delta)
+
+    return replace(inp, record=record)
+
+
 def _prop28_off(inp: Thm7Inputs, ctx: Context) -> Thm7Inputs:
     """Prop 28's norm off by a relative 1e-6."""
     return replace(inp, prop28_norm2=lambda N, P, n=1000: 1.000001 * prop28_norm2(N, P, n=n))
@@ -2017,12 +2037,22 @@ register(
                 breaks=("R_Theta, A and Prop 28's norm as derived",),
             ),
             Fault(
+                "one-hot codes (d_e = N)",
+                _one_hot_codes,
+                breaks=("slope of n(N) <= 9 / ln N", "slopes decreasing"),
+            ),
+            Fault(
+                "confidence without (nN)^(-1/2)",
+                _confidence_without_root,
+                breaks=("confidence = 1 - delta - (nN)^(-1/2)",),
+            ),
+            Fault(
                 "Prop 28 norm off by 1e-6",
                 _prop28_off,
                 breaks=("R_Theta, A and Prop 28's norm as derived",),
             ),
         ],
-        builds=(),
+        builds=(theorem7_sample_size,),  # the object is n(N): no module is built
         bounds=(theorem7_bound, theorem7_sample_size, prop28_norm2),
         derivation="docs/derivations/rnn-lower-bounds.md",
     )
