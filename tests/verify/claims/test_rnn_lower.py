@@ -120,11 +120,21 @@ def test_prop8_width_bound_substituted():
     from qstr.bounds.recurrent import prop8_width_lower_bound
 
     claim, inp, _ = _run("prop-8")
+
     def wide(*a, **k):
         return 1e4 * prop8_width_lower_bound(*a, **k)
 
-    big = dataclasses.replace(inp, width_bound=wide)
+    big = dataclasses.replace(inp, bounds=dataclasses.replace(inp.bounds, width=wide))
     assert not claim.check("d_h >= width bound").run(big, Context()).holds
+
+
+def test_prop8_gru_width_check_runs_only_where_it_trains():
+    """The trained-width check and its simple-1STR fault are declared for full and gpu only."""
+    claim = all_claims()["prop-8"]
+    name = "trained GRU width grows with N"
+    assert name not in {c.name for c in claim.checks_in("quick")}
+    assert claim.check(name).profiles == ("full", "gpu")
+    assert [f.name for f in claim.faults if name in f.breaks] == ["simple-1STR width scan"]
 
 
 # ---------------------------------------------------------------- thm-9
