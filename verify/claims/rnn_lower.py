@@ -39,6 +39,7 @@ from qstr.bounds.recurrent import (
 )
 from qstr.constructions.codes import build_codebook
 from qstr.constructions.encoding import rnn_encoding
+from qstr.constructions.links import TwoLayerNet
 from qstr.constructions.interpolation import (
     C38_A,
     Lemma37Events,
@@ -103,6 +104,13 @@ class Lemma37Inputs:
     replay_x: torch.Tensor  # (T, n, D): the draws lemma37_events makes, replayed
     replay_v: torch.Tensor  # (T, D)
     derived_gaps: Callable  # the certified gaps as derived (gaps_as_derived)
+    union_bound: Callable[[int, float], float]  # C(n, 2) eps / sqrt(pi)
+
+
+def lemma37_union_bound(n: int, eps: float) -> float:
+    """Lemma 37, steps 1-3: P(some |z_i - z_j| < eps) <= C(n, 2) 2 eps / sqrt(4 pi), the density
+    of z_i - z_j ~ N(0, 2) being at most 1 / sqrt(4 pi) (docs/derivations/interpolation.md)."""
+    return math.comb(n, 2) * eps / math.sqrt(math.pi)
 
 
 def lemma37_inputs(ctx: Context) -> Lemma37Inputs:
@@ -121,8 +129,9 @@ def lemma37_inputs(ctx: Context) -> Lemma37Inputs:
     g = ctx.generator("lemma-37/replay", device=ctx.device)
     rx = torch.randn(L37_REPLAY, n, L37_D, generator=g, **kw)
     rv = torch.randn(L37_REPLAY, L37_D, generator=g, **kw)
+    rv = rv / rv.norm(dim=1, keepdim=True)
     return Lemma37Inputs(
-        n, trials, gap_threshold, x, sd, rx, rv / rv.norm(dim=1, keepdim=True), gaps_as_derived
+        n, trials, gap_threshold, x, sd, rx, rv, gaps_as_derived, lemma37_union_bound
     )
 
 
@@ -158,7 +167,7 @@ def lemma37_union(inp: Lemma37Inputs, ctx: Context) -> Verdict:
     """Lemma 37, steps 1-3: P(some gap < eps) is at most the union bound C(n, 2) eps / sqrt(pi)."""
     ev = _lemma37_events(inp, ctx)
     lo, _ = clopper_pearson(ev.trials - ev.gap_ok, ev.trials)
-    union = math.comb(inp.n, 2) * ev.threshold / math.sqrt(math.pi)
+    union = inp.union_bound(inp.n, ev.threshold)
     return at_most(
         lo,
         union,
@@ -250,6 +259,33 @@ def _tenfold_threshold(inp: Lemma37Inputs, ctx: Context) -> Lemma37Inputs:
     return replace(inp, threshold=lambda n: 10 * gap_threshold(n))
 
 
+def _one_sided_union(inp: Lemma37Inputs, ctx: Context) -> Lemma37Inputs:
+    """The union bound with P(|z_i - z_j| < eps) taken one-sided: C(n, 2) eps / (2 sqrt(pi))."""
+    return replace(inp, union_bound=lambda n, eps: lemma37_union_bound(n, eps) / 2)
+
+
+def _repeated_point(inp: Lemma37Inputs, ctx: Context) -> Lemma37Inputs:
+    """The sample filled off by one index: x_1 written where x_0 was meant (a repeated point)."""
+    x = inp.sample.clone()
+    x[1] = x[0]
+    return replace(inp, sample=x)
+
+
+def _direction_unnormalised(inp: Lemma37Inputs, ctx: Context) -> Lemma37Inputs:
+    """The direction v a raw Gaussian (norm ~ sqrt(D)): v scaled by sqrt(D)."""
+    v = inp.direction.v * math.sqrt(L37_D)
+    return replace(inp, direction=replace(inp.direction, v=v))
+
+
+def _replay_unnormalised(inp: Lemma37Inputs, ctx: Context) -> Lemma37Inputs:
+    """The replay batch redrawn with its v left unnormalised (raw Gaussian rows)."""
+    g = ctx.generator("lemma-37/replay", device=ctx.device)
+    kw = dict(dtype=torch.float64, device=ctx.device)
+    rx = torch.randn(L37_REPLAY, inp.n, L37_D, generator=g, **kw)
+    rv = torch.randn(L37_REPLAY, L37_D, generator=g, **kw)
+    return replace(inp, replay_x=rx, replay_v=rv)
+
+
 def _allowance_halved(inp: Lemma37Inputs, ctx: Context) -> Lemma37Inputs:
     """The derived gaps with the factor 2 of the Higham allowance dropped (gamma_D, not 2
     gamma_D)."""
@@ -279,9 +315,27 @@ register(
                 _allowance_halved,
                 breaks=("replayed gap events", "certified gap as derived"),
             ),
+            Fault(
+                "union bound one-sided", _one_sided_union, breaks=("gap failure <= union bound",)
+            ),
+            Fault(
+                "sample index off by one",
+                _repeated_point,
+                breaks=("constructive gap >= eps_n",),
+            ),
+            Fault(
+                "direction unnormalised",
+                _direction_unnormalised,
+                breaks=("constructive ||z||^2 <= 2n",),
+            ),
+            Fault(
+                "replayed v unnormalised",
+                _replay_unnormalised,
+                breaks=("replayed norm events",),
+            ),
         ],
         builds=(separating_direction, lemma37_events, certified_gap),
-        bounds=(gap_threshold,),
+        bounds=(gap_threshold, lemma37_union_bound),
         derivation="docs/derivations/interpolation.md",
     )
 )
@@ -456,6 +510,68 @@ def _one_gap_eps_over_100(inp: Lemma38Inputs, ctx: Context) -> Lemma38Inputs:
     )
 
 
+def _each_case(inp: Lemma38Inputs, edit: Callable) -> Lemma38Inputs:
+    """Every case (random and alternating) with its net replaced by ``edit(case)``."""
+
+    def one(case):
+        return replace(case, net=edit(case))
+
+    return replace(inp, cases=tuple(one(c) for c in inp.cases), alternating=one(inp.alternating))
+
+
+def _with_nets(case: Lemma38Case, raw: TwoLayerNet, balanced: TwoLayerNet) -> Lemma38Net:
+    """The case's record with these nets and the allowance reported for the balanced one."""
+    allowance = rounding_allowance(balanced, case.z[:, None])
+    return replace(case.net, raw=raw, balanced=balanced, rounding=allowance)
+
+
+def _first_breakpoint_at_z1(inp: Lemma38Inputs, ctx: Context) -> Lemma38Inputs:
+    """c_1 = z_1 in place of z_1 - eps (the first unit's bias b_1 = -c_1 off by eps, raw and
+    balanced): f(z_1) = 0 and every f(z_k) is off by a_1 eps = y_1."""
+
+    def edit(case):
+        raw, bal, tau = case.net.raw, case.net.balanced, case.net.tau
+        shift = torch.zeros_like(raw.b)
+        shift[0] = case.eps
+        return _with_nets(
+            case, replace(raw, b=raw.b - shift), replace(bal, b=bal.b - tau * shift)
+        )
+
+    return _each_case(inp, edit)
+
+
+def _bias_not_rescaled(inp: Lemma38Inputs, ctx: Context) -> Lemma38Inputs:
+    """The rebalancing (a / tau, tau w, b): the bias left unscaled."""
+
+    def edit(case):
+        raw, tau = case.net.raw, case.net.tau
+        return _with_nets(case, raw, TwoLayerNet(a=raw.a / tau, W=raw.W * tau, b=raw.b))
+
+    return _each_case(inp, edit)
+
+
+def _tau_inverted(inp: Lemma38Inputs, ctx: Context) -> Lemma38Inputs:
+    """The rebalancing by 1 / tau: (a tau, w / tau, b / tau), the same function, norm raised."""
+
+    def edit(case):
+        raw, tau = case.net.raw, case.net.tau
+        return _with_nets(case, raw, TwoLayerNet(a=raw.a * tau, W=raw.W / tau, b=raw.b / tau))
+
+    return _each_case(inp, edit)
+
+
+def _gamma_without_2(inp: Lemma38Inputs, ctx: Context) -> Lemma38Inputs:
+    """The reported allowance with gamma_(D+m) for gamma_(D+m+2) (the 2 of j dropped)."""
+    u = torch.finfo(torch.float64).eps / 2
+
+    def edit(case):
+        j = case.net.balanced.W.shape[1] + case.net.balanced.W.shape[0] + 2
+        ratio = ((j - 2) / (1 - (j - 2) * u)) / (j / (1 - j * u))
+        return replace(case.net, rounding=case.net.rounding * ratio)
+
+    return _each_case(inp, edit)
+
+
 def _bound_with_8(inp: Lemma38Inputs, ctx: Context) -> Lemma38Inputs:
     """The bound with constant 8 in place of 16 (the factor 2 of ||a||^2 <= 2 sum ... dropped)."""
     return replace(inp, bound=lambda y, eps: lemma38_bound(y, eps) / 2)
@@ -487,6 +603,20 @@ register(
                     "||a'||^2 <= 16 ||y||^2 / eps^2",
                     "alternating labels attain (16n - 22)/(16n)",
                 ),
+            ),
+            Fault(
+                "first breakpoint at z_1", _first_breakpoint_at_z1, breaks=("exact interpolation",)
+            ),
+            Fault(
+                "bias not rescaled",
+                _bias_not_rescaled,
+                breaks=("rebalancing keeps f", "exact interpolation"),
+            ),
+            Fault("rebalanced by 1 / tau", _tau_inverted, breaks=("rebalancing lowers the norm",)),
+            Fault(
+                "gamma_(D+m) for gamma_(D+m+2)",
+                _gamma_without_2,
+                breaks=("rounding allowance as derived",),
             ),
         ],
         builds=(interpolate_sorted,),
@@ -748,6 +878,55 @@ def _every_position(inp: Lemma36Inputs, ctx: Context) -> Lemma36Inputs:
     return replace(inp, cases=_lemma36_cases(ctx, (4, 8, 16), (8, 64), "all"))
 
 
+def _tokens_one_late(inp: Lemma36Inputs, ctx: Context) -> Lemma36Inputs:
+    """Memorisers built on the tokens one position late (x_(i+1) with the labels y_i), checked on
+    the prompts as drawn."""
+
+    def one(c):
+        x, t, y = c.prompts
+        late = _lemma36_case(c.n, c.N, c.depth, (x.roll(-1, dims=1), t, y), c.position, ctx)
+        return replace(late, prompts=c.prompts)
+
+    return replace(inp, cases=tuple(one(c) for c in inp.cases))
+
+
+def _unbalanced(c: Lemma36Case) -> Lemma36Case:
+    """The case with tau = 1: the raw Lemma 38 net in f_y (first layer v^T x + b', identities,
+    then a') and in the Lemma 36 record, the same function."""
+    model = copy.deepcopy(c.model)
+    layers = [m for m in model.f_y if isinstance(m, torch.nn.Linear)]
+    l36 = c.guarantee.lemma36
+    raw = l36.lemma38.raw
+    with torch.no_grad():
+        tau1 = float(layers[0].weight[0].norm())  # the rows of layer 1 are tau1 v, |v| = 1
+        layers[0].weight /= tau1
+        layers[0].bias /= tau1
+        for mid in layers[1:-1]:
+            mid.weight /= float(mid.weight[0, 0])
+        layers[-1].weight.copy_(raw.a[None, :])
+    W = torch.ones_like(l36.net.W) * l36.direction.v[None, :]
+    net = TwoLayerNet(a=raw.a, W=W, b=raw.b)
+    l36 = replace(l36, net=net, norm2=float(net.a @ net.a + (W**2).sum() + net.b @ net.b))
+    gu = replace(c.guarantee, lemma36=l36, norm2=parameter_norm2(model))
+    return replace(c, model=model, guarantee=gu)
+
+
+def _rebalancing_skipped(inp: Lemma36Inputs, ctx: Context) -> Lemma36Inputs:
+    """Lemma 38's and the depth rebalancing skipped (tau = 1): the raw net, norm A + P."""
+    return replace(inp, cases=tuple(_unbalanced(c) for c in inp.cases))
+
+
+def _bound_n_exponent_2(inp: Lemma36Inputs, ctx: Context) -> Lemma36Inputs:
+    """The reported n-only bounds with m^2 for m^(5/2): C36 m^2 ||y||."""
+
+    def one(c):
+        gu, root = c.guarantee, math.sqrt(c.guarantee.n_points)
+        l36 = replace(gu.lemma36, bound_n=gu.lemma36.bound_n / root)
+        return replace(c, guarantee=replace(gu, bound_n=gu.bound_n / root, lemma36=l36))
+
+    return replace(inp, cases=tuple(one(c) for c in inp.cases))
+
+
 register(
     Claim(
         id="lemma-36",
@@ -770,7 +949,21 @@ register(
                 "labels at every position",
                 _every_position,
                 breaks=("||vec||^2 <= C n^3", "||vec||^2 independent of N"),
-            )
+            ),
+            Fault("tokens one position late", _tokens_one_late, breaks=("zero training error",)),
+            Fault(
+                "rebalancing skipped (tau = 1)",
+                _rebalancing_skipped,
+                breaks=(
+                    "||vec||^2 <= certified bound",
+                    "||vec||^2 <= C36 n^(5/2) ||y||",
+                    "Lemma 36 net within its bound",
+                    "output layers balanced",
+                ),
+            ),
+            Fault(
+                "n-only bound m^2 for m^(5/2)", _bound_n_exponent_2, breaks=("bounds as derived",)
+            ),
         ],
         builds=(memorising_rnn,),
         bounds=(lemma36_bound, lemma36_constant),
@@ -820,29 +1013,50 @@ class SlotMemory:
     P: torch.Tensor  # (M, N): the answer at position i for every value of t_i
 
 
+@dataclass(frozen=True)
+class Prop8Bounds:
+    """Prop 8's bound functions (docs/derivations/rnn-lower-bounds.md): the packing, the width
+    bound, the volume and paper norm bounds, and the depth-L requirement built on them."""
+
+    packing: Callable  # (N, c, K=, gamma=) -> Prop8Packing
+    width: Callable  # (N, c, UL, K=, gamma=) -> the least d_h
+    log_norm: Callable  # (N, c, d_h, K=, gamma=) -> ln UL_min, the volume form
+    paper: Callable  # (N, c, d_h, K=, gamma=) -> UL_min, the paper's form
+    requirement: Callable  # (N, c, d_h, form=, K=, gamma=) -> ln ||vec||^2 over L layers
+
+
+LIBRARY_BOUNDS = Prop8Bounds(
+    prop8_packing,
+    prop8_width_lower_bound,
+    prop8_log_norm_lower_bound,
+    prop8_norm_lower_bound_paper,
+    generalising_log_norm2,
+)
+
+
 @dataclass(frozen=True, eq=False)
 class Prop8Inputs:
     """Answers of M prompts sharing x_i (t: None for general 1STR), the exact generalising RNN,
-    the packing and width bound functions, their tables over N, and (full) the GRU width scan."""
+    the bound functions, their table over N, and (full) the GRU width scan."""
 
     x: torch.Tensor
     u: torch.Tensor
     t: Optional[torch.Tensor]
     slot: SlotMemory
-    packing: Callable  # prop8_packing
-    width_bound: Callable  # prop8_width_lower_bound
+    bounds: Prop8Bounds
     table: Tuple[dict, ...]  # the bound functions at N = 2..200 (and N = 100..115 at gamma 0.3)
     widths: Optional[tuple]  # (N, min width, tried) per N, full profile
 
 
-def _slot_memory(ctx: Context) -> SlotMemory:
+def _slot_memory(ctx: Context, radius: Callable = lemma12_radius) -> SlotMemory:
+    """The slot-memory RNN at r_x = radius(d, M, N) and M prompts sharing x_i."""
     N, M, d = ctx.pick(quick=128, full=256), ctx.pick(quick=24, full=64), L36_D_P8
     g = ctx.generator("prop-8/slot-prompts", device=ctx.device)
     kw = dict(dtype=torch.float64, device=ctx.device)
     omega = _codes(N, ctx.device)
     u = torch.randn(d, generator=g, **kw)
     u = u / u.norm()
-    model, gu = slot_memory_rnn(omega, u, r_x=lemma12_radius(d, M, N))
+    model, gu = slot_memory_rnn(omega, u, r_x=radius(d, M, N))
     i = N // 2
     x = torch.randn(M, N, d, generator=g, **kw)
     x[:, i] = x[0, i]
@@ -850,7 +1064,7 @@ def _slot_memory(ctx: Context) -> SlotMemory:
     return SlotMemory(model, gu, omega, u, x, t, i, *_slot_answers(model, omega, x, t, i))
 
 
-def _bound_table() -> tuple:
+def _bound_table(b: Prop8Bounds) -> tuple:
     """The bound functions over N = 2..200 at gamma = 1/2 and N = 100..115 at gamma = 0.3 (N =
     107..109: M' = 2 good prompts but failure bound just above 1, the boundary case)."""
     rows = []
@@ -860,13 +1074,11 @@ def _bound_table() -> tuple:
             dict(
                 N=N,
                 gamma=gamma,
-                packing=prop8_packing(N, P8_C, **kw),
-                width=prop8_width_lower_bound(N, P8_C, 10.0, **kw),
-                norm2=generalising_log_norm2(N, P8_C, 8, form="volume", **kw),
-                paper=prop8_norm_lower_bound_paper(N, P8_C, 4 * N, **kw),
-                log_norm={
-                    d_h: prop8_log_norm_lower_bound(N, P8_C, d_h, **kw) for d_h in (1, 8, 4 * N)
-                },
+                packing=b.packing(N, P8_C, **kw),
+                width=b.width(N, P8_C, 10.0, **kw),
+                norm2=b.requirement(N, P8_C, 8, form="volume", **kw),
+                paper=b.paper(N, P8_C, 4 * N, **kw),
+                log_norm={d_h: b.log_norm(N, P8_C, d_h, **kw) for d_h in (1, 8, 4 * N)},
             )
         )
     return tuple(rows)
@@ -881,20 +1093,14 @@ def prop8_inputs(ctx: Context) -> Prop8Inputs:
     x[:, P8_ANSWER_N // 2] = x[0, P8_ANSWER_N // 2]  # all prompts share x_i
     u = torch.randn(P8_ANSWER_D, generator=g, **kw)
     widths = None if ctx.profile == "quick" else _width_scan(ctx, simple=False)
+    bounds = LIBRARY_BOUNDS
     return Prop8Inputs(
-        x,
-        u / u.norm(),
-        None,
-        _slot_memory(ctx),
-        prop8_packing,
-        prop8_width_lower_bound,
-        _bound_table(),
-        widths,
+        x, u / u.norm(), None, _slot_memory(ctx), bounds, _bound_table(bounds), widths
     )
 
 
 def _packing(inp: Prop8Inputs, N: int):
-    return inp.packing(N, P8_C, K=P8_K, gamma=P8_GAMMA)
+    return inp.bounds.packing(N, P8_C, K=P8_K, gamma=P8_GAMMA)
 
 
 def prop8_answers(inp: Prop8Inputs, ctx: Context) -> Verdict:
@@ -916,16 +1122,22 @@ def prop8_answers(inp: Prop8Inputs, ctx: Context) -> Verdict:
 
 def _slot_answers(model, omega, x, t, i):
     """States w = (h_fwd, h_bwd) at position i and the answers P (M, N) for every value of t_i."""
-    N, d = omega.shape[0], x.shape[-1]
     Z = rnn_encoding(x, t, omega)
     with torch.no_grad(), cpu_threads(1):
         h_f, h_b = model.states(Z)
-        w = torch.cat([h_f[:, i], h_b[:, i]], dim=-1)  # U = identity on (h_fwd, h_bwd)
-        zk = Z[:, i][:, None, :].repeat(1, N, 1)  # only z_i changes: its omega_{t_i} block
-        zk[..., d + omega.shape[1] :] = omega[None, :, :]
-        hk = w[:, None, :].expand(-1, N, w.shape[-1])
-        P = model.f_y(torch.cat([hk, zk], dim=-1)).squeeze(-1)
-    return w, P
+    w = torch.cat([h_f[:, i], h_b[:, i]], dim=-1)  # U = identity on (h_fwd, h_bwd)
+    return w, _answers_at(model, omega, Z[:, i], w)
+
+
+def _answers_at(model, omega, z_i, w):
+    """The answers P (M, N) of f_y at the states w when t_i takes every value (only the
+    omega_{t_i} block of z_i changes)."""
+    N, tail = omega.shape[0], omega.shape[1]
+    zk = z_i[:, None, :].repeat(1, N, 1)
+    zk[..., z_i.shape[-1] - tail :] = omega[None, :, :]
+    hk = w[:, None, :].expand(-1, N, w.shape[-1])
+    with torch.no_grad(), cpu_threads(1):
+        return model.f_y(torch.cat([hk, zk], dim=-1)).squeeze(-1)
 
 
 def prop8_conditional_errors(inp: Prop8Inputs, ctx: Context) -> Verdict:
@@ -960,7 +1172,7 @@ def prop8_width(inp: Prop8Inputs, ctx: Context) -> Verdict:
     """Prop 8: the RNN's state width d_h is at least the width bound at its UL."""
     gu = inp.slot.guarantee
     UL = gu.U_op * gu.L
-    bound = inp.width_bound(gu.N, P8_C, UL, K=P8_K, gamma=P8_GAMMA)
+    bound = inp.bounds.width(gu.N, P8_C, UL, K=P8_K, gamma=P8_GAMMA)
     return at_least(gu.d_h, bound, detail=f"UL = {UL:.1f}")
 
 
@@ -969,7 +1181,7 @@ def prop8_width_inverts(inp: Prop8Inputs, ctx: Context) -> Verdict:
     back from w = the width bound is UL (rnn-lower-bounds.md)."""
     gu = inp.slot.guarantee
     UL = gu.U_op * gu.L
-    w = inp.width_bound(gu.N, P8_C, UL, K=P8_K, gamma=P8_GAMMA)
+    w = inp.bounds.width(gu.N, P8_C, UL, K=P8_K, gamma=P8_GAMMA)
     pk = _packing(inp, gu.N)
     back = pk.sep / (2 * math.sqrt(2)) * math.expm1(pk.log_M_good / (2 * w)) if w > 0 else math.inf
     return close(back / UL, 1.0, 1e-9, detail=f"UL = {UL:.1f}, solved back {back:.1f}")
@@ -1058,7 +1270,7 @@ def prop8_rate(inp: Prop8Inputs, ctx: Context) -> Verdict:
     """Prop 35's rate I(a) is the chi^2 Chernoff exponent (numerical maximisation), a = 1 -
     gamma."""
     gap = max(
-        abs(inp.packing(200, 0.01, K=P8_K, gamma=gm).rate / _chernoff_rate(1 - gm) - 1)
+        abs(inp.bounds.packing(200, 0.01, K=P8_K, gamma=gm).rate / _chernoff_rate(1 - gm) - 1)
         for gm in (0.3, 0.5, 0.7)
     )
     return at_most(gap, 1e-8, detail="largest relative gap, gamma = 0.3, 0.5, 0.7")
@@ -1083,7 +1295,7 @@ def prop8_counts(inp: Prop8Inputs, ctx: Context) -> Verdict:
     """The packing's M and M' are their 40-digit derivation (N = 2..622)."""
     wrong = []
     for N, gm in P8_DERIVED_NS:
-        pk = inp.packing(N, P8_C, K=P8_K, gamma=gm)
+        pk = inp.bounds.packing(N, P8_C, K=P8_K, gamma=gm)
         M, Mg, _ = _derived_counts(N, pk.rate)
         wrong += [(N, gm)] if (pk.M, pk.M_good) != (M, Mg) else []
     return exact(len(wrong), 0, detail=f"lengths where (M, M') differ: {wrong[:4]}")
@@ -1094,7 +1306,7 @@ def prop8_record_derived(inp: Prop8Inputs, ctx: Context) -> Verdict:
     (relative 1e-12) are their derivation (N = 2..622); the largest gap / tolerance."""
     worst = 0.0
     for N, gm in P8_DERIVED_NS:
-        pk = inp.packing(N, P8_C, K=P8_K, gamma=gm)
+        pk = inp.bounds.packing(N, P8_C, K=P8_K, gamma=gm)
         _, Mg, fail = _derived_counts(N, pk.rate)
         ans = math.sqrt(2 * (1 - gm) * (N - 1) / N)
         worst = max(
@@ -1109,7 +1321,7 @@ def prop8_record_derived(inp: Prop8Inputs, ctx: Context) -> Verdict:
 
 def prop8_log_form(inp: Prop8Inputs, ctx: Context) -> Verdict:
     """Past e^{(N-1) I} > e^60 the log form of ln M' is below the exact one by at most 1e-11."""
-    big = inp.packing(P8_LOG_N, P8_C, K=P8_K)
+    big = inp.bounds.packing(P8_LOG_N, P8_C, K=P8_K)
     frac = 1 - 1 / P8_K
     with mpmath.workdps(40):
         X = mpmath.exp((P8_LOG_N - 1) * mpmath.mpf(big.rate))
@@ -1126,9 +1338,7 @@ def prop8_log_form(inp: Prop8Inputs, ctx: Context) -> Verdict:
 
 def prop8_width_growth(inp: Prop8Inputs, ctx: Context) -> Verdict:
     """Full profile: the smallest trained GRU width with risk <= c grows with N (at least 4x over
-    N = 4..16) on general 1STR; the quick profile does not train."""
-    if inp.widths is None:
-        return exact("not run (quick profile)", "not run (quick profile)")
+    N = 4..16, monotone) on general 1STR."""
     ws = [w if w else 2 * P8_SCAN["widths"][-1] for _, w, _ in inp.widths]
     mono = all(b >= a for a, b in zip(ws, ws[1:]))
     return at_least(
@@ -1201,6 +1411,42 @@ def _simple_1str(inp: Prop8Inputs, ctx: Context) -> Prop8Inputs:
     return replace(inp, t=torch.randint(N, (M,), generator=g, device=inp.x.device))
 
 
+def _simple_widths(inp: Prop8Inputs, ctx: Context) -> Prop8Inputs:
+    """The width scan trained on simple-1STR (t the same at every position: no packing needed)."""
+    return replace(inp, widths=_width_scan(ctx, simple=True))
+
+
+def _with_model(slot: SlotMemory, model: torch.nn.Module) -> SlotMemory:
+    """The slot memory with ``model`` in place of its RNN, states and answers recomputed."""
+    w, P = _slot_answers(model, slot.omega, slot.x, slot.t, slot.i)
+    return replace(slot, model=model, w=w, P=P)
+
+
+def _state_read_scaled(inp: Prop8Inputs, ctx: Context) -> Prop8Inputs:
+    """f_y reads the states through U = r_h I while the guarantee keeps U_op = 1 and lambda =
+    sqrt 2 (a copy of the module, its first output layer's state columns scaled)."""
+    s = inp.slot
+    model = copy.deepcopy(s.model)
+    with torch.no_grad():
+        model.f_y[0].weight[:, : 2 * s.guarantee.d_h] *= s.guarantee.r_h
+    P = _answers_at(model, s.omega, rnn_encoding(s.x, s.t, s.omega)[:, s.i], s.w)  # same states
+    return replace(inp, slot=replace(s, model=model, P=P))
+
+
+def _transitions_zeroed(inp: Prop8Inputs, ctx: Context) -> Prop8Inputs:
+    """The transitions left at zero, as in the memoriser (states unused: h = 0 everywhere)."""
+    model = copy.deepcopy(inp.slot.model)
+    with torch.no_grad():
+        for p in (*model.f_fwd.parameters(), *model.f_bwd.parameters()):
+            p.zero_()
+    return replace(inp, slot=_with_model(inp.slot, model))
+
+
+def _radius_without_3eCd(inp: Prop8Inputs, ctx: Context) -> Prop8Inputs:
+    """The slot-memory RNN built at r_x = sqrt(ln(M N)): Lemma 12's factor 3 C_x e d dropped."""
+    return replace(inp, slot=_slot_memory(ctx, radius=lambda d, M, N: math.sqrt(math.log(M * N))))
+
+
 def _misread_unit(inp: Prop8Inputs, ctx: Context) -> Prop8Inputs:
     """An e_k^- unit reads relu(-s_2) for relu(xi): wrong only when t_i = i and both are
     negative (a copy of the module, its weight edited)."""
@@ -1210,6 +1456,118 @@ def _misread_unit(inp: Prop8Inputs, ctx: Context) -> Prop8Inputs:
     with torch.no_grad():
         W[3 * N : 4 * N, 2 + N], W[3 * N : 4 * N, 2 * N] = W[3 * N : 4 * N, 2 * N].clone(), 0.0
     return replace(inp, slot=replace(inp.slot, model=model))
+
+
+# The faults' bound functions: Prop 8's derivation (rnn-lower-bounds.md section 1) written out
+# again with one slip each, every later function built on the slipped earlier one.
+
+
+def _slipped_packing(rate_factor=1.0, good_divisor=2.0, error_factor=2.0) -> Callable:
+    """``prop8_packing`` as derived, with the rate I(a) times ``rate_factor``, M' = ceil((1 - 1/K)
+    M / good_divisor) and s~ = sqrt(2a(N-1)/N) - error_factor sqrt(K c)."""
+
+    def packing(N, c, *, K=2.0, gamma=0.5):
+        pk = prop8_packing(N, c, K=K, gamma=gamma)
+        rate, frac = rate_factor * pk.rate, 1 - 1 / K
+        E, sep = (N - 1) * rate, pk.answer_sep - error_factor * math.sqrt(K * c)
+        if E > 60.0:
+            log_good = E / 2 + math.log1p(-math.exp(-E / 2)) + math.log(frac / good_divisor)
+            return replace(pk, rate=rate, M=-1, M_good=-1, log_M_good=log_good, sep=sep)
+        M = int(math.floor(0.5 + math.sqrt(0.25 + math.exp(E))))
+        while M > 1 and M * (M - 1) > math.exp(E):
+            M -= 1
+        good = math.ceil(frac * M / good_divisor)
+        fail = M * (M - 1) / 2 * math.exp(-E) + math.exp(-M * frac * frac / 2)
+        log_good = math.log(good) if good >= 1 else 0.0
+        return replace(
+            pk, rate=rate, M=M, M_good=good, log_M_good=log_good, sep=sep, failure=fail
+        )
+
+    return packing
+
+
+def _vacuous(pk) -> bool:
+    """No packing: M' < 2 or failure bound >= 1 (M' = -1: too many to count, a packing)."""
+    return 0 <= pk.M_good < 2 or pk.failure >= 1.0
+
+
+def _bounds_on(packing, vacuous=_vacuous, norm_vacuous=_vacuous, grow=math.expm1) -> Prop8Bounds:
+    """Width, volume and paper norm bounds and the requirement on ``packing``, as derived: the
+    width and the norms are 0 (ln: -inf) where ``vacuous`` / ``norm_vacuous``; the volume form
+    is (s~ / (2 sqrt 2)) grow(ln M' / (2 d_h))."""
+    root2 = math.sqrt(2.0)
+
+    def width(N, c, UL, *, K=2.0, gamma=0.5):
+        pk = packing(N, c, K=K, gamma=gamma)
+        return 0.0 if vacuous(pk) else pk.log_M_good / (2 * math.log1p(2 * root2 * UL / pk.sep))
+
+    def log_norm(N, c, d_h, *, K=2.0, gamma=0.5):
+        pk = packing(N, c, K=K, gamma=gamma)
+        if norm_vacuous(pk) or pk.log_M_good <= 0:
+            return -math.inf
+        return math.log(pk.sep / (2 * root2) * grow(pk.log_M_good / (2 * d_h)))
+
+    def paper(N, c, d_h, *, C_M=8.0, K=2.0, gamma=0.5):
+        pk = packing(N, c, K=K, gamma=gamma)
+        if norm_vacuous(pk):
+            return 0.0
+        return pk.sep / root2 * math.sqrt(pk.log_M_good / (C_M * math.log(4 * d_h + 1)))
+
+    def requirement(N, c, d_h, *, depth=2, r_h=1.0, form="volume", K=2.0, gamma=0.5):
+        lg = log_norm(N, c, d_h, K=K, gamma=gamma)
+        return -math.inf if lg == -math.inf else math.log(depth) + 2 / depth * (lg - math.log(r_h))
+
+    return Prop8Bounds(packing, width, log_norm, paper, requirement)
+
+
+def _with_bounds(inp: Prop8Inputs, bounds: Prop8Bounds) -> Prop8Inputs:
+    """The inputs with these bound functions and their table."""
+    return replace(inp, bounds=bounds, table=_bound_table(bounds))
+
+
+def _rate_without_half(inp: Prop8Inputs, ctx: Context) -> Prop8Inputs:
+    """The Chernoff rate a - 1 - ln a (its 1/2 dropped), everything after built on it."""
+    return _with_bounds(inp, _bounds_on(_slipped_packing(rate_factor=2.0)))
+
+
+def _good_without_half(inp: Prop8Inputs, ctx: Context) -> Prop8Inputs:
+    """M' = ceil((1 - 1/K) M) (the 1/2 of half the pairs dropped), in both of ln M's forms."""
+    return _with_bounds(inp, _bounds_on(_slipped_packing(good_divisor=1.0)))
+
+
+def _error_once(inp: Prop8Inputs, ctx: Context) -> Prop8Inputs:
+    """s~ = sqrt(2a(N-1)/N) - sqrt(K c): the prediction error subtracted for one prompt only."""
+    return _with_bounds(inp, _bounds_on(_slipped_packing(error_factor=1.0)))
+
+
+def _vacuous_without_failure(inp: Prop8Inputs, ctx: Context) -> Prop8Inputs:
+    """Every bound vacuous only where M' < 2 (the failure bound < 1 not required)."""
+
+    def few(pk):
+        return 0 <= pk.M_good < 2
+
+    return _with_bounds(inp, _bounds_on(prop8_packing, vacuous=few, norm_vacuous=few))
+
+
+def _norms_without_vacuity(inp: Prop8Inputs, ctx: Context) -> Prop8Inputs:
+    """The norm bounds evaluated where the packing does not exist (the width bound still 0)."""
+    bounds = _bounds_on(prop8_packing, norm_vacuous=lambda pk: False)
+    return _with_bounds(inp, replace(bounds, width=prop8_width_lower_bound))
+
+
+def _volume_exp(inp: Prop8Inputs, ctx: Context) -> Prop8Inputs:
+    """The volume norm bound with exp for expm1 (the -1 of (1 + 2 sqrt2 UL / s~) dropped)."""
+    return _with_bounds(inp, _bounds_on(prop8_packing, grow=math.exp))
+
+
+def _width_ratio_inverted(inp: Prop8Inputs, ctx: Context) -> Prop8Inputs:
+    """The width bound ln M' / (2 ln(1 + 2 sqrt2 s~ / UL)): the ratio UL / s~ inverted."""
+
+    def width(N, c, UL, *, K=2.0, gamma=0.5):
+        pk = prop8_packing(N, c, K=K, gamma=gamma)
+        return 0.0 if _vacuous(pk) else pk.log_M_good / (2 * math.log1p(2 * 2**0.5 * pk.sep / UL))
+
+    return _with_bounds(inp, replace(inp.bounds, width=width))
 
 
 register(
@@ -1236,7 +1594,9 @@ register(
             Check("M and M' as derived", prop8_counts),
             Check("ln M', failure, separations as derived", prop8_record_derived),
             Check("log form of ln M' as derived", prop8_log_form),
-            Check("trained GRU width grows with N", prop8_width_growth),
+            Check(
+                "trained GRU width grows with N", prop8_width_growth, profiles=("full", "gpu")
+            ),
         ],
         faults=[
             Fault(
@@ -1245,9 +1605,66 @@ register(
                 breaks=("answer separation >= sqrt(2a(N-1)/N)",),
             ),
             Fault("e_k^- unit misreads", _misread_unit, breaks=("exact on the r_x sphere",)),
+            Fault(
+                "transitions zeroed",
+                _transitions_zeroed,
+                breaks=("states separated by s~/lambda", "conditional errors <= K c"),
+            ),
+            Fault(
+                "state read U = r_h I",
+                _state_read_scaled,
+                breaks=("chain ||dP|| <= lambda ||dw||", "conditional errors <= K c"),
+            ),
+            Fault(
+                "r_x without 3 C_x e d",
+                _radius_without_3eCd,
+                breaks=("tokens inside the r_x ball",),
+            ),
+            Fault(
+                "Chernoff rate without 1/2",
+                _rate_without_half,
+                breaks=("rate = Chernoff exponent",),
+            ),
+            Fault(
+                "M' without the 1/2",
+                _good_without_half,
+                breaks=(
+                    "M and M' as derived",
+                    "ln M', failure, separations as derived",
+                    "log form of ln M' as derived",
+                ),
+            ),
+            Fault(
+                "s~ with one prediction error",
+                _error_once,
+                breaks=("ln M', failure, separations as derived",),
+            ),
+            Fault(
+                "vacuous only where M' < 2",
+                _vacuous_without_failure,
+                breaks=("width bound positive iff the packing exists",),
+            ),
+            Fault(
+                "norm bounds where no packing exists",
+                _norms_without_vacuity,
+                breaks=("norm bounds vanish with the width bound",),
+            ),
+            Fault("volume bound exp for expm1", _volume_exp, breaks=("norm bounds as derived",)),
+            Fault(
+                "width bound with s~ / UL",
+                _width_ratio_inverted,
+                breaks=("d_h >= width bound", "width bound inverts the volume bound"),
+            ),
+            Fault(
+                "simple-1STR width scan",
+                _simple_widths,
+                breaks=("trained GRU width grows with N",),
+                profiles=("full", "gpu"),
+            ),
         ],
         builds=(slot_memory_rnn,),
         bounds=(
+            generalising_log_norm2,
             prop8_packing,
             prop8_width_lower_bound,
             prop8_log_norm_lower_bound,
@@ -1274,16 +1691,17 @@ class Thm9Inputs:
     memoriser_bound: Callable[[int], float]  # C n^3
     crossover: Callable[[float], float]  # n* with memoriser_bound(n*) = e^requirement
     memorisers: Tuple[tuple, ...]  # (n, module, labels at the position)
+    requirement: Callable = generalising_log_norm2  # the requirements' function
 
 
-def _requirements() -> dict:
+def _requirements(requirement: Callable = generalising_log_norm2) -> dict:
     """Prop 8's requirement in the paper's (d_h = N d) and the volume (d_h = sqrt N) forms."""
 
     def paper(N):
-        return generalising_log_norm2(N, P8_C, N * T9_D, depth=T9_DEPTH, form="paper")
+        return requirement(N, P8_C, N * T9_D, depth=T9_DEPTH, form="paper")
 
     def volume(N):
-        return generalising_log_norm2(N, P8_C, math.isqrt(N), depth=T9_DEPTH, form="volume")
+        return requirement(N, P8_C, math.isqrt(N), depth=T9_DEPTH, form="volume")
 
     return {
         "paper (d_h = N d, uncertified)": {N: paper(N) for N in T9_NS},
@@ -1385,7 +1803,7 @@ def thm9_requirement(inp: Thm9Inputs, ctx: Context) -> Verdict:
             ("volume", prop8_log_norm_lower_bound(4096, P8_C, 64)),
         ):
             want = math.log(depth) + 2.0 / depth * (lg - math.log(r_h))
-            got = generalising_log_norm2(4096, P8_C, 64, depth=depth, r_h=r_h, form=form)
+            got = inp.requirement(4096, P8_C, 64, depth=depth, r_h=r_h, form=form)
             gaps.append(abs(got / want - 1))
     return at_most(max(gaps), 1e-9, detail="N = 4096, d_h = 64, depth 2 and 3")
 
@@ -1431,6 +1849,19 @@ def _crossover_exponent2(inp: Thm9Inputs, ctx: Context) -> Thm9Inputs:
     """The crossover computed from the exponent 2 (n* = (e^req / C)^(1/2)) in place of 3."""
     C = lemma36_constant(K_Y)
     return replace(inp, crossover=lambda lr: math.exp((lr - math.log(C)) / 2))
+
+
+def _requirement_without_L(N: int, c: float, d_h: int, *, depth: int = 2, **kw) -> float:
+    """The requirement with AM-GM's factor L dropped: (2 / L)(ln UL_min - ln r_h)."""
+    return generalising_log_norm2(N, c, d_h, depth=depth, **kw) - math.log(depth)
+
+
+def _am_gm_without_L(inp: Thm9Inputs, ctx: Context) -> Thm9Inputs:
+    """The requirement function and its table with AM-GM's factor L dropped (a constant in
+    ln ||vec||^2: the slopes of n*(N) do not see it)."""
+    return replace(
+        inp, requirement=_requirement_without_L, requirements=_requirements(_requirement_without_L)
+    )
 
 
 def _bound_k5(inp: Thm9Inputs, ctx: Context) -> Thm9Inputs:
@@ -1481,6 +1912,11 @@ register(
                 "memorise every position", _every_position, breaks=("memoriser ||vec||^2 <= C n^3",)
             ),
             Fault("K_y = 5", _bound_k5, breaks=("C = C36 sqrt(6)",)),
+            Fault(
+                "AM-GM without the factor L",
+                _am_gm_without_L,
+                breaks=("requirement = AM-GM over L layers",),
+            ),
         ],
         builds=(memorising_rnn,),
         bounds=(memoriser_norm2_bound, theorem9_crossover, generalising_log_norm2),
@@ -1772,6 +2208,26 @@ def _lipschitz_off(inp: Thm7Inputs, ctx: Context) -> Thm7Inputs:
     return replace(inp, record=record)
 
 
+def _one_hot_record(n: int, N: int, params: Theorem7Params):
+    """Theorem 7's record with one-hot codes (d_e = N) in place of d_e = ceil(8 ln(N^2 / delta))."""
+    return theorem7_bound(n, N, replace(params, d_e=N))
+
+
+def _one_hot_codes(inp: Thm7Inputs, ctx: Context) -> Thm7Inputs:
+    """The bound with code width d_e = N (the parameter count grows like N^2), n(N) searched on
+    it."""
+    return replace(inp, record=_one_hot_record, sizes=_sizes(_one_hot_record, inp.params))
+
+
+def _confidence_without_root(inp: Thm7Inputs, ctx: Context) -> Thm7Inputs:
+    """The record's confidence 1 - delta: the (n N)^(-1/2) of Lemma 12's event dropped."""
+
+    def record(n, N, P):
+        return replace(theorem7_bound(n, N, P), confidence=1 - P.delta)
+
+    return replace(inp, record=record)
+
+
 def _prop28_off(inp: Thm7Inputs, ctx: Context) -> Thm7Inputs:
     """Prop 28's norm off by a relative 1e-6."""
     return replace(inp, prop28_norm2=lambda N, P, n=1000: 1.000001 * prop28_norm2(N, P, n=n))
@@ -1805,12 +2261,22 @@ register(
                 breaks=("R_Theta, A and Prop 28's norm as derived",),
             ),
             Fault(
+                "one-hot codes (d_e = N)",
+                _one_hot_codes,
+                breaks=("slope of n(N) <= 9 / ln N", "slopes decreasing"),
+            ),
+            Fault(
+                "confidence without (nN)^(-1/2)",
+                _confidence_without_root,
+                breaks=("confidence = 1 - delta - (nN)^(-1/2)",),
+            ),
+            Fault(
                 "Prop 28 norm off by 1e-6",
                 _prop28_off,
                 breaks=("R_Theta, A and Prop 28's norm as derived",),
             ),
         ],
-        builds=(),
+        builds=(theorem7_sample_size,),  # the object is n(N): no module is built
         bounds=(theorem7_bound, theorem7_sample_size, prop28_norm2),
         derivation="docs/derivations/rnn-lower-bounds.md",
     )

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import qstr.verify.claims.rnn_lower as rnn_lower  # noqa: F401  (registers the claims)
-from qstr.verify.claims import REGISTRY
+from qstr.verify.claims import all_claims
 from qstr.verify.claim import Context
 
 IDS = ("lemma-37", "lemma-38", "lemma-36", "prop-8", "thm-9", "thm-7")
@@ -15,16 +15,16 @@ IDS = ("lemma-37", "lemma-38", "lemma-36", "prop-8", "thm-9", "thm-7")
 
 def test_claims_registered_with_references():
     for cid in IDS:
-        c = REGISTRY[cid]
+        c = all_claims()[cid]
         assert c.ref.seed and c.ref.conference and c.statement and c.faults
 
 
 def _run(cid, ctx=None):
     """The claim's inputs and each check's verdict on them."""
     ctx = ctx or Context(profile="quick")
-    claim = REGISTRY[cid]
+    claim = all_claims()[cid]
     inp = claim.inputs(ctx)
-    return claim, inp, {c.name: c.run(inp, ctx) for c in claim.checks}
+    return claim, inp, {c.name: c.run(inp, ctx) for c in claim.checks_in(ctx.profile)}
 
 
 def _faults_caught(cid):
@@ -32,7 +32,7 @@ def _faults_caught(cid):
     claim, inp, verdicts = _run(cid)
     ctx = Context(profile="quick")
     assert all(v.holds for v in verdicts.values()), verdicts
-    for f in claim.faults:
+    for f in claim.faults_in(ctx.profile):
         broken = f.apply(inp, ctx)
         for name in f.breaks:
             assert not claim.check(name).run(broken, ctx).holds, (f.name, name)
@@ -120,11 +120,21 @@ def test_prop8_width_bound_substituted():
     from qstr.bounds.recurrent import prop8_width_lower_bound
 
     claim, inp, _ = _run("prop-8")
+
     def wide(*a, **k):
         return 1e4 * prop8_width_lower_bound(*a, **k)
 
-    big = dataclasses.replace(inp, width_bound=wide)
+    big = dataclasses.replace(inp, bounds=dataclasses.replace(inp.bounds, width=wide))
     assert not claim.check("d_h >= width bound").run(big, Context()).holds
+
+
+def test_prop8_gru_width_check_runs_only_where_it_trains():
+    """The trained-width check and its simple-1STR fault are declared for full and gpu only."""
+    claim = all_claims()["prop-8"]
+    name = "trained GRU width grows with N"
+    assert name not in {c.name for c in claim.checks_in("quick")}
+    assert claim.check(name).profiles == ("full", "gpu")
+    assert [f.name for f in claim.faults if name in f.breaks] == ["simple-1STR width scan"]
 
 
 # ---------------------------------------------------------------- thm-9
