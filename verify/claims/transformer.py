@@ -2,6 +2,7 @@
 averaging, Props 3 and 21 (few heads fail), Theorem 4 (sample size polylogarithmic in N)."""
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import math
@@ -13,7 +14,7 @@ import numpy as np
 import sympy
 import torch
 
-from qstr.bounds.attention import (lemma11, lemma11_error_bound, lemma12_radius,
+from qstr.bounds.attention import (lemma11, lemma11_alpha, lemma11_error_bound, lemma12_radius,
                                    sparse_average_error_bound, sparse_average_head,
                                    sparse_average_leak)
 from qstr.bounds.symbolic import N as sym_N
@@ -50,16 +51,17 @@ L11_TIGHT_NS, L11_TIGHT_RTOL = (16, 256), 1e-9
 @dataclass(frozen=True, eq=False)
 class L11Case:
     """One (link, q = H, N): the certified construction (its fast path from (alpha, c, codes) and
-    its guarantee), the module users get, and the fast path's measured errors (Lemma 11)."""
+    its guarantee), the module users get and its export, and the fast path's measured errors."""
 
     link_name: str
     link: Any
     cons: Any  # the construction as certified: fast path and guarantee
     module: Any  # the built weights users get (a fault edits a copy)
+    exported: Any  # small N: the module saved, reloaded as nn.MultiheadAttention; else None
+    prompts: Tuple[torch.Tensor, torch.Tensor]  # random prompts in the r_x-ball
+    math_heads: torch.Tensor  # the heads at the random prompts, math backend (chunks of 1024)
     probe: Tuple[torch.Tensor, torch.Tensor]  # linear link: the worst prompt; else a random one
-    exported: bool  # small N: the module is also saved, reloaded and run as nn.MultiheadAttention
     fast_err: float  # the fast path's largest error on random prompts and after ascent
-    fused_gap: float  # fused (SDPA) heads in ragged chunks against the math heads
     fast_at_probe: torch.Tensor  # the fast path's prediction at the probe prompt
     gradient: Optional[torch.Tensor]  # linear link: the affine net's gradient (H, d)
 
@@ -71,13 +73,6 @@ class L11Case:
     def net(self):
         return self.link.two_layer_net()
 
-    @functools.cached_property
-    def exact_worst(self) -> float:
-        """Linear link: sup |y_hat - g| = 2 r_x max_t leak[t] ||sum_h w_h|| for an affine net with
-        gradient w (docs/derivations/lemma11.md, the exact worst case)."""
-        g = self.cons.guarantee
-        return 2 * g.r_x * float(target_leaks(self.cons).max()) * float(self.gradient.sum(0).norm())
-
     def name(self) -> str:
         return f"{self.link_name} q=H={self.cons.guarantee.H} N={self.N}"
 
@@ -88,10 +83,9 @@ class L11Case:
         x, t = self.probe
         with torch.no_grad():
             out = {"module": self.module.predict(x, t, chunk=1024), "fast path": self.fast_at_probe}
-            if self.exported:
-                exported = saved_and_reloaded(self.module)[1]
+            if self.exported is not None:
                 Z = transformer_encoding(x, t, self.module.omega[:self.N])
-                out["nn.MultiheadAttention"] = exported(Z).reshape(t.shape[:2])
+                out["nn.MultiheadAttention"] = self.exported(Z).reshape(t.shape[:2])
         return out
 
     def probe_errors(self) -> Dict[str, float]:
@@ -122,6 +116,13 @@ class Lemma11Inputs:
     star: Tuple[L11Star, ...]
     error_bound: Callable[..., float]  # Lemma 11's Lip sqrt(H) 2 delta r_x
     lipschitz: Callable[[Any], float]  # the output net's Lipschitz constant (TwoLayerNet.lipschitz)
+    leaks: Callable[[Any], torch.Tensor]  # off-target softmax mass per target (target_leaks)
+    fused_heads: Callable[..., torch.Tensor]  # (cons, x, t, chunk): SDPA's fused kernels
+
+
+def _fused_heads(cons, x: torch.Tensor, t: torch.Tensor, chunk: int) -> torch.Tensor:
+    """The construction's heads on SDPA's fused kernels, queries in chunks of ``chunk``."""
+    return cons.fast_heads(x, t, chunk=chunk, backend="fused")
 
 
 def _l11_cases(ctx: Context):
@@ -168,9 +169,7 @@ def _l11_case(ctx: Context, link_name: str, q: int, N: int) -> L11Case:
     fast = lambda xx, tt: cons.fast_predict(xx, tt, chunk=1024)  # noqa: E731
     with torch.no_grad():
         fast_err = float(_l11_errors(link, fast, x, t).max())
-        # SDPA's fused kernels (CUDA's default; torch has a CPU flash kernel) with ragged chunks
-        fused = cons.fast_heads(x, t, chunk=N // 3 + 1, backend="fused")
-        fused_gap = float((fused - cons.fast_heads(x, t, chunk=1024, backend="math")).abs().max())
+        math_heads = cons.fast_heads(x, t, chunk=1024, backend="math")
     if small:
         xs = worst_case_tokens(lambda xx: _l11_errors(link, fast, xx, t[:2]), x[:2], g.r_x,
                                steps=ctx.pick(quick=25, full=100))
@@ -181,8 +180,9 @@ def _l11_case(ctx: Context, link_name: str, q: int, N: int) -> L11Case:
         probe = lemma11_adversarial_prompt(cons, gradient.sum(0))
     with torch.no_grad():
         fast_at_probe = fast(*probe)
-    return L11Case(link_name, link, cons, cons, probe, small, fast_err, fused_gap, fast_at_probe,
-                   gradient)
+    exported = saved_and_reloaded(cons)[1] if small else None
+    return L11Case(link_name, link, cons, cons, exported, (x, t), math_heads, probe, fast_err,
+                   fast_at_probe, gradient)
 
 
 def _pair_net(w: torch.Tensor) -> TwoLayerNet:
@@ -208,7 +208,8 @@ def lemma11_inputs(ctx: Context) -> Lemma11Inputs:
     cases = tuple(_l11_case(ctx, name, q, N) for name, q in _l11_cases(ctx)
                   for N in _l11_sizes(ctx, name)[0])
     star = tuple(_l11_star(ctx, N) for N in L11_TIGHT_NS)
-    return Lemma11Inputs(L11_EPS, cases, star, lemma11_error_bound, attrgetter("lipschitz"))
+    return Lemma11Inputs(L11_EPS, cases, star, lemma11_error_bound, attrgetter("lipschitz"),
+                         target_leaks, _fused_heads)
 
 
 def _l11_bound(inp: Lemma11Inputs, cons, net) -> float:
@@ -236,7 +237,7 @@ def _export_rounding(model, scale: float) -> Rounding:
 def _case_rounding(case: L11Case) -> Rounding:
     """The attention rounding, plus the export's where the export is run."""
     rnd = _attention_rounding(case.cons.guarantee)
-    if not case.exported:
+    if case.exported is None:
         return rnd
     scale = float(case.at_probe["module"].abs().max()) + 1.0
     return rnd + _export_rounding(case.module.model, scale)
@@ -277,9 +278,18 @@ def lemma11_module_is_fast_path(inp: Lemma11Inputs, ctx: Context) -> Verdict:
                         "|module - fast path| at the probe prompt")
 
 
+def _fused_gap(inp: Lemma11Inputs, case: L11Case) -> float:
+    """max |fused heads in ragged chunks of N/3 + 1 - math heads| on the case's random prompts
+    (SDPA's fused kernels: CUDA's default; torch has a CPU flash kernel)."""
+    x, t = case.prompts
+    with torch.no_grad():
+        fused = inp.fused_heads(case.cons, x, t, case.N // 3 + 1)
+    return float((fused - case.math_heads).abs().max())
+
+
 def lemma11_fused_heads(inp: Lemma11Inputs, ctx: Context) -> Verdict:
     """The fused (SDPA) heads in chunks of N/3 + 1 equal the math heads."""
-    gaps = [(c.fused_gap, _attention_rounding(c.cons.guarantee), c) for c in inp.cases]
+    gaps = [(_fused_gap(inp, c), _attention_rounding(c.cons.guarantee), c) for c in inp.cases]
     return _gap_verdict(gaps, "|fused heads - math heads| on random prompts")
 
 
@@ -288,15 +298,23 @@ def lemma11_export_is_module(inp: Lemma11Inputs, ctx: Context) -> Verdict:
     def gap(c: L11Case) -> float:
         return float((c.at_probe["nn.MultiheadAttention"] - c.at_probe["module"]).abs().max())
 
-    return _gap_verdict([(gap(c), _case_rounding(c), c) for c in inp.cases if c.exported],
+    return _gap_verdict([(gap(c), _case_rounding(c), c) for c in inp.cases
+                         if c.exported is not None],
                         "|exported - module| at the probe prompt")
+
+
+def _exact_worst(inp: Lemma11Inputs, case: L11Case) -> float:
+    """Linear link: sup |y_hat - g| = 2 r_x max_t leak[t] ||sum_h w_h|| for an affine net with
+    gradient w (docs/derivations/lemma11.md, the exact worst case)."""
+    leak = float(inp.leaks(case.cons).max())
+    return 2 * case.cons.guarantee.r_x * leak * float(case.gradient.sum(0).norm())
 
 
 def lemma11_worst_prompt_exact(inp: Lemma11Inputs, ctx: Context) -> Verdict:
     """Linear link: every path's error at the worst prompt is the exact worst case (both sides)."""
     rows = []
     for case in (c for c in inp.cases if c.gradient is not None):
-        exact = case.exact_worst
+        exact = _exact_worst(inp, case)
         for path, err in case.probe_errors().items():
             rows.append((abs(err - exact) - _case_rounding(case).term, err, exact, path, case))
     _, err, exact, path, case = max(rows, key=lambda r: r[0])
@@ -306,10 +324,10 @@ def lemma11_worst_prompt_exact(inp: Lemma11Inputs, ctx: Context) -> Verdict:
 
 def lemma11_exact_within_bound(inp: Lemma11Inputs, ctx: Context) -> Verdict:
     """Linear link: the exact worst case 2 r_x max_t leak[t] ||sum w_h|| is at most the bound."""
-    rows = [(c.exact_worst / _l11_bound(inp, c.cons, c.net), c) for c in inp.cases
-            if c.gradient is not None]
-    ratio, case = max(rows, key=lambda r: r[0])
-    return at_most(case.exact_worst, _l11_bound(inp, case.cons, case.net),
+    rows = [(_exact_worst(inp, c), c) for c in inp.cases if c.gradient is not None]
+    ratio, exact_value, case = max(((e / _l11_bound(inp, c.cons, c.net), e, c) for e, c in rows),
+                                   key=lambda r: r[0])
+    return at_most(exact_value, _l11_bound(inp, case.cons, case.net),
                    detail=f"largest exact / bound {ratio:.3f} at {case.name()}")
 
 
@@ -352,16 +370,17 @@ def lemma11_alpha_log_n(inp: Lemma11Inputs, ctx: Context) -> Verdict:
 
 
 def _module_fault(edit):
-    """A copy of the built module with ``edit(W_QK, construction)`` applied, in each case small
-    enough to be exported (the others keep theirs)."""
+    """A copy of the built module with ``edit(W_QK, construction)`` applied (and exported as
+    users would export it), in each case small enough to be exported (the others keep theirs)."""
     def broken(case: L11Case) -> L11Case:
         module = case.cons.with_alpha(case.cons.alpha)
         with torch.no_grad():
             edit(module.model.W_QK, case.cons)
-        return replace(case, module=module)
+        return replace(case, module=module, exported=saved_and_reloaded(module)[1])
 
     def apply(inp: Lemma11Inputs, ctx: Context) -> Lemma11Inputs:
-        return replace(inp, cases=tuple(broken(c) if c.exported else c for c in inp.cases))
+        return replace(inp, cases=tuple(broken(c) if c.exported is not None else c
+                                        for c in inp.cases))
     return apply
 
 
@@ -389,6 +408,58 @@ def _op_norm_lipschitz(inp: Lemma11Inputs, ctx: Context) -> Lemma11Inputs:
     return replace(inp, lipschitz=op_norm)
 
 
+def _rechosen_alpha(choose):
+    """Each case rebuilt at alpha = ``choose(N, alpha_2)``, alpha_2 the alpha lemma11_alpha picks
+    for the same (q, mu, c, r_x, Lip, eps) at N = 2, i.e. ln((1 - delta)/delta) / (c^2 (1 - mu))
+    with delta = eps / (2 r_x Lip sqrt(H)): the Lemma 11 bound without its (N - 1) factor."""
+    def rebuilt(inp: Lemma11Inputs, case: L11Case) -> L11Case:
+        g = case.cons.guarantee
+        alpha_2 = lemma11_alpha(N=2, q=g.H, mu=g.mu, c=g.c, r_x=g.r_x, lipschitz=g.lipschitz,
+                                eps=inp.eps)
+        cons = lemma11(case.N, L11_D, g.H, case.net, alpha=choose(case.N, alpha_2), r_x=g.r_x,
+                       codebook=case.cons.codebook, device=case.cons.model.W_QK.device)
+        return replace(case, cons=cons, module=cons)
+
+    def apply(inp: Lemma11Inputs, ctx: Context) -> Lemma11Inputs:
+        return replace(inp, cases=tuple(rebuilt(inp, c) for c in inp.cases))
+    return apply
+
+
+def _chunks_one_late(cons, x: torch.Tensor, t: torch.Tensor, chunk: int) -> torch.Tensor:
+    """A fused path whose chunk at offset s reads the query indices of t[s + 1 : s + 1 + chunk]
+    (an off-by-one in the chunk offset; the last chunk wraps round to t[0])."""
+    return cons.fast_heads(x, t.roll(-1, dims=1), chunk=chunk, backend="fused")
+
+
+def _leaks_from_chunk_rows(cons, chunk: int = 1024) -> torch.Tensor:
+    """target_leaks with the chunk offset dropped from the self score: row s + i of the Gram
+    matrix is compared with G[s + i, i] instead of its diagonal G[s + i, s + i]."""
+    omega, A = cons.omega, cons.alpha * cons.c ** 2
+    out = []
+    for s in range(0, omega.shape[0], chunk):
+        G = omega[s:s + chunk] @ omega.T
+        rows = torch.arange(G.shape[0], device=G.device)
+        E = torch.exp(A * (G - G[rows, rows].clone()[:, None]))
+        E[rows, rows] = 0
+        X = E.sum(dim=1)
+        out.append(X / (1 + X))
+    return torch.cat(out)
+
+
+def _forgot_head_dim_scale(case: L11Case) -> L11Case:
+    """An exporter that does not pre-multiply the query projection by sqrt(D_e): torch divides
+    each head's logits by sqrt(head_dim), so the export attends too softly."""
+    exported = copy.deepcopy(case.exported)
+    with torch.no_grad():
+        exported.projection_weights()[0].div_(math.sqrt(exported.D_e))
+    return replace(case, exported=exported)
+
+
+def _export_fault(inp: Lemma11Inputs, ctx: Context) -> Lemma11Inputs:
+    return replace(inp, cases=tuple(_forgot_head_dim_scale(c) if c.exported is not None else c
+                                    for c in inp.cases))
+
+
 L11_MODULE_CHECKS = ("error <= bound", "module = fast path")
 
 register(Claim(
@@ -412,7 +483,20 @@ register(Claim(
             Fault("last head's block dropped", _module_fault(_last_head_dropped),
                   breaks=L11_MODULE_CHECKS),
             Fault("bound with ||a|| ||W||_op", _op_norm_lipschitz,
-                  breaks=("Lipschitz constant exact", "star code attains the bound"))],
+                  breaks=("Lipschitz constant exact", "star code attains the bound")),
+            Fault("alpha from eps without the (N - 1) factor",
+                  _rechosen_alpha(lambda N, alpha_2: alpha_2), breaks=("bound <= eps",)),
+            Fault("ln((N - 1) X) taken as (N - 1) ln X in alpha",
+                  _rechosen_alpha(lambda N, alpha_2: (N - 1) * alpha_2),
+                  breaks=("alpha = O(log N)",)),
+            Fault("fused chunks read the queries one position late",
+                  lambda inp, ctx: replace(inp, fused_heads=_chunks_one_late),
+                  breaks=("fused heads = math heads",)),
+            Fault("exporter forgets torch's 1/sqrt(head_dim)", _export_fault,
+                  breaks=("exported = module",)),
+            Fault("leaks from the chunk's rows, not the diagonal",
+                  lambda inp, ctx: replace(inp, leaks=_leaks_from_chunk_rows),
+                  breaks=("worst prompt = exact worst case", "exact worst case <= bound"))],
     builds=(lemma11, lemma11_adversarial_prompt), bounds=(lemma11_error_bound, target_leaks),
     derivation="docs/derivations/lemma11.md",
 ))
