@@ -673,6 +673,15 @@ def _one_slot_short(inp: SparseAverageInputs, ctx: Context) -> SparseAverageInpu
     return replace(inp, cases=tuple(short(c) for c in inp.cases))
 
 
+def _radius_as_scale(inp: SparseAverageInputs, ctx: Context) -> SparseAverageInputs:
+    """Random prompts drawn with the radius as the token scale, x ~ N(0, r_x^2 I) and not clipped
+    to the r_x-ball: a sample outside the law the sup is taken over."""
+    def scaled(case: SACase) -> SACase:
+        x, t = case.prompts
+        return replace(case, prompts=(x * case.head.guarantee.r_x, t))
+    return replace(inp, cases=tuple(scaled(c) for c in inp.cases))
+
+
 register(Claim(
     id="sparse-average-single-head", ref=Ref("remark after Prop 3", "remark after Prop 4"),
     statement="one head computes the q-sparse average (q = 2, 3; mu < 1/(2q-1)): the exact worst "
@@ -686,7 +695,9 @@ register(Claim(
     faults=[Fault("bound without the within-set term", _leak_only_bound,
                   breaks=("exact sup <= bound",)),
             Fault("query one slot short", _one_slot_short,
-                  breaks=("worst prompt = exact sup", "attention rows = closed-form softmax"))],
+                  breaks=("worst prompt = exact sup", "attention rows = closed-form softmax")),
+            Fault("random tokens N(0, r_x^2 I), not clipped", _radius_as_scale,
+                  breaks=("random prompts <= exact sup",))],
     builds=(sparse_average_head,), bounds=(sparse_average_error_bound, sparse_average_leak),
     derivation="docs/derivations/sparse-averaging.md",
 ))
