@@ -124,18 +124,36 @@ def test_sparse_average_a_bound_without_the_within_term_is_caught(sparse_claim):
 
 @pytest.mark.parametrize("cid", ["prop-21", "prop-3"])
 def test_few_heads_checks_hold_and_q_heads_beat_the_floor(cid):
-    """Every check holds on quick (the trained models are full-profile only); the H = q model held
-    to the H = q - 1 floor fails both explicit checks."""
+    """Every quick check holds (the trained models run on full and gpu only, with their fault);
+    each quick fault breaks its checks: the H = q model held to the H = q - 1 floor fails both
+    explicit checks."""
     claim, ctx = all_claims()[cid], Context()
     inp = claim.inputs(ctx)
-    for check in claim.checks:
+    assert "trained risk >= floor" not in [c.name for c in claim.checks_in("quick")]
+    assert [f.name for f in claim.faults if "quick" not in f.profiles] == [
+        "floor with the heads counted from 0"]
+    for check in claim.checks_in("quick"):
         assert check.run(inp, ctx).holds, check.name
-    assert claim.check("trained risk >= floor").run(inp, ctx).measured == "not run"
-    (fault,) = claim.faults
-    broken = fault.apply(inp, ctx)
-    assert broken.explicit.estimate.heads == inp.H + 1 and inp.explicit.estimate.heads == inp.H
-    for name in fault.breaks:
-        assert not claim.check(name).run(broken, ctx).holds
+    for fault in claim.faults_in("quick"):
+        broken = fault.apply(inp, ctx)
+        for name in fault.breaks:
+            assert not claim.check(name).run(broken, ctx).holds, (fault.name, name)
+    q_heads = claim.faults[0].apply(inp, ctx)
+    assert q_heads.explicit.estimate.heads == inp.H + 1 and inp.explicit.estimate.heads == inp.H
+
+
+@pytest.mark.parametrize("cid", ["prop-21", "prop-3"])
+def test_few_heads_explicit_allowance_is_a_stated_confidence(cid):
+    """'explicit risk >= floor' allows z standard errors below the floor with z the one-sided
+    normal quantile at confidence 0.999 (3.09), stated in its detail."""
+    from statistics import NormalDist
+
+    claim, ctx = all_claims()[cid], Context()
+    inp = claim.inputs(ctx)
+    v = claim.check("explicit risk >= floor").run(inp, ctx)
+    est, floor = inp.explicit.estimate, inp.floor_at(inp.H)
+    assert v.bound == pytest.approx(floor - NormalDist().inv_cdf(0.999) * est.se, rel=1e-12)
+    assert "family confidence 0.999" in v.detail and "z = 3.090" in v.detail
 
 
 def test_few_heads_an_unclipped_floor_is_a_different_function():
