@@ -872,7 +872,7 @@ def few_heads_explicit_above_floor(inp: FewHeadsInputs, ctx: Context) -> Verdict
 
 
 def _explicit_margin(inp: FewHeadsInputs) -> str:
-    """Where the explicit model's true risk lies against the floor, and how often the check fails."""
+    """Where the explicit model's true risk lies against the floor; how often the check fails."""
     if inp.cfg["restricted"]:
         return (f"its true risk is the floor + O(e) (Prop 21 is exact): the check fails for about "
                 f"{100 * (1 - FEW_CONFIDENCE):.1f}% of seeds (0.13% with a 3 se margin)")
