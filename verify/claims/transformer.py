@@ -1008,6 +1008,8 @@ class Theorem4Inputs:
     majorant: Callable[..., dict]  # the certificate's smooth majorant, by term
     cert5: Any
     cert4: Any
+    leading: Callable[[Any], dict]  # leading_constants: tau_c, P_c, L_c, k_n (section 11)
+    leading_form: Callable[..., Any]  # leading_sample_size_expr(params, target)
 
 
 def _certified_degree(cert) -> Optional[int]:
@@ -1029,7 +1031,8 @@ def theorem4_inputs(ctx: Context) -> Theorem4Inputs:
     cert5, cert4 = polylog_certificate(params, k=THM4_DEGREE), polylog_certificate(params, k=4)
     return Theorem4Inputs(params, functools.partial(_sample_size, params),
                           functools.partial(_certified_degree, cert5), _numeric_bound,
-                          majorant_terms, cert5, cert4)
+                          majorant_terms, cert5, cert4, leading_constants,
+                          leading_sample_size_expr)
 
 
 def _slopes(inp: Theorem4Inputs) -> np.ndarray:
@@ -1210,10 +1213,10 @@ def thm4_majorant_as_derived(inp: Theorem4Inputs, ctx: Context) -> Verdict:
 def thm4_leading_constants(inp: Theorem4Inputs, ctx: Context) -> Verdict:
     """Section 11: the leading constants tau_c and P_c are the certificate's limits of tau / ln N
     and P / ln^2 N (and P_c = P for a fixed d_e = 50); the largest |difference| (sympy, exact)."""
-    lead, fixed = leading_constants(inp.params), dataclasses.replace(inp.params, d_e=50)
+    lead, fixed = inp.leading(inp.params), dataclasses.replace(inp.params, d_e=50)
     diffs = {"tau_c": inp.cert5.factors["tau/u"] - lead["tau_c"],
              "P_c": inp.cert5.factors["P/u^2"] - lead["P_c"],
-             "P_c (d_e = 50)": majorant_terms(fixed)["P"] - leading_constants(fixed)["P_c"]}
+             "P_c (d_e = 50)": inp.majorant(fixed)["P"] - inp.leading(fixed)["P_c"]}
     simplified = {k: sympy.simplify(v) for k, v in diffs.items()}
     return exact(sum(1 for v in simplified.values() if v != 0), 0,
                  detail=f"constants differing from the limits (tau_c = {lead['tau_c']}, "
@@ -1248,14 +1251,14 @@ def thm4_leading_form(inp: Theorem4Inputs, ctx: Context) -> Verdict:
     P, Nv = inp.params, 2 ** 20
     L = math.log(Nv)
     hand = 3397386240000 * math.e ** 4 * L ** 4 * math.log(L)
-    got = float(leading_sample_size_expr(P, THM4_TARGET).subs(sym_N, Nv).evalf(30))
+    got = float(inp.leading_form(P, THM4_TARGET).subs(sym_N, Nv).evalf(30))
     fixed = dataclasses.replace(P, d_e=50)
     q, D_e = fixed.q, fixed.d + (fixed.q + 1) * 50
     tau_c = 2 * math.e ** 2 * 4 * (fixed.r_a * fixed.r_w) ** 2 * q * fixed.C_x * fixed.d
     P_fixed = fixed.m_g * (q * D_e + 2) + q * D_e ** 2
     excess = THM4_TARGET - 4 * fixed.eps_2nn
     hand_fixed = 144 * tau_c ** 2 * P_fixed * 3 * L ** 2 * math.log(L) / excess ** 2
-    got_fixed = float(leading_sample_size_expr(fixed, THM4_TARGET).subs(sym_N, Nv).evalf(30))
+    got_fixed = float(inp.leading_form(fixed, THM4_TARGET).subs(sym_N, Nv).evalf(30))
     gap = max(abs(got / hand - 1), abs(got_fixed / hand_fixed - 1))
     return at_most(gap, 1e-12, detail="leading_sample_size_expr against the hand forms at N = 2^20")
 
@@ -1278,6 +1281,44 @@ def _rad_for_two_rad(inp: Theorem4Inputs, ctx: Context) -> Theorem4Inputs:
     return replace(inp, bound=_one_rademacher)
 
 
+def _one_hot_positions(inp: Theorem4Inputs, ctx: Context) -> Theorem4Inputs:
+    """The sample size with one-hot positional codes, d_e = N, in place of the near-orthogonal
+    codes' d_e = 8 ln(N^2 / delta): P grows like N^2."""
+    def sample_size(N: int) -> int:
+        return theorem4_sample_size(THM4_TARGET, N, dataclasses.replace(inp.params, d_e=N))
+    return replace(inp, sample_size=sample_size)
+
+
+def _edited_majorant(inp: Theorem4Inputs, edit) -> Theorem4Inputs:
+    """The majorant with ``edit(terms, n_lo)`` applied to its terms."""
+    def majorant(params, n_lo=sym_n, n_up=None, lnN=sym_u):
+        t = majorant_terms(params, n_lo, n_up, lnN)
+        edit(t, n_lo)
+        return t
+    return replace(inp, majorant=majorant)
+
+
+def _covering_radius_halved(t: dict, n_lo) -> None:
+    """ln(1 + A) for ln(1 + 2 A) in the covering number (radius eps for eps / 2)."""
+    t["L_A"] = sympy.log(1 + (sympy.exp(t["L_A"]) - 1) / 2)
+
+
+def _tail_root_n(t: dict, n_lo) -> None:
+    """The tail's n^{-3/4} taken as n^{-1/2}."""
+    t["tail"] = t["tail"] * n_lo ** sympy.Rational(1, 4)
+
+
+def _codes_without_square(params) -> dict:
+    """leading_constants with d_e ~ 8 ln N for 8 ln(N^2 / delta) ~ 16 ln N: P_c a quarter."""
+    lead = leading_constants(params)
+    return {**lead, "P_c": lead["P_c"] / 4} if params.d_e is None else lead
+
+
+def _dudley_unsquared(params, target: float, N_sym=sym_N):
+    """n solved from 12 tau sqrt(P L / n) = target - 4 eps_2NN with 12 for 12^2."""
+    return leading_sample_size_expr(params, target, N_sym) / 12
+
+
 register(Claim(
     id="thm-4", ref=Ref("Thm 4 (Thm 10)", "Thm 3 (Thm 10)"),
     statement=f"Transformer sample size for risk {THM4_TARGET} (explicit constants) grows "
@@ -1296,7 +1337,23 @@ register(Claim(
     faults=[Fault("FFN requirement n >= N d", _ffn_requirement,
                   breaks=("log-log slope halves", "sympy polylog degree <= 5")),
             Fault("Rad in place of 2 Rad", _rad_for_two_rad,
-                  breaks=("numeric bound = sympy bound",))],
+                  breaks=("numeric bound = sympy bound",)),
+            Fault("one-hot positions, d_e = N", _one_hot_positions,
+                  breaks=("log-log slope halves", "slopes decrease")),
+            Fault("covering radius eps for eps / 2",
+                  lambda inp, ctx: _edited_majorant(inp, _covering_radius_halved),
+                  breaks=("majorant dominates",)),
+            Fault("tail n^{-3/4} taken as n^{-1/2}",
+                  lambda inp, ctx: _edited_majorant(inp, _tail_root_n),
+                  breaks=("majorant as derived",)),
+            Fault("d_e ~ 8 ln N for 8 ln(N^2 / delta)",
+                  lambda inp, ctx: replace(inp, leading=_codes_without_square),
+                  breaks=("leading constants = certificate limits",)),
+            Fault("certificate at k = 5 for k = 4", lambda inp, ctx: replace(inp, cert4=inp.cert5),
+                  breaks=("k = 4 inconclusive", "certificate factor limits")),
+            Fault("Dudley's 12 not squared in n(N)",
+                  lambda inp, ctx: replace(inp, leading_form=_dudley_unsquared),
+                  breaks=("leading form as derived",))],
     builds=(theorem4_sample_size, polylog_certificate),
     bounds=(theorem4_bound, bound_expr, majorant_terms),
     derivation="docs/derivations/theorem4.md",
