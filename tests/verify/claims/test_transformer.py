@@ -11,6 +11,7 @@ import torch
 import qstr.bounds.transformer as bt
 from qstr.verify.claim import Context
 from qstr.verify.claims import all_claims
+from qstr.verify.claims.export import saved_and_reloaded
 
 
 # ---------------------------------------------------------------- lemma-11
@@ -58,16 +59,18 @@ def test_lemma11_a_loose_bound_is_caught_by_the_star_code(lemma11_claim):
 
 def test_lemma11_scores_10_percent_low_are_read_from_the_built_module(lemma11_claim):
     """W_QK 10% low in the module users get: the fast path (from alpha, c, codes) does not see it,
-    the module and its export do: 'module = fast path' fails, 'exported = module' holds."""
+    the module and its export (saved and reloaded) do: 'module = fast path' fails, 'exported =
+    module' holds."""
     claim, inp, ctx = lemma11_claim
 
     def low(case):
         module = case.cons.with_alpha(case.cons.alpha)
         with torch.no_grad():
             module.model.W_QK.mul_(0.9)
-        return dataclasses.replace(case, module=module)
+        return dataclasses.replace(case, module=module, exported=saved_and_reloaded(module)[1])
 
-    broken = dataclasses.replace(inp, cases=tuple(low(c) if c.exported else c for c in inp.cases))
+    broken = dataclasses.replace(inp, cases=tuple(low(c) if c.exported is not None else c
+                                                  for c in inp.cases))
     assert not claim.check("module = fast path").run(broken, ctx).holds
     assert not claim.check("worst prompt = exact worst case").run(broken, ctx).holds
     assert claim.check("exported = module").run(broken, ctx).holds
@@ -121,18 +124,36 @@ def test_sparse_average_a_bound_without_the_within_term_is_caught(sparse_claim):
 
 @pytest.mark.parametrize("cid", ["prop-21", "prop-3"])
 def test_few_heads_checks_hold_and_q_heads_beat_the_floor(cid):
-    """Every check holds on quick (the trained models are full-profile only); the H = q model held
-    to the H = q - 1 floor fails both explicit checks."""
+    """Every quick check holds (the trained models run on full and gpu only, with their fault);
+    each quick fault breaks its checks: the H = q model held to the H = q - 1 floor fails both
+    explicit checks."""
     claim, ctx = all_claims()[cid], Context()
     inp = claim.inputs(ctx)
-    for check in claim.checks:
+    assert "trained risk >= floor" not in [c.name for c in claim.checks_in("quick")]
+    assert [f.name for f in claim.faults if "quick" not in f.profiles] == [
+        "floor with the heads counted from 0"]
+    for check in claim.checks_in("quick"):
         assert check.run(inp, ctx).holds, check.name
-    assert claim.check("trained risk >= floor").run(inp, ctx).measured == "not run"
-    (fault,) = claim.faults
-    broken = fault.apply(inp, ctx)
-    assert broken.explicit.estimate.heads == inp.H + 1 and inp.explicit.estimate.heads == inp.H
-    for name in fault.breaks:
-        assert not claim.check(name).run(broken, ctx).holds
+    for fault in claim.faults_in("quick"):
+        broken = fault.apply(inp, ctx)
+        for name in fault.breaks:
+            assert not claim.check(name).run(broken, ctx).holds, (fault.name, name)
+    q_heads = claim.faults[0].apply(inp, ctx)
+    assert q_heads.explicit.estimate.heads == inp.H + 1 and inp.explicit.estimate.heads == inp.H
+
+
+@pytest.mark.parametrize("cid", ["prop-21", "prop-3"])
+def test_few_heads_explicit_allowance_is_a_stated_confidence(cid):
+    """'explicit risk >= floor' allows z standard errors below the floor with z the one-sided
+    normal quantile at confidence 0.999 (3.09), stated in its detail."""
+    from statistics import NormalDist
+
+    claim, ctx = all_claims()[cid], Context()
+    inp = claim.inputs(ctx)
+    v = claim.check("explicit risk >= floor").run(inp, ctx)
+    est, floor = inp.explicit.estimate, inp.floor_at(inp.H)
+    assert v.bound == pytest.approx(floor - NormalDist().inv_cdf(0.999) * est.se, rel=1e-12)
+    assert "family confidence 0.999" in v.detail and "z = 3.090" in v.detail
 
 
 def test_few_heads_an_unclipped_floor_is_a_different_function():
