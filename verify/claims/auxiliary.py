@@ -70,7 +70,7 @@ def lemma40_zscores(inp: Lemma40Inputs, ctx: Context) -> Verdict:
         claimed = inp.variance(k, r)
         rnd = _lemma40_rounding(inp, est, k, claimed)
         terms.append(rnd.times(1 / max(est.stderr, 1e-300), "1/stderr"))
-        worst = max(worst, abs(est.estimate - claimed) / max(est.stderr, 1e-300))
+        worst = max(worst, est.zscore(claimed))  # the estimate's own |estimate - value| / stderr
         parts.append(f"k={k} r={r}: {est.estimate:.3f} +- {est.halfwidth:.3f} vs {claimed:g}")
     return at_most(worst, inp.zcrit, largest(terms), detail="; ".join(parts))
 
@@ -277,6 +277,7 @@ class Packing:
     d: int
     eps: float
     points: torch.Tensor
+    candidates: torch.Tensor  # what the greedy scan read, in order
 
     def __str__(self) -> str:
         return f"{self.ball} d={self.d} eps={self.eps:g}: M={self.points.shape[0]}"
@@ -300,8 +301,8 @@ def _sphere_packing(ctx: Context) -> Packing:
     bounds.recurrent.euclidean_packing_counterexample)."""
     g = ctx.generator("lemma-41/sphere", device=ctx.device)
     X = torch.randn(SPHERE_M, SPHERE_D, generator=g, dtype=torch.float64, device=ctx.device)
-    return Packing("l2", SPHERE_D, SPHERE_SEP, greedy_packing(X / X.norm(dim=1, keepdim=True),
-                                                              SPHERE_SEP))
+    X = X / X.norm(dim=1, keepdim=True)
+    return Packing("l2", SPHERE_D, SPHERE_SEP, greedy_packing(X, SPHERE_SEP), X)
 
 
 def lemma41_inputs(ctx: Context) -> Lemma41Inputs:
@@ -314,7 +315,7 @@ def lemma41_inputs(ctx: Context) -> Lemma41Inputs:
         g = ctx.generator("lemma-41/candidates", d, e, device=ctx.device)
         cand = torch.cat([_structured(d, eps, ball, ctx.device),
                           sample_ball(n_cand, d, ball, generator=g)])
-        packings.append(Packing(ball, d, eps, greedy_packing(cand, eps)))
+        packings.append(Packing(ball, d, eps, greedy_packing(cand, eps), cand))
     packings.append(_sphere_packing(ctx))
     return Lemma41Inputs(tuple(packings), packing_log_bound, _maurey_form)
 
@@ -340,6 +341,18 @@ def lemma41_separated(inp: Lemma41Inputs, ctx: Context) -> Verdict:
     ratio, P = min(((min_pairwise_distance(P.points) / P.eps, P) for P in inp.packings),
                    key=lambda t: t[0])
     return at_least(ratio, 1.0, detail=f"smallest distance / eps at {P}")
+
+
+def lemma41_maximal(inp: Lemma41Inputs, ctx: Context) -> Verdict:
+    """Every greedy packing is maximal among its candidates: each candidate lies within eps of a
+    kept point (so the kept points also cover them, the step behind M >= covering numbers);
+    the largest distance to the nearest kept point over eps."""
+    def reach(P: Packing) -> float:
+        return float(torch.cdist(P.candidates, P.points).min(dim=1).values.max()) / P.eps
+
+    ratio, P = max(((reach(P), P) for P in inp.packings), key=lambda t: t[0])
+    rnd = Rounding(n=P.d + 2, scale=4.0 / P.eps, what="(d + 2) eps (|x| + |y|)^2 / eps")
+    return at_most(ratio, 1.0, rnd, detail=f"largest at {P} ({P.candidates.shape[0]} candidates)")
 
 
 def lemma41_sphere(inp: Lemma41Inputs, ctx: Context) -> Verdict:
@@ -375,6 +388,14 @@ def _point_twice(inp: Lemma41Inputs, ctx: Context) -> Lemma41Inputs:
     return replace(inp, packings=twice)
 
 
+def _scan_stopped_halfway(inp: Lemma41Inputs, ctx: Context) -> Lemma41Inputs:
+    """Packings whose greedy scan stopped after half of its candidates (a loop bound slip)."""
+    def half(P: Packing) -> Packing:
+        return replace(P, points=greedy_packing(P.candidates[:P.candidates.shape[0] // 2], P.eps))
+
+    return replace(inp, packings=tuple(half(P) for P in inp.packings))
+
+
 def _maurey_constant(inp: Lemma41Inputs, ctx: Context) -> Lemma41Inputs:
     """The Maurey form with its constant 8 (maurey_simple_bound), which R^128 cannot beat."""
     return replace(inp, maurey_form=maurey_simple_bound)
@@ -389,9 +410,12 @@ register(Claim(
     inputs=lemma41_inputs,
     checks=[Check("log M <= bound", lemma41_holds),
             Check("packings eps-separated", lemma41_separated),
+            Check("greedy packings maximal", lemma41_maximal),
             Check("D = 128 sphere beats the Maurey form", lemma41_sphere)],
     faults=[Fault("both constants divided by 4", _constants_quartered, breaks=("log M <= bound",)),
             Fault("a point kept twice", _point_twice, breaks=("packings eps-separated",)),
+            Fault("greedy scan stopped halfway", _scan_stopped_halfway,
+                  breaks=("greedy packings maximal",)),
             Fault("the Maurey form with its constant 8", _maurey_constant,
                   breaks=("D = 128 sphere beats the Maurey form",))],
     builds=(greedy_packing, sample_ball),
