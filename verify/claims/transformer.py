@@ -879,9 +879,10 @@ def _explicit_margin(inp: FewHeadsInputs) -> str:
     return f"its true risk is the floor + 2H/d = {_closed_form(inp):.4f}"
 
 
-def _closed_form(inp: FewHeadsInputs) -> float:
-    """2 (q - H) / q: the variance of the q - H squared tokens the model cannot see (Lemma 40)."""
-    return 2 * (inp.cfg["q"] - inp.H) / inp.cfg["q"]
+def _closed_form(inp: FewHeadsInputs, H: Optional[int] = None) -> float:
+    """2 (q - H) / q: the variance of the q - H squared tokens the model cannot see (Lemma 40);
+    H defaults to the explicit model's q - 1."""
+    return 2 * (inp.cfg["q"] - (inp.H if H is None else H)) / inp.cfg["q"]
 
 
 def few_heads_explicit_closed_form(inp: FewHeadsInputs, ctx: Context) -> Verdict:
@@ -895,17 +896,23 @@ def few_heads_explicit_closed_form(inp: FewHeadsInputs, ctx: Context) -> Verdict
 
 
 def few_heads_floor_reached(inp: FewHeadsInputs, ctx: Context) -> Verdict:
-    """Prop 3: the floor is nearly attained, closed form - floor <= 2 H / d (few-heads.md, 2)."""
-    gap = _closed_form(inp) - inp.floor_at(inp.H)
-    return at_most(gap, 2 * inp.H / inp.cfg["d"], 1e-12,
-                   detail=f"2 (q - H)/q - floor at H = {inp.H}, d = {inp.cfg['d']}")
+    """Prop 3: the floor is nearly attained at every H < q, closed form - floor <= 2 H / d
+    (few-heads.md, 2); the largest (closed form - floor) / (2 H / d)."""
+    q, d = inp.cfg["q"], inp.cfg["d"]
+    ratio, H = max(((_closed_form(inp, H) - inp.floor_at(H)) / (2 * H / d), H) for H in range(1, q))
+    return at_most(ratio, 1.0, 1e-12,
+                   detail=f"(2 (q - H)/q - floor) / (2 H / d) over H = 1..{q - 1}, largest at "
+                          f"H = {H}, d = {d}")
 
 
 def few_heads_floor_exact(inp: FewHeadsInputs, ctx: Context) -> Verdict:
-    """Prop 21: the floor is the infimum over the restricted class, 2 (q - H) / q (few-heads.md,
-    section 3, where it is exact)."""
-    return close(_closed_form(inp), inp.floor_at(inp.H), 0.0, 1e-12,
-                 detail=f"2 (q - H)/q vs the floor at H = {inp.H}, d = {inp.cfg['d']}")
+    """Prop 21: at every H < q the floor is the infimum over the restricted class, 2 (q - H) / q
+    (few-heads.md, section 3, where it is exact); the largest |closed form - floor|."""
+    q = inp.cfg["q"]
+    gap, H = max((abs(_closed_form(inp, H) - inp.floor_at(H)), H) for H in range(1, q))
+    return close(gap, 0.0, 0.0, 1e-12,
+                 detail=f"|2 (q - H)/q - floor| over H = 1..{q - 1}, largest at H = {H}, "
+                        f"d = {inp.cfg['d']}")
 
 
 def few_heads_sqnorm_attained(inp: FewHeadsInputs, ctx: Context) -> Verdict:
