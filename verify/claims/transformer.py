@@ -1017,6 +1017,7 @@ class Theorem4Inputs:
     cert4: Any
     leading: Callable[[Any], dict]  # leading_constants: tau_c, P_c, L_c, k_n (section 11)
     leading_form: Callable[..., Any]  # leading_sample_size_expr(params, target)
+    record: Callable[[int, int, Any], Any] = theorem4_bound  # the bound's record, confidence too
 
 
 def _certified_degree(cert) -> Optional[int]:
@@ -1075,10 +1076,13 @@ def _rho_params(P):
 def thm4_numeric_is_sympy(inp: Theorem4Inputs, ctx: Context) -> Verdict:
     """Theorem 4: the numeric bound equals the sympy expression (30 digits) at the default
     constants, at q + 2 with s = C_y = r_a = 2 (a power slipped to a product shows there), and on
-    the rho and token branches at N = 2; the largest relative gap."""
+    the rho and token branches at N = 2, and with an explicit prefactor c; the largest relative
+    gap."""
     P, gap, where = inp.params, 0.0, ""
     wide = dataclasses.replace(P, q=P.q + 2, s=2.0, C_y=2.0, r_a=2.0)
+    explicit_c = dataclasses.replace(P, c=1.5)  # a prefactor c given, not sqrt(d / q)
     for label, Q, pts in (("default", P, THM4_AGREE_POINTS), ("q + 2", wide, THM4_AGREE_POINTS),
+                          ("c = 1.5 given", explicit_c, THM4_AGREE_POINTS),
                           ("rho branch", _rho_params(P), THM4_RHO_POINTS)):
         expr = bound_expr(Q)
         for nv, Nv in pts:
@@ -1087,6 +1091,19 @@ def thm4_numeric_is_sympy(inp: Theorem4Inputs, ctx: Context) -> Verdict:
             if rel >= gap:
                 gap, where = rel, f"{label} at (n, N) = ({nv}, {Nv})"
     return at_most(gap, THM4_AGREE_RTOL, detail=f"largest relative gap, {where}")
+
+
+def thm4_confidence(inp: Theorem4Inputs, ctx: Context) -> Verdict:
+    """Theorem 4 holds with probability 1 - delta - (nN)^(-1/2) (the truncation's failure event,
+    theorem4.md); the record's confidence against it, largest gap over the agreement points."""
+    P, gap, where = inp.params, 0.0, ""
+    for nv, Nv in THM4_AGREE_POINTS:
+        want = 1.0 - P.delta - (nv * Nv) ** -0.5
+        rel = abs(inp.record(nv, Nv, P).confidence - want)
+        if rel >= gap:
+            gap, where = rel, f"(n, N) = ({nv}, {Nv})"
+    return close(gap, 0.0, 0.0, Rounding(n=4, scale=1.0, what="4 eps"),
+                 detail=f"|confidence - (1 - delta - (nN)^(-1/2))|, largest at {where}")
 
 
 def _exact_pieces(P, nv: int, Nv: int, mp) -> dict:
@@ -1292,6 +1309,14 @@ def _one_rademacher(nv: int, Nv: int, P) -> float:
     return b.total - b.rademacher
 
 
+def _confidence_without_truncation(inp: Theorem4Inputs, ctx: Context) -> Theorem4Inputs:
+    """The record's confidence 1 - delta, the truncation's failure event (nN)^(-1/2) forgotten."""
+    def record(nv, Nv, P):
+        return replace(theorem4_bound(nv, Nv, P), confidence=1.0 - P.delta)
+
+    return replace(inp, record=record)
+
+
 def _rad_for_two_rad(inp: Theorem4Inputs, ctx: Context) -> Theorem4Inputs:
     return replace(inp, bound=_one_rademacher)
 
@@ -1343,13 +1368,16 @@ register(Claim(
             Check("slopes decrease", thm4_slopes_decrease),
             Check("sympy polylog degree <= 5", thm4_polylog_degree),
             Check("numeric bound = sympy bound", thm4_numeric_is_sympy),
+            Check("confidence = 1 - delta - (nN)^(-1/2)", thm4_confidence),
             Check("majorant dominates", thm4_majorant_dominates),
             Check("majorant as derived", thm4_majorant_as_derived),
             Check("leading constants = certificate limits", thm4_leading_constants),
             Check("certificate factor limits", thm4_factor_limits),
             Check("k = 4 inconclusive", thm4_degree_four_inconclusive),
             Check("leading form as derived", thm4_leading_form)],
-    faults=[Fault("FFN requirement n >= N d", _ffn_requirement,
+    faults=[Fault("confidence without (nN)^(-1/2)", _confidence_without_truncation,
+                  breaks=("confidence = 1 - delta - (nN)^(-1/2)",)),
+            Fault("FFN requirement n >= N d", _ffn_requirement,
                   breaks=("log-log slope halves", "sympy polylog degree <= 5")),
             Fault("Rad in place of 2 Rad", _rad_for_two_rad,
                   breaks=("numeric bound = sympy bound",)),
