@@ -235,6 +235,14 @@ class Claim:
         """The faults that run in ``profile``."""
         return tuple(f for f in self.faults if profile in f.profiles)
 
+    def fault(self, name: str) -> Fault:
+        """The fault called ``name``."""
+        for f in self.faults:
+            if f.name == name:
+                return f
+        raise ValueError(f"claim {self.id!r} has no fault {name!r}; its faults: "
+                         f"{', '.join(f.name for f in self.faults)}")
+
     def check(self, name: str) -> Check:
         """The check called ``name``."""
         for c in self.checks:

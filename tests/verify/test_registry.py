@@ -128,3 +128,12 @@ def test_checks_and_faults_run_in_their_profiles_only():
     with pytest.raises(ValueError, match="runs in profiles where its check"):
         Claim("p", Ref("Lemma 1"), "s", inputs=lambda ctx: 1.0, checks=[slow],
               faults=[Fault("three", lambda x, ctx: 3.0, breaks="trained")])
+
+
+def test_checks_and_faults_are_found_by_name():
+    c = _claim()
+    assert c.check("le 5").name == "le 5" and c.fault("three").breaks == ("le 2",)
+    with pytest.raises(ValueError, match="has no fault 'four'; its faults: three"):
+        c.fault("four")
+    with pytest.raises(ValueError, match="has no check 'le 9'"):
+        c.check("le 9")

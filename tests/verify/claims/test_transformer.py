@@ -187,7 +187,7 @@ def test_thm4_ffn_requirement_has_slope_one(thm4_claim):
     """The FFN requirement n >= N d has log-log slope 1 throughout: last / first = 1, and sympy
     finds no polylog degree (measured inf)."""
     claim, inp, ctx = thm4_claim
-    ffn = claim.faults[0].apply(inp, ctx)
+    ffn = claim.fault("FFN requirement n >= N d").apply(inp, ctx)
     assert claim.check("log-log slope halves").run(ffn, ctx).measured == pytest.approx(1.0)
     assert claim.check("sympy polylog degree <= 5").run(ffn, ctx).measured == math.inf
     assert claim.check("log-log slope halves").run(inp, ctx).measured <= 0.5
