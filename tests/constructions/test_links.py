@@ -157,3 +157,14 @@ def test_affine_net_is_affine_at_its_worst_input():
     net = affine_net(w, 50.0)
     zs = torch.stack([-50.0 * torch.cat([u, u]) / u.norm(), 50.0 * torch.cat([u, u]) / u.norm()])
     assert torch.allclose(net(zs.view(2, 2, 4)), zs @ w + net.b, rtol=1e-12, atol=1e-9)
+
+
+def test_two_layer_net_is_immutable():
+    """A TwoLayerNet is frozen: a guarantee recorded from its weights (Lipschitz constant, norms)
+    cannot be outlived by a reassigned weight."""
+    import dataclasses
+
+    net = TwoLayerNet(a=torch.ones(2, dtype=torch.float64), W=torch.eye(2, dtype=torch.float64),
+                      b=torch.zeros(2, dtype=torch.float64))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        net.a = torch.zeros(2, dtype=torch.float64)
