@@ -253,3 +253,12 @@ def test_sphere_counterexample_is_lemma41s_greedy_packing():
     assert greedy_packing(X / X.norm(dim=1, keepdim=True), sep).shape[0] == k
     assert abs(mau - maurey_simple_bound(D, sep) / 8) <= 1e-12 * mau
     assert mau < log_k <= vol and vol == pytest.approx(volume_log_packing_bound(D, sep), rel=1e-12)
+
+
+def test_min_pairwise_distance_of_few_rows():
+    """Two rows: their distance; one row or none: inf (no pair)."""
+    from qstr.bounds.packing import min_pairwise_distance
+
+    two = torch.tensor([[0.0, 0.0], [3.0, 4.0]], dtype=torch.float64)
+    assert min_pairwise_distance(two) == 5.0
+    assert min_pairwise_distance(two[:1]) == float("inf") == min_pairwise_distance(two[:0])
