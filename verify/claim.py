@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence, Tuple, Union
 
 import torch
 
 from qstr.constructions import validate
-from qstr.verify.rounding import Rounding
+from qstr.verify.rounding import Rounding, dtype_name
 
 PROFILES = ("quick", "full", "gpu")
 Number = Union[float, int, str]
@@ -93,7 +93,7 @@ def _rounding(
 ) -> Tuple[float, str, str]:
     """(term, its description, dtype) of a ``Rounding``, a bare term, or none."""
     if isinstance(rounding, Rounding):
-        return rounding.term, str(rounding), dtype or str(rounding.dtype).replace("torch.", "")
+        return rounding.term, str(rounding), dtype or dtype_name(rounding.dtype)
     return float(rounding or 0.0), "", dtype or "float64"
 
 
@@ -220,7 +220,6 @@ class Claim:
     bounds: Sequence[Callable] = ()
     derivation: str = ""
     profiles: Sequence[str] = PROFILES
-    module: str = field(default="", compare=False)
 
     def __post_init__(self):
         for name in ("checks", "faults", "builds", "bounds", "profiles"):

@@ -73,10 +73,11 @@ def _verify_options(v: argparse.ArgumentParser) -> None:
     v.add_argument("--json", metavar="PATH", help="write the results as a JSON list of records")
     _seed_option(v)
     v.add_argument("--list", action="store_true",
-                   help="print the index of the claims (references, checks, faults, functions, derivation)")
+                   help="print the index of the claims (references, checks, faults, functions, "
+                        "derivation)")
     v.add_argument("--claims", nargs="+", action="extend", metavar="MODULE",
-                   help="also run the claims this module registers (dotted name or path to a .py file; "
-                        "docs/claims.md)")
+                   help="also run the claims this module registers (dotted name or path to a "
+                        ".py file; docs/claims.md)")
     v.add_argument("--threads", type=_count, default=1, metavar="T",
                    help="CPU threads per check (default 1: the checks are many small ops)")
     v.add_argument("--fail-fast", action="store_true", help="stop at the first claim that fails (exit 1); for mutation testing")
@@ -253,7 +254,8 @@ def _list(args, console: Console) -> int:
 
     if args.profile not in PROFILES:
         raise ValueError(f"--profile must be one of {', '.join(PROFILES)}, got {args.profile!r}")
-    console.print(text(_selected(args, args.profile)), markup=False, highlight=False, soft_wrap=True)
+    index = text(_selected(args, args.profile))
+    console.print(index, markup=False, highlight=False, soft_wrap=True)
     return 0
 
 

@@ -79,11 +79,11 @@ class ClaimNode(pytest.Collector):
 
 class _ClaimItem(pytest.Item):
     def _run(self, check, inputs):
-        from qstr.verify.registry import _run_check
+        from qstr.verify.registry import run_check
         from qstr.verify.threads import cpu_threads
 
         with cpu_threads(self.parent.ctx.threads):
-            return _run_check(check, inputs, self.parent.ctx)
+            return run_check(check, inputs, self.parent.ctx)
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, ClaimFailed):
@@ -95,11 +95,9 @@ class _ClaimItem(pytest.Item):
 
 
 def _line(r) -> str:
-    from qstr.verify.report import fmt
+    from qstr.verify.report import check_line
 
-    return f"{r.name}: measured {fmt(r.measured)}, bound {r.shown_bound}" + (
-        f" - {r.error}" if r.error else f" ({r.detail})" if r.detail else ""
-    )
+    return check_line(r)
 
 
 class CheckItem(_ClaimItem):

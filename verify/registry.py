@@ -12,17 +12,11 @@ import os
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
-from qstr.verify.claim import (
-    PROFILES,
-    Check,
-    Claim,
-    Context,
-    Fault,
-    Number,
-    Ref,
-    Verdict,
+# PROFILES, Context and Ref re-exported: the CLI and older imports read them from here
+from qstr.verify.claim import (  # noqa: F401
+    PROFILES, Check, Claim, Context, Fault, Number, Ref, Verdict,
 )  # noqa: F401
 from qstr.verify.threads import cpu_threads
 
@@ -137,7 +131,7 @@ def _error_line() -> str:
     return traceback.format_exc(limit=3).strip().splitlines()[-1]
 
 
-def _run_check(check: Check, inputs: Any, ctx: Context) -> CheckResult:
+def run_check(check: Check, inputs: Any, ctx: Context) -> CheckResult:
     """One check; an exception is a failed check with the error recorded."""
     start = time.perf_counter()
     try:
@@ -166,7 +160,7 @@ def _run_fault(claim: Claim, fault: Fault, inputs: Any, ctx: Context) -> FaultRe
         broken = fault.apply(inputs, ctx)
     except Exception as exc:  # noqa: BLE001 - a fault that cannot be applied catches nothing
         return FaultResult(fault.name, fault.breaks, False, error=f"{_error_line()} ({exc})")
-    checks = [_run_check(claim.check(name), broken, ctx) for name in fault.breaks]
+    checks = [run_check(claim.check(name), broken, ctx) for name in fault.breaks]
     caught = all(not c.holds and not c.error for c in checks)
     return FaultResult(fault.name, fault.breaks, caught, checks)
 
@@ -185,7 +179,7 @@ def run_claim(claim: Claim, ctx: Context) -> Result:
             checks = [CheckResult(c.name, "error", "", "", False, error=error) for c in checks_run]
             faults = [FaultResult(f.name, f.breaks, False, error=error) for f in faults_run]
         else:
-            checks = [_run_check(c, inputs, ctx) for c in checks_run]
+            checks = [run_check(c, inputs, ctx) for c in checks_run]
             faults = [_run_fault(claim, f, inputs, ctx) for f in faults_run]
     return _result(claim, ctx, checks, faults, round(time.perf_counter() - start, 3), error)
 
@@ -229,7 +223,3 @@ def _result(claim: Claim, ctx: Context, checks, faults, seconds: float, error: s
         faults=faults,
     )
 
-
-def functions_named(fns: Tuple[Callable, ...]) -> List[str]:
-    """'module.function' for each function a claim builds or bounds with."""
-    return [f"{getattr(f, '__module__', '?')}.{getattr(f, '__qualname__', repr(f))}" for f in fns]

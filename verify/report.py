@@ -9,7 +9,7 @@ from typing import Iterable, List, Sequence
 from rich.console import Console
 from rich.table import Table
 
-from qstr.verify.registry import Result
+from qstr.verify.registry import CheckResult, Result
 from qstr.verify.version import toolkit_version as _version
 
 
@@ -35,7 +35,8 @@ def _shared(results: Sequence[Result], attr: str):
 
 
 def table(results: Sequence[Result], title: str) -> Table:
-    """The claims table; device and dtype in the title when every claim shares them, else columns."""
+    """The claims table; device and dtype in the title when every claim shares them, else
+    columns."""
     device, dtype = _shared(results, "device"), _shared(results, "dtype")
     shared = [f"device {device_label(device)}"] if device else []
     shared += [f"dtype {dtype}"] if dtype else []
@@ -71,12 +72,16 @@ def _count(ok: bool, good: int, total: int) -> str:
     return mark if total == 1 else f"{mark} {good}/{total}"
 
 
+def check_line(c: CheckResult) -> str:
+    """'NAME: measured M, bound <= B + term (detail)' (or the error): one check, one line."""
+    return f"{c.name}: measured {fmt(c.measured)}, bound {c.shown_bound}" + (
+        f" - {c.error}" if c.error else f" ({c.detail})" if c.detail else "")
+
+
 def failure_lines(r: Result) -> List[str]:
     """What a failing claim's reader needs: each failed check with its measured and bound values,
     each fault whose target checks still held, and any error."""
-    lines = [f"check {c.name}: measured {fmt(c.measured)}, bound {c.shown_bound}"
-             + (f" - {c.error}" if c.error else f" ({c.detail})" if c.detail else "")
-             for c in r.failed_checks]
+    lines = [f"check {check_line(c)}" for c in r.failed_checks]
     for f in r.missed_faults:
         held = ", ".join(f"{c.name} measured {fmt(c.measured)} {c.shown_bound}"
                          for c in f.checks if c.holds)

@@ -52,18 +52,21 @@ def test_bad_arguments(gen):
 
 
 def test_variance_estimate_interval_zscore_and_default_confidence():
-    """An estimate 2 with stderr 0.5 at 95% has interval 2 +- 0.5 x 1.959964 (contains 2.97, not 2.99
-    nor 1.01) and z-score |value - 2| / 0.5; with stderr 0 the z-score is 0 at the estimate and inf
-    elsewhere; the estimator's default confidence is 0.999."""
+    """An estimate 2 with stderr 0.5 at 95% has interval 2 +- 0.5 x 1.959964 (contains 2.97, not
+    2.99 nor 1.01) and z-score |value - 2| / 0.5; with stderr 0 the z-score is 0 at the estimate
+    and inf elsewhere; the estimator's default confidence is 0.999."""
     from qstr.bounds.gaussian import VarianceEstimate
 
     z975 = 1.959963984540054
     e = VarianceEstimate(estimate=2.0, stderr=0.5, confidence=0.95, samples=100)
     lo, hi = e.interval
-    assert lo == pytest.approx(2 - 0.5 * z975, abs=1e-12) and hi == pytest.approx(2 + 0.5 * z975, abs=1e-12)
-    assert e.contains(2.97) and not e.contains(2.99) and not e.contains(1.01) and e.zscore(3.0) == 2.0
+    assert lo == pytest.approx(2 - 0.5 * z975, abs=1e-12)
+    assert hi == pytest.approx(2 + 0.5 * z975, abs=1e-12)
+    assert e.contains(2.97) and not e.contains(2.99) and not e.contains(1.01)
+    assert e.zscore(3.0) == 2.0
     exact = VarianceEstimate(estimate=2.0, stderr=0.0, confidence=0.95, samples=100)
     assert exact.zscore(2.0) == 0.0 and exact.zscore(2.1) == float("inf") and exact.contains(2.0)
-    default = mc_conditional_sqnorm_variance(torch.eye(2, dtype=torch.float64)[:1], n_outer=2, n_inner=2,
+    one_row = torch.eye(2, dtype=torch.float64)[:1]
+    default = mc_conditional_sqnorm_variance(one_row, n_outer=2, n_inner=2,
                                              generator=torch.Generator().manual_seed(0))
     assert default.confidence == 0.999

@@ -18,7 +18,8 @@ def test_verify_json(tmp_path, capsys):
     keys = {"id", "ref_seed", "ref_conference", "statement", "measured", "bound", "measured_value", "bound_value",
             "holds", "falsifier_caught", "passed", "profile", "device", "dtype", "seconds", "seed", "detail",
             "falsifier", "error", "checks", "faults", "env"}
-    check_keys = {"name", "measured", "bound", "relation", "holds", "rounding", "detail", "dtype", "error", "seconds"}
+    check_keys = {"name", "measured", "bound", "relation", "holds", "rounding", "detail", "dtype",
+                  "error", "seconds"}
     for r in records:
         assert set(r) == keys  # exactly the keys README.md and docs/formats.md list
         assert {"qstr-toolkit", "python", "torch", "platform"} <= set(r["env"])

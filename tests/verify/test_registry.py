@@ -122,7 +122,8 @@ def test_checks_and_faults_run_in_their_profiles_only():
                       Fault("three, trained", lambda x, ctx: 3.0, breaks="trained",
                             profiles=("full", "gpu"))])
     quick, full = run_claim(c, Context(profile="quick")), run_claim(c, Context(profile="full"))
-    assert [k.name for k in quick.checks] == ["le 2"] and [f.name for f in quick.faults] == ["three"]
+    assert [k.name for k in quick.checks] == ["le 2"]
+    assert [f.name for f in quick.faults] == ["three"]
     assert [k.name for k in full.checks] == ["le 2", "trained"] and len(full.faults) == 2
     assert quick.passed and full.passed
     with pytest.raises(ValueError, match="runs in profiles where its check"):

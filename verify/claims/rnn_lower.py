@@ -73,7 +73,7 @@ from qstr.verify.claim import (
 )
 from qstr.verify.registry import register
 from qstr.verify.threads import cpu_threads
-from qstr.verify.rounding import Rounding, largest
+from qstr.verify.rounding import Rounding
 
 CONFIDENCE = 0.999  # one-sided Clopper-Pearson level used by the probability checks
 

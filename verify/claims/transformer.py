@@ -353,8 +353,8 @@ def lemma11_star_attains(inp: Lemma11Inputs, ctx: Context) -> Verdict:
         rows.append((s.error / bound, rnd, s))
     ratio, rnd, star = max(rows, key=lambda r: abs(r[0] - 1) - r[1].term)
     return close(ratio, 1.0, L11_TIGHT_RTOL, rnd,
-                 detail=f"star codes (mu = 1/2), q = H = 2, w = (u, u)/sqrt 2, target 0: "
-                        f"error / bound "
+                 detail="star codes (mu = 1/2), q = H = 2, w = (u, u)/sqrt 2, target 0: "
+                        "error / bound "
                         + ", ".join(f"N={s.N}: {s.error / _l11_bound(inp, s.cons, s.net):.12f}"
                                     for s in inp.star) + f"; farthest from 1 at N = {star.N}")
 

@@ -44,7 +44,8 @@ def test_claim_is_declared_with_references_functions_and_derivation(cid):
     derivation page, and checks no fault leaves untouched: each fault names checks of its claim."""
     c = CLAIMS[cid]
     assert c.ref.seed and c.ref.conference and c.statement
-    assert c.builds or c.bounds  # a definition (Definition 2) has no bound, an upper bound no builder
+    # a definition (Definition 2) has no bound function, an upper bound no builder
+    assert c.builds or c.bounds
     assert all(f.__module__.startswith("qstr.") for f in (*c.builds, *c.bounds))
     # a derivation page, or for the experiments' claims the protocol page docs/experiments.md
     assert c.derivation.startswith("docs/") and (ROOT / c.derivation).is_file(), c.derivation
