@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from qstr.constructions.models import EncodedFFN, PracticalFFN, PracticalRNN, PracticalTransformer
+from qstr.verify.training.gru_scan import gru_scan
 from qstr.verify.training.members import Member
 
 
@@ -261,39 +262,15 @@ class GRUFamily(_Family):
         Hd = P["Whh"].shape[-1]
         # input gates of every step, (N, M*2*B, 3*Hd): step s is one contiguous row block
         gi = torch.einsum("mebnc,megjc->nmebgj", zz, P["Wih"]) + P["bih"][None, :, :, None]
-        gis = gi.reshape(N, M * 2 * B, 3 * Hd).unbind(0)
         WhhT = P["Whh"].reshape(M * 2, 3 * Hd, Hd).transpose(1, 2)  # (M*2, Hd, 3Hd)
         bhh = P["bhh"].reshape(M * 2, 1, 3 * Hd)
-        cell = _gru_cell_fused if z.is_cuda else _gru_cell
-        h = z.new_zeros(M * 2 * B, Hd)
-        outs = []
-        for s in range(N):
-            gh = torch.baddbmm(bhh, h.view(M * 2, B, Hd), WhhT).view(M * 2 * B, 3 * Hd)
-            h = cell(gis[s], gh, h)
-            outs.append(h)
-        Hs = torch.stack(outs, 1).view(M, 2, B, N, Hd)
+        hs = gru_scan(gi.reshape(N, M * 2 * B, 3 * Hd), WhhT, bhh)  # (M*2, N+1, B, Hd)
+        Hs = hs[:, 1:].view(M, 2, N, B, Hd).transpose(2, 3)  # (M, 2, B, N, Hd)
         revh = meta["rev"][:, None, :, None].expand(M, B, N, Hd)
         hf, hb = Hs[:, 0], Hs[:, 1].gather(2, revh)
         y = (torch.einsum("mbnj,mkj->mbnk", hf, P["Wr"][:, :, 0]) + torch.einsum("mbnj,mkj->mbnk", hb, P["Wr"][:, :, 1])
              + P["br"][:, None, None, :])
         return y[..., 0]
-
-
-def _gru_cell(gi: torch.Tensor, gh: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-    """One GRU step from input gates ``gi`` and hidden gates ``gh`` (both (B, 3H), biases
-    included; gate order r, z, n as in torch.nn.GRU): h' = (1 - z) n + z h."""
-    gi_r, gi_u, gi_n = gi.chunk(3, 1)
-    gh_r, gh_u, gh_n = gh.chunk(3, 1)
-    r = torch.sigmoid(gi_r + gh_r)
-    u = torch.sigmoid(gi_u + gh_u)
-    n = torch.tanh(gi_n + r * gh_n)
-    return n + u * (h - n)
-
-
-def _gru_cell_fused(gi: torch.Tensor, gh: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-    """:func:`_gru_cell` as torch's fused CUDA kernel (the one nn.GRUCell uses): one kernel
-    forward and one backward instead of about ten."""
-    return torch.ops.aten._thnn_fused_gru_cell(gi, gh, h)[0]
 
 
 class FFNFamily(_Family):

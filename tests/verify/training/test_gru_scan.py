@@ -1,0 +1,68 @@
+"""The GRU scan's hand-written backward through time against autograd through the cell loop."""
+import pytest
+import torch
+
+from qstr.verify.training.gru_scan import gru_scan, gru_scan_reference
+
+
+def _inputs(N, G, B, H, device, seed):
+    g = torch.Generator(device=device).manual_seed(seed)
+    kw = dict(generator=g, device=device, dtype=torch.float64)
+    gi = torch.randn(N, G * B, 3 * H, **kw)
+    WhhT = torch.randn(G, H, 3 * H, **kw) / H ** 0.5
+    bhh = torch.randn(G, 1, 3 * H, **kw)
+    up = torch.randn(G, N + 1, B, H, **kw)  # an arbitrary upstream gradient, fresh per case
+    return [v.requires_grad_(True) for v in (gi, WhhT, bhh)], up
+
+
+def _value_and_grads(scan, inputs, up):
+    hs = scan(*inputs)
+    return [hs.detach()] + list(torch.autograd.grad((hs[:, 1:] * up[:, 1:]).sum(), inputs))
+
+
+def _rel(a, b):
+    """||a - b|| / ||b|| (an exact zero b, as dW_hh at N = 1, asks for an exact zero a)."""
+    return ((a - b).norm() / b.norm().clamp_min(1e-300)).item()
+
+
+@pytest.mark.parametrize("N,G,B,H,seed", [(1, 1, 1, 1, 0), (5, 3, 4, 7, 1), (9, 2, 3, 16, 2)])
+def test_backward_through_time_matches_autograd(N, G, B, H, seed):
+    """States, dL/dgi, dL/dW_hh (one product over positions) and dL/db_hh agree with autograd
+    through the loop of cells to float64 rounding, for random inputs and upstream gradients."""
+    inputs, up = _inputs(N, G, B, H, "cpu", seed)
+    fast = _value_and_grads(gru_scan, inputs, up)
+    ref = _value_and_grads(gru_scan_reference, inputs, up)
+    for name, a, b in zip(("states", "gi", "WhhT", "bhh"), fast, ref):
+        assert a.shape == b.shape, name
+        assert _rel(a, b) < 1e-12, (name, _rel(a, b))
+    assert torch.equal(fast[0][:, 0], torch.zeros_like(fast[0][:, 0]))
+
+
+def test_no_workspace_without_grad():
+    """Under no_grad the scan gives the same states and keeps no graph."""
+    inputs, _ = _inputs(4, 2, 3, 5, "cpu", 3)
+    with torch.no_grad():
+        hs = gru_scan(*inputs)
+    assert hs.grad_fn is None
+    assert torch.allclose(hs, gru_scan_reference(*inputs).detach(), rtol=0, atol=1e-14)
+
+
+def test_shapes_are_checked():
+    gi = torch.zeros(3, 5, 6)
+    with pytest.raises(ValueError, match="gru_scan"):
+        gru_scan(gi, torch.zeros(2, 2, 6), torch.zeros(2, 1, 6))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-12), (torch.float32, 1e-5)])
+def test_fused_cuda_backward_matches_float64_reference(dtype, tol):
+    """On CUDA the scan runs torch's fused GRU cell and its fused backward: checked against the
+    float64 autograd reference (float64: to rounding; float32: far under 1e-3)."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    inputs, up = _inputs(33, 6, 16, 64, "cuda", 4)
+    ref = _value_and_grads(gru_scan_reference, inputs, up)
+    low = [v.detach().to(dtype).requires_grad_(True) for v in inputs]
+    fast = _value_and_grads(gru_scan, low, up.to(dtype))
+    for name, a, b in zip(("states", "gi", "WhhT", "bhh"), fast, ref):
+        assert _rel(a.double(), b) < tol, (name, _rel(a.double(), b))
