@@ -33,6 +33,8 @@ from qstr.bounds.attention import lemma11, lemma12_radius  # noqa: E402
 from qstr.constructions.links import make_link  # noqa: E402
 from qstr.constructions.task import QSTR  # noqa: E402
 
+import gru_step  # noqa: E402
+
 PUBLISHED_S_PER_SEED = 295.0  # the published experiment code on one H100, both panels, one seed
 TARGET_FIGURE1_S = 75.0
 
@@ -158,35 +160,6 @@ def figure1(dev, out_dir: str, matmul: str, seeds: int) -> dict:
                 speedup_vs_published=PUBLISHED_S_PER_SEED * seeds / total)
 
 
-def rnn_step_profile(dev, matmul: str = "tf32", steps: int = 40) -> dict:
-    """Where a simple-1STR GRU step goes: the paper-size stack (5 seeds x N = 25..33), timed per
-    step with graphs, then one eager run under the profiler (kernel table printed)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    from qstr.verify.experiments import figure1
-    from qstr.verify.experiments.points import build_member
-    from qstr.verify.training import train_stack
-
-    pts = [p for p in figure1.points(seeds=5, models=("rnn",), variants=("simple",))]
-
-    def run(graphs: bool, n: int):
-        ms = [build_member(p, device=dev) for p in pts]
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        train_stack(ms, batch_size=64, check_every=10 ** 6, max_steps=n, graphs=graphs, tf32=matmul == "tf32")
-        torch.cuda.synchronize()
-        return (time.perf_counter() - t0) / n
-
-    graphed = run(True, steps)
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        eager = run(False, steps // 4)
-    table = prof.key_averages().table(sort_by="cuda_time_total", row_limit=20)
-    print(f"simple-1STR GRU stack ({len(pts)} members, {matmul}): {graphed * 1e3:.1f} ms/step with graphs, "
-          f"{eager * 1e3:.1f} ms/step eager under the profiler\n{table}", flush=True)
-    return dict(members=len(pts), matmul=matmul, ms_per_step_graphs=graphed * 1e3, ms_per_step_eager_profiled=eager * 1e3,
-                kernel_table=table)
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
@@ -196,7 +169,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--figure1-matmul", nargs="+", default=["float32", "tf32"], choices=["float32", "tf32"])
     ap.add_argument("--skip-figure1", action="store_true")
-    ap.add_argument("--profile-rnn", action="store_true", help="also profile one paper-size GRU stack's steps")
+    ap.add_argument("--skip-gru", action="store_true", help="skip the GRU step (benchmarks/gru_step.py)")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("gpu_report: needs a CUDA device", file=sys.stderr)
@@ -214,8 +187,8 @@ def main(argv=None) -> int:
     sections = [("ceilings", lambda: ceilings(dev)),
                 ("lemma11", lambda: lemma11_rows(dev, report["ceilings"], args.N, args.q)),
                 ("rnn_states", lambda: rnn_states(dev, args.rnn_N))]
-    if args.profile_rnn:
-        sections.append(("rnn_step_profile", lambda: rnn_step_profile(dev)))
+    if not args.skip_gru:
+        sections.append(("gru_step", lambda: gru_step.report(dev, report["ceilings"])))
     if not args.skip_figure1:
         for mm in args.figure1_matmul:
             sections.append((f"figure1_{mm}", lambda mm=mm: figure1(dev, args.out, mm, args.seeds)))
@@ -225,6 +198,11 @@ def main(argv=None) -> int:
         except Exception as exc:  # noqa: BLE001 - one failed section must not lose the others
             report[name] = {"error": f"{type(exc).__name__}: {exc}"}
             print(f"{name}: FAILED {type(exc).__name__}: {exc}", flush=True)
+        if name == "gru_step" and not gru_step.trusted(report[name]):
+            # Figure 1 is still timed, on the code before, and the report says so
+            gru_step.use_scan("autograd")
+            report["figure1_gru_scan"] = "autograd (gru_scan failed its float64 check here)"
+            print("GRU step: gru_scan NOT trusted on this device; Figure 1 runs the code before")
         save()
     c = report["ceilings"]
     print(f"\n{report['device']}, torch {report['torch']}, {report['date']}")

@@ -1,24 +1,50 @@
 #!/usr/bin/env bash
-# What a lent GPU runs (device tool): `bash benchmarks/gpu_run.sh STAGE...` with stages
-#   train-tests  the GPU tests of the batched trainer and the attention fast path
-#   report       benchmarks/gpu_report.py (ceilings, Lemma 11, RNN states, Figure 1 x5 seeds)
-#   tests        every GPU-marked test
-#   verify       qstr verify --profile gpu --device cuda (JSON record kept)
-# Logs and results go under $OUT (the device tool brings them back) or ./gpu-out.
+# What a lent GPU runs (device tool), one call: `bash benchmarks/gpu_run.sh [STAGE...]`
+# (default: all stages, in this order; each under its own time limit, so the call ends in time):
+#   train-tests  the GPU tests of the GRU scan and the batched trainer (correctness first)
+#   report       benchmarks/gpu_report.py: ceilings, the GRU step (before/after, profile),
+#                Lemma 11, RNN states, all of Figure 1 at the paper's sizes (TF32), timed alone
+#   parallel     at once: Figure 3 at the paper's sizes (TF32), qstr verify --profile gpu, and
+#                the other GPU-marked tests (Figure 3's wall time is therefore shared, not a timing)
+# Everything lands in $OUT (the device tool brings it back) or ./gpu-out, packed at the end
+# into gpu-results.tgz beside the logs. Limits in seconds: LIMIT_TESTS, LIMIT_REPORT, and
+# DEADLINE (seconds after the start by which the parallel stage is stopped, default 560).
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
+R="$OUT/results"; mkdir -p "$R"
 export PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,utilization.gpu --format=csv,noheader
-for stage in "$@"; do
+python3 -m pip install -q --no-deps --no-build-isolation -e . >"$R/install.log" 2>&1 \
+  || tail -5 "$R/install.log"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,utilization.gpu,memory.used \
+  --format=csv,noheader
+python3 -c "import torch,sys;print(sys.version.split()[0],'torch',torch.__version__)"
+stages=${*:-train-tests report parallel}
+for stage in $stages; do
   echo "== $stage $(date +%T)"
   case $stage in
-    train-tests) timeout 70 python3 -m pytest -q -m gpu -p no:cacheprovider tests/verify/training/test_stack.py tests/constructions/test_attention.py tests/constructions/test_codes.py 2>&1 | tail -25 ;;
-    report) timeout 300 python3 benchmarks/gpu_report.py --out "$OUT/report" ${FIGURE1_MATMUL:+--figure1-matmul $FIGURE1_MATMUL} ${PROFILE_RNN:+--profile-rnn} 2>&1 | tee "$OUT/report.log" | grep -v "^\s*$" | tail -30 ;;
-    tests) timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider tests 2>&1 | tail -25 ;;
-    verify) timeout ${VERIFY_LIMIT:-400} qstr verify --profile gpu --device cuda --json "$OUT/verify-gpu.json" > "$OUT/verify.log" 2>&1; echo "rc $?"; tail -c 3000 "$OUT/verify.log" ;;
+    train-tests)
+      timeout "${LIMIT_TESTS:-90}" python3 -m pytest -q -m gpu -p no:cacheprovider \
+        tests/verify/training/test_gru_scan.py tests/verify/training/test_stack.py \
+        >"$R/train-tests.log" 2>&1; echo "rc $?"; tail -4 "$R/train-tests.log" ;;
+    report)
+      timeout "${LIMIT_REPORT:-260}" python3 benchmarks/gpu_report.py --out "$R/report" \
+        --figure1-matmul tf32 >"$R/report.log" 2>&1; echo "rc $?"
+      grep -v "^\s*$" "$R/report.log" | grep -v "^-\|^ *Name\|^ *Self" | tail -22 ;;
+    parallel)
+      L=$(( ${DEADLINE:-560} - SECONDS )); [ "$L" -lt 60 ] && L=60; echo "limit $L s"
+      timeout -s INT "$L" qstr reproduce figure3 --device cuda --matmul tf32 --out "$R/figure3" \
+        >"$R/figure3.log" 2>&1 &
+      timeout -s INT "$L" qstr verify --profile gpu --device cuda --json "$R/verify-gpu.json" \
+        >"$R/verify.log" 2>&1 &
+      # the per-claim GPU tests run run_claim(profile gpu, cuda) exactly as the verify run does
+      timeout "$L" python3 -m pytest -q -m gpu -p no:cacheprovider tests \
+        -k "not test_gpu_profile_claim_holds_on_cuda" >"$R/tests.log" 2>&1 &
+      wait
+      echo "-- tests"; tail -6 "$R/tests.log"
+      echo "-- figure3"; grep -i "figure3\|error\|Traceback" "$R/figure3.log" | tail -12
+      echo "-- verify"; tail -c 2500 "$R/verify.log" ;;
   esac
 done
-# bring back at most 8 files: fold the Figure 1 rows into one file per matmul mode
-for d in "$OUT"/report/figure1-*; do [ -d "$d" ] && cp "$d/figure1.jsonl" "$OUT/$(basename "$d").jsonl" && cp "$d"/figure1-paper.png "$OUT/$(basename "$d").png"; done
-[ -f "$OUT/report/report.json" ] && cp "$OUT/report/report.json" "$OUT/report.json"
-rm -rf "$OUT/report"
+echo "== end $(date +%T)"
+(cd "$OUT" && tar czf gpu-results.tgz results \
+  && cp results/report.log results/verify.log results/tests.log . 2>/dev/null)
+rm -rf "$R"

@@ -77,16 +77,17 @@ def wide_console(**kw):
 
 def stacks_of(points: Sequence[Point], *, device="cpu") -> List[List[Point]]:
     """Split points into stacks: one per :attr:`Point.stack_group` with equal check interval,
-    step cap and test size. On a CPU the RNN stacks are also split by N: the recurrence runs
+    step cap and test size. RNN stacks are also split by hidden size: every step streams each
+    member's W_hh once per position, so a hidden state padded from 500 to 2,000 would cost 16x
+    the bytes on any device. On a CPU they are split by N and q as well: the recurrence runs
     over the longest prompt of its stack, and on a CPU the padded steps cost real time (on a
-    GPU they are free parallelism); likewise by q and hidden size, which are zero-padded to the
-    largest in a stack. Numbers never depend on the stacking (docs/experiments.md)."""
+    GPU they are free parallelism). Numbers never depend on the stacking (docs/experiments.md)."""
     cpu = torch.device(device).type == "cpu"
     groups: Dict[tuple, List[Point]] = {}
     for p in points:
         key = p.stack_group + (p.check_every, p.max_steps, p.n_test)
-        if cpu and p.model == "rnn":
-            key += (p.N, p.q, p.rnn_hidden)
+        if p.model == "rnn":
+            key += (p.rnn_hidden,) + ((p.N, p.q) if cpu else ())
         groups.setdefault(key, []).append(p)
     return list(groups.values())
 

@@ -6,7 +6,7 @@ import os
 import pytest
 import torch
 
-from qstr.verify.experiments import figure1, run_experiment
+from qstr.verify.experiments import figure1, figure3, run_experiment
 from qstr.verify.experiments.run import stack_cost, stacks_of, start_order
 
 ROW_KEYS = {"model", "variant", "N", "seed", "samples", "config", "wall_s", "device", "protocol", "point_id",
@@ -76,6 +76,15 @@ def test_cpu_rnn_stacks_split_by_N_and_start_order():
     assert costs[0] == min(costs) and costs[1:] == sorted(costs[1:], reverse=True) and costs[1] > costs[-1]
     alone = [stack_cost(s) for s in start_order(cpu, parallel=False)]
     assert alone == sorted(alone)  # one process: cheapest first, the same total
+
+
+def test_rnn_stacks_split_by_hidden_size_on_every_device():
+    """Figure 3's GRUs (hidden 500 q): one stack per q on a GPU, never padded to the widest."""
+    pts = figure3.points(seeds=[0, 1])
+    for device in ("cpu", "cuda"):
+        rnn = [s for s in stacks_of(pts, device=device) if s[0].model == "rnn"]
+        assert sorted(s[0].rnn_hidden for s in rnn) == [500, 1000, 1500, 2000]
+        assert all(len({p.rnn_hidden for p in s}) == 1 and len(s) == 2 for s in rnn)
 
 
 def test_parallel_jobs_give_the_rows_of_one_process(tmp_path, tiny, tiny_grid):

@@ -1,0 +1,191 @@
+"""The GRU step of a paper-size stack (Figure 1's simple-1STR panel: 5 seeds x N = 25..33, GRU 500),
+before and after the hand-written backward through time (verify/training/gru_scan.py).
+
+    python benchmarks/gru_step.py          # CUDA only; prints a table, writes nothing
+
+For both versions ('autograd': autograd through torch's fused cell at every position, the code
+before; 'bptt': gru_scan) it measures, in one run on one device:
+  * the float64 gradients of one paper-size step, each against the other (relative error);
+  * the time of one training step with CUDA graphs, float32 and TF32: (T(60 steps) - T(20)) / 40,
+    so recording and warm-up cancel;
+  * the time of one test evaluation (10,000 prompts), from runs with and without checks;
+  * the kernel table of three eager steps (the profile);
+and prints the step's two floors: matrix FLOPs over the measured TF32 rate, and the bytes the
+recurrence must move (W_hh read once per position forward and once backward, since 50 x 3 MB
+does not fit in L2; the gates written and read once) over the measured copy rate.
+A script, not a test; benchmarks/gpu_notes.md holds what it printed.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+
+from qstr.verify.training import families  # noqa: E402
+from qstr.verify.training.gru_scan import gru_scan  # noqa: E402
+
+
+def autograd_scan(gi, WhhT, bhh):
+    """The code before: one fused cell per position, differentiated by autograd (which keeps a
+    gradient of W_hh per position and sums them)."""
+    N, GB, H3 = gi.shape
+    G, H = WhhT.shape[0], WhhT.shape[1]
+    h = gi.new_zeros(GB, H)
+    outs = [h.view(G, 1, -1, H)]
+    for s in range(N):
+        gh = torch.baddbmm(bhh, h.view(G, -1, H), WhhT).view(GB, H3)
+        h = torch.ops.aten._thnn_fused_gru_cell(gi[s], gh, h)[0]
+        outs.append(h.view(G, 1, -1, H))
+    return torch.cat(outs, 1)
+
+
+SCANS = {"autograd": autograd_scan, "bptt": gru_scan}
+
+
+def _points():
+    from qstr.verify.experiments import figure1
+
+    return list(figure1.points(seeds=5, models=("rnn",), variants=("simple",)))
+
+
+def _members(dev, dtype=torch.float32):
+    from qstr.verify.experiments.points import build_member
+
+    return [build_member(p, device=dev, dtype=dtype) for p in _points()]
+
+
+def use_scan(name: str) -> None:
+    """The scan the GRU family runs from now on in this process: 'autograd' or 'bptt'."""
+    families.gru_scan = SCANS[name]
+
+
+def float64_gradients(dev) -> dict:
+    """One paper-size step's gradients in float64 with both scans: max relative error per block."""
+    from qstr.verify.training.families import GRUFamily, _pad_prompts
+
+    ms = _members(dev, torch.float64)
+    fam = GRUFamily(ms)
+    P, meta = fam.stack(ms)
+    for v in P.values():
+        v.requires_grad_(True)
+    batch = [_pad_prompts(*m.stream.draw(64), fam.Nmax, fam.qmax) for m in ms]
+    x, t, y = (torch.stack(v) for v in zip(*batch))
+    grads = {}
+    for name in SCANS:
+        use_scan(name)
+        yh = fam.forward(P, meta, x, t)
+        loss = ((yh - y) ** 2 * meta["pos_mask"][:, None, :]).sum()
+        grads[name] = dict(zip(P, torch.autograd.grad(loss, list(P.values()))))
+    use_scan("bptt")
+    a, b = grads["bptt"], grads["autograd"]
+    return {k: float((a[k] - b[k]).norm() / b[k].norm().clamp_min(1e-300)) for k in P}
+
+
+def _train_seconds(dev, steps: int, check_every: int, tf32: bool) -> float:
+    from qstr.verify.training import train_stack
+
+    ms = _members(dev)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    train_stack(ms, batch_size=64, check_every=check_every, max_steps=steps, graphs=True, tf32=tf32)
+    torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
+def step_ms(dev, tf32: bool) -> float:
+    return (_train_seconds(dev, 60, 10**6, tf32) - _train_seconds(dev, 20, 10**6, tf32)) / 40 * 1e3
+
+
+def eval_ms(dev, tf32: bool) -> float:
+    """One check of 10,000 test prompts: 40 steps with 4 checks against 40 steps without."""
+    return (_train_seconds(dev, 40, 10, tf32) - _train_seconds(dev, 40, 10**6, tf32)) / 4 * 1e3
+
+
+def kernel_table(dev, rows: int = 12) -> str:
+    from torch.profiler import ProfilerActivity, profile
+
+    from qstr.verify.training import train_stack
+
+    ms = _members(dev)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        train_stack(ms, batch_size=64, check_every=10**6, max_steps=3, graphs=False, tf32=True)
+        torch.cuda.synchronize()
+    avg = prof.key_averages()
+    for key in ("self_device_time_total", "self_cuda_time_total"):
+        try:
+            return avg.table(sort_by=key, row_limit=rows, max_name_column_width=60)
+        except (AttributeError, KeyError):
+            continue
+    return avg.table(row_limit=rows)
+
+
+def floors(ceil: dict) -> dict:
+    """FLOPs and the fewest bytes of one simple-1STR GRU step (forward and backward)."""
+    pts = _points()
+    M, N, B = len(pts), max(p.N for p in pts), 64
+    H = pts[0].rnn_hidden
+    D = max(p.d + (p.q + 1) * _d_e(p.N) for p in pts)  # x, omega_i, omega_{t_1..q}
+    G = 2 * M  # two directions per member
+    mm = 2 * N * G * B * 3 * H * (D + H)  # forward: input gates and hidden gates
+    flops = 3 * mm  # backward: two products per forward product
+    whh = G * 3 * H * H * 4  # every W_hh, float32
+    gates = N * G * B * 3 * H * 4  # the input gates of every position (as many for their gradient)
+    work = N * G * B * 5 * H * 4  # the cell's workspace (r, z, n, gh_n, h)
+    # W_hh streamed once per position forward and once backward; the gates and their gradient
+    # written once and read once; the workspace written forward and read backward
+    nbytes = 2 * N * whh + 4 * gates + 2 * work
+    return dict(flops=flops, bytes=nbytes, flop_floor_ms=flops / ceil["matmul_tf32_flops"] * 1e3,
+                byte_floor_ms=nbytes / ceil["copy_bytes"] * 1e3)
+
+
+def _d_e(N):
+    from qstr.verify.experiments.points import experimental_dim
+
+    return experimental_dim(N)
+
+
+def trusted(out: dict) -> bool:
+    """The hand-written backward agreed with autograd in float64 on this device."""
+    errs = out.get("float64_rel_err_bptt_vs_autograd", {})
+    return bool(errs) and max(errs.values()) < 1e-10
+
+
+def report(dev, ceil: dict) -> dict:
+    out = {"members": len(_points()), "float64_rel_err_bptt_vs_autograd": float64_gradients(dev)}
+    print("GRU step: float64 gradients, bptt vs autograd (relative):",
+          ", ".join(f"{k} {v:.1e}" for k, v in out["float64_rel_err_bptt_vs_autograd"].items()),
+          flush=True)
+    out["floors"] = floors(ceil)
+    for name in SCANS:
+        use_scan(name)
+        out[name] = {"tf32_ms": step_ms(dev, True), "float32_ms": step_ms(dev, False)}
+        try:  # a profiler failure must not lose the timings
+            out[name]["kernel_table"] = kernel_table(dev)
+        except Exception as exc:  # noqa: BLE001
+            out[name]["kernel_table"] = f"profiler failed: {type(exc).__name__}: {exc}"
+        r = out[name]
+        print(f"GRU step [{name}]: {r['tf32_ms']:.2f} ms TF32, {r['float32_ms']:.2f} ms float32 "
+              f"(graphs)\n{r['kernel_table']}", flush=True)
+    use_scan("bptt")
+    out["bptt"]["eval_tf32_ms"] = eval_ms(dev, True)
+    f = out["floors"]
+    print(f"GRU step floors: {f['flops'] / 1e9:.0f} GFLOP -> {f['flop_floor_ms']:.2f} ms at TF32; "
+          f"{f['bytes'] / 1e9:.1f} GB -> {f['byte_floor_ms']:.2f} ms at the copy rate; "
+          f"one test evaluation (10,000 prompts) {out['bptt']['eval_tf32_ms']:.1f} ms", flush=True)
+    return out
+
+
+if __name__ == "__main__":
+    if not torch.cuda.is_available():
+        print("gru_step: needs a CUDA device", file=sys.stderr)
+        sys.exit(2)
+    sys.path.insert(0, HERE)
+    import gpu_report
+
+    d = torch.device("cuda")
+    report(d, gpu_report.ceilings(d))
