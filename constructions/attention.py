@@ -192,6 +192,9 @@ class Construction:
         c = N if chunk is None else validate.positive_int("chunk", chunk)
         scale = self.alpha * self.c * self.c
         omega = self.omega
+        if backend == "fused" and x.is_cuda and x.dtype not in _FUSED_DTYPES:
+            raise ValueError(f"backend='fused' on CUDA takes float32, float16 or bfloat16, got "
+                             f"{x.dtype} (CUDA has no fused attention kernel for it); use 'math'")
         if backend == "fused" or (backend == "auto" and x.is_cuda and x.dtype in _FUSED_DTYPES):
             return _fused_heads(omega, x, t, self.head_slots, scale, c)
         K = omega.expand(B, self.H, N, omega.shape[-1])

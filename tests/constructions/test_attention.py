@@ -224,6 +224,22 @@ def test_fast_predict_cuda_matches_cpu():
     assert float((y - ref).abs().max()) <= 1e-3 * (1 + float(ref.abs().max()))
 
 
+@pytest.mark.gpu
+def test_fused_backend_refuses_float64_on_cuda():
+    """CUDA has no fused attention kernel for float64: a clear ValueError, not torch's
+    'No available kernel'; 'auto' takes the math path there."""
+    N, d, q = 64, 2, 1
+    net = make_link("teacher", q, d, generator=gen(0)).two_layer_net()
+    con = lemma11_weights(N, d, q, net, alpha=2.0, device="cuda")
+    x = torch.randn(1, N, d, dtype=F64, generator=gen(1)).cuda()
+    t = torch.randint(N, (1, N, q), generator=gen(2)).cuda()
+    with pytest.raises(ValueError, match="float64"):
+        con.fast_heads(x, t, backend="fused")
+    with torch.no_grad():
+        auto, math_ = (con.fast_heads(x, t, backend=b) for b in ("auto", "math"))
+    assert torch.equal(auto, math_)
+
+
 def test_predict_validation():
     net = make_link("teacher", 1, 2, generator=gen(0)).two_layer_net()
     con = lemma11_weights(8, 2, 1, net, alpha=1.0)

@@ -45,7 +45,7 @@ def figure2_inputs(ctx: Context) -> Figure2Inputs:
     link = make_link("linear", 1, F2_D, generator=ctx.generator("figure-2/link"))
     task = QSTR(N=N, d=F2_D, link=link.to(ctx.device))
     book = build_codebook(N, kind="experimental", generator=ctx.generator("figure-2/codes"),
-                          dtype=torch.float32, device=ctx.device)
+                          dtype=torch.float32).to(device=ctx.device)  # the same codes everywhere
 
     def batch(B, gen):
         p = task.sample(B, generator=gen, device=ctx.device, dtype=torch.float32)
