@@ -170,6 +170,7 @@ def main(argv=None) -> int:
     ap.add_argument("--figure1-matmul", nargs="+", default=["float32", "tf32"], choices=["float32", "tf32"])
     ap.add_argument("--skip-figure1", action="store_true")
     ap.add_argument("--skip-gru", action="store_true", help="skip the GRU step (benchmarks/gru_step.py)")
+    ap.add_argument("--skip-kernels", action="store_true", help="skip Lemma 11 and the RNN states")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("gpu_report: needs a CUDA device", file=sys.stderr)
@@ -184,9 +185,10 @@ def main(argv=None) -> int:
         with open(path, "w") as fh:
             json.dump(report, fh, indent=2)
 
-    sections = [("ceilings", lambda: ceilings(dev)),
-                ("lemma11", lambda: lemma11_rows(dev, report["ceilings"], args.N, args.q)),
-                ("rnn_states", lambda: rnn_states(dev, args.rnn_N))]
+    sections = [("ceilings", lambda: ceilings(dev))]
+    if not args.skip_kernels:
+        sections += [("lemma11", lambda: lemma11_rows(dev, report["ceilings"], args.N, args.q)),
+                     ("rnn_states", lambda: rnn_states(dev, args.rnn_N))]
     if not args.skip_gru:
         sections.append(("gru_step", lambda: gru_step.report(dev, report["ceilings"])))
     if not args.skip_figure1:

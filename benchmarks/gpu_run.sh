@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # What a lent GPU runs (device tool), one call: `bash benchmarks/gpu_run.sh [STAGE...]`
 # (default: all stages, in this order; each under its own time limit, so the call ends in time):
+#   capture      benchmarks/graph_capture.py: which training steps record as CUDA graphs, and why
 #   train-tests  the GPU tests of the GRU scan and the batched trainer (correctness first)
 #   report       benchmarks/gpu_report.py: ceilings, the GRU step (before/after, profile),
 #                Lemma 11, RNN states, all of Figure 1 at the paper's sizes (TF32), timed alone
@@ -17,17 +18,20 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . >"$R/install.log" 
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,utilization.gpu,memory.used \
   --format=csv,noheader
 python3 -c "import torch,sys;print(sys.version.split()[0],'torch',torch.__version__)"
-stages=${*:-train-tests report parallel}
+stages=${*:-capture train-tests report parallel}
 for stage in $stages; do
   echo "== $stage $(date +%T)"
   case $stage in
+    capture)
+      timeout "${LIMIT_CAPTURE:-60}" python3 benchmarks/graph_capture.py >"$R/capture.log" 2>&1
+      echo "rc $?"; cut -c1-400 "$R/capture.log" | grep -v Warning | tail -14 ;;
     train-tests)
       timeout "${LIMIT_TESTS:-90}" python3 -m pytest -q -m gpu -p no:cacheprovider \
         tests/verify/training/test_gru_scan.py tests/verify/training/test_stack.py \
         >"$R/train-tests.log" 2>&1; echo "rc $?"; tail -4 "$R/train-tests.log" ;;
     report)
       timeout "${LIMIT_REPORT:-260}" python3 benchmarks/gpu_report.py --out "$R/report" \
-        --figure1-matmul tf32 >"$R/report.log" 2>&1; echo "rc $?"
+        --figure1-matmul tf32 ${REPORT_ARGS:-} >"$R/report.log" 2>&1; echo "rc $?"
       grep -v "^\s*$" "$R/report.log" | grep -v "^-\|^ *Name\|^ *Self" | tail -22 ;;
     parallel)
       L=$(( ${DEADLINE:-560} - SECONDS )); [ "$L" -lt 60 ] && L=60; echo "limit $L s"
@@ -46,5 +50,5 @@ for stage in $stages; do
 done
 echo "== end $(date +%T)"
 (cd "$OUT" && tar czf gpu-results.tgz results \
-  && cp results/report.log results/verify.log results/tests.log . 2>/dev/null)
+  && cp results/report.log results/verify.log results/tests.log results/capture.log . 2>/dev/null)
 rm -rf "$R"

@@ -9,7 +9,7 @@ before; 'bptt': gru_scan) it measures, in one run on one device:
   * the time of one training step with CUDA graphs, float32 and TF32: (T(60 steps) - T(20)) / 40,
     so recording and warm-up cancel;
   * the time of one test evaluation (10,000 prompts), from runs with and without checks;
-  * the kernel table of three eager steps (the profile);
+  * the kernel table of three eager TF32 steps (the profile; no test evaluation in it);
 and prints the step's two floors: matrix FLOPs over the measured TF32 rate, and the bytes the
 recurrence must move (W_hh read once per position forward and once backward, since 50 x 3 MB
 does not fit in L2; the gates written and read once) over the measured copy rate.
@@ -30,17 +30,19 @@ from qstr.verify.training import families  # noqa: E402
 from qstr.verify.training.gru_scan import gru_scan  # noqa: E402
 
 
-def autograd_scan(gi, WhhT, bhh):
-    """The code before: one fused cell per position, differentiated by autograd (which keeps a
-    gradient of W_hh per position and sums them)."""
-    N, GB, H3 = gi.shape
-    G, H = WhhT.shape[0], WhhT.shape[1]
-    h = gi.new_zeros(GB, H)
-    outs = [h.view(G, 1, -1, H)]
+def autograd_scan(z, WihT, bih, WhhT, bhh):
+    """The code before: the input gates of all positions at once, then one fused cell per
+    position, differentiated by autograd (which keeps a gradient of W_hh per position)."""
+    N, G, B, D = z.shape
+    H = WhhT.shape[1]
+    gi = torch.baddbmm(bih, z.transpose(0, 1).reshape(G, N * B, D), WihT)
+    gi = gi.view(G, N, B, 3 * H).transpose(0, 1).reshape(N, G * B, 3 * H)
+    h = z.new_zeros(G * B, H)
+    outs = [h.view(G, 1, B, H)]
     for s in range(N):
-        gh = torch.baddbmm(bhh, h.view(G, -1, H), WhhT).view(GB, H3)
+        gh = torch.baddbmm(bhh, h.view(G, B, H), WhhT).view(G * B, 3 * H)
         h = torch.ops.aten._thnn_fused_gru_cell(gi[s], gh, h)[0]
-        outs.append(h.view(G, 1, -1, H))
+        outs.append(h.view(G, 1, B, H))
     return torch.cat(outs, 1)
 
 
@@ -107,14 +109,29 @@ def eval_ms(dev, tf32: bool) -> float:
 
 
 def kernel_table(dev, rows: int = 12) -> str:
+    """The profile of three eager training steps of the stack (no test evaluation in it)."""
     from torch.profiler import ProfilerActivity, profile
 
-    from qstr.verify.training import train_stack
+    from qstr.verify.training.adamw import StackedAdamW
+    from qstr.verify.training.families import GRUFamily, _pad_prompts
+    from qstr.verify.training.stack import _tf32, _train_step
 
     ms = _members(dev)
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        train_stack(ms, batch_size=64, check_every=10**6, max_steps=3, graphs=False, tf32=True)
+    fam = GRUFamily(ms)
+    P, meta = fam.stack(ms)
+    for v in P.values():
+        v.requires_grad_(True)
+    lr = torch.tensor([m.lr for m in ms], device=dev)
+    opt = StackedAdamW(P, lr, torch.tensor([m.weight_decay for m in ms], device=dev))
+    batch = [_pad_prompts(*m.stream.draw(64), fam.Nmax, fam.qmax) for m in ms]
+    x, t, y = (torch.stack(v) for v in zip(*batch))
+    with _tf32(True):
+        _train_step(fam, opt, meta, x, t, y, 64)  # warm-up: library handles, allocator
         torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(3):
+                _train_step(fam, opt, meta, x, t, y, 64)
+            torch.cuda.synchronize()
     avg = prof.key_averages()
     for key in ("self_device_time_total", "self_cuda_time_total"):
         try:

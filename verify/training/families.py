@@ -252,19 +252,22 @@ class GRUFamily(_Family):
         return meta
 
     def elements_per_prompt(self, P):
-        return self.Nmax * (2 * self.Dmax + 16 * P["Whh"].shape[-1])
+        """Inputs in three layouts and the states per position; the gates of one position."""
+        Hd = P["Whh"].shape[-1]
+        return self.Nmax * (3 * self.Dmax + 2 * Hd) + 16 * Hd
 
     def forward(self, P, meta, x, t):
         z = self.encode(meta, x, t, self.Dmax)  # (M, B, N, D)
         M, B, N, D = z.shape
         rev = meta["rev"][:, None, :, None].expand(M, B, N, D)
-        zz = torch.stack([z, z.gather(2, rev)], 1)  # (M, 2, B, N, D)
+        # (N, M*2, B, D): position-major, each member's two directions (the backward one over
+        # its own reversed sequence) as groups of the scan
+        zz = torch.stack([z, z.gather(2, rev)], 0).permute(3, 1, 0, 2, 4).reshape(N, M * 2, B, D)
         Hd = P["Whh"].shape[-1]
-        # input gates of every step, (N, M*2*B, 3*Hd): step s is one contiguous row block
-        gi = torch.einsum("mebnc,megjc->nmebgj", zz, P["Wih"]) + P["bih"][None, :, :, None]
+        WihT = P["Wih"].reshape(M * 2, 3 * Hd, D).transpose(1, 2)  # (M*2, D, 3Hd)
         WhhT = P["Whh"].reshape(M * 2, 3 * Hd, Hd).transpose(1, 2)  # (M*2, Hd, 3Hd)
-        bhh = P["bhh"].reshape(M * 2, 1, 3 * Hd)
-        hs = gru_scan(gi.reshape(N, M * 2 * B, 3 * Hd), WhhT, bhh)  # (M*2, N+1, B, Hd)
+        bih, bhh = (P[k].reshape(M * 2, 1, 3 * Hd) for k in ("bih", "bhh"))
+        hs = gru_scan(zz, WihT, bih, WhhT, bhh)  # (M*2, N+1, B, Hd)
         Hs = hs[:, 1:].view(M, 2, N, B, Hd).transpose(2, 3)  # (M, 2, B, N, Hd)
         revh = meta["rev"][:, None, :, None].expand(M, B, N, Hd)
         hf, hb = Hs[:, 0], Hs[:, 1].gather(2, revh)

@@ -1,10 +1,12 @@
-"""The GRU recurrence h_s = GRU(gi_s, W_hh h_{s-1} + b_hh) over all N positions of many
-independent groups, with a hand-written backward through time (docs/experiments.md, "The GRU
-step"): one kernel pair per position, and dW_hh as ONE product over all positions and prompts.
+"""The GRU recurrence over all N positions of G independent groups (members x directions) with a
+hand-written backward through time (docs/experiments.md, "The GRU step").
 
-Autograd through a loop of N cells keeps a separate gradient of W_hh for every position
-(G x H x 3H floats each) and adds them up; here dW_hh^T = sum_s h_{s-1}^T dgh_s is a single
-batched product of (G, H, N B) by (G, N B, 3H). Gate order r, z, n, as in torch.nn.GRU.
+Per position s: gi_s = z_s W_ih^T + b_ih and gh_s = h_{s-1} W_hh^T + b_hh (one batched product
+each over the groups, the input gates never stored for all positions), then one cell
+h_s = n + z (h_{s-1} - n), gate order r, z, n as in torch.nn.GRU. The backward runs the cell
+backward per position and takes the weight gradients from all positions at once:
+dW_hh^T = sum_s h_{s-1}^T dgh_s and dW_ih^T = sum_s z_s^T dgi_s are ONE batched product each,
+of (G, ., N B) by (G, N B, 3H). Autograd through the loop kept one W_hh gradient per position.
 """
 from __future__ import annotations
 
@@ -46,66 +48,73 @@ def _cell_fused_backward(dh, ws):
 
 class _Scan(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, gi, WhhT, bhh, keep: bool):
-        N, GB, H3 = gi.shape
-        G, H = WhhT.shape[0], WhhT.shape[1]
-        B = GB // G
-        cell = _cell_fused if gi.is_cuda else _cell
-        hs = gi.new_empty(G, N + 1, B, H)  # hs[:, s] is the state entering position s
+    def forward(ctx, z, WihT, bih, WhhT, bhh, keep: bool):
+        N, G, B, _ = z.shape
+        H = WhhT.shape[1]
+        cell = _cell_fused if z.is_cuda else _cell
+        hs = z.new_empty(G, N + 1, B, H)  # hs[:, s] is the state entering position s
         hs[:, 0].zero_()
-        h = gi.new_zeros(GB, H)
+        h = z.new_zeros(G * B, H)
         ws = []
         for s in range(N):
-            gh = torch.baddbmm(bhh, h.view(G, B, H), WhhT).view(GB, H3)
-            h, w = cell(gi[s], gh, h)
+            gi = torch.baddbmm(bih, z[s], WihT).view(G * B, 3 * H)
+            gh = torch.baddbmm(bhh, h.view(G, B, H), WhhT).view(G * B, 3 * H)
+            h, w = cell(gi, gh, h)
             if keep:  # the workspaces only a backward reads
                 ws.append(w)
             hs[:, s + 1] = h.view(G, B, H)
-        ctx.save_for_backward(hs, WhhT, *ws)
+        ctx.save_for_backward(z, WihT, hs, WhhT, *ws)
         return hs
 
     @staticmethod
     @once_differentiable
     def backward(ctx, dhs):
-        hs, WhhT, *ws = ctx.saved_tensors
+        z, WihT, hs, WhhT, *ws = ctx.saved_tensors
         G, N1, B, H = hs.shape
-        N = N1 - 1
+        N, D = N1 - 1, z.shape[-1]
         back = _cell_fused_backward if dhs.is_cuda else _cell_backward
         Whh = WhhT.transpose(1, 2)
-        dgi = dhs.new_empty(N, G * B, 3 * H)
-        dgh = dhs.new_empty(G, N, B, 3 * H)  # laid out for the one product below
+        dgi = dhs.new_empty(G, N, B, 3 * H)  # laid out for the products over all positions
+        dgh = dhs.new_empty(G, N, B, 3 * H)
         dh = dhs.new_zeros(G, B, H)
         for s in reversed(range(N)):
             dh = dh + dhs[:, s + 1]
             dgi_s, dgh_s, dhx = back(dh.reshape(G * B, H), ws[s])
-            dgi[s] = dgi_s
+            dgi[:, s] = dgi_s.view(G, B, 3 * H)
             dgh[:, s] = dgh_s.view(G, B, 3 * H)
             dh = torch.baddbmm(dhx.view(G, B, H), dgh[:, s], Whh)
-        dWhhT = torch.bmm(hs[:, :N].reshape(G, N * B, H).transpose(1, 2), dgh.view(G, N * B, 3 * H))
-        return dgi, dWhhT, dgh.sum(dim=(1, 2)).unsqueeze(1), None
+        dgi, dgh = dgi.view(G, N * B, 3 * H), dgh.view(G, N * B, 3 * H)
+        zg = z.transpose(0, 1).reshape(G, N * B, D)  # (G, N B, D): one copy of the small input
+        dWihT = torch.bmm(zg.transpose(1, 2), dgi)
+        dWhhT = torch.bmm(hs[:, :N].reshape(G, N * B, H).transpose(1, 2), dgh)
+        dz = torch.bmm(dgi, WihT.transpose(1, 2)).view(G, N, B, D).transpose(0, 1)
+        db = (dgi.sum(dim=1, keepdim=True), dgh.sum(dim=1, keepdim=True))
+        return dz, dWihT, db[0], dWhhT, db[1], None
 
 
-def gru_scan(gi: torch.Tensor, WhhT: torch.Tensor, bhh: torch.Tensor) -> torch.Tensor:
+def gru_scan(z, WihT, bih, WhhT, bhh) -> torch.Tensor:
     """States (G, N + 1, B, H) of G independent GRUs from h = 0, hs[:, s + 1] after position s.
 
-    ``gi`` (N, G B, 3H): input gates of every position, bias included, rows grouped by G;
-    ``WhhT`` (G, H, 3H): each group's W_hh transposed; ``bhh`` (G, 1, 3H)."""
-    if gi.dim() != 3 or WhhT.dim() != 3 or gi.shape[1] % WhhT.shape[0]:
-        raise ValueError(f"gru_scan: gi (N, G B, 3H), WhhT (G, H, 3H); got {tuple(gi.shape)}, "
-                         f"{tuple(WhhT.shape)}")
-    keep = torch.is_grad_enabled() and any(v.requires_grad for v in (gi, WhhT, bhh))
-    return _Scan.apply(gi, WhhT, bhh, keep)
+    ``z`` (N, G, B, D): each group's inputs by position; ``WihT`` (G, D, 3H), ``WhhT`` (G, H, 3H):
+    each group's W_ih and W_hh transposed; ``bih``, ``bhh`` (G, 1, 3H)."""
+    if z.dim() != 4 or WihT.shape[:2] != (z.shape[1], z.shape[3]) or WhhT.dim() != 3:
+        raise ValueError(f"gru_scan: z (N, G, B, D), WihT (G, D, 3H), WhhT (G, H, 3H); got "
+                         f"{tuple(z.shape)}, {tuple(WihT.shape)}, {tuple(WhhT.shape)}")
+    inputs = (z, WihT, bih, WhhT, bhh)
+    keep = torch.is_grad_enabled() and any(v.requires_grad for v in inputs)
+    return _Scan.apply(*inputs, keep)
 
 
-def gru_scan_reference(gi: torch.Tensor, WhhT: torch.Tensor, bhh: torch.Tensor) -> torch.Tensor:
+def gru_scan_reference(z, WihT, bih, WhhT, bhh) -> torch.Tensor:
     """:func:`gru_scan` as a plain loop of cells differentiated by autograd (the eager reference
     the hand-written backward is checked against, in float64)."""
-    N, GB, H3 = gi.shape
-    G, H = WhhT.shape[0], WhhT.shape[1]
-    h = gi.new_zeros(GB, H)
-    outs = [h.view(G, 1, -1, H)]
+    N, G, B, _ = z.shape
+    H = WhhT.shape[1]
+    h = z.new_zeros(G * B, H)
+    outs = [h.view(G, 1, B, H)]
     for s in range(N):
-        gh = torch.baddbmm(bhh, h.view(G, -1, H), WhhT).view(GB, H3)
-        h = _cell(gi[s], gh, h)[0]
-        outs.append(h.view(G, 1, -1, H))
+        gi = torch.baddbmm(bih, z[s], WihT).view(G * B, 3 * H)
+        gh = torch.baddbmm(bhh, h.view(G, B, H), WhhT).view(G * B, 3 * H)
+        h = _cell(gi, gh, h)[0]
+        outs.append(h.view(G, 1, B, H))
     return torch.cat(outs, 1)

@@ -5,14 +5,19 @@ import torch
 from qstr.verify.training.gru_scan import gru_scan, gru_scan_reference
 
 
-def _inputs(N, G, B, H, device, seed):
+def _inputs(N, G, B, H, device, seed, D=3):
     g = torch.Generator(device=device).manual_seed(seed)
     kw = dict(generator=g, device=device, dtype=torch.float64)
-    gi = torch.randn(N, G * B, 3 * H, **kw)
+    z = torch.randn(N, G, B, D, **kw)
+    WihT = torch.randn(G, D, 3 * H, **kw) / D ** 0.5
+    bih = torch.randn(G, 1, 3 * H, **kw)
     WhhT = torch.randn(G, H, 3 * H, **kw) / H ** 0.5
     bhh = torch.randn(G, 1, 3 * H, **kw)
     up = torch.randn(G, N + 1, B, H, **kw)  # an arbitrary upstream gradient, fresh per case
-    return [v.requires_grad_(True) for v in (gi, WhhT, bhh)], up
+    return [v.requires_grad_(True) for v in (z, WihT, bih, WhhT, bhh)], up
+
+
+NAMES = ("states", "z", "WihT", "bih", "WhhT", "bhh")
 
 
 def _value_and_grads(scan, inputs, up):
@@ -27,12 +32,13 @@ def _rel(a, b):
 
 @pytest.mark.parametrize("N,G,B,H,seed", [(1, 1, 1, 1, 0), (5, 3, 4, 7, 1), (9, 2, 3, 16, 2)])
 def test_backward_through_time_matches_autograd(N, G, B, H, seed):
-    """States, dL/dgi, dL/dW_hh (one product over positions) and dL/db_hh agree with autograd
-    through the loop of cells to float64 rounding, for random inputs and upstream gradients."""
+    """States and the gradients of inputs, W_ih, b_ih, W_hh, b_hh (each weight's one product over
+    positions) agree with autograd through the loop of cells to float64 rounding, for random
+    inputs and upstream gradients."""
     inputs, up = _inputs(N, G, B, H, "cpu", seed)
     fast = _value_and_grads(gru_scan, inputs, up)
     ref = _value_and_grads(gru_scan_reference, inputs, up)
-    for name, a, b in zip(("states", "gi", "WhhT", "bhh"), fast, ref):
+    for name, a, b in zip(NAMES, fast, ref):
         assert a.shape == b.shape, name
         assert _rel(a, b) < 1e-12, (name, _rel(a, b))
     assert torch.equal(fast[0][:, 0], torch.zeros_like(fast[0][:, 0]))
@@ -48,9 +54,9 @@ def test_no_workspace_without_grad():
 
 
 def test_shapes_are_checked():
-    gi = torch.zeros(3, 5, 6)
-    with pytest.raises(ValueError, match="gru_scan"):
-        gru_scan(gi, torch.zeros(2, 2, 6), torch.zeros(2, 1, 6))
+    z, b = torch.zeros(3, 2, 5, 4), torch.zeros(2, 1, 6)
+    with pytest.raises(ValueError, match="gru_scan"):  # W_ih for inputs of width 3, not 4
+        gru_scan(z, torch.zeros(2, 3, 6), b, torch.zeros(2, 2, 6), b)
 
 
 @pytest.mark.gpu
@@ -64,5 +70,5 @@ def test_fused_cuda_backward_matches_float64_reference(dtype, tol):
     ref = _value_and_grads(gru_scan_reference, inputs, up)
     low = [v.detach().to(dtype).requires_grad_(True) for v in inputs]
     fast = _value_and_grads(gru_scan, low, up.to(dtype))
-    for name, a, b in zip(("states", "gi", "WhhT", "bhh"), fast, ref):
+    for name, a, b in zip(NAMES, fast, ref):
         assert _rel(a.double(), b) < tol, (name, _rel(a.double(), b))
