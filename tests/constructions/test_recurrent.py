@@ -303,7 +303,8 @@ def test_scan_at_1e6_on_cuda():
     link = make_link("teacher", 2, 4, generator=g(15))
     c = build_rnn(book, 4, link.two_layer_net(), eps=0.1)
     gen = torch.Generator(device="cuda").manual_seed(16)
-    p = QSTR(N=1_000_000, d=4, link=link, variant="simple").sample(1, generator=gen, device="cuda", dtype=F64)
+    task = QSTR(N=1_000_000, d=4, link=link.to("cuda"), variant="simple")  # the link's net on CUDA
+    p = task.sample(1, generator=gen, device="cuda", dtype=F64)
     x = clip_to_ball(p.x, c.guarantee.r_x)
     st = c.states(x, p.t)
     tf, tb = c.targets(x, p.t)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+import warnings
 from typing import Callable, List, Optional, Sequence, Tuple
 
 import torch
@@ -39,22 +40,18 @@ def _train_step(fam: _Family, opt: StackedAdamW, meta, x, t, y, batch_size: int)
 
 def _record(fam, opt, meta, x, t, y, batch_size: int):
     """Take this step eagerly on a side stream (the warm-up recording needs: lazy library set-up
-    must not happen during capture), then record it for the next steps: ``(graph, losses)``.
-    If recording fails, the step has still been taken exactly once (a capture runs nothing) and
-    the stack goes on without graphs: ``(None, losses)``, with a warning."""
-    import warnings
-
+    must not happen during capture), then record it for the next steps: ``(graph, losses,
+    None)``. If recording fails, the step has still been taken exactly once (a capture runs
+    nothing): ``(None, losses, error)``, and the caller decides whether to try again."""
     side = torch.cuda.Stream(device=x.device)
     side.wait_stream(torch.cuda.current_stream(x.device))
     with torch.cuda.stream(side):
         per = _train_step(fam, opt, meta, x, t, y, batch_size)
     torch.cuda.current_stream(x.device).wait_stream(side)
     try:
-        return _GraphedStep(fam, opt, meta, x, t, y, batch_size), per
+        return _GraphedStep(fam, opt, meta, x, t, y, batch_size), per, None
     except RuntimeError as exc:  # torch.AcceleratorError is one
-        warnings.warn(f"recording the training step as a CUDA graph failed ({exc}); this stack goes on "
-                      "without graphs", RuntimeWarning)
-        return None, per
+        return None, per, exc
 
 
 class _GraphedStep:
@@ -214,6 +211,7 @@ def train_stack(
     if use_graphs and dev.type != "cuda":
         raise ValueError(f"graphs=True needs a CUDA stack, got device {dev}")
     graph: Optional[_GraphedStep] = None
+    failures = 0  # consecutive failed recordings
     with _tf32(tf32 and dev.type == "cuda"):
         step = 0
         while active and step < max_steps:
@@ -225,8 +223,12 @@ def train_stack(
             if not use_graphs:
                 per = _train_step(fam, opt, meta, x, t, y, batch_size)
             elif graph is None:  # a new or changed stack: this step runs eagerly, the next ones replay
-                graph, per = _record(fam, opt, meta, x, t, y, batch_size)
-                use_graphs = graph is not None
+                graph, per, failed = _record(fam, opt, meta, x, t, y, batch_size)
+                failures = failures + 1 if failed is not None else 0
+                if failures == 2:  # a recording after one warm-up step can fail (torch 2.11): the
+                    use_graphs = False  # next step warms up again; after that, eager for good
+                    warnings.warn(f"recording the training step as a CUDA graph failed twice "
+                                  f"({failed}); this stack goes on without graphs", RuntimeWarning)
             else:
                 per = graph(x, t, y)
             step += 1
