@@ -169,7 +169,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--figure1-matmul", nargs="+", default=["float32", "tf32"], choices=["float32", "tf32"])
     ap.add_argument("--skip-figure1", action="store_true")
-    ap.add_argument("--skip-gru", action="store_true", help="skip the GRU step (benchmarks/gru_step.py)")
+    ap.add_argument("--skip-gru", action="store_true",
+                    help="skip the GRU step (benchmarks/gru_step.py)")
     ap.add_argument("--skip-kernels", action="store_true", help="skip Lemma 11 and the RNN states")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
