@@ -22,7 +22,7 @@ PROTOCOLS = ("paper", "published")
 
 # enters every point_id: bump it when a change alters the numbers a point produces, so that
 # rows computed under the old rules are not reused on resume
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: the paper protocol's FFN reads the encoded tokens (ffn_input)
 
 
 MODELS = ("transformer", "rnn", "ffn")
@@ -31,13 +31,21 @@ MODELS = ("transformer", "rnn", "ffn")
 MATMUL = ("float32", "tf32")
 
 
+# How the FFN reads a prompt. "encoded": vec of the tokens (x_i, omega_i, omega_{t_i}), the
+# input the Transformer and the RNN get, codes at c = 1; "encoded-scaled": the same at the
+# Transformer's c = sqrt(d/q); "onehot": Theorem 6's concat(vec(x), onehot(t)) (an ablation).
+FFN_INPUTS = ("encoded", "encoded-scaled", "onehot")
+
+
 @dataclass(frozen=True)
 class Protocol:
     """How a point is trained and tested.
 
     ``paper`` follows Appendix E: encoding prefactor c = sqrt(d/q), test
     prompts drawn from the training variant, AdamW weight decay as stated in the paper, a fresh
-    task instance (u, codes) per seed, the FFN of Theorem 6 on concat(vec(x), onehot(t)).
+    task instance (u, codes) per seed, the FFN on the tokens the other two models read,
+    vec(x_i, omega_i, omega_{t_i}) with c = 1 (``Point.ffn_input``; docs/experiments.md says
+    why c = 1 and keeps Theorem 6's concat(vec(x), onehot(t)) as an ablation).
 
     ``published`` reproduces the published code's choices: c = 1; test prompts ALWAYS from
     simple-qSTR (even when training on qSTR -- the fault the paper protocol fixes); weight
@@ -82,7 +90,8 @@ class Protocol:
         if self.published:
             return ("protocol: PUBLISHED CODE (test prompts always simple, c = 1, weight decay 0.01, "
                     "shared u and codes, FFN on vec(encoding))")
-        return "protocol: paper (test prompts from the training variant, c = sqrt(d/q))"
+        return ("protocol: paper v2 (test prompts from the training variant, Transformer c = "
+                "sqrt(d/q), FFN on the encoded tokens)")
 
 
 def as_protocol(p) -> Protocol:
@@ -131,6 +140,7 @@ class Point:
     epoch_loss_threshold: Optional[float] = None
     quick: bool = False
     matmul: str = "float32"  # "tf32": float32 matrix products on TF32 tensor cores (CUDA only)
+    ffn_input: str = "encoded"  # FFN_INPUTS (the published protocol: "encoded" only)
 
     def __post_init__(self):
         if self.matmul not in MATMUL:
@@ -139,7 +149,17 @@ class Point:
             raise ValueError(f"model must be one of {MODELS}, got {self.model!r}")
         if self.variant not in TASK_VARIANT:
             raise ValueError(f"variant must be one of {tuple(TASK_VARIANT)}, got {self.variant!r}")
-        as_protocol(self.protocol)
+        if self.ffn_input not in FFN_INPUTS:
+            raise ValueError(f"ffn_input must be one of {FFN_INPUTS}, got {self.ffn_input!r}")
+        if as_protocol(self.protocol).published and self.ffn_input != "encoded":
+            raise ValueError("the published protocol's FFN reads the encoding: ffn_input='encoded'")
+
+    @property
+    def encoding_c(self) -> float:
+        """The prefactor c of the codes this point's model reads: the protocol's for the
+        Transformer and for an "encoded-scaled" FFN, 1 otherwise (the RNN, the FFN)."""
+        scaled = self.model == "transformer" or self.ffn_input == "encoded-scaled"
+        return as_protocol(self.protocol).c(self.d, self.q) if scaled else 1.0
 
     @property
     def config(self) -> dict:
@@ -147,7 +167,7 @@ class Point:
         c["ffn_hidden"] = list(self.ffn_hidden)
         c["d_e"] = experimental_dim(self.N)
         c["test_variant"] = self.test_variant
-        c["c"] = as_protocol(self.protocol).c(self.d, self.q)
+        c["c"] = self.encoding_c
         c["protocol_version"] = PROTOCOL_VERSION
         if self.matmul == "float32":  # the default: ids of rows written before the field existed stay valid
             del c["matmul"]
@@ -221,16 +241,14 @@ def build_member(p: Point, *, device="cpu", dtype=torch.float32):
     g_init = generator("cpu", "init", p.figure, p.model, p.variant, p.N, p.q, p.seed)
     kw = dict(generator=g_init, dtype=dtype, device=device)
     D_e = p.d + (p.q + 1) * d_e
-    c = 1.0
     if p.model == "transformer":
         if proto.published:
             model = BiasedTransformer(D_e, p.q, p.width, **kw)
         else:
             model = build_practical("transformer", N=p.N, d=p.d, q=p.q, d_e=d_e, width=p.width, **kw)
-        c = proto.c(p.d, p.q)
     elif p.model == "rnn":
         model = build_practical("rnn", N=p.N, d=p.d, q=p.q, d_e=d_e, hidden=p.rnn_hidden, cell="gru", **kw)
-    elif proto.published:
+    elif p.ffn_input != "onehot":
         model = EncodedFFN(p.N, D_e, tuple(p.ffn_hidden), **kw)
     else:
         model = build_practical("ffn", N=p.N, d=p.d, q=p.q, d_e=d_e, hidden=tuple(p.ffn_hidden),
@@ -242,7 +260,8 @@ def build_member(p: Point, *, device="cpu", dtype=torch.float32):
         tr = task.sample(p.n_train, generator=g_train, device=device, dtype=dtype)
         stream = EpochStream(tr.x, tr.t, tr.y, generator(device, "shuffle", p.figure, p.N, p.seed))
     info = {"code_mu": book.mu, "code_pairs_above_half": book.params["n_violations"], "code_redraws": redraws}
-    return Member(model=model, stream=stream, test=(tp.x, tp.t, tp.y), omega=omega, c=c, threshold=p.threshold,
+    return Member(model=model, stream=stream, test=(tp.x, tp.t, tp.y), omega=omega, c=p.encoding_c,
+                  threshold=p.threshold,
                   lr=p.lr, weight_decay=p.weight_decay, tag=p, info=info)
 
 

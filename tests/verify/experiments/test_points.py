@@ -53,3 +53,31 @@ def test_matmul_option_keeps_float32_ids_and_separates_tf32_rows(tmp_path):
         dataclasses.replace(p, matmul="bf16")
     with pytest.raises(ValueError, match="needs device='cuda'"):
         run_experiment("figure1", out_dir=str(tmp_path), quick=True, matmul="tf32", progress=False)
+
+
+def test_ffn_input_paper_protocol_reads_the_encoded_tokens():
+    """Protocol 2: the paper protocol's FFN reads vec(x_i, omega_i, omega_t) at c = 1; the
+    scaled encoding and Theorem 6's one-hot input are ablations with their own point ids; the
+    record's c is the c the model reads (the Transformer's sqrt(d/q), 1 for the RNN)."""
+    from qstr.constructions.models import EncodedFFN, PracticalFFN
+
+    kw = dict(figure="figure1", protocol="paper", model="ffn", variant="simple", N=5, q=1, seed=0,
+              n_test=8, ffn_hidden=(8, 8))
+    enc, scaled, onehot = (Point(**kw, ffn_input=f) for f in ("encoded", "encoded-scaled", "onehot"))
+    assert Point(**kw) == enc
+    m_enc, m_scaled, m_onehot = (build_member(p) for p in (enc, scaled, onehot))
+    assert isinstance(m_enc.model, EncodedFFN) and isinstance(m_scaled.model, EncodedFFN)
+    assert isinstance(m_onehot.model, PracticalFFN)
+    assert (m_enc.c, m_scaled.c) == (1.0, math.sqrt(10))
+    assert len({enc.point_id, scaled.point_id, onehot.point_id}) == 3
+    for model in ("transformer", "rnn", "ffn"):
+        p = dataclasses.replace(enc, model=model, width=8, rnn_hidden=4)
+        assert p.config["c"] == build_member(p).c == (math.sqrt(10) if model == "transformer" else 1.0)
+
+
+def test_ffn_input_checked():
+    kw = dict(figure="figure1", model="ffn", variant="simple", N=5, q=1, seed=0)
+    with pytest.raises(ValueError, match="ffn_input must be one of"):
+        Point(protocol="paper", ffn_input="binary", **kw)
+    with pytest.raises(ValueError, match="published protocol's FFN"):
+        Point(protocol="published", ffn_input="onehot", **kw)
