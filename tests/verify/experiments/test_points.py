@@ -63,7 +63,8 @@ def test_ffn_input_paper_protocol_reads_the_encoded_tokens():
 
     kw = dict(figure="figure1", protocol="paper", model="ffn", variant="simple", N=5, q=1, seed=0,
               n_test=8, ffn_hidden=(8, 8))
-    enc, scaled, onehot = (Point(**kw, ffn_input=f) for f in ("encoded", "encoded-scaled", "onehot"))
+    enc, scaled, onehot = (Point(**kw, ffn_input=f)
+                           for f in ("encoded", "encoded-scaled", "onehot"))
     assert Point(**kw) == enc
     m_enc, m_scaled, m_onehot = (build_member(p) for p in (enc, scaled, onehot))
     assert isinstance(m_enc.model, EncodedFFN) and isinstance(m_scaled.model, EncodedFFN)
@@ -72,7 +73,8 @@ def test_ffn_input_paper_protocol_reads_the_encoded_tokens():
     assert len({enc.point_id, scaled.point_id, onehot.point_id}) == 3
     for model in ("transformer", "rnn", "ffn"):
         p = dataclasses.replace(enc, model=model, width=8, rnn_hidden=4)
-        assert p.config["c"] == build_member(p).c == (math.sqrt(10) if model == "transformer" else 1.0)
+        c = math.sqrt(10) if model == "transformer" else 1.0
+        assert p.config["c"] == build_member(p).c == c
 
 
 def test_ffn_input_checked():
