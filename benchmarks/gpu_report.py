@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 
@@ -34,45 +33,10 @@ from qstr.constructions.links import make_link  # noqa: E402
 from qstr.constructions.task import QSTR  # noqa: E402
 
 import gru_step  # noqa: E402
+from ceilings import ceilings, cuda_median  # noqa: E402
 
 PUBLISHED_S_PER_SEED = 295.0  # the published experiment code on one H100, both panels, one seed
 TARGET_FIGURE1_S = 75.0
-
-
-def cuda_median(fn, *, reps: int = 10, warmup: int = 2) -> float:
-    """Median seconds of ``fn()`` timed with CUDA events, after ``warmup`` untimed calls."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) / 1e3)
-    return statistics.median(times)
-
-
-def ceilings(dev) -> dict:
-    """Matrix-product FLOP/s (float32 exact, TF32, float16) and copy bytes/s, measured here."""
-    n = 8192
-    out = {}
-    for name, dtype, tf32 in (("float32", torch.float32, False), ("tf32", torch.float32, True),
-                              ("float16", torch.float16, False)):
-        a = torch.randn(n, n, device=dev, dtype=dtype)
-        b = torch.randn(n, n, device=dev, dtype=dtype)
-        before = torch.backends.cuda.matmul.allow_tf32
-        torch.backends.cuda.matmul.allow_tf32 = tf32
-        try:
-            out[f"matmul_{name}_flops"] = 2 * n ** 3 / cuda_median(lambda: a @ b, reps=5)
-        finally:
-            torch.backends.cuda.matmul.allow_tf32 = before
-        del a, b
-    src = torch.randn(2 ** 28, device=dev)  # 1 GiB
-    dst = torch.empty_like(src)
-    out["copy_bytes"] = 2 * src.numel() * 4 / cuda_median(lambda: dst.copy_(src))
-    return out
 
 
 def lemma11_rows(dev, ceil: dict, Ns, qs, d: int = 4, B: int = 1) -> list:

@@ -203,7 +203,7 @@ if __name__ == "__main__":
         print("gru_step: needs a CUDA device", file=sys.stderr)
         sys.exit(2)
     sys.path.insert(0, HERE)
-    import gpu_report
+    from ceilings import ceilings
 
     d = torch.device("cuda")
-    report(d, gpu_report.ceilings(d))
+    report(d, ceilings(d))
