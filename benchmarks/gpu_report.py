@@ -1,5 +1,5 @@
-"""Issue 16's GPU numbers in one call: ceilings, Lemma 11 against its roofline, the Prop 28 RNN
-states at N = 10^6, and all of Figure 1 at the paper's sizes.
+"""The GPU numbers in one call: ceilings, Lemma 11 against its roofline, the Prop 28 RNN states
+at N = 10^6, the GRU training step (gru_step.py) and all of Figure 1 at the paper's sizes.
 
     python benchmarks/gpu_report.py --out DIR                     # everything (CUDA)
     python benchmarks/gpu_report.py --out DIR --skip-figure1      # the kernels only (about a minute)

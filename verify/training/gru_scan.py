@@ -1,5 +1,6 @@
-"""The GRU recurrence over all N positions of G independent groups (members x directions) with a
-hand-written backward through time (docs/experiments.md, "The GRU step").
+"""The recurrence of Appendix E's bidirectional GRU over all N positions of G independent groups
+(members x directions) with a hand-written backward through time (docs/experiments.md, "The
+GRU step").
 
 Per position s: gi_s = z_s W_ih^T + b_ih and gh_s = h_{s-1} W_hh^T + b_hh (one batched product
 each over the groups, the input gates never stored for all positions), then one cell
@@ -93,7 +94,8 @@ class _Scan(torch.autograd.Function):
 
 
 def gru_scan(z, WihT, bih, WhhT, bhh) -> torch.Tensor:
-    """States (G, N + 1, B, H) of G independent GRUs from h = 0, hs[:, s + 1] after position s.
+    """States (G, N + 1, B, H) of G independent GRUs (Appendix E's RNN, one per member and
+    direction) from h = 0, hs[:, s + 1] after position s.
 
     ``z`` (N, G, B, D): each group's inputs by position; ``WihT`` (G, D, 3H), ``WhhT`` (G, H, 3H):
     each group's W_ih and W_hh transposed; ``bih``, ``bhh`` (G, 1, 3H)."""
@@ -104,17 +106,3 @@ def gru_scan(z, WihT, bih, WhhT, bhh) -> torch.Tensor:
     keep = torch.is_grad_enabled() and any(v.requires_grad for v in inputs)
     return _Scan.apply(*inputs, keep)
 
-
-def gru_scan_reference(z, WihT, bih, WhhT, bhh) -> torch.Tensor:
-    """:func:`gru_scan` as a plain loop of cells differentiated by autograd (the eager reference
-    the hand-written backward is checked against, in float64)."""
-    N, G, B, _ = z.shape
-    H = WhhT.shape[1]
-    h = z.new_zeros(G * B, H)
-    outs = [h.view(G, 1, B, H)]
-    for s in range(N):
-        gi = torch.baddbmm(bih, z[s], WihT).view(G * B, 3 * H)
-        gh = torch.baddbmm(bhh, h.view(G, B, H), WhhT).view(G * B, 3 * H)
-        h = _cell(gi, gh, h)[0]
-        outs.append(h.view(G, 1, B, H))
-    return torch.cat(outs, 1)

@@ -2,7 +2,21 @@
 import pytest
 import torch
 
-from qstr.verify.training.gru_scan import gru_scan, gru_scan_reference
+from qstr.verify.training.gru_scan import _cell, gru_scan
+
+
+def gru_scan_reference(z, WihT, bih, WhhT, bhh):
+    """gru_scan as a plain loop of cells differentiated by autograd: the eager reference."""
+    N, G, B, _ = z.shape
+    H = WhhT.shape[1]
+    h = z.new_zeros(G * B, H)
+    outs = [h.view(G, 1, B, H)]
+    for s in range(N):
+        gi = torch.baddbmm(bih, z[s], WihT).view(G * B, 3 * H)
+        gh = torch.baddbmm(bhh, h.view(G, B, H), WhhT).view(G * B, 3 * H)
+        h = _cell(gi, gh, h)[0]
+        outs.append(h.view(G, 1, B, H))
+    return torch.cat(outs, 1)
 
 
 def _inputs(N, G, B, H, device, seed, D=3):
