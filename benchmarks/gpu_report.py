@@ -135,6 +135,8 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-figure1", action="store_true")
     ap.add_argument("--skip-gru", action="store_true",
                     help="skip the GRU step (benchmarks/gru_step.py)")
+    ap.add_argument("--gru-current", action="store_true",
+                    help="time only the current GRU scan, without its kernel table")
     ap.add_argument("--skip-kernels", action="store_true", help="skip Lemma 11 and the RNN states")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
@@ -155,7 +157,8 @@ def main(argv=None) -> int:
         sections += [("lemma11", lambda: lemma11_rows(dev, report["ceilings"], args.N, args.q)),
                      ("rnn_states", lambda: rnn_states(dev, args.rnn_N))]
     if not args.skip_gru:
-        sections.append(("gru_step", lambda: gru_step.report(dev, report["ceilings"])))
+        gru_kw = {"scans": ("bptt",), "profile": False} if args.gru_current else {}
+        sections.append(("gru_step", lambda: gru_step.report(dev, report["ceilings"], **gru_kw)))
     if not args.skip_figure1:
         for mm in args.figure1_matmul:
             sections.append((f"figure1_{mm}", lambda mm=mm: figure1(dev, args.out, mm, args.seeds)))

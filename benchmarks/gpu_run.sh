@@ -5,8 +5,9 @@
 #   train-tests  the GPU tests of the GRU scan and the batched trainer (correctness first)
 #   report       benchmarks/gpu_report.py: ceilings, the GRU step (before/after, profile),
 #                Lemma 11, RNN states, all of Figure 1 at the paper's sizes (TF32), timed alone
-#   parallel     at once: Figure 3 at the paper's sizes (TF32), qstr verify --profile gpu, and
-#                the other GPU-marked tests (Figure 3's wall time is therefore shared, not a timing)
+#   parallel     at once: Figure 3 at the paper's sizes (TF32; FIGURE3=0 leaves it out), qstr
+#                verify --profile gpu, and the other GPU-marked tests (Figure 3's wall time is
+#                therefore shared, not a timing)
 # Everything lands in $OUT (the device tool brings it back) or ./gpu-out, packed at the end
 # into gpu-results.tgz beside the logs. Limits in seconds: LIMIT_TESTS, LIMIT_REPORT, and
 # DEADLINE (seconds after the start by which the parallel stage is stopped, default 560).
@@ -28,6 +29,7 @@ for stage in $stages; do
     train-tests)
       timeout "${LIMIT_TESTS:-90}" python3 -m pytest -q -m gpu -p no:cacheprovider \
         tests/verify/training/test_gru_scan.py tests/verify/training/test_stack.py \
+        tests/verify/training/test_families.py \
         >"$R/train-tests.log" 2>&1; echo "rc $?"; tail -4 "$R/train-tests.log" ;;
     report)
       timeout "${LIMIT_REPORT:-260}" python3 benchmarks/gpu_report.py --out "$R/report" \
@@ -35,16 +37,20 @@ for stage in $stages; do
       grep -v "^\s*$" "$R/report.log" | grep -v "^-\|^ *Name\|^ *Self" | tail -22 ;;
     parallel)
       L=$(( ${DEADLINE:-560} - SECONDS )); [ "$L" -lt 60 ] && L=60; echo "limit $L s"
-      timeout -s INT "$L" qstr reproduce figure3 --device cuda --matmul tf32 --out "$R/figure3" \
-        >"$R/figure3.log" 2>&1 &
+      [ "${FIGURE3:-1}" != 0 ] && timeout -s INT "$L" qstr reproduce figure3 --device cuda \
+        --matmul tf32 --out "$R/figure3" >"$R/figure3.log" 2>&1 &
       timeout -s INT "$L" qstr verify --profile gpu --device cuda --json "$R/verify-gpu.json" \
         >"$R/verify.log" 2>&1 &
       # the per-claim GPU tests run run_claim(profile gpu, cuda) exactly as the verify run does
+      # (the training tests ran in their own stage)
       timeout "$L" python3 -m pytest -q -m gpu -p no:cacheprovider tests \
-        -k "not test_gpu_profile_claim_holds_on_cuda" >"$R/tests.log" 2>&1 &
+        --ignore=tests/verify/training -k "not test_gpu_profile_claim_holds_on_cuda" \
+        >"$R/tests.log" 2>&1 &
       wait
       echo "-- tests"; tail -6 "$R/tests.log"
-      echo "-- figure3"; grep -i "figure3\|error\|Traceback" "$R/figure3.log" | tail -12
+      if [ "${FIGURE3:-1}" != 0 ]; then
+        echo "-- figure3"; grep -i "figure3\|error\|Traceback" "$R/figure3.log" | tail -12
+      fi
       echo "-- verify"; tail -c 2500 "$R/verify.log" ;;
   esac
 done

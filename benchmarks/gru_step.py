@@ -9,6 +9,9 @@ before; 'bptt': gru_scan) it measures, in one run on one device:
   * the time of one training step with CUDA graphs, float32 and TF32: (T(60 steps) - T(20)) / 40,
     so recording and warm-up cancel;
   * the time of one test evaluation (10,000 prompts), from runs with and without checks;
+  * one check timed directly by both routes of the family (the padded scan, `forward`; one
+    member at a time through cuDNN's GRU, `evaluate`, what train_stack runs on CUDA), TF32,
+    with the relative difference of their outputs in float64 and in TF32 and the check's floors;
   * the kernel table of three eager TF32 steps (the profile; no test evaluation in it);
 and prints the step's two floors: matrix FLOPs over the measured TF32 rate, and the bytes the
 recurrence must move (W_hh read once per position forward and once backward, since 50 x 3 MB
@@ -109,6 +112,57 @@ def eval_ms(dev, tf32: bool) -> float:
     return (_train_seconds(dev, 40, 10, tf32) - _train_seconds(dev, 40, 10**6, tf32)) / 3 * 1e3
 
 
+def _test_set(dev, dtype):
+    from qstr.verify.training.families import GRUFamily, _pad_prompts
+
+    ms = _members(dev, dtype)
+    fam = GRUFamily(ms)
+    P, meta = fam.stack(ms)
+    x, t, _ = (torch.stack(v) for v in zip(*[_pad_prompts(*m.test, fam.Nmax, fam.qmax) for m in ms]))
+    return fam, P, meta, x, t
+
+
+def _check(route, P, meta, x, t, chunk: int) -> torch.Tensor:
+    return torch.cat([route(P, meta, x[:, s:s + chunk], t[:, s:s + chunk])
+                      for s in range(0, x.shape[1], chunk)], 1)
+
+
+def evaluation_routes(dev, ceil: dict) -> dict:
+    """One check of the stack (10,000 test prompts) by the scan and by cuDNN: median times
+    (TF32), relative differences (float64; TF32), and the check's FLOP floor."""
+    from ceilings import cuda_median
+
+    from qstr.verify.training.stack import _tf32, default_eval_elements, evaluation_chunk
+
+    out = {}
+    fam, P, meta, x, t = _test_set(dev, torch.float64)
+    with torch.no_grad():
+        a, b = _check(fam.forward, P, meta, x, t, 500), _check(fam.evaluate, P, meta, x, t, 500)
+    mask = meta["pos_mask"][:, None, :]
+    out["float64_rel_diff"] = float(((a - b) * mask).norm() / (a * mask).norm())
+    del a, b, P, x, t
+    fam, P, meta, x, t = _test_set(dev, torch.float32)
+    mask = meta["pos_mask"][:, None, :]
+    # each route in the chunks train_stack gives it
+    room, n = default_eval_elements(P), x.shape[1]
+    chunks = {"scan": max(1, min(n, room // (x.shape[0] * fam.elements_per_prompt(P)))),
+              "cudnn": evaluation_chunk(fam, P, n, room)}
+    out["chunks"] = chunks
+    with _tf32(True), torch.no_grad():
+        a = _check(fam.forward, P, meta, x, t, chunks["scan"])
+        b = _check(fam.evaluate, P, meta, x, t, chunks["cudnn"])
+        out["tf32_rel_diff"] = float(((a - b) * mask).norm() / (a * mask).norm())
+        del a, b
+        for name, route in (("scan", fam.forward), ("cudnn", fam.evaluate)):
+            out[f"{name}_ms"] = cuda_median(
+                lambda: _check(route, P, meta, x, t, chunks[name]), reps=5) * 1e3
+    M, B, N = x.shape[0], x.shape[1], int(meta["N"].max())
+    H, D = P["Whh"].shape[-1], P["Wih"].shape[-1]
+    flops = 2 * N * 2 * M * B * 3 * H * (D + H)  # input and hidden gates, both directions
+    out["flop_floor_ms"] = flops / ceil["matmul_tf32_flops"] * 1e3
+    return out
+
+
 def kernel_table(dev, rows: int = 12) -> str:
     """The profile of three eager training steps of the stack (no test evaluation in it)."""
     from torch.profiler import ProfilerActivity, profile
@@ -173,30 +227,40 @@ def trusted(out: dict) -> bool:
     return bool(errs) and max(errs.values()) < 1e-10
 
 
-def report(dev, ceil: dict) -> dict:
+def report(dev, ceil: dict, scans=tuple(SCANS), profile: bool = True) -> dict:
+    """Everything above for the named ``scans`` (the step's times, with ``profile`` the kernel
+    tables); the float64 agreement, the floors and the evaluation routes always."""
     out = {"members": len(_points()), "float64_rel_err_bptt_vs_autograd": float64_gradients(dev)}
     print("GRU step: float64 gradients, bptt vs autograd (relative):",
           ", ".join(f"{k} {v:.1e}" for k, v in out["float64_rel_err_bptt_vs_autograd"].items()),
           flush=True)
     out["floors"] = floors(ceil)
-    for name in SCANS:
+    for name in scans:
         use_scan(name)
-        out[name] = {"tf32_ms": step_ms(dev, True), "float32_ms": step_ms(dev, False)}
-        try:  # a profiler failure must not lose the timings
-            out[name]["kernel_table"] = kernel_table(dev)
-        except Exception as exc:  # noqa: BLE001
-            out[name]["kernel_table"] = f"profiler failed: {type(exc).__name__}: {exc}"
-        r = out[name]
+        out[name] = r = {"tf32_ms": step_ms(dev, True), "float32_ms": step_ms(dev, False)}
+        if profile:
+            try:  # a profiler failure must not lose the timings
+                r["kernel_table"] = kernel_table(dev)
+            except Exception as exc:  # noqa: BLE001
+                r["kernel_table"] = f"profiler failed: {type(exc).__name__}: {exc}"
         print(f"GRU step [{name}]: {r['tf32_ms']:.2f} ms TF32, {r['float32_ms']:.2f} ms float32 "
-              f"(graphs)\n{r['kernel_table']}", flush=True)
+              f"(graphs)\n{r.get('kernel_table', '')}", flush=True)
     use_scan("bptt")
-    out["bptt"]["eval_tf32_ms"] = eval_ms(dev, True)
+    out.setdefault("bptt", {})["eval_tf32_ms"] = eval_ms(dev, True)
     f = out["floors"]
     print(f"GRU step floors: {f['flops'] / 1e9:.0f} GFLOP -> {f['flop_floor_ms']:.2f} ms at TF32; "
           f"{f['bytes'] / 1e9:.1f} GB -> {f['byte_floor_ms']:.2f} ms at the copy rate; "
           f"one test evaluation (10,000 prompts) {out['bptt']['eval_tf32_ms']:.1f} ms", flush=True)
+    try:  # a failure here must not lose the step's numbers
+        out["evaluation"] = e = evaluation_routes(dev, ceil)
+        print(f"one check, 10,000 prompts, TF32: scan {e['scan_ms']:.1f} ms, cuDNN "
+              f"{e['cudnn_ms']:.1f} ms (FLOP floor {e['flop_floor_ms']:.1f} ms); relative "
+              f"difference float64 {e['float64_rel_diff']:.1e}, TF32 {e['tf32_rel_diff']:.1e}",
+              flush=True)
+    except Exception as exc:  # noqa: BLE001
+        out["evaluation"] = {"error": f"{type(exc).__name__}: {exc}"}
+        print(f"evaluation routes FAILED: {out['evaluation']['error']}", flush=True)
     return out
-
 
 if __name__ == "__main__":
     if not torch.cuda.is_available():

@@ -64,9 +64,18 @@ class _Family:
     def forward(self, P: Dict[str, torch.Tensor], meta: Dict[str, torch.Tensor], x, t) -> torch.Tensor:
         raise NotImplementedError
 
+    def evaluate(self, P: Dict[str, torch.Tensor], meta: Dict[str, torch.Tensor], x, t) -> torch.Tensor:
+        """:meth:`forward` without gradients (the test evaluation); a family may compute the
+        same function by a faster route here."""
+        return self.forward(P, meta, x, t)
+
     def elements_per_prompt(self, P) -> int:
         """Rough count of activation elements per prompt and member in a forward pass."""
         raise NotImplementedError
+
+    def evaluation_elements(self, P) -> int:
+        """Rough count of activation elements per prompt of :meth:`evaluate` over the stack."""
+        return next(iter(P.values())).shape[0] * self.elements_per_prompt(P)
 
     # shared: the token encoding of Appendix A.1 / B.1 on padded prompts
     def encoding_tables(self, member: Member, Dmax: int) -> Dict[str, torch.Tensor]:
@@ -274,6 +283,42 @@ class GRUFamily(_Family):
         y = (torch.einsum("mbnj,mkj->mbnk", hf, P["Wr"][:, :, 0]) + torch.einsum("mbnj,mkj->mbnk", hb, P["Wr"][:, :, 1])
              + P["br"][:, None, None, :])
         return y[..., 0]
+
+    def evaluation_elements(self, P):
+        """On CUDA the encodings of every member, then one member's states and gates at a time."""
+        if not P["Whh"].is_cuda:
+            return super().evaluation_elements(P)
+        return P["Whh"].shape[0] * self.Nmax * self.Dmax + self.Nmax * 8 * P["Whh"].shape[-1]
+
+    def evaluate(self, P, meta, x, t):
+        """On CUDA :meth:`forward_each` (torch's fused recurrent kernel, no per-position
+        workspace); on the CPU :meth:`forward`."""
+        return self.forward_each(P, meta, x, t) if x.is_cuda else self.forward(P, meta, x, t)
+
+    @torch.no_grad()
+    def forward_each(self, P, meta, x, t) -> torch.Tensor:
+        """:meth:`forward` one member at a time through ``nn.GRU`` (cuDNN on CUDA, TF32 exactly
+        when the matrix products allow it) on the member's own N positions; padding reads 0."""
+        z = self.encode(meta, x, t, self.Dmax)  # (M, B, N, D)
+        M, B, N, D = z.shape
+        Hd = P["Whh"].shape[-1]
+        gru = nn.GRU(D, Hd, batch_first=True, bidirectional=True, device="meta",
+                     dtype=z.dtype).to_empty(device=z.device)  # no draw from the global RNG
+        y = z.new_zeros(M, B, N)
+        tf32 = torch.backends.cuda.matmul.allow_tf32
+        with torch.backends.cudnn.flags(enabled=torch.backends.cudnn.enabled,
+                                        benchmark=torch.backends.cudnn.benchmark,
+                                        deterministic=torch.backends.cudnn.deterministic,
+                                        allow_tf32=tf32):
+            for m, n in enumerate(meta["N"].tolist()):
+                for k, name in (("Wih", "weight_ih_l0"), ("Whh", "weight_hh_l0"),
+                                ("bih", "bias_ih_l0"), ("bhh", "bias_hh_l0")):
+                    for d, suffix in ((0, ""), (1, "_reverse")):
+                        w = getattr(gru, name + suffix)
+                        w.copy_(P[k][m, d].reshape(w.shape))
+                out, _ = gru(z[m, :, :n])  # (B, n, 2 Hd): forward then backward direction
+                y[m, :, :n] = out @ P["Wr"][m, 0].reshape(-1) + P["br"][m, 0]
+        return y
 
 
 class FFNFamily(_Family):

@@ -5,7 +5,7 @@ import contextlib
 import math
 import time
 import warnings
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -25,6 +25,21 @@ def _tf32(enabled: bool):
         yield
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+
+
+def default_eval_elements(P: Dict[str, torch.Tensor]) -> int:
+    """Activation elements a test chunk may hold: 2^26 on the CPU; on CUDA a quarter of the free
+    memory (at most 2^31)."""
+    v = next(iter(P.values()))
+    if v.device.type != "cuda":
+        return 2**26
+    free, _ = torch.cuda.mem_get_info(v.device)
+    return max(2**26, min(2**31, free // (4 * v.element_size())))
+
+
+def evaluation_chunk(fam: _Family, P: Dict[str, torch.Tensor], n: int, eval_elements: int) -> int:
+    """Test prompts per chunk of :meth:`_Family.evaluate` within ``eval_elements``."""
+    return max(1, min(n, eval_elements // max(1, fam.evaluation_elements(P))))
 
 
 def _train_step(fam: _Family, opt: StackedAdamW, meta, x, t, y, batch_size: int) -> torch.Tensor:
@@ -129,11 +144,7 @@ def train_stack(
     fam = family_of(members[0])(members)
     P, meta = fam.stack(members)
     if eval_elements is None:
-        eval_elements = 2**26
-        dev0 = next(iter(P.values())).device
-        if dev0.type == "cuda":
-            free, _ = torch.cuda.mem_get_info(dev0)
-            eval_elements = max(eval_elements, min(2**31, free // (4 * next(iter(P.values())).element_size())))
+        eval_elements = default_eval_elements(P)
     for v in P.values():
         v.requires_grad_(True)
     dev = next(iter(P.values())).device
@@ -196,13 +207,12 @@ def train_stack(
 
     @torch.no_grad()
     def test_mse() -> torch.Tensor:
+        chunk = evaluation_chunk(fam, P, int(n_test[0]), eval_elements)
         M = len(active)
-        per_prompt = fam.elements_per_prompt(P)
-        chunk = max(1, min(int(n_test[0]), eval_elements // max(1, M * per_prompt)))
         sse = torch.zeros(M, device=dev, dtype=torch.float64)
         x, t, y = test
         for s in range(0, x.shape[1], chunk):
-            yh = fam.forward(P, meta, x[:, s:s + chunk], t[:, s:s + chunk])
+            yh = fam.evaluate(P, meta, x[:, s:s + chunk], t[:, s:s + chunk])
             err = (yh - y[:, s:s + chunk]) ** 2 * meta["pos_mask"][:, None, :]
             sse += err.sum(dim=(1, 2)).double()
         return sse / (n_test.double() * meta["N"].double())
