@@ -2,6 +2,7 @@
 # What a lent GPU runs (device tool), one call: `bash benchmarks/gpu_run.sh [STAGE...]`
 # (default: all stages, in this order; each under its own time limit, so the call ends in time):
 #   capture      benchmarks/graph_capture.py: which training steps record as CUDA graphs, and why
+#   capture-tests  the same for the float64 members of the graph-replay test
 #   train-tests  the GPU tests of the GRU scan and the batched trainer (correctness first)
 #   report       benchmarks/gpu_report.py: ceilings, the GRU step (before/after, profile),
 #                Lemma 11, RNN states, all of Figure 1 at the paper's sizes (TF32), timed alone
@@ -26,6 +27,9 @@ for stage in $stages; do
     capture)
       timeout "${LIMIT_CAPTURE:-60}" python3 benchmarks/graph_capture.py >"$R/capture.log" 2>&1
       echo "rc $?"; cut -c1-400 "$R/capture.log" | grep -v Warning | tail -14 ;;
+    capture-tests)
+      timeout "${LIMIT_CAPTURE:-60}" python3 benchmarks/graph_capture.py --tests \
+        >"$R/capture-tests.log" 2>&1; echo "rc $?"; grep -v Warning "$R/capture-tests.log" | tail -16 ;;
     train-tests)
       timeout "${LIMIT_TESTS:-90}" python3 -m pytest -q -m gpu -p no:cacheprovider \
         tests/verify/training/test_gru_scan.py tests/verify/training/test_stack.py \

@@ -1,6 +1,7 @@
 """Which training steps record as CUDA graphs, and what stops the others.
 
     python benchmarks/graph_capture.py      # CUDA only; one line per stack family, tracebacks
+    python benchmarks/graph_capture.py --tests   # the float64 members of the graph test
 
 For each family of Figure 1 (quick sizes, paper and published protocols) it takes one eager
 step, then a second eager step under ``torch.cuda.set_sync_debug_mode("error")`` (any call that
@@ -62,11 +63,77 @@ def diagnose(protocol: str, variant: str, model: str, dev) -> str:
     return f"{protocol:9s} {variant:6s} {model:11s}: {graph}; {sync}"
 
 
+def _first_errors(fn) -> str:
+    """Run ``fn``; the exception and every exception it was raised from or during, first last."""
+    try:
+        fn()
+        return "records"
+    except Exception as exc:  # noqa: BLE001 - the diagnosis is the message
+        chain, e = [], exc
+        while e is not None and len(chain) < 4:
+            chain.append(f"{type(e).__name__}: {str(e).splitlines()[0][:160]}")
+            e = e.__cause__ or e.__context__
+        return "FAILS: " + " <- ".join(chain)
+
+
+def diagnose_test_cases(dev) -> None:
+    """The members of tests/verify/training/test_stack.py (float64, tiny) recorded as train_stack
+    records them (warm-up on a side stream), then with the fused AdamW off, then with the
+    second eager step under the sync debug mode: which part stops the recording."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, os.path.join(here, "..", "tests", "verify", "training"))
+    from conftest import _make_member
+    from test_stack import CASES, _to_cuda
+
+    from qstr.verify.training.stack import _record
+
+    for kind, published, specs in CASES:
+        def stack(fused=True):
+            ms = [_to_cuda(_make_member(kind, N, q, s, published=published, hidden=h or 6))
+                  for N, q, s, h in specs]
+            fam = family_of(ms[0])(ms)
+            P, meta = fam.stack(ms)
+            for v in P.values():
+                v.requires_grad_(True)
+            kw = dict(device=dev, dtype=torch.float64)
+            opt = StackedAdamW(P, torch.tensor([m.lr for m in ms], **kw),
+                               torch.tensor([m.weight_decay for m in ms], **kw))
+            opt.fused = opt.fused and fused
+            batch = [_pad_prompts(*m.stream.draw(8), fam.Nmax, fam.qmax) for m in ms]
+            return fam, opt, meta, [torch.stack(v) for v in zip(*batch)]
+
+        def record(fused):
+            fam, opt, meta, (x, t, y) = stack(fused)
+            g, _, err = _record(fam, opt, meta, x, t, y, 8)
+            if err is not None:
+                raise err
+
+        def sync_check():
+            fam, opt, meta, (x, t, y) = stack()
+            _train_step(fam, opt, meta, x, t, y, 8)
+            torch.cuda.synchronize()
+            torch.cuda.set_sync_debug_mode("error")
+            try:
+                _train_step(fam, opt, meta, x, t, y, 8)
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+
+        name = f"test {kind}{' published' if published else ''} float64"
+        for label, fn in (("as train_stack", lambda: record(True)),
+                          ("fused AdamW off", lambda: record(False)),
+                          ("sync debug, eager", sync_check)):
+            print(f"{name:32s} {label:16s}: {_first_errors(fn)}", flush=True)
+            torch.cuda.synchronize()
+
+
 def main() -> int:
     if not torch.cuda.is_available():
         print("graph_capture: needs a CUDA device", file=sys.stderr)
         return 2
     dev = torch.device("cuda")
+    if "--tests" in sys.argv:
+        diagnose_test_cases(dev)
+        return 0
     for protocol in ("paper", "published"):
         for variant in ("1str", "simple"):
             for model in ("transformer", "rnn", "ffn"):

@@ -118,7 +118,8 @@ def _test_set(dev, dtype):
     ms = _members(dev, dtype)
     fam = GRUFamily(ms)
     P, meta = fam.stack(ms)
-    x, t, _ = (torch.stack(v) for v in zip(*[_pad_prompts(*m.test, fam.Nmax, fam.qmax) for m in ms]))
+    padded = [_pad_prompts(*m.test, fam.Nmax, fam.qmax) for m in ms]
+    x, t, _ = (torch.stack(v) for v in zip(*padded))
     return fam, P, meta, x, t
 
 

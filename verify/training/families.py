@@ -285,10 +285,10 @@ class GRUFamily(_Family):
         return y[..., 0]
 
     def evaluation_elements(self, P):
-        """On CUDA the encodings of every member, then one member's states and gates at a time."""
+        """On CUDA one member at a time: its encodings, states and gates (both directions)."""
         if not P["Whh"].is_cuda:
             return super().evaluation_elements(P)
-        return P["Whh"].shape[0] * self.Nmax * self.Dmax + self.Nmax * 8 * P["Whh"].shape[-1]
+        return self.Nmax * (3 * self.Dmax + 8 * P["Whh"].shape[-1]) + P["Whh"].shape[0] * self.Nmax
 
     def evaluate(self, P, meta, x, t):
         """On CUDA :meth:`forward_each` (torch's fused recurrent kernel, no per-position
@@ -299,25 +299,27 @@ class GRUFamily(_Family):
     def forward_each(self, P, meta, x, t) -> torch.Tensor:
         """:meth:`forward` one member at a time through ``nn.GRU`` (cuDNN on CUDA, TF32 exactly
         when the matrix products allow it) on the member's own N positions; padding reads 0."""
-        z = self.encode(meta, x, t, self.Dmax)  # (M, B, N, D)
-        M, B, N, D = z.shape
+        M, B, N = x.shape[:3]
         Hd = P["Whh"].shape[-1]
-        gru = nn.GRU(D, Hd, batch_first=True, bidirectional=True, device="meta",
-                     dtype=z.dtype).to_empty(device=z.device)  # no draw from the global RNG
-        y = z.new_zeros(M, B, N)
+        gru = nn.GRU(self.Dmax, Hd, batch_first=True, bidirectional=True, device="meta",
+                     dtype=x.dtype).to_empty(device=x.device)  # no draw from the global RNG
+        y = x.new_zeros(M, B, N)
         tf32 = torch.backends.cuda.matmul.allow_tf32
         with torch.backends.cudnn.flags(enabled=torch.backends.cudnn.enabled,
                                         benchmark=torch.backends.cudnn.benchmark,
                                         deterministic=torch.backends.cudnn.deterministic,
                                         allow_tf32=tf32):
             for m, n in enumerate(meta["N"].tolist()):
+                one = {k: v[m:m + 1] for k, v in meta.items()}
+                z = self.encode(one, x[m:m + 1], t[m:m + 1], self.Dmax)[0, :, :n]  # (B, n, D)
                 for k, name in (("Wih", "weight_ih_l0"), ("Whh", "weight_hh_l0"),
                                 ("bih", "bias_ih_l0"), ("bhh", "bias_hh_l0")):
                     for d, suffix in ((0, ""), (1, "_reverse")):
                         w = getattr(gru, name + suffix)
                         w.copy_(P[k][m, d].reshape(w.shape))
-                out, _ = gru(z[m, :, :n])  # (B, n, 2 Hd): forward then backward direction
+                out, _ = gru(z)  # (B, n, 2 Hd): forward then backward direction
                 y[m, :, :n] = out @ P["Wr"][m, 0].reshape(-1) + P["br"][m, 0]
+                del z, out
         return y
 
 
