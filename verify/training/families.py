@@ -288,7 +288,8 @@ class GRUFamily(_Family):
         """On CUDA one member at a time: its encodings, states and gates (both directions)."""
         if not P["Whh"].is_cuda:
             return super().evaluation_elements(P)
-        return self.Nmax * (3 * self.Dmax + 8 * P["Whh"].shape[-1]) + P["Whh"].shape[0] * self.Nmax
+        # cuDNN's workspace: the gates of every position and direction, about 10 Hd
+        return self.Nmax * (3 * self.Dmax + 16 * P["Whh"].shape[-1]) + P["Whh"].shape[0] * self.Nmax
 
     def evaluate(self, P, meta, x, t):
         """On CUDA :meth:`forward_each` (torch's fused recurrent kernel, no per-position

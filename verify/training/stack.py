@@ -42,6 +42,18 @@ def evaluation_chunk(fam: _Family, P: Dict[str, torch.Tensor], n: int, eval_elem
     return max(1, min(n, eval_elements // max(1, fam.evaluation_elements(P))))
 
 
+def _test_mse(fam: _Family, P, meta, test, n_test: torch.Tensor, eval_elements: int) -> torch.Tensor:
+    """(M,) test MSE of every member over its real positions, in chunks of test prompts."""
+    chunk = evaluation_chunk(fam, P, int(n_test[0]), eval_elements)
+    sse = torch.zeros(len(n_test), device=n_test.device, dtype=torch.float64)
+    x, t, y = test
+    for s in range(0, x.shape[1], chunk):
+        yh = fam.evaluate(P, meta, x[:, s:s + chunk], t[:, s:s + chunk])
+        err = (yh - y[:, s:s + chunk]) ** 2 * meta["pos_mask"][:, None, :]
+        sse += err.sum(dim=(1, 2)).double()
+    return sse / (n_test.double() * meta["N"].double())
+
+
 def _train_step(fam: _Family, opt: StackedAdamW, meta, x, t, y, batch_size: int) -> torch.Tensor:
     """One AdamW step of every member on its own mean squared error; returns the (M,) losses."""
     P = opt.params
@@ -69,6 +81,9 @@ def _record(fam, opt, meta, x, t, y, batch_size: int):
         return None, per, exc
 
 
+CAPTURE_ERROR_MODE = "thread_local"  # torch.cuda.graph's capture_error_mode for the steps
+
+
 class _GraphedStep:
     """:func:`_train_step` recorded once as a CUDA graph and replayed on copies of each batch.
 
@@ -84,7 +99,7 @@ class _GraphedStep:
         torch.cuda.empty_cache()  # the replaced graph's pool
         self.inputs = (x.clone(), t.clone(), y.clone())
         self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph, capture_error_mode="thread_local"):
+        with torch.cuda.graph(self.graph, capture_error_mode=CAPTURE_ERROR_MODE):
             self.per = _train_step(fam, opt, meta, *self.inputs, batch_size)
 
     def __call__(self, x, t, y) -> torch.Tensor:
@@ -207,15 +222,15 @@ def train_stack(
 
     @torch.no_grad()
     def test_mse() -> torch.Tensor:
-        chunk = evaluation_chunk(fam, P, int(n_test[0]), eval_elements)
-        M = len(active)
-        sse = torch.zeros(M, device=dev, dtype=torch.float64)
-        x, t, y = test
-        for s in range(0, x.shape[1], chunk):
-            yh = fam.evaluate(P, meta, x[:, s:s + chunk], t[:, s:s + chunk])
-            err = (yh - y[:, s:s + chunk]) ** 2 * meta["pos_mask"][:, None, :]
-            sse += err.sum(dim=(1, 2)).double()
-        return sse / (n_test.double() * meta["N"].double())
+        nonlocal eval_elements
+        while True:
+            try:
+                return _test_mse(fam, P, meta, test, n_test, eval_elements)
+            except torch.cuda.OutOfMemoryError:  # fragmented device memory: halve the chunks
+                if evaluation_chunk(fam, P, int(n_test[0]), eval_elements) == 1:
+                    raise
+                eval_elements //= 2
+                torch.cuda.empty_cache()
 
     use_graphs = dev.type == "cuda" if graphs is None else bool(graphs)
     if use_graphs and dev.type != "cuda":
