@@ -106,7 +106,7 @@ def diagnose_test_cases(dev) -> None:
             fam, opt, meta, (x, t, y) = stack(fused)
             g, _, err = _record(fam, opt, meta, x, t, y, 8)
             if err is not None:
-                raise err
+                raise RuntimeError(err)
 
         def sync_check():
             fam, opt, meta, (x, t, y) = stack()

@@ -69,7 +69,7 @@ def _record(fam, opt, meta, x, t, y, batch_size: int):
     """Take this step eagerly on a side stream (the warm-up recording needs: lazy library set-up
     must not happen during capture), then record it for the next steps: ``(graph, losses,
     None)``. If recording fails, the step has still been taken exactly once (a capture runs
-    nothing): ``(None, losses, error)``, and the caller decides whether to try again."""
+    nothing): ``(None, losses, message)``, and the caller decides whether to try again."""
     side = torch.cuda.Stream(device=x.device)
     side.wait_stream(torch.cuda.current_stream(x.device))
     with torch.cuda.stream(side):
@@ -78,7 +78,10 @@ def _record(fam, opt, meta, x, t, y, batch_size: int):
     try:
         return _GraphedStep(fam, opt, meta, x, t, y, batch_size), per, None
     except RuntimeError as exc:  # torch.AcceleratorError is one
-        return None, per, exc
+        message = f"{type(exc).__name__}: {exc}"
+    # only the message is kept: the exception's frames hold the failed capture's tensors
+    torch.cuda.empty_cache()
+    return None, per, message
 
 
 CAPTURE_ERROR_MODE = "thread_local"  # torch.cuda.graph's capture_error_mode for the steps

@@ -68,6 +68,38 @@ def test_member_at_threshold_stops_consuming_samples(make_member):
     assert res[0].consumed == 40 and res[1].consumed == 240
 
 
+def test_out_of_memory_in_the_test_evaluation_halves_the_chunks(make_member, monkeypatch):
+    """A device out of memory during a check retries it in smaller chunks: same curve, and the
+    check is not skipped; an evaluation that fails one prompt at a time raises."""
+    from qstr.verify.training.families import FFNFamily
+
+    def run():
+        return train_stack([make_member("ffn", 4, 1, s, threshold=-1.0) for s in (0, 1)], batch_size=8,
+                           check_every=5, max_steps=10, eval_elements=10**6)
+
+    honest = run()
+    plain, seen = FFNFamily.evaluate, []
+
+    def tight(self, P, meta, x, t):
+        seen.append(x.shape[1])
+        if x.shape[1] > 7:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory (planted)")
+        return plain(self, P, meta, x, t)
+
+    monkeypatch.setattr(FFNFamily, "evaluate", tight)
+    retried = run()
+    first_fit = next(i for i, v in enumerate(seen) if v <= 7)
+    assert seen[0] == 40 and all(v <= 7 for v in seen[first_fit:])  # smaller chunks stay
+    assert sum(seen[first_fit:]) == 2 * 40  # two checks, each over all 40 test prompts
+    for a, b in zip(honest, retried):
+        assert [s for s, _ in a.curve] == [s for s, _ in b.curve] == [5, 10]
+        assert a.test_mse == pytest.approx(b.test_mse, rel=1e-12)
+    monkeypatch.setattr(FFNFamily, "evaluate", lambda *a: (_ for _ in ()).throw(
+        torch.cuda.OutOfMemoryError("CUDA out of memory (planted)")))
+    with pytest.raises(torch.cuda.OutOfMemoryError):
+        run()
+
+
 def test_sample_complexity_accounting(make_member):
     """samples = steps * batch at the FIRST check whose test MSE is below the threshold."""
     m = make_member("transformer", 4, 1, 3, threshold=0.95, lr=2e-2)
