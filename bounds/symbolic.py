@@ -11,6 +11,7 @@ import mpmath
 import sympy as sp
 
 from qstr.constructions import validate
+from qstr.bounds.search import smallest_true
 from qstr.bounds.transformer import Theorem4Params
 
 __all__ = [
@@ -92,16 +93,10 @@ def sample_size_from_expr(target: float, N_value: int, params: Theorem4Params, *
         raise ValueError(f"target must exceed the floor 4 eps_2nn = {4 * params.eps_2nn:g}, got {target:g}")
     f = sp.lambdify(n, bound_expr(params).subs(N, N_value), modules="mpmath")
     with mpmath.workdps(dps):
-        ok = lambda k: f(mpmath.mpf(k)) <= target  # noqa: E731
-        if ok(1):
-            return 1
-        lo, hi = 1, 2
-        while not ok(hi):
-            lo, hi = hi, 2 * hi
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            lo, hi = (lo, mid) if ok(mid) else (mid, hi)
-    return hi
+        found = smallest_true(lambda k: f(mpmath.mpf(k)) <= target, limit=10 ** 300, log_bisect=True)
+    if found is None:
+        raise ValueError(f"target = {target:g} is not reached for n <= 1e300")
+    return found
 
 
 def majorant_terms(params: Theorem4Params, n_lo: sp.Expr = n, n_up: Optional[sp.Expr] = None,

@@ -22,6 +22,7 @@ from qstr.bounds.symbolic import N as sym_N
 from qstr.bounds.symbolic import n as sym_n
 from qstr.bounds.symbolic import u as sym_u
 from qstr.bounds.symbolic import (bound_expr, ffn_sample_size_expr, leading_constants,
+                                  sample_size_from_expr,
                                   leading_sample_size_expr, majorant_expr, majorant_terms,
                                   polylog_certificate, polylog_degree)
 from qstr.bounds.transformer import (Theorem4Params, ffn_sample_size, few_heads_floor,
@@ -1033,6 +1034,7 @@ class Theorem4Inputs:
     leading: Callable[[Any], dict]  # leading_constants: tau_c, P_c, L_c, k_n (section 11)
     leading_form: Callable[..., Any]  # leading_sample_size_expr(params, target)
     record: Callable[[int, int, Any], Any] = theorem4_bound  # the bound's record, confidence too
+    exact_sample_size: Optional[Callable[[int], int]] = None  # n(N) from sympy at 30 digits
 
 
 def _certified_degree(cert) -> Optional[int]:
@@ -1044,6 +1046,11 @@ def _sample_size(params, N: int) -> int:
     return theorem4_sample_size(THM4_TARGET, N, params)
 
 
+def _exact_sample_size(params, N: int) -> int:
+    """The same least n from the sympy expression at 30 digits (computed once per run)."""
+    return sample_size_from_expr(THM4_TARGET, N, params)
+
+
 def _numeric_bound(nv: int, Nv: int, P) -> float:
     return theorem4_bound(nv, Nv, P).total
 
@@ -1052,10 +1059,11 @@ def theorem4_inputs(ctx: Context) -> Theorem4Inputs:
     """Closed forms only (numpy, sympy, mpmath in float64 or 30 digits): no tensors, no device."""
     params = Theorem4Params.default()
     cert5, cert4 = polylog_certificate(params, k=THM4_DEGREE), polylog_certificate(params, k=4)
+    exact = functools.lru_cache(functools.partial(_exact_sample_size, params))
     return Theorem4Inputs(params, functools.partial(_sample_size, params),
                           functools.partial(_certified_degree, cert5), _numeric_bound,
                           majorant_terms, cert5, cert4, leading_constants,
-                          leading_sample_size_expr)
+                          leading_sample_size_expr, exact_sample_size=exact)
 
 
 def _slopes(inp: Theorem4Inputs) -> np.ndarray:
@@ -1285,6 +1293,28 @@ def thm4_factor_limits(inp: Theorem4Inputs, ctx: Context) -> Verdict:
                  detail="factor limits off their derivation: " + (", ".join(wrong) or "none"))
 
 
+THM4_EXACT_NS = (16, 2 ** 20)
+
+
+def thm4_sample_size_is_sympy(inp: Theorem4Inputs, ctx: Context) -> Verdict:
+    """Theorem 4's n(N) = the least n with B(n, N) <= target found from the sympy expression at 30
+    digits (N = 16, 2^20). Near the target n ~ B^(-2), so the bound's agreement doubles."""
+    gap, where = 0.0, ""
+    for Nv in THM4_EXACT_NS:
+        exact_n = inp.exact_sample_size(Nv)
+        rel = abs(inp.sample_size(Nv) - exact_n) / exact_n
+        if rel >= gap:
+            gap, where = rel, f"N = {Nv}: n = {inp.sample_size(Nv):.6g}, 30 digits {exact_n:.6g}"
+    return at_most(gap, 2 * THM4_AGREE_RTOL, detail=f"largest relative gap, {where}")
+
+
+def _first_power_of_two(inp: Theorem4Inputs, ctx: Context) -> Theorem4Inputs:
+    """n(N) bracketed by doubling and never bisected: the first power of two that meets the target."""
+    def doubled(Nv: int) -> int:
+        return 2 ** math.ceil(math.log2(inp.sample_size(Nv)))
+    return replace(inp, sample_size=doubled)
+
+
 def thm4_degree_four_inconclusive(inp: Theorem4Inputs, ctx: Context) -> Verdict:
     """Section 11: the leading form is (ln N)^4 ln ln N: the certificate at k = 4 proves nothing."""
     return exact(inp.cert4.proves_polylog, False,
@@ -1383,6 +1413,7 @@ register(Claim(
             Check("slopes decrease", thm4_slopes_decrease),
             Check("sympy polylog degree <= 5", thm4_polylog_degree),
             Check("numeric bound = sympy bound", thm4_numeric_is_sympy),
+            Check("n(N) = sympy n(N)", thm4_sample_size_is_sympy),
             Check("confidence = 1 - delta - (nN)^(-1/2)", thm4_confidence),
             Check("majorant dominates", thm4_majorant_dominates),
             Check("majorant as derived", thm4_majorant_as_derived),
@@ -1396,6 +1427,8 @@ register(Claim(
                   breaks=("log-log slope halves", "sympy polylog degree <= 5")),
             Fault("Rad in place of 2 Rad", _rad_for_two_rad,
                   breaks=("numeric bound = sympy bound",)),
+            Fault("n(N) doubled, never bisected", _first_power_of_two,
+                  breaks=("n(N) = sympy n(N)",)),
             Fault("one-hot positions, d_e = N", _one_hot_positions,
                   breaks=("log-log slope halves", "slopes decrease")),
             Fault("covering radius eps for eps / 2",
@@ -1413,6 +1446,6 @@ register(Claim(
                   lambda inp, ctx: replace(inp, leading_form=_dudley_unsquared),
                   breaks=("leading form as derived",))],
     builds=(theorem4_sample_size, polylog_certificate),
-    bounds=(theorem4_bound, bound_expr, majorant_terms),
+    bounds=(theorem4_bound, bound_expr, sample_size_from_expr, majorant_terms),
     derivation="docs/derivations/theorem4.md",
 ))
