@@ -8,6 +8,7 @@ parser imports no torch, so ``--help`` is fast; each command imports what it nee
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import re
@@ -19,6 +20,7 @@ from typing import List, Optional
 
 from rich.console import Console
 
+from qstr.verify.files import save_torch
 from qstr.verify.version import toolkit_version
 
 
@@ -70,7 +72,9 @@ def _verify_options(v: argparse.ArgumentParser) -> None:
     v.add_argument("--profile", default="quick", help=f"one of {', '.join(_PROFILES)} (default quick)")
     v.add_argument("--device", default=None, help="cpu or cuda (default: cpu; cuda for --profile gpu)")
     v.add_argument("--only", nargs="+", action="extend", metavar="ID", help="run only these claim ids (repeatable)")
-    v.add_argument("--json", metavar="PATH", help="write the results as a JSON list of records")
+    v.add_argument("--json", metavar="PATH",
+                   help="write the results as a JSON list of records (-: to standard output, the table "
+                        "to standard error)")
     _seed_option(v)
     v.add_argument("--list", action="store_true",
                    help="print the index of the claims (references, checks, faults, functions, "
@@ -196,15 +200,11 @@ def _fraction(text: str) -> float:
 
 
 def _writable_file(flag: str, path: Optional[str]) -> None:
-    """A file we will write later: its folder must exist and take a new file, and it is no folder."""
-    if path is None:
-        return
-    if os.path.isdir(path):
-        raise ValueError(f"{flag} {path} is a directory; give a file path")
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise ValueError(f"{flag} {path}: the folder {folder} does not exist")
-    _writable_dir(flag, folder, path)
+    """A file we will write later (qstr.verify.files.check_target), refused before any work."""
+    from qstr.verify.files import STDOUT, check_target
+
+    if path is not None and not (flag == "--json" and path == STDOUT):
+        check_target(flag, path)
 
 
 def _writable_dir(flag: str, folder: str, shown: Optional[str] = None) -> None:
@@ -264,12 +264,16 @@ def _verify(args, console: Console) -> int:
         return _list(args, console)
     ctx = _context(args)
     _writable_file("--json", args.json)
+    from qstr.verify.files import STDOUT
     from qstr.verify.registry import run_claim
 
     claims = _selected(args, ctx.profile)
-    from qstr.verify.report import print_report, write_json
+    from qstr.verify.report import print_report, records, write_json
 
-    results = []
+    to_stdout = args.json == STDOUT
+    if to_stdout:  # standard output carries the records alone; the table goes to stderr
+        console = Console(stderr=True, width=console.width)
+    results, write_error = [], None
     title = f"qstr verify - profile {ctx.profile}, seed {ctx.seed}"
     try:
         with console.status("") as status:
@@ -278,24 +282,30 @@ def _verify(args, console: Console) -> int:
                     raise KeyboardInterrupt
                 status.update(f"[{i}/{len(claims)}] checking {c.id} ...")
                 results.append(run_claim(c, ctx))
-                if args.json:  # written as we go: an interrupted run keeps what it measured
-                    write_json(results, args.json)
+                if args.json and not to_stdout and write_error is None:
+                    try:  # written as we go: an interrupted run keeps what it measured
+                        write_json(results, args.json)
+                    except ValueError as exc:  # the table first, then this one line
+                        write_error = exc
                 if args.fail_fast and not results[-1].passed:
                     break
     except KeyboardInterrupt:  # the table of what finished, then main's one line and exit 130
         if results:
             print_report(results, console, title=f"{title} (interrupted)")
-        kept = f"; in {args.json}" if args.json and results else ""
+        kept = f"; in {args.json}" if args.json and results and write_error is None else ""
         args.interrupted = f"{len(results)} of {len(claims)} claims finished{' (table above)' if results else ''}{kept}"
         raise
     print_report(results, console, title=title)
     if len(results) < len(claims):
         console.print(f"--fail-fast: stopped after {results[-1].id} failed; {len(claims) - len(results)} claims not run")
+    if write_error is not None:
+        raise write_error
+    if to_stdout:
+        sys.stdout.write(json.dumps(records(results), indent=2, default=str) + "\n")
     return 0 if all(r.passed for r in results) else 1
 
 
 def _codebook(args, console: Console) -> int:
-    import torch
 
     from qstr.constructions.codes import coherence_report
 
@@ -310,7 +320,8 @@ def _codebook(args, console: Console) -> int:
         f"{verdict} the coherence bound {args.mu:g}" + (" of Assumption 3" if args.mu == 0.5 else "")
     )
     if args.out:
-        torch.save({"omega": book.omega, "mu": rep.mu, "kind": book.kind, "params": dict(book.params)}, args.out)
+        save_torch(args.out, {"omega": book.omega, "mu": rep.mu, "kind": book.kind,
+                              "params": dict(book.params)})
     return 0 if rep.mu <= args.mu else 1
 
 
@@ -370,7 +381,8 @@ def _sample(args, console: Console) -> int:
     task = QSTR(N=args.N, d=args.d, link=link, variant=args.variant, indices=args.indices, tokens=args.tokens)
     p = task.sample(args.B, generator=gen, dtype=args.dtype)
     config = {k: getattr(args, k) for k in ("N", "d", "q", "B", "link", "variant", "indices", "tokens", "dtype", "seed")}
-    torch.save({"x": p.x, "t": p.t, "y": p.y, "config": config, "link_params": _link_params(link)}, args.out)
+    save_torch(args.out, {"x": p.x, "t": p.t, "y": p.y, "config": config,
+                          "link_params": _link_params(link)})
     console.print(f"wrote {args.B} prompts (x {tuple(p.x.shape)}, t {tuple(p.t.shape)}, y {tuple(p.y.shape)}) to {args.out}")
     return 0
 
@@ -408,7 +420,7 @@ def _construct(args, console: Console) -> int:
     state = construction_state(cons)
     state["config"] = dict(state["config"], link=args.link, width=args.width, seed=args.seed, n=n, eps_target=eps)
     state["link_params"] = _link_params(link)
-    torch.save(state, args.out)
+    save_torch(args.out, state)
     g = cons.guarantee
     console.print(f"Lemma 11: N = {args.N}, d = {args.d}, q = {args.q}, d_e = {cons.codebook.d_e}, mu = {g.mu:.4f}, "
                   f"r_x = {g.r_x:.3f}, alpha = {g.alpha:.3f}, error bound = {g.error_bound:.3g}; wrote {args.out}")
@@ -416,7 +428,6 @@ def _construct(args, console: Console) -> int:
 
 
 def _construct_rnn(args, console: Console) -> int:
-    import torch
 
     from qstr.constructions.recurrent import build_rnn_for_cli
 
@@ -428,7 +439,7 @@ def _construct_rnn(args, console: Console) -> int:
     cons, state = build_rnn_for_cli(args.N, args.d, args.q, eps=eps, seed=args.seed, width=args.width)
     state["config"] = dict(state["config"], link="teacher", width=args.width, seed=args.seed, eps_target=eps)
     state["link_params"] = _net_params(cons.g_net)
-    torch.save(state, args.out)
+    save_torch(args.out, state)
     cfg = state["config"]
     console.print(f"Prop 28 RNN: N = {cfg['N']}, d = {cfg['d']}, q = {cfg['q']}, d_e = {cfg['d_e']}, "
                   f"certified eps = {cfg['eps']:.3g}, r_x = {cfg['r_x']:.3f}, r_h = {cfg['r_h']:.3f}; wrote {args.out}")

@@ -1,14 +1,13 @@
 """Tables and machine-readable records of claim results."""
 from __future__ import annotations
 
-import json
-import os
 import platform
 from typing import Iterable, List, Sequence
 
 from rich.console import Console
 from rich.table import Table
 
+from qstr.verify.files import write_json_file
 from qstr.verify.registry import CheckResult, Result
 from qstr.verify.version import toolkit_version as _version
 
@@ -115,10 +114,11 @@ def environment() -> dict:
 
 
 def write_json(results: Iterable[Result], path: str) -> None:
-    """Write the list of records (one dict per claim) to ``path``."""
+    """Write the list of records (one dict per claim) to ``path``, atomically."""
+    write_json_file(path, records(results))
+
+
+def records(results: Iterable[Result]) -> List[dict]:
+    """One dict per claim (docs/formats.md), with the environment that ran it."""
     env = environment()
-    records: List[dict] = [r.record() | {"env": env} for r in results]
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as fh:
-        json.dump(records, fh, indent=2, default=str)
-    os.replace(tmp, path)
+    return [r.record() | {"env": env} for r in results]

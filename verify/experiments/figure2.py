@@ -11,6 +11,7 @@ from qstr.constructions.layout import token_layout
 from qstr.verify.experiments.plots import mpl, save_figure
 from qstr.verify.experiments.points import Point, apply_overrides, as_protocol, seeds_of
 from qstr.verify.experiments.results import figure_stem, write_json
+from qstr.verify.files import save_torch
 from qstr.verify.experiments.run import train_figure, wide_console
 
 
@@ -66,7 +67,8 @@ def run(*, out_dir: str, quick: bool = False, device="cpu", seeds=None, protocol
     def extra(p: Point, r):
         A = r.model.merged_qk().detach().cpu()
         path = f"{stem}-seed{p.seed}.pt"
-        torch.save({"merged_qk": A, "point_id": p.point_id, "layout": token_layout(p.d, p.q, p.config["d_e"]).blocks}, path)
+        save_torch(path, {"merged_qk": A, "point_id": p.point_id,
+                          "layout": token_layout(p.d, p.q, p.config["d_e"]).blocks})
         stats = block_stats(A, p.d, p.q, p.config["d_e"])
         return {"block_mass": stats["block_mass"], "block_stats": stats["heads"], "matrix_file": os.path.basename(path),
                 "epochs": r.steps / p.check_every}

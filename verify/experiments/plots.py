@@ -6,6 +6,7 @@ from typing import List, Optional, Sequence
 import torch
 
 from qstr.verify.experiments.points import MODELS
+from qstr.verify.files import write_atomic
 
 
 COLORS = {"transformer": "#1b9e77", "rnn": "#d95f02", "ffn": "#7570b3"}
@@ -47,8 +48,8 @@ def plot_samples(ax, rows: Sequence[dict], *, by: str = "N", cap: Optional[float
 
 def save_figure(fig, stem: str) -> List[str]:
     paths = [f"{stem}.png", f"{stem}.pdf"]
-    fig.savefig(paths[0], dpi=150, bbox_inches="tight")
-    fig.savefig(paths[1], bbox_inches="tight")
+    write_atomic(paths[0], lambda fh: fig.savefig(fh, format="png", dpi=150, bbox_inches="tight"))
+    write_atomic(paths[1], lambda fh: fig.savefig(fh, format="pdf", bbox_inches="tight"))
     import matplotlib.pyplot as plt
 
     plt.close(fig)

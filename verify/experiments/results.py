@@ -10,6 +10,7 @@ from typing import Iterable, List, Optional
 import torch
 
 from qstr.verify.experiments.points import Point
+from qstr.verify.files import write_json_file
 
 
 def environment(device) -> dict:
@@ -54,10 +55,13 @@ class ResultsFile:
 
     def append(self, row: dict) -> None:
         line = json.dumps(row, default=_json_default) + "\n"
-        with open(self.path, "a") as fh:
-            fh.write(line)
-            fh.flush()
-            os.fsync(fh.fileno())
+        try:
+            with open(self.path, "a") as fh:
+                fh.write(line)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:  # disk full, folder removed: one line (a torn line is cut next time)
+            raise ValueError(f"--out {self.path}: cannot append a row ({exc.strerror or exc})") from None
         self.rows.append(row)
         self.ids.add(row.get("point_id"))
 
@@ -103,10 +107,8 @@ def row_of(p: Point, res, *, device, dtype, stack_size: int, extra: Optional[dic
 
 
 def write_json(path: str, obj) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as fh:
-        json.dump(obj, fh, indent=2, default=_json_default)
-    os.replace(tmp, path)
+    """``obj`` as JSON at ``path`` (in a results folder), atomically."""
+    write_json_file(path, obj, flag="--out", default=_json_default)
 
 
 def figure_stem(out_dir: str, figure: str, protocol: str, quick: bool) -> str:

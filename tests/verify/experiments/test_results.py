@@ -1,5 +1,6 @@
 """Tests for verify/experiments/results.py: the append-only results file."""
 import json
+import shutil
 
 import pytest
 
@@ -26,3 +27,13 @@ def test_a_damaged_middle_line_names_the_file_and_the_line(tmp_path, line, needl
     with pytest.raises(ValueError, match=needle) as err:
         ResultsFile(str(path))
     assert str(path) in str(err.value)
+
+
+def test_a_row_that_cannot_be_appended_is_one_line(tmp_path):
+    folder = tmp_path / "r"
+    results = ResultsFile(str(folder / "rows.jsonl"))
+    results.append({"point_id": "a"})
+    shutil.rmtree(folder)
+    with pytest.raises(ValueError, match="cannot append a row") as exc:
+        results.append({"point_id": "b"})
+    assert "\n" not in str(exc.value)
