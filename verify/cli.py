@@ -8,6 +8,8 @@ parser imports no torch, so ``--help`` is fast; each command imports what it nee
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import math
 import os
@@ -32,6 +34,47 @@ def _on_sigint(signum, frame):
     swallowed by Python, so loops also check the flag) and interrupt."""
     _INTERRUPTED.set()
     raise KeyboardInterrupt
+
+
+class _Stream(io.TextIOBase):
+    """Standard output or error as command-line tools treat them: once the reader has gone (a closed
+    pipe, `qstr ... | head -1`) writes go nowhere and the command ends with its own status; a
+    character the encoding lacks is written escaped rather than failing."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._silence()
+        except UnicodeEncodeError:
+            enc = getattr(self._stream, "encoding", None) or "ascii"
+            return self.write(text.encode(enc, "backslashreplace").decode(enc))
+        return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._silence()
+
+    def _silence(self) -> None:
+        with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())  # Python's own flush at exit finds no pipe
+            os.close(devnull)
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    @property
+    def encoding(self):
+        return getattr(self._stream, "encoding", "utf-8")
 
 
 class UsageError(Exception):
@@ -222,18 +265,26 @@ def _writable_dir(flag: str, folder: str, shown: Optional[str] = None) -> None:
         raise ValueError(f"{flag} {shown}: cannot write in {probe_in} ({exc.strerror or exc})") from None
 
 
-def _context(args):
+def _device(value: Optional[str]) -> str:
+    """cpu, cuda or cuda:N, CUDA only where the machine has it (before any folder is made)."""
     import torch
 
+    if value not in ("cpu", "cuda") and not re.fullmatch(r"cuda:\d+", value or ""):
+        raise ValueError(f"--device must be cpu, cuda or cuda:N, got {value!r}")
+    if value.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"--device {value}: CUDA is not available on this machine (use --device cpu)")
+    return value
+
+
+def _context(args):
     from qstr.verify.registry import PROFILES, Context
 
     if args.profile not in PROFILES:
         raise ValueError(f"--profile must be one of {', '.join(PROFILES)}, got {args.profile!r}")
-    device = args.device or ("cuda" if args.profile == "gpu" else "cpu")
-    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
-        raise ValueError(f"--device must be cpu or cuda, got {device!r}")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"--device {device}: CUDA is not available on this machine (use --device cpu)")
+    device = _device(args.device or ("cuda" if args.profile == "gpu" else "cpu"))
+    cores = os.cpu_count() or 1
+    if args.threads > cores:
+        raise ValueError(f"--threads {args.threads}: this machine has {cores} CPU cores")
     return Context(profile=args.profile, device=device, seed=args.seed, threads=args.threads)
 
 
@@ -270,9 +321,9 @@ def _verify(args, console: Console) -> int:
     claims = _selected(args, ctx.profile)
     from qstr.verify.report import print_report, records, write_json
 
-    to_stdout = args.json == STDOUT
+    to_stdout, stdout = args.json == STDOUT, console.file
     if to_stdout:  # standard output carries the records alone; the table goes to stderr
-        console = Console(stderr=True, width=console.width)
+        console = Console(file=_Stream(sys.stderr), width=console.width)
     results, write_error = [], None
     title = f"qstr verify - profile {ctx.profile}, seed {ctx.seed}"
     try:
@@ -301,7 +352,8 @@ def _verify(args, console: Console) -> int:
     if write_error is not None:
         raise write_error
     if to_stdout:
-        sys.stdout.write(json.dumps(records(results), indent=2, default=str) + "\n")
+        stdout.write(json.dumps(records(results), indent=2, default=str) + "\n")
+        stdout.flush()
     return 0 if all(r.passed for r in results) else 1
 
 
@@ -343,8 +395,12 @@ def _saved_codebook(args):
     from qstr.constructions.codes import BUILDABLE_KINDS, Codebook
 
     obj = _load_codebook_file(args.check)
+    kind = obj.get("kind", "custom")
+    if kind != "custom" and kind not in BUILDABLE_KINDS:
+        raise ValueError(f"--check: {args.check} records the kind {kind!r}; known kinds: custom, "
+                         f"{', '.join(BUILDABLE_KINDS)}")
     book = Codebook.from_tensor(obj["omega"])
-    if obj.get("kind") in BUILDABLE_KINDS:
+    if kind in BUILDABLE_KINDS:
         params = obj.get("params") if isinstance(obj.get("params"), dict) else {}
         book = dataclasses.replace(book, kind=obj["kind"], params=dict(params))
     if args.N is not None and args.N != book.N:
@@ -366,6 +422,9 @@ def _load_codebook_file(path: str) -> dict:
         obj = {"omega": obj}
     if not isinstance(obj, dict) or not isinstance(obj.get("omega"), torch.Tensor):
         raise ValueError(f"--check: {path} holds {type(obj).__name__}, not a tensor or a dict with an 'omega' tensor")
+    if obj["omega"].layout != torch.strided:
+        raise ValueError(f"--check: {path} holds a {obj['omega'].layout} tensor; save a dense one "
+                         f"(omega.to_dense())")
     return obj
 
 
@@ -449,6 +508,7 @@ def _construct_rnn(args, console: Console) -> int:
 def _reproduce(args, console: Console) -> int:
     from qstr.verify.experiments import run_experiment
 
+    _device(args.device)
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise ValueError(f"--out {args.out} is a file; give a results directory")
     _writable_dir("--out", args.out)
@@ -492,8 +552,9 @@ COMMANDS = {"verify": _verify, "codebook": _codebook, "sample": _sample, "constr
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    console = Console() if sys.stdout.isatty() else Console(width=160)  # logs and pipes get the full table
-    err = Console(stderr=True)
+    out = _Stream(sys.stdout)
+    console = Console(file=out) if out.isatty() else Console(file=out, width=160)  # logs, pipes: full table
+    err = Console(file=_Stream(sys.stderr))
     args = None
     try:
         args = _parser().parse_args(argv)
@@ -511,6 +572,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     except KeyboardInterrupt:
         if getattr(args, "interrupted", None):  # verify: what finished
             note = args.interrupted
+        elif getattr(args, "command", None) in ("codebook", "sample", "construct"):
+            note = "nothing was written (files are written whole, at the end)"
         else:
             resume = " (run the same command to resume)" if getattr(args, "command", None) == "reproduce" else ""
             note = f"what was written so far is kept{resume}"

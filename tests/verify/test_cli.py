@@ -1,10 +1,12 @@
 """Tests for verify/cli.py: the qstr commands (verify, codebook, sample, construct, reproduce), their
 arguments, output paths and exit codes."""
 import json
+import os
 import subprocess
 import sys
 
 import pytest
+import torch
 
 from qstr.verify.cli import main
 from qstr.verify.claim import Check, Claim, Fault, Ref, Verdict
@@ -443,3 +445,57 @@ def test_verify_only_is_repeatable():
 
     args = _parser().parse_args(["verify", "--only", "thm-7", "--only", "lemma-40", "lemma-39"])
     assert args.only == ["thm-7", "lemma-40", "lemma-39"]
+
+
+@pytest.mark.parametrize("device", ["gpu", "meta", ""])
+def test_reproduce_refuses_a_bad_device_before_making_its_folder(device, tmp_path, capsys):
+    out = tmp_path / "r"
+    assert main(["reproduce", "figure1", "--quick", "--device", device, "--out", str(out)]) == 2
+    assert "--device must be cpu, cuda or cuda:N" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_threads_beyond_the_machine_are_refused(capsys):
+    assert main(["verify", "--only", "lemma-40", "--threads", str((os.cpu_count() or 1) + 1)]) == 2
+    assert "CPU cores" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("obj,reason", [
+    ({"omega": torch.eye(4).to_sparse()}, "sparse_coo tensor"),
+    ({"omega": torch.eye(4), "kind": "bogus-kind"}, "records the kind 'bogus-kind'"),
+    ({"omega": torch.eye(4), "kind": 3}, "records the kind 3"),
+])
+def test_codebook_check_refuses_files_it_cannot_honestly_report(obj, reason, tmp_path, capsys):
+    path = tmp_path / "cb.pt"
+    torch.save(obj, path)
+    assert main(["codebook", "--check", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert reason in err and len(err.splitlines()) == 1
+
+
+def _python_qstr(*argv):
+    return [sys.executable, "-c", "import sys; from qstr.verify.cli import main; sys.exit(main())",
+            *argv]
+
+
+@pytest.mark.parametrize("argv,status", [
+    (["codebook", "--N", "64"], 0),  # the codebook meets the bound: 0, as with an open stdout
+    (["verify", "--list"], 0),
+    (["verify", "--only", "lemma-40", "--json", "-"], 0),
+])
+def test_a_closed_stdout_ends_with_the_commands_own_status_and_no_message(argv, status):
+    proc = subprocess.Popen(_python_qstr(*argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader is gone before the first line (`| head -0`)
+    err = proc.stderr.read().decode()  # (with --json - the table goes there)
+    assert proc.wait(timeout=120) == status, err
+    assert "Traceback" not in err and "error" not in err and "Broken pipe" not in err, err
+
+
+def test_a_path_the_terminal_cannot_encode_is_written_and_printed_escaped(tmp_path):
+    folder = tmp_path / "ü"
+    folder.mkdir()
+    env = dict(os.environ, LC_ALL="C", PYTHONIOENCODING="ascii")
+    proc = subprocess.run(_python_qstr("construct", "transformer", "--N", "8", "--d", "4", "--q", "2",
+                                "--out", str(folder / "c.pt")), capture_output=True, env=env)
+    assert proc.returncode == 0 and proc.stderr == b"", proc.stderr
+    assert b"\\xfc" in proc.stdout and (folder / "c.pt").exists()
