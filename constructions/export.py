@@ -176,20 +176,22 @@ def init_from_construction(construction_or_model, *, noise: float = 0.0,
     P + noise * rms(P) * G with G i.i.d. N(0, 1) and rms(P) = ||P||_F / sqrt(numel P), so
     E ||P_new - P||_F^2 = noise^2 ||P||_F^2: relative Frobenius perturbation ~ ``noise``.
     Tensors that are exactly zero (the readout bias) stay zero. The noise is drawn with
-    ``generator`` on the generator's device (torch's global CPU RNG when None), in the
-    order listed, then converted to the parameter's device and dtype: the same generator
-    state gives the same model. ``dtype`` (e.g. ``torch.float32`` for training on float32 prompts)
+    ``generator`` (required when ``noise > 0``, as for every random function here) on the
+    generator's device, in the order listed, then converted to the parameter's device and
+    dtype: the same generator state gives the same model. ``dtype`` (e.g. ``torch.float32`` for training on float32 prompts)
     casts the result; default: the construction's dtype.
     """
     mt = to_multihead(_model_of(construction_or_model))
     if dtype is not None:
         mt = mt.to(dtype=validate.float_dtype("dtype", dtype))
     noise = validate.positive_float("noise", noise, allow_zero=True)
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise ValueError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+    if generator is not None:
+        validate.generator("generator", generator)
     if noise == 0:
         return mt
-    gen_device = generator.device if generator is not None else torch.device("cpu")
+    if generator is None:
+        raise ValueError("noise > 0 draws random numbers: pass generator=torch.Generator()")
+    gen_device = generator.device
     with torch.no_grad():
         for P in logical_parameters(mt).values():
             rms = P.norm() / math.sqrt(P.numel())

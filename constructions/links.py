@@ -283,6 +283,7 @@ def make_link(name: str, q: int, d: int, *, generator: Optional[torch.Generator]
         raise ValueError(f"link must be one of {', '.join(LINK_NAMES)}, got {name!r}")
     if generator is None:
         raise ValueError(f"link {name!r} has random parameters: pass generator=torch.Generator()")
+    generator = validate.generator("generator", generator)
     if name == "linear":
         return Linear(q=q, d=d, u=_unit_rows(q, d, generator))
     if name == "hermite":

@@ -125,6 +125,14 @@ def _resolved(device: torch.device) -> tuple:
     return (device.type, 0 if index is None else index)
 
 
+def generator(name: str, value) -> torch.Generator:
+    """A ``torch.Generator`` (not a seed, a numpy generator or None)."""
+    if not isinstance(value, torch.Generator):
+        raise ValueError(f"{name} must be a torch.Generator, got {type(value).__name__}; "
+                         f"for example torch.Generator().manual_seed(0)")
+    return value
+
+
 def generator_on(name: str, generator, device: torch.device) -> torch.Generator:
     """The generator must live on ``device`` (we never move randomness across devices)."""
     if not isinstance(generator, torch.Generator):

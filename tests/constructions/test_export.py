@@ -157,6 +157,8 @@ def test_init_from_construction_noise():
         init_from_construction(con, noise=-0.1)
     with pytest.raises(ValueError, match="generator"):
         init_from_construction(con, noise=0.1, generator=3)
+    with pytest.raises(ValueError, match="pass generator"):  # no silent global RNG
+        init_from_construction(con, noise=0.1)
 
 
 # ================================================================ state dicts

@@ -1,5 +1,6 @@
 import math
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -168,3 +169,9 @@ def test_two_layer_net_is_immutable():
                       b=torch.zeros(2, dtype=torch.float64))
     with pytest.raises(dataclasses.FrozenInstanceError):
         net.a = torch.zeros(2, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("generator", [0, "seed", np.random.default_rng(0)])
+def test_make_link_validates_its_generator(generator):
+    with pytest.raises(ValueError, match="must be a torch.Generator"):
+        make_link("hermite", 2, 8, generator=generator)

@@ -25,13 +25,14 @@ def environment(device) -> dict:
 
 
 class ResultsFile:
-    """JSON lines, one row per finished point; rows are only ever appended.
+    """JSON lines, one row per finished point; rows are only ever appended. With ``figure``, every
+    row must be that figure's.
 
     A run that was interrupted while writing leaves at most one incomplete last line; it is
     cut off (with a note) before the next append, so every line stays one valid JSON object.
     """
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, figure: Optional[str] = None):
         self.path = path
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         self.rows: List[dict] = []
@@ -47,7 +48,7 @@ class ResultsFile:
                 self.repaired = True
             for number, line in enumerate(data.decode(errors="replace").splitlines(), 1):
                 if line.strip():
-                    self.rows.append(_row(path, number, line))
+                    self.rows.append(_row(path, number, line, figure))
         self.ids = {r.get("point_id") for r in self.rows}
 
     def __contains__(self, point_id: str) -> bool:
@@ -70,8 +71,9 @@ class ResultsFile:
         return [by_id[p.point_id] for p in points if p.point_id in by_id]
 
 
-def _row(path: str, number: int, line: str) -> dict:
-    """One results line as a dict, or a ValueError naming the file and the line."""
+def _row(path: str, number: int, line: str, figure: Optional[str] = None) -> dict:
+    """One results line as a dict (of ``figure`` when given), or a ValueError naming the file and
+    the line."""
     try:
         row = json.loads(line)
     except json.JSONDecodeError as exc:
@@ -79,6 +81,9 @@ def _row(path: str, number: int, line: str) -> dict:
                          f"remove or repair that line and run the same command to resume") from None
     if not isinstance(row, dict):
         raise ValueError(f"{path}, line {number}: a JSON {type(row).__name__}, not a results row")
+    if figure is not None and row.get("figure") != figure:
+        raise ValueError(f"{path}, line {number}: a row of {row.get('figure')!r}, not of {figure}; "
+                         f"rows of different figures never share a file")
     return row
 
 

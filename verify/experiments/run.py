@@ -217,7 +217,7 @@ def run_points(points: Sequence[Point], results: ResultsFile, *, device="cpu", d
 def train_figure(figure: str, pts: Sequence[Point], *, out_dir: str, **run_kw) -> List[dict]:
     """Train (or resume) ``pts`` into ``out_dir/<figure>.jsonl`` with :func:`run_points`;
     returns the rows of ``pts`` in their order."""
-    by_id = run_points(pts, ResultsFile(os.path.join(out_dir, f"{figure}.jsonl")), **run_kw)
+    by_id = run_points(pts, ResultsFile(os.path.join(out_dir, f"{figure}.jsonl"), figure), **run_kw)
     return [by_id[p.point_id] for p in pts if p.point_id in by_id]
 
 

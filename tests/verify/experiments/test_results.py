@@ -37,3 +37,12 @@ def test_a_row_that_cannot_be_appended_is_one_line(tmp_path):
     with pytest.raises(ValueError, match="cannot append a row") as exc:
         results.append({"point_id": "b"})
     assert "\n" not in str(exc.value)
+
+
+def test_rows_of_another_figure_are_refused(tmp_path):
+    path = tmp_path / "figure1.jsonl"
+    path.write_text(json.dumps({"figure": "figure1", "point_id": "a"}) + "\n"
+                    + json.dumps({"figure": "figure2", "point_id": "b"}) + "\n")
+    with pytest.raises(ValueError, match="line 2: a row of 'figure2', not of figure1"):
+        ResultsFile(str(path), "figure1")
+    assert len(ResultsFile(str(path)).rows) == 2  # without a figure: any rows
