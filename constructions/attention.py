@@ -367,6 +367,9 @@ def lemma11_weights(
     if not codebook.mu < 1:
         raise ValueError(f"mu must be < 1 for the Lemma 11 gap: the codebook has coherence mu = {codebook.mu:.6g}")
     layout = _token_layout(d, q, codebook.d_e)
+    D = layout.dim
+    validate.fits_in_memory(f"Lemma 11's weights (W_QK: {H} x {D} x {D}, W: {m} x {H * D})",
+                            lemma11_nbytes(D, H, m, dtype), device)
 
     head_slots = tuple((s,) for s in slots)
     W_QK = _qk_blocks(layout, head_slots, alpha, dtype, device)  # score alpha c^2 <omega_{t_ih}, omega_j>
@@ -380,6 +383,13 @@ def lemma11_weights(
     model.set_weights(W_QK=W_QK, W=W, b=net.b, a=net.a)
     return Construction(model=model, codebook=codebook, layout=layout, c=c, alpha=alpha, N=N, d=d, q=q,
                         slots=slots, kind="lemma11")
+
+
+def lemma11_nbytes(D: int, H: int, m: int, dtype=torch.float64) -> int:
+    """Bytes :func:`lemma11_weights` allocates for tokens of width D, H heads and a net of width m:
+    W_QK (H, D, D) built, then copied into the module (whose own initialisation fills it first),
+    and W (m, H D) twice."""
+    return (3 * H * D * D + 2 * m * H * D) * torch.empty((), dtype=dtype).element_size()
 
 
 def _slots(slots, q: int) -> Tuple[int, ...]:

@@ -291,6 +291,8 @@ def make_link(name: str, q: int, d: int, *, generator: Optional[torch.Generator]
     if name == "mean-projected":
         return MeanProjected(q=q, d=d, u=_unit_rows(1, d, generator)[0])
     width = validate.positive_int("width", width)
+    validate.fits_in_memory(f"the teacher's W ({width} x {q * d}, float64)", 2 * width * q * d * 8,
+                            generator.device)
     kw = dict(generator=generator, dtype=torch.float64, device=generator.device)
     W = torch.randn(width, q * d, **kw) / math.sqrt(q * d)
     b = torch.randn(width, **kw) / math.sqrt(q * d)

@@ -473,6 +473,7 @@ def _construct(args, console: Console) -> int:
     if args.link not in ("teacher", "linear", "mean-projected"):
         raise ValueError(f"--link must be teacher, linear or mean-projected (links with an exact two-layer net), got {args.link!r}")
     n, eps = 10_000 if args.n is None else args.n, 0.01 if args.eps is None else args.eps
+    _construct_fits(args)
     gen = torch.Generator().manual_seed(args.seed)
     link = make_link(args.link, args.q, args.d, generator=gen, width=args.width)
     cons = lemma11(args.N, args.d, args.q, link.two_layer_net(), eps=eps, r_x=lemma12_radius(args.d, n=n, N=args.N))
@@ -484,6 +485,19 @@ def _construct(args, console: Console) -> int:
     console.print(f"Lemma 11: N = {args.N}, d = {args.d}, q = {args.q}, d_e = {cons.codebook.d_e}, mu = {g.mu:.4f}, "
                   f"r_x = {g.r_x:.3f}, alpha = {g.alpha:.3f}, error bound = {g.error_bound:.3g}; wrote {args.out}")
     return 0
+
+
+def _construct_fits(args) -> None:
+    """Refuse sizes whose weights cannot fit, before the link or the codes are drawn."""
+    from qstr.constructions import validate
+    from qstr.constructions.attention import lemma11_nbytes
+    from qstr.constructions.codes import rs_hadamard_dim
+
+    D = args.d + (args.q + 1) * rs_hadamard_dim(args.N)
+    validate.fits_in_memory(f"construct transformer (tokens of width {D}, {args.q} heads, a "
+                            f"width-{args.width} net)",
+                            lemma11_nbytes(D, args.q, args.width) + 16 * args.width * args.q * args.d,
+                            "cpu")
 
 
 def _construct_rnn(args, console: Console) -> int:

@@ -376,6 +376,32 @@ def test_sizes_that_cannot_fit_in_memory_are_refused_before_allocating(capsys):
         task.sample(16, generator=torch.Generator())
 
 
+@pytest.mark.parametrize("argv,what", [
+    (["construct", "transformer", "--d", "100000"], "construct transformer (tokens of width 100048"),
+    (["construct", "transformer", "--d", "100000000"], "construct transformer (tokens of width"),
+    (["construct", "rnn", "--d", "100000"], "the Prop 26 transition's dense layers"),
+    (["construct", "rnn", "--d", "100000000"], "the teacher's W (8 x 200000000, float64)"),
+])
+def test_construct_refuses_sizes_that_cannot_fit_before_building(argv, what, tmp_path, capsys):
+    assert main(argv + ["--N", "64", "--q", "2", "--out", str(tmp_path / "x.pt")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"qstr: error: {what}") and "needs about" in err and "available" in err, err
+    assert len(err.splitlines()) == 1 and not (tmp_path / "x.pt").exists()
+
+
+def test_lemma11_weights_refuse_a_codebook_too_wide_to_fit():
+    import torch
+
+    from qstr.bounds.attention import lemma11
+    from qstr.constructions.codes import Codebook
+    from qstr.constructions.links import make_link
+
+    net = make_link("teacher", 1, 2, generator=torch.Generator().manual_seed(0)).two_layer_net()
+    wide = Codebook.from_tensor(torch.eye(4, 300_000, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"Lemma 11's weights \(W_QK: 1 x 600002 x 600002"):
+        lemma11(4, 2, 1, net, codebook=wide, eps=0.1, r_x=1.0)
+
+
 def test_version_help_and_a_parser_without_torch():
     from qstr.verify.version import toolkit_version
 
