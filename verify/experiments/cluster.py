@@ -17,7 +17,9 @@ import logging
 import pickle
 import queue
 import re
+import shutil
 import signal
+import tempfile
 import threading
 import time
 import uuid
@@ -64,14 +66,27 @@ def _quiet(names=("distributed", "distributed.client", "distributed.core", "dist
             lg.setLevel(level)
 
 
+@contextlib.contextmanager
 def local_cluster(jobs: int):
-    """The ``LocalCluster`` of ``--jobs J``: ``jobs`` worker processes with one thread each. Its
-    worker processes end on their own when this process dies (even by ``kill -9``: Dask's worker
-    process exits when the pipe from its parent closes), and leave Ctrl-C to this process."""
+    """The ``LocalCluster`` of ``--jobs J``: ``jobs`` worker processes with one thread each, their
+    scratch space in a folder made for this run and removed when it closes (whatever ended it,
+    short of kill -9). Its worker processes end on their own when this process dies (even by
+    ``kill -9``: Dask's worker process exits when the pipe from its parent closes), and leave
+    Ctrl-C to this process."""
     from distributed import LocalCluster
 
-    return LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True, silence_logs=logging.ERROR,
-                        dashboard_address=":0", preload=[__name__])
+    folder = tempfile.mkdtemp(prefix="qstr-dask-")
+    cluster = None
+    try:
+        cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
+                               silence_logs=logging.ERROR, dashboard_address=":0",
+                               preload=[__name__], local_directory=folder)
+        yield cluster
+    finally:
+        if cluster is not None:
+            with _quiet(), contextlib.suppress(Exception):
+                cluster.close(timeout=10)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def dask_setup(worker) -> None:
@@ -193,12 +208,13 @@ def _run_stacks(stacks, report, results, *, jobs, scheduler, device, dtype, trai
     topic = f"qstr-rows-{uuid.uuid4().hex}"
     cluster = client = None
     pending = {}
+    owned = contextlib.ExitStack()  # the local cluster and its scratch folder
     try:
         with _quiet():
             if scheduler is not None:
                 client = Client(scheduler, timeout=CONNECT_TIMEOUT, set_as_default=False)
             else:
-                cluster = local_cluster(jobs)
+                cluster = owned.enter_context(local_cluster(jobs))
                 client = Client(cluster, set_as_default=False)
         where = scheduler or f"a local cluster of {jobs} worker processes"
         log(f"dask: {len(stacks)} stacks on {where}; dashboard {client.dashboard_link}"
@@ -261,6 +277,4 @@ def _run_stacks(stacks, report, results, *, jobs, scheduler, device, dtype, trai
                     Variable(f"{topic}-received", client=client).delete()
                 with contextlib.suppress(Exception):
                     client.close(timeout=10)
-            if cluster is not None:
-                with contextlib.suppress(Exception):
-                    cluster.close(timeout=10)
+        owned.close()

@@ -465,3 +465,20 @@ def test_a_worker_without_qstr_ends_reproduce_in_one_line_with_exit_2(tmp_path, 
     assert said[0] == ("qstr: error: a Dask worker could not run the task: ModuleNotFoundError: No module named "
                        "'qstr' (install the toolkit on every worker: pip install -e .)")
     assert not os.path.exists(out / "figure1.jsonl") or not lines(out / "figure1.jsonl")
+
+
+def test_the_local_cluster_keeps_its_scratch_space_in_a_folder_it_removes():
+    import os
+
+    from qstr.verify.experiments.cluster import local_cluster
+
+    def run_folder(path):  # the qstr-dask-* folder the worker's scratch space is in
+        while not os.path.basename(path).startswith("qstr-dask-"):
+            assert path != os.path.dirname(path), "the scratch space is outside the run's folder"
+            path = os.path.dirname(path)
+        return path
+
+    with local_cluster(1) as lc:
+        folders = {run_folder(w["local_directory"]) for w in lc.scheduler_info["workers"].values()}
+        assert len(folders) == 1 and os.path.isdir(next(iter(folders)))
+    assert not os.path.exists(next(iter(folders)))
