@@ -54,3 +54,21 @@ def test_formats_hand_rebuild_matches_load_multihead(tmp_path, monkeypatch):
     exec(_compiled(block, "<docs/formats.md, python block>"), scope)
     with torch.no_grad():
         assert torch.allclose(scope["y_hat"], load_multihead(tmp_path / "c.pt")(Z), atol=1e-12)
+
+
+def test_every_dotted_name_in_the_readme_prose_imports():
+    """`qstr.a.b.c` in backquotes is a module, or an attribute of one."""
+    import importlib
+
+    names = set(re.findall(r"`(qstr(?:\.[A-Za-z_]\w*)+)", README.read_text()))
+    assert len(names) >= 4
+    for name in sorted(names):
+        parts = name.split(".")
+        for cut in range(len(parts), 0, -1):
+            try:
+                obj = importlib.import_module(".".join(parts[:cut]))
+                break
+            except ImportError:
+                continue
+        for attr in parts[cut:]:
+            obj = getattr(obj, attr)  # AttributeError names what does not import

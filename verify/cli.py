@@ -180,7 +180,8 @@ def _reproduce_options(r: argparse.ArgumentParser) -> None:
     r.add_argument("figure", choices=["figure1", "figure2", "figure3"], help="the figure of Appendix E")
     r.add_argument("--quick", action="store_true", help="scaled down: minutes on 2 CPU cores")
     r.add_argument("--device", default="cpu", help="cpu or cuda")
-    r.add_argument("--seeds", type=_count, default=None, metavar="S", help="number of seeds (default 5; 2 with --quick)")
+    r.add_argument("--seeds", type=_count, default=None, metavar="S", help="number of seeds (default: figures 1 and 3 five, two with "
+                        "--quick; figure 2 one, seed 0)")
     r.add_argument("--protocol", default="paper", help="paper (default) or published (the published code's choices)")
     r.add_argument("--out", metavar="DIR", required=True, help="results directory (JSON lines, PNG, PDF, summary)")
     r.add_argument("--jobs", type=_count, default=None, metavar="J",
