@@ -525,3 +525,24 @@ def test_a_path_the_terminal_cannot_encode_is_written_and_printed_escaped(tmp_pa
                                 "--out", str(folder / "c.pt")), capture_output=True, env=env)
     assert proc.returncode == 0 and proc.stderr == b"", proc.stderr
     assert b"\\xfc" in proc.stdout and (folder / "c.pt").exists()
+
+
+def test_list_needs_no_gpu(capsys):
+    assert main(["verify", "--list", "--profile", "gpu", "--only", "lemma-40"]) == 0
+    assert "lemma-40" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", ["construct", "codebook", "sample"])
+def test_ctrl_c_in_a_writing_command_says_nothing_was_written(command, monkeypatch, capsys):
+    import qstr.verify.cli as cli
+
+    def interrupted(args, console):
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(cli.COMMANDS, command, interrupted)
+    argv = {"construct": ["construct", "transformer", "--N", "8", "--d", "4", "--q", "2", "--out", "x.pt"],
+            "codebook": ["codebook", "--N", "16"],
+            "sample": ["sample", "--N", "6", "--d", "2", "--out", "x.pt"]}[command]
+    assert main(argv) == 130
+    assert capsys.readouterr().err.strip() == ("qstr: interrupted; nothing was written (files are "
+                                               "written whole, at the end)")
