@@ -29,7 +29,8 @@ for stage in $stages; do
       echo "rc $?"; cut -c1-400 "$R/capture.log" | grep -v Warning | tail -14 ;;
     capture-tests)
       timeout "${LIMIT_CAPTURE:-60}" python3 benchmarks/graph_capture.py --tests \
-        >"$R/capture-tests.log" 2>&1; echo "rc $?"; grep -v Warning "$R/capture-tests.log" | tail -16 ;;
+        >"$R/capture-tests.log" 2>&1; echo "rc $?"
+      grep -v Warning "$R/capture-tests.log" | tail -16 ;;
     train-tests)
       timeout "${LIMIT_TESTS:-90}" python3 -m pytest -q -m gpu -p no:cacheprovider \
         tests/verify/training/test_gru_scan.py tests/verify/training/test_stack.py \

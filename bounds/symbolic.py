@@ -93,7 +93,8 @@ def sample_size_from_expr(target: float, N_value: int, params: Theorem4Params, *
         raise ValueError(f"target must exceed the floor 4 eps_2nn = {4 * params.eps_2nn:g}, got {target:g}")
     f = sp.lambdify(n, bound_expr(params).subs(N, N_value), modules="mpmath")
     with mpmath.workdps(dps):
-        found = smallest_true(lambda k: f(mpmath.mpf(k)) <= target, limit=10 ** 300, log_bisect=True)
+        found = smallest_true(lambda k: f(mpmath.mpf(k)) <= target, limit=10 ** 300,
+                              log_bisect=True)
     if found is None:
         raise ValueError(f"target = {target:g} is not reached for n <= 1e300")
     return found

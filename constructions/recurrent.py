@@ -191,7 +191,7 @@ class Transition:
         bands, K2 = self.bands, self.bands.knots
         lay, off = self.layout, self.d_h  # z columns start after the q d columns of h
         w1, w2, w3 = self.widths
-        # W1 (w1, d_h + D_in), W2 (w2, w1), G (d_h, w2) and W3 = [G; -G], W4 (d_h, 2 d_h), in float64
+        # W1 (w1, d_h + D_in), W2 (w2, w1), G (d_h, w2), W3 = [G; -G], W4 (d_h, 2 d_h): float64
         entries = w1 * (off + self.D_in) + w2 * w1 + 3 * self.d_h * w2 + 2 * self.d_h ** 2
         validate.fits_in_memory(f"the Prop 26 transition's dense layers (widths {w1}, {w2}, {w3})",
                                 8 * entries, "cpu")

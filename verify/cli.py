@@ -116,8 +116,8 @@ def _verify_options(v: argparse.ArgumentParser) -> None:
     v.add_argument("--device", default=None, help="cpu or cuda (default: cpu; cuda for --profile gpu)")
     v.add_argument("--only", nargs="+", action="extend", metavar="ID", help="run only these claim ids (repeatable)")
     v.add_argument("--json", metavar="PATH",
-                   help="write the results as a JSON list of records (-: to standard output, the table "
-                        "to standard error)")
+                   help="write the results as a JSON list of records (-: to standard output, "
+                        "the table to standard error)")
     _seed_option(v)
     v.add_argument("--list", action="store_true",
                    help="print the index of the claims (references, checks, faults, functions, "
@@ -180,8 +180,9 @@ def _reproduce_options(r: argparse.ArgumentParser) -> None:
     r.add_argument("figure", choices=["figure1", "figure2", "figure3"], help="the figure of Appendix E")
     r.add_argument("--quick", action="store_true", help="scaled down: minutes on 2 CPU cores")
     r.add_argument("--device", default="cpu", help="cpu or cuda")
-    r.add_argument("--seeds", type=_count, default=None, metavar="S", help="number of seeds (default: figures 1 and 3 five, two with "
-                        "--quick; figure 2 one, seed 0)")
+    r.add_argument("--seeds", type=_count, default=None, metavar="S",
+                   help="number of seeds (default: figures 1 and 3 five, two with --quick; "
+                        "figure 2 one, seed 0)")
     r.add_argument("--protocol", default="paper", help="paper (default) or published (the published code's choices)")
     r.add_argument("--out", metavar="DIR", required=True, help="results directory (JSON lines, PNG, PDF, summary)")
     r.add_argument("--jobs", type=_count, default=None, metavar="J",
@@ -273,7 +274,8 @@ def _device(value: Optional[str]) -> str:
     if value not in ("cpu", "cuda") and not re.fullmatch(r"cuda:\d+", value or ""):
         raise ValueError(f"--device must be cpu, cuda or cuda:N, got {value!r}")
     if value.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"--device {value}: CUDA is not available on this machine (use --device cpu)")
+        raise ValueError(f"--device {value}: CUDA is not available on this machine "
+                         f"(use --device cpu)")
     return value
 
 
@@ -497,8 +499,8 @@ def _construct_fits(args) -> None:
     D = args.d + (args.q + 1) * rs_hadamard_dim(args.N)
     validate.fits_in_memory(f"construct transformer (tokens of width {D}, {args.q} heads, a "
                             f"width-{args.width} net)",
-                            lemma11_nbytes(D, args.q, args.width) + 16 * args.width * args.q * args.d,
-                            "cpu")
+                            lemma11_nbytes(D, args.q, args.width)
+                            + 16 * args.width * args.q * args.d, "cpu")
 
 
 def _construct_rnn(args, console: Console) -> int:
@@ -568,7 +570,8 @@ COMMANDS = {"verify": _verify, "codebook": _codebook, "sample": _sample, "constr
 
 def main(argv: Optional[List[str]] = None) -> int:
     out = _Stream(sys.stdout)
-    console = Console(file=out) if out.isatty() else Console(file=out, width=160)  # logs, pipes: full table
+    # logs and pipes get the full table
+    console = Console(file=out) if out.isatty() else Console(file=out, width=160)
     err = Console(file=_Stream(sys.stderr))
     args = None
     try:

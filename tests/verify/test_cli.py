@@ -377,7 +377,8 @@ def test_sizes_that_cannot_fit_in_memory_are_refused_before_allocating(capsys):
 
 
 @pytest.mark.parametrize("argv,what", [
-    (["construct", "transformer", "--d", "100000"], "construct transformer (tokens of width 100048"),
+    (["construct", "transformer", "--d", "100000"],
+     "construct transformer (tokens of width 100048"),
     (["construct", "transformer", "--d", "100000000"], "construct transformer (tokens of width"),
     (["construct", "rnn", "--d", "100000"], "the Prop 26 transition's dense layers"),
     (["construct", "rnn", "--d", "100000000"], "the teacher's W (8 x 200000000, float64)"),
@@ -385,7 +386,8 @@ def test_sizes_that_cannot_fit_in_memory_are_refused_before_allocating(capsys):
 def test_construct_refuses_sizes_that_cannot_fit_before_building(argv, what, tmp_path, capsys):
     assert main(argv + ["--N", "64", "--q", "2", "--out", str(tmp_path / "x.pt")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith(f"qstr: error: {what}") and "needs about" in err and "available" in err, err
+    assert err.startswith(f"qstr: error: {what}"), err
+    assert "needs about" in err and "available" in err, err
     assert len(err.splitlines()) == 1 and not (tmp_path / "x.pt").exists()
 
 
@@ -521,8 +523,9 @@ def test_a_path_the_terminal_cannot_encode_is_written_and_printed_escaped(tmp_pa
     folder = tmp_path / "ü"
     folder.mkdir()
     env = dict(os.environ, LC_ALL="C", PYTHONIOENCODING="ascii")
-    proc = subprocess.run(_python_qstr("construct", "transformer", "--N", "8", "--d", "4", "--q", "2",
-                                "--out", str(folder / "c.pt")), capture_output=True, env=env)
+    argv = ["construct", "transformer", "--N", "8", "--d", "4", "--q", "2", "--out",
+            str(folder / "c.pt")]
+    proc = subprocess.run(_python_qstr(*argv), capture_output=True, env=env)
     assert proc.returncode == 0 and proc.stderr == b"", proc.stderr
     assert b"\\xfc" in proc.stdout and (folder / "c.pt").exists()
 
@@ -540,7 +543,8 @@ def test_ctrl_c_in_a_writing_command_says_nothing_was_written(command, monkeypat
         raise KeyboardInterrupt
 
     monkeypatch.setitem(cli.COMMANDS, command, interrupted)
-    argv = {"construct": ["construct", "transformer", "--N", "8", "--d", "4", "--q", "2", "--out", "x.pt"],
+    argv = {"construct": ["construct", "transformer", "--N", "8", "--d", "4", "--q", "2",
+                          "--out", "x.pt"],
             "codebook": ["codebook", "--N", "16"],
             "sample": ["sample", "--N", "6", "--d", "2", "--out", "x.pt"]}[command]
     assert main(argv) == 130

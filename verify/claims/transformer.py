@@ -1309,7 +1309,7 @@ def thm4_sample_size_is_sympy(inp: Theorem4Inputs, ctx: Context) -> Verdict:
 
 
 def _first_power_of_two(inp: Theorem4Inputs, ctx: Context) -> Theorem4Inputs:
-    """n(N) bracketed by doubling and never bisected: the first power of two that meets the target."""
+    """n(N) bracketed by doubling and never bisected: the first power of two meeting the target."""
     def doubled(Nv: int) -> int:
         return 2 ** math.ceil(math.log2(inp.sample_size(Nv)))
     return replace(inp, sample_size=doubled)

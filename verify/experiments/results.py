@@ -62,7 +62,8 @@ class ResultsFile:
                 fh.flush()
                 os.fsync(fh.fileno())
         except OSError as exc:  # disk full, folder removed: one line (a torn line is cut next time)
-            raise ValueError(f"--out {self.path}: cannot append a row ({exc.strerror or exc})") from None
+            raise ValueError(f"--out {self.path}: cannot append a row "
+                             f"({exc.strerror or exc})") from None
         self.rows.append(row)
         self.ids.add(row.get("point_id"))
 

@@ -64,7 +64,8 @@ class _Family:
     def forward(self, P: Dict[str, torch.Tensor], meta: Dict[str, torch.Tensor], x, t) -> torch.Tensor:
         raise NotImplementedError
 
-    def evaluate(self, P: Dict[str, torch.Tensor], meta: Dict[str, torch.Tensor], x, t) -> torch.Tensor:
+    def evaluate(self, P: Dict[str, torch.Tensor], meta: Dict[str, torch.Tensor], x,
+                 t) -> torch.Tensor:
         """:meth:`forward` without gradients (the test evaluation); a family may compute the
         same function by a faster route here."""
         return self.forward(P, meta, x, t)

@@ -42,7 +42,8 @@ def evaluation_chunk(fam: _Family, P: Dict[str, torch.Tensor], n: int, eval_elem
     return max(1, min(n, eval_elements // max(1, fam.evaluation_elements(P))))
 
 
-def _test_mse(fam: _Family, P, meta, test, n_test: torch.Tensor, eval_elements: int) -> torch.Tensor:
+def _test_mse(fam: _Family, P, meta, test, n_test: torch.Tensor,
+              eval_elements: int) -> torch.Tensor:
     """(M,) test MSE of every member over its real positions, in chunks of test prompts."""
     chunk = evaluation_chunk(fam, P, int(n_test[0]), eval_elements)
     sse = torch.zeros(len(n_test), device=n_test.device, dtype=torch.float64)

@@ -21,12 +21,14 @@ def test_padded_encoding_matches_library_encoding(make_member):
 
 
 def _rnn_stack(make_member, device="cpu", dtype=torch.float64):
-    ms = [make_member("rnn", N, q, s, hidden=h) for N, q, s, h in ((3, 1, 0, 6), (5, 2, 1, 9), (4, 1, 2, 4))]
+    specs = ((3, 1, 0, 6), (5, 2, 1, 9), (4, 1, 2, 4))
+    ms = [make_member("rnn", N, q, s, hidden=h) for N, q, s, h in specs]
     fam = family_of(ms[0])(ms)
     P, meta = fam.stack(ms)
     P = {k: v.to(device, dtype) for k, v in P.items()}
     meta = {k: v.to(device, dtype if v.is_floating_point() else v.dtype) for k, v in meta.items()}
-    x, t, _ = (torch.stack(v) for v in zip(*[_pad_prompts(*m.test, fam.Nmax, fam.qmax) for m in ms]))
+    padded = [_pad_prompts(*m.test, fam.Nmax, fam.qmax) for m in ms]
+    x, t, _ = (torch.stack(v) for v in zip(*padded))
     return ms, fam, P, meta, x.to(device, dtype), t.to(device)
 
 

@@ -74,8 +74,9 @@ def test_out_of_memory_in_the_test_evaluation_halves_the_chunks(make_member, mon
     from qstr.verify.training.families import FFNFamily
 
     def run():
-        return train_stack([make_member("ffn", 4, 1, s, threshold=-1.0) for s in (0, 1)], batch_size=8,
-                           check_every=5, max_steps=10, eval_elements=10**6)
+        members = [make_member("ffn", 4, 1, s, threshold=-1.0) for s in (0, 1)]
+        return train_stack(members, batch_size=8, check_every=5, max_steps=10,
+                           eval_elements=10**6)
 
     honest = run()
     plain, seen = FFNFamily.evaluate, []
