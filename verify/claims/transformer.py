@@ -16,7 +16,8 @@ import sympy
 import torch
 
 from qstr.bounds.attention import (lemma11, lemma11_alpha, lemma11_error_bound, lemma12_radius,
-                                   sparse_average_error_bound, sparse_average_head,
+                                   sparse_average_alpha, sparse_average_error_bound,
+                                   sparse_average_guarantee, sparse_average_head,
                                    sparse_average_leak)
 from qstr.bounds.symbolic import N as sym_N
 from qstr.bounds.symbolic import n as sym_n
@@ -524,6 +525,9 @@ register(Claim(
 
 SA_N, SA_D, SA_MU = 64, 3, 1 / 16
 SA_CASES = ((2, 0.05), (3, None))  # (q, eps); eps None: the alpha minimising the bound (q >= 3)
+SA_LEAST = 1e-9  # the least alpha for eps: the bound at alpha (1 - 1e-9) is above eps
+SA_MIN_STEP = 1e-3  # the minimiser: the bound at alpha (1 -+ 1e-3) is not below it
+SA_ABOVE_MIN = 1.25  # q >= 3 asked for eps = 1.25 x the least bound: the first crossing
 
 
 @dataclass(frozen=True, eq=False)
@@ -541,6 +545,7 @@ class SACase:
     fast_at_worst: float  # the fast path's error at the worst prompt
     prompts: Tuple[torch.Tensor, torch.Tensor]  # random prompts (distinct indices)
     ascent: bool  # full and gpu profiles: gradient ascent on 8 prompts
+    eps: Optional[float] = None  # the error the head was built for (None: the bound's minimiser)
 
     def errors(self, predict, x, t) -> torch.Tensor:
         """||y_hat_i - mean of the q selected tokens||_2 per position."""
@@ -576,6 +581,7 @@ class SparseAverageInputs:
 
     cases: Tuple[SACase, ...]
     error_bound: Callable[..., float]  # r_x (2 L + within(L, rho))
+    alpha_for: Callable[..., float] = sparse_average_alpha  # the least alpha for an eps
 
 
 def _set_gaps(head):
@@ -613,7 +619,7 @@ def _sa_case(ctx: Context, q: int, eps) -> SACase:
     p = task.sample(ctx.pick(quick=16, full=512, gpu=640), generator=gen, device=ctx.device,
                     dtype=torch.float64)
     case = SACase(q, head, head, len(sets), g.r_x * float(gaps[worst]), pi, (xw, tw), 0.0,
-                  (clip_to_ball(p.x, g.r_x), p.t), ctx.profile != "quick")
+                  (clip_to_ball(p.x, g.r_x), p.t), ctx.profile != "quick", eps)
     with torch.no_grad():
         fast = float(case.errors(head.fast_predict, xw, tw).max())
     return replace(case, fast_at_worst=fast)
@@ -674,6 +680,50 @@ def sparse_average_attention_rows(inp: SparseAverageInputs, ctx: Context) -> Ver
     return at_most(gap, 0.0, rnd, detail=f"|attention rows - pi_T|, largest at q = {case.q}")
 
 
+def sparse_average_alpha_as_derived(inp: SparseAverageInputs, ctx: Context) -> Verdict:
+    """The head's alpha inverts the bound (docs/derivations/sparse-averaging.md): built for eps
+    (q = 2), bound(alpha) <= eps < bound(alpha (1 - 1e-9)); without eps (q = 3), alpha minimises
+    the bound, bound(alpha) <= bound(alpha (1 -+ 1e-3)). The conditions that fail (each bound
+    compared to 64 float64 eps of its value)."""
+    failed = []
+    for case in inp.cases:
+        g = case.head.guarantee
+
+        def bound(a: float, g=g, q=case.q) -> float:
+            return inp.error_bound(N=SA_N, q=q, mu=g.mu, c=g.c, alpha=a, r_x=g.r_x)
+
+        at = bound(g.alpha)
+        rel = 64 * torch.finfo(torch.float64).eps
+        tol = rel * at
+        if case.eps is not None:
+            if not at <= case.eps + tol:
+                failed.append(f"q = {case.q}: bound {at:.9g} above eps = {case.eps}")
+            if not bound(g.alpha * (1 - SA_LEAST)) > case.eps:
+                failed.append(f"q = {case.q}: alpha (1 - {SA_LEAST:g}) meets eps too")
+            continue
+        beside = min(bound(g.alpha * (1 - SA_MIN_STEP)), bound(g.alpha * (1 + SA_MIN_STEP)))
+        if not at <= beside + tol:
+            failed.append(f"q = {case.q}: alpha (1 -+ {SA_MIN_STEP:g}) gives a smaller bound")
+        eps = SA_ABOVE_MIN * at  # the non-monotone bound's first crossing, below the minimiser
+        a = inp.alpha_for(N=SA_N, q=case.q, mu=g.mu, c=g.c, r_x=g.r_x, eps=eps)
+        if not (bound(a) <= eps * (1 + rel) < bound(a * (1 - SA_LEAST)) and a < g.alpha):
+            failed.append(f"q = {case.q}: alpha {a:.9g} for eps = {eps:.6g} is not its first "
+                          f"crossing")
+    return exact(len(failed), 0, detail="; ".join(failed) or
+                 f"q = 2: the least alpha meeting eps = 0.05; q = 3: the bound's minimiser, and "
+                 f"the first crossing of {SA_ABOVE_MIN} x its least value")
+
+
+def _alpha_one_percent_high(inp: SparseAverageInputs, ctx: Context) -> SparseAverageInputs:
+    """Each head rebuilt at 1.01 alpha, its guarantee recomputed (a search stopped early)."""
+    def high(case: SACase) -> SACase:
+        g = case.head.guarantee
+        head = case.head.with_alpha(g.alpha * 1.01)
+        return replace(case, head=head.with_guarantee(sparse_average_guarantee(head, r_x=g.r_x)))
+    return replace(inp, cases=tuple(high(c) for c in inp.cases),
+                   alpha_for=lambda **kw: 1.01 * sparse_average_alpha(**kw))
+
+
 def _leak_only_bound(inp: SparseAverageInputs, ctx: Context) -> SparseAverageInputs:
     """The bound without the within-set imbalance term: 2 r_x L (equal in-set weights assumed)."""
     def bound(*, N, q, mu, c, alpha, r_x):
@@ -709,9 +759,12 @@ register(Claim(
     checks=[Check("exact sup <= bound", sparse_average_exact_within_bound),
             Check("worst prompt = exact sup", sparse_average_worst_prompt),
             Check("random prompts <= exact sup", sparse_average_random_below),
-            Check("attention rows = closed-form softmax", sparse_average_attention_rows)],
+            Check("attention rows = closed-form softmax", sparse_average_attention_rows),
+            Check("alpha as derived", sparse_average_alpha_as_derived)],
     faults=[Fault("bound without the within-set term", _leak_only_bound,
                   breaks=("exact sup <= bound",)),
+            Fault("alpha 1% above the least / the minimiser", _alpha_one_percent_high,
+                  breaks=("alpha as derived",)),
             Fault("query one slot short", _one_slot_short,
                   breaks=("worst prompt = exact sup", "attention rows = closed-form softmax")),
             Fault("random tokens N(0, r_x^2 I), not clipped", _radius_as_scale,
