@@ -15,6 +15,7 @@ import threading
 from typing import BinaryIO, Callable
 
 STDOUT = "-"  # `--json -`: the records go to standard output
+SYSTEM_FOLDERS = ("/dev/", "/proc/", "/sys/")  # never written, whatever their entries resolve to
 _UMASK_LOCK = threading.Lock()
 
 
@@ -29,6 +30,9 @@ def check_target(flag: str, path: str) -> str:
         raise ValueError(f"{flag}: the file name is empty")
     if path.endswith(os.sep) or os.path.basename(path) in (".", ".."):
         raise ValueError(f"{flag} {path}: names a folder; give a file path")
+    if os.path.abspath(path).startswith(SYSTEM_FOLDERS):  # /dev/stdout is whatever fd 1 is
+        raise ValueError(f"{flag} {path}: a device or process file, not a file to replace"
+                         + ("; --json - writes to standard output" if flag == "--json" else ""))
     try:
         st = os.stat(path)  # through links: a loop or an over-long name ends here
     except FileNotFoundError:

@@ -510,8 +510,10 @@ def _python_qstr(*argv):
     (["codebook", "--N", "64"], 0),  # the codebook meets the bound: 0, as with an open stdout
     (["verify", "--list"], 0),
     (["verify", "--only", "lemma-40", "--json", "-"], 0),
+    (["construct", "transformer", "--N", "8", "--d", "4", "--q", "2", "--out", "{tmp}/c.pt"], 0),
 ])
-def test_a_closed_stdout_ends_with_the_commands_own_status_and_no_message(argv, status):
+def test_a_closed_stdout_ends_with_the_commands_own_status_and_no_message(argv, status, tmp_path):
+    argv = [a.format(tmp=tmp_path) for a in argv]
     proc = subprocess.Popen(_python_qstr(*argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     proc.stdout.close()  # the reader is gone before the first line (`| head -0`)
     err = proc.stderr.read().decode()  # (with --json - the table goes there)

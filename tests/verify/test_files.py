@@ -26,7 +26,9 @@ def _bad_targets(tmp_path):
     dangling = tmp_path / "dangling"
     dangling.symlink_to(tmp_path / "nothing")
     (tmp_path / "dir").mkdir()
-    return [("device", "/dev/full"), ("FIFO", str(fifo)), ("symlink loop", str(loop)),
+    return [("device", "/dev/full"), ("standard output's device", "/dev/stdout"),
+            ("a file of /proc", "/proc/self/status"), ("FIFO", str(fifo)),
+            ("symlink loop", str(loop)),
             ("dangling link", str(dangling)), ("directory", str(tmp_path / "dir")),
             ("empty", ""), ("trailing slash", str(tmp_path / "newdir") + "/"),
             ("missing folder", str(tmp_path / "no" / "x.pt")),
