@@ -15,7 +15,8 @@ import threading
 from typing import BinaryIO, Callable
 
 STDOUT = "-"  # `--json -`: the records go to standard output
-SYSTEM_FOLDERS = ("/dev/", "/proc/", "/sys/")  # never written, whatever their entries resolve to
+# never written (/dev/stdout is whatever fd 1 is), except the shared-memory folder /dev/shm
+SYSTEM_FOLDERS = ("/dev/", "/proc/", "/sys/")
 _UMASK_LOCK = threading.Lock()
 
 
@@ -30,7 +31,8 @@ def check_target(flag: str, path: str) -> str:
         raise ValueError(f"{flag}: the file name is empty")
     if path.endswith(os.sep) or os.path.basename(path) in (".", ".."):
         raise ValueError(f"{flag} {path}: names a folder; give a file path")
-    if os.path.abspath(path).startswith(SYSTEM_FOLDERS):  # /dev/stdout is whatever fd 1 is
+    where = os.path.abspath(path)
+    if where.startswith(SYSTEM_FOLDERS) and not where.startswith("/dev/shm/"):  # (a tmpfs)
         raise ValueError(f"{flag} {path}: a device or process file, not a file to replace"
                          + ("; --json - writes to standard output" if flag == "--json" else ""))
     try:

@@ -161,3 +161,15 @@ def test_verify_prints_its_table_before_a_failed_write(tmp_path, capsys, monkeyp
     out, err = capsys.readouterr()
     assert "lemma-40" in out and "claims hold" in out
     assert err.strip().startswith("qstr: error: --json") and len(err.strip().splitlines()) == 1
+
+
+def test_shared_memory_is_a_folder_like_any_other():
+    if not os.path.isdir("/dev/shm") or not os.access("/dev/shm", os.W_OK):
+        pytest.skip("no writable /dev/shm here")
+    path = f"/dev/shm/qstr-test-{os.getpid()}.json"
+    try:
+        write_json_file(path, {"a": 1})
+        assert json.loads(open(path).read()) == {"a": 1}
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)
