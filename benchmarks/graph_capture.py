@@ -1,7 +1,8 @@
 """Which training steps record as CUDA graphs, and what stops the others.
 
     python benchmarks/graph_capture.py      # CUDA only; one line per stack family, tracebacks
-    python benchmarks/graph_capture.py --tests   # the float64 members of the graph test
+    python benchmarks/graph_capture.py --tests   # the float64 members of the graph test, and
+                                                 # every recording of its train_stack runs
 
 For each family of Figure 1 (quick sizes, paper and published protocols) it takes one eager
 step, then a second eager step under ``torch.cuda.set_sync_debug_mode("error")`` (any call that
@@ -126,6 +127,42 @@ def diagnose_test_cases(dev) -> None:
             torch.cuda.synchronize()
 
 
+def diagnose_test_restacks(dev) -> None:
+    """The graph test as it runs (member 0 stops at the first check, the stack is recorded
+    again): every recording attempt of train_stack, with its result."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, os.path.join(here, "..", "tests", "verify", "training"))
+    from conftest import _make_member
+    from test_stack import CASES, _to_cuda
+
+    from qstr.verify.training import stack, train_stack
+
+    plain = stack._record
+    for kind, published, specs in CASES:
+        attempts = []
+
+        def logged(fam, opt, meta, x, t, y, batch_size, attempts=attempts):
+            graph, per, failed = plain(fam, opt, meta, x, t, y, batch_size)
+            attempts.append(f"{x.shape[0]} members: " + (
+                "records" if failed is None else "FAILS " + failed.splitlines()[0][:120]))
+            return graph, per, failed
+
+        members = [_to_cuda(_make_member(kind, N, q, s, published=published, hidden=h or 6))
+                   for N, q, s, h in specs]
+        members[0].threshold = 1e9
+        stack._record = logged
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                train_stack(members, graphs=True, batch_size=8, check_every=3, max_steps=12)
+        except Exception as exc:  # noqa: BLE001 - the diagnosis is the message
+            attempts.append(f"train_stack raised {type(exc).__name__}: {exc}")
+        finally:
+            stack._record = plain
+        name = f"{kind}{' published' if published else ''}"
+        print(f"restack {name:22s}: " + " | ".join(attempts), flush=True)
+
+
 def main() -> int:
     if not torch.cuda.is_available():
         print("graph_capture: needs a CUDA device", file=sys.stderr)
@@ -133,6 +170,7 @@ def main() -> int:
     dev = torch.device("cuda")
     if "--tests" in sys.argv:
         diagnose_test_cases(dev)
+        diagnose_test_restacks(dev)
         return 0
     for protocol in ("paper", "published"):
         for variant in ("1str", "simple"):
