@@ -168,6 +168,9 @@ def main(argv=None) -> int:
         except Exception as exc:  # noqa: BLE001 - one failed section must not lose the others
             report[name] = {"error": f"{type(exc).__name__}: {exc}"}
             print(f"{name}: FAILED {type(exc).__name__}: {exc}", flush=True)
+            if isinstance(exc, torch.cuda.OutOfMemoryError):  # which pools hold the memory
+                report[name]["memory_summary"] = torch.cuda.memory_summary(dev, abbreviated=True)
+                print(report[name]["memory_summary"], flush=True)
         if name == "gru_step" and not gru_step.trusted(report[name]):
             # Figure 1 is still timed, on the code before, and the report says so
             gru_step.use_scan("autograd")
