@@ -299,8 +299,9 @@ class GRUFamily(_Family):
 
     @torch.no_grad()
     def forward_each(self, P, meta, x, t) -> torch.Tensor:
-        """:meth:`forward` one member at a time through ``nn.GRU`` (cuDNN on CUDA, TF32 exactly
-        when the matrix products allow it) on the member's own N positions; padding reads 0."""
+        """:meth:`forward` (Appendix E's bidirectional GRU) one member at a time through
+        ``nn.GRU`` (cuDNN on CUDA, TF32 exactly when the matrix products allow it) on the
+        member's own N positions; padding reads 0 (docs/experiments.md, "The test evaluation")."""
         M, B, N = x.shape[:3]
         Hd = P["Whh"].shape[-1]
         gru = nn.GRU(self.Dmax, Hd, batch_first=True, bidirectional=True, device="meta",
