@@ -528,6 +528,7 @@ SA_CASES = ((2, 0.05), (3, None))  # (q, eps); eps None: the alpha minimising th
 SA_LEAST = 1e-9  # the least alpha for eps: the bound at alpha (1 - 1e-9) is above eps
 SA_MIN_STEP = 1e-3  # the minimiser: the bound at alpha (1 -+ 1e-3) is not below it
 SA_ABOVE_MIN = 1.25  # q >= 3 asked for eps = 1.25 x the least bound: the first crossing
+SA_OTHER_C = 1.5  # the minimiser also at a prefactor c != 1 (the q = 3 head has c = 1)
 
 
 @dataclass(frozen=True, eq=False)
@@ -680,38 +681,46 @@ def sparse_average_attention_rows(inp: SparseAverageInputs, ctx: Context) -> Ver
     return at_most(gap, 0.0, rnd, detail=f"|attention rows - pi_T|, largest at q = {case.q}")
 
 
+def _inversion_failures(inp: SparseAverageInputs, q: int, g, c: float, alpha: float,
+                        eps: Optional[float]) -> list:
+    """What fails of alpha's derivation at prefactor c: for eps, bound(alpha) <= eps <
+    bound(alpha (1 - 1e-9)); without, alpha minimises the bound and the alpha asked for 1.25 x
+    the minimum is the bound's first crossing (each bound to 64 float64 eps of its value)."""
+    def bound(a: float) -> float:
+        return inp.error_bound(N=SA_N, q=q, mu=g.mu, c=c, alpha=a, r_x=g.r_x)
+
+    at, rel, where = bound(alpha), 64 * torch.finfo(torch.float64).eps, f"q = {q}, c = {c:.4g}"
+    out = []
+    if eps is not None:
+        if not at <= eps * (1 + rel):
+            out.append(f"{where}: bound {at:.9g} above eps = {eps}")
+        if not bound(alpha * (1 - SA_LEAST)) > eps:
+            out.append(f"{where}: alpha (1 - {SA_LEAST:g}) meets eps too")
+        return out
+    beside = min(bound(alpha * (1 - SA_MIN_STEP)), bound(alpha * (1 + SA_MIN_STEP)))
+    if not at <= beside * (1 + rel):
+        out.append(f"{where}: alpha (1 -+ {SA_MIN_STEP:g}) gives a smaller bound")
+    eps = SA_ABOVE_MIN * at  # the non-monotone bound's first crossing, below the minimiser
+    a = inp.alpha_for(N=SA_N, q=q, mu=g.mu, c=c, r_x=g.r_x, eps=eps)
+    if not (bound(a) <= eps * (1 + rel) < bound(a * (1 - SA_LEAST)) and a < alpha):
+        out.append(f"{where}: alpha {a:.9g} for eps = {eps:.6g} is not its first crossing")
+    return out
+
+
 def sparse_average_alpha_as_derived(inp: SparseAverageInputs, ctx: Context) -> Verdict:
     """The head's alpha inverts the bound (docs/derivations/sparse-averaging.md): built for eps
-    (q = 2), bound(alpha) <= eps < bound(alpha (1 - 1e-9)); without eps (q = 3), alpha minimises
-    the bound, bound(alpha) <= bound(alpha (1 -+ 1e-3)). The conditions that fail (each bound
-    compared to 64 float64 eps of its value)."""
+    (q = 2), the least alpha meeting it; without eps (q = 3), the bound's minimiser, also at the
+    prefactor c = 1.5 (alpha scales as 1/c^2). The conditions that fail."""
     failed = []
     for case in inp.cases:
         g = case.head.guarantee
-
-        def bound(a: float, g=g, q=case.q) -> float:
-            return inp.error_bound(N=SA_N, q=q, mu=g.mu, c=g.c, alpha=a, r_x=g.r_x)
-
-        at = bound(g.alpha)
-        rel = 64 * torch.finfo(torch.float64).eps
-        tol = rel * at
-        if case.eps is not None:
-            if not at <= case.eps + tol:
-                failed.append(f"q = {case.q}: bound {at:.9g} above eps = {case.eps}")
-            if not bound(g.alpha * (1 - SA_LEAST)) > case.eps:
-                failed.append(f"q = {case.q}: alpha (1 - {SA_LEAST:g}) meets eps too")
-            continue
-        beside = min(bound(g.alpha * (1 - SA_MIN_STEP)), bound(g.alpha * (1 + SA_MIN_STEP)))
-        if not at <= beside + tol:
-            failed.append(f"q = {case.q}: alpha (1 -+ {SA_MIN_STEP:g}) gives a smaller bound")
-        eps = SA_ABOVE_MIN * at  # the non-monotone bound's first crossing, below the minimiser
-        a = inp.alpha_for(N=SA_N, q=case.q, mu=g.mu, c=g.c, r_x=g.r_x, eps=eps)
-        if not (bound(a) <= eps * (1 + rel) < bound(a * (1 - SA_LEAST)) and a < g.alpha):
-            failed.append(f"q = {case.q}: alpha {a:.9g} for eps = {eps:.6g} is not its first "
-                          f"crossing")
+        failed += _inversion_failures(inp, case.q, g, g.c, g.alpha, case.eps)
+        if case.eps is None:
+            a = inp.alpha_for(N=SA_N, q=case.q, mu=g.mu, c=SA_OTHER_C, r_x=g.r_x)
+            failed += _inversion_failures(inp, case.q, g, SA_OTHER_C, a, None)
     return exact(len(failed), 0, detail="; ".join(failed) or
-                 f"q = 2: the least alpha meeting eps = 0.05; q = 3: the bound's minimiser, and "
-                 f"the first crossing of {SA_ABOVE_MIN} x its least value")
+                 f"q = 2: the least alpha meeting eps = 0.05; q = 3: the bound's minimiser (c = 1 "
+                 f"and {SA_OTHER_C}) and the first crossing of {SA_ABOVE_MIN} x its least value")
 
 
 def _alpha_one_percent_high(inp: SparseAverageInputs, ctx: Context) -> SparseAverageInputs:
