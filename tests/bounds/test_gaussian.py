@@ -70,3 +70,20 @@ def test_variance_estimate_interval_zscore_and_default_confidence():
     default = mc_conditional_sqnorm_variance(one_row, n_outer=2, n_inner=2,
                                              generator=torch.Generator().manual_seed(0))
     assert default.confidence == 0.999
+
+
+def test_the_standard_error_is_of_the_within_group_variances_unbiased():
+    """stderr = std(within, unbiased) / sqrt(n_outer), the within-group variances rebuilt from the
+    same stream (a = Vx drawn first, then the n_outer x n_inner conditional draws)."""
+    import math
+
+    V = torch.eye(5, dtype=torch.float64)[:2]
+    est = mc_conditional_sqnorm_variance(V, n_outer=3, n_inner=4,
+                                         generator=torch.Generator().manual_seed(11))
+    g = torch.Generator().manual_seed(11)
+    a = torch.randn(3, 5, generator=g, dtype=torch.float64) @ V.T
+    z = torch.randn(3, 4, 5, generator=g, dtype=torch.float64)
+    x = (a @ V)[:, None, :] + z - (z @ V.T) @ V
+    within = (x * x).sum(-1).var(dim=1, unbiased=True)
+    assert est.estimate == pytest.approx(float(within.mean()), rel=1e-12)
+    assert est.stderr == pytest.approx(float(within.std(unbiased=True)) / math.sqrt(3), rel=1e-12)

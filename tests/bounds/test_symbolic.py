@@ -6,7 +6,8 @@ import pytest
 import sympy as sp
 
 from qstr.bounds import symbolic as sy
-from qstr.bounds.transformer import Theorem4Params, theorem4_bound, theorem4_sample_size
+from qstr.bounds.transformer import (Theorem4Params, ffn_sample_size, theorem4_bound,
+                                     theorem4_sample_size)
 
 P0 = Theorem4Params.default()
 TARGET = 0.1
@@ -40,6 +41,7 @@ def test_sympy_leading_form_and_degrees():
     assert sy.limit_ratio(lead, sy.N, 4) == sp.oo
     assert sy.polylog_degree(lead, sy.N) == 5
     ffn = sy.ffn_sample_size_expr(4)
+    assert all(ffn.subs(sy.N, v) == ffn_sample_size(v, 4) for v in (2, 17, 2 ** 20))  # n >= N d
     assert sy.limit_ratio(ffn, sy.N, 5) == sp.oo
     assert sy.polylog_degree(ffn, sy.N, kmax=8) is None
     # a fixed code dimension removes (ln N)^2: n ~ (ln N)^2 ln ln N
