@@ -133,6 +133,7 @@ def evaluation_routes(dev, ceil: dict) -> dict:
     (TF32), relative differences (float64; TF32), and the check's FLOP floor."""
     from ceilings import cuda_median
 
+    from qstr.verify.training.families import _Family
     from qstr.verify.training.stack import _tf32, default_eval_elements, evaluation_chunk
 
     out = {}
@@ -146,7 +147,8 @@ def evaluation_routes(dev, ceil: dict) -> dict:
     mask = meta["pos_mask"][:, None, :]
     # each route in the chunks train_stack gives it
     room, n = default_eval_elements(P), x.shape[1]
-    chunks = {"scan": max(1, min(n, room // (x.shape[0] * fam.elements_per_prompt(P)))),
+    scan_elements = _Family.evaluation_elements(fam, P)  # what the scan route would hold
+    chunks = {"scan": max(1, min(n, room // scan_elements)),
               "cudnn": evaluation_chunk(fam, P, n, room)}
     out["chunks"] = chunks
     with _tf32(True), torch.no_grad():

@@ -179,8 +179,7 @@ def init_from_construction(construction_or_model, *, noise: float = 0.0,
     ``generator`` (required when ``noise > 0``, as for every random function here) on the
     generator's device, in the order listed, then converted to the parameter's device and
     dtype: the same generator state gives the same model. ``dtype`` (e.g. ``torch.float32`` for
-    training on float32 prompts)
-    casts the result; default: the construction's dtype.
+    training on float32 prompts) casts the result; default: the construction's dtype.
     """
     mt = to_multihead(_model_of(construction_or_model))
     if dtype is not None:

@@ -23,9 +23,8 @@ from qstr.bounds.symbolic import N as sym_N
 from qstr.bounds.symbolic import n as sym_n
 from qstr.bounds.symbolic import u as sym_u
 from qstr.bounds.symbolic import (bound_expr, ffn_sample_size_expr, leading_constants,
-                                  sample_size_from_expr,
                                   leading_sample_size_expr, majorant_expr, majorant_terms,
-                                  polylog_certificate, polylog_degree)
+                                  polylog_certificate, polylog_degree, sample_size_from_expr)
 from qstr.bounds.transformer import (Theorem4Params, ffn_sample_size, few_heads_floor,
                                      few_heads_floor_per_position, loglog_slope, theorem4_bound,
                                      theorem4_sample_size)
@@ -708,9 +707,10 @@ def _inversion_failures(inp: SparseAverageInputs, q: int, g, c: float, alpha: fl
 
 
 def sparse_average_alpha_as_derived(inp: SparseAverageInputs, ctx: Context) -> Verdict:
-    """The head's alpha inverts the bound (docs/derivations/sparse-averaging.md): built for eps
-    (q = 2), the least alpha meeting it; without eps (q = 3), the bound's minimiser, also at the
-    prefactor c = 1.5 (alpha scales as 1/c^2). The conditions that fail."""
+    """Remark after Prop 3: the head's alpha inverts the single-head bound
+    (docs/derivations/sparse-averaging.md): built for eps (q = 2), the least alpha meeting it;
+    without eps (q = 3), the bound's minimiser, also at the prefactor c = 1.5 (alpha scales as
+    1/c^2). The conditions that fail."""
     failed = []
     for case in inp.cases:
         g = case.head.guarantee
@@ -1363,10 +1363,10 @@ def thm4_sample_size_is_sympy(inp: Theorem4Inputs, ctx: Context) -> Verdict:
     digits (N = 16, 2^20). Near the target n ~ B^(-2), so the bound's agreement doubles."""
     gap, where = 0.0, ""
     for Nv in THM4_EXACT_NS:
-        exact_n = inp.exact_sample_size(Nv)
-        rel = abs(inp.sample_size(Nv) - exact_n) / exact_n
+        n_float, exact_n = inp.sample_size(Nv), inp.exact_sample_size(Nv)
+        rel = abs(n_float - exact_n) / exact_n
         if rel >= gap:
-            gap, where = rel, f"N = {Nv}: n = {inp.sample_size(Nv):.6g}, 30 digits {exact_n:.6g}"
+            gap, where = rel, f"N = {Nv}: n = {n_float:.6g}, 30 digits {exact_n:.6g}"
     return at_most(gap, 2 * THM4_AGREE_RTOL, detail=f"largest relative gap, {where}")
 
 

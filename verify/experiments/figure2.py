@@ -11,8 +11,8 @@ from qstr.constructions.layout import token_layout
 from qstr.verify.experiments.plots import mpl, save_figure
 from qstr.verify.experiments.points import Point, apply_overrides, as_protocol, seeds_of
 from qstr.verify.experiments.results import figure_stem, write_json
-from qstr.verify.files import save_torch
 from qstr.verify.experiments.run import train_figure, wide_console
+from qstr.verify.files import save_torch
 
 
 def points(*, quick: bool = False, seeds=None, protocol: str = "paper", overrides: Optional[dict] = None, N=None, n_train=None, epochs=None) -> List[Point]:

@@ -289,7 +289,7 @@ class GRUFamily(_Family):
         """On CUDA one member at a time: its encodings, states and gates (both directions)."""
         if not P["Whh"].is_cuda:
             return super().evaluation_elements(P)
-        # cuDNN's workspace: the gates of every position and direction, about 10 Hd
+        # rounded up: cuDNN's workspace (every position's gates, both directions) and the output
         return self.Nmax * (3 * self.Dmax + 16 * P["Whh"].shape[-1]) + P["Whh"].shape[0] * self.Nmax
 
     def evaluate(self, P, meta, x, t):
