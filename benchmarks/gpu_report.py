@@ -100,14 +100,54 @@ def rnn_states(dev, N: int = 1_000_000) -> dict:
     return out
 
 
+def segments_summary(dev, top: int = 8) -> str:
+    """Where reserved device memory sits: per pool, segments, reserved and allocated GiB; then the
+    ``top`` segments with the most reserved-but-unallocated memory and their live blocks."""
+    segs = [s for s in torch.cuda.memory_snapshot() if s["device"] == dev.index or dev.index is None]
+    gib = 2.0 ** 30
+    pools: dict = {}
+    for s in segs:
+        k = str(s.get("segment_pool_id"))
+        n, tot, alloc = pools.get(k, (0, 0, 0))
+        pools[k] = (n + 1, tot + s["total_size"], alloc + s["allocated_size"])
+    lines = [f"pool {k}: {n} segments, {t / gib:.2f} GiB reserved, {a / gib:.2f} GiB allocated"
+             for k, (n, t, a) in sorted(pools.items(), key=lambda kv: -kv[1][1])]
+    segs.sort(key=lambda s: s["allocated_size"] - s["total_size"])
+    for s in segs[:top]:
+        live = sorted((b["size"] for b in s["blocks"] if b["state"] != "inactive"), reverse=True)
+        lines.append(f"segment {s['total_size'] / gib:.2f} GiB ({s['segment_type']}, pool "
+                     f"{s.get('segment_pool_id')}, expandable {s.get('is_expandable')}): "
+                     f"{len(live)} live blocks, largest MiB "
+                     + ", ".join(f"{b / 2**20:.1f}" for b in live[:6]))
+    return "\n".join(lines)
+
+
 def figure1(dev, out_dir: str, matmul: str, seeds: int) -> dict:
     """All of Figure 1 at the paper's sizes (both panels, 10,000 test prompts), timed."""
     from qstr.verify.experiments import run_experiment
 
+    from qstr.verify.experiments import run as run_mod
+
     d = os.path.join(out_dir, f"figure1-{matmul}")
+    plain = run_mod.train_points
+
+    def logged(pts, **kw):  # the device memory after each stack (not timed: after the stack)
+        out = plain(pts, **kw)
+        gib = 2.0 ** 30
+        print(f"  stack {pts[0].variant} {pts[0].model} x{len(pts)}: reserved "
+              f"{torch.cuda.memory_reserved(dev) / gib:.1f} GiB, allocated "
+              f"{torch.cuda.memory_allocated(dev) / gib:.1f} GiB, peak "
+              f"{torch.cuda.max_memory_allocated(dev) / gib:.1f} GiB", flush=True)
+        return out
+
+    run_mod.train_points = logged
     torch.cuda.synchronize()
     t0 = time.perf_counter()
-    rows = run_experiment("figure1", out_dir=d, device=dev, seeds=seeds, progress=False, jobs=1, matmul=matmul)
+    try:
+        rows = run_experiment("figure1", out_dir=d, device=dev, seeds=seeds, progress=False, jobs=1,
+                              matmul=matmul)
+    finally:
+        run_mod.train_points = plain
     torch.cuda.synchronize()
     total = time.perf_counter() - t0
     stacks = {}
@@ -170,7 +210,8 @@ def main(argv=None) -> int:
             print(f"{name}: FAILED {type(exc).__name__}: {exc}", flush=True)
             if isinstance(exc, torch.cuda.OutOfMemoryError):  # which pools hold the memory
                 report[name]["memory_summary"] = torch.cuda.memory_summary(dev, abbreviated=True)
-                print(report[name]["memory_summary"], flush=True)
+                report[name]["segments"] = segments_summary(dev)
+                print(report[name]["memory_summary"], report[name]["segments"], sep="\n", flush=True)
         if name == "gru_step" and not gru_step.trusted(report[name]):
             # Figure 1 is still timed, on the code before, and the report says so
             gru_step.use_scan("autograd")

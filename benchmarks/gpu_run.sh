@@ -3,6 +3,9 @@
 # (default: all stages, in this order; each under its own time limit, so the call ends in time):
 #   capture      benchmarks/graph_capture.py: which training steps record as CUDA graphs, and why
 #   capture-tests  the same for the float64 members of the graph-replay test
+#   graph-test   the CUDA-graph replay test alone, with its short traceback
+#   figure1      all of Figure 1 alone (gpu_report.py --skip-kernels --skip-gru), default allocator
+#   figure1-expandable  the same with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 #   train-tests  the GPU tests of the GRU scan and the batched trainer (correctness first)
 #   report       benchmarks/gpu_report.py: ceilings, the GRU step (before/after, profile),
 #                Lemma 11, RNN states, all of Figure 1 at the paper's sizes (TF32), timed alone
@@ -31,6 +34,16 @@ for stage in $stages; do
       timeout "${LIMIT_CAPTURE:-60}" python3 benchmarks/graph_capture.py --tests \
         >"$R/capture-tests.log" 2>&1; echo "rc $?"
       grep -v Warning "$R/capture-tests.log" | tail -16 ;;
+    graph-test)
+      timeout "${LIMIT_TESTS:-90}" python3 -m pytest -q -m gpu -p no:cacheprovider --tb=short \
+        tests/verify/training/test_stack.py -k cuda_graph_replay >"$R/graph-test.log" 2>&1
+      echo "rc $?"; grep -v "^\s*$" "$R/graph-test.log" | tail -30 | cut -c1-300 ;;
+    figure1|figure1-expandable)
+      conf=""; [ "$stage" = figure1-expandable ] && conf="expandable_segments:True"
+      PYTORCH_CUDA_ALLOC_CONF="$conf" timeout "${LIMIT_FIGURE1:-170}" python3 \
+        benchmarks/gpu_report.py --out "$R/$stage" --figure1-matmul tf32 --skip-kernels \
+        --skip-gru >"$R/$stage.log" 2>&1; echo "rc $?"
+      grep -v "^\s*$" "$R/$stage.log" | grep -v "^-\|^ *Name\|^ *Self" | tail -45 | cut -c1-240 ;;
     train-tests)
       timeout "${LIMIT_TESTS:-90}" python3 -m pytest -q -m gpu -p no:cacheprovider \
         tests/verify/training/test_gru_scan.py tests/verify/training/test_stack.py \
