@@ -3,6 +3,8 @@
     python benchmarks/graph_capture.py      # CUDA only; one line per stack family, tracebacks
     python benchmarks/graph_capture.py --tests   # the float64 members of the graph test, and
                                                  # every recording of its train_stack runs
+    python benchmarks/graph_capture.py --restacks  # the recording after a member finishes, five
+                                                   # ways, each attempt's first error
 
 For each family of Figure 1 (quick sizes, paper and published protocols) it takes one eager
 step, then a second eager step under ``torch.cuda.set_sync_debug_mode("error")`` (any call that
@@ -163,11 +165,118 @@ def diagnose_test_restacks(dev) -> None:
         print(f"restack {name:22s}: " + " | ".join(attempts), flush=True)
 
 
+def _chain(exc) -> str:
+    """An exception and what it was raised during, innermost first, with the innermost's frames."""
+    chain, e = [], exc
+    while e is not None and len(chain) < 4:
+        chain.append(e)
+        e = e.__cause__ or e.__context__
+    inner = chain[-1]
+    frames = traceback.format_tb(inner.__traceback__)[-4:]
+    return " <- ".join(f"{type(e).__name__}: {str(e).splitlines()[0][:140]}" for e in reversed(chain)) \
+        + "\n      " + "      ".join(f.replace("\n", " ") + "\n" for f in frames)
+
+
+def _figure1_members(dev, n=4):
+    """``n`` members of Figure 1's 1STR FFN stack at the quick sizes (float32), as the figure
+    builds them; member 0 stops at the first check so that the stack is recorded again."""
+    pts = [p for p in figure1.points(quick=True, seeds=[0], protocol="paper")
+           if p.variant == "1str" and p.model == "ffn"][:n]
+    return [build_member(p, device=dev) for p in pts]
+
+
+def diagnose_restack_variants(dev) -> None:
+    """Where the recording after a member finishes fails, and what makes it record: the graph
+    test's paper Transformer (float64) and a Figure 1 FFN stack (float32), each recorded as
+    train_stack records it, with the garbage collector off, in capture mode "relaxed", with the
+    warm-up step on the current stream, and with two warm-up steps. Every attempt's first error."""
+    import gc
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, os.path.join(here, "..", "tests", "verify", "training"))
+    from conftest import _make_member
+    from test_stack import CASES, _to_cuda
+
+    from qstr.verify.training import stack, train_stack
+
+    plain_record, plain_mode = stack._record, stack.CAPTURE_ERROR_MODE
+
+    def on_current(fam, opt, meta, x, t, y, batch_size):
+        per = _train_step(fam, opt, meta, x, t, y, batch_size)
+        try:
+            return _GraphedStep(fam, opt, meta, x, t, y, batch_size), per, None
+        except RuntimeError as exc:
+            return None, per, _chain(exc)
+
+    def two_warmups(fam, opt, meta, x, t, y, batch_size):
+        _train_step(fam, opt, meta, x, t, y, batch_size)  # an extra step: the trajectory changes
+        return plain_record(fam, opt, meta, x, t, y, batch_size)
+
+    def chained(fam, opt, meta, x, t, y, batch_size):
+        side = torch.cuda.Stream(device=x.device)
+        side.wait_stream(torch.cuda.current_stream(x.device))
+        with torch.cuda.stream(side):
+            per = _train_step(fam, opt, meta, x, t, y, batch_size)
+        torch.cuda.current_stream(x.device).wait_stream(side)
+        try:
+            return _GraphedStep(fam, opt, meta, x, t, y, batch_size), per, None
+        except RuntimeError as exc:
+            return None, per, _chain(exc)
+
+    kind, published, specs = CASES[0]
+
+    def test_members():
+        ms = [_to_cuda(_make_member(kind, N, q, s, published=published, hidden=h or 6))
+              for N, q, s, h in specs]
+        ms[0].threshold = 1e9
+        return ms
+
+    def ffn_members():
+        ms = _figure1_members(dev)
+        ms[0].threshold = 1e9
+        return ms
+
+    variants = [("as train_stack", chained, plain_mode, False),
+                ("gc off", chained, plain_mode, True),
+                ("relaxed", chained, "relaxed", False),
+                ("warm-up on current stream", on_current, plain_mode, False),
+                ("two warm-ups", two_warmups, plain_mode, False)]
+    for case, make in (("test transformer float64", test_members),
+                       ("figure1 1str ffn float32", ffn_members)):
+        for label, rec, mode, gc_off in variants:
+            attempts = []
+
+            def logged(*a, rec=rec, attempts=attempts):
+                graph, per, failed = rec(*a)
+                attempts.append(f"{a[3].shape[0]} members: "
+                                + ("records" if failed is None else "FAILS " + failed))
+                return graph, per, failed
+
+            stack._record, stack.CAPTURE_ERROR_MODE = logged, mode
+            if gc_off:
+                gc.collect()
+                gc.disable()
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    train_stack(make(), graphs=True, batch_size=8, check_every=3, max_steps=9)
+            except Exception as exc:  # noqa: BLE001 - the diagnosis is the message
+                attempts.append(f"train_stack raised {_chain(exc)}")
+            finally:
+                stack._record, stack.CAPTURE_ERROR_MODE = plain_record, plain_mode
+                gc.enable()
+            print(f"{case} / {label}: " + "\n    ".join(attempts), flush=True)
+            torch.cuda.synchronize()
+
+
 def main() -> int:
     if not torch.cuda.is_available():
         print("graph_capture: needs a CUDA device", file=sys.stderr)
         return 2
     dev = torch.device("cuda")
+    if "--restacks" in sys.argv:
+        diagnose_restack_variants(dev)
+        return 0
     if "--tests" in sys.argv:
         diagnose_test_cases(dev)
         diagnose_test_restacks(dev)
