@@ -62,7 +62,12 @@ class StackedAdamW:
             [self.v[k] for k in keys], [], self._steps, lr=self._lr0, beta1=self.b1, beta2=self.b2,
             weight_decay=self._wd0, eps=self.eps, amsgrad=False, maximize=False)
 
+    @torch.no_grad()
     def select(self, keep: torch.Tensor) -> None:
+        """Keep the members ``keep`` (row indices). The kept parameters are new leaves: selected
+        with autograd on, they would hang from the old stack's graph, keeping every earlier stack
+        alive and, on CUDA, tying each new step's gradients to the stream the selection ran on
+        (which broke the recording of the step as a CUDA graph)."""
         for d in (self.params, self.m, self.v):
             for k in list(d):
                 d[k] = d[k].index_select(0, keep)
