@@ -79,7 +79,10 @@ def _record(fam, opt, meta, x, t, y, batch_size: int):
     try:
         return _GraphedStep(fam, opt, meta, x, t, y, batch_size), per, None
     except RuntimeError as exc:  # torch.AcceleratorError is one
-        message = f"{type(exc).__name__}: {exc}"
+        first = exc  # the error the capture first met (the one raised at its end only follows it)
+        while isinstance(first.__context__, RuntimeError):
+            first = first.__context__
+        message = f"{type(first).__name__}: {str(first).splitlines()[0]}"
     # only the message is kept: the exception's frames hold the failed capture's tensors
     torch.cuda.empty_cache()
     return None, per, message
