@@ -11,10 +11,12 @@ from scipy import stats
 
 from qstr.bounds.gaussian import (VarianceEstimate, conditional_sqnorm_variance,
                                   mc_conditional_sqnorm_variance, random_orthonormal_rows)
-from qstr.bounds.packing import (conjugate, greedy_packing, lemma39_equality_case,
-                                 maurey_log_packing_bound, maurey_simple_bound,
+from qstr.bounds.packing import (conjugate, greedy_packing,
+                                 lemma39_equality_case, maurey_log_packing_bound,
+                                 maurey_simple_bound, maurey_violation_dimension,
                                  min_pairwise_distance, mixed_norm, packing_log_bound, sample_ball,
                                  volume_log_packing_bound)
+from qstr.bounds.recurrent import euclidean_packing_counterexample
 from qstr.constructions.links import TwoLayerNet
 from qstr.constructions.lipschitz import (LipschitzNet, SupCertificate, ball_grid,
                                           certify_sup_error, fk_coefficients, fk_moments,
@@ -246,6 +248,7 @@ register(Claim(
 LEMMA41_DIMS = (1, 2, 3)
 LEMMA41_EPS = (0.3, 0.6, 1.0, 1.5)
 SPHERE_D, SPHERE_M, SPHERE_SEP = 128, 2000, 1.2  # Lemma 41's contrast on the Euclidean sphere
+VIOLATION_EPS = (0.5, 0.8)  # where the first dimension refuting Maurey for B_2^d is sought
 
 
 def _structured(d: int, eps: float, ball: str, device) -> torch.Tensor:
@@ -290,19 +293,24 @@ class Lemma41Inputs:
     packings: Tuple[Packing, ...]  # the sphere's packing last (inside the l2 ball)
     bound: Callable[[int, float, str], float]  # Lemma 41: packing_log_bound(d, eps, ball)
     maurey_form: Callable[[int, float], float]  # ln(2D + 1) / eps^2, the form without its constant
+    sphere_kept: int  # euclidean_packing_counterexample's count on the sphere's candidates
+    violation: Callable[[float], Optional[int]]  # maurey_violation_dimension
 
     @property
     def sphere(self) -> Packing:
         return self.packings[-1]
 
 
-def _sphere_packing(ctx: Context) -> Packing:
-    """Greedy SPHERE_SEP-packing of SPHERE_M random unit vectors of R^SPHERE_D (the candidates of
-    bounds.recurrent.euclidean_packing_counterexample)."""
-    g = ctx.generator("lemma-41/sphere", device=ctx.device)
-    X = torch.randn(SPHERE_M, SPHERE_D, generator=g, dtype=torch.float64, device=ctx.device)
+def _sphere_packing(ctx: Context) -> Tuple[Packing, int]:
+    """Greedy SPHERE_SEP-packing of SPHERE_M random unit vectors of R^SPHERE_D, and the count
+    bounds.recurrent.euclidean_packing_counterexample keeps from the same vectors (its draw)."""
+    def gen():
+        return ctx.generator("lemma-41/sphere", device=ctx.device)
+
+    X = torch.randn(SPHERE_M, SPHERE_D, generator=gen(), dtype=torch.float64, device=ctx.device)
     X = X / X.norm(dim=1, keepdim=True)
-    return Packing("l2", SPHERE_D, SPHERE_SEP, greedy_packing(X, SPHERE_SEP), X)
+    kept = euclidean_packing_counterexample(SPHERE_D, SPHERE_M, generator=gen(), sep=SPHERE_SEP)[0]
+    return Packing("l2", SPHERE_D, SPHERE_SEP, greedy_packing(X, SPHERE_SEP), X), kept
 
 
 def lemma41_inputs(ctx: Context) -> Lemma41Inputs:
@@ -316,8 +324,10 @@ def lemma41_inputs(ctx: Context) -> Lemma41Inputs:
         cand = torch.cat([_structured(d, eps, ball, ctx.device),
                           sample_ball(n_cand, d, ball, generator=g)])
         packings.append(Packing(ball, d, eps, greedy_packing(cand, eps), cand))
-    packings.append(_sphere_packing(ctx))
-    return Lemma41Inputs(tuple(packings), packing_log_bound, _maurey_form)
+    sphere, kept = _sphere_packing(ctx)
+    packings.append(sphere)
+    return Lemma41Inputs(tuple(packings), packing_log_bound, _maurey_form, kept,
+                         maurey_violation_dimension)
 
 
 def _maurey_form(D: int, eps: float) -> float:
@@ -365,6 +375,39 @@ def lemma41_sphere(inp: Lemma41Inputs, ctx: Context) -> Verdict:
                     f"volume bound {volume_log_packing_bound(S.d, S.eps):.1f}")
 
 
+def lemma41_counterexample(inp: Lemma41Inputs, ctx: Context) -> Verdict:
+    """euclidean_packing_counterexample (the Gram-matrix test <x, y> <= 1 - sep^2 / 2) keeps as
+    many of the sphere's vectors as the greedy packing by distances: the count users cite."""
+    S = inp.sphere
+    return close(inp.sphere_kept, S.points.shape[0], 0.0,
+                 detail=f"{S}: counterexample {inp.sphere_kept}, greedy packing "
+                 f"{S.points.shape[0]}; counts, no rounding term")
+
+
+def _maurey_margin(d: int, eps: float) -> float:
+    """d log(1/eps) - log C(2d + k, k), k = ceil(4/eps^2), at 40 digits (the binomial exact)."""
+    import mpmath
+
+    k = math.ceil(4 / eps ** 2)
+    with mpmath.workdps(40):
+        return float(d * mpmath.log(1 / mpmath.mpf(eps)) - mpmath.log(math.comb(2 * d + k, k)))
+
+
+def lemma41_violation(inp: Lemma41Inputs, ctx: Context) -> Verdict:
+    """The Maurey bound is false for B_2^d from d* = maurey_violation_dimension(eps) on: at d*
+    the covering lower bound d log(1/eps) exceeds log C(2d + k, k), at d* - 1 it does not (both
+    at 40 digits; docs/derivations/lemmas-39-41-42.md). Measured: the smaller of the two margins."""
+    parts = []
+    for eps in VIOLATION_EPS:
+        d = inp.violation(eps)
+        if d is None or d < 2:
+            return at_least(-math.inf, 0.0, detail=f"eps = {eps}: no first dimension ({d})")
+        parts.append((min(_maurey_margin(d, eps), -_maurey_margin(d - 1, eps)), eps, d))
+    m, eps, d = min(parts)
+    return at_least(m, 0.0, detail="; ".join(f"eps = {e}: d* = {k}" for _, e, k in parts)
+                    + f"; smallest margin at eps = {eps}; both sides at 40 digits, no rounding")
+
+
 def _quartered(d: int, eps: float, ball: str) -> float:
     """Lemma 41's bound with both constants divided by 4: (d / 4) log(1 + 2/eps) and
     k = ceil(1 / eps^2)."""
@@ -396,6 +439,17 @@ def _scan_stopped_halfway(inp: Lemma41Inputs, ctx: Context) -> Lemma41Inputs:
     return replace(inp, packings=tuple(half(P) for P in inp.packings))
 
 
+def _violation_one_late(inp: Lemma41Inputs, ctx: Context) -> Lemma41Inputs:
+    """The first violating dimension reported one too high (a search that stops one late)."""
+    return replace(inp, violation=lambda eps: maurey_violation_dimension(eps) + 1)
+
+
+def _counterexample_half(inp: Lemma41Inputs, ctx: Context) -> Lemma41Inputs:
+    """The counterexample's count from the first half of its vectors (a loop bound slip)."""
+    S = inp.sphere
+    return replace(inp, sphere_kept=greedy_packing(S.candidates[:SPHERE_M // 2], S.eps).shape[0])
+
+
 def _maurey_constant(inp: Lemma41Inputs, ctx: Context) -> Lemma41Inputs:
     """The Maurey form with its constant 8 (maurey_simple_bound), which R^128 cannot beat."""
     return replace(inp, maurey_form=maurey_simple_bound)
@@ -411,16 +465,22 @@ register(Claim(
     checks=[Check("log M <= bound", lemma41_holds),
             Check("packings eps-separated", lemma41_separated),
             Check("greedy packings maximal", lemma41_maximal),
-            Check("D = 128 sphere beats the Maurey form", lemma41_sphere)],
+            Check("D = 128 sphere beats the Maurey form", lemma41_sphere),
+            Check("counterexample = greedy packing", lemma41_counterexample),
+            Check("Maurey false for B_2^d from d* on", lemma41_violation)],
     faults=[Fault("both constants divided by 4", _constants_quartered, breaks=("log M <= bound",)),
             Fault("a point kept twice", _point_twice, breaks=("packings eps-separated",)),
             Fault("greedy scan stopped halfway", _scan_stopped_halfway,
                   breaks=("greedy packings maximal",)),
             Fault("the Maurey form with its constant 8", _maurey_constant,
-                  breaks=("D = 128 sphere beats the Maurey form",))],
-    builds=(greedy_packing, sample_ball),
+                  breaks=("D = 128 sphere beats the Maurey form",)),
+            Fault("counterexample from half its vectors", _counterexample_half,
+                  breaks=("counterexample = greedy packing",)),
+            Fault("first violating dimension one late", _violation_one_late,
+                  breaks=("Maurey false for B_2^d from d* on",))],
+    builds=(greedy_packing, sample_ball, euclidean_packing_counterexample),
     bounds=(packing_log_bound, volume_log_packing_bound, maurey_log_packing_bound,
-            maurey_simple_bound),
+            maurey_simple_bound, maurey_violation_dimension),
     derivation="docs/derivations/lemmas-39-41-42.md",
 ))
 
