@@ -34,20 +34,6 @@ __all__ = [
 
 KINDS = ("lemma11", "sparse-average")
 
-# Names that moved to qstr.bounds.attention (they are bounds, or attach one); constructions never
-# import bounds, so they are not re-exported here.
-_MOVED = ("Guarantee", "lemma11", "lemma11_leak", "lemma11_error_bound", "lemma11_alpha", "lemma12_radius",
-          "sparse_average_head", "sparse_average_leak", "sparse_average_within", "sparse_average_error_bound",
-          "sparse_average_alpha", "sparse_average_mu_needed")
-
-
-def __getattr__(name: str):
-    if name in _MOVED:
-        raise AttributeError(f"{name} moved to qstr.bounds.attention (from qstr.bounds.attention import {name}); "
-                             f"qstr.constructions.attention builds the weights for a given alpha")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 # ============================================================================ the construction
 
 
