@@ -738,9 +738,9 @@ def module_from_state(state: dict, *, dtype=torch.float64, device=None):
     return m
 
 
-def build_rnn_for_cli(N: int, d: int, q: int, eps: float = 0.1, seed: int = 0, width: int = 8):
-    """``qstr construct rnn``: RS-Hadamard codes (mu <= 1/2), a width-``width`` teacher link from ``seed``,
-    r_x = token_radius(d, N). Returns (construction, rnn_state(construction))."""
+def teacher_rnn(N: int, d: int, q: int, eps: float = 0.1, seed: int = 0, width: int = 8):
+    """Prop 28's RNN for a seeded teacher link: RS-Hadamard codes (mu <= 1/2), a width-``width``
+    teacher from ``seed``, r_x = token_radius(d, N) (what ``qstr construct rnn`` writes)."""
     N = validate.positive_int("N", N)
     d = validate.positive_int("d", d)
     q = validate.positive_int("q", q)
@@ -751,5 +751,4 @@ def build_rnn_for_cli(N: int, d: int, q: int, eps: float = 0.1, seed: int = 0, w
     g = torch.Generator().manual_seed(seed)
     link = make_link("teacher", q, d, generator=g, width=width)
     book = rs_hadamard_codebook(N, mu=0.5, dtype=F64)
-    c = build_rnn(book, d, link.two_layer_net(), q=q, eps=eps)
-    return c, rnn_state(c)
+    return build_rnn(book, d, link.two_layer_net(), q=q, eps=eps)

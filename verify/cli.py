@@ -503,14 +503,15 @@ def _construct_fits(args) -> None:
 
 
 def _construct_rnn(args, console: Console) -> int:
-    from qstr.constructions.recurrent import build_rnn_for_cli
+    from qstr.constructions.recurrent import rnn_state, teacher_rnn
 
     if args.link != "teacher":
         raise ValueError(f"--link: construct rnn builds the teacher link only, got {args.link!r}")
     if args.n is not None:
         raise ValueError("--n applies to construct transformer only (the RNN's r_x follows from d and N)")
     eps = 0.1 if args.eps is None else args.eps
-    cons, state = build_rnn_for_cli(args.N, args.d, args.q, eps=eps, seed=args.seed, width=args.width)
+    cons = teacher_rnn(args.N, args.d, args.q, eps=eps, seed=args.seed, width=args.width)
+    state = rnn_state(cons)
     state["config"] = dict(state["config"], link="teacher", width=args.width, seed=args.seed, eps_target=eps)
     state["link_params"] = _net_params(cons.g_net)
     save_torch(args.out, state)

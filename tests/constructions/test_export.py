@@ -271,12 +271,12 @@ def test_load_rnn_from_a_file_written_by_the_cli_in_one_call(tmp_path):
     """`qstr construct rnn` -> load_rnn: the module answers like the construction, its codebook rides along."""
     from qstr.constructions.encoding import rnn_encoding
     from qstr.constructions.export import load_rnn
-    from qstr.constructions.recurrent import build_rnn_for_cli
+    from qstr.constructions.recurrent import teacher_rnn
     from qstr.verify.cli import main
 
     assert main(["construct", "rnn", "--N", "16", "--d", "2", "--q", "2", "--out", str(tmp_path / "r.pt")]) == 0
     rnn = load_rnn(tmp_path / "r.pt")
-    cons, _ = build_rnn_for_cli(16, 2, 2)
+    cons = teacher_rnn(16, 2, 2)
     g = torch.Generator().manual_seed(3)
     x, t = torch.randn(3, 16, 2, generator=g, dtype=F64), torch.randint(16, (3, 16, 2), generator=g)
     assert torch.equal(rnn.omega, cons.omega.to(rnn.omega))

@@ -10,11 +10,11 @@ from qstr.constructions.models import DeepTransitionBiRNN
 from qstr.constructions.recurrent import (
     RNNConstruction,
     build_rnn,
-    build_rnn_for_cli,
     build_transition,
     module_from_state,
     projected_prefix,
     rnn_state,
+    teacher_rnn,
     token_radius,
 )
 from qstr.constructions.task import QSTR, gather_tokens
@@ -255,16 +255,17 @@ def test_state_dict_round_trip(rnn64, tmp_path):
         module_from_state({"config": {}})
 
 
-def test_build_rnn_for_cli_and_errors(book64):
-    c, state = build_rnn_for_cli(40, 2, 2, eps=0.2, seed=3)
+def test_teacher_rnn_and_errors(book64):
+    c = teacher_rnn(40, 2, 2, eps=0.2, seed=3)
+    state = rnn_state(c)
     assert isinstance(c, RNNConstruction) and state["config"]["N"] == 40 and state["config"]["eps"] <= 0.2
     assert state["config"]["r_h"] >= math.sqrt(2) * (state["config"]["r_x"] + math.sqrt(2) * state["config"]["eps"])
-    c2, _ = build_rnn_for_cli(40, 2, 2, eps=0.2, seed=3)
+    c2 = teacher_rnn(40, 2, 2, eps=0.2, seed=3)
     assert torch.equal(c.g_net.W, c2.g_net.W)  # seeded
     with pytest.raises(ValueError, match="q must"):
-        build_rnn_for_cli(2, 2, 3)
+        teacher_rnn(2, 2, 3)
     with pytest.raises(ValueError, match="eps"):
-        build_rnn_for_cli(10, 2, 1, eps=-1.0)
+        teacher_rnn(10, 2, 1, eps=-1.0)
     net = make_link("teacher", 2, 3, generator=g(0)).two_layer_net()
     with pytest.raises(ValueError, match="q = 1 does not match"):
         build_rnn(book64, 3, net, q=1)
@@ -564,8 +565,8 @@ def test_cli_rnn_file_records_its_config_and_codes_and_the_gateless_output():
     eps certified <= asked and recorded, r_h = sqrt(q)(r_x + sqrt(d) eps); its module without the
     output's direct term equals the scan without it."""
     N, d, q, eps = 16, 2, 2, 0.1
-    c, state = build_rnn_for_cli(N, d, q, eps=eps, seed=0)
-    cfg = state["config"]
+    c = teacher_rnn(N, d, q, eps=eps, seed=0)
+    cfg = rnn_state(c)["config"]
     assert (cfg["N"], cfg["d"], cfg["q"]) == (N, d, q) and c.guarantee.mu <= 0.5
     tg = c.transition.guarantee
     assert tg.eps <= eps and tg.eps_requested == eps

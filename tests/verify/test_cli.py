@@ -336,7 +336,7 @@ def test_numbers_are_validated_alike_by_every_subcommand(argv, message, tmp_path
 def test_seed_range_is_the_same_in_the_cli_and_the_python_api():
     import argparse
 
-    from qstr.constructions.recurrent import build_rnn_for_cli
+    from qstr.constructions.recurrent import teacher_rnn
     from qstr.constructions.validate import seed
     from qstr.verify.cli import SEED_MAX, _seed
     from qstr.verify.claim import Context
@@ -345,7 +345,7 @@ def test_seed_range_is_the_same_in_the_cli_and_the_python_api():
     for bad in (-1, 2**63):
         with pytest.raises(argparse.ArgumentTypeError):
             _seed(str(bad))
-        for api in (lambda v: seed("seed", v), lambda v: Context(seed=v), lambda v: build_rnn_for_cli(4, 2, 1, seed=v)):
+        for api in (lambda v: seed("seed", v), lambda v: Context(seed=v), lambda v: teacher_rnn(4, 2, 1, seed=v)):
             with pytest.raises(ValueError, match=r"seed must be an integer in \[0, 2\*\*63 - 1\], got"):
                 api(bad)
     assert _seed(str(SEED_MAX)) == seed("seed", SEED_MAX) == Context(seed=SEED_MAX).seed

@@ -22,9 +22,9 @@ from qstr.constructions.codes import Codebook, build_codebook, rs_hadamard_codeb
 from qstr.constructions.encoding import rnn_encoding
 from qstr.constructions.export import load_rnn
 from qstr.constructions.links import make_link
-from qstr.constructions.recurrent import (Transition, build_rnn, build_rnn_for_cli,
+from qstr.constructions.recurrent import (Transition, build_rnn,
                                          build_transition, module_from_state, rnn_state,
-                                         token_radius)
+                                         teacher_rnn, token_radius)
 from qstr.constructions.relu import Gadget, gate_bands, gate_gadget, product_error, product_gadget
 from qstr.constructions.task import QSTR, gather_tokens
 from qstr.verify.adversarial import clip_to_ball
@@ -1303,10 +1303,11 @@ class Prop28Inputs:
 
 
 def _cli_case(ctx: Context) -> PredictionCase:
-    """The file `qstr construct rnn` writes (build_rnn_for_cli, torch.save) read back by load_rnn;
+    """The file `qstr construct rnn` writes (teacher_rnn, torch.save) read back by load_rnn;
     its link is the width-8 teacher of the seed, as the CLI draws it."""
     N, d, q, eps = P28_CLI
-    c, state = build_rnn_for_cli(N, d, q, eps=eps, seed=ctx.seed)
+    c = teacher_rnn(N, d, q, eps=eps, seed=ctx.seed)
+    state = rnn_state(c)
     model = through_path(state, load_rnn, device=ctx.device)
     link = make_link(
         "teacher", q, d, generator=torch.Generator().manual_seed(ctx.seed), width=8
@@ -1572,7 +1573,7 @@ def _module_bands_from_zero_p28(inp: Prop28Inputs, ctx: Context) -> Prop28Inputs
 def _cli_for_twice_eps(inp: Prop28Inputs, ctx: Context) -> Prop28Inputs:
     """The `qstr construct rnn` construction built for 2 eps (its --eps doubled)."""
     N, d, q, eps = P28_CLI
-    c, _ = build_rnn_for_cli(N, d, q, eps=2 * eps, seed=ctx.seed)
+    c = teacher_rnn(N, d, q, eps=2 * eps, seed=ctx.seed)
     return replace(inp, cli=replace(inp.cli, rnn=c))
 
 
@@ -1633,7 +1634,7 @@ register(
                   breaks=(P28_BOUND,)),
             Fault("r_h without sqrt(d) eps", _rnns_edited(_r_h_without_eps), breaks=(P28_RH,)),
         ],
-        builds=(build_rnn, rnn_state, build_rnn_for_cli),
+        builds=(build_rnn, rnn_state, teacher_rnn),
         bounds=(prediction_bound, net_lipschitz, state_radius),
         derivation="docs/derivations/rnn-transition.md",
     )
