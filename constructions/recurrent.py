@@ -114,8 +114,8 @@ class Transition:
     Evaluate with ``transition(z)`` (closed form, O(q (d_e + d)) per token, any device)
     or :meth:`dense` (the literal layers). ``layers`` holds the dense weights
     ``[{"W", "b"}, {"W", "b"}, {"W", "b"}, {"W"}]`` on u = (h, z), float64 CPU (built on first use).
-    ``rectify=False`` drops layers 3-4 (the soft threshold) and returns the gate output:
-    the falsifier of Prop 26.
+    ``rectify=False`` drops layers 3-4 (the soft threshold) and returns Lemma 24's gate output
+    G, which the dense layers and the closed form must agree on before the threshold.
     """
 
     def __init__(self, d: int, q: int, d_e: int, R: float, product_knots: int, bands: GateBands,
