@@ -268,7 +268,7 @@ def evaluate_net(net: TwoLayerNet, x: torch.Tensor) -> torch.Tensor:
     return torch.relu(x @ W.T + b) @ a
 
 
-def interpolate_sorted(z: torch.Tensor, y: torch.Tensor, eps: float, *, check_gaps: bool = True) -> Lemma38Net:
+def interpolate_sorted(z: torch.Tensor, y: torch.Tensor, eps: float) -> Lemma38Net:
     """Lemma 38: exact width-n ReLU interpolant of strictly increasing z (gaps >= eps) and labels y.
 
     f(z) = sum_{k=1}^n a_k relu(z - c_k), c_1 = z_1 - eps, c_k = z_{k-1} (k >= 2). On [c_k, c_{k+1}]
@@ -276,8 +276,7 @@ def interpolate_sorted(z: torch.Tensor, y: torch.Tensor, eps: float, *, check_ga
     (z_{k+1} - z_k), a_k = s_{k-1} - s_{k-2}, makes f(z_k) = y_k for every k (telescoping).
     Bound (docs/derivations/interpolation.md): ||a||^2 <= 4 sum_k s_k^2 <= 16 ||y||^2 / eps^2.
 
-    ``check_gaps=False`` builds the net even when a gap is below ``eps`` (the guarantee is then
-    void; the falsifiers use it). z, y: float64 (n,), n >= 2.
+    z, y: float64 (n,), n >= 2.
     """
     z = _vector("z", z)
     n = z.shape[0]
@@ -289,7 +288,7 @@ def interpolate_sorted(z: torch.Tensor, y: torch.Tensor, eps: float, *, check_ga
     if not bool((gaps > 0).all()):
         raise ValueError("z must be strictly increasing (sort the points first)")
     min_gap = float(gaps.min())
-    if check_gaps and min_gap < eps:
+    if min_gap < eps:
         raise ValueError(f"z has a gap {min_gap:.3g} < eps = {eps:.3g}; Lemma 38 needs every gap >= eps")
     c = torch.cat([z[:1] - eps, z[:-1]])
     slopes = torch.cat([y[:1] / eps, (y[1:] - y[:-1]) / gaps])  # s_0 .. s_{n-1}
