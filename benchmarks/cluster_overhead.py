@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from qstr.verify.experiments import figure1  # noqa: E402
 from qstr.verify.experiments.results import ResultsFile  # noqa: E402
-from qstr.verify.experiments.run import run_points, stacks_of  # noqa: E402
+from qstr.verify.experiments.run import RunConfig, run_points, stacks_of  # noqa: E402
 
 
 def _noop(x):
@@ -47,8 +47,8 @@ def key(rows):
 
 def timed_run(pts, folder, **kw):
     t0 = time.perf_counter()
-    out = run_points(pts, ResultsFile(os.path.join(folder, "figure1.jsonl")), device="cpu", dtype=torch.float64,
-                     progress=False, **kw)
+    cfg = RunConfig(device=torch.device("cpu"), dtype=torch.float64, progress=False, **kw)
+    out = run_points(pts, ResultsFile(os.path.join(folder, "figure1.jsonl")), cfg)
     return time.perf_counter() - t0, list(out.values())
 
 

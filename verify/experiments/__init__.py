@@ -2,6 +2,7 @@
 ``protocol="published"`` reproduces the published code's choices. Protocols, outputs, quick mode: docs/experiments.md."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import List, Optional
 
 import torch
@@ -66,7 +67,7 @@ def run_experiment(name: str, *, out_dir: str, quick: bool = False, device="cpu"
     ``steps``, ``test_mse``, ``config`` (every hyper-parameter), ``wall_s``, ``device``,
     ``protocol`` and ``point_id`` (the resume key).
     """
-    mod = _module(name)
+    _module(name)  # an unknown experiment is refused before anything else
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
     dev = torch.device(device)
@@ -84,6 +85,26 @@ def run_experiment(name: str, *, out_dir: str, quick: bool = False, device="cpu"
         check_scheduler(scheduler)
     if threads is None and quick and dev.type == "cpu":
         threads = 1
+    from qstr.verify.experiments.run import RunConfig
+
+    cfg = RunConfig(device=dev, dtype=dtype, progress=progress, jobs=jobs, scheduler=scheduler)
     with cpu_threads(threads):
-        return mod.run(out_dir=out_dir, quick=quick, device=dev, seeds=seeds, protocol=protocol,
-                       progress=progress, dtype=dtype, jobs=jobs, scheduler=scheduler, **options)
+        return _run_figure(name, cfg, out_dir, dict(quick=quick, seeds=seeds, protocol=protocol),
+                           options)
+
+
+def _run_figure(name: str, cfg, out_dir: str, which: dict, options: dict) -> List[dict]:
+    """Every figure's run: its points (``which``: quick, seeds, protocol; ``options``), trained or
+    resumed into ``out_dir/<name>.jsonl``, then its report (summary, figure, printout). A figure
+    whose rows need the trained models (``row_fields``: Figure 2) trains in this process."""
+    from qstr.verify.experiments.results import figure_stem
+    from qstr.verify.experiments.run import train_figure
+
+    mod = _module(name)
+    pts = mod.points(**which, **options)
+    stem = figure_stem(out_dir, name, which["protocol"], which["quick"])
+    if hasattr(mod, "row_fields"):
+        cfg = replace(cfg, return_models=True, row_extra=mod.row_fields(stem))
+    rows = train_figure(name, pts, out_dir, cfg)
+    mod.report(rows, stem, protocol=which["protocol"], quick=which["quick"], cfg=cfg)
+    return rows

@@ -113,7 +113,7 @@ def train_stack_task(pts: Sequence[Point], stack: int, device: str, dtype, train
     (all of them, unless the task is re-run after its worker died) with one torch thread; send
     each row (and a progress event at most every :data:`STEP_EVERY` s) under ``topic``; return
     the rows it trained."""
-    from qstr.verify.experiments.run import train_points
+    from qstr.verify.experiments.run import RunConfig, train_points
 
     torch.set_num_threads(1)
     worker = None
@@ -144,7 +144,8 @@ def train_stack_task(pts: Sequence[Point], stack: int, device: str, dtype, train
                 worker.log_event(topic, ["step", stack, *payload])
 
     if pts:
-        train_points(pts, device=torch.device(device), dtype=dtype, report=report, stack=stack, train_kw=train_kw)
+        cfg = RunConfig(device=torch.device(device), dtype=dtype, progress=False, train_kw=train_kw)
+        train_points(pts, cfg, report, stack=stack)
     return rows
 
 
@@ -185,23 +186,24 @@ class _Call:
         return self.fn, self.args
 
 
-def run_stacks(stacks: Sequence[Sequence[Point]], report: Callable[..., None], results: ResultsFile, *,
-               jobs: int, scheduler: Optional[str], device, dtype, train_kw=None,
-               log: Callable[[str], None] = lambda text: None, retries: int = RETRIES) -> None:
-    """Train ``stacks`` as Dask tasks (on the cluster at ``scheduler``, else on a ``LocalCluster``
-    of ``jobs`` single-threaded worker processes) and relay their reports to ``report`` (the
+def run_stacks(stacks: Sequence[Sequence[Point]], report: Callable[..., None], results: ResultsFile,
+               cfg, *, log: Callable[[str], None] = lambda text: None,
+               retries: int = RETRIES) -> None:
+    """Train ``stacks`` as Dask tasks (on the cluster at ``cfg.scheduler``, else on a
+    ``LocalCluster`` of ``cfg.jobs`` single-threaded worker processes; ``cfg``: the run's
+    :class:`~qstr.verify.experiments.run.RunConfig`) and relay their reports to ``report`` (the
     callback of :func:`~qstr.verify.experiments.run.run_points`: ``("step", i, step, active, n)``,
     ``("row", i, row)``, ``("done", i)``). A row reaches ``report`` only if its point is not in
     ``results`` yet, so each point is appended once whatever is re-run or arrives twice."""
     if not stacks:
         return
     with _quiet(("tornado.application",)):  # Ctrl-C inside a Dask call: its clean-up logs a traceback there
-        _run_stacks(stacks, report, results, jobs=jobs, scheduler=scheduler, device=device, dtype=dtype,
-                    train_kw=train_kw, log=log, retries=retries)
+        _run_stacks(stacks, report, results, cfg, log, retries)
 
 
-def _run_stacks(stacks, report, results, *, jobs, scheduler, device, dtype, train_kw, log, retries) -> None:
+def _run_stacks(stacks, report, results, cfg, log, retries) -> None:
     """:func:`run_stacks` itself."""
+    jobs, scheduler = cfg.jobs, cfg.scheduler
     from distributed import Client, Variable
 
     events: "queue.Queue" = queue.Queue()
@@ -223,11 +225,12 @@ def _run_stacks(stacks, report, results, *, jobs, scheduler, device, dtype, trai
         received_ids: List[str] = []
         shared = Variable(f"{topic}-received", client=client)
         shared.set(received_ids)
-        dev = str(torch.device(device))
+        dev = str(torch.device(cfg.device))
         for i, pts in enumerate(stacks):  # stacks come in start_order: higher priority starts first
             p0 = pts[0]
             key = f"qstr-{p0.figure}-{p0.variant}-{p0.model}-{i}-{topic[-8:]}"
-            task = pickle.dumps(_Call(train_stack_task, list(pts), i, dev, dtype, train_kw, topic))
+            task = pickle.dumps(_Call(train_stack_task, list(pts), i, dev, cfg.dtype, cfg.train_kw,
+                                      topic))
             f = client.submit(pickle.loads, task, key=key, retries=retries, pure=False, priority=len(stacks) - i)
             pending[f] = i
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 import math
 from typing import List, Optional
 
-import torch
 
 from qstr.verify.experiments import analysis
 from qstr.verify.experiments.plots import mpl, plot_samples, save_figure
 from qstr.verify.experiments.points import MODELS, Point, apply_overrides, as_protocol, seeds_of
-from qstr.verify.experiments.results import figure_stem, write_json
-from qstr.verify.experiments.run import train_figure, wide_console
+from qstr.verify.experiments.results import write_json
+from qstr.verify.experiments.run import RunConfig, wide_console
 
 FULL = {"1str": list(range(2, 13, 2)), "simple": list(range(25, 34, 2))}
 QUICK = {"1str": [2, 4, 6], "simple": [5, 9, 13]}
@@ -47,23 +46,14 @@ def points(*, quick: bool = False, seeds=None, protocol: str = "paper", override
     return apply_overrides(out, overrides)
 
 
-def run(*, out_dir: str, quick: bool = False, device="cpu", seeds=None, protocol: str = "paper",
-        progress: bool = True, dtype=torch.float32, console=None, jobs=1, scheduler: Optional[str] = None,
-        **options) -> List[dict]:
-    """Train (or resume) Figure 1, write rows to ``out_dir/figure1.jsonl``, the figure
-    ``figure1-<protocol>[-quick].png/.pdf`` and the fitted exponents in
-    ``figure1-<protocol>[-quick]-summary.json``. Returns the rows of this configuration. ``jobs``
-    and ``scheduler`` (a Dask scheduler's address) say where the stacks train (``run_points``)."""
-    pts = points(quick=quick, seeds=seeds, protocol=protocol, **options)
-    rows = train_figure("figure1", pts, out_dir=out_dir, device=device, dtype=dtype, progress=progress,
-                               console=console, jobs=jobs, scheduler=scheduler)
-    stem = figure_stem(out_dir, "figure1", protocol, quick)
+def report(rows: List[dict], stem: str, *, protocol: str, quick: bool, cfg: RunConfig) -> None:
+    """The fitted exponents in ``<stem>-summary.json``, the figure ``<stem>.png/.pdf``, and the
+    summary printed when the run shows progress."""
     summary = summarize(rows, protocol=protocol, quick=quick)
     write_json(stem + "-summary.json", summary)
     plot(rows, stem, protocol=protocol)
-    if progress:
-        print_summary(summary, console=console)
-    return rows
+    if cfg.progress:
+        print_summary(summary, console=cfg.console)
 
 
 def summarize(rows: List[dict], *, protocol: str, quick: bool) -> dict:

@@ -10,8 +10,8 @@ import torch
 from qstr.constructions.layout import token_layout
 from qstr.verify.experiments.plots import mpl, save_figure
 from qstr.verify.experiments.points import Point, apply_overrides, as_protocol, seeds_of
-from qstr.verify.experiments.results import figure_stem, write_json
-from qstr.verify.experiments.run import train_figure, wide_console
+from qstr.verify.experiments.results import write_json
+from qstr.verify.experiments.run import RunConfig, wide_console
 from qstr.verify.files import save_torch
 
 
@@ -53,16 +53,11 @@ def block_stats(A: torch.Tensor, d: int, q: int, d_e: int) -> dict:
     return {"heads": out, "block_mass": out[0]["block_mass"] if len(out) == 1 else [o["block_mass"] for o in out]}
 
 
-def run(*, out_dir: str, quick: bool = False, device="cpu", seeds=None, protocol: str = "paper",
-        progress: bool = True, dtype=torch.float32, console=None, jobs=1, scheduler: Optional[str] = None,
-        **options) -> List[dict]:
-    """Train (or resume) Figure 2; rows in ``out_dir/figure2.jsonl`` (with the block numbers),
-    the matrices in ``figure2-<protocol>[-quick]-seed<s>.pt``, figures ``...png/.pdf``. One
-    stack, trained in this process (its rows need the trained models) whatever ``jobs`` and
-    ``scheduler`` say."""
-    pts = points(quick=quick, seeds=seeds, protocol=protocol, **options)
-    stem = figure_stem(out_dir, "figure2", protocol, quick)
-    os.makedirs(out_dir, exist_ok=True)
+def row_fields(stem: str):
+    """``(point, result) -> dict``: a row's block numbers from its trained model, whose merged
+    W_Q^T W_K is saved in ``<stem>-seed<s>.pt``. The rows need the trained models, so Figure 2
+    trains in this process whatever ``jobs`` and ``scheduler`` say."""
+    os.makedirs(os.path.dirname(stem) or ".", exist_ok=True)
 
     def extra(p: Point, r):
         A = r.model.merged_qk().detach().cpu()
@@ -73,24 +68,27 @@ def run(*, out_dir: str, quick: bool = False, device="cpu", seeds=None, protocol
         return {"block_mass": stats["block_mass"], "block_stats": stats["heads"], "matrix_file": os.path.basename(path),
                 "epochs": r.steps / p.check_every}
 
-    rows = train_figure("figure2", pts, out_dir=out_dir, device=device, dtype=dtype, progress=progress,
-                               return_models=True, row_extra=extra, console=console)
-    plot(rows, stem, out_dir=out_dir, protocol=protocol)
+    return extra
+
+
+def report(rows: List[dict], stem: str, *, protocol: str, quick: bool, cfg: RunConfig) -> None:
+    """The figures ``<stem>.png/.pdf``, the block numbers in ``<stem>-summary.json``, printed
+    when the run shows progress."""
+    plot(rows, stem, out_dir=os.path.dirname(stem), protocol=protocol)
     summary = {"figure": "figure2", "protocol": protocol, "label": as_protocol(protocol).label_for("figure2"), "quick": quick,
                "block_mass": {r["seed"]: r["block_mass"] for r in rows},
                "chance_block_mass": rows[0]["block_stats"][0]["chance_block_mass"] if rows else None,
                "diag_mass": {r["seed"]: r["block_stats"][0]["diag_mass"] for r in rows},
                "test_mse": {r["seed"]: r["test_mse"] for r in rows}}
     write_json(stem + "-summary.json", summary)
-    if progress:
-        c = console or wide_console()
+    if cfg.progress:
+        c = cfg.console or wide_console()
         for r in rows:
             s = r["block_stats"][0]
             c.print(f"figure2 seed {r['seed']}: block (query slot0 x key pos) holds {s['block_mass']:.1%} of "
                     f"||W_Q^T W_K||_F^2 (no structure: {s['chance_block_mass']:.1%}); diagonal share of the block "
                     f"{s['diag_mass']:.1%} (no structure: {s['chance_diag_mass']:.1%}); test MSE {r['test_mse']:.4f} "
                     f"after {r['epochs']:.0f} passes")
-    return rows
 
 
 def plot(rows: List[dict], stem: str, *, out_dir: str, protocol: str) -> List[str]:

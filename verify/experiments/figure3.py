@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-import torch
 
 from qstr.verify.experiments import analysis
 from qstr.verify.experiments.plots import mpl, plot_samples, save_figure
 from qstr.verify.experiments.points import MODELS, Point, apply_overrides, as_protocol, seeds_of
-from qstr.verify.experiments.results import figure_stem, write_json
-from qstr.verify.experiments.run import train_figure, wide_console
+from qstr.verify.experiments.results import write_json
+from qstr.verify.experiments.run import RunConfig, wide_console
 
 N_FIG3 = 7
 
@@ -35,20 +34,14 @@ def points(*, quick: bool = False, seeds=None, protocol: str = "paper", override
     return apply_overrides(out, overrides)
 
 
-def run(*, out_dir: str, quick: bool = False, device="cpu", seeds=None, protocol: str = "paper",
-        progress: bool = True, dtype=torch.float32, console=None, jobs=1, scheduler: Optional[str] = None,
-        **options) -> List[dict]:
-    """Train (or resume) Figure 3; rows in ``out_dir/figure3.jsonl``, figure and summary beside.
-    ``jobs`` and ``scheduler`` (a Dask scheduler's address) say where the stacks train (``run_points``)."""
-    pts = points(quick=quick, seeds=seeds, protocol=protocol, **options)
-    rows = train_figure("figure3", pts, out_dir=out_dir, device=device, dtype=dtype, progress=progress,
-                               console=console, jobs=jobs, scheduler=scheduler)
-    stem = figure_stem(out_dir, "figure3", protocol, quick)
+def report(rows: List[dict], stem: str, *, protocol: str, quick: bool, cfg: RunConfig) -> None:
+    """The gaps and fitted exponents in ``<stem>-summary.json``, the figure ``<stem>.png/.pdf``,
+    and both printed when the run shows progress."""
     summary = summarize(rows, protocol=protocol, quick=quick)
     write_json(stem + "-summary.json", summary)
     plot(rows, stem, protocol=protocol)
-    if progress:
-        c = console or wide_console()
+    if cfg.progress:
+        c = cfg.console or wide_console()
         for q, g in summary["gap"].items():
             parts = ", ".join(f"{k} {v:.2f}" if v is not None else f"{k} -" for k, v in g.items())
             c.print(f"figure3 q = {q}: mean samples ratio {parts}")
@@ -56,7 +49,6 @@ def run(*, out_dir: str, quick: bool = False, device="cpu", seeds=None, protocol
             fit = f["fit"]
             a = "-" if fit["a"] != fit["a"] else f"{fit['a']:.2f} [{fit['ci'][0]:.2f}, {fit['ci'][1]:.2f}]"
             c.print(f"figure3 {m}: samples ~ q^a, a = {a} ({fit['censored']} runs not reached)")
-    return rows
 
 
 def summarize(rows: List[dict], *, protocol: str, quick: bool) -> dict:

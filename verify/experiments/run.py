@@ -5,12 +5,41 @@ from __future__ import annotations
 import math
 import os
 import time
-from typing import Callable, Dict, List, Optional, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import torch
 
 from qstr.verify.experiments.points import Point, build_member
 from qstr.verify.experiments.results import ResultsFile, row_of
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """How a run trains (its points say what): built once by ``run_experiment`` and carried
+    unchanged to every stack, in this process or on Dask workers.
+
+    ``jobs``: stacks trained at once as Dask tasks on a local cluster of that many single-threaded
+    worker processes (``None``: :func:`default_jobs`); ``scheduler``: a running Dask scheduler's
+    address (tcp://HOST:PORT) instead, whatever ``jobs`` says (verify/experiments/cluster.py).
+    ``row_extra(point, result) -> dict`` adds fields to a row (Figure 2's block mass); it and
+    ``return_models`` need the trained models, so they train in this process. ``train_kw``:
+    keywords for ``train_stack`` over the points' own (tests and benchmarks)."""
+
+    device: torch.device = torch.device("cpu")
+    dtype: torch.dtype = torch.float32
+    progress: bool = True
+    console: Any = None
+    jobs: Optional[int] = 1
+    scheduler: Optional[str] = None
+    return_models: bool = False
+    row_extra: Optional[Callable] = None
+    train_kw: Optional[dict] = None
+
+    @property
+    def local(self) -> bool:
+        """The rows need the trained models: every stack trains in this process."""
+        return self.return_models or self.row_extra is not None
 
 
 class _Progress:
@@ -111,13 +140,13 @@ def start_order(stacks: Sequence[Sequence[Point]], parallel: bool) -> List[Seque
     return [order[0]] + order[1:][::-1]
 
 
-def train_points(pts: Sequence[Point], *, device, dtype, report: Callable[..., None], stack: int = 0,
-                 return_models: bool = False, row_extra: Optional[Callable] = None,
-                 train_kw: Optional[dict] = None) -> None:
+def train_points(pts: Sequence[Point], cfg: RunConfig, report: Callable[..., None],
+                 stack: int = 0) -> None:
     """Build and train the members of one stack; ``report`` receives ``("step", stack, step,
     active, n)`` every 10 steps and ``("row", stack, row)`` as each member finishes."""
     from qstr.verify.training import stack_key, train_stack
 
+    device, dtype = cfg.device, cfg.dtype
     members = [build_member(p, device=device, dtype=dtype) for p in pts]
     infos = {m.tag.point_id: m.info for m in members}
     sub: Dict[tuple, list] = {}
@@ -133,15 +162,16 @@ def train_points(pts: Sequence[Point], *, device, dtype, report: Callable[..., N
         def on_finish(res, n=len(ms)):
             p: Point = res.tag
             extra = dict(infos.get(p.point_id, {}))
-            if row_extra is not None:
-                extra.update(row_extra(p, res))
+            if cfg.row_extra is not None:
+                extra.update(cfg.row_extra(p, res))
             report("row", stack, row_of(p, res, device=device, dtype=dtype, stack_size=n, extra=extra))
 
         kw = dict(batch_size=p0.batch_size, check_every=p0.check_every, max_steps=p0.max_steps,
-                  on_finish=on_finish, on_step=on_step, return_models=return_models, tf32=p0.matmul == "tf32")
+                  on_finish=on_finish, on_step=on_step, return_models=cfg.return_models,
+                  tf32=p0.matmul == "tf32")
         if p0.n_train is not None and p0.epoch_loss_threshold is not None:
             kw.update(epoch_steps=math.ceil(p0.n_train / p0.batch_size), epoch_loss_threshold=p0.epoch_loss_threshold)
-        kw.update(train_kw or {})
+        kw.update(cfg.train_kw or {})
         train_stack(ms, **kw)
 
 
@@ -153,31 +183,23 @@ def default_jobs(device) -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def run_points(points: Sequence[Point], results: ResultsFile, *, device="cpu", dtype=torch.float32,
-               progress: bool = True, return_models: bool = False, console=None,
-               row_extra: Optional[Callable] = None, train_kw: Optional[dict] = None,
-               jobs: Optional[int] = 1, scheduler: Optional[str] = None) -> Dict[str, dict]:
+def run_points(points: Sequence[Point], results: ResultsFile,
+               cfg: RunConfig = RunConfig()) -> Dict[str, dict]:
     """Train every point whose row is not yet in ``results`` (stacks by :func:`stacks_of`) and
     append one row per point as it finishes. Returns {point_id: row} for all ``points``.
 
-    ``jobs > 1`` trains that many stacks at once as Dask tasks on a ``LocalCluster`` of ``jobs``
-    worker processes (one torch thread each; :func:`start_order`); rows are still
-    appended by this process as each member finishes. ``jobs=None``: :func:`default_jobs`.
-    ``scheduler`` (an address, tcp://HOST:PORT) sends the stacks to a running Dask
-    cluster instead, whatever ``jobs`` says (verify/experiments/cluster.py). ``row_extra(point,
-    result) -> dict`` adds fields to a row (e.g. Figure 2's block mass); it and ``return_models``
-    train in this process whatever ``jobs`` and ``scheduler`` say.
+    With ``cfg.jobs > 1`` or a ``cfg.scheduler`` the stacks train as Dask tasks (longest first,
+    :func:`start_order`); rows are still appended by this process as each member finishes.
     """
     from qstr.verify.experiments import cluster
 
     todo = [p for p in points if p.point_id not in results]
-    stacks = stacks_of(todo, device=device)
-    jobs = default_jobs(device) if jobs is None else _checks_jobs(jobs)
-    local = row_extra is not None or return_models  # these need the models in this process
-    jobs = max(1, min(jobs, len(stacks))) if not local else 1
-    scheduler = None if local else scheduler
+    stacks = stacks_of(todo, device=cfg.device)
+    jobs = default_jobs(cfg.device) if cfg.jobs is None else _checks_jobs(cfg.jobs)
+    jobs = max(1, min(jobs, len(stacks))) if not cfg.local else 1
+    scheduler = None if cfg.local else cfg.scheduler
     stacks = start_order(stacks, parallel=jobs > 1 or scheduler is not None)
-    with _Progress(progress, console) as bar:
+    with _Progress(cfg.progress, cfg.console) as bar:
         if bar.bar is not None and len(todo) < len(points):
             bar.log(f"resuming: {len(points) - len(todo)} of {len(points)} points already in {results.path}")
         where = f" (Dask at {scheduler})" if scheduler else (f" ({jobs} Dask worker processes)" if jobs > 1 else "")
@@ -205,19 +227,18 @@ def run_points(points: Sequence[Point], results: ResultsFile, *, device="cpu", d
 
         if jobs == 1 and scheduler is None:
             for i, pts in enumerate(stacks):
-                train_points(pts, device=device, dtype=dtype, report=report, stack=i, return_models=return_models,
-                             row_extra=row_extra, train_kw=train_kw)
+                train_points(pts, cfg, report, stack=i)
                 report("done", i)
         else:
-            cluster.run_stacks(stacks, report, results, jobs=jobs, scheduler=scheduler, device=device, dtype=dtype,
-                               train_kw=train_kw, log=bar.log)
+            cluster.run_stacks(stacks, report, results,
+                               replace(cfg, jobs=jobs, scheduler=scheduler), log=bar.log)
     return {r["point_id"]: r for r in results.rows_for(points)}
 
 
-def train_figure(figure: str, pts: Sequence[Point], *, out_dir: str, **run_kw) -> List[dict]:
+def train_figure(figure: str, pts: Sequence[Point], out_dir: str, cfg: RunConfig) -> List[dict]:
     """Train (or resume) ``pts`` into ``out_dir/<figure>.jsonl`` with :func:`run_points`;
     returns the rows of ``pts`` in their order."""
-    by_id = run_points(pts, ResultsFile(os.path.join(out_dir, f"{figure}.jsonl"), figure), **run_kw)
+    by_id = run_points(pts, ResultsFile(os.path.join(out_dir, f"{figure}.jsonl"), figure), cfg)
     return [by_id[p.point_id] for p in pts if p.point_id in by_id]
 
 

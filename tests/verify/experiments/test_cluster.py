@@ -22,7 +22,7 @@ import torch
 
 from qstr.verify.experiments import figure1
 from qstr.verify.experiments.results import ResultsFile
-from qstr.verify.experiments.run import run_points
+from qstr.verify.experiments.run import RunConfig, run_points
 
 VOLATILE = {"wall_s", "finished", "env"}  # timing and machine fields; everything else must match
 
@@ -33,7 +33,8 @@ def points(tiny, tiny_grid, steps=None, seeds=(0,)):
 
 
 def run(pts, path, **kw):
-    return run_points(pts, ResultsFile(str(path)), device="cpu", dtype=torch.float64, progress=False, **kw)
+    cfg = RunConfig(device=torch.device("cpu"), dtype=torch.float64, progress=False, **kw)
+    return run_points(pts, ResultsFile(str(path)), cfg)
 
 
 def lines(path):
