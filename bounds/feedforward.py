@@ -79,7 +79,9 @@ def span_distance(W: torch.Tensor, X: torch.Tensor) -> float:
     W = _matrix("W", W).to(torch.float64)
     X = _matrix("X", X).to(torch.float64)
     if W.shape[1] != X.shape[1]:
-        raise ValueError(f"W and X must have the same number of columns (N d), got {W.shape[1]} and {X.shape[1]}")
+        raise ValueError(
+            f"W and X must have the same number of columns (N d), got {W.shape[1]} and {X.shape[1]}"
+        )
     X = X.to(W.device)
     V = orthonormal_row_basis(X)
     total = float(torch.linalg.matrix_norm(W))
@@ -161,9 +163,18 @@ def _unit_sphere(B: int, d: int, generator: torch.Generator) -> torch.Tensor:
     return u / u.norm(dim=1, keepdim=True)
 
 
-def mc_bayes_risk(V: torch.Tensor, N: int, d: int, *, samples: int, generator: torch.Generator,
-                  confidence: float = 0.999, sample_x: bool = True, u: Optional[torch.Tensor] = None,
-                  chunk: int = 65536) -> BayesRiskEstimate:
+def mc_bayes_risk(
+    V: torch.Tensor,
+    N: int,
+    d: int,
+    *,
+    samples: int,
+    generator: torch.Generator,
+    confidence: float = 0.999,
+    sample_x: bool = True,
+    u: Optional[torch.Tensor] = None,
+    chunk: int = 65536,
+) -> BayesRiskEstimate:
     """Monte Carlo estimate of E_{u,t,x}[(y - E[y | V x, u, t])^2] with a confidence interval.
 
     Per sample: u ~ Unif(S^{d-1}) (or the fixed direction ``u`` when given), t ~ Unif[N],
@@ -216,8 +227,16 @@ def mc_bayes_risk(V: torch.Tensor, N: int, d: int, *, samples: int, generator: t
                              samples=samples, floor=floor, rank=int(V.shape[0]))
 
 
-def mc_bayes_risk_from_training(n: int, N: int, d: int, *, samples: int, generator: torch.Generator,
-                                confidence: float = 0.999, sample_x: bool = True) -> BayesRiskEstimate:
+def mc_bayes_risk_from_training(
+    n: int,
+    N: int,
+    d: int,
+    *,
+    samples: int,
+    generator: torch.Generator,
+    confidence: float = 0.999,
+    sample_x: bool = True,
+) -> BayesRiskEstimate:
     """Draw n training inputs x^(i) ~ N(0, I_{N d}), build V by QR, and run :func:`mc_bayes_risk`.
 
     The QR of the (N d, n) matrix of inputs gives an orthonormal basis of their span (rank n
@@ -235,7 +254,9 @@ def mc_bayes_risk_from_training(n: int, N: int, d: int, *, samples: int, generat
     else:
         Q, _ = torch.linalg.qr(X.T)  # (D, n), orthonormal columns spanning the inputs
         V = Q.T
-    est = mc_bayes_risk(V, N, d, samples=samples, generator=generator, confidence=confidence, sample_x=sample_x)
+    est = mc_bayes_risk(
+        V, N, d, samples=samples, generator=generator, confidence=confidence, sample_x=sample_x
+    )
     return BayesRiskEstimate(estimate=est.estimate, stderr=est.stderr, confidence=est.confidence,
                              samples=est.samples, floor=est.floor, rank=est.rank, n=n)
 

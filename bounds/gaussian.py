@@ -1,5 +1,6 @@
 """Gaussian facts of the lower bounds: Lemma 40, Var(||x||^2 | Vx) = 2 (k - r) for x ~ N(0, I_k) and V with r
 orthonormal rows, in closed form and by Monte Carlo. Derivation: docs/derivations/few-heads.md (section 1)."""
+
 from __future__ import annotations
 
 import math
@@ -57,7 +58,12 @@ class VarianceEstimate:
 
 
 def mc_conditional_sqnorm_variance(
-    V: torch.Tensor, *, n_outer: int, n_inner: int, generator: torch.Generator, confidence: float = 0.999
+    V: torch.Tensor,
+    *,
+    n_outer: int,
+    n_inner: int,
+    generator: torch.Generator,
+    confidence: float = 0.999,
 ) -> VarianceEstimate:
     """Monte Carlo estimate of E[Var(||x||^2 | Vx)] for x ~ N(0, I_k) (Lemma 40), with a CI.
 

@@ -91,7 +91,9 @@ class Prop8Packing:
 
     @property
     def vacuous(self) -> bool:
-        return 0 <= self.M_good < 2 or self.failure >= 1.0  # M_good = -1: too many prompts to count, not vacuous
+        return (
+            0 <= self.M_good < 2 or self.failure >= 1.0
+        )  # M_good = -1: too many prompts to count, not vacuous
 
 
 def _risk_args(N, c, K, gamma):
@@ -120,10 +122,23 @@ def prop8_packing(N: int, c: float, *, K: float = 2.0, gamma: float = 0.5) -> Pr
     E = (N - 1) * rate
     frac = 1.0 - 1.0 / K
     sep = answer_sep - 2.0 * math.sqrt(K * c)
-    if E > 60.0:  # very many prompts: work in logs (M >= e^{E/2} - 1, ln M' >= ln(frac (e^{E/2} - 1) / 2))
+    if (
+        E > 60.0
+    ):  # very many prompts: work in logs (M >= e^{E/2} - 1, ln M' >= ln(frac (e^{E/2} - 1) / 2))
         log_good = E / 2.0 + math.log1p(-math.exp(-E / 2.0)) + math.log(frac / 2.0)
-        return Prop8Packing(N=N, c=c, K=K, gamma=gamma, rate=rate, M=-1, M_good=-1, log_M_good=log_good,
-                            answer_sep=answer_sep, sep=sep, failure=0.5)
+        return Prop8Packing(
+            N=N,
+            c=c,
+            K=K,
+            gamma=gamma,
+            rate=rate,
+            M=-1,
+            M_good=-1,
+            log_M_good=log_good,
+            answer_sep=answer_sep,
+            sep=sep,
+            failure=0.5,
+        )
     M = max(1, int(math.floor(0.5 + math.sqrt(0.25 + math.exp(E)))))  # exact enough: e^E < 2^87
     while M > 1 and M * (M - 1) > math.exp(E):
         M -= 1
@@ -138,7 +153,9 @@ def _usable(pk: Prop8Packing) -> bool:
     return not pk.vacuous
 
 
-def prop8_width_lower_bound(N: int, c: float, UL: float, *, K: float = 2.0, gamma: float = 0.5) -> float:
+def prop8_width_lower_bound(
+    N: int, c: float, UL: float, *, K: float = 2.0, gamma: float = 0.5
+) -> float:
     """Rigorous Prop 8 width bound: any RNN with R_i <= c has d_h >= ln M' / (2 ln(1 + 2 sqrt2 UL / s~)).
 
     ``UL`` = ||U||_op * L (L = lambda r_h, lambda the Lipschitz constant of f_y in the state).
@@ -151,7 +168,9 @@ def prop8_width_lower_bound(N: int, c: float, UL: float, *, K: float = 2.0, gamm
     return pk.log_M_good / (2.0 * math.log1p(2.0 * SQRT2 * UL / pk.sep))
 
 
-def prop8_log_norm_lower_bound(N: int, c: float, d_h: int, *, K: float = 2.0, gamma: float = 0.5) -> float:
+def prop8_log_norm_lower_bound(
+    N: int, c: float, d_h: int, *, K: float = 2.0, gamma: float = 0.5
+) -> float:
     """ln of the rigorous (volume) norm bound UL >= (s~ / (2 sqrt2)) (exp(ln M' / (2 d_h)) - 1); -inf if vacuous."""
     d_h = validate.positive_int("d_h", d_h)
     pk = prop8_packing(N, c, K=K, gamma=gamma)
@@ -162,7 +181,9 @@ def prop8_log_norm_lower_bound(N: int, c: float, d_h: int, *, K: float = 2.0, ga
     return math.log(pk.sep / (2.0 * SQRT2)) + log_expm1
 
 
-def prop8_norm_lower_bound(N: int, c: float, d_h: int, *, K: float = 2.0, gamma: float = 0.5) -> float:
+def prop8_norm_lower_bound(
+    N: int, c: float, d_h: int, *, K: float = 2.0, gamma: float = 0.5
+) -> float:
     """Rigorous Prop 8 norm bound (volume form): ||U||_op L >= (s~ / (2 sqrt2)) (exp(ln M' / (2 d_h)) - 1).
 
     Strong (exponential in N / d_h) for d_h << N, weak for d_h >~ N: a Lipschitz/packing argument
@@ -221,8 +242,18 @@ def euclidean_packing_counterexample(D: int, M: int, *, generator, sep: float = 
 # ---------------------------------------------------------------------------------------------
 
 
-def generalising_log_norm2(N: int, c: float, d_h: int, *, depth: int = 2, r_h: float = 1.0, form: str = "paper",
-                           C_M: float = 8.0, K: float = 2.0, gamma: float = 0.5) -> float:
+def generalising_log_norm2(
+    N: int,
+    c: float,
+    d_h: int,
+    *,
+    depth: int = 2,
+    r_h: float = 1.0,
+    form: str = "paper",
+    C_M: float = 8.0,
+    K: float = 2.0,
+    gamma: float = 0.5,
+) -> float:
     """ln of the ||vec theta||^2 a depth-``depth`` output net needs for risk <= c (Prop 8 + AM-GM).
 
     ||vec||^2 >= sum_l ||W_l||_F^2 >= depth (prod_l ||W_l||_op)^{2/depth} >= depth (UL / r_h)^{2/depth},
@@ -349,9 +380,21 @@ def prop28_layers(N: int, params: Theorem7Params, r_x: float) -> tuple[list, lis
         Layer(2 * qd, qd, False, math.sqrt(2 * qd)),
     ]
     out = [
-        Layer(2 * qd + D_e, 2 * d + 2 * q * d_e + 2 * qd, True, math.sqrt(2 * d + 4 * q * d_e + 4 * qd)),
-        Layer(2 * d + 2 * q * d_e + 2 * qd, 2 * d + q + 2 * qd, True, math.sqrt(4 * d + q * g2 + 4 * qd)),
-        Layer(2 * d + q + 2 * qd, 4 * qd, True, math.sqrt(2 * qd * (2.0 + 2.0 * r_x * r_x) + 4 * qd)),
+        Layer(
+            2 * qd + D_e,
+            2 * d + 2 * q * d_e + 2 * qd,
+            True,
+            math.sqrt(2 * d + 4 * q * d_e + 4 * qd),
+        ),
+        Layer(
+            2 * d + 2 * q * d_e + 2 * qd,
+            2 * d + q + 2 * qd,
+            True,
+            math.sqrt(4 * d + q * g2 + 4 * qd),
+        ),
+        Layer(
+            2 * d + q + 2 * qd, 4 * qd, True, math.sqrt(2 * qd * (2.0 + 2.0 * r_x * r_x) + 4 * qd)
+        ),
         Layer(4 * qd, P.m_g, True, 2.0 * math.sqrt(P.m_g) * P.r_w),
         Layer(P.m_g, 1, False, P.r_a / math.sqrt(P.m_g)),
     ]
@@ -399,8 +442,8 @@ class Theorem7Bound:
     n: int
     N: int
     total: float
-    approximation: float   # eps_2NN (the construction is exact on the r_x-ball)
-    tail: float            # E[loss(theta*); some token outside the r_x-ball] <= m_2 N^{-1/4} n^{-3/4}
+    approximation: float  # eps_2NN (the construction is exact on the r_x-ball)
+    tail: float  # E[loss(theta*); some token outside the r_x-ball] <= m_2 N^{-1/4} n^{-3/4}
     estimation: float      # 2 Rad + 3 tau sqrt(ln(4/delta)/(2n)) + tau sqrt(ln(4/delta)/(2n))
     truncation: float      # (1 + 4/delta) tau e^{-p}
     confidence: float      # 1 - delta - (nN)^{-1/2}
@@ -456,7 +499,10 @@ def theorem7_bound(n: int, N: int, params: Theorem7Params) -> Theorem7Bound:
     beta_0 = Lam_y * math.sqrt(2.0 * r_h * r_h + q + 1.0) + b_y
 
     def m_p(p):
-        return 2.0 * ((beta_0 + Lam_y * math.sqrt(2.0 * p * P_.C_x * d)) ** 2 + P_.C_y * (2.0 * p) ** (2.0 * P_.s))
+        return 2.0 * (
+            (beta_0 + Lam_y * math.sqrt(2.0 * p * P_.C_x * d)) ** 2
+            + P_.C_y * (2.0 * p) ** (2.0 * P_.s)
+        )
 
     p = max(1.0, math.log((1.0 + 4.0 / delta) * math.sqrt(n)))
     tau = math.e * m_p(p)
@@ -469,9 +515,24 @@ def theorem7_bound(n: int, N: int, params: Theorem7Params) -> Theorem7Bound:
     approximation = P_.eps_2nn
     total = approximation + tail + estimation + truncation
     return Theorem7Bound(
-        n=n, N=N, total=total, approximation=approximation, tail=tail, estimation=estimation,
-        truncation=truncation, confidence=1.0 - delta - nN ** -0.5, r_x=r_x, r_h=r_h, d_e=d_e,
-        n_params=n_params, radius=R_theta, lipschitz=A, log_covering=log_cov, rademacher=rad, tau=tau, p=p,
+        n=n,
+        N=N,
+        total=total,
+        approximation=approximation,
+        tail=tail,
+        estimation=estimation,
+        truncation=truncation,
+        confidence=1.0 - delta - nN**-0.5,
+        r_x=r_x,
+        r_h=r_h,
+        d_e=d_e,
+        n_params=n_params,
+        radius=R_theta,
+        lipschitz=A,
+        log_covering=log_cov,
+        rademacher=rad,
+        tau=tau,
+        p=p,
         theta_star_norm2=theta2,
     )
 
@@ -489,8 +550,14 @@ def theorem7_sample_size(target: float, N: int, params: Optional[Theorem7Params]
     if not isinstance(params, Theorem7Params):
         raise ValueError(f"params must be a Theorem7Params, got {type(params).__name__}")
     if not target > params.eps_2nn:
-        raise ValueError(f"target must exceed the floor eps_2nn = {params.eps_2nn:g}, got target = {target:g}")
-    n = smallest_true(lambda n: theorem7_bound(n, N, params).total <= target, limit=n_max, log_bisect=True)
+        raise ValueError(
+            f"target must exceed the floor eps_2nn = {params.eps_2nn:g}, got target = {target:g}"
+        )
+    n = smallest_true(
+        lambda n: theorem7_bound(n, N, params).total <= target, limit=n_max, log_bisect=True
+    )
     if n is None:
-        raise ValueError(f"target = {target:g} is not reached for n <= n_max = {n_max:.3g}; raise n_max")
+        raise ValueError(
+            f"target = {target:g} is not reached for n <= n_max = {n_max:.3g}; raise n_max"
+        )
     return n

@@ -61,7 +61,9 @@ def few_heads_floor_per_position(q: int, H: int, d: int, restricted: bool) -> fl
     restricted = _bool("restricted", restricted)
     if restricted:
         if d != 1:
-            raise ValueError(f"d must equal 1 when restricted=True (Prop 21 is the d = 1 case), got d = {d}")
+            raise ValueError(
+                f"d must equal 1 when restricted=True (Prop 21 is the d = 1 case), got d = {d}"
+            )
         return max(0.0, 2.0 * (q - H) / q)
     return max(0.0, 2.0 * (1.0 - H * (q + d) / (q * d)))
 
@@ -108,7 +110,9 @@ def few_heads_floor(q: int, H: int, d: int, restricted: bool, *, N: Optional[int
     per = few_heads_floor_per_position(q, H, d, restricted)
     frac = floor_fraction(N)
     if N is not None and q > N // 2:
-        raise ValueError(f"q must satisfy 1 <= q <= N//2 = {N // 2} (the first q tokens must be random), got q = {q}")
+        raise ValueError(
+            f"q must satisfy 1 <= q <= N//2 = {N // 2} (the first q tokens must be random), got q = {q}"
+        )
     return frac * per
 
 
@@ -172,7 +176,9 @@ class Theorem4Params:
     d_e: Optional[int] = None
 
     def __post_init__(self):
-        validate_problem_constants(self, mu_reason="the score gap alpha c^2 (1 - mu) must be positive")
+        validate_problem_constants(
+            self, mu_reason="the score gap alpha c^2 (1 - mu) must be positive"
+        )
         if self.c is not None:
             object.__setattr__(self, "c", validate.positive_float("c", self.c))
 
@@ -180,7 +186,19 @@ class Theorem4Params:
     def default(cls, **overrides) -> "Theorem4Params":
         """The reference object used in the docs' tables: q = 2, d = 4, r_a = r_w = 1, m_g = 16,
         eps_2nn = 0.01, C_x = C_y = s = 1, mu = 1/2, delta = 0.05, c = sqrt(d/q), d_e by the Hoeffding rule."""
-        base = dict(q=2, d=4, r_a=1.0, r_w=1.0, m_g=16, eps_2nn=0.01, C_x=1.0, C_y=1.0, s=1.0, mu=0.5, delta=0.05)
+        base = dict(
+            q=2,
+            d=4,
+            r_a=1.0,
+            r_w=1.0,
+            m_g=16,
+            eps_2nn=0.01,
+            C_x=1.0,
+            C_y=1.0,
+            s=1.0,
+            mu=0.5,
+            delta=0.05,
+        )
         base.update(overrides)
         return cls(**base)
 
@@ -224,8 +242,8 @@ class Theorem4Bound:
     d_e: int
     D_e: int              # d + (q + 1) d_e
     n_params: int         # P = m_g (q D_e + 2) + q D_e^2
-    lipschitz: float      # A = max(A1, A2): sup-norm Lipschitz constant of the parameter cover
-    log_covering: float   # ln N(loss class, beta, L2(S)) <= P ln(1 + 2 A sqrt(n / tau)) at beta = tau / sqrt(n)
+    lipschitz: float  # A = max(A1, A2): sup-norm Lipschitz constant of the parameter cover
+    log_covering: float  # ln N(loss class, beta, L2(S)) <= P ln(1 + 2 A sqrt(n / tau)) at beta = tau / sqrt(n)
     rademacher: float     # bound on the empirical Rademacher complexity of the truncated loss class
     tau: float            # truncation level
     p: float              # moment order of the truncation step
@@ -289,7 +307,9 @@ def theorem4_bound(n: int, N: int, params: Theorem4Params) -> Theorem4Bound:
     p = max(1.0, math.log(2.0 * (1.0 + 3.0 / delta) * math.sqrt(n)))
     kappa1 = 4.0 * K * K * q
     kappa0 = 4.0 * K * K * (q * c2 * (q + 1) + 1.0)
-    tau = math.e * max(4.0 * P_.C_y * (2.0 * p) ** (2.0 * P_.s), kappa1 * P_.C_x * d * _psi(p, N) + kappa0)
+    tau = math.e * max(
+        4.0 * P_.C_y * (2.0 * p) ** (2.0 * P_.s), kappa1 * P_.C_x * d * _psi(p, N) + kappa0
+    )
     truncation = 2.0 * tau * math.exp(-p) * (1.0 + 3.0 / delta)
 
     # covering (Lemmas 13-16, Prop 17) and Dudley (Lemma 18)
@@ -304,19 +324,42 @@ def theorem4_bound(n: int, N: int, params: Theorem4Params) -> Theorem4Bound:
 
     # approximation (Lemma 11 + Assumption 2) and its tail off the r_x-ball
     approximation = C_APPROX * P_.eps_2nn
-    l2_loss = 2.0 * (K * K * (q * P_.C_x * d * _psi(2.0, N) + q * c2 * (q + 1) + 1.0) + P_.C_y * 16.0 ** P_.s)
+    l2_loss = 2.0 * (
+        K * K * (q * P_.C_x * d * _psi(2.0, N) + q * c2 * (q + 1) + 1.0) + P_.C_y * 16.0**P_.s
+    )
     tail = l2_loss * math.exp(0.5 * ln_N - 0.75 * ln_nN)  # sqrt(N (nN)^{-3/2}) = n^{-3/4} N^{-1/4}
 
     total = approximation + tail + estimation + truncation
     return Theorem4Bound(
-        n=n, N=N, total=total, approximation=approximation, tail=tail, estimation=estimation,
-        truncation=truncation, confidence=1.0 - delta - math.exp(-0.5 * ln_nN), r_x=r_x, r_z=r_z, alpha=alpha,
-        r_qk=r_qk, r_ma=r_ma, R_mw=R_mw, R=R, d_e=d_e, D_e=D_e, n_params=n_params, lipschitz=A,
-        log_covering=log_cov, rademacher=rad, tau=tau, p=p,
+        n=n,
+        N=N,
+        total=total,
+        approximation=approximation,
+        tail=tail,
+        estimation=estimation,
+        truncation=truncation,
+        confidence=1.0 - delta - math.exp(-0.5 * ln_nN),
+        r_x=r_x,
+        r_z=r_z,
+        alpha=alpha,
+        r_qk=r_qk,
+        r_ma=r_ma,
+        R_mw=R_mw,
+        R=R,
+        d_e=d_e,
+        D_e=D_e,
+        n_params=n_params,
+        lipschitz=A,
+        log_covering=log_cov,
+        rademacher=rad,
+        tau=tau,
+        p=p,
     )
 
 
-def theorem4_sample_size(target: float, N: int, params: Theorem4Params, *, n_max: Optional[int] = None) -> int:
+def theorem4_sample_size(
+    target: float, N: int, params: Theorem4Params, *, n_max: Optional[int] = None
+) -> int:
     """Smallest n with ``theorem4_bound(n, N, params).total <= target`` (bracketing + bisection on log n).
 
     Doubling from n = 1 brackets the first power of two that meets ``target``; bisection at the
@@ -335,9 +378,13 @@ def theorem4_sample_size(target: float, N: int, params: Theorem4Params, *, n_max
             f"target must exceed the approximation floor C_approx * eps_2nn = {C_APPROX:g} * {params.eps_2nn:g}"
             f" = {floor:g}, got target = {target:g}"
         )
-    n = smallest_true(lambda n: theorem4_bound(n, N, params).total <= target, limit=n_max, log_bisect=True)
+    n = smallest_true(
+        lambda n: theorem4_bound(n, N, params).total <= target, limit=n_max, log_bisect=True
+    )
     if n is None:
-        raise ValueError(f"target = {target:g} is not reached for n <= n_max = {n_max:.3g}; raise n_max")
+        raise ValueError(
+            f"target = {target:g} is not reached for n <= n_max = {n_max:.3g}; raise n_max"
+        )
     return n
 
 

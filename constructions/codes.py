@@ -1,5 +1,6 @@
 """Positional codebooks omega_1..omega_N of Assumption 3 (rademacher, experimental d_e = floor(5 ln N),
 rs-hadamard) with their exact coherence mu, carried into the bounds. Derivation: docs/derivations/codebooks.md."""
+
 from __future__ import annotations
 
 import math
@@ -47,7 +48,9 @@ class Codebook:
 
     def __post_init__(self):  # cheap checks only; from_tensor validates values
         if not isinstance(self.omega, torch.Tensor) or self.omega.dim() != 2:
-            raise ValueError(f"omega must be a 2-D tensor (N, d_e), got {type(self.omega).__name__}")
+            raise ValueError(
+                f"omega must be a 2-D tensor (N, d_e), got {type(self.omega).__name__}"
+            )
         if self.kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
         positive_float("mu", self.mu, allow_zero=True)
@@ -149,7 +152,9 @@ def coherence_report(
 def _matrix(name: str, omega) -> torch.Tensor:
     finite_tensor(name, omega)
     if omega.dim() != 2 or omega.shape[0] < 1 or omega.shape[1] < 1:
-        raise ValueError(f"{name} must be a 2-D tensor (N, d_e) with N, d_e >= 1, got shape {tuple(omega.shape)}")
+        raise ValueError(
+            f"{name} must be a 2-D tensor (N, d_e) with N, d_e >= 1, got shape {tuple(omega.shape)}"
+        )
     if omega.is_complex() or omega.dtype == torch.bool:
         raise ValueError(f"{name} must be a real tensor, got dtype {omega.dtype}")
     return omega
@@ -172,7 +177,11 @@ def _scan(name, omega, chunk_rows, threshold):
     """Blockwise upper-triangle scan of the Gram matrix: (mu, pair, #pairs above threshold)."""
     _matrix(name, omega)
     N = int(omega.shape[0])
-    chunk = max(1, _BLOCK_ELEMENTS // N) if chunk_rows is None else positive_int("chunk_rows", chunk_rows)
+    chunk = (
+        max(1, _BLOCK_ELEMENTS // N)
+        if chunk_rows is None
+        else positive_int("chunk_rows", chunk_rows)
+    )
     chunk = min(chunk, N)
     if N == 1:
         return 0.0, None, 0
@@ -188,7 +197,9 @@ def _scan(name, omega, chunk_rows, threshold):
         b = min(a + chunk, N)
         block = (rows[a:b] @ rows[a:].T).abs_()  # columns a..N-1
         w = b - a
-        block[:, :w].masked_fill_(torch.ones(w, w, dtype=torch.bool, device=block.device).tril(), -1)
+        block[:, :w].masked_fill_(
+            torch.ones(w, w, dtype=torch.bool, device=block.device).tril(), -1
+        )
         flat = int(block.argmax())
         value = float(block.view(-1)[flat])
         if value > best:
@@ -202,7 +213,9 @@ def _scan(name, omega, chunk_rows, threshold):
 # --------------------------------------------------------------------------- rademacher
 
 
-def rademacher(N: int, d_e: int, *, generator: torch.Generator, device=None, dtype=torch.float32) -> torch.Tensor:
+def rademacher(
+    N: int, d_e: int, *, generator: torch.Generator, device=None, dtype=torch.float32
+) -> torch.Tensor:
     """(N, d_e) i.i.d. entries +-1/sqrt(d_e), drawn with ``generator`` on ``device`` (Assumption 3)."""
     N, d_e = positive_int("N", N), positive_int("d_e", d_e)
     device, dtype = device_of("device", device), float_dtype("dtype", dtype)
@@ -302,7 +315,11 @@ def rademacher_codebook(
     <= delta; draws are repeated with the same generator until the exact coherence is
     <= mu_max (``params['tries']``), at most ``max_tries`` times.
     """
-    N, mu_max, delta = positive_int("N", N), probability("mu_max", mu_max), probability("delta", delta)
+    N, mu_max, delta = (
+        positive_int("N", N),
+        probability("mu_max", mu_max),
+        probability("delta", delta),
+    )
     max_tries = positive_int("max_tries", max_tries)
     d_min = rademacher_dim(N, delta, mu_max)
     if d_e is None:
@@ -316,7 +333,14 @@ def rademacher_codebook(
         omega = rademacher(N, d_e, generator=generator, device=device, dtype=dtype)
         mu = coherence(omega)
         if mu <= mu_max:
-            params = {"N": N, "d_e": d_e, "mu_max": mu_max, "delta": delta, "rule": "exact", "tries": tries}
+            params = {
+                "N": N,
+                "d_e": d_e,
+                "mu_max": mu_max,
+                "delta": delta,
+                "rule": "exact",
+                "tries": tries,
+            }
             return Codebook(omega, mu, "rademacher", params)
     raise ValueError(
         f"max_tries={max_tries} draws all had coherence > mu_max={mu_max} at d_e={d_e}; "
@@ -333,7 +357,9 @@ def experimental_dim(N: int) -> int:
     return max(1, math.floor(5 * math.log(N)))
 
 
-def experimental_codebook(N: int, *, generator: torch.Generator, device=None, dtype=torch.float32) -> Codebook:
+def experimental_codebook(
+    N: int, *, generator: torch.Generator, device=None, dtype=torch.float32
+) -> Codebook:
     """Rademacher codes at d_e = floor(5 ln N), NOT resampled: they may violate Assumption 3.
 
     At N = 100 (d_e = 23) each pair exceeds 1/2 with probability 89104/2^23 ~= 0.0106,
@@ -394,7 +420,9 @@ def gf_mul_table(m: int, poly: int | None = None) -> np.ndarray:
     if poly is None:
         poly = IRREDUCIBLE[m]
     elif not isinstance(poly, int) or poly.bit_length() != m + 1:
-        raise ValueError(f"poly must be an int of degree m = {m} (bit length {m + 1}), got {poly!r}")
+        raise ValueError(
+            f"poly must be an int of degree m = {m} (bit length {m + 1}), got {poly!r}"
+        )
     table = _clmul_table(m, poly).astype(np.int32)
     table.setflags(write=False)
     return table
@@ -480,8 +508,11 @@ def _rs_coherence(N: int, m: int, k: int) -> float:
 def _fits(N: int, d_e: int, device, dtype) -> None:
     """About three (N, d_e) copies: the codes, their construction's temporaries, the coherence scan."""
     nbytes = 3 * N * d_e * torch.empty((), dtype=dtype).element_size()
-    fits_in_memory(f"a codebook of N = {N} codes in d_e = {d_e} ({str(dtype).replace('torch.', '')})",
-                   nbytes, device)
+    fits_in_memory(
+        f"a codebook of N = {N} codes in d_e = {d_e} ({str(dtype).replace('torch.', '')})",
+        nbytes,
+        device,
+    )
 
 
 def _rs_hadamard(N, m, k, d_e, device, dtype) -> Codebook:
@@ -492,7 +523,15 @@ def _rs_hadamard(N, m, k, d_e, device, dtype) -> Codebook:
     omega = H[symbols].reshape(N, n * n)
     if d_e > n * n:
         omega = torch.nn.functional.pad(omega, (0, d_e - n * n))
-    params = {"N": N, "m": m, "n": n, "k": k, "field_poly": IRREDUCIBLE[m], "guaranteed_mu": (k - 1) / n, "d_e": d_e}
+    params = {
+        "N": N,
+        "m": m,
+        "n": n,
+        "k": k,
+        "field_poly": IRREDUCIBLE[m],
+        "guaranteed_mu": (k - 1) / n,
+        "d_e": d_e,
+    }
     return Codebook(omega, _rs_coherence(N, m, k), "rs-hadamard", params)
 
 
@@ -529,7 +568,9 @@ def star_codebook(N: int, *, mu: float = 0.5, device=None, dtype=torch.float64) 
     omega[1:, 0] = mu
     omega[1:, 1:] = math.sqrt(1 - mu * mu) * base
     omega = omega.to(dtype)
-    return Codebook(omega, coherence(omega), "custom", {"N": N, "d_e": omega.shape[1], "star_mu": mu})
+    return Codebook(
+        omega, coherence(omega), "custom", {"N": N, "d_e": omega.shape[1], "star_mu": mu}
+    )
 
 
 # --------------------------------------------------------------------------- entry point
@@ -563,14 +604,18 @@ def build_codebook(
         if d_e is None:
             d_e = need
         elif positive_int("d_e", d_e) < need:
-            raise ValueError(f"d_e must be >= {need} for an rs-hadamard code of N={N} words with mu <= {mu_max}, got {d_e}")
+            raise ValueError(
+                f"d_e must be >= {need} for an rs-hadamard code of N={N} words with mu <= {mu_max}, got {d_e}"
+            )
         m_fit = min(MAX_M, int(math.log2(d_e)) // 2)
         while 4**m_fit > d_e:
             m_fit -= 1
         m, n, k = _rs_parameters(N, mu_max, m_min=m_fit)
         return _rs_hadamard(N, m, k, d_e, device, dtype)
     if generator is None:
-        raise ValueError(f"generator must be a torch.Generator for kind={kind!r} (random codes), got None")
+        raise ValueError(
+            f"generator must be a torch.Generator for kind={kind!r} (random codes), got None"
+        )
     if kind == "rademacher":
         return rademacher_codebook(
             N, mu_max=mu_max, delta=delta, d_e=d_e, generator=generator, device=device, dtype=dtype

@@ -1,5 +1,6 @@
 """Token encodings z_i = (x_i, c omega_i, c omega_{t_i1}, ..., c omega_{t_iq}) of the Transformer (Appendix A.1)
 and the RNN (Appendix B.1, c = 1), shape (B, N, d + (q + 1) d_e), laid out by ``layout.token_layout``."""
+
 from __future__ import annotations
 
 import math
@@ -17,7 +18,9 @@ def default_prefactor(d: int, q: int) -> float:
     return math.sqrt(d / q)
 
 
-def encode(x: torch.Tensor, t: torch.Tensor, omega: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
+def encode(
+    x: torch.Tensor, t: torch.Tensor, omega: torch.Tensor, *, c: float = 1.0
+) -> torch.Tensor:
     """z_i = (x_i, c omega_i, c omega_{t_i1}, ..., c omega_{t_iq}) for a batch of prompts.
 
     x: (B, N, d) floating; t: (B, N, q) long with entries in [0, N); omega: (N', d_e) with
@@ -33,7 +36,9 @@ def encode(x: torch.Tensor, t: torch.Tensor, omega: torch.Tensor, *, c: float = 
     return layout.join(parts)
 
 
-def transformer_encoding(x: torch.Tensor, t: torch.Tensor, omega: torch.Tensor, *, c: Optional[float] = None) -> torch.Tensor:
+def transformer_encoding(
+    x: torch.Tensor, t: torch.Tensor, omega: torch.Tensor, *, c: Optional[float] = None
+) -> torch.Tensor:
     """Transformer encoding of Appendix A.1 (c = sqrt(d/q) unless given)."""
     if c is None:
         c = default_prefactor(x.shape[-1], t.shape[-1])

@@ -119,7 +119,9 @@ def _primitive(v: tuple) -> tuple:
     return w if first > 0 else tuple(-c for c in w)
 
 
-def _lift(net1d: TwoLayerNet, direction: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
+def _lift(
+    net1d: TwoLayerNet, direction: torch.Tensor
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
     """A 1-D interpolant net (its last unit is the constant relu(0 z + 1)) as units on R^k reading
     <direction, x>; returns (W, b, a) without the constant unit, and the constant."""
     W = net1d.W[:-1] * direction[None, :]
@@ -133,9 +135,17 @@ def _assemble(parts, constant: float, k: int) -> TwoLayerNet:
     return TwoLayerNet(a=torch.cat(as_), W=torch.cat(Ws), b=torch.cat(bs))
 
 
-def lipschitz_net(f: Callable[[torch.Tensor], torch.Tensor], *, L: float, R: float, k: int,
-                  eps: Optional[float] = None, degree: Optional[int] = None, ridge_fraction: float = 0.1,
-                  grid: Optional[int] = None) -> LipschitzNet:
+def lipschitz_net(
+    f: Callable[[torch.Tensor], torch.Tensor],
+    *,
+    L: float,
+    R: float,
+    k: int,
+    eps: Optional[float] = None,
+    degree: Optional[int] = None,
+    ridge_fraction: float = 0.1,
+    grid: Optional[int] = None,
+) -> LipschitzNet:
     """Lemma 42: a two-layer ReLU net within a certified sup-error of f on {||x|| <= R} in R^k.
 
     ``f`` maps (..., k) float64 tensors to (...); it must be L-Lipschitz (Euclidean) on the
@@ -154,16 +164,35 @@ def lipschitz_net(f: Callable[[torch.Tensor], torch.Tensor], *, L: float, R: flo
         raise ValueError(f"f must be callable, got {type(f).__name__}")
     if k == 1:
         if eps is None and degree is None:
-            raise ValueError("k = 1 needs eps (the target sup-error) or degree (the number of intervals K)")
-        K = max(1, math.ceil(L * R / _eps(eps))) if eps is not None else validate.positive_int("degree", degree)
+            raise ValueError(
+                "k = 1 needs eps (the target sup-error) or degree (the number of intervals K)"
+            )
+        K = (
+            max(1, math.ceil(L * R / _eps(eps)))
+            if eps is not None
+            else validate.positive_int("degree", degree)
+        )
         knots = torch.linspace(-R, R, K + 1, dtype=torch.float64)
         h = 2 * R / K
         net1d = interpolant(lambda z: _scalar(f, z[:, None], "f"), knots)
         net = TwoLayerNet(a=net1d.a, W=net1d.W, b=net1d.b)
         err = L * h / 2
-        return LipschitzNet(net=net, k=1, R=R, L=L, error_bound=err, smooth_error=0.0, ridge_error=err, ridge_budget=err,
-                            width=net.m, weight_norms=_weight_norms(net), lipschitz_bound=net_lipschitz_bound(net),
-                            method="interpolation", degree=K, directions=1)
+        return LipschitzNet(
+            net=net,
+            k=1,
+            R=R,
+            L=L,
+            error_bound=err,
+            smooth_error=0.0,
+            ridge_error=err,
+            ridge_budget=err,
+            width=net.m,
+            weight_norms=_weight_norms(net),
+            lipschitz_bound=net_lipschitz_bound(net),
+            method="interpolation",
+            degree=K,
+            directions=1,
+        )
     ridge_fraction = validate.probability("ridge_fraction", ridge_fraction)
     if degree is None:
         if eps is None:
@@ -179,7 +208,9 @@ def lipschitz_net(f: Callable[[torch.Tensor], torch.Tensor], *, L: float, R: flo
     eps_s = smoothing_error_bound(n, k, L, R)
     eps_r = ridge_fraction / (1 - ridge_fraction) * eps_s if eps is None else max(eps - eps_s, 0.0)
     if eps_r <= 0:
-        raise ValueError(f"eps = {eps} is below the smoothing error {eps_s:.3g} of degree {n}; raise degree or eps")
+        raise ValueError(
+            f"eps = {eps} is below the smoothing error {eps_s:.3g} of degree {n}; raise degree or eps"
+        )
     G = 2 * (n + 2) if grid is None else validate.positive_int("grid", grid)
     if G < n + 3:
         raise ValueError(f"grid must be >= degree + 3 = {n + 3} (exact kernel moments), got {G}")
@@ -232,10 +263,23 @@ def lipschitz_net(f: Callable[[torch.Tensor], torch.Tensor], *, L: float, R: flo
         parts.append((W, b, a))
         constant += const
     net = _assemble(parts, constant, k)
-    return LipschitzNet(net=net, k=k, R=R, L=L, error_bound=eps_s + ridge_err, smooth_error=eps_s,
-                        ridge_error=ridge_err, ridge_budget=eps_r, ridges=tuple(counts), width=net.m, weight_norms=_weight_norms(net),
-                        lipschitz_bound=net_lipschitz_bound(net), method="fourier-ridge", degree=n,
-                        directions=len(ridges))
+    return LipschitzNet(
+        net=net,
+        k=k,
+        R=R,
+        L=L,
+        error_bound=eps_s + ridge_err,
+        smooth_error=eps_s,
+        ridge_error=ridge_err,
+        ridge_budget=eps_r,
+        ridges=tuple(counts),
+        width=net.m,
+        weight_norms=_weight_norms(net),
+        lipschitz_bound=net_lipschitz_bound(net),
+        method="fourier-ridge",
+        degree=n,
+        directions=len(ridges),
+    )
 
 
 def _frequencies(n: int, k: int):
@@ -267,7 +311,9 @@ def _scalar(f, x: torch.Tensor, name: str) -> torch.Tensor:
     y = f(x)
     if not isinstance(y, torch.Tensor) or tuple(y.shape) != tuple(x.shape[:-1]):
         got = tuple(y.shape) if isinstance(y, torch.Tensor) else type(y).__name__
-        raise ValueError(f"{name} must map (..., k) tensors to (...) tensors, got {got} for input {tuple(x.shape)}")
+        raise ValueError(
+            f"{name} must map (..., k) tensors to (...) tensors, got {got} for input {tuple(x.shape)}"
+        )
     validate.finite_tensor(f"{name}(x)", y)
     return y.to(torch.float64)
 
@@ -333,8 +379,16 @@ class SupCertificate:
     points: int
 
 
-def certify_sup_error(f: Callable[[torch.Tensor], torch.Tensor], net: TwoLayerNet, *, L: float, R: float, k: int,
-                      spacing: float, chunk: int = 65536) -> SupCertificate:
+def certify_sup_error(
+    f: Callable[[torch.Tensor], torch.Tensor],
+    net: TwoLayerNet,
+    *,
+    L: float,
+    R: float,
+    k: int,
+    spacing: float,
+    chunk: int = 65536,
+) -> SupCertificate:
     """Rigorous upper bound on sup_{||x|| <= R} |f(x) - net(x)| from a grid of ``spacing``.
 
     |f - net| is (L + Lip(net))-Lipschitz on the ball and every ball point is within rho of a
@@ -349,4 +403,6 @@ def certify_sup_error(f: Callable[[torch.Tensor], torch.Tensor], net: TwoLayerNe
         err = (_scalar(f, x, "f") - net(x.unsqueeze(-2))).abs()
         worst = max(worst, float(err.max()))
     slack = (L + net_lipschitz_bound(net)) * rho
-    return SupCertificate(lower=worst, upper=worst + slack, grid_max=worst, slack=slack, points=int(pts.shape[0]))
+    return SupCertificate(
+        lower=worst, upper=worst + slack, grid_max=worst, slack=slack, points=int(pts.shape[0])
+    )

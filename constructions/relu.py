@@ -28,7 +28,14 @@ def interpolant(f: Callable[[torch.Tensor], torch.Tensor], knots: torch.Tensor) 
     slopes = (vals[1:] - vals[:-1]) / (knots[1:] - knots[:-1])
     kinks = slopes[1:] - slopes[:-1]
     one = torch.ones(1, dtype=torch.float64)
-    W = torch.cat([one, -one, torch.ones(kinks.numel(), dtype=torch.float64), torch.zeros(1, dtype=torch.float64)])
+    W = torch.cat(
+        [
+            one,
+            -one,
+            torch.ones(kinks.numel(), dtype=torch.float64),
+            torch.zeros(1, dtype=torch.float64),
+        ]
+    )
     b = torch.cat([-knots[:1], knots[:1], -knots[1:-1], one])
     a = torch.cat([slopes[:1], -slopes[:1], kinks, vals[:1]])
     return TwoLayerNet(a=a, W=W[:, None], b=b)
@@ -151,8 +158,18 @@ def identity_gadget(n: int = 1) -> Gadget:
     """z -> z on R^n, exactly: relu(z) - relu(-z) = z (width 2n, error 0 everywhere)."""
     n = validate.positive_int("n", n)
     W1, W2 = _identity_pair(n)
-    return Gadget("identity", W1, torch.zeros(2 * n, dtype=torch.float64), W2, 0.0, "all of R^n", None, True,
-                  lambda u: u, {"n": n})
+    return Gadget(
+        "identity",
+        W1,
+        torch.zeros(2 * n, dtype=torch.float64),
+        W2,
+        0.0,
+        "all of R^n",
+        None,
+        True,
+        lambda u: u,
+        {"n": n},
+    )
 
 
 def soft_threshold(z: torch.Tensor, b: float) -> torch.Tensor:
@@ -169,8 +186,18 @@ def soft_threshold_gadget(b: float, n: int = 1) -> Gadget:
     b = validate.positive_float("b", b, allow_zero=True)
     n = validate.positive_int("n", n)
     W1, W2 = _identity_pair(n)
-    return Gadget("soft-threshold", W1, torch.full((2 * n,), -b, dtype=torch.float64), W2, 0.0, "all of R^n",
-                  None, True, lambda u: soft_threshold(u, b), {"b": b, "n": n})
+    return Gadget(
+        "soft-threshold",
+        W1,
+        torch.full((2 * n,), -b, dtype=torch.float64),
+        W2,
+        0.0,
+        "all of R^n",
+        None,
+        True,
+        lambda u: soft_threshold(u, b),
+        {"b": b, "n": n},
+    )
 
 
 # ----------------------------------------------------------------------- Lemma 22: products
@@ -191,9 +218,16 @@ def square_units(R: float, knots: int):
     k0, h = square_knots(R, knots)
     grid = k0 + h * torch.arange(knots, dtype=torch.float64)
     s0 = float(grid[0] + grid[1])
-    w = torch.cat([torch.tensor([1.0, -1.0], dtype=torch.float64), torch.ones(knots - 2, dtype=torch.float64)])
+    w = torch.cat(
+        [torch.tensor([1.0, -1.0], dtype=torch.float64), torch.ones(knots - 2, dtype=torch.float64)]
+    )
     beta = torch.cat([torch.tensor([-k0, k0], dtype=torch.float64), -grid[1:-1]])
-    coef = torch.cat([torch.tensor([s0, -s0], dtype=torch.float64), torch.full((knots - 2,), 2 * h, dtype=torch.float64)])
+    coef = torch.cat(
+        [
+            torch.tensor([s0, -s0], dtype=torch.float64),
+            torch.full((knots - 2,), 2 * h, dtype=torch.float64),
+        ]
+    )
     return w, beta, coef
 
 
@@ -326,9 +360,20 @@ def gate_gadget(r_x: float, knots: int, s_max: float = 1.0) -> Gadget:
     bands = gate_bands(r_x, knots, s_max)
     K = bands.knots
     ones = torch.ones(K, dtype=torch.float64)
-    W1 = torch.cat([torch.stack([ones, bands.M * ones], 1), torch.stack([0 * ones, bands.M * ones], 1)])
+    W1 = torch.cat(
+        [torch.stack([ones, bands.M * ones], 1), torch.stack([0 * ones, bands.M * ones], 1)]
+    )
     b1 = torch.cat([bands.beta, bands.beta])
     W2 = 2 * bands.delta * torch.cat([ones, -ones])[None, :]
-    return Gadget("gate", W1, b1, W2, bands.error, f"|x| <= {bands.r_x:g}, s <= {bands.s_max:g}", K, True,
-                  lambda u: gate_target(u[..., 0], u[..., 1])[..., None],
-                  {"r_x": bands.r_x, "s_max": bands.s_max, "delta": bands.delta, "M": bands.M})
+    return Gadget(
+        "gate",
+        W1,
+        b1,
+        W2,
+        bands.error,
+        f"|x| <= {bands.r_x:g}, s <= {bands.s_max:g}",
+        K,
+        True,
+        lambda u: gate_target(u[..., 0], u[..., 1])[..., None],
+        {"r_x": bands.r_x, "s_max": bands.s_max, "delta": bands.delta, "M": bands.M},
+    )

@@ -73,7 +73,9 @@ class QSTR:
         N = validate.positive_int("N", self.N)
         d = validate.positive_int("d", self.d)
         if not isinstance(self.link, Link):
-            raise ValueError(f"link must be a constructions.links.Link, got {type(self.link).__name__}")
+            raise ValueError(
+                f"link must be a constructions.links.Link, got {type(self.link).__name__}"
+            )
         if self.link.d != d:
             raise ValueError(f"link.d = {self.link.d} must equal d = {d}")
         _one_of("variant", self.variant, VARIANTS)
@@ -82,7 +84,9 @@ class QSTR:
         if self.q > N:
             raise ValueError(f"q must satisfy 1 <= q <= N = {N}, got q = {self.q}")
         if self.indices == "few-heads" and 2 * self.q > N:
-            raise ValueError(f"indices='few-heads' needs q <= N/2 (tokens 1..q nonzero), got q = {self.q}, N = {N}")
+            raise ValueError(
+                f"indices='few-heads' needs q <= N/2 (tokens 1..q nonzero), got q = {self.q}, N = {N}"
+            )
         if self.indices == "few-heads" and self.variant == "simple":
             raise ValueError("indices='few-heads' fixes t per position; use variant='general'")
 
@@ -90,10 +94,14 @@ class QSTR:
     def q(self) -> int:
         return self.link.q
 
-    def sample(self, B: int, *, generator: torch.Generator, device=None, dtype=torch.float32) -> Prompts:
+    def sample(
+        self, B: int, *, generator: torch.Generator, device=None, dtype=torch.float32
+    ) -> Prompts:
         """Draw ``B`` prompts: x (B, N, d), t (B, N, q), y = g(x_t) (B, N[, out_dim])."""
         B = validate.positive_int("B", B)
-        device = validate.device_of("device", device if device is not None else getattr(generator, "device", None))
+        device = validate.device_of(
+            "device", device if device is not None else getattr(generator, "device", None)
+        )
         validate.generator_on("generator", generator, device)
         dtype = validate.float_dtype("dtype", dtype)
         self._fits(B, device, dtype)
@@ -114,8 +122,12 @@ class QSTR:
 
     def _fits(self, B: int, device, dtype) -> None:
         """Refuse before allocating (:meth:`sample_bytes`; B and dtype already validated by :meth:`sample`)."""
-        validate.fits_in_memory(f"sampling B = {B} prompts of N = {self.N} tokens in d = {self.d} (q = {self.q}, "
-                                f"{str(dtype).replace('torch.', '')})", self._bytes(B, dtype), device)
+        validate.fits_in_memory(
+            f"sampling B = {B} prompts of N = {self.N} tokens in d = {self.d} (q = {self.q}, "
+            f"{str(dtype).replace('torch.', '')})",
+            self._bytes(B, dtype),
+            device,
+        )
 
     def sample_tokens(self, B, *, generator, device, dtype) -> torch.Tensor:
         x = torch.randn(B, self.N, self.d, generator=generator, device=device, dtype=dtype)
@@ -182,8 +194,15 @@ class MomentReport:
         return self.C_x <= C_x and self.C_y <= C_y
 
 
-def moment_check(task: QSTR, *, B: int, generator: torch.Generator, orders=(1, 2, 4, 8), s: float = 1.0,
-                 device=None) -> MomentReport:
+def moment_check(
+    task: QSTR,
+    *,
+    B: int,
+    generator: torch.Generator,
+    orders=(1, 2, 4, 8),
+    s: float = 1.0,
+    device=None,
+) -> MomentReport:
     """Estimate the Assumption 1 constants of ``task`` from ``B`` prompts (float64), at the moment ``orders`` r
     (default 1, 2, 4, 8) and label exponent ``s`` (default 1)."""
     s = validate.positive_float("s", s)

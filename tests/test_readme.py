@@ -44,7 +44,23 @@ def test_formats_hand_rebuild_matches_load_multihead(tmp_path, monkeypatch):
     from qstr.constructions.export import load_multihead
     from qstr.verify.cli import main
 
-    assert main(["construct", "transformer", "--N", "16", "--d", "2", "--q", "2", "--out", str(tmp_path / "c.pt")]) == 0
+    assert (
+        main(
+            [
+                "construct",
+                "transformer",
+                "--N",
+                "16",
+                "--d",
+                "2",
+                "--q",
+                "2",
+                "--out",
+                str(tmp_path / "c.pt"),
+            ]
+        )
+        == 0
+    )
     text = (Path(__file__).resolve().parents[1] / "docs" / "formats.md").read_text()
     block = re.search(r"```python\n(.*?)```", text, re.S).group(1)
     sd = torch.load(tmp_path / "c.pt", weights_only=True)
