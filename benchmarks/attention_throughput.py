@@ -2,7 +2,8 @@
 
 For each N it times, in one run and on one device:
   * fast   -- Construction.fast_predict (block-sparse Q = alpha c^2 omega_t, K = omega, V = x,
-              scaled_dot_product_attention in query chunks: O(chunk N) memory, fused kernels on CUDA);
+              scaled_dot_product_attention in query chunks: O(chunk N) memory, fused kernels on
+              CUDA);
   * naive  -- MergedAttention on the full encoding with the N x N softmax materialised
               (skipped when its score tensor would not fit in the memory budget);
   * matmul -- the device's dense matrix-multiply rate, to express the fast path as a fraction of it.
@@ -63,11 +64,14 @@ def main():
     Ns = args.N or ([4096, 65536] if device.type == "cuda" else [1024, 4096])
     rate = matmul_rate(device, dtype)
     print(
-        f"device {device} ({torch.cuda.get_device_name() if device.type == 'cuda' else 'cpu'}), {args.dtype}, "
-        f"torch {torch.__version__}, {torch.get_num_threads()} threads; matmul {rate / 1e9:.1f} GFLOP/s"
+        f"device {device} ({torch.cuda.get_device_name() if device.type == 'cuda' else 'cpu'}), "
+        f"{args.dtype}, "
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads; "
+        f"matmul {rate / 1e9:.1f} GFLOP/s"
     )
     print(
-        f"{'N':>7} {'d_e':>4} {'fast s':>9} {'pos/s fast':>11} {'naive s':>9} {'pos/s naive':>11} {'speed-up':>8} {'fast/matmul':>11}"
+        f"{'N':>7} {'d_e':>4} {'fast s':>9} {'pos/s fast':>11} {'naive s':>9} {'pos/s naive':>11} "
+        f"{'speed-up':>8} {'fast/matmul':>11}"
     )
     gen = torch.Generator(device=device.type).manual_seed(0)
     for N in Ns:
@@ -94,7 +98,8 @@ def main():
             else:
                 naive = f"{'skipped':>9} {'(memory)':>11} {'-':>8}"
         print(
-            f"{N:7d} {cons.d_e:4d} {t_fast:9.3f} {positions / t_fast:11.3g} {naive} {flops / t_fast / rate:11.3f}"
+            f"{N:7d} {cons.d_e:4d} {t_fast:9.3f} {positions / t_fast:11.3g} {naive} "
+            f"{flops / t_fast / rate:11.3f}"
         )
 
 

@@ -65,7 +65,8 @@ def main(argv=None):
     start = time.perf_counter()
     cb = rs_hadamard_codebook(10**6)
     print(
-        f"\nrs_hadamard_codebook(10**6) on cpu: d_e = {cb.d_e}, mu = {cb.mu} (exact, combinatorial), "
+        f"\nrs_hadamard_codebook(10**6) on cpu: d_e = {cb.d_e}, mu = {cb.mu} "
+        "(exact, combinatorial), "
         f"built in {time.perf_counter() - start:.2f} s"
     )
 

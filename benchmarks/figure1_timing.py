@@ -90,7 +90,8 @@ def main(argv=None) -> int:
         else f"CPU, {threads} torch thread(s)"
     )
     print(
-        f"Figure 1 ({what}, {len(seeds)} seeds, {len(rows)} models, protocol {args.protocol}) on {name}: "
+        f"Figure 1 ({what}, {len(seeds)} seeds, {len(rows)} models, protocol {args.protocol}) "
+        f"on {name}: "
         f"{total:.1f} s (including plots and the summary); results in {out}"
     )
     stacks = {}
@@ -102,8 +103,10 @@ def main(argv=None) -> int:
         print(f"  {variant:6s} {model:11s} {n:3d} models in one stack: {s:8.1f} s")
     if dev.type == "cuda" and not quick:
         print(
-            f"  target {TARGET_S:.0f} s for the whole figure at 5 seeds; published code ~{PUBLISHED_S_PER_SEED:.0f} s "
-            f"per seed (~{PUBLISHED_S_PER_SEED * len(seeds):.0f} s for {len(seeds)} seeds, one model at a time)"
+            f"  target {TARGET_S:.0f} s for the whole figure at 5 seeds; "
+            f"published code ~{PUBLISHED_S_PER_SEED:.0f} s "
+            f"per seed (~{PUBLISHED_S_PER_SEED * len(seeds):.0f} s for {len(seeds)} seeds, "
+            "one model at a time)"
         )
     return 0
 

@@ -1,8 +1,8 @@
 """The GPU numbers in one call: ceilings, Lemma 11 against its roofline, the Prop 28 RNN states
 at N = 10^6, the GRU training step (gru_step.py) and all of Figure 1 at the paper's sizes.
 
-    python benchmarks/gpu_report.py --out DIR                     # everything (CUDA)
-    python benchmarks/gpu_report.py --out DIR --skip-figure1      # the kernels only (about a minute)
+    python benchmarks/gpu_report.py --out DIR                    # everything (CUDA)
+    python benchmarks/gpu_report.py --out DIR --skip-figure1     # the kernels only (about a minute)
     python benchmarks/gpu_report.py --out DIR --figure1-matmul float32 tf32
 
 Every number is measured in this run on this device: the matrix-product rate (random
@@ -69,8 +69,10 @@ def lemma11_rows(dev, ceil: dict, Ns, qs, d: int = 4, B: int = 1) -> list:
                              max_abs_err_vs_float64=float((y32 - y64).abs().max()),
                              error_bound=c32.guarantee.error_bound))
             print(
-                f"lemma11 N={N:6d} q={q} d_e={d_e:3d}: {sec * 1e3:8.2f} ms (chunk 1024: {chunked * 1e3:8.2f} ms), "
-                f"{flops / sec / 1e12:6.2f} TFLOP/s, {rows[-1]['roofline_fraction']:.1%} of roofline, "
+                f"lemma11 N={N:6d} q={q} d_e={d_e:3d}: {sec * 1e3:8.2f} ms "
+                f"(chunk 1024: {chunked * 1e3:8.2f} ms), "
+                f"{flops / sec / 1e12:6.2f} TFLOP/s, "
+                f"{rows[-1]['roofline_fraction']:.1%} of roofline, "
                 f"rel err vs float64 {rows[-1]['rel_err_vs_float64']:.1e}",
                 flush=True,
             )
@@ -105,7 +107,8 @@ def rnn_states(dev, N: int = 1_000_000) -> dict:
         N=N, seconds=sec, build_seconds=build, max_state_error=err, eps=c.transition.guarantee.eps
     )
     print(
-        f"RNN states N={N:,}: {sec:.3f} s (build {build:.2f} s); max state error {err:.3g} <= eps {out['eps']:.3g}",
+        f"RNN states N={N:,}: {sec:.3f} s (build {build:.2f} s); "
+        f"max state error {err:.3g} <= eps {out['eps']:.3g}",
         flush=True,
     )
     return out
@@ -173,10 +176,12 @@ def figure1(dev, out_dir: str, matmul: str, seeds: int) -> dict:
     }
     reached = sum(r["samples"] is not None for r in rows)
     print(
-        f"Figure 1 ({matmul}, {seeds} seeds, {len(rows)} models, {reached} reached): {total:.1f} s wall; "
+        f"Figure 1 ({matmul}, {seeds} seeds, {len(rows)} models, {reached} reached): "
+        f"{total:.1f} s wall; "
         f"by architecture "
         + ", ".join(f"{m} {s:.1f} s" for m, s in by_arch.items())
-        + f"; target {TARGET_FIGURE1_S:.0f} s, published code ~{PUBLISHED_S_PER_SEED * seeds:.0f} s",
+        + f"; target {TARGET_FIGURE1_S:.0f} s, "
+        f"published code ~{PUBLISHED_S_PER_SEED * seeds:.0f} s",
         flush=True,
     )
     return dict(
@@ -254,8 +259,10 @@ def main(argv=None) -> int:
     print(f"\n{report['device']}, torch {report['torch']}, {report['date']}")
     if "error" not in c:
         print(
-            f"ceilings: matmul float32 {c['matmul_float32_flops'] / 1e12:.1f}, tf32 {c['matmul_tf32_flops'] / 1e12:.1f}, "
-            f"float16 {c['matmul_float16_flops'] / 1e12:.1f} TFLOP/s; copy {c['copy_bytes'] / 1e12:.2f} TB/s"
+            f"ceilings: matmul float32 {c['matmul_float32_flops'] / 1e12:.1f}, "
+            f"tf32 {c['matmul_tf32_flops'] / 1e12:.1f}, "
+            f"float16 {c['matmul_float16_flops'] / 1e12:.1f} TFLOP/s; "
+            f"copy {c['copy_bytes'] / 1e12:.2f} TB/s"
         )
     return 0
 

@@ -106,12 +106,14 @@ def bench(N, device, args):
 
     st, t_scan, mem_scan = timed(lambda: c.states(x, t), device)
     print(
-        f"scan (closed form):  {t_scan:8.3f} s   {mem_scan}; projection active at {st.projection_active} steps"
+        f"scan (closed form):  {t_scan:8.3f} s   {mem_scan}; "
+        f"projection active at {st.projection_active} steps"
     )
     (hf_d, hb_d), t_dense, mem_dense = timed(lambda: dense_scan(c, x, t), device)
     diff_d = max(float((hf_d - st.h_fwd).abs().max()), float((hb_d - st.h_bwd).abs().max()))
     print(
-        f"scan (dense layers): {t_dense:8.3f} s   {mem_dense}; max |dense - closed form| = {diff_d:.1e}"
+        f"scan (dense layers): {t_dense:8.3f} s   {mem_dense}; "
+        f"max |dense - closed form| = {diff_d:.1e}"
     )
 
     m = c.module(device=device)
@@ -130,7 +132,8 @@ def bench(N, device, args):
     tf, tb = c.targets(x, t)
     err = max(float((st.h_fwd - tf).abs().max()), float((st.h_bwd - tb).abs().max()))
     print(
-        f"Cor 27 at N = {N:,}: max state error {err:.3g} <= eps {tg.eps:.4g}; exact zeros before/after target: "
+        f"Cor 27 at N = {N:,}: max state error {err:.3g} <= eps {tg.eps:.4g}; "
+        "exact zeros before/after target: "
         f"{bool((st.h_fwd[tf == 0] == 0).all() and (st.h_bwd[tb == 0] == 0).all())}"
     )
 

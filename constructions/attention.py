@@ -116,7 +116,8 @@ class Construction:
         validate.shape("x", x, (None, self.N, self.d))
         if x.dtype != p.dtype or x.device != p.device:
             raise ValueError(
-                f"x ({x.dtype}, {x.device}) must match the construction ({p.dtype}, {p.device}); convert it explicitly"
+                f"x ({x.dtype}, {x.device}) must match the construction ({p.dtype}, {p.device}); "
+                "convert it explicitly"
             )
         if not isinstance(t, torch.Tensor) or t.dtype != torch.long:
             raise ValueError(f"t must be a torch.long tensor of shape (B, {self.N}, {self.q})")
@@ -149,14 +150,16 @@ class Construction:
             if not torch.equal(m.W_QK, self.expected_W_QK()):
                 raise ValueError(
                     "model.W_QK no longer has the block structure of this construction "
-                    "(slot x pos blocks = alpha I, zeros elsewhere); use predict() instead of the fast path"
+                    "(slot x pos blocks = alpha I, zeros elsewhere); "
+                    "use predict() instead of the fast path"
                 )
             W = m.W.detach().reshape(m.m, self.H, m.D_e)
             mask = torch.ones(m.D_e, dtype=torch.bool, device=W.device)
             mask[self.layout["x"]] = False
             if bool((W[:, :, mask] != 0).any()):
                 raise ValueError(
-                    "model.W reads blocks other than x of the head outputs; use predict() instead of the fast path"
+                    "model.W reads blocks other than x of the head outputs; "
+                    "use predict() instead of the fast path"
                 )
             return W[:, :, self.layout["x"]].reshape(m.m, self.H * self.d)
 
@@ -303,7 +306,8 @@ def _as_codebook(codebook, N, dtype, device) -> Codebook:
         codebook = Codebook.from_tensor(codebook)
     if not isinstance(codebook, Codebook):
         raise ValueError(
-            f"codebook must be a constructions.codes.Codebook or a tensor, got {type(codebook).__name__}"
+            "codebook must be a constructions.codes.Codebook or a tensor, "
+            f"got {type(codebook).__name__}"
         )
     if codebook.N < N:
         raise ValueError(f"codebook has {codebook.N} rows but N = {N} positions need >= {N}")
@@ -341,8 +345,8 @@ def lemma11_weights(
     dtype=torch.float64,
     device=None,
 ) -> Construction:
-    """Lemma 11's weights at scale ``alpha``: head h's W_QK is alpha I on [slot(slots[h]) x pos], and
-    the output net ``net`` reads the x block of each head (docs/derivations/lemma11.md).
+    """Lemma 11's weights at scale ``alpha``: head h's W_QK is alpha I on [slot(slots[h]) x pos],
+    and the output net ``net`` reads the x block of each head (docs/derivations/lemma11.md).
 
     ``net`` (an Assumption 2 net) must read ``len(slots) * d`` inputs, token of slots[0] first.
     ``codebook`` defaults to ``rs_hadamard_codebook(N, mu=0.5)``; ``c`` to sqrt(d/q); ``slots``
@@ -366,7 +370,8 @@ def lemma11_weights(
     codebook = _as_codebook(codebook, N, dtype, device)
     if not codebook.mu < 1:
         raise ValueError(
-            f"mu must be < 1 for the Lemma 11 gap: the codebook has coherence mu = {codebook.mu:.6g}"
+            "mu must be < 1 for the Lemma 11 gap: "
+            f"the codebook has coherence mu = {codebook.mu:.6g}"
         )
     layout = _token_layout(d, q, codebook.d_e)
     D = layout.dim
@@ -419,15 +424,16 @@ def _slots(slots, q: int) -> Tuple[int, ...]:
         ) from None
     if not slots or any(s >= q for s in slots):
         raise ValueError(
-            f"slots must be a non-empty sequence of slot indices in [0, q) = [0, {q}), got {list(slots)}"
+            f"slots must be a non-empty sequence of slot indices in [0, q) = [0, {q}), "
+            f"got {list(slots)}"
         )
     return slots
 
 
 def separation_limit(q: int) -> float:
-    """1 / (2q - 1) (remark after Prop 3; docs/derivations/sparse-averaging.md): the single averaging
-    head separates in-set from out-of-set keys only for mu below it (in-set scores >= A(1 - (q-1) mu)
-    beat out-of-set scores <= A q mu)."""
+    """1 / (2q - 1) (remark after Prop 3; docs/derivations/sparse-averaging.md): the single
+    averaging head separates in-set from out-of-set keys only for mu below it (in-set scores
+    >= A(1 - (q-1) mu) beat out-of-set scores <= A q mu)."""
     return 1.0 / (2 * q - 1)
 
 
@@ -462,8 +468,10 @@ def sparse_average_weights(
     limit = separation_limit(q)
     if not codebook.mu < limit:
         raise ValueError(
-            f"mu must lie in [0, 1/(2q - 1)) = [0, {limit:.6g}) for the single sparse-averaging head "
-            f"(in-set scores >= A(1 - (q-1) mu) must beat out-of-set scores <= A q mu), got mu = {codebook.mu:.6g}"
+            f"mu must lie in [0, 1/(2q - 1)) = [0, {limit:.6g}) "
+            "for the single sparse-averaging head "
+            f"(in-set scores >= A(1 - (q-1) mu) must beat out-of-set scores <= A q mu), "
+            f"got mu = {codebook.mu:.6g}"
         )
     layout = _token_layout(d, q, codebook.d_e)
     slots = tuple(range(q))

@@ -1,5 +1,6 @@
-"""Positional codebooks omega_1..omega_N of Assumption 3 (rademacher, experimental d_e = floor(5 ln N),
-rs-hadamard) with their exact coherence mu, carried into the bounds. Derivation: docs/derivations/codebooks.md."""
+"""Positional codebooks omega_1..omega_N of Assumption 3 (rademacher, experimental
+d_e = floor(5 ln N), rs-hadamard) with their exact coherence mu, carried into the bounds.
+Derivation: docs/derivations/codebooks.md."""
 
 from __future__ import annotations
 
@@ -88,7 +89,8 @@ class Codebook:
 
 
 def require_coherence(codebook, mu_max: float = 0.5, *, name: str = "omega") -> float:
-    """Return mu, or refuse with ``ValueError`` when a bound needs mu <= ``mu_max`` (Assumption 3)."""
+    """Return mu, or refuse with ``ValueError`` when a bound needs mu <= ``mu_max``
+    (Assumption 3)."""
     mu_max = positive_float("mu_max", mu_max)
     mu = codebook.mu if isinstance(codebook, Codebook) else coherence(codebook)
     if mu > mu_max:
@@ -104,7 +106,8 @@ def require_coherence(codebook, mu_max: float = 0.5, *, name: str = "omega") -> 
 
 @dataclass(frozen=True)
 class CoherenceReport:
-    """Exact coherence of a codebook and how many pairs break ``|<omega_i, omega_j>| <= threshold``."""
+    """Exact coherence of a codebook and how many pairs break
+    ``|<omega_i, omega_j>| <= threshold``."""
 
     mu: float
     pair: tuple | None  # (i, j), i < j, attaining mu; None when N = 1
@@ -142,7 +145,8 @@ def coherence(omega: torch.Tensor, *, chunk_rows: int | None = None) -> float:
 def coherence_report(
     omega: torch.Tensor, threshold: float = 0.5, *, chunk_rows: int | None = None
 ) -> CoherenceReport:
-    """Coherence, the pair attaining it, and the number of pairs above ``threshold`` (Assumption 3)."""
+    """Coherence, the pair attaining it, and the number of pairs above ``threshold``
+    (Assumption 3)."""
     threshold = positive_float("threshold", threshold, allow_zero=True)
     mu, pair, n_violations = _scan("omega", omega, chunk_rows, threshold)
     N = int(omega.shape[0])
@@ -161,7 +165,8 @@ def _matrix(name: str, omega) -> torch.Tensor:
 
 
 def _sign_form(omega: torch.Tensor):
-    """(signs, unit) with omega = signs * s and <omega_i, omega_j> = (signs signs^T)_ij * unit, or None."""
+    """(signs, unit) with omega = signs * s and <omega_i, omega_j> = (signs signs^T)_ij * unit,
+    or None."""
     mags = omega.abs()
     s = mags.max()
     if not bool(s > 0) or not bool((mags == s).all()):
@@ -216,7 +221,8 @@ def _scan(name, omega, chunk_rows, threshold):
 def rademacher(
     N: int, d_e: int, *, generator: torch.Generator, device=None, dtype=torch.float32
 ) -> torch.Tensor:
-    """(N, d_e) i.i.d. entries +-1/sqrt(d_e), drawn with ``generator`` on ``device`` (Assumption 3)."""
+    """(N, d_e) i.i.d. entries +-1/sqrt(d_e), drawn with ``generator`` on ``device``
+    (Assumption 3)."""
     N, d_e = positive_int("N", N), positive_int("d_e", d_e)
     device, dtype = device_of("device", device), float_dtype("dtype", dtype)
     generator_on("generator", generator, device)
@@ -248,7 +254,8 @@ def rademacher_pair_tail(d_e: int, mu: float = 0.5) -> float:
 
 
 def _tail_cut(d_e: int, mu: float) -> int:
-    """Largest B with 2B - d_e < -mu d_e, computed in exact rationals (>= 0: B = 0 qualifies for mu < 1)."""
+    """Largest B with 2B - d_e < -mu d_e, computed in exact rationals (>= 0: B = 0 qualifies for
+    mu < 1)."""
     bound = (d_e - Fraction(mu) * d_e) / 2  # B < bound
     low = math.ceil(bound) - 1
     return min(low, d_e)
@@ -268,7 +275,8 @@ def rademacher_dim(N: int, delta: float, mu: float = 0.5, rule: str = "exact") -
     """Smallest d_e with C(N, 2) * P(|<omega_i, omega_j>| > mu) <= delta, for every larger d_e too.
 
     ``rule="hoeffding"``: P <= 2 exp(-d_e mu^2 / 2), so d_e = ceil(2 ln(N (N-1) / delta) / mu^2)
-    (= 8 ln(N (N-1) / delta) at mu = 1/2, the 8 ln(N^2 / delta) of Assumption 3's union bound, with N^2 -> N(N-1)).
+    (= 8 ln(N (N-1) / delta) at mu = 1/2, the 8 ln(N^2 / delta) of Assumption 3's union bound,
+    with N^2 -> N(N-1)).
     ``rule="exact"``: the exact tail (:func:`rademacher_pair_tail`) is not monotone in d_e
     (parity of S), so we return d* = 1 + the largest d_e that fails the bound; then the
     bound holds for d* and *every* larger d_e (above the Hoeffding value it holds because
@@ -465,7 +473,8 @@ def _rs_found(N: int, mu: float):
 
 
 def _rs_symbols(indices: np.ndarray, m: int, k: int) -> np.ndarray:
-    """Outer RS code: row r is p_r(x) at all x in GF(2^m), p_r's coefficients = base-2^m digits of r."""
+    """Outer RS code: row r is p_r(x) at all x in GF(2^m), p_r's coefficients = base-2^m digits
+    of r."""
     n, mul = 1 << m, gf_mul_table(m).ravel()  # mul[(a << m) | b] = a * b
     xs = np.arange(n, dtype=np.int32)[None, :]
     values = np.zeros((len(indices), n), dtype=np.int32)
@@ -506,7 +515,8 @@ def _rs_coherence(N: int, m: int, k: int) -> float:
 
 
 def _fits(N: int, d_e: int, device, dtype) -> None:
-    """About three (N, d_e) copies: the codes, their construction's temporaries, the coherence scan."""
+    """About three (N, d_e) copies: the codes, their construction's temporaries, the coherence
+    scan."""
     nbytes = 3 * N * d_e * torch.empty((), dtype=dtype).element_size()
     fits_in_memory(
         f"a codebook of N = {N} codes in d_e = {d_e} ({str(dtype).replace('torch.', '')})",
@@ -554,7 +564,8 @@ def rs_hadamard_codebook(N: int, *, mu: float = 0.5, device=None, dtype=torch.fl
 
 
 def star_codebook(N: int, *, mu: float = 0.5, device=None, dtype=torch.float64) -> Codebook:
-    """Codes on which Lemma 11's leak bound is attained: omega_0 = e_0 meets every other code at exactly mu.
+    """Codes on which Lemma 11's leak bound is attained: omega_0 = e_0 meets every other code at
+    exactly mu.
 
     omega_j = mu e_0 + sqrt(1 - mu^2) v_j with v_j RS-Hadamard of coherence <= mu/(1 + mu), so
     the other pairs meet at <= mu^2 + (1 - mu^2) mu/(1 + mu) = mu (docs/derivations/lemma11.md).
@@ -605,7 +616,8 @@ def build_codebook(
             d_e = need
         elif positive_int("d_e", d_e) < need:
             raise ValueError(
-                f"d_e must be >= {need} for an rs-hadamard code of N={N} words with mu <= {mu_max}, got {d_e}"
+                f"d_e must be >= {need} for an rs-hadamard code of N={N} words "
+                f"with mu <= {mu_max}, got {d_e}"
             )
         m_fit = min(MAX_M, int(math.log2(d_e)) // 2)
         while 4**m_fit > d_e:
@@ -622,7 +634,8 @@ def build_codebook(
         )
     if d_e is not None and positive_int("d_e", d_e) != experimental_dim(N):
         raise ValueError(
-            f"d_e is fixed to floor(5 ln N) = {experimental_dim(N)} for kind='experimental', got {d_e}; "
+            f"d_e is fixed to floor(5 ln N) = {experimental_dim(N)} for kind='experimental', "
+            f"got {d_e}; "
             f"use kind='rademacher' for another d_e"
         )
     return experimental_codebook(N, generator=generator, device=device, dtype=dtype)

@@ -67,7 +67,8 @@ def _fresh_generator() -> torch.Generator:
 
 
 def to_multihead(model: MergedAttention) -> PracticalTransformer:
-    """A :class:`PracticalTransformer` (q = H heads, D_e kept, width = m) computing the same outputs.
+    """A :class:`PracticalTransformer` (q = H heads, D_e kept, width = m) computing the same
+    outputs.
 
     Query of head h: sqrt(D_e) * tile h of the tiled query = sqrt(D_e) z_i; key: W_QK[h] z_j;
     logit = <sqrt(D_e) z_i, W_QK[h] z_j> / sqrt(D_e) = z_i^T W_QK[h] z_j. Values V_h = I and
@@ -121,7 +122,8 @@ def from_multihead(mt: PracticalTransformer, *, readout_bias: str = "fold") -> M
     mha = mt.mha
     if mha.bias_k is not None or mha.bias_v is not None or mha.add_zero_attn:
         raise ValueError(
-            "mt.mha has bias_k/bias_v or add_zero_attn, which the merged parametrisation cannot express"
+            "mt.mha has bias_k/bias_v or add_zero_attn, "
+            "which the merged parametrisation cannot express"
         )
     if mha.in_proj_bias is not None:
         raise ValueError(
@@ -144,7 +146,8 @@ def from_multihead(mt: PracticalTransformer, *, readout_bias: str = "fold") -> M
     if c is not None and bool((c != 0).any()):
         if readout_bias == "raise":
             raise ValueError(
-                f"mt.readout.bias is nonzero (max |c| = {float(c.abs().max()):.3g}); pass readout_bias='fold' "
+                f"mt.readout.bias is nonzero (max |c| = {float(c.abs().max()):.3g}); "
+                f"pass readout_bias='fold' "
                 f"to fold it into one extra hidden unit"
             )
         W = torch.cat([W, W.new_zeros(1, W.shape[1])])
@@ -226,7 +229,8 @@ _STATE_KEYS = (
 
 
 def construction_state(construction) -> dict:
-    """A plain dict (tensors, numbers, strings, lists) for ``torch.save`` / ``torch.load(weights_only=True)``.
+    """A plain dict (tensors, numbers, strings, lists) for ``torch.save`` /
+    ``torch.load(weights_only=True)``.
 
     Keys: ``config`` (N, d, q, d_e, c, alpha, D_e, H, m, out_dim, slots, kind), ``omega``
     (N, d_e), ``W_QK`` (H, D_e, D_e), ``ffn`` (a, W, b), ``mha_state_dict`` (of
@@ -327,10 +331,11 @@ def load_construction_state(state: dict) -> Tuple[MergedAttention, PracticalTran
 
 
 def load_multihead(path, *, dtype=None, device=None) -> PracticalTransformer:
-    """The trainable ``nn.MultiheadAttention`` model (Appendix A.1's merged W_QK split back into W_Q, W_K, W_V)
-    of a file written by ``qstr construct transformer``
-    (or ``torch.save(construction_state(c))``), in one call: read with ``weights_only=True``, rebuilt
-    with the saved shapes (docs/formats.md), cast to ``dtype`` and moved to ``device`` when given."""
+    """The trainable ``nn.MultiheadAttention`` model (Appendix A.1's merged W_QK split back into
+    W_Q, W_K, W_V) of a file written by ``qstr construct transformer``
+    (or ``torch.save(construction_state(c))``), in one call: read with ``weights_only=True``,
+    rebuilt with the saved shapes (docs/formats.md), cast to ``dtype`` and moved to ``device`` when
+    given."""
     try:
         state = torch.load(path, weights_only=True, map_location=device)
     except Exception as exc:  # unreadable or not a torch file
@@ -342,10 +347,11 @@ def load_multihead(path, *, dtype=None, device=None) -> PracticalTransformer:
 
 
 def load_rnn(path, *, dtype=None, device=None):
-    """The Prop 28 bidirectional RNN (``DeepTransitionBiRNN``: nn.Linear layers, projected states) of a file
-    written by ``qstr construct rnn`` (or ``torch.save(rnn_state(c))``), in one call: read with
-    ``weights_only=True``, cast to ``dtype`` (default: the stored float64) and moved to ``device``. Its codebook
-    rides along as the buffer ``omega``: ``model(rnn_encoding(x, t, model.omega))`` (docs/formats.md)."""
+    """The Prop 28 bidirectional RNN (``DeepTransitionBiRNN``: nn.Linear layers, projected states)
+    of a file written by ``qstr construct rnn`` (or ``torch.save(rnn_state(c))``), in one call:
+    read with ``weights_only=True``, cast to ``dtype`` (default: the stored float64) and moved to
+    ``device``. Its codebook rides along as the buffer ``omega``:
+    ``model(rnn_encoding(x, t, model.omega))`` (docs/formats.md)."""
     from qstr.constructions.recurrent import module_from_state
 
     try:

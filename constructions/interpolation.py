@@ -105,7 +105,8 @@ def _certified_gaps(x: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, tor
 
 @dataclass(frozen=True, eq=False)
 class SeparatingDirection:
-    """Lemma 37's output: a unit v with certified gaps >= ``threshold`` and ||z||^2 <= ``norm_factor`` n."""
+    """Lemma 37's output: a unit v with certified gaps >= ``threshold`` and
+    ||z||^2 <= ``norm_factor`` n."""
 
     v: torch.Tensor        # (D,) unit vector, float64
     z: torch.Tensor        # (n,) projections <v, x_j>
@@ -129,7 +130,8 @@ def separating_direction(
     norm_factor: float = 2.0,
     max_tries: int = 1000,
 ) -> SeparatingDirection:
-    """Draw unit v (uniform on the sphere, from ``generator``) until Lemma 37's events hold on ``x``.
+    """Draw unit v (uniform on the sphere, from ``generator``) until Lemma 37's events hold on
+    ``x``.
 
     Success means certified gap >= ``threshold`` (default eps_n = sqrt(pi)/(3 n^2)) and
     ||z||^2 <= ``norm_factor`` * n. Jointly over Gaussian x and v this happens with probability
@@ -154,7 +156,8 @@ def separating_direction(
                 v=v, z=z, gap=gap, threshold=thr, z_norm2=z2, norm_factor=norm_factor, tries=tries
             )
     raise ValueError(
-        f"max_tries={max_tries} random directions all failed (gap >= {thr:.3g} and ||z||^2 <= {norm_factor:g} n); "
+        f"max_tries={max_tries} random directions all failed "
+        f"(gap >= {thr:.3g} and ||z||^2 <= {norm_factor:g} n); "
         f"the points may nearly coincide -- raise max_tries or check x"
     )
 
@@ -174,7 +177,8 @@ class Lemma37Events:
 
     @property
     def gap_failure_bound(self) -> float:
-        """Union bound on P(gap < threshold): C(n, 2) * threshold / sqrt(pi) (= (n-1)/(6n) at eps_n)."""
+        """Union bound on P(gap < threshold): C(n, 2) * threshold / sqrt(pi) (= (n-1)/(6n) at
+        eps_n)."""
         return self.n * (self.n - 1) / 2.0 * self.threshold / math.sqrt(math.pi)
 
 
@@ -182,10 +186,12 @@ def lemma37_events(
     n: int, D: int, *, trials: int, generator: torch.Generator, threshold: Optional[float] = None,
     norm_factor: float = 2.0, chunk: int = 4096,
 ) -> Lemma37Events:
-    """Draw ``trials`` independent pairs (x in R^{n x D} Gaussian, v uniform unit) and count the events.
+    """Draw ``trials`` independent pairs (x in R^{n x D} Gaussian, v uniform unit) and count the
+    events.
 
     Gaps are computed in float64 as the certified gap of each trial (:func:`certified_gap`'s
-    rounding allowance, batched). Each chunk of trials draws its x, then its v. Device: the generator's.
+    rounding allowance, batched). Each chunk of trials draws its x, then its v. Device: the
+    generator's.
     """
     n = validate.positive_int("n", n, minimum=2)
     D = validate.positive_int("D", D)
@@ -219,9 +225,11 @@ def lemma37_events(
 
 @dataclass(frozen=True, eq=False)
 class Lemma38Net:
-    """Lemma 38's interpolant of sorted scalars, before (``raw``) and after (``balanced``) rescaling.
+    """Lemma 38's interpolant of sorted scalars, before (``raw``) and after (``balanced``)
+    rescaling.
 
-    Both nets compute the same function z -> sum_k a_k relu(w_k z + b_k) (1-D input, W of shape (n, 1)).
+    Both nets compute the same function z -> sum_k a_k relu(w_k z + b_k) (1-D input, W of shape
+    (n, 1)).
     ``a_norm2`` = ||a'||^2 and ``wb_norm2`` = ||w'||^2 + ||b'||^2 of the raw net; ``a_bound`` =
     16 ||y||^2 / eps^2 is the derived bound on ``a_norm2``; after rescaling by ``tau`` the total
     squared norm is ``norm2_balanced`` = 2 sqrt(a_norm2 * wb_norm2) (the minimum over tau).
@@ -257,8 +265,8 @@ def _vector(name: str, t, n: Optional[int] = None) -> torch.Tensor:
 
 
 def rounding_allowance(net: TwoLayerNet, x: torch.Tensor) -> float:
-    """max over rows of x of gamma_{D+m+2} sum_k |a_k| (|W_k| |x| + |b_k|): a float64 error bound for
-    :func:`evaluate_net` (Higham-style, any summation order), with gamma_j = j u / (1 - j u)."""
+    """max over rows of x of gamma_{D+m+2} sum_k |a_k| (|W_k| |x| + |b_k|): a float64 error bound
+    for :func:`evaluate_net` (Higham-style, any summation order), with gamma_j = j u / (1 - j u)."""
     D, m = net.W.shape[1], net.W.shape[0]
     j = D + m + 2
     gamma = j * UNIT_ROUNDOFF / (1.0 - j * UNIT_ROUNDOFF)
@@ -359,7 +367,8 @@ def interpolate_points(
     threshold: Optional[float] = None,
     max_tries: int = 1000,
 ) -> Lemma36Net:
-    """Lemma 36: a width-n two-layer ReLU net with f(x^(j)) = y^(j) for all j, ||vec||^2 = O(n^{5/2} ||y||).
+    """Lemma 36: a width-n two-layer ReLU net with f(x^(j)) = y^(j) for all j,
+    ||vec||^2 = O(n^{5/2} ||y||).
 
     x: (n, D) float64 points (Gaussian in the lemma; any distinct points work, with more tries),
     y: (n,) float64 labels. Lemma 37 picks v (gap eps = ``threshold`` or eps_n), Lemma 38
@@ -399,7 +408,8 @@ def interpolate_points(
 
 
 def parameter_norm2(module: torch.nn.Module) -> float:
-    """||vec theta||^2: the sum of squares of every parameter of ``module`` (float64 accumulation)."""
+    """||vec theta||^2: the sum of squares of every parameter of ``module`` (float64
+    accumulation)."""
     return float(sum(float((p.detach().double() ** 2).sum()) for p in module.parameters()))
 
 
@@ -568,7 +578,8 @@ class SlotMemoryGuarantee:
 def slot_memory_rnn(
     omega: torch.Tensor, u: torch.Tensor, *, r_x: float, mu: Optional[float] = None,
 ) -> tuple[DeepTransitionBiRNN, SlotMemoryGuarantee]:
-    """An exact generalising RNN for general 1STR (q = 1): every token stored in its own state block.
+    """An exact generalising RNN for general 1STR (q = 1): every token stored in its own state
+    block.
 
     omega: (N, d_e) float64 unit codes (coherence mu < 1); u: (d,) unit vector of the link.
     RNN encoding z_i = (x_i, omega_i, omega_{t_i}) (D_in = d + 2 d_e).
@@ -581,7 +592,8 @@ def slot_memory_rnn(
     Output f_y (4 linear layers) on (h_fwd, h_bwd, z_i), with s_k = <u, block_k(h_fwd + h_bwd)>,
     xi = <u, x_i>, g_k = 1[i = k], g'_k = 1[t_i = k]:
       layer 1: relu(+-s_k), relu(+-xi), g_k, g'_k
-      layer 2: relu(+-s_k) passed, e_k^+- = relu(+-xi + r_x g_k - r_x) (= xi 1[i = k] split), g'_k passed
+      layer 2: relu(+-s_k) passed, e_k^+- = relu(+-xi + r_x g_k - r_x) (= xi 1[i = k] split),
+               g'_k passed
       layer 3: relu(+-(s_k + e_k) + r_x g'_k - r_x)
       layer 4: y = sum_k (difference) = s_{t_i} + xi 1[t_i = i] = <u, x_{t_i}>.
     """

@@ -1,5 +1,6 @@
-"""Link functions g of the qSTR model (Definition 2): Linear (Figure 1, Theorem 6), Hermite (Figure 3),
-SqNorm (Props 3, 21), Mean (sparse averaging), Teacher, and the two-layer ReLU nets of Assumption 2."""
+"""Link functions g of the qSTR model (Definition 2): Linear (Figure 1, Theorem 6), Hermite
+(Figure 3), SqNorm (Props 3, 21), Mean (sparse averaging), Teacher, and the two-layer ReLU nets of
+Assumption 2."""
 
 from __future__ import annotations
 
@@ -83,7 +84,8 @@ class TwoLayerNet:
         z = xt.flatten(-2)
         if not validate.same_device(self.W.device, z.device):
             raise ValueError(
-                f"net weights live on {self.W.device} but the input on {z.device}; move them once with .to({str(z.device)!r})"
+                f"net weights live on {self.W.device} but the input on {z.device}; "
+                f"move them once with .to({str(z.device)!r})"
             )
         W, b, a = (v.to(z.dtype) for v in (self.W, self.b, self.a))
         return torch.relu(z @ W.T + b) @ a
@@ -94,8 +96,8 @@ class Link:
     """Base class: ``q`` tokens of dimension ``d`` in, a scalar (or ``out_dim`` vector) out.
 
     A link maps the q selected tokens of one output position to its label: ``g(xt)`` with ``xt``
-    of shape ``(..., q, d)`` returns ``(...)`` (scalar links) or ``(..., out_dim)`` (the vector-valued
-    sparse average).
+    of shape ``(..., q, d)`` returns ``(...)`` (scalar links) or ``(..., out_dim)`` (the
+    vector-valued sparse average).
     """
 
     q: int
@@ -249,7 +251,8 @@ class Teacher(Link):
 
 @dataclass(frozen=True, eq=False)
 class CallableLink(Link):
-    """Any user function ``fn(xt)`` with xt of shape (..., q, d) returning (...) or (..., out_dim)."""
+    """Any user function ``fn(xt)`` with xt of shape (..., q, d) returning (...) or
+    (..., out_dim)."""
 
     fn: Callable = field(default=None)
     name = "callable"

@@ -29,9 +29,10 @@ class LipschitzNet:
     """A two-layer ReLU net for an L-Lipschitz f on the radius-R ball of R^k and its certificate.
 
     ``error_bound`` is the a priori certified sup_{||x|| <= R} |f(x) - net(x)| (``smooth_error``
-    + ``ridge_error`` for k >= 2; L h / 2 for k = 1); ``ridge_budget`` is the share of the error given to the
-    ridge interpolation (eps_ridge >= ``ridge_error``, docs/derivations/lemmas-39-41-42.md step 6; k = 1: the bound
-    itself); ``ridges`` (k >= 2): (S_v, K_v) per ridge direction, the bound on |g_v''| and the interval count (step 6).
+    + ``ridge_error`` for k >= 2; L h / 2 for k = 1); ``ridge_budget`` is the share of the error
+    given to the ridge interpolation (eps_ridge >= ``ridge_error``,
+    docs/derivations/lemmas-39-41-42.md step 6; k = 1: the bound itself); ``ridges`` (k >= 2):
+    (S_v, K_v) per ridge direction, the bound on |g_v''| and the interval count (step 6).
     ``width`` m, ``weight_norms``: ||a||,
     ||W||_F, ||b||, r_a = ||a|| sqrt(m), r_w = ||(W, b)||_F / sqrt(m), and the path norm
     sum_i |a_i| ||(w_i, b_i)||. ``lipschitz_bound``: :func:`net_lipschitz_bound` of the net.
@@ -70,7 +71,8 @@ def fk_coefficients(n: int) -> torch.Tensor:
     """Fourier coefficients c_0..c_n of the Fejér-Korovkin kernel of degree n (float64).
 
     kappa(theta) = |sum_{j=0}^n a_j e^{i j theta}|^2 / sum_j a_j^2 with a_j = sin((j+1) pi/(n+2)),
-    so kappa >= 0, c_0 = 1 (mean one) and c_m = sum_j a_j a_{j+m} / sum_j a_j^2; c_1 = cos(pi/(n+2)).
+    so kappa >= 0, c_0 = 1 (mean one) and c_m = sum_j a_j a_{j+m} / sum_j a_j^2;
+    c_1 = cos(pi/(n+2)).
     """
     n = validate.positive_int("n", n, minimum=0)
     j = torch.arange(n + 1, dtype=torch.float64)
@@ -93,7 +95,8 @@ def fk_moments(n: int, k: int) -> Tuple[float, float]:
 
 def smoothing_error_bound(n: int, k: int, L: float, R: float) -> float:
     """eps_smooth = L (2R/pi)(2 sqrt(m2) + (pi - 2) sqrt(m2 m4)): sup |F - T| for an L-Lipschitz,
-    4R-periodic F and its discrete FK smoothing T of degree n (docs/derivations/lemmas-39-41-42.md)."""
+    4R-periodic F and its discrete FK smoothing T of degree n
+    (docs/derivations/lemmas-39-41-42.md)."""
     L = validate.positive_float("L", L)
     R = validate.positive_float("R", R)
     m2, m4 = fk_moments(n, k)
@@ -101,7 +104,8 @@ def smoothing_error_bound(n: int, k: int, L: float, R: float) -> float:
 
 
 def _fold(x: torch.Tensor, R: float) -> torch.Tensor:
-    """Triangle wave of period 4R onto [-R, R] (identity on [-R, R]), coordinatewise, 1-Lipschitz."""
+    """Triangle wave of period 4R onto [-R, R] (identity on [-R, R]), coordinatewise,
+    1-Lipschitz."""
     return R - (torch.remainder(x + R, 4 * R) - 2 * R).abs()
 
 
@@ -209,7 +213,8 @@ def lipschitz_net(
     eps_r = ridge_fraction / (1 - ridge_fraction) * eps_s if eps is None else max(eps - eps_s, 0.0)
     if eps_r <= 0:
         raise ValueError(
-            f"eps = {eps} is below the smoothing error {eps_s:.3g} of degree {n}; raise degree or eps"
+            f"eps = {eps} is below the smoothing error {eps_s:.3g} of degree {n}; "
+            "raise degree or eps"
         )
     G = 2 * (n + 2) if grid is None else validate.positive_int("grid", grid)
     if G < n + 3:
@@ -232,7 +237,8 @@ def lipschitz_net(
             ck *= float(c[abs(e)])
         coeff[ell] = ck * complex(val)
     constant = coeff.pop(tuple([0] * k)).real
-    # group the half-space frequencies by primitive direction: ridge g_v(s) = sum_m A cos(w0 m |v| s + phi)
+    # group the half-space frequencies by primitive direction:
+    # ridge g_v(s) = sum_m A cos(w0 m |v| s + phi)
     ridges = {}
     for ell, z in coeff.items():
         v = _primitive(ell)  # first nonzero entry positive
@@ -312,7 +318,8 @@ def _scalar(f, x: torch.Tensor, name: str) -> torch.Tensor:
     if not isinstance(y, torch.Tensor) or tuple(y.shape) != tuple(x.shape[:-1]):
         got = tuple(y.shape) if isinstance(y, torch.Tensor) else type(y).__name__
         raise ValueError(
-            f"{name} must map (..., k) tensors to (...) tensors, got {got} for input {tuple(x.shape)}"
+            f"{name} must map (..., k) tensors to (...) tensors, "
+            f"got {got} for input {tuple(x.shape)}"
         )
     validate.finite_tensor(f"{name}(x)", y)
     return y.to(torch.float64)

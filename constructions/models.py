@@ -1,7 +1,8 @@
-"""The paper's architectures as ``nn.Module`` s, an encoded batch Z (B, N, D_in) to y_hat (B, N) or (B, N, out_dim):
-MergedAttention (Appendix A.1), DeepTransitionBiRNN (Appendix B.1), VecFFN (Theorem 6) and the trainable models of
-Appendix E (build_practical). Weights come from torch's global RNG, or with ``generator=`` from a forked RNG seeded
-from it, on the CPU: the global RNG is left untouched and every device gets the same weights."""
+"""The paper's architectures as ``nn.Module`` s, an encoded batch Z (B, N, D_in) to y_hat (B, N) or
+(B, N, out_dim): MergedAttention (Appendix A.1), DeepTransitionBiRNN (Appendix B.1), VecFFN
+(Theorem 6) and the trainable models of Appendix E (build_practical). Weights come from torch's
+global RNG, or with ``generator=`` from a forked RNG seeded from it, on the CPU: the global RNG is
+left untouched and every device gets the same weights."""
 from __future__ import annotations
 
 import contextlib
@@ -140,7 +141,8 @@ def set_mlp_weights(seq: nn.Sequential, weights: Iterable) -> None:
     weights = list(weights)
     if len(weights) != len(linears):
         raise ValueError(
-            f"weights must hold {len(linears)} (W, b) pairs (one per Linear layer), got {len(weights)}"
+            f"weights must hold {len(linears)} (W, b) pairs (one per Linear layer), "
+            f"got {len(weights)}"
         )
     for k, (pair, lin) in enumerate(zip(weights, linears)):
         try:
@@ -244,7 +246,8 @@ class MergedAttention(nn.Module):
         return left @ Z.transpose(-1, -2).unsqueeze(1)
 
     def attention(self, Z: torch.Tensor, chunk: int | None = None) -> torch.Tensor:
-        """Attention weights ``A[b, h, i, j] = softmax_j(z_i^T W_QK[h] z_j)``, shape (B, H, N, N)."""
+        """Attention weights ``A[b, h, i, j] = softmax_j(z_i^T W_QK[h] z_j)``, shape
+        (B, H, N, N)."""
         Z = self._check(Z)
         c = _chunk(chunk, Z.shape[1])
         rows = [
@@ -467,7 +470,8 @@ class VecFFN(nn.Module):
             shape("t", t, (B, self.N, self.q))
         if t.numel() and (int(t.min()) < 0 or int(t.max()) >= self.N):
             raise ValueError(
-                f"t entries must lie in [0, N) = [0, {self.N}), got range [{int(t.min())}, {int(t.max())}]"
+                f"t entries must lie in [0, N) = [0, {self.N}), "
+                f"got range [{int(t.min())}, {int(t.max())}]"
             )
         if self.t_encoding == "onehot":
             enc = F.one_hot(t.long(), self.N).to(dtype)

@@ -50,7 +50,8 @@ def _omega_of(omega) -> tuple[torch.Tensor, Optional[float]]:
             raise ValueError(f"omega must be a 2-D tensor (N, d_e), got shape {tuple(omega.shape)}")
         return omega, None
     raise ValueError(
-        f"omega must be a constructions.codes.Codebook or a (N, d_e) tensor, got {type(omega).__name__}"
+        "omega must be a constructions.codes.Codebook or a (N, d_e) tensor, "
+        f"got {type(omega).__name__}"
     )
 
 
@@ -59,7 +60,8 @@ def _code_stats(omega: torch.Tensor) -> tuple[float, float, Optional[int]]:
     3 (entries all +-R) or 5 (entries in {0, +-R}) when the codes use such an alphabet, else None.
 
     With an alphabet, omega_ij +- omega_tj lies in {0, +-R, +-2R}, which are knots of the uniform
-    grid on [-2R, 2R] with 3 (resp. 5) knots: the Lemma 22 products are exact on every codeword pair.
+    grid on [-2R, 2R] with 3 (resp. 5) knots: the Lemma 22 products are exact on every codeword
+    pair.
     """
     mags = omega.abs()
     R = float(mags.max())
@@ -153,7 +155,8 @@ class Transition:
 
     # -------------------------------------------------------------- closed form
     def inner_products(self, pos: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
-        """s_hat_l = sum_j (S(pos_j + slot_lj) - S(pos_j - slot_lj)) / 4: pos (..., d_e), slots (..., q, d_e) -> (..., q)."""
+        """s_hat_l = sum_j (S(pos_j + slot_lj) - S(pos_j - slot_lj)) / 4: pos (..., d_e), slots
+        (..., q, d_e) -> (..., q)."""
         p = pos.unsqueeze(-2)
         S = lambda z: square_interp(z, self.R, self.product_knots)  # noqa: E731
         return (S(p + slots) - S(p - slots)).sum(-1) / 4
@@ -171,7 +174,8 @@ class Transition:
     def from_inner_products(
         self, x: torch.Tensor, s_hat: torch.Tensor, *, rectify: bool = True
     ) -> torch.Tensor:
-        """Layers 2-4 given x (..., d) and the layer-1 readout s_hat (..., q): returns (..., q d)."""
+        """Layers 2-4 given x (..., d) and the layer-1 readout s_hat (..., q): returns
+        (..., q d)."""
         G = self.gate(x, s_hat)
         if rectify:
             G = torch.relu(G - self.threshold) - torch.relu(-G - self.threshold)
@@ -182,7 +186,8 @@ class Transition:
         validate.finite_tensor("z", z)
         if z.shape[-1:] != (self.D_in,):
             raise ValueError(
-                f"z must have last axis D_in = d + (q+1) d_e = {self.D_in}, got shape {tuple(z.shape)}"
+                f"z must have last axis D_in = d + (q+1) d_e = {self.D_in}, "
+                f"got shape {tuple(z.shape)}"
             )
         parts = self.layout.split(z)
         slots = torch.stack([parts[f"slot{k}"] for k in range(self.q)], dim=-2)
@@ -190,7 +195,8 @@ class Transition:
 
     # -------------------------------------------------------------- dense layers
     def _readouts(self):
-        """Row vectors on the layer-1 units: r_s (the s_hat_l readout, one per slot l) and the pieces of layer 1."""
+        """Row vectors on the layer-1 units: r_s (the s_hat_l readout, one per slot l) and the
+        pieces of layer 1."""
         d, q, d_e, K1 = self.d, self.q, self.d_e, self.product_knots
         w, beta, coef = square_units(self.R, K1)
         w1 = self.widths[0]
@@ -202,7 +208,8 @@ class Transition:
         return w, beta, coef, r_s
 
     def _build_dense(self):
-        """The four layers, each a dense float64 matrix (named blocks in the docstring of the module)."""
+        """The four layers, each a dense float64 matrix (named blocks in the docstring of the
+        module)."""
         d, q, d_e, K1 = self.d, self.q, self.d_e, self.product_knots
         bands, K2 = self.bands, self.bands.knots
         lay, off = self.layout, self.d_h  # z columns start after the q d columns of h
@@ -226,7 +233,8 @@ class Transition:
                 W1[r, off + lay["pos"].start + j] = w[k]
                 W1[r, off + lay.slot(l).start + j] = sign * w[k]
                 b1[r] = beta[k]
-        # ---- layer 2: for slot l, band k: x-units (d), then the s-units (K2); all read M s_hat_l + beta_k
+        # ---- layer 2: for slot l, band k: x-units (d), then the s-units (K2);
+        # all read M s_hat_l + beta_k
         W2 = torch.zeros(w2, w1, dtype=F64)
         b2 = torch.zeros(w2, dtype=F64)
         for l in range(q):
@@ -253,7 +261,8 @@ class Transition:
         self._gate_readout = G
 
     def norms(self) -> tuple:
-        """Per layer {"fro", "max_abs", "bias_norm"}, computed from the structure (no dense matrices)."""
+        """Per layer {"fro", "max_abs", "bias_norm"}, computed from the structure (no dense
+        matrices)."""
         d, q, d_e, K1, K2 = self.d, self.q, self.d_e, self.product_knots, self.bands.knots
         w, beta, coef = square_units(self.R, K1)
         bands, qd = self.bands, self.d_h
@@ -272,7 +281,8 @@ class Transition:
 
     @property
     def layers(self) -> list:
-        """Dense ``[{"W": W1, "b": b1}, {"W": W2, "b": b2}, {"W": W3, "b": b3}, {"W": W4}]`` on u = (h, z)."""
+        """Dense ``[{"W": W1, "b": b1}, {"W": W2, "b": b2}, {"W": W3, "b": b3}, {"W": W4}]`` on
+        u = (h, z)."""
         if self._dense is None:
             self._build_dense()
         return self._dense
@@ -285,18 +295,21 @@ class Transition:
     def dense(
         self, u: torch.Tensor, *, rectify: bool = True, chunk: Optional[int] = None
     ) -> torch.Tensor:
-        """Evaluate the literal dense layers on u = (h, z) of shape (..., q d + D_in), in row chunks."""
+        """Evaluate the literal dense layers on u = (h, z) of shape (..., q d + D_in), in row
+        chunks."""
         validate.finite_tensor("u", u)
         if u.shape[-1:] != (self.d_h + self.D_in,):
             raise ValueError(
-                f"u must have last axis q d + D_in = {self.d_h + self.D_in}, got shape {tuple(u.shape)}"
+                f"u must have last axis q d + D_in = {self.d_h + self.D_in}, "
+                f"got shape {tuple(u.shape)}"
             )
         layers = self.layers if rectify else self.layers_without_rectifier()
         return mlp_apply(layers, u, chunk=chunk)
 
 
 def mlp_apply(layers: list, u: torch.Tensor, *, chunk: Optional[int] = None) -> torch.Tensor:
-    """W_L relu(... relu(W_1 u + b_1) ...) for a layer list of dicts ``{"W", "b"}`` (no bias last), chunked over rows."""
+    """W_L relu(... relu(W_1 u + b_1) ...) for a layer list of dicts ``{"W", "b"}`` (no bias last),
+    chunked over rows."""
     lead = u.shape[:-1]
     flat = u.reshape(-1, u.shape[-1])
     n = flat.shape[0]
@@ -334,7 +347,8 @@ def build_transition(
     gate_knots: Optional[int] = None,
     margin: float = DEFAULT_MARGIN,
 ) -> Transition:
-    """The Prop 26 transition for the codes ``omega`` (Codebook or (N, d_e) tensor), tokens in R^d, q slots.
+    """The Prop 26 transition for the codes ``omega`` (Codebook or (N, d_e) tensor), tokens in R^d,
+    q slots.
 
     ``eps``: the requested target accuracy; the knot counts are derived from it (half of eps
     for the gate, half for products and threshold; docs/derivations/rnn-transition.md) unless
@@ -389,7 +403,8 @@ def build_transition(
         target = max(dA, dB)
         if target <= 0:
             raise ValueError(
-                f"eps = {eps:g} is too small for r_x = {r_x:g}, mu = {mu:g} and the code norm defect {nu:.3g}"
+                f"eps = {eps:g} is too small for r_x = {r_x:g}, mu = {mu:g} "
+                f"and the code norm defect {nu:.3g}"
             )
         K1 = max(2, math.ceil(1 + math.sqrt(d_e * R * R / target)))
         delta1 = d_e * product_error(R, K1)
@@ -646,7 +661,8 @@ class RNNConstruction:
         r_h: Optional[float] = None,
         chunk: int = 4096,
     ) -> RNNStates:
-        """(h_fwd, h_bwd) by the parallel scan (exclusive prefix sums, checked, see :func:`projected_prefix`)."""
+        """(h_fwd, h_bwd) by the parallel scan (exclusive prefix sums, checked, see
+        :func:`projected_prefix`)."""
         F = self.transition_outputs(x, t, rectify=rectify)
         r_h = self.r_h if r_h is None else r_h
         h_fwd, a1 = projected_prefix(F, r_h, chunk=chunk)
@@ -724,7 +740,8 @@ class RNNConstruction:
         ]
 
     def module(self, *, dtype=torch.float64, device=None, output_gate: bool = True):
-        """A ``constructions.models.DeepTransitionBiRNN`` with these weights (the literal recurrence)."""
+        """A ``constructions.models.DeepTransitionBiRNN`` with these weights (the literal
+        recurrence)."""
         from qstr.constructions.models import DeepTransitionBiRNN, set_mlp_weights
 
         tr = self.transition
@@ -745,7 +762,8 @@ class RNNConstruction:
         return m
 
     def targets(self, x: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Cor 27 targets for simple prompts: block l of h_fwd_i is x_{t_l} 1[t_l < i], of h_bwd_i x_{t_l} 1[t_l > i]."""
+        """Cor 27 targets for simple prompts: block l of h_fwd_i is x_{t_l} 1[t_l < i], of h_bwd_i
+        x_{t_l} 1[t_l > i]."""
         x, t = self._check_prompts(x, t)
         B, N, d = x.shape
         t0 = t[:, 0]  # (B, q): simple-qSTR
@@ -769,7 +787,8 @@ def build_rnn(
     r_h: Optional[float] = None,
     **transition_kw,
 ) -> RNNConstruction:
-    """The Prop 28 RNN for simple-qSTR with Assumption 2 net ``g_net`` on vec(x_{t_1..q}) in R^{q d}.
+    """The Prop 28 RNN for simple-qSTR with Assumption 2 net ``g_net`` on vec(x_{t_1..q}) in
+    R^{q d}.
 
     ``omega``: Codebook (or (N, d_e) tensor) of the N positions. ``r_x`` defaults to
     :func:`token_radius` (d, N). ``r_h`` defaults to sqrt(q)(r_x + sqrt(d) eps_cert) (Cor 27);

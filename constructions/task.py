@@ -1,5 +1,5 @@
-"""The qSTR data model (Definition 2) and its variants (simple-qSTR; the few-heads prompts of Props 3
-and 21), sampled in batches, with the Assumption 1 moment check."""
+"""The qSTR data model (Definition 2) and its variants (simple-qSTR; the few-heads prompts of
+Props 3 and 21), sampled in batches, with the Assumption 1 moment check."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,7 +17,8 @@ TOKEN_RULES = ("gaussian", "half-zero")
 
 @dataclass(frozen=True, eq=False)
 class Prompts:
-    """A batch of qSTR prompts: ``x`` (B, N, d), ``t`` (B, N, q) long, ``y`` (B, N) or (B, N, out_dim)."""
+    """A batch of qSTR prompts: ``x`` (B, N, d), ``t`` (B, N, q) long, ``y`` (B, N) or
+    (B, N, out_dim)."""
 
     x: torch.Tensor
     t: torch.Tensor
@@ -85,7 +86,8 @@ class QSTR:
             raise ValueError(f"q must satisfy 1 <= q <= N = {N}, got q = {self.q}")
         if self.indices == "few-heads" and 2 * self.q > N:
             raise ValueError(
-                f"indices='few-heads' needs q <= N/2 (tokens 1..q nonzero), got q = {self.q}, N = {N}"
+                f"indices='few-heads' needs q <= N/2 (tokens 1..q nonzero), "
+                f"got q = {self.q}, N = {N}"
             )
         if self.indices == "few-heads" and self.variant == "simple":
             raise ValueError("indices='few-heads' fixes t per position; use variant='general'")
@@ -110,9 +112,9 @@ class QSTR:
         return Prompts(x=x, t=t, y=self.link(gather_tokens(x, t)))
 
     def sample_bytes(self, B: int, dtype=torch.float32) -> int:
-        """Bytes :meth:`sample` (Definition 2's sampler) allocates for B prompts: x (d floats per position), the
-        gathered tokens and the link's product (q d floats per position each), the labels (out_dim floats, or 1)
-        and t (q longs)."""
+        """Bytes :meth:`sample` (Definition 2's sampler) allocates for B prompts: x (d floats per
+        position), the gathered tokens and the link's product (q d floats per position each), the
+        labels (out_dim floats, or 1) and t (q longs)."""
         return self._bytes(validate.positive_int("B", B), validate.float_dtype("dtype", dtype))
 
     def _bytes(self, B: int, dtype) -> int:
@@ -121,7 +123,8 @@ class QSTR:
         return B * self.N * per_position
 
     def _fits(self, B: int, device, dtype) -> None:
-        """Refuse before allocating (:meth:`sample_bytes`; B and dtype already validated by :meth:`sample`)."""
+        """Refuse before allocating (:meth:`sample_bytes`; B and dtype already validated by
+        :meth:`sample`)."""
         validate.fits_in_memory(
             f"sampling B = {B} prompts of N = {self.N} tokens in d = {self.d} (q = {self.q}, "
             f"{str(dtype).replace('torch.', '')})",
@@ -203,8 +206,8 @@ def moment_check(
     s: float = 1.0,
     device=None,
 ) -> MomentReport:
-    """Estimate the Assumption 1 constants of ``task`` from ``B`` prompts (float64), at the moment ``orders`` r
-    (default 1, 2, 4, 8) and label exponent ``s`` (default 1)."""
+    """Estimate the Assumption 1 constants of ``task`` from ``B`` prompts (float64), at the moment
+    ``orders`` r (default 1, 2, 4, 8) and label exponent ``s`` (default 1)."""
     s = validate.positive_float("s", s)
     orders = tuple(validate.positive_float("orders", r) for r in orders)
     p = task.sample(B, generator=generator, device=device, dtype=torch.float64)

@@ -12,7 +12,8 @@ import torch
 
 
 def positive_int(name: str, value, minimum: int = 1) -> int:
-    """Return ``value`` as an int, or raise ``ValueError`` unless it is an integer >= ``minimum``."""
+    """Return ``value`` as an int, or raise ``ValueError`` unless it is an integer
+    >= ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, (int,)) and not (
         hasattr(value, "__index__")
     ):
@@ -27,7 +28,8 @@ SEED_MAX = 2**63 - 1  # seeds: integers in [0, 2**63 - 1] (the CLI's --seed take
 
 
 def seed(name: str, value) -> int:
-    """Return ``value`` as an int, or raise ``ValueError`` unless it is an integer in [0, 2**63 - 1]."""
+    """Return ``value`` as an int, or raise ``ValueError`` unless it is an integer in
+    [0, 2**63 - 1]."""
     if (
         isinstance(value, bool)
         or not hasattr(value, "__index__")
