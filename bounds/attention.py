@@ -84,7 +84,8 @@ class Guarantee:
         return self.error_bound + self.eps_2nn
 
     def as_dict(self) -> dict:
-        """Plain floats / ints / strings / lists only (safe for ``torch.load(weights_only=True)``)."""
+        """Plain floats / ints / strings / lists only
+        (safe for ``torch.load(weights_only=True)``)."""
         norms = {}
         for k, v in self.weight_norms.items():
             norms[k] = [float(x) for x in v] if isinstance(v, (tuple, list)) else float(v)
@@ -241,8 +242,10 @@ def _sparse_args(N, q, mu):
     limit = separation_limit(q)
     if not 0 <= mu < limit:
         raise ValueError(
-            f"mu must lie in [0, 1/(2q - 1)) = [0, {limit:.6g}) for the single sparse-averaging head "
-            f"(in-set scores >= A(1 - (q-1) mu) must beat out-of-set scores <= A q mu), got mu = {mu:.6g}"
+            f"mu must lie in [0, 1/(2q - 1)) = [0, {limit:.6g}) for the single "
+            f"sparse-averaging head "
+            f"(in-set scores >= A(1 - (q-1) mu) must beat out-of-set scores <= A q mu), "
+            f"got mu = {mu:.6g}"
         )
     return N, q, mu
 
@@ -261,7 +264,8 @@ def _sparse_leak(N, q, mu, A) -> float:
 
 
 def sparse_average_within(*, q: int, leak: float, rho: float) -> float:
-    """2 max_{0 <= k <= q-1} [(1 - L) k rho / (k rho + q - k) - k / q]_+ (the in-set part of ||pi - w||_1).
+    """2 max_{0 <= k <= q-1} [(1 - L) k rho / (k rho + q - k) - k / q]_+
+    (the in-set part of ||pi - w||_1).
 
     For a within-set softmax whose weights differ by a factor <= rho, and outside mass L.
     """
@@ -299,7 +303,8 @@ def sparse_average_error_bound(
 
 
 def _sparse_min_A(N, q, mu):
-    """(A*, min bound / r_x) over A >= 0; A* = inf when the bound only decreases (q <= 2 or mu = 0)."""
+    """(A*, min bound / r_x) over A >= 0; A* = inf when the bound only decreases
+    (q <= 2 or mu = 0)."""
     if N == q:  # no outside keys: L = 0 and the bound only grows with A (rho = 1 at A = 0)
         return 0.0, 0.0
     if q <= 2 or mu == 0:
@@ -369,7 +374,8 @@ def _sparse_alpha(N, q, mu, c, r_x, eps) -> float:
     if eps is None:
         if math.isinf(A_star):
             raise ValueError(
-                f"eps must be given for q = {q}, mu = {mu:.6g}, N = {N}: the bound decreases to 0 as alpha "
+                f"eps must be given for q = {q}, mu = {mu:.6g}, N = {N}: "
+                f"the bound decreases to 0 as alpha "
                 f"grows (no minimising alpha)"
             )
         return A_star / (c * c)
@@ -388,8 +394,10 @@ def _sparse_alpha(N, q, mu, c, r_x, eps) -> float:
     if r_x * best > eps:
         need = _sparse_mu_needed(N, q, r_x, eps)
         raise ValueError(
-            f"eps = {eps:.6g} is out of reach for mu = {mu:.6g} (N = {N}, q = {q}, r_x = {r_x:.6g}): the "
-            f"best bound is {r_x * best:.6g}; mu <= {need:.6g} would be needed (a codebook with smaller coherence)"
+            f"eps = {eps:.6g} is out of reach for mu = {mu:.6g} "
+            f"(N = {N}, q = {q}, r_x = {r_x:.6g}): the "
+            f"best bound is {r_x * best:.6g}; mu <= {need:.6g} would be needed "
+            f"(a codebook with smaller coherence)"
         )
     grid = np.concatenate([[0.0], np.logspace(-3, math.log10(max(A_star, 1e-3)), 2000), [A_star]])
     grid.sort()
@@ -453,7 +461,8 @@ def _lemma11_record(
         eps_2nn=eps_2nn,
         weight_norms=_weight_norms(cons.model),
         assumptions=(
-            f"Assumption 3 with measured mu={mu:.6g} ({book.kind} codebook, d_e={cons.d_e}, {book.N} rows)",
+            f"Assumption 3 with measured mu={mu:.6g} "
+            f"({book.kind} codebook, d_e={cons.d_e}, {book.N} rows)",
             f"||x_j|| <= r_x = {r_x:.6g} for every token of the prompt",
             f"bound against the Assumption 2 net (Lipschitz ||a|| ||W||_op = {lipschitz:.6g}); "
             f"|g - g_net| <= eps_2nn = {eps_2nn:.6g} on the r_x-ball is the user's claim",
@@ -560,7 +569,8 @@ def _sparse_record(cons: Construction, *, r_x: float) -> Guarantee:
             f"({cons.codebook.kind} codebook, d_e={cons.d_e})",
             f"||x_j|| <= r_x = {r_x:.6g} for every token of the prompt",
             "the q indices of each position are distinct",
-            "error is the Euclidean norm of y_hat_i - (1/q) sum_k x_{t_ik}; output net is the exact identity",
+            "error is the Euclidean norm of y_hat_i - (1/q) sum_k x_{t_ik}; "
+            "output net is the exact identity",
         ),
         H=1,
         kind="sparse-average",
@@ -568,8 +578,8 @@ def _sparse_record(cons: Construction, *, r_x: float) -> Guarantee:
 
 
 def sparse_average_guarantee(construction: Construction, *, r_x: float) -> Guarantee:
-    """What the single averaging head (remark after Prop 3) promises at its alpha for tokens with ||x_j|| <= r_x
-    (docs/derivations/sparse-averaging.md)."""
+    """What the single averaging head (remark after Prop 3) promises at its alpha for tokens with
+    ||x_j|| <= r_x (docs/derivations/sparse-averaging.md)."""
     if not isinstance(construction, Construction) or construction.kind != "sparse-average":
         raise ValueError(
             "construction must be a sparse-averaging Construction (kind='sparse-average')"

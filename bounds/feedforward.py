@@ -1,6 +1,6 @@
-"""Theorem 6 (seed numbering; conference Theorem 9): an FFN trained by an algorithm of Definition 5 has
-risk >= 1 - n/(N d) on simple-1STR -- the floor in closed form, the Bayes risk given the span by
-Monte Carlo, span distances. Derivation: docs/derivations/theorem6.md.
+"""Theorem 6 (seed numbering; conference Theorem 9): an FFN trained by an algorithm of
+Definition 5 has risk >= 1 - n/(N d) on simple-1STR -- the floor in closed form, the Bayes risk
+given the span by Monte Carlo, span distances. Derivation: docs/derivations/theorem6.md.
 """
 from __future__ import annotations
 
@@ -92,7 +92,8 @@ def span_distance(W: torch.Tensor, X: torch.Tensor) -> float:
 
 
 def embed_direction(u: torch.Tensor, t: torch.Tensor, N: int) -> torch.Tensor:
-    """P_t u = e_t kron u in R^{N d}: rows (B, N d) for u (B, d) or (d,) and t (B,) long in [0, N)."""
+    """P_t u = e_t kron u in R^{N d}: rows (B, N d) for u (B, d) or (d,)
+    and t (B,) long in [0, N)."""
     N = validate.positive_int("N", N)
     if u.dim() == 1:
         u = u.expand(t.shape[0], -1)

@@ -1,5 +1,6 @@
 """Lemmas 39 (mixed-norm Hölder) and 41 (packing numbers); Lemma 42's nets live in
-``qstr.constructions.lipschitz`` (re-exported here). Derivations: docs/derivations/lemmas-39-41-42.md.
+``qstr.constructions.lipschitz`` (re-exported here).
+Derivations: docs/derivations/lemmas-39-41-42.md.
 """
 from __future__ import annotations
 
@@ -69,7 +70,8 @@ def _lemma39_args(A, B, p, q, r, s):
         validate.finite_tensor(nm, M)
     if A.shape[1] != B.shape[0]:
         raise ValueError(
-            f"A and B must be compatible (A: m x n, B: n x k), got {tuple(A.shape)} and {tuple(B.shape)}"
+            f"A and B must be compatible (A: m x n, B: n x k), "
+            f"got {tuple(A.shape)} and {tuple(B.shape)}"
         )
     p, q, r = _exponent("p", p), _exponent("q", q), _exponent("r", r)
     s = conjugate(r) if s is None else _exponent("s", s)
@@ -112,7 +114,8 @@ def lemma39_equality_case(
 
     B = beta v^T with beta_j >= 0 (every row a nonnegative multiple of one vector v, so the
     triangle inequality is an equality), and A's rows all equal to the Hölder-dual of beta:
-    alpha_j = beta_j^{s - 1} (s < inf), alpha = indicator of argmax beta (s = inf), alpha = 1 (s = 1).
+    alpha_j = beta_j^{s - 1} (s < inf), alpha = indicator of argmax beta (s = inf),
+    alpha = 1 (s = 1).
     """
     n = validate.positive_int("n", n)
     k = validate.positive_int("k", k)
@@ -152,7 +155,8 @@ def volume_log_packing_bound(d: int, eps: float) -> float:
 
 
 def maurey_k(eps: float) -> int:
-    """k = ceil(4 / eps^2): averages of k atoms are within 1/sqrt(k) <= eps/2 of any point of B_1^d."""
+    """k = ceil(4 / eps^2): averages of k atoms are within 1/sqrt(k) <= eps/2
+    of any point of B_1^d."""
     return math.ceil(4.0 / _eps(eps) ** 2)
 
 

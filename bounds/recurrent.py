@@ -1,6 +1,7 @@
 """RNN bounds: Prop 8 (width and norm lower bounds via Prop 35; seed numbering, conference Prop 6),
 Theorem 9 (the memorising crossover n*(N); conf. Thm 7) and Theorem 7 (the explicit upper bound;
-conf. Thm 5). Statements, constants and the uncertified Maurey step: docs/derivations/rnn-lower-bounds.md.
+conf. Thm 5). Statements, constants and the uncertified Maurey step:
+docs/derivations/rnn-lower-bounds.md.
 """
 from __future__ import annotations
 
@@ -47,10 +48,12 @@ SQRT2 = math.sqrt(2.0)
 
 
 def log_packing_volume(D: int, eps: float) -> float:
-    """Lemma 41 (volume): ln of the eps-packing number of the unit ball of R^D is <= D ln(1 + 2/eps).
+    """Lemma 41 (volume): ln of the eps-packing number of the unit ball of R^D is
+    <= D ln(1 + 2/eps).
 
     Balls of radius eps/2 around the packing points are disjoint and lie in the ball of radius
-    1 + eps/2, so M (eps/2)^D <= (1 + eps/2)^D. Delegates to ``bounds.packing.volume_log_packing_bound``.
+    1 + eps/2, so M (eps/2)^D <= (1 + eps/2)^D.
+    Delegates to ``bounds.packing.volume_log_packing_bound``.
     """
     return volume_log_packing_bound(D, eps)
 
@@ -108,7 +111,8 @@ def _risk_args(N, c, K, gamma):
     c_max = answer_sep ** 2 / (4.0 * K)
     if not c < c_max:
         raise ValueError(
-            f"c must be < (sqrt(2 a (N-1)/N))^2 / (4 K) = {c_max:.4g} for N = {N}, K = {K}, gamma = {gamma} "
+            f"c must be < (sqrt(2 a (N-1)/N))^2 / (4 K) = {c_max:.4g} "
+            f"for N = {N}, K = {K}, gamma = {gamma} "
             f"(otherwise the prediction error can hide the separation), got c = {c}"
         )
     return N, c, K, gamma, a, answer_sep
@@ -156,7 +160,8 @@ def _usable(pk: Prop8Packing) -> bool:
 def prop8_width_lower_bound(
     N: int, c: float, UL: float, *, K: float = 2.0, gamma: float = 0.5
 ) -> float:
-    """Rigorous Prop 8 width bound: any RNN with R_i <= c has d_h >= ln M' / (2 ln(1 + 2 sqrt2 UL / s~)).
+    """Rigorous Prop 8 width bound: any RNN with R_i <= c has
+    d_h >= ln M' / (2 ln(1 + 2 sqrt2 UL / s~)).
 
     ``UL`` = ||U||_op * L (L = lambda r_h, lambda the Lipschitz constant of f_y in the state).
     Returns 0.0 when the packing is vacuous (small N). Grows like N / ln(UL).
@@ -171,7 +176,8 @@ def prop8_width_lower_bound(
 def prop8_log_norm_lower_bound(
     N: int, c: float, d_h: int, *, K: float = 2.0, gamma: float = 0.5
 ) -> float:
-    """ln of the rigorous (volume) norm bound UL >= (s~ / (2 sqrt2)) (exp(ln M' / (2 d_h)) - 1); -inf if vacuous."""
+    """ln of the rigorous (volume) norm bound UL >= (s~ / (2 sqrt2)) (exp(ln M' / (2 d_h)) - 1);
+    -inf if vacuous."""
     d_h = validate.positive_int("d_h", d_h)
     pk = prop8_packing(N, c, K=K, gamma=gamma)
     if not _usable(pk):
@@ -184,7 +190,8 @@ def prop8_log_norm_lower_bound(
 def prop8_norm_lower_bound(
     N: int, c: float, d_h: int, *, K: float = 2.0, gamma: float = 0.5
 ) -> float:
-    """Rigorous Prop 8 norm bound (volume form): ||U||_op L >= (s~ / (2 sqrt2)) (exp(ln M' / (2 d_h)) - 1).
+    """Rigorous Prop 8 norm bound (volume form):
+    ||U||_op L >= (s~ / (2 sqrt2)) (exp(ln M' / (2 d_h)) - 1).
 
     Strong (exponential in N / d_h) for d_h << N, weak for d_h >~ N: a Lipschitz/packing argument
     cannot give more there (docs/derivations/rnn-lower-bounds.md, "the norm bound"). Overflow
@@ -196,7 +203,8 @@ def prop8_norm_lower_bound(
 
 def prop8_norm_lower_bound_paper(N: int, c: float, d_h: int, *, C_M: float = 8.0, K: float = 2.0,
                                  gamma: float = 0.5) -> float:
-    """The paper's form ||U||_op L >~ sqrt(N / ln d_h): (s~ / sqrt2) sqrt(ln M' / (C_M ln(4 d_h + 1))). UNCERTIFIED.
+    """The paper's form ||U||_op L >~ sqrt(N / ln d_h):
+    (s~ / sqrt2) sqrt(ln M' / (C_M ln(4 d_h + 1))). UNCERTIFIED.
 
     Obtained by replacing the volume bound with the Maurey bound ln M <= (C_M / eps^2) ln(2D + 1),
     D = 2 d_h, eps = s / rho = s~ / (sqrt 2 UL). With C_M = 8 that is Lemma 41's bound for the l1
@@ -256,7 +264,8 @@ def generalising_log_norm2(
 ) -> float:
     """ln of the ||vec theta||^2 a depth-``depth`` output net needs for risk <= c (Prop 8 + AM-GM).
 
-    ||vec||^2 >= sum_l ||W_l||_F^2 >= depth (prod_l ||W_l||_op)^{2/depth} >= depth (UL / r_h)^{2/depth},
+    ||vec||^2 >= sum_l ||W_l||_F^2 >= depth (prod_l ||W_l||_op)^{2/depth}
+              >= depth (UL / r_h)^{2/depth},
     with UL from ``form="paper"`` (:func:`prop8_norm_lower_bound_paper`, uncertified) or
     ``form="volume"`` (:func:`prop8_log_norm_lower_bound`, rigorous). -inf when vacuous.
     """
@@ -281,7 +290,8 @@ def _memoriser_log_coeff(depth: int, K_y: float) -> float:
 
 def memoriser_norm2_bound(n: int, *, depth: int = 2, K_y: float = 6.0) -> float:
     """Certified ||vec||^2 of Theorem 9's memoriser when ||y||^2 <= K_y n:
-    depth ((144/pi)(5 + pi/72) K_y)^{1/depth} n^{(depth + 4)/depth}; for depth 2 this is C36 sqrt(K_y) n^3."""
+    depth ((144/pi)(5 + pi/72) K_y)^{1/depth} n^{(depth + 4)/depth};
+    for depth 2 this is C36 sqrt(K_y) n^3."""
     n = validate.positive_int("n", n, minimum=2)
     depth = validate.positive_int("depth", depth, minimum=2)
     K_y = validate.positive_float("K_y", K_y)
@@ -289,8 +299,8 @@ def memoriser_norm2_bound(n: int, *, depth: int = 2, K_y: float = 6.0) -> float:
 
 
 def theorem9_crossover(log_requirement: float, *, depth: int = 2, K_y: float = 6.0) -> float:
-    """Real n* with memoriser_norm2_bound(n*) = exp(log_requirement): for n < n* min-norm ERM prefers
-    the memoriser over any generalising RNN (whose ||vec||^2 >= exp(log_requirement))."""
+    """Real n* with memoriser_norm2_bound(n*) = exp(log_requirement): for n < n* min-norm ERM
+    prefers the memoriser over any generalising RNN (whose ||vec||^2 >= exp(log_requirement))."""
     depth = validate.positive_int("depth", depth, minimum=2)
     K_y = validate.positive_float("K_y", K_y)
     if log_requirement == -math.inf:
@@ -308,8 +318,10 @@ class Theorem7Params:
     """Problem constants of Theorem 7 (seed; conference Thm 5), simple-qSTR.
 
     q, d          : relevant tokens per prompt, token dimension.
-    r_a, r_w, m_g : Assumption 2 net: ||a_g|| <= r_a / sqrt(m_g), ||(W_g, b_g)||_F <= sqrt(m_g) r_w, width m_g.
-    eps_2nn       : Assumption 2 error, E[(y - g_net(x_t))^2 ; all tokens in the r_x-ball] <= eps_2nn.
+    r_a, r_w, m_g : Assumption 2 net: ||a_g|| <= r_a / sqrt(m_g), ||(W_g, b_g)||_F <= sqrt(m_g) r_w,
+                    width m_g.
+    eps_2nn       : Assumption 2 error, E[(y - g_net(x_t))^2 ; all tokens in the r_x-ball]
+                    <= eps_2nn.
     C_x, C_y, s   : Assumption 1 constants.
     mu            : coherence of the codebook (entries +-1/sqrt(d_e), mu < 1).
     delta         : failure probability (the bound holds w.p. >= 1 - delta - (nN)^{-1/2}).
@@ -338,7 +350,8 @@ class Theorem7Params:
 
 @dataclass(frozen=True)
 class Layer:
-    """One linear layer of the class: ``fan_in`` -> ``width``, bias or not, ||[W b]||_F <= ``radius``."""
+    """One linear layer of the class: ``fan_in`` -> ``width``, bias or not,
+    ||[W b]||_F <= ``radius``."""
 
     fan_in: int
     width: int
@@ -357,7 +370,8 @@ def prop28_layers(N: int, params: Theorem7Params, r_x: float) -> tuple[list, lis
     Frobenius norms of the construction's weights (the g_net layer: its Assumption 2 bound).
     Transition (input z, D_e = d + (q+1) d_e; does not read h; output q d):
       1. relu(+-x); relu(+-(omega_ij + omega_{t_l} j))      width 2d + 2 q d_e, R^2 = 2d + 4 q d_e
-      2. relu(+-(x+ - x-)); g_l = relu((s_l - mu)/(1 - mu))  width 2d + q,  R^2 = 4d + q (2 + (1+mu)^2)/(1-mu)^2
+      2. relu(+-(x+ - x-)); g_l = relu((s_l - mu)/(1 - mu))  width 2d + q,
+                                                             R^2 = 4d + q (2 + (1+mu)^2)/(1-mu)^2
          with s_l = <omega_i, omega_{t_l}> = c sum_j |omega_ij + omega_{t_l} j| - 1, c = 1/sqrt(d_e)
       3. relu(+-x_k + r_x g_l - r_x)                          width 2 q d, R^2 = 2 q d (2 + 2 r_x^2)
       4. difference                                           width q d (no bias), R^2 = 2 q d
@@ -402,7 +416,8 @@ def prop28_layers(N: int, params: Theorem7Params, r_x: float) -> tuple[list, lis
 
 
 def prop28_norm2(N: int, params: Theorem7Params, *, n: int = 1000) -> float:
-    """||vec theta*||^2 of the four-layer construction (both transitions and f_y) at r_x = r_x(n, N).
+    """||vec theta*||^2 of the four-layer construction (both transitions and f_y)
+    at r_x = r_x(n, N).
 
     The sum of squared radii of :func:`prop28_layers`: N-free except through r_x^2 ~ ln(nN) and
     d_e ~ ln N (polylogarithmic)."""
@@ -413,12 +428,13 @@ def prop28_norm2(N: int, params: Theorem7Params, *, n: int = 1000) -> float:
 
 
 def _net_constants(layers: Sequence[Layer], r_in: float):
-    """(output bound at input radius r_in, input-Lipschitz prod R_l, parameter-Lipschitz ||c||, affine intercept).
+    """(output bound at input radius r_in, input-Lipschitz prod R_l, parameter-Lipschitz ||c||,
+    affine intercept).
 
     a_0 = r_in, a_l = R_l sqrt(a_{l-1}^2 + 1) (biased layers), a_L = R_L a_{L-1};
     c_l = (prod_{k > l} R_k) sqrt(a_{l-1}^2 + 1) (or a_{L-1} without bias).
-    The intercept b is the output bound at r_in = 0 using a_l <= R_l (a_{l-1} + 1), so that the output
-    is <= Lambda r + b for any input norm r.
+    The intercept b is the output bound at r_in = 0 using a_l <= R_l (a_{l-1} + 1), so that the
+    output is <= Lambda r + b for any input norm r.
     """
     a = [r_in]
     for l in layers:
@@ -437,7 +453,8 @@ def _net_constants(layers: Sequence[Layer], r_in: float):
 
 @dataclass(frozen=True)
 class Theorem7Bound:
-    """R(theta_hat) <= total (w.p. >= confidence), and its pieces (docs/derivations/rnn-lower-bounds.md)."""
+    """R(theta_hat) <= total (w.p. >= confidence), and its pieces
+    (docs/derivations/rnn-lower-bounds.md)."""
 
     n: int
     N: int
@@ -464,7 +481,8 @@ class Theorem7Bound:
 
 
 def theorem7_bound(n: int, N: int, params: Theorem7Params) -> Theorem7Bound:
-    """Explicit Theorem 7 bound for constrained ERM (point-wise risk) over the RNN class of :func:`prop28_layers`.
+    """Explicit Theorem 7 bound for constrained ERM (point-wise risk) over the RNN class of
+    :func:`prop28_layers`.
 
     With probability >= 1 - delta - (nN)^{-1/2} over n training prompts of length N:
 
@@ -473,7 +491,8 @@ def theorem7_bound(n: int, N: int, params: Theorem7Params) -> Theorem7Bound:
                         + 4 tau sqrt(ln(4/delta) / (2 n)) + (1 + 4/delta) tau e^{-p},
 
     A = sqrt(A_y^2 + ((N - 1) Lambda_y A_h)^2), tau = e m_p, p = max(1, ln((1 + 4/delta) sqrt n)),
-    m_p = 2 ((beta_0 + Lambda_y sqrt(2 p C_x d))^2 + C_y (2p)^{2s}). Derivation: docs/derivations/rnn-lower-bounds.md.
+    m_p = 2 ((beta_0 + Lambda_y sqrt(2 p C_x d))^2 + C_y (2p)^{2s}).
+    Derivation: docs/derivations/rnn-lower-bounds.md.
     """
     n = validate.positive_int("n", n)
     N = validate.positive_int("N", N, minimum=2)
@@ -539,7 +558,8 @@ def theorem7_bound(n: int, N: int, params: Theorem7Params) -> Theorem7Bound:
 
 def theorem7_sample_size(target: float, N: int, params: Optional[Theorem7Params] = None, *,
                          n_max: int = 10 ** 300) -> int:
-    """Smallest n with ``theorem7_bound(n, N, params).total <= target`` (doubling, then bisection on n).
+    """Smallest n with ``theorem7_bound(n, N, params).total <= target``
+    (doubling, then bisection on n).
 
     Raises ``ValueError`` unless ``target`` exceeds the floor eps_2NN (the bound's limit as
     n -> infinity), or if no n <= n_max reaches it.

@@ -53,7 +53,8 @@ def _consts(params: Theorem4Params) -> dict:
 
 
 def bound_expr(params: Theorem4Params, n_sym: sp.Symbol = n, N_sym: sp.Symbol = N) -> sp.Expr:
-    """The Theorem 4 bound R(Theta_hat) <= B(n, N) as an exact sympy expression (theorem4.md, section 9).
+    """The Theorem 4 bound R(Theta_hat) <= B(n, N) as an exact sympy expression
+    (theorem4.md, section 9).
 
     B = 4 eps + tail + estimation + truncation with every intermediate quantity written out
     (``Max`` for the maxima, ``ceiling`` for the default code dimension).
@@ -98,8 +99,8 @@ def bound_expr(params: Theorem4Params, n_sym: sp.Symbol = n, N_sym: sp.Symbol = 
 def sample_size_from_expr(
     target: float, N_value: int, params: Theorem4Params, *, dps: int = 30
 ) -> int:
-    """Smallest n (bracketing + bisection, as in ``theorem4_sample_size``) with B(n, N_value) <= target,
-    B evaluated from :func:`bound_expr` with mpmath at ``dps`` digits."""
+    """Smallest n (bracketing + bisection, as in ``theorem4_sample_size``) with
+    B(n, N_value) <= target, B evaluated from :func:`bound_expr` with mpmath at ``dps`` digits."""
     target = validate.positive_float("target", target)
     N_value = validate.positive_int("N_value", N_value, minimum=2)
     if not target > 4 * params.eps_2nn:
@@ -126,7 +127,8 @@ def majorant_terms(params: Theorem4Params, n_lo: sp.Expr = n, n_up: Optional[sp.
     the covering argument) take n_up, factors decreasing in n (1/sqrt n, n^{-3/4}) take n_lo.
     The log-covering factor is split with ln(1 + x y) <= ln(1 + x) + ln(1 + y) (x, y >= 0).
 
-    Returns a dict with keys 'approximation', 'beta' (8 tau / sqrt n), 'dudley' (12 tau sqrt(P L / n)),
+    Returns a dict with keys 'approximation', 'beta' (8 tau / sqrt n),
+    'dudley' (12 tau sqrt(P L / n)),
     'concentration', 'truncation', 'tail', and the pieces 'tau', 'P', 'L_A', 'L_n' (L <= L_A + L_n).
     """
     C = _consts(params)
@@ -166,7 +168,8 @@ def majorant_terms(params: Theorem4Params, n_lo: sp.Expr = n, n_up: Optional[sp.
         "concentration": tau
         * (3 * sp.sqrt(sp.log(6 / delta) / 2) + sp.sqrt(sp.log(3 / delta) / 2))
         / sq,
-        # 2 tau e^{-p} (1 + 3/delta) with e^{-p} = 1 / (2 (1 + 3/delta) sqrt(n)); tau at n_up, sqrt at n_lo
+        # 2 tau e^{-p} (1 + 3/delta) with e^{-p} = 1 / (2 (1 + 3/delta) sqrt(n));
+        # tau at n_up, sqrt at n_lo
         "truncation": tau / sq,
         "tail": 2
         * (K**2 * (q * Cx * d * psi(2) + q * c2 * (q + 1) + 1) + Cy * 16**s)
@@ -177,7 +180,8 @@ def majorant_terms(params: Theorem4Params, n_lo: sp.Expr = n, n_up: Optional[sp.
         "L_A": L_A,
         "L_n": L_n,
         # L_A <= ln 2 + max(L_rho, L_c + L_alpha + L_de + L_rz)  (1 + x + y <= 2 max(1 + x, 1 + y),
-        # ln(1 + xy) <= ln(1 + x) + ln(1 + y), ln(1 + r^3) <= 3 ln(1 + r)): simpler pieces for limits
+        # ln(1 + xy) <= ln(1 + x) + ln(1 + y), ln(1 + r^3) <= 3 ln(1 + r)): simpler pieces
+        # for limits
         "L_rho": sp.log(1 + 12 * K * sp.sqrt(q * r_z**2 + 1)),
         "L_c": sp.log(1 + 12 * K * sp.sqrt(q)),
         "L_alpha": sp.log(1 + alpha),
@@ -198,7 +202,8 @@ def majorant_expr(params: Theorem4Params, n_sym: sp.Symbol = n, N_sym: sp.Symbol
 
 @dataclass(frozen=True)
 class PolylogCertificate:
-    """lim_{N -> oo} of the majorant over integers n in [Lam (ln N)^k, 2 Lam (ln N)^k], term by term."""
+    """lim_{N -> oo} of the majorant over integers n in [Lam (ln N)^k, 2 Lam (ln N)^k],
+    term by term."""
 
     k: int
     Lam: sp.Expr
@@ -208,7 +213,8 @@ class PolylogCertificate:
 
     @property
     def proves_polylog(self) -> bool:
-        """True when the limit is the floor 4 eps_2NN: then n(N) <= 2 Lam (ln N)^k for all large N."""
+        """True when the limit is the floor 4 eps_2NN: then n(N) <= 2 Lam (ln N)^k
+        for all large N."""
         return bool(self.value.is_finite) and all(bool(v.is_finite) for v in self.limits.values()) \
             and all(v == 0 for key, v in self.limits.items() if key != "approximation")
 
@@ -261,8 +267,10 @@ def polylog_certificate(params: Theorem4Params, k: int = 5, Lam=1) -> PolylogCer
 def leading_constants(params: Theorem4Params) -> Dict[str, sp.Expr]:
     """Leading-order constants as N -> oo with n = polylog(N) (theorem4.md, section 11):
 
-    tau ~ tau_c ln N, tau_c = 2 e^2 (4 K^2 q) C_x d;   P ~ P_c (ln N)^{2j} with j = 1, P_c = 256 q (q+1)^2
-    for the default d_e (j = 0, P_c = P for a fixed d_e);  ln(1 + 2 A sqrt(n / tau)) ~ L_c ln ln N with
+    tau ~ tau_c ln N, tau_c = 2 e^2 (4 K^2 q) C_x d;
+    P ~ P_c (ln N)^{2j} with j = 1, P_c = 256 q (q+1)^2 for the default d_e
+    (j = 0, P_c = P for a fixed d_e);
+    ln(1 + 2 A sqrt(n / tau)) ~ L_c ln ln N with
     L_c = a + (k_n - 1)/2, a = 3 (default d_e) or 5/2 (fixed d_e), k_n = 2 + 2j.
     """
     C = _consts(params)

@@ -34,7 +34,8 @@ def test_lower_layers_do_not_reach_up(stmt):
 
 
 def test_one_installed_name():
-    """The packages import as qstr.constructions / qstr.bounds / qstr.verify, not as top-level names."""
+    """The packages import as qstr.constructions / qstr.bounds / qstr.verify, not as top-level
+    names."""
     import qstr.verify.cli
 
     assert qstr.verify.cli.__name__ == "qstr.verify.cli"

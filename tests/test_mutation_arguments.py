@@ -1,5 +1,5 @@
-"""mutation/arguments.py: which mutants count as argument handling (the unit tests' job) and which as the
-mathematics (the claims' job)."""
+"""mutation/arguments.py: which mutants count as argument handling (the unit tests' job) and which
+as the mathematics (the claims' job)."""
 import importlib.util
 from pathlib import Path
 

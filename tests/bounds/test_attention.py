@@ -1,4 +1,5 @@
-"""Tests for bounds/attention.py: the Lemma 11 and sparse-averaging bounds, against the built weights.
+"""Tests for bounds/attention.py: the Lemma 11 and sparse-averaging bounds, against the built
+weights.
 
 Everything in float64. Worst cases are derived, not searched: for the Lemma 11 weights the
 softmax weights do not depend on the tokens, so for a net that is linear on the r_x-ball
@@ -250,7 +251,7 @@ def test_alpha_grows_like_log_N():
     assert a4096 / a16 < 3.0  # 2.19 measured, versus 4096 / 16 = 256
 
 
-# ================================================================ Lemma 11: worst case and tightness
+# =============================================================== Lemma 11: worst case and tightness
 
 
 @pytest.mark.parametrize("N", [16, 256, 2048])

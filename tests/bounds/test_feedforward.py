@@ -1,4 +1,5 @@
-"""Tests for bounds/feedforward.py (Theorem 6): the floor, the Bayes risk given the span, span distances."""
+"""Tests for bounds/feedforward.py (Theorem 6): the floor, the Bayes risk given the span, span
+distances."""
 
 from __future__ import annotations
 
@@ -70,7 +71,8 @@ def test_floor_for_direction_hand_cases():
 @settings(max_examples=25, deadline=None)
 @given(N=st.integers(1, 5), d=st.integers(1, 4), data=st.data())
 def test_floor_averaged_over_a_basis_of_directions_is_closed_form(N, d, data):
-    """Averaging floor_for_direction over u = e_1..e_d reproduces E_u (E_u uu^T = I/d): 1 - r/(N d)."""
+    """Averaging floor_for_direction over u = e_1..e_d reproduces E_u (E_u uu^T = I/d):
+    1 - r/(N d)."""
     r = data.draw(st.integers(0, N * d))
     V = random_orthonormal_rows(r, N * d, generator=gen(r + 7 * N + 31 * d))
     eye = torch.eye(d, dtype=F64)

@@ -116,7 +116,8 @@ def test_lemma39_equality_case(p, q, r):
 
 
 def test_swapped_exponents_fail():
-    """Inner and outer exponents exchanged: ||AB||_{inf,inf} = n > ||A||_{inf,1.5} ||B||_{3,inf} = 1."""
+    """Inner and outer exponents exchanged:
+    ||AB||_{inf,inf} = n > ||A||_{inf,1.5} ||B||_{3,inf} = 1."""
     n = 5
     A, B = torch.ones(1, n, dtype=F64), torch.ones(n, 1, dtype=F64)
     lhs, rhs = lemma39(A, B, INF, INF, 1.5)

@@ -190,8 +190,9 @@ def test_theorem7_errors():
 
 
 def test_packing_vacuous_flag_is_what_the_width_bound_uses():
-    """`vacuous` is the one definition: counted packings with M' < 2 or failure >= 1 are vacuous, the log path
-    (M_good = -1, too many prompts to count) is not, and the width bound is 0 exactly when vacuous."""
+    """`vacuous` is the one definition: counted packings with M' < 2 or failure >= 1 are vacuous,
+    the log path (M_good = -1, too many prompts to count) is not, and the width bound is 0 exactly
+    when vacuous."""
     from qstr.bounds.recurrent import prop8_packing, prop8_width_lower_bound
     big = prop8_packing(4096, 0.05)
     assert big.M_good == -1 and not big.vacuous and prop8_width_lower_bound(4096, 0.05, 10.0) > 0

@@ -82,9 +82,10 @@ def test_polylog_certificate():
 
 
 def test_a_certificate_proves_only_when_every_term_but_the_floor_vanishes():
-    """proves_polylog asks for limits exactly 0 outside the approximation floor: a finite positive limit (the beta
-    term 8 tau / sqrt(n) at n = Lam (ln N)^2 tends to 8 tau_c / sqrt(Lam)) is no proof. polylog_certificate never
-    produces one (a finite Dudley limit needs k >= 5, where every other term vanishes), so it is hand-built here."""
+    """proves_polylog asks for limits exactly 0 outside the approximation floor: a finite positive
+    limit (the beta term 8 tau / sqrt(n) at n = Lam (ln N)^2 tends to 8 tau_c / sqrt(Lam)) is no
+    proof. polylog_certificate never produces one (a finite Dudley limit needs k >= 5, where every
+    other term vanishes), so it is hand-built here."""
     cert = sy.polylog_certificate(P0, k=5)
     assert cert.proves_polylog and not sy.polylog_certificate(P0, k=4).proves_polylog
     beta = {**cert.limits, "beta": 8 * cert.factors["tau/u"]}

@@ -87,7 +87,8 @@ def test_floor_errors(args, kw, name):
 
 
 def test_softmax_l1_linf_lipschitz_constant_one():
-    """The attention-cover step (theorem4.md, section 3): ||softmax(s) - softmax(s')||_1 <= ||s - s'||_inf."""
+    """The attention-cover step (theorem4.md, section 3):
+    ||softmax(s) - softmax(s')||_1 <= ||s - s'||_inf."""
     rng = np.random.default_rng(0)
 
     def sm(x):

@@ -1,5 +1,6 @@
 """Tests for constructions/attention.py: Lemma 11's weights and the sparse-averaging head as modules
-(named blocks, the fast path, a new scale, validation). Their bounds: tests/bounds/test_attention.py."""
+(named blocks, the fast path, a new scale, validation). Their bounds:
+tests/bounds/test_attention.py."""
 
 from __future__ import annotations
 
@@ -180,8 +181,8 @@ def test_fast_path_respects_float32():
 
 @pytest.mark.parametrize("dtype, tol", [(F64, 1e-10), (torch.float32, 1e-4)])
 def test_fused_backend_equals_math_backend_on_cpu(dtype, tol):
-    """The fused SDPA kernels CUDA users get by default (torch has a flash kernel on CPU too) against the
-    chunked math path, including a last chunk shorter than the others."""
+    """The fused SDPA kernels CUDA users get by default (torch has a flash kernel on CPU too)
+    against the chunked math path, including a last chunk shorter than the others."""
     N, d, q = 50, 3, 2
     net = make_link("teacher", q, d, generator=gen(0)).two_layer_net()
     con = lemma11_weights(N, d, q, net, alpha=6.0, dtype=dtype)
@@ -202,8 +203,9 @@ def test_fused_backend_equals_math_backend_on_cpu(dtype, tol):
 def test_fused_backend_pads_values_to_the_key_width_when_no_kernel_takes_narrower_values(
     monkeypatch,
 ):
-    """Where CUDA has no fused kernel for values narrower than the keys (a RuntimeError), the values are padded to
-    the key width and the answer is unchanged: the refusal is simulated on CPU, so this runs without a GPU."""
+    """Where CUDA has no fused kernel for values narrower than the keys (a RuntimeError), the values
+    are padded to the key width and the answer is unchanged: the refusal is simulated on CPU, so
+    this runs without a GPU."""
     import torch.nn.functional as F
 
     N, d, q = 40, 3, 2

@@ -511,7 +511,8 @@ def test_require_coherence_takes_mu_max_by_keyword_and_the_boundary_is_inside():
 
 
 def test_sign_codes_past_float32_integers_use_float64():
-    """Inner products of sign codes are counted exactly: past 2**24 columns float32 would round them."""
+    """Inner products of sign codes are counted exactly: past 2**24 columns float32 would round
+    them."""
     d_e = 2**24 + 1
     omega = torch.ones(2, d_e) / math.sqrt(d_e)  # two equal unit rows: coherence exactly 1
     omega[1, 0] = -omega[1, 0]  # <w_0, w_1> = (d_e - 2) / d_e, with d_e - 2 = 2**24 - 1 odd

@@ -1,4 +1,5 @@
-"""Tests for constructions/encoding.py: the Transformer and RNN token encodings (Appendices A.1, B.1)."""
+"""Tests for constructions/encoding.py: the Transformer and RNN token encodings (Appendices A.1,
+B.1)."""
 
 import math
 

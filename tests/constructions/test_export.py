@@ -221,7 +221,8 @@ def test_state_save_load_weights_only(tmp_path, which):
 
 
 def test_state_of_weights_without_a_bound(tmp_path):
-    """Weights built at a given alpha (no guarantee attached) save and load; ``guarantee`` is None."""
+    """Weights built at a given alpha (no guarantee attached) save and load; ``guarantee`` is
+    None."""
     from qstr.constructions.attention import lemma11_weights
 
     net = make_link("teacher", 2, 2, generator=torch.Generator().manual_seed(0)).two_layer_net()
@@ -304,7 +305,8 @@ def test_init_from_construction_casts_to_the_prompts_dtype():
 
 
 def test_load_rnn_from_a_file_written_by_the_cli_in_one_call(tmp_path):
-    """`qstr construct rnn` -> load_rnn: the module answers like the construction, its codebook rides along."""
+    """`qstr construct rnn` -> load_rnn: the module answers like the construction, its codebook
+    rides along."""
     from qstr.constructions.encoding import rnn_encoding
     from qstr.constructions.export import load_rnn
     from qstr.constructions.recurrent import teacher_rnn

@@ -1,4 +1,5 @@
-"""Lemmas 36-38 (interpolation) and the two RNNs of Theorem 9: hand-computed values, exactness, norms, errors."""
+"""Lemmas 36-38 (interpolation) and the two RNNs of Theorem 9: hand-computed values, exactness,
+norms, errors."""
 
 import math
 

@@ -119,7 +119,8 @@ def test_bad_links():
 
 
 def test_linear_link_net_carries_its_exact_lipschitz_constant():
-    """relu(w.z) - relu(-w.z) = w.z: the linear link's net is 1-Lipschitz, not ||a|| ||W||_op = 2."""
+    """relu(w.z) - relu(-w.z) = w.z: the linear link's net is 1-Lipschitz,
+    not ||a|| ||W||_op = 2."""
     for q in (1, 2, 5):
         net = make_link("linear", q, 4, generator=torch.Generator().manual_seed(q)).two_layer_net()
         generic = float(net.a.norm() * torch.linalg.matrix_norm(net.W, ord=2))

@@ -38,7 +38,8 @@ def test_fk_kernel(n):
 
 @pytest.mark.parametrize("n, k, shift", [(3, 1, 0.3), (4, 2, 0.7), (6, 2, 0.1), (2, 3, 0.5)])
 def test_fk_moments_are_exact_on_any_grid(n, k, shift):
-    """E sigma^2, E sigma^4 under the discrete weights K(x - y_j)/G^k equal the closed forms (G >= n+3)."""
+    """E sigma^2, E sigma^4 under the discrete weights K(x - y_j)/G^k equal the closed forms
+    (G >= n+3)."""
     c = fk_coefficients(n)
     G = n + 3
     theta = 2 * math.pi * (torch.arange(G, dtype=F64) + shift) / G  # x - y_j for a shifted x
@@ -183,8 +184,9 @@ def test_lipschitz_net_bad_arguments():
 
 
 def test_angle_inequality_used_by_the_smoothing_bound():
-    """|theta| <= 2|sin(theta/2)| + (pi - 2)|sin(theta/2)|^3 on [-pi, pi]: arcsin(s) - s has positive
-    odd Taylor coefficients, so (arcsin s - s)/s^3 is increasing and <= pi/2 - 1 (its value at s = 1)."""
+    """|theta| <= 2|sin(theta/2)| + (pi - 2)|sin(theta/2)|^3 on [-pi, pi]: arcsin(s) - s has
+    positive odd Taylor coefficients, so (arcsin s - s)/s^3 is increasing and <= pi/2 - 1 (its value
+    at s = 1)."""
     import sympy as sp
 
     s = sp.symbols("s")

@@ -613,8 +613,9 @@ def test_chunk_must_be_positive():
 
 
 def test_experiment_models_have_the_documented_defaults():
-    """build_practical's and EncodedFFN's defaults are the models docs/experiments.md documents (Appendix E):
-    Transformer ReLU width 100, bidirectional GRU hidden 500 q, FFNs with hidden widths (1000, 1000)."""
+    """build_practical's and EncodedFFN's defaults are the models docs/experiments.md documents
+    (Appendix E): Transformer ReLU width 100, bidirectional GRU hidden 500 q, FFNs with hidden
+    widths (1000, 1000)."""
     from qstr.constructions.models import EncodedFFN, build_practical
 
     shapes = lambda m: {n: tuple(p.shape) for n, p in m.named_parameters()}  # noqa: E731

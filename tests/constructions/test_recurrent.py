@@ -271,7 +271,8 @@ def test_state_dict_round_trip(rnn64, tmp_path):
     Z = c.encode(x, t)
     with torch.no_grad():
         assert torch.equal(m1(Z), m2(Z))
-    # the transition dict is the documented function h <- P(h + W4 relu(W3 relu(W2 relu(W1 u + b1) + b2) + b3))
+    # the transition dict is the documented function
+    # h <- P(h + W4 relu(W3 relu(W2 relu(W1 u + b1) + b2) + b3))
     L = loaded["forward_transition"]
     u = torch.cat([torch.zeros(64, c.q * c.d, dtype=F64), Z[0]], 1)
     f = L[3]["W"] @ torch.relu(
@@ -324,7 +325,8 @@ def test_teacher_rnn_and_errors(book64):
 
 
 def test_scan_at_1e5_on_cpu():
-    """N = 1e5 states by the scan, exact zeros and flat error (the quick cor-27 claim also does this)."""
+    """N = 1e5 states by the scan, exact zeros and flat error (the quick cor-27 claim also does
+    this)."""
     book = rs_hadamard_codebook(100_000, dtype=F64)
     link = make_link("teacher", 1, 2, generator=g(13))
     c = build_rnn(book, 2, link.two_layer_net(), eps=0.1)
@@ -352,8 +354,8 @@ def test_scan_at_1e6_on_cuda():
 
 
 def test_saved_state_reloaded_runs_the_gated_model_on_a_rotated_code():
-    """torch.save -> torch.load(weights_only=True) -> module_from_state computes predict exactly, and
-    on a rotated code (approximate products) the error is a real fraction of Prop 28's bound."""
+    """torch.save -> torch.load(weights_only=True) -> module_from_state computes predict exactly,
+    and on a rotated code (approximate products) the error is a real fraction of Prop 28's bound."""
     import io
 
     book = rs_hadamard_codebook(64, dtype=torch.float64)
@@ -405,8 +407,9 @@ def test_module_projects_onto_the_r_h_ball_like_the_scan():
 
 
 def test_transition_for_a_low_coherence_code_with_approximate_products():
-    """mu = 1/8 < 1/2, generic entries: the products' budget comes from the dA branch (the mu ~ 1/2 branch
-    dB would spend delta_1 = 0.25 and leave the gate nothing: it used to raise "eps = 0.1 is too small")."""
+    """mu = 1/8 < 1/2, generic entries: the products' budget comes from the dA branch (the mu ~ 1/2
+    branch dB would spend delta_1 = 0.25 and leave the gate nothing: it used to raise "eps = 0.1 is
+    too small")."""
     book = rs_hadamard_codebook(64, mu=0.25, dtype=F64)
     Q, _ = torch.linalg.qr(
         torch.randn(book.d_e, book.d_e, generator=torch.Generator().manual_seed(0), dtype=F64)
@@ -418,8 +421,8 @@ def test_transition_for_a_low_coherence_code_with_approximate_products():
 
 
 def test_g_net_is_moved_once_per_device_and_kept_on_its_own(rnn64):
-    """_g_net_on: the float64 CPU net itself on the CPU; on another device (meta here, standing in for CUDA) a copy
-    made on the first call and reused, remade when the device changes."""
+    """_g_net_on: the float64 CPU net itself on the CPU; on another device (meta here, standing in
+    for CUDA) a copy made on the first call and reused, remade when the device changes."""
     c = rnn64[1]
     assert c._g_net_on(torch.device("cpu")) is c.g_net
     first = c._g_net_on(torch.device("meta"))

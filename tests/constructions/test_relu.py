@@ -1,5 +1,6 @@
 """Certified ReLU gadgets (constructions/relu.py): identity, soft threshold, Lemma 22 products,
-Lemma 24 gate, interpolants, the square and squared-norm nets. Certificates: exact at knots, attained at midpoints, never exceeded on dense grids."""
+Lemma 24 gate, interpolants, the square and squared-norm nets. Certificates: exact at knots,
+attained at midpoints, never exceeded on dense grids."""
 
 import math
 
@@ -128,7 +129,8 @@ def test_gate_certificate(r_x, K, s_max):
     g = gate_gadget(r_x, K, s_max)
     delta = (s_max - 0.5) / K
     assert g.error == pytest.approx(r_x * delta) and g.width == 2 * K
-    # exactly 0 for s < 1/2 (at s = 1/2 itself up to rounding of M s + beta: the transition's margin)
+    # exactly 0 for s < 1/2 (at s = 1/2 itself up to rounding of M s + beta: the transition's
+    # margin)
     lo = grid2((-r_x, -3.0), (r_x, 0.5 - 1e-9), 101)
     assert bool((g(lo) == 0).all())
     half = torch.stack(
@@ -191,7 +193,8 @@ def test_derivation_identities_with_sympy():
     # sum_{j<n} (y - c j) = n y - c n (n - 1) / 2 (the closed form of the gate's ramp sum)
     n, j = sp.symbols("n j", integer=True, nonnegative=True)
     assert sp.simplify(sp.summation(y - c * j, (j, 0, n - 1)) - (n * y - c * n * (n - 1) / 2)) == 0
-    # band pair at the band midpoint (u = 1/2, c = 0) with x = r: theta = 1, error 2 delta r (1 - 1/2) = r delta
+    # band pair at the band midpoint (u = 1/2, c = 0) with x = r: theta = 1,
+    # error 2 delta r (1 - 1/2) = r delta
     r, delta = sp.symbols("r delta", positive=True)
     assert sp.simplify(2 * delta * r * (1 - sp.Rational(1, 2)) - r * delta) == 0
 

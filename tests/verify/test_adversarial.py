@@ -1,4 +1,5 @@
-"""Tests for verify/adversarial.py: projection onto the token ball and the gradient-ascent search."""
+"""Tests for verify/adversarial.py: projection onto the token ball and the gradient-ascent
+search."""
 
 import pytest
 import torch

@@ -1,5 +1,5 @@
-"""Tests for verify/cli.py: the qstr commands (verify, codebook, sample, construct, reproduce), their
-arguments, output paths and exit codes."""
+"""Tests for verify/cli.py: the qstr commands (verify, codebook, sample, construct, reproduce),
+their arguments, output paths and exit codes."""
 import json
 import os
 import subprocess
@@ -461,7 +461,8 @@ def test_ctrl_c_prints_one_line_and_exits_130(tmp_path):
 
 
 def test_fail_fast_stops_at_the_first_failing_claim(monkeypatch, tmp_path, capsys):
-    """--fail-fast: the run ends after the first failing claim, exit 1, the table and JSON hold what ran."""
+    """--fail-fast: the run ends after the first failing claim, exit 1, the table and JSON hold what
+    ran."""
     from qstr.verify import registry
 
     monkeypatch.setitem(registry.REGISTRY, "lemma-40", _claim("lemma-40", holds=False))
@@ -625,14 +626,16 @@ def test_sizes_that_cannot_fit_in_memory_are_refused_before_allocating(capsys):
     status, out, err = _qstr("sample", "--N", "100000000", "--d", "1000", "--out", "x.pt")
     assert status == 2 and out == ""
     assert re.fullmatch(
-        r"qstr: error: sampling B = 16 prompts of N = 100000000 tokens in d = 1000 \(q = 1, float32\) "
+        r"qstr: error: sampling B = 16 prompts of N = 100000000 tokens in d = 1000 "
+        r"\(q = 1, float32\) "
         r"needs about 17\.5 TiB of memory, more than the [0-9.]+ [KMGT]iB available\n",
         err,
     ), err
     assert main(["codebook", "--N", "100000000"]) == 2
     err = capsys.readouterr().err
     assert re.fullmatch(
-        r"qstr: error: a codebook of N = 100000000 codes in d_e = 256 \(float32\) needs about 286 GiB "
+        r"qstr: error: a codebook of N = 100000000 codes in d_e = 256 \(float32\) "
+        r"needs about 286 GiB "
         r"of memory, more than the [0-9.]+ [KMGT]iB available\n",
         err,
     ), err
@@ -722,7 +725,8 @@ def test_rnn_refuses_options_it_would_ignore(capsys, tmp_path):
     )
     assert (
         capsys.readouterr().err
-        == "qstr: error: --n applies to construct transformer only (the RNN's r_x follows from d and N)\n"
+        == "qstr: error: --n applies to construct transformer only "
+        "(the RNN's r_x follows from d and N)\n"
     )
     assert (
         main(
@@ -750,12 +754,14 @@ def test_rnn_refuses_options_it_would_ignore(capsys, tmp_path):
 
 
 def test_an_allocation_failure_is_one_line(monkeypatch, capsys):
-    """A size no up-front estimate caught still ends in one line, exit 2, not the allocator's traceback."""
+    """A size no up-front estimate caught still ends in one line, exit 2, not the allocator's
+    traceback."""
     import qstr.verify.cli as cli
 
     def fail(args, console):
         raise RuntimeError(
-            "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: "
+            "[enforce fail at alloc_cpu.cpp:127] err == 0. "
+            "DefaultCPUAllocator: can't allocate memory: "
             "you tried to allocate 320000000000 bytes. Error code 12 (Cannot allocate memory)"
         )
 

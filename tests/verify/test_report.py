@@ -1,4 +1,5 @@
-"""Tests for verify/report.py: the results table, and the device and dtype its records and title carry."""
+"""Tests for verify/report.py: the results table, and the device and dtype its records and title
+carry."""
 
 from rich.console import Console
 

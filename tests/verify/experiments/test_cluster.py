@@ -179,8 +179,8 @@ def test_a_worker_killed_mid_run_loses_no_point_and_retrains_only_the_unfinished
 
 @pytest.fixture
 def default_sigint():
-    """_thread.interrupt_main simulates SIGINT, which a shell's background job ignores (SIG_IGN): the default
-    handler for the test's length."""
+    """_thread.interrupt_main simulates SIGINT, which a shell's background job ignores (SIG_IGN):
+    the default handler for the test's length."""
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     signal.signal(signal.SIGINT, previous)
@@ -195,9 +195,10 @@ def test_an_interrupted_client_resumes_without_duplicates(
     pts = points(
         tiny, tiny_grid, steps=1500
     )  # long enough that the interrupt lands mid-run on an idle machine
-    # A KeyboardInterrupt that lands inside a garbage-collector callback is swallowed by Python (the CLI
-    # guards against it with a flag, verify/cli.py), and a sweep can finish before the interrupt: then the run
-    # just completes. Up to 3 attempts, each must leave every point at most once; one must stop mid-run.
+    # A KeyboardInterrupt that lands inside a garbage-collector callback is swallowed by Python (the
+    # CLI guards against it with a flag, verify/cli.py), and a sweep can finish before the
+    # interrupt: then the run just completes. Up to 3 attempts, each must leave every point at most
+    # once; one must stop mid-run.
     for attempt in range(3):
         path = tmp_path / f"f{attempt}.jsonl"
 
@@ -364,8 +365,8 @@ def _free_port():
 
 def test_ctrl_c_of_reproduce_on_a_local_cluster_exits_130_and_resumes(tmp_path, tiny, tiny_grid):
     """Ctrl-C (SIGINT to the process group, as a terminal sends it) of ``qstr reproduce --jobs 2``
-    once a first row is written: exit status 130, one line on stderr that says how to resume,
-    no traceback, every process it started gone; the same command then writes the rest, once each."""
+    once a first row is written: exit status 130, one line on stderr that says how to resume, no
+    traceback, every process it started gone; the same command then writes the rest, once each."""
     path = tmp_path / "out" / "figure1.jsonl"
     proc = reproduce(tmp_path, dict(tiny, max_steps=60), tiny_grid, "--jobs", "2")
     try:
@@ -529,7 +530,8 @@ def test_run_experiment_trains_on_the_scheduler_it_is_given(
 
 
 NO_QSTR = """\
-\"\"\"Preload of a `dask worker`: qstr cannot be imported there, as on a machine without the toolkit.\"\"\"
+\"\"\"Preload of a `dask worker`: qstr cannot be imported there, as on a machine \
+without the toolkit.\"\"\"
 import sys
 
 

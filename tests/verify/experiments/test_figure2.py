@@ -1,4 +1,5 @@
-"""Tests for verify/experiments/figure2.py: the grid, the block statistics of W_Q^T W_K, a tiny run."""
+"""Tests for verify/experiments/figure2.py: the grid, the block statistics of W_Q^T W_K, a tiny
+run."""
 
 import pytest
 import torch

@@ -66,5 +66,6 @@ def _make_member(
 @pytest.fixture
 def make_member():
     """make_member(kind, N, q, seed, ...): a Member on linear-link qSTR with d = 4 (float64), its
-    model a practical or published ("transformer", "rnn" or "ffn") net, its test set and stream seeded."""
+    model a practical or published ("transformer", "rnn" or "ffn") net, its test set and stream
+    seeded."""
     return _make_member

@@ -1,4 +1,5 @@
-"""Tests for verify/training/adamw.py: StackedAdamW against torch.optim.AdamW on each member alone."""
+"""Tests for verify/training/adamw.py: StackedAdamW against torch.optim.AdamW on each member
+alone."""
 
 import torch
 

@@ -1,4 +1,5 @@
-"""Tests for verify/training/families.py: the stacked, zero-padded encoding against the library's."""
+"""Tests for verify/training/families.py: the stacked, zero-padded encoding against the
+library's."""
 
 import pytest
 import torch

@@ -1,4 +1,5 @@
-"""Tests for verify/training/stack.py: batched training (train_stack) against training each model alone."""
+"""Tests for verify/training/stack.py: batched training (train_stack) against training each model
+alone."""
 
 import warnings
 
@@ -119,8 +120,8 @@ def test_sample_complexity_accounting(make_member):
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind,published,specs", CASES)
 def test_batched_equals_sequential_cuda(kind, published, specs, make_member):
-    """The same equivalence with everything on CUDA (float64): the stack replays CUDA graphs
-    and (RNN) runs torch's fused GRU cell; the reference is each nn.Module with torch.optim.AdamW."""
+    """The same equivalence with everything on CUDA (float64): the stack replays CUDA graphs and
+    (RNN) runs torch's fused GRU cell; the reference is each nn.Module with torch.optim.AdamW."""
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
 
