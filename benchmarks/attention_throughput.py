@@ -2,7 +2,8 @@
 
 For each N it times, in one run and on one device:
   * fast   -- Construction.fast_predict (block-sparse Q = alpha c^2 omega_t, K = omega, V = x,
-              scaled_dot_product_attention in query chunks: O(chunk N) memory, fused kernels on CUDA);
+              scaled_dot_product_attention in query chunks: O(chunk N) memory, fused kernels on
+              CUDA);
   * naive  -- MergedAttention on the full encoding with the N x N softmax materialised
               (skipped when its score tensor would not fit in the memory budget);
   * matmul -- the device's dense matrix-multiply rate, to express the fast path as a fraction of it.
@@ -55,19 +56,36 @@ def main():
     ap.add_argument("--B", type=int, default=1)
     ap.add_argument("--chunk", type=int, default=1024)
     ap.add_argument("--dtype", default="float32", choices=["float32", "float64"])
-    ap.add_argument("--naive-budget-gb", type=float, default=4.0, help="skip naive when its scores exceed this")
+    ap.add_argument(
+        "--naive-budget-gb", type=float, default=4.0, help="skip naive when its scores exceed this"
+    )
     args = ap.parse_args()
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
     Ns = args.N or ([4096, 65536] if device.type == "cuda" else [1024, 4096])
     rate = matmul_rate(device, dtype)
-    print(f"device {device} ({torch.cuda.get_device_name() if device.type == 'cuda' else 'cpu'}), {args.dtype}, "
-          f"torch {torch.__version__}, {torch.get_num_threads()} threads; matmul {rate / 1e9:.1f} GFLOP/s")
-    print(f"{'N':>7} {'d_e':>4} {'fast s':>9} {'pos/s fast':>11} {'naive s':>9} {'pos/s naive':>11} {'speed-up':>8} {'fast/matmul':>11}")
+    print(
+        f"device {device} ({torch.cuda.get_device_name() if device.type == 'cuda' else 'cpu'}), "
+        f"{args.dtype}, "
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads; "
+        f"matmul {rate / 1e9:.1f} GFLOP/s"
+    )
+    print(
+        f"{'N':>7} {'d_e':>4} {'fast s':>9} {'pos/s fast':>11} {'naive s':>9} {'pos/s naive':>11} "
+        f"{'speed-up':>8} {'fast/matmul':>11}"
+    )
     gen = torch.Generator(device=device.type).manual_seed(0)
     for N in Ns:
         link = make_link("linear", args.q, args.d, generator=torch.Generator().manual_seed(1))
-        cons = lemma11(N, args.d, args.q, link.two_layer_net(), eps=0.05, r_x=lemma12_radius(args.d, 10_000, N),
-                       dtype=dtype, device=device)
+        cons = lemma11(
+            N,
+            args.d,
+            args.q,
+            link.two_layer_net(),
+            eps=0.05,
+            r_x=lemma12_radius(args.d, 10_000, N),
+            dtype=dtype,
+            device=device,
+        )
         p = QSTR(N=N, d=args.d, link=link).sample(args.B, generator=gen, device=device, dtype=dtype)
         positions = args.B * N
         with torch.no_grad():
@@ -79,7 +97,10 @@ def main():
                 naive = f"{t_naive:9.3f} {positions / t_naive:11.3g} {t_naive / t_fast:8.1f}"
             else:
                 naive = f"{'skipped':>9} {'(memory)':>11} {'-':>8}"
-        print(f"{N:7d} {cons.d_e:4d} {t_fast:9.3f} {positions / t_fast:11.3g} {naive} {flops / t_fast / rate:11.3f}")
+        print(
+            f"{N:7d} {cons.d_e:4d} {t_fast:9.3f} {positions / t_fast:11.3g} {naive} "
+            f"{flops / t_fast / rate:11.3f}"
+        )
 
 
 if __name__ == "__main__":

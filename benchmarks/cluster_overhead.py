@@ -1,6 +1,7 @@
 """What running the stacks on Dask costs: one small Figure 1 sweep, timed two ways in one run.
 
-    python benchmarks/cluster_overhead.py              # tiny models, 1STR N in {2,3,4}, simple N=3, 1 seed
+    python benchmarks/cluster_overhead.py              # tiny models, 1STR N in {2,3,4},
+                                                       # simple N=3, 1 seed
     python benchmarks/cluster_overhead.py --steps 300  # longer stacks: the fixed costs matter less
 
 Prints the wall seconds of the same sweep (fresh results file each time, float64, one torch
@@ -11,8 +12,9 @@ thread per stack) trained
   shutdown of the cluster included and also shown apart,
 
 (the process pool that ``--jobs`` used before Dask was removed; docs/cluster.md gives its last
-measured time), checks that the two give the same rows, and measures Dask's scheduling overhead per task on
-a running 2-worker cluster (no-op tasks, one at a time and all at once). A script, not a test.
+measured time), checks that the two give the same rows, and measures Dask's scheduling overhead
+per task on a running 2-worker cluster (no-op tasks, one at a time and all at once). A script,
+not a test.
 """
 from __future__ import annotations
 
@@ -37,8 +39,13 @@ def _noop(x):
 
 def sweep_points(steps: int):
     tiny = {"width": 8, "rnn_hidden": 8, "ffn_hidden": (8, 8), "n_test": 64, "max_steps": steps}
-    return figure1.points(quick=False, seeds=[0], protocol="paper", N_values={"1str": [2, 3, 4], "simple": [3]},
-                          overrides=tiny)
+    return figure1.points(
+        quick=False,
+        seeds=[0],
+        protocol="paper",
+        N_values={"1str": [2, 3, 4], "simple": [3]},
+        overrides=tiny,
+    )
 
 
 def key(rows):
@@ -56,7 +63,9 @@ def task_overhead(n: int = 200):
     from distributed import Client, LocalCluster
 
     t0 = time.perf_counter()
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, silence_logs=40, dashboard_address=":0")
+    cluster = LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, silence_logs=40, dashboard_address=":0"
+    )
     client = Client(cluster, set_as_default=False)
     client.submit(_noop, 0, pure=False).result()  # warm
     start = time.perf_counter() - t0
@@ -81,19 +90,33 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     pts = sweep_points(args.steps)
     n_stacks = len(stacks_of(pts))
-    print(f"sweep: {len(pts)} points in {n_stacks} stacks (Figure 1, tiny models, max_steps {args.steps}, float64); "
-          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
+    print(
+        f"sweep: {len(pts)} points in {n_stacks} stacks "
+        f"(Figure 1, tiny models, max_steps {args.steps}, float64); "
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         t_in, rows_in = timed_run(pts, os.path.join(tmp, "in"), jobs=1)
         print(f"in-process (jobs=1, no Dask):          {t_in:7.2f} s")
         t_dask, rows_dask = timed_run(pts, os.path.join(tmp, "dask"), jobs=2)
-        print(f"Dask LocalCluster (jobs=2, 2 workers): {t_dask:7.2f} s  (cluster start and shutdown included)")
+        print(
+            f"Dask LocalCluster (jobs=2, 2 workers): {t_dask:7.2f} s  "
+            "(cluster start and shutdown included)"
+        )
     same = key(rows_in) == key(rows_dask)
     print(f"rows identical across the two: {same}")
     start, stop, one, batch = task_overhead()
-    print(f"2-worker LocalCluster: start {start:.2f} s (first task included), shutdown {stop:.2f} s")
-    print(f"Dask overhead per task (no-op): {one * 1e3:.2f} ms one at a time, {batch * 1e3:.2f} ms each in a batch of 200")
-    print(f"Dask sweep minus cluster start/stop: {t_dask - start - stop:.2f} s for {n_stacks} stack tasks")
+    print(
+        f"2-worker LocalCluster: start {start:.2f} s (first task included), shutdown {stop:.2f} s"
+    )
+    print(
+        f"Dask overhead per task (no-op): {one * 1e3:.2f} ms one at a time, "
+        f"{batch * 1e3:.2f} ms each in a batch of 200"
+    )
+    print(
+        f"Dask sweep minus cluster start/stop: {t_dask - start - stop:.2f} s "
+        f"for {n_stacks} stack tasks"
+    )
     return 0 if same else 1
 
 

@@ -64,8 +64,11 @@ def main(argv=None):
         print("\nCUDA not available: skipped N =", args.cuda_n)
     start = time.perf_counter()
     cb = rs_hadamard_codebook(10**6)
-    print(f"\nrs_hadamard_codebook(10**6) on cpu: d_e = {cb.d_e}, mu = {cb.mu} (exact, combinatorial), "
-          f"built in {time.perf_counter() - start:.2f} s")
+    print(
+        f"\nrs_hadamard_codebook(10**6) on cpu: d_e = {cb.d_e}, mu = {cb.mu} "
+        "(exact, combinatorial), "
+        f"built in {time.perf_counter() - start:.2f} s"
+    )
 
 
 if __name__ == "__main__":

@@ -39,22 +39,41 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, default=None, help="number of seeds (default 5; quick 2)")
     ap.add_argument("--protocol", default="paper")
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (with --jobs 1)")
-    ap.add_argument("--jobs", type=int, default=None, help="stacks trained at once (default: every core on cpu, 1 on cuda)")
-    ap.add_argument("--out", default=None, help="results directory (default: a fresh temporary one)")
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="stacks trained at once (default: every core on cpu, 1 on cuda)",
+    )
+    ap.add_argument(
+        "--out", default=None, help="results directory (default: a fresh temporary one)"
+    )
     ap.add_argument("--progress", action="store_true")
     args = ap.parse_args(argv)
     dev = torch.device(args.device)
     quick = args.quick or (dev.type == "cpu" and not args.full)
     out = args.out or tempfile.mkdtemp(prefix="figure1_timing_")
     if args.out and os.path.exists(os.path.join(out, "figure1.jsonl")):
-        print(f"{out}/figure1.jsonl exists: rows there would be reused; use a fresh --out", file=sys.stderr)
+        print(
+            f"{out}/figure1.jsonl exists: rows there would be reused; use a fresh --out",
+            file=sys.stderr,
+        )
         return 2
     threads = args.threads or (1 if quick and dev.type == "cpu" else torch.get_num_threads())
     if dev.type == "cuda":
         torch.cuda.synchronize()
     t0 = time.perf_counter()
-    rows = run_experiment("figure1", out_dir=out, quick=quick, device=dev, seeds=args.seeds, protocol=args.protocol,
-                          progress=args.progress, threads=threads, jobs=args.jobs)
+    rows = run_experiment(
+        "figure1",
+        out_dir=out,
+        quick=quick,
+        device=dev,
+        seeds=args.seeds,
+        protocol=args.protocol,
+        progress=args.progress,
+        threads=threads,
+        jobs=args.jobs,
+    )
     if dev.type == "cuda":
         torch.cuda.synchronize()
     total = time.perf_counter() - t0
@@ -63,10 +82,18 @@ def main(argv=None) -> int:
     from qstr.verify.experiments.run import default_jobs
 
     jobs = args.jobs or default_jobs(dev)
-    name = (torch.cuda.get_device_name(dev) if dev.type == "cuda"
-            else f"CPU, {jobs} worker process(es) x 1 thread" if jobs > 1 else f"CPU, {threads} torch thread(s)")
-    print(f"Figure 1 ({what}, {len(seeds)} seeds, {len(rows)} models, protocol {args.protocol}) on {name}: "
-          f"{total:.1f} s (including plots and the summary); results in {out}")
+    name = (
+        torch.cuda.get_device_name(dev)
+        if dev.type == "cuda"
+        else f"CPU, {jobs} worker process(es) x 1 thread"
+        if jobs > 1
+        else f"CPU, {threads} torch thread(s)"
+    )
+    print(
+        f"Figure 1 ({what}, {len(seeds)} seeds, {len(rows)} models, protocol {args.protocol}) "
+        f"on {name}: "
+        f"{total:.1f} s (including plots and the summary); results in {out}"
+    )
     stacks = {}
     for r in rows:
         k = (r["variant"], r["model"])
@@ -75,8 +102,12 @@ def main(argv=None) -> int:
         n = sum(1 for r in rows if (r["variant"], r["model"]) == (variant, model))
         print(f"  {variant:6s} {model:11s} {n:3d} models in one stack: {s:8.1f} s")
     if dev.type == "cuda" and not quick:
-        print(f"  target {TARGET_S:.0f} s for the whole figure at 5 seeds; published code ~{PUBLISHED_S_PER_SEED:.0f} s "
-              f"per seed (~{PUBLISHED_S_PER_SEED * len(seeds):.0f} s for {len(seeds)} seeds, one model at a time)")
+        print(
+            f"  target {TARGET_S:.0f} s for the whole figure at 5 seeds; "
+            f"published code ~{PUBLISHED_S_PER_SEED:.0f} s "
+            f"per seed (~{PUBLISHED_S_PER_SEED * len(seeds):.0f} s for {len(seeds)} seeds, "
+            "one model at a time)"
+        )
     return 0
 
 

@@ -1,8 +1,8 @@
 """The GPU numbers in one call: ceilings, Lemma 11 against its roofline, the Prop 28 RNN states
 at N = 10^6, the GRU training step (gru_step.py) and all of Figure 1 at the paper's sizes.
 
-    python benchmarks/gpu_report.py --out DIR                     # everything (CUDA)
-    python benchmarks/gpu_report.py --out DIR --skip-figure1      # the kernels only (about a minute)
+    python benchmarks/gpu_report.py --out DIR                    # everything (CUDA)
+    python benchmarks/gpu_report.py --out DIR --skip-figure1     # the kernels only (about a minute)
     python benchmarks/gpu_report.py --out DIR --figure1-matmul float32 tf32
 
 Every number is measured in this run on this device: the matrix-product rate (random
@@ -68,9 +68,14 @@ def lemma11_rows(dev, ceil: dict, Ns, qs, d: int = 4, B: int = 1) -> list:
                              rel_err_vs_float64=float((y32 - y64).norm() / y64.norm()),
                              max_abs_err_vs_float64=float((y32 - y64).abs().max()),
                              error_bound=c32.guarantee.error_bound))
-            print(f"lemma11 N={N:6d} q={q} d_e={d_e:3d}: {sec * 1e3:8.2f} ms (chunk 1024: {chunked * 1e3:8.2f} ms), "
-                  f"{flops / sec / 1e12:6.2f} TFLOP/s, {rows[-1]['roofline_fraction']:.1%} of roofline, "
-                  f"rel err vs float64 {rows[-1]['rel_err_vs_float64']:.1e}", flush=True)
+            print(
+                f"lemma11 N={N:6d} q={q} d_e={d_e:3d}: {sec * 1e3:8.2f} ms "
+                f"(chunk 1024: {chunked * 1e3:8.2f} ms), "
+                f"{flops / sec / 1e12:6.2f} TFLOP/s, "
+                f"{rows[-1]['roofline_fraction']:.1%} of roofline, "
+                f"rel err vs float64 {rows[-1]['rel_err_vs_float64']:.1e}",
+                flush=True,
+            )
             del c32, c64
             torch.cuda.empty_cache()
     return rows
@@ -86,24 +91,35 @@ def rnn_states(dev, N: int = 1_000_000) -> dict:
     book, c = rnn_scan._build(N, dev, args)
     torch.cuda.synchronize()
     build = time.perf_counter() - t0
-    link = make_link("teacher", args.q, args.d, generator=torch.Generator(device=dev).manual_seed(0))
+    link = make_link(
+        "teacher", args.q, args.d, generator=torch.Generator(device=dev).manual_seed(0)
+    )
     g = torch.Generator(device=dev).manual_seed(0)
-    p = QSTR(N=N, d=args.d, link=link, variant="simple").sample(1, generator=g, device=dev, dtype=torch.float64)
+    p = QSTR(N=N, d=args.d, link=link, variant="simple").sample(
+        1, generator=g, device=dev, dtype=torch.float64
+    )
     x = clip_to_ball(p.x, c.transition.guarantee.r_x)
     sec = cuda_median(lambda: c.states(x, p.t), reps=3, warmup=1)
     st = c.states(x, p.t)
     tf, tb = c.targets(x, p.t)
     err = max(float((st.h_fwd - tf).abs().max()), float((st.h_bwd - tb).abs().max()))
-    out = dict(N=N, seconds=sec, build_seconds=build, max_state_error=err, eps=c.transition.guarantee.eps)
-    print(f"RNN states N={N:,}: {sec:.3f} s (build {build:.2f} s); max state error {err:.3g} <= eps {out['eps']:.3g}",
-          flush=True)
+    out = dict(
+        N=N, seconds=sec, build_seconds=build, max_state_error=err, eps=c.transition.guarantee.eps
+    )
+    print(
+        f"RNN states N={N:,}: {sec:.3f} s (build {build:.2f} s); "
+        f"max state error {err:.3g} <= eps {out['eps']:.3g}",
+        flush=True,
+    )
     return out
 
 
 def segments_summary(dev, top: int = 8) -> str:
     """Where reserved device memory sits: per pool, segments, reserved and allocated GiB; then the
     ``top`` segments with the most reserved-but-unallocated memory and their live blocks."""
-    segs = [s for s in torch.cuda.memory_snapshot() if s["device"] == dev.index or dev.index is None]
+    segs = [
+        s for s in torch.cuda.memory_snapshot() if s["device"] == dev.index or dev.index is None
+    ]
     gib = 2.0 ** 30
     pools: dict = {}
     for s in segs:
@@ -154,14 +170,31 @@ def figure1(dev, out_dir: str, matmul: str, seeds: int) -> dict:
     for r in rows:
         k = f"{r['variant']}/{r['model']}"
         stacks[k] = max(stacks.get(k, 0.0), r["wall_s"])
-    by_arch = {m: sum(v for k, v in stacks.items() if k.endswith("/" + m)) for m in ("transformer", "rnn", "ffn")}
+    by_arch = {
+        m: sum(v for k, v in stacks.items() if k.endswith("/" + m))
+        for m in ("transformer", "rnn", "ffn")
+    }
     reached = sum(r["samples"] is not None for r in rows)
-    print(f"Figure 1 ({matmul}, {seeds} seeds, {len(rows)} models, {reached} reached): {total:.1f} s wall; "
-          f"by architecture " + ", ".join(f"{m} {s:.1f} s" for m, s in by_arch.items())
-          + f"; target {TARGET_FIGURE1_S:.0f} s, published code ~{PUBLISHED_S_PER_SEED * seeds:.0f} s", flush=True)
-    return dict(matmul=matmul, seeds=seeds, models=len(rows), reached=reached, wall_s=total, stacks_s=stacks,
-                by_architecture_s=by_arch, ratio_to_target=total / TARGET_FIGURE1_S,
-                speedup_vs_published=PUBLISHED_S_PER_SEED * seeds / total)
+    print(
+        f"Figure 1 ({matmul}, {seeds} seeds, {len(rows)} models, {reached} reached): "
+        f"{total:.1f} s wall; "
+        f"by architecture "
+        + ", ".join(f"{m} {s:.1f} s" for m, s in by_arch.items())
+        + f"; target {TARGET_FIGURE1_S:.0f} s, "
+        f"published code ~{PUBLISHED_S_PER_SEED * seeds:.0f} s",
+        flush=True,
+    )
+    return dict(
+        matmul=matmul,
+        seeds=seeds,
+        models=len(rows),
+        reached=reached,
+        wall_s=total,
+        stacks_s=stacks,
+        by_architecture_s=by_arch,
+        ratio_to_target=total / TARGET_FIGURE1_S,
+        speedup_vs_published=PUBLISHED_S_PER_SEED * seeds / total,
+    )
 
 
 def main(argv=None) -> int:
@@ -171,7 +204,9 @@ def main(argv=None) -> int:
     ap.add_argument("--q", type=int, nargs="+", default=[2, 4])
     ap.add_argument("--rnn-N", type=int, default=1_000_000)
     ap.add_argument("--seeds", type=int, default=5)
-    ap.add_argument("--figure1-matmul", nargs="+", default=["float32", "tf32"], choices=["float32", "tf32"])
+    ap.add_argument(
+        "--figure1-matmul", nargs="+", default=["float32", "tf32"], choices=["float32", "tf32"]
+    )
     ap.add_argument("--skip-figure1", action="store_true")
     ap.add_argument("--skip-gru", action="store_true",
                     help="skip the GRU step (benchmarks/gru_step.py)")
@@ -211,7 +246,9 @@ def main(argv=None) -> int:
             if isinstance(exc, torch.cuda.OutOfMemoryError):  # which pools hold the memory
                 report[name]["memory_summary"] = torch.cuda.memory_summary(dev, abbreviated=True)
                 report[name]["segments"] = segments_summary(dev)
-                print(report[name]["memory_summary"], report[name]["segments"], sep="\n", flush=True)
+                print(
+                    report[name]["memory_summary"], report[name]["segments"], sep="\n", flush=True
+                )
         if name == "gru_step" and not gru_step.trusted(report[name]):
             # Figure 1 is still timed, on the code before, and the report says so
             gru_step.use_scan("autograd")
@@ -221,8 +258,12 @@ def main(argv=None) -> int:
     c = report["ceilings"]
     print(f"\n{report['device']}, torch {report['torch']}, {report['date']}")
     if "error" not in c:
-        print(f"ceilings: matmul float32 {c['matmul_float32_flops'] / 1e12:.1f}, tf32 {c['matmul_tf32_flops'] / 1e12:.1f}, "
-              f"float16 {c['matmul_float16_flops'] / 1e12:.1f} TFLOP/s; copy {c['copy_bytes'] / 1e12:.2f} TB/s")
+        print(
+            f"ceilings: matmul float32 {c['matmul_float32_flops'] / 1e12:.1f}, "
+            f"tf32 {c['matmul_tf32_flops'] / 1e12:.1f}, "
+            f"float16 {c['matmul_float16_flops'] / 1e12:.1f} TFLOP/s; "
+            f"copy {c['copy_bytes'] / 1e12:.2f} TB/s"
+        )
     return 0
 
 

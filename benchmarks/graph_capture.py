@@ -173,8 +173,11 @@ def _chain(exc) -> str:
         e = e.__cause__ or e.__context__
     inner = chain[-1]
     frames = traceback.format_tb(inner.__traceback__)[-4:]
-    return " <- ".join(f"{type(e).__name__}: {str(e).splitlines()[0][:140]}" for e in reversed(chain)) \
-        + "\n      " + "      ".join(f.replace("\n", " ") + "\n" for f in frames)
+    return (
+        " <- ".join(f"{type(e).__name__}: {str(e).splitlines()[0][:140]}" for e in reversed(chain))
+        + "\n      "
+        + "      ".join(f.replace("\n", " ") + "\n" for f in frames)
+    )
 
 
 def _figure1_members(dev, n=4):

@@ -55,7 +55,9 @@ def timed(fn, device):
     if device.type == "cuda":
         mem = f"peak {torch.cuda.max_memory_allocated() / 2**20:.0f} MiB allocated"
     else:
-        mem = f"process peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10:.0f} MiB"
+        mem = (
+            f"process peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10:.0f} MiB"
+        )
     return out, seconds, mem
 
 
@@ -68,7 +70,10 @@ def dense_scan(c, x, t, chunk=4096):
     F = x.new_empty(B, N, tr.d_h)
     for s in range(0, N, chunk):
         e = min(s + chunk, N)
-        z = torch.cat([x[:, s:e], omega[s:e].expand(B, -1, -1)] + [omega[t[:, s:e, k]] for k in range(tr.q)], -1)
+        z = torch.cat(
+            [x[:, s:e], omega[s:e].expand(B, -1, -1)] + [omega[t[:, s:e, k]] for k in range(tr.q)],
+            -1,
+        )
         u = torch.cat([z.new_zeros(B, e - s, tr.d_h), z], -1)
         h = u
         for i, L in enumerate(layers):
@@ -85,19 +90,31 @@ def bench(N, device, args):
     tg = c.transition.guarantee
     print(f"build: {t_build:.2f} s; d_e = {c.d_e}, mu = {tg.mu:g}, widths {c.transition.widths}, "
           f"eps = {tg.eps:.4g}, r_x = {tg.r_x:.3g}, r_h = {c.r_h:.3g}")
-    link = make_link("teacher", args.q, args.d, generator=torch.Generator().manual_seed(args.seed)).to(device)
+    link = make_link(
+        "teacher", args.q, args.d, generator=torch.Generator().manual_seed(args.seed)
+    ).to(device)
     gen = torch.Generator(device=device).manual_seed(args.seed)
-    p = QSTR(N=N, d=args.d, link=link, variant="simple").sample(1, generator=gen, device=device, dtype=F64)
+    p = QSTR(N=N, d=args.d, link=link, variant="simple").sample(
+        1, generator=gen, device=device, dtype=F64
+    )
     P = N if args.full_loop else min(N, args.loop_prefix)
-    t = torch.tensor([[P // 3 + k * (P // (3 * args.q)) for k in range(args.q)]], device=device).expand(1, args.q)
+    t = torch.tensor(
+        [[P // 3 + k * (P // (3 * args.q)) for k in range(args.q)]], device=device
+    ).expand(1, args.q)
     t = t[:, None, :].expand(1, N, args.q)  # simple prompt, targets inside the timed prefix
     x = clip_to_ball(p.x, tg.r_x)
 
     st, t_scan, mem_scan = timed(lambda: c.states(x, t), device)
-    print(f"scan (closed form):  {t_scan:8.3f} s   {mem_scan}; projection active at {st.projection_active} steps")
+    print(
+        f"scan (closed form):  {t_scan:8.3f} s   {mem_scan}; "
+        f"projection active at {st.projection_active} steps"
+    )
     (hf_d, hb_d), t_dense, mem_dense = timed(lambda: dense_scan(c, x, t), device)
     diff_d = max(float((hf_d - st.h_fwd).abs().max()), float((hb_d - st.h_bwd).abs().max()))
-    print(f"scan (dense layers): {t_dense:8.3f} s   {mem_dense}; max |dense - closed form| = {diff_d:.1e}")
+    print(
+        f"scan (dense layers): {t_dense:8.3f} s   {mem_dense}; "
+        f"max |dense - closed form| = {diff_d:.1e}"
+    )
 
     m = c.module(device=device)
     Zp = c.encode(x[:, :P], t[:, :P])
@@ -114,8 +131,11 @@ def bench(N, device, args):
           f"literal loop / scan (dense layers) = {est / t_dense:,.0f}x")
     tf, tb = c.targets(x, t)
     err = max(float((st.h_fwd - tf).abs().max()), float((st.h_bwd - tb).abs().max()))
-    print(f"Cor 27 at N = {N:,}: max state error {err:.3g} <= eps {tg.eps:.4g}; exact zeros before/after target: "
-          f"{bool((st.h_fwd[tf == 0] == 0).all() and (st.h_bwd[tb == 0] == 0).all())}")
+    print(
+        f"Cor 27 at N = {N:,}: max state error {err:.3g} <= eps {tg.eps:.4g}; "
+        "exact zeros before/after target: "
+        f"{bool((st.h_fwd[tf == 0] == 0).all() and (st.h_bwd[tb == 0] == 0).all())}"
+    )
 
 
 def _build(N, device, args):

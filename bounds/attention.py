@@ -84,7 +84,8 @@ class Guarantee:
         return self.error_bound + self.eps_2nn
 
     def as_dict(self) -> dict:
-        """Plain floats / ints / strings / lists only (safe for ``torch.load(weights_only=True)``)."""
+        """Plain floats / ints / strings / lists only
+        (safe for ``torch.load(weights_only=True)``)."""
         norms = {}
         for k, v in self.weight_norms.items():
             norms[k] = [float(x) for x in v] if isinstance(v, (tuple, list)) else float(v)
@@ -134,7 +135,9 @@ def _real(name: str, value) -> float:
 def _lemma11_mu(mu) -> float:
     mu = _real("mu", mu)
     if not mu < 1:
-        raise ValueError(f"mu must be < 1 for the Lemma 11 gap (coherence of the codes), got mu = {mu}")
+        raise ValueError(
+            f"mu must be < 1 for the Lemma 11 gap (coherence of the codes), got mu = {mu}"
+        )
     if mu < 0:
         raise ValueError(f"mu must be >= 0 (a coherence), got {mu}")
     return mu
@@ -153,7 +156,9 @@ def _leak(N: int, gap: float) -> float:
     return 0.0 if N == 1 else _logistic(math.log(N - 1) - gap)
 
 
-def lemma11_error_bound(*, N: int, q: int, mu: float, c: float, alpha: float, r_x: float, lipschitz: float) -> float:
+def lemma11_error_bound(
+    *, N: int, q: int, mu: float, c: float, alpha: float, r_x: float, lipschitz: float
+) -> float:
     """lipschitz * sqrt(q) * 2 * delta * r_x with delta = lemma11_leak(N, alpha c^2 (1 - mu)).
 
     ``q`` is the number of heads whose outputs the net reads (H = q in Lemma 11; H =
@@ -174,7 +179,9 @@ def _lemma11_error_bound(N, q, mu, c, alpha, r_x, lipschitz) -> float:
     return lipschitz * math.sqrt(q) * 2.0 * _leak(N, alpha * c * c * (1 - mu)) * r_x
 
 
-def lemma11_alpha(*, N: int, q: int, mu: float, c: float, r_x: float, lipschitz: float, eps: float) -> float:
+def lemma11_alpha(
+    *, N: int, q: int, mu: float, c: float, r_x: float, lipschitz: float, eps: float
+) -> float:
     """The smallest alpha >= 0 with lemma11_error_bound(...) <= eps (exact inversion).
 
     With delta* = eps / (2 lipschitz sqrt(q) r_x): leak <= delta* iff
@@ -204,8 +211,10 @@ def _lemma11_alpha(*, N, q, mu, c, r_x, lipschitz, eps) -> float:
         if _lemma11_error_bound(N, q, mu, c, alpha, r_x, lipschitz) <= eps:
             return alpha
         alpha = alpha * (1 + 4e-16) + 1e-300
-    raise ArithmeticError(f"lemma11_alpha: alpha = {alpha!r} does not reach eps = {eps!r} (N={N}, q={q}, mu={mu}, "
-                          f"c={c}, r_x={r_x}, lipschitz={lipschitz}); a bug in the inversion, please report it")
+    raise ArithmeticError(
+        f"lemma11_alpha: alpha = {alpha!r} does not reach eps = {eps!r} (N={N}, q={q}, mu={mu}, "
+        f"c={c}, r_x={r_x}, lipschitz={lipschitz}); a bug in the inversion, please report it"
+    )
 
 
 def lemma12_radius(d: int, n: int, N: int, C_x: float = 1.0) -> float:
@@ -215,7 +224,9 @@ def lemma12_radius(d: int, n: int, N: int, C_x: float = 1.0) -> float:
     N = validate.positive_int("N", N)
     C_x = validate.positive_float("C_x", C_x)
     if n * N < 2:
-        raise ValueError(f"n * N must be >= 2 for the Lemma 12 radius (log(n N) > 0), got n = {n}, N = {N}")
+        raise ValueError(
+            f"n * N must be >= 2 for the Lemma 12 radius (log(n N) > 0), got n = {n}, N = {N}"
+        )
     return math.sqrt(3.0 * C_x * math.e * d * math.log(n * N))
 
 
@@ -231,8 +242,10 @@ def _sparse_args(N, q, mu):
     limit = separation_limit(q)
     if not 0 <= mu < limit:
         raise ValueError(
-            f"mu must lie in [0, 1/(2q - 1)) = [0, {limit:.6g}) for the single sparse-averaging head "
-            f"(in-set scores >= A(1 - (q-1) mu) must beat out-of-set scores <= A q mu), got mu = {mu:.6g}"
+            f"mu must lie in [0, 1/(2q - 1)) = [0, {limit:.6g}) for the single "
+            f"sparse-averaging head "
+            f"(in-set scores >= A(1 - (q-1) mu) must beat out-of-set scores <= A q mu), "
+            f"got mu = {mu:.6g}"
         )
     return N, q, mu
 
@@ -251,7 +264,8 @@ def _sparse_leak(N, q, mu, A) -> float:
 
 
 def sparse_average_within(*, q: int, leak: float, rho: float) -> float:
-    """2 max_{0 <= k <= q-1} [(1 - L) k rho / (k rho + q - k) - k / q]_+ (the in-set part of ||pi - w||_1).
+    """2 max_{0 <= k <= q-1} [(1 - L) k rho / (k rho + q - k) - k / q]_+
+    (the in-set part of ||pi - w||_1).
 
     For a within-set softmax whose weights differ by a factor <= rho, and outside mass L.
     """
@@ -271,7 +285,9 @@ def _sparse_bound_A(N, q, mu, A):
     return 2 * L + sparse_average_within(q=q, leak=L, rho=rho)
 
 
-def sparse_average_error_bound(*, N: int, q: int, mu: float, c: float, alpha: float, r_x: float) -> float:
+def sparse_average_error_bound(
+    *, N: int, q: int, mu: float, c: float, alpha: float, r_x: float
+) -> float:
     """sup ||y_hat_i - (1/q) sum_k x_{t_ik}||_2 <= r_x (2 L + within(L, rho)) (distinct indices).
 
     A = alpha c^2, L = :func:`sparse_average_leak`, rho = e^{2 A (q - 2) mu} (the spread of
@@ -287,7 +303,8 @@ def sparse_average_error_bound(*, N: int, q: int, mu: float, c: float, alpha: fl
 
 
 def _sparse_min_A(N, q, mu):
-    """(A*, min bound / r_x) over A >= 0; A* = inf when the bound only decreases (q <= 2 or mu = 0)."""
+    """(A*, min bound / r_x) over A >= 0; A* = inf when the bound only decreases
+    (q <= 2 or mu = 0)."""
     if N == q:  # no outside keys: L = 0 and the bound only grows with A (rho = 1 at A = 0)
         return 0.0, 0.0
     if q <= 2 or mu == 0:
@@ -300,7 +317,9 @@ def _sparse_min_A(N, q, mu):
 
     res = minimize_scalar(lambda A: _sparse_bound_A(N, q, mu, A), bounds=(lo, hi), method="bounded",
                           options={"xatol": 1e-10 * max(hi, 1.0)})
-    A, v = (float(res.x), float(res.fun)) if res.fun <= vals[i] else (float(grid[i]), float(vals[i]))
+    A, v = (
+        (float(res.x), float(res.fun)) if res.fun <= vals[i] else (float(grid[i]), float(vals[i]))
+    )
     return A, v
 
 
@@ -332,7 +351,9 @@ def _sparse_mu_needed(N, q, r_x, eps) -> float:
     return lo
 
 
-def sparse_average_alpha(*, N: int, q: int, mu: float, c: float, r_x: float, eps: Optional[float] = None) -> float:
+def sparse_average_alpha(
+    *, N: int, q: int, mu: float, c: float, r_x: float, eps: Optional[float] = None
+) -> float:
     """alpha for the single averaging head.
 
     ``eps=None``: the alpha minimising :func:`sparse_average_error_bound` (1-D: log grid then
@@ -353,7 +374,8 @@ def _sparse_alpha(N, q, mu, c, r_x, eps) -> float:
     if eps is None:
         if math.isinf(A_star):
             raise ValueError(
-                f"eps must be given for q = {q}, mu = {mu:.6g}, N = {N}: the bound decreases to 0 as alpha "
+                f"eps must be given for q = {q}, mu = {mu:.6g}, N = {N}: "
+                f"the bound decreases to 0 as alpha "
                 f"grows (no minimising alpha)"
             )
         return A_star / (c * c)
@@ -363,15 +385,19 @@ def _sparse_alpha(N, q, mu, c, r_x, eps) -> float:
     if math.isinf(A_star):
         # bound = 2 r_x L(A) with L decreasing to 0: invert exactly
         target = eps / (2 * r_x)
-        A = (math.log((N - q) / q) + math.log1p(-target) - math.log(target)) / (1 - (2 * q - 1) * mu)
+        A = (math.log((N - q) / q) + math.log1p(-target) - math.log(target)) / (
+            1 - (2 * q - 1) * mu
+        )
         while f(A) > eps:
             A = A * (1 + 4e-16) + 1e-300
         return A / (c * c)
     if r_x * best > eps:
         need = _sparse_mu_needed(N, q, r_x, eps)
         raise ValueError(
-            f"eps = {eps:.6g} is out of reach for mu = {mu:.6g} (N = {N}, q = {q}, r_x = {r_x:.6g}): the "
-            f"best bound is {r_x * best:.6g}; mu <= {need:.6g} would be needed (a codebook with smaller coherence)"
+            f"eps = {eps:.6g} is out of reach for mu = {mu:.6g} "
+            f"(N = {N}, q = {q}, r_x = {r_x:.6g}): the "
+            f"best bound is {r_x * best:.6g}; mu <= {need:.6g} would be needed "
+            f"(a codebook with smaller coherence)"
         )
     grid = np.concatenate([[0.0], np.logspace(-3, math.log10(max(A_star, 1e-3)), 2000), [A_star]])
     grid.sort()
@@ -410,7 +436,9 @@ def _net_lipschitz(net: TwoLayerNet) -> float:
     return lip
 
 
-def _lemma11_record(cons: Construction, *, r_x: float, lipschitz: float, eps_2nn: float) -> Guarantee:
+def _lemma11_record(
+    cons: Construction, *, r_x: float, lipschitz: float, eps_2nn: float
+) -> Guarantee:
     """The Lemma 11 guarantee of ``cons`` (arguments already validated)."""
     mu, c, alpha = cons.mu, cons.c, cons.alpha
     gap = alpha * c * c * (1 - mu)
@@ -418,28 +446,50 @@ def _lemma11_record(cons: Construction, *, r_x: float, lipschitz: float, eps_2nn
     bound = _lemma11_error_bound(cons.N, cons.H, mu, c, alpha, r_x, lipschitz)
     book = cons.codebook
     return Guarantee(
-        error_bound=bound, alpha=alpha, gap=gap, leak=leak, mu=mu, r_x=r_x, c=c, N=cons.N, q=cons.q, d=cons.d,
-        d_e=cons.d_e, lipschitz=lipschitz, eps_2nn=eps_2nn, weight_norms=_weight_norms(cons.model),
+        error_bound=bound,
+        alpha=alpha,
+        gap=gap,
+        leak=leak,
+        mu=mu,
+        r_x=r_x,
+        c=c,
+        N=cons.N,
+        q=cons.q,
+        d=cons.d,
+        d_e=cons.d_e,
+        lipschitz=lipschitz,
+        eps_2nn=eps_2nn,
+        weight_norms=_weight_norms(cons.model),
         assumptions=(
-            f"Assumption 3 with measured mu={mu:.6g} ({book.kind} codebook, d_e={cons.d_e}, {book.N} rows)",
+            f"Assumption 3 with measured mu={mu:.6g} "
+            f"({book.kind} codebook, d_e={cons.d_e}, {book.N} rows)",
             f"||x_j|| <= r_x = {r_x:.6g} for every token of the prompt",
             f"bound against the Assumption 2 net (Lipschitz ||a|| ||W||_op = {lipschitz:.6g}); "
             f"|g - g_net| <= eps_2nn = {eps_2nn:.6g} on the r_x-ball is the user's claim",
             f"heads read slots {list(cons.slots)} of q={cons.q}",
         ),
-        H=cons.H, kind="lemma11",
+        H=cons.H,
+        kind="lemma11",
     )
 
 
-def lemma11_guarantee(construction: Construction, net: TwoLayerNet, *, r_x: float, eps_2nn: float = 0.0) -> Guarantee:
+def lemma11_guarantee(
+    construction: Construction, net: TwoLayerNet, *, r_x: float, eps_2nn: float = 0.0
+) -> Guarantee:
     """What Lemma 11 promises for weights built by ``lemma11_weights(..., net)``: the error bound at
     their alpha for tokens with ||x_j|| <= r_x (docs/derivations/lemma11.md)."""
     if not isinstance(construction, Construction) or construction.kind != "lemma11":
         raise ValueError("construction must be a Lemma 11 Construction (kind='lemma11')")
     if not isinstance(net, TwoLayerNet):
-        raise ValueError(f"net must be a qstr.constructions.links.TwoLayerNet, got {type(net).__name__}")
-    return _lemma11_record(construction, r_x=validate.positive_float("r_x", r_x), lipschitz=_net_lipschitz(net),
-                           eps_2nn=validate.positive_float("eps_2nn", eps_2nn, allow_zero=True))
+        raise ValueError(
+            f"net must be a qstr.constructions.links.TwoLayerNet, got {type(net).__name__}"
+        )
+    return _lemma11_record(
+        construction,
+        r_x=validate.positive_float("r_x", r_x),
+        lipschitz=_net_lipschitz(net),
+        eps_2nn=validate.positive_float("eps_2nn", eps_2nn, allow_zero=True),
+    )
 
 
 def lemma11(
@@ -467,16 +517,31 @@ def lemma11(
     r_x-ball) is only recorded.
     """
     if (eps is None) == (alpha is None):
-        raise ValueError("give exactly one of eps (alpha is then chosen) and alpha (bound computed for it)")
+        raise ValueError(
+            "give exactly one of eps (alpha is then chosen) and alpha (bound computed for it)"
+        )
     r_x = validate.positive_float("r_x", r_x)
     eps_2nn = validate.positive_float("eps_2nn", eps_2nn, allow_zero=True)
     eps = None if eps is None else validate.positive_float("eps", eps)
-    cons = lemma11_weights(N, d, q, net, alpha=0.0 if alpha is None else alpha, codebook=codebook, c=c,
-                           slots=slots, dtype=dtype, device=device)
+    cons = lemma11_weights(
+        N,
+        d,
+        q,
+        net,
+        alpha=0.0 if alpha is None else alpha,
+        codebook=codebook,
+        c=c,
+        slots=slots,
+        dtype=dtype,
+        device=device,
+    )
     lip = _net_lipschitz(net)
     if eps is not None:
-        cons = cons.with_alpha(_lemma11_alpha(N=cons.N, q=cons.H, mu=cons.mu, c=cons.c, r_x=r_x, lipschitz=lip,
-                                              eps=eps))
+        cons = cons.with_alpha(
+            _lemma11_alpha(
+                N=cons.N, q=cons.H, mu=cons.mu, c=cons.c, r_x=r_x, lipschitz=lip, eps=eps
+            )
+        )
     return cons.with_guarantee(_lemma11_record(cons, r_x=r_x, lipschitz=lip, eps_2nn=eps_2nn))
 
 
@@ -485,25 +550,40 @@ def _sparse_record(cons: Construction, *, r_x: float) -> Guarantee:
     N, q, mu, c, alpha = cons.N, cons.q, cons.mu, cons.c, cons.alpha
     A = alpha * c * c
     return Guarantee(
-        error_bound=r_x * _sparse_bound_A(N, q, mu, A), alpha=alpha, gap=A * (1 - (2 * q - 1) * mu),
-        leak=_sparse_leak(N, q, mu, A), mu=mu, r_x=r_x, c=c, N=N, q=q, d=cons.d, d_e=cons.d_e, lipschitz=1.0,
-        eps_2nn=0.0, weight_norms=_weight_norms(cons.model),
+        error_bound=r_x * _sparse_bound_A(N, q, mu, A),
+        alpha=alpha,
+        gap=A * (1 - (2 * q - 1) * mu),
+        leak=_sparse_leak(N, q, mu, A),
+        mu=mu,
+        r_x=r_x,
+        c=c,
+        N=N,
+        q=q,
+        d=cons.d,
+        d_e=cons.d_e,
+        lipschitz=1.0,
+        eps_2nn=0.0,
+        weight_norms=_weight_norms(cons.model),
         assumptions=(
             f"Assumption 3 with measured mu={mu:.6g} < 1/(2q-1) = {separation_limit(q):.6g} "
             f"({cons.codebook.kind} codebook, d_e={cons.d_e})",
             f"||x_j|| <= r_x = {r_x:.6g} for every token of the prompt",
             "the q indices of each position are distinct",
-            "error is the Euclidean norm of y_hat_i - (1/q) sum_k x_{t_ik}; output net is the exact identity",
+            "error is the Euclidean norm of y_hat_i - (1/q) sum_k x_{t_ik}; "
+            "output net is the exact identity",
         ),
-        H=1, kind="sparse-average",
+        H=1,
+        kind="sparse-average",
     )
 
 
 def sparse_average_guarantee(construction: Construction, *, r_x: float) -> Guarantee:
-    """What the single averaging head (remark after Prop 3) promises at its alpha for tokens with ||x_j|| <= r_x
-    (docs/derivations/sparse-averaging.md)."""
+    """What the single averaging head (remark after Prop 3) promises at its alpha for tokens with
+    ||x_j|| <= r_x (docs/derivations/sparse-averaging.md)."""
     if not isinstance(construction, Construction) or construction.kind != "sparse-average":
-        raise ValueError("construction must be a sparse-averaging Construction (kind='sparse-average')")
+        raise ValueError(
+            "construction must be a sparse-averaging Construction (kind='sparse-average')"
+        )
     return _sparse_record(construction, r_x=validate.positive_float("r_x", r_x))
 
 
@@ -531,8 +611,16 @@ def sparse_average_head(
         raise ValueError("give at most one of eps and alpha")
     r_x = validate.positive_float("r_x", r_x)
     eps = None if eps is None else validate.positive_float("eps", eps)
-    cons = sparse_average_weights(N, d, q, codebook=codebook, alpha=0.0 if alpha is None else alpha, c=c,
-                                  dtype=dtype, device=device)
+    cons = sparse_average_weights(
+        N,
+        d,
+        q,
+        codebook=codebook,
+        alpha=0.0 if alpha is None else alpha,
+        c=c,
+        dtype=dtype,
+        device=device,
+    )
     if alpha is None:
         cons = cons.with_alpha(_sparse_alpha(cons.N, cons.q, cons.mu, cons.c, r_x, eps))
     return cons.with_guarantee(_sparse_record(cons, r_x=r_x))

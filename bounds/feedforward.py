@@ -1,6 +1,6 @@
-"""Theorem 6 (seed numbering; conference Theorem 9): an FFN trained by an algorithm of Definition 5 has
-risk >= 1 - n/(N d) on simple-1STR -- the floor in closed form, the Bayes risk given the span by
-Monte Carlo, span distances. Derivation: docs/derivations/theorem6.md.
+"""Theorem 6 (seed numbering; conference Theorem 9): an FFN trained by an algorithm of
+Definition 5 has risk >= 1 - n/(N d) on simple-1STR -- the floor in closed form, the Bayes risk
+given the span by Monte Carlo, span distances. Derivation: docs/derivations/theorem6.md.
 """
 from __future__ import annotations
 
@@ -79,7 +79,9 @@ def span_distance(W: torch.Tensor, X: torch.Tensor) -> float:
     W = _matrix("W", W).to(torch.float64)
     X = _matrix("X", X).to(torch.float64)
     if W.shape[1] != X.shape[1]:
-        raise ValueError(f"W and X must have the same number of columns (N d), got {W.shape[1]} and {X.shape[1]}")
+        raise ValueError(
+            f"W and X must have the same number of columns (N d), got {W.shape[1]} and {X.shape[1]}"
+        )
     X = X.to(W.device)
     V = orthonormal_row_basis(X)
     total = float(torch.linalg.matrix_norm(W))
@@ -90,7 +92,8 @@ def span_distance(W: torch.Tensor, X: torch.Tensor) -> float:
 
 
 def embed_direction(u: torch.Tensor, t: torch.Tensor, N: int) -> torch.Tensor:
-    """P_t u = e_t kron u in R^{N d}: rows (B, N d) for u (B, d) or (d,) and t (B,) long in [0, N)."""
+    """P_t u = e_t kron u in R^{N d}: rows (B, N d) for u (B, d) or (d,)
+    and t (B,) long in [0, N)."""
     N = validate.positive_int("N", N)
     if u.dim() == 1:
         u = u.expand(t.shape[0], -1)
@@ -161,9 +164,18 @@ def _unit_sphere(B: int, d: int, generator: torch.Generator) -> torch.Tensor:
     return u / u.norm(dim=1, keepdim=True)
 
 
-def mc_bayes_risk(V: torch.Tensor, N: int, d: int, *, samples: int, generator: torch.Generator,
-                  confidence: float = 0.999, sample_x: bool = True, u: Optional[torch.Tensor] = None,
-                  chunk: int = 65536) -> BayesRiskEstimate:
+def mc_bayes_risk(
+    V: torch.Tensor,
+    N: int,
+    d: int,
+    *,
+    samples: int,
+    generator: torch.Generator,
+    confidence: float = 0.999,
+    sample_x: bool = True,
+    u: Optional[torch.Tensor] = None,
+    chunk: int = 65536,
+) -> BayesRiskEstimate:
     """Monte Carlo estimate of E_{u,t,x}[(y - E[y | V x, u, t])^2] with a confidence interval.
 
     Per sample: u ~ Unif(S^{d-1}) (or the fixed direction ``u`` when given), t ~ Unif[N],
@@ -216,8 +228,16 @@ def mc_bayes_risk(V: torch.Tensor, N: int, d: int, *, samples: int, generator: t
                              samples=samples, floor=floor, rank=int(V.shape[0]))
 
 
-def mc_bayes_risk_from_training(n: int, N: int, d: int, *, samples: int, generator: torch.Generator,
-                                confidence: float = 0.999, sample_x: bool = True) -> BayesRiskEstimate:
+def mc_bayes_risk_from_training(
+    n: int,
+    N: int,
+    d: int,
+    *,
+    samples: int,
+    generator: torch.Generator,
+    confidence: float = 0.999,
+    sample_x: bool = True,
+) -> BayesRiskEstimate:
     """Draw n training inputs x^(i) ~ N(0, I_{N d}), build V by QR, and run :func:`mc_bayes_risk`.
 
     The QR of the (N d, n) matrix of inputs gives an orthonormal basis of their span (rank n
@@ -235,7 +255,9 @@ def mc_bayes_risk_from_training(n: int, N: int, d: int, *, samples: int, generat
     else:
         Q, _ = torch.linalg.qr(X.T)  # (D, n), orthonormal columns spanning the inputs
         V = Q.T
-    est = mc_bayes_risk(V, N, d, samples=samples, generator=generator, confidence=confidence, sample_x=sample_x)
+    est = mc_bayes_risk(
+        V, N, d, samples=samples, generator=generator, confidence=confidence, sample_x=sample_x
+    )
     return BayesRiskEstimate(estimate=est.estimate, stderr=est.stderr, confidence=est.confidence,
                              samples=est.samples, floor=est.floor, rank=est.rank, n=n)
 

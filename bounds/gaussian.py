@@ -1,5 +1,7 @@
-"""Gaussian facts of the lower bounds: Lemma 40, Var(||x||^2 | Vx) = 2 (k - r) for x ~ N(0, I_k) and V with r
-orthonormal rows, in closed form and by Monte Carlo. Derivation: docs/derivations/few-heads.md (section 1)."""
+"""Gaussian facts of the lower bounds: Lemma 40, Var(||x||^2 | Vx) = 2 (k - r) for x ~ N(0, I_k)
+and V with r orthonormal rows, in closed form and by Monte Carlo.
+Derivation: docs/derivations/few-heads.md (section 1)."""
+
 from __future__ import annotations
 
 import math
@@ -22,7 +24,8 @@ def conditional_sqnorm_variance(k: int, r: int) -> float:
 
 
 def random_orthonormal_rows(r: int, k: int, *, generator: torch.Generator) -> torch.Tensor:
-    """A (r, k) matrix with orthonormal rows, Haar distributed (QR of a Gaussian matrix), float64."""
+    """A (r, k) matrix with orthonormal rows, Haar distributed (QR of a Gaussian matrix),
+    float64."""
     g = torch.randn(k, max(r, 1), generator=generator, dtype=torch.float64, device=generator.device)
     Q, R = torch.linalg.qr(g)
     Q = Q * torch.sign(torch.diagonal(R))  # Haar measure: fix the signs of the QR factor
@@ -57,7 +60,12 @@ class VarianceEstimate:
 
 
 def mc_conditional_sqnorm_variance(
-    V: torch.Tensor, *, n_outer: int, n_inner: int, generator: torch.Generator, confidence: float = 0.999
+    V: torch.Tensor,
+    *,
+    n_outer: int,
+    n_inner: int,
+    generator: torch.Generator,
+    confidence: float = 0.999,
 ) -> VarianceEstimate:
     """Monte Carlo estimate of E[Var(||x||^2 | Vx)] for x ~ N(0, I_k) (Lemma 40), with a CI.
 

@@ -1,5 +1,6 @@
 """Lemmas 39 (mixed-norm Hölder) and 41 (packing numbers); Lemma 42's nets live in
-``qstr.constructions.lipschitz`` (re-exported here). Derivations: docs/derivations/lemmas-39-41-42.md.
+``qstr.constructions.lipschitz`` (re-exported here).
+Derivations: docs/derivations/lemmas-39-41-42.md.
 """
 from __future__ import annotations
 
@@ -68,16 +69,23 @@ def _lemma39_args(A, B, p, q, r, s):
         validate.shape(nm, M, (None, None))
         validate.finite_tensor(nm, M)
     if A.shape[1] != B.shape[0]:
-        raise ValueError(f"A and B must be compatible (A: m x n, B: n x k), got {tuple(A.shape)} and {tuple(B.shape)}")
+        raise ValueError(
+            f"A and B must be compatible (A: m x n, B: n x k), "
+            f"got {tuple(A.shape)} and {tuple(B.shape)}"
+        )
     p, q, r = _exponent("p", p), _exponent("q", q), _exponent("r", r)
     s = conjugate(r) if s is None else _exponent("s", s)
     lhs = (1 / r if r < INF else 0.0) + (1 / s if s < INF else 0.0)
     if abs(lhs - 1.0) > 1e-12:
-        raise ValueError(f"r and s must be conjugate (1/r + 1/s = 1), got r = {r}, s = {s} (sum {lhs})")
+        raise ValueError(
+            f"r and s must be conjugate (1/r + 1/s = 1), got r = {r}, s = {s} (sum {lhs})"
+        )
     return p, q, r, s
 
 
-def lemma39(A: torch.Tensor, B: torch.Tensor, p: float, q: float, r: float, s: Optional[float] = None) -> Tuple[float, float]:
+def lemma39(
+    A: torch.Tensor, B: torch.Tensor, p: float, q: float, r: float, s: Optional[float] = None
+) -> Tuple[float, float]:
     """(lhs, rhs) = (||A B||_{p,q}, ||A||_{r,q} ||B||_{p,s}); Lemma 39 says lhs <= rhs.
 
     ``s`` defaults to the conjugate of ``r``; a non-conjugate pair is a ``ValueError``.
@@ -90,20 +98,24 @@ def lemma39(A: torch.Tensor, B: torch.Tensor, p: float, q: float, r: float, s: O
     return lhs, rhs
 
 
-def lemma39_swapped_rhs(A: torch.Tensor, B: torch.Tensor, p: float, q: float, r: float, s: Optional[float] = None) -> float:
+def lemma39_swapped_rhs(
+    A: torch.Tensor, B: torch.Tensor, p: float, q: float, r: float, s: Optional[float] = None
+) -> float:
     """The FALSE variant used as a falsifier: ||A||_{q,r} ||B||_{s,p} (inner and outer exponents
     of both factors exchanged, so the Hölder pair no longer meets over the summed index)."""
     p, q, r, s = _lemma39_args(A, B, p, q, r, s)
     return float(mixed_norm(A.double(), q, r) * mixed_norm(B.double(), s, p))
 
 
-def lemma39_equality_case(n: int, k: int, p: float, q: float, r: float, *, generator: torch.Generator,
-                          m: int = 1) -> Tuple[torch.Tensor, torch.Tensor]:
+def lemma39_equality_case(
+    n: int, k: int, p: float, q: float, r: float, *, generator: torch.Generator, m: int = 1
+) -> Tuple[torch.Tensor, torch.Tensor]:
     """(A, B) attaining ||A B||_{p,q} = ||A||_{r,q} ||B||_{p,s} (float64).
 
     B = beta v^T with beta_j >= 0 (every row a nonnegative multiple of one vector v, so the
     triangle inequality is an equality), and A's rows all equal to the Hölder-dual of beta:
-    alpha_j = beta_j^{s - 1} (s < inf), alpha = indicator of argmax beta (s = inf), alpha = 1 (s = 1).
+    alpha_j = beta_j^{s - 1} (s < inf), alpha = indicator of argmax beta (s = inf),
+    alpha = 1 (s = 1).
     """
     n = validate.positive_int("n", n)
     k = validate.positive_int("k", k)
@@ -143,7 +155,8 @@ def volume_log_packing_bound(d: int, eps: float) -> float:
 
 
 def maurey_k(eps: float) -> int:
-    """k = ceil(4 / eps^2): averages of k atoms are within 1/sqrt(k) <= eps/2 of any point of B_1^d."""
+    """k = ceil(4 / eps^2): averages of k atoms are within 1/sqrt(k) <= eps/2
+    of any point of B_1^d."""
     return math.ceil(4.0 / _eps(eps) ** 2)
 
 
@@ -230,7 +243,9 @@ def sample_ball(B: int, d: int, ball: str, *, generator: torch.Generator) -> tor
         r = torch.rand(B, 1, **kw) ** (1.0 / d)
         return g / g.norm(dim=1, keepdim=True) * r
     if ball == "l1":
-        e = -torch.log(torch.rand(B, d + 1, **kw))  # Exp(1): (e_1..e_d)/sum_{d+1} is uniform on the simplex interior
+        e = -torch.log(
+            torch.rand(B, d + 1, **kw)
+        )  # Exp(1): (e_1..e_d)/sum_{d+1} is uniform on the simplex interior
         signs = torch.where(torch.rand(B, d, **kw) < 0.5, -1.0, 1.0)
         return signs * e[:, :d] / e.sum(dim=1, keepdim=True)
     raise ValueError(f"ball must be 'l1' or 'l2', got {ball!r}")
@@ -249,7 +264,9 @@ def greedy_packing(candidates: torch.Tensor, eps: float, block: int = 512) -> to
             c = c[torch.cdist(c, kept).min(dim=1).values > eps]
         if c.shape[0] == 0:
             continue
-        conflict = (torch.cdist(c, c) <= eps).cpu().numpy()  # resolve conflicts inside the block, in order (host loop)
+        conflict = (
+            (torch.cdist(c, c) <= eps).cpu().numpy()
+        )  # resolve conflicts inside the block, in order (host loop)
         keep = [True] * c.shape[0]
         for i in range(c.shape[0]):
             if keep[i]:

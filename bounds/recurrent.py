@@ -1,6 +1,7 @@
 """RNN bounds: Prop 8 (width and norm lower bounds via Prop 35; seed numbering, conference Prop 6),
 Theorem 9 (the memorising crossover n*(N); conf. Thm 7) and Theorem 7 (the explicit upper bound;
-conf. Thm 5). Statements, constants and the uncertified Maurey step: docs/derivations/rnn-lower-bounds.md.
+conf. Thm 5). Statements, constants and the uncertified Maurey step:
+docs/derivations/rnn-lower-bounds.md.
 """
 from __future__ import annotations
 
@@ -47,10 +48,12 @@ SQRT2 = math.sqrt(2.0)
 
 
 def log_packing_volume(D: int, eps: float) -> float:
-    """Lemma 41 (volume): ln of the eps-packing number of the unit ball of R^D is <= D ln(1 + 2/eps).
+    """Lemma 41 (volume): ln of the eps-packing number of the unit ball of R^D is
+    <= D ln(1 + 2/eps).
 
     Balls of radius eps/2 around the packing points are disjoint and lie in the ball of radius
-    1 + eps/2, so M (eps/2)^D <= (1 + eps/2)^D. Delegates to ``bounds.packing.volume_log_packing_bound``.
+    1 + eps/2, so M (eps/2)^D <= (1 + eps/2)^D.
+    Delegates to ``bounds.packing.volume_log_packing_bound``.
     """
     return volume_log_packing_bound(D, eps)
 
@@ -91,7 +94,9 @@ class Prop8Packing:
 
     @property
     def vacuous(self) -> bool:
-        return 0 <= self.M_good < 2 or self.failure >= 1.0  # M_good = -1: too many prompts to count, not vacuous
+        return (
+            0 <= self.M_good < 2 or self.failure >= 1.0
+        )  # M_good = -1: too many prompts to count, not vacuous
 
 
 def _risk_args(N, c, K, gamma):
@@ -106,7 +111,8 @@ def _risk_args(N, c, K, gamma):
     c_max = answer_sep ** 2 / (4.0 * K)
     if not c < c_max:
         raise ValueError(
-            f"c must be < (sqrt(2 a (N-1)/N))^2 / (4 K) = {c_max:.4g} for N = {N}, K = {K}, gamma = {gamma} "
+            f"c must be < (sqrt(2 a (N-1)/N))^2 / (4 K) = {c_max:.4g} "
+            f"for N = {N}, K = {K}, gamma = {gamma} "
             f"(otherwise the prediction error can hide the separation), got c = {c}"
         )
     return N, c, K, gamma, a, answer_sep
@@ -120,10 +126,23 @@ def prop8_packing(N: int, c: float, *, K: float = 2.0, gamma: float = 0.5) -> Pr
     E = (N - 1) * rate
     frac = 1.0 - 1.0 / K
     sep = answer_sep - 2.0 * math.sqrt(K * c)
-    if E > 60.0:  # very many prompts: work in logs (M >= e^{E/2} - 1, ln M' >= ln(frac (e^{E/2} - 1) / 2))
+    if (
+        E > 60.0
+    ):  # very many prompts: work in logs (M >= e^{E/2} - 1, ln M' >= ln(frac (e^{E/2} - 1) / 2))
         log_good = E / 2.0 + math.log1p(-math.exp(-E / 2.0)) + math.log(frac / 2.0)
-        return Prop8Packing(N=N, c=c, K=K, gamma=gamma, rate=rate, M=-1, M_good=-1, log_M_good=log_good,
-                            answer_sep=answer_sep, sep=sep, failure=0.5)
+        return Prop8Packing(
+            N=N,
+            c=c,
+            K=K,
+            gamma=gamma,
+            rate=rate,
+            M=-1,
+            M_good=-1,
+            log_M_good=log_good,
+            answer_sep=answer_sep,
+            sep=sep,
+            failure=0.5,
+        )
     M = max(1, int(math.floor(0.5 + math.sqrt(0.25 + math.exp(E)))))  # exact enough: e^E < 2^87
     while M > 1 and M * (M - 1) > math.exp(E):
         M -= 1
@@ -138,8 +157,11 @@ def _usable(pk: Prop8Packing) -> bool:
     return not pk.vacuous
 
 
-def prop8_width_lower_bound(N: int, c: float, UL: float, *, K: float = 2.0, gamma: float = 0.5) -> float:
-    """Rigorous Prop 8 width bound: any RNN with R_i <= c has d_h >= ln M' / (2 ln(1 + 2 sqrt2 UL / s~)).
+def prop8_width_lower_bound(
+    N: int, c: float, UL: float, *, K: float = 2.0, gamma: float = 0.5
+) -> float:
+    """Rigorous Prop 8 width bound: any RNN with R_i <= c has
+    d_h >= ln M' / (2 ln(1 + 2 sqrt2 UL / s~)).
 
     ``UL`` = ||U||_op * L (L = lambda r_h, lambda the Lipschitz constant of f_y in the state).
     Returns 0.0 when the packing is vacuous (small N). Grows like N / ln(UL).
@@ -151,8 +173,11 @@ def prop8_width_lower_bound(N: int, c: float, UL: float, *, K: float = 2.0, gamm
     return pk.log_M_good / (2.0 * math.log1p(2.0 * SQRT2 * UL / pk.sep))
 
 
-def prop8_log_norm_lower_bound(N: int, c: float, d_h: int, *, K: float = 2.0, gamma: float = 0.5) -> float:
-    """ln of the rigorous (volume) norm bound UL >= (s~ / (2 sqrt2)) (exp(ln M' / (2 d_h)) - 1); -inf if vacuous."""
+def prop8_log_norm_lower_bound(
+    N: int, c: float, d_h: int, *, K: float = 2.0, gamma: float = 0.5
+) -> float:
+    """ln of the rigorous (volume) norm bound UL >= (s~ / (2 sqrt2)) (exp(ln M' / (2 d_h)) - 1);
+    -inf if vacuous."""
     d_h = validate.positive_int("d_h", d_h)
     pk = prop8_packing(N, c, K=K, gamma=gamma)
     if not _usable(pk):
@@ -162,8 +187,11 @@ def prop8_log_norm_lower_bound(N: int, c: float, d_h: int, *, K: float = 2.0, ga
     return math.log(pk.sep / (2.0 * SQRT2)) + log_expm1
 
 
-def prop8_norm_lower_bound(N: int, c: float, d_h: int, *, K: float = 2.0, gamma: float = 0.5) -> float:
-    """Rigorous Prop 8 norm bound (volume form): ||U||_op L >= (s~ / (2 sqrt2)) (exp(ln M' / (2 d_h)) - 1).
+def prop8_norm_lower_bound(
+    N: int, c: float, d_h: int, *, K: float = 2.0, gamma: float = 0.5
+) -> float:
+    """Rigorous Prop 8 norm bound (volume form):
+    ||U||_op L >= (s~ / (2 sqrt2)) (exp(ln M' / (2 d_h)) - 1).
 
     Strong (exponential in N / d_h) for d_h << N, weak for d_h >~ N: a Lipschitz/packing argument
     cannot give more there (docs/derivations/rnn-lower-bounds.md, "the norm bound"). Overflow
@@ -175,7 +203,8 @@ def prop8_norm_lower_bound(N: int, c: float, d_h: int, *, K: float = 2.0, gamma:
 
 def prop8_norm_lower_bound_paper(N: int, c: float, d_h: int, *, C_M: float = 8.0, K: float = 2.0,
                                  gamma: float = 0.5) -> float:
-    """The paper's form ||U||_op L >~ sqrt(N / ln d_h): (s~ / sqrt2) sqrt(ln M' / (C_M ln(4 d_h + 1))). UNCERTIFIED.
+    """The paper's form ||U||_op L >~ sqrt(N / ln d_h):
+    (s~ / sqrt2) sqrt(ln M' / (C_M ln(4 d_h + 1))). UNCERTIFIED.
 
     Obtained by replacing the volume bound with the Maurey bound ln M <= (C_M / eps^2) ln(2D + 1),
     D = 2 d_h, eps = s / rho = s~ / (sqrt 2 UL). With C_M = 8 that is Lemma 41's bound for the l1
@@ -221,11 +250,22 @@ def euclidean_packing_counterexample(D: int, M: int, *, generator, sep: float = 
 # ---------------------------------------------------------------------------------------------
 
 
-def generalising_log_norm2(N: int, c: float, d_h: int, *, depth: int = 2, r_h: float = 1.0, form: str = "paper",
-                           C_M: float = 8.0, K: float = 2.0, gamma: float = 0.5) -> float:
+def generalising_log_norm2(
+    N: int,
+    c: float,
+    d_h: int,
+    *,
+    depth: int = 2,
+    r_h: float = 1.0,
+    form: str = "paper",
+    C_M: float = 8.0,
+    K: float = 2.0,
+    gamma: float = 0.5,
+) -> float:
     """ln of the ||vec theta||^2 a depth-``depth`` output net needs for risk <= c (Prop 8 + AM-GM).
 
-    ||vec||^2 >= sum_l ||W_l||_F^2 >= depth (prod_l ||W_l||_op)^{2/depth} >= depth (UL / r_h)^{2/depth},
+    ||vec||^2 >= sum_l ||W_l||_F^2 >= depth (prod_l ||W_l||_op)^{2/depth}
+              >= depth (UL / r_h)^{2/depth},
     with UL from ``form="paper"`` (:func:`prop8_norm_lower_bound_paper`, uncertified) or
     ``form="volume"`` (:func:`prop8_log_norm_lower_bound`, rigorous). -inf when vacuous.
     """
@@ -250,7 +290,8 @@ def _memoriser_log_coeff(depth: int, K_y: float) -> float:
 
 def memoriser_norm2_bound(n: int, *, depth: int = 2, K_y: float = 6.0) -> float:
     """Certified ||vec||^2 of Theorem 9's memoriser when ||y||^2 <= K_y n:
-    depth ((144/pi)(5 + pi/72) K_y)^{1/depth} n^{(depth + 4)/depth}; for depth 2 this is C36 sqrt(K_y) n^3."""
+    depth ((144/pi)(5 + pi/72) K_y)^{1/depth} n^{(depth + 4)/depth};
+    for depth 2 this is C36 sqrt(K_y) n^3."""
     n = validate.positive_int("n", n, minimum=2)
     depth = validate.positive_int("depth", depth, minimum=2)
     K_y = validate.positive_float("K_y", K_y)
@@ -258,8 +299,8 @@ def memoriser_norm2_bound(n: int, *, depth: int = 2, K_y: float = 6.0) -> float:
 
 
 def theorem9_crossover(log_requirement: float, *, depth: int = 2, K_y: float = 6.0) -> float:
-    """Real n* with memoriser_norm2_bound(n*) = exp(log_requirement): for n < n* min-norm ERM prefers
-    the memoriser over any generalising RNN (whose ||vec||^2 >= exp(log_requirement))."""
+    """Real n* with memoriser_norm2_bound(n*) = exp(log_requirement): for n < n* min-norm ERM
+    prefers the memoriser over any generalising RNN (whose ||vec||^2 >= exp(log_requirement))."""
     depth = validate.positive_int("depth", depth, minimum=2)
     K_y = validate.positive_float("K_y", K_y)
     if log_requirement == -math.inf:
@@ -277,8 +318,10 @@ class Theorem7Params:
     """Problem constants of Theorem 7 (seed; conference Thm 5), simple-qSTR.
 
     q, d          : relevant tokens per prompt, token dimension.
-    r_a, r_w, m_g : Assumption 2 net: ||a_g|| <= r_a / sqrt(m_g), ||(W_g, b_g)||_F <= sqrt(m_g) r_w, width m_g.
-    eps_2nn       : Assumption 2 error, E[(y - g_net(x_t))^2 ; all tokens in the r_x-ball] <= eps_2nn.
+    r_a, r_w, m_g : Assumption 2 net: ||a_g|| <= r_a / sqrt(m_g), ||(W_g, b_g)||_F <= sqrt(m_g) r_w,
+                    width m_g.
+    eps_2nn       : Assumption 2 error, E[(y - g_net(x_t))^2 ; all tokens in the r_x-ball]
+                    <= eps_2nn.
     C_x, C_y, s   : Assumption 1 constants.
     mu            : coherence of the codebook (entries +-1/sqrt(d_e), mu < 1).
     delta         : failure probability (the bound holds w.p. >= 1 - delta - (nN)^{-1/2}).
@@ -307,7 +350,8 @@ class Theorem7Params:
 
 @dataclass(frozen=True)
 class Layer:
-    """One linear layer of the class: ``fan_in`` -> ``width``, bias or not, ||[W b]||_F <= ``radius``."""
+    """One linear layer of the class: ``fan_in`` -> ``width``, bias or not,
+    ||[W b]||_F <= ``radius``."""
 
     fan_in: int
     width: int
@@ -326,7 +370,8 @@ def prop28_layers(N: int, params: Theorem7Params, r_x: float) -> tuple[list, lis
     Frobenius norms of the construction's weights (the g_net layer: its Assumption 2 bound).
     Transition (input z, D_e = d + (q+1) d_e; does not read h; output q d):
       1. relu(+-x); relu(+-(omega_ij + omega_{t_l} j))      width 2d + 2 q d_e, R^2 = 2d + 4 q d_e
-      2. relu(+-(x+ - x-)); g_l = relu((s_l - mu)/(1 - mu))  width 2d + q,  R^2 = 4d + q (2 + (1+mu)^2)/(1-mu)^2
+      2. relu(+-(x+ - x-)); g_l = relu((s_l - mu)/(1 - mu))  width 2d + q,
+                                                             R^2 = 4d + q (2 + (1+mu)^2)/(1-mu)^2
          with s_l = <omega_i, omega_{t_l}> = c sum_j |omega_ij + omega_{t_l} j| - 1, c = 1/sqrt(d_e)
       3. relu(+-x_k + r_x g_l - r_x)                          width 2 q d, R^2 = 2 q d (2 + 2 r_x^2)
       4. difference                                           width q d (no bias), R^2 = 2 q d
@@ -349,9 +394,21 @@ def prop28_layers(N: int, params: Theorem7Params, r_x: float) -> tuple[list, lis
         Layer(2 * qd, qd, False, math.sqrt(2 * qd)),
     ]
     out = [
-        Layer(2 * qd + D_e, 2 * d + 2 * q * d_e + 2 * qd, True, math.sqrt(2 * d + 4 * q * d_e + 4 * qd)),
-        Layer(2 * d + 2 * q * d_e + 2 * qd, 2 * d + q + 2 * qd, True, math.sqrt(4 * d + q * g2 + 4 * qd)),
-        Layer(2 * d + q + 2 * qd, 4 * qd, True, math.sqrt(2 * qd * (2.0 + 2.0 * r_x * r_x) + 4 * qd)),
+        Layer(
+            2 * qd + D_e,
+            2 * d + 2 * q * d_e + 2 * qd,
+            True,
+            math.sqrt(2 * d + 4 * q * d_e + 4 * qd),
+        ),
+        Layer(
+            2 * d + 2 * q * d_e + 2 * qd,
+            2 * d + q + 2 * qd,
+            True,
+            math.sqrt(4 * d + q * g2 + 4 * qd),
+        ),
+        Layer(
+            2 * d + q + 2 * qd, 4 * qd, True, math.sqrt(2 * qd * (2.0 + 2.0 * r_x * r_x) + 4 * qd)
+        ),
         Layer(4 * qd, P.m_g, True, 2.0 * math.sqrt(P.m_g) * P.r_w),
         Layer(P.m_g, 1, False, P.r_a / math.sqrt(P.m_g)),
     ]
@@ -359,7 +416,8 @@ def prop28_layers(N: int, params: Theorem7Params, r_x: float) -> tuple[list, lis
 
 
 def prop28_norm2(N: int, params: Theorem7Params, *, n: int = 1000) -> float:
-    """||vec theta*||^2 of the four-layer construction (both transitions and f_y) at r_x = r_x(n, N).
+    """||vec theta*||^2 of the four-layer construction (both transitions and f_y)
+    at r_x = r_x(n, N).
 
     The sum of squared radii of :func:`prop28_layers`: N-free except through r_x^2 ~ ln(nN) and
     d_e ~ ln N (polylogarithmic)."""
@@ -370,12 +428,13 @@ def prop28_norm2(N: int, params: Theorem7Params, *, n: int = 1000) -> float:
 
 
 def _net_constants(layers: Sequence[Layer], r_in: float):
-    """(output bound at input radius r_in, input-Lipschitz prod R_l, parameter-Lipschitz ||c||, affine intercept).
+    """(output bound at input radius r_in, input-Lipschitz prod R_l, parameter-Lipschitz ||c||,
+    affine intercept).
 
     a_0 = r_in, a_l = R_l sqrt(a_{l-1}^2 + 1) (biased layers), a_L = R_L a_{L-1};
     c_l = (prod_{k > l} R_k) sqrt(a_{l-1}^2 + 1) (or a_{L-1} without bias).
-    The intercept b is the output bound at r_in = 0 using a_l <= R_l (a_{l-1} + 1), so that the output
-    is <= Lambda r + b for any input norm r.
+    The intercept b is the output bound at r_in = 0 using a_l <= R_l (a_{l-1} + 1), so that the
+    output is <= Lambda r + b for any input norm r.
     """
     a = [r_in]
     for l in layers:
@@ -394,13 +453,14 @@ def _net_constants(layers: Sequence[Layer], r_in: float):
 
 @dataclass(frozen=True)
 class Theorem7Bound:
-    """R(theta_hat) <= total (w.p. >= confidence), and its pieces (docs/derivations/rnn-lower-bounds.md)."""
+    """R(theta_hat) <= total (w.p. >= confidence), and its pieces
+    (docs/derivations/rnn-lower-bounds.md)."""
 
     n: int
     N: int
     total: float
-    approximation: float   # eps_2NN (the construction is exact on the r_x-ball)
-    tail: float            # E[loss(theta*); some token outside the r_x-ball] <= m_2 N^{-1/4} n^{-3/4}
+    approximation: float  # eps_2NN (the construction is exact on the r_x-ball)
+    tail: float  # E[loss(theta*); some token outside the r_x-ball] <= m_2 N^{-1/4} n^{-3/4}
     estimation: float      # 2 Rad + 3 tau sqrt(ln(4/delta)/(2n)) + tau sqrt(ln(4/delta)/(2n))
     truncation: float      # (1 + 4/delta) tau e^{-p}
     confidence: float      # 1 - delta - (nN)^{-1/2}
@@ -421,7 +481,8 @@ class Theorem7Bound:
 
 
 def theorem7_bound(n: int, N: int, params: Theorem7Params) -> Theorem7Bound:
-    """Explicit Theorem 7 bound for constrained ERM (point-wise risk) over the RNN class of :func:`prop28_layers`.
+    """Explicit Theorem 7 bound for constrained ERM (point-wise risk) over the RNN class of
+    :func:`prop28_layers`.
 
     With probability >= 1 - delta - (nN)^{-1/2} over n training prompts of length N:
 
@@ -430,7 +491,8 @@ def theorem7_bound(n: int, N: int, params: Theorem7Params) -> Theorem7Bound:
                         + 4 tau sqrt(ln(4/delta) / (2 n)) + (1 + 4/delta) tau e^{-p},
 
     A = sqrt(A_y^2 + ((N - 1) Lambda_y A_h)^2), tau = e m_p, p = max(1, ln((1 + 4/delta) sqrt n)),
-    m_p = 2 ((beta_0 + Lambda_y sqrt(2 p C_x d))^2 + C_y (2p)^{2s}). Derivation: docs/derivations/rnn-lower-bounds.md.
+    m_p = 2 ((beta_0 + Lambda_y sqrt(2 p C_x d))^2 + C_y (2p)^{2s}).
+    Derivation: docs/derivations/rnn-lower-bounds.md.
     """
     n = validate.positive_int("n", n)
     N = validate.positive_int("N", N, minimum=2)
@@ -456,7 +518,10 @@ def theorem7_bound(n: int, N: int, params: Theorem7Params) -> Theorem7Bound:
     beta_0 = Lam_y * math.sqrt(2.0 * r_h * r_h + q + 1.0) + b_y
 
     def m_p(p):
-        return 2.0 * ((beta_0 + Lam_y * math.sqrt(2.0 * p * P_.C_x * d)) ** 2 + P_.C_y * (2.0 * p) ** (2.0 * P_.s))
+        return 2.0 * (
+            (beta_0 + Lam_y * math.sqrt(2.0 * p * P_.C_x * d)) ** 2
+            + P_.C_y * (2.0 * p) ** (2.0 * P_.s)
+        )
 
     p = max(1.0, math.log((1.0 + 4.0 / delta) * math.sqrt(n)))
     tau = math.e * m_p(p)
@@ -469,16 +534,32 @@ def theorem7_bound(n: int, N: int, params: Theorem7Params) -> Theorem7Bound:
     approximation = P_.eps_2nn
     total = approximation + tail + estimation + truncation
     return Theorem7Bound(
-        n=n, N=N, total=total, approximation=approximation, tail=tail, estimation=estimation,
-        truncation=truncation, confidence=1.0 - delta - nN ** -0.5, r_x=r_x, r_h=r_h, d_e=d_e,
-        n_params=n_params, radius=R_theta, lipschitz=A, log_covering=log_cov, rademacher=rad, tau=tau, p=p,
+        n=n,
+        N=N,
+        total=total,
+        approximation=approximation,
+        tail=tail,
+        estimation=estimation,
+        truncation=truncation,
+        confidence=1.0 - delta - nN**-0.5,
+        r_x=r_x,
+        r_h=r_h,
+        d_e=d_e,
+        n_params=n_params,
+        radius=R_theta,
+        lipschitz=A,
+        log_covering=log_cov,
+        rademacher=rad,
+        tau=tau,
+        p=p,
         theta_star_norm2=theta2,
     )
 
 
 def theorem7_sample_size(target: float, N: int, params: Optional[Theorem7Params] = None, *,
                          n_max: int = 10 ** 300) -> int:
-    """Smallest n with ``theorem7_bound(n, N, params).total <= target`` (doubling, then bisection on n).
+    """Smallest n with ``theorem7_bound(n, N, params).total <= target``
+    (doubling, then bisection on n).
 
     Raises ``ValueError`` unless ``target`` exceeds the floor eps_2NN (the bound's limit as
     n -> infinity), or if no n <= n_max reaches it.
@@ -489,8 +570,14 @@ def theorem7_sample_size(target: float, N: int, params: Optional[Theorem7Params]
     if not isinstance(params, Theorem7Params):
         raise ValueError(f"params must be a Theorem7Params, got {type(params).__name__}")
     if not target > params.eps_2nn:
-        raise ValueError(f"target must exceed the floor eps_2nn = {params.eps_2nn:g}, got target = {target:g}")
-    n = smallest_true(lambda n: theorem7_bound(n, N, params).total <= target, limit=n_max, log_bisect=True)
+        raise ValueError(
+            f"target must exceed the floor eps_2nn = {params.eps_2nn:g}, got target = {target:g}"
+        )
+    n = smallest_true(
+        lambda n: theorem7_bound(n, N, params).total <= target, limit=n_max, log_bisect=True
+    )
     if n is None:
-        raise ValueError(f"target = {target:g} is not reached for n <= n_max = {n_max:.3g}; raise n_max")
+        raise ValueError(
+            f"target = {target:g} is not reached for n <= n_max = {n_max:.3g}; raise n_max"
+        )
     return n

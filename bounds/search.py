@@ -5,7 +5,9 @@ import math
 from typing import Callable, Optional
 
 
-def smallest_true(pred: Callable[[int], bool], *, limit: float, log_bisect: bool = False) -> Optional[int]:
+def smallest_true(
+    pred: Callable[[int], bool], *, limit: float, log_bisect: bool = False
+) -> Optional[int]:
     """Smallest integer n >= 1 with ``pred(n)``, for pred False ... False True ... True.
 
     Doubling until pred holds (``None`` once past ``limit``), then bisection keeping

@@ -53,13 +53,16 @@ def _consts(params: Theorem4Params) -> dict:
 
 
 def bound_expr(params: Theorem4Params, n_sym: sp.Symbol = n, N_sym: sp.Symbol = N) -> sp.Expr:
-    """The Theorem 4 bound R(Theta_hat) <= B(n, N) as an exact sympy expression (theorem4.md, section 9).
+    """The Theorem 4 bound R(Theta_hat) <= B(n, N) as an exact sympy expression
+    (theorem4.md, section 9).
 
     B = 4 eps + tail + estimation + truncation with every intermediate quantity written out
     (``Max`` for the maxima, ``ceiling`` for the default code dimension).
     """
     C = _consts(params)
-    q, d, m, K, eps, Cx, Cy, s, mu, delta, c2 = (C[k] for k in "q d m K eps Cx Cy s mu delta c2".split())
+    q, d, m, K, eps, Cx, Cy, s, mu, delta, c2 = (
+        C[k] for k in "q d m K eps Cx Cy s mu delta c2".split()
+    )
     nn, NN = n_sym, N_sym
     r_x = sp.sqrt(3 * Cx * _E * d * sp.log(nn * NN))
     r_z = sp.sqrt(r_x ** 2 + c2 * (q + 1))
@@ -73,24 +76,37 @@ def bound_expr(params: Theorem4Params, n_sym: sp.Symbol = n, N_sym: sp.Symbol = 
         r = sp.Max(2 * pp, 2 * sp.log(NN))
         return r * NN ** (2 / r)
 
-    tau = _E * sp.Max(4 * Cy * (2 * p) ** (2 * s), 4 * K ** 2 * q * Cx * d * psi(p) + 4 * K ** 2 * (q * c2 * (q + 1) + 1))
+    tau = _E * sp.Max(
+        4 * Cy * (2 * p) ** (2 * s),
+        4 * K**2 * q * Cx * d * psi(p) + 4 * K**2 * (q * c2 * (q + 1) + 1),
+    )
     P = m * (q * D_e + 2) + q * D_e ** 2
     A = 6 * K * sp.Max(sp.sqrt(q * r_z ** 2 + 1), sp.sqrt(q) * r_qk * r_z ** 3)
     log_cov = P * sp.log(1 + 2 * A * sp.sqrt(nn / tau))
     rad = 4 * tau / sp.sqrt(nn) + 6 * tau * sp.sqrt(log_cov / nn)
-    estimation = 2 * rad + tau * (3 * sp.sqrt(sp.log(6 / delta) / (2 * nn)) + sp.sqrt(sp.log(3 / delta) / (2 * nn)))
+    estimation = 2 * rad + tau * (
+        3 * sp.sqrt(sp.log(6 / delta) / (2 * nn)) + sp.sqrt(sp.log(3 / delta) / (2 * nn))
+    )
     truncation = 2 * tau * sp.exp(-p) * (1 + 3 / delta)
-    tail = 2 * (K ** 2 * (q * Cx * d * psi(2) + q * c2 * (q + 1) + 1) + Cy * 16 ** s) * sp.sqrt(NN * (nn * NN) ** sp.Rational(-3, 2))
+    tail = (
+        2
+        * (K**2 * (q * Cx * d * psi(2) + q * c2 * (q + 1) + 1) + Cy * 16**s)
+        * sp.sqrt(NN * (nn * NN) ** sp.Rational(-3, 2))
+    )
     return 4 * eps + tail + estimation + truncation
 
 
-def sample_size_from_expr(target: float, N_value: int, params: Theorem4Params, *, dps: int = 30) -> int:
-    """Smallest n (bracketing + bisection, as in ``theorem4_sample_size``) with B(n, N_value) <= target,
-    B evaluated from :func:`bound_expr` with mpmath at ``dps`` digits."""
+def sample_size_from_expr(
+    target: float, N_value: int, params: Theorem4Params, *, dps: int = 30
+) -> int:
+    """Smallest n (bracketing + bisection, as in ``theorem4_sample_size``) with
+    B(n, N_value) <= target, B evaluated from :func:`bound_expr` with mpmath at ``dps`` digits."""
     target = validate.positive_float("target", target)
     N_value = validate.positive_int("N_value", N_value, minimum=2)
     if not target > 4 * params.eps_2nn:
-        raise ValueError(f"target must exceed the floor 4 eps_2nn = {4 * params.eps_2nn:g}, got {target:g}")
+        raise ValueError(
+            f"target must exceed the floor 4 eps_2nn = {4 * params.eps_2nn:g}, got {target:g}"
+        )
     f = sp.lambdify(n, bound_expr(params).subs(N, N_value), modules="mpmath")
     with mpmath.workdps(dps):
         found = smallest_true(lambda k: f(mpmath.mpf(k)) <= target, limit=10 ** 300,
@@ -111,11 +127,14 @@ def majorant_terms(params: Theorem4Params, n_lo: sp.Expr = n, n_up: Optional[sp.
     the covering argument) take n_up, factors decreasing in n (1/sqrt n, n^{-3/4}) take n_lo.
     The log-covering factor is split with ln(1 + x y) <= ln(1 + x) + ln(1 + y) (x, y >= 0).
 
-    Returns a dict with keys 'approximation', 'beta' (8 tau / sqrt n), 'dudley' (12 tau sqrt(P L / n)),
+    Returns a dict with keys 'approximation', 'beta' (8 tau / sqrt n),
+    'dudley' (12 tau sqrt(P L / n)),
     'concentration', 'truncation', 'tail', and the pieces 'tau', 'P', 'L_A', 'L_n' (L <= L_A + L_n).
     """
     C = _consts(params)
-    q, d, m, K, eps, Cx, Cy, s, mu, delta, c2 = (C[k] for k in "q d m K eps Cx Cy s mu delta c2".split())
+    q, d, m, K, eps, Cx, Cy, s, mu, delta, c2 = (
+        C[k] for k in "q d m K eps Cx Cy s mu delta c2".split()
+    )
     n_up = n_lo if n_up is None else n_up
     r_x = sp.sqrt(3 * Cx * _E * d * (sp.log(n_up) + lnN))
     r_z = sp.sqrt(r_x ** 2 + c2 * (q + 1))
@@ -129,7 +148,11 @@ def majorant_terms(params: Theorem4Params, n_lo: sp.Expr = n, n_up: Optional[sp.
 
     def tau_at(nv):
         p = sp.log(2 * (1 + 3 / delta) * sp.sqrt(nv))  # >= ln 8 > 1, so Max(1, .) is inactive
-        return _E * (4 * Cy * (2 * p) ** (2 * s) + 4 * K ** 2 * q * Cx * d * psi(p) + 4 * K ** 2 * (q * c2 * (q + 1) + 1))
+        return _E * (
+            4 * Cy * (2 * p) ** (2 * s)
+            + 4 * K**2 * q * Cx * d * psi(p)
+            + 4 * K**2 * (q * c2 * (q + 1) + 1)
+        )
 
     tau = tau_at(n_up)  # tau is increasing in n: tau(n_lo) <= tau(n) <= tau(n_up)
     tau_lo = tau_at(n_lo)
@@ -142,15 +165,24 @@ def majorant_terms(params: Theorem4Params, n_lo: sp.Expr = n, n_up: Optional[sp.
         "approximation": 4 * eps,
         "beta": 8 * tau / sq,
         "dudley": 12 * tau * sp.sqrt(P * (L_A + L_n)) / sq,
-        "concentration": tau * (3 * sp.sqrt(sp.log(6 / delta) / 2) + sp.sqrt(sp.log(3 / delta) / 2)) / sq,
-        # 2 tau e^{-p} (1 + 3/delta) with e^{-p} = 1 / (2 (1 + 3/delta) sqrt(n)); tau at n_up, sqrt at n_lo
+        "concentration": tau
+        * (3 * sp.sqrt(sp.log(6 / delta) / 2) + sp.sqrt(sp.log(3 / delta) / 2))
+        / sq,
+        # 2 tau e^{-p} (1 + 3/delta) with e^{-p} = 1 / (2 (1 + 3/delta) sqrt(n));
+        # tau at n_up, sqrt at n_lo
         "truncation": tau / sq,
-        "tail": 2 * (K ** 2 * (q * Cx * d * psi(2) + q * c2 * (q + 1) + 1) + Cy * 16 ** s)
-                * n_lo ** sp.Rational(-3, 4) * sp.exp(-lnN / 4),
-        "tau": tau, "P": P, "L_A": L_A, "L_n": L_n,
+        "tail": 2
+        * (K**2 * (q * Cx * d * psi(2) + q * c2 * (q + 1) + 1) + Cy * 16**s)
+        * n_lo ** sp.Rational(-3, 4)
+        * sp.exp(-lnN / 4),
+        "tau": tau,
+        "P": P,
+        "L_A": L_A,
+        "L_n": L_n,
         # L_A <= ln 2 + max(L_rho, L_c + L_alpha + L_de + L_rz)  (1 + x + y <= 2 max(1 + x, 1 + y),
-        # ln(1 + xy) <= ln(1 + x) + ln(1 + y), ln(1 + r^3) <= 3 ln(1 + r)): simpler pieces for limits
-        "L_rho": sp.log(1 + 12 * K * sp.sqrt(q * r_z ** 2 + 1)),
+        # ln(1 + xy) <= ln(1 + x) + ln(1 + y), ln(1 + r^3) <= 3 ln(1 + r)): simpler pieces
+        # for limits
+        "L_rho": sp.log(1 + 12 * K * sp.sqrt(q * r_z**2 + 1)),
         "L_c": sp.log(1 + 12 * K * sp.sqrt(q)),
         "L_alpha": sp.log(1 + alpha),
         "L_de": sp.log(1 + sp.sqrt(d_e)),
@@ -170,7 +202,8 @@ def majorant_expr(params: Theorem4Params, n_sym: sp.Symbol = n, N_sym: sp.Symbol
 
 @dataclass(frozen=True)
 class PolylogCertificate:
-    """lim_{N -> oo} of the majorant over integers n in [Lam (ln N)^k, 2 Lam (ln N)^k], term by term."""
+    """lim_{N -> oo} of the majorant over integers n in [Lam (ln N)^k, 2 Lam (ln N)^k],
+    term by term."""
 
     k: int
     Lam: sp.Expr
@@ -180,7 +213,8 @@ class PolylogCertificate:
 
     @property
     def proves_polylog(self) -> bool:
-        """True when the limit is the floor 4 eps_2NN: then n(N) <= 2 Lam (ln N)^k for all large N."""
+        """True when the limit is the floor 4 eps_2NN: then n(N) <= 2 Lam (ln N)^k
+        for all large N."""
         return bool(self.value.is_finite) and all(bool(v.is_finite) for v in self.limits.values()) \
             and all(v == 0 for key, v in self.limits.items() if key != "approximation")
 
@@ -233,8 +267,10 @@ def polylog_certificate(params: Theorem4Params, k: int = 5, Lam=1) -> PolylogCer
 def leading_constants(params: Theorem4Params) -> Dict[str, sp.Expr]:
     """Leading-order constants as N -> oo with n = polylog(N) (theorem4.md, section 11):
 
-    tau ~ tau_c ln N, tau_c = 2 e^2 (4 K^2 q) C_x d;   P ~ P_c (ln N)^{2j} with j = 1, P_c = 256 q (q+1)^2
-    for the default d_e (j = 0, P_c = P for a fixed d_e);  ln(1 + 2 A sqrt(n / tau)) ~ L_c ln ln N with
+    tau ~ tau_c ln N, tau_c = 2 e^2 (4 K^2 q) C_x d;
+    P ~ P_c (ln N)^{2j} with j = 1, P_c = 256 q (q+1)^2 for the default d_e
+    (j = 0, P_c = P for a fixed d_e);
+    ln(1 + 2 A sqrt(n / tau)) ~ L_c ln ln N with
     L_c = a + (k_n - 1)/2, a = 3 (default d_e) or 5/2 (fixed d_e), k_n = 2 + 2j.
     """
     C = _consts(params)
@@ -246,10 +282,17 @@ def leading_constants(params: Theorem4Params) -> Dict[str, sp.Expr]:
         De = d + (q + 1) * params.d_e
         j, P_c, a = 0, m * (q * De + 2) + q * De ** 2, sp.Rational(5, 2)
     k_n = 2 + 2 * j
-    return {"tau_c": tau_c, "P_c": sp.Integer(P_c), "L_c": a + sp.Rational(k_n - 1, 2), "k_n": sp.Integer(k_n)}
+    return {
+        "tau_c": tau_c,
+        "P_c": sp.Integer(P_c),
+        "L_c": a + sp.Rational(k_n - 1, 2),
+        "k_n": sp.Integer(k_n),
+    }
 
 
-def leading_sample_size_expr(params: Theorem4Params, target: float, N_sym: sp.Symbol = N) -> sp.Expr:
+def leading_sample_size_expr(
+    params: Theorem4Params, target: float, N_sym: sp.Symbol = N
+) -> sp.Expr:
     """Leading asymptotic form of n(N) for fixed target, N -> oo:
 
         n(N) ~ 144 tau_c^2 P_c L_c (ln N)^{k_n} ln ln N / (target - 4 eps_2NN)^2,
@@ -262,7 +305,9 @@ def leading_sample_size_expr(params: Theorem4Params, target: float, N_sym: sp.Sy
     target = validate.positive_float("target", target)
     gap = _q(target) - 4 * _q(params.eps_2nn)
     if not gap > 0:
-        raise ValueError(f"target must exceed the floor 4 eps_2nn = {4 * params.eps_2nn:g}, got {target:g}")
+        raise ValueError(
+            f"target must exceed the floor 4 eps_2nn = {4 * params.eps_2nn:g}, got {target:g}"
+        )
     c = leading_constants(params)
     L = sp.log(N_sym)
     return 144 * c["tau_c"] ** 2 * c["P_c"] * c["L_c"] * L ** c["k_n"] * sp.log(L) / gap ** 2

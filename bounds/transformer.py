@@ -1,5 +1,6 @@
-"""Transformer bounds: the few-heads floors of Prop 3 [conf. Prop 4] and Prop 21, Theorem 4 [conf. Thm 3] (general form
-Theorem 10) with explicit constants, and Theorem 6's FFN requirement n >= N d [conf. Thm 9] for comparison.
+"""Transformer bounds: the few-heads floors of Prop 3 [conf. Prop 4] and Prop 21,
+Theorem 4 [conf. Thm 3] (general form Theorem 10) with explicit constants, and Theorem 6's FFN
+requirement n >= N d [conf. Thm 9] for comparison.
 Derivations: docs/derivations/few-heads.md, docs/derivations/theorem4.md."""
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ def _bool(name: str, value) -> bool:
 
 
 def floor_fraction(N: Optional[int] = None) -> float:
-    """Fraction of output positions that carry the floor: (N - N//2) / N (positions i >= N//2, 0-based).
+    """Fraction of output positions that carry the floor: (N - N//2) / N
+    (positions i >= N//2, 0-based).
 
     ``N=None`` means an even N, fraction exactly 1/2. For odd N it is (N + 1) / (2N).
     """
@@ -61,13 +63,16 @@ def few_heads_floor_per_position(q: int, H: int, d: int, restricted: bool) -> fl
     restricted = _bool("restricted", restricted)
     if restricted:
         if d != 1:
-            raise ValueError(f"d must equal 1 when restricted=True (Prop 21 is the d = 1 case), got d = {d}")
+            raise ValueError(
+                f"d must equal 1 when restricted=True (Prop 21 is the d = 1 case), got d = {d}"
+            )
         return max(0.0, 2.0 * (q - H) / q)
     return max(0.0, 2.0 * (1.0 - H * (q + d) / (q * d)))
 
 
 def few_heads_floor(q: int, H: int, d: int, restricted: bool, *, N: Optional[int] = None) -> float:
-    """Lower bound on the position-averaged risk R = (1/N) sum_i E (y_hat_i - y_i)^2 of an H-head layer.
+    """Lower bound on the position-averaged risk R = (1/N) sum_i E (y_hat_i - y_i)^2
+    of an H-head layer.
 
     Task (Prop 3): tokens x_j ~ N(0, I_d) for j < N//2 and x_j = 0 for j >= N//2
     (0-based); at positions i >= N//2 the index tuple is t_i = (first q tokens), at the other
@@ -108,7 +113,10 @@ def few_heads_floor(q: int, H: int, d: int, restricted: bool, *, N: Optional[int
     per = few_heads_floor_per_position(q, H, d, restricted)
     frac = floor_fraction(N)
     if N is not None and q > N // 2:
-        raise ValueError(f"q must satisfy 1 <= q <= N//2 = {N // 2} (the first q tokens must be random), got q = {q}")
+        raise ValueError(
+            f"q must satisfy 1 <= q <= N//2 = {N // 2} (the first q tokens must be random), "
+            f"got q = {q}"
+        )
     return frac * per
 
 
@@ -117,11 +125,13 @@ def few_heads_floor(q: int, H: int, d: int, restricted: bool, *, N: Optional[int
 # ---------------------------------------------------------------------------------------------
 
 C_APPROX = 4.0
-"""Multiplier of eps_2NN in the approximation term: (sqrt(eps) + sqrt(eps))^2 = 4 eps (Lemma 11 + Assumption 2)."""
+"""Multiplier of eps_2NN in the approximation term: (sqrt(eps) + sqrt(eps))^2 = 4 eps
+(Lemma 11 + Assumption 2)."""
 
 
 def default_code_dim(N: int, delta: float) -> int:
-    """d_e = ceil(8 ln(N^2 / delta)): Hoeffding + union bound for a Rademacher codebook with mu <= 1/2 w.p. 1 - delta."""
+    """d_e = ceil(8 ln(N^2 / delta)): Hoeffding + union bound for a Rademacher codebook with
+    mu <= 1/2 w.p. 1 - delta."""
     return int(math.ceil(8.0 * (2.0 * math.log(N) - math.log(delta))))
 
 
@@ -145,13 +155,17 @@ def validate_problem_constants(params, *, mu_reason: str) -> None:
 
 @dataclass(frozen=True)
 class Theorem4Params:
-    """Problem constants of Theorem 4 (seed; conference Thm 3). H = q heads and width m = m_g are implied.
+    """Problem constants of Theorem 4 (seed; conference Thm 3).
+    H = q heads and width m = m_g are implied.
 
     q, d          : relevant tokens per output, token dimension.
-    r_a, r_w, m_g : Assumption 2 net: ||a_g|| <= r_a / sqrt(m_g), ||(W_g, b_g)||_F <= sqrt(m_g) r_w, width m_g.
-    eps_2nn       : Assumption 2 error, E[(y_i - g_net(x_{t_i}))^2 ; all tokens in the r_x-ball] <= eps_2nn.
+    r_a, r_w, m_g : Assumption 2 net: ||a_g|| <= r_a / sqrt(m_g), ||(W_g, b_g)||_F <= sqrt(m_g) r_w,
+                    width m_g.
+    eps_2nn       : Assumption 2 error, E[(y_i - g_net(x_{t_i}))^2 ; all tokens in the r_x-ball]
+                    <= eps_2nn.
     C_x, C_y, s   : Assumption 1: E||x||^r <= (C_x d r)^{r/2}, E|y|^r <= (sqrt(C_y) r^s)^r, r >= 1.
-    mu            : coherence of the codebook (Assumption 3 has mu <= 1/2; the derivation needs mu < 1).
+    mu            : coherence of the codebook (Assumption 3 has mu <= 1/2;
+                    the derivation needs mu < 1).
     delta         : failure probability (the guarantee holds w.p. >= 1 - delta - (nN)^{-1/2}).
     c             : positional prefactor; None means sqrt(d / q).
     d_e           : code dimension; None means ceil(8 ln(N^2 / delta)) (grows like 16 ln N).
@@ -172,15 +186,30 @@ class Theorem4Params:
     d_e: Optional[int] = None
 
     def __post_init__(self):
-        validate_problem_constants(self, mu_reason="the score gap alpha c^2 (1 - mu) must be positive")
+        validate_problem_constants(
+            self, mu_reason="the score gap alpha c^2 (1 - mu) must be positive"
+        )
         if self.c is not None:
             object.__setattr__(self, "c", validate.positive_float("c", self.c))
 
     @classmethod
     def default(cls, **overrides) -> "Theorem4Params":
         """The reference object used in the docs' tables: q = 2, d = 4, r_a = r_w = 1, m_g = 16,
-        eps_2nn = 0.01, C_x = C_y = s = 1, mu = 1/2, delta = 0.05, c = sqrt(d/q), d_e by the Hoeffding rule."""
-        base = dict(q=2, d=4, r_a=1.0, r_w=1.0, m_g=16, eps_2nn=0.01, C_x=1.0, C_y=1.0, s=1.0, mu=0.5, delta=0.05)
+        eps_2nn = 0.01, C_x = C_y = s = 1, mu = 1/2, delta = 0.05, c = sqrt(d/q),
+        d_e by the Hoeffding rule."""
+        base = dict(
+            q=2,
+            d=4,
+            r_a=1.0,
+            r_w=1.0,
+            m_g=16,
+            eps_2nn=0.01,
+            C_x=1.0,
+            C_y=1.0,
+            s=1.0,
+            mu=0.5,
+            delta=0.05,
+        )
         base.update(overrides)
         return cls(**base)
 
@@ -199,7 +228,8 @@ class Theorem4Params:
 
 @dataclass(frozen=True)
 class Theorem4Bound:
-    """The explicit Theorem 4 bound R(Theta_hat) <= total and its pieces (docs/derivations/theorem4.md).
+    """The explicit Theorem 4 bound R(Theta_hat) <= total and its pieces
+    (docs/derivations/theorem4.md).
 
     total = approximation + tail + estimation + truncation, valid with probability >= confidence
     over the n training prompts (given a codebook with coherence mu).
@@ -224,8 +254,9 @@ class Theorem4Bound:
     d_e: int
     D_e: int              # d + (q + 1) d_e
     n_params: int         # P = m_g (q D_e + 2) + q D_e^2
-    lipschitz: float      # A = max(A1, A2): sup-norm Lipschitz constant of the parameter cover
-    log_covering: float   # ln N(loss class, beta, L2(S)) <= P ln(1 + 2 A sqrt(n / tau)) at beta = tau / sqrt(n)
+    lipschitz: float  # A = max(A1, A2): sup-norm Lipschitz constant of the parameter cover
+    log_covering: float  # ln N(loss class, beta, L2(S)) <= P ln(1 + 2 A sqrt(n / tau))
+    #                      at beta = tau / sqrt(n)
     rademacher: float     # bound on the empirical Rademacher complexity of the truncated loss class
     tau: float            # truncation level
     p: float              # moment order of the truncation step
@@ -241,7 +272,8 @@ def _psi(p: float, N: int) -> float:
 
 
 def theorem4_bound(n: int, N: int, params: Theorem4Params) -> Theorem4Bound:
-    """Explicit form of Theorem 4 (seed; conference Thm 3; general Thm 10) for n prompts of length N.
+    """Explicit form of Theorem 4 (seed; conference Thm 3; general Thm 10)
+    for n prompts of length N.
 
     Constrained ERM on the point-wise empirical risk (one uniform position per training prompt)
     over the class  ||a|| <= r_a / sqrt(m_g),  ||(W, b)||_F <= sqrt(m_g) r_w,  ||W^(h)||_F <= r_qk
@@ -289,7 +321,9 @@ def theorem4_bound(n: int, N: int, params: Theorem4Params) -> Theorem4Bound:
     p = max(1.0, math.log(2.0 * (1.0 + 3.0 / delta) * math.sqrt(n)))
     kappa1 = 4.0 * K * K * q
     kappa0 = 4.0 * K * K * (q * c2 * (q + 1) + 1.0)
-    tau = math.e * max(4.0 * P_.C_y * (2.0 * p) ** (2.0 * P_.s), kappa1 * P_.C_x * d * _psi(p, N) + kappa0)
+    tau = math.e * max(
+        4.0 * P_.C_y * (2.0 * p) ** (2.0 * P_.s), kappa1 * P_.C_x * d * _psi(p, N) + kappa0
+    )
     truncation = 2.0 * tau * math.exp(-p) * (1.0 + 3.0 / delta)
 
     # covering (Lemmas 13-16, Prop 17) and Dudley (Lemma 18)
@@ -304,20 +338,44 @@ def theorem4_bound(n: int, N: int, params: Theorem4Params) -> Theorem4Bound:
 
     # approximation (Lemma 11 + Assumption 2) and its tail off the r_x-ball
     approximation = C_APPROX * P_.eps_2nn
-    l2_loss = 2.0 * (K * K * (q * P_.C_x * d * _psi(2.0, N) + q * c2 * (q + 1) + 1.0) + P_.C_y * 16.0 ** P_.s)
+    l2_loss = 2.0 * (
+        K * K * (q * P_.C_x * d * _psi(2.0, N) + q * c2 * (q + 1) + 1.0) + P_.C_y * 16.0**P_.s
+    )
     tail = l2_loss * math.exp(0.5 * ln_N - 0.75 * ln_nN)  # sqrt(N (nN)^{-3/2}) = n^{-3/4} N^{-1/4}
 
     total = approximation + tail + estimation + truncation
     return Theorem4Bound(
-        n=n, N=N, total=total, approximation=approximation, tail=tail, estimation=estimation,
-        truncation=truncation, confidence=1.0 - delta - math.exp(-0.5 * ln_nN), r_x=r_x, r_z=r_z, alpha=alpha,
-        r_qk=r_qk, r_ma=r_ma, R_mw=R_mw, R=R, d_e=d_e, D_e=D_e, n_params=n_params, lipschitz=A,
-        log_covering=log_cov, rademacher=rad, tau=tau, p=p,
+        n=n,
+        N=N,
+        total=total,
+        approximation=approximation,
+        tail=tail,
+        estimation=estimation,
+        truncation=truncation,
+        confidence=1.0 - delta - math.exp(-0.5 * ln_nN),
+        r_x=r_x,
+        r_z=r_z,
+        alpha=alpha,
+        r_qk=r_qk,
+        r_ma=r_ma,
+        R_mw=R_mw,
+        R=R,
+        d_e=d_e,
+        D_e=D_e,
+        n_params=n_params,
+        lipschitz=A,
+        log_covering=log_cov,
+        rademacher=rad,
+        tau=tau,
+        p=p,
     )
 
 
-def theorem4_sample_size(target: float, N: int, params: Theorem4Params, *, n_max: Optional[int] = None) -> int:
-    """Smallest n with ``theorem4_bound(n, N, params).total <= target`` (bracketing + bisection on log n).
+def theorem4_sample_size(
+    target: float, N: int, params: Theorem4Params, *, n_max: Optional[int] = None
+) -> int:
+    """Smallest n with ``theorem4_bound(n, N, params).total <= target``
+    (bracketing + bisection on log n).
 
     Doubling from n = 1 brackets the first power of two that meets ``target``; bisection at the
     geometric midpoint then finds the crossing n with bound(n) <= target < bound(n - 1). This is
@@ -332,12 +390,17 @@ def theorem4_sample_size(target: float, N: int, params: Theorem4Params, *, n_max
     floor = params.floor
     if not target > floor:
         raise ValueError(
-            f"target must exceed the approximation floor C_approx * eps_2nn = {C_APPROX:g} * {params.eps_2nn:g}"
+            f"target must exceed the approximation floor C_approx * eps_2nn = "
+            f"{C_APPROX:g} * {params.eps_2nn:g}"
             f" = {floor:g}, got target = {target:g}"
         )
-    n = smallest_true(lambda n: theorem4_bound(n, N, params).total <= target, limit=n_max, log_bisect=True)
+    n = smallest_true(
+        lambda n: theorem4_bound(n, N, params).total <= target, limit=n_max, log_bisect=True
+    )
     if n is None:
-        raise ValueError(f"target = {target:g} is not reached for n <= n_max = {n_max:.3g}; raise n_max")
+        raise ValueError(
+            f"target = {target:g} is not reached for n <= n_max = {n_max:.3g}; raise n_max"
+        )
     return n
 
 

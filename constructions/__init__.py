@@ -1,1 +1,2 @@
-"""Objects from the paper you can hold: the qSTR data model, codebooks, encodings, weights, models."""
+"""Objects from the paper you can hold: the qSTR data model, codebooks, encodings, weights,
+models."""

@@ -116,7 +116,8 @@ class Construction:
         validate.shape("x", x, (None, self.N, self.d))
         if x.dtype != p.dtype or x.device != p.device:
             raise ValueError(
-                f"x ({x.dtype}, {x.device}) must match the construction ({p.dtype}, {p.device}); convert it explicitly"
+                f"x ({x.dtype}, {x.device}) must match the construction ({p.dtype}, {p.device}); "
+                "convert it explicitly"
             )
         if not isinstance(t, torch.Tensor) or t.dtype != torch.long:
             raise ValueError(f"t must be a torch.long tensor of shape (B, {self.N}, {self.q})")
@@ -131,7 +132,9 @@ class Construction:
         self._check_prompt(x, t)
         return transformer_encoding(x, t, self.omega, c=self.c)
 
-    def predict(self, x: torch.Tensor, t: torch.Tensor, chunk: Optional[int] = None) -> torch.Tensor:
+    def predict(
+        self, x: torch.Tensor, t: torch.Tensor, chunk: Optional[int] = None
+    ) -> torch.Tensor:
         """y_hat (B, N) (or (B, N, out_dim)) through the full module on the encoding."""
         return self.model(self.encode(x, t), chunk=chunk)
 
@@ -147,14 +150,16 @@ class Construction:
             if not torch.equal(m.W_QK, self.expected_W_QK()):
                 raise ValueError(
                     "model.W_QK no longer has the block structure of this construction "
-                    "(slot x pos blocks = alpha I, zeros elsewhere); use predict() instead of the fast path"
+                    "(slot x pos blocks = alpha I, zeros elsewhere); "
+                    "use predict() instead of the fast path"
                 )
             W = m.W.detach().reshape(m.m, self.H, m.D_e)
             mask = torch.ones(m.D_e, dtype=torch.bool, device=W.device)
             mask[self.layout["x"]] = False
             if bool((W[:, :, mask] != 0).any()):
                 raise ValueError(
-                    "model.W reads blocks other than x of the head outputs; use predict() instead of the fast path"
+                    "model.W reads blocks other than x of the head outputs; "
+                    "use predict() instead of the fast path"
                 )
             return W[:, :, self.layout["x"]].reshape(m.m, self.H * self.d)
 
@@ -197,7 +202,9 @@ class Construction:
         self._check_prompt(x, t)
         Wx = self._check_block_structure()
         m = self.model
-        h = self._fast_heads(x, t, chunk, validate.one_of("backend", backend, BACKENDS)).flatten(2)  # (B, N, H d)
+        h = self._fast_heads(x, t, chunk, validate.one_of("backend", backend, BACKENDS)).flatten(
+            2
+        )  # (B, N, H d)
         hidden = torch.relu(h @ Wx.T.to(h) + m.b.detach())
         a = m.a.detach()
         return hidden @ a if m.out_dim == 1 else hidden @ a.T
@@ -234,7 +241,9 @@ def _fused_heads(omega, x, t, head_slots, scale: float, chunk: int) -> torch.Ten
         Q = _pad_last(_head_queries(omega, t[:, s:s + chunk], head_slots) * scale)
         with sdpa_kernel(fused):
             try:
-                with warnings.catch_warnings():  # torch warns before it refuses; the fallback below is the answer
+                with (
+                    warnings.catch_warnings()
+                ):  # torch warns before it refuses; the fallback below is the answer
                     warnings.simplefilter("ignore", UserWarning)
                     o = F.scaled_dot_product_attention(Q, K, V, scale=1.0)
             except RuntimeError:  # no fused kernel for values narrower than keys
@@ -247,7 +256,9 @@ def _fused_heads(omega, x, t, head_slots, scale: float, chunk: int) -> torch.Ten
 # ============================================================================ blocks
 
 
-def place_block(W: torch.Tensor, layout: Layout, query_block: str, key_block: str, value) -> torch.Tensor:
+def place_block(
+    W: torch.Tensor, layout: Layout, query_block: str, key_block: str, value
+) -> torch.Tensor:
     """Write ``value`` into W[layout[query_block], layout[key_block]] (in place; returns W).
 
     W is one head's (D_e, D_e) merged key-query matrix, query on the LEFT: the score is
@@ -268,7 +279,9 @@ def place_block(W: torch.Tensor, layout: Layout, query_block: str, key_block: st
         try:
             s = float(value)
         except (TypeError, ValueError):
-            raise ValueError(f"value must be a number or a ({r}, {k}) tensor, got {type(value).__name__}") from None
+            raise ValueError(
+                f"value must be a number or a ({r}, {k}) tensor, got {type(value).__name__}"
+            ) from None
         if not math.isfinite(s):
             raise ValueError(f"value must be finite, got {s}")
         block = s * torch.eye(r, k, dtype=W.dtype, device=W.device)
@@ -292,7 +305,10 @@ def _as_codebook(codebook, N, dtype, device) -> Codebook:
     if isinstance(codebook, torch.Tensor):
         codebook = Codebook.from_tensor(codebook)
     if not isinstance(codebook, Codebook):
-        raise ValueError(f"codebook must be a constructions.codes.Codebook or a tensor, got {type(codebook).__name__}")
+        raise ValueError(
+            "codebook must be a constructions.codes.Codebook or a tensor, "
+            f"got {type(codebook).__name__}"
+        )
     if codebook.N < N:
         raise ValueError(f"codebook has {codebook.N} rows but N = {N} positions need >= {N}")
     return codebook.to(device=device, dtype=dtype)
@@ -308,7 +324,9 @@ def _check_net(net, H, d):
         validate.finite_tensor(f"net.{nm}", v)
     m = net.a.shape[0] if net.a.dim() == 1 else -1
     if net.a.dim() != 1:
-        raise ValueError(f"net.a must be a vector (m,), got shape {tuple(net.a.shape)} (scalar-output nets only)")
+        raise ValueError(
+            f"net.a must be a vector (m,), got shape {tuple(net.a.shape)} (scalar-output nets only)"
+        )
     validate.shape("net.W", net.W, (m, H * d))
     validate.shape("net.b", net.b, (m,))
     return m
@@ -327,8 +345,8 @@ def lemma11_weights(
     dtype=torch.float64,
     device=None,
 ) -> Construction:
-    """Lemma 11's weights at scale ``alpha``: head h's W_QK is alpha I on [slot(slots[h]) x pos], and
-    the output net ``net`` reads the x block of each head (docs/derivations/lemma11.md).
+    """Lemma 11's weights at scale ``alpha``: head h's W_QK is alpha I on [slot(slots[h]) x pos],
+    and the output net ``net`` reads the x block of each head (docs/derivations/lemma11.md).
 
     ``net`` (an Assumption 2 net) must read ``len(slots) * d`` inputs, token of slots[0] first.
     ``codebook`` defaults to ``rs_hadamard_codebook(N, mu=0.5)``; ``c`` to sqrt(d/q); ``slots``
@@ -351,24 +369,41 @@ def lemma11_weights(
         codebook = rs_hadamard_codebook(N, mu=0.5, device=device, dtype=dtype)
     codebook = _as_codebook(codebook, N, dtype, device)
     if not codebook.mu < 1:
-        raise ValueError(f"mu must be < 1 for the Lemma 11 gap: the codebook has coherence mu = {codebook.mu:.6g}")
+        raise ValueError(
+            "mu must be < 1 for the Lemma 11 gap: "
+            f"the codebook has coherence mu = {codebook.mu:.6g}"
+        )
     layout = _token_layout(d, q, codebook.d_e)
     D = layout.dim
     validate.fits_in_memory(f"Lemma 11's weights (W_QK: {H} x {D} x {D}, W: {m} x {H * D})",
                             lemma11_nbytes(D, H, m, dtype), device)
 
     head_slots = tuple((s,) for s in slots)
-    W_QK = _qk_blocks(layout, head_slots, alpha, dtype, device)  # score alpha c^2 <omega_{t_ih}, omega_j>
+    W_QK = _qk_blocks(
+        layout, head_slots, alpha, dtype, device
+    )  # score alpha c^2 <omega_{t_ih}, omega_j>
     W = torch.zeros(m, H * layout.dim, dtype=dtype, device=device)
     netW = net.W.to(dtype=dtype, device=device)
     x_block = layout["x"]
     for h in range(H):  # the net's columns for token h on the x block of head h, zero elsewhere
         off = h * layout.dim
         W[:, off + x_block.start: off + x_block.stop] = netW[:, h * d:(h + 1) * d]
-    model = MergedAttention(layout.dim, H, m, generator=torch.Generator().manual_seed(0), dtype=dtype, device=device)
+    model = MergedAttention(
+        layout.dim, H, m, generator=torch.Generator().manual_seed(0), dtype=dtype, device=device
+    )
     model.set_weights(W_QK=W_QK, W=W, b=net.b, a=net.a)
-    return Construction(model=model, codebook=codebook, layout=layout, c=c, alpha=alpha, N=N, d=d, q=q,
-                        slots=slots, kind="lemma11")
+    return Construction(
+        model=model,
+        codebook=codebook,
+        layout=layout,
+        c=c,
+        alpha=alpha,
+        N=N,
+        d=d,
+        q=q,
+        slots=slots,
+        kind="lemma11",
+    )
 
 
 def lemma11_nbytes(D: int, H: int, m: int, dtype=torch.float64) -> int:
@@ -384,16 +419,21 @@ def _slots(slots, q: int) -> Tuple[int, ...]:
     try:
         slots = tuple(validate.positive_int("slots", s, minimum=0) for s in slots)
     except TypeError:
-        raise ValueError(f"slots must be a sequence of slot indices in [0, q), got {slots!r}") from None
+        raise ValueError(
+            f"slots must be a sequence of slot indices in [0, q), got {slots!r}"
+        ) from None
     if not slots or any(s >= q for s in slots):
-        raise ValueError(f"slots must be a non-empty sequence of slot indices in [0, q) = [0, {q}), got {list(slots)}")
+        raise ValueError(
+            f"slots must be a non-empty sequence of slot indices in [0, q) = [0, {q}), "
+            f"got {list(slots)}"
+        )
     return slots
 
 
 def separation_limit(q: int) -> float:
-    """1 / (2q - 1) (remark after Prop 3; docs/derivations/sparse-averaging.md): the single averaging
-    head separates in-set from out-of-set keys only for mu below it (in-set scores >= A(1 - (q-1) mu)
-    beat out-of-set scores <= A q mu)."""
+    """1 / (2q - 1) (remark after Prop 3; docs/derivations/sparse-averaging.md): the single
+    averaging head separates in-set from out-of-set keys only for mu below it (in-set scores
+    >= A(1 - (q-1) mu) beat out-of-set scores <= A q mu)."""
     return 1.0 / (2 * q - 1)
 
 
@@ -428,8 +468,10 @@ def sparse_average_weights(
     limit = separation_limit(q)
     if not codebook.mu < limit:
         raise ValueError(
-            f"mu must lie in [0, 1/(2q - 1)) = [0, {limit:.6g}) for the single sparse-averaging head "
-            f"(in-set scores >= A(1 - (q-1) mu) must beat out-of-set scores <= A q mu), got mu = {codebook.mu:.6g}"
+            f"mu must lie in [0, 1/(2q - 1)) = [0, {limit:.6g}) "
+            "for the single sparse-averaging head "
+            f"(in-set scores >= A(1 - (q-1) mu) must beat out-of-set scores <= A q mu), "
+            f"got mu = {codebook.mu:.6g}"
         )
     layout = _token_layout(d, q, codebook.d_e)
     slots = tuple(range(q))
@@ -439,11 +481,28 @@ def sparse_average_weights(
     W[:d, layout["x"]] = eye  # relu(h_x)
     W[d:, layout["x"]] = -eye  # relu(-h_x)
     a = torch.cat([eye, -eye], dim=1)  # (d, 2d): relu(h) - relu(-h) = h
-    model = MergedAttention(layout.dim, 1, 2 * d, out_dim=d, generator=torch.Generator().manual_seed(0),
-                            dtype=dtype, device=device)
+    model = MergedAttention(
+        layout.dim,
+        1,
+        2 * d,
+        out_dim=d,
+        generator=torch.Generator().manual_seed(0),
+        dtype=dtype,
+        device=device,
+    )
     model.set_weights(W_QK=W_QK, W=W, b=torch.zeros(2 * d, dtype=dtype), a=a)
-    return Construction(model=model, codebook=codebook, layout=layout, c=c, alpha=alpha, N=N, d=d, q=q,
-                        slots=slots, kind="sparse-average")
+    return Construction(
+        model=model,
+        codebook=codebook,
+        layout=layout,
+        c=c,
+        alpha=alpha,
+        N=N,
+        d=d,
+        q=q,
+        slots=slots,
+        kind="sparse-average",
+    )
 
 
 # ============================================================================ diagnostics
@@ -476,8 +535,14 @@ def target_leaks(construction: Construction, *, chunk: int = 1024) -> torch.Tens
     return torch.cat(out)
 
 
-def lemma11_adversarial_prompt(construction: Construction, direction: torch.Tensor, *, target: Optional[int] = None,
-                               B: int = 1, r_x: Optional[float] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+def lemma11_adversarial_prompt(
+    construction: Construction,
+    direction: torch.Tensor,
+    *,
+    target: Optional[int] = None,
+    B: int = 1,
+    r_x: Optional[float] = None,
+) -> Tuple[torch.Tensor, torch.Tensor]:
     """Worst-case tokens for a net that is linear on the r_x-ball, direction v in R^d.
 
     Every position reads the same target t* in every slot (t_i = (t*, ..., t*)), x_{t*} =

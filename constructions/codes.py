@@ -1,5 +1,7 @@
-"""Positional codebooks omega_1..omega_N of Assumption 3 (rademacher, experimental d_e = floor(5 ln N),
-rs-hadamard) with their exact coherence mu, carried into the bounds. Derivation: docs/derivations/codebooks.md."""
+"""Positional codebooks omega_1..omega_N of Assumption 3 (rademacher, experimental
+d_e = floor(5 ln N), rs-hadamard) with their exact coherence mu, carried into the bounds.
+Derivation: docs/derivations/codebooks.md."""
+
 from __future__ import annotations
 
 import math
@@ -47,7 +49,9 @@ class Codebook:
 
     def __post_init__(self):  # cheap checks only; from_tensor validates values
         if not isinstance(self.omega, torch.Tensor) or self.omega.dim() != 2:
-            raise ValueError(f"omega must be a 2-D tensor (N, d_e), got {type(self.omega).__name__}")
+            raise ValueError(
+                f"omega must be a 2-D tensor (N, d_e), got {type(self.omega).__name__}"
+            )
         if self.kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
         positive_float("mu", self.mu, allow_zero=True)
@@ -85,7 +89,8 @@ class Codebook:
 
 
 def require_coherence(codebook, mu_max: float = 0.5, *, name: str = "omega") -> float:
-    """Return mu, or refuse with ``ValueError`` when a bound needs mu <= ``mu_max`` (Assumption 3)."""
+    """Return mu, or refuse with ``ValueError`` when a bound needs mu <= ``mu_max``
+    (Assumption 3)."""
     mu_max = positive_float("mu_max", mu_max)
     mu = codebook.mu if isinstance(codebook, Codebook) else coherence(codebook)
     if mu > mu_max:
@@ -101,7 +106,8 @@ def require_coherence(codebook, mu_max: float = 0.5, *, name: str = "omega") -> 
 
 @dataclass(frozen=True)
 class CoherenceReport:
-    """Exact coherence of a codebook and how many pairs break ``|<omega_i, omega_j>| <= threshold``."""
+    """Exact coherence of a codebook and how many pairs break
+    ``|<omega_i, omega_j>| <= threshold``."""
 
     mu: float
     pair: tuple | None  # (i, j), i < j, attaining mu; None when N = 1
@@ -139,7 +145,8 @@ def coherence(omega: torch.Tensor, *, chunk_rows: int | None = None) -> float:
 def coherence_report(
     omega: torch.Tensor, threshold: float = 0.5, *, chunk_rows: int | None = None
 ) -> CoherenceReport:
-    """Coherence, the pair attaining it, and the number of pairs above ``threshold`` (Assumption 3)."""
+    """Coherence, the pair attaining it, and the number of pairs above ``threshold``
+    (Assumption 3)."""
     threshold = positive_float("threshold", threshold, allow_zero=True)
     mu, pair, n_violations = _scan("omega", omega, chunk_rows, threshold)
     N = int(omega.shape[0])
@@ -149,14 +156,17 @@ def coherence_report(
 def _matrix(name: str, omega) -> torch.Tensor:
     finite_tensor(name, omega)
     if omega.dim() != 2 or omega.shape[0] < 1 or omega.shape[1] < 1:
-        raise ValueError(f"{name} must be a 2-D tensor (N, d_e) with N, d_e >= 1, got shape {tuple(omega.shape)}")
+        raise ValueError(
+            f"{name} must be a 2-D tensor (N, d_e) with N, d_e >= 1, got shape {tuple(omega.shape)}"
+        )
     if omega.is_complex() or omega.dtype == torch.bool:
         raise ValueError(f"{name} must be a real tensor, got dtype {omega.dtype}")
     return omega
 
 
 def _sign_form(omega: torch.Tensor):
-    """(signs, unit) with omega = signs * s and <omega_i, omega_j> = (signs signs^T)_ij * unit, or None."""
+    """(signs, unit) with omega = signs * s and <omega_i, omega_j> = (signs signs^T)_ij * unit,
+    or None."""
     mags = omega.abs()
     s = mags.max()
     if not bool(s > 0) or not bool((mags == s).all()):
@@ -172,7 +182,11 @@ def _scan(name, omega, chunk_rows, threshold):
     """Blockwise upper-triangle scan of the Gram matrix: (mu, pair, #pairs above threshold)."""
     _matrix(name, omega)
     N = int(omega.shape[0])
-    chunk = max(1, _BLOCK_ELEMENTS // N) if chunk_rows is None else positive_int("chunk_rows", chunk_rows)
+    chunk = (
+        max(1, _BLOCK_ELEMENTS // N)
+        if chunk_rows is None
+        else positive_int("chunk_rows", chunk_rows)
+    )
     chunk = min(chunk, N)
     if N == 1:
         return 0.0, None, 0
@@ -188,7 +202,9 @@ def _scan(name, omega, chunk_rows, threshold):
         b = min(a + chunk, N)
         block = (rows[a:b] @ rows[a:].T).abs_()  # columns a..N-1
         w = b - a
-        block[:, :w].masked_fill_(torch.ones(w, w, dtype=torch.bool, device=block.device).tril(), -1)
+        block[:, :w].masked_fill_(
+            torch.ones(w, w, dtype=torch.bool, device=block.device).tril(), -1
+        )
         flat = int(block.argmax())
         value = float(block.view(-1)[flat])
         if value > best:
@@ -202,8 +218,11 @@ def _scan(name, omega, chunk_rows, threshold):
 # --------------------------------------------------------------------------- rademacher
 
 
-def rademacher(N: int, d_e: int, *, generator: torch.Generator, device=None, dtype=torch.float32) -> torch.Tensor:
-    """(N, d_e) i.i.d. entries +-1/sqrt(d_e), drawn with ``generator`` on ``device`` (Assumption 3)."""
+def rademacher(
+    N: int, d_e: int, *, generator: torch.Generator, device=None, dtype=torch.float32
+) -> torch.Tensor:
+    """(N, d_e) i.i.d. entries +-1/sqrt(d_e), drawn with ``generator`` on ``device``
+    (Assumption 3)."""
     N, d_e = positive_int("N", N), positive_int("d_e", d_e)
     device, dtype = device_of("device", device), float_dtype("dtype", dtype)
     generator_on("generator", generator, device)
@@ -235,7 +254,8 @@ def rademacher_pair_tail(d_e: int, mu: float = 0.5) -> float:
 
 
 def _tail_cut(d_e: int, mu: float) -> int:
-    """Largest B with 2B - d_e < -mu d_e, computed in exact rationals (>= 0: B = 0 qualifies for mu < 1)."""
+    """Largest B with 2B - d_e < -mu d_e, computed in exact rationals (>= 0: B = 0 qualifies for
+    mu < 1)."""
     bound = (d_e - Fraction(mu) * d_e) / 2  # B < bound
     low = math.ceil(bound) - 1
     return min(low, d_e)
@@ -255,7 +275,8 @@ def rademacher_dim(N: int, delta: float, mu: float = 0.5, rule: str = "exact") -
     """Smallest d_e with C(N, 2) * P(|<omega_i, omega_j>| > mu) <= delta, for every larger d_e too.
 
     ``rule="hoeffding"``: P <= 2 exp(-d_e mu^2 / 2), so d_e = ceil(2 ln(N (N-1) / delta) / mu^2)
-    (= 8 ln(N (N-1) / delta) at mu = 1/2, the 8 ln(N^2 / delta) of Assumption 3's union bound, with N^2 -> N(N-1)).
+    (= 8 ln(N (N-1) / delta) at mu = 1/2, the 8 ln(N^2 / delta) of Assumption 3's union bound,
+    with N^2 -> N(N-1)).
     ``rule="exact"``: the exact tail (:func:`rademacher_pair_tail`) is not monotone in d_e
     (parity of S), so we return d* = 1 + the largest d_e that fails the bound; then the
     bound holds for d* and *every* larger d_e (above the Hoeffding value it holds because
@@ -302,7 +323,11 @@ def rademacher_codebook(
     <= delta; draws are repeated with the same generator until the exact coherence is
     <= mu_max (``params['tries']``), at most ``max_tries`` times.
     """
-    N, mu_max, delta = positive_int("N", N), probability("mu_max", mu_max), probability("delta", delta)
+    N, mu_max, delta = (
+        positive_int("N", N),
+        probability("mu_max", mu_max),
+        probability("delta", delta),
+    )
     max_tries = positive_int("max_tries", max_tries)
     d_min = rademacher_dim(N, delta, mu_max)
     if d_e is None:
@@ -316,7 +341,14 @@ def rademacher_codebook(
         omega = rademacher(N, d_e, generator=generator, device=device, dtype=dtype)
         mu = coherence(omega)
         if mu <= mu_max:
-            params = {"N": N, "d_e": d_e, "mu_max": mu_max, "delta": delta, "rule": "exact", "tries": tries}
+            params = {
+                "N": N,
+                "d_e": d_e,
+                "mu_max": mu_max,
+                "delta": delta,
+                "rule": "exact",
+                "tries": tries,
+            }
             return Codebook(omega, mu, "rademacher", params)
     raise ValueError(
         f"max_tries={max_tries} draws all had coherence > mu_max={mu_max} at d_e={d_e}; "
@@ -333,7 +365,9 @@ def experimental_dim(N: int) -> int:
     return max(1, math.floor(5 * math.log(N)))
 
 
-def experimental_codebook(N: int, *, generator: torch.Generator, device=None, dtype=torch.float32) -> Codebook:
+def experimental_codebook(
+    N: int, *, generator: torch.Generator, device=None, dtype=torch.float32
+) -> Codebook:
     """Rademacher codes at d_e = floor(5 ln N), NOT resampled: they may violate Assumption 3.
 
     At N = 100 (d_e = 23) each pair exceeds 1/2 with probability 89104/2^23 ~= 0.0106,
@@ -394,7 +428,9 @@ def gf_mul_table(m: int, poly: int | None = None) -> np.ndarray:
     if poly is None:
         poly = IRREDUCIBLE[m]
     elif not isinstance(poly, int) or poly.bit_length() != m + 1:
-        raise ValueError(f"poly must be an int of degree m = {m} (bit length {m + 1}), got {poly!r}")
+        raise ValueError(
+            f"poly must be an int of degree m = {m} (bit length {m + 1}), got {poly!r}"
+        )
     table = _clmul_table(m, poly).astype(np.int32)
     table.setflags(write=False)
     return table
@@ -437,7 +473,8 @@ def _rs_found(N: int, mu: float):
 
 
 def _rs_symbols(indices: np.ndarray, m: int, k: int) -> np.ndarray:
-    """Outer RS code: row r is p_r(x) at all x in GF(2^m), p_r's coefficients = base-2^m digits of r."""
+    """Outer RS code: row r is p_r(x) at all x in GF(2^m), p_r's coefficients = base-2^m digits
+    of r."""
     n, mul = 1 << m, gf_mul_table(m).ravel()  # mul[(a << m) | b] = a * b
     xs = np.arange(n, dtype=np.int32)[None, :]
     values = np.zeros((len(indices), n), dtype=np.int32)
@@ -478,10 +515,14 @@ def _rs_coherence(N: int, m: int, k: int) -> float:
 
 
 def _fits(N: int, d_e: int, device, dtype) -> None:
-    """About three (N, d_e) copies: the codes, their construction's temporaries, the coherence scan."""
+    """About three (N, d_e) copies: the codes, their construction's temporaries, the coherence
+    scan."""
     nbytes = 3 * N * d_e * torch.empty((), dtype=dtype).element_size()
-    fits_in_memory(f"a codebook of N = {N} codes in d_e = {d_e} ({str(dtype).replace('torch.', '')})",
-                   nbytes, device)
+    fits_in_memory(
+        f"a codebook of N = {N} codes in d_e = {d_e} ({str(dtype).replace('torch.', '')})",
+        nbytes,
+        device,
+    )
 
 
 def _rs_hadamard(N, m, k, d_e, device, dtype) -> Codebook:
@@ -492,7 +533,15 @@ def _rs_hadamard(N, m, k, d_e, device, dtype) -> Codebook:
     omega = H[symbols].reshape(N, n * n)
     if d_e > n * n:
         omega = torch.nn.functional.pad(omega, (0, d_e - n * n))
-    params = {"N": N, "m": m, "n": n, "k": k, "field_poly": IRREDUCIBLE[m], "guaranteed_mu": (k - 1) / n, "d_e": d_e}
+    params = {
+        "N": N,
+        "m": m,
+        "n": n,
+        "k": k,
+        "field_poly": IRREDUCIBLE[m],
+        "guaranteed_mu": (k - 1) / n,
+        "d_e": d_e,
+    }
     return Codebook(omega, _rs_coherence(N, m, k), "rs-hadamard", params)
 
 
@@ -515,7 +564,8 @@ def rs_hadamard_codebook(N: int, *, mu: float = 0.5, device=None, dtype=torch.fl
 
 
 def star_codebook(N: int, *, mu: float = 0.5, device=None, dtype=torch.float64) -> Codebook:
-    """Codes on which Lemma 11's leak bound is attained: omega_0 = e_0 meets every other code at exactly mu.
+    """Codes on which Lemma 11's leak bound is attained: omega_0 = e_0 meets every other code at
+    exactly mu.
 
     omega_j = mu e_0 + sqrt(1 - mu^2) v_j with v_j RS-Hadamard of coherence <= mu/(1 + mu), so
     the other pairs meet at <= mu^2 + (1 - mu^2) mu/(1 + mu) = mu (docs/derivations/lemma11.md).
@@ -529,7 +579,9 @@ def star_codebook(N: int, *, mu: float = 0.5, device=None, dtype=torch.float64) 
     omega[1:, 0] = mu
     omega[1:, 1:] = math.sqrt(1 - mu * mu) * base
     omega = omega.to(dtype)
-    return Codebook(omega, coherence(omega), "custom", {"N": N, "d_e": omega.shape[1], "star_mu": mu})
+    return Codebook(
+        omega, coherence(omega), "custom", {"N": N, "d_e": omega.shape[1], "star_mu": mu}
+    )
 
 
 # --------------------------------------------------------------------------- entry point
@@ -563,21 +615,27 @@ def build_codebook(
         if d_e is None:
             d_e = need
         elif positive_int("d_e", d_e) < need:
-            raise ValueError(f"d_e must be >= {need} for an rs-hadamard code of N={N} words with mu <= {mu_max}, got {d_e}")
+            raise ValueError(
+                f"d_e must be >= {need} for an rs-hadamard code of N={N} words "
+                f"with mu <= {mu_max}, got {d_e}"
+            )
         m_fit = min(MAX_M, int(math.log2(d_e)) // 2)
         while 4**m_fit > d_e:
             m_fit -= 1
         m, n, k = _rs_parameters(N, mu_max, m_min=m_fit)
         return _rs_hadamard(N, m, k, d_e, device, dtype)
     if generator is None:
-        raise ValueError(f"generator must be a torch.Generator for kind={kind!r} (random codes), got None")
+        raise ValueError(
+            f"generator must be a torch.Generator for kind={kind!r} (random codes), got None"
+        )
     if kind == "rademacher":
         return rademacher_codebook(
             N, mu_max=mu_max, delta=delta, d_e=d_e, generator=generator, device=device, dtype=dtype
         )
     if d_e is not None and positive_int("d_e", d_e) != experimental_dim(N):
         raise ValueError(
-            f"d_e is fixed to floor(5 ln N) = {experimental_dim(N)} for kind='experimental', got {d_e}; "
+            f"d_e is fixed to floor(5 ln N) = {experimental_dim(N)} for kind='experimental', "
+            f"got {d_e}; "
             f"use kind='rademacher' for another d_e"
         )
     return experimental_codebook(N, generator=generator, device=device, dtype=dtype)

@@ -1,5 +1,7 @@
-"""Token encodings z_i = (x_i, c omega_i, c omega_{t_i1}, ..., c omega_{t_iq}) of the Transformer (Appendix A.1)
-and the RNN (Appendix B.1, c = 1), shape (B, N, d + (q + 1) d_e), laid out by ``layout.token_layout``."""
+"""Token encodings z_i = (x_i, c omega_i, c omega_{t_i1}, ..., c omega_{t_iq}) of the Transformer
+(Appendix A.1) and the RNN (Appendix B.1, c = 1), shape (B, N, d + (q + 1) d_e), laid out by
+``layout.token_layout``."""
+
 from __future__ import annotations
 
 import math
@@ -12,12 +14,14 @@ from qstr.constructions.layout import Layout, slot_name, token_layout
 
 
 def default_prefactor(d: int, q: int) -> float:
-    """c = sqrt(d / q), the Appendix A.1 prefactor of the positional part: it makes the token part and
-    the code part about equal in norm (the published experiment code uses c = 1)."""
+    """c = sqrt(d / q), the Appendix A.1 prefactor of the positional part: it makes the token part
+    and the code part about equal in norm (the published experiment code uses c = 1)."""
     return math.sqrt(d / q)
 
 
-def encode(x: torch.Tensor, t: torch.Tensor, omega: torch.Tensor, *, c: float = 1.0) -> torch.Tensor:
+def encode(
+    x: torch.Tensor, t: torch.Tensor, omega: torch.Tensor, *, c: float = 1.0
+) -> torch.Tensor:
     """z_i = (x_i, c omega_i, c omega_{t_i1}, ..., c omega_{t_iq}) for a batch of prompts.
 
     x: (B, N, d) floating; t: (B, N, q) long with entries in [0, N); omega: (N', d_e) with
@@ -33,7 +37,9 @@ def encode(x: torch.Tensor, t: torch.Tensor, omega: torch.Tensor, *, c: float = 
     return layout.join(parts)
 
 
-def transformer_encoding(x: torch.Tensor, t: torch.Tensor, omega: torch.Tensor, *, c: Optional[float] = None) -> torch.Tensor:
+def transformer_encoding(
+    x: torch.Tensor, t: torch.Tensor, omega: torch.Tensor, *, c: Optional[float] = None
+) -> torch.Tensor:
     """Transformer encoding of Appendix A.1 (c = sqrt(d/q) unless given)."""
     if c is None:
         c = default_prefactor(x.shape[-1], t.shape[-1])
@@ -66,7 +72,8 @@ def _check_inputs(x, t, omega):
         raise ValueError(f"omega has {omega.shape[0]} rows but the prompts have N = {N} positions")
     if omega.dtype != x.dtype or omega.device != x.device:
         raise ValueError(
-            f"omega ({omega.dtype}, {omega.device}) must match x ({x.dtype}, {x.device}); convert it explicitly"
+            f"omega ({omega.dtype}, {omega.device}) must match x ({x.dtype}, {x.device}); "
+            "convert it explicitly"
         )
     q = t.shape[-1]
     if q < 1 or (t.numel() and (int(t.min()) < 0 or int(t.max()) >= N)):

@@ -67,7 +67,8 @@ def _fresh_generator() -> torch.Generator:
 
 
 def to_multihead(model: MergedAttention) -> PracticalTransformer:
-    """A :class:`PracticalTransformer` (q = H heads, D_e kept, width = m) computing the same outputs.
+    """A :class:`PracticalTransformer` (q = H heads, D_e kept, width = m) computing the same
+    outputs.
 
     Query of head h: sqrt(D_e) * tile h of the tiled query = sqrt(D_e) z_i; key: W_QK[h] z_j;
     logit = <sqrt(D_e) z_i, W_QK[h] z_j> / sqrt(D_e) = z_i^T W_QK[h] z_j. Values V_h = I and
@@ -81,8 +82,9 @@ def to_multihead(model: MergedAttention) -> PracticalTransformer:
     p = model.W_QK
     for name in ("W_QK", "W", "b", "a"):
         validate.finite_tensor(f"model.{name}", getattr(model, name).detach())
-    mt = PracticalTransformer(D, H, width=m, out_dim=out_dim, generator=_fresh_generator(), dtype=p.dtype,
-                              device=p.device)
+    mt = PracticalTransformer(
+        D, H, width=m, out_dim=out_dim, generator=_fresh_generator(), dtype=p.dtype, device=p.device
+    )
     E = H * D
     eye = torch.eye(D, dtype=p.dtype, device=p.device)
     with torch.no_grad():
@@ -119,9 +121,14 @@ def from_multihead(mt: PracticalTransformer, *, readout_bias: str = "fold") -> M
         raise ValueError(f"readout_bias must be 'fold' or 'raise', got {readout_bias!r}")
     mha = mt.mha
     if mha.bias_k is not None or mha.bias_v is not None or mha.add_zero_attn:
-        raise ValueError("mt.mha has bias_k/bias_v or add_zero_attn, which the merged parametrisation cannot express")
+        raise ValueError(
+            "mt.mha has bias_k/bias_v or add_zero_attn, "
+            "which the merged parametrisation cannot express"
+        )
     if mha.in_proj_bias is not None:
-        raise ValueError("mt.mha has input-projection biases, which the merged parametrisation cannot express")
+        raise ValueError(
+            "mt.mha has input-projection biases, which the merged parametrisation cannot express"
+        )
     D, H, width, out_dim = mt.D_e, mt.q, mt.width, mt.out_dim
     with torch.no_grad():
         W_QK = mt.merged_qk().detach().clone()
@@ -139,15 +146,17 @@ def from_multihead(mt: PracticalTransformer, *, readout_bias: str = "fold") -> M
     if c is not None and bool((c != 0).any()):
         if readout_bias == "raise":
             raise ValueError(
-                f"mt.readout.bias is nonzero (max |c| = {float(c.abs().max()):.3g}); pass readout_bias='fold' "
+                f"mt.readout.bias is nonzero (max |c| = {float(c.abs().max()):.3g}); "
+                f"pass readout_bias='fold' "
                 f"to fold it into one extra hidden unit"
             )
         W = torch.cat([W, W.new_zeros(1, W.shape[1])])
         b = torch.cat([b, b.new_ones(1)])
         a = torch.cat([a, c[:, None]], dim=1)
         m = width + 1
-    model = MergedAttention(D, H, m, out_dim=out_dim, generator=_fresh_generator(), dtype=W_QK.dtype,
-                            device=W_QK.device)
+    model = MergedAttention(
+        D, H, m, out_dim=out_dim, generator=_fresh_generator(), dtype=W_QK.dtype, device=W_QK.device
+    )
     model.set_weights(W_QK=W_QK, W=W, b=b, a=a[0] if out_dim == 1 else a)
     return model
 
@@ -167,8 +176,13 @@ def logical_parameters(mt: PracticalTransformer) -> dict:
     return out
 
 
-def init_from_construction(construction_or_model, *, noise: float = 0.0,
-                           generator: Optional[torch.Generator] = None, dtype=None) -> PracticalTransformer:
+def init_from_construction(
+    construction_or_model,
+    *,
+    noise: float = 0.0,
+    generator: Optional[torch.Generator] = None,
+    dtype=None,
+) -> PracticalTransformer:
     """A trainable :class:`PracticalTransformer` at the construction, plus relative Gaussian noise.
 
     Each logical tensor P (Wq, Wk, Wv, out_proj.weight, hidden.weight, hidden.bias,
@@ -202,11 +216,21 @@ def init_from_construction(construction_or_model, *, noise: float = 0.0,
 
 # ------------------------------------------------------------------------- state dicts
 
-_STATE_KEYS = ("config", "omega", "W_QK", "ffn", "mha_state_dict", "mha_config", "guarantee", "layout")
+_STATE_KEYS = (
+    "config",
+    "omega",
+    "W_QK",
+    "ffn",
+    "mha_state_dict",
+    "mha_config",
+    "guarantee",
+    "layout",
+)
 
 
 def construction_state(construction) -> dict:
-    """A plain dict (tensors, numbers, strings, lists) for ``torch.save`` / ``torch.load(weights_only=True)``.
+    """A plain dict (tensors, numbers, strings, lists) for ``torch.save`` /
+    ``torch.load(weights_only=True)``.
 
     Keys: ``config`` (N, d, q, d_e, c, alpha, D_e, H, m, out_dim, slots, kind), ``omega``
     (N, d_e), ``W_QK`` (H, D_e, D_e), ``ffn`` (a, W, b), ``mha_state_dict`` (of
@@ -224,15 +248,33 @@ def construction_state(construction) -> dict:
     cons, g = construction, construction.guarantee
     return {
         "config": {
-            "N": int(cons.N), "d": int(cons.d), "q": int(cons.q), "d_e": int(cons.d_e), "c": float(cons.c),
-            "alpha": float(cons.alpha), "D_e": int(model.D_e), "H": int(model.H), "m": int(model.m),
-            "out_dim": int(model.out_dim), "slots": [int(s) for s in construction.slots], "kind": str(construction.kind),
+            "N": int(cons.N),
+            "d": int(cons.d),
+            "q": int(cons.q),
+            "d_e": int(cons.d_e),
+            "c": float(cons.c),
+            "alpha": float(cons.alpha),
+            "D_e": int(model.D_e),
+            "H": int(model.H),
+            "m": int(model.m),
+            "out_dim": int(model.out_dim),
+            "slots": [int(s) for s in construction.slots],
+            "kind": str(construction.kind),
         },
         "omega": construction.omega.detach().clone(),
         "W_QK": model.W_QK.detach().clone(),
-        "ffn": {"a": model.a.detach().clone(), "W": model.W.detach().clone(), "b": model.b.detach().clone()},
+        "ffn": {
+            "a": model.a.detach().clone(),
+            "W": model.W.detach().clone(),
+            "b": model.b.detach().clone(),
+        },
         "mha_state_dict": {k: v.detach().clone() for k, v in mt.state_dict().items()},
-        "mha_config": {"D_e": int(mt.D_e), "q": int(mt.q), "width": int(mt.width), "out_dim": int(mt.out_dim)},
+        "mha_config": {
+            "D_e": int(mt.D_e),
+            "q": int(mt.q),
+            "width": int(mt.width),
+            "out_dim": int(mt.out_dim),
+        },
         "guarantee": None if g is None else g.as_dict(),
         "layout": [[str(n), int(s)] for n, s in construction.layout.blocks],
     }
@@ -245,7 +287,9 @@ def load_construction_state(state: dict) -> Tuple[MergedAttention, PracticalTran
     them). ``ValueError`` naming the first missing or inconsistent entry.
     """
     if not isinstance(state, dict):
-        raise ValueError(f"state must be a dict from construction_state, got {type(state).__name__}")
+        raise ValueError(
+            f"state must be a dict from construction_state, got {type(state).__name__}"
+        )
     missing = [k for k in _STATE_KEYS if k not in state]
     if missing:
         raise ValueError(f"state is missing keys {missing}")
@@ -264,44 +308,62 @@ def load_construction_state(state: dict) -> Tuple[MergedAttention, PracticalTran
         raise ValueError("state['W_QK'] must be a tensor")
     validate.float_dtype("state['W_QK'].dtype", W_QK.dtype)
     D, H, m, out_dim = (int(cfg[k]) for k in ("D_e", "H", "m", "out_dim"))
-    model = MergedAttention(D, H, m, out_dim=out_dim, generator=_fresh_generator(), dtype=W_QK.dtype,
-                            device=W_QK.device)
+    model = MergedAttention(
+        D, H, m, out_dim=out_dim, generator=_fresh_generator(), dtype=W_QK.dtype, device=W_QK.device
+    )
     model.set_weights(W_QK=W_QK, W=ffn["W"], b=ffn["b"], a=ffn["a"])
-    mt = PracticalTransformer(int(mcfg["D_e"]), int(mcfg["q"]), width=int(mcfg["width"]), out_dim=int(mcfg["out_dim"]),
-                              generator=_fresh_generator(), dtype=W_QK.dtype, device=W_QK.device)
+    mt = PracticalTransformer(
+        int(mcfg["D_e"]),
+        int(mcfg["q"]),
+        width=int(mcfg["width"]),
+        out_dim=int(mcfg["out_dim"]),
+        generator=_fresh_generator(),
+        dtype=W_QK.dtype,
+        device=W_QK.device,
+    )
     try:
         mt.load_state_dict(state["mha_state_dict"])
     except RuntimeError as err:
-        raise ValueError(f"state['mha_state_dict'] does not fit mha_config {dict(mcfg)}: {err}") from None
+        raise ValueError(
+            f"state['mha_state_dict'] does not fit mha_config {dict(mcfg)}: {err}"
+        ) from None
     return model, mt
 
 
 def load_multihead(path, *, dtype=None, device=None) -> PracticalTransformer:
-    """The trainable ``nn.MultiheadAttention`` model (Appendix A.1's merged W_QK split back into W_Q, W_K, W_V)
-    of a file written by ``qstr construct transformer``
-    (or ``torch.save(construction_state(c))``), in one call: read with ``weights_only=True``, rebuilt
-    with the saved shapes (docs/formats.md), cast to ``dtype`` and moved to ``device`` when given."""
+    """The trainable ``nn.MultiheadAttention`` model (Appendix A.1's merged W_QK split back into
+    W_Q, W_K, W_V) of a file written by ``qstr construct transformer``
+    (or ``torch.save(construction_state(c))``), in one call: read with ``weights_only=True``,
+    rebuilt with the saved shapes (docs/formats.md), cast to ``dtype`` and moved to ``device`` when
+    given."""
     try:
         state = torch.load(path, weights_only=True, map_location=device)
     except Exception as exc:  # unreadable or not a torch file
-        raise ValueError(f"{path} is not a construction file written by torch.save ({type(exc).__name__})") from None
+        raise ValueError(
+            f"{path} is not a construction file written by torch.save ({type(exc).__name__})"
+        ) from None
     _, mt = load_construction_state(state)
     return mt if dtype is None else mt.to(dtype=validate.float_dtype("dtype", dtype))
 
 
 def load_rnn(path, *, dtype=None, device=None):
-    """The Prop 28 bidirectional RNN (``DeepTransitionBiRNN``: nn.Linear layers, projected states) of a file
-    written by ``qstr construct rnn`` (or ``torch.save(rnn_state(c))``), in one call: read with
-    ``weights_only=True``, cast to ``dtype`` (default: the stored float64) and moved to ``device``. Its codebook
-    rides along as the buffer ``omega``: ``model(rnn_encoding(x, t, model.omega))`` (docs/formats.md)."""
+    """The Prop 28 bidirectional RNN (``DeepTransitionBiRNN``: nn.Linear layers, projected states)
+    of a file written by ``qstr construct rnn`` (or ``torch.save(rnn_state(c))``), in one call:
+    read with ``weights_only=True``, cast to ``dtype`` (default: the stored float64) and moved to
+    ``device``. Its codebook rides along as the buffer ``omega``:
+    ``model(rnn_encoding(x, t, model.omega))`` (docs/formats.md)."""
     from qstr.constructions.recurrent import module_from_state
 
     try:
         state = torch.load(path, weights_only=True, map_location=device)
     except Exception as exc:  # unreadable or not a torch file
-        raise ValueError(f"{path} is not an RNN file written by torch.save ({type(exc).__name__})") from None
+        raise ValueError(
+            f"{path} is not an RNN file written by torch.save ({type(exc).__name__})"
+        ) from None
     if not isinstance(state, dict) or not isinstance(state.get("omega"), torch.Tensor):
-        raise ValueError(f"{path} is not an RNN file written by qstr construct rnn (no omega codebook)")
+        raise ValueError(
+            f"{path} is not an RNN file written by qstr construct rnn (no omega codebook)"
+        )
     dtype = torch.float64 if dtype is None else validate.float_dtype("dtype", dtype)
     model = module_from_state(state, dtype=dtype, device=device)
     model.register_buffer("omega", state["omega"].to(dtype=dtype, device=device))

@@ -70,7 +70,9 @@ def _float64_points(name: str, x) -> torch.Tensor:
         raise ValueError(f"{name} must be float64 (exact checks run in float64), got {x.dtype}")
     validate.finite_tensor(name, x)
     if x.shape[0] < 2 or x.shape[1] < 1:
-        raise ValueError(f"{name} must hold n >= 2 points of dimension D >= 1, got shape {tuple(x.shape)}")
+        raise ValueError(
+            f"{name} must hold n >= 2 points of dimension D >= 1, got shape {tuple(x.shape)}"
+        )
     return x
 
 
@@ -103,7 +105,8 @@ def _certified_gaps(x: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, tor
 
 @dataclass(frozen=True, eq=False)
 class SeparatingDirection:
-    """Lemma 37's output: a unit v with certified gaps >= ``threshold`` and ||z||^2 <= ``norm_factor`` n."""
+    """Lemma 37's output: a unit v with certified gaps >= ``threshold`` and
+    ||z||^2 <= ``norm_factor`` n."""
 
     v: torch.Tensor        # (D,) unit vector, float64
     z: torch.Tensor        # (n,) projections <v, x_j>
@@ -127,7 +130,8 @@ def separating_direction(
     norm_factor: float = 2.0,
     max_tries: int = 1000,
 ) -> SeparatingDirection:
-    """Draw unit v (uniform on the sphere, from ``generator``) until Lemma 37's events hold on ``x``.
+    """Draw unit v (uniform on the sphere, from ``generator``) until Lemma 37's events hold on
+    ``x``.
 
     Success means certified gap >= ``threshold`` (default eps_n = sqrt(pi)/(3 n^2)) and
     ||z||^2 <= ``norm_factor`` * n. Jointly over Gaussian x and v this happens with probability
@@ -148,9 +152,12 @@ def separating_direction(
         gap, z = certified_gap(x, v)
         z2 = float(z @ z)
         if gap >= thr and z2 <= norm_factor * n:
-            return SeparatingDirection(v=v, z=z, gap=gap, threshold=thr, z_norm2=z2, norm_factor=norm_factor, tries=tries)
+            return SeparatingDirection(
+                v=v, z=z, gap=gap, threshold=thr, z_norm2=z2, norm_factor=norm_factor, tries=tries
+            )
     raise ValueError(
-        f"max_tries={max_tries} random directions all failed (gap >= {thr:.3g} and ||z||^2 <= {norm_factor:g} n); "
+        f"max_tries={max_tries} random directions all failed "
+        f"(gap >= {thr:.3g} and ||z||^2 <= {norm_factor:g} n); "
         f"the points may nearly coincide -- raise max_tries or check x"
     )
 
@@ -170,7 +177,8 @@ class Lemma37Events:
 
     @property
     def gap_failure_bound(self) -> float:
-        """Union bound on P(gap < threshold): C(n, 2) * threshold / sqrt(pi) (= (n-1)/(6n) at eps_n)."""
+        """Union bound on P(gap < threshold): C(n, 2) * threshold / sqrt(pi) (= (n-1)/(6n) at
+        eps_n)."""
         return self.n * (self.n - 1) / 2.0 * self.threshold / math.sqrt(math.pi)
 
 
@@ -178,10 +186,12 @@ def lemma37_events(
     n: int, D: int, *, trials: int, generator: torch.Generator, threshold: Optional[float] = None,
     norm_factor: float = 2.0, chunk: int = 4096,
 ) -> Lemma37Events:
-    """Draw ``trials`` independent pairs (x in R^{n x D} Gaussian, v uniform unit) and count the events.
+    """Draw ``trials`` independent pairs (x in R^{n x D} Gaussian, v uniform unit) and count the
+    events.
 
     Gaps are computed in float64 as the certified gap of each trial (:func:`certified_gap`'s
-    rounding allowance, batched). Each chunk of trials draws its x, then its v. Device: the generator's.
+    rounding allowance, batched). Each chunk of trials draws its x, then its v. Device: the
+    generator's.
     """
     n = validate.positive_int("n", n, minimum=2)
     D = validate.positive_int("D", D)
@@ -215,9 +225,11 @@ def lemma37_events(
 
 @dataclass(frozen=True, eq=False)
 class Lemma38Net:
-    """Lemma 38's interpolant of sorted scalars, before (``raw``) and after (``balanced``) rescaling.
+    """Lemma 38's interpolant of sorted scalars, before (``raw``) and after (``balanced``)
+    rescaling.
 
-    Both nets compute the same function z -> sum_k a_k relu(w_k z + b_k) (1-D input, W of shape (n, 1)).
+    Both nets compute the same function z -> sum_k a_k relu(w_k z + b_k) (1-D input, W of shape
+    (n, 1)).
     ``a_norm2`` = ||a'||^2 and ``wb_norm2`` = ||w'||^2 + ||b'||^2 of the raw net; ``a_bound`` =
     16 ||y||^2 / eps^2 is the derived bound on ``a_norm2``; after rescaling by ``tau`` the total
     squared norm is ``norm2_balanced`` = 2 sqrt(a_norm2 * wb_norm2) (the minimum over tau).
@@ -253,8 +265,8 @@ def _vector(name: str, t, n: Optional[int] = None) -> torch.Tensor:
 
 
 def rounding_allowance(net: TwoLayerNet, x: torch.Tensor) -> float:
-    """max over rows of x of gamma_{D+m+2} sum_k |a_k| (|W_k| |x| + |b_k|): a float64 error bound for
-    :func:`evaluate_net` (Higham-style, any summation order), with gamma_j = j u / (1 - j u)."""
+    """max over rows of x of gamma_{D+m+2} sum_k |a_k| (|W_k| |x| + |b_k|): a float64 error bound
+    for :func:`evaluate_net` (Higham-style, any summation order), with gamma_j = j u / (1 - j u)."""
     D, m = net.W.shape[1], net.W.shape[0]
     j = D + m + 2
     gamma = j * UNIT_ROUNDOFF / (1.0 - j * UNIT_ROUNDOFF)
@@ -289,7 +301,9 @@ def interpolate_sorted(z: torch.Tensor, y: torch.Tensor, eps: float) -> Lemma38N
         raise ValueError("z must be strictly increasing (sort the points first)")
     min_gap = float(gaps.min())
     if min_gap < eps:
-        raise ValueError(f"z has a gap {min_gap:.3g} < eps = {eps:.3g}; Lemma 38 needs every gap >= eps")
+        raise ValueError(
+            f"z has a gap {min_gap:.3g} < eps = {eps:.3g}; Lemma 38 needs every gap >= eps"
+        )
     c = torch.cat([z[:1] - eps, z[:-1]])
     slopes = torch.cat([y[:1] / eps, (y[1:] - y[:-1]) / gaps])  # s_0 .. s_{n-1}
     a = slopes - torch.cat([slopes.new_zeros(1), slopes[:-1]])
@@ -303,10 +317,21 @@ def interpolate_sorted(z: torch.Tensor, y: torch.Tensor, eps: float) -> Lemma38N
     err = float((evaluate_net(balanced, z[:, None]) - y).abs().max())
     y2 = float(y @ y)
     return Lemma38Net(
-        raw=raw, balanced=balanced, eps=eps, min_gap=min_gap, y_norm2=y2, a_norm2=A, wb_norm2=P,
-        a_bound=C38_A * y2 / eps ** 2, tau=tau, norm2_raw=A + P,
-        norm2_balanced=float(balanced.a @ balanced.a + (balanced.W ** 2).sum() + balanced.b @ balanced.b),
-        max_error=err, rounding=rounding_allowance(balanced, z[:, None]),
+        raw=raw,
+        balanced=balanced,
+        eps=eps,
+        min_gap=min_gap,
+        y_norm2=y2,
+        a_norm2=A,
+        wb_norm2=P,
+        a_bound=C38_A * y2 / eps**2,
+        tau=tau,
+        norm2_raw=A + P,
+        norm2_balanced=float(
+            balanced.a @ balanced.a + (balanced.W**2).sum() + balanced.b @ balanced.b
+        ),
+        max_error=err,
+        rounding=rounding_allowance(balanced, z[:, None]),
     )
 
 
@@ -335,10 +360,15 @@ class Lemma36Net:
 
 
 def interpolate_points(
-    x: torch.Tensor, y: torch.Tensor, *, generator: torch.Generator, threshold: Optional[float] = None,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    generator: torch.Generator,
+    threshold: Optional[float] = None,
     max_tries: int = 1000,
 ) -> Lemma36Net:
-    """Lemma 36: a width-n two-layer ReLU net with f(x^(j)) = y^(j) for all j, ||vec||^2 = O(n^{5/2} ||y||).
+    """Lemma 36: a width-n two-layer ReLU net with f(x^(j)) = y^(j) for all j,
+    ||vec||^2 = O(n^{5/2} ||y||).
 
     x: (n, D) float64 points (Gaussian in the lemma; any distinct points work, with more tries),
     y: (n,) float64 labels. Lemma 37 picks v (gap eps = ``threshold`` or eps_n), Lemma 38
@@ -347,7 +377,9 @@ def interpolate_points(
     x = _float64_points("x", x)
     n = x.shape[0]
     y = _vector("y", y, n)
-    direction = separating_direction(x, generator=generator, threshold=threshold, max_tries=max_tries)
+    direction = separating_direction(
+        x, generator=generator, threshold=threshold, max_tries=max_tries
+    )
     order = torch.argsort(direction.z)
     zs = direction.z[order]
     l38 = interpolate_sorted(zs, y[order], direction.threshold)
@@ -359,15 +391,25 @@ def interpolate_points(
     y2 = float(y @ y)
     bound = 2.0 * math.sqrt(C38_A * y2 / eps ** 2 * (n + 2.0 * direction.z_norm2 + 2.0 * eps ** 2))
     err = float((evaluate_net(net, x) - y).abs().max())
-    return Lemma36Net(net=net, direction=direction, lemma38=l38, order=order, norm2=norm2, bound=bound,
-                      bound_n=C36 * n ** 2.5 * math.sqrt(y2), max_error=err, rounding=rounding_allowance(net, x))
+    return Lemma36Net(
+        net=net,
+        direction=direction,
+        lemma38=l38,
+        order=order,
+        norm2=norm2,
+        bound=bound,
+        bound_n=C36 * n**2.5 * math.sqrt(y2),
+        max_error=err,
+        rounding=rounding_allowance(net, x),
+    )
 
 
 # ------------------------------------------------------------------- Theorem 9: the memoriser
 
 
 def parameter_norm2(module: torch.nn.Module) -> float:
-    """||vec theta||^2: the sum of squares of every parameter of ``module`` (float64 accumulation)."""
+    """||vec theta||^2: the sum of squares of every parameter of ``module`` (float64
+    accumulation)."""
     return float(sum(float((p.detach().double() ** 2).sum()) for p in module.parameters()))
 
 
@@ -442,13 +484,19 @@ def memorising_rnn(
         pts, labels = x.reshape(n * N, d), y.reshape(n * N)
     elif isinstance(position, int) and not isinstance(position, bool):
         if not 0 <= position < N:
-            raise ValueError(f"position must be 'all' or an integer in [0, N) = [0, {N}), got {position}")
+            raise ValueError(
+                f"position must be 'all' or an integer in [0, N) = [0, {N}), got {position}"
+            )
         pts, labels = x[:, position], y[:, position]
     else:
         raise ValueError(f"position must be 'all' or an integer in [0, N), got {position!r}")
     if pts.shape[0] < 2:
-        raise ValueError(f"need at least 2 points to memorise, got n = {pts.shape[0]} (use n >= 2 prompts)")
-    l36 = interpolate_points(pts, labels, generator=generator, threshold=threshold, max_tries=max_tries)
+        raise ValueError(
+            f"need at least 2 points to memorise, got n = {pts.shape[0]} (use n >= 2 prompts)"
+        )
+    l36 = interpolate_points(
+        pts, labels, generator=generator, threshold=threshold, max_tries=max_tries
+    )
     l38, direction = l36.lemma38, l36.direction
     m = pts.shape[0]
     raw_a, raw_b = l38.raw.a, l38.raw.b
@@ -458,8 +506,15 @@ def memorising_rnn(
     tau_mid = math.sqrt(T / m)
     prod = tau1 * tau_mid ** (depth - 2)
 
-    model = DeepTransitionBiRNN(D_in, d_h, transition_widths=(), output_widths=(m,) * (depth - 1), r_h=r_h,
-                                dtype=torch.float64, device=x.device)
+    model = DeepTransitionBiRNN(
+        D_in,
+        d_h,
+        transition_widths=(),
+        output_widths=(m,) * (depth - 1),
+        r_h=r_h,
+        dtype=torch.float64,
+        device=x.device,
+    )
     zero_t = [(torch.zeros(d_h, d_h + D_in, dtype=torch.float64), None)]
     set_mlp_weights(model.f_fwd, zero_t)
     set_mlp_weights(model.f_bwd, zero_t)
@@ -477,8 +532,17 @@ def memorising_rnn(
     P_bound = m + 2.0 * direction.z_norm2 + 2.0 * eps ** 2
     bound = depth * (A_bound * P_bound * float(m) ** (depth - 2)) ** (1.0 / depth)
     guarantee = MemoriserGuarantee(
-        position=position, n_prompts=n, N=N, n_points=m, depth=depth, width=m, norm2=norm2, bound=bound,
-        bound_n=C36 * m ** 2.5 * math.sqrt(y2), lemma36=l36, tries=direction.tries,
+        position=position,
+        n_prompts=n,
+        N=N,
+        n_points=m,
+        depth=depth,
+        width=m,
+        norm2=norm2,
+        bound=bound,
+        bound_n=C36 * m**2.5 * math.sqrt(y2),
+        lemma36=l36,
+        tries=direction.tries,
     )
     return model, guarantee
 
@@ -514,7 +578,8 @@ class SlotMemoryGuarantee:
 def slot_memory_rnn(
     omega: torch.Tensor, u: torch.Tensor, *, r_x: float, mu: Optional[float] = None,
 ) -> tuple[DeepTransitionBiRNN, SlotMemoryGuarantee]:
-    """An exact generalising RNN for general 1STR (q = 1): every token stored in its own state block.
+    """An exact generalising RNN for general 1STR (q = 1): every token stored in its own state
+    block.
 
     omega: (N, d_e) float64 unit codes (coherence mu < 1); u: (d,) unit vector of the link.
     RNN encoding z_i = (x_i, omega_i, omega_{t_i}) (D_in = d + 2 d_e).
@@ -527,7 +592,8 @@ def slot_memory_rnn(
     Output f_y (4 linear layers) on (h_fwd, h_bwd, z_i), with s_k = <u, block_k(h_fwd + h_bwd)>,
     xi = <u, x_i>, g_k = 1[i = k], g'_k = 1[t_i = k]:
       layer 1: relu(+-s_k), relu(+-xi), g_k, g'_k
-      layer 2: relu(+-s_k) passed, e_k^+- = relu(+-xi + r_x g_k - r_x) (= xi 1[i = k] split), g'_k passed
+      layer 2: relu(+-s_k) passed, e_k^+- = relu(+-xi + r_x g_k - r_x) (= xi 1[i = k] split),
+               g'_k passed
       layer 3: relu(+-(s_k + e_k) + r_x g'_k - r_x)
       layer 4: y = sum_k (difference) = s_{t_i} + xi 1[t_i = i] = <u, x_{t_i}>.
     """
@@ -538,7 +604,9 @@ def slot_memory_rnn(
     N, d_e = omega.shape
     if N < 2:
         raise ValueError(f"omega must hold N >= 2 codes, got {N}")
-    if not torch.allclose(omega.norm(dim=1), torch.ones(N, dtype=torch.float64, device=omega.device), atol=1e-12):
+    if not torch.allclose(
+        omega.norm(dim=1), torch.ones(N, dtype=torch.float64, device=omega.device), atol=1e-12
+    ):
         raise ValueError("omega must have unit-norm rows")
     if not isinstance(u, torch.Tensor) or u.dtype != torch.float64 or u.dim() != 1:
         raise ValueError("u must be a float64 torch.Tensor of shape (d,)")
@@ -553,14 +621,23 @@ def slot_memory_rnn(
     if mu < measured - 1e-12:
         raise ValueError(f"mu = {mu} is below the codebook's coherence {measured:.6g}")
     if not mu < 1.0:
-        raise ValueError(f"mu must be < 1 (the gates need <omega_i, omega_k> <= mu < 1 for i != k), got {mu}")
+        raise ValueError(
+            f"mu must be < 1 (the gates need <omega_i, omega_k> <= mu < 1 for i != k), got {mu}"
+        )
     dev, f64 = omega.device, torch.float64
     d_h = N * d
     D_in = d + 2 * d_e
     xs, ps, ts = slice(0, d), slice(d, d + d_e), slice(d + d_e, d + 2 * d_e)
     r_h = math.sqrt(N - 1) * r_x
-    model = DeepTransitionBiRNN(D_in, d_h, transition_widths=(2 * d + N, 2 * N * d), output_widths=(4 * N + 2, 5 * N, 2 * N),
-                                r_h=r_h, dtype=f64, device=dev)
+    model = DeepTransitionBiRNN(
+        D_in,
+        d_h,
+        transition_widths=(2 * d + N, 2 * N * d),
+        output_widths=(4 * N + 2, 5 * N, 2 * N),
+        r_h=r_h,
+        dtype=f64,
+        device=dev,
+    )
     inv = 1.0 / (1.0 - mu)
     # ---- transition: input (h, z), h first
     off = d_h
@@ -577,8 +654,12 @@ def slot_memory_rnn(
     for k in range(N):
         for c in range(d):
             row = 2 * (k * d + c)
-            W2[row, c], W2[row, d + c], W2[row, 2 * d + k] = 1.0, -1.0, r_x       # +x_c gated
-            W2[row + 1, c], W2[row + 1, d + c], W2[row + 1, 2 * d + k] = -1.0, 1.0, r_x  # -x_c gated
+            W2[row, c], W2[row, d + c], W2[row, 2 * d + k] = 1.0, -1.0, r_x  # +x_c gated
+            W2[row + 1, c], W2[row + 1, d + c], W2[row + 1, 2 * d + k] = (
+                -1.0,
+                1.0,
+                r_x,
+            )  # -x_c gated
             W3[k * d + c, row], W3[k * d + c, row + 1] = 1.0, -1.0
     for f in (model.f_fwd, model.f_bwd):
         set_mlp_weights(f, [(W1, b1), (W2, b2), (W3, None)])
@@ -602,9 +683,17 @@ def slot_memory_rnn(
     c2 = torch.zeros(m2, dtype=f64, device=dev)
     for k in range(N):
         V2[k, k], V2[k, N + k] = 1.0, -1.0                                  # relu(s_k)
-        V2[N + k, k], V2[N + k, N + k] = -1.0, 1.0                          # relu(-s_k)
-        V2[2 * N + k, 2 * N], V2[2 * N + k, 2 * N + 1], V2[2 * N + k, 2 * N + 2 + k] = 1.0, -1.0, r_x   # e_k^+
-        V2[3 * N + k, 2 * N], V2[3 * N + k, 2 * N + 1], V2[3 * N + k, 2 * N + 2 + k] = -1.0, 1.0, r_x   # e_k^-
+        V2[N + k, k], V2[N + k, N + k] = -1.0, 1.0  # relu(-s_k)
+        V2[2 * N + k, 2 * N], V2[2 * N + k, 2 * N + 1], V2[2 * N + k, 2 * N + 2 + k] = (
+            1.0,
+            -1.0,
+            r_x,
+        )  # e_k^+
+        V2[3 * N + k, 2 * N], V2[3 * N + k, 2 * N + 1], V2[3 * N + k, 2 * N + 2 + k] = (
+            -1.0,
+            1.0,
+            r_x,
+        )  # e_k^-
         c2[2 * N + k] = c2[3 * N + k] = -r_x
         V2[4 * N + k, 3 * N + 2 + k] = 1.0                                  # g'_k passed (>= 0)
     m3 = 2 * N
@@ -620,6 +709,16 @@ def slot_memory_rnn(
         V4[0, 2 * k], V4[0, 2 * k + 1] = 1.0, -1.0
     set_mlp_weights(model.f_y, [(V1, c1), (V2, c2), (V3, c3), (V4, None)])
     lip = math.sqrt(2.0)
-    guarantee = SlotMemoryGuarantee(N=N, d=d, d_h=d_h, r_x=r_x, r_h=r_h, mu=mu, U_op=1.0, lipschitz=lip,
-                                    L=lip * r_h, norm2=parameter_norm2(model))
+    guarantee = SlotMemoryGuarantee(
+        N=N,
+        d=d,
+        d_h=d_h,
+        r_x=r_x,
+        r_h=r_h,
+        mu=mu,
+        U_op=1.0,
+        lipschitz=lip,
+        L=lip * r_h,
+        norm2=parameter_norm2(model),
+    )
     return model, guarantee

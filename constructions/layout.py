@@ -1,5 +1,7 @@
-"""Named token blocks z_i = (x_i | pos: omega_i | slot0: omega_{t_i1} | ... | slot{q-1}: omega_{t_iq}) of the
-encodings (Appendices A.1, B.1): constructions address blocks by name, never by raw index arithmetic."""
+"""Named token blocks z_i = (x_i | pos: omega_i | slot0: omega_{t_i1} | ... | slot{q-1}:
+omega_{t_iq}) of the encodings (Appendices A.1, B.1): constructions address blocks by name, never
+by raw index arithmetic."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

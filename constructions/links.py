@@ -1,5 +1,7 @@
-"""Link functions g of the qSTR model (Definition 2): Linear (Figure 1, Theorem 6), Hermite (Figure 3),
-SqNorm (Props 3, 21), Mean (sparse averaging), Teacher, and the two-layer ReLU nets of Assumption 2."""
+"""Link functions g of the qSTR model (Definition 2): Linear (Figure 1, Theorem 6), Hermite
+(Figure 3), SqNorm (Props 3, 21), Mean (sparse averaging), Teacher, and the two-layer ReLU nets of
+Assumption 2."""
+
 from __future__ import annotations
 
 import math
@@ -62,7 +64,11 @@ class TwoLayerNet:
             return generic
         v = (self.a[paired, None] * self.W[paired]).sum(0)
         rest = [k for k in range(self.m) if k not in used]
-        tail = float(self.a[rest].norm() * torch.linalg.matrix_norm(self.W[rest], ord=2)) if rest else 0.0
+        tail = (
+            float(self.a[rest].norm() * torch.linalg.matrix_norm(self.W[rest], ord=2))
+            if rest
+            else 0.0
+        )
         return min(generic, float(v.norm()) + tail)
 
     @property
@@ -77,7 +83,10 @@ class TwoLayerNet:
     def __call__(self, xt: torch.Tensor) -> torch.Tensor:
         z = xt.flatten(-2)
         if not validate.same_device(self.W.device, z.device):
-            raise ValueError(f"net weights live on {self.W.device} but the input on {z.device}; move them once with .to({str(z.device)!r})")
+            raise ValueError(
+                f"net weights live on {self.W.device} but the input on {z.device}; "
+                f"move them once with .to({str(z.device)!r})"
+            )
         W, b, a = (v.to(z.dtype) for v in (self.W, self.b, self.a))
         return torch.relu(z @ W.T + b) @ a
 
@@ -87,8 +96,8 @@ class Link:
     """Base class: ``q`` tokens of dimension ``d`` in, a scalar (or ``out_dim`` vector) out.
 
     A link maps the q selected tokens of one output position to its label: ``g(xt)`` with ``xt``
-    of shape ``(..., q, d)`` returns ``(...)`` (scalar links) or ``(..., out_dim)`` (the vector-valued
-    sparse average).
+    of shape ``(..., q, d)`` returns ``(...)`` (scalar links) or ``(..., out_dim)`` (the
+    vector-valued sparse average).
     """
 
     q: int
@@ -147,7 +156,11 @@ class Linear(Link):
     def two_layer_net(self):
         w = self.u.flatten() / math.sqrt(self.q)
         W = torch.stack([w, -w])
-        return TwoLayerNet(a=torch.tensor([1.0, -1.0], dtype=w.dtype, device=w.device), W=W, b=torch.zeros(2, dtype=w.dtype, device=w.device))
+        return TwoLayerNet(
+            a=torch.tensor([1.0, -1.0], dtype=w.dtype, device=w.device),
+            W=W,
+            b=torch.zeros(2, dtype=w.dtype, device=w.device),
+        )
 
 
 def he2(z: torch.Tensor) -> torch.Tensor:
@@ -208,7 +221,11 @@ class MeanProjected(Link):
     def two_layer_net(self):
         w = self.u.repeat(self.q) / self.q
         W = torch.stack([w, -w])
-        return TwoLayerNet(a=torch.tensor([1.0, -1.0], dtype=w.dtype, device=w.device), W=W, b=torch.zeros(2, dtype=w.dtype, device=w.device))
+        return TwoLayerNet(
+            a=torch.tensor([1.0, -1.0], dtype=w.dtype, device=w.device),
+            W=W,
+            b=torch.zeros(2, dtype=w.dtype, device=w.device),
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -234,7 +251,8 @@ class Teacher(Link):
 
 @dataclass(frozen=True, eq=False)
 class CallableLink(Link):
-    """Any user function ``fn(xt)`` with xt of shape (..., q, d) returning (...) or (..., out_dim)."""
+    """Any user function ``fn(xt)`` with xt of shape (..., q, d) returning (...) or
+    (..., out_dim)."""
 
     fn: Callable = field(default=None)
     name = "callable"
@@ -267,7 +285,9 @@ def affine_net(w: torch.Tensor, r_x: float) -> TwoLayerNet:
 LINK_NAMES = ("linear", "hermite", "sqnorm", "mean", "mean-projected", "teacher")
 
 
-def make_link(name: str, q: int, d: int, *, generator: Optional[torch.Generator] = None, width: int = 8) -> Link:
+def make_link(
+    name: str, q: int, d: int, *, generator: Optional[torch.Generator] = None, width: int = 8
+) -> Link:
     """Build a named link with random directions / teacher weights drawn from ``generator``.
 
     ``u`` (and each ``u_k``) is uniform on the unit sphere; the teacher has width ``width``,

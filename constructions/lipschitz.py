@@ -29,9 +29,10 @@ class LipschitzNet:
     """A two-layer ReLU net for an L-Lipschitz f on the radius-R ball of R^k and its certificate.
 
     ``error_bound`` is the a priori certified sup_{||x|| <= R} |f(x) - net(x)| (``smooth_error``
-    + ``ridge_error`` for k >= 2; L h / 2 for k = 1); ``ridge_budget`` is the share of the error given to the
-    ridge interpolation (eps_ridge >= ``ridge_error``, docs/derivations/lemmas-39-41-42.md step 6; k = 1: the bound
-    itself); ``ridges`` (k >= 2): (S_v, K_v) per ridge direction, the bound on |g_v''| and the interval count (step 6).
+    + ``ridge_error`` for k >= 2; L h / 2 for k = 1); ``ridge_budget`` is the share of the error
+    given to the ridge interpolation (eps_ridge >= ``ridge_error``,
+    docs/derivations/lemmas-39-41-42.md step 6; k = 1: the bound itself); ``ridges`` (k >= 2):
+    (S_v, K_v) per ridge direction, the bound on |g_v''| and the interval count (step 6).
     ``width`` m, ``weight_norms``: ||a||,
     ||W||_F, ||b||, r_a = ||a|| sqrt(m), r_w = ||(W, b)||_F / sqrt(m), and the path norm
     sum_i |a_i| ||(w_i, b_i)||. ``lipschitz_bound``: :func:`net_lipschitz_bound` of the net.
@@ -70,7 +71,8 @@ def fk_coefficients(n: int) -> torch.Tensor:
     """Fourier coefficients c_0..c_n of the Fejér-Korovkin kernel of degree n (float64).
 
     kappa(theta) = |sum_{j=0}^n a_j e^{i j theta}|^2 / sum_j a_j^2 with a_j = sin((j+1) pi/(n+2)),
-    so kappa >= 0, c_0 = 1 (mean one) and c_m = sum_j a_j a_{j+m} / sum_j a_j^2; c_1 = cos(pi/(n+2)).
+    so kappa >= 0, c_0 = 1 (mean one) and c_m = sum_j a_j a_{j+m} / sum_j a_j^2;
+    c_1 = cos(pi/(n+2)).
     """
     n = validate.positive_int("n", n, minimum=0)
     j = torch.arange(n + 1, dtype=torch.float64)
@@ -93,7 +95,8 @@ def fk_moments(n: int, k: int) -> Tuple[float, float]:
 
 def smoothing_error_bound(n: int, k: int, L: float, R: float) -> float:
     """eps_smooth = L (2R/pi)(2 sqrt(m2) + (pi - 2) sqrt(m2 m4)): sup |F - T| for an L-Lipschitz,
-    4R-periodic F and its discrete FK smoothing T of degree n (docs/derivations/lemmas-39-41-42.md)."""
+    4R-periodic F and its discrete FK smoothing T of degree n
+    (docs/derivations/lemmas-39-41-42.md)."""
     L = validate.positive_float("L", L)
     R = validate.positive_float("R", R)
     m2, m4 = fk_moments(n, k)
@@ -101,7 +104,8 @@ def smoothing_error_bound(n: int, k: int, L: float, R: float) -> float:
 
 
 def _fold(x: torch.Tensor, R: float) -> torch.Tensor:
-    """Triangle wave of period 4R onto [-R, R] (identity on [-R, R]), coordinatewise, 1-Lipschitz."""
+    """Triangle wave of period 4R onto [-R, R] (identity on [-R, R]), coordinatewise,
+    1-Lipschitz."""
     return R - (torch.remainder(x + R, 4 * R) - 2 * R).abs()
 
 
@@ -119,7 +123,9 @@ def _primitive(v: tuple) -> tuple:
     return w if first > 0 else tuple(-c for c in w)
 
 
-def _lift(net1d: TwoLayerNet, direction: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
+def _lift(
+    net1d: TwoLayerNet, direction: torch.Tensor
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
     """A 1-D interpolant net (its last unit is the constant relu(0 z + 1)) as units on R^k reading
     <direction, x>; returns (W, b, a) without the constant unit, and the constant."""
     W = net1d.W[:-1] * direction[None, :]
@@ -133,9 +139,17 @@ def _assemble(parts, constant: float, k: int) -> TwoLayerNet:
     return TwoLayerNet(a=torch.cat(as_), W=torch.cat(Ws), b=torch.cat(bs))
 
 
-def lipschitz_net(f: Callable[[torch.Tensor], torch.Tensor], *, L: float, R: float, k: int,
-                  eps: Optional[float] = None, degree: Optional[int] = None, ridge_fraction: float = 0.1,
-                  grid: Optional[int] = None) -> LipschitzNet:
+def lipschitz_net(
+    f: Callable[[torch.Tensor], torch.Tensor],
+    *,
+    L: float,
+    R: float,
+    k: int,
+    eps: Optional[float] = None,
+    degree: Optional[int] = None,
+    ridge_fraction: float = 0.1,
+    grid: Optional[int] = None,
+) -> LipschitzNet:
     """Lemma 42: a two-layer ReLU net within a certified sup-error of f on {||x|| <= R} in R^k.
 
     ``f`` maps (..., k) float64 tensors to (...); it must be L-Lipschitz (Euclidean) on the
@@ -154,16 +168,35 @@ def lipschitz_net(f: Callable[[torch.Tensor], torch.Tensor], *, L: float, R: flo
         raise ValueError(f"f must be callable, got {type(f).__name__}")
     if k == 1:
         if eps is None and degree is None:
-            raise ValueError("k = 1 needs eps (the target sup-error) or degree (the number of intervals K)")
-        K = max(1, math.ceil(L * R / _eps(eps))) if eps is not None else validate.positive_int("degree", degree)
+            raise ValueError(
+                "k = 1 needs eps (the target sup-error) or degree (the number of intervals K)"
+            )
+        K = (
+            max(1, math.ceil(L * R / _eps(eps)))
+            if eps is not None
+            else validate.positive_int("degree", degree)
+        )
         knots = torch.linspace(-R, R, K + 1, dtype=torch.float64)
         h = 2 * R / K
         net1d = interpolant(lambda z: _scalar(f, z[:, None], "f"), knots)
         net = TwoLayerNet(a=net1d.a, W=net1d.W, b=net1d.b)
         err = L * h / 2
-        return LipschitzNet(net=net, k=1, R=R, L=L, error_bound=err, smooth_error=0.0, ridge_error=err, ridge_budget=err,
-                            width=net.m, weight_norms=_weight_norms(net), lipschitz_bound=net_lipschitz_bound(net),
-                            method="interpolation", degree=K, directions=1)
+        return LipschitzNet(
+            net=net,
+            k=1,
+            R=R,
+            L=L,
+            error_bound=err,
+            smooth_error=0.0,
+            ridge_error=err,
+            ridge_budget=err,
+            width=net.m,
+            weight_norms=_weight_norms(net),
+            lipschitz_bound=net_lipschitz_bound(net),
+            method="interpolation",
+            degree=K,
+            directions=1,
+        )
     ridge_fraction = validate.probability("ridge_fraction", ridge_fraction)
     if degree is None:
         if eps is None:
@@ -179,7 +212,10 @@ def lipschitz_net(f: Callable[[torch.Tensor], torch.Tensor], *, L: float, R: flo
     eps_s = smoothing_error_bound(n, k, L, R)
     eps_r = ridge_fraction / (1 - ridge_fraction) * eps_s if eps is None else max(eps - eps_s, 0.0)
     if eps_r <= 0:
-        raise ValueError(f"eps = {eps} is below the smoothing error {eps_s:.3g} of degree {n}; raise degree or eps")
+        raise ValueError(
+            f"eps = {eps} is below the smoothing error {eps_s:.3g} of degree {n}; "
+            "raise degree or eps"
+        )
     G = 2 * (n + 2) if grid is None else validate.positive_int("grid", grid)
     if G < n + 3:
         raise ValueError(f"grid must be >= degree + 3 = {n + 3} (exact kernel moments), got {G}")
@@ -201,7 +237,8 @@ def lipschitz_net(f: Callable[[torch.Tensor], torch.Tensor], *, L: float, R: flo
             ck *= float(c[abs(e)])
         coeff[ell] = ck * complex(val)
     constant = coeff.pop(tuple([0] * k)).real
-    # group the half-space frequencies by primitive direction: ridge g_v(s) = sum_m A cos(w0 m |v| s + phi)
+    # group the half-space frequencies by primitive direction:
+    # ridge g_v(s) = sum_m A cos(w0 m |v| s + phi)
     ridges = {}
     for ell, z in coeff.items():
         v = _primitive(ell)  # first nonzero entry positive
@@ -232,10 +269,23 @@ def lipschitz_net(f: Callable[[torch.Tensor], torch.Tensor], *, L: float, R: flo
         parts.append((W, b, a))
         constant += const
     net = _assemble(parts, constant, k)
-    return LipschitzNet(net=net, k=k, R=R, L=L, error_bound=eps_s + ridge_err, smooth_error=eps_s,
-                        ridge_error=ridge_err, ridge_budget=eps_r, ridges=tuple(counts), width=net.m, weight_norms=_weight_norms(net),
-                        lipschitz_bound=net_lipschitz_bound(net), method="fourier-ridge", degree=n,
-                        directions=len(ridges))
+    return LipschitzNet(
+        net=net,
+        k=k,
+        R=R,
+        L=L,
+        error_bound=eps_s + ridge_err,
+        smooth_error=eps_s,
+        ridge_error=ridge_err,
+        ridge_budget=eps_r,
+        ridges=tuple(counts),
+        width=net.m,
+        weight_norms=_weight_norms(net),
+        lipschitz_bound=net_lipschitz_bound(net),
+        method="fourier-ridge",
+        degree=n,
+        directions=len(ridges),
+    )
 
 
 def _frequencies(n: int, k: int):
@@ -267,7 +317,10 @@ def _scalar(f, x: torch.Tensor, name: str) -> torch.Tensor:
     y = f(x)
     if not isinstance(y, torch.Tensor) or tuple(y.shape) != tuple(x.shape[:-1]):
         got = tuple(y.shape) if isinstance(y, torch.Tensor) else type(y).__name__
-        raise ValueError(f"{name} must map (..., k) tensors to (...) tensors, got {got} for input {tuple(x.shape)}")
+        raise ValueError(
+            f"{name} must map (..., k) tensors to (...) tensors, "
+            f"got {got} for input {tuple(x.shape)}"
+        )
     validate.finite_tensor(f"{name}(x)", y)
     return y.to(torch.float64)
 
@@ -333,8 +386,16 @@ class SupCertificate:
     points: int
 
 
-def certify_sup_error(f: Callable[[torch.Tensor], torch.Tensor], net: TwoLayerNet, *, L: float, R: float, k: int,
-                      spacing: float, chunk: int = 65536) -> SupCertificate:
+def certify_sup_error(
+    f: Callable[[torch.Tensor], torch.Tensor],
+    net: TwoLayerNet,
+    *,
+    L: float,
+    R: float,
+    k: int,
+    spacing: float,
+    chunk: int = 65536,
+) -> SupCertificate:
     """Rigorous upper bound on sup_{||x|| <= R} |f(x) - net(x)| from a grid of ``spacing``.
 
     |f - net| is (L + Lip(net))-Lipschitz on the ball and every ball point is within rho of a
@@ -349,4 +410,6 @@ def certify_sup_error(f: Callable[[torch.Tensor], torch.Tensor], net: TwoLayerNe
         err = (_scalar(f, x, "f") - net(x.unsqueeze(-2))).abs()
         worst = max(worst, float(err.max()))
     slack = (L + net_lipschitz_bound(net)) * rho
-    return SupCertificate(lower=worst, upper=worst + slack, grid_max=worst, slack=slack, points=int(pts.shape[0]))
+    return SupCertificate(
+        lower=worst, upper=worst + slack, grid_max=worst, slack=slack, points=int(pts.shape[0])
+    )

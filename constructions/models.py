@@ -1,7 +1,8 @@
-"""The paper's architectures as ``nn.Module`` s, an encoded batch Z (B, N, D_in) to y_hat (B, N) or (B, N, out_dim):
-MergedAttention (Appendix A.1), DeepTransitionBiRNN (Appendix B.1), VecFFN (Theorem 6) and the trainable models of
-Appendix E (build_practical). Weights come from torch's global RNG, or with ``generator=`` from a forked RNG seeded
-from it, on the CPU: the global RNG is left untouched and every device gets the same weights."""
+"""The paper's architectures as ``nn.Module`` s, an encoded batch Z (B, N, D_in) to y_hat (B, N) or
+(B, N, out_dim): MergedAttention (Appendix A.1), DeepTransitionBiRNN (Appendix B.1), VecFFN
+(Theorem 6) and the trainable models of Appendix E (build_practical). Weights come from torch's
+global RNG, or with ``generator=`` from a forked RNG seeded from it, on the CPU: the global RNG is
+left untouched and every device gets the same weights."""
 from __future__ import annotations
 
 import contextlib
@@ -52,7 +53,9 @@ def _seeded(generator):
         yield
         return
     if not isinstance(generator, torch.Generator):
-        raise ValueError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+        raise ValueError(
+            f"generator must be a torch.Generator or None, got {type(generator).__name__}"
+        )
     seed = int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device).item())
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -84,7 +87,9 @@ def _check_input(name: str, Z, last: int, dtype: torch.dtype) -> torch.Tensor:
         raise ValueError(f"{name} must be a torch.Tensor, got {type(Z).__name__}")
     shape(name, Z, (None, None, last))
     if Z.shape[0] < 1 or Z.shape[1] < 1:
-        raise ValueError(f"{name} must have batch size >= 1 and length N >= 1, got shape {tuple(Z.shape)}")
+        raise ValueError(
+            f"{name} must have batch size >= 1 and length N >= 1, got shape {tuple(Z.shape)}"
+        )
     if Z.dtype not in FLOAT_DTYPES:
         raise ValueError(f"{name} must be float32 or float64, got {Z.dtype}")
     if Z.dtype != dtype:
@@ -100,7 +105,9 @@ def _chunk(chunk, N: int) -> int:
     return N if chunk is None else positive_int("chunk", chunk)
 
 
-def make_mlp(in_dim: int, hidden: Sequence[int], out_dim: int, *, bias_last: bool = False) -> nn.Sequential:
+def make_mlp(
+    in_dim: int, hidden: Sequence[int], out_dim: int, *, bias_last: bool = False
+) -> nn.Sequential:
     """``Linear, ReLU, ..., Linear`` with hidden widths ``hidden``.
 
     The paper's ReLU nets (Appendix B.1) carry biases on every layer but the last;
@@ -133,7 +140,10 @@ def set_mlp_weights(seq: nn.Sequential, weights: Iterable) -> None:
     linears = _linears(seq)
     weights = list(weights)
     if len(weights) != len(linears):
-        raise ValueError(f"weights must hold {len(linears)} (W, b) pairs (one per Linear layer), got {len(weights)}")
+        raise ValueError(
+            f"weights must hold {len(linears)} (W, b) pairs (one per Linear layer), "
+            f"got {len(weights)}"
+        )
     for k, (pair, lin) in enumerate(zip(weights, linears)):
         try:
             W, b = pair
@@ -193,7 +203,9 @@ class MergedAttention(nn.Module):
     ``chunk`` rows at a time: the same numbers, O(B H chunk N) memory for the scores.
     """
 
-    def __init__(self, D_e: int, H: int, m: int, out_dim: int = 1, *, generator=None, dtype=None, device=None):
+    def __init__(
+        self, D_e: int, H: int, m: int, out_dim: int = 1, *, generator=None, dtype=None, device=None
+    ):
         super().__init__()
         self.D_e = positive_int("D_e", D_e)
         self.H = positive_int("H", H)
@@ -234,10 +246,13 @@ class MergedAttention(nn.Module):
         return left @ Z.transpose(-1, -2).unsqueeze(1)
 
     def attention(self, Z: torch.Tensor, chunk: int | None = None) -> torch.Tensor:
-        """Attention weights ``A[b, h, i, j] = softmax_j(z_i^T W_QK[h] z_j)``, shape (B, H, N, N)."""
+        """Attention weights ``A[b, h, i, j] = softmax_j(z_i^T W_QK[h] z_j)``, shape
+        (B, H, N, N)."""
         Z = self._check(Z)
         c = _chunk(chunk, Z.shape[1])
-        rows = [torch.softmax(self._scores(Z[:, s:s + c], Z), dim=-1) for s in range(0, Z.shape[1], c)]
+        rows = [
+            torch.softmax(self._scores(Z[:, s : s + c], Z), dim=-1) for s in range(0, Z.shape[1], c)
+        ]
         return torch.cat(rows, dim=2)
 
     def heads(self, Z: torch.Tensor, chunk: int | None = None) -> torch.Tensor:
@@ -324,7 +339,9 @@ class DeepTransitionBiRNN(nn.Module):
         with _seeded(generator):
             self.f_fwd = make_mlp(self.d_h + self.D_in, self.transition_widths, self.d_h).to(dtype)
             self.f_bwd = make_mlp(self.d_h + self.D_in, self.transition_widths, self.d_h).to(dtype)
-            self.f_y = make_mlp(2 * self.d_h + self.D_in, self.output_widths, self.out_dim).to(dtype)
+            self.f_y = make_mlp(2 * self.d_h + self.D_in, self.output_widths, self.out_dim).to(
+                dtype
+            )
         self.to(device)
 
     @property
@@ -452,7 +469,10 @@ class VecFFN(nn.Module):
         else:
             shape("t", t, (B, self.N, self.q))
         if t.numel() and (int(t.min()) < 0 or int(t.max()) >= self.N):
-            raise ValueError(f"t entries must lie in [0, N) = [0, {self.N}), got range [{int(t.min())}, {int(t.max())}]")
+            raise ValueError(
+                f"t entries must lie in [0, N) = [0, {self.N}), "
+                f"got range [{int(t.min())}, {int(t.max())}]"
+            )
         if self.t_encoding == "onehot":
             enc = F.one_hot(t.long(), self.N).to(dtype)
         else:
@@ -506,7 +526,17 @@ class PracticalTransformer(nn.Module):
     concatenated sum_j A^h_ij z_j, i.e. W_paper = W @ out_proj.weight @ blockdiag(V_h).
     """
 
-    def __init__(self, D_e: int, q: int, width: int = 100, out_dim: int = 1, *, generator=None, dtype=None, device=None):
+    def __init__(
+        self,
+        D_e: int,
+        q: int,
+        width: int = 100,
+        out_dim: int = 1,
+        *,
+        generator=None,
+        dtype=None,
+        device=None,
+    ):
         super().__init__()
         self.D_e = positive_int("D_e", D_e)
         self.q = positive_int("q", q)
@@ -517,7 +547,13 @@ class PracticalTransformer(nn.Module):
         E = self.q * self.D_e
         with _seeded(generator):
             self.mha = nn.MultiheadAttention(
-                embed_dim=E, num_heads=self.q, kdim=self.D_e, vdim=self.D_e, bias=False, batch_first=True, dtype=dtype
+                embed_dim=E,
+                num_heads=self.q,
+                kdim=self.D_e,
+                vdim=self.D_e,
+                bias=False,
+                batch_first=True,
+                dtype=dtype,
             )
             self.hidden = nn.Linear(E, self.width, dtype=dtype)
             self.readout = nn.Linear(self.width, self.out_dim, dtype=dtype)
@@ -574,8 +610,18 @@ class PracticalRNN(nn.Module):
 
     CELLS = {"gru": nn.GRU, "rnn": nn.RNN, "lstm": nn.LSTM}
 
-    def __init__(self, D_in: int, hidden: int, *, cell: str = "gru", out_dim: int = 1, num_layers: int = 1,
-                 generator=None, dtype=None, device=None):
+    def __init__(
+        self,
+        D_in: int,
+        hidden: int,
+        *,
+        cell: str = "gru",
+        out_dim: int = 1,
+        num_layers: int = 1,
+        generator=None,
+        dtype=None,
+        device=None,
+    ):
         super().__init__()
         self.D_in = positive_int("D_in", D_in)
         self.hidden_size = positive_int("hidden", hidden)
@@ -588,7 +634,12 @@ class PracticalRNN(nn.Module):
         device = device_of("device", device)
         with _seeded(generator):
             self.rnn = self.CELLS[cell](
-                self.D_in, self.hidden_size, num_layers=self.num_layers, batch_first=True, bidirectional=True, dtype=dtype
+                self.D_in,
+                self.hidden_size,
+                num_layers=self.num_layers,
+                batch_first=True,
+                bidirectional=True,
+                dtype=dtype,
             )
             self.readout = nn.Linear(2 * self.hidden_size, self.out_dim, dtype=dtype)
         self.to(device)
@@ -648,13 +699,30 @@ class BiasedTransformer(PracticalTransformer):
     ``generator`` -> same weights); the in-projection and out-projection biases start at 0,
     torch's initialisation of them."""
 
-    def __init__(self, D_e: int, q: int, width: int = 100, out_dim: int = 1, *, generator=None, dtype=None, device=None):
+    def __init__(
+        self,
+        D_e: int,
+        q: int,
+        width: int = 100,
+        out_dim: int = 1,
+        *,
+        generator=None,
+        dtype=None,
+        device=None,
+    ):
         super().__init__(D_e, q, width, out_dim, generator=generator, dtype=dtype, device=device)
         old = self.mha
         E = self.q * self.D_e
-        new = nn.MultiheadAttention(embed_dim=E, num_heads=self.q, kdim=self.D_e, vdim=self.D_e, bias=True,
-                                    batch_first=True, dtype=old.out_proj.weight.dtype,
-                                    device=old.out_proj.weight.device)
+        new = nn.MultiheadAttention(
+            embed_dim=E,
+            num_heads=self.q,
+            kdim=self.D_e,
+            vdim=self.D_e,
+            bias=True,
+            batch_first=True,
+            dtype=old.out_proj.weight.dtype,
+            device=old.out_proj.weight.device,
+        )
         missing, unexpected = new.load_state_dict(old.state_dict(), strict=False)
         if unexpected or set(missing) != {"in_proj_bias", "out_proj.bias"}:
             raise RuntimeError(f"unexpected attention parameters: {missing}, {unexpected}")
@@ -670,7 +738,16 @@ class EncodedFFN(nn.Module):
     ReLU widths ``hidden`` (all layers with biases) and N outputs. ``forward(Z)`` with Z of
     shape (B, N, D_e) returns (B, N)."""
 
-    def __init__(self, N: int, D_e: int, hidden: Sequence[int] = (1000, 1000), *, generator=None, dtype=None, device=None):
+    def __init__(
+        self,
+        N: int,
+        D_e: int,
+        hidden: Sequence[int] = (1000, 1000),
+        *,
+        generator=None,
+        dtype=None,
+        device=None,
+    ):
         super().__init__()
         self.N = positive_int("N", N)
         self.D_e = positive_int("D_e", D_e)

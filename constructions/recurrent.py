@@ -14,7 +14,13 @@ from qstr.constructions import validate
 from qstr.constructions.codes import Codebook, coherence, rs_hadamard_codebook
 from qstr.constructions.layout import Layout, token_layout
 from qstr.constructions.links import TwoLayerNet, make_link
-from qstr.constructions.relu import GateBands, gate_bands, product_error, square_interp, square_units
+from qstr.constructions.relu import (
+    GateBands,
+    gate_bands,
+    product_error,
+    square_interp,
+    square_units,
+)
 
 F64 = torch.float64
 DEFAULT_MARGIN = 1e-9  # float safety margin on the inner products (see the derivation, section 4)
@@ -43,7 +49,10 @@ def _omega_of(omega) -> tuple[torch.Tensor, Optional[float]]:
         if omega.dim() != 2:
             raise ValueError(f"omega must be a 2-D tensor (N, d_e), got shape {tuple(omega.shape)}")
         return omega, None
-    raise ValueError(f"omega must be a constructions.codes.Codebook or a (N, d_e) tensor, got {type(omega).__name__}")
+    raise ValueError(
+        "omega must be a constructions.codes.Codebook or a (N, d_e) tensor, "
+        f"got {type(omega).__name__}"
+    )
 
 
 def _code_stats(omega: torch.Tensor) -> tuple[float, float, Optional[int]]:
@@ -51,7 +60,8 @@ def _code_stats(omega: torch.Tensor) -> tuple[float, float, Optional[int]]:
     3 (entries all +-R) or 5 (entries in {0, +-R}) when the codes use such an alphabet, else None.
 
     With an alphabet, omega_ij +- omega_tj lies in {0, +-R, +-2R}, which are knots of the uniform
-    grid on [-2R, 2R] with 3 (resp. 5) knots: the Lemma 22 products are exact on every codeword pair.
+    grid on [-2R, 2R] with 3 (resp. 5) knots: the Lemma 22 products are exact on every codeword
+    pair.
     """
     mags = omega.abs()
     R = float(mags.max())
@@ -84,7 +94,9 @@ class TransitionGuarantee:
     norm_defect: float  # nu = max_i | ||omega_i||^2 - 1 |
     code_range: float  # R = max |omega_ij|: products are taken on [-R, R]^2
     product_knots: int
-    product_certificate: str  # "uniform" (any codes in [-R, R]) or "alphabet" (exact on these codes)
+    product_certificate: (
+        str  # "uniform" (any codes in [-R, R]) or "alphabet" (exact on these codes)
+    )
     product_error: float  # Lemma 22 sup error per coordinate product on [-R, R]^2 (h^2/16)
     inner_product_error: float  # delta_1: certified |s_hat - <omega_i, omega_t>| on codeword pairs
     gate_knots: int
@@ -143,7 +155,8 @@ class Transition:
 
     # -------------------------------------------------------------- closed form
     def inner_products(self, pos: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
-        """s_hat_l = sum_j (S(pos_j + slot_lj) - S(pos_j - slot_lj)) / 4: pos (..., d_e), slots (..., q, d_e) -> (..., q)."""
+        """s_hat_l = sum_j (S(pos_j + slot_lj) - S(pos_j - slot_lj)) / 4: pos (..., d_e), slots
+        (..., q, d_e) -> (..., q)."""
         p = pos.unsqueeze(-2)
         S = lambda z: square_interp(z, self.R, self.product_knots)  # noqa: E731
         return (S(p + slots) - S(p - slots)).sum(-1) / 4
@@ -152,12 +165,17 @@ class Transition:
         """G_l = the Lemma 24 gate on (x, s_hat_l): x (..., d), s_hat (..., q) -> (..., q, d)."""
         return self.bands.evaluate(x.unsqueeze(-2), s_hat)
 
-    def from_parts(self, x: torch.Tensor, pos: torch.Tensor, slots: torch.Tensor, *, rectify: bool = True) -> torch.Tensor:
+    def from_parts(
+        self, x: torch.Tensor, pos: torch.Tensor, slots: torch.Tensor, *, rectify: bool = True
+    ) -> torch.Tensor:
         """f on the blocks of z: x (..., d), pos (..., d_e), slots (..., q, d_e) -> (..., q d)."""
         return self.from_inner_products(x, self.inner_products(pos, slots), rectify=rectify)
 
-    def from_inner_products(self, x: torch.Tensor, s_hat: torch.Tensor, *, rectify: bool = True) -> torch.Tensor:
-        """Layers 2-4 given x (..., d) and the layer-1 readout s_hat (..., q): returns (..., q d)."""
+    def from_inner_products(
+        self, x: torch.Tensor, s_hat: torch.Tensor, *, rectify: bool = True
+    ) -> torch.Tensor:
+        """Layers 2-4 given x (..., d) and the layer-1 readout s_hat (..., q): returns
+        (..., q d)."""
         G = self.gate(x, s_hat)
         if rectify:
             G = torch.relu(G - self.threshold) - torch.relu(-G - self.threshold)
@@ -167,14 +185,18 @@ class Transition:
         """f(z) in closed form for z (..., D_in) (the h part is not read); returns (..., q d)."""
         validate.finite_tensor("z", z)
         if z.shape[-1:] != (self.D_in,):
-            raise ValueError(f"z must have last axis D_in = d + (q+1) d_e = {self.D_in}, got shape {tuple(z.shape)}")
+            raise ValueError(
+                f"z must have last axis D_in = d + (q+1) d_e = {self.D_in}, "
+                f"got shape {tuple(z.shape)}"
+            )
         parts = self.layout.split(z)
         slots = torch.stack([parts[f"slot{k}"] for k in range(self.q)], dim=-2)
         return self.from_parts(parts["x"], parts["pos"], slots, rectify=rectify)
 
     # -------------------------------------------------------------- dense layers
     def _readouts(self):
-        """Row vectors on the layer-1 units: r_s (the s_hat_l readout, one per slot l) and the pieces of layer 1."""
+        """Row vectors on the layer-1 units: r_s (the s_hat_l readout, one per slot l) and the
+        pieces of layer 1."""
         d, q, d_e, K1 = self.d, self.q, self.d_e, self.product_knots
         w, beta, coef = square_units(self.R, K1)
         w1 = self.widths[0]
@@ -186,7 +208,8 @@ class Transition:
         return w, beta, coef, r_s
 
     def _build_dense(self):
-        """The four layers, each a dense float64 matrix (named blocks in the docstring of the module)."""
+        """The four layers, each a dense float64 matrix (named blocks in the docstring of the
+        module)."""
         d, q, d_e, K1 = self.d, self.q, self.d_e, self.product_knots
         bands, K2 = self.bands, self.bands.knots
         lay, off = self.layout, self.d_h  # z columns start after the q d columns of h
@@ -210,7 +233,8 @@ class Transition:
                 W1[r, off + lay["pos"].start + j] = w[k]
                 W1[r, off + lay.slot(l).start + j] = sign * w[k]
                 b1[r] = beta[k]
-        # ---- layer 2: for slot l, band k: x-units (d), then the s-units (K2); all read M s_hat_l + beta_k
+        # ---- layer 2: for slot l, band k: x-units (d), then the s-units (K2);
+        # all read M s_hat_l + beta_k
         W2 = torch.zeros(w2, w1, dtype=F64)
         b2 = torch.zeros(w2, dtype=F64)
         for l in range(q):
@@ -237,7 +261,8 @@ class Transition:
         self._gate_readout = G
 
     def norms(self) -> tuple:
-        """Per layer {"fro", "max_abs", "bias_norm"}, computed from the structure (no dense matrices)."""
+        """Per layer {"fro", "max_abs", "bias_norm"}, computed from the structure (no dense
+        matrices)."""
         d, q, d_e, K1, K2 = self.d, self.q, self.d_e, self.product_knots, self.bands.knots
         w, beta, coef = square_units(self.R, K1)
         bands, qd = self.bands, self.d_h
@@ -256,7 +281,8 @@ class Transition:
 
     @property
     def layers(self) -> list:
-        """Dense ``[{"W": W1, "b": b1}, {"W": W2, "b": b2}, {"W": W3, "b": b3}, {"W": W4}]`` on u = (h, z)."""
+        """Dense ``[{"W": W1, "b": b1}, {"W": W2, "b": b2}, {"W": W3, "b": b3}, {"W": W4}]`` on
+        u = (h, z)."""
         if self._dense is None:
             self._build_dense()
         return self._dense
@@ -266,23 +292,35 @@ class Transition:
         L = self.layers
         return [L[0], L[1], {"W": self._gate_readout}]
 
-    def dense(self, u: torch.Tensor, *, rectify: bool = True, chunk: Optional[int] = None) -> torch.Tensor:
-        """Evaluate the literal dense layers on u = (h, z) of shape (..., q d + D_in), in row chunks."""
+    def dense(
+        self, u: torch.Tensor, *, rectify: bool = True, chunk: Optional[int] = None
+    ) -> torch.Tensor:
+        """Evaluate the literal dense layers on u = (h, z) of shape (..., q d + D_in), in row
+        chunks."""
         validate.finite_tensor("u", u)
         if u.shape[-1:] != (self.d_h + self.D_in,):
-            raise ValueError(f"u must have last axis q d + D_in = {self.d_h + self.D_in}, got shape {tuple(u.shape)}")
+            raise ValueError(
+                f"u must have last axis q d + D_in = {self.d_h + self.D_in}, "
+                f"got shape {tuple(u.shape)}"
+            )
         layers = self.layers if rectify else self.layers_without_rectifier()
         return mlp_apply(layers, u, chunk=chunk)
 
 
 def mlp_apply(layers: list, u: torch.Tensor, *, chunk: Optional[int] = None) -> torch.Tensor:
-    """W_L relu(... relu(W_1 u + b_1) ...) for a layer list of dicts ``{"W", "b"}`` (no bias last), chunked over rows."""
+    """W_L relu(... relu(W_1 u + b_1) ...) for a layer list of dicts ``{"W", "b"}`` (no bias last),
+    chunked over rows."""
     lead = u.shape[:-1]
     flat = u.reshape(-1, u.shape[-1])
     n = flat.shape[0]
     chunk = n if chunk is None else validate.positive_int("chunk", chunk)
-    Ws = [(L["W"].to(dtype=u.dtype, device=u.device), None if L.get("b") is None else L["b"].to(dtype=u.dtype, device=u.device))
-          for L in layers]
+    Ws = [
+        (
+            L["W"].to(dtype=u.dtype, device=u.device),
+            None if L.get("b") is None else L["b"].to(dtype=u.dtype, device=u.device),
+        )
+        for L in layers
+    ]
     outs = []
     for s in range(0, max(n, 1), max(chunk, 1)):
         h = flat[s:s + chunk]
@@ -297,10 +335,20 @@ def mlp_apply(layers: list, u: torch.Tensor, *, chunk: Optional[int] = None) -> 
     return out.reshape(*lead, out.shape[-1])
 
 
-def build_transition(omega, d: int, q: int, *, eps: Optional[float] = 0.1, r_x: float, mu: Optional[float] = None,
-                     product_knots: Optional[int] = None, gate_knots: Optional[int] = None,
-                     margin: float = DEFAULT_MARGIN) -> Transition:
-    """The Prop 26 transition for the codes ``omega`` (Codebook or (N, d_e) tensor), tokens in R^d, q slots.
+def build_transition(
+    omega,
+    d: int,
+    q: int,
+    *,
+    eps: Optional[float] = 0.1,
+    r_x: float,
+    mu: Optional[float] = None,
+    product_knots: Optional[int] = None,
+    gate_knots: Optional[int] = None,
+    margin: float = DEFAULT_MARGIN,
+) -> Transition:
+    """The Prop 26 transition for the codes ``omega`` (Codebook or (N, d_e) tensor), tokens in R^d,
+    q slots.
 
     ``eps``: the requested target accuracy; the knot counts are derived from it (half of eps
     for the gate, half for products and threshold; docs/derivations/rnn-transition.md) unless
@@ -319,7 +367,9 @@ def build_transition(omega, d: int, q: int, *, eps: Optional[float] = 0.1, r_x: 
     om = om.detach().to(device="cpu", dtype=F64)
     N, d_e = om.shape
     if N < 1 or d_e < 1:
-        raise ValueError(f"omega must have N >= 1 rows and d_e >= 1 columns, got shape {tuple(om.shape)}")
+        raise ValueError(
+            f"omega must have N >= 1 rows and d_e >= 1 columns, got shape {tuple(om.shape)}"
+        )
     if mu is None:
         mu = book_mu if book_mu is not None else coherence(om)
     mu = validate.positive_float("mu", mu, allow_zero=True)
@@ -333,7 +383,9 @@ def build_transition(omega, d: int, q: int, *, eps: Optional[float] = 0.1, r_x: 
     if eps is not None:
         eps = validate.positive_float("eps", eps)
     elif product_knots is None or gate_knots is None:
-        raise ValueError("eps must be a positive number unless both product_knots and gate_knots are given")
+        raise ValueError(
+            "eps must be a positive number unless both product_knots and gate_knots are given"
+        )
 
     # ---------------- products (Lemma 22)
     if product_knots is not None:
@@ -350,7 +402,10 @@ def build_transition(omega, d: int, q: int, *, eps: Optional[float] = 0.1, r_x: 
             dB = -math.inf
         target = max(dA, dB)
         if target <= 0:
-            raise ValueError(f"eps = {eps:g} is too small for r_x = {r_x:g}, mu = {mu:g} and the code norm defect {nu:.3g}")
+            raise ValueError(
+                f"eps = {eps:g} is too small for r_x = {r_x:g}, mu = {mu:g} "
+                f"and the code norm defect {nu:.3g}"
+            )
         K1 = max(2, math.ceil(1 + math.sqrt(d_e * R * R / target)))
         delta1 = d_e * product_error(R, K1)
     s_max = 1 + nu + delta1 + margin
@@ -371,18 +426,39 @@ def build_transition(omega, d: int, q: int, *, eps: Optional[float] = 0.1, r_x: 
     t = Transition(d, q, d_e, R, K1, bands, b, None)
     norms = t.norms()
     t.guarantee = TransitionGuarantee(
-        eps=eps_cert, eps_requested=eps, r_x=r_x, mu=mu, norm_defect=nu, code_range=R, product_knots=K1,
-        product_certificate="alphabet" if exact else "uniform", product_error=product_error(R, K1),
-        inner_product_error=delta1, gate_knots=bands.knots, gate_delta=bands.delta, gate_slope=bands.M,
-        gate_error=bands.error, s_max=s_max, non_target_excess=excess, threshold=b, margin=margin, d=d, q=q,
-        d_e=d_e, widths=t.widths + (t.d_h,), norms=norms)
+        eps=eps_cert,
+        eps_requested=eps,
+        r_x=r_x,
+        mu=mu,
+        norm_defect=nu,
+        code_range=R,
+        product_knots=K1,
+        product_certificate="alphabet" if exact else "uniform",
+        product_error=product_error(R, K1),
+        inner_product_error=delta1,
+        gate_knots=bands.knots,
+        gate_delta=bands.delta,
+        gate_slope=bands.M,
+        gate_error=bands.error,
+        s_max=s_max,
+        non_target_excess=excess,
+        threshold=b,
+        margin=margin,
+        d=d,
+        q=q,
+        d_e=d_e,
+        widths=t.widths + (t.d_h,),
+        norms=norms,
+    )
     return t
 
 
 # ----------------------------------------------------------------------------- scan
 
 
-def projected_prefix(F: torch.Tensor, r_h: float, *, reverse: bool = False, chunk: int = 4096) -> tuple[torch.Tensor, int]:
+def projected_prefix(
+    F: torch.Tensor, r_h: float, *, reverse: bool = False, chunk: int = 4096
+) -> tuple[torch.Tensor, int]:
     """States of h_{i+1} = P(h_i + F_i), h_1 = 0 (``reverse``: h_N = 0, h_{i-1} = P(h_i + F_i)).
 
     F: (B, N, D) transition outputs. Returns (H (B, N, D), n_active): H[:, 0] = 0 (``reverse``:
@@ -465,7 +541,9 @@ class RNNConstruction:
     fast end-to-end output; :func:`rnn_state` the plain state dict.
     """
 
-    def __init__(self, omega: torch.Tensor, transition: Transition, g_net: TwoLayerNet, r_h: float, mu: float):
+    def __init__(
+        self, omega: torch.Tensor, transition: Transition, g_net: TwoLayerNet, r_h: float, mu: float
+    ):
         self.omega = omega
         self.transition = transition
         self.g_net = g_net
@@ -477,8 +555,16 @@ class RNNConstruction:
         lip = float(g_net.a.to(F64).norm() * torch.linalg.matrix_norm(W_g, ord=2))
         qd = transition.d_h
         self.guarantee = RNNGuarantee(
-            state_eps=tg.eps, r_x=tg.r_x, r_h=r_h, mu=mu, lipschitz=lip, prediction_error=lip * math.sqrt(qd) * tg.eps,
-            transition_widths=transition.widths, output_widths=self.output_widths, transition=tg)
+            state_eps=tg.eps,
+            r_x=tg.r_x,
+            r_h=r_h,
+            mu=mu,
+            lipschitz=lip,
+            prediction_error=lip * math.sqrt(qd) * tg.eps,
+            transition_widths=transition.widths,
+            output_widths=self.output_widths,
+            transition=tg,
+        )
 
     # ---------------------------------------------------------------- sizes
     @property
@@ -559,21 +645,33 @@ class RNNConstruction:
             elif exact:
                 s_hat = torch.einsum("nj,bnqj->bnq", pos, omega[t[:, s:e]])
             else:
-                slots = t_codes[:, None].expand(B, e - s, tr.q, tr.d_e) if simple else omega[t[:, s:e]]
+                slots = (
+                    t_codes[:, None].expand(B, e - s, tr.q, tr.d_e) if simple else omega[t[:, s:e]]
+                )
                 s_hat = tr.inner_products(pos, slots)
             out[:, s:e] = tr.from_inner_products(x[:, s:e], s_hat, rectify=rectify)
         return out
 
-    def states(self, x: torch.Tensor, t: torch.Tensor, *, rectify: bool = True, r_h: Optional[float] = None,
-               chunk: int = 4096) -> RNNStates:
-        """(h_fwd, h_bwd) by the parallel scan (exclusive prefix sums, checked, see :func:`projected_prefix`)."""
+    def states(
+        self,
+        x: torch.Tensor,
+        t: torch.Tensor,
+        *,
+        rectify: bool = True,
+        r_h: Optional[float] = None,
+        chunk: int = 4096,
+    ) -> RNNStates:
+        """(h_fwd, h_bwd) by the parallel scan (exclusive prefix sums, checked, see
+        :func:`projected_prefix`)."""
         F = self.transition_outputs(x, t, rectify=rectify)
         r_h = self.r_h if r_h is None else r_h
         h_fwd, a1 = projected_prefix(F, r_h, chunk=chunk)
         h_bwd, a2 = projected_prefix(F, r_h, reverse=True, chunk=chunk)
         return RNNStates(h_fwd, h_bwd, F, a1 + a2)
 
-    def predict(self, x: torch.Tensor, t: torch.Tensor, *, output_gate: bool = True, **kw) -> torch.Tensor:
+    def predict(
+        self, x: torch.Tensor, t: torch.Tensor, *, output_gate: bool = True, **kw
+    ) -> torch.Tensor:
         """y_hat_i = g_net(h_fwd_i + h_bwd_i + f(z_i)) (Prop 28), by the scan: (B, N)."""
         st = self.states(x, t, **kw)
         v = st.h_fwd + st.h_bwd + (st.direct if output_gate else 0)
@@ -582,7 +680,9 @@ class RNNConstruction:
     def _g_net_on(self, device) -> TwoLayerNet:
         """g_net (kept float64 on the CPU) moved once to ``device`` and cached there."""
         if not validate.same_device(self.g_net.device, device):
-            if self._g_net_moved is None or not validate.same_device(self._g_net_moved.device, device):
+            if self._g_net_moved is None or not validate.same_device(
+                self._g_net_moved.device, device
+            ):
                 self._g_net_moved = self.g_net.to(device=device)
             return self._g_net_moved
         return self.g_net
@@ -619,7 +719,9 @@ class RNNConstruction:
         def carry(W, b, w_prev):  # block-diag(W, [[I, -I], [-I, I]])
             out = torch.zeros(W.shape[0] + 2 * qd, w_prev + 2 * qd, dtype=F64)
             out[:W.shape[0], :w_prev] = W
-            out[W.shape[0]:, w_prev:] = torch.cat([torch.cat([eye, -eye], 1), torch.cat([-eye, eye], 1)])
+            out[W.shape[0] :, w_prev:] = torch.cat(
+                [torch.cat([eye, -eye], 1), torch.cat([-eye, eye], 1)]
+            )
             return out, torch.cat([b, torch.zeros(2 * qd, dtype=F64)])
 
         W2, b2 = carry(L[1]["W"], L[1]["b"], w1)
@@ -629,15 +731,29 @@ class RNNConstruction:
         W4 = W_g @ torch.cat([direct, eye, -eye], dim=1)
         b4 = self.g_net.b.to(F64).cpu().clone()
         W5 = self.g_net.a.to(F64).cpu()[None, :].clone()
-        return [{"W": W1, "b": b1}, {"W": W2, "b": b2}, {"W": W3, "b": b3}, {"W": W4, "b": b4}, {"W": W5}]
+        return [
+            {"W": W1, "b": b1},
+            {"W": W2, "b": b2},
+            {"W": W3, "b": b3},
+            {"W": W4, "b": b4},
+            {"W": W5},
+        ]
 
     def module(self, *, dtype=torch.float64, device=None, output_gate: bool = True):
-        """A ``constructions.models.DeepTransitionBiRNN`` with these weights (the literal recurrence)."""
+        """A ``constructions.models.DeepTransitionBiRNN`` with these weights (the literal
+        recurrence)."""
         from qstr.constructions.models import DeepTransitionBiRNN, set_mlp_weights
 
         tr = self.transition
-        m = DeepTransitionBiRNN(tr.D_in, tr.d_h, transition_widths=tr.widths, output_widths=self.output_widths,
-                                r_h=self.r_h, dtype=dtype, device=device)
+        m = DeepTransitionBiRNN(
+            tr.D_in,
+            tr.d_h,
+            transition_widths=tr.widths,
+            output_widths=self.output_widths,
+            r_h=self.r_h,
+            dtype=dtype,
+            device=device,
+        )
         pairs = [(L["W"], L.get("b")) for L in tr.layers]
         set_mlp_weights(m.f_fwd, pairs)
         set_mlp_weights(m.f_bwd, pairs)
@@ -646,7 +762,8 @@ class RNNConstruction:
         return m
 
     def targets(self, x: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Cor 27 targets for simple prompts: block l of h_fwd_i is x_{t_l} 1[t_l < i], of h_bwd_i x_{t_l} 1[t_l > i]."""
+        """Cor 27 targets for simple prompts: block l of h_fwd_i is x_{t_l} 1[t_l < i], of h_bwd_i
+        x_{t_l} 1[t_l > i]."""
         x, t = self._check_prompts(x, t)
         B, N, d = x.shape
         t0 = t[:, 0]  # (B, q): simple-qSTR
@@ -659,9 +776,19 @@ class RNNConstruction:
         return (before * xt[:, None]).flatten(2), (after * xt[:, None]).flatten(2)
 
 
-def build_rnn(omega, d: int, g_net: TwoLayerNet, *, q: Optional[int] = None, eps: float = 0.1,
-              r_x: Optional[float] = None, r_h: Optional[float] = None, **transition_kw) -> RNNConstruction:
-    """The Prop 28 RNN for simple-qSTR with Assumption 2 net ``g_net`` on vec(x_{t_1..q}) in R^{q d}.
+def build_rnn(
+    omega,
+    d: int,
+    g_net: TwoLayerNet,
+    *,
+    q: Optional[int] = None,
+    eps: float = 0.1,
+    r_x: Optional[float] = None,
+    r_h: Optional[float] = None,
+    **transition_kw,
+) -> RNNConstruction:
+    """The Prop 28 RNN for simple-qSTR with Assumption 2 net ``g_net`` on vec(x_{t_1..q}) in
+    R^{q d}.
 
     ``omega``: Codebook (or (N, d_e) tensor) of the N positions. ``r_x`` defaults to
     :func:`token_radius` (d, N). ``r_h`` defaults to sqrt(q)(r_x + sqrt(d) eps_cert) (Cor 27);
@@ -669,13 +796,19 @@ def build_rnn(omega, d: int, g_net: TwoLayerNet, *, q: Optional[int] = None, eps
     """
     d = validate.positive_int("d", d)
     if not isinstance(g_net, TwoLayerNet):
-        raise ValueError(f"g_net must be a constructions.links.TwoLayerNet, got {type(g_net).__name__}")
+        raise ValueError(
+            f"g_net must be a constructions.links.TwoLayerNet, got {type(g_net).__name__}"
+        )
     if g_net.W.dim() != 2 or g_net.W.shape[1] % d:
-        raise ValueError(f"g_net.W must have q d columns (d = {d}), got shape {tuple(g_net.W.shape)}")
+        raise ValueError(
+            f"g_net.W must have q d columns (d = {d}), got shape {tuple(g_net.W.shape)}"
+        )
     q_net = g_net.W.shape[1] // d
     q = q_net if q is None else validate.positive_int("q", q)
     if q != q_net:
-        raise ValueError(f"q = {q} does not match g_net, which reads {q_net} tokens of dimension {d}")
+        raise ValueError(
+            f"q = {q} does not match g_net, which reads {q_net} tokens of dimension {d}"
+        )
     om, book_mu = _omega_of(omega)
     N = om.shape[0]
     if q > N:
@@ -686,8 +819,14 @@ def build_rnn(omega, d: int, g_net: TwoLayerNet, *, q: Optional[int] = None, eps
     if r_h is None:
         r_h = need
     elif not (float(r_h) >= need):
-        raise ValueError(f"r_h must be >= sqrt(q)(r_x + sqrt(d) eps) = {need:.6g} (Cor 27), got {r_h}")
-    net = TwoLayerNet(a=g_net.a.detach().to(F64).cpu(), W=g_net.W.detach().to(F64).cpu(), b=g_net.b.detach().to(F64).cpu())
+        raise ValueError(
+            f"r_h must be >= sqrt(q)(r_x + sqrt(d) eps) = {need:.6g} (Cor 27), got {r_h}"
+        )
+    net = TwoLayerNet(
+        a=g_net.a.detach().to(F64).cpu(),
+        W=g_net.W.detach().to(F64).cpu(),
+        b=g_net.b.detach().to(F64).cpu(),
+    )
     return RNNConstruction(om.detach().to(F64), tr, net, float(r_h), tr.guarantee.mu)
 
 
@@ -704,13 +843,22 @@ def rnn_state(construction: RNNConstruction) -> dict:
     (the five layers of f_y on (h_fwd, h_bwd, z)). All tensors float64 on the CPU.
     """
     if not isinstance(construction, RNNConstruction):
-        raise ValueError(f"construction must be an RNNConstruction, got {type(construction).__name__}")
+        raise ValueError(
+            f"construction must be an RNNConstruction, got {type(construction).__name__}"
+        )
     c = construction
     g = c.transition.guarantee
     layers = [dict(L) for L in c.transition.layers]
     return {
-        "config": {"N": c.N, "d": c.d, "q": c.q, "d_e": c.d_e, "eps": float(g.eps), "r_h": float(c.r_h),
-                   "r_x": float(g.r_x)},
+        "config": {
+            "N": c.N,
+            "d": c.d,
+            "q": c.q,
+            "d_e": c.d_e,
+            "eps": float(g.eps),
+            "r_h": float(c.r_h),
+            "r_x": float(g.r_x),
+        },
         "omega": c.omega.cpu(),
         "forward_transition": layers,
         "backward_transition": [dict(L) for L in layers],
@@ -727,8 +875,10 @@ def module_from_state(state: dict, *, dtype=torch.float64, device=None):
         fwd, bwd, out = state["forward_transition"], state["backward_transition"], state["output"]
         d, q, d_e = int(cfg["d"]), int(cfg["q"]), int(cfg["d_e"])
     except (KeyError, TypeError):
-        raise ValueError("state must be a dict from rnn_state with config, omega, forward_transition, "
-                         "backward_transition and output") from None
+        raise ValueError(
+            "state must be a dict from rnn_state with config, omega, forward_transition, "
+            "backward_transition and output"
+        ) from None
     D_in, d_h = d + (q + 1) * d_e, q * d
     widths = lambda layers: tuple(int(L["W"].shape[0]) for L in layers[:-1])  # noqa: E731
     m = DeepTransitionBiRNN(D_in, d_h, transition_widths=widths(fwd), output_widths=widths(out),

@@ -1,6 +1,6 @@
-"""Small ReLU nets with certified sup-error: the 1-D interpolant (of z^2: error h^2/4), the squared-norm net of
-Props 3 and 21, and the RNN-transition gadgets -- identity, soft threshold, product (Lemma 22), gate (Lemma 24).
-Derivation: docs/derivations/rnn-transition.md."""
+"""Small ReLU nets with certified sup-error: the 1-D interpolant (of z^2: error h^2/4), the
+squared-norm net of Props 3 and 21, and the RNN-transition gadgets -- identity, soft threshold,
+product (Lemma 22), gate (Lemma 24). Derivation: docs/derivations/rnn-transition.md."""
 from __future__ import annotations
 
 import math
@@ -17,7 +17,8 @@ def interpolant(f: Callable[[torch.Tensor], torch.Tensor], knots: torch.Tensor) 
     """Two-layer ReLU net equal to the piecewise-linear interpolant of f at ``knots`` (1-D input).
 
     On [k_0, k_m] the net is the interpolant; outside it extends the end segments linearly:
-        net(z) = f(k_0) + s_0 (relu(z - k_0) - relu(k_0 - z)) + sum_{i>=1} (s_i - s_{i-1}) relu(z - k_i),
+        net(z) = f(k_0) + s_0 (relu(z - k_0) - relu(k_0 - z))
+                 + sum_{i>=1} (s_i - s_{i-1}) relu(z - k_i),
     with s_i the slope on [k_i, k_{i+1}]. The constant f(k_0) sits in the bias of a unit
     relu(0 z + 1) with outer weight f(k_0).
     """
@@ -28,7 +29,14 @@ def interpolant(f: Callable[[torch.Tensor], torch.Tensor], knots: torch.Tensor) 
     slopes = (vals[1:] - vals[:-1]) / (knots[1:] - knots[:-1])
     kinks = slopes[1:] - slopes[:-1]
     one = torch.ones(1, dtype=torch.float64)
-    W = torch.cat([one, -one, torch.ones(kinks.numel(), dtype=torch.float64), torch.zeros(1, dtype=torch.float64)])
+    W = torch.cat(
+        [
+            one,
+            -one,
+            torch.ones(kinks.numel(), dtype=torch.float64),
+            torch.zeros(1, dtype=torch.float64),
+        ]
+    )
     b = torch.cat([-knots[:1], knots[:1], -knots[1:-1], one])
     a = torch.cat([slopes[:1], -slopes[:1], kinks, vals[:1]])
     return TwoLayerNet(a=a, W=W[:, None], b=b)
@@ -114,12 +122,14 @@ class Gadget:
 
     @property
     def layers(self) -> list:
-        """``[{"W": W1, "b": b1}, {"W": W2}]`` (the paper's convention: no bias on the last layer)."""
+        """``[{"W": W1, "b": b1}, {"W": W2}]`` (the paper's convention: no bias on the last
+        layer)."""
         return [{"W": self.W1, "b": self.b1}, {"W": self.W2}]
 
     @property
     def norms(self) -> dict:
-        """Frobenius norms of the layers, the largest |weight| and a Lipschitz bound ||W2|| ||W1||."""
+        """Frobenius norms of the layers, the largest |weight| and a Lipschitz bound
+        ||W2|| ||W1||."""
         op = lambda M: float(torch.linalg.matrix_norm(M, ord=2))  # noqa: E731
         return {
             "W1_fro": float(self.W1.norm()),
@@ -138,7 +148,8 @@ class Gadget:
         return torch.relu(u @ W1.T + b1) @ W2.T
 
     def sup_error(self, u: torch.Tensor) -> float:
-        """max |gadget(u) - target(u)| over the given points (a measurement, not the certificate)."""
+        """max |gadget(u) - target(u)| over the given points (a measurement, not the
+        certificate)."""
         return float((self(u) - self.target(u)).abs().max())
 
 
@@ -151,8 +162,18 @@ def identity_gadget(n: int = 1) -> Gadget:
     """z -> z on R^n, exactly: relu(z) - relu(-z) = z (width 2n, error 0 everywhere)."""
     n = validate.positive_int("n", n)
     W1, W2 = _identity_pair(n)
-    return Gadget("identity", W1, torch.zeros(2 * n, dtype=torch.float64), W2, 0.0, "all of R^n", None, True,
-                  lambda u: u, {"n": n})
+    return Gadget(
+        "identity",
+        W1,
+        torch.zeros(2 * n, dtype=torch.float64),
+        W2,
+        0.0,
+        "all of R^n",
+        None,
+        True,
+        lambda u: u,
+        {"n": n},
+    )
 
 
 def soft_threshold(z: torch.Tensor, b: float) -> torch.Tensor:
@@ -169,8 +190,18 @@ def soft_threshold_gadget(b: float, n: int = 1) -> Gadget:
     b = validate.positive_float("b", b, allow_zero=True)
     n = validate.positive_int("n", n)
     W1, W2 = _identity_pair(n)
-    return Gadget("soft-threshold", W1, torch.full((2 * n,), -b, dtype=torch.float64), W2, 0.0, "all of R^n",
-                  None, True, lambda u: soft_threshold(u, b), {"b": b, "n": n})
+    return Gadget(
+        "soft-threshold",
+        W1,
+        torch.full((2 * n,), -b, dtype=torch.float64),
+        W2,
+        0.0,
+        "all of R^n",
+        None,
+        True,
+        lambda u: soft_threshold(u, b),
+        {"b": b, "n": n},
+    )
 
 
 # ----------------------------------------------------------------------- Lemma 22: products
@@ -182,7 +213,8 @@ def square_knots(R: float, knots: int) -> tuple[float, float]:
 
 
 def square_units(R: float, knots: int):
-    """ReLU units of the interpolant S of z^2 at ``knots`` uniform knots on [-2R, 2R], without its constant.
+    """ReLU units of the interpolant S of z^2 at ``knots`` uniform knots on [-2R, 2R], without its
+    constant.
 
     Returns (w, beta, coef), each (knots,): S(z) - S(k_0) = sum_u coef_u relu(w_u z + beta_u), with
     the units relu(z - k_0), relu(k_0 - z) (slope s_0 = k_0 + k_1 on both sides of k_0: the
@@ -191,16 +223,24 @@ def square_units(R: float, knots: int):
     k0, h = square_knots(R, knots)
     grid = k0 + h * torch.arange(knots, dtype=torch.float64)
     s0 = float(grid[0] + grid[1])
-    w = torch.cat([torch.tensor([1.0, -1.0], dtype=torch.float64), torch.ones(knots - 2, dtype=torch.float64)])
+    w = torch.cat(
+        [torch.tensor([1.0, -1.0], dtype=torch.float64), torch.ones(knots - 2, dtype=torch.float64)]
+    )
     beta = torch.cat([torch.tensor([-k0, k0], dtype=torch.float64), -grid[1:-1]])
-    coef = torch.cat([torch.tensor([s0, -s0], dtype=torch.float64), torch.full((knots - 2,), 2 * h, dtype=torch.float64)])
+    coef = torch.cat(
+        [
+            torch.tensor([s0, -s0], dtype=torch.float64),
+            torch.full((knots - 2,), 2 * h, dtype=torch.float64),
+        ]
+    )
     return w, beta, coef
 
 
 def square_interp(z: torch.Tensor, R: float, knots: int) -> torch.Tensor:
     """S(z) - S(k_0) in closed form (equal to the ``square_units`` sum up to rounding), any shape.
 
-    On the segment [k_i, k_i + h] (end segments extended linearly) S(z) = k_i^2 + (2 k_i + h)(z - k_i).
+    On the segment [k_i, k_i + h] (end segments extended linearly)
+    S(z) = k_i^2 + (2 k_i + h)(z - k_i).
     """
     k0, h = square_knots(R, knots)
     idx = torch.clamp(torch.floor((z - k0) / h), 0, knots - 2)
@@ -209,7 +249,8 @@ def square_interp(z: torch.Tensor, R: float, knots: int) -> torch.Tensor:
 
 
 def product_error(R: float, knots: int) -> float:
-    """Certified (and attained) sup |P(x, y) - x y| over [-R, R]^2 of :func:`product_gadget`: h^2 / 16."""
+    """Certified (and attained) sup |P(x, y) - x y| over [-R, R]^2 of :func:`product_gadget`:
+    h^2 / 16."""
     _, h = square_knots(R, knots)
     return h * h / 16
 
@@ -244,7 +285,8 @@ def product_gadget(R: float, knots: int) -> Gadget:
 
 @dataclass(frozen=True)
 class GateBands:
-    """Constants of the gate gadget: bands of width ``delta`` on [1/2, s_max], slope M = 2 r_x / delta.
+    """Constants of the gate gadget: bands of width ``delta`` on [1/2, s_max], slope
+    M = 2 r_x / delta.
 
     Band k (k = 0..K-1) starts at tau_k = 1/2 + k delta; its pair of units is
         relu(x + M s + beta_k) - relu(M s + beta_k),   beta_k = r_x - M (tau_k + delta),
@@ -261,7 +303,8 @@ class GateBands:
 
     @property
     def error(self) -> float:
-        """Certified (attained) sup |gate - 2 x relu(s - 1/2)| on |x| <= r_x, s <= s_max: r_x delta."""
+        """Certified (attained) sup |gate - 2 x relu(s - 1/2)| on |x| <= r_x, s <= s_max:
+        r_x delta."""
         return self.r_x * self.delta
 
     def leak(self, excess: float) -> float:
@@ -271,7 +314,8 @@ class GateBands:
         return self.r_x * min(4 * e, 2 * e + self.delta)
 
     def evaluate(self, x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
-        """Closed-form evaluation in O(1) per entry: x (..., d) and s (...) broadcast; returns (..., d).
+        """Closed-form evaluation in O(1) per entry: x (..., d) and s (...) broadcast; returns
+        (..., d).
 
         The pre-activations of band k are y - 2 r_x k with y = M (s - 1/2) - r_x (+ x for the
         x-units), and sum_{k<K} relu(y - c k) = n y - c n (n - 1) / 2 with
@@ -313,7 +357,8 @@ def gate_target(x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
 
 
 def gate_gadget(r_x: float, knots: int, s_max: float = 1.0) -> Gadget:
-    """(x, s) -> 2 x relu(s - 1/2) for |x| <= r_x, s <= s_max (Lemma 24), with certified error r_x delta.
+    """(x, s) -> 2 x relu(s - 1/2) for |x| <= r_x, s <= s_max (Lemma 24), with certified error
+    r_x delta.
 
     relu(s - 1/2) = int_{1/2}^{s_max} 1[s > tau] d tau is discretised into K = ``knots`` bands
     of width delta = (s_max - 1/2) / K, and x 1[s > tau] is realised *exactly outside a band*
@@ -326,9 +371,20 @@ def gate_gadget(r_x: float, knots: int, s_max: float = 1.0) -> Gadget:
     bands = gate_bands(r_x, knots, s_max)
     K = bands.knots
     ones = torch.ones(K, dtype=torch.float64)
-    W1 = torch.cat([torch.stack([ones, bands.M * ones], 1), torch.stack([0 * ones, bands.M * ones], 1)])
+    W1 = torch.cat(
+        [torch.stack([ones, bands.M * ones], 1), torch.stack([0 * ones, bands.M * ones], 1)]
+    )
     b1 = torch.cat([bands.beta, bands.beta])
     W2 = 2 * bands.delta * torch.cat([ones, -ones])[None, :]
-    return Gadget("gate", W1, b1, W2, bands.error, f"|x| <= {bands.r_x:g}, s <= {bands.s_max:g}", K, True,
-                  lambda u: gate_target(u[..., 0], u[..., 1])[..., None],
-                  {"r_x": bands.r_x, "s_max": bands.s_max, "delta": bands.delta, "M": bands.M})
+    return Gadget(
+        "gate",
+        W1,
+        b1,
+        W2,
+        bands.error,
+        f"|x| <= {bands.r_x:g}, s <= {bands.s_max:g}",
+        K,
+        True,
+        lambda u: gate_target(u[..., 0], u[..., 1])[..., None],
+        {"r_x": bands.r_x, "s_max": bands.s_max, "delta": bands.delta, "M": bands.M},
+    )

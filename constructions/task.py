@@ -1,5 +1,5 @@
-"""The qSTR data model (Definition 2) and its variants (simple-qSTR; the few-heads prompts of Props 3
-and 21), sampled in batches, with the Assumption 1 moment check."""
+"""The qSTR data model (Definition 2) and its variants (simple-qSTR; the few-heads prompts of
+Props 3 and 21), sampled in batches, with the Assumption 1 moment check."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,7 +17,8 @@ TOKEN_RULES = ("gaussian", "half-zero")
 
 @dataclass(frozen=True, eq=False)
 class Prompts:
-    """A batch of qSTR prompts: ``x`` (B, N, d), ``t`` (B, N, q) long, ``y`` (B, N) or (B, N, out_dim)."""
+    """A batch of qSTR prompts: ``x`` (B, N, d), ``t`` (B, N, q) long, ``y`` (B, N) or
+    (B, N, out_dim)."""
 
     x: torch.Tensor
     t: torch.Tensor
@@ -73,7 +74,9 @@ class QSTR:
         N = validate.positive_int("N", self.N)
         d = validate.positive_int("d", self.d)
         if not isinstance(self.link, Link):
-            raise ValueError(f"link must be a constructions.links.Link, got {type(self.link).__name__}")
+            raise ValueError(
+                f"link must be a constructions.links.Link, got {type(self.link).__name__}"
+            )
         if self.link.d != d:
             raise ValueError(f"link.d = {self.link.d} must equal d = {d}")
         _one_of("variant", self.variant, VARIANTS)
@@ -82,7 +85,10 @@ class QSTR:
         if self.q > N:
             raise ValueError(f"q must satisfy 1 <= q <= N = {N}, got q = {self.q}")
         if self.indices == "few-heads" and 2 * self.q > N:
-            raise ValueError(f"indices='few-heads' needs q <= N/2 (tokens 1..q nonzero), got q = {self.q}, N = {N}")
+            raise ValueError(
+                f"indices='few-heads' needs q <= N/2 (tokens 1..q nonzero), "
+                f"got q = {self.q}, N = {N}"
+            )
         if self.indices == "few-heads" and self.variant == "simple":
             raise ValueError("indices='few-heads' fixes t per position; use variant='general'")
 
@@ -90,10 +96,14 @@ class QSTR:
     def q(self) -> int:
         return self.link.q
 
-    def sample(self, B: int, *, generator: torch.Generator, device=None, dtype=torch.float32) -> Prompts:
+    def sample(
+        self, B: int, *, generator: torch.Generator, device=None, dtype=torch.float32
+    ) -> Prompts:
         """Draw ``B`` prompts: x (B, N, d), t (B, N, q), y = g(x_t) (B, N[, out_dim])."""
         B = validate.positive_int("B", B)
-        device = validate.device_of("device", device if device is not None else getattr(generator, "device", None))
+        device = validate.device_of(
+            "device", device if device is not None else getattr(generator, "device", None)
+        )
         validate.generator_on("generator", generator, device)
         dtype = validate.float_dtype("dtype", dtype)
         self._fits(B, device, dtype)
@@ -102,9 +112,9 @@ class QSTR:
         return Prompts(x=x, t=t, y=self.link(gather_tokens(x, t)))
 
     def sample_bytes(self, B: int, dtype=torch.float32) -> int:
-        """Bytes :meth:`sample` (Definition 2's sampler) allocates for B prompts: x (d floats per position), the
-        gathered tokens and the link's product (q d floats per position each), the labels (out_dim floats, or 1)
-        and t (q longs)."""
+        """Bytes :meth:`sample` (Definition 2's sampler) allocates for B prompts: x (d floats per
+        position), the gathered tokens and the link's product (q d floats per position each), the
+        labels (out_dim floats, or 1) and t (q longs)."""
         return self._bytes(validate.positive_int("B", B), validate.float_dtype("dtype", dtype))
 
     def _bytes(self, B: int, dtype) -> int:
@@ -113,9 +123,14 @@ class QSTR:
         return B * self.N * per_position
 
     def _fits(self, B: int, device, dtype) -> None:
-        """Refuse before allocating (:meth:`sample_bytes`; B and dtype already validated by :meth:`sample`)."""
-        validate.fits_in_memory(f"sampling B = {B} prompts of N = {self.N} tokens in d = {self.d} (q = {self.q}, "
-                                f"{str(dtype).replace('torch.', '')})", self._bytes(B, dtype), device)
+        """Refuse before allocating (:meth:`sample_bytes`; B and dtype already validated by
+        :meth:`sample`)."""
+        validate.fits_in_memory(
+            f"sampling B = {B} prompts of N = {self.N} tokens in d = {self.d} (q = {self.q}, "
+            f"{str(dtype).replace('torch.', '')})",
+            self._bytes(B, dtype),
+            device,
+        )
 
     def sample_tokens(self, B, *, generator, device, dtype) -> torch.Tensor:
         x = torch.randn(B, self.N, self.d, generator=generator, device=device, dtype=dtype)
@@ -182,10 +197,17 @@ class MomentReport:
         return self.C_x <= C_x and self.C_y <= C_y
 
 
-def moment_check(task: QSTR, *, B: int, generator: torch.Generator, orders=(1, 2, 4, 8), s: float = 1.0,
-                 device=None) -> MomentReport:
-    """Estimate the Assumption 1 constants of ``task`` from ``B`` prompts (float64), at the moment ``orders`` r
-    (default 1, 2, 4, 8) and label exponent ``s`` (default 1)."""
+def moment_check(
+    task: QSTR,
+    *,
+    B: int,
+    generator: torch.Generator,
+    orders=(1, 2, 4, 8),
+    s: float = 1.0,
+    device=None,
+) -> MomentReport:
+    """Estimate the Assumption 1 constants of ``task`` from ``B`` prompts (float64), at the moment
+    ``orders`` r (default 1, 2, 4, 8) and label exponent ``s`` (default 1)."""
     s = validate.positive_float("s", s)
     orders = tuple(validate.positive_float("orders", r) for r in orders)
     p = task.sample(B, generator=generator, device=device, dtype=torch.float64)

@@ -12,7 +12,8 @@ import torch
 
 
 def positive_int(name: str, value, minimum: int = 1) -> int:
-    """Return ``value`` as an int, or raise ``ValueError`` unless it is an integer >= ``minimum``."""
+    """Return ``value`` as an int, or raise ``ValueError`` unless it is an integer
+    >= ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, (int,)) and not (
         hasattr(value, "__index__")
     ):
@@ -27,8 +28,13 @@ SEED_MAX = 2**63 - 1  # seeds: integers in [0, 2**63 - 1] (the CLI's --seed take
 
 
 def seed(name: str, value) -> int:
-    """Return ``value`` as an int, or raise ``ValueError`` unless it is an integer in [0, 2**63 - 1]."""
-    if isinstance(value, bool) or not hasattr(value, "__index__") or not 0 <= int(value) <= SEED_MAX:
+    """Return ``value`` as an int, or raise ``ValueError`` unless it is an integer in
+    [0, 2**63 - 1]."""
+    if (
+        isinstance(value, bool)
+        or not hasattr(value, "__index__")
+        or not 0 <= int(value) <= SEED_MAX
+    ):
         raise ValueError(f"{name} must be an integer in [0, 2**63 - 1], got {value!r}")
     return int(value)
 
@@ -103,7 +109,9 @@ def device_of(name: str, device) -> torch.device:
     try:
         device = torch.device("cpu" if device is None else device)
     except (RuntimeError, TypeError):
-        raise ValueError(f"{name} must be a torch device such as 'cpu' or 'cuda', got {device!r}") from None
+        raise ValueError(
+            f"{name} must be a torch device such as 'cpu' or 'cuda', got {device!r}"
+        ) from None
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"{name}={device} requested but CUDA is not available on this machine")
     return device
@@ -150,7 +158,9 @@ def fits_in_memory(what: str, nbytes: int, device) -> None:
     memory now available on ``device`` (RAM for the CPU, free memory for CUDA)."""
     free = available_memory(device)
     if free is not None and nbytes > free:
-        raise ValueError(f"{what} needs about {_bytes(nbytes)} of memory, more than the {_bytes(free)} available")
+        raise ValueError(
+            f"{what} needs about {_bytes(nbytes)} of memory, more than the {_bytes(free)} available"
+        )
 
 
 def available_memory(device) -> Optional[int]:

@@ -8,7 +8,9 @@ import pytest
 def _modules_after(stmt: str) -> set:
     """The project modules loaded by ``stmt`` in a fresh interpreter."""
     code = f"{stmt}\nimport sys\nprint('\\n'.join(sorted(sys.modules)))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
     return {m[len("qstr."):] for m in out if m.startswith("qstr.")}
 
 
@@ -23,18 +25,27 @@ def test_lower_layers_do_not_reach_up(stmt):
     """Training uses constructions and bounds only; constructions and bounds never load verify."""
     loaded = _modules_after(stmt)
     allowed = {"verify", "verify.training"} if "training" in stmt else set()
-    above = {m for m in loaded if m.split(".")[0] == "verify" and m not in allowed and not m.startswith("verify.training.")}
+    above = {
+        m
+        for m in loaded
+        if m.split(".")[0] == "verify" and m not in allowed and not m.startswith("verify.training.")
+    }
     assert not above, sorted(above)
 
 
 def test_one_installed_name():
-    """The packages import as qstr.constructions / qstr.bounds / qstr.verify, not as top-level names."""
+    """The packages import as qstr.constructions / qstr.bounds / qstr.verify, not as top-level
+    names."""
     import qstr.verify.cli
 
     assert qstr.verify.cli.__name__ == "qstr.verify.cli"
-    code = "import importlib.util, sys; sys.path = [p for p in sys.path if p not in ('', '.')]; " \
-           "print([n for n in ('constructions', 'bounds', 'verify') if importlib.util.find_spec(n)])"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/").stdout
+    code = (
+        "import importlib.util, sys; sys.path = [p for p in sys.path if p not in ('', '.')]; "
+        "print([n for n in ('constructions', 'bounds', 'verify') if importlib.util.find_spec(n)])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/"
+    ).stdout
     assert out.strip() == "[]", out
 
 
@@ -52,7 +63,11 @@ def _qstr_imports():
         for path in sorted((root / pkg).rglob("*.py")):
             tree = ast.parse(path.read_text(), filename=str(path))
             for node in ast.walk(tree):
-                if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("qstr."):
+                if (
+                    isinstance(node, ast.ImportFrom)
+                    and node.module
+                    and node.module.startswith("qstr.")
+                ):
                     yield pkg, path.name, node.module, [a.name for a in node.names]
                 elif isinstance(node, ast.Import):
                     for a in node.names:
@@ -73,7 +88,9 @@ def test_no_private_name_crosses_a_package():
     for pkg, f, mod, names in _qstr_imports():
         if mod.split(".")[1] == pkg:
             continue
-        private = [p for p in mod.split(".") if p.startswith("_")] + [n for n in names if n.startswith("_")]
+        private = [p for p in mod.split(".") if p.startswith("_")] + [
+            n for n in names if n.startswith("_")
+        ]
         if private:
             crossing.append((pkg, f, mod, private))
     assert not crossing, crossing

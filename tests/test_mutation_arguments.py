@@ -1,10 +1,12 @@
-"""mutation/arguments.py: which mutants count as argument handling (the unit tests' job) and which as the
-mathematics (the claims' job)."""
+"""mutation/arguments.py: which mutants count as argument handling (the unit tests' job) and which
+as the mathematics (the claims' job)."""
 import importlib.util
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("mutation_arguments", ROOT / "mutation" / "arguments.py")
+_spec = importlib.util.spec_from_file_location(
+    "mutation_arguments", ROOT / "mutation" / "arguments.py"
+)
 arguments = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(arguments)
 

@@ -11,8 +11,9 @@ def _python_blocks():
 
 
 def _compiled(source: str, name: str):
-    """The block compiled under its own name, its lines registered with linecache: tools that read a function's
-    source (hypothesis keys its examples by it) see the block, not the lines of the file it came from."""
+    """The block compiled under its own name, its lines registered with linecache: tools that read a
+    function's source (hypothesis keys its examples by it) see the block, not the lines of the file
+    it came from."""
     linecache.cache[name] = (len(source), None, source.splitlines(True), name)
     return compile(source, name, "exec")
 
@@ -38,13 +39,30 @@ def test_readme_property_test_example_runs():
 
 
 def test_formats_hand_rebuild_matches_load_multihead(tmp_path, monkeypatch):
-    """docs/formats.md's plain-torch rebuild of a `qstr construct transformer` file gives the same outputs."""
+    """docs/formats.md's plain-torch rebuild of a `qstr construct transformer` file gives the same
+    outputs."""
     import torch
 
     from qstr.constructions.export import load_multihead
     from qstr.verify.cli import main
 
-    assert main(["construct", "transformer", "--N", "16", "--d", "2", "--q", "2", "--out", str(tmp_path / "c.pt")]) == 0
+    assert (
+        main(
+            [
+                "construct",
+                "transformer",
+                "--N",
+                "16",
+                "--d",
+                "2",
+                "--q",
+                "2",
+                "--out",
+                str(tmp_path / "c.pt"),
+            ]
+        )
+        == 0
+    )
     text = (Path(__file__).resolve().parents[1] / "docs" / "formats.md").read_text()
     block = re.search(r"```python\n(.*?)```", text, re.S).group(1)
     sd = torch.load(tmp_path / "c.pt", weights_only=True)

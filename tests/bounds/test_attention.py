@@ -1,4 +1,5 @@
-"""Tests for bounds/attention.py: the Lemma 11 and sparse-averaging bounds, against the built weights.
+"""Tests for bounds/attention.py: the Lemma 11 and sparse-averaging bounds, against the built
+weights.
 
 Everything in float64. Worst cases are derived, not searched: for the Lemma 11 weights the
 softmax weights do not depend on the tokens, so for a net that is linear on the r_x-ball
@@ -29,7 +30,12 @@ from qstr.bounds.attention import (
     sparse_average_mu_needed,
     sparse_average_within,
 )
-from qstr.constructions.attention import Construction, lemma11_adversarial_prompt, place_block, target_leaks
+from qstr.constructions.attention import (
+    Construction,
+    lemma11_adversarial_prompt,
+    place_block,
+    target_leaks,
+)
 from qstr.constructions.codes import Codebook, build_codebook, rs_hadamard_codebook, star_codebook
 from qstr.constructions.layout import slot_name
 from qstr.constructions.links import TwoLayerNet, affine_net, make_link
@@ -48,7 +54,9 @@ def clip(x: torch.Tensor, r_x: float) -> torch.Tensor:
     return x * torch.clamp(r_x / x.norm(dim=-1, keepdim=True), max=1.0)
 
 
-def net_error(con: Construction, net: TwoLayerNet, x, t, fast: bool = False, chunk=None) -> torch.Tensor:
+def net_error(
+    con: Construction, net: TwoLayerNet, x, t, fast: bool = False, chunk=None
+) -> torch.Tensor:
     """|y_hat_i - net(x_{t_i, slots})| for every prompt and position."""
     with torch.no_grad():
         y_hat = con.fast_predict(x, t, chunk=chunk) if fast else con.predict(x, t, chunk=chunk)
@@ -69,7 +77,9 @@ def test_lemma11_leak_formula(N, gap):
 def test_lemma11_leak_edges():
     assert lemma11_leak(1, 0.0) == 0.0
     assert lemma11_leak(10, 0.0) == pytest.approx(0.9)
-    assert lemma11_leak(10**9, 5000.0) == pytest.approx(1e9 * math.exp(-5000.0), rel=1e-9, abs=1e-300)
+    assert lemma11_leak(10**9, 5000.0) == pytest.approx(
+        1e9 * math.exp(-5000.0), rel=1e-9, abs=1e-300
+    )
     assert lemma11_leak(100, -1000.0) == pytest.approx(1.0)
 
 
@@ -85,7 +95,9 @@ def test_lemma11_alpha_inverts_the_bound_exactly(N, q, mu, c, r_x, lip, eps):
     if alpha > 0:  # smallest: a slightly smaller alpha violates eps
         assert lemma11_error_bound(alpha=alpha * (1 - 1e-9), **kw) > eps
         delta = eps / (2 * lip * math.sqrt(q) * r_x)
-        assert alpha * c * c * (1 - mu) == pytest.approx(math.log((N - 1) * (1 - delta) / delta), rel=1e-12)
+        assert alpha * c * c * (1 - mu) == pytest.approx(
+            math.log((N - 1) * (1 - delta) / delta), rel=1e-12
+        )
     else:
         assert lemma11_error_bound(alpha=0.0, **kw) <= eps
 
@@ -93,8 +105,12 @@ def test_lemma11_alpha_inverts_the_bound_exactly(N, q, mu, c, r_x, lip, eps):
 def test_lemma11_bound_value_and_lemma12():
     b = lemma11_error_bound(N=101, q=4, mu=0.25, c=2.0, alpha=1.5, r_x=3.0, lipschitz=0.7)
     gap = 1.5 * 4 * 0.75
-    assert b == pytest.approx(0.7 * 2 * 2 * 3.0 * 100 * math.exp(-gap) / (1 + 100 * math.exp(-gap)), rel=1e-13)
-    assert lemma12_radius(10, 1000, 100, C_x=2.0) == pytest.approx(math.sqrt(3 * 2 * math.e * 10 * math.log(1e5)))
+    assert b == pytest.approx(
+        0.7 * 2 * 2 * 3.0 * 100 * math.exp(-gap) / (1 + 100 * math.exp(-gap)), rel=1e-13
+    )
+    assert lemma12_radius(10, 1000, 100, C_x=2.0) == pytest.approx(
+        math.sqrt(3 * 2 * math.e * 10 * math.log(1e5))
+    )
     with pytest.raises(ValueError, match="n \\* N"):
         lemma12_radius(3, 1, 1)
 
@@ -147,7 +163,9 @@ def test_lemma11_weights_are_named_blocks():
     assert g.end_to_end_bound == g.error_bound + g.eps_2nn
     assert isinstance(g, Guarantee)
     plain = g.as_dict()
-    assert plain["error_bound"] == g.error_bound and plain["weight_norms"]["W_QK"] == list(g.weight_norms["W_QK"])
+    assert plain["error_bound"] == g.error_bound and plain["weight_norms"]["W_QK"] == list(
+        g.weight_norms["W_QK"]
+    )
     assert all(isinstance(v, (int, float, str, list, dict)) for v in plain.values())
     # the scores really are alpha c^2 <omega_{t_ih}, omega_j>
     x = torch.randn(1, N, d, dtype=F64, generator=gen(1))
@@ -183,7 +201,9 @@ def test_lemma11_bound_on_random_qstr_prompts(N, q):
 
 
 @FAST
-@given(seed=st.integers(0, 10**6), N=st.integers(2, 40), q=st.integers(1, 3), scale=st.floats(0.0, 3.0))
+@given(
+    seed=st.integers(0, 10**6), N=st.integers(2, 40), q=st.integers(1, 3), scale=st.floats(0.0, 3.0)
+)
 def test_lemma11_bound_any_alpha(seed, N, q, scale):
     """The guarantee holds for every alpha (not only the one chosen from eps), general qSTR."""
     q = min(q, N)
@@ -203,7 +223,10 @@ def test_lemma11_fewer_heads_slots_subset():
     assert con.H == 2 and con.slots == (2, 0) and con.guarantee.H == 2
     assert con.guarantee.error_bound <= 0.05
     assert con.guarantee.alpha == pytest.approx(
-        lemma11_alpha(N=N, q=2, mu=con.guarantee.mu, c=con.c, r_x=r_x, lipschitz=net.lipschitz, eps=0.05))
+        lemma11_alpha(
+            N=N, q=2, mu=con.guarantee.mu, c=con.c, r_x=r_x, lipschitz=net.lipschitz, eps=0.05
+        )
+    )
     x = clip(torch.randn(4, N, d, dtype=F64, generator=gen(6)) * 2, r_x)
     t = torch.randint(N, (4, N, q), generator=gen(7))
     err = net_error(con, net, x, t)  # against net(x_{t_i2}, x_{t_i0})
@@ -228,7 +251,7 @@ def test_alpha_grows_like_log_N():
     assert a4096 / a16 < 3.0  # 2.19 measured, versus 4096 / 16 = 256
 
 
-# ================================================================ Lemma 11: worst case and tightness
+# =============================================================== Lemma 11: worst case and tightness
 
 
 @pytest.mark.parametrize("N", [16, 256, 2048])
@@ -290,12 +313,19 @@ def test_falsifier_half_alpha_breaks_the_guarantee(kind, N):
     d, r_x, eps = 4, 3.0, 0.1
     u = torch.tensor([0.5, 0.5, 0.5, 0.5], dtype=F64)
     net = affine_net(u, r_x)
-    cb = None if kind == "rs-hadamard" else build_codebook(N, kind="rademacher", generator=gen(N), dtype=F64)
+    cb = (
+        None
+        if kind == "rs-hadamard"
+        else build_codebook(N, kind="rademacher", generator=gen(N), dtype=F64)
+    )
     honest = lemma11(N, d, 1, net, eps=eps, r_x=r_x, codebook=cb)
     broken = lemma11(N, d, 1, net, alpha=honest.alpha / 2, r_x=r_x, codebook=honest.codebook)
     if N <= 1024:  # (the honest worst case is checked at N = 2048 elsewhere)
         x, t = lemma11_adversarial_prompt(honest, u)
-        assert float(net_error(honest, net, x, t, fast=True, chunk=1024).max()) <= honest.guarantee.error_bound
+        assert (
+            float(net_error(honest, net, x, t, fast=True, chunk=1024).max())
+            <= honest.guarantee.error_bound
+        )
     x, t = lemma11_adversarial_prompt(broken, u)
     err = float(net_error(broken, net, x, t, fast=True, chunk=1024).max())
     assert err > 2 * honest.guarantee.error_bound  # 6x to 36x measured
@@ -333,7 +363,9 @@ def _bad_lemma11(case):
     net = make_link("teacher", q, d, generator=gen(0)).two_layer_net()
     kw = dict(eps=0.1, r_x=1.0)
     if case == "N<q":
-        return lambda: lemma11(2, d, 3, make_link("teacher", 3, d, generator=gen(0)).two_layer_net(), **kw)
+        return lambda: lemma11(
+            2, d, 3, make_link("teacher", 3, d, generator=gen(0)).two_layer_net(), **kw
+        )
     if case == "mu":
         om = torch.zeros(N, 4, dtype=F64)
         om[:, 0] = 1  # identical codes: mu = 1
@@ -389,7 +421,9 @@ def _distinct_prompts(N, d, q, B, seed, r_x):
     return x, p.t, task.label(x, p.t)
 
 
-@pytest.mark.parametrize("q, N, mu", [(2, 64, 0.25), (3, 64, 0.125), (3, 512, 0.125), (4, 256, 0.0625)])
+@pytest.mark.parametrize(
+    "q, N, mu", [(2, 64, 0.25), (3, 64, 0.125), (3, 512, 0.125), (4, 256, 0.0625)]
+)
 def test_sparse_average_bound_random_prompts(q, N, mu):
     d, r_x = 3, 2.0
     cb = rs_hadamard_codebook(N, mu=mu, dtype=F64)
@@ -407,7 +441,9 @@ def test_sparse_average_bound_random_prompts(q, N, mu):
         sparse_average_error_bound(N=N, q=q, mu=g.mu, c=g.c, alpha=g.alpha, r_x=r_x), rel=1e-14)
 
 
-@pytest.mark.parametrize("q, N, kind", [(3, 64, "rs-hadamard"), (4, 256, "rs-hadamard"), (3, 64, "rademacher")])
+@pytest.mark.parametrize(
+    "q, N, kind", [(3, 64, "rs-hadamard"), (4, 256, "rs-hadamard"), (3, 64, "rademacher")]
+)
 def test_sparse_average_bound_adversarial(q, N, kind):
     """sup over tokens of the error is r_x ||pi - w||_1 (pi does not depend on x): attain it
     with x_j = r_x u sign(pi_j - w_j) for many index sets, at several alpha, and check <= bound."""
@@ -415,7 +451,9 @@ def test_sparse_average_bound_adversarial(q, N, kind):
     if kind == "rs-hadamard":
         cb = rs_hadamard_codebook(N, mu=1 / (2 * q), dtype=F64)
     else:
-        cb = build_codebook(N, kind="rademacher", mu_max=0.19, generator=gen(1), dtype=F64)  # many inner products
+        cb = build_codebook(
+            N, kind="rademacher", mu_max=0.19, generator=gen(1), dtype=F64
+        )  # many inner products
     u = torch.tensor([1.0, 0.0], dtype=F64)
     om = cb.omega[:N]
     B = 24
@@ -427,9 +465,13 @@ def test_sparse_average_bound_adversarial(q, N, kind):
         pi = torch.softmax(con.alpha * om[S].sum(1) @ om.T, dim=-1)  # (B, N), from the derivation
         x = r_x * torch.sign(pi - w)[..., None] * u
         with torch.no_grad():
-            err = (con.fast_predict(x, t, chunk=N) - gather_tokens(x, t).mean(-2)).norm(dim=-1)  # (B, N)
+            err = (con.fast_predict(x, t, chunk=N) - gather_tokens(x, t).mean(-2)).norm(
+                dim=-1
+            )  # (B, N)
             if alpha is None and con.model.D_e <= 1500:  # the full module agrees (2 prompts)
-                full = (con.predict(x[:2], t[:2]) - gather_tokens(x[:2], t[:2]).mean(-2)).norm(dim=-1)
+                full = (con.predict(x[:2], t[:2]) - gather_tokens(x[:2], t[:2]).mean(-2)).norm(
+                    dim=-1
+                )
                 assert torch.allclose(full, err[:2], rtol=1e-9, atol=1e-12)
         l1 = (pi - w).abs().sum(-1)
         assert torch.allclose(err.max(dim=1).values, r_x * l1, rtol=1e-9, atol=1e-12)
@@ -444,7 +486,9 @@ def test_sparse_average_alpha_choices():
     A_star = sparse_average_alpha(N=N, q=q, mu=mu, c=c, r_x=r_x)
     f = lambda a: sparse_average_error_bound(N=N, q=q, mu=mu, c=c, alpha=a, r_x=r_x)  # noqa: E731
     best = f(A_star)
-    for a in [A_star * s for s in (0.5, 0.9, 0.99, 1.01, 1.1, 2.0)] + [0.1 * k for k in range(1, 400)]:
+    for a in [A_star * s for s in (0.5, 0.9, 0.99, 1.01, 1.1, 2.0)] + [
+        0.1 * k for k in range(1, 400)
+    ]:
         assert best <= f(a) * (1 + 1e-9)
     eps = 1.5 * best
     a_eps = sparse_average_alpha(N=N, q=q, mu=mu, c=c, r_x=r_x, eps=eps)
@@ -454,7 +498,9 @@ def test_sparse_average_alpha_choices():
     need = sparse_average_mu_needed(N=N, q=q, r_x=r_x, eps=0.5 * best)
     assert need < mu
     a = sparse_average_alpha(N=N, q=q, mu=need * 0.999, c=c, r_x=r_x)
-    assert sparse_average_error_bound(N=N, q=q, mu=need * 0.999, c=c, alpha=a, r_x=r_x) <= 0.5 * best
+    assert (
+        sparse_average_error_bound(N=N, q=q, mu=need * 0.999, c=c, alpha=a, r_x=r_x) <= 0.5 * best
+    )
     # q <= 2: the bound decreases to 0 in alpha; eps is required and reached exactly
     with pytest.raises(ValueError, match="eps must be given"):
         sparse_average_alpha(N=N, q=2, mu=0.2, c=c, r_x=r_x)
@@ -470,7 +516,9 @@ def test_sparse_average_q1_is_lemma11():
 
 
 @FAST
-@given(q=st.integers(2, 6), L=st.floats(0, 0.9), log_rho=st.floats(0, 3), seed=st.integers(0, 10**6))
+@given(
+    q=st.integers(2, 6), L=st.floats(0, 0.9), log_rho=st.floats(0, 3), seed=st.integers(0, 10**6)
+)
 def test_sparse_within_formula_is_the_supremum(q, L, log_rho, seed):
     """||pi - w||_1 <= 2 L + within(L, rho) for pi with outside mass L and in-set ratio <= rho,
     attained by a two-level vertex (k entries at rho, q - k at 1)."""
@@ -490,7 +538,9 @@ def test_sparse_within_formula_is_the_supremum(q, L, log_rho, seed):
     vv = torch.ones(q, dtype=F64)
     vv[:k] = rho
     pv = (1 - L) * vv / vv.sum()
-    assert float((pv - 1 / q).abs().sum() + L) == pytest.approx(2 * L + 2 * max(best_vertex, 0.0), abs=1e-12)
+    assert float((pv - 1 / q).abs().sum() + L) == pytest.approx(
+        2 * L + 2 * max(best_vertex, 0.0), abs=1e-12
+    )
 
 
 def test_sparse_average_validation():

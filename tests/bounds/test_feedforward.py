@@ -1,4 +1,6 @@
-"""Tests for bounds/feedforward.py (Theorem 6): the floor, the Bayes risk given the span, span distances."""
+"""Tests for bounds/feedforward.py (Theorem 6): the floor, the Bayes risk given the span, span
+distances."""
+
 from __future__ import annotations
 
 import math
@@ -37,7 +39,9 @@ def test_risk_floor_hand_values():
     assert risk_floor(1, 10, 10) == pytest.approx(0.99)
 
 
-@pytest.mark.parametrize("args, name", [((-1, 2, 3), "n"), ((1, 0, 3), "N"), ((1, 2, 0), "d"), ((1.5, 2, 3), "n")])
+@pytest.mark.parametrize(
+    "args, name", [((-1, 2, 3), "n"), ((1, 0, 3), "N"), ((1, 2, 0), "d"), ((1.5, 2, 3), "n")]
+)
 def test_risk_floor_bad_arguments(args, name):
     with pytest.raises(ValueError, match=name):
         risk_floor(*args)
@@ -67,7 +71,8 @@ def test_floor_for_direction_hand_cases():
 @settings(max_examples=25, deadline=None)
 @given(N=st.integers(1, 5), d=st.integers(1, 4), data=st.data())
 def test_floor_averaged_over_a_basis_of_directions_is_closed_form(N, d, data):
-    """Averaging floor_for_direction over u = e_1..e_d reproduces E_u (E_u uu^T = I/d): 1 - r/(N d)."""
+    """Averaging floor_for_direction over u = e_1..e_d reproduces E_u (E_u uu^T = I/d):
+    1 - r/(N d)."""
     r = data.draw(st.integers(0, N * d))
     V = random_orthonormal_rows(r, N * d, generator=gen(r + 7 * N + 31 * d))
     eye = torch.eye(d, dtype=F64)
@@ -89,7 +94,9 @@ def test_span_distance_hand_cases():
     X = torch.tensor([[1.0, 0.0, 0.0]], dtype=F64)
     assert span_distance(torch.tensor([[3.0, 0.0, 0.0]], dtype=F64), X) == pytest.approx(0.0)
     assert span_distance(torch.tensor([[0.0, 1.0, 0.0]], dtype=F64), X) == pytest.approx(1.0)
-    assert span_distance(torch.tensor([[1.0, 1.0, 0.0]], dtype=F64), X) == pytest.approx(1 / math.sqrt(2))
+    assert span_distance(torch.tensor([[1.0, 1.0, 0.0]], dtype=F64), X) == pytest.approx(
+        1 / math.sqrt(2)
+    )
     assert span_distance(torch.zeros(2, 3, dtype=F64), X) == 0.0
     # rows built from the inputs are in their span
     Xr = torch.randn(4, 10, generator=gen(1), dtype=F64)

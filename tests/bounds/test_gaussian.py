@@ -1,7 +1,11 @@
 import pytest
 import torch
 
-from qstr.bounds.gaussian import conditional_sqnorm_variance, mc_conditional_sqnorm_variance, random_orthonormal_rows
+from qstr.bounds.gaussian import (
+    conditional_sqnorm_variance,
+    mc_conditional_sqnorm_variance,
+    random_orthonormal_rows,
+)
 
 
 def test_closed_form():
@@ -22,7 +26,9 @@ def test_orthonormal_rows(gen):
 @pytest.mark.parametrize("k, r", [(1, 0), (8, 3), (12, 11)])
 def test_monte_carlo_agrees(gen, k, r):
     V = random_orthonormal_rows(r, k, generator=gen)
-    est = mc_conditional_sqnorm_variance(V, n_outer=400, n_inner=200, generator=gen, confidence=0.999)
+    est = mc_conditional_sqnorm_variance(
+        V, n_outer=400, n_inner=200, generator=gen, confidence=0.999
+    )
     assert est.contains(2 * (k - r))
     assert not est.contains(2 * (k - r - 1))  # one rank off is far outside the interval
     assert est.samples == 80_000

@@ -40,7 +40,12 @@ def gen(seed: int) -> torch.Generator:
 
 
 def test_conjugate_and_mixed_norm_hand_values():
-    assert conjugate(2) == 2 and conjugate(1) == INF and conjugate(INF) == 1 and conjugate(3) == pytest.approx(1.5)
+    assert (
+        conjugate(2) == 2
+        and conjugate(1) == INF
+        and conjugate(INF) == 1
+        and conjugate(3) == pytest.approx(1.5)
+    )
     M = torch.tensor([[3.0, 4.0], [0.0, -1.0]], dtype=F64)
     assert float(mixed_norm(M, 2, 1)) == pytest.approx(6.0)      # 5 + 1
     assert float(mixed_norm(M, 1, INF)) == pytest.approx(7.0)    # max(7, 1)
@@ -77,8 +82,16 @@ exponent = st.sampled_from([1.0, 1.25, 1.5, 2.0, 3.0, 4.0, INF])
 
 
 @settings(max_examples=60, deadline=None)
-@given(p=exponent, q=exponent, r=exponent, m=st.integers(1, 4), n=st.integers(1, 4), k=st.integers(1, 4),
-       seed=st.integers(0, 10 ** 6), sparse=st.booleans())
+@given(
+    p=exponent,
+    q=exponent,
+    r=exponent,
+    m=st.integers(1, 4),
+    n=st.integers(1, 4),
+    k=st.integers(1, 4),
+    seed=st.integers(0, 10**6),
+    sparse=st.booleans(),
+)
 def test_lemma39_holds_on_random_matrices(p, q, r, m, n, k, seed, sparse):
     g = gen(seed)
     A = torch.randn(m, n, generator=g, dtype=F64)
@@ -87,11 +100,15 @@ def test_lemma39_holds_on_random_matrices(p, q, r, m, n, k, seed, sparse):
         A = A * (torch.rand(m, n, generator=g, dtype=F64) < 0.5)
     lhs, rhs = lemma39(A, B, p, q, r)
     assert lhs <= rhs * (1 + 1e-12) + 1e-300
-    lhs2, rhs2 = lemma39(A, B, p, q, conjugate(r))  # exchanging r and s: still conjugate, still true
+    lhs2, rhs2 = lemma39(
+        A, B, p, q, conjugate(r)
+    )  # exchanging r and s: still conjugate, still true
     assert lhs2 <= rhs2 * (1 + 1e-12) + 1e-300
 
 
-@pytest.mark.parametrize("p, q, r", [(2, 2, 2), (1, INF, INF), (INF, 1, 1), (3, 1.5, 4 / 3), (1, 2, 3)])
+@pytest.mark.parametrize(
+    "p, q, r", [(2, 2, 2), (1, INF, INF), (INF, 1, 1), (3, 1.5, 4 / 3), (1, 2, 3)]
+)
 def test_lemma39_equality_case(p, q, r):
     A, B = lemma39_equality_case(6, 3, p, q, r, generator=gen(1), m=3)
     lhs, rhs = lemma39(A, B, p, q, r)
@@ -99,7 +116,8 @@ def test_lemma39_equality_case(p, q, r):
 
 
 def test_swapped_exponents_fail():
-    """Inner and outer exponents exchanged: ||AB||_{inf,inf} = n > ||A||_{inf,1.5} ||B||_{3,inf} = 1."""
+    """Inner and outer exponents exchanged:
+    ||AB||_{inf,inf} = n > ||A||_{inf,1.5} ||B||_{3,inf} = 1."""
     n = 5
     A, B = torch.ones(1, n, dtype=F64), torch.ones(n, 1, dtype=F64)
     lhs, rhs = lemma39(A, B, INF, INF, 1.5)
@@ -163,7 +181,9 @@ def test_greedy_packing_hand_case():
 @pytest.mark.parametrize("ball", ["l1", "l2"])
 def test_greedy_packings_respect_lemma41(ball):
     for d in (1, 2, 3):
-        cand = sample_ball(B=2000, d=d, ball=ball, generator=gen(d))  # by keyword, as the signature allows
+        cand = sample_ball(
+            B=2000, d=d, ball=ball, generator=gen(d)
+        )  # by keyword, as the signature allows
         norms = cand.abs().sum(1) if ball == "l1" else cand.norm(dim=1)
         assert float(norms.max()) <= 1.0
         for eps in (0.4, 1.0):

@@ -58,7 +58,9 @@ def test_prop8_packing_hand_values():
     assert prop8_packing(16, 0.05).vacuous
     assert prop8_packing(N=64, c=0.05, K=2.0, gamma=0.5) == pk  # every argument by keyword
     big = prop8_packing(2 ** 20, 0.05)
-    assert big.log_M_good == pytest.approx((2 ** 20 - 1) * chi2_lower_rate(0.5) / 2 + math.log(0.25), rel=1e-9)
+    assert big.log_M_good == pytest.approx(
+        (2**20 - 1) * chi2_lower_rate(0.5) / 2 + math.log(0.25), rel=1e-9
+    )
 
 
 def test_prop8_bounds_formulas():
@@ -74,7 +76,9 @@ def test_prop8_bounds_formulas():
     # consistency: at UL equal to the norm bound the width bound is exactly d_h
     assert prop8_width_lower_bound(N, c, nb) == pytest.approx(16)
     paper = prop8_norm_lower_bound_paper(N, c, 64)
-    assert paper == pytest.approx(pk.sep / math.sqrt(2) * math.sqrt(pk.log_M_good / (8 * math.log(257))))
+    assert paper == pytest.approx(
+        pk.sep / math.sqrt(2) * math.sqrt(pk.log_M_good / (8 * math.log(257)))
+    )
     assert prop8_width_lower_bound(16, c, UL) == 0.0  # vacuous at small N
     assert prop8_norm_lower_bound(2 ** 20, c, 1) == math.inf
 
@@ -97,9 +101,13 @@ def test_prop8_errors():
 
 
 def test_euclidean_maurey_bound_fails():
-    k, log_k, vol, maurey = euclidean_packing_counterexample(128, 2000, generator=torch.Generator().manual_seed(0))
-    assert log_k <= vol          # the volume bound holds
-    assert log_k > maurey        # ln P(1) > ln(2D + 1) / 1^2: the Euclidean Maurey form (constant 1) is violated
+    k, log_k, vol, maurey = euclidean_packing_counterexample(
+        128, 2000, generator=torch.Generator().manual_seed(0)
+    )
+    assert log_k <= vol  # the volume bound holds
+    assert (
+        log_k > maurey
+    )  # ln P(1) > ln(2D + 1) / 1^2: the Euclidean Maurey form (constant 1) is violated
 
 
 def test_theorem9_memoriser_and_crossover():
@@ -115,14 +123,18 @@ def test_theorem9_memoriser_and_crossover():
     N, d_h = 4096, 100
     ul = prop8_norm_lower_bound_paper(N, 0.05, d_h)
     assert math.exp(generalising_log_norm2(N, 0.05, d_h)) == pytest.approx(2 * ul)
-    assert math.exp(generalising_log_norm2(N, 0.05, d_h, depth=4, r_h=2.0)) == pytest.approx(4 * (ul / 2) ** 0.5)
+    assert math.exp(generalising_log_norm2(N, 0.05, d_h, depth=4, r_h=2.0)) == pytest.approx(
+        4 * (ul / 2) ** 0.5
+    )
 
 
 def test_theorem9_crossover_power_law():
     Ns = [2 ** k for k in range(8, 21, 4)]
     s = loglog_slope(lambda N: theorem9_crossover(generalising_log_norm2(N, 0.05, 4 * N)), Ns)
     assert np.all(s > 0.12) and np.all(s < 1 / 6 + 1e-9)
-    s_simple = loglog_slope(lambda N: theorem9_crossover(math.log(prop28_norm2(N, Theorem7Params(d=4)))), Ns)
+    s_simple = loglog_slope(
+        lambda N: theorem9_crossover(math.log(prop28_norm2(N, Theorem7Params(d=4)))), Ns
+    )
     assert np.all(s_simple < 0.05)
 
 
@@ -178,8 +190,9 @@ def test_theorem7_errors():
 
 
 def test_packing_vacuous_flag_is_what_the_width_bound_uses():
-    """`vacuous` is the one definition: counted packings with M' < 2 or failure >= 1 are vacuous, the log path
-    (M_good = -1, too many prompts to count) is not, and the width bound is 0 exactly when vacuous."""
+    """`vacuous` is the one definition: counted packings with M' < 2 or failure >= 1 are vacuous,
+    the log path (M_good = -1, too many prompts to count) is not, and the width bound is 0 exactly
+    when vacuous."""
     from qstr.bounds.recurrent import prop8_packing, prop8_width_lower_bound
     big = prop8_packing(4096, 0.05)
     assert big.M_good == -1 and not big.vacuous and prop8_width_lower_bound(4096, 0.05, 10.0) > 0

@@ -12,11 +12,17 @@ from qstr.bounds.transformer import (Theorem4Params, ffn_sample_size, theorem4_b
 P0 = Theorem4Params.default()
 TARGET = 0.1
 
-POINTS = [(1, 2), (7, 3), (1000, 16), (10 ** 12, 2 ** 10), (10 ** 20, 2 ** 20), (3 * 10 ** 25, 2 ** 40)]
+POINTS = [(1, 2), (7, 3), (1000, 16), (10**12, 2**10), (10**20, 2**20), (3 * 10**25, 2**40)]
 
 
-@pytest.mark.parametrize("params", [P0, Theorem4Params.default(q=3, d=7, s=2.5, C_y=3.0, mu=0.25, c=1.0),
-                                    Theorem4Params.default(d_e=40, delta=1e-3)])
+@pytest.mark.parametrize(
+    "params",
+    [
+        P0,
+        Theorem4Params.default(q=3, d=7, s=2.5, C_y=3.0, mu=0.25, c=1.0),
+        Theorem4Params.default(d_e=40, delta=1e-3),
+    ],
+)
 def test_sympy_bound_matches_numeric(params):
     f = sp.lambdify((sy.n, sy.N), sy.bound_expr(params), "mpmath")
     M = sp.lambdify((sy.n, sy.N), sy.majorant_expr(params), "mpmath")
@@ -36,7 +42,9 @@ def test_sympy_sample_size_matches_numeric():
 def test_sympy_leading_form_and_degrees():
     lead = sy.leading_sample_size_expr(P0, TARGET)
     # 144 * (64 e^2)^2 * 4608 * 9/2 / 0.06^2
-    assert sp.simplify(lead - 3397386240000 * sp.E ** 4 * sp.log(sy.N) ** 4 * sp.log(sp.log(sy.N))) == 0
+    assert (
+        sp.simplify(lead - 3397386240000 * sp.E**4 * sp.log(sy.N) ** 4 * sp.log(sp.log(sy.N))) == 0
+    )
     assert sy.limit_ratio(lead, sy.N, 5) == 0
     assert sy.limit_ratio(lead, sy.N, 4) == sp.oo
     assert sy.polylog_degree(lead, sy.N) == 5
@@ -45,7 +53,10 @@ def test_sympy_leading_form_and_degrees():
     assert sy.limit_ratio(ffn, sy.N, 5) == sp.oo
     assert sy.polylog_degree(ffn, sy.N, kmax=8) is None
     # a fixed code dimension removes (ln N)^2: n ~ (ln N)^2 ln ln N
-    assert sy.polylog_degree(sy.leading_sample_size_expr(Theorem4Params.default(d_e=50), TARGET), sy.N) == 3
+    assert (
+        sy.polylog_degree(sy.leading_sample_size_expr(Theorem4Params.default(d_e=50), TARGET), sy.N)
+        == 3
+    )
     # the exact sample size approaches the leading form only slowly (theorem4.md, section 11)
     f = sp.lambdify(sy.N, lead, "mpmath")
     ratios = [theorem4_sample_size(TARGET, 2 ** k, P0) / float(f(2 ** k)) for k in (20, 100, 1000)]
@@ -55,7 +66,9 @@ def test_sympy_leading_form_and_degrees():
 def test_polylog_certificate():
     cert = sy.polylog_certificate(P0, k=5)
     assert cert.proves_polylog
-    assert cert.value == sp.Rational(1, 25)  # 4 eps_2NN: the majorant at n = (ln N)^5 tends to the floor
+    assert cert.value == sp.Rational(
+        1, 25
+    )  # 4 eps_2NN: the majorant at n = (ln N)^5 tends to the floor
     assert cert.factors["tau/u"] == 64 * sp.E ** 2 and cert.factors["P/u^2"] == 4608
     assert cert.factors["L/ln u"] == 5
     # consistency with the leading constants
@@ -69,14 +82,17 @@ def test_polylog_certificate():
 
 
 def test_a_certificate_proves_only_when_every_term_but_the_floor_vanishes():
-    """proves_polylog asks for limits exactly 0 outside the approximation floor: a finite positive limit (the beta
-    term 8 tau / sqrt(n) at n = Lam (ln N)^2 tends to 8 tau_c / sqrt(Lam)) is no proof. polylog_certificate never
-    produces one (a finite Dudley limit needs k >= 5, where every other term vanishes), so it is hand-built here."""
+    """proves_polylog asks for limits exactly 0 outside the approximation floor: a finite positive
+    limit (the beta term 8 tau / sqrt(n) at n = Lam (ln N)^2 tends to 8 tau_c / sqrt(Lam)) is no
+    proof. polylog_certificate never produces one (a finite Dudley limit needs k >= 5, where every
+    other term vanishes), so it is hand-built here."""
     cert = sy.polylog_certificate(P0, k=5)
     assert cert.proves_polylog and not sy.polylog_certificate(P0, k=4).proves_polylog
     beta = {**cert.limits, "beta": 8 * cert.factors["tau/u"]}
     for limits in (beta, {**cert.limits, "tail": sp.oo}):
-        forged = sy.PolylogCertificate(k=5, Lam=1, limits=limits, factors=cert.factors, value=sp.Add(*limits.values()))
+        forged = sy.PolylogCertificate(
+            k=5, Lam=1, limits=limits, factors=cert.factors, value=sp.Add(*limits.values())
+        )
         assert not forged.proves_polylog
 
 

@@ -87,7 +87,8 @@ def test_floor_errors(args, kw, name):
 
 
 def test_softmax_l1_linf_lipschitz_constant_one():
-    """The attention-cover step (theorem4.md, section 3): ||softmax(s) - softmax(s')||_1 <= ||s - s'||_inf."""
+    """The attention-cover step (theorem4.md, section 3):
+    ||softmax(s) - softmax(s')||_1 <= ||s - s'||_inf."""
     rng = np.random.default_rng(0)
 
     def sm(x):
@@ -110,7 +111,9 @@ def test_softmax_l1_linf_lipschitz_constant_one():
 def test_bound_structure_and_intermediates():
     n, N = 10 ** 12, 2 ** 10
     b = theorem4_bound(n, N, P0)
-    assert b.total == pytest.approx(b.approximation + b.tail + b.estimation + b.truncation, rel=1e-14)
+    assert b.total == pytest.approx(
+        b.approximation + b.tail + b.estimation + b.truncation, rel=1e-14
+    )
     assert b.approximation == C_APPROX * P0.eps_2nn == pytest.approx(0.04)
     assert min(b.tail, b.estimation, b.truncation) > 0
     assert b.r_x == pytest.approx(math.sqrt(3 * math.e * 4 * math.log(n * N)))
@@ -137,8 +140,13 @@ def test_alpha_zero_when_construction_is_trivially_accurate():
 
 def test_bound_decreasing_in_n():
     ns = sorted({int(round(x)) for x in np.logspace(0, 45, 400)})
-    for params in (P0, Theorem4Params.default(q=1, d=1, m_g=1), Theorem4Params.default(q=5, d=50, r_a=3, r_w=2),
-                   Theorem4Params.default(delta=1e-6), Theorem4Params.default(mu=0.0, d_e=20)):
+    for params in (
+        P0,
+        Theorem4Params.default(q=1, d=1, m_g=1),
+        Theorem4Params.default(q=5, d=50, r_a=3, r_w=2),
+        Theorem4Params.default(delta=1e-6),
+        Theorem4Params.default(mu=0.0, d_e=20),
+    ):
         for N in (2, 16, 2 ** 20, 2 ** 60):
             vals = np.array([theorem4_bound(n, N, params).total for n in ns])
             assert np.all(np.diff(vals) < 0), (params, N)
@@ -178,11 +186,15 @@ def test_sample_size_table_and_slopes():
     for a, b in zip(ns, expected):
         assert a == pytest.approx(b, rel=1e-3)
     sl = np.diff([math.log(x) for x in ns]) / np.diff(np.log(NS))
-    assert np.allclose(sl, loglog_slope(lambda N: theorem4_sample_size(TARGET, N, P0), NS), rtol=1e-12)
+    assert np.allclose(
+        sl, loglog_slope(lambda N: theorem4_sample_size(TARGET, N, P0), NS), rtol=1e-12
+    )
     # slopes decrease; measured 0.378 0.261 0.192 0.155 -> honest threshold 0.16 on the last step
     assert np.all(np.diff(sl) < 0) and sl[-1] < 0.16
     # and keep falling toward 0 far out (polylog), unlike the FFN's slope 1
-    far = loglog_slope(lambda N: theorem4_sample_size(TARGET, N, P0), [2 ** 20, 2 ** 100, 2 ** 200, 2 ** 1000])
+    far = loglog_slope(
+        lambda N: theorem4_sample_size(TARGET, N, P0), [2**20, 2**100, 2**200, 2**1000]
+    )
     assert np.all(np.diff(far) < 0) and far[-1] < 0.02
 
 

@@ -1,5 +1,7 @@
 """Tests for constructions/attention.py: Lemma 11's weights and the sparse-averaging head as modules
-(named blocks, the fast path, a new scale, validation). Their bounds: tests/bounds/test_attention.py."""
+(named blocks, the fast path, a new scale, validation). Their bounds:
+tests/bounds/test_attention.py."""
+
 from __future__ import annotations
 
 import math
@@ -37,7 +39,9 @@ def test_lemma11_weights_at_alpha():
     con = lemma11_weights(N, d, q, net, alpha=2.5)
     lay, W_QK = con.layout, con.model.W_QK.detach()
     assert (con.N, con.d, con.q, con.H, con.alpha, con.guarantee) == (N, d, q, q, 2.5, None)
-    assert con.mu == rs_hadamard_codebook(N, mu=0.5).mu == 0.25 and con.c == pytest.approx(math.sqrt(d / q))
+    assert con.mu == rs_hadamard_codebook(N, mu=0.5).mu == 0.25 and con.c == pytest.approx(
+        math.sqrt(d / q)
+    )
     for h in range(q):
         expect = torch.zeros_like(W_QK[h])
         expect[lay.slot(h), lay["pos"]] = 2.5 * torch.eye(con.d_e, dtype=F64)
@@ -54,7 +58,9 @@ def test_with_alpha_is_a_new_module_at_the_new_scale():
     big = con.with_alpha(3.0)
     assert big.alpha == 3.0 and con.alpha == 1.0 and big.model is not con.model
     assert torch.equal(big.model.W_QK, 3.0 * con.model.W_QK)  # the pattern is linear in alpha
-    assert torch.equal(big.model.W, con.model.W) and torch.equal(big.expected_W_QK(), big.model.W_QK)
+    assert torch.equal(big.model.W, con.model.W) and torch.equal(
+        big.expected_W_QK(), big.model.W_QK
+    )
     with pytest.raises(ValueError, match="alpha"):
         con.with_alpha(-1.0)
 
@@ -119,8 +125,13 @@ def test_place_block():
 
 
 @settings(max_examples=12, deadline=None)
-@given(seed=st.integers(0, 10**6), N=st.integers(1, 40), q=st.integers(1, 3), chunk=st.integers(3, 50),
-       alpha=st.floats(0.0, 4.0))
+@given(
+    seed=st.integers(0, 10**6),
+    N=st.integers(1, 40),
+    q=st.integers(1, 3),
+    chunk=st.integers(3, 50),
+    alpha=st.floats(0.0, 4.0),
+)
 def test_fast_predict_equals_predict(seed, N, q, chunk, alpha):
     q = min(q, N)
     d = 3
@@ -131,7 +142,11 @@ def test_fast_predict_equals_predict(seed, N, q, chunk, alpha):
     with torch.no_grad():
         ref = con.predict(x, t)
         scale = float(ref.abs().max()) + 1e-300
-        for y in (con.fast_predict(x, t), con.fast_predict(x, t, chunk=chunk), con.predict(x, t, chunk=chunk)):
+        for y in (
+            con.fast_predict(x, t),
+            con.fast_predict(x, t, chunk=chunk),
+            con.predict(x, t, chunk=chunk),
+        ):
             assert float((y - ref).abs().max()) <= 1e-10 * scale
         heads = con.model.heads(con.encode(x, t))[..., con.layout["x"]]
         assert torch.allclose(con.fast_heads(x, t, chunk=chunk), heads, rtol=1e-10, atol=1e-12)
@@ -157,15 +172,17 @@ def test_fast_path_respects_float32():
     x = torch.randn(2, N, d, generator=gen(1))
     t = torch.randint(N, (2, N, q), generator=gen(2))
     with torch.no_grad():
-        assert torch.allclose(con.fast_predict(x, t, chunk=16), con.predict(x, t), rtol=1e-4, atol=1e-5)
+        assert torch.allclose(
+            con.fast_predict(x, t, chunk=16), con.predict(x, t), rtol=1e-4, atol=1e-5
+        )
     with pytest.raises(ValueError, match="must match the construction"):
         con.predict(x.double(), t)
 
 
 @pytest.mark.parametrize("dtype, tol", [(F64, 1e-10), (torch.float32, 1e-4)])
 def test_fused_backend_equals_math_backend_on_cpu(dtype, tol):
-    """The fused SDPA kernels CUDA users get by default (torch has a flash kernel on CPU too) against the
-    chunked math path, including a last chunk shorter than the others."""
+    """The fused SDPA kernels CUDA users get by default (torch has a flash kernel on CPU too)
+    against the chunked math path, including a last chunk shorter than the others."""
     N, d, q = 50, 3, 2
     net = make_link("teacher", q, d, generator=gen(0)).two_layer_net()
     con = lemma11_weights(N, d, q, net, alpha=6.0, dtype=dtype)
@@ -176,14 +193,19 @@ def test_fused_backend_equals_math_backend_on_cpu(dtype, tol):
         for chunk in (None, 16):
             y = con.fast_predict(x, t, chunk=chunk, backend="fused")
             assert float((y - ref).abs().max()) <= tol * (1 + float(ref.abs().max()))
-        assert torch.equal(con.fast_predict(x, t, backend="auto"), con.fast_predict(x, t, backend="math"))
+        assert torch.equal(
+            con.fast_predict(x, t, backend="auto"), con.fast_predict(x, t, backend="math")
+        )
     with pytest.raises(ValueError, match="backend must be one of"):
         con.fast_heads(x, t, backend="flash")
 
 
-def test_fused_backend_pads_values_to_the_key_width_when_no_kernel_takes_narrower_values(monkeypatch):
-    """Where CUDA has no fused kernel for values narrower than the keys (a RuntimeError), the values are padded to
-    the key width and the answer is unchanged: the refusal is simulated on CPU, so this runs without a GPU."""
+def test_fused_backend_pads_values_to_the_key_width_when_no_kernel_takes_narrower_values(
+    monkeypatch,
+):
+    """Where CUDA has no fused kernel for values narrower than the keys (a RuntimeError), the values
+    are padded to the key width and the answer is unchanged: the refusal is simulated on CPU, so
+    this runs without a GPU."""
     import torch.nn.functional as F
 
     N, d, q = 40, 3, 2
@@ -205,7 +227,9 @@ def test_fused_backend_pads_values_to_the_key_width_when_no_kernel_takes_narrowe
     monkeypatch.setattr(F, "scaled_dot_product_attention", real)
     with torch.no_grad():
         ref = con.fast_predict(x, t, backend="math")
-    assert widths[0][0] != widths[0][1] and widths[1][0] == widths[1][1]  # refused, then padded to the key width
+    assert (
+        widths[0][0] != widths[0][1] and widths[1][0] == widths[1][1]
+    )  # refused, then padded to the key width
     assert float((y - ref).abs().max()) <= 1e-4 * (1 + float(ref.abs().max()))
 
 
@@ -256,9 +280,9 @@ def test_predict_validation():
     with pytest.raises(ValueError, match="NaN"):
         con.predict(x * float("nan"), t)
     with pytest.raises(ValueError, match="Lemma 11 Construction"):
-        target_leaks(sparse_average_weights(8, 2, 2, codebook=rs_hadamard_codebook(8, mu=0.25), alpha=1.0))
-
-
+        target_leaks(
+            sparse_average_weights(8, 2, 2, codebook=rs_hadamard_codebook(8, mu=0.25), alpha=1.0)
+        )
 
 
 def test_adversarial_prompt_is_one_prompt_by_default():

@@ -108,7 +108,9 @@ def test_coherence_report_matches_brute_force(case, threshold):
         return
     i, j = rep.pair
     assert 0 <= i < j < N
-    assert rep.mu == pytest.approx(coherence(omega), rel=1e-12)  # float64: chunking moves the last ulp
+    assert rep.mu == pytest.approx(
+        coherence(omega), rel=1e-12
+    )  # float64: chunking moves the last ulp
     if style.startswith("gauss"):
         vals = upper(brute_gram(omega).numpy())
         assert float(brute_gram(omega)[i, j]) == pytest.approx(rep.mu, rel=1e-12, abs=1e-15)
@@ -212,7 +214,9 @@ def test_rademacher_dim_parity_example_and_spec_form():
     # N = 100, delta = 1e-3: d_e = 100 passes pointwise but 101 and 105 fail, so the rule gives 106
     assert rademacher_dim(100, 1e-3) == 106
     assert union(100, 100, 0.5) <= 1e-3 < union(100, 105, 0.5)
-    assert rademacher_dim(100, 1e-3, rule="hoeffding") == math.ceil(8 * math.log(9900 / 1e-3)) == 129
+    assert (
+        rademacher_dim(100, 1e-3, rule="hoeffding") == math.ceil(8 * math.log(9900 / 1e-3)) == 129
+    )
     assert rademacher_dim(1, 1e-3) == 1 and rademacher_dim(1, 1e-3, rule="hoeffding") == 1
 
 
@@ -220,9 +224,13 @@ def test_rademacher_codebook_coherent_and_small_d_e_refused():
     cb = rademacher_codebook(500, generator=gen(1))
     assert cb.kind == "rademacher" and cb.d_e == rademacher_dim(500, 1e-3) and cb.N == 500
     assert cb.mu <= 0.5 and cb.mu == coherence(cb.omega) and cb.params["tries"] >= 1
-    assert torch.allclose(cb.omega.double().norm(dim=1), torch.ones(500, dtype=torch.float64), atol=1e-6)
+    assert torch.allclose(
+        cb.omega.double().norm(dim=1), torch.ones(500, dtype=torch.float64), atol=1e-6
+    )
     magnitudes = cb.omega.abs().unique()
-    assert magnitudes.numel() == 1 and float(magnitudes) == pytest.approx(1 / math.sqrt(cb.d_e), rel=1e-7)
+    assert magnitudes.numel() == 1 and float(magnitudes) == pytest.approx(
+        1 / math.sqrt(cb.d_e), rel=1e-7
+    )
     with pytest.raises(ValueError, match=rf"d_e must be >= {cb.d_e}"):
         rademacher_codebook(500, d_e=cb.d_e - 1, generator=gen(1))
     big = rademacher_codebook(50, d_e=400, generator=gen(1), mu_max=0.4)
@@ -240,7 +248,9 @@ def test_rademacher_codebook_resamples_and_gives_up():
             assert "max_tries" in str(err)
             outcomes.append("refused")
     assert "refused" in outcomes and True in outcomes
-    retried = [rademacher_codebook(300, delta=0.99, generator=gen(s)).params["tries"] for s in range(12)]
+    retried = [
+        rademacher_codebook(300, delta=0.99, generator=gen(s)).params["tries"] for s in range(12)
+    ]
     assert max(retried) > 1
 
 
@@ -300,7 +310,9 @@ def test_gf_table_is_a_field(m):
     assert table.shape == (2**m, 2**m) and not table.flags.writeable
     assert field_violations(table, rng) == []
     a, b = rng.integers(0, 2**m, (2, 300))
-    assert all(table[x, y] == slow_gf_mul(int(x), int(y), m, codes.IRREDUCIBLE[m]) for x, y in zip(a, b))
+    assert all(
+        table[x, y] == slow_gf_mul(int(x), int(y), m, codes.IRREDUCIBLE[m]) for x, y in zip(a, b)
+    )
     nonzero = np.sort(table[1:, 1:], axis=1)  # each nonzero row is a permutation of the units
     assert (nonzero == np.arange(1, 2**m)).all()
 
@@ -451,7 +463,10 @@ def test_reproducible_and_seed_dependent():
     b = rademacher_codebook(200, generator=gen(7)).omega
     c = rademacher_codebook(200, generator=gen(8)).omega
     assert torch.equal(a, b) and not torch.equal(a, c)
-    assert torch.equal(experimental_codebook(50, generator=gen(2)).omega, experimental_codebook(50, generator=gen(2)).omega)
+    assert torch.equal(
+        experimental_codebook(50, generator=gen(2)).omega,
+        experimental_codebook(50, generator=gen(2)).omega,
+    )
     assert torch.equal(rs_hadamard_codebook(300).omega, rs_hadamard_codebook(300).omega)
 
 
@@ -464,7 +479,11 @@ def test_codebook_to_and_from_tensor():
     omega = torch.randn(30, 8, generator=gen(0), dtype=torch.float64)
     omega = omega / omega.norm(dim=1, keepdim=True)
     custom = Codebook.from_tensor(omega)
-    assert custom.kind == "custom" and custom.mu == coherence(omega) and (custom.N, custom.d_e) == (30, 8)
+    assert (
+        custom.kind == "custom"
+        and custom.mu == coherence(omega)
+        and (custom.N, custom.d_e) == (30, 8)
+    )
     c32 = custom.to(dtype=torch.float32)
     assert c32.mu == coherence(omega.float()) and c32.mu == pytest.approx(custom.mu, abs=1e-6)
 
@@ -492,7 +511,8 @@ def test_require_coherence_takes_mu_max_by_keyword_and_the_boundary_is_inside():
 
 
 def test_sign_codes_past_float32_integers_use_float64():
-    """Inner products of sign codes are counted exactly: past 2**24 columns float32 would round them."""
+    """Inner products of sign codes are counted exactly: past 2**24 columns float32 would round
+    them."""
     d_e = 2**24 + 1
     omega = torch.ones(2, d_e) / math.sqrt(d_e)  # two equal unit rows: coherence exactly 1
     omega[1, 0] = -omega[1, 0]  # <w_0, w_1> = (d_e - 2) / d_e, with d_e - 2 = 2**24 - 1 odd

@@ -1,4 +1,6 @@
-"""Tests for constructions/encoding.py: the Transformer and RNN token encodings (Appendices A.1, B.1)."""
+"""Tests for constructions/encoding.py: the Transformer and RNN token encodings (Appendices A.1,
+B.1)."""
+
 import math
 
 import pytest
@@ -6,7 +8,13 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qstr.constructions.encoding import default_prefactor, encode, layout_of, rnn_encoding, transformer_encoding
+from qstr.constructions.encoding import (
+    default_prefactor,
+    encode,
+    layout_of,
+    rnn_encoding,
+    transformer_encoding,
+)
 from qstr.verify.strategies import prompts
 
 
@@ -14,7 +22,9 @@ from qstr.verify.strategies import prompts
 @given(prompts(max_N=8, dtypes=(torch.float64,)), st.integers(1, 5))
 def test_transformer_encoding_blocks(case, d_e):
     task, p = case
-    omega = torch.randn(task.N + 2, d_e, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    omega = torch.randn(
+        task.N + 2, d_e, dtype=torch.float64, generator=torch.Generator().manual_seed(0)
+    )
     z = transformer_encoding(p.x, p.t, omega)
     c = math.sqrt(task.d / task.q)
     lay = layout_of(z, task.d, task.q)

@@ -40,9 +40,13 @@ def lemma11_case(q: int, N: int = 32, d: int = 3, seed: int = 0):
 
 
 def sparse_case(q: int = 3, N: int = 64, d: int = 3):
-    con = sparse_average_head(N, d, q, codebook=rs_hadamard_codebook(N, mu=0.15, dtype=F64), r_x=2.0)
+    con = sparse_average_head(
+        N, d, q, codebook=rs_hadamard_codebook(N, mu=0.15, dtype=F64), r_x=2.0
+    )
     x = torch.randn(2, N, d, dtype=F64, generator=gen(5))
-    t = torch.stack([torch.randperm(N, generator=gen(k))[:q] for k in range(2 * N)]).reshape(2, N, q)
+    t = torch.stack([torch.randperm(N, generator=gen(k))[:q] for k in range(2 * N)]).reshape(
+        2, N, q
+    )
     return con, x, t
 
 
@@ -53,7 +57,12 @@ def sparse_case(q: int = 3, N: int = 64, d: int = 3):
 def test_to_multihead_reproduces_lemma11(q):
     con, x, t = lemma11_case(q)
     mt = to_multihead(con.model)
-    assert isinstance(mt, PracticalTransformer) and mt.q == q and mt.D_e == con.model.D_e and mt.width == con.model.m
+    assert (
+        isinstance(mt, PracticalTransformer)
+        and mt.q == q
+        and mt.D_e == con.model.D_e
+        and mt.width == con.model.m
+    )
     if q == 1:
         assert mt.mha.in_proj_weight is not None  # torch's stacked layout for q = 1
     assert torch.allclose(mt.merged_qk(), con.model.W_QK, rtol=0, atol=1e-12)
@@ -89,7 +98,11 @@ def test_round_trip_merged_mha_merged(H, D, m, out_dim, seed):
     back = from_multihead(to_multihead(model))
     assert back.m == m and back.H == H and back.out_dim == out_dim
     assert torch.allclose(back.W_QK, model.W_QK, rtol=1e-13, atol=1e-13)
-    assert torch.equal(back.W, model.W) and torch.equal(back.a, model.a) and torch.equal(back.b, model.b)
+    assert (
+        torch.equal(back.W, model.W)
+        and torch.equal(back.a, model.a)
+        and torch.equal(back.b, model.b)
+    )
     with torch.no_grad():
         assert rel_err(back(Z), model(Z)) <= 1e-9
 
@@ -120,7 +133,9 @@ def test_from_multihead_of_trained_like_weights_folds_readout_bias(q, out_dim):
         from_multihead(mt, readout_bias="drop")
     with pytest.raises(ValueError, match="PracticalTransformer"):
         from_multihead(MergedAttention(D, 1, 2))
-    with torch.no_grad():  # an out_proj bias (none by default) folds into the hidden bias, before the ReLU
+    with (
+        torch.no_grad()
+    ):  # an out_proj bias (none by default) folds into the hidden bias, before the ReLU
         mt.mha.out_proj.bias = torch.nn.Parameter(torch.randn(D * q, dtype=F64, generator=gen(5)))
         assert rel_err(from_multihead(mt)(Z), mt(Z)) <= 1e-9
 
@@ -171,9 +186,23 @@ def test_state_save_load_weights_only(tmp_path, which):
     path = tmp_path / "construction.pt"
     torch.save(state, path)
     loaded = torch.load(path, weights_only=True)
-    assert set(loaded) == {"config", "omega", "W_QK", "ffn", "mha_state_dict", "mha_config", "guarantee", "layout"}
+    assert set(loaded) == {
+        "config",
+        "omega",
+        "W_QK",
+        "ffn",
+        "mha_state_dict",
+        "mha_config",
+        "guarantee",
+        "layout",
+    }
     cfg, g = loaded["config"], loaded["guarantee"]
-    assert cfg["N"] == con.N and cfg["q"] == con.q and cfg["H"] == con.H and cfg["slots"] == list(con.slots)
+    assert (
+        cfg["N"] == con.N
+        and cfg["q"] == con.q
+        and cfg["H"] == con.H
+        and cfg["slots"] == list(con.slots)
+    )
     assert cfg["alpha"] == con.alpha and cfg["c"] == con.c and cfg["D_e"] == con.model.D_e
     assert g["error_bound"] == con.guarantee.error_bound and g["mu"] == con.guarantee.mu
     assert isinstance(g["assumptions"], list) and isinstance(g["weight_norms"]["W_QK"], list)
@@ -192,7 +221,8 @@ def test_state_save_load_weights_only(tmp_path, which):
 
 
 def test_state_of_weights_without_a_bound(tmp_path):
-    """Weights built at a given alpha (no guarantee attached) save and load; ``guarantee`` is None."""
+    """Weights built at a given alpha (no guarantee attached) save and load; ``guarantee`` is
+    None."""
     from qstr.constructions.attention import lemma11_weights
 
     net = make_link("teacher", 2, 2, generator=torch.Generator().manual_seed(0)).two_layer_net()
@@ -218,7 +248,12 @@ def test_load_state_validation():
         construction_state(con.model)
     with pytest.raises(ValueError, match="state must be a dict"):
         load_construction_state([1, 2])
-    for key in ("D_e", "q", "width", "out_dim"):  # every mha_config entry is checked, one line naming it
+    for key in (
+        "D_e",
+        "q",
+        "width",
+        "out_dim",
+    ):  # every mha_config entry is checked, one line naming it
         cfg = {k: v for k, v in state["mha_config"].items() if k != key}
         with pytest.raises(ValueError, match=f"state\\['mha_config'\\] is missing '{key}'"):
             load_construction_state(dict(state, mha_config=cfg))
@@ -250,7 +285,9 @@ def test_load_multihead_from_a_saved_file_in_one_call(tmp_path):
     con, x, t = lemma11_case(2)
     torch.save(construction_state(con), tmp_path / "c.pt")
     mt = load_multihead(tmp_path / "c.pt", dtype=torch.float32)
-    assert isinstance(mt.mha, torch.nn.MultiheadAttention) and mt.hidden.weight.dtype == torch.float32
+    assert (
+        isinstance(mt.mha, torch.nn.MultiheadAttention) and mt.hidden.weight.dtype == torch.float32
+    )
     with torch.no_grad():
         y = mt(con.encode(x, t).float())
         ref = con.predict(x, t)
@@ -268,13 +305,30 @@ def test_init_from_construction_casts_to_the_prompts_dtype():
 
 
 def test_load_rnn_from_a_file_written_by_the_cli_in_one_call(tmp_path):
-    """`qstr construct rnn` -> load_rnn: the module answers like the construction, its codebook rides along."""
+    """`qstr construct rnn` -> load_rnn: the module answers like the construction, its codebook
+    rides along."""
     from qstr.constructions.encoding import rnn_encoding
     from qstr.constructions.export import load_rnn
     from qstr.constructions.recurrent import teacher_rnn
     from qstr.verify.cli import main
 
-    assert main(["construct", "rnn", "--N", "16", "--d", "2", "--q", "2", "--out", str(tmp_path / "r.pt")]) == 0
+    assert (
+        main(
+            [
+                "construct",
+                "rnn",
+                "--N",
+                "16",
+                "--d",
+                "2",
+                "--q",
+                "2",
+                "--out",
+                str(tmp_path / "r.pt"),
+            ]
+        )
+        == 0
+    )
     rnn = load_rnn(tmp_path / "r.pt")
     cons = teacher_rnn(16, 2, 2)
     g = torch.Generator().manual_seed(3)

@@ -1,4 +1,6 @@
-"""Lemmas 36-38 (interpolation) and the two RNNs of Theorem 9: hand-computed values, exactness, norms, errors."""
+"""Lemmas 36-38 (interpolation) and the two RNNs of Theorem 9: hand-computed values, exactness,
+norms, errors."""
+
 import math
 
 import pytest
@@ -70,7 +72,9 @@ def test_lemma38_hand_example():
 def test_lemma38_exact_and_bound(n):
     g = torch.Generator().manual_seed(n)
     eps = 0.01
-    z = torch.arange(n, dtype=f64) * 2 * eps + torch.rand(n, generator=g, dtype=f64) * eps / 2  # gaps >= 1.5 eps
+    z = (
+        torch.arange(n, dtype=f64) * 2 * eps + torch.rand(n, generator=g, dtype=f64) * eps / 2
+    )  # gaps >= 1.5 eps
     y = torch.randn(n, generator=g, dtype=f64)
     net = interpolate_sorted(z, y, eps)
     assert net.max_error <= 1e-9
@@ -209,7 +213,13 @@ def test_memorising_rnn_norm_is_N_free():
         tN = t[:, :N] % N
         tN[:, 3] = t[:, 3]
         yN = (x[:, :N][torch.arange(n)[:, None], tN[..., 0]] * u).sum(-1)
-        _, gu = memorising_rnn(x[:, :N].contiguous(), yN, D_in=d, position=3, generator=torch.Generator().manual_seed(9))
+        _, gu = memorising_rnn(
+            x[:, :N].contiguous(),
+            yN,
+            D_in=d,
+            position=3,
+            generator=torch.Generator().manual_seed(9),
+        )
         norms.append(gu.norm2)
     assert norms[0] == norms[1]
 
@@ -280,7 +290,9 @@ def test_slot_memory_rnn_errors():
     omega = build_codebook(6, kind="rs-hadamard", dtype=f64).omega
     u = t64(1.0, 0.0)
     with pytest.raises(ValueError, match="mu"):
-        slot_memory_rnn(t64(1, 0, 1, 0, 0, 1).reshape(3, 2), u, r_x=1.0)  # two equal codes: coherence 1
+        slot_memory_rnn(
+            t64(1, 0, 1, 0, 0, 1).reshape(3, 2), u, r_x=1.0
+        )  # two equal codes: coherence 1
     with pytest.raises(ValueError, match="unit norm"):
         slot_memory_rnn(omega, t64(1.0, 1.0), r_x=1.0)
     with pytest.raises(ValueError, match="r_x"):
@@ -307,7 +319,17 @@ def test_cuda_paths():
     xx = torch.randn(3, 8, 2, generator=g, dtype=f64, device="cuda")
     t = torch.randint(8, (3, 8, 1), generator=g, device="cuda")
     with torch.no_grad():
-        assert float((slot(rnn_encoding(xx, t, omega)) - xx[torch.arange(3, device="cuda")[:, None], t[..., 0], 0]).abs().max()) <= 1e-9
+        assert (
+            float(
+                (
+                    slot(rnn_encoding(xx, t, omega))
+                    - xx[torch.arange(3, device="cuda")[:, None], t[..., 0], 0]
+                )
+                .abs()
+                .max()
+            )
+            <= 1e-9
+        )
 
 
 # ------------------------------------------------------------------ Lemma 37: records and defaults

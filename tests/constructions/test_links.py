@@ -6,8 +6,18 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qstr.constructions.links import (CallableLink, Hermite, Linear, Mean, MeanProjected, SqNorm, Teacher, TwoLayerNet,
-                                 he2, make_link)
+from qstr.constructions.links import (
+    CallableLink,
+    Hermite,
+    Linear,
+    Mean,
+    MeanProjected,
+    SqNorm,
+    Teacher,
+    TwoLayerNet,
+    he2,
+    make_link,
+)
 from qstr.verify.strategies import links
 
 E = torch.eye(3, dtype=torch.float64)
@@ -44,7 +54,11 @@ def test_mean_values():
 
 def test_teacher_value():
     W = torch.tensor([[1.0, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, -1.0]], dtype=torch.float64)
-    net = TwoLayerNet(a=torch.tensor([2.0, 3.0], dtype=torch.float64), W=W, b=torch.tensor([0.5, 5.0], dtype=torch.float64))
+    net = TwoLayerNet(
+        a=torch.tensor([2.0, 3.0], dtype=torch.float64),
+        W=W,
+        b=torch.tensor([0.5, 5.0], dtype=torch.float64),
+    )
     # relu(1 + .5) * 2 + relu(-4 + 5) * 3 = 3 + 3
     assert Teacher(q=2, d=3, net=net)(xt_example()).item() == pytest.approx(6.0)
     assert net.m == 2
@@ -105,7 +119,8 @@ def test_bad_links():
 
 
 def test_linear_link_net_carries_its_exact_lipschitz_constant():
-    """relu(w.z) - relu(-w.z) = w.z: the linear link's net is 1-Lipschitz, not ||a|| ||W||_op = 2."""
+    """relu(w.z) - relu(-w.z) = w.z: the linear link's net is 1-Lipschitz,
+    not ||a|| ||W||_op = 2."""
     for q in (1, 2, 5):
         net = make_link("linear", q, 4, generator=torch.Generator().manual_seed(q)).two_layer_net()
         generic = float(net.a.norm() * torch.linalg.matrix_norm(net.W, ord=2))
@@ -118,11 +133,19 @@ def test_paired_lipschitz_stays_an_upper_bound():
     and never above ||a|| ||W||_op."""
     from qstr.constructions.links import TwoLayerNet
     g = torch.Generator().manual_seed(3)
-    W0, b0, a0 = (torch.randn(3, 4, generator=g, dtype=torch.float64), torch.randn(3, generator=g, dtype=torch.float64),
-                  torch.randn(3, generator=g, dtype=torch.float64))
-    Wr, br, ar = (torch.randn(2, 4, generator=g, dtype=torch.float64), torch.randn(2, generator=g, dtype=torch.float64),
-                  torch.randn(2, generator=g, dtype=torch.float64))
-    net = TwoLayerNet(a=torch.cat([a0, -a0, ar]), W=torch.cat([W0, -W0, Wr]), b=torch.cat([b0, -b0, br]))
+    W0, b0, a0 = (
+        torch.randn(3, 4, generator=g, dtype=torch.float64),
+        torch.randn(3, generator=g, dtype=torch.float64),
+        torch.randn(3, generator=g, dtype=torch.float64),
+    )
+    Wr, br, ar = (
+        torch.randn(2, 4, generator=g, dtype=torch.float64),
+        torch.randn(2, generator=g, dtype=torch.float64),
+        torch.randn(2, generator=g, dtype=torch.float64),
+    )
+    net = TwoLayerNet(
+        a=torch.cat([a0, -a0, ar]), W=torch.cat([W0, -W0, Wr]), b=torch.cat([b0, -b0, br])
+    )
     generic = float(net.a.norm() * torch.linalg.matrix_norm(net.W, ord=2))
     assert net.lipschitz <= generic + 1e-12
     z1 = torch.randn(4000, 1, 4, generator=g, dtype=torch.float64)
@@ -130,7 +153,9 @@ def test_paired_lipschitz_stays_an_upper_bound():
     quot = (net(z1) - net(z2)).abs() / (z1 - z2).flatten(1).norm(dim=1)
     assert float(quot.max()) <= net.lipschitz + 1e-9
     unpaired = TwoLayerNet(a=ar, W=Wr, b=br)
-    assert unpaired.lipschitz == pytest.approx(float(ar.norm() * torch.linalg.matrix_norm(Wr, ord=2)))
+    assert unpaired.lipschitz == pytest.approx(
+        float(ar.norm() * torch.linalg.matrix_norm(Wr, ord=2))
+    )
 
 
 def test_link_moves_once_and_refuses_inputs_on_another_device():

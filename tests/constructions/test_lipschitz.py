@@ -28,7 +28,9 @@ def gen(seed: int) -> torch.Generator:
 @pytest.mark.parametrize("n", [1, 2, 5, 12])
 def test_fk_kernel(n):
     c = fk_coefficients(n)
-    assert float(c[0]) == pytest.approx(1.0) and float(c[1]) == pytest.approx(math.cos(math.pi / (n + 2)))
+    assert float(c[0]) == pytest.approx(1.0) and float(c[1]) == pytest.approx(
+        math.cos(math.pi / (n + 2))
+    )
     theta = torch.linspace(-math.pi, math.pi, 2001, dtype=F64)
     kappa = c[0] + 2 * sum(c[m] * torch.cos(m * theta) for m in range(1, n + 1))
     assert float(kappa.min()) >= -1e-12  # nonnegative
@@ -36,7 +38,8 @@ def test_fk_kernel(n):
 
 @pytest.mark.parametrize("n, k, shift", [(3, 1, 0.3), (4, 2, 0.7), (6, 2, 0.1), (2, 3, 0.5)])
 def test_fk_moments_are_exact_on_any_grid(n, k, shift):
-    """E sigma^2, E sigma^4 under the discrete weights K(x - y_j)/G^k equal the closed forms (G >= n+3)."""
+    """E sigma^2, E sigma^4 under the discrete weights K(x - y_j)/G^k equal the closed forms
+    (G >= n+3)."""
     c = fk_coefficients(n)
     G = n + 3
     theta = 2 * math.pi * (torch.arange(G, dtype=F64) + shift) / G  # x - y_j for a shifted x
@@ -58,7 +61,9 @@ def test_fk_moments_are_exact_on_any_grid(n, k, shift):
 def test_smoothing_bound_decreases_like_one_over_n():
     vals = [smoothing_error_bound(n, 2, 1.0, 1.0) for n in (4, 8, 16, 32, 64)]
     assert all(a > b for a, b in zip(vals, vals[1:]))
-    assert vals[-1] * (64 + 2) == pytest.approx(2 * math.sqrt(2), rel=0.05)  # ~ 2 L R sqrt(k) / (n + 2)
+    assert vals[-1] * (64 + 2) == pytest.approx(
+        2 * math.sqrt(2), rel=0.05
+    )  # ~ 2 L R sqrt(k) / (n + 2)
 
 
 def test_one_dimensional_interpolation_bound_is_tight():
@@ -67,7 +72,9 @@ def test_one_dimensional_interpolation_bound_is_tight():
     assert isinstance(built, LipschitzNet) and built.method == "interpolation"
     K = built.degree
     assert built.error_bound == pytest.approx(L * (2 * R / K) / 2) and built.error_bound <= 0.03
-    cert = certify_sup_error(lambda x: L * torch.sin(x[..., 0]), built.net, L=L, R=R, k=1, spacing=1e-4)
+    cert = certify_sup_error(
+        lambda x: L * torch.sin(x[..., 0]), built.net, L=L, R=R, k=1, spacing=1e-4
+    )
     assert cert.upper <= built.error_bound
     knots = torch.linspace(-R, R, K + 1, dtype=F64)
     tent = lambda x: L * (x[..., 0, None] - knots).abs().min(dim=-1).values  # noqa: E731
@@ -86,10 +93,17 @@ def test_two_dimensional_construction_is_certified(name, f, L, R):
     assert built.method == "fourier-ridge" and built.width == built.net.m and built.directions > 0
     assert built.error_bound == pytest.approx(built.smooth_error + built.ridge_error)
     assert built.smooth_error == pytest.approx(smoothing_error_bound(6, 2, L, R))
-    assert built.ridge_budget == pytest.approx(0.1 / 0.9 * built.smooth_error, rel=1e-12)  # the default split
+    assert built.ridge_budget == pytest.approx(
+        0.1 / 0.9 * built.smooth_error, rel=1e-12
+    )  # the default split
     assert built.ridge_error <= built.ridge_budget
-    assert len(built.ridges) == built.directions and built.width == sum(K + 1 for _, K in built.ridges) + 1
-    assert built.ridge_error == pytest.approx(sum(S * (2 * R / K) ** 2 / 8 for S, K in built.ridges), rel=1e-12)
+    assert (
+        len(built.ridges) == built.directions
+        and built.width == sum(K + 1 for _, K in built.ridges) + 1
+    )
+    assert built.ridge_error == pytest.approx(
+        sum(S * (2 * R / K) ** 2 / 8 for S, K in built.ridges), rel=1e-12
+    )
     cert = certify_sup_error(f, built.net, L=L, R=R, k=2, spacing=0.03)
     assert cert.lower <= cert.upper <= built.error_bound
     assert set(built.weight_norms) == {"a", "W", "b", "r_a", "r_w", "path"}
@@ -98,19 +112,30 @@ def test_two_dimensional_construction_is_certified(name, f, L, R):
 def test_eps_picks_the_degree():
     built = lipschitz_net(lambda x: x.norm(dim=-1), L=1.0, R=1.0, k=2, eps=0.5)
     assert built.error_bound <= 0.5
-    assert built.ridge_budget == pytest.approx(0.5 - built.smooth_error, rel=1e-12)  # the rest of eps
+    assert built.ridge_budget == pytest.approx(
+        0.5 - built.smooth_error, rel=1e-12
+    )  # the rest of eps
     assert smoothing_error_bound(built.degree - 1, 2, 1.0, 1.0) > 0.9 * 0.5 or built.degree == 1
 
 
 def test_net_lipschitz_bound_groups_parallel_units():
     # relu(x) - relu(-x) = x: Lipschitz 1 although the path norm is 2
-    net = TwoLayerNet(a=torch.tensor([1.0, -1.0], dtype=F64), W=torch.tensor([[1.0], [-1.0]], dtype=F64),
-                      b=torch.zeros(2, dtype=F64))
+    net = TwoLayerNet(
+        a=torch.tensor([1.0, -1.0], dtype=F64),
+        W=torch.tensor([[1.0], [-1.0]], dtype=F64),
+        b=torch.zeros(2, dtype=F64),
+    )
     assert net_lipschitz_bound(net) == pytest.approx(1.0)
     # two orthogonal ridges relu(x1) + 2 relu(x2): bound 1 + 2 (true constant sqrt 5)
-    net2 = TwoLayerNet(a=torch.tensor([1.0, 2.0], dtype=F64), W=torch.eye(2, dtype=F64), b=torch.zeros(2, dtype=F64))
+    net2 = TwoLayerNet(
+        a=torch.tensor([1.0, 2.0], dtype=F64),
+        W=torch.eye(2, dtype=F64),
+        b=torch.zeros(2, dtype=F64),
+    )
     assert net_lipschitz_bound(net2) == pytest.approx(3.0)
-    const = TwoLayerNet(a=torch.tensor([5.0], dtype=F64), W=torch.zeros(1, 2, dtype=F64), b=torch.ones(1, dtype=F64))
+    const = TwoLayerNet(
+        a=torch.tensor([5.0], dtype=F64), W=torch.zeros(1, 2, dtype=F64), b=torch.ones(1, dtype=F64)
+    )
     assert net_lipschitz_bound(const) == 0.0
 
 
@@ -119,13 +144,18 @@ def test_ball_grid_covers_the_ball():
     assert rho == pytest.approx(0.1 * math.sqrt(2) / 2)
     assert float(pts.norm(dim=1).max()) <= 1.0 + 1e-12
     g = torch.randn(500, 2, dtype=F64, generator=gen(3))
-    probe = g / g.norm(dim=1, keepdim=True) * torch.rand(500, 1, dtype=F64, generator=gen(4)).sqrt()  # uniform in the disc
+    probe = (
+        g / g.norm(dim=1, keepdim=True) * torch.rand(500, 1, dtype=F64, generator=gen(4)).sqrt()
+    )  # uniform in the disc
     assert float(torch.cdist(probe, pts).min(dim=1).values.max()) <= rho
 
 
 def test_certificate_of_an_exact_net_is_the_slack():
-    net = TwoLayerNet(a=torch.tensor([1.0, -1.0], dtype=F64), W=torch.tensor([[1.0, 0.0], [-1.0, 0.0]], dtype=F64),
-                      b=torch.zeros(2, dtype=F64))
+    net = TwoLayerNet(
+        a=torch.tensor([1.0, -1.0], dtype=F64),
+        W=torch.tensor([[1.0, 0.0], [-1.0, 0.0]], dtype=F64),
+        b=torch.zeros(2, dtype=F64),
+    )
     cert = certify_sup_error(lambda x: x[..., 0], net, L=1.0, R=1.0, k=2, spacing=0.1)
     assert cert.grid_max == pytest.approx(0.0, abs=1e-15)
     assert cert.upper == pytest.approx(2.0 * 0.1 * math.sqrt(2) / 2)
@@ -135,7 +165,9 @@ def test_lipschitz_net_bad_arguments():
     f = lambda x: x.norm(dim=-1)  # noqa: E731
     with pytest.raises(ValueError, match="needs eps"):
         lipschitz_net(f, L=1.0, R=1.0, k=1)
-    assert lipschitz_net(lambda x: x[..., 0], L=1.0, R=1.0, k=1, degree=4).error_bound == pytest.approx(0.25)
+    assert lipschitz_net(
+        lambda x: x[..., 0], L=1.0, R=1.0, k=1, degree=4
+    ).error_bound == pytest.approx(0.25)
     with pytest.raises(ValueError, match="needs degree"):
         lipschitz_net(f, L=1.0, R=1.0, k=2)
     for grid in (6, 7):  # degree + 3 = 8 is the least grid with exact kernel moments
@@ -152,8 +184,9 @@ def test_lipschitz_net_bad_arguments():
 
 
 def test_angle_inequality_used_by_the_smoothing_bound():
-    """|theta| <= 2|sin(theta/2)| + (pi - 2)|sin(theta/2)|^3 on [-pi, pi]: arcsin(s) - s has positive
-    odd Taylor coefficients, so (arcsin s - s)/s^3 is increasing and <= pi/2 - 1 (its value at s = 1)."""
+    """|theta| <= 2|sin(theta/2)| + (pi - 2)|sin(theta/2)|^3 on [-pi, pi]: arcsin(s) - s has
+    positive odd Taylor coefficients, so (arcsin s - s)/s^3 is increasing and <= pi/2 - 1 (its value
+    at s = 1)."""
     import sympy as sp
 
     s = sp.symbols("s")

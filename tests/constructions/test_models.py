@@ -101,7 +101,9 @@ def test_chunked_equals_unchunked(N, chunk, seed):
     Z = torch.randn(2, N, 4, generator=gen(seed + 1), dtype=F64)
     torch.testing.assert_close(model(Z, chunk=chunk), model(Z), atol=1e-13, rtol=0)
     torch.testing.assert_close(model.heads(Z, chunk=chunk), model.heads(Z), atol=1e-13, rtol=0)
-    torch.testing.assert_close(model.attention(Z, chunk=chunk), model.attention(Z), atol=1e-13, rtol=0)
+    torch.testing.assert_close(
+        model.attention(Z, chunk=chunk), model.attention(Z), atol=1e-13, rtol=0
+    )
 
 
 def test_hand_set_W_QK_attends_to_chosen_key():
@@ -119,7 +121,9 @@ def test_hand_set_W_QK_attends_to_chosen_key():
     W_QK = torch.zeros(H, D_e, D_e, dtype=F64)
     for h in range(H):
         q0 = d + N * (1 + h)  # query's slot h ...
-        W_QK[h, q0:q0 + N, d:d + N] = alpha * torch.eye(N, dtype=F64)  # ... meets key's position block
+        W_QK[h, q0 : q0 + N, d : d + N] = alpha * torch.eye(
+            N, dtype=F64
+        )  # ... meets key's position block
     model = MergedAttention(D_e, H, 3, dtype=F64).set_weights(W_QK=W_QK)
     heads = model.heads(Z)
     for h in range(H):
@@ -216,11 +220,17 @@ def test_birnn_states_match_naive_recurrence(B, N, D_in, d_h, tw, ow, r_h, scale
     Z = torch.randn(B, N, D_in, generator=gen(seed + 1), dtype=F64)
     h_fwd, h_bwd = (h.detach() for h in model.states(Z))
     HF, HB, Y = naive_birnn(model, Z.numpy())
-    np.testing.assert_allclose(h_fwd.numpy(), HF, atol=1e-10, rtol=1e-12)  # states reach ~1e6 when r_h = inf
-    np.testing.assert_allclose(h_bwd.numpy(), HB, atol=1e-10, rtol=1e-12)  # states reach ~1e6 when r_h = inf
+    np.testing.assert_allclose(
+        h_fwd.numpy(), HF, atol=1e-10, rtol=1e-12
+    )  # states reach ~1e6 when r_h = inf
+    np.testing.assert_allclose(
+        h_bwd.numpy(), HB, atol=1e-10, rtol=1e-12
+    )  # states reach ~1e6 when r_h = inf
     y = model(Z).detach().numpy()
     assert y.shape == ((B, N) if out_dim == 1 else (B, N, out_dim))
-    np.testing.assert_allclose(y, Y.reshape(y.shape), atol=1e-10, rtol=1e-12)  # states reach ~1e6 when r_h = inf
+    np.testing.assert_allclose(
+        y, Y.reshape(y.shape), atol=1e-10, rtol=1e-12
+    )  # states reach ~1e6 when r_h = inf
     # boundary states are exactly zero
     assert bool((h_fwd[:, 0] == 0).all()) and bool((h_bwd[:, -1] == 0).all())
 
@@ -228,8 +238,15 @@ def test_birnn_states_match_naive_recurrence(B, N, D_in, d_h, tw, ow, r_h, scale
 def test_birnn_index_convention_prefix_and_suffix():
     """h_fwd_i depends on z_1..z_{i-1} only, h_bwd_i on z_{i+1}..z_N only."""
     N = 5
-    model = DeepTransitionBiRNN(D_in=2, d_h=3, transition_widths=(4,), output_widths=(4,), r_h=math.inf,
-                                generator=gen(0), dtype=F64)
+    model = DeepTransitionBiRNN(
+        D_in=2,
+        d_h=3,
+        transition_widths=(4,),
+        output_widths=(4,),
+        r_h=math.inf,
+        generator=gen(0),
+        dtype=F64,
+    )
     Z = torch.randn(1, N, 2, generator=gen(1), dtype=F64)
     hf, hb = model.states(Z)
     for k in range(N):  # perturb token k (0-based)
@@ -255,7 +272,9 @@ def test_birnn_projection_keeps_states_in_ball():
         assert bool((norms <= r_h * (1 + 1e-12)).all())
         assert float(norms[:, 1:-1].max()) == pytest.approx(r_h, rel=1e-12)  # projection was active
     # and without projection the same weights leave the ball
-    free = DeepTransitionBiRNN(3, 4, transition_widths=(8, 8), output_widths=(5,), r_h=math.inf, dtype=F64)
+    free = DeepTransitionBiRNN(
+        3, 4, transition_widths=(8, 8), output_widths=(5,), r_h=math.inf, dtype=F64
+    )
     free.load_state_dict(model.state_dict())
     assert float(torch.linalg.vector_norm(free.states(Z)[0].detach(), dim=-1).max()) > 2 * r_h
     # P itself: zero stays zero, short vectors untouched, long ones land on the sphere
@@ -273,7 +292,9 @@ def test_birnn_reversal_swaps_state_streams(N, r_h, seed):
     with torch.no_grad():
         for p in model.parameters():
             p.mul_(3.0)
-    swapped = DeepTransitionBiRNN(2, 3, transition_widths=(5,), output_widths=(4,), r_h=r_h, dtype=F64)
+    swapped = DeepTransitionBiRNN(
+        2, 3, transition_widths=(5,), output_widths=(4,), r_h=r_h, dtype=F64
+    )
     set_mlp_weights(swapped.f_fwd, mlp_weights(model.f_bwd))
     set_mlp_weights(swapped.f_bwd, mlp_weights(model.f_fwd))
     Z = torch.randn(2, N, 2, generator=gen(seed + 1), dtype=F64)
@@ -288,7 +309,11 @@ def test_set_mlp_weights_copies_and_checks():
     assert seq[0].bias is not None and seq[2].bias is None
     W1, b1, W2 = torch.arange(12.0).reshape(4, 3), torch.ones(4), torch.full((2, 4), 0.5)
     set_mlp_weights(seq, [(W1, b1), (W2, None)])
-    assert torch.equal(seq[0].weight, W1) and torch.equal(seq[0].bias, b1) and torch.equal(seq[2].weight, W2)
+    assert (
+        torch.equal(seq[0].weight, W1)
+        and torch.equal(seq[0].bias, b1)
+        and torch.equal(seq[2].weight, W2)
+    )
     x = torch.tensor([1.0, -1.0, 2.0])
     torch.testing.assert_close(seq(x), W2 @ torch.relu(W1 @ x + b1))
     set_mlp_weights(seq, [(W1, None), (W2, None)])  # None on a biased layer: zero bias
@@ -333,10 +358,14 @@ def test_vecffn_first_layer_x_columns_act_on_vec_x():
     # vec order: column j*d + k reads x[j, k]
     e = torch.zeros(1, N, d, dtype=F64)
     e[0, 2, 1] = 1.0
-    torch.testing.assert_close(model.inputs(e, t[:1])[0, : N * d], torch.eye(N * d, dtype=F64)[2 * d + 1])
+    torch.testing.assert_close(
+        model.inputs(e, t[:1])[0, : N * d], torch.eye(N * d, dtype=F64)[2 * d + 1]
+    )
     # one-hot encoding of t: exactly N*q ones, at (i, k, t_ik)
     enc = model.inputs(x, t)[:, N * d :].reshape(3, N, q, N)
-    assert torch.equal(enc.argmax(-1), t) and torch.equal(enc.sum(-1), torch.ones(3, N, q, dtype=F64))
+    assert torch.equal(enc.argmax(-1), t) and torch.equal(
+        enc.sum(-1), torch.ones(3, N, q, dtype=F64)
+    )
 
 
 @pytest.mark.parametrize("task", ["general", "simple"])
@@ -344,7 +373,9 @@ def test_vecffn_first_layer_x_columns_act_on_vec_x():
 @pytest.mark.parametrize("out_dim", [None, 2])
 def test_vecffn_output_shapes(task, t_encoding, out_dim):
     N, d, q, B = 5, 2, 3, 4
-    model = VecFFN(N, d, q, hidden=(7, 5), task=task, t_encoding=t_encoding, out_dim=out_dim, generator=gen(0))
+    model = VecFFN(
+        N, d, q, hidden=(7, 5), task=task, t_encoding=t_encoding, out_dim=out_dim, generator=gen(0)
+    )
     x = torch.randn(B, N, d)
     t_simple = torch.randint(0, N, (B, q))
     expect = (B, N) if out_dim is None else (B, N, out_dim)
@@ -388,7 +419,11 @@ def test_practical_ffn_is_depth_three_vecffn():
     model = PracticalFFN(6, 2, 1, generator=gen(0))
     assert isinstance(model, VecFFN)
     lin = [l for l in model.net if isinstance(l, torch.nn.Linear)]
-    assert [(l.in_features, l.out_features) for l in lin] == [(6 * 2 + 6 * 6, 1000), (1000, 1000), (1000, 6)]
+    assert [(l.in_features, l.out_features) for l in lin] == [
+        (6 * 2 + 6 * 6, 1000),
+        (1000, 1000),
+        (1000, 6),
+    ]
     assert model(torch.randn(2, 6, 2), torch.randint(0, 6, (2, 6, 1))).shape == (2, 6)
 
 
@@ -491,12 +526,19 @@ def test_build_practical_defaults():
         (lambda v: MergedAttention(2, v, 1), "H"),
         (lambda v: MergedAttention(2, 1, v), "m"),
         (lambda v: MergedAttention(2, 1, 1, out_dim=v), "out_dim"),
-        (lambda v: DeepTransitionBiRNN(v, 1, transition_widths=(), output_widths=(), r_h=1), "D_in"),
+        (
+            lambda v: DeepTransitionBiRNN(v, 1, transition_widths=(), output_widths=(), r_h=1),
+            "D_in",
+        ),
         (lambda v: DeepTransitionBiRNN(1, v, transition_widths=(), output_widths=(), r_h=1), "d_h"),
-        (lambda v: DeepTransitionBiRNN(1, 1, transition_widths=(2, v), output_widths=(), r_h=1),
-         r"transition_widths\[1\]"),
-        (lambda v: DeepTransitionBiRNN(1, 1, transition_widths=(), output_widths=(v,), r_h=1),
-         r"output_widths\[0\]"),
+        (
+            lambda v: DeepTransitionBiRNN(1, 1, transition_widths=(2, v), output_widths=(), r_h=1),
+            r"transition_widths\[1\]",
+        ),
+        (
+            lambda v: DeepTransitionBiRNN(1, 1, transition_widths=(), output_widths=(v,), r_h=1),
+            r"output_widths\[0\]",
+        ),
         (lambda v: DeepTransitionBiRNN(1, 1, transition_widths=(), output_widths=(), r_h=v), "r_h"),
         (lambda v: VecFFN(v, 1, 1), "N"),
         (lambda v: VecFFN(2, v, 1), "d"),
@@ -571,16 +613,25 @@ def test_chunk_must_be_positive():
 
 
 def test_experiment_models_have_the_documented_defaults():
-    """build_practical's and EncodedFFN's defaults are the models docs/experiments.md documents (Appendix E):
-    Transformer ReLU width 100, bidirectional GRU hidden 500 q, FFNs with hidden widths (1000, 1000)."""
+    """build_practical's and EncodedFFN's defaults are the models docs/experiments.md documents
+    (Appendix E): Transformer ReLU width 100, bidirectional GRU hidden 500 q, FFNs with hidden
+    widths (1000, 1000)."""
     from qstr.constructions.models import EncodedFFN, build_practical
 
     shapes = lambda m: {n: tuple(p.shape) for n, p in m.named_parameters()}  # noqa: E731
-    assert shapes(build_practical("transformer", N=8, d=2, q=2, d_e=4))["hidden.weight"] == (100, 14 * 2)
+    assert shapes(build_practical("transformer", N=8, d=2, q=2, d_e=4))["hidden.weight"] == (
+        100,
+        14 * 2,
+    )
     rnn = shapes(build_practical("rnn", N=8, d=2, q=3, d_e=4))
-    assert rnn["rnn.weight_hh_l0"] == (3 * 1500, 1500) and "rnn.weight_hh_l0_reverse" in rnn  # GRU: 3 gates
+    assert (
+        rnn["rnn.weight_hh_l0"] == (3 * 1500, 1500) and "rnn.weight_hh_l0_reverse" in rnn
+    )  # GRU: 3 gates
     for ffn in (build_practical("ffn", N=8, d=2, q=2, d_e=4), EncodedFFN(8, 14)):
-        assert shapes(ffn)["net.0.weight"][0] == 1000 and shapes(ffn)["net.2.weight"] == (1000, 1000)
+        assert shapes(ffn)["net.0.weight"][0] == 1000 and shapes(ffn)["net.2.weight"] == (
+            1000,
+            1000,
+        )
 
 
 # ============================================ the experiment models (Appendix E, Figure 1)

@@ -4,7 +4,12 @@ import math
 import pytest
 import torch
 
-from qstr.constructions.codes import Codebook, build_codebook, experimental_codebook, rs_hadamard_codebook
+from qstr.constructions.codes import (
+    Codebook,
+    build_codebook,
+    experimental_codebook,
+    rs_hadamard_codebook,
+)
 from qstr.constructions.links import make_link
 from qstr.constructions.models import DeepTransitionBiRNN
 from qstr.constructions.recurrent import (
@@ -56,7 +61,9 @@ def test_transition_exact_zeros_and_target_error(book64, kind):
     d, q, r_x = 3, 2, 2.0
     tr = build_transition(book, d, q, eps=0.1, r_x=r_x)
     gu = tr.guarantee
-    assert gu.eps <= 0.1 and gu.product_certificate == ("alphabet" if kind == "rs-hadamard" else "uniform")
+    assert gu.eps <= 0.1 and gu.product_certificate == (
+        "alphabet" if kind == "rs-hadamard" else "uniform"
+    )
     P = book.N ** 2
     x = torch.randn(P, d, generator=g(1), dtype=F64)
     x = x / x.norm(dim=1, keepdim=True) * r_x  # boundary of the ball
@@ -82,12 +89,16 @@ def test_transition_layers_shapes_and_h_columns(book64):
     for layer, norms in zip(L, tr.guarantee.norms):
         assert norms["fro"] == pytest.approx(float(layer["W"].norm()))
         assert norms["max_abs"] == pytest.approx(float(layer["W"].abs().max()))
-        assert norms["bias_norm"] == pytest.approx(float(layer["b"].norm()) if "b" in layer else 0.0)
+        assert norms["bias_norm"] == pytest.approx(
+            float(layer["b"].norm()) if "b" in layer else 0.0
+        )
 
 
 def test_closed_form_equals_layers_off_codebook(book64):
     tr = build_transition(rotated(book64, 3), 2, 2, eps=0.3, r_x=2.0)
-    z = torch.randn(500, tr.D_in, generator=g(4), dtype=F64)  # not codewords: only the function matters
+    z = torch.randn(
+        500, tr.D_in, generator=g(4), dtype=F64
+    )  # not codewords: only the function matters
     u = torch.cat([torch.zeros(500, tr.d_h, dtype=F64), z], 1)
     assert torch.allclose(tr.dense(u), tr(z), atol=1e-9)
     assert torch.allclose(tr.dense(u, rectify=False), tr(z, rectify=False), atol=1e-9)
@@ -102,10 +113,20 @@ def test_alphabet_knots_and_eps_tradeoff():
     fine = build_transition(rot, 2, 1, eps=0.05, r_x=2.0).guarantee
     assert fine.eps <= 0.05 and coarse.eps <= 0.2
     assert fine.product_knots > coarse.product_knots and fine.gate_knots > coarse.gate_knots
-    budget = fine.threshold + fine.gate_error + 2 * fine.r_x * (fine.inner_product_error + fine.norm_defect)
+    budget = (
+        fine.threshold
+        + fine.gate_error
+        + 2 * fine.r_x * (fine.inner_product_error + fine.norm_defect)
+    )
     assert fine.eps == pytest.approx(budget)
-    explicit = build_transition(rot, 2, 1, eps=None, r_x=2.0, product_knots=40, gate_knots=10).guarantee
-    assert explicit.product_knots == 40 and explicit.gate_knots == 10 and explicit.eps_requested is None
+    explicit = build_transition(
+        rot, 2, 1, eps=None, r_x=2.0, product_knots=40, gate_knots=10
+    ).guarantee
+    assert (
+        explicit.product_knots == 40
+        and explicit.gate_knots == 10
+        and explicit.eps_requested is None
+    )
 
 
 def test_dropping_layers_3_4_leaks_at_coherence_half():
@@ -215,7 +236,9 @@ def test_cor27_states_and_prop28_predictions(rnn64):
     y = link(gather_tokens(x, t))
     assert float((c.predict(x, t) - y).abs().max()) <= c.guarantee.prediction_error
     # without the output gate the positions i = t_l lose x_{t_l}: the bound breaks there
-    assert float((c.predict(x, t, output_gate=False) - y).abs().max()) > c.guarantee.prediction_error
+    assert (
+        float((c.predict(x, t, output_gate=False) - y).abs().max()) > c.guarantee.prediction_error
+    )
     m = c.module(output_gate=False)
     with torch.no_grad():
         assert torch.allclose(m(c.encode(x, t)), c.predict(x, t, output_gate=False), atol=1e-11)
@@ -225,7 +248,10 @@ def test_general_prompts_break_the_construction(rnn64):
     link, c = rnn64
     p = QSTR(N=64, d=3, link=link, variant="general").sample(8, generator=g(11), dtype=F64)
     x = clip_to_ball(p.x, c.guarantee.r_x)
-    assert float((c.predict(x, p.t) - link(gather_tokens(x, p.t))).abs().max()) > c.guarantee.prediction_error
+    assert (
+        float((c.predict(x, p.t) - link(gather_tokens(x, p.t))).abs().max())
+        > c.guarantee.prediction_error
+    )
 
 
 def test_state_dict_round_trip(rnn64, tmp_path):
@@ -245,11 +271,17 @@ def test_state_dict_round_trip(rnn64, tmp_path):
     Z = c.encode(x, t)
     with torch.no_grad():
         assert torch.equal(m1(Z), m2(Z))
-    # the transition dict is the documented function h <- P(h + W4 relu(W3 relu(W2 relu(W1 u + b1) + b2) + b3))
+    # the transition dict is the documented function
+    # h <- P(h + W4 relu(W3 relu(W2 relu(W1 u + b1) + b2) + b3))
     L = loaded["forward_transition"]
     u = torch.cat([torch.zeros(64, c.q * c.d, dtype=F64), Z[0]], 1)
-    f = L[3]["W"] @ torch.relu(L[2]["W"] @ torch.relu(L[1]["W"] @ torch.relu(L[0]["W"] @ u.T + L[0]["b"][:, None])
-                                                      + L[1]["b"][:, None]) + L[2]["b"][:, None])
+    f = L[3]["W"] @ torch.relu(
+        L[2]["W"]
+        @ torch.relu(
+            L[1]["W"] @ torch.relu(L[0]["W"] @ u.T + L[0]["b"][:, None]) + L[1]["b"][:, None]
+        )
+        + L[2]["b"][:, None]
+    )
     assert torch.allclose(f.T, c.transition(Z[0]), atol=1e-10)
     with pytest.raises(ValueError, match="state"):
         module_from_state({"config": {}})
@@ -258,8 +290,14 @@ def test_state_dict_round_trip(rnn64, tmp_path):
 def test_teacher_rnn_and_errors(book64):
     c = teacher_rnn(40, 2, 2, eps=0.2, seed=3)
     state = rnn_state(c)
-    assert isinstance(c, RNNConstruction) and state["config"]["N"] == 40 and state["config"]["eps"] <= 0.2
-    assert state["config"]["r_h"] >= math.sqrt(2) * (state["config"]["r_x"] + math.sqrt(2) * state["config"]["eps"])
+    assert (
+        isinstance(c, RNNConstruction)
+        and state["config"]["N"] == 40
+        and state["config"]["eps"] <= 0.2
+    )
+    assert state["config"]["r_h"] >= math.sqrt(2) * (
+        state["config"]["r_x"] + math.sqrt(2) * state["config"]["eps"]
+    )
     c2 = teacher_rnn(40, 2, 2, eps=0.2, seed=3)
     assert torch.equal(c.g_net.W, c2.g_net.W)  # seeded
     with pytest.raises(ValueError, match="q must"):
@@ -287,7 +325,8 @@ def test_teacher_rnn_and_errors(book64):
 
 
 def test_scan_at_1e5_on_cpu():
-    """N = 1e5 states by the scan, exact zeros and flat error (the quick cor-27 claim also does this)."""
+    """N = 1e5 states by the scan, exact zeros and flat error (the quick cor-27 claim also does
+    this)."""
     book = rs_hadamard_codebook(100_000, dtype=F64)
     link = make_link("teacher", 1, 2, generator=g(13))
     c = build_rnn(book, 2, link.two_layer_net(), eps=0.1)
@@ -315,17 +354,23 @@ def test_scan_at_1e6_on_cuda():
 
 
 def test_saved_state_reloaded_runs_the_gated_model_on_a_rotated_code():
-    """torch.save -> torch.load(weights_only=True) -> module_from_state computes predict exactly, and
-    on a rotated code (approximate products) the error is a real fraction of Prop 28's bound."""
+    """torch.save -> torch.load(weights_only=True) -> module_from_state computes predict exactly,
+    and on a rotated code (approximate products) the error is a real fraction of Prop 28's bound."""
     import io
 
     book = rs_hadamard_codebook(64, dtype=torch.float64)
-    Q, _ = torch.linalg.qr(torch.randn(book.d_e, book.d_e, generator=torch.Generator().manual_seed(3), dtype=torch.float64))
+    Q, _ = torch.linalg.qr(
+        torch.randn(
+            book.d_e, book.d_e, generator=torch.Generator().manual_seed(3), dtype=torch.float64
+        )
+    )
     book = Codebook(book.omega @ Q, book.mu, "custom", {"rotated": book.kind, "seed": 3})
     link = make_link("teacher", 2, 3, generator=torch.Generator().manual_seed(280))
     c = build_rnn(book, 3, link.two_layer_net(), eps=0.1, r_x=token_radius(3, 64 * 16))
     assert c.transition.guarantee.eps <= 0.1
-    p = QSTR(N=64, d=3, link=link, variant="simple").sample(4, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    p = QSTR(N=64, d=3, link=link, variant="simple").sample(
+        4, generator=torch.Generator().manual_seed(1), dtype=torch.float64
+    )
     x = clip_to_ball(p.x, c.guarantee.r_x)
     buf = io.BytesIO()
     torch.save(rnn_state(c), buf)
@@ -344,7 +389,9 @@ def test_module_projects_onto_the_r_h_ball_like_the_scan():
     book = rs_hadamard_codebook(64, dtype=torch.float64)
     link = make_link("teacher", 2, 3, generator=torch.Generator().manual_seed(270))
     c = build_rnn(book, 3, link.two_layer_net(), eps=0.1, r_x=token_radius(3, 64))
-    p = QSTR(N=64, d=3, link=link, variant="simple").sample(2, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    p = QSTR(N=64, d=3, link=link, variant="simple").sample(
+        2, generator=torch.Generator().manual_seed(2), dtype=torch.float64
+    )
     x = clip_to_ball(p.x, c.guarantee.r_x)
     t0 = p.t[0, 0]
     x[0, t0] = x[0, t0] / x[0, t0].norm(dim=-1, keepdim=True) * c.guarantee.r_x
@@ -360,10 +407,13 @@ def test_module_projects_onto_the_r_h_ball_like_the_scan():
 
 
 def test_transition_for_a_low_coherence_code_with_approximate_products():
-    """mu = 1/8 < 1/2, generic entries: the products' budget comes from the dA branch (the mu ~ 1/2 branch
-    dB would spend delta_1 = 0.25 and leave the gate nothing: it used to raise "eps = 0.1 is too small")."""
+    """mu = 1/8 < 1/2, generic entries: the products' budget comes from the dA branch (the mu ~ 1/2
+    branch dB would spend delta_1 = 0.25 and leave the gate nothing: it used to raise "eps = 0.1 is
+    too small")."""
     book = rs_hadamard_codebook(64, mu=0.25, dtype=F64)
-    Q, _ = torch.linalg.qr(torch.randn(book.d_e, book.d_e, generator=torch.Generator().manual_seed(0), dtype=F64))
+    Q, _ = torch.linalg.qr(
+        torch.randn(book.d_e, book.d_e, generator=torch.Generator().manual_seed(0), dtype=F64)
+    )
     rotated = Codebook(book.omega @ Q, book.mu, "custom", {})
     g = build_transition(rotated, 2, 2, eps=0.1, r_x=2.5).guarantee
     assert g.product_certificate == "uniform" and g.eps <= 0.1
@@ -371,8 +421,8 @@ def test_transition_for_a_low_coherence_code_with_approximate_products():
 
 
 def test_g_net_is_moved_once_per_device_and_kept_on_its_own(rnn64):
-    """_g_net_on: the float64 CPU net itself on the CPU; on another device (meta here, standing in for CUDA) a copy
-    made on the first call and reused, remade when the device changes."""
+    """_g_net_on: the float64 CPU net itself on the CPU; on another device (meta here, standing in
+    for CUDA) a copy made on the first call and reused, remade when the device changes."""
     c = rnn64[1]
     assert c._g_net_on(torch.device("cpu")) is c.g_net
     first = c._g_net_on(torch.device("meta"))

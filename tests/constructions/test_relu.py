@@ -1,5 +1,7 @@
 """Certified ReLU gadgets (constructions/relu.py): identity, soft threshold, Lemma 22 products,
-Lemma 24 gate, interpolants, the square and squared-norm nets. Certificates: exact at knots, attained at midpoints, never exceeded on dense grids."""
+Lemma 24 gate, interpolants, the square and squared-norm nets. Certificates: exact at knots,
+attained at midpoints, never exceeded on dense grids."""
+
 import math
 
 import pytest
@@ -29,7 +31,9 @@ FAST = settings(max_examples=20, deadline=None)
 
 
 def grid2(lo, hi, n=401):
-    return torch.cartesian_prod(torch.linspace(lo[0], hi[0], n, dtype=F64), torch.linspace(lo[1], hi[1], n, dtype=F64))
+    return torch.cartesian_prod(
+        torch.linspace(lo[0], hi[0], n, dtype=F64), torch.linspace(lo[1], hi[1], n, dtype=F64)
+    )
 
 
 # ------------------------------------------------------------------ exact gadgets
@@ -39,7 +43,12 @@ def test_identity_is_exact_everywhere(gen):
     g = identity_gadget(3)
     z = torch.randn(1000, 3, generator=gen, dtype=F64) * 1e3
     assert torch.equal(g(z), z)
-    assert g.error == 0.0 and g.width == 6 and g.layers[0]["W"].shape == (6, 3) and "b" not in g.layers[1]
+    assert (
+        g.error == 0.0
+        and g.width == 6
+        and g.layers[0]["W"].shape == (6, 3)
+        and "b" not in g.layers[1]
+    )
 
 
 def test_soft_threshold_gadget(gen):
@@ -120,10 +129,13 @@ def test_gate_certificate(r_x, K, s_max):
     g = gate_gadget(r_x, K, s_max)
     delta = (s_max - 0.5) / K
     assert g.error == pytest.approx(r_x * delta) and g.width == 2 * K
-    # exactly 0 for s < 1/2 (at s = 1/2 itself up to rounding of M s + beta: the transition's margin)
+    # exactly 0 for s < 1/2 (at s = 1/2 itself up to rounding of M s + beta: the transition's
+    # margin)
     lo = grid2((-r_x, -3.0), (r_x, 0.5 - 1e-9), 101)
     assert bool((g(lo) == 0).all())
-    half = torch.stack([torch.linspace(-r_x, r_x, 11, dtype=F64), torch.full((11,), 0.5, dtype=F64)], 1)
+    half = torch.stack(
+        [torch.linspace(-r_x, r_x, 11, dtype=F64), torch.full((11,), 0.5, dtype=F64)], 1
+    )
     assert float(g(half).abs().max()) <= 1e-13 * g.params["M"] * r_x
     # exact at the band edges (the knots), attained at band midpoints with x = +-r_x
     edges = 0.5 + delta * torch.arange(K + 1, dtype=F64)
@@ -148,7 +160,9 @@ def test_gate_closed_form_units_and_leak_bound(gen):
     assert bands.leak(-1.0) == 0.0
     # the 4 e branch is attained: x = r_x, s = 1/2 + e with e < delta / 2
     e = 0.1 * bands.delta
-    assert float(g(torch.tensor([[2.0, 0.5 + e]], dtype=F64))) == pytest.approx(bands.leak(e), rel=1e-6)
+    assert float(g(torch.tensor([[2.0, 0.5 + e]], dtype=F64))) == pytest.approx(
+        bands.leak(e), rel=1e-6
+    )
     assert torch.equal(gate_target(torch.tensor([3.0]), torch.tensor([1.0])), torch.tensor([3.0]))
 
 
@@ -170,14 +184,17 @@ def test_derivation_identities_with_sympy():
     z, k, h, x, y, c, K = sp.symbols("z k h x y c K", real=True)
     chord = k**2 + (2 * k + h) * (z - k)  # interpolant of z^2 on [k, k + h]
     e = sp.expand(chord - z**2)
-    assert sp.simplify(e - (z - k) * (k + h - z)) == 0  # e(z) = (z - k)(k + h - z) >= 0 on the segment
+    assert (
+        sp.simplify(e - (z - k) * (k + h - z)) == 0
+    )  # e(z) = (z - k)(k + h - z) >= 0 on the segment
     zmax = sp.solve(sp.diff(e, z), z)[0]
     assert sp.simplify(zmax - (k + h / 2)) == 0 and sp.simplify(e.subs(z, zmax) - h**2 / 4) == 0
     assert sp.expand(((x + y) ** 2 - (x - y) ** 2) / 4 - x * y) == 0  # polarisation
     # sum_{j<n} (y - c j) = n y - c n (n - 1) / 2 (the closed form of the gate's ramp sum)
     n, j = sp.symbols("n j", integer=True, nonnegative=True)
     assert sp.simplify(sp.summation(y - c * j, (j, 0, n - 1)) - (n * y - c * n * (n - 1) / 2)) == 0
-    # band pair at the band midpoint (u = 1/2, c = 0) with x = r: theta = 1, error 2 delta r (1 - 1/2) = r delta
+    # band pair at the band midpoint (u = 1/2, c = 0) with x = r: theta = 1,
+    # error 2 delta r (1 - 1/2) = r delta
     r, delta = sp.symbols("r delta", positive=True)
     assert sp.simplify(2 * delta * r * (1 - sp.Rational(1, 2)) - r * delta) == 0
 
@@ -192,7 +209,9 @@ def test_square_net_error_is_exactly_h2_over_4(R, knots):
     grid = torch.linspace(-R, R, knots, dtype=torch.float64)
     mids = (grid[1:] + grid[:-1]) / 2
     assert torch.allclose(net(grid.reshape(-1, 1, 1)), grid ** 2, atol=1e-9)
-    assert torch.allclose(net(mids.reshape(-1, 1, 1)) - mids ** 2, torch.full_like(mids, err), atol=1e-9)
+    assert torch.allclose(
+        net(mids.reshape(-1, 1, 1)) - mids**2, torch.full_like(mids, err), atol=1e-9
+    )
     dense = torch.linspace(-R, R, 20001, dtype=torch.float64)
     assert float((net(dense.reshape(-1, 1, 1)) - dense ** 2).abs().max()) <= err + 1e-9
 
@@ -200,7 +219,9 @@ def test_square_net_error_is_exactly_h2_over_4(R, knots):
 def test_interpolant_of_abs_is_exact():
     net = interpolant(torch.abs, torch.tensor([-2.0, 0.0, 3.0]))
     z = torch.linspace(-5, 5, 101, dtype=torch.float64)
-    assert torch.allclose(net(z.reshape(-1, 1, 1)), z.abs(), atol=1e-12)  # linear extension matches |z|
+    assert torch.allclose(
+        net(z.reshape(-1, 1, 1)), z.abs(), atol=1e-12
+    )  # linear extension matches |z|
     with pytest.raises(ValueError, match="strictly increasing"):
         interpolant(torch.abs, torch.tensor([1.0, 0.0]))
 

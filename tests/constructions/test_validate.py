@@ -9,7 +9,9 @@ def test_same_device_treats_a_missing_index_as_the_current_device():
     assert validate.same_device("cpu", torch.device("cpu"))
     assert not validate.same_device("cpu", "meta")
     if torch.cuda.is_available():
-        assert validate.same_device(torch.Generator(device="cuda").device, torch.zeros(1, device="cuda").device)
+        assert validate.same_device(
+            torch.Generator(device="cuda").device, torch.zeros(1, device="cuda").device
+        )
 
 
 def test_one_of():

@@ -1,5 +1,5 @@
-"""Tests for verify/cli.py: the qstr commands (verify, codebook, sample, construct, reproduce), their
-arguments, output paths and exit codes."""
+"""Tests for verify/cli.py: the qstr commands (verify, codebook, sample, construct, reproduce),
+their arguments, output paths and exit codes."""
 import json
 import os
 import subprocess
@@ -17,9 +17,30 @@ def test_verify_json(tmp_path, capsys):
     assert main(["verify", "--only", "lemma-40", "data-model", "--json", str(path)]) == 0
     records = json.loads(path.read_text())
     assert [r["id"] for r in records] == ["lemma-40", "data-model"]
-    keys = {"id", "ref_seed", "ref_conference", "statement", "measured", "bound", "measured_value", "bound_value",
-            "holds", "falsifier_caught", "passed", "profile", "device", "dtype", "seconds", "seed", "detail",
-            "falsifier", "error", "checks", "faults", "env"}
+    keys = {
+        "id",
+        "ref_seed",
+        "ref_conference",
+        "statement",
+        "measured",
+        "bound",
+        "measured_value",
+        "bound_value",
+        "holds",
+        "falsifier_caught",
+        "passed",
+        "profile",
+        "device",
+        "dtype",
+        "seconds",
+        "seed",
+        "detail",
+        "falsifier",
+        "error",
+        "checks",
+        "faults",
+        "env",
+    }
     check_keys = {"name", "measured", "bound", "relation", "holds", "rounding", "detail", "dtype",
                   "error", "seconds"}
     for r in records:
@@ -96,7 +117,9 @@ def test_codebook_command_reports_experimental_violation(capsys, tmp_path):
     assert saved["omega"].shape == (100, 23) and saved["mu"] > 0.5
     _documented("qstr codebook", saved, config_keys=saved["params"])
     assert main(["codebook", "--check", str(out)]) == 1  # the kind the file records, not "custom"
-    assert capsys.readouterr().out.startswith("experimental: N = 100, d_e = 23, exact coherence mu = ")
+    assert capsys.readouterr().out.startswith(
+        "experimental: N = 100, d_e = 23, exact coherence mu = "
+    )
 
 
 def test_codebook_command_deterministic(capsys):
@@ -128,22 +151,75 @@ def test_sample_command(tmp_path, capsys):
     assert saved["x"].shape == (3, 6, 2) and saved["x"].dtype == torch.float64
     assert (saved["t"] == saved["t"][:, :1]).all()
     assert saved["config"]["link"] == "hermite"
-    assert saved["link_params"]["u"].shape == (2, 2) and saved["link_params"]["u"].dtype == torch.float64
+    assert (
+        saved["link_params"]["u"].shape == (2, 2)
+        and saved["link_params"]["u"].dtype == torch.float64
+    )
     _documented("qstr sample", saved, config_keys=saved["config"])
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["sample", "--N", "3", "--d", "2", "--q", "5", "--out", "x.pt"], "q must satisfy 1 <= q <= N"),
-    (["sample", "--N", "-3", "--d", "2", "--out", "x.pt"], "argument --N: must be an integer >= 1, got -3"),
-    (["sample", "--N", "4", "--d", "2", "--link", "cubic", "--out", "x.pt"], "link must be one of"),
-    (["codebook", "--N", "1000", "--kind", "rademacher", "--d-e", "20"], "d_e must be >= 138"),
-    (["codebook", "--N", "10", "--kind", "gold"], "kind"),
-    (["codebook", "--N", "x"], "expected an integer"),
-    (["construct", "transformer", "--N", "4", "--d", "2", "--q", "5", "--out", "x.pt"], "q must satisfy"),
-    (["construct", "transformer", "--N", "8", "--d", "2", "--q", "1", "--eps", "0", "--out", "x.pt"], "eps"),
-    (["construct", "transformer", "--N", "8", "--d", "2", "--q", "1", "--link", "hermite", "--out", "x.pt"], "--link"),
-    (["construct", "lstm", "--N", "8", "--d", "2", "--q", "1", "--out", "x.pt"], "invalid choice"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (
+            ["sample", "--N", "3", "--d", "2", "--q", "5", "--out", "x.pt"],
+            "q must satisfy 1 <= q <= N",
+        ),
+        (
+            ["sample", "--N", "-3", "--d", "2", "--out", "x.pt"],
+            "argument --N: must be an integer >= 1, got -3",
+        ),
+        (
+            ["sample", "--N", "4", "--d", "2", "--link", "cubic", "--out", "x.pt"],
+            "link must be one of",
+        ),
+        (["codebook", "--N", "1000", "--kind", "rademacher", "--d-e", "20"], "d_e must be >= 138"),
+        (["codebook", "--N", "10", "--kind", "gold"], "kind"),
+        (["codebook", "--N", "x"], "expected an integer"),
+        (
+            ["construct", "transformer", "--N", "4", "--d", "2", "--q", "5", "--out", "x.pt"],
+            "q must satisfy",
+        ),
+        (
+            [
+                "construct",
+                "transformer",
+                "--N",
+                "8",
+                "--d",
+                "2",
+                "--q",
+                "1",
+                "--eps",
+                "0",
+                "--out",
+                "x.pt",
+            ],
+            "eps",
+        ),
+        (
+            [
+                "construct",
+                "transformer",
+                "--N",
+                "8",
+                "--d",
+                "2",
+                "--q",
+                "1",
+                "--link",
+                "hermite",
+                "--out",
+                "x.pt",
+            ],
+            "--link",
+        ),
+        (
+            ["construct", "lstm", "--N", "8", "--d", "2", "--q", "1", "--out", "x.pt"],
+            "invalid choice",
+        ),
+    ],
+)
 def test_bad_construction_arguments_exit_2(argv, needle, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(argv) == 2
@@ -155,7 +231,25 @@ def test_construct_rnn_file(tmp_path, capsys):
     import torch
 
     path = tmp_path / "r.pt"
-    assert main(["construct", "rnn", "--N", "40", "--d", "2", "--q", "2", "--eps", "0.1", "--out", str(path)]) == 0
+    assert (
+        main(
+            [
+                "construct",
+                "rnn",
+                "--N",
+                "40",
+                "--d",
+                "2",
+                "--q",
+                "2",
+                "--eps",
+                "0.1",
+                "--out",
+                str(path),
+            ]
+        )
+        == 0
+    )
     s = torch.load(path, weights_only=True)
     cfg = s["config"]
     assert (cfg["N"], cfg["d"], cfg["q"]) == (40, 2, 2) and 0 < cfg["eps"] <= 0.1
@@ -166,7 +260,9 @@ def test_construct_rnn_file(tmp_path, capsys):
         assert len(layers) == 4 and all("b" in l for l in layers[:3]) and "b" not in layers[3]
         D_in = cfg["q"] * cfg["d"] + cfg["d"] + (cfg["q"] + 1) * cfg["d_e"]  # u = (h, z)
         assert layers[0]["W"].shape[1] == D_in and layers[3]["W"].shape[0] == cfg["q"] * cfg["d"]
-        assert float(layers[0]["W"][:, : cfg["q"] * cfg["d"]].abs().max()) == 0.0  # the transition ignores h
+        assert (
+            float(layers[0]["W"][:, : cfg["q"] * cfg["d"]].abs().max()) == 0.0
+        )  # the transition ignores h
     assert (cfg["link"], cfg["width"], cfg["seed"], cfg["eps_target"]) == ("teacher", 8, 0, 0.1)
     assert s["link_params"]["W"].shape == (8, 4)  # the teacher drawn from the seed
     _documented("qstr construct rnn", s, config_keys=cfg)
@@ -177,10 +273,32 @@ def test_construct_transformer_file(tmp_path, capsys):
     import torch
 
     path = tmp_path / "t.pt"
-    assert main(["construct", "transformer", "--N", "32", "--d", "3", "--q", "2", "--eps", "0.01", "--out", str(path)]) == 0
+    assert (
+        main(
+            [
+                "construct",
+                "transformer",
+                "--N",
+                "32",
+                "--d",
+                "3",
+                "--q",
+                "2",
+                "--eps",
+                "0.01",
+                "--out",
+                str(path),
+            ]
+        )
+        == 0
+    )
     s = torch.load(path, weights_only=True)
     cfg = s["config"]
-    assert (cfg["N"], cfg["d"], cfg["q"]) == (32, 3, 2) and cfg["alpha"] > 0 and cfg["c"] == pytest.approx((3 / 2) ** 0.5)
+    assert (
+        (cfg["N"], cfg["d"], cfg["q"]) == (32, 3, 2)
+        and cfg["alpha"] > 0
+        and cfg["c"] == pytest.approx((3 / 2) ** 0.5)
+    )
     assert s["omega"].shape == (32, cfg["d_e"])
     D_e = 3 + 3 * cfg["d_e"]
     assert s["W_QK"].shape == (2, D_e, D_e)
@@ -191,16 +309,28 @@ def test_construct_transformer_file(tmp_path, capsys):
     assert torch.allclose(W[slot0, pos], cfg["alpha"] * torch.eye(cfg["d_e"], dtype=W.dtype))
     assert float(W.abs().sum()) == pytest.approx(cfg["alpha"] * cfg["d_e"])
     assert "mha_state_dict" in s
-    assert (cfg["link"], cfg["width"], cfg["seed"], cfg["n"], cfg["eps_target"]) == ("teacher", 8, 0, 10_000, 0.01)
+    assert (cfg["link"], cfg["width"], cfg["seed"], cfg["n"], cfg["eps_target"]) == (
+        "teacher",
+        8,
+        0,
+        10_000,
+        0.01,
+    )
     assert s["link_params"]["W"].shape == (8, 6)
     _documented("qstr construct transformer", s, config_keys=cfg)
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["reproduce", "figure4", "--out", "r"], "invalid choice"),
-    (["reproduce", "figure1", "--quick", "--seeds", "0", "--out", "r"], "argument --seeds: must be an integer >= 1, got 0"),
-    (["reproduce", "figure1", "--quick", "--protocol", "mine", "--out", "r"], "protocol"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["reproduce", "figure4", "--out", "r"], "invalid choice"),
+        (
+            ["reproduce", "figure1", "--quick", "--seeds", "0", "--out", "r"],
+            "argument --seeds: must be an integer >= 1, got 0",
+        ),
+        (["reproduce", "figure1", "--quick", "--protocol", "mine", "--out", "r"], "protocol"),
+    ],
+)
 def test_reproduce_bad_arguments(argv, needle, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(argv) == 2
@@ -213,26 +343,55 @@ def test_reproduce_cuda_without_cuda(capsys, tmp_path):
 
     if torch.cuda.is_available():
         pytest.skip("CUDA present")
-    assert main(["reproduce", "figure1", "--quick", "--device", "cuda", "--out", str(tmp_path)]) == 2
+    assert (
+        main(["reproduce", "figure1", "--quick", "--device", "cuda", "--out", str(tmp_path)]) == 2
+    )
     assert "CUDA is not available" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["sample", "--N", "10", "--d", "4", "--out", "{missing}/s.pt"], "does not exist"),
-    (["sample", "--N", "10", "--d", "4", "--out", "{tmp}"], "is a directory"),
-    (["construct", "rnn", "--N", "8", "--d", "2", "--q", "1", "--out", "{missing}/r.pt"], "does not exist"),
-    (["construct", "transformer", "--N", "8", "--d", "2", "--q", "1", "--out", "{missing}/t.pt"], "does not exist"),
-    (["codebook", "--N", "100", "--out", "{missing}/cb.pt"], "does not exist"),
-    (["verify", "--only", "lemma-40", "--json", "{missing}/x.json"], "does not exist"),
-    (["reproduce", "figure1", "--quick", "--out", "{file}"], "is a file"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["sample", "--N", "10", "--d", "4", "--out", "{missing}/s.pt"], "does not exist"),
+        (["sample", "--N", "10", "--d", "4", "--out", "{tmp}"], "is a directory"),
+        (
+            ["construct", "rnn", "--N", "8", "--d", "2", "--q", "1", "--out", "{missing}/r.pt"],
+            "does not exist",
+        ),
+        (
+            [
+                "construct",
+                "transformer",
+                "--N",
+                "8",
+                "--d",
+                "2",
+                "--q",
+                "1",
+                "--out",
+                "{missing}/t.pt",
+            ],
+            "does not exist",
+        ),
+        (["codebook", "--N", "100", "--out", "{missing}/cb.pt"], "does not exist"),
+        (["verify", "--only", "lemma-40", "--json", "{missing}/x.json"], "does not exist"),
+        (["reproduce", "figure1", "--quick", "--out", "{file}"], "is a file"),
+    ],
+)
 def test_bad_output_paths_are_refused_before_any_work(argv, needle, tmp_path, capsys, monkeypatch):
     (tmp_path / "f.txt").write_text("x")
-    argv = [a.format(missing=tmp_path / "no" / "such", tmp=tmp_path, file=tmp_path / "f.txt") for a in argv]
+    argv = [
+        a.format(missing=tmp_path / "no" / "such", tmp=tmp_path, file=tmp_path / "f.txt")
+        for a in argv
+    ]
     import qstr.verify.cli as cli
 
-    monkeypatch.setattr(cli, "run_claim", lambda *a: pytest.fail("work started before the path was checked"),
-                        raising=False)
+    monkeypatch.setattr(
+        cli,
+        "run_claim",
+        lambda *a: pytest.fail("work started before the path was checked"),
+        raising=False,
+    )
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert needle in err and len(err.splitlines()) == 1
@@ -243,8 +402,14 @@ def test_unwritable_folder_is_refused(capsys):
     assert "cannot write in /proc" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("content, needle", [(b"\x80\x03garbage bytes", "not a torch file"), (b"hello\n", "not a torch file"),
-                                             (b"", "empty or truncated file")])
+@pytest.mark.parametrize(
+    "content, needle",
+    [
+        (b"\x80\x03garbage bytes", "not a torch file"),
+        (b"hello\n", "not a torch file"),
+        (b"", "empty or truncated file"),
+    ],
+)
 def test_codebook_check_of_corrupt_files(content, needle, tmp_path, capsys):
     (tmp_path / "bad.pt").write_bytes(content)
     assert main(["codebook", "--check", str(tmp_path / "bad.pt")]) == 2
@@ -267,29 +432,45 @@ def test_ctrl_c_prints_one_line_and_exits_130(tmp_path):
     import signal
     import time
 
-    p = subprocess.Popen([sys.executable, "-m", "qstr.verify.cli", "verify", "--json", str(tmp_path / "r.json")],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "qstr.verify.cli", "verify", "--json", str(tmp_path / "r.json")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 60
     while not (tmp_path / "r.json").exists() and time.time() < deadline:  # interrupt mid-run
         time.sleep(0.2)
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=60)
     assert p.returncode == 130, err
-    kept = json.loads((tmp_path / "r.json").read_text())  # the records measured before the interrupt
+    kept = json.loads(
+        (tmp_path / "r.json").read_text()
+    )  # the records measured before the interrupt
     assert kept
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("qstr: interrupted; ") and "claims finished (table above)" in lines[0]
+    assert (
+        len(lines) == 1
+        and lines[0].startswith("qstr: interrupted; ")
+        and "claims finished (table above)" in lines[0]
+    )
     finished = int(lines[0].split("; ")[1].split(" of ")[0])
-    assert finished >= len(kept) and "(interrupted)" in out and kept[0]["id"] in out  # the table of what finished
+    assert (
+        finished >= len(kept) and "(interrupted)" in out and kept[0]["id"] in out
+    )  # the table of what finished
 
 
 def test_fail_fast_stops_at_the_first_failing_claim(monkeypatch, tmp_path, capsys):
-    """--fail-fast: the run ends after the first failing claim, exit 1, the table and JSON hold what ran."""
+    """--fail-fast: the run ends after the first failing claim, exit 1, the table and JSON hold what
+    ran."""
     from qstr.verify import registry
 
     monkeypatch.setitem(registry.REGISTRY, "lemma-40", _claim("lemma-40", holds=False))
     path = tmp_path / "out.json"
-    assert main(["verify", "--only", "lemma-40", "data-model", "--fail-fast", "--json", str(path)]) == 1
+    assert (
+        main(["verify", "--only", "lemma-40", "data-model", "--fail-fast", "--json", str(path)])
+        == 1
+    )
     assert [r["id"] for r in json.loads(path.read_text())] == ["lemma-40"]
     assert "stopped after lemma-40 failed; 1 claims not run" in capsys.readouterr().out
 
@@ -302,32 +483,107 @@ def _documented(heading: str, saved: dict, config_keys) -> None:
     text = (Path(__file__).resolve().parents[2] / "docs" / "formats.md").read_text()
     section = text.split(f"## `{heading} ")[1].split("\n## ")[0]
     for key in list(saved) + list(config_keys):
-        assert re.search(rf"\b{re.escape(key)}\b", section), f"docs/formats.md ({heading}) does not name {key!r}"
+        assert re.search(rf"\b{re.escape(key)}\b", section), (
+            f"docs/formats.md ({heading}) does not name {key!r}"
+        )
 
 
 def _qstr(*argv: str):
     """The real ``qstr`` command in a subprocess: (exit status, stdout, stderr)."""
-    p = subprocess.run([sys.executable, "-m", "qstr.verify.cli", *argv], capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "qstr.verify.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return p.returncode, p.stdout, p.stderr
 
 
 SEED_ERROR = "qstr: error: argument --seed: a seed must be an integer in [0, 2**63 - 1], got {}"
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["sample", "--N", "4", "--d", "2", "--seed", "-1", "--out", "x.pt"], SEED_ERROR.format(-1)),
-    (["construct", "transformer", "--N", "4", "--d", "2", "--q", "1", "--seed", "-1", "--out", "x.pt"], SEED_ERROR.format(-1)),
-    (["construct", "rnn", "--N", "4", "--d", "2", "--q", "1", "--seed", str(2**63), "--out", "x.pt"], SEED_ERROR.format(2**63)),
-    (["verify", "--seed", "-1"], SEED_ERROR.format(-1)),
-    (["codebook", "--N", "8", "--seed", "1.5"], "qstr: error: argument --seed: expected an integer, got '1.5'"),
-    (["codebook", "--N", "0"], "qstr: error: argument --N: must be an integer >= 1, got 0"),
-    (["sample", "--N", "4", "--d", "2", "--B", "0", "--out", "x.pt"], "qstr: error: argument --B: must be an integer >= 1, got 0"),
-    (["construct", "rnn", "--N", "4", "--d", "2", "--q", "1", "--eps", "nan", "--out", "x.pt"],
-     "qstr: error: argument --eps: expected a finite number, got 'nan'"),
-    (["codebook", "--N", "8", "--mu", "1.5"], "qstr: error: argument --mu: must be a number in (0, 1), got 1.5"),
-    (["verify", "--threads", "0"], "qstr: error: argument --threads: must be an integer >= 1, got 0"),
-    (["reproduce", "figure1", "--jobs", "-2", "--out", "r"], "qstr: error: argument --jobs: must be an integer >= 1, got -2"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["sample", "--N", "4", "--d", "2", "--seed", "-1", "--out", "x.pt"],
+            SEED_ERROR.format(-1),
+        ),
+        (
+            [
+                "construct",
+                "transformer",
+                "--N",
+                "4",
+                "--d",
+                "2",
+                "--q",
+                "1",
+                "--seed",
+                "-1",
+                "--out",
+                "x.pt",
+            ],
+            SEED_ERROR.format(-1),
+        ),
+        (
+            [
+                "construct",
+                "rnn",
+                "--N",
+                "4",
+                "--d",
+                "2",
+                "--q",
+                "1",
+                "--seed",
+                str(2**63),
+                "--out",
+                "x.pt",
+            ],
+            SEED_ERROR.format(2**63),
+        ),
+        (["verify", "--seed", "-1"], SEED_ERROR.format(-1)),
+        (
+            ["codebook", "--N", "8", "--seed", "1.5"],
+            "qstr: error: argument --seed: expected an integer, got '1.5'",
+        ),
+        (["codebook", "--N", "0"], "qstr: error: argument --N: must be an integer >= 1, got 0"),
+        (
+            ["sample", "--N", "4", "--d", "2", "--B", "0", "--out", "x.pt"],
+            "qstr: error: argument --B: must be an integer >= 1, got 0",
+        ),
+        (
+            [
+                "construct",
+                "rnn",
+                "--N",
+                "4",
+                "--d",
+                "2",
+                "--q",
+                "1",
+                "--eps",
+                "nan",
+                "--out",
+                "x.pt",
+            ],
+            "qstr: error: argument --eps: expected a finite number, got 'nan'",
+        ),
+        (
+            ["codebook", "--N", "8", "--mu", "1.5"],
+            "qstr: error: argument --mu: must be a number in (0, 1), got 1.5",
+        ),
+        (
+            ["verify", "--threads", "0"],
+            "qstr: error: argument --threads: must be an integer >= 1, got 0",
+        ),
+        (
+            ["reproduce", "figure1", "--jobs", "-2", "--out", "r"],
+            "qstr: error: argument --jobs: must be an integer >= 1, got -2",
+        ),
+    ],
+)
 def test_numbers_are_validated_alike_by_every_subcommand(argv, message, tmp_path):
     status, out, err = _qstr(*argv)
     assert (status, out, err) == (2, "", message + "\n")
@@ -345,8 +601,14 @@ def test_seed_range_is_the_same_in_the_cli_and_the_python_api():
     for bad in (-1, 2**63):
         with pytest.raises(argparse.ArgumentTypeError):
             _seed(str(bad))
-        for api in (lambda v: seed("seed", v), lambda v: Context(seed=v), lambda v: teacher_rnn(4, 2, 1, seed=v)):
-            with pytest.raises(ValueError, match=r"seed must be an integer in \[0, 2\*\*63 - 1\], got"):
+        for api in (
+            lambda v: seed("seed", v),
+            lambda v: Context(seed=v),
+            lambda v: teacher_rnn(4, 2, 1, seed=v),
+        ):
+            with pytest.raises(
+                ValueError, match=r"seed must be an integer in \[0, 2\*\*63 - 1\], got"
+            ):
                 api(bad)
     assert _seed(str(SEED_MAX)) == seed("seed", SEED_MAX) == Context(seed=SEED_MAX).seed
     Context(seed=SEED_MAX).generator("any", 7)  # the largest seed still seeds a generator
@@ -363,12 +625,20 @@ def test_sizes_that_cannot_fit_in_memory_are_refused_before_allocating(capsys):
 
     status, out, err = _qstr("sample", "--N", "100000000", "--d", "1000", "--out", "x.pt")
     assert status == 2 and out == ""
-    assert re.fullmatch(r"qstr: error: sampling B = 16 prompts of N = 100000000 tokens in d = 1000 \(q = 1, float32\) "
-                        r"needs about 17\.5 TiB of memory, more than the [0-9.]+ [KMGT]iB available\n", err), err
+    assert re.fullmatch(
+        r"qstr: error: sampling B = 16 prompts of N = 100000000 tokens in d = 1000 "
+        r"\(q = 1, float32\) "
+        r"needs about 17\.5 TiB of memory, more than the [0-9.]+ [KMGT]iB available\n",
+        err,
+    ), err
     assert main(["codebook", "--N", "100000000"]) == 2
     err = capsys.readouterr().err
-    assert re.fullmatch(r"qstr: error: a codebook of N = 100000000 codes in d_e = 256 \(float32\) needs about 286 GiB "
-                        r"of memory, more than the [0-9.]+ [KMGT]iB available\n", err), err
+    assert re.fullmatch(
+        r"qstr: error: a codebook of N = 100000000 codes in d_e = 256 \(float32\) "
+        r"needs about 286 GiB "
+        r"of memory, more than the [0-9.]+ [KMGT]iB available\n",
+        err,
+    ), err
     with pytest.raises(ValueError, match="needs about"):
         build_codebook(10**8, kind="rademacher", generator=torch.Generator())
     task = QSTR(N=10**8, d=1000, link=make_link("sqnorm", 1, 1000))
@@ -409,7 +679,9 @@ def test_version_help_and_a_parser_without_torch():
 
     assert toolkit_version() != "unknown"  # the installed distribution qstr-toolkit
     assert _qstr("--version") == (0, f"qstr {toolkit_version()}\n", "")
-    code = "import sys; from qstr.verify.cli import _parser; _parser(); print('torch' in sys.modules)"
+    code = (
+        "import sys; from qstr.verify.cli import _parser; _parser(); print('torch' in sys.modules)"
+    )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.stdout == "False\n", p.stderr
     status, out, _ = _qstr("sample", "--help")
@@ -430,36 +702,78 @@ def test_every_option_has_help_and_N_differs_from_n():
 
     assert _PROFILES == PROFILES  # restated in the CLI so that --help imports no torch
     options = {o: a for a in subs["construct"]._actions for o in a.option_strings}
-    assert options["--N"].metavar != options["--n"].metavar and options["--N"].help != options["--n"].help
+    assert (
+        options["--N"].metavar != options["--n"].metavar
+        and options["--N"].help != options["--n"].help
+    )
     assert "prompt length" in options["--N"].help and "sample size" in options["--n"].help
 
 
 def test_codebook_of_one_position_has_no_pair(capsys):
     assert main(["codebook", "--N", "1"]) == 0
-    assert capsys.readouterr().out == ("rs-hadamard: N = 1, d_e = 4, exact coherence mu = 0.000000 (no pairs: N = 1); "
-                                       "0 of 0 pairs exceed 0.5: meets the coherence bound 0.5 of Assumption 3\n")
+    assert capsys.readouterr().out == (
+        "rs-hadamard: N = 1, d_e = 4, exact coherence mu = 0.000000 (no pairs: N = 1); "
+        "0 of 0 pairs exceed 0.5: meets the coherence bound 0.5 of Assumption 3\n"
+    )
 
 
 def test_rnn_refuses_options_it_would_ignore(capsys, tmp_path):
     out = str(tmp_path / "r.pt")
-    assert main(["construct", "rnn", "--N", "8", "--d", "2", "--q", "1", "--n", "5", "--out", out]) == 2
-    assert capsys.readouterr().err == "qstr: error: --n applies to construct transformer only (the RNN's r_x follows from d and N)\n"
-    assert main(["construct", "rnn", "--N", "8", "--d", "2", "--q", "1", "--link", "linear", "--out", out]) == 2
-    assert capsys.readouterr().err == "qstr: error: --link: construct rnn builds the teacher link only, got 'linear'\n"
+    assert (
+        main(["construct", "rnn", "--N", "8", "--d", "2", "--q", "1", "--n", "5", "--out", out])
+        == 2
+    )
+    assert (
+        capsys.readouterr().err
+        == "qstr: error: --n applies to construct transformer only "
+        "(the RNN's r_x follows from d and N)\n"
+    )
+    assert (
+        main(
+            [
+                "construct",
+                "rnn",
+                "--N",
+                "8",
+                "--d",
+                "2",
+                "--q",
+                "1",
+                "--link",
+                "linear",
+                "--out",
+                out,
+            ]
+        )
+        == 2
+    )
+    assert (
+        capsys.readouterr().err
+        == "qstr: error: --link: construct rnn builds the teacher link only, got 'linear'\n"
+    )
 
 
 def test_an_allocation_failure_is_one_line(monkeypatch, capsys):
-    """A size no up-front estimate caught still ends in one line, exit 2, not the allocator's traceback."""
+    """A size no up-front estimate caught still ends in one line, exit 2, not the allocator's
+    traceback."""
     import qstr.verify.cli as cli
 
     def fail(args, console):
-        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: "
-                           "you tried to allocate 320000000000 bytes. Error code 12 (Cannot allocate memory)")
+        raise RuntimeError(
+            "[enforce fail at alloc_cpu.cpp:127] err == 0. "
+            "DefaultCPUAllocator: can't allocate memory: "
+            "you tried to allocate 320000000000 bytes. Error code 12 (Cannot allocate memory)"
+        )
 
     monkeypatch.setitem(cli.COMMANDS, "sample", fail)
     assert main(["sample", "--N", "4", "--d", "2", "--out", "x.pt"]) == 2
-    assert capsys.readouterr().err == "qstr: error: out of memory: an allocation of 298 GiB failed; use smaller sizes\n"
-    monkeypatch.setitem(cli.COMMANDS, "sample", lambda args, console: [0] * (1 << 62))  # MemoryError
+    assert (
+        capsys.readouterr().err
+        == "qstr: error: out of memory: an allocation of 298 GiB failed; use smaller sizes\n"
+    )
+    monkeypatch.setitem(
+        cli.COMMANDS, "sample", lambda args, console: [0] * (1 << 62)
+    )  # MemoryError
     assert main(["sample", "--N", "4", "--d", "2", "--out", "x.pt"]) == 2
     assert capsys.readouterr().err == "qstr: error: out of memory; use smaller sizes\n"
     monkeypatch.setitem(cli.COMMANDS, "sample", lambda args, console: 1 / 0)

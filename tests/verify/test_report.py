@@ -1,4 +1,6 @@
-"""Tests for verify/report.py: the results table, and the device and dtype its records and title carry."""
+"""Tests for verify/report.py: the results table, and the device and dtype its records and title
+carry."""
+
 from rich.console import Console
 
 from qstr.verify.registry import Result
@@ -6,8 +8,21 @@ from qstr.verify.report import table
 
 
 def _result(cid, device, dtype):
-    return Result(id=cid, ref_seed="r", ref_conference="r", statement="s", measured=1.0, bound="<= 1", holds=True,
-                  falsifier_caught=True, profile="quick", device=device, seconds=0.1, seed=0, dtype=dtype)
+    return Result(
+        id=cid,
+        ref_seed="r",
+        ref_conference="r",
+        statement="s",
+        measured=1.0,
+        bound="<= 1",
+        holds=True,
+        falsifier_caught=True,
+        profile="quick",
+        device=device,
+        seconds=0.1,
+        seed=0,
+        dtype=dtype,
+    )
 
 
 def test_record_and_table_carry_device_and_dtype():
@@ -15,6 +30,8 @@ def test_record_and_table_carry_device_and_dtype():
     assert same[0].record()["dtype"] == "float64" and same[0].record()["device"] == "cpu"
     t = table(same, "qstr verify")
     assert "device cpu" in t.title and "dtype float64" in t.title and len(t.columns) == 8
-    mixed = table([_result("a", "cpu", "float64"), _result("b", "cpu", "float32+float64")], "qstr verify")
+    mixed = table(
+        [_result("a", "cpu", "float64"), _result("b", "cpu", "float32+float64")], "qstr verify"
+    )
     assert "dtype" not in mixed.title and [c.header for c in mixed.columns].count("dtype") == 1
     Console(width=120, file=open("/dev/null", "w")).print(mixed)

@@ -35,7 +35,9 @@ def test_gpu_profile_claim_holds_on_cuda(cid):
     assert r.holds, r.detail
     assert r.falsifier_caught, r.falsifier_detail
     rec = r.record()
-    assert rec["device"] == "cuda" and rec["dtype"] in ("float32", "float64", "float32+float64"), rec
+    assert rec["device"] == "cuda" and rec["dtype"] in ("float32", "float64", "float32+float64"), (
+        rec
+    )
 
 
 @pytest.mark.parametrize("cid", list(CLAIMS))

@@ -80,15 +80,22 @@ def cluster():
 
     from distributed import Client, LocalCluster
 
-    lc = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, silence_logs=logging.CRITICAL,
-                      dashboard_address=":0")
+    lc = LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        silence_logs=logging.CRITICAL,
+        dashboard_address=":0",
+    )
     client = Client(lc, set_as_default=False)
     yield lc, client
     client.close()
     lc.close()
 
 
-def test_local_cluster_gives_the_rows_of_one_process_and_resumes_its_file(tmp_path, tiny, tiny_grid, cluster):
+def test_local_cluster_gives_the_rows_of_one_process_and_resumes_its_file(
+    tmp_path, tiny, tiny_grid, cluster
+):
     """A LocalCluster of 2 worker processes writes the rows the in-process run writes; it
     resumes a file the in-process run began, adding only the missing points. (``jobs=2``, which
     starts its own LocalCluster, is tested the same way in test_run.py.)"""
@@ -106,16 +113,26 @@ def test_local_cluster_gives_the_rows_of_one_process_and_resumes_its_file(tmp_pa
     assert lines(two) == before
 
 
-def test_a_worker_killed_mid_run_loses_no_point_and_retrains_only_the_unfinished(tmp_path, tiny, cluster):
+def test_a_worker_killed_mid_run_loses_no_point_and_retrains_only_the_unfinished(
+    tmp_path, tiny, cluster
+):
     """SIGKILL of the worker process training a stack of two, once its first member's row is
     written: the scheduler re-runs the stack on a worker, which trains only the other member.
     Every point is in the file exactly once, with the rows of the in-process run."""
     from dataclasses import replace
 
     lc, client = cluster
-    quick, slow = figure1.points(seeds=[0], N_values={"1str": [2, 3]}, models=("transformer",), variants=("1str",),
-                                 overrides=dict(tiny, max_steps=40))
-    pts = [replace(quick, threshold=1e9), replace(slow, threshold=0.0)]  # done at the first check / at step 40
+    quick, slow = figure1.points(
+        seeds=[0],
+        N_values={"1str": [2, 3]},
+        models=("transformer",),
+        variants=("1str",),
+        overrides=dict(tiny, max_steps=40),
+    )
+    pts = [
+        replace(quick, threshold=1e9),
+        replace(slow, threshold=0.0),
+    ]  # done at the first check / at step 40
     assert len({p.stack_group for p in pts}) == 1 and pts[0].point_id != quick.point_id
     path = tmp_path / "f.jsonl"
     pids = client.run(os.getpid)
@@ -139,12 +156,21 @@ def test_a_worker_killed_mid_run_loses_no_point_and_retrains_only_the_unfinished
     assert killed.get("rows") == [pts[0].point_id], "the stack was not killed between its two rows"
     counts = collections.Counter(ids(path))
     assert set(counts) == {p.point_id for p in pts} and set(counts.values()) == {1}
-    resumed = [msg for topic, events in client.get_events().items() if topic.startswith("qstr-rows-")
-               for _, msg in events if msg[0] == "resumed"]
-    assert [list(m) for m in resumed] == [["resumed", 0, 1, 1]], resumed  # stack 0: 1 point already done, 1 trained
+    resumed = [
+        msg
+        for topic, events in client.get_events().items()
+        if topic.startswith("qstr-rows-")
+        for _, msg in events
+        if msg[0] == "resumed"
+    ]
+    assert [list(m) for m in resumed] == [["resumed", 0, 1, 1]], (
+        resumed
+    )  # stack 0: 1 point already done, 1 trained
     one = run(pts, tmp_path / "one.jsonl", jobs=1)
     late = pts[1].point_id
-    assert got[late]["stack_size"] == 1 and one[late]["stack_size"] == 2  # re-run alone / stacked in-process
+    assert (
+        got[late]["stack_size"] == 1 and one[late]["stack_size"] == 2
+    )  # re-run alone / stacked in-process
     same = lambda rows: {k: dict(stable(r), stack_size=None) for k, r in rows.items()}  # noqa: E731
     # a stack of one and a stack of two batch their products differently: floats agree to rounding
     assert _rows_close(same(got), same(one))
@@ -152,21 +178,26 @@ def test_a_worker_killed_mid_run_loses_no_point_and_retrains_only_the_unfinished
 
 @pytest.fixture
 def default_sigint():
-    """_thread.interrupt_main simulates SIGINT, which a shell's background job ignores (SIG_IGN): the default
-    handler for the test's length."""
+    """_thread.interrupt_main simulates SIGINT, which a shell's background job ignores (SIG_IGN):
+    the default handler for the test's length."""
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     signal.signal(signal.SIGINT, previous)
 
 
-def test_an_interrupted_client_resumes_without_duplicates(tmp_path, tiny, tiny_grid, cluster, default_sigint):
+def test_an_interrupted_client_resumes_without_duplicates(
+    tmp_path, tiny, tiny_grid, cluster, default_sigint
+):
     """Ctrl-C (KeyboardInterrupt in the main thread) once a first row is written: the run stops,
     its tasks are cancelled, the rows written stay; the same call writes the rest, once each."""
     lc, client = cluster
-    pts = points(tiny, tiny_grid, steps=1500)  # long enough that the interrupt lands mid-run on an idle machine
-    # A KeyboardInterrupt that lands inside a garbage-collector callback is swallowed by Python (the CLI
-    # guards against it with a flag, verify/cli.py), and a sweep can finish before the interrupt: then the run
-    # just completes. Up to 3 attempts, each must leave every point at most once; one must stop mid-run.
+    pts = points(
+        tiny, tiny_grid, steps=1500
+    )  # long enough that the interrupt lands mid-run on an idle machine
+    # A KeyboardInterrupt that lands inside a garbage-collector callback is swallowed by Python (the
+    # CLI guards against it with a flag, verify/cli.py), and a sweep can finish before the
+    # interrupt: then the run just completes. Up to 3 attempts, each must leave every point at most
+    # once; one must stop mid-run.
     for attempt in range(3):
         path = tmp_path / f"f{attempt}.jsonl"
 
@@ -194,7 +225,11 @@ def test_an_interrupted_client_resumes_without_duplicates(tmp_path, tiny, tiny_g
     got = run(pts, path, scheduler=lc.scheduler_address)
     assert lines(path)[:len(kept)] == kept
     counts = collections.Counter(ids(path))
-    assert set(counts) == {p.point_id for p in pts} and set(counts.values()) == {1} and len(got) == len(pts)
+    assert (
+        set(counts) == {p.point_id for p in pts}
+        and set(counts.values()) == {1}
+        and len(got) == len(pts)
+    )
 
 
 def test_bad_scheduler_address_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch):
@@ -203,8 +238,24 @@ def test_bad_scheduler_address_is_one_line_and_exit_2(tmp_path, capsys, monkeypa
 
     monkeypatch.setattr(cl, "CONNECT_TIMEOUT", 1.0)
     port = _free_port()
-    for address, says in [("nonsense", "like tcp://HOST:PORT"), (f"tcp://127.0.0.1:{port}", "no Dask scheduler")]:
-        assert cli.main(["reproduce", "figure1", "--quick", "--out", str(tmp_path / "o"), "--scheduler", address]) == 2
+    for address, says in [
+        ("nonsense", "like tcp://HOST:PORT"),
+        (f"tcp://127.0.0.1:{port}", "no Dask scheduler"),
+    ]:
+        assert (
+            cli.main(
+                [
+                    "reproduce",
+                    "figure1",
+                    "--quick",
+                    "--out",
+                    str(tmp_path / "o"),
+                    "--scheduler",
+                    address,
+                ]
+            )
+            == 2
+        )
         err = capsys.readouterr().err
         assert says in err and err.count("\n") == 1 and "Traceback" not in err
     assert not os.path.exists(tmp_path / "o" / "figure1.jsonl")
@@ -290,11 +341,15 @@ def test_kill_9_of_reproduce_ends_its_dask_workers(tmp_path, tiny, tiny_grid):
     proc = reproduce(tmp_path, dict(tiny, max_steps=2000), tiny_grid, "--jobs", "2")
     try:
         deadline = time.monotonic() + 120
-        while len(dask_workers(proc.pid)) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        while (
+            len(dask_workers(proc.pid)) < 2 and proc.poll() is None and time.monotonic() < deadline
+        ):
             time.sleep(0.1)
         time.sleep(1.0)  # the workers are past their start-up
         tree = process_tree(proc.pid)
-        assert proc.poll() is None and len(dask_workers(proc.pid)) == 2, (tmp_path / "stderr.txt").read_text()
+        assert proc.poll() is None and len(dask_workers(proc.pid)) == 2, (
+            tmp_path / "stderr.txt"
+        ).read_text()
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -309,8 +364,8 @@ def _free_port():
 
 def test_ctrl_c_of_reproduce_on_a_local_cluster_exits_130_and_resumes(tmp_path, tiny, tiny_grid):
     """Ctrl-C (SIGINT to the process group, as a terminal sends it) of ``qstr reproduce --jobs 2``
-    once a first row is written: exit status 130, one line on stderr that says how to resume,
-    no traceback, every process it started gone; the same command then writes the rest, once each."""
+    once a first row is written: exit status 130, one line on stderr that says how to resume, no
+    traceback, every process it started gone; the same command then writes the rest, once each."""
     path = tmp_path / "out" / "figure1.jsonl"
     proc = reproduce(tmp_path, dict(tiny, max_steps=60), tiny_grid, "--jobs", "2")
     try:
@@ -343,14 +398,35 @@ def dask_processes(*worker_args):
 
     port = _free_port()
     address = f"tcp://127.0.0.1:{port}"
-    script = os.path.join(os.path.dirname(sys.executable), "dask")  # the `dask` command of this environment
+    script = os.path.join(
+        os.path.dirname(sys.executable), "dask"
+    )  # the `dask` command of this environment
     dask = [script] if os.path.exists(script) else [sys.executable, "-m", "dask"]
     quiet = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    procs = [subprocess.Popen(dask + ["scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
-                              **quiet)]
+    procs = [
+        subprocess.Popen(
+            dask + ["scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+            **quiet,
+        )
+    ]
     try:  # both start at once: the worker keeps trying to reach the scheduler
-        procs.append(subprocess.Popen(dask + ["worker", address, "--nworkers", "1", "--nthreads", "1",
-                                              "--no-dashboard", "--no-nanny", *worker_args], **quiet))
+        procs.append(
+            subprocess.Popen(
+                dask
+                + [
+                    "worker",
+                    address,
+                    "--nworkers",
+                    "1",
+                    "--nthreads",
+                    "1",
+                    "--no-dashboard",
+                    "--no-nanny",
+                    *worker_args,
+                ],
+                **quiet,
+            )
+        )
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -391,8 +467,9 @@ def dask_address():
 
 
 @pytest.mark.slow
-def test_reproduce_on_a_separate_dask_scheduler_and_worker(tmp_path, tiny, tiny_grid, capsys, tiny_reproduce,
-                                                           dask_address):
+def test_reproduce_on_a_separate_dask_scheduler_and_worker(
+    tmp_path, tiny, tiny_grid, capsys, tiny_reproduce, dask_address
+):
     """``dask scheduler`` and ``dask worker`` as processes on 127.0.0.1; ``qstr reproduce
     --scheduler tcp://127.0.0.1:PORT`` trains every point there (tiny models) and resumes."""
     from qstr.verify import cli
@@ -405,10 +482,14 @@ def test_reproduce_on_a_separate_dask_scheduler_and_worker(tmp_path, tiny, tiny_
     assert f"on {address}; dashboard" in err
     n = len(points(tiny, tiny_grid))
     assert len(lines(out / "figure1.jsonl")) == n and len(set(ids(out / "figure1.jsonl"))) == n
-    assert cli.main(argv) == 0 and len(lines(out / "figure1.jsonl")) == n  # resumed: nothing to train
+    assert (
+        cli.main(argv) == 0 and len(lines(out / "figure1.jsonl")) == n
+    )  # resumed: nothing to train
 
 
-def test_run_experiment_trains_on_the_scheduler_it_is_given(tmp_path, tiny, tiny_grid, dask_address):
+def test_run_experiment_trains_on_the_scheduler_it_is_given(
+    tmp_path, tiny, tiny_grid, dask_address
+):
     """The Python API: ``run_experiment(..., scheduler=ADDRESS)`` sends its stacks to that Dask
     cluster (its rows arrive there as events) and writes every point once; a bad address is a
     one-line ValueError before anything trains."""
@@ -418,23 +499,38 @@ def test_run_experiment_trains_on_the_scheduler_it_is_given(tmp_path, tiny, tiny
 
     def row_events():
         with Client(dask_address, timeout=5, set_as_default=False) as c:
-            return sum(msg[0] == "row" for topic, events in c.get_events().items() if topic.startswith("qstr-rows-")
-                       for _, msg in events)
+            return sum(
+                msg[0] == "row"
+                for topic, events in c.get_events().items()
+                if topic.startswith("qstr-rows-")
+                for _, msg in events
+            )
 
     before = row_events()
-    kw = dict(out_dir=str(tmp_path / "out"), seeds=[0], progress=False, dtype=torch.float64, N_values=tiny_grid,
-              overrides=tiny)
+    kw = dict(
+        out_dir=str(tmp_path / "out"),
+        seeds=[0],
+        progress=False,
+        dtype=torch.float64,
+        N_values=tiny_grid,
+        overrides=tiny,
+    )
     rows = run_experiment("figure1", scheduler=dask_address, **kw)
     n = len(points(tiny, tiny_grid))
-    assert len(rows) == n and sorted(ids(tmp_path / "out" / "figure1.jsonl")) == sorted(r["point_id"] for r in rows)
+    assert len(rows) == n and sorted(ids(tmp_path / "out" / "figure1.jsonl")) == sorted(
+        r["point_id"] for r in rows
+    )
     assert row_events() - before == n
     with pytest.raises(ValueError, match="tcp://HOST:PORT"):
-        run_experiment("figure1", scheduler="localhost:8786", **dict(kw, out_dir=str(tmp_path / "bad")))
+        run_experiment(
+            "figure1", scheduler="localhost:8786", **dict(kw, out_dir=str(tmp_path / "bad"))
+        )
     assert not os.path.exists(tmp_path / "bad" / "figure1.jsonl")
 
 
 NO_QSTR = """\
-\"\"\"Preload of a `dask worker`: qstr cannot be imported there, as on a machine without the toolkit.\"\"\"
+\"\"\"Preload of a `dask worker`: qstr cannot be imported there, as on a machine \
+without the toolkit.\"\"\"
 import sys
 
 
@@ -449,7 +545,9 @@ sys.meta_path.insert(0, NoQstr())
 """
 
 
-def test_a_worker_without_qstr_ends_reproduce_in_one_line_with_exit_2(tmp_path, capsys, tiny_reproduce):
+def test_a_worker_without_qstr_ends_reproduce_in_one_line_with_exit_2(
+    tmp_path, capsys, tiny_reproduce
+):
     """A ``dask worker`` that cannot import qstr: the task fails there (retried, then reported);
     ``qstr reproduce --scheduler`` ends with one line naming the missing module, exit status 2,
     no traceback and no row written."""
@@ -459,12 +557,19 @@ def test_a_worker_without_qstr_ends_reproduce_in_one_line_with_exit_2(tmp_path, 
     preload.write_text(NO_QSTR)
     with dask_processes("--preload", str(preload)) as address:
         out = tmp_path / "out"
-        assert cli.main(["reproduce", "figure1", "--seeds", "1", "--out", str(out), "--scheduler", address]) == 2
+        assert (
+            cli.main(
+                ["reproduce", "figure1", "--seeds", "1", "--out", str(out), "--scheduler", address]
+            )
+            == 2
+        )
     err = capsys.readouterr().err
     said = [line for line in err.splitlines() if line.startswith("qstr:")]
     assert said == [err.splitlines()[-1]] and "Traceback" not in err, err
-    assert said[0] == ("qstr: error: a Dask worker could not run the task: ModuleNotFoundError: No module named "
-                       "'qstr' (install the toolkit on every worker: pip install -e .)")
+    assert said[0] == (
+        "qstr: error: a Dask worker could not run the task: ModuleNotFoundError: No module named "
+        "'qstr' (install the toolkit on every worker: pip install -e .)"
+    )
     assert not os.path.exists(out / "figure1.jsonl") or not lines(out / "figure1.jsonl")
 
 

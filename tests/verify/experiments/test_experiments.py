@@ -1,4 +1,6 @@
-"""Tests for verify/experiments/__init__.py: run_experiment and the points functions refuse bad arguments."""
+"""Tests for verify/experiments/__init__.py: run_experiment and the points functions refuse bad
+arguments."""
+
 import pytest
 
 from qstr.verify.experiments import figure1, run_experiment

@@ -1,4 +1,6 @@
-"""Tests for verify/experiments/figure2.py: the grid, the block statistics of W_Q^T W_K, a tiny run."""
+"""Tests for verify/experiments/figure2.py: the grid, the block statistics of W_Q^T W_K, a tiny
+run."""
+
 import pytest
 import torch
 
@@ -12,8 +14,17 @@ def test_grid_matches_the_paper():
 
 
 def test_tiny_figure2(tmp_path):
-    rows = run_experiment("figure2", out_dir=str(tmp_path), progress=False, N=12, n_train=256, epochs=2,
-                          overrides={"width": 8, "n_test": 32}, threads=1, jobs=1)
+    rows = run_experiment(
+        "figure2",
+        out_dir=str(tmp_path),
+        progress=False,
+        N=12,
+        n_train=256,
+        epochs=2,
+        overrides={"width": 8, "n_test": 32},
+        threads=1,
+        jobs=1,
+    )
     (r,) = rows
     assert 0 <= r["block_mass"] <= 1 and r["model"] == "transformer" and r["N"] == 12
     st = r["block_stats"][0]
@@ -32,4 +43,6 @@ def test_block_stats_on_the_lemma11_matrix():
     A = torch.zeros(1, lay.dim, lay.dim)
     A[0, lay["slot0"], lay["pos"]] = 3 * torch.eye(d_e)
     st = figure2.block_stats(A, d, q, d_e)
-    assert st["block_mass"] == pytest.approx(1.0) and st["heads"][0]["diag_mass"] == pytest.approx(1.0)
+    assert st["block_mass"] == pytest.approx(1.0) and st["heads"][0]["diag_mass"] == pytest.approx(
+        1.0
+    )

@@ -13,9 +13,19 @@ def test_grid_matches_the_paper():
 
 
 def test_tiny_figure3(tmp_path, tiny):
-    rows = run_experiment("figure3", out_dir=str(tmp_path), seeds=[0], progress=False, q_values=[1, 2],
-                          overrides=dict(tiny, threshold=1.5, lr=1e-2), threads=1, jobs=1)
-    assert sorted({(r["model"], r["q"]) for r in rows}) == sorted((m, q) for m in MODELS for q in (1, 2))
+    rows = run_experiment(
+        "figure3",
+        out_dir=str(tmp_path),
+        seeds=[0],
+        progress=False,
+        q_values=[1, 2],
+        overrides=dict(tiny, threshold=1.5, lr=1e-2),
+        threads=1,
+        jobs=1,
+    )
+    assert sorted({(r["model"], r["q"]) for r in rows}) == sorted(
+        (m, q) for m in MODELS for q in (1, 2)
+    )
     assert {r["variant"] for r in rows} == {"qstr"}
     s = json.loads((tmp_path / "figure3-paper-summary.json").read_text())
     assert set(s["gap"]) == {"1", "2"}

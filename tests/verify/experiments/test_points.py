@@ -10,13 +10,28 @@ from qstr.verify.experiments import figure1, run_experiment
 from qstr.verify.experiments.points import Point, build_member
 
 
-@pytest.mark.parametrize("protocol,variant,test_simple", [
-    ("paper", "1str", False), ("paper", "simple", True), ("published", "1str", True), ("published", "simple", True),
-])
+@pytest.mark.parametrize(
+    "protocol,variant,test_simple",
+    [
+        ("paper", "1str", False),
+        ("paper", "simple", True),
+        ("published", "1str", True),
+        ("published", "simple", True),
+    ],
+)
 def test_test_prompts_follow_training_variant(protocol, variant, test_simple):
     """Paper: test prompts from the training variant. Published code: always simple prompts."""
-    p = Point(figure="figure1", protocol=protocol, model="transformer", variant=variant, N=6, q=1, seed=0,
-              n_test=50, width=8)
+    p = Point(
+        figure="figure1",
+        protocol=protocol,
+        model="transformer",
+        variant=variant,
+        N=6,
+        q=1,
+        seed=0,
+        n_test=50,
+        width=8,
+    )
     m = build_member(p)
     t = m.test[1]
     constant = bool((t == t[:, :1]).all())
@@ -31,14 +46,42 @@ def test_published_protocol_choices():
     pts = figure1.points(protocol="published", seeds=[0, 1])
     assert {p.weight_decay for p in pts} == {0.01}
     assert {p.weight_decay for p in figure1.points(seeds=[0])} == {0.1}
-    a, b = (build_member(Point(figure="figure1", protocol="published", model="ffn", variant="1str", N=4, q=1,
-                               seed=s, n_test=8, ffn_hidden=(8, 8))) for s in (0, 1))
+    a, b = (
+        build_member(
+            Point(
+                figure="figure1",
+                protocol="published",
+                model="ffn",
+                variant="1str",
+                N=4,
+                q=1,
+                seed=s,
+                n_test=8,
+                ffn_hidden=(8, 8),
+            )
+        )
+        for s in (0, 1)
+    )
     assert torch.equal(a.omega, b.omega)  # one codebook per N for all seeds, as the published code
     from qstr.constructions.models import EncodedFFN
 
     assert isinstance(a.model, EncodedFFN)
-    c, d = (build_member(Point(figure="figure1", protocol="paper", model="ffn", variant="1str", N=4, q=1,
-                               seed=s, n_test=8, ffn_hidden=(8, 8))) for s in (0, 1))
+    c, d = (
+        build_member(
+            Point(
+                figure="figure1",
+                protocol="paper",
+                model="ffn",
+                variant="1str",
+                N=4,
+                q=1,
+                seed=s,
+                n_test=8,
+                ffn_hidden=(8, 8),
+            )
+        )
+        for s in (0, 1)
+    )
     assert not torch.equal(c.omega, d.omega)
 
 
@@ -48,7 +91,9 @@ def test_matmul_option_keeps_float32_ids_and_separates_tf32_rows(tmp_path):
     p = figure1.points(quick=True, seeds=1)[0]
     assert "matmul" not in p.config
     t = dataclasses.replace(p, matmul="tf32")
-    assert t.point_id != p.point_id and t.stack_group != p.stack_group and t.config["matmul"] == "tf32"
+    assert (
+        t.point_id != p.point_id and t.stack_group != p.stack_group and t.config["matmul"] == "tf32"
+    )
     with pytest.raises(ValueError, match="matmul"):
         dataclasses.replace(p, matmul="bf16")
     with pytest.raises(ValueError, match="needs device='cuda'"):

@@ -23,7 +23,9 @@ def test_rows_survive_a_reopen_and_a_cut_last_line(tmp_path):
                                           ("[1, 2]", "line 2: a JSON list, not a results row")])
 def test_a_damaged_middle_line_names_the_file_and_the_line(tmp_path, line, needle):
     path = tmp_path / "r.jsonl"
-    path.write_text(json.dumps({"point_id": "a"}) + "\n" + line + "\n" + json.dumps({"point_id": "c"}) + "\n")
+    path.write_text(
+        json.dumps({"point_id": "a"}) + "\n" + line + "\n" + json.dumps({"point_id": "c"}) + "\n"
+    )
     with pytest.raises(ValueError, match=needle) as err:
         ResultsFile(str(path))
     assert str(path) in str(err.value)

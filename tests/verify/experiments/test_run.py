@@ -9,15 +9,43 @@ import torch
 from qstr.verify.experiments import figure1, figure3, run_experiment
 from qstr.verify.experiments.run import stack_cost, stacks_of, start_order
 
-ROW_KEYS = {"model", "variant", "N", "seed", "samples", "config", "wall_s", "device", "protocol", "point_id",
-            "q", "steps", "test_mse", "threshold", "test_variant", "reached", "env"}
+ROW_KEYS = {
+    "model",
+    "variant",
+    "N",
+    "seed",
+    "samples",
+    "config",
+    "wall_s",
+    "device",
+    "protocol",
+    "point_id",
+    "q",
+    "steps",
+    "test_mse",
+    "threshold",
+    "test_variant",
+    "reached",
+    "env",
+}
 
 
 @pytest.fixture
 def tiny_figure1(tiny, tiny_grid):
     def run(out, protocol="paper", seeds=(0,)):
-        return run_experiment("figure1", out_dir=str(out), seeds=list(seeds), protocol=protocol, progress=False,
-                              dtype=torch.float64, N_values=tiny_grid, overrides=tiny, threads=1, jobs=1)
+        return run_experiment(
+            "figure1",
+            out_dir=str(out),
+            seeds=list(seeds),
+            protocol=protocol,
+            progress=False,
+            dtype=torch.float64,
+            N_values=tiny_grid,
+            overrides=tiny,
+            threads=1,
+            jobs=1,
+        )
+
     return run
 
 
@@ -73,7 +101,11 @@ def test_cpu_rnn_stacks_split_by_N_and_start_order():
     assert len(gpu) == 6  # (variant, model) on a GPU: padding is free parallelism there
     costs = [stack_cost(s) for s in start_order(cpu, parallel=True)]
     # the cheapest stack first (a row within seconds), then longest first (the makespan)
-    assert costs[0] == min(costs) and costs[1:] == sorted(costs[1:], reverse=True) and costs[1] > costs[-1]
+    assert (
+        costs[0] == min(costs)
+        and costs[1:] == sorted(costs[1:], reverse=True)
+        and costs[1] > costs[-1]
+    )
     alone = [stack_cost(s) for s in start_order(cpu, parallel=False)]
     assert alone == sorted(alone)  # one process: cheapest first, the same total
 
@@ -89,7 +121,14 @@ def test_rnn_stacks_split_by_hidden_size_on_every_device():
 
 def test_parallel_jobs_give_the_rows_of_one_process(tmp_path, tiny, tiny_grid):
     """Two worker processes train the same stacks as one process: identical rows (float64)."""
-    kw = dict(seeds=[0], progress=False, dtype=torch.float64, N_values=tiny_grid, overrides=tiny, threads=1)
+    kw = dict(
+        seeds=[0],
+        progress=False,
+        dtype=torch.float64,
+        N_values=tiny_grid,
+        overrides=tiny,
+        threads=1,
+    )
     one = run_experiment("figure1", out_dir=str(tmp_path / "one"), jobs=1, **kw)
     two = run_experiment("figure1", out_dir=str(tmp_path / "two"), jobs=2, **kw)
     key = lambda r: r["point_id"]  # noqa: E731
@@ -101,8 +140,15 @@ def test_parallel_jobs_give_the_rows_of_one_process(tmp_path, tiny, tiny_grid):
 @pytest.mark.parametrize("jobs", [0, -1, 1.5, True])
 def test_bad_jobs_is_a_value_error(tmp_path, jobs, tiny, tiny_grid):
     with pytest.raises(ValueError, match="jobs"):
-        run_experiment("figure1", out_dir=str(tmp_path), seeds=[0], progress=False, N_values=tiny_grid,
-                       overrides=tiny, jobs=jobs)
+        run_experiment(
+            "figure1",
+            out_dir=str(tmp_path),
+            seeds=[0],
+            progress=False,
+            N_values=tiny_grid,
+            overrides=tiny,
+            jobs=jobs,
+        )
 
 
 def test_progress_off_a_terminal_prints_plain_lines_as_it_goes():
@@ -117,7 +163,9 @@ def test_progress_off_a_terminal_prints_plain_lines_as_it_goes():
         assert bar.plain
         task = bar.add("figure1 1STR gru N=6 x5", 1000)
         bar.update(task, completed=10, description="figure1 1STR gru N=6 (active 5/5)")
-        bar.update(task, completed=20, description="figure1 1STR gru N=6 (active 5/5)")  # within 30 s: no line
+        bar.update(
+            task, completed=20, description="figure1 1STR gru N=6 (active 5/5)"
+        )  # within 30 s: no line
         written = buf.getvalue()
     assert written.count("step 10 of 1,000") == 1 and "step 20 of" not in written
 

@@ -33,7 +33,9 @@ def generic(script: str) -> str:
 
 def port_free(port: int) -> bool:
     with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Dask binds: a closed port in TIME_WAIT is free
+        s.setsockopt(
+            socket.SOL_SOCKET, socket.SO_REUSEADDR, 1
+        )  # as Dask binds: a closed port in TIME_WAIT is free
         try:
             s.bind(("", port))
         except OSError:
@@ -54,16 +56,25 @@ def test_the_documented_slurm_cluster_submits_the_documented_job_script():
     finally:
         cluster.close()
     assert f"{sys.executable} -m distributed.cli.dask_worker {cluster.scheduler_address} " in script
-    for line in ["#SBATCH -p cpu", "#SBATCH -A mylab", "#SBATCH --cpus-per-task=16", "#SBATCH -t 08:00:00",
-                 "source ~/venvs/qstr/bin/activate"]:
+    for line in [
+        "#SBATCH -p cpu",
+        "#SBATCH -A mylab",
+        "#SBATCH --cpus-per-task=16",
+        "#SBATCH -t 08:00:00",
+        "source ~/venvs/qstr/bin/activate",
+    ]:
         assert line in script.splitlines()
-    assert "--nthreads 1 " in script and "--nworkers 16 " in script  # 16 single-threaded worker processes
+    assert (
+        "--nthreads 1 " in script and "--nworkers 16 " in script
+    )  # 16 single-threaded worker processes
     assert generic(script) == generic(shown_job_script())
 
 
 def test_the_cluster_extra_is_the_one_the_docs_install():
     import tomllib
 
-    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["cluster"]
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]["cluster"]
     assert extra == ["dask-jobqueue>=0.8"]
     assert 'pip install -e ".[cluster]"         # adds dask-jobqueue>=0.8' in DOC.read_text()

@@ -23,8 +23,20 @@ def one_thread():
     torch.set_num_threads(old)
 
 
-def _make_member(kind, N, q, seed, *, variant="general", published=False, threshold=0.9, lr=1e-2, hidden=6,
-                 n_test=40, chunk=96):
+def _make_member(
+    kind,
+    N,
+    q,
+    seed,
+    *,
+    variant="general",
+    published=False,
+    threshold=0.9,
+    lr=1e-2,
+    hidden=6,
+    n_test=40,
+    chunk=96,
+):
     g = torch.Generator().manual_seed(seed)
     task = QSTR(N, D, make_link("linear", q, D, generator=g), variant=variant)
     book = experimental_codebook(N, generator=g, dtype=DT)
@@ -42,7 +54,9 @@ def _make_member(kind, N, q, seed, *, variant="general", published=False, thresh
     elif published:
         model = EncodedFFN(N, D_e, (7, 5), **kw)
     else:
-        model = build_practical("ffn", N=N, d=D, q=q, d_e=book.d_e, hidden=(7, 5), task=variant, **kw)
+        model = build_practical(
+            "ffn", N=N, d=D, q=q, d_e=book.d_e, hidden=(7, 5), task=variant, **kw
+        )
     test = task.sample(n_test, generator=torch.Generator().manual_seed(seed + 1000), dtype=DT)
     stream = OnlineStream(task, torch.Generator().manual_seed(seed + 2000), dtype=DT, chunk=chunk)
     return Member(model=model, stream=stream, test=(test.x, test.t, test.y), omega=book.omega, c=c,
@@ -52,5 +66,6 @@ def _make_member(kind, N, q, seed, *, variant="general", published=False, thresh
 @pytest.fixture
 def make_member():
     """make_member(kind, N, q, seed, ...): a Member on linear-link qSTR with d = 4 (float64), its
-    model a practical or published ("transformer", "rnn" or "ffn") net, its test set and stream seeded."""
+    model a practical or published ("transformer", "rnn" or "ffn") net, its test set and stream
+    seeded."""
     return _make_member

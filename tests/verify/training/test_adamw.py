@@ -1,4 +1,6 @@
-"""Tests for verify/training/adamw.py: StackedAdamW against torch.optim.AdamW on each member alone."""
+"""Tests for verify/training/adamw.py: StackedAdamW against torch.optim.AdamW on each member
+alone."""
+
 import torch
 
 from qstr.verify.training import StackedAdamW
@@ -20,7 +22,9 @@ def test_stacked_adamw_matches_torch_and_keeps_padding_zero():
                 ref[i].grad = grad[i].clone()
                 opts[i].step()
             opt.step({"w": torch.cat([grad, torch.zeros(3, 2, dtype=DT)], 1)})
-        assert torch.allclose(P["w"][:, :5], torch.stack([r.detach() for r in ref]), atol=1e-12, rtol=0)
+        assert torch.allclose(
+            P["w"][:, :5], torch.stack([r.detach() for r in ref]), atol=1e-12, rtol=0
+        )
         assert torch.equal(P["w"][:, 5:], torch.zeros(3, 2, dtype=DT))
 
 
@@ -30,7 +34,9 @@ def test_select_keeps_the_rows_as_new_leaves():
     the gradients to the stream the selection ran on)."""
     g = torch.Generator().manual_seed(1)
     P = {"w": torch.randn(4, 3, generator=g, dtype=DT).requires_grad_(True)}
-    opt = StackedAdamW(P, torch.tensor([1e-2, 2e-2, 3e-2, 4e-2], dtype=DT), torch.full((4,), 0.1, dtype=DT))
+    opt = StackedAdamW(
+        P, torch.tensor([1e-2, 2e-2, 3e-2, 4e-2], dtype=DT), torch.full((4,), 0.1, dtype=DT)
+    )
     opt.step({"w": torch.randn(4, 3, generator=g, dtype=DT)})
     before = {k: (opt.params[k].detach().clone(), opt.m[k].clone(), opt.v[k].clone()) for k in P}
     keep = torch.tensor([3, 1])

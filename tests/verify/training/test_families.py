@@ -1,4 +1,6 @@
-"""Tests for verify/training/families.py: the stacked, zero-padded encoding against the library's."""
+"""Tests for verify/training/families.py: the stacked, zero-padded encoding against the
+library's."""
+
 import pytest
 import torch
 
@@ -12,12 +14,17 @@ def test_padded_encoding_matches_library_encoding(make_member):
     fam = family_of(ms[0])(ms)
     P, meta = fam.stack(ms)
 
-    x, t, _ = (torch.stack(v) for v in zip(*[_pad_prompts(*m.test, fam.Nmax, fam.qmax) for m in ms]))
+    x, t, _ = (
+        torch.stack(v) for v in zip(*[_pad_prompts(*m.test, fam.Nmax, fam.qmax) for m in ms])
+    )
     z = fam.encode(meta, x, t, fam.Dmax)
     for i, m in enumerate(ms):
         ref = encode(m.test[0], m.test[1], m.omega, c=m.c)
         assert torch.allclose(z[i, :, : m.N, : ref.shape[-1]], ref, atol=1e-12)
-        assert torch.count_nonzero(z[i, :, m.N:]) == 0 and torch.count_nonzero(z[i, :, :, ref.shape[-1]:]) == 0
+        assert (
+            torch.count_nonzero(z[i, :, m.N :]) == 0
+            and torch.count_nonzero(z[i, :, :, ref.shape[-1] :]) == 0
+        )
 
 
 def _rnn_stack(make_member, device="cpu", dtype=torch.float64):

@@ -61,8 +61,16 @@ def test_off_span_component_decays_exactly():
     data = simple_1str_data(n, N, d, _unit(d, 6), generator=gen(7))
     model = make_vec_ffn(N, d, (8,), generator=gen(8))
     lr, lam = 0.5, 0.2
-    tr = fit_full_batch(model, data, weight_decay=lam, lr=lr, max_steps=200, tol=1e-30, record_every=20,
-                        backtrack=False)
+    tr = fit_full_batch(
+        model,
+        data,
+        weight_decay=lam,
+        lr=lr,
+        max_steps=200,
+        tol=1e-30,
+        record_every=20,
+        backtrack=False,
+    )
     assert tr.stopped == "step cap" and tr.final_step == 200
     assert tr.max_decay_deviation < 1e-12
     for k, p, pred in zip(tr.steps, tr.perp_norm, tr.predicted_perp):
@@ -102,9 +110,20 @@ def test_fit_bad_arguments():
     with pytest.raises(ValueError, match="model must be VecFFN"):
         from qstr.constructions.models import VecFFN
 
-        fit_full_batch(VecFFN(N, d, 1, (4,), task="general", dtype=F64), data, weight_decay=0.1, lr=0.5, max_steps=5)
+        fit_full_batch(
+            VecFFN(N, d, 1, (4,), task="general", dtype=F64),
+            data,
+            weight_decay=0.1,
+            lr=0.5,
+            max_steps=5,
+        )
     with pytest.raises(ValueError, match="must match the model"):
-        fit_full_batch(make_vec_ffn(N, d, (4,), dtype=torch.float32, generator=gen(3)), data, weight_decay=0.1,
-                       lr=0.5, max_steps=5)
+        fit_full_batch(
+            make_vec_ffn(N, d, (4,), dtype=torch.float32, generator=gen(3)),
+            data,
+            weight_decay=0.1,
+            lr=0.5,
+            max_steps=5,
+        )
     with pytest.raises(ValueError, match="activation"):
         make_vec_ffn(N, d, (4,), activation="gelu")

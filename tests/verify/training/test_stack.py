@@ -1,4 +1,6 @@
-"""Tests for verify/training/stack.py: batched training (train_stack) against training each model alone."""
+"""Tests for verify/training/stack.py: batched training (train_stack) against training each model
+alone."""
+
 import warnings
 
 import pytest
@@ -30,9 +32,13 @@ CASES = [
 def test_batched_equals_sequential(kind, published, specs, make_member):
     """Stacked training of padded members reproduces torch.optim.AdamW on each nn.Module alone."""
     def members():
-        return [make_member(kind, N, q, s, published=published, hidden=h or 6) for N, q, s, h in specs]
+        return [
+            make_member(kind, N, q, s, published=published, hidden=h or 6) for N, q, s, h in specs
+        ]
 
-    batched = train_stack(members(), batch_size=8, check_every=3, max_steps=24, prefetch=5, return_models=True)
+    batched = train_stack(
+        members(), batch_size=8, check_every=3, max_steps=24, prefetch=5, return_models=True
+    )
     alone = [fit_until_threshold(m, batch_size=8, check_every=3, max_steps=24) for m in members()]
     for a, b in zip(batched, alone):
         assert a.tag == b.tag
@@ -114,13 +120,16 @@ def test_sample_complexity_accounting(make_member):
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind,published,specs", CASES)
 def test_batched_equals_sequential_cuda(kind, published, specs, make_member):
-    """The same equivalence with everything on CUDA (float64): the stack replays CUDA graphs
-    and (RNN) runs torch's fused GRU cell; the reference is each nn.Module with torch.optim.AdamW."""
+    """The same equivalence with everything on CUDA (float64): the stack replays CUDA graphs and
+    (RNN) runs torch's fused GRU cell; the reference is each nn.Module with torch.optim.AdamW."""
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
 
     def members():
-        return [_to_cuda(make_member(kind, N, q, s, published=published, hidden=h or 6)) for N, q, s, h in specs]
+        return [
+            _to_cuda(make_member(kind, N, q, s, published=published, hidden=h or 6))
+            for N, q, s, h in specs
+        ]
 
     batched = train_stack(members(), batch_size=8, check_every=3, max_steps=12, return_models=True)
     alone = [fit_until_threshold(m, batch_size=8, check_every=3, max_steps=12) for m in members()]
@@ -151,8 +160,12 @@ def test_cuda_graph_replay_equals_eager(kind, published, specs, make_member):
         out = []
         for N, q, seed, h in specs:
             kw = {"hidden": h} if kind == "rnn" else {}
-            out.append(_to_cuda(make_member(kind, N, q, seed, published=published, threshold=0.9, **kw)))
-        out[0].threshold = 1e9  # stops at the first check: the stack shrinks, the graph is re-recorded
+            out.append(
+                _to_cuda(make_member(kind, N, q, seed, published=published, threshold=0.9, **kw))
+            )
+        out[
+            0
+        ].threshold = 1e9  # stops at the first check: the stack shrinks, the graph is re-recorded
         return out
 
     kw = dict(batch_size=8, check_every=3, max_steps=30, return_models=True)
