@@ -38,8 +38,12 @@ def _is_validator_call(node: ast.Call, names: set) -> bool:
     f = node.func
     if isinstance(f, ast.Name):
         return f.id in names
-    return isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "validate" \
+    return (
+        isinstance(f, ast.Attribute)
+        and isinstance(f.value, ast.Name)
+        and f.value.id == "validate"
         and "validate" in names
+    )
 
 
 def _signature(node) -> Tuple[Span, List[Span]]:
@@ -51,7 +55,11 @@ def _signature(node) -> Tuple[Span, List[Span]]:
 
 def _is_check(node: ast.AST) -> bool:
     """An ``if`` whose body only raises."""
-    return isinstance(node, ast.If) and bool(node.body) and all(isinstance(s, ast.Raise) for s in node.body)
+    return (
+        isinstance(node, ast.If)
+        and bool(node.body)
+        and all(isinstance(s, ast.Raise) for s in node.body)
+    )
 
 
 @lru_cache(maxsize=None)

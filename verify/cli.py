@@ -88,7 +88,9 @@ class _Parser(argparse.ArgumentParser):
 
 # Profiles of ``qstr verify`` (``qstr.verify.registry.PROFILES``, restated so that --help imports no torch).
 _PROFILES = ("quick", "full", "gpu")
-SEED_MAX = 2**63 - 1  # seeds are integers in [0, 2**63 - 1], on the command line and in the Python API
+SEED_MAX = (
+    2**63 - 1
+)  # seeds are integers in [0, 2**63 - 1], on the command line and in the Python API
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -97,12 +99,24 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"qstr {toolkit_version()}",
                    help="print the version of the installed qstr-toolkit and exit")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
-    _verify_options(sub.add_parser("verify", help="run the claim checks and print measured vs bound"))
-    _codebook_options(sub.add_parser(
-        "codebook", help="build a positional codebook (Assumption 3) and report its exact coherence"))
-    _sample_options(sub.add_parser("sample", help="sample qSTR prompts (Definition 2) and save them"))
-    _construct_options(sub.add_parser("construct", help="build a construction of the paper as torch weights"))
-    _reproduce_options(sub.add_parser("reproduce", help="reproduce a figure of the paper (Appendix E), resumable"))
+    _verify_options(
+        sub.add_parser("verify", help="run the claim checks and print measured vs bound")
+    )
+    _codebook_options(
+        sub.add_parser(
+            "codebook",
+            help="build a positional codebook (Assumption 3) and report its exact coherence",
+        )
+    )
+    _sample_options(
+        sub.add_parser("sample", help="sample qSTR prompts (Definition 2) and save them")
+    )
+    _construct_options(
+        sub.add_parser("construct", help="build a construction of the paper as torch weights")
+    )
+    _reproduce_options(
+        sub.add_parser("reproduce", help="reproduce a figure of the paper (Appendix E), resumable")
+    )
     return p
 
 
@@ -112,9 +126,19 @@ def _seed_option(p: argparse.ArgumentParser) -> None:
 
 
 def _verify_options(v: argparse.ArgumentParser) -> None:
-    v.add_argument("--profile", default="quick", help=f"one of {', '.join(_PROFILES)} (default quick)")
-    v.add_argument("--device", default=None, help="cpu or cuda (default: cpu; cuda for --profile gpu)")
-    v.add_argument("--only", nargs="+", action="extend", metavar="ID", help="run only these claim ids (repeatable)")
+    v.add_argument(
+        "--profile", default="quick", help=f"one of {', '.join(_PROFILES)} (default quick)"
+    )
+    v.add_argument(
+        "--device", default=None, help="cpu or cuda (default: cpu; cuda for --profile gpu)"
+    )
+    v.add_argument(
+        "--only",
+        nargs="+",
+        action="extend",
+        metavar="ID",
+        help="run only these claim ids (repeatable)",
+    )
     v.add_argument("--json", metavar="PATH",
                    help="write the results as a JSON list of records (-: to standard output, "
                         "the table to standard error)")
@@ -127,13 +151,21 @@ def _verify_options(v: argparse.ArgumentParser) -> None:
                         ".py file; docs/claims.md)")
     v.add_argument("--threads", type=_count, default=1, metavar="T",
                    help="CPU threads per check (default 1: the checks are many small ops)")
-    v.add_argument("--fail-fast", action="store_true", help="stop at the first claim that fails (exit 1); for mutation testing")
+    v.add_argument(
+        "--fail-fast",
+        action="store_true",
+        help="stop at the first claim that fails (exit 1); for mutation testing",
+    )
 
 
 def _codebook_options(c: argparse.ArgumentParser) -> None:
     c.add_argument("--N", type=_count, default=None, metavar="N",
                    help="number of positions, i.e. of codes (required unless --check)")
-    c.add_argument("--kind", default="rs-hadamard", help="rs-hadamard (deterministic), rademacher or experimental")
+    c.add_argument(
+        "--kind",
+        default="rs-hadamard",
+        help="rs-hadamard (deterministic), rademacher or experimental",
+    )
     c.add_argument("--mu", type=_fraction, default=0.5, metavar="MU",
                    help="coherence the codebook must meet, in (0, 1) (default 1/2)")
     c.add_argument("--d-e", dest="d_e", type=_count, default=None, metavar="D_E",
@@ -141,57 +173,137 @@ def _codebook_options(c: argparse.ArgumentParser) -> None:
     c.add_argument("--delta", type=_fraction, default=1e-3, metavar="DELTA",
                    help="failure probability of the Rademacher rule, in (0, 1) (default 0.001)")
     _seed_option(c)
-    c.add_argument("--check", metavar="PATH", help="report the coherence of a saved (N, d_e) tensor instead")
-    c.add_argument("--out", metavar="PATH", help="write {'omega', 'mu', 'kind', 'params'} with torch.save")
+    c.add_argument(
+        "--check", metavar="PATH", help="report the coherence of a saved (N, d_e) tensor instead"
+    )
+    c.add_argument(
+        "--out", metavar="PATH", help="write {'omega', 'mu', 'kind', 'params'} with torch.save"
+    )
 
 
 def _sample_options(s: argparse.ArgumentParser) -> None:
-    s.add_argument("--N", type=_count, required=True, metavar="N", help="prompt length: tokens (positions) per prompt")
+    s.add_argument(
+        "--N",
+        type=_count,
+        required=True,
+        metavar="N",
+        help="prompt length: tokens (positions) per prompt",
+    )
     s.add_argument("--d", type=_count, required=True, metavar="D", help="token dimension")
-    s.add_argument("--q", type=_count, default=1, metavar="Q", help="tokens each label reads (sparsity), 1 <= q <= N (default 1)")
-    s.add_argument("--B", type=_count, default=16, metavar="B", help="number of prompts (default 16)")
-    s.add_argument("--link", default="linear", help="linear, hermite, sqnorm, mean, mean-projected, teacher")
+    s.add_argument(
+        "--q",
+        type=_count,
+        default=1,
+        metavar="Q",
+        help="tokens each label reads (sparsity), 1 <= q <= N (default 1)",
+    )
+    s.add_argument(
+        "--B", type=_count, default=16, metavar="B", help="number of prompts (default 16)"
+    )
+    s.add_argument(
+        "--link", default="linear", help="linear, hermite, sqnorm, mean, mean-projected, teacher"
+    )
     s.add_argument("--variant", default="general", help="general or simple")
     s.add_argument("--indices", default="uniform", help="uniform, distinct or few-heads")
     s.add_argument("--tokens", default="gaussian", help="gaussian or half-zero")
     s.add_argument("--dtype", default="float32", help="float32 or float64")
     _seed_option(s)
-    s.add_argument("--out", metavar="PATH", required=True, help="write {'x', 't', 'y', 'config'} with torch.save")
+    s.add_argument(
+        "--out",
+        metavar="PATH",
+        required=True,
+        help="write {'x', 't', 'y', 'config'} with torch.save",
+    )
 
 
 def _construct_options(k: argparse.ArgumentParser) -> None:
-    k.add_argument("architecture", choices=["transformer", "rnn"],
-                   help="transformer: the Lemma 11 q-head attention; rnn: the Prop 28 bidirectional RNN (simple-qSTR)")
-    k.add_argument("--N", type=_count, required=True, metavar="N", help="prompt length: number of positions")
+    k.add_argument(
+        "architecture",
+        choices=["transformer", "rnn"],
+        help="transformer: the Lemma 11 q-head attention; rnn: the Prop 28 bidirectional RNN (simple-qSTR)",
+    )
+    k.add_argument(
+        "--N", type=_count, required=True, metavar="N", help="prompt length: number of positions"
+    )
     k.add_argument("--d", type=_count, required=True, metavar="D", help="token dimension")
-    k.add_argument("--q", type=_count, required=True, metavar="Q", help="tokens each label reads (heads), 1 <= q <= N")
-    k.add_argument("--eps", type=_positive, default=None, metavar="EPS",
-                   help="target error (transformer: against the Assumption 2 net, default 0.01; rnn: state accuracy, default 0.1)")
-    k.add_argument("--link", default="teacher",
-                   help="link whose exact Assumption 2 net is used: teacher, linear, mean-projected (rnn: teacher only)")
-    k.add_argument("--width", type=_count, default=8, metavar="M", help="teacher width m_g (default 8)")
-    k.add_argument("--n", type=_count, default=None, metavar="SAMPLES",
-                   help="training sample size n that sets Lemma 12's token radius r_x (transformer only; default 10000)")
+    k.add_argument(
+        "--q",
+        type=_count,
+        required=True,
+        metavar="Q",
+        help="tokens each label reads (heads), 1 <= q <= N",
+    )
+    k.add_argument(
+        "--eps",
+        type=_positive,
+        default=None,
+        metavar="EPS",
+        help="target error (transformer: against the Assumption 2 net, default 0.01; rnn: state accuracy, default 0.1)",
+    )
+    k.add_argument(
+        "--link",
+        default="teacher",
+        help="link whose exact Assumption 2 net is used: teacher, linear, mean-projected (rnn: teacher only)",
+    )
+    k.add_argument(
+        "--width", type=_count, default=8, metavar="M", help="teacher width m_g (default 8)"
+    )
+    k.add_argument(
+        "--n",
+        type=_count,
+        default=None,
+        metavar="SAMPLES",
+        help="training sample size n that sets Lemma 12's token radius r_x (transformer only; default 10000)",
+    )
     _seed_option(k)
-    k.add_argument("--out", metavar="PATH", required=True, help="torch file readable with torch.load(PATH, weights_only=True)")
+    k.add_argument(
+        "--out",
+        metavar="PATH",
+        required=True,
+        help="torch file readable with torch.load(PATH, weights_only=True)",
+    )
 
 
 def _reproduce_options(r: argparse.ArgumentParser) -> None:
-    r.add_argument("figure", choices=["figure1", "figure2", "figure3"], help="the figure of Appendix E")
+    r.add_argument(
+        "figure", choices=["figure1", "figure2", "figure3"], help="the figure of Appendix E"
+    )
     r.add_argument("--quick", action="store_true", help="scaled down: minutes on 2 CPU cores")
     r.add_argument("--device", default="cpu", help="cpu or cuda")
     r.add_argument("--seeds", type=_count, default=None, metavar="S",
                    help="number of seeds (default: figures 1 and 3 five, two with --quick; "
                         "figure 2 one, seed 0)")
-    r.add_argument("--protocol", default="paper", help="paper (default) or published (the published code's choices)")
-    r.add_argument("--out", metavar="DIR", required=True, help="results directory (JSON lines, PNG, PDF, summary)")
-    r.add_argument("--jobs", type=_count, default=None, metavar="J",
-                   help="stacks trained at once in worker processes (default: every CPU core on cpu, 1 on cuda)")
-    r.add_argument("--matmul", default="float32", choices=["float32", "tf32"],
-                   help="float32 (default) or tf32: matrix products on TF32 tensor cores (cuda only; faster)")
-    r.add_argument("--scheduler", metavar="ADDRESS", default=None,
-                   help="run the stacks on the running Dask cluster at ADDRESS (tcp://HOST:PORT) instead of "
-                        "local worker processes; --jobs is then ignored (docs/cluster.md)")
+    r.add_argument(
+        "--protocol",
+        default="paper",
+        help="paper (default) or published (the published code's choices)",
+    )
+    r.add_argument(
+        "--out",
+        metavar="DIR",
+        required=True,
+        help="results directory (JSON lines, PNG, PDF, summary)",
+    )
+    r.add_argument(
+        "--jobs",
+        type=_count,
+        default=None,
+        metavar="J",
+        help="stacks trained at once in worker processes (default: every CPU core on cpu, 1 on cuda)",
+    )
+    r.add_argument(
+        "--matmul",
+        default="float32",
+        choices=["float32", "tf32"],
+        help="float32 (default) or tf32: matrix products on TF32 tensor cores (cuda only; faster)",
+    )
+    r.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        default=None,
+        help="run the stacks on the running Dask cluster at ADDRESS (tcp://HOST:PORT) instead of "
+        "local worker processes; --jobs is then ignored (docs/cluster.md)",
+    )
 
 
 # One parse function per kind of number; argparse reports a refusal as "argument --X: <message>".
@@ -216,7 +328,9 @@ def _seed(text: str) -> int:
     """A seed: an integer in [0, 2**63 - 1]."""
     value = _int(text)
     if not 0 <= value <= SEED_MAX:
-        raise argparse.ArgumentTypeError(f"a seed must be an integer in [0, 2**63 - 1], got {value}")
+        raise argparse.ArgumentTypeError(
+            f"a seed must be an integer in [0, 2**63 - 1], got {value}"
+        )
     return value
 
 
@@ -264,7 +378,9 @@ def _writable_dir(flag: str, folder: str, shown: Optional[str] = None) -> None:
         with tempfile.TemporaryFile(dir=probe_in):
             pass
     except OSError as exc:
-        raise ValueError(f"{flag} {shown}: cannot write in {probe_in} ({exc.strerror or exc})") from None
+        raise ValueError(
+            f"{flag} {shown}: cannot write in {probe_in} ({exc.strerror or exc})"
+        ) from None
 
 
 def _device(value: Optional[str]) -> str:
@@ -351,7 +467,9 @@ def _verify(args, console: Console) -> int:
         raise
     print_report(results, console, title=title)
     if len(results) < len(claims):
-        console.print(f"--fail-fast: stopped after {results[-1].id} failed; {len(claims) - len(results)} claims not run")
+        console.print(
+            f"--fail-fast: stopped after {results[-1].id} failed; {len(claims) - len(results)} claims not run"
+        )
     if write_error is not None:
         raise write_error
     if to_stdout:
@@ -371,7 +489,8 @@ def _codebook(args, console: Console) -> int:
     console.print(
         f"{book.kind}: N = {book.N}, d_e = {book.d_e}, exact coherence mu = {rep.mu:.6f} "
         f"({pair}); {rep.n_violations} of {rep.n_pairs} pairs exceed {args.mu:g}: "
-        f"{verdict} the coherence bound {args.mu:g}" + (" of Assumption 3" if args.mu == 0.5 else "")
+        f"{verdict} the coherence bound {args.mu:g}"
+        + (" of Assumption 3" if args.mu == 0.5 else "")
     )
     if args.out:
         save_torch(args.out, {"omega": book.omega, "mu": rep.mu, "kind": book.kind,
@@ -387,7 +506,9 @@ def _new_codebook(args):
     if args.N is None:
         raise ValueError("--N is required to build a codebook (or give --check PATH)")
     gen = torch.Generator().manual_seed(args.seed)
-    return build_codebook(args.N, kind=args.kind, mu_max=args.mu, d_e=args.d_e, delta=args.delta, generator=gen)
+    return build_codebook(
+        args.N, kind=args.kind, mu_max=args.mu, d_e=args.d_e, delta=args.delta, generator=gen
+    )
 
 
 def _saved_codebook(args):
@@ -406,7 +527,9 @@ def _saved_codebook(args):
         params = obj.get("params") if isinstance(obj.get("params"), dict) else {}
         book = dataclasses.replace(book, kind=obj["kind"], params=dict(params))
     if args.N is not None and args.N != book.N:
-        raise ValueError(f"--N {args.N} does not match {args.check}, which holds {book.N} codes (omit --N with --check)")
+        raise ValueError(
+            f"--N {args.N} does not match {args.check}, which holds {book.N} codes (omit --N with --check)"
+        )
     return book
 
 
@@ -416,14 +539,20 @@ def _load_codebook_file(path: str) -> dict:
 
     try:
         obj = torch.load(path, weights_only=True)
-    except Exception as exc:  # OSError, UnpicklingError, EOFError, KeyError ...: any unreadable file
+    except (
+        Exception
+    ) as exc:  # OSError, UnpicklingError, EOFError, KeyError ...: any unreadable file
         text = str(exc).strip()
         reason = text.splitlines()[0].split(". ")[0][:120] if text else "empty or truncated file"
-        raise ValueError(f"--check: {path} is not a torch file holding a tensor ({type(exc).__name__}: {reason})") from None
+        raise ValueError(
+            f"--check: {path} is not a torch file holding a tensor ({type(exc).__name__}: {reason})"
+        ) from None
     if isinstance(obj, torch.Tensor):
         obj = {"omega": obj}
     if not isinstance(obj, dict) or not isinstance(obj.get("omega"), torch.Tensor):
-        raise ValueError(f"--check: {path} holds {type(obj).__name__}, not a tensor or a dict with an 'omega' tensor")
+        raise ValueError(
+            f"--check: {path} holds {type(obj).__name__}, not a tensor or a dict with an 'omega' tensor"
+        )
     if obj["omega"].layout != torch.strided:
         raise ValueError(f"--check: {path} holds a {obj['omega'].layout} tensor; save a dense one "
                          f"(omega.to_dense())")
@@ -439,12 +568,24 @@ def _sample(args, console: Console) -> int:
     _writable_file("--out", args.out)
     gen = torch.Generator().manual_seed(args.seed)
     link = make_link(args.link, args.q, args.d, generator=gen)
-    task = QSTR(N=args.N, d=args.d, link=link, variant=args.variant, indices=args.indices, tokens=args.tokens)
+    task = QSTR(
+        N=args.N,
+        d=args.d,
+        link=link,
+        variant=args.variant,
+        indices=args.indices,
+        tokens=args.tokens,
+    )
     p = task.sample(args.B, generator=gen, dtype=args.dtype)
-    config = {k: getattr(args, k) for k in ("N", "d", "q", "B", "link", "variant", "indices", "tokens", "dtype", "seed")}
+    config = {
+        k: getattr(args, k)
+        for k in ("N", "d", "q", "B", "link", "variant", "indices", "tokens", "dtype", "seed")
+    }
     save_torch(args.out, {"x": p.x, "t": p.t, "y": p.y, "config": config,
                           "link_params": _link_params(link)})
-    console.print(f"wrote {args.B} prompts (x {tuple(p.x.shape)}, t {tuple(p.t.shape)}, y {tuple(p.y.shape)}) to {args.out}")
+    console.print(
+        f"wrote {args.B} prompts (x {tuple(p.x.shape)}, t {tuple(p.t.shape)}, y {tuple(p.y.shape)}) to {args.out}"
+    )
     return 0
 
 
@@ -473,19 +614,32 @@ def _construct(args, console: Console) -> int:
     from qstr.constructions.links import make_link
 
     if args.link not in ("teacher", "linear", "mean-projected"):
-        raise ValueError(f"--link must be teacher, linear or mean-projected (links with an exact two-layer net), got {args.link!r}")
+        raise ValueError(
+            f"--link must be teacher, linear or mean-projected (links with an exact two-layer net), got {args.link!r}"
+        )
     n, eps = 10_000 if args.n is None else args.n, 0.01 if args.eps is None else args.eps
     _construct_fits(args)
     gen = torch.Generator().manual_seed(args.seed)
     link = make_link(args.link, args.q, args.d, generator=gen, width=args.width)
-    cons = lemma11(args.N, args.d, args.q, link.two_layer_net(), eps=eps, r_x=lemma12_radius(args.d, n=n, N=args.N))
+    cons = lemma11(
+        args.N,
+        args.d,
+        args.q,
+        link.two_layer_net(),
+        eps=eps,
+        r_x=lemma12_radius(args.d, n=n, N=args.N),
+    )
     state = construction_state(cons)
-    state["config"] = dict(state["config"], link=args.link, width=args.width, seed=args.seed, n=n, eps_target=eps)
+    state["config"] = dict(
+        state["config"], link=args.link, width=args.width, seed=args.seed, n=n, eps_target=eps
+    )
     state["link_params"] = _link_params(link)
     save_torch(args.out, state)
     g = cons.guarantee
-    console.print(f"Lemma 11: N = {args.N}, d = {args.d}, q = {args.q}, d_e = {cons.codebook.d_e}, mu = {g.mu:.4f}, "
-                  f"r_x = {g.r_x:.3f}, alpha = {g.alpha:.3f}, error bound = {g.error_bound:.3g}; wrote {args.out}")
+    console.print(
+        f"Lemma 11: N = {args.N}, d = {args.d}, q = {args.q}, d_e = {cons.codebook.d_e}, mu = {g.mu:.4f}, "
+        f"r_x = {g.r_x:.3f}, alpha = {g.alpha:.3f}, error bound = {g.error_bound:.3g}; wrote {args.out}"
+    )
     return 0
 
 
@@ -508,16 +662,22 @@ def _construct_rnn(args, console: Console) -> int:
     if args.link != "teacher":
         raise ValueError(f"--link: construct rnn builds the teacher link only, got {args.link!r}")
     if args.n is not None:
-        raise ValueError("--n applies to construct transformer only (the RNN's r_x follows from d and N)")
+        raise ValueError(
+            "--n applies to construct transformer only (the RNN's r_x follows from d and N)"
+        )
     eps = 0.1 if args.eps is None else args.eps
     cons = teacher_rnn(args.N, args.d, args.q, eps=eps, seed=args.seed, width=args.width)
     state = rnn_state(cons)
-    state["config"] = dict(state["config"], link="teacher", width=args.width, seed=args.seed, eps_target=eps)
+    state["config"] = dict(
+        state["config"], link="teacher", width=args.width, seed=args.seed, eps_target=eps
+    )
     state["link_params"] = _net_params(cons.g_net)
     save_torch(args.out, state)
     cfg = state["config"]
-    console.print(f"Prop 28 RNN: N = {cfg['N']}, d = {cfg['d']}, q = {cfg['q']}, d_e = {cfg['d_e']}, "
-                  f"certified eps = {cfg['eps']:.3g}, r_x = {cfg['r_x']:.3f}, r_h = {cfg['r_h']:.3f}; wrote {args.out}")
+    console.print(
+        f"Prop 28 RNN: N = {cfg['N']}, d = {cfg['d']}, q = {cfg['q']}, d_e = {cfg['d_e']}, "
+        f"certified eps = {cfg['eps']:.3g}, r_x = {cfg['r_x']:.3f}, r_h = {cfg['r_h']:.3f}; wrote {args.out}"
+    )
     return 0
 
 
@@ -529,8 +689,17 @@ def _reproduce(args, console: Console) -> int:
         raise ValueError(f"--out {args.out} is a file; give a results directory")
     _writable_dir("--out", args.out)
     # device, protocol, matmul and the scheduler's address are checked by run_experiment before any training
-    rows = run_experiment(args.figure, out_dir=args.out, quick=args.quick, device=args.device, seeds=args.seeds,
-                          protocol=args.protocol, jobs=args.jobs, matmul=args.matmul, scheduler=args.scheduler)
+    rows = run_experiment(
+        args.figure,
+        out_dir=args.out,
+        quick=args.quick,
+        device=args.device,
+        seeds=args.seeds,
+        protocol=args.protocol,
+        jobs=args.jobs,
+        matmul=args.matmul,
+        scheduler=args.scheduler,
+    )
     console.print(f"{args.figure}: {len(rows)} rows in {args.out}")
     return 0
 
@@ -540,7 +709,9 @@ def _run(args, console: Console) -> int:
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, _on_sigint) if main_thread else None
     hook = sys.unraisablehook
-    sys.unraisablehook = lambda u: None if issubclass(u.exc_type, KeyboardInterrupt) else hook(u)  # no gc traceback
+    sys.unraisablehook = lambda u: (
+        None if issubclass(u.exc_type, KeyboardInterrupt) else hook(u)
+    )  # no gc traceback
     _INTERRUPTED.clear()
     try:
         status = COMMANDS[args.command](args, console)
@@ -556,7 +727,11 @@ def _run(args, console: Console) -> int:
 def _out_of_memory(exc: BaseException) -> Optional[str]:
     """What failed, when ``exc`` is an allocation failure (Python's, torch's CPU or CUDA allocator), else None."""
     text = str(exc)
-    if not (isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError" or "can't allocate memory" in text):
+    if not (
+        isinstance(exc, MemoryError)
+        or type(exc).__name__ == "OutOfMemoryError"
+        or "can't allocate memory" in text
+    ):
         return None
     asked = re.search(r"allocate (\d+) bytes", text)
     if asked is None:
@@ -564,7 +739,13 @@ def _out_of_memory(exc: BaseException) -> Optional[str]:
     return f"out of memory: an allocation of {int(asked.group(1)) / 2**30:.3g} GiB failed"
 
 
-COMMANDS = {"verify": _verify, "codebook": _codebook, "sample": _sample, "construct": _construct, "reproduce": _reproduce}
+COMMANDS = {
+    "verify": _verify,
+    "codebook": _codebook,
+    "sample": _sample,
+    "construct": _construct,
+    "reproduce": _reproduce,
+}
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -576,7 +757,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         args = _parser().parse_args(argv)
         if args.command is None:
-            raise UsageError(f"a command is required: one of {', '.join(COMMANDS)} (try qstr verify)")
+            raise UsageError(
+                f"a command is required: one of {', '.join(COMMANDS)} (try qstr verify)"
+            )
         return _run(args, console)
     except (UsageError, ValueError) as exc:
         err.print(f"qstr: error: {exc}", markup=False, highlight=False, soft_wrap=True)
@@ -584,7 +767,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     except (MemoryError, RuntimeError) as exc:  # sizes no up-front estimate caught: still one line
         if not _out_of_memory(exc):
             raise
-        err.print(f"qstr: error: {_out_of_memory(exc)}; use smaller sizes", markup=False, highlight=False, soft_wrap=True)
+        err.print(
+            f"qstr: error: {_out_of_memory(exc)}; use smaller sizes",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
         return 2
     except KeyboardInterrupt:
         if getattr(args, "interrupted", None):  # verify: what finished
@@ -592,7 +780,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         elif getattr(args, "command", None) in ("codebook", "sample", "construct"):
             note = "nothing was written (files are written whole, at the end)"
         else:
-            resume = " (run the same command to resume)" if getattr(args, "command", None) == "reproduce" else ""
+            resume = (
+                " (run the same command to resume)"
+                if getattr(args, "command", None) == "reproduce"
+                else ""
+            )
             note = f"what was written so far is kept{resume}"
         err.print(f"qstr: interrupted; {note}", markup=False, highlight=False, soft_wrap=True)
         return 130

@@ -46,6 +46,8 @@ def assert_index_structure(task: QSTR, p: Prompts) -> None:
         assert not bool((s[..., 1:] == s[..., :-1]).any()), "distinct indices repeat an entry"
     if task.indices == "few-heads":
         want = torch.arange(task.q, device=p.t.device).expand_as(p.t[:, half:])
-        assert bool((p.t[:, half:] == want).all()), "few-heads positions i >= N/2 must read t = (1..q)"
+        assert bool((p.t[:, half:] == want).all()), (
+            "few-heads positions i >= N/2 must read t = (1..q)"
+        )
     if task.tokens == "half-zero":
         assert bool((p.x[:, half:] == 0).all()), "half-zero tokens j >= N/2 must be 0"

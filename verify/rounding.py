@@ -1,5 +1,6 @@
 """The floating-point rounding term n * eps(dtype) * scale added to every bound a claim checks on computed numbers
 (float32 on a GPU, float64 on the CPU) and stated in its detail. Derivation: docs/derivations/rounding.md."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -62,8 +63,14 @@ def largest(terms) -> Optional[Rounding]:
     return max(terms, key=lambda t: t.term) if terms else None
 
 
-def two_layer(W1: torch.Tensor, b1: torch.Tensor, W2: torch.Tensor, u: torch.Tensor, dtype=torch.float64,
-              what: str = "(n_in + width + 2) eps max |W2|(|W1||u| + |b1|)") -> Rounding:
+def two_layer(
+    W1: torch.Tensor,
+    b1: torch.Tensor,
+    W2: torch.Tensor,
+    u: torch.Tensor,
+    dtype=torch.float64,
+    what: str = "(n_in + width + 2) eps max |W2|(|W1||u| + |b1|)",
+) -> Rounding:
     """Rounding of u -> W2 relu(W1 u + b1) on the rows of ``u``: n = n_in + width + 2 and
     scale = max over rows and outputs of |W2| (|W1| |u| + |b1|), the Higham sum of magnitudes."""
     A1, B1, A2 = (t.to(dtype=torch.float64, device=u.device).abs() for t in (W1, b1, W2))

@@ -1,5 +1,6 @@
 """Hypothesis strategies for qSTR objects (links, tasks, prompts, codebooks), for the toolkit's tests and users' own CI.
 Each draws small sizes and a seed and builds from an explicit ``torch.Generator``: shrinking goes to small N, d, q, seed 0."""
+
 from __future__ import annotations
 
 from typing import Optional, Sequence
@@ -31,7 +32,9 @@ def _choices(name: str, values, allowed) -> list:
     """A non-empty selection from ``allowed``, checked when the strategy is made."""
     values = [values] if isinstance(values, str) else list(values)
     if not values or any(v not in allowed for v in values):
-        raise ValueError(f"{name} must be a non-empty selection of {', '.join(map(str, allowed))}, got {values!r}")
+        raise ValueError(
+            f"{name} must be a non-empty selection of {', '.join(map(str, allowed))}, got {values!r}"
+        )
     return values
 
 
@@ -40,7 +43,14 @@ def links(q: Optional[int] = None, d: Optional[int] = None, names: Sequence[str]
     """A link function g of any kind in ``names`` (random directions / teacher from a drawn seed),
     its parameters on ``device``. Bad arguments raise ``ValueError`` here, not when drawing."""
     _sizes(q=q, d=d, max_q=max_q, max_d=max_d)
-    return _links(q, d, _choices("names", names, LINK_NAMES), max_q, max_d, validate.device_of("device", device))
+    return _links(
+        q,
+        d,
+        _choices("names", names, LINK_NAMES),
+        max_q,
+        max_d,
+        validate.device_of("device", device),
+    )
 
 
 @st.composite
@@ -48,7 +58,9 @@ def _links(draw, q, d, names, max_q, max_d, device):
     q = draw(st.integers(1, max_q)) if q is None else q
     d = draw(st.integers(1, max_d)) if d is None else d
     name = draw(st.sampled_from(names))
-    return make_link(name, q, d, generator=_generator(draw(seeds), device), width=draw(st.integers(1, 6)))
+    return make_link(
+        name, q, d, generator=_generator(draw(seeds), device), width=draw(st.integers(1, 6))
+    )
 
 
 def tasks(max_N: int = 12, max_d: int = 4, max_q: int = 3, variants: Sequence[str] = VARIANTS,
@@ -73,10 +85,18 @@ def _tasks(draw, max_N, max_d, max_q, choices, link_names, device):
     allowed = [r for r in indices if r != "few-heads" or (2 * q <= N and variant == "general")]
     rule = draw(st.sampled_from(allowed or ["uniform"]))
     link = draw(links(q=q, d=d, names=link_names, device=device))
-    return QSTR(N=N, d=d, link=link, variant=variant, indices=rule, tokens=draw(st.sampled_from(tokens)))
+    return QSTR(
+        N=N, d=d, link=link, variant=variant, indices=rule, tokens=draw(st.sampled_from(tokens))
+    )
 
 
-def prompts(task_strategy=None, max_B: int = 4, dtypes=(torch.float32, torch.float64), device="cpu", **task_kw):
+def prompts(
+    task_strategy=None,
+    max_B: int = 4,
+    dtypes=(torch.float32, torch.float64),
+    device="cpu",
+    **task_kw,
+):
     """A pair ``(task, Prompts)`` with B <= max_B prompts sampled on ``device`` (the CPU by default).
     Bad arguments raise ``ValueError`` here, not when drawing.
 
@@ -91,7 +111,10 @@ def prompts(task_strategy=None, max_B: int = 4, dtypes=(torch.float32, torch.flo
             assert p.y.isfinite().all()
     """
     _sizes(max_B=max_B)
-    dtypes = [validate.float_dtype("dtypes", t) for t in ([dtypes] if isinstance(dtypes, (str, torch.dtype)) else dtypes)]
+    dtypes = [
+        validate.float_dtype("dtypes", t)
+        for t in ([dtypes] if isinstance(dtypes, (str, torch.dtype)) else dtypes)
+    ]
     if not dtypes:
         raise ValueError("dtypes must name at least one of torch.float32, torch.float64")
     if task_strategy is None:
@@ -106,14 +129,22 @@ def _prompts(draw, task_strategy, max_B, dtypes, device):
     task = draw(task_strategy)
     B = draw(st.integers(1, max_B))
     dtype = draw(st.sampled_from(dtypes))
-    return task, task.sample(B, generator=_generator(draw(seeds), device), device=device, dtype=dtype)
+    return task, task.sample(
+        B, generator=_generator(draw(seeds), device), device=device, dtype=dtype
+    )
 
 
-def codebooks(max_N: int = 64, kinds: Sequence[str] = ("rs-hadamard", "rademacher"), mu_max: float = 0.5):
+def codebooks(
+    max_N: int = 64, kinds: Sequence[str] = ("rs-hadamard", "rademacher"), mu_max: float = 0.5
+):
     """A codebook meeting Assumption 3 (coherence <= mu_max) built by ``build_codebook``.
     Bad arguments raise ``ValueError`` here, not when drawing."""
     _sizes(max_N=max_N)
-    return _codebooks(max_N, _choices("kinds", kinds, ("rs-hadamard", "rademacher")), validate.probability("mu_max", mu_max))
+    return _codebooks(
+        max_N,
+        _choices("kinds", kinds, ("rs-hadamard", "rademacher")),
+        validate.probability("mu_max", mu_max),
+    )
 
 
 @st.composite

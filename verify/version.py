@@ -1,4 +1,5 @@
 """The installed toolkit's version (``qstr --version``, the ``env`` of ``--json`` records); torch-free."""
+
 from __future__ import annotations
 
 DISTRIBUTION = "qstr-toolkit"  # the [project] name in pyproject.toml

@@ -26,6 +26,8 @@ def select(profile: str, only: Optional[Sequence[str]] = None) -> List[Claim]:
     if only:
         unknown = [c for c in only if c not in claims]
         if unknown:
-            raise ValueError(f"unknown claim id(s) {', '.join(unknown)}; known: {', '.join(claims)}")
+            raise ValueError(
+                f"unknown claim id(s) {', '.join(unknown)}; known: {', '.join(claims)}"
+            )
         return [claims[c] for c in dict.fromkeys(only)]
     return [c for c in claims.values() if profile in c.profiles]

@@ -1,5 +1,6 @@
 """The paper's experiments (Appendix E: Figures 1-3), runnable and resumable with ``run_experiment``;
 ``protocol="published"`` reproduces the published code's choices. Protocols, outputs, quick mode: docs/experiments.md."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -72,12 +73,16 @@ def run_experiment(name: str, *, out_dir: str, quick: bool = False, device="cpu"
         raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device={device!r}: CUDA is not available on this machine (use device='cpu')")
+        raise ValueError(
+            f"device={device!r}: CUDA is not available on this machine (use device='cpu')"
+        )
     if matmul not in MATMUL:
         raise ValueError(f"matmul must be one of {', '.join(MATMUL)}, got {matmul!r}")
     if matmul == "tf32":
         if dev.type != "cuda":
-            raise ValueError("matmul='tf32' needs device='cuda' (TF32 is a tensor-core mode of NVIDIA GPUs)")
+            raise ValueError(
+                "matmul='tf32' needs device='cuda' (TF32 is a tensor-core mode of NVIDIA GPUs)"
+            )
         options["overrides"] = {**(options.get("overrides") or {}), "matmul": "tf32"}
     if scheduler is not None:
         from qstr.verify.experiments.cluster import check_scheduler

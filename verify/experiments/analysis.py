@@ -1,4 +1,5 @@
 """Scaling fits of the experiments: samples ~ N^a by least squares in log-log, bootstrap intervals."""
+
 from __future__ import annotations
 
 import math
@@ -9,8 +10,14 @@ import torch
 from qstr.verify.experiments.points import MODELS
 
 
-def fit_exponent(N: Sequence[float], samples: Sequence[Optional[float]], *, n_boot: int = 2000, seed: int = 0,
-                 level: float = 0.95) -> dict:
+def fit_exponent(
+    N: Sequence[float],
+    samples: Sequence[Optional[float]],
+    *,
+    n_boot: int = 2000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> dict:
     """Fit samples ~ C N^a by least squares on (log N, log samples); bootstrap interval for a.
 
     Points with ``samples`` None (threshold not reached within the step cap) are left out and
@@ -35,10 +42,14 @@ def fit_exponent(N: Sequence[float], samples: Sequence[Optional[float]], *, n_bo
     a, b = ls(x, y)
     g = torch.Generator().manual_seed(seed)
     strata = [torch.tensor([i for i, (n, _) in enumerate(pts) if n == v]) for v in Ns]
-    idx = torch.cat([s[torch.randint(len(s), (n_boot, len(s)), generator=g)] for s in strata], dim=1)
+    idx = torch.cat(
+        [s[torch.randint(len(s), (n_boot, len(s)), generator=g)] for s in strata], dim=1
+    )
     ab, _ = ls(x[idx], y[idx])
     ab = ab[torch.isfinite(ab)]
-    lo, hi = torch.quantile(ab, torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64)).tolist()
+    lo, hi = torch.quantile(
+        ab, torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64)
+    ).tolist()
     return out | {"a": float(a), "log_C": float(b), "ci": [lo, hi]}
 
 

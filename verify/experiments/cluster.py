@@ -30,7 +30,9 @@ import torch
 from qstr.verify.experiments.points import Point
 from qstr.verify.experiments.results import ResultsFile, _json_default
 
-RETRIES = 2  # a task that raised is re-run this often; a worker that died is handled by the scheduler
+RETRIES = (
+    2  # a task that raised is re-run this often; a worker that died is handled by the scheduler
+)
 STEP_EVERY = 1.0  # seconds between progress events of one stack
 CONNECT_TIMEOUT = 5.0
 
@@ -40,7 +42,9 @@ _ADDRESS = re.compile(r"^(tcp|tls|inproc|ucx|ws|wss)://[^\s/]+$")
 def check_scheduler(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
     """A ValueError (one line) unless a Dask scheduler answers at ``address``."""
     if not isinstance(address, str) or not _ADDRESS.match(address):
-        raise ValueError(f"--scheduler must be a Dask scheduler address like tcp://HOST:PORT, got {address!r}")
+        raise ValueError(
+            f"--scheduler must be a Dask scheduler address like tcp://HOST:PORT, got {address!r}"
+        )
     from distributed import Client
 
     try:
@@ -48,12 +52,22 @@ def check_scheduler(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
             client = Client(address, timeout=timeout, set_as_default=False)
     except Exception as exc:  # OSError, TimeoutError, CommClosedError ...
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
-        raise ValueError(f"--scheduler {address}: no Dask scheduler answered within {timeout:g} s ({reason})") from None
+        raise ValueError(
+            f"--scheduler {address}: no Dask scheduler answered within {timeout:g} s ({reason})"
+        ) from None
     client.close()
 
 
 @contextlib.contextmanager
-def _quiet(names=("distributed", "distributed.client", "distributed.core", "distributed.comm", "distributed.batched")):
+def _quiet(
+    names=(
+        "distributed",
+        "distributed.client",
+        "distributed.core",
+        "distributed.comm",
+        "distributed.batched",
+    ),
+):
     """Dask's connection and shutdown chatter stays out of the progress output."""
     loggers = [logging.getLogger(n) for n in names]
     levels = [lg.level for lg in loggers]
@@ -99,7 +113,11 @@ def dask_setup(worker) -> None:
 def dashboard_note() -> str:
     import importlib.util
 
-    return "" if importlib.util.find_spec("bokeh") else " (pip install 'bokeh>=3.1' on the scheduler's machine to see it)"
+    return (
+        ""
+        if importlib.util.find_spec("bokeh")
+        else " (pip install 'bokeh>=3.1' on the scheduler's machine to see it)"
+    )
 
 
 def plain_row(row: dict) -> dict:
@@ -108,7 +126,9 @@ def plain_row(row: dict) -> dict:
     return json.loads(json.dumps(row, default=_json_default))
 
 
-def train_stack_task(pts: Sequence[Point], stack: int, device: str, dtype, train_kw, topic: Optional[str]) -> List[dict]:
+def train_stack_task(
+    pts: Sequence[Point], stack: int, device: str, dtype, train_kw, topic: Optional[str]
+) -> List[dict]:
     """Runs on a worker: train the points of one stack whose rows the client has not received
     (all of them, unless the task is re-run after its worker died) with one torch thread; send
     each row (and a progress event at most every :data:`STEP_EVERY` s) under ``topic``; return
@@ -156,7 +176,9 @@ def received(topic: str) -> set:
 
     try:
         return set(Variable(f"{topic}-received").get(timeout=CONNECT_TIMEOUT))
-    except Exception:  # not set, or the scheduler is gone: train them all, the client drops duplicates
+    except (
+        Exception
+    ):  # not set, or the scheduler is gone: train them all, the client drops duplicates
         return set()
 
 
@@ -197,7 +219,9 @@ def run_stacks(stacks: Sequence[Sequence[Point]], report: Callable[..., None], r
     ``results`` yet, so each point is appended once whatever is re-run or arrives twice."""
     if not stacks:
         return
-    with _quiet(("tornado.application",)):  # Ctrl-C inside a Dask call: its clean-up logs a traceback there
+    with _quiet(
+        ("tornado.application",)
+    ):  # Ctrl-C inside a Dask call: its clean-up logs a traceback there
         _run_stacks(stacks, report, results, cfg, log, retries)
 
 
@@ -231,7 +255,9 @@ def _run_stacks(stacks, report, results, cfg, log, retries) -> None:
             key = f"qstr-{p0.figure}-{p0.variant}-{p0.model}-{i}-{topic[-8:]}"
             task = pickle.dumps(_Call(train_stack_task, list(pts), i, dev, cfg.dtype, cfg.train_kw,
                                       topic))
-            f = client.submit(pickle.loads, task, key=key, retries=retries, pure=False, priority=len(stacks) - i)
+            f = client.submit(
+                pickle.loads, task, key=key, retries=retries, pure=False, priority=len(stacks) - i
+            )
             pending[f] = i
 
         def relay(msg) -> None:
@@ -244,7 +270,9 @@ def _run_stacks(stacks, report, results, cfg, log, retries) -> None:
             elif kind == "step":
                 report("step", i, *msg[2:])
             elif kind == "resumed":
-                log(f"dask: stack {i} re-run on another worker: {msg[2]} of its points already done, training {msg[3]}")
+                log(
+                    f"dask: stack {i} re-run on another worker: {msg[2]} of its points already done, training {msg[3]}"
+                )
 
         while pending:
             try:

@@ -18,9 +18,18 @@ THRESHOLD = {"1str": 0.7, "simple": 0.02}
 CHECK_EVERY = {"1str": 10, "simple": 100}
 
 
-def points(*, quick: bool = False, seeds=None, protocol: str = "paper", overrides: Optional[dict] = None, max_samples: Optional[int] = None,
-           n_test: Optional[int] = None, models=MODELS, variants=("1str", "simple"),
-           N_values: Optional[dict] = None) -> List[Point]:
+def points(
+    *,
+    quick: bool = False,
+    seeds=None,
+    protocol: str = "paper",
+    overrides: Optional[dict] = None,
+    max_samples: Optional[int] = None,
+    n_test: Optional[int] = None,
+    models=MODELS,
+    variants=("1str", "simple"),
+    N_values: Optional[dict] = None,
+) -> List[Point]:
     """The points of Figure 1 (the protocol: docs/experiments.md)."""
     proto = as_protocol(protocol)
     seeds = seeds_of(seeds, range(2) if quick else range(5))
@@ -36,13 +45,30 @@ def points(*, quick: bool = False, seeds=None, protocol: str = "paper", override
         for model in models:
             for N in grid[variant]:
                 for seed in seeds:
-                    out.append(Point(
-                        figure="figure1", protocol=proto.name, model=model, variant=variant, N=N, q=1, seed=seed,
-                        d=10, link="linear", lr=1e-3, weight_decay=proto.online_weight_decay(0.1),
-                        threshold=THRESHOLD[variant], check_every=CHECK_EVERY[variant],
-                        n_test=n_test or (1000 if quick else 10_000), batch_size=64, max_steps=cap,
-                        width=100, rnn_hidden=500, ffn_hidden=(N * 10 * 1, 1000), quick=quick,
-                    ))
+                    out.append(
+                        Point(
+                            figure="figure1",
+                            protocol=proto.name,
+                            model=model,
+                            variant=variant,
+                            N=N,
+                            q=1,
+                            seed=seed,
+                            d=10,
+                            link="linear",
+                            lr=1e-3,
+                            weight_decay=proto.online_weight_decay(0.1),
+                            threshold=THRESHOLD[variant],
+                            check_every=CHECK_EVERY[variant],
+                            n_test=n_test or (1000 if quick else 10_000),
+                            batch_size=64,
+                            max_steps=cap,
+                            width=100,
+                            rnn_hidden=500,
+                            ffn_hidden=(N * 10 * 1, 1000),
+                            quick=quick,
+                        )
+                    )
     return apply_overrides(out, overrides)
 
 
@@ -58,19 +84,45 @@ def report(rows: List[dict], stem: str, *, protocol: str, quick: bool, cfg: RunC
 
 def summarize(rows: List[dict], *, protocol: str, quick: bool) -> dict:
     """Fitted exponents (samples ~ N^a, bootstrap 95% interval) and the order at the largest N."""
-    out = {"figure": "figure1", "protocol": protocol, "label": as_protocol(protocol).label, "quick": quick,
-           "fits": analysis.summarize(rows, by="N"), "hierarchy": {}}
+    out = {
+        "figure": "figure1",
+        "protocol": protocol,
+        "label": as_protocol(protocol).label,
+        "quick": quick,
+        "fits": analysis.summarize(rows, by="N"),
+        "hierarchy": {},
+    }
     for variant, per_model in out["fits"].items():
         Nmax = max(int(n) for m in per_model.values() for n in m["per_N"])
-        means = {m: v["per_N"][str(Nmax)]["mean"] for m, v in per_model.items() if str(Nmax) in v["per_N"]}
-        reached = {m: v["per_N"][str(Nmax)]["reached"] for m, v in per_model.items() if str(Nmax) in v["per_N"]}
-        runs = {m: v["per_N"][str(Nmax)]["runs"] for m, v in per_model.items() if str(Nmax) in v["per_N"]}
+        means = {
+            m: v["per_N"][str(Nmax)]["mean"]
+            for m, v in per_model.items()
+            if str(Nmax) in v["per_N"]
+        }
+        reached = {
+            m: v["per_N"][str(Nmax)]["reached"]
+            for m, v in per_model.items()
+            if str(Nmax) in v["per_N"]
+        }
+        runs = {
+            m: v["per_N"][str(Nmax)]["runs"]
+            for m, v in per_model.items()
+            if str(Nmax) in v["per_N"]
+        }
         order = sorted((m for m in means if means[m] is not None), key=lambda m: means[m])
         ref = means.get("transformer")
-        ratios = {m: v / ref for m, v in means.items() if m != "transformer" and v is not None and ref}
-        out["hierarchy"][variant] = {"N": Nmax, "mean_samples": means, "reached": reached, "runs": runs,
-                                     "order_fewest_first": order, "ratio_to_transformer": ratios,
-                                     "not_reached_by_all": [m for m in means if reached[m] < runs[m]]}
+        ratios = {
+            m: v / ref for m, v in means.items() if m != "transformer" and v is not None and ref
+        }
+        out["hierarchy"][variant] = {
+            "N": Nmax,
+            "mean_samples": means,
+            "reached": reached,
+            "runs": runs,
+            "order_fewest_first": order,
+            "ratio_to_transformer": ratios,
+            "not_reached_by_all": [m for m in means if reached[m] < runs[m]],
+        }
     return out
 
 
@@ -79,7 +131,15 @@ def print_summary(summary: dict, console=None) -> None:
 
     console = console or wide_console()
     t = Table(title=f"Figure 1 - {summary['label']}" + (" [quick]" if summary["quick"] else ""))
-    for col in ("variant", "model", "a (samples ~ N^a)", "95% CI", "runs", "not reached", "mean samples, largest N"):
+    for col in (
+        "variant",
+        "model",
+        "a (samples ~ N^a)",
+        "95% CI",
+        "runs",
+        "not reached",
+        "mean samples, largest N",
+    ):
         t.add_column(col)
     for variant, per_model in summary["fits"].items():
         h = summary["hierarchy"][variant]
@@ -87,8 +147,15 @@ def print_summary(summary: dict, console=None) -> None:
             f = v["fit"]
             m = h["mean_samples"].get(model)
             ci = "-" if math.isnan(f["a"]) else f"[{f['ci'][0]:.2f}, {f['ci'][1]:.2f}]"
-            t.add_row(variant, model, "-" if math.isnan(f["a"]) else f"{f['a']:.2f}", ci,
-                      str(f["n"] + f["censored"]), str(f["censored"]), "-" if m is None else f"{m:,.0f} (N={h['N']})")
+            t.add_row(
+                variant,
+                model,
+                "-" if math.isnan(f["a"]) else f"{f['a']:.2f}",
+                ci,
+                str(f["n"] + f["censored"]),
+                str(f["censored"]),
+                "-" if m is None else f"{m:,.0f} (N={h['N']})",
+            )
     console.print(t)
     for variant, h in summary["hierarchy"].items():
         line = f"{variant}: at N = {h['N']}, fewest samples first: {' < '.join(h['order_fewest_first']) or '-'}"
@@ -96,22 +163,29 @@ def print_summary(summary: dict, console=None) -> None:
             line += " (mean samples / transformer's: " + ", ".join(
                 f"{m} {v:.2f}" for m, v in sorted(h["ratio_to_transformer"].items())) + ")"
         if h["not_reached_by_all"]:
-            line += (f" (threshold not reached by every seed: {', '.join(h['not_reached_by_all'])}; "
-                     "their means are over the seeds that reached it)")
+            line += (
+                f" (threshold not reached by every seed: {', '.join(h['not_reached_by_all'])}; "
+                "their means are over the seeds that reached it)"
+            )
         console.print(line)
 
 
 def plot(rows: List[dict], stem: str, *, protocol: str) -> List[str]:
     plt = mpl()
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for ax, variant, name in zip(axes, ("1str", "simple"), ("1STR (threshold 0.7)", "simple-1STR (threshold 0.02)")):
+    for ax, variant, name in zip(
+        axes, ("1str", "simple"), ("1STR (threshold 0.7)", "simple-1STR (threshold 0.02)")
+    ):
         rs = [r for r in rows if r["variant"] == variant]
         if rs:
             plot_samples(ax, rs, by="N", title=name)
         else:
             ax.set_title(name + ": no rows")
     quick = bool(rows) and all(r.get("quick") for r in rows)
-    fig.suptitle(as_protocol(protocol).label + (" [quick: smaller N grid, 2 seeds, 1,000 test prompts]" if quick else ""),
-                 fontsize=9)
+    fig.suptitle(
+        as_protocol(protocol).label
+        + (" [quick: smaller N grid, 2 seeds, 1,000 test prompts]" if quick else ""),
+        fontsize=9,
+    )
     fig.tight_layout()
     return save_figure(fig, stem)

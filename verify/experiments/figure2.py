@@ -15,19 +15,47 @@ from qstr.verify.experiments.run import RunConfig, wide_console
 from qstr.verify.files import save_torch
 
 
-def points(*, quick: bool = False, seeds=None, protocol: str = "paper", overrides: Optional[dict] = None, N=None, n_train=None, epochs=None) -> List[Point]:
+def points(
+    *,
+    quick: bool = False,
+    seeds=None,
+    protocol: str = "paper",
+    overrides: Optional[dict] = None,
+    N=None,
+    n_train=None,
+    epochs=None,
+) -> List[Point]:
     proto = as_protocol(protocol)
     seeds = seeds_of(seeds, [0])
     N = N or 100
     n_train = n_train or (10_000 if quick else 50_000)
     epochs = epochs or (5 if quick else 20)
     steps_per_epoch = -(-n_train // 64)
-    pts = [Point(
-        figure="figure2", protocol=proto.name, model="transformer", variant="simple" if proto.published else "1str",
-        N=N, q=1, seed=s, d=10, link="linear", lr=1e-3, weight_decay=0.2, threshold=None,
-        check_every=steps_per_epoch, n_test=1000 if quick else 10_000, batch_size=64,
-        max_steps=epochs * steps_per_epoch, width=100, n_train=n_train, epoch_loss_threshold=0.05, quick=quick,
-    ) for s in seeds]
+    pts = [
+        Point(
+            figure="figure2",
+            protocol=proto.name,
+            model="transformer",
+            variant="simple" if proto.published else "1str",
+            N=N,
+            q=1,
+            seed=s,
+            d=10,
+            link="linear",
+            lr=1e-3,
+            weight_decay=0.2,
+            threshold=None,
+            check_every=steps_per_epoch,
+            n_test=1000 if quick else 10_000,
+            batch_size=64,
+            max_steps=epochs * steps_per_epoch,
+            width=100,
+            n_train=n_train,
+            epoch_loss_threshold=0.05,
+            quick=quick,
+        )
+        for s in seeds
+    ]
     return apply_overrides(pts, overrides)
 
 
@@ -42,15 +70,28 @@ def block_stats(A: torch.Tensor, d: int, q: int, d_e: int) -> dict:
         bm = float((blk ** 2).sum())
         diag = float((torch.diagonal(blk) ** 2).sum())
         # how the mass splits over all (query block, key block) pairs
-        blocks = {f"{a}|{b}": float((M[lay[a], lay[b]] ** 2).sum()) / tot for a in lay.names for b in lay.names}
-        out.append({
-            "block_mass": bm / tot, "chance_block_mass": d_e * d_e / lay.dim ** 2,
-            "diag_mass": diag / bm if bm > 0 else float("nan"), "chance_diag_mass": 1 / d_e,
-            "block_diag_mean": float(torch.diagonal(blk).mean()),
-            "block_offdiag_rms": float(((blk - torch.diag(torch.diagonal(blk))) ** 2).sum().div(d_e * d_e - d_e).sqrt()),
-            "mass_by_block": blocks,
-        })
-    return {"heads": out, "block_mass": out[0]["block_mass"] if len(out) == 1 else [o["block_mass"] for o in out]}
+        blocks = {
+            f"{a}|{b}": float((M[lay[a], lay[b]] ** 2).sum()) / tot
+            for a in lay.names
+            for b in lay.names
+        }
+        out.append(
+            {
+                "block_mass": bm / tot,
+                "chance_block_mass": d_e * d_e / lay.dim**2,
+                "diag_mass": diag / bm if bm > 0 else float("nan"),
+                "chance_diag_mass": 1 / d_e,
+                "block_diag_mean": float(torch.diagonal(blk).mean()),
+                "block_offdiag_rms": float(
+                    ((blk - torch.diag(torch.diagonal(blk))) ** 2).sum().div(d_e * d_e - d_e).sqrt()
+                ),
+                "mass_by_block": blocks,
+            }
+        )
+    return {
+        "heads": out,
+        "block_mass": out[0]["block_mass"] if len(out) == 1 else [o["block_mass"] for o in out],
+    }
 
 
 def row_fields(stem: str):
@@ -65,8 +106,12 @@ def row_fields(stem: str):
         save_torch(path, {"merged_qk": A, "point_id": p.point_id,
                           "layout": token_layout(p.d, p.q, p.config["d_e"]).blocks})
         stats = block_stats(A, p.d, p.q, p.config["d_e"])
-        return {"block_mass": stats["block_mass"], "block_stats": stats["heads"], "matrix_file": os.path.basename(path),
-                "epochs": r.steps / p.check_every}
+        return {
+            "block_mass": stats["block_mass"],
+            "block_stats": stats["heads"],
+            "matrix_file": os.path.basename(path),
+            "epochs": r.steps / p.check_every,
+        }
 
     return extra
 
@@ -75,20 +120,27 @@ def report(rows: List[dict], stem: str, *, protocol: str, quick: bool, cfg: RunC
     """The figures ``<stem>.png/.pdf``, the block numbers in ``<stem>-summary.json``, printed
     when the run shows progress."""
     plot(rows, stem, out_dir=os.path.dirname(stem), protocol=protocol)
-    summary = {"figure": "figure2", "protocol": protocol, "label": as_protocol(protocol).label_for("figure2"), "quick": quick,
-               "block_mass": {r["seed"]: r["block_mass"] for r in rows},
-               "chance_block_mass": rows[0]["block_stats"][0]["chance_block_mass"] if rows else None,
-               "diag_mass": {r["seed"]: r["block_stats"][0]["diag_mass"] for r in rows},
-               "test_mse": {r["seed"]: r["test_mse"] for r in rows}}
+    summary = {
+        "figure": "figure2",
+        "protocol": protocol,
+        "label": as_protocol(protocol).label_for("figure2"),
+        "quick": quick,
+        "block_mass": {r["seed"]: r["block_mass"] for r in rows},
+        "chance_block_mass": rows[0]["block_stats"][0]["chance_block_mass"] if rows else None,
+        "diag_mass": {r["seed"]: r["block_stats"][0]["diag_mass"] for r in rows},
+        "test_mse": {r["seed"]: r["test_mse"] for r in rows},
+    }
     write_json(stem + "-summary.json", summary)
     if cfg.progress:
         c = cfg.console or wide_console()
         for r in rows:
             s = r["block_stats"][0]
-            c.print(f"figure2 seed {r['seed']}: block (query slot0 x key pos) holds {s['block_mass']:.1%} of "
-                    f"||W_Q^T W_K||_F^2 (no structure: {s['chance_block_mass']:.1%}); diagonal share of the block "
-                    f"{s['diag_mass']:.1%} (no structure: {s['chance_diag_mass']:.1%}); test MSE {r['test_mse']:.4f} "
-                    f"after {r['epochs']:.0f} passes")
+            c.print(
+                f"figure2 seed {r['seed']}: block (query slot0 x key pos) holds {s['block_mass']:.1%} of "
+                f"||W_Q^T W_K||_F^2 (no structure: {s['chance_block_mass']:.1%}); diagonal share of the block "
+                f"{s['diag_mass']:.1%} (no structure: {s['chance_diag_mass']:.1%}); test MSE {r['test_mse']:.4f} "
+                f"after {r['epochs']:.0f} passes"
+            )
 
 
 def plot(rows: List[dict], stem: str, *, out_dir: str, protocol: str) -> List[str]:
@@ -115,8 +167,16 @@ def plot(rows: List[dict], stem: str, *, out_dir: str, protocol: str) -> List[st
     ax.set_xlabel("key coordinate (z_j)")
     ax.set_ylabel("query coordinate (z_i)")
     qs, ps = lay["slot0"], lay["pos"]
-    ax.add_patch(plt.Rectangle((ps.start - 0.5, qs.start - 0.5), ps.stop - ps.start, qs.stop - qs.start,
-                               fill=False, ec="r", lw=1.5))
+    ax.add_patch(
+        plt.Rectangle(
+            (ps.start - 0.5, qs.start - 0.5),
+            ps.stop - ps.start,
+            qs.stop - qs.start,
+            fill=False,
+            ec="r",
+            lw=1.5,
+        )
+    )
     fig.colorbar(im, ax=ax, fraction=0.046)
     s = r["block_stats"][0]
     ax.set_title(f"|W_Q^T W_K| (seed {r['seed']}, N = {r['N']}); red: Lemma 11 block\n"
@@ -124,10 +184,15 @@ def plot(rows: List[dict], stem: str, *, out_dir: str, protocol: str) -> List[st
                  f"{s['chance_block_mass']:.1%})", fontsize=9)
     ax = axes[1]
     blk = torch.load(os.path.join(out_dir, r["matrix_file"]))["merged_qk"][0][qs, ps]
-    im = ax.imshow(blk.numpy(), cmap="RdBu_r", vmin=-float(blk.abs().max()), vmax=float(blk.abs().max()))
+    im = ax.imshow(
+        blk.numpy(), cmap="RdBu_r", vmin=-float(blk.abs().max()), vmax=float(blk.abs().max())
+    )
     fig.colorbar(im, ax=ax, fraction=0.046)
-    ax.set_title(f"signed block (query slot0 x key pos): diagonal holds {s['diag_mass']:.1%}\n"
-                 f"of its mass (no structure: {s['chance_diag_mass']:.1%}); Lemma 11: alpha * I", fontsize=9)
+    ax.set_title(
+        f"signed block (query slot0 x key pos): diagonal holds {s['diag_mass']:.1%}\n"
+        f"of its mass (no structure: {s['chance_diag_mass']:.1%}); Lemma 11: alpha * I",
+        fontsize=9,
+    )
     ax.set_xlabel("key pos coordinate")
     ax.set_ylabel("query slot0 coordinate")
     fig.suptitle(as_protocol(protocol).label_for("figure2") + f"; test MSE {r['test_mse']:.3f}"

@@ -14,8 +14,17 @@ from qstr.verify.experiments.run import RunConfig, wide_console
 N_FIG3 = 7
 
 
-def points(*, quick: bool = False, seeds=None, protocol: str = "paper", overrides: Optional[dict] = None, q_values=None,
-           max_samples: Optional[int] = None, models=MODELS, n_test: Optional[int] = None) -> List[Point]:
+def points(
+    *,
+    quick: bool = False,
+    seeds=None,
+    protocol: str = "paper",
+    overrides: Optional[dict] = None,
+    q_values=None,
+    max_samples: Optional[int] = None,
+    models=MODELS,
+    n_test: Optional[int] = None,
+) -> List[Point]:
     proto = as_protocol(protocol)
     seeds = seeds_of(seeds, range(2) if quick else range(5))
     qs = list(q_values or ([1, 2, 3] if quick else [1, 2, 3, 4]))
@@ -24,13 +33,30 @@ def points(*, quick: bool = False, seeds=None, protocol: str = "paper", override
     for model in models:
         for q in qs:
             for seed in seeds:
-                out.append(Point(
-                    figure="figure3", protocol=proto.name, model=model, variant="qstr", N=N_FIG3, q=q, seed=seed,
-                    d=10, link="hermite", lr=1e-4, weight_decay=proto.online_weight_decay(0.1), threshold=0.88,
-                    check_every=10, n_test=n_test or (1000 if quick else 10_000), batch_size=64, max_steps=cap,
-                    width=100, rnn_hidden=(64 if quick else 500) * q,
-                    ffn_hidden=(N_FIG3 * 10 * q, 256 if quick else 1000), quick=quick,
-                ))
+                out.append(
+                    Point(
+                        figure="figure3",
+                        protocol=proto.name,
+                        model=model,
+                        variant="qstr",
+                        N=N_FIG3,
+                        q=q,
+                        seed=seed,
+                        d=10,
+                        link="hermite",
+                        lr=1e-4,
+                        weight_decay=proto.online_weight_decay(0.1),
+                        threshold=0.88,
+                        check_every=10,
+                        n_test=n_test or (1000 if quick else 10_000),
+                        batch_size=64,
+                        max_steps=cap,
+                        width=100,
+                        rnn_hidden=(64 if quick else 500) * q,
+                        ffn_hidden=(N_FIG3 * 10 * q, 256 if quick else 1000),
+                        quick=quick,
+                    )
+                )
     return apply_overrides(out, overrides)
 
 
@@ -47,7 +73,11 @@ def report(rows: List[dict], stem: str, *, protocol: str, quick: bool, cfg: RunC
             c.print(f"figure3 q = {q}: mean samples ratio {parts}")
         for m, f in summary["fits"].get("qstr", {}).items():
             fit = f["fit"]
-            a = "-" if fit["a"] != fit["a"] else f"{fit['a']:.2f} [{fit['ci'][0]:.2f}, {fit['ci'][1]:.2f}]"
+            a = (
+                "-"
+                if fit["a"] != fit["a"]
+                else f"{fit['a']:.2f} [{fit['ci'][0]:.2f}, {fit['ci'][1]:.2f}]"
+            )
             c.print(f"figure3 {m}: samples ~ q^a, a = {a} ({fit['censored']} runs not reached)")
 
 
@@ -63,8 +93,14 @@ def summarize(rows: List[dict], *, protocol: str, quick: bool) -> dict:
             v = per.get(m, {}).get("per_q", {}).get(str(q), {}).get("mean")
             g[f"{m}/transformer"] = (v / tr) if (v is not None and tr) else None
         gap[str(q)] = g
-    return {"figure": "figure3", "protocol": protocol, "label": as_protocol(protocol).label_for("figure3"), "quick": quick,
-            "fits": fits, "gap": gap}
+    return {
+        "figure": "figure3",
+        "protocol": protocol,
+        "label": as_protocol(protocol).label_for("figure3"),
+        "quick": quick,
+        "fits": fits,
+        "gap": gap,
+    }
 
 
 def plot(rows: List[dict], stem: str, *, protocol: str) -> List[str]:
@@ -73,6 +109,8 @@ def plot(rows: List[dict], stem: str, *, protocol: str) -> List[str]:
     plot_samples(ax, rows, by="q", title=f"qSTR, N = {N_FIG3}, Hermite link (threshold 0.88)")
     ax.set_xticks(sorted({r["q"] for r in rows}))
     quick = bool(rows) and all(r.get("quick") for r in rows)
-    fig.suptitle(as_protocol(protocol).label_for("figure3") + (" [quick]" if quick else ""), fontsize=7)
+    fig.suptitle(
+        as_protocol(protocol).label_for("figure3") + (" [quick]" if quick else ""), fontsize=7
+    )
     fig.tight_layout()
     return save_figure(fig, stem)

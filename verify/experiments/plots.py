@@ -15,7 +15,9 @@ COLORS = {"transformer": "#1b9e77", "rnn": "#d95f02", "ffn": "#7570b3"}
 LABELS = {"transformer": "Transformer", "rnn": "RNN (GRU)", "ffn": "FFN"}
 
 
-def plot_samples(ax, rows: Sequence[dict], *, by: str = "N", cap: Optional[float] = None, title: str = ""):
+def plot_samples(
+    ax, rows: Sequence[dict], *, by: str = "N", cap: Optional[float] = None, title: str = ""
+):
     """Mean +- std of samples over seeds, per model, against ``by``; runs that never reached
     the threshold are drawn as open triangles at the step cap (a lower bound)."""
     for model in MODELS:
@@ -32,7 +34,9 @@ def plot_samples(ax, rows: Sequence[dict], *, by: str = "N", cap: Optional[float
                 mean.append(float(t.mean()))
                 std.append(float(t.std()) if len(got) > 1 else 0.0)
         if xm:
-            ax.errorbar(xm, mean, yerr=std, color=COLORS[model], marker="o", capsize=3, label=LABELS[model])
+            ax.errorbar(
+                xm, mean, yerr=std, color=COLORS[model], marker="o", capsize=3, label=LABELS[model]
+            )
         miss = [(r[by], r["steps"] * r["config"]["batch_size"]) for r in rs if r["samples"] is None]
         if miss:
             ax.scatter([m[0] for m in miss], [m[1] for m in miss], marker="^", facecolors="none",

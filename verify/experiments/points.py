@@ -88,8 +88,10 @@ class Protocol:
     @property
     def label(self) -> str:
         if self.published:
-            return ("protocol: PUBLISHED CODE (test prompts always simple, c = 1, weight decay 0.01, "
-                    "shared u and codes, FFN on vec(encoding))")
+            return (
+                "protocol: PUBLISHED CODE (test prompts always simple, c = 1, weight decay 0.01, "
+                "shared u and codes, FFN on vec(encoding))"
+            )
         return ("protocol: paper v2 (test prompts from the training variant, Transformer c = "
                 "sqrt(d/q), FFN on the encoded tokens)")
 
@@ -169,7 +171,9 @@ class Point:
         c["test_variant"] = self.test_variant
         c["c"] = self.encoding_c
         c["protocol_version"] = PROTOCOL_VERSION
-        if self.matmul == "float32":  # the default: ids of rows written before the field existed stay valid
+        if (
+            self.matmul == "float32"
+        ):  # the default: ids of rows written before the field existed stay valid
             del c["matmul"]
         return c
 
@@ -199,7 +203,9 @@ def apply_overrides(points: Sequence[Point], overrides: Optional[dict]) -> List[
         raise ValueError(f"overrides has unknown fields {bad}; allowed: {sorted(names)}")
     fixed = {"figure", "protocol", "model", "variant", "N", "q", "seed"} & set(overrides)
     if fixed:
-        raise ValueError(f"overrides cannot change {sorted(fixed)}; use the experiment's own options")
+        raise ValueError(
+            f"overrides cannot change {sorted(fixed)}; use the experiment's own options"
+        )
     return [dataclasses.replace(p, **overrides) for p in points]
 
 
@@ -245,9 +251,13 @@ def build_member(p: Point, *, device="cpu", dtype=torch.float32):
         if proto.published:
             model = BiasedTransformer(D_e, p.q, p.width, **kw)
         else:
-            model = build_practical("transformer", N=p.N, d=p.d, q=p.q, d_e=d_e, width=p.width, **kw)
+            model = build_practical(
+                "transformer", N=p.N, d=p.d, q=p.q, d_e=d_e, width=p.width, **kw
+            )
     elif p.model == "rnn":
-        model = build_practical("rnn", N=p.N, d=p.d, q=p.q, d_e=d_e, hidden=p.rnn_hidden, cell="gru", **kw)
+        model = build_practical(
+            "rnn", N=p.N, d=p.d, q=p.q, d_e=d_e, hidden=p.rnn_hidden, cell="gru", **kw
+        )
     elif p.ffn_input != "onehot":
         model = EncodedFFN(p.N, D_e, tuple(p.ffn_hidden), **kw)
     else:
@@ -259,7 +269,11 @@ def build_member(p: Point, *, device="cpu", dtype=torch.float32):
     else:
         tr = task.sample(p.n_train, generator=g_train, device=device, dtype=dtype)
         stream = EpochStream(tr.x, tr.t, tr.y, generator(device, "shuffle", p.figure, p.N, p.seed))
-    info = {"code_mu": book.mu, "code_pairs_above_half": book.params["n_violations"], "code_redraws": redraws}
+    info = {
+        "code_mu": book.mu,
+        "code_pairs_above_half": book.params["n_violations"],
+        "code_redraws": redraws,
+    }
     return Member(model=model, stream=stream, test=(tp.x, tp.t, tp.y), omega=omega, c=p.encoding_c,
                   threshold=p.threshold,
                   lr=p.lr, weight_decay=p.weight_decay, tag=p, info=info)
@@ -275,4 +289,6 @@ def _codebook(N: int, g, device, dtype, *, distinct: bool, tries: int = 1000):
         book = experimental_codebook(N, generator=g, device=device, dtype=dtype)
         if not distinct or torch.unique(book.omega, dim=0).shape[0] == N:
             return book, k
-    raise ValueError(f"no codebook with {N} distinct codes in {tries} draws (d_e = {experimental_dim(N)})")
+    raise ValueError(
+        f"no codebook with {N} distinct codes in {tries} draws (d_e = {experimental_dim(N)})"
+    )

@@ -15,8 +15,13 @@ from qstr.verify.files import write_json_file
 
 def environment(device) -> dict:
     dev = torch.device(device)
-    info = {"python": platform.python_version(), "torch": torch.__version__, "platform": platform.platform(),
-            "device": str(dev), "threads": torch.get_num_threads()}
+    info = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "platform": platform.platform(),
+        "device": str(dev),
+        "threads": torch.get_num_threads(),
+    }
     if dev.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(dev)
     else:
@@ -78,8 +83,10 @@ def _row(path: str, number: int, line: str, figure: Optional[str] = None) -> dic
     try:
         row = json.loads(line)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}, line {number}: not a JSON object ({exc.msg}); the file is damaged -- "
-                         f"remove or repair that line and run the same command to resume") from None
+        raise ValueError(
+            f"{path}, line {number}: not a JSON object ({exc.msg}); the file is damaged -- "
+            f"remove or repair that line and run the same command to resume"
+        ) from None
     if not isinstance(row, dict):
         raise ValueError(f"{path}, line {number}: a JSON {type(row).__name__}, not a results row")
     if figure is not None and row.get("figure") != figure:
@@ -99,13 +106,30 @@ def _json_default(v):
 def row_of(p: Point, res, *, device, dtype, stack_size: int, extra: Optional[dict] = None) -> dict:
     """The JSON row of a finished point."""
     row = {
-        "figure": p.figure, "protocol": p.protocol, "quick": p.quick, "model": p.model, "variant": p.variant,
-        "test_variant": p.test_variant, "N": p.N, "q": p.q, "seed": p.seed,
-        "samples": res.samples, "reached": res.reached, "steps": res.steps, "threshold": p.threshold,
-        "test_mse": res.test_mse, "train_loss": res.train_loss, "curve": [[s, round(v, 6)] for s, v in res.curve],
-        "wall_s": round(res.seconds, 3), "stack_size": stack_size, "device": str(device),
-        "dtype": str(dtype).replace("torch.", ""), "point_id": p.point_id, "config": p.config,
-        "env": environment(device), "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "figure": p.figure,
+        "protocol": p.protocol,
+        "quick": p.quick,
+        "model": p.model,
+        "variant": p.variant,
+        "test_variant": p.test_variant,
+        "N": p.N,
+        "q": p.q,
+        "seed": p.seed,
+        "samples": res.samples,
+        "reached": res.reached,
+        "steps": res.steps,
+        "threshold": p.threshold,
+        "test_mse": res.test_mse,
+        "train_loss": res.train_loss,
+        "curve": [[s, round(v, 6)] for s, v in res.curve],
+        "wall_s": round(res.seconds, 3),
+        "stack_size": stack_size,
+        "device": str(device),
+        "dtype": str(dtype).replace("torch.", ""),
+        "point_id": p.point_id,
+        "config": p.config,
+        "env": environment(device),
+        "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
     if extra:
         row.update(extra)

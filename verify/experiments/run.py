@@ -58,7 +58,13 @@ class _Progress:
 
     def __enter__(self):
         if self.enabled:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
 
             self.console = self.console or wide_console(stderr=True)
             self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -87,7 +93,9 @@ class _Progress:
         self._last[task] = now
         t = self.bar.tasks[[x.id for x in self.bar.tasks].index(task)]
         m, sec = divmod(int(now - self._start), 60)
-        self.log(f"[{m:d}:{sec:02d}] {t.description}: step {int(t.completed):,} of {int(t.total or 0):,}")
+        self.log(
+            f"[{m:d}:{sec:02d}] {t.description}: step {int(t.completed):,} of {int(t.total or 0):,}"
+        )
 
     def log(self, text: str):
         if self.bar is not None:
@@ -125,8 +133,11 @@ def stack_cost(pts: Sequence[Point]) -> float:
     """Rough multiply-adds per step of a stack (used only to order the stacks: :func:`start_order`)."""
     p, n = pts[0], max(q.N for q in pts)
     D = p.d + 5 * n
-    per_position = {"rnn": 6 * p.rnn_hidden * (p.rnn_hidden + D), "transformer": p.q * (D * D + n * D) + p.width * D,
-                    "ffn": p.ffn_hidden[0] * (p.d + p.q * n) + math.prod(p.ffn_hidden[-2:]) / n}[p.model]
+    per_position = {
+        "rnn": 6 * p.rnn_hidden * (p.rnn_hidden + D),
+        "transformer": p.q * (D * D + n * D) + p.width * D,
+        "ffn": p.ffn_hidden[0] * (p.d + p.q * n) + math.prod(p.ffn_hidden[-2:]) / n,
+    }[p.model]
     return len(pts) * n * per_position
 
 
@@ -164,13 +175,18 @@ def train_points(pts: Sequence[Point], cfg: RunConfig, report: Callable[..., Non
             extra = dict(infos.get(p.point_id, {}))
             if cfg.row_extra is not None:
                 extra.update(cfg.row_extra(p, res))
-            report("row", stack, row_of(p, res, device=device, dtype=dtype, stack_size=n, extra=extra))
+            report(
+                "row", stack, row_of(p, res, device=device, dtype=dtype, stack_size=n, extra=extra)
+            )
 
         kw = dict(batch_size=p0.batch_size, check_every=p0.check_every, max_steps=p0.max_steps,
                   on_finish=on_finish, on_step=on_step, return_models=cfg.return_models,
                   tf32=p0.matmul == "tf32")
         if p0.n_train is not None and p0.epoch_loss_threshold is not None:
-            kw.update(epoch_steps=math.ceil(p0.n_train / p0.batch_size), epoch_loss_threshold=p0.epoch_loss_threshold)
+            kw.update(
+                epoch_steps=math.ceil(p0.n_train / p0.batch_size),
+                epoch_loss_threshold=p0.epoch_loss_threshold,
+            )
         kw.update(cfg.train_kw or {})
         train_stack(ms, **kw)
 
@@ -180,7 +196,9 @@ def default_jobs(device) -> int:
     thread), one on a GPU."""
     if torch.device(device).type != "cpu":
         return 1
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    )
 
 
 def run_points(points: Sequence[Point], results: ResultsFile,
@@ -201,13 +219,21 @@ def run_points(points: Sequence[Point], results: ResultsFile,
     stacks = start_order(stacks, parallel=jobs > 1 or scheduler is not None)
     with _Progress(cfg.progress, cfg.console) as bar:
         if bar.bar is not None and len(todo) < len(points):
-            bar.log(f"resuming: {len(points) - len(todo)} of {len(points)} points already in {results.path}")
-        where = f" (Dask at {scheduler})" if scheduler else (f" ({jobs} Dask worker processes)" if jobs > 1 else "")
+            bar.log(
+                f"resuming: {len(points) - len(todo)} of {len(points)} points already in {results.path}"
+            )
+        where = (
+            f" (Dask at {scheduler})"
+            if scheduler
+            else (f" ({jobs} Dask worker processes)" if jobs > 1 else "")
+        )
         overall = bar.add(f"{len(todo)} points to train" + where, len(todo))
         tasks = []
         for pts in stacks:
             p0 = pts[0]
-            desc = f"{p0.figure} {p0.variant} {p0.model}" + (f" N={p0.N}" if len({p.N for p in pts}) == 1 else "")
+            desc = f"{p0.figure} {p0.variant} {p0.model}" + (
+                f" N={p0.N}" if len({p.N for p in pts}) == 1 else ""
+            )
             tasks.append((bar.add(f"{desc} x{len(pts)}", p0.max_steps), desc))
 
         def report(kind, stack, *payload):
@@ -220,8 +246,10 @@ def run_points(points: Sequence[Point], results: ResultsFile,
                 results.append(row)
                 bar.update(overall, advance=1)
                 s = "not reached" if row["samples"] is None else f"{row['samples']:,} samples"
-                bar.log(f"{row['figure']} {row['variant']:6s} {row['model']:11s} N={row['N']:3d} q={row['q']} "
-                        f"seed={row['seed']}: {s} (test MSE {row['test_mse']:.4f}, {row['steps']} steps)")
+                bar.log(
+                    f"{row['figure']} {row['variant']:6s} {row['model']:11s} N={row['N']:3d} q={row['q']} "
+                    f"seed={row['seed']}: {s} (test MSE {row['test_mse']:.4f}, {row['steps']} steps)"
+                )
             else:  # "done"
                 bar.update(task, completed=stacks[stack][0].max_steps)
 

@@ -12,8 +12,14 @@ class StackedAdamW:
     update is the one each member would get alone. All members share the step count (they
     start together; finished members are removed from the stack, see :meth:`select`)."""
 
-    def __init__(self, params: Dict[str, torch.Tensor], lr: torch.Tensor, weight_decay: torch.Tensor,
-                 betas=(0.9, 0.999), eps: float = 1e-8):
+    def __init__(
+        self,
+        params: Dict[str, torch.Tensor],
+        lr: torch.Tensor,
+        weight_decay: torch.Tensor,
+        betas=(0.9, 0.999),
+        eps: float = 1e-8,
+    ):
         self.params = params
         self.lr, self.wd = lr, weight_decay
         self.b1, self.b2 = betas
@@ -23,11 +29,17 @@ class StackedAdamW:
         self.step_count = 0
         # torch's fused AdamW kernel (same update, one pass over memory) when every member has
         # the same lr and weight decay; the explicit per-member update otherwise.
-        self.fused = (hasattr(torch, "_fused_adamw_") and bool((lr == lr[0]).all()) and bool((weight_decay == weight_decay[0]).all()))
+        self.fused = (
+            hasattr(torch, "_fused_adamw_")
+            and bool((lr == lr[0]).all())
+            and bool((weight_decay == weight_decay[0]).all())
+        )
         # host copies of the shared lr / weight decay and device step counters, so that a step
         # never waits for the device (no .item(), no host-to-device copy)
         self._lr0, self._wd0 = float(lr[0]), float(weight_decay[0])
-        self._steps = [torch.zeros((), dtype=torch.float32, device=v.device) for v in params.values()]
+        self._steps = [
+            torch.zeros((), dtype=torch.float32, device=v.device) for v in params.values()
+        ]
 
     @torch.no_grad()
     def step(self, grads: Dict[str, torch.Tensor]) -> None:
@@ -58,9 +70,20 @@ class StackedAdamW:
         keys = list(self.params)
         # the kernel reads the step count from self._steps (torch.optim increments it before the call)
         torch._fused_adamw_(
-            [self.params[k] for k in keys], [grads[k].contiguous() for k in keys], [self.m[k] for k in keys],
-            [self.v[k] for k in keys], [], self._steps, lr=self._lr0, beta1=self.b1, beta2=self.b2,
-            weight_decay=self._wd0, eps=self.eps, amsgrad=False, maximize=False)
+            [self.params[k] for k in keys],
+            [grads[k].contiguous() for k in keys],
+            [self.m[k] for k in keys],
+            [self.v[k] for k in keys],
+            [],
+            self._steps,
+            lr=self._lr0,
+            beta1=self.b1,
+            beta2=self.b2,
+            weight_decay=self._wd0,
+            eps=self.eps,
+            amsgrad=False,
+            maximize=False,
+        )
 
     @torch.no_grad()
     def select(self, keep: torch.Tensor) -> None:

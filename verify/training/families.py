@@ -61,7 +61,9 @@ class _Family:
     def member_meta(self, member: Member) -> Dict[str, torch.Tensor]:
         return {}
 
-    def forward(self, P: Dict[str, torch.Tensor], meta: Dict[str, torch.Tensor], x, t) -> torch.Tensor:
+    def forward(
+        self, P: Dict[str, torch.Tensor], meta: Dict[str, torch.Tensor], x, t
+    ) -> torch.Tensor:
         raise NotImplementedError
 
     def evaluate(self, P: Dict[str, torch.Tensor], meta: Dict[str, torch.Tensor], x,
@@ -115,7 +117,9 @@ class _Family:
         device = P[next(iter(P))].device
         Ns = torch.tensor([m.N for m in members], device=device)
         meta["N"] = Ns
-        meta["pos_mask"] = (torch.arange(self.Nmax, device=device)[None] < Ns[:, None]).to(P[next(iter(P))].dtype)
+        meta["pos_mask"] = (torch.arange(self.Nmax, device=device)[None] < Ns[:, None]).to(
+            P[next(iter(P))].dtype
+        )
         return P, meta
 
     def unstack(self, P: Dict[str, torch.Tensor], i: int, member: Member) -> nn.Module:
@@ -171,7 +175,9 @@ class TransformerFamily(_Family):
             mha.v_proj_weight.copy_(blocks["Wv"].reshape(E, D))
         mha.out_proj.weight.copy_(blocks["Wo"].reshape(E, E))
         if self.bias:
-            mha.in_proj_bias.copy_(torch.cat([blocks["bq"], blocks["bk"], blocks["bv"]]).reshape(-1))
+            mha.in_proj_bias.copy_(
+                torch.cat([blocks["bq"], blocks["bk"], blocks["bv"]]).reshape(-1)
+            )
             mha.out_proj.bias.copy_(blocks["bo"].reshape(-1))
         model.hidden.weight.copy_(blocks["W1"].reshape(model.width, E))
         model.hidden.bias.copy_(blocks["b1"])
@@ -229,13 +235,17 @@ class GRUFamily(_Family):
         self.Dmax = max(m.model.D_in for m in members)
         for m in members:
             if m.model.cell != "gru" or m.model.num_layers != 1:
-                raise ValueError("batched RNN training supports PracticalRNN(cell='gru', num_layers=1)")
+                raise ValueError(
+                    "batched RNN training supports PracticalRNN(cell='gru', num_layers=1)"
+                )
 
     def canonical(self, model):
         r, H = model.rnn, model.hidden_size
 
         def both(name, shape):
-            return torch.stack([getattr(r, name).reshape(shape), getattr(r, name + "_reverse").reshape(shape)])
+            return torch.stack(
+                [getattr(r, name).reshape(shape), getattr(r, name + "_reverse").reshape(shape)]
+            )
 
         return {
             "Wih": both("weight_ih_l0", (3, H, model.D_in)), "Whh": both("weight_hh_l0", (3, H, H)),
@@ -246,7 +256,12 @@ class GRUFamily(_Family):
     @torch.no_grad()
     def load(self, model, blocks):
         r, H = model.rnn, model.hidden_size
-        for k, name in (("Wih", "weight_ih_l0"), ("Whh", "weight_hh_l0"), ("bih", "bias_ih_l0"), ("bhh", "bias_hh_l0")):
+        for k, name in (
+            ("Wih", "weight_ih_l0"),
+            ("Whh", "weight_hh_l0"),
+            ("bih", "bias_ih_l0"),
+            ("bhh", "bias_hh_l0"),
+        ):
             getattr(r, name).copy_(blocks[k][0].reshape(getattr(r, name).shape))
             getattr(r, name + "_reverse").copy_(blocks[k][1].reshape(getattr(r, name).shape))
         model.readout.weight.copy_(blocks["Wr"].reshape(model.out_dim, 2 * H))
@@ -281,8 +296,11 @@ class GRUFamily(_Family):
         Hs = hs[:, 1:].view(M, 2, N, B, Hd).transpose(2, 3)  # (M, 2, B, N, Hd)
         revh = meta["rev"][:, None, :, None].expand(M, B, N, Hd)
         hf, hb = Hs[:, 0], Hs[:, 1].gather(2, revh)
-        y = (torch.einsum("mbnj,mkj->mbnk", hf, P["Wr"][:, :, 0]) + torch.einsum("mbnj,mkj->mbnk", hb, P["Wr"][:, :, 1])
-             + P["br"][:, None, None, :])
+        y = (
+            torch.einsum("mbnj,mkj->mbnk", hf, P["Wr"][:, :, 0])
+            + torch.einsum("mbnj,mkj->mbnk", hb, P["Wr"][:, :, 1])
+            + P["br"][:, None, None, :]
+        )
         return y[..., 0]
 
     def evaluation_elements(self, P):
@@ -343,7 +361,10 @@ class FFNFamily(_Family):
         self.mode = "encoded" if isinstance(m0, EncodedFFN) else m0.task
         if self.mode != "encoded" and any(m.model.t_encoding != "onehot" for m in members):
             raise ValueError("batched FFN training supports t_encoding='onehot'")
-        if any((isinstance(m.model, EncodedFFN) and "encoded" or m.model.task) != self.mode for m in members):
+        if any(
+            (isinstance(m.model, EncodedFFN) and "encoded" or m.model.task) != self.mode
+            for m in members
+        ):
             raise ValueError("all FFN members of one stack must share their input mode")
         self.Dmax = max(m.model.D_e for m in members) if self.mode == "encoded" else None
         self.depth = len(m0.hidden) + 1
@@ -370,7 +391,9 @@ class FFNFamily(_Family):
         if self.mode == "encoded":
             lins[0].weight.copy_(blocks["Wz"].reshape(h1, -1))
         else:
-            lins[0].weight.copy_(torch.cat([blocks["Wx"].reshape(h1, -1), blocks["Wt"].reshape(h1, -1)], 1))
+            lins[0].weight.copy_(
+                torch.cat([blocks["Wx"].reshape(h1, -1), blocks["Wt"].reshape(h1, -1)], 1)
+            )
         lins[0].bias.copy_(blocks["b1"])
         for k, lin in enumerate(lins[1:], 2):
             lin.weight.copy_(blocks[f"W{k}"])

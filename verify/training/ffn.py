@@ -1,5 +1,6 @@
 """Full-batch gradient descent with weight decay for vec(x) FFNs on simple-1STR: the Definition 5 algorithms of
 Theorem 6, whose off-span first-layer weights decay like e^{-lambda tau}. Derivation: docs/derivations/theorem6.md."""
+
 from __future__ import annotations
 
 import math
@@ -13,7 +14,14 @@ from qstr.bounds.feedforward import orthonormal_row_basis
 from qstr.constructions import validate
 from qstr.constructions.models import VecFFN
 
-__all__ = ["SimpleData", "simple_1str_data", "make_vec_ffn", "FFNTrace", "fit_full_batch", "ffn_test_risk"]
+__all__ = [
+    "SimpleData",
+    "simple_1str_data",
+    "make_vec_ffn",
+    "FFNTrace",
+    "fit_full_batch",
+    "ffn_test_risk",
+]
 
 
 @dataclass(frozen=True, eq=False)
@@ -88,14 +96,24 @@ class FFNTrace:
         (relative to the initial layer, so that an (almost) empty off-span part, n = N d, reads 0)."""
         if not self.perp_norm or self.initial_norm == 0.0:
             return 0.0
-        return max(abs(a - b) for a, b in zip(self.perp_norm, self.predicted_perp)) / self.initial_norm
+        return (
+            max(abs(a - b) for a, b in zip(self.perp_norm, self.predicted_perp)) / self.initial_norm
+        )
 
 
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh}
 
 
-def make_vec_ffn(N: int, d: int, hidden, *, activation: str = "tanh", generator=None, dtype=torch.float64,
-                 device=None) -> VecFFN:
+def make_vec_ffn(
+    N: int,
+    d: int,
+    hidden,
+    *,
+    activation: str = "tanh",
+    generator=None,
+    dtype=torch.float64,
+    device=None,
+) -> VecFFN:
     """VecFFN(N, d, q=1, hidden, task="simple") with its hidden activations set to ``activation``.
 
     ``"relu"`` is VecFFN unchanged. ``"tanh"`` replaces every ``nn.ReLU`` by ``nn.Tanh``: the
@@ -125,7 +143,9 @@ def _layers(model: VecFFN):
         elif isinstance(layer, nn.Tanh):
             acts.append("tanh")
         else:
-            raise ValueError(f"model.net may hold only Linear, ReLU and Tanh layers, got {type(layer).__name__}")
+            raise ValueError(
+                f"model.net may hold only Linear, ReLU and Tanh layers, got {type(layer).__name__}"
+            )
     if any(lin.bias is None for lin in lins):
         raise ValueError("every Linear layer of model.net must have a bias")
     return lins, acts
@@ -166,12 +186,23 @@ def _backprop(lins, acts, Z, Y, lam):
             h = hs[k - 1]
             g = g * (h > 0).to(g.dtype) if acts[k - 1] == "relu" else g * (1.0 - outs[k] * outs[k])
     grads.reverse()  # (W_1, b_1, W_2, b_2, ...)
-    sq = sum(float((lin.weight.detach() ** 2).sum() + (lin.bias.detach() ** 2).sum()) for lin in lins)
+    sq = sum(
+        float((lin.weight.detach() ** 2).sum() + (lin.bias.detach() ** 2).sum()) for lin in lins
+    )
     return float(mse), float(mse) + 0.5 * lam * sq, grads, math.sqrt(sq)
 
 
-def fit_full_batch(model: VecFFN, data: SimpleData, *, weight_decay: float, lr: float, max_steps: int,
-                   tol: float = 1e-6, record_every: int = 10, backtrack: bool = True) -> FFNTrace:
+def fit_full_batch(
+    model: VecFFN,
+    data: SimpleData,
+    *,
+    weight_decay: float,
+    lr: float,
+    max_steps: int,
+    tol: float = 1e-6,
+    record_every: int = 10,
+    backtrack: bool = True,
+) -> FFNTrace:
     """Full-batch GD on J = mean squared error + (lambda/2) ||theta||^2 towards a stationary point.
 
     theta <- theta - eta_k (grad L_hat + lambda theta) for all parameters, eta_0 = ``lr``; stops
@@ -195,18 +226,26 @@ def fit_full_batch(model: VecFFN, data: SimpleData, *, weight_decay: float, lr: 
     tol = validate.positive_float("tol", tol)
     record_every = validate.positive_int("record_every", record_every)
     if lr * lam >= 1:
-        raise ValueError(f"lr * weight_decay must be < 1 (the decay factor 1 - lr lambda must be positive), got {lr * lam}")
+        raise ValueError(
+            f"lr * weight_decay must be < 1 (the decay factor 1 - lr lambda must be positive), got {lr * lam}"
+        )
     W = model.first_layer_x_weight()
     if data.x.shape[1:] != (model.N, model.d):
-        raise ValueError(f"data.x must have shape (n, {model.N}, {model.d}), got {tuple(data.x.shape)}")
+        raise ValueError(
+            f"data.x must have shape (n, {model.N}, {model.d}), got {tuple(data.x.shape)}"
+        )
     if data.x.dtype != W.dtype or data.x.device != W.device:
-        raise ValueError(f"data ({data.x.dtype}, {data.x.device}) must match the model ({W.dtype}, {W.device})")
+        raise ValueError(
+            f"data ({data.x.dtype}, {data.x.device}) must match the model ({W.dtype}, {W.device})"
+        )
     V = orthonormal_row_basis(data.X).to(dtype=W.dtype, device=W.device)
     trace = FFNTrace(lr=lr, weight_decay=lam, tol=tol, max_steps=max_steps)
 
     def perp() -> float:
         Wd = model.first_layer_x_weight().detach()
-        return float(torch.linalg.matrix_norm(Wd - (Wd @ V.T) @ V)), float(torch.linalg.matrix_norm(Wd))
+        return float(torch.linalg.matrix_norm(Wd - (Wd @ V.T) @ V)), float(
+            torch.linalg.matrix_norm(Wd)
+        )
 
     p0, trace.initial_norm = perp()
     state = {"factor": 1.0, "tau": 0.0}

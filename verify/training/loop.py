@@ -111,9 +111,29 @@ def fit_until_threshold(
             mse = evaluate()
             curve.append((step, mse))
             if member.threshold is not None and mse < member.threshold:
-                return MemberResult(member.tag, step, step * batch_size, True, mse, log_curve(curve),
-                                    float(loss.detach()), step * batch_size, time.perf_counter() - t0, model)
+                return MemberResult(
+                    member.tag,
+                    step,
+                    step * batch_size,
+                    True,
+                    mse,
+                    log_curve(curve),
+                    float(loss.detach()),
+                    step * batch_size,
+                    time.perf_counter() - t0,
+                    model,
+                )
     if max_steps % check_every != 0 or not curve:
         mse = evaluate()
-    return MemberResult(member.tag, max_steps, None, False, mse, log_curve(curve), float(loss.detach()),
-                        max_steps * batch_size, time.perf_counter() - t0, model)
+    return MemberResult(
+        member.tag,
+        max_steps,
+        None,
+        False,
+        mse,
+        log_curve(curve),
+        float(loss.detach()),
+        max_steps * batch_size,
+        time.perf_counter() - t0,
+        model,
+    )

@@ -35,7 +35,9 @@ class Member:
     lr: float = 1e-3
     weight_decay: float = 0.1
     tag: Any = None
-    info: dict = field(default_factory=dict)  # free-form facts to record (e.g. the codebook's coherence)
+    info: dict = field(
+        default_factory=dict
+    )  # free-form facts to record (e.g. the codebook's coherence)
 
     @property
     def N(self) -> int:
@@ -82,4 +84,6 @@ def log_curve(curve: List[Tuple[int, float]], keep: int = 60) -> List[Tuple[int,
     if len(curve) <= keep:
         return list(curve)
     idx = sorted({int(round(v)) for v in torch.logspace(0, math.log10(len(curve)), keep).tolist()})
-    return [curve[i - 1] for i in idx if 1 <= i <= len(curve)] + ([curve[-1]] if idx[-1] != len(curve) else [])
+    return [curve[i - 1] for i in idx if 1 <= i <= len(curve)] + (
+        [curve[-1]] if idx[-1] != len(curve) else []
+    )

@@ -59,7 +59,9 @@ def _train_step(fam: _Family, opt: StackedAdamW, meta, x, t, y, batch_size: int)
     """One AdamW step of every member on its own mean squared error; returns the (M,) losses."""
     P = opt.params
     yh = fam.forward(P, meta, x, t)
-    per = ((yh - y) ** 2 * meta["pos_mask"][:, None, :]).sum(dim=(1, 2)) / (batch_size * meta["N"].to(yh.dtype))
+    per = ((yh - y) ** 2 * meta["pos_mask"][:, None, :]).sum(dim=(1, 2)) / (
+        batch_size * meta["N"].to(yh.dtype)
+    )
     names = list(P)
     grads = torch.autograd.grad(per.sum(), [P[k] for k in names])
     opt.step(dict(zip(names, grads)))
@@ -178,7 +180,11 @@ def train_stack(
     n_test = torch.tensor([m.test[0].shape[0] for m in members], device=dev)
     if len(set(n_test.tolist())) != 1:
         raise ValueError("members of one stack must have test sets of equal size")
-    thr = torch.tensor([m.threshold if m.threshold is not None else -math.inf for m in members], device=dev, dtype=dtype)
+    thr = torch.tensor(
+        [m.threshold if m.threshold is not None else -math.inf for m in members],
+        device=dev,
+        dtype=dtype,
+    )
     active = list(range(len(members)))  # indices into members, aligned with the stack rows
     results: List[Optional[MemberResult]] = [None] * len(members)
     curves: List[List[Tuple[int, float]]] = [[] for _ in members]
@@ -190,7 +196,9 @@ def train_stack(
     t0 = time.perf_counter()
 
     def refill():
-        parts = [_pad_prompts(*members[i].stream.draw(prefetch * batch_size), Nmax, qmax) for i in active]
+        parts = [
+            _pad_prompts(*members[i].stream.draw(prefetch * batch_size), Nmax, qmax) for i in active
+        ]
         return [torch.stack(v) for v in zip(*parts)]
 
     def finish(rows: List[int], step: int, reached: bool):
@@ -202,9 +210,16 @@ def train_stack(
             i = active[r]
             model = fam.unstack(P, r, members[i]) if return_models else None
             res = MemberResult(
-                tag=members[i].tag, steps=step, samples=step * batch_size if reached else None, reached=reached,
-                test_mse=last_mse[i], curve=log_curve(curves[i]), train_loss=last_loss[i],
-                consumed=step * batch_size, seconds=time.perf_counter() - t0, model=model,
+                tag=members[i].tag,
+                steps=step,
+                samples=step * batch_size if reached else None,
+                reached=reached,
+                test_mse=last_mse[i],
+                curve=log_curve(curves[i]),
+                train_loss=last_loss[i],
+                consumed=step * batch_size,
+                seconds=time.perf_counter() - t0,
+                model=model,
             )
             results[i] = res
             if on_finish is not None:
@@ -254,7 +269,9 @@ def train_stack(
             buf_pos += 1
             if not use_graphs:
                 per = _train_step(fam, opt, meta, x, t, y, batch_size)
-            elif graph is None:  # a new or changed stack: this step runs eagerly, the next ones replay
+            elif (
+                graph is None
+            ):  # a new or changed stack: this step runs eagerly, the next ones replay
                 graph, per, failed = _record(fam, opt, meta, x, t, y, batch_size)
                 failures = failures + 1 if failed is not None else 0
                 if failures == 2:  # a recording after one warm-up step can fail (torch 2.11): the

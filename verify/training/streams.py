@@ -1,4 +1,5 @@
 """Training prompts for the experiments (Appendix E): fresh online prompts or passes over a fixed set."""
+
 from __future__ import annotations
 
 from typing import Optional
@@ -18,7 +19,9 @@ class OnlineStream:
     steps) sees the same prompts. ``consumed`` counts prompts handed out.
     """
 
-    def __init__(self, task: QSTR, generator: torch.Generator, *, dtype=torch.float32, chunk: int = 2048):
+    def __init__(
+        self, task: QSTR, generator: torch.Generator, *, dtype=torch.float32, chunk: int = 2048
+    ):
         self.task = task
         self.generator = generator
         self.device = generator.device
@@ -34,7 +37,9 @@ class OnlineStream:
         parts = []
         while n > 0:
             if self._buf is None or self._pos >= self._buf[0].shape[0]:
-                p = self.task.sample(self.chunk, generator=self.generator, device=self.device, dtype=self.dtype)
+                p = self.task.sample(
+                    self.chunk, generator=self.generator, device=self.device, dtype=self.dtype
+                )
                 self._buf, self._pos = (p.x, p.t, p.y), 0
             k = min(n, self._buf[0].shape[0] - self._pos)
             parts.append(tuple(v[self._pos:self._pos + k] for v in self._buf))
@@ -51,7 +56,9 @@ class EpochStream:
     order drawn with ``generator`` (sampling without replacement within a pass; a batch may
     straddle two passes). ``consumed`` counts prompts handed out (with repetitions)."""
 
-    def __init__(self, x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, generator: torch.Generator):
+    def __init__(
+        self, x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, generator: torch.Generator
+    ):
         self.x, self.t, self.y = x, t, y
         self.n = x.shape[0]
         self.generator = generator
@@ -64,7 +71,9 @@ class EpochStream:
         idx = []
         while n > 0:
             if self._perm is None or self._pos >= self.n:
-                self._perm = torch.randperm(self.n, generator=self.generator, device=self.generator.device)
+                self._perm = torch.randperm(
+                    self.n, generator=self.generator, device=self.generator.device
+                )
                 self._pos = 0
             k = min(n, self.n - self._pos)
             idx.append(self._perm[self._pos:self._pos + k])
