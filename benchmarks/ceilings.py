@@ -37,7 +37,7 @@ def ceilings(dev) -> dict:
             out[f"matmul_{name}_flops"] = 2 * n ** 3 / cuda_median(lambda: a @ b, reps=5)
         finally:
             torch.backends.cuda.matmul.allow_tf32 = before
-        del a, b
+        a = b = None  # the operands freed before the next dtype
     src = torch.randn(2 ** 28, device=dev)  # 1 GiB
     dst = torch.empty_like(src)
     out["copy_bytes"] = 2 * src.numel() * 4 / cuda_median(lambda: dst.copy_(src))

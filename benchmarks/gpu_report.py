@@ -76,7 +76,7 @@ def lemma11_rows(dev, ceil: dict, Ns, qs, d: int = 4, B: int = 1) -> list:
                 f"rel err vs float64 {rows[-1]['rel_err_vs_float64']:.1e}",
                 flush=True,
             )
-            del c32, c64
+            c32 = c64 = None  # freed before the next size
             torch.cuda.empty_cache()
     return rows
 

@@ -176,7 +176,9 @@ def naive_mlp(weights, v):
 
 def naive_birnn(model: DeepTransitionBiRNN, Z: np.ndarray):
     """Appendix B.1 with 1-based positions, written independently of the module."""
-    np_w = lambda seq: [(W.numpy(), None if b is None else b.numpy()) for W, b in mlp_weights(seq)]
+    def np_w(seq):
+        return [(W.numpy(), None if b is None else b.numpy()) for W, b in mlp_weights(seq)]
+
     Wf, Wb, Wy = np_w(model.f_fwd), np_w(model.f_bwd), np_w(model.f_y)
 
     def P(h):
