@@ -149,9 +149,24 @@ class Transition:
         return self.q * self.d
 
     @property
+    def units1(self) -> Layout:
+        """Layer 1's units by name: ``x+``, ``x-`` (d each: relu(+-x)), then for each slot l
+        ``sum{l}`` and ``diff{l}`` (d_e x K1 each: the square units of pos +- slot l)."""
+        size = self.d_e * self.product_knots
+        slots = tuple((f"{kind}{l}", size) for l in range(self.q) for kind in ("sum", "diff"))
+        return Layout((("x+", self.d), ("x-", self.d)) + slots)
+
+    @property
+    def units2(self) -> Layout:
+        """Layer 2's units by name: for each slot l, ``xgate{l}`` (K2 x d: band k, coordinate c)
+        then ``sgate{l}`` (K2: band k), all reading M s_hat_l + beta_k (Lemma 24's gate)."""
+        K2 = self.bands.knots
+        return Layout(tuple(b for l in range(self.q)
+                            for b in ((f"xgate{l}", K2 * self.d), (f"sgate{l}", K2))))
+
+    @property
     def widths(self) -> tuple:
-        K1, K2 = self.product_knots, self.bands.knots
-        return (2 * self.d + 2 * self.q * self.d_e * K1, self.q * K2 * (self.d + 1), 2 * self.d_h)
+        return (self.units1.dim, self.units2.dim, 2 * self.d_h)
 
     # -------------------------------------------------------------- closed form
     def inner_products(self, pos: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
@@ -197,14 +212,12 @@ class Transition:
     def _readouts(self):
         """Row vectors on the layer-1 units: r_s (the s_hat_l readout, one per slot l) and the
         pieces of layer 1."""
-        d, q, d_e, K1 = self.d, self.q, self.d_e, self.product_knots
-        w, beta, coef = square_units(self.R, K1)
-        w1 = self.widths[0]
-        r_s = torch.zeros(q, w1, dtype=F64)
-        for l in range(q):
-            s = 2 * d + 2 * l * d_e * K1
-            r_s[l, s:s + d_e * K1] = (coef / 4).repeat(d_e)  # sum{l}: + coef / 4
-            r_s[l, s + d_e * K1:s + 2 * d_e * K1] = -(coef / 4).repeat(d_e)  # diff{l}: - coef / 4
+        w, beta, coef = square_units(self.R, self.product_knots)
+        u1 = self.units1
+        r_s = torch.zeros(self.q, u1.dim, dtype=F64)
+        for l in range(self.q):
+            r_s[l, u1[f"sum{l}"]] = (coef / 4).repeat(self.d_e)  # + coef / 4
+            r_s[l, u1[f"diff{l}"]] = -(coef / 4).repeat(self.d_e)  # - coef / 4
         return w, beta, coef, r_s
 
     def _build_dense(self):
@@ -219,39 +232,41 @@ class Transition:
         validate.fits_in_memory(f"the Prop 26 transition's dense layers (widths {w1}, {w2}, {w3})",
                                 8 * entries, "cpu")
         w, beta, coef, r_s = self._readouts()
+        u1, u2 = self.units1, self.units2
+        units1, units2 = torch.arange(w1), torch.arange(w2)
         ar = torch.arange(d)
-        # ---- layer 1: x+ (d), x- (d), then for each slot l: sum{l} (d_e x K1), diff{l} (d_e x K1)
+        # ---- layer 1 (units1): x+ = relu(x), x- = relu(-x); sum{l} / diff{l}: the square units
+        # of pos + slot l and pos - slot l, coordinate j, knot k
         W1 = torch.zeros(w1, off + self.D_in, dtype=F64)
         b1 = torch.zeros(w1, dtype=F64)
         xcol = off + lay["x"].start + ar
-        W1[ar, xcol], W1[d + ar, xcol] = 1.0, -1.0
+        W1[units1[u1["x+"]], xcol], W1[units1[u1["x-"]], xcol] = 1.0, -1.0
         j = torch.arange(d_e).repeat_interleave(K1)  # coordinate of each unit
         k = torch.arange(K1).repeat(d_e)  # knot of each unit
         for l in range(q):
-            for half, sign in ((0, 1.0), (1, -1.0)):
-                r = 2 * d + (2 * l + half) * d_e * K1 + torch.arange(d_e * K1)
+            for kind, sign in (("sum", 1.0), ("diff", -1.0)):
+                r = units1[u1[f"{kind}{l}"]]
                 W1[r, off + lay["pos"].start + j] = w[k]
                 W1[r, off + lay.slot(l).start + j] = sign * w[k]
                 b1[r] = beta[k]
-        # ---- layer 2: for slot l, band k: x-units (d), then the s-units (K2);
-        # all read M s_hat_l + beta_k
+        # ---- layer 2 (units2): xgate{l} (band k, coordinate c) reads x_c, sgate{l} (band k)
+        # does not; all read M s_hat_l + beta_k
         W2 = torch.zeros(w2, w1, dtype=F64)
         b2 = torch.zeros(w2, dtype=F64)
+        c_of = torch.arange(K2 * d) % d  # the coordinate of each xgate unit
         for l in range(q):
-            base = l * K2 * (d + 1)
-            W2[base:base + K2 * (d + 1)] = bands.M * r_s[l]
-            xr = base + torch.arange(K2 * d)
-            W2[xr, (xr - base) % d] += 1.0  # + relu(x_c)
-            W2[xr, d + (xr - base) % d] -= 1.0  # - relu(-x_c)
-            b2[base:base + K2 * d] = bands.beta.repeat_interleave(d)
-            b2[base + K2 * d:base + K2 * (d + 1)] = bands.beta
-        # ---- gate readout G (q d x w2): 2 delta sum_k (x-unit_{l,k,c} - s-unit_{l,k})
+            xg, sg = units2[u2[f"xgate{l}"]], units2[u2[f"sgate{l}"]]
+            W2[xg], W2[sg] = bands.M * r_s[l], bands.M * r_s[l]
+            W2[xg, units1[u1["x+"]][c_of]] += 1.0  # + relu(x_c)
+            W2[xg, units1[u1["x-"]][c_of]] -= 1.0  # - relu(-x_c)
+            b2[xg], b2[sg] = bands.beta.repeat_interleave(d), bands.beta
+        # ---- gate readout G (q d x w2): 2 delta sum_k (xgate_{l,k,c} - sgate_{l,k})
         G = torch.zeros(self.d_h, w2, dtype=F64)
         for l in range(q):
-            base = l * K2 * (d + 1)
+            xg, sg = units2[u2[f"xgate{l}"]], units2[u2[f"sgate{l}"]]
             for c in range(d):
-                G[l * d + c, base + torch.arange(K2) * d + c] = 2 * bands.delta
-                G[l * d + c, base + K2 * d + torch.arange(K2)] = -2 * bands.delta
+                G[l * d + c, xg[torch.arange(K2) * d + c]] = 2 * bands.delta
+                G[l * d + c, sg] = -2 * bands.delta
         # ---- layer 3: st+ = relu(G - b), st- = relu(-G - b); layer 4: st+ - st-
         W3 = torch.cat([G, -G])
         b3 = torch.full((w3,), -self.threshold, dtype=F64)
