@@ -1,12 +1,15 @@
-"""Which mutants sit in argument handling: the checks of bad input that the unit tests own, not a claim.
+"""Which mutants sit in argument handling: the checks of bad input that the unit tests own,
+not a claim.
 
 A mutant is *argument handling* when its position lies in
-- the test of an ``if`` (or ``elif``) whose body only raises (``if q > N: raise ValueError(...)``), and the
-  iterable of a ``for`` whose body is only such checks (``for k in keys: if k not in cfg: raise ...``),
+- the test of an ``if`` (or ``elif``) whose body only raises (``if q > N: raise ValueError(...)``),
+  and the iterable of a ``for`` whose body is only such checks
+  (``for k in keys: if k not in cfg: raise ...``),
 - a ``raise`` statement or an ``assert`` (the message and its numbers),
 - the arguments of a call to ``qstr.constructions.validate`` (``positive_int("N", N, minimum=2)``),
 - a ``def`` line outside its default values (``*`` keyword-only markers).
-Everything else (arithmetic, defaults, branches that compute) is the mathematics the claims must catch.
+Everything else (arithmetic, defaults, branches that compute) is the mathematics the claims
+must catch.
 The rule is syntactic, so no one classifies a survivor by hand after seeing it survive.
 """
 from __future__ import annotations
@@ -47,7 +50,8 @@ def _is_validator_call(node: ast.Call, names: set) -> bool:
 
 
 def _signature(node) -> Tuple[Span, List[Span]]:
-    """The def line(s) up to the body, and the default values inside it (defaults are behaviour, not checks)."""
+    """The def line(s) up to the body, and the default values inside it
+    (defaults are behaviour, not checks)."""
     whole = (node.lineno, node.col_offset), (node.body[0].lineno, 0)
     defaults = [d for d in node.args.defaults + node.args.kw_defaults if d is not None]
     return whole, [_span(d) for d in defaults]
@@ -89,6 +93,7 @@ def _inside(pos: Tuple[int, int], span: Span) -> bool:
 
 
 def is_argument_handling(path: Path, pos: Tuple[int, int]) -> bool:
-    """Whether the mutant starting at ``pos`` = (line from 1, column from 0) of ``path`` is argument handling."""
+    """Whether the mutant starting at ``pos`` = (line from 1, column from 0) of ``path`` is
+    argument handling."""
     spans, holes = argument_spans(Path(path).read_text())
     return any(_inside(pos, s) for s in spans) and not any(_inside(pos, h) for h in holes)

@@ -19,7 +19,8 @@ def clip_to_ball(x: torch.Tensor, r: float) -> torch.Tensor:
 
 def worst_case_tokens(error: Callable[[torch.Tensor], torch.Tensor], x0: torch.Tensor, r: float, *,
                       steps: int = 50, lr: float = 0.2) -> torch.Tensor:
-    """Projected Adam ascent on sum(error(x)^2) from x0 within ||x_j|| <= r; returns the best x seen.
+    """Projected Adam ascent on sum(error(x)^2) from x0 within ||x_j|| <= r;
+    returns the best x seen.
 
     ``error(x)`` returns the per-position absolute errors (any shape); the best iterate is the one
     with the largest maximum error, so the search never reports less than its start.

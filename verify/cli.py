@@ -1,4 +1,5 @@
-"""The ``qstr`` command line: ``qstr verify|codebook|sample|construct|reproduce ...`` (``qstr --help``).
+"""The ``qstr`` command line: ``qstr verify|codebook|sample|construct|reproduce ...``
+(``qstr --help``).
 
 Exit status (README.md, "Exit statuses"): 0 done (for ``verify`` every selected claim holds with
 every fault caught, for ``codebook`` the coherence bound is met), 1 a claim fails or the codebook
@@ -86,7 +87,8 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-# Profiles of ``qstr verify`` (``qstr.verify.registry.PROFILES``, restated so that --help imports no torch).
+# Profiles of ``qstr verify`` (``qstr.verify.registry.PROFILES``, restated so that --help imports
+# no torch).
 _PROFILES = ("quick", "full", "gpu")
 SEED_MAX = (
     2**63 - 1
@@ -220,7 +222,8 @@ def _construct_options(k: argparse.ArgumentParser) -> None:
     k.add_argument(
         "architecture",
         choices=["transformer", "rnn"],
-        help="transformer: the Lemma 11 q-head attention; rnn: the Prop 28 bidirectional RNN (simple-qSTR)",
+        help="transformer: the Lemma 11 q-head attention; "
+        "rnn: the Prop 28 bidirectional RNN (simple-qSTR)",
     )
     k.add_argument(
         "--N", type=_count, required=True, metavar="N", help="prompt length: number of positions"
@@ -238,12 +241,14 @@ def _construct_options(k: argparse.ArgumentParser) -> None:
         type=_positive,
         default=None,
         metavar="EPS",
-        help="target error (transformer: against the Assumption 2 net, default 0.01; rnn: state accuracy, default 0.1)",
+        help="target error (transformer: against the Assumption 2 net, default 0.01; "
+        "rnn: state accuracy, default 0.1)",
     )
     k.add_argument(
         "--link",
         default="teacher",
-        help="link whose exact Assumption 2 net is used: teacher, linear, mean-projected (rnn: teacher only)",
+        help="link whose exact Assumption 2 net is used: teacher, linear, mean-projected "
+        "(rnn: teacher only)",
     )
     k.add_argument(
         "--width", type=_count, default=8, metavar="M", help="teacher width m_g (default 8)"
@@ -253,7 +258,8 @@ def _construct_options(k: argparse.ArgumentParser) -> None:
         type=_count,
         default=None,
         metavar="SAMPLES",
-        help="training sample size n that sets Lemma 12's token radius r_x (transformer only; default 10000)",
+        help="training sample size n that sets Lemma 12's token radius r_x "
+        "(transformer only; default 10000)",
     )
     _seed_option(k)
     k.add_argument(
@@ -289,7 +295,8 @@ def _reproduce_options(r: argparse.ArgumentParser) -> None:
         type=_count,
         default=None,
         metavar="J",
-        help="stacks trained at once in worker processes (default: every CPU core on cpu, 1 on cuda)",
+        help="stacks trained at once in worker processes "
+        "(default: every CPU core on cpu, 1 on cuda)",
     )
     r.add_argument(
         "--matmul",
@@ -367,7 +374,8 @@ def _writable_file(flag: str, path: Optional[str]) -> None:
 
 
 def _writable_dir(flag: str, folder: str, shown: Optional[str] = None) -> None:
-    """``folder`` (created when missing, as the runs do) must be a directory that takes a new file."""
+    """``folder`` (created when missing, as the runs do) must be a directory
+    that takes a new file."""
     shown = shown or folder
     probe_in = os.path.abspath(folder)
     while not os.path.exists(probe_in):  # the nearest existing ancestor must take the new folders
@@ -463,12 +471,16 @@ def _verify(args, console: Console) -> int:
         if results:
             print_report(results, console, title=f"{title} (interrupted)")
         kept = f"; in {args.json}" if args.json and results and write_error is None else ""
-        args.interrupted = f"{len(results)} of {len(claims)} claims finished{' (table above)' if results else ''}{kept}"
+        args.interrupted = (
+            f"{len(results)} of {len(claims)} claims finished"
+            f"{' (table above)' if results else ''}{kept}"
+        )
         raise
     print_report(results, console, title=title)
     if len(results) < len(claims):
         console.print(
-            f"--fail-fast: stopped after {results[-1].id} failed; {len(claims) - len(results)} claims not run"
+            f"--fail-fast: stopped after {results[-1].id} failed; "
+            f"{len(claims) - len(results)} claims not run"
         )
     if write_error is not None:
         raise write_error
@@ -512,7 +524,8 @@ def _new_codebook(args):
 
 
 def _saved_codebook(args):
-    """The codebook in ``--check PATH``, reported under the kind the file records (``custom`` if none)."""
+    """The codebook in ``--check PATH``, reported under the kind the file records
+    (``custom`` if none)."""
     import dataclasses
 
     from qstr.constructions.codes import BUILDABLE_KINDS, Codebook
@@ -528,13 +541,15 @@ def _saved_codebook(args):
         book = dataclasses.replace(book, kind=obj["kind"], params=dict(params))
     if args.N is not None and args.N != book.N:
         raise ValueError(
-            f"--N {args.N} does not match {args.check}, which holds {book.N} codes (omit --N with --check)"
+            f"--N {args.N} does not match {args.check}, which holds {book.N} codes "
+            "(omit --N with --check)"
         )
     return book
 
 
 def _load_codebook_file(path: str) -> dict:
-    """A dict with at least ``omega`` (a bare tensor ``t`` reads as ``{"omega": t}``), or a one-line ValueError."""
+    """A dict with at least ``omega`` (a bare tensor ``t`` reads as ``{"omega": t}``),
+    or a one-line ValueError."""
     import torch
 
     try:
@@ -551,7 +566,8 @@ def _load_codebook_file(path: str) -> dict:
         obj = {"omega": obj}
     if not isinstance(obj, dict) or not isinstance(obj.get("omega"), torch.Tensor):
         raise ValueError(
-            f"--check: {path} holds {type(obj).__name__}, not a tensor or a dict with an 'omega' tensor"
+            f"--check: {path} holds {type(obj).__name__}, not a tensor or a dict with an "
+            "'omega' tensor"
         )
     if obj["omega"].layout != torch.strided:
         raise ValueError(f"--check: {path} holds a {obj['omega'].layout} tensor; save a dense one "
@@ -584,14 +600,15 @@ def _sample(args, console: Console) -> int:
     save_torch(args.out, {"x": p.x, "t": p.t, "y": p.y, "config": config,
                           "link_params": _link_params(link)})
     console.print(
-        f"wrote {args.B} prompts (x {tuple(p.x.shape)}, t {tuple(p.t.shape)}, y {tuple(p.y.shape)}) to {args.out}"
+        f"wrote {args.B} prompts (x {tuple(p.x.shape)}, t {tuple(p.t.shape)}, "
+        f"y {tuple(p.y.shape)}) to {args.out}"
     )
     return 0
 
 
 def _link_params(link) -> dict:
-    """The link's drawn parameters: teacher {a, W, b}, linear and hermite {u: (q, d)}, mean-projected
-    {u: (d,)}, sqnorm and mean none."""
+    """The link's drawn parameters: teacher {a, W, b}, linear and hermite {u: (q, d)},
+    mean-projected {u: (d,)}, sqnorm and mean none."""
     net = getattr(link, "net", None)
     if net is not None:
         return _net_params(net)
@@ -615,7 +632,8 @@ def _construct(args, console: Console) -> int:
 
     if args.link not in ("teacher", "linear", "mean-projected"):
         raise ValueError(
-            f"--link must be teacher, linear or mean-projected (links with an exact two-layer net), got {args.link!r}"
+            "--link must be teacher, linear or mean-projected "
+            f"(links with an exact two-layer net), got {args.link!r}"
         )
     n, eps = 10_000 if args.n is None else args.n, 0.01 if args.eps is None else args.eps
     _construct_fits(args)
@@ -637,8 +655,9 @@ def _construct(args, console: Console) -> int:
     save_torch(args.out, state)
     g = cons.guarantee
     console.print(
-        f"Lemma 11: N = {args.N}, d = {args.d}, q = {args.q}, d_e = {cons.codebook.d_e}, mu = {g.mu:.4f}, "
-        f"r_x = {g.r_x:.3f}, alpha = {g.alpha:.3f}, error bound = {g.error_bound:.3g}; wrote {args.out}"
+        f"Lemma 11: N = {args.N}, d = {args.d}, q = {args.q}, d_e = {cons.codebook.d_e}, "
+        f"mu = {g.mu:.4f}, r_x = {g.r_x:.3f}, alpha = {g.alpha:.3f}, "
+        f"error bound = {g.error_bound:.3g}; wrote {args.out}"
     )
     return 0
 
@@ -676,7 +695,8 @@ def _construct_rnn(args, console: Console) -> int:
     cfg = state["config"]
     console.print(
         f"Prop 28 RNN: N = {cfg['N']}, d = {cfg['d']}, q = {cfg['q']}, d_e = {cfg['d_e']}, "
-        f"certified eps = {cfg['eps']:.3g}, r_x = {cfg['r_x']:.3f}, r_h = {cfg['r_h']:.3f}; wrote {args.out}"
+        f"certified eps = {cfg['eps']:.3g}, r_x = {cfg['r_x']:.3f}, r_h = {cfg['r_h']:.3f}; "
+        f"wrote {args.out}"
     )
     return 0
 
@@ -688,7 +708,8 @@ def _reproduce(args, console: Console) -> int:
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise ValueError(f"--out {args.out} is a file; give a results directory")
     _writable_dir("--out", args.out)
-    # device, protocol, matmul and the scheduler's address are checked by run_experiment before any training
+    # device, protocol, matmul and the scheduler's address are checked by run_experiment before any
+    # training
     rows = run_experiment(
         args.figure,
         out_dir=args.out,
@@ -705,7 +726,8 @@ def _reproduce(args, console: Console) -> int:
 
 
 def _run(args, console: Console) -> int:
-    """The command, with Ctrl-C caught by :func:`_on_sigint` (the caller's handler restored after)."""
+    """The command, with Ctrl-C caught by :func:`_on_sigint`
+    (the caller's handler restored after)."""
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, _on_sigint) if main_thread else None
     hook = sys.unraisablehook
@@ -725,7 +747,8 @@ def _run(args, console: Console) -> int:
 
 
 def _out_of_memory(exc: BaseException) -> Optional[str]:
-    """What failed, when ``exc`` is an allocation failure (Python's, torch's CPU or CUDA allocator), else None."""
+    """What failed, when ``exc`` is an allocation failure (Python's, torch's CPU or CUDA allocator),
+    else None."""
     text = str(exc)
     if not (
         isinstance(exc, MemoryError)

@@ -32,7 +32,8 @@ def assert_labels_match(task: QSTR, p: Prompts) -> None:
             xt = torch.stack([p.x[b, int(j)] for j in p.t[b, i]])
             want = task.link(xt)
             assert torch.allclose(p.y[b, i], want, rtol=tol, atol=tol), (
-                f"label at prompt {b}, position {i} is {p.y[b, i].tolist()}, g(x_t) = {want.tolist()}"
+                f"label at prompt {b}, position {i} is {p.y[b, i].tolist()}, "
+                f"g(x_t) = {want.tolist()}"
             )
 
 

@@ -1,5 +1,6 @@
-"""The floating-point rounding term n * eps(dtype) * scale added to every bound a claim checks on computed numbers
-(float32 on a GPU, float64 on the CPU) and stated in its detail. Derivation: docs/derivations/rounding.md."""
+"""The floating-point rounding term n * eps(dtype) * scale added to every bound a claim checks on
+computed numbers (float32 on a GPU, float64 on the CPU) and stated in its detail. Derivation:
+docs/derivations/rounding.md."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ def dtype_name(dtype) -> str:
 
 @dataclass(frozen=True)
 class Rounding:
-    """The rounding term ``n * eps(dtype) * scale`` of a measured quantity (docs/derivations/rounding.md).
+    """The rounding term ``n * eps(dtype) * scale`` of a measured quantity
+    (docs/derivations/rounding.md).
 
     ``what`` names n and scale in the detail line, e.g. "(N + D) eps |y|max". Terms of a
     quantity computed in stages add up: ``a + b`` (the stages' terms listed in the detail);

@@ -1,5 +1,7 @@
-"""Hypothesis strategies for qSTR objects (links, tasks, prompts, codebooks), for the toolkit's tests and users' own CI.
-Each draws small sizes and a seed and builds from an explicit ``torch.Generator``: shrinking goes to small N, d, q, seed 0."""
+"""Hypothesis strategies for qSTR objects (links, tasks, prompts, codebooks), for the toolkit's
+tests and users' own CI.
+Each draws small sizes and a seed and builds from an explicit ``torch.Generator``: shrinking goes
+to small N, d, q, seed 0."""
 
 from __future__ import annotations
 
@@ -33,7 +35,8 @@ def _choices(name: str, values, allowed) -> list:
     values = [values] if isinstance(values, str) else list(values)
     if not values or any(v not in allowed for v in values):
         raise ValueError(
-            f"{name} must be a non-empty selection of {', '.join(map(str, allowed))}, got {values!r}"
+            f"{name} must be a non-empty selection of {', '.join(map(str, allowed))}, "
+            f"got {values!r}"
         )
     return values
 
@@ -97,7 +100,8 @@ def prompts(
     device="cpu",
     **task_kw,
 ):
-    """A pair ``(task, Prompts)`` with B <= max_B prompts sampled on ``device`` (the CPU by default).
+    """A pair ``(task, Prompts)`` with B <= max_B prompts sampled on ``device``
+    (the CPU by default).
     Bad arguments raise ``ValueError`` here, not when drawing.
 
     For example::

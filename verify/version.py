@@ -1,4 +1,5 @@
-"""The installed toolkit's version (``qstr --version``, the ``env`` of ``--json`` records); torch-free."""
+"""The installed toolkit's version (``qstr --version``, the ``env`` of ``--json`` records);
+torch-free."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ DISTRIBUTION = "qstr-toolkit"  # the [project] name in pyproject.toml
 
 
 def toolkit_version() -> str:
-    """The version of the installed ``qstr-toolkit`` distribution, ``unknown`` when not installed."""
+    """The version of the installed ``qstr-toolkit`` distribution, ``unknown`` when not
+    installed."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:

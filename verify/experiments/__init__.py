@@ -1,5 +1,6 @@
-"""The paper's experiments (Appendix E: Figures 1-3), runnable and resumable with ``run_experiment``;
-``protocol="published"`` reproduces the published code's choices. Protocols, outputs, quick mode: docs/experiments.md."""
+"""The paper's experiments (Appendix E: Figures 1-3), runnable and resumable with
+``run_experiment``; ``protocol="published"`` reproduces the published code's choices. Protocols,
+outputs, quick mode: docs/experiments.md."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Scaling fits of the experiments: samples ~ N^a by least squares in log-log, bootstrap intervals."""
+"""Scaling fits of the experiments: samples ~ N^a by least squares in log-log,
+bootstrap intervals."""
 
 from __future__ import annotations
 

@@ -4,10 +4,11 @@ cluster reached at an address (``qstr reproduce ... --scheduler tcp://HOST:PORT`
 Only the client writes the results file. Each task trains one stack on a worker and returns its
 rows; as each model finishes its row is also sent at once as a Dask event, so a stack that dies
 half-way keeps the rows it finished, and its re-run trains only the points whose rows the
-client has not received (a Dask ``Variable`` per run lists them). The client appends a row only when its ``point_id`` is not
-in the results file yet: a stack re-run after a worker died, a late event, or a resumed run
-never writes a row twice. Ctrl-C cancels the tasks, closes the client (and the local cluster)
-and keeps every row written; the same command resumes, whichever engine ran the earlier part.
+client has not received (a Dask ``Variable`` per run lists them). The client appends a row only
+when its ``point_id`` is not in the results file yet: a stack re-run after a worker died, a late
+event, or a resumed run never writes a row twice. Ctrl-C cancels the tasks, closes the client
+(and the local cluster) and keeps every row written; the same command resumes, whichever engine
+ran the earlier part.
 """
 from __future__ import annotations
 
@@ -271,7 +272,8 @@ def _run_stacks(stacks, report, results, cfg, log, retries) -> None:
                 report("step", i, *msg[2:])
             elif kind == "resumed":
                 log(
-                    f"dask: stack {i} re-run on another worker: {msg[2]} of its points already done, training {msg[3]}"
+                    f"dask: stack {i} re-run on another worker: {msg[2]} of its points already "
+                    f"done, training {msg[3]}"
                 )
 
         while pending:

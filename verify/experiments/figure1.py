@@ -1,5 +1,6 @@
-"""Figure 1 (Appendix E): samples to reach the test-MSE threshold vs N for Transformer, RNN and FFN on 1STR and
-simple-1STR, with fitted exponents samples ~ N^a. Protocol and quick mode: docs/experiments.md."""
+"""Figure 1 (Appendix E): samples to reach the test-MSE threshold vs N for Transformer, RNN and FFN
+on 1STR and simple-1STR, with fitted exponents samples ~ N^a. Protocol and quick mode:
+docs/experiments.md."""
 from __future__ import annotations
 
 import math
@@ -158,7 +159,10 @@ def print_summary(summary: dict, console=None) -> None:
             )
     console.print(t)
     for variant, h in summary["hierarchy"].items():
-        line = f"{variant}: at N = {h['N']}, fewest samples first: {' < '.join(h['order_fewest_first']) or '-'}"
+        line = (
+            f"{variant}: at N = {h['N']}, fewest samples first: "
+            f"{' < '.join(h['order_fewest_first']) or '-'}"
+        )
         if h.get("ratio_to_transformer"):
             line += " (mean samples / transformer's: " + ", ".join(
                 f"{m} {v:.2f}" for m, v in sorted(h["ratio_to_transformer"].items())) + ")"

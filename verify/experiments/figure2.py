@@ -1,5 +1,6 @@
-"""Figure 2 (Appendix E): the trained W_Q^T W_K at N = 100 and the share of its squared mass in the Lemma 11 block
-(query slot 0 against key position). Protocol and quick mode: docs/experiments.md."""
+"""Figure 2 (Appendix E): the trained W_Q^T W_K at N = 100 and the share of its squared mass in the
+Lemma 11 block (query slot 0 against key position). Protocol and quick mode:
+docs/experiments.md."""
 from __future__ import annotations
 
 import os
@@ -136,9 +137,11 @@ def report(rows: List[dict], stem: str, *, protocol: str, quick: bool, cfg: RunC
         for r in rows:
             s = r["block_stats"][0]
             c.print(
-                f"figure2 seed {r['seed']}: block (query slot0 x key pos) holds {s['block_mass']:.1%} of "
-                f"||W_Q^T W_K||_F^2 (no structure: {s['chance_block_mass']:.1%}); diagonal share of the block "
-                f"{s['diag_mass']:.1%} (no structure: {s['chance_diag_mass']:.1%}); test MSE {r['test_mse']:.4f} "
+                f"figure2 seed {r['seed']}: block (query slot0 x key pos) "
+                f"holds {s['block_mass']:.1%} of ||W_Q^T W_K||_F^2 "
+                f"(no structure: {s['chance_block_mass']:.1%}); diagonal share of the block "
+                f"{s['diag_mass']:.1%} (no structure: {s['chance_diag_mass']:.1%}); "
+                f"test MSE {r['test_mse']:.4f} "
                 f"after {r['epochs']:.0f} passes"
             )
 

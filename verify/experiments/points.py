@@ -79,7 +79,10 @@ class Protocol:
         """The label printed on a figure (Figure 2 has its own published choices)."""
         if figure == "figure2":
             if self.published:
-                return "protocol: PUBLISHED CODE (simple-1STR prompts for training and test, c = 1, attention biases)"
+                return (
+                    "protocol: PUBLISHED CODE (simple-1STR prompts for training and test, c = 1, "
+                    "attention biases)"
+                )
             return "protocol: paper (1STR prompts for training and test, c = sqrt(d/q))"
         if figure == "figure3" and self.published:
             return self.label + " -- no published Figure 3 script: its choices applied by analogy"

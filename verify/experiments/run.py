@@ -130,7 +130,8 @@ def stacks_of(points: Sequence[Point], *, device="cpu") -> List[List[Point]]:
 
 
 def stack_cost(pts: Sequence[Point]) -> float:
-    """Rough multiply-adds per step of a stack (used only to order the stacks: :func:`start_order`)."""
+    """Rough multiply-adds per step of a stack
+    (used only to order the stacks: :func:`start_order`)."""
     p, n = pts[0], max(q.N for q in pts)
     D = p.d + 5 * n
     per_position = {
@@ -142,9 +143,9 @@ def stack_cost(pts: Sequence[Point]) -> float:
 
 
 def start_order(stacks: Sequence[Sequence[Point]], parallel: bool) -> List[Sequence[Point]]:
-    """The order stacks start in. In parallel: longest first (by :func:`stack_cost`, for the makespan) with the
-    cheapest one put ahead, so a first row lands within seconds; in one process: cheapest first (the total
-    is the same and rows come soonest)."""
+    """The order stacks start in. In parallel: longest first (by :func:`stack_cost`, for the
+    makespan) with the cheapest one put ahead, so a first row lands within seconds; in one process:
+    cheapest first (the total is the same and rows come soonest)."""
     order = sorted(stacks, key=stack_cost)
     if not parallel or len(order) < 2:
         return order
@@ -220,7 +221,8 @@ def run_points(points: Sequence[Point], results: ResultsFile,
     with _Progress(cfg.progress, cfg.console) as bar:
         if bar.bar is not None and len(todo) < len(points):
             bar.log(
-                f"resuming: {len(points) - len(todo)} of {len(points)} points already in {results.path}"
+                f"resuming: {len(points) - len(todo)} of {len(points)} points already in "
+                f"{results.path}"
             )
         where = (
             f" (Dask at {scheduler})"
@@ -247,8 +249,9 @@ def run_points(points: Sequence[Point], results: ResultsFile,
                 bar.update(overall, advance=1)
                 s = "not reached" if row["samples"] is None else f"{row['samples']:,} samples"
                 bar.log(
-                    f"{row['figure']} {row['variant']:6s} {row['model']:11s} N={row['N']:3d} q={row['q']} "
-                    f"seed={row['seed']}: {s} (test MSE {row['test_mse']:.4f}, {row['steps']} steps)"
+                    f"{row['figure']} {row['variant']:6s} {row['model']:11s} N={row['N']:3d} "
+                    f"q={row['q']} seed={row['seed']}: {s} "
+                    f"(test MSE {row['test_mse']:.4f}, {row['steps']} steps)"
                 )
             else:  # "done"
                 bar.update(task, completed=stacks[stack][0].max_steps)

@@ -68,7 +68,8 @@ class StackedAdamW:
 
     def _fused_step(self, grads: Dict[str, torch.Tensor]) -> None:
         keys = list(self.params)
-        # the kernel reads the step count from self._steps (torch.optim increments it before the call)
+        # the kernel reads the step count from self._steps
+        # (torch.optim increments it before the call)
         torch._fused_adamw_(
             [self.params[k] for k in keys],
             [grads[k].contiguous() for k in keys],

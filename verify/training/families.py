@@ -98,7 +98,8 @@ class _Family:
         return {"pos_table": pos, "slot_table": slot}
 
     def encode(self, meta, x, t, Dmax: int) -> torch.Tensor:
-        """Padded encodings (M, B, Nmax, Dmax) of padded prompts x (M, B, Nmax, d), t (M, B, Nmax, qmax)."""
+        """Padded encodings (M, B, Nmax, Dmax) of padded prompts x (M, B, Nmax, d),
+        t (M, B, Nmax, qmax)."""
         M, B, N, _ = x.shape
         z = F.pad(x, (0, Dmax - self.d)) + meta["pos_table"][:, None]
         slots = meta["slot_table"]  # (M, qmax, N, Dmax)
@@ -132,7 +133,8 @@ class _Family:
 
 
 class TransformerFamily(_Family):
-    """q-head attention, heads seeing the whole token (PracticalTransformer, optionally with biases).
+    """q-head attention, heads seeing the whole token
+    (PracticalTransformer, optionally with biases).
 
     Blocks: Wq (H, D, H, D) [head, head row, query tile, token coord], Wk / Wv (H, D, D),
     Wo (H, D, H, D) [out head, out row, in head, in coord], biases (H, D), W1 (width, H, D),
@@ -432,7 +434,8 @@ class FFNFamily(_Family):
 
 
 def _one_hot(t: torch.Tensor, N: int, dtype) -> torch.Tensor:
-    """F.one_hot(t, N) as ``dtype`` without its host-side range check (capturable in a CUDA graph)."""
+    """F.one_hot(t, N) as ``dtype`` without its host-side range check
+    (capturable in a CUDA graph)."""
     return (t[..., None] == torch.arange(N, device=t.device)).to(dtype)
 
 

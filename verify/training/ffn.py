@@ -1,5 +1,6 @@
-"""Full-batch gradient descent with weight decay for vec(x) FFNs on simple-1STR: the Definition 5 algorithms of
-Theorem 6, whose off-span first-layer weights decay like e^{-lambda tau}. Derivation: docs/derivations/theorem6.md."""
+"""Full-batch gradient descent with weight decay for vec(x) FFNs on simple-1STR: the Definition 5
+algorithms of Theorem 6, whose off-span first-layer weights decay like e^{-lambda tau}.
+Derivation: docs/derivations/theorem6.md."""
 
 from __future__ import annotations
 
@@ -41,7 +42,8 @@ class SimpleData:
 
 def simple_1str_data(n: int, N: int, d: int, u: torch.Tensor, *, generator: torch.Generator,
                      dtype=torch.float64) -> SimpleData:
-    """Draw n prompts of simple-1STR with direction ``u`` (unit, shape (d,)) on the generator's device."""
+    """Draw n prompts of simple-1STR with direction ``u`` (unit, shape (d,))
+    on the generator's device."""
     n = validate.positive_int("n", n)
     N = validate.positive_int("N", N)
     d = validate.positive_int("d", d)
@@ -93,7 +95,8 @@ class FFNTrace:
     @property
     def max_decay_deviation(self) -> float:
         """max_k |perp(k) - predicted(k)| / ||W(0)||_F: how far the off-span part is from its law
-        (relative to the initial layer, so that an (almost) empty off-span part, n = N d, reads 0)."""
+        (relative to the initial layer, so that an (almost) empty off-span part, n = N d,
+        reads 0)."""
         if not self.perp_norm or self.initial_norm == 0.0:
             return 0.0
         return (
@@ -227,7 +230,8 @@ def fit_full_batch(
     record_every = validate.positive_int("record_every", record_every)
     if lr * lam >= 1:
         raise ValueError(
-            f"lr * weight_decay must be < 1 (the decay factor 1 - lr lambda must be positive), got {lr * lam}"
+            "lr * weight_decay must be < 1 (the decay factor 1 - lr lambda must be positive), "
+            f"got {lr * lam}"
         )
     W = model.first_layer_x_weight()
     if data.x.shape[1:] != (model.N, model.d):

@@ -33,7 +33,8 @@ def fit_online(
     positions: Optional[slice] = None,
     project: Optional[Callable[[nn.Module], None]] = None,
 ) -> FitResult:
-    """AdamW on fresh batches: ``batch(B, generator) -> (inputs, y)`` and ``model(inputs) -> y_hat``.
+    """AdamW on fresh batches: ``batch(B, generator) -> (inputs, y)`` and
+    ``model(inputs) -> y_hat``.
 
     ``positions`` restricts the squared loss to those output positions; ``project`` is called
     after every step (e.g. to keep W_QK in a restricted class by zeroing blocks).
@@ -59,7 +60,8 @@ def fit_online(
 @torch.no_grad()
 def position_risk(model: nn.Module, batch: Callable[[int, torch.Generator], tuple], *, n: int,
                   generator: torch.Generator, positions: Optional[slice] = None, chunk: int = 512):
-    """Mean and standard error of (y_hat_i - y_i)^2 over ``n`` fresh prompts and the given positions.
+    """Mean and standard error of (y_hat_i - y_i)^2 over ``n`` fresh prompts
+    and the given positions.
 
     The standard error treats prompts as the independent units (positions in one prompt share x).
     """

@@ -1,4 +1,5 @@
-"""Training prompts for the experiments (Appendix E): fresh online prompts or passes over a fixed set."""
+"""Training prompts for the experiments (Appendix E): fresh online prompts or passes over a
+fixed set."""
 
 from __future__ import annotations
 
