@@ -24,6 +24,7 @@ from typing import List, Optional
 from rich.console import Console
 
 from qstr.verify.files import save_torch
+from qstr.verify.threads import keep_freed_memory
 from qstr.verify.version import toolkit_version
 
 
@@ -772,6 +773,7 @@ COMMANDS = {
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    keep_freed_memory()  # this process's training steps reuse freed memory (verify/threads.py)
     out = _Stream(sys.stdout)
     # logs and pipes get the full table
     console = Console(file=out) if out.isatty() else Console(file=out, width=160)

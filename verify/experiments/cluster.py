@@ -106,7 +106,11 @@ def local_cluster(jobs: int):
 
 def dask_setup(worker) -> None:
     """Preload of a local cluster's workers: Ctrl-C at a terminal reaches every process of its
-    group; a worker ignores it and the client, which caught it, closes the cluster."""
+    group; a worker ignores it and the client, which caught it, closes the cluster. Its training
+    steps reuse freed memory (:func:`~qstr.verify.threads.keep_freed_memory`)."""
+    from qstr.verify.threads import keep_freed_memory
+
+    keep_freed_memory()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
