@@ -1,4 +1,4 @@
-"""Tests for verify/threads.py: the thread count restored, the allocator setting applied on glibc."""
+"""Tests for verify/threads.py: the thread count restored, the allocator set on glibc."""
 import platform
 
 import torch
