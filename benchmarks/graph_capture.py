@@ -137,7 +137,7 @@ def diagnose_test_restacks(dev) -> None:
     from conftest import _make_member
     from test_stack import CASES, _to_cuda
 
-    from qstr.verify.training import stack, train_stack
+    from qstr.verify.training import StackOptions, stack, train_stack
 
     plain = stack._record
     for kind, published, specs in CASES:
@@ -156,7 +156,8 @@ def diagnose_test_restacks(dev) -> None:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                train_stack(members, graphs=True, batch_size=8, check_every=3, max_steps=12)
+                train_stack(members, StackOptions(graphs=True, batch_size=8, check_every=3,
+                                                  max_steps=12))
         except Exception as exc:  # noqa: BLE001 - the diagnosis is the message
             attempts.append(f"train_stack raised {type(exc).__name__}: {exc}")
         finally:
@@ -200,7 +201,7 @@ def diagnose_restack_variants(dev) -> None:
     from conftest import _make_member
     from test_stack import CASES, _to_cuda
 
-    from qstr.verify.training import stack, train_stack
+    from qstr.verify.training import StackOptions, stack, train_stack
 
     plain_record, plain_mode = stack._record, stack.CAPTURE_ERROR_MODE
 
@@ -251,7 +252,8 @@ def diagnose_restack_variants(dev) -> None:
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    train_stack(make(), graphs=True, batch_size=8, check_every=3, max_steps=9)
+                    train_stack(make(), StackOptions(graphs=True, batch_size=8, check_every=3,
+                                                    max_steps=9))
             except Exception as exc:  # noqa: BLE001 - the diagnosis is the message
                 attempts.append(f"train_stack raised {_chain(exc)}")
             finally:

@@ -92,12 +92,13 @@ def float64_gradients(dev) -> dict:
 
 
 def _train_seconds(dev, steps: int, check_every: int, tf32: bool) -> float:
-    from qstr.verify.training import train_stack
+    from qstr.verify.training import StackOptions, train_stack
 
     ms = _members(dev)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
-    train_stack(ms, batch_size=64, check_every=check_every, max_steps=steps, graphs=True, tf32=tf32)
+    train_stack(ms, StackOptions(batch_size=64, check_every=check_every, max_steps=steps,
+                                 graphs=True, tf32=tf32))
     torch.cuda.synchronize()
     return time.perf_counter() - t0
 

@@ -156,7 +156,7 @@ def train_points(pts: Sequence[Point], cfg: RunConfig, report: Callable[..., Non
                  stack: int = 0) -> None:
     """Build and train the members of one stack; ``report`` receives ``("step", stack, step,
     active, n)`` every 10 steps and ``("row", stack, row)`` as each member finishes."""
-    from qstr.verify.training import stack_key, train_stack
+    from qstr.verify.training import StackOptions, stack_key, train_stack
 
     device, dtype = cfg.device, cfg.dtype
     members = [build_member(p, device=device, dtype=dtype) for p in pts]
@@ -181,15 +181,14 @@ def train_points(pts: Sequence[Point], cfg: RunConfig, report: Callable[..., Non
             )
 
         kw = dict(batch_size=p0.batch_size, check_every=p0.check_every, max_steps=p0.max_steps,
-                  on_finish=on_finish, on_step=on_step, return_models=cfg.return_models,
-                  tf32=p0.matmul == "tf32")
+                  return_models=cfg.return_models, tf32=p0.matmul == "tf32")
         if p0.n_train is not None and p0.epoch_loss_threshold is not None:
             kw.update(
                 epoch_steps=math.ceil(p0.n_train / p0.batch_size),
                 epoch_loss_threshold=p0.epoch_loss_threshold,
             )
         kw.update(cfg.train_kw or {})
-        train_stack(ms, **kw)
+        train_stack(ms, StackOptions(**kw), on_finish=on_finish, on_step=on_step)
 
 
 def default_jobs(device) -> int:

@@ -18,7 +18,7 @@ from qstr.verify.training.ffn import (
 )
 from qstr.verify.training.loop import FitResult, fit_online, fit_until_threshold, position_risk
 from qstr.verify.training.members import Member, MemberResult
-from qstr.verify.training.stack import train_stack
+from qstr.verify.training.stack import StackOptions, train_stack
 from qstr.verify.training.streams import EpochStream, OnlineStream
 
 __all__ = [
@@ -42,5 +42,6 @@ __all__ = [
     "position_risk",
     "simple_1str_data",
     "stack_key",
+    "StackOptions",
     "train_stack",
 ]

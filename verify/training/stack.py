@@ -5,6 +5,7 @@ import contextlib
 import math
 import time
 import warnings
+from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -118,21 +119,204 @@ class _GraphedStep:
         return self.per
 
 
+@dataclass(frozen=True)
+class StackOptions:
+    """How a stack trains (Appendix E's protocol, :func:`train_stack`).
+
+    ``prefetch``: steps of prompts drawn per refill (the prompt sequence does not depend on it).
+    ``eval_elements``: rough cap on activation elements per test chunk (default: 2^26 on the
+    CPU; on CUDA a quarter of the free memory). ``epoch_steps`` with ``epoch_loss_threshold``:
+    the fixed-training-set stopping rule of Figure 2. ``return_models``: each result carries its
+    trained module. ``graphs``: replay each step as a CUDA graph (default: on CUDA; the same
+    arithmetic, without the per-kernel launch cost). ``tf32``: float32 matrix products on the
+    tensor cores with 10-bit mantissas (CUDA; faster, not bit-comparable with the CPU)."""
+
+    batch_size: int = 64
+    check_every: int = 10
+    max_steps: int = 15625
+    prefetch: int = 16
+    eval_elements: Optional[int] = None
+    epoch_steps: Optional[int] = None
+    epoch_loss_threshold: Optional[float] = None
+    return_models: bool = False
+    graphs: Optional[bool] = None
+    tf32: bool = False
+
+    def __post_init__(self):
+        for name in ("batch_size", "check_every", "max_steps", "prefetch"):
+            validate.positive_int(name, getattr(self, name))
+
+
+class _Stack:
+    """The active members of a stack, stacked: parameters and their optimiser, the prompts
+    drawn ahead, test sets, thresholds, each member's record so far, and the recorded step.
+    Row r of every tensor is member ``active[r]``; :meth:`finish` removes rows."""
+
+    def __init__(self, members: List[Member], opts: StackOptions):
+        self.members, self.opts = members, opts
+        self.fam = fam = family_of(members[0])(members)
+        P, self.meta = fam.stack(members)
+        for v in P.values():
+            v.requires_grad_(True)
+        v0 = next(iter(P.values()))
+        self.dev, dtype = v0.device, v0.dtype
+        self.opt = StackedAdamW(
+            P,
+            torch.tensor([m.lr for m in members], device=self.dev, dtype=dtype),
+            torch.tensor([m.weight_decay for m in members], device=self.dev, dtype=dtype),
+        )
+        self.eval_elements = (default_eval_elements(P) if opts.eval_elements is None
+                              else opts.eval_elements)
+        padded = [_pad_prompts(*m.test, fam.Nmax, fam.qmax) for m in members]
+        self.test = [torch.stack(v) for v in zip(*padded)]
+        self.n_test = torch.tensor([m.test[0].shape[0] for m in members], device=self.dev)
+        if len(set(self.n_test.tolist())) != 1:
+            raise ValueError("members of one stack must have test sets of equal size")
+        thr = [m.threshold if m.threshold is not None else -math.inf for m in members]
+        self.thr = torch.tensor(thr, device=self.dev, dtype=dtype)
+        self.active = list(range(len(members)))  # indices into members, aligned with the rows
+        self.results: List[Optional[MemberResult]] = [None] * len(members)
+        self.curves: List[List[Tuple[int, float]]] = [[] for _ in members]
+        self.last_mse = [math.nan] * len(members)
+        self.last_loss = [math.nan] * len(members)
+        self.epoch_loss = torch.zeros(len(members), device=self.dev, dtype=torch.float64)
+        self.buf, self.buf_pos = None, 0
+        self.graph: Optional[_GraphedStep] = None
+        self.use_graphs = self.dev.type == "cuda" if opts.graphs is None else bool(opts.graphs)
+        if self.use_graphs and self.dev.type != "cuda":
+            raise ValueError(f"graphs=True needs a CUDA stack, got device {self.dev}")
+        self.failures = 0  # consecutive failed recordings
+        self.t0 = time.perf_counter()
+
+    @property
+    def P(self) -> Dict[str, torch.Tensor]:
+        return self.opt.params
+
+    def batch(self):
+        """The next ``batch_size`` prompts of every active member's own stream."""
+        o = self.opts
+        if self.buf is None or self.buf_pos >= o.prefetch:
+            fam = self.fam
+            parts = [_pad_prompts(*self.members[i].stream.draw(o.prefetch * o.batch_size),
+                                  fam.Nmax, fam.qmax) for i in self.active]
+            self.buf, self.buf_pos = [torch.stack(v) for v in zip(*parts)], 0
+        sl = slice(self.buf_pos * o.batch_size, (self.buf_pos + 1) * o.batch_size)
+        self.buf_pos += 1
+        return [v[:, sl] for v in self.buf]
+
+    def train_step(self, x, t, y) -> torch.Tensor:
+        """One step of every active member (eager, or a replay of the recorded step; a new or
+        changed stack runs its first step eagerly and records it for the next ones)."""
+        fam, opt, meta, b = self.fam, self.opt, self.meta, self.opts.batch_size
+        if not self.use_graphs:
+            return _train_step(fam, opt, meta, x, t, y, b)
+        if self.graph is not None:
+            return self.graph(x, t, y)
+        self.graph, per, failed = _record(fam, opt, meta, x, t, y, b)
+        self.failures = self.failures + 1 if failed is not None else 0
+        if self.failures == 2:  # a recording after one warm-up step can fail (torch 2.11): the
+            self.use_graphs = False  # next step warms up again; after that, eager for good
+            warnings.warn(f"recording the training step as a CUDA graph failed twice "
+                          f"({failed}); this stack goes on without graphs", RuntimeWarning)
+        return per
+
+    @torch.no_grad()
+    def test_mse(self) -> torch.Tensor:
+        """(rows,) test MSE of the active members; halves its chunks on a CUDA out-of-memory."""
+        while True:
+            try:
+                return _test_mse(self.fam, self.P, self.meta, self.test, self.n_test,
+                                 self.eval_elements)
+            except torch.cuda.OutOfMemoryError:  # fragmented device memory: halve the chunks
+                if evaluation_chunk(self.fam, self.P, int(self.n_test[0]),
+                                    self.eval_elements) == 1:
+                    raise
+                self.eval_elements //= 2
+                torch.cuda.empty_cache()
+
+    def measure(self, step: Optional[int] = None,
+                losses: Optional[List[float]] = None) -> torch.Tensor:
+        """The active members' test MSE (by row), recorded (with ``step`` on their curves, and
+        their training ``losses``)."""
+        mse = self.test_mse()
+        for r, (i, v) in enumerate(zip(self.active, mse.tolist())):
+            self.last_mse[i] = v
+            if step is not None:
+                self.curves[i].append((step, v))
+            if losses is not None:
+                self.last_loss[i] = losses[r]
+        return mse
+
+    def finish(self, rows: List[int], step: int, reached: bool, on_finish) -> None:
+        """Members at ``rows`` stop at ``step``: their results, then the stack without them (the
+        step is recorded again for the stack that is left)."""
+        if not rows:
+            return
+        self.graph = None
+        b = self.opts.batch_size
+        for r in rows:
+            i = self.active[r]
+            m = self.members[i]
+            model = self.fam.unstack(self.P, r, m) if self.opts.return_models else None
+            res = MemberResult(
+                tag=m.tag, steps=step, samples=step * b if reached else None, reached=reached,
+                test_mse=self.last_mse[i], curve=log_curve(self.curves[i]),
+                train_loss=self.last_loss[i], consumed=step * b,
+                seconds=time.perf_counter() - self.t0, model=model,
+            )
+            self.results[i] = res
+            if on_finish is not None:
+                on_finish(res)
+        keep_rows = [r for r in range(len(self.active)) if r not in set(rows)]
+        if not keep_rows:
+            self.active.clear()
+            return
+        keep = torch.tensor(keep_rows, device=self.dev)
+        self.opt.select(keep)
+        for v in self.P.values():
+            v.requires_grad_(True)
+        self.meta = {k: v.index_select(0, keep) for k, v in self.meta.items()}
+        self.test = [v.index_select(0, keep) for v in self.test]
+        self.thr = self.thr.index_select(0, keep)
+        self.epoch_loss = self.epoch_loss.index_select(0, keep)
+        self.n_test = self.n_test.index_select(0, keep)
+        if self.buf is not None:
+            self.buf = [v.index_select(0, keep) for v in self.buf]
+        self.active[:] = [self.active[r] for r in keep_rows]
+
+    def stopping(self, step: int, per: torch.Tensor) -> List[int]:
+        """After ``step``: the rows that stop now (below their threshold at a check, or, with
+        the epoch rule, below ``epoch_loss_threshold`` over the epoch just ended)."""
+        o = self.opts
+        per_d = per.detach().double()
+        checked = step % o.check_every == 0
+        losses = per_d.tolist() if (checked or step == o.max_steps) else None
+        self.epoch_loss += per_d
+        done: List[int] = []
+        if checked:
+            mse = self.measure(step, losses)
+            done = (mse < self.thr.double()).nonzero().flatten().tolist()
+        if o.epoch_steps and step % o.epoch_steps == 0:
+            if o.epoch_loss_threshold is None:
+                self.epoch_loss.zero_()
+            else:
+                ep = (self.epoch_loss / o.epoch_steps).tolist()
+                self.epoch_loss.zero_()
+                for r, i in enumerate(self.active):
+                    self.last_loss[i] = ep[r]
+                below = {r for r, v in enumerate(ep) if v < o.epoch_loss_threshold}
+                done = sorted(set(done) | below)
+        if done and not checked:  # stopping off a check: measure the test MSE now
+            self.measure()
+        return done
+
+
 def train_stack(
     members: Sequence[Member],
+    options: StackOptions = StackOptions(),
     *,
-    batch_size: int = 64,
-    check_every: int = 10,
-    max_steps: int = 15625,
-    prefetch: int = 16,
-    eval_elements: Optional[int] = None,
-    epoch_steps: Optional[int] = None,
-    epoch_loss_threshold: Optional[float] = None,
-    return_models: bool = False,
     on_finish: Optional[Callable[[MemberResult], None]] = None,
     on_step: Optional[Callable[[int, int], None]] = None,
-    graphs: Optional[bool] = None,
-    tf32: bool = False,
 ) -> List[MemberResult]:
     """Train ``members`` (one family, see :func:`stack_key`) together, each exactly as alone.
 
@@ -144,16 +328,9 @@ def train_stack(
     active after ``max_steps`` steps stop with ``samples = None``. With ``epoch_steps`` and
     ``epoch_loss_threshold`` a member also stops when its mean training loss over the last
     ``epoch_steps`` steps (an epoch) is below that value (the fixed-training-set protocol of
-    Figure 2); ``samples`` is then the prompts consumed.
-
-    ``prefetch``: steps of prompts drawn per refill (the prompt sequence does not depend on it).
-    ``eval_elements``: rough cap on activation elements per test chunk (default: 2^26 on the
-    CPU; on CUDA a quarter of the free memory).
+    Figure 2); ``samples`` is then the prompts consumed. ``options``: :class:`StackOptions`.
     ``on_finish(result)`` is called as each member finishes (in stopping order); ``on_step(step,
-    active)`` after every step. ``graphs``: replay each step as a CUDA graph (default: on CUDA;
-    the same arithmetic, without the per-kernel launch cost). ``tf32``: float32 matrix products
-    on the tensor cores with 10-bit mantissas (CUDA; faster, not bit-comparable with the CPU).
-    Returns results in the order of ``members``.
+    active)`` after every step. Returns results in the order of ``members``.
     """
     members = list(members)
     if not members:
@@ -161,160 +338,17 @@ def train_stack(
     keys = {stack_key(m) for m in members}
     if len(keys) != 1:
         raise ValueError(f"members do not share one stack family: {sorted(keys)}")
-    batch_size = validate.positive_int("batch_size", batch_size)
-    check_every = validate.positive_int("check_every", check_every)
-    max_steps = validate.positive_int("max_steps", max_steps)
-    prefetch = validate.positive_int("prefetch", prefetch)
-    fam = family_of(members[0])(members)
-    P, meta = fam.stack(members)
-    if eval_elements is None:
-        eval_elements = default_eval_elements(P)
-    for v in P.values():
-        v.requires_grad_(True)
-    dev = next(iter(P.values())).device
-    dtype = next(iter(P.values())).dtype
-    opt = StackedAdamW(P, torch.tensor([m.lr for m in members], device=dev, dtype=dtype),
-                       torch.tensor([m.weight_decay for m in members], device=dev, dtype=dtype))
-    Nmax, qmax = fam.Nmax, fam.qmax
-    test = [torch.stack(v) for v in zip(*[_pad_prompts(*m.test, Nmax, qmax) for m in members])]
-    n_test = torch.tensor([m.test[0].shape[0] for m in members], device=dev)
-    if len(set(n_test.tolist())) != 1:
-        raise ValueError("members of one stack must have test sets of equal size")
-    thr = torch.tensor(
-        [m.threshold if m.threshold is not None else -math.inf for m in members],
-        device=dev,
-        dtype=dtype,
-    )
-    active = list(range(len(members)))  # indices into members, aligned with the stack rows
-    results: List[Optional[MemberResult]] = [None] * len(members)
-    curves: List[List[Tuple[int, float]]] = [[] for _ in members]
-    last_mse = [math.nan] * len(members)
-    last_loss = [math.nan] * len(members)
-    epoch_loss = torch.zeros(len(members), device=dev, dtype=torch.float64)
-    buf = None
-    buf_pos = 0
-    t0 = time.perf_counter()
-
-    def refill():
-        parts = [
-            _pad_prompts(*members[i].stream.draw(prefetch * batch_size), Nmax, qmax) for i in active
-        ]
-        return [torch.stack(v) for v in zip(*parts)]
-
-    def finish(rows: List[int], step: int, reached: bool):
-        nonlocal P, meta, test, thr, buf, epoch_loss, n_test, graph
-        if not rows:
-            return
-        graph = None  # the stack changes: record the step again
-        for r in rows:
-            i = active[r]
-            model = fam.unstack(P, r, members[i]) if return_models else None
-            res = MemberResult(
-                tag=members[i].tag,
-                steps=step,
-                samples=step * batch_size if reached else None,
-                reached=reached,
-                test_mse=last_mse[i],
-                curve=log_curve(curves[i]),
-                train_loss=last_loss[i],
-                consumed=step * batch_size,
-                seconds=time.perf_counter() - t0,
-                model=model,
-            )
-            results[i] = res
-            if on_finish is not None:
-                on_finish(res)
-        keep_rows = [r for r in range(len(active)) if r not in set(rows)]
-        if not keep_rows:
-            active.clear()
-            return
-        keep = torch.tensor(keep_rows, device=dev)
-        opt.select(keep)
-        P = opt.params
-        for v in P.values():
-            v.requires_grad_(True)
-        meta = {k: v.index_select(0, keep) for k, v in meta.items()}
-        test = [v.index_select(0, keep) for v in test]
-        thr = thr.index_select(0, keep)
-        epoch_loss = epoch_loss.index_select(0, keep)
-        n_test = n_test.index_select(0, keep)
-        if buf is not None:
-            buf = [v.index_select(0, keep) for v in buf]
-        active[:] = [active[r] for r in keep_rows]
-
-    @torch.no_grad()
-    def test_mse() -> torch.Tensor:
-        nonlocal eval_elements
-        while True:
-            try:
-                return _test_mse(fam, P, meta, test, n_test, eval_elements)
-            except torch.cuda.OutOfMemoryError:  # fragmented device memory: halve the chunks
-                if evaluation_chunk(fam, P, int(n_test[0]), eval_elements) == 1:
-                    raise
-                eval_elements //= 2
-                torch.cuda.empty_cache()
-
-    use_graphs = dev.type == "cuda" if graphs is None else bool(graphs)
-    if use_graphs and dev.type != "cuda":
-        raise ValueError(f"graphs=True needs a CUDA stack, got device {dev}")
-    graph: Optional[_GraphedStep] = None
-    failures = 0  # consecutive failed recordings
-    with _tf32(tf32 and dev.type == "cuda"):
-        step = 0
-        while active and step < max_steps:
-            if buf is None or buf_pos >= prefetch:
-                buf, buf_pos = refill(), 0
-            sl = slice(buf_pos * batch_size, (buf_pos + 1) * batch_size)
-            x, t, y = (v[:, sl] for v in buf)
-            buf_pos += 1
-            if not use_graphs:
-                per = _train_step(fam, opt, meta, x, t, y, batch_size)
-            elif (
-                graph is None
-            ):  # a new or changed stack: this step runs eagerly, the next ones replay
-                graph, per, failed = _record(fam, opt, meta, x, t, y, batch_size)
-                failures = failures + 1 if failed is not None else 0
-                if failures == 2:  # a recording after one warm-up step can fail (torch 2.11): the
-                    use_graphs = False  # next step warms up again; after that, eager for good
-                    warnings.warn(f"recording the training step as a CUDA graph failed twice "
-                                  f"({failed}); this stack goes on without graphs", RuntimeWarning)
-            else:
-                per = graph(x, t, y)
+    st = _Stack(members, options)
+    step, per = 0, None
+    with _tf32(options.tf32 and st.dev.type == "cuda"):
+        while st.active and step < options.max_steps:
+            per = st.train_step(*st.batch())
             step += 1
-            per_d = per.detach().double()
-            loss_list = per_d.tolist() if (step % check_every == 0 or step == max_steps) else None
-            epoch_loss += per_d
-            done: List[int] = []
-            if step % check_every == 0:
-                mse = test_mse()
-                for r, (i, v) in enumerate(zip(active, mse.tolist())):
-                    last_mse[i] = v
-                    curves[i].append((step, v))
-                    last_loss[i] = loss_list[r]
-                below = (mse < thr.double()).nonzero().flatten().tolist()
-                done = below
-            if epoch_steps and epoch_loss_threshold is not None and step % epoch_steps == 0:
-                ep = (epoch_loss / epoch_steps).tolist()
-                epoch_loss.zero_()
-                for r, i in enumerate(active):
-                    last_loss[i] = ep[r]
-                done = sorted(set(done) | {r for r, v in enumerate(ep) if v < epoch_loss_threshold})
-            elif epoch_steps and step % epoch_steps == 0:
-                epoch_loss.zero_()
-            if done:
-                if step % check_every != 0:  # stopping off a check: measure the test MSE now
-                    mse = test_mse()
-                    for r, (i, v) in enumerate(zip(active, mse.tolist())):
-                        last_mse[i] = v
-                finish(done, step, reached=True)
+            st.finish(st.stopping(step, per), step, True, on_finish)
             if on_step is not None:
-                on_step(step, len(active))
-        if active:
-            if step % check_every != 0 or not curves[active[0]]:
-                mse = test_mse()
-                per_last = per.detach().double().tolist()
-                for r, (i, v) in enumerate(zip(active, mse.tolist())):
-                    last_mse[i] = v
-                    last_loss[i] = per_last[r]
-            finish(list(range(len(active))), step, reached=False)
-    return results  # type: ignore[return-value]
+                on_step(step, len(st.active))
+        if st.active:
+            if step % options.check_every != 0 or not st.curves[st.active[0]]:
+                st.measure(losses=per.detach().double().tolist())
+            st.finish(list(range(len(st.active))), step, False, on_finish)
+    return st.results  # type: ignore[return-value]

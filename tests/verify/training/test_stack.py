@@ -6,7 +6,8 @@ import warnings
 import pytest
 import torch
 
-from qstr.verify.training import Member, OnlineStream, fit_until_threshold, train_stack
+from qstr.verify.training import (Member, OnlineStream, StackOptions, fit_until_threshold,
+                                  train_stack)
 
 DT = torch.float64
 
@@ -36,9 +37,8 @@ def test_batched_equals_sequential(kind, published, specs, make_member):
             make_member(kind, N, q, s, published=published, hidden=h or 6) for N, q, s, h in specs
         ]
 
-    batched = train_stack(
-        members(), batch_size=8, check_every=3, max_steps=24, prefetch=5, return_models=True
-    )
+    opts = StackOptions(batch_size=8, check_every=3, max_steps=24, prefetch=5, return_models=True)
+    batched = train_stack(members(), opts)
     alone = [fit_until_threshold(m, batch_size=8, check_every=3, max_steps=24) for m in members()]
     for a, b in zip(batched, alone):
         assert a.tag == b.tag
@@ -55,7 +55,8 @@ def test_batched_equals_sequential_simple_variant_and_per_member_lr(make_member)
         ms[1].lr = 3e-3
         return ms
 
-    batched = train_stack(members(), batch_size=8, check_every=4, max_steps=16, return_models=True)
+    batched = train_stack(
+        members(), StackOptions(batch_size=8, check_every=4, max_steps=16, return_models=True))
     alone = [fit_until_threshold(m, batch_size=8, check_every=4, max_steps=16) for m in members()]
     for a, b in zip(batched, alone):
         assert (a.steps, a.samples) == (b.steps, b.samples)
@@ -66,7 +67,8 @@ def test_member_at_threshold_stops_consuming_samples(make_member):
     """A member below its threshold at the first check stops there; the others go on."""
     easy = make_member("ffn", 3, 1, 0, threshold=100.0)  # any test MSE is below 100
     hard = make_member("ffn", 4, 1, 1, threshold=-1.0)  # never reached
-    res = train_stack([easy, hard], batch_size=8, check_every=5, max_steps=30, prefetch=1)
+    res = train_stack([easy, hard], StackOptions(batch_size=8, check_every=5, max_steps=30,
+                                                  prefetch=1))
     assert (res[0].steps, res[0].samples, res[0].reached) == (5, 40, True)
     assert easy.stream.consumed == 40  # prefetch=1: exactly the prompts it trained on
     assert (res[1].steps, res[1].samples, res[1].reached) == (30, None, False)
@@ -81,8 +83,8 @@ def test_out_of_memory_in_the_test_evaluation_halves_the_chunks(make_member, mon
 
     def run():
         members = [make_member("ffn", 4, 1, s, threshold=-1.0) for s in (0, 1)]
-        return train_stack(members, batch_size=8, check_every=5, max_steps=10,
-                           eval_elements=10**6)
+        return train_stack(members, StackOptions(batch_size=8, check_every=5, max_steps=10,
+                                                 eval_elements=10**6))
 
     honest = run()
     plain, seen = FFNFamily.evaluate, []
@@ -110,7 +112,7 @@ def test_out_of_memory_in_the_test_evaluation_halves_the_chunks(make_member, mon
 def test_sample_complexity_accounting(make_member):
     """samples = steps * batch at the FIRST check whose test MSE is below the threshold."""
     m = make_member("transformer", 4, 1, 3, threshold=0.95, lr=2e-2)
-    r = train_stack([m], batch_size=16, check_every=4, max_steps=200)[0]
+    r = train_stack([m], StackOptions(batch_size=16, check_every=4, max_steps=200))[0]
     assert r.reached and r.steps % 4 == 0 and r.samples == r.steps * 16
     assert r.curve[-1][0] == r.steps and r.curve[-1][1] < 0.95 and r.test_mse == r.curve[-1][1]
     assert all(v >= 0.95 for _, v in r.curve[:-1])
@@ -131,7 +133,8 @@ def test_batched_equals_sequential_cuda(kind, published, specs, make_member):
             for N, q, s, h in specs
         ]
 
-    batched = train_stack(members(), batch_size=8, check_every=3, max_steps=12, return_models=True)
+    batched = train_stack(
+        members(), StackOptions(batch_size=8, check_every=3, max_steps=12, return_models=True))
     alone = [fit_until_threshold(m, batch_size=8, check_every=3, max_steps=12) for m in members()]
     for a, b in zip(batched, alone):
         assert a.steps == b.steps
@@ -171,11 +174,11 @@ def test_cuda_graph_replay_equals_eager(kind, published, specs, make_member):
     kw = dict(batch_size=8, check_every=3, max_steps=30, return_models=True)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        graphed = train_stack(members(), graphs=True, **kw)
+        graphed = train_stack(members(), StackOptions(graphs=True, **kw))
     # the replays really ran: a stack that gave up recording would pass the comparison below
     gave_up = [str(w.message) for w in caught if "CUDA graph" in str(w.message)]
     assert not gave_up, gave_up
-    eager = train_stack(members(), graphs=False, **kw)
+    eager = train_stack(members(), StackOptions(graphs=False, **kw))
     assert eager[0].steps == 3 and max(r.steps for r in eager) > 3
     for a, b in zip(graphed, eager):
         assert (a.steps, a.reached) == (b.steps, b.reached)
