@@ -1522,8 +1522,13 @@ def _layer1_in_zh_order(state: dict, c) -> dict:
 
 
 def _without_direct_term(state: dict, c) -> dict:
-    """The output net written without f(z_i): g(h_fwd + h_bwd) misses x_{t_l} at i = t_l."""
-    state["output"] = [dict(L) for L in c.output_layers_without_gate()]
+    """The output net written without f(z_i): layer 4's columns that read the transition's
+    output zeroed in the file, so g(h_fwd + h_bwd) misses x_{t_l} at i = t_l."""
+    out = [dict(L) for L in state["output"]]
+    W4 = out[3]["W"].clone()
+    W4[:, : c.transition.widths[2]] = 0.0  # layer 4 reads (f(z_i), v+, v-): f(z_i) first
+    out[3]["W"] = W4
+    state["output"] = out
     return state
 
 
