@@ -147,8 +147,8 @@ def figure1(dev, out_dir: str, matmul: str, seeds: int) -> dict:
     d = os.path.join(out_dir, f"figure1-{matmul}")
     plain = run_mod.train_points
 
-    def logged(pts, **kw):  # the device memory after each stack (not timed: after the stack)
-        out = plain(pts, **kw)
+    def logged(pts, *args, **kw):  # the device memory after each stack (after it, untimed)
+        out = plain(pts, *args, **kw)
         gib = 2.0 ** 30
         print(f"  stack {pts[0].variant} {pts[0].model} x{len(pts)}: reserved "
               f"{torch.cuda.memory_reserved(dev) / gib:.1f} GiB, allocated "

@@ -216,16 +216,8 @@ def init_from_construction(
 
 # ------------------------------------------------------------------------- state dicts
 
-_STATE_KEYS = (
-    "config",
-    "omega",
-    "W_QK",
-    "ffn",
-    "mha_state_dict",
-    "mha_config",
-    "guarantee",
-    "layout",
-)
+_STATE_KEYS = ("config", "omega", "W_QK", "ffn", "mha_state_dict", "mha_config", "guarantee",
+               "layout")
 
 
 def construction_state(construction) -> dict:

@@ -655,11 +655,8 @@ def slot_memory_rnn(
         for c in range(d):
             row = 2 * (k * d + c)
             W2[row, c], W2[row, d + c], W2[row, 2 * d + k] = 1.0, -1.0, r_x  # +x_c gated
-            W2[row + 1, c], W2[row + 1, d + c], W2[row + 1, 2 * d + k] = (
-                -1.0,
-                1.0,
-                r_x,
-            )  # -x_c gated
+            up = row + 1  # -x_c gated
+            W2[up, c], W2[up, d + c], W2[up, 2 * d + k] = -1.0, 1.0, r_x
             W3[k * d + c, row], W3[k * d + c, row + 1] = 1.0, -1.0
     for f in (model.f_fwd, model.f_bwd):
         set_mlp_weights(f, [(W1, b1), (W2, b2), (W3, None)])

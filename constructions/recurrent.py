@@ -746,13 +746,8 @@ class RNNConstruction:
         W4 = W_g @ torch.cat([direct, eye, -eye], dim=1)
         b4 = self.g_net.b.to(F64).cpu().clone()
         W5 = self.g_net.a.to(F64).cpu()[None, :].clone()
-        return [
-            {"W": W1, "b": b1},
-            {"W": W2, "b": b2},
-            {"W": W3, "b": b3},
-            {"W": W4, "b": b4},
-            {"W": W5},
-        ]
+        return [{"W": W1, "b": b1}, {"W": W2, "b": b2}, {"W": W3, "b": b3}, {"W": W4, "b": b4},
+                {"W": W5}]
 
     def module(self, *, dtype=torch.float64, device=None, output_gate: bool = True):
         """A ``constructions.models.DeepTransitionBiRNN`` with these weights (the literal

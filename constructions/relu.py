@@ -30,12 +30,8 @@ def interpolant(f: Callable[[torch.Tensor], torch.Tensor], knots: torch.Tensor) 
     kinks = slopes[1:] - slopes[:-1]
     one = torch.ones(1, dtype=torch.float64)
     W = torch.cat(
-        [
-            one,
-            -one,
-            torch.ones(kinks.numel(), dtype=torch.float64),
-            torch.zeros(1, dtype=torch.float64),
-        ]
+        [one, -one, torch.ones(kinks.numel(), dtype=torch.float64),
+         torch.zeros(1, dtype=torch.float64)]
     )
     b = torch.cat([-knots[:1], knots[:1], -knots[1:-1], one])
     a = torch.cat([slopes[:1], -slopes[:1], kinks, vals[:1]])

@@ -48,18 +48,8 @@ def test_formats_hand_rebuild_matches_load_multihead(tmp_path, monkeypatch):
 
     assert (
         main(
-            [
-                "construct",
-                "transformer",
-                "--N",
-                "16",
-                "--d",
-                "2",
-                "--q",
-                "2",
-                "--out",
-                str(tmp_path / "c.pt"),
-            ]
+            ["construct", "transformer", "--N", "16", "--d", "2", "--q", "2", "--out",
+             str(tmp_path / "c.pt")]
         )
         == 0
     )

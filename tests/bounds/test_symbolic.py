@@ -17,11 +17,8 @@ POINTS = [(1, 2), (7, 3), (1000, 16), (10**12, 2**10), (10**20, 2**20), (3 * 10*
 
 @pytest.mark.parametrize(
     "params",
-    [
-        P0,
-        Theorem4Params.default(q=3, d=7, s=2.5, C_y=3.0, mu=0.25, c=1.0),
-        Theorem4Params.default(d_e=40, delta=1e-3),
-    ],
+    [P0, Theorem4Params.default(q=3, d=7, s=2.5, C_y=3.0, mu=0.25, c=1.0),
+     Theorem4Params.default(d_e=40, delta=1e-3)],
 )
 def test_sympy_bound_matches_numeric(params):
     f = sp.lambdify((sy.n, sy.N), sy.bound_expr(params), "mpmath")

@@ -140,13 +140,9 @@ def test_alpha_zero_when_construction_is_trivially_accurate():
 
 def test_bound_decreasing_in_n():
     ns = sorted({int(round(x)) for x in np.logspace(0, 45, 400)})
-    for params in (
-        P0,
-        Theorem4Params.default(q=1, d=1, m_g=1),
-        Theorem4Params.default(q=5, d=50, r_a=3, r_w=2),
-        Theorem4Params.default(delta=1e-6),
-        Theorem4Params.default(mu=0.0, d_e=20),
-    ):
+    for params in (P0, Theorem4Params.default(q=1, d=1, m_g=1),
+                   Theorem4Params.default(q=5, d=50, r_a=3, r_w=2),
+                   Theorem4Params.default(delta=1e-6), Theorem4Params.default(mu=0.0, d_e=20)):
         for N in (2, 16, 2 ** 20, 2 ** 60):
             vals = np.array([theorem4_bound(n, N, params).total for n in ns])
             assert np.all(np.diff(vals) < 0), (params, N)

@@ -142,11 +142,8 @@ def test_fast_predict_equals_predict(seed, N, q, chunk, alpha):
     with torch.no_grad():
         ref = con.predict(x, t)
         scale = float(ref.abs().max()) + 1e-300
-        for y in (
-            con.fast_predict(x, t),
-            con.fast_predict(x, t, chunk=chunk),
-            con.predict(x, t, chunk=chunk),
-        ):
+        for y in (con.fast_predict(x, t), con.fast_predict(x, t, chunk=chunk),
+                  con.predict(x, t, chunk=chunk)):
             assert float((y - ref).abs().max()) <= 1e-10 * scale
         heads = con.model.heads(con.encode(x, t))[..., con.layout["x"]]
         assert torch.allclose(con.fast_heads(x, t, chunk=chunk), heads, rtol=1e-10, atol=1e-12)

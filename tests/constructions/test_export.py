@@ -186,16 +186,8 @@ def test_state_save_load_weights_only(tmp_path, which):
     path = tmp_path / "construction.pt"
     torch.save(state, path)
     loaded = torch.load(path, weights_only=True)
-    assert set(loaded) == {
-        "config",
-        "omega",
-        "W_QK",
-        "ffn",
-        "mha_state_dict",
-        "mha_config",
-        "guarantee",
-        "layout",
-    }
+    assert set(loaded) == {"config", "omega", "W_QK", "ffn", "mha_state_dict", "mha_config",
+                           "guarantee", "layout"}
     cfg, g = loaded["config"], loaded["guarantee"]
     assert (
         cfg["N"] == con.N
@@ -248,12 +240,8 @@ def test_load_state_validation():
         construction_state(con.model)
     with pytest.raises(ValueError, match="state must be a dict"):
         load_construction_state([1, 2])
-    for key in (
-        "D_e",
-        "q",
-        "width",
-        "out_dim",
-    ):  # every mha_config entry is checked, one line naming it
+    for key in ("D_e", "q", "width",
+                "out_dim"):  # every mha_config entry is checked, one line naming it
         cfg = {k: v for k, v in state["mha_config"].items() if k != key}
         with pytest.raises(ValueError, match=f"state\\['mha_config'\\] is missing '{key}'"):
             load_construction_state(dict(state, mha_config=cfg))
@@ -314,18 +302,8 @@ def test_load_rnn_from_a_file_written_by_the_cli_in_one_call(tmp_path):
 
     assert (
         main(
-            [
-                "construct",
-                "rnn",
-                "--N",
-                "16",
-                "--d",
-                "2",
-                "--q",
-                "2",
-                "--out",
-                str(tmp_path / "r.pt"),
-            ]
+            ["construct", "rnn", "--N", "16", "--d", "2", "--q", "2", "--out",
+             str(tmp_path / "r.pt")]
         )
         == 0
     )

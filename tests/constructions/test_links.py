@@ -133,16 +133,12 @@ def test_paired_lipschitz_stays_an_upper_bound():
     and never above ||a|| ||W||_op."""
     from qstr.constructions.links import TwoLayerNet
     g = torch.Generator().manual_seed(3)
-    W0, b0, a0 = (
-        torch.randn(3, 4, generator=g, dtype=torch.float64),
-        torch.randn(3, generator=g, dtype=torch.float64),
-        torch.randn(3, generator=g, dtype=torch.float64),
-    )
-    Wr, br, ar = (
-        torch.randn(2, 4, generator=g, dtype=torch.float64),
-        torch.randn(2, generator=g, dtype=torch.float64),
-        torch.randn(2, generator=g, dtype=torch.float64),
-    )
+    W0, b0, a0 = (torch.randn(3, 4, generator=g, dtype=torch.float64),
+                  torch.randn(3, generator=g, dtype=torch.float64),
+                  torch.randn(3, generator=g, dtype=torch.float64))
+    Wr, br, ar = (torch.randn(2, 4, generator=g, dtype=torch.float64),
+                  torch.randn(2, generator=g, dtype=torch.float64),
+                  torch.randn(2, generator=g, dtype=torch.float64))
     net = TwoLayerNet(
         a=torch.cat([a0, -a0, ar]), W=torch.cat([W0, -W0, Wr]), b=torch.cat([b0, -b0, br])
     )

@@ -421,11 +421,8 @@ def test_practical_ffn_is_depth_three_vecffn():
     model = PracticalFFN(6, 2, 1, generator=gen(0))
     assert isinstance(model, VecFFN)
     lin = [l for l in model.net if isinstance(l, torch.nn.Linear)]
-    assert [(l.in_features, l.out_features) for l in lin] == [
-        (6 * 2 + 6 * 6, 1000),
-        (1000, 1000),
-        (1000, 6),
-    ]
+    assert [(l.in_features, l.out_features) for l in lin] == [(6 * 2 + 6 * 6, 1000), (1000, 1000),
+                                                              (1000, 6)]
     assert model(torch.randn(2, 6, 2), torch.randint(0, 6, (2, 6, 1))).shape == (2, 6)
 
 

@@ -96,11 +96,8 @@ def test_label_checks(gen):
     task = _task(gen)
     p = task.sample(2, generator=gen)
     assert torch.equal(task.label(p.x, p.t), p.y)
-    for bad_t in (
-        p.t + 8,
-        torch.full_like(p.t, task.N),
-        p.t - 1 - p.t.max(),
-    ):  # N itself and -1 are out too
+    for bad_t in (p.t + 8, torch.full_like(p.t, task.N),
+                  p.t - 1 - p.t.max()):  # N itself and -1 are out too
         with pytest.raises(ValueError, match="t must be"):
             task.label(p.x, bad_t)
     bad = p.x.clone()

@@ -17,30 +17,9 @@ def test_verify_json(tmp_path, capsys):
     assert main(["verify", "--only", "lemma-40", "data-model", "--json", str(path)]) == 0
     records = json.loads(path.read_text())
     assert [r["id"] for r in records] == ["lemma-40", "data-model"]
-    keys = {
-        "id",
-        "ref_seed",
-        "ref_conference",
-        "statement",
-        "measured",
-        "bound",
-        "measured_value",
-        "bound_value",
-        "holds",
-        "falsifier_caught",
-        "passed",
-        "profile",
-        "device",
-        "dtype",
-        "seconds",
-        "seed",
-        "detail",
-        "falsifier",
-        "error",
-        "checks",
-        "faults",
-        "env",
-    }
+    keys = {"id", "ref_seed", "ref_conference", "statement", "measured", "bound", "measured_value",
+            "bound_value", "holds", "falsifier_caught", "passed", "profile", "device", "dtype",
+            "seconds", "seed", "detail", "falsifier", "error", "checks", "faults", "env"}
     check_keys = {"name", "measured", "bound", "relation", "holds", "rounding", "detail", "dtype",
                   "error", "seconds"}
     for r in records:
@@ -181,37 +160,13 @@ def test_sample_command(tmp_path, capsys):
             "q must satisfy",
         ),
         (
-            [
-                "construct",
-                "transformer",
-                "--N",
-                "8",
-                "--d",
-                "2",
-                "--q",
-                "1",
-                "--eps",
-                "0",
-                "--out",
-                "x.pt",
-            ],
+            ["construct", "transformer", "--N", "8", "--d", "2", "--q", "1", "--eps", "0", "--out",
+             "x.pt"],
             "eps",
         ),
         (
-            [
-                "construct",
-                "transformer",
-                "--N",
-                "8",
-                "--d",
-                "2",
-                "--q",
-                "1",
-                "--link",
-                "hermite",
-                "--out",
-                "x.pt",
-            ],
+            ["construct", "transformer", "--N", "8", "--d", "2", "--q", "1", "--link", "hermite",
+             "--out", "x.pt"],
             "--link",
         ),
         (
@@ -233,20 +188,8 @@ def test_construct_rnn_file(tmp_path, capsys):
     path = tmp_path / "r.pt"
     assert (
         main(
-            [
-                "construct",
-                "rnn",
-                "--N",
-                "40",
-                "--d",
-                "2",
-                "--q",
-                "2",
-                "--eps",
-                "0.1",
-                "--out",
-                str(path),
-            ]
+            ["construct", "rnn", "--N", "40", "--d", "2", "--q", "2", "--eps", "0.1", "--out",
+             str(path)]
         )
         == 0
     )
@@ -275,20 +218,8 @@ def test_construct_transformer_file(tmp_path, capsys):
     path = tmp_path / "t.pt"
     assert (
         main(
-            [
-                "construct",
-                "transformer",
-                "--N",
-                "32",
-                "--d",
-                "3",
-                "--q",
-                "2",
-                "--eps",
-                "0.01",
-                "--out",
-                str(path),
-            ]
+            ["construct", "transformer", "--N", "32", "--d", "3", "--q", "2", "--eps", "0.01",
+             "--out", str(path)]
         )
         == 0
     )
@@ -309,13 +240,9 @@ def test_construct_transformer_file(tmp_path, capsys):
     assert torch.allclose(W[slot0, pos], cfg["alpha"] * torch.eye(cfg["d_e"], dtype=W.dtype))
     assert float(W.abs().sum()) == pytest.approx(cfg["alpha"] * cfg["d_e"])
     assert "mha_state_dict" in s
-    assert (cfg["link"], cfg["width"], cfg["seed"], cfg["n"], cfg["eps_target"]) == (
-        "teacher",
-        8,
-        0,
-        10_000,
-        0.01,
-    )
+    assert (cfg["link"], cfg["width"], cfg["seed"], cfg["n"], cfg["eps_target"]) == ("teacher", 8,
+                                                                                     0, 10_000,
+                                                                                     0.01)
     assert s["link_params"]["W"].shape == (8, 6)
     _documented("qstr construct transformer", s, config_keys=cfg)
 
@@ -359,18 +286,8 @@ def test_reproduce_cuda_without_cuda(capsys, tmp_path):
             "does not exist",
         ),
         (
-            [
-                "construct",
-                "transformer",
-                "--N",
-                "8",
-                "--d",
-                "2",
-                "--q",
-                "1",
-                "--out",
-                "{missing}/t.pt",
-            ],
+            ["construct", "transformer", "--N", "8", "--d", "2", "--q", "1", "--out",
+             "{missing}/t.pt"],
             "does not exist",
         ),
         (["codebook", "--N", "100", "--out", "{missing}/cb.pt"], "does not exist"),
@@ -404,11 +321,8 @@ def test_unwritable_folder_is_refused(capsys):
 
 @pytest.mark.parametrize(
     "content, needle",
-    [
-        (b"\x80\x03garbage bytes", "not a torch file"),
-        (b"hello\n", "not a torch file"),
-        (b"", "empty or truncated file"),
-    ],
+    [(b"\x80\x03garbage bytes", "not a torch file"), (b"hello\n", "not a torch file"),
+     (b"", "empty or truncated file")],
 )
 def test_codebook_check_of_corrupt_files(content, needle, tmp_path, capsys):
     (tmp_path / "bad.pt").write_bytes(content)
@@ -510,37 +424,13 @@ SEED_ERROR = "qstr: error: argument --seed: a seed must be an integer in [0, 2**
             SEED_ERROR.format(-1),
         ),
         (
-            [
-                "construct",
-                "transformer",
-                "--N",
-                "4",
-                "--d",
-                "2",
-                "--q",
-                "1",
-                "--seed",
-                "-1",
-                "--out",
-                "x.pt",
-            ],
+            ["construct", "transformer", "--N", "4", "--d", "2", "--q", "1", "--seed", "-1",
+             "--out", "x.pt"],
             SEED_ERROR.format(-1),
         ),
         (
-            [
-                "construct",
-                "rnn",
-                "--N",
-                "4",
-                "--d",
-                "2",
-                "--q",
-                "1",
-                "--seed",
-                str(2**63),
-                "--out",
-                "x.pt",
-            ],
+            ["construct", "rnn", "--N", "4", "--d", "2", "--q", "1", "--seed", str(2**63), "--out",
+             "x.pt"],
             SEED_ERROR.format(2**63),
         ),
         (["verify", "--seed", "-1"], SEED_ERROR.format(-1)),
@@ -554,20 +444,8 @@ SEED_ERROR = "qstr: error: argument --seed: a seed must be an integer in [0, 2**
             "qstr: error: argument --B: must be an integer >= 1, got 0",
         ),
         (
-            [
-                "construct",
-                "rnn",
-                "--N",
-                "4",
-                "--d",
-                "2",
-                "--q",
-                "1",
-                "--eps",
-                "nan",
-                "--out",
-                "x.pt",
-            ],
+            ["construct", "rnn", "--N", "4", "--d", "2", "--q", "1", "--eps", "nan", "--out",
+             "x.pt"],
             "qstr: error: argument --eps: expected a finite number, got 'nan'",
         ),
         (
@@ -601,11 +479,8 @@ def test_seed_range_is_the_same_in_the_cli_and_the_python_api():
     for bad in (-1, 2**63):
         with pytest.raises(argparse.ArgumentTypeError):
             _seed(str(bad))
-        for api in (
-            lambda v: seed("seed", v),
-            lambda v: Context(seed=v),
-            lambda v: teacher_rnn(4, 2, 1, seed=v),
-        ):
+        for api in (lambda v: seed("seed", v), lambda v: Context(seed=v),
+                    lambda v: teacher_rnn(4, 2, 1, seed=v)):
             with pytest.raises(
                 ValueError, match=r"seed must be an integer in \[0, 2\*\*63 - 1\], got"
             ):
@@ -730,20 +605,8 @@ def test_rnn_refuses_options_it_would_ignore(capsys, tmp_path):
     )
     assert (
         main(
-            [
-                "construct",
-                "rnn",
-                "--N",
-                "8",
-                "--d",
-                "2",
-                "--q",
-                "1",
-                "--link",
-                "linear",
-                "--out",
-                out,
-            ]
+            ["construct", "rnn", "--N", "8", "--d", "2", "--q", "1", "--link", "linear", "--out",
+             out]
         )
         == 2
     )

@@ -21,10 +21,7 @@ def test_terms_add_and_scale():
 
 
 def test_two_layer_scale_is_the_sum_of_magnitudes():
-    W1, b1, W2 = (
-        torch.tensor([[1.0], [-2.0]]),
-        torch.tensor([0.5, 1.0]),
-        torch.tensor([[3.0, -1.0]]),
-    )
+    W1, b1, W2 = (torch.tensor([[1.0], [-2.0]]), torch.tensor([0.5, 1.0]),
+                  torch.tensor([[3.0, -1.0]]))
     r = two_layer(W1, b1, W2, torch.tensor([[2.0]]))
     assert r.n == 1 + 2 + 2 and r.scale == pytest.approx(3 * 2.5 + 1 * 5.0)

@@ -61,13 +61,8 @@ def check_scheduler(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
 
 @contextlib.contextmanager
 def _quiet(
-    names=(
-        "distributed",
-        "distributed.client",
-        "distributed.core",
-        "distributed.comm",
-        "distributed.batched",
-    ),
+    names=("distributed", "distributed.client", "distributed.core", "distributed.comm",
+           "distributed.batched"),
 ):
     """Dask's connection and shutdown chatter stays out of the progress output."""
     loggers = [logging.getLogger(n) for n in names]

@@ -132,15 +132,8 @@ def print_summary(summary: dict, console=None) -> None:
 
     console = console or wide_console()
     t = Table(title=f"Figure 1 - {summary['label']}" + (" [quick]" if summary["quick"] else ""))
-    for col in (
-        "variant",
-        "model",
-        "a (samples ~ N^a)",
-        "95% CI",
-        "runs",
-        "not reached",
-        "mean samples, largest N",
-    ):
+    for col in ("variant", "model", "a (samples ~ N^a)", "95% CI", "runs", "not reached",
+                "mean samples, largest N"):
         t.add_column(col)
     for variant, per_model in summary["fits"].items():
         h = summary["hierarchy"][variant]

@@ -258,12 +258,8 @@ class GRUFamily(_Family):
     @torch.no_grad()
     def load(self, model, blocks):
         r, H = model.rnn, model.hidden_size
-        for k, name in (
-            ("Wih", "weight_ih_l0"),
-            ("Whh", "weight_hh_l0"),
-            ("bih", "bias_ih_l0"),
-            ("bhh", "bias_hh_l0"),
-        ):
+        for k, name in (("Wih", "weight_ih_l0"), ("Whh", "weight_hh_l0"), ("bih", "bias_ih_l0"),
+                        ("bhh", "bias_hh_l0")):
             getattr(r, name).copy_(blocks[k][0].reshape(getattr(r, name).shape))
             getattr(r, name + "_reverse").copy_(blocks[k][1].reshape(getattr(r, name).shape))
         model.readout.weight.copy_(blocks["Wr"].reshape(model.out_dim, 2 * H))

@@ -15,14 +15,8 @@ from qstr.bounds.feedforward import orthonormal_row_basis
 from qstr.constructions import validate
 from qstr.constructions.models import VecFFN
 
-__all__ = [
-    "SimpleData",
-    "simple_1str_data",
-    "make_vec_ffn",
-    "FFNTrace",
-    "fit_full_batch",
-    "ffn_test_risk",
-]
+__all__ = ["SimpleData", "simple_1str_data", "make_vec_ffn", "FFNTrace", "fit_full_batch",
+           "ffn_test_risk"]
 
 
 @dataclass(frozen=True, eq=False)

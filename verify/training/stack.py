@@ -290,11 +290,10 @@ class _Stack:
         o = self.opts
         per_d = per.detach().double()
         checked = step % o.check_every == 0
-        losses = per_d.tolist() if (checked or step == o.max_steps) else None
         self.epoch_loss += per_d
         done: List[int] = []
         if checked:
-            mse = self.measure(step, losses)
+            mse = self.measure(step, per_d.tolist())
             done = (mse < self.thr.double()).nonzero().flatten().tolist()
         if o.epoch_steps and step % o.epoch_steps == 0:
             if o.epoch_loss_threshold is None:

@@ -244,15 +244,8 @@ def test_bad_scheduler_address_is_one_line_and_exit_2(tmp_path, capsys, monkeypa
     ]:
         assert (
             cli.main(
-                [
-                    "reproduce",
-                    "figure1",
-                    "--quick",
-                    "--out",
-                    str(tmp_path / "o"),
-                    "--scheduler",
-                    address,
-                ]
+                ["reproduce", "figure1", "--quick", "--out", str(tmp_path / "o"), "--scheduler",
+                 address]
             )
             == 2
         )
@@ -413,17 +406,8 @@ def dask_processes(*worker_args):
         procs.append(
             subprocess.Popen(
                 dask
-                + [
-                    "worker",
-                    address,
-                    "--nworkers",
-                    "1",
-                    "--nthreads",
-                    "1",
-                    "--no-dashboard",
-                    "--no-nanny",
-                    *worker_args,
-                ],
+                + ["worker", address, "--nworkers", "1", "--nthreads", "1", "--no-dashboard",
+                   "--no-nanny", *worker_args],
                 **quiet,
             )
         )

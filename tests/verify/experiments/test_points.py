@@ -12,12 +12,8 @@ from qstr.verify.experiments.points import Point, build_member
 
 @pytest.mark.parametrize(
     "protocol,variant,test_simple",
-    [
-        ("paper", "1str", False),
-        ("paper", "simple", True),
-        ("published", "1str", True),
-        ("published", "simple", True),
-    ],
+    [("paper", "1str", False), ("paper", "simple", True), ("published", "1str", True),
+     ("published", "simple", True)],
 )
 def test_test_prompts_follow_training_variant(protocol, variant, test_simple):
     """Paper: test prompts from the training variant. Published code: always simple prompts."""

@@ -9,25 +9,8 @@ import torch
 from qstr.verify.experiments import figure1, figure3, run_experiment
 from qstr.verify.experiments.run import stack_cost, stacks_of, start_order
 
-ROW_KEYS = {
-    "model",
-    "variant",
-    "N",
-    "seed",
-    "samples",
-    "config",
-    "wall_s",
-    "device",
-    "protocol",
-    "point_id",
-    "q",
-    "steps",
-    "test_mse",
-    "threshold",
-    "test_variant",
-    "reached",
-    "env",
-}
+ROW_KEYS = {"model", "variant", "N", "seed", "samples", "config", "wall_s", "device", "protocol",
+            "point_id", "q", "steps", "test_mse", "threshold", "test_variant", "reached", "env"}
 
 
 @pytest.fixture

@@ -56,13 +56,8 @@ def test_the_documented_slurm_cluster_submits_the_documented_job_script():
     finally:
         cluster.close()
     assert f"{sys.executable} -m distributed.cli.dask_worker {cluster.scheduler_address} " in script
-    for line in [
-        "#SBATCH -p cpu",
-        "#SBATCH -A mylab",
-        "#SBATCH --cpus-per-task=16",
-        "#SBATCH -t 08:00:00",
-        "source ~/venvs/qstr/bin/activate",
-    ]:
+    for line in ["#SBATCH -p cpu", "#SBATCH -A mylab", "#SBATCH --cpus-per-task=16",
+                 "#SBATCH -t 08:00:00", "source ~/venvs/qstr/bin/activate"]:
         assert line in script.splitlines()
     assert (
         "--nthreads 1 " in script and "--nworkers 16 " in script
