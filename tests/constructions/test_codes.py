@@ -210,6 +210,23 @@ def test_rademacher_dim_rule(N, delta, mu):
     assert all(union(N, x, mu) <= delta for x in range(d, h + 1))  # and for every larger d_e
 
 
+def _rule_by_definition(N, delta, mu):
+    """1 + the largest d_e below the Hoeffding value whose union bound exceeds delta."""
+    top = rademacher_dim(N, delta, mu, rule="hoeffding")
+    failing = [d for d in range(1, top) if union(N, d, mu) > delta]
+    return max(failing) + 1 if failing else 1
+
+
+@pytest.mark.parametrize("N, mu", [(2, 0.5), (100, 0.5), (100, 0.3)])
+def test_rademacher_dim_settles_ties_at_the_union_bound(N, mu):
+    # delta planted at the union bound of some d_e: scipy's tail lands an ulp either side of it,
+    # so only the comparison with the exactly rounded tail decides whether that d_e passes
+    for d in range(20, 100):
+        delta = union(N, d, mu)
+        if 0 < delta < 1:
+            assert rademacher_dim(N, delta, mu) == _rule_by_definition(N, delta, mu), d
+
+
 def test_rademacher_dim_parity_example_and_spec_form():
     # N = 100, delta = 1e-3: d_e = 100 passes pointwise but 101 and 105 fail, so the rule gives 106
     assert rademacher_dim(100, 1e-3) == 106

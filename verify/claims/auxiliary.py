@@ -666,6 +666,28 @@ def lemma42_ridges(inp: Lemma42Inputs, ctx: Context) -> Verdict:
     return at_most(ratio, 1.0, rnd, detail=f"largest at {case}, {len(case.built.ridges)} ridges")
 
 
+RIDGE_FRACTION = 0.1  # step 6: the ridges' share f of the error when a degree is given
+
+
+def _split_gap(c: LipschitzCase, smoothing) -> float:
+    """Relative gap of c's eps_smooth and eps_ridge to steps 4 and 6: eps_smooth(n, k, L, R), and
+    eps_ridge = f / (1 - f) eps_smooth (a degree given) or eps - eps_smooth (a target eps)."""
+    b = c.built
+    smooth = smoothing(b.degree, b.k, b.L, b.R)
+    ridge = (RIDGE_FRACTION / (1 - RIDGE_FRACTION) * smooth if c.eps is None
+             else c.eps - smooth)
+    return max(abs(b.smooth_error - smooth) / smooth, abs(b.ridge_budget - ridge) / ridge)
+
+
+def lemma42_split(inp: Lemma42Inputs, ctx: Context) -> Verdict:
+    """Steps 4 and 6 (k >= 2): the error splits into eps_smooth, the kernel's bound, and the ridge
+    budget eps_ridge as derived; the largest relative gap over the nets."""
+    gap, case = max(((_split_gap(c, inp.smoothing), c) for c in inp.cases if c.built.k >= 2),
+                    key=lambda t: t[0])
+    rnd = Rounding(n=8, scale=1.0, what="8 eps (a ratio, a difference), relative")
+    return at_most(gap, 0.0, rnd, detail=f"largest at {case}")
+
+
 def lemma42_moments(inp: Lemma42Inputs, ctx: Context) -> Verdict:
     """Steps 3-4: the kernel moments m2, m4 and the smoothing error equal the same quantities
     summed over the tensor grid of the discrete FK weights, G = n + 3; the largest relative gap."""
@@ -762,6 +784,18 @@ def _interval_less(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
     return replace(inp, cases=tuple(fewer(c) for c in inp.cases))
 
 
+def _half_to_ridges(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
+    """The k >= 2 nets built for a degree rebuilt with half the error given to the ridges."""
+    def half(c: LipschitzCase) -> LipschitzCase:
+        b = c.built
+        if b.k == 1 or c.eps is not None:
+            return c
+        return replace(c, built=lipschitz_net(c.f, L=b.L, R=b.R, k=b.k, degree=b.degree,
+                                              ridge_fraction=0.5))
+
+    return replace(inp, cases=tuple(half(c) for c in inp.cases))
+
+
 def _unit_ball(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
     """Certificates of the unit ball whatever R (the radius left at its default 1)."""
     def unit(c: LipschitzCase) -> LipschitzCase:
@@ -787,6 +821,7 @@ def _grid_short(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
 
 
 CERTIFIED, SEEN = "certified sup-error <= error bound", "error seen <= certified"
+SPLIT = "error split as derived (eps_smooth, eps_ridge)"
 register(Claim(
     id="lemma-42", ref=Ref("Lemma 42", "Lemma 42"),
     statement=("explicit two-layer ReLU net for an L-Lipschitz f on the R-ball of R^k (k=1 "
@@ -797,6 +832,7 @@ register(Claim(
             Check("error bound <= eps asked", lemma42_eps),
             Check(SEEN, lemma42_seen),
             Check("ridge error <= ridge budget", lemma42_ridges),
+            Check(SPLIT, lemma42_split),
             Check("FK moments as summed over the grid", lemma42_moments),
             Check("grid covers the ball within rho", lemma42_covering)],
     faults=[Fault("functions twice as steep as the nets were built for", _steeper,
@@ -807,6 +843,7 @@ register(Claim(
                   breaks=("error bound <= eps asked",)),
             Fault("one interval less per ridge", _interval_less,
                   breaks=("ridge error <= ridge budget",)),
+            Fault("half the error given to the ridges", _half_to_ridges, breaks=(SPLIT,)),
             Fault("kernel moments of degree n + 1", _moments_off_by_one,
                   breaks=("FK moments as summed over the grid",)),
             Fault("grid of the ball of radius R - rho", _grid_short,

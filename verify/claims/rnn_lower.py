@@ -178,6 +178,18 @@ def lemma37_union(inp: Lemma37Inputs, ctx: Context) -> Verdict:
     )
 
 
+L37_STEP3_NS = range(2, 1025)  # the lengths at which step 3's union bound at eps_n is evaluated
+
+
+def lemma37_threshold_union(inp: Lemma37Inputs, ctx: Context) -> Verdict:
+    """Lemma 37, step 3: at eps_n the union bound C(n, 2) eps_n / sqrt(pi) is (n - 1) / (6 n) < 1/6
+    exactly (docs/derivations/interpolation.md); the largest relative gap over n = 2..1024."""
+    gap, n = max((abs(inp.union_bound(n, inp.threshold(n)) * 6 * n / (n - 1) - 1), n)
+                 for n in L37_STEP3_NS)
+    return at_most(gap, 0.0, Rounding(n=8, scale=1.0, what="8 eps (sqrt, products), relative"),
+                   detail=f"largest at n={n}: union bound at eps_n against (n - 1) / (6 n)")
+
+
 def lemma37_constructive_gap(inp: Lemma37Inputs, ctx: Context) -> Verdict:
     """The direction found for the fixed sample has a certified gap >= eps_n (recomputed)."""
     gap, _ = certified_gap(inp.sample, inp.direction.v)
@@ -259,6 +271,11 @@ def _tenfold_threshold(inp: Lemma37Inputs, ctx: Context) -> Lemma37Inputs:
     return replace(inp, threshold=lambda n: 10 * gap_threshold(n))
 
 
+def _threshold_without_sqrt_pi(inp: Lemma37Inputs, ctx: Context) -> Lemma37Inputs:
+    """eps_n = 1 / (3 n^2): the sqrt(pi) of the N(0, 2) density bound dropped."""
+    return replace(inp, threshold=lambda n: 1 / (3 * n * n))
+
+
 def _one_sided_union(inp: Lemma37Inputs, ctx: Context) -> Lemma37Inputs:
     """The union bound with P(|z_i - z_j| < eps) taken one-sided: C(n, 2) eps / (2 sqrt(pi))."""
     return replace(inp, union_bound=lambda n, eps: lemma37_union_bound(n, eps) / 2)
@@ -302,6 +319,7 @@ register(
         checks=[
             Check("P(success) >= 1/3", lemma37_success),
             Check("gap failure <= union bound", lemma37_union),
+            Check("union bound at eps_n = (n - 1) / (6n)", lemma37_threshold_union),
             Check("constructive gap >= eps_n", lemma37_constructive_gap),
             Check("constructive ||z||^2 <= 2n", lemma37_constructive_norm),
             Check("replayed gap events", lemma37_replay_gaps),
@@ -310,6 +328,11 @@ register(
         ],
         faults=[
             Fault("threshold 10 eps_n", _tenfold_threshold, breaks=("P(success) >= 1/3",)),
+            Fault(
+                "eps_n without sqrt(pi)",
+                _threshold_without_sqrt_pi,
+                breaks=("union bound at eps_n = (n - 1) / (6n)",),
+            ),
             Fault(
                 "allowance factor 2 dropped",
                 _allowance_halved,

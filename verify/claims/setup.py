@@ -16,6 +16,7 @@ from qstr.bounds.attention import lemma12_radius
 from qstr.constructions.codes import (
     MAX_M,
     Codebook,
+    CoherenceReport,
     build_codebook,
     coherence,
     coherence_report,
@@ -79,6 +80,7 @@ class Assumption3Inputs:
     mu_max: float  # Assumption 3's 1/2
     measure: Callable[[torch.Tensor], float]  # the exact coherence users get (codes.coherence)
     mus: Tuple[float, ...]  # measure(omega) of each codebook, measured once
+    locate: Callable[[torch.Tensor], CoherenceReport]  # coherence_report: mu and its pair
     dim_rule: Callable[[int, float, float], int]  # rademacher_dim, the exact rule
     pair_tail: Callable[[int, float], float]  # rademacher_pair_tail
     hoeffding: Callable[[int, float, float], int]  # rademacher_dim(..., rule="hoeffding")
@@ -112,6 +114,7 @@ def assumption3_inputs(ctx: Context) -> Assumption3Inputs:
         ("custom (rotated rs-hadamard)", _rotated(small, ctx)),
     )
     return Assumption3Inputs(books, n_rad, 0.5, coherence, _measured(books, coherence),
+                             coherence_report,
                              rademacher_dim, rademacher_pair_tail, _hoeffding_rule)
 
 
@@ -162,6 +165,22 @@ def a3_gram(inp: Assumption3Inputs, ctx: Context) -> Verdict:
     g, name, book = _worst([(gap(b), name, b) for name, b in inp.books])
     return close(g, 0.0, 0.0, _coherence_rounding(book),
                  detail=f"|coherence - Gram max| on <= {A3_GRAM_ROWS} rows, worst: {name}")
+
+
+def _witness_gap(report: CoherenceReport, book: Codebook) -> float:
+    """| |<omega_i, omega_j>| - mu | at the pair (i, j) the report says attains mu (float64)."""
+    i, j = report.pair
+    rows = book.omega[[i, j]].to(torch.float64)
+    return abs(abs(float(rows[0] @ rows[1])) - report.mu)
+
+
+def a3_witness(inp: Assumption3Inputs, ctx: Context) -> Verdict:
+    """The coherence is attained: the pair coherence_report names has |<omega_i, omega_j>| = mu,
+    on every row of each codebook (docs/derivations/codebooks.md); the largest gap."""
+    g, name, book = _worst([(_witness_gap(inp.locate(b.omega), b), name, b)
+                            for name, b in inp.books])
+    return close(g, 0.0, 0.0, _coherence_rounding(book),
+                 detail=f"| |<omega_i, omega_j>| - mu | at the reported pair, worst: {name}")
 
 
 def _union_bounds(inp: Assumption3Inputs, shift: int):
@@ -253,6 +272,11 @@ def _rule_of(rule: Callable[[int, float, float], int]):
     return lambda inp, ctx: replace(inp, dim_rule=rule)
 
 
+def _float32_report(inp: Assumption3Inputs, ctx: Context) -> Assumption3Inputs:
+    """The coherence and its pair measured on the codes rounded to float32."""
+    return replace(inp, locate=lambda omega: coherence_report(omega.to(torch.float32)))
+
+
 def _one_sided_tail(inp: Assumption3Inputs, ctx: Context) -> Assumption3Inputs:
     """The pair tail with |.| forgotten: P(<w_i, w_j> > mu), half the two-sided tail."""
     return replace(inp, pair_tail=lambda d_e, mu: rademacher_pair_tail(d_e, mu) / 2)
@@ -266,6 +290,7 @@ def _hoeffding_mu(inp: Assumption3Inputs, ctx: Context) -> Assumption3Inputs:
     return replace(inp, hoeffding=rule)
 
 
+WITNESS = "coherence attained at its pair"
 register(Claim(
     id="assumption-3", ref=Ref("Assumption 3", "Assumption 3"),
     statement="toolkit codebooks: unit rows, exact coherence max|<w_i,w_j>| <= 1/2",
@@ -275,6 +300,7 @@ register(Claim(
         Check("unit rows", a3_unit_rows),
         Check("stored mu = measured", a3_stored_mu),
         Check("coherence = brute-force Gram", a3_gram),
+        Check(WITNESS, a3_witness),
         Check("union bound <= delta at d_e", a3_union_bound),
         Check("union bound > delta at d_e - 1", a3_union_bound_least),
         Check("pair tail = count (exact range)", a3_tail_exact),
@@ -288,6 +314,7 @@ register(Claim(
         Fault("a prefix keeping the whole code's mu", _stale_mu, breaks=("stored mu = measured",)),
         Fault("the diagonal counted in the coherence", _diagonal_counted,
               breaks=("coherence = brute-force Gram", "stored mu = measured")),
+        Fault("coherence measured in float32", _float32_report, breaks=(WITNESS,)),
         Fault("the exact rule one short",
               _rule_of(lambda N, delta, mu: rademacher_dim(N, delta, mu) - 1),
               breaks=("union bound <= delta at d_e",)),
@@ -299,7 +326,7 @@ register(Claim(
               breaks=("Hoeffding rule as derived",)),
     ],
     builds=(build_codebook, rademacher_codebook, rs_hadamard_codebook, Codebook.from_tensor),
-    bounds=(rademacher_dim, rademacher_pair_tail, coherence),
+    bounds=(rademacher_dim, rademacher_pair_tail, coherence, coherence_report),
     derivation=CODEBOOKS,
 ))
 
