@@ -28,7 +28,8 @@ from qstr.bounds.symbolic import (bound_expr, ffn_sample_size_expr, leading_cons
 from qstr.bounds.transformer import (Theorem4Params, ffn_sample_size, few_heads_floor,
                                      few_heads_floor_per_position, loglog_slope, theorem4_bound,
                                      theorem4_sample_size)
-from qstr.constructions.attention import lemma11_adversarial_prompt, place_block, target_leaks
+from qstr.constructions.attention import (lemma11_adversarial_prompt, place_block,
+                                          separation_limit, target_leaks)
 from qstr.constructions.codes import rs_hadamard_codebook, star_codebook
 from qstr.constructions.encoding import transformer_encoding
 from qstr.constructions.links import Mean, SqNorm, TwoLayerNet, make_link
@@ -582,6 +583,7 @@ class SparseAverageInputs:
     cases: Tuple[SACase, ...]
     error_bound: Callable[..., float]  # r_x (2 L + within(L, rho))
     alpha_for: Callable[..., float] = sparse_average_alpha  # the least alpha for an eps
+    limit: Callable[[int], float] = separation_limit  # the largest mu the head separates at
 
 
 def _set_gaps(head):
@@ -723,6 +725,23 @@ def sparse_average_alpha_as_derived(inp: SparseAverageInputs, ctx: Context) -> V
                  f"and {SA_OTHER_C}) and the first crossing of {SA_ABOVE_MIN} x its least value")
 
 
+SA_LIMIT_QS = range(1, 33)
+
+
+def sparse_average_separation_limit(inp: SparseAverageInputs, ctx: Context) -> Verdict:
+    """Remark after Prop 3: the head separates in-set keys (scores >= A (1 - (q - 1) mu)) from
+    out-of-set ones (<= A q mu) for mu below 1 / (2q - 1), where the two bounds meet
+    (docs/derivations/sparse-averaging.md); the largest gap between them at the limit, q <= 32."""
+    gap, q = max((abs(1 - (q - 1) * inp.limit(q) - q * inp.limit(q)), q) for q in SA_LIMIT_QS)
+    return at_most(gap, 0.0, Rounding(n=4, scale=1.0, what="4 eps (a quotient, two products)"),
+                   detail=f"largest at q={q}: |(1 - (q - 1) mu) - q mu| at mu = the limit")
+
+
+def _limit_of_the_codes(inp: SparseAverageInputs, ctx: Context) -> SparseAverageInputs:
+    """The separation limit taken as 1 / (2q), the coherence of the codes the head is built on."""
+    return replace(inp, limit=lambda q: 1 / (2 * q))
+
+
 def _alpha_one_percent_high(inp: SparseAverageInputs, ctx: Context) -> SparseAverageInputs:
     """Each head rebuilt at 1.01 alpha, its guarantee recomputed (a search stopped early)."""
     def high(case: SACase) -> SACase:
@@ -769,7 +788,8 @@ register(Claim(
             Check("worst prompt = exact sup", sparse_average_worst_prompt),
             Check("random prompts <= exact sup", sparse_average_random_below),
             Check("attention rows = closed-form softmax", sparse_average_attention_rows),
-            Check("alpha as derived", sparse_average_alpha_as_derived)],
+            Check("alpha as derived", sparse_average_alpha_as_derived),
+            Check("separation limit 1/(2q - 1) as derived", sparse_average_separation_limit)],
     faults=[Fault("bound without the within-set term", _leak_only_bound,
                   breaks=("exact sup <= bound",)),
             Fault("alpha 1% above the least / the minimiser", _alpha_one_percent_high,
@@ -777,8 +797,11 @@ register(Claim(
             Fault("query one slot short", _one_slot_short,
                   breaks=("worst prompt = exact sup", "attention rows = closed-form softmax")),
             Fault("random tokens N(0, r_x^2 I), not clipped", _radius_as_scale,
-                  breaks=("random prompts <= exact sup",))],
-    builds=(sparse_average_head,), bounds=(sparse_average_error_bound, sparse_average_leak),
+                  breaks=("random prompts <= exact sup",)),
+            Fault("the limit 1/(2q) of the codes", _limit_of_the_codes,
+                  breaks=("separation limit 1/(2q - 1) as derived",))],
+    builds=(sparse_average_head,),
+    bounds=(sparse_average_error_bound, sparse_average_leak, separation_limit),
     derivation="docs/derivations/sparse-averaging.md",
 ))
 
