@@ -20,7 +20,7 @@ from qstr.constructions.codes import Codebook, rs_hadamard_codebook
 from qstr.constructions.encoding import default_prefactor, transformer_encoding
 from qstr.constructions.layout import Layout, _token_layout, slot_name
 from qstr.constructions.links import TwoLayerNet
-from qstr.constructions.models import MergedAttention
+from qstr.constructions.paper_models import MergedAttention
 
 __all__ = [
     "Construction",

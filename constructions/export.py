@@ -3,9 +3,9 @@
 Separate W_Q, W_K, W_V (torch.nn.MultiheadAttention) are what users train; the paper's
 constructions merge W_QK. This module maps between the two parametrisations both ways.
 
-Parametrisations (see :class:`~constructions.models.PracticalTransformer`):
+Parametrisations (see :class:`~constructions.experiment_models.PracticalTransformer`):
 
-* merged (Appendix A.1, :class:`~constructions.models.MergedAttention`): scores
+* merged (Appendix A.1, :class:`~constructions.paper_models.MergedAttention`): scores
   z_i^T W_QK[h] z_j, head h outputs sum_j A^h_ij z_j, y = a^T relu(W h + b);
 * practical: ``nn.MultiheadAttention(embed_dim=H D_e, num_heads=H, kdim=vdim=D_e,
   bias=False)`` on the query Z tiled H times, then ``hidden`` (Linear H D_e -> width) and
@@ -36,7 +36,8 @@ from typing import Optional, Tuple
 import torch
 
 from qstr.constructions import validate
-from qstr.constructions.models import MergedAttention, PracticalTransformer
+from qstr.constructions.experiment_models import PracticalTransformer
+from qstr.constructions.paper_models import MergedAttention
 
 __all__ = [
     "load_multihead",

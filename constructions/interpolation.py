@@ -12,7 +12,8 @@ import torch
 
 from qstr.constructions import validate
 from qstr.constructions.links import TwoLayerNet
-from qstr.constructions.models import DeepTransitionBiRNN, set_mlp_weights
+from qstr.constructions.mlp import set_mlp_weights
+from qstr.constructions.paper_models import DeepTransitionBiRNN
 
 __all__ = [
     "gap_threshold",

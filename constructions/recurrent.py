@@ -750,9 +750,10 @@ class RNNConstruction:
                 {"W": W5}]
 
     def module(self, *, dtype=torch.float64, device=None, output_gate: bool = True):
-        """A ``constructions.models.DeepTransitionBiRNN`` with these weights (the literal
+        """A ``constructions.paper_models.DeepTransitionBiRNN`` with these weights (the literal
         recurrence)."""
-        from qstr.constructions.models import DeepTransitionBiRNN, set_mlp_weights
+        from qstr.constructions.mlp import set_mlp_weights
+        from qstr.constructions.paper_models import DeepTransitionBiRNN
 
         tr = self.transition
         m = DeepTransitionBiRNN(
@@ -878,7 +879,8 @@ def rnn_state(construction: RNNConstruction) -> dict:
 
 def module_from_state(state: dict, *, dtype=torch.float64, device=None):
     """A ``DeepTransitionBiRNN`` from an :func:`rnn_state` dict (e.g. after ``torch.load``)."""
-    from qstr.constructions.models import DeepTransitionBiRNN, set_mlp_weights
+    from qstr.constructions.mlp import set_mlp_weights
+    from qstr.constructions.paper_models import DeepTransitionBiRNN
 
     try:
         cfg = state["config"]

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from qstr.bounds.attention import lemma11, sparse_average_head
 from qstr.constructions.codes import rs_hadamard_codebook
+from qstr.constructions.experiment_models import PracticalTransformer
 from qstr.constructions.export import (
     construction_state,
     from_multihead,
@@ -17,7 +18,7 @@ from qstr.constructions.export import (
     to_multihead,
 )
 from qstr.constructions.links import make_link
-from qstr.constructions.models import MergedAttention, PracticalTransformer
+from qstr.constructions.paper_models import MergedAttention
 
 F64 = torch.float64
 FAST = settings(max_examples=15, deadline=None)

@@ -11,7 +11,7 @@ from qstr.constructions.codes import (
     rs_hadamard_codebook,
 )
 from qstr.constructions.links import make_link
-from qstr.constructions.models import DeepTransitionBiRNN
+from qstr.constructions.paper_models import DeepTransitionBiRNN
 from qstr.constructions.recurrent import (
     RNNConstruction,
     build_rnn,

@@ -12,10 +12,10 @@ import torch
 
 from qstr.constructions.codes import build_codebook
 from qstr.constructions.encoding import transformer_encoding
+from qstr.constructions.experiment_models import PracticalRNN, PracticalTransformer, build_practical
 from qstr.constructions.layout import token_layout
 from qstr.constructions.links import make_link
-from qstr.constructions.models import (EncodedFFN, PracticalRNN, PracticalTransformer,
-                                       build_practical)
+from qstr.constructions.published_models import EncodedFFN
 from qstr.constructions.task import QSTR
 from qstr.verify.claim import Check, Claim, Context, Fault, Ref, Verdict, at_least, at_most
 from qstr.verify.registry import register

@@ -15,10 +15,11 @@ import torch
 
 from qstr.bounds.attention import lemma11, sparse_average_head
 from qstr.constructions.codes import rs_hadamard_codebook
+from qstr.constructions.experiment_models import PracticalTransformer
 from qstr.constructions.export import (construction_state, from_multihead, init_from_construction,
                                        load_construction_state, load_multihead)
 from qstr.constructions.links import make_link
-from qstr.constructions.models import MergedAttention, PracticalTransformer
+from qstr.constructions.paper_models import MergedAttention
 from qstr.verify.claim import Check, Claim, Context, Fault, Ref, Verdict, at_most
 from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding

@@ -1401,7 +1401,7 @@ P8_SCAN = dict(Ns=(4, 8, 16), widths=(1, 2, 4, 8, 16, 32, 64), steps=800, lr=1e-
 
 def _min_width(N: int, simple: bool, ctx: Context) -> tuple[int, list]:
     """Smallest GRU width (per direction) whose trained risk is <= c (ascending scan; 0 if none)."""
-    from qstr.constructions.models import PracticalRNN
+    from qstr.constructions.experiment_models import PracticalRNN
     from qstr.verify.training import fit_online, position_risk
 
     cfg = P8_SCAN

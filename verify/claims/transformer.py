@@ -33,7 +33,7 @@ from qstr.constructions.attention import (lemma11_adversarial_prompt, place_bloc
 from qstr.constructions.codes import rs_hadamard_codebook, star_codebook
 from qstr.constructions.encoding import transformer_encoding
 from qstr.constructions.links import Mean, SqNorm, TwoLayerNet, make_link
-from qstr.constructions.models import MergedAttention
+from qstr.constructions.paper_models import MergedAttention
 from qstr.constructions.relu import sqnorm_net
 from qstr.constructions.task import QSTR, gather_tokens
 from qstr.verify.adversarial import clip_to_ball, worst_case_tokens

@@ -12,8 +12,8 @@ from typing import List, Optional, Sequence, Tuple
 import torch
 
 from qstr.constructions.codes import experimental_codebook, experimental_dim
+from qstr.constructions.experiment_models import build_practical
 from qstr.constructions.links import make_link
-from qstr.constructions.models import build_practical
 from qstr.constructions.task import QSTR
 
 
@@ -227,7 +227,7 @@ def seeds_of(seeds, default: Sequence[int]) -> List[int]:
 
 def build_member(p: Point, *, device="cpu", dtype=torch.float32):
     """The :class:`verify.training.Member` of a point: task instance, model, streams, test set."""
-    from qstr.constructions.models import BiasedTransformer, EncodedFFN
+    from qstr.constructions.published_models import BiasedTransformer, EncodedFFN
     from qstr.verify.training import EpochStream, Member, OnlineStream
 
     proto = as_protocol(p.protocol)

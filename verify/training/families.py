@@ -9,7 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from qstr.constructions.models import EncodedFFN, PracticalFFN, PracticalRNN, PracticalTransformer
+from qstr.constructions.experiment_models import PracticalFFN, PracticalRNN, PracticalTransformer
+from qstr.constructions.published_models import EncodedFFN
 from qstr.verify.training.gru_scan import gru_scan
 from qstr.verify.training.members import Member
 

@@ -13,7 +13,7 @@ from torch import nn
 
 from qstr.bounds.feedforward import orthonormal_row_basis
 from qstr.constructions import validate
-from qstr.constructions.models import VecFFN
+from qstr.constructions.paper_models import VecFFN
 
 __all__ = ["SimpleData", "simple_1str_data", "make_vec_ffn", "FFNTrace", "fit_full_batch",
            "ffn_test_risk"]
@@ -214,7 +214,9 @@ def fit_full_batch(
     checks); ``data`` must live on the same device.
     """
     if not isinstance(model, VecFFN):
-        raise ValueError(f"model must be a constructions.models.VecFFN, got {type(model).__name__}")
+        raise ValueError(
+            f"model must be a constructions.paper_models.VecFFN, got {type(model).__name__}"
+        )
     if model.task != "simple" or model.q != 1 or model.out_dim is not None:
         raise ValueError("model must be VecFFN(N, d, q=1, task='simple') with scalar outputs")
     lam = validate.positive_float("weight_decay", weight_decay)

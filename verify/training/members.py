@@ -8,7 +8,7 @@ from typing import Any, List, Optional, Tuple
 import torch
 from torch import nn
 
-from qstr.constructions.models import PracticalFFN
+from qstr.constructions.experiment_models import PracticalFFN
 
 
 @dataclass

@@ -82,7 +82,7 @@ def test_experiment_model_faults_fail_their_checks(models, fault):
 
 
 def test_gru_reference_matches_torch():
-    from qstr.constructions.models import PracticalRNN
+    from qstr.constructions.experiment_models import PracticalRNN
 
     rnn = PracticalRNN(4, 5, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     Z = torch.randn(3, 7, 4, generator=torch.Generator().manual_seed(2), dtype=torch.float64)

@@ -59,7 +59,7 @@ def test_published_protocol_choices():
         for s in (0, 1)
     )
     assert torch.equal(a.omega, b.omega)  # one codebook per N for all seeds, as the published code
-    from qstr.constructions.models import EncodedFFN
+    from qstr.constructions.published_models import EncodedFFN
 
     assert isinstance(a.model, EncodedFFN)
     c, d = (
@@ -100,7 +100,8 @@ def test_ffn_input_paper_protocol_reads_the_encoded_tokens():
     """Protocol 2: the paper protocol's FFN reads vec(x_i, omega_i, omega_t) at c = 1; the
     scaled encoding and Theorem 6's one-hot input are ablations with their own point ids; the
     record's c is the c the model reads (the Transformer's sqrt(d/q), 1 for the RNN)."""
-    from qstr.constructions.models import EncodedFFN, PracticalFFN
+    from qstr.constructions.experiment_models import PracticalFFN
+    from qstr.constructions.published_models import EncodedFFN
 
     kw = dict(figure="figure1", protocol="paper", model="ffn", variant="simple", N=5, q=1, seed=0,
               n_test=8, ffn_hidden=(8, 8))

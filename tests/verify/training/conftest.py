@@ -5,8 +5,9 @@ import pytest
 import torch
 
 from qstr.constructions.codes import experimental_codebook
+from qstr.constructions.experiment_models import build_practical
 from qstr.constructions.links import make_link
-from qstr.constructions.models import BiasedTransformer, EncodedFFN, build_practical
+from qstr.constructions.published_models import BiasedTransformer, EncodedFFN
 from qstr.constructions.task import QSTR
 from qstr.verify.training import Member, OnlineStream
 

@@ -108,7 +108,7 @@ def test_fit_bad_arguments():
     with pytest.raises(ValueError, match="max_steps"):
         fit_full_batch(model, data, weight_decay=0.1, lr=0.5, max_steps=0)
     with pytest.raises(ValueError, match="model must be VecFFN"):
-        from qstr.constructions.models import VecFFN
+        from qstr.constructions.paper_models import VecFFN
 
         fit_full_batch(
             VecFFN(N, d, 1, (4,), task="general", dtype=F64),
