@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 from qstr.bounds.search import smallest_true
 from qstr.constructions import validate
 from qstr.bounds.attention import lemma12_radius
-from qstr.constructions.interpolation import C38_A
+from qstr.bounds.interpolation import C36_PRIME
 from qstr.bounds.packing import volume_log_packing_bound
 from qstr.bounds.transformer import default_code_dim, loglog_slope, validate_problem_constants
 
@@ -284,14 +284,14 @@ def generalising_log_norm2(
 
 
 def _memoriser_log_coeff(depth: int, K_y: float) -> float:
-    c_prime = C38_A * 9.0 / math.pi * (5.0 + math.pi / 72.0)  # (144/pi)(5 + pi/72)
-    return math.log(depth) + math.log(c_prime * K_y) / depth
+    return math.log(depth) + math.log(C36_PRIME * K_y) / depth  # C36_PRIME = (144/pi)(5 + pi/72)
 
 
 def memoriser_norm2_bound(n: int, *, depth: int = 2, K_y: float = 6.0) -> float:
     """Certified ||vec||^2 of Theorem 9's memoriser when ||y||^2 <= K_y n:
     depth ((144/pi)(5 + pi/72) K_y)^{1/depth} n^{(depth + 4)/depth};
-    for depth 2 this is C36 sqrt(K_y) n^3."""
+    for depth 2 this is C36 sqrt(K_y) n^3 (``qstr.bounds.interpolation``: ``C36_PRIME``,
+    ``lemma36_constant``)."""
     n = validate.positive_int("n", n, minimum=2)
     depth = validate.positive_int("depth", depth, minimum=2)
     K_y = validate.positive_float("K_y", K_y)

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import torch
 
+from qstr.bounds.interpolation import C36
 from qstr.bounds.recurrent import (
     Theorem7Params,
     chi2_lower_rate,
@@ -25,7 +26,6 @@ from qstr.bounds.recurrent import (
     theorem7_sample_size,
     theorem9_crossover,
 )
-from qstr.constructions.interpolation import C36
 
 
 def test_lemma41_volume_and_chernoff_rate():
