@@ -710,14 +710,10 @@ class RNNConstruction:
         Derivation: docs/derivations/rnn-transition.md, section 6.
         """
         if self._output is None:
-            self._output = self._build_output(output_gate=True)
+            self._output = self._build_output()
         return self._output
 
-    def output_layers_without_gate(self) -> list:
-        """f_y without the direct term f(z_i): g_net(h_fwd + h_bwd) (a falsifier of Prop 28)."""
-        return self._build_output(output_gate=False)
-
-    def _build_output(self, output_gate: bool) -> list:
+    def _build_output(self) -> list:
         tr = self.transition
         L = tr.layers
         qd, D_in = tr.d_h, tr.D_in
@@ -741,15 +737,14 @@ class RNNConstruction:
 
         W2, b2 = carry(L[1]["W"], L[1]["b"], w1)
         W3, b3 = carry(L[2]["W"], L[2]["b"], w2)
-        direct = L[3]["W"] if output_gate else torch.zeros_like(L[3]["W"])
         W_g = self.g_net.W.to(F64).cpu()
-        W4 = W_g @ torch.cat([direct, eye, -eye], dim=1)
+        W4 = W_g @ torch.cat([L[3]["W"], eye, -eye], dim=1)  # g's first layer on f(z_i) + h_f + h_b
         b4 = self.g_net.b.to(F64).cpu().clone()
         W5 = self.g_net.a.to(F64).cpu()[None, :].clone()
         return [{"W": W1, "b": b1}, {"W": W2, "b": b2}, {"W": W3, "b": b3}, {"W": W4, "b": b4},
                 {"W": W5}]
 
-    def module(self, *, dtype=torch.float64, device=None, output_gate: bool = True):
+    def module(self, *, dtype=torch.float64, device=None):
         """A ``constructions.paper_models.DeepTransitionBiRNN`` with these weights (the literal
         recurrence)."""
         from qstr.constructions.mlp import set_mlp_weights
@@ -768,8 +763,7 @@ class RNNConstruction:
         pairs = [(L["W"], L.get("b")) for L in tr.layers]
         set_mlp_weights(m.f_fwd, pairs)
         set_mlp_weights(m.f_bwd, pairs)
-        out = self.output_layers if output_gate else self.output_layers_without_gate()
-        set_mlp_weights(m.f_y, [(L["W"], L.get("b")) for L in out])
+        set_mlp_weights(m.f_y, [(L["W"], L.get("b")) for L in self.output_layers])
         return m
 
     def targets(self, x: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

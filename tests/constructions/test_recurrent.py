@@ -239,9 +239,9 @@ def test_cor27_states_and_prop28_predictions(rnn64):
     assert (
         float((c.predict(x, t, output_gate=False) - y).abs().max()) > c.guarantee.prediction_error
     )
-    m = c.module(output_gate=False)
+    m = c.module()
     with torch.no_grad():
-        assert torch.allclose(m(c.encode(x, t)), c.predict(x, t, output_gate=False), atol=1e-11)
+        assert torch.allclose(m(c.encode(x, t)), c.predict(x, t), atol=1e-11)
 
 
 def test_general_prompts_break_the_construction(rnn64):
@@ -610,10 +610,10 @@ def test_build_rnn_refuses_r_h_below_the_cor27_radius():
     assert build_rnn(c.omega, 2, c.g_net, r_h=need * (1 + 1e-12), **kw).r_h >= need
 
 
-def test_cli_rnn_file_records_its_config_and_codes_and_the_gateless_output():
+def test_cli_rnn_file_records_its_config_and_codes():
     """The `qstr construct rnn` state: config (N, d, q) as asked, codes of mu <= 1/2 (Assumption 3),
-    eps certified <= asked and recorded, r_h = sqrt(q)(r_x + sqrt(d) eps); its module without the
-    output's direct term equals the scan without it."""
+    eps certified <= asked and recorded, r_h = sqrt(q)(r_x + sqrt(d) eps); its module equals the
+    scan (without the output's direct term: tests/verify/claims/test_recurrent.py)."""
     N, d, q, eps = 16, 2, 2, 0.1
     c = teacher_rnn(N, d, q, eps=eps, seed=0)
     cfg = rnn_state(c)["config"]
@@ -627,5 +627,5 @@ def test_cli_rnn_file_records_its_config_and_codes_and_the_gateless_output():
     p = QSTR(N=N, d=d, link=link, variant="simple").sample(4, generator=g(289), dtype=F64)
     x = clip_to_ball(p.x, c.guarantee.r_x)
     with torch.no_grad():
-        y = c.module(output_gate=False)(c.encode(x, p.t)).reshape(4, N)
-    assert float((y - c.predict(x, p.t, output_gate=False)).abs().max()) <= 1e-9
+        y = c.module()(c.encode(x, p.t)).reshape(4, N)
+    assert float((y - c.predict(x, p.t)).abs().max()) <= 1e-9

@@ -1521,14 +1521,24 @@ def _layer1_in_zh_order(state: dict, c) -> dict:
     return state
 
 
+def _output_layers_without_direct_term(rnn) -> list:
+    """Prop 28's output net f_y of ``rnn`` without the direct term f(z_i): layer 4 is
+    W_g [0, I, -I] in place of W_g [W4_transition, I, -I] (docs/derivations/rnn-transition.md,
+    section 6), so g_net(h_fwd + h_bwd) misses x_{t_l} at i = t_l. The other layers are the
+    construction's (shared, not copied)."""
+    layers = [dict(L) for L in rnn.output_layers]
+    eye = torch.eye(rnn.transition.d_h, dtype=torch.float64)
+    direct = torch.zeros_like(rnn.transition.layers[3]["W"])
+    W_g = rnn.g_net.W.to(torch.float64).cpu()
+    layers[3]["W"] = W_g @ torch.cat([direct, eye, -eye], dim=1)
+    return layers
+
+
 def _without_direct_term(state: dict, c) -> dict:
-    """The output net written without f(z_i): layer 4's columns that read the transition's
-    output zeroed in the file, so g(h_fwd + h_bwd) misses x_{t_l} at i = t_l."""
-    out = [dict(L) for L in state["output"]]
-    W4 = out[3]["W"].clone()
-    W4[:, : c.transition.widths[2]] = 0.0  # layer 4 reads (f(z_i), v+, v-): f(z_i) first
-    out[3]["W"] = W4
-    state["output"] = out
+    """The output net written without f(z_i) (:func:`_output_layers_without_direct_term`: layer
+    4's columns that read the transition's output zero), so g(h_fwd + h_bwd) misses x_{t_l} at
+    i = t_l."""
+    state["output"] = _output_layers_without_direct_term(c)
     return state
 
 
