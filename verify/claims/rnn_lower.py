@@ -1835,16 +1835,16 @@ def thm9_requirement(inp: Thm9Inputs, ctx: Context) -> Verdict:
 
 
 def _built_prop28_log_norm2(N: int, ctx: Context) -> float:
-    """ln ||vec theta||^2 of the Prop 28 RNN built by constructions.recurrent (on the module)."""
+    """ln ||vec theta||^2 of the Prop 28 RNN of bounds.recurrent.prop28_rnn (on the module)."""
     from qstr.constructions.codes import rs_hadamard_codebook
     from qstr.constructions.links import make_link
-    from qstr.constructions.recurrent import build_rnn
+    from qstr.bounds.recurrent import prop28_rnn
 
     g = ctx.generator("thm-9/prop28-link")
     net = make_link("linear", 1, T9_D, generator=g).two_layer_net()
     book = rs_hadamard_codebook(N, dtype=torch.float64)
     with cpu_threads(1):
-        rnn = build_rnn(book, T9_D, net, eps=0.1).module(device=ctx.device)
+        rnn = prop28_rnn(book, T9_D, net, eps=0.1).module(device=ctx.device)
         return math.log(parameter_norm2(rnn))
 
 
