@@ -32,7 +32,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from qstr.constructions.codes import rs_hadamard_codebook  # noqa: E402
 from qstr.constructions.links import make_link  # noqa: E402
-from qstr.constructions.recurrent import build_rnn, projected_prefix  # noqa: E402
+from qstr.bounds.recurrent import prop28_rnn  # noqa: E402
+from qstr.constructions.recurrent import projected_prefix  # noqa: E402
 from qstr.constructions.task import QSTR  # noqa: E402
 from qstr.verify.adversarial import clip_to_ball  # noqa: E402
 
@@ -141,7 +142,7 @@ def bench(N, device, args):
 def _build(N, device, args):
     book = rs_hadamard_codebook(N, dtype=F64, device=device)
     link = make_link("teacher", args.q, args.d, generator=torch.Generator().manual_seed(args.seed))
-    c = build_rnn(book, args.d, link.two_layer_net(), eps=args.eps)
+    c = prop28_rnn(book, args.d, link.two_layer_net(), eps=args.eps)
     c.transition.layers  # materialise the dense layers (cached) inside the build time
     return book, c
 

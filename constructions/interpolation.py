@@ -1,6 +1,10 @@
 """Interpolating networks of Theorem 9 (Lemmas 36-38: separating direction, sorted interpolation,
-the memorising RNN) and the generalising slot-memory RNN they compete with (Prop 8's quantities).
-Derivation of every constant: docs/derivations/interpolation.md.
+the memorising RNN) and the generalising slot-memory RNN they compete with (Prop 8).
+
+Weights only, from given parameters (the gap eps, the direction v, the depth, r_h, mu): what the
+weights are (norms, the float64 rounding of their evaluation), never what a lemma promises. The
+thresholds, constants and guarantees (eps_n, C38_A, C36, the certified norm bounds, Prop 8's
+quantities) are in ``qstr.bounds.interpolation``. Derivation: docs/derivations/interpolation.md.
 """
 from __future__ import annotations
 
@@ -16,54 +20,34 @@ from qstr.constructions.mlp import set_mlp_weights
 from qstr.constructions.paper_models import DeepTransitionBiRNN
 
 __all__ = [
-    "gap_threshold",
+    "float64_points",
     "certified_gap",
     "SeparatingDirection",
     "separating_direction",
     "Lemma37Events",
     "lemma37_events",
-    "C38_A",
-    "C36",
-    "lemma36_constant",
     "Lemma38Net",
     "interpolate_sorted",
     "Lemma36Net",
     "interpolate_points",
     "evaluate_net",
     "rounding_allowance",
-    "MemoriserGuarantee",
+    "memorised_points",
+    "MemoriserLayout",
     "memorising_rnn",
     "parameter_norm2",
-    "SlotMemoryGuarantee",
+    "gram_coherence",
     "slot_memory_rnn",
 ]
 
 UNIT_ROUNDOFF = 2.0 ** -53
-C38_A = 16.0  # ||a'||^2 <= C38_A ||y||^2 / eps^2 (Lemma 38, derived; tight for alternating labels)
-#: ||vec||^2 <= C36 n^{5/2} ||y|| for the Lemma 36 net (gaps eps_n, ||z||^2 <= 2n, n >= 2): ~= 30.41
-C36 = 2.0 * math.sqrt(C38_A * 9.0 / math.pi * (5.0 + math.pi / 72.0))
-
-
-def lemma36_constant(K_y: float = 6.0) -> float:
-    """C with ||vec||^2 <= C n^3 whenever ||y||^2 <= K_y n: C36 sqrt(K_y) (K_y = 6: ~74.5).
-
-    For labels with E y^2 = 1 (general 1STR: y ~ N(0, 1)) Markov gives ||y||^2 <= K_y n with
-    probability >= 1 - 1/K_y; with Lemma 37's 1/3 the whole Lemma 36 holds w.p. >= 1/3 - 1/K_y.
-    """
-    K_y = validate.positive_float("K_y", K_y)
-    return C36 * math.sqrt(K_y)
-
-
-def gap_threshold(n: int) -> float:
-    """eps_n = sqrt(pi) / (3 n^2), the pairwise gap Lemma 37 guarantees with probability >= 1/3."""
-    n = validate.positive_int("n", n, minimum=2)
-    return math.sqrt(math.pi) / (3.0 * n * n)
 
 
 # ---------------------------------------------------------------------------------- Lemma 37
 
 
-def _float64_points(name: str, x) -> torch.Tensor:
+def float64_points(name: str, x) -> torch.Tensor:
+    """``x`` checked as n >= 2 finite float64 points of R^D, D >= 1 (shape (n, D)); returned."""
     if not isinstance(x, torch.Tensor):
         raise ValueError(f"{name} must be a torch.Tensor of shape (n, D), got {type(x).__name__}")
     validate.shape(name, x, (None, None))
@@ -85,7 +69,7 @@ def certified_gap(x: torch.Tensor, v: torch.Tensor) -> tuple[float, torch.Tensor
     sorted z, shrunk by (1 - u) for the subtraction, minus twice the largest such error. It is a
     rigorous lower bound on the exact gap of the real numbers <v, x_j>.
     """
-    x = _float64_points("x", x)
+    x = float64_points("x", x)
     if not isinstance(v, torch.Tensor) or v.dtype != torch.float64:
         raise ValueError("v must be a float64 torch.Tensor of shape (D,)")
     validate.shape("v", v, (x.shape[1],))
@@ -112,9 +96,9 @@ class SeparatingDirection:
     v: torch.Tensor        # (D,) unit vector, float64
     z: torch.Tensor        # (n,) projections <v, x_j>
     gap: float             # certified min_{i != j} |z_i - z_j|
-    threshold: float       # eps the gap was required to meet (eps_n by default)
+    threshold: float       # eps the gap was required to meet (Lemma 37: eps_n)
     z_norm2: float         # ||z||^2
-    norm_factor: float     # ||z||^2 <= norm_factor * n was required (2 in Lemma 37)
+    norm_factor: float     # ||z||^2 <= norm_factor * n was required (Lemma 37: 2)
     tries: int             # draws of v until both events held
 
 
@@ -127,25 +111,26 @@ def separating_direction(
     x: torch.Tensor,
     *,
     generator: torch.Generator,
-    threshold: Optional[float] = None,
-    norm_factor: float = 2.0,
+    threshold: float,
+    norm_factor: float,
     max_tries: int = 1000,
 ) -> SeparatingDirection:
     """Draw unit v (uniform on the sphere, from ``generator``) until Lemma 37's events hold on
     ``x``.
 
-    Success means certified gap >= ``threshold`` (default eps_n = sqrt(pi)/(3 n^2)) and
-    ||z||^2 <= ``norm_factor`` * n. Jointly over Gaussian x and v this happens with probability
-    >= 1/3, so for typical x a handful of tries suffice; ``tries`` is reported. Raises
-    ``ValueError`` if ``max_tries`` draws all fail (e.g. two equal points).
+    Success means certified gap >= ``threshold`` and ||z||^2 <= ``norm_factor`` * n. Lemma 37's
+    values (eps_n = sqrt(pi)/(3 n^2) and 2, jointly met with probability >= 1/3 over Gaussian x
+    and v) are ``qstr.bounds.interpolation.gap_threshold`` and ``LEMMA37_NORM_FACTOR``; for
+    typical x a handful of tries suffice; ``tries`` is reported. Raises ``ValueError`` if
+    ``max_tries`` draws all fail (e.g. two equal points).
     """
-    x = _float64_points("x", x)
+    x = float64_points("x", x)
     n, D = x.shape
     if not isinstance(generator, torch.Generator):
         raise ValueError(f"generator must be a torch.Generator, got {type(generator).__name__}")
     if not validate.same_device(generator.device, x.device):
         raise ValueError(f"generator lives on {generator.device} but x on {x.device}")
-    thr = gap_threshold(n) if threshold is None else validate.positive_float("threshold", threshold)
+    thr = validate.positive_float("threshold", threshold)
     norm_factor = validate.positive_float("norm_factor", norm_factor)
     max_tries = validate.positive_int("max_tries", max_tries)
     for tries in range(1, max_tries + 1):
@@ -176,19 +161,14 @@ class Lemma37Events:
     joint_ok: int    # both
     norm_factor: float
 
-    @property
-    def gap_failure_bound(self) -> float:
-        """Union bound on P(gap < threshold): C(n, 2) * threshold / sqrt(pi) (= (n-1)/(6n) at
-        eps_n)."""
-        return self.n * (self.n - 1) / 2.0 * self.threshold / math.sqrt(math.pi)
-
 
 def lemma37_events(
-    n: int, D: int, *, trials: int, generator: torch.Generator, threshold: Optional[float] = None,
-    norm_factor: float = 2.0, chunk: int = 4096,
+    n: int, D: int, *, trials: int, generator: torch.Generator, threshold: float,
+    norm_factor: float, chunk: int = 4096,
 ) -> Lemma37Events:
     """Draw ``trials`` independent pairs (x in R^{n x D} Gaussian, v uniform unit) and count the
-    events.
+    events gap >= ``threshold`` and ||z||^2 <= ``norm_factor`` n (Lemma 37: eps_n and 2, from
+    ``qstr.bounds.interpolation``; its union bound is ``lemma37_union_bound`` there).
 
     Gaps are computed in float64 as the certified gap of each trial (:func:`certified_gap`'s
     rounding allowance, batched). Each chunk of trials draws its x, then its v. Device: the
@@ -200,7 +180,7 @@ def lemma37_events(
     chunk = validate.positive_int("chunk", chunk)
     if not isinstance(generator, torch.Generator):
         raise ValueError(f"generator must be a torch.Generator, got {type(generator).__name__}")
-    thr = gap_threshold(n) if threshold is None else validate.positive_float("threshold", threshold)
+    thr = validate.positive_float("threshold", threshold)
     norm_factor = validate.positive_float("norm_factor", norm_factor)
     dev = generator.device
     gap_ok = norm_ok = joint_ok = 0
@@ -231,9 +211,10 @@ class Lemma38Net:
 
     Both nets compute the same function z -> sum_k a_k relu(w_k z + b_k) (1-D input, W of shape
     (n, 1)).
-    ``a_norm2`` = ||a'||^2 and ``wb_norm2`` = ||w'||^2 + ||b'||^2 of the raw net; ``a_bound`` =
-    16 ||y||^2 / eps^2 is the derived bound on ``a_norm2``; after rescaling by ``tau`` the total
-    squared norm is ``norm2_balanced`` = 2 sqrt(a_norm2 * wb_norm2) (the minimum over tau).
+    ``a_norm2`` = ||a'||^2 and ``wb_norm2`` = ||w'||^2 + ||b'||^2 of the raw net (Lemma 38's bound
+    on ``a_norm2``, 16 ||y||^2 / eps^2, is ``qstr.bounds.interpolation.lemma38_bound``); after
+    rescaling by ``tau`` the total squared norm is ``norm2_balanced`` = 2 sqrt(a_norm2 *
+    wb_norm2) (the minimum over tau).
     ``max_error`` is max_k |f(z_k) - y_k| of the balanced net in float64; ``rounding`` is a rigorous
     bound on the float64 evaluation error at the data (:func:`rounding_allowance`): the net is exact
     in real arithmetic, so ``max_error <= rounding`` is the exactness check when 1e-9 is too strict
@@ -247,7 +228,6 @@ class Lemma38Net:
     y_norm2: float
     a_norm2: float
     wb_norm2: float
-    a_bound: float
     tau: float
     norm2_raw: float
     norm2_balanced: float
@@ -287,7 +267,8 @@ def interpolate_sorted(z: torch.Tensor, y: torch.Tensor, eps: float) -> Lemma38N
     f(z) = sum_{k=1}^n a_k relu(z - c_k), c_1 = z_1 - eps, c_k = z_{k-1} (k >= 2). On [c_k, c_{k+1}]
     f has slope s_{k-1} = a_1 + ... + a_k, so choosing s_0 = y_1 / eps and s_k = (y_{k+1} - y_k) /
     (z_{k+1} - z_k), a_k = s_{k-1} - s_{k-2}, makes f(z_k) = y_k for every k (telescoping).
-    Bound (docs/derivations/interpolation.md): ||a||^2 <= 4 sum_k s_k^2 <= 16 ||y||^2 / eps^2.
+    Its bound ||a||^2 <= 16 ||y||^2 / eps^2 (docs/derivations/interpolation.md) is
+    ``qstr.bounds.interpolation.lemma38_bound``.
 
     z, y: float64 (n,), n >= 2.
     """
@@ -316,16 +297,14 @@ def interpolate_sorted(z: torch.Tensor, y: torch.Tensor, eps: float) -> Lemma38N
     tau = (A / P) ** 0.25 if A > 0 else 1.0
     balanced = TwoLayerNet(a=a / tau, W=w * tau, b=b * tau)
     err = float((evaluate_net(balanced, z[:, None]) - y).abs().max())
-    y2 = float(y @ y)
     return Lemma38Net(
         raw=raw,
         balanced=balanced,
         eps=eps,
         min_gap=min_gap,
-        y_norm2=y2,
+        y_norm2=float(y @ y),
         a_norm2=A,
         wb_norm2=P,
-        a_bound=C38_A * y2 / eps**2,
         tau=tau,
         norm2_raw=A + P,
         norm2_balanced=float(
@@ -343,10 +322,9 @@ def interpolate_sorted(z: torch.Tensor, y: torch.Tensor, eps: float) -> Lemma38N
 class Lemma36Net:
     """Lemma 36: x -> a^T relu(W x + b) with W = tau w v^T interpolating n points of R^D exactly.
 
-    ``norm2`` = ||W||_F^2 + ||b||^2 + ||a||^2 (measured); ``bound`` = 2 sqrt(16 ||y||^2 / eps^2 *
-    (n + 2 ||z||^2 + 2 eps^2)) is the certified bound for this instance (measured ||y||, ||z||);
-    ``bound_n`` = C36 n^{5/2} ||y|| the bound that uses only ||z||^2 <= 2n and eps = eps_n.
-    ``order`` maps hidden unit k to the point it was built from (sorted by <v, x>).
+    ``norm2`` = ||W||_F^2 + ||b||^2 + ||a||^2 (measured; its certified bounds are
+    ``qstr.bounds.interpolation.Lemma36Guarantee``). ``order`` maps hidden unit k to the point it
+    was built from (sorted by <v, x>); ``direction`` is the Lemma 37 direction it was built on.
     """
 
     net: TwoLayerNet
@@ -354,33 +332,29 @@ class Lemma36Net:
     lemma38: Lemma38Net
     order: torch.Tensor
     norm2: float
-    bound: float
-    bound_n: float
     max_error: float
     rounding: float
 
 
 def interpolate_points(
-    x: torch.Tensor,
-    y: torch.Tensor,
-    *,
-    generator: torch.Generator,
-    threshold: Optional[float] = None,
-    max_tries: int = 1000,
+    x: torch.Tensor, y: torch.Tensor, direction: SeparatingDirection
 ) -> Lemma36Net:
-    """Lemma 36: a width-n two-layer ReLU net with f(x^(j)) = y^(j) for all j,
-    ||vec||^2 = O(n^{5/2} ||y||).
+    """Lemma 36's net on a given direction: a width-n two-layer ReLU net with f(x^(j)) = y^(j).
 
-    x: (n, D) float64 points (Gaussian in the lemma; any distinct points work, with more tries),
-    y: (n,) float64 labels. Lemma 37 picks v (gap eps = ``threshold`` or eps_n), Lemma 38
-    interpolates the sorted projections, and the first layer becomes W = tau 1 v^T.
+    x: (n, D) float64 points, y: (n,) float64 labels, ``direction``: a Lemma 37 direction for x
+    (:func:`separating_direction`; its ``threshold`` is the gap eps). Lemma 38 interpolates the
+    sorted projections with that eps, and the first layer becomes W = tau 1 v^T. The direction is
+    drawn, and the norm bound O(n^{5/2} ||y||) attached, by ``qstr.bounds.interpolation.
+    lemma36_net`` (docs/derivations/interpolation.md).
     """
-    x = _float64_points("x", x)
+    x = float64_points("x", x)
     n = x.shape[0]
     y = _vector("y", y, n)
-    direction = separating_direction(
-        x, generator=generator, threshold=threshold, max_tries=max_tries
-    )
+    if not isinstance(direction, SeparatingDirection):
+        raise ValueError(
+            f"direction must be a SeparatingDirection, got {type(direction).__name__}"
+        )
+    validate.shape("direction.z", direction.z, (n,))
     order = torch.argsort(direction.z)
     zs = direction.z[order]
     l38 = interpolate_sorted(zs, y[order], direction.threshold)
@@ -388,9 +362,6 @@ def interpolate_points(
     W = tau * torch.ones(n, 1, dtype=torch.float64, device=x.device) * direction.v[None, :]
     net = TwoLayerNet(a=l38.balanced.a, W=W, b=l38.balanced.b)
     norm2 = float(net.a @ net.a + (net.W ** 2).sum() + net.b @ net.b)
-    eps = direction.threshold
-    y2 = float(y @ y)
-    bound = 2.0 * math.sqrt(C38_A * y2 / eps ** 2 * (n + 2.0 * direction.z_norm2 + 2.0 * eps ** 2))
     err = float((evaluate_net(net, x) - y).abs().max())
     return Lemma36Net(
         net=net,
@@ -398,8 +369,6 @@ def interpolate_points(
         lemma38=l38,
         order=order,
         norm2=norm2,
-        bound=bound,
-        bound_n=C36 * n**2.5 * math.sqrt(y2),
         max_error=err,
         rounding=rounding_allowance(net, x),
     )
@@ -414,57 +383,13 @@ def parameter_norm2(module: torch.nn.Module) -> float:
     return float(sum(float((p.detach().double() ** 2).sum()) for p in module.parameters()))
 
 
-@dataclass(frozen=True)
-class MemoriserGuarantee:
-    """What :func:`memorising_rnn` promises.
+def memorised_points(
+    x: torch.Tensor, y: torch.Tensor, position: Union[int, str]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(points, labels) Theorem 9's memoriser interpolates on prompts x (n, N, d), labels y (n, N).
 
-    The model's output at the memorised position(s) equals the training labels exactly (up to
-    float64 rounding) on the n training prompts, for ANY codebook and index tuples, because f_y
-    reads only the x-block of z_i and the transitions are zero (U = 0: states unused).
-    ``norm2`` is ||vec theta||^2 of the whole RNN (measured, all parameters); ``bound`` its
-    certified bound after the depth rebalancing; ``n_points`` = n (one position) or n N (all).
-    """
-
-    position: Union[int, str]
-    n_prompts: int
-    N: int
-    n_points: int
-    depth: int
-    width: int
-    norm2: float
-    bound: float
-    bound_n: float       # C36 m^{5/2} ||y|| (depth 2), m = n_points
-    lemma36: Lemma36Net
-    tries: int
-
-
-def memorising_rnn(
-    x: torch.Tensor,
-    y: torch.Tensor,
-    *,
-    D_in: int,
-    position: Union[int, str],
-    generator: torch.Generator,
-    depth: int = 2,
-    d_h: int = 1,
-    r_h: float = 1.0,
-    threshold: Optional[float] = None,
-    max_tries: int = 1000,
-) -> tuple[DeepTransitionBiRNN, MemoriserGuarantee]:
-    """Theorem 9's interpolating RNN on n training prompts x (n, N, d), labels y (n, N).
-
-    ``position=i`` (0-based): memorise the labels y[:, i] (the point-wise empirical risk at
-    position i is 0); inputs are the n tokens x[:, i] -- i.i.d. N(0, I_d), whatever N is -- so the
-    norm is N-free. ``position="all"``: memorise every label using the n N tokens as points
-    (exact, but the norm then grows with N). The RNN input z must have the x-block first
-    (``D_in`` >= d, e.g. d + 2 d_e for the q = 1 RNN encoding).
-
-    f_fwd = f_bwd = 0 (one linear layer, zero weights), so h_fwd = h_bwd = 0 and U = 0. f_y has
-    ``depth`` linear layers: layer 1 = the Lemma 36 first layer on the x-block (state columns
-    zero), layers 2..depth-1 = scaled identities (ReLU passes nonnegative values), last = a.
-    Scales are balanced by ReLU homogeneity: with A = ||a'||^2, P = ||(w', b')||^2 of the raw
-    Lemma 38 net and width m, the total is depth * (A P m^{depth-2})^{1/depth} (AM-GM optimum;
-    2 sqrt(A P) for depth 2).
+    ``position=i`` (0-based): the n tokens x[:, i] and labels y[:, i]; ``position="all"``: the
+    n N tokens and all labels. Checks the shapes, float64, and that there are >= 2 points.
     """
     if not isinstance(x, torch.Tensor) or x.dim() != 3:
         raise ValueError("x must be a torch.Tensor of shape (n, N, d)")
@@ -476,11 +401,6 @@ def memorising_rnn(
         raise ValueError("y must be a float64 torch.Tensor of shape (n, N)")
     validate.shape("y", y, (n, N))
     validate.finite_tensor("y", y)
-    D_in = validate.positive_int("D_in", D_in)
-    if D_in < d:
-        raise ValueError(f"D_in must be >= d = {d} (the x-block comes first in z), got {D_in}")
-    depth = validate.positive_int("depth", depth, minimum=2)
-    d_h = validate.positive_int("d_h", d_h)
     if position == "all":
         pts, labels = x.reshape(n * N, d), y.reshape(n * N)
     elif isinstance(position, int) and not isinstance(position, bool):
@@ -495,11 +415,46 @@ def memorising_rnn(
         raise ValueError(
             f"need at least 2 points to memorise, got n = {pts.shape[0]} (use n >= 2 prompts)"
         )
-    l36 = interpolate_points(
-        pts, labels, generator=generator, threshold=threshold, max_tries=max_tries
-    )
-    l38, direction = l36.lemma38, l36.direction
-    m = pts.shape[0]
+    return pts, labels
+
+
+@dataclass(frozen=True)
+class MemoriserLayout:
+    """The memoriser's shape: ``depth`` linear layers of f_y (>= 2), state width ``d_h``, state
+    projection radius ``r_h`` (never acts: the states stay 0)."""
+
+    depth: int = 2
+    d_h: int = 1
+    r_h: float = 1.0
+
+
+def memorising_rnn(
+    lemma36: Lemma36Net, *, D_in: int, layout: MemoriserLayout = MemoriserLayout()
+) -> DeepTransitionBiRNN:
+    """Theorem 9's interpolating RNN around a Lemma 36 net on the points of
+    :func:`memorised_points` (their x-block first in z: ``D_in`` >= d, e.g. d + 2 d_e for the
+    q = 1 RNN encoding).
+
+    f_fwd = f_bwd = 0 (one linear layer, zero weights), so h_fwd = h_bwd = 0 and U = 0. f_y has
+    ``layout.depth`` linear layers: layer 1 = the Lemma 36 first layer on the x-block (state
+    columns zero), layers 2..depth-1 = scaled identities (ReLU passes nonnegative values), last =
+    a. Scales are balanced by ReLU homogeneity: with A = ||a'||^2, P = ||(w', b')||^2 of the raw
+    Lemma 38 net and width m, the total is depth * (A P m^{depth-2})^{1/depth} (AM-GM optimum;
+    2 sqrt(A P) for depth 2). The guarantee is ``qstr.bounds.interpolation.memoriser``'s
+    (docs/derivations/interpolation.md).
+    """
+    if not isinstance(lemma36, Lemma36Net):
+        raise ValueError(f"lemma36 must be a Lemma36Net, got {type(lemma36).__name__}")
+    if not isinstance(layout, MemoriserLayout):
+        raise ValueError(f"layout must be a MemoriserLayout, got {type(layout).__name__}")
+    l38, direction = lemma36.lemma38, lemma36.direction
+    d, dev = direction.v.shape[0], direction.v.device
+    D_in = validate.positive_int("D_in", D_in)
+    if D_in < d:
+        raise ValueError(f"D_in must be >= d = {d} (the x-block comes first in z), got {D_in}")
+    depth = validate.positive_int("depth", layout.depth, minimum=2)
+    d_h = validate.positive_int("d_h", layout.d_h)
+    m = lemma36.order.shape[0]
     raw_a, raw_b = l38.raw.a, l38.raw.b
     A, P = l38.a_norm2, m * float(direction.v @ direction.v) + float(raw_b @ raw_b)
     T = (A * P * float(m) ** (depth - 2)) ** (1.0 / depth)
@@ -512,78 +467,52 @@ def memorising_rnn(
         d_h,
         transition_widths=(),
         output_widths=(m,) * (depth - 1),
-        r_h=r_h,
+        r_h=layout.r_h,
         dtype=torch.float64,
-        device=x.device,
+        device=dev,
     )
     zero_t = [(torch.zeros(d_h, d_h + D_in, dtype=torch.float64), None)]
     set_mlp_weights(model.f_fwd, zero_t)
     set_mlp_weights(model.f_bwd, zero_t)
-    W1 = torch.zeros(m, 2 * d_h + D_in, dtype=torch.float64, device=x.device)
+    W1 = torch.zeros(m, 2 * d_h + D_in, dtype=torch.float64, device=dev)
     W1[:, 2 * d_h: 2 * d_h + d] = tau1 * direction.v[None, :]
     layers = [(W1, tau1 * raw_b)]
-    eye = torch.eye(m, dtype=torch.float64, device=x.device)
+    eye = torch.eye(m, dtype=torch.float64, device=dev)
     layers += [(tau_mid * eye, None)] * (depth - 2)
     layers.append(((raw_a / prod)[None, :], None))
     set_mlp_weights(model.f_y, layers)
-    norm2 = parameter_norm2(model)
-    y2 = float(labels @ labels)
-    eps = direction.threshold
-    A_bound = C38_A * y2 / eps ** 2
-    P_bound = m + 2.0 * direction.z_norm2 + 2.0 * eps ** 2
-    bound = depth * (A_bound * P_bound * float(m) ** (depth - 2)) ** (1.0 / depth)
-    guarantee = MemoriserGuarantee(
-        position=position,
-        n_prompts=n,
-        N=N,
-        n_points=m,
-        depth=depth,
-        width=m,
-        norm2=norm2,
-        bound=bound,
-        bound_n=C36 * m**2.5 * math.sqrt(y2),
-        lemma36=l36,
-        tries=direction.tries,
-    )
-    return model, guarantee
+    return model
 
 
 # ------------------------------------------------------------- the generalising RNN (Prop 8)
 
 
-@dataclass(frozen=True)
-class SlotMemoryGuarantee:
-    """What :func:`slot_memory_rnn` promises (general 1STR, q = 1, y_i = <u, x_{t_i}>).
-
-    Exact: y_hat_i = <u, x_{t_i}> at every position of every prompt whose tokens have
-    ||x_j||_inf <= r_x and |<u, x_j>| <= r_x (true when ||x_j|| <= r_x), for any codebook with
-    coherence ``mu`` < 1. Prop 8's quantities: state width ``d_h`` = N d, states in the
-    ``r_h`` = sqrt(N - 1) r_x ball (never clipped on such prompts), read through U = identity
-    on (h_fwd, h_bwd) (``U_op`` = 1), f_y(., z) is ``lipschitz``-Lipschitz in the state on the
-    convex set where every block satisfies |<u, block>| <= r_x (sqrt 2: f_y reads one block of
-    h_fwd + h_bwd), so L = ``lipschitz`` * r_h. ``norm2`` = ||vec theta||^2 (grows with N).
-    """
-
-    N: int
-    d: int
-    d_h: int
-    r_x: float
-    r_h: float
-    mu: float
-    U_op: float
-    lipschitz: float
-    L: float
-    norm2: float
+def gram_coherence(omega: torch.Tensor) -> float:
+    """max_{i != k} |<omega_i, omega_k>| of float64 codes omega (N, d_e), N >= 2, from the float64
+    Gram matrix: the mu the slot-memory gates are built for by default."""
+    if not isinstance(omega, torch.Tensor) or omega.dtype != torch.float64:
+        raise ValueError("omega must be a float64 torch.Tensor of shape (N, d_e)")
+    validate.shape("omega", omega, (None, None))
+    validate.finite_tensor("omega", omega)
+    N = omega.shape[0]
+    if N < 2:
+        raise ValueError(f"omega must hold N >= 2 codes, got {N}")
+    G = omega @ omega.T
+    return float((G - torch.eye(N, dtype=torch.float64, device=omega.device)).abs().max())
 
 
 def slot_memory_rnn(
-    omega: torch.Tensor, u: torch.Tensor, *, r_x: float, mu: Optional[float] = None,
-) -> tuple[DeepTransitionBiRNN, SlotMemoryGuarantee]:
+    omega: torch.Tensor, u: torch.Tensor, *, r_x: float, r_h: float, mu: float,
+) -> DeepTransitionBiRNN:
     """An exact generalising RNN for general 1STR (q = 1): every token stored in its own state
     block.
 
-    omega: (N, d_e) float64 unit codes (coherence mu < 1); u: (d,) unit vector of the link.
-    RNN encoding z_i = (x_i, omega_i, omega_{t_i}) (D_in = d + 2 d_e).
+    omega: (N, d_e) float64 unit codes; u: (d,) unit vector of the link; ``mu`` >= the codes'
+    coherence (:func:`gram_coherence`), < 1: the gates' threshold; ``r_x``: the token radius the
+    gadgets are exact for; ``r_h``: the state projection radius. RNN encoding z_i = (x_i,
+    omega_i, omega_{t_i}) (D_in = d + 2 d_e). Prop 8's quantities, with the radius r_h =
+    sqrt(N - 1) r_x the states stay within, are ``qstr.bounds.interpolation.slot_memory``'s
+    (docs/derivations/interpolation.md).
 
     Transition (both directions, 3 linear layers, does not read h):
       layer 1: relu(x), relu(-x); gate g_k = relu((<omega_k, omega_i> - mu) / (1 - mu)) = 1[i = k]
@@ -598,13 +527,8 @@ def slot_memory_rnn(
       layer 3: relu(+-(s_k + e_k) + r_x g'_k - r_x)
       layer 4: y = sum_k (difference) = s_{t_i} + xi 1[t_i = i] = <u, x_{t_i}>.
     """
-    if not isinstance(omega, torch.Tensor) or omega.dtype != torch.float64:
-        raise ValueError("omega must be a float64 torch.Tensor of shape (N, d_e)")
-    validate.shape("omega", omega, (None, None))
-    validate.finite_tensor("omega", omega)
+    measured = gram_coherence(omega)
     N, d_e = omega.shape
-    if N < 2:
-        raise ValueError(f"omega must hold N >= 2 codes, got {N}")
     if not torch.allclose(
         omega.norm(dim=1), torch.ones(N, dtype=torch.float64, device=omega.device), atol=1e-12
     ):
@@ -616,9 +540,8 @@ def slot_memory_rnn(
         raise ValueError("u must have unit norm")
     d = u.shape[0]
     r_x = validate.positive_float("r_x", r_x)
-    G = omega @ omega.T
-    measured = float((G - torch.eye(N, dtype=torch.float64, device=omega.device)).abs().max())
-    mu = measured if mu is None else validate.positive_float("mu", mu, allow_zero=True)
+    r_h = validate.positive_float("r_h", r_h)
+    mu = validate.positive_float("mu", mu, allow_zero=True)
     if mu < measured - 1e-12:
         raise ValueError(f"mu = {mu} is below the codebook's coherence {measured:.6g}")
     if not mu < 1.0:
@@ -629,7 +552,6 @@ def slot_memory_rnn(
     d_h = N * d
     D_in = d + 2 * d_e
     xs, ps, ts = slice(0, d), slice(d, d + d_e), slice(d + d_e, d + 2 * d_e)
-    r_h = math.sqrt(N - 1) * r_x
     model = DeepTransitionBiRNN(
         D_in,
         d_h,
@@ -706,17 +628,4 @@ def slot_memory_rnn(
             V3[row, 4 * N + k] = r_x
         V4[0, 2 * k], V4[0, 2 * k + 1] = 1.0, -1.0
     set_mlp_weights(model.f_y, [(V1, c1), (V2, c2), (V3, c3), (V4, None)])
-    lip = math.sqrt(2.0)
-    guarantee = SlotMemoryGuarantee(
-        N=N,
-        d=d,
-        d_h=d_h,
-        r_x=r_x,
-        r_h=r_h,
-        mu=mu,
-        U_op=1.0,
-        lipschitz=lip,
-        L=lip * r_h,
-        norm2=parameter_norm2(model),
-    )
-    return model, guarantee
+    return model

@@ -1,47 +1,36 @@
-"""The RNN constructions of Section 5 / Appendix B: the four-layer transition (Prop 26), its state
-guarantee (Cor 27), the bidirectional RNN for simple-qSTR (Prop 28) and its prefix-sum scan, in
-named blocks. Derivation of every constant: docs/derivations/rnn-transition.md.
+"""The RNN constructions of Section 5 / Appendix B: the four-layer transition (Prop 26), the
+bidirectional RNN for simple-qSTR (Prop 28) and its prefix-sum scan, in named blocks.
+
+Weights only, from given parameters (the knots, the gate bands, the threshold, r_h): what the
+weights are (widths, norms, the dense layers), never what a proposition promises. The knots and
+threshold chosen from eps, the certified eps and Cor 27's radius are
+``qstr.bounds.recurrent.prop26_transition`` / ``prop28_rnn``, which attach
+``TransitionGuarantee`` / ``RNNGuarantee`` as ``.guarantee``. Derivation:
+docs/derivations/rnn-transition.md.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
-from typing import Optional
+from dataclasses import dataclass
+from typing import Any, Optional
 
 import torch
 
 from qstr.constructions import validate
-from qstr.constructions.codes import Codebook, coherence, rs_hadamard_codebook
+from qstr.constructions.codes import Codebook
 from qstr.constructions.layout import Layout, token_layout
-from qstr.constructions.links import TwoLayerNet, make_link
-from qstr.constructions.relu import (
-    GateBands,
-    gate_bands,
-    product_error,
-    square_interp,
-    square_units,
-)
+from qstr.constructions.links import TwoLayerNet
+from qstr.constructions.relu import GateBands, square_interp, square_units
 
 F64 = torch.float64
-DEFAULT_MARGIN = 1e-9  # float safety margin on the inner products (see the derivation, section 4)
-MU_TOL = 1e-9  # coherence measured in floating point may exceed 1/2 by rounding (rotated codes)
 _CHUNK_ELEMENTS = 1 << 20  # elements of one chunk's largest intermediate
 
 
 # ----------------------------------------------------------------------------- helpers
 
 
-def token_radius(d: int, n_tokens: int, delta: float = 1e-3) -> float:
-    """r_x = sqrt(d) + sqrt(2 ln(n_tokens / delta)): all of ``n_tokens`` N(0, I_d) tokens have
-    norm <= r_x with probability >= 1 - delta (Gaussian concentration of the 1-Lipschitz norm,
-    E||x|| <= sqrt(d), and a union bound)."""
-    d = validate.positive_int("d", d)
-    n_tokens = validate.positive_int("n_tokens", n_tokens)
-    delta = validate.probability("delta", delta)
-    return math.sqrt(d) + math.sqrt(2 * math.log(n_tokens / delta))
-
-
-def _omega_of(omega) -> tuple[torch.Tensor, Optional[float]]:
+def codes_of(omega) -> tuple[torch.Tensor, Optional[float]]:
+    """(the (N, d_e) code tensor, the Codebook's mu or None) of a Codebook or a 2-D tensor."""
     if isinstance(omega, Codebook):
         return omega.omega, float(omega.mu)
     if isinstance(omega, torch.Tensor):
@@ -55,7 +44,7 @@ def _omega_of(omega) -> tuple[torch.Tensor, Optional[float]]:
     )
 
 
-def _code_stats(omega: torch.Tensor) -> tuple[float, float, Optional[int]]:
+def code_stats(omega: torch.Tensor) -> tuple[float, float, Optional[int]]:
     """(R, nu, alphabet): R = max |omega_ij|, nu = max_i | ||omega_i||^2 - 1 |, and alphabet =
     3 (entries all +-R) or 5 (entries in {0, +-R}) when the codes use such an alphabet, else None.
 
@@ -75,48 +64,6 @@ def _code_stats(omega: torch.Tensor) -> tuple[float, float, Optional[int]]:
     return R, nu, (5 if n_zero else 3)
 
 
-# ------------------------------------------------------------------------- guarantee
-
-
-@dataclass(frozen=True)
-class TransitionGuarantee:
-    """What the four-layer transition promises (Prop 26), with every constant of its eps budget.
-
-    For every position i, tuple t of codeword indices, and x_i with ||x_i|| <= r_x:
-    ``f(u)_l == 0`` exactly when t_l != i, and ||f(u)_l - x_i||_inf <= ``eps`` when t_l = i.
-    eps = threshold + gate_error + 2 r_x (inner_product_error + norm_defect).
-    """
-
-    eps: float  # certified target error (sup norm per block)
-    eps_requested: Optional[float]
-    r_x: float
-    mu: float  # coherence of the codebook (measured)
-    norm_defect: float  # nu = max_i | ||omega_i||^2 - 1 |
-    code_range: float  # R = max |omega_ij|: products are taken on [-R, R]^2
-    product_knots: int
-    product_certificate: (
-        str  # "uniform" (any codes in [-R, R]) or "alphabet" (exact on these codes)
-    )
-    product_error: float  # Lemma 22 sup error per coordinate product on [-R, R]^2 (h^2/16)
-    inner_product_error: float  # delta_1: certified |s_hat - <omega_i, omega_t>| on codeword pairs
-    gate_knots: int
-    gate_delta: float
-    gate_slope: float  # M = 2 r_x / delta, the largest weight
-    gate_error: float  # r_x delta (Lemma 24)
-    s_max: float  # gate domain: s_hat <= 1 + nu + delta_1 + margin
-    non_target_excess: float  # e = max(0, mu + delta_1 - 1/2) + margin
-    threshold: float  # b = r_x min(4 e, 2 e + delta) >= sup |gate| at non-targets
-    margin: float
-    d: int
-    q: int
-    d_e: int
-    widths: tuple  # hidden widths (w1, w2, w3) and the output q d
-    norms: tuple  # per layer: {"fro", "max_abs", "bias_norm"}
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-
 # ----------------------------------------------------------------------- transition
 
 
@@ -128,14 +75,19 @@ class Transition:
     ``[{"W", "b"}, {"W", "b"}, {"W", "b"}, {"W"}]`` on u = (h, z), float64 CPU (built on first use).
     ``rectify=False`` drops layers 3-4 (the soft threshold) and returns Lemma 24's gate output
     G, which the dense layers and the closed form must agree on before the threshold.
+    ``exact_products``: the Lemma 22 products are exact on every codeword pair (codes over
+    {0, +-R} with knots on that alphabet). ``guarantee``: None as built by
+    :func:`transition_weights`; ``qstr.bounds.recurrent.prop26_transition`` attaches its
+    ``TransitionGuarantee``.
     """
 
     def __init__(self, d: int, q: int, d_e: int, R: float, product_knots: int, bands: GateBands,
-                 threshold: float, guarantee: TransitionGuarantee):
+                 threshold: float, exact_products: bool):
         self.d, self.q, self.d_e = d, q, d_e
         self.layout: Layout = token_layout(d, q, d_e)
         self.R, self.product_knots, self.bands, self.threshold = R, product_knots, bands, threshold
-        self.guarantee = guarantee
+        self.exact_products = exact_products
+        self.guarantee: Any = None
         self._dense = None
         self._gate_readout = None
 
@@ -350,122 +302,37 @@ def mlp_apply(layers: list, u: torch.Tensor, *, chunk: Optional[int] = None) -> 
     return out.reshape(*lead, out.shape[-1])
 
 
-def build_transition(
-    omega,
-    d: int,
-    q: int,
-    *,
-    eps: Optional[float] = 0.1,
-    r_x: float,
-    mu: Optional[float] = None,
-    product_knots: Optional[int] = None,
-    gate_knots: Optional[int] = None,
-    margin: float = DEFAULT_MARGIN,
+def transition_weights(
+    omega, d: int, q: int, *, product_knots: int, bands: GateBands, threshold: float
 ) -> Transition:
-    """The Prop 26 transition for the codes ``omega`` (Codebook or (N, d_e) tensor), tokens in R^d,
-    q slots.
+    """The Prop 26 transition's weights for the codes ``omega`` (Codebook or (N, d_e) tensor),
+    tokens in R^d, q slots, from given parameters: ``product_knots`` K1 of the Lemma 22 square
+    interpolants on [-2R, 2R] (R = max |omega_ij|), Lemma 24's gate ``bands``
+    (``constructions.relu.gate_bands``), and the soft ``threshold`` b of layers 3-4.
 
-    ``eps``: the requested target accuracy; the knot counts are derived from it (half of eps
-    for the gate, half for products and threshold; docs/derivations/rnn-transition.md) unless
-    ``product_knots`` / ``gate_knots`` are given. The certified eps (<= requested) is
-    ``transition.guarantee.eps``. ``r_x``: the token radius the guarantee covers. ``mu``: the
-    coherence (default: the Codebook's exact mu, or measured); must be <= 1/2 (Assumption 3).
-    Codes whose entries all lie in {0, +-R} (Rademacher, RS-Hadamard) get 3 or 5 product knots,
-    exact on every codeword pair ("alphabet" certificate); other codes get the uniform Lemma 22
-    certificate d_e h^2 / 16.
+    No guarantee is attached: ``qstr.bounds.recurrent.prop26_transition`` picks K1, the bands
+    and b from eps and attaches ``TransitionGuarantee`` (docs/derivations/rnn-transition.md).
     """
     d = validate.positive_int("d", d)
     q = validate.positive_int("q", q)
-    r_x = validate.positive_float("r_x", r_x)
-    margin = validate.positive_float("margin", margin)
-    om, book_mu = _omega_of(omega)
+    om, _ = codes_of(omega)
     om = om.detach().to(device="cpu", dtype=F64)
     N, d_e = om.shape
     if N < 1 or d_e < 1:
         raise ValueError(
             f"omega must have N >= 1 rows and d_e >= 1 columns, got shape {tuple(om.shape)}"
         )
-    if mu is None:
-        mu = book_mu if book_mu is not None else coherence(om)
-    mu = validate.positive_float("mu", mu, allow_zero=True)
-    if mu > 0.5 + MU_TOL:
-        raise ValueError(
-            f"omega has coherence mu = {mu:.6g} but Prop 26 needs mu <= 1/2 (Assumption 3); "
-            f"use constructions.codes.rs_hadamard_codebook or a larger d_e")
-    R, nu, alpha = _code_stats(om)
+    R, _, alpha = code_stats(om)
     if R == 0:
         raise ValueError("omega must not be all zeros")
-    if eps is not None:
-        eps = validate.positive_float("eps", eps)
-    elif product_knots is None or gate_knots is None:
+    K1 = validate.positive_int("product_knots", product_knots, minimum=2)
+    if not isinstance(bands, GateBands):
         raise ValueError(
-            "eps must be a positive number unless both product_knots and gate_knots are given"
+            f"bands must be a constructions.relu.GateBands, got {type(bands).__name__}"
         )
-
-    # ---------------- products (Lemma 22)
-    if product_knots is not None:
-        K1 = validate.positive_int("product_knots", product_knots, minimum=2)
-        exact = alpha is not None and (K1 - 1) % (alpha - 1) == 0
-        delta1 = 0.0 if exact else d_e * product_error(R, K1)
-    elif alpha is not None:
-        K1, exact, delta1 = alpha, True, 0.0
-    else:
-        exact = False
-        dA = min(eps / (4 * r_x) - nu, (0.5 - mu - margin) * (1 - 1e-9))
-        dB = (eps / 2 - 2 * r_x * nu - 4 * r_x * (mu - 0.5 + margin)) / (6 * r_x)
-        if dB <= 0.5 - mu:  # dB prices b ~ 4 r_x (mu + delta_1 - 1/2): only valid when that is > 0
-            dB = -math.inf
-        target = max(dA, dB)
-        if target <= 0:
-            raise ValueError(
-                f"eps = {eps:g} is too small for r_x = {r_x:g}, mu = {mu:g} "
-                f"and the code norm defect {nu:.3g}"
-            )
-        K1 = max(2, math.ceil(1 + math.sqrt(d_e * R * R / target)))
-        delta1 = d_e * product_error(R, K1)
-    s_max = 1 + nu + delta1 + margin
-    excess = max(0.0, mu + delta1 - 0.5) + margin
-
-    # ---------------- gate (Lemma 24) and threshold
-    if gate_knots is not None:
-        bands = gate_bands(r_x, validate.positive_int("gate_knots", gate_knots), s_max)
-    else:
-        budget = eps - 4 * r_x * excess - 2 * r_x * (delta1 + nu)
-        if budget <= 0:
-            raise ValueError(f"eps = {eps:g} is too small: the products and threshold already need "
-                             f"{eps - budget:.3g} (r_x = {r_x:g}, mu = {mu:g})")
-        bands = gate_bands(r_x, max(1, math.ceil((s_max - 0.5) * r_x / budget)), s_max)
-    b = bands.leak(excess)
-    eps_cert = b + bands.error + 2 * r_x * (delta1 + nu)
-
-    t = Transition(d, q, d_e, R, K1, bands, b, None)
-    norms = t.norms()
-    t.guarantee = TransitionGuarantee(
-        eps=eps_cert,
-        eps_requested=eps,
-        r_x=r_x,
-        mu=mu,
-        norm_defect=nu,
-        code_range=R,
-        product_knots=K1,
-        product_certificate="alphabet" if exact else "uniform",
-        product_error=product_error(R, K1),
-        inner_product_error=delta1,
-        gate_knots=bands.knots,
-        gate_delta=bands.delta,
-        gate_slope=bands.M,
-        gate_error=bands.error,
-        s_max=s_max,
-        non_target_excess=excess,
-        threshold=b,
-        margin=margin,
-        d=d,
-        q=q,
-        d_e=d_e,
-        widths=t.widths + (t.d_h,),
-        norms=norms,
-    )
-    return t
+    threshold = validate.positive_float("threshold", threshold, allow_zero=True)
+    exact = alpha is not None and (K1 - 1) % (alpha - 1) == 0
+    return Transition(d, q, d_e, R, K1, bands, threshold, exact)
 
 
 # ----------------------------------------------------------------------------- scan
@@ -513,30 +380,6 @@ def projected_prefix(
 # ------------------------------------------------------------------------------ RNN
 
 
-@dataclass(frozen=True)
-class RNNGuarantee:
-    """Cor 27 and Prop 28 for the construction.
-
-    Cor 27: for ||x_j|| <= r_x, h_fwd_i block l is exactly 0 when t_l >= i and within
-    ``state_eps`` (sup norm) of x_{t_l} when t_l < i (symmetrically for h_bwd), for every N.
-    Prop 28: |y_hat_i - g_net(x_{t_1..q})| <= ``prediction_error`` = lipschitz sqrt(q d) state_eps,
-    lipschitz = ||a_g|| ||W_g||_op; add eps_2NN for |y_hat_i - g(x_t)|.
-    """
-
-    state_eps: float
-    r_x: float
-    r_h: float
-    mu: float
-    lipschitz: float
-    prediction_error: float
-    transition_widths: tuple
-    output_widths: tuple
-    transition: TransitionGuarantee
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-
 @dataclass
 class RNNStates:
     """h_fwd, h_bwd: (B, N, q d) paper convention (h_fwd_i before reading z_i); direct = f(z_i);
@@ -549,15 +392,18 @@ class RNNStates:
 
 
 class RNNConstruction:
-    """The Prop 28 bidirectional RNN for simple-qSTR: codes, transition, output net, guarantee.
+    """The Prop 28 bidirectional RNN for simple-qSTR: codes, transition, output net g_net, state
+    projection radius r_h.
 
-    Build with :func:`build_rnn`. ``states(x, t)`` evaluates by the scan; ``module()`` returns a
-    ``DeepTransitionBiRNN`` holding the same weights (literal loop); ``predict(x, t)`` is the
-    fast end-to-end output; :func:`rnn_state` the plain state dict.
+    Build with :func:`rnn_weights` (given transition and r_h), or with
+    ``qstr.bounds.recurrent.prop28_rnn``, which picks them from eps and attaches its
+    ``RNNGuarantee`` as ``guarantee`` (None otherwise). ``states(x, t)`` evaluates by the scan;
+    ``module()`` returns a ``DeepTransitionBiRNN`` holding the same weights (literal loop);
+    ``predict(x, t)`` is the fast end-to-end output; :func:`rnn_state` the plain state dict.
     """
 
     def __init__(
-        self, omega: torch.Tensor, transition: Transition, g_net: TwoLayerNet, r_h: float, mu: float
+        self, omega: torch.Tensor, transition: Transition, g_net: TwoLayerNet, r_h: float
     ):
         self.omega = omega
         self.transition = transition
@@ -565,21 +411,7 @@ class RNNConstruction:
         self.r_h = r_h
         self._output = None
         self._g_net_moved: Optional[TwoLayerNet] = None
-        tg = transition.guarantee
-        W_g = g_net.W.to(F64)
-        lip = float(g_net.a.to(F64).norm() * torch.linalg.matrix_norm(W_g, ord=2))
-        qd = transition.d_h
-        self.guarantee = RNNGuarantee(
-            state_eps=tg.eps,
-            r_x=tg.r_x,
-            r_h=r_h,
-            mu=mu,
-            lipschitz=lip,
-            prediction_error=lip * math.sqrt(qd) * tg.eps,
-            transition_widths=transition.widths,
-            output_widths=self.output_widths,
-            transition=tg,
-        )
+        self.guarantee: Any = None
 
     # ---------------------------------------------------------------- sizes
     @property
@@ -646,9 +478,9 @@ class RNNConstruction:
             chunk = max(1, budget // max(per_pos, 1))
         chunk = validate.positive_int("chunk", chunk)
         # Codes over the alphabet {0, +-R} have exact Lemma 22 products on every codeword pair
-        # (guarantee.product_certificate == "alphabet"), so there s_hat = <omega_i, omega_t> and
-        # a matmul computes it; otherwise the closed form of the interpolants is evaluated.
-        exact = tr.guarantee.product_certificate == "alphabet"
+        # (tr.exact_products), so there s_hat = <omega_i, omega_t> and a matmul computes it;
+        # otherwise the closed form of the interpolants is evaluated.
+        exact = tr.exact_products
         simple = bool((t == t[:, :1]).all())
         t_codes = omega[t[:, 0]] if simple else None  # (B, q, d_e)
         out = x.new_empty(B, N, tr.d_h)
@@ -710,14 +542,10 @@ class RNNConstruction:
         Derivation: docs/derivations/rnn-transition.md, section 6.
         """
         if self._output is None:
-            self._output = self._build_output(output_gate=True)
+            self._output = self._build_output()
         return self._output
 
-    def output_layers_without_gate(self) -> list:
-        """f_y without the direct term f(z_i): g_net(h_fwd + h_bwd) (a falsifier of Prop 28)."""
-        return self._build_output(output_gate=False)
-
-    def _build_output(self, output_gate: bool) -> list:
+    def _build_output(self) -> list:
         tr = self.transition
         L = tr.layers
         qd, D_in = tr.d_h, tr.D_in
@@ -741,15 +569,14 @@ class RNNConstruction:
 
         W2, b2 = carry(L[1]["W"], L[1]["b"], w1)
         W3, b3 = carry(L[2]["W"], L[2]["b"], w2)
-        direct = L[3]["W"] if output_gate else torch.zeros_like(L[3]["W"])
         W_g = self.g_net.W.to(F64).cpu()
-        W4 = W_g @ torch.cat([direct, eye, -eye], dim=1)
+        W4 = W_g @ torch.cat([L[3]["W"], eye, -eye], dim=1)  # g's first layer on f(z_i) + h_f + h_b
         b4 = self.g_net.b.to(F64).cpu().clone()
         W5 = self.g_net.a.to(F64).cpu()[None, :].clone()
         return [{"W": W1, "b": b1}, {"W": W2, "b": b2}, {"W": W3, "b": b3}, {"W": W4, "b": b4},
                 {"W": W5}]
 
-    def module(self, *, dtype=torch.float64, device=None, output_gate: bool = True):
+    def module(self, *, dtype=torch.float64, device=None):
         """A ``constructions.paper_models.DeepTransitionBiRNN`` with these weights (the literal
         recurrence)."""
         from qstr.constructions.mlp import set_mlp_weights
@@ -768,8 +595,7 @@ class RNNConstruction:
         pairs = [(L["W"], L.get("b")) for L in tr.layers]
         set_mlp_weights(m.f_fwd, pairs)
         set_mlp_weights(m.f_bwd, pairs)
-        out = self.output_layers if output_gate else self.output_layers_without_gate()
-        set_mlp_weights(m.f_y, [(L["W"], L.get("b")) for L in out])
+        set_mlp_weights(m.f_y, [(L["W"], L.get("b")) for L in self.output_layers])
         return m
 
     def targets(self, x: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -787,24 +613,9 @@ class RNNConstruction:
         return (before * xt[:, None]).flatten(2), (after * xt[:, None]).flatten(2)
 
 
-def build_rnn(
-    omega,
-    d: int,
-    g_net: TwoLayerNet,
-    *,
-    q: Optional[int] = None,
-    eps: float = 0.1,
-    r_x: Optional[float] = None,
-    r_h: Optional[float] = None,
-    **transition_kw,
-) -> RNNConstruction:
-    """The Prop 28 RNN for simple-qSTR with Assumption 2 net ``g_net`` on vec(x_{t_1..q}) in
-    R^{q d}.
-
-    ``omega``: Codebook (or (N, d_e) tensor) of the N positions. ``r_x`` defaults to
-    :func:`token_radius` (d, N). ``r_h`` defaults to sqrt(q)(r_x + sqrt(d) eps_cert) (Cor 27);
-    a smaller value is refused. Extra keywords go to :func:`build_transition`.
-    """
+def rnn_tokens(g_net: TwoLayerNet, d: int, q: Optional[int] = None) -> int:
+    """The number q of tokens of dimension d the Assumption 2 net ``g_net`` reads (its W has
+    q d columns); checked against ``q`` when given."""
     d = validate.positive_int("d", d)
     if not isinstance(g_net, TwoLayerNet):
         raise ValueError(
@@ -820,25 +631,39 @@ def build_rnn(
         raise ValueError(
             f"q = {q} does not match g_net, which reads {q_net} tokens of dimension {d}"
         )
-    om, book_mu = _omega_of(omega)
+    return q
+
+
+def rnn_weights(
+    omega, transition: Transition, g_net: TwoLayerNet, *, r_h: float
+) -> RNNConstruction:
+    """The Prop 28 RNN's weights from given parts: the codes ``omega`` (Codebook or (N, d_e)
+    tensor) of the N positions, the Prop 26 ``transition`` built for them, the Assumption 2 net
+    ``g_net`` on vec(x_{t_1..q}) in R^{q d}, and the state projection radius ``r_h``.
+
+    No guarantee is attached: ``qstr.bounds.recurrent.prop28_rnn`` picks the transition from eps
+    and r_h >= Cor 27's radius, and attaches ``RNNGuarantee`` (docs/derivations/rnn-transition.md).
+    """
+    if not isinstance(transition, Transition):
+        raise ValueError(f"transition must be a Transition, got {type(transition).__name__}")
+    q = rnn_tokens(g_net, transition.d, transition.q)
+    om, _ = codes_of(omega)
     N = om.shape[0]
     if q > N:
         raise ValueError(f"q must satisfy 1 <= q <= N = {N}, got {q}")
-    r_x = token_radius(d, N) if r_x is None else validate.positive_float("r_x", r_x)
-    tr = build_transition(omega, d, q, eps=eps, r_x=r_x, **transition_kw)
-    need = math.sqrt(q) * (r_x + math.sqrt(d) * tr.guarantee.eps)
-    if r_h is None:
-        r_h = need
-    elif not (float(r_h) >= need):
+    if om.shape[1] != transition.d_e:
         raise ValueError(
-            f"r_h must be >= sqrt(q)(r_x + sqrt(d) eps) = {need:.6g} (Cor 27), got {r_h}"
+            f"omega has d_e = {om.shape[1]} but the transition was built for {transition.d_e}"
         )
+    r_h = float(r_h)
+    if not r_h > 0:
+        raise ValueError(f"r_h must be > 0, got {r_h}")
     net = TwoLayerNet(
         a=g_net.a.detach().to(F64).cpu(),
         W=g_net.W.detach().to(F64).cpu(),
         b=g_net.b.detach().to(F64).cpu(),
     )
-    return RNNConstruction(om.detach().to(F64), tr, net, float(r_h), tr.guarantee.mu)
+    return RNNConstruction(om.detach().to(F64), transition, net, r_h)
 
 
 # ---------------------------------------------------------------------- state dicts
@@ -851,7 +676,9 @@ def rnn_state(construction: RNNConstruction) -> dict:
     (N, d_e), ``forward_transition`` and ``backward_transition`` (four dicts ``{"W", "b"}``,
     the last ``{"W"}``: f(u) = W4 relu(W3 relu(W2 relu(W1 u + b1) + b2) + b3), u = (h, z),
     h in R^{q d}, h <- P_{r_h}(h + f(u)); the two lists share their tensors), and ``output``
-    (the five layers of f_y on (h_fwd, h_bwd, z)). All tensors float64 on the CPU.
+    (the five layers of f_y on (h_fwd, h_bwd, z)). All tensors float64 on the CPU. The config's
+    eps and r_x are those of the transition's attached guarantee
+    (``qstr.bounds.recurrent.prop28_rnn``).
     """
     if not isinstance(construction, RNNConstruction):
         raise ValueError(
@@ -859,6 +686,11 @@ def rnn_state(construction: RNNConstruction) -> dict:
         )
     c = construction
     g = c.transition.guarantee
+    if g is None:
+        raise ValueError(
+            "the transition carries no guarantee (eps, r_x of the file's config): build the RNN "
+            "with qstr.bounds.recurrent.prop28_rnn"
+        )
     layers = [dict(L) for L in c.transition.layers]
     return {
         "config": {
@@ -898,19 +730,3 @@ def module_from_state(state: dict, *, dtype=torch.float64, device=None):
     for seq, layers in ((m.f_fwd, fwd), (m.f_bwd, bwd), (m.f_y, out)):
         set_mlp_weights(seq, [(L["W"], L.get("b")) for L in layers])
     return m
-
-
-def teacher_rnn(N: int, d: int, q: int, eps: float = 0.1, seed: int = 0, width: int = 8):
-    """Prop 28's RNN for a seeded teacher link: RS-Hadamard codes (mu <= 1/2), a width-``width``
-    teacher from ``seed``, r_x = token_radius(d, N) (what ``qstr construct rnn`` writes)."""
-    N = validate.positive_int("N", N)
-    d = validate.positive_int("d", d)
-    q = validate.positive_int("q", q)
-    if q > N:
-        raise ValueError(f"q must satisfy 1 <= q <= N = {N}, got {q}")
-    seed = validate.seed("seed", seed)
-    eps = validate.positive_float("eps", eps)
-    g = torch.Generator().manual_seed(seed)
-    link = make_link("teacher", q, d, generator=g, width=width)
-    book = rs_hadamard_codebook(N, mu=0.5, dtype=F64)
-    return build_rnn(book, d, link.two_layer_net(), q=q, eps=eps)

@@ -677,7 +677,8 @@ def _construct_fits(args) -> None:
 
 
 def _construct_rnn(args, console: Console) -> int:
-    from qstr.constructions.recurrent import rnn_state, teacher_rnn
+    from qstr.bounds.recurrent import teacher_rnn
+    from qstr.constructions.recurrent import rnn_state
 
     if args.link != "teacher":
         raise ValueError(f"--link: construct rnn builds the teacher link only, got {args.link!r}")

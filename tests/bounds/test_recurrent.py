@@ -1,11 +1,18 @@
-"""bounds/recurrent.py: Prop 8 packing constants, Theorem 9 crossover, Theorem 7 explicit bound."""
+"""bounds/recurrent.py: Prop 8 packing constants, Theorem 9 crossover, Theorem 7 explicit bound;
+Props 26-28: the parameters picked and the guarantees attached."""
 import math
 
 import numpy as np
 import pytest
 import torch
 
+from qstr.bounds.interpolation import C36
 from qstr.bounds.recurrent import (
+    TransitionKnots,
+    prop26_transition,
+    prop28_rnn,
+    teacher_rnn,
+    token_radius,
     Theorem7Params,
     chi2_lower_rate,
     euclidean_packing_counterexample,
@@ -25,7 +32,18 @@ from qstr.bounds.recurrent import (
     theorem7_sample_size,
     theorem9_crossover,
 )
-from qstr.constructions.interpolation import C36
+from qstr.constructions.codes import (
+    Codebook,
+    build_codebook,
+    experimental_codebook,
+    rs_hadamard_codebook,
+)
+from qstr.constructions.links import make_link
+from qstr.constructions.recurrent import RNNConstruction, rnn_state
+from qstr.constructions.task import QSTR
+from qstr.verify.adversarial import clip_to_ball
+
+F64 = torch.float64
 
 
 def test_lemma41_volume_and_chernoff_rate():
@@ -232,3 +250,198 @@ def test_theorem7_params_documented_defaults():
     assert Theorem7Params() == Theorem7Params(q=1, d=4, r_a=1.0, r_w=1.0, m_g=16, eps_2nn=0.01,
                                               C_x=1.0, C_y=1.0, s=1.0, mu=0.5, delta=0.05,
                                               d_e=None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Props 26-28: the knots, eps and r_h picked and the guarantees attached (prop26_transition,
+# prop28_rnn, teacher_rnn, token_radius); the weights: tests/constructions/test_recurrent.py
+# ---------------------------------------------------------------------------------------------
+
+
+def g(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+def rotated(book, seed=0):
+    Q, _ = torch.linalg.qr(torch.randn(book.d_e, book.d_e, generator=g(seed), dtype=F64))
+    return Codebook(book.omega.to(F64) @ Q, book.mu, "custom", {})
+
+
+@pytest.fixture(scope="module")
+def book64():
+    return rs_hadamard_codebook(64, dtype=F64)  # d_e = 16, mu = 1/2 attained
+
+
+@pytest.fixture(scope="module")
+def transitions(book64):
+    """The Prop 26 transitions of the claim's sizes (d = 3, q = 2, r_x = 2.5, eps = 0.1): exact
+    products (RS-Hadamard) and approximate ones (rotated codes)."""
+    books = (book64, rotated(book64, 26))
+    return [(b, prop26_transition(b, 3, 2, eps=0.1, r_x=2.5)) for b in books]
+
+
+def test_prop26_transition_errors(book64):
+    with pytest.raises(ValueError, match="all zeros"):
+        prop26_transition(torch.zeros(8, 4, dtype=F64), 2, 1, eps=0.1, r_x=1.0, mu=0.0)
+    with pytest.raises(ValueError, match="coherence"):
+        prop26_transition(experimental_codebook(100, generator=g(0)), 2, 1, eps=0.1, r_x=1.0)
+    with pytest.raises(ValueError, match="eps"):
+        prop26_transition(book64, 2, 1, eps=0.0, r_x=1.0)
+    with pytest.raises(ValueError, match="eps"):
+        prop26_transition(book64, 2, 1, eps=1e-12, r_x=1.0, knots=TransitionKnots(product=3))
+    with pytest.raises(ValueError, match="eps must be"):
+        prop26_transition(book64, 2, 1, eps=None, r_x=1.0, knots=TransitionKnots(product=3))
+    with pytest.raises(ValueError, match="knots"):
+        prop26_transition(book64, 2, 1, eps=0.1, r_x=1.0, knots=(3, 3))
+    with pytest.raises(ValueError, match="r_x"):
+        prop26_transition(book64, 2, 1, eps=0.1, r_x=-1.0)
+    with pytest.raises(ValueError, match="q must"):
+        prop26_transition(book64, 2, 0, eps=0.1, r_x=1.0)
+    with pytest.raises(ValueError, match="omega"):
+        prop26_transition(torch.zeros(4), 2, 1, eps=0.1, r_x=1.0)
+
+
+def test_alphabet_knots_and_eps_tradeoff():
+    padded = build_codebook(64, d_e=20, dtype=F64)  # RS-Hadamard zero-padded: entries {0, +-R}
+    tr = prop26_transition(padded, 2, 1, eps=0.1, r_x=2.0)
+    assert tr.guarantee.product_knots == 5 and tr.guarantee.inner_product_error == 0.0
+    rot = rotated(rs_hadamard_codebook(64, dtype=F64))
+    coarse = prop26_transition(rot, 2, 1, eps=0.2, r_x=2.0).guarantee
+    fine = prop26_transition(rot, 2, 1, eps=0.05, r_x=2.0).guarantee
+    assert fine.eps <= 0.05 and coarse.eps <= 0.2
+    assert fine.product_knots > coarse.product_knots and fine.gate_knots > coarse.gate_knots
+    budget = (
+        fine.threshold
+        + fine.gate_error
+        + 2 * fine.r_x * (fine.inner_product_error + fine.norm_defect)
+    )
+    assert fine.eps == pytest.approx(budget)
+    explicit = prop26_transition(
+        rot, 2, 1, eps=None, r_x=2.0, knots=TransitionKnots(product=40, gate=10)
+    ).guarantee
+    assert (
+        explicit.product_knots == 40
+        and explicit.gate_knots == 10
+        and explicit.eps_requested is None
+    )
+
+
+def test_transition_with_the_knots_given_is_the_one_derived_from_eps(transitions):
+    """prop26_transition on the bare (N, d_e) tensor with product_knots, gate_knots and mu given (no
+    eps) rebuilds the same dense layers, certified eps, threshold and product certificate."""
+    for book, tr in transitions:
+        g = tr.guarantee
+        other = prop26_transition(
+            book.omega.detach().clone(),
+            g.d,
+            g.q,
+            eps=None,
+            r_x=g.r_x,
+            mu=g.mu,
+            knots=TransitionKnots(product=g.product_knots, gate=g.gate_knots),
+        )
+        h = other.guarantee
+        assert (h.product_certificate, h.product_knots, h.gate_knots) == (
+            g.product_certificate, g.product_knots, g.gate_knots)
+        assert h.eps == pytest.approx(g.eps, rel=1e-12) and h.threshold == pytest.approx(
+            g.threshold, rel=1e-12
+        )
+        assert len(tr.layers) == len(other.layers)
+        for A, B in zip(tr.layers, other.layers):
+            assert all(float((A[k] - B[k]).abs().max()) <= 1e-12 for k in A)
+
+
+def test_transition_records_the_eps_asked_and_defaults_to_0_1():
+    """``eps_requested`` is the eps asked; prop26_transition's documented default eps is 0.1."""
+    padded = build_codebook(64, kind="rs-hadamard", d_e=300, dtype=F64)
+    g = prop26_transition(padded, 3, 2, r_x=2.5).guarantee
+    assert g.eps_requested == 0.1 and g.eps <= 0.1
+    assert prop26_transition(padded, 3, 2, eps=0.2, r_x=2.5).guarantee.eps_requested == 0.2
+
+
+def test_transition_refuses_coherence_above_half(book64):
+    """Prop 26 needs mu <= 1/2 (Assumption 3), up to float rounding: codes of coherence 1/2 + 1.5e-6
+    (one row of a rotated RS-Hadamard code moved towards a neighbour) are refused, 1/2 accepted."""
+    from qstr.constructions.codes import coherence, coherence_report
+
+    book = rotated(book64, 26)
+    i, j = coherence_report(book.omega).pair
+    sign = 1.0 if float(book.omega[i] @ book.omega[j]) > 0 else -1.0
+    omega = book.omega.clone()
+    omega[i] = omega[i] + 2e-6 * sign * omega[j]
+    omega[i] = omega[i] / omega[i].norm()
+    assert 1e-7 < coherence(omega) - 0.5 < 1e-5
+    with pytest.raises(ValueError):
+        prop26_transition(omega, 3, 2, eps=0.1, r_x=2.5)
+    assert prop26_transition(book, 3, 2, eps=0.1, r_x=2.5) is not None
+
+
+def test_rnn_guarantee_records_the_transition_and_r_h():
+    """RNNGuarantee: state eps is the transition's certified eps, the same r_x, r_h the
+    construction's; prop28_rnn's documented default eps is 0.1 (recorded as asked)."""
+    link = make_link("teacher", 2, 3, generator=g(280))
+    c = prop28_rnn(
+        rs_hadamard_codebook(64, dtype=F64), 3, link.two_layer_net(), r_x=token_radius(3, 64 * 64)
+    )
+    gu, tg = c.guarantee, c.transition.guarantee
+    assert gu.state_eps == tg.eps and gu.r_x == tg.r_x and gu.r_h == c.r_h
+    assert tg.eps_requested == 0.1 and tg.eps <= 0.1
+
+
+def test_prop28_rnn_refuses_r_h_below_the_cor27_radius():
+    """prop28_rnn refuses r_h below sqrt(q)(r_x + sqrt(d) eps) and accepts it (rel 1e-12 above)."""
+    link = make_link("teacher", 2, 2, generator=g(289))
+    c = prop28_rnn(rs_hadamard_codebook(16, dtype=F64), 2, link.two_layer_net(), eps=0.1, r_x=2.0)
+    need = math.sqrt(2) * (2.0 + math.sqrt(2) * c.transition.guarantee.eps)
+    kw = dict(q=2, eps=0.1, r_x=2.0)
+    with pytest.raises(ValueError):
+        prop28_rnn(c.omega, 2, c.g_net, r_h=need * (1 - 1e-6), **kw)
+    assert prop28_rnn(c.omega, 2, c.g_net, r_h=need * (1 + 1e-12), **kw).r_h >= need
+
+
+def test_cli_rnn_file_records_its_config_and_codes():
+    """The `qstr construct rnn` state: config (N, d, q) as asked, codes of mu <= 1/2 (Assumption 3),
+    eps certified <= asked and recorded, r_h = sqrt(q)(r_x + sqrt(d) eps); its module equals the
+    scan (without the output's direct term: tests/verify/claims/test_recurrent.py)."""
+    N, d, q, eps = 16, 2, 2, 0.1
+    c = teacher_rnn(N, d, q, eps=eps, seed=0)
+    cfg = rnn_state(c)["config"]
+    assert (cfg["N"], cfg["d"], cfg["q"]) == (N, d, q) and c.guarantee.mu <= 0.5
+    tg = c.transition.guarantee
+    assert tg.eps <= eps and tg.eps_requested == eps
+    assert c.r_h == pytest.approx(
+        math.sqrt(q) * (c.guarantee.r_x + math.sqrt(d) * tg.eps), rel=1e-12
+    )
+    link = make_link("teacher", q, d, generator=g(0), width=8)
+    p = QSTR(N=N, d=d, link=link, variant="simple").sample(4, generator=g(289), dtype=F64)
+    x = clip_to_ball(p.x, c.guarantee.r_x)
+    with torch.no_grad():
+        y = c.module()(c.encode(x, p.t)).reshape(4, N)
+    assert float((y - c.predict(x, p.t)).abs().max()) <= 1e-9
+
+
+def test_teacher_rnn_and_errors(book64):
+    c = teacher_rnn(40, 2, 2, eps=0.2, seed=3)
+    state = rnn_state(c)
+    assert (
+        isinstance(c, RNNConstruction)
+        and state["config"]["N"] == 40
+        and state["config"]["eps"] <= 0.2
+    )
+    assert state["config"]["r_h"] >= math.sqrt(2) * (
+        state["config"]["r_x"] + math.sqrt(2) * state["config"]["eps"]
+    )
+    c2 = teacher_rnn(40, 2, 2, eps=0.2, seed=3)
+    assert torch.equal(c.g_net.W, c2.g_net.W)  # seeded
+    with pytest.raises(ValueError, match="q must"):
+        teacher_rnn(2, 2, 3)
+    with pytest.raises(ValueError, match="eps"):
+        teacher_rnn(10, 2, 1, eps=-1.0)
+    net = make_link("teacher", 2, 3, generator=g(0)).two_layer_net()
+    with pytest.raises(ValueError, match="q = 1 does not match"):
+        prop28_rnn(book64, 3, net, q=1)
+    with pytest.raises(ValueError, match="r_h"):
+        prop28_rnn(book64, 3, net, r_h=0.5)
+    with pytest.raises(ValueError, match="g_net"):
+        prop28_rnn(book64, 3, "net")
+    assert token_radius(4, 100) == pytest.approx(2 + math.sqrt(2 * math.log(1e5)))

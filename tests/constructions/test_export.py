@@ -298,7 +298,7 @@ def test_load_rnn_from_a_file_written_by_the_cli_in_one_call(tmp_path):
     rides along."""
     from qstr.constructions.encoding import rnn_encoding
     from qstr.constructions.export import load_rnn
-    from qstr.constructions.recurrent import teacher_rnn
+    from qstr.bounds.recurrent import teacher_rnn
     from qstr.verify.cli import main
 
     assert (

@@ -1,4 +1,6 @@
-"""The Prop 26 transition, Cor 27 states and the Prop 28 RNN (constructions/recurrent.py)."""
+"""The Prop 26 transition, Cor 27 states and the Prop 28 RNN (constructions/recurrent.py): the
+weights, the closed form, the scan and the module, built at the parameters
+qstr.bounds.recurrent picks (its guarantees: tests/bounds/test_recurrent.py)."""
 import math
 
 import pytest
@@ -6,22 +8,19 @@ import torch
 
 from qstr.constructions.codes import (
     Codebook,
-    build_codebook,
-    experimental_codebook,
     rs_hadamard_codebook,
 )
 from qstr.constructions.links import make_link
 from qstr.constructions.paper_models import DeepTransitionBiRNN
+from qstr.bounds.recurrent import prop26_transition, prop28_rnn, token_radius
 from qstr.constructions.recurrent import (
-    RNNConstruction,
-    build_rnn,
-    build_transition,
     module_from_state,
     projected_prefix,
     rnn_state,
-    teacher_rnn,
-    token_radius,
+    rnn_weights,
+    transition_weights,
 )
+from qstr.constructions.relu import gate_bands
 from qstr.constructions.task import QSTR, gather_tokens
 from qstr.verify.adversarial import clip_to_ball
 
@@ -59,7 +58,7 @@ def all_pairs(tr, book, x):
 def test_transition_exact_zeros_and_target_error(book64, kind):
     book = book64 if kind == "rs-hadamard" else rotated(book64)
     d, q, r_x = 3, 2, 2.0
-    tr = build_transition(book, d, q, eps=0.1, r_x=r_x)
+    tr = prop26_transition(book, d, q, eps=0.1, r_x=r_x)
     gu = tr.guarantee
     assert gu.eps <= 0.1 and gu.product_certificate == (
         "alphabet" if kind == "rs-hadamard" else "uniform"
@@ -77,7 +76,7 @@ def test_transition_exact_zeros_and_target_error(book64, kind):
 
 
 def test_transition_layers_shapes_and_h_columns(book64):
-    tr = build_transition(book64, 2, 3, eps=0.2, r_x=1.5)
+    tr = prop26_transition(book64, 2, 3, eps=0.2, r_x=1.5)
     L = tr.layers
     assert [sorted(layer) for layer in L] == [["W", "b"]] * 3 + [["W"]]
     w1, w2, w3 = tr.widths
@@ -95,7 +94,7 @@ def test_transition_layers_shapes_and_h_columns(book64):
 
 
 def test_closed_form_equals_layers_off_codebook(book64):
-    tr = build_transition(rotated(book64, 3), 2, 2, eps=0.3, r_x=2.0)
+    tr = prop26_transition(rotated(book64, 3), 2, 2, eps=0.3, r_x=2.0)
     z = torch.randn(
         500, tr.D_in, generator=g(4), dtype=F64
     )  # not codewords: only the function matters
@@ -104,34 +103,9 @@ def test_closed_form_equals_layers_off_codebook(book64):
     assert torch.allclose(tr.dense(u, rectify=False), tr(z, rectify=False), atol=1e-9)
 
 
-def test_alphabet_knots_and_eps_tradeoff():
-    padded = build_codebook(64, d_e=20, dtype=F64)  # RS-Hadamard zero-padded: entries {0, +-R}
-    tr = build_transition(padded, 2, 1, eps=0.1, r_x=2.0)
-    assert tr.guarantee.product_knots == 5 and tr.guarantee.inner_product_error == 0.0
-    rot = rotated(rs_hadamard_codebook(64, dtype=F64))
-    coarse = build_transition(rot, 2, 1, eps=0.2, r_x=2.0).guarantee
-    fine = build_transition(rot, 2, 1, eps=0.05, r_x=2.0).guarantee
-    assert fine.eps <= 0.05 and coarse.eps <= 0.2
-    assert fine.product_knots > coarse.product_knots and fine.gate_knots > coarse.gate_knots
-    budget = (
-        fine.threshold
-        + fine.gate_error
-        + 2 * fine.r_x * (fine.inner_product_error + fine.norm_defect)
-    )
-    assert fine.eps == pytest.approx(budget)
-    explicit = build_transition(
-        rot, 2, 1, eps=None, r_x=2.0, product_knots=40, gate_knots=10
-    ).guarantee
-    assert (
-        explicit.product_knots == 40
-        and explicit.gate_knots == 10
-        and explicit.eps_requested is None
-    )
-
-
 def test_dropping_layers_3_4_leaks_at_coherence_half():
     book = rotated(rs_hadamard_codebook(16384, dtype=F64), 7)  # mu = 1/2 attained, generic entries
-    tr = build_transition(book, 2, 1, eps=0.1, r_x=2.0)
+    tr = prop26_transition(book, 2, 1, eps=0.1, r_x=2.0)
     om = book.omega
     t = om[8192]
     s = om @ t
@@ -145,21 +119,7 @@ def test_dropping_layers_3_4_leaks_at_coherence_half():
 
 
 def test_transition_errors(book64):
-    with pytest.raises(ValueError, match="all zeros"):
-        build_transition(torch.zeros(8, 4, dtype=F64), 2, 1, eps=0.1, r_x=1.0, mu=0.0)
-    with pytest.raises(ValueError, match="coherence"):
-        build_transition(experimental_codebook(100, generator=g(0)), 2, 1, eps=0.1, r_x=1.0)
-    with pytest.raises(ValueError, match="eps"):
-        build_transition(book64, 2, 1, eps=0.0, r_x=1.0)
-    with pytest.raises(ValueError, match="eps"):
-        build_transition(book64, 2, 1, eps=1e-12, r_x=1.0, product_knots=3)
-    with pytest.raises(ValueError, match="r_x"):
-        build_transition(book64, 2, 1, eps=0.1, r_x=-1.0)
-    with pytest.raises(ValueError, match="q must"):
-        build_transition(book64, 2, 0, eps=0.1, r_x=1.0)
-    with pytest.raises(ValueError, match="omega"):
-        build_transition(torch.zeros(4), 2, 1, eps=0.1, r_x=1.0)
-    tr = build_transition(book64, 2, 1, eps=0.1, r_x=1.0)
+    tr = prop26_transition(book64, 2, 1, eps=0.1, r_x=1.0)
     with pytest.raises(ValueError, match="D_in"):
         tr(torch.zeros(3, tr.D_in + 1, dtype=F64))
     with pytest.raises(ValueError, match="NaN"):
@@ -200,7 +160,7 @@ def test_projected_prefix_equals_the_recurrence(r_h):
 @pytest.fixture(scope="module")
 def rnn64(book64):
     link = make_link("teacher", 2, 3, generator=g(8))
-    return link, build_rnn(book64, 3, link.two_layer_net(), eps=0.1)
+    return link, prop28_rnn(book64, 3, link.two_layer_net(), eps=0.1)
 
 
 def simple_prompts(link, N, B, r_x, seed):
@@ -239,9 +199,9 @@ def test_cor27_states_and_prop28_predictions(rnn64):
     assert (
         float((c.predict(x, t, output_gate=False) - y).abs().max()) > c.guarantee.prediction_error
     )
-    m = c.module(output_gate=False)
+    m = c.module()
     with torch.no_grad():
-        assert torch.allclose(m(c.encode(x, t)), c.predict(x, t, output_gate=False), atol=1e-11)
+        assert torch.allclose(m(c.encode(x, t)), c.predict(x, t), atol=1e-11)
 
 
 def test_general_prompts_break_the_construction(rnn64):
@@ -287,31 +247,9 @@ def test_state_dict_round_trip(rnn64, tmp_path):
         module_from_state({"config": {}})
 
 
-def test_teacher_rnn_and_errors(book64):
-    c = teacher_rnn(40, 2, 2, eps=0.2, seed=3)
-    state = rnn_state(c)
-    assert (
-        isinstance(c, RNNConstruction)
-        and state["config"]["N"] == 40
-        and state["config"]["eps"] <= 0.2
-    )
-    assert state["config"]["r_h"] >= math.sqrt(2) * (
-        state["config"]["r_x"] + math.sqrt(2) * state["config"]["eps"]
-    )
-    c2 = teacher_rnn(40, 2, 2, eps=0.2, seed=3)
-    assert torch.equal(c.g_net.W, c2.g_net.W)  # seeded
-    with pytest.raises(ValueError, match="q must"):
-        teacher_rnn(2, 2, 3)
-    with pytest.raises(ValueError, match="eps"):
-        teacher_rnn(10, 2, 1, eps=-1.0)
+def test_rnn_input_errors(book64):
     net = make_link("teacher", 2, 3, generator=g(0)).two_layer_net()
-    with pytest.raises(ValueError, match="q = 1 does not match"):
-        build_rnn(book64, 3, net, q=1)
-    with pytest.raises(ValueError, match="r_h"):
-        build_rnn(book64, 3, net, r_h=0.5)
-    with pytest.raises(ValueError, match="g_net"):
-        build_rnn(book64, 3, "net")
-    c = build_rnn(book64, 3, net)
+    c = prop28_rnn(book64, 3, net)
     x = torch.zeros(1, 64, 3, dtype=F64)
     with pytest.raises(ValueError, match="t entries"):
         c.states(x, torch.full((1, 2), 64, dtype=torch.long))
@@ -321,7 +259,6 @@ def test_teacher_rnn_and_errors(book64):
         c.states(torch.zeros(1, 65, 3, dtype=F64), torch.zeros(1, 2, dtype=torch.long))
     with pytest.raises(ValueError, match="simple-qSTR"):
         c.targets(x, torch.randint(64, (1, 64, 2), generator=g(0)))
-    assert token_radius(4, 100) == pytest.approx(2 + math.sqrt(2 * math.log(1e5)))
 
 
 def test_scan_at_1e5_on_cpu():
@@ -329,7 +266,7 @@ def test_scan_at_1e5_on_cpu():
     this)."""
     book = rs_hadamard_codebook(100_000, dtype=F64)
     link = make_link("teacher", 1, 2, generator=g(13))
-    c = build_rnn(book, 2, link.two_layer_net(), eps=0.1)
+    c = prop28_rnn(book, 2, link.two_layer_net(), eps=0.1)
     x, t = simple_prompts(link, 100_000, 1, c.guarantee.r_x, 14)
     st = c.states(x, t)
     tf, tb = c.targets(x, t)
@@ -341,7 +278,7 @@ def test_scan_at_1e5_on_cpu():
 def test_scan_at_1e6_on_cuda():
     book = rs_hadamard_codebook(1_000_000, dtype=F64, device="cuda")
     link = make_link("teacher", 2, 4, generator=g(15))
-    c = build_rnn(book, 4, link.two_layer_net(), eps=0.1)
+    c = prop28_rnn(book, 4, link.two_layer_net(), eps=0.1)
     gen = torch.Generator(device="cuda").manual_seed(16)
     task = QSTR(N=1_000_000, d=4, link=link.to("cuda"), variant="simple")  # the link's net on CUDA
     p = task.sample(1, generator=gen, device="cuda", dtype=F64)
@@ -366,7 +303,7 @@ def test_saved_state_reloaded_runs_the_gated_model_on_a_rotated_code():
     )
     book = Codebook(book.omega @ Q, book.mu, "custom", {"rotated": book.kind, "seed": 3})
     link = make_link("teacher", 2, 3, generator=torch.Generator().manual_seed(280))
-    c = build_rnn(book, 3, link.two_layer_net(), eps=0.1, r_x=token_radius(3, 64 * 16))
+    c = prop28_rnn(book, 3, link.two_layer_net(), eps=0.1, r_x=token_radius(3, 64 * 16))
     assert c.transition.guarantee.eps <= 0.1
     p = QSTR(N=64, d=3, link=link, variant="simple").sample(
         4, generator=torch.Generator().manual_seed(1), dtype=torch.float64
@@ -388,7 +325,7 @@ def test_module_projects_onto_the_r_h_ball_like_the_scan():
 
     book = rs_hadamard_codebook(64, dtype=torch.float64)
     link = make_link("teacher", 2, 3, generator=torch.Generator().manual_seed(270))
-    c = build_rnn(book, 3, link.two_layer_net(), eps=0.1, r_x=token_radius(3, 64))
+    c = prop28_rnn(book, 3, link.two_layer_net(), eps=0.1, r_x=token_radius(3, 64))
     p = QSTR(N=64, d=3, link=link, variant="simple").sample(
         2, generator=torch.Generator().manual_seed(2), dtype=torch.float64
     )
@@ -415,7 +352,7 @@ def test_transition_for_a_low_coherence_code_with_approximate_products():
         torch.randn(book.d_e, book.d_e, generator=torch.Generator().manual_seed(0), dtype=F64)
     )
     rotated = Codebook(book.omega @ Q, book.mu, "custom", {})
-    g = build_transition(rotated, 2, 2, eps=0.1, r_x=2.5).guarantee
+    g = prop26_transition(rotated, 2, 2, eps=0.1, r_x=2.5).guarantee
     assert g.product_certificate == "uniform" and g.eps <= 0.1
     assert g.inner_product_error <= 0.1 / (4 * 2.5) - g.norm_defect  # the dA target
 
@@ -437,7 +374,8 @@ def test_g_net_is_moved_once_per_device_and_kept_on_its_own(rnn64):
 def transitions(book64):
     """The Prop 26 transitions of the claim's sizes (d = 3, q = 2, r_x = 2.5, eps = 0.1): exact
     products (RS-Hadamard) and approximate ones (rotated codes)."""
-    return [(b, build_transition(b, 3, 2, eps=0.1, r_x=2.5)) for b in (book64, rotated(book64, 26))]
+    books = (book64, rotated(book64, 26))
+    return [(b, prop26_transition(b, 3, 2, eps=0.1, r_x=2.5)) for b in books]
 
 
 def test_transition_widths_and_norms_record_are_its_dense_layers(transitions):
@@ -457,57 +395,6 @@ def test_transition_widths_and_norms_record_are_its_dense_layers(transitions):
                         "bias_norm": 0.0 if b is None else float(b.norm())}
             for key, value in measured.items():
                 assert rep[key] == pytest.approx(value, rel=1e-9, abs=1e-300), key
-
-
-def test_transition_with_the_knots_given_is_the_one_derived_from_eps(transitions):
-    """build_transition on the bare (N, d_e) tensor with product_knots, gate_knots and mu given (no
-    eps) rebuilds the same dense layers, certified eps, threshold and product certificate."""
-    for book, tr in transitions:
-        g = tr.guarantee
-        other = build_transition(
-            book.omega.detach().clone(),
-            g.d,
-            g.q,
-            eps=None,
-            r_x=g.r_x,
-            mu=g.mu,
-            product_knots=g.product_knots,
-            gate_knots=g.gate_knots,
-        )
-        h = other.guarantee
-        assert (h.product_certificate, h.product_knots, h.gate_knots) == (
-            g.product_certificate, g.product_knots, g.gate_knots)
-        assert h.eps == pytest.approx(g.eps, rel=1e-12) and h.threshold == pytest.approx(
-            g.threshold, rel=1e-12
-        )
-        assert len(tr.layers) == len(other.layers)
-        for A, B in zip(tr.layers, other.layers):
-            assert all(float((A[k] - B[k]).abs().max()) <= 1e-12 for k in A)
-
-
-def test_transition_records_the_eps_asked_and_defaults_to_0_1():
-    """``eps_requested`` is the eps asked; build_transition's documented default eps is 0.1."""
-    padded = build_codebook(64, kind="rs-hadamard", d_e=300, dtype=F64)
-    g = build_transition(padded, 3, 2, r_x=2.5).guarantee
-    assert g.eps_requested == 0.1 and g.eps <= 0.1
-    assert build_transition(padded, 3, 2, eps=0.2, r_x=2.5).guarantee.eps_requested == 0.2
-
-
-def test_transition_refuses_coherence_above_half(book64):
-    """Prop 26 needs mu <= 1/2 (Assumption 3), up to float rounding: codes of coherence 1/2 + 1.5e-6
-    (one row of a rotated RS-Hadamard code moved towards a neighbour) are refused, 1/2 accepted."""
-    from qstr.constructions.codes import coherence, coherence_report
-
-    book = rotated(book64, 26)
-    i, j = coherence_report(book.omega).pair
-    sign = 1.0 if float(book.omega[i] @ book.omega[j]) > 0 else -1.0
-    omega = book.omega.clone()
-    omega[i] = omega[i] + 2e-6 * sign * omega[j]
-    omega[i] = omega[i] / omega[i].norm()
-    assert 1e-7 < coherence(omega) - 0.5 < 1e-5
-    with pytest.raises(ValueError):
-        build_transition(omega, 3, 2, eps=0.1, r_x=2.5)
-    assert build_transition(book, 3, 2, eps=0.1, r_x=2.5) is not None
 
 
 def test_transition_dense_without_rectifier_batches_and_empty_batch(transitions):
@@ -566,7 +453,7 @@ def test_states_count_the_projected_steps_of_both_directions():
 
     book = rs_hadamard_codebook(100, dtype=F64)
     link = make_link("teacher", 2, 4, generator=g(270))
-    c = build_rnn(book, 4, link.two_layer_net(), eps=0.1, r_x=token_radius(4, 800))
+    c = prop28_rnn(book, 4, link.two_layer_net(), eps=0.1, r_x=token_radius(4, 800))
     p = QSTR(N=100, d=4, link=link, variant="simple").sample(8, generator=g(271), dtype=F64)
     x = clip_to_ball(p.x, c.guarantee.r_x)
     t0 = p.t[0, 0]
@@ -587,45 +474,55 @@ def test_states_count_the_projected_steps_of_both_directions():
 # ------------------------------ software facts of the Prop 28 RNN (from verify/claims/recurrent.py)
 
 
-def test_rnn_guarantee_records_the_transition_and_r_h():
-    """RNNGuarantee: state eps is the transition's certified eps, the same r_x, r_h the
-    construction's; build_rnn's documented default eps is 0.1 (recorded as asked)."""
-    link = make_link("teacher", 2, 3, generator=g(280))
-    c = build_rnn(
-        rs_hadamard_codebook(64, dtype=F64), 3, link.two_layer_net(), r_x=token_radius(3, 64 * 64)
-    )
-    gu, tg = c.guarantee, c.transition.guarantee
-    assert gu.state_eps == tg.eps and gu.r_x == tg.r_x and gu.r_h == c.r_h
-    assert tg.eps_requested == 0.1 and tg.eps <= 0.1
+# ------------------------------------------------------ the builders, from given parameters
 
 
-def test_build_rnn_refuses_r_h_below_the_cor27_radius():
-    """build_rnn refuses r_h below sqrt(q)(r_x + sqrt(d) eps) and accepts it (rel 1e-12 above)."""
-    link = make_link("teacher", 2, 2, generator=g(289))
-    c = build_rnn(rs_hadamard_codebook(16, dtype=F64), 2, link.two_layer_net(), eps=0.1, r_x=2.0)
-    need = math.sqrt(2) * (2.0 + math.sqrt(2) * c.transition.guarantee.eps)
-    kw = dict(q=2, eps=0.1, r_x=2.0)
-    with pytest.raises(ValueError):
-        build_rnn(c.omega, 2, c.g_net, r_h=need * (1 - 1e-6), **kw)
-    assert build_rnn(c.omega, 2, c.g_net, r_h=need * (1 + 1e-12), **kw).r_h >= need
+def test_transition_weights_are_the_certified_transition_at_its_parameters(transitions):
+    """transition_weights at the knots, bands and threshold prop26_transition picked: the same
+    dense layers, the product flag of the guarantee's certificate, and no guarantee attached."""
+    for book, tr in transitions:
+        bare = transition_weights(book, tr.d, tr.q, product_knots=tr.product_knots,
+                                  bands=tr.bands, threshold=tr.threshold)
+        assert bare.guarantee is None and tr.guarantee is not None
+        assert bare.exact_products == (tr.guarantee.product_certificate == "alphabet")
+        for A, B in zip(tr.layers, bare.layers):
+            assert all(torch.equal(A[k], B[k]) for k in A)
 
 
-def test_cli_rnn_file_records_its_config_and_codes_and_the_gateless_output():
-    """The `qstr construct rnn` state: config (N, d, q) as asked, codes of mu <= 1/2 (Assumption 3),
-    eps certified <= asked and recorded, r_h = sqrt(q)(r_x + sqrt(d) eps); its module without the
-    output's direct term equals the scan without it."""
-    N, d, q, eps = 16, 2, 2, 0.1
-    c = teacher_rnn(N, d, q, eps=eps, seed=0)
-    cfg = rnn_state(c)["config"]
-    assert (cfg["N"], cfg["d"], cfg["q"]) == (N, d, q) and c.guarantee.mu <= 0.5
-    tg = c.transition.guarantee
-    assert tg.eps <= eps and tg.eps_requested == eps
-    assert c.r_h == pytest.approx(
-        math.sqrt(q) * (c.guarantee.r_x + math.sqrt(d) * tg.eps), rel=1e-12
-    )
-    link = make_link("teacher", q, d, generator=g(0), width=8)
-    p = QSTR(N=N, d=d, link=link, variant="simple").sample(4, generator=g(289), dtype=F64)
-    x = clip_to_ball(p.x, c.guarantee.r_x)
-    with torch.no_grad():
-        y = c.module(output_gate=False)(c.encode(x, p.t)).reshape(4, N)
-    assert float((y - c.predict(x, p.t, output_gate=False)).abs().max()) <= 1e-9
+def test_transition_weights_errors(book64):
+    bands = gate_bands(1.0, 4, 1.5)
+    with pytest.raises(ValueError, match="all zeros"):
+        transition_weights(torch.zeros(8, 4, dtype=F64), 2, 1, product_knots=3, bands=bands,
+                           threshold=0.1)
+    with pytest.raises(ValueError, match="product_knots"):
+        transition_weights(book64, 2, 1, product_knots=1, bands=bands, threshold=0.1)
+    with pytest.raises(ValueError, match="bands"):
+        transition_weights(book64, 2, 1, product_knots=3, bands=None, threshold=0.1)
+    with pytest.raises(ValueError, match="threshold"):
+        transition_weights(book64, 2, 1, product_knots=3, bands=bands, threshold=-0.1)
+    with pytest.raises(ValueError, match="omega"):
+        transition_weights(torch.zeros(4), 2, 1, product_knots=3, bands=bands, threshold=0.1)
+
+
+def test_rnn_weights_are_the_certified_rnn_at_its_parameters(rnn64):
+    """rnn_weights with the transition and r_h prop28_rnn picked: the same output layers and
+    module, no guarantee attached; rnn_state needs the attached one (the file's eps, r_x)."""
+    _, c = rnn64
+    bare = rnn_weights(c.omega, c.transition, c.g_net, r_h=c.r_h)
+    assert bare.guarantee is None and bare.r_h == c.r_h
+    for A, B in zip(c.output_layers, bare.output_layers):
+        assert all(torch.equal(A[k], B[k]) for k in A)
+    with pytest.raises(ValueError, match="prop28_rnn"):
+        rnn_state(rnn_weights(c.omega, transition_weights(
+            c.omega, c.d, c.q, product_knots=c.transition.product_knots,
+            bands=c.transition.bands, threshold=c.transition.threshold), c.g_net, r_h=c.r_h))
+    with pytest.raises(ValueError, match="transition"):
+        rnn_weights(c.omega, None, c.g_net, r_h=c.r_h)
+    with pytest.raises(ValueError, match="r_h"):
+        rnn_weights(c.omega, c.transition, c.g_net, r_h=0.0)
+    with pytest.raises(ValueError, match="d_e"):
+        rnn_weights(c.omega[:, :8], c.transition, c.g_net, r_h=c.r_h)
+    with pytest.raises(ValueError, match="g_net"):
+        rnn_weights(c.omega, c.transition, "net", r_h=c.r_h)
+    with pytest.raises(ValueError, match="q must"):
+        rnn_weights(c.omega[:1], c.transition, c.g_net, r_h=c.r_h)

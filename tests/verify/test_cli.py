@@ -470,7 +470,7 @@ def test_numbers_are_validated_alike_by_every_subcommand(argv, message, tmp_path
 def test_seed_range_is_the_same_in_the_cli_and_the_python_api():
     import argparse
 
-    from qstr.constructions.recurrent import teacher_rnn
+    from qstr.bounds.recurrent import teacher_rnn
     from qstr.constructions.validate import seed
     from qstr.verify.cli import SEED_MAX, _seed
     from qstr.verify.claim import Context

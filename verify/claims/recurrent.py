@@ -18,13 +18,13 @@ import torch
 from hypothesis import HealthCheck, Verbosity, given, settings, target
 from hypothesis import strategies as st
 
+from qstr.bounds.recurrent import prop26_transition, prop28_rnn, teacher_rnn, token_radius
 from qstr.constructions.codes import Codebook, build_codebook, rs_hadamard_codebook
 from qstr.constructions.encoding import rnn_encoding
 from qstr.constructions.export import load_rnn
 from qstr.constructions.links import make_link
-from qstr.constructions.recurrent import (Transition, build_rnn,
-                                         build_transition, module_from_state, rnn_state,
-                                         teacher_rnn, token_radius)
+from qstr.constructions.recurrent import (Transition, module_from_state, rnn_state, rnn_weights,
+                                         transition_weights)
 from qstr.constructions.relu import Gadget, gate_bands, gate_gadget, product_error, product_gadget
 from qstr.constructions.task import QSTR, gather_tokens
 from qstr.verify.adversarial import clip_to_ball
@@ -482,7 +482,7 @@ class TransitionCase:
 
 
 def _transition_case(label: str, book: Codebook, k: int, ctx: Context) -> TransitionCase:
-    tr = build_transition(book, P26_D, P26_Q, eps=P26_EPS, r_x=P26_RX)
+    tr = prop26_transition(book, P26_D, P26_Q, eps=P26_EPS, r_x=P26_RX)
     dev, N, q, d, r_x = ctx.device, book.N, P26_Q, P26_D, P26_RX
     ar = torch.arange(N, device=dev)
     i, j = (v.flatten() for v in torch.meshgrid(ar, ar, indexing="ij"))
@@ -534,7 +534,7 @@ def _curve_rnn(N: int, rotate: bool, ctx: Context):
         device=ctx.device
     )
     link = make_link("linear", 1, P26_D, generator=ctx.generator("prop-26/link"))
-    return build_rnn(book, P26_D, link.two_layer_net(), eps=P26_EPS, r_x=P26_RX)
+    return prop28_rnn(book, P26_D, link.two_layer_net(), eps=P26_EPS, r_x=P26_RX)
 
 
 def prop26_inputs(ctx: Context) -> Prop26Inputs:
@@ -548,18 +548,18 @@ def prop26_inputs(ctx: Context) -> Prop26Inputs:
     quarter = _quarter(ctx)
     if ctx.profile == "quick":
         extra.append(
-            ("mu = 1/8", build_transition(quarter, P26_D, P26_Q, eps=P26_EPS, r_x=P26_RX), quarter)
+            ("mu = 1/8", prop26_transition(quarter, P26_D, P26_Q, eps=P26_EPS, r_x=P26_RX), quarter)
         )
     extra.append(
         (
             "mu = 1/8, r_x = 0.05",
-            build_transition(quarter, P26_D, P26_Q, eps=P26_EPS, r_x=0.05),
+            prop26_transition(quarter, P26_D, P26_Q, eps=P26_EPS, r_x=0.05),
             quarter,
         )
     )
     padded = build_codebook(64, kind="rs-hadamard", d_e=300, dtype=F64, device=ctx.device)
     extra.append(
-        ("zero-padded rs-hadamard", build_transition(padded, P26_D, P26_Q, r_x=P26_RX), padded)
+        ("zero-padded rs-hadamard", prop26_transition(padded, P26_D, P26_Q, r_x=P26_RX), padded)
     )
     guarantees = tuple((c.label, c.transition.guarantee, c.book.omega) for c in cases)
     guarantees += tuple((label, tr.guarantee, book.omega) for label, tr, book in extra)
@@ -711,7 +711,7 @@ def derived_knots(g) -> tuple:
 
 
 def transition_knots_as_derived(inp: Prop26Inputs, ctx: Context) -> Verdict:
-    """The knots (K1, K2) build_transition picks for each eps are the derivation's."""
+    """The knots (K1, K2) prop26_transition picks for each eps are the derivation's."""
     got = tuple((g.product_knots, g.gate_knots) for _, g, _ in inp.guarantees)
     want = tuple(derived_knots(g) for _, g, _ in inp.guarantees)
     return exact(
@@ -871,11 +871,11 @@ def _gate_readout_halved(inp: Prop26Inputs, ctx: Context) -> Prop26Inputs:
 
 def _built_for_twice_eps(inp: Prop26Inputs, ctx: Context) -> Prop26Inputs:
     """Every guarantee rebuilt for 2 eps (the accuracy asked for, doubled on its way to
-    build_transition): the knots are chosen for a budget twice the one asked."""
+    prop26_transition): the knots are chosen for a budget twice the one asked."""
     out = []
     for label, g, omega in inp.guarantees:
-        tr = build_transition(omega, g.d, g.q, eps=2 * inp.eps, r_x=g.r_x, mu=g.mu,
-                              margin=g.margin)
+        tr = prop26_transition(omega, g.d, g.q, eps=2 * inp.eps, r_x=g.r_x, mu=g.mu,
+                               margin=g.margin)
         out.append((label, tr.guarantee, omega))
     return replace(inp, guarantees=tuple(out))
 
@@ -969,8 +969,8 @@ register(
                 breaks=(P26_CERT,),
             ),
         ],
-        builds=(build_transition, build_rnn),
-        bounds=(derived_budget, derived_knots),
+        builds=(transition_weights, rnn_weights),
+        bounds=(prop26_transition, prop28_rnn, derived_budget, derived_knots),
         derivation="docs/derivations/rnn-transition.md",
     )
 )
@@ -1007,7 +1007,7 @@ def _c27_case(N: int, rotate: bool, k: int, ctx: Context) -> StateCase:
     book = book.to(device=ctx.device)
     link = make_link("teacher", C27_Q, C27_D, generator=ctx.generator("cor-27/link")).to(ctx.device)
     B = 1 if rotate else max(1, min(8, ctx.pick(quick=200_000, full=1_000_000, gpu=4_000_000) // N))
-    rnn = build_rnn(book, C27_D, link.two_layer_net(), eps=C27_EPS, r_x=token_radius(C27_D, N * B))
+    rnn = prop28_rnn(book, C27_D, link.two_layer_net(), eps=C27_EPS, r_x=token_radius(C27_D, N * B))
     r_x = rnn.guarantee.r_x
     p = QSTR(N=N, d=C27_D, link=link, variant="simple").sample(
         B,
@@ -1130,10 +1130,10 @@ def _inclusive_scan(inp: Cor27Inputs, ctx: Context) -> Cor27Inputs:
 
 def _built_for_twice_eps_c27(inp: Cor27Inputs, ctx: Context) -> Cor27Inputs:
     """The first RNN rebuilt for 2 eps (the accuracy asked for, doubled on its way to
-    build_rnn), its states evaluated again."""
+    prop28_rnn), its states evaluated again."""
     c = inp.cases[0]
     g = c.rnn.guarantee
-    rnn = build_rnn(c.rnn.omega, c.rnn.d, c.rnn.g_net, eps=2 * inp.eps, r_x=g.r_x, mu=g.mu)
+    rnn = prop28_rnn(c.rnn.omega, c.rnn.d, c.rnn.g_net, eps=2 * inp.eps, r_x=g.r_x, mu=g.mu)
     return replace(inp, cases=(_evaluated(f"{c.label}, eps = {2 * inp.eps:g}", rnn, c.x, c.t),))
 
 
@@ -1189,8 +1189,8 @@ register(
             Fault("module gate bands from 0, not 1/2", _module_bands_from_zero_c27,
                   breaks=(C27_LOOP, C27_LOOP0)),
         ],
-        builds=(build_rnn,),
-        bounds=(build_rnn,),
+        builds=(rnn_weights,),
+        bounds=(prop28_rnn,),
         derivation="docs/derivations/rnn-transition.md",
     )
 )
@@ -1263,8 +1263,8 @@ def _p28_rnn(N: int, rotate: bool, ctx: Context):
     link = make_link("teacher", P28_Q, P28_D, generator=ctx.generator("prop-28/link")).to(
         ctx.device
     )
-    # eps left at build_rnn's default (0.1, documented; tests/constructions/test_recurrent.py)
-    return link, build_rnn(book.to(device=ctx.device), P28_D, link.two_layer_net(),
+    # eps left at prop28_rnn's default (0.1, documented; tests/bounds/test_recurrent.py)
+    return link, prop28_rnn(book.to(device=ctx.device), P28_D, link.two_layer_net(),
                            r_x=token_radius(P28_D, 64 * N))
 
 
@@ -1521,14 +1521,24 @@ def _layer1_in_zh_order(state: dict, c) -> dict:
     return state
 
 
+def _output_layers_without_direct_term(rnn) -> list:
+    """Prop 28's output net f_y of ``rnn`` without the direct term f(z_i): layer 4 is
+    W_g [0, I, -I] in place of W_g [W4_transition, I, -I] (docs/derivations/rnn-transition.md,
+    section 6), so g_net(h_fwd + h_bwd) misses x_{t_l} at i = t_l. The other layers are the
+    construction's (shared, not copied)."""
+    layers = [dict(L) for L in rnn.output_layers]
+    eye = torch.eye(rnn.transition.d_h, dtype=torch.float64)
+    direct = torch.zeros_like(rnn.transition.layers[3]["W"])
+    W_g = rnn.g_net.W.to(torch.float64).cpu()
+    layers[3]["W"] = W_g @ torch.cat([direct, eye, -eye], dim=1)
+    return layers
+
+
 def _without_direct_term(state: dict, c) -> dict:
-    """The output net written without f(z_i): layer 4's columns that read the transition's
-    output zeroed in the file, so g(h_fwd + h_bwd) misses x_{t_l} at i = t_l."""
-    out = [dict(L) for L in state["output"]]
-    W4 = out[3]["W"].clone()
-    W4[:, : c.transition.widths[2]] = 0.0  # layer 4 reads (f(z_i), v+, v-): f(z_i) first
-    out[3]["W"] = W4
-    state["output"] = out
+    """The output net written without f(z_i) (:func:`_output_layers_without_direct_term`: layer
+    4's columns that read the transition's output zero), so g(h_fwd + h_bwd) misses x_{t_l} at
+    i = t_l."""
+    state["output"] = _output_layers_without_direct_term(c)
     return state
 
 
@@ -1639,8 +1649,8 @@ register(
                   breaks=(P28_BOUND,)),
             Fault("r_h without sqrt(d) eps", _rnns_edited(_r_h_without_eps), breaks=(P28_RH,)),
         ],
-        builds=(build_rnn, rnn_state, teacher_rnn),
-        bounds=(prediction_bound, net_lipschitz, state_radius),
+        builds=(rnn_weights, rnn_state),
+        bounds=(prop28_rnn, teacher_rnn, prediction_bound, net_lipschitz, state_radius),
         derivation="docs/derivations/rnn-transition.md",
     )
 )

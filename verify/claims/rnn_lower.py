@@ -40,19 +40,28 @@ from qstr.bounds.recurrent import (
 from qstr.constructions.codes import build_codebook
 from qstr.constructions.encoding import rnn_encoding
 from qstr.constructions.links import TwoLayerNet
+from qstr.bounds.interpolation import (
+    LEMMA37_NORM_FACTOR,
+    MemoriserGuarantee,
+    SlotMemoryGuarantee,
+    gap_threshold,
+    lemma36_constant,
+    lemma36_net,
+    lemma37_union_bound,
+    lemma38_bound,
+    memoriser,
+    slot_memory,
+)
 from qstr.constructions.interpolation import (
-    C38_A,
     Lemma37Events,
     Lemma38Net,
+    MemoriserLayout,
     SeparatingDirection,
     certified_gap,
     evaluate_net,
-    gap_threshold,
+    interpolate_points,
     interpolate_sorted,
-    lemma36_constant,
     lemma37_events,
-    MemoriserGuarantee,
-    SlotMemoryGuarantee,
     memorising_rnn,
     parameter_norm2,
     rounding_allowance,
@@ -107,12 +116,6 @@ class Lemma37Inputs:
     union_bound: Callable[[int, float], float]  # C(n, 2) eps / sqrt(pi)
 
 
-def lemma37_union_bound(n: int, eps: float) -> float:
-    """Lemma 37, steps 1-3: P(some |z_i - z_j| < eps) <= C(n, 2) 2 eps / sqrt(4 pi), the density
-    of z_i - z_j ~ N(0, 2) being at most 1 / sqrt(4 pi) (docs/derivations/interpolation.md)."""
-    return math.comb(n, 2) * eps / math.sqrt(math.pi)
-
-
 def lemma37_inputs(ctx: Context) -> Lemma37Inputs:
     """The sample and its direction (50 tries fail with probability <= (2/3)^50), and the replay
     batch of ``lemma37_events`` (each chunk draws x, then v): docs/derivations/interpolation.md."""
@@ -123,6 +126,7 @@ def lemma37_inputs(ctx: Context) -> Lemma37Inputs:
     sd = separating_direction(
         x,
         threshold=gap_threshold(n),
+        norm_factor=LEMMA37_NORM_FACTOR,
         max_tries=50,
         generator=ctx.generator("lemma-37/directions", device=ctx.device),
     )
@@ -144,6 +148,7 @@ def _lemma37_events(inp: Lemma37Inputs, ctx: Context) -> Lemma37Events:
         L37_D,
         trials=inp.trials,
         threshold=inp.threshold(inp.n),
+        norm_factor=LEMMA37_NORM_FACTOR,
         generator=ctx.generator("lemma-37/events", device=ctx.device),
     )
 
@@ -386,11 +391,6 @@ class Lemma38Inputs:
     cases: Tuple[Lemma38Case, ...]
     alternating: Lemma38Case
     bound: Callable[[torch.Tensor, float], float]  # 16 ||y||^2 / eps^2
-
-
-def lemma38_bound(y: torch.Tensor, eps: float) -> float:
-    """Lemma 38's bound ||a'||^2 <= 16 ||y||^2 / eps^2 (docs/derivations/interpolation.md)."""
-    return C38_A * float(y @ y) / eps**2
 
 
 def _lemma38_case(z: torch.Tensor, y: torch.Tensor, eps: float) -> Lemma38Case:
@@ -721,17 +721,17 @@ def _bound_gaps(gu, labels: torch.Tensor) -> list:
     """Relative gaps of the reported bounds against interpolation.md: Lemma 36's 2 sqrt(A P), A =
     Lemma 38's ||a'||^2 bound, P = m + 2 ||z||^2 + 2 eps^2; the depth-L rebalanced L (A P
     m^(L-2))^(1/L); the n-only form C36 m^(5/2) ||y|| (the memoriser's and its Lemma 36 net's)."""
-    l36 = gu.lemma36
+    l36, l36_gu = gu.lemma36, gu.lemma36_guarantee
     eps, m = l36.direction.threshold, gu.n_points
-    A, P = l36.lemma38.a_bound, m + 2.0 * l36.direction.z_norm2 + 2.0 * eps**2
+    A, P = l36_gu.a_bound, m + 2.0 * l36.direction.z_norm2 + 2.0 * eps**2
     two_layer_bound = 2.0 * math.sqrt(A * P)
     deep_bound = gu.depth * (A * P * float(m) ** (gu.depth - 2)) ** (1.0 / gu.depth)
     n_only = C36_DERIVED * m**2.5 * float(labels.norm())
     return [
-        abs(l36.bound - two_layer_bound) / two_layer_bound,
+        abs(l36_gu.bound - two_layer_bound) / two_layer_bound,
         abs(gu.bound - deep_bound) / deep_bound,
         abs(gu.bound_n - n_only) / n_only,
-        abs(l36.bound_n - n_only) / n_only,
+        abs(l36_gu.bound_n - n_only) / n_only,
     ]
 
 
@@ -740,7 +740,7 @@ C36_DERIVED = 2.0 * math.sqrt(144.0 / math.pi * (5.0 + math.pi / 72.0))  # inter
 
 @dataclass(frozen=True, eq=False)
 class Lemma36Case:
-    """One memoriser: built by ``memorising_rnn`` on n prompts of length N (labels at
+    """One memoriser: built by ``memoriser`` on n prompts of length N (labels at
     ``position``)."""
 
     n: int
@@ -771,12 +771,12 @@ def _lemma36_case(n, N, depth, prompts, position, ctx) -> Lemma36Case:
     x, t, y = prompts
     omega = _codes(N, ctx.device)
     with cpu_threads(1):
-        model, gu = memorising_rnn(
+        model, gu = memoriser(
             x,
             y,
             D_in=L36_D + 2 * omega.shape[1],
             position=position,
-            depth=depth,
+            layout=MemoriserLayout(depth=depth),
             generator=ctx.generator("lemma-36/memoriser", n, device=ctx.device),
         )
     labels = y[:, position] if position != "all" else y.reshape(-1)
@@ -869,10 +869,10 @@ def lemma36_net_bound(inp: Lemma36Inputs, ctx: Context) -> Verdict:
         net = c.guarantee.lemma36.net
         return float(net.a @ net.a + (net.W**2).sum() + net.b @ net.b)
 
-    c = max(inp.cases, key=lambda c: norm2(c) / c.guarantee.lemma36.bound)
+    c = max(inp.cases, key=lambda c: norm2(c) / c.guarantee.lemma36_guarantee.bound)
     return at_most(
         norm2(c),
-        c.guarantee.lemma36.bound,
+        c.guarantee.lemma36_guarantee.bound,
         Rounding(n=3 * c.guarantee.n_points, scale=norm2(c), what="3 m eps ||theta||^2"),
         detail=f"worst n = {c.n}, N = {c.N}",
     )
@@ -944,8 +944,10 @@ def _bound_n_exponent_2(inp: Lemma36Inputs, ctx: Context) -> Lemma36Inputs:
 
     def one(c):
         gu, root = c.guarantee, math.sqrt(c.guarantee.n_points)
-        l36 = replace(gu.lemma36, bound_n=gu.lemma36.bound_n / root)
-        return replace(c, guarantee=replace(gu, bound_n=gu.bound_n / root, lemma36=l36))
+        l36_gu = replace(gu.lemma36_guarantee, bound_n=gu.lemma36_guarantee.bound_n / root)
+        return replace(
+            c, guarantee=replace(gu, bound_n=gu.bound_n / root, lemma36_guarantee=l36_gu)
+        )
 
     return replace(inp, cases=tuple(one(c) for c in inp.cases))
 
@@ -988,8 +990,8 @@ register(
                 "n-only bound m^2 for m^(5/2)", _bound_n_exponent_2, breaks=("bounds as derived",)
             ),
         ],
-        builds=(memorising_rnn,),
-        bounds=(lemma36_bound, lemma36_constant),
+        builds=(interpolate_points, memorising_rnn),
+        bounds=(memoriser, lemma36_net, lemma36_bound, lemma36_constant),
         derivation="docs/derivations/interpolation.md",
     )
 )
@@ -1023,7 +1025,7 @@ def _pairwise(A: torch.Tensor) -> torch.Tensor:
 
 @dataclass(frozen=True, eq=False)
 class SlotMemory:
-    """The exact generalising RNN of ``slot_memory_rnn`` and M prompts sharing x_i."""
+    """The exact generalising RNN of ``slot_memory`` and M prompts sharing x_i."""
 
     model: torch.nn.Module
     guarantee: SlotMemoryGuarantee
@@ -1079,7 +1081,7 @@ def _slot_memory(ctx: Context, radius: Callable = lemma12_radius) -> SlotMemory:
     omega = _codes(N, ctx.device)
     u = torch.randn(d, generator=g, **kw)
     u = u / u.norm()
-    model, gu = slot_memory_rnn(omega, u, r_x=radius(d, M, N))
+    model, gu = slot_memory(omega, u, r_x=radius(d, M, N))
     i = N // 2
     x = torch.randn(M, N, d, generator=g, **kw)
     x[:, i] = x[0, i]
@@ -1687,6 +1689,7 @@ register(
         ],
         builds=(slot_memory_rnn,),
         bounds=(
+            slot_memory,
             generalising_log_norm2,
             prop8_packing,
             prop8_width_lower_bound,
@@ -1746,7 +1749,7 @@ def _memorisers(ctx: Context, ns, position) -> tuple:
     for n in ns:
         x, t, y = _prompts(n, 64, ctx.generator("thm-9/prompts", n, device=ctx.device), ctx.device)
         with cpu_threads(1):
-            model, _ = memorising_rnn(
+            model, _ = memoriser(
                 x,
                 y,
                 D_in=L36_D,
@@ -1832,16 +1835,16 @@ def thm9_requirement(inp: Thm9Inputs, ctx: Context) -> Verdict:
 
 
 def _built_prop28_log_norm2(N: int, ctx: Context) -> float:
-    """ln ||vec theta||^2 of the Prop 28 RNN built by constructions.recurrent (on the module)."""
+    """ln ||vec theta||^2 of the Prop 28 RNN of bounds.recurrent.prop28_rnn (on the module)."""
     from qstr.constructions.codes import rs_hadamard_codebook
     from qstr.constructions.links import make_link
-    from qstr.constructions.recurrent import build_rnn
+    from qstr.bounds.recurrent import prop28_rnn
 
     g = ctx.generator("thm-9/prop28-link")
     net = make_link("linear", 1, T9_D, generator=g).two_layer_net()
     book = rs_hadamard_codebook(N, dtype=torch.float64)
     with cpu_threads(1):
-        rnn = build_rnn(book, T9_D, net, eps=0.1).module(device=ctx.device)
+        rnn = prop28_rnn(book, T9_D, net, eps=0.1).module(device=ctx.device)
         return math.log(parameter_norm2(rnn))
 
 
@@ -1942,7 +1945,7 @@ register(
             ),
         ],
         builds=(memorising_rnn,),
-        bounds=(memoriser_norm2_bound, theorem9_crossover, generalising_log_norm2),
+        bounds=(memoriser, memoriser_norm2_bound, theorem9_crossover, generalising_log_norm2),
         derivation="docs/derivations/rnn-lower-bounds.md",
     )
 )

@@ -29,7 +29,7 @@ from qstr.constructions.codes import (
     rs_hadamard_coherence,
 )
 from qstr.constructions.links import CallableLink, TwoLayerNet, he2, make_link
-from qstr.constructions.recurrent import token_radius
+from qstr.bounds.recurrent import token_radius
 from qstr.constructions.task import QSTR, Prompts, gather_tokens, moment_check
 from qstr.verify.claim import (Check, Claim, Context, Fault, Ref, Verdict, at_least, at_most, close,
                                exact)
@@ -774,7 +774,7 @@ class Lemma12Inputs:
 
     x: torch.Tensor  # (n, N, d)
     radius: Callable[[int, int, int], float]  # Lemma 12's r_x(d, n, N)
-    token_radius: Callable[[int, int], float]  # the constructions' radius(d, n N)
+    token_radius: Callable[[int, int], float]  # the RNN's radius(d, n N) (bounds.recurrent)
 
 
 def lemma12_inputs(ctx: Context) -> Lemma12Inputs:
@@ -833,7 +833,7 @@ def _no_concentration(inp: Lemma12Inputs, ctx: Context) -> Lemma12Inputs:
 register(Claim(
     id="lemma-12", ref=Ref("Lemma 12", "Lemma 12"),
     statement="every token of n prompts lies in the ball of radius sqrt(3 C_x e d log(n N)) "
-              "(w.h.p.), and within the constructions' token_radius",
+              "(w.h.p.), and within the RNN's token_radius",
     inputs=lemma12_inputs,
     checks=[Check("max ||x_j|| <= r_x", l12_radius),
             Check("max ||x_j|| <= token_radius", l12_token_radius),

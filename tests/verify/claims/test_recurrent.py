@@ -239,6 +239,28 @@ def test_prop28_faults(inputs):
     ).holds  # honest inputs untouched
 
 
+def test_output_layers_without_direct_term_are_the_scan_without_it(inputs):
+    """The prop-28 falsifier's output net: layer 4 with the f(z_i) columns zero (the rest of f_y
+    as built), run as a module, is the scan without the direct term; its other layers are the
+    construction's."""
+    import torch
+
+    from qstr.constructions.recurrent import module_from_state
+    from qstr.verify.claims.recurrent import _output_layers_without_direct_term
+
+    c = inputs("prop-28").cases[0]
+    layers = _output_layers_without_direct_term(c.rnn)
+    honest = c.rnn.output_layers
+    assert all(layers[k]["W"] is honest[k]["W"] for k in (0, 1, 2, 4))
+    W4 = honest[3]["W"].clone()
+    W4[:, : c.rnn.transition.widths[2]] = 0.0  # layer 4 reads (f(z_i), v+, v-): f(z_i) first
+    assert torch.equal(layers[3]["W"], W4)
+    state = dict(c.state, output=layers)
+    with torch.no_grad():
+        y = module_from_state(state)(c.rnn.encode(c.x, c.t)).reshape(c.x.shape[:2])
+    assert float((y - c.rnn.predict(c.x, c.t, output_gate=False)).abs().max()) <= 1e-9
+
+
 def test_prop28_perturbed_module_and_file_are_copies(inputs):
     """Gate bands from 0 in the loop module and a file saved in float32 leave the scan; the
     honest module and file keep their weights."""
