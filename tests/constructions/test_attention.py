@@ -260,6 +260,25 @@ def test_fused_backend_refuses_float64_on_cuda():
     assert torch.equal(auto, math_)
 
 
+@pytest.mark.gpu
+def test_math_backend_on_cuda_never_takes_the_fused_kernel(monkeypatch):
+    """backend='math' is the reference the fused kernels are checked against, on CUDA too."""
+    import qstr.constructions.attention as attention
+
+    def fused(*args, **kw):
+        raise AssertionError("backend='math' took the fused kernel")
+
+    N, d, q = 64, 2, 2
+    net = make_link("teacher", q, d, generator=gen(0)).two_layer_net()
+    con = lemma11_weights(N, d, q, net, alpha=2.0, device="cuda", dtype=torch.float32)
+    x = torch.randn(1, N, d, generator=gen(1)).cuda()
+    t = torch.randint(N, (1, N, q), generator=gen(2)).cuda()
+    monkeypatch.setattr(attention, "_fused_heads", fused)
+    with torch.no_grad():
+        heads = con.fast_heads(x, t, backend="math")
+    assert heads.shape[0] == 1 and bool(torch.isfinite(heads).all())
+
+
 def test_predict_validation():
     net = make_link("teacher", 1, 2, generator=gen(0)).two_layer_net()
     con = lemma11_weights(8, 2, 1, net, alpha=1.0)

@@ -682,3 +682,13 @@ def test_experimental_record_matches_its_own_draw():
     assert book.params["n_violations"] == rep.n_violations and book.mu == rep.mu
     assert book.params["satisfies_assumption3"] == (rep.n_violations == 0)
     assert book.params["expected_violations"] == 4950 * float(Fraction(89104, 2 ** 23))
+
+
+@pytest.mark.parametrize("N, mu", [(16, 0.5), (40, 0.25)])
+def test_star_codebook_meets_every_code_at_mu_and_records_its_shape(N, mu):
+    cb = codes.star_codebook(N, mu=mu)
+    G = cb.omega @ cb.omega.T
+    assert torch.allclose(G[0, 1:], torch.full((N - 1,), mu, dtype=G.dtype), atol=1e-12)
+    assert cb.mu == pytest.approx(mu, abs=1e-12) and cb.kind == "custom"
+    assert cb.params == {"N": N, "d_e": cb.omega.shape[1], "star_mu": mu}
+    assert cb.omega.shape[0] == N and cb.d_e == cb.omega.shape[1]

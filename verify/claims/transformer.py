@@ -31,7 +31,7 @@ from qstr.bounds.transformer import (Theorem4Params, ffn_sample_size, few_heads_
 from qstr.constructions.attention import (lemma11_adversarial_prompt, place_block,
                                           separation_limit, target_leaks)
 from qstr.constructions.codes import rs_hadamard_codebook, star_codebook
-from qstr.constructions.encoding import transformer_encoding
+from qstr.constructions.encoding import layout_of, transformer_encoding
 from qstr.constructions.links import Mean, SqNorm, TwoLayerNet, make_link
 from qstr.constructions.paper_models import MergedAttention
 from qstr.constructions.relu import sqnorm_net
@@ -123,6 +123,7 @@ class Lemma11Inputs:
     lipschitz: Callable[[Any], float]  # the output net's Lipschitz constant (TwoLayerNet.lipschitz)
     leaks: Callable[[Any], torch.Tensor]  # off-target softmax mass per target (target_leaks)
     fused_heads: Callable[..., torch.Tensor]  # (cons, x, t, chunk): SDPA's fused kernels
+    encoding: Callable[..., torch.Tensor] = transformer_encoding  # (x, t, omega), default c
 
 
 def _fused_heads(cons, x: torch.Tensor, t: torch.Tensor, chunk: int) -> torch.Tensor:
@@ -322,6 +323,31 @@ def lemma11_export_is_module(inp: Lemma11Inputs, ctx: Context) -> Verdict:
                         "|exported - module| at the probe prompt")
 
 
+def _code_share(inp: Lemma11Inputs, case: L11Case) -> float:
+    """||c omega_{t_i1}||^2 + ... + ||c omega_{t_iq}||^2 over E||x_i||^2 = d, the largest over the
+    probe prompt's positions, in the encoding users feed the export."""
+    x, t = case.probe
+    d, q = x.shape[-1], t.shape[-1]
+    Z = inp.encoding(x, t, case.module.omega[:case.N])
+    lay = layout_of(Z, d, q)
+    codes = sum(Z[..., lay.slot(k)].pow(2).sum(-1) for k in range(q))
+    return float(codes.max()) / d
+
+
+def lemma11_encoding_balanced(inp: Lemma11Inputs, ctx: Context) -> Verdict:
+    """Appendix A.1: the prefactor c = sqrt(d/q) makes the query's q code blocks as large as a
+    token, q c^2 = d = E||x||^2 (docs/derivations/lemma11.md); the largest ratio over the cases."""
+    ratio, case = max(((_code_share(inp, c), c) for c in inp.cases), key=lambda r: r[0])
+    return close(ratio, 1.0, 0.0, Rounding(n=2 * case.module.omega.shape[1] + 4, scale=1.0,
+                                           what="(2 d_e + 4) eps (unit codes, c^2)"),
+                 detail=f"largest at {case.name()}: q c^2 ||omega||^2 / d")
+
+
+def _published_prefactor(inp: Lemma11Inputs, ctx: Context) -> Lemma11Inputs:
+    """The encoding with the published experiment code's prefactor c = 1."""
+    return replace(inp, encoding=lambda x, t, omega: transformer_encoding(x, t, omega, c=1.0))
+
+
 def _exact_worst(inp: Lemma11Inputs, case: L11Case) -> float:
     """Linear link: sup |y_hat - g| = 2 r_x max_t leak[t] ||sum_h w_h|| for an affine net with
     gradient w (docs/derivations/lemma11.md, the exact worst case)."""
@@ -496,7 +522,8 @@ register(Claim(
             Check("exact worst case <= bound", lemma11_exact_within_bound),
             Check("Lipschitz constant exact", lemma11_lipschitz_exact),
             Check("star code attains the bound", lemma11_star_attains),
-            Check("alpha = O(log N)", lemma11_alpha_log_n)],
+            Check("alpha = O(log N)", lemma11_alpha_log_n),
+            Check("encoding balanced: q c^2 = d", lemma11_encoding_balanced)],
     faults=[Fault("scores halved", _module_fault(_scores_halved), breaks=L11_MODULE_CHECKS),
             Fault("slot -> slot0 block", _module_fault(_wrong_key_block), breaks=L11_MODULE_CHECKS),
             Fault("last head's block dropped", _module_fault(_last_head_dropped),
@@ -515,8 +542,11 @@ register(Claim(
                   breaks=("exported = module",)),
             Fault("leaks from the chunk's rows, not the diagonal",
                   lambda inp, ctx: replace(inp, leaks=_leaks_from_chunk_rows),
-                  breaks=("worst prompt = exact worst case", "exact worst case <= bound"))],
-    builds=(lemma11, lemma11_adversarial_prompt), bounds=(lemma11_error_bound, target_leaks),
+                  breaks=("worst prompt = exact worst case", "exact worst case <= bound")),
+            Fault("the published code's prefactor c = 1", _published_prefactor,
+                  breaks=("encoding balanced: q c^2 = d",))],
+    builds=(lemma11, lemma11_adversarial_prompt, transformer_encoding),
+    bounds=(lemma11_error_bound, target_leaks),
     derivation="docs/derivations/lemma11.md",
 ))
 
