@@ -1,5 +1,5 @@
-"""Lemmas 39 (mixed-norm Hölder) and 41 (packing numbers); Lemma 42's nets live in
-``qstr.constructions.lipschitz`` (re-exported here).
+"""Lemmas 39 (mixed-norm Hölder) and 41 (packing numbers); Lemma 42's nets and certificate are
+``qstr.bounds.lipschitz`` (weights: ``qstr.constructions.lipschitz``).
 Derivations: docs/derivations/lemmas-39-41-42.md.
 """
 from __future__ import annotations
@@ -11,17 +11,6 @@ import torch
 
 from qstr.bounds.search import smallest_true
 from qstr.constructions import validate
-from qstr.constructions.lipschitz import (  # noqa: F401  (Lemma 42, re-exported: the nets are constructions)
-    LipschitzNet,
-    SupCertificate,
-    ball_grid,
-    certify_sup_error,
-    fk_coefficients,
-    fk_moments,
-    lipschitz_net,
-    net_lipschitz_bound,
-    smoothing_error_bound,
-)
 
 INF = math.inf
 

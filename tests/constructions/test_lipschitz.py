@@ -1,22 +1,26 @@
-"""Tests for constructions/lipschitz.py: Lemma 42's two-layer nets and their certificates."""
+"""Tests for constructions/lipschitz.py: the weights of Lemma 42's two-layer nets built from given
+knots, kernel degree, grid and interval counts, and what the weights are (norms, Lipschitz bound).
+The parameters picked from eps and the certificate: tests/bounds/test_lipschitz.py."""
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
 import torch
 
-from qstr.constructions.lipschitz import (
-    LipschitzNet,
-    ball_grid,
-    certify_sup_error,
-    fk_coefficients,
-    fk_moments,
-    lipschitz_net,
-    net_lipschitz_bound,
-    smoothing_error_bound,
-)
 from qstr.constructions.links import TwoLayerNet
+from qstr.constructions.lipschitz import (
+    FourierRidges,
+    fk_coefficients,
+    fourier_ridges,
+    interpolation_net,
+    net_lipschitz_bound,
+    project_ball,
+    ridge_net,
+    scalar_values,
+    weight_norms,
+)
 
 F64 = torch.float64
 
@@ -36,86 +40,19 @@ def test_fk_kernel(n):
     assert float(kappa.min()) >= -1e-12  # nonnegative
 
 
-@pytest.mark.parametrize("n, k, shift", [(3, 1, 0.3), (4, 2, 0.7), (6, 2, 0.1), (2, 3, 0.5)])
-def test_fk_moments_are_exact_on_any_grid(n, k, shift):
-    """E sigma^2, E sigma^4 under the discrete weights K(x - y_j)/G^k equal the closed forms
-    (G >= n+3)."""
-    c = fk_coefficients(n)
-    G = n + 3
-    theta = 2 * math.pi * (torch.arange(G, dtype=F64) + shift) / G  # x - y_j for a shifted x
-    kappa = c[0] + 2 * sum(c[m] * torch.cos(m * theta) for m in range(1, n + 1))
-    w = kappa / G
-    s2 = torch.sin(theta / 2) ** 2
-    grids = torch.meshgrid(*([torch.arange(G)] * k), indexing="ij")
-    weight = torch.ones([G] * k, dtype=F64)
-    sig2 = torch.zeros([G] * k, dtype=F64)
-    for ax in grids:
-        weight = weight * w[ax]
-        sig2 = sig2 + s2[ax]
-    m2, m4 = fk_moments(n, k)
-    assert float(weight.sum()) == pytest.approx(1.0, abs=1e-12)
-    assert float((weight * sig2).sum()) == pytest.approx(m2, abs=1e-12)
-    assert float((weight * sig2 ** 2).sum()) == pytest.approx(m4, abs=1e-12)
+def test_fk_coefficients_as_derived():
+    """c_0 = 1, c_1 = cos(pi / (n + 2)), c_2 the lag-2 autocorrelation of
+    a_j = sin((j + 1) pi / (n + 2)) over sum_j a_j^2 = (n + 2) / 2; n = 0 gives c = (1)."""
+    assert fk_coefficients(0).tolist() == [1.0]
+    for n in (1, 4, 8, 16):
+        c = fk_coefficients(n)
+        a = [math.sin((j + 1) * math.pi / (n + 2)) for j in range(n + 1)]
+        assert c.numel() == n + 1 and abs(float(c[0]) - 1) <= 1e-14
+        assert abs(float(c[1]) - math.cos(math.pi / (n + 2))) <= 1e-14
+        if n >= 2:
+            c2 = sum(a[j] * a[j + 2] for j in range(n - 1)) / ((n + 2) / 2)
+            assert abs(float(c[2]) - c2) <= 1e-14
 
-
-def test_smoothing_bound_decreases_like_one_over_n():
-    vals = [smoothing_error_bound(n, 2, 1.0, 1.0) for n in (4, 8, 16, 32, 64)]
-    assert all(a > b for a, b in zip(vals, vals[1:]))
-    assert vals[-1] * (64 + 2) == pytest.approx(
-        2 * math.sqrt(2), rel=0.05
-    )  # ~ 2 L R sqrt(k) / (n + 2)
-
-
-def test_one_dimensional_interpolation_bound_is_tight():
-    L, R = 2.0, 1.5
-    built = lipschitz_net(lambda x: L * torch.sin(x[..., 0]), L=L, R=R, k=1, eps=0.03)
-    assert isinstance(built, LipschitzNet) and built.method == "interpolation"
-    K = built.degree
-    assert built.error_bound == pytest.approx(L * (2 * R / K) / 2) and built.error_bound <= 0.03
-    cert = certify_sup_error(
-        lambda x: L * torch.sin(x[..., 0]), built.net, L=L, R=R, k=1, spacing=1e-4
-    )
-    assert cert.upper <= built.error_bound
-    knots = torch.linspace(-R, R, K + 1, dtype=F64)
-    tent = lambda x: L * (x[..., 0, None] - knots).abs().min(dim=-1).values  # noqa: E731
-    t_built = lipschitz_net(tent, L=L, R=R, k=1, eps=0.03)
-    mid = ((knots[:-1] + knots[1:]) / 2)[:, None]
-    err = (tent(mid) - t_built(mid)).abs()
-    assert float(err.max()) == pytest.approx(t_built.error_bound, rel=1e-9)  # attained at midpoints
-
-
-@pytest.mark.parametrize("name, f, L, R", [
-    ("cone", lambda x: x.norm(dim=-1), 1.0, 1.0),
-    ("product", lambda x: x[..., 0] * x[..., 1], math.sqrt(2), math.sqrt(2)),
-])
-def test_two_dimensional_construction_is_certified(name, f, L, R):
-    built = lipschitz_net(f, L=L, R=R, k=2, degree=6)
-    assert built.method == "fourier-ridge" and built.width == built.net.m and built.directions > 0
-    assert built.error_bound == pytest.approx(built.smooth_error + built.ridge_error)
-    assert built.smooth_error == pytest.approx(smoothing_error_bound(6, 2, L, R))
-    assert built.ridge_budget == pytest.approx(
-        0.1 / 0.9 * built.smooth_error, rel=1e-12
-    )  # the default split
-    assert built.ridge_error <= built.ridge_budget
-    assert (
-        len(built.ridges) == built.directions
-        and built.width == sum(K + 1 for _, K in built.ridges) + 1
-    )
-    assert built.ridge_error == pytest.approx(
-        sum(S * (2 * R / K) ** 2 / 8 for S, K in built.ridges), rel=1e-12
-    )
-    cert = certify_sup_error(f, built.net, L=L, R=R, k=2, spacing=0.03)
-    assert cert.lower <= cert.upper <= built.error_bound
-    assert set(built.weight_norms) == {"a", "W", "b", "r_a", "r_w", "path"}
-
-
-def test_eps_picks_the_degree():
-    built = lipschitz_net(lambda x: x.norm(dim=-1), L=1.0, R=1.0, k=2, eps=0.5)
-    assert built.error_bound <= 0.5
-    assert built.ridge_budget == pytest.approx(
-        0.5 - built.smooth_error, rel=1e-12
-    )  # the rest of eps
-    assert smoothing_error_bound(built.degree - 1, 2, 1.0, 1.0) > 0.9 * 0.5 or built.degree == 1
 
 
 def test_net_lipschitz_bound_groups_parallel_units():
@@ -139,68 +76,6 @@ def test_net_lipschitz_bound_groups_parallel_units():
     assert net_lipschitz_bound(const) == 0.0
 
 
-def test_ball_grid_covers_the_ball():
-    pts, rho = ball_grid(1.0, 2, 0.1)
-    assert rho == pytest.approx(0.1 * math.sqrt(2) / 2)
-    assert float(pts.norm(dim=1).max()) <= 1.0 + 1e-12
-    g = torch.randn(500, 2, dtype=F64, generator=gen(3))
-    probe = (
-        g / g.norm(dim=1, keepdim=True) * torch.rand(500, 1, dtype=F64, generator=gen(4)).sqrt()
-    )  # uniform in the disc
-    assert float(torch.cdist(probe, pts).min(dim=1).values.max()) <= rho
-
-
-def test_certificate_of_an_exact_net_is_the_slack():
-    net = TwoLayerNet(
-        a=torch.tensor([1.0, -1.0], dtype=F64),
-        W=torch.tensor([[1.0, 0.0], [-1.0, 0.0]], dtype=F64),
-        b=torch.zeros(2, dtype=F64),
-    )
-    cert = certify_sup_error(lambda x: x[..., 0], net, L=1.0, R=1.0, k=2, spacing=0.1)
-    assert cert.grid_max == pytest.approx(0.0, abs=1e-15)
-    assert cert.upper == pytest.approx(2.0 * 0.1 * math.sqrt(2) / 2)
-
-
-def test_lipschitz_net_bad_arguments():
-    f = lambda x: x.norm(dim=-1)  # noqa: E731
-    with pytest.raises(ValueError, match="needs eps"):
-        lipschitz_net(f, L=1.0, R=1.0, k=1)
-    assert lipschitz_net(
-        lambda x: x[..., 0], L=1.0, R=1.0, k=1, degree=4
-    ).error_bound == pytest.approx(0.25)
-    with pytest.raises(ValueError, match="needs degree"):
-        lipschitz_net(f, L=1.0, R=1.0, k=2)
-    for grid in (6, 7):  # degree + 3 = 8 is the least grid with exact kernel moments
-        with pytest.raises(ValueError, match="grid must be"):
-            lipschitz_net(f, L=1.0, R=1.0, k=2, degree=5, grid=grid)
-    with pytest.raises(ValueError, match="f must be callable"):
-        lipschitz_net(3.0, L=1.0, R=1.0, k=2, degree=2)
-    with pytest.raises(ValueError, match="f must map"):
-        lipschitz_net(lambda x: x, L=1.0, R=1.0, k=2, degree=2)
-    with pytest.raises(ValueError, match="L"):
-        lipschitz_net(f, L=-1.0, R=1.0, k=2, degree=2)
-    with pytest.raises(ValueError, match="below the smoothing error"):
-        lipschitz_net(f, L=1.0, R=1.0, k=2, degree=2, eps=0.01)
-
-
-def test_angle_inequality_used_by_the_smoothing_bound():
-    """|theta| <= 2|sin(theta/2)| + (pi - 2)|sin(theta/2)|^3 on [-pi, pi]: arcsin(s) - s has
-    positive odd Taylor coefficients, so (arcsin s - s)/s^3 is increasing and <= pi/2 - 1 (its value
-    at s = 1)."""
-    import sympy as sp
-
-    s = sp.symbols("s")
-    series = sp.series(sp.asin(s) - s, s, 0, 24).removeO()
-    assert all(series.coeff(s, 2 * j + 1) > 0 for j in range(1, 11))
-    assert sp.simplify(sp.asin(1) - 1 - (sp.pi / 2 - 1)) == 0
-    theta = torch.linspace(-math.pi, math.pi, 20001, dtype=F64)
-    sn = torch.sin(theta / 2).abs()
-    assert float((theta.abs() - 2 * sn - (math.pi - 2) * sn ** 3).max()) <= 1e-15
-
-
-# ------------------------------------------------ moved from the lemma-42 claim (records, helpers)
-
-
 def lipschitz_by_secants(net: TwoLayerNet) -> float:
     """The exact Lipschitz constant of a 1-D net without the unit grouping net_lipschitz_bound uses:
     the net is linear between consecutive breakpoints -b_i / w_i, so its largest |slope| is the
@@ -220,16 +95,18 @@ def _tent(b) -> TwoLayerNet:
 
 def test_net_lipschitz_bound_is_exact_in_one_dimension():
     """net_lipschitz_bound equals the largest secant between breakpoints for 1-D nets: a tent on
-    [1, 3] (slope 1), a steeper one on [1, 2], a random 16-unit net and Lemma 42's k = 1 nets."""
+    [1, 3] (slope 1), a steeper one on [1, 2], a random 16-unit net and Lemma 42's k = 1 nets
+    (interpolants at 61 and 201 knots)."""
     tent = _tent([-1.0, -2.0, -3.0])
     assert lipschitz_by_secants(tent) == 1.0 == net_lipschitz_bound(tent)
     assert lipschitz_by_secants(_tent([-1.0, -1.5, -2.0])) == 1.0
     g = gen(4280)
     W, b, a = (torch.randn(*shape, generator=g, dtype=F64) for shape in ((16, 1), (16,), (16,)))
     nets = [TwoLayerNet(a=a, W=W, b=b)]
-    nets.append(lipschitz_net(lambda x: torch.sin(3 * x[..., 0]), L=3.0, R=1.0, k=1, eps=0.05).net)
-    kink = lipschitz_net(lambda x: (x[..., 0] - 1 / 3).abs() - 0.5, L=1.0, R=2.0, k=1, eps=0.01)
-    nets.append(kink.net)
+    nets.append(interpolation_net(lambda x: torch.sin(3 * x[..., 0]),
+                                  torch.linspace(-1.0, 1.0, 61, dtype=F64)))  # lemma-42's K = 60
+    nets.append(interpolation_net(lambda x: (x[..., 0] - 1 / 3).abs() - 0.5,
+                                  torch.linspace(-2.0, 2.0, 201, dtype=F64)))  # and K = 200
     for net in nets:
         assert net_lipschitz_bound(net) == pytest.approx(lipschitz_by_secants(net), rel=1e-9)
 
@@ -252,79 +129,113 @@ def _norms(net: TwoLayerNet) -> dict:
             "path": sum(abs(float(a[i])) * float(Wb[i].norm()) for i in range(m))}
 
 
-def test_weight_norms_as_recorded():
-    """Lemma 42's weight record: ||a||, ||W||_F, ||b||, r_a = ||a|| sqrt(m),
-    r_w = ||(W, b)||_F / sqrt(m) and the path norm sum_i |a_i| ||(w_i, b_i)|| of the built net
-    (relative 1e-12)."""
-    for built in (lipschitz_net(lambda x: x.norm(dim=-1), L=1.0, R=1.0, k=2, degree=6),
-                  lipschitz_net(lambda x: torch.sin(3 * x[..., 0]), L=3.0, R=1.0, k=1, eps=0.05)):
-        want = _norms(built.net)
-        assert set(built.weight_norms) == set(want)
-        for key, value in want.items():
-            assert built.weight_norms[key] == pytest.approx(value, rel=1e-12, abs=1e-300)
+def test_weight_norms_of_a_net():
+    """||a||, ||W||_F, ||b||, r_a = ||a|| sqrt(m), r_w = ||(W, b)||_F / sqrt(m) and the path norm
+    sum_i |a_i| ||(w_i, b_i)|| (relative 1e-12)."""
+    g = gen(42)
+    net = TwoLayerNet(a=torch.randn(7, generator=g, dtype=F64),
+                      W=torch.randn(7, 3, generator=g, dtype=F64),
+                      b=torch.randn(7, generator=g, dtype=F64))
+    want, got = _norms(net), weight_norms(net)
+    assert set(got) == set(want)
+    for key, value in want.items():
+        assert got[key] == pytest.approx(value, rel=1e-12)
 
 
-def test_ridges_as_derived():
-    """k >= 2 (lemmas-39-41-42.md, steps 5-7): K_v = ceil(2R / h_v),
-    h_v = sqrt(8 eps_ridge S_v^(-2/3) / sum_u S_u^(1/3)) (K_v = 1 where S_v = 0), ridge error
-    sum_v S_v (2R / K_v)^2 / 8, width
-    sum_v (K_v + 1) + 1, one ridge per primitive direction of the frequency cube [-n, n]^k."""
-    import itertools
+def test_interpolation_net_is_the_interpolant():
+    """k = 1: the net equals f at the knots, is linear between them (midpoints: the mean of the
+    neighbours) and has width len(knots) + 1, its last unit the constant relu(0 z + 1)."""
+    f = lambda x: torch.sin(3 * x[..., 0])  # noqa: E731
+    knots = torch.linspace(-1.0, 1.0, 9, dtype=F64)
+    net = interpolation_net(f, knots)
+    assert net.m == knots.numel() + 1 and float(net.W[-1].abs().max()) == 0.0
+    assert float(net.b[-1]) == 1.0
+    at = net(knots[:, None, None]).reshape(-1)
+    assert torch.allclose(at, f(knots[:, None]), rtol=0, atol=1e-14)
+    mid = net(((knots[1:] + knots[:-1]) / 2)[:, None, None]).reshape(-1)
+    assert torch.allclose(mid, (at[1:] + at[:-1]) / 2, rtol=0, atol=1e-14)
+    with pytest.raises(ValueError, match="f must be callable"):
+        interpolation_net(3.0, knots)
+    with pytest.raises(ValueError, match="f must map"):
+        interpolation_net(lambda x: x, knots)
 
-    b = lipschitz_net(lambda x: x.norm(dim=-1), L=1.0, R=1.0, k=2, degree=6)
-    total = sum(S ** (1 / 3) for S, _ in b.ridges if S > 0)
-    want = [max(1, math.ceil(2 * b.R / math.sqrt(8 * b.ridge_budget * S ** (-2 / 3) / total)))
-            if S > 0 else 1 for S, _ in b.ridges]
-    assert [K for _, K in b.ridges] == want
-    err = sum(S * (2 * b.R / K) ** 2 / 8 for S, K in b.ridges)
-    assert b.ridge_error == pytest.approx(err, rel=1e-12)
-    assert b.width == sum(K + 1 for _, K in b.ridges) + 1
-    cube = itertools.product(range(-b.degree, b.degree + 1), repeat=b.k)
+
+def _smoothing(f, ridges: FourierRidges, x: torch.Tensor) -> torch.Tensor:
+    """T(x) = G^-k sum_j F(y_j) K(x - y_j) by the discrete convolution (step 2), F = f of the
+    folded, ball-projected grid points."""
+    n, k, R, G = ridges.degree, ridges.k, ridges.R, ridges.grid
+    P = 4 * R
+    y = -2 * R + P * torch.arange(G, dtype=F64) / G
+    folded = R - ((y + R).remainder(P) - 2 * R).abs()
+    grid = torch.stack(torch.meshgrid(*([folded] * k), indexing="ij"), dim=-1).reshape(-1, k)
+    ys = torch.stack(torch.meshgrid(*([y] * k), indexing="ij"), dim=-1).reshape(-1, k)
+    F = f(project_ball(grid, R))
+    c = fk_coefficients(n)
+    theta = 2 * math.pi * (x[:, None, :] - ys[None]) / P  # (M, G^k, k)
+    kappa = 1 + 2 * sum(float(c[m]) * torch.cos(m * theta) for m in range(1, n + 1))
+    return (kappa.prod(dim=-1) * F).sum(dim=1) / G ** k
+
+
+def _ridge_sum(ridges: FourierRidges, x: torch.Tensor) -> torch.Tensor:
+    """constant + sum_v g_v(<v / |v|, x>), g_v(s) = sum_m A cos(w0 m |v| s + phi)."""
+    out = torch.full(x.shape[:1], ridges.constant, dtype=F64)
+    for r in ridges.ridges:
+        s = x @ torch.tensor(r.direction, dtype=F64) / r.norm
+        for m, A, phi in r.terms:
+            out = out + A * torch.cos(ridges.w0 * m * r.norm * s + phi)
+    return out
+
+
+@pytest.mark.parametrize("k, n, G", [(2, 4, 12), (2, 3, 6), (3, 2, 7)])
+def test_fourier_ridges_are_the_smoothing(k, n, G):
+    """Steps 2 and 5: the ridges (FFT of the grid values) sum to the discrete FK convolution T at
+    random points, one ridge per primitive direction of the frequency cube [-n, n]^k, each with
+    primitive direction, first nonzero entry positive."""
+    f = lambda x: x.norm(dim=-1) + torch.sin(2 * x[..., 0])  # noqa: E731
+    ridges = fourier_ridges(f, R=1.5, k=k, degree=n, grid=G)
+    assert (ridges.k, ridges.R, ridges.degree, ridges.grid) == (k, 1.5, n, G)
+    assert ridges.w0 == 2 * math.pi / 6.0
+    x = 2 * torch.rand(64, k, generator=gen(7), dtype=F64) - 1
+    assert torch.allclose(_ridge_sum(ridges, x), _smoothing(f, ridges, x), rtol=0, atol=1e-12)
+    cube = itertools.product(range(-n, n + 1), repeat=k)
     primitive = sum(1 for ell in cube if any(ell) and math.gcd(*map(abs, ell)) == 1) // 2
-    assert len(b.ridges) == b.directions == primitive
+    assert len(ridges.ridges) == primitive
+    for r in ridges.ridges:
+        assert math.gcd(*map(abs, r.direction)) == 1
+        assert next(e for e in r.direction if e != 0) > 0
+        assert r.norm == math.sqrt(sum(e * e for e in r.direction))
+        assert all(m >= 1 and A >= 0 for m, A, _ in r.terms)
 
 
-def test_interpolation_record_as_derived():
-    """k = 1: K intervals of h = 2R / K, error bound L h / 2, all of it interpolation (no
-    smoothing), one direction, width m of the net."""
-    b = lipschitz_net(lambda x: torch.sin(3 * x[..., 0]), L=3.0, R=1.0, k=1, eps=0.05)
-    assert b.error_bound == pytest.approx(b.L * (2 * b.R / b.degree) / 2, rel=1e-12)
-    assert b.smooth_error == 0.0 and b.ridges == () and b.directions == 1
-    assert b.ridge_error == b.ridge_budget == b.error_bound
-    assert b.width == b.net.m and b.method == "interpolation"
+def test_ridge_net_interpolates_each_ridge():
+    """Step 7: width sum_v (K_v + 1) + 1 at the given counts, the constant unit last, and more
+    intervals per ridge bring the net to the ridge sum (within 1e-3 at 64 intervals)."""
+    f = lambda x: x[..., 0] * x[..., 1]  # noqa: E731
+    ridges = fourier_ridges(f, R=1.0, k=2, degree=3, grid=10)
+    x = project_ball(2 * torch.rand(256, 2, generator=gen(8), dtype=F64) - 1, 1.0)
+    want = _ridge_sum(ridges, x)
+    gaps = []
+    for K in (2, 8, 64):
+        counts = tuple([K] * len(ridges.ridges))
+        net = ridge_net(ridges, counts)
+        assert net.m == sum(c + 1 for c in counts) + 1
+        assert float(net.W[-1].abs().max()) == 0.0 and float(net.b[-1]) == 1.0
+        gaps.append(float((net(x[:, None, :]).reshape(-1) - want).abs().max()))
+    assert gaps[0] > gaps[1] > gaps[2] and gaps[2] < 1e-3
+    with pytest.raises(ValueError, match="one interval count per ridge"):
+        ridge_net(ridges, (1,))
+    with pytest.raises(ValueError, match="K"):
+        ridge_net(ridges, tuple([0] * len(ridges.ridges)))
 
 
-def test_ridge_budget_split_as_documented():
-    """Step 6: eps_ridge = 0.1 / 0.9 eps_smooth for a degree (ridge_fraction 0.1), eps - eps_smooth
-    for an eps; error_bound = eps_smooth + ridge error."""
-    for kw in (dict(degree=8), dict(eps=0.6)):
-        b = lipschitz_net(lambda x: x.norm(dim=-1), L=1.0, R=1.0, k=2, **kw)
-        budget = 0.1 / 0.9 * b.smooth_error if "degree" in kw else 0.6 - b.smooth_error
-        assert b.ridge_budget == pytest.approx(budget, rel=1e-12)
-        assert b.error_bound == pytest.approx(b.smooth_error + b.ridge_error, rel=1e-12)
-
-
-def test_certificate_slack_as_derived():
-    """certify_sup_error's slack is (L + Lip(net)) rho, rho = spacing sqrt(k) / 2, over the points
-    of ball_grid; upper = grid maximum + slack."""
-    f = lambda x: x.norm(dim=-1)  # noqa: E731
-    b = lipschitz_net(f, L=1.0, R=1.0, k=2, degree=4)
-    cert = certify_sup_error(f, b.net, L=1.0, R=1.0, k=2, spacing=0.05)
-    pts, rho = ball_grid(1.0, 2, 0.05)
-    assert rho == 0.05 * math.sqrt(2) / 2 and cert.points == pts.shape[0]
-    assert cert.slack == pytest.approx((1.0 + net_lipschitz_bound(b.net)) * rho, rel=1e-12)
-    assert cert.upper == cert.grid_max + cert.slack
-
-
-def test_fk_coefficients_as_derived():
-    """c_0 = 1, c_1 = cos(pi / (n + 2)), c_2 the lag-2 autocorrelation of
-    a_j = sin((j + 1) pi / (n + 2)) over sum_j a_j^2 = (n + 2) / 2; n = 0 gives c = (1)."""
-    assert fk_coefficients(0).tolist() == [1.0]
-    for n in (1, 4, 8, 16):
-        c = fk_coefficients(n)
-        a = [math.sin((j + 1) * math.pi / (n + 2)) for j in range(n + 1)]
-        assert c.numel() == n + 1 and abs(float(c[0]) - 1) <= 1e-14
-        assert abs(float(c[1]) - math.cos(math.pi / (n + 2))) <= 1e-14
-        if n >= 2:
-            c2 = sum(a[j] * a[j + 2] for j in range(n - 1)) / ((n + 2) / 2)
-            assert abs(float(c[2]) - c2) <= 1e-14
+def test_scalar_values_and_project_ball():
+    """f's values as float64 of shape (...), refused otherwise; the projection onto the ball keeps
+    its points and scales the others to the sphere."""
+    x = torch.tensor([[0.3, 0.4], [3.0, 4.0]], dtype=torch.float32)
+    assert scalar_values(lambda z: z.sum(-1), x).dtype == F64
+    with pytest.raises(ValueError, match="g must map"):
+        scalar_values(lambda z: z, x, "g")
+    with pytest.raises(ValueError, match="finite"):
+        scalar_values(lambda z: z.sum(-1) / 0, x)
+    p = project_ball(x.double(), 1.0)
+    assert torch.allclose(p, torch.tensor([[0.3, 0.4], [0.6, 0.8]], dtype=F64), atol=1e-15)

@@ -16,11 +16,13 @@ from qstr.bounds.packing import (conjugate, greedy_packing,
                                  maurey_simple_bound, maurey_violation_dimension,
                                  min_pairwise_distance, mixed_norm, packing_log_bound, sample_ball,
                                  volume_log_packing_bound)
+from qstr.bounds.lipschitz import (LipschitzNet, SupCertificate, ball_grid, certify_sup_error,
+                                   fk_moments, lemma42_net, ridge_curvatures,
+                                   ridge_interval_counts, smoothing_error_bound)
 from qstr.bounds.recurrent import euclidean_packing_counterexample
 from qstr.constructions.links import TwoLayerNet
-from qstr.constructions.lipschitz import (LipschitzNet, SupCertificate, ball_grid,
-                                          certify_sup_error, fk_coefficients, fk_moments,
-                                          lipschitz_net, smoothing_error_bound)
+from qstr.constructions.lipschitz import (fk_coefficients, fourier_ridges, interpolation_net,
+                                          ridge_net)
 from qstr.verify.adversarial import worst_case_tokens
 from qstr.verify.claim import Check, Claim, Context, Fault, Ref, Verdict, at_least, at_most, close
 from qstr.verify.registry import register
@@ -109,7 +111,8 @@ register(Claim(
 ))
 
 # ---------------------------------------------------------------- lemma-39, lemma-41, lemma-42
-# (bounds/packing.py, constructions/lipschitz.py; docs/derivations/lemmas-39-41-42.md)
+# (bounds/packing.py, bounds/lipschitz.py, constructions/lipschitz.py;
+# docs/derivations/lemmas-39-41-42.md)
 
 INF = math.inf
 
@@ -582,9 +585,9 @@ def _functions(ctx: Context):
 
 
 def lemma42_inputs(ctx: Context) -> Lemma42Inputs:
-    """The nets lipschitz_net builds for six functions (k = 1: interpolation; k = 2:
+    """The nets lemma42_net builds for six functions (k = 1: interpolation; k = 2:
     Fourier-ridge)."""
-    cases = tuple(_case(name, f, L, lipschitz_net(f, L=L, R=R, k=k, **kw), kw.get("eps"),
+    cases = tuple(_case(name, f, L, lemma42_net(f, L=L, R=R, k=k, **kw), kw.get("eps"),
                         _starts(ctx, i, k, R), ctx)
                   for i, (name, f, L, R, k, kw) in enumerate(_functions(ctx)))
     return Lemma42Inputs(cases, fk_moments, smoothing_error_bound, ball_grid,
@@ -666,7 +669,9 @@ def lemma42_ridges(inp: Lemma42Inputs, ctx: Context) -> Verdict:
     return at_most(ratio, 1.0, rnd, detail=f"largest at {case}, {len(case.built.ridges)} ridges")
 
 
-RIDGE_FRACTION = 0.1  # step 6: the ridges' share f of the error when a degree is given
+# step 6: the ridges' share f of the error when a degree is given, restated from the derivation
+# (independent of qstr.bounds.lipschitz.RIDGE_FRACTION, which the check holds to it)
+RIDGE_FRACTION = 0.1
 
 
 def _split_gap(c: LipschitzCase, smoothing) -> float:
@@ -788,7 +793,7 @@ def lemma42_covering(inp: Lemma42Inputs, ctx: Context) -> Verdict:
 def _steeper(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
     """Nets built for L = 1 applied to 2-Lipschitz functions: a tent 2 dist(x, knots) between the
     knots of the k = 1 construction, and the cone 2 ||x|| (k = 2)."""
-    line = lipschitz_net(lambda x: x[..., 0], L=1.0, R=1.0, k=1, eps=0.05)
+    line = lemma42_net(lambda x: x[..., 0], L=1.0, R=1.0, k=1, eps=0.05)
     knots = torch.linspace(-1.0, 1.0, line.degree + 1, dtype=torch.float64)
 
     def tent(x):
@@ -798,7 +803,7 @@ def _steeper(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
         return 2 * x.norm(dim=-1)
 
     cases = tuple(
-        _case(name, f, 2.0, lipschitz_net(f, L=1.0, R=1.0, k=k, **kw), None,
+        _case(name, f, 2.0, lemma42_net(f, L=1.0, R=1.0, k=k, **kw), None,
               _starts(ctx, 100 + k, k, 1.0), ctx)
         for name, f, k, kw in (("tent 2L", tent, 1, dict(eps=0.05)),
                                ("cone 2L", cone, 2, dict(degree=ctx.pick(quick=8, full=16)))))
@@ -820,7 +825,7 @@ def _degree_lower(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
         if c.eps is None:
             return c
         b = c.built
-        lower = lipschitz_net(c.f, L=b.L, R=b.R, k=b.k, degree=b.degree - 1)
+        lower = lemma42_net(c.f, L=b.L, R=b.R, k=b.k, degree=b.degree - 1)
         return _case(c.name, c.f, c.L, lower, c.eps, c.starts, ctx)
 
     return replace(inp, cases=tuple(lower(c) for c in inp.cases))
@@ -841,7 +846,7 @@ def _half_to_ridges(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
         b = c.built
         if b.k == 1 or c.eps is not None:
             return c
-        return replace(c, built=lipschitz_net(c.f, L=b.L, R=b.R, k=b.k, degree=b.degree,
+        return replace(c, built=lemma42_net(c.f, L=b.L, R=b.R, k=b.k, degree=b.degree,
                                               ridge_fraction=0.5))
 
     return replace(inp, cases=tuple(half(c) for c in inp.cases))
@@ -903,7 +908,8 @@ register(Claim(
                   breaks=("FK moments as summed over the grid",)),
             Fault("grid of the ball of radius R - rho", _grid_short,
                   breaks=("grid covers the ball within rho",))],
-    builds=(lipschitz_net,),
-    bounds=(smoothing_error_bound, fk_moments, certify_sup_error, ball_grid),
+    builds=(interpolation_net, fourier_ridges, ridge_net),
+    bounds=(lemma42_net, smoothing_error_bound, fk_moments, ridge_curvatures,
+            ridge_interval_counts, certify_sup_error, ball_grid),
     derivation="docs/derivations/lemmas-39-41-42.md",
 ))
