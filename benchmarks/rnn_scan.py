@@ -67,7 +67,7 @@ def dense_scan(c, x, t, chunk=4096):
     tr = c.transition
     B, N, _ = x.shape
     omega = c.omega.to(dtype=x.dtype, device=x.device)
-    layers = [{k: v.to(x.device) for k, v in L.items()} for L in tr.layers]
+    layers = [(W.to(x.device), None if b is None else b.to(x.device)) for W, b in tr.layers]
     F = x.new_empty(B, N, tr.d_h)
     for s in range(0, N, chunk):
         e = min(s + chunk, N)
@@ -77,8 +77,8 @@ def dense_scan(c, x, t, chunk=4096):
         )
         u = torch.cat([z.new_zeros(B, e - s, tr.d_h), z], -1)
         h = u
-        for i, L in enumerate(layers):
-            h = h @ L["W"].T + (L["b"] if "b" in L else 0)
+        for i, (W, b) in enumerate(layers):
+            h = h @ W.T + (b if b is not None else 0)
             if i < 3:
                 h = torch.relu(h)
         F[:, s:e] = h

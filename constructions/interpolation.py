@@ -16,7 +16,7 @@ import torch
 
 from qstr.constructions import validate
 from qstr.constructions.links import TwoLayerNet
-from qstr.constructions.mlp import set_mlp_weights
+from qstr.constructions.mlp import MLPWeights
 from qstr.constructions.paper_models import DeepTransitionBiRNN
 
 __all__ = [
@@ -472,15 +472,15 @@ def memorising_rnn(
         device=dev,
     )
     zero_t = [(torch.zeros(d_h, d_h + D_in, dtype=torch.float64), None)]
-    set_mlp_weights(model.f_fwd, zero_t)
-    set_mlp_weights(model.f_bwd, zero_t)
+    MLPWeights(zero_t).load_into(model.f_fwd)
+    MLPWeights(zero_t).load_into(model.f_bwd)
     W1 = torch.zeros(m, 2 * d_h + D_in, dtype=torch.float64, device=dev)
     W1[:, 2 * d_h: 2 * d_h + d] = tau1 * direction.v[None, :]
     layers = [(W1, tau1 * raw_b)]
     eye = torch.eye(m, dtype=torch.float64, device=dev)
     layers += [(tau_mid * eye, None)] * (depth - 2)
     layers.append(((raw_a / prod)[None, :], None))
-    set_mlp_weights(model.f_y, layers)
+    MLPWeights(layers).load_into(model.f_y)
     return model
 
 
@@ -582,7 +582,7 @@ def slot_memory_rnn(
             W2[up, c], W2[up, d + c], W2[up, 2 * d + k] = -1.0, 1.0, r_x
             W3[k * d + c, row], W3[k * d + c, row + 1] = 1.0, -1.0
     for f in (model.f_fwd, model.f_bwd):
-        set_mlp_weights(f, [(W1, b1), (W2, b2), (W3, None)])
+        MLPWeights(((W1, b1), (W2, b2), (W3, None))).load_into(f)
     # ---- output: input (h_fwd, h_bwd, z)
     zoff = 2 * d_h
     U_blocks = torch.zeros(N, d_h, dtype=f64, device=dev)  # s_k = <u, block_k>
@@ -627,5 +627,5 @@ def slot_memory_rnn(
             V3[row, 2 * N + k], V3[row, 3 * N + k] = sign, -sign
             V3[row, 4 * N + k] = r_x
         V4[0, 2 * k], V4[0, 2 * k + 1] = 1.0, -1.0
-    set_mlp_weights(model.f_y, [(V1, c1), (V2, c2), (V3, c3), (V4, None)])
+    MLPWeights(((V1, c1), (V2, c2), (V3, c3), (V4, None))).load_into(model.f_y)
     return model

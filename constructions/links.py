@@ -11,6 +11,7 @@ from typing import Callable, Optional
 import torch
 
 from qstr.constructions import validate
+from qstr.constructions.mlp import MLPWeights
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,6 +75,25 @@ class TwoLayerNet:
     @property
     def device(self) -> torch.device:
         return self.W.device
+
+    def as_mlp(self) -> MLPWeights:
+        """The net as :class:`~qstr.constructions.mlp.MLPWeights` ``((W, b), (a[None, :], None))``
+        on the flattened z in R^{q d} (the tensors are shared, not copied)."""
+        return MLPWeights(((self.W, self.b), (self.a[None, :], None)))
+
+    @classmethod
+    def from_mlp(cls, weights: MLPWeights) -> "TwoLayerNet":
+        """The two-layer net of ``weights`` = ((W, b), (a^T, None)): one hidden layer with a bias,
+        one output, no bias on it (inverse of :meth:`as_mlp`)."""
+        if not isinstance(weights, MLPWeights):
+            raise ValueError(f"weights must be an MLPWeights, got {type(weights).__name__}")
+        if len(weights) != 2 or weights.out_dim != 1 or weights[0].b is None or weights.bias_last:
+            raise ValueError(
+                "a TwoLayerNet is ((W, b), (a^T, None)): two layers, a bias on the first only, "
+                f"one output; got widths {weights.widths}, {len(weights)} layers, "
+                f"out_dim {weights.out_dim}"
+            )
+        return cls(a=weights[1].W[0], W=weights[0].W, b=weights[0].b)
 
     def to(self, device=None, dtype=None) -> "TwoLayerNet":
         """The same net with its weights moved (once) to ``device`` / cast to ``dtype``."""

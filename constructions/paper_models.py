@@ -160,7 +160,8 @@ class DeepTransitionBiRNN(nn.Module):
     output d_h. f_y: ReLU MLP on ``(h_fwd, h_bwd, z)``, hidden widths ``output_widths``,
     biases on all but the last layer, output ``out_dim``. They are the ``nn.Sequential``
     attributes ``f_fwd``, ``f_bwd``, ``f_y``; load hand-built weights with
-    :func:`set_mlp_weights`. Default init is torch's ``nn.Linear`` init.
+    ``qstr.constructions.mlp.MLPWeights.load_into``. Default init is torch's ``nn.Linear``
+    init.
 
     Reversal symmetry: reversing the sequence and swapping the weights of f_fwd and
     f_bwd swaps the two state streams (and reverses them).

@@ -20,6 +20,7 @@ from qstr.constructions import validate
 from qstr.constructions.codes import Codebook
 from qstr.constructions.layout import Layout, token_layout
 from qstr.constructions.links import TwoLayerNet
+from qstr.constructions.mlp import MLPWeights
 from qstr.constructions.relu import GateBands, square_interp, square_units
 
 F64 = torch.float64
@@ -71,8 +72,9 @@ class Transition:
     """The four-layer transition of Prop 26 (docs/derivations/rnn-transition.md, section 4).
 
     Evaluate with ``transition(z)`` (closed form, O(q (d_e + d)) per token, any device)
-    or :meth:`dense` (the literal layers). ``layers`` holds the dense weights
-    ``[{"W", "b"}, {"W", "b"}, {"W", "b"}, {"W"}]`` on u = (h, z), float64 CPU (built on first use).
+    or :meth:`dense` (the literal layers). ``layers`` holds the dense weights, an
+    :class:`~qstr.constructions.mlp.MLPWeights` ``((W1, b1), (W2, b2), (W3, b3), (W4, None))`` on
+    u = (h, z), float64 CPU (built on first use).
     ``rectify=False`` drops layers 3-4 (the soft threshold) and returns Lemma 24's gate output
     G, which the dense layers and the closed form must agree on before the threshold.
     ``exact_products``: the Lemma 22 products are exact on every codeword pair (codes over
@@ -224,7 +226,7 @@ class Transition:
         b3 = torch.full((w3,), -self.threshold, dtype=F64)
         eye = torch.eye(self.d_h, dtype=F64)
         W4 = torch.cat([eye, -eye], dim=1)
-        self._dense = [{"W": W1, "b": b1}, {"W": W2, "b": b2}, {"W": W3, "b": b3}, {"W": W4}]
+        self._dense = MLPWeights(((W1, b1), (W2, b2), (W3, b3), (W4, None)))
         self._gate_readout = G
 
     def norms(self) -> tuple:
@@ -247,17 +249,16 @@ class Transition:
         )
 
     @property
-    def layers(self) -> list:
-        """Dense ``[{"W": W1, "b": b1}, {"W": W2, "b": b2}, {"W": W3, "b": b3}, {"W": W4}]`` on
-        u = (h, z)."""
+    def layers(self) -> MLPWeights:
+        """Dense ``MLPWeights(((W1, b1), (W2, b2), (W3, b3), (W4, None)))`` on u = (h, z)."""
         if self._dense is None:
             self._build_dense()
         return self._dense
 
-    def layers_without_rectifier(self) -> list:
-        """The transition with layers 3-4 dropped: ``[L1, L2, {"W": G}]``, G the gate readout."""
+    def layers_without_rectifier(self) -> MLPWeights:
+        """The transition with layers 3-4 dropped: ``(L1, L2, (G, None))``, G the gate readout."""
         L = self.layers
-        return [L[0], L[1], {"W": self._gate_readout}]
+        return MLPWeights((L[0], L[1], (self._gate_readout, None)))
 
     def dense(
         self, u: torch.Tensor, *, rectify: bool = True, chunk: Optional[int] = None
@@ -271,35 +272,7 @@ class Transition:
                 f"got shape {tuple(u.shape)}"
             )
         layers = self.layers if rectify else self.layers_without_rectifier()
-        return mlp_apply(layers, u, chunk=chunk)
-
-
-def mlp_apply(layers: list, u: torch.Tensor, *, chunk: Optional[int] = None) -> torch.Tensor:
-    """W_L relu(... relu(W_1 u + b_1) ...) for a layer list of dicts ``{"W", "b"}`` (no bias last),
-    chunked over rows."""
-    lead = u.shape[:-1]
-    flat = u.reshape(-1, u.shape[-1])
-    n = flat.shape[0]
-    chunk = n if chunk is None else validate.positive_int("chunk", chunk)
-    Ws = [
-        (
-            L["W"].to(dtype=u.dtype, device=u.device),
-            None if L.get("b") is None else L["b"].to(dtype=u.dtype, device=u.device),
-        )
-        for L in layers
-    ]
-    outs = []
-    for s in range(0, max(n, 1), max(chunk, 1)):
-        h = flat[s:s + chunk]
-        for i, (W, b) in enumerate(Ws):
-            h = h @ W.T
-            if b is not None:
-                h = h + b
-            if i < len(Ws) - 1:
-                h = torch.relu(h)
-        outs.append(h)
-    out = torch.cat(outs)  # the loop runs at least once (an empty batch gives one empty chunk)
-    return out.reshape(*lead, out.shape[-1])
+        return layers(u, chunk=chunk)
 
 
 def transition_weights(
@@ -536,8 +509,8 @@ class RNNConstruction:
 
     # ---------------------------------------------------------------- dense output net
     @property
-    def output_layers(self) -> list:
-        """The five layers of f_y on (h_fwd, h_bwd, z), float64 CPU.
+    def output_layers(self) -> MLPWeights:
+        """The five layers of f_y on (h_fwd, h_bwd, z) (``MLPWeights``), float64 CPU.
 
         Derivation: docs/derivations/rnn-transition.md, section 6.
         """
@@ -545,7 +518,7 @@ class RNNConstruction:
             self._output = self._build_output()
         return self._output
 
-    def _build_output(self) -> list:
+    def _build_output(self) -> MLPWeights:
         tr = self.transition
         L = tr.layers
         qd, D_in = tr.d_h, tr.D_in
@@ -554,10 +527,10 @@ class RNNConstruction:
         w1, w2, w3 = tr.widths
         # layer 1: transition layer 1 on z; v+ = relu(h_f + h_b), v- = relu(-(h_f + h_b))
         W1 = torch.zeros(w1 + 2 * qd, n_in, dtype=F64)
-        W1[:w1, 2 * qd:] = L[0]["W"][:, qd:]
+        W1[:w1, 2 * qd:] = L[0].W[:, qd:]
         W1[w1:w1 + qd, :qd], W1[w1:w1 + qd, qd:2 * qd] = eye, eye
         W1[w1 + qd:, :qd], W1[w1 + qd:, qd:2 * qd] = -eye, -eye
-        b1 = torch.cat([L[0]["b"], torch.zeros(2 * qd, dtype=F64)])
+        b1 = torch.cat([L[0].b, torch.zeros(2 * qd, dtype=F64)])
 
         def carry(W, b, w_prev):  # block-diag(W, [[I, -I], [-I, I]])
             out = torch.zeros(W.shape[0] + 2 * qd, w_prev + 2 * qd, dtype=F64)
@@ -567,19 +540,17 @@ class RNNConstruction:
             )
             return out, torch.cat([b, torch.zeros(2 * qd, dtype=F64)])
 
-        W2, b2 = carry(L[1]["W"], L[1]["b"], w1)
-        W3, b3 = carry(L[2]["W"], L[2]["b"], w2)
+        W2, b2 = carry(L[1].W, L[1].b, w1)
+        W3, b3 = carry(L[2].W, L[2].b, w2)
         W_g = self.g_net.W.to(F64).cpu()
-        W4 = W_g @ torch.cat([L[3]["W"], eye, -eye], dim=1)  # g's first layer on f(z_i) + h_f + h_b
+        W4 = W_g @ torch.cat([L[3].W, eye, -eye], dim=1)  # g's first layer on f(z_i) + h_f + h_b
         b4 = self.g_net.b.to(F64).cpu().clone()
         W5 = self.g_net.a.to(F64).cpu()[None, :].clone()
-        return [{"W": W1, "b": b1}, {"W": W2, "b": b2}, {"W": W3, "b": b3}, {"W": W4, "b": b4},
-                {"W": W5}]
+        return MLPWeights(((W1, b1), (W2, b2), (W3, b3), (W4, b4), (W5, None)))
 
     def module(self, *, dtype=torch.float64, device=None):
         """A ``constructions.paper_models.DeepTransitionBiRNN`` with these weights (the literal
         recurrence)."""
-        from qstr.constructions.mlp import set_mlp_weights
         from qstr.constructions.paper_models import DeepTransitionBiRNN
 
         tr = self.transition
@@ -592,10 +563,9 @@ class RNNConstruction:
             dtype=dtype,
             device=device,
         )
-        pairs = [(L["W"], L.get("b")) for L in tr.layers]
-        set_mlp_weights(m.f_fwd, pairs)
-        set_mlp_weights(m.f_bwd, pairs)
-        set_mlp_weights(m.f_y, [(L["W"], L.get("b")) for L in self.output_layers])
+        tr.layers.load_into(m.f_fwd)
+        tr.layers.load_into(m.f_bwd)
+        self.output_layers.load_into(m.f_y)
         return m
 
     def targets(self, x: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -691,7 +661,7 @@ def rnn_state(construction: RNNConstruction) -> dict:
             "the transition carries no guarantee (eps, r_x of the file's config): build the RNN "
             "with qstr.bounds.recurrent.prop28_rnn"
         )
-    layers = [dict(L) for L in c.transition.layers]
+    layers = c.transition.layers.as_dicts()
     return {
         "config": {
             "N": c.N,
@@ -705,13 +675,12 @@ def rnn_state(construction: RNNConstruction) -> dict:
         "omega": c.omega.cpu(),
         "forward_transition": layers,
         "backward_transition": [dict(L) for L in layers],
-        "output": [dict(L) for L in c.output_layers],
+        "output": c.output_layers.as_dicts(),
     }
 
 
 def module_from_state(state: dict, *, dtype=torch.float64, device=None):
     """A ``DeepTransitionBiRNN`` from an :func:`rnn_state` dict (e.g. after ``torch.load``)."""
-    from qstr.constructions.mlp import set_mlp_weights
     from qstr.constructions.paper_models import DeepTransitionBiRNN
 
     try:
@@ -724,9 +693,9 @@ def module_from_state(state: dict, *, dtype=torch.float64, device=None):
             "backward_transition and output"
         ) from None
     D_in, d_h = d + (q + 1) * d_e, q * d
-    widths = lambda layers: tuple(int(L["W"].shape[0]) for L in layers[:-1])  # noqa: E731
-    m = DeepTransitionBiRNN(D_in, d_h, transition_widths=widths(fwd), output_widths=widths(out),
+    fwd, bwd, out = (MLPWeights.from_dicts(layers) for layers in (fwd, bwd, out))
+    m = DeepTransitionBiRNN(D_in, d_h, transition_widths=fwd.widths, output_widths=out.widths,
                             r_h=float(cfg["r_h"]), dtype=dtype, device=device)
     for seq, layers in ((m.f_fwd, fwd), (m.f_bwd, bwd), (m.f_y, out)):
-        set_mlp_weights(seq, [(L["W"], L.get("b")) for L in layers])
+        layers.load_into(seq)
     return m

@@ -11,6 +11,7 @@ import torch
 
 from qstr.constructions import validate
 from qstr.constructions.links import TwoLayerNet
+from qstr.constructions.mlp import MLPWeights
 
 
 def interpolant(f: Callable[[torch.Tensor], torch.Tensor], knots: torch.Tensor) -> TwoLayerNet:
@@ -117,10 +118,10 @@ class Gadget:
         return int(self.W2.shape[0])
 
     @property
-    def layers(self) -> list:
-        """``[{"W": W1, "b": b1}, {"W": W2}]`` (the paper's convention: no bias on the last
+    def layers(self) -> MLPWeights:
+        """``MLPWeights(((W1, b1), (W2, None)))`` (the paper's convention: no bias on the last
         layer)."""
-        return [{"W": self.W1, "b": self.b1}, {"W": self.W2}]
+        return MLPWeights(((self.W1, self.b1), (self.W2, None)))
 
     @property
     def norms(self) -> dict:
@@ -140,8 +141,7 @@ class Gadget:
         validate.finite_tensor("u", u)
         if u.shape[-1:] != (self.n_in,):
             raise ValueError(f"u must have last axis {self.n_in}, got shape {tuple(u.shape)}")
-        W1, b1, W2 = (v.to(dtype=u.dtype, device=u.device) for v in (self.W1, self.b1, self.W2))
-        return torch.relu(u @ W1.T + b1) @ W2.T
+        return self.layers(u)
 
     def sup_error(self, u: torch.Tensor) -> float:
         """max |gadget(u) - target(u)| over the given points (a measurement, not the

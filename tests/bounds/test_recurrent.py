@@ -348,7 +348,9 @@ def test_transition_with_the_knots_given_is_the_one_derived_from_eps(transitions
         )
         assert len(tr.layers) == len(other.layers)
         for A, B in zip(tr.layers, other.layers):
-            assert all(float((A[k] - B[k]).abs().max()) <= 1e-12 for k in A)
+            assert float((A.W - B.W).abs().max()) <= 1e-12
+            assert (A.b is None) == (B.b is None)
+            assert A.b is None or float((A.b - B.b).abs().max()) <= 1e-12
 
 
 def test_transition_records_the_eps_asked_and_defaults_to_0_1():

@@ -14,7 +14,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qstr.constructions.mlp import mlp_weights, set_mlp_weights
+from qstr.constructions.mlp import MLPWeights
 from qstr.constructions.paper_models import DeepTransitionBiRNN, MergedAttention, VecFFN
 
 F64 = torch.float64
@@ -179,7 +179,8 @@ def naive_mlp(weights, v):
 def naive_birnn(model: DeepTransitionBiRNN, Z: np.ndarray):
     """Appendix B.1 with 1-based positions, written independently of the module."""
     def np_w(seq):
-        return [(W.numpy(), None if b is None else b.numpy()) for W, b in mlp_weights(seq)]
+        return [(W.numpy(), None if b is None else b.numpy())
+                for W, b in MLPWeights.from_sequential(seq)]
 
     Wf, Wb, Wy = np_w(model.f_fwd), np_w(model.f_bwd), np_w(model.f_y)
 
@@ -299,8 +300,8 @@ def test_birnn_reversal_swaps_state_streams(N, r_h, seed):
     swapped = DeepTransitionBiRNN(
         2, 3, transition_widths=(5,), output_widths=(4,), r_h=r_h, dtype=F64
     )
-    set_mlp_weights(swapped.f_fwd, mlp_weights(model.f_bwd))
-    set_mlp_weights(swapped.f_bwd, mlp_weights(model.f_fwd))
+    MLPWeights.from_sequential(model.f_bwd).load_into(swapped.f_fwd)
+    MLPWeights.from_sequential(model.f_fwd).load_into(swapped.f_bwd)
     Z = torch.randn(2, N, 2, generator=gen(seed + 1), dtype=F64)
     hf, hb = model.states(Z)
     hf_r, hb_r = swapped.states(Z.flip(1))

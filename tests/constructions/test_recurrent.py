@@ -78,18 +78,19 @@ def test_transition_exact_zeros_and_target_error(book64, kind):
 def test_transition_layers_shapes_and_h_columns(book64):
     tr = prop26_transition(book64, 2, 3, eps=0.2, r_x=1.5)
     L = tr.layers
-    assert [sorted(layer) for layer in L] == [["W", "b"]] * 3 + [["W"]]
+    assert [layer.b is not None for layer in L] == [True] * 3 + [False]
     w1, w2, w3 = tr.widths
     n_u = tr.d_h + tr.D_in
-    assert L[0]["W"].shape == (w1, n_u) and L[1]["W"].shape == (w2, w1)
-    assert L[2]["W"].shape == (w3, w2) and L[3]["W"].shape == (tr.d_h, w3)
-    assert bool((L[0]["W"][:, : tr.d_h] == 0).all())  # f does not read h
+    assert L[0].W.shape == (w1, n_u) and L[1].W.shape == (w2, w1)
+    assert L[2].W.shape == (w3, w2) and L[3].W.shape == (tr.d_h, w3)
+    assert L.widths == (w1, w2, w3) and (L.in_dim, L.out_dim) == (n_u, tr.d_h)
+    assert bool((L[0].W[:, : tr.d_h] == 0).all())  # f does not read h
     assert tr.guarantee.widths == (w1, w2, w3, tr.d_h)
     for layer, norms in zip(L, tr.guarantee.norms):
-        assert norms["fro"] == pytest.approx(float(layer["W"].norm()))
-        assert norms["max_abs"] == pytest.approx(float(layer["W"].abs().max()))
+        assert norms["fro"] == pytest.approx(float(layer.W.norm()))
+        assert norms["max_abs"] == pytest.approx(float(layer.W.abs().max()))
         assert norms["bias_norm"] == pytest.approx(
-            float(layer["b"].norm()) if "b" in layer else 0.0
+            float(layer.b.norm()) if layer.b is not None else 0.0
         )
 
 
@@ -384,13 +385,13 @@ def test_transition_widths_and_norms_record_are_its_dense_layers(transitions):
     are theirs."""
     for _, tr in transitions:
         g = tr.guarantee
-        sizes = tuple(int(layer["W"].shape[0]) for layer in tr.layers)
+        sizes = tuple(int(layer.W.shape[0]) for layer in tr.layers)
         derived = (2 * g.d + 2 * g.q * g.d_e * g.product_knots, g.q * g.gate_knots * (g.d + 1),
                    2 * g.q * g.d, g.q * g.d)
         assert sizes == tuple(g.widths) == derived and sizes[:-1] == tuple(tr.widths)
         assert len(g.norms) == len(sizes)
         for rep, layer in zip(g.norms, tr.layers):
-            W, b = layer["W"], layer.get("b")
+            W, b = layer
             measured = {"fro": float(W.norm()), "max_abs": float(W.abs().max()),
                         "bias_norm": 0.0 if b is None else float(b.norm())}
             for key, value in measured.items():
@@ -486,7 +487,7 @@ def test_transition_weights_are_the_certified_transition_at_its_parameters(trans
         assert bare.guarantee is None and tr.guarantee is not None
         assert bare.exact_products == (tr.guarantee.product_certificate == "alphabet")
         for A, B in zip(tr.layers, bare.layers):
-            assert all(torch.equal(A[k], B[k]) for k in A)
+            assert torch.equal(A.W, B.W) and (A.b is B.b is None or torch.equal(A.b, B.b))
 
 
 def test_transition_weights_errors(book64):
@@ -511,7 +512,7 @@ def test_rnn_weights_are_the_certified_rnn_at_its_parameters(rnn64):
     bare = rnn_weights(c.omega, c.transition, c.g_net, r_h=c.r_h)
     assert bare.guarantee is None and bare.r_h == c.r_h
     for A, B in zip(c.output_layers, bare.output_layers):
-        assert all(torch.equal(A[k], B[k]) for k in A)
+        assert torch.equal(A.W, B.W) and (A.b is B.b is None or torch.equal(A.b, B.b))
     with pytest.raises(ValueError, match="prop28_rnn"):
         rnn_state(rnn_weights(c.omega, transition_weights(
             c.omega, c.d, c.q, product_knots=c.transition.product_knots,

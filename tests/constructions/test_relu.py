@@ -46,8 +46,8 @@ def test_identity_is_exact_everywhere(gen):
     assert (
         g.error == 0.0
         and g.width == 6
-        and g.layers[0]["W"].shape == (6, 3)
-        and "b" not in g.layers[1]
+        and g.layers[0].W.shape == (6, 3)
+        and g.layers[1].b is None
     )
 
 

@@ -862,9 +862,9 @@ def _gate_readout_halved(inp: Prop26Inputs, ctx: Context) -> Prop26Inputs:
     cases = []
     for c in inp.cases:
         tr = copy.copy(c.transition)
-        L = [dict(layer) for layer in c.transition.layers]
-        L[2]["W"] = L[2]["W"] / 2
-        tr._dense, tr._gate_readout = L, c.transition.layers_without_rectifier()[2]["W"] / 2
+        L = c.transition.layers
+        tr._dense = L.replace_layer(2, W=L[2].W / 2)
+        tr._gate_readout = c.transition.layers_without_rectifier()[2].W / 2
         cases.append(replace(c, transition=tr))
     return replace(inp, cases=tuple(cases))
 
@@ -1525,10 +1525,10 @@ def _output_layers_without_direct_term(rnn) -> list:
     """Prop 28's output net f_y of ``rnn`` without the direct term f(z_i): layer 4 is
     W_g [0, I, -I] in place of W_g [W4_transition, I, -I] (docs/derivations/rnn-transition.md,
     section 6), so g_net(h_fwd + h_bwd) misses x_{t_l} at i = t_l. The other layers are the
-    construction's (shared, not copied)."""
-    layers = [dict(L) for L in rnn.output_layers]
+    construction's (shared, not copied); the file's layout, dicts {"W", "b"}."""
+    layers = rnn.output_layers.as_dicts()
     eye = torch.eye(rnn.transition.d_h, dtype=torch.float64)
-    direct = torch.zeros_like(rnn.transition.layers[3]["W"])
+    direct = torch.zeros_like(rnn.transition.layers[3].W)
     W_g = rnn.g_net.W.to(torch.float64).cpu()
     layers[3]["W"] = W_g @ torch.cat([direct, eye, -eye], dim=1)
     return layers

@@ -251,8 +251,8 @@ def test_output_layers_without_direct_term_are_the_scan_without_it(inputs):
     c = inputs("prop-28").cases[0]
     layers = _output_layers_without_direct_term(c.rnn)
     honest = c.rnn.output_layers
-    assert all(layers[k]["W"] is honest[k]["W"] for k in (0, 1, 2, 4))
-    W4 = honest[3]["W"].clone()
+    assert all(layers[k]["W"] is honest[k].W for k in (0, 1, 2, 4))
+    W4 = honest[3].W.clone()
     W4[:, : c.rnn.transition.widths[2]] = 0.0  # layer 4 reads (f(z_i), v+, v-): f(z_i) first
     assert torch.equal(layers[3]["W"], W4)
     state = dict(c.state, output=layers)
