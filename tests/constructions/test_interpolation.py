@@ -361,6 +361,16 @@ def test_separating_direction_tries_are_draws_consumed():
         torch.randn(10, generator=fresh, dtype=f64)
     assert torch.equal(torch.randn(4, generator=g, dtype=f64),
                        torch.randn(4, generator=fresh, dtype=f64))
+    if sd.tries > 1:  # one draw fewer than it took: refused, after exactly tries - 1 draws
+        g, fresh = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
+        torch.randn(x.shape, generator=g, dtype=f64)
+        with pytest.raises(ValueError, match="max_tries"):
+            separating_direction(x, generator=g, max_tries=sd.tries - 1, **kw)
+        torch.randn(x.shape, generator=fresh, dtype=f64)
+        for _ in range(sd.tries - 1):
+            torch.randn(10, generator=fresh, dtype=f64)
+        assert torch.equal(torch.randn(4, generator=g, dtype=f64),
+                           torch.randn(4, generator=fresh, dtype=f64))
 
 
 # ------------------------------------------------------------- Lemma 38: records and edge cases

@@ -1030,6 +1030,7 @@ class Cor27Inputs:
     cases: Tuple[StateCase, ...]
     module: object  # DeepTransitionBiRNN of cases[0]
     eps: float
+    clipped: Tuple[object, StateCase]  # cases[0] at r_h = sqrt(q) r_x / 2: its module and scan
 
 
 def cor27_inputs(ctx: Context) -> Cor27Inputs:
@@ -1037,7 +1038,16 @@ def cor27_inputs(ctx: Context) -> Cor27Inputs:
     Ns = ctx.pick(quick=(100, 1000, 10_000, 100_000), gpu=(1000, 10_000, 100_000, 1_000_000))
     plan = [(N, False) for N in Ns] + [(ctx.pick(quick=16_384, full=32_768), True)]
     cases = tuple(_c27_case(N, rotate, k, ctx) for k, (N, rotate) in enumerate(plan))
-    return Cor27Inputs(cases, cases[0].rnn.module(device=ctx.device), C27_EPS)
+    return Cor27Inputs(cases, cases[0].rnn.module(device=ctx.device), C27_EPS, _clipped(cases[0]))
+
+
+def _clipped(c: StateCase) -> Tuple[object, StateCase]:
+    """The first case at r_h = sqrt(q) r_x / 2, below Cor 27's radius (the projection clips the
+    states that carry x_t): the module users get at that r_h, and the scan's states there."""
+    rnn = copy.copy(c.rnn)
+    rnn.r_h = 0.5 * math.sqrt(C27_Q) * rnn.guarantee.r_x
+    case = _evaluated(f"{c.label}, r_h = {rnn.r_h:.3g}", rnn, c.x, c.t)
+    return rnn.module(device=c.x.device), case
 
 
 def _state_error(c: StateCase) -> float:
@@ -1107,6 +1117,24 @@ def module_zeros_equal_scan(inp: Cor27Inputs, ctx: Context) -> Verdict:
     return exact(differ, 0, detail=f"{inp.cases[0].label}: states zero in one and not the other")
 
 
+def module_projection_equals_scan(inp: Cor27Inputs, ctx: Context) -> Verdict:
+    """The literal module's projection h <- P(h + f) (Appendix B.1, Thm 9's class) is the scan's
+    where it clips: the first case at r_h = sqrt(q) r_x / 2; +inf when nothing was clipped."""
+    module, c = inp.clipped
+    with torch.no_grad():
+        hf, hb = module.states(c.rnn.encode(c.x, c.t))
+    gap = max(float((hf - c.states.h_fwd).abs().max()), float((hb - c.states.h_bwd).abs().max()))
+    active = c.states.projection_active
+    return at_most(gap if active else math.inf, 1e-9,
+                   detail=f"{c.label}: max |loop - scan|, {active} projected steps (absolute 1e-9)")
+
+
+def _module_at_cor27_radius(inp: Cor27Inputs, ctx: Context) -> Cor27Inputs:
+    """The clipped case's module built at Cor 27's radius (its r_h not passed on)."""
+    module, c = inp.clipped
+    return replace(inp, clipped=(inp.cases[0].rnn.module(device=c.x.device), c))
+
+
 def _r_h_halved(inp: Cor27Inputs, ctx: Context) -> Cor27Inputs:
     """r_h = sqrt(q) r_x / 2, below Cor 27's radius, at N = 1000 (tokens on the r_x sphere): the
     projection clips the states that carry x_t."""
@@ -1164,6 +1192,7 @@ C27_ASKED, C27_LOOP, C27_LOOP0 = (
     "module loop = scan",
     "module zeros = scan zeros",
 )
+C27_CLIP = "module projection = scan where it clips"
 
 register(
     Declared(
@@ -1180,12 +1209,15 @@ register(
             Check(C27_ASKED, states_eps_as_asked),
             Check(C27_LOOP, module_states_equal_scan),
             Check(C27_LOOP0, module_zeros_equal_scan),
+            Check(C27_CLIP, module_projection_equals_scan),
         ],
         faults=[
             Fault("r_h = sqrt(q) r_x / 2", _r_h_halved, breaks=(C27_ERR, C27_PROJ)),
             Fault("inclusive prefix sums (index off by one)", _inclusive_scan,
                   breaks=(C27_ZERO, C27_ERR)),
             Fault("built for twice the eps asked", _built_for_twice_eps_c27, breaks=(C27_ASKED,)),
+            Fault("the clipped module built at Cor 27's radius", _module_at_cor27_radius,
+                  breaks=(C27_CLIP,)),
             Fault("module gate bands from 0, not 1/2", _module_bands_from_zero_c27,
                   breaks=(C27_LOOP, C27_LOOP0)),
         ],
