@@ -20,7 +20,7 @@ from qstr.constructions.task import QSTR
 from qstr.verify.claim import Check, Claim, Context, Fault, Ref, Verdict, at_least, at_most
 from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding
-from qstr.verify.training import fit_online
+from qstr.verify.training import OnlineFit, fit_online
 
 F2_D, F2_BLOCK, F2_DIAG = 4, 0.9, 3.0  # d; least share of the block; least diagonal share / chance
 
@@ -55,7 +55,7 @@ def figure2_inputs(ctx: Context) -> Figure2Inputs:
                                  generator=ctx.generator("figure-2/init"), dtype=torch.float32,
                                  device=ctx.device)
     before = model.merged_qk().detach().clone()
-    fit_online(model, batch, steps=steps, lr=1e-3, weight_decay=0.2,
+    fit_online(model, batch, OnlineFit(steps, lr=1e-3, weight_decay=0.2),
                generator=ctx.generator("figure-2/prompts", device=ctx.device))
     with torch.no_grad():
         x, y = batch(1024, ctx.generator("figure-2/test", device=ctx.device))

@@ -1404,7 +1404,7 @@ P8_SCAN = dict(Ns=(4, 8, 16), widths=(1, 2, 4, 8, 16, 32, 64), steps=800, lr=1e-
 def _min_width(N: int, simple: bool, ctx: Context) -> tuple[int, list]:
     """Smallest GRU width (per direction) whose trained risk is <= c (ascending scan; 0 if none)."""
     from qstr.constructions.experiment_models import PracticalRNN
-    from qstr.verify.training import fit_online, position_risk
+    from qstr.verify.training import OnlineFit, fit_online, position_risk
 
     cfg = P8_SCAN
     omega = build_codebook(N, kind="rs-hadamard", device=ctx.device).omega
@@ -1414,7 +1414,7 @@ def _min_width(N: int, simple: bool, ctx: Context) -> tuple[int, list]:
         g = ctx.generator("prop-8/gru-simple" if simple else "prop-8/gru", N, w, device=ctx.device)
         model = PracticalRNN(omega.shape[1] * 2 + 2, w, generator=g, device=ctx.device)
         with cpu_threads(1):
-            fit_online(model, batch, steps=cfg["steps"], batch_size=64, lr=cfg["lr"], generator=g)
+            fit_online(model, batch, OnlineFit(cfg["steps"], lr=cfg["lr"]), generator=g)
             risk, _ = position_risk(
                 model, batch, n=2048, generator=ctx.generator("prop-8/gru-risk", device=ctx.device)
             )

@@ -42,7 +42,7 @@ from qstr.verify.claim import (Check, Claim, Context, Fault, Ref, Verdict, at_le
 from qstr.verify.claims.export import saved_and_reloaded
 from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding
-from qstr.verify.training import fit_online, position_risk
+from qstr.verify.training import OnlineFit, fit_online, position_risk
 
 
 # ---------------------------------------------------------------- lemma-11
@@ -918,7 +918,8 @@ def _trained_risks(cid: str, cfg, ctx: Context) -> Tuple[RiskEstimate, ...]:
         if project:
             with torch.no_grad():
                 project(model)
-        fit_online(model, batch, steps=ctx.pick(quick=200, full=3000), lr=3e-3, positions=floor_pos,
+        fit_online(model, batch, OnlineFit(ctx.pick(quick=200, full=3000), lr=3e-3),
+                   positions=floor_pos,
                    generator=ctx.generator(f"{cid}/fit", H, device=ctx.device), project=project)
         n = ctx.pick(quick=1024, full=8192, gpu=10 * 1024)
         risk, se = position_risk(model, batch, n=n, positions=floor_pos,

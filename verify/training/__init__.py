@@ -16,7 +16,8 @@ from qstr.verify.training.ffn import (
     make_vec_ffn,
     simple_1str_data,
 )
-from qstr.verify.training.loop import FitResult, fit_online, fit_until_threshold, position_risk
+from qstr.verify.training.loop import (FitResult, OnlineFit, fit_online, fit_until_threshold,
+                                       position_risk)
 from qstr.verify.training.members import Member, MemberResult
 from qstr.verify.training.stack import StackOptions, train_stack
 from qstr.verify.training.streams import EpochStream, OnlineStream
@@ -37,6 +38,7 @@ __all__ = [
     "ffn_test_risk",
     "fit_full_batch",
     "fit_online",
+    "OnlineFit",
     "fit_until_threshold",
     "make_vec_ffn",
     "position_risk",

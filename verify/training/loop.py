@@ -21,27 +21,40 @@ class FitResult:
     samples: int
 
 
+@dataclass(frozen=True)
+class OnlineFit:
+    """How :func:`fit_online` trains: ``steps`` AdamW steps on fresh batches of ``batch_size``."""
+
+    steps: int
+    batch_size: int = 64
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+
+    def __post_init__(self):
+        validate.positive_int("steps", self.steps)
+        validate.positive_int("batch_size", self.batch_size)
+        validate.positive_float("lr", self.lr)
+        validate.positive_float("weight_decay", self.weight_decay, allow_zero=True)
+
+
 def fit_online(
     model: nn.Module,
     batch: Callable[[int, torch.Generator], tuple],
+    fit: OnlineFit,
     *,
-    steps: int,
-    batch_size: int = 64,
-    lr: float = 1e-3,
-    weight_decay: float = 0.0,
     generator: torch.Generator,
     positions: Optional[slice] = None,
     project: Optional[Callable[[nn.Module], None]] = None,
 ) -> FitResult:
-    """AdamW on fresh batches: ``batch(B, generator) -> (inputs, y)`` and
+    """AdamW on fresh batches (``fit``): ``batch(B, generator) -> (inputs, y)`` and
     ``model(inputs) -> y_hat``.
 
     ``positions`` restricts the squared loss to those output positions; ``project`` is called
     after every step (e.g. to keep W_QK in a restricted class by zeroing blocks).
     """
-    steps = validate.positive_int("steps", steps)
-    batch_size = validate.positive_int("batch_size", batch_size)
-    lr = validate.positive_float("lr", lr)
+    if not isinstance(fit, OnlineFit):
+        raise ValueError(f"fit must be an OnlineFit, got {type(fit).__name__}")
+    steps, batch_size, lr, weight_decay = fit.steps, fit.batch_size, fit.lr, fit.weight_decay
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     pos = positions or slice(None)
     loss = torch.tensor(float("nan"))

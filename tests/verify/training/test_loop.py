@@ -1,7 +1,7 @@
 """Tests for verify/training/loop.py: online fitting and the position risk."""
 import torch
 
-from qstr.verify.training import fit_online, position_risk
+from qstr.verify.training import OnlineFit, fit_online, position_risk
 
 
 def test_fit_online_learns_a_linear_map(gen):
@@ -13,7 +13,7 @@ def test_fit_online_learns_a_linear_map(gen):
         x = torch.randn(B, 2, generator=g)
         return x, x @ w.T
 
-    res = fit_online(model, batch, steps=300, lr=0.05, generator=gen)
+    res = fit_online(model, batch, OnlineFit(300, lr=0.05), generator=gen)
     assert res.samples == 300 * 64
     risk, se = position_risk(model, batch, n=1000, generator=gen)
     assert risk < 1e-4 and se >= 0
