@@ -4,6 +4,7 @@ tests/bounds/test_attention.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -277,6 +278,17 @@ def test_math_backend_on_cuda_never_takes_the_fused_kernel(monkeypatch):
     with torch.no_grad():
         heads = con.fast_heads(x, t, backend="math")
     assert heads.shape[0] == 1 and bool(torch.isfinite(heads).all())
+
+
+@pytest.mark.parametrize("field", ["a", "W", "b"])
+def test_lemma11_weights_refuse_a_net_with_non_finite_or_missing_weights(field):
+    net = make_link("teacher", 1, 2, generator=gen(0)).two_layer_net()
+    bad = getattr(net, field).clone()
+    bad.view(-1)[0] = float("nan")
+    with pytest.raises(ValueError, match=f"net.{field}"):
+        lemma11_weights(8, 2, 1, dataclasses.replace(net, **{field: bad}), alpha=1.0)
+    with pytest.raises(ValueError, match=f"net.{field} must be a torch.Tensor"):
+        lemma11_weights(8, 2, 1, dataclasses.replace(net, **{field: bad.tolist()}), alpha=1.0)
 
 
 def test_predict_validation():
