@@ -527,3 +527,18 @@ def test_rnn_weights_are_the_certified_rnn_at_its_parameters(rnn64):
         rnn_weights(c.omega, c.transition, "net", r_h=c.r_h)
     with pytest.raises(ValueError, match="q must"):
         rnn_weights(c.omega[:1], c.transition, c.g_net, r_h=c.r_h)
+
+
+def test_dense_layers_memory_check_counts_every_float64_entry(monkeypatch):
+    """The memory guard before the dense layers are built is asked for exactly their bytes: W1,
+    W2, W3 = [G; -G], W4 and the gate readout G, float64."""
+    import qstr.constructions.recurrent as recurrent
+
+    asked = []
+    monkeypatch.setattr(recurrent.validate, "fits_in_memory",
+                        lambda what, nbytes, device: asked.append(nbytes))
+    book = rs_hadamard_codebook(16, dtype=torch.float64)
+    tr = prop26_transition(book, 2, 2, eps=0.2, r_x=1.5)
+    dense = tr.layers
+    G = tr.layers_without_rectifier()[-1].W
+    assert asked == [8 * (sum(L.W.numel() for L in dense) + G.numel())]
