@@ -106,8 +106,8 @@ def smoothing_error_bound(n: int, k: int, L: float, R: float) -> float:
 
 
 def ridge_curvatures(ridges: FourierRidges) -> Tuple[float, ...]:
-    """Step 5: S_v = sum_m A (w0 m |v|)^2 >= sup |g_v''| per ridge, in the order of
-    ``ridges.ridges``."""
+    """Lemma 42, step 5 (docs/derivations/lemmas-39-41-42.md): S_v = sum_m A (w0 m |v|)^2 >=
+    sup |g_v''| per ridge, in the order of ``ridges.ridges``."""
     return tuple(sum(A * (ridges.w0 * m * r.norm) ** 2 for m, A, _ in r.terms)
                  for r in ridges.ridges)
 
@@ -115,7 +115,7 @@ def ridge_curvatures(ridges: FourierRidges) -> Tuple[float, ...]:
 def ridge_interval_counts(
     S: Tuple[float, ...], eps_ridge: float, R: float
 ) -> Tuple[Tuple[int, ...], float]:
-    """Step 6: K_v = ceil(2R / h_v), h_v = sqrt(8 eps_ridge S_v^(-2/3) / sum_u S_u^(1/3))
+    """Lemma 42, step 6: K_v = ceil(2R / h_v), h_v = sqrt(8 eps_ridge S_v^(-2/3) / sum_u S_u^(1/3))
     (K_v = 1 where S_v = 0), and the ridges' certified interpolation error
     sum_v S_v (2R / K_v)^2 / 8 <= eps_ridge."""
     total_cuberoot = sum(s ** (1 / 3) for s in S if s > 0)
@@ -242,9 +242,9 @@ def _interpolation(f, L: float, R: float, eps, degree) -> LipschitzNet:
 
 
 def ball_grid(R: float, k: int, spacing: float) -> Tuple[torch.Tensor, float]:
-    """Points of the lattice spacing * Z^k within spacing * sqrt(k)/2 of the R-ball, projected onto
-    the ball, and the covering radius rho = spacing sqrt(k) / 2: every point of the ball is
-    within rho of one of them (projection onto the ball is 1-Lipschitz)."""
+    """Lemma 42's certificate grid: points of the lattice spacing * Z^k within spacing sqrt(k)/2 of
+    the R-ball, projected onto the ball, and the covering radius rho = spacing sqrt(k) / 2: every
+    point of the ball is within rho of one of them (projection onto the ball is 1-Lipschitz)."""
     R = validate.positive_float("R", R)
     k = validate.positive_int("k", k)
     spacing = validate.positive_float("spacing", spacing)
@@ -258,8 +258,8 @@ def ball_grid(R: float, k: int, spacing: float) -> Tuple[torch.Tensor, float]:
 
 @dataclass(frozen=True)
 class SupCertificate:
-    """sup_ball |f - net| lies in [lower, upper]: ``lower`` the largest error seen, ``upper``
-    = max on the grid + (L + Lip(net)) rho (rigorous)."""
+    """Lemma 42's certificate: sup_ball |f - net| lies in [lower, upper]: ``lower`` the largest
+    error seen, ``upper`` = max on the grid + (L + Lip(net)) rho (rigorous)."""
 
     lower: float
     upper: float

@@ -617,9 +617,9 @@ MU_TOL = 1e-9  # coherence measured in floating point may exceed 1/2 by rounding
 
 
 def token_radius(d: int, n_tokens: int, delta: float = 1e-3) -> float:
-    """r_x = sqrt(d) + sqrt(2 ln(n_tokens / delta)): all of ``n_tokens`` N(0, I_d) tokens have
-    norm <= r_x with probability >= 1 - delta (Gaussian concentration of the 1-Lipschitz norm,
-    E||x|| <= sqrt(d), and a union bound)."""
+    """Lemma 12's token radius r_x = sqrt(d) + sqrt(2 ln(n_tokens / delta)): all of ``n_tokens``
+    N(0, I_d) tokens have norm <= r_x with probability >= 1 - delta (Gaussian concentration of the
+    1-Lipschitz norm, E||x|| <= sqrt(d), and a union bound)."""
     d = validate.positive_int("d", d)
     n_tokens = validate.positive_int("n_tokens", n_tokens)
     delta = validate.probability("delta", delta)

@@ -420,8 +420,8 @@ def memorised_points(
 
 @dataclass(frozen=True)
 class MemoriserLayout:
-    """The memoriser's shape: ``depth`` linear layers of f_y (>= 2), state width ``d_h``, state
-    projection radius ``r_h`` (never acts: the states stay 0)."""
+    """Lemma 36 / Theorem 9's memoriser, its shape: ``depth`` linear layers of f_y (>= 2), state
+    width ``d_h``, state projection radius ``r_h`` (never acts: the states stay 0)."""
 
     depth: int = 2
     d_h: int = 1

@@ -98,9 +98,9 @@ class Ridge:
 
 @dataclass(frozen=True)
 class FourierRidges:
-    """Steps 1-5 of docs/derivations/lemmas-39-41-42.md: the FK smoothing T of degree ``degree``
-    of f (periodic extension of period P = 4R, ``grid`` points per period and coordinate) as
-    ``constant`` + sum of ``ridges``, with w0 = 2 pi / P."""
+    """Lemma 42, steps 1-5 (docs/derivations/lemmas-39-41-42.md): the FK smoothing T of degree
+    ``degree`` of f (periodic extension of period P = 4R, ``grid`` points per period and coordinate)
+    as ``constant`` + sum of ``ridges``, with w0 = 2 pi / P."""
 
     k: int
     R: float

@@ -724,8 +724,9 @@ def _grid_moments(n: int, k: int) -> Tuple[float, float]:
 
 
 def fk_smoothing(f, n: int, k: int, R: float, x: torch.Tensor) -> torch.Tensor:
-    """Steps 1-2: T(x) = G^-k sum_j F(y_j) K(x - y_j) on the default grid G = 2(n + 2), F = f of
-    the folded (period 4R), ball-projected grid points, K the tensorised Fejer-Korovkin kernel."""
+    """Lemma 42, steps 1-2: T(x) = G^-k sum_j F(y_j) K(x - y_j) on the default grid
+    G = 2(n + 2), F = f of the folded (period 4R), ball-projected grid points, K the tensorised
+    Fejer-Korovkin kernel."""
     G, P = 2 * (n + 2), 4 * R
     y = -2 * R + P * torch.arange(G, dtype=torch.float64, device=x.device) / G
     folded = R - ((y + R).remainder(P) - 2 * R).abs()

@@ -175,8 +175,9 @@ def _witness_gap(report: CoherenceReport, book: Codebook) -> float:
 
 
 def a3_witness(inp: Assumption3Inputs, ctx: Context) -> Verdict:
-    """The coherence is attained: the pair coherence_report names has |<omega_i, omega_j>| = mu,
-    on every row of each codebook (docs/derivations/codebooks.md); the largest gap."""
+    """Assumption 3's coherence is attained: the pair coherence_report names has
+    |<omega_i, omega_j>| = mu, on every row of each codebook (docs/derivations/codebooks.md); the
+    largest gap."""
     g, name, book = _worst([(_witness_gap(inp.locate(b.omega), b), name, b)
                             for name, b in inp.books])
     return close(g, 0.0, 0.0, _coherence_rounding(book),
