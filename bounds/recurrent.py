@@ -709,10 +709,6 @@ def prop26_transition(
     om, book_mu = codes_of(omega)
     om = om.detach().to(device="cpu", dtype=F64)
     N, d_e = om.shape
-    if N < 1 or d_e < 1:
-        raise ValueError(
-            f"omega must have N >= 1 rows and d_e >= 1 columns, got shape {tuple(om.shape)}"
-        )
     if mu is None:
         mu = book_mu if book_mu is not None else coherence(om)
     mu = validate.positive_float("mu", mu, allow_zero=True)

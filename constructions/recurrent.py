@@ -36,8 +36,11 @@ def codes_of(omega) -> tuple[torch.Tensor, Optional[float]]:
         return omega.omega, float(omega.mu)
     if isinstance(omega, torch.Tensor):
         validate.finite_tensor("omega", omega)
-        if omega.dim() != 2:
-            raise ValueError(f"omega must be a 2-D tensor (N, d_e), got shape {tuple(omega.shape)}")
+        if omega.dim() != 2 or omega.shape[0] < 1 or omega.shape[1] < 1:
+            raise ValueError(
+                f"omega must be a 2-D tensor (N, d_e) with N, d_e >= 1, got shape "
+                f"{tuple(omega.shape)}"
+            )
         return omega, None
     raise ValueError(
         "omega must be a constructions.codes.Codebook or a (N, d_e) tensor, "
@@ -291,10 +294,6 @@ def transition_weights(
     om, _ = codes_of(omega)
     om = om.detach().to(device="cpu", dtype=F64)
     N, d_e = om.shape
-    if N < 1 or d_e < 1:
-        raise ValueError(
-            f"omega must have N >= 1 rows and d_e >= 1 columns, got shape {tuple(om.shape)}"
-        )
     R, _, alpha = code_stats(om)
     if R == 0:
         raise ValueError("omega must not be all zeros")

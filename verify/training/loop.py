@@ -116,6 +116,11 @@ def fit_until_threshold(
             sse += float(((yh - ty[s:s + chunk]) ** 2).sum())
         return sse / ty.numel()
 
+    def result(steps: int, reached: bool) -> MemberResult:
+        return MemberResult(member.tag, steps, steps * batch_size if reached else None, reached,
+                            mse, log_curve(curve), float(loss.detach()), steps * batch_size,
+                            time.perf_counter() - t0, model)
+
     for step in range(1, max_steps + 1):
         x, t, y = member.stream.draw(batch_size)
         loss = ((model(*member.inputs(x, t)) - y) ** 2).mean()
@@ -126,29 +131,7 @@ def fit_until_threshold(
             mse = evaluate()
             curve.append((step, mse))
             if member.threshold is not None and mse < member.threshold:
-                return MemberResult(
-                    member.tag,
-                    step,
-                    step * batch_size,
-                    True,
-                    mse,
-                    log_curve(curve),
-                    float(loss.detach()),
-                    step * batch_size,
-                    time.perf_counter() - t0,
-                    model,
-                )
+                return result(step, True)
     if max_steps % check_every != 0 or not curve:
         mse = evaluate()
-    return MemberResult(
-        member.tag,
-        max_steps,
-        None,
-        False,
-        mse,
-        log_curve(curve),
-        float(loss.detach()),
-        max_steps * batch_size,
-        time.perf_counter() - t0,
-        model,
-    )
+    return result(max_steps, False)
