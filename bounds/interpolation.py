@@ -15,11 +15,11 @@ from typing import Optional, Union
 import torch
 
 from qstr.constructions import validate
+from qstr.constructions.codes import coherence
 from qstr.constructions.interpolation import (
     Lemma36Net,
     MemoriserLayout,
     float64_points,
-    gram_coherence,
     interpolate_points,
     memorised_points,
     memorising_rnn,
@@ -271,7 +271,7 @@ def slot_memory(
     coherence); u: (d,) unit vector of the link; ``r_x``: the token radius. The state radius is
     r_h = sqrt(N - 1) r_x: N - 1 blocks of norm <= r_x (block i stays empty).
     """
-    measured = gram_coherence(omega)
+    measured = coherence(omega)
     mu = measured if mu is None else mu
     r_x = validate.positive_float("r_x", r_x)
     N = omega.shape[0]

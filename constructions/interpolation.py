@@ -15,6 +15,7 @@ from typing import Optional, Union
 import torch
 
 from qstr.constructions import validate
+from qstr.constructions.codes import coherence
 from qstr.constructions.links import TwoLayerNet
 from qstr.constructions.mlp import MLPWeights
 from qstr.constructions.paper_models import DeepTransitionBiRNN
@@ -36,7 +37,6 @@ __all__ = [
     "MemoriserLayout",
     "memorising_rnn",
     "parameter_norm2",
-    "gram_coherence",
     "slot_memory_rnn",
 ]
 
@@ -487,18 +487,15 @@ def memorising_rnn(
 # ------------------------------------------------------------- the generalising RNN (Prop 8)
 
 
-def gram_coherence(omega: torch.Tensor) -> float:
-    """max_{i != k} |<omega_i, omega_k>| of float64 codes omega (N, d_e), N >= 2, from the float64
-    Gram matrix: the mu the slot-memory gates are built for by default."""
+def _float64_codes(omega) -> torch.Tensor:
+    """omega checked as N >= 2 finite float64 codes (N, d_e)."""
     if not isinstance(omega, torch.Tensor) or omega.dtype != torch.float64:
         raise ValueError("omega must be a float64 torch.Tensor of shape (N, d_e)")
     validate.shape("omega", omega, (None, None))
     validate.finite_tensor("omega", omega)
-    N = omega.shape[0]
-    if N < 2:
-        raise ValueError(f"omega must hold N >= 2 codes, got {N}")
-    G = omega @ omega.T
-    return float((G - torch.eye(N, dtype=torch.float64, device=omega.device)).abs().max())
+    if omega.shape[0] < 2:
+        raise ValueError(f"omega must hold N >= 2 codes, got {omega.shape[0]}")
+    return omega
 
 
 def slot_memory_rnn(
@@ -508,8 +505,8 @@ def slot_memory_rnn(
     block.
 
     omega: (N, d_e) float64 unit codes; u: (d,) unit vector of the link; ``mu`` >= the codes'
-    coherence (:func:`gram_coherence`), < 1: the gates' threshold; ``r_x``: the token radius the
-    gadgets are exact for; ``r_h``: the state projection radius. RNN encoding z_i = (x_i,
+    coherence (``constructions.codes.coherence``), < 1: the gates' threshold; ``r_x``: the token
+    radius the gadgets are exact for; ``r_h``: the state projection radius. RNN encoding z_i = (x_i,
     omega_i, omega_{t_i}) (D_in = d + 2 d_e). Prop 8's quantities, with the radius r_h =
     sqrt(N - 1) r_x the states stay within, are ``qstr.bounds.interpolation.slot_memory``'s
     (docs/derivations/interpolation.md).
@@ -527,7 +524,7 @@ def slot_memory_rnn(
       layer 3: relu(+-(s_k + e_k) + r_x g'_k - r_x)
       layer 4: y = sum_k (difference) = s_{t_i} + xi 1[t_i = i] = <u, x_{t_i}>.
     """
-    measured = gram_coherence(omega)
+    measured = coherence(_float64_codes(omega))
     N, d_e = omega.shape
     if not torch.allclose(
         omega.norm(dim=1), torch.ones(N, dtype=torch.float64, device=omega.device), atol=1e-12

@@ -7,14 +7,13 @@ import math
 import pytest
 import torch
 
-from qstr.constructions.codes import build_codebook
+from qstr.constructions.codes import build_codebook, coherence
 from qstr.constructions.encoding import rnn_encoding
 from qstr.constructions.interpolation import (
     Lemma36Net,
     MemoriserLayout,
     certified_gap,
     evaluate_net,
-    gram_coherence,
     interpolate_points,
     interpolate_sorted,
     lemma37_events,
@@ -272,7 +271,7 @@ def test_slot_memory_rnn_exact_everywhere():
     u = torch.randn(d, generator=g, dtype=f64)
     u = u / u.norm()
     model = slot_memory_rnn(omega, u, r_x=8.0, r_h=math.sqrt(N - 1) * 8.0,
-                            mu=gram_coherence(omega))
+                            mu=coherence(omega))
     x = torch.randn(B, N, d, generator=g, dtype=f64)
     t = torch.randint(N, (B, N, 1), generator=g)
     y = (x[torch.arange(B)[:, None], t[..., 0]] * u).sum(-1)
@@ -287,21 +286,19 @@ def test_slot_memory_rnn_exact_everywhere():
     assert model.d_h == N * d and model.r_h == math.sqrt(N - 1) * 8.0
 
 
-def test_gram_coherence():
+def test_slot_memory_rnn_refuses_codes_that_are_not_float64_or_too_few():
     omega = build_codebook(16, kind="rs-hadamard", dtype=f64).omega
-    G = omega @ omega.T
-    assert gram_coherence(omega) == float((G - torch.eye(16, dtype=f64)).abs().max())
-    assert gram_coherence(t64(1, 0, 1, 0, 0, 1).reshape(3, 2)) == 1.0
-    with pytest.raises(ValueError, match="omega"):
-        gram_coherence(omega.float())
+    u = t64(1.0, 0.0)
+    with pytest.raises(ValueError, match="float64"):
+        slot_memory_rnn(omega.float(), u, r_x=1.0, r_h=1.0, mu=0.5)
     with pytest.raises(ValueError, match="N >= 2"):
-        gram_coherence(omega[:1])
+        slot_memory_rnn(omega[:1], u, r_x=1.0, r_h=1.0, mu=0.5)
 
 
 def test_slot_memory_rnn_errors():
     omega = build_codebook(6, kind="rs-hadamard", dtype=f64).omega
     u = t64(1.0, 0.0)
-    kw = dict(r_x=1.0, r_h=1.0, mu=gram_coherence(omega))
+    kw = dict(r_x=1.0, r_h=1.0, mu=coherence(omega))
     with pytest.raises(ValueError, match="mu"):
         slot_memory_rnn(
             t64(1, 0, 1, 0, 0, 1).reshape(3, 2), u, r_x=1.0, r_h=1.0, mu=1.0
