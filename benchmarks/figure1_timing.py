@@ -25,7 +25,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from qstr.verify.experiments import run_experiment  # noqa: E402
+from qstr.verify.experiments import Execution, run_experiment  # noqa: E402
 
 PUBLISHED_S_PER_SEED = 295.0
 TARGET_S = 75.0
@@ -67,12 +67,9 @@ def main(argv=None) -> int:
         "figure1",
         out_dir=out,
         quick=quick,
-        device=dev,
         seeds=args.seeds,
         protocol=args.protocol,
-        progress=args.progress,
-        threads=threads,
-        jobs=args.jobs,
+        execution=Execution(device=dev, progress=args.progress, threads=threads, jobs=args.jobs),
     )
     if dev.type == "cuda":
         torch.cuda.synchronize()

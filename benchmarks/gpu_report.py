@@ -140,7 +140,7 @@ def segments_summary(dev, top: int = 8) -> str:
 
 def figure1(dev, out_dir: str, matmul: str, seeds: int) -> dict:
     """All of Figure 1 at the paper's sizes (both panels, 10,000 test prompts), timed."""
-    from qstr.verify.experiments import run_experiment
+    from qstr.verify.experiments import Execution, run_experiment
 
     from qstr.verify.experiments import run as run_mod
 
@@ -160,8 +160,8 @@ def figure1(dev, out_dir: str, matmul: str, seeds: int) -> dict:
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     try:
-        rows = run_experiment("figure1", out_dir=d, device=dev, seeds=seeds, progress=False, jobs=1,
-                              matmul=matmul)
+        ex = Execution(device=dev, progress=False, matmul=matmul)
+        rows = run_experiment("figure1", out_dir=d, seeds=seeds, execution=ex)
     finally:
         run_mod.train_points = plain
     torch.cuda.synchronize()

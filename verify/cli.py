@@ -704,7 +704,7 @@ def _construct_rnn(args, console: Console) -> int:
 
 
 def _reproduce(args, console: Console) -> int:
-    from qstr.verify.experiments import run_experiment
+    from qstr.verify.experiments import Execution, run_experiment
 
     _device(args.device)
     if os.path.exists(args.out) and not os.path.isdir(args.out):
@@ -712,16 +712,16 @@ def _reproduce(args, console: Console) -> int:
     _writable_dir("--out", args.out)
     # device, protocol, matmul and the scheduler's address are checked by run_experiment before any
     # training
+    execution = Execution(
+        device=args.device, jobs=args.jobs, matmul=args.matmul, scheduler=args.scheduler
+    )
     rows = run_experiment(
         args.figure,
         out_dir=args.out,
         quick=args.quick,
-        device=args.device,
         seeds=args.seeds,
         protocol=args.protocol,
-        jobs=args.jobs,
-        matmul=args.matmul,
-        scheduler=args.scheduler,
+        execution=execution,
     )
     console.print(f"{args.figure}: {len(rows)} rows in {args.out}")
     return 0

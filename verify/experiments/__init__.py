@@ -4,8 +4,9 @@ outputs, quick mode: docs/experiments.md."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import List, Optional
+import inspect
+from dataclasses import dataclass, fields, replace
+from typing import List, Optional, Union
 
 import torch
 
@@ -13,7 +14,8 @@ from qstr.verify.threads import cpu_threads
 from qstr.verify.experiments.analysis import fit_exponent  # noqa: F401  (re-exported)
 from qstr.verify.experiments.points import MATMUL, PROTOCOLS, Point, Protocol  # noqa: F401  (re-exported)
 
-__all__ = ["run_experiment", "EXPERIMENTS", "PROTOCOLS", "Point", "Protocol", "fit_exponent"]
+__all__ = ["run_experiment", "Execution", "EXPERIMENTS", "PROTOCOLS", "Point", "Protocol",
+           "fit_exponent"]
 
 EXPERIMENTS = ("figure1", "figure2", "figure3")
 
@@ -30,10 +32,76 @@ def _module(name: str):
     return m
 
 
-def run_experiment(name: str, *, out_dir: str, quick: bool = False, device="cpu", seeds=None,
-                   protocol: str = "paper", progress: bool = True, threads: Optional[int] = None,
-                   dtype=torch.float32, jobs: Optional[int] = 1, matmul: str = "float32",
-                   scheduler: Optional[str] = None, **options) -> List[dict]:
+@dataclass(frozen=True)
+class Execution:
+    """Where and how ``run_experiment`` trains; never what it trains, so the rows do not depend on
+    it, except through ``device`` and ``matmul`` (both enter every row's ``point_id``).
+
+    device: ``"cpu"`` or ``"cuda"``; all data, models and generators live there.
+    dtype: the models' float type (float32).
+    jobs: stacks trained at once, as Dask tasks on a local cluster of ``jobs`` spawned worker
+        processes with one torch thread each (rows are still appended by the caller as each model
+        finishes); ``None``: every CPU core on a CPU, 1 on a GPU (``qstr reproduce``'s default).
+        The default 1 trains in this process, without Dask: worker processes re-import the
+        calling script, so a script that asks for ``jobs > 1`` must call ``run_experiment`` under
+        ``if __name__ == "__main__":``.
+    scheduler: the address of a running Dask scheduler (``"tcp://HOST:8786"``): the stacks train
+        on its workers, whatever ``jobs`` says (docs/cluster.md).
+    threads: torch CPU threads for the run (restored after) when ``jobs`` is 1. Default: 1 for
+        quick CPU runs (these small models gain little from more, and lose a lot on a busy
+        machine), torch's setting otherwise.
+    matmul: ``"float32"`` or ``"tf32"`` (float32 products on TF32 tensor cores; CUDA only).
+    progress: a rich progress bar and a printed summary.
+    """
+
+    device: Union[str, torch.device] = "cpu"
+    dtype: torch.dtype = torch.float32
+    jobs: Optional[int] = 1
+    scheduler: Optional[str] = None
+    threads: Optional[int] = None
+    matmul: str = "float32"
+    progress: bool = True
+
+
+def _checked(ex: Execution) -> torch.device:
+    """The device of ``ex``, every field checked before any training."""
+    if not isinstance(ex, Execution):
+        raise ValueError(f"execution must be an Execution, got {type(ex).__name__}")
+    try:
+        dev = torch.device(ex.device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device must be 'cpu' or 'cuda', got {ex.device!r}") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            f"device={ex.device!r}: CUDA is not available on this machine (use device='cpu')"
+        )
+    if ex.matmul not in MATMUL:
+        raise ValueError(f"matmul must be one of {', '.join(MATMUL)}, got {ex.matmul!r}")
+    if ex.matmul == "tf32" and dev.type != "cuda":
+        raise ValueError(
+            "matmul='tf32' needs device='cuda' (TF32 is a tensor-core mode of NVIDIA GPUs)"
+        )
+    if ex.scheduler is not None:
+        from qstr.verify.experiments.cluster import check_scheduler
+
+        check_scheduler(ex.scheduler)
+    return dev
+
+
+def _check_options(mod, options: dict) -> None:
+    """Refuse keywords the figure's ``points`` does not take (an ``Execution`` field: say so)."""
+    taken = set(inspect.signature(mod.points).parameters) - {"quick", "seeds", "protocol"}
+    for key in options:
+        if key in {f.name for f in fields(Execution)}:
+            raise ValueError(f"{key}= is a field of Execution: pass execution=Execution({key}=...)")
+        if key not in taken:
+            raise ValueError(f"{mod.__name__.rsplit('.', 1)[-1]} takes no option {key!r}; its "
+                             f"options: {', '.join(sorted(taken))}")
+
+
+def run_experiment(name: str, *, out_dir: str, quick: bool = False, seeds=None,
+                   protocol: str = "paper", execution: Optional[Execution] = None,
+                   **options) -> List[dict]:
     """Run (or resume) one experiment and return its rows (one dict per trained model).
 
     Parameters
@@ -43,25 +111,11 @@ def run_experiment(name: str, *, out_dir: str, quick: bool = False, device="cpu"
         finishes; rows already there (same configuration) are not recomputed. Figures
         ``<name>-<protocol>[-quick].png/.pdf`` and ``...-summary.json`` are (re)written.
     quick: the scaled-down version (minutes on a CPU); see docs/experiments.md, "Quick mode".
-    device: ``"cpu"`` or ``"cuda"``; all data, models and generators live there. Numbers
-        depend on the device (different random streams), never on the stacking.
     seeds: ``None`` (5 seeds; 2 in quick mode; Figure 2: seed 0), a count, or a list.
     protocol: ``"paper"`` or ``"published"``.
-    progress: rich progress bar and a printed summary.
-    threads: torch CPU threads for the run (restored after) when ``jobs`` is 1. Default: 1 for
-        quick CPU runs (these small models gain little from more, and lose a lot on a busy
-        machine), torch's setting otherwise.
-    jobs: stacks trained at once, as Dask tasks on a local cluster of ``jobs`` spawned worker
-        processes with one torch thread each (rows are still appended here as each model
-        finishes); ``None``: every CPU core on a CPU, 1 on a GPU (``qstr reproduce``'s default).
-        The default 1 trains in this process, without Dask: worker processes re-import the
-        calling script, so a script that asks for ``jobs > 1`` must call this under
-        ``if __name__ == "__main__":``. The numbers do not depend on it.
-    scheduler: the address of a running Dask scheduler (``"tcp://HOST:8786"``): the stacks
-        train on its workers, whatever ``jobs`` says (docs/cluster.md); like ``qstr reproduce
-        --scheduler``.
-    matmul: ``"float32"`` (default) or ``"tf32"``: float32 matrix products on TF32 tensor cores
-        (CUDA only; faster, and its rows are kept apart from float32 rows: it enters ``point_id``).
+    execution: where and how it trains (:class:`Execution`: device, dtype, worker processes or a
+        Dask scheduler, threads, matmul, progress); default ``Execution()``, this process on the
+        CPU. Numbers depend on the device (different random streams), never on the stacking.
     options: passed to the module's ``points`` (e.g. ``max_samples``, ``n_test``, ``q_values``).
 
     Each row has ``model`` in {transformer, rnn, ffn}, ``variant`` in {1str, simple} (``qstr``
@@ -69,31 +123,18 @@ def run_experiment(name: str, *, out_dir: str, quick: bool = False, device="cpu"
     ``steps``, ``test_mse``, ``config`` (every hyper-parameter), ``wall_s``, ``device``,
     ``protocol`` and ``point_id`` (the resume key).
     """
-    _module(name)  # an unknown experiment is refused before anything else
+    _check_options(_module(name), options)  # an unknown experiment is refused before anything else
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
-    dev = torch.device(device)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(
-            f"device={device!r}: CUDA is not available on this machine (use device='cpu')"
-        )
-    if matmul not in MATMUL:
-        raise ValueError(f"matmul must be one of {', '.join(MATMUL)}, got {matmul!r}")
-    if matmul == "tf32":
-        if dev.type != "cuda":
-            raise ValueError(
-                "matmul='tf32' needs device='cuda' (TF32 is a tensor-core mode of NVIDIA GPUs)"
-            )
+    ex = Execution() if execution is None else execution
+    dev = _checked(ex)
+    if ex.matmul == "tf32":
         options["overrides"] = {**(options.get("overrides") or {}), "matmul": "tf32"}
-    if scheduler is not None:
-        from qstr.verify.experiments.cluster import check_scheduler
-
-        check_scheduler(scheduler)
-    if threads is None and quick and dev.type == "cpu":
-        threads = 1
+    threads = 1 if ex.threads is None and quick and dev.type == "cpu" else ex.threads
     from qstr.verify.experiments.run import RunConfig
 
-    cfg = RunConfig(device=dev, dtype=dtype, progress=progress, jobs=jobs, scheduler=scheduler)
+    cfg = RunConfig(device=dev, dtype=ex.dtype, progress=ex.progress, jobs=ex.jobs,
+                    scheduler=ex.scheduler)
     with cpu_threads(threads):
         return _run_figure(name, cfg, out_dir, dict(quick=quick, seeds=seeds, protocol=protocol),
                            options)

@@ -1,9 +1,9 @@
 """Tests for verify/experiments/cluster.py on real Dask clusters (no mocks): rows equal to the
 in-process run, a worker killed mid-run (its stack's re-run trains only what was unfinished),
 an interrupted client resumed, ``qstr reproduce --jobs 2`` as a process of its own killed by
-``kill -9`` and by Ctrl-C, and ``qstr reproduce --scheduler`` / ``run_experiment(scheduler=)``
-against a ``dask scheduler`` and a ``dask worker`` started as processes (one of them unable to
-import qstr)."""
+``kill -9`` and by Ctrl-C, and ``qstr reproduce --scheduler`` / ``run_experiment`` with
+``Execution(scheduler=)`` against a ``dask scheduler`` and a ``dask worker`` started as processes
+(one of them unable to import qstr)."""
 import _thread
 import collections
 import contextlib
@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 import torch
@@ -256,14 +257,16 @@ def test_bad_scheduler_address_is_one_line_and_exit_2(tmp_path, capsys, monkeypa
 
 RUNNER = """\
 import ast, sys
+from dataclasses import replace
 import torch
 from qstr.verify import cli, experiments
 
 if __name__ == "__main__":  # Dask's worker processes are spawned: they import this file again
     tiny, grid = ast.literal_eval(sys.argv[1]), ast.literal_eval(sys.argv[2])
     real = experiments.run_experiment
-    experiments.run_experiment = lambda name, **kw: real(
-        name, **dict(kw, N_values=grid, overrides=tiny, dtype=torch.float64))
+    experiments.run_experiment = lambda name, execution, **kw: real(
+        name, execution=replace(execution, dtype=torch.float64), N_values=grid, overrides=tiny,
+        **kw)
     sys.exit(cli.main(sys.argv[3:]))
 """
 
@@ -439,8 +442,9 @@ def tiny_reproduce(monkeypatch, tiny, tiny_grid):
     from qstr.verify import experiments
 
     real = experiments.run_experiment
-    monkeypatch.setattr(experiments, "run_experiment", lambda name, **kw: real(
-        name, **dict(kw, N_values=tiny_grid, overrides=tiny, dtype=torch.float64)))
+    monkeypatch.setattr(experiments, "run_experiment", lambda name, execution, **kw: real(
+        name, execution=replace(execution, dtype=torch.float64), N_values=tiny_grid,
+        overrides=tiny, **kw))
 
 
 @pytest.fixture(scope="module")
@@ -474,12 +478,12 @@ def test_reproduce_on_a_separate_dask_scheduler_and_worker(
 def test_run_experiment_trains_on_the_scheduler_it_is_given(
     tmp_path, tiny, tiny_grid, dask_address
 ):
-    """The Python API: ``run_experiment(..., scheduler=ADDRESS)`` sends its stacks to that Dask
-    cluster (its rows arrive there as events) and writes every point once; a bad address is a
-    one-line ValueError before anything trains."""
+    """The Python API: ``run_experiment(..., execution=Execution(scheduler=ADDRESS))`` sends its
+    stacks to that Dask cluster (its rows arrive there as events) and writes every point once; a
+    bad address is a one-line ValueError before anything trains."""
     from distributed import Client
 
-    from qstr.verify.experiments import run_experiment
+    from qstr.verify.experiments import Execution, run_experiment
 
     def row_events():
         with Client(dask_address, timeout=5, set_as_default=False) as c:
@@ -494,12 +498,11 @@ def test_run_experiment_trains_on_the_scheduler_it_is_given(
     kw = dict(
         out_dir=str(tmp_path / "out"),
         seeds=[0],
-        progress=False,
-        dtype=torch.float64,
         N_values=tiny_grid,
         overrides=tiny,
     )
-    rows = run_experiment("figure1", scheduler=dask_address, **kw)
+    ex = Execution(progress=False, dtype=torch.float64, scheduler=dask_address)
+    rows = run_experiment("figure1", execution=ex, **kw)
     n = len(points(tiny, tiny_grid))
     assert len(rows) == n and sorted(ids(tmp_path / "out" / "figure1.jsonl")) == sorted(
         r["point_id"] for r in rows
@@ -507,7 +510,8 @@ def test_run_experiment_trains_on_the_scheduler_it_is_given(
     assert row_events() - before == n
     with pytest.raises(ValueError, match="tcp://HOST:PORT"):
         run_experiment(
-            "figure1", scheduler="localhost:8786", **dict(kw, out_dir=str(tmp_path / "bad"))
+            "figure1", execution=replace(ex, scheduler="localhost:8786"),
+            **dict(kw, out_dir=str(tmp_path / "bad")),
         )
     assert not os.path.exists(tmp_path / "bad" / "figure1.jsonl")
 

@@ -3,7 +3,7 @@ arguments."""
 
 import pytest
 
-from qstr.verify.experiments import figure1, run_experiment
+from qstr.verify.experiments import Execution, figure1, run_experiment
 
 
 def test_bad_arguments():
@@ -15,3 +15,24 @@ def test_bad_arguments():
         figure1.points(overrides={"N": 3})
     with pytest.raises(ValueError, match="seeds"):
         figure1.points(seeds=[])
+
+
+@pytest.mark.parametrize(
+    "execution, match",
+    [
+        ({"device": "cuda"}, r"device= is a field of Execution"),
+        ({"q_values": [1]}, "figure1 takes no option 'q_values'; its options: N_values, max_"),
+        ("cpu", "execution must be an Execution"),
+        (Execution(device="gpu"), "device must be 'cpu' or 'cuda'"),
+        (Execution(matmul="bf16"), "matmul"),
+        (Execution(matmul="tf32"), "needs device='cuda'"),
+        (Execution(scheduler="localhost:8786"), "tcp://HOST:PORT"),
+    ],
+)
+def test_a_bad_execution_is_refused_before_anything_trains(tmp_path, execution, match):
+    """Where and how a run trains is one ``Execution``, checked whole before the first point; a
+    keyword the figure does not take (the run settings of version 0.2 among them) is refused."""
+    kw = execution if isinstance(execution, dict) else {"execution": execution}
+    with pytest.raises(ValueError, match=match):
+        run_experiment("figure1", out_dir=str(tmp_path), quick=True, **kw)
+    assert not (tmp_path / "figure1.jsonl").exists()

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from qstr.verify.experiments import figure1, run_experiment
+from qstr.verify.experiments import Execution, figure1, run_experiment
 
 
 def test_grid_matches_the_paper():
@@ -30,12 +30,9 @@ def test_published_rows_are_labelled(tmp_path, tiny):
         out_dir=str(tmp_path),
         seeds=[0],
         protocol="published",
-        progress=False,
         N_values={"1str": [2], "simple": [3]},
         overrides=tiny,
-        dtype=torch.float64,
-        threads=1,
-        jobs=1,
+        execution=Execution(progress=False, dtype=torch.float64, threads=1),
     )
     assert {r["protocol"] for r in rows} == {"published"}
     assert {r["test_variant"] for r in rows} == {"simple"}
@@ -50,10 +47,9 @@ def test_tiny_figure1_cuda(tmp_path, tiny):
         "figure1",
         out_dir=str(tmp_path),
         seeds=[0],
-        device="cuda",
-        progress=False,
         N_values={"1str": [2, 4], "simple": [3]},
         overrides=tiny,
+        execution=Execution(device="cuda", progress=False),
     )
     assert {r["device"] for r in rows} == {"cuda"} and len(rows) == 9
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from qstr.constructions.layout import token_layout
-from qstr.verify.experiments import figure2, run_experiment
+from qstr.verify.experiments import Execution, figure2, run_experiment
 
 
 def test_grid_matches_the_paper():
@@ -17,13 +17,11 @@ def test_tiny_figure2(tmp_path):
     rows = run_experiment(
         "figure2",
         out_dir=str(tmp_path),
-        progress=False,
         N=12,
         n_train=256,
         epochs=2,
         overrides={"width": 8, "n_test": 32},
-        threads=1,
-        jobs=1,
+        execution=Execution(progress=False, threads=1),
     )
     (r,) = rows
     assert 0 <= r["block_mass"] <= 1 and r["model"] == "transformer" and r["N"] == 12

@@ -1,7 +1,7 @@
 """Tests for verify/experiments/figure3.py: the grid and a tiny run."""
 import json
 
-from qstr.verify.experiments import figure3, run_experiment
+from qstr.verify.experiments import Execution, figure3, run_experiment
 from qstr.verify.experiments.points import MODELS
 
 
@@ -17,11 +17,9 @@ def test_tiny_figure3(tmp_path, tiny):
         "figure3",
         out_dir=str(tmp_path),
         seeds=[0],
-        progress=False,
         q_values=[1, 2],
         overrides=dict(tiny, threshold=1.5, lr=1e-2),
-        threads=1,
-        jobs=1,
+        execution=Execution(progress=False, threads=1),
     )
     assert sorted({(r["model"], r["q"]) for r in rows}) == sorted(
         (m, q) for m in MODELS for q in (1, 2)

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from qstr.verify.experiments import figure1, run_experiment
+from qstr.verify.experiments import Execution, figure1, run_experiment
 from qstr.verify.experiments.points import Point, build_member
 
 
@@ -93,7 +93,8 @@ def test_matmul_option_keeps_float32_ids_and_separates_tf32_rows(tmp_path):
     with pytest.raises(ValueError, match="matmul"):
         dataclasses.replace(p, matmul="bf16")
     with pytest.raises(ValueError, match="needs device='cuda'"):
-        run_experiment("figure1", out_dir=str(tmp_path), quick=True, matmul="tf32", progress=False)
+        run_experiment("figure1", out_dir=str(tmp_path), quick=True,
+                       execution=Execution(matmul="tf32", progress=False))
 
 
 def test_ffn_input_paper_protocol_reads_the_encoded_tokens():

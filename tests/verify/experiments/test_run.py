@@ -2,11 +2,12 @@
 Dask engine of ``jobs > 1``: test_cluster.py)."""
 import json
 import os
+from dataclasses import replace
 
 import pytest
 import torch
 
-from qstr.verify.experiments import figure1, figure3, run_experiment
+from qstr.verify.experiments import Execution, figure1, figure3, run_experiment
 from qstr.verify.experiments.run import stack_cost, stacks_of, start_order
 
 ROW_KEYS = {"model", "variant", "N", "seed", "samples", "config", "wall_s", "device", "protocol",
@@ -21,12 +22,9 @@ def tiny_figure1(tiny, tiny_grid):
             out_dir=str(out),
             seeds=list(seeds),
             protocol=protocol,
-            progress=False,
-            dtype=torch.float64,
             N_values=tiny_grid,
             overrides=tiny,
-            threads=1,
-            jobs=1,
+            execution=Execution(progress=False, dtype=torch.float64, threads=1),
         )
 
     return run
@@ -104,16 +102,11 @@ def test_rnn_stacks_split_by_hidden_size_on_every_device():
 
 def test_parallel_jobs_give_the_rows_of_one_process(tmp_path, tiny, tiny_grid):
     """Two worker processes train the same stacks as one process: identical rows (float64)."""
-    kw = dict(
-        seeds=[0],
-        progress=False,
-        dtype=torch.float64,
-        N_values=tiny_grid,
-        overrides=tiny,
-        threads=1,
-    )
-    one = run_experiment("figure1", out_dir=str(tmp_path / "one"), jobs=1, **kw)
-    two = run_experiment("figure1", out_dir=str(tmp_path / "two"), jobs=2, **kw)
+    kw = dict(seeds=[0], N_values=tiny_grid, overrides=tiny)
+    ex = Execution(progress=False, dtype=torch.float64, threads=1)
+    one = run_experiment("figure1", out_dir=str(tmp_path / "one"), execution=ex, **kw)
+    two = run_experiment("figure1", out_dir=str(tmp_path / "two"), execution=replace(ex, jobs=2),
+                         **kw)
     key = lambda r: r["point_id"]  # noqa: E731
     assert [(r["samples"], r["steps"], r["test_mse"]) for r in sorted(one, key=key)] == \
            [(r["samples"], r["steps"], r["test_mse"]) for r in sorted(two, key=key)]
@@ -127,10 +120,9 @@ def test_bad_jobs_is_a_value_error(tmp_path, jobs, tiny, tiny_grid):
             "figure1",
             out_dir=str(tmp_path),
             seeds=[0],
-            progress=False,
             N_values=tiny_grid,
             overrides=tiny,
-            jobs=jobs,
+            execution=Execution(progress=False, jobs=jobs),
         )
 
 
