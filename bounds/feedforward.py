@@ -164,6 +164,10 @@ def _unit_sphere(B: int, d: int, generator: torch.Generator) -> torch.Tensor:
     return u / u.norm(dim=1, keepdim=True)
 
 
+MC_CHUNK_ROWS = 65536  # samples drawn at once by mc_bayes_risk ...
+MC_CHUNK_ENTRIES = 2 ** 24  # ... at most this many float64 entries of x (128 MiB) at once
+
+
 def mc_bayes_risk(
     V: torch.Tensor,
     N: int,
@@ -174,7 +178,6 @@ def mc_bayes_risk(
     confidence: float = 0.999,
     sample_x: bool = True,
     u: Optional[torch.Tensor] = None,
-    chunk: int = 65536,
 ) -> BayesRiskEstimate:
     """Monte Carlo estimate of E_{u,t,x}[(y - E[y | V x, u, t])^2] with a confidence interval.
 
@@ -191,12 +194,12 @@ def mc_bayes_risk(
     N = validate.positive_int("N", N)
     d = validate.positive_int("d", d)
     samples = validate.positive_int("samples", samples, minimum=2)
-    chunk = validate.positive_int("chunk", chunk)
     confidence = validate.probability("confidence", confidence)
     if not isinstance(generator, torch.Generator):
         raise ValueError(f"generator must be a torch.Generator, got {type(generator).__name__}")
     V = _check_basis(V, N, d).to(generator.device)
     D = N * d
+    chunk = min(MC_CHUNK_ROWS, max(1, MC_CHUNK_ENTRIES // D))  # (chunk, D) float64 draws at once
     if u is not None:
         u = validate.finite_tensor("u", u)
         validate.shape("u", u, (d,))

@@ -282,7 +282,6 @@ def generalising_log_norm2(
     depth: int = 2,
     r_h: float = 1.0,
     form: str = "paper",
-    C_M: float = 8.0,
     K: float = 2.0,
     gamma: float = 0.5,
 ) -> float:
@@ -290,13 +289,14 @@ def generalising_log_norm2(
 
     ||vec||^2 >= sum_l ||W_l||_F^2 >= depth (prod_l ||W_l||_op)^{2/depth}
               >= depth (UL / r_h)^{2/depth},
-    with UL from ``form="paper"`` (:func:`prop8_norm_lower_bound_paper`, uncertified) or
+    with UL from ``form="paper"`` (:func:`prop8_norm_lower_bound_paper` at its Maurey constant
+    C_M = 8, uncertified) or
     ``form="volume"`` (:func:`prop8_log_norm_lower_bound`, rigorous). -inf when vacuous.
     """
     depth = validate.positive_int("depth", depth, minimum=2)
     r_h = validate.positive_float("r_h", r_h)
     if form == "paper":
-        v = prop8_norm_lower_bound_paper(N, c, d_h, C_M=C_M, K=K, gamma=gamma)
+        v = prop8_norm_lower_bound_paper(N, c, d_h, K=K, gamma=gamma)
         lg = math.log(v) if v > 0 else -math.inf
     elif form == "volume":
         lg = prop8_log_norm_lower_bound(N, c, d_h, K=K, gamma=gamma)

@@ -116,7 +116,8 @@ def run_experiment(name: str, *, out_dir: str, quick: bool = False, seeds=None,
     execution: where and how it trains (:class:`Execution`: device, dtype, worker processes or a
         Dask scheduler, threads, matmul, progress); default ``Execution()``, this process on the
         CPU. Numbers depend on the device (different random streams), never on the stacking.
-    options: passed to the module's ``points`` (e.g. ``max_samples``, ``n_test``, ``q_values``).
+    options: passed to the module's ``points`` (e.g. ``max_samples``, ``q_values``, and
+        ``overrides`` for any hyper-parameter of every point, such as ``{"n_test": 500}``).
 
     Each row has ``model`` in {transformer, rnn, ffn}, ``variant`` in {1str, simple} (``qstr``
     in Figure 3), ``N``, ``q``, ``seed``, ``samples`` (None when the threshold was not reached),

@@ -26,7 +26,6 @@ def points(
     protocol: str = "paper",
     overrides: Optional[dict] = None,
     max_samples: Optional[int] = None,
-    n_test: Optional[int] = None,
     models=MODELS,
     variants=("1str", "simple"),
     N_values: Optional[dict] = None,
@@ -37,12 +36,10 @@ def points(
     grid = N_values or (QUICK if quick else FULL)
     out = []
     for variant in variants:
-        if quick:
-            cap = {"1str": 3000, "simple": 5000}[variant]
-        else:
-            cap = (max_samples or 1_000_000) // 64
         if max_samples is not None:
             cap = max_samples // 64
+        else:
+            cap = {"1str": 3000, "simple": 5000}[variant] if quick else 1_000_000 // 64
         for model in models:
             for N in grid[variant]:
                 for seed in seeds:
@@ -61,7 +58,7 @@ def points(
                             weight_decay=proto.online_weight_decay(0.1),
                             threshold=THRESHOLD[variant],
                             check_every=CHECK_EVERY[variant],
-                            n_test=n_test or (1000 if quick else 10_000),
+                            n_test=1000 if quick else 10_000,
                             batch_size=64,
                             max_steps=cap,
                             width=100,

@@ -24,7 +24,6 @@ def points(
     q_values=None,
     max_samples: Optional[int] = None,
     models=MODELS,
-    n_test: Optional[int] = None,
 ) -> List[Point]:
     proto = as_protocol(protocol)
     seeds = seeds_of(seeds, range(2) if quick else range(5))
@@ -49,7 +48,7 @@ def points(
                         weight_decay=proto.online_weight_decay(0.1),
                         threshold=0.88,
                         check_every=10,
-                        n_test=n_test or (1000 if quick else 10_000),
+                        n_test=1000 if quick else 10_000,
                         batch_size=64,
                         max_steps=cap,
                         width=100,
