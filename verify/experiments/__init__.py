@@ -124,7 +124,8 @@ def run_experiment(name: str, *, out_dir: str, quick: bool = False, seeds=None,
     ``steps``, ``test_mse``, ``config`` (every hyper-parameter), ``wall_s``, ``device``,
     ``protocol`` and ``point_id`` (the resume key).
     """
-    _check_options(_module(name), options)  # an unknown experiment is refused before anything else
+    # an unknown experiment, and an option it does not take, are refused before anything else
+    _check_options(_module(name), options)
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
     ex = Execution() if execution is None else execution
