@@ -17,24 +17,30 @@ import torch
 from torch.autograd.function import once_differentiable
 
 
-def _cell(gi: torch.Tensor, gh: torch.Tensor, h: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+def _cell(gi: torch.Tensor, gh: torch.Tensor, h: torch.Tensor) -> Tuple[torch.Tensor, tuple]:
     """One GRU step from gates ``gi``, ``gh`` ((GB, 3H), biases included): h' = n + z (h - n),
-    and the workspace (r, z, n, gh_n, h) its backward reads."""
+    and the workspace (r, z, n, gh, h) its backward reads: the tensors themselves, never copied."""
     i_r, i_z, i_n = gi.chunk(3, 1)
     h_r, h_z, h_n = gh.chunk(3, 1)
     r = torch.sigmoid(i_r + h_r)
     z = torch.sigmoid(i_z + h_z)
     n = torch.tanh(i_n + r * h_n)
-    return n + z * (h - n), torch.cat([r, z, n, h_n, h], 1)
+    return n + z * (h - n), (r, z, n, gh, h)
 
 
-def _cell_backward(dh: torch.Tensor, ws: torch.Tensor):
-    """(dgi, dgh, dh through the direct path z h) of :func:`_cell` given dL/dh'."""
-    r, z, n, h_n, h = ws.chunk(5, 1)
-    d_z = dh * (h - n) * z * (1 - z)
-    d_n = dh * (1 - z) * (1 - n * n)
-    d_r = d_n * h_n * r * (1 - r)
-    return torch.cat([d_r, d_z, d_n], 1), torch.cat([d_r, d_z, d_n * r], 1), dh * z
+def _cell_backward(dh: torch.Tensor, ws: tuple, dgi: torch.Tensor, dgh: torch.Tensor):
+    """The backward of :func:`_cell` given dL/dh' (G, B, H): writes dL/dgi and dL/dgh into the
+    (G, B, 3H) views ``dgi``, ``dgh`` and returns dL/dh through the direct path z h."""
+    G, B, H = dh.shape
+    r, z, n, gh, h = (t.view(G, B, -1) for t in ws)
+    h_n = gh[..., 2 * H:]
+    d_r, d_z, d_n = dgi[..., :H], dgi[..., H:2 * H], dgi[..., 2 * H:]
+    torch.mul(dh * (h - n) * z, 1 - z, out=d_z)
+    torch.mul(dh * (1 - z), 1 - n * n, out=d_n)
+    torch.mul(d_n * h_n * r, 1 - r, out=d_r)
+    dgh[..., :2 * H] = dgi[..., :2 * H]
+    torch.mul(d_n, r, out=dgh[..., 2 * H:])
+    return dh * z
 
 
 def _cell_fused(gi, gh, h):
@@ -42,9 +48,13 @@ def _cell_fused(gi, gh, h):
     return torch.ops.aten._thnn_fused_gru_cell(gi, gh, h)
 
 
-def _cell_fused_backward(dh, ws):
-    dgi, dgh, dhx, _, _ = torch.ops.aten._thnn_fused_gru_cell_backward(dh, ws, False)
-    return dgi, dgh, dhx
+def _cell_fused_backward(dh, ws, dgi, dgh):
+    G, B, H = dh.shape
+    dgi_s, dgh_s, dhx, _, _ = torch.ops.aten._thnn_fused_gru_cell_backward(
+        dh.reshape(G * B, H), ws, False)
+    dgi.copy_(dgi_s.view(G, B, 3 * H))
+    dgh.copy_(dgh_s.view(G, B, 3 * H))
+    return dhx.view(G, B, H)
 
 
 class _Scan(torch.autograd.Function):
@@ -59,10 +69,13 @@ class _Scan(torch.autograd.Function):
         ws = []
         for s in range(N):
             gi = torch.baddbmm(bih, z[s], WihT).view(G * B, 3 * H)
-            gh = torch.baddbmm(bhh, h.view(G, B, H), WhhT).view(G * B, 3 * H)
+            if s:
+                gh = torch.baddbmm(bhh, h.view(G, B, H), WhhT).view(G * B, 3 * H)
+            else:  # h = 0: the product is exactly b_hh
+                gh = bhh.expand(G, B, 3 * H).reshape(G * B, 3 * H)
             h, w = cell(gi, gh, h)
-            if keep:  # the workspaces only a backward reads
-                ws.append(w)
+            if keep:  # the workspaces only a backward reads (CPU: 5 tensors, CUDA: one)
+                ws.extend(w if isinstance(w, tuple) else (w,))
             hs[:, s + 1] = h.view(G, B, H)
         ctx.save_for_backward(z, WihT, hs, WhhT, *ws)
         return hs
@@ -80,10 +93,10 @@ class _Scan(torch.autograd.Function):
         dh = dhs.new_zeros(G, B, H)
         for s in reversed(range(N)):
             dh = dh + dhs[:, s + 1]
-            dgi_s, dgh_s, dhx = back(dh.reshape(G * B, H), ws[s])
-            dgi[:, s] = dgi_s.view(G, B, 3 * H)
-            dgh[:, s] = dgh_s.view(G, B, 3 * H)
-            dh = torch.baddbmm(dhx.view(G, B, H), dgh[:, s], Whh)
+            w = ws[s] if dhs.is_cuda else tuple(ws[5 * s:5 * s + 5])
+            dhx = back(dh, w, dgi[:, s], dgh[:, s])
+            if s:  # the state before position 0 is the constant 0: no gradient to carry
+                dh = torch.baddbmm(dhx, dgh[:, s], Whh)
         dgi, dgh = dgi.view(G, N * B, 3 * H), dgh.view(G, N * B, 3 * H)
         zg = z.transpose(0, 1).reshape(G, N * B, D)  # (G, N B, D): one copy of the small input
         dWihT = torch.bmm(zg.transpose(1, 2), dgi)
