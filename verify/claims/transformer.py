@@ -28,7 +28,7 @@ from qstr.bounds.symbolic import (bound_expr, ffn_sample_size_expr, leading_cons
 from qstr.bounds.transformer import (Theorem4Params, ffn_sample_size, few_heads_floor,
                                      few_heads_floor_per_position, loglog_slope, theorem4_bound,
                                      theorem4_sample_size)
-from qstr.constructions.attention import (lemma11_adversarial_prompt, place_block,
+from qstr.constructions.attention import (lemma11_adversarial_prompt, lemma11_weights, place_block,
                                           separation_limit, target_leaks)
 from qstr.constructions.codes import rs_hadamard_codebook, star_codebook
 from qstr.constructions.encoding import layout_of, transformer_encoding
@@ -1437,6 +1437,44 @@ def thm4_degree_four_inconclusive(inp: Theorem4Inputs, ctx: Context) -> Verdict:
                  detail="polylog_certificate(k = 4).proves_polylog")
 
 
+THM4_CLASS_POINTS = ((10, 16), (1000, 64))  # (n, N): Lemma 11 built at the record's alpha
+
+
+def _extreme_net(P, generator: torch.Generator) -> TwoLayerNet:
+    """A width-m_g Assumption 2 net on the class's boundary: ||a|| = r_a / sqrt(m_g) and
+    ||(W, b)||_F = sqrt(m_g) r_w (random directions)."""
+    m, D = P.m_g, P.q * P.d
+    a = torch.randn(m, generator=generator, dtype=torch.float64)
+    Wb = torch.randn(m, D + 1, generator=generator, dtype=torch.float64)
+    a = a * (P.r_a / math.sqrt(m) / a.norm())
+    Wb = Wb * (math.sqrt(m) * P.r_w / Wb.norm())
+    return TwoLayerNet(a=a, W=Wb[:, :D], b=Wb[:, D])
+
+
+def thm4_construction_in_class(inp: Theorem4Inputs, ctx: Context) -> Verdict:
+    """Theorem 4, step (A): Lemma 11's Theta* at the record's alpha, on codes of the record's d_e
+    with an Assumption 2 net on the class's boundary, is in the class: each head's ||W^(h)||_F
+    equals r_qk and ||vec Theta*|| equals R (theorem4.md, section 2); the largest relative gap."""
+    P, gap, where = inp.params, 0.0, ""
+    for nv, Nv in THM4_CLASS_POINTS:
+        rec = inp.record(nv, Nv, P)
+        codes = torch.randn(Nv, rec.d_e, generator=ctx.generator("thm-4/class-codes", Nv),
+                            dtype=torch.float64)
+        net = _extreme_net(P, ctx.generator("thm-4/class-net", Nv))
+        built = lemma11_weights(Nv, P.d, P.q, net, alpha=rec.alpha, c=P.prefactor,
+                                codebook=codes / codes.norm(dim=1, keepdim=True))
+        model = built.model
+        heads = torch.linalg.matrix_norm(model.W_QK.detach(), dim=(-2, -1))
+        vec = math.sqrt(sum(float((p.detach() ** 2).sum()) for p in model.parameters()))
+        for what, got, want in [*((f"||W^({h})||_F / r_qk", float(x), rec.r_qk)
+                                  for h, x in enumerate(heads)),
+                                ("||vec Theta*|| / R", vec, rec.R)]:
+            if abs(got / want - 1) >= gap:
+                gap, where = abs(got / want - 1), f"{what} at (n, N) = ({nv}, {Nv})"
+    rounding = Rounding(n=64, scale=1.0, what="64 eps (sums of squares of <= 10^5 float64 entries)")
+    return at_most(gap, 0.0, rounding, detail=f"largest relative gap, {where}")
+
+
 def thm4_leading_form(inp: Theorem4Inputs, ctx: Context) -> Verdict:
     """Section 11: leading_sample_size_expr = 3397386240000 e^4 (ln N)^4 ln ln N at the default
     constants, and 144 tau_c^2 P L_c (ln N)^2 ln ln N / (target - 4 eps_2NN)^2 with L_c = 3 for a
@@ -1454,6 +1492,17 @@ def thm4_leading_form(inp: Theorem4Inputs, ctx: Context) -> Verdict:
     got_fixed = float(inp.leading_form(fixed, THM4_TARGET).subs(sym_N, Nv).evalf(30))
     gap = max(abs(got / hand - 1), abs(got_fixed / hand_fixed - 1))
     return at_most(gap, 1e-12, detail="leading_sample_size_expr against the hand forms at N = 2^20")
+
+
+def _class_without_root_de(inp: Theorem4Inputs, ctx: Context) -> Theorem4Inputs:
+    """The class's head radius r_qk = alpha for alpha sqrt(d_e) (the block's Frobenius norm taken
+    as its operator norm), and R with it."""
+    def record(nv, Nv, P):
+        b = theorem4_bound(nv, Nv, P)
+        R = math.sqrt(b.r_ma ** 2 + b.R_mw ** 2 + P.q * b.alpha ** 2)
+        return replace(b, r_qk=b.alpha, R=R)
+
+    return replace(inp, record=record)
 
 
 def _ffn_requirement(inp: Theorem4Inputs, ctx: Context) -> Theorem4Inputs:
@@ -1536,7 +1585,8 @@ register(Claim(
             Check("leading constants = certificate limits", thm4_leading_constants),
             Check("certificate factor limits", thm4_factor_limits),
             Check("k = 4 inconclusive", thm4_degree_four_inconclusive),
-            Check("leading form as derived", thm4_leading_form)],
+            Check("leading form as derived", thm4_leading_form),
+            Check("Theta* in the class: ||vec Theta*|| = R", thm4_construction_in_class)],
     faults=[Fault("confidence without (nN)^(-1/2)", _confidence_without_truncation,
                   breaks=("confidence = 1 - delta - (nN)^(-1/2)",)),
             Fault("FFN requirement n >= N d", _ffn_requirement,
@@ -1560,8 +1610,10 @@ register(Claim(
                   breaks=("k = 4 inconclusive", "certificate factor limits")),
             Fault("Dudley's 12 not squared in n(N)",
                   lambda inp, ctx: replace(inp, leading_form=_dudley_unsquared),
-                  breaks=("leading form as derived",))],
-    builds=(theorem4_sample_size, polylog_certificate),
+                  breaks=("leading form as derived",)),
+            Fault("head radius alpha for alpha sqrt(d_e)", _class_without_root_de,
+                  breaks=("Theta* in the class: ||vec Theta*|| = R",))],
+    builds=(theorem4_sample_size, polylog_certificate, lemma11_weights),
     bounds=(theorem4_bound, bound_expr, sample_size_from_expr, majorant_terms),
     derivation="docs/derivations/theorem4.md",
 ))

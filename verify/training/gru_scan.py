@@ -101,7 +101,9 @@ class _Scan(torch.autograd.Function):
         zg = z.transpose(0, 1).reshape(G, N * B, D)  # (G, N B, D): one copy of the small input
         dWihT = torch.bmm(zg.transpose(1, 2), dgi)
         dWhhT = torch.bmm(hs[:, :N].reshape(G, N * B, H).transpose(1, 2), dgh)
-        dz = torch.bmm(dgi, WihT.transpose(1, 2)).view(G, N, B, D).transpose(0, 1)
+        dz = None  # the encoded tokens are data in training: their gradient only when asked
+        if ctx.needs_input_grad[0]:
+            dz = torch.bmm(dgi, WihT.transpose(1, 2)).view(G, N, B, D).transpose(0, 1)
         db = (dgi.sum(dim=1, keepdim=True), dgh.sum(dim=1, keepdim=True))
         return dz, dWihT, db[0], dWhhT, db[1], None
 

@@ -78,8 +78,13 @@ def test_cpu_rnn_stacks_split_by_N_and_start_order():
     assert all(len({p.N for p in s}) == 1 for s in rnn)  # one N per RNN stack on a CPU
     assert len(rnn) == len(figure1.QUICK["1str"]) + len(figure1.QUICK["simple"])
     assert sum(map(len, cpu)) == len(pts)
+    par = stacks_of(pts, device="cpu", parallel=True)  # workers share the longest point
+    assert all(len(s) == 1 for s in par if s[0].model == "rnn")
+    assert [s for s in par if s[0].model != "rnn"] == [s for s in cpu if s[0].model != "rnn"]
+    assert sum(map(len, par)) == len(pts)
     gpu = stacks_of(pts, device="cuda")
     assert len(gpu) == 6  # (variant, model) on a GPU: padding is free parallelism there
+    assert stacks_of(pts, device="cuda", parallel=True) == gpu
     costs = [stack_cost(s) for s in start_order(cpu, parallel=True)]
     # the cheapest stack first (a row within seconds), then longest first (the makespan)
     assert (

@@ -58,6 +58,17 @@ def test_backward_through_time_matches_autograd(N, G, B, H, seed):
     assert torch.equal(fast[0][:, 0], torch.zeros_like(fast[0][:, 0]))
 
 
+def test_inputs_that_are_data_get_no_gradient_and_change_no_other():
+    """Encoded tokens are data in training: with z not requiring a gradient the scan returns none
+    for it, and the weights' gradients are bit for bit those of the scan that also computed dz."""
+    inputs, up = _inputs(6, 2, 3, 5, "cpu", 4)
+    full = _value_and_grads(gru_scan, inputs, up)
+    data = [inputs[0].detach()] + inputs[1:]
+    hs = gru_scan(*data)
+    grads = torch.autograd.grad((hs[:, 1:] * up[:, 1:]).sum(), data[1:])
+    assert all(torch.equal(a, b) for a, b in zip(grads, full[2:]))
+
+
 def test_no_workspace_without_grad():
     """Under no_grad the scan gives the same states and keeps no graph."""
     inputs, _ = _inputs(4, 2, 3, 5, "cpu", 3)
