@@ -115,7 +115,8 @@ def run_experiment(name: str, *, out_dir: str, quick: bool = False, seeds=None,
     protocol: ``"paper"`` or ``"published"``.
     execution: where and how it trains (:class:`Execution`: device, dtype, worker processes or a
         Dask scheduler, threads, matmul, progress); default ``Execution()``, this process on the
-        CPU. Numbers depend on the device (different random streams), never on the stacking.
+        CPU. Numbers depend on the device (different random streams), never on ``jobs`` or
+        the scheduler (docs/experiments.md, "Randomness").
     options: passed to the module's ``points`` (e.g. ``max_samples``, ``q_values``, and
         ``overrides`` for any hyper-parameter of every point, such as ``{"n_test": 500}``).
 

@@ -112,25 +112,24 @@ def wide_console(**kw):
     return c
 
 
-def stacks_of(points: Sequence[Point], *, device="cpu", parallel: bool = False
-              ) -> List[List[Point]]:
+def stacks_of(points: Sequence[Point], *, device="cpu") -> List[List[Point]]:
     """Split points into stacks: one per :attr:`Point.stack_group` with equal check interval,
     step cap and test size. RNN stacks are also split by hidden size: every step streams each
     member's W_hh once per position, so a hidden state padded from 500 to 2,000 would cost 16x
     the bytes on any device. On a CPU they are split by N and q as well: the recurrence runs
     over the longest prompt of its stack, and on a CPU the padded steps cost real time (on a
-    GPU they are free parallelism). On a CPU with stacks trained in ``parallel`` they are split
-    by seed too: a CPU stack costs the sum of its members (the batched products loop over them;
-    two GRU 500 members at N = 13: 26.5 s for 80 steps stacked, 13.0 + 14.2 s apart), and one
-    member per stack lets the workers share the longest point. Numbers never depend on the
-    stacking (docs/experiments.md)."""
+    GPU they are free parallelism). On a CPU they hold one member each: a CPU stack costs the
+    sum of its members (the batched products loop over them; two GRU 500 members at N = 13:
+    26.5 s for 80 steps stacked, 13.0 + 14.2 s apart), and one member per stack lets parallel
+    workers share the longest point. The stacks depend on the points and the device only, never
+    on ``jobs`` or a scheduler, so neither changes a number (in float32 a member's numbers can
+    change with the members beside it: docs/experiments.md)."""
     cpu = torch.device(device).type == "cpu"
     groups: Dict[tuple, List[Point]] = {}
     for p in points:
         key = p.stack_group + (p.check_every, p.max_steps, p.n_test)
         if p.model == "rnn":
-            key += (p.rnn_hidden,) + ((p.N, p.q) if cpu else ()) + ((p.seed,) if cpu and parallel
-                                                                    else ())
+            key += (p.rnn_hidden,) + ((p.N, p.q, p.seed) if cpu else ())
         groups.setdefault(key, []).append(p)
     return list(groups.values())
 
@@ -218,13 +217,11 @@ def run_points(points: Sequence[Point], results: ResultsFile,
     from qstr.verify.experiments import cluster
 
     todo = [p for p in points if p.point_id not in results]
+    stacks = stacks_of(todo, device=cfg.device)
     jobs = default_jobs(cfg.device) if cfg.jobs is None else _checks_jobs(cfg.jobs)
-    jobs = 1 if cfg.local else jobs
+    jobs = max(1, min(jobs, len(stacks))) if not cfg.local else 1
     scheduler = None if cfg.local else cfg.scheduler
-    parallel = jobs > 1 or scheduler is not None
-    stacks = stacks_of(todo, device=cfg.device, parallel=parallel)
-    jobs = max(1, min(jobs, len(stacks)))
-    stacks = start_order(stacks, parallel=parallel)
+    stacks = start_order(stacks, parallel=jobs > 1 or scheduler is not None)
     with _Progress(cfg.progress, cfg.console) as bar:
         if bar.bar is not None and len(todo) < len(points):
             bar.log(

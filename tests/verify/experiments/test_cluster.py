@@ -361,9 +361,13 @@ def _free_port():
 def test_ctrl_c_of_reproduce_on_a_local_cluster_exits_130_and_resumes(tmp_path, tiny, tiny_grid):
     """Ctrl-C (SIGINT to the process group, as a terminal sends it) of ``qstr reproduce --jobs 2``
     once a first row is written: exit status 130, one line on stderr that says how to resume, no
-    traceback, every process it started gone; the same command then writes the rest, once each."""
+    traceback, every process it started gone; the same command then writes the rest, once each.
+    No point stops at a threshold, so every stack trains its 2000 steps: the first row is the
+    cheapest stack's, written while the costliest still trains (not a race the interrupt can
+    lose, as when tiny models could all reach the threshold before it landed)."""
     path = tmp_path / "out" / "figure1.jsonl"
-    proc = reproduce(tmp_path, dict(tiny, max_steps=2000), tiny_grid, "--jobs", "2")
+    endless = dict(tiny, max_steps=2000, threshold=None)
+    proc = reproduce(tmp_path, endless, tiny_grid, "--jobs", "2")
     try:
         assert wait_for_rows(path, 1), (tmp_path / "stderr.txt").read_text()
         tree = process_tree(proc.pid)
@@ -380,10 +384,10 @@ def test_ctrl_c_of_reproduce_on_a_local_cluster_exits_130_and_resumes(tmp_path, 
     assert err.splitlines()[-1] == said[0] and "Traceback" not in err, err
     kept = lines(path)
     assert 1 <= len(kept) < len(points(tiny, tiny_grid))
-    again = reproduce(tmp_path, dict(tiny, max_steps=2000), tiny_grid, "--jobs", "2")
+    again = reproduce(tmp_path, endless, tiny_grid, "--jobs", "2")
     assert again.wait(timeout=240) == 0, (tmp_path / "stderr.txt").read_text()
     assert lines(path)[:len(kept)] == kept
-    assert sorted(ids(path)) == sorted(p.point_id for p in points(tiny, tiny_grid, steps=2000))
+    assert sorted(ids(path)) == sorted(p.point_id for p in points(endless, tiny_grid))
 
 
 @contextlib.contextmanager
