@@ -34,8 +34,10 @@ def _module(name: str):
 
 @dataclass(frozen=True)
 class Execution:
-    """Where and how ``run_experiment`` trains; never what it trains, so the rows do not depend on
-    it, except through ``device`` and ``matmul`` (both enter every row's ``point_id``).
+    """Where and how ``run_experiment`` trains, never what it trains. The numbers depend on the
+    device (its own random streams) and the dtype, which every row records; ``matmul="tf32"``
+    enters every ``point_id``, so its rows never mix with float32 rows; ``jobs``, ``scheduler``,
+    ``threads`` and ``progress`` change no number.
 
     device: ``"cpu"`` or ``"cuda"``; all data, models and generators live there.
     dtype: the models' float type (float32).
