@@ -342,6 +342,26 @@ def gate_zero_below_half(inp: GadgetInputs, ctx: Context) -> Verdict:
     return exact(nonzero, 0, detail="nonzero outputs for s < 1/2: " + ", ".join(where))
 
 
+def gate_gadget_is_unit_sum(inp: GadgetInputs, ctx: Context) -> Verdict:
+    """Lemma 24's gate three ways on one 121 x 121 grid of each box: the dense gadget users load,
+    the literal sum of its 2K units (``GateBands.evaluate_units``, the lemma's formula) and the
+    closed form the Prop 26 transition evaluates (``GateBands.evaluate``); the largest gap."""
+    gap, worst = -1.0, inp.cases[0]
+    for c in inp.cases:
+        bands = gate_bands(*c.args)
+        grid = torch.cartesian_prod(*(torch.linspace(c.lo[j], c.hi[j], 121, dtype=F64)
+                                      for j in range(2)))
+        x, s = grid[:, :1], grid[:, 1]
+        units = bands.evaluate_units(x, s)
+        g = max(float((c.gadget(grid) - units).abs().max()),
+                float((bands.evaluate(x, s) - units).abs().max()))
+        if g > gap:
+            gap, worst = g, c
+    return close(gap, 0.0, 0.0, worst.rounding + worst.rounding,
+                 detail=f"largest |gadget - unit sum| or |closed form - unit sum|, worst case "
+                        f"{_shown(worst)}")
+
+
 def _gate_half_knots(inp: GadgetInputs, ctx: Context) -> GadgetInputs:
     """Half the knots: delta doubles, and so does the attained error."""
     return replace(inp, cases=_fewer_knots(inp.cases, gate_gadget, _gate_special, _gate_box,
@@ -362,10 +382,11 @@ def _gate_2_delta(inp: GadgetInputs, ctx: Context) -> GadgetInputs:
     return replace(inp, certificate=lambda r_x, K, s_max: 2 * gate_error(r_x, K, s_max))
 
 
-L24_SUP, L24_ATTAINED, L24_ZERO = (
+L24_SUP, L24_ATTAINED, L24_ZERO, L24_UNITS = (
     "sup |G(x,s) - 2x relu(s-1/2)| <= r_x delta",
     "r_x delta attained",
     "G = 0 for s < 1/2",
+    "gadget = unit sum = closed form",
 )
 
 register(
@@ -380,11 +401,13 @@ register(
             Check(L24_SUP, gadget_within_certificate),
             Check(L24_ATTAINED, gadget_certificate_attained),
             Check(L24_ZERO, gate_zero_below_half),
+            Check(L24_UNITS, gate_gadget_is_unit_sum),
         ],
         faults=[
             Fault("half the knots", _gate_half_knots, breaks=(L24_SUP, L24_ATTAINED)),
             Fault("certificate 2 r_x delta", _gate_2_delta, breaks=(L24_ATTAINED,)),
-            Fault("band offsets shifted up by M/10", _gate_beta_shifted, breaks=(L24_ZERO,)),
+            Fault("band offsets shifted up by M/10", _gate_beta_shifted,
+                  breaks=(L24_ZERO, L24_UNITS)),
         ],
         builds=(gate_gadget,),
         bounds=(gate_error,),
