@@ -562,7 +562,9 @@ def _curve_rnn(N: int, rotate: bool, ctx: Context):
 
 def prop26_inputs(ctx: Context) -> Prop26Inputs:
     """The transitions of :func:`_p26_books`, plus guarantees built for their knots only: the
-    mu = 1/8 code (at r_x = 0.05 the dA budget is capped at 1/2 - mu) and zero-padded RS-Hadamard
+    mu = 1/8 code (at r_x = 0.05 and 0.04 the dA budget is capped at 1/2 - mu; at 0.05 the
+    ceiling of K1 hides the cap's value, at 0.04 a cap twice as high gives 6 knots, not 7) and
+    zero-padded RS-Hadamard
     codes (entries in {0, +-R}: the alphabet certificate with 5 knots, at the default eps)."""
     cases = tuple(
         _transition_case(label, book, k, ctx) for k, (label, book) in enumerate(_p26_books(ctx))
@@ -573,13 +575,14 @@ def prop26_inputs(ctx: Context) -> Prop26Inputs:
         extra.append(
             ("mu = 1/8", prop26_transition(quarter, P26_D, P26_Q, eps=P26_EPS, r_x=P26_RX), quarter)
         )
-    extra.append(
-        (
-            "mu = 1/8, r_x = 0.05",
-            prop26_transition(quarter, P26_D, P26_Q, eps=P26_EPS, r_x=0.05),
-            quarter,
+    for r_x in (0.05, 0.04):  # the cap binds at both; at 0.04 its value decides K1
+        extra.append(
+            (
+                f"mu = 1/8, r_x = {r_x}",
+                prop26_transition(quarter, P26_D, P26_Q, eps=P26_EPS, r_x=r_x),
+                quarter,
+            )
         )
-    )
     padded = build_codebook(64, kind="rs-hadamard", d_e=300, dtype=F64, device=ctx.device)
     extra.append(
         ("zero-padded rs-hadamard", prop26_transition(padded, P26_D, P26_Q, r_x=P26_RX), padded)
