@@ -564,8 +564,8 @@ def prop26_inputs(ctx: Context) -> Prop26Inputs:
     """The transitions of :func:`_p26_books`, plus guarantees built for their knots only: the
     mu = 1/8 code (at r_x = 0.05 and 0.04 the dA budget is capped at 1/2 - mu; at 0.05 the
     ceiling of K1 hides the cap's value, at 0.04 a cap twice as high gives 6 knots, not 7) and
-    zero-padded RS-Hadamard
-    codes (entries in {0, +-R}: the alphabet certificate with 5 knots, at the default eps)."""
+    zero-padded RS-Hadamard codes (entries in {0, +-R}: the alphabet certificate with 5 knots, at
+    the default eps)."""
     cases = tuple(
         _transition_case(label, book, k, ctx) for k, (label, book) in enumerate(_p26_books(ctx))
     )
