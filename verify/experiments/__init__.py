@@ -10,6 +10,7 @@ from typing import List, Optional, Union
 
 import torch
 
+from qstr.constructions import validate
 from qstr.verify.threads import cpu_threads
 from qstr.verify.experiments.analysis import fit_exponent  # noqa: F401  (re-exported)
 from qstr.verify.experiments.points import MATMUL, PROTOCOLS, Point, Protocol  # noqa: F401  (re-exported)
@@ -77,6 +78,9 @@ def _checked(ex: Execution) -> torch.device:
         raise ValueError(
             f"device={ex.device!r}: CUDA is not available on this machine (use device='cpu')"
         )
+    if ex.threads is not None:
+        validate.positive_int("threads", ex.threads)
+    validate.float_dtype("dtype", ex.dtype)
     if ex.matmul not in MATMUL:
         raise ValueError(f"matmul must be one of {', '.join(MATMUL)}, got {ex.matmul!r}")
     if ex.matmul == "tf32" and dev.type != "cuda":

@@ -2,6 +2,7 @@
 arguments."""
 
 import pytest
+import torch
 
 from qstr.verify.experiments import Execution, figure1, run_experiment
 
@@ -25,6 +26,9 @@ def test_bad_arguments():
         ("cpu", "execution must be an Execution"),
         (Execution(device="gpu"), "device must be 'cpu' or 'cuda'"),
         (Execution(matmul="bf16"), "matmul"),
+        (Execution(threads=0), "threads"),
+        (Execution(threads=1.5), "threads"),
+        (Execution(dtype=torch.int64), "dtype"),
         (Execution(matmul="tf32"), "needs device='cuda'"),
         (Execution(scheduler="localhost:8786"), "tcp://HOST:PORT"),
     ],
