@@ -138,25 +138,49 @@ def segments_summary(dev, top: int = 8) -> str:
     return "\n".join(lines)
 
 
-def figure1(dev, out_dir: str, matmul: str, seeds: int) -> dict:
-    """All of Figure 1 at the paper's sizes (both panels, 10,000 test prompts), timed."""
+def figure1(dev, out_dir: str, matmul: str, seeds: int, check_breakdown: bool = False) -> dict:
+    """All of Figure 1 at the paper's sizes (both panels, 10,000 test prompts), timed; with
+    ``check_breakdown`` each test check is synchronized and timed apart (the total then
+    includes those synchronizations: a breakdown, not the figure's time)."""
     from qstr.verify.experiments import Execution, run_experiment
 
     from qstr.verify.experiments import run as run_mod
+    from qstr.verify.training import stack as stack_mod
 
     d = os.path.join(out_dir, f"figure1-{matmul}")
     plain = run_mod.train_points
 
+    checks = {"s": 0.0, "n": 0}
+    test_mse = stack_mod._Stack.test_mse
+
+    def timed_check(self):  # the test checks' share of a stack (synchronized before and after)
+        torch.cuda.synchronize(dev)
+        c0 = time.perf_counter()
+        mse = test_mse(self)
+        torch.cuda.synchronize(dev)
+        checks["s"] += time.perf_counter() - c0
+        checks["n"] += 1
+        return mse
+
     def logged(pts, *args, **kw):  # the device memory after each stack (after it, untimed)
+        checks.update(s=0.0, n=0)
+        s0 = time.perf_counter()
         out = plain(pts, *args, **kw)
         gib = 2.0 ** 30
-        print(f"  stack {pts[0].variant} {pts[0].model} x{len(pts)}: reserved "
+        key = f"{pts[0].variant}/{pts[0].model}"
+        breakdown[key] = {"wall_s": time.perf_counter() - s0, "checks_s": checks["s"],
+                          "checks": checks["n"]}
+        print(f"  stack {key} x{len(pts)}: {breakdown[key]['wall_s']:.1f} s, of which "
+              f"{checks['n']} test checks {checks['s']:.1f} s; reserved "
               f"{torch.cuda.memory_reserved(dev) / gib:.1f} GiB, allocated "
               f"{torch.cuda.memory_allocated(dev) / gib:.1f} GiB, peak "
               f"{torch.cuda.max_memory_allocated(dev) / gib:.1f} GiB", flush=True)
         return out
 
+    breakdown: dict = {}
     run_mod.train_points = logged
+    if check_breakdown:
+        stack_mod._Stack.test_mse = timed_check
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     try:
@@ -164,6 +188,7 @@ def figure1(dev, out_dir: str, matmul: str, seeds: int) -> dict:
         rows = run_experiment("figure1", out_dir=d, seeds=seeds, execution=ex)
     finally:
         run_mod.train_points = plain
+        stack_mod._Stack.test_mse = test_mse
     torch.cuda.synchronize()
     total = time.perf_counter() - t0
     stacks = {}
@@ -192,6 +217,8 @@ def figure1(dev, out_dir: str, matmul: str, seeds: int) -> dict:
         wall_s=total,
         stacks_s=stacks,
         by_architecture_s=by_arch,
+        breakdown=breakdown,
+        check_breakdown=check_breakdown,
         ratio_to_target=total / TARGET_FIGURE1_S,
         speedup_vs_published=PUBLISHED_S_PER_SEED * seeds / total,
     )
@@ -208,6 +235,8 @@ def main(argv=None) -> int:
         "--figure1-matmul", nargs="+", default=["float32", "tf32"], choices=["float32", "tf32"]
     )
     ap.add_argument("--skip-figure1", action="store_true")
+    ap.add_argument("--check-breakdown", action="store_true",
+                    help="time each test check of Figure 1 apart (adds synchronizations)")
     ap.add_argument("--skip-gru", action="store_true",
                     help="skip the GRU step (benchmarks/gru_step.py)")
     ap.add_argument("--gru-current", action="store_true",
@@ -236,7 +265,8 @@ def main(argv=None) -> int:
         sections.append(("gru_step", lambda: gru_step.report(dev, report["ceilings"], **gru_kw)))
     if not args.skip_figure1:
         for mm in args.figure1_matmul:
-            sections.append((f"figure1_{mm}", lambda mm=mm: figure1(dev, args.out, mm, args.seeds)))
+            sections.append((f"figure1_{mm}", lambda mm=mm: figure1(
+                dev, args.out, mm, args.seeds, args.check_breakdown)))
     for name, fn in sections:
         try:
             report[name] = fn()

@@ -5,6 +5,7 @@
 #   capture-tests  the same for the float64 members of the graph-replay test
 #   graph-test   the CUDA-graph replay test alone, with its short traceback
 #   figure1      all of Figure 1 alone (gpu_report.py --skip-kernels --skip-gru), default allocator
+#                (FIG1_ARGS=--check-breakdown: each test check synchronized and timed apart)
 #   figure1-expandable  the same with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 #   train-tests  the GPU tests of the GRU scan and the batched trainer (correctness first)
 #   report       benchmarks/gpu_report.py: ceilings, the GRU step (before/after, profile),
@@ -42,7 +43,7 @@ for stage in $stages; do
       conf=""; [ "$stage" = figure1-expandable ] && conf="expandable_segments:True"
       PYTORCH_CUDA_ALLOC_CONF="$conf" timeout "${LIMIT_FIGURE1:-170}" python3 \
         benchmarks/gpu_report.py --out "$R/$stage" --figure1-matmul tf32 --skip-kernels \
-        --skip-gru >"$R/$stage.log" 2>&1; echo "rc $?"
+        --skip-gru ${FIG1_ARGS:-} >"$R/$stage.log" 2>&1; echo "rc $?"
       grep -v "^\s*$" "$R/$stage.log" | grep -v "^-\|^ *Name\|^ *Self" | tail -45 | cut -c1-240 ;;
     train-tests)
       timeout "${LIMIT_TESTS:-90}" python3 -m pytest -q -m gpu -p no:cacheprovider \
