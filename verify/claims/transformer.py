@@ -336,11 +336,13 @@ def _code_share(inp: Lemma11Inputs, case: L11Case) -> float:
 
 def lemma11_encoding_balanced(inp: Lemma11Inputs, ctx: Context) -> Verdict:
     """Appendix A.1: the prefactor c = sqrt(d/q) makes the query's q code blocks as large as a
-    token, q c^2 = d = E||x||^2 (docs/derivations/lemma11.md); the largest ratio over the cases."""
-    ratio, case = max(((_code_share(inp, c), c) for c in inp.cases), key=lambda r: r[0])
+    token, q c^2 = d = E||x||^2 (docs/derivations/lemma11.md); the ratio farthest from 1 over
+    the cases (c = 1 balances a case with q = d, so no one case may stand for the others)."""
+    ratio, case = max(((_code_share(inp, c), c) for c in inp.cases),
+                      key=lambda r: abs(r[0] - 1.0))
     return close(ratio, 1.0, 0.0, Rounding(n=2 * case.module.omega.shape[1] + 4, scale=1.0,
                                            what="(2 d_e + 4) eps (unit codes, c^2)"),
-                 detail=f"largest at {case.name()}: q c^2 ||omega||^2 / d")
+                 detail=f"farthest from 1 at {case.name()}: q c^2 ||omega||^2 / d")
 
 
 def _published_prefactor(inp: Lemma11Inputs, ctx: Context) -> Lemma11Inputs:

@@ -1,0 +1,102 @@
+"""Where a stacked training step's time goes on CUDA (Figure 1's simple-1STR FFN and GRU stacks,
+25 members, TF32, CUDA graphs): the replayed step on the device, the host's work around it,
+and whole steps of ``train_stack`` at two prefetch sizes.
+
+    python benchmarks/stack_step.py [--steps 400] [--json FILE]
+
+For each stack, side by side in one run:
+* ``replay_ms``: the recorded step alone, median of CUDA-event times over 50 replays on one
+  batch (the device's time for a step: no host work in it);
+* ``host_batch_us``: the host's time to hand out one step's prompts (``_Stack.batch``, refills
+  included, averaged over 4 x prefetch steps; the device work it enqueues is not waited for);
+* ``train_ms[prefetch]``: wall time per step of ``train_stack`` without test checks,
+  (T(2 S) - T(S)) / S, for prefetch 16 (the default) and 128 (the prompts are the same).
+A step is bound by the host when ``train_ms`` is well above ``replay_ms``. A script, not a test.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+
+def _members(model: str, dev):
+    from qstr.verify.experiments import figure1
+    from qstr.verify.experiments.points import build_member
+
+    pts = figure1.points(seeds=5, models=(model,), variants=("simple",))
+    return [build_member(p, device=dev, dtype=torch.float32) for p in pts]
+
+
+def _replay_and_host(model: str, dev) -> dict:
+    from ceilings import cuda_median
+
+    from qstr.verify.training.stack import StackOptions, _Stack, _tf32
+
+    opts = StackOptions(check_every=10**6, graphs=True, tf32=True)
+    with _tf32(True):
+        st = _Stack(_members(model, dev), opts)
+        st.train_step(*st.batch())  # eager, then recorded
+        assert st.graph is not None, "the step did not record"
+        x, t, y = st.batch()
+        replay = cuda_median(lambda: st.graph(x, t, y), reps=50)
+        torch.cuda.synchronize(dev)
+        n = 4 * opts.prefetch
+        t0 = time.perf_counter()
+        for _ in range(n):
+            st.batch()
+        host = (time.perf_counter() - t0) / n
+        torch.cuda.synchronize(dev)
+    return {"replay_ms": replay * 1e3, "host_batch_us": host * 1e6}
+
+
+def _train_seconds(model: str, dev, steps: int, prefetch: int) -> float:
+    from qstr.verify.training import StackOptions, train_stack
+
+    ms = _members(model, dev)
+    torch.cuda.synchronize(dev)
+    t0 = time.perf_counter()
+    train_stack(ms, StackOptions(check_every=10**6, max_steps=steps, prefetch=prefetch,
+                                 graphs=True, tf32=True))
+    torch.cuda.synchronize(dev)
+    return time.perf_counter() - t0
+
+
+def step_ms(model: str, dev, steps: int, prefetch: int) -> float:
+    """Wall time per step of train_stack: (T(2 S) - T(S)) / S (build and recording cancel)."""
+    a = _train_seconds(model, dev, steps, prefetch)
+    b = _train_seconds(model, dev, 2 * steps, prefetch)
+    return (b - a) / steps * 1e3
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=400, help="S for the FFN; the GRU takes S / 4")
+    ap.add_argument("--json")
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("stack_step: needs a CUDA device", file=sys.stderr)
+        return 2
+    dev = torch.device("cuda")
+    out = {"device": torch.cuda.get_device_name(dev), "torch": torch.__version__}
+    for model, steps in (("ffn", args.steps), ("rnn", max(10, args.steps // 4))):
+        r = out[model] = _replay_and_host(model, dev)
+        r["train_ms"] = {pf: step_ms(model, dev, steps, pf) for pf in (16, 128)}
+        print(f"simple-1STR {model} x25: replayed step {r['replay_ms']:.3f} ms; host batch "
+              f"{r['host_batch_us']:.0f} us; train_stack per step: "
+              + ", ".join(f"prefetch {k} {v:.3f} ms" for k, v in r["train_ms"].items()),
+              flush=True)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(out, fh, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
