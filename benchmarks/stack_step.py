@@ -2,7 +2,7 @@
 25 members, TF32, CUDA graphs): the replayed step on the device, the host's work around it,
 and whole steps of ``train_stack`` at two prefetch sizes.
 
-    python benchmarks/stack_step.py [--steps 400] [--json FILE]
+    python benchmarks/stack_step.py [--steps 400] [--json FILE] [--profile]
 
 For each stack, side by side in one run:
 * ``replay_ms``: the recorded step alone, median of CUDA-event times over 50 replays on one
@@ -78,10 +78,31 @@ def step_ms(model: str, dev, steps: int, prefetch: int) -> float:
     return (b - a) / steps * 1e3
 
 
+def kernel_table(model: str, dev, rows: int = 14) -> str:
+    """The device kernels of three eager steps of the stack (no test check), by self time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from qstr.verify.training.stack import StackOptions, _Stack, _tf32
+
+    with _tf32(True):
+        st = _Stack(_members(model, dev), StackOptions(check_every=10**6, graphs=False))
+        batches = [st.batch() for _ in range(4)]
+        st.train_step(*batches[0])  # warm-up: library handles, the allocator
+        torch.cuda.synchronize(dev)
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for b in batches[1:]:
+                st.train_step(*b)
+            torch.cuda.synchronize(dev)
+    return prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=rows,
+                                     max_name_column_width=60)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=400, help="S for the FFN; the GRU takes S / 4")
     ap.add_argument("--json")
+    ap.add_argument("--profile", action="store_true",
+                    help="also print each stack's kernel table (three eager steps)")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("stack_step: needs a CUDA device", file=sys.stderr)
@@ -95,6 +116,9 @@ def main(argv=None) -> int:
               f"{r['host_batch_us']:.0f} us; train_stack per step: "
               + ", ".join(f"prefetch {k} {v:.3f} ms" for k, v in r["train_ms"].items()),
               flush=True)
+        if args.profile:
+            r["kernel_table"] = kernel_table(model, dev)
+            print(r["kernel_table"], flush=True)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(out, fh, indent=2)
