@@ -42,6 +42,19 @@ def test_lemma11_faults_break_their_checks(lemma11_claim):
     assert claim.check("error <= bound").run(inp, ctx).holds
 
 
+def test_lemma11_c_1_is_caught_beside_a_case_it_balances(lemma11_claim):
+    """With a case of q = d (where c = 1 is sqrt(d/q), as on the gpu profile) beside the quick
+    cases, the published prefactor c = 1 still fails 'encoding balanced' (it reported the
+    largest ratio, 1, until an H100 run of 2026-11-27 showed the gpu profile blind to it)."""
+    from qstr.verify.claims.transformer import L11_D, _l11_case, _published_prefactor
+
+    claim, inp, ctx = lemma11_claim
+    wide = dataclasses.replace(inp, cases=inp.cases + (_l11_case(ctx, "linear", L11_D, 16),))
+    check = claim.check("encoding balanced: q c^2 = d")
+    assert check.run(wide, ctx).holds
+    assert not check.run(_published_prefactor(wide, ctx), ctx).holds
+
+
 def test_lemma11_a_bound_above_the_eps_asked_is_caught(lemma11_claim):
     """A bound 4x larger (a construction for 4 eps) fails 'bound <= eps'."""
     claim, inp, ctx = lemma11_claim
