@@ -139,6 +139,20 @@ def test_mc_bayes_risk_fixed_direction_matches_exact_floor():
     assert est.agrees
 
 
+def test_mc_bayes_risk_stderr_is_the_unbiased_standard_error():
+    """V = e_1 in R^2 (N = 2, d = 1), u = 1, x not sampled: each sample is 0 (t = 0) or 1
+    (t = 1), so k ones in n give mean k/n and stderr sqrt(k (n - k) / (n (n - 1)) / n)."""
+    V, u, n = torch.tensor([[1.0, 0.0]], dtype=F64), torch.ones(1, dtype=F64), 5
+    mixed = 0
+    for seed in range(10):
+        est = mc_bayes_risk(V, 2, 1, samples=n, generator=gen(seed), sample_x=False, u=u)
+        k = round(est.estimate * n)
+        assert est.estimate == pytest.approx(k / n, abs=1e-15)
+        assert est.stderr == pytest.approx(math.sqrt(k * (n - k) / (n * (n - 1)) / n), abs=1e-12)
+        mixed += 0 < k < n
+    assert mixed  # some seed drew both values, where n and n - 1 differ
+
+
 def test_mc_bayes_risk_from_training():
     est = mc_bayes_risk_from_training(4, 3, 2, samples=30000, generator=gen(7))
     assert est.n == 4 and est.rank == 4
