@@ -487,6 +487,15 @@ def test_reproducible_and_seed_dependent():
     assert torch.equal(rs_hadamard_codebook(300).omega, rs_hadamard_codebook(300).omega)
 
 
+def test_codebook_to_moves_to_the_device_asked_and_stays_without_one():
+    """Codebook.to(device=D) puts omega on D; with no device it stays where it is (the meta
+    device stands in for a second device on a CPU-only machine)."""
+    cb = rs_hadamard_codebook(100)
+    moved = cb.to(device="meta")
+    assert moved.omega.device.type == "meta" and moved.mu == cb.mu
+    assert moved.to(dtype=torch.float64).omega.device.type == "meta"
+
+
 def test_codebook_to_and_from_tensor():
     cb = rs_hadamard_codebook(100)
     cb64 = cb.to(dtype=torch.float64)
