@@ -22,7 +22,7 @@ from qstr.bounds.lipschitz import (LipschitzNet, SupCertificate, ball_grid, cert
 from qstr.bounds.recurrent import euclidean_packing_counterexample
 from qstr.constructions.links import TwoLayerNet
 from qstr.constructions.lipschitz import (fk_coefficients, fourier_ridges, interpolation_net,
-                                          ridge_net)
+                                          net_lipschitz_bound, ridge_net)
 from qstr.verify.adversarial import worst_case_tokens
 from qstr.verify.claim import Check, Claim, Context, Fault, Ref, Verdict, at_least, at_most, close
 from qstr.verify.registry import register
@@ -547,6 +547,7 @@ class Lemma42Inputs:
     grid: Callable[[float, int, float], Tuple[torch.Tensor, float]]  # ball_grid(R, k, spacing)
     probes: Tuple[torch.Tensor, ...]  # per k = 1, 2: 4096 points of the unit ball and sphere
     steps: int  # projected-Adam steps of the adversarial search
+    lipschitz: Callable[[TwoLayerNet], float] = net_lipschitz_bound  # the certificate's Lip(net)
 
 
 FK_CASES = ((1, 1), (3, 3), (8, 2), (16, 2))  # (degree n, coordinates k)
@@ -653,6 +654,30 @@ def lemma42_seen(inp: Lemma42Inputs, ctx: Context) -> Verdict:
     upper = case.cert.upper
     return at_most(found / upper, 1.0, case.rounding.times(1 / upper, "1/certified"),
                    detail=f"largest at {case}: seen {found:.4f} vs certified {upper:.4f}")
+
+
+def _steepest_slope(case: LipschitzCase, probes: torch.Tensor, ctx: Context) -> float:
+    """The largest ||grad net(x)|| over the probes scaled to the case's R-ball."""
+    net = case.built.net.to(device=ctx.device)
+    x = (probes.to(ctx.device) * case.built.R).unsqueeze(-2).requires_grad_(True)
+    with torch.enable_grad():
+        (g,) = torch.autograd.grad(net(x).sum(), x)
+    return float(g.norm(dim=-1).max())
+
+
+def lemma42_net_lipschitz(inp: Lemma42Inputs, ctx: Context) -> Verdict:
+    """Step 7's slack (L + Lip(net)) rho needs Lip(net) at least every slope of the net on the
+    ball: the largest gradient norm at the probes over the bound (for k = 1 the bound is exact and
+    the probes meet every piece: the ratio is 1)."""
+    def ratio_of(c: LipschitzCase) -> float:
+        slope, lip = _steepest_slope(c, inp.probes[c.built.k - 1], ctx), inp.lipschitz(c.built.net)
+        return slope / lip if lip > 0 else (math.inf if slope > 0 else 0.0)
+
+    ratio, case = max(((ratio_of(c), c) for c in inp.cases), key=lambda t: t[0])
+    width = case.built.net.W.shape[0]
+    rnd = Rounding(n=2 * (width + case.built.k), scale=1.0,
+                   what="2 (width + k) eps, relative (sums over the units)")
+    return at_most(ratio, 1.0, rnd, detail=f"largest at {case}: steepest slope / Lip(net) bound")
 
 
 def _ridge_error(built: LipschitzNet) -> float:
@@ -868,6 +893,11 @@ def _moments_off_by_one(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
     return replace(inp, moments=lambda n, k: fk_moments(n + 1, k))
 
 
+def _lipschitz_halved(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
+    """The net's Lipschitz bound halved (a difference quotient over 2h read as one over h)."""
+    return replace(inp, lipschitz=lambda net: 0.5 * net_lipschitz_bound(net))
+
+
 def _grid_short(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
     """A grid of the ball of radius R - rho (a slip in the filter of ball_grid)."""
     def short(R, k, spacing):
@@ -878,6 +908,7 @@ def _grid_short(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
 
 
 CERTIFIED, SEEN = "certified sup-error <= error bound", "error seen <= certified"
+NET_LIP = "Lip(net) bound >= the net's slopes"
 SPLIT = "error split as derived (eps_smooth, eps_ridge)"
 RIDGES_OF_T = "net = FK smoothing T within the ridge error"
 register(Claim(
@@ -893,7 +924,8 @@ register(Claim(
             Check(SPLIT, lemma42_split),
             Check(RIDGES_OF_T, lemma42_ridges_of_t),
             Check("FK moments as summed over the grid", lemma42_moments),
-            Check("grid covers the ball within rho", lemma42_covering)],
+            Check("grid covers the ball within rho", lemma42_covering),
+            Check(NET_LIP, lemma42_net_lipschitz)],
     faults=[Fault("functions twice as steep as the nets were built for", _steeper,
                   breaks=(CERTIFIED,)),
             Fault("output weights scaled by 1.1", _scaled, breaks=(CERTIFIED,)),
@@ -908,9 +940,10 @@ register(Claim(
             Fault("kernel moments of degree n + 1", _moments_off_by_one,
                   breaks=("FK moments as summed over the grid",)),
             Fault("grid of the ball of radius R - rho", _grid_short,
-                  breaks=("grid covers the ball within rho",))],
+                  breaks=("grid covers the ball within rho",)),
+            Fault("the net's Lipschitz bound halved", _lipschitz_halved, breaks=(NET_LIP,))],
     builds=(interpolation_net, fourier_ridges, ridge_net),
     bounds=(lemma42_net, smoothing_error_bound, fk_moments, ridge_curvatures,
-            ridge_interval_counts, certify_sup_error, ball_grid),
+            ridge_interval_counts, certify_sup_error, ball_grid, net_lipschitz_bound),
     derivation="docs/derivations/lemmas-39-41-42.md",
 ))
