@@ -191,6 +191,12 @@ def kernel_table(dev, rows: int = 12) -> str:
             for _ in range(3):
                 _train_step(fam, opt, meta, x, t, y, 64)
             torch.cuda.synchronize()
+    return profile_table(prof, rows)
+
+
+def profile_table(prof, rows: int) -> str:
+    """The profiler's kernels by self device time (the sort key's name differs across torch
+    versions)."""
     avg = prof.key_averages()
     for key in ("self_device_time_total", "self_cuda_time_total"):
         try:
