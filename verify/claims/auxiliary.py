@@ -666,9 +666,9 @@ def _steepest_slope(case: LipschitzCase, probes: torch.Tensor, ctx: Context) -> 
 
 
 def lemma42_net_lipschitz(inp: Lemma42Inputs, ctx: Context) -> Verdict:
-    """Step 7's slack (L + Lip(net)) rho needs Lip(net) at least every slope of the net on the
-    ball: the largest gradient norm at the probes over the bound (for k = 1 the bound is exact and
-    the probes meet every piece: the ratio is 1)."""
+    """Lemma 42, step 7 of docs/derivations/lemmas-39-41-42.md: the slack (L + Lip(net)) rho needs
+    Lip(net) at least every slope of the net on the ball; the largest gradient norm at the probes
+    over the bound (for k = 1 the bound is exact and the probes meet every piece: ratio 1)."""
     def ratio_of(c: LipschitzCase) -> float:
         slope, lip = _steepest_slope(c, inp.probes[c.built.k - 1], ctx), inp.lipschitz(c.built.net)
         return slope / lip if lip > 0 else (math.inf if slope > 0 else 0.0)
