@@ -57,12 +57,15 @@ def _cell_fused_backward(dh, ws, dgi, dgh):
     return dhx.view(G, B, H)
 
 
+_CELLS = {False: (_cell, _cell_backward), True: (_cell_fused, _cell_fused_backward)}  # by is_cuda
+
+
 class _Scan(torch.autograd.Function):
     @staticmethod
     def forward(ctx, z, WihT, bih, WhhT, bhh, keep: bool):
         N, G, B, _ = z.shape
         H = WhhT.shape[1]
-        cell = _cell_fused if z.is_cuda else _cell
+        cell, ctx.back = _CELLS[z.is_cuda]
         hs = z.new_empty(G, N + 1, B, H)  # hs[:, s] is the state entering position s
         hs[:, 0].zero_()
         h = z.new_zeros(G * B, H)
@@ -77,6 +80,7 @@ class _Scan(torch.autograd.Function):
             if keep:  # the workspaces only a backward reads (CPU: 5 tensors, CUDA: one)
                 ws.extend(w if isinstance(w, tuple) else (w,))
             hs[:, s + 1] = h.view(G, B, H)
+        ctx.per = len(ws) // N if ws else 0  # workspace tensors per position
         ctx.save_for_backward(z, WihT, hs, WhhT, *ws)
         return hs
 
@@ -86,15 +90,14 @@ class _Scan(torch.autograd.Function):
         z, WihT, hs, WhhT, *ws = ctx.saved_tensors
         G, N1, B, H = hs.shape
         N, D = N1 - 1, z.shape[-1]
-        back = _cell_fused_backward if dhs.is_cuda else _cell_backward
         Whh = WhhT.transpose(1, 2)
         dgi = dhs.new_empty(G, N, B, 3 * H)  # laid out for the products over all positions
         dgh = dhs.new_empty(G, N, B, 3 * H)
         dh = dhs.new_zeros(G, B, H)
         for s in reversed(range(N)):
             dh = dh + dhs[:, s + 1]
-            w = ws[s] if dhs.is_cuda else tuple(ws[5 * s:5 * s + 5])
-            dhx = back(dh, w, dgi[:, s], dgh[:, s])
+            w = ws[s] if ctx.per == 1 else tuple(ws[ctx.per * s:ctx.per * (s + 1)])
+            dhx = ctx.back(dh, w, dgi[:, s], dgh[:, s])
             if s:  # the state before position 0 is the constant 0: no gradient to carry
                 dh = torch.baddbmm(dhx, dgh[:, s], Whh)
         dgi, dgh = dgi.view(G, N * B, 3 * H), dgh.view(G, N * B, 3 * H)
