@@ -27,7 +27,7 @@ def shown_job_script() -> str:
 
 def generic(script: str) -> str:
     """``script`` with the worker's Python and the scheduler's address as placeholders."""
-    script = re.sub(r"^\S+/python3?(?= -m distributed)", "PYTHON", script, flags=re.M)
+    script = re.sub(r"^\S+/python[0-9.]*(?= -m distributed)", "PYTHON", script, flags=re.M)
     return re.sub(r"tcp://[^\s:]+:8786", "tcp://ADDRESS:8786", script).strip()
 
 
