@@ -12,6 +12,7 @@ Prints seconds, positions/s, the fast/naive speed-up, and achieved FLOP/s over t
     python benchmarks/attention_throughput.py            # CPU: N = 1024, 4096
     python benchmarks/attention_throughput.py --device cuda --N 4096 65536 --dtype float32
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,7 +45,7 @@ def timed(fn, device, repeats=3):
 def matmul_rate(device, dtype, n=2048):
     a = torch.randn(n, n, device=device, dtype=dtype)
     b = torch.randn(n, n, device=device, dtype=dtype)
-    return 2 * n ** 3 / timed(lambda: a @ b, device)
+    return 2 * n**3 / timed(lambda: a @ b, device)
 
 
 def main():
@@ -92,7 +93,7 @@ def main():
             t_fast = timed(lambda: cons.fast_predict(p.x, p.t, chunk=args.chunk), device)
             flops = 2 * args.B * args.q * N * N * (cons.d_e + args.d)  # scores + weighted values
             score_bytes = args.B * args.q * N * N * torch.finfo(dtype).bits // 8
-            if score_bytes <= args.naive_budget_gb * 2 ** 30:
+            if score_bytes <= args.naive_budget_gb * 2**30:
                 t_naive = timed(lambda: cons.predict(p.x, p.t), device, repeats=1)
                 naive = f"{t_naive:9.3f} {positions / t_naive:11.3g} {t_naive / t_fast:8.1f}"
             else:

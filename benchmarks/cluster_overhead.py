@@ -16,6 +16,7 @@ measured time), checks that the two give the same rows, and measures Dask's sche
 per task on a running 2-worker cluster (no-op tasks, one at a time and all at once). A script,
 not a test.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -5,6 +5,7 @@
 
 Prints seconds and inner products (unordered pairs x d_e) per second. A script, not a test.
 """
+
 from __future__ import annotations
 
 import argparse

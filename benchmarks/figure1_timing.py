@@ -13,6 +13,7 @@ one H100 77 s for the whole 1STR panel at ONE seed and 130 s for three of the fi
 points, about 295 s per seed for the figure (~25 min for 5 seeds). The target for the batched
 trainer is the whole figure, 5 seeds, in 75 s on one H100. A script, not a test.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -14,6 +14,7 @@ and bytes = x, t, the codes and y_hat each moved once. Timings are medians over 
 after a warm-up. Writes ``report.json`` (every number) and the Figure 1 rows under ``--out``.
 A script, not a test; see benchmarks/gpu_notes.md for what was measured and tried.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,13 +62,25 @@ def lemma11_rows(dev, ceil: dict, Ns, qs, d: int = 4, B: int = 1) -> list:
             flops = 2 * B * H * N * N * (d_e + d)
             nbytes = 4 * B * N * d + 8 * B * N * q + 4 * N * d_e + 4 * B * N
             roof = max(flops / ceil["matmul_float32_flops"], nbytes / ceil["copy_bytes"])
-            rows.append(dict(N=N, q=q, d=d, d_e=d_e, H=H, seconds=sec, seconds_chunk1024=chunked,
-                             flops_per_s=flops / sec, bytes_per_s=nbytes / sec, roofline_s=roof,
-                             roofline_fraction=roof / sec,
-                             fraction_of_tf32_matmul=flops / sec / ceil["matmul_tf32_flops"],
-                             rel_err_vs_float64=float((y32 - y64).norm() / y64.norm()),
-                             max_abs_err_vs_float64=float((y32 - y64).abs().max()),
-                             error_bound=c32.guarantee.error_bound))
+            rows.append(
+                dict(
+                    N=N,
+                    q=q,
+                    d=d,
+                    d_e=d_e,
+                    H=H,
+                    seconds=sec,
+                    seconds_chunk1024=chunked,
+                    flops_per_s=flops / sec,
+                    bytes_per_s=nbytes / sec,
+                    roofline_s=roof,
+                    roofline_fraction=roof / sec,
+                    fraction_of_tf32_matmul=flops / sec / ceil["matmul_tf32_flops"],
+                    rel_err_vs_float64=float((y32 - y64).norm() / y64.norm()),
+                    max_abs_err_vs_float64=float((y32 - y64).abs().max()),
+                    error_bound=c32.guarantee.error_bound,
+                )
+            )
             print(
                 f"lemma11 N={N:6d} q={q} d_e={d_e:3d}: {sec * 1e3:8.2f} ms "
                 f"(chunk 1024: {chunked * 1e3:8.2f} ms), "
@@ -120,21 +133,25 @@ def segments_summary(dev, top: int = 8) -> str:
     segs = [
         s for s in torch.cuda.memory_snapshot() if s["device"] == dev.index or dev.index is None
     ]
-    gib = 2.0 ** 30
+    gib = 2.0**30
     pools: dict = {}
     for s in segs:
         k = str(s.get("segment_pool_id"))
         n, tot, alloc = pools.get(k, (0, 0, 0))
         pools[k] = (n + 1, tot + s["total_size"], alloc + s["allocated_size"])
-    lines = [f"pool {k}: {n} segments, {t / gib:.2f} GiB reserved, {a / gib:.2f} GiB allocated"
-             for k, (n, t, a) in sorted(pools.items(), key=lambda kv: -kv[1][1])]
+    lines = [
+        f"pool {k}: {n} segments, {t / gib:.2f} GiB reserved, {a / gib:.2f} GiB allocated"
+        for k, (n, t, a) in sorted(pools.items(), key=lambda kv: -kv[1][1])
+    ]
     segs.sort(key=lambda s: s["allocated_size"] - s["total_size"])
     for s in segs[:top]:
         live = sorted((b["size"] for b in s["blocks"] if b["state"] != "inactive"), reverse=True)
-        lines.append(f"segment {s['total_size'] / gib:.2f} GiB ({s['segment_type']}, pool "
-                     f"{s.get('segment_pool_id')}, expandable {s.get('is_expandable')}): "
-                     f"{len(live)} live blocks, largest MiB "
-                     + ", ".join(f"{b / 2**20:.1f}" for b in live[:6]))
+        lines.append(
+            f"segment {s['total_size'] / gib:.2f} GiB ({s['segment_type']}, pool "
+            f"{s.get('segment_pool_id')}, expandable {s.get('is_expandable')}): "
+            f"{len(live)} live blocks, largest MiB "
+            + ", ".join(f"{b / 2**20:.1f}" for b in live[:6])
+        )
     return "\n".join(lines)
 
 
@@ -166,15 +183,21 @@ def figure1(dev, out_dir: str, matmul: str, seeds: int, check_breakdown: bool = 
         checks.update(s=0.0, n=0)
         s0 = time.perf_counter()
         out = plain(pts, *args, **kw)
-        gib = 2.0 ** 30
+        gib = 2.0**30
         key = f"{pts[0].variant}/{pts[0].model}"
-        breakdown[key] = {"wall_s": time.perf_counter() - s0, "checks_s": checks["s"],
-                          "checks": checks["n"]}
-        print(f"  stack {key} x{len(pts)}: {breakdown[key]['wall_s']:.1f} s, of which "
-              f"{checks['n']} test checks {checks['s']:.1f} s; reserved "
-              f"{torch.cuda.memory_reserved(dev) / gib:.1f} GiB, allocated "
-              f"{torch.cuda.memory_allocated(dev) / gib:.1f} GiB, peak "
-              f"{torch.cuda.max_memory_allocated(dev) / gib:.1f} GiB", flush=True)
+        breakdown[key] = {
+            "wall_s": time.perf_counter() - s0,
+            "checks_s": checks["s"],
+            "checks": checks["n"],
+        }
+        print(
+            f"  stack {key} x{len(pts)}: {breakdown[key]['wall_s']:.1f} s, of which "
+            f"{checks['n']} test checks {checks['s']:.1f} s; reserved "
+            f"{torch.cuda.memory_reserved(dev) / gib:.1f} GiB, allocated "
+            f"{torch.cuda.memory_allocated(dev) / gib:.1f} GiB, peak "
+            f"{torch.cuda.max_memory_allocated(dev) / gib:.1f} GiB",
+            flush=True,
+        )
         return out
 
     breakdown: dict = {}
@@ -235,12 +258,19 @@ def main(argv=None) -> int:
         "--figure1-matmul", nargs="+", default=["float32", "tf32"], choices=["float32", "tf32"]
     )
     ap.add_argument("--skip-figure1", action="store_true")
-    ap.add_argument("--check-breakdown", action="store_true",
-                    help="time each test check of Figure 1 apart (adds synchronizations)")
-    ap.add_argument("--skip-gru", action="store_true",
-                    help="skip the GRU step (benchmarks/gru_step.py)")
-    ap.add_argument("--gru-current", action="store_true",
-                    help="time only the current GRU scan, without its kernel table")
+    ap.add_argument(
+        "--check-breakdown",
+        action="store_true",
+        help="time each test check of Figure 1 apart (adds synchronizations)",
+    )
+    ap.add_argument(
+        "--skip-gru", action="store_true", help="skip the GRU step (benchmarks/gru_step.py)"
+    )
+    ap.add_argument(
+        "--gru-current",
+        action="store_true",
+        help="time only the current GRU scan, without its kernel table",
+    )
     ap.add_argument("--skip-kernels", action="store_true", help="skip Lemma 11 and the RNN states")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
@@ -248,8 +278,11 @@ def main(argv=None) -> int:
         return 2
     dev = torch.device("cuda")
     os.makedirs(args.out, exist_ok=True)
-    report = {"device": torch.cuda.get_device_name(dev), "torch": torch.__version__,
-              "date": time.strftime("%Y-%m-%d")}
+    report = {
+        "device": torch.cuda.get_device_name(dev),
+        "torch": torch.__version__,
+        "date": time.strftime("%Y-%m-%d"),
+    }
     path = os.path.join(args.out, "report.json")
 
     def save():
@@ -258,15 +291,21 @@ def main(argv=None) -> int:
 
     sections = [("ceilings", lambda: ceilings(dev))]
     if not args.skip_kernels:
-        sections += [("lemma11", lambda: lemma11_rows(dev, report["ceilings"], args.N, args.q)),
-                     ("rnn_states", lambda: rnn_states(dev, args.rnn_N))]
+        sections += [
+            ("lemma11", lambda: lemma11_rows(dev, report["ceilings"], args.N, args.q)),
+            ("rnn_states", lambda: rnn_states(dev, args.rnn_N)),
+        ]
     if not args.skip_gru:
         gru_kw = {"scans": ("bptt",), "profile": False} if args.gru_current else {}
         sections.append(("gru_step", lambda: gru_step.report(dev, report["ceilings"], **gru_kw)))
     if not args.skip_figure1:
         for mm in args.figure1_matmul:
-            sections.append((f"figure1_{mm}", lambda mm=mm: figure1(
-                dev, args.out, mm, args.seeds, args.check_breakdown)))
+            sections.append(
+                (
+                    f"figure1_{mm}",
+                    lambda mm=mm: figure1(dev, args.out, mm, args.seeds, args.check_breakdown),
+                )
+            )
     for name, fn in sections:
         try:
             report[name] = fn()

@@ -11,6 +11,7 @@ step, then a second eager step under ``torch.cuda.set_sync_debug_mode("error")``
 waits for the device raises there, with its Python traceback: such a call cannot be recorded),
 then records the step as train_stack does. A diagnostic script, not a test.
 """
+
 from __future__ import annotations
 
 import os
@@ -42,8 +43,11 @@ def _stack(members, dev):
 
 
 def diagnose(protocol: str, variant: str, model: str, dev) -> str:
-    pts = [p for p in figure1.points(quick=True, seeds=[0, 1], protocol=protocol)
-           if p.variant == variant and p.model == model]
+    pts = [
+        p
+        for p in figure1.points(quick=True, seeds=[0, 1], protocol=protocol)
+        if p.variant == variant and p.model == model
+    ]
     fam, opt, meta, (x, t, y) = _stack([build_member(p, device=dev) for p in pts], dev)
     _train_step(fam, opt, meta, x, t, y, 64)
     torch.cuda.synchronize()
@@ -91,16 +95,22 @@ def diagnose_test_cases(dev) -> None:
     from qstr.verify.training.stack import _record
 
     for kind, published, specs in CASES:
+
         def stack(fused=True):
-            ms = [_to_cuda(_make_member(kind, N, q, s, published=published, hidden=h or 6))
-                  for N, q, s, h in specs]
+            ms = [
+                _to_cuda(_make_member(kind, N, q, s, published=published, hidden=h or 6))
+                for N, q, s, h in specs
+            ]
             fam = family_of(ms[0])(ms)
             P, meta = fam.stack(ms)
             for v in P.values():
                 v.requires_grad_(True)
             kw = dict(device=dev, dtype=torch.float64)
-            opt = StackedAdamW(P, torch.tensor([m.lr for m in ms], **kw),
-                               torch.tensor([m.weight_decay for m in ms], **kw))
+            opt = StackedAdamW(
+                P,
+                torch.tensor([m.lr for m in ms], **kw),
+                torch.tensor([m.weight_decay for m in ms], **kw),
+            )
             opt.fused = opt.fused and fused
             batch = [_pad_prompts(*m.stream.draw(8), fam.Nmax, fam.qmax) for m in ms]
             return fam, opt, meta, [torch.stack(v) for v in zip(*batch)]
@@ -122,9 +132,11 @@ def diagnose_test_cases(dev) -> None:
                 torch.cuda.set_sync_debug_mode("default")
 
         name = f"test {kind}{' published' if published else ''} float64"
-        for label, fn in (("as train_stack", lambda: record(True)),
-                          ("fused AdamW off", lambda: record(False)),
-                          ("sync debug, eager", sync_check)):
+        for label, fn in (
+            ("as train_stack", lambda: record(True)),
+            ("fused AdamW off", lambda: record(False)),
+            ("sync debug, eager", sync_check),
+        ):
             print(f"{name:32s} {label:16s}: {_first_errors(fn)}", flush=True)
             torch.cuda.synchronize()
 
@@ -145,19 +157,24 @@ def diagnose_test_restacks(dev) -> None:
 
         def logged(fam, opt, meta, x, t, y, batch_size, attempts=attempts):
             graph, per, failed = plain(fam, opt, meta, x, t, y, batch_size)
-            attempts.append(f"{x.shape[0]} members: " + (
-                "records" if failed is None else "FAILS " + failed.splitlines()[0][:120]))
+            attempts.append(
+                f"{x.shape[0]} members: "
+                + ("records" if failed is None else "FAILS " + failed.splitlines()[0][:120])
+            )
             return graph, per, failed
 
-        members = [_to_cuda(_make_member(kind, N, q, s, published=published, hidden=h or 6))
-                   for N, q, s, h in specs]
+        members = [
+            _to_cuda(_make_member(kind, N, q, s, published=published, hidden=h or 6))
+            for N, q, s, h in specs
+        ]
         members[0].threshold = 1e9
         stack._record = logged
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                train_stack(members, StackOptions(graphs=True, batch_size=8, check_every=3,
-                                                  max_steps=12))
+                train_stack(
+                    members, StackOptions(graphs=True, batch_size=8, check_every=3, max_steps=12)
+                )
         except Exception as exc:  # noqa: BLE001 - the diagnosis is the message
             attempts.append(f"train_stack raised {type(exc).__name__}: {exc}")
         finally:
@@ -184,8 +201,11 @@ def _chain(exc) -> str:
 def _figure1_members(dev, n=4):
     """``n`` members of Figure 1's 1STR FFN stack at the quick sizes (float32), as the figure
     builds them; member 0 stops at the first check so that the stack is recorded again."""
-    pts = [p for p in figure1.points(quick=True, seeds=[0], protocol="paper")
-           if p.variant == "1str" and p.model == "ffn"][:n]
+    pts = [
+        p
+        for p in figure1.points(quick=True, seeds=[0], protocol="paper")
+        if p.variant == "1str" and p.model == "ffn"
+    ][:n]
     return [build_member(p, device=dev) for p in pts]
 
 
@@ -219,8 +239,10 @@ def diagnose_restack_variants(dev) -> None:
     kind, published, specs = CASES[0]
 
     def test_members():
-        ms = [_to_cuda(_make_member(kind, N, q, s, published=published, hidden=h or 6))
-              for N, q, s, h in specs]
+        ms = [
+            _to_cuda(_make_member(kind, N, q, s, published=published, hidden=h or 6))
+            for N, q, s, h in specs
+        ]
         ms[0].threshold = 1e9
         return ms
 
@@ -229,20 +251,26 @@ def diagnose_restack_variants(dev) -> None:
         ms[0].threshold = 1e9
         return ms
 
-    variants = [("as train_stack", plain_record, plain_mode, False),
-                ("gc off", plain_record, plain_mode, True),
-                ("relaxed", plain_record, "relaxed", False),
-                ("warm-up on current stream", on_current, plain_mode, False),
-                ("two warm-ups", two_warmups, plain_mode, False)]
-    for case, make in (("test transformer float64", test_members),
-                       ("figure1 1str ffn float32", ffn_members)):
+    variants = [
+        ("as train_stack", plain_record, plain_mode, False),
+        ("gc off", plain_record, plain_mode, True),
+        ("relaxed", plain_record, "relaxed", False),
+        ("warm-up on current stream", on_current, plain_mode, False),
+        ("two warm-ups", two_warmups, plain_mode, False),
+    ]
+    for case, make in (
+        ("test transformer float64", test_members),
+        ("figure1 1str ffn float32", ffn_members),
+    ):
         for label, rec, mode, gc_off in variants:
             attempts = []
 
             def logged(*a, rec=rec, attempts=attempts):
                 graph, per, failed = rec(*a)
-                attempts.append(f"{a[3].shape[0]} members: "
-                                + ("records" if failed is None else "FAILS " + failed))
+                attempts.append(
+                    f"{a[3].shape[0]} members: "
+                    + ("records" if failed is None else "FAILS " + failed)
+                )
                 return graph, per, failed
 
             stack._record, stack.CAPTURE_ERROR_MODE = logged, mode
@@ -252,8 +280,9 @@ def diagnose_restack_variants(dev) -> None:
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    train_stack(make(), StackOptions(graphs=True, batch_size=8, check_every=3,
-                                                    max_steps=9))
+                    train_stack(
+                        make(), StackOptions(graphs=True, batch_size=8, check_every=3, max_steps=9)
+                    )
             except Exception as exc:  # noqa: BLE001 - the diagnosis is the message
                 attempts.append(f"train_stack raised {_chain(exc)}")
             finally:

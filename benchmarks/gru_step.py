@@ -18,6 +18,7 @@ recurrence must move (W_hh read once per position forward and once backward, sin
 does not fit in L2; the gates written and read once) over the measured copy rate.
 A script, not a test; benchmarks/gpu_notes.md holds what it printed.
 """
+
 from __future__ import annotations
 
 import os
@@ -97,8 +98,12 @@ def _train_seconds(dev, steps: int, check_every: int, tf32: bool) -> float:
     ms = _members(dev)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
-    train_stack(ms, StackOptions(batch_size=64, check_every=check_every, max_steps=steps,
-                                 graphs=True, tf32=tf32))
+    train_stack(
+        ms,
+        StackOptions(
+            batch_size=64, check_every=check_every, max_steps=steps, graphs=True, tf32=tf32
+        ),
+    )
     torch.cuda.synchronize()
     return time.perf_counter() - t0
 
@@ -125,8 +130,13 @@ def _test_set(dev, dtype):
 
 
 def _check(route, P, meta, x, t, chunk: int) -> torch.Tensor:
-    return torch.cat([route(P, meta, x[:, s:s + chunk], t[:, s:s + chunk])
-                      for s in range(0, x.shape[1], chunk)], 1)
+    return torch.cat(
+        [
+            route(P, meta, x[:, s : s + chunk], t[:, s : s + chunk])
+            for s in range(0, x.shape[1], chunk)
+        ],
+        1,
+    )
 
 
 def evaluation_routes(dev, ceil: dict) -> dict:
@@ -149,8 +159,10 @@ def evaluation_routes(dev, ceil: dict) -> dict:
     # each route in the chunks train_stack gives it
     room, n = default_eval_elements(P), x.shape[1]
     scan_elements = _Family.evaluation_elements(fam, P)  # what the scan route would hold
-    chunks = {"scan": max(1, min(n, room // scan_elements)),
-              "cudnn": evaluation_chunk(fam, P, n, room)}
+    chunks = {
+        "scan": max(1, min(n, room // scan_elements)),
+        "cudnn": evaluation_chunk(fam, P, n, room),
+    }
     out["chunks"] = chunks
     with _tf32(True), torch.no_grad():
         a = _check(fam.forward, P, meta, x, t, chunks["scan"])
@@ -158,8 +170,9 @@ def evaluation_routes(dev, ceil: dict) -> dict:
         out["tf32_rel_diff"] = float(((a - b) * mask).norm() / (a * mask).norm())
         del a, b
         for name, route in (("scan", fam.forward), ("cudnn", fam.evaluate)):
-            out[f"{name}_ms"] = cuda_median(
-                lambda: _check(route, P, meta, x, t, chunks[name]), reps=5) * 1e3
+            out[f"{name}_ms"] = (
+                cuda_median(lambda: _check(route, P, meta, x, t, chunks[name]), reps=5) * 1e3
+            )
     M, B, N = x.shape[0], x.shape[1], int(meta["N"].max())
     H, D = P["Whh"].shape[-1], P["Wih"].shape[-1]
     flops = 2 * N * 2 * M * B * 3 * H * (D + H)  # input and hidden gates, both directions
@@ -221,8 +234,12 @@ def floors(ceil: dict) -> dict:
     # W_hh streamed once per position forward and once backward; the gates and their gradient
     # written once and read once; the workspace written forward and read backward
     nbytes = 2 * N * whh + 4 * gates + 2 * work
-    return dict(flops=flops, bytes=nbytes, flop_floor_ms=flops / ceil["matmul_tf32_flops"] * 1e3,
-                byte_floor_ms=nbytes / ceil["copy_bytes"] * 1e3)
+    return dict(
+        flops=flops,
+        bytes=nbytes,
+        flop_floor_ms=flops / ceil["matmul_tf32_flops"] * 1e3,
+        byte_floor_ms=nbytes / ceil["copy_bytes"] * 1e3,
+    )
 
 
 def _d_e(N):
@@ -241,9 +258,11 @@ def report(dev, ceil: dict, scans=tuple(SCANS), profile: bool = True) -> dict:
     """Everything above for the named ``scans`` (the step's times, with ``profile`` the kernel
     tables); the float64 agreement, the floors and the evaluation routes always."""
     out = {"members": len(_points()), "float64_rel_err_bptt_vs_autograd": float64_gradients(dev)}
-    print("GRU step: float64 gradients, bptt vs autograd (relative):",
-          ", ".join(f"{k} {v:.1e}" for k, v in out["float64_rel_err_bptt_vs_autograd"].items()),
-          flush=True)
+    print(
+        "GRU step: float64 gradients, bptt vs autograd (relative):",
+        ", ".join(f"{k} {v:.1e}" for k, v in out["float64_rel_err_bptt_vs_autograd"].items()),
+        flush=True,
+    )
     out["floors"] = floors(ceil)
     for name in scans:
         use_scan(name)
@@ -253,24 +272,33 @@ def report(dev, ceil: dict, scans=tuple(SCANS), profile: bool = True) -> dict:
                 r["kernel_table"] = kernel_table(dev)
             except Exception as exc:  # noqa: BLE001
                 r["kernel_table"] = f"profiler failed: {type(exc).__name__}: {exc}"
-        print(f"GRU step [{name}]: {r['tf32_ms']:.2f} ms TF32, {r['float32_ms']:.2f} ms float32 "
-              f"(graphs)\n{r.get('kernel_table', '')}", flush=True)
+        print(
+            f"GRU step [{name}]: {r['tf32_ms']:.2f} ms TF32, {r['float32_ms']:.2f} ms float32 "
+            f"(graphs)\n{r.get('kernel_table', '')}",
+            flush=True,
+        )
     use_scan("bptt")
     out.setdefault("bptt", {})["eval_tf32_ms"] = eval_ms(dev, True)
     f = out["floors"]
-    print(f"GRU step floors: {f['flops'] / 1e9:.0f} GFLOP -> {f['flop_floor_ms']:.2f} ms at TF32; "
-          f"{f['bytes'] / 1e9:.1f} GB -> {f['byte_floor_ms']:.2f} ms at the copy rate; "
-          f"one test evaluation (10,000 prompts) {out['bptt']['eval_tf32_ms']:.1f} ms", flush=True)
+    print(
+        f"GRU step floors: {f['flops'] / 1e9:.0f} GFLOP -> {f['flop_floor_ms']:.2f} ms at TF32; "
+        f"{f['bytes'] / 1e9:.1f} GB -> {f['byte_floor_ms']:.2f} ms at the copy rate; "
+        f"one test evaluation (10,000 prompts) {out['bptt']['eval_tf32_ms']:.1f} ms",
+        flush=True,
+    )
     try:  # a failure here must not lose the step's numbers
         out["evaluation"] = e = evaluation_routes(dev, ceil)
-        print(f"one check, 10,000 prompts, TF32: scan {e['scan_ms']:.1f} ms, cuDNN "
-              f"{e['cudnn_ms']:.1f} ms (FLOP floor {e['flop_floor_ms']:.1f} ms); relative "
-              f"difference float64 {e['float64_rel_diff']:.1e}, TF32 {e['tf32_rel_diff']:.1e}",
-              flush=True)
+        print(
+            f"one check, 10,000 prompts, TF32: scan {e['scan_ms']:.1f} ms, cuDNN "
+            f"{e['cudnn_ms']:.1f} ms (FLOP floor {e['flop_floor_ms']:.1f} ms); relative "
+            f"difference float64 {e['float64_rel_diff']:.1e}, TF32 {e['tf32_rel_diff']:.1e}",
+            flush=True,
+        )
     except Exception as exc:  # noqa: BLE001
         out["evaluation"] = {"error": f"{type(exc).__name__}: {exc}"}
         print(f"evaluation routes FAILED: {out['evaluation']['error']}", flush=True)
     return out
+
 
 if __name__ == "__main__":
     if not torch.cuda.is_available():

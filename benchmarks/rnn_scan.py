@@ -18,6 +18,7 @@ simple-qSTR prompt and times
 Peak memory: CUDA peak allocated per phase; on the CPU the process's peak RSS after each
 phase (monotone, so an upper bound for the phases after the first). A script, not a test.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -89,8 +90,10 @@ def bench(N, device, args):
     print(f"\n=== N = {N:,} on {device} (torch threads = {torch.get_num_threads()}) ===")
     (book, c), t_build, _ = timed(lambda: _build(N, device, args), device)
     tg = c.transition.guarantee
-    print(f"build: {t_build:.2f} s; d_e = {c.d_e}, mu = {tg.mu:g}, widths {c.transition.widths}, "
-          f"eps = {tg.eps:.4g}, r_x = {tg.r_x:.3g}, r_h = {c.r_h:.3g}")
+    print(
+        f"build: {t_build:.2f} s; d_e = {c.d_e}, mu = {tg.mu:g}, widths {c.transition.widths}, "
+        f"eps = {tg.eps:.4g}, r_x = {tg.r_x:.3g}, r_h = {c.r_h:.3g}"
+    )
     link = make_link(
         "teacher", args.q, args.d, generator=torch.Generator().manual_seed(args.seed)
     ).to(device)
@@ -128,8 +131,10 @@ def bench(N, device, args):
     how = "full" if P == N else f"prefix of {P:,} positions, scaled by N/{P:,}"
     print(f"literal loop:        {est:8.3f} s   ({how}; measured {t_loop:.3f} s)   {mem_loop}")
     print(f"loop vs scan on the prefix: max |diff| = {diff:.1e}, identical zero pattern: {same}")
-    print(f"ratio literal loop / scan (closed form) = {est / t_scan:,.0f}x; "
-          f"literal loop / scan (dense layers) = {est / t_dense:,.0f}x")
+    print(
+        f"ratio literal loop / scan (closed form) = {est / t_scan:,.0f}x; "
+        f"literal loop / scan (dense layers) = {est / t_dense:,.0f}x"
+    )
     tf, tb = c.targets(x, t)
     err = max(float((st.h_fwd - tf).abs().max()), float((st.h_bwd - tb).abs().max()))
     print(

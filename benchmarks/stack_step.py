@@ -13,6 +13,7 @@ For each stack, side by side in one run:
   (T(2 S) - T(S)) / S, for prefetch 16 (the default) and 128 (the prompts are the same).
 A step is bound by the host when ``train_ms`` is well above ``replay_ms``. A script, not a test.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,8 +63,10 @@ def _train_seconds(model: str, dev, steps: int, prefetch: int) -> float:
     ms = _members(model, dev)
     torch.cuda.synchronize(dev)
     t0 = time.perf_counter()
-    train_stack(ms, StackOptions(check_every=10**6, max_steps=steps, prefetch=prefetch,
-                                 graphs=True, tf32=True))
+    train_stack(
+        ms,
+        StackOptions(check_every=10**6, max_steps=steps, prefetch=prefetch, graphs=True, tf32=True),
+    )
     torch.cuda.synchronize(dev)
     return time.perf_counter() - t0
 
@@ -101,8 +104,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=400, help="S for the FFN; the GRU takes S / 4")
     ap.add_argument("--json")
-    ap.add_argument("--profile", action="store_true",
-                    help="also print each stack's kernel table (three eager steps)")
+    ap.add_argument(
+        "--profile",
+        action="store_true",
+        help="also print each stack's kernel table (three eager steps)",
+    )
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("stack_step: needs a CUDA device", file=sys.stderr)
@@ -112,10 +118,12 @@ def main(argv=None) -> int:
     for model, steps in (("ffn", args.steps), ("rnn", max(10, args.steps // 4))):
         r = out[model] = _replay_and_host(model, dev)
         r["train_ms"] = {pf: step_ms(model, dev, steps, pf) for pf in (16, 128)}
-        print(f"simple-1STR {model} x25: replayed step {r['replay_ms']:.3f} ms; host batch "
-              f"{r['host_batch_us']:.0f} us; train_stack per step: "
-              + ", ".join(f"prefetch {k} {v:.3f} ms" for k, v in r["train_ms"].items()),
-              flush=True)
+        print(
+            f"simple-1STR {model} x25: replayed step {r['replay_ms']:.3f} ms; host batch "
+            f"{r['host_batch_us']:.0f} us; train_stack per step: "
+            + ", ".join(f"prefetch {k} {v:.3f} ms" for k, v in r["train_ms"].items()),
+            flush=True,
+        )
         if args.profile:
             try:  # a profiler failure must not lose the timings
                 r["kernel_table"] = kernel_table(model, dev)

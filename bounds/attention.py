@@ -2,6 +2,7 @@
 builders that choose alpha from them and attach the :class:`Guarantee`. Derivations:
 docs/derivations/lemma11.md, docs/derivations/sparse-averaging.md.
 """
+
 from __future__ import annotations
 
 import math
@@ -315,8 +316,12 @@ def _sparse_min_A(N, q, mu):
     lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
     from scipy.optimize import minimize_scalar
 
-    res = minimize_scalar(lambda A: _sparse_bound_A(N, q, mu, A), bounds=(lo, hi), method="bounded",
-                          options={"xatol": 1e-10 * max(hi, 1.0)})
+    res = minimize_scalar(
+        lambda A: _sparse_bound_A(N, q, mu, A),
+        bounds=(lo, hi),
+        method="bounded",
+        options={"xatol": 1e-10 * max(hi, 1.0)},
+    )
     A, v = (
         (float(res.x), float(res.fun)) if res.fun <= vals[i] else (float(grid[i]), float(vals[i]))
     )
@@ -413,7 +418,6 @@ def _sparse_alpha(N, q, mu, c, r_x, eps) -> float:
         else:
             lo = mid
     return hi / (c * c)
-
 
 
 # ============================================================================ certified builders

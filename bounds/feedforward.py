@@ -2,6 +2,7 @@
 Definition 5 has risk >= 1 - n/(N d) on simple-1STR -- the floor in closed form, the Bayes risk
 given the span by Monte Carlo, span distances. Derivation: docs/derivations/theorem6.md.
 """
+
 from __future__ import annotations
 
 import math
@@ -165,7 +166,7 @@ def _unit_sphere(B: int, d: int, generator: torch.Generator) -> torch.Tensor:
 
 
 MC_CHUNK_ROWS = 65536  # samples drawn at once by mc_bayes_risk ...
-MC_CHUNK_ENTRIES = 2 ** 24  # ... at most this many float64 entries of x (128 MiB) at once
+MC_CHUNK_ENTRIES = 2**24  # ... at most this many float64 entries of x (128 MiB) at once
 
 
 def mc_bayes_risk(
@@ -227,8 +228,14 @@ def mc_bayes_risk(
     mean = total / samples
     var = max(0.0, (total_sq - samples * mean * mean) / (samples - 1))
     floor = 1.0 - V.shape[0] / D if fixed is None else floor_for_direction(V, fixed, N)
-    return BayesRiskEstimate(estimate=mean, stderr=math.sqrt(var / samples), confidence=confidence,
-                             samples=samples, floor=floor, rank=int(V.shape[0]))
+    return BayesRiskEstimate(
+        estimate=mean,
+        stderr=math.sqrt(var / samples),
+        confidence=confidence,
+        samples=samples,
+        floor=floor,
+        rank=int(V.shape[0]),
+    )
 
 
 def mc_bayes_risk_from_training(
@@ -261,8 +268,15 @@ def mc_bayes_risk_from_training(
     est = mc_bayes_risk(
         V, N, d, samples=samples, generator=generator, confidence=confidence, sample_x=sample_x
     )
-    return BayesRiskEstimate(estimate=est.estimate, stderr=est.stderr, confidence=est.confidence,
-                             samples=est.samples, floor=est.floor, rank=est.rank, n=n)
+    return BayesRiskEstimate(
+        estimate=est.estimate,
+        stderr=est.stderr,
+        confidence=est.confidence,
+        samples=est.samples,
+        floor=est.floor,
+        rank=est.rank,
+        n=n,
+    )
 
 
 def zcrit(confidence: float) -> float:

@@ -6,6 +6,7 @@ the state radius sqrt(N - 1) r_x), calls the builder of ``qstr.constructions.int
 them and attaches the guarantee derived in docs/derivations/interpolation.md. Every constant is
 defined here, once.
 """
+
 from __future__ import annotations
 
 import math
@@ -115,11 +116,11 @@ def _lemma36_guarantee(net: Lemma36Net, y2: float) -> Lemma36Guarantee:
     """Lemma 36's bounds for ``net`` on labels with ||y||^2 = y2."""
     n, direction = net.order.shape[0], net.direction
     eps = direction.threshold
-    a_bound = C38_A * y2 / eps ** 2
+    a_bound = C38_A * y2 / eps**2
     return Lemma36Guarantee(
         eps=eps,
         a_bound=a_bound,
-        bound=2.0 * math.sqrt(a_bound * (n + 2.0 * direction.z_norm2 + 2.0 * eps ** 2)),
+        bound=2.0 * math.sqrt(a_bound * (n + 2.0 * direction.z_norm2 + 2.0 * eps**2)),
         bound_n=C36 * n**2.5 * math.sqrt(y2),
     )
 
@@ -144,7 +145,10 @@ def lemma36_net(
     n = x.shape[0]
     thr = gap_threshold(n) if threshold is None else threshold
     direction = separating_direction(
-        x, generator=generator, threshold=thr, norm_factor=LEMMA37_NORM_FACTOR,
+        x,
+        generator=generator,
+        threshold=thr,
+        norm_factor=LEMMA37_NORM_FACTOR,
         max_tries=max_tries,
     )
     net = interpolate_points(x, y, direction)
@@ -174,7 +178,7 @@ class MemoriserGuarantee:
     width: int
     norm2: float
     bound: float
-    bound_n: float       # C36 m^{5/2} ||y|| (depth 2), m = n_points
+    bound_n: float  # C36 m^{5/2} ||y|| (depth 2), m = n_points
     lemma36: Lemma36Net
     lemma36_guarantee: Lemma36Guarantee
     tries: int
@@ -212,8 +216,8 @@ def memoriser(
     m, depth, direction = pts.shape[0], layout.depth, l36.direction
     y2 = float(labels @ labels)
     eps = direction.threshold
-    A_bound = C38_A * y2 / eps ** 2
-    P_bound = m + 2.0 * direction.z_norm2 + 2.0 * eps ** 2
+    A_bound = C38_A * y2 / eps**2
+    P_bound = m + 2.0 * direction.z_norm2 + 2.0 * eps**2
     bound = depth * (A_bound * P_bound * float(m) ** (depth - 2)) ** (1.0 / depth)
     guarantee = MemoriserGuarantee(
         position=position,
@@ -261,7 +265,11 @@ class SlotMemoryGuarantee:
 
 
 def slot_memory(
-    omega: torch.Tensor, u: torch.Tensor, *, r_x: float, mu: Optional[float] = None,
+    omega: torch.Tensor,
+    u: torch.Tensor,
+    *,
+    r_x: float,
+    mu: Optional[float] = None,
 ) -> tuple[DeepTransitionBiRNN, SlotMemoryGuarantee]:
     """The exact generalising RNN for general 1STR of
     :func:`~qstr.constructions.interpolation.slot_memory_rnn` with Prop 8's quantities attached

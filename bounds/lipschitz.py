@@ -8,6 +8,7 @@ Every constant of docs/derivations/lemmas-39-41-42.md is computed here: the FK m
 smoothing error (steps 3-4), the ridge budget and interval counts (step 6), the error bound
 (step 7) and the independent certificate (``certify_sup_error``, ``ball_grid``).
 """
+
 from __future__ import annotations
 
 import math
@@ -31,9 +32,17 @@ from qstr.constructions.lipschitz import (
 )
 
 __all__ = [
-    "RIDGE_FRACTION", "MAX_DEGREE", "LipschitzNet", "lemma42_net", "fk_moments",
-    "smoothing_error_bound", "ridge_curvatures", "ridge_interval_counts", "ball_grid",
-    "SupCertificate", "certify_sup_error",
+    "RIDGE_FRACTION",
+    "MAX_DEGREE",
+    "LipschitzNet",
+    "lemma42_net",
+    "fk_moments",
+    "smoothing_error_bound",
+    "ridge_curvatures",
+    "ridge_interval_counts",
+    "ball_grid",
+    "SupCertificate",
+    "certify_sup_error",
 ]
 
 #: Step 6: the ridges' share f of the error when a degree is given (eps_ridge = f/(1-f) eps_smooth).
@@ -108,8 +117,9 @@ def smoothing_error_bound(n: int, k: int, L: float, R: float) -> float:
 def ridge_curvatures(ridges: FourierRidges) -> Tuple[float, ...]:
     """Lemma 42, step 5 (docs/derivations/lemmas-39-41-42.md): S_v = sum_m A (w0 m |v|)^2 >=
     sup |g_v''| per ridge, in the order of ``ridges.ridges``."""
-    return tuple(sum(A * (ridges.w0 * m * r.norm) ** 2 for m, A, _ in r.terms)
-                 for r in ridges.ridges)
+    return tuple(
+        sum(A * (ridges.w0 * m * r.norm) ** 2 for m, A, _ in r.terms) for r in ridges.ridges
+    )
 
 
 def ridge_interval_counts(
@@ -289,7 +299,7 @@ def certify_sup_error(
     pts = pts.to(net.W.device)  # the grid follows the net's device
     worst = 0.0
     for s in range(0, pts.shape[0], chunk):
-        x = pts[s:s + chunk]
+        x = pts[s : s + chunk]
         err = (scalar_values(f, x, "f") - net(x.unsqueeze(-2))).abs()
         worst = max(worst, float(err.max()))
     slack = (L + net_lipschitz_bound(net)) * rho

@@ -2,6 +2,7 @@
 ``qstr.bounds.lipschitz`` (weights: ``qstr.constructions.lipschitz``).
 Derivations: docs/derivations/lemmas-39-41-42.md.
 """
+
 from __future__ import annotations
 
 import math
@@ -168,7 +169,7 @@ def maurey_simple_bound(d: int, eps: float) -> float:
     """(8 / eps^2) log(2d + 1) >= the Maurey bound (k <= 8/eps^2 and C(2d+k, k) <= (2d+1)^k)."""
     d = validate.positive_int("d", d)
     eps = _eps(eps)
-    return 0.0 if eps >= 2 else 8.0 / eps ** 2 * math.log(2 * d + 1)
+    return 0.0 if eps >= 2 else 8.0 / eps**2 * math.log(2 * d + 1)
 
 
 def packing_log_bound(d: int, eps: float, ball: str = "l1") -> float:
@@ -185,7 +186,7 @@ def smaller_bound(d: int, eps: float) -> str:
     return "equal" if v == m else ("volume" if v < m else "maurey")
 
 
-def crossover_dimension(eps: float, d_max: int = 10 ** 7) -> Optional[int]:
+def crossover_dimension(eps: float, d_max: int = 10**7) -> Optional[int]:
     """Smallest d with maurey_log_packing_bound(d, eps) < volume_log_packing_bound(d, eps).
 
     The Maurey bound grows like log d and the volume bound like d, so the answer exists for
@@ -209,7 +210,7 @@ def euclidean_packing_log_lower(d: int, eps: float) -> float:
     return d * math.log(1.0 / eps)
 
 
-def maurey_violation_dimension(eps: float, d_max: int = 10 ** 7) -> Optional[int]:
+def maurey_violation_dimension(eps: float, d_max: int = 10**7) -> Optional[int]:
     """Smallest d with d log(1/eps) > maurey_log_packing_bound(d, eps): from there on the Maurey
     bound is provably FALSE for the Euclidean ball B_2^d (it holds for B_1^d only)."""
     eps = _eps(eps)
@@ -248,7 +249,7 @@ def greedy_packing(candidates: torch.Tensor, eps: float, block: int = 512) -> to
     eps = _eps(eps)
     kept = candidates[:0]
     for start in range(0, candidates.shape[0], block):
-        c = candidates[start:start + block]
+        c = candidates[start : start + block]
         if kept.shape[0]:
             c = c[torch.cdist(c, kept).min(dim=1).values > eps]
         if c.shape[0] == 0:
@@ -259,7 +260,7 @@ def greedy_packing(candidates: torch.Tensor, eps: float, block: int = 512) -> to
         keep = [True] * c.shape[0]
         for i in range(c.shape[0]):
             if keep[i]:
-                for j in conflict[i, i + 1:].nonzero()[0]:
+                for j in conflict[i, i + 1 :].nonzero()[0]:
                     keep[i + 1 + j] = False
         kept = torch.cat([kept, c[torch.tensor(keep, device=c.device)]])
     return kept

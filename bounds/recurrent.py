@@ -3,6 +3,7 @@ Theorem 9 (the memorising crossover n*(N); conf. Thm 7) and Theorem 7 (the expli
 conf. Thm 5). Statements, constants and the uncertified Maurey step:
 docs/derivations/rnn-lower-bounds.md.
 """
+
 from __future__ import annotations
 
 import math
@@ -132,7 +133,7 @@ def _risk_args(N, c, K, gamma):
     gamma = validate.probability("gamma", gamma)
     a = 1.0 - gamma
     answer_sep = math.sqrt(2.0 * a * (N - 1) / N)
-    c_max = answer_sep ** 2 / (4.0 * K)
+    c_max = answer_sep**2 / (4.0 * K)
     if not c < c_max:
         raise ValueError(
             f"c must be < (sqrt(2 a (N-1)/N))^2 / (4 K) = {c_max:.4g} "
@@ -172,9 +173,19 @@ def prop8_packing(N: int, c: float, *, K: float = 2.0, gamma: float = 0.5) -> Pr
         M -= 1
     M_good = int(math.ceil(frac * M / 2.0))
     fail = M * (M - 1) / 2.0 * math.exp(-E) + math.exp(-M * frac * frac / 2.0)
-    return Prop8Packing(N=N, c=c, K=K, gamma=gamma, rate=rate, M=M, M_good=M_good,
-                        log_M_good=math.log(M_good) if M_good >= 1 else 0.0, answer_sep=answer_sep,
-                        sep=sep, failure=fail)
+    return Prop8Packing(
+        N=N,
+        c=c,
+        K=K,
+        gamma=gamma,
+        rate=rate,
+        M=M,
+        M_good=M_good,
+        log_M_good=math.log(M_good) if M_good >= 1 else 0.0,
+        answer_sep=answer_sep,
+        sep=sep,
+        failure=fail,
+    )
 
 
 def _usable(pk: Prop8Packing) -> bool:
@@ -225,8 +236,9 @@ def prop8_norm_lower_bound(
     return 0.0 if lg == -math.inf else (math.exp(lg) if lg < 700 else math.inf)
 
 
-def prop8_norm_lower_bound_paper(N: int, c: float, d_h: int, *, C_M: float = 8.0, K: float = 2.0,
-                                 gamma: float = 0.5) -> float:
+def prop8_norm_lower_bound_paper(
+    N: int, c: float, d_h: int, *, C_M: float = 8.0, K: float = 2.0, gamma: float = 0.5
+) -> float:
     """The paper's form ||U||_op L >~ sqrt(N / ln d_h):
     (s~ / sqrt2) sqrt(ln M' / (C_M ln(4 d_h + 1))). UNCERTIFIED.
 
@@ -266,7 +278,7 @@ def euclidean_packing_counterexample(D: int, M: int, *, generator, sep: float = 
         if not kept or bool((G[i, kept] <= thr).all()):
             kept.append(i)
     k = len(kept)
-    return k, math.log(k), log_packing_volume(D, sep), math.log(2 * D + 1) / sep ** 2
+    return k, math.log(k), log_packing_volume(D, sep), math.log(2 * D + 1) / sep**2
 
 
 # ---------------------------------------------------------------------------------------------
@@ -448,7 +460,7 @@ def prop28_norm2(N: int, params: Theorem7Params, *, n: int = 1000) -> float:
     N = validate.positive_int("N", N, minimum=2)
     n = validate.positive_int("n", n)
     trans, out = prop28_layers(N, params, lemma12_radius(params.d, n, N, params.C_x))
-    return 2.0 * sum(l.radius ** 2 for l in trans) + sum(l.radius ** 2 for l in out)
+    return 2.0 * sum(l.radius**2 for l in trans) + sum(l.radius**2 for l in out)
 
 
 def _net_constants(layers: Sequence[Layer], r_in: float):
@@ -466,7 +478,7 @@ def _net_constants(layers: Sequence[Layer], r_in: float):
     Lam = math.prod(l.radius for l in layers)
     c2 = 0.0
     for idx, l in enumerate(layers):
-        tail = math.prod(k.radius for k in layers[idx + 1:])
+        tail = math.prod(k.radius for k in layers[idx + 1 :])
         feed = math.sqrt(a[idx] ** 2 + 1.0) if l.bias else a[idx]
         c2 += (tail * feed) ** 2
     b = 0.0
@@ -485,16 +497,16 @@ class Theorem7Bound:
     total: float
     approximation: float  # eps_2NN (the construction is exact on the r_x-ball)
     tail: float  # E[loss(theta*); some token outside the r_x-ball] <= m_2 N^{-1/4} n^{-3/4}
-    estimation: float      # 2 Rad + 3 tau sqrt(ln(4/delta)/(2n)) + tau sqrt(ln(4/delta)/(2n))
-    truncation: float      # (1 + 4/delta) tau e^{-p}
-    confidence: float      # 1 - delta - (nN)^{-1/2}
+    estimation: float  # 2 Rad + 3 tau sqrt(ln(4/delta)/(2n)) + tau sqrt(ln(4/delta)/(2n))
+    truncation: float  # (1 + 4/delta) tau e^{-p}
+    confidence: float  # 1 - delta - (nN)^{-1/2}
     r_x: float
     r_h: float
     d_e: int
     n_params: int
-    radius: float          # R_Theta = sqrt(sum of squared layer radii)
-    lipschitz: float       # A: |y_hat(theta) - y_hat(theta')| <= A ||theta - theta'|| on the sample
-    log_covering: float    # P ln(1 + 4 R_Theta A sqrt(n / tau))
+    radius: float  # R_Theta = sqrt(sum of squared layer radii)
+    lipschitz: float  # A: |y_hat(theta) - y_hat(theta')| <= A ||theta - theta'|| on the sample
+    log_covering: float  # P ln(1 + 4 R_Theta A sqrt(n / tau))
     rademacher: float
     tau: float
     p: float
@@ -534,9 +546,9 @@ def theorem7_bound(n: int, N: int, params: Theorem7Params) -> Theorem7Bound:
     _, _, A_h, _ = _net_constants(trans, r_z)
     r_in_y = math.sqrt(2.0 * r_h * r_h + r_z * r_z)
     _, Lam_y, A_y, b_y = _net_constants(out, r_in_y)
-    A = math.sqrt(A_y ** 2 + ((N - 1) * Lam_y * A_h) ** 2)
+    A = math.sqrt(A_y**2 + ((N - 1) * Lam_y * A_h) ** 2)
     n_params = 2 * sum(l.n_params for l in trans) + sum(l.n_params for l in out)
-    theta2 = 2.0 * sum(l.radius ** 2 for l in trans) + sum(l.radius ** 2 for l in out)
+    theta2 = 2.0 * sum(l.radius**2 for l in trans) + sum(l.radius**2 for l in out)
     R_theta = math.sqrt(theta2)
     # output growth |y_hat| <= Lam_y ||x_i|| + beta_0 for every theta in the class and every prompt
     beta_0 = Lam_y * math.sqrt(2.0 * r_h * r_h + q + 1.0) + b_y
@@ -554,7 +566,7 @@ def theorem7_bound(n: int, N: int, params: Theorem7Params) -> Theorem7Bound:
     rad = tau / math.sqrt(n) + tau * math.sqrt(2.0 * log_cov / n)
     dev = math.sqrt(math.log(4.0 / delta) / (2.0 * n))
     estimation = 2.0 * rad + 4.0 * tau * dev
-    tail = m_p(2.0) * N ** -0.25 * n ** -0.75
+    tail = m_p(2.0) * N**-0.25 * n**-0.75
     approximation = P_.eps_2nn
     total = approximation + tail + estimation + truncation
     return Theorem7Bound(
@@ -580,8 +592,9 @@ def theorem7_bound(n: int, N: int, params: Theorem7Params) -> Theorem7Bound:
     )
 
 
-def theorem7_sample_size(target: float, N: int, params: Optional[Theorem7Params] = None, *,
-                         n_max: int = 10 ** 300) -> int:
+def theorem7_sample_size(
+    target: float, N: int, params: Optional[Theorem7Params] = None, *, n_max: int = 10**300
+) -> int:
     """Smallest n with ``theorem7_bound(n, N, params).total <= target``
     (doubling, then bisection on n).
 
@@ -715,7 +728,8 @@ def prop26_transition(
     if mu > 0.5 + MU_TOL:
         raise ValueError(
             f"omega has coherence mu = {mu:.6g} but Prop 26 needs mu <= 1/2 (Assumption 3); "
-            f"use constructions.codes.rs_hadamard_codebook or a larger d_e")
+            f"use constructions.codes.rs_hadamard_codebook or a larger d_e"
+        )
     R, nu, alpha = code_stats(om)
     if R == 0:
         raise ValueError("omega must not be all zeros")
@@ -756,8 +770,10 @@ def prop26_transition(
     else:
         budget = eps - 4 * r_x * excess - 2 * r_x * (delta1 + nu)
         if budget <= 0:
-            raise ValueError(f"eps = {eps:g} is too small: the products and threshold already need "
-                             f"{eps - budget:.3g} (r_x = {r_x:g}, mu = {mu:g})")
+            raise ValueError(
+                f"eps = {eps:g} is too small: the products and threshold already need "
+                f"{eps - budget:.3g} (r_x = {r_x:g}, mu = {mu:g})"
+            )
         bands = gate_bands(r_x, max(1, math.ceil((s_max - 0.5) * r_x / budget)), s_max)
     b = bands.leak(excess)
     eps_cert = b + bands.error + 2 * r_x * (delta1 + nu)
@@ -790,7 +806,6 @@ def prop26_transition(
         norms=norms,
     )
     return t
-
 
 
 @dataclass(frozen=True)

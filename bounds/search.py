@@ -1,4 +1,5 @@
 """Integer search shared by the bounds: the smallest n where a monotone predicate turns true."""
+
 from __future__ import annotations
 
 import math

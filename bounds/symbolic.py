@@ -2,6 +2,7 @@
 ``bounds.transformer`` so agreement is a real check, and the sympy-limit certificate that its
 sample size is O((ln N)^5). Derivation: docs/derivations/theorem4.md.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,7 +16,9 @@ from qstr.bounds.search import smallest_true
 from qstr.bounds.transformer import Theorem4Params
 
 __all__ = [
-    "n", "N", "u",
+    "n",
+    "N",
+    "u",
     "bound_expr",
     "sample_size_from_expr",
     "majorant_terms",
@@ -48,8 +51,19 @@ def _consts(params: Theorem4Params) -> dict:
     P = params
     c2 = sp.Rational(P.d, P.q) if P.c is None else _q(P.c) ** 2
     K = _q(P.r_a) * _q(P.r_w)
-    return dict(q=sp.Integer(P.q), d=sp.Integer(P.d), m=sp.Integer(P.m_g), K=K, eps=_q(P.eps_2nn),
-                Cx=_q(P.C_x), Cy=_q(P.C_y), s=_q(P.s), mu=_q(P.mu), delta=_q(P.delta), c2=c2)
+    return dict(
+        q=sp.Integer(P.q),
+        d=sp.Integer(P.d),
+        m=sp.Integer(P.m_g),
+        K=K,
+        eps=_q(P.eps_2nn),
+        Cx=_q(P.C_x),
+        Cy=_q(P.C_y),
+        s=_q(P.s),
+        mu=_q(P.mu),
+        delta=_q(P.delta),
+        c2=c2,
+    )
 
 
 def bound_expr(params: Theorem4Params, n_sym: sp.Symbol = n, N_sym: sp.Symbol = N) -> sp.Expr:
@@ -65,8 +79,8 @@ def bound_expr(params: Theorem4Params, n_sym: sp.Symbol = n, N_sym: sp.Symbol = 
     )
     nn, NN = n_sym, N_sym
     r_x = sp.sqrt(3 * Cx * _E * d * sp.log(nn * NN))
-    r_z = sp.sqrt(r_x ** 2 + c2 * (q + 1))
-    d_e = sp.ceiling(8 * sp.log(NN ** 2 / delta)) if params.d_e is None else sp.Integer(params.d_e)
+    r_z = sp.sqrt(r_x**2 + c2 * (q + 1))
+    d_e = sp.ceiling(8 * sp.log(NN**2 / delta)) if params.d_e is None else sp.Integer(params.d_e)
     D_e = d + (q + 1) * d_e
     alpha = sp.Max(0, sp.log((NN - 1) * 2 * K * sp.sqrt(q) * r_x / sp.sqrt(eps))) / (c2 * (1 - mu))
     r_qk = alpha * sp.sqrt(d_e)
@@ -80,8 +94,8 @@ def bound_expr(params: Theorem4Params, n_sym: sp.Symbol = n, N_sym: sp.Symbol = 
         4 * Cy * (2 * p) ** (2 * s),
         4 * K**2 * q * Cx * d * psi(p) + 4 * K**2 * (q * c2 * (q + 1) + 1),
     )
-    P = m * (q * D_e + 2) + q * D_e ** 2
-    A = 6 * K * sp.Max(sp.sqrt(q * r_z ** 2 + 1), sp.sqrt(q) * r_qk * r_z ** 3)
+    P = m * (q * D_e + 2) + q * D_e**2
+    A = 6 * K * sp.Max(sp.sqrt(q * r_z**2 + 1), sp.sqrt(q) * r_qk * r_z**3)
     log_cov = P * sp.log(1 + 2 * A * sp.sqrt(nn / tau))
     rad = 4 * tau / sp.sqrt(nn) + 6 * tau * sp.sqrt(log_cov / nn)
     estimation = 2 * rad + tau * (
@@ -109,15 +123,15 @@ def sample_size_from_expr(
         )
     f = sp.lambdify(n, bound_expr(params).subs(N, N_value), modules="mpmath")
     with mpmath.workdps(dps):
-        found = smallest_true(lambda k: f(mpmath.mpf(k)) <= target, limit=10 ** 300,
-                              log_bisect=True)
+        found = smallest_true(lambda k: f(mpmath.mpf(k)) <= target, limit=10**300, log_bisect=True)
     if found is None:
         raise ValueError(f"target = {target:g} is not reached for n <= 1e300")
     return found
 
 
-def majorant_terms(params: Theorem4Params, n_lo: sp.Expr = n, n_up: Optional[sp.Expr] = None,
-                   lnN: sp.Expr = u) -> Dict[str, sp.Expr]:
+def majorant_terms(
+    params: Theorem4Params, n_lo: sp.Expr = n, n_up: Optional[sp.Expr] = None, lnN: sp.Expr = u
+) -> Dict[str, sp.Expr]:
     """Smooth upper bounds of the bound's terms, in terms of ln N (``lnN``), valid for every integer
     n in [n_lo, n_up] (theorem4.md, section 10).
 
@@ -137,7 +151,7 @@ def majorant_terms(params: Theorem4Params, n_lo: sp.Expr = n, n_up: Optional[sp.
     )
     n_up = n_lo if n_up is None else n_up
     r_x = sp.sqrt(3 * Cx * _E * d * (sp.log(n_up) + lnN))
-    r_z = sp.sqrt(r_x ** 2 + c2 * (q + 1))
+    r_z = sp.sqrt(r_x**2 + c2 * (q + 1))
     d_e = 8 * (2 * lnN - sp.log(delta)) + 1 if params.d_e is None else sp.Integer(params.d_e)
     D_e = d + (q + 1) * d_e
     alpha = (lnN + sp.log(1 + 2 * K * sp.sqrt(q) * r_x / sp.sqrt(eps))) / (c2 * (1 - mu))
@@ -156,8 +170,8 @@ def majorant_terms(params: Theorem4Params, n_lo: sp.Expr = n, n_up: Optional[sp.
 
     tau = tau_at(n_up)  # tau is increasing in n: tau(n_lo) <= tau(n) <= tau(n_up)
     tau_lo = tau_at(n_lo)
-    P = m * (q * D_e + 2) + q * D_e ** 2
-    A = 6 * K * (sp.sqrt(q * r_z ** 2 + 1) + sp.sqrt(q) * r_qk * r_z ** 3)
+    P = m * (q * D_e + 2) + q * D_e**2
+    A = 6 * K * (sp.sqrt(q * r_z**2 + 1) + sp.sqrt(q) * r_qk * r_z**3)
     L_A = sp.log(1 + 2 * A)
     L_n = sp.log(1 + sp.sqrt(n_up / tau_lo))
     sq = sp.sqrt(n_lo)
@@ -207,16 +221,19 @@ class PolylogCertificate:
 
     k: int
     Lam: sp.Expr
-    limits: Dict[str, sp.Expr]   # limit of each term (Dudley via the product of the factor limits)
+    limits: Dict[str, sp.Expr]  # limit of each term (Dudley via the product of the factor limits)
     factors: Dict[str, sp.Expr]  # lim tau/u, P/u^2, (L_A + L_n)/ln u, u^4 ln u / n_lo
-    value: sp.Expr               # sum of the limits
+    value: sp.Expr  # sum of the limits
 
     @property
     def proves_polylog(self) -> bool:
         """True when the limit is the floor 4 eps_2NN: then n(N) <= 2 Lam (ln N)^k
         for all large N."""
-        return bool(self.value.is_finite) and all(bool(v.is_finite) for v in self.limits.values()) \
+        return (
+            bool(self.value.is_finite)
+            and all(bool(v.is_finite) for v in self.limits.values())
             and all(v == 0 for key, v in self.limits.items() if key != "approximation")
+        )
 
 
 def polylog_certificate(params: Theorem4Params, k: int = 5, Lam=1) -> PolylogCertificate:
@@ -241,16 +258,18 @@ def polylog_certificate(params: Theorem4Params, k: int = 5, Lam=1) -> PolylogCer
     Lam = _q(Lam)
     if not Lam > 0:
         raise ValueError(f"Lam must be > 0, got {Lam}")
-    n_lo, n_up = Lam * u ** k, 2 * Lam * u ** k
+    n_lo, n_up = Lam * u**k, 2 * Lam * u**k
     t = majorant_terms(params, n_lo, n_up, u)
     lim = lambda e: sp.limit(e, u, sp.oo)  # noqa: E731
     factors = {
         "tau/u": lim(t["tau"] / u),
-        "P/u^2": lim(t["P"] / u ** 2),
-        "L/ln u": sp.Max(lim(t["L_rho"] / sp.log(u)),
-                         sum(lim(t[key] / sp.log(u)) for key in ("L_c", "L_alpha", "L_de", "L_rz")))
-                  + lim(t["L_n"] / sp.log(u)),
-        "u^4 ln u/n": lim(u ** 4 * sp.log(u) / n_lo),
+        "P/u^2": lim(t["P"] / u**2),
+        "L/ln u": sp.Max(
+            lim(t["L_rho"] / sp.log(u)),
+            sum(lim(t[key] / sp.log(u)) for key in ("L_c", "L_alpha", "L_de", "L_rz")),
+        )
+        + lim(t["L_n"] / sp.log(u)),
+        "u^4 ln u/n": lim(u**4 * sp.log(u) / n_lo),
     }
     f = factors
     if all(v.is_finite for v in f.values()):
@@ -275,12 +294,12 @@ def leading_constants(params: Theorem4Params) -> Dict[str, sp.Expr]:
     """
     C = _consts(params)
     q, d, m, K, Cx = C["q"], C["d"], C["m"], C["K"], C["Cx"]
-    tau_c = 2 * _E ** 2 * 4 * K ** 2 * q * Cx * d
+    tau_c = 2 * _E**2 * 4 * K**2 * q * Cx * d
     if params.d_e is None:
         j, P_c, a = 1, 256 * q * (q + 1) ** 2, sp.Integer(3)
     else:
         De = d + (q + 1) * params.d_e
-        j, P_c, a = 0, m * (q * De + 2) + q * De ** 2, sp.Rational(5, 2)
+        j, P_c, a = 0, m * (q * De + 2) + q * De**2, sp.Rational(5, 2)
     k_n = 2 + 2 * j
     return {
         "tau_c": tau_c,
@@ -310,7 +329,7 @@ def leading_sample_size_expr(
         )
     c = leading_constants(params)
     L = sp.log(N_sym)
-    return 144 * c["tau_c"] ** 2 * c["P_c"] * c["L_c"] * L ** c["k_n"] * sp.log(L) / gap ** 2
+    return 144 * c["tau_c"] ** 2 * c["P_c"] * c["L_c"] * L ** c["k_n"] * sp.log(L) / gap**2
 
 
 def ffn_sample_size_expr(d: int, N_sym: sp.Symbol = N) -> sp.Expr:

@@ -2,6 +2,7 @@
 Theorem 4 [conf. Thm 3] (general form Theorem 10) with explicit constants, and Theorem 6's FFN
 requirement n >= N d [conf. Thm 9] for comparison.
 Derivations: docs/derivations/few-heads.md, docs/derivations/theorem4.md."""
+
 from __future__ import annotations
 
 import math
@@ -239,27 +240,27 @@ class Theorem4Bound:
     N: int
     total: float
     approximation: float  # C_approx * eps_2NN = 4 eps_2NN                      (step A)
-    tail: float           # approximation error of Theta* off the r_x-ball     (step A')
-    estimation: float     # 2 Rad + McDiarmid + Hoeffding                     (steps E1-E3)
-    truncation: float     # (1 + 3/delta) sup_Theta E (loss - tau)_+           (step T)
-    confidence: float     # 1 - delta - (nN)^{-1/2}
+    tail: float  # approximation error of Theta* off the r_x-ball     (step A')
+    estimation: float  # 2 Rad + McDiarmid + Hoeffding                     (steps E1-E3)
+    truncation: float  # (1 + 3/delta) sup_Theta E (loss - tau)_+           (step T)
+    confidence: float  # 1 - delta - (nN)^{-1/2}
     # intermediate quantities
-    r_x: float            # Lemma 12 radius sqrt(3 C_x e d ln(nN))
-    r_z: float            # sqrt(r_x^2 + c^2 (q + 1))
-    alpha: float          # Lemma 11 attention scale
-    r_qk: float           # ||W^(h)||_F radius = alpha sqrt(d_e)
-    r_ma: float           # ||a|| radius = r_a / sqrt(m_g)
-    R_mw: float           # ||(W, b)||_F radius = sqrt(m_g) r_w
-    R: float              # ||vec Theta*|| = sqrt(r_ma^2 + R_mw^2 + q r_qk^2)
+    r_x: float  # Lemma 12 radius sqrt(3 C_x e d ln(nN))
+    r_z: float  # sqrt(r_x^2 + c^2 (q + 1))
+    alpha: float  # Lemma 11 attention scale
+    r_qk: float  # ||W^(h)||_F radius = alpha sqrt(d_e)
+    r_ma: float  # ||a|| radius = r_a / sqrt(m_g)
+    R_mw: float  # ||(W, b)||_F radius = sqrt(m_g) r_w
+    R: float  # ||vec Theta*|| = sqrt(r_ma^2 + R_mw^2 + q r_qk^2)
     d_e: int
-    D_e: int              # d + (q + 1) d_e
-    n_params: int         # P = m_g (q D_e + 2) + q D_e^2
+    D_e: int  # d + (q + 1) d_e
+    n_params: int  # P = m_g (q D_e + 2) + q D_e^2
     lipschitz: float  # A = max(A1, A2): sup-norm Lipschitz constant of the parameter cover
     log_covering: float  # ln N(loss class, beta, L2(S)) <= P ln(1 + 2 A sqrt(n / tau))
     #                      at beta = tau / sqrt(n)
-    rademacher: float     # bound on the empirical Rademacher complexity of the truncated loss class
-    tau: float            # truncation level
-    p: float              # moment order of the truncation step
+    rademacher: float  # bound on the empirical Rademacher complexity of the truncated loss class
+    tau: float  # truncation level
+    p: float  # moment order of the truncation step
 
     def terms(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -300,7 +301,7 @@ def theorem4_bound(n: int, N: int, params: Theorem4Params) -> Theorem4Bound:
     P_ = params
     q, d, m = P_.q, P_.d, P_.m_g
     delta = P_.delta
-    c2 = P_.prefactor ** 2
+    c2 = P_.prefactor**2
     K = P_.r_a * P_.r_w
     r_ma, R_mw = P_.r_a / math.sqrt(m), math.sqrt(m) * P_.r_w
     ln_N = math.log(N)  # math.log is exact for huge ints; everything below stays in log space
@@ -315,7 +316,7 @@ def theorem4_bound(n: int, N: int, params: Theorem4Params) -> Theorem4Bound:
     ln_arg = math.log(N - 1) + math.log(2.0 * K * math.sqrt(q) * r_x / math.sqrt(P_.eps_2nn))
     alpha = max(0.0, ln_arg) / (c2 * (1.0 - P_.mu))
     r_qk = alpha * math.sqrt(d_e)
-    R = math.sqrt(r_ma ** 2 + R_mw ** 2 + q * r_qk ** 2)
+    R = math.sqrt(r_ma**2 + R_mw**2 + q * r_qk**2)
 
     # truncation level (step T)
     p = max(1.0, math.log(2.0 * (1.0 + 3.0 / delta) * math.sqrt(n)))
@@ -329,12 +330,14 @@ def theorem4_bound(n: int, N: int, params: Theorem4Params) -> Theorem4Bound:
     # covering (Lemmas 13-16, Prop 17) and Dudley (Lemma 18)
     n_params = m * (q * D_e + 2) + q * D_e * D_e
     rho = math.sqrt(q * r_z * r_z + 1.0)
-    A = 6.0 * K * max(rho, math.sqrt(q) * r_qk * r_z ** 3)
+    A = 6.0 * K * max(rho, math.sqrt(q) * r_qk * r_z**3)
     sqrt_n = math.sqrt(n)
     log_cov = n_params * math.log1p(2.0 * A * sqrt_n / math.sqrt(tau))
     rad = 4.0 * tau / sqrt_n + 6.0 * tau * math.sqrt(log_cov / n)
-    estimation = 2.0 * rad + tau * (3.0 * math.sqrt(math.log(6.0 / delta) / (2.0 * n))
-                                    + math.sqrt(math.log(3.0 / delta) / (2.0 * n)))
+    estimation = 2.0 * rad + tau * (
+        3.0 * math.sqrt(math.log(6.0 / delta) / (2.0 * n))
+        + math.sqrt(math.log(3.0 / delta) / (2.0 * n))
+    )
 
     # approximation (Lemma 11 + Assumption 2) and its tail off the r_x-ball
     approximation = C_APPROX * P_.eps_2nn
@@ -384,7 +387,7 @@ def theorem4_sample_size(
     double allows. Raises ``ValueError`` if ``target`` is not above the floor 4 eps_2NN (the
     limit of the bound as n -> infinity), or if no n <= n_max (default 10^300) reaches it.
     """
-    n_max = 10 ** 300 if n_max is None else validate.positive_int("n_max", n_max)
+    n_max = 10**300 if n_max is None else validate.positive_int("n_max", n_max)
     target = validate.positive_float("target", target)
     N = validate.positive_int("N", N, minimum=2)
     floor = params.floor

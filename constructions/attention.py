@@ -3,6 +3,7 @@ head (remark after Prop 3), written in named blocks of the token layout. The bou
 alpha and the guarantees live in ``qstr.bounds.attention``. Derivations:
 docs/derivations/lemma11.md, docs/derivations/sparse-averaging.md.
 """
+
 from __future__ import annotations
 
 import copy
@@ -163,8 +164,9 @@ class Construction:
                 )
             return W[:, :, self.layout["x"]].reshape(m.m, self.H * self.d)
 
-    def fast_heads(self, x: torch.Tensor, t: torch.Tensor, chunk: Optional[int] = None,
-                   backend: str = "auto") -> torch.Tensor:
+    def fast_heads(
+        self, x: torch.Tensor, t: torch.Tensor, chunk: Optional[int] = None, backend: str = "auto"
+    ) -> torch.Tensor:
         """x-part of every head output, (B, N, H, d), from the block sparsity (see class docstring).
 
         Equals ``model.heads(encode(x, t))[..., layout['x']]`` up to rounding. Memory
@@ -184,20 +186,23 @@ class Construction:
         scale = self.alpha * self.c * self.c
         omega = self.omega
         if backend == "fused" and x.is_cuda and x.dtype not in _FUSED_DTYPES:
-            raise ValueError(f"backend='fused' on CUDA takes float32, float16 or bfloat16, got "
-                             f"{x.dtype} (CUDA has no fused attention kernel for it); use 'math'")
+            raise ValueError(
+                f"backend='fused' on CUDA takes float32, float16 or bfloat16, got "
+                f"{x.dtype} (CUDA has no fused attention kernel for it); use 'math'"
+            )
         if backend == "fused" or (backend == "auto" and x.is_cuda and x.dtype in _FUSED_DTYPES):
             return _fused_heads(omega, x, t, self.head_slots, scale, c)
         K = omega.expand(B, self.H, N, omega.shape[-1])
         V = x.unsqueeze(1).expand(B, self.H, N, self.d)
         outs = []
         for s in range(0, N, c):
-            Q = _head_queries(omega, t[:, s:s + c], self.head_slots) * scale  # (B, H, c, d_e)
+            Q = _head_queries(omega, t[:, s : s + c], self.head_slots) * scale  # (B, H, c, d_e)
             outs.append(F.scaled_dot_product_attention(Q, K, V, scale=1.0))  # (B, H, c, d)
         return torch.cat(outs, dim=2).transpose(1, 2)  # (B, N, H, d)
 
-    def fast_predict(self, x: torch.Tensor, t: torch.Tensor, chunk: Optional[int] = None,
-                     backend: str = "auto") -> torch.Tensor:
+    def fast_predict(
+        self, x: torch.Tensor, t: torch.Tensor, chunk: Optional[int] = None, backend: str = "auto"
+    ) -> torch.Tensor:
         """y_hat from :meth:`fast_heads` and the output net (which reads only the x blocks)."""
         self._check_prompt(x, t)
         Wx = self._check_block_structure()
@@ -238,7 +243,7 @@ def _fused_heads(omega, x, t, head_slots, scale: float, chunk: int) -> torch.Ten
     fused = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION]
     outs = []
     for s in range(0, N, chunk):
-        Q = _pad_last(_head_queries(omega, t[:, s:s + chunk], head_slots) * scale)
+        Q = _pad_last(_head_queries(omega, t[:, s : s + chunk], head_slots) * scale)
         with sdpa_kernel(fused):
             try:
                 with (
@@ -375,8 +380,11 @@ def lemma11_weights(
         )
     layout = _token_layout(d, q, codebook.d_e)
     D = layout.dim
-    validate.fits_in_memory(f"Lemma 11's weights (W_QK: {H} x {D} x {D}, W: {m} x {H * D})",
-                            lemma11_nbytes(D, H, m, dtype), device)
+    validate.fits_in_memory(
+        f"Lemma 11's weights (W_QK: {H} x {D} x {D}, W: {m} x {H * D})",
+        lemma11_nbytes(D, H, m, dtype),
+        device,
+    )
 
     head_slots = tuple((s,) for s in slots)
     W_QK = _qk_blocks(
@@ -387,7 +395,7 @@ def lemma11_weights(
     x_block = layout["x"]
     for h in range(H):  # the net's columns for token h on the x block of head h, zero elsewhere
         off = h * layout.dim
-        W[:, off + x_block.start: off + x_block.stop] = netW[:, h * d:(h + 1) * d]
+        W[:, off + x_block.start : off + x_block.stop] = netW[:, h * d : (h + 1) * d]
     model = MergedAttention(
         layout.dim, H, m, generator=torch.Generator().manual_seed(0), dtype=dtype, device=device
     )
@@ -462,8 +470,10 @@ def sparse_average_weights(
     alpha = validate.positive_float("alpha", alpha, allow_zero=True)
     c = default_prefactor(d, q) if c is None else validate.positive_float("c", c)
     if codebook is None:
-        raise ValueError("codebook must be given (coherence mu < 1/(2q - 1) needed), e.g. "
-                         "rs_hadamard_codebook(N, mu=1/(2q))")
+        raise ValueError(
+            "codebook must be given (coherence mu < 1/(2q - 1) needed), e.g. "
+            "rs_hadamard_codebook(N, mu=1/(2q))"
+        )
     codebook = _as_codebook(codebook, N, dtype, device)
     limit = separation_limit(q)
     if not codebook.mu < limit:
@@ -521,11 +531,11 @@ def target_leaks(construction: Construction, *, chunk: int = 1024) -> torch.Tens
         raise ValueError("construction must be a Lemma 11 Construction (kind='lemma11')")
     chunk = validate.positive_int("chunk", chunk)
     omega = construction.omega
-    A = construction.alpha * construction.c ** 2
+    A = construction.alpha * construction.c**2
     N = omega.shape[0]
     out = []
     for s in range(0, N, chunk):
-        G = omega[s:s + chunk] @ omega.T  # (c, N)
+        G = omega[s : s + chunk] @ omega.T  # (c, N)
         rows = torch.arange(G.shape[0], device=G.device)
         self_ip = G[rows, rows + s].clone()
         E = torch.exp(A * (G - self_ip[:, None]))

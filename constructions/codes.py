@@ -323,8 +323,11 @@ def rademacher_codebook(
     <= delta; draws are repeated with the same generator until the exact coherence is
     <= mu_max (``params['tries']``), at most ``max_tries`` times.
     """
-    N, mu_max, delta = (positive_int("N", N), probability("mu_max", mu_max),
-                        probability("delta", delta))
+    N, mu_max, delta = (
+        positive_int("N", N),
+        probability("mu_max", mu_max),
+        probability("delta", delta),
+    )
     max_tries = positive_int("max_tries", max_tries)
     d_min = rademacher_dim(N, delta, mu_max)
     if d_e is None:

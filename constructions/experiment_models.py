@@ -2,6 +2,7 @@
 (``nn.MultiheadAttention``), PracticalRNN (bidirectional ``nn.GRU`` / ``nn.RNN`` / ``nn.LSTM``),
 PracticalFFN (a depth-3 :class:`~qstr.constructions.paper_models.VecFFN`), and build_practical with
 Appendix E's defaults. Weights as in :mod:`qstr.constructions.module_args` (``generator=``)."""
+
 from __future__ import annotations
 
 import math
@@ -91,7 +92,7 @@ class PracticalTransformer(nn.Module):
         mha, E = self.mha, self.q * self.D_e
         if mha.in_proj_weight is not None:
             W = mha.in_proj_weight
-            return W[:E], W[E:2 * E], W[2 * E:]
+            return W[:E], W[E : 2 * E], W[2 * E :]
         return mha.q_proj_weight, mha.k_proj_weight, mha.v_proj_weight
 
     def merged_qk(self) -> torch.Tensor:

@@ -28,6 +28,7 @@ Functions
 * :func:`load_multihead` / :func:`load_rnn` the trainable module of a file written by
   ``qstr construct transformer`` / ``qstr construct rnn``, in one call.
 """
+
 from __future__ import annotations
 
 import math
@@ -92,7 +93,7 @@ def to_multihead(model: MergedAttention) -> PracticalTransformer:
         Wq, Wk, Wv = mt.projection_weights()
         Wq.zero_()
         for h in range(H):
-            Wq[h * D:(h + 1) * D, h * D:(h + 1) * D] = math.sqrt(D) * eye
+            Wq[h * D : (h + 1) * D, h * D : (h + 1) * D] = math.sqrt(D) * eye
         Wk.copy_(model.W_QK.detach().reshape(E, D))
         Wv.copy_(eye.repeat(H, 1))
         mt.mha.out_proj.weight.copy_(torch.eye(E, dtype=p.dtype, device=p.device))
@@ -134,7 +135,7 @@ def from_multihead(mt: PracticalTransformer, *, readout_bias: str = "fold") -> M
     with torch.no_grad():
         W_QK = mt.merged_qk().detach().clone()
         _, _, Wv = mt.projection_weights()
-        blockdiag = torch.block_diag(*[Wv[h * D:(h + 1) * D] for h in range(H)])  # (H D, H D)
+        blockdiag = torch.block_diag(*[Wv[h * D : (h + 1) * D] for h in range(H)])  # (H D, H D)
         W = mt.hidden.weight @ mha.out_proj.weight @ blockdiag
         b = mt.hidden.bias.detach().clone()
         if mha.out_proj.bias is not None:
@@ -172,8 +173,14 @@ def logical_parameters(mt: PracticalTransformer) -> dict:
     out = {"Wq": Wq, "Wk": Wk, "Wv": Wv, "out_proj.weight": mt.mha.out_proj.weight}
     if mt.mha.out_proj.bias is not None:
         out["out_proj.bias"] = mt.mha.out_proj.bias
-    out.update({"hidden.weight": mt.hidden.weight, "hidden.bias": mt.hidden.bias,
-                "readout.weight": mt.readout.weight, "readout.bias": mt.readout.bias})
+    out.update(
+        {
+            "hidden.weight": mt.hidden.weight,
+            "hidden.bias": mt.hidden.bias,
+            "readout.weight": mt.readout.weight,
+            "readout.bias": mt.readout.bias,
+        }
+    )
     return out
 
 
@@ -217,8 +224,16 @@ def init_from_construction(
 
 # ------------------------------------------------------------------------- state dicts
 
-_STATE_KEYS = ("config", "omega", "W_QK", "ffn", "mha_state_dict", "mha_config", "guarantee",
-               "layout")
+_STATE_KEYS = (
+    "config",
+    "omega",
+    "W_QK",
+    "ffn",
+    "mha_state_dict",
+    "mha_config",
+    "guarantee",
+    "layout",
+)
 
 
 def construction_state(construction) -> dict:

@@ -6,6 +6,7 @@ weights are (norms, the float64 rounding of their evaluation), never what a lemm
 thresholds, constants and guarantees (eps_n, C38_A, C36, the certified norm bounds, Prop 8's
 quantities) are in ``qstr.bounds.interpolation``. Derivation: docs/derivations/interpolation.md.
 """
+
 from __future__ import annotations
 
 import math
@@ -40,7 +41,7 @@ __all__ = [
     "slot_memory_rnn",
 ]
 
-UNIT_ROUNDOFF = 2.0 ** -53
+UNIT_ROUNDOFF = 2.0**-53
 
 
 # ---------------------------------------------------------------------------------- Lemma 37
@@ -93,13 +94,13 @@ class SeparatingDirection:
     """Lemma 37's output: a unit v with certified gaps >= ``threshold`` and
     ||z||^2 <= ``norm_factor`` n."""
 
-    v: torch.Tensor        # (D,) unit vector, float64
-    z: torch.Tensor        # (n,) projections <v, x_j>
-    gap: float             # certified min_{i != j} |z_i - z_j|
-    threshold: float       # eps the gap was required to meet (Lemma 37: eps_n)
-    z_norm2: float         # ||z||^2
-    norm_factor: float     # ||z||^2 <= norm_factor * n was required (Lemma 37: 2)
-    tries: int             # draws of v until both events held
+    v: torch.Tensor  # (D,) unit vector, float64
+    z: torch.Tensor  # (n,) projections <v, x_j>
+    gap: float  # certified min_{i != j} |z_i - z_j|
+    threshold: float  # eps the gap was required to meet (Lemma 37: eps_n)
+    z_norm2: float  # ||z||^2
+    norm_factor: float  # ||z||^2 <= norm_factor * n was required (Lemma 37: 2)
+    tries: int  # draws of v until both events held
 
 
 def _unit_vector(D: int, generator: torch.Generator) -> torch.Tensor:
@@ -156,15 +157,21 @@ class Lemma37Events:
     D: int
     trials: int
     threshold: float
-    gap_ok: int      # trials with min pairwise gap >= threshold
-    norm_ok: int     # trials with ||z||^2 <= norm_factor n
-    joint_ok: int    # both
+    gap_ok: int  # trials with min pairwise gap >= threshold
+    norm_ok: int  # trials with ||z||^2 <= norm_factor n
+    joint_ok: int  # both
     norm_factor: float
 
 
 def lemma37_events(
-    n: int, D: int, *, trials: int, generator: torch.Generator, threshold: float,
-    norm_factor: float, chunk: int = 4096,
+    n: int,
+    D: int,
+    *,
+    trials: int,
+    generator: torch.Generator,
+    threshold: float,
+    norm_factor: float,
+    chunk: int = 4096,
 ) -> Lemma37Events:
     """Draw ``trials`` independent pairs (x in R^{n x D} Gaussian, v uniform unit) and count the
     events gap >= ``threshold`` and ||z||^2 <= ``norm_factor`` n (Lemma 37: eps_n and 2, from
@@ -197,8 +204,16 @@ def lemma37_events(
         norm_ok += int(z_ok.sum())
         joint_ok += int((g_ok & z_ok).sum())
         done += T
-    return Lemma37Events(n=n, D=D, trials=trials, threshold=thr, gap_ok=gap_ok, norm_ok=norm_ok,
-                         joint_ok=joint_ok, norm_factor=norm_factor)
+    return Lemma37Events(
+        n=n,
+        D=D,
+        trials=trials,
+        threshold=thr,
+        gap_ok=gap_ok,
+        norm_ok=norm_ok,
+        joint_ok=joint_ok,
+        norm_factor=norm_factor,
+    )
 
 
 # ---------------------------------------------------------------------------------- Lemma 38
@@ -351,9 +366,7 @@ def interpolate_points(
     n = x.shape[0]
     y = _vector("y", y, n)
     if not isinstance(direction, SeparatingDirection):
-        raise ValueError(
-            f"direction must be a SeparatingDirection, got {type(direction).__name__}"
-        )
+        raise ValueError(f"direction must be a SeparatingDirection, got {type(direction).__name__}")
     validate.shape("direction.z", direction.z, (n,))
     order = torch.argsort(direction.z)
     zs = direction.z[order]
@@ -361,7 +374,7 @@ def interpolate_points(
     tau = l38.tau
     W = tau * torch.ones(n, 1, dtype=torch.float64, device=x.device) * direction.v[None, :]
     net = TwoLayerNet(a=l38.balanced.a, W=W, b=l38.balanced.b)
-    norm2 = float(net.a @ net.a + (net.W ** 2).sum() + net.b @ net.b)
+    norm2 = float(net.a @ net.a + (net.W**2).sum() + net.b @ net.b)
     err = float((evaluate_net(net, x) - y).abs().max())
     return Lemma36Net(
         net=net,
@@ -475,7 +488,7 @@ def memorising_rnn(
     MLPWeights(zero_t).load_into(model.f_fwd)
     MLPWeights(zero_t).load_into(model.f_bwd)
     W1 = torch.zeros(m, 2 * d_h + D_in, dtype=torch.float64, device=dev)
-    W1[:, 2 * d_h: 2 * d_h + d] = tau1 * direction.v[None, :]
+    W1[:, 2 * d_h : 2 * d_h + d] = tau1 * direction.v[None, :]
     layers = [(W1, tau1 * raw_b)]
     eye = torch.eye(m, dtype=torch.float64, device=dev)
     layers += [(tau_mid * eye, None)] * (depth - 2)
@@ -499,7 +512,12 @@ def _float64_codes(omega) -> torch.Tensor:
 
 
 def slot_memory_rnn(
-    omega: torch.Tensor, u: torch.Tensor, *, r_x: float, r_h: float, mu: float,
+    omega: torch.Tensor,
+    u: torch.Tensor,
+    *,
+    r_x: float,
+    r_h: float,
+    mu: float,
 ) -> DeepTransitionBiRNN:
     """An exact generalising RNN for general 1STR (q = 1): every token stored in its own state
     block.
@@ -564,10 +582,10 @@ def slot_memory_rnn(
     W1 = torch.zeros(2 * d + N, d_h + D_in, dtype=f64, device=dev)
     b1 = torch.zeros(2 * d + N, dtype=f64, device=dev)
     eye_d = torch.eye(d, dtype=f64, device=dev)
-    W1[:d, off + xs.start: off + xs.stop] = eye_d
-    W1[d:2 * d, off + xs.start: off + xs.stop] = -eye_d
-    W1[2 * d:, off + ps.start: off + ps.stop] = omega * inv
-    b1[2 * d:] = -mu * inv
+    W1[:d, off + xs.start : off + xs.stop] = eye_d
+    W1[d : 2 * d, off + xs.start : off + xs.stop] = -eye_d
+    W1[2 * d :, off + ps.start : off + ps.stop] = omega * inv
+    b1[2 * d :] = -mu * inv
     W2 = torch.zeros(2 * N * d, 2 * d + N, dtype=f64, device=dev)
     b2 = torch.full((2 * N * d,), -r_x, dtype=f64, device=dev)
     W3 = torch.zeros(d_h, 2 * N * d, dtype=f64, device=dev)
@@ -584,22 +602,22 @@ def slot_memory_rnn(
     zoff = 2 * d_h
     U_blocks = torch.zeros(N, d_h, dtype=f64, device=dev)  # s_k = <u, block_k>
     for k in range(N):
-        U_blocks[k, k * d:(k + 1) * d] = u
+        U_blocks[k, k * d : (k + 1) * d] = u
     m1 = 4 * N + 2
     V1 = torch.zeros(m1, 2 * d_h + D_in, dtype=f64, device=dev)
     c1 = torch.zeros(m1, dtype=f64, device=dev)
-    V1[:N, :d_h], V1[:N, d_h:2 * d_h] = U_blocks, U_blocks                 # relu(s_k)
-    V1[N:2 * N, :d_h], V1[N:2 * N, d_h:2 * d_h] = -U_blocks, -U_blocks     # relu(-s_k)
-    V1[2 * N, zoff + xs.start: zoff + xs.stop] = u                        # relu(xi)
-    V1[2 * N + 1, zoff + xs.start: zoff + xs.stop] = -u                   # relu(-xi)
-    V1[2 * N + 2: 3 * N + 2, zoff + ps.start: zoff + ps.stop] = omega * inv   # g_k = 1[i = k]
-    V1[3 * N + 2:, zoff + ts.start: zoff + ts.stop] = omega * inv             # g'_k = 1[t_i = k]
-    c1[2 * N + 2:] = -mu * inv
+    V1[:N, :d_h], V1[:N, d_h : 2 * d_h] = U_blocks, U_blocks  # relu(s_k)
+    V1[N : 2 * N, :d_h], V1[N : 2 * N, d_h : 2 * d_h] = -U_blocks, -U_blocks  # relu(-s_k)
+    V1[2 * N, zoff + xs.start : zoff + xs.stop] = u  # relu(xi)
+    V1[2 * N + 1, zoff + xs.start : zoff + xs.stop] = -u  # relu(-xi)
+    V1[2 * N + 2 : 3 * N + 2, zoff + ps.start : zoff + ps.stop] = omega * inv  # g_k = 1[i = k]
+    V1[3 * N + 2 :, zoff + ts.start : zoff + ts.stop] = omega * inv  # g'_k = 1[t_i = k]
+    c1[2 * N + 2 :] = -mu * inv
     m2 = 5 * N
     V2 = torch.zeros(m2, m1, dtype=f64, device=dev)
     c2 = torch.zeros(m2, dtype=f64, device=dev)
     for k in range(N):
-        V2[k, k], V2[k, N + k] = 1.0, -1.0                                  # relu(s_k)
+        V2[k, k], V2[k, N + k] = 1.0, -1.0  # relu(s_k)
         V2[N + k, k], V2[N + k, N + k] = -1.0, 1.0  # relu(-s_k)
         V2[2 * N + k, 2 * N], V2[2 * N + k, 2 * N + 1], V2[2 * N + k, 2 * N + 2 + k] = (
             1.0,
@@ -612,7 +630,7 @@ def slot_memory_rnn(
             r_x,
         )  # e_k^-
         c2[2 * N + k] = c2[3 * N + k] = -r_x
-        V2[4 * N + k, 3 * N + 2 + k] = 1.0                                  # g'_k passed (>= 0)
+        V2[4 * N + k, 3 * N + 2 + k] = 1.0  # g'_k passed (>= 0)
     m3 = 2 * N
     V3 = torch.zeros(m3, m2, dtype=f64, device=dev)
     c3 = torch.full((m3,), -r_x, dtype=f64, device=dev)

@@ -71,8 +71,11 @@ def slot_name(k: int) -> str:
 
 def token_layout(d: int, q: int, d_e: int) -> Layout:
     """Layout of z_i = (x_i, omega_i, omega_{t_i1}, ..., omega_{t_iq}): D_e = d + (q + 1) d_e."""
-    return _token_layout(validate.positive_int("d", d), validate.positive_int("q", q),
-                         validate.positive_int("d_e", d_e))
+    return _token_layout(
+        validate.positive_int("d", d),
+        validate.positive_int("q", q),
+        validate.positive_int("d_e", d_e),
+    )
 
 
 def _token_layout(d: int, q: int, d_e: int) -> Layout:

@@ -142,8 +142,11 @@ class Link:
 
         The claims draw link parameters from a CPU generator (same link on every device) and
         move them with this before sampling prompts on ``ctx.device``."""
-        moved = {f.name: getattr(self, f.name).to(device=device) for f in fields(self)
-                 if isinstance(getattr(self, f.name), (torch.Tensor, TwoLayerNet))}
+        moved = {
+            f.name: getattr(self, f.name).to(device=device)
+            for f in fields(self)
+            if isinstance(getattr(self, f.name), (torch.Tensor, TwoLayerNet))
+        }
         return replace(self, **moved) if moved else self
 
 
@@ -331,8 +334,9 @@ def make_link(
     if name == "mean-projected":
         return MeanProjected(q=q, d=d, u=_unit_rows(1, d, generator)[0])
     width = validate.positive_int("width", width)
-    validate.fits_in_memory(f"the teacher's W ({width} x {q * d}, float64)", 2 * width * q * d * 8,
-                            generator.device)
+    validate.fits_in_memory(
+        f"the teacher's W ({width} x {q * d}, float64)", 2 * width * q * d * 8, generator.device
+    )
     kw = dict(generator=generator, dtype=torch.float64, device=generator.device)
     W = torch.randn(width, q * d, **kw) / math.sqrt(q * d)
     b = torch.randn(width, **kw) / math.sqrt(q * d)

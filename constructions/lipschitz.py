@@ -5,6 +5,7 @@ The degree and interval counts that reach a sup-error eps, the error bounds and 
 certificate are ``qstr.bounds.lipschitz`` (``lemma42_net``). Construction:
 docs/derivations/lemmas-39-41-42.md (k = 1: interpolation; k >= 2: steps 1-7).
 """
+
 from __future__ import annotations
 
 import math
@@ -18,8 +19,16 @@ from qstr.constructions.links import TwoLayerNet
 from qstr.constructions.relu import interpolant
 
 __all__ = [
-    "fk_coefficients", "interpolation_net", "Ridge", "FourierRidges", "fourier_ridges",
-    "ridge_net", "weight_norms", "net_lipschitz_bound", "project_ball", "scalar_values",
+    "fk_coefficients",
+    "interpolation_net",
+    "Ridge",
+    "FourierRidges",
+    "fourier_ridges",
+    "ridge_net",
+    "weight_norms",
+    "net_lipschitz_bound",
+    "project_ball",
+    "scalar_values",
 ]
 
 
@@ -28,8 +37,12 @@ def weight_norms(net: TwoLayerNet) -> dict:
     r_w = ||(W, b)||_F / sqrt(m), and the path norm sum_i |a_i| ||(w_i, b_i)||."""
     Wb = torch.cat([net.W, net.b[:, None]], dim=1)
     return {
-        "a": float(net.a.norm()), "W": float(net.W.norm()), "b": float(net.b.norm()),
-        "r_a": net.r_a, "r_w": net.r_w, "path": float((net.a.abs() * Wb.norm(dim=1)).sum()),
+        "a": float(net.a.norm()),
+        "W": float(net.W.norm()),
+        "b": float(net.b.norm()),
+        "r_a": net.r_a,
+        "r_w": net.r_w,
+        "path": float((net.a.abs() * Wb.norm(dim=1)).sum()),
     }
 
 
@@ -131,7 +144,7 @@ def fourier_ridges(
     axis = -2 * R + P * torch.arange(G, dtype=torch.float64) / G
     mesh = torch.stack(torch.meshgrid(*([axis] * k), indexing="ij"), dim=-1)  # (G,)*k + (k,)
     Fvals = scalar_values(f, project_ball(_fold(mesh, R), R), "f")
-    Fhat = torch.fft.fftn(Fvals.to(torch.complex128)) / G ** k  # index l <-> frequency l (mod G)
+    Fhat = torch.fft.fftn(Fvals.to(torch.complex128)) / G**k  # index l <-> frequency l (mod G)
     # the grid starts at y_0 = -2R: F_hat_l = fft[l mod G] / G^k * e^{i w0 2R sum(l)}, w0 2R = pi
     c = fk_coefficients(n)
     w0 = 2 * math.pi / P
@@ -154,9 +167,15 @@ def fourier_ridges(
             continue  # the pair (ell, -ell) is one real cosine, carried by m > 0
         ridges.setdefault(v, []).append((m, 2 * abs(z), math.atan2(z.imag, z.real)))
     return FourierRidges(
-        k=k, R=R, degree=n, grid=G, w0=w0, constant=constant,
-        ridges=tuple(Ridge(v, math.sqrt(sum(e * e for e in v)), tuple(terms))
-                     for v, terms in ridges.items()),
+        k=k,
+        R=R,
+        degree=n,
+        grid=G,
+        w0=w0,
+        constant=constant,
+        ridges=tuple(
+            Ridge(v, math.sqrt(sum(e * e for e in v)), tuple(terms)) for v, terms in ridges.items()
+        ),
     )
 
 
@@ -262,7 +281,7 @@ def net_lipschitz_bound(net: TwoLayerNet, tol: float = 1e-9) -> float:
     total = 0.0
     for gidx in range(int(group.max()) + 1):
         sel = group == gidx
-        slope = (norms[sel] * sign[sel])  # unit i reads relu(slope_i s + b_i), s = <theta, x>
+        slope = norms[sel] * sign[sel]  # unit i reads relu(slope_i s + b_i), s = <theta, x>
         bi, ai = b[sel], a[sel]
         brk = torch.sort(-bi / slope).values
         pts = torch.cat([brk[:1] - 1, (brk[1:] + brk[:-1]) / 2, brk[-1:] + 1])

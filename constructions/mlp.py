@@ -8,6 +8,7 @@ The Prop 26 transition and the Prop 28 output net (constructions/recurrent.py), 
 gadgets (constructions/relu.py), the interpolating RNNs (constructions/interpolation.py) and
 the two-layer nets (``TwoLayerNet.as_mlp``, constructions/links.py; the Lemma 42 nets) share it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -94,7 +95,7 @@ class MLPWeights:
         """The same MLP with layer k's W and/or b replaced (``drop_bias``: b set to None)."""
         old = self.layers[k]
         new = Dense(old.W if W is None else W, None if drop_bias else (old.b if b is None else b))
-        return MLPWeights(self.layers[:k] + (new,) + self.layers[k + 1:])
+        return MLPWeights(self.layers[:k] + (new,) + self.layers[k + 1 :])
 
     # -------------------------------------------------------------- evaluation
     def __call__(self, u: torch.Tensor, *, chunk: Optional[int] = None) -> torch.Tensor:
@@ -113,7 +114,7 @@ class MLPWeights:
         ]
         outs = []
         for s in range(0, max(n, 1), max(chunk, 1)):
-            h = flat[s:s + chunk]
+            h = flat[s : s + chunk]
             for i, (W, b) in enumerate(Ws):
                 h = h @ W.T
                 if b is not None:
@@ -168,10 +169,15 @@ class MLPWeights:
     def from_sequential(cls, seq: nn.Sequential) -> "MLPWeights":
         """The weights of an ``nn.Sequential``'s ``Linear`` layers (detached clones), inverse of
         :meth:`load_into`."""
-        return cls(tuple(
-            (lin.weight.detach().clone(), None if lin.bias is None else lin.bias.detach().clone())
-            for lin in _linears(seq)
-        ))
+        return cls(
+            tuple(
+                (
+                    lin.weight.detach().clone(),
+                    None if lin.bias is None else lin.bias.detach().clone(),
+                )
+                for lin in _linears(seq)
+            )
+        )
 
     # -------------------------------------------------------------- state dicts
     def as_dicts(self) -> list:

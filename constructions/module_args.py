@@ -5,6 +5,7 @@ them.
 Weights come from torch's global RNG, or with ``generator=`` from a forked RNG seeded from it, on
 the CPU: the global RNG is left untouched and every device gets the same weights (:func:`seeded`).
 """
+
 from __future__ import annotations
 
 import contextlib

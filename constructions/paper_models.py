@@ -3,6 +3,7 @@
 and VecFFN (Section 4, Theorem 6). Weights come from torch's global RNG, or with ``generator=`` from
 a forked RNG seeded from it, on the CPU: the global RNG is left untouched and every device gets the
 same weights (:func:`qstr.constructions.module_args.seeded`)."""
+
 from __future__ import annotations
 
 import math
@@ -120,7 +121,7 @@ class MergedAttention(nn.Module):
         keys = Z.unsqueeze(1)  # (B, 1, N, D)
         outs = []
         for s in range(0, Z.shape[1], c):
-            A = torch.softmax(self._scores(Z[:, s:s + c], Z), dim=-1)  # (B, H, c, N)
+            A = torch.softmax(self._scores(Z[:, s : s + c], Z), dim=-1)  # (B, H, c, N)
             outs.append((A @ keys).transpose(1, 2))  # (B, c, H, D)
         return torch.cat(outs, dim=1)
 

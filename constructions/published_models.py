@@ -1,6 +1,7 @@
 """The published experiment code's model variants, as opposed to the paper's description of the
 experiments (:mod:`qstr.constructions.experiment_models`): BiasedTransformer (the attention with
 biases) and EncodedFFN (an MLP on the flattened token encoding)."""
+
 from __future__ import annotations
 
 from typing import Sequence

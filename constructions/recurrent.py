@@ -8,6 +8,7 @@ threshold chosen from eps, the certified eps and Cor 27's radius are
 ``TransitionGuarantee`` / ``RNNGuarantee`` as ``.guarantee``. Derivation:
 docs/derivations/rnn-transition.md.
 """
+
 from __future__ import annotations
 
 import math
@@ -86,8 +87,17 @@ class Transition:
     ``TransitionGuarantee``.
     """
 
-    def __init__(self, d: int, q: int, d_e: int, R: float, product_knots: int, bands: GateBands,
-                 threshold: float, exact_products: bool):
+    def __init__(
+        self,
+        d: int,
+        q: int,
+        d_e: int,
+        R: float,
+        product_knots: int,
+        bands: GateBands,
+        threshold: float,
+        exact_products: bool,
+    ):
         self.d, self.q, self.d_e = d, q, d_e
         self.layout: Layout = token_layout(d, q, d_e)
         self.R, self.product_knots, self.bands, self.threshold = R, product_knots, bands, threshold
@@ -118,8 +128,9 @@ class Transition:
         """Layer 2's units by name: for each slot l, ``xgate{l}`` (K2 x d: band k, coordinate c)
         then ``sgate{l}`` (K2: band k), all reading M s_hat_l + beta_k (Lemma 24's gate)."""
         K2 = self.bands.knots
-        return Layout(tuple(b for l in range(self.q)
-                            for b in ((f"xgate{l}", K2 * self.d), (f"sgate{l}", K2))))
+        return Layout(
+            tuple(b for l in range(self.q) for b in ((f"xgate{l}", K2 * self.d), (f"sgate{l}", K2)))
+        )
 
     @property
     def widths(self) -> tuple:
@@ -185,9 +196,10 @@ class Transition:
         lay, off = self.layout, self.d_h  # z columns start after the q d columns of h
         w1, w2, w3 = self.widths
         # W1 (w1, d_h + D_in), W2 (w2, w1), G (d_h, w2), W3 = [G; -G], W4 (d_h, 2 d_h): float64
-        entries = w1 * (off + self.D_in) + w2 * w1 + 3 * self.d_h * w2 + 2 * self.d_h ** 2
-        validate.fits_in_memory(f"the Prop 26 transition's dense layers (widths {w1}, {w2}, {w3})",
-                                8 * entries, "cpu")
+        entries = w1 * (off + self.D_in) + w2 * w1 + 3 * self.d_h * w2 + 2 * self.d_h**2
+        validate.fits_in_memory(
+            f"the Prop 26 transition's dense layers (widths {w1}, {w2}, {w3})", 8 * entries, "cpu"
+        )
         w, beta, coef, r_s = self._readouts()
         u1, u2 = self.units1, self.units2
         units1, units2 = torch.arange(w1), torch.arange(w2)
@@ -241,13 +253,21 @@ class Transition:
         r2 = 2 * d_e * float(((coef / 4) ** 2).sum())  # ||r_s[l]||^2
         M = bands.M
         return (
-            {"fro": math.sqrt(2 * d + 4 * q * d_e * K1), "max_abs": float(w.abs().max()),
-             "bias_norm": math.sqrt(2 * q * d_e * float((beta ** 2).sum()))},
-            {"fro": math.sqrt(q * K2 * (2 * d + (d + 1) * M * M * r2)),
-             "max_abs": max(1.0, M * float(coef.abs().max()) / 4),
-             "bias_norm": math.sqrt(q * (d + 1) * float((bands.beta ** 2).sum()))},
-            {"fro": math.sqrt(2 * qd * 2 * K2) * 2 * bands.delta, "max_abs": 2 * bands.delta,
-             "bias_norm": self.threshold * math.sqrt(2 * qd)},
+            {
+                "fro": math.sqrt(2 * d + 4 * q * d_e * K1),
+                "max_abs": float(w.abs().max()),
+                "bias_norm": math.sqrt(2 * q * d_e * float((beta**2).sum())),
+            },
+            {
+                "fro": math.sqrt(q * K2 * (2 * d + (d + 1) * M * M * r2)),
+                "max_abs": max(1.0, M * float(coef.abs().max()) / 4),
+                "bias_norm": math.sqrt(q * (d + 1) * float((bands.beta**2).sum())),
+            },
+            {
+                "fro": math.sqrt(2 * qd * 2 * K2) * 2 * bands.delta,
+                "max_abs": 2 * bands.delta,
+                "bias_norm": self.threshold * math.sqrt(2 * qd),
+            },
             {"fro": math.sqrt(2 * qd), "max_abs": 1.0, "bias_norm": 0.0},
         )
 
@@ -337,7 +357,7 @@ def projected_prefix(
         e = min(s + chunk, N - 1)
         cand = h[:, None] + torch.cumsum(F[:, s:e], dim=1)
         if r_h == math.inf or bool((torch.linalg.vector_norm(cand, dim=-1) <= r_h).all()):
-            H[:, s + 1:e + 1] = cand
+            H[:, s + 1 : e + 1] = cand
             h = cand[:, -1]
             continue
         for i in range(s, e):  # the literal projected recurrence on this chunk
@@ -374,9 +394,7 @@ class RNNConstruction:
     ``predict(x, t)`` is the fast end-to-end output; :func:`rnn_state` the plain state dict.
     """
 
-    def __init__(
-        self, omega: torch.Tensor, transition: Transition, g_net: TwoLayerNet, r_h: float
-    ):
+    def __init__(self, omega: torch.Tensor, transition: Transition, g_net: TwoLayerNet, r_h: float):
         self.omega = omega
         self.transition = transition
         self.g_net = g_net
@@ -437,8 +455,9 @@ class RNNConstruction:
         return rnn_encoding(x, t, self.omega[: x.shape[1]].to(dtype=x.dtype, device=x.device))
 
     # ---------------------------------------------------------------- scan
-    def transition_outputs(self, x: torch.Tensor, t: torch.Tensor, *, rectify: bool = True,
-                           chunk: Optional[int] = None) -> torch.Tensor:
+    def transition_outputs(
+        self, x: torch.Tensor, t: torch.Tensor, *, rectify: bool = True, chunk: Optional[int] = None
+    ) -> torch.Tensor:
         """f(z_i) for every position (closed form, chunked over positions): (B, N, q d)."""
         x, t = self._check_prompts(x, t)
         B, N, _ = x.shape
@@ -526,14 +545,14 @@ class RNNConstruction:
         w1, w2, w3 = tr.widths
         # layer 1: transition layer 1 on z; v+ = relu(h_f + h_b), v- = relu(-(h_f + h_b))
         W1 = torch.zeros(w1 + 2 * qd, n_in, dtype=F64)
-        W1[:w1, 2 * qd:] = L[0].W[:, qd:]
-        W1[w1:w1 + qd, :qd], W1[w1:w1 + qd, qd:2 * qd] = eye, eye
-        W1[w1 + qd:, :qd], W1[w1 + qd:, qd:2 * qd] = -eye, -eye
+        W1[:w1, 2 * qd :] = L[0].W[:, qd:]
+        W1[w1 : w1 + qd, :qd], W1[w1 : w1 + qd, qd : 2 * qd] = eye, eye
+        W1[w1 + qd :, :qd], W1[w1 + qd :, qd : 2 * qd] = -eye, -eye
         b1 = torch.cat([L[0].b, torch.zeros(2 * qd, dtype=F64)])
 
         def carry(W, b, w_prev):  # block-diag(W, [[I, -I], [-I, I]])
             out = torch.zeros(W.shape[0] + 2 * qd, w_prev + 2 * qd, dtype=F64)
-            out[:W.shape[0], :w_prev] = W
+            out[: W.shape[0], :w_prev] = W
             out[W.shape[0] :, w_prev:] = torch.cat(
                 [torch.cat([eye, -eye], 1), torch.cat([-eye, eye], 1)]
             )
@@ -693,8 +712,15 @@ def module_from_state(state: dict, *, dtype=torch.float64, device=None):
         ) from None
     D_in, d_h = d + (q + 1) * d_e, q * d
     fwd, bwd, out = (MLPWeights.from_dicts(layers) for layers in (fwd, bwd, out))
-    m = DeepTransitionBiRNN(D_in, d_h, transition_widths=fwd.widths, output_widths=out.widths,
-                            r_h=float(cfg["r_h"]), dtype=dtype, device=device)
+    m = DeepTransitionBiRNN(
+        D_in,
+        d_h,
+        transition_widths=fwd.widths,
+        output_widths=out.widths,
+        r_h=float(cfg["r_h"]),
+        dtype=dtype,
+        device=device,
+    )
     for seq, layers in ((m.f_fwd, fwd), (m.f_bwd, bwd), (m.f_y, out)):
         layers.load_into(seq)
     return m

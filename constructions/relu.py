@@ -1,6 +1,7 @@
 """Small ReLU nets with certified sup-error: the 1-D interpolant (of z^2: error h^2/4), the
 squared-norm net of Props 3 and 21, and the RNN-transition gadgets -- identity, soft threshold,
 product (Lemma 22), gate (Lemma 24). Derivation: docs/derivations/rnn-transition.md."""
+
 from __future__ import annotations
 
 import math
@@ -31,8 +32,12 @@ def interpolant(f: Callable[[torch.Tensor], torch.Tensor], knots: torch.Tensor) 
     kinks = slopes[1:] - slopes[:-1]
     one = torch.ones(1, dtype=torch.float64)
     W = torch.cat(
-        [one, -one, torch.ones(kinks.numel(), dtype=torch.float64),
-         torch.zeros(1, dtype=torch.float64)]
+        [
+            one,
+            -one,
+            torch.ones(kinks.numel(), dtype=torch.float64),
+            torch.zeros(1, dtype=torch.float64),
+        ]
     )
     b = torch.cat([-knots[:1], knots[:1], -knots[1:-1], one])
     a = torch.cat([slopes[:1], -slopes[:1], kinks, vals[:1]])
@@ -272,8 +277,18 @@ def product_gadget(R: float, knots: int) -> Gadget:
     b1 = torch.cat([beta, beta])
     W2 = torch.cat([coef, -coef])[None, :] / 4
     _, h = square_knots(R, knots)
-    return Gadget("product", W1, b1, W2, product_error(R, knots), f"[-{R:g}, {R:g}]^2", knots, True,
-                  lambda u: (u[..., 0] * u[..., 1])[..., None], {"R": R, "h": h})
+    return Gadget(
+        "product",
+        W1,
+        b1,
+        W2,
+        product_error(R, knots),
+        f"[-{R:g}, {R:g}]^2",
+        knots,
+        True,
+        lambda u: (u[..., 0] * u[..., 1])[..., None],
+        {"R": R, "h": h},
+    )
 
 
 # ---------------------------------------------------------------------- Lemma 24: the gate

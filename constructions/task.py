@@ -1,5 +1,6 @@
 """The qSTR data model (Definition 2) and its variants (simple-qSTR; the few-heads prompts of
 Props 3 and 21), sampled in batches, with the Assumption 1 moment check."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -219,6 +220,10 @@ def moment_check(
         my = float(ynorm.pow(r).mean().pow(2 / r)) / r ** (2 * s)
         rows.append((r, mx, my))
     return MomentReport(
-        C_x=max(m for _, m, _ in rows), C_y=max(m for _, _, m in rows), s=s, orders=orders,
-        per_order=tuple(rows), samples=int(xnorm.numel()),
+        C_x=max(m for _, m, _ in rows),
+        C_y=max(m for _, _, m in rows),
+        s=s,
+        orders=orders,
+        per_order=tuple(rows),
+        samples=int(xnorm.numel()),
     )

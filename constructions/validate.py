@@ -2,6 +2,7 @@
 
 The CLI turns these into a one-line message and exit status 2.
 """
+
 from __future__ import annotations
 
 import math
@@ -14,8 +15,10 @@ import torch
 def positive_int(name: str, value, minimum: int = 1) -> int:
     """Return ``value`` as an int, or raise ``ValueError`` unless it is an integer
     >= ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, (int,)) and not (
-        hasattr(value, "__index__")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int,))
+        and not (hasattr(value, "__index__"))
     ):
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
     value = int(value)
@@ -136,8 +139,10 @@ def _resolved(device: torch.device) -> tuple:
 def generator(name: str, value) -> torch.Generator:
     """A ``torch.Generator`` (not a seed, a numpy generator or None)."""
     if not isinstance(value, torch.Generator):
-        raise ValueError(f"{name} must be a torch.Generator, got {type(value).__name__}; "
-                         f"for example torch.Generator().manual_seed(0)")
+        raise ValueError(
+            f"{name} must be a torch.Generator, got {type(value).__name__}; "
+            f"for example torch.Generator().manual_seed(0)"
+        )
     return value
 
 

@@ -12,6 +12,7 @@ Everything else (arithmetic, defaults, branches that compute) is the mathematics
 must catch.
 The rule is syntactic, so no one classifies a survivor by hand after seeing it survive.
 """
+
 from __future__ import annotations
 
 import ast

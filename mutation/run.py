@@ -18,6 +18,7 @@ Each mutant's row goes to rows.jsonl beside cosmic-ray's session database as soo
 an interrupted run resumes with the mutants that have no row. docs/mutation.md explains the method
 and lists the survivors with the claim that now kills each, or why it is equivalent.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,8 +67,9 @@ def _copy_tree(work: Path, shim: bool = True) -> Path:
     `import qstr` finds the copy."""
     tree = work / "tree"
     (work / "pristine").mkdir(parents=True, exist_ok=True)
-    archive = subprocess.run(["git", "archive", "--format=tar", "HEAD"], cwd=ROOT, check=True,
-                             capture_output=True)
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", "HEAD"], cwd=ROOT, check=True, capture_output=True
+    )
     subprocess.run(["tar", "-x", "-C", str(work / "pristine")], input=archive.stdout, check=True)
     shutil.copytree(work / "pristine", tree)
     if shim:
@@ -149,8 +151,10 @@ def _sampled(session: Path) -> list:
     from cosmic_ray.work_db import use_db
 
     with sqlite3.connect(session) as db:
-        skipped = {r[0] for r in db.execute(
-            "SELECT job_id FROM work_results WHERE worker_outcome = 'SKIPPED'")}
+        skipped = {
+            r[0]
+            for r in db.execute("SELECT job_id FROM work_results WHERE worker_outcome = 'SKIPPED'")
+        }
     with use_db(str(session)) as db:
         items = [item for item in db.work_items if item.job_id not in skipped]
     return sorted(items, key=lambda item: item.job_id)
@@ -178,8 +182,14 @@ def _run(cmd: list, cwd: Path, env: dict, timeout: float) -> tuple:
     """(exit status or None on a timeout, seconds, last lines of output), the whole process group
     killed on a timeout or an interrupt."""
     start = time.time()
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         out, _ = proc.communicate(timeout=timeout)
         rc = proc.returncode
@@ -194,15 +204,19 @@ def _run(cmd: list, cwd: Path, env: dict, timeout: float) -> tuple:
 
 
 def _diff(before: str, after: str, module: str) -> str:
-    return "\n".join(difflib.unified_diff(before.split("\n"), after.split("\n"), f"a/{module}",
-                                          f"b/{module}", lineterm=""))
+    return "\n".join(
+        difflib.unified_diff(
+            before.split("\n"), after.split("\n"), f"a/{module}", f"b/{module}", lineterm=""
+        )
+    )
 
 
 def _operator(mutation):
     import cosmic_ray.plugins
 
     return cosmic_ray.plugins.get_operator(mutation.operator_name)(
-        **(getattr(mutation, "operator_args", None) or {}))
+        **(getattr(mutation, "operator_args", None) or {})
+    )
 
 
 def _run_mutant(item, args, tree: Path, env: dict) -> dict:
@@ -211,16 +225,27 @@ def _run_mutant(item, args, tree: Path, env: dict) -> dict:
 
     m = item.mutations[0]
     module = os.path.relpath(m.module_path, tree)
-    row = {"id": item.job_id, "file": module, "line": m.start_pos[0], "operator": m.operator_name,
-           "occurrence": m.occurrence, "outcome": SURVIVED, "stages": {}}
+    row = {
+        "id": item.job_id,
+        "file": module,
+        "line": m.start_pos[0],
+        "operator": m.operator_name,
+        "occurrence": m.occurrence,
+        "outcome": SURVIVED,
+        "stages": {},
+    }
     with use_mutation(m.module_path, _operator(m), m.occurrence) as (before, after):
         if after is None:
             return {**row, "outcome": INCOMPETENT}
         row["diff"] = _diff(before, after, module)
         for name, cmd, timeout in _stages(args, tree, module):
             rc, seconds, tail = _run(cmd, tree, env, timeout)
-            row["stages"][name] = {"command": shlex.join(cmd[1:]), "exit": rc,
-                                   "timeout": rc is None, "seconds": seconds}
+            row["stages"][name] = {
+                "command": shlex.join(cmd[1:]),
+                "exit": rc,
+                "timeout": rc is None,
+                "seconds": seconds,
+            }
             if rc != 0:
                 row["stages"][name]["tail"] = tail
                 return {**row, "outcome": STAGES[name]}
@@ -262,8 +287,9 @@ def _baseline(args, work: Path, session: Path) -> bool:
         rc, seconds, tail = _run(cmd, tree, env, 1800)
         print(f"baseline `{shlex.join(cmd[1:])}`: exit {rc} ({seconds:.0f} s)", flush=True)
         if rc != 0:
-            print(f"mutation: it fails on the unmutated copy; fix that first\n{tail}",
-                  file=sys.stderr)
+            print(
+                f"mutation: it fails on the unmutated copy; fix that first\n{tail}", file=sys.stderr
+            )
             return False
     return True
 
@@ -276,18 +302,24 @@ def _refresh(work: Path) -> None:
     shutil.rmtree(pristine)
     shutil.rmtree(work / "tree")
     _copy_tree(work, shim=False)
-    changed = [str(p) for p, b in old.items() if p.parts[0] in PACKAGES
-               and (pristine / p).exists() and (pristine / p).read_bytes() != b]
+    changed = [
+        str(p)
+        for p, b in old.items()
+        if p.parts[0] in PACKAGES and (pristine / p).exists() and (pristine / p).read_bytes() != b
+    ]
     if changed:
-        print(f"mutation: note: {', '.join(changed)} changed since the first run; a survivor's "
-              f"mutant may now sit elsewhere (cosmic-ray re-applies it by position)",
-              file=sys.stderr)
+        print(
+            f"mutation: note: {', '.join(changed)} changed since the first run; a survivor's "
+            f"mutant may now sit elsewhere (cosmic-ray re-applies it by position)",
+            file=sys.stderr,
+        )
     path = work / "rows.jsonl"
     rows = _read_rows(path)
     keep = [r for r in rows.values() if r["outcome"] in (VERIFY, INCOMPETENT)]
     path.write_text("".join(json.dumps(r) + "\n" for r in keep))
-    print(f"re-running {len(rows) - len(keep)} survivors of verify against today's claims",
-          flush=True)
+    print(
+        f"re-running {len(rows) - len(keep)} survivors of verify against today's claims", flush=True
+    )
 
 
 def _where(row: dict) -> str:
@@ -298,8 +330,10 @@ def _report(args, label: str, rows: list) -> dict:
     """Print the scores and the survivors of each; the summary for report.json."""
     t = tally(r["outcome"] for r in rows)
     if args.arguments:
-        print(f"{label}: the unit tests: {score(t['either'], t['n'])}"
-              f" (95% interval +- {interval(t['either'], t['n']):.1f} points)")
+        print(
+            f"{label}: the unit tests: {score(t['either'], t['n'])}"
+            f" (95% interval +- {interval(t['either'], t['n']):.1f} points)"
+        )
     else:
         print(f"{label}: verify alone: {score(t['verify'], t['n'])}")
         print(f"{label}: verify or tests: {score(t['either'], t['n'])}")
@@ -320,28 +354,47 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("package", choices=PACKAGES)
     ap.add_argument("--sample", type=int, default=40, help="mutants drawn at random (0: all)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--timeout", type=float, default=300.0,
-                    help="seconds of verify per mutant before it counts as killed")
-    ap.add_argument("--test-timeout", type=float, default=180.0,
-                    help="seconds of the selected tests per mutant before it counts as killed")
+    ap.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        help="seconds of verify per mutant before it counts as killed",
+    )
+    ap.add_argument(
+        "--test-timeout",
+        type=float,
+        default=180.0,
+        help="seconds of the selected tests per mutant before it counts as killed",
+    )
     ap.add_argument("--workdir", default=str(ROOT / ".mutation"))
-    ap.add_argument("--arguments", action="store_true",
-                    help="draw from the argument-handling mutants (mutation/arguments.py) and run "
-                         "the package's unit tests on them instead of qstr verify")
-    ap.add_argument("--module", default="",
-                    help="mutate one module of the package (e.g. recurrent.py)")
-    ap.add_argument("--only", default="", help="run only these claims (comma-separated): a fast "
-                                               "hunt for survivors, not a score")
-    ap.add_argument("--rerun-survivors", action="store_true",
-                    help="copy today's tree again and run the survivors of verify once more "
-                         "(after new claims)")
+    ap.add_argument(
+        "--arguments",
+        action="store_true",
+        help="draw from the argument-handling mutants (mutation/arguments.py) and run "
+        "the package's unit tests on them instead of qstr verify",
+    )
+    ap.add_argument(
+        "--module", default="", help="mutate one module of the package (e.g. recurrent.py)"
+    )
+    ap.add_argument(
+        "--only",
+        default="",
+        help="run only these claims (comma-separated): a fast hunt for survivors, not a score",
+    )
+    ap.add_argument(
+        "--rerun-survivors",
+        action="store_true",
+        help="copy today's tree again and run the survivors of verify once more (after new claims)",
+    )
     return ap
 
 
 def _label(args) -> str:
-    kind = ("-arguments" if args.arguments else "") \
-        + (f"-{Path(args.module).stem}" if args.module else "") \
+    kind = (
+        ("-arguments" if args.arguments else "")
+        + (f"-{Path(args.module).stem}" if args.module else "")
         + (f"-only-{args.only.replace(',', '+')}" if args.only else "")
+    )
     return f"{args.package}{kind}"
 
 
@@ -351,12 +404,19 @@ def _init(args, work: Path, session: Path) -> bool:
     work.mkdir(parents=True)
     _copy_tree(work)
     cfg = _config(work, args.package, args.module, args.only)
-    subprocess.run(["cosmic-ray", "init", str(cfg), str(session)], cwd=work / "tree",
-                   env=_env(work), check=True)
+    subprocess.run(
+        ["cosmic-ray", "init", str(cfg), str(session)],
+        cwd=work / "tree",
+        env=_env(work),
+        check=True,
+    )
     total, eligible = _sample(session, args.sample, args.seed, args.arguments)
     where = "in argument handling" if args.arguments else "outside argument handling"
-    print(f"{args.package}: {total} mutants, {eligible} of the operators kept {where}, "
-          f"{min(args.sample, eligible) or eligible} sampled (seed {args.seed})", flush=True)
+    print(
+        f"{args.package}: {total} mutants, {eligible} of the operators kept {where}, "
+        f"{min(args.sample, eligible) or eligible} sampled (seed {args.seed})",
+        flush=True,
+    )
     if _baseline(args, work, session):
         return True
     session.unlink()  # the next run starts afresh
@@ -380,14 +440,22 @@ def main(argv=None) -> int:
     if args.rerun_survivors:
         _refresh(work)
     # a run killed mid-mutant may have left that mutant on disk
-    shutil.copytree(work / "pristine" / args.package, work / "tree" / args.package,
-                    dirs_exist_ok=True)
+    shutil.copytree(
+        work / "pristine" / args.package, work / "tree" / args.package, dirs_exist_ok=True
+    )
     _exec(args, work, session)
     rows = sorted(_read_rows(work / "rows.jsonl").values(), key=lambda r: r["id"])
     t = _report(args, label, rows)
     wall = time.time() - start
-    report = {"package": args.package, "arguments": args.arguments, "seed": args.seed,
-              "sample": args.sample, **t, "wall_s": round(wall), "rows": rows}
+    report = {
+        "package": args.package,
+        "arguments": args.arguments,
+        "seed": args.seed,
+        "sample": args.sample,
+        **t,
+        "wall_s": round(wall),
+        "rows": rows,
+    }
     (work / "report.json").write_text(json.dumps(report, indent=1))
     print(f"rows: {work / 'rows.jsonl'}\nreport: {work / 'report.json'}")
     print(f"wall time: {wall:.0f} s ({wall / 60:.1f} min)")

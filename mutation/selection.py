@@ -7,6 +7,7 @@ that module (``import qstr.<package>.<module>``, ``from qstr.<package>.<module> 
 A row records one mutant's outcome: killed by verify, killed by the tests, survived, or neither (the
 mutant could not be applied or the runner failed: no score counts it).
 """
+
 from __future__ import annotations
 
 import ast
@@ -45,8 +46,11 @@ def select_tests(tests_root: Path, module: str) -> List[str]:
     ``tests/bounds/test_*.py`` that imports ``qstr.bounds.attention``. Sorted; empty when none."""
     package, stem = Path(module).parts[0], Path(module).stem
     folder, dotted = tests_root / package, dotted_name(module)
-    chosen = [f for f in sorted(folder.glob("test_*.py"))
-              if f.name == f"test_{stem}.py" or imports_module(f.read_text(), dotted)]
+    chosen = [
+        f
+        for f in sorted(folder.glob("test_*.py"))
+        if f.name == f"test_{stem}.py" or imports_module(f.read_text(), dotted)
+    ]
     return [str(f.relative_to(tests_root.parent)) for f in chosen]
 
 

@@ -8,6 +8,7 @@ interrupted study resumes where it stopped; the summary is ``OUT/figure3-study-s
 
     python studies/figure3_gap.py OUT [--jobs 1] [--seeds 2] [--control-seeds 4] [--only NAME]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,28 +42,48 @@ class Change:
 
 CHANGES = (
     Change("control", "the quick protocol as shipped"),
-    Change("threshold 0.5", "each q must explain half the label's variance, not 12%: at q >= 2 "
-           "no longer reachable by part of one component", overrides={"threshold": 0.5}),
+    Change(
+        "threshold 0.5",
+        "each q must explain half the label's variance, not 12%: at q >= 2 "
+        "no longer reachable by part of one component",
+        overrides={"threshold": 0.5},
+    ),
     Change("lr 1e-3", "ten times the learning rate 1e-4", overrides={"lr": 1e-3}),
-    Change("10,000 test prompts", "the paper's test-set size instead of 1,000",
-           overrides={"n_test": 10_000}),
-    Change("GRU 4x wider", "hidden 256 q instead of 64 q (the paper: 500 q)",
-           per_point=lambda p: dataclasses.replace(p, rnn_hidden=256 * p.q), models=("rnn",)),
-    Change("FFN second layer 1000", "the paper's FFN widths (N d q, 1000) instead of (N d q, 256)",
-           per_point=lambda p: dataclasses.replace(p, ffn_hidden=(p.ffn_hidden[0], 1000)),
-           models=("ffn",)),
+    Change(
+        "10,000 test prompts",
+        "the paper's test-set size instead of 1,000",
+        overrides={"n_test": 10_000},
+    ),
+    Change(
+        "GRU 4x wider",
+        "hidden 256 q instead of 64 q (the paper: 500 q)",
+        per_point=lambda p: dataclasses.replace(p, rnn_hidden=256 * p.q),
+        models=("rnn",),
+    ),
+    Change(
+        "FFN second layer 1000",
+        "the paper's FFN widths (N d q, 1000) instead of (N d q, 256)",
+        per_point=lambda p: dataclasses.replace(p, ffn_hidden=(p.ffn_hidden[0], 1000)),
+        models=("ffn",),
+    ),
 )
 
 
 def change_points(change: Change, seeds: Sequence[int]) -> List[Point]:
     """The quick Figure 3 points of ``change``'s models at ``seeds``, changed."""
-    pts = figure3.points(quick=True, seeds=list(seeds), q_values=list(QS),
-                         overrides=change.overrides, models=tuple(change.models))
+    pts = figure3.points(
+        quick=True,
+        seeds=list(seeds),
+        q_values=list(QS),
+        overrides=change.overrides,
+        models=tuple(change.models),
+    )
     return [change.per_point(p) for p in pts] if change.per_point else pts
 
 
-def ratio_interval(num: List[float], den: List[float], n_boot: int = 4000,
-                   seed: int = 0) -> List[float]:
+def ratio_interval(
+    num: List[float], den: List[float], n_boot: int = 4000, seed: int = 0
+) -> List[float]:
     """95% bootstrap interval of mean(num) / mean(den), seeds resampled within each model."""
     rng = random.Random(seed)
     out = []
@@ -84,16 +105,24 @@ def summarize(rows_by_change: Dict[str, List[dict]], control: List[dict]) -> dic
         use = rows + [r for r in control if r["model"] not in changed and r["seed"] in seeds]
         per_q = {}
         for q in QS:
-            got = {m: [r["samples"] for r in use if r["model"] == m and r["q"] == q]
-                   for m in MODELS}
+            got = {
+                m: [r["samples"] for r in use if r["model"] == m and r["q"] == q] for m in MODELS
+            }
             reached = {m: [s for s in v if s is not None] for m, v in got.items()}
-            entry = {m: {"mean": (sum(v) / len(v)) if v else None, "reached": len(v),
-                         "runs": len(got[m])} for m, v in reached.items()}
+            entry = {
+                m: {
+                    "mean": (sum(v) / len(v)) if v else None,
+                    "reached": len(v),
+                    "runs": len(got[m]),
+                }
+                for m, v in reached.items()
+            }
             for m in ("rnn", "ffn"):
                 if reached[m] and reached["transformer"]:
                     entry[f"{m}/transformer"] = {
                         "ratio": entry[m]["mean"] / entry["transformer"]["mean"],
-                        "ci": ratio_interval(reached[m], reached["transformer"])}
+                        "ci": ratio_interval(reached[m], reached["transformer"]),
+                    }
             per_q[str(q)] = entry
         out[name] = {"seeds": seeds, "per_q": per_q}
     return out
@@ -104,6 +133,7 @@ def print_table(summary: dict) -> None:
         print(f"\n{name} (seeds {s['seeds']})")
         print("q | Transformer | RNN | FFN | RNN/TF [95%] | FFN/TF [95%]")
         for q, e in s["per_q"].items():
+
             def mean(m):
                 v = e[m]
                 miss = "" if v["reached"] == v["runs"] else f" ({v['runs'] - v['reached']} cap)"
@@ -111,11 +141,14 @@ def print_table(summary: dict) -> None:
 
             def ratio(key):
                 r = e.get(key)
-                return "-" if r is None else (
-                    f"{r['ratio']:.2f} [{r['ci'][0]:.2f}, {r['ci'][1]:.2f}]")
+                return (
+                    "-" if r is None else (f"{r['ratio']:.2f} [{r['ci'][0]:.2f}, {r['ci'][1]:.2f}]")
+                )
 
-            print(f"{q} | {mean('transformer')} | {mean('rnn')} | {mean('ffn')} | "
-                  f"{ratio('rnn/transformer')} | {ratio('ffn/transformer')}")
+            print(
+                f"{q} | {mean('transformer')} | {mean('rnn')} | {mean('ffn')} | "
+                f"{ratio('rnn/transformer')} | {ratio('ffn/transformer')}"
+            )
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

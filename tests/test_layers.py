@@ -1,4 +1,5 @@
 """The one-way layering of the packages (constructions -> bounds -> verify), checked on imports."""
+
 import subprocess
 import sys
 
@@ -11,7 +12,7 @@ def _modules_after(stmt: str) -> set:
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.split()
-    return {m[len("qstr."):] for m in out if m.startswith("qstr.")}
+    return {m[len("qstr.") :] for m in out if m.startswith("qstr.")}
 
 
 def test_registry_does_not_import_the_claims():
@@ -19,11 +20,16 @@ def test_registry_does_not_import_the_claims():
     assert not any(m.startswith("verify.claims") for m in loaded), sorted(loaded)
 
 
-@pytest.mark.parametrize("stmt", ["import qstr.verify.training",
-                                  "import qstr.constructions.paper_models",
-                                  "import qstr.constructions.experiment_models",
-                                  "import qstr.constructions.published_models",
-                                  "import qstr.bounds.transformer"])
+@pytest.mark.parametrize(
+    "stmt",
+    [
+        "import qstr.verify.training",
+        "import qstr.constructions.paper_models",
+        "import qstr.constructions.experiment_models",
+        "import qstr.constructions.published_models",
+        "import qstr.bounds.transformer",
+    ],
+)
 def test_lower_layers_do_not_reach_up(stmt):
     """Training uses constructions and bounds only; constructions and bounds never load verify."""
     loaded = _modules_after(stmt)
@@ -80,8 +86,11 @@ def _qstr_imports():
 
 def test_no_import_runs_up_the_layers_even_inside_functions():
     """constructions imports neither bounds nor verify; bounds never imports verify."""
-    up = [(pkg, f, mod) for pkg, f, mod, _ in _qstr_imports()
-          if LAYERS.index(mod.split(".")[1]) > LAYERS.index(pkg)]
+    up = [
+        (pkg, f, mod)
+        for pkg, f, mod, _ in _qstr_imports()
+        if LAYERS.index(mod.split(".")[1]) > LAYERS.index(pkg)
+    ]
     assert not up, up
 
 

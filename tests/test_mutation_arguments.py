@@ -1,5 +1,6 @@
 """mutation/arguments.py: which mutants count as argument handling (the unit tests' job) and which
 as the mathematics (the claims' job)."""
+
 import importlib.util
 from pathlib import Path
 
@@ -49,21 +50,21 @@ def test_argument_checks_are_classified_and_the_mathematics_is_not(tmp_path):
     p = tmp_path / "m.py"
     p.write_text(SOURCE)
     arg = lambda line, token, nth=0: arguments.is_argument_handling(p, _find(p, line, token, nth))  # noqa: E731
-    assert arg(6, "2")            # a validate call's minimum
-    assert arg(7, '"eps"')        # validate.positive_float's arguments
-    assert arg(8, ">")            # if ...: raise  -> its test
+    assert arg(6, "2")  # a validate call's minimum
+    assert arg(7, '"eps"')  # validate.positive_float's arguments
+    assert arg(8, ">")  # if ...: raise  -> its test
     assert arg(8, "//")
-    assert arg(9, "//")           # the message's number
-    assert arg(5, "*")            # the keyword-only marker
-    assert arg(12, ">=")          # an assert
-    assert not arg(5, "2")        # a default value is behaviour
+    assert arg(9, "//")  # the message's number
+    assert arg(5, "*")  # the keyword-only marker
+    assert arg(12, ">=")  # an assert
+    assert not arg(5, "2")  # a default value is behaviour
     assert not arg(5, "0.1")
-    assert not arg(10, ">")       # an if that computes
+    assert not arg(10, ">")  # an if that computes
     assert not arg(11, "-")
-    assert not arg(13, "*")       # the result
+    assert not arg(13, "*")  # the result
     assert not arg(13, "/")
-    assert arg(17, "(")           # the keys a for loop of checks walks
-    assert not arg(20, "(")       # a for loop that computes
+    assert arg(17, "(")  # the keys a for loop of checks walks
+    assert not arg(20, "(")  # a for loop that computes
     assert not arg(21, "*")
 
 

@@ -1,4 +1,5 @@
 """Every Python block of the README runs as written (a user copies them first)."""
+
 import linecache
 import re
 from pathlib import Path
@@ -48,8 +49,18 @@ def test_formats_hand_rebuild_matches_load_multihead(tmp_path, monkeypatch):
 
     assert (
         main(
-            ["construct", "transformer", "--N", "16", "--d", "2", "--q", "2", "--out",
-             str(tmp_path / "c.pt")]
+            [
+                "construct",
+                "transformer",
+                "--N",
+                "16",
+                "--d",
+                "2",
+                "--q",
+                "2",
+                "--out",
+                str(tmp_path / "c.pt"),
+            ]
         )
         == 0
     )

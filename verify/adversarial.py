@@ -4,6 +4,7 @@ The constructions' guarantees hold for prompts whose tokens satisfy ||x_j|| <= r
 radius). ``worst_case_tokens`` runs projected gradient ascent on the tokens, staying in that
 ball, so a check measures the error near the worst case and not only on typical prompts.
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -17,8 +18,14 @@ def clip_to_ball(x: torch.Tensor, r: float) -> torch.Tensor:
     return x * torch.clamp(r / norms.clamp_min(1e-300), max=1.0)
 
 
-def worst_case_tokens(error: Callable[[torch.Tensor], torch.Tensor], x0: torch.Tensor, r: float, *,
-                      steps: int = 50, lr: float = 0.2) -> torch.Tensor:
+def worst_case_tokens(
+    error: Callable[[torch.Tensor], torch.Tensor],
+    x0: torch.Tensor,
+    r: float,
+    *,
+    steps: int = 50,
+    lr: float = 0.2,
+) -> torch.Tensor:
     """Projected Adam ascent on sum(error(x)^2) from x0 within ||x_j|| <= r;
     returns the best x seen.
 
@@ -35,7 +42,7 @@ def worst_case_tokens(error: Callable[[torch.Tensor], torch.Tensor], x0: torch.T
         if val > best_val:
             best, best_val = x.detach().clone(), val
         opt.zero_grad(set_to_none=True)
-        (-(err ** 2).sum()).backward()
+        (-(err**2).sum()).backward()
         opt.step()
         with torch.no_grad():
             x.copy_(clip_to_ball(x, r))

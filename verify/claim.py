@@ -239,8 +239,10 @@ class Claim:
         for f in self.faults:
             if f.name == name:
                 return f
-        raise ValueError(f"claim {self.id!r} has no fault {name!r}; its faults: "
-                         f"{', '.join(f.name for f in self.faults)}")
+        raise ValueError(
+            f"claim {self.id!r} has no fault {name!r}; its faults: "
+            f"{', '.join(f.name for f in self.faults)}"
+        )
 
     def check(self, name: str) -> Check:
         """The check called ``name``."""
@@ -282,8 +284,10 @@ def _require_declared(claim: Claim) -> None:
             )
         idle = {b for b in f.breaks for p in f.profiles if p not in claim.check(b).profiles}
         if idle:
-            raise ValueError(f"claim {claim.id!r}: fault {f.name!r} runs in profiles where its "
-                             f"check(s) {sorted(idle)} do not")
+            raise ValueError(
+                f"claim {claim.id!r}: fault {f.name!r} runs in profiles where its "
+                f"check(s) {sorted(idle)} do not"
+            )
     parts = (claim, *claim.checks, *claim.faults)
     bad = [p for c in parts for p in c.profiles if p not in PROFILES]
     if bad:

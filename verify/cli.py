@@ -6,6 +6,7 @@ every fault caught, for ``codebook`` the coherence bound is met), 1 a claim fail
 violates the bound, 2 bad input (one line on stderr, no traceback), 130 interrupted. Building the
 parser imports no torch, so ``--help`` is fast; each command imports what it needs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -99,8 +100,12 @@ SEED_MAX = (
 def _parser() -> argparse.ArgumentParser:
     """Every subcommand and option; imports nothing heavy (``qstr --help`` stays fast)."""
     p = _Parser(prog="qstr", description="Check the claims of the qSTR paper numerically.")
-    p.add_argument("--version", action="version", version=f"qstr {toolkit_version()}",
-                   help="print the version of the installed qstr-toolkit and exit")
+    p.add_argument(
+        "--version",
+        action="version",
+        version=f"qstr {toolkit_version()}",
+        help="print the version of the installed qstr-toolkit and exit",
+    )
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
     _verify_options(
         sub.add_parser("verify", help="run the claim checks and print measured vs bound")
@@ -124,8 +129,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _seed_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--seed", type=_seed, default=0, metavar="S",
-                   help="seed of every random draw, an integer in [0, 2**63 - 1] (default 0)")
+    p.add_argument(
+        "--seed",
+        type=_seed,
+        default=0,
+        metavar="S",
+        help="seed of every random draw, an integer in [0, 2**63 - 1] (default 0)",
+    )
 
 
 def _verify_options(v: argparse.ArgumentParser) -> None:
@@ -142,18 +152,33 @@ def _verify_options(v: argparse.ArgumentParser) -> None:
         metavar="ID",
         help="run only these claim ids (repeatable)",
     )
-    v.add_argument("--json", metavar="PATH",
-                   help="write the results as a JSON list of records (-: to standard output, "
-                        "the table to standard error)")
+    v.add_argument(
+        "--json",
+        metavar="PATH",
+        help="write the results as a JSON list of records (-: to standard output, "
+        "the table to standard error)",
+    )
     _seed_option(v)
-    v.add_argument("--list", action="store_true",
-                   help="print the index of the claims (references, checks, faults, functions, "
-                        "derivation)")
-    v.add_argument("--claims", nargs="+", action="extend", metavar="MODULE",
-                   help="also run the claims this module registers (dotted name or path to a "
-                        ".py file; docs/claims.md)")
-    v.add_argument("--threads", type=_count, default=1, metavar="T",
-                   help="CPU threads per check (default 1: the checks are many small ops)")
+    v.add_argument(
+        "--list",
+        action="store_true",
+        help="print the index of the claims (references, checks, faults, functions, derivation)",
+    )
+    v.add_argument(
+        "--claims",
+        nargs="+",
+        action="extend",
+        metavar="MODULE",
+        help="also run the claims this module registers (dotted name or path to a "
+        ".py file; docs/claims.md)",
+    )
+    v.add_argument(
+        "--threads",
+        type=_count,
+        default=1,
+        metavar="T",
+        help="CPU threads per check (default 1: the checks are many small ops)",
+    )
     v.add_argument(
         "--fail-fast",
         action="store_true",
@@ -162,19 +187,40 @@ def _verify_options(v: argparse.ArgumentParser) -> None:
 
 
 def _codebook_options(c: argparse.ArgumentParser) -> None:
-    c.add_argument("--N", type=_count, default=None, metavar="N",
-                   help="number of positions, i.e. of codes (required unless --check)")
+    c.add_argument(
+        "--N",
+        type=_count,
+        default=None,
+        metavar="N",
+        help="number of positions, i.e. of codes (required unless --check)",
+    )
     c.add_argument(
         "--kind",
         default="rs-hadamard",
         help="rs-hadamard (deterministic), rademacher or experimental",
     )
-    c.add_argument("--mu", type=_fraction, default=0.5, metavar="MU",
-                   help="coherence the codebook must meet, in (0, 1) (default 1/2)")
-    c.add_argument("--d-e", dest="d_e", type=_count, default=None, metavar="D_E",
-                   help="code dimension (default: the derived rule)")
-    c.add_argument("--delta", type=_fraction, default=1e-3, metavar="DELTA",
-                   help="failure probability of the Rademacher rule, in (0, 1) (default 0.001)")
+    c.add_argument(
+        "--mu",
+        type=_fraction,
+        default=0.5,
+        metavar="MU",
+        help="coherence the codebook must meet, in (0, 1) (default 1/2)",
+    )
+    c.add_argument(
+        "--d-e",
+        dest="d_e",
+        type=_count,
+        default=None,
+        metavar="D_E",
+        help="code dimension (default: the derived rule)",
+    )
+    c.add_argument(
+        "--delta",
+        type=_fraction,
+        default=1e-3,
+        metavar="DELTA",
+        help="failure probability of the Rademacher rule, in (0, 1) (default 0.001)",
+    )
     _seed_option(c)
     c.add_argument(
         "--check", metavar="PATH", help="report the coherence of a saved (N, d_e) tensor instead"
@@ -277,9 +323,14 @@ def _reproduce_options(r: argparse.ArgumentParser) -> None:
     )
     r.add_argument("--quick", action="store_true", help="scaled down: minutes on 2 CPU cores")
     r.add_argument("--device", default="cpu", help="cpu or cuda")
-    r.add_argument("--seeds", type=_count, default=None, metavar="S",
-                   help="number of seeds (default: figures 1 and 3 five, two with --quick; "
-                        "figure 2 one, seed 0)")
+    r.add_argument(
+        "--seeds",
+        type=_count,
+        default=None,
+        metavar="S",
+        help="number of seeds (default: figures 1 and 3 five, two with --quick; "
+        "figure 2 one, seed 0)",
+    )
     r.add_argument(
         "--protocol",
         default="paper",
@@ -399,8 +450,9 @@ def _device(value: Optional[str]) -> str:
     if value not in ("cpu", "cuda") and not re.fullmatch(r"cuda:\d+", value or ""):
         raise ValueError(f"--device must be cpu, cuda or cuda:N, got {value!r}")
     if value.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"--device {value}: CUDA is not available on this machine "
-                         f"(use --device cpu)")
+        raise ValueError(
+            f"--device {value}: CUDA is not available on this machine (use --device cpu)"
+        )
     return value
 
 
@@ -506,8 +558,10 @@ def _codebook(args, console: Console) -> int:
         + (" of Assumption 3" if args.mu == 0.5 else "")
     )
     if args.out:
-        save_torch(args.out, {"omega": book.omega, "mu": rep.mu, "kind": book.kind,
-                              "params": dict(book.params)})
+        save_torch(
+            args.out,
+            {"omega": book.omega, "mu": rep.mu, "kind": book.kind, "params": dict(book.params)},
+        )
     return 0 if rep.mu <= args.mu else 1
 
 
@@ -534,8 +588,10 @@ def _saved_codebook(args):
     obj = _load_codebook_file(args.check)
     kind = obj.get("kind", "custom")
     if kind != "custom" and kind not in BUILDABLE_KINDS:
-        raise ValueError(f"--check: {args.check} records the kind {kind!r}; known kinds: custom, "
-                         f"{', '.join(BUILDABLE_KINDS)}")
+        raise ValueError(
+            f"--check: {args.check} records the kind {kind!r}; known kinds: custom, "
+            f"{', '.join(BUILDABLE_KINDS)}"
+        )
     book = Codebook.from_tensor(obj["omega"])
     if kind in BUILDABLE_KINDS:
         params = obj.get("params") if isinstance(obj.get("params"), dict) else {}
@@ -571,8 +627,10 @@ def _load_codebook_file(path: str) -> dict:
             "'omega' tensor"
         )
     if obj["omega"].layout != torch.strided:
-        raise ValueError(f"--check: {path} holds a {obj['omega'].layout} tensor; save a dense one "
-                         f"(omega.to_dense())")
+        raise ValueError(
+            f"--check: {path} holds a {obj['omega'].layout} tensor; save a dense one "
+            f"(omega.to_dense())"
+        )
     return obj
 
 
@@ -598,8 +656,10 @@ def _sample(args, console: Console) -> int:
         k: getattr(args, k)
         for k in ("N", "d", "q", "B", "link", "variant", "indices", "tokens", "dtype", "seed")
     }
-    save_torch(args.out, {"x": p.x, "t": p.t, "y": p.y, "config": config,
-                          "link_params": _link_params(link)})
+    save_torch(
+        args.out,
+        {"x": p.x, "t": p.t, "y": p.y, "config": config, "link_params": _link_params(link)},
+    )
     console.print(
         f"wrote {args.B} prompts (x {tuple(p.x.shape)}, t {tuple(p.t.shape)}, "
         f"y {tuple(p.y.shape)}) to {args.out}"
@@ -671,9 +731,11 @@ def _construct_fits(args) -> None:
     from qstr.constructions.codes import rs_hadamard_dim
 
     D = args.d + (args.q + 1) * rs_hadamard_dim(args.N)
-    validate.fits_in_memory(f"construct transformer (tokens of width {D}, {args.q} heads, a "
-                            f"width-{args.width} net)",
-                            lemma11_nbytes(D, args.q, args.width), "cpu")
+    validate.fits_in_memory(
+        f"construct transformer (tokens of width {D}, {args.q} heads, a width-{args.width} net)",
+        lemma11_nbytes(D, args.q, args.width),
+        "cpu",
+    )
 
 
 def _construct_rnn(args, console: Console) -> int:

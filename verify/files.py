@@ -4,6 +4,7 @@ then one rename), so a failure leaves the old file and no temporary behind.
 
 A refusal or a failure is a ``ValueError`` with one line (the CLI prints it and exits 2).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -33,8 +34,10 @@ def check_target(flag: str, path: str) -> str:
         raise ValueError(f"{flag} {path}: names a folder; give a file path")
     where = os.path.abspath(path)
     if where.startswith(SYSTEM_FOLDERS) and not where.startswith("/dev/shm/"):  # (a tmpfs)
-        raise ValueError(f"{flag} {path}: a device or process file, not a file to replace"
-                         + ("; --json - writes to standard output" if flag == "--json" else ""))
+        raise ValueError(
+            f"{flag} {path}: a device or process file, not a file to replace"
+            + ("; --json - writes to standard output" if flag == "--json" else "")
+        )
     try:
         st = os.stat(path)  # through links: a loop or an over-long name ends here
     except FileNotFoundError:
@@ -49,8 +52,9 @@ def check_target(flag: str, path: str) -> str:
         if stat.S_ISDIR(st.st_mode):
             raise ValueError(f"{flag} {path} is a directory; give a file path")
         if not stat.S_ISREG(st.st_mode):
-            raise ValueError(f"{flag} {path} is not a regular file (a device, FIFO or socket); "
-                             f"give a file path")
+            raise ValueError(
+                f"{flag} {path} is not a regular file (a device, FIFO or socket); give a file path"
+            )
         try:  # opening to append changes nothing; it fails on immutable and read-only files
             with open(target, "ab"):
                 pass

@@ -3,6 +3,7 @@
 Used by the ``data-model`` claim and the test suite; users can call ``assert_valid_prompts``
 in their own property tests.
 """
+
 from __future__ import annotations
 
 import torch

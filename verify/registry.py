@@ -16,7 +16,14 @@ from typing import Any, Dict, List, Optional, Tuple
 
 # PROFILES, Context and Ref re-exported: the CLI and older imports read them from here
 from qstr.verify.claim import (  # noqa: F401
-    PROFILES, Check, Claim, Context, Fault, Number, Ref, Verdict,
+    PROFILES,
+    Check,
+    Claim,
+    Context,
+    Fault,
+    Number,
+    Ref,
+    Verdict,
 )  # noqa: F401
 from qstr.verify.threads import cpu_threads
 
@@ -222,4 +229,3 @@ def _result(claim: Claim, ctx: Context, checks, faults, seconds: float, error: s
         checks=checks,
         faults=faults,
     )
-

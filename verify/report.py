@@ -1,4 +1,5 @@
 """Tables and machine-readable records of claim results."""
+
 from __future__ import annotations
 
 import platform
@@ -56,7 +57,11 @@ def table(results: Sequence[Result], title: str) -> Table:
     for r in results:
         ref = r.ref_seed if r.ref_seed == r.ref_conference else f"{r.ref_seed} / {r.ref_conference}"
         t.add_row(
-            r.id, ref, r.statement, fmt(r.measured), fmt(r.bound),
+            r.id,
+            ref,
+            r.statement,
+            fmt(r.measured),
+            fmt(r.bound),
             *(getattr(r, name) for name in extra),
             _count(r.holds, sum(c.holds for c in r.checks), len(r.checks)),
             _count(r.falsifier_caught, sum(f.caught for f in r.faults), len(r.faults)),
@@ -74,7 +79,8 @@ def _count(ok: bool, good: int, total: int) -> str:
 def check_line(c: CheckResult) -> str:
     """'NAME: measured M, bound <= B + term (detail)' (or the error): one check, one line."""
     return f"{c.name}: measured {fmt(c.measured)}, bound {c.shown_bound}" + (
-        f" - {c.error}" if c.error else f" ({c.detail})" if c.detail else "")
+        f" - {c.error}" if c.error else f" ({c.detail})" if c.detail else ""
+    )
 
 
 def failure_lines(r: Result) -> List[str]:
@@ -82,8 +88,9 @@ def failure_lines(r: Result) -> List[str]:
     each fault whose target checks still held, and any error."""
     lines = [f"check {check_line(c)}" for c in r.failed_checks]
     for f in r.missed_faults:
-        held = ", ".join(f"{c.name} measured {fmt(c.measured)} {c.shown_bound}"
-                         for c in f.checks if c.holds)
+        held = ", ".join(
+            f"{c.name} measured {fmt(c.measured)} {c.shown_bound}" for c in f.checks if c.holds
+        )
         lines.append(f"fault {f.name!r} NOT caught: " + (f.error or f"still holds: {held}"))
     if r.error and not lines:
         lines.append(f"error: {r.error}")
@@ -105,9 +112,12 @@ def print_report(results: Sequence[Result], console: Console, title: str) -> Non
 def environment() -> dict:
     import torch
 
-    env = {"qstr-toolkit": _version(), "python": platform.python_version(),
-           "torch": torch.__version__,
-           "platform": platform.platform()}
+    env = {
+        "qstr-toolkit": _version(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "platform": platform.platform(),
+    }
     if torch.cuda.is_available():
         env["cuda_device"] = torch.cuda.get_device_name()
     return env

@@ -47,8 +47,12 @@ class Rounding:
 
     def times(self, factor: float, name: str) -> "Rounding":
         """The term carried through a ``factor``-Lipschitz map (every part scaled)."""
-        return replace(self, scale=self.scale * factor, what=f"{name} {self.what}",
-                       rest=tuple(r.times(factor, name) for r in self.rest))
+        return replace(
+            self,
+            scale=self.scale * factor,
+            what=f"{name} {self.what}",
+            rest=tuple(r.times(factor, name) for r in self.rest),
+        )
 
     def _parts(self) -> str:
         own = f"{self.what} = {self.n} x {self.eps:.2g} x {abs(float(self.scale)):.3g}"

@@ -41,8 +41,14 @@ def _choices(name: str, values, allowed) -> list:
     return values
 
 
-def links(q: Optional[int] = None, d: Optional[int] = None, names: Sequence[str] = LINK_NAMES,
-          max_q: int = 3, max_d: int = 4, device="cpu"):
+def links(
+    q: Optional[int] = None,
+    d: Optional[int] = None,
+    names: Sequence[str] = LINK_NAMES,
+    max_q: int = 3,
+    max_d: int = 4,
+    device="cpu",
+):
     """A link function g of any kind in ``names`` (random directions / teacher from a drawn seed),
     its parameters on ``device``. Bad arguments raise ``ValueError`` here, not when drawing."""
     _sizes(q=q, d=d, max_q=max_q, max_d=max_d)
@@ -66,14 +72,24 @@ def _links(draw, q, d, names, max_q, max_d, device):
     )
 
 
-def tasks(max_N: int = 12, max_d: int = 4, max_q: int = 3, variants: Sequence[str] = VARIANTS,
-          indices: Sequence[str] = INDEX_RULES, tokens: Sequence[str] = TOKEN_RULES,
-          link_names: Sequence[str] = LINK_NAMES, device="cpu"):
+def tasks(
+    max_N: int = 12,
+    max_d: int = 4,
+    max_q: int = 3,
+    variants: Sequence[str] = VARIANTS,
+    indices: Sequence[str] = INDEX_RULES,
+    tokens: Sequence[str] = TOKEN_RULES,
+    link_names: Sequence[str] = LINK_NAMES,
+    device="cpu",
+):
     """A valid ``QSTR`` task: q <= N, and the few-heads rule only where it is defined (2q <= N).
     Bad arguments raise ``ValueError`` here, not when drawing."""
     _sizes(max_N=max_N, max_d=max_d, max_q=max_q)
-    choices = (_choices("variants", variants, VARIANTS), _choices("indices", indices, INDEX_RULES),
-               _choices("tokens", tokens, TOKEN_RULES))
+    choices = (
+        _choices("variants", variants, VARIANTS),
+        _choices("indices", indices, INDEX_RULES),
+        _choices("tokens", tokens, TOKEN_RULES),
+    )
     link_names = _choices("link_names", link_names, LINK_NAMES)
     return _tasks(max_N, max_d, max_q, choices, link_names, validate.device_of("device", device))
 

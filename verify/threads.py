@@ -1,4 +1,5 @@
 """CPU thread control and the C allocator's setting, shared by the claims and the experiments."""
+
 from __future__ import annotations
 
 import contextlib

@@ -63,13 +63,20 @@ def scores_halved(inp: Inputs, ctx: Context) -> Inputs:
     return replace(inp, construction=inp.construction.with_alpha(inp.construction.alpha / 2))
 
 
-register(Claim(
-    id="my-lemma-11", ref=Ref("Lemma 11"),
-    statement=f"Lemma 11 on my sign codebook (N={N}, q=H={Q}): the worst prompt's error "
-              f"<= the guarantee <= {EPS}",
-    inputs=inputs,
-    checks=[Check("worst prompt within bound", worst_prompt_within_bound),
-            Check("guarantee meets eps", guarantee_meets_eps)],
-    faults=[Fault("scores halved", scores_halved, breaks=("worst prompt within bound",))],
-    builds=(lemma11,), bounds=(lemma11,), derivation="docs/derivations/lemma11.md",
-))
+register(
+    Claim(
+        id="my-lemma-11",
+        ref=Ref("Lemma 11"),
+        statement=f"Lemma 11 on my sign codebook (N={N}, q=H={Q}): the worst prompt's error "
+        f"<= the guarantee <= {EPS}",
+        inputs=inputs,
+        checks=[
+            Check("worst prompt within bound", worst_prompt_within_bound),
+            Check("guarantee meets eps", guarantee_meets_eps),
+        ],
+        faults=[Fault("scores halved", scores_halved, breaks=("worst prompt within bound",))],
+        builds=(lemma11,),
+        bounds=(lemma11,),
+        derivation="docs/derivations/lemma11.md",
+    )
+)

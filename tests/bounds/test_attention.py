@@ -7,6 +7,7 @@ the supremum of the error is attained by the prompt of ``lemma11_adversarial_pro
 and equals 2 r_x max_t leak[t] ||sum_h w_h|| (docs/derivations/lemma11.md); for the
 averaging head it is r_x ||pi - w||_1 (docs/derivations/sparse-averaging.md).
 """
+
 from __future__ import annotations
 
 import math
@@ -85,8 +86,13 @@ def test_lemma11_leak_edges():
 
 @FAST
 @given(
-    N=st.integers(2, 10**6), q=st.integers(1, 5), mu=st.floats(0, 0.9), c=st.floats(0.1, 5),
-    r_x=st.floats(0.1, 20), lip=st.floats(0.01, 10), eps=st.floats(1e-6, 1.0),
+    N=st.integers(2, 10**6),
+    q=st.integers(1, 5),
+    mu=st.floats(0, 0.9),
+    c=st.floats(0.1, 5),
+    r_x=st.floats(0.1, 20),
+    lip=st.floats(0.01, 10),
+    eps=st.floats(1e-6, 1.0),
 )
 def test_lemma11_alpha_inverts_the_bound_exactly(N, q, mu, c, r_x, lip, eps):
     kw = dict(N=N, q=q, mu=mu, c=c, r_x=r_x, lipschitz=lip)
@@ -153,8 +159,8 @@ def test_lemma11_weights_are_named_blocks():
         assert g.weight_norms["W_QK"][h] == pytest.approx(g.alpha * math.sqrt(g.d_e))
     W = con.model.W.detach().reshape(net.m, q, lay.dim)
     for h in range(q):
-        assert torch.equal(W[:, h, lay["x"]], net.W[:, h * d:(h + 1) * d])
-        assert W[:, h, lay["x"].stop:].abs().sum() == 0
+        assert torch.equal(W[:, h, lay["x"]], net.W[:, h * d : (h + 1) * d])
+        assert W[:, h, lay["x"].stop :].abs().sum() == 0
     assert torch.equal(con.model.a.detach(), net.a) and torch.equal(con.model.b.detach(), net.b)
     assert g.lipschitz == pytest.approx(net.lipschitz)
     assert g.error_bound <= 0.1 and g.gap == pytest.approx(g.alpha * g.c**2 * (1 - g.mu))
@@ -438,7 +444,8 @@ def test_sparse_average_bound_random_prompts(q, N, mu):
     err = float((y_hat - y).norm(dim=-1).max())
     assert err <= g.error_bound
     assert g.error_bound == pytest.approx(
-        sparse_average_error_bound(N=N, q=q, mu=g.mu, c=g.c, alpha=g.alpha, r_x=r_x), rel=1e-14)
+        sparse_average_error_bound(N=N, q=q, mu=g.mu, c=g.c, alpha=g.alpha, r_x=r_x), rel=1e-14
+    )
 
 
 @pytest.mark.parametrize(
@@ -512,7 +519,8 @@ def test_sparse_average_alpha_choices():
 def test_sparse_average_q1_is_lemma11():
     N, mu, c, alpha, r_x = 100, 0.3, 1.3, 2.0, 2.0
     assert sparse_average_error_bound(N=N, q=1, mu=mu, c=c, alpha=alpha, r_x=r_x) == pytest.approx(
-        lemma11_error_bound(N=N, q=1, mu=mu, c=c, alpha=alpha, r_x=r_x, lipschitz=1.0), rel=1e-13)
+        lemma11_error_bound(N=N, q=1, mu=mu, c=c, alpha=alpha, r_x=r_x, lipschitz=1.0), rel=1e-13
+    )
 
 
 @FAST
@@ -530,9 +538,7 @@ def test_sparse_within_formula_is_the_supremum(q, L, log_rho, seed):
     p = (1 - L) * v / v.sum(1, keepdim=True)
     l1 = (p - 1 / q).abs().sum(1) + L  # outside: mass L against weight 0
     assert float(l1.max()) <= bound + 1e-12
-    best_vertex = max(
-        (1 - L) * k * rho / (k * rho + q - k) - k / q for k in range(q)
-    )
+    best_vertex = max((1 - L) * k * rho / (k * rho + q - k) - k / q for k in range(q))
     # the best vertex attains the bound exactly
     k = max(range(q), key=lambda k: (1 - L) * k * rho / (k * rho + q - k) - k / q)
     vv = torch.ones(q, dtype=F64)
@@ -567,6 +573,7 @@ def test_sparse_average_validation():
 # ================================================================ Lemma 11's record
 # (moved from the lemma-11 claim; docs/derivations/lemma11.md)
 
+
 def _linear_lemma11(N: int = 16, q: int = 2, d: int = 4, eps: float = 0.05):
     """The lemma-11 claim's linear case: make_link("linear") and its construction for eps."""
     link = make_link("linear", q, d, generator=gen(11 + q))
@@ -580,7 +587,7 @@ def test_lemma11_record_fields_as_derived(N):
     error bound = Lip sqrt(H) 2 leak r_x, on the built guarantee."""
     _, cons = _linear_lemma11(N)
     g = cons.guarantee
-    gap = g.alpha * g.c ** 2 * (1 - g.mu)
+    gap = g.alpha * g.c**2 * (1 - g.mu)
     assert g.gap == pytest.approx(gap, rel=1e-12)
     assert abs(g.leak - lemma11_leak(N, gap)) <= 1e-15
     bound = g.lipschitz * math.sqrt(g.H) * 2 * lemma11_leak(N, gap) * g.r_x
@@ -588,7 +595,7 @@ def test_lemma11_record_fields_as_derived(N):
 
 
 def test_lemma11_alpha_is_the_built_alpha_and_the_least_meeting_eps():
-    """"Choosing alpha from eps": lemma11_alpha is the built alpha, the closed-form inversion
+    """ "Choosing alpha from eps": lemma11_alpha is the built alpha, the closed-form inversion
     ln((N-1)(1-delta*)/delta*) / (c^2 (1 - mu)), meets eps, and alpha (1 - 1e-9) does not."""
     eps = 0.05
     _, cons = _linear_lemma11(eps=eps)
@@ -597,7 +604,7 @@ def test_lemma11_alpha_is_the_built_alpha_and_the_least_meeting_eps():
     a = lemma11_alpha(eps=eps, **kw)
     ds = eps / (2 * g.lipschitz * math.sqrt(g.H) * g.r_x)
     assert a == g.alpha
-    closed = math.log((g.N - 1) * (1 - ds) / ds) / (g.c ** 2 * (1 - g.mu))
+    closed = math.log((g.N - 1) * (1 - ds) / ds) / (g.c**2 * (1 - g.mu))
     assert a == pytest.approx(closed, rel=1e-12)
     assert lemma11_error_bound(alpha=a, **kw) <= eps
     assert lemma11_error_bound(alpha=a * (1 - 1e-9), **kw) > eps
@@ -649,7 +656,7 @@ def test_sparse_average_record_as_derived(q, eps):
 
     head = _sa_head(q, eps)
     g = head.guarantee
-    A = g.alpha * g.c ** 2
+    A = g.alpha * g.c**2
     assert g.gap == pytest.approx(A * (1 - (2 * q - 1) * g.mu), rel=1e-12)
     assert abs(g.leak - sparse_average_leak(N=SA_N, q=q, mu=g.mu, A=A)) <= 1e-15
     assert sparse_average_guarantee(head, r_x=g.r_x).as_dict() == g.as_dict()
@@ -729,5 +736,8 @@ def test_sparse_average_no_minimiser_without_coherence():
     with pytest.raises(ValueError):
         sparse_average_alpha(**kw)
     a = sparse_average_alpha(eps=0.1 * vals[0], **kw)
-    assert sparse_average_error_bound(alpha=a, **kw) <= 0.1 * vals[0] < sparse_average_error_bound(
-        alpha=a * (1 - 1e-9), **kw)
+    assert (
+        sparse_average_error_bound(alpha=a, **kw)
+        <= 0.1 * vals[0]
+        < sparse_average_error_bound(alpha=a * (1 - 1e-9), **kw)
+    )

@@ -191,7 +191,7 @@ def test_theorem6_records_and_hand_values_as_documented():
     W[:, 0], W[1, 1] = 1.0, 1.0
     X = torch.zeros(1, N * d, dtype=F64)
     X[0, 0] = 2.0
-    assert abs(span_distance(W, X) - 3 ** -0.5) <= 1e-15
+    assert abs(span_distance(W, X) - 3**-0.5) <= 1e-15
     u = torch.arange(1.0, d + 1, dtype=F64)
     t = torch.arange(N).flip(0)
     eye = torch.eye(N, dtype=F64)
@@ -200,8 +200,9 @@ def test_theorem6_records_and_hand_values_as_documented():
     V = random_orthonormal_rows(5, N * d, generator=gen(11))
     uu = u / u.norm()
     for sample_x in (True, False):
-        est = mc_bayes_risk(V, N, d, samples=500, generator=gen(12), u=uu, sample_x=sample_x,
-                            confidence=0.99)
+        est = mc_bayes_risk(
+            V, N, d, samples=500, generator=gen(12), u=uu, sample_x=sample_x, confidence=0.99
+        )
         hw = zcrit(0.99) * est.stderr
         lo, hi = est.interval
         assert est.floor == floor_for_direction(V, uu, N)

@@ -73,8 +73,9 @@ def test_variance_estimate_interval_zscore_and_default_confidence():
     exact = VarianceEstimate(estimate=2.0, stderr=0.0, confidence=0.95, samples=100)
     assert exact.zscore(2.0) == 0.0 and exact.zscore(2.1) == float("inf") and exact.contains(2.0)
     one_row = torch.eye(2, dtype=torch.float64)[:1]
-    default = mc_conditional_sqnorm_variance(one_row, n_outer=2, n_inner=2,
-                                             generator=torch.Generator().manual_seed(0))
+    default = mc_conditional_sqnorm_variance(
+        one_row, n_outer=2, n_inner=2, generator=torch.Generator().manual_seed(0)
+    )
     assert default.confidence == 0.999
 
 
@@ -84,8 +85,9 @@ def test_the_standard_error_is_of_the_within_group_variances_unbiased():
     import math
 
     V = torch.eye(5, dtype=torch.float64)[:2]
-    est = mc_conditional_sqnorm_variance(V, n_outer=3, n_inner=4,
-                                         generator=torch.Generator().manual_seed(11))
+    est = mc_conditional_sqnorm_variance(
+        V, n_outer=3, n_inner=4, generator=torch.Generator().manual_seed(11)
+    )
     g = torch.Generator().manual_seed(11)
     a = torch.randn(3, 5, generator=g, dtype=torch.float64) @ V.T
     z = torch.randn(3, 4, 5, generator=g, dtype=torch.float64)

@@ -38,8 +38,14 @@ def t64(*v):
 
 def _events(n, D, trials, seed, threshold=None):
     thr = gap_threshold(n) if threshold is None else threshold
-    return lemma37_events(n, D, trials=trials, generator=torch.Generator().manual_seed(seed),
-                          threshold=thr, norm_factor=LEMMA37_NORM_FACTOR)
+    return lemma37_events(
+        n,
+        D,
+        trials=trials,
+        generator=torch.Generator().manual_seed(seed),
+        threshold=thr,
+        norm_factor=LEMMA37_NORM_FACTOR,
+    )
 
 
 # ------------------------------------------------------------------ constants
@@ -110,8 +116,9 @@ def test_lemma38_bound_is_tight_for_alternating_labels(n, eps):
     built = eps * (1 - 1e-9)
     net = interpolate_sorted(z, y, built)
     # ||a||^2 = (16 n - 22) / eps^2: (16 n - 22) / (16 n) of the bound C38_A n / eps^2
-    assert net.a_norm2 / lemma38_bound(y, built) == pytest.approx((16 * n - 22) / (16 * n),
-                                                                  rel=1e-6)
+    assert net.a_norm2 / lemma38_bound(y, built) == pytest.approx(
+        (16 * n - 22) / (16 * n), rel=1e-6
+    )
 
 
 # ------------------------------------------------------------------ Lemma 36
@@ -131,10 +138,11 @@ def test_lemma36_exact_and_bounds():
         assert net.lemma38.a_norm2 <= gu.a_bound
         # the bounds as derived (docs/derivations/interpolation.md)
         y2, eps, z2 = float(y @ y), gu.eps, net.direction.z_norm2
-        assert gu.a_bound == 16 * y2 / eps ** 2
-        assert gu.bound == pytest.approx(2 * math.sqrt(gu.a_bound * (n + 2 * z2 + 2 * eps ** 2)),
-                                         rel=1e-15)
-        assert gu.bound_n == pytest.approx(C36 * n ** 2.5 * math.sqrt(y2), rel=1e-15)
+        assert gu.a_bound == 16 * y2 / eps**2
+        assert gu.bound == pytest.approx(
+            2 * math.sqrt(gu.a_bound * (n + 2 * z2 + 2 * eps**2)), rel=1e-15
+        )
+        assert gu.bound_n == pytest.approx(C36 * n**2.5 * math.sqrt(y2), rel=1e-15)
 
 
 def test_lemma36_net_errors():
@@ -142,11 +150,13 @@ def test_lemma36_net_errors():
     with pytest.raises(ValueError, match="float64"):
         lemma36_net(torch.zeros(3, 2), torch.zeros(3, dtype=f64), generator=g)
     with pytest.raises(ValueError, match="threshold"):
-        lemma36_net(torch.randn(3, 2, dtype=f64), torch.zeros(3, dtype=f64), generator=g,
-                    threshold=-1.0)
+        lemma36_net(
+            torch.randn(3, 2, dtype=f64), torch.zeros(3, dtype=f64), generator=g, threshold=-1.0
+        )
     with pytest.raises(ValueError, match="max_tries"):
-        lemma36_net(torch.zeros(3, 2, dtype=f64), torch.zeros(3, dtype=f64), generator=g,
-                    max_tries=3)
+        lemma36_net(
+            torch.zeros(3, 2, dtype=f64), torch.zeros(3, dtype=f64), generator=g, max_tries=3
+        )
 
 
 # ------------------------------------------------------------------ Theorem 9's memoriser
@@ -181,7 +191,7 @@ def test_memoriser_point_wise(depth):
     assert gu.tries == gu.lemma36.direction.tries
     # the depth-L bound as derived: L (A P m^(L-2))^(1/L), A = Lemma 38's bound
     l36, eps = gu.lemma36, gu.lemma36_guarantee.eps
-    P = n + 2 * l36.direction.z_norm2 + 2 * eps ** 2
+    P = n + 2 * l36.direction.z_norm2 + 2 * eps**2
     A = gu.lemma36_guarantee.a_bound
     assert gu.bound == pytest.approx(depth * (A * P * n ** (depth - 2)) ** (1 / depth), rel=1e-14)
     assert gu.bound_n == gu.lemma36_guarantee.bound_n
@@ -254,7 +264,7 @@ def test_memoriser_records_and_default_depth():
     assert gu.depth == 2
     assert gu.norm2 == pytest.approx(parameter_norm2(model), rel=1e-12)
     net = gu.lemma36.net
-    norm2 = float(net.a @ net.a + (net.W ** 2).sum() + net.b @ net.b)
+    norm2 = float(net.a @ net.a + (net.W**2).sum() + net.b @ net.b)
     assert gu.lemma36.norm2 == pytest.approx(norm2, rel=1e-12)
     assert gu.lemma36.max_error <= max(1e-9, gu.lemma36.rounding)
     assert gu.bound == pytest.approx(gu.lemma36_guarantee.bound, rel=1e-14)
@@ -284,9 +294,7 @@ def test_slot_memory_errors():
     omega = build_codebook(6, kind="rs-hadamard", dtype=f64).omega
     u = t64(1.0, 0.0)
     with pytest.raises(ValueError, match="mu"):
-        slot_memory(
-            t64(1, 0, 1, 0, 0, 1).reshape(3, 2), u, r_x=1.0
-        )  # two equal codes: coherence 1
+        slot_memory(t64(1, 0, 1, 0, 0, 1).reshape(3, 2), u, r_x=1.0)  # two equal codes: coherence 1
     with pytest.raises(ValueError, match="unit norm"):
         slot_memory(omega, t64(1.0, 1.0), r_x=1.0)
     with pytest.raises(ValueError, match="r_x"):
@@ -316,8 +324,9 @@ def test_slot_memory_record_as_derived():
 @pytest.mark.gpu
 def test_cuda_paths():
     g = torch.Generator(device="cuda").manual_seed(0)
-    ev = lemma37_events(16, 4, trials=500, generator=g, threshold=gap_threshold(16),
-                        norm_factor=LEMMA37_NORM_FACTOR)
+    ev = lemma37_events(
+        16, 4, trials=500, generator=g, threshold=gap_threshold(16), norm_factor=LEMMA37_NORM_FACTOR
+    )
     assert ev.joint_ok / ev.trials > 1 / 3
     x = torch.randn(6, 10, 2, generator=g, dtype=f64, device="cuda")
     y = torch.randn(6, 10, generator=g, dtype=f64, device="cuda")
@@ -330,7 +339,8 @@ def test_cuda_paths():
     xx = torch.randn(3, 8, 2, generator=g, dtype=f64, device="cuda")
     t = torch.randint(8, (3, 8, 1), generator=g, device="cuda")
     with torch.no_grad():
-        err = slot(rnn_encoding(xx, t, omega)) - xx[
-            torch.arange(3, device="cuda")[:, None], t[..., 0], 0
-        ]
+        err = (
+            slot(rnn_encoding(xx, t, omega))
+            - xx[torch.arange(3, device="cuda")[:, None], t[..., 0], 0]
+        )
         assert float(err.abs().max()) <= 1e-9

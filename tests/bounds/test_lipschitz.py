@@ -1,5 +1,6 @@
 """Tests for bounds/lipschitz.py: Lemma 42's parameters picked from eps, its error bounds and the
 grid certificate (the weights at given parameters: tests/constructions/test_lipschitz.py)."""
+
 from __future__ import annotations
 
 import math
@@ -44,7 +45,7 @@ def test_fk_moments_are_exact_on_any_grid(n, k, shift):
     m2, m4 = fk_moments(n, k)
     assert float(weight.sum()) == pytest.approx(1.0, abs=1e-12)
     assert float((weight * sig2).sum()) == pytest.approx(m2, abs=1e-12)
-    assert float((weight * sig2 ** 2).sum()) == pytest.approx(m4, abs=1e-12)
+    assert float((weight * sig2**2).sum()) == pytest.approx(m4, abs=1e-12)
 
 
 def test_smoothing_bound_decreases_like_one_over_n():
@@ -73,10 +74,13 @@ def test_one_dimensional_interpolation_bound_is_tight():
     assert float(err.max()) == pytest.approx(t_built.error_bound, rel=1e-9)  # attained at midpoints
 
 
-@pytest.mark.parametrize("name, f, L, R", [
-    ("cone", lambda x: x.norm(dim=-1), 1.0, 1.0),
-    ("product", lambda x: x[..., 0] * x[..., 1], math.sqrt(2), math.sqrt(2)),
-])
+@pytest.mark.parametrize(
+    "name, f, L, R",
+    [
+        ("cone", lambda x: x.norm(dim=-1), 1.0, 1.0),
+        ("product", lambda x: x[..., 0] * x[..., 1], math.sqrt(2), math.sqrt(2)),
+    ],
+)
 def test_two_dimensional_construction_is_certified(name, f, L, R):
     built = lemma42_net(f, L=L, R=R, k=2, degree=6)
     assert built.method == "fourier-ridge" and built.width == built.net.m and built.directions > 0
@@ -163,23 +167,30 @@ def test_angle_inequality_used_by_the_smoothing_bound():
     assert sp.simplify(sp.asin(1) - 1 - (sp.pi / 2 - 1)) == 0
     theta = torch.linspace(-math.pi, math.pi, 20001, dtype=F64)
     sn = torch.sin(theta / 2).abs()
-    assert float((theta.abs() - 2 * sn - (math.pi - 2) * sn ** 3).max()) <= 1e-15
+    assert float((theta.abs() - 2 * sn - (math.pi - 2) * sn**3).max()) <= 1e-15
 
 
 def _norms(net: TwoLayerNet) -> dict:
     Wb = torch.cat([net.W, net.b[:, None]], dim=1)
     a, m = net.a, net.a.numel()
-    return {"a": float(a.norm()), "W": float(net.W.norm()), "b": float(net.b.norm()),
-            "r_a": float(a.norm()) * m ** 0.5, "r_w": float(Wb.norm()) / m ** 0.5,
-            "path": sum(abs(float(a[i])) * float(Wb[i].norm()) for i in range(m))}
+    return {
+        "a": float(a.norm()),
+        "W": float(net.W.norm()),
+        "b": float(net.b.norm()),
+        "r_a": float(a.norm()) * m**0.5,
+        "r_w": float(Wb.norm()) / m**0.5,
+        "path": sum(abs(float(a[i])) * float(Wb[i].norm()) for i in range(m)),
+    }
 
 
 def test_weight_norms_as_recorded():
     """Lemma 42's weight record: ||a||, ||W||_F, ||b||, r_a = ||a|| sqrt(m),
     r_w = ||(W, b)||_F / sqrt(m) and the path norm sum_i |a_i| ||(w_i, b_i)|| of the built net
     (relative 1e-12)."""
-    for built in (lemma42_net(lambda x: x.norm(dim=-1), L=1.0, R=1.0, k=2, degree=6),
-                  lemma42_net(lambda x: torch.sin(3 * x[..., 0]), L=3.0, R=1.0, k=1, eps=0.05)):
+    for built in (
+        lemma42_net(lambda x: x.norm(dim=-1), L=1.0, R=1.0, k=2, degree=6),
+        lemma42_net(lambda x: torch.sin(3 * x[..., 0]), L=3.0, R=1.0, k=1, eps=0.05),
+    ):
         want = _norms(built.net)
         assert set(built.weight_norms) == set(want)
         for key, value in want.items():
@@ -195,8 +206,12 @@ def test_ridges_as_derived():
 
     b = lemma42_net(lambda x: x.norm(dim=-1), L=1.0, R=1.0, k=2, degree=6)
     total = sum(S ** (1 / 3) for S, _ in b.ridges if S > 0)
-    want = [max(1, math.ceil(2 * b.R / math.sqrt(8 * b.ridge_budget * S ** (-2 / 3) / total)))
-            if S > 0 else 1 for S, _ in b.ridges]
+    want = [
+        max(1, math.ceil(2 * b.R / math.sqrt(8 * b.ridge_budget * S ** (-2 / 3) / total)))
+        if S > 0
+        else 1
+        for S, _ in b.ridges
+    ]
     assert [K for _, K in b.ridges] == want
     err = sum(S * (2 * b.R / K) ** 2 / 8 for S, K in b.ridges)
     assert b.ridge_error == pytest.approx(err, rel=1e-12)
@@ -248,8 +263,9 @@ def test_ridge_interval_counts_as_derived():
     S, eps_r, R = (8.0, 0.0, 1.0, 27.0), 0.01, 1.5
     counts, err = ridge_interval_counts(S, eps_r, R)
     beta = math.sqrt(8 * eps_r / (2.0 + 1.0 + 3.0))
-    assert counts == tuple(max(1, math.ceil(2 * R / (beta * s ** (-1 / 3)))) if s > 0 else 1
-                           for s in S)
+    assert counts == tuple(
+        max(1, math.ceil(2 * R / (beta * s ** (-1 / 3)))) if s > 0 else 1 for s in S
+    )
     assert counts[1] == 1
     assert err == pytest.approx(sum(s * (2 * R / K) ** 2 / 8 for s, K in zip(S, counts)))
     assert err <= eps_r

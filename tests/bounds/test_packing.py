@@ -1,4 +1,5 @@
 """Tests for bounds/packing.py: Lemma 39 (mixed-norm Hölder), Lemma 41 (packings)."""
+
 from __future__ import annotations
 
 import math
@@ -47,10 +48,10 @@ def test_conjugate_and_mixed_norm_hand_values():
         and conjugate(3) == pytest.approx(1.5)
     )
     M = torch.tensor([[3.0, 4.0], [0.0, -1.0]], dtype=F64)
-    assert float(mixed_norm(M, 2, 1)) == pytest.approx(6.0)      # 5 + 1
-    assert float(mixed_norm(M, 1, INF)) == pytest.approx(7.0)    # max(7, 1)
+    assert float(mixed_norm(M, 2, 1)) == pytest.approx(6.0)  # 5 + 1
+    assert float(mixed_norm(M, 1, INF)) == pytest.approx(7.0)  # max(7, 1)
     assert float(mixed_norm(M, 2, 2)) == pytest.approx(math.sqrt(26))  # Frobenius
-    assert float(mixed_norm(M, INF, 1)) == pytest.approx(5.0)    # 4 + 1
+    assert float(mixed_norm(M, INF, 1)) == pytest.approx(5.0)  # 4 + 1
     batch = torch.stack([M, 2 * M])
     assert torch.allclose(mixed_norm(batch, 2, 1), torch.tensor([6.0, 12.0], dtype=F64))
 
@@ -145,7 +146,7 @@ def test_lemma41_hand_values():
 
 
 @settings(max_examples=40, deadline=None)
-@given(d=st.integers(1, 10 ** 4), eps=st.floats(0.05, 1.99))
+@given(d=st.integers(1, 10**4), eps=st.floats(0.05, 1.99))
 def test_maurey_forms_are_ordered(d, eps):
     exact = maurey_log_packing_bound(d, eps)
     k = maurey_k(eps)
@@ -224,7 +225,7 @@ def test_maurey_bound_is_the_log_multiset_count():
     """log C(2d + k, k), k = ceil(4 / eps^2): multisets of k atoms out of 2d + 1."""
     for d in (1, 2, 3, 10):
         for eps in (0.3, 0.6, 1.0, 1.5):
-            k = math.ceil(4 / eps ** 2)
+            k = math.ceil(4 / eps**2)
             assert maurey_k(eps) == k
             want = math.log(math.comb(2 * d + k, k))
             assert maurey_log_packing_bound(d, eps) == pytest.approx(want, rel=1e-12)
@@ -249,7 +250,7 @@ def test_sample_ball_is_uniform():
             x = sample_ball(4000, d, ball, generator=gen(4150 + d + 10 * p))
             r = torch.linalg.vector_norm(x, ord=p, dim=1)
             assert float(r.max()) <= 1.0
-            assert stats.kstest((r ** d).numpy(), "uniform").pvalue >= 1e-4
+            assert stats.kstest((r**d).numpy(), "uniform").pvalue >= 1e-4
 
 
 def test_min_pairwise_distance_agrees_with_pdist():

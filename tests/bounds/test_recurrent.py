@@ -1,5 +1,6 @@
 """bounds/recurrent.py: Prop 8 packing constants, Theorem 9 crossover, Theorem 7 explicit bound;
 Props 26-28: the parameters picked and the guarantees attached."""
+
 import math
 
 import numpy as np
@@ -59,6 +60,7 @@ def test_lemma41_volume_and_chernoff_rate():
 
 def test_chernoff_rate_is_a_valid_tail_bound():
     from scipy import stats
+
     for k in (5, 50, 500):
         for a in (0.3, 0.5, 0.8):
             assert stats.chi2.cdf(a * k, k) <= math.exp(-k * chi2_lower_rate(a))
@@ -75,7 +77,7 @@ def test_prop8_packing_hand_values():
     assert not pk.vacuous
     assert prop8_packing(16, 0.05).vacuous
     assert prop8_packing(N=64, c=0.05, K=2.0, gamma=0.5) == pk  # every argument by keyword
-    big = prop8_packing(2 ** 20, 0.05)
+    big = prop8_packing(2**20, 0.05)
     assert big.log_M_good == pytest.approx(
         (2**20 - 1) * chi2_lower_rate(0.5) / 2 + math.log(0.25), rel=1e-9
     )
@@ -98,7 +100,7 @@ def test_prop8_bounds_formulas():
         pk.sep / math.sqrt(2) * math.sqrt(pk.log_M_good / (8 * math.log(257)))
     )
     assert prop8_width_lower_bound(16, c, UL) == 0.0  # vacuous at small N
-    assert prop8_norm_lower_bound(2 ** 20, c, 1) == math.inf
+    assert prop8_norm_lower_bound(2**20, c, 1) == math.inf
 
 
 def test_prop8_errors():
@@ -130,9 +132,10 @@ def test_euclidean_maurey_bound_fails():
 
 def test_theorem9_memoriser_and_crossover():
     for n in (2, 8, 10, 64, 1000):  # C36 sqrt(K_y) n^3 = lemma36_constant(K_y) n^3 at depth 2
-        assert memoriser_norm2_bound(n) == pytest.approx(C36 * math.sqrt(6) * n ** 3, rel=1e-12)
+        assert memoriser_norm2_bound(n) == pytest.approx(C36 * math.sqrt(6) * n**3, rel=1e-12)
     assert memoriser_norm2_bound(10, depth=3, K_y=1) == pytest.approx(
-        3 * (144 / math.pi * (5 + math.pi / 72)) ** (1 / 3) * 10 ** (7 / 3))
+        3 * (144 / math.pi * (5 + math.pi / 72)) ** (1 / 3) * 10 ** (7 / 3)
+    )
     # crossover inverts the memoriser bound
     lr = math.log(memoriser_norm2_bound(7))
     assert theorem9_crossover(lr) == pytest.approx(7)
@@ -147,7 +150,7 @@ def test_theorem9_memoriser_and_crossover():
 
 
 def test_theorem9_crossover_power_law():
-    Ns = [2 ** k for k in range(8, 21, 4)]
+    Ns = [2**k for k in range(8, 21, 4)]
     s = loglog_slope(lambda N: theorem9_crossover(generalising_log_norm2(N, 0.05, 4 * N)), Ns)
     assert np.all(s > 0.12) and np.all(s < 1 / 6 + 1e-9)
     s_simple = loglog_slope(
@@ -173,13 +176,13 @@ def test_prop28_layers_shapes_and_radii():
 
 def test_theorem7_bound_structure():
     P = Theorem7Params()
-    b = theorem7_bound(10 ** 40, 1024, P)
+    b = theorem7_bound(10**40, 1024, P)
     assert b.total == pytest.approx(b.approximation + b.tail + b.estimation + b.truncation)
     assert b.approximation == P.eps_2nn
-    assert b.r_x == pytest.approx(lemma12_radius(P.d, 10 ** 40, 1024))
+    assert b.r_x == pytest.approx(lemma12_radius(P.d, 10**40, 1024))
     assert b.confidence == pytest.approx(1 - P.delta - (1024 * 1e40) ** -0.5)
     # nonincreasing in n on a grid
-    totals = [theorem7_bound(10 ** k, 1024, P).total for k in range(30, 46)]
+    totals = [theorem7_bound(10**k, 1024, P).total for k in range(30, 46)]
     assert all(b2 <= b1 + 1e-15 for b1, b2 in zip(totals, totals[1:]))
 
 
@@ -187,7 +190,7 @@ def test_theorem7_sample_size_polylog():
     P = Theorem7Params()
     n = theorem7_sample_size(0.1, 256, P)
     assert theorem7_bound(n, 256, P).total <= 0.1 < theorem7_bound(n - 1, 256, P).total
-    Ns = [2 ** k for k in range(4, 21, 4)]
+    Ns = [2**k for k in range(4, 21, 4)]
     s = loglog_slope(lambda N: theorem7_sample_size(0.1, N, P), Ns)
     assert np.all(np.diff(s) < 0)
     mids = np.log(np.sqrt(np.array(Ns[:-1], float) * np.array(Ns[1:], float)))
@@ -212,6 +215,7 @@ def test_packing_vacuous_flag_is_what_the_width_bound_uses():
     the log path (M_good = -1, too many prompts to count) is not, and the width bound is 0 exactly
     when vacuous."""
     from qstr.bounds.recurrent import prop8_packing, prop8_width_lower_bound
+
     big = prop8_packing(4096, 0.05)
     assert big.M_good == -1 and not big.vacuous and prop8_width_lower_bound(4096, 0.05, 10.0) > 0
     small = prop8_packing(16, 0.05)
@@ -247,9 +251,20 @@ def test_prop8_packing_log_branch_past_e60():
 def test_theorem7_params_documented_defaults():
     """Theorem7Params() are the constants docs/derivations/rnn-lower-bounds.md section 4 quotes
     its numbers at (moved from the claim thm-7)."""
-    assert Theorem7Params() == Theorem7Params(q=1, d=4, r_a=1.0, r_w=1.0, m_g=16, eps_2nn=0.01,
-                                              C_x=1.0, C_y=1.0, s=1.0, mu=0.5, delta=0.05,
-                                              d_e=None)
+    assert Theorem7Params() == Theorem7Params(
+        q=1,
+        d=4,
+        r_a=1.0,
+        r_w=1.0,
+        m_g=16,
+        eps_2nn=0.01,
+        C_x=1.0,
+        C_y=1.0,
+        s=1.0,
+        mu=0.5,
+        delta=0.05,
+        d_e=None,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -342,7 +357,10 @@ def test_transition_with_the_knots_given_is_the_one_derived_from_eps(transitions
         )
         h = other.guarantee
         assert (h.product_certificate, h.product_knots, h.gate_knots) == (
-            g.product_certificate, g.product_knots, g.gate_knots)
+            g.product_certificate,
+            g.product_knots,
+            g.gate_knots,
+        )
         assert h.eps == pytest.approx(g.eps, rel=1e-12) and h.threshold == pytest.approx(
             g.threshold, rel=1e-12
         )

@@ -1,13 +1,18 @@
 """Tests for bounds/symbolic.py: the sympy Theorem 4 bound against the numeric one, its leading form
 and the polylog certificate. Derivation: docs/derivations/theorem4.md."""
+
 import math
 
 import pytest
 import sympy as sp
 
 from qstr.bounds import symbolic as sy
-from qstr.bounds.transformer import (Theorem4Params, ffn_sample_size, theorem4_bound,
-                                     theorem4_sample_size)
+from qstr.bounds.transformer import (
+    Theorem4Params,
+    ffn_sample_size,
+    theorem4_bound,
+    theorem4_sample_size,
+)
 
 P0 = Theorem4Params.default()
 TARGET = 0.1
@@ -17,8 +22,11 @@ POINTS = [(1, 2), (7, 3), (1000, 16), (10**12, 2**10), (10**20, 2**20), (3 * 10*
 
 @pytest.mark.parametrize(
     "params",
-    [P0, Theorem4Params.default(q=3, d=7, s=2.5, C_y=3.0, mu=0.25, c=1.0),
-     Theorem4Params.default(d_e=40, delta=1e-3)],
+    [
+        P0,
+        Theorem4Params.default(q=3, d=7, s=2.5, C_y=3.0, mu=0.25, c=1.0),
+        Theorem4Params.default(d_e=40, delta=1e-3),
+    ],
 )
 def test_sympy_bound_matches_numeric(params):
     f = sp.lambdify((sy.n, sy.N), sy.bound_expr(params), "mpmath")
@@ -30,7 +38,7 @@ def test_sympy_bound_matches_numeric(params):
 
 
 def test_sympy_sample_size_matches_numeric():
-    for N_ in (2 ** 6, 2 ** 20):
+    for N_ in (2**6, 2**20):
         a = sy.sample_size_from_expr(TARGET, N_, P0)
         b = theorem4_sample_size(TARGET, N_, P0)
         assert a == pytest.approx(b, rel=1e-12)  # equal up to double rounding of the numeric bound
@@ -46,7 +54,7 @@ def test_sympy_leading_form_and_degrees():
     assert sy.limit_ratio(lead, sy.N, 4) == sp.oo
     assert sy.polylog_degree(lead, sy.N) == 5
     ffn = sy.ffn_sample_size_expr(4)
-    assert all(ffn.subs(sy.N, v) == ffn_sample_size(v, 4) for v in (2, 17, 2 ** 20))  # n >= N d
+    assert all(ffn.subs(sy.N, v) == ffn_sample_size(v, 4) for v in (2, 17, 2**20))  # n >= N d
     assert sy.limit_ratio(ffn, sy.N, 5) == sp.oo
     assert sy.polylog_degree(ffn, sy.N, kmax=8) is None
     # a fixed code dimension removes (ln N)^2: n ~ (ln N)^2 ln ln N
@@ -56,7 +64,7 @@ def test_sympy_leading_form_and_degrees():
     )
     # the exact sample size approaches the leading form only slowly (theorem4.md, section 11)
     f = sp.lambdify(sy.N, lead, "mpmath")
-    ratios = [theorem4_sample_size(TARGET, 2 ** k, P0) / float(f(2 ** k)) for k in (20, 100, 1000)]
+    ratios = [theorem4_sample_size(TARGET, 2**k, P0) / float(f(2**k)) for k in (20, 100, 1000)]
     assert ratios[0] > ratios[1] > ratios[2] > 1
 
 
@@ -66,7 +74,7 @@ def test_polylog_certificate():
     assert cert.value == sp.Rational(
         1, 25
     )  # 4 eps_2NN: the majorant at n = (ln N)^5 tends to the floor
-    assert cert.factors["tau/u"] == 64 * sp.E ** 2 and cert.factors["P/u^2"] == 4608
+    assert cert.factors["tau/u"] == 64 * sp.E**2 and cert.factors["P/u^2"] == 4608
     assert cert.factors["L/ln u"] == 5
     # consistency with the leading constants
     c = sy.leading_constants(P0)
@@ -74,7 +82,7 @@ def test_polylog_certificate():
     # "large N" is astronomically large here (n(N) <= (ln N)^5 needs ln N ~ 1e16, theorem4.md
     # section 11); what is checkable is the trend: n(N) / (ln N)^5 keeps falling
     ks = (20, 100, 1000, 10000)
-    r = [theorem4_sample_size(TARGET, 2 ** k, P0) / (k * math.log(2)) ** 5 for k in ks]
+    r = [theorem4_sample_size(TARGET, 2**k, P0) / (k * math.log(2)) ** 5 for k in ks]
     assert all(a > 5 * b for a, b in zip(r, r[1:]))  # measured 4.9e15, 4.6e13, 3.2e12, 3.8e11
 
 
@@ -94,6 +102,7 @@ def test_a_certificate_proves_only_when_every_term_but_the_floor_vanishes():
 
 
 # ---------------------------------------------------------------- moved from the thm-4 claim
+
 
 def test_sample_size_from_expr_is_the_least_n():
     """sample_size_from_expr returns the least n with B(n) <= target < B(n - 1) (target 1e6,

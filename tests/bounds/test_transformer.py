@@ -2,6 +2,7 @@
 
 Derivations: docs/derivations/few-heads.md, docs/derivations/theorem4.md.
 """
+
 import math
 
 import numpy as np
@@ -20,7 +21,7 @@ from qstr.bounds.transformer import (
 )
 
 P0 = Theorem4Params.default()
-NS = [2 ** k for k in (4, 8, 12, 16, 20)]
+NS = [2**k for k in (4, 8, 12, 16, 20)]
 TARGET = 0.1
 
 # --------------------------------------------------------------------------- few heads
@@ -39,10 +40,10 @@ def test_floor_hand_values():
 
 def test_floor_clipping():
     for q in (1, 2, 5):
-        assert few_heads_floor(q, q, 1, True) == 0.0          # H = q: exactly zero
-        assert few_heads_floor(q, q + 3, 1, True) == 0.0      # H > q: clipped, not negative
-    assert few_heads_floor(2, 2, 16, False) == 0.0            # 2 (1 - 36/32) < 0 -> 0
-    assert few_heads_floor(3, 1, 1, False) == 0.0             # Prop 3 is vacuous at d = 1
+        assert few_heads_floor(q, q, 1, True) == 0.0  # H = q: exactly zero
+        assert few_heads_floor(q, q + 3, 1, True) == 0.0  # H > q: clipped, not negative
+    assert few_heads_floor(2, 2, 16, False) == 0.0  # 2 (1 - 36/32) < 0 -> 0
+    assert few_heads_floor(3, 1, 1, False) == 0.0  # Prop 3 is vacuous at d = 1
     # boundary H (q + d) = q d: q = d = 2, H = 1
     assert few_heads_floor(2, 1, 2, False) == 0.0
 
@@ -59,22 +60,22 @@ def test_floor_monotone_in_heads_and_dimension():
     vals = [few_heads_floor(6, H, 1, True) for H in range(1, 8)]
     assert all(a > b for a, b in zip(vals[:6], vals[1:6])) and vals[-1] == 0.0
     # Prop 3 approaches the restricted-style 2 (q - H)/q... only as d -> oo: 2 (1 - H/d - H/q)
-    big_d = few_heads_floor_per_position(4, 1, 10 ** 6, False)
+    big_d = few_heads_floor_per_position(4, 1, 10**6, False)
     assert big_d == pytest.approx(2 * (1 - 1 / 4), abs=1e-5)
 
 
 @pytest.mark.parametrize(
     "args, kw, name",
     [
-        ((3, 1, 2, True), {}, "d"),             # restricted needs d == 1
+        ((3, 1, 2, True), {}, "d"),  # restricted needs d == 1
         ((3, 0, 1, True), {}, "H"),
         ((3, -1, 4, False), {}, "H"),
         ((0, 1, 1, True), {}, "q"),
         ((3, 1, 0, False), {}, "d"),
         ((3, 1, -2, False), {}, "d"),
-        ((3, 1, 1, 1), {}, "restricted"),       # not a bool
+        ((3, 1, 1, 1), {}, "restricted"),  # not a bool
         ((3, 1, 1, True), {"N": 1}, "N"),
-        ((3, 1, 1, True), {"N": 5}, "q"),       # q = 3 > N//2 = 2
+        ((3, 1, 1, True), {"N": 5}, "q"),  # q = 3 > N//2 = 2
         ((2.5, 1, 1, True), {}, "q"),
     ],
 )
@@ -109,7 +110,7 @@ def test_softmax_l1_linf_lipschitz_constant_one():
 
 
 def test_bound_structure_and_intermediates():
-    n, N = 10 ** 12, 2 ** 10
+    n, N = 10**12, 2**10
     b = theorem4_bound(n, N, P0)
     assert b.total == pytest.approx(
         b.approximation + b.tail + b.estimation + b.truncation, rel=1e-14
@@ -117,10 +118,10 @@ def test_bound_structure_and_intermediates():
     assert b.approximation == C_APPROX * P0.eps_2nn == pytest.approx(0.04)
     assert min(b.tail, b.estimation, b.truncation) > 0
     assert b.r_x == pytest.approx(math.sqrt(3 * math.e * 4 * math.log(n * N)))
-    assert b.r_z == pytest.approx(math.sqrt(b.r_x ** 2 + 4 * (1 + 1 / 2)))   # d (1 + 1/q)
-    assert b.d_e == math.ceil(8 * math.log(N ** 2 / 0.05))
+    assert b.r_z == pytest.approx(math.sqrt(b.r_x**2 + 4 * (1 + 1 / 2)))  # d (1 + 1/q)
+    assert b.d_e == math.ceil(8 * math.log(N**2 / 0.05))
     assert b.D_e == 4 + 3 * b.d_e
-    assert b.n_params == 16 * (2 * b.D_e + 2) + 2 * b.D_e ** 2
+    assert b.n_params == 16 * (2 * b.D_e + 2) + 2 * b.D_e**2
     assert b.confidence == pytest.approx(1 - 0.05 - (n * N) ** -0.5)
     # truncation term equals tau / sqrt(n) for the chosen p
     assert b.truncation == pytest.approx(b.tau / math.sqrt(n), rel=1e-12)
@@ -129,7 +130,7 @@ def test_bound_structure_and_intermediates():
     err = (N - 1) * math.exp(-b.alpha * c2 * (1 - 0.5)) * 2 * 1.0 * math.sqrt(2) * b.r_x
     assert err == pytest.approx(math.sqrt(P0.eps_2nn), rel=1e-10)
     assert b.r_qk == pytest.approx(b.alpha * math.sqrt(b.d_e))
-    assert b.R == pytest.approx(math.sqrt(b.r_ma ** 2 + b.R_mw ** 2 + 2 * b.r_qk ** 2))
+    assert b.R == pytest.approx(math.sqrt(b.r_ma**2 + b.R_mw**2 + 2 * b.r_qk**2))
     assert (b.r_ma, b.R_mw) == (pytest.approx(0.25), pytest.approx(4.0))
 
 
@@ -140,24 +141,28 @@ def test_alpha_zero_when_construction_is_trivially_accurate():
 
 def test_bound_decreasing_in_n():
     ns = sorted({int(round(x)) for x in np.logspace(0, 45, 400)})
-    for params in (P0, Theorem4Params.default(q=1, d=1, m_g=1),
-                   Theorem4Params.default(q=5, d=50, r_a=3, r_w=2),
-                   Theorem4Params.default(delta=1e-6), Theorem4Params.default(mu=0.0, d_e=20)):
-        for N in (2, 16, 2 ** 20, 2 ** 60):
+    for params in (
+        P0,
+        Theorem4Params.default(q=1, d=1, m_g=1),
+        Theorem4Params.default(q=5, d=50, r_a=3, r_w=2),
+        Theorem4Params.default(delta=1e-6),
+        Theorem4Params.default(mu=0.0, d_e=20),
+    ):
+        for N in (2, 16, 2**20, 2**60):
             vals = np.array([theorem4_bound(n, N, params).total for n in ns])
             assert np.all(np.diff(vals) < 0), (params, N)
     # the bound tends to the floor 4 eps
-    assert theorem4_bound(10 ** 200, 2 ** 20, P0).total == pytest.approx(P0.floor, rel=1e-6)
+    assert theorem4_bound(10**200, 2**20, P0).total == pytest.approx(P0.floor, rel=1e-6)
 
 
 def test_bound_polylog_in_N_at_fixed_n():
-    excess = lambda N: theorem4_bound(10 ** 20, N, P0).total - P0.floor  # noqa: E731
+    excess = lambda N: theorem4_bound(10**20, N, P0).total - P0.floor  # noqa: E731
     sl = loglog_slope(excess, NS)
-    assert np.all(np.diff(sl) < 0) and 0 < sl[-1] < 0.08   # measured 0.173 0.120 0.088 0.071
+    assert np.all(np.diff(sl) < 0) and 0 < sl[-1] < 0.08  # measured 0.173 0.120 0.088 0.071
 
 
 def test_sample_size_crossing_and_monotone_in_target():
-    N = 2 ** 12
+    N = 2**12
     n_star = theorem4_sample_size(TARGET, N, P0)
     assert theorem4_bound(n_star, N, P0).total <= TARGET < theorem4_bound(n_star - 1, N, P0).total
     targets = [0.045, 0.05, 0.1, 0.5, 1.0, 10.0, 1e3, 1e6]
@@ -168,11 +173,11 @@ def test_sample_size_crossing_and_monotone_in_target():
 
 def test_sample_size_rejects_targets_at_or_below_floor():
     with pytest.raises(ValueError, match=r"target.*floor.*0\.04"):
-        theorem4_sample_size(0.04, 2 ** 8, P0)
+        theorem4_sample_size(0.04, 2**8, P0)
     with pytest.raises(ValueError, match="target"):
-        theorem4_sample_size(0.01, 2 ** 8, P0)
+        theorem4_sample_size(0.01, 2**8, P0)
     with pytest.raises(ValueError, match="target"):
-        theorem4_sample_size(-1.0, 2 ** 8, P0)
+        theorem4_sample_size(-1.0, 2**8, P0)
 
 
 def test_sample_size_table_and_slopes():
@@ -195,22 +200,31 @@ def test_sample_size_table_and_slopes():
 
 
 def test_ffn_slope_exactly_one():
-    assert ffn_sample_size(2 ** 10, 4) == 4096
+    assert ffn_sample_size(2**10, 4) == 4096
     sl = loglog_slope(lambda N: ffn_sample_size(N, 10), NS)
     assert np.allclose(sl, 1.0, rtol=0, atol=1e-12)
     # the Transformer needs more samples at small N (loose constants) but the FFN overtakes it
     # once N d exceeds n(N): polynomial vs polylog
-    N_big = 2 ** 80
+    N_big = 2**80
     assert ffn_sample_size(N_big, 4) > theorem4_sample_size(TARGET, N_big, P0)
 
 
 @pytest.mark.parametrize(
     "kw, name",
     [
-        (dict(q=0), "q"), (dict(d=0), "d"), (dict(m_g=0), "m_g"), (dict(r_a=0.0), "r_a"),
-        (dict(eps_2nn=-1.0), "eps_2nn"), (dict(mu=1.0), "mu"), (dict(mu=-0.1), "mu"),
-        (dict(delta=0.0), "delta"), (dict(delta=1.0), "delta"), (dict(s=-1.0), "s"),
-        (dict(c=0.0), "c"), (dict(d_e=0), "d_e"), (dict(C_x=float("nan")), "C_x"),
+        (dict(q=0), "q"),
+        (dict(d=0), "d"),
+        (dict(m_g=0), "m_g"),
+        (dict(r_a=0.0), "r_a"),
+        (dict(eps_2nn=-1.0), "eps_2nn"),
+        (dict(mu=1.0), "mu"),
+        (dict(mu=-0.1), "mu"),
+        (dict(delta=0.0), "delta"),
+        (dict(delta=1.0), "delta"),
+        (dict(s=-1.0), "s"),
+        (dict(c=0.0), "c"),
+        (dict(d_e=0), "d_e"),
+        (dict(C_x=float("nan")), "C_x"),
     ],
 )
 def test_params_validation(kw, name):
@@ -258,19 +272,25 @@ def test_floor_share_counted_by_hand(q, d, restricted, N):
 # ---------------------------------------------------------------- Theorem 4's record
 # (moved from the thm-4 claim; docs/derivations/theorem4.md)
 
+
 def _alpha(P, n, N):
     """alpha = max(0, ln((N - 1) 2 K sqrt(q) r_x / sqrt(eps_2nn))) / (c^2 (1 - mu))."""
-    c2 = P.d / P.q if P.c is None else P.c ** 2
+    c2 = P.d / P.q if P.c is None else P.c**2
     r_x = math.sqrt(3 * P.C_x * math.e * P.d * math.log(n * N))
     arg = (N - 1) * 2 * P.r_a * P.r_w * math.sqrt(P.q) * r_x / math.sqrt(P.eps_2nn)
     return max(0.0, math.log(arg)) / (c2 * (1 - P.mu))
 
 
-@pytest.mark.parametrize("P, points", [
-    (Theorem4Params.default(q=4, r_a=2.0),
-     [(10 ** 2, 16), (10 ** 4, 16), (10 ** 6, 1024), (10 ** 9, 2 ** 20), (10 ** 12, 2 ** 16)]),
-    (Theorem4Params.default(C_x=1e-6, c=0.5, C_y=1e-3), [(1, 2), (10, 2)]),
-])
+@pytest.mark.parametrize(
+    "P, points",
+    [
+        (
+            Theorem4Params.default(q=4, r_a=2.0),
+            [(10**2, 16), (10**4, 16), (10**6, 1024), (10**9, 2**20), (10**12, 2**16)],
+        ),
+        (Theorem4Params.default(C_x=1e-6, c=0.5, C_y=1e-3), [(1, 2), (10, 2)]),
+    ],
+)
 def test_theorem4_record_fields_as_defined(P, points):
     """theorem4_bound's record against its definitions: alpha (0 where the logarithm is),
     r_qk = alpha sqrt(d_e), D_e = d + (q + 1) d_e, R^2 = r_ma^2 + R_mw^2 + q r_qk^2 with
@@ -281,10 +301,10 @@ def test_theorem4_record_fields_as_defined(P, points):
         assert b.alpha == pytest.approx(_alpha(P, n, N), rel=1e-12, abs=1e-12)
         assert b.r_qk == pytest.approx(b.alpha * math.sqrt(b.d_e), rel=1e-12, abs=1e-12)
         assert b.D_e == P.d + (P.q + 1) * b.d_e
-        assert b.R ** 2 == pytest.approx(b.r_ma ** 2 + b.R_mw ** 2 + P.q * b.r_qk ** 2, rel=1e-12)
+        assert b.R**2 == pytest.approx(b.r_ma**2 + b.R_mw**2 + P.q * b.r_qk**2, rel=1e-12)
         assert b.r_ma == pytest.approx(P.r_a / math.sqrt(P.m_g), rel=1e-12)
         assert b.R_mw == pytest.approx(math.sqrt(P.m_g) * P.r_w, rel=1e-12)
-        assert b.n_params == P.m_g * (P.q * b.D_e + 2) + P.q * b.D_e ** 2
+        assert b.n_params == P.m_g * (P.q * b.D_e + 2) + P.q * b.D_e**2
         terms = b.approximation + b.tail + b.estimation + b.truncation
         assert b.total == pytest.approx(terms, rel=1e-12)
         t = b.terms()
@@ -298,7 +318,7 @@ def test_theorem4_prefactor_given_as_the_default():
 
     c0 = math.sqrt(P0.d / P0.q)
     given, doubled = dataclasses.replace(P0, c=c0), dataclasses.replace(P0, c=2 * c0)
-    for n, N in [(10 ** 2, 16), (10 ** 4, 16), (10 ** 6, 1024)]:
+    for n, N in [(10**2, 16), (10**4, 16), (10**6, 1024)]:
         default = theorem4_bound(n, N, P0).total
         assert theorem4_bound(n, N, given).total == pytest.approx(default, rel=1e-12)
         assert theorem4_bound(n, N, doubled).total != theorem4_bound(n, N, P0).total

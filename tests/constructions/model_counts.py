@@ -1,5 +1,6 @@
 """Closed-form parameter counts of the experiment models (Appendix E), shared by
 tests/constructions/test_experiment_models.py and test_published_models.py."""
+
 from __future__ import annotations
 
 import torch

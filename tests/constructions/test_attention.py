@@ -49,8 +49,8 @@ def test_lemma11_weights_at_alpha():
         assert torch.equal(W_QK[h], expect)
     W = con.model.W.detach().reshape(net.m, q, lay.dim)
     for h in range(q):
-        assert torch.equal(W[:, h, lay["x"]], net.W[:, h * d:(h + 1) * d])
-        assert W[:, h, lay["x"].stop:].abs().sum() == 0
+        assert torch.equal(W[:, h, lay["x"]], net.W[:, h * d : (h + 1) * d])
+        assert W[:, h, lay["x"].stop :].abs().sum() == 0
 
 
 def test_with_alpha_is_a_new_module_at_the_new_scale():
@@ -121,7 +121,6 @@ def test_place_block():
         place_block(torch.zeros(3, 3), lay, "pos", "x", 1.0)
 
 
-
 # ================================================================ fast path
 
 
@@ -143,8 +142,11 @@ def test_fast_predict_equals_predict(seed, N, q, chunk, alpha):
     with torch.no_grad():
         ref = con.predict(x, t)
         scale = float(ref.abs().max()) + 1e-300
-        for y in (con.fast_predict(x, t), con.fast_predict(x, t, chunk=chunk),
-                  con.predict(x, t, chunk=chunk)):
+        for y in (
+            con.fast_predict(x, t),
+            con.fast_predict(x, t, chunk=chunk),
+            con.predict(x, t, chunk=chunk),
+        ):
             assert float((y - ref).abs().max()) <= 1e-10 * scale
         heads = con.model.heads(con.encode(x, t))[..., con.layout["x"]]
         assert torch.allclose(con.fast_heads(x, t, chunk=chunk), heads, rtol=1e-10, atol=1e-12)

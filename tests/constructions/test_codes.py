@@ -1,4 +1,5 @@
 """Positional codebooks (Assumption 3): exact coherence, Rademacher rules, RS-Hadamard codes."""
+
 from __future__ import annotations
 
 import math
@@ -530,6 +531,7 @@ def test_cuda_matches_cpu():
 
 def test_require_coherence_takes_mu_max_by_keyword_and_the_boundary_is_inside():
     from qstr.constructions.codes import require_coherence, rs_hadamard_codebook
+
     book = rs_hadamard_codebook(64, mu=0.5)
     assert book.mu == 0.5 and require_coherence(book, mu_max=0.5, name="codes") == 0.5
     with pytest.raises(ValueError, match="codes has coherence"):
@@ -625,9 +627,12 @@ def test_require_coherence_default_refuses_just_above_one_half():
 
 def test_require_coherence_accepts_built_codebooks_iff_mu_at_most_one_half():
     """Built codebooks: require_coherence(book, 1/2) accepts exactly when mu <= 1/2 (1/2 inside)."""
-    books = [build_codebook(8192), build_codebook(2048, kind="rademacher", generator=gen(3)),
-             build_codebook(64, d_e=300, dtype=torch.float64),
-             experimental_codebook(100, generator=gen(4))]
+    books = [
+        build_codebook(8192),
+        build_codebook(2048, kind="rademacher", generator=gen(3)),
+        build_codebook(64, d_e=300, dtype=torch.float64),
+        experimental_codebook(100, generator=gen(4)),
+    ]
     for book in books:
         assert _accepts(book, 0.5) == (book.mu <= 0.5)
 
@@ -666,7 +671,7 @@ def test_from_tensor_unit_norm_tolerance():
 def test_rs_hadamard_dim_documented_table():
     """rs_hadamard_dim at mu = 1/2 (n^(n/2 + 1) >= N), the docstring's table at both sides of each
     edge: N <= 4 -> 4, <= 64 -> 16, <= 32768 -> 64, <= 16^9 -> 256, 16^9 + 1 -> 1024."""
-    dims = [rs_hadamard_dim(N) for N in (4, 5, 64, 65, 32768, 32769, 16 ** 9, 16 ** 9 + 1)]
+    dims = [rs_hadamard_dim(N) for N in (4, 5, 64, 65, 32768, 32769, 16**9, 16**9 + 1)]
     assert dims == [4, 16, 16, 64, 64, 256, 256, 1024]
 
 
@@ -674,7 +679,7 @@ def test_rs_hadamard_record_for_n_squared_words():
     """rs_hadamard_codebook(n^2, mu = 1/n) records m and guaranteed_mu = (k - 1)/n; one word has
     coherence 0 (from rs-hadamard-codes)."""
     for m in range(1, 6):
-        n = 2 ** m
+        n = 2**m
         book = rs_hadamard_codebook(n * n, mu=1.0 / n)
         k = book.params["k"]
         assert book.params["m"] == m and book.params["guaranteed_mu"] == (k - 1) / n
@@ -690,7 +695,7 @@ def test_experimental_record_matches_its_own_draw():
     assert book.d_e == 23 == experimental_dim(100)
     assert book.params["n_violations"] == rep.n_violations and book.mu == rep.mu
     assert book.params["satisfies_assumption3"] == (rep.n_violations == 0)
-    assert book.params["expected_violations"] == 4950 * float(Fraction(89104, 2 ** 23))
+    assert book.params["expected_violations"] == 4950 * float(Fraction(89104, 2**23))
 
 
 @pytest.mark.parametrize("N, mu", [(16, 0.5), (40, 0.25)])

@@ -3,6 +3,7 @@
 
 Every comparison runs in float64 against torch's own modules or closed forms.
 """
+
 from __future__ import annotations
 
 import math
@@ -37,8 +38,11 @@ def test_practical_ffn_is_depth_three_vecffn():
     model = PracticalFFN(6, 2, 1, generator=gen(0))
     assert isinstance(model, VecFFN)
     lin = [l for l in model.net if isinstance(l, torch.nn.Linear)]
-    assert [(l.in_features, l.out_features) for l in lin] == [(6 * 2 + 6 * 6, 1000), (1000, 1000),
-                                                              (1000, 6)]
+    assert [(l.in_features, l.out_features) for l in lin] == [
+        (6 * 2 + 6 * 6, 1000),
+        (1000, 1000),
+        (1000, 6),
+    ]
     assert model(torch.randn(2, 6, 2), torch.randint(0, 6, (2, 6, 1))).shape == (2, 6)
 
 
@@ -46,8 +50,13 @@ def test_practical_ffn_is_depth_three_vecffn():
 
 
 @FAST
-@given(D_e=st.integers(1, 5), q=st.integers(1, 3), N=st.integers(1, 6), B=st.integers(1, 2),
-       seed=st.integers(0, 2**16))
+@given(
+    D_e=st.integers(1, 5),
+    q=st.integers(1, 3),
+    N=st.integers(1, 6),
+    B=st.integers(1, 2),
+    seed=st.integers(0, 2**16),
+)
 def test_merged_qk_reproduces_mha_weights(D_e, q, N, B, seed):
     model = PracticalTransformer(D_e, q, width=4, generator=gen(seed), dtype=F64)
     with torch.no_grad():  # sharpen the attention so the check is not against near-uniform rows
@@ -177,14 +186,15 @@ def test_experiment_model_defaults_and_encodings_as_documented():
     N, d, q, D_e = 4, 2, 1, 8
     assert n_params(PracticalTransformer(D_e, q, dtype=F64)) == transformer_count(D_e, q, 100)
     assert n_params(VecFFN(N, d, q, dtype=F64)) == mlp_count((N * d + N * q * N, 1000, N))
-    assert n_params(PracticalFFN(N, d, q, dtype=F64)) == mlp_count((N * d + N * q * N, 1000,
-                                                                       1000, N))
+    assert n_params(PracticalFFN(N, d, q, dtype=F64)) == mlp_count(
+        (N * d + N * q * N, 1000, 1000, N)
+    )
     g = gen(305)
     x = torch.randn(2, N, d, generator=g, dtype=F64)
     t = torch.randint(0, N, (2, N, q), generator=g)
     omega = torch.randn(N, 3, generator=g, dtype=F64)
     assert torch.equal(encode(x, t, omega), rnn_encoding(x, t, omega))
-    assert torch.equal(encode(x, t, omega)[..., d:d + 3], omega.expand(2, N, 3))
+    assert torch.equal(encode(x, t, omega)[..., d : d + 3], omega.expand(2, N, 3))
     N, d, q, d_e = 6, 2, 2, 4
     ffn = build_practical("ffn", N=N, d=d, q=q, d_e=d_e, generator=gen(300), dtype=F64)
     x = torch.randn(2, N, d, generator=gen(303), dtype=F64)

@@ -1,4 +1,5 @@
 """Tests for constructions/export.py: merged <-> nn.MultiheadAttention, noisy inits, state dicts."""
+
 from __future__ import annotations
 
 import pytest
@@ -88,8 +89,13 @@ def test_to_multihead_vector_output_sparse_head():
 
 
 @FAST
-@given(H=st.integers(1, 3), D=st.integers(1, 6), m=st.integers(1, 5), out_dim=st.integers(1, 3),
-       seed=st.integers(0, 10**6))
+@given(
+    H=st.integers(1, 3),
+    D=st.integers(1, 6),
+    m=st.integers(1, 5),
+    out_dim=st.integers(1, 3),
+    seed=st.integers(0, 10**6),
+)
 def test_round_trip_merged_mha_merged(H, D, m, out_dim, seed):
     model = MergedAttention(D, H, m, out_dim=out_dim, generator=gen(seed), dtype=F64)
     with torch.no_grad():
@@ -187,8 +193,16 @@ def test_state_save_load_weights_only(tmp_path, which):
     path = tmp_path / "construction.pt"
     torch.save(state, path)
     loaded = torch.load(path, weights_only=True)
-    assert set(loaded) == {"config", "omega", "W_QK", "ffn", "mha_state_dict", "mha_config",
-                           "guarantee", "layout"}
+    assert set(loaded) == {
+        "config",
+        "omega",
+        "W_QK",
+        "ffn",
+        "mha_state_dict",
+        "mha_config",
+        "guarantee",
+        "layout",
+    }
     cfg, g = loaded["config"], loaded["guarantee"]
     assert (
         cfg["N"] == con.N
@@ -241,8 +255,12 @@ def test_load_state_validation():
         construction_state(con.model)
     with pytest.raises(ValueError, match="state must be a dict"):
         load_construction_state([1, 2])
-    for key in ("D_e", "q", "width",
-                "out_dim"):  # every mha_config entry is checked, one line naming it
+    for key in (
+        "D_e",
+        "q",
+        "width",
+        "out_dim",
+    ):  # every mha_config entry is checked, one line naming it
         cfg = {k: v for k, v in state["mha_config"].items() if k != key}
         with pytest.raises(ValueError, match=f"state\\['mha_config'\\] is missing '{key}'"):
             load_construction_state(dict(state, mha_config=cfg))
@@ -303,8 +321,18 @@ def test_load_rnn_from_a_file_written_by_the_cli_in_one_call(tmp_path):
 
     assert (
         main(
-            ["construct", "rnn", "--N", "16", "--d", "2", "--q", "2", "--out",
-             str(tmp_path / "r.pt")]
+            [
+                "construct",
+                "rnn",
+                "--N",
+                "16",
+                "--d",
+                "2",
+                "--q",
+                "2",
+                "--out",
+                str(tmp_path / "r.pt"),
+            ]
         )
         == 0
     )
@@ -347,8 +375,10 @@ def test_export_options_as_documented_on_a_reloaded_construction(tmp_path):
     assert from_multihead(mt).m == con.model.m + 1
     with pytest.raises(ValueError, match="readout.bias is nonzero"):
         from_multihead(mt, readout_bias="raise")
-    for m32 in (load_multihead(tmp_path / "c.pt", dtype=torch.float32),
-                init_from_construction(con, dtype=torch.float32)):
+    for m32 in (
+        load_multihead(tmp_path / "c.pt", dtype=torch.float32),
+        init_from_construction(con, dtype=torch.float32),
+    ):
         assert all(p.dtype == torch.float32 for p in m32.parameters())
 
 
@@ -360,7 +390,10 @@ def test_init_noise_moves_each_large_tensor_by_its_share():
     exact = logical_parameters(init_from_construction(con, noise=0.0))
     noisy = logical_parameters(init_from_construction(con, noise=0.1, generator=gen(53)))
     with torch.no_grad():
-        rel = {k: float((noisy[k] - P).norm() / P.norm()) for k, P in exact.items()
-               if P.numel() >= 100 and P.norm() > 0}
+        rel = {
+            k: float((noisy[k] - P).norm() / P.norm())
+            for k, P in exact.items()
+            if P.numel() >= 100 and P.norm() > 0
+        }
     assert rel and all(0.8 <= r / 0.1 <= 1.2 for r in rel.values()), rel
     assert all(bool((noisy[k] == 0).all()) for k, P in exact.items() if bool((P == 0).all()))

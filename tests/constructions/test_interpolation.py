@@ -76,7 +76,7 @@ def test_lemma38_alternating_labels_norm(n, eps):
     y = torch.tensor([(-1.0) ** k for k in range(n)], dtype=f64)
     net = interpolate_sorted(z, y, eps * (1 - 1e-9))
     # ||a||^2 = (16 n - 22) / eps^2 exactly (docs/derivations/interpolation.md, tightness)
-    assert net.a_norm2 == pytest.approx((16 * n - 22) / eps ** 2, rel=1e-6)
+    assert net.a_norm2 == pytest.approx((16 * n - 22) / eps**2, rel=1e-6)
 
 
 def test_lemma38_errors():
@@ -135,17 +135,25 @@ def test_separating_direction_errors():
             torch.randn(3, 2, dtype=f64), generator=None, threshold=0.01, norm_factor=2.0
         )
     with pytest.raises(ValueError, match="threshold"):
-        separating_direction(torch.randn(3, 2, dtype=f64), generator=g, threshold=-1.0,
-                             norm_factor=2.0)
+        separating_direction(
+            torch.randn(3, 2, dtype=f64), generator=g, threshold=-1.0, norm_factor=2.0
+        )
     with pytest.raises(ValueError, match="norm_factor"):
-        separating_direction(torch.randn(3, 2, dtype=f64), generator=g, threshold=0.01,
-                             norm_factor=0.0)
+        separating_direction(
+            torch.randn(3, 2, dtype=f64), generator=g, threshold=0.01, norm_factor=0.0
+        )
 
 
 def test_lemma37_events_record_the_given_events():
     """The counts are for the threshold and norm factor given, which the record keeps."""
-    ev = lemma37_events(24, 10, trials=64, generator=torch.Generator().manual_seed(0),
-                        threshold=0.01, norm_factor=1.5)
+    ev = lemma37_events(
+        24,
+        10,
+        trials=64,
+        generator=torch.Generator().manual_seed(0),
+        threshold=0.01,
+        norm_factor=1.5,
+    )
     assert ev.threshold == 0.01 and ev.norm_factor == 1.5 and ev.trials == 64
     assert ev.joint_ok <= min(ev.gap_ok, ev.norm_ok)
 
@@ -171,7 +179,7 @@ def test_lemma36_net_exact():
         # W has rank one: every row is tau v
         assert torch.allclose(net.net.W, net.net.W[:1].expand(n, 4))
         W, b, a = net.net.W, net.net.b, net.net.a
-        assert net.norm2 == pytest.approx(float(a @ a + (W ** 2).sum() + b @ b), rel=1e-12)
+        assert net.norm2 == pytest.approx(float(a @ a + (W**2).sum() + b @ b), rel=1e-12)
 
 
 def test_interpolate_points_errors():
@@ -221,8 +229,10 @@ def test_memorising_rnn_point_wise(depth):
     assert len(linears) == depth and all(m.out_features == n for m in linears[:-1])
     # the depth rebalancing: every output layer has the same squared norm (AM-GM's equality)
     with torch.no_grad():
-        sq = [float(m.weight.pow(2).sum() + (0 if m.bias is None else m.bias.pow(2).sum()))
-              for m in linears]
+        sq = [
+            float(m.weight.pow(2).sum() + (0 if m.bias is None else m.bias.pow(2).sum()))
+            for m in linears
+        ]
     assert max(sq) - min(sq) <= 1e-9 * max(sq)
     if depth == 2:  # the Lemma 36 net itself, on the x-block: ||vec||^2 = its norm^2
         assert parameter_norm2(model) == pytest.approx(l36.norm2, rel=1e-12)
@@ -270,8 +280,7 @@ def test_slot_memory_rnn_exact_everywhere():
     omega = build_codebook(N, kind="rs-hadamard", dtype=f64).omega
     u = torch.randn(d, generator=g, dtype=f64)
     u = u / u.norm()
-    model = slot_memory_rnn(omega, u, r_x=8.0, r_h=math.sqrt(N - 1) * 8.0,
-                            mu=coherence(omega))
+    model = slot_memory_rnn(omega, u, r_x=8.0, r_h=math.sqrt(N - 1) * 8.0, mu=coherence(omega))
     x = torch.randn(B, N, d, generator=g, dtype=f64)
     t = torch.randint(N, (B, N, 1), generator=g)
     y = (x[torch.arange(B)[:, None], t[..., 0]] * u).sum(-1)
@@ -323,7 +332,7 @@ def test_unit_roundoff_is_half_the_float64_epsilon():
     """The certified gaps' allowance rests on u = 2^-53 = finfo(float64).eps / 2 (Higham 3.1)."""
     from qstr.constructions.interpolation import UNIT_ROUNDOFF
 
-    assert UNIT_ROUNDOFF == torch.finfo(f64).eps / 2 == 2.0 ** -53
+    assert UNIT_ROUNDOFF == torch.finfo(f64).eps / 2 == 2.0**-53
 
 
 def test_separating_direction_record_fields():
@@ -356,8 +365,9 @@ def test_separating_direction_tries_are_draws_consumed():
     torch.randn(x.shape, generator=fresh, dtype=f64)
     for _ in range(sd.tries):
         torch.randn(10, generator=fresh, dtype=f64)
-    assert torch.equal(torch.randn(4, generator=g, dtype=f64),
-                       torch.randn(4, generator=fresh, dtype=f64))
+    assert torch.equal(
+        torch.randn(4, generator=g, dtype=f64), torch.randn(4, generator=fresh, dtype=f64)
+    )
     if sd.tries > 1:  # one draw fewer than it took: refused, after exactly tries - 1 draws
         g, fresh = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
         torch.randn(x.shape, generator=g, dtype=f64)
@@ -366,8 +376,9 @@ def test_separating_direction_tries_are_draws_consumed():
         torch.randn(x.shape, generator=fresh, dtype=f64)
         for _ in range(sd.tries - 1):
             torch.randn(10, generator=fresh, dtype=f64)
-        assert torch.equal(torch.randn(4, generator=g, dtype=f64),
-                           torch.randn(4, generator=fresh, dtype=f64))
+        assert torch.equal(
+            torch.randn(4, generator=g, dtype=f64), torch.randn(4, generator=fresh, dtype=f64)
+        )
 
 
 # ------------------------------------------------------------- Lemma 38: records and edge cases

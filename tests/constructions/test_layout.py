@@ -1,4 +1,5 @@
 """Tests for constructions/layout.py: named token blocks, their slices, split and join."""
+
 import pytest
 import torch
 

@@ -132,13 +132,18 @@ def test_paired_lipschitz_stays_an_upper_bound():
     """Paired units plus unpaired ones: the constant is still >= every measured difference quotient,
     and never above ||a|| ||W||_op."""
     from qstr.constructions.links import TwoLayerNet
+
     g = torch.Generator().manual_seed(3)
-    W0, b0, a0 = (torch.randn(3, 4, generator=g, dtype=torch.float64),
-                  torch.randn(3, generator=g, dtype=torch.float64),
-                  torch.randn(3, generator=g, dtype=torch.float64))
-    Wr, br, ar = (torch.randn(2, 4, generator=g, dtype=torch.float64),
-                  torch.randn(2, generator=g, dtype=torch.float64),
-                  torch.randn(2, generator=g, dtype=torch.float64))
+    W0, b0, a0 = (
+        torch.randn(3, 4, generator=g, dtype=torch.float64),
+        torch.randn(3, generator=g, dtype=torch.float64),
+        torch.randn(3, generator=g, dtype=torch.float64),
+    )
+    Wr, br, ar = (
+        torch.randn(2, 4, generator=g, dtype=torch.float64),
+        torch.randn(2, generator=g, dtype=torch.float64),
+        torch.randn(2, generator=g, dtype=torch.float64),
+    )
     net = TwoLayerNet(
         a=torch.cat([a0, -a0, ar]), W=torch.cat([W0, -W0, Wr]), b=torch.cat([b0, -b0, br])
     )
@@ -186,8 +191,11 @@ def test_two_layer_net_is_immutable():
     cannot be outlived by a reassigned weight."""
     import dataclasses
 
-    net = TwoLayerNet(a=torch.ones(2, dtype=torch.float64), W=torch.eye(2, dtype=torch.float64),
-                      b=torch.zeros(2, dtype=torch.float64))
+    net = TwoLayerNet(
+        a=torch.ones(2, dtype=torch.float64),
+        W=torch.eye(2, dtype=torch.float64),
+        b=torch.zeros(2, dtype=torch.float64),
+    )
     with pytest.raises(dataclasses.FrozenInstanceError):
         net.a = torch.zeros(2, dtype=torch.float64)
 

@@ -1,6 +1,7 @@
 """Tests for constructions/lipschitz.py: the weights of Lemma 42's two-layer nets built from given
 knots, kernel degree, grid and interval counts, and what the weights are (norms, Lipschitz bound).
 The parameters picked from eps and the certificate: tests/bounds/test_lipschitz.py."""
+
 from __future__ import annotations
 
 import itertools
@@ -54,7 +55,6 @@ def test_fk_coefficients_as_derived():
             assert abs(float(c[2]) - c2) <= 1e-14
 
 
-
 def test_net_lipschitz_bound_groups_parallel_units():
     # relu(x) - relu(-x) = x: Lipschitz 1 although the path norm is 2
     net = TwoLayerNet(
@@ -89,8 +89,11 @@ def lipschitz_by_secants(net: TwoLayerNet) -> float:
 
 
 def _tent(b) -> TwoLayerNet:
-    return TwoLayerNet(a=torch.tensor([1.0, -2.0, 1.0], dtype=F64), W=torch.ones(3, 1, dtype=F64),
-                       b=torch.tensor(b, dtype=F64))
+    return TwoLayerNet(
+        a=torch.tensor([1.0, -2.0, 1.0], dtype=F64),
+        W=torch.ones(3, 1, dtype=F64),
+        b=torch.tensor(b, dtype=F64),
+    )
 
 
 def test_net_lipschitz_bound_is_exact_in_one_dimension():
@@ -103,10 +106,16 @@ def test_net_lipschitz_bound_is_exact_in_one_dimension():
     g = gen(4280)
     W, b, a = (torch.randn(*shape, generator=g, dtype=F64) for shape in ((16, 1), (16,), (16,)))
     nets = [TwoLayerNet(a=a, W=W, b=b)]
-    nets.append(interpolation_net(lambda x: torch.sin(3 * x[..., 0]),
-                                  torch.linspace(-1.0, 1.0, 61, dtype=F64)))  # lemma-42's K = 60
-    nets.append(interpolation_net(lambda x: (x[..., 0] - 1 / 3).abs() - 0.5,
-                                  torch.linspace(-2.0, 2.0, 201, dtype=F64)))  # and K = 200
+    nets.append(
+        interpolation_net(
+            lambda x: torch.sin(3 * x[..., 0]), torch.linspace(-1.0, 1.0, 61, dtype=F64)
+        )
+    )  # lemma-42's K = 60
+    nets.append(
+        interpolation_net(
+            lambda x: (x[..., 0] - 1 / 3).abs() - 0.5, torch.linspace(-2.0, 2.0, 201, dtype=F64)
+        )
+    )  # and K = 200
     for net in nets:
         assert net_lipschitz_bound(net) == pytest.approx(lipschitz_by_secants(net), rel=1e-9)
 
@@ -114,28 +123,36 @@ def test_net_lipschitz_bound_is_exact_in_one_dimension():
 def test_net_lipschitz_bound_sums_the_lines_of_weights():
     """k = 2, four lines of weights (two 16 degrees apart, one met with both signs): the bound is
     the sum of the lines' largest slopes, 1 + 1 + 1 + 2."""
-    lines = TwoLayerNet(a=torch.tensor([1.0, -1.0, 1.0, -2.0, 1.0, 1.0], dtype=F64),
-                        W=torch.tensor([[0.6, 0.8], [0.8, 0.6], [1, 0], [1, 0], [0, 2], [0, -1]],
-                                       dtype=F64),
-                        b=torch.tensor([0.0, 0.0, 0.0, -0.5, 0.1, 0.0], dtype=F64))
+    lines = TwoLayerNet(
+        a=torch.tensor([1.0, -1.0, 1.0, -2.0, 1.0, 1.0], dtype=F64),
+        W=torch.tensor([[0.6, 0.8], [0.8, 0.6], [1, 0], [1, 0], [0, 2], [0, -1]], dtype=F64),
+        b=torch.tensor([0.0, 0.0, 0.0, -0.5, 0.1, 0.0], dtype=F64),
+    )
     assert net_lipschitz_bound(lines) == pytest.approx(5.0, rel=1e-9)
 
 
 def _norms(net: TwoLayerNet) -> dict:
     Wb = torch.cat([net.W, net.b[:, None]], dim=1)
     a, m = net.a, net.a.numel()
-    return {"a": float(a.norm()), "W": float(net.W.norm()), "b": float(net.b.norm()),
-            "r_a": float(a.norm()) * m ** 0.5, "r_w": float(Wb.norm()) / m ** 0.5,
-            "path": sum(abs(float(a[i])) * float(Wb[i].norm()) for i in range(m))}
+    return {
+        "a": float(a.norm()),
+        "W": float(net.W.norm()),
+        "b": float(net.b.norm()),
+        "r_a": float(a.norm()) * m**0.5,
+        "r_w": float(Wb.norm()) / m**0.5,
+        "path": sum(abs(float(a[i])) * float(Wb[i].norm()) for i in range(m)),
+    }
 
 
 def test_weight_norms_of_a_net():
     """||a||, ||W||_F, ||b||, r_a = ||a|| sqrt(m), r_w = ||(W, b)||_F / sqrt(m) and the path norm
     sum_i |a_i| ||(w_i, b_i)|| (relative 1e-12)."""
     g = gen(42)
-    net = TwoLayerNet(a=torch.randn(7, generator=g, dtype=F64),
-                      W=torch.randn(7, 3, generator=g, dtype=F64),
-                      b=torch.randn(7, generator=g, dtype=F64))
+    net = TwoLayerNet(
+        a=torch.randn(7, generator=g, dtype=F64),
+        W=torch.randn(7, 3, generator=g, dtype=F64),
+        b=torch.randn(7, generator=g, dtype=F64),
+    )
     want, got = _norms(net), weight_norms(net)
     assert set(got) == set(want)
     for key, value in want.items():
@@ -173,7 +190,7 @@ def _smoothing(f, ridges: FourierRidges, x: torch.Tensor) -> torch.Tensor:
     c = fk_coefficients(n)
     theta = 2 * math.pi * (x[:, None, :] - ys[None]) / P  # (M, G^k, k)
     kappa = 1 + 2 * sum(float(c[m]) * torch.cos(m * theta) for m in range(1, n + 1))
-    return (kappa.prod(dim=-1) * F).sum(dim=1) / G ** k
+    return (kappa.prod(dim=-1) * F).sum(dim=1) / G**k
 
 
 def _ridge_sum(ridges: FourierRidges, x: torch.Tensor) -> torch.Tensor:

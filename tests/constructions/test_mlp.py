@@ -1,5 +1,6 @@
 """Tests for constructions/mlp.py: an MLP's weights as MLPWeights, evaluated directly and
 converted to and from nn.Sequential, TwoLayerNet and the rnn_state dicts."""
+
 from __future__ import annotations
 
 import pytest
@@ -74,10 +75,13 @@ def test_sequential_round_trip():
     layer exactly when the weights have one."""
     g = torch.Generator().manual_seed(1)
     for bias_last in (False, True):
-        layers = ((torch.randn(5, 3, generator=g, dtype=F64), torch.randn(5, generator=g,
-                                                                          dtype=F64)),
-                  (torch.randn(2, 5, generator=g, dtype=F64),
-                   torch.randn(2, generator=g, dtype=F64) if bias_last else None))
+        layers = (
+            (torch.randn(5, 3, generator=g, dtype=F64), torch.randn(5, generator=g, dtype=F64)),
+            (
+                torch.randn(2, 5, generator=g, dtype=F64),
+                torch.randn(2, generator=g, dtype=F64) if bias_last else None,
+            ),
+        )
         w = MLPWeights(layers)
         seq = w.to_sequential()
         assert (seq[-1].bias is not None) == bias_last and seq[0].weight.dtype == F64
@@ -89,14 +93,17 @@ def test_sequential_round_trip():
         with torch.no_grad():
             assert torch.allclose(seq(u), w(u), rtol=0, atol=1e-14)
     assert MLPWeights.from_sequential(w.to_sequential(dtype=torch.float32))[0].W.dtype == (
-        torch.float32)
+        torch.float32
+    )
 
 
 def test_two_layer_net_and_dicts_round_trip():
     g = torch.Generator().manual_seed(2)
-    net = TwoLayerNet(a=torch.randn(6, generator=g, dtype=F64),
-                      W=torch.randn(6, 4, generator=g, dtype=F64),
-                      b=torch.randn(6, generator=g, dtype=F64))
+    net = TwoLayerNet(
+        a=torch.randn(6, generator=g, dtype=F64),
+        W=torch.randn(6, 4, generator=g, dtype=F64),
+        b=torch.randn(6, generator=g, dtype=F64),
+    )
     w = net.as_mlp()
     assert w.widths == (6,) and w.out_dim == 1 and not w.bias_last
     xt = torch.randn(10, 2, 2, generator=g, dtype=F64)

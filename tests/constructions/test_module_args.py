@@ -1,6 +1,7 @@
 """Tests of the arguments every nn.Module of constructions/ takes (constructions/module_args.py:
 sizes and widths, dtype, generator, input checks, chunk), through the models' constructors and
 forward passes."""
+
 from __future__ import annotations
 
 import pytest
@@ -74,10 +75,18 @@ def _models():
         (MergedAttention(3, 2, 4, dtype=F64), lambda m, Z: m(Z)),
         (MergedAttention(3, 2, 4, dtype=F64), lambda m, Z: m.heads(Z)),
         (MergedAttention(3, 2, 4, dtype=F64), lambda m, Z: m.attention(Z)),
-        (DeepTransitionBiRNN(3, 2, transition_widths=(3,), output_widths=(3,), r_h=1.0, dtype=F64),
-         lambda m, Z: m(Z)),
-        (DeepTransitionBiRNN(3, 2, transition_widths=(3,), output_widths=(3,), r_h=1.0, dtype=F64),
-         lambda m, Z: m.states(Z)),
+        (
+            DeepTransitionBiRNN(
+                3, 2, transition_widths=(3,), output_widths=(3,), r_h=1.0, dtype=F64
+            ),
+            lambda m, Z: m(Z),
+        ),
+        (
+            DeepTransitionBiRNN(
+                3, 2, transition_widths=(3,), output_widths=(3,), r_h=1.0, dtype=F64
+            ),
+            lambda m, Z: m.states(Z),
+        ),
         (PracticalTransformer(3, 2, width=4, dtype=F64), lambda m, Z: m(Z)),
         (PracticalRNN(3, 4, dtype=F64), lambda m, Z: m(Z)),
     ]

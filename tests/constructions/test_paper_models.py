@@ -4,6 +4,7 @@
 Every comparison runs in float64 against an independent naive implementation (numpy
 loops with the paper's 1-based index formulas) or against torch's own modules.
 """
+
 from __future__ import annotations
 
 import math
@@ -52,8 +53,13 @@ def naive_merged(model: MergedAttention, Z: np.ndarray) -> np.ndarray:
 
 @FAST
 @given(
-    B=st.integers(1, 2), N=st.integers(1, 5), D_e=st.integers(1, 4), H=st.integers(1, 3),
-    m=st.integers(1, 5), out_dim=st.sampled_from([1, 2]), scale=st.sampled_from([1.0, 30.0]),
+    B=st.integers(1, 2),
+    N=st.integers(1, 5),
+    D_e=st.integers(1, 4),
+    H=st.integers(1, 3),
+    m=st.integers(1, 5),
+    out_dim=st.sampled_from([1, 2]),
+    scale=st.sampled_from([1.0, 30.0]),
     seed=st.integers(0, 2**16),
 )
 def test_merged_attention_matches_naive_double_loop(B, N, D_e, H, m, out_dim, scale, seed):
@@ -159,7 +165,7 @@ def test_merged_attention_random_init_as_documented():
     W ~ N(0, 1/(H D_e)), b = 0, a ~ N(0, 1/m); each sample std within 10% of its target."""
     D_e, H, m = 32, 2, 2048
     model = MergedAttention(D_e, H, m, generator=gen(304), dtype=F64)
-    targets = {"W_QK": 0.1 / D_e, "W": (H * D_e) ** -0.5, "a": m ** -0.5}
+    targets = {"W_QK": 0.1 / D_e, "W": (H * D_e) ** -0.5, "a": m**-0.5}
     for k, v in targets.items():
         assert abs(float(getattr(model, k).detach().std()) / v - 1) <= 0.1, k
     assert bool((model.b == 0).all())
@@ -178,9 +184,12 @@ def naive_mlp(weights, v):
 
 def naive_birnn(model: DeepTransitionBiRNN, Z: np.ndarray):
     """Appendix B.1 with 1-based positions, written independently of the module."""
+
     def np_w(seq):
-        return [(W.numpy(), None if b is None else b.numpy())
-                for W, b in MLPWeights.from_sequential(seq)]
+        return [
+            (W.numpy(), None if b is None else b.numpy())
+            for W, b in MLPWeights.from_sequential(seq)
+        ]
 
     Wf, Wb, Wy = np_w(model.f_fwd), np_w(model.f_bwd), np_w(model.f_y)
 
@@ -209,15 +218,27 @@ def naive_birnn(model: DeepTransitionBiRNN, Z: np.ndarray):
 
 @FAST
 @given(
-    B=st.integers(1, 2), N=st.integers(1, 6), D_in=st.integers(1, 3), d_h=st.integers(1, 3),
-    tw=st.lists(st.integers(1, 4), max_size=2), ow=st.lists(st.integers(1, 4), max_size=2),
-    r_h=st.sampled_from([0.3, 2.0, math.inf]), scale=st.sampled_from([1.0, 4.0]),
-    out_dim=st.sampled_from([1, 2]), seed=st.integers(0, 2**16),
+    B=st.integers(1, 2),
+    N=st.integers(1, 6),
+    D_in=st.integers(1, 3),
+    d_h=st.integers(1, 3),
+    tw=st.lists(st.integers(1, 4), max_size=2),
+    ow=st.lists(st.integers(1, 4), max_size=2),
+    r_h=st.sampled_from([0.3, 2.0, math.inf]),
+    scale=st.sampled_from([1.0, 4.0]),
+    out_dim=st.sampled_from([1, 2]),
+    seed=st.integers(0, 2**16),
 )
 def test_birnn_states_match_naive_recurrence(B, N, D_in, d_h, tw, ow, r_h, scale, out_dim, seed):
     model = DeepTransitionBiRNN(
-        D_in, d_h, transition_widths=tuple(tw), output_widths=tuple(ow), r_h=r_h, out_dim=out_dim,
-        generator=gen(seed), dtype=F64,
+        D_in,
+        d_h,
+        transition_widths=tuple(tw),
+        output_widths=tuple(ow),
+        r_h=r_h,
+        out_dim=out_dim,
+        generator=gen(seed),
+        dtype=F64,
     )
     with torch.no_grad():
         for p in model.parameters():
@@ -266,8 +287,9 @@ def test_birnn_index_convention_prefix_and_suffix():
 
 def test_birnn_projection_keeps_states_in_ball():
     r_h = 0.7
-    model = DeepTransitionBiRNN(3, 4, transition_widths=(8, 8), output_widths=(5,), r_h=r_h,
-                                generator=gen(2), dtype=F64)
+    model = DeepTransitionBiRNN(
+        3, 4, transition_widths=(8, 8), output_widths=(5,), r_h=r_h, generator=gen(2), dtype=F64
+    )
     with torch.no_grad():
         for p in list(model.f_fwd.parameters()) + list(model.f_bwd.parameters()):
             p.mul_(10.0)
@@ -292,8 +314,9 @@ def test_birnn_projection_keeps_states_in_ball():
 @FAST
 @given(N=st.integers(1, 7), r_h=st.sampled_from([0.5, math.inf]), seed=st.integers(0, 2**16))
 def test_birnn_reversal_swaps_state_streams(N, r_h, seed):
-    model = DeepTransitionBiRNN(2, 3, transition_widths=(5,), output_widths=(4,), r_h=r_h,
-                                generator=gen(seed), dtype=F64)
+    model = DeepTransitionBiRNN(
+        2, 3, transition_widths=(5,), output_widths=(4,), r_h=r_h, generator=gen(seed), dtype=F64
+    )
     with torch.no_grad():
         for p in model.parameters():
             p.mul_(3.0)
@@ -313,7 +336,10 @@ def test_birnn_layer_structure():
     model = DeepTransitionBiRNN(5, 3, transition_widths=(7, 6), output_widths=(), r_h=1.0)
     lin = [l for l in model.f_fwd if isinstance(l, torch.nn.Linear)]
     assert [(l.in_features, l.out_features, l.bias is not None) for l in lin] == [
-        (8, 7, True), (7, 6, True), (6, 3, False)]
+        (8, 7, True),
+        (7, 6, True),
+        (6, 3, False),
+    ]
     ylin = [l for l in model.f_y if isinstance(l, torch.nn.Linear)]
     assert [(l.in_features, l.out_features, l.bias is not None) for l in ylin] == [(11, 1, False)]
 

@@ -1,5 +1,6 @@
 """Tests for constructions/published_models.py: the published experiment code's variants
 (BiasedTransformer, EncodedFFN)."""
+
 from __future__ import annotations
 
 import torch

@@ -1,6 +1,7 @@
 """The Prop 26 transition, Cor 27 states and the Prop 28 RNN (constructions/recurrent.py): the
 weights, the closed form, the scan and the module, built at the parameters
 qstr.bounds.recurrent picks (its guarantees: tests/bounds/test_recurrent.py)."""
+
 import math
 
 import pytest
@@ -63,7 +64,7 @@ def test_transition_exact_zeros_and_target_error(book64, kind):
     assert gu.eps <= 0.1 and gu.product_certificate == (
         "alphabet" if kind == "rs-hadamard" else "uniform"
     )
-    P = book.N ** 2
+    P = book.N**2
     x = torch.randn(P, d, generator=g(1), dtype=F64)
     x = x / x.norm(dim=1, keepdim=True) * r_x  # boundary of the ball
     z, hit = all_pairs(tr, book, x)
@@ -386,14 +387,21 @@ def test_transition_widths_and_norms_record_are_its_dense_layers(transitions):
     for _, tr in transitions:
         g = tr.guarantee
         sizes = tuple(int(layer.W.shape[0]) for layer in tr.layers)
-        derived = (2 * g.d + 2 * g.q * g.d_e * g.product_knots, g.q * g.gate_knots * (g.d + 1),
-                   2 * g.q * g.d, g.q * g.d)
+        derived = (
+            2 * g.d + 2 * g.q * g.d_e * g.product_knots,
+            g.q * g.gate_knots * (g.d + 1),
+            2 * g.q * g.d,
+            g.q * g.d,
+        )
         assert sizes == tuple(g.widths) == derived and sizes[:-1] == tuple(tr.widths)
         assert len(g.norms) == len(sizes)
         for rep, layer in zip(g.norms, tr.layers):
             W, b = layer
-            measured = {"fro": float(W.norm()), "max_abs": float(W.abs().max()),
-                        "bias_norm": 0.0 if b is None else float(b.norm())}
+            measured = {
+                "fro": float(W.norm()),
+                "max_abs": float(W.abs().max()),
+                "bias_norm": 0.0 if b is None else float(b.norm()),
+            }
             for key, value in measured.items():
                 assert rep[key] == pytest.approx(value, rel=1e-9, abs=1e-300), key
 
@@ -482,8 +490,9 @@ def test_transition_weights_are_the_certified_transition_at_its_parameters(trans
     """transition_weights at the knots, bands and threshold prop26_transition picked: the same
     dense layers, the product flag of the guarantee's certificate, and no guarantee attached."""
     for book, tr in transitions:
-        bare = transition_weights(book, tr.d, tr.q, product_knots=tr.product_knots,
-                                  bands=tr.bands, threshold=tr.threshold)
+        bare = transition_weights(
+            book, tr.d, tr.q, product_knots=tr.product_knots, bands=tr.bands, threshold=tr.threshold
+        )
         assert bare.guarantee is None and tr.guarantee is not None
         assert bare.exact_products == (tr.guarantee.product_certificate == "alphabet")
         for A, B in zip(tr.layers, bare.layers):
@@ -493,8 +502,9 @@ def test_transition_weights_are_the_certified_transition_at_its_parameters(trans
 def test_transition_weights_errors(book64):
     bands = gate_bands(1.0, 4, 1.5)
     with pytest.raises(ValueError, match="all zeros"):
-        transition_weights(torch.zeros(8, 4, dtype=F64), 2, 1, product_knots=3, bands=bands,
-                           threshold=0.1)
+        transition_weights(
+            torch.zeros(8, 4, dtype=F64), 2, 1, product_knots=3, bands=bands, threshold=0.1
+        )
     with pytest.raises(ValueError, match="product_knots"):
         transition_weights(book64, 2, 1, product_knots=1, bands=bands, threshold=0.1)
     with pytest.raises(ValueError, match="bands"):
@@ -514,9 +524,21 @@ def test_rnn_weights_are_the_certified_rnn_at_its_parameters(rnn64):
     for A, B in zip(c.output_layers, bare.output_layers):
         assert torch.equal(A.W, B.W) and (A.b is B.b is None or torch.equal(A.b, B.b))
     with pytest.raises(ValueError, match="prop28_rnn"):
-        rnn_state(rnn_weights(c.omega, transition_weights(
-            c.omega, c.d, c.q, product_knots=c.transition.product_knots,
-            bands=c.transition.bands, threshold=c.transition.threshold), c.g_net, r_h=c.r_h))
+        rnn_state(
+            rnn_weights(
+                c.omega,
+                transition_weights(
+                    c.omega,
+                    c.d,
+                    c.q,
+                    product_knots=c.transition.product_knots,
+                    bands=c.transition.bands,
+                    threshold=c.transition.threshold,
+                ),
+                c.g_net,
+                r_h=c.r_h,
+            )
+        )
     with pytest.raises(ValueError, match="transition"):
         rnn_weights(c.omega, None, c.g_net, r_h=c.r_h)
     with pytest.raises(ValueError, match="r_h"):
@@ -535,8 +557,9 @@ def test_dense_layers_memory_check_counts_every_float64_entry(monkeypatch):
     import qstr.constructions.recurrent as recurrent
 
     asked = []
-    monkeypatch.setattr(recurrent.validate, "fits_in_memory",
-                        lambda what, nbytes, device: asked.append(nbytes))
+    monkeypatch.setattr(
+        recurrent.validate, "fits_in_memory", lambda what, nbytes, device: asked.append(nbytes)
+    )
     book = rs_hadamard_codebook(16, dtype=torch.float64)
     tr = prop26_transition(book, 2, 2, eps=0.2, r_x=1.5)
     dense = tr.layers

@@ -44,10 +44,7 @@ def test_identity_is_exact_everywhere(gen):
     z = torch.randn(1000, 3, generator=gen, dtype=F64) * 1e3
     assert torch.equal(g(z), z)
     assert (
-        g.error == 0.0
-        and g.width == 6
-        and g.layers[0].W.shape == (6, 3)
-        and g.layers[1].b is None
+        g.error == 0.0 and g.width == 6 and g.layers[0].W.shape == (6, 3) and g.layers[1].b is None
     )
 
 
@@ -208,12 +205,12 @@ def test_square_net_error_is_exactly_h2_over_4(R, knots):
     # the interpolant is exact at knots and worst at midpoints: sup error attained
     grid = torch.linspace(-R, R, knots, dtype=torch.float64)
     mids = (grid[1:] + grid[:-1]) / 2
-    assert torch.allclose(net(grid.reshape(-1, 1, 1)), grid ** 2, atol=1e-9)
+    assert torch.allclose(net(grid.reshape(-1, 1, 1)), grid**2, atol=1e-9)
     assert torch.allclose(
         net(mids.reshape(-1, 1, 1)) - mids**2, torch.full_like(mids, err), atol=1e-9
     )
     dense = torch.linspace(-R, R, 20001, dtype=torch.float64)
-    assert float((net(dense.reshape(-1, 1, 1)) - dense ** 2).abs().max()) <= err + 1e-9
+    assert float((net(dense.reshape(-1, 1, 1)) - dense**2).abs().max()) <= err + 1e-9
 
 
 def test_interpolant_of_abs_is_exact():
@@ -229,8 +226,8 @@ def test_interpolant_of_abs_is_exact():
 @pytest.mark.parametrize("q, d, H", [(3, 1, 2), (2, 4, 1), (2, 3, 2)])
 def test_sqnorm_net_certified(q, d, H, gen):
     net, err = sqnorm_net(q, d, H, R=4.0, knots=41)
-    x = (torch.rand(4000, H, d, generator=gen, dtype=torch.float64) * 8 - 4)
-    want = ((x ** 2).sum(-1) - d).sum(-1) / math.sqrt(q * d)
+    x = torch.rand(4000, H, d, generator=gen, dtype=torch.float64) * 8 - 4
+    want = ((x**2).sum(-1) - d).sum(-1) / math.sqrt(q * d)
     got = net(x)
     assert float((got - want).abs().max()) <= err + 1e-9
     assert float((got - want).abs().max()) >= 0.5 * err  # the certificate is not loose by much
@@ -243,15 +240,19 @@ def _op(M):
     return float(torch.linalg.svdvals(M.double())[0])
 
 
-ALL_GADGETS = (identity_gadget(3), soft_threshold_gadget(0.25, 3), product_gadget(1.0, 17),
-               gate_gadget(3.0, 16, 1.05))
+ALL_GADGETS = (
+    identity_gadget(3),
+    soft_threshold_gadget(0.25, 3),
+    product_gadget(1.0, 17),
+    gate_gadget(3.0, 16, 1.05),
+)
 
 
 def test_gadget_shapes_are_n_in_to_n_out(gen):
     """Every gadget of Prop 26's transition maps (B, n_in) to (B, n_out) through ``width`` units."""
     u = 3 * torch.randn(512, 3, generator=gen, dtype=F64)
     for g in ALL_GADGETS:
-        assert tuple(g(u[:, :g.n_in]).shape) == (512, g.n_out)
+        assert tuple(g(u[:, : g.n_in]).shape) == (512, g.n_out)
         assert g.W2.shape[1] == g.width == g.W1.shape[0]
 
 
@@ -259,10 +260,13 @@ def test_gadget_norms_record_is_the_norms_of_its_layers():
     """``Gadget.norms``: Frobenius norms, bias norm, largest |weight| and ||W2||_op ||W1||_op
     (relative 1e-12)."""
     for g in ALL_GADGETS:
-        want = {"W1_fro": float(g.W1.double().norm()), "b1_norm": float(g.b1.double().norm()),
-                "W2_fro": float(g.W2.double().norm()),
-                "max_abs": max(float(M.abs().max()) for M in (g.W1, g.b1, g.W2)),
-                "lipschitz_bound": _op(g.W2) * _op(g.W1)}
+        want = {
+            "W1_fro": float(g.W1.double().norm()),
+            "b1_norm": float(g.b1.double().norm()),
+            "W2_fro": float(g.W2.double().norm()),
+            "max_abs": max(float(M.abs().max()) for M in (g.W1, g.b1, g.W2)),
+            "lipschitz_bound": _op(g.W2) * _op(g.W1),
+        }
         assert set(g.norms) == set(want)
         for k, v in want.items():
             assert g.norms[k] == pytest.approx(v, rel=1e-12, abs=1e-300), (g.name, k)

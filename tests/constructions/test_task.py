@@ -96,8 +96,11 @@ def test_label_checks(gen):
     task = _task(gen)
     p = task.sample(2, generator=gen)
     assert torch.equal(task.label(p.x, p.t), p.y)
-    for bad_t in (p.t + 8, torch.full_like(p.t, task.N),
-                  p.t - 1 - p.t.max()):  # N itself and -1 are out too
+    for bad_t in (
+        p.t + 8,
+        torch.full_like(p.t, task.N),
+        p.t - 1 - p.t.max(),
+    ):  # N itself and -1 are out too
         with pytest.raises(ValueError, match="t must be"):
             task.label(p.x, bad_t)
     bad = p.x.clone()
@@ -106,11 +109,18 @@ def test_label_checks(gen):
         task.label(bad, p.t)
 
 
-@pytest.mark.parametrize("kw, match", [
-    (dict(N=0), "N must be"), (dict(N=-3), "N must be"), (dict(d=0), "d must be"),
-    (dict(N=1, q=2), "q must satisfy"), (dict(variant="weird"), "variant must be"),
-    (dict(indices="few-heads", N=3, q=2), "few-heads"), (dict(tokens="uniform"), "tokens must be"),
-])
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        (dict(N=0), "N must be"),
+        (dict(N=-3), "N must be"),
+        (dict(d=0), "d must be"),
+        (dict(N=1, q=2), "q must satisfy"),
+        (dict(variant="weird"), "variant must be"),
+        (dict(indices="few-heads", N=3, q=2), "few-heads"),
+        (dict(tokens="uniform"), "tokens must be"),
+    ],
+)
 def test_bad_tasks(gen, kw, match):
     N, d, q = kw.pop("N", 8), kw.pop("d", 2), kw.pop("q", 2)
     with pytest.raises(ValueError, match=match):

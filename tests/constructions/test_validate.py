@@ -1,4 +1,5 @@
 """Tests for constructions/validate.py: the argument checks shared by the constructions."""
+
 import pytest
 import torch
 

@@ -1,4 +1,5 @@
 """mutation/selection.py: which tests a mutant runs, and the two scores' arithmetic."""
+
 import sys
 from pathlib import Path
 
@@ -15,26 +16,32 @@ def test_dotted_name():
     assert sel.dotted_name("constructions/codes.py") == "qstr.constructions.codes"
 
 
-@pytest.mark.parametrize("source", [
-    "import qstr.bounds.attention\n",
-    "import qstr.bounds.attention as A\n",
-    "from qstr.bounds.attention import lemma\n",
-    "from qstr.bounds import attention\n",
-    "from qstr.bounds import (\n    symbolic as sy,\n    attention,\n)\n",
-    "def test_x():\n    from qstr.bounds.attention import lemma\n",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import qstr.bounds.attention\n",
+        "import qstr.bounds.attention as A\n",
+        "from qstr.bounds.attention import lemma\n",
+        "from qstr.bounds import attention\n",
+        "from qstr.bounds import (\n    symbolic as sy,\n    attention,\n)\n",
+        "def test_x():\n    from qstr.bounds.attention import lemma\n",
+    ],
+)
 def test_imports_module_sees_every_import_form(source):
     assert sel.imports_module(source, "qstr.bounds.attention")
 
 
-@pytest.mark.parametrize("source", [
-    "from qstr.bounds import attention_grid\n",
-    "import qstr.bounds.attentionx\n",
-    "from qstr.constructions import attention\n",
-    "from qstr.constructions.attention import lemma\n",
-    "# qstr.bounds.attention is tested elsewhere\nimport qstr.bounds\n",
-    "from . import attention\n",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from qstr.bounds import attention_grid\n",
+        "import qstr.bounds.attentionx\n",
+        "from qstr.constructions import attention\n",
+        "from qstr.constructions.attention import lemma\n",
+        "# qstr.bounds.attention is tested elsewhere\nimport qstr.bounds\n",
+        "from . import attention\n",
+    ],
+)
 def test_imports_module_ignores_other_modules(source):
     assert not sel.imports_module(source, "qstr.bounds.attention")
 
@@ -54,7 +61,9 @@ def test_select_tests_takes_the_mirror_and_the_importers_of_the_package_only(tmp
     got = sel.select_tests(tmp_path / "tests", "bounds/attention.py")
     assert got == ["tests/bounds/test_attention.py", "tests/bounds/test_transformer.py"]
     assert sel.select_tests(tmp_path / "tests", "bounds/packing.py") == [
-        "tests/bounds/test_packing.py", "tests/bounds/test_transformer.py"]
+        "tests/bounds/test_packing.py",
+        "tests/bounds/test_transformer.py",
+    ]
     assert sel.select_tests(tmp_path / "tests", "bounds/search.py") == []
 
 
@@ -82,7 +91,10 @@ def test_tally_counts_both_scores_over_the_scored_mutants():
 
 
 def test_latest_keeps_one_row_per_mutant():
-    rows = [{"id": "a", "outcome": sel.SURVIVED}, {"id": "b", "outcome": sel.VERIFY},
-            {"id": "a", "outcome": sel.TESTS}]
+    rows = [
+        {"id": "a", "outcome": sel.SURVIVED},
+        {"id": "b", "outcome": sel.VERIFY},
+        {"id": "a", "outcome": sel.TESTS},
+    ]
     got = sel.latest(rows)
     assert sorted(got) == ["a", "b"] and got["a"]["outcome"] == sel.TESTS

@@ -1,5 +1,6 @@
 """Tests for verify/cli.py: the qstr commands (verify, codebook, sample, construct, reproduce),
 their arguments, output paths and exit codes."""
+
 import json
 import os
 import subprocess
@@ -17,33 +18,71 @@ def test_verify_json(tmp_path, capsys):
     assert main(["verify", "--only", "lemma-40", "data-model", "--json", str(path)]) == 0
     records = json.loads(path.read_text())
     assert [r["id"] for r in records] == ["lemma-40", "data-model"]
-    keys = {"id", "ref_seed", "ref_conference", "statement", "measured", "bound", "measured_value",
-            "bound_value", "holds", "falsifier_caught", "passed", "profile", "device", "dtype",
-            "seconds", "seed", "detail", "falsifier", "error", "checks", "faults", "env"}
-    check_keys = {"name", "measured", "bound", "relation", "holds", "rounding", "detail", "dtype",
-                  "error", "seconds"}
+    keys = {
+        "id",
+        "ref_seed",
+        "ref_conference",
+        "statement",
+        "measured",
+        "bound",
+        "measured_value",
+        "bound_value",
+        "holds",
+        "falsifier_caught",
+        "passed",
+        "profile",
+        "device",
+        "dtype",
+        "seconds",
+        "seed",
+        "detail",
+        "falsifier",
+        "error",
+        "checks",
+        "faults",
+        "env",
+    }
+    check_keys = {
+        "name",
+        "measured",
+        "bound",
+        "relation",
+        "holds",
+        "rounding",
+        "detail",
+        "dtype",
+        "error",
+        "seconds",
+    }
     for r in records:
         assert set(r) == keys  # exactly the keys README.md and docs/formats.md list
         assert {"qstr-toolkit", "python", "torch", "platform"} <= set(r["env"])
         assert r["holds"] is True and r["falsifier_caught"] is True
         assert r["profile"] == "quick" and r["device"] == "cpu"
         assert r["checks"] and all(set(c) == check_keys and c["holds"] is True for c in r["checks"])
-        assert all(set(f) == {"name", "breaks", "caught", "checks", "error"} and f["caught"] is True
-                   and [c["name"] for c in f["checks"]] == f["breaks"] for f in r["faults"])
+        assert all(
+            set(f) == {"name", "breaks", "caught", "checks", "error"}
+            and f["caught"] is True
+            and [c["name"] for c in f["checks"]] == f["breaks"]
+            for f in r["faults"]
+        )
         assert all(c["holds"] is False for f in r["faults"] for c in f["checks"])
     out = capsys.readouterr().out
     assert "lemma-40" in out and "2/2 claims hold" in out
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["verify", "--profile", "fast"], "--profile must be one of"),
-    (["verify", "--only", "lemma-99"], "unknown claim id"),
-    (["verify", "--seed", "-1"], "--seed"),
-    (["verify", "--device", "tpu"], "--device"),
-    (["verify", "--bogus"], "unrecognized arguments"),
-    ([], "a command is required"),
-    (["frobnicate"], "invalid choice"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["verify", "--profile", "fast"], "--profile must be one of"),
+        (["verify", "--only", "lemma-99"], "unknown claim id"),
+        (["verify", "--seed", "-1"], "--seed"),
+        (["verify", "--device", "tpu"], "--device"),
+        (["verify", "--bogus"], "unrecognized arguments"),
+        ([], "a command is required"),
+        (["frobnicate"], "invalid choice"),
+    ],
+)
 def test_bad_arguments_exit_2_with_one_line(argv, needle, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
@@ -72,15 +111,24 @@ def test_failing_claim_exits_1(monkeypatch, capsys):
 
 def _claim(cid: str, holds: bool) -> Claim:
     """A claim with one check (1 <= 0 when it must fail) and one fault that makes it fail."""
-    return Claim(cid, Ref("-"), "1 <= bound", inputs=lambda ctx: holds,
-                 checks=[Check("one", lambda inp, ctx: Verdict(1.0, 2.0 if inp else 0.0, inp))],
-                 faults=[Fault("bound 0", lambda inp, ctx: False, breaks=("one",))])
+    return Claim(
+        cid,
+        Ref("-"),
+        "1 <= bound",
+        inputs=lambda ctx: holds,
+        checks=[Check("one", lambda inp, ctx: Verdict(1.0, 2.0 if inp else 0.0, inp))],
+        faults=[Fault("bound 0", lambda inp, ctx: False, breaks=("one",))],
+    )
 
 
 def test_console_script_module_entry():
     """``python -m verify.cli`` exits 2 on bad input with a single line on stderr."""
-    p = subprocess.run([sys.executable, "-m", "qstr.verify.cli", "verify", "--profile", "nope"],
-                       capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "qstr.verify.cli", "verify", "--profile", "nope"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 2
     assert p.stderr.strip().startswith("qstr: error:") and len(p.stderr.strip().splitlines()) == 1
 
@@ -124,8 +172,30 @@ def test_sample_command(tmp_path, capsys):
     import torch
 
     path = tmp_path / "p.pt"
-    assert main(["sample", "--N", "6", "--d", "2", "--q", "2", "--B", "3", "--variant", "simple",
-                 "--link", "hermite", "--dtype", "float64", "--out", str(path)]) == 0
+    assert (
+        main(
+            [
+                "sample",
+                "--N",
+                "6",
+                "--d",
+                "2",
+                "--q",
+                "2",
+                "--B",
+                "3",
+                "--variant",
+                "simple",
+                "--link",
+                "hermite",
+                "--dtype",
+                "float64",
+                "--out",
+                str(path),
+            ]
+        )
+        == 0
+    )
     saved = torch.load(path, weights_only=True)
     assert saved["x"].shape == (3, 6, 2) and saved["x"].dtype == torch.float64
     assert (saved["t"] == saved["t"][:, :1]).all()
@@ -160,13 +230,37 @@ def test_sample_command(tmp_path, capsys):
             "q must satisfy",
         ),
         (
-            ["construct", "transformer", "--N", "8", "--d", "2", "--q", "1", "--eps", "0", "--out",
-             "x.pt"],
+            [
+                "construct",
+                "transformer",
+                "--N",
+                "8",
+                "--d",
+                "2",
+                "--q",
+                "1",
+                "--eps",
+                "0",
+                "--out",
+                "x.pt",
+            ],
             "eps",
         ),
         (
-            ["construct", "transformer", "--N", "8", "--d", "2", "--q", "1", "--link", "hermite",
-             "--out", "x.pt"],
+            [
+                "construct",
+                "transformer",
+                "--N",
+                "8",
+                "--d",
+                "2",
+                "--q",
+                "1",
+                "--link",
+                "hermite",
+                "--out",
+                "x.pt",
+            ],
             "--link",
         ),
         (
@@ -188,15 +282,27 @@ def test_construct_rnn_file(tmp_path, capsys):
     path = tmp_path / "r.pt"
     assert (
         main(
-            ["construct", "rnn", "--N", "40", "--d", "2", "--q", "2", "--eps", "0.1", "--out",
-             str(path)]
+            [
+                "construct",
+                "rnn",
+                "--N",
+                "40",
+                "--d",
+                "2",
+                "--q",
+                "2",
+                "--eps",
+                "0.1",
+                "--out",
+                str(path),
+            ]
         )
         == 0
     )
     s = torch.load(path, weights_only=True)
     cfg = s["config"]
     assert (cfg["N"], cfg["d"], cfg["q"]) == (40, 2, 2) and 0 < cfg["eps"] <= 0.1
-    assert cfg["r_h"] >= (2 ** 0.5) * cfg["r_x"]  # r_h >= sqrt(q)(r_x + sqrt(d) eps)
+    assert cfg["r_h"] >= (2**0.5) * cfg["r_x"]  # r_h >= sqrt(q)(r_x + sqrt(d) eps)
     assert s["omega"].shape == (40, cfg["d_e"])
     for key in ("forward_transition", "backward_transition"):
         layers = s[key]
@@ -218,8 +324,20 @@ def test_construct_transformer_file(tmp_path, capsys):
     path = tmp_path / "t.pt"
     assert (
         main(
-            ["construct", "transformer", "--N", "32", "--d", "3", "--q", "2", "--eps", "0.01",
-             "--out", str(path)]
+            [
+                "construct",
+                "transformer",
+                "--N",
+                "32",
+                "--d",
+                "3",
+                "--q",
+                "2",
+                "--eps",
+                "0.01",
+                "--out",
+                str(path),
+            ]
         )
         == 0
     )
@@ -240,9 +358,13 @@ def test_construct_transformer_file(tmp_path, capsys):
     assert torch.allclose(W[slot0, pos], cfg["alpha"] * torch.eye(cfg["d_e"], dtype=W.dtype))
     assert float(W.abs().sum()) == pytest.approx(cfg["alpha"] * cfg["d_e"])
     assert "mha_state_dict" in s
-    assert (cfg["link"], cfg["width"], cfg["seed"], cfg["n"], cfg["eps_target"]) == ("teacher", 8,
-                                                                                     0, 10_000,
-                                                                                     0.01)
+    assert (cfg["link"], cfg["width"], cfg["seed"], cfg["n"], cfg["eps_target"]) == (
+        "teacher",
+        8,
+        0,
+        10_000,
+        0.01,
+    )
     assert s["link_params"]["W"].shape == (8, 6)
     _documented("qstr construct transformer", s, config_keys=cfg)
 
@@ -286,8 +408,18 @@ def test_reproduce_cuda_without_cuda(capsys, tmp_path):
             "does not exist",
         ),
         (
-            ["construct", "transformer", "--N", "8", "--d", "2", "--q", "1", "--out",
-             "{missing}/t.pt"],
+            [
+                "construct",
+                "transformer",
+                "--N",
+                "8",
+                "--d",
+                "2",
+                "--q",
+                "1",
+                "--out",
+                "{missing}/t.pt",
+            ],
             "does not exist",
         ),
         (["codebook", "--N", "100", "--out", "{missing}/cb.pt"], "does not exist"),
@@ -321,8 +453,11 @@ def test_unwritable_folder_is_refused(capsys):
 
 @pytest.mark.parametrize(
     "content, needle",
-    [(b"\x80\x03garbage bytes", "not a torch file"), (b"hello\n", "not a torch file"),
-     (b"", "empty or truncated file")],
+    [
+        (b"\x80\x03garbage bytes", "not a torch file"),
+        (b"hello\n", "not a torch file"),
+        (b"", "empty or truncated file"),
+    ],
 )
 def test_codebook_check_of_corrupt_files(content, needle, tmp_path, capsys):
     (tmp_path / "bad.pt").write_bytes(content)
@@ -424,13 +559,37 @@ SEED_ERROR = "qstr: error: argument --seed: a seed must be an integer in [0, 2**
             SEED_ERROR.format(-1),
         ),
         (
-            ["construct", "transformer", "--N", "4", "--d", "2", "--q", "1", "--seed", "-1",
-             "--out", "x.pt"],
+            [
+                "construct",
+                "transformer",
+                "--N",
+                "4",
+                "--d",
+                "2",
+                "--q",
+                "1",
+                "--seed",
+                "-1",
+                "--out",
+                "x.pt",
+            ],
             SEED_ERROR.format(-1),
         ),
         (
-            ["construct", "rnn", "--N", "4", "--d", "2", "--q", "1", "--seed", str(2**63), "--out",
-             "x.pt"],
+            [
+                "construct",
+                "rnn",
+                "--N",
+                "4",
+                "--d",
+                "2",
+                "--q",
+                "1",
+                "--seed",
+                str(2**63),
+                "--out",
+                "x.pt",
+            ],
             SEED_ERROR.format(2**63),
         ),
         (["verify", "--seed", "-1"], SEED_ERROR.format(-1)),
@@ -444,8 +603,20 @@ SEED_ERROR = "qstr: error: argument --seed: a seed must be an integer in [0, 2**
             "qstr: error: argument --B: must be an integer >= 1, got 0",
         ),
         (
-            ["construct", "rnn", "--N", "4", "--d", "2", "--q", "1", "--eps", "nan", "--out",
-             "x.pt"],
+            [
+                "construct",
+                "rnn",
+                "--N",
+                "4",
+                "--d",
+                "2",
+                "--q",
+                "1",
+                "--eps",
+                "nan",
+                "--out",
+                "x.pt",
+            ],
             "qstr: error: argument --eps: expected a finite number, got 'nan'",
         ),
         (
@@ -479,8 +650,11 @@ def test_seed_range_is_the_same_in_the_cli_and_the_python_api():
     for bad in (-1, 2**63):
         with pytest.raises(argparse.ArgumentTypeError):
             _seed(str(bad))
-        for api in (lambda v: seed("seed", v), lambda v: Context(seed=v),
-                    lambda v: teacher_rnn(4, 2, 1, seed=v)):
+        for api in (
+            lambda v: seed("seed", v),
+            lambda v: Context(seed=v),
+            lambda v: teacher_rnn(4, 2, 1, seed=v),
+        ):
             with pytest.raises(
                 ValueError, match=r"seed must be an integer in \[0, 2\*\*63 - 1\], got"
             ):
@@ -521,13 +695,21 @@ def test_sizes_that_cannot_fit_in_memory_are_refused_before_allocating(capsys):
         task.sample(16, generator=torch.Generator())
 
 
-@pytest.mark.parametrize("argv,what", [
-    (["construct", "transformer", "--d", "100000"],
-     "construct transformer (tokens of width 100048"),
-    (["construct", "transformer", "--d", "100000000"], "construct transformer (tokens of width"),
-    (["construct", "rnn", "--d", "100000"], "the Prop 26 transition's dense layers"),
-    (["construct", "rnn", "--d", "100000000"], "the teacher's W (8 x 200000000, float64)"),
-])
+@pytest.mark.parametrize(
+    "argv,what",
+    [
+        (
+            ["construct", "transformer", "--d", "100000"],
+            "construct transformer (tokens of width 100048",
+        ),
+        (
+            ["construct", "transformer", "--d", "100000000"],
+            "construct transformer (tokens of width",
+        ),
+        (["construct", "rnn", "--d", "100000"], "the Prop 26 transition's dense layers"),
+        (["construct", "rnn", "--d", "100000000"], "the teacher's W (8 x 200000000, float64)"),
+    ],
+)
 def test_construct_refuses_sizes_that_cannot_fit_before_building(argv, what, tmp_path, capsys):
     assert main(argv + ["--N", "64", "--q", "2", "--out", str(tmp_path / "x.pt")]) == 2
     err = capsys.readouterr().err.strip()
@@ -599,14 +781,25 @@ def test_rnn_refuses_options_it_would_ignore(capsys, tmp_path):
         == 2
     )
     assert (
-        capsys.readouterr().err
-        == "qstr: error: --n applies to construct transformer only "
+        capsys.readouterr().err == "qstr: error: --n applies to construct transformer only "
         "(the RNN's r_x follows from d and N)\n"
     )
     assert (
         main(
-            ["construct", "rnn", "--N", "8", "--d", "2", "--q", "1", "--link", "linear", "--out",
-             out]
+            [
+                "construct",
+                "rnn",
+                "--N",
+                "8",
+                "--d",
+                "2",
+                "--q",
+                "1",
+                "--link",
+                "linear",
+                "--out",
+                out,
+            ]
         )
         == 2
     )
@@ -665,11 +858,14 @@ def test_threads_beyond_the_machine_are_refused(capsys):
     assert "CPU cores" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("obj,reason", [
-    ({"omega": torch.eye(4).to_sparse()}, "sparse_coo tensor"),
-    ({"omega": torch.eye(4), "kind": "bogus-kind"}, "records the kind 'bogus-kind'"),
-    ({"omega": torch.eye(4), "kind": 3}, "records the kind 3"),
-])
+@pytest.mark.parametrize(
+    "obj,reason",
+    [
+        ({"omega": torch.eye(4).to_sparse()}, "sparse_coo tensor"),
+        ({"omega": torch.eye(4), "kind": "bogus-kind"}, "records the kind 'bogus-kind'"),
+        ({"omega": torch.eye(4), "kind": 3}, "records the kind 3"),
+    ],
+)
 def test_codebook_check_refuses_files_it_cannot_honestly_report(obj, reason, tmp_path, capsys):
     path = tmp_path / "cb.pt"
     torch.save(obj, path)
@@ -679,16 +875,26 @@ def test_codebook_check_refuses_files_it_cannot_honestly_report(obj, reason, tmp
 
 
 def _python_qstr(*argv):
-    return [sys.executable, "-c", "import sys; from qstr.verify.cli import main; sys.exit(main())",
-            *argv]
+    return [
+        sys.executable,
+        "-c",
+        "import sys; from qstr.verify.cli import main; sys.exit(main())",
+        *argv,
+    ]
 
 
-@pytest.mark.parametrize("argv,status", [
-    (["codebook", "--N", "64"], 0),  # the codebook meets the bound: 0, as with an open stdout
-    (["verify", "--list"], 0),
-    (["verify", "--only", "lemma-40", "--json", "-"], 0),
-    (["construct", "transformer", "--N", "8", "--d", "4", "--q", "2", "--out", "{tmp}/c.pt"], 0),
-])
+@pytest.mark.parametrize(
+    "argv,status",
+    [
+        (["codebook", "--N", "64"], 0),  # the codebook meets the bound: 0, as with an open stdout
+        (["verify", "--list"], 0),
+        (["verify", "--only", "lemma-40", "--json", "-"], 0),
+        (
+            ["construct", "transformer", "--N", "8", "--d", "4", "--q", "2", "--out", "{tmp}/c.pt"],
+            0,
+        ),
+    ],
+)
 def test_a_closed_stdout_ends_with_the_commands_own_status_and_no_message(argv, status, tmp_path):
     argv = [a.format(tmp=tmp_path) for a in argv]
     proc = subprocess.Popen(_python_qstr(*argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -702,8 +908,18 @@ def test_a_path_the_terminal_cannot_encode_is_written_and_printed_escaped(tmp_pa
     folder = tmp_path / "ü"
     folder.mkdir()
     env = dict(os.environ, LC_ALL="C", PYTHONIOENCODING="ascii")
-    argv = ["construct", "transformer", "--N", "8", "--d", "4", "--q", "2", "--out",
-            str(folder / "c.pt")]
+    argv = [
+        "construct",
+        "transformer",
+        "--N",
+        "8",
+        "--d",
+        "4",
+        "--q",
+        "2",
+        "--out",
+        str(folder / "c.pt"),
+    ]
     proc = subprocess.run(_python_qstr(*argv), capture_output=True, env=env)
     assert proc.returncode == 0 and proc.stderr == b"", proc.stderr
     assert b"\\xfc" in proc.stdout and (folder / "c.pt").exists()
@@ -722,10 +938,23 @@ def test_ctrl_c_in_a_writing_command_says_nothing_was_written(command, monkeypat
         raise KeyboardInterrupt
 
     monkeypatch.setitem(cli.COMMANDS, command, interrupted)
-    argv = {"construct": ["construct", "transformer", "--N", "8", "--d", "4", "--q", "2",
-                          "--out", "x.pt"],
-            "codebook": ["codebook", "--N", "16"],
-            "sample": ["sample", "--N", "6", "--d", "2", "--out", "x.pt"]}[command]
+    argv = {
+        "construct": [
+            "construct",
+            "transformer",
+            "--N",
+            "8",
+            "--d",
+            "4",
+            "--q",
+            "2",
+            "--out",
+            "x.pt",
+        ],
+        "codebook": ["codebook", "--N", "16"],
+        "sample": ["sample", "--N", "6", "--d", "2", "--out", "x.pt"],
+    }[command]
     assert main(argv) == 130
-    assert capsys.readouterr().err.strip() == ("qstr: interrupted; nothing was written (files are "
-                                               "written whole, at the end)")
+    assert capsys.readouterr().err.strip() == (
+        "qstr: interrupted; nothing was written (files are written whole, at the end)"
+    )

@@ -1,5 +1,6 @@
 """Tests for verify/files.py: targets refused up front, atomic writes that leave the old file and
 no temporary behind, and the CLI's one line and exit 2 for each bad target (issue 27's cases)."""
+
 import json
 import os
 import shutil
@@ -26,13 +27,19 @@ def _bad_targets(tmp_path):
     dangling = tmp_path / "dangling"
     dangling.symlink_to(tmp_path / "nothing")
     (tmp_path / "dir").mkdir()
-    return [("device", "/dev/full"), ("standard output's device", "/dev/stdout"),
-            ("a file of /proc", "/proc/self/status"), ("FIFO", str(fifo)),
-            ("symlink loop", str(loop)),
-            ("dangling link", str(dangling)), ("directory", str(tmp_path / "dir")),
-            ("empty", ""), ("trailing slash", str(tmp_path / "newdir") + "/"),
-            ("missing folder", str(tmp_path / "no" / "x.pt")),
-            ("name too long", str(tmp_path / ("a" * 300)))]
+    return [
+        ("device", "/dev/full"),
+        ("standard output's device", "/dev/stdout"),
+        ("a file of /proc", "/proc/self/status"),
+        ("FIFO", str(fifo)),
+        ("symlink loop", str(loop)),
+        ("dangling link", str(dangling)),
+        ("directory", str(tmp_path / "dir")),
+        ("empty", ""),
+        ("trailing slash", str(tmp_path / "newdir") + "/"),
+        ("missing folder", str(tmp_path / "no" / "x.pt")),
+        ("name too long", str(tmp_path / ("a" * 300))),
+    ]
 
 
 def test_check_target_refuses_what_is_no_file_to_replace(tmp_path):
@@ -106,13 +113,16 @@ def test_the_same_state_gives_the_same_bytes_whatever_the_name(tmp_path):
     assert torch.equal(torch.load(tmp_path / "a.pt", weights_only=True)["x"], state["x"])
 
 
-@pytest.mark.parametrize("argv", [
-    ["verify", "--only", "lemma-40", "--json"],
-    ["codebook", "--N", "16", "--out"],
-    ["sample", "--N", "6", "--d", "2", "--q", "2", "--B", "3", "--out"],
-    ["construct", "transformer", "--N", "8", "--d", "4", "--q", "2", "--out"],
-    ["construct", "rnn", "--N", "8", "--d", "2", "--q", "2", "--out"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["verify", "--only", "lemma-40", "--json"],
+        ["codebook", "--N", "16", "--out"],
+        ["sample", "--N", "6", "--d", "2", "--q", "2", "--B", "3", "--out"],
+        ["construct", "transformer", "--N", "8", "--d", "4", "--q", "2", "--out"],
+        ["construct", "rnn", "--N", "8", "--d", "2", "--q", "2", "--out"],
+    ],
+)
 def test_every_writing_command_refuses_bad_targets_before_any_work(argv, tmp_path, capsys):
     for name, path in _bad_targets(tmp_path):
         assert main(argv + [path]) == 2, name

@@ -1,5 +1,6 @@
 """Tests for verify/index.py: the README's claims table is the one generated from the registry, and
 `qstr verify --list` names each claim's numberings, checks, faults, functions and derivation."""
+
 from pathlib import Path
 
 from qstr.verify.claims import all_claims
@@ -19,8 +20,15 @@ def test_list_prints_the_index(capsys):
     assert main(["verify", "--list", "--only", "lemma-40"]) == 0
     out = capsys.readouterr().out
     c = all_claims()["lemma-40"]
-    for text in (c.id, str(c.ref), c.statement, c.derivation, *(k.name for k in c.checks),
-                 *(f.name for f in c.faults), "qstr.bounds.gaussian.conditional_sqnorm_variance"):
+    for text in (
+        c.id,
+        str(c.ref),
+        c.statement,
+        c.derivation,
+        *(k.name for k in c.checks),
+        *(f.name for f in c.faults),
+        "qstr.bounds.gaussian.conditional_sqnorm_variance",
+    ):
         assert text in out, text
 
 

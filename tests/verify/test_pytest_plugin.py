@@ -79,9 +79,9 @@ def test_k_selects_by_id_and_x_stops_at_the_first_failure(tmp_path):
     out = _pytest(tmp_path, "-k", "user-good", "-q")
     assert out.returncode == 0 and "2 passed" in out.stdout, out.stdout
     out = _pytest(tmp_path, "-k", "user-bad or user-good", "-x", "-q")
-    assert (
-        out.returncode == 1 and "1 failed, 2 passed" in out.stdout
-    ), out.stdout  # good first, bad stops
+    assert out.returncode == 1 and "1 failed, 2 passed" in out.stdout, (
+        out.stdout
+    )  # good first, bad stops
 
 
 def test_without_the_flag_nothing_is_collected(tmp_path):

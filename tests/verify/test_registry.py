@@ -116,19 +116,31 @@ def test_same_seed_same_numbers():
 def test_checks_and_faults_run_in_their_profiles_only():
     """A check declared for the full profile (training, say) and its fault are left out of quick."""
     slow = Check("trained", lambda x, ctx: at_most(x, 2.0), profiles=("full", "gpu"))
-    c = Claim("p", Ref("Lemma 1"), "s", inputs=lambda ctx: 1.0,
-              checks=[Check("le 2", lambda x, ctx: at_most(x, 2.0)), slow],
-              faults=[Fault("three", lambda x, ctx: 3.0, breaks="le 2"),
-                      Fault("three, trained", lambda x, ctx: 3.0, breaks="trained",
-                            profiles=("full", "gpu"))])
+    c = Claim(
+        "p",
+        Ref("Lemma 1"),
+        "s",
+        inputs=lambda ctx: 1.0,
+        checks=[Check("le 2", lambda x, ctx: at_most(x, 2.0)), slow],
+        faults=[
+            Fault("three", lambda x, ctx: 3.0, breaks="le 2"),
+            Fault("three, trained", lambda x, ctx: 3.0, breaks="trained", profiles=("full", "gpu")),
+        ],
+    )
     quick, full = run_claim(c, Context(profile="quick")), run_claim(c, Context(profile="full"))
     assert [k.name for k in quick.checks] == ["le 2"]
     assert [f.name for f in quick.faults] == ["three"]
     assert [k.name for k in full.checks] == ["le 2", "trained"] and len(full.faults) == 2
     assert quick.passed and full.passed
     with pytest.raises(ValueError, match="runs in profiles where its check"):
-        Claim("p", Ref("Lemma 1"), "s", inputs=lambda ctx: 1.0, checks=[slow],
-              faults=[Fault("three", lambda x, ctx: 3.0, breaks="trained")])
+        Claim(
+            "p",
+            Ref("Lemma 1"),
+            "s",
+            inputs=lambda ctx: 1.0,
+            checks=[slow],
+            faults=[Fault("three", lambda x, ctx: 3.0, breaks="trained")],
+        )
 
 
 def test_checks_and_faults_are_found_by_name():

@@ -1,4 +1,5 @@
 """Tests for verify/threads.py: the thread count restored, the allocator set on glibc."""
+
 import platform
 
 import torch

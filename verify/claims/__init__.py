@@ -1,12 +1,20 @@
 """Every claim the toolkit checks, one module per section of the paper. Importing this package
 registers them all, in table order; it is the one place that collects them."""
+
 from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence
 
 # in table order (the order of the paper's sections), not alphabetical
 from qstr.verify.claims import (  # noqa: F401  (they register)
-    setup, auxiliary, transformer, export, experiments, feedforward, recurrent, rnn_lower,
+    setup,
+    auxiliary,
+    transformer,
+    export,
+    experiments,
+    feedforward,
+    recurrent,
+    rnn_lower,
 )
 from qstr.verify import registry
 from qstr.verify.registry import PROFILES, REGISTRY, Claim  # noqa: F401  (REGISTRY: for imports)

@@ -1,4 +1,5 @@
 """Claims about the auxiliary lemmas (Section 6 / Appendix D): Lemmas 39, 40, 41 and 42."""
+
 from __future__ import annotations
 
 import itertools
@@ -9,20 +10,45 @@ from typing import Callable, Optional, Tuple
 import torch
 from scipy import stats
 
-from qstr.bounds.gaussian import (VarianceEstimate, conditional_sqnorm_variance,
-                                  mc_conditional_sqnorm_variance, random_orthonormal_rows)
-from qstr.bounds.packing import (conjugate, greedy_packing,
-                                 lemma39_equality_case, maurey_log_packing_bound,
-                                 maurey_simple_bound, maurey_violation_dimension,
-                                 min_pairwise_distance, mixed_norm, packing_log_bound, sample_ball,
-                                 volume_log_packing_bound)
-from qstr.bounds.lipschitz import (LipschitzNet, SupCertificate, ball_grid, certify_sup_error,
-                                   fk_moments, lemma42_net, ridge_curvatures,
-                                   ridge_interval_counts, smoothing_error_bound)
+from qstr.bounds.gaussian import (
+    VarianceEstimate,
+    conditional_sqnorm_variance,
+    mc_conditional_sqnorm_variance,
+    random_orthonormal_rows,
+)
+from qstr.bounds.packing import (
+    conjugate,
+    greedy_packing,
+    lemma39_equality_case,
+    maurey_log_packing_bound,
+    maurey_simple_bound,
+    maurey_violation_dimension,
+    min_pairwise_distance,
+    mixed_norm,
+    packing_log_bound,
+    sample_ball,
+    volume_log_packing_bound,
+)
+from qstr.bounds.lipschitz import (
+    LipschitzNet,
+    SupCertificate,
+    ball_grid,
+    certify_sup_error,
+    fk_moments,
+    lemma42_net,
+    ridge_curvatures,
+    ridge_interval_counts,
+    smoothing_error_bound,
+)
 from qstr.bounds.recurrent import euclidean_packing_counterexample
 from qstr.constructions.links import TwoLayerNet
-from qstr.constructions.lipschitz import (fk_coefficients, fourier_ridges, interpolation_net,
-                                          net_lipschitz_bound, ridge_net)
+from qstr.constructions.lipschitz import (
+    fk_coefficients,
+    fourier_ridges,
+    interpolation_net,
+    net_lipschitz_bound,
+    ridge_net,
+)
 from qstr.verify.adversarial import worst_case_tokens
 from qstr.verify.claim import Check, Claim, Context, Fault, Ref, Verdict, at_least, at_most, close
 from qstr.verify.registry import register
@@ -53,17 +79,32 @@ def lemma40_inputs(ctx: Context) -> Lemma40Inputs:
     for k, r in LEMMA40_CASES:
         g = ctx.generator("lemma-40/V", k, r, device=ctx.device)
         V = random_orthonormal_rows(r, k, generator=g)
-        estimates.append(mc_conditional_sqnorm_variance(
-            V, n_outer=n_outer, n_inner=n_inner, confidence=per_case,
-            generator=ctx.generator("lemma-40/samples", k, r, device=ctx.device)))
-    return Lemma40Inputs(LEMMA40_CASES, tuple(estimates), conditional_sqnorm_variance,
-                         float(stats.norm.ppf(0.5 + per_case / 2)), n_outer + n_inner)
+        estimates.append(
+            mc_conditional_sqnorm_variance(
+                V,
+                n_outer=n_outer,
+                n_inner=n_inner,
+                confidence=per_case,
+                generator=ctx.generator("lemma-40/samples", k, r, device=ctx.device),
+            )
+        )
+    return Lemma40Inputs(
+        LEMMA40_CASES,
+        tuple(estimates),
+        conditional_sqnorm_variance,
+        float(stats.norm.ppf(0.5 + per_case / 2)),
+        n_outer + n_inner,
+    )
 
 
-def _lemma40_rounding(inp: Lemma40Inputs, est: VarianceEstimate, k: int,
-                      claimed: float) -> Rounding:
-    return Rounding(n=inp.n_terms + k, scale=max(est.estimate, claimed),
-                    what="(n_outer + n_inner + k) eps max(est, 2(k-r))")
+def _lemma40_rounding(
+    inp: Lemma40Inputs, est: VarianceEstimate, k: int, claimed: float
+) -> Rounding:
+    return Rounding(
+        n=inp.n_terms + k,
+        scale=max(est.estimate, claimed),
+        what="(n_outer + n_inner + k) eps max(est, 2(k-r))",
+    )
 
 
 def lemma40_zscores(inp: Lemma40Inputs, ctx: Context) -> Verdict:
@@ -88,8 +129,9 @@ def lemma40_intervals(inp: Lemma40Inputs, ctx: Context) -> Verdict:
         rnd = _lemma40_rounding(inp, est, k, claimed)
         terms.append(rnd.times(1 / est.halfwidth, "1/halfwidth"))
         worst = max(worst, abs(est.estimate - claimed) / est.halfwidth)
-    return at_most(worst, 1.0, largest(terms),
-                   detail="|estimate - 2(k - r)| / half-width, largest case")
+    return at_most(
+        worst, 1.0, largest(terms), detail="|estimate - 2(k - r)| / half-width, largest case"
+    )
 
 
 def _rank_plus_one(inp: Lemma40Inputs, ctx: Context) -> Lemma40Inputs:
@@ -97,18 +139,29 @@ def _rank_plus_one(inp: Lemma40Inputs, ctx: Context) -> Lemma40Inputs:
     return replace(inp, variance=lambda k, r: conditional_sqnorm_variance(k, min(r + 1, k)))
 
 
-register(Claim(
-    id="lemma-40", ref=Ref("Lemma 40"),
-    statement=("Var(||x||^2 | Vx) = 2(k - r) for x ~ N(0, I_k), V with r orthonormal rows (MC, "
-               "99.9% family CI)"),
-    inputs=lemma40_inputs,
-    checks=[Check("family z-scores", lemma40_zscores),
-            Check("each interval contains", lemma40_intervals)],
-    faults=[Fault("rank r + 1", _rank_plus_one,
-                  breaks=("family z-scores", "each interval contains"))],
-    builds=(mc_conditional_sqnorm_variance,), bounds=(conditional_sqnorm_variance,),
-    derivation="docs/derivations/few-heads.md",
-))
+register(
+    Claim(
+        id="lemma-40",
+        ref=Ref("Lemma 40"),
+        statement=(
+            "Var(||x||^2 | Vx) = 2(k - r) for x ~ N(0, I_k), V with r orthonormal rows (MC, "
+            "99.9% family CI)"
+        ),
+        inputs=lemma40_inputs,
+        checks=[
+            Check("family z-scores", lemma40_zscores),
+            Check("each interval contains", lemma40_intervals),
+        ],
+        faults=[
+            Fault(
+                "rank r + 1", _rank_plus_one, breaks=("family z-scores", "each interval contains")
+            )
+        ],
+        builds=(mc_conditional_sqnorm_variance,),
+        bounds=(conditional_sqnorm_variance,),
+        derivation="docs/derivations/few-heads.md",
+    )
+)
 
 # ---------------------------------------------------------------- lemma-39, lemma-41, lemma-42
 # (bounds/packing.py, bounds/lipschitz.py, constructions/lipschitz.py;
@@ -120,8 +173,11 @@ INF = math.inf
 # (p, q, r): ||AB||_{p,q} <= ||A||_{r,q} ||B||_{p,s}, s = r/(r-1)
 LEMMA39_CASES = ((2, 2, 2), (1, INF, INF), (INF, 1, 1), (3, 1.5, 4 / 3), (1, 2, 3), (INF, INF, 1.5))
 LEMMA39_SHAPES = ((1, 5, 1), (3, 4, 5), (6, 2, 3))  # (m, n, k) of the random pairs
-LEMMA39_ROUNDING = Rounding(n=128, scale=1.0, what="128 eps x ratio (3 mixed norms of <= 6 x 5 "
-                            "matrices: sums, powers, roots)")
+LEMMA39_ROUNDING = Rounding(
+    n=128,
+    scale=1.0,
+    what="128 eps x ratio (3 mixed norms of <= 6 x 5 matrices: sums, powers, roots)",
+)
 Pair = Tuple[torch.Tensor, torch.Tensor]
 
 
@@ -174,8 +230,9 @@ def lemma39_inputs(ctx: Context) -> Lemma39Inputs:
         g = ctx.generator("lemma-39/ascent", i, device=ctx.device)
         kw = dict(generator=g, dtype=torch.float64, device=ctx.device)
         starts.append((torch.randn(restarts, 3, 4, **kw), torch.randn(restarts, 4, 3, **kw)))
-    return Lemma39Inputs(LEMMA39_CASES, tuple(random), tuple(equality), tuple(starts), steps,
-                         holder_rhs)
+    return Lemma39Inputs(
+        LEMMA39_CASES, tuple(random), tuple(equality), tuple(starts), steps, holder_rhs
+    )
 
 
 def _ratio(inp: Lemma39Inputs, A: torch.Tensor, B: torch.Tensor, p, q, r) -> torch.Tensor:
@@ -219,8 +276,10 @@ def lemma39_holds(inp: Lemma39Inputs, ctx: Context) -> Verdict:
 def lemma39_tight(inp: Lemma39Inputs, ctx: Context) -> Verdict:
     """Lemma 39 is tight: lemma39_equality_case attains lhs / rhs = 1 for every (p, q, r); the
     ratio farthest from 1."""
-    ratios = [(float(_ratio(inp, A, B, p, q, r)), _exponents(p, q, r))
-              for (p, q, r), (A, B) in zip(inp.cases, inp.equality)]
+    ratios = [
+        (float(_ratio(inp, A, B, p, q, r)), _exponents(p, q, r))
+        for (p, q, r), (A, B) in zip(inp.cases, inp.equality)
+    ]
     ratio, where = max(ratios, key=lambda t: abs(t[0] - 1.0))
     return close(ratio, 1.0, 0.0, LEMMA39_ROUNDING, detail=f"farthest from 1 at {where}")
 
@@ -235,18 +294,29 @@ def _doubled(inp: Lemma39Inputs, ctx: Context) -> Lemma39Inputs:
     return replace(inp, rhs=lambda A, B, p, q, r: 2 * holder_rhs(A, B, p, q, r))
 
 
-register(Claim(
-    id="lemma-39", ref=Ref("Lemma 39", "Lemma 39"),
-    statement=("||AB||_{p,q} <= ||A||_{r,q} ||B||_{p,s} (row p-norms then q-norm; 1/r + 1/s = 1), "
-               "tight"),
-    inputs=lemma39_inputs,
-    checks=[Check("lhs <= rhs", lemma39_holds), Check("equality case attained", lemma39_tight)],
-    faults=[Fault("inner and outer exponents swapped, ||A||_{q,r} ||B||_{s,p}", _swapped,
-                  breaks=("lhs <= rhs", "equality case attained")),
-            Fault("right-hand side doubled", _doubled, breaks=("equality case attained",))],
-    builds=(lemma39_equality_case,), bounds=(mixed_norm, conjugate),
-    derivation="docs/derivations/lemmas-39-41-42.md",
-))
+register(
+    Claim(
+        id="lemma-39",
+        ref=Ref("Lemma 39", "Lemma 39"),
+        statement=(
+            "||AB||_{p,q} <= ||A||_{r,q} ||B||_{p,s} (row p-norms then q-norm; 1/r + 1/s = 1), "
+            "tight"
+        ),
+        inputs=lemma39_inputs,
+        checks=[Check("lhs <= rhs", lemma39_holds), Check("equality case attained", lemma39_tight)],
+        faults=[
+            Fault(
+                "inner and outer exponents swapped, ||A||_{q,r} ||B||_{s,p}",
+                _swapped,
+                breaks=("lhs <= rhs", "equality case attained"),
+            ),
+            Fault("right-hand side doubled", _doubled, breaks=("equality case attained",)),
+        ],
+        builds=(lemma39_equality_case,),
+        bounds=(mixed_norm, conjugate),
+        derivation="docs/derivations/lemmas-39-41-42.md",
+    )
+)
 
 LEMMA41_DIMS = (1, 2, 3)
 LEMMA41_EPS = (0.3, 0.6, 1.0, 1.5)
@@ -267,8 +337,9 @@ def _structured(d: int, eps: float, ball: str, device) -> torch.Tensor:
     axis = h * torch.arange(-M, M + 1, dtype=torch.float64)
     grid = torch.stack(torch.meshgrid(*([axis] * d), indexing="ij"), dim=-1).reshape(-1, d)
     if d == 2:
-        i, j = torch.meshgrid(torch.arange(-M - 1, M + 2), torch.arange(-2 * M - 2, 2 * M + 3),
-                              indexing="ij")
+        i, j = torch.meshgrid(
+            torch.arange(-M - 1, M + 2), torch.arange(-2 * M - 2, 2 * M + 3), indexing="ij"
+        )
         grid = torch.stack([h * (i + 0.5 * (j % 2)), h * math.sqrt(3) / 2 * j], dim=-1)
         grid = grid.reshape(-1, 2).double()
     norm = grid.abs().sum(1) if ball == "l1" else grid.norm(dim=1)
@@ -309,6 +380,7 @@ class Lemma41Inputs:
 def _sphere_packing(ctx: Context) -> Tuple[Packing, int]:
     """Greedy SPHERE_SEP-packing of SPHERE_M random unit vectors of R^SPHERE_D, and the count
     bounds.recurrent.euclidean_packing_counterexample keeps from the same vectors (its draw)."""
+
     def gen():
         return ctx.generator("lemma-41/sphere", device=ctx.device)
 
@@ -323,16 +395,22 @@ def lemma41_inputs(ctx: Context) -> Lemma41Inputs:
     and l2 balls, d = 1, 2, 3, and of the sphere of R^128 (docs/derivations/lemmas-39-41-42.md)."""
     n_cand = ctx.pick(quick=3000, full=30000)
     packings = []
-    for ball, d, (e, eps) in itertools.product(("l2", "l1"), LEMMA41_DIMS,
-                                               enumerate(LEMMA41_EPS)):
+    for ball, d, (e, eps) in itertools.product(("l2", "l1"), LEMMA41_DIMS, enumerate(LEMMA41_EPS)):
         g = ctx.generator("lemma-41/candidates", d, e, device=ctx.device)
-        cand = torch.cat([_structured(d, eps, ball, ctx.device),
-                          sample_ball(n_cand, d, ball, generator=g)])
+        cand = torch.cat(
+            [_structured(d, eps, ball, ctx.device), sample_ball(n_cand, d, ball, generator=g)]
+        )
         packings.append(Packing(ball, d, eps, greedy_packing(cand, eps), cand))
     sphere, kept = _sphere_packing(ctx)
     packings.append(sphere)
-    return Lemma41Inputs(tuple(packings), packing_log_bound, _maurey_form, kept,
-                         maurey_violation_dimension, maurey_simple_bound)
+    return Lemma41Inputs(
+        tuple(packings),
+        packing_log_bound,
+        _maurey_form,
+        kept,
+        maurey_violation_dimension,
+        maurey_simple_bound,
+    )
 
 
 def _maurey_form(D: int, eps: float) -> float:
@@ -345,16 +423,21 @@ def lemma41_holds(inp: Lemma41Inputs, ctx: Context) -> Verdict:
     packing; the largest log M - bound (docs/derivations/lemmas-39-41-42.md)."""
     gaps = [(math.log(P.points.shape[0]) - inp.bound(P.d, P.eps, P.ball), P) for P in inp.packings]
     gap, P = max(gaps, key=lambda t: t[0])
-    return at_most(gap, 0.0, detail=f"largest at {P}, log M = {math.log(P.points.shape[0]):.3f} "
-                   f"vs {inp.bound(P.d, P.eps, P.ball):.3f}; no rounding term: M is a count and "
-                   "both bounds are closed forms")
+    return at_most(
+        gap,
+        0.0,
+        detail=f"largest at {P}, log M = {math.log(P.points.shape[0]):.3f} "
+        f"vs {inp.bound(P.d, P.eps, P.ball):.3f}; no rounding term: M is a count and "
+        "both bounds are closed forms",
+    )
 
 
 def lemma41_separated(inp: Lemma41Inputs, ctx: Context) -> Verdict:
     """Every packing is an eps-packing: the smallest pairwise distance over eps, over packings
     (> 1 by the greedy rule; equality would already be a defect)."""
-    ratio, P = min(((min_pairwise_distance(P.points) / P.eps, P) for P in inp.packings),
-                   key=lambda t: t[0])
+    ratio, P = min(
+        ((min_pairwise_distance(P.points) / P.eps, P) for P in inp.packings), key=lambda t: t[0]
+    )
     return at_least(ratio, 1.0, detail=f"smallest distance / eps at {P}")
 
 
@@ -362,6 +445,7 @@ def lemma41_maximal(inp: Lemma41Inputs, ctx: Context) -> Verdict:
     """Every greedy packing is maximal among its candidates: each candidate lies within eps of a
     kept point (so the kept points also cover them, the step behind M >= covering numbers);
     the largest distance to the nearest kept point over eps."""
+
     def reach(P: Packing) -> float:
         return float(torch.cdist(P.candidates, P.points).min(dim=1).values.max()) / P.eps
 
@@ -375,18 +459,25 @@ def lemma41_sphere(inp: Lemma41Inputs, ctx: Context) -> Verdict:
     of R^128 has log M above ln(2D + 1) / eps^2 (docs/derivations/lemmas-39-41-42.md)."""
     S = inp.sphere
     log_m = math.log(S.points.shape[0])
-    return at_least(log_m, inp.maurey_form(S.d, S.eps),
-                    detail=f"{S} of {SPHERE_M} random unit vectors: log M = {log_m:.2f}; "
-                    f"volume bound {volume_log_packing_bound(S.d, S.eps):.1f}")
+    return at_least(
+        log_m,
+        inp.maurey_form(S.d, S.eps),
+        detail=f"{S} of {SPHERE_M} random unit vectors: log M = {log_m:.2f}; "
+        f"volume bound {volume_log_packing_bound(S.d, S.eps):.1f}",
+    )
 
 
 def lemma41_counterexample(inp: Lemma41Inputs, ctx: Context) -> Verdict:
     """euclidean_packing_counterexample (the Gram-matrix test <x, y> <= 1 - sep^2 / 2) keeps as
     many of the sphere's vectors as the greedy packing by distances: the count users cite."""
     S = inp.sphere
-    return close(inp.sphere_kept, S.points.shape[0], 0.0,
-                 detail=f"{S}: counterexample {inp.sphere_kept}, greedy packing "
-                 f"{S.points.shape[0]}; counts, no rounding term")
+    return close(
+        inp.sphere_kept,
+        S.points.shape[0],
+        0.0,
+        detail=f"{S}: counterexample {inp.sphere_kept}, greedy packing "
+        f"{S.points.shape[0]}; counts, no rounding term",
+    )
 
 
 def lemma41_simplified(inp: Lemma41Inputs, ctx: Context) -> Verdict:
@@ -398,21 +489,25 @@ def lemma41_simplified(inp: Lemma41Inputs, ctx: Context) -> Verdict:
 
     gaps = []
     for d, eps in itertools.product(SIMPLE_DIMS, LEMMA41_EPS + (0.1,)):
-        k = math.ceil(4 / eps ** 2)
+        k = math.ceil(4 / eps**2)
         with mpmath.workdps(40):
             exact = float(mpmath.log(math.comb(2 * d + k, k)))
         gaps.append((inp.simplified(d, eps) - exact, d, eps, exact))
     gap, d, eps, exact = min(gaps)
     rnd = Rounding(n=4, scale=exact, what="4 eps |log C|")
-    return at_least(gap, 0.0, rnd, detail=f"smallest margin at d = {d}, eps = {eps} "
-                    f"(log C(2d + k, k) = {exact:.4g})")
+    return at_least(
+        gap,
+        0.0,
+        rnd,
+        detail=f"smallest margin at d = {d}, eps = {eps} (log C(2d + k, k) = {exact:.4g})",
+    )
 
 
 def _maurey_margin(d: int, eps: float) -> float:
     """d log(1/eps) - log C(2d + k, k), k = ceil(4/eps^2), at 40 digits (the binomial exact)."""
     import mpmath
 
-    k = math.ceil(4 / eps ** 2)
+    k = math.ceil(4 / eps**2)
     with mpmath.workdps(40):
         return float(d * mpmath.log(1 / mpmath.mpf(eps)) - mpmath.log(math.comb(2 * d + k, k)))
 
@@ -428,8 +523,12 @@ def lemma41_violation(inp: Lemma41Inputs, ctx: Context) -> Verdict:
             return at_least(-math.inf, 0.0, detail=f"eps = {eps}: no first dimension ({d})")
         parts.append((min(_maurey_margin(d, eps), -_maurey_margin(d - 1, eps)), eps, d))
     m, eps, d = min(parts)
-    return at_least(m, 0.0, detail="; ".join(f"eps = {e}: d* = {k}" for _, e, k in parts)
-                    + f"; smallest margin at eps = {eps}; both sides at 40 digits, no rounding")
+    return at_least(
+        m,
+        0.0,
+        detail="; ".join(f"eps = {e}: d* = {k}" for _, e, k in parts)
+        + f"; smallest margin at eps = {eps}; both sides at 40 digits, no rounding",
+    )
 
 
 def _quartered(d: int, eps: float, ball: str) -> float:
@@ -438,7 +537,7 @@ def _quartered(d: int, eps: float, ball: str) -> float:
     vol = volume_log_packing_bound(d, eps) / 4
     if ball == "l2":
         return vol
-    k = math.ceil(1 / eps ** 2)
+    k = math.ceil(1 / eps**2)
     if eps >= 2:
         return min(vol, 0.0)
     mau = math.lgamma(2 * d + k + 1) - math.lgamma(k + 1) - math.lgamma(2 * d + 1)
@@ -457,8 +556,9 @@ def _point_twice(inp: Lemma41Inputs, ctx: Context) -> Lemma41Inputs:
 
 def _scan_stopped_halfway(inp: Lemma41Inputs, ctx: Context) -> Lemma41Inputs:
     """Packings whose greedy scan stopped after half of its candidates (a loop bound slip)."""
+
     def half(P: Packing) -> Packing:
-        return replace(P, points=greedy_packing(P.candidates[:P.candidates.shape[0] // 2], P.eps))
+        return replace(P, points=greedy_packing(P.candidates[: P.candidates.shape[0] // 2], P.eps))
 
     return replace(inp, packings=tuple(half(P) for P in inp.packings))
 
@@ -466,7 +566,7 @@ def _scan_stopped_halfway(inp: Lemma41Inputs, ctx: Context) -> Lemma41Inputs:
 def _atoms_as_d(inp: Lemma41Inputs, ctx: Context) -> Lemma41Inputs:
     """The simplified form counting d atoms, not the 2d + 1 of conv{+-e_i, 0}:
     (8 / eps^2) log d."""
-    return replace(inp, simplified=lambda d, eps: 8.0 / eps ** 2 * math.log(d))
+    return replace(inp, simplified=lambda d, eps: 8.0 / eps**2 * math.log(d))
 
 
 def _violation_one_late(inp: Lemma41Inputs, ctx: Context) -> Lemma41Inputs:
@@ -477,7 +577,7 @@ def _violation_one_late(inp: Lemma41Inputs, ctx: Context) -> Lemma41Inputs:
 def _counterexample_half(inp: Lemma41Inputs, ctx: Context) -> Lemma41Inputs:
     """The counterexample's count from the first half of its vectors (a loop bound slip)."""
     S = inp.sphere
-    return replace(inp, sphere_kept=greedy_packing(S.candidates[:SPHERE_M // 2], S.eps).shape[0])
+    return replace(inp, sphere_kept=greedy_packing(S.candidates[: SPHERE_M // 2], S.eps).shape[0])
 
 
 def _maurey_constant(inp: Lemma41Inputs, ctx: Context) -> Lemma41Inputs:
@@ -485,37 +585,66 @@ def _maurey_constant(inp: Lemma41Inputs, ctx: Context) -> Lemma41Inputs:
     return replace(inp, maurey_form=maurey_simple_bound)
 
 
-register(Claim(
-    id="lemma-41", ref=Ref("Lemma 41", "Lemma 41"),
-    statement=("eps-packings: log M <= d log(1 + 2/eps) (l2 ball), and <= log C(2d+k, k), "
-               "k = ceil(4/eps^2) (Maurey, l1 ball); greedy packings in d = 1, 2, 3 never exceed "
-               "them, and one of random unit vectors in D = 128 breaks the Maurey form for the "
-               "Euclidean sphere"),
-    inputs=lemma41_inputs,
-    checks=[Check("log M <= bound", lemma41_holds),
+register(
+    Claim(
+        id="lemma-41",
+        ref=Ref("Lemma 41", "Lemma 41"),
+        statement=(
+            "eps-packings: log M <= d log(1 + 2/eps) (l2 ball), and <= log C(2d+k, k), "
+            "k = ceil(4/eps^2) (Maurey, l1 ball); greedy packings in d = 1, 2, 3 never exceed "
+            "them, and one of random unit vectors in D = 128 breaks the Maurey form for the "
+            "Euclidean sphere"
+        ),
+        inputs=lemma41_inputs,
+        checks=[
+            Check("log M <= bound", lemma41_holds),
             Check("packings eps-separated", lemma41_separated),
             Check("greedy packings maximal", lemma41_maximal),
             Check("D = 128 sphere beats the Maurey form", lemma41_sphere),
             Check("counterexample = greedy packing", lemma41_counterexample),
             Check("Maurey false for B_2^d from d* on", lemma41_violation),
-            Check("simplified Maurey form dominates", lemma41_simplified)],
-    faults=[Fault("both constants divided by 4", _constants_quartered, breaks=("log M <= bound",)),
+            Check("simplified Maurey form dominates", lemma41_simplified),
+        ],
+        faults=[
+            Fault("both constants divided by 4", _constants_quartered, breaks=("log M <= bound",)),
             Fault("a point kept twice", _point_twice, breaks=("packings eps-separated",)),
-            Fault("greedy scan stopped halfway", _scan_stopped_halfway,
-                  breaks=("greedy packings maximal",)),
-            Fault("the Maurey form with its constant 8", _maurey_constant,
-                  breaks=("D = 128 sphere beats the Maurey form",)),
-            Fault("counterexample from half its vectors", _counterexample_half,
-                  breaks=("counterexample = greedy packing",)),
-            Fault("first violating dimension one late", _violation_one_late,
-                  breaks=("Maurey false for B_2^d from d* on",)),
-            Fault("atoms counted as d, not 2d + 1", _atoms_as_d,
-                  breaks=("simplified Maurey form dominates",))],
-    builds=(greedy_packing, sample_ball, euclidean_packing_counterexample),
-    bounds=(packing_log_bound, volume_log_packing_bound, maurey_log_packing_bound,
-            maurey_simple_bound, maurey_violation_dimension),
-    derivation="docs/derivations/lemmas-39-41-42.md",
-))
+            Fault(
+                "greedy scan stopped halfway",
+                _scan_stopped_halfway,
+                breaks=("greedy packings maximal",),
+            ),
+            Fault(
+                "the Maurey form with its constant 8",
+                _maurey_constant,
+                breaks=("D = 128 sphere beats the Maurey form",),
+            ),
+            Fault(
+                "counterexample from half its vectors",
+                _counterexample_half,
+                breaks=("counterexample = greedy packing",),
+            ),
+            Fault(
+                "first violating dimension one late",
+                _violation_one_late,
+                breaks=("Maurey false for B_2^d from d* on",),
+            ),
+            Fault(
+                "atoms counted as d, not 2d + 1",
+                _atoms_as_d,
+                breaks=("simplified Maurey form dominates",),
+            ),
+        ],
+        builds=(greedy_packing, sample_ball, euclidean_packing_counterexample),
+        bounds=(
+            packing_log_bound,
+            volume_log_packing_bound,
+            maurey_log_packing_bound,
+            maurey_simple_bound,
+            maurey_violation_dimension,
+        ),
+        derivation="docs/derivations/lemmas-39-41-42.md",
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -576,34 +705,69 @@ def _functions(ctx: Context):
     return [
         ("sin(3x)", lambda x: torch.sin(3 * x[..., 0]), 3.0, 1.0, 1, dict(eps=0.05)),
         ("|x - 1/3| - 1/2", lambda x: (x[..., 0] - 1 / 3).abs() - 0.5, 1.0, 2.0, 1, dict(eps=0.01)),
-        ("xy on the sqrt2-ball (Lemma 22)", lambda x: x[..., 0] * x[..., 1], math.sqrt(2),
-         math.sqrt(2), 2, dict(degree=n2)),
+        (
+            "xy on the sqrt2-ball (Lemma 22)",
+            lambda x: x[..., 0] * x[..., 1],
+            math.sqrt(2),
+            math.sqrt(2),
+            2,
+            dict(degree=n2),
+        ),
         ("||x||", lambda x: x.norm(dim=-1), 1.0, 1.0, 2, dict(degree=n2)),
         ("||x|| to eps 0.6", lambda x: x.norm(dim=-1), 1.0, 1.0, 2, dict(eps=0.6)),
-        ("sin x1 + cos 2x2", lambda x: torch.sin(x[..., 0]) + torch.cos(2 * x[..., 1]),
-         math.sqrt(5), 1.0, 2, dict(degree=n2)),
+        (
+            "sin x1 + cos 2x2",
+            lambda x: torch.sin(x[..., 0]) + torch.cos(2 * x[..., 1]),
+            math.sqrt(5),
+            1.0,
+            2,
+            dict(degree=n2),
+        ),
     ]
 
 
 def lemma42_inputs(ctx: Context) -> Lemma42Inputs:
     """The nets lemma42_net builds for six functions (k = 1: interpolation; k = 2:
     Fourier-ridge)."""
-    cases = tuple(_case(name, f, L, lemma42_net(f, L=L, R=R, k=k, **kw), kw.get("eps"),
-                        _starts(ctx, i, k, R), ctx)
-                  for i, (name, f, L, R, k, kw) in enumerate(_functions(ctx)))
-    return Lemma42Inputs(cases, fk_moments, smoothing_error_bound, ball_grid,
-                         (_probes(ctx, 1), _probes(ctx, 2)), ctx.pick(quick=15, full=60))
+    cases = tuple(
+        _case(
+            name,
+            f,
+            L,
+            lemma42_net(f, L=L, R=R, k=k, **kw),
+            kw.get("eps"),
+            _starts(ctx, i, k, R),
+            ctx,
+        )
+        for i, (name, f, L, R, k, kw) in enumerate(_functions(ctx))
+    )
+    return Lemma42Inputs(
+        cases,
+        fk_moments,
+        smoothing_error_bound,
+        ball_grid,
+        (_probes(ctx, 1), _probes(ctx, 2)),
+        ctx.pick(quick=15, full=60),
+    )
 
 
-def _case(name: str, f, L: float, b: LipschitzNet, eps: Optional[float], starts: torch.Tensor,
-          ctx: Context) -> LipschitzCase:
+def _case(
+    name: str,
+    f,
+    L: float,
+    b: LipschitzNet,
+    eps: Optional[float],
+    starts: torch.Tensor,
+    ctx: Context,
+) -> LipschitzCase:
     """The case with its certificate, certify_sup_error on ctx.device (grid + (L + Lip(net)) rho),
     and the net's rounding term on the ball (its corners bound |x|)."""
     net = b.net.to(device=ctx.device)
     cert = _certificate(f, b, L, b.R, ctx)
     corners = b.R * torch.ones(1, b.k, dtype=torch.float64, device=ctx.device)
-    rnd = two_layer(net.W, net.b, net.a[None, :], corners,
-                    what="(k + width + 2) eps max|a|(|W| R + |b|)")
+    rnd = two_layer(
+        net.W, net.b, net.a[None, :], corners, what="(k + width + 2) eps max|a|(|W| R + |b|)"
+    )
     return LipschitzCase(name, f, L, b, eps, starts, cert, rnd)
 
 
@@ -628,22 +792,31 @@ def _seen(case: LipschitzCase, ctx: Context, steps: int) -> float:
 def lemma42_certified(inp: Lemma42Inputs, ctx: Context) -> Verdict:
     """Lemma 42: the certified sup_ball |f - net| is within the net's error bound; the largest
     certified / bound over the functions (docs/derivations/lemmas-39-41-42.md, step 7)."""
-    ratio, case = max(((c.cert.upper / c.built.error_bound, c) for c in inp.cases),
-                      key=lambda t: t[0])
+    ratio, case = max(
+        ((c.cert.upper / c.built.error_bound, c) for c in inp.cases), key=lambda t: t[0]
+    )
     bound = case.built.error_bound
-    return at_most(ratio, 1.0, case.rounding.times(1 / bound, "1/bound"),
-                   detail=f"largest at {case}: certified {case.cert.upper:.4f} vs bound "
-                   f"{bound:.4f}")
+    return at_most(
+        ratio,
+        1.0,
+        case.rounding.times(1 / bound, "1/bound"),
+        detail=f"largest at {case}: certified {case.cert.upper:.4f} vs bound {bound:.4f}",
+    )
 
 
 def lemma42_eps(inp: Lemma42Inputs, ctx: Context) -> Verdict:
     """A net built for a sup-error eps has an error bound within eps; the largest bound / eps."""
-    ratio, case = max(((c.built.error_bound / c.eps, c) for c in inp.cases if c.eps is not None),
-                      key=lambda t: t[0])
+    ratio, case = max(
+        ((c.built.error_bound / c.eps, c) for c in inp.cases if c.eps is not None),
+        key=lambda t: t[0],
+    )
     rnd = Rounding(n=4, scale=1.0, what="4 eps (L h / 2 / eps, sums of two terms), relative")
-    return at_most(ratio, 1.0, rnd,
-                   detail=f"largest at {case}: bound {case.built.error_bound:.4f} vs "
-                   f"eps {case.eps:g}")
+    return at_most(
+        ratio,
+        1.0,
+        rnd,
+        detail=f"largest at {case}: bound {case.built.error_bound:.4f} vs eps {case.eps:g}",
+    )
 
 
 def lemma42_seen(inp: Lemma42Inputs, ctx: Context) -> Verdict:
@@ -652,8 +825,12 @@ def lemma42_seen(inp: Lemma42Inputs, ctx: Context) -> Verdict:
     seen = [(max(c.cert.lower, _seen(c, ctx, inp.steps)), c) for c in inp.cases]
     found, case = max(seen, key=lambda t: t[0] / t[1].cert.upper)
     upper = case.cert.upper
-    return at_most(found / upper, 1.0, case.rounding.times(1 / upper, "1/certified"),
-                   detail=f"largest at {case}: seen {found:.4f} vs certified {upper:.4f}")
+    return at_most(
+        found / upper,
+        1.0,
+        case.rounding.times(1 / upper, "1/certified"),
+        detail=f"largest at {case}: seen {found:.4f} vs certified {upper:.4f}",
+    )
 
 
 def _steepest_slope(case: LipschitzCase, probes: torch.Tensor, ctx: Context) -> float:
@@ -669,14 +846,18 @@ def lemma42_net_lipschitz(inp: Lemma42Inputs, ctx: Context) -> Verdict:
     """Lemma 42, step 7 of docs/derivations/lemmas-39-41-42.md: the slack (L + Lip(net)) rho needs
     Lip(net) at least every slope of the net on the ball; the largest gradient norm at the probes
     over the bound (for k = 1 the bound is exact and the probes meet every piece: ratio 1)."""
+
     def ratio_of(c: LipschitzCase) -> float:
         slope, lip = _steepest_slope(c, inp.probes[c.built.k - 1], ctx), inp.lipschitz(c.built.net)
         return slope / lip if lip > 0 else (math.inf if slope > 0 else 0.0)
 
     ratio, case = max(((ratio_of(c), c) for c in inp.cases), key=lambda t: t[0])
     width = case.built.net.W.shape[0]
-    rnd = Rounding(n=2 * (width + case.built.k), scale=1.0,
-                   what="2 (width + k) eps, relative (sums over the units)")
+    rnd = Rounding(
+        n=2 * (width + case.built.k),
+        scale=1.0,
+        what="2 (width + k) eps, relative (sums over the units)",
+    )
     return at_most(ratio, 1.0, rnd, detail=f"largest at {case}: steepest slope / Lip(net) bound")
 
 
@@ -688,8 +869,10 @@ def _ridge_error(built: LipschitzNet) -> float:
 def lemma42_ridges(inp: Lemma42Inputs, ctx: Context) -> Verdict:
     """Step 6 (k >= 2): the ridges' interpolation error sum_v S_v (2R / K_v)^2 / 8 is within the
     ridge budget eps_ridge; the largest error / budget."""
-    ratio, case = max(((_ridge_error(c.built) / c.built.ridge_budget, c)
-                       for c in inp.cases if c.built.k >= 2), key=lambda t: t[0])
+    ratio, case = max(
+        ((_ridge_error(c.built) / c.built.ridge_budget, c) for c in inp.cases if c.built.k >= 2),
+        key=lambda t: t[0],
+    )
     rnd = Rounding(n=4 * len(case.built.ridges), scale=1.0, what="4 (ridges) eps, relative")
     return at_most(ratio, 1.0, rnd, detail=f"largest at {case}, {len(case.built.ridges)} ridges")
 
@@ -704,16 +887,16 @@ def _split_gap(c: LipschitzCase, smoothing) -> float:
     eps_ridge = f / (1 - f) eps_smooth (a degree given) or eps - eps_smooth (a target eps)."""
     b = c.built
     smooth = smoothing(b.degree, b.k, b.L, b.R)
-    ridge = (RIDGE_FRACTION / (1 - RIDGE_FRACTION) * smooth if c.eps is None
-             else c.eps - smooth)
+    ridge = RIDGE_FRACTION / (1 - RIDGE_FRACTION) * smooth if c.eps is None else c.eps - smooth
     return max(abs(b.smooth_error - smooth) / smooth, abs(b.ridge_budget - ridge) / ridge)
 
 
 def lemma42_split(inp: Lemma42Inputs, ctx: Context) -> Verdict:
     """Steps 4 and 6 (k >= 2): the error splits into eps_smooth, the kernel's bound, and the ridge
     budget eps_ridge as derived; the largest relative gap over the nets."""
-    gap, case = max(((_split_gap(c, inp.smoothing), c) for c in inp.cases if c.built.k >= 2),
-                    key=lambda t: t[0])
+    gap, case = max(
+        ((_split_gap(c, inp.smoothing), c) for c in inp.cases if c.built.k >= 2), key=lambda t: t[0]
+    )
     rnd = Rounding(n=8, scale=1.0, what="8 eps (a ratio, a difference), relative")
     return at_most(gap, 0.0, rnd, detail=f"largest at {case}")
 
@@ -730,8 +913,11 @@ def lemma42_moments(inp: Lemma42Inputs, ctx: Context) -> Verdict:
         if worst is None or gap > worst[0]:
             worst = (gap, n, k)
     gap, n, k = worst
-    rnd = Rounding(n=(n + 2) * (n + 3) ** k, scale=1.0,
-                   what="(n + 2) G^k eps (n cosines per weight, G^k terms), relative")
+    rnd = Rounding(
+        n=(n + 2) * (n + 3) ** k,
+        scale=1.0,
+        what="(n + 2) G^k eps (n cosines per weight, G^k terms), relative",
+    )
     return at_most(gap, 0.0, rnd, detail=f"largest at n={n}, k={k}")
 
 
@@ -765,7 +951,7 @@ def fk_smoothing(f, n: int, k: int, R: float, x: torch.Tensor) -> torch.Tensor:
     out = torch.einsum("j...,mj->m...", F, kappa[:, 0])  # one grid coordinate at a time
     for i in range(1, k):
         out = torch.einsum("mj...,mj->m...", out, kappa[:, i])
-    return out / G ** k
+    return out / G**k
 
 
 def lemma42_ridges_of_t(inp: Lemma42Inputs, ctx: Context) -> Verdict:
@@ -782,13 +968,18 @@ def lemma42_ridges_of_t(inp: Lemma42Inputs, ctx: Context) -> Verdict:
         if worst is None or ratio > worst[0]:
             worst = (ratio, c, gap)
     ratio, case, gap = worst
-    return at_most(ratio, 1.0, case.rounding.times(1 / _ridge_error(case.built), "1/ridge error"),
-                   detail=f"largest at {case}: |net - T| {gap:.3g} against the ridges' "
-                   f"{_ridge_error(case.built):.3g}")
+    return at_most(
+        ratio,
+        1.0,
+        case.rounding.times(1 / _ridge_error(case.built), "1/ridge error"),
+        detail=f"largest at {case}: |net - T| {gap:.3g} against the ridges' "
+        f"{_ridge_error(case.built):.3g}",
+    )
 
 
 def _constant_unit_dropped(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
     """The k >= 2 nets without their merged constant unit (its output weight zeroed)."""
+
     def drop(c: LipschitzCase) -> LipschitzCase:
         if c.built.k == 1:
             return c
@@ -829,15 +1020,26 @@ def _steeper(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
         return 2 * x.norm(dim=-1)
 
     cases = tuple(
-        _case(name, f, 2.0, lemma42_net(f, L=1.0, R=1.0, k=k, **kw), None,
-              _starts(ctx, 100 + k, k, 1.0), ctx)
-        for name, f, k, kw in (("tent 2L", tent, 1, dict(eps=0.05)),
-                               ("cone 2L", cone, 2, dict(degree=ctx.pick(quick=8, full=16)))))
+        _case(
+            name,
+            f,
+            2.0,
+            lemma42_net(f, L=1.0, R=1.0, k=k, **kw),
+            None,
+            _starts(ctx, 100 + k, k, 1.0),
+            ctx,
+        )
+        for name, f, k, kw in (
+            ("tent 2L", tent, 1, dict(eps=0.05)),
+            ("cone 2L", cone, 2, dict(degree=ctx.pick(quick=8, full=16))),
+        )
+    )
     return replace(inp, cases=cases)
 
 
 def _scaled(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
     """Every net's output weights a scaled by 1.1 (a copy of the net)."""
+
     def scale(c: LipschitzCase) -> LipschitzCase:
         net = TwoLayerNet(a=1.1 * c.built.net.a, W=c.built.net.W.clone(), b=c.built.net.b.clone())
         return _case(c.name, c.f, c.L, replace(c.built, net=net), c.eps, c.starts, ctx)
@@ -847,6 +1049,7 @@ def _scaled(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
 
 def _degree_lower(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
     """The nets built for an eps rebuilt at one degree (k = 1: one interval) less than eps needs."""
+
     def lower(c: LipschitzCase) -> LipschitzCase:
         if c.eps is None:
             return c
@@ -859,6 +1062,7 @@ def _degree_lower(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
 
 def _interval_less(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
     """One interval less per ridge: K_v - 1 (at least 1) in every k >= 2 net's ridge record."""
+
     def fewer(c: LipschitzCase) -> LipschitzCase:
         ridges = tuple((S, max(1, K - 1)) for S, K in c.built.ridges)
         return replace(c, built=replace(c.built, ridges=ridges))
@@ -868,18 +1072,21 @@ def _interval_less(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
 
 def _half_to_ridges(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
     """The k >= 2 nets built for a degree rebuilt with half the error given to the ridges."""
+
     def half(c: LipschitzCase) -> LipschitzCase:
         b = c.built
         if b.k == 1 or c.eps is not None:
             return c
-        return replace(c, built=lemma42_net(c.f, L=b.L, R=b.R, k=b.k, degree=b.degree,
-                                              ridge_fraction=0.5))
+        return replace(
+            c, built=lemma42_net(c.f, L=b.L, R=b.R, k=b.k, degree=b.degree, ridge_fraction=0.5)
+        )
 
     return replace(inp, cases=tuple(half(c) for c in inp.cases))
 
 
 def _unit_ball(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
     """Certificates of the unit ball whatever R (the radius left at its default 1)."""
+
     def unit(c: LipschitzCase) -> LipschitzCase:
         if c.built.R == 1.0:  # the same certificate
             return c
@@ -900,6 +1107,7 @@ def _lipschitz_halved(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
 
 def _grid_short(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
     """A grid of the ball of radius R - rho (a slip in the filter of ball_grid)."""
+
     def short(R, k, spacing):
         pts, rho = ball_grid(R, k, spacing)
         return pts[pts.norm(dim=1) <= R - rho], rho
@@ -911,13 +1119,18 @@ CERTIFIED, SEEN = "certified sup-error <= error bound", "error seen <= certified
 NET_LIP = "Lip(net) bound >= the net's slopes"
 SPLIT = "error split as derived (eps_smooth, eps_ridge)"
 RIDGES_OF_T = "net = FK smoothing T within the ridge error"
-register(Claim(
-    id="lemma-42", ref=Ref("Lemma 42", "Lemma 42"),
-    statement=("explicit two-layer ReLU net for an L-Lipschitz f on the R-ball of R^k (k=1 "
-               "interpolation, k=2 Fourier-ridge): sup-error, certified on the ball by grid + "
-               "Lipschitz slack, within its bound"),
-    inputs=lemma42_inputs,
-    checks=[Check(CERTIFIED, lemma42_certified),
+register(
+    Claim(
+        id="lemma-42",
+        ref=Ref("Lemma 42", "Lemma 42"),
+        statement=(
+            "explicit two-layer ReLU net for an L-Lipschitz f on the R-ball of R^k (k=1 "
+            "interpolation, k=2 Fourier-ridge): sup-error, certified on the ball by grid + "
+            "Lipschitz slack, within its bound"
+        ),
+        inputs=lemma42_inputs,
+        checks=[
+            Check(CERTIFIED, lemma42_certified),
             Check("error bound <= eps asked", lemma42_eps),
             Check(SEEN, lemma42_seen),
             Check("ridge error <= ridge budget", lemma42_ridges),
@@ -925,25 +1138,51 @@ register(Claim(
             Check(RIDGES_OF_T, lemma42_ridges_of_t),
             Check("FK moments as summed over the grid", lemma42_moments),
             Check("grid covers the ball within rho", lemma42_covering),
-            Check(NET_LIP, lemma42_net_lipschitz)],
-    faults=[Fault("functions twice as steep as the nets were built for", _steeper,
-                  breaks=(CERTIFIED,)),
+            Check(NET_LIP, lemma42_net_lipschitz),
+        ],
+        faults=[
+            Fault(
+                "functions twice as steep as the nets were built for", _steeper, breaks=(CERTIFIED,)
+            ),
             Fault("output weights scaled by 1.1", _scaled, breaks=(CERTIFIED,)),
             Fault("certificates of the unit ball whatever R", _unit_ball, breaks=(SEEN,)),
-            Fault("one degree less than eps needs", _degree_lower,
-                  breaks=("error bound <= eps asked",)),
-            Fault("one interval less per ridge", _interval_less,
-                  breaks=("ridge error <= ridge budget",)),
+            Fault(
+                "one degree less than eps needs",
+                _degree_lower,
+                breaks=("error bound <= eps asked",),
+            ),
+            Fault(
+                "one interval less per ridge",
+                _interval_less,
+                breaks=("ridge error <= ridge budget",),
+            ),
             Fault("half the error given to the ridges", _half_to_ridges, breaks=(SPLIT,)),
-            Fault("the merged constant unit dropped", _constant_unit_dropped,
-                  breaks=(RIDGES_OF_T,)),
-            Fault("kernel moments of degree n + 1", _moments_off_by_one,
-                  breaks=("FK moments as summed over the grid",)),
-            Fault("grid of the ball of radius R - rho", _grid_short,
-                  breaks=("grid covers the ball within rho",)),
-            Fault("the net's Lipschitz bound halved", _lipschitz_halved, breaks=(NET_LIP,))],
-    builds=(interpolation_net, fourier_ridges, ridge_net),
-    bounds=(lemma42_net, smoothing_error_bound, fk_moments, ridge_curvatures,
-            ridge_interval_counts, certify_sup_error, ball_grid, net_lipschitz_bound),
-    derivation="docs/derivations/lemmas-39-41-42.md",
-))
+            Fault(
+                "the merged constant unit dropped", _constant_unit_dropped, breaks=(RIDGES_OF_T,)
+            ),
+            Fault(
+                "kernel moments of degree n + 1",
+                _moments_off_by_one,
+                breaks=("FK moments as summed over the grid",),
+            ),
+            Fault(
+                "grid of the ball of radius R - rho",
+                _grid_short,
+                breaks=("grid covers the ball within rho",),
+            ),
+            Fault("the net's Lipschitz bound halved", _lipschitz_halved, breaks=(NET_LIP,)),
+        ],
+        builds=(interpolation_net, fourier_ridges, ridge_net),
+        bounds=(
+            lemma42_net,
+            smoothing_error_bound,
+            fk_moments,
+            ridge_curvatures,
+            ridge_interval_counts,
+            certify_sup_error,
+            ball_grid,
+            net_lipschitz_bound,
+        ),
+        derivation="docs/derivations/lemmas-39-41-42.md",
+    )
+)

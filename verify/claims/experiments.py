@@ -1,6 +1,7 @@
 """Claims about the paper's experiments (Appendix E, protocol in docs/experiments.md): Figure 2,
 trained attention takes the block shape of Lemma 11's construction (Equation A.2), and Figure 1's
 models compute what they are documented to."""
+
 from __future__ import annotations
 
 import copy
@@ -44,24 +45,35 @@ def figure2_inputs(ctx: Context) -> Figure2Inputs:
     N, steps = ctx.pick(quick=(16, 300), full=(32, 1500), gpu=(100, 3000))
     link = make_link("linear", 1, F2_D, generator=ctx.generator("figure-2/link"))
     task = QSTR(N=N, d=F2_D, link=link.to(ctx.device))
-    book = build_codebook(N, kind="experimental", generator=ctx.generator("figure-2/codes"),
-                          dtype=torch.float32).to(device=ctx.device)  # the same codes everywhere
+    book = build_codebook(
+        N, kind="experimental", generator=ctx.generator("figure-2/codes"), dtype=torch.float32
+    ).to(device=ctx.device)  # the same codes everywhere
 
     def batch(B, gen):
         p = task.sample(B, generator=gen, device=ctx.device, dtype=torch.float32)
         return transformer_encoding(p.x, p.t, book.omega), p.y
 
-    model = PracticalTransformer(F2_D + 2 * book.d_e, 1, width=100,
-                                 generator=ctx.generator("figure-2/init"), dtype=torch.float32,
-                                 device=ctx.device)
+    model = PracticalTransformer(
+        F2_D + 2 * book.d_e,
+        1,
+        width=100,
+        generator=ctx.generator("figure-2/init"),
+        dtype=torch.float32,
+        device=ctx.device,
+    )
     before = model.merged_qk().detach().clone()
-    fit_online(model, batch, OnlineFit(steps, lr=1e-3, weight_decay=0.2),
-               generator=ctx.generator("figure-2/prompts", device=ctx.device))
+    fit_online(
+        model,
+        batch,
+        OnlineFit(steps, lr=1e-3, weight_decay=0.2),
+        generator=ctx.generator("figure-2/prompts", device=ctx.device),
+    )
     with torch.no_grad():
         x, y = batch(1024, ctx.generator("figure-2/test", device=ctx.device))
         mse = float(((model(x) - y) ** 2).mean())
-    return Figure2Inputs(model.merged_qk().detach().clone(), book.d_e, "slot0", "pos", before,
-                         N, steps, mse)
+    return Figure2Inputs(
+        model.merged_qk().detach().clone(), book.d_e, "slot0", "pos", before, N, steps, mse
+    )
 
 
 def block_shares(A: torch.Tensor, d_e: int, query: str = "slot0", key: str = "pos") -> Dict:
@@ -70,9 +82,13 @@ def block_shares(A: torch.Tensor, d_e: int, query: str = "slot0", key: str = "po
     lay = token_layout(F2_D, 1, d_e)
     M = A[0].detach().double()
     blk = M[lay[query], lay[key]]
-    mass = float((blk ** 2).sum())
-    return {"block": mass / float((M ** 2).sum()), "chance": d_e * d_e / lay.dim ** 2,
-            "diag": float((torch.diagonal(blk) ** 2).sum()) / mass, "chance_diag": 1 / d_e}
+    mass = float((blk**2).sum())
+    return {
+        "block": mass / float((M**2).sum()),
+        "chance": d_e * d_e / lay.dim**2,
+        "diag": float((torch.diagonal(blk) ** 2).sum()) / mass,
+        "chance_diag": 1 / d_e,
+    }
 
 
 def _shares_rounding(inp: Figure2Inputs) -> Rounding:
@@ -82,23 +98,31 @@ def _shares_rounding(inp: Figure2Inputs) -> Rounding:
 
 
 def _where(inp: Figure2Inputs, b: Dict) -> str:
-    return (f"{inp.query} x {inp.key} block of W_Q^T W_K (query left), N={inp.N}, d={F2_D}, "
-            f"d_e={inp.d_e}, {inp.steps} AdamW steps; test MSE {inp.mse:.3f} (Var y = 1); "
-            f"chance shares: block {b['chance']:.3f}, diagonal {b['chance_diag']:.3f}")
+    return (
+        f"{inp.query} x {inp.key} block of W_Q^T W_K (query left), N={inp.N}, d={F2_D}, "
+        f"d_e={inp.d_e}, {inp.steps} AdamW steps; test MSE {inp.mse:.3f} (Var y = 1); "
+        f"chance shares: block {b['chance']:.3f}, diagonal {b['chance_diag']:.3f}"
+    )
 
 
 def block_holds_mass(inp: Figure2Inputs, ctx: Context) -> Verdict:
     """Figure 2 (Eq. A.2): the query-slot x key-position block holds >= 0.9 of ||W_QK||_F^2."""
     b = block_shares(inp.merged_qk, inp.d_e, inp.query, inp.key)
-    return at_least(b["block"], F2_BLOCK, _shares_rounding(inp), detail=_where(inp, b),
-                    dtype="float32")
+    return at_least(
+        b["block"], F2_BLOCK, _shares_rounding(inp), detail=_where(inp, b), dtype="float32"
+    )
 
 
 def diagonal_dominates(inp: Figure2Inputs, ctx: Context) -> Verdict:
     """Figure 2 (Eq. A.2): the block's diagonal holds >= 3 x its chance share 1 / d_e."""
     b = block_shares(inp.merged_qk, inp.d_e, inp.query, inp.key)
-    return at_least(b["diag"], F2_DIAG * b["chance_diag"], _shares_rounding(inp),
-                    detail=_where(inp, b), dtype="float32")
+    return at_least(
+        b["diag"],
+        F2_DIAG * b["chance_diag"],
+        _shares_rounding(inp),
+        detail=_where(inp, b),
+        dtype="float32",
+    )
 
 
 def _transposed(inp: Figure2Inputs, ctx: Context) -> Figure2Inputs:
@@ -113,17 +137,23 @@ def _untrained(inp: Figure2Inputs, ctx: Context) -> Figure2Inputs:
 
 BLOCK, DIAG = "block share >= 0.9", "diagonal >= 3 x chance"
 
-register(Claim(
-    id="figure-2", ref=Ref("Figure 2 (Eq. A.2)", "Figure 2 (Eq. A.2)"),
-    statement="trained attention takes Lemma 11's shape: W_Q^T W_K concentrates on the "
-              "query-slot x key-position block, with a dominant diagonal",
-    inputs=figure2_inputs,
-    checks=[Check(BLOCK, block_holds_mass), Check(DIAG, diagonal_dominates)],
-    faults=[Fault("the transposed block (key-left reading)", _transposed, breaks=(BLOCK,)),
-            Fault("the matrix before training", _untrained, breaks=(BLOCK, DIAG))],
-    builds=(PracticalTransformer, fit_online), bounds=(block_shares,),
-    derivation="docs/experiments.md",
-))
+register(
+    Claim(
+        id="figure-2",
+        ref=Ref("Figure 2 (Eq. A.2)", "Figure 2 (Eq. A.2)"),
+        statement="trained attention takes Lemma 11's shape: W_Q^T W_K concentrates on the "
+        "query-slot x key-position block, with a dominant diagonal",
+        inputs=figure2_inputs,
+        checks=[Check(BLOCK, block_holds_mass), Check(DIAG, diagonal_dominates)],
+        faults=[
+            Fault("the transposed block (key-left reading)", _transposed, breaks=(BLOCK,)),
+            Fault("the matrix before training", _untrained, breaks=(BLOCK, DIAG)),
+        ],
+        builds=(PracticalTransformer, fit_online),
+        bounds=(block_shares,),
+        derivation="docs/experiments.md",
+    )
+)
 
 
 # ------------------------------------------------------------ the experiment models (Appendix E)
@@ -170,18 +200,22 @@ def models_inputs(ctx: Context) -> ModelsInputs:
     N, d, q, d_e = EM_N, EM_D, EM_Q, EM_DE
     D_e = d + (q + 1) * d_e
     gen = lambda name: ctx.generator(f"experiment-models/{name}")  # noqa: E731
-    tr = build_practical("transformer", N=N, d=d, q=q, d_e=d_e, generator=gen("transformer"),
-                         dtype=F64)
-    rnn = build_practical("rnn", N=N, d=d, q=q, d_e=d_e, hidden=EM_H, generator=gen("rnn"),
-                          dtype=F64)
+    tr = build_practical(
+        "transformer", N=N, d=d, q=q, d_e=d_e, generator=gen("transformer"), dtype=F64
+    )
+    rnn = build_practical(
+        "rnn", N=N, d=d, q=q, d_e=d_e, hidden=EM_H, generator=gen("rnn"), dtype=F64
+    )
     encoded = EncodedFFN(N, D_e, generator=gen("encoded"), dtype=F64)
     Z = torch.randn(2, N, D_e, generator=gen("Z"), dtype=F64)
     return ModelsInputs(tr, rnn, encoded, Z, gru_step, merged_qk, vec_tokens)
 
 
-def gru_reference(rnn: torch.nn.GRU, readout: torch.nn.Linear, Z: torch.Tensor,
-                  step: Callable = gru_step) -> torch.Tensor:
+def gru_reference(
+    rnn: torch.nn.GRU, readout: torch.nn.Linear, Z: torch.Tensor, step: Callable = gru_step
+) -> torch.Tensor:
     """y_i = readout(h_fwd_i, h_bwd_i), both directions having read z_i, h' = step(gates, h)."""
+
     def run(sfx, order):
         W, U = getattr(rnn, "weight_ih_l0" + sfx), getattr(rnn, "weight_hh_l0" + sfx)
         b, c = getattr(rnn, "bias_ih_l0" + sfx), getattr(rnn, "bias_hh_l0" + sfx)
@@ -222,8 +256,11 @@ def gru_reaches_both_ends(inp: ModelsInputs, ctx: Context) -> Verdict:
     with torch.no_grad():
         y = inp.rnn(inp.Z)
         first, last = _gap(inp.rnn(Zl)[:, 0], y[:, 0]), _gap(inp.rnn(Zf)[:, -1], y[:, -1])
-    return at_least(min(first, last), EM_REACH,
-                    detail=f"|dy_1| when z_N moves {first:.3g}, |dy_N| when z_1 moves {last:.3g}")
+    return at_least(
+        min(first, last),
+        EM_REACH,
+        detail=f"|dy_1| when z_N moves {first:.3g}, |dy_N| when z_1 moves {last:.3g}",
+    )
 
 
 def attention_is_softmax(inp: ModelsInputs, ctx: Context) -> Verdict:
@@ -251,8 +288,12 @@ def encoded_ffn_is_mlp(inp: ModelsInputs, ctx: Context) -> Verdict:
         ref = u @ lins[-1].weight.T + lins[-1].bias
         gap = _gap(inp.encoded(inp.Z).reshape(ref.shape), ref)
     n = sum(L.in_features for L in lins) + len(lins)
-    return at_most(gap, 0.0, _rounding(n, ref, "(sum of fan-ins + layers) eps (|y|max + 1)"),
-                   detail=f"widths {[L.out_features for L in lins]}")
+    return at_most(
+        gap,
+        0.0,
+        _rounding(n, ref, "(sum of fan-ins + layers) eps (|y|max + 1)"),
+        detail=f"widths {[L.out_features for L in lins]}",
+    )
 
 
 def _unidirectional(inp: ModelsInputs, ctx: Context) -> ModelsInputs:
@@ -266,16 +307,19 @@ def _unidirectional(inp: ModelsInputs, ctx: Context) -> ModelsInputs:
 
 def _update_swapped(inp: ModelsInputs, ctx: Context) -> ModelsInputs:
     """The GRU equations ported with the other update convention: h' = u n + (1 - u) h."""
+
     def step(gi, gh, h):
         r, u = torch.sigmoid(gi[0] + gh[0]), torch.sigmoid(gi[1] + gh[1])
         return u * torch.tanh(gi[2] + r * gh[2]) + (1 - u) * h
+
     return replace(inp, gru_step=step)
 
 
 def _gates_in_keras_order(inp: ModelsInputs, ctx: Context) -> ModelsInputs:
     """torch's gate chunks (r, u, n) read in Keras's order (u, r, n)."""
-    return replace(inp, gru_step=lambda gi, gh, h: gru_step((gi[1], gi[0], gi[2]),
-                                                            (gh[1], gh[0], gh[2]), h))
+    return replace(
+        inp, gru_step=lambda gi, gh, h: gru_step((gi[1], gi[0], gi[2]), (gh[1], gh[0], gh[2]), h)
+    )
 
 
 def _unscaled(inp: ModelsInputs, ctx: Context) -> ModelsInputs:
@@ -296,23 +340,38 @@ def _vec_by_coordinates(inp: ModelsInputs, ctx: Context) -> ModelsInputs:
 GRU, REACH = "GRU = its equations", "GRU reaches both ends"
 ATTENTION, ENCODED = "attention = softmax(z^T A z)", "encoded FFN = MLP(vec z)"
 
-register(Claim(
-    id="experiment-models", ref=Ref("Appendix E (Figure 1)", "Appendix E (Figure 1)"),
-    statement="the experiments' Transformer, bidirectional GRU and FFNs have the documented sizes "
-              "(parameter counts = closed form) and compute what they are documented to (GRU "
-              "equations, softmax(z^T W_QK z), MLP of vec z)",
-    inputs=models_inputs,
-    checks=[Check(GRU, gru_matches_equations), Check(REACH, gru_reaches_both_ends),
-            Check(ATTENTION, attention_is_softmax), Check(ENCODED, encoded_ffn_is_mlp)],
-    faults=[Fault("backward GRU silenced (unidirectional)", _unidirectional, breaks=(REACH,)),
-            Fault("GRU update convention swapped: h' = u n + (1 - u) h", _update_swapped,
-                  breaks=(GRU,)),
-            Fault("GRU gates read in Keras's order (u, r, n)", _gates_in_keras_order,
-                  breaks=(GRU,)),
+register(
+    Claim(
+        id="experiment-models",
+        ref=Ref("Appendix E (Figure 1)", "Appendix E (Figure 1)"),
+        statement="the experiments' Transformer, bidirectional GRU and FFNs have the documented sizes "
+        "(parameter counts = closed form) and compute what they are documented to (GRU "
+        "equations, softmax(z^T W_QK z), MLP of vec z)",
+        inputs=models_inputs,
+        checks=[
+            Check(GRU, gru_matches_equations),
+            Check(REACH, gru_reaches_both_ends),
+            Check(ATTENTION, attention_is_softmax),
+            Check(ENCODED, encoded_ffn_is_mlp),
+        ],
+        faults=[
+            Fault("backward GRU silenced (unidirectional)", _unidirectional, breaks=(REACH,)),
+            Fault(
+                "GRU update convention swapped: h' = u n + (1 - u) h",
+                _update_swapped,
+                breaks=(GRU,),
+            ),
+            Fault(
+                "GRU gates read in Keras's order (u, r, n)", _gates_in_keras_order, breaks=(GRU,)
+            ),
             Fault("attention logits without 1/sqrt(D_e)", _unscaled, breaks=(ATTENTION,)),
             Fault("keys and queries swapped", _keys_queries_swapped, breaks=(ATTENTION,)),
-            Fault("tokens read coordinate-major (vec of Z^T)", _vec_by_coordinates,
-                  breaks=(ENCODED,))],
-    builds=(build_practical, EncodedFFN), bounds=(gru_reference, gru_step, merged_qk, vec_tokens),
-    derivation="docs/experiments.md",
-))
+            Fault(
+                "tokens read coordinate-major (vec of Z^T)", _vec_by_coordinates, breaks=(ENCODED,)
+            ),
+        ],
+        builds=(build_practical, EncodedFFN),
+        bounds=(gru_reference, gru_step, merged_qk, vec_tokens),
+        derivation="docs/experiments.md",
+    )
+)

@@ -1,6 +1,7 @@
 """The export path users take (Appendix A.1): a construction saved as a plain state dict, reloaded
 with ``torch.load(weights_only=True)`` into ``nn.MultiheadAttention`` (merged W_QK split into
 W_Q, W_K, W_V), and folded back. Each reloaded module answers like the built one, to rounding."""
+
 from __future__ import annotations
 
 import copy
@@ -16,15 +17,20 @@ import torch
 from qstr.bounds.attention import lemma11, sparse_average_head
 from qstr.constructions.codes import rs_hadamard_codebook
 from qstr.constructions.experiment_models import PracticalTransformer
-from qstr.constructions.export import (construction_state, from_multihead, init_from_construction,
-                                       load_construction_state, load_multihead)
+from qstr.constructions.export import (
+    construction_state,
+    from_multihead,
+    init_from_construction,
+    load_construction_state,
+    load_multihead,
+)
 from qstr.constructions.links import make_link
 from qstr.constructions.paper_models import MergedAttention
 from qstr.verify.claim import Check, Claim, Context, Fault, Ref, Verdict, at_most
 from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding
 
-EX_N, EX_D = 128, 3      # the two large constructions: prompt length, token dimension
+EX_N, EX_D = 128, 3  # the two large constructions: prompt length, token dimension
 SMALL_N, SMALL_D = 16, 2  # the small one read back by load_multihead from a real file
 
 
@@ -58,7 +64,7 @@ class Case:
     prompts Z and the built module's outputs y on them."""
 
     name: str
-    merged: MergedAttention         # the merged module read back
+    merged: MergedAttention  # the merged module read back
     exported: PracticalTransformer  # the nn.MultiheadAttention module read back
     Z: torch.Tensor
     y: torch.Tensor
@@ -67,9 +73,11 @@ class Case:
     def rounding(self) -> Rounding:
         """Two forward passes of N + H D_e + m terms each (docs/derivations/rounding.md)."""
         m = self.merged
-        return Rounding(n=2 * (self.Z.shape[1] + m.D_e * m.H + m.m),
-                        scale=float(self.y.abs().max()) + 1.0,
-                        what="2 (N + H D_e + m) eps (|y|max + 1)")
+        return Rounding(
+            n=2 * (self.Z.shape[1] + m.D_e * m.H + m.m),
+            scale=float(self.y.abs().max()) + 1.0,
+            what="2 (N + H D_e + m) eps (|y|max + 1)",
+        )
 
 
 @dataclass(frozen=True)
@@ -79,17 +87,23 @@ class ExportInputs:
     cases: Tuple[Case, ...]
     float32: Tuple[Tuple[str, PracticalTransformer], ...]  # (how it was loaded, module)
     biased: PracticalTransformer  # the small export with readout bias c and an out_proj bias
-    folded: MergedAttention       # from_multihead(biased)
+    folded: MergedAttention  # from_multihead(biased)
 
 
 def _prompts(cons, B: int, N: int, d: int, name: str, ctx: Context):
     """B prompts of N tokens whose q indices are distinct (the averaging head needs them)."""
-    gen = lambda part, *i: ctx.generator(f"export-roundtrip/{name}/{part}", *i,  # noqa: E731
-                                         device=ctx.device)
+    gen = lambda part, *i: ctx.generator(
+        f"export-roundtrip/{name}/{part}",
+        *i,  # noqa: E731
+        device=ctx.device,
+    )
     x = torch.randn(B, N, d, generator=gen("x"), dtype=torch.float64, device=ctx.device)
-    t = torch.stack([
-        torch.randperm(N, generator=gen("t", b), device=ctx.device)[:cons.q].expand(N, cons.q)
-        for b in range(B)])
+    t = torch.stack(
+        [
+            torch.randperm(N, generator=gen("t", b), device=ctx.device)[: cons.q].expand(N, cons.q)
+            for b in range(B)
+        ]
+    )
     with torch.no_grad():
         return cons.encode(x, t), cons.predict(x, t)
 
@@ -102,7 +116,8 @@ def _with_bias(mt: PracticalTransformer) -> PracticalTransformer:
         E = biased.q * biased.D_e
         w = biased.readout.weight
         biased.mha.out_proj.bias = torch.nn.Parameter(
-            torch.linspace(-0.1, 0.1, E, dtype=w.dtype, device=w.device))
+            torch.linspace(-0.1, 0.1, E, dtype=w.dtype, device=w.device)
+        )
     return biased
 
 
@@ -115,19 +130,34 @@ def export_inputs(ctx: Context) -> ExportInputs:
     l11 = lemma11(EX_N, EX_D, 3, net, eps=0.05, r_x=3.0, device=ctx.device)
     book = rs_hadamard_codebook(EX_N, mu=0.15, device=ctx.device)
     avg = sparse_average_head(EX_N, EX_D, 3, codebook=book, r_x=3.0, device=ctx.device)
-    cases = [Case(name, *saved_and_reloaded(cons), *_prompts(cons, B, EX_N, EX_D, name, ctx))
-             for name, cons in (("lemma11 q=3", l11), ("sparse-average q=3", avg))]
-    small_net = make_link("teacher", 2, SMALL_D,
-                          generator=ctx.generator("export-roundtrip/small-link")).two_layer_net()
+    cases = [
+        Case(name, *saved_and_reloaded(cons), *_prompts(cons, B, EX_N, EX_D, name, ctx))
+        for name, cons in (("lemma11 q=3", l11), ("sparse-average q=3", avg))
+    ]
+    small_net = make_link(
+        "teacher", 2, SMALL_D, generator=ctx.generator("export-roundtrip/small-link")
+    ).two_layer_net()
     small = lemma11(SMALL_N, SMALL_D, 2, small_net, eps=0.05, r_x=3.0, device=ctx.device)
     state = construction_state(small)
     mt = through_path(state, load_multihead)
-    cases.append(Case("small lemma11 q=2 via load_multihead(file)", from_multihead(mt), mt,
-                      *_prompts(small, 2, SMALL_N, SMALL_D, "small", ctx)))
-    float32 = (("load_multihead(file, dtype=float32)",
-                through_path(state, load_multihead, dtype=torch.float32)),
-               ("init_from_construction(dtype=float32)",
-                init_from_construction(small, dtype=torch.float32)))
+    cases.append(
+        Case(
+            "small lemma11 q=2 via load_multihead(file)",
+            from_multihead(mt),
+            mt,
+            *_prompts(small, 2, SMALL_N, SMALL_D, "small", ctx),
+        )
+    )
+    float32 = (
+        (
+            "load_multihead(file, dtype=float32)",
+            through_path(state, load_multihead, dtype=torch.float32),
+        ),
+        (
+            "init_from_construction(dtype=float32)",
+            init_from_construction(small, dtype=torch.float32),
+        ),
+    )
     biased = _with_bias(mt)
     return ExportInputs(tuple(cases), float32, biased, from_multihead(biased))
 
@@ -202,7 +232,7 @@ def _heads_swapped(mt: PracticalTransformer) -> PracticalTransformer:
     with torch.no_grad():
         Wk, D = mt.projection_weights()[1], mt.D_e
         if Wk.shape[0] >= 2 * D:
-            Wk[:2 * D] = torch.cat([Wk[D:2 * D].clone(), Wk[:D].clone()])
+            Wk[: 2 * D] = torch.cat([Wk[D : 2 * D].clone(), Wk[:D].clone()])
     return mt
 
 
@@ -216,9 +246,11 @@ def _transposed_qk(merged: MergedAttention) -> MergedAttention:
 
 def _every_export(slip):
     """A fault applying ``slip`` to every reloaded nn.MultiheadAttention module (copies)."""
+
     def apply(inp: ExportInputs, ctx: Context) -> ExportInputs:
         cases = tuple(replace(c, exported=slip(c.exported)) for c in inp.cases)
         return replace(inp, cases=cases, float32=tuple((h, slip(m)) for h, m in inp.float32))
+
     return apply
 
 
@@ -235,22 +267,42 @@ EXPORTED, MERGED = "nn.MultiheadAttention = built", "reloaded merged = built"
 FOLDED = "folded back = built"
 FLOAT32, BIASES = "float32 loaders = built", "biases folded"
 
-register(Claim(
-    id="export-roundtrip", ref=Ref("Appendix A.1", "Appendix A.1"),
-    statement="a saved construction reloaded (weights_only) into nn.MultiheadAttention, and folded "
-              "back, gives the built module's outputs",
-    inputs=export_inputs,
-    checks=[Check(EXPORTED, exported_matches), Check(MERGED, merged_matches),
-            Check(FOLDED, folded_matches), Check(FLOAT32, float32_matches),
-            Check(BIASES, biases_fold)],
-    faults=[Fault("exporter forgets torch's 1/sqrt(head_dim)",
-                  _every_export(_forgot_head_dim_scale), breaks=(EXPORTED, FOLDED, FLOAT32)),
-            Fault("two heads' key blocks swapped", _every_export(_heads_swapped),
-                  breaks=(EXPORTED, FOLDED, FLOAT32)),
+register(
+    Claim(
+        id="export-roundtrip",
+        ref=Ref("Appendix A.1", "Appendix A.1"),
+        statement="a saved construction reloaded (weights_only) into nn.MultiheadAttention, and folded "
+        "back, gives the built module's outputs",
+        inputs=export_inputs,
+        checks=[
+            Check(EXPORTED, exported_matches),
+            Check(MERGED, merged_matches),
+            Check(FOLDED, folded_matches),
+            Check(FLOAT32, float32_matches),
+            Check(BIASES, biases_fold),
+        ],
+        faults=[
+            Fault(
+                "exporter forgets torch's 1/sqrt(head_dim)",
+                _every_export(_forgot_head_dim_scale),
+                breaks=(EXPORTED, FOLDED, FLOAT32),
+            ),
+            Fault(
+                "two heads' key blocks swapped",
+                _every_export(_heads_swapped),
+                breaks=(EXPORTED, FOLDED, FLOAT32),
+            ),
             Fault("W_QK read transposed", _merged_transposed, breaks=(MERGED,)),
-            Fault("fold drops the biases", _biases_dropped, breaks=(BIASES,))],
-    builds=(construction_state, load_construction_state, load_multihead, from_multihead,
-            init_from_construction),
-    bounds=(lemma11, sparse_average_head),
-    derivation="docs/derivations/rounding.md",
-))
+            Fault("fold drops the biases", _biases_dropped, breaks=(BIASES,)),
+        ],
+        builds=(
+            construction_state,
+            load_construction_state,
+            load_multihead,
+            from_multihead,
+            init_from_construction,
+        ),
+        bounds=(lemma11, sparse_average_head),
+        derivation="docs/derivations/rounding.md",
+    )
+)

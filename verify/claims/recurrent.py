@@ -7,6 +7,7 @@ every constant: ``docs/derivations/rnn-transition.md``. All certified checks run
 ``ctx.device``; a certificate holds when measured <= bound + its rounding term
 (``verify.rounding``), stated in the detail.
 """
+
 from __future__ import annotations
 
 import copy
@@ -23,8 +24,13 @@ from qstr.constructions.codes import Codebook, build_codebook, rs_hadamard_codeb
 from qstr.constructions.encoding import rnn_encoding
 from qstr.constructions.export import load_rnn
 from qstr.constructions.links import make_link
-from qstr.constructions.recurrent import (Transition, module_from_state, rnn_state, rnn_weights,
-                                         transition_weights)
+from qstr.constructions.recurrent import (
+    Transition,
+    module_from_state,
+    rnn_state,
+    rnn_weights,
+    transition_weights,
+)
 from qstr.constructions.relu import Gadget, gate_bands, gate_gadget, product_error, product_gadget
 from qstr.constructions.task import QSTR, gather_tokens
 from qstr.verify.adversarial import clip_to_ball
@@ -43,9 +49,11 @@ def _transition_rounding(tr, N: int = 0, r_h: float = 0.0) -> Rounding:
     sums N outputs of which at most q are nonzero (the rest are exact zeros): q such terms plus
     the N-term prefix sum of vectors of norm <= r_h."""
     g = tr.guarantee
-    one = Rounding(n=tr.d_e * g.product_knots + g.gate_knots + 4,
-                   scale=g.r_x * g.gate_slope * g.s_max * tr.d_e,
-                   what="(d_e K1 + K2 + 4) eps r_x M s_max d_e")
+    one = Rounding(
+        n=tr.d_e * g.product_knots + g.gate_knots + 4,
+        scale=g.r_x * g.gate_slope * g.s_max * tr.d_e,
+        what="(d_e K1 + K2 + 4) eps r_x M s_max d_e",
+    )
     if not N:
         return one
     return replace(one, n=tr.q * one.n, what="q " + one.what) + Rounding(
@@ -109,7 +117,7 @@ def _ball_ascent(err, x0: torch.Tensor, r: float, steps: int) -> torch.Tensor:
     for k in range(steps):
         x.requires_grad_(True)
         e = err(x)
-        (grad,) = torch.autograd.grad((e ** 2).sum(), x)
+        (grad,) = torch.autograd.grad((e**2).sum(), x)
         with torch.no_grad():
             val = float(e.max())
             if val > best_val:
@@ -158,8 +166,9 @@ def _search(name: str, k: int, gadget: Gadget, lo, hi, special: torch.Tensor, ct
     gadget = replace(gadget, W1=gadget.W1.to(dev), b1=gadget.b1.to(dev), W2=gadget.W2.to(dev))
     err = lambda u: (gadget(u) - gadget.target(u)).abs()[..., 0]  # noqa: E731
     n_grid = ctx.pick(quick=241, full=1201)
-    grid = torch.cartesian_prod(*(torch.linspace(lo[j], hi[j], n_grid, dtype=F64, device=dev)
-                                  for j in range(2)))
+    grid = torch.cartesian_prod(
+        *(torch.linspace(lo[j], hi[j], n_grid, dtype=F64, device=dev) for j in range(2))
+    )
     lo_t, hi_t = (torch.tensor(v, dtype=F64, device=dev) for v in (lo, hi))
     n_starts = ctx.pick(quick=256, full=2048)
     u0 = torch.rand(
@@ -193,8 +202,13 @@ def gadget_certificate_attained(inp: GadgetInputs, ctx: Context) -> Verdict:
     least one (a certificate h^2/8 for h^2/16 fails here). Worst case: the ratio farthest from 1."""
     worst = max(inp.cases, key=lambda c: abs(c.sup_error / inp.certificate(*c.args) - 1))
     bound = inp.certificate(*worst.args)
-    return close(worst.sup_error, bound, ATTAINED_TOL * bound, worst.rounding,
-                 detail=f"worst case {_shown(worst)}")
+    return close(
+        worst.sup_error,
+        bound,
+        ATTAINED_TOL * bound,
+        worst.rounding,
+        detail=f"worst case {_shown(worst)}",
+    )
 
 
 def _fewer_knots(cases, build, special, lo_hi, name: str, ctx: Context):
@@ -206,8 +220,11 @@ def _fewer_knots(cases, build, special, lo_hi, name: str, ctx: Context):
         g = build(*args)
         lo, hi = lo_hi(*args)
         found, rnd = _search(name, k, g, lo, hi, special(*args), ctx)
-        out.append(replace(c, label=f"{c.label} built with {used} knots", gadget=g, found=found,
-                           rounding=rnd))
+        out.append(
+            replace(
+                c, label=f"{c.label} built with {used} knots", gadget=g, found=found, rounding=rnd
+            )
+        )
     return tuple(out)
 
 
@@ -334,8 +351,12 @@ def gate_zero_below_half(inp: GadgetInputs, ctx: Context) -> Verdict:
             torch.linspace(-r_x, r_x, 201, dtype=F64, device=ctx.device),
             torch.linspace(-1.5, 0.5 - 1e-9, 201, dtype=F64, device=ctx.device),
         )
-        gadget = replace(c.gadget, W1=c.gadget.W1.to(ctx.device), b1=c.gadget.b1.to(ctx.device),
-                         W2=c.gadget.W2.to(ctx.device))
+        gadget = replace(
+            c.gadget,
+            W1=c.gadget.W1.to(ctx.device),
+            b1=c.gadget.b1.to(ctx.device),
+            W2=c.gadget.W2.to(ctx.device),
+        )
         count = int((gadget(grid) != 0).sum())
         nonzero += count
         where.append(f"{c.label}: {count}")
@@ -349,23 +370,35 @@ def gate_gadget_is_unit_sum(inp: GadgetInputs, ctx: Context) -> Verdict:
     gap, worst = -1.0, inp.cases[0]
     for c in inp.cases:
         bands = gate_bands(*c.args)
-        grid = torch.cartesian_prod(*(torch.linspace(c.lo[j], c.hi[j], 121, dtype=F64)
-                                      for j in range(2)))
+        grid = torch.cartesian_prod(
+            *(torch.linspace(c.lo[j], c.hi[j], 121, dtype=F64) for j in range(2))
+        )
         x, s = grid[:, :1], grid[:, 1]
         units = bands.evaluate_units(x, s)
-        g = max(float((c.gadget(grid) - units).abs().max()),
-                float((bands.evaluate(x, s) - units).abs().max()))
+        g = max(
+            float((c.gadget(grid) - units).abs().max()),
+            float((bands.evaluate(x, s) - units).abs().max()),
+        )
         if g > gap:
             gap, worst = g, c
-    return close(gap, 0.0, 0.0, worst.rounding + worst.rounding,
-                 detail=f"largest |gadget - unit sum| or |closed form - unit sum|, worst case "
-                        f"{_shown(worst)}")
+    return close(
+        gap,
+        0.0,
+        0.0,
+        worst.rounding + worst.rounding,
+        detail=f"largest |gadget - unit sum| or |closed form - unit sum|, worst case "
+        f"{_shown(worst)}",
+    )
 
 
 def _gate_half_knots(inp: GadgetInputs, ctx: Context) -> GadgetInputs:
     """Half the knots: delta doubles, and so does the attained error."""
-    return replace(inp, cases=_fewer_knots(inp.cases, gate_gadget, _gate_special, _gate_box,
-                                           "lemma-24/starts", ctx))
+    return replace(
+        inp,
+        cases=_fewer_knots(
+            inp.cases, gate_gadget, _gate_special, _gate_box, "lemma-24/starts", ctx
+        ),
+    )
 
 
 def _gate_beta_shifted(inp: GadgetInputs, ctx: Context) -> GadgetInputs:
@@ -406,8 +439,9 @@ register(
         faults=[
             Fault("half the knots", _gate_half_knots, breaks=(L24_SUP, L24_ATTAINED)),
             Fault("certificate 2 r_x delta", _gate_2_delta, breaks=(L24_ATTAINED,)),
-            Fault("band offsets shifted up by M/10", _gate_beta_shifted,
-                  breaks=(L24_ZERO, L24_UNITS)),
+            Fault(
+                "band offsets shifted up by M/10", _gate_beta_shifted, breaks=(L24_ZERO, L24_UNITS)
+            ),
         ],
         builds=(gate_gadget,),
         bounds=(gate_error,),
@@ -597,8 +631,13 @@ def prop26_inputs(ctx: Context) -> Prop26Inputs:
         )
     ]
     if ctx.profile == "gpu":  # the transition scanned over N = 1e6 positions (exact products)
-        curves.append((f"rs-hadamard N={P26_LONG_NS[-1]}", _curve_rnn(P26_LONG_NS[-1], False, ctx),
-                       P26_LONG_NS))
+        curves.append(
+            (
+                f"rs-hadamard N={P26_LONG_NS[-1]}",
+                _curve_rnn(P26_LONG_NS[-1], False, ctx),
+                P26_LONG_NS,
+            )
+        )
     return Prop26Inputs(cases, guarantees, tuple(curves), P26_EPS)
 
 
@@ -632,7 +671,7 @@ def _ascents(tr, x0: torch.Tensor, zs: torch.Tensor, hit: torch.Tensor, ctx: Con
 def _case_target_error(c: TransitionCase) -> float:
     """max |f(z)_l - x_i|_inf over target slots: every pair (random and boundary tokens) and the
     worst tokens found."""
-    zs = c.z(c.x)[:, c.x.shape[1]:]
+    zs = c.z(c.x)[:, c.x.shape[1] :]
     with torch.no_grad():
         errs = [_target_errors(c.transition, x, zs, c.hit) for x in (c.x, c.boundary)]
         errs.append(_target_errors(c.transition, c.worst_target, zs[c.sel], c.hit[c.sel]))
@@ -684,10 +723,12 @@ def transition_gate_below_threshold(inp: Prop26Inputs, ctx: Context) -> Verdict:
     (docs/derivations/rnn-transition.md: b = r_x min(4e, 2e + delta)); worst tokens by ascent."""
     rows = []
     for c in inp.cases:
-        zs = c.z(c.x, c.sel)[:, c.x.shape[1]:]
+        zs = c.z(c.x, c.sel)[:, c.x.shape[1] :]
         with torch.no_grad():
-            leak = max(float(_gate_leaks(c.transition, x, zs, c.hit[c.sel]).max())
-                       for x in (c.starts, c.worst_leak))
+            leak = max(
+                float(_gate_leaks(c.transition, x, zs, c.hit[c.sel]).max())
+                for x in (c.starts, c.worst_leak)
+            )
         rows.append((c, leak))
     c, leak = _worst(rows, lambda r: r[1] / r[0].transition.threshold)
     return at_most(
@@ -705,8 +746,14 @@ def transition_dense_equals_closed_form(inp: Prop26Inputs, ctx: Context) -> Verd
     for c in inp.cases:
         with torch.no_grad():
             z = c.z(c.x, c.sub)
-            rows.append((c.label, float((c.transition.dense(torch.cat([c.h, z], 1))
-                                         - c.transition(z)).abs().max())))
+            rows.append(
+                (
+                    c.label,
+                    float(
+                        (c.transition.dense(torch.cat([c.h, z], 1)) - c.transition(z)).abs().max()
+                    ),
+                )
+            )
     label, gap = _worst(rows, lambda r: r[1])
     return at_most(
         gap, 1e-9, detail=f"worst case {label}: max |dense - closed form| (absolute 1e-9)"
@@ -731,7 +778,7 @@ def derived_knots(g) -> tuple:
         dA = min(eps / (4 * r) - nu, (0.5 - mu - eta) * (1 - 1e-9))
         dB = (eps / 2 - 2 * r * nu - 4 * r * (mu - 0.5 + eta)) / (6 * r)
         dB = dB if dB > 0.5 - mu else -math.inf  # the mu ~ 1/2 regime only
-        K1 = max(2, math.ceil(1 + math.sqrt(g.d_e * g.code_range ** 2 / max(dA, dB))))
+        K1 = max(2, math.ceil(1 + math.sqrt(g.d_e * g.code_range**2 / max(dA, dB))))
     budget = eps - 4 * r * g.non_target_excess - 2 * r * (g.inner_product_error + nu)
     return K1, max(1, math.ceil((g.s_max - 0.5) * r / budget))
 
@@ -754,20 +801,31 @@ def derived_budget(g) -> Dict[str, float]:
     delta1 = 0.0 if g.product_certificate == "alphabet" else g.d_e * h * h / 16
     e = max(0.0, g.mu + delta1 - 0.5) + g.margin
     b = g.r_x * min(4 * e, 2 * e + g.gate_delta)
-    return {"product_error": h * h / 16, "inner_product_error": delta1,
-            "s_max": 1 + g.norm_defect + delta1 + g.margin, "non_target_excess": e, "threshold": b,
-            "eps": b + g.gate_error + 2 * g.r_x * (delta1 + g.norm_defect)}
+    return {
+        "product_error": h * h / 16,
+        "inner_product_error": delta1,
+        "s_max": 1 + g.norm_defect + delta1 + g.margin,
+        "non_target_excess": e,
+        "threshold": b,
+        "eps": b + g.gate_error + 2 * g.r_x * (delta1 + g.norm_defect),
+    }
 
 
 def _budget_check(field_name: str):
     """The check that the guarantee's ``field_name`` is the derivation's (relative 1e-12)."""
 
     def run(inp: Prop26Inputs, ctx: Context) -> Verdict:
-        rows = [(label, getattr(g, field_name), derived_budget(g)[field_name])
-                for label, g, _ in inp.guarantees]
+        rows = [
+            (label, getattr(g, field_name), derived_budget(g)[field_name])
+            for label, g, _ in inp.guarantees
+        ]
         label, got, want = _worst(rows, lambda r: abs(r[1] - r[2]) / max(abs(r[2]), 1e-300))
-        return close(got, want, 1e-12 * max(abs(want), 1e-300),
-                     detail=f"worst case {label}: the guarantee's {field_name} vs the derivation's")
+        return close(
+            got,
+            want,
+            1e-12 * max(abs(want), 1e-300),
+            detail=f"worst case {label}: the guarantee's {field_name} vs the derivation's",
+        )
 
     return run
 
@@ -847,8 +905,10 @@ def _no_rectifier(inp: Prop26Inputs, ctx: Context) -> Prop26Inputs:
     """Layers 3-4 removed from every transition (and the scanned RNNs'): the gate leaks at pairs
     with <omega_i, omega_t> = 1/2 and the state error grows with N past eps."""
     cases = tuple(replace(c, transition=_gate_only(c.transition)) for c in inp.cases)
-    curves = tuple((label, _with_transition(rnn, _gate_only(rnn.transition)), Ns)
-                   for label, rnn, Ns in inp.curves)
+    curves = tuple(
+        (label, _with_transition(rnn, _gate_only(rnn.transition)), Ns)
+        for label, rnn, Ns in inp.curves
+    )
     return replace(inp, cases=cases, curves=curves)
 
 
@@ -862,8 +922,15 @@ def _with_threshold(tr, b: float):
 
 def _threshold_scaled(factor: float):
     def apply(inp: Prop26Inputs, ctx: Context) -> Prop26Inputs:
-        return replace(inp, cases=tuple(replace(c, transition=_with_threshold(
-            c.transition, factor * c.transition.threshold)) for c in inp.cases))
+        return replace(
+            inp,
+            cases=tuple(
+                replace(
+                    c, transition=_with_threshold(c.transition, factor * c.transition.threshold)
+                )
+                for c in inp.cases
+            ),
+        )
 
     apply.__doc__ = f"The threshold b of layer 3 scaled by {factor:g}."
     return apply
@@ -900,8 +967,9 @@ def _built_for_twice_eps(inp: Prop26Inputs, ctx: Context) -> Prop26Inputs:
     prop26_transition): the knots are chosen for a budget twice the one asked."""
     out = []
     for label, g, omega in inp.guarantees:
-        tr = prop26_transition(omega, g.d, g.q, eps=2 * inp.eps, r_x=g.r_x, mu=g.mu,
-                               margin=g.margin)
+        tr = prop26_transition(
+            omega, g.d, g.q, eps=2 * inp.eps, r_x=g.r_x, mu=g.mu, margin=g.margin
+        )
         out.append((label, tr.guarantee, omega))
     return replace(inp, guarantees=tuple(out))
 
@@ -959,8 +1027,11 @@ register(
                 _guarantees_edited(eps=lambda g: g.eps / 1.5),
                 breaks=(P26_BUDGET["eps"],),
             ),
-            Fault("layer 3 reads delta sum_k H_k (factor 2 dropped)", _gate_readout_halved,
-                  breaks=(P26_DENSE,)),
+            Fault(
+                "layer 3 reads delta sum_k H_k (factor 2 dropped)",
+                _gate_readout_halved,
+                breaks=(P26_DENSE,),
+            ),
             Fault("built for twice the eps asked", _built_for_twice_eps, breaks=(P26_ASKED,)),
             Fault(
                 "product error h^2/4 (the square's, not the product's)",
@@ -1087,9 +1158,12 @@ def states_within_state_eps(inp: Cor27Inputs, ctx: Context) -> Verdict:
     ratios = ", ".join(
         f"{k.N}: {_state_error(k) / k.rnn.guarantee.state_eps:.3g}" for k in inp.cases
     )
-    return at_most(_state_error(c), c.rnn.guarantee.state_eps,
-                   _transition_rounding(c.rnn.transition, c.N, c.rnn.r_h),
-                   detail=f"worst case {c.label}; err/eps by N: {ratios}")
+    return at_most(
+        _state_error(c),
+        c.rnn.guarantee.state_eps,
+        _transition_rounding(c.rnn.transition, c.N, c.rnn.r_h),
+        detail=f"worst case {c.label}; err/eps by N: {ratios}",
+    )
 
 
 def states_zero_off_target(inp: Cor27Inputs, ctx: Context) -> Verdict:
@@ -1103,8 +1177,11 @@ def states_zero_off_target(inp: Cor27Inputs, ctx: Context) -> Verdict:
                 int(((tf == 0) & (st.h_fwd != 0)).sum() + ((tb == 0) & (st.h_bwd != 0)).sum()),
             )
         )
-    return exact(sum(n for _, n in rows), 0, detail="nonzero states where the target is 0: "
-                 + ", ".join(f"{a}: {n}" for a, n in rows))
+    return exact(
+        sum(n for _, n in rows),
+        0,
+        detail="nonzero states where the target is 0: " + ", ".join(f"{a}: {n}" for a, n in rows),
+    )
 
 
 def states_projection_inactive(inp: Cor27Inputs, ctx: Context) -> Verdict:
@@ -1151,8 +1228,11 @@ def module_projection_equals_scan(inp: Cor27Inputs, ctx: Context) -> Verdict:
         hf, hb = module.states(c.rnn.encode(c.x, c.t))
     gap = max(float((hf - c.states.h_fwd).abs().max()), float((hb - c.states.h_bwd).abs().max()))
     active = c.states.projection_active
-    return at_most(gap if active else math.inf, 1e-9,
-                   detail=f"{c.label}: max |loop - scan|, {active} projected steps (absolute 1e-9)")
+    return at_most(
+        gap if active else math.inf,
+        1e-9,
+        detail=f"{c.label}: max |loop - scan|, {active} projected steps (absolute 1e-9)",
+    )
 
 
 def _module_at_cor27_radius(inp: Cor27Inputs, ctx: Context) -> Cor27Inputs:
@@ -1176,8 +1256,9 @@ def _inclusive_scan(inp: Cor27Inputs, ctx: Context) -> Cor27Inputs:
     up to N = 1000: the slip does not depend on N)."""
     cases = []
     for c in inp.cases[:2]:
-        st = replace(c.states, h_fwd=c.states.h_fwd + c.states.direct,
-                     h_bwd=c.states.h_bwd + c.states.direct)
+        st = replace(
+            c.states, h_fwd=c.states.h_fwd + c.states.direct, h_bwd=c.states.h_bwd + c.states.direct
+        )
         cases.append(replace(c, states=st))
     return replace(inp, cases=tuple(cases))
 
@@ -1239,13 +1320,22 @@ register(
         ],
         faults=[
             Fault("r_h = sqrt(q) r_x / 2", _r_h_halved, breaks=(C27_ERR, C27_PROJ)),
-            Fault("inclusive prefix sums (index off by one)", _inclusive_scan,
-                  breaks=(C27_ZERO, C27_ERR)),
+            Fault(
+                "inclusive prefix sums (index off by one)",
+                _inclusive_scan,
+                breaks=(C27_ZERO, C27_ERR),
+            ),
             Fault("built for twice the eps asked", _built_for_twice_eps_c27, breaks=(C27_ASKED,)),
-            Fault("the clipped module built at Cor 27's radius", _module_at_cor27_radius,
-                  breaks=(C27_CLIP,)),
-            Fault("module gate bands from 0, not 1/2", _module_bands_from_zero_c27,
-                  breaks=(C27_LOOP, C27_LOOP0)),
+            Fault(
+                "the clipped module built at Cor 27's radius",
+                _module_at_cor27_radius,
+                breaks=(C27_CLIP,),
+            ),
+            Fault(
+                "module gate bands from 0, not 1/2",
+                _module_bands_from_zero_c27,
+                breaks=(C27_LOOP, C27_LOOP0),
+            ),
         ],
         builds=(rnn_weights,),
         bounds=(prop28_rnn,),
@@ -1322,16 +1412,25 @@ def _p28_rnn(N: int, rotate: bool, ctx: Context):
         ctx.device
     )
     # eps left at prop28_rnn's default (0.1, documented; tests/bounds/test_recurrent.py)
-    return link, prop28_rnn(book.to(device=ctx.device), P28_D, link.two_layer_net(),
-                           r_x=token_radius(P28_D, 64 * N))
+    return link, prop28_rnn(
+        book.to(device=ctx.device), P28_D, link.two_layer_net(), r_x=token_radius(P28_D, 64 * N)
+    )
 
 
 def _p28_error(c, link, x, t) -> torch.Tensor:
     return (c.predict(x, t) - link(gather_tokens(x, t))).abs()
 
 
-def _p28_case(N: int, rotate: bool, B: int, k: int, ctx: Context, adversarial: int = 0,
-              saved: bool = False, variant: str = "simple") -> PredictionCase:
+def _p28_case(
+    N: int,
+    rotate: bool,
+    B: int,
+    k: int,
+    ctx: Context,
+    adversarial: int = 0,
+    saved: bool = False,
+    variant: str = "simple",
+) -> PredictionCase:
     """B prompts of the given qSTR variant, plus B adversarial ones when ``adversarial`` steps are
     asked (ascent on the prediction error), and the file saved and reloaded when ``saved``."""
     link, c = _p28_rnn(N, rotate, ctx)
@@ -1376,8 +1475,14 @@ def _cli_case(ctx: Context) -> PredictionCase:
         device=ctx.device,
         dtype=F64,
     )
-    return PredictionCase(f"`qstr construct rnn` file N={N} d={d} q={q}", c, link,
-                          clip_to_ball(p.x, c.guarantee.r_x), p.t, model)
+    return PredictionCase(
+        f"`qstr construct rnn` file N={N} d={d} q={q}",
+        c,
+        link,
+        clip_to_ball(p.x, c.guarantee.r_x),
+        p.t,
+        model,
+    )
 
 
 def prop28_inputs(ctx: Context) -> Prop28Inputs:
@@ -1423,8 +1528,11 @@ def _p28_rounding(c, N: int) -> Rounding:
     )
     net = c.g_net
     scale = float(net.a.abs() @ (net.W.abs().sum(1) * (2 * c.r_h + c.guarantee.r_x) + net.b.abs()))
-    return states + Rounding(n=c.transition.d_h + net.m + 2, scale=scale,
-                             what="(qd + m + 2) eps |a|(|W| (2 r_h + r_x) + |b|)")
+    return states + Rounding(
+        n=c.transition.d_h + net.m + 2,
+        scale=scale,
+        what="(qd + m + 2) eps |a|(|W| (2 r_h + r_x) + |b|)",
+    )
 
 
 def _errors(inp: Prop28Inputs):
@@ -1629,8 +1737,9 @@ def _lipschitz_doubled(rnn) -> None:
 def _bound_at_asked_eps(rnn) -> None:
     """The guarantee's bound Lip sqrt(qd) eps taken at the eps asked, not the certified one."""
     g, tg = rnn.guarantee, rnn.transition.guarantee
-    rnn.guarantee = replace(g, prediction_error=g.lipschitz * math.sqrt(tg.q * tg.d)
-                            * tg.eps_requested)
+    rnn.guarantee = replace(
+        g, prediction_error=g.lipschitz * math.sqrt(tg.q * tg.d) * tg.eps_requested
+    )
 
 
 def _r_h_without_eps(rnn) -> None:
@@ -1698,13 +1807,20 @@ register(
                 breaks=(P28_PLAIN,),
             ),
             Fault("saved in float32", _saved_edited(_saved_in_float32), breaks=(P28_SAVED,)),
-            Fault("module gate bands from 0, not 1/2", _module_bands_from_zero_p28,
-                  breaks=(P28_LOOP,)),
+            Fault(
+                "module gate bands from 0, not 1/2", _module_bands_from_zero_p28, breaks=(P28_LOOP,)
+            ),
             Fault("CLI built for twice the eps asked", _cli_for_twice_eps, breaks=(P28_ASKED,)),
-            Fault("Lipschitz constant doubled in the guarantee", _rnns_edited(_lipschitz_doubled),
-                  breaks=(P28_LIP,)),
-            Fault("bound at the eps asked, not the certified", _rnns_edited(_bound_at_asked_eps),
-                  breaks=(P28_BOUND,)),
+            Fault(
+                "Lipschitz constant doubled in the guarantee",
+                _rnns_edited(_lipschitz_doubled),
+                breaks=(P28_LIP,),
+            ),
+            Fault(
+                "bound at the eps asked, not the certified",
+                _rnns_edited(_bound_at_asked_eps),
+                breaks=(P28_BOUND,),
+            ),
             Fault("r_h without sqrt(d) eps", _rnns_edited(_r_h_without_eps), breaks=(P28_RH,)),
         ],
         builds=(rnn_weights, rnn_state),

@@ -189,10 +189,15 @@ L37_STEP3_NS = range(2, 1025)  # the lengths at which step 3's union bound at ep
 def lemma37_threshold_union(inp: Lemma37Inputs, ctx: Context) -> Verdict:
     """Lemma 37, step 3: at eps_n the union bound C(n, 2) eps_n / sqrt(pi) is (n - 1) / (6 n) < 1/6
     exactly (docs/derivations/interpolation.md); the largest relative gap over n = 2..1024."""
-    gap, n = max((abs(inp.union_bound(n, inp.threshold(n)) * 6 * n / (n - 1) - 1), n)
-                 for n in L37_STEP3_NS)
-    return at_most(gap, 0.0, Rounding(n=8, scale=1.0, what="8 eps (sqrt, products), relative"),
-                   detail=f"largest at n={n}: union bound at eps_n against (n - 1) / (6 n)")
+    gap, n = max(
+        (abs(inp.union_bound(n, inp.threshold(n)) * 6 * n / (n - 1) - 1), n) for n in L37_STEP3_NS
+    )
+    return at_most(
+        gap,
+        0.0,
+        Rounding(n=8, scale=1.0, what="8 eps (sqrt, products), relative"),
+        detail=f"largest at n={n}: union bound at eps_n against (n - 1) / (6 n)",
+    )
 
 
 def lemma37_constructive_gap(inp: Lemma37Inputs, ctx: Context) -> Verdict:
@@ -493,7 +498,7 @@ def lemma38_same_function(inp: Lemma38Inputs, ctx: Context) -> Verdict:
     return at_most(
         change,
         1e-9,
-        detail=f"max |f_raw - f_balanced| / max(1, |f_raw|) on a grid, " f"worst n = {n}",
+        detail=f"max |f_raw - f_balanced| / max(1, |f_raw|) on a grid, worst n = {n}",
     )
 
 
@@ -556,9 +561,7 @@ def _first_breakpoint_at_z1(inp: Lemma38Inputs, ctx: Context) -> Lemma38Inputs:
         raw, bal, tau = case.net.raw, case.net.balanced, case.net.tau
         shift = torch.zeros_like(raw.b)
         shift[0] = case.eps
-        return _with_nets(
-            case, replace(raw, b=raw.b - shift), replace(bal, b=bal.b - tau * shift)
-        )
+        return _with_nets(case, replace(raw, b=raw.b - shift), replace(bal, b=bal.b - tau * shift))
 
     return _each_case(inp, edit)
 
@@ -826,7 +829,7 @@ def lemma36_exact(inp: Lemma36Inputs, ctx: Context) -> Verdict:
     """Lemma 36: zero training error (float64, 1e-9) at the memorised position."""
     err, n, N, L = max((_training_error(c), c.n, c.N, c.depth) for c in inp.cases)
     return at_most(
-        err, 1e-9, detail=f"max |y_hat - y| over the prompts, worst n = {n}, N = {N}, " f"depth {L}"
+        err, 1e-9, detail=f"max |y_hat - y| over the prompts, worst n = {n}, N = {N}, depth {L}"
     )
 
 
@@ -882,7 +885,7 @@ def lemma36_balanced(inp: Lemma36Inputs, ctx: Context) -> Verdict:
     """Depth rebalancing: the output layers have equal squared norms (AM-GM's equality case)."""
     gap, n, L = max((_balance_gap(c.model), c.n, c.depth) for c in inp.cases)
     return at_most(
-        gap, 1e-9, detail=f"relative spread of ||W_l||^2 + ||b_l||^2, worst n = {n}, " f"depth {L}"
+        gap, 1e-9, detail=f"relative spread of ||W_l||^2 + ||b_l||^2, worst n = {n}, depth {L}"
     )
 
 
@@ -1246,7 +1249,7 @@ def prop8_positive(inp: Prop8Inputs, ctx: Context) -> Verdict:
     return exact(
         len(wrong),
         0,
-        detail=f"lengths where they differ: {wrong[:4]}; positive from " f"N = {first}",
+        detail=f"lengths where they differ: {wrong[:4]}; positive from N = {first}",
     )
 
 
@@ -1504,9 +1507,7 @@ def _slipped_packing(rate_factor=1.0, good_divisor=2.0, error_factor=2.0) -> Cal
         good = math.ceil(frac * M / good_divisor)
         fail = M * (M - 1) / 2 * math.exp(-E) + math.exp(-M * frac * frac / 2)
         log_good = math.log(good) if good >= 1 else 0.0
-        return replace(
-            pk, rate=rate, M=M, M_good=good, log_M_good=log_good, sep=sep, failure=fail
-        )
+        return replace(pk, rate=rate, M=M, M_good=good, log_M_good=log_good, sep=sep, failure=fail)
 
     return packing
 
@@ -1619,9 +1620,7 @@ register(
             Check("M and M' as derived", prop8_counts),
             Check("ln M', failure, separations as derived", prop8_record_derived),
             Check("log form of ln M' as derived", prop8_log_form),
-            Check(
-                "trained GRU width grows with N", prop8_width_growth, profiles=("full", "gpu")
-            ),
+            Check("trained GRU width grows with N", prop8_width_growth, profiles=("full", "gpu")),
         ],
         faults=[
             Fault(

@@ -1,6 +1,7 @@
 """Claims about the problem set-up (Section 2): the qSTR data model, Assumptions 1-3, Lemma 12,
 the RS-Hadamard codes and the experiments' encoding (derivations: docs/derivations/codebooks.md,
 docs/derivations/theorem4.md sections 0 and 1)."""
+
 from __future__ import annotations
 
 import math
@@ -31,8 +32,18 @@ from qstr.constructions.codes import (
 from qstr.constructions.links import CallableLink, TwoLayerNet, he2, make_link
 from qstr.bounds.recurrent import token_radius
 from qstr.constructions.task import QSTR, Prompts, gather_tokens, moment_check
-from qstr.verify.claim import (Check, Claim, Context, Fault, Ref, Verdict, at_least, at_most, close,
-                               exact)
+from qstr.verify.claim import (
+    Check,
+    Claim,
+    Context,
+    Fault,
+    Ref,
+    Verdict,
+    at_least,
+    at_most,
+    close,
+    exact,
+)
 from qstr.verify.registry import register
 from qstr.verify.properties import assert_index_structure
 from qstr.verify.rounding import Rounding
@@ -61,7 +72,8 @@ def _tail_by_counting(d_e: int, mu: float) -> Fraction:
         if d_e - 2 * b <= cut:  # the lower tail 2b - d_e < -mu d_e ends; the upper one mirrors it
             break
         count, term = count + term, term * (d_e - b) // (b + 1)
-    return Fraction(2 * count, 2 ** d_e)
+    return Fraction(2 * count, 2**d_e)
+
 
 # ---------------------------------------------------------------- assumption-3
 
@@ -107,15 +119,29 @@ def assumption3_inputs(ctx: Context) -> Assumption3Inputs:
     rad = ctx.generator("assumption-3/rademacher", device=device)
     books = (
         ("rs-hadamard", build_codebook(n_det, kind="rs-hadamard", mu_max=0.5, device=device)),
-        ("rademacher", build_codebook(n_rad, kind="rademacher", mu_max=0.5, delta=A3_DELTA,
-                                      generator=rad, device=device)),
-        ("rs-hadamard zero-padded to d_e = 300",
-         build_codebook(64, kind="rs-hadamard", d_e=300, dtype=torch.float64, device=device)),
+        (
+            "rademacher",
+            build_codebook(
+                n_rad, kind="rademacher", mu_max=0.5, delta=A3_DELTA, generator=rad, device=device
+            ),
+        ),
+        (
+            "rs-hadamard zero-padded to d_e = 300",
+            build_codebook(64, kind="rs-hadamard", d_e=300, dtype=torch.float64, device=device),
+        ),
         ("custom (rotated rs-hadamard)", _rotated(small, ctx)),
     )
-    return Assumption3Inputs(books, n_rad, 0.5, coherence, _measured(books, coherence),
-                             coherence_report,
-                             rademacher_dim, rademacher_pair_tail, _hoeffding_rule)
+    return Assumption3Inputs(
+        books,
+        n_rad,
+        0.5,
+        coherence,
+        _measured(books, coherence),
+        coherence_report,
+        rademacher_dim,
+        rademacher_pair_tail,
+        _hoeffding_rule,
+    )
 
 
 def _measured(books, measure) -> Tuple[float, ...]:
@@ -133,38 +159,55 @@ def _worst(values, key=lambda v: v[0]):
 def a3_coherence(inp: Assumption3Inputs, ctx: Context) -> Verdict:
     """Assumption 3: max_{i != j} |<omega_i, omega_j>| <= 1/2, the worst codebook (exact mu)."""
     mu, name, book = _worst([(mu, name, b) for mu, (name, b) in zip(inp.mus, inp.books)])
-    return at_most(mu, inp.mu_max, _coherence_rounding(book),
-                   detail=f"worst: {name} N={book.N} d_e={book.d_e}")
+    return at_most(
+        mu, inp.mu_max, _coherence_rounding(book), detail=f"worst: {name} N={book.N} d_e={book.d_e}"
+    )
 
 
 def a3_unit_rows(inp: Assumption3Inputs, ctx: Context) -> Verdict:
     """Assumption 3's unit codes: max_i | ||omega_i||^2 - 1 | over every codebook."""
+
     def off(b):
         return float((b.omega.to(torch.float64).pow(2).sum(dim=1) - 1).abs().max())
 
     dev, name, book = _worst([(off(b), name, b) for name, b in inp.books])
-    return at_most(dev, 0.0, _coherence_rounding(book),
-                   detail=f"max | ||omega_i||^2 - 1 |, worst: {name} N={book.N} d_e={book.d_e}")
+    return at_most(
+        dev,
+        0.0,
+        _coherence_rounding(book),
+        detail=f"max | ||omega_i||^2 - 1 |, worst: {name} N={book.N} d_e={book.d_e}",
+    )
 
 
 def a3_stored_mu(inp: Assumption3Inputs, ctx: Context) -> Verdict:
     """The mu a codebook carries into the bounds is its exact coherence (codebooks.md)."""
     gaps = [(abs(b.mu - mu), name, b) for mu, (name, b) in zip(inp.mus, inp.books)]
     gap, name, book = _worst(gaps)
-    return close(gap, 0.0, 0.0, _coherence_rounding(book),
-                 detail=f"|stored mu - measured mu|, worst: {name} (stored {book.mu:.6g})")
+    return close(
+        gap,
+        0.0,
+        0.0,
+        _coherence_rounding(book),
+        detail=f"|stored mu - measured mu|, worst: {name} (stored {book.mu:.6g})",
+    )
 
 
 def a3_gram(inp: Assumption3Inputs, ctx: Context) -> Verdict:
     """The exact coherence equals the brute-force float64 Gram maximum, on each codebook's first
     A3_GRAM_ROWS rows."""
+
     def gap(b):
         rows = b.omega[:A3_GRAM_ROWS]
         return abs(inp.measure(rows) - _gram_mu(rows))
 
     g, name, book = _worst([(gap(b), name, b) for name, b in inp.books])
-    return close(g, 0.0, 0.0, _coherence_rounding(book),
-                 detail=f"|coherence - Gram max| on <= {A3_GRAM_ROWS} rows, worst: {name}")
+    return close(
+        g,
+        0.0,
+        0.0,
+        _coherence_rounding(book),
+        detail=f"|coherence - Gram max| on <= {A3_GRAM_ROWS} rows, worst: {name}",
+    )
 
 
 def _witness_gap(report: CoherenceReport, book: Codebook) -> float:
@@ -178,10 +221,16 @@ def a3_witness(inp: Assumption3Inputs, ctx: Context) -> Verdict:
     """Assumption 3's coherence is attained: the pair coherence_report names has
     |<omega_i, omega_j>| = mu, on every row of each codebook (docs/derivations/codebooks.md); the
     largest gap."""
-    g, name, book = _worst([(_witness_gap(inp.locate(b.omega), b), name, b)
-                            for name, b in inp.books])
-    return close(g, 0.0, 0.0, _coherence_rounding(book),
-                 detail=f"| |<omega_i, omega_j>| - mu | at the reported pair, worst: {name}")
+    g, name, book = _worst(
+        [(_witness_gap(inp.locate(b.omega), b), name, b) for name, b in inp.books]
+    )
+    return close(
+        g,
+        0.0,
+        0.0,
+        _coherence_rounding(book),
+        detail=f"| |<omega_i, omega_j>| - mu | at the reported pair, worst: {name}",
+    )
 
 
 def _union_bounds(inp: Assumption3Inputs, shift: int):
@@ -221,8 +270,11 @@ def _tail_errors(inp: Assumption3Inputs, dims):
 def a3_tail_exact(inp: Assumption3Inputs, ctx: Context) -> Verdict:
     """In its exact range (d_e <= 4096) the pair tail is the sign-pattern count rounded once."""
     err, d_e = max(_tail_errors(inp, [d for d in A3_TAIL_DIMS if d <= 4096]))
-    return at_most(float(err), 2.0 ** -53, detail=f"relative error, worst at d_e = {d_e}; "
-                   "bound: one rounding to float64")
+    return at_most(
+        float(err),
+        2.0**-53,
+        detail=f"relative error, worst at d_e = {d_e}; bound: one rounding to float64",
+    )
 
 
 def a3_tail_scipy(inp: Assumption3Inputs, ctx: Context) -> Verdict:
@@ -234,15 +286,16 @@ def a3_tail_scipy(inp: Assumption3Inputs, ctx: Context) -> Verdict:
 def a3_hoeffding(inp: Assumption3Inputs, ctx: Context) -> Verdict:
     """The Hoeffding rule d_e = ceil(2 ln(N (N - 1) / delta) / mu^2) (codebooks.md (a)), N = 100."""
     N, mu = 100, inp.mu_max
-    want = math.ceil(2 * math.log(N * (N - 1) / A3_DELTA) / mu ** 2)
+    want = math.ceil(2 * math.log(N * (N - 1) / A3_DELTA) / mu**2)
     return exact(inp.hoeffding(N, A3_DELTA, mu), want, detail=f"N = {N}, delta = {A3_DELTA:g}")
 
 
 def _experimental_books(inp: Assumption3Inputs, ctx: Context) -> Assumption3Inputs:
     """Codes at the experiments' d_e = floor(5 ln N), N = 100: coherence above 1/2."""
     g = ctx.generator("assumption-3/experimental", device=ctx.device)
-    return _with_books(inp, (("experimental", experimental_codebook(100, generator=g,
-                                                                     device=ctx.device)),))
+    return _with_books(
+        inp, (("experimental", experimental_codebook(100, generator=g, device=ctx.device)),)
+    )
 
 
 def _short_rows(inp: Assumption3Inputs, ctx: Context) -> Assumption3Inputs:
@@ -262,9 +315,10 @@ def _stale_mu(inp: Assumption3Inputs, ctx: Context) -> Assumption3Inputs:
 def _diagonal_counted(inp: Assumption3Inputs, ctx: Context) -> Assumption3Inputs:
     """A coherence whose mask lets the diagonal <omega_i, omega_i> = 1 in (row blocks of the
     Gram, as codes.coherence reads it: the whole Gram at N = 131,072 would take 128 GiB)."""
+
     def measure(omega):
         w = omega.to(torch.float64)
-        return max(float((w[i:i + 1024] @ w.T).abs().max()) for i in range(0, w.shape[0], 1024))
+        return max(float((w[i : i + 1024] @ w.T).abs().max()) for i in range(0, w.shape[0], 1024))
 
     return replace(inp, measure=measure, mus=_measured(inp.books, measure))
 
@@ -285,6 +339,7 @@ def _one_sided_tail(inp: Assumption3Inputs, ctx: Context) -> Assumption3Inputs:
 
 def _hoeffding_mu(inp: Assumption3Inputs, ctx: Context) -> Assumption3Inputs:
     """The Hoeffding rule with mu in place of mu^2."""
+
     def rule(N, delta, mu):
         return math.ceil(2 * math.log(N * (N - 1) / delta) / mu)
 
@@ -292,45 +347,66 @@ def _hoeffding_mu(inp: Assumption3Inputs, ctx: Context) -> Assumption3Inputs:
 
 
 WITNESS = "coherence attained at its pair"
-register(Claim(
-    id="assumption-3", ref=Ref("Assumption 3", "Assumption 3"),
-    statement="toolkit codebooks: unit rows, exact coherence max|<w_i,w_j>| <= 1/2",
-    inputs=assumption3_inputs,
-    checks=[
-        Check("coherence <= 1/2", a3_coherence),
-        Check("unit rows", a3_unit_rows),
-        Check("stored mu = measured", a3_stored_mu),
-        Check("coherence = brute-force Gram", a3_gram),
-        Check(WITNESS, a3_witness),
-        Check("union bound <= delta at d_e", a3_union_bound),
-        Check("union bound > delta at d_e - 1", a3_union_bound_least),
-        Check("pair tail = count (exact range)", a3_tail_exact),
-        Check("pair tail = count (scipy range)", a3_tail_scipy),
-        Check("Hoeffding rule as derived", a3_hoeffding),
-    ],
-    faults=[
-        Fault("d_e = floor(5 ln N) at N = 100 (the experiments)", _experimental_books,
-              breaks=("coherence <= 1/2",)),
-        Fault("rows normalised by sqrt(d_e + 1)", _short_rows, breaks=("unit rows",)),
-        Fault("a prefix keeping the whole code's mu", _stale_mu, breaks=("stored mu = measured",)),
-        Fault("the diagonal counted in the coherence", _diagonal_counted,
-              breaks=("coherence = brute-force Gram", "stored mu = measured")),
-        Fault("coherence measured in float32", _float32_report, breaks=(WITNESS,)),
-        Fault("the exact rule one short",
-              _rule_of(lambda N, delta, mu: rademacher_dim(N, delta, mu) - 1),
-              breaks=("union bound <= delta at d_e",)),
-        Fault("the Hoeffding dimension for the exact rule", _rule_of(_hoeffding_rule),
-              breaks=("union bound > delta at d_e - 1",)),
-        Fault("a one-sided pair tail", _one_sided_tail,
-              breaks=("pair tail = count (exact range)", "pair tail = count (scipy range)")),
-        Fault("mu for mu^2 in the Hoeffding rule", _hoeffding_mu,
-              breaks=("Hoeffding rule as derived",)),
-    ],
-    builds=(build_codebook, rademacher_codebook, rs_hadamard_codebook, Codebook.from_tensor),
-    bounds=(rademacher_dim, rademacher_pair_tail, coherence, coherence_report),
-    derivation=CODEBOOKS,
-))
-
+register(
+    Claim(
+        id="assumption-3",
+        ref=Ref("Assumption 3", "Assumption 3"),
+        statement="toolkit codebooks: unit rows, exact coherence max|<w_i,w_j>| <= 1/2",
+        inputs=assumption3_inputs,
+        checks=[
+            Check("coherence <= 1/2", a3_coherence),
+            Check("unit rows", a3_unit_rows),
+            Check("stored mu = measured", a3_stored_mu),
+            Check("coherence = brute-force Gram", a3_gram),
+            Check(WITNESS, a3_witness),
+            Check("union bound <= delta at d_e", a3_union_bound),
+            Check("union bound > delta at d_e - 1", a3_union_bound_least),
+            Check("pair tail = count (exact range)", a3_tail_exact),
+            Check("pair tail = count (scipy range)", a3_tail_scipy),
+            Check("Hoeffding rule as derived", a3_hoeffding),
+        ],
+        faults=[
+            Fault(
+                "d_e = floor(5 ln N) at N = 100 (the experiments)",
+                _experimental_books,
+                breaks=("coherence <= 1/2",),
+            ),
+            Fault("rows normalised by sqrt(d_e + 1)", _short_rows, breaks=("unit rows",)),
+            Fault(
+                "a prefix keeping the whole code's mu", _stale_mu, breaks=("stored mu = measured",)
+            ),
+            Fault(
+                "the diagonal counted in the coherence",
+                _diagonal_counted,
+                breaks=("coherence = brute-force Gram", "stored mu = measured"),
+            ),
+            Fault("coherence measured in float32", _float32_report, breaks=(WITNESS,)),
+            Fault(
+                "the exact rule one short",
+                _rule_of(lambda N, delta, mu: rademacher_dim(N, delta, mu) - 1),
+                breaks=("union bound <= delta at d_e",),
+            ),
+            Fault(
+                "the Hoeffding dimension for the exact rule",
+                _rule_of(_hoeffding_rule),
+                breaks=("union bound > delta at d_e - 1",),
+            ),
+            Fault(
+                "a one-sided pair tail",
+                _one_sided_tail,
+                breaks=("pair tail = count (exact range)", "pair tail = count (scipy range)"),
+            ),
+            Fault(
+                "mu for mu^2 in the Hoeffding rule",
+                _hoeffding_mu,
+                breaks=("Hoeffding rule as derived",),
+            ),
+        ],
+        builds=(build_codebook, rademacher_codebook, rs_hadamard_codebook, Codebook.from_tensor),
+        bounds=(rademacher_dim, rademacher_pair_tail, coherence, coherence_report),
+        derivation=CODEBOOKS,
+    )
+)
 
 
 # ---------------------------------------------------------------- data-model
@@ -348,8 +424,13 @@ def data_model_inputs(ctx: Context) -> DataModelInputs:
     sampled as users sample it; the draws are seeded by name."""
     cases = []
 
-    @settings(max_examples=ctx.pick(quick=60, full=400), database=None, deadline=None,
-              verbosity=Verbosity.quiet, suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=ctx.pick(quick=60, full=400),
+        database=None,
+        deadline=None,
+        verbosity=Verbosity.quiet,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(prompts(max_N=10, max_d=3, max_q=3, max_B=3, device=ctx.device))
     def draw(case):
         cases.append(case)
@@ -364,16 +445,23 @@ def _label_error(task: QSTR, p: Prompts):
     want = task.link(direct)
     err = float((p.y - want).abs().max())
     scale = max(1.0, float(want.abs().max()))
-    return err, Rounding(n=task.q * task.d + 16, scale=scale, dtype=p.x.dtype,
-                         what="(q d + 16) eps max(1, |y|max)")
+    return err, Rounding(
+        n=task.q * task.d + 16, scale=scale, dtype=p.x.dtype, what="(q d + 16) eps max(1, |y|max)"
+    )
 
 
 def dm_labels(inp: DataModelInputs, ctx: Context) -> Verdict:
     """Definition 2: y_i = g(x_{t_i}) at every position of every sampled prompt (worst case)."""
-    (err, rnd), (task, p) = max(((_label_error(*c), c) for c in inp.cases),
-                                key=lambda v: v[0][0] - v[0][1].term)
-    return at_most(err, 0.0, rnd, detail=f"max |y - g(x_t)| over {len(inp.cases)} batches, worst: "
-                   f"N={task.N} d={task.d} q={task.q} {task.variant}/{task.indices} {p.x.dtype}")
+    (err, rnd), (task, p) = max(
+        ((_label_error(*c), c) for c in inp.cases), key=lambda v: v[0][0] - v[0][1].term
+    )
+    return at_most(
+        err,
+        0.0,
+        rnd,
+        detail=f"max |y - g(x_t)| over {len(inp.cases)} batches, worst: "
+        f"N={task.N} d={task.d} q={task.q} {task.variant}/{task.indices} {p.x.dtype}",
+    )
 
 
 def _structure_fault(task: QSTR, p: Prompts) -> str:
@@ -389,8 +477,9 @@ def dm_structure(inp: DataModelInputs, ctx: Context) -> Verdict:
     """Simple prompts share one t; distinct, few-heads and half-zero variants as defined."""
     bad = [(task, why) for task, p in inp.cases for why in [_structure_fault(task, p)] if why]
     first = f"; first: N={bad[0][0].N} {bad[0][0].variant}: {bad[0][1]}" if bad else ""
-    return exact(len(bad), 0,
-                 detail=f"batches breaking the index structure of {len(inp.cases)}{first}")
+    return exact(
+        len(bad), 0, detail=f"batches breaking the index structure of {len(inp.cases)}{first}"
+    )
 
 
 def dm_index_range(inp: DataModelInputs, ctx: Context) -> Verdict:
@@ -445,27 +534,39 @@ def _wide_labels(task: QSTR, p: Prompts) -> Prompts:
     return Prompts(x=p.x, t=p.t, y=p.y.to(other))
 
 
-register(Claim(
-    id="data-model", ref=Ref("Definition 2", "Definition 1"),
-    statement="sampled qSTR batches: y_i = g(x_{t_i}) everywhere, simple prompts share t, "
-              "shapes/dtypes",
-    inputs=data_model_inputs,
-    checks=[
-        Check("labels y_i = g(x_t_i)", dm_labels),
-        Check("index structure as defined", dm_structure),
-        Check("indices in [0, N)", dm_index_range),
-        Check("shapes and dtypes", dm_shapes),
-    ],
-    faults=[
-        Fault("labels read x_{t_i + 1} (off-by-one sampler)", _each_case(_off_by_one),
-              breaks=("labels y_i = g(x_t_i)",)),
-        Fault("simple prompts with t drawn per position", _each_case(_per_position_t),
-              breaks=("index structure as defined",)),
-        Fault("indices counted from 1", _each_case(_one_based), breaks=("indices in [0, N)",)),
-        Fault("labels in the other dtype", _each_case(_wide_labels), breaks=("shapes and dtypes",)),
-    ],
-    builds=(QSTR.sample,), derivation=SETTING,
-))
+register(
+    Claim(
+        id="data-model",
+        ref=Ref("Definition 2", "Definition 1"),
+        statement="sampled qSTR batches: y_i = g(x_{t_i}) everywhere, simple prompts share t, "
+        "shapes/dtypes",
+        inputs=data_model_inputs,
+        checks=[
+            Check("labels y_i = g(x_t_i)", dm_labels),
+            Check("index structure as defined", dm_structure),
+            Check("indices in [0, N)", dm_index_range),
+            Check("shapes and dtypes", dm_shapes),
+        ],
+        faults=[
+            Fault(
+                "labels read x_{t_i + 1} (off-by-one sampler)",
+                _each_case(_off_by_one),
+                breaks=("labels y_i = g(x_t_i)",),
+            ),
+            Fault(
+                "simple prompts with t drawn per position",
+                _each_case(_per_position_t),
+                breaks=("index structure as defined",),
+            ),
+            Fault("indices counted from 1", _each_case(_one_based), breaks=("indices in [0, N)",)),
+            Fault(
+                "labels in the other dtype", _each_case(_wide_labels), breaks=("shapes and dtypes",)
+            ),
+        ],
+        builds=(QSTR.sample,),
+        derivation=SETTING,
+    )
+)
 
 # ---------------------------------------------------------------- assumption-1
 
@@ -498,12 +599,22 @@ class Assumption1Inputs:
 
 
 def _a1_tasks(ctx: Context) -> Tuple[Tuple[int, QSTR], ...]:
-    return tuple((d, QSTR(N=64, d=d, link=make_link(
-        "linear", 1, d, generator=ctx.generator("assumption-1/link", d)))) for d in A1_DIMS)
+    return tuple(
+        (
+            d,
+            QSTR(
+                N=64,
+                d=d,
+                link=make_link("linear", 1, d, generator=ctx.generator("assumption-1/link", d)),
+            ),
+        )
+        for d in A1_DIMS
+    )
 
 
 def _a1_reports(tasks, ctx: Context):
     B = ctx.pick(quick=400, full=4000)
+
     def report(d, task):
         g = ctx.generator("assumption-1/tokens", d, device=ctx.device)
         return moment_check(task, B=B, orders=A1_ORDERS, device=ctx.device, generator=g)
@@ -521,14 +632,21 @@ def a1_c_x(inp: Assumption1Inputs, ctx: Context) -> Verdict:
     """Assumption 1 with C_x = 1: E[||x||^r]^(1/r) <= sqrt(d r), the largest measured ratio."""
     C_x, d, rep = max((rep.C_x, d, rep) for d, rep in inp.reports)
     rnd = Rounding(n=rep.samples, scale=C_x, what="(B N) eps C_x")
-    return at_most(C_x, 1.0, rnd, detail=f"C_x = max_r E||x||^r^(2/r) / (d r), worst d = {d}, "
-                   f"{rep.samples} tokens")
+    return at_most(
+        C_x,
+        1.0,
+        rnd,
+        detail=f"C_x = max_r E||x||^r^(2/r) / (d r), worst d = {d}, {rep.samples} tokens",
+    )
 
 
 def _worst_ratio(inp: Assumption1Inputs, column: int, closed):
     """max |MC / closed - 1| over d and r: (deviation, ratio, d, r)."""
-    rows = [(abs(row[column] / closed(d, row[0]) - 1), row[column] / closed(d, row[0]), d, row[0])
-            for d, rep in inp.reports for row in rep.per_order]
+    rows = [
+        (abs(row[column] / closed(d, row[0]) - 1), row[column] / closed(d, row[0]), d, row[0])
+        for d, rep in inp.reports
+        for row in rep.per_order
+    ]
     return max(rows)
 
 
@@ -562,6 +680,7 @@ def _wide_tokens(inp: Assumption1Inputs, ctx: Context) -> Assumption1Inputs:
 
 def _wide_labels(inp: Assumption1Inputs, ctx: Context) -> Assumption1Inputs:
     """A linear link whose direction has norm 1.5: labels ~ N(0, 2.25)."""
+
     def wide(d, t):
         return QSTR(N=t.N, d=d, link=CallableLink(q=1, d=d, fn=lambda xt: 1.5 * t.link(xt)))
 
@@ -574,24 +693,40 @@ def _chi_of_d_plus_one(inp: Assumption1Inputs, ctx: Context) -> Assumption1Input
     return replace(inp, chi_ratio=lambda d, r: chi_moment_ratio(d + 1, r))
 
 
-register(Claim(
-    id="assumption-1", ref=Ref("Assumption 1", "Assumption 1"),
-    statement="sampled tokens: E[||x||^r]^(1/r) <= sqrt(C_x d r) with C_x <= 1, Monte Carlo = "
-              "chi closed form",
-    inputs=assumption1_inputs,
-    checks=[Check("C_x <= 1", a1_c_x), Check("token moments = chi closed form", a1_tokens),
-            Check("label moments = normal closed form", a1_labels)],
-    faults=[
-        Fault("tokens with standard deviation 1.5", _wide_tokens,
-              breaks=("C_x <= 1", "token moments = chi closed form")),
-        Fault("labels with standard deviation 1.5", _wide_labels,
-              breaks=("label moments = normal closed form",)),
-        Fault("the chi closed form at d + 1", _chi_of_d_plus_one,
-              breaks=("token moments = chi closed form",)),
-    ],
-    builds=(QSTR.sample, moment_check), bounds=(chi_moment_ratio, normal_moment_ratio),
-    derivation=SETTING,
-))
+register(
+    Claim(
+        id="assumption-1",
+        ref=Ref("Assumption 1", "Assumption 1"),
+        statement="sampled tokens: E[||x||^r]^(1/r) <= sqrt(C_x d r) with C_x <= 1, Monte Carlo = "
+        "chi closed form",
+        inputs=assumption1_inputs,
+        checks=[
+            Check("C_x <= 1", a1_c_x),
+            Check("token moments = chi closed form", a1_tokens),
+            Check("label moments = normal closed form", a1_labels),
+        ],
+        faults=[
+            Fault(
+                "tokens with standard deviation 1.5",
+                _wide_tokens,
+                breaks=("C_x <= 1", "token moments = chi closed form"),
+            ),
+            Fault(
+                "labels with standard deviation 1.5",
+                _wide_labels,
+                breaks=("label moments = normal closed form",),
+            ),
+            Fault(
+                "the chi closed form at d + 1",
+                _chi_of_d_plus_one,
+                breaks=("token moments = chi closed form",),
+            ),
+        ],
+        builds=(QSTR.sample, moment_check),
+        bounds=(chi_moment_ratio, normal_moment_ratio),
+        derivation=SETTING,
+    )
+)
 
 # ---------------------------------------------------------------- assumption-2 (links)
 
@@ -599,9 +734,13 @@ A2_Q, A2_D = 3, 4
 A2_TEACHERS = 400  # random teachers averaged over (quick and full)
 A2_Z = 6.0  # standard errors allowed between a Monte Carlo mean and its stated value
 # E g^2 for q distinct N(0, I_d) tokens, as the links are stated (constructions/links.py)
-A2_SECOND_MOMENT = {"linear": lambda q, d: 1.0, "hermite": lambda q, d: 1.0,
-                    "sqnorm": lambda q, d: 2.0, "mean": lambda q, d: d / q,
-                    "mean-projected": lambda q, d: 1.0 / q}
+A2_SECOND_MOMENT = {
+    "linear": lambda q, d: 1.0,
+    "hermite": lambda q, d: 1.0,
+    "sqnorm": lambda q, d: 2.0,
+    "mean": lambda q, d: d / q,
+    "mean-projected": lambda q, d: 1.0 / q,
+}
 
 
 def teacher_second_moment_closed(q: int, d: int) -> float:
@@ -631,14 +770,16 @@ def assumption2_inputs(ctx: Context) -> Assumption2Inputs:
     """Each link of constructions/links.py at q = 3, d = 4, and n Gaussian token triples."""
     n = ctx.pick(quick=100_000, full=1_000_000)
     names = ("linear", "hermite", "sqnorm", "mean", "mean-projected", "teacher")
-    links = tuple((name, make_link(name, A2_Q, A2_D,
-                                   generator=ctx.generator("assumption-2/link", i)))
-                  for i, name in enumerate(names))
+    links = tuple(
+        (name, make_link(name, A2_Q, A2_D, generator=ctx.generator("assumption-2/link", i)))
+        for i, name in enumerate(names)
+    )
     g = ctx.generator("assumption-2/tokens")
     xt = torch.randn(n, A2_Q, A2_D, generator=g, dtype=torch.float64)
     big = xt[:2000] * (10.0 / xt[:2000].norm(dim=-1, keepdim=True))
-    return Assumption2Inputs(links, xt, big, _draw_teacher, dict(A2_SECOND_MOMENT),
-                             teacher_second_moment_closed)
+    return Assumption2Inputs(
+        links, xt, big, _draw_teacher, dict(A2_SECOND_MOMENT), teacher_second_moment_closed
+    )
 
 
 def _second_moment(link, xt: torch.Tensor):
@@ -657,8 +798,12 @@ def a2_second_moments(inp: Assumption2Inputs, ctx: Context) -> Verdict:
             want = inp.stated[name](A2_Q, A2_D)
             rows.append((abs(m - want) / se, name, m, se, want))
     z, name, m, se, want = max(rows)
-    return at_most(z, A2_Z, detail=f"standard errors, worst: {name}: E g^2 = {m:.4f} +- {se:.1g} "
-                   f"vs stated {want:.4g} ({len(inp.xt)} draws)")
+    return at_most(
+        z,
+        A2_Z,
+        detail=f"standard errors, worst: {name}: E g^2 = {m:.4f} +- {se:.1g} "
+        f"vs stated {want:.4g} ({len(inp.xt)} draws)",
+    )
 
 
 def _teacher_moment(inp: Assumption2Inputs, ctx: Context):
@@ -687,8 +832,11 @@ def a2_exact_nets(inp: Assumption2Inputs, ctx: Context) -> Verdict:
         net = link.two_layer_net()
         if net is not None:
             err = max(float((net(x) - link(x)).abs().max()) for x in (inp.xt[:2000], inp.big))
-            rnd = Rounding(n=A2_Q * A2_D + net.m + 2, scale=10.0 * A2_Q * max(1.0, net.lipschitz),
-                           what="(qd + m + 2) eps 10 q Lip")
+            rnd = Rounding(
+                n=A2_Q * A2_D + net.m + 2,
+                scale=10.0 * A2_Q * max(1.0, net.lipschitz),
+                what="(qd + m + 2) eps 10 q Lip",
+            )
             rows.append((err - rnd.term, err, rnd, name))
     _, err, rnd, name = max(rows, key=lambda r: r[0])
     return at_most(err, 0.0, rnd, detail=f"max |net - g|, worst: {name}")
@@ -705,6 +853,7 @@ def _hermite_u(ctx: Context):
 def _no_sqrt2(ctx: Context):
     """He2 without its 1/sqrt(2)."""
     u = _hermite_u(ctx)
+
     def g(xt):
         return (((xt * u.to(xt)).sum(-1)) ** 2 - 1).sum(-1) / math.sqrt(A2_Q)
 
@@ -714,6 +863,7 @@ def _no_sqrt2(ctx: Context):
 def _times_sqrt_q(ctx: Context):
     """The Hermite sum times sqrt(q) instead of over it."""
     u = _hermite_u(ctx)
+
     def g(xt):
         return he2((xt * u.to(xt)).sum(-1)).sum(-1) * math.sqrt(A2_Q)
 
@@ -735,6 +885,7 @@ def _sign_slip(ctx: Context):
 
 def _unscaled_teacher(inp: Assumption2Inputs, ctx: Context) -> Assumption2Inputs:
     """Teachers drawn with a ~ N(0, 1) (the 1/sqrt(m) of the output weights forgotten)."""
+
     def draw(g):
         t = _draw_teacher(g)
         m = t.net.a.shape[0]
@@ -744,25 +895,41 @@ def _unscaled_teacher(inp: Assumption2Inputs, ctx: Context) -> Assumption2Inputs
     return replace(inp, teacher=draw)
 
 
-register(Claim(
-    id="assumption-2", ref=Ref("Assumption 2", "Assumption 2"),
-    statement="links as stated: E g^2 (Monte Carlo; the random teacher averaged over its draws) "
-              "= its stated value; the exact two-layer nets equal g",
-    inputs=assumption2_inputs,
-    checks=[Check("E g^2 = stated", a2_second_moments),
+register(
+    Claim(
+        id="assumption-2",
+        ref=Ref("Assumption 2", "Assumption 2"),
+        statement="links as stated: E g^2 (Monte Carlo; the random teacher averaged over its draws) "
+        "= its stated value; the exact two-layer nets equal g",
+        inputs=assumption2_inputs,
+        checks=[
+            Check("E g^2 = stated", a2_second_moments),
             Check("teacher E g^2 = (1 + 1/(qd)) / 2", a2_teacher),
-            Check("exact nets = g", a2_exact_nets)],
-    faults=[
-        Fault("He2 without 1/sqrt 2", _only("hermite", _no_sqrt2), breaks=("E g^2 = stated",)),
-        Fault("the Hermite sum times sqrt q", _only("hermite", _times_sqrt_q),
-              breaks=("E g^2 = stated",)),
-        Fault("a linear net with a sign lost", _only("linear", _sign_slip),
-              breaks=("exact nets = g",)),
-        Fault("a teacher without the 1/sqrt(m) of its output weights", _unscaled_teacher,
-              breaks=("teacher E g^2 = (1 + 1/(qd)) / 2",)),
-    ],
-    builds=(make_link,), bounds=(teacher_second_moment_closed,), derivation=SETTING,
-))
+            Check("exact nets = g", a2_exact_nets),
+        ],
+        faults=[
+            Fault("He2 without 1/sqrt 2", _only("hermite", _no_sqrt2), breaks=("E g^2 = stated",)),
+            Fault(
+                "the Hermite sum times sqrt q",
+                _only("hermite", _times_sqrt_q),
+                breaks=("E g^2 = stated",),
+            ),
+            Fault(
+                "a linear net with a sign lost",
+                _only("linear", _sign_slip),
+                breaks=("exact nets = g",),
+            ),
+            Fault(
+                "a teacher without the 1/sqrt(m) of its output weights",
+                _unscaled_teacher,
+                breaks=("teacher E g^2 = (1 + 1/(qd)) / 2",),
+            ),
+        ],
+        builds=(make_link,),
+        bounds=(teacher_second_moment_closed,),
+        derivation=SETTING,
+    )
+)
 
 # ---------------------------------------------------------------- lemma-12
 
@@ -781,8 +948,14 @@ class Lemma12Inputs:
 def lemma12_inputs(ctx: Context) -> Lemma12Inputs:
     """n = 64 (quick) or 512 prompts of N = 2048 tokens, d = 2 (theorem4.md, section 1a)."""
     n, N, d = ctx.pick(quick=64, full=512), 2048, 2
-    x = torch.randn(n, N, d, generator=ctx.generator("lemma-12/tokens", device=ctx.device),
-                    dtype=torch.float64, device=ctx.device)
+    x = torch.randn(
+        n,
+        N,
+        d,
+        generator=ctx.generator("lemma-12/tokens", device=ctx.device),
+        dtype=torch.float64,
+        device=ctx.device,
+    )
     return Lemma12Inputs(x, lemma12_radius, token_radius)
 
 
@@ -796,15 +969,24 @@ def l12_radius(inp: Lemma12Inputs, ctx: Context) -> Verdict:
     """Lemma 12: every token lies in the ball of radius r_x = sqrt(3 C_x e d log(n N))."""
     worst, n, N, d, rnd = _max_norm(inp)
     r_x = inp.radius(d, n, N)
-    return at_most(worst, r_x, rnd, detail=f"max ||x_j|| over n={n} prompts x N={N} tokens, d={d}, "
-                   f"C_x = 1; slack r_x / max = {r_x / worst:.2f}")
+    return at_most(
+        worst,
+        r_x,
+        rnd,
+        detail=f"max ||x_j|| over n={n} prompts x N={N} tokens, d={d}, "
+        f"C_x = 1; slack r_x / max = {r_x / worst:.2f}",
+    )
 
 
 def l12_token_radius(inp: Lemma12Inputs, ctx: Context) -> Verdict:
     """The constructions' radius sqrt(d) + sqrt(2 ln(n N / delta)) holds for the same tokens."""
     worst, n, N, d, rnd = _max_norm(inp)
-    return at_most(worst, inp.token_radius(d, n * N), rnd,
-                   detail=f"token_radius(d, n N) at delta = {L12_DELTA:g}")
+    return at_most(
+        worst,
+        inp.token_radius(d, n * N),
+        rnd,
+        detail=f"token_radius(d, n N) at delta = {L12_DELTA:g}",
+    )
 
 
 def l12_radius_formula(inp: Lemma12Inputs, ctx: Context) -> Verdict:
@@ -831,23 +1013,35 @@ def _no_concentration(inp: Lemma12Inputs, ctx: Context) -> Lemma12Inputs:
     return replace(inp, token_radius=lambda d, n_tokens: math.sqrt(d))
 
 
-register(Claim(
-    id="lemma-12", ref=Ref("Lemma 12", "Lemma 12"),
-    statement="every token of n prompts lies in the ball of radius sqrt(3 C_x e d log(n N)) "
-              "(w.h.p.), and within the RNN's token_radius",
-    inputs=lemma12_inputs,
-    checks=[Check("max ||x_j|| <= r_x", l12_radius),
+register(
+    Claim(
+        id="lemma-12",
+        ref=Ref("Lemma 12", "Lemma 12"),
+        statement="every token of n prompts lies in the ball of radius sqrt(3 C_x e d log(n N)) "
+        "(w.h.p.), and within the RNN's token_radius",
+        inputs=lemma12_inputs,
+        checks=[
+            Check("max ||x_j|| <= r_x", l12_radius),
             Check("max ||x_j|| <= token_radius", l12_token_radius),
             Check("r_x as derived", l12_radius_formula),
-            Check("token_radius as derived", l12_token_radius_formula)],
-    faults=[
-        Fault("r_x without the union bound over n N tokens", _no_union_bound,
-              breaks=("max ||x_j|| <= r_x", "r_x as derived")),
-        Fault("token_radius without its concentration term", _no_concentration,
-              breaks=("max ||x_j|| <= token_radius", "token_radius as derived")),
-    ],
-    bounds=(lemma12_radius, token_radius), derivation=SETTING,
-))
+            Check("token_radius as derived", l12_token_radius_formula),
+        ],
+        faults=[
+            Fault(
+                "r_x without the union bound over n N tokens",
+                _no_union_bound,
+                breaks=("max ||x_j|| <= r_x", "r_x as derived"),
+            ),
+            Fault(
+                "token_radius without its concentration term",
+                _no_concentration,
+                breaks=("max ||x_j|| <= token_radius", "token_radius as derived"),
+            ),
+        ],
+        bounds=(lemma12_radius, token_radius),
+        derivation=SETTING,
+    )
+)
 
 # ---------------------------------------------------------------- rs-hadamard-codes
 
@@ -875,8 +1069,10 @@ def rs_guarantee(k: int, n: int) -> float:
 def rs_inputs(ctx: Context) -> RSInputs:
     """Tables for m = 1..MAX_M; codes for m = 1..5 (6 on the GPU profile)."""
     tables = {m: gf_mul_table(m) for m in range(1, MAX_M + 1)}
-    books = tuple((m, rs_hadamard_codebook(4 ** m, mu=1.0 / 2 ** m, device=ctx.device))
-                  for m in range(1, ctx.pick(quick=5, full=5, gpu=6) + 1))
+    books = tuple(
+        (m, rs_hadamard_codebook(4**m, mu=1.0 / 2**m, device=ctx.device))
+        for m in range(1, ctx.pick(quick=5, full=5, gpu=6) + 1)
+    )
     grams = tuple(_gram_mu(b.omega) for _, b in books)
     return RSInputs(tables, books, grams, rs_hadamard_coherence, rs_guarantee)
 
@@ -891,8 +1087,12 @@ def _zero_divisors(table: np.ndarray) -> int:
 def rs_fields(inp: RSInputs, ctx: Context) -> Verdict:
     """GF(2)[x]/(f_m) is a field for every m: each nonzero row permutes the nonzero elements."""
     bad = sorted(m for m, t in inp.tables.items() if _zero_divisors(t))
-    return exact(len(bad), 0, detail=f"tables with zero divisors among m = 1..{max(inp.tables)}"
-                 + (f": m = {bad}" if bad else ""))
+    return exact(
+        len(bad),
+        0,
+        detail=f"tables with zero divisors among m = 1..{max(inp.tables)}"
+        + (f": m = {bad}" if bad else ""),
+    )
 
 
 def _rounding(book: Codebook) -> Rounding:
@@ -901,17 +1101,23 @@ def _rounding(book: Codebook) -> Rounding:
 
 def rs_root_count(inp: RSInputs, ctx: Context) -> Verdict:
     """The code's mu (O(N n) root count) = the brute-force float64 Gram coherence (worst m)."""
-    gap, m, book = max(((abs(b.mu - g), m, b) for g, (m, b) in zip(inp.grams, inp.books)),
-                       key=lambda r: r[0])
-    return close(gap, 0.0, 0.0, _rounding(book),
-                 detail=f"|stored mu - Gram mu|, worst m = {m} (N = {book.N}, "
-                 f"stored {book.mu:.4g})")
+    gap, m, book = max(
+        ((abs(b.mu - g), m, b) for g, (m, b) in zip(inp.grams, inp.books)), key=lambda r: r[0]
+    )
+    return close(
+        gap,
+        0.0,
+        0.0,
+        _rounding(book),
+        detail=f"|stored mu - Gram mu|, worst m = {m} (N = {book.N}, stored {book.mu:.4g})",
+    )
 
 
 def rs_guarantee_holds(inp: RSInputs, ctx: Context) -> Verdict:
     """Gram coherence <= (k - 1)/n for every code: the largest excess over the guarantee."""
-    excess = [(g - inp.guarantee(b.params["k"], 2 ** m), m, b)
-              for g, (m, b) in zip(inp.grams, inp.books)]
+    excess = [
+        (g - inp.guarantee(b.params["k"], 2**m), m, b) for g, (m, b) in zip(inp.grams, inp.books)
+    ]
     e, m, book = max(excess, key=lambda r: r[0])
     return at_most(e, 0.0, _rounding(book), detail=f"Gram mu - (k - 1)/n, worst m = {m}")
 
@@ -922,7 +1128,7 @@ def rs_prefixes(inp: RSInputs, ctx: Context) -> Verdict:
     rows = []
     for m, b in inp.books:
         k = b.params["k"]
-        for Np in (2, 2 ** m + 1):
+        for Np in (2, 2**m + 1):
             rows.append((abs(inp.root_count(Np, m, k) - _gram_mu(b.omega[:Np])), m, Np, b))
     gap, m, Np, book = max(rows, key=lambda r: r[0])
     return close(gap, 0.0, 0.0, _rounding(book), detail=f"worst m = {m}, N' = {Np}")
@@ -936,8 +1142,10 @@ def _reducible(inp: RSInputs, ctx: Context) -> RSInputs:
 
 def _one_root_fewer(inp: RSInputs, ctx: Context) -> RSInputs:
     """Codes storing (k - 2)/n: a polynomial of degree < k counted with k - 2 roots at most."""
-    books = tuple((m, Codebook(b.omega, max(0.0, (b.params["k"] - 2) / 2 ** m), b.kind, b.params))
-                  for m, b in inp.books)
+    books = tuple(
+        (m, Codebook(b.omega, max(0.0, (b.params["k"] - 2) / 2**m), b.kind, b.params))
+        for m, b in inp.books
+    )
     return replace(inp, books=books)
 
 
@@ -948,29 +1156,43 @@ def _guarantee_one_short(inp: RSInputs, ctx: Context) -> RSInputs:
 
 def _root_count_plus_one(inp: RSInputs, ctx: Context) -> RSInputs:
     """The root count over N' + 1 words (an off-by-one in the XOR range)."""
-    return replace(inp, root_count=lambda N, m, k: rs_hadamard_coherence(min(N + 1, 4 ** m), m, k))
+    return replace(inp, root_count=lambda N, m, k: rs_hadamard_coherence(min(N + 1, 4**m), m, k))
 
 
-register(Claim(
-    id="rs-hadamard-codes", ref=Ref("Assumption 3", "Assumption 3"),
-    statement="the RS-Hadamard codes: GF(2^m) tables are fields for every m used; exact "
-              "coherence two ways",
-    inputs=rs_inputs,
-    checks=[Check("root-count mu = Gram mu", rs_root_count),
+register(
+    Claim(
+        id="rs-hadamard-codes",
+        ref=Ref("Assumption 3", "Assumption 3"),
+        statement="the RS-Hadamard codes: GF(2^m) tables are fields for every m used; exact "
+        "coherence two ways",
+        inputs=rs_inputs,
+        checks=[
+            Check("root-count mu = Gram mu", rs_root_count),
             Check("Gram mu <= (k - 1)/n", rs_guarantee_holds),
             Check("prefix root count = Gram", rs_prefixes),
-            Check("GF(2^m) tables are fields", rs_fields)],
-    faults=[
-        Fault("reducible moduli x^4 + x^2 + 1 and x^8 + 1", _reducible,
-              breaks=("GF(2^m) tables are fields",)),
-        Fault("codes storing (k - 2)/n", _one_root_fewer, breaks=("root-count mu = Gram mu",)),
-        Fault("the guarantee (k - 2)/n", _guarantee_one_short, breaks=("Gram mu <= (k - 1)/n",)),
-        Fault("the root count over N' + 1 words", _root_count_plus_one,
-              breaks=("prefix root count = Gram",)),
-    ],
-    builds=(rs_hadamard_codebook, gf_mul_table), bounds=(rs_hadamard_coherence, rs_guarantee),
-    derivation=CODEBOOKS,
-))
+            Check("GF(2^m) tables are fields", rs_fields),
+        ],
+        faults=[
+            Fault(
+                "reducible moduli x^4 + x^2 + 1 and x^8 + 1",
+                _reducible,
+                breaks=("GF(2^m) tables are fields",),
+            ),
+            Fault("codes storing (k - 2)/n", _one_root_fewer, breaks=("root-count mu = Gram mu",)),
+            Fault(
+                "the guarantee (k - 2)/n", _guarantee_one_short, breaks=("Gram mu <= (k - 1)/n",)
+            ),
+            Fault(
+                "the root count over N' + 1 words",
+                _root_count_plus_one,
+                breaks=("prefix root count = Gram",),
+            ),
+        ],
+        builds=(rs_hadamard_codebook, gf_mul_table),
+        bounds=(rs_hadamard_coherence, rs_guarantee),
+        derivation=CODEBOOKS,
+    )
+)
 
 # ---------------------------------------------------------------- experimental-encoding
 
@@ -989,13 +1211,15 @@ class ExperimentalInputs:
 
 def experimental_inputs(ctx: Context) -> ExperimentalInputs:
     """R = 300 (quick) or 3000 draws of experimental_codebook(100), each its own generator."""
+
     def draw(r):
         g = ctx.generator("experimental-encoding/draw", r, device=ctx.device)
         return experimental_codebook(EXP_N, device=ctx.device, generator=g)
 
     books = [draw(r) for r in range(ctx.pick(quick=300, full=3000))]
-    return ExperimentalInputs(tuple(b.params["n_violations"] for b in books), books[0].d_e,
-                              rademacher_pair_tail)
+    return ExperimentalInputs(
+        tuple(b.params["n_violations"] for b in books), books[0].d_e, rademacher_pair_tail
+    )
 
 
 def exp_mean(inp: ExperimentalInputs, ctx: Context) -> Verdict:
@@ -1004,8 +1228,12 @@ def exp_mean(inp: ExperimentalInputs, ctx: Context) -> Verdict:
     R, pairs = len(inp.counts), EXP_N * (EXP_N - 1) // 2
     mean = sum(inp.counts) / R
     se = math.sqrt(sum((c - mean) ** 2 for c in inp.counts) / (R - 1) / R)
-    return close(mean, pairs * inp.pair_tail(inp.d_e, 0.5), 6 * se,
-                 detail=f"N = {EXP_N}, d_e = {inp.d_e}, {R} draws, se {se:.2g}, tolerance 6 se")
+    return close(
+        mean,
+        pairs * inp.pair_tail(inp.d_e, 0.5),
+        6 * se,
+        detail=f"N = {EXP_N}, d_e = {inp.d_e}, {R} draws, se {se:.2g}, tolerance 6 se",
+    )
 
 
 def exp_tail(inp: ExperimentalInputs, ctx: Context) -> Verdict:
@@ -1016,8 +1244,9 @@ def exp_tail(inp: ExperimentalInputs, ctx: Context) -> Verdict:
 
 def exp_every_draw(inp: ExperimentalInputs, ctx: Context) -> Verdict:
     """Every draw violates Assumption 3: the fewest pairs above 1/2 in a draw is at least 1."""
-    return at_least(min(inp.counts), 1,
-                    detail=f"fewest violating pairs over {len(inp.counts)} draws")
+    return at_least(
+        min(inp.counts), 1, detail=f"fewest violating pairs over {len(inp.counts)} draws"
+    )
 
 
 def _one_sided(inp: ExperimentalInputs, ctx: Context) -> ExperimentalInputs:
@@ -1027,6 +1256,7 @@ def _one_sided(inp: ExperimentalInputs, ctx: Context) -> ExperimentalInputs:
 
 def _exact_rule_draws(inp: ExperimentalInputs, ctx: Context) -> ExperimentalInputs:
     """Ten draws at the exact rule's d_e (rademacher_codebook, N = 100): no pair above 1/2."""
+
     def draw(r):
         g = ctx.generator("experimental-encoding/rule", r, device=ctx.device)
         return rademacher_codebook(EXP_N, device=ctx.device, generator=g)
@@ -1035,19 +1265,32 @@ def _exact_rule_draws(inp: ExperimentalInputs, ctx: Context) -> ExperimentalInpu
     return replace(inp, counts=tuple(coherence_report(b.omega, 0.5).n_violations for b in books))
 
 
-register(Claim(
-    id="experimental-encoding", ref=Ref("Appendix E", "Appendix E"),
-    statement="the experiments' d_e = floor(5 ln N) at N = 100: about 52.6 of 4950 code pairs "
-              "exceed 1/2 (exact tail = sign-pattern count = Monte Carlo)",
-    inputs=experimental_inputs,
-    checks=[Check("mean violations = C(N, 2) tail", exp_mean),
+register(
+    Claim(
+        id="experimental-encoding",
+        ref=Ref("Appendix E", "Appendix E"),
+        statement="the experiments' d_e = floor(5 ln N) at N = 100: about 52.6 of 4950 code pairs "
+        "exceed 1/2 (exact tail = sign-pattern count = Monte Carlo)",
+        inputs=experimental_inputs,
+        checks=[
+            Check("mean violations = C(N, 2) tail", exp_mean),
             Check("pair tail = sign-pattern count", exp_tail),
-            Check("every draw violates Assumption 3", exp_every_draw)],
-    faults=[
-        Fault("the one-sided tail", _one_sided,
-              breaks=("mean violations = C(N, 2) tail", "pair tail = sign-pattern count")),
-        Fault("draws at the exact rule's d_e", _exact_rule_draws,
-              breaks=("every draw violates Assumption 3",)),
-    ],
-    builds=(experimental_codebook,), bounds=(rademacher_pair_tail,), derivation=CODEBOOKS,
-))
+            Check("every draw violates Assumption 3", exp_every_draw),
+        ],
+        faults=[
+            Fault(
+                "the one-sided tail",
+                _one_sided,
+                breaks=("mean violations = C(N, 2) tail", "pair tail = sign-pattern count"),
+            ),
+            Fault(
+                "draws at the exact rule's d_e",
+                _exact_rule_draws,
+                breaks=("every draw violates Assumption 3",),
+            ),
+        ],
+        builds=(experimental_codebook,),
+        bounds=(rademacher_pair_tail,),
+        derivation=CODEBOOKS,
+    )
+)

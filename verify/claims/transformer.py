@@ -1,5 +1,6 @@
 """Claims about one-layer Transformers (Section 3, Appendix A): Lemma 11, single-head sparse
 averaging, Props 3 and 21 (few heads fail), Theorem 4 (sample size polylogarithmic in N)."""
+
 from __future__ import annotations
 
 import copy
@@ -15,21 +16,47 @@ import numpy as np
 import sympy
 import torch
 
-from qstr.bounds.attention import (lemma11, lemma11_alpha, lemma11_error_bound, lemma12_radius,
-                                   sparse_average_alpha, sparse_average_error_bound,
-                                   sparse_average_guarantee, sparse_average_head,
-                                   sparse_average_leak)
+from qstr.bounds.attention import (
+    lemma11,
+    lemma11_alpha,
+    lemma11_error_bound,
+    lemma12_radius,
+    sparse_average_alpha,
+    sparse_average_error_bound,
+    sparse_average_guarantee,
+    sparse_average_head,
+    sparse_average_leak,
+)
 from qstr.bounds.symbolic import N as sym_N
 from qstr.bounds.symbolic import n as sym_n
 from qstr.bounds.symbolic import u as sym_u
-from qstr.bounds.symbolic import (bound_expr, ffn_sample_size_expr, leading_constants,
-                                  leading_sample_size_expr, majorant_expr, majorant_terms,
-                                  polylog_certificate, polylog_degree, sample_size_from_expr)
-from qstr.bounds.transformer import (Theorem4Params, ffn_sample_size, few_heads_floor,
-                                     few_heads_floor_per_position, loglog_slope, theorem4_bound,
-                                     theorem4_sample_size)
-from qstr.constructions.attention import (lemma11_adversarial_prompt, lemma11_weights, place_block,
-                                          separation_limit, target_leaks)
+from qstr.bounds.symbolic import (
+    bound_expr,
+    ffn_sample_size_expr,
+    leading_constants,
+    leading_sample_size_expr,
+    majorant_expr,
+    majorant_terms,
+    polylog_certificate,
+    polylog_degree,
+    sample_size_from_expr,
+)
+from qstr.bounds.transformer import (
+    Theorem4Params,
+    ffn_sample_size,
+    few_heads_floor,
+    few_heads_floor_per_position,
+    loglog_slope,
+    theorem4_bound,
+    theorem4_sample_size,
+)
+from qstr.constructions.attention import (
+    lemma11_adversarial_prompt,
+    lemma11_weights,
+    place_block,
+    separation_limit,
+    target_leaks,
+)
 from qstr.constructions.codes import rs_hadamard_codebook, star_codebook
 from qstr.constructions.encoding import layout_of, transformer_encoding
 from qstr.constructions.links import Mean, SqNorm, TwoLayerNet, make_link
@@ -37,8 +64,18 @@ from qstr.constructions.paper_models import MergedAttention
 from qstr.constructions.relu import sqnorm_net
 from qstr.constructions.task import QSTR, gather_tokens
 from qstr.verify.adversarial import clip_to_ball, worst_case_tokens
-from qstr.verify.claim import (Check, Claim, Context, Fault, Ref, Verdict, at_least, at_most, close,
-                               exact)
+from qstr.verify.claim import (
+    Check,
+    Claim,
+    Context,
+    Fault,
+    Ref,
+    Verdict,
+    at_least,
+    at_most,
+    close,
+    exact,
+)
 from qstr.verify.claims.export import saved_and_reloaded
 from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding
@@ -89,7 +126,7 @@ class L11Case:
         with torch.no_grad():
             out = {"module": self.module.predict(x, t, chunk=1024), "fast path": self.fast_at_probe}
             if self.exported is not None:
-                Z = transformer_encoding(x, t, self.module.omega[:self.N])
+                Z = transformer_encoding(x, t, self.module.omega[: self.N])
                 out["nn.MultiheadAttention"] = self.exported(Z).reshape(t.shape[:2])
         return out
 
@@ -134,16 +171,20 @@ def _fused_heads(cons, x: torch.Tensor, t: torch.Tensor, chunk: int) -> torch.Te
 def _l11_cases(ctx: Context):
     """(link, q = H): the linear link (its worst case is exact, so checked from both sides) and a
     nonlinear teacher net with 3 heads; q = 4 as well on the gpu profile."""
-    return ctx.pick(quick=(("linear", 2), ("teacher", 3)), full=(("linear", 2), ("teacher", 3)),
-                    gpu=(("linear", 2), ("linear", 4), ("teacher", 3)))
+    return ctx.pick(
+        quick=(("linear", 2), ("teacher", 3)),
+        full=(("linear", 2), ("teacher", 3)),
+        gpu=(("linear", 2), ("linear", 4), ("teacher", 3)),
+    )
 
 
 def _l11_sizes(ctx: Context, link: str):
     """N for the case, and the largest N at which ascent runs and the export is checked."""
-    Ns = ctx.pick(quick=(16, 256, 2048), full=(16, 64, 256, 1024, 4096),
-                  gpu=(16, 256, 4096, 16384, 65536))
+    Ns = ctx.pick(
+        quick=(16, 256, 2048), full=(16, 64, 256, 1024, 4096), gpu=(16, 256, 4096, 16384, 65536)
+    )
     if link != "linear":
-        Ns = Ns[:ctx.pick(quick=2, full=4, gpu=3)]
+        Ns = Ns[: ctx.pick(quick=2, full=4, gpu=3)]
     return Ns, ctx.pick(quick=256, full=1024, gpu=4096)
 
 
@@ -165,20 +206,32 @@ def _l11_case(ctx: Context, link_name: str, q: int, N: int) -> L11Case:
     the r_x-ball, ascent on the fast path (small N) and the probe prompt."""
     link = make_link(link_name, q, L11_D, generator=ctx.generator("lemma-11/link", q))
     link = link.to(ctx.device)
-    cons = lemma11(N, L11_D, q, link.two_layer_net(), eps=L11_EPS,
-                   r_x=lemma12_radius(L11_D, n=10_000, N=N), device=ctx.device)
+    cons = lemma11(
+        N,
+        L11_D,
+        q,
+        link.two_layer_net(),
+        eps=L11_EPS,
+        r_x=lemma12_radius(L11_D, n=10_000, N=N),
+        device=ctx.device,
+    )
     g, small = cons.guarantee, N <= _l11_sizes(ctx, link_name)[1]
     gen = ctx.generator("lemma-11/prompts", q, N, device=ctx.device)
-    p = QSTR(N=N, d=L11_D, link=link).sample(max(1, min(8, 4096 // N)), generator=gen,
-                                             device=ctx.device, dtype=torch.float64)
+    p = QSTR(N=N, d=L11_D, link=link).sample(
+        max(1, min(8, 4096 // N)), generator=gen, device=ctx.device, dtype=torch.float64
+    )
     x, t = clip_to_ball(p.x, g.r_x), p.t
     fast = lambda xx, tt: cons.fast_predict(xx, tt, chunk=1024)  # noqa: E731
     with torch.no_grad():
         fast_err = float(_l11_errors(link, fast, x, t).max())
         math_heads = cons.fast_heads(x, t, chunk=1024, backend="math")
     if small:
-        xs = worst_case_tokens(lambda xx: _l11_errors(link, fast, xx, t[:2]), x[:2], g.r_x,
-                               steps=ctx.pick(quick=25, full=100))
+        xs = worst_case_tokens(
+            lambda xx: _l11_errors(link, fast, xx, t[:2]),
+            x[:2],
+            g.r_x,
+            steps=ctx.pick(quick=25, full=100),
+        )
         fast_err = max(fast_err, float(_l11_errors(link, fast, xs, t[:2]).detach().max()))
     gradient, probe = None, (x[:1], t[:1])
     if link_name == "linear":
@@ -189,10 +242,30 @@ def _l11_case(ctx: Context, link_name: str, q: int, N: int) -> L11Case:
     exported = saved_and_reloaded(cons)[1] if small else None
     twin = None
     if x.is_cuda:  # CUDA's fused attention kernels take float32/16/bf16: users' CUDA fast path
-        twin = lemma11(N, L11_D, q, link.two_layer_net(), eps=L11_EPS, r_x=g.r_x,
-                       device=ctx.device, dtype=torch.float32)
-    return L11Case(link_name, link, cons, cons, exported, (x, t), math_heads, probe, fast_err,
-                   fast_at_probe, gradient, twin)
+        twin = lemma11(
+            N,
+            L11_D,
+            q,
+            link.two_layer_net(),
+            eps=L11_EPS,
+            r_x=g.r_x,
+            device=ctx.device,
+            dtype=torch.float32,
+        )
+    return L11Case(
+        link_name,
+        link,
+        cons,
+        cons,
+        exported,
+        (x, t),
+        math_heads,
+        probe,
+        fast_err,
+        fast_at_probe,
+        gradient,
+        twin,
+    )
 
 
 def _pair_net(w: torch.Tensor) -> TwoLayerNet:
@@ -205,8 +278,16 @@ def _l11_star(ctx: Context, N: int) -> L11Star:
     """Star codes, q = H = 2, w = (u, u)/sqrt 2, r_x = 2: the worst prompt attains the bound."""
     u = torch.full((L11_D,), 0.5, dtype=torch.float64, device=ctx.device)
     net = _pair_net(torch.cat([u, u]) / math.sqrt(2))
-    cons = lemma11(N, L11_D, 2, net, eps=L11_EPS, r_x=2.0, device=ctx.device,
-                   codebook=star_codebook(N, mu=0.5, device=ctx.device))
+    cons = lemma11(
+        N,
+        L11_D,
+        2,
+        net,
+        eps=L11_EPS,
+        r_x=2.0,
+        device=ctx.device,
+        codebook=star_codebook(N, mu=0.5, device=ctx.device),
+    )
     x, t = lemma11_adversarial_prompt(cons, u, target=0)
     with torch.no_grad():
         err = float((cons.predict(x, t) - net(gather_tokens(x, t))).abs().max())
@@ -215,19 +296,28 @@ def _l11_star(ctx: Context, N: int) -> L11Star:
 
 def lemma11_inputs(ctx: Context) -> Lemma11Inputs:
     """Every case of ``_l11_cases`` at its sizes, and the star-code cases (Lemma 11)."""
-    cases = tuple(_l11_case(ctx, name, q, N) for name, q in _l11_cases(ctx)
-                  for N in _l11_sizes(ctx, name)[0])
+    cases = tuple(
+        _l11_case(ctx, name, q, N) for name, q in _l11_cases(ctx) for N in _l11_sizes(ctx, name)[0]
+    )
     star = tuple(_l11_star(ctx, N) for N in L11_TIGHT_NS)
-    return Lemma11Inputs(L11_EPS, cases, star, lemma11_error_bound, attrgetter("lipschitz"),
-                         target_leaks, _fused_heads)
+    return Lemma11Inputs(
+        L11_EPS,
+        cases,
+        star,
+        lemma11_error_bound,
+        attrgetter("lipschitz"),
+        target_leaks,
+        _fused_heads,
+    )
 
 
 def _l11_bound(inp: Lemma11Inputs, cons, net) -> float:
     """Lemma 11's bound at the construction's (N, H, mu, c, alpha, r_x) and the net's Lipschitz
     constant."""
     g = cons.guarantee
-    return inp.error_bound(N=g.N, q=g.H, mu=g.mu, c=g.c, alpha=g.alpha, r_x=g.r_x,
-                           lipschitz=inp.lipschitz(net))
+    return inp.error_bound(
+        N=g.N, q=g.H, mu=g.mu, c=g.c, alpha=g.alpha, r_x=g.r_x, lipschitz=inp.lipschitz(net)
+    )
 
 
 def _attention_rounding(g) -> Rounding:
@@ -235,13 +325,19 @@ def _attention_rounding(g) -> Rounding:
     d_e-term scores scaled by alpha, the net's q d-input sums; each term is at most
     max(2, alpha) max(1, Lip) sqrt(H) r_x."""
     scale = max(2.0, g.alpha) * max(1.0, g.lipschitz) * math.sqrt(g.H) * g.r_x
-    return Rounding(n=g.N + g.d_e + g.q * g.d + 4, scale=scale,
-                    what="(N + d_e + q d + 4) eps max(2, alpha) max(1, Lip) sqrt(H) r_x")
+    return Rounding(
+        n=g.N + g.d_e + g.q * g.d + 4,
+        scale=scale,
+        what="(N + d_e + q d + 4) eps max(2, alpha) max(1, Lip) sqrt(H) r_x",
+    )
 
 
 def _export_rounding(model, scale: float) -> Rounding:
-    return Rounding(n=2 * (model.W_QK.shape[-1] * model.H + model.m), scale=scale,
-                    what="2 (H D_e + m) eps (|y|max + 1)")
+    return Rounding(
+        n=2 * (model.W_QK.shape[-1] * model.H + model.m),
+        scale=scale,
+        what="2 (H D_e + m) eps (|y|max + 1)",
+    )
 
 
 def _case_rounding(case: L11Case) -> Rounding:
@@ -262,17 +358,24 @@ def lemma11_error(inp: Lemma11Inputs, ctx: Context) -> Verdict:
         err = max(case.fast_err, *paths.values())
         rows.append((err / _l11_bound(inp, case.cons, case.net), err, case, paths))
     ratio, err, case, paths = max(rows, key=lambda r: r[0])
-    return at_most(err, _l11_bound(inp, case.cons, case.net), _case_rounding(case),
-                   detail=f"worst case {case.name()} (err/bound {ratio:.3f}): fast path on random "
-                          f"prompts and ascent {case.fast_err:.3e}; at the probe "
-                          + ", ".join(f"{k} {v:.3e}" for k, v in paths.items()))
+    return at_most(
+        err,
+        _l11_bound(inp, case.cons, case.net),
+        _case_rounding(case),
+        detail=f"worst case {case.name()} (err/bound {ratio:.3f}): fast path on random "
+        f"prompts and ascent {case.fast_err:.3e}; at the probe "
+        + ", ".join(f"{k} {v:.3e}" for k, v in paths.items()),
+    )
 
 
 def lemma11_bound_meets_eps(inp: Lemma11Inputs, ctx: Context) -> Verdict:
     """Lemma 11 with alpha from eps: the construction's bound is at most the eps asked."""
     bound, case = max(((_l11_bound(inp, c.cons, c.net), c) for c in inp.cases), key=lambda r: r[0])
-    return at_most(bound, inp.eps, detail=f"largest bound at {case.name()} "
-                                          f"(alpha {case.cons.guarantee.alpha:.3f})")
+    return at_most(
+        bound,
+        inp.eps,
+        detail=f"largest bound at {case.name()} (alpha {case.cons.guarantee.alpha:.3f})",
+    )
 
 
 def _gap_verdict(gaps, what: str) -> Verdict:
@@ -283,9 +386,17 @@ def _gap_verdict(gaps, what: str) -> Verdict:
 
 def lemma11_module_is_fast_path(inp: Lemma11Inputs, ctx: Context) -> Verdict:
     """The built module equals the fast path (from alpha, c and the codes) at the probe prompt."""
-    return _gap_verdict([(float((c.at_probe["module"] - c.at_probe["fast path"]).abs().max()),
-                          _attention_rounding(c.cons.guarantee), c) for c in inp.cases],
-                        "|module - fast path| at the probe prompt")
+    return _gap_verdict(
+        [
+            (
+                float((c.at_probe["module"] - c.at_probe["fast path"]).abs().max()),
+                _attention_rounding(c.cons.guarantee),
+                c,
+            )
+            for c in inp.cases
+        ],
+        "|module - fast path| at the probe prompt",
+    )
 
 
 def _fused_gap(inp: Lemma11Inputs, case: L11Case) -> float:
@@ -315,12 +426,14 @@ def lemma11_fused_heads(inp: Lemma11Inputs, ctx: Context) -> Verdict:
 
 def lemma11_export_is_module(inp: Lemma11Inputs, ctx: Context) -> Verdict:
     """The saved, reloaded nn.MultiheadAttention equals the built module (Appendix A.1's export)."""
+
     def gap(c: L11Case) -> float:
         return float((c.at_probe["nn.MultiheadAttention"] - c.at_probe["module"]).abs().max())
 
-    return _gap_verdict([(gap(c), _case_rounding(c), c) for c in inp.cases
-                         if c.exported is not None],
-                        "|exported - module| at the probe prompt")
+    return _gap_verdict(
+        [(gap(c), _case_rounding(c), c) for c in inp.cases if c.exported is not None],
+        "|exported - module| at the probe prompt",
+    )
 
 
 def _code_share(inp: Lemma11Inputs, case: L11Case) -> float:
@@ -328,7 +441,7 @@ def _code_share(inp: Lemma11Inputs, case: L11Case) -> float:
     probe prompt's positions, in the encoding users feed the export."""
     x, t = case.probe
     d, q = x.shape[-1], t.shape[-1]
-    Z = inp.encoding(x, t, case.module.omega[:case.N])
+    Z = inp.encoding(x, t, case.module.omega[: case.N])
     lay = layout_of(Z, d, q)
     codes = sum(Z[..., lay.slot(k)].pow(2).sum(-1) for k in range(q))
     return float(codes.max()) / d
@@ -338,11 +451,18 @@ def lemma11_encoding_balanced(inp: Lemma11Inputs, ctx: Context) -> Verdict:
     """Appendix A.1: the prefactor c = sqrt(d/q) makes the query's q code blocks as large as a
     token, q c^2 = d = E||x||^2 (docs/derivations/lemma11.md); the ratio farthest from 1 over
     the cases (c = 1 balances a case with q = d, so no one case may stand for the others)."""
-    ratio, case = max(((_code_share(inp, c), c) for c in inp.cases),
-                      key=lambda r: abs(r[0] - 1.0))
-    return close(ratio, 1.0, 0.0, Rounding(n=2 * case.module.omega.shape[1] + 4, scale=1.0,
-                                           what="(2 d_e + 4) eps (unit codes, c^2)"),
-                 detail=f"farthest from 1 at {case.name()}: q c^2 ||omega||^2 / d")
+    ratio, case = max(((_code_share(inp, c), c) for c in inp.cases), key=lambda r: abs(r[0] - 1.0))
+    return close(
+        ratio,
+        1.0,
+        0.0,
+        Rounding(
+            n=2 * case.module.omega.shape[1] + 4,
+            scale=1.0,
+            what="(2 d_e + 4) eps (unit codes, c^2)",
+        ),
+        detail=f"farthest from 1 at {case.name()}: q c^2 ||omega||^2 / d",
+    )
 
 
 def _published_prefactor(inp: Lemma11Inputs, ctx: Context) -> Lemma11Inputs:
@@ -365,27 +485,43 @@ def lemma11_worst_prompt_exact(inp: Lemma11Inputs, ctx: Context) -> Verdict:
         for path, err in case.probe_errors().items():
             rows.append((abs(err - exact) - _case_rounding(case).term, err, exact, path, case))
     _, err, exact, path, case = max(rows, key=lambda r: r[0])
-    return close(err, exact, 0.0, _case_rounding(case),
-                 detail=f"largest |err - exact| at {case.name()}, {path}")
+    return close(
+        err,
+        exact,
+        0.0,
+        _case_rounding(case),
+        detail=f"largest |err - exact| at {case.name()}, {path}",
+    )
 
 
 def lemma11_exact_within_bound(inp: Lemma11Inputs, ctx: Context) -> Verdict:
     """Linear link: the exact worst case 2 r_x max_t leak[t] ||sum w_h|| is at most the bound."""
     rows = [(_exact_worst(inp, c), c) for c in inp.cases if c.gradient is not None]
-    ratio, exact_value, case = max(((e / _l11_bound(inp, c.cons, c.net), e, c) for e, c in rows),
-                                   key=lambda r: r[0])
-    return at_most(exact_value, _l11_bound(inp, case.cons, case.net),
-                   detail=f"largest exact / bound {ratio:.3f} at {case.name()}")
+    ratio, exact_value, case = max(
+        ((e / _l11_bound(inp, c.cons, c.net), e, c) for e, c in rows), key=lambda r: r[0]
+    )
+    return at_most(
+        exact_value,
+        _l11_bound(inp, case.cons, case.net),
+        detail=f"largest exact / bound {ratio:.3f} at {case.name()}",
+    )
 
 
 def lemma11_lipschitz_exact(inp: Lemma11Inputs, ctx: Context) -> Verdict:
     """Linear link: the net's Lipschitz constant in the bound is its exact one, ||gradient||."""
-    rows = [(abs(inp.lipschitz(c.net) / float(c.gradient.norm()) - 1), c) for c in inp.cases
-            if c.gradient is not None]
+    rows = [
+        (abs(inp.lipschitz(c.net) / float(c.gradient.norm()) - 1), c)
+        for c in inp.cases
+        if c.gradient is not None
+    ]
     _, case = max(rows, key=lambda r: r[0])
     norm = float(case.gradient.norm())
-    return close(inp.lipschitz(case.net), norm, 1e-12 * norm,
-                 detail=f"Lipschitz constant vs ||gradient||, largest gap at {case.name()}")
+    return close(
+        inp.lipschitz(case.net),
+        norm,
+        1e-12 * norm,
+        detail=f"Lipschitz constant vs ||gradient||, largest gap at {case.name()}",
+    )
 
 
 def lemma11_star_attains(inp: Lemma11Inputs, ctx: Context) -> Verdict:
@@ -397,11 +533,16 @@ def lemma11_star_attains(inp: Lemma11Inputs, ctx: Context) -> Verdict:
         rnd = _attention_rounding(s.cons.guarantee).times(1 / bound, "1/bound")
         rows.append((s.error / bound, rnd, s))
     ratio, rnd, star = max(rows, key=lambda r: abs(r[0] - 1) - r[1].term)
-    return close(ratio, 1.0, L11_TIGHT_RTOL, rnd,
-                 detail="star codes (mu = 1/2), q = H = 2, w = (u, u)/sqrt 2, target 0: "
-                        "error / bound "
-                        + ", ".join(f"N={s.N}: {s.error / _l11_bound(inp, s.cons, s.net):.12f}"
-                                    for s in inp.star) + f"; farthest from 1 at N = {star.N}")
+    return close(
+        ratio,
+        1.0,
+        L11_TIGHT_RTOL,
+        rnd,
+        detail="star codes (mu = 1/2), q = H = 2, w = (u, u)/sqrt 2, target 0: "
+        "error / bound "
+        + ", ".join(f"N={s.N}: {s.error / _l11_bound(inp, s.cons, s.net):.12f}" for s in inp.star)
+        + f"; farthest from 1 at N = {star.N}",
+    )
 
 
 def lemma11_alpha_log_n(inp: Lemma11Inputs, ctx: Context) -> Verdict:
@@ -419,6 +560,7 @@ def lemma11_alpha_log_n(inp: Lemma11Inputs, ctx: Context) -> Verdict:
 def _module_fault(edit):
     """A copy of the built module with ``edit(W_QK, construction)`` applied (and exported as
     users would export it), in each case small enough to be exported (the others keep theirs)."""
+
     def broken(case: L11Case) -> L11Case:
         module = case.cons.with_alpha(case.cons.alpha)
         with torch.no_grad():
@@ -426,8 +568,10 @@ def _module_fault(edit):
         return replace(case, module=module, exported=saved_and_reloaded(module)[1])
 
     def apply(inp: Lemma11Inputs, ctx: Context) -> Lemma11Inputs:
-        return replace(inp, cases=tuple(broken(c) if c.exported is not None else c
-                                        for c in inp.cases))
+        return replace(
+            inp, cases=tuple(broken(c) if c.exported is not None else c for c in inp.cases)
+        )
+
     return apply
 
 
@@ -449,6 +593,7 @@ def _last_head_dropped(W, cons):
 
 def _op_norm_lipschitz(inp: Lemma11Inputs, ctx: Context) -> Lemma11Inputs:
     """The bound with ||a|| ||W||_op for the Lipschitz constant: 2 ||w|| for a +- pair net."""
+
     def op_norm(net) -> float:
         return float(net.a.norm() * torch.linalg.matrix_norm(net.W, ord=2))
 
@@ -459,16 +604,27 @@ def _rechosen_alpha(choose):
     """Each case rebuilt at alpha = ``choose(N, alpha_2)``, alpha_2 the alpha lemma11_alpha picks
     for the same (q, mu, c, r_x, Lip, eps) at N = 2, i.e. ln((1 - delta)/delta) / (c^2 (1 - mu))
     with delta = eps / (2 r_x Lip sqrt(H)): the Lemma 11 bound without its (N - 1) factor."""
+
     def rebuilt(inp: Lemma11Inputs, case: L11Case) -> L11Case:
         g = case.cons.guarantee
-        alpha_2 = lemma11_alpha(N=2, q=g.H, mu=g.mu, c=g.c, r_x=g.r_x, lipschitz=g.lipschitz,
-                                eps=inp.eps)
-        cons = lemma11(case.N, L11_D, g.H, case.net, alpha=choose(case.N, alpha_2), r_x=g.r_x,
-                       codebook=case.cons.codebook, device=case.cons.model.W_QK.device)
+        alpha_2 = lemma11_alpha(
+            N=2, q=g.H, mu=g.mu, c=g.c, r_x=g.r_x, lipschitz=g.lipschitz, eps=inp.eps
+        )
+        cons = lemma11(
+            case.N,
+            L11_D,
+            g.H,
+            case.net,
+            alpha=choose(case.N, alpha_2),
+            r_x=g.r_x,
+            codebook=case.cons.codebook,
+            device=case.cons.model.W_QK.device,
+        )
         return replace(case, cons=cons, module=cons)
 
     def apply(inp: Lemma11Inputs, ctx: Context) -> Lemma11Inputs:
         return replace(inp, cases=tuple(rebuilt(inp, c) for c in inp.cases))
+
     return apply
 
 
@@ -481,10 +637,10 @@ def _chunks_one_late(cons, x: torch.Tensor, t: torch.Tensor, chunk: int) -> torc
 def _leaks_from_chunk_rows(cons, chunk: int = 1024) -> torch.Tensor:
     """target_leaks with the chunk offset dropped from the self score: row s + i of the Gram
     matrix is compared with G[s + i, i] instead of its diagonal G[s + i, s + i]."""
-    omega, A = cons.omega, cons.alpha * cons.c ** 2
+    omega, A = cons.omega, cons.alpha * cons.c**2
     out = []
     for s in range(0, omega.shape[0], chunk):
-        G = omega[s:s + chunk] @ omega.T
+        G = omega[s : s + chunk] @ omega.T
         rows = torch.arange(G.shape[0], device=G.device)
         E = torch.exp(A * (G - G[rows, rows].clone()[:, None]))
         E[rows, rows] = 0
@@ -503,20 +659,26 @@ def _forgot_head_dim_scale(case: L11Case) -> L11Case:
 
 
 def _export_fault(inp: Lemma11Inputs, ctx: Context) -> Lemma11Inputs:
-    return replace(inp, cases=tuple(_forgot_head_dim_scale(c) if c.exported is not None else c
-                                    for c in inp.cases))
+    return replace(
+        inp,
+        cases=tuple(_forgot_head_dim_scale(c) if c.exported is not None else c for c in inp.cases),
+    )
 
 
 L11_MODULE_CHECKS = ("error <= bound", "module = fast path")
 
-register(Claim(
-    id="lemma-11", ref=Ref("Lemma 11", "Lemma 11"),
-    statement=f"q-head attention construction (linear link; teacher net with H=3): the built "
-              f"module, its fast path and the exported nn.MultiheadAttention stay within the "
-              f"guarantee <= eps={L11_EPS}; the worst prompt attains the exact worst case (linear "
-              f"link) and the bound itself (star code); alpha = O(log N)",
-    inputs=lemma11_inputs,
-    checks=[Check("error <= bound", lemma11_error), Check("bound <= eps", lemma11_bound_meets_eps),
+register(
+    Claim(
+        id="lemma-11",
+        ref=Ref("Lemma 11", "Lemma 11"),
+        statement=f"q-head attention construction (linear link; teacher net with H=3): the built "
+        f"module, its fast path and the exported nn.MultiheadAttention stay within the "
+        f"guarantee <= eps={L11_EPS}; the worst prompt attains the exact worst case (linear "
+        f"link) and the bound itself (star code); alpha = O(log N)",
+        inputs=lemma11_inputs,
+        checks=[
+            Check("error <= bound", lemma11_error),
+            Check("bound <= eps", lemma11_bound_meets_eps),
             Check("module = fast path", lemma11_module_is_fast_path),
             Check("fused heads = math heads", lemma11_fused_heads),
             Check("exported = module", lemma11_export_is_module),
@@ -525,32 +687,57 @@ register(Claim(
             Check("Lipschitz constant exact", lemma11_lipschitz_exact),
             Check("star code attains the bound", lemma11_star_attains),
             Check("alpha = O(log N)", lemma11_alpha_log_n),
-            Check("encoding balanced: q c^2 = d", lemma11_encoding_balanced)],
-    faults=[Fault("scores halved", _module_fault(_scores_halved), breaks=L11_MODULE_CHECKS),
+            Check("encoding balanced: q c^2 = d", lemma11_encoding_balanced),
+        ],
+        faults=[
+            Fault("scores halved", _module_fault(_scores_halved), breaks=L11_MODULE_CHECKS),
             Fault("slot -> slot0 block", _module_fault(_wrong_key_block), breaks=L11_MODULE_CHECKS),
-            Fault("last head's block dropped", _module_fault(_last_head_dropped),
-                  breaks=L11_MODULE_CHECKS),
-            Fault("bound with ||a|| ||W||_op", _op_norm_lipschitz,
-                  breaks=("Lipschitz constant exact", "star code attains the bound")),
-            Fault("alpha from eps without the (N - 1) factor",
-                  _rechosen_alpha(lambda N, alpha_2: alpha_2), breaks=("bound <= eps",)),
-            Fault("ln((N - 1) X) taken as (N - 1) ln X in alpha",
-                  _rechosen_alpha(lambda N, alpha_2: (N - 1) * alpha_2),
-                  breaks=("alpha = O(log N)",)),
-            Fault("fused chunks read the queries one position late",
-                  lambda inp, ctx: replace(inp, fused_heads=_chunks_one_late),
-                  breaks=("fused heads = math heads",)),
-            Fault("exporter forgets torch's 1/sqrt(head_dim)", _export_fault,
-                  breaks=("exported = module",)),
-            Fault("leaks from the chunk's rows, not the diagonal",
-                  lambda inp, ctx: replace(inp, leaks=_leaks_from_chunk_rows),
-                  breaks=("worst prompt = exact worst case", "exact worst case <= bound")),
-            Fault("the published code's prefactor c = 1", _published_prefactor,
-                  breaks=("encoding balanced: q c^2 = d",))],
-    builds=(lemma11, lemma11_adversarial_prompt, transformer_encoding),
-    bounds=(lemma11_error_bound, target_leaks),
-    derivation="docs/derivations/lemma11.md",
-))
+            Fault(
+                "last head's block dropped",
+                _module_fault(_last_head_dropped),
+                breaks=L11_MODULE_CHECKS,
+            ),
+            Fault(
+                "bound with ||a|| ||W||_op",
+                _op_norm_lipschitz,
+                breaks=("Lipschitz constant exact", "star code attains the bound"),
+            ),
+            Fault(
+                "alpha from eps without the (N - 1) factor",
+                _rechosen_alpha(lambda N, alpha_2: alpha_2),
+                breaks=("bound <= eps",),
+            ),
+            Fault(
+                "ln((N - 1) X) taken as (N - 1) ln X in alpha",
+                _rechosen_alpha(lambda N, alpha_2: (N - 1) * alpha_2),
+                breaks=("alpha = O(log N)",),
+            ),
+            Fault(
+                "fused chunks read the queries one position late",
+                lambda inp, ctx: replace(inp, fused_heads=_chunks_one_late),
+                breaks=("fused heads = math heads",),
+            ),
+            Fault(
+                "exporter forgets torch's 1/sqrt(head_dim)",
+                _export_fault,
+                breaks=("exported = module",),
+            ),
+            Fault(
+                "leaks from the chunk's rows, not the diagonal",
+                lambda inp, ctx: replace(inp, leaks=_leaks_from_chunk_rows),
+                breaks=("worst prompt = exact worst case", "exact worst case <= bound"),
+            ),
+            Fault(
+                "the published code's prefactor c = 1",
+                _published_prefactor,
+                breaks=("encoding balanced: q c^2 = d",),
+            ),
+        ],
+        builds=(lemma11, lemma11_adversarial_prompt, transformer_encoding),
+        bounds=(lemma11_error_bound, target_leaks),
+        derivation="docs/derivations/lemma11.md",
+    )
+)
 
 # ---------------------------------------------------------------- sparse-average-single-head
 # (bounds/attention.py; docs/derivations/sparse-averaging.md)
@@ -590,8 +777,10 @@ class SACase:
         """The module's and its export's errors at the worst prompt, the module's on random prompts
         (and after ascent), and its attention rows against pi."""
         exported = saved_and_reloaded(self.module)[1]
-        paths = {"module": lambda x, t: self.module.predict(x, t),
-                 "nn.MultiheadAttention": lambda x, t: exported(self.module.encode(x, t))}
+        paths = {
+            "module": lambda x, t: self.module.predict(x, t),
+            "nn.MultiheadAttention": lambda x, t: exported(self.module.encode(x, t)),
+        }
         x, t = self.prompts
         with torch.no_grad():
             out = {k: float(self.errors(f, *self.worst).max()) for k, f in paths.items()}
@@ -601,8 +790,12 @@ class SACase:
             out["attention rows"] = float((rows - self.pi).abs().max()) if every_query else math.inf
             out["random"] = float(self.errors(paths["module"], x, t).max())
         if self.ascent:
-            x8 = worst_case_tokens(lambda xx: self.errors(paths["module"], xx, t[:8]), x[:8],
-                                   self.head.guarantee.r_x, steps=80)
+            x8 = worst_case_tokens(
+                lambda xx: self.errors(paths["module"], xx, t[:8]),
+                x[:8],
+                self.head.guarantee.r_x,
+                steps=80,
+            )
             with torch.no_grad():
                 ascent = float(self.errors(paths["module"], x8, t[:8]).max())
             out["random"] = max(out["random"], ascent)
@@ -624,7 +817,7 @@ def _set_gaps(head):
     matrix, w: 1/q on T), with the sets (M, q) and pi - w (M, N)."""
     T = torch.combinations(torch.arange(head.N, device=head.omega.device), head.q)
     G = head.omega @ head.omega.T
-    pi = torch.softmax(head.alpha * head.c ** 2 * G[T].sum(1), dim=-1)
+    pi = torch.softmax(head.alpha * head.c**2 * G[T].sum(1), dim=-1)
     w = torch.zeros_like(pi).scatter_(1, T, 1.0 / head.q)
     return (pi - w).abs().sum(1), T, pi - w
 
@@ -648,13 +841,25 @@ def _sa_case(ctx: Context, q: int, eps) -> SACase:
     g = head.guarantee
     xw, tw = _sa_worst_prompt(head, sets[worst], diffs[worst], g.r_x)
     G = head.omega @ head.omega.T
-    pi = torch.softmax(g.alpha * g.c ** 2 * G[sets[worst]].sum(0), dim=-1)
+    pi = torch.softmax(g.alpha * g.c**2 * G[sets[worst]].sum(0), dim=-1)
     task = QSTR(N=SA_N, d=SA_D, link=Mean(q=q, d=SA_D), indices="distinct")
     gen = ctx.generator("sparse-average-single-head/prompts", q, device=ctx.device)
-    p = task.sample(ctx.pick(quick=16, full=512, gpu=640), generator=gen, device=ctx.device,
-                    dtype=torch.float64)
-    case = SACase(q, head, head, len(sets), g.r_x * float(gaps[worst]), pi, (xw, tw), 0.0,
-                  (clip_to_ball(p.x, g.r_x), p.t), ctx.profile != "quick", eps)
+    p = task.sample(
+        ctx.pick(quick=16, full=512, gpu=640), generator=gen, device=ctx.device, dtype=torch.float64
+    )
+    case = SACase(
+        q,
+        head,
+        head,
+        len(sets),
+        g.r_x * float(gaps[worst]),
+        pi,
+        (xw, tw),
+        0.0,
+        (clip_to_ball(p.x, g.r_x), p.t),
+        ctx.profile != "quick",
+        eps,
+    )
     with torch.no_grad():
         fast = float(case.errors(head.fast_predict, xw, tw).max())
     return replace(case, fast_at_worst=fast)
@@ -662,8 +867,9 @@ def _sa_case(ctx: Context, q: int, eps) -> SACase:
 
 def sparse_average_inputs(ctx: Context) -> SparseAverageInputs:
     """One case per (q, eps) of ``SA_CASES``."""
-    return SparseAverageInputs(tuple(_sa_case(ctx, q, eps) for q, eps in SA_CASES),
-                               sparse_average_error_bound)
+    return SparseAverageInputs(
+        tuple(_sa_case(ctx, q, eps) for q, eps in SA_CASES), sparse_average_error_bound
+    )
 
 
 def _sa_bound(inp: SparseAverageInputs, case: SACase) -> float:
@@ -681,28 +887,47 @@ def sparse_average_exact_within_bound(inp: SparseAverageInputs, ctx: Context) ->
     """Remark after Prop 3: the exact sup over all prompts, r_x max_T ||pi_T - w_T||_1, is at most
     r_x (2 L + within(L, rho)); the q with the largest ratio is named."""
     ratio, case = max(((c.exact / _sa_bound(inp, c), c) for c in inp.cases), key=lambda r: r[0])
-    return at_most(case.exact, _sa_bound(inp, case), _sa_rounding(case),
-                   detail=f"N={SA_N}, d={SA_D}; exact sup / bound "
-                          + ", ".join(f"q={c.q}: {c.exact / _sa_bound(inp, c):.3f} over all "
-                                      f"{c.n_sets} q-sets (alpha {c.head.guarantee.alpha:.2f})"
-                                      for c in inp.cases) + f"; largest at q = {case.q}")
+    return at_most(
+        case.exact,
+        _sa_bound(inp, case),
+        _sa_rounding(case),
+        detail=f"N={SA_N}, d={SA_D}; exact sup / bound "
+        + ", ".join(
+            f"q={c.q}: {c.exact / _sa_bound(inp, c):.3f} over all "
+            f"{c.n_sets} q-sets (alpha {c.head.guarantee.alpha:.2f})"
+            for c in inp.cases
+        )
+        + f"; largest at q = {case.q}",
+    )
 
 
 def sparse_average_worst_prompt(inp: SparseAverageInputs, ctx: Context) -> Verdict:
     """At the worst prompt the built module, its fast path and the exported nn.MultiheadAttention
     each err exactly the sup (both sides); the farthest path is named."""
-    rows = [(abs(c.measured[k] - c.exact) - _sa_rounding(c).term, k, c) for c in inp.cases
-            for k in ("module", "fast path", "nn.MultiheadAttention")]
+    rows = [
+        (abs(c.measured[k] - c.exact) - _sa_rounding(c).term, k, c)
+        for c in inp.cases
+        for k in ("module", "fast path", "nn.MultiheadAttention")
+    ]
     _, path, case = max(rows, key=lambda r: r[0])
-    return close(case.measured[path], case.exact, 0.0, _sa_rounding(case),
-                 detail=f"farthest from the exact sup: q = {case.q}, {path}")
+    return close(
+        case.measured[path],
+        case.exact,
+        0.0,
+        _sa_rounding(case),
+        detail=f"farthest from the exact sup: q = {case.q}, {path}",
+    )
 
 
 def sparse_average_random_below(inp: SparseAverageInputs, ctx: Context) -> Verdict:
     """The module's error on random prompts (and after ascent on full) is at most the exact sup."""
     ratio, case = max(((c.measured["random"] / c.exact, c) for c in inp.cases), key=lambda r: r[0])
-    return at_most(case.measured["random"], case.exact, _sa_rounding(case),
-                   detail=f"largest random / exact sup {ratio:.3f} at q = {case.q}")
+    return at_most(
+        case.measured["random"],
+        case.exact,
+        _sa_rounding(case),
+        detail=f"largest random / exact sup {ratio:.3f} at q = {case.q}",
+    )
 
 
 def sparse_average_attention_rows(inp: SparseAverageInputs, ctx: Context) -> Verdict:
@@ -710,16 +935,21 @@ def sparse_average_attention_rows(inp: SparseAverageInputs, ctx: Context) -> Ver
     closed-form softmax pi_T of the codes' Gram matrix (inf: not one row per query)."""
     gap, case = max(((c.measured["attention rows"], c) for c in inp.cases), key=lambda r: r[0])
     g = case.head.guarantee
-    rnd = Rounding(n=SA_N + g.d_e + 4, scale=max(1.0, case.q * g.alpha * g.c ** 2),
-                   what="(N + d_e + 4) eps max(1, q alpha c^2)")
+    rnd = Rounding(
+        n=SA_N + g.d_e + 4,
+        scale=max(1.0, case.q * g.alpha * g.c**2),
+        what="(N + d_e + 4) eps max(1, q alpha c^2)",
+    )
     return at_most(gap, 0.0, rnd, detail=f"|attention rows - pi_T|, largest at q = {case.q}")
 
 
-def _inversion_failures(inp: SparseAverageInputs, q: int, g, c: float, alpha: float,
-                        eps: Optional[float]) -> list:
+def _inversion_failures(
+    inp: SparseAverageInputs, q: int, g, c: float, alpha: float, eps: Optional[float]
+) -> list:
     """What fails of alpha's derivation at prefactor c: for eps, bound(alpha) <= eps <
     bound(alpha (1 - 1e-9)); without, alpha minimises the bound and the alpha asked for 1.25 x
     the minimum is the bound's first crossing (each bound to 64 float64 eps of its value)."""
+
     def bound(a: float) -> float:
         return inp.error_bound(N=SA_N, q=q, mu=g.mu, c=c, alpha=a, r_x=g.r_x)
 
@@ -753,9 +983,13 @@ def sparse_average_alpha_as_derived(inp: SparseAverageInputs, ctx: Context) -> V
         if case.eps is None:
             a = inp.alpha_for(N=SA_N, q=case.q, mu=g.mu, c=SA_OTHER_C, r_x=g.r_x)
             failed += _inversion_failures(inp, case.q, g, SA_OTHER_C, a, None)
-    return exact(len(failed), 0, detail="; ".join(failed) or
-                 f"q = 2: the least alpha meeting eps = 0.05; q = 3: the bound's minimiser (c = 1 "
-                 f"and {SA_OTHER_C}) and the first crossing of {SA_ABOVE_MIN} x its least value")
+    return exact(
+        len(failed),
+        0,
+        detail="; ".join(failed)
+        or f"q = 2: the least alpha meeting eps = 0.05; q = 3: the bound's minimiser (c = 1 "
+        f"and {SA_OTHER_C}) and the first crossing of {SA_ABOVE_MIN} x its least value",
+    )
 
 
 SA_LIMIT_QS = range(1, 33)
@@ -766,8 +1000,12 @@ def sparse_average_separation_limit(inp: SparseAverageInputs, ctx: Context) -> V
     out-of-set ones (<= A q mu) for mu below 1 / (2q - 1), where the two bounds meet
     (docs/derivations/sparse-averaging.md); the largest gap between them at the limit, q <= 32."""
     gap, q = max((abs(1 - (q - 1) * inp.limit(q) - q * inp.limit(q)), q) for q in SA_LIMIT_QS)
-    return at_most(gap, 0.0, Rounding(n=4, scale=1.0, what="4 eps (a quotient, two products)"),
-                   detail=f"largest at q={q}: |(1 - (q - 1) mu) - q mu| at mu = the limit")
+    return at_most(
+        gap,
+        0.0,
+        Rounding(n=4, scale=1.0, what="4 eps (a quotient, two products)"),
+        detail=f"largest at q={q}: |(1 - (q - 1) mu) - q mu| at mu = the limit",
+    )
 
 
 def _limit_of_the_codes(inp: SparseAverageInputs, ctx: Context) -> SparseAverageInputs:
@@ -777,71 +1015,106 @@ def _limit_of_the_codes(inp: SparseAverageInputs, ctx: Context) -> SparseAverage
 
 def _alpha_one_percent_high(inp: SparseAverageInputs, ctx: Context) -> SparseAverageInputs:
     """Each head rebuilt at 1.01 alpha, its guarantee recomputed (a search stopped early)."""
+
     def high(case: SACase) -> SACase:
         g = case.head.guarantee
         head = case.head.with_alpha(g.alpha * 1.01)
         return replace(case, head=head.with_guarantee(sparse_average_guarantee(head, r_x=g.r_x)))
-    return replace(inp, cases=tuple(high(c) for c in inp.cases),
-                   alpha_for=lambda **kw: 1.01 * sparse_average_alpha(**kw))
+
+    return replace(
+        inp,
+        cases=tuple(high(c) for c in inp.cases),
+        alpha_for=lambda **kw: 1.01 * sparse_average_alpha(**kw),
+    )
 
 
 def _leak_only_bound(inp: SparseAverageInputs, ctx: Context) -> SparseAverageInputs:
     """The bound without the within-set imbalance term: 2 r_x L (equal in-set weights assumed)."""
+
     def bound(*, N, q, mu, c, alpha, r_x):
-        return 2 * r_x * sparse_average_leak(N=N, q=q, mu=mu, A=alpha * c ** 2)
+        return 2 * r_x * sparse_average_leak(N=N, q=q, mu=mu, A=alpha * c**2)
+
     return replace(inp, error_bound=bound)
 
 
 def _one_slot_short(inp: SparseAverageInputs, ctx: Context) -> SparseAverageInputs:
     """The head's query misses its last slot (an off-by-one in the builder's slot loop)."""
+
     def short(case: SACase) -> SACase:
         module = case.head.with_alpha(case.head.alpha)
         with torch.no_grad():
             place_block(module.model.W_QK[0], case.head.layout, f"slot{case.q - 1}", "pos", 0.0)
         return replace(case, module=module)
+
     return replace(inp, cases=tuple(short(c) for c in inp.cases))
 
 
 def _radius_as_scale(inp: SparseAverageInputs, ctx: Context) -> SparseAverageInputs:
     """Random prompts drawn with the radius as the token scale, x ~ N(0, r_x^2 I) and not clipped
     to the r_x-ball: a sample outside the law the sup is taken over."""
+
     def scaled(case: SACase) -> SACase:
         x, t = case.prompts
         return replace(case, prompts=(x * case.head.guarantee.r_x, t))
+
     return replace(inp, cases=tuple(scaled(c) for c in inp.cases))
 
 
-register(Claim(
-    id="sparse-average-single-head", ref=Ref("remark after Prop 3", "remark after Prop 4"),
-    statement="one head computes the q-sparse average (q = 2, 3; mu < 1/(2q-1)): the exact worst "
-              "case over all prompts is attained by the built, fast and exported modules and stays "
-              "within the derived bound",
-    inputs=sparse_average_inputs,
-    checks=[Check("exact sup <= bound", sparse_average_exact_within_bound),
+register(
+    Claim(
+        id="sparse-average-single-head",
+        ref=Ref("remark after Prop 3", "remark after Prop 4"),
+        statement="one head computes the q-sparse average (q = 2, 3; mu < 1/(2q-1)): the exact worst "
+        "case over all prompts is attained by the built, fast and exported modules and stays "
+        "within the derived bound",
+        inputs=sparse_average_inputs,
+        checks=[
+            Check("exact sup <= bound", sparse_average_exact_within_bound),
             Check("worst prompt = exact sup", sparse_average_worst_prompt),
             Check("random prompts <= exact sup", sparse_average_random_below),
             Check("attention rows = closed-form softmax", sparse_average_attention_rows),
             Check("alpha as derived", sparse_average_alpha_as_derived),
-            Check("separation limit 1/(2q - 1) as derived", sparse_average_separation_limit)],
-    faults=[Fault("bound without the within-set term", _leak_only_bound,
-                  breaks=("exact sup <= bound",)),
-            Fault("alpha 1% above the least / the minimiser", _alpha_one_percent_high,
-                  breaks=("alpha as derived",)),
-            Fault("query one slot short", _one_slot_short,
-                  breaks=("worst prompt = exact sup", "attention rows = closed-form softmax")),
-            Fault("random tokens N(0, r_x^2 I), not clipped", _radius_as_scale,
-                  breaks=("random prompts <= exact sup",)),
-            Fault("the limit 1/(2q) of the codes", _limit_of_the_codes,
-                  breaks=("separation limit 1/(2q - 1) as derived",))],
-    builds=(sparse_average_head,),
-    bounds=(sparse_average_error_bound, sparse_average_leak, separation_limit),
-    derivation="docs/derivations/sparse-averaging.md",
-))
+            Check("separation limit 1/(2q - 1) as derived", sparse_average_separation_limit),
+        ],
+        faults=[
+            Fault(
+                "bound without the within-set term",
+                _leak_only_bound,
+                breaks=("exact sup <= bound",),
+            ),
+            Fault(
+                "alpha 1% above the least / the minimiser",
+                _alpha_one_percent_high,
+                breaks=("alpha as derived",),
+            ),
+            Fault(
+                "query one slot short",
+                _one_slot_short,
+                breaks=("worst prompt = exact sup", "attention rows = closed-form softmax"),
+            ),
+            Fault(
+                "random tokens N(0, r_x^2 I), not clipped",
+                _radius_as_scale,
+                breaks=("random prompts <= exact sup",),
+            ),
+            Fault(
+                "the limit 1/(2q) of the codes",
+                _limit_of_the_codes,
+                breaks=("separation limit 1/(2q - 1) as derived",),
+            ),
+        ],
+        builds=(sparse_average_head,),
+        bounds=(sparse_average_error_bound, sparse_average_leak, separation_limit),
+        derivation="docs/derivations/sparse-averaging.md",
+    )
+)
 
 # ---------------------------------------------------------------- prop-21 and prop-3
 
-FEW = {"prop-21": dict(N=8, d=1, q=3, restricted=True, trained_H=(1, 2), explicit_n=8192),
-       "prop-3": dict(N=8, d=16, q=2, restricted=False, trained_H=(1,), explicit_n=4096)}
+FEW = {
+    "prop-21": dict(N=8, d=1, q=3, restricted=True, trained_H=(1, 2), explicit_n=8192),
+    "prop-3": dict(N=8, d=16, q=2, restricted=False, trained_H=(1,), explicit_n=4096),
+}
 
 
 def _few_heads_batch(cfg, dtype, device):
@@ -861,8 +1134,8 @@ def _restrict(layout):
     xs = layout["x"]
 
     def project(model):
-        model.W_QK[:, xs, xs.stop:] = 0
-        model.W_QK[:, xs.stop:, xs] = 0
+        model.W_QK[:, xs, xs.stop :] = 0
+        model.W_QK[:, xs.stop :, xs] = 0
 
     return project
 
@@ -915,20 +1188,37 @@ def _trained_risks(cid: str, cfg, ctx: Context) -> Tuple[RiskEstimate, ...]:
     out = []
     for H in cfg["trained_H"]:
         torch.manual_seed(ctx.seed_of(f"{cid}/torch", H))
-        model = MergedAttention(layout.dim, H, 64, dtype=torch.float32, device=ctx.device,
-                                generator=ctx.generator(f"{cid}/init", H))
+        model = MergedAttention(
+            layout.dim,
+            H,
+            64,
+            dtype=torch.float32,
+            device=ctx.device,
+            generator=ctx.generator(f"{cid}/init", H),
+        )
         project = _restrict(layout) if cfg["restricted"] else None
         if project:
             with torch.no_grad():
                 project(model)
-        fit_online(model, batch, OnlineFit(ctx.pick(quick=200, full=3000), lr=3e-3),
-                   positions=floor_pos,
-                   generator=ctx.generator(f"{cid}/fit", H, device=ctx.device), project=project)
+        fit_online(
+            model,
+            batch,
+            OnlineFit(ctx.pick(quick=200, full=3000), lr=3e-3),
+            positions=floor_pos,
+            generator=ctx.generator(f"{cid}/fit", H, device=ctx.device),
+            project=project,
+        )
         n = ctx.pick(quick=1024, full=8192, gpu=10 * 1024)
-        risk, se = position_risk(model, batch, n=n, positions=floor_pos,
-                                 generator=ctx.generator(f"{cid}/risk", H, device=ctx.device))
-        rnd = _risk_rounding(n * (cfg["N"] - cfg["N"] // 2), cfg["N"] + layout.dim + 64, risk,
-                             torch.float32)
+        risk, se = position_risk(
+            model,
+            batch,
+            n=n,
+            positions=floor_pos,
+            generator=ctx.generator(f"{cid}/risk", H, device=ctx.device),
+        )
+        rnd = _risk_rounding(
+            n * (cfg["N"] - cfg["N"] // 2), cfg["N"] + layout.dim + 64, risk, torch.float32
+        )
         out.append(RiskEstimate(H, risk, se, rnd))
     return tuple(out)
 
@@ -936,8 +1226,12 @@ def _trained_risks(cid: str, cfg, ctx: Context) -> Tuple[RiskEstimate, ...]:
 def _risk_rounding(samples: int, fan_in: int, risk: float, dtype) -> Rounding:
     """Rounding of a mean of ``samples`` squared errors, each from a forward pass whose longest
     sum has ``fan_in`` terms: relative error (samples + 2 fan_in + 1) eps of the risk (>= 1)."""
-    return Rounding(n=samples + 2 * fan_in + 1, scale=max(risk, 1.0), dtype=dtype,
-                    what="(n N/2 + 2 fan-in + 1) eps max(risk, 1)")
+    return Rounding(
+        n=samples + 2 * fan_in + 1,
+        scale=max(risk, 1.0),
+        dtype=dtype,
+        what="(n N/2 + 2 fan-in + 1) eps max(risk, 1)",
+    )
 
 
 SQ_R, SQ_KNOTS = 6.0, 121
@@ -961,10 +1255,14 @@ def _explicit_model(cid: str, cfg, H: int, ctx: Context, n: int) -> ExplicitMode
     r_x = lemma12_radius(d, n=10_000, N=N)
     cons = lemma11(N, d, q, net, eps=1e-3, r_x=r_x, slots=list(range(H)), device=ctx.device)
     task, _, _ = _few_heads_batch(cfg, torch.float64, ctx.device)
-    p = task.sample(n, generator=ctx.generator(f"{cid}/explicit", H, device=ctx.device),
-                    device=ctx.device, dtype=torch.float64)
+    p = task.sample(
+        n,
+        generator=ctx.generator(f"{cid}/explicit", H, device=ctx.device),
+        device=ctx.device,
+        dtype=torch.float64,
+    )
     with torch.no_grad():
-        sq = (cons.predict(p.x, p.t) - p.y)[:, N // 2:] ** 2
+        sq = (cons.predict(p.x, p.t) - p.y)[:, N // 2 :] ** 2
     per_prompt = sq.mean(dim=1)
     risk = float(per_prompt.mean())
     rnd = _risk_rounding(sq.numel(), N + cons.guarantee.d_e + net.W.shape[0], risk, torch.float64)
@@ -977,8 +1275,14 @@ def few_heads_inputs(cid: str, ctx: Context) -> FewHeadsInputs:
     cfg = FEW[cid]
     n = ctx.pick(quick=cfg["explicit_n"], full=32768, gpu=10 * cfg["explicit_n"])
     trained = () if ctx.profile == "quick" else _trained_risks(cid, cfg, ctx)
-    return FewHeadsInputs(cid, cfg, cfg["q"] - 1, _explicit_model(cid, cfg, cfg["q"] - 1, ctx, n),
-                          trained, few_heads_floor_per_position)
+    return FewHeadsInputs(
+        cid,
+        cfg,
+        cfg["q"] - 1,
+        _explicit_model(cid, cfg, cfg["q"] - 1, ctx, n),
+        trained,
+        few_heads_floor_per_position,
+    )
 
 
 FEW_CONFIDENCE = 0.999  # family confidence of each Monte Carlo check over its cases
@@ -991,26 +1295,33 @@ def _z(cases: int, sides: int = 1) -> float:
 
 
 def _allowance(cases: int, sides: int = 1) -> str:
-    return (f"allowance z se, z = {_z(cases, sides):.3f} ({'one' if sides == 1 else 'two'}-sided, "
-            f"family confidence {FEW_CONFIDENCE} over {cases} case(s))")
+    return (
+        f"allowance z se, z = {_z(cases, sides):.3f} ({'one' if sides == 1 else 'two'}-sided, "
+        f"family confidence {FEW_CONFIDENCE} over {cases} case(s))"
+    )
 
 
 def few_heads_explicit_above_floor(inp: FewHeadsInputs, ctx: Context) -> Verdict:
     """Props 3 and 21: the explicit model's risk is at least the H = q - 1 floor, less z standard
     errors (one-sided, confidence FEW_CONFIDENCE)."""
     est, floor, z = inp.explicit.estimate, inp.floor_at(inp.H), _z(1)
-    return at_least(est.risk, floor - z * est.se, est.rnd,
-                    detail=f"{est.heads}-head explicit model: risk {est.risk:.4f} +- {est.se:.4f}, "
-                           f"floor {floor:.4f} (H = {inp.H}); risk - floor = "
-                           f"{(est.risk - floor) / est.se:.2f} se; {_allowance(1)}; "
-                           + _explicit_margin(inp))
+    return at_least(
+        est.risk,
+        floor - z * est.se,
+        est.rnd,
+        detail=f"{est.heads}-head explicit model: risk {est.risk:.4f} +- {est.se:.4f}, "
+        f"floor {floor:.4f} (H = {inp.H}); risk - floor = "
+        f"{(est.risk - floor) / est.se:.2f} se; {_allowance(1)}; " + _explicit_margin(inp),
+    )
 
 
 def _explicit_margin(inp: FewHeadsInputs) -> str:
     """Where the explicit model's true risk lies against the floor; how often the check fails."""
     if inp.cfg["restricted"]:
-        return (f"its true risk is the floor + O(e) (Prop 21 is exact): the check fails for about "
-                f"{100 * (1 - FEW_CONFIDENCE):.1f}% of seeds (0.13% with a 3 se margin)")
+        return (
+            f"its true risk is the floor + O(e) (Prop 21 is exact): the check fails for about "
+            f"{100 * (1 - FEW_CONFIDENCE):.1f}% of seeds (0.13% with a 3 se margin)"
+        )
     return f"its true risk is the floor + 2H/d = {_closed_form(inp):.4f}"
 
 
@@ -1025,9 +1336,14 @@ def few_heads_explicit_closed_form(inp: FewHeadsInputs, ctx: Context) -> Verdict
     2 e sqrt(value) + e^2 + z se (e: its error budget; z two-sided) on both sides."""
     est, value, e = inp.explicit.estimate, _closed_form(inp), inp.explicit.e
     slack = 2 * e * math.sqrt(value) + e * e + _z(1, sides=2) * est.se
-    return close(est.risk, value, slack, est.rnd,
-                 detail=f"{est.heads}-head explicit model, error budget e = {e:.3e}; "
-                        + _allowance(1, sides=2))
+    return close(
+        est.risk,
+        value,
+        slack,
+        est.rnd,
+        detail=f"{est.heads}-head explicit model, error budget e = {e:.3e}; "
+        + _allowance(1, sides=2),
+    )
 
 
 def few_heads_floor_reached(inp: FewHeadsInputs, ctx: Context) -> Verdict:
@@ -1035,9 +1351,13 @@ def few_heads_floor_reached(inp: FewHeadsInputs, ctx: Context) -> Verdict:
     (few-heads.md, 2); the largest (closed form - floor) / (2 H / d)."""
     q, d = inp.cfg["q"], inp.cfg["d"]
     ratio, H = max(((_closed_form(inp, H) - inp.floor_at(H)) / (2 * H / d), H) for H in range(1, q))
-    return at_most(ratio, 1.0, 1e-12,
-                   detail=f"(2 (q - H)/q - floor) / (2 H / d) over H = 1..{q - 1}, largest at "
-                          f"H = {H}, d = {d}")
+    return at_most(
+        ratio,
+        1.0,
+        1e-12,
+        detail=f"(2 (q - H)/q - floor) / (2 H / d) over H = 1..{q - 1}, largest at "
+        f"H = {H}, d = {d}",
+    )
 
 
 def few_heads_floor_exact(inp: FewHeadsInputs, ctx: Context) -> Verdict:
@@ -1045,17 +1365,22 @@ def few_heads_floor_exact(inp: FewHeadsInputs, ctx: Context) -> Verdict:
     (few-heads.md, section 3, where it is exact); the largest |closed form - floor|."""
     q = inp.cfg["q"]
     gap, H = max((abs(_closed_form(inp, H) - inp.floor_at(H)), H) for H in range(1, q))
-    return close(gap, 0.0, 0.0, 1e-12,
-                 detail=f"|2 (q - H)/q - floor| over H = 1..{q - 1}, largest at H = {H}, "
-                        f"d = {inp.cfg['d']}")
+    return close(
+        gap,
+        0.0,
+        0.0,
+        1e-12,
+        detail=f"|2 (q - H)/q - floor| over H = 1..{q - 1}, largest at H = {H}, d = {inp.cfg['d']}",
+    )
 
 
 def few_heads_sqnorm_attained(inp: FewHeadsInputs, ctx: Context) -> Verdict:
     """The squared-norm net's certified error h^2/4 per square is attained at the knot midpoints."""
     m = inp.explicit
     attained = _sqnorm_attained(m.net, inp.cfg["q"], inp.cfg["d"], m.estimate.heads)
-    return close(attained, m.sq_err, 1e-9 * m.sq_err,
-                 detail="error at the knot midpoints vs certified")
+    return close(
+        attained, m.sq_err, 1e-9 * m.sq_err, detail="error at the knot midpoints vs certified"
+    )
 
 
 def few_heads_trained_above_floor(inp: FewHeadsInputs, ctx: Context) -> Verdict:
@@ -1063,10 +1388,18 @@ def few_heads_trained_above_floor(inp: FewHeadsInputs, ctx: Context) -> Verdict:
     (full and gpu profiles: 200 quick steps leave even H = q above every floor)."""
     z = _z(len(inp.trained))
     worst = min(inp.trained, key=lambda t: t.risk + z * t.se - inp.floor_at(t.heads))
-    return at_least(worst.risk, inp.floor_at(worst.heads) - z * worst.se, worst.rnd,
-                    detail="; ".join(f"trained H={t.heads}: risk {t.risk:.3f} +- {t.se:.3f} vs "
-                                     f"floor {inp.floor_at(t.heads):.3f}" for t in inp.trained)
-                    + f"; closest at H = {worst.heads}; " + _allowance(len(inp.trained)))
+    return at_least(
+        worst.risk,
+        inp.floor_at(worst.heads) - z * worst.se,
+        worst.rnd,
+        detail="; ".join(
+            f"trained H={t.heads}: risk {t.risk:.3f} +- {t.se:.3f} vs "
+            f"floor {inp.floor_at(t.heads):.3f}"
+            for t in inp.trained
+        )
+        + f"; closest at H = {worst.heads}; "
+        + _allowance(len(inp.trained)),
+    )
 
 
 def _q_heads(inp: FewHeadsInputs, ctx: Context) -> FewHeadsInputs:
@@ -1100,42 +1433,63 @@ TRAINED = ("full", "gpu")
 for _cid, _ref in (("prop-21", ("Prop 21", "Prop 21")), ("prop-3", ("Prop 3", "Prop 4"))):
     _cfg = FEW[_cid]
     _floor = "2(q-H)/q (restricted W_QK, d=1)" if _cfg["restricted"] else "2(1 - H(q+d)/(qd))"
-    _floor_check = (Check("closed form = floor", few_heads_floor_exact) if _cfg["restricted"]
-                    else Check("closed form - floor <= 2H/d", few_heads_floor_reached))
-    register(Claim(
-        id=_cid, ref=Ref(*_ref),
-        statement=f"H < q heads cannot beat the floor {_floor} at positions i >= N/2 "
-                  f"(q={_cfg['q']}, d={_cfg['d']}); an explicit H-head model nearly attains it",
-        inputs=functools.partial(few_heads_inputs, _cid),
-        checks=[Check("explicit risk >= floor", few_heads_explicit_above_floor),
+    _floor_check = (
+        Check("closed form = floor", few_heads_floor_exact)
+        if _cfg["restricted"]
+        else Check("closed form - floor <= 2H/d", few_heads_floor_reached)
+    )
+    register(
+        Claim(
+            id=_cid,
+            ref=Ref(*_ref),
+            statement=f"H < q heads cannot beat the floor {_floor} at positions i >= N/2 "
+            f"(q={_cfg['q']}, d={_cfg['d']}); an explicit H-head model nearly attains it",
+            inputs=functools.partial(few_heads_inputs, _cid),
+            checks=[
+                Check("explicit risk >= floor", few_heads_explicit_above_floor),
                 Check("explicit risk = closed form", few_heads_explicit_closed_form),
                 _floor_check,
                 Check("squared-norm net's error attained", few_heads_sqnorm_attained),
-                Check("trained risk >= floor", few_heads_trained_above_floor, profiles=TRAINED)],
-        faults=[Fault("H = q heads held to the H = q - 1 floor", _q_heads,
-                      breaks=("explicit risk >= floor", "explicit risk = closed form")),
-                Fault("position-averaged floor for the per-position one", _position_averaged_floor,
-                      breaks=(_floor_check.name,)),
-                Fault("squared-norm net built with one knot fewer", _one_knot_fewer,
-                      breaks=("squared-norm net's error attained",)),
-                Fault("floor with the heads counted from 0",
-                      lambda inp, ctx: replace(inp, floor=_floor_heads_from_zero),
-                      breaks=("explicit risk >= floor", "trained risk >= floor"),
-                      profiles=TRAINED)],
-        builds=(lemma11, sqnorm_net, MergedAttention), bounds=(few_heads_floor_per_position,),
-        derivation="docs/derivations/few-heads.md",
-    ))
+                Check("trained risk >= floor", few_heads_trained_above_floor, profiles=TRAINED),
+            ],
+            faults=[
+                Fault(
+                    "H = q heads held to the H = q - 1 floor",
+                    _q_heads,
+                    breaks=("explicit risk >= floor", "explicit risk = closed form"),
+                ),
+                Fault(
+                    "position-averaged floor for the per-position one",
+                    _position_averaged_floor,
+                    breaks=(_floor_check.name,),
+                ),
+                Fault(
+                    "squared-norm net built with one knot fewer",
+                    _one_knot_fewer,
+                    breaks=("squared-norm net's error attained",),
+                ),
+                Fault(
+                    "floor with the heads counted from 0",
+                    lambda inp, ctx: replace(inp, floor=_floor_heads_from_zero),
+                    breaks=("explicit risk >= floor", "trained risk >= floor"),
+                    profiles=TRAINED,
+                ),
+            ],
+            builds=(lemma11, sqnorm_net, MergedAttention),
+            bounds=(few_heads_floor_per_position,),
+            derivation="docs/derivations/few-heads.md",
+        )
+    )
 
 # ---------------------------------------------------------------- thm-4
 # (bounds/transformer.py, bounds/symbolic.py; docs/derivations/theorem4.md)
 
-THM4_NS = tuple(2 ** k for k in range(4, 21, 2))
+THM4_NS = tuple(2**k for k in range(4, 21, 2))
 THM4_TARGET, THM4_DEGREE = 0.1, 5
-THM4_AGREE_POINTS = ((10 ** 2, 16), (10 ** 4, 16), (10 ** 6, 1024), (10 ** 9, 2 ** 20),
-                     (10 ** 12, 2 ** 16))
+THM4_AGREE_POINTS = ((10**2, 16), (10**4, 16), (10**6, 1024), (10**9, 2**20), (10**12, 2**16))
 THM4_AGREE_RTOL = 1e-9
 THM4_RHO_POINTS = ((1, 2), (10, 2))  # C_x = 1e-6, C_y = 1e-3: alpha = 0, A = 6 K rho
-MAJORANT_POINTS = ((10 ** 2, 16), (10 ** 4, 16), (10 ** 6, 1024), (10 ** 9, 2 ** 20))
+MAJORANT_POINTS = ((10**2, 16), (10**4, 16), (10**6, 1024), (10**9, 2**20))
 
 
 @dataclass(frozen=True)
@@ -1179,10 +1533,18 @@ def theorem4_inputs(ctx: Context) -> Theorem4Inputs:
     params = Theorem4Params.default()
     cert5, cert4 = polylog_certificate(params, k=THM4_DEGREE), polylog_certificate(params, k=4)
     exact = functools.lru_cache(functools.partial(_exact_sample_size, params))
-    return Theorem4Inputs(params, functools.partial(_sample_size, params),
-                          functools.partial(_certified_degree, cert5), _numeric_bound,
-                          majorant_terms, cert5, cert4, leading_constants,
-                          leading_sample_size_expr, exact_sample_size=exact)
+    return Theorem4Inputs(
+        params,
+        functools.partial(_sample_size, params),
+        functools.partial(_certified_degree, cert5),
+        _numeric_bound,
+        majorant_terms,
+        cert5,
+        cert4,
+        leading_constants,
+        leading_sample_size_expr,
+        exact_sample_size=exact,
+    )
 
 
 def _slopes(inp: Theorem4Inputs) -> np.ndarray:
@@ -1192,10 +1554,13 @@ def _slopes(inp: Theorem4Inputs) -> np.ndarray:
 def thm4_slope_halves(inp: Theorem4Inputs, ctx: Context) -> Verdict:
     """Theorem 4: n(N)'s log-log slope over N = 2^4 .. 2^20 falls to at most half its first."""
     s = _slopes(inp)
-    return at_most(float(s[-1] / s[0]), 0.5,
-                   detail="last / first log-log slope of n(N); slopes "
-                          + ", ".join(f"{x:.3f}" for x in s)
-                          + "; closed form in float64, no rounding term")
+    return at_most(
+        float(s[-1] / s[0]),
+        0.5,
+        detail="last / first log-log slope of n(N); slopes "
+        + ", ".join(f"{x:.3f}" for x in s)
+        + "; closed form in float64, no rounding term",
+    )
 
 
 def thm4_slopes_decrease(inp: Theorem4Inputs, ctx: Context) -> Verdict:
@@ -1206,8 +1571,11 @@ def thm4_slopes_decrease(inp: Theorem4Inputs, ctx: Context) -> Verdict:
 def thm4_polylog_degree(inp: Theorem4Inputs, ctx: Context) -> Verdict:
     """Theorem 4: sympy proves n = O(log^k N) with k <= 5 (theorem4.md, section 11)."""
     k = inp.degree()
-    return at_most(math.inf if k is None else k, THM4_DEGREE,
-                   detail="polylog degree certified by sympy (inf: none)")
+    return at_most(
+        math.inf if k is None else k,
+        THM4_DEGREE,
+        detail="polylog degree certified by sympy (inf: none)",
+    )
 
 
 def _rho_params(P):
@@ -1223,9 +1591,12 @@ def thm4_numeric_is_sympy(inp: Theorem4Inputs, ctx: Context) -> Verdict:
     P, gap, where = inp.params, 0.0, ""
     wide = dataclasses.replace(P, q=P.q + 2, s=2.0, C_y=2.0, r_a=2.0)
     explicit_c = dataclasses.replace(P, c=1.5)  # a prefactor c given, not sqrt(d / q)
-    for label, Q, pts in (("default", P, THM4_AGREE_POINTS), ("q + 2", wide, THM4_AGREE_POINTS),
-                          ("c = 1.5 given", explicit_c, THM4_AGREE_POINTS),
-                          ("rho branch", _rho_params(P), THM4_RHO_POINTS)):
+    for label, Q, pts in (
+        ("default", P, THM4_AGREE_POINTS),
+        ("q + 2", wide, THM4_AGREE_POINTS),
+        ("c = 1.5 given", explicit_c, THM4_AGREE_POINTS),
+        ("rho branch", _rho_params(P), THM4_RHO_POINTS),
+    ):
         expr = bound_expr(Q)
         for nv, Nv in pts:
             exact_value = float(expr.subs({sym_n: nv, sym_N: Nv}).evalf(30))
@@ -1244,8 +1615,13 @@ def thm4_confidence(inp: Theorem4Inputs, ctx: Context) -> Verdict:
         rel = abs(inp.record(nv, Nv, P).confidence - want)
         if rel >= gap:
             gap, where = rel, f"(n, N) = ({nv}, {Nv})"
-    return close(gap, 0.0, 0.0, Rounding(n=4, scale=1.0, what="4 eps"),
-                 detail=f"|confidence - (1 - delta - (nN)^(-1/2))|, largest at {where}")
+    return close(
+        gap,
+        0.0,
+        0.0,
+        Rounding(n=4, scale=1.0, what="4 eps"),
+        detail=f"|confidence - (1 - delta - (nN)^(-1/2))|, largest at {where}",
+    )
 
 
 def _exact_pieces(P, nv: int, Nv: int, mp) -> dict:
@@ -1254,28 +1630,38 @@ def _exact_pieces(P, nv: int, Nv: int, mp) -> dict:
     K, c2 = P.r_a * P.r_w, (mp.mpf(P.d) / P.q if P.c is None else mp.mpf(P.c) ** 2)
     q, d, e, dl = P.q, P.d, mp.e, mp.mpf(P.delta)
     r_x = mp.sqrt(3 * P.C_x * e * d * mp.log(nv * Nv))
-    r_z = mp.sqrt(r_x ** 2 + c2 * (q + 1))
+    r_z = mp.sqrt(r_x**2 + c2 * (q + 1))
     d_e = mp.ceil(8 * mp.log(mp.mpf(Nv) ** 2 / dl)) if P.d_e is None else P.d_e
     D_e = d + (q + 1) * d_e
     log_arg = (Nv - 1) * 2 * K * mp.sqrt(q) * r_x / mp.sqrt(P.eps_2nn)
     alpha = max(0, mp.log(log_arg)) / (c2 * (1 - P.mu))
     p = max(1, mp.log(2 * (1 + 3 / dl) * mp.sqrt(nv)))
     r = max(2 * p, 2 * mp.log(Nv))
-    codes = 4 * K ** 2 * (q * c2 * (q + 1) + 1)
-    tokens = 4 * K ** 2 * q * P.C_x * d * r * mp.mpf(Nv) ** (2 / r) + codes
+    codes = 4 * K**2 * (q * c2 * (q + 1) + 1)
+    tokens = 4 * K**2 * q * P.C_x * d * r * mp.mpf(Nv) ** (2 / r) + codes
     tau = e * max(4 * P.C_y * (2 * p) ** (2 * P.s), tokens)
-    A = 6 * K * max(mp.sqrt(q * r_z ** 2 + 1), mp.sqrt(q) * alpha * mp.sqrt(d_e) * r_z ** 3)
+    A = 6 * K * max(mp.sqrt(q * r_z**2 + 1), mp.sqrt(q) * alpha * mp.sqrt(d_e) * r_z**3)
     # the majorant's tau: max -> sum, psi(p) <= e (2p + 2 ln N)
     p_ = mp.log(2 * (1 + 3 / dl) * mp.sqrt(nv))
-    tau_sum = e * (4 * P.C_y * (2 * p_) ** (2 * P.s)
-                   + 4 * K ** 2 * q * P.C_x * d * e * (2 * p_ + 2 * mp.log(Nv)) + codes)
-    tail = 2 * (K ** 2 * (q * P.C_x * d * e * (4 + 2 * mp.log(Nv)) + q * c2 * (q + 1) + 1)
-                + P.C_y * 16 ** P.s)
-    return {"tau": tau, "tau_sum": tau_sum, "L_n": mp.log(1 + mp.sqrt(nv / tau_sum)),
-            "P": P.m_g * (q * D_e + 2) + q * D_e ** 2, "A": A,
-            "L": mp.log(1 + 2 * A * mp.sqrt(nv / tau)),
-            "alpha": alpha, "truncation": 2 * tau * mp.exp(-p) * (1 + 3 / dl),
-            "tail": tail * mp.mpf(nv) ** (-0.75) * mp.exp(-mp.log(Nv) / 4)}
+    tau_sum = e * (
+        4 * P.C_y * (2 * p_) ** (2 * P.s)
+        + 4 * K**2 * q * P.C_x * d * e * (2 * p_ + 2 * mp.log(Nv))
+        + codes
+    )
+    tail = 2 * (
+        K**2 * (q * P.C_x * d * e * (4 + 2 * mp.log(Nv)) + q * c2 * (q + 1) + 1) + P.C_y * 16**P.s
+    )
+    return {
+        "tau": tau,
+        "tau_sum": tau_sum,
+        "L_n": mp.log(1 + mp.sqrt(nv / tau_sum)),
+        "P": P.m_g * (q * D_e + 2) + q * D_e**2,
+        "A": A,
+        "L": mp.log(1 + 2 * A * mp.sqrt(nv / tau)),
+        "alpha": alpha,
+        "truncation": 2 * tau * mp.exp(-p) * (1 + 3 / dl),
+        "tail": tail * mp.mpf(nv) ** (-0.75) * mp.exp(-mp.log(Nv) / 4),
+    }
 
 
 def _majorant_logs(P, nv: int, Nv: int, mp) -> dict:
@@ -1287,17 +1673,39 @@ def _majorant_logs(P, nv: int, Nv: int, mp) -> dict:
     K, c2 = P.r_a * P.r_w, (mp.mpf(P.d) / P.q if P.c is None else mp.mpf(P.c) ** 2)
     q, lnN = P.q, mp.log(Nv)
     r_x = mp.sqrt(3 * P.C_x * mp.e * P.d * mp.log(nv * Nv))
-    r_z = mp.sqrt(r_x ** 2 + c2 * (q + 1))
+    r_z = mp.sqrt(r_x**2 + c2 * (q + 1))
     alpha = (lnN + mp.log(1 + 2 * K * mp.sqrt(q) * r_x / mp.sqrt(P.eps_2nn))) / (c2 * (1 - P.mu))
     d_e = 8 * (2 * lnN - mp.log(P.delta)) + 1 if P.d_e is None else P.d_e
-    A = 6 * K * (mp.sqrt(q * r_z ** 2 + 1) + mp.sqrt(q) * alpha * mp.sqrt(d_e) * r_z ** 3)
-    return {"L_A": mp.log(1 + 2 * A), "L_rho": mp.log(1 + 12 * K * mp.sqrt(q * r_z ** 2 + 1)),
-            "L_c": mp.log(1 + 12 * K * mp.sqrt(q)), "L_alpha": mp.log(1 + alpha),
-            "L_de": mp.log(1 + mp.sqrt(d_e)), "L_rz": 3 * mp.log(1 + r_z)}
+    A = 6 * K * (mp.sqrt(q * r_z**2 + 1) + mp.sqrt(q) * alpha * mp.sqrt(d_e) * r_z**3)
+    return {
+        "L_A": mp.log(1 + 2 * A),
+        "L_rho": mp.log(1 + 12 * K * mp.sqrt(q * r_z**2 + 1)),
+        "L_c": mp.log(1 + 12 * K * mp.sqrt(q)),
+        "L_alpha": mp.log(1 + alpha),
+        "L_de": mp.log(1 + mp.sqrt(d_e)),
+        "L_rz": 3 * mp.log(1 + r_z),
+    }
 
 
-MAJORANT_KEYS = ("total", "tau", "P", "L_A", "L_n", "dudley", "L_split", "L_alpha", "truncation",
-                 "tail", "L_rho", "L_c", "L_de", "L_rz", "beta", "concentration", "approximation")
+MAJORANT_KEYS = (
+    "total",
+    "tau",
+    "P",
+    "L_A",
+    "L_n",
+    "dudley",
+    "L_split",
+    "L_alpha",
+    "truncation",
+    "tail",
+    "L_rho",
+    "L_c",
+    "L_de",
+    "L_rz",
+    "beta",
+    "concentration",
+    "approximation",
+)
 MAJORANT_SUM = ("approximation", "beta", "dudley", "concentration", "truncation", "tail")
 
 
@@ -1319,8 +1727,16 @@ def _majorant_at_points(majorant: Callable, params) -> tuple:
     with mpmath.workdps(30):
         for nv, Nv in MAJORANT_POINTS:
             m = {k: g(nv, mpmath.log(Nv)) for k, g in f.items()}
-            rows.append((nv, Nv, m, _exact_pieces(params, nv, Nv, mpmath),
-                         _majorant_logs(params, nv, Nv, mpmath), f_bound(nv, Nv)))
+            rows.append(
+                (
+                    nv,
+                    Nv,
+                    m,
+                    _exact_pieces(params, nv, Nv, mpmath),
+                    _majorant_logs(params, nv, Nv, mpmath),
+                    f_bound(nv, Nv),
+                )
+            )
     return tuple(rows), expr_is_sum
 
 
@@ -1340,16 +1756,19 @@ def thm4_majorant_dominates(inp: Theorem4Inputs, ctx: Context) -> Verdict:
     with mpmath.workdps(30):
         for nv, Nv, m, x, _, bound in rows:
             covering = mpmath.log(1 + 2 * x["A"] * mpmath.sqrt(nv / m["tau"]))
-            pairs = {"total": (m["total"], bound), "tau": (m["tau"], x["tau"]),
-                     "P": (m["P"], x["P"]),
-                     "dudley": (m["dudley"], 12 * x["tau"] * mpmath.sqrt(x["P"] * x["L"] / nv)),
-                     "L_A split": (m["L_split"], m["L_A"]),
-                     "L_A + L_n": (m["L_A"] + m["L_n"], covering),
-                     # the split ln(1 + x y) <= ln(1 + x) + ln(1 + y): each factor on its own
-                     "L_A": (m["L_A"], mpmath.log(1 + 2 * x["A"])),
-                     "L_n": (m["L_n"], mpmath.log(1 + mpmath.sqrt(nv / m["tau"]))),
-                     "L_alpha": (m["L_alpha"], mpmath.log(1 + x["alpha"])),
-                     "truncation": (m["truncation"], x["truncation"])}
+            pairs = {
+                "total": (m["total"], bound),
+                "tau": (m["tau"], x["tau"]),
+                "P": (m["P"], x["P"]),
+                "dudley": (m["dudley"], 12 * x["tau"] * mpmath.sqrt(x["P"] * x["L"] / nv)),
+                "L_A split": (m["L_split"], m["L_A"]),
+                "L_A + L_n": (m["L_A"] + m["L_n"], covering),
+                # the split ln(1 + x y) <= ln(1 + x) + ln(1 + y): each factor on its own
+                "L_A": (m["L_A"], mpmath.log(1 + 2 * x["A"])),
+                "L_n": (m["L_n"], mpmath.log(1 + mpmath.sqrt(nv / m["tau"]))),
+                "L_alpha": (m["L_alpha"], mpmath.log(1 + x["alpha"])),
+                "truncation": (m["truncation"], x["truncation"]),
+            }
             for name, (a, b) in pairs.items():
                 if float(a / b) < ratio:
                     ratio, where = float(a / b), f"{name} at (n, N) = ({nv}, {Nv})"
@@ -1368,51 +1787,71 @@ def thm4_majorant_as_derived(inp: Theorem4Inputs, ctx: Context) -> Verdict:
         for nv, Nv, m, x, logs, _ in rows:
             root_n = mpmath.sqrt(nv)
             conc = 3 * mpmath.sqrt(mpmath.log(6 / dl) / 2) + mpmath.sqrt(mpmath.log(3 / dl) / 2)
-            derived = {"tail": x["tail"], "tau": x["tau_sum"], "L_n": x["L_n"], **logs,
-                       "beta": 8 * m["tau"] / root_n, "truncation": m["tau"] / root_n,
-                       "dudley": 12 * m["tau"] * mpmath.sqrt(m["P"] * (m["L_A"] + m["L_n"]) / nv),
-                       "concentration": m["tau"] * conc / root_n,
-                       "approximation": 4 * mpmath.mpf(inp.params.eps_2nn)}
+            derived = {
+                "tail": x["tail"],
+                "tau": x["tau_sum"],
+                "L_n": x["L_n"],
+                **logs,
+                "beta": 8 * m["tau"] / root_n,
+                "truncation": m["tau"] / root_n,
+                "dudley": 12 * m["tau"] * mpmath.sqrt(m["P"] * (m["L_A"] + m["L_n"]) / nv),
+                "concentration": m["tau"] * conc / root_n,
+                "approximation": 4 * mpmath.mpf(inp.params.eps_2nn),
+            }
             for k, v in derived.items():
                 if float(abs(m[k] - v) / v) >= gap:
                     gap, where = float(abs(m[k] - v) / v), f"{k} at (n, N) = ({nv}, {Nv})"
     # 30-digit evaluations of float64 parameters agree to a few float64 eps: a slipped constant
     # (a + 1 under a root in A, say) moves a piece by far more than this term
     rnd = Rounding(n=64, scale=1.0, what="64 eps (float64 parameters, 30-digit evaluation)")
-    return at_most(gap if expr_is_sum else math.inf, 0.0, rnd,
-                   detail=f"largest relative gap, {where}; majorant_expr = the sum of its terms: "
-                          f"{expr_is_sum}")
+    return at_most(
+        gap if expr_is_sum else math.inf,
+        0.0,
+        rnd,
+        detail=f"largest relative gap, {where}; majorant_expr = the sum of its terms: "
+        f"{expr_is_sum}",
+    )
 
 
 def thm4_leading_constants(inp: Theorem4Inputs, ctx: Context) -> Verdict:
     """Section 11: the leading constants tau_c and P_c are the certificate's limits of tau / ln N
     and P / ln^2 N (and P_c = P for a fixed d_e = 50); the largest |difference| (sympy, exact)."""
     lead, fixed = inp.leading(inp.params), dataclasses.replace(inp.params, d_e=50)
-    diffs = {"tau_c": inp.cert5.factors["tau/u"] - lead["tau_c"],
-             "P_c": inp.cert5.factors["P/u^2"] - lead["P_c"],
-             "P_c (d_e = 50)": inp.majorant(fixed)["P"] - inp.leading(fixed)["P_c"]}
+    diffs = {
+        "tau_c": inp.cert5.factors["tau/u"] - lead["tau_c"],
+        "P_c": inp.cert5.factors["P/u^2"] - lead["P_c"],
+        "P_c (d_e = 50)": inp.majorant(fixed)["P"] - inp.leading(fixed)["P_c"],
+    }
     simplified = {k: sympy.simplify(v) for k, v in diffs.items()}
-    return exact(sum(1 for v in simplified.values() if v != 0), 0,
-                 detail=f"constants differing from the limits (tau_c = {lead['tau_c']}, "
-                        f"P_c = {lead['P_c']})")
+    return exact(
+        sum(1 for v in simplified.values() if v != 0),
+        0,
+        detail=f"constants differing from the limits (tau_c = {lead['tau_c']}, "
+        f"P_c = {lead['P_c']})",
+    )
 
 
-THM4_FACTOR_LIMITS = {5: {"L/ln u": 5, "u^4 ln u/n": 0, "tau/u": 64 * sympy.exp(2), "P/u^2": 4608},
-                      4: {"L/ln u": sympy.Rational(9, 2), "u^4 ln u/n": sympy.oo}}
+THM4_FACTOR_LIMITS = {
+    5: {"L/ln u": 5, "u^4 ln u/n": 0, "tau/u": 64 * sympy.exp(2), "P/u^2": 4608},
+    4: {"L/ln u": sympy.Rational(9, 2), "u^4 ln u/n": sympy.oo},
+}
 
 
 def thm4_factor_limits(inp: Theorem4Inputs, ctx: Context) -> Verdict:
     """Section 11: the certificate's factor limits as derived: L / ln u -> 3 + (k - 1)/2,
     tau/u -> 64 e^2, P/u^2 -> 4608, u^4 ln u / n -> 0 at k = 5 and oo at k = 4."""
-    wrong = [f"k={k} {name}" for k, cert in ((5, inp.cert5), (4, inp.cert4))
-             for name, limit in THM4_FACTOR_LIMITS[k].items()
-             if not (cert.factors[name] == limit
-                     or sympy.simplify(cert.factors[name] - limit) == 0)]
-    return exact(len(wrong), 0,
-                 detail="factor limits off their derivation: " + (", ".join(wrong) or "none"))
+    wrong = [
+        f"k={k} {name}"
+        for k, cert in ((5, inp.cert5), (4, inp.cert4))
+        for name, limit in THM4_FACTOR_LIMITS[k].items()
+        if not (cert.factors[name] == limit or sympy.simplify(cert.factors[name] - limit) == 0)
+    ]
+    return exact(
+        len(wrong), 0, detail="factor limits off their derivation: " + (", ".join(wrong) or "none")
+    )
 
 
-THM4_EXACT_NS = (16, 2 ** 20)
+THM4_EXACT_NS = (16, 2**20)
 
 
 def thm4_sample_size_is_sympy(inp: Theorem4Inputs, ctx: Context) -> Verdict:
@@ -1429,15 +1868,18 @@ def thm4_sample_size_is_sympy(inp: Theorem4Inputs, ctx: Context) -> Verdict:
 
 def _first_power_of_two(inp: Theorem4Inputs, ctx: Context) -> Theorem4Inputs:
     """n(N) bracketed by doubling and never bisected: the first power of two meeting the target."""
+
     def doubled(Nv: int) -> int:
         return 2 ** math.ceil(math.log2(inp.sample_size(Nv)))
+
     return replace(inp, sample_size=doubled)
 
 
 def thm4_degree_four_inconclusive(inp: Theorem4Inputs, ctx: Context) -> Verdict:
     """Section 11: the leading form is (ln N)^4 ln ln N: the certificate at k = 4 proves nothing."""
-    return exact(inp.cert4.proves_polylog, False,
-                 detail="polylog_certificate(k = 4).proves_polylog")
+    return exact(
+        inp.cert4.proves_polylog, False, detail="polylog_certificate(k = 4).proves_polylog"
+    )
 
 
 THM4_CLASS_POINTS = ((10, 16), (1000, 64))  # (n, N): Lemma 11 built at the record's alpha
@@ -1461,21 +1903,31 @@ def thm4_construction_in_class(inp: Theorem4Inputs, ctx: Context) -> Verdict:
     P, gap, where = inp.params, 0.0, ""
     for nv, Nv in THM4_CLASS_POINTS:
         rec = inp.record(nv, Nv, P)
-        codes = torch.randn(Nv, rec.d_e, generator=ctx.generator("thm-4/class-codes", Nv),
-                            dtype=torch.float64)
+        codes = torch.randn(
+            Nv, rec.d_e, generator=ctx.generator("thm-4/class-codes", Nv), dtype=torch.float64
+        )
         net = _extreme_net(P, ctx.generator("thm-4/class-net", Nv))
-        built = lemma11_weights(Nv, P.d, P.q, net, alpha=rec.alpha, c=P.prefactor,
-                                codebook=codes / codes.norm(dim=1, keepdim=True))
+        built = lemma11_weights(
+            Nv,
+            P.d,
+            P.q,
+            net,
+            alpha=rec.alpha,
+            c=P.prefactor,
+            codebook=codes / codes.norm(dim=1, keepdim=True),
+        )
         model = built.model
         heads = torch.linalg.matrix_norm(model.W_QK.detach(), dim=(-2, -1))
         vec = math.sqrt(sum(float((p.detach() ** 2).sum()) for p in model.parameters()))
-        for what, got, want in [*((f"||W^({h})||_F / r_qk", float(x), rec.r_qk)
-                                  for h, x in enumerate(heads)),
-                                ("||vec Theta*|| / R", vec, rec.R)]:
+        for what, got, want in [
+            *((f"||W^({h})||_F / r_qk", float(x), rec.r_qk) for h, x in enumerate(heads)),
+            ("||vec Theta*|| / R", vec, rec.R),
+        ]:
             if abs(got / want - 1) >= gap:
                 gap, where = abs(got / want - 1), f"{what} at (n, N) = ({nv}, {Nv})"
-    rounding = Rounding(n=64, scale=1.0,
-                        what="64 eps (torch's cascade sums of <= 10^5 squares: ~17 levels, a root)")
+    rounding = Rounding(
+        n=64, scale=1.0, what="64 eps (torch's cascade sums of <= 10^5 squares: ~17 levels, a root)"
+    )
     return at_most(gap, 0.0, rounding, detail=f"largest relative gap, {where}")
 
 
@@ -1483,16 +1935,16 @@ def thm4_leading_form(inp: Theorem4Inputs, ctx: Context) -> Verdict:
     """Section 11: leading_sample_size_expr = 3397386240000 e^4 (ln N)^4 ln ln N at the default
     constants, and 144 tau_c^2 P L_c (ln N)^2 ln ln N / (target - 4 eps_2NN)^2 with L_c = 3 for a
     fixed d_e = 50 (relative gap at N = 2^20, the larger of the two)."""
-    P, Nv = inp.params, 2 ** 20
+    P, Nv = inp.params, 2**20
     L = math.log(Nv)
-    hand = 3397386240000 * math.e ** 4 * L ** 4 * math.log(L)
+    hand = 3397386240000 * math.e**4 * L**4 * math.log(L)
     got = float(inp.leading_form(P, THM4_TARGET).subs(sym_N, Nv).evalf(30))
     fixed = dataclasses.replace(P, d_e=50)
     q, D_e = fixed.q, fixed.d + (fixed.q + 1) * 50
-    tau_c = 2 * math.e ** 2 * 4 * (fixed.r_a * fixed.r_w) ** 2 * q * fixed.C_x * fixed.d
-    P_fixed = fixed.m_g * (q * D_e + 2) + q * D_e ** 2
+    tau_c = 2 * math.e**2 * 4 * (fixed.r_a * fixed.r_w) ** 2 * q * fixed.C_x * fixed.d
+    P_fixed = fixed.m_g * (q * D_e + 2) + q * D_e**2
     excess = THM4_TARGET - 4 * fixed.eps_2nn
-    hand_fixed = 144 * tau_c ** 2 * P_fixed * 3 * L ** 2 * math.log(L) / excess ** 2
+    hand_fixed = 144 * tau_c**2 * P_fixed * 3 * L**2 * math.log(L) / excess**2
     got_fixed = float(inp.leading_form(fixed, THM4_TARGET).subs(sym_N, Nv).evalf(30))
     gap = max(abs(got / hand - 1), abs(got_fixed / hand_fixed - 1))
     return at_most(gap, 1e-12, detail="leading_sample_size_expr against the hand forms at N = 2^20")
@@ -1501,9 +1953,10 @@ def thm4_leading_form(inp: Theorem4Inputs, ctx: Context) -> Verdict:
 def _class_without_root_de(inp: Theorem4Inputs, ctx: Context) -> Theorem4Inputs:
     """The class's head radius r_qk = alpha for alpha sqrt(d_e) (the block's Frobenius norm taken
     as its operator norm), and R with it."""
+
     def record(nv, Nv, P):
         b = theorem4_bound(nv, Nv, P)
-        R = math.sqrt(b.r_ma ** 2 + b.R_mw ** 2 + P.q * b.alpha ** 2)
+        R = math.sqrt(b.r_ma**2 + b.R_mw**2 + P.q * b.alpha**2)
         return replace(b, r_qk=b.alpha, R=R)
 
     return replace(inp, record=record)
@@ -1513,8 +1966,11 @@ def _ffn_requirement(inp: Theorem4Inputs, ctx: Context) -> Theorem4Inputs:
     """The same test on the FFN requirement n >= N d (Theorem 6): its sample size and its sympy
     polylog degree (none)."""
     d = inp.params.d
-    return replace(inp, sample_size=functools.partial(ffn_sample_size, d=d),
-                   degree=lambda: polylog_degree(ffn_sample_size_expr(d), sym_N))
+    return replace(
+        inp,
+        sample_size=functools.partial(ffn_sample_size, d=d),
+        degree=lambda: polylog_degree(ffn_sample_size_expr(d), sym_N),
+    )
 
 
 def _one_rademacher(nv: int, Nv: int, P) -> float:
@@ -1525,6 +1981,7 @@ def _one_rademacher(nv: int, Nv: int, P) -> float:
 
 def _confidence_without_truncation(inp: Theorem4Inputs, ctx: Context) -> Theorem4Inputs:
     """The record's confidence 1 - delta, the truncation's failure event (nN)^(-1/2) forgotten."""
+
     def record(nv, Nv, P):
         return replace(theorem4_bound(nv, Nv, P), confidence=1.0 - P.delta)
 
@@ -1538,17 +1995,21 @@ def _rad_for_two_rad(inp: Theorem4Inputs, ctx: Context) -> Theorem4Inputs:
 def _one_hot_positions(inp: Theorem4Inputs, ctx: Context) -> Theorem4Inputs:
     """The sample size with one-hot positional codes, d_e = N, in place of the near-orthogonal
     codes' d_e = 8 ln(N^2 / delta): P grows like N^2."""
+
     def sample_size(N: int) -> int:
         return theorem4_sample_size(THM4_TARGET, N, dataclasses.replace(inp.params, d_e=N))
+
     return replace(inp, sample_size=sample_size)
 
 
 def _edited_majorant(inp: Theorem4Inputs, edit) -> Theorem4Inputs:
     """The majorant with ``edit(terms, n_lo)`` applied to its terms."""
+
     def majorant(params, n_lo=sym_n, n_up=None, lnN=sym_u):
         t = majorant_terms(params, n_lo, n_up, lnN)
         edit(t, n_lo)
         return t
+
     return replace(inp, majorant=majorant)
 
 
@@ -1573,12 +2034,15 @@ def _dudley_unsquared(params, target: float, N_sym=sym_N):
     return leading_sample_size_expr(params, target, N_sym) / 12
 
 
-register(Claim(
-    id="thm-4", ref=Ref("Thm 4 (Thm 10)", "Thm 3 (Thm 10)"),
-    statement=f"Transformer sample size for risk {THM4_TARGET} (explicit constants) grows "
-              f"polylogarithmically in N",
-    inputs=theorem4_inputs,
-    checks=[Check("log-log slope halves", thm4_slope_halves),
+register(
+    Claim(
+        id="thm-4",
+        ref=Ref("Thm 4 (Thm 10)", "Thm 3 (Thm 10)"),
+        statement=f"Transformer sample size for risk {THM4_TARGET} (explicit constants) grows "
+        f"polylogarithmically in N",
+        inputs=theorem4_inputs,
+        checks=[
+            Check("log-log slope halves", thm4_slope_halves),
             Check("slopes decrease", thm4_slopes_decrease),
             Check("sympy polylog degree <= 5", thm4_polylog_degree),
             Check("numeric bound = sympy bound", thm4_numeric_is_sympy),
@@ -1590,34 +2054,63 @@ register(Claim(
             Check("certificate factor limits", thm4_factor_limits),
             Check("k = 4 inconclusive", thm4_degree_four_inconclusive),
             Check("leading form as derived", thm4_leading_form),
-            Check("Theta* in the class: ||vec Theta*|| = R", thm4_construction_in_class)],
-    faults=[Fault("confidence without (nN)^(-1/2)", _confidence_without_truncation,
-                  breaks=("confidence = 1 - delta - (nN)^(-1/2)",)),
-            Fault("FFN requirement n >= N d", _ffn_requirement,
-                  breaks=("log-log slope halves", "sympy polylog degree <= 5")),
-            Fault("Rad in place of 2 Rad", _rad_for_two_rad,
-                  breaks=("numeric bound = sympy bound",)),
-            Fault("n(N) doubled, never bisected", _first_power_of_two,
-                  breaks=("n(N) = sympy n(N)",)),
-            Fault("one-hot positions, d_e = N", _one_hot_positions,
-                  breaks=("log-log slope halves", "slopes decrease")),
-            Fault("covering radius eps for eps / 2",
-                  lambda inp, ctx: _edited_majorant(inp, _covering_radius_halved),
-                  breaks=("majorant dominates",)),
-            Fault("tail n^{-3/4} taken as n^{-1/2}",
-                  lambda inp, ctx: _edited_majorant(inp, _tail_root_n),
-                  breaks=("majorant as derived",)),
-            Fault("d_e ~ 8 ln N for 8 ln(N^2 / delta)",
-                  lambda inp, ctx: replace(inp, leading=_codes_without_square),
-                  breaks=("leading constants = certificate limits",)),
-            Fault("certificate at k = 5 for k = 4", lambda inp, ctx: replace(inp, cert4=inp.cert5),
-                  breaks=("k = 4 inconclusive", "certificate factor limits")),
-            Fault("Dudley's 12 not squared in n(N)",
-                  lambda inp, ctx: replace(inp, leading_form=_dudley_unsquared),
-                  breaks=("leading form as derived",)),
-            Fault("head radius alpha for alpha sqrt(d_e)", _class_without_root_de,
-                  breaks=("Theta* in the class: ||vec Theta*|| = R",))],
-    builds=(theorem4_sample_size, polylog_certificate, lemma11_weights),
-    bounds=(theorem4_bound, bound_expr, sample_size_from_expr, majorant_terms),
-    derivation="docs/derivations/theorem4.md",
-))
+            Check("Theta* in the class: ||vec Theta*|| = R", thm4_construction_in_class),
+        ],
+        faults=[
+            Fault(
+                "confidence without (nN)^(-1/2)",
+                _confidence_without_truncation,
+                breaks=("confidence = 1 - delta - (nN)^(-1/2)",),
+            ),
+            Fault(
+                "FFN requirement n >= N d",
+                _ffn_requirement,
+                breaks=("log-log slope halves", "sympy polylog degree <= 5"),
+            ),
+            Fault(
+                "Rad in place of 2 Rad", _rad_for_two_rad, breaks=("numeric bound = sympy bound",)
+            ),
+            Fault(
+                "n(N) doubled, never bisected", _first_power_of_two, breaks=("n(N) = sympy n(N)",)
+            ),
+            Fault(
+                "one-hot positions, d_e = N",
+                _one_hot_positions,
+                breaks=("log-log slope halves", "slopes decrease"),
+            ),
+            Fault(
+                "covering radius eps for eps / 2",
+                lambda inp, ctx: _edited_majorant(inp, _covering_radius_halved),
+                breaks=("majorant dominates",),
+            ),
+            Fault(
+                "tail n^{-3/4} taken as n^{-1/2}",
+                lambda inp, ctx: _edited_majorant(inp, _tail_root_n),
+                breaks=("majorant as derived",),
+            ),
+            Fault(
+                "d_e ~ 8 ln N for 8 ln(N^2 / delta)",
+                lambda inp, ctx: replace(inp, leading=_codes_without_square),
+                breaks=("leading constants = certificate limits",),
+            ),
+            Fault(
+                "certificate at k = 5 for k = 4",
+                lambda inp, ctx: replace(inp, cert4=inp.cert5),
+                breaks=("k = 4 inconclusive", "certificate factor limits"),
+            ),
+            Fault(
+                "Dudley's 12 not squared in n(N)",
+                lambda inp, ctx: replace(inp, leading_form=_dudley_unsquared),
+                breaks=("leading form as derived",),
+            ),
+            Fault(
+                "head radius alpha for alpha sqrt(d_e)",
+                _class_without_root_de,
+                breaks=("Theta* in the class: ||vec Theta*|| = R",),
+            ),
+        ],
+        builds=(theorem4_sample_size, polylog_certificate, lemma11_weights),
+        bounds=(theorem4_bound, bound_expr, sample_size_from_expr, majorant_terms),
+        derivation="docs/derivations/theorem4.md",
+    )
+)

@@ -15,8 +15,15 @@ from qstr.verify.threads import cpu_threads
 from qstr.verify.experiments.analysis import fit_exponent  # noqa: F401  (re-exported)
 from qstr.verify.experiments.points import MATMUL, PROTOCOLS, Point, Protocol  # noqa: F401  (re-exported)
 
-__all__ = ["run_experiment", "Execution", "EXPERIMENTS", "PROTOCOLS", "Point", "Protocol",
-           "fit_exponent"]
+__all__ = [
+    "run_experiment",
+    "Execution",
+    "EXPERIMENTS",
+    "PROTOCOLS",
+    "Point",
+    "Protocol",
+    "fit_exponent",
+]
 
 EXPERIMENTS = ("figure1", "figure2", "figure3")
 
@@ -101,13 +108,22 @@ def _check_options(mod, options: dict) -> None:
         if key in {f.name for f in fields(Execution)}:
             raise ValueError(f"{key}= is a field of Execution: pass execution=Execution({key}=...)")
         if key not in taken:
-            raise ValueError(f"{mod.__name__.rsplit('.', 1)[-1]} takes no option {key!r}; its "
-                             f"options: {', '.join(sorted(taken))}")
+            raise ValueError(
+                f"{mod.__name__.rsplit('.', 1)[-1]} takes no option {key!r}; its "
+                f"options: {', '.join(sorted(taken))}"
+            )
 
 
-def run_experiment(name: str, *, out_dir: str, quick: bool = False, seeds=None,
-                   protocol: str = "paper", execution: Optional[Execution] = None,
-                   **options) -> List[dict]:
+def run_experiment(
+    name: str,
+    *,
+    out_dir: str,
+    quick: bool = False,
+    seeds=None,
+    protocol: str = "paper",
+    execution: Optional[Execution] = None,
+    **options,
+) -> List[dict]:
     """Run (or resume) one experiment and return its rows (one dict per trained model).
 
     Parameters
@@ -142,11 +158,13 @@ def run_experiment(name: str, *, out_dir: str, quick: bool = False, seeds=None,
     threads = 1 if ex.threads is None and quick and dev.type == "cpu" else ex.threads
     from qstr.verify.experiments.run import RunConfig
 
-    cfg = RunConfig(device=dev, dtype=ex.dtype, progress=ex.progress, jobs=ex.jobs,
-                    scheduler=ex.scheduler)
+    cfg = RunConfig(
+        device=dev, dtype=ex.dtype, progress=ex.progress, jobs=ex.jobs, scheduler=ex.scheduler
+    )
     with cpu_threads(threads):
-        return _run_figure(name, cfg, out_dir, dict(quick=quick, seeds=seeds, protocol=protocol),
-                           options)
+        return _run_figure(
+            name, cfg, out_dir, dict(quick=quick, seeds=seeds, protocol=protocol), options
+        )
 
 
 def _run_figure(name: str, cfg, out_dir: str, which: dict, options: dict) -> List[dict]:

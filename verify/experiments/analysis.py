@@ -68,8 +68,11 @@ def summarize(rows: Sequence[dict], *, by: str = "N") -> Dict[str, Dict[str, dic
             for v in sorted({r[by] for r in rs}):
                 ss = [r["samples"] for r in rs if r[by] == v]
                 got = [s for s in ss if s is not None]
-                per[str(v)] = {"mean": (sum(got) / len(got)) if got else None,
-                               "median": (sorted(got)[len(got) // 2] if got else None),
-                               "reached": len(got), "runs": len(ss)}
+                per[str(v)] = {
+                    "mean": (sum(got) / len(got)) if got else None,
+                    "median": (sorted(got)[len(got) // 2] if got else None),
+                    "reached": len(got),
+                    "runs": len(ss),
+                }
             out[variant][model] = {"fit": fit, f"per_{by}": per}
     return out

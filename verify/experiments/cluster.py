@@ -10,6 +10,7 @@ event, or a resumed run never writes a row twice. Ctrl-C cancels the tasks, clos
 (and the local cluster) and keeps every row written; the same command resumes, whichever engine
 ran the earlier part.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -61,8 +62,13 @@ def check_scheduler(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
 
 @contextlib.contextmanager
 def _quiet(
-    names=("distributed", "distributed.client", "distributed.core", "distributed.comm",
-           "distributed.batched"),
+    names=(
+        "distributed",
+        "distributed.client",
+        "distributed.core",
+        "distributed.comm",
+        "distributed.batched",
+    ),
 ):
     """Dask's connection and shutdown chatter stays out of the progress output."""
     loggers = [logging.getLogger(n) for n in names]
@@ -88,9 +94,15 @@ def local_cluster(jobs: int):
     folder = tempfile.mkdtemp(prefix="qstr-dask-")
     cluster = None
     try:
-        cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
-                               silence_logs=logging.ERROR, dashboard_address=":0",
-                               preload=[__name__], local_directory=folder)
+        cluster = LocalCluster(
+            n_workers=jobs,
+            threads_per_worker=1,
+            processes=True,
+            silence_logs=logging.ERROR,
+            dashboard_address=":0",
+            preload=[__name__],
+            local_directory=folder,
+        )
         yield cluster
     finally:
         if cluster is not None:
@@ -208,9 +220,15 @@ class _Call:
         return self.fn, self.args
 
 
-def run_stacks(stacks: Sequence[Sequence[Point]], report: Callable[..., None], results: ResultsFile,
-               cfg, *, log: Callable[[str], None] = lambda text: None,
-               retries: int = RETRIES) -> None:
+def run_stacks(
+    stacks: Sequence[Sequence[Point]],
+    report: Callable[..., None],
+    results: ResultsFile,
+    cfg,
+    *,
+    log: Callable[[str], None] = lambda text: None,
+    retries: int = RETRIES,
+) -> None:
     """Train ``stacks`` as Dask tasks (on the cluster at ``cfg.scheduler``, else on a
     ``LocalCluster`` of ``cfg.jobs`` single-threaded worker processes; ``cfg``: the run's
     :class:`~qstr.verify.experiments.run.RunConfig`) and relay their reports to ``report`` (the
@@ -243,8 +261,10 @@ def _run_stacks(stacks, report, results, cfg, log, retries) -> None:
                 cluster = owned.enter_context(local_cluster(jobs))
                 client = Client(cluster, set_as_default=False)
         where = scheduler or f"a local cluster of {jobs} worker processes"
-        log(f"dask: {len(stacks)} stacks on {where}; dashboard {client.dashboard_link}"
-            + (dashboard_note() if cluster is not None else ""))
+        log(
+            f"dask: {len(stacks)} stacks on {where}; dashboard {client.dashboard_link}"
+            + (dashboard_note() if cluster is not None else "")
+        )
         client.subscribe_topic(topic, lambda event: events.put(event[1]))
         received_ids: List[str] = []
         shared = Variable(f"{topic}-received", client=client)
@@ -253,8 +273,9 @@ def _run_stacks(stacks, report, results, cfg, log, retries) -> None:
         for i, pts in enumerate(stacks):  # stacks come in start_order: higher priority starts first
             p0 = pts[0]
             key = f"qstr-{p0.figure}-{p0.variant}-{p0.model}-{i}-{topic[-8:]}"
-            task = pickle.dumps(_Call(train_stack_task, list(pts), i, dev, cfg.dtype, cfg.train_kw,
-                                      topic))
+            task = pickle.dumps(
+                _Call(train_stack_task, list(pts), i, dev, cfg.dtype, cfg.train_kw, topic)
+            )
             f = client.submit(
                 pickle.loads, task, key=key, retries=retries, pure=False, priority=len(stacks) - i
             )

@@ -1,6 +1,7 @@
 """Figure 1 (Appendix E): samples to reach the test-MSE threshold vs N for Transformer, RNN and FFN
 on 1STR and simple-1STR, with fitted exponents samples ~ N^a. Protocol and quick mode:
 docs/experiments.md."""
+
 from __future__ import annotations
 
 import math
@@ -129,8 +130,15 @@ def print_summary(summary: dict, console=None) -> None:
 
     console = console or wide_console()
     t = Table(title=f"Figure 1 - {summary['label']}" + (" [quick]" if summary["quick"] else ""))
-    for col in ("variant", "model", "a (samples ~ N^a)", "95% CI", "runs", "not reached",
-                "mean samples, largest N"):
+    for col in (
+        "variant",
+        "model",
+        "a (samples ~ N^a)",
+        "95% CI",
+        "runs",
+        "not reached",
+        "mean samples, largest N",
+    ):
         t.add_column(col)
     for variant, per_model in summary["fits"].items():
         h = summary["hierarchy"][variant]
@@ -154,8 +162,11 @@ def print_summary(summary: dict, console=None) -> None:
             f"{' < '.join(h['order_fewest_first']) or '-'}"
         )
         if h.get("ratio_to_transformer"):
-            line += " (mean samples / transformer's: " + ", ".join(
-                f"{m} {v:.2f}" for m, v in sorted(h["ratio_to_transformer"].items())) + ")"
+            line += (
+                " (mean samples / transformer's: "
+                + ", ".join(f"{m} {v:.2f}" for m, v in sorted(h["ratio_to_transformer"].items()))
+                + ")"
+            )
         if h["not_reached_by_all"]:
             line += (
                 f" (threshold not reached by every seed: {', '.join(h['not_reached_by_all'])}; "

@@ -1,6 +1,7 @@
 """Figure 2 (Appendix E): the trained W_Q^T W_K at N = 100 and the share of its squared mass in the
 Lemma 11 block (query slot 0 against key position). Protocol and quick mode:
 docs/experiments.md."""
+
 from __future__ import annotations
 
 import os
@@ -67,8 +68,8 @@ def block_stats(A: torch.Tensor, d: int, q: int, d_e: int) -> dict:
     for h in range(A.shape[0]):
         M = A[h].double()
         blk = M[lay["slot0"], lay["pos"]]
-        tot = float((M ** 2).sum())
-        bm = float((blk ** 2).sum())
+        tot = float((M**2).sum())
+        bm = float((blk**2).sum())
         diag = float((torch.diagonal(blk) ** 2).sum())
         # how the mass splits over all (query block, key block) pairs
         blocks = {
@@ -104,8 +105,14 @@ def row_fields(stem: str):
     def extra(p: Point, r):
         A = r.model.merged_qk().detach().cpu()
         path = f"{stem}-seed{p.seed}.pt"
-        save_torch(path, {"merged_qk": A, "point_id": p.point_id,
-                          "layout": token_layout(p.d, p.q, p.config["d_e"]).blocks})
+        save_torch(
+            path,
+            {
+                "merged_qk": A,
+                "point_id": p.point_id,
+                "layout": token_layout(p.d, p.q, p.config["d_e"]).blocks,
+            },
+        )
         stats = block_stats(A, p.d, p.q, p.config["d_e"])
         return {
             "block_mass": stats["block_mass"],
@@ -182,9 +189,12 @@ def plot(rows: List[dict], stem: str, *, out_dir: str, protocol: str) -> List[st
     )
     fig.colorbar(im, ax=ax, fraction=0.046)
     s = r["block_stats"][0]
-    ax.set_title(f"|W_Q^T W_K| (seed {r['seed']}, N = {r['N']}); red: Lemma 11 block\n"
-                 f"block holds {s['block_mass']:.1%} of the squared Frobenius norm (no structure: "
-                 f"{s['chance_block_mass']:.1%})", fontsize=9)
+    ax.set_title(
+        f"|W_Q^T W_K| (seed {r['seed']}, N = {r['N']}); red: Lemma 11 block\n"
+        f"block holds {s['block_mass']:.1%} of the squared Frobenius norm (no structure: "
+        f"{s['chance_block_mass']:.1%})",
+        fontsize=9,
+    )
     ax = axes[1]
     blk = torch.load(os.path.join(out_dir, r["matrix_file"]))["merged_qk"][0][qs, ps]
     im = ax.imshow(
@@ -198,7 +208,11 @@ def plot(rows: List[dict], stem: str, *, out_dir: str, protocol: str) -> List[st
     )
     ax.set_xlabel("key pos coordinate")
     ax.set_ylabel("query slot0 coordinate")
-    fig.suptitle(as_protocol(protocol).label_for("figure2") + f"; test MSE {r['test_mse']:.3f}"
-                 + (" [quick: 10,000 training prompts]" if r.get("quick") else ""), fontsize=9)
+    fig.suptitle(
+        as_protocol(protocol).label_for("figure2")
+        + f"; test MSE {r['test_mse']:.3f}"
+        + (" [quick: 10,000 training prompts]" if r.get("quick") else ""),
+        fontsize=9,
+    )
     fig.tight_layout()
     return save_figure(fig, stem)

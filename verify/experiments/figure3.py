@@ -1,6 +1,7 @@
 """Figure 3 (Appendix E): samples vs the sparsity q (Hermite link, N = 7) for Transformer, RNN and
 FFN, and the gap RNN / Transformer, FFN / Transformer per q. Protocol and quick mode:
 docs/experiments.md."""
+
 from __future__ import annotations
 
 from typing import List, Optional

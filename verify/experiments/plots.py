@@ -1,4 +1,5 @@
 """Figures of the experiments: samples to the threshold against N (or q), one line per model."""
+
 from __future__ import annotations
 
 from typing import List, Optional, Sequence
@@ -39,8 +40,14 @@ def plot_samples(
             )
         miss = [(r[by], r["steps"] * r["config"]["batch_size"]) for r in rs if r["samples"] is None]
         if miss:
-            ax.scatter([m[0] for m in miss], [m[1] for m in miss], marker="^", facecolors="none",
-                       edgecolors=COLORS[model], label=f"{LABELS[model]}: not reached (cap)")
+            ax.scatter(
+                [m[0] for m in miss],
+                [m[1] for m in miss],
+                marker="^",
+                facecolors="none",
+                edgecolors=COLORS[model],
+                label=f"{LABELS[model]}: not reached (cap)",
+            )
     ax.set_yscale("log")
     ax.set_xticks(sorted({r[by] for r in rows}))
     ax.set_xlabel(by)

@@ -1,5 +1,6 @@
 """Points of the experiments (Appendix E): the protocol, one fully specified model per point,
 its resume key, and the training member built from it."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -95,8 +96,10 @@ class Protocol:
                 "protocol: PUBLISHED CODE (test prompts always simple, c = 1, weight decay 0.01, "
                 "shared u and codes, FFN on vec(encoding))"
             )
-        return ("protocol: paper v2 (test prompts from the training variant, Transformer c = "
-                "sqrt(d/q), FFN on the encoded tokens)")
+        return (
+            "protocol: paper v2 (test prompts from the training variant, Transformer c = "
+            "sqrt(d/q), FFN on the encoded tokens)"
+        )
 
 
 def as_protocol(p) -> Protocol:
@@ -264,8 +267,16 @@ def build_member(p: Point, *, device="cpu", dtype=torch.float32):
     elif p.ffn_input != "onehot":
         model = EncodedFFN(p.N, D_e, tuple(p.ffn_hidden), **kw)
     else:
-        model = build_practical("ffn", N=p.N, d=p.d, q=p.q, d_e=d_e, hidden=tuple(p.ffn_hidden),
-                                task=TASK_VARIANT[p.variant], **kw)
+        model = build_practical(
+            "ffn",
+            N=p.N,
+            d=p.d,
+            q=p.q,
+            d_e=d_e,
+            hidden=tuple(p.ffn_hidden),
+            task=TASK_VARIANT[p.variant],
+            **kw,
+        )
     g_train = generator(device, "train", p.figure, p.variant, p.N, p.q, p.seed)
     if p.n_train is None:
         stream = OnlineStream(task, g_train, dtype=dtype)
@@ -277,9 +288,18 @@ def build_member(p: Point, *, device="cpu", dtype=torch.float32):
         "code_pairs_above_half": book.params["n_violations"],
         "code_redraws": redraws,
     }
-    return Member(model=model, stream=stream, test=(tp.x, tp.t, tp.y), omega=omega, c=p.encoding_c,
-                  threshold=p.threshold,
-                  lr=p.lr, weight_decay=p.weight_decay, tag=p, info=info)
+    return Member(
+        model=model,
+        stream=stream,
+        test=(tp.x, tp.t, tp.y),
+        omega=omega,
+        c=p.encoding_c,
+        threshold=p.threshold,
+        lr=p.lr,
+        weight_decay=p.weight_decay,
+        tag=p,
+        info=info,
+    )
 
 
 def _codebook(N: int, g, device, dtype, *, distinct: bool, tries: int = 1000):

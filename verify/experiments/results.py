@@ -1,4 +1,5 @@
 """Results files: one JSON line per trained model, appended as it finishes, read back on resume."""
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -67,8 +68,9 @@ class ResultsFile:
                 fh.flush()
                 os.fsync(fh.fileno())
         except OSError as exc:  # disk full, folder removed: one line (a torn line is cut next time)
-            raise ValueError(f"--out {self.path}: cannot append a row "
-                             f"({exc.strerror or exc})") from None
+            raise ValueError(
+                f"--out {self.path}: cannot append a row ({exc.strerror or exc})"
+            ) from None
         self.rows.append(row)
         self.ids.add(row.get("point_id"))
 
@@ -90,8 +92,10 @@ def _row(path: str, number: int, line: str, figure: Optional[str] = None) -> dic
     if not isinstance(row, dict):
         raise ValueError(f"{path}, line {number}: a JSON {type(row).__name__}, not a results row")
     if figure is not None and row.get("figure") != figure:
-        raise ValueError(f"{path}, line {number}: a row of {row.get('figure')!r}, not of {figure}; "
-                         f"rows of different figures never share a file")
+        raise ValueError(
+            f"{path}, line {number}: a row of {row.get('figure')!r}, not of {figure}; "
+            f"rows of different figures never share a file"
+        )
     return row
 
 

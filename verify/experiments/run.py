@@ -1,5 +1,6 @@
 """Training the points: stacks, progress, and the rows appended as models finish (in this process,
 or as Dask tasks: verify/experiments/cluster.py)."""
+
 from __future__ import annotations
 
 import math
@@ -67,8 +68,14 @@ class _Progress:
             )
 
             self.console = self.console or wide_console(stderr=True)
-            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                TimeElapsedColumn(), console=self.console, transient=False)
+            self.bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=self.console,
+                transient=False,
+            )
             self.bar.__enter__()
             self.plain = not self.console.is_terminal
         return self
@@ -157,8 +164,9 @@ def start_order(stacks: Sequence[Sequence[Point]], parallel: bool) -> List[Seque
     return [order[0]] + order[1:][::-1]
 
 
-def train_points(pts: Sequence[Point], cfg: RunConfig, report: Callable[..., None],
-                 stack: int = 0) -> None:
+def train_points(
+    pts: Sequence[Point], cfg: RunConfig, report: Callable[..., None], stack: int = 0
+) -> None:
     """Build and train the members of one stack; ``report`` receives ``("step", stack, step,
     active, n)`` every 10 steps and ``("row", stack, row)`` as each member finishes."""
     from qstr.verify.training import StackOptions, stack_key, train_stack
@@ -185,8 +193,13 @@ def train_points(pts: Sequence[Point], cfg: RunConfig, report: Callable[..., Non
                 "row", stack, row_of(p, res, device=device, dtype=dtype, stack_size=n, extra=extra)
             )
 
-        kw = dict(batch_size=p0.batch_size, check_every=p0.check_every, max_steps=p0.max_steps,
-                  return_models=cfg.return_models, tf32=p0.matmul == "tf32")
+        kw = dict(
+            batch_size=p0.batch_size,
+            check_every=p0.check_every,
+            max_steps=p0.max_steps,
+            return_models=cfg.return_models,
+            tf32=p0.matmul == "tf32",
+        )
         if p0.n_train is not None and p0.epoch_loss_threshold is not None:
             kw.update(
                 epoch_steps=math.ceil(p0.n_train / p0.batch_size),
@@ -206,8 +219,9 @@ def default_jobs(device) -> int:
     )
 
 
-def run_points(points: Sequence[Point], results: ResultsFile,
-               cfg: RunConfig = RunConfig()) -> Dict[str, dict]:
+def run_points(
+    points: Sequence[Point], results: ResultsFile, cfg: RunConfig = RunConfig()
+) -> Dict[str, dict]:
     """Train every point whose row is not yet in ``results`` (stacks by :func:`stacks_of`) and
     append one row per point as it finishes. Returns {point_id: row} for all ``points``.
 
@@ -265,8 +279,9 @@ def run_points(points: Sequence[Point], results: ResultsFile,
                 train_points(pts, cfg, report, stack=i)
                 report("done", i)
         else:
-            cluster.run_stacks(stacks, report, results,
-                               replace(cfg, jobs=jobs, scheduler=scheduler), log=bar.log)
+            cluster.run_stacks(
+                stacks, report, results, replace(cfg, jobs=jobs, scheduler=scheduler), log=bar.log
+            )
     return {r["point_id"]: r for r in results.rows_for(points)}
 
 
@@ -281,4 +296,3 @@ def _checks_jobs(jobs) -> int:
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
     return jobs
-

@@ -1,5 +1,6 @@
 """Training for the claims and the experiments (Appendix E): streams of prompts, the one-model
 loops, the stacked trainer of Figures 1-3, and the full-batch FFN fits of Theorem 6."""
+
 from qstr.verify.training.adamw import StackedAdamW
 from qstr.verify.training.families import (
     FFNFamily,
@@ -16,8 +17,13 @@ from qstr.verify.training.ffn import (
     make_vec_ffn,
     simple_1str_data,
 )
-from qstr.verify.training.loop import (FitResult, OnlineFit, fit_online, fit_until_threshold,
-                                       position_risk)
+from qstr.verify.training.loop import (
+    FitResult,
+    OnlineFit,
+    fit_online,
+    fit_until_threshold,
+    position_risk,
+)
 from qstr.verify.training.members import Member, MemberResult
 from qstr.verify.training.stack import StackOptions, train_stack
 from qstr.verify.training.streams import EpochStream, OnlineStream

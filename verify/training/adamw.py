@@ -1,4 +1,5 @@
 """AdamW on stacked tensors: each member's update is the one torch.optim.AdamW would make alone."""
+
 from __future__ import annotations
 
 from typing import Dict
@@ -53,8 +54,8 @@ class StackedAdamW:
             except (RuntimeError, NotImplementedError):  # dtype / device without a fused kernel
                 self.fused = False
         step = self._steps[0].double()
-        bc1 = 1 - self.b1 ** step
-        bc2_sqrt = (1 - self.b2 ** step).sqrt()
+        bc1 = 1 - self.b1**step
+        bc2_sqrt = (1 - self.b2**step).sqrt()
         for k, p in self.params.items():
             g = grads[k]
             shape = (-1,) + (1,) * (p.dim() - 1)

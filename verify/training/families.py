@@ -1,5 +1,6 @@
 """Architecture families read into canonical, zero-padded blocks and stacked along a member axis.
 Why padding leaves every member's trajectory unchanged: docs/experiments.md (batched training)."""
+
 from __future__ import annotations
 
 import math
@@ -39,8 +40,6 @@ def _pad_prompts(x, t, y, N: int, q: int):
     return x, t, y
 
 
-
-
 class _Family:
     """A stack of members of one architecture family: canonical blocks <-> modules, padded
     forward. Subclasses define ``canonical``, ``load``, ``member_meta`` and ``forward``."""
@@ -67,8 +66,9 @@ class _Family:
     ) -> torch.Tensor:
         raise NotImplementedError
 
-    def evaluate(self, P: Dict[str, torch.Tensor], meta: Dict[str, torch.Tensor], x,
-                 t) -> torch.Tensor:
+    def evaluate(
+        self, P: Dict[str, torch.Tensor], meta: Dict[str, torch.Tensor], x, t
+    ) -> torch.Tensor:
         """:meth:`forward` without gradients (the test evaluation); a family may compute the
         same function by a faster route here."""
         return self.forward(P, meta, x, t)
@@ -153,10 +153,14 @@ class TransformerFamily(_Family):
         H, D = model.q, model.D_e
         Wq, Wk, Wv = model.projection_weights()
         b = {
-            "Wq": Wq.reshape(H, D, H, D), "Wk": Wk.reshape(H, D, D), "Wv": Wv.reshape(H, D, D),
+            "Wq": Wq.reshape(H, D, H, D),
+            "Wk": Wk.reshape(H, D, D),
+            "Wv": Wv.reshape(H, D, D),
             "Wo": model.mha.out_proj.weight.reshape(H, D, H, D),
-            "W1": model.hidden.weight.reshape(model.width, H, D), "b1": model.hidden.bias,
-            "W2": model.readout.weight, "b2": model.readout.bias,
+            "W1": model.hidden.weight.reshape(model.width, H, D),
+            "b1": model.hidden.bias,
+            "W2": model.readout.weight,
+            "b2": model.readout.bias,
         }
         if self.bias:
             bq, bk, bv = model.mha.in_proj_bias.reshape(3, H, D)
@@ -170,8 +174,8 @@ class TransformerFamily(_Family):
         mha = model.mha
         if mha.in_proj_weight is not None:
             mha.in_proj_weight[:E] = blocks["Wq"].reshape(E, E)
-            mha.in_proj_weight[E:2 * E] = blocks["Wk"].reshape(E, D)
-            mha.in_proj_weight[2 * E:] = blocks["Wv"].reshape(E, D)
+            mha.in_proj_weight[E : 2 * E] = blocks["Wk"].reshape(E, D)
+            mha.in_proj_weight[2 * E :] = blocks["Wv"].reshape(E, D)
         else:
             mha.q_proj_weight.copy_(blocks["Wq"].reshape(E, E))
             mha.k_proj_weight.copy_(blocks["Wk"].reshape(E, D))
@@ -251,16 +255,23 @@ class GRUFamily(_Family):
             )
 
         return {
-            "Wih": both("weight_ih_l0", (3, H, model.D_in)), "Whh": both("weight_hh_l0", (3, H, H)),
-            "bih": both("bias_ih_l0", (3, H)), "bhh": both("bias_hh_l0", (3, H)),
-            "Wr": model.readout.weight.reshape(model.out_dim, 2, H), "br": model.readout.bias,
+            "Wih": both("weight_ih_l0", (3, H, model.D_in)),
+            "Whh": both("weight_hh_l0", (3, H, H)),
+            "bih": both("bias_ih_l0", (3, H)),
+            "bhh": both("bias_hh_l0", (3, H)),
+            "Wr": model.readout.weight.reshape(model.out_dim, 2, H),
+            "br": model.readout.bias,
         }
 
     @torch.no_grad()
     def load(self, model, blocks):
         r, H = model.rnn, model.hidden_size
-        for k, name in (("Wih", "weight_ih_l0"), ("Whh", "weight_hh_l0"), ("bih", "bias_ih_l0"),
-                        ("bhh", "bias_hh_l0")):
+        for k, name in (
+            ("Wih", "weight_ih_l0"),
+            ("Whh", "weight_hh_l0"),
+            ("bih", "bias_ih_l0"),
+            ("bhh", "bias_hh_l0"),
+        ):
             getattr(r, name).copy_(blocks[k][0].reshape(getattr(r, name).shape))
             getattr(r, name + "_reverse").copy_(blocks[k][1].reshape(getattr(r, name).shape))
         model.readout.weight.copy_(blocks["Wr"].reshape(model.out_dim, 2 * H))
@@ -321,19 +332,26 @@ class GRUFamily(_Family):
         member's own N positions; padding reads 0 (docs/experiments.md, "The test evaluation")."""
         M, B, N = x.shape[:3]
         Hd = P["Whh"].shape[-1]
-        gru = nn.GRU(self.Dmax, Hd, batch_first=True, bidirectional=True, device="meta",
-                     dtype=x.dtype).to_empty(device=x.device)  # no draw from the global RNG
+        gru = nn.GRU(
+            self.Dmax, Hd, batch_first=True, bidirectional=True, device="meta", dtype=x.dtype
+        ).to_empty(device=x.device)  # no draw from the global RNG
         y = x.new_zeros(M, B, N)
         tf32 = torch.backends.cuda.matmul.allow_tf32
-        with torch.backends.cudnn.flags(enabled=torch.backends.cudnn.enabled,
-                                        benchmark=torch.backends.cudnn.benchmark,
-                                        deterministic=torch.backends.cudnn.deterministic,
-                                        allow_tf32=tf32):
+        with torch.backends.cudnn.flags(
+            enabled=torch.backends.cudnn.enabled,
+            benchmark=torch.backends.cudnn.benchmark,
+            deterministic=torch.backends.cudnn.deterministic,
+            allow_tf32=tf32,
+        ):
             for m, n in enumerate(meta["N"].tolist()):
-                one = {k: v[m:m + 1] for k, v in meta.items()}
-                z = self.encode(one, x[m:m + 1], t[m:m + 1], self.Dmax)[0, :, :n]  # (B, n, D)
-                for k, name in (("Wih", "weight_ih_l0"), ("Whh", "weight_hh_l0"),
-                                ("bih", "bias_ih_l0"), ("bhh", "bias_hh_l0")):
+                one = {k: v[m : m + 1] for k, v in meta.items()}
+                z = self.encode(one, x[m : m + 1], t[m : m + 1], self.Dmax)[0, :, :n]  # (B, n, D)
+                for k, name in (
+                    ("Wih", "weight_ih_l0"),
+                    ("Whh", "weight_hh_l0"),
+                    ("bih", "bias_ih_l0"),
+                    ("bhh", "bias_hh_l0"),
+                ):
                     for d, suffix in ((0, ""), (1, "_reverse")):
                         w = getattr(gru, name + suffix)
                         w.copy_(P[k][m, d].reshape(w.shape))
@@ -377,7 +395,7 @@ class FFNFamily(_Family):
         else:
             N, d, q = model.N, model.d, model.q
             tshape = (h1, N, q, N) if self.mode == "general" else (h1, q, N)
-            b = {"Wx": W0[:, :N * d].reshape(h1, N, d), "Wt": W0[:, N * d:].reshape(tshape)}
+            b = {"Wx": W0[:, : N * d].reshape(h1, N, d), "Wt": W0[:, N * d :].reshape(tshape)}
         b["b1"] = lins[0].bias
         for k, lin in enumerate(lins[1:], 2):
             b[f"W{k}"], b[f"b{k}"] = lin.weight, lin.bias

@@ -15,8 +15,14 @@ from qstr.bounds.feedforward import orthonormal_row_basis
 from qstr.constructions import validate
 from qstr.constructions.paper_models import VecFFN
 
-__all__ = ["SimpleData", "simple_1str_data", "make_vec_ffn", "FFNTrace", "fit_full_batch",
-           "ffn_test_risk"]
+__all__ = [
+    "SimpleData",
+    "simple_1str_data",
+    "make_vec_ffn",
+    "FFNTrace",
+    "fit_full_batch",
+    "ffn_test_risk",
+]
 
 
 @dataclass(frozen=True, eq=False)
@@ -34,8 +40,9 @@ class SimpleData:
         return self.x.reshape(self.x.shape[0], -1)
 
 
-def simple_1str_data(n: int, N: int, d: int, u: torch.Tensor, *, generator: torch.Generator,
-                     dtype=torch.float64) -> SimpleData:
+def simple_1str_data(
+    n: int, N: int, d: int, u: torch.Tensor, *, generator: torch.Generator, dtype=torch.float64
+) -> SimpleData:
     """Draw n prompts of simple-1STR with direction ``u`` (unit, shape (d,))
     on the generator's device."""
     n = validate.positive_int("n", n)
@@ -301,8 +308,9 @@ def fit_full_batch(
 
 
 @torch.no_grad()
-def ffn_test_risk(model: VecFFN, u: torch.Tensor, *, samples: int, generator: torch.Generator,
-                  chunk: int = 8192) -> tuple:
+def ffn_test_risk(
+    model: VecFFN, u: torch.Tensor, *, samples: int, generator: torch.Generator, chunk: int = 8192
+) -> tuple:
     """Mean and standard error of the squared error on fresh simple-1STR prompts with direction u.
 
     The per-prompt loss is the mean over the N positions (all positions share the label);

@@ -9,6 +9,7 @@ backward per position and takes the weight gradients from all positions at once:
 dW_hh^T = sum_s h_{s-1}^T dgh_s and dW_ih^T = sum_s z_s^T dgi_s are ONE batched product each,
 of (G, ., N B) by (G, N B, 3H). Autograd through the loop kept one W_hh gradient per position.
 """
+
 from __future__ import annotations
 
 from typing import Tuple
@@ -33,13 +34,13 @@ def _cell_backward(dh: torch.Tensor, ws: tuple, dgi: torch.Tensor, dgh: torch.Te
     (G, B, 3H) views ``dgi``, ``dgh`` and returns dL/dh through the direct path z h."""
     G, B, H = dh.shape
     r, z, n, gh, h = (t.view(G, B, -1) for t in ws)
-    h_n = gh[..., 2 * H:]
-    d_r, d_z, d_n = dgi[..., :H], dgi[..., H:2 * H], dgi[..., 2 * H:]
+    h_n = gh[..., 2 * H :]
+    d_r, d_z, d_n = dgi[..., :H], dgi[..., H : 2 * H], dgi[..., 2 * H :]
     torch.mul(dh * (h - n) * z, 1 - z, out=d_z)
     torch.mul(dh * (1 - z), 1 - n * n, out=d_n)
     torch.mul(d_n * h_n * r, 1 - r, out=d_r)
-    dgh[..., :2 * H] = dgi[..., :2 * H]
-    torch.mul(d_n, r, out=dgh[..., 2 * H:])
+    dgh[..., : 2 * H] = dgi[..., : 2 * H]
+    torch.mul(d_n, r, out=dgh[..., 2 * H :])
     return dh * z
 
 
@@ -51,7 +52,8 @@ def _cell_fused(gi, gh, h):
 def _cell_fused_backward(dh, ws, dgi, dgh):
     G, B, H = dh.shape
     dgi_s, dgh_s, dhx, _, _ = torch.ops.aten._thnn_fused_gru_cell_backward(
-        dh.reshape(G * B, H), ws, False)
+        dh.reshape(G * B, H), ws, False
+    )
     dgi.copy_(dgi_s.view(G, B, 3 * H))
     dgh.copy_(dgh_s.view(G, B, 3 * H))
     return dhx.view(G, B, H)
@@ -96,7 +98,7 @@ class _Scan(torch.autograd.Function):
         dh = dhs.new_zeros(G, B, H)
         for s in reversed(range(N)):
             dh = dh + dhs[:, s + 1]
-            w = ws[s] if ctx.per == 1 else tuple(ws[ctx.per * s:ctx.per * (s + 1)])
+            w = ws[s] if ctx.per == 1 else tuple(ws[ctx.per * s : ctx.per * (s + 1)])
             dhx = ctx.back(dh, w, dgi[:, s], dgh[:, s])
             if s:  # the state before position 0 is the constant 0: no gradient to carry
                 dh = torch.baddbmm(dhx, dgh[:, s], Whh)
@@ -118,9 +120,10 @@ def gru_scan(z, WihT, bih, WhhT, bhh) -> torch.Tensor:
     ``z`` (N, G, B, D): each group's inputs by position; ``WihT`` (G, D, 3H), ``WhhT`` (G, H, 3H):
     each group's W_ih and W_hh transposed; ``bih``, ``bhh`` (G, 1, 3H)."""
     if z.dim() != 4 or WihT.shape[:2] != (z.shape[1], z.shape[3]) or WhhT.dim() != 3:
-        raise ValueError(f"gru_scan: z (N, G, B, D), WihT (G, D, 3H), WhhT (G, H, 3H); got "
-                         f"{tuple(z.shape)}, {tuple(WihT.shape)}, {tuple(WhhT.shape)}")
+        raise ValueError(
+            f"gru_scan: z (N, G, B, D), WihT (G, D, 3H), WhhT (G, H, 3H); got "
+            f"{tuple(z.shape)}, {tuple(WihT.shape)}, {tuple(WhhT.shape)}"
+        )
     inputs = (z, WihT, bih, WhhT, bhh)
     keep = torch.is_grad_enabled() and any(v.requires_grad for v in inputs)
     return _Scan.apply(*inputs, keep)
-

@@ -1,5 +1,6 @@
 """One model at a time: online AdamW on fresh batches (the claims' few-head fits, Props 3/21),
 its risk, and the reference loop the stacked trainer is tested against (Appendix E)."""
+
 from __future__ import annotations
 
 import math
@@ -71,8 +72,15 @@ def fit_online(
 
 
 @torch.no_grad()
-def position_risk(model: nn.Module, batch: Callable[[int, torch.Generator], tuple], *, n: int,
-                  generator: torch.Generator, positions: Optional[slice] = None, chunk: int = 512):
+def position_risk(
+    model: nn.Module,
+    batch: Callable[[int, torch.Generator], tuple],
+    *,
+    n: int,
+    generator: torch.Generator,
+    positions: Optional[slice] = None,
+    chunk: int = 512,
+):
     """Mean and standard error of (y_hat_i - y_i)^2 over ``n`` fresh prompts
     and the given positions.
 
@@ -85,8 +93,6 @@ def position_risk(model: nn.Module, batch: Callable[[int, torch.Generator], tupl
         per_prompt.append(((model(inputs)[:, pos] - y[:, pos]) ** 2).mean(dim=1))
     losses = torch.cat(per_prompt).double()
     return float(losses.mean()), float(losses.std() / losses.numel() ** 0.5)
-
-
 
 
 def fit_until_threshold(
@@ -112,14 +118,23 @@ def fit_until_threshold(
     def evaluate() -> float:
         sse = 0.0
         for s in range(0, tx.shape[0], chunk):
-            yh = model(*member.inputs(tx[s:s + chunk], tt[s:s + chunk]))
-            sse += float(((yh - ty[s:s + chunk]) ** 2).sum())
+            yh = model(*member.inputs(tx[s : s + chunk], tt[s : s + chunk]))
+            sse += float(((yh - ty[s : s + chunk]) ** 2).sum())
         return sse / ty.numel()
 
     def result(steps: int, reached: bool) -> MemberResult:
-        return MemberResult(member.tag, steps, steps * batch_size if reached else None, reached,
-                            mse, log_curve(curve), float(loss.detach()), steps * batch_size,
-                            time.perf_counter() - t0, model)
+        return MemberResult(
+            member.tag,
+            steps,
+            steps * batch_size if reached else None,
+            reached,
+            mse,
+            log_curve(curve),
+            float(loss.detach()),
+            steps * batch_size,
+            time.perf_counter() - t0,
+            model,
+        )
 
     for step in range(1, max_steps + 1):
         x, t, y = member.stream.draw(batch_size)

@@ -1,4 +1,5 @@
 """One model to train with its task instance and stopping rule, and its outcome (Appendix E)."""
+
 from __future__ import annotations
 
 import math
@@ -75,8 +76,6 @@ class MemberResult:
     consumed: int
     seconds: float
     model: Optional[nn.Module] = None
-
-
 
 
 def log_curve(curve: List[Tuple[int, float]], keep: int = 60) -> List[Tuple[int, float]]:

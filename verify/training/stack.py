@@ -1,4 +1,5 @@
 """Many independent models trained as one stack, each exactly as alone (Figures 1-3, Appendix E)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -43,15 +44,16 @@ def evaluation_chunk(fam: _Family, P: Dict[str, torch.Tensor], n: int, eval_elem
     return max(1, min(n, eval_elements // max(1, fam.evaluation_elements(P))))
 
 
-def _test_mse(fam: _Family, P, meta, test, n_test: torch.Tensor,
-              eval_elements: int) -> torch.Tensor:
+def _test_mse(
+    fam: _Family, P, meta, test, n_test: torch.Tensor, eval_elements: int
+) -> torch.Tensor:
     """(M,) test MSE of every member over its real positions, in chunks of test prompts."""
     chunk = evaluation_chunk(fam, P, int(n_test[0]), eval_elements)
     sse = torch.zeros(len(n_test), device=n_test.device, dtype=torch.float64)
     x, t, y = test
     for s in range(0, x.shape[1], chunk):
-        yh = fam.evaluate(P, meta, x[:, s:s + chunk], t[:, s:s + chunk])
-        err = (yh - y[:, s:s + chunk]) ** 2 * meta["pos_mask"][:, None, :]
+        yh = fam.evaluate(P, meta, x[:, s : s + chunk], t[:, s : s + chunk])
+        err = (yh - y[:, s : s + chunk]) ** 2 * meta["pos_mask"][:, None, :]
         sse += err.sum(dim=(1, 2)).double()
     return sse / (n_test.double() * meta["N"].double())
 
@@ -165,8 +167,9 @@ class _Stack:
             torch.tensor([m.lr for m in members], device=self.dev, dtype=dtype),
             torch.tensor([m.weight_decay for m in members], device=self.dev, dtype=dtype),
         )
-        self.eval_elements = (default_eval_elements(P) if opts.eval_elements is None
-                              else opts.eval_elements)
+        self.eval_elements = (
+            default_eval_elements(P) if opts.eval_elements is None else opts.eval_elements
+        )
         padded = [_pad_prompts(*m.test, fam.Nmax, fam.qmax) for m in members]
         self.test = [torch.stack(v) for v in zip(*padded)]
         self.n_test = torch.tensor([m.test[0].shape[0] for m in members], device=self.dev)
@@ -197,8 +200,12 @@ class _Stack:
         o = self.opts
         if self.buf is None or self.buf_pos >= o.prefetch:
             fam = self.fam
-            parts = [_pad_prompts(*self.members[i].stream.draw(o.prefetch * o.batch_size),
-                                  fam.Nmax, fam.qmax) for i in self.active]
+            parts = [
+                _pad_prompts(
+                    *self.members[i].stream.draw(o.prefetch * o.batch_size), fam.Nmax, fam.qmax
+                )
+                for i in self.active
+            ]
             self.buf, self.buf_pos = [torch.stack(v) for v in zip(*parts)], 0
         sl = slice(self.buf_pos * o.batch_size, (self.buf_pos + 1) * o.batch_size)
         self.buf_pos += 1
@@ -216,8 +223,11 @@ class _Stack:
         self.failures = self.failures + 1 if failed is not None else 0
         if self.failures == 2:  # a recording after one warm-up step can fail (torch 2.11): the
             self.use_graphs = False  # next step warms up again; after that, eager for good
-            warnings.warn(f"recording the training step as a CUDA graph failed twice "
-                          f"({failed}); this stack goes on without graphs", RuntimeWarning)
+            warnings.warn(
+                f"recording the training step as a CUDA graph failed twice "
+                f"({failed}); this stack goes on without graphs",
+                RuntimeWarning,
+            )
         return per
 
     @torch.no_grad()
@@ -225,17 +235,18 @@ class _Stack:
         """(rows,) test MSE of the active members; halves its chunks on a CUDA out-of-memory."""
         while True:
             try:
-                return _test_mse(self.fam, self.P, self.meta, self.test, self.n_test,
-                                 self.eval_elements)
+                return _test_mse(
+                    self.fam, self.P, self.meta, self.test, self.n_test, self.eval_elements
+                )
             except torch.cuda.OutOfMemoryError:  # fragmented device memory: halve the chunks
-                if evaluation_chunk(self.fam, self.P, int(self.n_test[0]),
-                                    self.eval_elements) == 1:
+                if evaluation_chunk(self.fam, self.P, int(self.n_test[0]), self.eval_elements) == 1:
                     raise
                 self.eval_elements //= 2
                 torch.cuda.empty_cache()
 
-    def measure(self, step: Optional[int] = None,
-                losses: Optional[List[float]] = None) -> torch.Tensor:
+    def measure(
+        self, step: Optional[int] = None, losses: Optional[List[float]] = None
+    ) -> torch.Tensor:
         """The active members' test MSE (by row), recorded (with ``step`` on their curves, and
         their training ``losses``)."""
         mse = self.test_mse()
@@ -259,10 +270,16 @@ class _Stack:
             m = self.members[i]
             model = self.fam.unstack(self.P, r, m) if self.opts.return_models else None
             res = MemberResult(
-                tag=m.tag, steps=step, samples=step * b if reached else None, reached=reached,
-                test_mse=self.last_mse[i], curve=log_curve(self.curves[i]),
-                train_loss=self.last_loss[i], consumed=step * b,
-                seconds=time.perf_counter() - self.t0, model=model,
+                tag=m.tag,
+                steps=step,
+                samples=step * b if reached else None,
+                reached=reached,
+                test_mse=self.last_mse[i],
+                curve=log_curve(self.curves[i]),
+                train_loss=self.last_loss[i],
+                consumed=step * b,
+                seconds=time.perf_counter() - self.t0,
+                model=model,
             )
             self.results[i] = res
             if on_finish is not None:

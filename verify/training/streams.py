@@ -43,7 +43,7 @@ class OnlineStream:
                 )
                 self._buf, self._pos = (p.x, p.t, p.y), 0
             k = min(n, self._buf[0].shape[0] - self._pos)
-            parts.append(tuple(v[self._pos:self._pos + k] for v in self._buf))
+            parts.append(tuple(v[self._pos : self._pos + k] for v in self._buf))
             self._pos += k
             n -= k
         self.consumed += sum(p[0].shape[0] for p in parts)
@@ -77,7 +77,7 @@ class EpochStream:
                 )
                 self._pos = 0
             k = min(n, self.n - self._pos)
-            idx.append(self._perm[self._pos:self._pos + k])
+            idx.append(self._perm[self._pos : self._pos + k])
             self._pos += k
             n -= k
         i = torch.cat(idx).to(self.x.device)

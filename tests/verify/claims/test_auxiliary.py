@@ -1,5 +1,6 @@
 """The auxiliary-lemma claims (verify/claims/auxiliary.py) through their checks and faults; every
 claim with all its faults also runs in tests/verify/claims/test_registered.py."""
+
 import pytest
 
 from qstr.verify.claims import all_claims
@@ -29,8 +30,9 @@ def test_lemma39_a_loose_rhs_is_caught_by_tightness_only():
     inp = claim.inputs(CTX)
     doubled = next(f for f in claim.faults if "doubled" in f.name).apply(inp, CTX)
     assert claim.check("lhs <= rhs").run(doubled, CTX).holds
-    assert claim.check("equality case attained").run(doubled, CTX).measured == \
-        pytest.approx(0.5, rel=1e-12)
+    assert claim.check("equality case attained").run(doubled, CTX).measured == pytest.approx(
+        0.5, rel=1e-12
+    )
 
 
 def test_lemma41_checks_hold_with_the_closest_case_in_one_dimension():

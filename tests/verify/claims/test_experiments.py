@@ -1,5 +1,6 @@
 """The figure-2 and experiment-models claims (verify/claims/experiments.py) through their declared
 checks and faults; block_shares measures shares exactly on a construction of known shape."""
+
 import pytest
 import torch
 
@@ -32,10 +33,10 @@ def test_blocks_of_the_construction_and_of_a_block_diagonal_matrix():
     lay = token_layout(F2_D, 1, cons.d_e)
     A = torch.zeros(1, lay.dim, lay.dim, dtype=torch.float64)
     A[0, lay["slot0"], lay["pos"]] = torch.ones(cons.d_e, cons.d_e)  # flat: diagonal share 1/d_e
-    A[0, lay["x"], lay["x"]] = torch.eye(F2_D) * cons.d_e / F2_D ** 0.5  # as much mass elsewhere
+    A[0, lay["x"], lay["x"]] = torch.eye(F2_D) * cons.d_e / F2_D**0.5  # as much mass elsewhere
     b = block_shares(A, cons.d_e)
     assert b["block"] == pytest.approx(0.5) and b["diag"] == pytest.approx(b["chance_diag"])
-    assert b["chance"] == pytest.approx(cons.d_e ** 2 / lay.dim ** 2)
+    assert b["chance"] == pytest.approx(cons.d_e**2 / lay.dim**2)
 
 
 def test_figure2_checks_hold_on_the_trained_head(fig2):

@@ -1,4 +1,5 @@
 """The export-roundtrip claim (verify/claims/export.py) through its declared checks and faults."""
+
 import pytest
 
 from qstr.verify.claims import all_claims

@@ -1,4 +1,5 @@
 """The thm-6 claim (verify/claims/feedforward.py) through its declared checks and faults."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -50,11 +51,14 @@ def test_slipped_floor_hand_values():
     assert risk_floor(2, 4, 3) == pytest.approx(5 / 6)
 
 
-@pytest.mark.parametrize("planted", [
-    lambda n, N, d: max(0.0, 1.0 - n / ((N + 1) * d)),  # one position too many
-    lambda n, N, d: max(0.0, 1.0 - n / (N * d)) + 0.02,  # a small offset
-    lambda n, N, d: max(0.0, 1.0 - n / (N * d + 1)),  # N d + 1 in the denominator
-])
+@pytest.mark.parametrize(
+    "planted",
+    [
+        lambda n, N, d: max(0.0, 1.0 - n / ((N + 1) * d)),  # one position too many
+        lambda n, N, d: max(0.0, 1.0 - n / (N * d)) + 0.02,  # a small offset
+        lambda n, N, d: max(0.0, 1.0 - n / (N * d + 1)),  # N d + 1 in the denominator
+    ],
+)
 def test_a_planted_floor_fails_the_min_norm_closed_form(honest, planted):
     v = CLAIM.check("min-norm risk = closed form").run(replace(honest, risk_floor=planted), CTX)
     assert not v.holds
@@ -78,8 +82,11 @@ def test_min_norm_draws_equal_per_group_lstsq():
             a = torch.zeros(N, d, dtype=torch.float64)
             a[s] = u[k]
             rows = t[k] == s
-            w = (torch.linalg.lstsq(X[k][rows], y[rows, None], driver="gelsd").solution[:, 0]
-                 if rows.any() else torch.zeros(D, dtype=torch.float64))
+            w = (
+                torch.linalg.lstsq(X[k][rows], y[rows, None], driver="gelsd").solution[:, 0]
+                if rows.any()
+                else torch.zeros(D, dtype=torch.float64)
+            )
             assert torch.allclose(X[k][rows] @ w, y[rows], atol=1e-12)  # interpolates its group
             r += float(((a.reshape(-1) - w) ** 2).sum()) / N
             assert int(counts[k, s]) == int(rows.sum())

@@ -1,5 +1,6 @@
 """The claims of verify/claims/recurrent.py through their public structure: inputs, named checks
 and faults (tests/verify/claims/test_registered.py runs every claim with all its faults)."""
+
 import pytest
 
 from qstr.verify.claim import Context
@@ -136,8 +137,9 @@ def test_prop26_dense_slip_and_eps_doubled(inputs):
     assert all(c.transition is not h.transition for c, h in zip(inp.cases, half.cases))
     assert run("prop-26", "dense layers = closed form", half).measured > 0.1
     assert run("prop-26", "dense layers = closed form", inp).holds
-    v = run("prop-26", "certified eps <= asked", broken("prop-26", "built for twice the eps asked",
-                                                        inp))
+    v = run(
+        "prop-26", "certified eps <= asked", broken("prop-26", "built for twice the eps asked", inp)
+    )
     assert not v.holds and v.measured > 1.5 * v.bound
 
 

@@ -4,6 +4,7 @@
 One parametrised test over the whole registry, so a claim added to any ``verify/claims``
 module is covered without touching this file.
 """
+
 from pathlib import Path
 
 import pytest

@@ -41,6 +41,7 @@ def _faults_caught(cid):
 
 # ---------------------------------------------------------------- lemma-37
 
+
 def test_lemma37_checks_and_faults():
     claim, inp, v = _faults_caught("lemma-37")
     assert claim.checks[0].name == "P(success) >= 1/3" and v["P(success) >= 1/3"].measured > 0.8
@@ -81,6 +82,7 @@ def test_lemma38_allowance_check_sees_a_wrong_allowance():
 
 # ---------------------------------------------------------------- lemma-36
 
+
 def test_lemma36_checks_and_faults():
     claim, inp, v = _faults_caught("lemma-36")
     assert {c.N for c in inp.cases} == {8, 64} and {c.depth for c in inp.cases} == {2, 3}
@@ -92,11 +94,12 @@ def test_lemma36_bound_check_sees_a_smaller_constant():
     import dataclasses
 
     claim, inp, v = _run("lemma-36")
-    tiny = dataclasses.replace(inp, bound=lambda n: 1e-3 * n ** 3)
+    tiny = dataclasses.replace(inp, bound=lambda n: 1e-3 * n**3)
     assert not claim.check("||vec||^2 <= C n^3").run(tiny, Context()).holds
 
 
 # ---------------------------------------------------------------- prop-8
+
 
 def test_prop8_checks_and_faults():
     claim, inp, v = _faults_caught("prop-8")
@@ -139,6 +142,7 @@ def test_prop8_gru_width_check_runs_only_where_it_trains():
 
 # ---------------------------------------------------------------- thm-9
 
+
 def test_thm9_checks_and_faults():
     claim, inp, v = _faults_caught("thm-9")
     assert v["n*(N) slopes >= 1/(2(L_y+4))"].bound == pytest.approx(1 / 12)
@@ -152,12 +156,14 @@ def test_thm9_memoriser_hypothesis_excludes_large_labels():
 
     claim, inp, _ = _run("thm-9")
     loud = tuple((n, m, 10 * y) for n, m, y in inp.memorisers)
-    v = claim.check("memoriser ||vec||^2 <= C n^3").run(dataclasses.replace(inp, memorisers=loud),
-                                                        Context())
+    v = claim.check("memoriser ||vec||^2 <= C n^3").run(
+        dataclasses.replace(inp, memorisers=loud), Context()
+    )
     assert not v.holds
 
 
 # ---------------------------------------------------------------- thm-7
+
 
 def test_thm7_checks_and_faults():
     claim, inp, v = _faults_caught("thm-7")
@@ -172,12 +178,12 @@ def test_theorem7_bound_mp_hand_values():
     from qstr.bounds.transformer import default_code_dim
 
     P = Theorem7Params()
-    for N in (2, 16, 1000, 2 ** 20):
+    for N in (2, 16, 1000, 2**20):
         assert rnn_lower.t7_code_dim(P, N) == default_code_dim(N, P.delta)
-    assert rnn_lower.t7_code_dim(Theorem7Params(d_e=33), 10 ** 6) == 33
+    assert rnn_lower.t7_code_dim(Theorem7Params(d_e=33), 10**6) == 33
     with mpmath.workdps(40):
-        v = rnn_lower.theorem7_bound_mp(10 ** 40, 4096, P)
-    assert float(v) == pytest.approx(theorem7_bound(10 ** 40, 4096, P).total, rel=1e-13)
+        v = rnn_lower.theorem7_bound_mp(10**40, 4096, P)
+    assert float(v) == pytest.approx(theorem7_bound(10**40, 4096, P).total, rel=1e-13)
     assert float(v) > P.eps_2nn
 
 
@@ -212,9 +218,11 @@ def test_planted_slip_in_theorem7_bound_fails_the_comparison(slip):
         b = theorem7_bound(n, N, params)
         dev = math.sqrt(math.log(4.0 / params.delta) / (2.0 * n))
         # hoeffding: 3 tau dev, the Hoeffding term for theta* forgotten
-        delta_total = {"hoeffding": -b.tau * dev,
-                       "tail_exponent": b.tail * (N ** -0.25 - 1.0),  # N^{-1/2} for N^{-1/4}
-                       "truncation": b.truncation}[slip]  # 2 (1 + 4/delta) tau e^{-p}
+        delta_total = {
+            "hoeffding": -b.tau * dev,
+            "tail_exponent": b.tail * (N**-0.25 - 1.0),  # N^{-1/2} for N^{-1/4}
+            "truncation": b.truncation,
+        }[slip]  # 2 (1 + 4/delta) tau e^{-p}
         return dataclasses.replace(b, total=b.total + delta_total)
 
     claim, inp, _ = _run("thm-7")

@@ -1,5 +1,6 @@
 """The set-up claims (verify/claims/setup.py) through their declared structure: Assumptions 1-3,
 Definition 2, Lemma 12, the RS-Hadamard codes and the experiments' encoding."""
+
 import math
 from fractions import Fraction
 
@@ -24,8 +25,18 @@ def _fault(claim, start):
     return next(f for f in claim.faults if f.name.startswith(start))
 
 
-@pytest.mark.parametrize("cid", ["assumption-3", "data-model", "assumption-1", "assumption-2",
-                                 "lemma-12", "rs-hadamard-codes", "experimental-encoding"])
+@pytest.mark.parametrize(
+    "cid",
+    [
+        "assumption-3",
+        "data-model",
+        "assumption-1",
+        "assumption-2",
+        "lemma-12",
+        "rs-hadamard-codes",
+        "experimental-encoding",
+    ],
+)
 def test_checks_hold_and_each_fault_fails_its_checks(cid):
     """Every check holds on the honest inputs; every fault makes each named check fail, and returns
     new inputs."""
@@ -81,8 +92,9 @@ def test_assumption1_wide_tokens_measure_c_x_near_2_25():
     assert claim.check("C_x <= 1").run(broken, CTX).measured > 1.4
 
 
-@pytest.mark.parametrize("d, r, want", [(1, 1, 2 / math.pi), (1, 2, 0.5), (3, 2, 1 / 2),
-                                        (2, 1, math.pi / 4)])
+@pytest.mark.parametrize(
+    "d, r, want", [(1, 1, 2 / math.pi), (1, 2, 0.5), (3, 2, 1 / 2), (2, 1, math.pi / 4)]
+)
 def test_chi_closed_form_hand_values(d, r, want):
     """E|z| = sqrt(2/pi); E||x||^2 = d; E||x|| = sqrt(pi/2) at d = 2."""
     _, inp = _claim("assumption-1")
@@ -123,7 +135,7 @@ def test_lemma12_slipped_radii():
     assert v.bound == pytest.approx(math.sqrt(6 * math.e))
     broken = _fault(claim, "token_radius without").apply(inp, CTX)
     v = claim.check("max ||x_j|| <= token_radius").run(broken, CTX)
-    assert v.bound == pytest.approx(2 ** 0.5)
+    assert v.bound == pytest.approx(2**0.5)
 
 
 def test_rs_codes_reducible_moduli_named():
@@ -146,7 +158,7 @@ def test_a_reducible_modulus_has_a_nonzero_square_equal_to_zero():
 def test_experimental_tail_hand_value_and_the_one_sided_tail():
     """89104 / 2^23 per pair, 52.58 of 4950 pairs; the one-sided tail predicts half."""
     claim, inp = _claim("experimental-encoding")
-    assert inp.d_e == 23 and inp.pair_tail(23, 0.5) == float(Fraction(89104, 2 ** 23))
+    assert inp.d_e == 23 and inp.pair_tail(23, 0.5) == float(Fraction(89104, 2**23))
     v = claim.check("mean violations = C(N, 2) tail").run(inp, CTX)
     assert v.bound == pytest.approx(52.58, abs=0.01)
     broken = _fault(claim, "the one-sided").apply(inp, CTX)

@@ -1,6 +1,7 @@
 """Tests of verify/claims/transformer.py through the declared claims: Lemma 11, the single-head
 sparse average, Props 21 and 3, Theorem 4. Each check holds on the honest inputs, each fault (and
 a few further slips planted in the inputs) makes its checks fail."""
+
 import dataclasses
 import math
 
@@ -15,6 +16,7 @@ from qstr.verify.claims.export import saved_and_reloaded
 
 
 # ---------------------------------------------------------------- lemma-11
+
 
 @pytest.fixture(scope="module")
 def lemma11_claim():
@@ -82,14 +84,16 @@ def test_lemma11_scores_10_percent_low_are_read_from_the_built_module(lemma11_cl
             module.model.W_QK.mul_(0.9)
         return dataclasses.replace(case, module=module, exported=saved_and_reloaded(module)[1])
 
-    broken = dataclasses.replace(inp, cases=tuple(low(c) if c.exported is not None else c
-                                                  for c in inp.cases))
+    broken = dataclasses.replace(
+        inp, cases=tuple(low(c) if c.exported is not None else c for c in inp.cases)
+    )
     assert not claim.check("module = fast path").run(broken, ctx).holds
     assert not claim.check("worst prompt = exact worst case").run(broken, ctx).holds
     assert claim.check("exported = module").run(broken, ctx).holds
 
 
 # ---------------------------------------------------------------- sparse-average-single-head
+
 
 @pytest.fixture(scope="module")
 def sparse_claim():
@@ -127,13 +131,14 @@ def test_sparse_average_a_bound_without_the_within_term_is_caught(sparse_claim):
     claim, inp, ctx = sparse_claim
 
     def no_within(*, N, q, mu, c, alpha, r_x):
-        return 2 * r_x * ba.sparse_average_leak(N=N, q=q, mu=mu, A=alpha * c ** 2)
+        return 2 * r_x * ba.sparse_average_leak(N=N, q=q, mu=mu, A=alpha * c**2)
 
     broken = dataclasses.replace(inp, error_bound=no_within)
     assert not claim.check("exact sup <= bound").run(broken, ctx).holds
 
 
 # ---------------------------------------------------------------- prop-21 and prop-3
+
 
 @pytest.mark.parametrize("cid", ["prop-21", "prop-3"])
 def test_few_heads_checks_hold_and_q_heads_beat_the_floor(cid):
@@ -144,7 +149,8 @@ def test_few_heads_checks_hold_and_q_heads_beat_the_floor(cid):
     inp = claim.inputs(ctx)
     assert "trained risk >= floor" not in [c.name for c in claim.checks_in("quick")]
     assert [f.name for f in claim.faults if "quick" not in f.profiles] == [
-        "floor with the heads counted from 0"]
+        "floor with the heads counted from 0"
+    ]
     for check in claim.checks_in("quick"):
         assert check.run(inp, ctx).holds, check.name
     for fault in claim.faults_in("quick"):
@@ -180,6 +186,7 @@ def test_few_heads_an_unclipped_floor_is_a_different_function():
 
 # ---------------------------------------------------------------- thm-4
 
+
 @pytest.fixture(scope="module")
 def thm4_claim():
     claim, ctx = all_claims()["thm-4"], Context()
@@ -206,10 +213,15 @@ def test_thm4_ffn_requirement_has_slope_one(thm4_claim):
     assert claim.check("log-log slope halves").run(inp, ctx).measured <= 0.5
 
 
-@pytest.mark.parametrize("fault", [
-    lambda p, N: 2 * p * N ** (1 / p),              # psi without the max(2p, 2 ln N)
-    lambda p, N: max(2 * p, 2 * math.log(N)) * N ** (1 / max(p, math.log(N))) * 1.001,  # 0.1% off
-])
+@pytest.mark.parametrize(
+    "fault",
+    [
+        lambda p, N: 2 * p * N ** (1 / p),  # psi without the max(2p, 2 ln N)
+        lambda p, N: (
+            max(2 * p, 2 * math.log(N)) * N ** (1 / max(p, math.log(N))) * 1.001
+        ),  # 0.1% off
+    ],
+)
 def test_thm4_numeric_bound_catches_a_fault_in_psi(monkeypatch, thm4_claim, fault):
     """A slip in bounds/transformer.py's psi moves the numeric bound off the sympy expression."""
     claim, inp, ctx = thm4_claim
@@ -219,6 +231,7 @@ def test_thm4_numeric_bound_catches_a_fault_in_psi(monkeypatch, thm4_claim, faul
 
 def test_thm4_numeric_bound_catches_a_scaled_bound(thm4_claim):
     claim, inp, ctx = thm4_claim
+
     def scaled_bound(n, N, P):
         return bt.theorem4_bound(n, N, P).total * (1 + 1e-6)
 
@@ -245,6 +258,7 @@ def _edited_majorant(inp, edit):
         t = inp.majorant(*a, **k)
         edit(t)
         return t
+
     return dataclasses.replace(inp, majorant=majorant)
 
 

@@ -1,4 +1,5 @@
 """Fixtures shared by the tests of verify/experiments: tiny models and a tiny Figure 1 grid."""
+
 import pytest
 
 

@@ -1,4 +1,5 @@
 """Tests for verify/experiments/analysis.py: the fitted exponent samples ~ N^a."""
+
 import math
 
 import pytest
@@ -10,7 +11,7 @@ from qstr.verify.experiments.analysis import fit_exponent
 def test_fitted_exponent_on_synthetic_data():
     g = torch.Generator().manual_seed(0)
     Ns = [2, 4, 6, 8, 10, 12] * 5
-    samples = [50 * n ** 1.5 * math.exp(0.1 * float(torch.randn(1, generator=g))) for n in Ns]
+    samples = [50 * n**1.5 * math.exp(0.1 * float(torch.randn(1, generator=g))) for n in Ns]
     fit = fit_exponent(Ns, samples)
     assert fit["a"] == pytest.approx(1.5, abs=0.1)
     assert fit["ci"][0] < 1.5 < fit["ci"][1] and fit["ci"][1] - fit["ci"][0] < 0.3

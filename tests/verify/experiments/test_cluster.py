@@ -4,6 +4,7 @@ an interrupted client resumed, ``qstr reproduce --jobs 2`` as a process of its o
 ``kill -9`` and by Ctrl-C, and ``qstr reproduce --scheduler`` / ``run_experiment`` with
 ``Execution(scheduler=)`` against a ``dask scheduler`` and a ``dask worker`` started as processes
 (one of them unable to import qstr)."""
+
 import _thread
 import collections
 import contextlib
@@ -49,6 +50,7 @@ def ids(path):
 
 def _rows_close(a: dict, b: dict) -> bool:
     """Rows equal field by field, floats to a relative 1e-12 (the order of a batched sum)."""
+
     def close(x, y):
         if isinstance(x, float) and isinstance(y, float):
             return math.isclose(x, y, rel_tol=1e-12, abs_tol=1e-300)
@@ -57,6 +59,7 @@ def _rows_close(a: dict, b: dict) -> bool:
         if isinstance(x, list) and isinstance(y, list):
             return len(x) == len(y) and all(close(u, v) for u, v in zip(x, y))
         return x == y
+
     assert close(a, b), (a, b)
     return True
 
@@ -224,7 +227,7 @@ def test_an_interrupted_client_resumes_without_duplicates(
     time.sleep(0.5)  # a late row of the cancelled run would show up here
     assert lines(path) == kept, "rows were appended after the interrupt"
     got = run(pts, path, scheduler=lc.scheduler_address)
-    assert lines(path)[:len(kept)] == kept
+    assert lines(path)[: len(kept)] == kept
     counts = collections.Counter(ids(path))
     assert (
         set(counts) == {p.point_id for p in pts}
@@ -245,8 +248,15 @@ def test_bad_scheduler_address_is_one_line_and_exit_2(tmp_path, capsys, monkeypa
     ]:
         assert (
             cli.main(
-                ["reproduce", "figure1", "--quick", "--out", str(tmp_path / "o"), "--scheduler",
-                 address]
+                [
+                    "reproduce",
+                    "figure1",
+                    "--quick",
+                    "--out",
+                    str(tmp_path / "o"),
+                    "--scheduler",
+                    address,
+                ]
             )
             == 2
         )
@@ -277,8 +287,19 @@ def reproduce(tmp_path, tiny, tiny_grid, *args):
     script = tmp_path / "reproduce.py"
     script.write_text(RUNNER)
     out, err = open(tmp_path / "stdout.txt", "w"), open(tmp_path / "stderr.txt", "w")
-    argv = [sys.executable, str(script), repr(tiny), repr(tiny_grid),
-            "reproduce", "figure1", "--seeds", "1", "--out", str(tmp_path / "out"), *args]
+    argv = [
+        sys.executable,
+        str(script),
+        repr(tiny),
+        repr(tiny_grid),
+        "reproduce",
+        "figure1",
+        "--seeds",
+        "1",
+        "--out",
+        str(tmp_path / "out"),
+        *args,
+    ]
     return subprocess.Popen(argv, stdout=out, stderr=err, start_new_session=True, cwd=str(tmp_path))
 
 
@@ -301,12 +322,14 @@ def process_tree(pid):
 
 def dask_workers(pid):
     """The spawned Dask worker processes below ``pid``."""
+
     def cmdline(p):
         try:
             with open(f"/proc/{p}/cmdline", "rb") as fh:
                 return fh.read()
         except OSError:
             return b""
+
     return [p for p in process_tree(pid) if b"spawn_main" in cmdline(p)]
 
 
@@ -386,7 +409,7 @@ def test_ctrl_c_of_reproduce_on_a_local_cluster_exits_130_and_resumes(tmp_path, 
     assert 1 <= len(kept) < len(points(tiny, tiny_grid))
     again = reproduce(tmp_path, endless, tiny_grid, "--jobs", "2")
     assert again.wait(timeout=240) == 0, (tmp_path / "stderr.txt").read_text()
-    assert lines(path)[:len(kept)] == kept
+    assert lines(path)[: len(kept)] == kept
     assert sorted(ids(path)) == sorted(p.point_id for p in points(endless, tiny_grid))
 
 
@@ -413,8 +436,17 @@ def dask_processes(*worker_args):
         procs.append(
             subprocess.Popen(
                 dask
-                + ["worker", address, "--nworkers", "1", "--nthreads", "1", "--no-dashboard",
-                   "--no-nanny", *worker_args],
+                + [
+                    "worker",
+                    address,
+                    "--nworkers",
+                    "1",
+                    "--nthreads",
+                    "1",
+                    "--no-dashboard",
+                    "--no-nanny",
+                    *worker_args,
+                ],
                 **quiet,
             )
         )
@@ -446,9 +478,17 @@ def tiny_reproduce(monkeypatch, tiny, tiny_grid):
     from qstr.verify import experiments
 
     real = experiments.run_experiment
-    monkeypatch.setattr(experiments, "run_experiment", lambda name, execution, **kw: real(
-        name, execution=replace(execution, dtype=torch.float64), N_values=tiny_grid,
-        overrides=tiny, **kw))
+    monkeypatch.setattr(
+        experiments,
+        "run_experiment",
+        lambda name, execution, **kw: real(
+            name,
+            execution=replace(execution, dtype=torch.float64),
+            N_values=tiny_grid,
+            overrides=tiny,
+            **kw,
+        ),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -514,7 +554,8 @@ def test_run_experiment_trains_on_the_scheduler_it_is_given(
     assert row_events() - before == n
     with pytest.raises(ValueError, match="tcp://HOST:PORT"):
         run_experiment(
-            "figure1", execution=replace(ex, scheduler="localhost:8786"),
+            "figure1",
+            execution=replace(ex, scheduler="localhost:8786"),
             **dict(kw, out_dir=str(tmp_path / "bad")),
         )
     assert not os.path.exists(tmp_path / "bad" / "figure1.jsonl")

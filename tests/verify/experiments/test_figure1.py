@@ -1,4 +1,5 @@
 """Tests for verify/experiments/figure1.py: the grid, the published-protocol labels, the summary."""
+
 import json
 import math
 

@@ -26,7 +26,7 @@ def test_tiny_figure2(tmp_path):
     (r,) = rows
     assert 0 <= r["block_mass"] <= 1 and r["model"] == "transformer" and r["N"] == 12
     st = r["block_stats"][0]
-    assert st["chance_block_mass"] == pytest.approx(12 ** 2 / (10 + 2 * 12) ** 2)
+    assert st["chance_block_mass"] == pytest.approx(12**2 / (10 + 2 * 12) ** 2)
     assert sum(st["mass_by_block"].values()) == pytest.approx(1.0)
     assert st["mass_by_block"]["slot0|pos"] == pytest.approx(r["block_mass"])
     saved = torch.load(tmp_path / r["matrix_file"])

@@ -1,4 +1,5 @@
 """Tests for verify/experiments/figure3.py: the grid and a tiny run."""
+
 import json
 
 from qstr.verify.experiments import Execution, figure3, run_experiment

@@ -1,5 +1,6 @@
 """Tests for verify/experiments/points.py: one trained model per Point -- the paper and published
 protocols, codebooks per seed, point ids."""
+
 import dataclasses
 import math
 
@@ -12,8 +13,12 @@ from qstr.verify.experiments.points import Point, build_member
 
 @pytest.mark.parametrize(
     "protocol,variant,test_simple",
-    [("paper", "1str", False), ("paper", "simple", True), ("published", "1str", True),
-     ("published", "simple", True)],
+    [
+        ("paper", "1str", False),
+        ("paper", "simple", True),
+        ("published", "1str", True),
+        ("published", "simple", True),
+    ],
 )
 def test_test_prompts_follow_training_variant(protocol, variant, test_simple):
     """Paper: test prompts from the training variant. Published code: always simple prompts."""
@@ -93,8 +98,12 @@ def test_matmul_option_keeps_float32_ids_and_separates_tf32_rows(tmp_path):
     with pytest.raises(ValueError, match="matmul"):
         dataclasses.replace(p, matmul="bf16")
     with pytest.raises(ValueError, match="needs device='cuda'"):
-        run_experiment("figure1", out_dir=str(tmp_path), quick=True,
-                       execution=Execution(matmul="tf32", progress=False))
+        run_experiment(
+            "figure1",
+            out_dir=str(tmp_path),
+            quick=True,
+            execution=Execution(matmul="tf32", progress=False),
+        )
 
 
 def test_ffn_input_paper_protocol_reads_the_encoded_tokens():
@@ -104,10 +113,20 @@ def test_ffn_input_paper_protocol_reads_the_encoded_tokens():
     from qstr.constructions.experiment_models import PracticalFFN
     from qstr.constructions.published_models import EncodedFFN
 
-    kw = dict(figure="figure1", protocol="paper", model="ffn", variant="simple", N=5, q=1, seed=0,
-              n_test=8, ffn_hidden=(8, 8))
-    enc, scaled, onehot = (Point(**kw, ffn_input=f)
-                           for f in ("encoded", "encoded-scaled", "onehot"))
+    kw = dict(
+        figure="figure1",
+        protocol="paper",
+        model="ffn",
+        variant="simple",
+        N=5,
+        q=1,
+        seed=0,
+        n_test=8,
+        ffn_hidden=(8, 8),
+    )
+    enc, scaled, onehot = (
+        Point(**kw, ffn_input=f) for f in ("encoded", "encoded-scaled", "onehot")
+    )
     assert Point(**kw) == enc
     m_enc, m_scaled, m_onehot = (build_member(p) for p in (enc, scaled, onehot))
     assert isinstance(m_enc.model, EncodedFFN) and isinstance(m_scaled.model, EncodedFFN)

@@ -1,4 +1,5 @@
 """Tests for verify/experiments/results.py: the append-only results file."""
+
 import json
 import shutil
 
@@ -19,8 +20,13 @@ def test_rows_survive_a_reopen_and_a_cut_last_line(tmp_path):
     assert path.read_text().endswith("\n")
 
 
-@pytest.mark.parametrize("line, needle", [('{"point_id": "b", oops}', "line 2: not a JSON object"),
-                                          ("[1, 2]", "line 2: a JSON list, not a results row")])
+@pytest.mark.parametrize(
+    "line, needle",
+    [
+        ('{"point_id": "b", oops}', "line 2: not a JSON object"),
+        ("[1, 2]", "line 2: a JSON list, not a results row"),
+    ],
+)
 def test_a_damaged_middle_line_names_the_file_and_the_line(tmp_path, line, needle):
     path = tmp_path / "r.jsonl"
     path.write_text(
@@ -43,8 +49,12 @@ def test_a_row_that_cannot_be_appended_is_one_line(tmp_path):
 
 def test_rows_of_another_figure_are_refused(tmp_path):
     path = tmp_path / "figure1.jsonl"
-    path.write_text(json.dumps({"figure": "figure1", "point_id": "a"}) + "\n"
-                    + json.dumps({"figure": "figure2", "point_id": "b"}) + "\n")
+    path.write_text(
+        json.dumps({"figure": "figure1", "point_id": "a"})
+        + "\n"
+        + json.dumps({"figure": "figure2", "point_id": "b"})
+        + "\n"
+    )
     with pytest.raises(ValueError, match="line 2: a row of 'figure2', not of figure1"):
         ResultsFile(str(path), "figure1")
     assert len(ResultsFile(str(path)).rows) == 2  # without a figure: any rows

@@ -1,5 +1,6 @@
 """Tests for verify/experiments/run.py: rows appended and resumed, stacks, jobs, progress (the
 Dask engine of ``jobs > 1``: test_cluster.py)."""
+
 import json
 import os
 from dataclasses import replace
@@ -10,8 +11,25 @@ import torch
 from qstr.verify.experiments import Execution, figure1, figure3, run_experiment
 from qstr.verify.experiments.run import stack_cost, stacks_of, start_order
 
-ROW_KEYS = {"model", "variant", "N", "seed", "samples", "config", "wall_s", "device", "protocol",
-            "point_id", "q", "steps", "test_mse", "threshold", "test_variant", "reached", "env"}
+ROW_KEYS = {
+    "model",
+    "variant",
+    "N",
+    "seed",
+    "samples",
+    "config",
+    "wall_s",
+    "device",
+    "protocol",
+    "point_id",
+    "q",
+    "steps",
+    "test_mse",
+    "threshold",
+    "test_variant",
+    "reached",
+    "env",
+}
 
 
 @pytest.fixture
@@ -106,11 +124,13 @@ def test_parallel_jobs_give_the_rows_of_one_process(tmp_path, tiny, tiny_grid):
     kw = dict(seeds=[0], N_values=tiny_grid, overrides=tiny)
     ex = Execution(progress=False, dtype=torch.float64, threads=1)
     one = run_experiment("figure1", out_dir=str(tmp_path / "one"), execution=ex, **kw)
-    two = run_experiment("figure1", out_dir=str(tmp_path / "two"), execution=replace(ex, jobs=2),
-                         **kw)
+    two = run_experiment(
+        "figure1", out_dir=str(tmp_path / "two"), execution=replace(ex, jobs=2), **kw
+    )
     key = lambda r: r["point_id"]  # noqa: E731
-    assert [(r["samples"], r["steps"], r["test_mse"]) for r in sorted(one, key=key)] == \
-           [(r["samples"], r["steps"], r["test_mse"]) for r in sorted(two, key=key)]
+    assert [(r["samples"], r["steps"], r["test_mse"]) for r in sorted(one, key=key)] == [
+        (r["samples"], r["steps"], r["test_mse"]) for r in sorted(two, key=key)
+    ]
     assert len(lines(tmp_path / "two" / "figure1.jsonl")) == len(two) == 3 * 3
 
 
@@ -144,4 +164,3 @@ def test_progress_off_a_terminal_prints_plain_lines_as_it_goes():
         )  # within 30 s: no line
         written = buf.getvalue()
     assert written.count("step 10 of 1,000") == 1 and "step 20 of" not in written
-

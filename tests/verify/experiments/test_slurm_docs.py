@@ -1,5 +1,6 @@
 """docs/cluster.md's SLURM recipe: the ``SLURMCluster(...)`` it shows, built as written there,
 submits the job script it shows (dask-jobqueue writes the script without SLURM)."""
+
 import re
 import socket
 import sys
@@ -15,14 +16,14 @@ def slurm_statement() -> str:
     """The ``cluster = SLURMCluster(...)`` statement of docs/cluster.md, as written there."""
     text = DOC.read_text()
     start = text.index("cluster = SLURMCluster(\n")
-    return text[start:text.index("\n)\n", start) + 2]
+    return text[start : text.index("\n)\n", start) + 2]
 
 
 def shown_job_script() -> str:
     """The job script docs/cluster.md shows (the bash block that starts with a shebang)."""
     text = DOC.read_text()
     start = text.index("```bash\n#!/usr/bin/env bash\n") + len("```bash\n")
-    return text[start:text.index("```", start)]
+    return text[start : text.index("```", start)]
 
 
 def generic(script: str) -> str:
@@ -56,8 +57,13 @@ def test_the_documented_slurm_cluster_submits_the_documented_job_script():
     finally:
         cluster.close()
     assert f"{sys.executable} -m distributed.cli.dask_worker {cluster.scheduler_address} " in script
-    for line in ["#SBATCH -p cpu", "#SBATCH -A mylab", "#SBATCH --cpus-per-task=16",
-                 "#SBATCH -t 08:00:00", "source ~/venvs/qstr/bin/activate"]:
+    for line in [
+        "#SBATCH -p cpu",
+        "#SBATCH -A mylab",
+        "#SBATCH --cpus-per-task=16",
+        "#SBATCH -t 08:00:00",
+        "source ~/venvs/qstr/bin/activate",
+    ]:
         assert line in script.splitlines()
     assert (
         "--nthreads 1 " in script and "--nworkers 16 " in script

@@ -1,4 +1,5 @@
 """Fixtures shared by the tests of verify/training: one CPU thread, and a small member to train."""
+
 import math
 
 import pytest
@@ -60,8 +61,17 @@ def _make_member(
         )
     test = task.sample(n_test, generator=torch.Generator().manual_seed(seed + 1000), dtype=DT)
     stream = OnlineStream(task, torch.Generator().manual_seed(seed + 2000), dtype=DT, chunk=chunk)
-    return Member(model=model, stream=stream, test=(test.x, test.t, test.y), omega=book.omega, c=c,
-                  threshold=threshold, lr=lr, weight_decay=0.1, tag=(kind, N, q, seed))
+    return Member(
+        model=model,
+        stream=stream,
+        test=(test.x, test.t, test.y),
+        omega=book.omega,
+        c=c,
+        threshold=threshold,
+        lr=lr,
+        weight_decay=0.1,
+        tag=(kind, N, q, seed),
+    )
 
 
 @pytest.fixture

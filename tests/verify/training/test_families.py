@@ -50,7 +50,7 @@ def test_rnn_forward_each_is_the_stacked_forward(make_member):
         ref = m.model(encode(m.test[0], m.test[1], m.omega, c=m.c))
         assert torch.allclose(each[i, :, : m.N], stacked[i, :, : m.N], rtol=0, atol=1e-12)
         assert torch.allclose(each[i, :, : m.N], ref, rtol=0, atol=1e-12)
-        assert torch.count_nonzero(each[i, :, m.N:]) == 0
+        assert torch.count_nonzero(each[i, :, m.N :]) == 0
     assert torch.equal(fam.evaluate(P, meta, x, t), stacked)  # the CPU keeps the scan
 
 

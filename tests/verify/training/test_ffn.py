@@ -1,5 +1,6 @@
 """Tests for verify/training/ffn.py: full-batch weight-decayed training of vec(x) FFNs (Theorem 6's
 Definition 5 algorithms) -- exact gradients, the off-span decay, stationarity."""
+
 from __future__ import annotations
 
 import pytest
@@ -89,7 +90,7 @@ def test_reaches_stationarity_with_tanh_and_backtracking():
     tr = fit_full_batch(model, data, weight_decay=0.2, lr=0.5, max_steps=5000, tol=1e-6)
     assert tr.stopped == "tolerance"
     assert tr.rel_grad[-1] <= 1e-6
-    assert tr.rejected >= 1 and tr.final_lr == 0.5 / 2 ** tr.rejected  # lr 0.5 oscillates here
+    assert tr.rejected >= 1 and tr.final_lr == 0.5 / 2**tr.rejected  # lr 0.5 oscillates here
     assert tr.max_decay_deviation < 1e-12  # the decay law holds with the varying step sizes
     assert tr.predicted_perp[-1] <= tr.exp_perp[-1]  # prod (1 - eta lambda) <= e^{-lambda tau}
     risk, se = ffn_test_risk(model, data.u, samples=2000, generator=gen(12))

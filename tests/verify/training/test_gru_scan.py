@@ -1,4 +1,5 @@
 """The GRU scan's hand-written backward through time against autograd through the cell loop."""
+
 import pytest
 import torch
 
@@ -23,9 +24,9 @@ def _inputs(N, G, B, H, device, seed, D=3):
     g = torch.Generator(device=device).manual_seed(seed)
     kw = dict(generator=g, device=device, dtype=torch.float64)
     z = torch.randn(N, G, B, D, **kw)
-    WihT = torch.randn(G, D, 3 * H, **kw) / D ** 0.5
+    WihT = torch.randn(G, D, 3 * H, **kw) / D**0.5
     bih = torch.randn(G, 1, 3 * H, **kw)
-    WhhT = torch.randn(G, H, 3 * H, **kw) / H ** 0.5
+    WhhT = torch.randn(G, H, 3 * H, **kw) / H**0.5
     bhh = torch.randn(G, 1, 3 * H, **kw)
     up = torch.randn(G, N + 1, B, H, **kw)  # an arbitrary upstream gradient, fresh per case
     return [v.requires_grad_(True) for v in (z, WihT, bih, WhhT, bhh)], up

@@ -1,4 +1,5 @@
 """Tests for verify/training/loop.py: online fitting and the position risk."""
+
 import torch
 
 from qstr.verify.training import OnlineFit, fit_online, position_risk

@@ -6,8 +6,13 @@ import warnings
 import pytest
 import torch
 
-from qstr.verify.training import (Member, OnlineStream, StackOptions, fit_until_threshold,
-                                  train_stack)
+from qstr.verify.training import (
+    Member,
+    OnlineStream,
+    StackOptions,
+    fit_until_threshold,
+    train_stack,
+)
 
 DT = torch.float64
 
@@ -32,6 +37,7 @@ CASES = [
 @pytest.mark.parametrize("kind,published,specs", CASES)
 def test_batched_equals_sequential(kind, published, specs, make_member):
     """Stacked training of padded members reproduces torch.optim.AdamW on each nn.Module alone."""
+
     def members():
         return [
             make_member(kind, N, q, s, published=published, hidden=h or 6) for N, q, s, h in specs
@@ -50,13 +56,15 @@ def test_batched_equals_sequential(kind, published, specs, make_member):
 
 def test_batched_equals_sequential_simple_variant_and_per_member_lr(make_member):
     """Simple-qSTR FFN input, and per-member learning rates (explicit, non-fused AdamW path)."""
+
     def members():
         ms = [make_member("ffn", N, 1, s, variant="simple") for N, s in ((3, 0), (6, 1))]
         ms[1].lr = 3e-3
         return ms
 
     batched = train_stack(
-        members(), StackOptions(batch_size=8, check_every=4, max_steps=16, return_models=True))
+        members(), StackOptions(batch_size=8, check_every=4, max_steps=16, return_models=True)
+    )
     alone = [fit_until_threshold(m, batch_size=8, check_every=4, max_steps=16) for m in members()]
     for a, b in zip(batched, alone):
         assert (a.steps, a.samples) == (b.steps, b.samples)
@@ -67,8 +75,9 @@ def test_member_at_threshold_stops_consuming_samples(make_member):
     """A member below its threshold at the first check stops there; the others go on."""
     easy = make_member("ffn", 3, 1, 0, threshold=100.0)  # any test MSE is below 100
     hard = make_member("ffn", 4, 1, 1, threshold=-1.0)  # never reached
-    res = train_stack([easy, hard], StackOptions(batch_size=8, check_every=5, max_steps=30,
-                                                  prefetch=1))
+    res = train_stack(
+        [easy, hard], StackOptions(batch_size=8, check_every=5, max_steps=30, prefetch=1)
+    )
     assert (res[0].steps, res[0].samples, res[0].reached) == (5, 40, True)
     assert easy.stream.consumed == 40  # prefetch=1: exactly the prompts it trained on
     assert (res[1].steps, res[1].samples, res[1].reached) == (30, None, False)
@@ -83,8 +92,9 @@ def test_out_of_memory_in_the_test_evaluation_halves_the_chunks(make_member, mon
 
     def run():
         members = [make_member("ffn", 4, 1, s, threshold=-1.0) for s in (0, 1)]
-        return train_stack(members, StackOptions(batch_size=8, check_every=5, max_steps=10,
-                                                 eval_elements=10**6))
+        return train_stack(
+            members, StackOptions(batch_size=8, check_every=5, max_steps=10, eval_elements=10**6)
+        )
 
     honest = run()
     plain, seen = FFNFamily.evaluate, []
@@ -103,8 +113,13 @@ def test_out_of_memory_in_the_test_evaluation_halves_the_chunks(make_member, mon
     for a, b in zip(honest, retried):
         assert [s for s, _ in a.curve] == [s for s, _ in b.curve] == [5, 10]
         assert a.test_mse == pytest.approx(b.test_mse, rel=1e-12)
-    monkeypatch.setattr(FFNFamily, "evaluate", lambda *a: (_ for _ in ()).throw(
-        torch.cuda.OutOfMemoryError("CUDA out of memory (planted)")))
+    monkeypatch.setattr(
+        FFNFamily,
+        "evaluate",
+        lambda *a: (_ for _ in ()).throw(
+            torch.cuda.OutOfMemoryError("CUDA out of memory (planted)")
+        ),
+    )
     with pytest.raises(torch.cuda.OutOfMemoryError):
         run()
 
@@ -134,7 +149,8 @@ def test_batched_equals_sequential_cuda(kind, published, specs, make_member):
         ]
 
     batched = train_stack(
-        members(), StackOptions(batch_size=8, check_every=3, max_steps=12, return_models=True))
+        members(), StackOptions(batch_size=8, check_every=3, max_steps=12, return_models=True)
+    )
     alone = [fit_until_threshold(m, batch_size=8, check_every=3, max_steps=12) for m in members()]
     for a, b in zip(batched, alone):
         assert a.steps == b.steps

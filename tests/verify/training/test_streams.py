@@ -1,4 +1,5 @@
 """Tests for verify/training/streams.py: the online stream of training prompts."""
+
 import torch
 
 from qstr.constructions.links import make_link
