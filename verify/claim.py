@@ -10,10 +10,12 @@ passes only when every check holds on the honest inputs and every fault makes it
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import inspect
 import math
-from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence, Tuple, Union
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Iterable, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -66,7 +68,8 @@ class Verdict:
     """What one check measured against what the paper promises.
 
     ``holds`` is decided by the constructor (``at_most``, ``at_least``, ``close``, ``exact``);
-    ``rounding`` is the floating-point term added to the bound (docs/derivations/rounding.md)."""
+    ``rounding`` is the floating-point term added to the bound (docs/derivations/rounding.md);
+    ``tol`` is a two-sided check's tolerance (``close``)."""
 
     measured: Number
     bound: Number
@@ -75,6 +78,7 @@ class Verdict:
     rounding: float = 0.0
     detail: str = ""
     dtype: str = "float64"
+    tol: float = 0.0
 
     @property
     def shown_bound(self) -> str:
@@ -82,6 +86,28 @@ class Verdict:
         bound = _fmt(self.bound)
         extra = f" + {self.rounding:.2g}" if self.rounding else ""
         return f"{self.relation} {bound}{extra}" if self.relation else f"{bound}{extra}"
+
+    @property
+    def slack(self) -> float:
+        """How far from failing, relative to the bound: (bound + term - measured) / (|bound| +
+        term) for <=, the mirror for >=, (tol + term - |measured - target|) / (tol + term) for
+        a two-sided check; +-1 for an exact one. Negative exactly when the check fails."""
+        if self.relation == "==" or not isinstance(self.measured, (int, float)):
+            return 1.0 if self.holds else -1.0
+        m, b, r = float(self.measured), float(self.bound), self.rounding
+        if not math.isfinite(m):
+            return -math.inf
+        if self.relation == "<=":
+            room, scale = b + r - m, abs(b) + r
+        elif self.relation == ">=":
+            room, scale = m - b + r, abs(b) + r
+        else:
+            room, scale = self.tol + r - abs(m - b), self.tol + r
+        return room / scale if scale > 0 else (0.0 if room >= 0 else -math.inf)
+
+    def labelled(self, label: str) -> "Verdict":
+        """The verdict with ``label`` (the case it comes from) at the front of its detail."""
+        return replace(self, detail=_detail(label, self.detail))
 
 
 def _fmt(value) -> str:
@@ -139,9 +165,8 @@ def close(
     term, what, dtype = _rounding(rounding, dtype)
     m, t = float(measured), float(target)
     ok = math.isfinite(m) and abs(m - t) <= float(tol) + term
-    return Verdict(
-        m, t, bool(ok), f"= (+- {tol:.2g})" if tol else "=", term, _detail(detail, what), dtype
-    )
+    relation = f"= (+- {tol:.2g})" if tol else "="
+    return Verdict(m, t, bool(ok), relation, term, _detail(detail, what), dtype, float(tol))
 
 
 def exact(measured: Any, expected: Any, detail: str = "", dtype: str = "exact") -> Verdict:
@@ -159,39 +184,141 @@ def _shown(value: Any) -> Number:
     )
 
 
+def worst(
+    cases: Iterable[Tuple[str, Verdict]],
+    key: Optional[Callable[[Verdict], float]] = None,
+) -> Verdict:
+    """The worst case of a check over many: of ``(label, verdict)`` pairs, the verdict with the
+    least ``slack`` (or the largest ``key(verdict)``), its label at the front of its detail.
+
+    With the default key the result fails exactly when some case fails."""
+    cases = list(cases)
+    if not cases:
+        raise ValueError("worst needs at least one (label, verdict) case")
+    rank = key or (lambda v: -v.slack)
+    label, verdict = max(cases, key=lambda c: rank(c[1]))
+    return verdict.labelled(f"worst {label}" if label else "")
+
+
+def _takes_context(fn: Callable) -> bool:
+    """Whether ``fn(inputs, ctx)`` asks for the context: a second positional parameter."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):  # a builtin without a signature: inputs only
+        return False
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
+        return True
+    return sum(p.kind in positional for p in params) >= 2
+
+
 @dataclass(frozen=True)
 class Check:
-    """A named check: ``run(inputs, ctx)`` measures one statement and returns a ``Verdict``."""
+    """A named check: ``fn(inputs)`` (or ``fn(inputs, ctx)``) measures one statement and returns
+    a ``Verdict``; ``run(inputs, ctx)`` calls it with the context only when it asks for one."""
 
     name: str
-    run: Callable[[Any, Context], Verdict]
+    fn: Callable[..., Verdict]
     statement: str = ""
     profiles: Sequence[str] = PROFILES  # where it runs (e.g. training only in full and gpu)
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"a check needs a non-empty string name, got {self.name!r}")
+        object.__setattr__(self, "profiles", tuple(self.profiles))
+
+    def run(self, inputs: Any, ctx: Optional[Context] = None) -> Verdict:
+        """The verdict on ``inputs`` (the default ``Context()`` when the check asks for one)."""
+        if _takes_context(self.fn):
+            return self.fn(inputs, ctx if ctx is not None else Context())
+        return self.fn(inputs)
+
+    __call__ = run
+
+
+def _check_name(target: Union[Check, str]) -> str:
+    return target.name if isinstance(target, Check) else target
 
 
 @dataclass(frozen=True)
 class Fault:
-    """A named fault: ``apply(inputs, ctx)`` returns broken inputs (a new object; the honest ones
-    are left as they are), on which every check named in ``breaks`` must fail."""
+    """A named fault: ``fn(inputs)`` (or ``fn(inputs, ctx)``) returns broken inputs (a new
+    object; the honest ones are left as they are), on which every check it ``breaks`` must fail.
+
+    ``breaks`` takes the ``Check`` objects (or their names); it keeps their names."""
 
     name: str
-    apply: Callable[[Any, Context], Any]
+    fn: Callable[..., Any]
     breaks: Tuple[str, ...]
     profiles: Sequence[str] = PROFILES  # where it runs: within every target's profiles
 
     def __post_init__(self):
-        breaks = (self.breaks,) if isinstance(self.breaks, str) else tuple(self.breaks)
-        object.__setattr__(self, "breaks", breaks)
+        raw = self.breaks
+        targets = (raw,) if isinstance(raw, (str, Check)) else tuple(raw)
+        object.__setattr__(self, "breaks", tuple(_check_name(t) for t in targets))
         object.__setattr__(self, "profiles", tuple(self.profiles))
-        if not breaks:
+        if not targets:
             raise ValueError(
                 f"fault {self.name!r} breaks no check: name the checks it must make fail"
             )
 
+    def apply(self, inputs: Any, ctx: Optional[Context] = None) -> Any:
+        """The broken inputs (the default ``Context()`` when the fault asks for one)."""
+        if _takes_context(self.fn):
+            return self.fn(inputs, ctx if ctx is not None else Context())
+        return self.fn(inputs)
+
+    __call__ = apply
+
+
+# ---------------------------------------------------------------- the common faults
+
+
+def replaced(**changes: Any) -> Callable[[Any], Any]:
+    """A fault's edit: the inputs with fields replaced by the given values (a bound function
+    substituted, a record swapped): ``replaced(risk_floor=slipped_floor)``."""
+
+    def apply(inputs):
+        return dataclasses.replace(inputs, **changes)
+
+    return apply
+
+
+def edited(**edits: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """A fault's edit: each named field of the inputs replaced by ``edit(old value)``."""
+
+    def apply(inputs):
+        return dataclasses.replace(
+            inputs, **{name: edit(getattr(inputs, name)) for name, edit in edits.items()}
+        )
+
+    return apply
+
+
+def mapped(field: str, edit: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """A fault's edit over cases: the tuple ``inputs.<field>`` with ``edit`` applied to each."""
+
+    def apply(inputs):
+        cases = tuple(edit(case) for case in getattr(inputs, field))
+        return dataclasses.replace(inputs, **{field: cases})
+
+    return apply
+
+
+def fields_edited(**edits: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """An edit of one record (a guarantee, a case): each named field replaced by ``edit(record)``
+    (the whole record, so a slip can read its other fields). Compose with ``mapped``."""
+
+    def apply(record):
+        return dataclasses.replace(record, **{name: f(record) for name, f in edits.items()})
+
+    return apply
+
 
 @dataclass(frozen=True)
 class Ref:
-    """Where the claim is in the paper: the arXiv v1 numbering and the conference version's."""
+    """Where the claim is in the paper: the arXiv v1 numbering and the conference version's
+    (the same when not given)."""
 
     seed: str
     conference: str = ""
@@ -203,28 +330,142 @@ class Ref:
         return self.seed if self.seed == self.conference else f"{self.seed} / {self.conference}"
 
 
-@dataclass(frozen=True)
 class Claim:
-    """A statement of the paper checked on the objects users get.
+    """A statement of the paper checked on the objects users get (docs/claims.md).
 
-    ``inputs(ctx)`` builds the honest inputs; ``builds`` and ``bounds`` are the functions that build
-    its object and evaluate its bound; ``derivation`` is the page of docs/derivations it follows."""
+    Declared at the top of its module and filled where its parts are written: ``@claim.inputs``
+    on the function of the ``Context`` that builds the honest inputs, ``@claim.check(name)`` on
+    each check, ``@claim.fault(name, breaks=(check, ...))`` on each fault (or ``claim.fault(name,
+    breaks=..., apply=replaced(...))``). ``builds`` and ``bounds`` are the functions that build its
+    object and evaluate its bound; ``derivation`` is its page of docs/derivations. Checks, faults
+    and inputs may also be given whole to the constructor."""
 
-    id: str
-    ref: Ref
-    statement: str
-    inputs: Callable[[Context], Any]
-    checks: Sequence[Check]
-    faults: Sequence[Fault]
-    builds: Sequence[Callable] = ()
-    bounds: Sequence[Callable] = ()
-    derivation: str = ""
-    profiles: Sequence[str] = PROFILES
+    def __init__(  # noqa: PLR0913 - the public constructor: a claim's declared fields
+        self,
+        id: str,
+        ref: Ref,
+        statement: str,
+        inputs: Optional[Callable[[Context], Any]] = None,
+        checks: Sequence[Check] = (),
+        faults: Sequence[Fault] = (),
+        builds: Sequence[Callable] = (),
+        bounds: Sequence[Callable] = (),
+        derivation: str = "",
+        profiles: Sequence[str] = PROFILES,
+    ):
+        if not id or not isinstance(id, str):
+            raise ValueError(f"a claim needs a non-empty string id, got {id!r}")
+        if not isinstance(ref, Ref):
+            raise ValueError(f"claim {id!r}: ref must be a Ref(seed, conference), got {ref!r}")
+        self.id, self.ref, self.statement, self.derivation = id, ref, statement, derivation
+        self.builds, self.bounds, self.profiles = tuple(builds), tuple(bounds), tuple(profiles)
+        self._inputs: Optional[Callable[[Context], Any]] = None
+        self.checks: Tuple[Check, ...] = ()
+        self.faults: Tuple[Fault, ...] = ()
+        _known_profiles(self.id, self.profiles)
+        if inputs is not None:
+            self.inputs(inputs)
+        for c in checks:
+            self._add_check(c)
+        for f in faults:
+            self._add_fault(f)
+        if checks or faults:
+            self.require_complete()
 
-    def __post_init__(self):
-        for name in ("checks", "faults", "builds", "bounds", "profiles"):
-            object.__setattr__(self, name, tuple(getattr(self, name)))
-        _require_declared(self)
+    def __repr__(self) -> str:
+        return f"Claim({self.id!r}, {len(self.checks)} checks, {len(self.faults)} faults)"
+
+    # ------------------------------------------------------------ declaring
+
+    def inputs(self, fn_or_ctx):
+        """Decorating ``fn(ctx)``: it builds the honest inputs (returned unchanged). Called with a
+        ``Context``: the honest inputs for that run."""
+        if isinstance(fn_or_ctx, Context):
+            if self._inputs is None:
+                raise ValueError(f"claim {self.id!r} declares no inputs (@claim.inputs)")
+            return self._inputs(fn_or_ctx)
+        if not callable(fn_or_ctx):
+            raise ValueError(f"claim {self.id!r}: inputs must be a function of the Context")
+        if self._inputs is not None:
+            raise ValueError(f"claim {self.id!r} declares its inputs twice")
+        self._inputs = fn_or_ctx
+        return fn_or_ctx
+
+    @property
+    def inputs_function(self) -> Optional[Callable[[Context], Any]]:
+        """The function that builds the honest inputs (where the claim's source lives)."""
+        return self._inputs
+
+    def check(self, name: str, statement: str = "", profiles: Sequence[str] = PROFILES):
+        """Decorator: ``fn`` becomes the claim's check ``name`` (the ``Check`` is returned; it is
+        callable, so ``fn(inputs)`` still works)."""
+
+        def declare(fn: Callable[..., Verdict]) -> Check:
+            return self._add_check(Check(name, fn, statement or (fn.__doc__ or ""), profiles))
+
+        return declare
+
+    def fault(
+        self,
+        name: str,
+        breaks: Union[Check, str, Sequence[Union[Check, str]]],
+        apply: Optional[Callable[..., Any]] = None,
+        profiles: Sequence[str] = PROFILES,
+    ):
+        """The fault ``name`` that must make each check in ``breaks`` fail: with ``apply``, declared
+        at once (and returned); without, a decorator for the function that breaks the inputs."""
+
+        def declare(fn: Callable[..., Any]) -> Fault:
+            return self._add_fault(Fault(name, fn, breaks, profiles))
+
+        return declare if apply is None else declare(apply)
+
+    def _add_check(self, check: Check) -> Check:
+        if not isinstance(check, Check):
+            raise ValueError(f"claim {self.id!r}: a check must be a Check, got {check!r}")
+        if any(c.name == check.name for c in self.checks):
+            raise ValueError(f"claim {self.id!r}: two checks named {check.name!r}")
+        _known_profiles(self.id, check.profiles)
+        self.checks += (check,)
+        return check
+
+    def _add_fault(self, fault: Fault) -> Fault:
+        if not isinstance(fault, Fault):
+            raise ValueError(f"claim {self.id!r}: a fault must be a Fault, got {fault!r}")
+        if any(f.name == fault.name for f in self.faults):
+            raise ValueError(f"claim {self.id!r}: fault names repeat: {fault.name!r}")
+        _known_profiles(self.id, fault.profiles)
+        names = [c.name for c in self.checks]
+        unknown = [b for b in fault.breaks if b not in names]
+        if unknown:
+            raise ValueError(
+                f"claim {self.id!r}: fault {fault.name!r} breaks unknown check(s) {unknown}; "
+                f"checks: {names}"
+            )
+        idle = {
+            b for b in fault.breaks for p in fault.profiles if p not in self.check_named(b).profiles
+        }
+        if idle:
+            raise ValueError(
+                f"claim {self.id!r}: fault {fault.name!r} runs in profiles where its "
+                f"check(s) {sorted(idle)} do not"
+            )
+        self.faults += (fault,)
+        return fault
+
+    def require_complete(self) -> "Claim":
+        """Inputs declared, at least one check and at least one fault (else ``ValueError``)."""
+        if self._inputs is None:
+            raise ValueError(f"claim {self.id!r} declares no inputs (@claim.inputs)")
+        if not self.checks:
+            raise ValueError(f"claim {self.id!r} needs at least one check")
+        if not self.faults:
+            raise ValueError(
+                f"claim {self.id!r} declares no fault: a check that cannot fail is a defect"
+            )
+        return self
+
+    # ------------------------------------------------------------ reading
 
     def checks_in(self, profile: str) -> Tuple[Check, ...]:
         """The checks that run in ``profile``."""
@@ -234,7 +475,7 @@ class Claim:
         """The faults that run in ``profile``."""
         return tuple(f for f in self.faults if profile in f.profiles)
 
-    def fault(self, name: str) -> Fault:
+    def fault_named(self, name: str) -> Fault:
         """The fault called ``name``."""
         for f in self.faults:
             if f.name == name:
@@ -244,7 +485,7 @@ class Claim:
             f"{', '.join(f.name for f in self.faults)}"
         )
 
-    def check(self, name: str) -> Check:
+    def check_named(self, name: str) -> Check:
         """The check called ``name``."""
         for c in self.checks:
             if c.name == name:
@@ -255,42 +496,9 @@ class Claim:
         )
 
 
-def _require_declared(claim: Claim) -> None:
-    """Checks named uniquely, at least one fault, and each fault targets checks of the claim."""
-    if not claim.id or not isinstance(claim.id, str):
-        raise ValueError(f"a claim needs a non-empty string id, got {claim.id!r}")
-    if not isinstance(claim.ref, Ref):
-        raise ValueError(
-            f"claim {claim.id!r}: ref must be a Ref(seed, conference), got {claim.ref!r}"
-        )
-    names = [c.name for c in claim.checks]
-    if not names or len(set(names)) != len(names):
-        raise ValueError(
-            f"claim {claim.id!r} needs at least one check, each with its own name; got {names}"
-        )
-    if not claim.faults:
-        raise ValueError(
-            f"claim {claim.id!r} declares no fault: a check that cannot fail is a defect"
-        )
-    faults = [f.name for f in claim.faults]
-    if len(set(faults)) != len(faults):
-        raise ValueError(f"claim {claim.id!r}: fault names repeat: {faults}")
-    for f in claim.faults:
-        unknown = [b for b in f.breaks if b not in names]
-        if unknown:
-            raise ValueError(
-                f"claim {claim.id!r}: fault {f.name!r} breaks unknown check(s) {unknown}; "
-                f"checks: {names}"
-            )
-        idle = {b for b in f.breaks for p in f.profiles if p not in claim.check(b).profiles}
-        if idle:
-            raise ValueError(
-                f"claim {claim.id!r}: fault {f.name!r} runs in profiles where its "
-                f"check(s) {sorted(idle)} do not"
-            )
-    parts = (claim, *claim.checks, *claim.faults)
-    bad = [p for c in parts for p in c.profiles if p not in PROFILES]
+def _known_profiles(claim_id: str, profiles: Sequence[str]) -> None:
+    bad = [p for p in profiles if p not in PROFILES]
     if bad:
         raise ValueError(
-            f"claim {claim.id!r}: unknown profile(s) {bad}; profiles: {', '.join(PROFILES)}"
+            f"claim {claim_id!r}: unknown profile(s) {bad}; profiles: {', '.join(PROFILES)}"
         )

@@ -122,7 +122,7 @@ class FaultItem(_ClaimItem):
 
     def runtest(self):
         broken = self.fault.apply(self.parent.inputs(), self.parent.ctx)
-        results = [self._run(self.parent.claim.check(n), broken) for n in self.fault.breaks]
+        results = [self._run(self.parent.claim.check_named(n), broken) for n in self.fault.breaks]
         missed = [r for r in results if r.holds or r.error]
         if missed:
             raise ClaimFailed(
@@ -141,7 +141,7 @@ def _context(config):
 
 def _path(claim, default: Path) -> Path:
     try:
-        return Path(inspect.getsourcefile(claim.inputs))
+        return Path(inspect.getsourcefile(claim.inputs_function))
     except TypeError:
         return default
 

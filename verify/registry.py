@@ -104,7 +104,9 @@ REGISTRY: Dict[str, Claim] = {}
 
 
 def register(claim: Claim) -> Claim:
-    """Add ``claim`` to the registry (ids are unique); returns it."""
+    """Add ``claim`` to the registry (ids are unique); returns it. A claim declared piece by piece
+    (``@claim.check``, ``@claim.fault``) is held complete by ``require_complete`` once its module
+    is imported."""
     if not isinstance(claim, Claim):
         raise ValueError(f"register takes a qstr.verify.claim.Claim, got {type(claim).__name__}")
     if claim.id in REGISTRY:
@@ -131,7 +133,15 @@ def load_claims(module: str) -> List[Claim]:
         raise ValueError(f"--claims {module}: cannot import it ({exc})") from None
     except SyntaxError as exc:
         raise ValueError(f"--claims {module}: line {exc.lineno}: {exc.msg}") from None
-    return [c for cid, c in REGISTRY.items() if cid not in before]
+    return require_complete([c for cid, c in REGISTRY.items() if cid not in before])
+
+
+def require_complete(claims: List[Claim]) -> List[Claim]:
+    """Each claim has its inputs, a check and a fault (``ValueError`` naming the first that does
+    not); returns ``claims``."""
+    for claim in claims:
+        claim.require_complete()
+    return claims
 
 
 def _error_line() -> str:
@@ -167,7 +177,7 @@ def _run_fault(claim: Claim, fault: Fault, inputs: Any, ctx: Context) -> FaultRe
         broken = fault.apply(inputs, ctx)
     except Exception as exc:  # noqa: BLE001 - a fault that cannot be applied catches nothing
         return FaultResult(fault.name, fault.breaks, False, error=f"{_error_line()} ({exc})")
-    checks = [run_check(claim.check(name), broken, ctx) for name in fault.breaks]
+    checks = [run_check(claim.check_named(name), broken, ctx) for name in fault.breaks]
     caught = all(not c.holds and not c.error for c in checks)
     return FaultResult(fault.name, fault.breaks, caught, checks)
 

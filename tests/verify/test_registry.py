@@ -79,7 +79,7 @@ def test_declaration_is_checked():
         Claim(**ok, faults=[Fault("f", lambda i, c: i, breaks=("b",))])
     with pytest.raises(ValueError, match="breaks no check"):
         Fault("f", lambda i, c: i, breaks=())
-    with pytest.raises(ValueError, match="each with its own name"):
+    with pytest.raises(ValueError, match="two checks named"):
         Claim(**{**ok, "checks": ok["checks"] * 2}, faults=[Fault("f", lambda i, c: i, breaks="a")])
     with pytest.raises(ValueError, match="ref must be a Ref"):
         Claim(**{**ok, "ref": "Lemma 1"}, faults=[Fault("f", lambda i, c: i, breaks="a")])
@@ -145,8 +145,9 @@ def test_checks_and_faults_run_in_their_profiles_only():
 
 def test_checks_and_faults_are_found_by_name():
     c = _claim()
-    assert c.check("le 5").name == "le 5" and c.fault("three").breaks == ("le 2",)
+    assert c.check_named("le 5").name == "le 5"
+    assert c.fault_named("three").breaks == ("le 2",)
     with pytest.raises(ValueError, match="has no fault 'four'; its faults: three"):
-        c.fault("four")
+        c.fault_named("four")
     with pytest.raises(ValueError, match="has no check 'le 9'"):
-        c.check("le 9")
+        c.check_named("le 9")
