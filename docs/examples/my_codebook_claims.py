@@ -5,7 +5,7 @@ or as pytest items:                 pytest --qstr --qstr-claims docs/examples/my
 (docs/claims.md walks through it.)
 """
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 
@@ -14,11 +14,23 @@ from qstr.constructions.attention import Construction, lemma11_adversarial_promp
 from qstr.constructions.codes import Codebook
 from qstr.constructions.links import affine_net
 from qstr.constructions.task import gather_tokens
-from qstr.verify.claim import Check, Claim, Context, Fault, Ref, Verdict, at_most
+from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, edited
 from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding
 
 N, D, Q, EPS, R_X = 64, 4, 2, 0.05, 2.0
+
+claim = register(
+    Claim(
+        "my-lemma-11",
+        Ref("Lemma 11"),
+        statement=f"Lemma 11 on my sign codebook (N={N}, q=H={Q}): the worst prompt's error "
+        f"<= the guarantee <= {EPS}",
+        builds=(lemma11,),
+        bounds=(lemma11,),
+        derivation="docs/derivations/lemma11.md",
+    )
+)
 
 
 def my_codebook(generator: torch.Generator) -> Codebook:
@@ -35,6 +47,7 @@ class Inputs:
     bound: float  # the attached guarantee's error bound
 
 
+@claim.inputs
 def inputs(ctx: Context) -> Inputs:
     """Lemma 11's construction at eps on my codebook, for a net affine on the r_x-ball."""
     u = torch.randn(D, generator=ctx.generator("my-lemma-11/u"), dtype=torch.float64)
@@ -45,7 +58,8 @@ def inputs(ctx: Context) -> Inputs:
     return Inputs(cons, net, w.view(Q, D).sum(0), cons.guarantee.error_bound)
 
 
-def worst_prompt_within_bound(inp: Inputs, ctx: Context) -> Verdict:
+@claim.check("worst prompt within bound")
+def worst_prompt_within_bound(inp: Inputs) -> Verdict:
     """The error at Lemma 11's worst prompt for an affine net is at most the guarantee."""
     x, t = lemma11_adversarial_prompt(inp.construction, inp.direction, r_x=R_X)
     with torch.no_grad():
@@ -53,30 +67,15 @@ def worst_prompt_within_bound(inp: Inputs, ctx: Context) -> Verdict:
     return at_most(err, inp.bound, Rounding(n=N + 64, scale=R_X, what="(N + 64) eps r_x"))
 
 
-def guarantee_meets_eps(inp: Inputs, ctx: Context) -> Verdict:
+@claim.check("guarantee meets eps")
+def guarantee_meets_eps(inp: Inputs) -> Verdict:
     """The guarantee attached to the construction is at most the eps asked for."""
     return at_most(inp.bound, EPS)
 
 
-def scores_halved(inp: Inputs, ctx: Context) -> Inputs:
-    """The same weights at half the attention scale alpha: the softmax leaks more than promised."""
-    return replace(inp, construction=inp.construction.with_alpha(inp.construction.alpha / 2))
-
-
-register(
-    Claim(
-        id="my-lemma-11",
-        ref=Ref("Lemma 11"),
-        statement=f"Lemma 11 on my sign codebook (N={N}, q=H={Q}): the worst prompt's error "
-        f"<= the guarantee <= {EPS}",
-        inputs=inputs,
-        checks=[
-            Check("worst prompt within bound", worst_prompt_within_bound),
-            Check("guarantee meets eps", guarantee_meets_eps),
-        ],
-        faults=[Fault("scores halved", scores_halved, breaks=("worst prompt within bound",))],
-        builds=(lemma11,),
-        bounds=(lemma11,),
-        derivation="docs/derivations/lemma11.md",
-    )
+# The same weights at half the attention scale alpha: the softmax leaks more than promised.
+claim.fault(
+    "scores halved",
+    breaks=worst_prompt_within_bound,
+    apply=edited(construction=lambda cons: cons.with_alpha(cons.alpha / 2)),
 )
