@@ -11,8 +11,17 @@ from qstr.verify import registry
 
 # in table order, one claim module per line
 from qstr.verify.claims import (  # noqa: F401  (importing a claim module registers its claims)
-    setup,
-    auxiliary,
+    assumption_3,
+    data_model,
+    assumption_1,
+    assumption_2,
+    lemma_12,
+    rs_hadamard_codes,
+    experimental_encoding,
+    lemma_40,
+    lemma_39,
+    lemma_41,
+    lemma_42,
     transformer,
     export,
     experiments,

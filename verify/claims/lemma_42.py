@@ -1,0 +1,548 @@
+"""Lemma 42 (Appendix D): an explicit two-layer ReLU net for an L-Lipschitz function on a ball,
+its sup-error certified within its bound (docs/derivations/lemmas-39-41-42.md)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Callable, Iterable, Optional, Tuple
+
+import torch
+
+from qstr.bounds.lipschitz import (
+    LipschitzNet,
+    SupCertificate,
+    ball_grid,
+    certify_sup_error,
+    fk_moments,
+    lemma42_net,
+    ridge_curvatures,
+    ridge_interval_counts,
+    smoothing_error_bound,
+)
+from qstr.constructions.links import TwoLayerNet
+from qstr.constructions.lipschitz import (
+    fk_coefficients,
+    fourier_ridges,
+    interpolation_net,
+    net_lipschitz_bound,
+    ridge_net,
+)
+from qstr.verify.adversarial import worst_case_tokens
+from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, mapped, replaced, worst
+from qstr.verify.registry import register
+from qstr.verify.rounding import Rounding, two_layer
+
+FK_CASES = ((1, 1), (3, 3), (8, 2), (16, 2))  # (degree n, coordinates k)
+COVER_SPACING = {1: 2e-3, 2: 2.5e-2}  # grid spacing of the covering check, per k
+# step 6: the ridges' share f of the error when a degree is given, restated from the derivation
+# (independent of qstr.bounds.lipschitz.RIDGE_FRACTION, which the check holds to it)
+RIDGE_FRACTION = 0.1
+
+claim = register(
+    Claim(
+        "lemma-42",
+        Ref("Lemma 42"),
+        statement=(
+            "explicit two-layer ReLU net for an L-Lipschitz f on the R-ball of R^k (k=1 "
+            "interpolation, k=2 Fourier-ridge): sup-error, certified on the ball by grid + "
+            "Lipschitz slack, within its bound"
+        ),
+        builds=(interpolation_net, fourier_ridges, ridge_net),
+        bounds=(
+            lemma42_net,
+            smoothing_error_bound,
+            fk_moments,
+            ridge_curvatures,
+            ridge_interval_counts,
+            certify_sup_error,
+            ball_grid,
+            net_lipschitz_bound,
+        ),
+        derivation="docs/derivations/lemmas-39-41-42.md",
+    )
+)
+
+
+@dataclass(frozen=True)
+class LipschitzCase:
+    """An L-Lipschitz ``f`` on the R-ball of R^k, the net built for it, and how it is probed."""
+
+    name: str
+    f: Callable[[torch.Tensor], torch.Tensor]
+    L: float  # f's Lipschitz constant: the certificate's slack uses it
+    built: LipschitzNet
+    eps: Optional[float]  # the sup-error asked for (None: built for a degree)
+    starts: torch.Tensor  # (64, 1, k) starting points of the adversarial search
+    cert: SupCertificate  # certify_sup_error of f and the net on ctx.device
+    rounding: Rounding  # the net's rounding term on the ball
+
+    def __str__(self) -> str:
+        b = self.built
+        return f"{self.name} (k={b.k}, L={self.L:.3g}, R={b.R:.3g}, {b.method} n={b.degree})"
+
+
+@dataclass(frozen=True)
+class Lemma42Inputs:
+    """Lemma 42's nets with their functions; the kernel moments, smoothing bound and grid that its
+    certificate rests on (docs/derivations/lemmas-39-41-42.md)."""
+
+    cases: Tuple[LipschitzCase, ...]
+    moments: Callable[[int, int], Tuple[float, float]]  # fk_moments(n, k) = (m2, m4)
+    smoothing: Callable[[int, int, float, float], float]  # smoothing_error_bound(n, k, L, R)
+    grid: Callable[[float, int, float], Tuple[torch.Tensor, float]]  # ball_grid(R, k, spacing)
+    probes: Tuple[torch.Tensor, ...]  # per k = 1, 2: 4096 points of the unit ball and sphere
+    steps: int  # projected-Adam steps of the adversarial search
+    lipschitz: Callable[[TwoLayerNet], float] = net_lipschitz_bound  # the certificate's Lip(net)
+
+
+def _starts(ctx: Context, i: int, k: int, R: float) -> torch.Tensor:
+    g = ctx.generator("lemma-42/starts", i, device=ctx.device)
+    kw = dict(generator=g, dtype=torch.float64, device=ctx.device)
+    x0 = torch.randn(64, 1, k, **kw)
+    return x0 / x0.norm(dim=-1, keepdim=True) * R * torch.rand(64, 1, 1, **kw)
+
+
+def _probes(ctx: Context, k: int) -> torch.Tensor:
+    """2048 points uniform in the unit ball of R^k, then 2048 on its sphere."""
+    g = ctx.generator("lemma-42/probes", k)
+    x = torch.randn(4096, k, generator=g, dtype=torch.float64)
+    x = x / x.norm(dim=1, keepdim=True)
+    x[:2048] *= torch.rand(2048, 1, generator=g, dtype=torch.float64) ** (1 / k)
+    return x
+
+
+def _functions(ctx: Context):
+    """(name, f, L, R, k, build arguments): 1-D and 2-D Lipschitz functions, Lemma 22's product."""
+    n2, sqrt2 = ctx.pick(quick=8, full=16), math.sqrt(2)
+    return [
+        ("sin(3x)", lambda x: torch.sin(3 * x[..., 0]), 3.0, 1.0, 1, dict(eps=0.05)),
+        ("|x - 1/3| - 1/2", lambda x: (x[..., 0] - 1 / 3).abs() - 0.5, 1.0, 2.0, 1, dict(eps=0.01)),
+        ("xy on the sqrt2-ball (Lemma 22)", _product, sqrt2, sqrt2, 2, dict(degree=n2)),
+        ("||x||", lambda x: x.norm(dim=-1), 1.0, 1.0, 2, dict(degree=n2)),
+        ("||x|| to eps 0.6", lambda x: x.norm(dim=-1), 1.0, 1.0, 2, dict(eps=0.6)),
+        ("sin x1 + cos 2x2", _sin_cos, math.sqrt(5), 1.0, 2, dict(degree=n2)),
+    ]
+
+
+def _product(x: torch.Tensor) -> torch.Tensor:
+    return x[..., 0] * x[..., 1]
+
+
+def _sin_cos(x: torch.Tensor) -> torch.Tensor:
+    return torch.sin(x[..., 0]) + torch.cos(2 * x[..., 1])
+
+
+@claim.inputs
+def lemma42_inputs(ctx: Context) -> Lemma42Inputs:
+    """The nets lemma42_net builds for six functions (k = 1: interpolation; k = 2:
+    Fourier-ridge)."""
+    cases = tuple(
+        _case(
+            name,
+            f,
+            L,
+            lemma42_net(f, L=L, R=R, k=k, **kw),
+            kw.get("eps"),
+            _starts(ctx, i, k, R),
+            ctx,
+        )
+        for i, (name, f, L, R, k, kw) in enumerate(_functions(ctx))
+    )
+    probes = (_probes(ctx, 1), _probes(ctx, 2))
+    steps = ctx.pick(quick=15, full=60)
+    return Lemma42Inputs(cases, fk_moments, smoothing_error_bound, ball_grid, probes, steps)
+
+
+def _case(
+    name: str,
+    f,
+    L: float,
+    b: LipschitzNet,
+    eps: Optional[float],
+    starts: torch.Tensor,
+    ctx: Context,
+) -> LipschitzCase:
+    """The case with its certificate, certify_sup_error on ctx.device (grid + (L + Lip(net)) rho),
+    and the net's rounding term on the ball (its corners bound |x|)."""
+    net = b.net.to(device=ctx.device)
+    cert = _certificate(f, b, L, b.R, ctx)
+    corners = b.R * torch.ones(1, b.k, dtype=torch.float64, device=ctx.device)
+    rnd = two_layer(
+        net.W, net.b, net.a[None, :], corners, what="(k + width + 2) eps max|a|(|W| R + |b|)"
+    )
+    return LipschitzCase(name, f, L, b, eps, starts, cert, rnd)
+
+
+def _certificate(f, b: LipschitzNet, L: float, R: float, ctx: Context) -> SupCertificate:
+    """certify_sup_error of f and b's net on the R-ball, on ctx.device, at the profile's spacing."""
+    spacing = ctx.pick(quick=2e-4 if b.k == 1 else 2.5e-2, full=2e-5 if b.k == 1 else 8e-3)
+    net = b.net.to(device=ctx.device)
+    return certify_sup_error(f, net, L=L, R=R, k=b.k, spacing=spacing)
+
+
+def _largest(cases: Iterable[Tuple[str, Verdict]]) -> Verdict:
+    """The case with the largest measured ratio or gap (the checks below rank cases so)."""
+    return worst(cases, key=lambda v: v.measured)
+
+
+def _ridged(inp: Lemma42Inputs) -> Iterable[LipschitzCase]:
+    """The k >= 2 cases (the Fourier-ridge nets)."""
+    return (c for c in inp.cases if c.built.k >= 2)
+
+
+@claim.check("certified sup-error <= error bound")
+def lemma42_certified(inp: Lemma42Inputs) -> Verdict:
+    """Lemma 42: the certified sup_ball |f - net| is within the net's error bound; the largest
+    certified / bound over the functions (docs/derivations/lemmas-39-41-42.md, step 7)."""
+
+    def ratio(c: LipschitzCase) -> Verdict:
+        upper, bound = c.cert.upper, c.built.error_bound
+        rnd = c.rounding.times(1 / bound, "1/bound")
+        return at_most(
+            upper / bound, 1.0, rnd, detail=f"certified {upper:.4f} vs bound {bound:.4f}"
+        )
+
+    return _largest((str(c), ratio(c)) for c in inp.cases)
+
+
+@claim.check("error bound <= eps asked")
+def lemma42_eps(inp: Lemma42Inputs) -> Verdict:
+    """A net built for a sup-error eps has an error bound within eps; the largest bound / eps."""
+    rnd = Rounding(n=4, scale=1.0, what="4 eps (L h / 2 / eps, sums of two terms), relative")
+    return _largest(
+        (
+            str(c),
+            at_most(
+                c.built.error_bound / c.eps,
+                1.0,
+                rnd,
+                detail=f"bound {c.built.error_bound:.4f} vs eps {c.eps:g}",
+            ),
+        )
+        for c in inp.cases
+        if c.eps is not None
+    )
+
+
+def _seen(case: LipschitzCase, ctx: Context, steps: int) -> float:
+    """The largest |f - net| found by projected Adam from the case's starting points."""
+    net = case.built.net.to(device=ctx.device)
+
+    def err(x):
+        return (case.f(x[:, 0]) - net(x)).abs()
+
+    x = worst_case_tokens(err, case.starts.to(ctx.device), case.built.R, steps=steps, lr=0.05)
+    return float(err(x).max())
+
+
+@claim.check("error seen <= certified")
+def lemma42_seen(inp: Lemma42Inputs, ctx: Context) -> Verdict:
+    """No error found (grid maximum, projected Adam) exceeds the certificate; the largest seen /
+    certified."""
+
+    def ratio(c: LipschitzCase) -> Verdict:
+        found, upper = max(c.cert.lower, _seen(c, ctx, inp.steps)), c.cert.upper
+        rnd = c.rounding.times(1 / upper, "1/certified")
+        return at_most(found / upper, 1.0, rnd, detail=f"seen {found:.4f} vs certified {upper:.4f}")
+
+    return _largest((str(c), ratio(c)) for c in inp.cases)
+
+
+def _ridge_error(built: LipschitzNet) -> float:
+    """Step 6: sum_v S_v (2R / K_v)^2 / 8 over the ridges (S_v, K_v)."""
+    return sum(S * (2 * built.R / K) ** 2 / 8 for S, K in built.ridges)
+
+
+@claim.check("ridge error <= ridge budget")
+def lemma42_ridges(inp: Lemma42Inputs) -> Verdict:
+    """Step 6 (k >= 2): the ridges' interpolation error sum_v S_v (2R / K_v)^2 / 8 is within the
+    ridge budget eps_ridge; the largest error / budget."""
+
+    def ratio(b: LipschitzNet) -> Verdict:
+        rnd = Rounding(n=4 * len(b.ridges), scale=1.0, what="4 (ridges) eps, relative")
+        return at_most(_ridge_error(b) / b.ridge_budget, 1.0, rnd, detail=f"{len(b.ridges)} ridges")
+
+    return _largest((str(c), ratio(c.built)) for c in _ridged(inp))
+
+
+def _split_gap(c: LipschitzCase, smoothing) -> float:
+    """Relative gap of c's eps_smooth and eps_ridge to steps 4 and 6: eps_smooth(n, k, L, R), and
+    eps_ridge = f / (1 - f) eps_smooth (a degree given) or eps - eps_smooth (a target eps)."""
+    b = c.built
+    smooth = smoothing(b.degree, b.k, b.L, b.R)
+    ridge = RIDGE_FRACTION / (1 - RIDGE_FRACTION) * smooth if c.eps is None else c.eps - smooth
+    return max(abs(b.smooth_error - smooth) / smooth, abs(b.ridge_budget - ridge) / ridge)
+
+
+@claim.check("error split as derived (eps_smooth, eps_ridge)")
+def lemma42_split(inp: Lemma42Inputs) -> Verdict:
+    """Steps 4 and 6 (k >= 2): the error splits into eps_smooth, the kernel's bound, and the ridge
+    budget eps_ridge as derived; the largest relative gap over the nets."""
+    rnd = Rounding(n=8, scale=1.0, what="8 eps (a ratio, a difference), relative")
+    return _largest((str(c), at_most(_split_gap(c, inp.smoothing), 0.0, rnd)) for c in _ridged(inp))
+
+
+def fk_smoothing(f, n: int, k: int, R: float, x: torch.Tensor) -> torch.Tensor:
+    """Lemma 42, steps 1-2: T(x) = G^-k sum_j F(y_j) K(x - y_j) on the default grid
+    G = 2(n + 2), F = f of the folded (period 4R), ball-projected grid points, K the tensorised
+    Fejer-Korovkin kernel."""
+    G, P = 2 * (n + 2), 4 * R
+    y = -2 * R + P * torch.arange(G, dtype=torch.float64, device=x.device) / G
+    folded = R - ((y + R).remainder(P) - 2 * R).abs()
+    mesh = torch.stack(torch.meshgrid(*([folded] * k), indexing="ij"), dim=-1)
+    norm = mesh.norm(dim=-1, keepdim=True)
+    F = f(mesh * torch.clamp(R / norm.clamp_min(1e-300), max=1.0))  # (G,)*k
+    c = fk_coefficients(n).to(x.device)
+    ls = torch.arange(1, n + 1, dtype=torch.float64, device=x.device)
+    theta = 2 * math.pi * (x[:, :, None] - y) / P  # (M, k, G)
+    kappa = 1 + 2 * (c[1:] * torch.cos(ls * theta[..., None])).sum(-1)
+    out = torch.einsum("j...,mj->m...", F, kappa[:, 0])  # one grid coordinate at a time
+    for i in range(1, k):
+        out = torch.einsum("mj...,mj->m...", out, kappa[:, i])
+    return out / G**k
+
+
+@claim.check("net = FK smoothing T within the ridge error")
+def lemma42_ridges_of_t(inp: Lemma42Inputs, ctx: Context) -> Verdict:
+    """Steps 5-6 (k >= 2): the net is the smoothing T, a sum of ridges, up to the ridges'
+    interpolation error: max |net - T| over the probes of the R-ball (T by the discrete
+    convolution of step 2, not by the FFT the builder uses) is within sum_v S_v h_v^2 / 8."""
+
+    def ratio(c: LipschitzCase) -> Verdict:
+        b = c.built
+        x = b.R * inp.probes[b.k - 1].to(ctx.device)
+        T = fk_smoothing(c.f, b.degree, b.k, b.R, x)
+        gap = float((b.net.to(device=ctx.device)(x[:, None, :]).reshape(-1) - T).abs().max())
+        error = _ridge_error(b)
+        return at_most(
+            gap / error,
+            1.0,
+            c.rounding.times(1 / error, "1/ridge error"),
+            detail=f"|net - T| {gap:.3g} against the ridges' {error:.3g}",
+        )
+
+    return _largest((str(c), ratio(c)) for c in _ridged(inp) if c.built.method == "fourier-ridge")
+
+
+def _grid_moments(n: int, k: int) -> Tuple[float, float]:
+    """E_w sigma^2 and E_w sigma^4 under w_j = (1 + 2 sum_l c_l cos(l theta_j)) / G per coordinate,
+    sigma^2 = sum_i sin^2(theta_i / 2), summed over the G^k grid (G = n + 3)."""
+    G, c = n + 3, fk_coefficients(n)
+    th = 2 * math.pi * torch.arange(G, dtype=torch.float64) / G
+    w1 = (1 + 2 * sum(float(c[m]) * torch.cos(m * th) for m in range(1, n + 1))) / G
+    s1 = torch.sin(th / 2) ** 2
+    w, s = w1, s1
+    for _ in range(k - 1):
+        w, s = (w[:, None] * w1).flatten(), (s[:, None] + s1).flatten()
+    return float((w * s).sum()), float((w * s * s).sum())
+
+
+@claim.check("FK moments as summed over the grid")
+def lemma42_moments(inp: Lemma42Inputs) -> Verdict:
+    """Steps 3-4: the kernel moments m2, m4 and the smoothing error equal the same quantities
+    summed over the tensor grid of the discrete FK weights, G = n + 3; the largest relative gap."""
+
+    def gap(n: int, k: int) -> Verdict:
+        m2, m4 = _grid_moments(n, k)
+        e = (2 / math.pi) * (2 * math.sqrt(m2) + (math.pi - 2) * math.sqrt(m2 * m4))  # L = R = 1
+        theirs = (*inp.moments(n, k), inp.smoothing(n, k, 1.0, 1.0))
+        rnd = Rounding(
+            n=(n + 2) * (n + 3) ** k,
+            scale=1.0,
+            what="(n + 2) G^k eps (n cosines per weight, G^k terms), relative",
+        )
+        ours = (m2, m4, e)
+        return at_most(
+            max(abs(a - b) / abs(b) for a, b in zip(ours, theirs, strict=True)), 0.0, rnd
+        )
+
+    return _largest((f"n={n}, k={k}", gap(n, k)) for n, k in FK_CASES)
+
+
+@claim.check("grid covers the ball within rho")
+def lemma42_covering(inp: Lemma42Inputs) -> Verdict:
+    """The certificate's grid: every point of the R-ball (4096 probes, half on the sphere) lies
+    within rho = spacing sqrt(k) / 2 of a grid point; the largest distance / rho."""
+    rnd = Rounding(n=8, scale=1.0, what="8 eps (differences, squares, a root), relative")
+
+    def reach(R: float, k: int) -> Verdict:
+        pts, _ = inp.grid(R, k, COVER_SPACING[k])
+        rho = COVER_SPACING[k] * math.sqrt(k) / 2
+        dist = torch.cdist(R * inp.probes[k - 1], pts, compute_mode="donot_use_mm_for_euclid_dist")
+        return at_most(float(dist.min(dim=1).values.max()) / rho, 1.0, rnd)
+
+    radii = sorted({(c.built.R, c.built.k) for c in inp.cases})
+    return _largest(
+        (f"R={R:.3g}, k={k}, spacing {COVER_SPACING[k]:g}", reach(R, k)) for R, k in radii
+    )
+
+
+def _steepest_slope(case: LipschitzCase, probes: torch.Tensor, ctx: Context) -> float:
+    """The largest ||grad net(x)|| over the probes scaled to the case's R-ball."""
+    net = case.built.net.to(device=ctx.device)
+    x = (probes.to(ctx.device) * case.built.R).unsqueeze(-2).requires_grad_(True)
+    with torch.enable_grad():
+        (g,) = torch.autograd.grad(net(x).sum(), x)
+    return float(g.norm(dim=-1).max())
+
+
+@claim.check("Lip(net) bound >= the net's slopes")
+def lemma42_net_lipschitz(inp: Lemma42Inputs, ctx: Context) -> Verdict:
+    """Lemma 42, step 7 of docs/derivations/lemmas-39-41-42.md: the slack (L + Lip(net)) rho needs
+    Lip(net) at least every slope of the net on the ball; the largest gradient norm at the probes
+    over the bound (for k = 1 the bound is exact and the probes meet every piece: ratio 1)."""
+
+    def ratio(c: LipschitzCase) -> Verdict:
+        slope, lip = _steepest_slope(c, inp.probes[c.built.k - 1], ctx), inp.lipschitz(c.built.net)
+        measured = slope / lip if lip > 0 else (math.inf if slope > 0 else 0.0)
+        width = c.built.net.W.shape[0]
+        rnd = Rounding(
+            n=2 * (width + c.built.k),
+            scale=1.0,
+            what="2 (width + k) eps, relative (sums over the units)",
+        )
+        return at_most(measured, 1.0, rnd, detail="steepest slope / Lip(net) bound")
+
+    return _largest((str(c), ratio(c)) for c in inp.cases)
+
+
+@claim.fault("functions twice as steep as the nets were built for", breaks=lemma42_certified)
+def _steeper(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
+    """Nets built for L = 1 applied to 2-Lipschitz functions: a tent 2 dist(x, knots) between the
+    knots of the k = 1 construction, and the cone 2 ||x|| (k = 2)."""
+    line = lemma42_net(lambda x: x[..., 0], L=1.0, R=1.0, k=1, eps=0.05)
+    knots = torch.linspace(-1.0, 1.0, line.degree + 1, dtype=torch.float64)
+
+    def tent(x):
+        return 2 * (x[..., 0, None] - knots.to(x.device)).abs().min(dim=-1).values
+
+    def cone(x):
+        return 2 * x.norm(dim=-1)
+
+    cases = tuple(
+        _case(
+            name,
+            f,
+            2.0,
+            lemma42_net(f, L=1.0, R=1.0, k=k, **kw),
+            None,
+            _starts(ctx, 100 + k, k, 1.0),
+            ctx,
+        )
+        for name, f, k, kw in (
+            ("tent 2L", tent, 1, dict(eps=0.05)),
+            ("cone 2L", cone, 2, dict(degree=ctx.pick(quick=8, full=16))),
+        )
+    )
+    return replace(inp, cases=cases)
+
+
+def _rebuilt(c: LipschitzCase, built: LipschitzNet, ctx: Context) -> LipschitzCase:
+    """Case c with another net (its certificate and rounding term redone)."""
+    return _case(c.name, c.f, c.L, built, c.eps, c.starts, ctx)
+
+
+@claim.fault("output weights scaled by 1.1", breaks=lemma42_certified)
+def _scaled(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
+    """Every net's output weights a scaled by 1.1 (a copy of the net)."""
+
+    def scale(c: LipschitzCase) -> LipschitzCase:
+        net = TwoLayerNet(a=1.1 * c.built.net.a, W=c.built.net.W.clone(), b=c.built.net.b.clone())
+        return _rebuilt(c, replace(c.built, net=net), ctx)
+
+    return mapped("cases", scale)(inp)
+
+
+@claim.fault("certificates of the unit ball whatever R", breaks=lemma42_seen)
+def _unit_ball(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
+    """Certificates of the unit ball whatever R (the radius left at its default 1)."""
+
+    def unit(c: LipschitzCase) -> LipschitzCase:
+        if c.built.R == 1.0:  # the same certificate
+            return c
+        return replace(c, cert=_certificate(c.f, c.built, c.L, 1.0, ctx))
+
+    return mapped("cases", unit)(inp)
+
+
+@claim.fault("one degree less than eps needs", breaks=lemma42_eps)
+def _degree_lower(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
+    """The nets built for an eps rebuilt at one degree (k = 1: one interval) less than eps needs."""
+
+    def lower(c: LipschitzCase) -> LipschitzCase:
+        if c.eps is None:
+            return c
+        b = c.built
+        return _rebuilt(c, lemma42_net(c.f, L=b.L, R=b.R, k=b.k, degree=b.degree - 1), ctx)
+
+    return mapped("cases", lower)(inp)
+
+
+def _interval_less(c: LipschitzCase) -> LipschitzCase:
+    """One interval less per ridge: K_v - 1 (at least 1) in the net's ridge record (k >= 2)."""
+    ridges = tuple((S, max(1, K - 1)) for S, K in c.built.ridges)
+    return replace(c, built=replace(c.built, ridges=ridges))
+
+
+def _half_to_ridges(c: LipschitzCase) -> LipschitzCase:
+    """A k >= 2 net built for a degree rebuilt with half the error given to the ridges."""
+    b = c.built
+    if b.k == 1 or c.eps is not None:
+        return c
+    half = lemma42_net(c.f, L=b.L, R=b.R, k=b.k, degree=b.degree, ridge_fraction=0.5)
+    return replace(c, built=half)
+
+
+def _constant_unit_dropped(c: LipschitzCase) -> LipschitzCase:
+    """A k >= 2 net without its merged constant unit (its output weight zeroed)."""
+    if c.built.k == 1:
+        return c
+    a = c.built.net.a.clone()
+    a[-1] = 0.0
+    net = TwoLayerNet(a=a, W=c.built.net.W.clone(), b=c.built.net.b.clone())
+    return replace(c, built=replace(c.built, net=net))
+
+
+def _moments_of_next_degree(n: int, k: int) -> Tuple[float, float]:
+    """The kernel moments of degree n + 1 in place of n."""
+    return fk_moments(n + 1, k)
+
+
+def _short_grid(R: float, k: int, spacing: float) -> Tuple[torch.Tensor, float]:
+    """A grid of the ball of radius R - rho (a slip in the filter of ball_grid)."""
+    pts, rho = ball_grid(R, k, spacing)
+    return pts[pts.norm(dim=1) <= R - rho], rho
+
+
+def _lipschitz_halved(net: TwoLayerNet) -> float:
+    """The net's Lipschitz bound halved (a difference quotient over 2h read as one over h)."""
+    return 0.5 * net_lipschitz_bound(net)
+
+
+claim.fault(
+    "one interval less per ridge", breaks=lemma42_ridges, apply=mapped("cases", _interval_less)
+)
+claim.fault(
+    "half the error given to the ridges",
+    breaks=lemma42_split,
+    apply=mapped("cases", _half_to_ridges),
+)
+claim.fault(
+    "the merged constant unit dropped",
+    breaks=lemma42_ridges_of_t,
+    apply=mapped("cases", _constant_unit_dropped),
+)
+claim.fault(
+    "kernel moments of degree n + 1",
+    breaks=lemma42_moments,
+    apply=replaced(moments=_moments_of_next_degree),
+)
+claim.fault(
+    "grid of the ball of radius R - rho", breaks=lemma42_covering, apply=replaced(grid=_short_grid)
+)
+claim.fault(
+    "the net's Lipschitz bound halved",
+    breaks=lemma42_net_lipschitz,
+    apply=replaced(lipschitz=_lipschitz_halved),
+)
