@@ -11,9 +11,14 @@ from typing import List, Optional, Union
 import torch
 
 from qstr.constructions import validate
+from qstr.verify.experiments import figure1, figure2, figure3
+from qstr.verify.experiments.analysis import fit_exponent
+from qstr.verify.experiments.base import RunConfig
+from qstr.verify.experiments.cluster import check_scheduler
+from qstr.verify.experiments.points import MATMUL, PROTOCOLS, Point, Protocol
+from qstr.verify.experiments.results import figure_stem
+from qstr.verify.experiments.run import train_figure
 from qstr.verify.threads import cpu_threads
-from qstr.verify.experiments.analysis import fit_exponent  # noqa: F401  (re-exported)
-from qstr.verify.experiments.points import MATMUL, PROTOCOLS, Point, Protocol  # noqa: F401  (re-exported)
 
 __all__ = [
     "run_experiment",
@@ -28,16 +33,13 @@ __all__ = [
 EXPERIMENTS = ("figure1", "figure2", "figure3")
 
 
+_MODULES = {"figure1": figure1, "figure2": figure2, "figure3": figure3}
+
+
 def _module(name: str):
-    if name == "figure1":
-        from qstr.verify.experiments import figure1 as m
-    elif name == "figure2":
-        from qstr.verify.experiments import figure2 as m
-    elif name == "figure3":
-        from qstr.verify.experiments import figure3 as m
-    else:
+    if name not in _MODULES:
         raise ValueError(f"experiment must be one of {', '.join(EXPERIMENTS)}, got {name!r}")
-    return m
+    return _MODULES[name]
 
 
 @dataclass(frozen=True)
@@ -95,8 +97,6 @@ def _checked(ex: Execution) -> torch.device:
             "matmul='tf32' needs device='cuda' (TF32 is a tensor-core mode of NVIDIA GPUs)"
         )
     if ex.scheduler is not None:
-        from qstr.verify.experiments.cluster import check_scheduler
-
         check_scheduler(ex.scheduler)
     return dev
 
@@ -156,8 +156,6 @@ def run_experiment(
     if ex.matmul == "tf32":
         options["overrides"] = {**(options.get("overrides") or {}), "matmul": "tf32"}
     threads = 1 if ex.threads is None and quick and dev.type == "cpu" else ex.threads
-    from qstr.verify.experiments.run import RunConfig
-
     cfg = RunConfig(
         device=dev, dtype=ex.dtype, progress=ex.progress, jobs=ex.jobs, scheduler=ex.scheduler
     )
@@ -171,9 +169,6 @@ def _run_figure(name: str, cfg, out_dir: str, which: dict, options: dict) -> Lis
     """Every figure's run: its points (``which``: quick, seeds, protocol; ``options``), trained or
     resumed into ``out_dir/<name>.jsonl``, then its report (summary, figure, printout). A figure
     whose rows need the trained models (``row_fields``: Figure 2) trains in this process."""
-    from qstr.verify.experiments.results import figure_stem
-    from qstr.verify.experiments.run import train_figure
-
     mod = _module(name)
     pts = mod.points(**which, **options)
     stem = figure_stem(out_dir, name, which["protocol"], which["quick"])

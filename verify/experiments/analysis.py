@@ -26,7 +26,7 @@ def fit_exponent(
     bootstrap resamples points within each N value (stratified), so every N stays in.
     Returns {a, log_C, ci: [lo, hi], n, censored, N_values}; a is NaN with < 2 distinct N.
     """
-    pts = [(float(n), float(s)) for n, s in zip(N, samples) if s is not None and s > 0]
+    pts = [(float(n), float(s)) for n, s in zip(N, samples, strict=True) if s is not None and s > 0]
     censored = sum(1 for s in samples if s is None)
     Ns = sorted({n for n, _ in pts})
     out = {"n": len(pts), "censored": censored, "N_values": Ns, "level": level}

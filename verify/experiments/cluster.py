@@ -14,6 +14,7 @@ ran the earlier part.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import logging
 import pickle
@@ -28,9 +29,12 @@ import uuid
 from typing import Callable, List, Optional, Sequence
 
 import torch
+from distributed import Client, LocalCluster, Variable, get_worker
 
+from qstr.verify.experiments.base import RunConfig, train_points
 from qstr.verify.experiments.points import Point
 from qstr.verify.experiments.results import ResultsFile, _json_default
+from qstr.verify.threads import keep_freed_memory
 
 RETRIES = (
     2  # a task that raised is re-run this often; a worker that died is handled by the scheduler
@@ -47,8 +51,6 @@ def check_scheduler(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
         raise ValueError(
             f"--scheduler must be a Dask scheduler address like tcp://HOST:PORT, got {address!r}"
         )
-    from distributed import Client
-
     try:
         with _quiet():
             client = Client(address, timeout=timeout, set_as_default=False)
@@ -78,7 +80,7 @@ def _quiet(
     try:
         yield
     finally:
-        for lg, level in zip(loggers, levels):
+        for lg, level in zip(loggers, levels, strict=True):
             lg.setLevel(level)
 
 
@@ -89,8 +91,6 @@ def local_cluster(jobs: int):
     short of kill -9). Its worker processes end on their own when this process dies (even by
     ``kill -9``: Dask's worker process exits when the pipe from its parent closes), and leave
     Ctrl-C to this process."""
-    from distributed import LocalCluster
-
     folder = tempfile.mkdtemp(prefix="qstr-dask-")
     cluster = None
     try:
@@ -115,16 +115,12 @@ def dask_setup(worker) -> None:
     """Preload of a local cluster's workers: Ctrl-C at a terminal reaches every process of its
     group; a worker ignores it and the client, which caught it, closes the cluster. Its training
     steps reuse freed memory (:func:`~qstr.verify.threads.keep_freed_memory`)."""
-    from qstr.verify.threads import keep_freed_memory
-
     keep_freed_memory()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def dashboard_note() -> str:
-    import importlib.util
-
     return (
         ""
         if importlib.util.find_spec("bokeh")
@@ -145,13 +141,9 @@ def train_stack_task(
     (all of them, unless the task is re-run after its worker died) with one torch thread; send
     each row (and a progress event at most every :data:`STEP_EVERY` s) under ``topic``; return
     the rows it trained."""
-    from qstr.verify.experiments.run import RunConfig, train_points
-
     torch.set_num_threads(1)
     worker = None
     if topic is not None:
-        from distributed import get_worker
-
         with contextlib.suppress(ValueError):
             worker = get_worker()
     if worker is not None:
@@ -184,8 +176,6 @@ def train_stack_task(
 def received(topic: str) -> set:
     """The point_ids whose rows the client of ``topic`` has received so far (a Dask
     ``Variable`` it updates as rows arrive; empty if it cannot be read)."""
-    from distributed import Variable
-
     try:
         return set(Variable(f"{topic}-received").get(timeout=CONNECT_TIMEOUT))
     except (
@@ -231,7 +221,7 @@ def run_stacks(
 ) -> None:
     """Train ``stacks`` as Dask tasks (on the cluster at ``cfg.scheduler``, else on a
     ``LocalCluster`` of ``cfg.jobs`` single-threaded worker processes; ``cfg``: the run's
-    :class:`~qstr.verify.experiments.run.RunConfig`) and relay their reports to ``report`` (the
+    :class:`~qstr.verify.experiments.base.RunConfig`) and relay their reports to ``report`` (the
     callback of :func:`~qstr.verify.experiments.run.run_points`: ``("step", i, step, active, n)``,
     ``("row", i, row)``, ``("done", i)``). A row reaches ``report`` only if its point is not in
     ``results`` yet, so each point is appended once whatever is re-run or arrives twice."""
@@ -246,8 +236,6 @@ def run_stacks(
 def _run_stacks(stacks, report, results, cfg, log, retries) -> None:
     """:func:`run_stacks` itself."""
     jobs, scheduler = cfg.jobs, cfg.scheduler
-    from distributed import Client, Variable
-
     events: "queue.Queue" = queue.Queue()
     topic = f"qstr-rows-{uuid.uuid4().hex}"
     cluster = client = None

@@ -8,11 +8,13 @@ import math
 from typing import List, Optional
 
 
+from rich.table import Table
+
 from qstr.verify.experiments import analysis
-from qstr.verify.experiments.plots import mpl, plot_samples, save_figure
+from qstr.verify.experiments.plots import new_figure, plot_samples, save_figure
 from qstr.verify.experiments.points import MODELS, Point, apply_overrides, as_protocol, seeds_of
 from qstr.verify.experiments.results import write_json
-from qstr.verify.experiments.run import RunConfig, wide_console
+from qstr.verify.experiments.base import RunConfig, wide_console
 
 FULL = {"1str": list(range(2, 13, 2)), "simple": list(range(25, 34, 2))}
 QUICK = {"1str": [2, 4, 6], "simple": [5, 9, 13]}
@@ -126,8 +128,6 @@ def summarize(rows: List[dict], *, protocol: str, quick: bool) -> dict:
 
 
 def print_summary(summary: dict, console=None) -> None:
-    from rich.table import Table
-
     console = console or wide_console()
     t = Table(title=f"Figure 1 - {summary['label']}" + (" [quick]" if summary["quick"] else ""))
     for col in (
@@ -176,10 +176,12 @@ def print_summary(summary: dict, console=None) -> None:
 
 
 def plot(rows: List[dict], stem: str, *, protocol: str) -> List[str]:
-    plt = mpl()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    fig, axes = new_figure(1, 2, figsize=(10, 4))
     for ax, variant, name in zip(
-        axes, ("1str", "simple"), ("1STR (threshold 0.7)", "simple-1STR (threshold 0.02)")
+        axes,
+        ("1str", "simple"),
+        ("1STR (threshold 0.7)", "simple-1STR (threshold 0.02)"),
+        strict=True,
     ):
         rs = [r for r in rows if r["variant"] == variant]
         if rs:

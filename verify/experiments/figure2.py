@@ -8,12 +8,13 @@ import os
 from typing import List, Optional
 
 import torch
+from matplotlib.patches import Rectangle
 
 from qstr.constructions.layout import token_layout
-from qstr.verify.experiments.plots import mpl, save_figure
+from qstr.verify.experiments.plots import new_figure, save_figure
 from qstr.verify.experiments.points import Point, apply_overrides, as_protocol, seeds_of
 from qstr.verify.experiments.results import write_json
-from qstr.verify.experiments.run import RunConfig, wide_console
+from qstr.verify.experiments.base import RunConfig, wide_console
 from qstr.verify.files import save_torch
 
 
@@ -154,13 +155,12 @@ def report(rows: List[dict], stem: str, *, protocol: str, quick: bool, cfg: RunC
 
 
 def plot(rows: List[dict], stem: str, *, out_dir: str, protocol: str) -> List[str]:
-    plt = mpl()
     if not rows:
         return []
     r = rows[0]
     A = torch.load(os.path.join(out_dir, r["matrix_file"]))["merged_qk"][0].abs()
     lay = token_layout(r["config"]["d"], r["config"]["q"], r["config"]["d_e"])
-    fig, axes = plt.subplots(1, 2, figsize=(11, 5), gridspec_kw={"width_ratios": [1.25, 1]})
+    fig, axes = new_figure(1, 2, figsize=(11, 5), gridspec_kw={"width_ratios": [1.25, 1]})
     ax = axes[0]
     im = ax.imshow(A.numpy(), cmap="viridis", interpolation="nearest")
     edges = []
@@ -168,7 +168,7 @@ def plot(rows: List[dict], stem: str, *, out_dir: str, protocol: str) -> List[st
     for name, size in lay.blocks:
         edges.append((pos, size, name))
         pos += size
-    for start, size, name in edges[1:]:
+    for start, _, _ in edges[1:]:
         ax.axhline(start - 0.5, color="w", lw=0.8)
         ax.axvline(start - 0.5, color="w", lw=0.8)
     ticks = [s + (n - 1) / 2 for s, n, _ in edges]
@@ -178,7 +178,7 @@ def plot(rows: List[dict], stem: str, *, out_dir: str, protocol: str) -> List[st
     ax.set_ylabel("query coordinate (z_i)")
     qs, ps = lay["slot0"], lay["pos"]
     ax.add_patch(
-        plt.Rectangle(
+        Rectangle(
             (ps.start - 0.5, qs.start - 0.5),
             ps.stop - ps.start,
             qs.stop - qs.start,

@@ -8,10 +8,10 @@ from typing import List, Optional
 
 
 from qstr.verify.experiments import analysis
-from qstr.verify.experiments.plots import mpl, plot_samples, save_figure
+from qstr.verify.experiments.plots import new_figure, plot_samples, save_figure
 from qstr.verify.experiments.points import MODELS, Point, apply_overrides, as_protocol, seeds_of
 from qstr.verify.experiments.results import write_json
-from qstr.verify.experiments.run import RunConfig, wide_console
+from qstr.verify.experiments.base import RunConfig, wide_console
 
 N_FIG3 = 7
 
@@ -105,8 +105,7 @@ def summarize(rows: List[dict], *, protocol: str, quick: bool) -> dict:
 
 
 def plot(rows: List[dict], stem: str, *, protocol: str) -> List[str]:
-    plt = mpl()
-    fig, ax = plt.subplots(figsize=(5.5, 4))
+    fig, ax = new_figure(figsize=(5.5, 4))
     plot_samples(ax, rows, by="q", title=f"qSTR, N = {N_FIG3}, Hermite link (threshold 0.88)")
     ax.set_xticks(sorted({r["q"] for r in rows}))
     quick = bool(rows) and all(r.get("quick") for r in rows)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import List, Optional, Sequence
 
 import torch
+from matplotlib.figure import Figure
 
 from qstr.verify.experiments.points import MODELS
 from qstr.verify.files import write_atomic
@@ -57,20 +58,15 @@ def plot_samples(
     ax.legend(fontsize=7)
 
 
+def new_figure(nrows: int = 1, ncols: int = 1, *, figsize, **kw):
+    """A matplotlib Figure and its axes (``Figure.subplots``), drawn without pyplot: no backend is
+    chosen and no figure is left open, whatever session imports the package."""
+    fig = Figure(figsize=figsize)
+    return fig, fig.subplots(nrows, ncols, **kw)
+
+
 def save_figure(fig, stem: str) -> List[str]:
     paths = [f"{stem}.png", f"{stem}.pdf"]
     write_atomic(paths[0], lambda fh: fig.savefig(fh, format="png", dpi=150, bbox_inches="tight"))
     write_atomic(paths[1], lambda fh: fig.savefig(fh, format="pdf", bbox_inches="tight"))
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
     return paths
-
-
-def mpl():
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    return plt

@@ -15,7 +15,9 @@ import torch
 from qstr.constructions.codes import experimental_codebook, experimental_dim
 from qstr.constructions.experiment_models import build_practical
 from qstr.constructions.links import make_link
+from qstr.constructions.published_models import BiasedTransformer, EncodedFFN
 from qstr.constructions.task import QSTR
+from qstr.verify.training import EpochStream, Member, OnlineStream
 
 
 PROTOCOLS = ("paper", "published")
@@ -230,9 +232,6 @@ def seeds_of(seeds, default: Sequence[int]) -> List[int]:
 
 def build_member(p: Point, *, device="cpu", dtype=torch.float32):
     """The :class:`verify.training.Member` of a point: task instance, model, streams, test set."""
-    from qstr.constructions.published_models import BiasedTransformer, EncodedFFN
-    from qstr.verify.training import EpochStream, Member, OnlineStream
-
     proto = as_protocol(p.protocol)
     device = torch.device(device)
     d_e = experimental_dim(p.N)

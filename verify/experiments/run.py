@@ -6,41 +6,28 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import dataclass, replace
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from dataclasses import replace
+from typing import Dict, List, Optional, Sequence
 
 import torch
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from qstr.verify.experiments.points import Point, build_member
-from qstr.verify.experiments.results import ResultsFile, row_of
+from qstr.verify.experiments import cluster
+from qstr.verify.experiments.base import RunConfig, train_points, wide_console
+from qstr.verify.experiments.points import Point
+from qstr.verify.experiments.results import ResultsFile
 
-
-@dataclass(frozen=True)
-class RunConfig:
-    """How a run trains (its points say what): built once by ``run_experiment`` and carried
-    unchanged to every stack, in this process or on Dask workers.
-
-    ``jobs``: stacks trained at once as Dask tasks on a local cluster of that many single-threaded
-    worker processes (``None``: :func:`default_jobs`); ``scheduler``: a running Dask scheduler's
-    address (tcp://HOST:PORT) instead, whatever ``jobs`` says (verify/experiments/cluster.py).
-    ``row_extra(point, result) -> dict`` adds fields to a row (Figure 2's block mass); it and
-    ``return_models`` need the trained models, so they train in this process. ``train_kw``:
-    keywords for ``train_stack`` over the points' own (tests and benchmarks)."""
-
-    device: torch.device = torch.device("cpu")
-    dtype: torch.dtype = torch.float32
-    progress: bool = True
-    console: Any = None
-    jobs: Optional[int] = 1
-    scheduler: Optional[str] = None
-    return_models: bool = False
-    row_extra: Optional[Callable] = None
-    train_kw: Optional[dict] = None
-
-    @property
-    def local(self) -> bool:
-        """The rows need the trained models: every stack trains in this process."""
-        return self.return_models or self.row_extra is not None
+__all__ = [  # RunConfig, train_points and wide_console live in base.py (cluster.py needs them too)
+    "RunConfig",
+    "default_jobs",
+    "run_points",
+    "stack_cost",
+    "stacks_of",
+    "start_order",
+    "train_figure",
+    "train_points",
+    "wide_console",
+]
 
 
 class _Progress:
@@ -59,14 +46,6 @@ class _Progress:
 
     def __enter__(self):
         if self.enabled:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-            )
-
             self.console = self.console or wide_console(stderr=True)
             self.bar = Progress(
                 TextColumn("{task.description}"),
@@ -107,16 +86,6 @@ class _Progress:
     def log(self, text: str):
         if self.bar is not None:
             self.bar.console.print(text)
-
-
-def wide_console(**kw):
-    """A rich Console; 110 columns when not writing to a terminal (logs), not rich's 80."""
-    from rich.console import Console
-
-    c = Console(**kw)
-    if not c.is_terminal and c.width < 110:
-        c = Console(width=110, **kw)
-    return c
 
 
 def stacks_of(points: Sequence[Point], *, device="cpu") -> List[List[Point]]:
@@ -164,51 +133,6 @@ def start_order(stacks: Sequence[Sequence[Point]], parallel: bool) -> List[Seque
     return [order[0]] + order[1:][::-1]
 
 
-def train_points(
-    pts: Sequence[Point], cfg: RunConfig, report: Callable[..., None], stack: int = 0
-) -> None:
-    """Build and train the members of one stack; ``report`` receives ``("step", stack, step,
-    active, n)`` every 10 steps and ``("row", stack, row)`` as each member finishes."""
-    from qstr.verify.training import StackOptions, stack_key, train_stack
-
-    device, dtype = cfg.device, cfg.dtype
-    members = [build_member(p, device=device, dtype=dtype) for p in pts]
-    infos = {m.tag.point_id: m.info for m in members}
-    sub: Dict[tuple, list] = {}
-    for m in members:
-        sub.setdefault(stack_key(m), []).append(m)
-    for ms in sub.values():
-        p0: Point = ms[0].tag
-
-        def on_step(step, active, n=len(ms)):
-            if step % 10 == 0 or active == 0:
-                report("step", stack, step, active, n)
-
-        def on_finish(res, n=len(ms)):
-            p: Point = res.tag
-            extra = dict(infos.get(p.point_id, {}))
-            if cfg.row_extra is not None:
-                extra.update(cfg.row_extra(p, res))
-            report(
-                "row", stack, row_of(p, res, device=device, dtype=dtype, stack_size=n, extra=extra)
-            )
-
-        kw = dict(
-            batch_size=p0.batch_size,
-            check_every=p0.check_every,
-            max_steps=p0.max_steps,
-            return_models=cfg.return_models,
-            tf32=p0.matmul == "tf32",
-        )
-        if p0.n_train is not None and p0.epoch_loss_threshold is not None:
-            kw.update(
-                epoch_steps=math.ceil(p0.n_train / p0.batch_size),
-                epoch_loss_threshold=p0.epoch_loss_threshold,
-            )
-        kw.update(cfg.train_kw or {})
-        train_stack(ms, StackOptions(**kw), on_finish=on_finish, on_step=on_step)
-
-
 def default_jobs(device) -> int:
     """Worker processes for :func:`run_points`: every CPU core on a CPU (each with one torch
     thread), one on a GPU."""
@@ -220,16 +144,16 @@ def default_jobs(device) -> int:
 
 
 def run_points(
-    points: Sequence[Point], results: ResultsFile, cfg: RunConfig = RunConfig()
+    points: Sequence[Point], results: ResultsFile, cfg: Optional[RunConfig] = None
 ) -> Dict[str, dict]:
     """Train every point whose row is not yet in ``results`` (stacks by :func:`stacks_of`) and
-    append one row per point as it finishes. Returns {point_id: row} for all ``points``.
+    append one row per point as it finishes (``cfg``: default ``RunConfig()``). Returns
+    {point_id: row} for all ``points``.
 
     With ``cfg.jobs > 1`` or a ``cfg.scheduler`` the stacks train as Dask tasks (longest first,
     :func:`start_order`); rows are still appended by this process as each member finishes.
     """
-    from qstr.verify.experiments import cluster
-
+    cfg = RunConfig() if cfg is None else cfg
     todo = [p for p in points if p.point_id not in results]
     stacks = stacks_of(todo, device=cfg.device)
     jobs = default_jobs(cfg.device) if cfg.jobs is None else _checks_jobs(cfg.jobs)
