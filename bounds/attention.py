@@ -11,6 +11,7 @@ from typing import Optional, Sequence, Tuple
 
 import numpy as np
 import torch
+from scipy.optimize import minimize_scalar
 
 from qstr.constructions import validate
 from qstr.constructions.attention import (
@@ -314,8 +315,6 @@ def _sparse_min_A(N, q, mu):
     vals = np.array([_sparse_bound_A(N, q, mu, A) for A in grid])
     i = int(vals.argmin())
     lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
-    from scipy.optimize import minimize_scalar
-
     res = minimize_scalar(
         lambda A: _sparse_bound_A(N, q, mu, A),
         bounds=(lo, hi),
@@ -496,7 +495,7 @@ def lemma11_guarantee(
     )
 
 
-def lemma11(
+def lemma11(  # noqa: PLR0913 - the paper's symbols (Lemma 11)
     N: int,
     d: int,
     q: int,
@@ -591,7 +590,7 @@ def sparse_average_guarantee(construction: Construction, *, r_x: float) -> Guara
     return _sparse_record(construction, r_x=validate.positive_float("r_x", r_x))
 
 
-def sparse_average_head(
+def sparse_average_head(  # noqa: PLR0913 - the paper's symbols (Lemma 11, sparse)
     N: int,
     d: int,
     q: int,

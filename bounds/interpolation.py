@@ -191,7 +191,7 @@ def memoriser(
     D_in: int,
     position: Union[int, str],
     generator: torch.Generator,
-    layout: MemoriserLayout = MemoriserLayout(),
+    layout: Optional[MemoriserLayout] = None,
     threshold: Optional[float] = None,
     max_tries: int = 1000,
 ) -> tuple[DeepTransitionBiRNN, MemoriserGuarantee]:
@@ -204,9 +204,11 @@ def memoriser(
     (exact, but the norm then grows with N). The RNN input z must have the x-block first
     (``D_in`` >= d, e.g. d + 2 d_e for the q = 1 RNN encoding). :func:`lemma36_net` on those
     points, then :func:`~qstr.constructions.interpolation.memorising_rnn` with ``layout`` (depth
-    L of f_y, d_h, r_h). Certified: ||vec||^2 <= L (A P m^{L-2})^{1/L}, A = C38_A ||y||^2 /
-    eps^2, P = m + 2 ||z||^2 + 2 eps^2 (m points); at depth 2, <= C36 m^{5/2} ||y||.
+    L of f_y, d_h, r_h; default ``MemoriserLayout()``). Certified: ||vec||^2 <= L (A P
+    m^{L-2})^{1/L}, A = C38_A ||y||^2 / eps^2, P = m + 2 ||z||^2 + 2 eps^2 (m points); at depth
+    2, <= C36 m^{5/2} ||y||.
     """
+    layout = MemoriserLayout() if layout is None else layout
     pts, labels = memorised_points(x, y, position)
     n, N = x.shape[0], x.shape[1]
     l36, l36_gu = lemma36_net(

@@ -208,7 +208,7 @@ def lemma42_net(
         smooth_error=eps_s,
         ridge_error=ridge_err,
         ridge_budget=eps_r,
-        ridges=tuple(zip(S, counts)),
+        ridges=tuple(zip(S, counts, strict=True)),
         width=net.m,
         weight_norms=weight_norms(net),
         lipschitz_bound=net_lipschitz_bound(net),

@@ -264,8 +264,6 @@ def euclidean_packing_counterexample(D: int, M: int, *, generator, sep: float = 
     linearly in D (up to the cap ln M) while the Maurey form grows like ln D: for large D it
     exceeds C ln(2D + 1) / sep^2 for any fixed C, refuting that form in the Euclidean metric.
     """
-    import torch
-
     D = validate.positive_int("D", D)
     M = validate.positive_int("M", M)
     sep = validate.positive_float("sep", sep)

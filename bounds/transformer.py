@@ -423,7 +423,7 @@ def loglog_slope(fn: Callable[[int], float], Ns: Sequence[int]) -> np.ndarray:
     Ns = [int(N) for N in Ns]
     if len(Ns) < 2:
         raise ValueError(f"Ns must hold at least 2 values, got {len(Ns)}")
-    if any(N <= 0 for N in Ns) or any(b <= a for a, b in zip(Ns, Ns[1:])):
+    if any(N <= 0 for N in Ns) or any(b <= a for a, b in zip(Ns, Ns[1:], strict=False)):
         raise ValueError("Ns must be positive and strictly increasing")
     vals = [fn(N) for N in Ns]
     try:  # math.log handles huge Python ints (sample sizes and N beyond float range)

@@ -234,7 +234,8 @@ def _fused_heads(omega, x, t, head_slots, scale: float, chunk: int) -> torch.Ten
     """:meth:`Construction.fast_heads` on CUDA's fused attention kernels (O(N) memory, so by
     default all N queries in one call). The values are the d columns of x, padded to 8; when no
     fused kernel takes values narrower than the keys, they are padded to the key width."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+    # torch.nn.attention (sdpa_kernel) is torch >= 2.3; pyproject.toml allows torch >= 2.1
+    from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: PLC0415 - newer torch only
 
     B, N, d = x.shape
     H = len(head_slots)
@@ -337,7 +338,7 @@ def _check_net(net, H, d):
     return m
 
 
-def lemma11_weights(
+def lemma11_weights(  # noqa: PLR0913 - the paper's symbols (Lemma 11)
     N: int,
     d: int,
     q: int,

@@ -37,8 +37,10 @@ from typing import Optional, Tuple
 import torch
 
 from qstr.constructions import validate
+from qstr.constructions.attention import Construction
 from qstr.constructions.experiment_models import PracticalTransformer
 from qstr.constructions.paper_models import MergedAttention
+from qstr.constructions.recurrent import module_from_state
 
 __all__ = [
     "load_multihead",
@@ -53,9 +55,6 @@ __all__ = [
 
 
 def _model_of(obj) -> MergedAttention:
-    # avoid importing attention at module import time (attention does not import export)
-    from qstr.constructions.attention import Construction
-
     if isinstance(obj, Construction):
         return obj.model
     if isinstance(obj, MergedAttention):
@@ -247,8 +246,6 @@ def construction_state(construction) -> dict:
     without a bound), ``layout`` ([name, size] list).
     Tensors are detached clones on their current device.
     """
-    from qstr.constructions.attention import Construction
-
     if not isinstance(construction, Construction):
         raise ValueError(f"construction must be a Construction, got {type(construction).__name__}")
     model = construction.model
@@ -360,8 +357,6 @@ def load_rnn(path, *, dtype=None, device=None):
     read with ``weights_only=True``, cast to ``dtype`` (default: the stored float64) and moved to
     ``device``. Its codebook rides along as the buffer ``omega``:
     ``model(rnn_encoding(x, t, model.omega))`` (docs/formats.md)."""
-    from qstr.constructions.recurrent import module_from_state
-
     try:
         state = torch.load(path, weights_only=True, map_location=device)
     except Exception as exc:  # unreadable or not a torch file

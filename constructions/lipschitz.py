@@ -190,7 +190,7 @@ def ridge_net(ridges: FourierRidges, counts: Tuple[int, ...]) -> TwoLayerNet:
         )
     R, k = ridges.R, ridges.k
     parts, constant = [], ridges.constant
-    for ridge, K in zip(ridges.ridges, counts):
+    for ridge, K in zip(ridges.ridges, counts, strict=True):
         K = validate.positive_int("K", K)
         knots = torch.linspace(-R, R, K + 1, dtype=torch.float64)
         net1d = interpolant(_ridge(ridge.terms, ridges.w0 * ridge.norm), knots)
@@ -226,7 +226,7 @@ def _frequencies(n: int, k: int):
 
 def _mult(ell: tuple, v: tuple) -> int:
     """The signed integer m with ell = m v (v primitive)."""
-    for e, c in zip(ell, v):
+    for e, c in zip(ell, v, strict=True):
         if c != 0:
             return e // c
     return 0

@@ -149,7 +149,7 @@ class MLPWeights:
                 f"weights must hold {len(linears)} (W, b) pairs (one per Linear layer), "
                 f"got {len(self.layers)}"
             )
-        for k, ((W, b), lin) in enumerate(zip(self.layers, linears)):
+        for k, ((W, b), lin) in enumerate(zip(self.layers, linears, strict=True)):
             shape(f"weights[{k}].W", W, tuple(lin.weight.shape))
             finite_tensor(f"weights[{k}].W", W.to(torch.float64))
             if b is not None:

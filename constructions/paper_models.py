@@ -168,7 +168,7 @@ class DeepTransitionBiRNN(nn.Module):
     f_bwd swaps the two state streams (and reverses them).
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - the paper's symbols (Prop 26)
         self,
         D_in: int,
         d_h: int,
@@ -268,7 +268,7 @@ class VecFFN(nn.Module):
     ``forward(x, t)`` with x (B, N, d) returns (B, N) (or (B, N, out_dim)).
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - the paper's symbols (Theorem 6)
         self,
         N: int,
         d: int,

@@ -19,9 +19,11 @@ import torch
 
 from qstr.constructions import validate
 from qstr.constructions.codes import Codebook
+from qstr.constructions.encoding import rnn_encoding
 from qstr.constructions.layout import Layout, token_layout
 from qstr.constructions.links import TwoLayerNet
 from qstr.constructions.mlp import MLPWeights
+from qstr.constructions.paper_models import DeepTransitionBiRNN
 from qstr.constructions.relu import GateBands, square_interp, square_units
 
 F64 = torch.float64
@@ -283,6 +285,42 @@ class Transition:
         L = self.layers
         return MLPWeights((L[0], L[1], (self._gate_readout, None)))
 
+    # -------------------------------------------------------------- altered copies
+    def _copy(self, threshold: float) -> "Transition":
+        out = Transition(
+            self.d,
+            self.q,
+            self.d_e,
+            self.R,
+            self.product_knots,
+            self.bands,
+            threshold,
+            self.exact_products,
+        )
+        out.guarantee = self.guarantee
+        return out
+
+    def with_threshold(self, threshold: float) -> "Transition":
+        """A copy whose layers 3-4 subtract ``threshold`` in place of b (dense layers built anew
+        on first use): a threshold too low or too high; at 0 the soft threshold is the identity
+        (relu(G) - relu(-G) = G), as if layers 3-4 were removed. The attached ``guarantee`` is
+        carried over unchanged (it records the original threshold, not the copy's)."""
+        return self._copy(validate.positive_float("threshold", threshold, allow_zero=True))
+
+    def with_layers(self, layers: MLPWeights) -> "Transition":
+        """A copy whose dense layers are ``layers`` (same shapes, e.g. one layer edited by
+        ``MLPWeights.replace_layer``) while its closed form and attached ``guarantee`` stay this
+        transition's: what a slip in the dense weights looks like. The gate readout of
+        :meth:`layers_without_rectifier` is layer 3's first q d rows (W3 = [G; -G])."""
+        shapes = lambda m: [tuple(L.W.shape) for L in m]  # noqa: E731
+        if not isinstance(layers, MLPWeights) or shapes(layers) != shapes(self.layers):
+            raise ValueError(
+                f"layers must be MLPWeights with the transition's shapes {shapes(self.layers)}"
+            )
+        out = self._copy(self.threshold)
+        out._dense, out._gate_readout = layers, layers[2].W[: self.d_h]
+        return out
+
     def dense(
         self, u: torch.Tensor, *, rectify: bool = True, chunk: Optional[int] = None
     ) -> torch.Tensor:
@@ -449,8 +487,6 @@ class RNNConstruction:
 
     def encode(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         """Z = rnn_encoding(x, t, omega): (B, N, D_in) on x's device and dtype."""
-        from qstr.constructions.encoding import rnn_encoding
-
         x, t = self._check_prompts(x, t)
         return rnn_encoding(x, t, self.omega[: x.shape[1]].to(dtype=x.dtype, device=x.device))
 
@@ -569,8 +605,6 @@ class RNNConstruction:
     def module(self, *, dtype=torch.float64, device=None):
         """A ``constructions.paper_models.DeepTransitionBiRNN`` with these weights (the literal
         recurrence)."""
-        from qstr.constructions.paper_models import DeepTransitionBiRNN
-
         tr = self.transition
         m = DeepTransitionBiRNN(
             tr.D_in,
@@ -699,8 +733,6 @@ def rnn_state(construction: RNNConstruction) -> dict:
 
 def module_from_state(state: dict, *, dtype=torch.float64, device=None):
     """A ``DeepTransitionBiRNN`` from an :func:`rnn_state` dict (e.g. after ``torch.load``)."""
-    from qstr.constructions.paper_models import DeepTransitionBiRNN
-
     try:
         cfg = state["config"]
         fwd, bwd, out = state["forward_transition"], state["backward_transition"], state["output"]

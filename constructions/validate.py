@@ -89,7 +89,9 @@ def finite_tensor(name: str, tensor: torch.Tensor) -> torch.Tensor:
 def shape(name: str, tensor: torch.Tensor, expected: tuple) -> torch.Tensor:
     """Check ``tensor.shape`` against ``expected`` (``None`` matches any size)."""
     got = tuple(tensor.shape)
-    if len(got) != len(expected) or any(e is not None and g != e for g, e in zip(got, expected)):
+    if len(got) != len(expected) or any(
+        e is not None and g != e for g, e in zip(got, expected, strict=True)
+    ):
         want = "(" + ", ".join("*" if e is None else str(e) for e in expected) + ")"
         raise ValueError(f"{name} must have shape {want}, got {got}")
     return tensor

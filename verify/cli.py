@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import io
 import json
 import math
@@ -24,7 +25,7 @@ from typing import List, Optional
 
 from rich.console import Console
 
-from qstr.verify.files import save_torch
+from qstr.verify.files import STDOUT, check_target, save_torch
 from qstr.verify.threads import keep_freed_memory
 from qstr.verify.version import toolkit_version
 
@@ -419,8 +420,6 @@ def _fraction(text: str) -> float:
 
 def _writable_file(flag: str, path: Optional[str]) -> None:
     """A file we will write later (qstr.verify.files.check_target), refused before any work."""
-    from qstr.verify.files import STDOUT, check_target
-
     if path is not None and not (flag == "--json" and path == STDOUT):
         check_target(flag, path)
 
@@ -445,7 +444,7 @@ def _writable_dir(flag: str, folder: str, shown: Optional[str] = None) -> None:
 
 def _device(value: Optional[str]) -> str:
     """cpu, cuda or cuda:N, CUDA only where the machine has it (before any folder is made)."""
-    import torch
+    import torch  # noqa: PLC0415 - fast --help
 
     if value not in ("cpu", "cuda") and not re.fullmatch(r"cuda:\d+", value or ""):
         raise ValueError(f"--device must be cpu, cuda or cuda:N, got {value!r}")
@@ -457,7 +456,7 @@ def _device(value: Optional[str]) -> str:
 
 
 def _context(args):
-    from qstr.verify.registry import PROFILES, Context
+    from qstr.verify.registry import PROFILES, Context  # noqa: PLC0415 - fast --help
 
     if args.profile not in PROFILES:
         raise ValueError(f"--profile must be one of {', '.join(PROFILES)}, got {args.profile!r}")
@@ -470,8 +469,8 @@ def _context(args):
 
 def _selected(args, profile: str):
     """The paper's claims and those of every --claims module, narrowed by --only."""
-    from qstr.verify.claims import select
-    from qstr.verify.registry import load_claims
+    from qstr.verify.claims import select  # noqa: PLC0415 - fast --help
+    from qstr.verify.registry import load_claims  # noqa: PLC0415 - fast --help
 
     for module in args.claims or ():
         load_claims(module)
@@ -480,8 +479,8 @@ def _selected(args, profile: str):
 
 def _list(args, console: Console) -> int:
     """The index of the selected claims (no device needed: nothing runs)."""
-    from qstr.verify.claim import PROFILES
-    from qstr.verify.index import text
+    from qstr.verify.claim import PROFILES  # noqa: PLC0415 - fast --help
+    from qstr.verify.index import text  # noqa: PLC0415 - fast --help
 
     if args.profile not in PROFILES:
         raise ValueError(f"--profile must be one of {', '.join(PROFILES)}, got {args.profile!r}")
@@ -495,11 +494,10 @@ def _verify(args, console: Console) -> int:
         return _list(args, console)
     ctx = _context(args)
     _writable_file("--json", args.json)
-    from qstr.verify.files import STDOUT
-    from qstr.verify.registry import run_claim
+    from qstr.verify.registry import run_claim  # noqa: PLC0415 - fast --help
 
     claims = _selected(args, ctx.profile)
-    from qstr.verify.report import print_report, records, write_json
+    from qstr.verify.report import print_report, records, write_json  # noqa: PLC0415 - fast --help
 
     to_stdout, stdout = args.json == STDOUT, console.file
     if to_stdout:  # standard output carries the records alone; the table goes to stderr
@@ -544,7 +542,7 @@ def _verify(args, console: Console) -> int:
 
 
 def _codebook(args, console: Console) -> int:
-    from qstr.constructions.codes import coherence_report
+    from qstr.constructions.codes import coherence_report  # noqa: PLC0415 - fast --help
 
     _writable_file("--out", args.out)
     book = _saved_codebook(args) if args.check else _new_codebook(args)
@@ -566,9 +564,9 @@ def _codebook(args, console: Console) -> int:
 
 
 def _new_codebook(args):
-    import torch
+    import torch  # noqa: PLC0415 - fast --help
 
-    from qstr.constructions.codes import build_codebook
+    from qstr.constructions.codes import build_codebook  # noqa: PLC0415 - fast --help
 
     if args.N is None:
         raise ValueError("--N is required to build a codebook (or give --check PATH)")
@@ -581,9 +579,7 @@ def _new_codebook(args):
 def _saved_codebook(args):
     """The codebook in ``--check PATH``, reported under the kind the file records
     (``custom`` if none)."""
-    import dataclasses
-
-    from qstr.constructions.codes import BUILDABLE_KINDS, Codebook
+    from qstr.constructions.codes import BUILDABLE_KINDS, Codebook  # noqa: PLC0415 - fast --help
 
     obj = _load_codebook_file(args.check)
     kind = obj.get("kind", "custom")
@@ -607,7 +603,7 @@ def _saved_codebook(args):
 def _load_codebook_file(path: str) -> dict:
     """A dict with at least ``omega`` (a bare tensor ``t`` reads as ``{"omega": t}``),
     or a one-line ValueError."""
-    import torch
+    import torch  # noqa: PLC0415 - fast --help
 
     try:
         obj = torch.load(path, weights_only=True)
@@ -635,10 +631,10 @@ def _load_codebook_file(path: str) -> dict:
 
 
 def _sample(args, console: Console) -> int:
-    import torch
+    import torch  # noqa: PLC0415 - fast --help
 
-    from qstr.constructions.links import make_link
-    from qstr.constructions.task import QSTR
+    from qstr.constructions.links import make_link  # noqa: PLC0415 - fast --help
+    from qstr.constructions.task import QSTR  # noqa: PLC0415 - fast --help
 
     _writable_file("--out", args.out)
     gen = torch.Generator().manual_seed(args.seed)
@@ -685,11 +681,11 @@ def _construct(args, console: Console) -> int:
     _writable_file("--out", args.out)
     if args.architecture == "rnn":
         return _construct_rnn(args, console)
-    import torch
+    import torch  # noqa: PLC0415 - fast --help
 
-    from qstr.bounds.attention import lemma11, lemma12_radius
-    from qstr.constructions.export import construction_state
-    from qstr.constructions.links import make_link
+    from qstr.bounds.attention import lemma11, lemma12_radius  # noqa: PLC0415 - fast --help
+    from qstr.constructions.export import construction_state  # noqa: PLC0415 - fast --help
+    from qstr.constructions.links import make_link  # noqa: PLC0415 - fast --help
 
     if args.link not in ("teacher", "linear", "mean-projected"):
         raise ValueError(
@@ -726,9 +722,9 @@ def _construct(args, console: Console) -> int:
 def _construct_fits(args) -> None:
     """Refuse Lemma 11 weights that cannot fit before the codes are built (the default
     RS-Hadamard code's dimension is known without them; make_link checks the teacher's own W)."""
-    from qstr.constructions import validate
-    from qstr.constructions.attention import lemma11_nbytes
-    from qstr.constructions.codes import rs_hadamard_dim
+    from qstr.constructions import validate  # noqa: PLC0415 - fast --help
+    from qstr.constructions.attention import lemma11_nbytes  # noqa: PLC0415 - fast --help
+    from qstr.constructions.codes import rs_hadamard_dim  # noqa: PLC0415 - fast --help
 
     D = args.d + (args.q + 1) * rs_hadamard_dim(args.N)
     validate.fits_in_memory(
@@ -739,8 +735,8 @@ def _construct_fits(args) -> None:
 
 
 def _construct_rnn(args, console: Console) -> int:
-    from qstr.bounds.recurrent import teacher_rnn
-    from qstr.constructions.recurrent import rnn_state
+    from qstr.bounds.recurrent import teacher_rnn  # noqa: PLC0415 - fast --help
+    from qstr.constructions.recurrent import rnn_state  # noqa: PLC0415 - fast --help
 
     if args.link != "teacher":
         raise ValueError(f"--link: construct rnn builds the teacher link only, got {args.link!r}")
@@ -766,7 +762,7 @@ def _construct_rnn(args, console: Console) -> int:
 
 
 def _reproduce(args, console: Console) -> int:
-    from qstr.verify.experiments import Execution, run_experiment
+    from qstr.verify.experiments import Execution, run_experiment  # noqa: PLC0415 - fast --help
 
     _device(args.device)
     if os.path.exists(args.out) and not os.path.isdir(args.out):

@@ -118,6 +118,6 @@ def write_json_file(path: str, obj, *, flag: str = "--json", default=str) -> Non
 def save_torch(path: str, obj, *, flag: str = "--out") -> None:
     """``torch.save(obj)`` written atomically (through a file object: the archive's inner folder
     is then "archive" whatever the file's name, so the same command gives the same bytes)."""
-    import torch
+    import torch  # noqa: PLC0415 - the CLI imports this module; its --help loads no torch
 
     write_atomic(path, lambda fh: torch.save(obj, fh), flag=flag)

@@ -65,7 +65,7 @@ class ClaimNode(pytest.Collector):
     def inputs(self):
         """The honest inputs, built by the first item that asks (an error fails every item)."""
         if self._inputs is None and self._error is None:
-            from qstr.verify.threads import cpu_threads
+            from qstr.verify.threads import cpu_threads  # noqa: PLC0415 - no import without --qstr
 
             try:
                 with cpu_threads(self.ctx.threads):
@@ -79,8 +79,8 @@ class ClaimNode(pytest.Collector):
 
 class _ClaimItem(pytest.Item):
     def _run(self, check, inputs):
-        from qstr.verify.registry import run_check
-        from qstr.verify.threads import cpu_threads
+        from qstr.verify.registry import run_check  # noqa: PLC0415 - no import without --qstr
+        from qstr.verify.threads import cpu_threads  # noqa: PLC0415 - no import without --qstr
 
         with cpu_threads(self.parent.ctx.threads):
             return run_check(check, inputs, self.parent.ctx)
@@ -95,7 +95,7 @@ class _ClaimItem(pytest.Item):
 
 
 def _line(r) -> str:
-    from qstr.verify.report import check_line
+    from qstr.verify.report import check_line  # noqa: PLC0415 - no import without --qstr
 
     return check_line(r)
 
@@ -132,7 +132,7 @@ class FaultItem(_ClaimItem):
 
 
 def _context(config):
-    from qstr.verify.claim import Context
+    from qstr.verify.claim import Context  # noqa: PLC0415 - no import without --qstr
 
     profile = config.getoption("qstr_profile")
     device = config.getoption("qstr_device") or ("cuda" if profile == "gpu" else "cpu")
@@ -150,8 +150,8 @@ def _path(claim, default: Path) -> Path:
 def pytest_collection_modifyitems(session, config, items):
     if not config.getoption("qstr"):
         return
-    import qstr.verify.claims as paper
-    from qstr.verify.registry import load_claims
+    import qstr.verify.claims as paper  # noqa: PLC0415 - no import without --qstr
+    from qstr.verify.registry import load_claims  # noqa: PLC0415 - no import without --qstr
 
     for module in config.getoption("qstr_claims"):
         load_claims(module)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import platform
 from typing import Iterable, List, Sequence
 
+import torch
 from rich.console import Console
 from rich.table import Table
 
@@ -22,8 +23,6 @@ def fmt(value) -> str:
 def device_label(device: str) -> str:
     """'cuda (NVIDIA H100 80GB HBM3)' for a CUDA device, the device string otherwise."""
     if device.startswith("cuda"):
-        import torch
-
         if torch.cuda.is_available():
             return f"{device} ({torch.cuda.get_device_name(device)})"
     return device
@@ -110,8 +109,6 @@ def print_report(results: Sequence[Result], console: Console, title: str) -> Non
 
 
 def environment() -> dict:
-    import torch
-
     env = {
         "qstr-toolkit": _version(),
         "python": platform.python_version(),

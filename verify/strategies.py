@@ -11,6 +11,7 @@ import torch
 from hypothesis import strategies as st
 
 from qstr.constructions import validate
+from qstr.constructions.codes import build_codebook
 from qstr.constructions.links import LINK_NAMES, make_link
 from qstr.constructions.task import INDEX_RULES, TOKEN_RULES, VARIANTS, QSTR
 
@@ -169,8 +170,6 @@ def codebooks(
 
 @st.composite
 def _codebooks(draw, max_N, kinds, mu_max):
-    from qstr.constructions.codes import build_codebook
-
     N = draw(st.integers(1, max_N))
     kind = draw(st.sampled_from(kinds))
     gen = _generator(draw(seeds)) if kind != "rs-hadamard" else None

@@ -14,7 +14,7 @@ def cpu_threads(n: Optional[int]):
 
     The checks are many small tensor operations; on 2 shared cores one thread was measured
     5x faster than two for the whole quick profile (25 s against 145 s)."""
-    import torch
+    import torch  # noqa: PLC0415 - the CLI imports this module; its --help loads no torch
 
     if n is None:
         yield

@@ -3,6 +3,7 @@ Why padding leaves every member's trajectory unchanged: docs/experiments.md (bat
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Dict, Sequence
 
@@ -11,6 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from qstr.constructions.experiment_models import PracticalFFN, PracticalRNN, PracticalTransformer
+from qstr.constructions.layout import token_layout
 from qstr.constructions.published_models import EncodedFFN
 from qstr.verify.training.gru_scan import gru_scan
 from qstr.verify.training.members import Member
@@ -85,8 +87,6 @@ class _Family:
     def encoding_tables(self, member: Member, Dmax: int) -> Dict[str, torch.Tensor]:
         """pos (Nmax, Dmax) = c omega_i in the pos block; slot (qmax, Nmax, Dmax) = c omega_j in
         slot k's block; zero for padded positions, slots and coordinates."""
-        from qstr.constructions.layout import token_layout
-
         om = member.omega
         N, d_e = om.shape
         q, d, c = member.q, member.d, member.c
@@ -126,8 +126,6 @@ class _Family:
 
     def unstack(self, P: Dict[str, torch.Tensor], i: int, member: Member) -> nn.Module:
         """Member ``i``'s trained weights loaded into a deep copy of its model."""
-        import copy
-
         ref = self.canonical(member.model)
         blocks = {k: P[k][i][tuple(slice(0, s) for s in ref[k].shape)] for k in ref}
         return self.load(copy.deepcopy(member.model), blocks)

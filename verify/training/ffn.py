@@ -101,7 +101,8 @@ class FFNTrace:
         if not self.perp_norm or self.initial_norm == 0.0:
             return 0.0
         return (
-            max(abs(a - b) for a, b in zip(self.perp_norm, self.predicted_perp)) / self.initial_norm
+            max(abs(a - b) for a, b in zip(self.perp_norm, self.predicted_perp, strict=True))
+            / self.initial_norm
         )
 
 
@@ -278,7 +279,9 @@ def fit_full_batch(
         while True:
             loss, J, grads, pnorm = _objective_and_grads(lins, acts, inputs, data.y, lam)
             if backtrack and prev is not None and not J <= prev[0] + 1e-12 * abs(prev[0]):
-                for p, old in zip(params, prev[1]):  # undo the step, halve the step size
+                for p, old in zip(
+                    params, prev[1], strict=True
+                ):  # undo the step, halve the step size
                     p.copy_(old)
                 state["factor"] /= 1.0 - prev[2] * lam
                 state["tau"] -= prev[2]
@@ -300,7 +303,7 @@ def fit_full_batch(
                 return trace
             if backtrack:
                 prev = (J, [p.detach().clone() for p in params], eta, (loss, J, grads, pnorm))
-            for p, g in zip(params, grads):
+            for p, g in zip(params, grads, strict=True):
                 p.sub_(eta * g)
             state["factor"] *= 1.0 - eta * lam
             state["tau"] += eta

@@ -9,6 +9,7 @@ from typing import Any, List, Optional, Tuple
 import torch
 from torch import nn
 
+from qstr.constructions.encoding import encode
 from qstr.constructions.experiment_models import PracticalFFN
 
 
@@ -54,8 +55,6 @@ class Member:
 
     def inputs(self, x: torch.Tensor, t: torch.Tensor):
         """What ``self.model`` takes: the encoding z (B, N, D_e), or (x, t) for PracticalFFN."""
-        from qstr.constructions.encoding import encode
-
         if isinstance(self.model, PracticalFFN):
             return (x, t[:, 0, :]) if self.model.task == "simple" else (x, t)
         return (encode(x, t, self.omega.to(device=x.device, dtype=x.dtype), c=self.c),)

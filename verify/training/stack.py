@@ -67,7 +67,7 @@ def _train_step(fam: _Family, opt: StackedAdamW, meta, x, t, y, batch_size: int)
     )
     names = list(P)
     grads = torch.autograd.grad(per.sum(), [P[k] for k in names])
-    opt.step(dict(zip(names, grads)))
+    opt.step(dict(zip(names, grads, strict=True)))
     return per.detach()
 
 
@@ -115,7 +115,7 @@ class _GraphedStep:
             self.per = _train_step(fam, opt, meta, *self.inputs, batch_size)
 
     def __call__(self, x, t, y) -> torch.Tensor:
-        for static, v in zip(self.inputs, (x, t, y)):
+        for static, v in zip(self.inputs, (x, t, y), strict=True):
             static.copy_(v)
         self.graph.replay()
         return self.per
@@ -171,7 +171,7 @@ class _Stack:
             default_eval_elements(P) if opts.eval_elements is None else opts.eval_elements
         )
         padded = [_pad_prompts(*m.test, fam.Nmax, fam.qmax) for m in members]
-        self.test = [torch.stack(v) for v in zip(*padded)]
+        self.test = [torch.stack(v) for v in zip(*padded, strict=True)]
         self.n_test = torch.tensor([m.test[0].shape[0] for m in members], device=self.dev)
         if len(set(self.n_test.tolist())) != 1:
             raise ValueError("members of one stack must have test sets of equal size")
@@ -206,7 +206,7 @@ class _Stack:
                 )
                 for i in self.active
             ]
-            self.buf, self.buf_pos = [torch.stack(v) for v in zip(*parts)], 0
+            self.buf, self.buf_pos = [torch.stack(v) for v in zip(*parts, strict=True)], 0
         sl = slice(self.buf_pos * o.batch_size, (self.buf_pos + 1) * o.batch_size)
         self.buf_pos += 1
         return [v[:, sl] for v in self.buf]
@@ -227,6 +227,7 @@ class _Stack:
                 f"recording the training step as a CUDA graph failed twice "
                 f"({failed}); this stack goes on without graphs",
                 RuntimeWarning,
+                stacklevel=2,
             )
         return per
 
@@ -250,7 +251,7 @@ class _Stack:
         """The active members' test MSE (by row), recorded (with ``step`` on their curves, and
         their training ``losses``)."""
         mse = self.test_mse()
-        for r, (i, v) in enumerate(zip(self.active, mse.tolist())):
+        for r, (i, v) in enumerate(zip(self.active, mse.tolist(), strict=True)):
             self.last_mse[i] = v
             if step is not None:
                 self.curves[i].append((step, v))
