@@ -55,7 +55,7 @@ class Lemma39Inputs:
     equality: Tuple[Pair, ...]  # lemma39_equality_case, per case
     starts: Tuple[Pair, ...]  # batched starting pairs of the ascent, per case
     steps: int  # Adam steps of the ascent
-    rhs: Callable[..., torch.Tensor]  # ||A||_{r,q} ||B||_{p,s}
+    rhs: Callable[..., torch.Tensor] = holder_rhs  # ||A||_{r,q} ||B||_{p,s}
 
 
 def _random_pairs(ctx: Context, i: int, n_random: int) -> Tuple[Pair, ...]:
@@ -85,9 +85,7 @@ def lemma39_inputs(ctx: Context) -> Lemma39Inputs:
         g = ctx.generator("lemma-39/ascent", i, device=ctx.device)
         kw = dict(generator=g, dtype=torch.float64, device=ctx.device)
         starts.append((torch.randn(restarts, 3, 4, **kw), torch.randn(restarts, 4, 3, **kw)))
-    return Lemma39Inputs(
-        LEMMA39_CASES, tuple(random), tuple(equality), tuple(starts), steps, holder_rhs
-    )
+    return Lemma39Inputs(LEMMA39_CASES, tuple(random), tuple(equality), tuple(starts), steps)
 
 
 def _ratio(inp: Lemma39Inputs, A: torch.Tensor, B: torch.Tensor, p, q, r) -> torch.Tensor:

@@ -43,9 +43,9 @@ class Lemma40Inputs:
 
     cases: Tuple[Tuple[int, int], ...]
     estimates: Tuple[VarianceEstimate, ...]
-    variance: Callable[[int, int], float]  # Lemma 40's closed form 2 (k - r)
     zcrit: float  # the per-case critical value of the family's confidence (Bonferroni)
     n_terms: int  # summands behind each estimate, for the rounding term
+    variance: Callable[[int, int], float] = conditional_sqnorm_variance  # 2 (k - r), Lemma 40
 
 
 @claim.inputs
@@ -54,34 +54,19 @@ def lemma40_inputs(ctx: Context) -> Lemma40Inputs:
     (docs/derivations/few-heads.md, section 1)."""
     n_outer, n_inner = ctx.pick(quick=(400, 200), full=(2000, 500), gpu=(4000, 200))
     per_case = 1 - (1 - FAMILY_CONFIDENCE) / len(LEMMA40_CASES)
+    sizes, dev = dict(n_outer=n_outer, n_inner=n_inner, confidence=per_case), ctx.device
     estimates = []
     for k, r in LEMMA40_CASES:
-        g = ctx.generator("lemma-40/V", k, r, device=ctx.device)
-        V = random_orthonormal_rows(r, k, generator=g)
-        estimates.append(
-            mc_conditional_sqnorm_variance(
-                V,
-                n_outer=n_outer,
-                n_inner=n_inner,
-                confidence=per_case,
-                generator=ctx.generator("lemma-40/samples", k, r, device=ctx.device),
-            )
-        )
-    return Lemma40Inputs(
-        LEMMA40_CASES,
-        tuple(estimates),
-        conditional_sqnorm_variance,
-        float(stats.norm.ppf(0.5 + per_case / 2)),
-        n_outer + n_inner,
-    )
+        V = random_orthonormal_rows(r, k, generator=ctx.generator("lemma-40/V", k, r, device=dev))
+        g = ctx.generator("lemma-40/samples", k, r, device=dev)
+        estimates.append(mc_conditional_sqnorm_variance(V, generator=g, **sizes))
+    zcrit = float(stats.norm.ppf(0.5 + per_case / 2))
+    return Lemma40Inputs(LEMMA40_CASES, tuple(estimates), zcrit, n_outer + n_inner)
 
 
 def _rounding(inp: Lemma40Inputs, est: VarianceEstimate, k: int, claimed: float) -> Rounding:
-    return Rounding(
-        n=inp.n_terms + k,
-        scale=max(est.estimate, claimed),
-        what="(n_outer + n_inner + k) eps max(est, 2(k-r))",
-    )
+    what = "(n_outer + n_inner + k) eps max(est, 2(k-r))"
+    return Rounding(n=inp.n_terms + k, scale=max(est.estimate, claimed), what=what)
 
 
 @claim.check("family z-scores")
@@ -107,9 +92,8 @@ def lemma40_intervals(inp: Lemma40Inputs) -> Verdict:
         claimed = inp.variance(k, r)
         terms.append(_rounding(inp, est, k, claimed).times(1 / est.halfwidth, "1/halfwidth"))
         top = max(top, abs(est.estimate - claimed) / est.halfwidth)
-    return at_most(
-        top, 1.0, largest(terms), detail="|estimate - 2(k - r)| / half-width, largest case"
-    )
+    what = "|estimate - 2(k - r)| / half-width, largest case"
+    return at_most(top, 1.0, largest(terms), detail=what)
 
 
 def _variance_at_rank_plus_one(k: int, r: int) -> float:

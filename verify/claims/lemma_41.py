@@ -102,16 +102,21 @@ class Packing:
         return f"{self.ball} d={self.d} eps={self.eps:g}: M={self.points.shape[0]}"
 
 
+def _maurey_form(D: int, eps: float) -> float:
+    """ln(2D + 1) / eps^2: maurey_simple_bound without its constant 8."""
+    return maurey_simple_bound(D, eps) / 8
+
+
 @dataclass(frozen=True)
 class Lemma41Inputs:
     """Greedy packings of the l1 and l2 balls and of the sphere of R^128; the bounds they meet."""
 
     packings: Tuple[Packing, ...]  # the sphere's packing last (inside the l2 ball)
-    bound: Callable[[int, float, str], float]  # Lemma 41: packing_log_bound(d, eps, ball)
-    maurey_form: Callable[[int, float], float]  # ln(2D + 1) / eps^2, the form without its constant
     sphere_kept: int  # euclidean_packing_counterexample's count on the sphere's candidates
-    violation: Callable[[float], Optional[int]]  # maurey_violation_dimension
-    simplified: Callable[[int, float], float]  # maurey_simple_bound: (8 / eps^2) log(2d + 1)
+    bound: Callable[[int, float, str], float] = packing_log_bound  # Lemma 41 (d, eps, ball)
+    maurey_form: Callable[[int, float], float] = _maurey_form  # ln(2D + 1) / eps^2
+    violation: Callable[[float], Optional[int]] = maurey_violation_dimension
+    simplified: Callable[[int, float], float] = maurey_simple_bound  # (8 / eps^2) log(2d + 1)
 
     @property
     def sphere(self) -> Packing:
@@ -131,11 +136,6 @@ def _sphere_packing(ctx: Context) -> Tuple[Packing, int]:
     return Packing("l2", SPHERE_D, SPHERE_SEP, greedy_packing(X, SPHERE_SEP), X), kept
 
 
-def _maurey_form(D: int, eps: float) -> float:
-    """ln(2D + 1) / eps^2: maurey_simple_bound without its constant 8."""
-    return maurey_simple_bound(D, eps) / 8
-
-
 @claim.inputs
 def lemma41_inputs(ctx: Context) -> Lemma41Inputs:
     """Greedy packings (structured candidates, then uniform ones from ``sample_ball``) of the l1
@@ -144,20 +144,11 @@ def lemma41_inputs(ctx: Context) -> Lemma41Inputs:
     packings = []
     for ball, d, (e, eps) in itertools.product(("l2", "l1"), LEMMA41_DIMS, enumerate(LEMMA41_EPS)):
         g = ctx.generator("lemma-41/candidates", d, e, device=ctx.device)
-        cand = torch.cat(
-            [_structured(d, eps, ball, ctx.device), sample_ball(n_cand, d, ball, generator=g)]
-        )
+        structured = _structured(d, eps, ball, ctx.device)
+        cand = torch.cat([structured, sample_ball(n_cand, d, ball, generator=g)])
         packings.append(Packing(ball, d, eps, greedy_packing(cand, eps), cand))
     sphere, kept = _sphere_packing(ctx)
-    packings.append(sphere)
-    return Lemma41Inputs(
-        tuple(packings),
-        packing_log_bound,
-        _maurey_form,
-        kept,
-        maurey_violation_dimension,
-        maurey_simple_bound,
-    )
+    return Lemma41Inputs((*packings, sphere), kept)
 
 
 @claim.check("log M <= bound")
@@ -167,12 +158,8 @@ def lemma41_holds(inp: Lemma41Inputs) -> Verdict:
 
     def gap(P: Packing) -> Verdict:
         log_m, bound = math.log(P.points.shape[0]), inp.bound(P.d, P.eps, P.ball)
-        return at_most(
-            log_m - bound,
-            0.0,
-            detail=f"log M = {log_m:.3f} vs {bound:.3f}; no rounding term: M is a count and "
-            "both bounds are closed forms",
-        )
+        what = "no rounding term: M is a count and both bounds are closed forms"
+        return at_most(log_m - bound, 0.0, detail=f"log M = {log_m:.3f} vs {bound:.3f}; {what}")
 
     return worst(((str(P), gap(P)) for P in inp.packings), key=lambda v: v.measured)
 
@@ -205,28 +192,18 @@ def lemma41_maximal(inp: Lemma41Inputs) -> Verdict:
 def lemma41_sphere(inp: Lemma41Inputs) -> Verdict:
     """The Maurey form fails for the Euclidean sphere: a greedy 1.2-packing of random unit vectors
     of R^128 has log M above ln(2D + 1) / eps^2 (docs/derivations/lemmas-39-41-42.md)."""
-    S = inp.sphere
-    log_m = math.log(S.points.shape[0])
-    return at_least(
-        log_m,
-        inp.maurey_form(S.d, S.eps),
-        detail=f"{S} of {SPHERE_M} random unit vectors: log M = {log_m:.2f}; "
-        f"volume bound {volume_log_packing_bound(S.d, S.eps):.1f}",
-    )
+    S, log_m = inp.sphere, math.log(inp.sphere.points.shape[0])
+    what = f"log M = {log_m:.2f}; volume bound {volume_log_packing_bound(S.d, S.eps):.1f}"
+    return at_least(log_m, inp.maurey_form(S.d, S.eps), detail=f"{S} of {SPHERE_M} vectors: {what}")
 
 
 @claim.check("counterexample = greedy packing")
 def lemma41_counterexample(inp: Lemma41Inputs) -> Verdict:
     """euclidean_packing_counterexample (the Gram-matrix test <x, y> <= 1 - sep^2 / 2) keeps as
     many of the sphere's vectors as the greedy packing by distances: the count users cite."""
-    S = inp.sphere
-    return close(
-        inp.sphere_kept,
-        S.points.shape[0],
-        0.0,
-        detail=f"{S}: counterexample {inp.sphere_kept}, greedy packing "
-        f"{S.points.shape[0]}; counts, no rounding term",
-    )
+    S, kept = inp.sphere, inp.sphere_kept
+    what = f"{S}: counterexample {kept}, greedy packing {S.points.shape[0]}; counts, no rounding"
+    return close(kept, S.points.shape[0], 0.0, detail=what)
 
 
 def _maurey_margin(d: int, eps: float) -> float:
@@ -248,12 +225,9 @@ def lemma41_violation(inp: Lemma41Inputs) -> Verdict:
             return at_least(-math.inf, 0.0, detail=f"eps = {eps}: no first dimension ({d})")
         parts.append((min(_maurey_margin(d, eps), -_maurey_margin(d - 1, eps)), eps, d))
     m, eps, d = min(parts)
-    return at_least(
-        m,
-        0.0,
-        detail="; ".join(f"eps = {e}: d* = {k}" for _, e, k in parts)
-        + f"; smallest margin at eps = {eps}; both sides at 40 digits, no rounding",
-    )
+    found = "; ".join(f"eps = {e}: d* = {k}" for _, e, k in parts)
+    what = f"smallest margin at eps = {eps}; both sides at 40 digits, no rounding"
+    return at_least(m, 0.0, detail=f"{found}; {what}")
 
 
 @claim.check("simplified Maurey form dominates")
@@ -267,15 +241,12 @@ def lemma41_simplified(inp: Lemma41Inputs) -> Verdict:
         k = math.ceil(4 / eps**2)
         with mpmath.workdps(40):
             exact = float(mpmath.log(math.comb(2 * d + k, k)))
-        rnd = Rounding(n=4, scale=exact, what="4 eps |log C|")
-        return at_least(
-            inp.simplified(d, eps) - exact, 0.0, rnd, detail=f"log C(2d + k, k) = {exact:.4g}"
-        )
+        rnd, what = Rounding(n=4, scale=exact, what="4 eps |log C|"), f"log C = {exact:.4g}"
+        return at_least(inp.simplified(d, eps) - exact, 0.0, rnd, detail=what)
 
     cases = itertools.product(SIMPLE_DIMS, LEMMA41_EPS + (0.1,))
-    return worst(
-        ((f"d = {d}, eps = {eps}", margin(d, eps)) for d, eps in cases), key=lambda v: -v.measured
-    )
+    margins = ((f"d = {d}, eps = {eps}", margin(d, eps)) for d, eps in cases)
+    return worst(margins, key=lambda v: -v.measured)
 
 
 def _quartered(d: int, eps: float, ball: str) -> float:
@@ -301,17 +272,6 @@ def _scan_stopped_halfway(P: Packing) -> Packing:
     return replace(P, points=greedy_packing(P.candidates[: P.candidates.shape[0] // 2], P.eps))
 
 
-def _atoms_as_d(d: int, eps: float) -> float:
-    """The simplified form counting d atoms, not the 2d + 1 of conv{+-e_i, 0}:
-    (8 / eps^2) log d."""
-    return 8.0 / eps**2 * math.log(d)
-
-
-def _violation_one_late(eps: float) -> Optional[int]:
-    """The first violating dimension reported one too high (a search that stops one late)."""
-    return maurey_violation_dimension(eps) + 1
-
-
 claim.fault("both constants divided by 4", breaks=lemma41_holds, apply=replaced(bound=_quartered))
 claim.fault("a point kept twice", breaks=lemma41_separated, apply=mapped("packings", _point_twice))
 claim.fault(
@@ -334,13 +294,14 @@ def _counterexample_half(inp: Lemma41Inputs) -> Lemma41Inputs:
     return replace(inp, sphere_kept=greedy_packing(S.candidates[: SPHERE_M // 2], S.eps).shape[0])
 
 
-claim.fault(
-    "first violating dimension one late",
-    breaks=lemma41_violation,
-    apply=replaced(violation=_violation_one_late),
-)
-claim.fault(
-    "atoms counted as d, not 2d + 1",
-    breaks=lemma41_simplified,
-    apply=replaced(simplified=_atoms_as_d),
-)
+@claim.fault("first violating dimension one late", breaks=lemma41_violation)
+def _violation_one_late(inp: Lemma41Inputs) -> Lemma41Inputs:
+    """The first violating dimension reported one too high (a search that stops one late)."""
+    return replace(inp, violation=lambda eps: maurey_violation_dimension(eps) + 1)
+
+
+@claim.fault("atoms counted as d, not 2d + 1", breaks=lemma41_simplified)
+def _atoms_as_d(inp: Lemma41Inputs) -> Lemma41Inputs:
+    """The simplified form counting d atoms, not the 2d + 1 of conv{+-e_i, 0}:
+    (8 / eps^2) log d."""
+    return replace(inp, simplified=lambda d, eps: 8.0 / eps**2 * math.log(d))

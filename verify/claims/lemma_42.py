@@ -88,11 +88,11 @@ class Lemma42Inputs:
     certificate rests on (docs/derivations/lemmas-39-41-42.md)."""
 
     cases: Tuple[LipschitzCase, ...]
-    moments: Callable[[int, int], Tuple[float, float]]  # fk_moments(n, k) = (m2, m4)
-    smoothing: Callable[[int, int, float, float], float]  # smoothing_error_bound(n, k, L, R)
-    grid: Callable[[float, int, float], Tuple[torch.Tensor, float]]  # ball_grid(R, k, spacing)
     probes: Tuple[torch.Tensor, ...]  # per k = 1, 2: 4096 points of the unit ball and sphere
     steps: int  # projected-Adam steps of the adversarial search
+    moments: Callable[[int, int], Tuple[float, float]] = fk_moments  # (n, k) -> (m2, m4)
+    smoothing: Callable[[int, int, float, float], float] = smoothing_error_bound  # (n, k, L, R)
+    grid: Callable[[float, int, float], Tuple[torch.Tensor, float]] = ball_grid  # (R, k, spacing)
     lipschitz: Callable[[TwoLayerNet], float] = net_lipschitz_bound  # the certificate's Lip(net)
 
 
@@ -114,19 +114,15 @@ def _probes(ctx: Context, k: int) -> torch.Tensor:
 
 def _functions(ctx: Context):
     """(name, f, L, R, k, build arguments): 1-D and 2-D Lipschitz functions, Lemma 22's product."""
-    n2, sqrt2 = ctx.pick(quick=8, full=16), math.sqrt(2)
+    deg, r2 = dict(degree=ctx.pick(quick=8, full=16)), math.sqrt(2)
     return [
         ("sin(3x)", lambda x: torch.sin(3 * x[..., 0]), 3.0, 1.0, 1, dict(eps=0.05)),
         ("|x - 1/3| - 1/2", lambda x: (x[..., 0] - 1 / 3).abs() - 0.5, 1.0, 2.0, 1, dict(eps=0.01)),
-        ("xy on the sqrt2-ball (Lemma 22)", _product, sqrt2, sqrt2, 2, dict(degree=n2)),
-        ("||x||", lambda x: x.norm(dim=-1), 1.0, 1.0, 2, dict(degree=n2)),
+        ("xy on the sqrt2-ball (Lemma 22)", lambda x: x[..., 0] * x[..., 1], r2, r2, 2, deg),
+        ("||x||", lambda x: x.norm(dim=-1), 1.0, 1.0, 2, deg),
         ("||x|| to eps 0.6", lambda x: x.norm(dim=-1), 1.0, 1.0, 2, dict(eps=0.6)),
-        ("sin x1 + cos 2x2", _sin_cos, math.sqrt(5), 1.0, 2, dict(degree=n2)),
+        ("sin x1 + cos 2x2", _sin_cos, math.sqrt(5), 1.0, 2, deg),
     ]
-
-
-def _product(x: torch.Tensor) -> torch.Tensor:
-    return x[..., 0] * x[..., 1]
 
 
 def _sin_cos(x: torch.Tensor) -> torch.Tensor:
@@ -137,41 +133,22 @@ def _sin_cos(x: torch.Tensor) -> torch.Tensor:
 def lemma42_inputs(ctx: Context) -> Lemma42Inputs:
     """The nets lemma42_net builds for six functions (k = 1: interpolation; k = 2:
     Fourier-ridge)."""
-    cases = tuple(
-        _case(
-            name,
-            f,
-            L,
-            lemma42_net(f, L=L, R=R, k=k, **kw),
-            kw.get("eps"),
-            _starts(ctx, i, k, R),
-            ctx,
-        )
-        for i, (name, f, L, R, k, kw) in enumerate(_functions(ctx))
-    )
+    cases = []
+    for i, (name, f, L, R, k, kw) in enumerate(_functions(ctx)):
+        built = lemma42_net(f, L=L, R=R, k=k, **kw)
+        cases.append(_case(ctx, name, f, L, built, kw.get("eps"), _starts(ctx, i, k, R)))
     probes = (_probes(ctx, 1), _probes(ctx, 2))
-    steps = ctx.pick(quick=15, full=60)
-    return Lemma42Inputs(cases, fk_moments, smoothing_error_bound, ball_grid, probes, steps)
+    return Lemma42Inputs(tuple(cases), probes, steps=ctx.pick(quick=15, full=60))
 
 
-def _case(
-    name: str,
-    f,
-    L: float,
-    b: LipschitzNet,
-    eps: Optional[float],
-    starts: torch.Tensor,
-    ctx: Context,
-) -> LipschitzCase:
+def _case(ctx: Context, name: str, f, L: float, b: LipschitzNet, eps, starts) -> LipschitzCase:
     """The case with its certificate, certify_sup_error on ctx.device (grid + (L + Lip(net)) rho),
     and the net's rounding term on the ball (its corners bound |x|)."""
     net = b.net.to(device=ctx.device)
-    cert = _certificate(f, b, L, b.R, ctx)
     corners = b.R * torch.ones(1, b.k, dtype=torch.float64, device=ctx.device)
-    rnd = two_layer(
-        net.W, net.b, net.a[None, :], corners, what="(k + width + 2) eps max|a|(|W| R + |b|)"
-    )
-    return LipschitzCase(name, f, L, b, eps, starts, cert, rnd)
+    what = "(k + width + 2) eps max|a|(|W| R + |b|)"
+    rnd = two_layer(net.W, net.b, net.a[None, :], corners, what=what)
+    return LipschitzCase(name, f, L, b, eps, starts, _certificate(f, b, L, b.R, ctx), rnd)
 
 
 def _certificate(f, b: LipschitzNet, L: float, R: float, ctx: Context) -> SupCertificate:
@@ -181,9 +158,9 @@ def _certificate(f, b: LipschitzNet, L: float, R: float, ctx: Context) -> SupCer
     return certify_sup_error(f, net, L=L, R=R, k=b.k, spacing=spacing)
 
 
-def _largest(cases: Iterable[Tuple[str, Verdict]]) -> Verdict:
-    """The case with the largest measured ratio or gap (the checks below rank cases so)."""
-    return worst(cases, key=lambda v: v.measured)
+def _largest(ratio: Callable[[LipschitzCase], Verdict], cases: Iterable[LipschitzCase]) -> Verdict:
+    """The verdict of the case with the largest ratio (or gap): the measure these checks rank by."""
+    return worst(((str(c), ratio(c)) for c in cases), key=lambda v: v.measured)
 
 
 def _ridged(inp: Lemma42Inputs) -> Iterable[LipschitzCase]:
@@ -203,37 +180,19 @@ def lemma42_certified(inp: Lemma42Inputs) -> Verdict:
             upper / bound, 1.0, rnd, detail=f"certified {upper:.4f} vs bound {bound:.4f}"
         )
 
-    return _largest((str(c), ratio(c)) for c in inp.cases)
+    return _largest(ratio, inp.cases)
 
 
 @claim.check("error bound <= eps asked")
 def lemma42_eps(inp: Lemma42Inputs) -> Verdict:
     """A net built for a sup-error eps has an error bound within eps; the largest bound / eps."""
     rnd = Rounding(n=4, scale=1.0, what="4 eps (L h / 2 / eps, sums of two terms), relative")
-    return _largest(
-        (
-            str(c),
-            at_most(
-                c.built.error_bound / c.eps,
-                1.0,
-                rnd,
-                detail=f"bound {c.built.error_bound:.4f} vs eps {c.eps:g}",
-            ),
-        )
-        for c in inp.cases
-        if c.eps is not None
-    )
 
+    def ratio(c: LipschitzCase) -> Verdict:
+        bound = c.built.error_bound
+        return at_most(bound / c.eps, 1.0, rnd, detail=f"bound {bound:.4f} vs eps {c.eps:g}")
 
-def _seen(case: LipschitzCase, ctx: Context, steps: int) -> float:
-    """The largest |f - net| found by projected Adam from the case's starting points."""
-    net = case.built.net.to(device=ctx.device)
-
-    def err(x):
-        return (case.f(x[:, 0]) - net(x)).abs()
-
-    x = worst_case_tokens(err, case.starts.to(ctx.device), case.built.R, steps=steps, lr=0.05)
-    return float(err(x).max())
+    return _largest(ratio, (c for c in inp.cases if c.eps is not None))
 
 
 @claim.check("error seen <= certified")
@@ -242,11 +201,17 @@ def lemma42_seen(inp: Lemma42Inputs, ctx: Context) -> Verdict:
     certified."""
 
     def ratio(c: LipschitzCase) -> Verdict:
-        found, upper = max(c.cert.lower, _seen(c, ctx, inp.steps)), c.cert.upper
+        net = c.built.net.to(device=ctx.device)
+
+        def err(x):  # |f - net|, which projected Adam climbs from the case's starting points
+            return (c.f(x[:, 0]) - net(x)).abs()
+
+        x = worst_case_tokens(err, c.starts.to(ctx.device), c.built.R, steps=inp.steps, lr=0.05)
+        found, upper = max(c.cert.lower, float(err(x).max())), c.cert.upper
         rnd = c.rounding.times(1 / upper, "1/certified")
         return at_most(found / upper, 1.0, rnd, detail=f"seen {found:.4f} vs certified {upper:.4f}")
 
-    return _largest((str(c), ratio(c)) for c in inp.cases)
+    return _largest(ratio, inp.cases)
 
 
 def _ridge_error(built: LipschitzNet) -> float:
@@ -259,11 +224,12 @@ def lemma42_ridges(inp: Lemma42Inputs) -> Verdict:
     """Step 6 (k >= 2): the ridges' interpolation error sum_v S_v (2R / K_v)^2 / 8 is within the
     ridge budget eps_ridge; the largest error / budget."""
 
-    def ratio(b: LipschitzNet) -> Verdict:
-        rnd = Rounding(n=4 * len(b.ridges), scale=1.0, what="4 (ridges) eps, relative")
-        return at_most(_ridge_error(b) / b.ridge_budget, 1.0, rnd, detail=f"{len(b.ridges)} ridges")
+    def ratio(c: LipschitzCase) -> Verdict:
+        n = len(c.built.ridges)
+        rnd = Rounding(n=4 * n, scale=1.0, what="4 (ridges) eps, relative")
+        return at_most(_ridge_error(c.built) / c.built.ridge_budget, 1.0, rnd, detail=f"{n} ridges")
 
-    return _largest((str(c), ratio(c.built)) for c in _ridged(inp))
+    return _largest(ratio, _ridged(inp))
 
 
 def _split_gap(c: LipschitzCase, smoothing) -> float:
@@ -280,7 +246,7 @@ def lemma42_split(inp: Lemma42Inputs) -> Verdict:
     """Steps 4 and 6 (k >= 2): the error splits into eps_smooth, the kernel's bound, and the ridge
     budget eps_ridge as derived; the largest relative gap over the nets."""
     rnd = Rounding(n=8, scale=1.0, what="8 eps (a ratio, a difference), relative")
-    return _largest((str(c), at_most(_split_gap(c, inp.smoothing), 0.0, rnd)) for c in _ridged(inp))
+    return _largest(lambda c: at_most(_split_gap(c, inp.smoothing), 0.0, rnd), _ridged(inp))
 
 
 def fk_smoothing(f, n: int, k: int, R: float, x: torch.Tensor) -> torch.Tensor:
@@ -315,14 +281,10 @@ def lemma42_ridges_of_t(inp: Lemma42Inputs, ctx: Context) -> Verdict:
         T = fk_smoothing(c.f, b.degree, b.k, b.R, x)
         gap = float((b.net.to(device=ctx.device)(x[:, None, :]).reshape(-1) - T).abs().max())
         error = _ridge_error(b)
-        return at_most(
-            gap / error,
-            1.0,
-            c.rounding.times(1 / error, "1/ridge error"),
-            detail=f"|net - T| {gap:.3g} against the ridges' {error:.3g}",
-        )
+        what = f"|net - T| {gap:.3g} against the ridges' {error:.3g}"
+        return at_most(gap / error, 1.0, c.rounding.times(1 / error, "1/ridge error"), detail=what)
 
-    return _largest((str(c), ratio(c)) for c in _ridged(inp) if c.built.method == "fourier-ridge")
+    return _largest(ratio, (c for c in _ridged(inp) if c.built.method == "fourier-ridge"))
 
 
 def _grid_moments(n: int, k: int) -> Tuple[float, float]:
@@ -347,17 +309,12 @@ def lemma42_moments(inp: Lemma42Inputs) -> Verdict:
         m2, m4 = _grid_moments(n, k)
         e = (2 / math.pi) * (2 * math.sqrt(m2) + (math.pi - 2) * math.sqrt(m2 * m4))  # L = R = 1
         theirs = (*inp.moments(n, k), inp.smoothing(n, k, 1.0, 1.0))
-        rnd = Rounding(
-            n=(n + 2) * (n + 3) ** k,
-            scale=1.0,
-            what="(n + 2) G^k eps (n cosines per weight, G^k terms), relative",
-        )
-        ours = (m2, m4, e)
-        return at_most(
-            max(abs(a - b) / abs(b) for a, b in zip(ours, theirs, strict=True)), 0.0, rnd
-        )
+        what = "(n + 2) G^k eps (n cosines per weight, G^k terms), relative"
+        rnd = Rounding(n=(n + 2) * (n + 3) ** k, scale=1.0, what=what)
+        rel = max(abs(a - b) / abs(b) for a, b in zip((m2, m4, e), theirs, strict=True))
+        return at_most(rel, 0.0, rnd)
 
-    return _largest((f"n={n}, k={k}", gap(n, k)) for n, k in FK_CASES)
+    return worst(((f"n={n}, k={k}", gap(n, k)) for n, k in FK_CASES), key=lambda v: v.measured)
 
 
 @claim.check("grid covers the ball within rho")
@@ -372,10 +329,9 @@ def lemma42_covering(inp: Lemma42Inputs) -> Verdict:
         dist = torch.cdist(R * inp.probes[k - 1], pts, compute_mode="donot_use_mm_for_euclid_dist")
         return at_most(float(dist.min(dim=1).values.max()) / rho, 1.0, rnd)
 
-    radii = sorted({(c.built.R, c.built.k) for c in inp.cases})
-    return _largest(
-        (f"R={R:.3g}, k={k}, spacing {COVER_SPACING[k]:g}", reach(R, k)) for R, k in radii
-    )
+    balls = sorted({(c.built.R, c.built.k) for c in inp.cases})
+    cases = ((f"R={R:.3g}, k={k}, spacing {COVER_SPACING[k]:g}", reach(R, k)) for R, k in balls)
+    return worst(cases, key=lambda v: v.measured)
 
 
 def _steepest_slope(case: LipschitzCase, probes: torch.Tensor, ctx: Context) -> float:
@@ -396,15 +352,11 @@ def lemma42_net_lipschitz(inp: Lemma42Inputs, ctx: Context) -> Verdict:
     def ratio(c: LipschitzCase) -> Verdict:
         slope, lip = _steepest_slope(c, inp.probes[c.built.k - 1], ctx), inp.lipschitz(c.built.net)
         measured = slope / lip if lip > 0 else (math.inf if slope > 0 else 0.0)
-        width = c.built.net.W.shape[0]
-        rnd = Rounding(
-            n=2 * (width + c.built.k),
-            scale=1.0,
-            what="2 (width + k) eps, relative (sums over the units)",
-        )
+        what = "2 (width + k) eps, relative (sums over the units)"
+        rnd = Rounding(n=2 * (c.built.net.W.shape[0] + c.built.k), scale=1.0, what=what)
         return at_most(measured, 1.0, rnd, detail="steepest slope / Lip(net) bound")
 
-    return _largest((str(c), ratio(c)) for c in inp.cases)
+    return _largest(ratio, inp.cases)
 
 
 @claim.fault("functions twice as steep as the nets were built for", breaks=lemma42_certified)
@@ -420,27 +372,14 @@ def _steeper(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
     def cone(x):
         return 2 * x.norm(dim=-1)
 
-    cases = tuple(
-        _case(
-            name,
-            f,
-            2.0,
-            lemma42_net(f, L=1.0, R=1.0, k=k, **kw),
-            None,
-            _starts(ctx, 100 + k, k, 1.0),
-            ctx,
-        )
-        for name, f, k, kw in (
-            ("tent 2L", tent, 1, dict(eps=0.05)),
-            ("cone 2L", cone, 2, dict(degree=ctx.pick(quick=8, full=16))),
-        )
-    )
-    return replace(inp, cases=cases)
-
-
-def _rebuilt(c: LipschitzCase, built: LipschitzNet, ctx: Context) -> LipschitzCase:
-    """Case c with another net (its certificate and rounding term redone)."""
-    return _case(c.name, c.f, c.L, built, c.eps, c.starts, ctx)
+    cases, degree = [], ctx.pick(quick=8, full=16)
+    for name, f, k, kw in (
+        ("tent 2L", tent, 1, dict(eps=0.05)),
+        ("cone 2L", cone, 2, dict(degree=degree)),
+    ):
+        built = lemma42_net(f, L=1.0, R=1.0, k=k, **kw)
+        cases.append(_case(ctx, name, f, 2.0, built, None, _starts(ctx, 100 + k, k, 1.0)))
+    return replace(inp, cases=tuple(cases))
 
 
 @claim.fault("output weights scaled by 1.1", breaks=lemma42_certified)
@@ -449,7 +388,7 @@ def _scaled(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
 
     def scale(c: LipschitzCase) -> LipschitzCase:
         net = TwoLayerNet(a=1.1 * c.built.net.a, W=c.built.net.W.clone(), b=c.built.net.b.clone())
-        return _rebuilt(c, replace(c.built, net=net), ctx)
+        return _case(ctx, c.name, c.f, c.L, replace(c.built, net=net), c.eps, c.starts)
 
     return mapped("cases", scale)(inp)
 
@@ -474,7 +413,8 @@ def _degree_lower(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
         if c.eps is None:
             return c
         b = c.built
-        return _rebuilt(c, lemma42_net(c.f, L=b.L, R=b.R, k=b.k, degree=b.degree - 1), ctx)
+        built = lemma42_net(c.f, L=b.L, R=b.R, k=b.k, degree=b.degree - 1)
+        return _case(ctx, c.name, c.f, c.L, built, c.eps, c.starts)
 
     return mapped("cases", lower)(inp)
 
@@ -485,6 +425,11 @@ def _interval_less(c: LipschitzCase) -> LipschitzCase:
     return replace(c, built=replace(c.built, ridges=ridges))
 
 
+claim.fault(
+    "one interval less per ridge", breaks=lemma42_ridges, apply=mapped("cases", _interval_less)
+)
+
+
 def _half_to_ridges(c: LipschitzCase) -> LipschitzCase:
     """A k >= 2 net built for a degree rebuilt with half the error given to the ridges."""
     b = c.built
@@ -492,6 +437,13 @@ def _half_to_ridges(c: LipschitzCase) -> LipschitzCase:
         return c
     half = lemma42_net(c.f, L=b.L, R=b.R, k=b.k, degree=b.degree, ridge_fraction=0.5)
     return replace(c, built=half)
+
+
+claim.fault(
+    "half the error given to the ridges",
+    breaks=lemma42_split,
+    apply=mapped("cases", _half_to_ridges),
+)
 
 
 def _constant_unit_dropped(c: LipschitzCase) -> LipschitzCase:
@@ -504,9 +456,17 @@ def _constant_unit_dropped(c: LipschitzCase) -> LipschitzCase:
     return replace(c, built=replace(c.built, net=net))
 
 
-def _moments_of_next_degree(n: int, k: int) -> Tuple[float, float]:
+claim.fault(
+    "the merged constant unit dropped",
+    breaks=lemma42_ridges_of_t,
+    apply=mapped("cases", _constant_unit_dropped),
+)
+
+
+@claim.fault("kernel moments of degree n + 1", breaks=lemma42_moments)
+def _moments_off_by_one(inp: Lemma42Inputs) -> Lemma42Inputs:
     """The kernel moments of degree n + 1 in place of n."""
-    return fk_moments(n + 1, k)
+    return replace(inp, moments=lambda n, k: fk_moments(n + 1, k))
 
 
 def _short_grid(R: float, k: int, spacing: float) -> Tuple[torch.Tensor, float]:
@@ -515,34 +475,12 @@ def _short_grid(R: float, k: int, spacing: float) -> Tuple[torch.Tensor, float]:
     return pts[pts.norm(dim=1) <= R - rho], rho
 
 
-def _lipschitz_halved(net: TwoLayerNet) -> float:
-    """The net's Lipschitz bound halved (a difference quotient over 2h read as one over h)."""
-    return 0.5 * net_lipschitz_bound(net)
-
-
-claim.fault(
-    "one interval less per ridge", breaks=lemma42_ridges, apply=mapped("cases", _interval_less)
-)
-claim.fault(
-    "half the error given to the ridges",
-    breaks=lemma42_split,
-    apply=mapped("cases", _half_to_ridges),
-)
-claim.fault(
-    "the merged constant unit dropped",
-    breaks=lemma42_ridges_of_t,
-    apply=mapped("cases", _constant_unit_dropped),
-)
-claim.fault(
-    "kernel moments of degree n + 1",
-    breaks=lemma42_moments,
-    apply=replaced(moments=_moments_of_next_degree),
-)
 claim.fault(
     "grid of the ball of radius R - rho", breaks=lemma42_covering, apply=replaced(grid=_short_grid)
 )
-claim.fault(
-    "the net's Lipschitz bound halved",
-    breaks=lemma42_net_lipschitz,
-    apply=replaced(lipschitz=_lipschitz_halved),
-)
+
+
+@claim.fault("the net's Lipschitz bound halved", breaks=lemma42_net_lipschitz)
+def _lipschitz_halved(inp: Lemma42Inputs) -> Lemma42Inputs:
+    """The net's Lipschitz bound halved (a difference quotient over 2h read as one over h)."""
+    return replace(inp, lipschitz=lambda net: 0.5 * net_lipschitz_bound(net))
