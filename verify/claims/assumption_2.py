@@ -1,0 +1,174 @@
+"""Assumption 2 (the links): each link's E g^2 is as stated, the random teacher's as derived, and
+the exact two-layer nets equal g (docs/derivations/theorem4.md)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Callable, Dict, Tuple
+
+import torch
+
+from qstr.constructions.links import CallableLink, Link, TwoLayerNet, make_link
+from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, close, edited, worst
+from qstr.verify.registry import register
+from qstr.verify.rounding import Rounding
+
+Q, D = 3, 4
+TEACHERS = 400  # random teachers averaged over (quick and full)
+Z = 6.0  # standard errors allowed between a Monte Carlo mean and its stated value
+# E g^2 for q distinct N(0, I_d) tokens, as the links are stated (constructions/links.py)
+SECOND_MOMENT = {
+    "linear": lambda q, d: 1.0,
+    "hermite": lambda q, d: 1.0,
+    "sqnorm": lambda q, d: 2.0,
+    "mean": lambda q, d: d / q,
+    "mean-projected": lambda q, d: 1.0 / q,
+}
+LINKS = ("linear", "hermite", "sqnorm", "mean", "mean-projected", "teacher")
+
+
+def teacher_second_moment_closed(q: int, d: int) -> float:
+    """The random teacher's E g^2 = m E a_j^2 E relu(w.x + b)^2 = (1 + 1/(q d)) / 2 (a ~ N(0, 1/m),
+    W, b ~ N(0, 1/(q d)); cross terms vanish, E relu(z)^2 = E z^2 / 2 for symmetric z)."""
+    return (1 + 1 / (q * d)) / 2
+
+
+claim = register(
+    Claim(
+        "assumption-2",
+        Ref("Assumption 2"),
+        statement="links as stated: E g^2 (Monte Carlo; the random teacher averaged over its "
+        "draws) = its stated value; the exact two-layer nets equal g",
+        builds=(make_link,),
+        bounds=(teacher_second_moment_closed,),
+        derivation="docs/derivations/theorem4.md",
+    )
+)
+
+
+@dataclass(frozen=True)
+class Assumption2Inputs:
+    """The links users get from make_link, Gaussian tokens (and some of norm 10), the teacher's
+    draw, and the stated second moments."""
+
+    links: Tuple[Tuple[str, Link], ...]
+    xt: torch.Tensor  # (n, q, d) N(0, I) tokens
+    big: torch.Tensor  # tokens of norm 10, for the exact nets
+    teacher: Callable[[torch.Generator], Link]  # a generator -> a random teacher link
+    stated: Dict[str, Callable[[int, int], float]]
+    teacher_closed: Callable[[int, int], float]
+
+
+def _draw_teacher(g: torch.Generator) -> Link:
+    return make_link("teacher", Q, D, generator=g)
+
+
+@claim.inputs
+def assumption2_inputs(ctx: Context) -> Assumption2Inputs:
+    """Each link of constructions/links.py at q = 3, d = 4, and n Gaussian token triples."""
+    n = ctx.pick(quick=100_000, full=1_000_000)
+    links = tuple(
+        (name, make_link(name, Q, D, generator=ctx.generator("assumption-2/link", i)))
+        for i, name in enumerate(LINKS)
+    )
+    xt = torch.randn(n, Q, D, generator=ctx.generator("assumption-2/tokens"), dtype=torch.float64)
+    big = xt[:2000] * (10.0 / xt[:2000].norm(dim=-1, keepdim=True))
+    return Assumption2Inputs(
+        links, xt, big, _draw_teacher, dict(SECOND_MOMENT), teacher_second_moment_closed
+    )
+
+
+def _second_moment(name: str, link: Link, inp: Assumption2Inputs) -> Verdict:
+    """|E g^2 estimate - stated| in standard errors of the estimate, over the rows of xt."""
+    y = link(inp.xt)
+    sq = (y * y).sum(-1) if y.dim() == inp.xt.dim() - 1 else y * y
+    m, se = float(sq.mean()), float(sq.std() / math.sqrt(sq.numel()))
+    want = inp.stated[name](Q, D)
+    detail = f"standard errors: E g^2 = {m:.4f} +- {se:.1g} vs stated {want:.4g}"
+    return at_most(abs(m - want) / se, Z, detail=f"{detail} ({len(inp.xt)} draws)")
+
+
+@claim.check("E g^2 = stated")
+def second_moments(inp: Assumption2Inputs) -> Verdict:
+    """Each link's E g^2 (Monte Carlo) = its stated value: the largest |mean - stated| / se."""
+    return worst(
+        (name, _second_moment(name, link, inp)) for name, link in inp.links if name in inp.stated
+    )
+
+
+@claim.check("teacher E g^2 = (1 + 1/(qd)) / 2")
+def teacher(inp: Assumption2Inputs, ctx: Context) -> Verdict:
+    """The random teacher's E g^2 over its draws = (1 + 1/(q d)) / 2, within 6 standard errors:
+    TEACHERS teachers, each on its own 32 Gaussian inputs."""
+    g = ctx.generator("assumption-2/teachers")
+    means = []
+    for _ in range(TEACHERS):
+        link = inp.teacher(g)
+        xt = torch.randn(32, Q, D, generator=g, dtype=torch.float64)
+        means.append(float(link(xt).pow(2).mean()))
+    means = torch.tensor(means, dtype=torch.float64)
+    m, se = float(means.mean()), float(means.std() / math.sqrt(len(means)))
+    detail = f"{TEACHERS} teachers: se {se:.2g}, tolerance 6 se"
+    return close(m, inp.teacher_closed(Q, D), Z * se, detail=detail)
+
+
+def _exact_net(link: Link, inp: Assumption2Inputs) -> Verdict:
+    """max |net - g| of the link's exact net, on Gaussian tokens and tokens of norm 10."""
+    net = link.two_layer_net()
+    err = max(float((net(x) - link(x)).abs().max()) for x in (inp.xt[:2000], inp.big))
+    rnd = Rounding(
+        n=Q * D + net.m + 2,
+        scale=10.0 * Q * max(1.0, net.lipschitz),
+        what="(qd + m + 2) eps 10 q Lip",
+    )
+    return at_most(err, 0.0, rnd, detail="max |net - g|")
+
+
+@claim.check("exact nets = g")
+def exact_nets(inp: Assumption2Inputs) -> Verdict:
+    """Every exact Assumption 2 net equals g, on Gaussian tokens and tokens of norm 10."""
+    nets = [(name, _exact_net(link, inp)) for name, link in inp.links if link.two_layer_net()]
+    return worst(nets, key=lambda v: v.measured - v.rounding)
+
+
+def _hermite_times(factor: float):
+    """A fault's edit: the links replaced by the Hermite link alone, times ``factor``."""
+
+    def links(old):
+        hermite = dict(old)["hermite"]
+        return (("hermite", CallableLink(q=Q, d=D, fn=lambda xt: factor * hermite(xt))),)
+
+    return edited(links=links)
+
+
+# He2 = z^2 - 1 without its 1/sqrt(2) is the Hermite link times sqrt(2); times sqrt(q) for over
+claim.fault("He2 without 1/sqrt 2", breaks=second_moments, apply=_hermite_times(math.sqrt(2)))
+claim.fault("the Hermite sum times sqrt q", breaks=second_moments, apply=_hermite_times(Q))
+
+
+@claim.fault("a linear net with a sign lost", breaks=exact_nets)
+def _sign_slip(inp: Assumption2Inputs) -> Assumption2Inputs:
+    """A linear link whose exact net lost the sign of its second unit."""
+    linear = dict(inp.links)["linear"]
+    good = linear.two_layer_net()
+    bad = TwoLayerNet(a=torch.tensor([1.0, 1.0], dtype=torch.float64), W=good.W, b=good.b)
+
+    class SignSlip(type(linear)):
+        def two_layer_net(self):
+            return bad
+
+    return replace(inp, links=(("linear", SignSlip(q=Q, d=D, u=linear.u)),))
+
+
+@claim.fault("a teacher without the 1/sqrt(m) of its output weights", breaks=teacher)
+def _unscaled_teacher(inp: Assumption2Inputs) -> Assumption2Inputs:
+    """Teachers drawn with a ~ N(0, 1) (the 1/sqrt(m) of the output weights forgotten)."""
+
+    def draw(g):
+        t = _draw_teacher(g)
+        m = t.net.a.shape[0]
+        net = TwoLayerNet(a=t.net.a * math.sqrt(m), W=t.net.W, b=t.net.b)
+        return type(t)(q=Q, d=D, net=net)
+
+    return replace(inp, teacher=draw)

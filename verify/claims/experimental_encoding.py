@@ -1,0 +1,98 @@
+"""Appendix E's encoding: at d_e = floor(5 ln N), N = 100, about 52.6 of 4950 code pairs exceed
+1/2, the exact pair tail (docs/derivations/codebooks.md (b))."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Callable, Tuple
+
+from qstr.constructions.codes import (
+    coherence_report,
+    experimental_codebook,
+    rademacher_codebook,
+    rademacher_pair_tail,
+)
+from qstr.verify.claim import Claim, Context, Ref, Verdict, at_least, close, exact, replaced
+from qstr.verify.claims._codebooks import CODEBOOKS, one_sided_pair_tail, tail_by_counting
+from qstr.verify.registry import register
+
+N = 100
+
+claim = register(
+    Claim(
+        "experimental-encoding",
+        Ref("Appendix E"),
+        statement="the experiments' d_e = floor(5 ln N) at N = 100: about 52.6 of 4950 code pairs "
+        "exceed 1/2 (exact tail = sign-pattern count = Monte Carlo)",
+        builds=(experimental_codebook,),
+        bounds=(rademacher_pair_tail,),
+        derivation=CODEBOOKS,
+    )
+)
+
+
+@dataclass(frozen=True)
+class ExperimentalInputs:
+    """Violating pairs of independent draws of the experiments' codebook (N = 100, d_e = 23), and
+    the pair tail that predicts them (codebooks.md (b))."""
+
+    counts: Tuple[int, ...]  # pairs with |<w_i, w_j>| > 1/2, per draw
+    d_e: int
+    pair_tail: Callable[[int, float], float]  # rademacher_pair_tail
+
+
+@claim.inputs
+def experimental_inputs(ctx: Context) -> ExperimentalInputs:
+    """R = 300 (quick) or 3000 draws of experimental_codebook(100), each its own generator."""
+
+    def draw(r):
+        g = ctx.generator("experimental-encoding/draw", r, device=ctx.device)
+        return experimental_codebook(N, device=ctx.device, generator=g)
+
+    books = [draw(r) for r in range(ctx.pick(quick=300, full=3000))]
+    counts = tuple(b.params["n_violations"] for b in books)
+    return ExperimentalInputs(counts, books[0].d_e, rademacher_pair_tail)
+
+
+@claim.check("mean violations = C(N, 2) tail")
+def mean_violations(inp: ExperimentalInputs) -> Verdict:
+    """The mean number of pairs above 1/2 per draw = C(N, 2) P(|<w_i, w_j>| > 1/2) (about 52.58),
+    within 6 standard errors."""
+    R, pairs = len(inp.counts), N * (N - 1) // 2
+    mean = sum(inp.counts) / R
+    se = math.sqrt(sum((c - mean) ** 2 for c in inp.counts) / (R - 1) / R)
+    detail = f"N = {N}, d_e = {inp.d_e}, {R} draws, se {se:.2g}, tolerance 6 se"
+    return close(mean, pairs * inp.pair_tail(inp.d_e, 0.5), 6 * se, detail=detail)
+
+
+@claim.check("pair tail = sign-pattern count")
+def tail(inp: ExperimentalInputs) -> Verdict:
+    """The pair tail at d_e = 23 = the sign-pattern count 89104 / 2^23 (codebooks.md (b))."""
+    count = tail_by_counting(inp.d_e, 0.5)
+    return exact(inp.pair_tail(inp.d_e, 0.5), float(count), detail=f"count {count}")
+
+
+@claim.check("every draw violates Assumption 3")
+def every_draw(inp: ExperimentalInputs) -> Verdict:
+    """Every draw violates Assumption 3: the fewest pairs above 1/2 in a draw is at least 1."""
+    detail = f"fewest violating pairs over {len(inp.counts)} draws"
+    return at_least(min(inp.counts), 1, detail=detail)
+
+
+claim.fault(
+    "the one-sided tail",
+    breaks=(mean_violations, tail),
+    apply=replaced(pair_tail=one_sided_pair_tail),
+)
+
+
+@claim.fault("draws at the exact rule's d_e", breaks=every_draw)
+def _exact_rule_draws(inp: ExperimentalInputs, ctx: Context) -> ExperimentalInputs:
+    """Ten draws at the exact rule's d_e (rademacher_codebook, N = 100): no pair above 1/2."""
+
+    def violations(r):
+        g = ctx.generator("experimental-encoding/rule", r, device=ctx.device)
+        return coherence_report(rademacher_codebook(N, device=ctx.device, generator=g).omega, 0.5)
+
+    return replace(inp, counts=tuple(violations(r).n_violations for r in range(10)))
