@@ -1,0 +1,345 @@
+"""Lemma 36 (Appendix C.3, Theorem 9's memoriser): an interpolating RNN on n general-1STR prompts
+with ||vec||^2 <= C n^3, independent of N (docs/derivations/interpolation.md)."""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, replace
+from typing import Callable, Tuple
+
+import torch
+
+from qstr.bounds.interpolation import (
+    MemoriserGuarantee,
+    lemma36_constant,
+    lemma36_net,
+    memoriser,
+)
+from qstr.constructions.encoding import rnn_encoding
+from qstr.constructions.interpolation import (
+    MemoriserLayout,
+    interpolate_points,
+    memorising_rnn,
+    parameter_norm2,
+)
+from qstr.constructions.links import TwoLayerNet
+from qstr.verify.claim import (
+    Claim,
+    Context,
+    Ref,
+    Verdict,
+    at_most,
+    fields_edited,
+    mapped,
+    worst,
+)
+from qstr.verify.claims._interpolation import (
+    C36_DERIVED,
+    K_Y,
+    L36_D,
+    codes,
+    labels,
+    norm_rounding,
+    prompts,
+    to_bound,
+)
+from qstr.verify.registry import register
+from qstr.verify.rounding import Rounding
+from qstr.verify.threads import cpu_threads
+
+
+def lemma36_bound(n: int) -> float:
+    """Lemma 36's C n^3, C = C36 sqrt(K_y), K_y = 6 (docs/derivations/interpolation.md)."""
+    return lemma36_constant(K_Y) * n**3
+
+
+claim = register(
+    Claim(
+        "lemma-36",
+        Ref("Lemma 36 (Thm 9 memoriser)", "Lemma 36 (Thm 7 memoriser)"),
+        statement="interpolating RNN on n general-1STR prompts (labels at one position): zero "
+        "training error, ||vec||^2 <= C36 sqrt(6) n^3 (~74.5 n^3) independent of N",
+        builds=(interpolate_points, memorising_rnn),
+        bounds=(memoriser, lemma36_net, lemma36_bound, lemma36_constant),
+        derivation="docs/derivations/interpolation.md",
+    )
+)
+
+
+@dataclass(frozen=True, eq=False)
+class Lemma36Case:
+    """One memoriser: built by ``memoriser`` on n prompts of length N (labels at
+    ``position``)."""
+
+    n: int
+    N: int
+    depth: int
+    model: torch.nn.Module
+    guarantee: MemoriserGuarantee
+    prompts: tuple  # (x, t, y)
+    omega: torch.Tensor
+    position: object  # 2, or "all"
+    labels: torch.Tensor  # the memorised labels
+
+    @property
+    def label(self) -> str:
+        return f"n = {self.n}, N = {self.N}, depth {self.depth}"
+
+
+@dataclass(frozen=True, eq=False)
+class Lemma36Inputs:
+    """The memorisers for n in ns and N in Ns (prompts nested in N) and the bound C n^3."""
+
+    cases: Tuple[Lemma36Case, ...]
+    bound: Callable[[int], float]  # C36 sqrt(K_y) n^3
+
+
+def _nested_prompts(n: int, Ns, g: torch.Generator, device, position: int):
+    """Prompt sets for every N in Ns that agree on the first min(Ns) tokens and on t_position.
+
+    The longer prompts append fresh tokens and redraw t elsewhere, so the n inputs x_position and
+    labels y_position the point-wise memoriser sees are identical for every N."""
+    x, t, _ = prompts(n, max(Ns), g, device)
+    u = torch.randn(L36_D, generator=g, dtype=torch.float64, device=device)
+    u = u / u.norm()
+    t[:, position, 0] = torch.randint(min(Ns), (n,), generator=g, device=device)
+    out = {}
+    for N in Ns:
+        tN = t[:, :N] % N
+        tN[:, position] = t[:, position]
+        out[N] = (x[:, :N], tN, labels(x[:, :N], tN, u))
+    return out
+
+
+def _lemma36_case(n, N, depth, data, position, ctx) -> Lemma36Case:
+    """The memoriser of the prompts ``data`` = (x, t, y) at ``position``, at this depth."""
+    x, t, y = data
+    omega = codes(N, ctx.device)
+    with cpu_threads(1):
+        model, gu = memoriser(
+            x,
+            y,
+            D_in=L36_D + 2 * omega.shape[1],
+            position=position,
+            layout=MemoriserLayout(depth=depth),
+            generator=ctx.generator("lemma-36/memoriser", n, device=ctx.device),
+        )
+    memorised = y[:, position] if position != "all" else y.reshape(-1)
+    return Lemma36Case(n, N, depth, model, gu, data, omega, position, memorised)
+
+
+def _lemma36_cases(ctx: Context, ns, Ns, position) -> Tuple[Lemma36Case, ...]:
+    """Depth 2 for every (n, N); depth 3 once (n = 8, N = the smallest)."""
+    cases = []
+    for n in ns:
+        g = ctx.generator("lemma-36/prompts", n, device=ctx.device)
+        sets = _nested_prompts(n, Ns, g, ctx.device, position=2)
+        cases += [_lemma36_case(n, N, 2, sets[N], position, ctx) for N in Ns]
+        if n == 8:
+            cases.append(_lemma36_case(n, Ns[0], 3, sets[Ns[0]], position, ctx))
+    return tuple(cases)
+
+
+@claim.inputs
+def lemma36_inputs(ctx: Context) -> Lemma36Inputs:
+    """Memorisers at position 2 for n = 4, 8, 16 (.. 64 full) and N = 8, 64 (.. 512 full)."""
+    ns = ctx.pick(quick=(4, 8, 16), full=(4, 8, 16, 32, 64))
+    Ns = ctx.pick(quick=(8, 64), full=(8, 64, 512))
+    return Lemma36Inputs(_lemma36_cases(ctx, ns, Ns, 2), lemma36_bound)
+
+
+def _depth2(inp: Lemma36Inputs):
+    return [c for c in inp.cases if c.depth == 2]
+
+
+def _norm_within(cases, bound: Callable[[Lemma36Case], float], detail: str = "") -> Verdict:
+    """The memoriser's ||vec||^2 (on the module) against ``bound(case)``, the case with the
+    largest ratio."""
+    return worst(
+        (
+            (
+                c.label,
+                at_most(
+                    parameter_norm2(c.model),
+                    bound(c),
+                    norm_rounding(c.model, c.guarantee.norm2),
+                    detail=detail,
+                ),
+            )
+            for c in cases
+        ),
+        key=to_bound,
+    )
+
+
+@claim.check("||vec||^2 <= C n^3")
+def lemma36_cn3(inp: Lemma36Inputs) -> Verdict:
+    """Lemma 36: ||vec||^2 <= C n^3 (measured on the module), the worst depth-2 memoriser."""
+    return _norm_within(_depth2(inp), lambda c: inp.bound(c.n), f"C = C36 sqrt({K_Y:g})")
+
+
+def _training_error(c: Lemma36Case) -> float:
+    x, t, y = c.prompts
+    Z = rnn_encoding(x, t, c.omega)
+    with torch.no_grad():
+        diff = (c.model(Z) - y).abs()
+    return float(diff.max() if c.position == "all" else diff[:, c.position].max())
+
+
+@claim.check("zero training error")
+def lemma36_exact(inp: Lemma36Inputs) -> Verdict:
+    """Lemma 36: zero training error (float64, 1e-9) at the memorised position."""
+    detail = "max |y_hat - y| over the prompts"
+    return worst((c.label, at_most(_training_error(c), 1e-9, detail=detail)) for c in inp.cases)
+
+
+@claim.check("||vec||^2 <= certified bound")
+def lemma36_certified(inp: Lemma36Inputs) -> Verdict:
+    """||vec||^2 is at most the memoriser's certified bound (depth 2 and 3)."""
+    return _norm_within(inp.cases, lambda c: c.guarantee.bound)
+
+
+@claim.check("||vec||^2 <= C36 n^(5/2) ||y||")
+def lemma36_n_only(inp: Lemma36Inputs) -> Verdict:
+    """||vec||^2 <= C36 n^(5/2) ||y|| (depth 2), C36 = 2 sqrt((144/pi)(5 + pi/72))."""
+    return _norm_within(
+        _depth2(inp), lambda c: C36_DERIVED * c.guarantee.n_points**2.5 * float(c.labels.norm())
+    )
+
+
+def _bound_gaps(gu, labels: torch.Tensor) -> list:
+    """Relative gaps of the reported bounds against interpolation.md: Lemma 36's 2 sqrt(A P), A =
+    Lemma 38's ||a'||^2 bound, P = m + 2 ||z||^2 + 2 eps^2; the depth-L rebalanced L (A P
+    m^(L-2))^(1/L); the n-only form C36 m^(5/2) ||y|| (the memoriser's and its Lemma 36 net's)."""
+    l36, l36_gu = gu.lemma36, gu.lemma36_guarantee
+    eps, m = l36.direction.threshold, gu.n_points
+    A, P = l36_gu.a_bound, m + 2.0 * l36.direction.z_norm2 + 2.0 * eps**2
+    two_layer_bound = 2.0 * math.sqrt(A * P)
+    deep_bound = gu.depth * (A * P * float(m) ** (gu.depth - 2)) ** (1.0 / gu.depth)
+    n_only = C36_DERIVED * m**2.5 * float(labels.norm())
+    return [
+        abs(l36_gu.bound - two_layer_bound) / two_layer_bound,
+        abs(gu.bound - deep_bound) / deep_bound,
+        abs(gu.bound_n - n_only) / n_only,
+        abs(l36_gu.bound_n - n_only) / n_only,
+    ]
+
+
+@claim.check("bounds as derived")
+def lemma36_bounds_derived(inp: Lemma36Inputs) -> Verdict:
+    """The reported bounds equal their derivation in interpolation.md, relative 1e-12."""
+    gap = max(max(_bound_gaps(c.guarantee, c.labels)) for c in inp.cases)
+    return at_most(gap, 1e-12, detail="2 sqrt(A P), L (A P m^(L-2))^(1/L), C36 m^(5/2) ||y||")
+
+
+def _net_norm2(net: TwoLayerNet) -> float:
+    return float(net.a @ net.a + (net.W**2).sum() + net.b @ net.b)
+
+
+@claim.check("Lemma 36 net within its bound")
+def lemma36_net_bound(inp: Lemma36Inputs) -> Verdict:
+    """The Lemma 36 net inside each memoriser: ||a||^2 + ||W||^2 + ||b||^2 <= 2 sqrt(A P)."""
+
+    def within(c):
+        gu = c.guarantee
+        norm2 = _net_norm2(gu.lemma36.net)
+        rounding = Rounding(n=3 * gu.n_points, scale=norm2, what="3 m eps ||theta||^2")
+        return at_most(norm2, gu.lemma36_guarantee.bound, rounding)
+
+    return worst(((c.label, within(c)) for c in inp.cases), key=to_bound)
+
+
+def _balance_gap(model) -> float:
+    """Relative spread of the squared norms ||W_l||^2 + ||b_l||^2 of the output net's layers: the
+    depth rebalancing makes them equal (the equality case of AM-GM, where ||vec||^2 is smallest for
+    the function)."""
+    sq = [
+        float(
+            m.weight.detach().pow(2).sum()
+            + (0.0 if m.bias is None else m.bias.detach().pow(2).sum())
+        )
+        for m in model.f_y
+        if isinstance(m, torch.nn.Linear)
+    ]
+    return (max(sq) - min(sq)) / max(sq)
+
+
+@claim.check("output layers balanced")
+def lemma36_balanced(inp: Lemma36Inputs) -> Verdict:
+    """Depth rebalancing: the output layers have equal squared norms (AM-GM's equality case)."""
+    detail = "relative spread of ||W_l||^2 + ||b_l||^2"
+    return worst((c.label, at_most(_balance_gap(c.model), 1e-9, detail=detail)) for c in inp.cases)
+
+
+@claim.check("||vec||^2 independent of N")
+def lemma36_n_free(inp: Lemma36Inputs) -> Verdict:
+    """||vec||^2 does not depend on N (the same n inputs and labels for every N)."""
+
+    def spread(n):
+        norms = [parameter_norm2(c.model) for c in _depth2(inp) if c.n == n]
+        detail = "relative spread of ||vec||^2 over N"
+        return at_most((max(norms) - min(norms)) / max(norms), 1e-12, detail=detail)
+
+    return worst((f"n = {n}", spread(n)) for n in sorted({c.n for c in inp.cases}))
+
+
+@claim.fault("labels at every position", breaks=(lemma36_cn3, lemma36_n_free))
+def _labels_at_every_position(inp: Lemma36Inputs, ctx: Context) -> Lemma36Inputs:
+    """Memorise the labels at every position (n N points), at the quick sizes."""
+    return replace(inp, cases=_lemma36_cases(ctx, (4, 8, 16), (8, 64), "all"))
+
+
+@claim.fault("tokens one position late", breaks=lemma36_exact)
+def _tokens_one_late(inp: Lemma36Inputs, ctx: Context) -> Lemma36Inputs:
+    """Memorisers built on the tokens one position late (x_(i+1) with the labels y_i), checked on
+    the prompts as drawn."""
+
+    def one(c):
+        x, t, y = c.prompts
+        late = _lemma36_case(c.n, c.N, c.depth, (x.roll(-1, dims=1), t, y), c.position, ctx)
+        return replace(late, prompts=c.prompts)
+
+    return replace(inp, cases=tuple(one(c) for c in inp.cases))
+
+
+def _unbalanced(c: Lemma36Case) -> Lemma36Case:
+    """The case with tau = 1: the raw Lemma 38 net in f_y (first layer v^T x + b', identities,
+    then a') and in the Lemma 36 record, the same function."""
+    model = copy.deepcopy(c.model)
+    layers = [m for m in model.f_y if isinstance(m, torch.nn.Linear)]
+    l36 = c.guarantee.lemma36
+    raw = l36.lemma38.raw
+    with torch.no_grad():
+        tau1 = float(layers[0].weight[0].norm())  # the rows of layer 1 are tau1 v, |v| = 1
+        layers[0].weight /= tau1
+        layers[0].bias /= tau1
+        for mid in layers[1:-1]:
+            mid.weight /= float(mid.weight[0, 0])
+        layers[-1].weight.copy_(raw.a[None, :])
+    net = TwoLayerNet(a=raw.a, W=torch.ones_like(l36.net.W) * l36.direction.v[None, :], b=raw.b)
+    l36 = replace(l36, net=net, norm2=_net_norm2(net))
+    gu = replace(c.guarantee, lemma36=l36, norm2=parameter_norm2(model))
+    return replace(c, model=model, guarantee=gu)
+
+
+# Lemma 38's and the depth rebalancing skipped (tau = 1): the raw net, norm A + P
+claim.fault(
+    "rebalancing skipped (tau = 1)",
+    breaks=(lemma36_certified, lemma36_n_only, lemma36_net_bound, lemma36_balanced),
+    apply=mapped("cases", _unbalanced),
+)
+
+
+def _bound_n_squared(c: Lemma36Case) -> MemoriserGuarantee:
+    """The reported n-only bounds with m^2 for m^(5/2): C36 m^2 ||y||."""
+    gu, root = c.guarantee, math.sqrt(c.guarantee.n_points)
+    l36_gu = replace(gu.lemma36_guarantee, bound_n=gu.lemma36_guarantee.bound_n / root)
+    return replace(gu, bound_n=gu.bound_n / root, lemma36_guarantee=l36_gu)
+
+
+claim.fault(
+    "n-only bound m^2 for m^(5/2)",
+    breaks=lemma36_bounds_derived,
+    apply=mapped("cases", fields_edited(guarantee=_bound_n_squared)),
+)

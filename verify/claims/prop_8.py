@@ -1,0 +1,572 @@
+"""Prop 8 (Prop 35, Section 5.2): risk <= c at a position forces the states of e^{Omega(N)} prompts
+sharing x_i into a packing, hence a width and a norm bound (docs/derivations/rnn-lower-bounds.md).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, replace
+from typing import Callable, Optional
+
+import mpmath
+import torch
+
+from qstr.bounds.interpolation import SlotMemoryGuarantee, slot_memory
+from qstr.bounds.recurrent import generalising_log_norm2, lemma12_radius, prop8_packing
+from qstr.bounds.recurrent import prop8_log_norm_lower_bound, prop8_norm_lower_bound_paper
+from qstr.bounds.recurrent import prop8_width_lower_bound
+from qstr.constructions.codes import build_codebook
+from qstr.constructions.encoding import rnn_encoding
+from qstr.constructions.experiment_models import PracticalRNN
+from qstr.constructions.interpolation import slot_memory_rnn
+from qstr.verify.claim import Claim, Context, Ref, Verdict, at_least, at_most, close, edited
+from qstr.verify.claim import exact, replaced
+from qstr.verify.claims._interpolation import LIBRARY_BOUNDS, P8_C, P8_GAMMA, P8_K, ROOT2
+from qstr.verify.claims._interpolation import Prop8Bounds, bounds_on, codes, fewer_than_two_good
+from qstr.verify.claims._interpolation import chernoff_rate, derived_counts, no_packing
+from qstr.verify.claims._interpolation import packing_exists, slipped_packing
+from qstr.verify.registry import register
+from qstr.verify.threads import cpu_threads
+from qstr.verify.training import OnlineFit, fit_online, position_risk
+
+P8_D = 3  # token dimension of the exact generalising RNN (d >= 3: a slip d + 2 for 2 d shows)
+P8_ANSWER_N, P8_ANSWER_D = 256, 4
+P8_LOG_N = 623  # (N - 1) I = 60.07: the log branch of prop8_packing, just past its threshold
+P8_DERIVED_NS = tuple((N, 0.5) for N in range(2, P8_LOG_N)) + ((150, 0.3), (150, 0.7))
+P8_SCAN = dict(Ns=(4, 8, 16), widths=(1, 2, 4, 8, 16, 32, 64), steps=800, lr=1e-2, c=0.25)
+
+claim = register(
+    Claim(
+        "prop-8",
+        Ref("Prop 8 (Prop 35)", "Prop 6 (Prop 35)"),
+        statement="risk <= c at a position forces the states of e^{Omega(N)} prompts sharing x_i "
+        "into a packing (quick: answer + state separation; full: trained GRU width grows with N)",
+        builds=(slot_memory_rnn,),
+        bounds=(
+            slot_memory,
+            generalising_log_norm2,
+            prop8_packing,
+            prop8_width_lower_bound,
+            prop8_log_norm_lower_bound,
+            prop8_norm_lower_bound_paper,
+        ),
+        derivation="docs/derivations/rnn-lower-bounds.md",
+    )
+)
+
+
+@dataclass(frozen=True, eq=False)
+class SlotMemory:
+    """The exact generalising RNN of ``slot_memory`` and M prompts sharing x_i."""
+
+    model: torch.nn.Module
+    guarantee: SlotMemoryGuarantee
+    omega: torch.Tensor
+    u: torch.Tensor
+    x: torch.Tensor  # (M, N, d), x_i shared
+    t: torch.Tensor  # (M, N, 1)
+    i: int
+    w: torch.Tensor  # (M, 2 d_h): the states (h_fwd, h_bwd) at position i
+    P: torch.Tensor  # (M, N): the answer at position i for every value of t_i
+
+    @property
+    def N(self) -> int:
+        return self.omega.shape[0]
+
+    @property
+    def UL(self) -> float:
+        return self.guarantee.U_op * self.guarantee.L
+
+
+@dataclass(frozen=True, eq=False)
+class Prop8Inputs:
+    """Answers of M prompts sharing x_i (t: None for general 1STR), the exact generalising RNN,
+    the bound functions and (full) the GRU width scan."""
+
+    x: torch.Tensor
+    u: torch.Tensor
+    t: Optional[torch.Tensor]
+    slot: SlotMemory
+    bounds: Prop8Bounds
+    widths: Optional[tuple]  # (N, min width, tried) per N, full profile
+
+
+def _answers_at(model, omega, z_i, w):
+    """The answers P (M, N) of f_y at the states w when t_i takes every value (only the
+    omega_{t_i} block of z_i changes)."""
+    N, tail = omega.shape[0], omega.shape[1]
+    zk = z_i[:, None, :].repeat(1, N, 1)
+    zk[..., z_i.shape[-1] - tail :] = omega[None, :, :]
+    hk = w[:, None, :].expand(-1, N, w.shape[-1])
+    with torch.no_grad(), cpu_threads(1):
+        return model.f_y(torch.cat([hk, zk], dim=-1)).squeeze(-1)
+
+
+def _slot_answers(model, omega, x, t, i):
+    """States w = (h_fwd, h_bwd) at position i and the answers P (M, N) for every value of t_i."""
+    Z = rnn_encoding(x, t, omega)
+    with torch.no_grad(), cpu_threads(1):
+        h_f, h_b = model.states(Z)
+    w = torch.cat([h_f[:, i], h_b[:, i]], dim=-1)  # U = identity on (h_fwd, h_bwd)
+    return w, _answers_at(model, omega, Z[:, i], w)
+
+
+def _slot_memory(ctx: Context, radius: Callable = lemma12_radius) -> SlotMemory:
+    """The slot-memory RNN at r_x = radius(d, M, N) and M prompts sharing x_i."""
+    N, M, d = ctx.pick(quick=128, full=256), ctx.pick(quick=24, full=64), P8_D
+    g = ctx.generator("prop-8/slot-prompts", device=ctx.device)
+    kw = dict(dtype=torch.float64, device=ctx.device)
+    omega = codes(N, ctx.device)
+    u = torch.randn(d, generator=g, **kw)
+    u = u / u.norm()
+    model, gu = slot_memory(omega, u, r_x=radius(d, M, N))
+    i = N // 2
+    x = torch.randn(M, N, d, generator=g, **kw)
+    x[:, i] = x[0, i]
+    t = torch.randint(N, (M, N, 1), generator=g, device=ctx.device)
+    return SlotMemory(model, gu, omega, u, x, t, i, *_slot_answers(model, omega, x, t, i))
+
+
+def _make_gru_batch(N: int, simple: bool, omega: torch.Tensor):
+    """Batches (Z', y) of 1STR with d = 1: Z' = (RNN encoding, m_i), m_i = <omega_i, omega_{t_i}> =
+    1[t_i = i].
+
+    The scalar m_i stands in for the product gadget of the paper's deep transitions (Prop 26): a
+    single-layer GRU gate is affine in its input and cannot compute <omega_i, omega_t> itself, and
+    without it even simple-1STR needed widths growing with N in our runs (optimisation, not memory).
+    It gives both tasks the same features; only the memory requirement differs.
+    """
+
+    def batch(B, g):
+        x = torch.randn(B, N, 1, generator=g, device=g.device)
+        if simple:
+            t = torch.randint(N, (B, 1, 1), generator=g, device=g.device).expand(B, N, 1)
+        else:
+            t = torch.randint(N, (B, N, 1), generator=g, device=g.device)
+        y = x[torch.arange(B, device=g.device)[:, None], t[..., 0], 0]
+        match = (t[..., 0] == torch.arange(N, device=g.device)).to(x.dtype)[..., None]
+        return torch.cat([rnn_encoding(x, t, omega), match], dim=-1), y
+
+    return batch
+
+
+def _min_width(N: int, simple: bool, ctx: Context) -> tuple[int, list]:
+    """Smallest GRU width (per direction) whose trained risk is <= c (ascending scan; 0 if none)."""
+    cfg = P8_SCAN
+    omega = build_codebook(N, kind="rs-hadamard", device=ctx.device).omega
+    batch = _make_gru_batch(N, simple, omega)
+    tried = []
+    for w in cfg["widths"]:
+        g = ctx.generator("prop-8/gru-simple" if simple else "prop-8/gru", N, w, device=ctx.device)
+        model = PracticalRNN(omega.shape[1] * 2 + 2, w, generator=g, device=ctx.device)
+        with cpu_threads(1):
+            fit_online(model, batch, OnlineFit(cfg["steps"], lr=cfg["lr"]), generator=g)
+            risk, _ = position_risk(
+                model, batch, n=2048, generator=ctx.generator("prop-8/gru-risk", device=ctx.device)
+            )
+        tried.append((w, risk))
+        if risk <= cfg["c"]:
+            return w, tried
+    return 0, tried
+
+
+def _width_scan(ctx: Context, simple: bool) -> tuple:
+    """Full profile: (N, smallest trained width with risk <= c (0: none), tried) for each N."""
+    return tuple((N, *_min_width(N, simple, ctx)) for N in P8_SCAN["Ns"])
+
+
+@claim.inputs
+def prop8_inputs(ctx: Context) -> Prop8Inputs:
+    """M prompts of length 256 sharing x_i (general 1STR), the slot-memory RNN and the bounds."""
+    M = ctx.pick(quick=200, full=1000, gpu=2000)
+    g = ctx.generator("prop-8/answer-prompts", device=ctx.device)
+    kw = dict(dtype=torch.float64, device=ctx.device)
+    x = torch.randn(M, P8_ANSWER_N, P8_ANSWER_D, generator=g, **kw)
+    x[:, P8_ANSWER_N // 2] = x[0, P8_ANSWER_N // 2]  # all prompts share x_i
+    u = torch.randn(P8_ANSWER_D, generator=g, **kw)
+    widths = None if ctx.profile == "quick" else _width_scan(ctx, simple=False)
+    return Prop8Inputs(x, u / u.norm(), None, _slot_memory(ctx), LIBRARY_BOUNDS, widths)
+
+
+def _bound_table(b: Prop8Bounds) -> tuple:
+    """The bound functions over N = 2..200 at gamma = 1/2 and N = 100..115 at gamma = 0.3 (N =
+    107..109: M' = 2 good prompts but failure bound just above 1, the boundary case)."""
+    rows = []
+    for N, gamma in [(N, P8_GAMMA) for N in range(2, 201)] + [(N, 0.3) for N in range(100, 116)]:
+        kw = dict(K=P8_K, gamma=gamma)
+        rows.append(
+            dict(
+                N=N,
+                gamma=gamma,
+                packing=b.packing(N, P8_C, **kw),
+                width=b.width(N, P8_C, 10.0, **kw),
+                norm2=b.requirement(N, P8_C, 8, form="volume", **kw),
+                paper=b.paper(N, P8_C, 4 * N, **kw),
+                log_norm={d_h: b.log_norm(N, P8_C, d_h, **kw) for d_h in (1, 8, 4 * N)},
+            )
+        )
+    return tuple(rows)
+
+
+def _answer_vectors(x: torch.Tensor, u: torch.Tensor, t: torch.Tensor = None) -> torch.Tensor:
+    """(M, N) answers at a fixed position as a function of what only z_i carries.
+
+    General 1STR: t_i enters only through z_i, so the answers are (<u, x_k>)_k. Simple-1STR: the
+    states know t (it is in every z_k), so the answer does not vary: <u, x_t> repeated N times."""
+    if t is None:
+        return x @ u
+    M, N, _ = x.shape
+    return (x[torch.arange(M, device=x.device), t] @ u)[:, None].expand(M, N)
+
+
+def _pairwise(A: torch.Tensor) -> torch.Tensor:
+    D = torch.cdist(A, A)
+    iu = torch.triu_indices(A.shape[0], A.shape[0], 1, device=A.device)
+    return D[iu[0], iu[1]]
+
+
+@claim.check("answer separation >= sqrt(2a(N-1)/N)")
+def prop8_answers(inp: Prop8Inputs) -> Verdict:
+    """Prop 35: the answer vectors of prompts sharing x_i are sqrt(2a(N-1)/N) apart (normalised)."""
+    M, N, _ = inp.x.shape
+    sep = float(_pairwise(_answer_vectors(inp.x, inp.u, inp.t)).min()) / math.sqrt(N)
+    pk = inp.bounds.at(N)
+    fail = M * (M - 1) / 2 * math.exp(-(N - 1) * pk.rate)
+    task = "general 1STR" if inp.t is None else "simple-1STR"
+    return at_least(
+        sep,
+        pk.answer_sep,
+        detail=(
+            f"{task}, N = {N}, {M} prompts sharing x_i: min normalised answer separation (failure "
+            f"probability <= {fail:.1e}); theory packs M' = e^{pk.log_M_good:.2f} such prompts"
+        ),
+    )
+
+
+@claim.check("conditional errors <= K c")
+def prop8_conditional_errors(inp: Prop8Inputs) -> Verdict:
+    """The exact generalising RNN has every conditional error e_m <= K c (here 0)."""
+    s = inp.slot
+    e = ((s.P - s.x @ s.u) ** 2).mean(dim=1)
+    return at_most(float(e.max()), P8_K * P8_C, 1e-18, detail="max_m mean_k (P_mk - <u, x_k>)^2")
+
+
+@claim.check("tokens inside the r_x ball")
+def prop8_inside(inp: Prop8Inputs) -> Verdict:
+    """The prompts' tokens lie in the r_x ball the RNN is exact on (Lemma 12's radius)."""
+    s = inp.slot
+    return at_most(float(s.x.norm(dim=-1).max()), s.guarantee.r_x, detail="max ||x_j||")
+
+
+@claim.check("states separated by s~/lambda")
+def prop8_separated(inp: Prop8Inputs) -> Verdict:
+    """Prop 8: the states of the packed prompts are >= s~ / lambda apart."""
+    s = inp.slot
+    need = inp.bounds.at(s.N).sep / s.guarantee.lipschitz
+    return at_least(float(_pairwise(s.w).min()), need, detail="min ||w - w'|| against s~ / lambda")
+
+
+@claim.check("chain ||dP|| <= lambda ||dw||")
+def prop8_chain(inp: Prop8Inputs) -> Verdict:
+    """||P - P'|| / sqrt N <= lambda ||w - w'|| for every pair (f_y is lambda-Lipschitz)."""
+    s = inp.slot
+    dw, dp = _pairwise(s.w), _pairwise(s.P) / math.sqrt(s.N)
+    ratio = float((dp / (s.guarantee.lipschitz * dw + 1e-9)).max())
+    return at_most(ratio, 1 + 1e-9, detail="largest ||dP|| / sqrt N / (lambda ||dw|| + 1e-9)")
+
+
+def _width_bound(inp: Prop8Inputs) -> float:
+    """The width bound at the slot memory's N and UL."""
+    return inp.bounds.width(inp.slot.guarantee.N, P8_C, inp.slot.UL, K=P8_K, gamma=P8_GAMMA)
+
+
+@claim.check("d_h >= width bound")
+def prop8_width(inp: Prop8Inputs) -> Verdict:
+    """Prop 8: the RNN's state width d_h is at least the width bound at its UL."""
+    return at_least(inp.slot.guarantee.d_h, _width_bound(inp), detail=f"UL = {inp.slot.UL:.1f}")
+
+
+@claim.check("width bound inverts the volume bound")
+def prop8_width_inverts(inp: Prop8Inputs) -> Verdict:
+    """The width bound inverts the volume bound ln M' <= 2 w ln(1 + 2 sqrt2 UL / s~): UL solved
+    back from w = the width bound is UL (rnn-lower-bounds.md)."""
+    UL, w = inp.slot.UL, _width_bound(inp)
+    pk = inp.bounds.at(inp.slot.guarantee.N)
+    back = pk.sep / (2 * ROOT2) * math.expm1(pk.log_M_good / (2 * w)) if w > 0 else math.inf
+    return close(back / UL, 1.0, 1e-9, detail=f"UL = {UL:.1f}, solved back {back:.1f}")
+
+
+@claim.check("exact on the r_x sphere")
+def prop8_sphere(inp: Prop8Inputs) -> Verdict:
+    """Exactness on tokens of the r_x sphere (two prompts and their negatives), random t and t_i = i
+    (each position asking for its own token: the e_k^+- branch of either sign)."""
+    s = inp.slot
+    r_x, N = s.guarantee.r_x, s.N
+    xb = s.x[:2] / s.x[:2].norm(dim=-1, keepdim=True) * r_x
+    xb = torch.cat([xb, -xb])
+    err = 0.0
+    for tb in (s.t[:2].repeat(2, 1, 1), torch.arange(N, device=xb.device).expand(4, N)[..., None]):
+        with torch.no_grad(), cpu_threads(1):
+            yb = s.model(rnn_encoding(xb, tb, s.omega))
+        target = torch.gather(xb @ s.u, 1, tb[..., 0])
+        err = max(err, float((yb.reshape(target.shape) - target).abs().max()))
+    return at_most(err, 1e-9 * r_x, detail="max |y_hat - <u, x_t>|, random t and t_i = i")
+
+
+def _wrong_rows(table, consistent: Callable[[dict], bool]) -> Verdict:
+    """No row of the table where ``consistent`` fails (the first four named)."""
+    wrong = [(r["N"], r["gamma"]) for r in table if not consistent(r)]
+    return exact(len(wrong), 0, detail=f"lengths where they differ: {wrong[:4]}")
+
+
+@claim.check("width bound positive iff the packing exists")
+def prop8_positive(inp: Prop8Inputs) -> Verdict:
+    """The width bound is positive exactly where Prop 35's packing exists (N = 2..200)."""
+    table = _bound_table(inp.bounds)
+    first = min(r["N"] for r in table if r["width"] > 0 and r["gamma"] == P8_GAMMA)
+    v = _wrong_rows(table, lambda r: (r["width"] > 0) == packing_exists(r["packing"]))
+    return replace(v, detail=f"{v.detail}; positive from N = {first}")
+
+
+@claim.check("norm bounds vanish with the width bound")
+def prop8_norms_vanish(inp: Prop8Inputs) -> Verdict:
+    """Where the width bound is 0 the norm bounds are too (ln = -inf, the paper's form 0), and
+    elsewhere the volume norm bound is finite."""
+
+    def consistent(r):
+        positive = r["width"] > 0
+        return (
+            (r["norm2"] > -math.inf) == positive
+            and r["norm2"] < math.inf
+            and (positive or r["paper"] == 0.0)
+        )
+
+    return _wrong_rows(_bound_table(inp.bounds), consistent)
+
+
+@claim.check("norm bounds as derived")
+def prop8_norms_derived(inp: Prop8Inputs) -> Verdict:
+    """Where the packing exists: the paper's form (s~ / sqrt 2) sqrt(ln M' / (8 ln(16 N + 1))) and
+    the volume bound (s~ / (2 sqrt 2)) expm1(ln M' / (2 d_h)) (d_h = 1, 8, 4N), relative."""
+    gaps = []
+    for r in (r for r in _bound_table(inp.bounds) if r["width"] > 0):
+        pk, N = r["packing"], r["N"]
+        paper = pk.sep / ROOT2 * math.sqrt(pk.log_M_good / (8 * math.log(16 * N + 1)))
+        gaps.append(abs(r["paper"] - paper) / paper)
+        for d_h, got in r["log_norm"].items():
+            vol = math.log(pk.sep / (2 * ROOT2) * math.expm1(pk.log_M_good / (2 * d_h)))
+            gaps.append(abs(got - vol) / max(1.0, abs(vol)))
+    return at_most(max(gaps), 1e-12, detail="largest relative gap (log scale for the volume form)")
+
+
+@claim.check("rate = Chernoff exponent")
+def prop8_rate(inp: Prop8Inputs) -> Verdict:
+    """Prop 35's rate I(a) is the chi^2 Chernoff exponent (numerical maximisation), a = 1 -
+    gamma."""
+    gap = max(
+        abs(inp.bounds.packing(200, 0.01, K=P8_K, gamma=gm).rate / chernoff_rate(1 - gm) - 1)
+        for gm in (0.3, 0.5, 0.7)
+    )
+    return at_most(gap, 1e-8, detail="largest relative gap, gamma = 0.3, 0.5, 0.7")
+
+
+@claim.check("M and M' as derived")
+def prop8_counts(inp: Prop8Inputs) -> Verdict:
+    """The packing's M and M' are their 40-digit derivation (N = 2..622)."""
+    wrong = []
+    for N, gm in P8_DERIVED_NS:
+        pk = inp.bounds.at(N, gm)
+        M, Mg, _ = derived_counts(N, pk.rate)
+        wrong += [(N, gm)] if (pk.M, pk.M_good) != (M, Mg) else []
+    return exact(len(wrong), 0, detail=f"lengths where (M, M') differ: {wrong[:4]}")
+
+
+@claim.check("ln M', failure, separations as derived")
+def prop8_record_derived(inp: Prop8Inputs) -> Verdict:
+    """ln M', the failure bound (relative 1e-9), sqrt(2a(N-1)/N) and s~ = it - 2 sqrt(K c)
+    (relative 1e-12) are their derivation (N = 2..622); the largest gap / tolerance."""
+    largest = 0.0
+    for N, gm in P8_DERIVED_NS:
+        pk = inp.bounds.at(N, gm)
+        _, Mg, fail = derived_counts(N, pk.rate)
+        ans = math.sqrt(2 * (1 - gm) * (N - 1) / N)
+        largest = max(
+            largest,
+            abs(pk.log_M_good - math.log(Mg)) / math.log(Mg) / 1e-12 if Mg > 1 else 0,
+            abs(pk.failure / fail - 1) / 1e-9,
+            abs(pk.answer_sep / ans - 1) / 1e-12,
+            abs(pk.sep / (ans - 2 * math.sqrt(P8_K * P8_C)) - 1) / 1e-12,
+        )
+    return at_most(largest, 1.0, detail="largest relative gap / its tolerance")
+
+
+@claim.check("log form of ln M' as derived")
+def prop8_log_form(inp: Prop8Inputs) -> Verdict:
+    """Past e^{(N-1) I} > e^60 the log form of ln M' is below the exact one by at most 1e-11."""
+    big = inp.bounds.packing(P8_LOG_N, P8_C, K=P8_K)
+    frac = 1 - 1 / P8_K
+    with mpmath.workdps(40):
+        X = mpmath.exp((P8_LOG_N - 1) * mpmath.mpf(big.rate))
+        exact_log = float(
+            mpmath.log(mpmath.ceil(frac * mpmath.floor((1 + mpmath.sqrt(1 + 4 * X)) / 2) / 2))
+        )
+    return close(
+        exact_log - big.log_M_good,
+        0.5e-11,
+        0.5e-11,
+        detail=f"exact ln M' - log form at N = {P8_LOG_N} (in [0, 1e-11])",
+    )
+
+
+@claim.check("trained GRU width grows with N", profiles=("full", "gpu"))
+def prop8_width_growth(inp: Prop8Inputs) -> Verdict:
+    """Full profile: the smallest trained GRU width with risk <= c grows with N (at least 4x over
+    N = 4..16, monotone) on general 1STR."""
+    ws = [w if w else 2 * P8_SCAN["widths"][-1] for _, w, _ in inp.widths]
+    mono = all(b >= a for a, b in zip(ws, ws[1:], strict=False))
+    return at_least(
+        ws[-1] / ws[0] if mono else 0.0,
+        4.0,
+        detail="; ".join(
+            f"N={N}: min width {w or '>' + str(P8_SCAN['widths'][-1])}" for N, w, _ in inp.widths
+        ),
+    )
+
+
+@claim.fault("simple-1STR answers", breaks=prop8_answers)
+def _simple_1str(inp: Prop8Inputs, ctx: Context) -> Prop8Inputs:
+    """Simple-1STR answers: the states know t (it is in every z_k), so the answer does not vary."""
+    M, N, _ = inp.x.shape
+    g = ctx.generator("prop-8/simple-targets", device=ctx.device)
+    return replace(inp, t=torch.randint(N, (M,), generator=g, device=inp.x.device))
+
+
+def _edited_copy(slot: SlotMemory, edit: Callable[[torch.nn.Module], None]) -> torch.nn.Module:
+    """A copy of the slot memory's module with ``edit`` applied to it (without gradients)."""
+    model = copy.deepcopy(slot.model)
+    with torch.no_grad():
+        edit(model)
+    return model
+
+
+def _misread_unit(slot: SlotMemory) -> SlotMemory:
+    """An e_k^- unit reads relu(-s_2) for relu(xi): wrong only when t_i = i and both are
+    negative (a copy of the module, its weight edited)."""
+    N = slot.N
+
+    def misread(model):
+        W = model.f_y[2].weight
+        W[3 * N : 4 * N, 2 + N], W[3 * N : 4 * N, 2 * N] = W[3 * N : 4 * N, 2 * N].clone(), 0.0
+
+    return replace(slot, model=_edited_copy(slot, misread))
+
+
+claim.fault("e_k^- unit misreads", breaks=prop8_sphere, apply=edited(slot=_misread_unit))
+
+
+def _transitions_zeroed(slot: SlotMemory) -> SlotMemory:
+    """The transitions left at zero, as in the memoriser (states unused: h = 0 everywhere)."""
+
+    def zero(model):
+        for p in (*model.f_fwd.parameters(), *model.f_bwd.parameters()):
+            p.zero_()
+
+    model = _edited_copy(slot, zero)
+    w, P = _slot_answers(model, slot.omega, slot.x, slot.t, slot.i)
+    return replace(slot, model=model, w=w, P=P)
+
+
+claim.fault(
+    "transitions zeroed",
+    breaks=(prop8_separated, prop8_conditional_errors),
+    apply=edited(slot=_transitions_zeroed),
+)
+
+
+def _state_read_scaled(s: SlotMemory) -> SlotMemory:
+    """f_y reads the states through U = r_h I while the guarantee keeps U_op = 1 and lambda =
+    sqrt 2 (a copy of the module, its first output layer's state columns scaled)."""
+
+    def scale(model):
+        model.f_y[0].weight[:, : 2 * s.guarantee.d_h] *= s.guarantee.r_h
+
+    model = _edited_copy(s, scale)
+    P = _answers_at(model, s.omega, rnn_encoding(s.x, s.t, s.omega)[:, s.i], s.w)  # same states
+    return replace(s, model=model, P=P)
+
+
+claim.fault(
+    "state read U = r_h I",
+    breaks=(prop8_chain, prop8_conditional_errors),
+    apply=edited(slot=_state_read_scaled),
+)
+
+
+@claim.fault("r_x without 3 C_x e d", breaks=prop8_inside)
+def _radius_without_3eCd(inp: Prop8Inputs, ctx: Context) -> Prop8Inputs:
+    """The slot-memory RNN built at r_x = sqrt(ln(M N)): Lemma 12's factor 3 C_x e d dropped."""
+    return replace(inp, slot=_slot_memory(ctx, radius=lambda d, M, N: math.sqrt(math.log(M * N))))
+
+
+def _width_ratio_inverted(N, c, UL, *, K=2.0, gamma=0.5):
+    """The width bound ln M' / (2 ln(1 + 2 sqrt2 s~ / UL)): the ratio UL / s~ inverted."""
+    pk = prop8_packing(N, c, K=K, gamma=gamma)
+    return 0.0 if no_packing(pk) else pk.log_M_good / (2 * math.log1p(2 * ROOT2 * pk.sep / UL))
+
+
+# the Chernoff rate a - 1 - ln a (its 1/2 dropped), everything after built on it
+claim.fault(
+    "Chernoff rate without 1/2",
+    breaks=prop8_rate,
+    apply=replaced(bounds=bounds_on(slipped_packing(rate_factor=2.0))),
+)
+# M' = ceil((1 - 1/K) M) (the 1/2 of half the pairs dropped), in both of ln M's forms
+claim.fault(
+    "M' without the 1/2",
+    breaks=(prop8_counts, prop8_record_derived, prop8_log_form),
+    apply=replaced(bounds=bounds_on(slipped_packing(good_divisor=1.0))),
+)
+# s~ = sqrt(2a(N-1)/N) - sqrt(K c): the prediction error subtracted for one prompt only
+claim.fault(
+    "s~ with one prediction error",
+    breaks=prop8_record_derived,
+    apply=replaced(bounds=bounds_on(slipped_packing(error_factor=1.0))),
+)
+# every bound vacuous only where M' < 2 (the failure bound < 1 not required)
+claim.fault(
+    "vacuous only where M' < 2",
+    breaks=prop8_positive,
+    apply=replaced(
+        bounds=bounds_on(
+            prop8_packing, vacuous=fewer_than_two_good, norm_vacuous=fewer_than_two_good
+        )
+    ),
+)
+# the norm bounds evaluated where the packing does not exist (the width bound still 0)
+claim.fault(
+    "norm bounds where no packing exists",
+    breaks=prop8_norms_vanish,
+    apply=replaced(
+        bounds=replace(
+            bounds_on(prop8_packing, norm_vacuous=lambda pk: False), width=prop8_width_lower_bound
+        )
+    ),
+)
+# the volume norm bound with exp for expm1 (the -1 of (1 + 2 sqrt2 UL / s~) dropped)
+claim.fault(
+    "volume bound exp for expm1",
+    breaks=prop8_norms_derived,
+    apply=replaced(bounds=bounds_on(prop8_packing, grow=math.exp)),
+)
+claim.fault(
+    "width bound with s~ / UL",
+    breaks=(prop8_width, prop8_width_inverts),
+    apply=edited(bounds=lambda b: replace(b, width=_width_ratio_inverted)),
+)
+
+
+@claim.fault("simple-1STR width scan", breaks=prop8_width_growth, profiles=("full", "gpu"))
+def _simple_widths(inp: Prop8Inputs, ctx: Context) -> Prop8Inputs:
+    """The width scan trained on simple-1STR (t the same at every position: no packing needed)."""
+    return replace(inp, widths=_width_scan(ctx, simple=True))

@@ -1,0 +1,328 @@
+"""Theorem 7 (Section 5.1): the RNN sample size for simple-qSTR (explicit constants) grows
+polylogarithmically in N, checked against a 40-digit evaluation of its derivation
+(docs/derivations/rnn-lower-bounds.md section 4)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Callable
+
+import mpmath as mp
+import numpy as np
+
+from qstr.bounds.recurrent import Theorem7Params, loglog_slope, prop28_norm2, theorem7_bound
+from qstr.bounds.recurrent import theorem7_sample_size
+from qstr.bounds.search import smallest_true
+from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, replaced, worst
+from qstr.verify.registry import register
+
+T7_NS = tuple(2**k for k in range(4, 21, 2))
+T7_TARGET = 0.1
+T7_DEGREE = 9  # derived polylog degree: n(N) = O((ln N)^9) (docs/derivations/rnn-lower-bounds.md)
+T7_AGREE_POINTS = ((10**6, 16), (10**20, 256), (10**38, 4096), (10**41, 2**20), (10**60, 2**30))
+T7_CONST_POINTS = ((10**3, 16), (10**3, 1024), (10**3, 2**20), (10**9, 2**20))
+T7_ROOT_NS = T7_NS  # n(N) compared with the 40-digit root at these N
+# a second parameter set for the bound comparison (q = 1 and C_x = C_y = s = 1 would hide a q <->
+# q^2 or C_x slip)
+T7_VARIANT = dict(
+    q=3, d=2, r_a=2.0, r_w=0.5, m_g=8, eps_2nn=0.02, C_x=1.5, C_y=2.0, s=0.5, mu=0.25, delta=0.1
+)
+T7_AGREE_RTOL = 1e-12  # float64 bound vs the 40-digit mpmath evaluation; measured gaps ~1e-15
+T7_DPS = 40
+
+claim = register(
+    Claim(
+        "thm-7",
+        Ref("Thm 7", "Thm 5"),
+        statement=f"RNN sample size for simple-qSTR at risk {T7_TARGET} (explicit constants) grows "
+        "polylogarithmically in N; the numeric bound and n(N) agree with an independent "
+        "40-digit evaluation of the derivation",
+        builds=(theorem7_sample_size,),  # the object is n(N): no module is built
+        bounds=(theorem7_bound, theorem7_sample_size, prop28_norm2),
+        derivation="docs/derivations/rnn-lower-bounds.md",
+    )
+)
+
+
+def _t7_net(radii2, biased, r_in):
+    """(Lambda, ||c||, b) of a net with squared layer radii ``radii2`` on inputs of norm <= r_in,
+    in mpmath (docs/derivations/rnn-lower-bounds.md section 4, item 5): a_0 = r_in, a_l = R_l
+    sqrt(a_{l-1}^2 + 1) (biased), c_l = prod_{k > l} R_k * sqrt(a_{l-1}^2 + 1) (or a_{l-1}), b:
+    the output bound at input 0 via R_l (b + 1)."""
+    R = [mp.sqrt(r2) for r2 in radii2]
+    feeds, a = [], r_in
+    for Rl, bias in zip(R, biased, strict=True):
+        feeds.append(mp.sqrt(a * a + 1) if bias else a)
+        a = Rl * feeds[-1]
+    c2 = mp.fsum((mp.fprod(R[l + 1 :]) * feeds[l]) ** 2 for l in range(len(R)))
+    b = mp.mpf(0)
+    for Rl, bias in zip(R, biased, strict=True):
+        b = Rl * (b + 1) if bias else Rl * b
+    return mp.fprod(R), mp.sqrt(c2), b
+
+
+def t7_code_dim(params: Theorem7Params, N: int) -> int:
+    """Theorem 7's code width d_e = ceil(8 ln(N^2 / delta)) (Hoeffding + union bound, Assumption 3)
+    in 40-digit arithmetic, or params.d_e."""
+    if params.d_e is not None:
+        return params.d_e
+    with mp.workdps(T7_DPS):
+        return int(mp.ceil(8 * mp.log(mp.mpf(N) ** 2 / mp.mpf(params.delta))))
+
+
+def t7_layers_mp(n, N: int, P: Theorem7Params) -> tuple:
+    """(r_x^2, transition layers, output layers) of Prop 28's class in mpmath, each layer (fan_in,
+    width, bias, R^2), written from docs/derivations/rnn-lower-bounds.md section 4 (piece 1), r_x^2
+    = 3 C_x e d ln(n N)."""
+    q, d, de, m_g = P.q, P.d, t7_code_dim(P, N), P.m_g
+    mu = mp.mpf(P.mu)
+    rx2 = 3 * mp.mpf(P.C_x) * mp.e * d * mp.log(mp.mpf(n) * N)
+    g2 = (2 + (1 + mu) ** 2) / (1 - mu) ** 2
+    qd = q * d
+    De = d + (q + 1) * de
+    # (fan_in, width, bias, R^2): transition (x2, both directions) and output net
+    trans = [
+        (De, 2 * d + 2 * q * de, True, mp.mpf(2 * d + 4 * q * de)),
+        (2 * d + 2 * q * de, 2 * d + q, True, 4 * d + q * g2),
+        (2 * d + q, 2 * qd, True, 2 * qd * (2 + 2 * rx2)),
+        (2 * qd, qd, False, mp.mpf(2 * qd)),
+    ]
+    out = [
+        (2 * qd + De, 2 * d + 2 * q * de + 2 * qd, True, mp.mpf(2 * d + 4 * q * de + 4 * qd)),
+        (2 * d + 2 * q * de + 2 * qd, 2 * d + q + 2 * qd, True, 4 * d + q * g2 + 4 * qd),
+        (2 * d + q + 2 * qd, 4 * qd, True, 2 * qd * (2 + 2 * rx2) + 4 * qd),
+        (4 * qd, m_g, True, 4 * m_g * mp.mpf(P.r_w) ** 2),
+        (m_g, 1, False, mp.mpf(P.r_a) ** 2 / m_g),
+    ]
+    return rx2, trans, out
+
+
+def theorem7_bound_mp(n, N: int, params: Theorem7Params, pieces: bool = False):
+    """The Theorem 7 bound at (n, N) in mpmath at the working precision (call inside
+    ``mpmath.workdps``), written from docs/derivations/rnn-lower-bounds.md section 4 (the class of
+    Prop 28, pieces 1-7) independently of ``theorem7_bound``: its own r_x = sqrt(3 C_x e d ln(nN)),
+    d_e, layer table, parameter count, net constants. ``n`` may be real (an mpf): the sample-size
+    check solves bound(n) = target for real n."""
+    P = params
+    n, Nv = mp.mpf(n), mp.mpf(N)
+    q, d = P.q, P.d
+    delta, C_x, C_y, s = (mp.mpf(v) for v in (P.delta, P.C_x, P.C_y, P.s))
+    rx2, trans, out = t7_layers_mp(n, N, P)
+    rh2 = q * rx2
+    rz2 = rx2 + q + 1
+    n_params = sum(
+        (2 if part is trans else 1) * w * (f + (1 if b else 0))
+        for part in (trans, out)
+        for f, w, b, _ in part
+    )
+    R_theta = mp.sqrt(2 * mp.fsum(r2 for *_, r2 in trans) + mp.fsum(r2 for *_, r2 in out))
+    _, A_h, _ = _t7_net([r2 for *_, r2 in trans], [b for _, _, b, _ in trans], mp.sqrt(rz2))
+    Lam_y, A_y, b_y = _t7_net(
+        [r2 for *_, r2 in out], [b for _, _, b, _ in out], mp.sqrt(2 * rh2 + rz2)
+    )
+    A = mp.sqrt(A_y**2 + ((Nv - 1) * Lam_y * A_h) ** 2)
+    beta0 = Lam_y * mp.sqrt(2 * rh2 + q + 1) + b_y
+
+    def m_p(p):  # ||loss||_p <= m_p (piece 3)
+        return 2 * ((beta0 + Lam_y * mp.sqrt(2 * p * C_x * d)) ** 2 + C_y * (2 * p) ** (2 * s))
+
+    p = max(mp.mpf(1), mp.log((1 + 4 / delta) * mp.sqrt(n)))
+    tau = mp.e * m_p(p)
+    log_cov = n_params * mp.log(1 + 4 * R_theta * A * mp.sqrt(n / tau))
+    rad = tau / mp.sqrt(n) + tau * mp.sqrt(2 * log_cov / n)
+    total = (
+        mp.mpf(P.eps_2nn)
+        + m_p(2) * Nv ** mp.mpf(-0.25) * n ** mp.mpf(-0.75)
+        + 2 * rad
+        + 4 * tau * mp.sqrt(mp.log(4 / delta) / (2 * n))
+        + (1 + 4 / delta) * tau * mp.exp(-p)
+    )
+    return {"total": total, "lipschitz": A, "radius": R_theta} if pieces else total
+
+
+@dataclass(frozen=True, eq=False)
+class Thm7Inputs:
+    """Theorem 7's record function, Prop 28's norm, and the sample sizes n(N) they give."""
+
+    params: Theorem7Params
+    record: Callable  # theorem7_bound(n, N, params) -> Theorem7Bound
+    prop28_norm2: Callable  # prop28_norm2(N, params, n=...)
+    sizes: dict  # N -> n(N), the smallest n with bound <= T7_TARGET
+
+
+def _sizes(record, params) -> dict:
+    """n(N) for every N: ``theorem7_sample_size`` for the library's record, else the same search."""
+
+    def search(N):
+        if record is theorem7_bound:
+            return theorem7_sample_size(T7_TARGET, N, params)
+        return smallest_true(
+            lambda n: record(n, N, params).total <= T7_TARGET, limit=10**300, log_bisect=True
+        )
+
+    return {N: search(N) for N in sorted(set(T7_NS) | set(T7_ROOT_NS))}
+
+
+@claim.inputs
+def thm7_inputs(ctx: Context) -> Thm7Inputs:
+    """The default constants of rnn-lower-bounds.md section 4 and n(N) at risk 0.1."""
+    return Thm7Inputs(
+        Theorem7Params(), theorem7_bound, prop28_norm2, _sizes(theorem7_bound, Theorem7Params())
+    )
+
+
+def _slopes(inp: Thm7Inputs):
+    slopes = loglog_slope(inp.sizes.__getitem__, T7_NS)
+    mids = np.log(np.sqrt(np.array(T7_NS[:-1], dtype=float) * np.array(T7_NS[1:], dtype=float)))
+    return slopes, mids
+
+
+@claim.check("slope of n(N) <= 9 / ln N")
+def thm7_polylog(inp: Thm7Inputs) -> Verdict:
+    """Theorem 7: n(N) = O((ln N)^9): every slope d ln n / d ln N is <= 9 / ln N."""
+    slopes, mids = _slopes(inp)
+    k = slopes * mids
+    return at_most(
+        float(k.max()),
+        T7_DEGREE,
+        detail=(
+            f"largest slope x ln N over N = 2^4..2^20 "
+            f"(slopes {slopes[0]:.3f} -> {slopes[-1]:.3f}); "
+            "a float64 closed form, no rounding term"
+        ),
+    )
+
+
+@claim.check("slopes decreasing")
+def thm7_decreasing(inp: Thm7Inputs) -> Verdict:
+    """The slopes of n(N) decrease (they tend to 0), up to 1e-9."""
+    slopes, _ = _slopes(inp)
+    return at_most(float(np.diff(slopes).max()), 1e-9, detail="largest increase between slopes")
+
+
+def _bound_gap(inp: Thm7Inputs, params: Theorem7Params) -> float:
+    with mp.workdps(T7_DPS):
+        return max(
+            float(
+                abs(mp.mpf(inp.record(n, N, params).total) - theorem7_bound_mp(n, N, params))
+                / theorem7_bound_mp(n, N, params)
+            )
+            for n, N in T7_AGREE_POINTS
+        )
+
+
+@claim.check("bound = 40-digit evaluation")
+def thm7_bound_agrees(inp: Thm7Inputs) -> Verdict:
+    """The float64 bound equals the 40-digit evaluation written from the derivation (default and a
+    second set of constants), relative 1e-12."""
+    gap = max(_bound_gap(inp, inp.params), _bound_gap(inp, Theorem7Params(**T7_VARIANT)))
+    return at_most(
+        gap,
+        T7_AGREE_RTOL,
+        detail=(
+            f"(n, N) = {[(f'1e{round(math.log10(a))}', b) for a, b in T7_AGREE_POINTS]}; "
+            f"constants: the defaults and {T7_VARIANT}"
+        ),
+    )
+
+
+@claim.check("confidence = 1 - delta - (nN)^(-1/2)")
+def thm7_confidence(inp: Thm7Inputs) -> Verdict:
+    """The record's confidence is the theorem's 1 - delta - (n N)^(-1/2)."""
+    P = inp.params
+    gap = max(
+        abs(inp.record(n, N, P).confidence - (1 - P.delta - (n * N) ** -0.5))
+        for n, N in T7_AGREE_POINTS
+    )
+    return at_most(gap, T7_AGREE_RTOL, detail="largest absolute gap")
+
+
+@claim.check("n(N) = the real root")
+def thm7_root(inp: Thm7Inputs) -> Verdict:
+    """n(N) is the ceiling of the real root n* of theorem7_bound_mp(n) = 0.1 (findroot on ln n):
+    |n - n*| / n* <= 1e-12."""
+
+    def against_root(N):
+        got = inp.sizes[N]
+        start = mp.log(got) if got and got > 1 else mp.mpf(90)  # a starting point only
+        root = mp.exp(
+            mp.findroot(
+                lambda ln_n: theorem7_bound_mp(mp.exp(ln_n), N, inp.params) - T7_TARGET, start
+            )
+        )
+        gap = float(abs(mp.mpf(got) - root) / root)
+        return at_most(gap, T7_AGREE_RTOL, detail=f"n = {got:.4e} vs n* = {float(root):.4e}")
+
+    with mp.workdps(T7_DPS):
+        return worst((f"N = {N}", against_root(N)) for N in T7_ROOT_NS)
+
+
+@claim.check("R_Theta, A and Prop 28's norm as derived")
+def thm7_constants(inp: Thm7Inputs) -> Verdict:
+    """The record's R_Theta and A = sqrt(A_y^2 + ((N-1) Lambda_y A_h)^2), and Prop 28's norm =
+    R_Theta^2, against the 40-digit ones (rnn-lower-bounds.md section 4), relative 1e-12."""
+    gap = 0.0
+    with mp.workdps(T7_DPS):
+        for n, N in T7_CONST_POINTS:
+            b, ref = inp.record(n, N, inp.params), theorem7_bound_mp(n, N, inp.params, pieces=True)
+            R2 = ref["radius"] ** 2
+            gap = max(
+                gap,
+                *(float(abs(getattr(b, k) - ref[k]) / ref[k]) for k in ("lipschitz", "radius")),
+                float(abs(inp.prop28_norm2(N, inp.params, n=n) - R2) / R2),
+            )
+    return at_most(gap, 1e-12, detail="N = 16, 1024, 2^20")
+
+
+def slipped_theorem7_bound(n: int, N: int, params: Theorem7Params):
+    """Theorem 7's record with the factor 2 of 2 Rad dropped (Rad in place of 2 Rad)."""
+    b = theorem7_bound(n, N, params)
+    return replace(b, total=b.total - b.rademacher)
+
+
+@claim.fault("factor 2 of 2 Rad dropped", breaks=(thm7_bound_agrees, thm7_root))
+def _rad_factor_dropped(inp: Thm7Inputs) -> Thm7Inputs:
+    """The bound with Rad in place of 2 Rad, and n(N) searched on it."""
+    return replace(
+        inp, record=slipped_theorem7_bound, sizes=_sizes(slipped_theorem7_bound, inp.params)
+    )
+
+
+def _lipschitz_off(n, N, P):
+    """The record's sample Lipschitz constant A off by a relative 1e-9."""
+    b = theorem7_bound(n, N, P)
+    return replace(b, lipschitz=b.lipschitz * (1 + 1e-9))
+
+
+claim.fault("A off by 1e-9", breaks=thm7_constants, apply=replaced(record=_lipschitz_off))
+
+
+def _one_hot_record(n: int, N: int, params: Theorem7Params):
+    """Theorem 7's record with one-hot codes (d_e = N) in place of d_e = ceil(8 ln(N^2 / delta))."""
+    return theorem7_bound(n, N, replace(params, d_e=N))
+
+
+@claim.fault("one-hot codes (d_e = N)", breaks=(thm7_polylog, thm7_decreasing))
+def _one_hot_codes(inp: Thm7Inputs) -> Thm7Inputs:
+    """The bound with code width d_e = N (the parameter count grows like N^2), n(N) searched on
+    it."""
+    return replace(inp, record=_one_hot_record, sizes=_sizes(_one_hot_record, inp.params))
+
+
+def _confidence_without_root(n, N, P):
+    """The record's confidence 1 - delta: the (n N)^(-1/2) of Lemma 12's event dropped."""
+    return replace(theorem7_bound(n, N, P), confidence=1 - P.delta)
+
+
+claim.fault(
+    "confidence without (nN)^(-1/2)",
+    breaks=thm7_confidence,
+    apply=replaced(record=_confidence_without_root),
+)
+# Prop 28's norm off by a relative 1e-6
+claim.fault(
+    "Prop 28 norm off by 1e-6",
+    breaks=thm7_constants,
+    apply=replaced(prop28_norm2=lambda N, P, n=1000: 1.000001 * prop28_norm2(N, P, n=n)),
+)

@@ -1,0 +1,237 @@
+"""Theorem 9 (Section 5.2): the memoriser's ||vec||^2 <= C n^3 (N-free) against Prop 8's
+requirement, so the crossover n*(N) grows like a power of N (docs/derivations/rnn-lower-bounds.md).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Callable, Tuple
+
+import numpy as np
+import torch
+
+from qstr.bounds.interpolation import lemma36_constant, memoriser
+from qstr.bounds.recurrent import Theorem7Params, generalising_log_norm2, loglog_slope
+from qstr.bounds.recurrent import memoriser_norm2_bound, prop8_log_norm_lower_bound
+from qstr.bounds.recurrent import prop8_norm_lower_bound_paper, prop28_norm2, prop28_rnn
+from qstr.bounds.recurrent import theorem9_crossover
+from qstr.constructions.codes import rs_hadamard_codebook
+from qstr.constructions.interpolation import memorising_rnn, parameter_norm2
+from qstr.constructions.links import make_link
+from qstr.verify.claim import Claim, Context, Ref, Verdict, at_least, at_most, exact, replaced
+from qstr.verify.claim import worst
+from qstr.verify.claims._interpolation import C36_DERIVED, K_Y, L36_D, P8_C, am_gm_log_norm2
+from qstr.verify.claims._interpolation import norm_rounding, prompts, to_bound
+from qstr.verify.registry import register
+from qstr.verify.threads import cpu_threads
+
+T9_NS = tuple(2**k for k in range(8, 21, 2))
+T9_DEPTH = 2
+T9_D = 4
+T9_NS_BUILT = (16, 64, 256, 1024, 4096)  # N grid for norms measured on constructions.recurrent
+
+claim = register(
+    Claim(
+        "thm-9",
+        Ref("Thm 9", "Thm 7"),
+        statement="memoriser ||vec||^2 <= C n^3 (N-free) vs the Prop 8 requirement: the crossover "
+        "n*(N) below which min-norm ERM prefers memorising grows like a power of N",
+        builds=(memorising_rnn,),
+        bounds=(memoriser, memoriser_norm2_bound, theorem9_crossover, generalising_log_norm2),
+        derivation="docs/derivations/rnn-lower-bounds.md",
+    )
+)
+
+
+@dataclass(frozen=True, eq=False)
+class Thm9Inputs:
+    """The generalisation requirements (ln ||vec||^2 by N, per form), the memoriser bound, the
+    crossover n*(N) computed from it, and memorisers built on general-1STR prompts."""
+
+    requirements: dict  # form -> {N: ln ||vec||^2 a generalising RNN needs}
+    memoriser_bound: Callable[[int], float]  # C n^3
+    crossover: Callable[[float], float]  # n* with memoriser_bound(n*) = e^requirement
+    memorisers: Tuple[tuple, ...]  # (n, module, labels at the position)
+    requirement: Callable = generalising_log_norm2  # the requirements' function
+
+
+def _requirements(requirement: Callable = generalising_log_norm2) -> dict:
+    """Prop 8's requirement in the paper's (d_h = N d) and the volume (d_h = sqrt N) forms."""
+
+    def paper(N):
+        return requirement(N, P8_C, N * T9_D, depth=T9_DEPTH, form="paper")
+
+    def volume(N):
+        return requirement(N, P8_C, math.isqrt(N), depth=T9_DEPTH, form="volume")
+
+    return {
+        "paper (d_h = N d, uncertified)": {N: paper(N) for N in T9_NS},
+        "volume (d_h = sqrt N, rigorous)": {N: volume(N) for N in T9_NS},
+    }
+
+
+def _memoriser_bound(n: int) -> float:
+    return memoriser_norm2_bound(n, depth=T9_DEPTH, K_y=K_Y)
+
+
+def _crossover(log_requirement: float) -> float:
+    return theorem9_crossover(log_requirement, depth=T9_DEPTH, K_y=K_Y)
+
+
+def _memorisers(ctx: Context, ns, position) -> tuple:
+    """(n, memoriser, labels at position 5) on n general-1STR prompts of length 64."""
+    mems = []
+    for n in ns:
+        x, t, y = prompts(n, 64, ctx.generator("thm-9/prompts", n, device=ctx.device), ctx.device)
+        with cpu_threads(1):
+            model, _ = memoriser(
+                x,
+                y,
+                D_in=L36_D,
+                position=position,
+                generator=ctx.generator("thm-9/memoriser", n, device=ctx.device),
+            )
+        mems.append((n, model, y[:, 5]))
+    return tuple(mems)
+
+
+@claim.inputs
+def thm9_inputs(ctx: Context) -> Thm9Inputs:
+    """Requirements over N = 2^8..2^20 and memorisers at position 5 for n = 8, 32 (.. 128 full)."""
+    mems = _memorisers(ctx, ctx.pick(quick=(8, 32), full=(8, 32, 128)), 5)
+    return Thm9Inputs(_requirements(), _memoriser_bound, _crossover, mems)
+
+
+@claim.check("n*(N) slopes >= 1/(2(L_y+4))")
+def thm9_slopes(inp: Thm9Inputs) -> Verdict:
+    """Theorem 9: n*(N) grows like a power of N: every log-log slope >= 1 / (2 (L_y + 4)), the
+    smallest over the requirement's forms."""
+
+    def smallest(logs):
+        Ns = sorted(logs)
+        slope = float(np.min(loglog_slope(lambda N: inp.crossover(logs[N]), Ns)))
+        detail = (
+            f"smallest slope, N = {Ns[0]}..{Ns[-1]}; target 1/(L_y+4) = "
+            f"{1 / (T9_DEPTH + 4):.3f}, L_y = {T9_DEPTH}, c = {P8_C}"
+        )
+        return at_least(slope, 0.5 / (T9_DEPTH + 4), detail=detail)
+
+    return worst((form, smallest(logs)) for form, logs in inp.requirements.items())
+
+
+@claim.check("memoriser ||vec||^2 <= C n^3")
+def thm9_memoriser(inp: Thm9Inputs) -> Verdict:
+    """The memoriser side: ||vec||^2 <= C n^3 (on the module), where ||y||^2 <= K_y n holds."""
+    held = [(n, m) for n, m, y in inp.memorisers if float(y @ y) <= K_Y * n]
+    if not held:
+        return exact("no memoriser with ||y||^2 <= K_y n", "one at least")
+
+    def within(n, m):
+        norm2 = parameter_norm2(m)
+        rounding = norm_rounding(m, norm2)
+        return at_most(norm2, inp.memoriser_bound(n), rounding, detail=f"of {[n for n, _ in held]}")
+
+    return worst(((f"n = {n}", within(n, m)) for n, m in held), key=to_bound)
+
+
+@claim.check("C = C36 sqrt(6)")
+def thm9_constant(inp: Thm9Inputs) -> Verdict:
+    """The memoriser bound at depth 2, K_y = 6 is Lemma 36's C36 sqrt(6) n^3, C36 = 2 sqrt((144/pi)
+    (5 + pi/72)) (docs/derivations/interpolation.md)."""
+    C = C36_DERIVED * math.sqrt(6.0)
+    gap = max(abs(inp.memoriser_bound(n) / (C * n**3) - 1) for n in (2, 8, 64, 1000, 10**6))
+    return at_most(gap, 1e-9, detail=f"C = {C:.4f}, n = 2 .. 1e6, largest relative gap")
+
+
+@claim.check("crossover inverts the memoriser bound")
+def thm9_inverts(inp: Thm9Inputs) -> Verdict:
+    """The crossover inverts the memoriser bound: n*(ln memoriser_bound(n)) = n."""
+    gap = max(abs(inp.crossover(math.log(inp.memoriser_bound(n))) / n - 1) for n in (10, 1000))
+    return at_most(gap, 1e-9, detail="n = 10, 1000, largest relative gap")
+
+
+@claim.check("requirement = AM-GM over L layers")
+def thm9_requirement(inp: Thm9Inputs) -> Verdict:
+    """generalising_log_norm2 = ln L + (2 / L)(ln UL_min - ln r_h) (AM-GM over L layers), both forms
+    of UL_min (docs/derivations/rnn-lower-bounds.md)."""
+    gaps = []
+    for depth, r_h in ((2, 1.0), (3, 2.5)):
+        for form, lg in (
+            ("paper", math.log(prop8_norm_lower_bound_paper(4096, P8_C, 64))),
+            ("volume", prop8_log_norm_lower_bound(4096, P8_C, 64)),
+        ):
+            want = am_gm_log_norm2(lg, depth, r_h)
+            got = inp.requirement(4096, P8_C, 64, depth=depth, r_h=r_h, form=form)
+            gaps.append(abs(got / want - 1))
+    return at_most(max(gaps), 1e-9, detail="N = 4096, d_h = 64, depth 2 and 3")
+
+
+def _built_prop28_log_norm2(N: int, ctx: Context) -> float:
+    """ln ||vec theta||^2 of the Prop 28 RNN of bounds.recurrent.prop28_rnn (on the module)."""
+    g = ctx.generator("thm-9/prop28-link")
+    net = make_link("linear", 1, T9_D, generator=g).two_layer_net()
+    book = rs_hadamard_codebook(N, dtype=torch.float64)
+    with cpu_threads(1):
+        rnn = prop28_rnn(book, T9_D, net, eps=0.1).module(device=ctx.device)
+        return math.log(parameter_norm2(rnn))
+
+
+@claim.fault("simple-1STR, Prop 28 built", breaks=thm9_slopes)
+def _simple_built(inp: Thm9Inputs, ctx: Context) -> Thm9Inputs:
+    """Simple-1STR: the requirement is the built Prop 28 RNN's ||vec||^2 (N-free, polylog)."""
+    logs = {N: _built_prop28_log_norm2(N, ctx) for N in T9_NS_BUILT}
+    return replace(inp, requirements={"Prop 28 built (measured ||vec||^2)": logs})
+
+
+@claim.fault("simple-1STR, Prop 28 radii", breaks=thm9_slopes)
+def _simple_radii(inp: Thm9Inputs) -> Thm9Inputs:
+    """Simple-1STR: the requirement is Prop 28's layer-radius norm (bounds.recurrent)."""
+    logs = {N: math.log(prop28_norm2(N, Theorem7Params(q=1, d=T9_D))) for N in T9_NS}
+    return replace(inp, requirements={"Prop 28 layer radii": logs})
+
+
+# the memoriser bound with exponent 2 (C n^2) in place of Lemma 36's n^3; the crossover still
+# computed from n^3
+claim.fault(
+    "memoriser bound C n^2",
+    breaks=(thm9_constant, thm9_inverts),
+    apply=replaced(memoriser_bound=lambda n: _memoriser_bound(n) / n),
+)
+# the crossover computed from the exponent 2 (n* = (e^req / C)^(1/2)) in place of 3
+claim.fault(
+    "crossover from exponent 2",
+    breaks=thm9_inverts,
+    apply=replaced(crossover=lambda lr: math.exp((lr - math.log(lemma36_constant(K_Y))) / 2)),
+)
+
+
+@claim.fault("memorise every position", breaks=thm9_memoriser)
+def _memoriser_of_every_position(inp: Thm9Inputs, ctx: Context) -> Thm9Inputs:
+    """A memoriser of the labels at every position (n N points, n = 8) in place of position 5."""
+    return replace(inp, memorisers=_memorisers(ctx, (8,), "all"))
+
+
+# the memoriser bound and crossover at K_y = 5 (C36 sqrt 5) in place of 6
+claim.fault(
+    "K_y = 5",
+    breaks=thm9_constant,
+    apply=replaced(
+        memoriser_bound=lambda n: memoriser_norm2_bound(n, K_y=5.0),
+        crossover=lambda lr: theorem9_crossover(lr, K_y=5.0),
+    ),
+)
+
+
+def _requirement_without_L(N: int, c: float, d_h: int, *, depth: int = 2, **kw) -> float:
+    """The requirement with AM-GM's factor L dropped: (2 / L)(ln UL_min - ln r_h)."""
+    return generalising_log_norm2(N, c, d_h, depth=depth, **kw) - math.log(depth)
+
+
+@claim.fault("AM-GM without the factor L", breaks=thm9_requirement)
+def _am_gm_without_L(inp: Thm9Inputs) -> Thm9Inputs:
+    """The requirement function and its table with AM-GM's factor L dropped (a constant in
+    ln ||vec||^2: the slopes of n*(N) do not see it)."""
+    return replace(
+        inp, requirement=_requirement_without_L, requirements=_requirements(_requirement_without_L)
+    )
