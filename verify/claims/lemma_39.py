@@ -126,6 +126,7 @@ def _largest_ratio(inp: Lemma39Inputs, i: int) -> Verdict:
 def lemma39_holds(inp: Lemma39Inputs) -> Verdict:
     """Lemma 39: the largest lhs / rhs over random pairs, the equality case and the ascent, over
     every (p, q, r), is at most 1 (docs/derivations/lemmas-39-41-42.md)."""
+    # one rounding term for every case: the least slack is the largest ratio
     return worst((_exponents(*pqr), _largest_ratio(inp, i)) for i, pqr in enumerate(inp.cases))
 
 
