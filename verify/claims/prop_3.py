@@ -1,0 +1,410 @@
+"""Props 3 and 21 (Prop 4 and Prop 21 in the conference version): H < q heads cannot beat the
+per-position floor; an explicit H = q - 1 head model nearly attains it
+(docs/derivations/few-heads.md)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from statistics import NormalDist
+from typing import Any, Callable, Dict, Optional, Tuple
+
+import torch
+
+from qstr.bounds.attention import lemma11, lemma12_radius
+from qstr.bounds.transformer import few_heads_floor, few_heads_floor_per_position
+from qstr.constructions.codes import rs_hadamard_codebook
+from qstr.constructions.encoding import transformer_encoding
+from qstr.constructions.layout import token_layout
+from qstr.constructions.links import SqNorm
+from qstr.constructions.paper_models import MergedAttention
+from qstr.constructions.relu import sqnorm_net
+from qstr.constructions.task import QSTR
+from qstr.verify.claim import (
+    PROFILES,
+    Claim,
+    Context,
+    Ref,
+    Verdict,
+    at_least,
+    at_most,
+    close,
+    replaced,
+    worst,
+)
+from qstr.verify.registry import register
+from qstr.verify.rounding import Rounding
+from qstr.verify.training import OnlineFit, fit_online, position_risk
+
+TRAINED = ("full", "gpu")  # the profiles that train models
+FEW_CONFIDENCE = 0.999  # family confidence of each Monte Carlo check over its cases
+SQ_R, SQ_KNOTS = 6.0, 121
+
+prop_21 = register(
+    Claim(
+        "prop-21",
+        Ref("Prop 21"),
+        statement="H < q heads cannot beat the floor 2(q-H)/q (restricted W_QK, d=1) at positions "
+        "i >= N/2 (q=3, d=1); an explicit H-head model nearly attains it",
+        builds=(lemma11, sqnorm_net, MergedAttention),
+        bounds=(few_heads_floor_per_position,),
+        derivation="docs/derivations/few-heads.md",
+    )
+)
+prop_3 = register(
+    Claim(
+        "prop-3",
+        Ref("Prop 3", "Prop 4"),
+        statement="H < q heads cannot beat the floor 2(1 - H(q+d)/(qd)) at positions i >= N/2 "
+        "(q=2, d=16); an explicit H-head model nearly attains it",
+        builds=(lemma11, sqnorm_net, MergedAttention),
+        bounds=(few_heads_floor_per_position,),
+        derivation="docs/derivations/few-heads.md",
+    )
+)
+
+
+def _on_both(name: str, profiles=PROFILES):
+    """Decorator: ``fn`` becomes the check ``name`` of Prop 21 and of Prop 3 (the two Checks)."""
+    return lambda fn: tuple(c.check(name, profiles=profiles)(fn) for c in (prop_21, prop_3))
+
+
+FEW = {
+    "prop-21": dict(N=8, d=1, q=3, restricted=True, trained_H=(1, 2), explicit_n=8192),
+    "prop-3": dict(N=8, d=16, q=2, restricted=False, trained_H=(1,), explicit_n=4096),
+}
+
+
+def _few_heads_batch(cfg, dtype, device):
+    N, d, q = cfg["N"], cfg["d"], cfg["q"]
+    task = QSTR(N=N, d=d, link=SqNorm(q=q, d=d), indices="few-heads", tokens="half-zero")
+    book = rs_hadamard_codebook(N, mu=0.5, dtype=dtype, device=device)
+
+    def batch(B, gen):
+        p = task.sample(B, generator=gen, device=device, dtype=dtype)
+        return transformer_encoding(p.x, p.t, book.omega), p.y
+
+    return task, book, batch
+
+
+def _restrict(layout):
+    """Projection onto Prop 21's class: W_QK has no data-position cross blocks."""
+    xs = layout["x"]
+
+    def project(model):
+        model.W_QK[:, xs, xs.stop :] = 0
+        model.W_QK[:, xs.stop :, xs] = 0
+
+    return project
+
+
+@dataclass(frozen=True)
+class RiskEstimate:
+    """A Monte Carlo risk at the positions i >= N/2 of a model with ``heads`` heads."""
+
+    heads: int
+    risk: float
+    se: float
+    rnd: Rounding
+
+
+@dataclass(frozen=True)
+class ExplicitModel:
+    """Lemma 11 heads retrieving ``heads`` of the q tokens and a ReLU net for their squared norm:
+    its risk, its error budget e (net + heads), the net and its certified error."""
+
+    estimate: RiskEstimate
+    e: float  # the squared-norm net's certified error + the heads' guarantee
+    sq_err: float  # the squared-norm net's certified sup error
+    net: Any  # the squared-norm net (sqnorm_net with SQ_KNOTS knots on [-SQ_R, SQ_R])
+
+
+@dataclass(frozen=True)
+class FewHeadsInputs:
+    """Props 3 and 21: the explicit H = q - 1 model, trained H < q models (full and gpu profiles),
+    and the per-position floor function they are compared against."""
+
+    claim: str
+    cfg: Dict[str, Any]
+    H: int  # the heads the floor is claimed for: q - 1
+    explicit: ExplicitModel
+    trained: Tuple[RiskEstimate, ...]
+    floor: Callable[[int, int, int, bool], float]  # few_heads_floor_per_position
+
+    def floor_at(self, H: int) -> float:
+        return self.floor(self.cfg["q"], H, self.cfg["d"], self.cfg["restricted"])
+
+
+def _trained_risks(cid: str, cfg, ctx: Context) -> Tuple[RiskEstimate, ...]:
+    """Models with H < q heads fitted online to the squared norm at positions i >= N/2 (Prop 21's
+    class: W_QK without data-position cross blocks)."""
+    task, book, batch = _few_heads_batch(cfg, torch.float32, ctx.device)
+    layout = token_layout(cfg["d"], cfg["q"], book.d_e)
+    floor_pos = slice(cfg["N"] // 2, None)
+    out = []
+    for H in cfg["trained_H"]:
+        torch.manual_seed(ctx.seed_of(f"{cid}/torch", H))
+        model = MergedAttention(
+            layout.dim,
+            H,
+            64,
+            dtype=torch.float32,
+            device=ctx.device,
+            generator=ctx.generator(f"{cid}/init", H),
+        )
+        project = _restrict(layout) if cfg["restricted"] else None
+        if project:
+            with torch.no_grad():
+                project(model)
+        fit_online(
+            model,
+            batch,
+            OnlineFit(ctx.pick(quick=200, full=3000), lr=3e-3),
+            positions=floor_pos,
+            generator=ctx.generator(f"{cid}/fit", H, device=ctx.device),
+            project=project,
+        )
+        n = ctx.pick(quick=1024, full=8192, gpu=10 * 1024)
+        risk, se = position_risk(
+            model,
+            batch,
+            n=n,
+            positions=floor_pos,
+            generator=ctx.generator(f"{cid}/risk", H, device=ctx.device),
+        )
+        rnd = _risk_rounding(
+            n * (cfg["N"] - cfg["N"] // 2), cfg["N"] + layout.dim + 64, risk, torch.float32
+        )
+        out.append(RiskEstimate(H, risk, se, rnd))
+    return tuple(out)
+
+
+def _risk_rounding(samples: int, fan_in: int, risk: float, dtype) -> Rounding:
+    """Rounding of a mean of ``samples`` squared errors, each from a forward pass whose longest
+    sum has ``fan_in`` terms: relative error (samples + 2 fan_in + 1) eps of the risk (>= 1)."""
+    return Rounding(
+        n=samples + 2 * fan_in + 1,
+        scale=max(risk, 1.0),
+        dtype=dtype,
+        what="(n N/2 + 2 fan-in + 1) eps max(risk, 1)",
+    )
+
+
+def _sqnorm_attained(net, q: int, d: int, H: int) -> float:
+    """|net - (1/sqrt(q d)) sum (||x_k||^2 - d)| with every coordinate at the midpoint of the first
+    knot interval, where each square's interpolation error h^2/4 is attained
+    (docs/derivations/few-heads.md)."""
+    mid = -SQ_R + SQ_R / (SQ_KNOTS - 1)  # h / 2 with h = 2 R / (knots - 1)
+    z = torch.full((H * d,), mid, dtype=torch.float64)
+    target = (float((z * z).sum()) - H * d) / math.sqrt(q * d)
+    return abs(float(net(z[None, :].reshape(1, H, d))) - target)
+
+
+def _explicit_model(cid: str, cfg, H: int, ctx: Context, n: int) -> ExplicitModel:
+    """Lemma 11 heads retrieving H of the q tokens + a ReLU net for the squared norm of those;
+    its risk at the positions i >= N/2 on n prompts."""
+    N, d, q = cfg["N"], cfg["d"], cfg["q"]
+    net, sq_err = sqnorm_net(q, d, H, R=SQ_R, knots=SQ_KNOTS)
+    r_x = lemma12_radius(d, n=10_000, N=N)
+    cons = lemma11(N, d, q, net, eps=1e-3, r_x=r_x, slots=list(range(H)), device=ctx.device)
+    task, _, _ = _few_heads_batch(cfg, torch.float64, ctx.device)
+    p = task.sample(
+        n,
+        generator=ctx.generator(f"{cid}/explicit", H, device=ctx.device),
+        device=ctx.device,
+        dtype=torch.float64,
+    )
+    with torch.no_grad():
+        sq = (cons.predict(p.x, p.t) - p.y)[:, N // 2 :] ** 2
+    per_prompt = sq.mean(dim=1)
+    risk = float(per_prompt.mean())
+    rnd = _risk_rounding(sq.numel(), N + cons.guarantee.d_e + net.W.shape[0], risk, torch.float64)
+    estimate = RiskEstimate(H, risk, float(per_prompt.std() / per_prompt.numel() ** 0.5), rnd)
+    return ExplicitModel(estimate, sq_err + cons.guarantee.error_bound, sq_err, net)
+
+
+def _few_heads_inputs(cid: str, ctx: Context) -> FewHeadsInputs:
+    """The explicit H = q - 1 model and (full, gpu) the trained H < q models."""
+    cfg = FEW[cid]
+    n = ctx.pick(quick=cfg["explicit_n"], full=32768, gpu=10 * cfg["explicit_n"])
+    trained = () if ctx.profile == "quick" else _trained_risks(cid, cfg, ctx)
+    return FewHeadsInputs(
+        cid,
+        cfg,
+        cfg["q"] - 1,
+        _explicit_model(cid, cfg, cfg["q"] - 1, ctx, n),
+        trained,
+        few_heads_floor_per_position,
+    )
+
+
+@prop_21.inputs
+def prop21_inputs(ctx: Context) -> FewHeadsInputs:
+    """Prop 21's explicit H = q - 1 model and (full, gpu) its trained H < q models."""
+    return _few_heads_inputs("prop-21", ctx)
+
+
+@prop_3.inputs
+def prop3_inputs(ctx: Context) -> FewHeadsInputs:
+    """Prop 3's explicit H = q - 1 model and (full, gpu) its trained H < q models."""
+    return _few_heads_inputs("prop-3", ctx)
+
+
+def _z(cases: int, sides: int = 1) -> float:
+    """The normal critical value at family confidence FEW_CONFIDENCE over ``cases`` estimates
+    (Bonferroni), one- or two-sided."""
+    return NormalDist().inv_cdf(1 - (1 - FEW_CONFIDENCE) / (sides * cases))
+
+
+def _allowance(cases: int, sides: int = 1) -> str:
+    return (
+        f"allowance z se, z = {_z(cases, sides):.3f} ({'one' if sides == 1 else 'two'}-sided, "
+        f"family confidence {FEW_CONFIDENCE} over {cases} case(s))"
+    )
+
+
+@_on_both("explicit risk >= floor")
+def few_heads_explicit_above_floor(inp: FewHeadsInputs) -> Verdict:
+    """Props 3 and 21: the explicit model's risk is at least the H = q - 1 floor, less z standard
+    errors (one-sided, confidence FEW_CONFIDENCE)."""
+    est, floor, z = inp.explicit.estimate, inp.floor_at(inp.H), _z(1)
+    return at_least(
+        est.risk,
+        floor - z * est.se,
+        est.rnd,
+        detail=f"{est.heads}-head explicit model: risk {est.risk:.4f} +- {est.se:.4f}, "
+        f"floor {floor:.4f} (H = {inp.H}); risk - floor = "
+        f"{(est.risk - floor) / est.se:.2f} se; {_allowance(1)}; " + _explicit_margin(inp),
+    )
+
+
+def _explicit_margin(inp: FewHeadsInputs) -> str:
+    """Where the explicit model's true risk lies against the floor; how often the check fails."""
+    if inp.cfg["restricted"]:
+        return (
+            f"its true risk is the floor + O(e) (Prop 21 is exact): the check fails for about "
+            f"{100 * (1 - FEW_CONFIDENCE):.1f}% of seeds (0.13% with a 3 se margin)"
+        )
+    return f"its true risk is the floor + 2H/d = {_closed_form(inp):.4f}"
+
+
+def _closed_form(inp: FewHeadsInputs, H: Optional[int] = None) -> float:
+    """2 (q - H) / q: the variance of the q - H squared tokens the model cannot see (Lemma 40);
+    H defaults to the explicit model's q - 1."""
+    return 2 * (inp.cfg["q"] - (inp.H if H is None else H)) / inp.cfg["q"]
+
+
+@_on_both("explicit risk = closed form")
+def few_heads_explicit_closed_form(inp: FewHeadsInputs) -> Verdict:
+    """The explicit H = q - 1 model's risk is its closed form 2 (q - H) / q, within
+    2 e sqrt(value) + e^2 + z se (e: its error budget; z two-sided) on both sides."""
+    est, value, e = inp.explicit.estimate, _closed_form(inp), inp.explicit.e
+    slack = 2 * e * math.sqrt(value) + e * e + _z(1, sides=2) * est.se
+    return close(
+        est.risk,
+        value,
+        slack,
+        est.rnd,
+        detail=f"{est.heads}-head explicit model, error budget e = {e:.3e}; "
+        + _allowance(1, sides=2),
+    )
+
+
+@prop_3.check("closed form - floor <= 2H/d")
+def few_heads_floor_reached(inp: FewHeadsInputs) -> Verdict:
+    """Prop 3: the floor is nearly attained at every H < q, closed form - floor <= 2 H / d
+    (few-heads.md, 2); the largest (closed form - floor) / (2 H / d)."""
+    q, d = inp.cfg["q"], inp.cfg["d"]
+    ratio, H = max(((_closed_form(inp, H) - inp.floor_at(H)) / (2 * H / d), H) for H in range(1, q))
+    return at_most(
+        ratio,
+        1.0,
+        1e-12,
+        detail=f"(2 (q - H)/q - floor) / (2 H / d) over H = 1..{q - 1}, largest at "
+        f"H = {H}, d = {d}",
+    )
+
+
+@prop_21.check("closed form = floor")
+def few_heads_floor_exact(inp: FewHeadsInputs) -> Verdict:
+    """Prop 21: at every H < q the floor is the infimum over the restricted class, 2 (q - H) / q
+    (few-heads.md, section 3, where it is exact); the largest |closed form - floor|."""
+    q = inp.cfg["q"]
+    gap, H = max((abs(_closed_form(inp, H) - inp.floor_at(H)), H) for H in range(1, q))
+    return close(
+        gap,
+        0.0,
+        0.0,
+        1e-12,
+        detail=f"|2 (q - H)/q - floor| over H = 1..{q - 1}, largest at H = {H}, d = {inp.cfg['d']}",
+    )
+
+
+@_on_both("squared-norm net's error attained")
+def few_heads_sqnorm_attained(inp: FewHeadsInputs) -> Verdict:
+    """The squared-norm net's certified error h^2/4 per square is attained at the knot midpoints."""
+    m = inp.explicit
+    attained = _sqnorm_attained(m.net, inp.cfg["q"], inp.cfg["d"], m.estimate.heads)
+    return close(
+        attained, m.sq_err, 1e-9 * m.sq_err, detail="error at the knot midpoints vs certified"
+    )
+
+
+@_on_both("trained risk >= floor", profiles=TRAINED)
+def few_heads_trained_above_floor(inp: FewHeadsInputs) -> Verdict:
+    """Props 3 and 21: trained H < q models never beat their floor, less z standard errors
+    (full and gpu profiles: 200 quick steps leave even H = q above every floor)."""
+    z = _z(len(inp.trained))
+    detail = "; ".join(
+        f"trained H={t.heads}: risk {t.risk:.3f} +- {t.se:.3f} vs floor {inp.floor_at(t.heads):.3f}"
+        for t in inp.trained
+    )
+    rows = [
+        (f"H = {t.heads}", at_least(t.risk, inp.floor_at(t.heads) - z * t.se, t.rnd, detail))
+        for t in inp.trained
+    ]
+    return worst(rows, key=lambda v: v.bound - v.measured).labelled(_allowance(len(inp.trained)))
+
+
+def _q_heads(inp: FewHeadsInputs, ctx: Context) -> FewHeadsInputs:
+    """The explicit construction with H = q heads (every token retrieved), held to the H = q - 1
+    floor: it goes below (1024 prompts do, its risk is ~ 0 against a floor ~ 1)."""
+    model = _explicit_model(inp.claim, inp.cfg, inp.cfg["q"], ctx, n=1024)
+    return replace(inp, explicit=model)
+
+
+def _floor_heads_from_zero(q: int, H: int, d: int, restricted: bool) -> float:
+    """The per-position floor with the heads counted from 0 (H - 1 in place of H)."""
+    h = H - 1
+    return max(0.0, 2 * (q - h) / q if restricted else 2 * (1 - h * (q + d) / (q * d)))
+
+
+def _one_knot_fewer(inp: FewHeadsInputs) -> FewHeadsInputs:
+    """The squared-norm net built with SQ_KNOTS - 1 knots, certified for SQ_KNOTS."""
+    cfg, H = inp.cfg, inp.explicit.estimate.heads
+    net, _ = sqnorm_net(cfg["q"], cfg["d"], H, R=SQ_R, knots=SQ_KNOTS - 1)
+    return replace(inp, explicit=replace(inp.explicit, net=net))
+
+
+for claim, above, closed_form, floor, sqnorm, trained in zip(
+    (prop_21, prop_3),
+    few_heads_explicit_above_floor,
+    few_heads_explicit_closed_form,
+    (few_heads_floor_exact, few_heads_floor_reached),
+    few_heads_sqnorm_attained,
+    few_heads_trained_above_floor,
+    strict=True,
+):
+    claim.fault("H = q heads held to the H = q - 1 floor", (above, closed_form), _q_heads)
+    claim.fault(
+        "position-averaged floor for the per-position one",  # few_heads_floor: over all N
+        breaks=floor,
+        apply=replaced(floor=few_heads_floor),
+    )
+    claim.fault("squared-norm net built with one knot fewer", sqnorm, _one_knot_fewer)
+    claim.fault(
+        "floor with the heads counted from 0",
+        breaks=(above, trained),
+        apply=replaced(floor=_floor_heads_from_zero),
+        profiles=TRAINED,
+    )
