@@ -1,4 +1,4 @@
-"""The thm-6 claim (verify/claims/feedforward.py) through its declared checks and faults."""
+"""The thm-6 claim (verify/claims/thm_6.py) through its declared checks and faults."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import torch
 
 from qstr.bounds.feedforward import floor_for_direction, orthonormal_row_basis, risk_floor
 from qstr.verify.claims import all_claims
-from qstr.verify.claims.feedforward import D_TOKEN, min_norm_draws, slipped_floor
+from qstr.verify.claims.thm_6 import D_TOKEN, min_norm_draws, slipped_floor
 from qstr.verify.registry import Context
 
 CTX = Context(profile="quick")
@@ -23,7 +23,7 @@ def honest():
 
 @pytest.mark.parametrize("name", [c.name for c in CLAIM.checks])
 def test_each_check_holds_on_the_trained_models(honest, name):
-    v = CLAIM.check(name).run(honest, CTX)
+    v = CLAIM.check_named(name).run(honest, CTX)
     assert v.holds, (name, v)
 
 
@@ -33,7 +33,7 @@ def test_the_headline_is_the_floor_with_a_wide_margin(honest):
 
 
 def test_the_transformer_beats_the_floor_by_far(honest):
-    v = CLAIM.check("Lemma 11 Transformer beats floor_u").run(honest, CTX)
+    v = CLAIM.check_named("Lemma 11 Transformer beats floor_u").run(honest, CTX)
     assert v.measured < 1e-3 * v.bound
 
 
@@ -41,8 +41,8 @@ def test_the_transformer_beats_the_floor_by_far(honest):
 def test_each_fault_fails_its_checks(honest, fault):
     broken = fault.apply(honest, CTX)
     for name in fault.breaks:
-        assert not CLAIM.check(name).run(broken, CTX).holds, name
-    assert all(CLAIM.check(name).run(honest, CTX).holds for name in fault.breaks)
+        assert not CLAIM.check_named(name).run(broken, CTX).holds, name
+    assert all(CLAIM.check_named(name).run(honest, CTX).holds for name in fault.breaks)
 
 
 def test_slipped_floor_hand_values():
@@ -60,7 +60,9 @@ def test_slipped_floor_hand_values():
     ],
 )
 def test_a_planted_floor_fails_the_min_norm_closed_form(honest, planted):
-    v = CLAIM.check("min-norm risk = closed form").run(replace(honest, risk_floor=planted), CTX)
+    v = CLAIM.check_named("min-norm risk = closed form").run(
+        replace(honest, risk_floor=planted), CTX
+    )
     assert not v.holds
 
 
@@ -101,14 +103,14 @@ def test_uniform_attention_loses_to_the_floor(honest):
     below; the honest constructions are left as they were."""
     fault = next(f for f in CLAIM.faults if "alpha = 0" in f.name)
     broken = fault.apply(honest, CTX)
-    v = CLAIM.check("Lemma 11 Transformer beats floor_u").run(broken, CTX)
+    v = CLAIM.check_named("Lemma 11 Transformer beats floor_u").run(broken, CTX)
     assert v.measured > v.bound > 0 and honest.lemma11s[0].alpha > 0
 
 
 def test_the_flow_law_is_off_by_the_discreteness_of_gd(honest):
     """e^{-lambda tau} differs from prod (1 - eta lambda) by far more than the rounding term."""
     fault = next(f for f in CLAIM.faults if "gradient-flow" in f.name)
-    check = CLAIM.check("off-span part decays as prod(1 - lr lambda)")
+    check = CLAIM.check_named("off-span part decays as prod(1 - lr lambda)")
     v = check.run(fault.apply(honest, CTX), CTX)
     assert v.measured > 1e6 * v.rounding and not v.holds
 
@@ -116,5 +118,5 @@ def test_the_flow_law_is_off_by_the_discreteness_of_gd(honest):
 def test_edge_from_one_input_short_leaves_one_direction(honest):
     """From N d - 1 inputs the Bayes risk is 1/(N d) (1/6 at N = 2), not 0."""
     fault = next(f for f in CLAIM.faults if "N d - 1" in f.name)
-    v = CLAIM.check("no risk left at n = N d").run(fault.apply(honest, CTX), CTX)
+    v = CLAIM.check_named("no risk left at n = N d").run(fault.apply(honest, CTX), CTX)
     assert v.measured == pytest.approx(1 / (2 * D_TOKEN), abs=0.05)
