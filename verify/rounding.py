@@ -59,8 +59,8 @@ class Rounding:
         return " + ".join([own] + [r._parts() for r in self.rest])
 
     def __str__(self) -> str:
-        total = f" = {self.term:.2g}" if self.rest else f" = {self.term:.2g}"
-        return f"rounding term {self._parts()}{total} ({dtype_name(self.dtype)}) added to the bound"
+        parts, dtype = self._parts(), dtype_name(self.dtype)
+        return f"rounding term {parts} = {self.term:.2g} ({dtype}) added to the bound"
 
 
 def largest(terms) -> Optional[Rounding]:
