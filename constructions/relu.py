@@ -85,9 +85,9 @@ def sqnorm_net(q: int, d: int, H: int, *, R: float, knots: int) -> tuple[TwoLaye
 # Every gadget is a one-hidden-layer ReLU net  u -> W2 relu(W1 u + b1)  returned together
 # with what it promises: the certified sup-error over a stated domain, derived exactly from
 # the piecewise-linear structure (docs/derivations/rnn-transition.md), and its weight norms.
-# "Certified" means proved, not sampled: the claims in verify/claims/recurrent.py only
-# check that sampling, dense grids and adversarial search never beat the certificate, and
-# that the certificate is attained (it is tight) where the derivation says it is.
+# "Certified" means proved, not sampled: the claims in verify/claims/lemma_22.py and
+# lemma_24.py only check that sampling, dense grids and adversarial search never beat the
+# certificate, and that the certificate is attained (it is tight) where the derivation says it is.
 
 
 @dataclass(frozen=True, eq=False)

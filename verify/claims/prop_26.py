@@ -1,0 +1,594 @@
+"""Prop 26 (Appendix B): the four-layer transition is exactly 0 off target and within eps of x_i
+on target, its error budget as derived. Construction: ``constructions/recurrent.py``;
+docs/derivations/rnn-transition.md."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Dict, Tuple
+
+import torch
+
+from qstr.bounds.recurrent import TransitionGuarantee, prop26_transition, prop28_rnn
+from qstr.constructions.codes import Codebook, build_codebook, rs_hadamard_codebook
+from qstr.constructions.links import make_link
+from qstr.constructions.recurrent import rnn_weights, transition_weights
+from qstr.verify.claim import (
+    Claim,
+    Context,
+    Ref,
+    Verdict,
+    at_most,
+    exact,
+    fields_edited,
+    mapped,
+    worst,
+)
+from qstr.verify.claims._transition import (
+    F64,
+    ball_ascent,
+    by_measured,
+    by_ratio,
+    by_relative_gap,
+    derived_close,
+    orthogonally_rotated,
+    transition_rounding,
+)
+from qstr.verify.registry import register
+
+P26_D, P26_Q, P26_RX, P26_EPS = 3, 2, 2.5, 0.1
+P26_ROTATED_NS = (512, 2048, 8192, 32768)  # RS-Hadamard with d_e = 64 (mu = 1/2) stops at N = 32768
+P26_LONG_NS = (1000, 10_000, 100_000, 1_000_000)  # gpu: the transition scanned at N = 1e6
+
+
+def derived_knots(g: TransitionGuarantee) -> tuple:
+    """(K1, K2) as docs/derivations/rnn-transition.md ("Choosing the knots") prescribes for the
+    eps asked: uniform products K1 = max(2, ceil(1 + sqrt(d_e R^2 / max(dA, dB)))) (alphabet
+    codes: their own 3 or 5, see the certificate check),
+    K2 = max(1, ceil((s_max - 1/2) r_x / budget)).
+    """
+    eps, r, nu, mu, eta = g.eps_requested, g.r_x, g.norm_defect, g.mu, g.margin
+    K1 = g.product_knots
+    if g.product_certificate == "uniform":
+        dA = min(eps / (4 * r) - nu, (0.5 - mu - eta) * (1 - 1e-9))
+        dB = (eps / 2 - 2 * r * nu - 4 * r * (mu - 0.5 + eta)) / (6 * r)
+        dB = dB if dB > 0.5 - mu else -math.inf  # the mu ~ 1/2 regime only
+        K1 = max(2, math.ceil(1 + math.sqrt(g.d_e * g.code_range**2 / max(dA, dB))))
+    budget = eps - 4 * r * g.non_target_excess - 2 * r * (g.inner_product_error + nu)
+    return K1, max(1, math.ceil((g.s_max - 0.5) * r / budget))
+
+
+def derived_budget(g: TransitionGuarantee) -> Dict[str, float]:
+    """Prop 26's error budget (docs/derivations/rnn-transition.md): product error h^2/16, delta_1 =
+    d_e h^2/16 (0 on an alphabet), s_max = 1 + nu + delta_1 + margin, excess e = max(0, mu +
+    delta_1 - 1/2) + margin, threshold b = r_x min(4e, 2e + delta), eps = b + r_x delta + 2 r_x
+    (delta_1 + nu)."""
+    h = 4 * g.code_range / (g.product_knots - 1)
+    delta1 = 0.0 if g.product_certificate == "alphabet" else g.d_e * h * h / 16
+    e = max(0.0, g.mu + delta1 - 0.5) + g.margin
+    b = g.r_x * min(4 * e, 2 * e + g.gate_delta)
+    return {
+        "product_error": h * h / 16,
+        "inner_product_error": delta1,
+        "s_max": 1 + g.norm_defect + delta1 + g.margin,
+        "non_target_excess": e,
+        "threshold": b,
+        "eps": b + g.gate_error + 2 * g.r_x * (delta1 + g.norm_defect),
+    }
+
+
+claim = register(
+    Claim(
+        "prop-26",
+        Ref("Prop 26"),
+        statement="four-layer transition: output exactly 0 off target and within eps of x_i on "
+        "target, for all ||x|| <= r_x and all codeword pairs (mu = 1/2 attained; exact and "
+        "approximate products)",
+        builds=(transition_weights, rnn_weights),
+        bounds=(prop26_transition, prop28_rnn, derived_budget, derived_knots),
+        derivation="docs/derivations/rnn-transition.md",
+    )
+)
+
+
+# ------------------------------------------------------------------ the codes
+
+
+def _every_other_row_scaled(book: Codebook) -> Codebook:
+    """Every other row scaled by 0.999: the norm defect nu = max | ||w||^2 - 1 | = 0.002 enters
+    every budget of the transition (products, gate, certified eps); the coherence stays <= 1/2."""
+    omega = book.omega.clone()
+    omega[::2] *= 0.999
+    return Codebook(omega, book.mu, "custom", dict(book.params, short_rows=0.999))
+
+
+def _quarter(ctx: Context) -> Codebook:
+    """A rotated RS-Hadamard code built for mu <= 1/4 (measured mu = 1/8): approximate products."""
+    book = rs_hadamard_codebook(64, mu=0.25, dtype=F64)
+    return orthogonally_rotated(book, ctx.generator("prop-26/quarter-rotation")).to(ctx.device)
+
+
+def _p26_books(ctx: Context):
+    """RS-Hadamard N = 64 (d_e = 16, mu = 1/2 attained), rotated, rotated with short rows (and
+    in full, the mu = 1/8 code)."""
+    base = rs_hadamard_codebook(64, dtype=F64)
+    rotated = orthogonally_rotated(base, ctx.generator("prop-26/rotation"))
+    books = [
+        ("rs-hadamard N=64 (exact products)", base),
+        ("rotated rs-hadamard N=64 (approx. products)", rotated),
+        (
+            "rotated rs-hadamard N=64, every other row of norm 0.999 (nu = 0.002)",
+            _every_other_row_scaled(rotated),
+        ),
+    ]
+    if ctx.profile != "quick":  # mu = 1/8 < 1/2 with approximate products: K1 from the dA branch
+        books.append(("rotated rs-hadamard N=64, mu = 1/8", _quarter(ctx)))
+    return [(label, book.to(device=ctx.device)) for label, book in books]
+
+
+def _boundary_tokens(d: int, r_x: float, device) -> torch.Tensor:
+    """+-r_x e_k, +-r_x (1, ..., 1)/sqrt(d), the alternating one and 0: the sphere's corners."""
+    eye = torch.eye(d, dtype=F64, device=device) * r_x
+    ones = torch.ones(d, dtype=F64, device=device) * r_x / math.sqrt(d)
+    alt = ones * torch.tensor([(-1.0) ** k for k in range(d)], dtype=F64, device=device)
+    return torch.cat(
+        [eye, -eye, ones[None], -ones[None], alt[None], torch.zeros(1, d, dtype=F64, device=device)]
+    )
+
+
+# ------------------------------------------------------------------ the inputs
+
+
+@dataclass(frozen=True)
+class TransitionCase:
+    """One transition with its codes and tokens: every pair (i, t_l) in every slot (t_l = j + 7l
+    mod N), random tokens x in the r_x ball, boundary tokens, a dense-layer subset and the rows
+    the adversarial searches start from (targets and pairs at the coherence)."""
+
+    label: str
+    book: Codebook
+    transition: object  # Transition (or a broken one)
+    i: torch.Tensor  # (P,)
+    t: torch.Tensor  # (P, q)
+    x: torch.Tensor  # (P, d) in the ball
+    boundary: torch.Tensor  # (P, d) on the sphere's corners
+    sub: torch.Tensor  # rows checked through the literal dense layers
+    h: torch.Tensor  # the h part of u = (h, z) on those rows
+    sel: torch.Tensor  # rows of the adversarial searches (targets and pairs at the coherence)
+    starts: torch.Tensor  # their start: boundary tokens pulled in by 0.1%
+    worst_target: torch.Tensor  # the tokens the ascent found for the target error
+    worst_leak: torch.Tensor  # and for the gate off target
+
+    @property
+    def hit(self) -> torch.Tensor:
+        return self.t == self.i[:, None]
+
+    def z(self, x: torch.Tensor, rows=None) -> torch.Tensor:
+        """z = (x, omega_i, omega_{t_1}, ..., omega_{t_q}) on the given rows (of x too)."""
+        om = self.book.omega.to(dtype=F64, device=x.device)
+        if rows is not None:
+            x = x[rows]
+        i, t = (self.i, self.t) if rows is None else (self.i[rows], self.t[rows])
+        return torch.cat([x, om[i]] + [om[t[:, l]] for l in range(t.shape[1])], 1)
+
+    def rest_of_z(self, rows=None) -> torch.Tensor:
+        """z without its x block (the codes), on the given rows."""
+        return self.z(self.x, rows)[:, self.x.shape[1] :]
+
+
+@dataclass(frozen=True)
+class Curve:
+    """An RNN whose forward states are scanned over the prefixes ``Ns`` of its positions."""
+
+    label: str
+    rnn: object  # RNNConstruction
+    Ns: tuple
+
+
+@dataclass(frozen=True)
+class Prop26Inputs:
+    """The transitions on their codes, the guarantees whose budget is checked against the
+    derivation (with the codes they were built for), and the RNNs whose states are scanned."""
+
+    cases: Tuple[TransitionCase, ...]
+    guarantees: Tuple[TransitionGuarantee, ...]
+    codes: Tuple[Tuple[str, torch.Tensor], ...]  # (label, omega) each guarantee was built for
+    curves: Tuple[Curve, ...]
+    eps: float  # the accuracy asked for
+
+
+def _target_errors(tr, x: torch.Tensor, zs: torch.Tensor, hit: torch.Tensor) -> torch.Tensor:
+    """|f(z)_l - x|_inf at target slots (0 elsewhere): x (P, d), zs the rest of z (P, D_in - d)."""
+    d = x.shape[1]
+    e = (tr(torch.cat([x, zs], 1)).view(-1, tr.q, d) - x[:, None, :]).abs().amax(-1)
+    return torch.where(hit, e, torch.zeros_like(e))
+
+
+def _gate_leaks(tr, x: torch.Tensor, zs: torch.Tensor, hit: torch.Tensor) -> torch.Tensor:
+    """max |gate|_inf at non-target slots (0 at targets): the gate before layers 3-4."""
+    G = tr(torch.cat([x, zs], 1), rectify=False).view(-1, tr.q, x.shape[1]).abs().amax(-1)
+    return torch.where(hit, torch.zeros_like(G), G)
+
+
+def _transition_case(label: str, book: Codebook, k: int, ctx: Context) -> TransitionCase:
+    tr = prop26_transition(book, P26_D, P26_Q, eps=P26_EPS, r_x=P26_RX)
+    dev, N, q, d, r_x = ctx.device, book.N, P26_Q, P26_D, P26_RX
+    ar = torch.arange(N, device=dev)
+    i, j = (v.flatten() for v in torch.meshgrid(ar, ar, indexing="ij"))
+    t = torch.stack([(j + 7 * l) % N for l in range(q)], 1)
+    P = i.numel()
+    gen = ctx.generator("prop-26/tokens", k, device=dev)
+    x = torch.randn(P, d, generator=gen, dtype=F64, device=dev)
+    radii = torch.rand(P, 1, generator=gen, dtype=F64, device=dev).sqrt()
+    x = x / x.norm(dim=1, keepdim=True) * r_x * radii
+    bnd = _boundary_tokens(d, r_x, dev)
+    hit = t == i[:, None]
+    targets = hit.any(1).nonzero().flatten()
+    some = torch.randperm(P, generator=gen, device=dev)[: ctx.pick(quick=384, full=4096)]
+    sub = torch.cat([targets, some])
+    h = torch.randn(sub.numel(), tr.d_h, generator=gen, dtype=F64, device=dev) * r_x
+    om = book.omega.to(dtype=F64, device=dev)
+    s_pair = torch.stack([(om[i] * om[t[:, l]]).sum(1) for l in range(q)], 1)
+    at_mu = (((s_pair - book.mu).abs() < 1e-9) & ~hit).any(1)  # the gate is closest to on there
+    sel = torch.cat([targets[:64], at_mu.nonzero().flatten()[:192]])
+    boundary = bnd[torch.arange(P, device=dev) % bnd.shape[0]]
+    x0 = boundary[: sel.numel()] * 0.999 + 1e-3 * x[sel]
+    zs, hs = torch.cat([om[i[sel]]] + [om[t[sel, l]] for l in range(q)], 1), hit[sel]
+    # the worst tokens in the r_x ball for the target error and for the gate off target
+    steps = ctx.pick(quick=25, full=100)
+    xa = ball_ascent(lambda x: _target_errors(tr, x, zs, hs), x0, r_x, steps)
+    xl = ball_ascent(lambda x: _gate_leaks(tr, x, zs, hs), x0, r_x, steps)
+    return TransitionCase(label, book, tr, i, t, x, boundary, sub, h, sel, x0, xa, xl)
+
+
+def _curve(N: int, rotate: bool, ctx: Context) -> Curve:
+    """The RNN on the RS-Hadamard codes of N (rotated: d_e = 64, mu = 1/2, approximate products),
+    scanned over the prefixes of P26_ROTATED_NS (rotated) or P26_LONG_NS."""
+    book = rs_hadamard_codebook(N, dtype=F64)
+    if rotate:
+        book = orthogonally_rotated(book, ctx.generator("prop-26/curve-rotation"))
+    link = make_link("linear", 1, P26_D, generator=ctx.generator("prop-26/link"))
+    rnn = prop28_rnn(
+        book.to(device=ctx.device), P26_D, link.two_layer_net(), eps=P26_EPS, r_x=P26_RX
+    )
+    kind = "rotated" if rotate else "rs-hadamard"
+    return Curve(f"{kind} N={N}", rnn, P26_ROTATED_NS if rotate else P26_LONG_NS)
+
+
+@claim.inputs
+def prop26_inputs(ctx: Context) -> Prop26Inputs:
+    """The transitions of :func:`_p26_books`, plus guarantees built for their knots only: the
+    mu = 1/8 code (at r_x = 0.05 and 0.04 the dA budget is capped at 1/2 - mu; at 0.05 the
+    ceiling of K1 hides the cap's value, at 0.04 a cap twice as high gives 6 knots, not 7) and
+    zero-padded RS-Hadamard codes (entries in {0, +-R}: the alphabet certificate with 5 knots, at
+    the default eps)."""
+    cases = tuple(
+        _transition_case(label, book, k, ctx) for k, (label, book) in enumerate(_p26_books(ctx))
+    )
+    quarter = _quarter(ctx)
+    extra = [("mu = 1/8", quarter, P26_RX)] if ctx.profile == "quick" else []
+    # the cap binds at both; at 0.04 its value decides K1
+    extra += [(f"mu = 1/8, r_x = {r_x}", quarter, r_x) for r_x in (0.05, 0.04)]
+    built = [
+        (label, prop26_transition(book, P26_D, P26_Q, eps=P26_EPS, r_x=r_x), book)
+        for label, book, r_x in extra
+    ]
+    padded = build_codebook(64, kind="rs-hadamard", d_e=300, dtype=F64, device=ctx.device)
+    built.append(
+        ("zero-padded rs-hadamard", prop26_transition(padded, P26_D, P26_Q, r_x=P26_RX), padded)
+    )
+    built = [(c.label, c.transition, c.book) for c in cases] + built
+    curves = (_curve(P26_ROTATED_NS[-1], True, ctx),)
+    if ctx.profile == "gpu":  # the transition scanned over N = 1e6 positions (exact products)
+        curves += (_curve(P26_LONG_NS[-1], False, ctx),)
+    return Prop26Inputs(
+        cases,
+        tuple(tr.guarantee for _, tr, _ in built),
+        tuple((label, book.omega) for label, _, book in built),
+        curves,
+        P26_EPS,
+    )
+
+
+# ------------------------------------------------------------------ the transition's outputs
+
+
+@claim.check("target error <= eps")
+def target_error(inp: Prop26Inputs) -> Verdict:
+    """Prop 26: ||f(u)_l - x_i||_inf <= eps at target slots t_l = i, for all ||x_i|| <= r_x:
+    every pair (random and boundary tokens) and the worst tokens found."""
+
+    def case(c: TransitionCase) -> Verdict:
+        zs, g = c.rest_of_z(), c.transition.guarantee
+        with torch.no_grad():
+            errs = [_target_errors(c.transition, x, zs, c.hit) for x in (c.x, c.boundary)]
+            errs.append(_target_errors(c.transition, c.worst_target, zs[c.sel], c.hit[c.sel]))
+        what = (
+            f"{g.product_certificate} products, K1={g.product_knots}, K2={g.gate_knots}; "
+            "every pair, boundary tokens and the ascent's"
+        )
+        err = max(float(e.max()) for e in errs)
+        return at_most(err, g.eps, transition_rounding(c.transition), detail=what)
+
+    return worst(((c.label, case(c)) for c in inp.cases), key=by_ratio)
+
+
+def _nonzero_off_target(c: TransitionCase) -> Tuple[int, int]:
+    """(nonzero, checked) outputs at non-target slots: every pair (closed form), the dense subset,
+    and the worst tokens found for the gate."""
+    tr, hit, d = c.transition, c.hit, c.x.shape[1]
+    nonzero, checked = 0, 0
+    with torch.no_grad():
+        outs = [(tr(c.z(x)), ~hit) for x in (c.x, c.boundary)]
+        outs.append((tr.dense(torch.cat([c.h, c.z(c.x, c.sub)], 1)), ~hit[c.sub]))
+        outs.append((tr(torch.cat([c.worst_leak, c.rest_of_z()[c.sel]], 1)), ~hit[c.sel]))
+        for out, off in outs:
+            nonzero += int((out.view(-1, tr.q, d)[off] != 0).sum())
+            checked += int(off.sum()) * d
+    return nonzero, checked
+
+
+@claim.check("exactly 0 off target")
+def zeros_off_target(inp: Prop26Inputs) -> Verdict:
+    """Prop 26: f(u)_l == 0 exactly when t_l != i (no outputs off target)."""
+    rows = [(c.label, *_nonzero_off_target(c)) for c in inp.cases]
+    return exact(
+        sum(r[1] for r in rows),
+        0,
+        detail="nonzero of checked outputs: " + ", ".join(f"{a}: {n} of {m}" for a, n, m in rows),
+    )
+
+
+@claim.check("|gate| <= b off target")
+def gate_below_threshold(inp: Prop26Inputs) -> Verdict:
+    """The gate at non-target slots stays below the threshold b the layers 3-4 subtract
+    (docs/derivations/rnn-transition.md: b = r_x min(4e, 2e + delta)); worst tokens by ascent."""
+
+    def case(c: TransitionCase) -> Verdict:
+        zs, hit = c.rest_of_z(c.sel), c.hit[c.sel]
+        with torch.no_grad():
+            leak = max(
+                float(_gate_leaks(c.transition, x, zs, hit).max()) for x in (c.starts, c.worst_leak)
+            )
+        what = "adversarial max |gate| off target vs the threshold"
+        return at_most(leak, c.transition.threshold, transition_rounding(c.transition), detail=what)
+
+    return worst(((c.label, case(c)) for c in inp.cases), key=by_ratio)
+
+
+def _curve_errors(curve: Curve) -> list:
+    """max |h_fwd - target| on the prefixes N of tokens x_j = r_x e_1 (the sphere: the gate leaks
+    most), simple t = (N/2)."""
+    rnn, N = curve.rnn, curve.Ns[-1]
+    x = torch.zeros(1, N, P26_D, dtype=F64, device=rnn.omega.device)
+    x[..., 0] = P26_RX
+    t = torch.full((1, 1), N // 2, dtype=torch.long, device=x.device)
+    with torch.no_grad():
+        h = rnn.states(x, t, r_h=math.inf).h_fwd
+        tf, _ = rnn.targets(x, t)
+    return [float((h[:, :n] - tf[:, :n]).abs().max()) for n in curve.Ns]
+
+
+@claim.check("states within eps at every N")
+def states_within_eps(inp: Prop26Inputs) -> Verdict:
+    """The transition scanned over N positions: every state within eps of its target at every
+    prefix N (the exact zeros keep the error from accumulating)."""
+
+    def case(c: Curve) -> Tuple[str, Verdict]:
+        errs, tr = _curve_errors(c), c.rnn.transition
+        shown = ", ".join(f"N={n}: {e:.3g}" for n, e in zip(c.Ns, errs, strict=True))
+        rounding = transition_rounding(tr, c.Ns[-1], c.rnn.r_h)
+        return f"{c.label} ({shown})", at_most(max(errs), tr.guarantee.eps, rounding)
+
+    return worst((case(c) for c in inp.curves), key=by_ratio)
+
+
+@claim.check("dense layers = closed form")
+def dense_equals_closed_form(inp: Prop26Inputs) -> Verdict:
+    """The literal four dense layers on u = (h, z) equal the closed form f(z) the checks evaluate
+    (all target pairs and a random subset; h is not read)."""
+
+    def case(c: TransitionCase) -> Verdict:
+        with torch.no_grad():
+            z = c.z(c.x, c.sub)
+            gap = (c.transition.dense(torch.cat([c.h, z], 1)) - c.transition(z)).abs().max()
+        return at_most(float(gap), 1e-9, detail="max |dense - closed form| (absolute 1e-9)")
+
+    return worst(((c.label, case(c)) for c in inp.cases), key=by_measured)
+
+
+# ------------------------------------------------------------------ the guarantees' budget
+
+
+@claim.check("certified eps <= asked")
+def eps_as_asked(inp: Prop26Inputs) -> Verdict:
+    """The certified eps meets the accuracy asked for (Prop 26 builds for any eps > 0)."""
+    return worst(
+        (
+            (label, at_most(g.eps, inp.eps, detail="the largest certified eps"))
+            for (label, _), g in zip(inp.codes, inp.guarantees, strict=True)
+        ),
+        key=by_measured,
+    )
+
+
+@claim.check("knots as derived")
+def knots_as_derived(inp: Prop26Inputs) -> Verdict:
+    """The knots (K1, K2) prop26_transition picks for each eps are the derivation's."""
+    got = tuple((g.product_knots, g.gate_knots) for g in inp.guarantees)
+    want = tuple(derived_knots(g) for g in inp.guarantees)
+    labels = ", ".join(label for label, _ in inp.codes)
+    return exact(got, want, detail=f"(K1, K2) per guarantee: {labels}")
+
+
+@claim.check("product certificate as the codes prescribe")
+def certificate_as_derived(inp: Prop26Inputs) -> Verdict:
+    """Lemma 22 on an alphabet: codes whose entries all lie in {+-R} ({0, +-R}) get the exact
+    "alphabet" products with 3 (5) knots on [-2R, 2R]; any other codes the uniform certificate."""
+    got, want = [], []
+    for (_, omega), g in zip(inp.codes, inp.guarantees, strict=True):
+        mags = omega.abs()
+        alphabet = bool(((mags == mags.max()) | (mags == 0)).all())
+        got.append((g.product_certificate, g.product_knots if alphabet else "-"))
+        want.append(
+            ("alphabet", 5 if bool((mags == 0).any()) else 3) if alphabet else ("uniform", "-")
+        )
+    return exact(
+        tuple(got), tuple(want), detail="(certificate, knots on an alphabet) per guarantee"
+    )
+
+
+def _as_derived(inp: Prop26Inputs, field: str) -> Verdict:
+    """The guarantees' ``field`` against the derivation's (relative 1e-12); the worst case."""
+    what = f"the guarantee's {field} vs the derivation's"
+    return worst(
+        (
+            (label, derived_close(getattr(g, field), derived_budget(g)[field], what))
+            for (label, _), g in zip(inp.codes, inp.guarantees, strict=True)
+        ),
+        key=by_relative_gap,
+    )
+
+
+@claim.check("product error = h^2/16")
+def product_error_as_derived(inp: Prop26Inputs) -> Verdict:
+    return _as_derived(inp, "product_error")
+
+
+@claim.check("delta_1 = d_e h^2/16")
+def inner_product_error_as_derived(inp: Prop26Inputs) -> Verdict:
+    return _as_derived(inp, "inner_product_error")
+
+
+@claim.check("s_max = 1 + nu + delta_1 + margin")
+def s_max_as_derived(inp: Prop26Inputs) -> Verdict:
+    return _as_derived(inp, "s_max")
+
+
+@claim.check("excess as derived")
+def excess_as_derived(inp: Prop26Inputs) -> Verdict:
+    return _as_derived(inp, "non_target_excess")
+
+
+@claim.check("b = r_x min(4e, 2e + delta)")
+def threshold_as_derived(inp: Prop26Inputs) -> Verdict:
+    return _as_derived(inp, "threshold")
+
+
+@claim.check("eps = b + r_x delta + 2 r_x (delta_1 + nu)")
+def eps_as_derived(inp: Prop26Inputs) -> Verdict:
+    return _as_derived(inp, "eps")
+
+
+# ------------------------------------------------------------------ the faults
+
+
+def _gate_only(tr):
+    """The transition with threshold 0: layers 3-4 pass the gate G unchanged (as if removed)."""
+    return tr.with_threshold(0.0)
+
+
+@claim.fault("rectifying layers 3-4 removed", breaks=(zeros_off_target, states_within_eps))
+def _no_rectifier(inp: Prop26Inputs) -> Prop26Inputs:
+    """Layers 3-4 removed from every transition (and the scanned RNNs'): the gate leaks at pairs
+    with <omega_i, omega_t> = 1/2 and the state error grows with N past eps."""
+    cases = tuple(replace(c, transition=_gate_only(c.transition)) for c in inp.cases)
+    curves = tuple(
+        replace(
+            c,
+            rnn=rnn_weights(c.rnn.omega, _gate_only(c.rnn.transition), c.rnn.g_net, r_h=c.rnn.r_h),
+        )
+        for c in inp.curves
+    )
+    return replace(inp, cases=cases, curves=curves)
+
+
+claim.fault(
+    "threshold b / 8",
+    breaks=gate_below_threshold,
+    apply=mapped(
+        "cases",
+        fields_edited(transition=lambda c: c.transition.with_threshold(c.transition.threshold / 8)),
+    ),
+)
+claim.fault(
+    "threshold 3 b",
+    breaks=target_error,
+    apply=mapped(
+        "cases",
+        fields_edited(transition=lambda c: c.transition.with_threshold(3 * c.transition.threshold)),
+    ),
+)
+claim.fault(
+    "s_max without the margin",
+    breaks=s_max_as_derived,
+    apply=mapped("guarantees", fields_edited(s_max=lambda g: g.s_max - g.margin)),
+)
+claim.fault(
+    "eps certified 1.5 times too small",
+    breaks=eps_as_derived,
+    apply=mapped("guarantees", fields_edited(eps=lambda g: g.eps / 1.5)),
+)
+
+
+def _gate_readout_halved(c: TransitionCase):
+    """Layer 3 reads G = delta sum_k H_k (the factor 2 of Lemma 24 dropped from the dense matrix),
+    while the closed form keeps it: a copy, the honest layers untouched."""
+    L = c.transition.layers
+    return c.transition.with_layers(L.replace_layer(2, W=L[2].W / 2))
+
+
+claim.fault(
+    "layer 3 reads delta sum_k H_k (factor 2 dropped)",
+    breaks=dense_equals_closed_form,
+    apply=mapped("cases", fields_edited(transition=_gate_readout_halved)),
+)
+
+
+@claim.fault("built for twice the eps asked", breaks=eps_as_asked)
+def _built_for_twice_eps(inp: Prop26Inputs) -> Prop26Inputs:
+    """Every guarantee rebuilt for 2 eps (the accuracy asked for, doubled on its way to
+    prop26_transition): the knots are chosen for a budget twice the one asked."""
+    rebuilt = tuple(
+        prop26_transition(omega, g.d, g.q, eps=2 * inp.eps, r_x=g.r_x, mu=g.mu, margin=g.margin)
+        for (_, omega), g in zip(inp.codes, inp.guarantees, strict=True)
+    )
+    return replace(inp, guarantees=tuple(tr.guarantee for tr in rebuilt))
+
+
+claim.fault(
+    "product error h^2/4 (the square's, not the product's)",
+    breaks=product_error_as_derived,
+    apply=mapped("guarantees", fields_edited(product_error=lambda g: 4 * g.product_error)),
+)
+claim.fault(
+    "delta_1 without its d_e factor",
+    breaks=inner_product_error_as_derived,
+    apply=mapped(
+        "guarantees", fields_edited(inner_product_error=lambda g: g.inner_product_error / g.d_e)
+    ),
+)
+claim.fault(
+    "excess without its max(0, .)",
+    breaks=excess_as_derived,
+    apply=mapped(
+        "guarantees",
+        fields_edited(non_target_excess=lambda g: g.mu + g.inner_product_error - 0.5 + g.margin),
+    ),
+)
+claim.fault(
+    "threshold r_x min(2e, 2e + delta)",
+    breaks=threshold_as_derived,
+    apply=mapped("guarantees", fields_edited(threshold=lambda g: 2 * g.r_x * g.non_target_excess)),
+)
+claim.fault(
+    "one gate knot fewer",
+    breaks=knots_as_derived,
+    apply=mapped("guarantees", fields_edited(gate_knots=lambda g: g.gate_knots - 1)),
+)
+claim.fault(
+    "uniform certificate on alphabet codes",
+    breaks=certificate_as_derived,
+    apply=mapped("guarantees", fields_edited(product_certificate=lambda g: "uniform")),
+)

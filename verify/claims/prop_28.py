@@ -1,0 +1,484 @@
+"""Prop 28 (Section 5, Appendix B): the simple-qSTR RNN predicts within ||a|| ||W||_op sqrt(qd)
+eps at every position, as built, as a module and as a saved file. Construction:
+``constructions/recurrent.py``; docs/derivations/rnn-transition.md."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Optional, Tuple
+
+import torch
+
+from qstr.bounds.recurrent import prop28_rnn, teacher_rnn, token_radius
+from qstr.constructions.codes import rs_hadamard_codebook
+from qstr.constructions.encoding import rnn_encoding
+from qstr.constructions.export import load_rnn
+from qstr.constructions.links import make_link
+from qstr.constructions.recurrent import module_from_state, rnn_state, rnn_weights
+from qstr.constructions.task import QSTR, gather_tokens
+from qstr.verify.adversarial import clip_to_ball
+from qstr.verify.claim import (
+    Claim,
+    Context,
+    Ref,
+    Verdict,
+    at_most,
+    fields_edited,
+    mapped,
+    worst,
+)
+from qstr.verify.claims._roundtrip import through_file, through_path
+from qstr.verify.claims._transition import (
+    F64,
+    ball_ascent,
+    bands_from_zero,
+    by_measured,
+    by_ratio,
+    by_relative_gap,
+    derived_close,
+    orthogonally_rotated,
+    rnn_with,
+    transition_rounding,
+)
+from qstr.verify.registry import register
+from qstr.verify.rounding import Rounding
+
+P28_D, P28_Q, P28_EPS = 3, 2, 0.1
+P28_CLI = (16, 2, 2, 0.1)  # N, d, q, eps of the `qstr construct rnn` file checked
+
+
+def net_lipschitz(c) -> float:
+    """||a|| ||W||_op of the output net g (Prop 28's Lipschitz constant)."""
+    return float(c.g_net.a.double().norm()) * float(torch.linalg.svdvals(c.g_net.W.double())[0])
+
+
+def prediction_bound(c) -> float:
+    """Prop 28's bound Lip sqrt(qd) eps, eps the transition's certified one."""
+    tg = c.transition.guarantee
+    return net_lipschitz(c) * math.sqrt(tg.q * tg.d) * tg.eps
+
+
+def state_radius(c) -> float:
+    """Cor 27's state radius sqrt(q)(r_x + sqrt(d) eps) (docs/derivations/rnn-transition.md)."""
+    return math.sqrt(c.q) * (c.guarantee.r_x + math.sqrt(c.d) * c.transition.guarantee.eps)
+
+
+claim = register(
+    Claim(
+        "prop-28",
+        Ref("Prop 28"),
+        statement="end-to-end RNN on simple-qSTR: |y_hat_i - g_net(x_t)| <= ||a_g|| ||W_g|| "
+        "sqrt(qd) eps at every position (random, adversarial tokens in the r_x ball; literal "
+        "module == scan; the saved file run by a "
+        "plain recurrence == scan, within the bound)",
+        builds=(rnn_weights, rnn_state),
+        bounds=(prop28_rnn, teacher_rnn, prediction_bound, net_lipschitz, state_radius),
+        derivation="docs/derivations/rnn-transition.md",
+    )
+)
+
+
+def _mlp(layers: list, u: torch.Tensor) -> torch.Tensor:
+    """W_L relu(... relu(W_1 u + b_1) ...) from a list of {"W", "b"} dicts (the last without
+    "b")."""
+    for L in layers[:-1]:
+        u = torch.relu(u @ L["W"].T + L["b"])
+    return u @ layers[-1]["W"].T
+
+
+def plain_birnn(state: dict, x: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """y_hat (B, N) of the file `qstr construct rnn` writes (docs/formats.md), from its tensors
+    alone: no qstr module, a Python loop over positions (Section 5.1, Appendix B.1).
+
+    z_i = (x_i, omega_i, omega_{t_i1}, ..., omega_{t_iq}) (the RNN encoding, no prefactor);
+    h_fwd_1 = 0, h_fwd_{i+1} = P(h_fwd_i + f_fwd(h_fwd_i, z_i)); h_bwd_N = 0,
+    h_bwd_{i-1} = P(h_bwd_i + f_bwd(h_bwd_i, z_i)); P(h) = min(1, r_h / ||h||) h;
+    y_hat_i = f_y(h_fwd_i, h_bwd_i, z_i). x: (B, N, d), t: (B, N, q) long. Also returns the
+    number of (prompt, step) pairs where the projection was active.
+    """
+    on = lambda key: [{k: v.to(x) for k, v in L.items()} for L in state[key]]  # noqa: E731
+    f_fwd, f_bwd, f_y = on("forward_transition"), on("backward_transition"), on("output")
+    cfg = state["config"]
+    r_h, d_h = float(cfg["r_h"]), int(cfg["q"]) * int(cfg["d"])
+    B, N, _ = x.shape
+    omega = state["omega"].to(x)[:N]
+    Z = torch.cat([x, omega.expand(B, N, -1), omega[t].flatten(2)], -1)
+    active = 0
+
+    def run(f, order):
+        nonlocal active
+        H, h = x.new_zeros(B, N, d_h), x.new_zeros(B, d_h)
+        for i in order:
+            H[:, i] = h
+            v = h + _mlp(f, torch.cat([h, Z[:, i]], -1))
+            norm = torch.linalg.vector_norm(v, dim=-1, keepdim=True)
+            active += int((norm > r_h).sum())
+            h = v * torch.clamp(r_h / norm, max=1.0)
+        return H
+
+    H_fwd, H_bwd = run(f_fwd, range(N)), run(f_bwd, range(N - 1, -1, -1))
+    return _mlp(f_y, torch.cat([H_fwd, H_bwd, Z], -1)).squeeze(-1), active
+
+
+@dataclass(frozen=True)
+class PredictionCase:
+    """An RNN with its link g and simple-qSTR prompts in the r_x ball (adversarial rows included
+    where the label says so); ``state`` is its file saved and reloaded, where one is checked."""
+
+    label: str
+    rnn: object  # RNNConstruction
+    link: object
+    x: torch.Tensor
+    t: torch.Tensor
+    state: object = None  # dict read back from torch.save, or None
+
+
+@dataclass(frozen=True)
+class Prop28Inputs:
+    """The RNNs on their prompts (the first with its literal module, the saved ones run by the
+    plain recurrence), and the `qstr construct rnn` file read back by load_rnn."""
+
+    cases: Tuple[PredictionCase, ...]
+    module: object  # DeepTransitionBiRNN of cases[0]
+    cli: PredictionCase  # rnn: the built construction; state: the model load_rnn returns
+    eps: float
+
+
+def _p28_case(  # noqa: PLR0913 - the case's code, prompts and what is searched or saved
+    N: int,
+    rotate: bool,
+    B: int,
+    k: int,
+    ctx: Context,
+    adversarial: int = 0,
+    saved: bool = False,
+) -> PredictionCase:
+    """B simple-qSTR prompts, plus B adversarial ones when ``adversarial`` steps are asked
+    (ascent on the prediction error), and the file saved and reloaded when ``saved``."""
+    book = rs_hadamard_codebook(N, dtype=F64)
+    if rotate:
+        book = orthogonally_rotated(book, ctx.generator("prop-28/rotation"))
+    link = make_link("teacher", P28_Q, P28_D, generator=ctx.generator("prop-28/link"))
+    link = link.to(ctx.device)
+    # eps left at prop28_rnn's default (0.1, documented; tests/bounds/test_recurrent.py)
+    c = prop28_rnn(
+        book.to(device=ctx.device), P28_D, link.two_layer_net(), r_x=token_radius(P28_D, 64 * N)
+    )
+    p = QSTR(N=N, d=P28_D, link=link, variant="simple").sample(
+        B,
+        generator=ctx.generator("prop-28/prompts", k, device=ctx.device),
+        device=ctx.device,
+        dtype=F64,
+    )
+    x, t = clip_to_ball(p.x, c.guarantee.r_x), p.t
+    if adversarial:
+        error = lambda xx: (c.predict(xx, t) - link(gather_tokens(xx, t))).abs()  # noqa: E731
+        xa = ball_ascent(error, x, c.guarantee.r_x, adversarial)
+        x, t = torch.cat([x, xa]), torch.cat([t, t])
+    label = f"N={N} ({'rotated, ' if rotate else ''}B={B}{' + adversarial' if adversarial else ''})"
+    return PredictionCase(label, c, link, x, t, through_file(rnn_state(c)) if saved else None)
+
+
+def _cli_case(ctx: Context) -> PredictionCase:
+    """The file `qstr construct rnn` writes (teacher_rnn, torch.save) read back by load_rnn;
+    its link is the width-8 teacher of the seed, as the CLI draws it."""
+    N, d, q, eps = P28_CLI
+    c = teacher_rnn(N, d, q, eps=eps, seed=ctx.seed)
+    model = through_path(rnn_state(c), load_rnn, device=ctx.device)
+    link = make_link(
+        "teacher", q, d, generator=torch.Generator().manual_seed(ctx.seed), width=8
+    ).to(ctx.device)
+    p = QSTR(N=N, d=d, link=link, variant="simple").sample(
+        4,
+        generator=ctx.generator("prop-28/cli-prompts", device=ctx.device),
+        device=ctx.device,
+        dtype=F64,
+    )
+    label = f"`qstr construct rnn` file N={N} d={d} q={q}"
+    return PredictionCase(label, c, link, clip_to_ball(p.x, c.guarantee.r_x), p.t, model)
+
+
+@claim.inputs
+def prop28_inputs(ctx: Context) -> Prop28Inputs:
+    """RS-Hadamard N = 64, 4096 (and 32768 or 1e6), the rotated N = 64 code (approximate products:
+    the bound is approached), and the rotated N = 32 one saved to a file with adversarial prompts.
+    """
+    Ns = ctx.pick(quick=(64, 4096), full=(64, 4096, 32768), gpu=(64, 4096, 1_000_000))
+    steps = ctx.pick(quick=20, full=80)
+    cases = [
+        _p28_case(
+            N, False, max(1, min(16, 65536 // N)), k, ctx, steps if k == 0 else 0, saved=k == 0
+        )
+        for k, N in enumerate(Ns)
+    ]
+    cases.append(_p28_case(64, True, 16, len(Ns), ctx))
+    N, B, steps = (
+        ctx.pick(quick=32, full=64),
+        ctx.pick(quick=4, full=8),
+        ctx.pick(quick=10, full=40),
+    )
+    cases.append(_p28_case(N, True, B, len(Ns) + 1, ctx, steps, saved=True))
+    return Prop28Inputs(
+        tuple(cases), cases[0].rnn.module(device=ctx.device), _cli_case(ctx), P28_EPS
+    )
+
+
+def _p28_rounding(c, N: int) -> Rounding:
+    """The state rounding term carried through g_net (Lipschitz constant Lip), plus g_net's own
+    sums (qd inputs, m units) on states of norm <= 2 r_h + r_x."""
+    states = transition_rounding(c.transition, N, c.r_h).times(
+        max(c.guarantee.lipschitz, 1.0), "max(1, Lip)"
+    )
+    net = c.g_net
+    scale = float(net.a.abs() @ (net.W.abs().sum(1) * (2 * c.r_h + c.guarantee.r_x) + net.b.abs()))
+    return states + Rounding(
+        n=c.transition.d_h + net.m + 2,
+        scale=scale,
+        what="(qd + m + 2) eps |a|(|W| (2 r_h + r_x) + |b|)",
+    )
+
+
+def _cli_outputs(k: PredictionCase) -> torch.Tensor:
+    """y_hat (B, N) of the model load_rnn returned for the CLI's file."""
+    return k.state(rnn_encoding(k.x, k.t, k.state.omega)).reshape(k.x.shape[:2])
+
+
+@claim.check("|y_hat - g(x_t)| <= Lip sqrt(qd) eps")
+def prediction_within_bound(inp: Prop28Inputs) -> Verdict:
+    """Prop 28: |y_hat_i - g(x_t)| <= ||a|| ||W||_op sqrt(qd) eps at every position: the scan on
+    every case and the CLI file's module (the saved files' plain recurrence equals the scan:
+    :func:`plain_recurrence_equals_scan`)."""
+    rows = []
+    with torch.no_grad():
+        for c in inp.cases:
+            y = c.rnn.predict(c.x, c.t)
+            rows.append((c, float((y - c.link(gather_tokens(c.x, c.t))).abs().max())))
+        k = inp.cli
+        rows.append((k, float((_cli_outputs(k) - k.link(gather_tokens(k.x, k.t))).abs().max())))
+    ratios = "err/bound: " + ", ".join(
+        f"{c.label}: {e / c.rnn.guarantee.prediction_error:.3g}" for c, e in rows
+    )
+    return worst(
+        (
+            (
+                c.label,
+                at_most(
+                    e,
+                    c.rnn.guarantee.prediction_error,
+                    _p28_rounding(c.rnn, c.rnn.N),
+                    detail=ratios,
+                ),
+            )
+            for c, e in rows
+        ),
+        key=by_ratio,
+    )
+
+
+@claim.check("module = scan")
+def module_equals_scan(inp: Prop28Inputs) -> Verdict:
+    """The literal module (nn.Linear layers, a loop over positions) predicts what the scan does."""
+    c = inp.cases[0]
+    with torch.no_grad():
+        y = inp.module(c.rnn.encode(c.x, c.t)).reshape(c.x.shape[:2])
+        gap = float((y - c.rnn.predict(c.x, c.t)).abs().max())
+    return at_most(gap, 1e-9, detail=f"{c.label}: max |module - scan| (absolute 1e-9)")
+
+
+@claim.check("reloaded files = scan")
+def saved_module_equals_scan(inp: Prop28Inputs, ctx: Context) -> Verdict:
+    """The first case's file reloaded by module_from_state, and the CLI's through load_rnn, predict
+    what the construction's scan does."""
+    c, k = inp.cases[0], inp.cli
+    with torch.no_grad():
+        y = module_from_state(c.state, device=ctx.device)(c.rnn.encode(c.x, c.t))
+        gaps = [
+            (c.label, float((y.reshape(c.x.shape[:2]) - c.rnn.predict(c.x, c.t)).abs().max())),
+            (k.label, float((_cli_outputs(k) - k.rnn.predict(k.x, k.t)).abs().max())),
+        ]
+    what = "max |reloaded module - scan| (absolute 1e-9)"
+    return worst(((a, at_most(gap, 1e-9, detail=what)) for a, gap in gaps), key=by_measured)
+
+
+@claim.check("plain recurrence on the file = scan")
+def plain_recurrence_equals_scan(inp: Prop28Inputs) -> Verdict:
+    """Each saved file, run by a plain recurrence from its tensors alone (docs/formats.md),
+    predicts what the scan does, within twice the Prop 28 rounding term."""
+    rows = []
+    with torch.no_grad():
+        for c in inp.cases:
+            if c.state is not None:
+                y = plain_birnn(c.state, c.x, c.t)[0]
+                gap = float((y - c.rnn.predict(c.x, c.t)).abs().max())
+                rnd = _p28_rounding(c.rnn, c.rnn.N).times(2.0, "2")
+                rows.append(
+                    (c.label, at_most(gap, 0.0, rnd, detail="max |plain recurrence - scan|"))
+                )
+    return worst(rows, key=lambda v: v.measured / v.rounding)
+
+
+def _constructions(inp: Prop28Inputs):
+    return [(c.label, c.rnn) for c in inp.cases] + [(inp.cli.label, inp.cli.rnn)]
+
+
+@claim.check("certified eps <= asked")
+def eps_as_asked(inp: Prop28Inputs) -> Verdict:
+    """The transitions' certified eps meets the accuracy asked for (the CLI's too)."""
+    return worst(
+        (
+            (label, at_most(c.transition.guarantee.eps, inp.eps, detail="the largest"))
+            for label, c in _constructions(inp)
+        ),
+        key=by_measured,
+    )
+
+
+def _as_derived(inp: Prop28Inputs, name: str, recorded, derived) -> Verdict:
+    """Each construction's ``recorded(c)`` against ``derived(c)`` (relative 1e-12); the worst."""
+    return worst(
+        ((label, derived_close(recorded(c), derived(c), name)) for label, c in _constructions(inp)),
+        key=by_relative_gap,
+    )
+
+
+@claim.check("Lip = ||a|| ||W||_op")
+def lipschitz_as_derived(inp: Prop28Inputs) -> Verdict:
+    return _as_derived(inp, "Lip", lambda c: c.guarantee.lipschitz, net_lipschitz)
+
+
+@claim.check("bound = Lip sqrt(qd) eps")
+def bound_as_derived(inp: Prop28Inputs) -> Verdict:
+    return _as_derived(inp, "bound", lambda c: c.guarantee.prediction_error, prediction_bound)
+
+
+@claim.check("r_h = sqrt(q)(r_x + sqrt(d) eps)")
+def r_h_as_derived(inp: Prop28Inputs) -> Verdict:
+    return _as_derived(inp, "r_h", lambda c: c.r_h, state_radius)
+
+
+@claim.fault("general qSTR prompts", breaks=prediction_within_bound)
+def _general_prompts(inp: Prop28Inputs, ctx: Context) -> Prop28Inputs:
+    """General qSTR prompts (a fresh t_i per position) through the simple-qSTR construction: the
+    states add up x_j at positions j = t_{j,l}, which says nothing about position i's own tuple."""
+    cases = []
+    for k, c in enumerate(inp.cases):
+        p = QSTR(N=c.rnn.N, d=P28_D, link=c.link, variant="general").sample(
+            c.x.shape[0],
+            generator=ctx.generator("prop-28/general", k, device=ctx.device),
+            device=ctx.device,
+            dtype=F64,
+        )
+        cases.append(replace(c, x=clip_to_ball(p.x, c.rnn.guarantee.r_x), t=p.t, state=None))
+    return replace(inp, cases=tuple(cases))
+
+
+def _layer1_in_zh_order(c: PredictionCase) -> Optional[dict]:
+    """Layer 1 of both transitions written with its columns in the order (z, h) (a module that
+    concatenates (z, h)), while the file's layout is u = (h, z)."""
+    if c.state is None:
+        return None
+    state, d_h = dict(c.state), c.rnn.transition.d_h
+    for key in ("forward_transition", "backward_transition"):
+        first = dict(state[key][0])
+        first["W"] = torch.cat([first["W"][:, d_h:], first["W"][:, :d_h]], 1)
+        state[key] = [first] + list(state[key][1:])
+    return state
+
+
+def _output_layers_without_direct_term(rnn) -> list:
+    """Prop 28's output net f_y of ``rnn`` without the direct term f(z_i): layer 4 is
+    W_g [0, I, -I] in place of W_g [W4_transition, I, -I] (docs/derivations/rnn-transition.md,
+    section 6), so g_net(h_fwd + h_bwd) misses x_{t_l} at i = t_l. The other layers are the
+    construction's (shared, not copied); the file's layout, dicts {"W", "b"}."""
+    layers = rnn.output_layers.as_dicts()
+    eye = torch.eye(rnn.transition.d_h, dtype=torch.float64)
+    direct = torch.zeros_like(rnn.transition.layers[3].W)
+    W_g = rnn.g_net.W.to(torch.float64).cpu()
+    layers[3]["W"] = W_g @ torch.cat([direct, eye, -eye], dim=1)
+    return layers
+
+
+def _without_direct_term(c: PredictionCase) -> Optional[dict]:
+    """The output net written without f(z_i) (:func:`_output_layers_without_direct_term`: layer
+    4's columns that read the transition's output zero), so g(h_fwd + h_bwd) misses x_{t_l} at
+    i = t_l."""
+    return (
+        None if c.state is None else dict(c.state, output=_output_layers_without_direct_term(c.rnn))
+    )
+
+
+def _saved_in_float32(c: PredictionCase) -> Optional[dict]:
+    """Every layer of the file written in float32 (read back in float64, the digits lost)."""
+    if c.state is None:
+        return None
+    state = dict(c.state)
+    for key in ("forward_transition", "backward_transition", "output"):
+        state[key] = [{k: v.float().double() for k, v in L.items()} for L in state[key]]
+    return state
+
+
+claim.fault(
+    "saved layer 1 in (z, h) order",
+    breaks=plain_recurrence_equals_scan,
+    apply=mapped("cases", fields_edited(state=_layer1_in_zh_order)),
+)
+claim.fault(
+    "saved output without the direct term",
+    breaks=plain_recurrence_equals_scan,
+    apply=mapped("cases", fields_edited(state=_without_direct_term)),
+)
+claim.fault(
+    "saved in float32",
+    breaks=saved_module_equals_scan,
+    apply=mapped("cases", fields_edited(state=_saved_in_float32)),
+)
+
+
+@claim.fault("module gate bands from 0, not 1/2", breaks=module_equals_scan)
+def _module_bands_from_zero(inp: Prop28Inputs) -> Prop28Inputs:
+    """The loop module with its gate bands from 0 (see :func:`bands_from_zero`)."""
+    return replace(inp, module=bands_from_zero(inp.module, inp.cases[0].rnn.transition))
+
+
+@claim.fault("CLI built for twice the eps asked", breaks=eps_as_asked)
+def _cli_for_twice_eps(inp: Prop28Inputs, ctx: Context) -> Prop28Inputs:
+    """The `qstr construct rnn` construction built for 2 eps (its --eps doubled)."""
+    N, d, q, eps = P28_CLI
+    c = teacher_rnn(N, d, q, eps=2 * eps, seed=ctx.seed)
+    return replace(inp, cli=replace(inp.cli, rnn=c))
+
+
+def _lipschitz_doubled(c: PredictionCase):
+    """The guarantee records twice the Lipschitz constant of g."""
+    g = c.rnn.guarantee
+    return rnn_with(c.rnn, guarantee=replace(g, lipschitz=2 * g.lipschitz))
+
+
+def _bound_at_asked_eps(c: PredictionCase):
+    """The guarantee's bound Lip sqrt(qd) eps taken at the eps asked, not the certified one."""
+    g, tg = c.rnn.guarantee, c.rnn.transition.guarantee
+    bound = g.lipschitz * math.sqrt(tg.q * tg.d) * tg.eps_requested
+    return rnn_with(c.rnn, guarantee=replace(g, prediction_error=bound))
+
+
+def _r_h_without_eps(c: PredictionCase):
+    """r_h = sqrt(q) r_x: the sqrt(d) eps of Cor 27's radius dropped."""
+    return rnn_with(c.rnn, r_h=math.sqrt(c.rnn.q) * c.rnn.guarantee.r_x)
+
+
+claim.fault(
+    "Lipschitz constant doubled in the guarantee",
+    breaks=lipschitz_as_derived,
+    apply=mapped("cases", fields_edited(rnn=_lipschitz_doubled)),
+)
+claim.fault(
+    "bound at the eps asked, not the certified",
+    breaks=bound_as_derived,
+    apply=mapped("cases", fields_edited(rnn=_bound_at_asked_eps)),
+)
+claim.fault(
+    "r_h without sqrt(d) eps",
+    breaks=r_h_as_derived,
+    apply=mapped("cases", fields_edited(rnn=_r_h_without_eps)),
+)
