@@ -422,7 +422,7 @@ def test_prop28_rnn_refuses_r_h_below_the_cor27_radius():
 def test_cli_rnn_file_records_its_config_and_codes():
     """The `qstr construct rnn` state: config (N, d, q) as asked, codes of mu <= 1/2 (Assumption 3),
     eps certified <= asked and recorded, r_h = sqrt(q)(r_x + sqrt(d) eps); its module equals the
-    scan (without the output's direct term: tests/verify/claims/test_recurrent.py)."""
+    scan (without the output's direct term: tests/verify/claims/test_prop_28.py)."""
     N, d, q, eps = 16, 2, 2, 0.1
     c = teacher_rnn(N, d, q, eps=eps, seed=0)
     cfg = rnn_state(c)["config"]

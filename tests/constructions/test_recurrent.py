@@ -369,7 +369,7 @@ def test_g_net_is_moved_once_per_device_and_kept_on_its_own(rnn64):
     assert c.g_net.W.device.type == "cpu"
 
 
-# --------------- software facts of the Prop 26 transition (from verify/claims/recurrent.py)
+# ------------------ software facts of the Prop 26 transition (from verify/claims/prop_26.py)
 
 
 @pytest.fixture(scope="module")
@@ -424,7 +424,7 @@ def test_transition_dense_without_rectifier_batches_and_empty_batch(transitions)
         assert tuple(tr.dense(u[:0]).shape) == (0, dense.shape[-1])
 
 
-# --------------------- software facts of the Cor 27 scan (from verify/claims/recurrent.py)
+# ------------------------ software facts of the Cor 27 scan (from verify/claims/cor_27.py)
 
 
 def _projected_loop(F, r_h, reverse):
@@ -480,7 +480,7 @@ def test_states_count_the_projected_steps_of_both_directions():
     assert float((hf - st.h_fwd).abs().max()) <= 1e-9 and float((hb - st.h_bwd).abs().max()) <= 1e-9
 
 
-# ------------------------------ software facts of the Prop 28 RNN (from verify/claims/recurrent.py)
+# ------------------------------- software facts of the Prop 28 RNN (from verify/claims/prop_28.py)
 
 
 # ------------------------------------------------------ the builders, from given parameters

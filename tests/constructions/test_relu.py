@@ -233,7 +233,7 @@ def test_sqnorm_net_certified(q, d, H, gen):
     assert float((got - want).abs().max()) >= 0.5 * err  # the certificate is not loose by much
 
 
-# -------------------------- software facts of the gadgets (from verify/claims/recurrent.py)
+# ---------------------- software facts of the gadgets (from verify/claims/lemma_22.py, lemma_24.py)
 
 
 def _op(M):
