@@ -54,6 +54,11 @@ def norm_rounding(model: torch.nn.Module, scale: float) -> Rounding:
     return Rounding(n=count, scale=scale, what="(parameter count) eps ||vec||^2")
 
 
+def net_norm2(net) -> float:
+    """||a||^2 + ||W||^2 + ||b||^2 of a two-layer net (Lemma 38's and Lemma 36's)."""
+    return float(net.a @ net.a + (net.W**2).sum() + net.b @ net.b)
+
+
 def to_bound(v: Verdict) -> float:
     """The worst-case key of the norm checks: measured / bound (the rounding term aside)."""
     return v.measured / v.bound

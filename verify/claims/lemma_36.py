@@ -10,40 +10,14 @@ from typing import Callable, Tuple
 
 import torch
 
-from qstr.bounds.interpolation import (
-    MemoriserGuarantee,
-    lemma36_constant,
-    lemma36_net,
-    memoriser,
-)
+from qstr.bounds.interpolation import MemoriserGuarantee, lemma36_constant, lemma36_net, memoriser
 from qstr.constructions.encoding import rnn_encoding
-from qstr.constructions.interpolation import (
-    MemoriserLayout,
-    interpolate_points,
-    memorising_rnn,
-    parameter_norm2,
-)
+from qstr.constructions.interpolation import MemoriserLayout, interpolate_points, memorising_rnn
+from qstr.constructions.interpolation import parameter_norm2
 from qstr.constructions.links import TwoLayerNet
-from qstr.verify.claim import (
-    Claim,
-    Context,
-    Ref,
-    Verdict,
-    at_most,
-    fields_edited,
-    mapped,
-    worst,
-)
-from qstr.verify.claims._interpolation import (
-    C36_DERIVED,
-    K_Y,
-    L36_D,
-    codes,
-    labels,
-    norm_rounding,
-    prompts,
-    to_bound,
-)
+from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, fields_edited, mapped, worst
+from qstr.verify.claims._interpolation import C36_DERIVED, K_Y, L36_D, codes, labels, norm_rounding
+from qstr.verify.claims._interpolation import net_norm2, prompts, to_bound
 from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding
 from qstr.verify.threads import cpu_threads
@@ -156,21 +130,12 @@ def _depth2(inp: Lemma36Inputs):
 def _norm_within(cases, bound: Callable[[Lemma36Case], float], detail: str = "") -> Verdict:
     """The memoriser's ||vec||^2 (on the module) against ``bound(case)``, the case with the
     largest ratio."""
-    return worst(
-        (
-            (
-                c.label,
-                at_most(
-                    parameter_norm2(c.model),
-                    bound(c),
-                    norm_rounding(c.model, c.guarantee.norm2),
-                    detail=detail,
-                ),
-            )
-            for c in cases
-        ),
-        key=to_bound,
-    )
+
+    def within(c):
+        rounding = norm_rounding(c.model, c.guarantee.norm2)
+        return at_most(parameter_norm2(c.model), bound(c), rounding, detail=detail)
+
+    return worst(((c.label, within(c)) for c in cases), key=to_bound)
 
 
 @claim.check("||vec||^2 <= C n^3")
@@ -233,17 +198,13 @@ def lemma36_bounds_derived(inp: Lemma36Inputs) -> Verdict:
     return at_most(gap, 1e-12, detail="2 sqrt(A P), L (A P m^(L-2))^(1/L), C36 m^(5/2) ||y||")
 
 
-def _net_norm2(net: TwoLayerNet) -> float:
-    return float(net.a @ net.a + (net.W**2).sum() + net.b @ net.b)
-
-
 @claim.check("Lemma 36 net within its bound")
 def lemma36_net_bound(inp: Lemma36Inputs) -> Verdict:
     """The Lemma 36 net inside each memoriser: ||a||^2 + ||W||^2 + ||b||^2 <= 2 sqrt(A P)."""
 
     def within(c):
         gu = c.guarantee
-        norm2 = _net_norm2(gu.lemma36.net)
+        norm2 = net_norm2(gu.lemma36.net)
         rounding = Rounding(n=3 * gu.n_points, scale=norm2, what="3 m eps ||theta||^2")
         return at_most(norm2, gu.lemma36_guarantee.bound, rounding)
 
@@ -318,7 +279,7 @@ def _unbalanced(c: Lemma36Case) -> Lemma36Case:
             mid.weight /= float(mid.weight[0, 0])
         layers[-1].weight.copy_(raw.a[None, :])
     net = TwoLayerNet(a=raw.a, W=torch.ones_like(l36.net.W) * l36.direction.v[None, :], b=raw.b)
-    l36 = replace(l36, net=net, norm2=_net_norm2(net))
+    l36 = replace(l36, net=net, norm2=net_norm2(net))
     gu = replace(c.guarantee, lemma36=l36, norm2=parameter_norm2(model))
     return replace(c, model=model, guarantee=gu)
 

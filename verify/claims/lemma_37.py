@@ -11,25 +11,10 @@ import torch
 from scipy import stats
 
 from qstr.bounds.interpolation import LEMMA37_NORM_FACTOR, gap_threshold, lemma37_union_bound
-from qstr.constructions.interpolation import (
-    Lemma37Events,
-    SeparatingDirection,
-    certified_gap,
-    lemma37_events,
-    separating_direction,
-)
-from qstr.verify.claim import (
-    Claim,
-    Context,
-    Ref,
-    Verdict,
-    at_least,
-    at_most,
-    edited,
-    exact,
-    replaced,
-    worst,
-)
+from qstr.constructions.interpolation import Lemma37Events, SeparatingDirection, certified_gap
+from qstr.constructions.interpolation import lemma37_events, separating_direction
+from qstr.verify.claim import Claim, Context, Ref, Verdict, at_least, at_most, edited, exact
+from qstr.verify.claim import replaced, worst
 from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding
 
@@ -93,9 +78,8 @@ def _replay(ctx: Context, n: int):
     """The draws of ``lemma37_events`` on its replay generator: x (T, n, D), then v (T, D)."""
     g = ctx.generator("lemma-37/replay", device=ctx.device)
     kw = dict(dtype=torch.float64, device=ctx.device)
-    return torch.randn(L37_REPLAY, n, L37_D, generator=g, **kw), torch.randn(
-        L37_REPLAY, L37_D, generator=g, **kw
-    )
+    x = torch.randn(L37_REPLAY, n, L37_D, generator=g, **kw)
+    return x, torch.randn(L37_REPLAY, L37_D, generator=g, **kw)
 
 
 @claim.inputs
@@ -120,33 +104,27 @@ def lemma37_inputs(ctx: Context) -> Lemma37Inputs:
     )
 
 
-def _events(inp: Lemma37Inputs, ctx: Context) -> Lemma37Events:
+def _events(
+    inp: Lemma37Inputs, ctx: Context, name: str, trials: int, threshold: float, norm_factor: float
+) -> Lemma37Events:
+    """``lemma37_events`` at the inputs' n on the generator ``name``."""
+    g = ctx.generator(name, device=ctx.device)
     return lemma37_events(
-        inp.n,
-        L37_D,
-        trials=inp.trials,
-        threshold=inp.threshold(inp.n),
-        norm_factor=LEMMA37_NORM_FACTOR,
-        generator=ctx.generator("lemma-37/events", device=ctx.device),
+        inp.n, L37_D, trials=trials, threshold=threshold, norm_factor=norm_factor, generator=g
     )
 
 
-def _replayed_events(inp: Lemma37Inputs, ctx: Context, trials: int, threshold: float):
-    """``lemma37_events`` on the replay generator (norm factor 1)."""
-    return lemma37_events(
-        inp.n,
-        L37_D,
-        trials=trials,
-        threshold=threshold,
-        norm_factor=1.0,
-        generator=ctx.generator("lemma-37/replay", device=ctx.device),
+def _counted(inp: Lemma37Inputs, ctx: Context) -> Lemma37Events:
+    """The event counts of Lemma 37 at eps_n and norm factor 2."""
+    return _events(
+        inp, ctx, "lemma-37/events", inp.trials, inp.threshold(inp.n), LEMMA37_NORM_FACTOR
     )
 
 
 @claim.check("P(success) >= 1/3")
 def lemma37_success(inp: Lemma37Inputs, ctx: Context) -> Verdict:
     """Lemma 37: P(every gap >= eps_n and ||z||^2 <= 2n) >= 1/3 (one-sided Clopper-Pearson)."""
-    ev = _events(inp, ctx)
+    ev = _counted(inp, ctx)
     lo, _ = clopper_pearson(ev.joint_ok, ev.trials)
     return at_least(
         lo,
@@ -162,7 +140,7 @@ def lemma37_success(inp: Lemma37Inputs, ctx: Context) -> Verdict:
 @claim.check("gap failure <= union bound")
 def lemma37_union(inp: Lemma37Inputs, ctx: Context) -> Verdict:
     """Lemma 37, steps 1-3: P(some gap < eps) is at most the union bound C(n, 2) eps / sqrt(pi)."""
-    ev = _events(inp, ctx)
+    ev = _counted(inp, ctx)
     lo, _ = clopper_pearson(ev.trials - ev.gap_ok, ev.trials)
     union = inp.union_bound(inp.n, ev.threshold)
     return at_most(
@@ -220,7 +198,7 @@ def lemma37_replay_gaps(inp: Lemma37Inputs, ctx: Context) -> Verdict:
     (threshold at one trial's gap: the allowance's last bits decide)."""
     gaps = inp.derived_gaps(inp.replay_x, inp.replay_v)
     thr = sorted(gaps)[len(gaps) // 2]
-    ev = _replayed_events(inp, ctx, len(gaps), thr)
+    ev = _events(inp, ctx, "lemma-37/replay", len(gaps), thr, 1.0)
     return exact(
         ev.gap_ok,
         sum(gp >= thr for gp in gaps),
@@ -232,7 +210,7 @@ def lemma37_replay_gaps(inp: Lemma37Inputs, ctx: Context) -> Verdict:
 def lemma37_replay_norms(inp: Lemma37Inputs, ctx: Context) -> Verdict:
     """``lemma37_events`` counts the trials with ||z||^2 <= n (norm factor 1) on its own draws."""
     norms = ((inp.replay_x @ inp.replay_v[:, :, None]).squeeze(-1) ** 2).sum(1)
-    ev = _replayed_events(inp, ctx, len(norms), gap_threshold(inp.n))
+    ev = _events(inp, ctx, "lemma-37/replay", len(norms), gap_threshold(inp.n), 1.0)
     return exact(ev.norm_ok, int((norms <= inp.n).sum()), detail="norm factor 1")
 
 

@@ -9,25 +9,12 @@ from typing import Callable, Tuple
 import torch
 
 from qstr.bounds.interpolation import lemma38_bound
-from qstr.constructions.interpolation import (
-    Lemma38Net,
-    evaluate_net,
-    interpolate_sorted,
-    rounding_allowance,
-)
+from qstr.constructions.interpolation import Lemma38Net, evaluate_net, interpolate_sorted
+from qstr.constructions.interpolation import rounding_allowance
 from qstr.constructions.links import TwoLayerNet
-from qstr.verify.claim import (
-    Claim,
-    Context,
-    Ref,
-    Verdict,
-    at_most,
-    close,
-    edited,
-    fields_edited,
-    replaced,
-    worst,
-)
+from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, close, edited, fields_edited
+from qstr.verify.claim import replaced, worst
+from qstr.verify.claims._interpolation import net_norm2
 from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding
 
@@ -173,14 +160,10 @@ def lemma38_same_function(inp: Lemma38Inputs) -> Verdict:
     return _worst_n(inp, lambda c: at_most(_function_change(c), 1e-9, detail=detail))
 
 
-def _norm2(net) -> float:
-    return float(net.a @ net.a + (net.W**2).sum() + net.b @ net.b)
-
-
 @claim.check("rebalancing lowers the norm")
 def lemma38_rebalanced(inp: Lemma38Inputs) -> Verdict:
     """The rebalanced parameter norm^2 is at most the raw one (AM-GM), relative 1e-12."""
-    largest = max(_norm2(c.net.balanced) / _norm2(c.net.raw) for c in _all_cases(inp))
+    largest = max(net_norm2(c.net.balanced) / net_norm2(c.net.raw) for c in _all_cases(inp))
     return at_most(largest, 1 + 1e-12, detail="largest ||theta_balanced||^2 / ||theta_raw||^2")
 
 
