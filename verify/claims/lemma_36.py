@@ -1,5 +1,5 @@
-"""Lemma 36 (Appendix C.3, Theorem 9's memoriser): an interpolating RNN on n general-1STR prompts
-with ||vec||^2 <= C n^3, independent of N (docs/derivations/interpolation.md)."""
+"""Lemma 36 (Theorem 9's memoriser): an interpolating RNN on n general-1STR prompts with ||vec||^2
+<= C n^3, independent of N (docs/derivations/interpolation.md)."""
 
 from __future__ import annotations
 

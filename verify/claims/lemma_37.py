@@ -1,5 +1,5 @@
-"""Lemma 37 (Appendix C.3): n Gaussian points projected on a random unit v are eps_n-separated with
-||z||^2 <= 2n with probability >= 1/3 (docs/derivations/interpolation.md)."""
+"""Lemma 37: n Gaussian points projected on a random unit v are eps_n-separated with ||z||^2 <= 2n
+with probability >= 1/3 (docs/derivations/interpolation.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Lemma 38 (Appendix C.3): sorted scalars with gaps >= eps have an exact width-n ReLU interpolant
-with ||a'||^2 <= 16 ||y||^2 / eps^2, tight and rebalanced (docs/derivations/interpolation.md)."""
+"""Lemma 38: sorted scalars with gaps >= eps have an exact width-n ReLU interpolant with ||a'||^2 <=
+16 ||y||^2 / eps^2, tight and rebalanced (docs/derivations/interpolation.md)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Prop 8 (Prop 35, Section 5.2): risk <= c at a position forces the states of e^{Omega(N)} prompts
-sharing x_i into a packing, hence a width and a norm bound (docs/derivations/rnn-lower-bounds.md).
-"""
+"""Prop 8 (Prop 35; conference Prop 6): risk <= c forces the states of e^{Omega(N)} prompts into a
+packing, hence width and norm bounds (docs/derivations/rnn-lower-bounds.md)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Theorem 7 (Section 5.1): the RNN sample size for simple-qSTR (explicit constants) grows
-polylogarithmically in N, checked against a 40-digit evaluation of its derivation
-(docs/derivations/rnn-lower-bounds.md section 4)."""
+"""Theorem 7 (conference Thm 5): the RNN sample size for simple-qSTR is polylogarithmic in N,
+against a 40-digit evaluation of its derivation (docs/derivations/rnn-lower-bounds.md)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Theorem 9 (Section 5.2): the memoriser's ||vec||^2 <= C n^3 (N-free) against Prop 8's
-requirement, so the crossover n*(N) grows like a power of N (docs/derivations/rnn-lower-bounds.md).
-"""
+"""Theorem 9 (conference Thm 7): memoriser ||vec||^2 <= C n^3 against Prop 8's requirement, the
+crossover n*(N) a power of N (docs/derivations/rnn-lower-bounds.md)."""
 
 from __future__ import annotations
 
