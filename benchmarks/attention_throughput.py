@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from functools import partial
 
 import torch
 
@@ -90,11 +91,11 @@ def main():
         p = QSTR(N=N, d=args.d, link=link).sample(args.B, generator=gen, device=device, dtype=dtype)
         positions = args.B * N
         with torch.no_grad():
-            t_fast = timed(lambda: cons.fast_predict(p.x, p.t, chunk=args.chunk), device)
+            t_fast = timed(partial(cons.fast_predict, p.x, p.t, chunk=args.chunk), device)
             flops = 2 * args.B * args.q * N * N * (cons.d_e + args.d)  # scores + weighted values
             score_bytes = args.B * args.q * N * N * torch.finfo(dtype).bits // 8
             if score_bytes <= args.naive_budget_gb * 2**30:
-                t_naive = timed(lambda: cons.predict(p.x, p.t), device, repeats=1)
+                t_naive = timed(partial(cons.predict, p.x, p.t), device, repeats=1)
                 naive = f"{t_naive:9.3f} {positions / t_naive:11.3g} {t_naive / t_fast:8.1f}"
             else:
                 naive = f"{'skipped':>9} {'(memory)':>11} {'-':>8}"

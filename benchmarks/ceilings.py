@@ -5,6 +5,7 @@ written), with the CUDA-event median timer the GPU benchmarks share. A helper, n
 from __future__ import annotations
 
 import statistics
+from functools import partial
 
 import torch
 
@@ -38,7 +39,9 @@ def ceilings(dev) -> dict:
         before = torch.backends.cuda.matmul.allow_tf32
         torch.backends.cuda.matmul.allow_tf32 = tf32
         try:
-            out[f"matmul_{name}_flops"] = 2 * n**3 / cuda_median(lambda: a @ b, reps=5)
+            out[f"matmul_{name}_flops"] = (
+                2 * n**3 / cuda_median(partial(torch.matmul, a, b), reps=5)
+            )
         finally:
             torch.backends.cuda.matmul.allow_tf32 = before
         a = b = None  # the operands freed before the next dtype

@@ -26,12 +26,13 @@ import tempfile
 import time
 
 import torch
+from distributed import Client, LocalCluster
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from qstr.verify.experiments import figure1  # noqa: E402
-from qstr.verify.experiments.results import ResultsFile  # noqa: E402
-from qstr.verify.experiments.run import RunConfig, run_points, stacks_of  # noqa: E402
+from qstr.verify.experiments import figure1
+from qstr.verify.experiments.results import ResultsFile
+from qstr.verify.experiments.run import RunConfig, run_points, stacks_of
 
 
 def _noop(x):
@@ -61,8 +62,6 @@ def timed_run(pts, folder, **kw):
 
 
 def task_overhead(n: int = 200):
-    from distributed import Client, LocalCluster
-
     t0 = time.perf_counter()
     cluster = LocalCluster(
         n_workers=2, threads_per_worker=1, processes=True, silence_logs=40, dashboard_address=":0"

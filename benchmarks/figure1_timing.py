@@ -26,7 +26,8 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from qstr.verify.experiments import Execution, run_experiment  # noqa: E402
+from qstr.verify.experiments import Execution, run_experiment
+from qstr.verify.experiments.run import default_jobs
 
 PUBLISHED_S_PER_SEED = 295.0
 TARGET_S = 75.0
@@ -77,7 +78,6 @@ def main(argv=None) -> int:
     total = time.perf_counter() - t0
     seeds = sorted({r["seed"] for r in rows})
     what = "quick" if quick else "full"
-    from qstr.verify.experiments.run import default_jobs
 
     jobs = args.jobs or default_jobs(dev)
     name = (

@@ -22,6 +22,7 @@ import json
 import os
 import sys
 import time
+from functools import partial
 
 import torch
 
@@ -29,12 +30,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 
+import gru_step  # noqa: E402
+import rnn_scan  # noqa: E402
+from ceilings import ceilings, cuda_median  # noqa: E402
+
 from qstr.bounds.attention import lemma11, lemma12_radius  # noqa: E402
 from qstr.constructions.links import make_link  # noqa: E402
 from qstr.constructions.task import QSTR  # noqa: E402
-
-import gru_step  # noqa: E402
-from ceilings import ceilings, cuda_median  # noqa: E402
+from qstr.verify.adversarial import clip_to_ball  # noqa: E402
+from qstr.verify.experiments import (  # noqa: E402
+    Execution,
+    run_experiment,
+)
+from qstr.verify.experiments import run as run_mod  # noqa: E402
+from qstr.verify.training import stack as stack_mod  # noqa: E402
 
 PUBLISHED_S_PER_SEED = 295.0  # the published experiment code on one H100, both panels, one seed
 TARGET_FIGURE1_S = 75.0
@@ -53,8 +62,8 @@ def lemma11_rows(dev, ceil: dict, Ns, qs, d: int = 4, B: int = 1) -> list:
             p = QSTR(N=N, d=d, link=link).sample(B, generator=g, device=dev, dtype=torch.float64)
             x32 = p.x.float()
             with torch.no_grad():
-                sec = cuda_median(lambda: c32.fast_predict(x32, p.t), reps=5)
-                chunked = cuda_median(lambda: c32.fast_predict(x32, p.t, chunk=1024), reps=3)
+                sec = cuda_median(partial(c32.fast_predict, x32, p.t), reps=5)
+                chunked = cuda_median(partial(c32.fast_predict, x32, p.t, chunk=1024), reps=3)
                 y32 = c32.fast_predict(x32, p.t).double()
                 c64 = lemma11(N, d, q, link.two_layer_net(), dtype=torch.float64, **kw)
                 y64 = c64.fast_predict(p.x, p.t, chunk=2048)
@@ -96,9 +105,6 @@ def lemma11_rows(dev, ceil: dict, Ns, qs, d: int = 4, B: int = 1) -> list:
 
 def rnn_states(dev, N: int = 1_000_000) -> dict:
     """Prop 28's bidirectional RNN states at N positions (closed-form scan, float64)."""
-    import rnn_scan
-    from qstr.verify.adversarial import clip_to_ball
-
     args = argparse.Namespace(d=4, q=2, eps=0.1, seed=0)
     t0 = time.perf_counter()
     book, c = rnn_scan._build(N, dev, args)
@@ -159,11 +165,6 @@ def figure1(dev, out_dir: str, matmul: str, seeds: int, check_breakdown: bool = 
     """All of Figure 1 at the paper's sizes (both panels, 10,000 test prompts), timed; with
     ``check_breakdown`` each test check is synchronized and timed apart (the total then
     includes those synchronizations: a breakdown, not the figure's time)."""
-    from qstr.verify.experiments import Execution, run_experiment
-
-    from qstr.verify.experiments import run as run_mod
-    from qstr.verify.training import stack as stack_mod
-
     d = os.path.join(out_dir, f"figure1-{matmul}")
     plain = run_mod.train_points
 

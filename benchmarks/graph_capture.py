@@ -14,6 +14,7 @@ then records the step as train_stack does. A diagnostic script, not a test.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import traceback
@@ -21,13 +22,31 @@ import warnings
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+# the members of tests/verify/training/test_stack.py
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "verify", "training"))
+
+from conftest import _make_member  # noqa: E402
+from test_stack import (  # noqa: E402
+    CASES,
+    _to_cuda,
+)
 
 from qstr.verify.experiments import figure1  # noqa: E402
 from qstr.verify.experiments.points import build_member  # noqa: E402
+from qstr.verify.training import (  # noqa: E402
+    StackOptions,
+    stack,
+    train_stack,
+)
 from qstr.verify.training.adamw import StackedAdamW  # noqa: E402
 from qstr.verify.training.families import _pad_prompts, family_of  # noqa: E402
-from qstr.verify.training.stack import _GraphedStep, _train_step  # noqa: E402
+from qstr.verify.training.stack import (  # noqa: E402
+    _GraphedStep,
+    _record,
+    _train_step,
+)
 
 
 def _stack(members, dev):
@@ -39,7 +58,7 @@ def _stack(members, dev):
     wd = torch.tensor([m.weight_decay for m in members], device=dev)
     opt = StackedAdamW(P, lr, wd)
     batch = [_pad_prompts(*m.stream.draw(64), fam.Nmax, fam.qmax) for m in members]
-    return fam, opt, meta, [torch.stack(v) for v in zip(*batch)]
+    return fam, opt, meta, [torch.stack(v) for v in zip(*batch, strict=True)]
 
 
 def diagnose(protocol: str, variant: str, model: str, dev) -> str:
@@ -87,16 +106,9 @@ def diagnose_test_cases(dev) -> None:
     """The members of tests/verify/training/test_stack.py (float64, tiny) recorded as train_stack
     records them (warm-up on a side stream), then with the fused AdamW off, then with the
     second eager step under the sync debug mode: which part stops the recording."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.insert(0, os.path.join(here, "..", "tests", "verify", "training"))
-    from conftest import _make_member
-    from test_stack import CASES, _to_cuda
-
-    from qstr.verify.training.stack import _record
-
     for kind, published, specs in CASES:
 
-        def stack(fused=True):
+        def stack(fused=True, kind=kind, published=published, specs=specs):
             ms = [
                 _to_cuda(_make_member(kind, N, q, s, published=published, hidden=h or 6))
                 for N, q, s, h in specs
@@ -113,7 +125,7 @@ def diagnose_test_cases(dev) -> None:
             )
             opt.fused = opt.fused and fused
             batch = [_pad_prompts(*m.stream.draw(8), fam.Nmax, fam.qmax) for m in ms]
-            return fam, opt, meta, [torch.stack(v) for v in zip(*batch)]
+            return fam, opt, meta, [torch.stack(v) for v in zip(*batch, strict=True)]
 
         def record(fused):
             fam, opt, meta, (x, t, y) = stack(fused)
@@ -144,13 +156,6 @@ def diagnose_test_cases(dev) -> None:
 def diagnose_test_restacks(dev) -> None:
     """The graph test as it runs (member 0 stops at the first check, the stack is recorded
     again): every recording attempt of train_stack, with its result."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.insert(0, os.path.join(here, "..", "tests", "verify", "training"))
-    from conftest import _make_member
-    from test_stack import CASES, _to_cuda
-
-    from qstr.verify.training import StackOptions, stack, train_stack
-
     plain = stack._record
     for kind, published, specs in CASES:
         attempts = []
@@ -214,15 +219,6 @@ def diagnose_restack_variants(dev) -> None:
     test's paper Transformer (float64) and a Figure 1 FFN stack (float32), each recorded as
     train_stack records it, with the garbage collector off, in capture mode "relaxed", with the
     warm-up step on the current stream, and with two warm-up steps. Every attempt's first error."""
-    import gc
-
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.insert(0, os.path.join(here, "..", "tests", "verify", "training"))
-    from conftest import _make_member
-    from test_stack import CASES, _to_cuda
-
-    from qstr.verify.training import StackOptions, stack, train_stack
-
     plain_record, plain_mode = stack._record, stack.CAPTURE_ERROR_MODE
 
     def on_current(fam, opt, meta, x, t, y, batch_size):

@@ -24,14 +24,40 @@ from __future__ import annotations
 import os
 import sys
 import time
+from functools import partial
 
 import torch
+from torch.profiler import ProfilerActivity, profile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, HERE)  # ceilings
 
-from qstr.verify.training import families  # noqa: E402
+from ceilings import ceilings, cuda_median  # noqa: E402
+
+from qstr.verify.experiments import figure1  # noqa: E402
+from qstr.verify.experiments.points import (  # noqa: E402
+    build_member,
+    experimental_dim,
+)
+from qstr.verify.training import (  # noqa: E402
+    StackOptions,
+    families,
+    train_stack,
+)
+from qstr.verify.training.adamw import StackedAdamW  # noqa: E402
+from qstr.verify.training.families import (  # noqa: E402
+    GRUFamily,
+    _Family,
+    _pad_prompts,
+)
 from qstr.verify.training.gru_scan import gru_scan  # noqa: E402
+from qstr.verify.training.stack import (  # noqa: E402
+    _tf32,
+    _train_step,
+    default_eval_elements,
+    evaluation_chunk,
+)
 
 
 def autograd_scan(z, WihT, bih, WhhT, bhh):
@@ -54,14 +80,10 @@ SCANS = {"autograd": autograd_scan, "bptt": gru_scan}
 
 
 def _points():
-    from qstr.verify.experiments import figure1
-
     return list(figure1.points(seeds=5, models=("rnn",), variants=("simple",)))
 
 
 def _members(dev, dtype=torch.float32):
-    from qstr.verify.experiments.points import build_member
-
     return [build_member(p, device=dev, dtype=dtype) for p in _points()]
 
 
@@ -72,29 +94,25 @@ def use_scan(name: str) -> None:
 
 def float64_gradients(dev) -> dict:
     """One paper-size step's gradients in float64 with both scans: max relative error per block."""
-    from qstr.verify.training.families import GRUFamily, _pad_prompts
-
     ms = _members(dev, torch.float64)
     fam = GRUFamily(ms)
     P, meta = fam.stack(ms)
     for v in P.values():
         v.requires_grad_(True)
     batch = [_pad_prompts(*m.stream.draw(64), fam.Nmax, fam.qmax) for m in ms]
-    x, t, y = (torch.stack(v) for v in zip(*batch))
+    x, t, y = (torch.stack(v) for v in zip(*batch, strict=True))
     grads = {}
     for name in SCANS:
         use_scan(name)
         yh = fam.forward(P, meta, x, t)
         loss = ((yh - y) ** 2 * meta["pos_mask"][:, None, :]).sum()
-        grads[name] = dict(zip(P, torch.autograd.grad(loss, list(P.values()))))
+        grads[name] = dict(zip(P, torch.autograd.grad(loss, list(P.values())), strict=True))
     use_scan("bptt")
     a, b = grads["bptt"], grads["autograd"]
     return {k: float((a[k] - b[k]).norm() / b[k].norm().clamp_min(1e-300)) for k in P}
 
 
 def _train_seconds(dev, steps: int, check_every: int, tf32: bool) -> float:
-    from qstr.verify.training import StackOptions, train_stack
-
     ms = _members(dev)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
@@ -119,13 +137,11 @@ def eval_ms(dev, tf32: bool) -> float:
 
 
 def _test_set(dev, dtype):
-    from qstr.verify.training.families import GRUFamily, _pad_prompts
-
     ms = _members(dev, dtype)
     fam = GRUFamily(ms)
     P, meta = fam.stack(ms)
     padded = [_pad_prompts(*m.test, fam.Nmax, fam.qmax) for m in ms]
-    x, t, _ = (torch.stack(v) for v in zip(*padded))
+    x, t, _ = (torch.stack(v) for v in zip(*padded, strict=True))
     return fam, P, meta, x, t
 
 
@@ -142,11 +158,6 @@ def _check(route, P, meta, x, t, chunk: int) -> torch.Tensor:
 def evaluation_routes(dev, ceil: dict) -> dict:
     """One check of the stack (10,000 test prompts) by the scan and by cuDNN: median times
     (TF32), relative differences (float64; TF32), and the check's FLOP floor."""
-    from ceilings import cuda_median
-
-    from qstr.verify.training.families import _Family
-    from qstr.verify.training.stack import _tf32, default_eval_elements, evaluation_chunk
-
     out = {}
     fam, P, meta, x, t = _test_set(dev, torch.float64)
     with torch.no_grad():
@@ -171,7 +182,7 @@ def evaluation_routes(dev, ceil: dict) -> dict:
         del a, b
         for name, route in (("scan", fam.forward), ("cudnn", fam.evaluate)):
             out[f"{name}_ms"] = (
-                cuda_median(lambda: _check(route, P, meta, x, t, chunks[name]), reps=5) * 1e3
+                cuda_median(partial(_check, route, P, meta, x, t, chunks[name]), reps=5) * 1e3
             )
     M, B, N = x.shape[0], x.shape[1], int(meta["N"].max())
     H, D = P["Whh"].shape[-1], P["Wih"].shape[-1]
@@ -182,12 +193,6 @@ def evaluation_routes(dev, ceil: dict) -> dict:
 
 def kernel_table(dev, rows: int = 12) -> str:
     """The profile of three eager training steps of the stack (no test evaluation in it)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    from qstr.verify.training.adamw import StackedAdamW
-    from qstr.verify.training.families import GRUFamily, _pad_prompts
-    from qstr.verify.training.stack import _tf32, _train_step
-
     ms = _members(dev)
     fam = GRUFamily(ms)
     P, meta = fam.stack(ms)
@@ -196,7 +201,7 @@ def kernel_table(dev, rows: int = 12) -> str:
     lr = torch.tensor([m.lr for m in ms], device=dev)
     opt = StackedAdamW(P, lr, torch.tensor([m.weight_decay for m in ms], device=dev))
     batch = [_pad_prompts(*m.stream.draw(64), fam.Nmax, fam.qmax) for m in ms]
-    x, t, y = (torch.stack(v) for v in zip(*batch))
+    x, t, y = (torch.stack(v) for v in zip(*batch, strict=True))
     with _tf32(True):
         _train_step(fam, opt, meta, x, t, y, 64)  # warm-up: library handles, allocator
         torch.cuda.synchronize()
@@ -243,8 +248,6 @@ def floors(ceil: dict) -> dict:
 
 
 def _d_e(N):
-    from qstr.verify.experiments.points import experimental_dim
-
     return experimental_dim(N)
 
 
@@ -304,8 +307,6 @@ if __name__ == "__main__":
     if not torch.cuda.is_available():
         print("gru_step: needs a CUDA device", file=sys.stderr)
         sys.exit(2)
-    sys.path.insert(0, HERE)
-    from ceilings import ceilings
 
     d = torch.device("cuda")
     report(d, ceilings(d))

@@ -148,7 +148,7 @@ def _build(N, device, args):
     book = rs_hadamard_codebook(N, dtype=F64, device=device)
     link = make_link("teacher", args.q, args.d, generator=torch.Generator().manual_seed(args.seed))
     c = prop28_rnn(book, args.d, link.two_layer_net(), eps=args.eps)
-    c.transition.layers  # materialise the dense layers (cached) inside the build time
+    _ = c.transition.layers  # materialise the dense layers (cached) inside the build time
     return book, c
 
 

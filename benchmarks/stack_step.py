@@ -23,23 +23,26 @@ import sys
 import time
 
 import torch
+from torch.profiler import ProfilerActivity, profile
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from qstr.verify.experiments import figure1
+from qstr.verify.experiments.points import build_member
+from qstr.verify.training import train_stack
+from qstr.verify.training.stack import StackOptions, _Stack, _tf32
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, HERE)  # ceilings, gru_step
+from ceilings import cuda_median  # noqa: E402
+from gru_step import profile_table  # noqa: E402
 
 
 def _members(model: str, dev):
-    from qstr.verify.experiments import figure1
-    from qstr.verify.experiments.points import build_member
-
     pts = figure1.points(seeds=5, models=(model,), variants=("simple",))
     return [build_member(p, device=dev, dtype=torch.float32) for p in pts]
 
 
 def _replay_and_host(model: str, dev) -> dict:
-    from ceilings import cuda_median
-
-    from qstr.verify.training.stack import StackOptions, _Stack, _tf32
-
     opts = StackOptions(check_every=10**6, graphs=True, tf32=True)
     with _tf32(True):
         st = _Stack(_members(model, dev), opts)
@@ -58,8 +61,6 @@ def _replay_and_host(model: str, dev) -> dict:
 
 
 def _train_seconds(model: str, dev, steps: int, prefetch: int) -> float:
-    from qstr.verify.training import StackOptions, train_stack
-
     ms = _members(model, dev)
     torch.cuda.synchronize(dev)
     t0 = time.perf_counter()
@@ -83,11 +84,6 @@ def step_ms(model: str, dev, steps: int, prefetch: int) -> float:
 
 def kernel_table(model: str, dev, rows: int = 14) -> str:
     """The device kernels of three eager steps of the stack (no test check), by self time."""
-    from gru_step import profile_table
-    from torch.profiler import ProfilerActivity, profile
-
-    from qstr.verify.training.stack import StackOptions, _Stack, _tf32
-
     with _tf32(True):
         st = _Stack(_members(model, dev), StackOptions(check_every=10**6, graphs=False))
         batches = [st.batch() for _ in range(4)]

@@ -133,8 +133,8 @@ def _sample(session: Path, k: int, seed: int, arguments: bool) -> tuple:
     """Keep the eligible mutants (:func:`_eligible`), then a seeded random sample of k of them
     (all when k = 0); the others are recorded as skipped.
     Returns (mutants generated, mutants eligible)."""
-    from cosmic_ray.work_db import use_db
-    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+    from cosmic_ray.work_db import use_db  # noqa: PLC0415 - optional (the mutation extra)
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult  # noqa: PLC0415 - optional (the mutation extra)
 
     with use_db(str(session)) as db:
         items = sorted(db.work_items, key=lambda item: item.job_id)
@@ -148,7 +148,7 @@ def _sample(session: Path, k: int, seed: int, arguments: bool) -> tuple:
 
 def _sampled(session: Path) -> list:
     """The sampled work items (every one not skipped), in job-id order."""
-    from cosmic_ray.work_db import use_db
+    from cosmic_ray.work_db import use_db  # noqa: PLC0415 - optional (the mutation extra)
 
     with sqlite3.connect(session) as db:
         skipped = {
@@ -212,7 +212,7 @@ def _diff(before: str, after: str, module: str) -> str:
 
 
 def _operator(mutation):
-    import cosmic_ray.plugins
+    import cosmic_ray.plugins  # noqa: PLC0415 - optional (the mutation extra)
 
     return cosmic_ray.plugins.get_operator(mutation.operator_name)(
         **(getattr(mutation, "operator_args", None) or {})
@@ -221,7 +221,7 @@ def _operator(mutation):
 
 def _run_mutant(item, args, tree: Path, env: dict) -> dict:
     """Apply one mutant, run the stages on it in order, put the module back; its row."""
-    from cosmic_ray.mutating import use_mutation
+    from cosmic_ray.mutating import use_mutation  # noqa: PLC0415 - optional (the mutation extra)
 
     m = item.mutations[0]
     module = os.path.relpath(m.module_path, tree)

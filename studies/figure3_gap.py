@@ -134,12 +134,12 @@ def print_table(summary: dict) -> None:
         print("q | Transformer | RNN | FFN | RNN/TF [95%] | FFN/TF [95%]")
         for q, e in s["per_q"].items():
 
-            def mean(m):
+            def mean(m, e=e):
                 v = e[m]
                 miss = "" if v["reached"] == v["runs"] else f" ({v['runs'] - v['reached']} cap)"
                 return ("-" if v["mean"] is None else f"{v['mean']:,.0f}") + miss
 
-            def ratio(key):
+            def ratio(key, e=e):
                 r = e.get(key)
                 return (
                     "-" if r is None else (f"{r['ratio']:.2f} [{r['ci'][0]:.2f}, {r['ci'][1]:.2f}]")
