@@ -103,11 +103,9 @@ def _with_bias(mt: PracticalTransformer) -> PracticalTransformer:
     biased = copy.deepcopy(mt)
     with torch.no_grad():
         biased.readout.bias.fill_(0.25)
-        E = biased.q * biased.D_e
-        w = biased.readout.weight
-        biased.mha.out_proj.bias = torch.nn.Parameter(
-            torch.linspace(-0.1, 0.1, E, dtype=w.dtype, device=w.device)
-        )
+        E, w = biased.q * biased.D_e, biased.readout.weight
+        bias = torch.linspace(-0.1, 0.1, E, dtype=w.dtype, device=w.device)
+        biased.mha.out_proj.bias = torch.nn.Parameter(bias)
     return biased
 
 
@@ -128,24 +126,16 @@ def export_inputs(ctx: Context) -> ExportInputs:
     small_link = make_link(
         "teacher", 2, SMALL_D, generator=ctx.generator("export-roundtrip/small-link")
     )
-    small = lemma11(
-        SMALL_N, SMALL_D, 2, small_link.two_layer_net(), eps=0.05, r_x=3.0, device=ctx.device
-    )
+    small_net, f32 = small_link.two_layer_net(), torch.float32
+    small = lemma11(SMALL_N, SMALL_D, 2, small_net, eps=0.05, r_x=3.0, device=ctx.device)
     state = construction_state(small)
     mt = through_path(state, load_multihead)
     small_prompts = _prompts(small, 2, SMALL_N, SMALL_D, "small", ctx)
-    cases.append(
-        Case("small lemma11 q=2 via load_multihead(file)", from_multihead(mt), mt, *small_prompts)
-    )
+    name = "small lemma11 q=2 via load_multihead(file)"
+    cases.append(Case(name, from_multihead(mt), mt, *small_prompts))
     float32 = (
-        (
-            "load_multihead(file, dtype=float32)",
-            through_path(state, load_multihead, dtype=torch.float32),
-        ),
-        (
-            "init_from_construction(dtype=float32)",
-            init_from_construction(small, dtype=torch.float32),
-        ),
+        ("load_multihead(file, dtype=float32)", through_path(state, load_multihead, dtype=f32)),
+        ("init_from_construction(dtype=float32)", init_from_construction(small, dtype=f32)),
     )
     biased = _with_bias(mt)
     return ExportInputs(tuple(cases), float32, biased, from_multihead(biased))

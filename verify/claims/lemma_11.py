@@ -12,11 +12,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 import torch
 
 from qstr.bounds.attention import lemma11, lemma11_alpha, lemma11_error_bound, lemma12_radius
-from qstr.constructions.attention import (
-    lemma11_adversarial_prompt,
-    place_block,
-    target_leaks,
-)
+from qstr.constructions.attention import lemma11_adversarial_prompt, place_block, target_leaks
 from qstr.constructions.codes import star_codebook
 from qstr.constructions.encoding import layout_of, transformer_encoding
 from qstr.constructions.links import TwoLayerNet, make_link
@@ -106,23 +102,23 @@ class L11Star:
     error: float  # the built module's error at the worst prompt, target 0
 
 
+def _fused_heads(cons, x: torch.Tensor, t: torch.Tensor, chunk: int) -> torch.Tensor:
+    """The construction's heads on SDPA's fused kernels, queries in chunks of ``chunk``."""
+    return cons.fast_heads(x, t, chunk=chunk, backend="fused")
+
+
 @dataclass(frozen=True)
 class Lemma11Inputs:
     """The cases, the star-code cases, and the functions the checks compare against."""
 
-    eps: float
     cases: Tuple[L11Case, ...]
     star: Tuple[L11Star, ...]
-    error_bound: Callable[..., float]  # Lemma 11's Lip sqrt(H) 2 delta r_x
-    lipschitz: Callable[[Any], float]  # the output net's Lipschitz constant (TwoLayerNet.lipschitz)
-    leaks: Callable[[Any], torch.Tensor]  # off-target softmax mass per target (target_leaks)
-    fused_heads: Callable[..., torch.Tensor]  # (cons, x, t, chunk): SDPA's fused kernels
+    eps: float = L11_EPS
+    error_bound: Callable[..., float] = lemma11_error_bound  # Lip sqrt(H) 2 delta r_x
+    lipschitz: Callable[[Any], float] = attrgetter("lipschitz")  # the output net's (TwoLayerNet)
+    leaks: Callable[[Any], torch.Tensor] = target_leaks  # off-target softmax mass per target
+    fused_heads: Callable[..., torch.Tensor] = _fused_heads  # (cons, x, t, chunk): SDPA's kernels
     encoding: Callable[..., torch.Tensor] = transformer_encoding  # (x, t, omega), default c
-
-
-def _fused_heads(cons, x: torch.Tensor, t: torch.Tensor, chunk: int) -> torch.Tensor:
-    """The construction's heads on SDPA's fused kernels, queries in chunks of ``chunk``."""
-    return cons.fast_heads(x, t, chunk=chunk, backend="fused")
 
 
 def _l11_cases(ctx: Context):
@@ -173,36 +169,25 @@ def _l11_case(ctx: Context, link_name: str, q: int, N: int) -> L11Case:
     x, t = clip_to_ball(p.x, g.r_x), p.t
     fast = lambda xx, tt: cons.fast_predict(xx, tt, chunk=1024)  # noqa: E731
     with torch.no_grad():
-        fast_err = float(_l11_errors(link, fast, x, t).max())
-        math_heads = cons.fast_heads(x, t, chunk=1024, backend="math")
+        err = float(_l11_errors(link, fast, x, t).max())
+        heads = cons.fast_heads(x, t, chunk=1024, backend="math")
     if small:
         errors = lambda xx: _l11_errors(link, fast, xx, t[:2])  # noqa: E731
         xs = worst_case_tokens(errors, x[:2], g.r_x, steps=ctx.pick(quick=25, full=100))
-        fast_err = max(fast_err, float(_l11_errors(link, fast, xs, t[:2]).detach().max()))
+        err = max(err, float(_l11_errors(link, fast, xs, t[:2]).detach().max()))
     gradient, probe = None, (x[:1], t[:1])
     if link_name == "linear":
         gradient = _affine_gradient(link.two_layer_net(), q, ctx)
         probe = lemma11_adversarial_prompt(cons, gradient.sum(0))
     with torch.no_grad():
-        fast_at_probe = fast(*probe)
+        at_probe = fast(*probe)
     exported = saved_and_reloaded(cons)[1] if small else None
     twin = None
     if x.is_cuda:  # CUDA's fused attention kernels take float32/16/bf16: users' CUDA fast path
         net, f32 = link.two_layer_net(), torch.float32
         twin = lemma11(N, L11_D, q, net, eps=L11_EPS, r_x=g.r_x, device=ctx.device, dtype=f32)
     return L11Case(
-        link_name,
-        link,
-        cons,
-        cons,
-        exported,
-        (x, t),
-        math_heads,
-        probe,
-        fast_err,
-        fast_at_probe,
-        gradient,
-        twin,
+        link_name, link, cons, cons, exported, (x, t), heads, probe, err, at_probe, gradient, twin
     )
 
 
@@ -230,9 +215,7 @@ def lemma11_inputs(ctx: Context) -> Lemma11Inputs:
     cases = tuple(
         _l11_case(ctx, name, q, N) for name, q in _l11_cases(ctx) for N in _l11_sizes(ctx, name)[0]
     )
-    star = tuple(_l11_star(ctx, N) for N in L11_TIGHT_NS)
-    lip = attrgetter("lipschitz")
-    return Lemma11Inputs(L11_EPS, cases, star, lemma11_error_bound, lip, target_leaks, _fused_heads)
+    return Lemma11Inputs(cases, tuple(_l11_star(ctx, N) for N in L11_TIGHT_NS))
 
 
 def _l11_bound(inp: Lemma11Inputs, cons, net) -> float:
@@ -272,36 +255,27 @@ def lemma11_error(inp: Lemma11Inputs) -> Verdict:
 @claim.check("bound <= eps")
 def lemma11_bound_meets_eps(inp: Lemma11Inputs) -> Verdict:
     """Lemma 11 with alpha from eps: the construction's bound is at most the eps asked."""
-    return worst(
-        (
-            c.name(),
-            at_most(_l11_bound(inp, c.cons, c.net), inp.eps, detail=f"alpha {c.cons.alpha:.3f}"),
-        )
-        for c in inp.cases
-    )
+    bound = lambda c: _l11_bound(inp, c.cons, c.net)  # noqa: E731
+    alpha = lambda c: f"alpha {c.cons.alpha:.3f}"  # noqa: E731
+    return worst((c.name(), at_most(bound(c), inp.eps, detail=alpha(c))) for c in inp.cases)
 
 
-def _gap_verdict(gaps, what: str) -> Verdict:
-    """The largest |gap| - rounding over (gap, rounding, case) rows, against 0."""
-    return worst(
-        ((c.name(), at_most(g, 0.0, r, detail=what)) for g, r, c in gaps), key=above_rounding
-    )
+def _largest_gap(cases, gap, rounding, what: str) -> Verdict:
+    """The case whose ``gap(case)`` (against 0) most exceeds its ``rounding(case)`` term."""
+    rows = [(c.name(), at_most(gap(c), 0.0, rounding(c), detail=what)) for c in cases]
+    return worst(rows, key=above_rounding)
+
+
+def _probe_gap(case: L11Case, path: str) -> float:
+    """max |path - module| at the probe prompt."""
+    return float((case.at_probe[path] - case.at_probe["module"]).abs().max())
 
 
 @claim.check("module = fast path")
 def lemma11_module_is_fast_path(inp: Lemma11Inputs) -> Verdict:
     """The built module equals the fast path (from alpha, c and the codes) at the probe prompt."""
-    return _gap_verdict(
-        [
-            (
-                float((c.at_probe["module"] - c.at_probe["fast path"]).abs().max()),
-                attention_rounding(c.cons.guarantee),
-                c,
-            )
-            for c in inp.cases
-        ],
-        "|module - fast path| at the probe prompt",
-    )
+    gap, rnd = lambda c: _probe_gap(c, "fast path"), lambda c: attention_rounding(c.cons.guarantee)
+    return _largest_gap(inp.cases, gap, rnd, "|module - fast path| at the probe prompt")
 
 
 def _fused_gap(inp: Lemma11Inputs, case: L11Case) -> float:
@@ -324,8 +298,10 @@ def _fused_rounding(case: L11Case) -> Rounding:
 def lemma11_fused_heads(inp: Lemma11Inputs) -> Verdict:
     """The fused (SDPA) heads in chunks of N/3 + 1 equal the math heads (float64 on the CPU's
     flash kernel; on CUDA the float32 construction, against float32 rounding)."""
-    gaps = [(_fused_gap(inp, c), _fused_rounding(c), c) for c in inp.cases]
-    v = _gap_verdict(gaps, "|fused heads - math heads| on random prompts")
+    gap = lambda c: _fused_gap(inp, c)  # noqa: E731
+    v = _largest_gap(
+        inp.cases, gap, _fused_rounding, "|fused heads - math heads| on random prompts"
+    )
     twin = any(c.fused_twin is not None for c in inp.cases)
     return replace(v, dtype="float32+float64") if twin else v
 
@@ -333,14 +309,9 @@ def lemma11_fused_heads(inp: Lemma11Inputs) -> Verdict:
 @claim.check("exported = module")
 def lemma11_export_is_module(inp: Lemma11Inputs) -> Verdict:
     """The saved, reloaded nn.MultiheadAttention equals the built module (Appendix A.1's export)."""
-
-    def gap(c: L11Case) -> float:
-        return float((c.at_probe["nn.MultiheadAttention"] - c.at_probe["module"]).abs().max())
-
-    return _gap_verdict(
-        [(gap(c), _case_rounding(c), c) for c in inp.cases if c.exported is not None],
-        "|exported - module| at the probe prompt",
-    )
+    cases, what = [c for c in inp.cases if c.exported is not None], "at the probe prompt"
+    gap = lambda c: _probe_gap(c, "nn.MultiheadAttention")  # noqa: E731
+    return _largest_gap(cases, gap, _case_rounding, f"|exported - module| {what}")
 
 
 @claim.check("worst prompt = exact worst case")
@@ -380,14 +351,14 @@ def lemma11_lipschitz_exact(inp: Lemma11Inputs) -> Verdict:
 def lemma11_star_attains(inp: Lemma11Inputs) -> Verdict:
     """Star codes: the built module's error at the worst prompt / the bound = 1 (the bound is
     attained, docs/derivations/lemma11.md); the case farthest from 1 is named."""
-    ratios = {s.N: s.error / _l11_bound(inp, s.cons, s.net) for s in inp.star}
+    bounds = {s.N: _l11_bound(inp, s.cons, s.net) for s in inp.star}
     detail = "star codes (mu = 1/2), q = H = 2, w = (u, u)/sqrt 2, target 0: error / bound "
-    detail += ", ".join(f"N={N}: {ratio:.12f}" for N, ratio in ratios.items())
-    rows = []
-    for s in inp.star:
-        bound = _l11_bound(inp, s.cons, s.net)
-        rnd = attention_rounding(s.cons.guarantee).times(1 / bound, "1/bound")
-        rows.append((f"N = {s.N}", close(ratios[s.N], 1.0, L11_TIGHT_RTOL, rnd, detail=detail)))
+    detail += ", ".join(f"N={s.N}: {s.error / bounds[s.N]:.12f}" for s in inp.star)
+    rnd = lambda s: attention_rounding(s.cons.guarantee).times(1 / bounds[s.N], "1/bound")  # noqa: E731
+    rows = [
+        (f"N = {s.N}", close(s.error / bounds[s.N], 1.0, L11_TIGHT_RTOL, rnd(s), detail=detail))
+        for s in inp.star
+    ]
     return worst(rows, key=above_rounding)
 
 
@@ -482,11 +453,8 @@ def _op_norm(net) -> float:
     return float(net.a.norm() * torch.linalg.matrix_norm(net.W, ord=2))
 
 
-claim.fault(
-    "bound with ||a|| ||W||_op",
-    breaks=(lemma11_lipschitz_exact, lemma11_star_attains),
-    apply=replaced(lipschitz=_op_norm),
-)
+STAR_AND_LIPSCHITZ = (lemma11_lipschitz_exact, lemma11_star_attains)
+claim.fault("bound with ||a|| ||W||_op", STAR_AND_LIPSCHITZ, replaced(lipschitz=_op_norm))
 
 
 def _rechosen_alpha(choose):
@@ -531,8 +499,8 @@ def _chunks_one_late(cons, x: torch.Tensor, t: torch.Tensor, chunk: int) -> torc
 
 claim.fault(
     "fused chunks read the queries one position late",
-    breaks=lemma11_fused_heads,
-    apply=replaced(fused_heads=_chunks_one_late),
+    lemma11_fused_heads,
+    replaced(fused_heads=_chunks_one_late),
 )
 
 
@@ -545,8 +513,8 @@ def _export_forgets_scale(case: L11Case) -> L11Case:
 
 claim.fault(
     "exporter forgets torch's 1/sqrt(head_dim)",
-    breaks=lemma11_export_is_module,
-    apply=mapped("cases", _export_forgets_scale),
+    lemma11_export_is_module,
+    mapped("cases", _export_forgets_scale),
 )
 
 

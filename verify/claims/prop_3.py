@@ -129,7 +129,7 @@ class FewHeadsInputs:
     H: int  # the heads the floor is claimed for: q - 1
     explicit: ExplicitModel
     trained: Tuple[RiskEstimate, ...]
-    floor: Callable[[int, int, int, bool], float]  # few_heads_floor_per_position
+    floor: Callable[[int, int, int, bool], float] = few_heads_floor_per_position
 
     def floor_at(self, H: int) -> float:
         return self.floor(self.cfg["q"], H, self.cfg["d"], self.cfg["restricted"])
@@ -138,43 +138,26 @@ class FewHeadsInputs:
 def _trained_risks(cid: str, cfg, ctx: Context) -> Tuple[RiskEstimate, ...]:
     """Models with H < q heads fitted online to the squared norm at positions i >= N/2 (Prop 21's
     class: W_QK without data-position cross blocks)."""
-    task, book, batch = _few_heads_batch(cfg, torch.float32, ctx.device)
+    f32 = torch.float32
+    task, book, batch = _few_heads_batch(cfg, f32, ctx.device)
     layout = token_layout(cfg["d"], cfg["q"], book.d_e)
     floor_pos = slice(cfg["N"] // 2, None)
     out = []
+    fit, n = OnlineFit(ctx.pick(quick=200, full=3000), lr=3e-3), ctx.pick(1024, 8192, 10 * 1024)
     for H in cfg["trained_H"]:
         torch.manual_seed(ctx.seed_of(f"{cid}/torch", H))
-        model = MergedAttention(
-            layout.dim,
-            H,
-            64,
-            dtype=torch.float32,
-            device=ctx.device,
-            generator=ctx.generator(f"{cid}/init", H),
+        fit_gen, risk_gen = (
+            ctx.generator(f"{cid}/{p}", H, device=ctx.device) for p in ("fit", "risk")
         )
+        init = ctx.generator(f"{cid}/init", H)
+        model = MergedAttention(layout.dim, H, 64, dtype=f32, device=ctx.device, generator=init)
         project = _restrict(layout) if cfg["restricted"] else None
         if project:
             with torch.no_grad():
                 project(model)
-        fit_online(
-            model,
-            batch,
-            OnlineFit(ctx.pick(quick=200, full=3000), lr=3e-3),
-            positions=floor_pos,
-            generator=ctx.generator(f"{cid}/fit", H, device=ctx.device),
-            project=project,
-        )
-        n = ctx.pick(quick=1024, full=8192, gpu=10 * 1024)
-        risk, se = position_risk(
-            model,
-            batch,
-            n=n,
-            positions=floor_pos,
-            generator=ctx.generator(f"{cid}/risk", H, device=ctx.device),
-        )
-        rnd = _risk_rounding(
-            n * (cfg["N"] - cfg["N"] // 2), cfg["N"] + layout.dim + 64, risk, torch.float32
-        )
+        fit_online(model, batch, fit, positions=floor_pos, generator=fit_gen, project=project)
+        risk, se = position_risk(model, batch, n=n, positions=floor_pos, generator=risk_gen)
+        rnd = _risk_rounding(n * (cfg["N"] - cfg["N"] // 2), cfg["N"] + layout.dim + 64, risk, f32)
         out.append(RiskEstimate(H, risk, se, rnd))
     return tuple(out)
 
@@ -208,12 +191,8 @@ def _explicit_model(cid: str, cfg, H: int, ctx: Context, n: int) -> ExplicitMode
     r_x = lemma12_radius(d, n=10_000, N=N)
     cons = lemma11(N, d, q, net, eps=1e-3, r_x=r_x, slots=list(range(H)), device=ctx.device)
     task, _, _ = _few_heads_batch(cfg, torch.float64, ctx.device)
-    p = task.sample(
-        n,
-        generator=ctx.generator(f"{cid}/explicit", H, device=ctx.device),
-        device=ctx.device,
-        dtype=torch.float64,
-    )
+    gen = ctx.generator(f"{cid}/explicit", H, device=ctx.device)
+    p = task.sample(n, generator=gen, device=ctx.device, dtype=torch.float64)
     with torch.no_grad():
         sq = (cons.predict(p.x, p.t) - p.y)[:, N // 2 :] ** 2
     per_prompt = sq.mean(dim=1)
@@ -228,14 +207,8 @@ def _few_heads_inputs(cid: str, ctx: Context) -> FewHeadsInputs:
     cfg = FEW[cid]
     n = ctx.pick(quick=cfg["explicit_n"], full=32768, gpu=10 * cfg["explicit_n"])
     trained = () if ctx.profile == "quick" else _trained_risks(cid, cfg, ctx)
-    return FewHeadsInputs(
-        cid,
-        cfg,
-        cfg["q"] - 1,
-        _explicit_model(cid, cfg, cfg["q"] - 1, ctx, n),
-        trained,
-        few_heads_floor_per_position,
-    )
+    H = cfg["q"] - 1
+    return FewHeadsInputs(cid, cfg, H, _explicit_model(cid, cfg, H, ctx, n), trained)
 
 
 @prop_21.inputs
@@ -268,14 +241,10 @@ def few_heads_explicit_above_floor(inp: FewHeadsInputs) -> Verdict:
     """Props 3 and 21: the explicit model's risk is at least the H = q - 1 floor, less z standard
     errors (one-sided, confidence FEW_CONFIDENCE)."""
     est, floor, z = inp.explicit.estimate, inp.floor_at(inp.H), _z(1)
-    return at_least(
-        est.risk,
-        floor - z * est.se,
-        est.rnd,
-        detail=f"{est.heads}-head explicit model: risk {est.risk:.4f} +- {est.se:.4f}, "
-        f"floor {floor:.4f} (H = {inp.H}); risk - floor = "
-        f"{(est.risk - floor) / est.se:.2f} se; {_allowance(1)}; " + _explicit_margin(inp),
-    )
+    detail = f"{est.heads}-head explicit model: risk {est.risk:.4f} +- {est.se:.4f}, floor "
+    detail += f"{floor:.4f} (H = {inp.H}); risk - floor = {(est.risk - floor) / est.se:.2f} se; "
+    detail += f"{_allowance(1)}; {_explicit_margin(inp)}"
+    return at_least(est.risk, floor - z * est.se, est.rnd, detail=detail)
 
 
 def _explicit_margin(inp: FewHeadsInputs) -> str:
@@ -300,14 +269,8 @@ def few_heads_explicit_closed_form(inp: FewHeadsInputs) -> Verdict:
     2 e sqrt(value) + e^2 + z se (e: its error budget; z two-sided) on both sides."""
     est, value, e = inp.explicit.estimate, _closed_form(inp), inp.explicit.e
     slack = 2 * e * math.sqrt(value) + e * e + _z(1, sides=2) * est.se
-    return close(
-        est.risk,
-        value,
-        slack,
-        est.rnd,
-        detail=f"{est.heads}-head explicit model, error budget e = {e:.3e}; "
-        + _allowance(1, sides=2),
-    )
+    detail = f"{est.heads}-head explicit model, error budget e = {e:.3e}; {_allowance(1, 2)}"
+    return close(est.risk, value, slack, est.rnd, detail=detail)
 
 
 @prop_3.check("closed form - floor <= 2H/d")
@@ -316,13 +279,8 @@ def few_heads_floor_reached(inp: FewHeadsInputs) -> Verdict:
     (few-heads.md, 2); the largest (closed form - floor) / (2 H / d)."""
     q, d = inp.cfg["q"], inp.cfg["d"]
     ratio, H = max(((_closed_form(inp, H) - inp.floor_at(H)) / (2 * H / d), H) for H in range(1, q))
-    return at_most(
-        ratio,
-        1.0,
-        1e-12,
-        detail=f"(2 (q - H)/q - floor) / (2 H / d) over H = 1..{q - 1}, largest at "
-        f"H = {H}, d = {d}",
-    )
+    detail = f"(2 (q - H)/q - floor) / (2 H / d) over H = 1..{q - 1}, largest at H = {H}, d = {d}"
+    return at_most(ratio, 1.0, 1e-12, detail=detail)
 
 
 @prop_21.check("closed form = floor")
@@ -331,13 +289,8 @@ def few_heads_floor_exact(inp: FewHeadsInputs) -> Verdict:
     (few-heads.md, section 3, where it is exact); the largest |closed form - floor|."""
     q = inp.cfg["q"]
     gap, H = max((abs(_closed_form(inp, H) - inp.floor_at(H)), H) for H in range(1, q))
-    return close(
-        gap,
-        0.0,
-        0.0,
-        1e-12,
-        detail=f"|2 (q - H)/q - floor| over H = 1..{q - 1}, largest at H = {H}, d = {inp.cfg['d']}",
-    )
+    detail = f"|2 (q - H)/q - floor| over H = 1..{q - 1}, largest at H = {H}, d = {inp.cfg['d']}"
+    return close(gap, 0.0, 0.0, 1e-12, detail=detail)
 
 
 @_on_both("squared-norm net's error attained")

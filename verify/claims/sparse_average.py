@@ -102,12 +102,8 @@ class SACase:
             out["attention rows"] = float((rows - self.pi).abs().max()) if every_query else math.inf
             out["random"] = float(self.errors(paths["module"], x, t).max())
         if self.ascent:
-            x8 = worst_case_tokens(
-                lambda xx: self.errors(paths["module"], xx, t[:8]),
-                x[:8],
-                self.head.guarantee.r_x,
-                steps=80,
-            )
+            errors = lambda xx: self.errors(paths["module"], xx, t[:8])  # noqa: E731
+            x8 = worst_case_tokens(errors, x[:8], self.head.guarantee.r_x, steps=80)
             with torch.no_grad():
                 ascent = float(self.errors(paths["module"], x8, t[:8]).max())
             out["random"] = max(out["random"], ascent)
@@ -119,7 +115,7 @@ class SparseAverageInputs:
     """The cases, and the bound they are compared against (remark after Prop 3)."""
 
     cases: Tuple[SACase, ...]
-    error_bound: Callable[..., float]  # r_x (2 L + within(L, rho))
+    error_bound: Callable[..., float] = sparse_average_error_bound  # r_x (2 L + within(L, rho))
     alpha_for: Callable[..., float] = sparse_average_alpha  # the least alpha for an eps
     limit: Callable[[int], float] = separation_limit  # the largest mu the head separates at
 
@@ -156,21 +152,10 @@ def _sa_case(ctx: Context, q: int, eps) -> SACase:
     pi = torch.softmax(g.alpha * g.c**2 * G[sets[worst]].sum(0), dim=-1)
     task = QSTR(N=SA_N, d=SA_D, link=Mean(q=q, d=SA_D), indices="distinct")
     gen = ctx.generator("sparse-average-single-head/prompts", q, device=ctx.device)
-    p = task.sample(
-        ctx.pick(quick=16, full=512, gpu=640), generator=gen, device=ctx.device, dtype=torch.float64
-    )
+    p = task.sample(ctx.pick(16, 512, 640), generator=gen, device=ctx.device, dtype=torch.float64)
+    sup, prompts = g.r_x * float(gaps[worst]), (clip_to_ball(p.x, g.r_x), p.t)
     case = SACase(
-        q,
-        head,
-        head,
-        len(sets),
-        g.r_x * float(gaps[worst]),
-        pi,
-        (xw, tw),
-        0.0,
-        (clip_to_ball(p.x, g.r_x), p.t),
-        ctx.profile != "quick",
-        eps,
+        q, head, head, len(sets), sup, pi, (xw, tw), 0.0, prompts, ctx.profile != "quick", eps
     )
     with torch.no_grad():
         fast = float(case.errors(head.fast_predict, xw, tw).max())
@@ -180,9 +165,7 @@ def _sa_case(ctx: Context, q: int, eps) -> SACase:
 @claim.inputs
 def sparse_average_inputs(ctx: Context) -> SparseAverageInputs:
     """One case per (q, eps) of ``SA_CASES``."""
-    return SparseAverageInputs(
-        tuple(_sa_case(ctx, q, eps) for q, eps in SA_CASES), sparse_average_error_bound
-    )
+    return SparseAverageInputs(tuple(_sa_case(ctx, q, eps) for q, eps in SA_CASES))
 
 
 def _sa_bound(inp: SparseAverageInputs, case: SACase) -> float:
@@ -241,11 +224,8 @@ def sparse_average_attention_rows(inp: SparseAverageInputs) -> Verdict:
 
     def verdict(case: SACase) -> Verdict:
         g = case.head.guarantee
-        rnd = Rounding(
-            n=SA_N + g.d_e + 4,
-            scale=max(1.0, case.q * g.alpha * g.c**2),
-            what="(N + d_e + 4) eps max(1, q alpha c^2)",
-        )
+        n, scale = SA_N + g.d_e + 4, max(1.0, case.q * g.alpha * g.c**2)
+        rnd = Rounding(n=n, scale=scale, what="(N + d_e + 4) eps max(1, q alpha c^2)")
         return at_most(case.measured["attention rows"], 0.0, rnd, detail="|attention rows - pi_T|")
 
     return worst(((f"q = {c.q}", verdict(c)) for c in inp.cases), key=lambda v: v.measured)
@@ -292,13 +272,9 @@ def sparse_average_alpha_as_derived(inp: SparseAverageInputs) -> Verdict:
         if case.eps is None:
             a = inp.alpha_for(N=SA_N, q=case.q, mu=g.mu, c=SA_OTHER_C, r_x=g.r_x)
             failed += _inversion_failures(inp, case.q, g, SA_OTHER_C, a, None)
-    return exact(
-        len(failed),
-        0,
-        detail="; ".join(failed)
-        or f"q = 2: the least alpha meeting eps = 0.05; q = 3: the bound's minimiser (c = 1 "
-        f"and {SA_OTHER_C}) and the first crossing of {SA_ABOVE_MIN} x its least value",
-    )
+    held = "q = 2: the least alpha meeting eps = 0.05; q = 3: the bound's minimiser (c = 1 and "
+    held += f"{SA_OTHER_C}) and the first crossing of {SA_ABOVE_MIN} x its least value"
+    return exact(len(failed), 0, detail="; ".join(failed) or held)
 
 
 @claim.check("separation limit 1/(2q - 1) as derived")
@@ -307,11 +283,9 @@ def sparse_average_separation_limit(inp: SparseAverageInputs) -> Verdict:
     out-of-set ones (<= A q mu) for mu below 1 / (2q - 1), where the two bounds meet
     (docs/derivations/sparse-averaging.md); the largest gap between them at the limit, q <= 32."""
     gap, q = max((abs(1 - (q - 1) * inp.limit(q) - q * inp.limit(q)), q) for q in SA_LIMIT_QS)
+    rnd = Rounding(n=4, scale=1.0, what="4 eps (a quotient, two products)")
     return at_most(
-        gap,
-        0.0,
-        Rounding(n=4, scale=1.0, what="4 eps (a quotient, two products)"),
-        detail=f"largest at q={q}: |(1 - (q - 1) mu) - q mu| at mu = the limit",
+        gap, 0.0, rnd, detail=f"largest at q={q}: |(1 - (q - 1) mu) - q mu| at mu = the limit"
     )
 
 
@@ -376,7 +350,5 @@ claim.fault(
     apply=mapped("cases", _radius_as_scale),
 )
 claim.fault(
-    "the limit 1/(2q) of the codes",
-    breaks=sparse_average_separation_limit,
-    apply=replaced(limit=_codes_limit),
+    "the limit 1/(2q) of the codes", sparse_average_separation_limit, replaced(limit=_codes_limit)
 )
