@@ -1,8 +1,14 @@
 """Every Python block of the README runs as written (a user copies them first)."""
 
+import importlib
 import linecache
 import re
 from pathlib import Path
+
+import torch
+
+from qstr.constructions.export import load_multihead
+from qstr.verify.cli import main
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -42,11 +48,6 @@ def test_readme_property_test_example_runs():
 def test_formats_hand_rebuild_matches_load_multihead(tmp_path, monkeypatch):
     """docs/formats.md's plain-torch rebuild of a `qstr construct transformer` file gives the same
     outputs."""
-    import torch
-
-    from qstr.constructions.export import load_multihead
-    from qstr.verify.cli import main
-
     assert (
         main(
             [
@@ -77,8 +78,6 @@ def test_formats_hand_rebuild_matches_load_multihead(tmp_path, monkeypatch):
 
 def test_every_dotted_name_in_the_readme_prose_imports():
     """`qstr.a.b.c` in backquotes is a module, or an attribute of one."""
-    import importlib
-
     names = set(re.findall(r"`(qstr(?:\.[A-Za-z_]\w*)+)", README.read_text()))
     assert len(names) >= 4
     for name in sorted(names):

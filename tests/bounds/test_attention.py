@@ -11,6 +11,7 @@ averaging head it is r_x ||pi - w||_1 (docs/derivations/sparse-averaging.md).
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -22,10 +23,12 @@ from qstr.bounds.attention import (
     lemma11,
     lemma11_alpha,
     lemma11_error_bound,
+    lemma11_guarantee,
     lemma11_leak,
     lemma12_radius,
     sparse_average_alpha,
     sparse_average_error_bound,
+    sparse_average_guarantee,
     sparse_average_head,
     sparse_average_leak,
     sparse_average_mu_needed,
@@ -625,8 +628,6 @@ def test_lemma11_alpha_is_zero_where_uniform_attention_meets_eps():
 def test_lemma11_guarantee_of_the_built_weights_is_the_record():
     """lemma11_guarantee of the built weights is the attached record; at twice r_x and a given
     eps_2nn it is twice the bound (linear in r_x) plus eps_2nn end to end."""
-    from qstr.bounds.attention import lemma11_guarantee
-
     net, cons = _linear_lemma11()
     g = cons.guarantee
     assert lemma11_guarantee(cons, net, r_x=g.r_x).as_dict() == g.as_dict()
@@ -652,8 +653,6 @@ def _sa_head(q: int, eps):
 def test_sparse_average_record_as_derived(q, eps):
     """gap = alpha c^2 (1 - (2q - 1) mu), leak = sparse_average_leak(N, q, mu, alpha c^2), and
     sparse_average_guarantee of the head is its record, doubling with r_x."""
-    from qstr.bounds.attention import sparse_average_guarantee
-
     head = _sa_head(q, eps)
     g = head.guarantee
     A = g.alpha * g.c**2
@@ -697,8 +696,6 @@ def test_sparse_average_mu_needed_is_the_largest_and_named():
     """For eps = half the best bound (q = 3), sparse_average_mu_needed is the largest mu whose
     minimal bound meets eps (relative 1e-5) and sparse_average_alpha's ValueError names it; q = 2
     gives the open limit 1/3."""
-    import re
-
     g = _sa_head(3, None).guarantee
     eps = 0.5 * g.error_bound
     mu = sparse_average_mu_needed(N=SA_N, q=3, r_x=g.r_x, eps=eps)
@@ -732,7 +729,7 @@ def test_sparse_average_no_minimiser_without_coherence():
     g = _sa_head(3, None).guarantee
     kw = dict(N=SA_N, q=3, mu=0.0, c=g.c, r_x=g.r_x)
     vals = [sparse_average_error_bound(alpha=a, **kw) for a in (0.0, 0.1, 1.0, 10.0, 100.0, 1e4)]
-    assert all(x > y for x, y in zip(vals, vals[1:]))
+    assert all(x > y for x, y in zip(vals, vals[1:], strict=False))
     with pytest.raises(ValueError):
         sparse_average_alpha(**kw)
     a = sparse_average_alpha(eps=0.1 * vals[0], **kw)

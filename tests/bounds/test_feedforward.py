@@ -18,6 +18,7 @@ from qstr.bounds.feedforward import (
     orthonormal_row_basis,
     risk_floor,
     span_distance,
+    zcrit,
 )
 from qstr.bounds.gaussian import random_orthonormal_rows
 
@@ -183,8 +184,6 @@ def test_theorem6_records_and_hand_values_as_documented():
     P_t u = e_t kron u for one u shared by every row, and the Monte Carlo records carry their floor
     (floor_u(V) for a fixed u; 1 - rank/(N d) and rank n from training; 0 at n = N d), the
     interval estimate +- zcrit(confidence) stderr and ``agrees`` = (floor inside it)."""
-    from qstr.bounds.feedforward import zcrit
-
     assert abs(zcrit(0.95) - 1.959963984540054) <= 1e-12
     N, d = 4, 3
     W = torch.zeros(2, N * d, dtype=F64)

@@ -1,7 +1,10 @@
+import math
+
 import pytest
 import torch
 
 from qstr.bounds.gaussian import (
+    VarianceEstimate,
     conditional_sqnorm_variance,
     mc_conditional_sqnorm_variance,
     random_orthonormal_rows,
@@ -61,8 +64,6 @@ def test_variance_estimate_interval_zscore_and_default_confidence():
     """An estimate 2 with stderr 0.5 at 95% has interval 2 +- 0.5 x 1.959964 (contains 2.97, not
     2.99 nor 1.01) and z-score |value - 2| / 0.5; with stderr 0 the z-score is 0 at the estimate
     and inf elsewhere; the estimator's default confidence is 0.999."""
-    from qstr.bounds.gaussian import VarianceEstimate
-
     z975 = 1.959963984540054
     e = VarianceEstimate(estimate=2.0, stderr=0.5, confidence=0.95, samples=100)
     lo, hi = e.interval
@@ -82,8 +83,6 @@ def test_variance_estimate_interval_zscore_and_default_confidence():
 def test_the_standard_error_is_of_the_within_group_variances_unbiased():
     """stderr = std(within, unbiased) / sqrt(n_outer), the within-group variances rebuilt from the
     same stream (a = Vx drawn first, then the n_outer x n_inner conditional draws)."""
-    import math
-
     V = torch.eye(5, dtype=torch.float64)[:2]
     est = mc_conditional_sqnorm_variance(
         V, n_outer=3, n_inner=4, generator=torch.Generator().manual_seed(11)

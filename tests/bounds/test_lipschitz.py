@@ -3,9 +3,11 @@ grid certificate (the weights at given parameters: tests/constructions/test_lips
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
+import sympy as sp
 import torch
 
 from qstr.bounds.lipschitz import (
@@ -14,10 +16,12 @@ from qstr.bounds.lipschitz import (
     certify_sup_error,
     fk_moments,
     lemma42_net,
+    ridge_curvatures,
+    ridge_interval_counts,
     smoothing_error_bound,
 )
 from qstr.constructions.links import TwoLayerNet
-from qstr.constructions.lipschitz import fk_coefficients, net_lipschitz_bound
+from qstr.constructions.lipschitz import fk_coefficients, fourier_ridges, net_lipschitz_bound
 
 F64 = torch.float64
 
@@ -50,7 +54,7 @@ def test_fk_moments_are_exact_on_any_grid(n, k, shift):
 
 def test_smoothing_bound_decreases_like_one_over_n():
     vals = [smoothing_error_bound(n, 2, 1.0, 1.0) for n in (4, 8, 16, 32, 64)]
-    assert all(a > b for a, b in zip(vals, vals[1:]))
+    assert all(a > b for a, b in zip(vals, vals[1:], strict=False))
     assert vals[-1] * (64 + 2) == pytest.approx(
         2 * math.sqrt(2), rel=0.05
     )  # ~ 2 L R sqrt(k) / (n + 2)
@@ -159,8 +163,6 @@ def test_angle_inequality_used_by_the_smoothing_bound():
     """|theta| <= 2|sin(theta/2)| + (pi - 2)|sin(theta/2)|^3 on [-pi, pi]: arcsin(s) - s has
     positive odd Taylor coefficients, so (arcsin s - s)/s^3 is increasing and <= pi/2 - 1 (its value
     at s = 1)."""
-    import sympy as sp
-
     s = sp.symbols("s")
     series = sp.series(sp.asin(s) - s, s, 0, 24).removeO()
     assert all(series.coeff(s, 2 * j + 1) > 0 for j in range(1, 11))
@@ -202,8 +204,6 @@ def test_ridges_as_derived():
     h_v = sqrt(8 eps_ridge S_v^(-2/3) / sum_u S_u^(1/3)) (K_v = 1 where S_v = 0), ridge error
     sum_v S_v (2R / K_v)^2 / 8, width
     sum_v (K_v + 1) + 1, one ridge per primitive direction of the frequency cube [-n, n]^k."""
-    import itertools
-
     b = lemma42_net(lambda x: x.norm(dim=-1), L=1.0, R=1.0, k=2, degree=6)
     total = sum(S ** (1 / 3) for S, _ in b.ridges if S > 0)
     want = [
@@ -257,9 +257,6 @@ def test_ridge_interval_counts_as_derived():
     """Step 6 on given curvatures: K_v = ceil(2R / h_v), h_v = sqrt(8 eps_r S_v^(-2/3) /
     sum_u S_u^(1/3)), one interval where S_v = 0, and the error sum_v S_v (2R / K_v)^2 / 8 within
     eps_r; the record's (S_v, K_v) are ridge_curvatures and these counts."""
-    from qstr.bounds.lipschitz import ridge_curvatures, ridge_interval_counts
-    from qstr.constructions.lipschitz import fourier_ridges
-
     S, eps_r, R = (8.0, 0.0, 1.0, 27.0), 0.01, 1.5
     counts, err = ridge_interval_counts(S, eps_r, R)
     beta = math.sqrt(8 * eps_r / (2.0 + 1.0 + 3.0))
@@ -267,7 +264,9 @@ def test_ridge_interval_counts_as_derived():
         max(1, math.ceil(2 * R / (beta * s ** (-1 / 3)))) if s > 0 else 1 for s in S
     )
     assert counts[1] == 1
-    assert err == pytest.approx(sum(s * (2 * R / K) ** 2 / 8 for s, K in zip(S, counts)))
+    assert err == pytest.approx(
+        sum(s * (2 * R / K) ** 2 / 8 for s, K in zip(S, counts, strict=True))
+    )
     assert err <= eps_r
     f = lambda x: x.norm(dim=-1)  # noqa: E731
     b = lemma42_net(f, L=1.0, R=1.0, k=2, degree=5)

@@ -8,6 +8,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy import stats
 
 from qstr.bounds.packing import (
     conjugate,
@@ -28,6 +29,7 @@ from qstr.bounds.packing import (
     smaller_bound,
     volume_log_packing_bound,
 )
+from qstr.bounds.recurrent import euclidean_packing_counterexample
 
 F64 = torch.float64
 INF = math.inf
@@ -243,8 +245,6 @@ def test_maurey_violation_dimension_at_eps_08():
 def test_sample_ball_is_uniform():
     """Uniform in the unit ball means P(||x|| <= t) = t^d, so ||x||^d ~ U(0, 1) (l1 and l2,
     d = 2, 5; Kolmogorov-Smirnov over 4000 points, each inside its ball)."""
-    from scipy import stats
-
     for p, ball in ((1, "l1"), (2, "l2")):
         for d in (2, 5):
             x = sample_ball(4000, d, ball, generator=gen(4150 + d + 10 * p))
@@ -266,8 +266,6 @@ def test_min_pairwise_distance_agrees_with_pdist():
 def test_sphere_counterexample_is_lemma41s_greedy_packing():
     """euclidean_packing_counterexample keeps as many points as greedy_packing on the same unit
     vectors, and its Maurey value is maurey_simple_bound / 8 (D = 128, sep = 1.2)."""
-    from qstr.bounds.recurrent import euclidean_packing_counterexample
-
     D, M, sep = 128, 2000, 1.2
     k, log_k, vol, mau = euclidean_packing_counterexample(D, M, generator=gen(4190), sep=sep)
     X = torch.randn(M, D, generator=gen(4190), dtype=F64)
@@ -278,8 +276,6 @@ def test_sphere_counterexample_is_lemma41s_greedy_packing():
 
 def test_min_pairwise_distance_of_few_rows():
     """Two rows: their distance; one row or none: inf (no pair)."""
-    from qstr.bounds.packing import min_pairwise_distance
-
     two = torch.tensor([[0.0, 0.0], [3.0, 4.0]], dtype=torch.float64)
     assert min_pairwise_distance(two) == 5.0
     assert min_pairwise_distance(two[:1]) == float("inf") == min_pairwise_distance(two[:0])

@@ -6,15 +6,12 @@ import math
 import numpy as np
 import pytest
 import torch
+from scipy import stats
 
 from qstr.bounds.interpolation import C36
 from qstr.bounds.recurrent import (
-    TransitionKnots,
-    prop26_transition,
-    prop28_rnn,
-    teacher_rnn,
-    token_radius,
     Theorem7Params,
+    TransitionKnots,
     chi2_lower_rate,
     euclidean_packing_counterexample,
     generalising_log_norm2,
@@ -22,20 +19,26 @@ from qstr.bounds.recurrent import (
     log_packing_volume,
     loglog_slope,
     memoriser_norm2_bound,
-    prop28_layers,
-    prop28_norm2,
     prop8_log_norm_lower_bound,
     prop8_norm_lower_bound,
     prop8_norm_lower_bound_paper,
     prop8_packing,
     prop8_width_lower_bound,
+    prop26_transition,
+    prop28_layers,
+    prop28_norm2,
+    prop28_rnn,
+    teacher_rnn,
     theorem7_bound,
     theorem7_sample_size,
     theorem9_crossover,
+    token_radius,
 )
 from qstr.constructions.codes import (
     Codebook,
     build_codebook,
+    coherence,
+    coherence_report,
     experimental_codebook,
     rs_hadamard_codebook,
 )
@@ -59,8 +62,6 @@ def test_lemma41_volume_and_chernoff_rate():
 
 
 def test_chernoff_rate_is_a_valid_tail_bound():
-    from scipy import stats
-
     for k in (5, 50, 500):
         for a in (0.3, 0.5, 0.8):
             assert stats.chi2.cdf(a * k, k) <= math.exp(-k * chi2_lower_rate(a))
@@ -183,7 +184,7 @@ def test_theorem7_bound_structure():
     assert b.confidence == pytest.approx(1 - P.delta - (1024 * 1e40) ** -0.5)
     # nonincreasing in n on a grid
     totals = [theorem7_bound(10**k, 1024, P).total for k in range(30, 46)]
-    assert all(b2 <= b1 + 1e-15 for b1, b2 in zip(totals, totals[1:]))
+    assert all(b2 <= b1 + 1e-15 for b1, b2 in zip(totals, totals[1:], strict=False))
 
 
 def test_theorem7_sample_size_polylog():
@@ -214,8 +215,6 @@ def test_packing_vacuous_flag_is_what_the_width_bound_uses():
     """`vacuous` is the one definition: counted packings with M' < 2 or failure >= 1 are vacuous,
     the log path (M_good = -1, too many prompts to count) is not, and the width bound is 0 exactly
     when vacuous."""
-    from qstr.bounds.recurrent import prop8_packing, prop8_width_lower_bound
-
     big = prop8_packing(4096, 0.05)
     assert big.M_good == -1 and not big.vacuous and prop8_width_lower_bound(4096, 0.05, 10.0) > 0
     small = prop8_packing(16, 0.05)
@@ -365,7 +364,7 @@ def test_transition_with_the_knots_given_is_the_one_derived_from_eps(transitions
             g.threshold, rel=1e-12
         )
         assert len(tr.layers) == len(other.layers)
-        for A, B in zip(tr.layers, other.layers):
+        for A, B in zip(tr.layers, other.layers, strict=True):
             assert float((A.W - B.W).abs().max()) <= 1e-12
             assert (A.b is None) == (B.b is None)
             assert A.b is None or float((A.b - B.b).abs().max()) <= 1e-12
@@ -382,8 +381,6 @@ def test_transition_records_the_eps_asked_and_defaults_to_0_1():
 def test_transition_refuses_coherence_above_half(book64):
     """Prop 26 needs mu <= 1/2 (Assumption 3), up to float rounding: codes of coherence 1/2 + 1.5e-6
     (one row of a rotated RS-Hadamard code moved towards a neighbour) are refused, 1/2 accepted."""
-    from qstr.constructions.codes import coherence, coherence_report
-
     book = rotated(book64, 26)
     i, j = coherence_report(book.omega).pair
     sign = 1.0 if float(book.omega[i] @ book.omega[j]) > 0 else -1.0

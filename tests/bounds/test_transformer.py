@@ -3,6 +3,7 @@
 Derivations: docs/derivations/few-heads.md, docs/derivations/theorem4.md.
 """
 
+import dataclasses
 import math
 
 import numpy as np
@@ -11,9 +12,9 @@ import pytest
 from qstr.bounds.transformer import (
     C_APPROX,
     Theorem4Params,
-    ffn_sample_size,
     few_heads_floor,
     few_heads_floor_per_position,
+    ffn_sample_size,
     floor_fraction,
     loglog_slope,
     theorem4_bound,
@@ -58,7 +59,7 @@ def test_floor_odd_N_fraction():
 
 def test_floor_monotone_in_heads_and_dimension():
     vals = [few_heads_floor(6, H, 1, True) for H in range(1, 8)]
-    assert all(a > b for a, b in zip(vals[:6], vals[1:6])) and vals[-1] == 0.0
+    assert all(a > b for a, b in zip(vals[:6], vals[1:6], strict=False)) and vals[-1] == 0.0
     # Prop 3 approaches the restricted-style 2 (q - H)/q... only as d -> oo: 2 (1 - H/d - H/q)
     big_d = few_heads_floor_per_position(4, 1, 10**6, False)
     assert big_d == pytest.approx(2 * (1 - 1 / 4), abs=1e-5)
@@ -167,7 +168,7 @@ def test_sample_size_crossing_and_monotone_in_target():
     assert theorem4_bound(n_star, N, P0).total <= TARGET < theorem4_bound(n_star - 1, N, P0).total
     targets = [0.045, 0.05, 0.1, 0.5, 1.0, 10.0, 1e3, 1e6]
     ns = [theorem4_sample_size(t, N, P0) for t in targets]
-    assert all(a > b for a, b in zip(ns, ns[1:]))
+    assert all(a > b for a, b in zip(ns, ns[1:], strict=False))
     assert theorem4_sample_size(1e12, N, P0) == 1  # bound(1) is below a huge target
 
 
@@ -184,7 +185,7 @@ def test_sample_size_table_and_slopes():
     ns = [theorem4_sample_size(TARGET, N, P0) for N in NS]
     # the table of docs/derivations/theorem4.md, section 11
     expected = [1.641e20, 4.678e20, 9.634e20, 1.643e21, 2.525e21]
-    for a, b in zip(ns, expected):
+    for a, b in zip(ns, expected, strict=True):
         assert a == pytest.approx(b, rel=1e-3)
     sl = np.diff([math.log(x) for x in ns]) / np.diff(np.log(NS))
     assert np.allclose(
@@ -314,8 +315,6 @@ def test_theorem4_record_fields_as_defined(P, points):
 
 def test_theorem4_prefactor_given_as_the_default():
     """c = sqrt(d/q) given (Appendix A.1's default) has the bound of c = None; 2 sqrt(d/q) not."""
-    import dataclasses
-
     c0 = math.sqrt(P0.d / P0.q)
     given, doubled = dataclasses.replace(P0, c=c0), dataclasses.replace(P0, c=2 * c0)
     for n, N in [(10**2, 16), (10**4, 16), (10**6, 1024)]:

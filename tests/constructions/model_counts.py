@@ -23,4 +23,4 @@ def birnn_count(D_in: int, H: int) -> int:
 
 
 def mlp_count(widths) -> int:
-    return sum((a + 1) * b for a, b in zip(widths, widths[1:]))
+    return sum((a + 1) * b for a, b in zip(widths, widths[1:], strict=False))

@@ -9,10 +9,12 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import qstr.constructions.attention as attention
+from qstr.bounds.attention import lemma11
 from qstr.constructions.attention import (
     lemma11_adversarial_prompt,
     lemma11_weights,
@@ -22,6 +24,7 @@ from qstr.constructions.attention import (
     target_leaks,
 )
 from qstr.constructions.codes import Codebook, rs_hadamard_codebook
+from qstr.constructions.layout import token_layout
 from qstr.constructions.links import make_link
 
 F64 = torch.float64
@@ -101,8 +104,6 @@ def test_adversarial_prompt_needs_a_radius_without_a_guarantee():
 
 
 def test_place_block():
-    from qstr.constructions.layout import token_layout
-
     lay = token_layout(2, 2, 3)
     W = torch.zeros(lay.dim, lay.dim, dtype=F64)
     place_block(W, lay, "slot1", "pos", 2.5)
@@ -206,8 +207,6 @@ def test_fused_backend_pads_values_to_the_key_width_when_no_kernel_takes_narrowe
     """Where CUDA has no fused kernel for values narrower than the keys (a RuntimeError), the values
     are padded to the key width and the answer is unchanged: the refusal is simulated on CPU, so
     this runs without a GPU."""
-    import torch.nn.functional as F
-
     N, d, q = 40, 3, 2
     net = make_link("teacher", q, d, generator=gen(0)).two_layer_net()
     con = lemma11_weights(N, d, q, net, alpha=6.0, dtype=torch.float32)
@@ -266,7 +265,6 @@ def test_fused_backend_refuses_float64_on_cuda():
 @pytest.mark.gpu
 def test_math_backend_on_cuda_never_takes_the_fused_kernel(monkeypatch):
     """backend='math' is the reference the fused kernels are checked against, on CUDA too."""
-    import qstr.constructions.attention as attention
 
     def fused(*args, **kw):
         raise AssertionError("backend='math' took the fused kernel")
@@ -317,8 +315,6 @@ def test_predict_validation():
 
 def test_adversarial_prompt_is_one_prompt_by_default():
     """lemma11_adversarial_prompt's default B = 1: one prompt (x (1, N, d), t (1, N, q))."""
-    from qstr.bounds.attention import lemma11
-
     net = make_link("linear", 2, 4, generator=gen(13)).two_layer_net()
     cons = lemma11(16, 4, 2, net, eps=0.05, r_x=3.0)
     x, t = lemma11_adversarial_prompt(cons, torch.ones(4, dtype=F64))

@@ -329,7 +329,8 @@ def test_gf_table_is_a_field(m):
     assert field_violations(table, rng) == []
     a, b = rng.integers(0, 2**m, (2, 300))
     assert all(
-        table[x, y] == slow_gf_mul(int(x), int(y), m, codes.IRREDUCIBLE[m]) for x, y in zip(a, b)
+        table[x, y] == slow_gf_mul(int(x), int(y), m, codes.IRREDUCIBLE[m])
+        for x, y in zip(a, b, strict=True)
     )
     nonzero = np.sort(table[1:, 1:], axis=1)  # each nonzero row is a permutation of the units
     assert (nonzero == np.arange(1, 2**m)).all()
@@ -530,8 +531,6 @@ def test_cuda_matches_cpu():
 
 
 def test_require_coherence_takes_mu_max_by_keyword_and_the_boundary_is_inside():
-    from qstr.constructions.codes import require_coherence, rs_hadamard_codebook
-
     book = rs_hadamard_codebook(64, mu=0.5)
     assert book.mu == 0.5 and require_coherence(book, mu_max=0.5, name="codes") == 0.5
     with pytest.raises(ValueError, match="codes has coherence"):

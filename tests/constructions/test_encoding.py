@@ -8,6 +8,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from qstr.bounds.attention import lemma11
 from qstr.constructions.encoding import (
     default_prefactor,
     encode,
@@ -15,6 +16,7 @@ from qstr.constructions.encoding import (
     rnn_encoding,
     transformer_encoding,
 )
+from qstr.constructions.links import make_link
 from qstr.verify.strategies import prompts
 
 
@@ -76,9 +78,6 @@ def test_encoding_errors(gen):
 def test_layout_of_an_encoded_batch_is_the_constructions_layout(link, q):
     """The blocks read back from the width of transformer_encoding (default c) are the Lemma 11
     construction's layout (what the exported module reads)."""
-    from qstr.bounds.attention import lemma11
-    from qstr.constructions.links import make_link
-
     net = make_link(link, q, 4, generator=torch.Generator().manual_seed(q)).two_layer_net()
     cons = lemma11(16, 4, q, net, eps=0.05, r_x=3.0)
     x = torch.randn(1, 16, 4, dtype=torch.float64)

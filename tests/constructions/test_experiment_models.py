@@ -13,6 +13,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from qstr.constructions.encoding import encode, rnn_encoding
 from qstr.constructions.experiment_models import (
     PracticalFFN,
     PracticalRNN,
@@ -20,7 +21,6 @@ from qstr.constructions.experiment_models import (
     build_practical,
 )
 from qstr.constructions.paper_models import VecFFN
-
 from tests.constructions.model_counts import birnn_count, mlp_count, n_params, transformer_count
 
 F64 = torch.float64
@@ -112,7 +112,7 @@ def test_practical_rnn_shapes(cell, out_dim):
 
 def test_practical_rnn_deterministic_and_bad_cell():
     a, b = PracticalRNN(3, 4, generator=gen(5)), PracticalRNN(3, 4, generator=gen(5))
-    for p, q in zip(a.parameters(), b.parameters()):
+    for p, q in zip(a.parameters(), b.parameters(), strict=True):
         assert torch.equal(p, q)
     with pytest.raises(ValueError, match="cell"):
         PracticalRNN(3, 4, cell="transformer")
@@ -181,8 +181,6 @@ def test_experiment_model_defaults_and_encodings_as_documented():
     (1000, 1000) at N = 4, d = 2, q = 1, D_e = 8; encode's c = 1 (= rnn_encoding, codes copied
     as they are); the FFN takes t as (B, q) or (B, N, q); t_encoding="index" feeds t / N, one
     int width being one hidden layer."""
-    from qstr.constructions.encoding import encode, rnn_encoding
-
     N, d, q, D_e = 4, 2, 1, 8
     assert n_params(PracticalTransformer(D_e, q, dtype=F64)) == transformer_count(D_e, q, 100)
     assert n_params(VecFFN(N, d, q, dtype=F64)) == mlp_count((N * d + N * q * N, 1000, N))

@@ -8,18 +8,24 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from qstr.bounds.attention import lemma11, sparse_average_head
+from qstr.bounds.recurrent import teacher_rnn
+from qstr.constructions.attention import lemma11_weights
 from qstr.constructions.codes import rs_hadamard_codebook
+from qstr.constructions.encoding import rnn_encoding, transformer_encoding
 from qstr.constructions.experiment_models import PracticalTransformer
 from qstr.constructions.export import (
     construction_state,
     from_multihead,
     init_from_construction,
     load_construction_state,
+    load_multihead,
+    load_rnn,
     logical_parameters,
     to_multihead,
 )
 from qstr.constructions.links import make_link
 from qstr.constructions.paper_models import MergedAttention
+from qstr.verify.cli import main
 
 F64 = torch.float64
 FAST = settings(max_examples=15, deadline=None)
@@ -222,7 +228,6 @@ def test_state_save_load_weights_only(tmp_path, which):
         assert torch.equal(model(Z), y)
         assert rel_err(mt(Z), y) <= 1e-9
     # the stored codes rebuild the encoding
-    from qstr.constructions.encoding import transformer_encoding
 
     assert torch.equal(transformer_encoding(x, t, loaded["omega"], c=cfg["c"]), Z)
 
@@ -230,8 +235,6 @@ def test_state_save_load_weights_only(tmp_path, which):
 def test_state_of_weights_without_a_bound(tmp_path):
     """Weights built at a given alpha (no guarantee attached) save and load; ``guarantee`` is
     None."""
-    from qstr.constructions.attention import lemma11_weights
-
     net = make_link("teacher", 2, 2, generator=torch.Generator().manual_seed(0)).two_layer_net()
     con = lemma11_weights(16, 2, 2, net, alpha=3.0)
     torch.save(construction_state(con), tmp_path / "w.pt")
@@ -287,8 +290,6 @@ def test_to_multihead_on_cuda():
 
 
 def test_load_multihead_from_a_saved_file_in_one_call(tmp_path):
-    from qstr.constructions.export import load_multihead
-
     con, x, t = lemma11_case(2)
     torch.save(construction_state(con), tmp_path / "c.pt")
     mt = load_multihead(tmp_path / "c.pt", dtype=torch.float32)
@@ -314,11 +315,6 @@ def test_init_from_construction_casts_to_the_prompts_dtype():
 def test_load_rnn_from_a_file_written_by_the_cli_in_one_call(tmp_path):
     """`qstr construct rnn` -> load_rnn: the module answers like the construction, its codebook
     rides along."""
-    from qstr.constructions.encoding import rnn_encoding
-    from qstr.constructions.export import load_rnn
-    from qstr.bounds.recurrent import teacher_rnn
-    from qstr.verify.cli import main
-
     assert (
         main(
             [
@@ -356,8 +352,6 @@ def test_export_options_as_documented_on_a_reloaded_construction(tmp_path):
     bias c), c folds into exactly one extra unit and readout_bias='raise' refuses it, the reloaded
     module is a torch nn.MultiheadAttention, and the float32 loaders hold every parameter in
     float32."""
-    from qstr.constructions.export import load_multihead
-
     con, x, t = lemma11_case(2, N=16, d=2)
     exact = logical_parameters(init_from_construction(con, noise=0.0))
     exported = logical_parameters(to_multihead(con.model))

@@ -10,6 +10,7 @@ import torch
 from qstr.constructions.codes import build_codebook, coherence
 from qstr.constructions.encoding import rnn_encoding
 from qstr.constructions.interpolation import (
+    UNIT_ROUNDOFF,
     Lemma36Net,
     MemoriserLayout,
     certified_gap,
@@ -20,6 +21,7 @@ from qstr.constructions.interpolation import (
     memorised_points,
     memorising_rnn,
     parameter_norm2,
+    rounding_allowance,
     separating_direction,
     slot_memory_rnn,
 )
@@ -330,8 +332,6 @@ def test_slot_memory_rnn_errors():
 
 def test_unit_roundoff_is_half_the_float64_epsilon():
     """The certified gaps' allowance rests on u = 2^-53 = finfo(float64).eps / 2 (Higham 3.1)."""
-    from qstr.constructions.interpolation import UNIT_ROUNDOFF
-
     assert UNIT_ROUNDOFF == torch.finfo(f64).eps / 2 == 2.0**-53
 
 
@@ -394,8 +394,6 @@ def test_lemma38_zero_labels_give_the_zero_function():
 
 def test_lemma38_record_error_is_the_measured_error():
     """max_error is max |evaluate_net(balanced, z) - y|; rounding is rounding_allowance at z."""
-    from qstr.constructions.interpolation import rounding_allowance
-
     g = torch.Generator().manual_seed(38)
     gaps = 0.05 + torch.rand(31, generator=g, dtype=f64)
     z = torch.cat([torch.zeros(1, dtype=f64), gaps.cumsum(0)])

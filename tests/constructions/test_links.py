@@ -1,3 +1,4 @@
+import dataclasses
 import math
 
 import numpy as np
@@ -15,6 +16,7 @@ from qstr.constructions.links import (
     SqNorm,
     Teacher,
     TwoLayerNet,
+    affine_net,
     he2,
     make_link,
 )
@@ -131,8 +133,6 @@ def test_linear_link_net_carries_its_exact_lipschitz_constant():
 def test_paired_lipschitz_stays_an_upper_bound():
     """Paired units plus unpaired ones: the constant is still >= every measured difference quotient,
     and never above ||a|| ||W||_op."""
-    from qstr.constructions.links import TwoLayerNet
-
     g = torch.Generator().manual_seed(3)
     W0, b0, a0 = (
         torch.randn(3, 4, generator=g, dtype=torch.float64),
@@ -177,8 +177,6 @@ def test_teacher_default_width_is_8():
 def test_affine_net_is_affine_at_its_worst_input():
     """affine_net's bias keeps its unit on over blocks of norm <= r_x, the worst inputs
     +- r_x (u, u)/||u|| included (r_x = 50): there it equals <w, z> + b (lemma11.md, tightness)."""
-    from qstr.constructions.links import affine_net
-
     u = torch.full((4,), 0.5, dtype=torch.float64)
     w = torch.cat([u, u]) / math.sqrt(2)
     net = affine_net(w, 50.0)
@@ -189,8 +187,6 @@ def test_affine_net_is_affine_at_its_worst_input():
 def test_two_layer_net_is_immutable():
     """A TwoLayerNet is frozen: a guarantee recorded from its weights (Lipschitz constant, norms)
     cannot be outlived by a reassigned weight."""
-    import dataclasses
-
     net = TwoLayerNet(
         a=torch.ones(2, dtype=torch.float64),
         W=torch.eye(2, dtype=torch.float64),

@@ -86,7 +86,7 @@ def test_sequential_round_trip():
         seq = w.to_sequential()
         assert (seq[-1].bias is not None) == bias_last and seq[0].weight.dtype == F64
         back = MLPWeights.from_sequential(seq)
-        for A, B in zip(w, back):
+        for A, B in zip(w, back, strict=True):
             assert torch.equal(A.W, B.W) and (A.b is B.b is None or torch.equal(A.b, B.b))
             assert A.W is not B.W  # detached clones
         u = torch.randn(9, 3, generator=g, dtype=F64)

@@ -136,7 +136,7 @@ def test_merged_attention_deterministic_given_seed():
     a = MergedAttention(5, 2, 4, generator=gen(7))
     b = MergedAttention(5, 2, 4, generator=gen(7))
     c = MergedAttention(5, 2, 4, generator=gen(8))
-    for p, q in zip(a.parameters(), b.parameters()):
+    for p, q in zip(a.parameters(), b.parameters(), strict=True):
         assert torch.equal(p, q)
     assert not torch.equal(a.W_QK, c.W_QK)
     torch.manual_seed(3)
@@ -218,10 +218,7 @@ def naive_birnn(model: DeepTransitionBiRNN, Z: np.ndarray):
 
 @FAST
 @given(
-    B=st.integers(1, 2),
-    N=st.integers(1, 6),
-    D_in=st.integers(1, 3),
-    d_h=st.integers(1, 3),
+    dims=st.tuples(st.integers(1, 2), st.integers(1, 6), st.integers(1, 3), st.integers(1, 3)),
     tw=st.lists(st.integers(1, 4), max_size=2),
     ow=st.lists(st.integers(1, 4), max_size=2),
     r_h=st.sampled_from([0.3, 2.0, math.inf]),
@@ -229,7 +226,8 @@ def naive_birnn(model: DeepTransitionBiRNN, Z: np.ndarray):
     out_dim=st.sampled_from([1, 2]),
     seed=st.integers(0, 2**16),
 )
-def test_birnn_states_match_naive_recurrence(B, N, D_in, d_h, tw, ow, r_h, scale, out_dim, seed):
+def test_birnn_states_match_naive_recurrence(dims, tw, ow, r_h, scale, out_dim, seed):
+    B, N, D_in, d_h = dims  # batch, positions, input width, state width
     model = DeepTransitionBiRNN(
         D_in,
         d_h,

@@ -2,18 +2,21 @@
 weights, the closed form, the scan and the module, built at the parameters
 qstr.bounds.recurrent picks (its guarantees: tests/bounds/test_recurrent.py)."""
 
+import copy
+import io
 import math
 
 import pytest
 import torch
 
+import qstr.constructions.recurrent as recurrent
+from qstr.bounds.recurrent import prop26_transition, prop28_rnn, token_radius
 from qstr.constructions.codes import (
     Codebook,
     rs_hadamard_codebook,
 )
 from qstr.constructions.links import make_link
 from qstr.constructions.paper_models import DeepTransitionBiRNN
-from qstr.bounds.recurrent import prop26_transition, prop28_rnn, token_radius
 from qstr.constructions.recurrent import (
     module_from_state,
     projected_prefix,
@@ -87,7 +90,7 @@ def test_transition_layers_shapes_and_h_columns(book64):
     assert L.widths == (w1, w2, w3) and (L.in_dim, L.out_dim) == (n_u, tr.d_h)
     assert bool((L[0].W[:, : tr.d_h] == 0).all())  # f does not read h
     assert tr.guarantee.widths == (w1, w2, w3, tr.d_h)
-    for layer, norms in zip(L, tr.guarantee.norms):
+    for layer, norms in zip(L, tr.guarantee.norms, strict=True):
         assert norms["fro"] == pytest.approx(float(layer.W.norm()))
         assert norms["max_abs"] == pytest.approx(float(layer.W.abs().max()))
         assert norms["bias_norm"] == pytest.approx(
@@ -295,8 +298,6 @@ def test_scan_at_1e6_on_cuda():
 def test_saved_state_reloaded_runs_the_gated_model_on_a_rotated_code():
     """torch.save -> torch.load(weights_only=True) -> module_from_state computes predict exactly,
     and on a rotated code (approximate products) the error is a real fraction of Prop 28's bound."""
-    import io
-
     book = rs_hadamard_codebook(64, dtype=torch.float64)
     Q, _ = torch.linalg.qr(
         torch.randn(
@@ -323,8 +324,6 @@ def test_saved_state_reloaded_runs_the_gated_model_on_a_rotated_code():
 
 
 def test_module_projects_onto_the_r_h_ball_like_the_scan():
-    import copy
-
     book = rs_hadamard_codebook(64, dtype=torch.float64)
     link = make_link("teacher", 2, 3, generator=torch.Generator().manual_seed(270))
     c = prop28_rnn(book, 3, link.two_layer_net(), eps=0.1, r_x=token_radius(3, 64))
@@ -395,7 +394,7 @@ def test_transition_widths_and_norms_record_are_its_dense_layers(transitions):
         )
         assert sizes == tuple(g.widths) == derived and sizes[:-1] == tuple(tr.widths)
         assert len(g.norms) == len(sizes)
-        for rep, layer in zip(g.norms, tr.layers):
+        for rep, layer in zip(g.norms, tr.layers, strict=True):
             W, b = layer
             measured = {
                 "fro": float(W.norm()),
@@ -458,8 +457,6 @@ def test_projected_prefix_equals_the_loop_and_counts_its_projected_steps(r_h, ch
 def test_states_count_the_projected_steps_of_both_directions():
     """RNNConstruction.states reports as projection_active the forward plus the backward scan's
     count, and the module projects like the scan when r_h is below Cor 27's radius."""
-    import copy
-
     book = rs_hadamard_codebook(100, dtype=F64)
     link = make_link("teacher", 2, 4, generator=g(270))
     c = prop28_rnn(book, 4, link.two_layer_net(), eps=0.1, r_x=token_radius(4, 800))
@@ -495,7 +492,7 @@ def test_transition_weights_are_the_certified_transition_at_its_parameters(trans
         )
         assert bare.guarantee is None and tr.guarantee is not None
         assert bare.exact_products == (tr.guarantee.product_certificate == "alphabet")
-        for A, B in zip(tr.layers, bare.layers):
+        for A, B in zip(tr.layers, bare.layers, strict=True):
             assert torch.equal(A.W, B.W) and (A.b is B.b is None or torch.equal(A.b, B.b))
 
 
@@ -521,7 +518,7 @@ def test_rnn_weights_are_the_certified_rnn_at_its_parameters(rnn64):
     _, c = rnn64
     bare = rnn_weights(c.omega, c.transition, c.g_net, r_h=c.r_h)
     assert bare.guarantee is None and bare.r_h == c.r_h
-    for A, B in zip(c.output_layers, bare.output_layers):
+    for A, B in zip(c.output_layers, bare.output_layers, strict=True):
         assert torch.equal(A.W, B.W) and (A.b is B.b is None or torch.equal(A.b, B.b))
     with pytest.raises(ValueError, match="prop28_rnn"):
         rnn_state(
@@ -554,8 +551,6 @@ def test_rnn_weights_are_the_certified_rnn_at_its_parameters(rnn64):
 def test_dense_layers_memory_check_counts_every_float64_entry(monkeypatch):
     """The memory guard before the dense layers are built is asked for exactly their bytes: W1,
     W2, W3 = [G; -G], W4 and the gate readout G, float64."""
-    import qstr.constructions.recurrent as recurrent
-
     asked = []
     monkeypatch.setattr(
         recurrent.validate, "fits_in_memory", lambda what, nbytes, device: asked.append(nbytes)

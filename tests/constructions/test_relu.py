@@ -5,6 +5,7 @@ attained at midpoints, never exceeded on dense grids."""
 import math
 
 import pytest
+import sympy as sp
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -21,8 +22,8 @@ from qstr.constructions.relu import (
     soft_threshold_gadget,
     sqnorm_net,
     square_interp,
-    square_units,
     square_net,
+    square_units,
 )
 
 F64 = torch.float64
@@ -176,8 +177,6 @@ def test_gate_half_knots_exceed_and_errors():
 
 def test_derivation_identities_with_sympy():
     """The algebra behind the certificates (docs/derivations/rnn-transition.md), symbolically."""
-    import sympy as sp
-
     z, k, h, x, y, c, K = sp.symbols("z k h x y c K", real=True)
     chord = k**2 + (2 * k + h) * (z - k)  # interpolant of z^2 on [k, k + h]
     e = sp.expand(chord - z**2)

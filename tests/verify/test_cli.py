@@ -1,16 +1,31 @@
 """Tests for verify/cli.py: the qstr commands (verify, codebook, sample, construct, reproduce),
 their arguments, output paths and exit codes."""
 
+import argparse
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
 
-from qstr.verify.cli import main
-from qstr.verify.claim import Check, Claim, Fault, Ref, Verdict
+import qstr.verify.cli as cli
+from qstr.bounds.attention import lemma11
+from qstr.bounds.recurrent import teacher_rnn
+from qstr.constructions.codes import Codebook, build_codebook
+from qstr.constructions.links import make_link
+from qstr.constructions.task import QSTR
+from qstr.constructions.validate import seed
+from qstr.verify import registry
+from qstr.verify.claim import Check, Claim, Context, Fault, Ref, Verdict
+from qstr.verify.cli import _PROFILES, SEED_MAX, _parser, _seed, main
+from qstr.verify.registry import PROFILES
+from qstr.verify.version import toolkit_version
 
 
 def test_verify_json(tmp_path, capsys):
@@ -91,8 +106,6 @@ def test_bad_arguments_exit_2_with_one_line(argv, needle, capsys):
 
 
 def test_cuda_request_without_cuda(capsys):
-    import torch
-
     if torch.cuda.is_available():
         pytest.skip("CUDA present")
     assert main(["verify", "--device", "cuda", "--only", "lemma-40"]) == 2
@@ -100,8 +113,6 @@ def test_cuda_request_without_cuda(capsys):
 
 
 def test_failing_claim_exits_1(monkeypatch, capsys):
-    from qstr.verify import registry
-
     bad = _claim("always-false", holds=False)
     monkeypatch.setitem(registry.REGISTRY, "always-false", bad)
     assert main(["verify", "--only", "always-false"]) == 1
@@ -138,7 +149,6 @@ def test_codebook_command_reports_experimental_violation(capsys, tmp_path):
     assert main(["codebook", "--N", "100", "--kind", "experimental", "--out", str(out)]) == 1
     text = capsys.readouterr().out
     assert "d_e = 23" in text and "VIOLATES" in text
-    import torch
 
     saved = torch.load(out, weights_only=True)
     assert saved["omega"].shape == (100, 23) and saved["mu"] > 0.5
@@ -156,8 +166,6 @@ def test_codebook_command_deterministic(capsys):
 
 
 def test_codebook_check_of_saved_tensor(tmp_path, capsys):
-    import torch
-
     omega = torch.eye(4)
     torch.save(omega, tmp_path / "eye.pt")
     assert main(["codebook", "--N", "4", "--check", str(tmp_path / "eye.pt")]) == 0
@@ -169,8 +177,6 @@ def test_codebook_check_of_saved_tensor(tmp_path, capsys):
 
 
 def test_sample_command(tmp_path, capsys):
-    import torch
-
     path = tmp_path / "p.pt"
     assert (
         main(
@@ -277,8 +283,6 @@ def test_bad_construction_arguments_exit_2(argv, needle, capsys, tmp_path, monke
 
 
 def test_construct_rnn_file(tmp_path, capsys):
-    import torch
-
     path = tmp_path / "r.pt"
     assert (
         main(
@@ -319,8 +323,6 @@ def test_construct_rnn_file(tmp_path, capsys):
 
 
 def test_construct_transformer_file(tmp_path, capsys):
-    import torch
-
     path = tmp_path / "t.pt"
     assert (
         main(
@@ -388,8 +390,6 @@ def test_reproduce_bad_arguments(argv, needle, capsys, tmp_path, monkeypatch):
 
 
 def test_reproduce_cuda_without_cuda(capsys, tmp_path):
-    import torch
-
     if torch.cuda.is_available():
         pytest.skip("CUDA present")
     assert (
@@ -433,7 +433,6 @@ def test_bad_output_paths_are_refused_before_any_work(argv, needle, tmp_path, ca
         a.format(missing=tmp_path / "no" / "such", tmp=tmp_path, file=tmp_path / "f.txt")
         for a in argv
     ]
-    import qstr.verify.cli as cli
 
     monkeypatch.setattr(
         cli,
@@ -467,8 +466,6 @@ def test_codebook_check_of_corrupt_files(content, needle, tmp_path, capsys):
 
 
 def test_codebook_check_uses_the_file_and_refuses_a_different_N(tmp_path, capsys):
-    import torch
-
     torch.save(torch.eye(4), tmp_path / "eye.pt")
     assert main(["codebook", "--check", str(tmp_path / "eye.pt")]) == 0
     assert "N = 4" in capsys.readouterr().out
@@ -478,9 +475,6 @@ def test_codebook_check_uses_the_file_and_refuses_a_different_N(tmp_path, capsys
 
 
 def test_ctrl_c_prints_one_line_and_exits_130(tmp_path):
-    import signal
-    import time
-
     p = subprocess.Popen(
         [sys.executable, "-m", "qstr.verify.cli", "verify", "--json", str(tmp_path / "r.json")],
         stdout=subprocess.PIPE,
@@ -512,8 +506,6 @@ def test_ctrl_c_prints_one_line_and_exits_130(tmp_path):
 def test_fail_fast_stops_at_the_first_failing_claim(monkeypatch, tmp_path, capsys):
     """--fail-fast: the run ends after the first failing claim, exit 1, the table and JSON hold what
     ran."""
-    from qstr.verify import registry
-
     monkeypatch.setitem(registry.REGISTRY, "lemma-40", _claim("lemma-40", holds=False))
     path = tmp_path / "out.json"
     assert (
@@ -526,9 +518,6 @@ def test_fail_fast_stops_at_the_first_failing_claim(monkeypatch, tmp_path, capsy
 
 def _documented(heading: str, saved: dict, config_keys) -> None:
     """docs/formats.md's section on ``heading`` names every key of the file and of its config."""
-    import re
-    from pathlib import Path
-
     text = (Path(__file__).resolve().parents[2] / "docs" / "formats.md").read_text()
     section = text.split(f"## `{heading} ")[1].split("\n## ")[0]
     for key in list(saved) + list(config_keys):
@@ -639,13 +628,6 @@ def test_numbers_are_validated_alike_by_every_subcommand(argv, message, tmp_path
 
 
 def test_seed_range_is_the_same_in_the_cli_and_the_python_api():
-    import argparse
-
-    from qstr.bounds.recurrent import teacher_rnn
-    from qstr.constructions.validate import seed
-    from qstr.verify.cli import SEED_MAX, _seed
-    from qstr.verify.claim import Context
-
     assert SEED_MAX == 2**63 - 1
     for bad in (-1, 2**63):
         with pytest.raises(argparse.ArgumentTypeError):
@@ -664,14 +646,6 @@ def test_seed_range_is_the_same_in_the_cli_and_the_python_api():
 
 
 def test_sizes_that_cannot_fit_in_memory_are_refused_before_allocating(capsys):
-    import re
-
-    import torch
-
-    from qstr.constructions.codes import build_codebook
-    from qstr.constructions.links import make_link
-    from qstr.constructions.task import QSTR
-
     status, out, err = _qstr("sample", "--N", "100000000", "--d", "1000", "--out", "x.pt")
     assert status == 2 and out == ""
     assert re.fullmatch(
@@ -719,12 +693,6 @@ def test_construct_refuses_sizes_that_cannot_fit_before_building(argv, what, tmp
 
 
 def test_lemma11_weights_refuse_a_codebook_too_wide_to_fit():
-    import torch
-
-    from qstr.bounds.attention import lemma11
-    from qstr.constructions.codes import Codebook
-    from qstr.constructions.links import make_link
-
     net = make_link("teacher", 1, 2, generator=torch.Generator().manual_seed(0)).two_layer_net()
     wide = Codebook.from_tensor(torch.eye(4, 300_000, dtype=torch.float64))
     with pytest.raises(ValueError, match=r"Lemma 11's weights \(W_QK: 1 x 600002 x 600002"):
@@ -732,8 +700,6 @@ def test_lemma11_weights_refuse_a_codebook_too_wide_to_fit():
 
 
 def test_version_help_and_a_parser_without_torch():
-    from qstr.verify.version import toolkit_version
-
     assert toolkit_version() != "unknown"  # the installed distribution qstr-toolkit
     assert _qstr("--version") == (0, f"qstr {toolkit_version()}\n", "")
     code = (
@@ -746,16 +712,10 @@ def test_version_help_and_a_parser_without_torch():
 
 
 def test_every_option_has_help_and_N_differs_from_n():
-    import argparse
-
-    from qstr.verify.cli import _parser
-
     subs = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
     for name, sub in subs.items():
         for action in sub._actions:
             assert action.help, f"qstr {name} {action.option_strings or action.dest} has no help"
-    from qstr.verify.cli import _PROFILES
-    from qstr.verify.registry import PROFILES
 
     assert _PROFILES == PROFILES  # restated in the CLI so that --help imports no torch
     options = {o: a for a in subs["construct"]._actions for o in a.option_strings}
@@ -812,7 +772,6 @@ def test_rnn_refuses_options_it_would_ignore(capsys, tmp_path):
 def test_an_allocation_failure_is_one_line(monkeypatch, capsys):
     """A size no up-front estimate caught still ends in one line, exit 2, not the allocator's
     traceback."""
-    import qstr.verify.cli as cli
 
     def fail(args, console):
         raise RuntimeError(
@@ -839,8 +798,6 @@ def test_an_allocation_failure_is_one_line(monkeypatch, capsys):
 
 def test_verify_only_is_repeatable():
     """`--only A --only B` runs both (argparse's default would keep only B)."""
-    from qstr.verify.cli import _parser
-
     args = _parser().parse_args(["verify", "--only", "thm-7", "--only", "lemma-40", "lemma-39"])
     assert args.only == ["thm-7", "lemma-40", "lemma-39"]
 
@@ -932,8 +889,6 @@ def test_list_needs_no_gpu(capsys):
 
 @pytest.mark.parametrize("command", ["construct", "codebook", "sample"])
 def test_ctrl_c_in_a_writing_command_says_nothing_was_written(command, monkeypatch, capsys):
-    import qstr.verify.cli as cli
-
     def interrupted(args, console):
         raise KeyboardInterrupt
 

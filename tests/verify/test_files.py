@@ -10,6 +10,7 @@ import subprocess
 import pytest
 import torch
 
+import qstr.verify.report as report
 from qstr.verify.cli import main
 from qstr.verify.files import check_target, save_torch, write_atomic, write_json_file
 
@@ -156,8 +157,6 @@ def test_verify_json_to_standard_output_carries_the_records_alone(capsys):
 
 def test_verify_prints_its_table_before_a_failed_write(tmp_path, capsys, monkeypatch):
     """The folder of --json removed during the run: the table, then one line, exit 2."""
-    import qstr.verify.report as report
-
     folder = tmp_path / "out"
     folder.mkdir()
     plain = report.write_json

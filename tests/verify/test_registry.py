@@ -4,6 +4,7 @@ run with the same seed gives the same numbers."""
 
 import pytest
 
+from qstr.verify import registry
 from qstr.verify.claim import Check, Claim, Context, Fault, Ref, Verdict, at_most
 from qstr.verify.claims import all_claims
 from qstr.verify.registry import load_claims, register, run_claim
@@ -88,8 +89,6 @@ def test_declaration_is_checked():
 
 
 def test_load_claims_registers_a_users_file(tmp_path, monkeypatch):
-    from qstr.verify import registry
-
     monkeypatch.setattr(registry, "REGISTRY", dict(registry.REGISTRY))
     (tmp_path / "mine.py").write_text(
         "from qstr.verify.claim import Check, Claim, Fault, Ref, at_most\n"

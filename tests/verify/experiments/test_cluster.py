@@ -9,6 +9,7 @@ import _thread
 import collections
 import contextlib
 import json
+import logging
 import math
 import os
 import signal
@@ -21,8 +22,12 @@ from dataclasses import replace
 
 import pytest
 import torch
+from distributed import Client, LocalCluster
 
-from qstr.verify.experiments import figure1
+from qstr.verify import cli, experiments
+from qstr.verify.experiments import Execution, figure1, run_experiment
+from qstr.verify.experiments import cluster as cl
+from qstr.verify.experiments.cluster import local_cluster
 from qstr.verify.experiments.results import ResultsFile
 from qstr.verify.experiments.run import RunConfig, run_points
 
@@ -57,7 +62,7 @@ def _rows_close(a: dict, b: dict) -> bool:
         if isinstance(x, dict) and isinstance(y, dict):
             return x.keys() == y.keys() and all(close(x[k], y[k]) for k in x)
         if isinstance(x, list) and isinstance(y, list):
-            return len(x) == len(y) and all(close(u, v) for u, v in zip(x, y))
+            return len(x) == len(y) and all(close(u, v) for u, v in zip(x, y, strict=True))
         return x == y
 
     assert close(a, b), (a, b)
@@ -80,10 +85,6 @@ def wait_for_rows(path, n, timeout=120.0):
 @pytest.fixture(scope="module")
 def cluster():
     """A 2-worker LocalCluster (processes, one thread each) and a client of the test's own."""
-    import logging
-
-    from distributed import Client, LocalCluster
-
     lc = LocalCluster(
         n_workers=2,
         threads_per_worker=1,
@@ -123,8 +124,6 @@ def test_a_worker_killed_mid_run_loses_no_point_and_retrains_only_the_unfinished
     """SIGKILL of the worker process training a stack of two, once its first member's row is
     written: the scheduler re-runs the stack on a worker, which trains only the other member.
     Every point is in the file exactly once, with the rows of the in-process run."""
-    from dataclasses import replace
-
     lc, client = cluster
     quick, slow = figure1.points(
         seeds=[0],
@@ -205,11 +204,11 @@ def test_an_interrupted_client_resumes_without_duplicates(
     for attempt in range(3):
         path = tmp_path / f"f{attempt}.jsonl"
 
-        def interrupt():
+        def interrupt(path):
             if wait_for_rows(path, 1):
                 _thread.interrupt_main()
 
-        t = threading.Thread(target=interrupt)
+        t = threading.Thread(target=interrupt, args=(path,))
         t.start()
         try:
             run(pts, path, scheduler=lc.scheduler_address)
@@ -237,9 +236,6 @@ def test_an_interrupted_client_resumes_without_duplicates(
 
 
 def test_bad_scheduler_address_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch):
-    from qstr.verify import cli
-    from qstr.verify.experiments import cluster as cl
-
     monkeypatch.setattr(cl, "CONNECT_TIMEOUT", 1.0)
     port = _free_port()
     for address, says in [
@@ -417,8 +413,6 @@ def test_ctrl_c_of_reproduce_on_a_local_cluster_exits_130_and_resumes(tmp_path, 
 def dask_processes(*worker_args):
     """``dask scheduler`` and one ``dask worker`` (one thread, no nanny, plus ``worker_args``) as
     processes on 127.0.0.1; yields the scheduler's address once the worker has joined."""
-    from distributed import Client
-
     port = _free_port()
     address = f"tcp://127.0.0.1:{port}"
     script = os.path.join(
@@ -475,8 +469,6 @@ def dask_processes(*worker_args):
 @pytest.fixture
 def tiny_reproduce(monkeypatch, tiny, tiny_grid):
     """``qstr reproduce`` (in this process) trains tiny models on the tiny grid, in float64."""
-    from qstr.verify import experiments
-
     real = experiments.run_experiment
     monkeypatch.setattr(
         experiments,
@@ -504,8 +496,6 @@ def test_reproduce_on_a_separate_dask_scheduler_and_worker(
 ):
     """``dask scheduler`` and ``dask worker`` as processes on 127.0.0.1; ``qstr reproduce
     --scheduler tcp://127.0.0.1:PORT`` trains every point there (tiny models) and resumes."""
-    from qstr.verify import cli
-
     address = dask_address
     out = tmp_path / "out"
     argv = ["reproduce", "figure1", "--seeds", "1", "--out", str(out), "--scheduler", address]
@@ -525,9 +515,6 @@ def test_run_experiment_trains_on_the_scheduler_it_is_given(
     """The Python API: ``run_experiment(..., execution=Execution(scheduler=ADDRESS))`` sends its
     stacks to that Dask cluster (its rows arrive there as events) and writes every point once; a
     bad address is a one-line ValueError before anything trains."""
-    from distributed import Client
-
-    from qstr.verify.experiments import Execution, run_experiment
 
     def row_events():
         with Client(dask_address, timeout=5, set_as_default=False) as c:
@@ -584,8 +571,6 @@ def test_a_worker_without_qstr_ends_reproduce_in_one_line_with_exit_2(
     """A ``dask worker`` that cannot import qstr: the task fails there (retried, then reported);
     ``qstr reproduce --scheduler`` ends with one line naming the missing module, exit status 2,
     no traceback and no row written."""
-    from qstr.verify import cli
-
     preload = tmp_path / "no_qstr.py"
     preload.write_text(NO_QSTR)
     with dask_processes("--preload", str(preload)) as address:
@@ -607,10 +592,6 @@ def test_a_worker_without_qstr_ends_reproduce_in_one_line_with_exit_2(
 
 
 def test_the_local_cluster_keeps_its_scratch_space_in_a_folder_it_removes():
-    import os
-
-    from qstr.verify.experiments.cluster import local_cluster
-
     def run_folder(path):  # the qstr-dask-* folder the worker's scratch space is in
         while not os.path.basename(path).startswith("qstr-dask-"):
             assert path != os.path.dirname(path), "the scratch space is outside the run's folder"

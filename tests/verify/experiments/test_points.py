@@ -7,6 +7,8 @@ import math
 import pytest
 import torch
 
+from qstr.constructions.experiment_models import PracticalFFN
+from qstr.constructions.published_models import EncodedFFN
 from qstr.verify.experiments import Execution, figure1, run_experiment
 from qstr.verify.experiments.points import Point, build_member
 
@@ -64,7 +66,6 @@ def test_published_protocol_choices():
         for s in (0, 1)
     )
     assert torch.equal(a.omega, b.omega)  # one codebook per N for all seeds, as the published code
-    from qstr.constructions.published_models import EncodedFFN
 
     assert isinstance(a.model, EncodedFFN)
     c, d = (
@@ -110,9 +111,6 @@ def test_ffn_input_paper_protocol_reads_the_encoded_tokens():
     """Protocol 2: the paper protocol's FFN reads vec(x_i, omega_i, omega_t) at c = 1; the
     scaled encoding and Theorem 6's one-hot input are ablations with their own point ids; the
     record's c is the c the model reads (the Transformer's sqrt(d/q), 1 for the RNN)."""
-    from qstr.constructions.experiment_models import PracticalFFN
-    from qstr.constructions.published_models import EncodedFFN
-
     kw = dict(
         figure="figure1",
         protocol="paper",

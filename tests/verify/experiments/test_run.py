@@ -1,15 +1,17 @@
 """Tests for verify/experiments/run.py: rows appended and resumed, stacks, jobs, progress (the
 Dask engine of ``jobs > 1``: test_cluster.py)."""
 
+import io
 import json
 import os
 from dataclasses import replace
 
 import pytest
 import torch
+from rich.console import Console
 
 from qstr.verify.experiments import Execution, figure1, figure3, run_experiment
-from qstr.verify.experiments.run import stack_cost, stacks_of, start_order
+from qstr.verify.experiments.run import _Progress, stack_cost, stacks_of, start_order
 
 ROW_KEYS = {
     "model",
@@ -148,12 +150,6 @@ def test_bad_jobs_is_a_value_error(tmp_path, jobs, tiny, tiny_grid):
 
 
 def test_progress_off_a_terminal_prints_plain_lines_as_it_goes():
-    import io
-
-    from rich.console import Console
-
-    from qstr.verify.experiments.run import _Progress
-
     buf = io.StringIO()
     with _Progress(True, Console(file=buf, width=110)) as bar:
         assert bar.plain

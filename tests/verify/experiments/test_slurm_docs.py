@@ -72,8 +72,7 @@ def test_the_documented_slurm_cluster_submits_the_documented_job_script():
 
 
 def test_the_cluster_extra_is_the_one_the_docs_install():
-    import tomllib
-
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
     extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
         "optional-dependencies"
     ]["cluster"]

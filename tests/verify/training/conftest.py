@@ -14,6 +14,8 @@ from qstr.verify.training import Member, OnlineStream
 
 DT = torch.float64
 D = 4
+N_TEST = 40  # test prompts of every member
+CHUNK = 96  # prompts its stream draws at once
 
 
 @pytest.fixture(autouse=True)
@@ -34,10 +36,7 @@ def _make_member(
     variant="general",
     published=False,
     threshold=0.9,
-    lr=1e-2,
     hidden=6,
-    n_test=40,
-    chunk=96,
 ):
     g = torch.Generator().manual_seed(seed)
     task = QSTR(N, D, make_link("linear", q, D, generator=g), variant=variant)
@@ -59,8 +58,8 @@ def _make_member(
         model = build_practical(
             "ffn", N=N, d=D, q=q, d_e=book.d_e, hidden=(7, 5), task=variant, **kw
         )
-    test = task.sample(n_test, generator=torch.Generator().manual_seed(seed + 1000), dtype=DT)
-    stream = OnlineStream(task, torch.Generator().manual_seed(seed + 2000), dtype=DT, chunk=chunk)
+    test = task.sample(N_TEST, generator=torch.Generator().manual_seed(seed + 1000), dtype=DT)
+    stream = OnlineStream(task, torch.Generator().manual_seed(seed + 2000), dtype=DT, chunk=CHUNK)
     return Member(
         model=model,
         stream=stream,
@@ -68,7 +67,7 @@ def _make_member(
         omega=book.omega,
         c=c,
         threshold=threshold,
-        lr=lr,
+        lr=1e-2,
         weight_decay=0.1,
         tag=(kind, N, q, seed),
     )

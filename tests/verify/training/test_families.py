@@ -15,7 +15,8 @@ def test_padded_encoding_matches_library_encoding(make_member):
     P, meta = fam.stack(ms)
 
     x, t, _ = (
-        torch.stack(v) for v in zip(*[_pad_prompts(*m.test, fam.Nmax, fam.qmax) for m in ms])
+        torch.stack(v)
+        for v in zip(*[_pad_prompts(*m.test, fam.Nmax, fam.qmax) for m in ms], strict=True)
     )
     z = fam.encode(meta, x, t, fam.Dmax)
     for i, m in enumerate(ms):
@@ -35,7 +36,7 @@ def _rnn_stack(make_member, device="cpu", dtype=torch.float64):
     P = {k: v.to(device, dtype) for k, v in P.items()}
     meta = {k: v.to(device, dtype if v.is_floating_point() else v.dtype) for k, v in meta.items()}
     padded = [_pad_prompts(*m.test, fam.Nmax, fam.qmax) for m in ms]
-    x, t, _ = (torch.stack(v) for v in zip(*padded))
+    x, t, _ = (torch.stack(v) for v in zip(*padded, strict=True))
     return ms, fam, P, meta, x.to(device, dtype), t.to(device)
 
 

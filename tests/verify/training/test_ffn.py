@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from qstr.bounds.feedforward import floor_for_direction, orthonormal_row_basis, span_distance
+from qstr.constructions.paper_models import VecFFN
 from qstr.verify.training.ffn import (
     _layers,
     _objective_and_grads,
@@ -53,7 +54,7 @@ def test_manual_gradients_match_autograd(activation, hidden):
     ref = torch.autograd.grad(ref_J, params)
     assert loss == pytest.approx(float(ref_loss.detach()), rel=1e-12)
     assert J == pytest.approx(float(ref_J.detach()), rel=1e-12)
-    for g, r in zip(grads, ref):
+    for g, r in zip(grads, ref, strict=True):
         assert torch.allclose(g, r, atol=1e-12)
 
 
@@ -74,7 +75,7 @@ def test_off_span_component_decays_exactly():
     )
     assert tr.stopped == "step cap" and tr.final_step == 200
     assert tr.max_decay_deviation < 1e-12
-    for k, p, pred in zip(tr.steps, tr.perp_norm, tr.predicted_perp):
+    for k, p, pred in zip(tr.steps, tr.perp_norm, tr.predicted_perp, strict=True):
         assert pred == pytest.approx(tr.perp_norm[0] * (1 - lr * lam) ** k)
         assert abs(p - pred) <= 1e-12 * tr.initial_norm
     assert tr.times[-1] == pytest.approx(lr * 200)
@@ -109,8 +110,6 @@ def test_fit_bad_arguments():
     with pytest.raises(ValueError, match="max_steps"):
         fit_full_batch(model, data, weight_decay=0.1, lr=0.5, max_steps=0)
     with pytest.raises(ValueError, match="model must be VecFFN"):
-        from qstr.constructions.paper_models import VecFFN
-
         fit_full_batch(
             VecFFN(N, d, 1, (4,), task="general", dtype=F64),
             data,

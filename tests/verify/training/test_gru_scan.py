@@ -53,7 +53,7 @@ def test_backward_through_time_matches_autograd(N, G, B, H, seed):
     inputs, up = _inputs(N, G, B, H, "cpu", seed)
     fast = _value_and_grads(gru_scan, inputs, up)
     ref = _value_and_grads(gru_scan_reference, inputs, up)
-    for name, a, b in zip(NAMES, fast, ref):
+    for name, a, b in zip(NAMES, fast, ref, strict=True):
         assert a.shape == b.shape, name
         assert _rel(a, b) < 1e-12, (name, _rel(a, b))
     assert torch.equal(fast[0][:, 0], torch.zeros_like(fast[0][:, 0]))
@@ -67,7 +67,7 @@ def test_inputs_that_are_data_get_no_gradient_and_change_no_other():
     data = [inputs[0].detach()] + inputs[1:]
     hs = gru_scan(*data)
     grads = torch.autograd.grad((hs[:, 1:] * up[:, 1:]).sum(), data[1:])
-    assert all(torch.equal(a, b) for a, b in zip(grads, full[2:]))
+    assert all(torch.equal(a, b) for a, b in zip(grads, full[2:], strict=True))
 
 
 def test_no_workspace_without_grad():
@@ -96,5 +96,5 @@ def test_fused_cuda_backward_matches_float64_reference(dtype, tol):
     ref = _value_and_grads(gru_scan_reference, inputs, up)
     low = [v.detach().to(dtype).requires_grad_(True) for v in inputs]
     fast = _value_and_grads(gru_scan, low, up.to(dtype))
-    for name, a, b in zip(NAMES, fast, ref):
+    for name, a, b in zip(NAMES, fast, ref, strict=True):
         assert _rel(a.double(), b) < tol, (name, _rel(a.double(), b))

@@ -2,6 +2,7 @@
 alone."""
 
 import warnings
+from dataclasses import replace
 
 import pytest
 import torch
@@ -13,6 +14,7 @@ from qstr.verify.training import (
     fit_until_threshold,
     train_stack,
 )
+from qstr.verify.training.families import FFNFamily
 
 DT = torch.float64
 
@@ -46,7 +48,7 @@ def test_batched_equals_sequential(kind, published, specs, make_member):
     opts = StackOptions(batch_size=8, check_every=3, max_steps=24, prefetch=5, return_models=True)
     batched = train_stack(members(), opts)
     alone = [fit_until_threshold(m, batch_size=8, check_every=3, max_steps=24) for m in members()]
-    for a, b in zip(batched, alone):
+    for a, b in zip(batched, alone, strict=True):
         assert a.tag == b.tag
         assert (a.steps, a.samples, a.reached) == (b.steps, b.samples, b.reached)
         assert a.test_mse == pytest.approx(b.test_mse, abs=1e-9)
@@ -66,7 +68,7 @@ def test_batched_equals_sequential_simple_variant_and_per_member_lr(make_member)
         members(), StackOptions(batch_size=8, check_every=4, max_steps=16, return_models=True)
     )
     alone = [fit_until_threshold(m, batch_size=8, check_every=4, max_steps=16) for m in members()]
-    for a, b in zip(batched, alone):
+    for a, b in zip(batched, alone, strict=True):
         assert (a.steps, a.samples) == (b.steps, b.samples)
         assert max_param_diff(a.model, b.model) < 1e-6
 
@@ -88,7 +90,6 @@ def test_member_at_threshold_stops_consuming_samples(make_member):
 def test_out_of_memory_in_the_test_evaluation_halves_the_chunks(make_member, monkeypatch):
     """A device out of memory during a check retries it in smaller chunks: same curve, and the
     check is not skipped; an evaluation that fails one prompt at a time raises."""
-    from qstr.verify.training.families import FFNFamily
 
     def run():
         members = [make_member("ffn", 4, 1, s, threshold=-1.0) for s in (0, 1)]
@@ -110,7 +111,7 @@ def test_out_of_memory_in_the_test_evaluation_halves_the_chunks(make_member, mon
     first_fit = next(i for i, v in enumerate(seen) if v <= 7)
     assert seen[0] == 40 and all(v <= 7 for v in seen[first_fit:])  # smaller chunks stay
     assert sum(seen[first_fit:]) == 2 * 40  # two checks, each over all 40 test prompts
-    for a, b in zip(honest, retried):
+    for a, b in zip(honest, retried, strict=True):
         assert [s for s, _ in a.curve] == [s for s, _ in b.curve] == [5, 10]
         assert a.test_mse == pytest.approx(b.test_mse, rel=1e-12)
     monkeypatch.setattr(
@@ -126,7 +127,7 @@ def test_out_of_memory_in_the_test_evaluation_halves_the_chunks(make_member, mon
 
 def test_sample_complexity_accounting(make_member):
     """samples = steps * batch at the FIRST check whose test MSE is below the threshold."""
-    m = make_member("transformer", 4, 1, 3, threshold=0.95, lr=2e-2)
+    m = replace(make_member("transformer", 4, 1, 3, threshold=0.95), lr=2e-2)
     r = train_stack([m], StackOptions(batch_size=16, check_every=4, max_steps=200))[0]
     assert r.reached and r.steps % 4 == 0 and r.samples == r.steps * 16
     assert r.curve[-1][0] == r.steps and r.curve[-1][1] < 0.95 and r.test_mse == r.curve[-1][1]
@@ -152,7 +153,7 @@ def test_batched_equals_sequential_cuda(kind, published, specs, make_member):
         members(), StackOptions(batch_size=8, check_every=3, max_steps=12, return_models=True)
     )
     alone = [fit_until_threshold(m, batch_size=8, check_every=3, max_steps=12) for m in members()]
-    for a, b in zip(batched, alone):
+    for a, b in zip(batched, alone, strict=True):
         assert a.steps == b.steps
         diff = max_param_diff(a.model, b.model)
         assert diff < 1e-6, diff
@@ -196,7 +197,7 @@ def test_cuda_graph_replay_equals_eager(kind, published, specs, make_member):
     assert not gave_up, gave_up
     eager = train_stack(members(), StackOptions(graphs=False, **kw))
     assert eager[0].steps == 3 and max(r.steps for r in eager) > 3
-    for a, b in zip(graphed, eager):
+    for a, b in zip(graphed, eager, strict=True):
         assert (a.steps, a.reached) == (b.steps, b.reached)
         diff = max_param_diff(a.model, b.model)
         assert diff < 1e-6, diff
