@@ -327,7 +327,7 @@ def test_slot_memory_rnn_errors():
 
 
 # ------------------------------------------------------------------ Lemma 37: records
-# (moved from the claim lemma-37 of verify/claims/rnn_lower.py: facts about the software)
+# (moved from the claim lemma-37 of verify/claims/lemma_37.py: facts about the software)
 
 
 def test_unit_roundoff_is_half_the_float64_epsilon():
@@ -382,7 +382,7 @@ def test_separating_direction_tries_are_draws_consumed():
 
 
 # ------------------------------------------------------------- Lemma 38: records and edge cases
-# (moved from the claim lemma-38 of verify/claims/rnn_lower.py)
+# (moved from the claim lemma-38 of verify/claims/lemma_38.py)
 
 
 def test_lemma38_zero_labels_give_the_zero_function():
