@@ -1,25 +1,22 @@
-"""What the recurrent claims share (Section 5, Appendix B: lemma-22, lemma-24, prop-26, cor-27,
-prop-28; docs/derivations/rnn-transition.md): the rounding term of a transition, the searches
-for worst inputs, the gadget cases and checks of Lemmas 22 and 24, the codebook rotation, the
-worst-case keys and the edits several faults make to a construction.
-
-All certified checks run in float64 on ``ctx.device``; a certificate holds when measured <=
-bound + its rounding term (``verify.rounding``), stated in the detail."""
+"""What the recurrent claims share (Section 5, Appendix B: Lemmas 22, 24, Props 26, 28, Cor 27;
+docs/derivations/rnn-transition.md): a transition's rounding term, the worst-input searches, the
+gadget cases and checks, the codebook rotation, worst-case keys and construction edits. Checks
+run in float64 on ``ctx.device``; a certificate holds when measured <= bound + rounding term."""
 
 from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, replace
-from typing import Callable, Dict, Tuple
+from typing import Any, Callable, Dict, Tuple
 
 import torch
-from hypothesis import HealthCheck, Verbosity, given, settings, target
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, Verbosity, given, settings, strategies as st, target
 
 from qstr.constructions.codes import Codebook
 from qstr.constructions.relu import Gadget
+from qstr.constructions.task import QSTR
 from qstr.verify.adversarial import clip_to_ball
-from qstr.verify.claim import Context, Verdict, at_most, close, worst
+from qstr.verify.claim import Context, Verdict, at_most, close, exact, worst
 from qstr.verify.rounding import Rounding, two_layer
 
 F64 = torch.float64
@@ -43,8 +40,7 @@ def transition_rounding(tr, N: int = 0, r_h: float = 0.0) -> Rounding:
     )
 
 
-# ------------------------------------------------------------------ worst-case keys
-# (each check ranks its cases as it always has: these reproduce those choices)
+# ---------------------------------- worst-case keys (each check ranks its cases as it always has)
 
 
 def by_measured(v: Verdict) -> float:
@@ -65,6 +61,30 @@ def by_relative_gap(v: Verdict) -> float:
 def derived_close(got: float, want: float, what: str) -> Verdict:
     """A recorded value against the derivation's, to relative 1e-12."""
     return close(got, want, 1e-12 * max(abs(want), 1e-300), detail=what)
+
+
+def worst_case(cases, verdict: Callable[[Any], Verdict], key=None) -> Verdict:
+    """The worst of ``verdict(case)`` over ``cases`` (each with a ``label``), ranked by ``key``."""
+    return worst(((c.label, verdict(c)) for c in cases), key=key)
+
+
+def none_counted(rows, what: str) -> Verdict:
+    """Of ``(label, count)`` rows, the total count is exactly 0 (``what``: what was counted)."""
+    counts = ", ".join(f"{label}: {n}" for label, n in rows)
+    return exact(sum(n for _, n in rows), 0, detail=f"{what}: {counts}")
+
+
+def largest_gap(a: torch.Tensor, b: torch.Tensor) -> float:
+    """max |a - b|."""
+    return float((a - b).abs().max())
+
+
+def qstr_prompts(
+    N: int, d: int, link, B: int, gen: torch.Generator, ctx: Context, variant: str = "simple"
+):
+    """B prompts of the qSTR ``variant`` on ctx.device, in float64."""
+    task = QSTR(N=N, d=d, link=link, variant=variant)
+    return task.sample(B, generator=gen, device=ctx.device, dtype=F64)
 
 
 # ------------------------------------------------------------------ search helpers
@@ -173,9 +193,7 @@ class GadgetInputs:
 
 def on_device(gadget: Gadget, device) -> Gadget:
     """The gadget with its weights on ``device``."""
-    return replace(
-        gadget, W1=gadget.W1.to(device), b1=gadget.b1.to(device), W2=gadget.W2.to(device)
-    )
+    return replace(gadget, **{w: getattr(gadget, w).to(device) for w in ("W1", "b1", "W2")})
 
 
 def searched(name: str, k: int, gadget: Gadget, box, special: torch.Tensor, ctx: Context):
@@ -205,11 +223,9 @@ def searched(name: str, k: int, gadget: Gadget, box, special: torch.Tensor, ctx:
 def within_certificate(inp: GadgetInputs) -> Verdict:
     """The largest sup error over the cases, relative to its certificate, is at most it
     (Lemmas 22, 24)."""
-    return worst(
-        (
-            (c.label, at_most(c.sup_error, inp.certificate(*c.args), c.rounding, detail=c.shown))
-            for c in inp.cases
-        ),
+    return worst_case(
+        inp.cases,
+        lambda c: at_most(c.sup_error, inp.certificate(*c.args), c.rounding, detail=c.shown),
         key=by_ratio,
     )
 
@@ -222,9 +238,7 @@ def certificate_attained(inp: GadgetInputs) -> Verdict:
         bound = inp.certificate(*c.args)
         return close(c.sup_error, bound, ATTAINED_TOL * bound, c.rounding, detail=c.shown)
 
-    return worst(
-        ((c.label, case(c)) for c in inp.cases), key=lambda v: abs(v.measured / v.bound - 1)
-    )
+    return worst_case(inp.cases, case, key=lambda v: abs(v.measured / v.bound - 1))
 
 
 def with_half_the_knots(inp: GadgetInputs, build, special, box, name: str, ctx: Context):
@@ -260,13 +274,19 @@ def rnn_with(rnn, **attributes):
     return out
 
 
-def bands_from_zero(module, tr):
-    """A copy of the loop module whose transitions' layer-2 offsets are beta_k + M/2: the bands
-    start at tau_k = k delta (the 1/2 of tau_k = 1/2 + k delta dropped), so the gate opens at
-    every pair with 0 < <omega_i, omega_t> <= mu."""
-    out = copy.deepcopy(module)
+def module_bands_from_zero(inp):
+    """The inputs with a copy of their loop ``module`` whose transitions' layer-2 offsets are
+    beta_k + M/2: the bands start at tau_k = k delta (the 1/2 of tau_k = 1/2 + k delta dropped),
+    so the gate opens at every pair with 0 < <omega_i, omega_t> <= mu."""
+    out = copy.deepcopy(inp.module)
     with torch.no_grad():
         for seq in (out.f_fwd, out.f_bwd):
             layer2 = [m for m in seq if isinstance(m, torch.nn.Linear)][1]
-            layer2.bias += tr.bands.M / 2
-    return out
+            layer2.bias += inp.cases[0].rnn.transition.bands.M / 2
+    return replace(inp, module=out)
+
+
+def certified_eps_as_asked(cases, eps: float) -> Verdict:
+    """The largest certified eps of the cases' transitions (``case.rnn``) is at most ``eps``."""
+    largest = lambda c: at_most(c.rnn.transition.guarantee.eps, eps, detail="the largest")  # noqa: E731
+    return worst_case(cases, largest, key=by_measured)

@@ -14,18 +14,12 @@ from qstr.bounds.recurrent import prop28_rnn, token_radius
 from qstr.constructions.codes import rs_hadamard_codebook
 from qstr.constructions.links import make_link
 from qstr.constructions.recurrent import rnn_weights
-from qstr.constructions.task import QSTR
 from qstr.verify.adversarial import clip_to_ball
-from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, exact, worst
-from qstr.verify.claims._transition import (
-    F64,
-    bands_from_zero,
-    by_measured,
-    by_ratio,
-    orthogonally_rotated,
-    rnn_with,
-    transition_rounding,
-)
+from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, exact
+from qstr.verify.claims._transition import F64, by_ratio, certified_eps_as_asked, largest_gap
+from qstr.verify.claims._transition import module_bands_from_zero, none_counted
+from qstr.verify.claims._transition import orthogonally_rotated, qstr_prompts, rnn_with
+from qstr.verify.claims._transition import transition_rounding, worst_case
 from qstr.verify.registry import register
 
 C27_D, C27_Q, C27_EPS = 4, 2, 0.1
@@ -35,8 +29,7 @@ claim = register(
         "cor-27",
         Ref("Cor 27"),
         statement="every hidden state is exactly 0 before (after) its target and within eps of "
-        "x_{t_l} after "
-        "(before) it, for N up to 1e5 (1e6 on GPU): the error does not accumulate",
+        "x_{t_l} after (before) it, for N up to 1e5 (1e6 on GPU): the error does not accumulate",
         builds=(rnn_weights,),
         bounds=(prop28_rnn,),
         derivation="docs/derivations/rnn-transition.md",
@@ -61,7 +54,7 @@ class StateCase:
     def error(self) -> float:
         """The largest |state - target| of both directions."""
         (tf, tb), st = self.targets, self.states
-        return max(float((st.h_fwd - tf).abs().max()), float((st.h_bwd - tb).abs().max()))
+        return max(largest_gap(st.h_fwd, tf), largest_gap(st.h_bwd, tb))
 
 
 @dataclass(frozen=True)
@@ -97,12 +90,7 @@ def _c27_case(N: int, rotate: bool, k: int, ctx: Context) -> StateCase:
     B = 1 if rotate else max(1, min(8, ctx.pick(quick=200_000, full=1_000_000, gpu=4_000_000) // N))
     rnn = prop28_rnn(book, C27_D, link.two_layer_net(), eps=C27_EPS, r_x=token_radius(C27_D, N * B))
     r_x = rnn.guarantee.r_x
-    p = QSTR(N=N, d=C27_D, link=link, variant="simple").sample(
-        B,
-        generator=ctx.generator("cor-27/prompts", k, device=ctx.device),
-        device=ctx.device,
-        dtype=F64,
-    )
+    p = qstr_prompts(N, C27_D, link, B, ctx.generator("cor-27/prompts", k, device=ctx.device), ctx)
     x = clip_to_ball(p.x, r_x)
     t0 = p.t[0, 0]
     x[0, t0] = x[0, t0] / x[0, t0].norm(dim=-1, keepdim=True) * r_x  # on the sphere
@@ -134,7 +122,7 @@ def states_within_eps(inp: Cor27Inputs) -> Verdict:
         rounding = transition_rounding(c.rnn.transition, c.N, c.rnn.r_h)
         return at_most(c.error, c.rnn.guarantee.state_eps, rounding, detail=ratios)
 
-    return worst(((c.label, case(c)) for c in inp.cases), key=by_ratio)
+    return worst_case(inp.cases, case, key=by_ratio)
 
 
 @claim.check("exactly 0 off target")
@@ -145,34 +133,21 @@ def zero_off_target(inp: Cor27Inputs) -> Verdict:
         (tf, tb), st = c.targets, c.states
         n = int(((tf == 0) & (st.h_fwd != 0)).sum() + ((tb == 0) & (st.h_bwd != 0)).sum())
         rows.append((c.label, n))
-    return exact(
-        sum(n for _, n in rows),
-        0,
-        detail="nonzero states where the target is 0: " + ", ".join(f"{a}: {n}" for a, n in rows),
-    )
+    return none_counted(rows, "nonzero states where the target is 0")
 
 
 @claim.check("projection inactive")
 def projection_inactive(inp: Cor27Inputs) -> Verdict:
     """Cor 27: at r_h = sqrt(q)(r_x + sqrt(d) eps) the projection onto the r_h ball never acts."""
-    rows = [(c.label, c.states.projection_active) for c in inp.cases]
-    return exact(
-        sum(n for _, n in rows),
-        0,
-        detail="projected steps: " + ", ".join(f"{a}: {n}" for a, n in rows),
+    return none_counted(
+        [(c.label, c.states.projection_active) for c in inp.cases], "projected steps"
     )
 
 
 @claim.check("certified eps <= asked")
 def eps_as_asked(inp: Cor27Inputs) -> Verdict:
     """The transition's certified eps meets the accuracy asked for."""
-    return worst(
-        (
-            (c.label, at_most(c.rnn.transition.guarantee.eps, inp.eps, detail="the largest"))
-            for c in inp.cases
-        ),
-        key=by_measured,
-    )
+    return certified_eps_as_asked(inp.cases, inp.eps)
 
 
 def _module_states(inp: Cor27Inputs):
@@ -184,7 +159,7 @@ def _module_states(inp: Cor27Inputs):
 def _gap(states, c: StateCase) -> float:
     """max |module state - scan state| over both directions."""
     (hf, hb), st = states, c.states
-    return max(float((hf - st.h_fwd).abs().max()), float((hb - st.h_bwd).abs().max()))
+    return max(largest_gap(hf, st.h_fwd), largest_gap(hb, st.h_bwd))
 
 
 @claim.check("module loop = scan")
@@ -257,9 +232,8 @@ def _module_at_cor27_radius(inp: Cor27Inputs) -> Cor27Inputs:
     return replace(inp, clipped=(inp.cases[0].rnn.module(device=c.x.device), c))
 
 
-@claim.fault(
-    "module gate bands from 0, not 1/2", breaks=(module_equals_scan, module_zeros_equal_scan)
+claim.fault(
+    "module gate bands from 0, not 1/2",
+    breaks=(module_equals_scan, module_zeros_equal_scan),
+    apply=module_bands_from_zero,
 )
-def _module_bands_from_zero(inp: Cor27Inputs) -> Cor27Inputs:
-    """The loop module with its gate bands from 0 (see :func:`bands_from_zero`)."""
-    return replace(inp, module=bands_from_zero(inp.module, inp.cases[0].rnn.transition))

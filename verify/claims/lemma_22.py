@@ -7,15 +7,8 @@ import torch
 
 from qstr.constructions.relu import product_error, product_gadget
 from qstr.verify.claim import Claim, Context, Ref, replaced
-from qstr.verify.claims._transition import (
-    F64,
-    GadgetCase,
-    GadgetInputs,
-    certificate_attained,
-    searched,
-    with_half_the_knots,
-    within_certificate,
-)
+from qstr.verify.claims._transition import F64, GadgetCase, GadgetInputs, certificate_attained
+from qstr.verify.claims._transition import searched, with_half_the_knots, within_certificate
 from qstr.verify.registry import register
 
 L22_CASES = ((1.0, 17), (0.125, 9))  # (R, knots)
@@ -24,9 +17,8 @@ claim = register(
     Claim(
         "lemma-22",
         Ref("Lemma 22"),
-        statement="product gadget (x+y)^2/4 - (x-y)^2/4 by knot interpolation: "
-        "sup |P(x,y) - xy| on [-R,R]^2 "
-        "<= h^2/16 (certified, attained), h = 4R/(knots-1)",
+        statement="product gadget (x+y)^2/4 - (x-y)^2/4 by knot interpolation: sup |P(x,y) - xy| "
+        "on [-R,R]^2 <= h^2/16 (certified, attained), h = 4R/(knots-1)",
         builds=(product_gadget,),
         bounds=(product_error,),
         derivation="docs/derivations/rnn-transition.md",

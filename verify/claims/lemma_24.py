@@ -9,29 +9,11 @@ from dataclasses import replace
 import torch
 
 from qstr.constructions.relu import gate_bands, gate_gadget
-from qstr.verify.claim import (
-    Claim,
-    Context,
-    Ref,
-    Verdict,
-    close,
-    exact,
-    fields_edited,
-    mapped,
-    replaced,
-    worst,
-)
-from qstr.verify.claims._transition import (
-    F64,
-    GadgetCase,
-    GadgetInputs,
-    by_measured,
-    certificate_attained,
-    on_device,
-    searched,
-    with_half_the_knots,
-    within_certificate,
-)
+from qstr.verify.claim import Claim, Context, Ref, Verdict, close, fields_edited, mapped, replaced
+from qstr.verify.claims._transition import F64, GadgetCase, GadgetInputs, by_measured
+from qstr.verify.claims._transition import certificate_attained, largest_gap, none_counted
+from qstr.verify.claims._transition import on_device, searched, with_half_the_knots
+from qstr.verify.claims._transition import within_certificate, worst_case
 from qstr.verify.registry import register
 
 L24_CASES = ((3.0, 16, 1.05), (0.5, 8, 1.0))  # (r_x, knots, s_max)
@@ -46,9 +28,8 @@ claim = register(
     Claim(
         "lemma-24",
         Ref("Lemma 24"),
-        statement="gate gadget: sup |G(x,s) - 2x relu(s-1/2)| over |x| <= r_x, s <= s_max "
-        "is <= r_x delta "
-        "(certified, attained), delta = (s_max - 1/2)/knots; exactly 0 for s <= 1/2",
+        statement="gate gadget: sup |G(x,s) - 2x relu(s-1/2)| over |x| <= r_x, s <= s_max is <= "
+        "r_x delta (certified, attained), delta = (s_max - 1/2)/knots; exactly 0 for s <= 1/2",
         builds=(gate_gadget,),
         bounds=(gate_error,),
         derivation="docs/derivations/rnn-transition.md",
@@ -91,17 +72,15 @@ attained = claim.check("r_x delta attained")(certificate_attained)
 def zero_below_half(inp: GadgetInputs, ctx: Context) -> Verdict:
     """Lemma 24: the gadget is exactly 0 for s < 1/2 (a 201 x 201 grid of
     [-r_x, r_x] x [-1.5, 1/2))."""
-    nonzero, where = 0, []
+    rows = []
     for c in inp.cases:
         r_x = c.args[0]
         grid = torch.cartesian_prod(
             torch.linspace(-r_x, r_x, 201, dtype=F64, device=ctx.device),
             torch.linspace(-1.5, 0.5 - 1e-9, 201, dtype=F64, device=ctx.device),
         )
-        count = int((on_device(c.gadget, ctx.device)(grid) != 0).sum())
-        nonzero += count
-        where.append(f"{c.label}: {count}")
-    return exact(nonzero, 0, detail="nonzero outputs for s < 1/2: " + ", ".join(where))
+        rows.append((c.label, int((on_device(c.gadget, ctx.device)(grid) != 0).sum())))
+    return none_counted(rows, "nonzero outputs for s < 1/2")
 
 
 @claim.check("gadget = unit sum = closed form")
@@ -117,14 +96,11 @@ def gadget_is_unit_sum(inp: GadgetInputs) -> Verdict:
         )
         x, s = grid[:, :1], grid[:, 1]
         units = bands.evaluate_units(x, s)
-        gap = max(
-            float((c.gadget(grid) - units).abs().max()),
-            float((bands.evaluate(x, s) - units).abs().max()),
-        )
+        gap = max(largest_gap(c.gadget(grid), units), largest_gap(bands.evaluate(x, s), units))
         what = f"largest |gadget - unit sum| or |closed form - unit sum|, {c.shown}"
         return close(gap, 0.0, 0.0, c.rounding + c.rounding, detail=what)
 
-    return worst(((c.label, case(c)) for c in inp.cases), key=by_measured)
+    return worst_case(inp.cases, case, key=by_measured)
 
 
 @claim.fault("half the knots", breaks=(sup_error, attained))

@@ -14,27 +14,11 @@ from qstr.bounds.recurrent import TransitionGuarantee, prop26_transition, prop28
 from qstr.constructions.codes import Codebook, build_codebook, rs_hadamard_codebook
 from qstr.constructions.links import make_link
 from qstr.constructions.recurrent import rnn_weights, transition_weights
-from qstr.verify.claim import (
-    Claim,
-    Context,
-    Ref,
-    Verdict,
-    at_most,
-    exact,
-    fields_edited,
-    mapped,
-    worst,
-)
-from qstr.verify.claims._transition import (
-    F64,
-    ball_ascent,
-    by_measured,
-    by_ratio,
-    by_relative_gap,
-    derived_close,
-    orthogonally_rotated,
-    transition_rounding,
-)
+from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, exact, fields_edited, mapped
+from qstr.verify.claim import worst
+from qstr.verify.claims._transition import F64, ball_ascent, by_measured, by_ratio, by_relative_gap
+from qstr.verify.claims._transition import derived_close, largest_gap, orthogonally_rotated
+from qstr.verify.claims._transition import transition_rounding, worst_case
 from qstr.verify.registry import register
 
 P26_D, P26_Q, P26_RX, P26_EPS = 3, 2, 2.5, 0.1
@@ -178,15 +162,6 @@ class TransitionCase:
 
 
 @dataclass(frozen=True)
-class Curve:
-    """An RNN whose forward states are scanned over the prefixes ``Ns`` of its positions."""
-
-    label: str
-    rnn: object  # RNNConstruction
-    Ns: tuple
-
-
-@dataclass(frozen=True)
 class Prop26Inputs:
     """The transitions on their codes, the guarantees whose budget is checked against the
     derivation (with the codes they were built for), and the RNNs whose states are scanned."""
@@ -194,7 +169,7 @@ class Prop26Inputs:
     cases: Tuple[TransitionCase, ...]
     guarantees: Tuple[TransitionGuarantee, ...]
     codes: Tuple[Tuple[str, torch.Tensor], ...]  # (label, omega) each guarantee was built for
-    curves: Tuple[Curve, ...]
+    curves: Tuple[tuple, ...]  # (label, RNNConstruction, the prefixes N its states are checked at)
     eps: float  # the accuracy asked for
 
 
@@ -242,7 +217,7 @@ def _transition_case(label: str, book: Codebook, k: int, ctx: Context) -> Transi
     return TransitionCase(label, book, tr, i, t, x, boundary, sub, h, sel, x0, xa, xl)
 
 
-def _curve(N: int, rotate: bool, ctx: Context) -> Curve:
+def _curve(N: int, rotate: bool, ctx: Context) -> tuple:
     """The RNN on the RS-Hadamard codes of N (rotated: d_e = 64, mu = 1/2, approximate products),
     scanned over the prefixes of P26_ROTATED_NS (rotated) or P26_LONG_NS."""
     book = rs_hadamard_codebook(N, dtype=F64)
@@ -253,7 +228,7 @@ def _curve(N: int, rotate: bool, ctx: Context) -> Curve:
         book.to(device=ctx.device), P26_D, link.two_layer_net(), eps=P26_EPS, r_x=P26_RX
     )
     kind = "rotated" if rotate else "rs-hadamard"
-    return Curve(f"{kind} N={N}", rnn, P26_ROTATED_NS if rotate else P26_LONG_NS)
+    return f"{kind} N={N}", rnn, P26_ROTATED_NS if rotate else P26_LONG_NS
 
 
 @claim.inputs
@@ -270,15 +245,12 @@ def prop26_inputs(ctx: Context) -> Prop26Inputs:
     extra = [("mu = 1/8", quarter, P26_RX)] if ctx.profile == "quick" else []
     # the cap binds at both; at 0.04 its value decides K1
     extra += [(f"mu = 1/8, r_x = {r_x}", quarter, r_x) for r_x in (0.05, 0.04)]
-    built = [
+    padded = build_codebook(64, kind="rs-hadamard", d_e=300, dtype=F64, device=ctx.device)
+    extra.append(("zero-padded rs-hadamard", padded, P26_RX))
+    built = [(c.label, c.transition, c.book) for c in cases] + [
         (label, prop26_transition(book, P26_D, P26_Q, eps=P26_EPS, r_x=r_x), book)
         for label, book, r_x in extra
     ]
-    padded = build_codebook(64, kind="rs-hadamard", d_e=300, dtype=F64, device=ctx.device)
-    built.append(
-        ("zero-padded rs-hadamard", prop26_transition(padded, P26_D, P26_Q, r_x=P26_RX), padded)
-    )
-    built = [(c.label, c.transition, c.book) for c in cases] + built
     curves = (_curve(P26_ROTATED_NS[-1], True, ctx),)
     if ctx.profile == "gpu":  # the transition scanned over N = 1e6 positions (exact products)
         curves += (_curve(P26_LONG_NS[-1], False, ctx),)
@@ -311,7 +283,7 @@ def target_error(inp: Prop26Inputs) -> Verdict:
         err = max(float(e.max()) for e in errs)
         return at_most(err, g.eps, transition_rounding(c.transition), detail=what)
 
-    return worst(((c.label, case(c)) for c in inp.cases), key=by_ratio)
+    return worst_case(inp.cases, case, key=by_ratio)
 
 
 def _nonzero_off_target(c: TransitionCase) -> Tuple[int, int]:
@@ -354,20 +326,20 @@ def gate_below_threshold(inp: Prop26Inputs) -> Verdict:
         what = "adversarial max |gate| off target vs the threshold"
         return at_most(leak, c.transition.threshold, transition_rounding(c.transition), detail=what)
 
-    return worst(((c.label, case(c)) for c in inp.cases), key=by_ratio)
+    return worst_case(inp.cases, case, key=by_ratio)
 
 
-def _curve_errors(curve: Curve) -> list:
+def _curve_errors(rnn, Ns) -> list:
     """max |h_fwd - target| on the prefixes N of tokens x_j = r_x e_1 (the sphere: the gate leaks
     most), simple t = (N/2)."""
-    rnn, N = curve.rnn, curve.Ns[-1]
+    N = Ns[-1]
     x = torch.zeros(1, N, P26_D, dtype=F64, device=rnn.omega.device)
     x[..., 0] = P26_RX
     t = torch.full((1, 1), N // 2, dtype=torch.long, device=x.device)
     with torch.no_grad():
         h = rnn.states(x, t, r_h=math.inf).h_fwd
         tf, _ = rnn.targets(x, t)
-    return [float((h[:, :n] - tf[:, :n]).abs().max()) for n in curve.Ns]
+    return [float((h[:, :n] - tf[:, :n]).abs().max()) for n in Ns]
 
 
 @claim.check("states within eps at every N")
@@ -375,13 +347,13 @@ def states_within_eps(inp: Prop26Inputs) -> Verdict:
     """The transition scanned over N positions: every state within eps of its target at every
     prefix N (the exact zeros keep the error from accumulating)."""
 
-    def case(c: Curve) -> Tuple[str, Verdict]:
-        errs, tr = _curve_errors(c), c.rnn.transition
-        shown = ", ".join(f"N={n}: {e:.3g}" for n, e in zip(c.Ns, errs, strict=True))
-        rounding = transition_rounding(tr, c.Ns[-1], c.rnn.r_h)
-        return f"{c.label} ({shown})", at_most(max(errs), tr.guarantee.eps, rounding)
+    def case(label: str, rnn, Ns) -> Tuple[str, Verdict]:
+        errs, tr = _curve_errors(rnn, Ns), rnn.transition
+        shown = ", ".join(f"N={n}: {e:.3g}" for n, e in zip(Ns, errs, strict=True))
+        rounding = transition_rounding(tr, Ns[-1], rnn.r_h)
+        return f"{label} ({shown})", at_most(max(errs), tr.guarantee.eps, rounding)
 
-    return worst((case(c) for c in inp.curves), key=by_ratio)
+    return worst((case(*c) for c in inp.curves), key=by_ratio)
 
 
 @claim.check("dense layers = closed form")
@@ -392,25 +364,27 @@ def dense_equals_closed_form(inp: Prop26Inputs) -> Verdict:
     def case(c: TransitionCase) -> Verdict:
         with torch.no_grad():
             z = c.z(c.x, c.sub)
-            gap = (c.transition.dense(torch.cat([c.h, z], 1)) - c.transition(z)).abs().max()
-        return at_most(float(gap), 1e-9, detail="max |dense - closed form| (absolute 1e-9)")
+            gap = largest_gap(c.transition.dense(torch.cat([c.h, z], 1)), c.transition(z))
+        return at_most(gap, 1e-9, detail="max |dense - closed form| (absolute 1e-9)")
 
-    return worst(((c.label, case(c)) for c in inp.cases), key=by_measured)
+    return worst_case(inp.cases, case, key=by_measured)
 
 
 # ------------------------------------------------------------------ the guarantees' budget
 
 
+def _labelled(inp: Prop26Inputs):
+    """(label of its codes, guarantee) for every guarantee checked against the derivation."""
+    return [(label, g) for (label, _), g in zip(inp.codes, inp.guarantees, strict=True)]
+
+
 @claim.check("certified eps <= asked")
 def eps_as_asked(inp: Prop26Inputs) -> Verdict:
     """The certified eps meets the accuracy asked for (Prop 26 builds for any eps > 0)."""
-    return worst(
-        (
-            (label, at_most(g.eps, inp.eps, detail="the largest certified eps"))
-            for (label, _), g in zip(inp.codes, inp.guarantees, strict=True)
-        ),
-        key=by_measured,
-    )
+    cases = [
+        (a, at_most(g.eps, inp.eps, detail="the largest certified eps")) for a, g in _labelled(inp)
+    ]
+    return worst(cases, key=by_measured)
 
 
 @claim.check("knots as derived")
@@ -444,8 +418,8 @@ def _as_derived(inp: Prop26Inputs, field: str) -> Verdict:
     what = f"the guarantee's {field} vs the derivation's"
     return worst(
         (
-            (label, derived_close(getattr(g, field), derived_budget(g)[field], what))
-            for (label, _), g in zip(inp.codes, inp.guarantees, strict=True)
+            (a, derived_close(getattr(g, field), derived_budget(g)[field], what))
+            for a, g in _labelled(inp)
         ),
         key=by_relative_gap,
     )
@@ -484,23 +458,17 @@ def eps_as_derived(inp: Prop26Inputs) -> Verdict:
 # ------------------------------------------------------------------ the faults
 
 
-def _gate_only(tr):
-    """The transition with threshold 0: layers 3-4 pass the gate G unchanged (as if removed)."""
-    return tr.with_threshold(0.0)
-
-
 @claim.fault("rectifying layers 3-4 removed", breaks=(zeros_off_target, states_within_eps))
 def _no_rectifier(inp: Prop26Inputs) -> Prop26Inputs:
-    """Layers 3-4 removed from every transition (and the scanned RNNs'): the gate leaks at pairs
-    with <omega_i, omega_t> = 1/2 and the state error grows with N past eps."""
-    cases = tuple(replace(c, transition=_gate_only(c.transition)) for c in inp.cases)
-    curves = tuple(
-        replace(
-            c,
-            rnn=rnn_weights(c.rnn.omega, _gate_only(c.rnn.transition), c.rnn.g_net, r_h=c.rnn.r_h),
-        )
-        for c in inp.curves
-    )
+    """Layers 3-4 removed from every transition (and the scanned RNNs'): at threshold 0 they pass
+    the gate G unchanged, which leaks at pairs with <omega_i, omega_t> = 1/2, and the state error
+    grows with N past eps."""
+    cases = tuple(replace(c, transition=c.transition.with_threshold(0.0)) for c in inp.cases)
+
+    def gate_only(rnn):
+        return rnn_weights(rnn.omega, rnn.transition.with_threshold(0.0), rnn.g_net, r_h=rnn.r_h)
+
+    curves = tuple((label, gate_only(rnn), Ns) for label, rnn, Ns in inp.curves)
     return replace(inp, cases=cases, curves=curves)
 
 

@@ -16,31 +16,14 @@ from qstr.constructions.encoding import rnn_encoding
 from qstr.constructions.export import load_rnn
 from qstr.constructions.links import make_link
 from qstr.constructions.recurrent import module_from_state, rnn_state, rnn_weights
-from qstr.constructions.task import QSTR, gather_tokens
+from qstr.constructions.task import gather_tokens
 from qstr.verify.adversarial import clip_to_ball
-from qstr.verify.claim import (
-    Claim,
-    Context,
-    Ref,
-    Verdict,
-    at_most,
-    fields_edited,
-    mapped,
-    worst,
-)
+from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, fields_edited, mapped, worst
 from qstr.verify.claims._roundtrip import through_file, through_path
-from qstr.verify.claims._transition import (
-    F64,
-    ball_ascent,
-    bands_from_zero,
-    by_measured,
-    by_ratio,
-    by_relative_gap,
-    derived_close,
-    orthogonally_rotated,
-    rnn_with,
-    transition_rounding,
-)
+from qstr.verify.claims._transition import F64, ball_ascent, by_measured, by_ratio, by_relative_gap
+from qstr.verify.claims._transition import certified_eps_as_asked, derived_close, largest_gap
+from qstr.verify.claims._transition import module_bands_from_zero, orthogonally_rotated
+from qstr.verify.claims._transition import qstr_prompts, rnn_with, transition_rounding, worst_case
 from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding
 
@@ -70,8 +53,7 @@ claim = register(
         Ref("Prop 28"),
         statement="end-to-end RNN on simple-qSTR: |y_hat_i - g_net(x_t)| <= ||a_g|| ||W_g|| "
         "sqrt(qd) eps at every position (random, adversarial tokens in the r_x ball; literal "
-        "module == scan; the saved file run by a "
-        "plain recurrence == scan, within the bound)",
+        "module == scan; the saved file run by a plain recurrence == scan, within the bound)",
         builds=(rnn_weights, rnn_state),
         bounds=(prop28_rnn, teacher_rnn, prediction_bound, net_lipschitz, state_radius),
         derivation="docs/derivations/rnn-transition.md",
@@ -145,15 +127,7 @@ class Prop28Inputs:
     eps: float
 
 
-def _p28_case(  # noqa: PLR0913 - the case's code, prompts and what is searched or saved
-    N: int,
-    rotate: bool,
-    B: int,
-    k: int,
-    ctx: Context,
-    adversarial: int = 0,
-    saved: bool = False,
-) -> PredictionCase:
+def _p28_case(N: int, rotate: bool, B: int, k: int, ctx: Context, adversarial=0, saved=False):
     """B simple-qSTR prompts, plus B adversarial ones when ``adversarial`` steps are asked
     (ascent on the prediction error), and the file saved and reloaded when ``saved``."""
     book = rs_hadamard_codebook(N, dtype=F64)
@@ -165,12 +139,7 @@ def _p28_case(  # noqa: PLR0913 - the case's code, prompts and what is searched 
     c = prop28_rnn(
         book.to(device=ctx.device), P28_D, link.two_layer_net(), r_x=token_radius(P28_D, 64 * N)
     )
-    p = QSTR(N=N, d=P28_D, link=link, variant="simple").sample(
-        B,
-        generator=ctx.generator("prop-28/prompts", k, device=ctx.device),
-        device=ctx.device,
-        dtype=F64,
-    )
+    p = qstr_prompts(N, P28_D, link, B, ctx.generator("prop-28/prompts", k, device=ctx.device), ctx)
     x, t = clip_to_ball(p.x, c.guarantee.r_x), p.t
     if adversarial:
         error = lambda xx: (c.predict(xx, t) - link(gather_tokens(xx, t))).abs()  # noqa: E731
@@ -186,15 +155,9 @@ def _cli_case(ctx: Context) -> PredictionCase:
     N, d, q, eps = P28_CLI
     c = teacher_rnn(N, d, q, eps=eps, seed=ctx.seed)
     model = through_path(rnn_state(c), load_rnn, device=ctx.device)
-    link = make_link(
-        "teacher", q, d, generator=torch.Generator().manual_seed(ctx.seed), width=8
-    ).to(ctx.device)
-    p = QSTR(N=N, d=d, link=link, variant="simple").sample(
-        4,
-        generator=ctx.generator("prop-28/cli-prompts", device=ctx.device),
-        device=ctx.device,
-        dtype=F64,
-    )
+    gen = torch.Generator().manual_seed(ctx.seed)
+    link = make_link("teacher", q, d, generator=gen, width=8).to(ctx.device)
+    p = qstr_prompts(N, d, link, 4, ctx.generator("prop-28/cli-prompts", device=ctx.device), ctx)
     label = f"`qstr construct rnn` file N={N} d={d} q={q}"
     return PredictionCase(label, c, link, clip_to_ball(p.x, c.guarantee.r_x), p.t, model)
 
@@ -213,30 +176,33 @@ def prop28_inputs(ctx: Context) -> Prop28Inputs:
         for k, N in enumerate(Ns)
     ]
     cases.append(_p28_case(64, True, 16, len(Ns), ctx))
-    N, B, steps = (
-        ctx.pick(quick=32, full=64),
-        ctx.pick(quick=4, full=8),
-        ctx.pick(quick=10, full=40),
-    )
+    N, B, steps = ctx.pick(quick=(32, 4, 10), full=(64, 8, 40))  # the saved rotated code
     cases.append(_p28_case(N, True, B, len(Ns) + 1, ctx, steps, saved=True))
     return Prop28Inputs(
         tuple(cases), cases[0].rnn.module(device=ctx.device), _cli_case(ctx), P28_EPS
     )
 
 
-def _p28_rounding(c, N: int) -> Rounding:
+def _p28_rounding(c) -> Rounding:
     """The state rounding term carried through g_net (Lipschitz constant Lip), plus g_net's own
     sums (qd inputs, m units) on states of norm <= 2 r_h + r_x."""
-    states = transition_rounding(c.transition, N, c.r_h).times(
+    states = transition_rounding(c.transition, c.N, c.r_h).times(
         max(c.guarantee.lipschitz, 1.0), "max(1, Lip)"
     )
     net = c.g_net
     scale = float(net.a.abs() @ (net.W.abs().sum(1) * (2 * c.r_h + c.guarantee.r_x) + net.b.abs()))
-    return states + Rounding(
-        n=c.transition.d_h + net.m + 2,
-        scale=scale,
-        what="(qd + m + 2) eps |a|(|W| (2 r_h + r_x) + |b|)",
-    )
+    what = "(qd + m + 2) eps |a|(|W| (2 r_h + r_x) + |b|)"
+    return states + Rounding(n=c.transition.d_h + net.m + 2, scale=scale, what=what)
+
+
+def _all(inp: Prop28Inputs) -> Tuple[PredictionCase, ...]:
+    """Every case and the CLI's."""
+    return inp.cases + (inp.cli,)
+
+
+def _targets(c: PredictionCase) -> torch.Tensor:
+    """g(x_t) at every position."""
+    return c.link(gather_tokens(c.x, c.t))
 
 
 def _cli_outputs(k: PredictionCase) -> torch.Tensor:
@@ -249,31 +215,17 @@ def prediction_within_bound(inp: Prop28Inputs) -> Verdict:
     """Prop 28: |y_hat_i - g(x_t)| <= ||a|| ||W||_op sqrt(qd) eps at every position: the scan on
     every case and the CLI file's module (the saved files' plain recurrence equals the scan:
     :func:`plain_recurrence_equals_scan`)."""
-    rows = []
     with torch.no_grad():
-        for c in inp.cases:
-            y = c.rnn.predict(c.x, c.t)
-            rows.append((c, float((y - c.link(gather_tokens(c.x, c.t))).abs().max())))
-        k = inp.cli
-        rows.append((k, float((_cli_outputs(k) - k.link(gather_tokens(k.x, k.t))).abs().max())))
+        errors = [largest_gap(c.rnn.predict(c.x, c.t), _targets(c)) for c in inp.cases]
+        errors.append(largest_gap(_cli_outputs(inp.cli), _targets(inp.cli)))
+    rows = list(zip(_all(inp), errors, strict=True))
     ratios = "err/bound: " + ", ".join(
         f"{c.label}: {e / c.rnn.guarantee.prediction_error:.3g}" for c, e in rows
     )
-    return worst(
-        (
-            (
-                c.label,
-                at_most(
-                    e,
-                    c.rnn.guarantee.prediction_error,
-                    _p28_rounding(c.rnn, c.rnn.N),
-                    detail=ratios,
-                ),
-            )
-            for c, e in rows
-        ),
-        key=by_ratio,
+    bound = lambda c, e: at_most(  # noqa: E731
+        e, c.rnn.guarantee.prediction_error, _p28_rounding(c.rnn), detail=ratios
     )
+    return worst(((c.label, bound(c, e)) for c, e in rows), key=by_ratio)
 
 
 @claim.check("module = scan")
@@ -282,7 +234,7 @@ def module_equals_scan(inp: Prop28Inputs) -> Verdict:
     c = inp.cases[0]
     with torch.no_grad():
         y = inp.module(c.rnn.encode(c.x, c.t)).reshape(c.x.shape[:2])
-        gap = float((y - c.rnn.predict(c.x, c.t)).abs().max())
+        gap = largest_gap(y, c.rnn.predict(c.x, c.t))
     return at_most(gap, 1e-9, detail=f"{c.label}: max |module - scan| (absolute 1e-9)")
 
 
@@ -293,53 +245,39 @@ def saved_module_equals_scan(inp: Prop28Inputs, ctx: Context) -> Verdict:
     c, k = inp.cases[0], inp.cli
     with torch.no_grad():
         y = module_from_state(c.state, device=ctx.device)(c.rnn.encode(c.x, c.t))
-        gaps = [
-            (c.label, float((y.reshape(c.x.shape[:2]) - c.rnn.predict(c.x, c.t)).abs().max())),
-            (k.label, float((_cli_outputs(k) - k.rnn.predict(k.x, k.t)).abs().max())),
-        ]
+        gaps = {
+            c.label: largest_gap(y.reshape(c.x.shape[:2]), c.rnn.predict(c.x, c.t)),
+            k.label: largest_gap(_cli_outputs(k), k.rnn.predict(k.x, k.t)),
+        }
     what = "max |reloaded module - scan| (absolute 1e-9)"
-    return worst(((a, at_most(gap, 1e-9, detail=what)) for a, gap in gaps), key=by_measured)
+    return worst_case((c, k), lambda c: at_most(gaps[c.label], 1e-9, detail=what), key=by_measured)
 
 
 @claim.check("plain recurrence on the file = scan")
 def plain_recurrence_equals_scan(inp: Prop28Inputs) -> Verdict:
     """Each saved file, run by a plain recurrence from its tensors alone (docs/formats.md),
     predicts what the scan does, within twice the Prop 28 rounding term."""
-    rows = []
-    with torch.no_grad():
-        for c in inp.cases:
-            if c.state is not None:
-                y = plain_birnn(c.state, c.x, c.t)[0]
-                gap = float((y - c.rnn.predict(c.x, c.t)).abs().max())
-                rnd = _p28_rounding(c.rnn, c.rnn.N).times(2.0, "2")
-                rows.append(
-                    (c.label, at_most(gap, 0.0, rnd, detail="max |plain recurrence - scan|"))
-                )
-    return worst(rows, key=lambda v: v.measured / v.rounding)
 
+    def case(c: PredictionCase) -> Verdict:
+        with torch.no_grad():
+            gap = largest_gap(plain_birnn(c.state, c.x, c.t)[0], c.rnn.predict(c.x, c.t))
+        rounding = _p28_rounding(c.rnn).times(2.0, "2")
+        return at_most(gap, 0.0, rounding, detail="max |plain recurrence - scan|")
 
-def _constructions(inp: Prop28Inputs):
-    return [(c.label, c.rnn) for c in inp.cases] + [(inp.cli.label, inp.cli.rnn)]
+    saved = [c for c in inp.cases if c.state is not None]
+    return worst_case(saved, case, key=lambda v: v.measured / v.rounding)
 
 
 @claim.check("certified eps <= asked")
 def eps_as_asked(inp: Prop28Inputs) -> Verdict:
     """The transitions' certified eps meets the accuracy asked for (the CLI's too)."""
-    return worst(
-        (
-            (label, at_most(c.transition.guarantee.eps, inp.eps, detail="the largest"))
-            for label, c in _constructions(inp)
-        ),
-        key=by_measured,
-    )
+    return certified_eps_as_asked(_all(inp), inp.eps)
 
 
 def _as_derived(inp: Prop28Inputs, name: str, recorded, derived) -> Verdict:
     """Each construction's ``recorded(c)`` against ``derived(c)`` (relative 1e-12); the worst."""
-    return worst(
-        ((label, derived_close(recorded(c), derived(c), name)) for label, c in _constructions(inp)),
-        key=by_relative_gap,
-    )
+    close_to = lambda c: derived_close(recorded(c.rnn), derived(c.rnn), name)  # noqa: E731
+    return worst_case(_all(inp), close_to, key=by_relative_gap)
 
 
 @claim.check("Lip = ||a|| ||W||_op")
@@ -363,12 +301,8 @@ def _general_prompts(inp: Prop28Inputs, ctx: Context) -> Prop28Inputs:
     states add up x_j at positions j = t_{j,l}, which says nothing about position i's own tuple."""
     cases = []
     for k, c in enumerate(inp.cases):
-        p = QSTR(N=c.rnn.N, d=P28_D, link=c.link, variant="general").sample(
-            c.x.shape[0],
-            generator=ctx.generator("prop-28/general", k, device=ctx.device),
-            device=ctx.device,
-            dtype=F64,
-        )
+        gen = ctx.generator("prop-28/general", k, device=ctx.device)
+        p = qstr_prompts(c.rnn.N, P28_D, c.link, c.x.shape[0], gen, ctx, variant="general")
         cases.append(replace(c, x=clip_to_ball(p.x, c.rnn.guarantee.r_x), t=p.t, state=None))
     return replace(inp, cases=tuple(cases))
 
@@ -403,9 +337,8 @@ def _without_direct_term(c: PredictionCase) -> Optional[dict]:
     """The output net written without f(z_i) (:func:`_output_layers_without_direct_term`: layer
     4's columns that read the transition's output zero), so g(h_fwd + h_bwd) misses x_{t_l} at
     i = t_l."""
-    return (
-        None if c.state is None else dict(c.state, output=_output_layers_without_direct_term(c.rnn))
-    )
+    if c.state is not None:
+        return dict(c.state, output=_output_layers_without_direct_term(c.rnn))
 
 
 def _saved_in_float32(c: PredictionCase) -> Optional[dict]:
@@ -433,12 +366,9 @@ claim.fault(
     breaks=saved_module_equals_scan,
     apply=mapped("cases", fields_edited(state=_saved_in_float32)),
 )
-
-
-@claim.fault("module gate bands from 0, not 1/2", breaks=module_equals_scan)
-def _module_bands_from_zero(inp: Prop28Inputs) -> Prop28Inputs:
-    """The loop module with its gate bands from 0 (see :func:`bands_from_zero`)."""
-    return replace(inp, module=bands_from_zero(inp.module, inp.cases[0].rnn.transition))
+claim.fault(
+    "module gate bands from 0, not 1/2", breaks=module_equals_scan, apply=module_bands_from_zero
+)
 
 
 @claim.fault("CLI built for twice the eps asked", breaks=eps_as_asked)
