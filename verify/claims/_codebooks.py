@@ -1,19 +1,18 @@
 """What the codebook claims share (Assumption 3, the RS-Hadamard codes, the experiments'
-encoding): the brute-force coherence, the sign-pattern count of the pair tail and its rounding
-term (docs/derivations/codebooks.md)."""
-
-from __future__ import annotations
+encoding): the brute-force coherence and its rounding term, the pair tail by counting sign
+patterns and its one-sided slip (docs/derivations/codebooks.md)."""
 
 from fractions import Fraction
+from operator import attrgetter
 from typing import Optional
 
 import torch
 
 from qstr.constructions.codes import Codebook, rademacher_pair_tail
-from qstr.verify.claim import Verdict
 from qstr.verify.rounding import Rounding
 
 CODEBOOKS = "docs/derivations/codebooks.md"
+largest = attrgetter("measured")  # worst(..., key=largest): the codebook measuring most
 
 
 def coherence_rounding(book: Codebook, dtype: Optional[torch.dtype] = None) -> Rounding:
@@ -42,8 +41,3 @@ def tail_by_counting(d_e: int, mu: float) -> Fraction:
 def one_sided_pair_tail(d_e: int, mu: float) -> float:
     """The pair tail with |.| forgotten: P(<w_i, w_j> > mu), half the two-sided tail."""
     return rademacher_pair_tail(d_e, mu) / 2
-
-
-def largest(verdict: Verdict) -> float:
-    """The key of ``worst`` that picks the codebook measuring most (not the least slack)."""
-    return verdict.measured

@@ -1,11 +1,8 @@
 """Assumption 1: sampled tokens have E[||x||^r]^(1/r) <= sqrt(C_x d r) with C_x <= 1, the Monte
 Carlo moments matching the chi and normal closed forms (docs/derivations/theorem4.md)."""
 
-from __future__ import annotations
-
 import math
 from dataclasses import dataclass, replace
-from operator import attrgetter
 from typing import Callable, Tuple
 
 from qstr.constructions.links import CallableLink, make_link
@@ -51,8 +48,8 @@ class Assumption1Inputs:
     forms they are compared with."""
 
     reports: Tuple[Tuple[int, MomentReport], ...]  # (d, report)
-    chi_ratio: Callable[[int, float], float]
-    normal_ratio: Callable[[float], float]
+    chi_ratio: Callable[[int, float], float] = chi_moment_ratio
+    normal_ratio: Callable[[float], float] = normal_moment_ratio
 
 
 def _reports(ctx: Context, task=QSTR, link=lambda linear: linear):
@@ -62,16 +59,15 @@ def _reports(ctx: Context, task=QSTR, link=lambda linear: linear):
         linear = make_link("linear", 1, d, generator=ctx.generator("assumption-1/link", d))
         g = ctx.generator("assumption-1/tokens", d, device=ctx.device)
         sampled = task(N=64, d=d, link=link(linear))
-        reports.append(
-            (d, moment_check(sampled, B=B, orders=ORDERS, device=ctx.device, generator=g))
-        )
+        report = moment_check(sampled, B=B, orders=ORDERS, device=ctx.device, generator=g)
+        reports.append((d, report))
     return tuple(reports)
 
 
 @claim.inputs
 def assumption1_inputs(ctx: Context) -> Assumption1Inputs:
     """Monte Carlo token and label moments at r = 1..4, d = 1, 4, 16 (Assumption 1)."""
-    return Assumption1Inputs(_reports(ctx), chi_moment_ratio, normal_moment_ratio)
+    return Assumption1Inputs(_reports(ctx))
 
 
 @claim.check("C_x <= 1")
@@ -82,18 +78,15 @@ def c_x(inp: Assumption1Inputs) -> Verdict:
         rnd = Rounding(n=rep.samples, scale=rep.C_x, what="(B N) eps C_x")
         verdict = at_most(rep.C_x, 1.0, rnd, detail="C_x = max_r E||x||^r^(2/r) / (d r)")
         cases.append((f"d = {d}, {rep.samples} tokens", verdict))
-    return worst(cases, key=attrgetter("measured"))
+    return worst(cases)
 
 
 def _ratios(inp: Assumption1Inputs, column: int, closed) -> Verdict:
     """Monte Carlo / closed form = 1 within TOL, the worst (d, r)."""
+    rows = [(d, row[0], row[column]) for d, rep in inp.reports for row in rep.per_order]
     return worst(
-        (
-            f"d = {d}, r = {row[0]:g}",
-            close(row[column] / closed(d, row[0]), 1.0, TOL, detail="MC / closed form"),
-        )
-        for d, rep in inp.reports
-        for row in rep.per_order
+        (f"d = {d}, r = {r:g}", close(mc / closed(d, r), 1.0, TOL, detail="MC / closed form"))
+        for d, r, mc in rows
     )
 
 
@@ -110,13 +103,10 @@ def labels(inp: Assumption1Inputs) -> Verdict:
 
 
 class _Scaled(QSTR):
-    """A sampler drawing x ~ N(0, scale^2 I) by mistake."""
-
-    scale = 1.5
+    """A sampler drawing x ~ N(0, 1.5^2 I) by mistake."""
 
     def sample_tokens(self, B, *, generator, device, dtype):
-        x = super().sample_tokens(B, generator=generator, device=device, dtype=dtype)
-        return self.scale * x
+        return 1.5 * super().sample_tokens(B, generator=generator, device=device, dtype=dtype)
 
 
 @claim.fault("tokens with standard deviation 1.5", breaks=(c_x, tokens))

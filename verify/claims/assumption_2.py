@@ -1,10 +1,9 @@
 """Assumption 2 (the links): each link's E g^2 is as stated, the random teacher's as derived, and
 the exact two-layer nets equal g (docs/derivations/theorem4.md)."""
 
-from __future__ import annotations
-
 import math
-from dataclasses import dataclass, replace
+from functools import partial
+from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, Tuple
 
 import torch
@@ -26,6 +25,7 @@ SECOND_MOMENT = {
     "mean-projected": lambda q, d: 1.0 / q,
 }
 LINKS = ("linear", "hermite", "sqnorm", "mean", "mean-projected", "teacher")
+_draw_teacher = partial(make_link, "teacher", Q, D)  # generator= -> a random teacher link
 
 
 def teacher_second_moment_closed(q: int, d: int) -> float:
@@ -55,13 +55,9 @@ class Assumption2Inputs:
     links: Tuple[Tuple[str, Link], ...]
     xt: torch.Tensor  # (n, q, d) N(0, I) tokens
     big: torch.Tensor  # tokens of norm 10, for the exact nets
-    teacher: Callable[[torch.Generator], Link]  # a generator -> a random teacher link
-    stated: Dict[str, Callable[[int, int], float]]
-    teacher_closed: Callable[[int, int], float]
-
-
-def _draw_teacher(g: torch.Generator) -> Link:
-    return make_link("teacher", Q, D, generator=g)
+    teacher: Callable[..., Link] = _draw_teacher  # generator= -> a random teacher link
+    stated: Dict[str, Callable[[int, int], float]] = field(default_factory=SECOND_MOMENT.copy)
+    teacher_closed: Callable[[int, int], float] = teacher_second_moment_closed
 
 
 @claim.inputs
@@ -74,27 +70,21 @@ def assumption2_inputs(ctx: Context) -> Assumption2Inputs:
     )
     xt = torch.randn(n, Q, D, generator=ctx.generator("assumption-2/tokens"), dtype=torch.float64)
     big = xt[:2000] * (10.0 / xt[:2000].norm(dim=-1, keepdim=True))
-    return Assumption2Inputs(
-        links, xt, big, _draw_teacher, dict(SECOND_MOMENT), teacher_second_moment_closed
-    )
-
-
-def _second_moment(name: str, link: Link, inp: Assumption2Inputs) -> Verdict:
-    """|E g^2 estimate - stated| in standard errors of the estimate, over the rows of xt."""
-    y = link(inp.xt)
-    sq = (y * y).sum(-1) if y.dim() == inp.xt.dim() - 1 else y * y
-    m, se = float(sq.mean()), float(sq.std() / math.sqrt(sq.numel()))
-    want = inp.stated[name](Q, D)
-    detail = f"standard errors: E g^2 = {m:.4f} +- {se:.1g} vs stated {want:.4g}"
-    return at_most(abs(m - want) / se, Z, detail=f"{detail} ({len(inp.xt)} draws)")
+    return Assumption2Inputs(links, xt, big)
 
 
 @claim.check("E g^2 = stated")
 def second_moments(inp: Assumption2Inputs) -> Verdict:
     """Each link's E g^2 (Monte Carlo) = its stated value: the largest |mean - stated| / se."""
-    return worst(
-        (name, _second_moment(name, link, inp)) for name, link in inp.links if name in inp.stated
-    )
+    cases = []
+    for name, link in [(k, f) for k, f in inp.links if k in inp.stated]:
+        y = link(inp.xt)
+        sq = (y * y).sum(-1) if y.dim() == inp.xt.dim() - 1 else y * y
+        m, se = float(sq.mean()), float(sq.std() / math.sqrt(sq.numel()))
+        want = inp.stated[name](Q, D)
+        detail = f"standard errors: E g^2 = {m:.4f} +- {se:.1g} vs stated {want:.4g}"
+        cases.append((name, at_most(abs(m - want) / se, Z, detail=f"{detail} ({len(y)} draws)")))
+    return worst(cases)
 
 
 @claim.check("teacher E g^2 = (1 + 1/(qd)) / 2")
@@ -104,7 +94,7 @@ def teacher(inp: Assumption2Inputs, ctx: Context) -> Verdict:
     g = ctx.generator("assumption-2/teachers")
     means = []
     for _ in range(TEACHERS):
-        link = inp.teacher(g)
+        link = inp.teacher(generator=g)
         xt = torch.randn(32, Q, D, generator=g, dtype=torch.float64)
         means.append(float(link(xt).pow(2).mean()))
     means = torch.tensor(means, dtype=torch.float64)
@@ -113,23 +103,17 @@ def teacher(inp: Assumption2Inputs, ctx: Context) -> Verdict:
     return close(m, inp.teacher_closed(Q, D), Z * se, detail=detail)
 
 
-def _exact_net(link: Link, inp: Assumption2Inputs) -> Verdict:
-    """max |net - g| of the link's exact net, on Gaussian tokens and tokens of norm 10."""
-    net = link.two_layer_net()
-    err = max(float((net(x) - link(x)).abs().max()) for x in (inp.xt[:2000], inp.big))
-    rnd = Rounding(
-        n=Q * D + net.m + 2,
-        scale=10.0 * Q * max(1.0, net.lipschitz),
-        what="(qd + m + 2) eps 10 q Lip",
-    )
-    return at_most(err, 0.0, rnd, detail="max |net - g|")
-
-
 @claim.check("exact nets = g")
 def exact_nets(inp: Assumption2Inputs) -> Verdict:
     """Every exact Assumption 2 net equals g, on Gaussian tokens and tokens of norm 10."""
-    nets = [(name, _exact_net(link, inp)) for name, link in inp.links if link.two_layer_net()]
-    return worst(nets, key=lambda v: v.measured - v.rounding)
+    cases = []
+    for name, link in inp.links:
+        if (net := link.two_layer_net()) is not None:
+            err = max(float((net(x) - link(x)).abs().max()) for x in (inp.xt[:2000], inp.big))
+            scale, what = 10.0 * Q * max(1.0, net.lipschitz), "(qd + m + 2) eps 10 q Lip"
+            rnd = Rounding(n=Q * D + net.m + 2, scale=scale, what=what)
+            cases.append((name, at_most(err, 0.0, rnd, detail="max |net - g|")))
+    return worst(cases, key=lambda v: v.measured - v.rounding)
 
 
 def _hermite_times(factor: float):
@@ -165,10 +149,8 @@ def _sign_slip(inp: Assumption2Inputs) -> Assumption2Inputs:
 def _unscaled_teacher(inp: Assumption2Inputs) -> Assumption2Inputs:
     """Teachers drawn with a ~ N(0, 1) (the 1/sqrt(m) of the output weights forgotten)."""
 
-    def draw(g):
-        t = _draw_teacher(g)
-        m = t.net.a.shape[0]
-        net = TwoLayerNet(a=t.net.a * math.sqrt(m), W=t.net.W, b=t.net.b)
-        return type(t)(q=Q, d=D, net=net)
+    def draw(generator):
+        t = _draw_teacher(generator=generator)
+        return replace(t, net=replace(t.net, a=t.net.a * math.sqrt(t.net.m)))
 
     return replace(inp, teacher=draw)

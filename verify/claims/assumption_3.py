@@ -1,45 +1,37 @@
 """Assumption 3: the toolkit's codebooks have unit rows and exact coherence <= 1/2, and the rules
 that size them are as derived (docs/derivations/codebooks.md (a), (c))."""
 
-from __future__ import annotations
-
 import math
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from functools import partial
 from typing import Callable, Tuple
 
 import torch
 
-from qstr.constructions import codes
-from qstr.constructions.codes import Codebook, CoherenceReport
+from qstr.constructions.codes import Codebook, CoherenceReport, build_codebook, coherence
+from qstr.constructions.codes import coherence_report, experimental_codebook, rademacher_codebook
+from qstr.constructions.codes import rademacher_dim, rademacher_pair_tail, rs_hadamard_codebook
 from qstr.verify.claim import Claim, Context, Ref, Verdict, at_least, at_most, close, exact
 from qstr.verify.claim import replaced, worst
-from qstr.verify.claims import _codebooks as shared
+from qstr.verify.claims._codebooks import CODEBOOKS, coherence_rounding, gram_mu, largest
+from qstr.verify.claims._codebooks import one_sided_pair_tail, tail_by_counting
 from qstr.verify.registry import register
 
 DELTA = 1e-3
 SMALL_N = (2, 3, 8)  # few pairs: C(N, 2) differs most from N^2 / 2
 TAIL_DIMS = (100, 200, 256, 4099)  # the exact rational branch, and scipy's beyond d_e = 4096
 GRAM_ROWS = 1024  # the brute-force Gram runs on each codebook's first rows
+_hoeffding_rule = partial(rademacher_dim, rule="hoeffding")  # (N, delta, mu) -> d_e
 
 claim = register(
     Claim(
         "assumption-3",
         Ref("Assumption 3"),
         statement="toolkit codebooks: unit rows, exact coherence max|<w_i,w_j>| <= 1/2",
-        builds=(
-            codes.build_codebook,
-            codes.rademacher_codebook,
-            codes.rs_hadamard_codebook,
-            Codebook.from_tensor,
-        ),
-        bounds=(
-            codes.rademacher_dim,
-            codes.rademacher_pair_tail,
-            codes.coherence,
-            codes.coherence_report,
-        ),
-        derivation=shared.CODEBOOKS,
+        builds=(build_codebook, rademacher_codebook, rs_hadamard_codebook, Codebook.from_tensor),
+        bounds=(rademacher_dim, rademacher_pair_tail, coherence, coherence_report),
+        derivation=CODEBOOKS,
     )
 )
 
@@ -48,14 +40,13 @@ claim = register(
 class Assumption3Inputs:
     """The toolkit's codebooks as users build them, and the rules and tails they are built by."""
 
-    books: Tuple[Tuple[str, Codebook], ...]
-    n_rademacher: int  # N of the Rademacher codebook, whose d_e follows the exact rule
-    mu_max: float  # Assumption 3's 1/2
-    measure: Callable[[torch.Tensor], float]  # the exact coherence users get (codes.coherence)
-    locate: Callable[[torch.Tensor], CoherenceReport]  # coherence_report: mu and its pair
-    dim_rule: Callable[[int, float, float], int]  # rademacher_dim, the exact rule
-    pair_tail: Callable[[int, float], float]  # rademacher_pair_tail
-    hoeffding: Callable[[int, float, float], int]  # rademacher_dim(..., rule="hoeffding")
+    books: Tuple[Tuple[str, Codebook], ...] = ()  # (name, codebook); "rademacher": the exact rule
+    mu_max: float = 0.5  # Assumption 3's 1/2
+    measure: Callable[[torch.Tensor], float] = coherence  # the exact coherence users get
+    locate: Callable[[torch.Tensor], CoherenceReport] = coherence_report  # mu, its pair
+    dim_rule: Callable[[int, float, float], int] = rademacher_dim  # the exact rule
+    pair_tail: Callable[[int, float], float] = rademacher_pair_tail
+    hoeffding: Callable[[int, float, float], int] = _hoeffding_rule
     mus: Tuple[float, ...] = ()  # measure(omega) of each codebook, measured once (with_books)
 
     def with_books(self, books, measure=None) -> "Assumption3Inputs":
@@ -65,88 +56,68 @@ class Assumption3Inputs:
         return replace(self, books=books, measure=measure, mus=mus)
 
 
-def _randomly_rotated(base: Codebook, ctx: Context) -> Codebook:
-    """User codes through Codebook.from_tensor: RS-Hadamard words under a random rotation."""
-    g = ctx.generator("assumption-3/rotation")
-    Q, _ = torch.linalg.qr(torch.randn(base.d_e, base.d_e, generator=g, dtype=torch.float64))
-    return Codebook.from_tensor(base.omega.to(torch.float64) @ Q.to(base.omega.device))
-
-
-def _hoeffding_rule(N: int, delta: float, mu: float) -> int:
-    return codes.rademacher_dim(N, delta, mu, rule="hoeffding")
-
-
 @claim.inputs
 def assumption3_inputs(ctx: Context) -> Assumption3Inputs:
     """Codebooks through build_codebook (the dispatch `qstr codebook` uses), a zero-padded one and
     a custom one (Assumption 3; docs/derivations/codebooks.md (a), (c))."""
-    n_det = ctx.pick(quick=8192, full=32768, gpu=131072)
-    n_rad = ctx.pick(quick=2048, full=8192, gpu=65536)
-    build, dev = codes.build_codebook, dict(device=ctx.device)
+    n_det, n_rad = ctx.pick(quick=(8192, 2048), full=(32768, 8192), gpu=(131072, 65536))
+    build, dev = build_codebook, dict(device=ctx.device)
     rad = ctx.generator("assumption-3/rademacher", device=ctx.device)
-    small = codes.rs_hadamard_codebook(64, dtype=torch.float64, **dev)
-    books = (
-        ("rs-hadamard", build(n_det, kind="rs-hadamard", mu_max=0.5, **dev)),
-        (
-            "rademacher",
-            build(n_rad, kind="rademacher", mu_max=0.5, delta=DELTA, generator=rad, **dev),
+    small = rs_hadamard_codebook(64, dtype=torch.float64, **dev)  # rotated: codes users bring
+    g = ctx.generator("assumption-3/rotation")
+    Q, _ = torch.linalg.qr(torch.randn(small.d_e, small.d_e, generator=g, dtype=torch.float64))
+    books = {
+        "rs-hadamard": build(n_det, kind="rs-hadamard", mu_max=0.5, **dev),
+        "rademacher": build(
+            n_rad, kind="rademacher", mu_max=0.5, delta=DELTA, generator=rad, **dev
         ),
-        (
-            "rs-hadamard zero-padded to d_e = 300",
-            build(64, kind="rs-hadamard", d_e=300, dtype=torch.float64, **dev),
+        "rs-hadamard zero-padded to d_e = 300": build(
+            64, kind="rs-hadamard", d_e=300, dtype=torch.float64, **dev
         ),
-        ("custom (rotated rs-hadamard)", _randomly_rotated(small, ctx)),
-    )
-    rules = (codes.rademacher_dim, codes.rademacher_pair_tail, _hoeffding_rule)
-    inputs = Assumption3Inputs(books, n_rad, 0.5, codes.coherence, codes.coherence_report, *rules)
-    return inputs.with_books(books)
+        "custom (rotated rs-hadamard)": Codebook.from_tensor(small.omega @ Q.to(ctx.device)),
+    }
+    return Assumption3Inputs().with_books(tuple(books.items()))
 
 
-def _worst_book(inp: Assumption3Inputs, measure, verdict=close, bound=0.0, detail="") -> Verdict:
-    """verdict(measure(mu, book), bound) for each codebook (mu: its measured coherence), with the
-    codes' rounding term: the codebook measuring most."""
+def _worst_book(inp: Assumption3Inputs, values, verdict=close, bound=0.0, detail="") -> Verdict:
+    """verdict(value, bound) per codebook, with the codes' rounding term: the one measuring most."""
     cases = (
         (
             f"{name} N={b.N} d_e={b.d_e}",
-            verdict(measure(mu, b), bound, rounding=shared.coherence_rounding(b), detail=detail),
+            verdict(value, bound, rounding=coherence_rounding(b), detail=detail),
         )
-        for mu, (name, b) in zip(inp.mus, inp.books, strict=True)
+        for value, (name, b) in zip(values, inp.books, strict=True)
     )
-    return worst(cases, key=shared.largest)
+    return worst(cases, key=largest)
 
 
 @claim.check("coherence <= 1/2")
 def coherence_at_most_half(inp: Assumption3Inputs) -> Verdict:
     """Assumption 3: max_{i != j} |<omega_i, omega_j>| <= 1/2, the worst codebook (exact mu)."""
-    return _worst_book(inp, lambda mu, b: mu, at_most, inp.mu_max)
+    return _worst_book(inp, inp.mus, at_most, inp.mu_max)
 
 
 @claim.check("unit rows")
 def unit_rows(inp: Assumption3Inputs) -> Verdict:
     """Assumption 3's unit codes: max_i | ||omega_i||^2 - 1 | over every codebook."""
-
-    def off(mu, b):
-        return float((b.omega.to(torch.float64).pow(2).sum(dim=1) - 1).abs().max())
-
+    off = [float((b.omega.double().pow(2).sum(dim=1) - 1).abs().max()) for _, b in inp.books]
     return _worst_book(inp, off, at_most, detail="max | ||omega_i||^2 - 1 |")
 
 
 @claim.check("stored mu = measured")
 def stored_mu(inp: Assumption3Inputs) -> Verdict:
     """The mu a codebook carries into the bounds is its exact coherence (codebooks.md)."""
-    return _worst_book(inp, lambda mu, b: abs(b.mu - mu), detail="|stored mu - measured mu|")
+    gaps = [abs(b.mu - mu) for mu, (_, b) in zip(inp.mus, inp.books, strict=True)]
+    return _worst_book(inp, gaps, detail="|stored mu - measured mu|")
 
 
 @claim.check("coherence = brute-force Gram")
 def gram(inp: Assumption3Inputs) -> Verdict:
     """The exact coherence equals the brute-force float64 Gram maximum, on each codebook's first
     GRAM_ROWS rows."""
-
-    def gap(mu, b):
-        rows = b.omega[:GRAM_ROWS]
-        return abs(inp.measure(rows) - shared.gram_mu(rows))
-
-    return _worst_book(inp, gap, detail=f"|coherence - Gram max| on <= {GRAM_ROWS} rows")
+    rows = [b.omega[:GRAM_ROWS] for _, b in inp.books]
+    gaps = [abs(inp.measure(w) - gram_mu(w)) for w in rows]
+    return _worst_book(inp, gaps, detail=f"|coherence - Gram max| on <= {GRAM_ROWS} rows")
 
 
 @claim.check("coherence attained at its pair")
@@ -154,20 +125,16 @@ def witness(inp: Assumption3Inputs) -> Verdict:
     """Assumption 3's coherence is attained: the pair coherence_report names has
     |<omega_i, omega_j>| = mu, on every row of each codebook (docs/derivations/codebooks.md); the
     largest gap | |<omega_i, omega_j>| - mu | (float64)."""
-
-    def gap(mu, b):
-        report = inp.locate(b.omega)
-        rows = b.omega[list(report.pair)].to(torch.float64)
-        return abs(abs(float(rows[0] @ rows[1])) - report.mu)
-
-    return _worst_book(inp, gap, detail="| |<omega_i, omega_j>| - mu | at the reported pair")
+    reports = [inp.locate(b.omega) for _, b in inp.books]
+    rows = [b.omega[list(r.pair)].double() for r, (_, b) in zip(reports, inp.books, strict=True)]
+    gaps = [abs(abs(float(w[0] @ w[1])) - r.mu) for w, r in zip(rows, reports, strict=True)]
+    return _worst_book(inp, gaps, detail="| |<omega_i, omega_j>| - mu | at the reported pair")
 
 
 def _union_bounds(inp: Assumption3Inputs, shift: int, verdict) -> Verdict:
-    """verdict(C(N, 2) P(|<w_i, w_j>| > 1/2) / delta, 1) at d_e + shift, d_e from the exact rule
-    (codebooks.md (a)): the worst N."""
+    """C(N, 2) P(|<w_i, w_j>| > 1/2) / delta against 1 at the rule's d_e + shift: the worst N."""
     cases = []
-    for N in (inp.n_rademacher,) + SMALL_N:
+    for N in (dict(inp.books)["rademacher"].N,) + SMALL_N:
         d_e = inp.dim_rule(N, DELTA, inp.mu_max) + shift
         tail = inp.pair_tail(d_e, inp.mu_max) if d_e >= 1 else math.inf
         ratio = N * (N - 1) // 2 * tail / DELTA
@@ -193,7 +160,7 @@ def _tail_errors(inp: Assumption3Inputs, dims, bound: float) -> Verdict:
     """The relative error of the pair tail against the sign-pattern count, the worst d_e."""
     cases = []
     for d_e in dims:
-        count = shared.tail_by_counting(d_e, inp.mu_max)
+        count = tail_by_counting(d_e, inp.mu_max)
         err = abs(Fraction(inp.pair_tail(d_e, inp.mu_max)) - count) / count
         cases.append((f"d_e = {d_e}", at_most(float(err), bound, detail="relative error")))
     return worst(cases)
@@ -223,9 +190,8 @@ def hoeffding(inp: Assumption3Inputs) -> Verdict:
 def _experimental_books(inp: Assumption3Inputs, ctx: Context) -> Assumption3Inputs:
     """Codes at the experiments' d_e = floor(5 ln N), N = 100: coherence above 1/2."""
     g = ctx.generator("assumption-3/experimental", device=ctx.device)
-    return inp.with_books(
-        (("experimental", codes.experimental_codebook(100, generator=g, device=ctx.device)),)
-    )
+    book = experimental_codebook(100, generator=g, device=ctx.device)
+    return inp.with_books((("experimental", book),))
 
 
 @claim.fault("rows normalised by sqrt(d_e + 1)", breaks=unit_rows)
@@ -259,12 +225,12 @@ def _diagonal_counted(inp: Assumption3Inputs) -> Assumption3Inputs:
 claim.fault(
     "coherence measured in float32",
     breaks=witness,
-    apply=replaced(locate=lambda omega: codes.coherence_report(omega.to(torch.float32))),
+    apply=replaced(locate=lambda omega: coherence_report(omega.to(torch.float32))),
 )
 claim.fault(
     "the exact rule one short",
     breaks=union_bound,
-    apply=replaced(dim_rule=lambda N, delta, mu: codes.rademacher_dim(N, delta, mu) - 1),
+    apply=replaced(dim_rule=lambda N, delta, mu: rademacher_dim(N, delta, mu) - 1),
 )
 claim.fault(
     "the Hoeffding dimension for the exact rule",
@@ -274,7 +240,7 @@ claim.fault(
 claim.fault(
     "a one-sided pair tail",
     breaks=(tail_exact, tail_scipy),
-    apply=replaced(pair_tail=shared.one_sided_pair_tail),
+    apply=replaced(pair_tail=one_sided_pair_tail),
 )
 claim.fault(
     "mu for mu^2 in the Hoeffding rule",

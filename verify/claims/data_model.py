@@ -1,11 +1,7 @@
 """Definition 2 (the qSTR data model): sampled batches carry y_i = g(x_{t_i}) with the stated
 index structure, shapes and dtypes (docs/derivations/theorem4.md, section 0)."""
 
-from __future__ import annotations
-
 from dataclasses import dataclass
-from typing import Tuple
-
 import torch
 from hypothesis import HealthCheck, Verbosity, given, seed, settings
 
@@ -32,7 +28,7 @@ claim = register(
 class DataModelInputs:
     """Sampled batches (task, prompts) of hypothesis-drawn qSTR tasks (Definition 2)."""
 
-    cases: Tuple[Tuple[QSTR, Prompts], ...]
+    cases: tuple[tuple[QSTR, Prompts], ...]
 
 
 @claim.inputs
@@ -56,22 +52,18 @@ def data_model_inputs(ctx: Context) -> DataModelInputs:
     return DataModelInputs(tuple(cases))
 
 
-def _labels(task: QSTR, p: Prompts) -> Tuple[str, Verdict]:
-    """max |y - g(x_t)| with x_t read by direct indexing x[b, t[b, i, k]], and its rounding."""
-    direct = p.x[torch.arange(p.B, device=p.x.device)[:, None, None], p.t]
-    want = task.link(direct)
-    scale = max(1.0, float(want.abs().max()))
-    rnd = Rounding(
-        n=task.q * task.d + 16, scale=scale, dtype=p.x.dtype, what="(q d + 16) eps max(1, |y|max)"
-    )
-    label = f"N={task.N} d={task.d} q={task.q} {task.variant}/{task.indices} {p.x.dtype}"
-    return label, at_most(float((p.y - want).abs().max()), 0.0, rnd, detail="max |y - g(x_t)|")
-
-
 @claim.check("labels y_i = g(x_t_i)")
 def labels(inp: DataModelInputs) -> Verdict:
-    """Definition 2: y_i = g(x_{t_i}) at every position of every sampled prompt (worst case)."""
-    cases = (_labels(task, p) for task, p in inp.cases)
+    """Definition 2: y_i = g(x_{t_i}) at every position of every sampled prompt (worst case),
+    x_t read by direct indexing x[b, t[b, i, k]]."""
+    cases = []
+    for task, p in inp.cases:
+        want = task.link(p.x[torch.arange(p.B, device=p.x.device)[:, None, None], p.t])
+        scale, what = max(1.0, float(want.abs().max())), "(q d + 16) eps max(1, |y|max)"
+        rnd = Rounding(n=task.q * task.d + 16, scale=scale, dtype=p.x.dtype, what=what)
+        label = f"N={task.N} d={task.d} q={task.q} {task.variant}/{task.indices} {p.x.dtype}"
+        err = float((p.y - want).abs().max())
+        cases.append((label, at_most(err, 0.0, rnd, detail="max |y - g(x_t)|")))
     return worst(cases, key=lambda v: v.measured - v.rounding)
 
 
@@ -126,37 +118,31 @@ def _each_batch(edit):
     return mapped("cases", lambda case: (case[0], edit(*case)))
 
 
+@claim.fault("labels read x_{t_i + 1} (off-by-one sampler)", breaks=labels)
+@_each_batch
 def _labels_off_by_one(task: QSTR, p: Prompts) -> Prompts:
     """A broken sampler: labels read the token after the indexed one."""
     return Prompts(x=p.x, t=p.t, y=task.link(gather_tokens(p.x, (p.t + 1) % task.N)))
 
 
+@claim.fault("simple prompts with t drawn per position", breaks=structure)
+@_each_batch
 def _t_per_position(task: QSTR, p: Prompts) -> Prompts:
     """A sampler that draws t per position for simple prompts (labels kept consistent)."""
     t = (p.t + torch.arange(task.N, device=p.t.device)[None, :, None]) % task.N
     return Prompts(x=p.x, t=t, y=task.link(gather_tokens(p.x, t)))
 
 
+@claim.fault("indices counted from 1", breaks=index_range)
+@_each_batch
 def _one_based(task: QSTR, p: Prompts) -> Prompts:
     """Indices counted from 1: t in [1, N]."""
     return Prompts(x=p.x, t=p.t + 1, y=p.y)
 
 
+@claim.fault("labels in the other dtype", breaks=shapes)
+@_each_batch
 def _labels_in_the_other_dtype(task: QSTR, p: Prompts) -> Prompts:
     """Labels returned in the other float dtype than the tokens."""
     other = torch.float32 if p.y.dtype == torch.float64 else torch.float64
     return Prompts(x=p.x, t=p.t, y=p.y.to(other))
-
-
-claim.fault(
-    "labels read x_{t_i + 1} (off-by-one sampler)",
-    breaks=labels,
-    apply=_each_batch(_labels_off_by_one),
-)
-claim.fault(
-    "simple prompts with t drawn per position", breaks=structure, apply=_each_batch(_t_per_position)
-)
-claim.fault("indices counted from 1", breaks=index_range, apply=_each_batch(_one_based))
-claim.fault(
-    "labels in the other dtype", breaks=shapes, apply=_each_batch(_labels_in_the_other_dtype)
-)

@@ -1,8 +1,6 @@
 """Lemma 12: every token of n prompts lies in the ball of radius sqrt(3 C_x e d log(n N)), and
 within the RNN's token_radius (docs/derivations/theorem4.md, section 1a)."""
 
-from __future__ import annotations
-
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -34,8 +32,8 @@ class Lemma12Inputs:
     """n prompts of N Gaussian tokens in R^d (C_x = 1), and the two radii they are held to."""
 
     x: torch.Tensor  # (n, N, d)
-    radius: Callable[[int, int, int], float]  # Lemma 12's r_x(d, n, N)
-    token_radius: Callable[[int, int], float]  # the RNN's radius(d, n N) (bounds.recurrent)
+    radius: Callable[[int, int, int], float] = lemma12_radius  # Lemma 12's r_x(d, n, N)
+    token_radius: Callable[[int, int], float] = token_radius  # the RNN's radius(d, n N)
 
 
 @claim.inputs
@@ -44,30 +42,29 @@ def lemma12_inputs(ctx: Context) -> Lemma12Inputs:
     n, N, d = ctx.pick(quick=64, full=512), 2048, 2
     g = ctx.generator("lemma-12/tokens", device=ctx.device)
     x = torch.randn(n, N, d, generator=g, dtype=torch.float64, device=ctx.device)
-    return Lemma12Inputs(x, lemma12_radius, token_radius)
+    return Lemma12Inputs(x)
 
 
 def _max_norm_within(inp: Lemma12Inputs, radius: float, detail: str) -> Verdict:
     """max ||x_j|| over every token <= radius, with the norms' rounding term."""
+    n, N, d = inp.x.shape
     largest = float(inp.x.norm(dim=-1).max())
-    rnd = Rounding(n=inp.x.shape[-1] + 1, scale=largest, what="(d + 1) eps max||x||")
-    return at_most(largest, radius, rnd, detail=f"{detail}; slack {radius / largest:.2f}")
+    rnd = Rounding(n=d + 1, scale=largest, what="(d + 1) eps max||x||")
+    return at_most(largest, radius, rnd, f"max ||x_j||, n={n} x N={N} tokens, d={d}, {detail}")
 
 
 @claim.check("max ||x_j|| <= r_x")
 def radius(inp: Lemma12Inputs) -> Verdict:
     """Lemma 12: every token lies in the ball of radius r_x = sqrt(3 C_x e d log(n N))."""
     n, N, d = inp.x.shape
-    detail = f"max ||x_j|| over n={n} prompts x N={N} tokens, d={d}, C_x = 1"
-    return _max_norm_within(inp, inp.radius(d, n, N), detail)
+    return _max_norm_within(inp, inp.radius(d, n, N), "C_x = 1")
 
 
 @claim.check("max ||x_j|| <= token_radius")
 def within_token_radius(inp: Lemma12Inputs) -> Verdict:
     """The constructions' radius sqrt(d) + sqrt(2 ln(n N / delta)) holds for the same tokens."""
     n, N, d = inp.x.shape
-    detail = f"token_radius(d, n N) at delta = {DELTA:g}"
-    return _max_norm_within(inp, inp.token_radius(d, n * N), detail)
+    return _max_norm_within(inp, inp.token_radius(d, n * N), f"delta = {DELTA:g}")
 
 
 @claim.check("r_x as derived")

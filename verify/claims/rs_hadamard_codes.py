@@ -1,22 +1,16 @@
 """The RS-Hadamard codes of Assumption 3: GF(2^m) tables are fields, and the exact coherence by
 root counting equals the Gram coherence, within (k - 1)/n (docs/derivations/codebooks.md (c))."""
 
-from __future__ import annotations
-
 from dataclasses import dataclass, replace
 from typing import Callable, Dict, Tuple
 
 import numpy as np
 import torch
 
-from qstr.constructions.codes import (
-    MAX_M,
-    Codebook,
-    gf_mul_table,
-    rs_hadamard_codebook,
-    rs_hadamard_coherence,
-)
-from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, close, exact, replaced, worst
+from qstr.constructions.codes import MAX_M, Codebook, gf_mul_table, rs_hadamard_codebook
+from qstr.constructions.codes import rs_hadamard_coherence
+from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, close, exact, mapped, replaced
+from qstr.verify.claim import worst
 from qstr.verify.claims._codebooks import CODEBOOKS, coherence_rounding, gram_mu, largest
 from qstr.verify.registry import register
 
@@ -50,8 +44,8 @@ class RSInputs:
     tables: Dict[int, np.ndarray]  # m -> (2^m, 2^m) table
     books: Tuple[Tuple[int, Codebook], ...]  # (m, codebook)
     grams: Tuple[float, ...]  # each code's brute-force Gram coherence, computed once
-    root_count: Callable[[int, int, int], float]  # rs_hadamard_coherence(N, m, k)
-    guarantee: Callable[[int, int], float]  # (k, n) -> (k - 1) / n
+    root_count: Callable[[int, int, int], float] = rs_hadamard_coherence  # (N, m, k) -> mu
+    guarantee: Callable[[int, int], float] = rs_guarantee  # (k, n) -> (k - 1) / n
 
 
 @claim.inputs
@@ -63,38 +57,30 @@ def rs_inputs(ctx: Context) -> RSInputs:
         for m in range(1, ctx.pick(quick=5, full=5, gpu=6) + 1)
     )
     grams = tuple(gram_mu(b.omega) for _, b in books)
-    return RSInputs(tables, books, grams, rs_hadamard_coherence, rs_guarantee)
+    return RSInputs(tables, books, grams)
 
 
-def _worst_code(inp: RSInputs, verdict, gap, detail: str) -> Verdict:
-    """verdict(gap(m, book, Gram mu), 0) with the float64 Gram's rounding term: the worst m."""
-    return worst(
-        (
-            (
-                f"m = {m} (N = {b.N})",
-                verdict(
-                    gap(m, b, g), 0.0, rounding=coherence_rounding(b, torch.float64), detail=detail
-                ),
-            )
-            for g, (m, b) in zip(inp.grams, inp.books, strict=True)
-        ),
-        key=largest,
-    )
+def _worst_code(inp: RSInputs, verdict, values, detail: str) -> Verdict:
+    """verdict(value, 0) per code with the float64 Gram's rounding term: the worst m."""
+    cases = []
+    for value, (m, b) in zip(values, inp.books, strict=True):
+        rnd = coherence_rounding(b, torch.float64)
+        cases.append((f"m = {m} (N = {b.N})", verdict(value, 0.0, rounding=rnd, detail=detail)))
+    return worst(cases, key=largest)
 
 
 @claim.check("root-count mu = Gram mu")
 def root_count(inp: RSInputs) -> Verdict:
     """The code's mu (O(N n) root count) = the brute-force float64 Gram coherence (worst m)."""
-    return _worst_code(inp, close, lambda m, b, g: abs(b.mu - g), "|stored mu - Gram mu|")
+    gaps = [abs(b.mu - g) for g, (_, b) in zip(inp.grams, inp.books, strict=True)]
+    return _worst_code(inp, close, gaps, "|stored mu - Gram mu|")
 
 
 @claim.check("Gram mu <= (k - 1)/n")
 def guarantee(inp: RSInputs) -> Verdict:
     """Gram coherence <= (k - 1)/n for every code: the largest excess over the guarantee."""
-
-    def excess(m, b, g):
-        return g - inp.guarantee(b.params["k"], 2**m)
-
+    bounds = [inp.guarantee(b.params["k"], 2**m) for m, b in inp.books]
+    excess = [g - bound for g, bound in zip(inp.grams, bounds, strict=True)]
     return _worst_code(inp, at_most, excess, "Gram mu - (k - 1)/n")
 
 
@@ -111,17 +97,15 @@ def prefixes(inp: RSInputs) -> Verdict:
     return worst(cases, key=largest)
 
 
-def _zero_divisors(table: np.ndarray) -> int:
-    """Nonzero rows of the table that do not permute the nonzero elements (0 for a field)."""
-    n = table.shape[0]
-    rows = np.sort(table[1:, 1:], axis=1)
-    return int((rows != np.arange(1, n)[None, :]).any(axis=1).sum())
+def _has_zero_divisors(table: np.ndarray) -> bool:
+    """Some nonzero row of the table does not permute the nonzero elements (not a field)."""
+    return bool((np.sort(table[1:, 1:], axis=1) != np.arange(1, table.shape[0])).any())
 
 
 @claim.check("GF(2^m) tables are fields")
 def fields(inp: RSInputs) -> Verdict:
     """GF(2)[x]/(f_m) is a field for every m: each nonzero row permutes the nonzero elements."""
-    bad = sorted(m for m, t in inp.tables.items() if _zero_divisors(t))
+    bad = sorted(m for m, t in inp.tables.items() if _has_zero_divisors(t))
     found = f": m = {bad}" if bad else ""
     detail = f"tables with zero divisors among m = 1..{max(inp.tables)}{found}"
     return exact(len(bad), 0, detail=detail)
@@ -134,15 +118,13 @@ def _reducible(inp: RSInputs) -> RSInputs:
     return replace(inp, tables={**inp.tables, **reducible})
 
 
-@claim.fault("codes storing (k - 2)/n", breaks=root_count)
-def _one_root_fewer(inp: RSInputs) -> RSInputs:
-    """Codes storing (k - 2)/n: a polynomial of degree < k counted with k - 2 roots at most."""
-    books = tuple(
-        (m, Codebook(b.omega, max(0.0, (b.params["k"] - 2) / 2**m), b.kind, b.params))
-        for m, b in inp.books
-    )
-    return replace(inp, books=books)
+def _one_root_fewer(case: Tuple[int, Codebook]) -> Tuple[int, Codebook]:
+    """A code storing (k - 2)/n: a polynomial of degree < k counted with k - 2 roots at most."""
+    m, b = case
+    return m, Codebook(b.omega, max(0.0, (b.params["k"] - 2) / 2**m), b.kind, b.params)
 
+
+claim.fault("codes storing (k - 2)/n", breaks=root_count, apply=mapped("books", _one_root_fewer))
 
 claim.fault(
     "the guarantee (k - 2)/n", breaks=guarantee, apply=replaced(guarantee=lambda k, n: (k - 2) / n)
