@@ -186,7 +186,6 @@ claim.fault(
     breaks=gru_matches_equations,
     apply=replaced(gru_step=update_swapped),
 )
-# torch's gate chunks (r, u, n) read in Keras's order (u, r, n)
 claim.fault(
     "GRU gates read in Keras's order (u, r, n)",
     breaks=gru_matches_equations,
@@ -194,7 +193,6 @@ claim.fault(
         gru_step=lambda gi, gh, h: gru_step((gi[1], gi[0], gi[2]), (gh[1], gh[0], gh[2]), h)
     ),
 )
-# logits z_i^T Q^T K z_j without the 1/sqrt(D_e) of scaled dot-product attention
 claim.fault(
     "attention logits without 1/sqrt(D_e)",
     breaks=attention_is_softmax,

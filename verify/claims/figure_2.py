@@ -112,7 +112,6 @@ def diagonal_dominates(inp: Figure2Inputs) -> Verdict:
     return _share_at_least(inp, "diag", lambda b: F2_DIAG * b["chance_diag"])
 
 
-# The key-left reading of W_Q^T W_K: the position x slot block.
 claim.fault(
     "the transposed block (key-left reading)",
     breaks=block_holds_mass,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from operator import attrgetter
 from typing import Callable, List, Tuple
 
 import torch
@@ -58,13 +59,11 @@ claim = register(
     Claim(
         "thm-6",
         Ref("Thm 6", "Thm 9"),
-        statement=(
-            "FFNs (first layer on vec x) trained with weight decay keep W in span(x^(1..n)) "
-            "(off-span part x(1 - lr*lambda)^k ~ e^{-lambda tau}) and never beat E_u[R] >= "
-            "1 - n/(N d); the min-norm linear FFN's risk matches its closed form in risk_floor "
-            "and the Bayes risk given the span averages to 1 - n/(N d); the Lemma 11 "
-            "Transformer beats the floor"
-        ),
+        statement="FFNs (first layer on vec x) trained with weight decay keep W in span(x^(1..n)) "
+        "(off-span part x(1 - lr*lambda)^k ~ e^{-lambda tau}) and never beat E_u[R] >= "
+        "1 - n/(N d); the min-norm linear FFN's risk matches its closed form in risk_floor and "
+        "the Bayes risk given the span averages to 1 - n/(N d); the Lemma 11 Transformer beats "
+        "the floor",
         builds=(fit_full_batch, make_vec_ffn, lemma11),
         bounds=(
             risk_floor,
@@ -81,12 +80,6 @@ claim = register(
 def slipped_floor(n: int, N: int, d: int) -> float:
     """A slipped Theorem 6 floor max(0, 1 - n/d): the sequence length forgotten."""
     return max(0.0, 1.0 - n / d)
-
-
-def gd_decay(trace: FFNTrace) -> List[float]:
-    """prod_k (1 - eta_k lambda) ||W_perp(0)||_F at the recorded steps: the exact GD law of the
-    off-span part (theorem6.md section 1)."""
-    return trace.predicted_perp
 
 
 @dataclass(frozen=True)
@@ -146,7 +139,13 @@ class Thm6Inputs:
     risk_floor: Callable[[int, int, int], float] = risk_floor  # Theorem 6's floor 1 - n/(N d)
     span_distance: Callable[[torch.Tensor, torch.Tensor], float] = span_distance  # ||W Pi|| / ||W||
     floor_u: Callable[[torch.Tensor, torch.Tensor, int], float] = floor_for_direction  # (V, u, N)
-    decay_law: Callable[[FFNTrace], List[float]] = gd_decay  # the off-span norm at each record
+    # the off-span norm at each record: GD's exact law prod_k (1 - eta_k lambda) ||W_perp(0)||_F
+    decay_law: Callable[[FFNTrace], List[float]] = attrgetter("predicted_perp")
+
+    @property
+    def first(self) -> List[Trained]:
+        """Each config's first trained model (its u, X, V)."""
+        return [next(t for t in self.trained if t.cfg == cfg) for cfg in self.configs]
 
 
 def _gen(ctx: Context, name: str, *index: int) -> torch.Generator:
@@ -267,19 +266,12 @@ def thm6_inputs(ctx: Context) -> Thm6Inputs:
     edge = _edge(N0 * D_TOKEN, N0, ctx)
     lemma11s = tuple(transformer_for(tr.cfg, tr.u) for tr in first)
     transformer = _transformer_risks(lemma11s, first, ctx)
-    K, seen, mn = ctx.pick(quick=3000, full=10000), set(), []
-    for i, cfg in enumerate(configs):  # (d) depends on (N, n) only
-        if (cfg.N, cfg.n) not in seen:
-            seen.add((cfg.N, cfg.n))
-            mn.append(_min_norm(cfg, i, K, ctx))
+    K, sizes = ctx.pick(quick=3000, full=10000), [(c.N, c.n) for c in configs]
+    # (d) depends on (N, n) only: drawn once, at its first config
+    mn = [_min_norm(c, i, K, ctx) for i, c in enumerate(configs) if sizes.index((c.N, c.n)) == i]
     return Thm6Inputs(
         configs, trained, averaged, fixed, edge, lemma11s, transformer, tuple(mn), z, test, S
     )
-
-
-def _first(inp: Thm6Inputs, cfg: Config) -> Trained:
-    """The config's first trained model (its u, X, V)."""
-    return next(t for t in inp.trained if t.cfg == cfg)
 
 
 def _mc_rounding(inp: Thm6Inputs) -> Rounding:
@@ -289,8 +281,8 @@ def _mc_rounding(inp: Thm6Inputs) -> Rounding:
 
 def _worst_model(inp: Thm6Inputs, verdict: Callable[[Trained], Verdict], key=None) -> Verdict:
     """The worst over the trained FFNs of ``verdict(model)`` (``worst``'s ``key``)."""
-    name = "N={0.cfg.N} n={0.cfg.n} m={0.width} {0.cfg.activation}".format
-    return worst(((name(tr), verdict(tr)) for tr in inp.trained), key=key)
+    label = "N={0.cfg.N} n={0.cfg.n} m={0.width} {0.cfg.activation}"
+    return worst(((label.format(tr), verdict(tr)) for tr in inp.trained), key=key)
 
 
 # ---------------------------------------------------------------- (c) the floor
@@ -310,20 +302,20 @@ def ffns_above_floor(inp: Thm6Inputs) -> Verdict:
         )
         return at_least(min(readout, tr.risk + inp.z * tr.risk_se), floor_u, rnd, detail=detail)
 
-    return _worst_model(inp, margin)
+    # ranked by the relative margin (best - floor_u) / floor_u
+    return _worst_model(inp, margin, key=lambda v: (v.bound - v.measured) / v.bound)
 
 
 @claim.check("Lemma 11 Transformer beats floor_u")
 def transformer_below_floor(inp: Thm6Inputs) -> Verdict:
     """The Lemma 11 Transformer beats the floor: risk + z se < floor_u, largest ratio reported."""
     cases = []
-    for (risk, se), cfg in zip(inp.transformer, inp.configs, strict=True):
-        tr = _first(inp, cfg)
-        floor_u = inp.floor_u(tr.V, tr.u, cfg.N)
+    for (risk, se), tr in zip(inp.transformer, inp.first, strict=True):
+        floor_u = inp.floor_u(tr.V, tr.u, tr.cfg.N)
         detail = f"Lemma 11, eps = 0.01: {risk:.2e}+-{inp.z * se:.1e} vs floor_u {floor_u:.3f}"
         verdict = at_most(risk + inp.z * se, floor_u, _mc_rounding(inp), detail=detail)
-        cases.append((f"N={cfg.N}", verdict))
-    return worst(cases)
+        cases.append((f"N={tr.cfg.N}", verdict))
+    return worst(cases, key=lambda v: v.measured / v.bound)  # ranked by (risk + z se) / floor_u
 
 
 # ---------------------------------------------------------------- (a) the span property
@@ -385,11 +377,10 @@ def fixed_u_bayes_risk(inp: Thm6Inputs) -> Verdict:
     """For the trained models' own u: the MC Bayes risk given V x (x sampled and x integrated)
     = floor_u(V) (theorem6.md section 2, "Fixed u")."""
     cases = []
-    for cfg, ests in zip(inp.configs, inp.fixed, strict=True):
-        tr = _first(inp, cfg)
-        floor_u = inp.floor_u(tr.V, tr.u, cfg.N)
+    for tr, ests in zip(inp.first, inp.fixed, strict=True):
+        floor_u = inp.floor_u(tr.V, tr.u, tr.cfg.N)
         for how, e in zip(("x sampled", "x integrated"), ests, strict=True):
-            cases.append(_estimate(inp, f"fixed u, N={cfg.N} {how}", e, floor_u))
+            cases.append(_estimate(inp, f"fixed u, N={tr.cfg.N} {how}", e, floor_u))
     return worst(cases)
 
 
@@ -485,11 +476,7 @@ def with_target_rows(tr: Trained) -> Trained:
     return replace(tr, W=torch.cat([tr.W.double(), rows.to(tr.W.device)], dim=0))
 
 
-def stderr_as_std(e: BayesRiskEstimate) -> BayesRiskEstimate:
-    """A Monte Carlo standard error reported without its 1/sqrt(samples)."""
-    return replace(e, stderr=e.stderr * math.sqrt(e.samples))
-
-
+stderr_as_std = fields_edited(stderr=lambda e: e.stderr * math.sqrt(e.samples))  # no 1/sqrt(n)
 claim.fault(
     "first layer given the rows e_t kron u outside the span",
     breaks=(ffns_above_floor, span_distance_at_end),
@@ -500,7 +487,6 @@ claim.fault(
     breaks=(bayes_risk_is_floor, min_norm_closed_form, min_norm_oracle_mean),
     apply=replaced(risk_floor=slipped_floor),
 )
-# an off-by-one: the span of the first n - 1 training inputs
 claim.fault(
     "span distance against n - 1 of the inputs",
     breaks=span_distance_at_end,
@@ -519,16 +505,14 @@ claim.fault(
 )
 def _transformer_attention_off(inp: Thm6Inputs, ctx: Context) -> Thm6Inputs:
     """The Lemma 11 constructions at scale alpha = 0 (uniform attention: with_alpha not applied)."""
-    first = [_first(inp, cfg) for cfg in inp.configs]
     flat = tuple(b.with_alpha(0.0) for b in inp.lemma11s)
-    return replace(inp, lemma11s=flat, transformer=_transformer_risks(flat, first, ctx))
+    return replace(inp, lemma11s=flat, transformer=_transformer_risks(flat, inp.first, ctx))
 
 
-# the gradient-flow law e^{-lambda tau} ||W_perp(0)||_F
 claim.fault(
     "gradient-flow law e^{-lambda tau} for GD's product",
     breaks=decay_follows_law,
-    apply=replaced(decay_law=lambda trace: trace.exp_perp),
+    apply=replaced(decay_law=attrgetter("exp_perp")),  # e^{-lambda tau} ||W_perp(0)||_F
 )
 claim.fault(
     "Monte Carlo standard errors without 1/sqrt(samples)",
@@ -547,7 +531,6 @@ def _edge_one_short(inp: Thm6Inputs, ctx: Context) -> Thm6Inputs:
     return replace(inp, edge=_edge(N0 * D_TOKEN - 1, N0, ctx))
 
 
-# exact min-norm risks averaged over the N d coordinates of w_t - P_t u, not summed
 claim.fault(
     "min-norm risks averaged over the N d coordinates",
     breaks=(min_norm_above_own_floor, min_norm_above_floor, min_norm_closed_form),
