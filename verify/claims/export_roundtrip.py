@@ -1,6 +1,5 @@
-"""The export path users take (Appendix A.1): a construction saved as a plain state dict, reloaded
-with ``torch.load(weights_only=True)`` into ``nn.MultiheadAttention`` and folded back answers like
-the built one, to rounding (docs/derivations/rounding.md)."""
+"""Appendix A.1: a construction saved, reloaded (weights_only) into nn.MultiheadAttention and
+folded back answers like the built one, to rounding (docs/derivations/rounding.md)."""
 
 from __future__ import annotations
 

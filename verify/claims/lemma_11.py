@@ -4,6 +4,7 @@ Lip sqrt(H) 2 delta r_x (docs/derivations/lemma11.md)."""
 from __future__ import annotations
 
 import functools
+from functools import partial
 import math
 from dataclasses import dataclass, replace
 from operator import attrgetter
@@ -255,9 +256,11 @@ def lemma11_error(inp: Lemma11Inputs) -> Verdict:
 @claim.check("bound <= eps")
 def lemma11_bound_meets_eps(inp: Lemma11Inputs) -> Verdict:
     """Lemma 11 with alpha from eps: the construction's bound is at most the eps asked."""
-    bound = lambda c: _l11_bound(inp, c.cons, c.net)  # noqa: E731
-    alpha = lambda c: f"alpha {c.cons.alpha:.3f}"  # noqa: E731
-    return worst((c.name(), at_most(bound(c), inp.eps, detail=alpha(c))) for c in inp.cases)
+
+    def verdict(c: L11Case) -> Verdict:
+        return at_most(_l11_bound(inp, c.cons, c.net), inp.eps, detail=f"alpha {c.cons.alpha:.3f}")
+
+    return worst((c.name(), verdict(c)) for c in inp.cases)
 
 
 def _largest_gap(cases, gap, rounding, what: str) -> Verdict:
@@ -274,8 +277,12 @@ def _probe_gap(case: L11Case, path: str) -> float:
 @claim.check("module = fast path")
 def lemma11_module_is_fast_path(inp: Lemma11Inputs) -> Verdict:
     """The built module equals the fast path (from alpha, c and the codes) at the probe prompt."""
-    gap, rnd = lambda c: _probe_gap(c, "fast path"), lambda c: attention_rounding(c.cons.guarantee)
-    return _largest_gap(inp.cases, gap, rnd, "|module - fast path| at the probe prompt")
+    return _largest_gap(
+        inp.cases,
+        partial(_probe_gap, path="fast path"),
+        lambda c: attention_rounding(c.cons.guarantee),
+        "|module - fast path| at the probe prompt",
+    )
 
 
 def _fused_gap(inp: Lemma11Inputs, case: L11Case) -> float:
@@ -298,10 +305,8 @@ def _fused_rounding(case: L11Case) -> Rounding:
 def lemma11_fused_heads(inp: Lemma11Inputs) -> Verdict:
     """The fused (SDPA) heads in chunks of N/3 + 1 equal the math heads (float64 on the CPU's
     flash kernel; on CUDA the float32 construction, against float32 rounding)."""
-    gap = lambda c: _fused_gap(inp, c)  # noqa: E731
-    v = _largest_gap(
-        inp.cases, gap, _fused_rounding, "|fused heads - math heads| on random prompts"
-    )
+    what = "|fused heads - math heads| on random prompts"
+    v = _largest_gap(inp.cases, partial(_fused_gap, inp), _fused_rounding, what)
     twin = any(c.fused_twin is not None for c in inp.cases)
     return replace(v, dtype="float32+float64") if twin else v
 
@@ -310,7 +315,7 @@ def lemma11_fused_heads(inp: Lemma11Inputs) -> Verdict:
 def lemma11_export_is_module(inp: Lemma11Inputs) -> Verdict:
     """The saved, reloaded nn.MultiheadAttention equals the built module (Appendix A.1's export)."""
     cases, what = [c for c in inp.cases if c.exported is not None], "at the probe prompt"
-    gap = lambda c: _probe_gap(c, "nn.MultiheadAttention")  # noqa: E731
+    gap = partial(_probe_gap, path="nn.MultiheadAttention")
     return _largest_gap(cases, gap, _case_rounding, f"|exported - module| {what}")
 
 
@@ -354,11 +359,11 @@ def lemma11_star_attains(inp: Lemma11Inputs) -> Verdict:
     bounds = {s.N: _l11_bound(inp, s.cons, s.net) for s in inp.star}
     detail = "star codes (mu = 1/2), q = H = 2, w = (u, u)/sqrt 2, target 0: error / bound "
     detail += ", ".join(f"N={s.N}: {s.error / bounds[s.N]:.12f}" for s in inp.star)
-    rnd = lambda s: attention_rounding(s.cons.guarantee).times(1 / bounds[s.N], "1/bound")  # noqa: E731
-    rows = [
-        (f"N = {s.N}", close(s.error / bounds[s.N], 1.0, L11_TIGHT_RTOL, rnd(s), detail=detail))
-        for s in inp.star
-    ]
+    rows = []
+    for s in inp.star:
+        rnd = attention_rounding(s.cons.guarantee).times(1 / bounds[s.N], "1/bound")
+        ratio = s.error / bounds[s.N]
+        rows.append((f"N = {s.N}", close(ratio, 1.0, L11_TIGHT_RTOL, rnd, detail=detail)))
     return worst(rows, key=above_rounding)
 
 
@@ -453,8 +458,11 @@ def _op_norm(net) -> float:
     return float(net.a.norm() * torch.linalg.matrix_norm(net.W, ord=2))
 
 
-STAR_AND_LIPSCHITZ = (lemma11_lipschitz_exact, lemma11_star_attains)
-claim.fault("bound with ||a|| ||W||_op", STAR_AND_LIPSCHITZ, replaced(lipschitz=_op_norm))
+claim.fault(
+    "bound with ||a|| ||W||_op",
+    breaks=(lemma11_lipschitz_exact, lemma11_star_attains),
+    apply=replaced(lipschitz=_op_norm),
+)
 
 
 def _rechosen_alpha(choose):

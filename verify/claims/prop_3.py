@@ -1,6 +1,5 @@
-"""Props 3 and 21 (Prop 4 and Prop 21 in the conference version): H < q heads cannot beat the
-per-position floor; an explicit H = q - 1 head model nearly attains it
-(docs/derivations/few-heads.md)."""
+"""Props 3 (Prop 4) and 21: H < q heads cannot beat the per-position floor, which an explicit
+H = q - 1 head model nearly attains (docs/derivations/few-heads.md)."""
 
 from __future__ import annotations
 
@@ -39,6 +38,10 @@ from qstr.verify.training import OnlineFit, fit_online, position_risk
 TRAINED = ("full", "gpu")  # the profiles that train models
 FEW_CONFIDENCE = 0.999  # family confidence of each Monte Carlo check over its cases
 SQ_R, SQ_KNOTS = 6.0, 121
+FEW = {
+    "prop-21": dict(N=8, d=1, q=3, restricted=True, trained_H=(1, 2), explicit_n=8192),
+    "prop-3": dict(N=8, d=16, q=2, restricted=False, trained_H=(1,), explicit_n=4096),
+}
 
 prop_21 = register(
     Claim(
@@ -67,12 +70,6 @@ prop_3 = register(
 def _on_both(name: str, profiles=PROFILES):
     """Decorator: ``fn`` becomes the check ``name`` of Prop 21 and of Prop 3 (the two Checks)."""
     return lambda fn: tuple(c.check(name, profiles=profiles)(fn) for c in (prop_21, prop_3))
-
-
-FEW = {
-    "prop-21": dict(N=8, d=1, q=3, restricted=True, trained_H=(1, 2), explicit_n=8192),
-    "prop-3": dict(N=8, d=16, q=2, restricted=False, trained_H=(1,), explicit_n=4096),
-}
 
 
 def _few_heads_batch(cfg, dtype, device):
