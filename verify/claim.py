@@ -396,6 +396,18 @@ class Claim:
         """The function that builds the honest inputs (where the claim's source lives)."""
         return self._inputs
 
+    def builds_with(self, fn: Callable) -> Callable:
+        """Decorator: ``fn`` is one of the functions that build the claim's object (listed by
+        ``qstr verify --list``); returned unchanged."""
+        self.builds += (fn,)
+        return fn
+
+    def bounds_with(self, fn: Callable) -> Callable:
+        """Decorator: ``fn`` is one of the functions that evaluate the claim's bound (listed by
+        ``qstr verify --list``); returned unchanged."""
+        self.bounds += (fn,)
+        return fn
+
     def check(self, name: str, statement: str = "", profiles: Sequence[str] = PROFILES):
         """Decorator: ``fn`` becomes the claim's check ``name`` (the ``Check`` is returned; it is
         callable, so ``fn(inputs)`` still works)."""

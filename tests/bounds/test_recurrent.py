@@ -221,7 +221,7 @@ def test_packing_vacuous_flag_is_what_the_width_bound_uses():
     assert small.vacuous and prop8_width_lower_bound(16, 0.05, 10.0) == 0.0
 
 
-# (moved from the claim prop-8 of verify/claims/rnn_lower.py: argument handling and branches)
+# (moved from the claim prop-8 of verify/claims/prop_8.py: argument handling and branches)
 
 
 def _accepts_c(N, c, gamma):

@@ -33,6 +33,7 @@ claim = register(
 )
 
 
+@claim.bounds_with
 def gru_step(gi, gh, h: torch.Tensor) -> torch.Tensor:
     """One GRU step from the input and hidden gate pre-activations (r, u, n chunks):
     r, u = sigmoid(.), n = tanh(W_n z + b_n + r (U_n h + c_n)), h' = (1 - u) n + u h."""
@@ -40,12 +41,14 @@ def gru_step(gi, gh, h: torch.Tensor) -> torch.Tensor:
     return (1 - u) * torch.tanh(gi[2] + r * gh[2]) + u * h
 
 
+@claim.bounds_with
 def merged_qk(Wq: torch.Tensor, Wk: torch.Tensor, q: int, D: int) -> torch.Tensor:
     """A_h = Q_h^T K_h / sqrt(D_e), Q_h the sum of head h's q query tiles (Appendix A.1)."""
     Q = Wq.reshape(q, D, q, D).sum(2)
     return Q.transpose(1, 2) @ Wk.reshape(q, D, D) / math.sqrt(D)
 
 
+@claim.bounds_with
 def vec_tokens(Z: torch.Tensor) -> torch.Tensor:
     """vec(z_1, ..., z_N): the tokens one after another, (B, N D_e)."""
     return torch.cat(list(Z.unbind(1)), -1)
@@ -79,6 +82,7 @@ def models_inputs(ctx: Context) -> ModelsInputs:
     return ModelsInputs(tr, rnn, encoded, torch.randn(2, EM_N, D_e, generator=gen("Z"), dtype=F64))
 
 
+@claim.bounds_with
 def gru_reference(
     rnn: torch.nn.GRU, readout: torch.nn.Linear, Z: torch.Tensor, step: Callable = gru_step
 ) -> torch.Tensor:

@@ -72,6 +72,7 @@ def figure2_inputs(ctx: Context) -> Figure2Inputs:
     return Figure2Inputs(after, book.d_e, "slot0", "pos", before, trained)
 
 
+@claim.bounds_with
 def block_shares(A: torch.Tensor, d_e: int, query: str = "slot0", key: str = "pos") -> Dict:
     """Share of ||A||_F^2 in the (query, key) block (rows: query), its diagonal's share of the
     block, and the shares of a matrix without structure (block / matrix size, 1 / d_e)."""

@@ -77,6 +77,13 @@ claim = register(
 )
 
 
+@claim.bounds_with
+def gd_decay(trace: FFNTrace) -> List[float]:
+    """prod_k (1 - eta_k lambda) ||W_perp(0)||_F at the recorded steps: the exact GD law of the
+    off-span part (theorem6.md section 1)."""
+    return trace.predicted_perp
+
+
 def slipped_floor(n: int, N: int, d: int) -> float:
     """A slipped Theorem 6 floor max(0, 1 - n/d): the sequence length forgotten."""
     return max(0.0, 1.0 - n / d)
@@ -140,7 +147,7 @@ class Thm6Inputs:
     span_distance: Callable[[torch.Tensor, torch.Tensor], float] = span_distance  # ||W Pi|| / ||W||
     floor_u: Callable[[torch.Tensor, torch.Tensor, int], float] = floor_for_direction  # (V, u, N)
     # the off-span norm at each record: GD's exact law prod_k (1 - eta_k lambda) ||W_perp(0)||_F
-    decay_law: Callable[[FFNTrace], List[float]] = attrgetter("predicted_perp")
+    decay_law: Callable[[FFNTrace], List[float]] = gd_decay
 
     @property
     def first(self) -> List[Trained]:
@@ -171,6 +178,7 @@ def _train(cfg: Config, i: int, ctx: Context, steps: int, test: int) -> Tuple[Tr
     return tuple(out)
 
 
+@claim.builds_with
 def transformer_for(cfg: Config, u: torch.Tensor):
     """The Lemma 11 construction for g(x) = <u, x> at eps = 0.01 (theorem6.md section 3)."""
     net = Linear(q=1, d=D_TOKEN, u=u[None]).two_layer_net()
@@ -191,6 +199,7 @@ def _transformer_risks(lemma11s, first, ctx: Context) -> Tuple[Tuple[float, floa
     return tuple(out)
 
 
+@claim.builds_with
 def min_norm_draws(N: int, n: int, K: int, generator: torch.Generator):
     """(R_k, counts n_t (K, N), floor_u(V_k), kappa_max) for K training sets of the min-norm
     linear FFN y_hat = <w_t, vec x>, w_t = pinv(X_t) y_t (docs/derivations/theorem6.md 5)."""
