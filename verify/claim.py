@@ -256,6 +256,7 @@ class Fault:
         raw = self.breaks
         targets = (raw,) if isinstance(raw, (str, Check)) else tuple(raw)
         object.__setattr__(self, "breaks", tuple(_check_name(t) for t in targets))
+        object.__setattr__(self, "_checks", tuple(t for t in targets if isinstance(t, Check)))
         object.__setattr__(self, "profiles", tuple(self.profiles))
         if not targets:
             raise ValueError(
@@ -453,6 +454,14 @@ class Claim:
             raise ValueError(
                 f"claim {self.id!r}: fault {fault.name!r} breaks unknown check(s) {unknown}; "
                 f"checks: {names}"
+            )
+        foreign = [
+            c.name for c in getattr(fault, "_checks", ()) if not any(c is k for k in self.checks)
+        ]
+        if foreign:
+            raise ValueError(
+                f"claim {self.id!r}: fault {fault.name!r} breaks check(s) {foreign} of another "
+                f"claim (name the Check objects this claim declares)"
             )
         idle = {
             b for b in fault.breaks for p in fault.profiles if p not in self.check_named(b).profiles

@@ -94,6 +94,8 @@ def test_a_fault_must_target_checks_of_its_own_claim():
     foreign = Claim("other", Ref("Lemma 2"), statement="")
     with pytest.raises(ValueError, match="breaks unknown check"):
         foreign.fault("f", breaks=stranger, apply=replaced(bound=0.0))
+    with pytest.raises(ValueError, match="of another claim"):
+        claim.fault("twin's check", breaks=stranger, apply=replaced(bound=0.0))
     with pytest.raises(ValueError, match="two checks named"):
         claim.check("values <= bound")(lambda inp: exact(1, 1))
 
