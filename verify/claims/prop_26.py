@@ -14,8 +14,8 @@ from qstr.bounds.recurrent import TransitionGuarantee, prop26_transition, prop28
 from qstr.constructions.codes import Codebook, build_codebook, rs_hadamard_codebook
 from qstr.constructions.links import make_link
 from qstr.constructions.recurrent import rnn_weights, transition_weights
-from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, exact, fields_edited, mapped
-from qstr.verify.claim import worst
+from qstr.verify.claim import Check, Claim, Context, Ref, Verdict, at_most, exact, fields_edited
+from qstr.verify.claim import mapped, worst
 from qstr.verify.claims._transition import F64, ball_ascent, by_measured, by_ratio, by_relative_gap
 from qstr.verify.claims._transition import derived_close, largest_gap, orthogonally_rotated
 from qstr.verify.claims._transition import transition_rounding, worst_case
@@ -413,49 +413,40 @@ def certificate_as_derived(inp: Prop26Inputs) -> Verdict:
     )
 
 
-def _as_derived(inp: Prop26Inputs, field: str) -> Verdict:
-    """The guarantees' ``field`` against the derivation's (relative 1e-12); the worst case."""
+def _as_derived(name: str, field: str) -> Check:
+    """The check ``name``: the guarantees' ``field`` against the derivation's (relative 1e-12);
+    the worst case."""
     what = f"the guarantee's {field} vs the derivation's"
-    return worst(
-        (
-            (a, derived_close(getattr(g, field), derived_budget(g)[field], what))
-            for a, g in _labelled(inp)
-        ),
-        key=by_relative_gap,
-    )
+
+    def check(inp: Prop26Inputs) -> Verdict:
+        cases = _labelled(inp)
+        derived = (
+            (a, derived_close(getattr(g, field), derived_budget(g)[field], what)) for a, g in cases
+        )
+        return worst(derived, key=by_relative_gap)
+
+    return claim.check(name)(check)
 
 
-@claim.check("product error = h^2/16")
-def product_error_as_derived(inp: Prop26Inputs) -> Verdict:
-    return _as_derived(inp, "product_error")
-
-
-@claim.check("delta_1 = d_e h^2/16")
-def inner_product_error_as_derived(inp: Prop26Inputs) -> Verdict:
-    return _as_derived(inp, "inner_product_error")
-
-
-@claim.check("s_max = 1 + nu + delta_1 + margin")
-def s_max_as_derived(inp: Prop26Inputs) -> Verdict:
-    return _as_derived(inp, "s_max")
-
-
-@claim.check("excess as derived")
-def excess_as_derived(inp: Prop26Inputs) -> Verdict:
-    return _as_derived(inp, "non_target_excess")
-
-
-@claim.check("b = r_x min(4e, 2e + delta)")
-def threshold_as_derived(inp: Prop26Inputs) -> Verdict:
-    return _as_derived(inp, "threshold")
-
-
-@claim.check("eps = b + r_x delta + 2 r_x (delta_1 + nu)")
-def eps_as_derived(inp: Prop26Inputs) -> Verdict:
-    return _as_derived(inp, "eps")
+product_error_as_derived = _as_derived("product error = h^2/16", "product_error")
+inner_product_error_as_derived = _as_derived("delta_1 = d_e h^2/16", "inner_product_error")
+s_max_as_derived = _as_derived("s_max = 1 + nu + delta_1 + margin", "s_max")
+excess_as_derived = _as_derived("excess as derived", "non_target_excess")
+threshold_as_derived = _as_derived("b = r_x min(4e, 2e + delta)", "threshold")
+eps_as_derived = _as_derived("eps = b + r_x delta + 2 r_x (delta_1 + nu)", "eps")
 
 
 # ------------------------------------------------------------------ the faults
+
+
+def _each_transition(edit):
+    """A fault's edit: every case's transition replaced by ``edit(transition)``."""
+    return mapped("cases", fields_edited(transition=lambda c: edit(c.transition)))
+
+
+def _each_guarantee(**edits):
+    """A fault's edit: each guarantee's named fields replaced by ``edit(guarantee)``."""
+    return mapped("guarantees", fields_edited(**edits))
 
 
 @claim.fault("rectifying layers 3-4 removed", breaks=(zeros_off_target, states_within_eps))
@@ -463,54 +454,47 @@ def _no_rectifier(inp: Prop26Inputs) -> Prop26Inputs:
     """Layers 3-4 removed from every transition (and the scanned RNNs'): at threshold 0 they pass
     the gate G unchanged, which leaks at pairs with <omega_i, omega_t> = 1/2, and the state error
     grows with N past eps."""
-    cases = tuple(replace(c, transition=c.transition.with_threshold(0.0)) for c in inp.cases)
 
     def gate_only(rnn):
         return rnn_weights(rnn.omega, rnn.transition.with_threshold(0.0), rnn.g_net, r_h=rnn.r_h)
 
     curves = tuple((label, gate_only(rnn), Ns) for label, rnn, Ns in inp.curves)
-    return replace(inp, cases=cases, curves=curves)
+    return replace(_each_transition(lambda t: t.with_threshold(0.0))(inp), curves=curves)
 
 
 claim.fault(
     "threshold b / 8",
     breaks=gate_below_threshold,
-    apply=mapped(
-        "cases",
-        fields_edited(transition=lambda c: c.transition.with_threshold(c.transition.threshold / 8)),
-    ),
+    apply=_each_transition(lambda t: t.with_threshold(t.threshold / 8)),
 )
 claim.fault(
     "threshold 3 b",
     breaks=target_error,
-    apply=mapped(
-        "cases",
-        fields_edited(transition=lambda c: c.transition.with_threshold(3 * c.transition.threshold)),
-    ),
+    apply=_each_transition(lambda t: t.with_threshold(3 * t.threshold)),
 )
 claim.fault(
     "s_max without the margin",
     breaks=s_max_as_derived,
-    apply=mapped("guarantees", fields_edited(s_max=lambda g: g.s_max - g.margin)),
+    apply=_each_guarantee(s_max=lambda g: g.s_max - g.margin),
 )
 claim.fault(
     "eps certified 1.5 times too small",
     breaks=eps_as_derived,
-    apply=mapped("guarantees", fields_edited(eps=lambda g: g.eps / 1.5)),
+    apply=_each_guarantee(eps=lambda g: g.eps / 1.5),
 )
 
 
-def _gate_readout_halved(c: TransitionCase):
+def _gate_readout_halved(transition):
     """Layer 3 reads G = delta sum_k H_k (the factor 2 of Lemma 24 dropped from the dense matrix),
     while the closed form keeps it: a copy, the honest layers untouched."""
-    L = c.transition.layers
-    return c.transition.with_layers(L.replace_layer(2, W=L[2].W / 2))
+    L = transition.layers
+    return transition.with_layers(L.replace_layer(2, W=L[2].W / 2))
 
 
 claim.fault(
     "layer 3 reads delta sum_k H_k (factor 2 dropped)",
     breaks=dense_equals_closed_form,
-    apply=mapped("cases", fields_edited(transition=_gate_readout_halved)),
+    apply=_each_transition(_gate_readout_halved),
 )
 
 
@@ -528,35 +512,32 @@ def _built_for_twice_eps(inp: Prop26Inputs) -> Prop26Inputs:
 claim.fault(
     "product error h^2/4 (the square's, not the product's)",
     breaks=product_error_as_derived,
-    apply=mapped("guarantees", fields_edited(product_error=lambda g: 4 * g.product_error)),
+    apply=_each_guarantee(product_error=lambda g: 4 * g.product_error),
 )
 claim.fault(
     "delta_1 without its d_e factor",
     breaks=inner_product_error_as_derived,
-    apply=mapped(
-        "guarantees", fields_edited(inner_product_error=lambda g: g.inner_product_error / g.d_e)
-    ),
+    apply=_each_guarantee(inner_product_error=lambda g: g.inner_product_error / g.d_e),
 )
 claim.fault(
     "excess without its max(0, .)",
     breaks=excess_as_derived,
-    apply=mapped(
-        "guarantees",
-        fields_edited(non_target_excess=lambda g: g.mu + g.inner_product_error - 0.5 + g.margin),
+    apply=_each_guarantee(
+        non_target_excess=lambda g: g.mu + g.inner_product_error - 0.5 + g.margin
     ),
 )
 claim.fault(
     "threshold r_x min(2e, 2e + delta)",
     breaks=threshold_as_derived,
-    apply=mapped("guarantees", fields_edited(threshold=lambda g: 2 * g.r_x * g.non_target_excess)),
+    apply=_each_guarantee(threshold=lambda g: 2 * g.r_x * g.non_target_excess),
 )
 claim.fault(
     "one gate knot fewer",
     breaks=knots_as_derived,
-    apply=mapped("guarantees", fields_edited(gate_knots=lambda g: g.gate_knots - 1)),
+    apply=_each_guarantee(gate_knots=lambda g: g.gate_knots - 1),
 )
 claim.fault(
     "uniform certificate on alphabet codes",
     breaks=certificate_as_derived,
-    apply=mapped("guarantees", fields_edited(product_certificate=lambda g: "uniform")),
+    apply=_each_guarantee(product_certificate=lambda g: "uniform"),
 )
