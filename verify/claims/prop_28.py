@@ -18,7 +18,8 @@ from qstr.constructions.links import make_link
 from qstr.constructions.recurrent import module_from_state, rnn_state, rnn_weights
 from qstr.constructions.task import gather_tokens
 from qstr.verify.adversarial import clip_to_ball
-from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, fields_edited, mapped, worst
+from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, worst
+from qstr.verify.claims._edits import each
 from qstr.verify.claims._roundtrip import through_file, through_path
 from qstr.verify.claims._transition import F64, ball_ascent, by_measured, by_ratio, by_relative_gap
 from qstr.verify.claims._transition import certified_eps_as_asked, derived_close, largest_gap
@@ -307,6 +308,8 @@ def _general_prompts(inp: Prop28Inputs, ctx: Context) -> Prop28Inputs:
     return replace(inp, cases=tuple(cases))
 
 
+@claim.fault("saved layer 1 in (z, h) order", breaks=plain_recurrence_equals_scan)
+@each(field="state")
 def _layer1_in_zh_order(c: PredictionCase) -> Optional[dict]:
     """Layer 1 of both transitions written with its columns in the order (z, h) (a module that
     concatenates (z, h)), while the file's layout is u = (h, z)."""
@@ -333,6 +336,8 @@ def _output_layers_without_direct_term(rnn) -> list:
     return layers
 
 
+@claim.fault("saved output without the direct term", breaks=plain_recurrence_equals_scan)
+@each(field="state")
 def _without_direct_term(c: PredictionCase) -> Optional[dict]:
     """The output net written without f(z_i) (:func:`_output_layers_without_direct_term`: layer
     4's columns that read the transition's output zero), so g(h_fwd + h_bwd) misses x_{t_l} at
@@ -341,6 +346,8 @@ def _without_direct_term(c: PredictionCase) -> Optional[dict]:
         return dict(c.state, output=_output_layers_without_direct_term(c.rnn))
 
 
+@claim.fault("saved in float32", breaks=saved_module_equals_scan)
+@each(field="state")
 def _saved_in_float32(c: PredictionCase) -> Optional[dict]:
     """Every layer of the file written in float32 (read back in float64, the digits lost)."""
     if c.state is None:
@@ -351,21 +358,6 @@ def _saved_in_float32(c: PredictionCase) -> Optional[dict]:
     return state
 
 
-claim.fault(
-    "saved layer 1 in (z, h) order",
-    breaks=plain_recurrence_equals_scan,
-    apply=mapped("cases", fields_edited(state=_layer1_in_zh_order)),
-)
-claim.fault(
-    "saved output without the direct term",
-    breaks=plain_recurrence_equals_scan,
-    apply=mapped("cases", fields_edited(state=_without_direct_term)),
-)
-claim.fault(
-    "saved in float32",
-    breaks=saved_module_equals_scan,
-    apply=mapped("cases", fields_edited(state=_saved_in_float32)),
-)
 claim.fault(
     "module gate bands from 0, not 1/2", breaks=module_equals_scan, apply=module_bands_from_zero
 )
@@ -379,12 +371,16 @@ def _cli_for_twice_eps(inp: Prop28Inputs, ctx: Context) -> Prop28Inputs:
     return replace(inp, cli=replace(inp.cli, rnn=c))
 
 
+@claim.fault("Lipschitz constant doubled in the guarantee", breaks=lipschitz_as_derived)
+@each(field="rnn")
 def _lipschitz_doubled(c: PredictionCase):
     """The guarantee records twice the Lipschitz constant of g."""
     g = c.rnn.guarantee
     return rnn_with(c.rnn, guarantee=replace(g, lipschitz=2 * g.lipschitz))
 
 
+@claim.fault("bound at the eps asked, not the certified", breaks=bound_as_derived)
+@each(field="rnn")
 def _bound_at_asked_eps(c: PredictionCase):
     """The guarantee's bound Lip sqrt(qd) eps taken at the eps asked, not the certified one."""
     g, tg = c.rnn.guarantee, c.rnn.transition.guarantee
@@ -392,23 +388,8 @@ def _bound_at_asked_eps(c: PredictionCase):
     return rnn_with(c.rnn, guarantee=replace(g, prediction_error=bound))
 
 
+@claim.fault("r_h without sqrt(d) eps", breaks=r_h_as_derived)
+@each(field="rnn")
 def _r_h_without_eps(c: PredictionCase):
     """r_h = sqrt(q) r_x: the sqrt(d) eps of Cor 27's radius dropped."""
     return rnn_with(c.rnn, r_h=math.sqrt(c.rnn.q) * c.rnn.guarantee.r_x)
-
-
-claim.fault(
-    "Lipschitz constant doubled in the guarantee",
-    breaks=lipschitz_as_derived,
-    apply=mapped("cases", fields_edited(rnn=_lipschitz_doubled)),
-)
-claim.fault(
-    "bound at the eps asked, not the certified",
-    breaks=bound_as_derived,
-    apply=mapped("cases", fields_edited(rnn=_bound_at_asked_eps)),
-)
-claim.fault(
-    "r_h without sqrt(d) eps",
-    breaks=r_h_as_derived,
-    apply=mapped("cases", fields_edited(rnn=_r_h_without_eps)),
-)
