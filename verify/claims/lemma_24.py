@@ -9,11 +9,12 @@ from dataclasses import replace
 import torch
 
 from qstr.constructions.relu import gate_bands, gate_gadget
-from qstr.verify.claim import Claim, Context, Ref, Verdict, close, fields_edited, mapped, replaced
+from qstr.verify.claim import Claim, Context, Ref, Verdict, close, replaced
 from qstr.verify.claims._transition import F64, GadgetCase, GadgetInputs, by_measured
 from qstr.verify.claims._transition import certificate_attained, largest_gap, none_counted
 from qstr.verify.claims._transition import on_device, searched, with_half_the_knots
 from qstr.verify.claims._transition import within_certificate, worst_case
+from qstr.verify.claims._edits import each
 from qstr.verify.registry import register
 
 L24_CASES = ((3.0, 16, 1.05), (0.5, 8, 1.0))  # (r_x, knots, s_max)
@@ -116,13 +117,8 @@ claim.fault(
 )
 
 
+@claim.fault("band offsets shifted up by M/10", breaks=(zero_below_half, gadget_is_unit_sum))
+@each(field="gadget")
 def _offsets_raised(c: GadgetCase):
     """The band offsets beta moved up by a tenth of the slope M: bands open before s = 1/2."""
     return replace(c.gadget, b1=c.gadget.b1 + 0.1 * c.gadget.params["M"])
-
-
-claim.fault(
-    "band offsets shifted up by M/10",
-    breaks=(zero_below_half, gadget_is_unit_sum),
-    apply=mapped("cases", fields_edited(gadget=_offsets_raised)),
-)

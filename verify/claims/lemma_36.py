@@ -15,9 +15,10 @@ from qstr.constructions.encoding import rnn_encoding
 from qstr.constructions.interpolation import MemoriserLayout, interpolate_points, memorising_rnn
 from qstr.constructions.interpolation import parameter_norm2
 from qstr.constructions.links import TwoLayerNet
-from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, fields_edited, mapped, worst
+from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, worst
 from qstr.verify.claims._interpolation import C36_DERIVED, K_Y, L36_D, codes, labels, norm_rounding
 from qstr.verify.claims._interpolation import net_norm2, prompts, to_bound
+from qstr.verify.claims._edits import each
 from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding
 from qstr.verify.threads import cpu_threads
@@ -264,6 +265,12 @@ def _tokens_one_late(inp: Lemma36Inputs, ctx: Context) -> Lemma36Inputs:
     return replace(inp, cases=tuple(one(c) for c in inp.cases))
 
 
+# Lemma 38's and the depth rebalancing skipped (tau = 1): the raw net, norm A + P
+@claim.fault(
+    "rebalancing skipped (tau = 1)",
+    breaks=(lemma36_certified, lemma36_n_only, lemma36_net_bound, lemma36_balanced),
+)
+@each()
 def _unbalanced(c: Lemma36Case) -> Lemma36Case:
     """The case with tau = 1: the raw Lemma 38 net in f_y (first layer v^T x + b', identities,
     then a') and in the Lemma 36 record, the same function."""
@@ -284,23 +291,10 @@ def _unbalanced(c: Lemma36Case) -> Lemma36Case:
     return replace(c, model=model, guarantee=gu)
 
 
-# Lemma 38's and the depth rebalancing skipped (tau = 1): the raw net, norm A + P
-claim.fault(
-    "rebalancing skipped (tau = 1)",
-    breaks=(lemma36_certified, lemma36_n_only, lemma36_net_bound, lemma36_balanced),
-    apply=mapped("cases", _unbalanced),
-)
-
-
+@claim.fault("n-only bound m^2 for m^(5/2)", breaks=lemma36_bounds_derived)
+@each(field="guarantee")
 def _bound_n_squared(c: Lemma36Case) -> MemoriserGuarantee:
     """The reported n-only bounds with m^2 for m^(5/2): C36 m^2 ||y||."""
     gu, root = c.guarantee, math.sqrt(c.guarantee.n_points)
     l36_gu = replace(gu.lemma36_guarantee, bound_n=gu.lemma36_guarantee.bound_n / root)
     return replace(gu, bound_n=gu.bound_n / root, lemma36_guarantee=l36_gu)
-
-
-claim.fault(
-    "n-only bound m^2 for m^(5/2)",
-    breaks=lemma36_bounds_derived,
-    apply=mapped("cases", fields_edited(guarantee=_bound_n_squared)),
-)
