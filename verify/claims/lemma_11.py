@@ -21,6 +21,7 @@ from qstr.constructions.task import QSTR, gather_tokens
 from qstr.verify.adversarial import clip_to_ball, worst_case_tokens
 from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, close, mapped, replaced, worst
 from qstr.verify.claims._attention import above_rounding, attention_rounding, export_rounding
+from qstr.verify.claims._edits import each
 from qstr.verify.claims._roundtrip import forgot_head_dim_scale, saved_and_reloaded
 from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding
@@ -512,18 +513,13 @@ claim.fault(
 )
 
 
+@claim.fault("exporter forgets torch's 1/sqrt(head_dim)", breaks=lemma11_export_is_module)
+@each()
 def _export_forgets_scale(case: L11Case) -> L11Case:
     """The case's export without torch's 1/sqrt(head_dim) compensated (where it is exported)."""
     if case.exported is None:
         return case
     return replace(case, exported=forgot_head_dim_scale(case.exported))
-
-
-claim.fault(
-    "exporter forgets torch's 1/sqrt(head_dim)",
-    lemma11_export_is_module,
-    mapped("cases", _export_forgets_scale),
-)
 
 
 def _leaks_from_chunk_rows(cons, chunk: int = 1024) -> torch.Tensor:

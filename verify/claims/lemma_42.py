@@ -30,6 +30,7 @@ from qstr.constructions.lipschitz import (
 )
 from qstr.verify.adversarial import worst_case_tokens
 from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, mapped, replaced, worst
+from qstr.verify.claims._edits import each
 from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding, two_layer
 
@@ -419,17 +420,16 @@ def _degree_lower(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
     return mapped("cases", lower)(inp)
 
 
+@claim.fault("one interval less per ridge", breaks=lemma42_ridges)
+@each()
 def _interval_less(c: LipschitzCase) -> LipschitzCase:
     """One interval less per ridge: K_v - 1 (at least 1) in the net's ridge record (k >= 2)."""
     ridges = tuple((S, max(1, K - 1)) for S, K in c.built.ridges)
     return replace(c, built=replace(c.built, ridges=ridges))
 
 
-claim.fault(
-    "one interval less per ridge", breaks=lemma42_ridges, apply=mapped("cases", _interval_less)
-)
-
-
+@claim.fault("half the error given to the ridges", breaks=lemma42_split)
+@each()
 def _half_to_ridges(c: LipschitzCase) -> LipschitzCase:
     """A k >= 2 net built for a degree rebuilt with half the error given to the ridges."""
     b = c.built
@@ -439,13 +439,8 @@ def _half_to_ridges(c: LipschitzCase) -> LipschitzCase:
     return replace(c, built=half)
 
 
-claim.fault(
-    "half the error given to the ridges",
-    breaks=lemma42_split,
-    apply=mapped("cases", _half_to_ridges),
-)
-
-
+@claim.fault("the merged constant unit dropped", breaks=lemma42_ridges_of_t)
+@each()
 def _constant_unit_dropped(c: LipschitzCase) -> LipschitzCase:
     """A k >= 2 net without its merged constant unit (its output weight zeroed)."""
     if c.built.k == 1:
@@ -454,13 +449,6 @@ def _constant_unit_dropped(c: LipschitzCase) -> LipschitzCase:
     a[-1] = 0.0
     net = TwoLayerNet(a=a, W=c.built.net.W.clone(), b=c.built.net.b.clone())
     return replace(c, built=replace(c.built, net=net))
-
-
-claim.fault(
-    "the merged constant unit dropped",
-    breaks=lemma42_ridges_of_t,
-    apply=mapped("cases", _constant_unit_dropped),
-)
 
 
 @claim.fault("kernel moments of degree n + 1", breaks=lemma42_moments)

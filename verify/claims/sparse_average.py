@@ -31,11 +31,11 @@ from qstr.verify.claim import (
     at_most,
     close,
     exact,
-    mapped,
     replaced,
     worst,
 )
 from qstr.verify.claims._attention import above_rounding, attention_rounding, export_rounding
+from qstr.verify.claims._edits import each
 from qstr.verify.claims._roundtrip import saved_and_reloaded
 from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding
@@ -322,6 +322,10 @@ def _alpha_one_percent_high(inp: SparseAverageInputs) -> SparseAverageInputs:
     )
 
 
+@claim.fault(
+    "query one slot short", breaks=(sparse_average_worst_prompt, sparse_average_attention_rows)
+)
+@each()
 def _one_slot_short(case: SACase) -> SACase:
     """The head's query misses its last slot (an off-by-one in the builder's slot loop)."""
     module = case.head.with_alpha(case.head.alpha)
@@ -330,13 +334,8 @@ def _one_slot_short(case: SACase) -> SACase:
     return replace(case, module=module)
 
 
-claim.fault(
-    "query one slot short",
-    breaks=(sparse_average_worst_prompt, sparse_average_attention_rows),
-    apply=mapped("cases", _one_slot_short),
-)
-
-
+@claim.fault("random tokens N(0, r_x^2 I), not clipped", breaks=sparse_average_random_below)
+@each()
 def _radius_as_scale(case: SACase) -> SACase:
     """Random prompts drawn with the radius as the token scale, x ~ N(0, r_x^2 I) and not clipped
     to the r_x-ball: a sample outside the law the sup is taken over."""
@@ -344,11 +343,6 @@ def _radius_as_scale(case: SACase) -> SACase:
     return replace(case, prompts=(x * case.head.guarantee.r_x, t))
 
 
-claim.fault(
-    "random tokens N(0, r_x^2 I), not clipped",
-    breaks=sparse_average_random_below,
-    apply=mapped("cases", _radius_as_scale),
-)
 claim.fault(
     "the limit 1/(2q) of the codes", sparse_average_separation_limit, replaced(limit=_codes_limit)
 )
