@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 import torch
 
@@ -178,9 +178,15 @@ def lemma38_tight(inp: Lemma38Inputs) -> Verdict:
     return close(ratio, tight, L38_TIGHT_TOL * tight, detail=f"alternating labels, n = {n}")
 
 
-def _every_case(edit: Callable[[Lemma38Case], Lemma38Case]):
-    """A fault's edit: every case (random and alternating) replaced by ``edit(case)``."""
-    return edited(cases=lambda cases: tuple(edit(c) for c in cases), alternating=edit)
+def _every_case(field: Optional[str] = None):
+    """Decorator under ``@claim.fault``: ``edit(case)`` replaces every case (random and
+    alternating), or with ``field`` gives that field's new value in each."""
+
+    def declare(edit: Callable[[Lemma38Case], Any]):
+        one = edit if field is None else fields_edited(**{field: edit})
+        return edited(cases=lambda cases: tuple(one(c) for c in cases), alternating=one)
+
+    return declare
 
 
 def _with_nets(case: Lemma38Case, raw: TwoLayerNet, balanced: TwoLayerNet) -> Lemma38Net:
@@ -189,6 +195,9 @@ def _with_nets(case: Lemma38Case, raw: TwoLayerNet, balanced: TwoLayerNet) -> Le
     return replace(case.net, raw=raw, balanced=balanced, rounding=allowance)
 
 
+# data with one gap eps/100 checked against the bound at the certified eps
+@claim.fault("one gap eps/100", breaks=lemma38_ratio)
+@_every_case()
 def _squeezed(case: Lemma38Case) -> Lemma38Case:
     """One gap eps/100 (opposite labels across it) in the middle; the certified eps kept."""
     z, y = case.z.clone(), case.y.clone()
@@ -198,6 +207,16 @@ def _squeezed(case: Lemma38Case) -> Lemma38Case:
     return _lemma38_case(z, y, case.eps)
 
 
+# the bound with constant 8 in place of 16 (the factor 2 of ||a||^2 <= 2 sum ... dropped)
+claim.fault(
+    "constant 8 for 16",
+    breaks=(lemma38_ratio, lemma38_tight),
+    apply=replaced(bound=lambda y, eps: lemma38_bound(y, eps) / 2),
+)
+
+
+@claim.fault("first breakpoint at z_1", breaks=lemma38_exact)
+@_every_case("net")
 def _first_breakpoint_at_z1(case: Lemma38Case) -> Lemma38Net:
     """c_1 = z_1 in place of z_1 - eps (the first unit's bias b_1 = -c_1 off by eps, raw and
     balanced): f(z_1) = 0 and every f(z_k) is off by a_1 eps = y_1."""
@@ -207,51 +226,27 @@ def _first_breakpoint_at_z1(case: Lemma38Case) -> Lemma38Net:
     return _with_nets(case, replace(raw, b=raw.b - shift), replace(bal, b=bal.b - tau * shift))
 
 
+@claim.fault("bias not rescaled", breaks=(lemma38_same_function, lemma38_exact))
+@_every_case("net")
 def _bias_not_rescaled(case: Lemma38Case) -> Lemma38Net:
     """The rebalancing (a / tau, tau w, b): the bias left unscaled."""
     raw, tau = case.net.raw, case.net.tau
     return _with_nets(case, raw, TwoLayerNet(a=raw.a / tau, W=raw.W * tau, b=raw.b))
 
 
+@claim.fault("rebalanced by 1 / tau", breaks=lemma38_rebalanced)
+@_every_case("net")
 def _tau_inverted(case: Lemma38Case) -> Lemma38Net:
     """The rebalancing by 1 / tau: (a tau, w / tau, b / tau), the same function, norm raised."""
     raw, tau = case.net.raw, case.net.tau
     return _with_nets(case, raw, TwoLayerNet(a=raw.a * tau, W=raw.W / tau, b=raw.b / tau))
 
 
+@claim.fault("gamma_(D+m) for gamma_(D+m+2)", breaks=lemma38_allowance)
+@_every_case("net")
 def _gamma_without_2(case: Lemma38Case) -> Lemma38Net:
     """The reported allowance with gamma_(D+m) for gamma_(D+m+2) (the 2 of j dropped)."""
     u = torch.finfo(torch.float64).eps / 2
     j = case.net.balanced.W.shape[1] + case.net.balanced.W.shape[0] + 2
     ratio = ((j - 2) / (1 - (j - 2) * u)) / (j / (1 - j * u))
     return replace(case.net, rounding=case.net.rounding * ratio)
-
-
-# data with one gap eps/100 checked against the bound at the certified eps
-claim.fault("one gap eps/100", breaks=lemma38_ratio, apply=_every_case(_squeezed))
-# the bound with constant 8 in place of 16 (the factor 2 of ||a||^2 <= 2 sum ... dropped)
-claim.fault(
-    "constant 8 for 16",
-    breaks=(lemma38_ratio, lemma38_tight),
-    apply=replaced(bound=lambda y, eps: lemma38_bound(y, eps) / 2),
-)
-claim.fault(
-    "first breakpoint at z_1",
-    breaks=lemma38_exact,
-    apply=_every_case(fields_edited(net=_first_breakpoint_at_z1)),
-)
-claim.fault(
-    "bias not rescaled",
-    breaks=(lemma38_same_function, lemma38_exact),
-    apply=_every_case(fields_edited(net=_bias_not_rescaled)),
-)
-claim.fault(
-    "rebalanced by 1 / tau",
-    breaks=lemma38_rebalanced,
-    apply=_every_case(fields_edited(net=_tau_inverted)),
-)
-claim.fault(
-    "gamma_(D+m) for gamma_(D+m+2)",
-    breaks=lemma38_allowance,
-    apply=_every_case(fields_edited(net=_gamma_without_2)),
-)
