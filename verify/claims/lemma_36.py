@@ -253,16 +253,13 @@ def _labels_at_every_position(inp: Lemma36Inputs, ctx: Context) -> Lemma36Inputs
 
 
 @claim.fault("tokens one position late", breaks=lemma36_exact)
-def _tokens_one_late(inp: Lemma36Inputs, ctx: Context) -> Lemma36Inputs:
+@each()
+def _tokens_one_late(c: Lemma36Case, ctx: Context) -> Lemma36Case:
     """Memorisers built on the tokens one position late (x_(i+1) with the labels y_i), checked on
     the prompts as drawn."""
-
-    def one(c):
-        x, t, y = c.prompts
-        late = _lemma36_case(c.n, c.N, c.depth, (x.roll(-1, dims=1), t, y), c.position, ctx)
-        return replace(late, prompts=c.prompts)
-
-    return replace(inp, cases=tuple(one(c) for c in inp.cases))
+    x, t, y = c.prompts
+    late = _lemma36_case(c.n, c.N, c.depth, (x.roll(-1, dims=1), t, y), c.position, ctx)
+    return replace(late, prompts=c.prompts)
 
 
 # Lemma 38's and the depth rebalancing skipped (tau = 1): the raw net, norm A + P

@@ -29,7 +29,7 @@ from qstr.constructions.lipschitz import (
     ridge_net,
 )
 from qstr.verify.adversarial import worst_case_tokens
-from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, mapped, replaced, worst
+from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, replaced, worst
 from qstr.verify.claims._edits import each
 from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding, two_layer
@@ -384,40 +384,31 @@ def _steeper(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
 
 
 @claim.fault("output weights scaled by 1.1", breaks=lemma42_certified)
-def _scaled(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
+@each()
+def _scaled(c: LipschitzCase, ctx: Context) -> LipschitzCase:
     """Every net's output weights a scaled by 1.1 (a copy of the net)."""
-
-    def scale(c: LipschitzCase) -> LipschitzCase:
-        net = TwoLayerNet(a=1.1 * c.built.net.a, W=c.built.net.W.clone(), b=c.built.net.b.clone())
-        return _case(ctx, c.name, c.f, c.L, replace(c.built, net=net), c.eps, c.starts)
-
-    return mapped("cases", scale)(inp)
+    net = TwoLayerNet(a=1.1 * c.built.net.a, W=c.built.net.W.clone(), b=c.built.net.b.clone())
+    return _case(ctx, c.name, c.f, c.L, replace(c.built, net=net), c.eps, c.starts)
 
 
 @claim.fault("certificates of the unit ball whatever R", breaks=lemma42_seen)
-def _unit_ball(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
+@each()
+def _unit_ball(c: LipschitzCase, ctx: Context) -> LipschitzCase:
     """Certificates of the unit ball whatever R (the radius left at its default 1)."""
-
-    def unit(c: LipschitzCase) -> LipschitzCase:
-        if c.built.R == 1.0:  # the same certificate
-            return c
-        return replace(c, cert=_certificate(c.f, c.built, c.L, 1.0, ctx))
-
-    return mapped("cases", unit)(inp)
+    if c.built.R == 1.0:  # the same certificate
+        return c
+    return replace(c, cert=_certificate(c.f, c.built, c.L, 1.0, ctx))
 
 
 @claim.fault("one degree less than eps needs", breaks=lemma42_eps)
-def _degree_lower(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
+@each()
+def _degree_lower(c: LipschitzCase, ctx: Context) -> LipschitzCase:
     """The nets built for an eps rebuilt at one degree (k = 1: one interval) less than eps needs."""
-
-    def lower(c: LipschitzCase) -> LipschitzCase:
-        if c.eps is None:
-            return c
-        b = c.built
-        built = lemma42_net(c.f, L=b.L, R=b.R, k=b.k, degree=b.degree - 1)
-        return _case(ctx, c.name, c.f, c.L, built, c.eps, c.starts)
-
-    return mapped("cases", lower)(inp)
+    if c.eps is None:
+        return c
+    b = c.built
+    built = lemma42_net(c.f, L=b.L, R=b.R, k=b.k, degree=b.degree - 1)
+    return _case(ctx, c.name, c.f, c.L, built, c.eps, c.starts)
 
 
 @claim.fault("one interval less per ridge", breaks=lemma42_ridges)
