@@ -16,6 +16,7 @@ from qstr.constructions.links import make_link
 from qstr.constructions.recurrent import rnn_weights, transition_weights
 from qstr.verify.claim import Check, Claim, Context, Ref, Verdict, at_most, exact, fields_edited
 from qstr.verify.claim import mapped, worst
+from qstr.verify.claims._edits import each
 from qstr.verify.claims._transition import F64, ball_ascent, by_measured, by_ratio, by_relative_gap
 from qstr.verify.claims._transition import derived_close, largest_gap, orthogonally_rotated
 from qstr.verify.claims._transition import transition_rounding, worst_case
@@ -484,18 +485,13 @@ claim.fault(
 )
 
 
-def _gate_readout_halved(transition):
+@claim.fault("layer 3 reads delta sum_k H_k (factor 2 dropped)", breaks=dense_equals_closed_form)
+@each(field="transition")
+def _gate_readout_halved(c: TransitionCase):
     """Layer 3 reads G = delta sum_k H_k (the factor 2 of Lemma 24 dropped from the dense matrix),
     while the closed form keeps it: a copy, the honest layers untouched."""
-    L = transition.layers
-    return transition.with_layers(L.replace_layer(2, W=L[2].W / 2))
-
-
-claim.fault(
-    "layer 3 reads delta sum_k H_k (factor 2 dropped)",
-    breaks=dense_equals_closed_form,
-    apply=_each_transition(_gate_readout_halved),
-)
+    L = c.transition.layers
+    return c.transition.with_layers(L.replace_layer(2, W=L[2].W / 2))
 
 
 @claim.fault("built for twice the eps asked", breaks=eps_as_asked)
