@@ -7,39 +7,27 @@ import torch
 from qstr.constructions.experiment_models import PracticalRNN
 from qstr.verify.claims import all_claims
 from qstr.verify.claims.experiment_models import gru_reference
-from qstr.verify.registry import Context
 
-CTX = Context(profile="quick")
-MODELS = all_claims()["experiment-models"]
+CID = "experiment-models"
 
 
-@pytest.fixture(scope="module")
-def models():
-    return MODELS.inputs(CTX)
-
-
-def test_experiment_model_checks_hold(models):
-    for check in MODELS.checks:
-        v = check.run(models, CTX)
-        assert v.holds, (check.name, v)
-
-
-def test_a_unidirectional_gru_reaches_neither_end_from_the_last(models):
-    fault = MODELS.faults[0]
-    v = MODELS.check_named("GRU reaches both ends").run(fault.apply(models, CTX), CTX)
+def test_a_unidirectional_gru_reaches_neither_end_from_the_last(declared):
+    d = declared(CID)
+    v = d.verdict("GRU reaches both ends", d.broken(d.claim.faults[0].name))
     assert not v.holds and v.measured == 0.0
-    assert MODELS.check_named("GRU reaches both ends").run(models, CTX).holds  # honest untouched
+    assert d.verdict("GRU reaches both ends").holds  # honest untouched
 
 
-@pytest.mark.parametrize("fault", MODELS.faults, ids=lambda f: f.name)
-def test_experiment_model_faults_fail_their_checks(models, fault):
+@pytest.mark.parametrize("fault", all_claims()[CID].faults, ids=lambda f: f.name)
+def test_experiment_model_faults_fail_their_checks(declared, fault):
     """A porting slip (update convention, gate order, 1/sqrt(D_e), keys for queries, vec order)
     moves the equations' output far from the model's, and leaves the honest inputs alone."""
-    broken = fault.apply(models, CTX)
+    d = declared(CID)
+    broken = fault.apply(d.inputs, d.ctx)
     for name in fault.breaks:
-        v = MODELS.check_named(name).run(broken, CTX)
+        v = d.verdict(name, broken)
         assert not v.holds and (v.measured > 1e-3 or name == "GRU reaches both ends"), (name, v)
-        assert MODELS.check_named(name).run(models, CTX).holds
+        assert d.verdict(name).holds
 
 
 def test_gru_reference_matches_torch():

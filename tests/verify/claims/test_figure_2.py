@@ -9,17 +9,9 @@ import torch
 from qstr.constructions.attention import lemma11_weights
 from qstr.constructions.layout import token_layout
 from qstr.constructions.links import make_link
-from qstr.verify.claims import all_claims
 from qstr.verify.claims.figure_2 import F2_BLOCK, F2_D, block_shares
-from qstr.verify.registry import Context
 
-CTX = Context(profile="quick")
-FIG2 = all_claims()["figure-2"]
-
-
-@pytest.fixture(scope="module")
-def fig2():
-    return FIG2.inputs(CTX)
+CID = "figure-2"
 
 
 def test_blocks_of_the_construction_and_of_a_block_diagonal_matrix():
@@ -36,18 +28,14 @@ def test_blocks_of_the_construction_and_of_a_block_diagonal_matrix():
     assert b["chance"] == pytest.approx(cons.d_e**2 / lay.dim**2)
 
 
-def test_figure2_checks_hold_on_the_trained_head(fig2):
-    for check in FIG2.checks:
-        v = check.run(fig2, CTX)
-        assert v.holds and v.dtype == "float32", (check.name, v)
-    assert FIG2.checks[0].run(fig2, CTX).measured >= F2_BLOCK
+def test_figure2_checks_hold_on_the_trained_head(declared):
+    d = declared(CID)
+    verdicts = d.verdicts()
+    for name, v in verdicts.items():
+        assert v.holds and v.dtype == "float32", (name, v)
+    assert verdicts[d.claim.checks[0].name].measured >= F2_BLOCK
 
 
-@pytest.mark.parametrize("fault", FIG2.faults, ids=lambda f: f.name)
-def test_figure2_faults_fail_their_checks(fig2, fault):
-    broken = fault.apply(fig2, CTX)
-    assert all(not FIG2.check_named(name).run(broken, CTX).holds for name in fault.breaks)
-
-
-def test_another_wrong_block_fails_too(fig2):
-    assert not FIG2.check_named("block share >= 0.9").run(replace(fig2, key="x"), CTX).holds
+def test_another_wrong_block_fails_too(declared):
+    d = declared(CID)
+    assert not d.verdict("block share >= 0.9", replace(d.inputs, key="x")).holds

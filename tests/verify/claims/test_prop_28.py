@@ -1,48 +1,24 @@
 """Prop 28 (verify/claims/prop_28.py) through its public structure: inputs, named checks and
 faults (tests/verify/claims/test_registered.py runs every claim with all its faults)."""
 
-import pytest
 import torch
 
 from qstr.constructions.recurrent import module_from_state
-from qstr.verify.claim import Context
-from qstr.verify.claims import all_claims
 from qstr.verify.claims.prop_28 import _output_layers_without_direct_term, plain_birnn
 
-CTX = Context(profile="quick")
-CLAIM = all_claims()["prop-28"]
+CID = "prop-28"
 
 
-@pytest.fixture(scope="module")
-def inp():
-    """The claim's honest inputs, built once."""
-    return CLAIM.inputs(CTX)
-
-
-def run(name, inputs):
-    return CLAIM.check_named(name).run(inputs, CTX)
-
-
-def broken(fault, inputs):
-    return CLAIM.fault_named(fault).apply(inputs, CTX)
-
-
-def test_prop28_keeps_its_reference():
-    assert CLAIM.ref.seed == CLAIM.ref.conference == "Prop 28"
-    assert CLAIM.derivation == "docs/derivations/rnn-transition.md"
-
-
-def test_prop28_checks_hold(inp):
-    for check in CLAIM.checks:
-        assert check.run(inp, CTX).holds, check.name
-    v = run("|y_hat - g(x_t)| <= Lip sqrt(qd) eps", inp)
+def test_prop28_checks_hold(declared):
+    d = declared(CID)
+    v = d.verdict("|y_hat - g(x_t)| <= Lip sqrt(qd) eps")
     assert 0.01 < v.measured / v.bound < 0.5  # the rotated code spends part of the budget
 
 
-def test_plain_recurrence_runs_the_saved_file_like_the_module_and_projects_like_it(inp):
+def test_plain_recurrence_runs_the_saved_file_like_the_module_and_projects_like_it(declared):
     """plain_birnn (the reader of docs/formats.md) on the first case's file: the module's outputs,
     and with r_h below Cor 27's radius, the module's projected outputs."""
-    c = inp.cases[0]
+    c = declared(CID).inputs.cases[0]
     y, active = plain_birnn(c.state, c.x, c.t)
     with torch.no_grad():
         y_module = module_from_state(c.state)(c.rnn.encode(c.x, c.t)).reshape(y.shape)
@@ -55,23 +31,25 @@ def test_plain_recurrence_runs_the_saved_file_like_the_module_and_projects_like_
     assert float((y2 - c.rnn.predict(c.x, c.t)).abs().max()) > 1e-3  # clipped states change y
 
 
-def test_prop28_faults(inp):
-    general = broken("general qSTR prompts", inp)
-    v = run("|y_hat - g(x_t)| <= Lip sqrt(qd) eps", general)
+def test_prop28_faults(declared):
+    d = declared(CID)
+    inp = d.inputs
+    general = d.broken("general qSTR prompts")
+    v = d.verdict("|y_hat - g(x_t)| <= Lip sqrt(qd) eps", general)
     assert not v.holds and v.measured > 1.5 * v.bound
     for fault in ("saved layer 1 in (z, h) order", "saved output without the direct term"):
-        b = broken(fault, inp)
+        b = d.broken(fault)
         assert b.cases[0].state is not inp.cases[0].state
-        v = run("plain recurrence on the file = scan", b)
+        v = d.verdict("plain recurrence on the file = scan", b)
         assert not v.holds and v.measured > 1e5 * v.rounding
-    assert run("plain recurrence on the file = scan", inp).holds  # honest inputs untouched
+    assert d.verdict("plain recurrence on the file = scan").holds  # honest inputs untouched
 
 
-def test_output_layers_without_direct_term_are_the_scan_without_it(inp):
+def test_output_layers_without_direct_term_are_the_scan_without_it(declared):
     """The prop-28 falsifier's output net: layer 4 with the f(z_i) columns zero (the rest of f_y
     as built), run as a module, is the scan without the direct term; its other layers are the
     construction's."""
-    c = inp.cases[0]
+    c = declared(CID).inputs.cases[0]
     layers = _output_layers_without_direct_term(c.rnn)
     honest = c.rnn.output_layers
     assert all(layers[k]["W"] is honest[k].W for k in (0, 1, 2, 4))
@@ -84,27 +62,36 @@ def test_output_layers_without_direct_term_are_the_scan_without_it(inp):
     assert float((y - c.rnn.predict(c.x, c.t, output_gate=False)).abs().max()) <= 1e-9
 
 
-def test_prop28_perturbed_module_and_file_are_copies(inp):
+def test_prop28_perturbed_module_and_file_are_copies(declared):
     """Gate bands from 0 in the loop module and a file saved in float32 leave the scan; the
     honest module and file keep their weights."""
-    early = broken("module gate bands from 0, not 1/2", inp)
+    d = declared(CID)
+    inp = d.inputs
+    early = d.broken("module gate bands from 0, not 1/2")
     assert early.module is not inp.module
-    assert run("module = scan", early).measured > 1e-3
-    f32 = broken("saved in float32", inp)
+    assert d.verdict("module = scan", early).measured > 1e-3
+    f32 = d.broken("saved in float32")
     assert f32.cases[0].state is not inp.cases[0].state
-    assert not run("reloaded files = scan", f32).holds
-    assert run("module = scan", inp).holds
-    assert run("reloaded files = scan", inp).holds
+    assert not d.verdict("reloaded files = scan", f32).holds
+    assert d.verdict("module = scan").holds
+    assert d.verdict("reloaded files = scan").holds
 
 
-def test_prop28_record_slips(inp):
+def test_prop28_record_slips(declared):
     """The bound at the asked eps, r_h without sqrt(d) eps and a CLI built for 2 eps each fail
     their check; the honest constructions keep their records."""
+    d = declared(CID)
     slips = {
         "bound at the eps asked, not the certified": "bound = Lip sqrt(qd) eps",
         "r_h without sqrt(d) eps": "r_h = sqrt(q)(r_x + sqrt(d) eps)",
         "CLI built for twice the eps asked": "certified eps <= asked",
     }
     for fault, check in slips.items():
-        assert not run(check, broken(fault, inp)).holds, fault
-        assert run(check, inp).holds, check
+        assert not d.verdict(check, d.broken(fault)).holds, fault
+        assert d.verdict(check).holds, check
+
+
+def test_prop28_keeps_its_reference(declared):
+    claim = declared(CID).claim
+    assert claim.ref.seed == claim.ref.conference == "Prop 28"
+    assert claim.derivation == "docs/derivations/rnn-transition.md"

@@ -8,41 +8,25 @@ import pytest
 import torch
 
 from qstr.bounds.feedforward import floor_for_direction, orthonormal_row_basis, risk_floor
-from qstr.verify.claims import all_claims
 from qstr.verify.claims.thm_6 import D_TOKEN, min_norm_draws, slipped_floor
-from qstr.verify.registry import Context
 
-CTX = Context(profile="quick")
-CLAIM = all_claims()["thm-6"]
+CID = "thm-6"
 
 
-@pytest.fixture(scope="module")
-def honest():
-    return CLAIM.inputs(CTX)
-
-
-@pytest.mark.parametrize("name", [c.name for c in CLAIM.checks])
-def test_each_check_holds_on_the_trained_models(honest, name):
-    v = CLAIM.check_named(name).run(honest, CTX)
-    assert v.holds, (name, v)
-
-
-def test_the_headline_is_the_floor_with_a_wide_margin(honest):
-    v = CLAIM.checks[0].run(honest, CTX)
+def test_the_headline_is_the_floor_with_a_wide_margin(declared):
+    d = declared(CID)
+    v = d.verdict(d.claim.checks[0].name)
     assert v.relation == ">=" and v.measured > 1.5 * v.bound and "floor_u" in v.detail
 
 
-def test_the_transformer_beats_the_floor_by_far(honest):
-    v = CLAIM.check_named("Lemma 11 Transformer beats floor_u").run(honest, CTX)
+def test_the_transformer_beats_the_floor_by_far(declared):
+    v = declared(CID).verdict("Lemma 11 Transformer beats floor_u")
     assert v.measured < 1e-3 * v.bound
 
 
-@pytest.mark.parametrize("fault", CLAIM.faults, ids=lambda f: f.name)
-def test_each_fault_fails_its_checks(honest, fault):
-    broken = fault.apply(honest, CTX)
-    for name in fault.breaks:
-        assert not CLAIM.check_named(name).run(broken, CTX).holds, name
-    assert all(CLAIM.check_named(name).run(honest, CTX).holds for name in fault.breaks)
+def test_the_faults_leave_the_trained_models(declared):
+    """Each fault returns new inputs; every check still holds on the honest ones after all."""
+    declared(CID).faults_leave_the_honest_inputs()
 
 
 def test_slipped_floor_hand_values():
@@ -59,11 +43,9 @@ def test_slipped_floor_hand_values():
         lambda n, N, d: max(0.0, 1.0 - n / (N * d + 1)),  # N d + 1 in the denominator
     ],
 )
-def test_a_planted_floor_fails_the_min_norm_closed_form(honest, planted):
-    v = CLAIM.check_named("min-norm risk = closed form").run(
-        replace(honest, risk_floor=planted), CTX
-    )
-    assert not v.holds
+def test_a_planted_floor_fails_the_min_norm_closed_form(declared, planted):
+    d = declared(CID)
+    assert not d.verdict("min-norm risk = closed form", replace(d.inputs, risk_floor=planted)).holds
 
 
 def test_min_norm_draws_equal_per_group_lstsq():
@@ -98,25 +80,23 @@ def test_min_norm_draws_equal_per_group_lstsq():
     assert kappa >= 1.0
 
 
-def test_uniform_attention_loses_to_the_floor(honest):
+def test_uniform_attention_loses_to_the_floor(declared):
     """Lemma 11 at alpha = 0 averages the tokens: its risk is above floor_u, the honest one far
     below; the honest constructions are left as they were."""
-    fault = next(f for f in CLAIM.faults if "alpha = 0" in f.name)
-    broken = fault.apply(honest, CTX)
-    v = CLAIM.check_named("Lemma 11 Transformer beats floor_u").run(broken, CTX)
-    assert v.measured > v.bound > 0 and honest.lemma11s[0].alpha > 0
+    d = declared(CID)
+    v = d.verdict("Lemma 11 Transformer beats floor_u", d.broken("alpha = 0"))
+    assert v.measured > v.bound > 0 and d.inputs.lemma11s[0].alpha > 0
 
 
-def test_the_flow_law_is_off_by_the_discreteness_of_gd(honest):
+def test_the_flow_law_is_off_by_the_discreteness_of_gd(declared):
     """e^{-lambda tau} differs from prod (1 - eta lambda) by far more than the rounding term."""
-    fault = next(f for f in CLAIM.faults if "gradient-flow" in f.name)
-    check = CLAIM.check_named("off-span part decays as prod(1 - lr lambda)")
-    v = check.run(fault.apply(honest, CTX), CTX)
+    d = declared(CID)
+    v = d.verdict("off-span part decays as prod(1 - lr lambda)", d.broken("gradient-flow"))
     assert v.measured > 1e6 * v.rounding and not v.holds
 
 
-def test_edge_from_one_input_short_leaves_one_direction(honest):
+def test_edge_from_one_input_short_leaves_one_direction(declared):
     """From N d - 1 inputs the Bayes risk is 1/(N d) (1/6 at N = 2), not 0."""
-    fault = next(f for f in CLAIM.faults if "N d - 1" in f.name)
-    v = CLAIM.check_named("no risk left at n = N d").run(fault.apply(honest, CTX), CTX)
+    d = declared(CID)
+    v = d.verdict("no risk left at n = N d", d.broken("N d - 1"))
     assert v.measured == pytest.approx(1 / (2 * D_TOKEN), abs=0.05)
