@@ -15,6 +15,7 @@ from qstr.constructions.links import TwoLayerNet
 from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, close, edited, fields_edited
 from qstr.verify.claim import replaced, worst
 from qstr.verify.claims._interpolation import net_norm2
+from qstr.verify.claims._transition import by_measured
 from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding
 
@@ -90,10 +91,6 @@ def _worst_n(inp: Lemma38Inputs, verdict: Callable[[Lemma38Case], Verdict], key=
     return worst(((f"n = {len(c.z)}", verdict(c)) for c in _all_cases(inp)), key=key)
 
 
-def _measured(v: Verdict) -> float:
-    return v.measured
-
-
 @claim.check("||a'||^2 <= 16 ||y||^2 / eps^2")
 def lemma38_ratio(inp: Lemma38Inputs) -> Verdict:
     """Lemma 38: ||a'||^2 <= 16 ||y||^2 / eps^2 at the certified eps; the worst case over n."""
@@ -104,7 +101,7 @@ def lemma38_ratio(inp: Lemma38Inputs) -> Verdict:
         measured = float(c.net.raw.a @ c.net.raw.a) / inp.bound(c.y, c.eps)
         return at_most(measured, 1.0, rounding, detail="||a'||^2 / bound")
 
-    return _worst_n(inp, ratio, key=_measured)
+    return _worst_n(inp, ratio, key=by_measured)
 
 
 def _error(case: Lemma38Case) -> float:
