@@ -126,15 +126,12 @@ def lemma37_success(inp: Lemma37Inputs, ctx: Context) -> Verdict:
     """Lemma 37: P(every gap >= eps_n and ||z||^2 <= 2n) >= 1/3 (one-sided Clopper-Pearson)."""
     ev = _counted(inp, ctx)
     lo, _ = clopper_pearson(ev.joint_ok, ev.trials)
-    return at_least(
-        lo,
-        1 / 3,
-        detail=(
-            f"n={inp.n}, D={L37_D}, {ev.trials} draws of (x, v): joint success "
-            f"{ev.joint_ok / ev.trials:.3f}, its CP{CONFIDENCE:.1%} lower bound measured; "
-            "no rounding term: event counts, each gap certified with its float64 allowance"
-        ),
+    detail = (
+        f"n={inp.n}, D={L37_D}, {ev.trials} draws of (x, v): joint success "
+        f"{ev.joint_ok / ev.trials:.3f}, its CP{CONFIDENCE:.1%} lower bound measured; "
+        "no rounding term: event counts, each gap certified with its float64 allowance"
     )
+    return at_least(lo, 1 / 3, detail=detail)
 
 
 @claim.check("gap failure <= union bound")
@@ -143,14 +140,8 @@ def lemma37_union(inp: Lemma37Inputs, ctx: Context) -> Verdict:
     ev = _counted(inp, ctx)
     lo, _ = clopper_pearson(ev.trials - ev.gap_ok, ev.trials)
     union = inp.union_bound(inp.n, ev.threshold)
-    return at_most(
-        lo,
-        union,
-        detail=(
-            f"gap failure {1 - ev.gap_ok / ev.trials:.3f}, CP lower bound against C(n, 2) eps / "
-            f"sqrt(pi) = {union:.3f}"
-        ),
-    )
+    detail = f"gap failure {1 - ev.gap_ok / ev.trials:.3f}, CP lower bound against C(n, 2) eps / "
+    return at_most(lo, union, detail=f"{detail}sqrt(pi) = {union:.3f}")
 
 
 @claim.check("union bound at eps_n = (n - 1) / (6n)")
@@ -158,38 +149,25 @@ def lemma37_threshold_union(inp: Lemma37Inputs) -> Verdict:
     """Lemma 37, step 3: at eps_n the union bound C(n, 2) eps_n / sqrt(pi) is (n - 1) / (6 n) < 1/6
     exactly (docs/derivations/interpolation.md); the largest relative gap over n = 2..1024."""
     rounding = Rounding(n=8, scale=1.0, what="8 eps (sqrt, products), relative")
-    return worst(
-        (
-            f"n={n}",
-            at_most(
-                abs(inp.union_bound(n, inp.threshold(n)) * 6 * n / (n - 1) - 1),
-                0.0,
-                rounding,
-                detail="union bound at eps_n against (n - 1) / (6 n)",
-            ),
-        )
-        for n in L37_STEP3_NS
-    )
+    what = "union bound at eps_n against (n - 1) / (6 n)"
+    ratios = ((n, inp.union_bound(n, inp.threshold(n)) * 6 * n / (n - 1)) for n in L37_STEP3_NS)
+    return worst((f"n={n}", at_most(abs(r - 1), 0.0, rounding, detail=what)) for n, r in ratios)
 
 
 @claim.check("constructive gap >= eps_n")
 def lemma37_constructive_gap(inp: Lemma37Inputs) -> Verdict:
     """The direction found for the fixed sample has a certified gap >= eps_n (recomputed)."""
     gap, _ = certified_gap(inp.sample, inp.direction.v)
-    return at_least(
-        gap, inp.threshold(inp.n), detail=f"certified_gap(x, v) after {inp.direction.tries} tries"
-    )
+    what = f"certified_gap(x, v) after {inp.direction.tries} tries"
+    return at_least(gap, inp.threshold(inp.n), detail=what)
 
 
 @claim.check("constructive ||z||^2 <= 2n")
 def lemma37_constructive_norm(inp: Lemma37Inputs) -> Verdict:
     """The direction found for the fixed sample has ||x v||^2 <= 2 n (recomputed)."""
     z = inp.sample @ inp.direction.v
-    return at_most(
-        float(z @ z),
-        2 * inp.n,
-        Rounding(n=inp.n * (L37_D + 1), scale=float(z @ z), what="n (D + 1) eps ||z||^2"),
-    )
+    rnd = Rounding(n=inp.n * (L37_D + 1), scale=float(z @ z), what="n (D + 1) eps ||z||^2")
+    return at_most(float(z @ z), 2 * inp.n, rnd)
 
 
 @claim.check("replayed gap events")
@@ -199,11 +177,8 @@ def lemma37_replay_gaps(inp: Lemma37Inputs, ctx: Context) -> Verdict:
     gaps = inp.derived_gaps(inp.replay_x, inp.replay_v)
     thr = sorted(gaps)[len(gaps) // 2]
     ev = _events(inp, ctx, "lemma-37/replay", len(gaps), thr, 1.0)
-    return exact(
-        ev.gap_ok,
-        sum(gp >= thr for gp in gaps),
-        detail=f"{len(gaps)} trials replayed, threshold {thr:.6g} (a trial's own gap)",
-    )
+    what = f"{len(gaps)} trials replayed, threshold {thr:.6g} (a trial's own gap)"
+    return exact(ev.gap_ok, sum(gp >= thr for gp in gaps), detail=what)
 
 
 @claim.check("replayed norm events")
@@ -218,11 +193,8 @@ def lemma37_replay_norms(inp: Lemma37Inputs, ctx: Context) -> Verdict:
 def lemma37_certified_gap(inp: Lemma37Inputs) -> Verdict:
     """``certified_gap`` of one trial is its derived Higham gap, bit for bit."""
     want = inp.derived_gaps(inp.replay_x[:1], inp.replay_v[:1])[0]
-    return exact(
-        certified_gap(inp.replay_x[0], inp.replay_v[0])[0],
-        want,
-        detail="float gap (1 - u) - 2 gamma_D max sum |x v|",
-    )
+    got = certified_gap(inp.replay_x[0], inp.replay_v[0])[0]
+    return exact(got, want, detail="float gap (1 - u) - 2 gamma_D max sum |x v|")
 
 
 # the threshold 10 eps_n in place of Lemma 37's eps_n
