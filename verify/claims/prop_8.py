@@ -233,14 +233,11 @@ def prop8_answers(inp: Prop8Inputs) -> Verdict:
     pk = inp.bounds.at(N)
     fail = M * (M - 1) / 2 * math.exp(-(N - 1) * pk.rate)
     task = "general 1STR" if inp.t is None else "simple-1STR"
-    return at_least(
-        sep,
-        pk.answer_sep,
-        detail=(
-            f"{task}, N = {N}, {M} prompts sharing x_i: min normalised answer separation (failure "
-            f"probability <= {fail:.1e}); theory packs M' = e^{pk.log_M_good:.2f} such prompts"
-        ),
+    detail = (
+        f"{task}, N = {N}, {M} prompts sharing x_i: min normalised answer separation (failure "
+        f"probability <= {fail:.1e}); theory packs M' = e^{pk.log_M_good:.2f} such prompts"
     )
+    return at_least(sep, pk.answer_sep, detail=detail)
 
 
 @claim.check("conditional errors <= K c")
@@ -410,27 +407,19 @@ def prop8_log_form(inp: Prop8Inputs) -> Verdict:
         exact_log = float(
             mpmath.log(mpmath.ceil(frac * mpmath.floor((1 + mpmath.sqrt(1 + 4 * X)) / 2) / 2))
         )
-    return close(
-        exact_log - big.log_M_good,
-        0.5e-11,
-        0.5e-11,
-        detail=f"exact ln M' - log form at N = {P8_LOG_N} (in [0, 1e-11])",
-    )
+    what = f"exact ln M' - log form at N = {P8_LOG_N} (in [0, 1e-11])"
+    return close(exact_log - big.log_M_good, 0.5e-11, 0.5e-11, detail=what)
 
 
 @claim.check("trained GRU width grows with N", profiles=("full", "gpu"))
 def prop8_width_growth(inp: Prop8Inputs) -> Verdict:
     """Full profile: the smallest trained GRU width with risk <= c grows with N (at least 4x over
     N = 4..16, monotone) on general 1STR."""
-    ws = [w if w else 2 * P8_SCAN["widths"][-1] for _, w, _ in inp.widths]
+    widest = P8_SCAN["widths"][-1]
+    ws = [w if w else 2 * widest for _, w, _ in inp.widths]
     mono = all(b >= a for a, b in zip(ws, ws[1:], strict=False))
-    return at_least(
-        ws[-1] / ws[0] if mono else 0.0,
-        4.0,
-        detail="; ".join(
-            f"N={N}: min width {w or '>' + str(P8_SCAN['widths'][-1])}" for N, w, _ in inp.widths
-        ),
-    )
+    detail = "; ".join(f"N={N}: min width {w or '>' + str(widest)}" for N, w, _ in inp.widths)
+    return at_least(ws[-1] / ws[0] if mono else 0.0, 4.0, detail=detail)
 
 
 @claim.fault("simple-1STR answers", breaks=prop8_answers)
