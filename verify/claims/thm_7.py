@@ -181,16 +181,11 @@ def _slopes(inp: Thm7Inputs):
 def thm7_polylog(inp: Thm7Inputs) -> Verdict:
     """Theorem 7: n(N) = O((ln N)^9): every slope d ln n / d ln N is <= 9 / ln N."""
     slopes, mids = _slopes(inp)
-    k = slopes * mids
-    return at_most(
-        float(k.max()),
-        T7_DEGREE,
-        detail=(
-            f"largest slope x ln N over N = 2^4..2^20 "
-            f"(slopes {slopes[0]:.3f} -> {slopes[-1]:.3f}); "
-            "a float64 closed form, no rounding term"
-        ),
+    detail = (
+        f"largest slope x ln N over N = 2^4..2^20 (slopes {slopes[0]:.3f} -> {slopes[-1]:.3f}); "
+        "a float64 closed form, no rounding term"
     )
+    return at_most(float((slopes * mids).max()), T7_DEGREE, detail=detail)
 
 
 @claim.check("slopes decreasing")
@@ -201,14 +196,12 @@ def thm7_decreasing(inp: Thm7Inputs) -> Verdict:
 
 
 def _bound_gap(inp: Thm7Inputs, params: Theorem7Params) -> float:
+    def gap(n, N: int) -> float:
+        want = theorem7_bound_mp(n, N, params)
+        return float(abs(mp.mpf(inp.record(n, N, params).total) - want) / want)
+
     with mp.workdps(T7_DPS):
-        return max(
-            float(
-                abs(mp.mpf(inp.record(n, N, params).total) - theorem7_bound_mp(n, N, params))
-                / theorem7_bound_mp(n, N, params)
-            )
-            for n, N in T7_AGREE_POINTS
-        )
+        return max(gap(n, N) for n, N in T7_AGREE_POINTS)
 
 
 @claim.check("bound = 40-digit evaluation")
@@ -216,14 +209,9 @@ def thm7_bound_agrees(inp: Thm7Inputs) -> Verdict:
     """The float64 bound equals the 40-digit evaluation written from the derivation (default and a
     second set of constants), relative 1e-12."""
     gap = max(_bound_gap(inp, inp.params), _bound_gap(inp, Theorem7Params(**T7_VARIANT)))
-    return at_most(
-        gap,
-        T7_AGREE_RTOL,
-        detail=(
-            f"(n, N) = {[(f'1e{round(math.log10(a))}', b) for a, b in T7_AGREE_POINTS]}; "
-            f"constants: the defaults and {T7_VARIANT}"
-        ),
-    )
+    points = [(f"1e{round(math.log10(a))}", b) for a, b in T7_AGREE_POINTS]
+    detail = f"(n, N) = {points}; constants: the defaults and {T7_VARIANT}"
+    return at_most(gap, T7_AGREE_RTOL, detail=detail)
 
 
 @claim.check("confidence = 1 - delta - (nN)^(-1/2)")
