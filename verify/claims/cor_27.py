@@ -186,11 +186,8 @@ def module_projection_equals_scan(inp: Cor27Inputs) -> Verdict:
     with torch.no_grad():
         gap = _gap(module.states(c.rnn.encode(c.x, c.t)), c)
     active = c.states.projection_active
-    return at_most(
-        gap if active else math.inf,
-        1e-9,
-        detail=f"{c.label}: max |loop - scan|, {active} projected steps (absolute 1e-9)",
-    )
+    detail = f"{c.label}: max |loop - scan|, {active} projected steps (absolute 1e-9)"
+    return at_most(gap if active else math.inf, 1e-9, detail=detail)
 
 
 @claim.fault("r_h = sqrt(q) r_x / 2", breaks=(states_within_eps, projection_inactive))

@@ -306,11 +306,8 @@ def _nonzero_off_target(c: TransitionCase) -> Tuple[int, int]:
 def zeros_off_target(inp: Prop26Inputs) -> Verdict:
     """Prop 26: f(u)_l == 0 exactly when t_l != i (no outputs off target)."""
     rows = [(c.label, *_nonzero_off_target(c)) for c in inp.cases]
-    return exact(
-        sum(r[1] for r in rows),
-        0,
-        detail="nonzero of checked outputs: " + ", ".join(f"{a}: {n} of {m}" for a, n, m in rows),
-    )
+    counts = ", ".join(f"{a}: {n} of {m}" for a, n, m in rows)
+    return exact(sum(r[1] for r in rows), 0, detail=f"nonzero of checked outputs: {counts}")
 
 
 @claim.check("|gate| <= b off target")
