@@ -316,6 +316,20 @@ def fields_edited(**edits: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return apply
 
 
+def each(cases: str = "cases", field: Optional[str] = None) -> Callable[[Callable], Callable]:
+    """Decorator under ``@claim.fault`` for an edit written on one case: ``edit(case)`` becomes the
+    edit of every element of the inputs' tuple ``cases`` (``mapped``), or, with ``field``, gives
+    that field's new value from each case (``mapped`` of ``fields_edited``). An ``edit(case, ctx)``
+    of the whole case is given the run's context."""
+
+    def declare(edit: Callable) -> Callable:
+        if field is None and _takes_context(edit):
+            return lambda inputs, ctx: mapped(cases, lambda case: edit(case, ctx))(inputs)
+        return mapped(cases, edit if field is None else fields_edited(**{field: edit}))
+
+    return declare
+
+
 @dataclass(frozen=True)
 class Ref:
     """Where the claim is in the paper: the arXiv v1 numbering and the conference version's

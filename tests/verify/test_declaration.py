@@ -13,6 +13,7 @@ from qstr.verify.claim import (
     at_least,
     at_most,
     close,
+    each,
     edited,
     exact,
     fields_edited,
@@ -142,3 +143,11 @@ def test_worst_picks_the_case_closest_to_failing():
     with pytest.raises(ValueError, match="at least one"):
         worst([])
     assert isinstance(v, Verdict)
+
+
+def test_each_edits_every_case_and_passes_the_context_when_asked():
+    inp = Inputs((Case(1.0), Case(2.0)), bound=3.0)
+    assert each()(lambda c: Case(c.value + 1))(inp).cases == (Case(2.0), Case(3.0))
+    assert each(field="scale")(lambda c: c.value)(inp).cases[1] == Case(2.0, 2.0)
+    seeded = each()(lambda c, ctx: Case(ctx.seed, c.scale))
+    assert seeded(inp, Context(seed=7)).cases == (Case(7, 1.0), Case(7, 1.0))

@@ -19,9 +19,19 @@ from qstr.constructions.encoding import layout_of, transformer_encoding
 from qstr.constructions.links import TwoLayerNet, make_link
 from qstr.constructions.task import QSTR, gather_tokens
 from qstr.verify.adversarial import clip_to_ball, worst_case_tokens
-from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, close, mapped, replaced, worst
+from qstr.verify.claim import (
+    Claim,
+    Context,
+    Ref,
+    Verdict,
+    at_most,
+    close,
+    each,
+    mapped,
+    replaced,
+    worst,
+)
 from qstr.verify.claims._attention import above_rounding, attention_rounding, export_rounding
-from qstr.verify.claims._edits import each
 from qstr.verify.claims._roundtrip import forgot_head_dim_scale, saved_and_reloaded
 from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding

@@ -9,12 +9,11 @@ from dataclasses import replace
 import torch
 
 from qstr.constructions.relu import gate_bands, gate_gadget
-from qstr.verify.claim import Claim, Context, Ref, Verdict, close, replaced
+from qstr.verify.claim import Claim, Context, Ref, Verdict, close, each, replaced
 from qstr.verify.claims._transition import F64, GadgetCase, GadgetInputs, by_measured
 from qstr.verify.claims._transition import certificate_attained, largest_gap, none_counted
 from qstr.verify.claims._transition import on_device, searched, with_half_the_knots
 from qstr.verify.claims._transition import within_certificate, worst_case
-from qstr.verify.claims._edits import each
 from qstr.verify.registry import register
 
 L24_CASES = ((3.0, 16, 1.05), (0.5, 8, 1.0))  # (r_x, knots, s_max)

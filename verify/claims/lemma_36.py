@@ -15,10 +15,9 @@ from qstr.constructions.encoding import rnn_encoding
 from qstr.constructions.interpolation import MemoriserLayout, interpolate_points, memorising_rnn
 from qstr.constructions.interpolation import parameter_norm2
 from qstr.constructions.links import TwoLayerNet
-from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, worst
+from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, each, worst
 from qstr.verify.claims._interpolation import C36_DERIVED, K_Y, L36_D, codes, labels, norm_rounding
 from qstr.verify.claims._interpolation import net_norm2, prompts, to_bound
-from qstr.verify.claims._edits import each
 from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding
 from qstr.verify.threads import cpu_threads

@@ -29,8 +29,7 @@ from qstr.constructions.lipschitz import (
     ridge_net,
 )
 from qstr.verify.adversarial import worst_case_tokens
-from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, replaced, worst
-from qstr.verify.claims._edits import each
+from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, each, replaced, worst
 from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding, two_layer
 

@@ -14,9 +14,19 @@ from qstr.bounds.recurrent import TransitionGuarantee, prop26_transition, prop28
 from qstr.constructions.codes import Codebook, build_codebook, rs_hadamard_codebook
 from qstr.constructions.links import make_link
 from qstr.constructions.recurrent import rnn_weights, transition_weights
-from qstr.verify.claim import Check, Claim, Context, Ref, Verdict, at_most, exact, fields_edited
-from qstr.verify.claim import mapped, worst
-from qstr.verify.claims._edits import each
+from qstr.verify.claim import (
+    Check,
+    Claim,
+    Context,
+    Ref,
+    Verdict,
+    at_most,
+    each,
+    exact,
+    fields_edited,
+    mapped,
+    worst,
+)
 from qstr.verify.claims._transition import F64, ball_ascent, by_measured, by_ratio, by_relative_gap
 from qstr.verify.claims._transition import derived_close, largest_gap, orthogonally_rotated
 from qstr.verify.claims._transition import transition_rounding, worst_case

@@ -33,9 +33,9 @@ from qstr.verify.claim import (
     exact,
     replaced,
     worst,
+    each,
 )
 from qstr.verify.claims._attention import above_rounding, attention_rounding, export_rounding
-from qstr.verify.claims._edits import each
 from qstr.verify.claims._roundtrip import saved_and_reloaded
 from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding
