@@ -319,3 +319,15 @@ def test_adversarial_prompt_is_one_prompt_by_default():
     cons = lemma11(16, 4, 2, net, eps=0.05, r_x=3.0)
     x, t = lemma11_adversarial_prompt(cons, torch.ones(4, dtype=F64))
     assert x.shape == (1, 16, 4) and t.shape == (1, 16, 2)
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 7, 16])
+def test_target_leaks_do_not_depend_on_the_chunk(chunk):
+    """target_leaks per target is the same whatever the chunk of targets it computes at once
+    (chunk boundaries at 5 and 7 do not divide N = 24; an off-by-one there reads another code's
+    self inner product)."""
+    net = make_link("linear", 2, 4, generator=gen(14)).two_layer_net()
+    cons = lemma11(24, 4, 2, net, eps=0.05, r_x=3.0)
+    whole = target_leaks(cons, chunk=1024)
+    assert torch.allclose(target_leaks(cons, chunk=chunk), whole, rtol=1e-12, atol=0)
+    assert float(whole.max()) <= cons.guarantee.leak
