@@ -101,6 +101,9 @@ def test_prop8_bounds_formulas():
         pk.sep / math.sqrt(2) * math.sqrt(pk.log_M_good / (8 * math.log(257)))
     )
     assert prop8_width_lower_bound(16, c, UL) == 0.0  # vacuous at small N
+    # no usable packing (N = 16, c = 0.1): the norm bound is the trivial 0, its log -inf
+    assert prop8_log_norm_lower_bound(16, 0.1, 4) == -math.inf
+    assert prop8_norm_lower_bound(16, 0.1, 4) == 0.0
     assert prop8_norm_lower_bound(2**20, c, 1) == math.inf
 
 
