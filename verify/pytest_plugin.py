@@ -55,6 +55,7 @@ class ClaimNode(pytest.Collector):
     def __init__(self, *, claim, ctx, **kw):
         super().__init__(**kw)
         self.claim, self.ctx, self._inputs, self._error = claim, ctx, None, None
+        self.honest = {}  # check name -> its result on the honest inputs, once run
 
     def collect(self):
         for c in self.claim.checks_in(self.ctx.profile):
@@ -109,18 +110,30 @@ class CheckItem(_ClaimItem):
 
     def runtest(self):
         r = self._run(self.check, self.parent.inputs())
+        self.parent.honest[self.check.name] = r
         if not r.holds:
             raise ClaimFailed(f"{self.parent.claim.id} does not hold: {_line(r)}")
 
 
 class FaultItem(_ClaimItem):
-    """A fault: passes when every check it names fails on the broken inputs."""
+    """A fault: passes when every check it names holds on the honest inputs and fails on the
+    broken inputs (a target failing on the honest inputs makes the fault not applicable)."""
 
     def __init__(self, *, fault, **kw):
         super().__init__(**kw)
         self.fault = fault
 
     def runtest(self):
+        node = self.parent
+        for n in self.fault.breaks:
+            if n not in node.honest:
+                node.honest[n] = self._run(node.claim.check_named(n), node.inputs())
+        failing = [n for n in self.fault.breaks if not node.honest[n].holds]
+        if failing:
+            raise ClaimFailed(
+                f"{self.parent.claim.id}: fault {self.fault.name!r} not applicable: "
+                f"{', '.join(failing)} already fail(s) on the honest inputs"
+            )
         broken = self.fault.apply(self.parent.inputs(), self.parent.ctx)
         results = [self._run(self.parent.claim.check_named(n), broken) for n in self.fault.breaks]
         missed = [r for r in results if r.holds or r.error]

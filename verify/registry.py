@@ -171,8 +171,21 @@ def run_check(check: Check, inputs: Any, ctx: Context) -> CheckResult:
     return out
 
 
-def _run_fault(claim: Claim, fault: Fault, inputs: Any, ctx: Context) -> FaultResult:
-    """The fault's targets on the broken inputs: caught when every target fails without crashing."""
+def _run_fault(
+    claim: Claim, fault: Fault, inputs: Any, ctx: Context, honest: Dict[str, CheckResult]
+) -> FaultResult:
+    """The fault's targets on the broken inputs: caught when every target fails without crashing.
+
+    A fault whose target already fails on the honest inputs is not applicable: its failure there
+    shows nothing about the fault, so it counts as not caught (and the claim fails)."""
+    failing = [name for name in fault.breaks if name in honest and not honest[name].holds]
+    if failing:
+        return FaultResult(
+            fault.name,
+            fault.breaks,
+            False,
+            error=f"not applicable: {', '.join(failing)} already fail(s) on the honest inputs",
+        )
     try:
         broken = fault.apply(inputs, ctx)
     except Exception as exc:  # noqa: BLE001 - a fault that cannot be applied catches nothing
@@ -197,7 +210,8 @@ def run_claim(claim: Claim, ctx: Context) -> Result:
             faults = [FaultResult(f.name, f.breaks, False, error=error) for f in faults_run]
         else:
             checks = [run_check(c, inputs, ctx) for c in checks_run]
-            faults = [_run_fault(claim, f, inputs, ctx) for f in faults_run]
+            honest = {c.name: c for c in checks}
+            faults = [_run_fault(claim, f, inputs, ctx, honest) for f in faults_run]
     return _result(claim, ctx, checks, faults, round(time.perf_counter() - start, 3), error)
 
 
@@ -211,8 +225,9 @@ def _number(value) -> Optional[float]:
 
 
 def _result(claim: Claim, ctx: Context, checks, faults, seconds: float, error: str) -> Result:
-    """The claim's row: the first check is its headline; holds = every check holds."""
-    head = checks[0]
+    """The claim's row: its headline is the first failing check, else the first check; holds =
+    every check holds."""
+    head = next((c for c in checks if not c.holds), checks[0])
     errors = [error] if error else []
     errors += [f"{c.name}: {c.error}" for c in checks if c.error]
     errors += [f"fault {f.name}: {f.error}" for f in faults if f.error and not error]

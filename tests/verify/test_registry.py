@@ -45,6 +45,35 @@ def test_a_fault_whose_target_still_holds_is_not_caught():
     assert [f.name for f in r.missed_faults] == ["three"]
 
 
+def test_a_fault_whose_target_fails_on_the_honest_inputs_is_not_applicable():
+    """x = 4 on the honest inputs: "le 2" already fails there, so the fault breaking it shows
+    nothing (not caught, with the reason), and the row's columns show the failing check."""
+    r = run_claim(_claim(inputs=lambda ctx: 4.0), Context())
+    assert not r.holds and not r.falsifier_caught
+    (f,) = r.faults
+    assert not f.caught and f.checks == [] and "not applicable: le 2" in f.error
+    assert r.measured == 4.0 and r.bound == "<= 2"
+
+
+def test_the_row_shows_the_first_failing_check():
+    r = run_claim(_claim(inputs=lambda ctx: 1.0, run=lambda x, ctx: at_most(x, 2.0)), Context())
+    assert r.measured == 1.0 and r.bound == "<= 2"  # all hold: the first check
+    failing = Claim(
+        "late",
+        Ref("Lemma 2"),
+        "x <= 5 and x <= 0.5",
+        inputs=lambda ctx: 1.0,
+        checks=[
+            Check("le 5", lambda x: at_most(x, 5.0)),
+            Check("le 0.5", lambda x: at_most(x, 0.5)),
+        ],
+        faults=[Fault("six", lambda x: 6.0, breaks="le 5")],
+    )
+    r = run_claim(failing, Context())
+    assert not r.holds and r.falsifier_caught
+    assert r.measured == 1.0 and r.bound == "<= 0.5"
+
+
 def test_a_crashing_check_fails_and_catches_nothing():
     def boom(x, ctx):
         raise RuntimeError("kaput")
