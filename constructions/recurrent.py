@@ -301,18 +301,22 @@ class Transition:
         return out
 
     def with_threshold(self, threshold: float) -> "Transition":
-        """A copy whose layers 3-4 subtract ``threshold`` in place of b (dense layers built anew
-        on first use): a threshold too low or too high; at 0 the soft threshold is the identity
-        (relu(G) - relu(-G) = G), as if layers 3-4 were removed. The attached ``guarantee`` is
-        carried over unchanged (it records the original threshold, not the copy's)."""
+        """Prop 26's transition with layers 3-4 subtracting ``threshold`` in place of b
+        (docs/derivations/rnn-transition.md; dense layers built anew on first use): a threshold
+        too low or too high; at 0 the soft threshold is the identity (relu(G) - relu(-G) = G), as
+        if layers 3-4 were removed. The attached ``guarantee`` is carried over unchanged (it
+        records the original threshold, not the copy's)."""
         return self._copy(validate.positive_float("threshold", threshold, allow_zero=True))
 
     def with_layers(self, layers: MLPWeights) -> "Transition":
-        """A copy whose dense layers are ``layers`` (same shapes, e.g. one layer edited by
+        """Prop 26's transition with dense layers ``layers`` (same shapes, e.g. one layer edited by
         ``MLPWeights.replace_layer``) while its closed form and attached ``guarantee`` stay this
         transition's: what a slip in the dense weights looks like. The gate readout of
         :meth:`layers_without_rectifier` is layer 3's first q d rows (W3 = [G; -G])."""
-        shapes = lambda m: [tuple(L.W.shape) for L in m]  # noqa: E731
+
+        def shapes(m):
+            return [tuple(L.W.shape) for L in m]
+
         if not isinstance(layers, MLPWeights) or shapes(layers) != shapes(self.layers):
             raise ValueError(
                 f"layers must be MLPWeights with the transition's shapes {shapes(self.layers)}"

@@ -133,8 +133,9 @@ def _sample(session: Path, k: int, seed: int, arguments: bool) -> tuple:
     """Keep the eligible mutants (:func:`_eligible`), then a seeded random sample of k of them
     (all when k = 0); the others are recorded as skipped.
     Returns (mutants generated, mutants eligible)."""
-    from cosmic_ray.work_db import use_db  # noqa: PLC0415 - optional (the mutation extra)
-    from cosmic_ray.work_item import WorkerOutcome, WorkResult  # noqa: PLC0415 - optional (the mutation extra)
+    # cosmic-ray is the optional mutation extra: imported only when a session is sampled
+    from cosmic_ray.work_db import use_db  # noqa: PLC0415
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult  # noqa: PLC0415
 
     with use_db(str(session)) as db:
         items = sorted(db.work_items, key=lambda item: item.job_id)

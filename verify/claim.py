@@ -14,7 +14,7 @@ import dataclasses
 import hashlib
 import inspect
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Optional, Sequence, Tuple, Union
 
 import torch
@@ -189,15 +189,30 @@ def worst(
     key: Optional[Callable[[Verdict], float]] = None,
 ) -> Verdict:
     """The worst case of a check over many: of ``(label, verdict)`` pairs, the verdict with the
-    least ``slack`` (or the largest ``key(verdict)``), its label at the front of its detail.
+    least ``slack``, its label at the front of its detail.
 
-    With the default key the result fails exactly when some case fails."""
+    The result fails exactly when some case fails: a failing case (the least slack among them)
+    is always the one returned. ``key`` only ranks the cases when every one holds (the largest
+    ``key(verdict)`` is shown: e.g. ``by_measured``, ``by_ratio``)."""
     cases = list(cases)
     if not cases:
         raise ValueError("worst needs at least one (label, verdict) case")
-    rank = key or (lambda v: -v.slack)
-    label, verdict = max(cases, key=lambda c: rank(c[1]))
+    failing = [c for c in cases if not c[1].holds]
+    if failing or key is None:
+        label, verdict = min(failing or cases, key=lambda c: c[1].slack)
+    else:
+        label, verdict = max(cases, key=lambda c: key(c[1]))
     return verdict.labelled(f"worst {label}" if label else "")
+
+
+def by_measured(v: Verdict) -> float:
+    """``worst``'s key: the case with the largest measured value."""
+    return v.measured
+
+
+def by_ratio(v: Verdict) -> float:
+    """``worst``'s key: the case with the largest measured / bound."""
+    return v.measured / v.bound
 
 
 def _takes_context(fn: Callable) -> bool:
@@ -210,6 +225,14 @@ def _takes_context(fn: Callable) -> bool:
     if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
         return True
     return sum(p.kind in positional for p in params) >= 2
+
+
+def _call(fn: Callable, inputs: Any, ctx: Optional[Context]) -> Any:
+    """``fn(inputs, ctx)`` when ``fn`` asks for the context (``Context()`` if none is given),
+    else ``fn(inputs)``."""
+    if _takes_context(fn):
+        return fn(inputs, ctx if ctx is not None else Context())
+    return fn(inputs)
 
 
 @dataclass(frozen=True)
@@ -229,9 +252,7 @@ class Check:
 
     def run(self, inputs: Any, ctx: Optional[Context] = None) -> Verdict:
         """The verdict on ``inputs`` (the default ``Context()`` when the check asks for one)."""
-        if _takes_context(self.fn):
-            return self.fn(inputs, ctx if ctx is not None else Context())
-        return self.fn(inputs)
+        return _call(self.fn, inputs, ctx)
 
     __call__ = run
 
@@ -251,12 +272,15 @@ class Fault:
     fn: Callable[..., Any]
     breaks: Tuple[str, ...]
     profiles: Sequence[str] = PROFILES  # where it runs: within every target's profiles
+    # the targets given as Check objects (a claim refuses one that is not its own)
+    target_checks: Tuple[Check, ...] = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self):
         raw = self.breaks
         targets = (raw,) if isinstance(raw, (str, Check)) else tuple(raw)
         object.__setattr__(self, "breaks", tuple(_check_name(t) for t in targets))
-        object.__setattr__(self, "_checks", tuple(t for t in targets if isinstance(t, Check)))
+        checks = tuple(t for t in targets if isinstance(t, Check))
+        object.__setattr__(self, "target_checks", checks)
         object.__setattr__(self, "profiles", tuple(self.profiles))
         if not targets:
             raise ValueError(
@@ -265,9 +289,7 @@ class Fault:
 
     def apply(self, inputs: Any, ctx: Optional[Context] = None) -> Any:
         """The broken inputs (the default ``Context()`` when the fault asks for one)."""
-        if _takes_context(self.fn):
-            return self.fn(inputs, ctx if ctx is not None else Context())
-        return self.fn(inputs)
+        return _call(self.fn, inputs, ctx)
 
     __call__ = apply
 
@@ -469,9 +491,7 @@ class Claim:
                 f"claim {self.id!r}: fault {fault.name!r} breaks unknown check(s) {unknown}; "
                 f"checks: {names}"
             )
-        foreign = [
-            c.name for c in getattr(fault, "_checks", ()) if not any(c is k for k in self.checks)
-        ]
+        foreign = [c.name for c in fault.target_checks if not any(c is k for k in self.checks)]
         if foreign:
             raise ValueError(
                 f"claim {self.id!r}: fault {fault.name!r} breaks check(s) {foreign} of another "

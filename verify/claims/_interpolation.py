@@ -17,7 +17,6 @@ from qstr.bounds.recurrent import generalising_log_norm2, prop8_log_norm_lower_b
 from qstr.bounds.recurrent import prop8_norm_lower_bound_paper, prop8_packing
 from qstr.bounds.recurrent import prop8_width_lower_bound
 from qstr.constructions.codes import build_codebook
-from qstr.verify.claim import Verdict
 from qstr.verify.rounding import Rounding
 
 L36_D = 3  # token dimension of the memorisers' prompts
@@ -57,11 +56,6 @@ def norm_rounding(model: torch.nn.Module, scale: float) -> Rounding:
 def net_norm2(net) -> float:
     """||a||^2 + ||W||^2 + ||b||^2 of a two-layer net (Lemma 38's and Lemma 36's)."""
     return float(net.a @ net.a + (net.W**2).sum() + net.b @ net.b)
-
-
-def to_bound(v: Verdict) -> float:
-    """The worst-case key of the norm checks: measured / bound (the rounding term aside)."""
-    return v.measured / v.bound
 
 
 # ---------------------------------------------------------------- Prop 8's bound functions

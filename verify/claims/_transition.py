@@ -16,7 +16,7 @@ from qstr.constructions.codes import Codebook
 from qstr.constructions.relu import Gadget
 from qstr.constructions.task import QSTR
 from qstr.verify.adversarial import clip_to_ball
-from qstr.verify.claim import Context, Verdict, at_most, close, exact, worst
+from qstr.verify.claim import Context, Verdict, at_most, by_measured, by_ratio, close, exact, worst
 from qstr.verify.rounding import Rounding, two_layer
 
 F64 = torch.float64
@@ -41,16 +41,6 @@ def transition_rounding(tr, N: int = 0, r_h: float = 0.0) -> Rounding:
 
 
 # ---------------------------------- worst-case keys (each check ranks its cases as it always has)
-
-
-def by_measured(v: Verdict) -> float:
-    """The case with the largest measured value."""
-    return v.measured
-
-
-def by_ratio(v: Verdict) -> float:
-    """The case with the largest measured / bound."""
-    return v.measured / v.bound
 
 
 def by_relative_gap(v: Verdict) -> float:
@@ -288,5 +278,8 @@ def module_bands_from_zero(inp):
 
 def certified_eps_as_asked(cases, eps: float) -> Verdict:
     """The largest certified eps of the cases' transitions (``case.rnn``) is at most ``eps``."""
-    largest = lambda c: at_most(c.rnn.transition.guarantee.eps, eps, detail="the largest")  # noqa: E731
+
+    def largest(case) -> Verdict:
+        return at_most(case.rnn.transition.guarantee.eps, eps, detail="the largest")
+
     return worst_case(cases, largest, key=by_measured)

@@ -15,8 +15,8 @@ from qstr.constructions.codes import rs_hadamard_codebook
 from qstr.constructions.links import make_link
 from qstr.constructions.recurrent import rnn_weights
 from qstr.verify.adversarial import clip_to_ball
-from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, exact
-from qstr.verify.claims._transition import F64, by_ratio, certified_eps_as_asked, largest_gap
+from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, by_ratio, exact
+from qstr.verify.claims._transition import F64, certified_eps_as_asked, largest_gap
 from qstr.verify.claims._transition import module_bands_from_zero, none_counted
 from qstr.verify.claims._transition import orthogonally_rotated, qstr_prompts, rnn_with
 from qstr.verify.claims._transition import transition_rounding, worst_case

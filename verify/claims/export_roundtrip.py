@@ -21,7 +21,7 @@ from qstr.constructions.export import (
 )
 from qstr.constructions.links import make_link
 from qstr.constructions.paper_models import MergedAttention
-from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, mapped, worst
+from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, by_measured, mapped, worst
 from qstr.verify.claims._roundtrip import forgot_head_dim_scale, saved_and_reloaded, through_path
 from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding
@@ -179,7 +179,7 @@ def float32_matches(inp: ExportInputs) -> Verdict:
         with torch.no_grad():
             y = mt(small.Z.float()).reshape(small.y.shape).double()
         rows.append((how, at_most(float((y - small.y).abs().max()), 0.0, rnd, detail=small.name)))
-    return worst(rows, key=lambda v: v.measured)
+    return worst(rows, key=by_measured)
 
 
 @claim.check("biases folded")

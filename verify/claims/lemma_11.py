@@ -25,6 +25,7 @@ from qstr.verify.claim import (
     Ref,
     Verdict,
     at_most,
+    by_ratio,
     close,
     each,
     mapped,
@@ -261,7 +262,7 @@ def lemma11_error(inp: Lemma11Inputs) -> Verdict:
         detail += f"{case.fast_err:.3e}; at the probe {at_probe}"
         return at_most(err, bound, _case_rounding(case), detail=detail)
 
-    return worst(((c.name(), verdict(c)) for c in inp.cases), key=lambda v: v.measured / v.bound)
+    return worst(((c.name(), verdict(c)) for c in inp.cases), key=by_ratio)
 
 
 @claim.check("bound <= eps")

@@ -9,8 +9,8 @@ from dataclasses import replace
 import torch
 
 from qstr.constructions.relu import gate_bands, gate_gadget
-from qstr.verify.claim import Claim, Context, Ref, Verdict, close, each, replaced
-from qstr.verify.claims._transition import F64, GadgetCase, GadgetInputs, by_measured
+from qstr.verify.claim import Claim, Context, Ref, Verdict, by_measured, close, each, replaced
+from qstr.verify.claims._transition import F64, GadgetCase, GadgetInputs
 from qstr.verify.claims._transition import certificate_attained, largest_gap, none_counted
 from qstr.verify.claims._transition import on_device, searched, with_half_the_knots
 from qstr.verify.claims._transition import within_certificate, worst_case

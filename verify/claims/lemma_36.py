@@ -15,9 +15,9 @@ from qstr.constructions.encoding import rnn_encoding
 from qstr.constructions.interpolation import MemoriserLayout, interpolate_points, memorising_rnn
 from qstr.constructions.interpolation import parameter_norm2
 from qstr.constructions.links import TwoLayerNet
-from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, each, worst
+from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, by_ratio, each, worst
 from qstr.verify.claims._interpolation import C36_DERIVED, K_Y, L36_D, codes, labels, norm_rounding
-from qstr.verify.claims._interpolation import net_norm2, prompts, to_bound
+from qstr.verify.claims._interpolation import net_norm2, prompts
 from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding
 from qstr.verify.threads import cpu_threads
@@ -135,7 +135,7 @@ def _norm_within(cases, bound: Callable[[Lemma36Case], float], detail: str = "")
         rounding = norm_rounding(c.model, c.guarantee.norm2)
         return at_most(parameter_norm2(c.model), bound(c), rounding, detail=detail)
 
-    return worst(((c.label, within(c)) for c in cases), key=to_bound)
+    return worst(((c.label, within(c)) for c in cases), key=by_ratio)
 
 
 @claim.check("||vec||^2 <= C n^3")
@@ -208,7 +208,7 @@ def lemma36_net_bound(inp: Lemma36Inputs) -> Verdict:
         rounding = Rounding(n=3 * gu.n_points, scale=norm2, what="3 m eps ||theta||^2")
         return at_most(norm2, gu.lemma36_guarantee.bound, rounding)
 
-    return worst(((c.label, within(c)) for c in inp.cases), key=to_bound)
+    return worst(((c.label, within(c)) for c in inp.cases), key=by_ratio)
 
 
 def _balance_gap(model) -> float:

@@ -12,10 +12,20 @@ from qstr.bounds.interpolation import lemma38_bound
 from qstr.constructions.interpolation import Lemma38Net, evaluate_net, interpolate_sorted
 from qstr.constructions.interpolation import rounding_allowance
 from qstr.constructions.links import TwoLayerNet
-from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, close, edited, fields_edited
-from qstr.verify.claim import replaced, worst
+from qstr.verify.claim import (
+    Claim,
+    Context,
+    Ref,
+    Verdict,
+    at_most,
+    by_measured,
+    close,
+    edited,
+    fields_edited,
+    replaced,
+    worst,
+)
 from qstr.verify.claims._interpolation import net_norm2
-from qstr.verify.claims._transition import by_measured
 from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding
 

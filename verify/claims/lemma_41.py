@@ -29,6 +29,7 @@ from qstr.verify.claim import (
     Verdict,
     at_least,
     at_most,
+    by_measured,
     close,
     mapped,
     replaced,
@@ -161,7 +162,7 @@ def lemma41_holds(inp: Lemma41Inputs) -> Verdict:
         what = "no rounding term: M is a count and both bounds are closed forms"
         return at_most(log_m - bound, 0.0, detail=f"log M = {log_m:.3f} vs {bound:.3f}; {what}")
 
-    return worst(((str(P), gap(P)) for P in inp.packings), key=lambda v: v.measured)
+    return worst(((str(P), gap(P)) for P in inp.packings), key=by_measured)
 
 
 @claim.check("packings eps-separated")
@@ -185,7 +186,7 @@ def lemma41_maximal(inp: Lemma41Inputs) -> Verdict:
         rnd = Rounding(n=P.d + 2, scale=4.0 / P.eps, what="(d + 2) eps (|x| + |y|)^2 / eps")
         return at_most(ratio, 1.0, rnd, detail=f"{P.candidates.shape[0]} candidates")
 
-    return worst(((str(P), reach(P)) for P in inp.packings), key=lambda v: v.measured)
+    return worst(((str(P), reach(P)) for P in inp.packings), key=by_measured)
 
 
 @claim.check("D = 128 sphere beats the Maurey form")

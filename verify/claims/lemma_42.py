@@ -29,7 +29,17 @@ from qstr.constructions.lipschitz import (
     ridge_net,
 )
 from qstr.verify.adversarial import worst_case_tokens
-from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, each, replaced, worst
+from qstr.verify.claim import (
+    Claim,
+    Context,
+    Ref,
+    Verdict,
+    at_most,
+    by_measured,
+    each,
+    replaced,
+    worst,
+)
 from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding, two_layer
 
@@ -160,7 +170,7 @@ def _certificate(f, b: LipschitzNet, L: float, R: float, ctx: Context) -> SupCer
 
 def _largest(ratio: Callable[[LipschitzCase], Verdict], cases: Iterable[LipschitzCase]) -> Verdict:
     """The verdict of the case with the largest ratio (or gap): the measure these checks rank by."""
-    return worst(((str(c), ratio(c)) for c in cases), key=lambda v: v.measured)
+    return worst(((str(c), ratio(c)) for c in cases), key=by_measured)
 
 
 def _ridged(inp: Lemma42Inputs) -> Iterable[LipschitzCase]:
@@ -314,7 +324,7 @@ def lemma42_moments(inp: Lemma42Inputs) -> Verdict:
         rel = max(abs(a - b) / abs(b) for a, b in zip((m2, m4, e), theirs, strict=True))
         return at_most(rel, 0.0, rnd)
 
-    return worst(((f"n={n}, k={k}", gap(n, k)) for n, k in FK_CASES), key=lambda v: v.measured)
+    return worst(((f"n={n}, k={k}", gap(n, k)) for n, k in FK_CASES), key=by_measured)
 
 
 @claim.check("grid covers the ball within rho")
@@ -331,7 +341,7 @@ def lemma42_covering(inp: Lemma42Inputs) -> Verdict:
 
     balls = sorted({(c.built.R, c.built.k) for c in inp.cases})
     cases = ((f"R={R:.3g}, k={k}, spacing {COVER_SPACING[k]:g}", reach(R, k)) for R, k in balls)
-    return worst(cases, key=lambda v: v.measured)
+    return worst(cases, key=by_measured)
 
 
 def _steepest_slope(case: LipschitzCase, probes: torch.Tensor, ctx: Context) -> float:

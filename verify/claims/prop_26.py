@@ -21,13 +21,15 @@ from qstr.verify.claim import (
     Ref,
     Verdict,
     at_most,
+    by_measured,
+    by_ratio,
     each,
     exact,
     fields_edited,
     mapped,
     worst,
 )
-from qstr.verify.claims._transition import F64, ball_ascent, by_measured, by_ratio, by_relative_gap
+from qstr.verify.claims._transition import F64, ball_ascent, by_relative_gap
 from qstr.verify.claims._transition import derived_close, largest_gap, orthogonally_rotated
 from qstr.verify.claims._transition import transition_rounding, worst_case
 from qstr.verify.registry import register

@@ -29,11 +29,13 @@ from qstr.verify.claim import (
     Ref,
     Verdict,
     at_most,
+    by_measured,
+    by_ratio,
     close,
+    each,
     exact,
     replaced,
     worst,
-    each,
 )
 from qstr.verify.claims._attention import above_rounding, attention_rounding, export_rounding
 from qstr.verify.claims._roundtrip import saved_and_reloaded
@@ -192,7 +194,7 @@ def sparse_average_exact_within_bound(inp: SparseAverageInputs) -> Verdict:
         (f"q = {c.q}", at_most(c.exact, _sa_bound(inp, c), _sa_rounding(c), detail))
         for c in inp.cases
     ]
-    return worst(rows, key=lambda v: v.measured / v.bound)
+    return worst(rows, key=by_ratio)
 
 
 @claim.check("worst prompt = exact sup")
@@ -214,7 +216,7 @@ def sparse_average_random_below(inp: SparseAverageInputs) -> Verdict:
         (f"q = {c.q}", at_most(c.measured["random"], c.exact, _sa_rounding(c), "random / sup"))
         for c in inp.cases
     ]
-    return worst(rows, key=lambda v: v.measured / v.bound)
+    return worst(rows, key=by_ratio)
 
 
 @claim.check("attention rows = closed-form softmax")
@@ -228,7 +230,7 @@ def sparse_average_attention_rows(inp: SparseAverageInputs) -> Verdict:
         rnd = Rounding(n=n, scale=scale, what="(N + d_e + 4) eps max(1, q alpha c^2)")
         return at_most(case.measured["attention rows"], 0.0, rnd, detail="|attention rows - pi_T|")
 
-    return worst(((f"q = {c.q}", verdict(c)) for c in inp.cases), key=lambda v: v.measured)
+    return worst(((f"q = {c.q}", verdict(c)) for c in inp.cases), key=by_measured)
 
 
 def _inversion_failures(

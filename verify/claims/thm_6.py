@@ -30,6 +30,7 @@ from qstr.verify.claim import (
     Verdict,
     at_least,
     at_most,
+    by_ratio,
     close,
     edited,
     fields_edited,
@@ -324,7 +325,7 @@ def transformer_below_floor(inp: Thm6Inputs) -> Verdict:
         detail = f"Lemma 11, eps = 0.01: {risk:.2e}+-{inp.z * se:.1e} vs floor_u {floor_u:.3f}"
         verdict = at_most(risk + inp.z * se, floor_u, _mc_rounding(inp), detail=detail)
         cases.append((f"N={tr.cfg.N}", verdict))
-    return worst(cases, key=lambda v: v.measured / v.bound)  # ranked by (risk + z se) / floor_u
+    return worst(cases, key=by_ratio)  # ranked by (risk + z se) / floor_u
 
 
 # ---------------------------------------------------------------- (a) the span property

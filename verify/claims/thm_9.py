@@ -18,10 +18,20 @@ from qstr.bounds.recurrent import theorem9_crossover
 from qstr.constructions.codes import rs_hadamard_codebook
 from qstr.constructions.interpolation import memorising_rnn, parameter_norm2
 from qstr.constructions.links import make_link
-from qstr.verify.claim import Claim, Context, Ref, Verdict, at_least, at_most, exact, replaced
-from qstr.verify.claim import worst
+from qstr.verify.claim import (
+    Claim,
+    Context,
+    Ref,
+    Verdict,
+    at_least,
+    at_most,
+    by_ratio,
+    exact,
+    replaced,
+    worst,
+)
 from qstr.verify.claims._interpolation import C36_DERIVED, K_Y, L36_D, P8_C, am_gm_log_norm2
-from qstr.verify.claims._interpolation import norm_rounding, prompts, to_bound
+from qstr.verify.claims._interpolation import norm_rounding, prompts
 from qstr.verify.registry import register
 from qstr.verify.threads import cpu_threads
 
@@ -131,7 +141,7 @@ def thm9_memoriser(inp: Thm9Inputs) -> Verdict:
         rounding = norm_rounding(m, norm2)
         return at_most(norm2, inp.memoriser_bound(n), rounding, detail=f"of {[n for n, _ in held]}")
 
-    return worst(((f"n = {n}", within(n, m)) for n, m in held), key=to_bound)
+    return worst(((f"n = {n}", within(n, m)) for n, m in held), key=by_ratio)
 
 
 @claim.check("C = C36 sqrt(6)")
