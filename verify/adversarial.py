@@ -1,8 +1,9 @@
 """Adversarial search for prompts that make a construction's error large, inside its assumptions.
 
 The constructions' guarantees hold for prompts whose tokens satisfy ||x_j|| <= r_x (Lemma 12's
-radius). ``worst_case_tokens`` runs projected gradient ascent on the tokens, staying in that
-ball, so a check measures the error near the worst case and not only on typical prompts.
+radius). ``worst_case_tokens`` (Adam) and ``ball_ascent`` (normalised gradient steps, no
+``torch.optim``) run projected gradient ascent on the tokens, staying in that ball, so a check
+measures the error near the worst case and not only on typical prompts.
 """
 
 from __future__ import annotations
@@ -48,5 +49,31 @@ def worst_case_tokens(
             x.copy_(clip_to_ball(x, r))
     with torch.no_grad():
         if float(error(x).max()) > best_val:
+            best = x.detach().clone()
+    return best
+
+
+def ball_ascent(err, x0: torch.Tensor, r: float, steps: int) -> torch.Tensor:
+    """Worst-case tokens inside ||x_j|| <= r: projected normalised-gradient ascent on sum(err(x)^2)
+    from x0; returns the iterate with the largest max error (never worse than x0).
+
+    (The search of :func:`worst_case_tokens` without ``torch.optim``, whose first use imports
+    torch._dynamo: seconds that the quick profile cannot spend.)
+    """
+    x = clip_to_ball(x0.detach().clone(), r)
+    with torch.no_grad():
+        best, best_val = x.clone(), float(err(x).max())
+    for k in range(steps):
+        x.requires_grad_(True)
+        e = err(x)
+        (grad,) = torch.autograd.grad((e**2).sum(), x)
+        with torch.no_grad():
+            val = float(e.max())
+            if val > best_val:
+                best, best_val = x.detach().clone(), val
+            g = grad / grad.norm(dim=-1, keepdim=True).clamp_min(1e-300)
+            x = clip_to_ball(x + 0.1 * r * (1 - k / steps) * g, r)
+    with torch.no_grad():
+        if float(err(x).max()) > best_val:
             best = x.detach().clone()
     return best

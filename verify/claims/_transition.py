@@ -15,7 +15,6 @@ from hypothesis import HealthCheck, Verbosity, given, settings, strategies as st
 from qstr.constructions.codes import Codebook
 from qstr.constructions.relu import Gadget
 from qstr.constructions.task import QSTR
-from qstr.verify.adversarial import clip_to_ball
 from qstr.verify.claim import Context, Verdict, at_most, by_measured, by_ratio, close, exact, worst
 from qstr.verify.rounding import Rounding, two_layer
 
@@ -118,32 +117,6 @@ def _box_ascent(err, lo, hi, starts: torch.Tensor, steps: int) -> float:
             u = torch.maximum(torch.minimum(u + step * grad.sign(), hi_t), lo_t)
     with torch.no_grad():
         return max(best, float(err(u).max()))
-
-
-def ball_ascent(err, x0: torch.Tensor, r: float, steps: int) -> torch.Tensor:
-    """Worst-case tokens inside ||x_j|| <= r: projected normalised-gradient ascent on sum(err(x)^2)
-    from x0; returns the iterate with the largest max error (never worse than x0).
-
-    (The search of ``verify.adversarial.worst_case_tokens`` without ``torch.optim``, whose first
-    use imports torch._dynamo: seconds that the quick profile cannot spend.)
-    """
-    x = clip_to_ball(x0.detach().clone(), r)
-    with torch.no_grad():
-        best, best_val = x.clone(), float(err(x).max())
-    for k in range(steps):
-        x.requires_grad_(True)
-        e = err(x)
-        (grad,) = torch.autograd.grad((e**2).sum(), x)
-        with torch.no_grad():
-            val = float(e.max())
-            if val > best_val:
-                best, best_val = x.detach().clone(), val
-            g = grad / grad.norm(dim=-1, keepdim=True).clamp_min(1e-300)
-            x = clip_to_ball(x + 0.1 * r * (1 - k / steps) * g, r)
-    with torch.no_grad():
-        if float(err(x).max()) > best_val:
-            best = x.detach().clone()
-    return best
 
 
 # ------------------------------------------------------------------ the gadgets (Lemmas 22, 24)

@@ -14,6 +14,7 @@ from qstr.bounds.recurrent import TransitionGuarantee, prop26_transition, prop28
 from qstr.constructions.codes import Codebook, build_codebook, rs_hadamard_codebook
 from qstr.constructions.links import make_link
 from qstr.constructions.recurrent import rnn_weights, transition_weights
+from qstr.verify.adversarial import ball_ascent
 from qstr.verify.claim import (
     Check,
     Claim,
@@ -29,7 +30,7 @@ from qstr.verify.claim import (
     mapped,
     worst,
 )
-from qstr.verify.claims._transition import F64, ball_ascent, by_relative_gap
+from qstr.verify.claims._transition import F64, by_relative_gap
 from qstr.verify.claims._transition import derived_close, largest_gap, orthogonally_rotated
 from qstr.verify.claims._transition import transition_rounding, worst_case
 from qstr.verify.registry import register

@@ -17,7 +17,7 @@ from qstr.constructions.export import load_rnn
 from qstr.constructions.links import make_link
 from qstr.constructions.recurrent import module_from_state, rnn_state, rnn_weights
 from qstr.constructions.task import gather_tokens
-from qstr.verify.adversarial import clip_to_ball
+from qstr.verify.adversarial import ball_ascent, clip_to_ball
 from qstr.verify.claim import (
     Claim,
     Context,
@@ -30,7 +30,7 @@ from qstr.verify.claim import (
     worst,
 )
 from qstr.verify.claims._roundtrip import through_file, through_path
-from qstr.verify.claims._transition import F64, ball_ascent, by_relative_gap
+from qstr.verify.claims._transition import F64, by_relative_gap
 from qstr.verify.claims._transition import certified_eps_as_asked, derived_close, largest_gap
 from qstr.verify.claims._transition import module_bands_from_zero, orthogonally_rotated
 from qstr.verify.claims._transition import qstr_prompts, rnn_with, transition_rounding, worst_case
