@@ -191,17 +191,17 @@ def worst(
     """The worst case of a check over many: of ``(label, verdict)`` pairs, the verdict with the
     least ``slack``, its label at the front of its detail.
 
-    The result fails exactly when some case fails: a failing case (the least slack among them)
-    is always the one returned. ``key`` only ranks the cases when every one holds (the largest
-    ``key(verdict)`` is shown: e.g. ``by_measured``, ``by_ratio``)."""
+    The result fails exactly when some case fails: when one does, only the failing cases are
+    ranked. ``key`` ranks by another measure (the largest ``key(verdict)``: e.g. ``by_measured``,
+    ``by_ratio``), among the failing cases if any, else among all."""
     cases = list(cases)
     if not cases:
         raise ValueError("worst needs at least one (label, verdict) case")
-    failing = [c for c in cases if not c[1].holds]
-    if failing or key is None:
-        label, verdict = min(failing or cases, key=lambda c: c[1].slack)
+    pool = [c for c in cases if not c[1].holds] or cases
+    if key is None:
+        label, verdict = min(pool, key=lambda c: c[1].slack)
     else:
-        label, verdict = max(cases, key=lambda c: key(c[1]))
+        label, verdict = max(pool, key=lambda c: key(c[1]))
     return verdict.labelled(f"worst {label}" if label else "")
 
 

@@ -142,7 +142,7 @@ def test_worst_picks_the_case_closest_to_failing():
     assert v.measured == 0.9 and v.detail == "worst b"
     assert worst(cases, key=lambda v: v.measured).measured == 5.0
     assert not worst(cases + [("d", at_most(2.0, 1.0))]).holds
-    # a key ranks only cases that all hold: a failing case is returned whatever the key
+    # with a key, a failing case is returned whenever one fails (the key ranks the failing ones)
     failed = worst(cases + [("d", at_most(2.0, 1.0))], key=by_measured)
     assert not failed.holds and failed.measured == 2.0 and failed.detail == "worst d"
     assert worst(cases[:2], key=by_ratio).measured == 0.9  # 0.9 / 1 > 1 / 10
