@@ -23,6 +23,7 @@ from qstr.constructions.task import QSTR
 from qstr.constructions.validate import seed
 from qstr.verify import registry
 from qstr.verify.claim import Check, Claim, Context, Fault, Ref, Verdict
+from qstr.verify.experiments import figure1
 from qstr.verify.cli import _PROFILES, SEED_MAX, _parser, _seed, main
 from qstr.verify.registry import PROFILES
 from qstr.verify.version import toolkit_version
@@ -380,6 +381,15 @@ def test_construct_transformer_file(tmp_path, capsys):
             "argument --seeds: must be an integer >= 1, got 0",
         ),
         (["reproduce", "figure1", "--quick", "--protocol", "mine", "--out", "r"], "protocol"),
+        (
+            ["reproduce", "figure1", "--quick", "--weight-decay", "-0.1", "--out", "r"],
+            "weight_decay must be >= 0 with lr * weight_decay < 1",
+        ),
+        (
+            ["reproduce", "figure3", "--quick", "--weight-decay", "1e4", "--out", "r"],
+            "got 10000.0 at lr 0.0001",
+        ),
+        (["reproduce", "figure1", "--weight-decay", "inf", "--out", "r"], "finite number"),
     ],
 )
 def test_reproduce_bad_arguments(argv, needle, capsys, tmp_path, monkeypatch):
@@ -387,6 +397,22 @@ def test_reproduce_bad_arguments(argv, needle, capsys, tmp_path, monkeypatch):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert needle in err and len(err.splitlines()) == 1
+
+
+def test_reproduce_weight_decay_reaches_every_point(monkeypatch, tmp_path):
+    """--weight-decay W replaces the protocol's value in every point (so in every point id)."""
+    seen = {}
+
+    def run_experiment(name, *, seeds, overrides=None, **_):
+        seen["points"] = figure1.points(quick=True, seeds=seeds, overrides=overrides)
+        return []
+
+    monkeypatch.setattr("qstr.verify.experiments.run_experiment", run_experiment)
+    out = str(tmp_path / "wd")
+    assert main(["reproduce", "figure1", "--quick", "--weight-decay", "0.01", "--out", out]) == 0
+    assert {p.weight_decay for p in seen["points"]} == {0.01}
+    default = {p.point_id for p in figure1.points(quick=True)}
+    assert not default & {p.point_id for p in seen["points"]}
 
 
 def test_reproduce_cuda_without_cuda(capsys, tmp_path):

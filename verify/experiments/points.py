@@ -163,6 +163,13 @@ class Point:
             raise ValueError(f"ffn_input must be one of {FFN_INPUTS}, got {self.ffn_input!r}")
         if as_protocol(self.protocol).published and self.ffn_input != "encoded":
             raise ValueError("the published protocol's FFN reads the encoding: ffn_input='encoded'")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"lr must be a finite number > 0, got {self.lr!r}")
+        if not (math.isfinite(self.weight_decay) and 0 <= self.lr * self.weight_decay < 1):
+            raise ValueError(
+                f"weight_decay must be >= 0 with lr * weight_decay < 1 (AdamW's decay factor "
+                f"1 - lr weight_decay positive), got {self.weight_decay!r} at lr {self.lr!r}"
+            )
 
     @property
     def encoding_c(self) -> float:

@@ -16,6 +16,7 @@ from qstr.constructions.layout import token_layout
 from qstr.constructions.published_models import EncodedFFN
 from qstr.verify.training.gru_scan import gru_scan
 from qstr.verify.training.members import Member
+from qstr.verify.training.stacked_linear import stacked_linear
 
 
 def _place(t: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
@@ -431,18 +432,18 @@ class FFNFamily(_Family):
         M, B, N, d = x.shape
         if self.mode == "encoded":
             z = self.encode(meta, x, t, self.Dmax)
-            h = torch.einsum("mbf,mhf->mbh", z.reshape(M, B, -1), P["Wz"].flatten(2))
+            h = stacked_linear(z.reshape(M, B, -1), P["Wz"].flatten(2))
         else:
-            h = torch.einsum("mbf,mhf->mbh", x.reshape(M, B, -1), P["Wx"].flatten(2))
+            h = stacked_linear(x.reshape(M, B, -1), P["Wx"].flatten(2))
             if self.mode == "general":
                 oh = _one_hot(t, N, x.dtype) * meta["slot_mask"][:, None, None, :, None]
                 oh = oh * meta["pos_mask"][:, None, :, None, None]
             else:
                 oh = _one_hot(t[:, :, 0, :], N, x.dtype) * meta["slot_mask"][:, None, :, None]
-            h = h + torch.einsum("mbf,mhf->mbh", oh.reshape(M, B, -1), P["Wt"].flatten(2))
-        h = h + P["b1"][:, None, :]
+            h = h + stacked_linear(oh.reshape(M, B, -1), P["Wt"].flatten(2))
+        h = h + P["b1"][:, None, :]  # the bias last: the order of the stack's earlier einsums
         for k in range(2, self.depth + 1):
-            h = torch.einsum("mbi,moi->mbo", torch.relu(h), P[f"W{k}"]) + P[f"b{k}"][:, None, :]
+            h = stacked_linear(torch.relu(h), P[f"W{k}"], P[f"b{k}"])
         return h  # (M, B, Nmax): padded output rows are zero and never enter the loss
 
 

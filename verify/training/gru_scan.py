@@ -104,8 +104,10 @@ class _Scan(torch.autograd.Function):
                 dh = torch.baddbmm(dhx, dgh[:, s], Whh)
         dgi, dgh = dgi.view(G, N * B, 3 * H), dgh.view(G, N * B, 3 * H)
         zg = z.transpose(0, 1).reshape(G, N * B, D)  # (G, N B, D): one copy of the small input
-        dWihT = torch.bmm(zg.transpose(1, 2), dgi)
-        dWhhT = torch.bmm(hs[:, :N].reshape(G, N * B, H).transpose(1, 2), dgh)
+        # dW = dg^T x, written in the layout of W (G, 3H, .) and handed back as the view W^T:
+        # the callers' W_ih, W_hh are (3H, .) blocks, so their gradients need no transposing copy
+        dWihT = torch.bmm(dgi.transpose(1, 2), zg).transpose(1, 2)
+        dWhhT = torch.bmm(dgh.transpose(1, 2), hs[:, :N].reshape(G, N * B, H)).transpose(1, 2)
         dz = None  # the encoded tokens are data in training: their gradient only when asked
         if ctx.needs_input_grad[0]:
             dz = torch.bmm(dgi, WihT.transpose(1, 2)).view(G, N, B, D).transpose(0, 1)

@@ -98,3 +98,17 @@ def test_fused_cuda_backward_matches_float64_reference(dtype, tol):
     fast = _value_and_grads(gru_scan, low, up.to(dtype))
     for name, a, b in zip(NAMES, fast, ref, strict=True):
         assert _rel(a.double(), b) < tol, (name, _rel(a.double(), b))
+
+
+def test_weight_gradients_come_in_the_weights_layout():
+    """Weights kept as (G, 3H, .) blocks and passed transposed (as the GRU family does) get
+    contiguous gradients, equal to autograd's through the loop."""
+    (z, WihT, bih, WhhT, bhh), up = _inputs(4, 2, 3, 5, "cpu", 7)
+    Wih = WihT.detach().transpose(1, 2).contiguous().requires_grad_(True)
+    Whh = WhhT.detach().transpose(1, 2).contiguous().requires_grad_(True)
+    args = (z.detach(), Wih.transpose(1, 2), bih, Whh.transpose(1, 2), bhh)
+    fast = torch.autograd.grad((gru_scan(*args)[:, 1:] * up[:, 1:]).sum(), (Wih, Whh))
+    ref = torch.autograd.grad((gru_scan_reference(*args)[:, 1:] * up[:, 1:]).sum(), (Wih, Whh))
+    for a, b in zip(fast, ref, strict=True):
+        assert a.is_contiguous()
+        assert _rel(a, b) < 1e-12
