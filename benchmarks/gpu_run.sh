@@ -10,6 +10,13 @@
 #   train-tests  the GPU tests of the GRU scan and the batched trainer (correctness first)
 #   report       benchmarks/gpu_report.py: ceilings, the GRU step (before/after, profile),
 #                Lemma 11, RNN states, all of Figure 1 at the paper's sizes (TF32), timed alone
+#   steps        benchmarks/stack_step.py --layouts --profile: the FFN step with einsum against
+#                stacked_linear layers, both stacks' replayed steps and kernel tables
+#   checks       at once: `qstr verify --profile gpu --device cuda` in four shards (balanced by
+#                the claims' earlier CUDA times), every other GPU-marked test, and (WD=W) all of
+#                Figure 1 at weight decay W (TF32); shared wall time, so no timing
+#   figure1-jobs2  all of Figure 1 (TF32) as `qstr reproduce --jobs 2` (two worker processes
+#                time-sharing the device), timed; skipped when under JOBS2_NEEDS s are left
 #   parallel     at once: Figure 3 at the paper's sizes (TF32; FIGURE3=0 leaves it out), qstr
 #                verify --profile gpu, and the other GPU-marked tests (Figure 3's wall time is
 #                therefore shared, not a timing)
@@ -25,6 +32,13 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,utilization.
   --format=csv,noheader
 python3 -c "import torch,sys;print(sys.version.split()[0],'torch',torch.__version__)"
 stages=${*:-capture train-tests report parallel}
+# the verify shards of the checks stage (about 85 s each alone on an H100, 2026-11-27)
+SHARDS=(
+  "prop-8 lemma-24 lemma-22 data-model assumption-2 rs-hadamard-codes lemma-38 experiment-models"
+  "thm-6 lemma-42 prop-3 lemma-39 assumption-3 experimental-encoding assumption-1"
+  "cor-27 prop-21 figure-2 sparse-average-single-head lemma-41 thm-9 lemma-40 lemma-37 lemma-12"
+  "prop-26 prop-28 lemma-11 thm-4 lemma-36 export-roundtrip thm-7"
+)
 for stage in $stages; do
   echo "== $stage $(date +%T)"
   case $stage in
@@ -54,6 +68,44 @@ for stage in $stages; do
       timeout "${LIMIT_REPORT:-260}" python3 benchmarks/gpu_report.py --out "$R/report" \
         --figure1-matmul tf32 ${REPORT_ARGS:-} >"$R/report.log" 2>&1; echo "rc $?"
       grep -v "^\s*$" "$R/report.log" | grep -v "^-\|^ *Name\|^ *Self" | tail -22 ;;
+    steps)
+      timeout "${LIMIT_STEPS:-120}" python3 benchmarks/stack_step.py --layouts --profile \
+        --json "$R/stack_step.json" >"$R/steps.log" 2>&1; echo "rc $?"
+      grep -v "^\s*$" "$R/steps.log" | grep -v "^-" | cut -c1-200 | tail -40 ;;
+    checks)
+      L=$(( ${DEADLINE:-560} - SECONDS )); [ "$L" -lt 60 ] && L=60; echo "limit $L s"
+      i=0
+      for ids in "${SHARDS[@]}"; do
+        i=$((i + 1))
+        timeout -s INT "$L" qstr verify --profile gpu --device cuda --only $ids \
+          --json "$R/verify-$i.json" >"$R/verify-$i.log" 2>&1 &
+      done
+      timeout "$L" python3 -m pytest -q -m gpu -p no:cacheprovider tests \
+        -k "not test_gpu_profile_claim_holds_on_cuda" >"$R/tests.log" 2>&1 &
+      if [ -n "${WD:-}" ]; then
+        timeout -s INT "$L" qstr reproduce figure1 --device cuda --matmul tf32 \
+          --weight-decay "$WD" --out "$R/figure1-wd$WD" >"$R/figure1-wd.log" 2>&1 &
+      fi
+      wait
+      echo "-- tests"; tail -6 "$R/tests.log" | cut -c1-300
+      [ -n "${WD:-}" ] && { echo "-- figure1 wd $WD"; tail -25 "$R/figure1-wd.log" | cut -c1-200; }
+      for i in 1 2 3 4; do echo "-- verify $i"; grep -v "^│\|^┃\|^┏\|^┡\|^└\|^├\|^┗" \
+        "$R/verify-$i.log" | tail -4 | cut -c1-300; done
+      python3 - "$R" <<'PY'
+import glob, json, sys
+recs = [r for f in sorted(glob.glob(sys.argv[1] + "/verify-*.json")) for r in json.load(open(f))]
+bad = [r["id"] for r in recs if not r.get("holds")]
+print(f"verify gpu: {len(recs)} claims ran, {len(recs) - len(bad)} held; not held: {bad}")
+PY
+      ;;
+    figure1-jobs2)
+      left=$(( ${DEADLINE:-560} + 25 - SECONDS ))
+      if [ "$left" -lt "${JOBS2_NEEDS:-100}" ]; then echo "skipped: $left s left"; continue; fi
+      s0=$SECONDS
+      timeout -s INT "$left" qstr reproduce figure1 --device cuda --matmul tf32 --jobs 2 \
+        --out "$R/figure1-jobs2" >"$R/figure1-jobs2.log" 2>&1
+      echo "rc $? wall $((SECONDS - s0)) s (with the two workers' start)"
+      tail -4 "$R/figure1-jobs2.log" | cut -c1-200 ;;
     parallel)
       L=$(( ${DEADLINE:-560} - SECONDS )); [ "$L" -lt 60 ] && L=60; echo "limit $L s"
       [ "${FIGURE3:-1}" != 0 ] && timeout -s INT "$L" qstr reproduce figure3 --device cuda \
@@ -75,5 +127,6 @@ for stage in $stages; do
 done
 echo "== end $(date +%T)"
 (cd "$OUT" && tar czf gpu-results.tgz results \
-  && cp results/report.log results/verify.log results/tests.log results/capture.log . 2>/dev/null)
+  && cp results/report.log results/verify.log results/tests.log results/capture.log \
+    results/steps.log results/figure1.log . 2>/dev/null)
 rm -rf "$R"

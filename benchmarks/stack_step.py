@@ -1,8 +1,9 @@
 """Where a stacked training step's time goes on CUDA (Figure 1's simple-1STR FFN and GRU stacks,
 25 members, TF32, CUDA graphs): the replayed step on the device, the host's work around it,
-and whole steps of ``train_stack`` at two prefetch sizes.
+and whole steps of ``train_stack``.
 
-    python benchmarks/stack_step.py [--steps 400] [--json FILE] [--profile]
+    python benchmarks/stack_step.py [--steps 400] [--json FILE] [--profile] [--layouts]
+        [--prefetch 16 [128]]
 
 For each stack, side by side in one run:
 * ``replay_ms``: the recorded step alone, median of CUDA-event times over 50 replays on one
@@ -10,7 +11,11 @@ For each stack, side by side in one run:
 * ``host_batch_us``: the host's time to hand out one step's prompts (``_Stack.batch``, refills
   included, averaged over 4 x prefetch steps; the device work it enqueues is not waited for);
 * ``train_ms[prefetch]``: wall time per step of ``train_stack`` without test checks,
-  (T(2 S) - T(S)) / S, for prefetch 16 (the default) and 128 (the prompts are the same).
+  (T(2 S) - T(S)) / S, for each ``--prefetch`` (the prompts are the same).
+* ``--layouts``: the FFN's replayed step with its layers as einsum (the weight gradients come
+  out transposed and the fused AdamW copies them) against ``stacked_linear`` (gradients in the
+  weights' layout), alternated twice (einsum, linear, einsum, linear) so that the spread of
+  one version is seen beside the difference.
 A step is bound by the host when ``train_ms`` is well above ``replay_ms``. A script, not a test.
 """
 
@@ -27,8 +32,9 @@ from torch.profiler import ProfilerActivity, profile
 
 from qstr.verify.experiments import figure1
 from qstr.verify.experiments.points import build_member
-from qstr.verify.training import train_stack
+from qstr.verify.training import families, train_stack
 from qstr.verify.training.stack import StackOptions, _Stack, _tf32
+from qstr.verify.training.stacked_linear import stacked_linear
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
@@ -96,10 +102,35 @@ def kernel_table(model: str, dev, rows: int = 14) -> str:
     return profile_table(prof, rows)
 
 
+def _einsum_linear(h, W, b=None):
+    """The FFN layers as they were before ``stacked_linear``: einsum, then the bias."""
+    y = torch.einsum("mbi,moi->mbo", h, W)
+    return y if b is None else y + b[:, None, :]
+
+
+def layouts(dev) -> dict:
+    """The FFN stack's replayed step with einsum layers and with ``stacked_linear``, alternated."""
+    out = {"einsum": [], "stacked_linear": []}
+    for name in ("einsum", "stacked_linear", "einsum", "stacked_linear"):
+        layer = _einsum_linear if name == "einsum" else stacked_linear
+        saved = families.stacked_linear
+        families.stacked_linear = layer
+        try:
+            out[name].append(_replay_and_host("ffn", dev)["replay_ms"])
+        finally:
+            families.stacked_linear = saved
+        print(f"ffn step with {name} layers: {out[name][-1]:.3f} ms", flush=True)
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=400, help="S for the FFN; the GRU takes S / 4")
     ap.add_argument("--json")
+    ap.add_argument("--prefetch", type=int, nargs="+", default=[16])
+    ap.add_argument(
+        "--layouts", action="store_true", help="the FFN step: einsum against stacked_linear"
+    )
     ap.add_argument(
         "--profile",
         action="store_true",
@@ -111,9 +142,11 @@ def main(argv=None) -> int:
         return 2
     dev = torch.device("cuda")
     out = {"device": torch.cuda.get_device_name(dev), "torch": torch.__version__}
+    if args.layouts:
+        out["ffn_layouts_replay_ms"] = layouts(dev)
     for model, steps in (("ffn", args.steps), ("rnn", max(10, args.steps // 4))):
         r = out[model] = _replay_and_host(model, dev)
-        r["train_ms"] = {pf: step_ms(model, dev, steps, pf) for pf in (16, 128)}
+        r["train_ms"] = {pf: step_ms(model, dev, steps, pf) for pf in args.prefetch}
         print(
             f"simple-1STR {model} x25: replayed step {r['replay_ms']:.3f} ms; host batch "
             f"{r['host_batch_us']:.0f} us; train_stack per step: "

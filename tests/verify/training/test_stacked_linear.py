@@ -44,3 +44,22 @@ def test_no_bias_and_no_input_gradient():
 def test_shapes_are_checked(h, W, b):
     with pytest.raises(ValueError, match="stacked_linear"):
         stacked_linear(torch.zeros(h), torch.zeros(W), None if b is None else torch.zeros(b))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-12), (torch.float32, 1e-5)])
+def test_cuda_matches_float64_einsum(dtype, tol):
+    """On CUDA (cuBLAS, the Figure 1 size of one FFN layer): value and gradients against the
+    float64 einsum on the CPU; dL/dW contiguous."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    (h, W, b), up = _inputs(25, 64, 330, 1000, 4)
+    ref = torch.einsum("mbi,moi->mbo", h, W) + b[:, None, :]
+    want = [ref.detach(), *torch.autograd.grad((ref * up).sum(), (h, W, b))]
+    low = [v.detach().to("cuda", dtype).requires_grad_(True) for v in (h, W, b)]
+    y = stacked_linear(*low)
+    got = [y.detach(), *torch.autograd.grad((y * up.to("cuda", dtype)).sum(), low)]
+    assert got[2].is_contiguous()
+    for a, e in zip(got, want, strict=True):
+        rel = ((a.double().cpu() - e).norm() / e.norm()).item()
+        assert rel < tol, rel
