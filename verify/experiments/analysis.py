@@ -76,3 +76,73 @@ def summarize(rows: Sequence[dict], *, by: str = "N") -> Dict[str, Dict[str, dic
                 }
             out[variant][model] = {"fit": fit, f"per_{by}": per}
     return out
+
+
+def _cap_samples(r: dict) -> float:
+    """A row's samples, or for a run censored at its cap the cap (max_steps x batch_size): a
+    lower bound on the samples it would have needed."""
+    if r["samples"] is not None:
+        return float(r["samples"])
+    return float(r["config"]["max_steps"] * r["config"]["batch_size"])
+
+
+def _slope(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Least-squares slopes of the rows of y (..., k) on x (k,)."""
+    xc = x - x.mean()
+    return ((y - y.mean(-1, keepdim=True)) * xc).sum(-1) / (xc**2).sum()
+
+
+def paired_gap(  # noqa: PLR0913 - the figure's rows, the two models, and the statistics' knobs
+    rows: Sequence[dict],
+    num: str,
+    den: str,
+    *,
+    by: str = "q",
+    n_boot: int = 4000,
+    n_perm: int = 20000,
+    seed: int = 0,
+) -> dict:
+    """Paired comparison of two models trained on the same prompts (same seed): per value of
+    ``by``, the geometric mean over seeds of samples[num] / samples[den] with a bootstrap
+    interval (seeds resampled); and whether log of that ratio grows with ``by``: the
+    least-squares slope of the per-value mean log ratio, with a one-sided permutation p-value
+    (the ``by`` labels permuted within each seed; docs/experiments.md, "Figure 3").
+
+    Censored runs stay in at their cap (``censored`` counts them): a censored ``num`` makes its
+    ratio a lower bound, a censored ``den`` an upper bound. Only seeds with both models at every
+    value of ``by`` enter the trend test."""
+    key = {(r["model"], r[by], r["seed"]): r for r in rows}
+    values = sorted({r[by] for r in rows if r["model"] in (num, den)})
+    out: dict = {"per": {}, "by": by, "num": num, "den": den}
+    logs: Dict[int, Dict[float, float]] = {}
+    g = torch.Generator().manual_seed(seed)
+    for v in values:
+        seeds = sorted(s for (m, b, s) in key if m == num and b == v and (den, v, s) in key)
+        if not seeds:
+            continue
+        pairs = [(key[(num, v, s)], key[(den, v, s)]) for s in seeds]
+        lr = torch.tensor(
+            [math.log(_cap_samples(a) / _cap_samples(b)) for a, b in pairs], dtype=torch.float64
+        )
+        for s, x in zip(seeds, lr.tolist(), strict=True):
+            logs.setdefault(s, {})[v] = x
+        boot = lr[torch.randint(len(lr), (n_boot, len(lr)), generator=g)].mean(1)
+        lo, hi = torch.quantile(boot, torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
+        out["per"][str(v)] = {
+            "geo_mean": math.exp(lr.mean().item()),
+            "ci": [math.exp(lo), math.exp(hi)],
+            "pairs": len(lr),
+            "censored": sum((a["samples"] is None) + (b["samples"] is None) for a, b in pairs),
+        }
+    full = [s for s, d in logs.items() if len(d) == len(values)]
+    if len(values) < 2 or len(full) < 2:
+        return out | {"trend": None}
+    y = torch.tensor([[logs[s][v] for v in values] for s in full], dtype=torch.float64)
+    x = torch.tensor([float(v) for v in values], dtype=torch.float64)
+    observed = _slope(x, y.mean(0)).item()
+    perm = torch.argsort(torch.rand(n_perm, *y.shape, generator=g), dim=-1)
+    slopes = _slope(x, torch.gather(y.expand(n_perm, -1, -1), 2, perm).mean(1))
+    p = (1 + int((slopes >= observed - 1e-12).sum())) / (1 + n_perm)
+    return out | {
+        "trend": {"slope_log_ratio": observed, "p_one_sided": p, "seeds": len(full), "perm": n_perm}
+    }

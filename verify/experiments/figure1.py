@@ -11,7 +11,12 @@ from typing import List, Optional
 from rich.table import Table
 
 from qstr.verify.experiments import analysis
-from qstr.verify.experiments.plots import new_figure, plot_samples, save_figure
+from qstr.verify.experiments.plots import (
+    new_figure,
+    plot_samples,
+    save_figure,
+    weight_decay_note,
+)
 from qstr.verify.experiments.points import MODELS, Point, apply_overrides, as_protocol, seeds_of
 from qstr.verify.experiments.results import write_json
 from qstr.verify.experiments.base import RunConfig, wide_console
@@ -189,8 +194,10 @@ def plot(rows: List[dict], stem: str, *, protocol: str) -> List[str]:
         else:
             ax.set_title(name + ": no rows")
     quick = bool(rows) and all(r.get("quick") for r in rows)
+    proto = as_protocol(protocol)
     fig.suptitle(
-        as_protocol(protocol).label
+        proto.label
+        + weight_decay_note(rows, proto.online_weight_decay(0.1))
         + (" [quick: smaller N grid, 2 seeds, 1,000 test prompts]" if quick else ""),
         fontsize=9,
     )

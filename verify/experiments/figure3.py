@@ -8,7 +8,12 @@ from typing import List, Optional
 
 
 from qstr.verify.experiments import analysis
-from qstr.verify.experiments.plots import new_figure, plot_samples, save_figure
+from qstr.verify.experiments.plots import (
+    new_figure,
+    plot_samples,
+    save_figure,
+    weight_decay_note,
+)
 from qstr.verify.experiments.points import MODELS, Point, apply_overrides, as_protocol, seeds_of
 from qstr.verify.experiments.results import write_json
 from qstr.verify.experiments.base import RunConfig, wide_console
@@ -72,6 +77,20 @@ def report(rows: List[dict], stem: str, *, protocol: str, quick: bool, cfg: RunC
         for q, g in summary["gap"].items():
             parts = ", ".join(f"{k} {v:.2f}" if v is not None else f"{k} -" for k, v in g.items())
             c.print(f"figure3 q = {q}: mean samples ratio {parts}")
+        for name, pg in summary["paired"].items():
+            per = ", ".join(
+                f"q={q} {v['geo_mean']:.2f} [{v['ci'][0]:.2f}, {v['ci'][1]:.2f}]"
+                for q, v in pg["per"].items()
+            )
+            tr = pg["trend"]
+            test = (
+                "no trend test (fewer than 2 seeds or values of q)"
+                if tr is None
+                else f"log-ratio slope {tr['slope_log_ratio']:.3f} per q, one-sided paired "
+                f"permutation p = {tr['p_one_sided']:.2g} ({tr['seeds']} seeds)"
+            )
+            verdict = "grows with q" if pg["grows"] else "not shown to grow with q"
+            c.print(f"figure3 {name}, paired by seed (geometric mean): {per}; {test}: {verdict}")
         for m, f in summary["fits"].get("qstr", {}).items():
             fit = f["fit"]
             a = (
@@ -101,7 +120,24 @@ def summarize(rows: List[dict], *, protocol: str, quick: bool) -> dict:
         "quick": quick,
         "fits": fits,
         "gap": gap,
+        "paired": {f"{m}/transformer": paired(rows, m) for m in ("rnn", "ffn")},
     }
+
+
+ALPHA = 0.05  # the level of the verdict "the gap grows with q" (docs/experiments.md, "Figure 3")
+
+
+def paired(rows: List[dict], model: str) -> dict:
+    """``model`` against the Transformer on the same prompts (analysis.paired_gap) and the
+    verdict: the gap grows with q when the one-sided paired trend test gives p < ALPHA and the
+    ratio's 95% interval at the largest q lies above 1."""
+    out = analysis.paired_gap(rows, model, "transformer", by="q")
+    trend, per = out["trend"], out["per"]
+    top = per[max(per, key=float)] if per else None
+    out["grows"] = bool(
+        trend is not None and trend["p_one_sided"] < ALPHA and top and top["ci"][0] > 1
+    )
+    return out
 
 
 def plot(rows: List[dict], stem: str, *, protocol: str) -> List[str]:
@@ -109,8 +145,12 @@ def plot(rows: List[dict], stem: str, *, protocol: str) -> List[str]:
     plot_samples(ax, rows, by="q", title=f"qSTR, N = {N_FIG3}, Hermite link (threshold 0.88)")
     ax.set_xticks(sorted({r["q"] for r in rows}))
     quick = bool(rows) and all(r.get("quick") for r in rows)
+    proto = as_protocol(protocol)
     fig.suptitle(
-        as_protocol(protocol).label_for("figure3") + (" [quick]" if quick else ""), fontsize=7
+        proto.label_for("figure3")
+        + weight_decay_note(rows, proto.online_weight_decay(0.1))
+        + (" [quick]" if quick else ""),
+        fontsize=7,
     )
     fig.tight_layout()
     return save_figure(fig, stem)

@@ -58,6 +58,15 @@ def plot_samples(
     ax.legend(fontsize=7)
 
 
+def weight_decay_note(rows: Sequence[dict], protocol_value: float) -> str:
+    """``", weight decay W (the protocol: V)"`` when the rows were trained at another weight decay
+    than the protocol's (``qstr reproduce --weight-decay``), else empty."""
+    used = sorted({r["config"]["weight_decay"] for r in rows})
+    if not used or used == [protocol_value]:
+        return ""
+    return f"; weight decay {', '.join(f'{w:g}' for w in used)} (the protocol: {protocol_value:g})"
+
+
 def new_figure(nrows: int = 1, ncols: int = 1, *, figsize, **kw):
     """A matplotlib Figure and its axes (``Figure.subplots``), drawn without pyplot: no backend is
     chosen and no figure is left open, whatever session imports the package."""
