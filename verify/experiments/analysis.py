@@ -106,7 +106,7 @@ def paired_gap(  # noqa: PLR0913 - the figure's rows, the two models, and the st
     ``by``, the geometric mean over seeds of samples[num] / samples[den] with a bootstrap
     interval (seeds resampled); and whether log of that ratio grows with ``by``: the
     least-squares slope of the per-value mean log ratio, with a one-sided permutation p-value
-    (the ``by`` labels permuted within each seed; docs/experiments.md, "Figure 3").
+    (the ``by`` labels permuted within each seed; docs/experiments.md, "Does it reproduce?").
 
     Censored runs stay in at their cap (``censored`` counts them): a censored ``num`` makes its
     ratio a lower bound, a censored ``den`` an upper bound. Only seeds with both models at every

@@ -124,7 +124,7 @@ def summarize(rows: List[dict], *, protocol: str, quick: bool) -> dict:
     }
 
 
-ALPHA = 0.05  # the level of the verdict "the gap grows with q" (docs/experiments.md, "Figure 3")
+ALPHA = 0.05  # the verdict "the gap grows with q" (docs/experiments.md, "Does it reproduce?")
 
 
 def paired(rows: List[dict], model: str) -> dict:
