@@ -524,9 +524,11 @@ def target_leaks(construction: Construction, *, chunk: int = 1024) -> torch.Tens
 
     leak[t] = sum_{j != t} e^{A (G_tj - G_tt)} / (1 + sum_{j != t} e^{A (G_tj - G_tt)}),
     A = alpha c^2, G the Gram matrix of the codes. It does not depend on the tokens or the
-    head, and max_t leak[t] <= construction.guarantee.leak (the coherence-only bound). For a
-    linear net the worst-case error is exactly 2 r_x max_t leak[t] ||sum_h w_h||
-    (:func:`lemma11_adversarial_prompt`). O(chunk N) memory.
+    head, and max_t leak[t] <= construction.guarantee.leak (the coherence-only bound). For an
+    affine net the worst error over prompts whose slots all read one target is 2 r_x max_t
+    leak[t] ||sum_h w_h|| (:func:`lemma11_adversarial_prompt`); over every prompt it can be
+    larger at q >= 2 (``qstr.verify.adversarial.lemma11_worst_case``; docs/derivations/lemma11.md).
+    O(chunk N) memory.
     """
     if not isinstance(construction, Construction) or construction.kind != "lemma11":
         raise ValueError("construction must be a Lemma 11 Construction (kind='lemma11')")
@@ -554,7 +556,9 @@ def lemma11_adversarial_prompt(
     B: int = 1,
     r_x: Optional[float] = None,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Worst-case tokens for a net that is linear on the r_x-ball, direction v in R^d.
+    """The worst tokens for a net that is linear on the r_x-ball among prompts whose slots all
+    read one target, direction v in R^d (the worst over every prompt, distinct targets per slot
+    included: ``qstr.verify.adversarial.lemma11_worst_case``).
 
     Every position reads the same target t* in every slot (t_i = (t*, ..., t*)), x_{t*} =
     -r_x v/||v|| and every other token +r_x v/||v||. The softmax weights of Lemma 11 do not
@@ -562,7 +566,8 @@ def lemma11_adversarial_prompt(
     a net that is affine with gradient (w_0, ..., w_{H-1}) on the ball the error is
     2 r_x leak[t*] <sum_h w_h, v/||v||>: maximal for v = sum_h w_h, where it equals
     2 r_x leak[t*] ||sum_h w_h|| (= the Lemma 11 bound when all w_h are equal, all codes
-    meet the target at exactly mu, and Lip = ||w||). ``target`` defaults to argmax of
+    meet the target at exactly mu, and Lip = ||w||; at q = 1 it is the supremum over every
+    prompt, at q >= 2 a lower bound on it). ``target`` defaults to argmax of
     :func:`target_leaks`; ``r_x`` defaults to the attached guarantee's. Returns (x, t) of shapes
     (B, N, d), (B, N, q).
     """
