@@ -235,19 +235,37 @@ def _call(fn: Callable, inputs: Any, ctx: Optional[Context]) -> Any:
     return fn(inputs)
 
 
+EVIDENCE = {
+    "built": "measured on the object users get: a built module, a saved file, an exported "
+    "standard module, a trained net",
+    "exact": "exhaustive search or exact arithmetic (integers, rationals, sympy)",
+    "monte-carlo": "a random sample against a closed form or bound, at a stated confidence",
+    "formula": "a closed form against an independent derivation (sympy, 40 digits, a second "
+    "derivation), or a property of a formula",
+}
+UNDECLARED = "undeclared"  # a check that does not say what it rests on (user claims may)
+
+
 @dataclass(frozen=True)
 class Check:
     """A named check: ``fn(inputs)`` (or ``fn(inputs, ctx)``) measures one statement and returns
-    a ``Verdict``; ``run(inputs, ctx)`` calls it with the context only when it asks for one."""
+    a ``Verdict``; ``run(inputs, ctx)`` calls it with the context only when it asks for one.
+    ``evidence``: what it rests on, one of :data:`EVIDENCE` (docs/claims.md)."""
 
     name: str
     fn: Callable[..., Verdict]
     statement: str = ""
     profiles: Sequence[str] = PROFILES  # where it runs (e.g. training only in full and gpu)
+    evidence: str = UNDECLARED
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"a check needs a non-empty string name, got {self.name!r}")
+        if self.evidence not in EVIDENCE and self.evidence != UNDECLARED:
+            raise ValueError(
+                f"check {self.name!r}: evidence must be one of {', '.join(EVIDENCE)}, "
+                f"got {self.evidence!r}"
+            )
         object.__setattr__(self, "profiles", tuple(self.profiles))
 
     def run(self, inputs: Any, ctx: Optional[Context] = None) -> Verdict:
@@ -445,12 +463,20 @@ class Claim:
         self.bounds += (fn,)
         return fn
 
-    def check(self, name: str, statement: str = "", profiles: Sequence[str] = PROFILES):
-        """Decorator: ``fn`` becomes the claim's check ``name`` (the ``Check`` is returned; it is
-        callable, so ``fn(inputs)`` still works)."""
+    def check(
+        self,
+        name: str,
+        statement: str = "",
+        profiles: Sequence[str] = PROFILES,
+        evidence: str = UNDECLARED,
+    ):
+        """Decorator: ``fn`` becomes the claim's check ``name`` resting on ``evidence`` (one of
+        :data:`EVIDENCE`); the ``Check`` is returned, and it is callable, so ``fn(inputs)`` still
+        works."""
 
         def declare(fn: Callable[..., Verdict]) -> Check:
-            return self._add_check(Check(name, fn, statement or (fn.__doc__ or ""), profiles))
+            doc = statement or (fn.__doc__ or "")
+            return self._add_check(Check(name, fn, doc, profiles, evidence))
 
         return declare
 
@@ -557,3 +583,13 @@ def _known_profiles(claim_id: str, profiles: Sequence[str]) -> None:
         raise ValueError(
             f"claim {claim_id!r}: unknown profile(s) {bad}; profiles: {', '.join(PROFILES)}"
         )
+
+
+def evidence_mix(kinds: Sequence[str]) -> str:
+    """'built 6, formula 3' (in EVIDENCE's order, undeclared last); 'formula only' when every
+    check rests on formulas."""
+    order = list(EVIDENCE) + [UNDECLARED]
+    counts = {k: sum(1 for x in kinds if x == k) for k in order}
+    if kinds and counts["formula"] == len(kinds):
+        return "formula only"
+    return ", ".join(f"{k} {n}" for k, n in counts.items() if n)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Sequence
 
-from qstr.verify.claim import Claim
+from qstr.verify.claim import Claim, evidence_mix
 
 
 def _functions(fns) -> List[str]:
@@ -20,6 +20,7 @@ def entry(claim: Claim) -> Dict[str, object]:
         "ref_conference": claim.ref.conference,
         "statement": claim.statement,
         "checks": [c.name for c in claim.checks],
+        "evidence": {c.name: c.evidence for c in claim.checks},
         "faults": [{"name": f.name, "breaks": list(f.breaks)} for f in claim.faults],
         "builds": _functions(claim.builds),
         "bounds": _functions(claim.bounds),
@@ -36,7 +37,8 @@ def text(claims: Sequence[Claim]) -> str:
         lines = [
             f"{c.id}  [{c.ref}]",
             f"  statement:  {c.statement}",
-            "  checks:     " + "; ".join(e["checks"]),
+            "  checks:     " + "; ".join(f"{k.name} [{k.evidence}]" for k in c.checks),
+            "  rests on:   " + evidence_mix([k.evidence for k in c.checks]),
             "  faults:     "
             + "; ".join(f"{f['name']} (breaks {', '.join(f['breaks'])})" for f in e["faults"]),
         ]
@@ -69,7 +71,7 @@ def markdown(claims: Sequence[Claim]) -> str:
                 [
                     f"`{c.id}`",
                     _cell(str(c.ref)),
-                    _cell("; ".join(k.name for k in c.checks)),
+                    _cell("; ".join(f"{k.name} [{k.evidence}]" for k in c.checks)),
                     _cell("; ".join(f.name for f in c.faults)),
                     derivation,
                 ]

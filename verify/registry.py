@@ -22,8 +22,10 @@ from qstr.verify.claim import (  # noqa: F401
     Context,
     Fault,
     Number,
+    UNDECLARED,
     Ref,
     Verdict,
+    evidence_mix,
 )  # noqa: F401
 from qstr.verify.threads import cpu_threads
 
@@ -42,6 +44,7 @@ class CheckResult:
     dtype: str = "float64"
     error: str = ""
     seconds: float = 0.0
+    evidence: str = UNDECLARED  # what the check rests on (claim.EVIDENCE)
 
     @property
     def shown_bound(self) -> str:
@@ -83,6 +86,7 @@ class Result:
     bound_value: Optional[float] = None
     checks: List[CheckResult] = field(default_factory=list)
     faults: List[FaultResult] = field(default_factory=list)
+    evidence: str = ""  # the checks' evidence mix, e.g. "built 6, formula 3" (claim.evidence_mix)
 
     @property
     def passed(self) -> bool:
@@ -168,6 +172,7 @@ def run_check(check: Check, inputs: Any, ctx: Context) -> CheckResult:
     except Exception as exc:  # noqa: BLE001 - a crashing check is a failing check, reported
         out = CheckResult(check.name, "error", "", "", False, detail=str(exc), error=_error_line())
     out.seconds = round(time.perf_counter() - start, 3)
+    out.evidence = check.evidence
     return out
 
 
@@ -206,7 +211,10 @@ def run_claim(claim: Claim, ctx: Context) -> Result:
             inputs, error = None, f"building the inputs: {_error_line()} ({exc})"
         checks_run, faults_run = claim.checks_in(ctx.profile), claim.faults_in(ctx.profile)
         if error:
-            checks = [CheckResult(c.name, "error", "", "", False, error=error) for c in checks_run]
+            checks = [
+                CheckResult(c.name, "error", "", "", False, error=error, evidence=c.evidence)
+                for c in checks_run
+            ]
             faults = [FaultResult(f.name, f.breaks, False, error=error) for f in faults_run]
         else:
             checks = [run_check(c, inputs, ctx) for c in checks_run]
@@ -253,4 +261,5 @@ def _result(claim: Claim, ctx: Context, checks, faults, seconds: float, error: s
         bound_value=_number(head.bound),
         checks=checks,
         faults=faults,
+        evidence=evidence_mix([c.evidence for c in checks]),
     )

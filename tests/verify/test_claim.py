@@ -5,7 +5,17 @@ import math
 import pytest
 import torch
 
-from qstr.verify.claim import Context, at_least, at_most, close, exact
+from qstr.verify.claim import (
+    UNDECLARED,
+    Check,
+    Context,
+    Verdict,
+    at_least,
+    at_most,
+    close,
+    evidence_mix,
+    exact,
+)
 from qstr.verify.rounding import Rounding
 
 
@@ -45,3 +55,17 @@ def test_verdicts_add_the_rounding_term_on_the_right_side():
 def test_context_rejects_an_unknown_profile():
     with pytest.raises(ValueError, match="profile must be one of"):
         Context(profile="fast")
+
+
+def test_a_check_declares_known_evidence_and_the_mix_counts_it():
+    fn = lambda inp: Verdict(0.0, 1.0, True)  # noqa: E731
+    assert Check("c", fn, evidence="monte-carlo").evidence == "monte-carlo"
+    assert Check("c", fn).evidence == UNDECLARED
+    with pytest.raises(ValueError, match="evidence must be one of built, exact, monte-carlo"):
+        Check("c", fn, evidence="proof")
+    assert (
+        evidence_mix(["formula", "built", "built", UNDECLARED])
+        == "built 2, formula 1, undeclared 1"
+    )
+    assert evidence_mix(["formula", "formula"]) == "formula only"
+    assert evidence_mix([]) == ""

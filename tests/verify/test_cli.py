@@ -22,7 +22,7 @@ from qstr.constructions.links import make_link
 from qstr.constructions.task import QSTR
 from qstr.constructions.validate import seed
 from qstr.verify import registry
-from qstr.verify.claim import Check, Claim, Context, Fault, Ref, Verdict
+from qstr.verify.claim import EVIDENCE, Check, Claim, Context, Fault, Ref, Verdict
 from qstr.verify.experiments import figure1
 from qstr.verify.cli import _PROFILES, SEED_MAX, _parser, _seed, main
 from qstr.verify.registry import PROFILES
@@ -57,6 +57,7 @@ def test_verify_json(tmp_path, capsys):
         "checks",
         "faults",
         "env",
+        "evidence",
     }
     check_keys = {
         "name",
@@ -69,6 +70,7 @@ def test_verify_json(tmp_path, capsys):
         "dtype",
         "error",
         "seconds",
+        "evidence",
     }
     for r in records:
         assert set(r) == keys  # exactly the keys README.md and docs/formats.md list
@@ -76,6 +78,7 @@ def test_verify_json(tmp_path, capsys):
         assert r["holds"] is True and r["falsifier_caught"] is True
         assert r["profile"] == "quick" and r["device"] == "cpu"
         assert r["checks"] and all(set(c) == check_keys and c["holds"] is True for c in r["checks"])
+        assert all(c["evidence"] in EVIDENCE for c in r["checks"]) and r["evidence"]
         assert all(
             set(f) == {"name", "breaks", "caught", "checks", "error"}
             and f["caught"] is True

@@ -28,6 +28,8 @@ def test_list_prints_the_index(capsys):
         *(k.name for k in c.checks),
         *(f.name for f in c.faults),
         "qstr.bounds.gaussian.conditional_sqnorm_variance",
+        "family z-scores [monte-carlo]",
+        "rests on:   monte-carlo 2",
     ):
         assert text in out, text
 

@@ -29,9 +29,17 @@ def test_record_and_table_carry_device_and_dtype():
     same = [_result("a", "cpu", "float64"), _result("b", "cpu", "float64")]
     assert same[0].record()["dtype"] == "float64" and same[0].record()["device"] == "cpu"
     t = table(same, "qstr verify")
-    assert "device cpu" in t.title and "dtype float64" in t.title and len(t.columns) == 8
+    assert "device cpu" in t.title and "dtype float64" in t.title and len(t.columns) == 9
     mixed = table(
         [_result("a", "cpu", "float64"), _result("b", "cpu", "float32+float64")], "qstr verify"
     )
     assert "dtype" not in mixed.title and [c.header for c in mixed.columns].count("dtype") == 1
     Console(width=120, file=open("/dev/null", "w")).print(mixed)
+
+
+def test_table_says_what_each_claim_rests_on():
+    r = _result("a", "cpu", "float64")
+    r.evidence = "built 2, formula 1"
+    t = table([r], "qstr verify")
+    col = [c for c in t.columns if c.header == "rests on"][0]
+    assert list(col.cells) == ["built 2, formula 1"]

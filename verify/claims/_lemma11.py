@@ -4,7 +4,7 @@ and the mistakes its faults plant (docs/derivations/lemma11.md)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -116,3 +116,30 @@ def leaks_from_chunk_rows(cons, chunk: int = 1024) -> torch.Tensor:
         X = E.sum(dim=1)
         out.append(X / (1 + X))
     return torch.cat(out)
+
+
+def deficit_dropped(case: Any) -> Any:
+    """The worst case computed with v_j = sum_h P[t_h, j] w_h, each head's target deficit
+    -1[j = t_h] dropped (a slot misread as plain averaging): its value and its prompt, at the
+    targets the honest search found; unchanged where the case has no worst case."""
+    if case.worst is None:
+        return case
+    cons, w = case.cons, case.worst
+    idx = torch.tensor(w.targets, device=cons.omega.device)
+    P = torch.softmax(cons.alpha * cons.c**2 * (cons.omega[idx] @ cons.omega.T), dim=-1)
+    v = P.T @ case.gradient
+    r_x = cons.guarantee.r_x
+    x = (r_x * v / v.norm(dim=-1, keepdim=True).clamp_min(1e-300)).unsqueeze(0)
+    value = r_x * float(v.norm(dim=-1).sum())
+    wrong = replace(w, value=value, upper=value, prompt=(x, w.prompt[1]))
+    return replace(case, worst=wrong, probe=wrong.prompt)
+
+
+def same_target_search(case: Any) -> Any:
+    """The worst case read as 2 r_x max_t leak[t] ||sum_h w_h|| (every slot at one target) and
+    called exact: this toolkit's own mistake until 2026-11-27."""
+    if case.worst is None:
+        return case
+    w, (x, t) = case.worst, case.same_target
+    same = replace(w, value=w.same_target, upper=w.same_target, exact=True, prompt=(x, t))
+    return replace(case, worst=replace(same, targets=tuple(t[0, 0].tolist())), probe=(x, t))

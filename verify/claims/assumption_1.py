@@ -70,7 +70,7 @@ def assumption1_inputs(ctx: Context) -> Assumption1Inputs:
     return Assumption1Inputs(_reports(ctx))
 
 
-@claim.check("C_x <= 1")
+@claim.check("C_x <= 1", evidence="monte-carlo")
 def c_x(inp: Assumption1Inputs) -> Verdict:
     """Assumption 1 with C_x = 1: E[||x||^r]^(1/r) <= sqrt(d r), the largest measured ratio."""
     cases = []
@@ -90,13 +90,13 @@ def _ratios(inp: Assumption1Inputs, column: int, closed) -> Verdict:
     )
 
 
-@claim.check("token moments = chi closed form")
+@claim.check("token moments = chi closed form", evidence="monte-carlo")
 def tokens(inp: Assumption1Inputs) -> Verdict:
     """Token moments E[||x||^r]^(2/r) / (d r): Monte Carlo = the chi closed form, within 5%."""
     return _ratios(inp, 1, inp.chi_ratio)
 
 
-@claim.check("label moments = normal closed form")
+@claim.check("label moments = normal closed form", evidence="monte-carlo")
 def labels(inp: Assumption1Inputs) -> Verdict:
     """Label moments E[|y|^r]^(2/r) / r^2 (y ~ N(0, 1)): Monte Carlo = the normal closed form."""
     return _ratios(inp, 2, lambda d, r: inp.normal_ratio(r))

@@ -73,7 +73,7 @@ def assumption2_inputs(ctx: Context) -> Assumption2Inputs:
     return Assumption2Inputs(links, xt, big)
 
 
-@claim.check("E g^2 = stated")
+@claim.check("E g^2 = stated", evidence="monte-carlo")
 def second_moments(inp: Assumption2Inputs) -> Verdict:
     """Each link's E g^2 (Monte Carlo) = its stated value: the largest |mean - stated| / se."""
     cases = []
@@ -87,7 +87,7 @@ def second_moments(inp: Assumption2Inputs) -> Verdict:
     return worst(cases)
 
 
-@claim.check("teacher E g^2 = (1 + 1/(qd)) / 2")
+@claim.check("teacher E g^2 = (1 + 1/(qd)) / 2", evidence="monte-carlo")
 def teacher(inp: Assumption2Inputs, ctx: Context) -> Verdict:
     """The random teacher's E g^2 over its draws = (1 + 1/(q d)) / 2, within 6 standard errors:
     TEACHERS teachers, each on its own 32 Gaussian inputs."""
@@ -103,7 +103,7 @@ def teacher(inp: Assumption2Inputs, ctx: Context) -> Verdict:
     return close(m, inp.teacher_closed(Q, D), Z * se, detail=detail)
 
 
-@claim.check("exact nets = g")
+@claim.check("exact nets = g", evidence="built")
 def exact_nets(inp: Assumption2Inputs) -> Verdict:
     """Every exact Assumption 2 net equals g, on Gaussian tokens and tokens of norm 10."""
     cases = []

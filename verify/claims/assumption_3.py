@@ -91,27 +91,27 @@ def _worst_book(inp: Assumption3Inputs, values, verdict=close, bound=0.0, detail
     return worst(cases, key=largest)
 
 
-@claim.check("coherence <= 1/2")
+@claim.check("coherence <= 1/2", evidence="built")
 def coherence_at_most_half(inp: Assumption3Inputs) -> Verdict:
     """Assumption 3: max_{i != j} |<omega_i, omega_j>| <= 1/2, the worst codebook (exact mu)."""
     return _worst_book(inp, inp.mus, at_most, inp.mu_max)
 
 
-@claim.check("unit rows")
+@claim.check("unit rows", evidence="built")
 def unit_rows(inp: Assumption3Inputs) -> Verdict:
     """Assumption 3's unit codes: max_i | ||omega_i||^2 - 1 | over every codebook."""
     off = [float((b.omega.double().pow(2).sum(dim=1) - 1).abs().max()) for _, b in inp.books]
     return _worst_book(inp, off, at_most, detail="max | ||omega_i||^2 - 1 |")
 
 
-@claim.check("stored mu = measured")
+@claim.check("stored mu = measured", evidence="built")
 def stored_mu(inp: Assumption3Inputs) -> Verdict:
     """The mu a codebook carries into the bounds is its exact coherence (codebooks.md)."""
     gaps = [abs(b.mu - mu) for mu, (_, b) in zip(inp.mus, inp.books, strict=True)]
     return _worst_book(inp, gaps, detail="|stored mu - measured mu|")
 
 
-@claim.check("coherence = brute-force Gram")
+@claim.check("coherence = brute-force Gram", evidence="built")
 def gram(inp: Assumption3Inputs) -> Verdict:
     """The exact coherence equals the brute-force float64 Gram maximum, on each codebook's first
     GRAM_ROWS rows."""
@@ -120,7 +120,7 @@ def gram(inp: Assumption3Inputs) -> Verdict:
     return _worst_book(inp, gaps, detail=f"|coherence - Gram max| on <= {GRAM_ROWS} rows")
 
 
-@claim.check("coherence attained at its pair")
+@claim.check("coherence attained at its pair", evidence="built")
 def witness(inp: Assumption3Inputs) -> Verdict:
     """Assumption 3's coherence is attained: the pair coherence_report names has
     |<omega_i, omega_j>| = mu, on every row of each codebook (docs/derivations/codebooks.md); the
@@ -142,14 +142,14 @@ def _union_bounds(inp: Assumption3Inputs, shift: int, verdict) -> Verdict:
     return worst(cases)
 
 
-@claim.check("union bound <= delta at d_e")
+@claim.check("union bound <= delta at d_e", evidence="exact")
 def union_bound(inp: Assumption3Inputs) -> Verdict:
     """The exact rule's d_e passes the union bound C(N, 2) P(|<w_i, w_j>| > 1/2) <= delta
     (codebooks.md (a)); the largest ratio to delta over N."""
     return _union_bounds(inp, 0, at_most)
 
 
-@claim.check("union bound > delta at d_e - 1")
+@claim.check("union bound > delta at d_e - 1", evidence="exact")
 def union_bound_least(inp: Assumption3Inputs) -> Verdict:
     """The exact rule's d_e is the least from which it passes: at d_e - 1 the union bound exceeds
     delta (codebooks.md (a)); the smallest ratio over N."""
@@ -166,19 +166,19 @@ def _tail_errors(inp: Assumption3Inputs, dims, bound: float) -> Verdict:
     return worst(cases)
 
 
-@claim.check("pair tail = count (exact range)")
+@claim.check("pair tail = count (exact range)", evidence="exact")
 def tail_exact(inp: Assumption3Inputs) -> Verdict:
     """In its exact range (d_e <= 4096) the pair tail is the sign-pattern count rounded once."""
     return _tail_errors(inp, [d for d in TAIL_DIMS if d <= 4096], 2.0**-53)
 
 
-@claim.check("pair tail = count (scipy range)")
+@claim.check("pair tail = count (scipy range)", evidence="formula")
 def tail_scipy(inp: Assumption3Inputs) -> Verdict:
     """Beyond d_e = 4096 (scipy's binomial cdf) the pair tail is the count to relative 1e-12."""
     return _tail_errors(inp, [d for d in TAIL_DIMS if d > 4096], 1e-12)
 
 
-@claim.check("Hoeffding rule as derived")
+@claim.check("Hoeffding rule as derived", evidence="formula")
 def hoeffding(inp: Assumption3Inputs) -> Verdict:
     """The Hoeffding rule d_e = ceil(2 ln(N (N - 1) / delta) / mu^2) (codebooks.md (a)), N = 100."""
     N, mu = 100, inp.mu_max

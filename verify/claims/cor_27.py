@@ -111,7 +111,7 @@ def cor27_inputs(ctx: Context) -> Cor27Inputs:
     return Cor27Inputs(cases, module, C27_EPS, (clipped.rnn.module(device=ctx.device), clipped))
 
 
-@claim.check("state error <= eps at every N")
+@claim.check("state error <= eps at every N", evidence="built")
 def states_within_eps(inp: Cor27Inputs) -> Verdict:
     """Cor 27: every state within eps of x_{t_l} after (before) its target, at every N."""
     ratios = "err/eps by N: " + ", ".join(
@@ -125,7 +125,7 @@ def states_within_eps(inp: Cor27Inputs) -> Verdict:
     return worst_case(inp.cases, case, key=by_ratio)
 
 
-@claim.check("exactly 0 off target")
+@claim.check("exactly 0 off target", evidence="built")
 def zero_off_target(inp: Cor27Inputs) -> Verdict:
     """Cor 27: every state is exactly 0 before (after) its target."""
     rows = []
@@ -136,7 +136,7 @@ def zero_off_target(inp: Cor27Inputs) -> Verdict:
     return none_counted(rows, "nonzero states where the target is 0")
 
 
-@claim.check("projection inactive")
+@claim.check("projection inactive", evidence="built")
 def projection_inactive(inp: Cor27Inputs) -> Verdict:
     """Cor 27: at r_h = sqrt(q)(r_x + sqrt(d) eps) the projection onto the r_h ball never acts."""
     return none_counted(
@@ -144,7 +144,7 @@ def projection_inactive(inp: Cor27Inputs) -> Verdict:
     )
 
 
-@claim.check("certified eps <= asked")
+@claim.check("certified eps <= asked", evidence="formula")
 def eps_as_asked(inp: Cor27Inputs) -> Verdict:
     """The transition's certified eps meets the accuracy asked for."""
     return certified_eps_as_asked(inp.cases, inp.eps)
@@ -162,7 +162,7 @@ def _gap(states, c: StateCase) -> float:
     return max(largest_gap(hf, st.h_fwd), largest_gap(hb, st.h_bwd))
 
 
-@claim.check("module loop = scan")
+@claim.check("module loop = scan", evidence="built")
 def module_equals_scan(inp: Cor27Inputs) -> Verdict:
     """The literal module (a loop h <- P(h + f(h, z_i))) computes the scan's states (first case)."""
     c = inp.cases[0]
@@ -170,7 +170,7 @@ def module_equals_scan(inp: Cor27Inputs) -> Verdict:
     return at_most(gap, 1e-9, detail=f"{c.label}: max |loop - scan| (absolute 1e-9)")
 
 
-@claim.check("module zeros = scan zeros")
+@claim.check("module zeros = scan zeros", evidence="built")
 def module_zeros_equal_scan(inp: Cor27Inputs) -> Verdict:
     """The literal module's states are exactly 0 where the scan's are (first case)."""
     (hf, hb), st = _module_states(inp), inp.cases[0].states
@@ -178,7 +178,7 @@ def module_zeros_equal_scan(inp: Cor27Inputs) -> Verdict:
     return exact(differ, 0, detail=f"{inp.cases[0].label}: states zero in one and not the other")
 
 
-@claim.check("module projection = scan where it clips")
+@claim.check("module projection = scan where it clips", evidence="built")
 def module_projection_equals_scan(inp: Cor27Inputs) -> Verdict:
     """The literal module's projection h <- P(h + f) (Appendix B.1, Thm 9's class) is the scan's
     where it clips: the first case at r_h = sqrt(q) r_x / 2; +inf when nothing was clipped."""

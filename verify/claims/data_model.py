@@ -52,7 +52,7 @@ def data_model_inputs(ctx: Context) -> DataModelInputs:
     return DataModelInputs(tuple(cases))
 
 
-@claim.check("labels y_i = g(x_t_i)")
+@claim.check("labels y_i = g(x_t_i)", evidence="built")
 def labels(inp: DataModelInputs) -> Verdict:
     """Definition 2: y_i = g(x_{t_i}) at every position of every sampled prompt (worst case),
     x_t read by direct indexing x[b, t[b, i, k]]."""
@@ -83,13 +83,13 @@ def _structure_fault(task: QSTR, p: Prompts) -> str:
     return ""
 
 
-@claim.check("index structure as defined")
+@claim.check("index structure as defined", evidence="built")
 def structure(inp: DataModelInputs) -> Verdict:
     """Simple prompts share one t; distinct, few-heads and half-zero variants as defined."""
     return _bad_batches(inp, _structure_fault, "breaking the index structure")
 
 
-@claim.check("indices in [0, N)")
+@claim.check("indices in [0, N)", evidence="built")
 def index_range(inp: DataModelInputs) -> Verdict:
     """Every index t_{i,k} lies in [0, N): the largest distance outside it over the batches."""
     out = max(max(0, -int(p.t.min()), int(p.t.max()) - (task.N - 1)) for task, p in inp.cases)
@@ -107,7 +107,7 @@ def _shape_fault(task: QSTR, p: Prompts) -> str:
     return ""
 
 
-@claim.check("shapes and dtypes")
+@claim.check("shapes and dtypes", evidence="built")
 def shapes(inp: DataModelInputs) -> Verdict:
     """x is (B, N, d), t is (B, N, q) of longs, y is (B, N) (or (B, N, out)) of x's dtype."""
     return _bad_batches(inp, _shape_fault, "with a wrong shape or dtype")

@@ -110,7 +110,7 @@ def _rounding(n: int, y: torch.Tensor, what: str) -> Rounding:
     return Rounding(n=n, scale=float(y.abs().max()) + 1.0, what=what)
 
 
-@claim.check("GRU = its equations")
+@claim.check("GRU = its equations", evidence="built")
 def gru_matches_equations(inp: ModelsInputs) -> Verdict:
     """Figure 1's bidirectional GRU computes the GRU equations in both directions."""
     rnn = inp.rnn
@@ -121,7 +121,7 @@ def gru_matches_equations(inp: ModelsInputs) -> Verdict:
     return at_most(gap, 0.0, rnd, detail=f"hidden {EM_H}, N={inp.Z.shape[1]}")
 
 
-@claim.check("GRU reaches both ends")
+@claim.check("GRU reaches both ends", evidence="built")
 def gru_reaches_both_ends(inp: ModelsInputs) -> Verdict:
     """Bidirectional: y_1 changes when z_N does and y_N when z_1 does (the smaller change)."""
     Zl, Zf = inp.Z.clone(), inp.Z.clone()
@@ -134,7 +134,7 @@ def gru_reaches_both_ends(inp: ModelsInputs) -> Verdict:
     return at_least(min(first, last), EM_REACH, detail=detail)
 
 
-@claim.check("attention = softmax(z^T A z)")
+@claim.check("attention = softmax(z^T A z)", evidence="built")
 def attention_is_softmax(inp: ModelsInputs) -> Verdict:
     """The Transformer's attention weights are softmax_j(z_i^T A_h z_j), A_h = Q_h^T K_h / sqrt(D_e)
     (Appendix A.1), with A_h computed here from the projection weights."""
@@ -149,7 +149,7 @@ def attention_is_softmax(inp: ModelsInputs) -> Verdict:
     return at_most(gap, 0.0, rnd, detail=f"q={tr.q} heads, D_e={D}")
 
 
-@claim.check("encoded FFN = MLP(vec z)")
+@claim.check("encoded FFN = MLP(vec z)", evidence="built")
 def encoded_ffn_is_mlp(inp: ModelsInputs) -> Verdict:
     """The encoded FFN is the published MLP on vec(z_1, ..., z_N), layer by layer."""
     net = inp.encoded.net

@@ -48,7 +48,7 @@ def experimental_inputs(ctx: Context) -> ExperimentalInputs:
     return ExperimentalInputs(counts, books[0].d_e)
 
 
-@claim.check("mean violations = C(N, 2) tail")
+@claim.check("mean violations = C(N, 2) tail", evidence="monte-carlo")
 def mean_violations(inp: ExperimentalInputs) -> Verdict:
     """The mean number of pairs above 1/2 per draw = C(N, 2) P(|<w_i, w_j>| > 1/2) (about 52.58),
     within 6 standard errors."""
@@ -59,14 +59,14 @@ def mean_violations(inp: ExperimentalInputs) -> Verdict:
     return close(mean, pairs * inp.pair_tail(inp.d_e, 0.5), 6 * se, detail=detail)
 
 
-@claim.check("pair tail = sign-pattern count")
+@claim.check("pair tail = sign-pattern count", evidence="exact")
 def tail(inp: ExperimentalInputs) -> Verdict:
     """The pair tail at d_e = 23 = the sign-pattern count 89104 / 2^23 (codebooks.md (b))."""
     count = tail_by_counting(inp.d_e, 0.5)
     return exact(inp.pair_tail(inp.d_e, 0.5), float(count), detail=f"count {count}")
 
 
-@claim.check("every draw violates Assumption 3")
+@claim.check("every draw violates Assumption 3", evidence="built")
 def every_draw(inp: ExperimentalInputs) -> Verdict:
     """Every draw violates Assumption 3: the fewest pairs above 1/2 in a draw is at least 1."""
     return at_least(min(inp.counts), 1, detail=f"fewest violating pairs of {len(inp.counts)} draws")

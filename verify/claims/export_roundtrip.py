@@ -151,25 +151,25 @@ def _worst_case(inp: ExportInputs, output: Callable[[Case], torch.Tensor], label
     return worst(rows, key=lambda v: v.measured / v.rounding).labelled(errors)
 
 
-@claim.check("nn.MultiheadAttention = built")
+@claim.check("nn.MultiheadAttention = built", evidence="built")
 def exported_matches(inp: ExportInputs) -> Verdict:
     """The reloaded nn.MultiheadAttention module answers like the built one (Appendix A.1)."""
     return _worst_case(inp, lambda c: c.exported(c.Z), "nn.MultiheadAttention")
 
 
-@claim.check("reloaded merged = built")
+@claim.check("reloaded merged = built", evidence="built")
 def merged_matches(inp: ExportInputs) -> Verdict:
     """The reloaded merged module (W_QK, W, b, a) answers like the built one."""
     return _worst_case(inp, lambda c: c.merged(c.Z), "reloaded merged")
 
 
-@claim.check("folded back = built")
+@claim.check("folded back = built", evidence="built")
 def folded_matches(inp: ExportInputs) -> Verdict:
     """The reloaded nn.MultiheadAttention, folded back by from_multihead, answers like the built."""
     return _worst_case(inp, lambda c: from_multihead(c.exported)(c.Z), "folded back")
 
 
-@claim.check("float32 loaders = built")
+@claim.check("float32 loaders = built", evidence="built")
 def float32_matches(inp: ExportInputs) -> Verdict:
     """The float32 loaders answer like the built module within the same count in float32."""
     small = inp.cases[-1]
@@ -182,7 +182,7 @@ def float32_matches(inp: ExportInputs) -> Verdict:
     return worst(rows, key=by_measured)
 
 
-@claim.check("biases folded")
+@claim.check("biases folded", evidence="built")
 def biases_fold(inp: ExportInputs) -> Verdict:
     """from_multihead folds a readout bias c (one more unit relu(1) c) and an out_proj bias
     (before the ReLU): the folded module answers like the biased one."""

@@ -101,13 +101,13 @@ def _share_at_least(inp: Figure2Inputs, share: str, least: Callable[[Dict], floa
     return at_least(b[share], least(b), rnd, detail=detail, dtype="float32")
 
 
-@claim.check("block share >= 0.9")
+@claim.check("block share >= 0.9", evidence="built")
 def block_holds_mass(inp: Figure2Inputs) -> Verdict:
     """Figure 2 (Eq. A.2): the query-slot x key-position block holds >= 0.9 of ||W_QK||_F^2."""
     return _share_at_least(inp, "block", lambda b: F2_BLOCK)
 
 
-@claim.check("diagonal >= 3 x chance")
+@claim.check("diagonal >= 3 x chance", evidence="built")
 def diagonal_dominates(inp: Figure2Inputs) -> Verdict:
     """Figure 2 (Eq. A.2): the block's diagonal holds >= 3 x its chance share 1 / d_e."""
     return _share_at_least(inp, "diag", lambda b: F2_DIAG * b["chance_diag"])

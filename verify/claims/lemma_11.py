@@ -42,9 +42,11 @@ from qstr.verify.claims._lemma11 import (
     L11Star,
     attained,
     chunks_one_late,
+    deficit_dropped,
     fused_heads,
     last_head_dropped,
     leaks_from_chunk_rows,
+    same_target_search,
     scores_halved,
     some_tuples,
     star_case,
@@ -275,7 +277,7 @@ def _case_rounding(case: L11Case) -> Rounding:
     return rnd + export_rounding(case.module.model, scale)
 
 
-@claim.check("error <= bound")
+@claim.check("error <= bound", evidence="built")
 def lemma11_error(inp: Lemma11Inputs) -> Verdict:
     """Lemma 11: every path's error (random prompts, ascent, the probe) is at most the bound; the
     case with the largest error / bound is named."""
@@ -294,7 +296,7 @@ def lemma11_error(inp: Lemma11Inputs) -> Verdict:
     return worst(((c.name(), verdict(c)) for c in inp.cases), key=by_ratio)
 
 
-@claim.check("bound <= eps")
+@claim.check("bound <= eps", evidence="formula")
 def lemma11_bound_meets_eps(inp: Lemma11Inputs) -> Verdict:
     """Lemma 11 with alpha from eps: the construction's bound is at most the eps asked."""
 
@@ -315,7 +317,7 @@ def _probe_gap(case: L11Case, path: str) -> float:
     return float((case.at_probe[path] - case.at_probe["module"]).abs().max())
 
 
-@claim.check("module = fast path")
+@claim.check("module = fast path", evidence="built")
 def lemma11_module_is_fast_path(inp: Lemma11Inputs) -> Verdict:
     """The built module equals the fast path (from alpha, c and the codes) at the probe prompt."""
     return _largest_gap(
@@ -342,7 +344,7 @@ def _fused_rounding(case: L11Case) -> Rounding:
     return replace(attention_rounding(case.cons.guarantee), dtype=cons.omega.dtype)
 
 
-@claim.check("fused heads = math heads")
+@claim.check("fused heads = math heads", evidence="built")
 def lemma11_fused_heads(inp: Lemma11Inputs) -> Verdict:
     """The fused (SDPA) heads in chunks of N/3 + 1 equal the math heads (float64 on the CPU's
     flash kernel; on CUDA the float32 construction, against float32 rounding)."""
@@ -352,7 +354,7 @@ def lemma11_fused_heads(inp: Lemma11Inputs) -> Verdict:
     return replace(v, dtype="float32+float64") if twin else v
 
 
-@claim.check("exported = module")
+@claim.check("exported = module", evidence="built")
 def lemma11_export_is_module(inp: Lemma11Inputs) -> Verdict:
     """The saved, reloaded nn.MultiheadAttention equals the built module (Appendix A.1's export)."""
     cases, what = [c for c in inp.cases if c.exported is not None], "at the probe prompt"
@@ -360,7 +362,7 @@ def lemma11_export_is_module(inp: Lemma11Inputs) -> Verdict:
     return _largest_gap(cases, gap, _case_rounding, f"|exported - module| {what}")
 
 
-@claim.check("worst prompt attains the worst case")
+@claim.check("worst prompt attains the worst case", evidence="built")
 def lemma11_worst_prompt_attains(inp: Lemma11Inputs) -> Verdict:
     """Linear link: every path's error at lemma11_worst_case's prompt is its value (both sides):
     the formula r_x sum_j ||sum_h (P[t_h, j] - 1[j = t_h]) w_h|| measured on the built objects."""
@@ -373,7 +375,7 @@ def lemma11_worst_prompt_attains(inp: Lemma11Inputs) -> Verdict:
     return worst(rows, key=above_rounding)
 
 
-@claim.check("worst case <= bound")
+@claim.check("worst case <= bound", evidence="exact")
 def lemma11_worst_within_bound(inp: Lemma11Inputs) -> Verdict:
     """Linear link: the worst case over every prompt (exact, or its certified upper bound
     2 r_x max_t leak[t] sum_h ||w_h||) is at most Lemma 11's bound."""
@@ -384,7 +386,7 @@ def lemma11_worst_within_bound(inp: Lemma11Inputs) -> Verdict:
     )
 
 
-@claim.check("no target tuple beats the worst case")
+@claim.check("no target tuple beats the worst case", evidence="built")
 def lemma11_no_tuple_beats(inp: Lemma11Inputs, ctx: Context) -> Verdict:
     """Linear link, small N: the built module's error at the worst prompts of every target tuple
     (N^q <= 256) or of random ones is at most the worst case found (the supremum where the
@@ -399,7 +401,7 @@ def lemma11_no_tuple_beats(inp: Lemma11Inputs, ctx: Context) -> Verdict:
     return worst(rows, key=by_ratio)
 
 
-@claim.check("same-target prompt = 2 r_x max leak ||sum w||")
+@claim.check("same-target prompt = 2 r_x max leak ||sum w||", evidence="built")
 def lemma11_same_target(inp: Lemma11Inputs) -> Verdict:
     """Linear link: at the prompt whose slots all read t* = argmax leak (the prompt of
     lemma11_adversarial_prompt) the built module's error is 2 r_x leak[t*] ||sum_h w_h||,
@@ -413,7 +415,7 @@ def lemma11_same_target(inp: Lemma11Inputs) -> Verdict:
     return worst(rows, key=above_rounding)
 
 
-@claim.check("Lipschitz constant exact")
+@claim.check("Lipschitz constant exact", evidence="built")
 def lemma11_lipschitz_exact(inp: Lemma11Inputs) -> Verdict:
     """Linear link: the net's Lipschitz constant in the bound is its exact one, ||gradient||."""
 
@@ -424,7 +426,7 @@ def lemma11_lipschitz_exact(inp: Lemma11Inputs) -> Verdict:
     return worst((c.name(), verdict(c)) for c in inp.cases if c.gradient is not None)
 
 
-@claim.check("star code attains the bound")
+@claim.check("star code attains the bound", evidence="built")
 def lemma11_star_attains(inp: Lemma11Inputs) -> Verdict:
     """Star codes: the built module's error at the worst prompt / the bound = 1 (the bound is
     attained, docs/derivations/lemma11.md); the case farthest from 1 is named."""
@@ -439,7 +441,7 @@ def lemma11_star_attains(inp: Lemma11Inputs) -> Verdict:
     return worst(rows, key=above_rounding)
 
 
-@claim.check("alpha = O(log N)")
+@claim.check("alpha = O(log N)", evidence="formula")
 def lemma11_alpha_log_n(inp: Lemma11Inputs) -> Verdict:
     """alpha = O(log N): for each link, alpha(N_max) / alpha(N_min) <= ln N_max / ln N_min."""
     rows = []
@@ -462,7 +464,7 @@ def _code_share(inp: Lemma11Inputs, case: L11Case) -> float:
     return float(codes.max()) / d
 
 
-@claim.check("encoding balanced: q c^2 = d")
+@claim.check("encoding balanced: q c^2 = d", evidence="built")
 def lemma11_encoding_balanced(inp: Lemma11Inputs) -> Verdict:
     """Appendix A.1: the prefactor c = sqrt(d/q) makes the query's q code blocks as large as a
     token, q c^2 = d = E||x||^2 (docs/derivations/lemma11.md); the ratio farthest from 1 over
@@ -578,16 +580,18 @@ claim.fault(
 )
 
 
-@claim.fault("worst case over same-target tuples only", breaks=lemma11_no_tuple_beats)
-@each()
-def _same_target_search(case: L11Case) -> L11Case:
-    """The worst case read as 2 r_x max_t leak[t] ||sum_h w_h|| (every slot at one target) and
-    called exact: this toolkit's own mistake until 2026-11-27."""
-    if case.worst is None:
-        return case
-    w, (x, t) = case.worst, case.same_target
-    same = replace(w, value=w.same_target, upper=w.same_target, exact=True, prompt=(x, t))
-    return replace(case, worst=replace(same, targets=tuple(t[0, 0].tolist())), probe=(x, t))
+claim.fault(
+    "target deficit dropped from the worst case",
+    breaks=(lemma11_worst_prompt_attains, lemma11_worst_within_bound),
+    apply=mapped("cases", deficit_dropped),
+)
+
+
+claim.fault(
+    "worst case over same-target tuples only",
+    breaks=lemma11_no_tuple_beats,
+    apply=mapped("cases", same_target_search),
+)
 
 
 @claim.fault("the published code's prefactor c = 1", breaks=lemma11_encoding_balanced)

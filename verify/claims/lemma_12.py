@@ -53,21 +53,21 @@ def _max_norm_within(inp: Lemma12Inputs, radius: float, detail: str) -> Verdict:
     return at_most(largest, radius, rnd, f"max ||x_j||, n={n} x N={N} tokens, d={d}, {detail}")
 
 
-@claim.check("max ||x_j|| <= r_x")
+@claim.check("max ||x_j|| <= r_x", evidence="monte-carlo")
 def radius(inp: Lemma12Inputs) -> Verdict:
     """Lemma 12: every token lies in the ball of radius r_x = sqrt(3 C_x e d log(n N))."""
     n, N, d = inp.x.shape
     return _max_norm_within(inp, inp.radius(d, n, N), "C_x = 1")
 
 
-@claim.check("max ||x_j|| <= token_radius")
+@claim.check("max ||x_j|| <= token_radius", evidence="monte-carlo")
 def within_token_radius(inp: Lemma12Inputs) -> Verdict:
     """The constructions' radius sqrt(d) + sqrt(2 ln(n N / delta)) holds for the same tokens."""
     n, N, d = inp.x.shape
     return _max_norm_within(inp, inp.token_radius(d, n * N), f"delta = {DELTA:g}")
 
 
-@claim.check("r_x as derived")
+@claim.check("r_x as derived", evidence="formula")
 def radius_formula(inp: Lemma12Inputs) -> Verdict:
     """r_x = sqrt(3 C_x e d ln(n N)) at C_x = 1 (theorem4.md, 1a)."""
     n, N, d = inp.x.shape
@@ -75,7 +75,7 @@ def radius_formula(inp: Lemma12Inputs) -> Verdict:
     return close(inp.radius(d, n, N), want, 1e-12 * want, detail="relative tolerance 1e-12")
 
 
-@claim.check("token_radius as derived")
+@claim.check("token_radius as derived", evidence="formula")
 def token_radius_formula(inp: Lemma12Inputs) -> Verdict:
     """token_radius = sqrt(d) + sqrt(2 ln(n N / delta)) (Gaussian concentration, union bound)."""
     n, N, d = inp.x.shape

@@ -55,8 +55,8 @@ def lemma22_inputs(ctx: Context) -> GadgetInputs:
     return GadgetInputs(tuple(cases), product_error)
 
 
-sup_error = claim.check("sup |P(x,y) - xy| <= h^2/16")(within_certificate)
-attained = claim.check("h^2/16 attained")(certificate_attained)
+sup_error = claim.check("sup |P(x,y) - xy| <= h^2/16", evidence="built")(within_certificate)
+attained = claim.check("h^2/16 attained", evidence="built")(certificate_attained)
 
 
 @claim.fault("half the knots", breaks=(sup_error, attained))

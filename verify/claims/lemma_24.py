@@ -64,11 +64,13 @@ def lemma24_inputs(ctx: Context) -> GadgetInputs:
     return GadgetInputs(tuple(cases), gate_error)
 
 
-sup_error = claim.check("sup |G(x,s) - 2x relu(s-1/2)| <= r_x delta")(within_certificate)
-attained = claim.check("r_x delta attained")(certificate_attained)
+sup_error = claim.check("sup |G(x,s) - 2x relu(s-1/2)| <= r_x delta", evidence="built")(
+    within_certificate
+)
+attained = claim.check("r_x delta attained", evidence="built")(certificate_attained)
 
 
-@claim.check("G = 0 for s < 1/2")
+@claim.check("G = 0 for s < 1/2", evidence="built")
 def zero_below_half(inp: GadgetInputs, ctx: Context) -> Verdict:
     """Lemma 24: the gadget is exactly 0 for s < 1/2 (a 201 x 201 grid of
     [-r_x, r_x] x [-1.5, 1/2))."""
@@ -83,7 +85,7 @@ def zero_below_half(inp: GadgetInputs, ctx: Context) -> Verdict:
     return none_counted(rows, "nonzero outputs for s < 1/2")
 
 
-@claim.check("gadget = unit sum = closed form")
+@claim.check("gadget = unit sum = closed form", evidence="built")
 def gadget_is_unit_sum(inp: GadgetInputs) -> Verdict:
     """Lemma 24's gate three ways on one 121 x 121 grid of each box: the dense gadget users load,
     the literal sum of its 2K units (``GateBands.evaluate_units``, the lemma's formula) and the

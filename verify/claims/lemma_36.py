@@ -138,7 +138,7 @@ def _norm_within(cases, bound: Callable[[Lemma36Case], float], detail: str = "")
     return worst(((c.label, within(c)) for c in cases), key=by_ratio)
 
 
-@claim.check("||vec||^2 <= C n^3")
+@claim.check("||vec||^2 <= C n^3", evidence="built")
 def lemma36_cn3(inp: Lemma36Inputs) -> Verdict:
     """Lemma 36: ||vec||^2 <= C n^3 (measured on the module), the worst depth-2 memoriser."""
     return _norm_within(_depth2(inp), lambda c: inp.bound(c.n), f"C = C36 sqrt({K_Y:g})")
@@ -152,20 +152,20 @@ def _training_error(c: Lemma36Case) -> float:
     return float(diff.max() if c.position == "all" else diff[:, c.position].max())
 
 
-@claim.check("zero training error")
+@claim.check("zero training error", evidence="built")
 def lemma36_exact(inp: Lemma36Inputs) -> Verdict:
     """Lemma 36: zero training error (float64, 1e-9) at the memorised position."""
     detail = "max |y_hat - y| over the prompts"
     return worst((c.label, at_most(_training_error(c), 1e-9, detail=detail)) for c in inp.cases)
 
 
-@claim.check("||vec||^2 <= certified bound")
+@claim.check("||vec||^2 <= certified bound", evidence="built")
 def lemma36_certified(inp: Lemma36Inputs) -> Verdict:
     """||vec||^2 is at most the memoriser's certified bound (depth 2 and 3)."""
     return _norm_within(inp.cases, lambda c: c.guarantee.bound)
 
 
-@claim.check("||vec||^2 <= C36 n^(5/2) ||y||")
+@claim.check("||vec||^2 <= C36 n^(5/2) ||y||", evidence="built")
 def lemma36_n_only(inp: Lemma36Inputs) -> Verdict:
     """||vec||^2 <= C36 n^(5/2) ||y|| (depth 2), C36 = 2 sqrt((144/pi)(5 + pi/72))."""
     return _norm_within(
@@ -191,14 +191,14 @@ def _bound_gaps(gu, labels: torch.Tensor) -> list:
     ]
 
 
-@claim.check("bounds as derived")
+@claim.check("bounds as derived", evidence="formula")
 def lemma36_bounds_derived(inp: Lemma36Inputs) -> Verdict:
     """The reported bounds equal their derivation in interpolation.md, relative 1e-12."""
     gap = max(max(_bound_gaps(c.guarantee, c.labels)) for c in inp.cases)
     return at_most(gap, 1e-12, detail="2 sqrt(A P), L (A P m^(L-2))^(1/L), C36 m^(5/2) ||y||")
 
 
-@claim.check("Lemma 36 net within its bound")
+@claim.check("Lemma 36 net within its bound", evidence="built")
 def lemma36_net_bound(inp: Lemma36Inputs) -> Verdict:
     """The Lemma 36 net inside each memoriser: ||a||^2 + ||W||^2 + ||b||^2 <= 2 sqrt(A P)."""
 
@@ -226,14 +226,14 @@ def _balance_gap(model) -> float:
     return (max(sq) - min(sq)) / max(sq)
 
 
-@claim.check("output layers balanced")
+@claim.check("output layers balanced", evidence="built")
 def lemma36_balanced(inp: Lemma36Inputs) -> Verdict:
     """Depth rebalancing: the output layers have equal squared norms (AM-GM's equality case)."""
     detail = "relative spread of ||W_l||^2 + ||b_l||^2"
     return worst((c.label, at_most(_balance_gap(c.model), 1e-9, detail=detail)) for c in inp.cases)
 
 
-@claim.check("||vec||^2 independent of N")
+@claim.check("||vec||^2 independent of N", evidence="built")
 def lemma36_n_free(inp: Lemma36Inputs) -> Verdict:
     """||vec||^2 does not depend on N (the same n inputs and labels for every N)."""
 

@@ -121,7 +121,7 @@ def _counted(inp: Lemma37Inputs, ctx: Context) -> Lemma37Events:
     )
 
 
-@claim.check("P(success) >= 1/3")
+@claim.check("P(success) >= 1/3", evidence="monte-carlo")
 def lemma37_success(inp: Lemma37Inputs, ctx: Context) -> Verdict:
     """Lemma 37: P(every gap >= eps_n and ||z||^2 <= 2n) >= 1/3 (one-sided Clopper-Pearson)."""
     ev = _counted(inp, ctx)
@@ -134,7 +134,7 @@ def lemma37_success(inp: Lemma37Inputs, ctx: Context) -> Verdict:
     return at_least(lo, 1 / 3, detail=detail)
 
 
-@claim.check("gap failure <= union bound")
+@claim.check("gap failure <= union bound", evidence="monte-carlo")
 def lemma37_union(inp: Lemma37Inputs, ctx: Context) -> Verdict:
     """Lemma 37, steps 1-3: P(some gap < eps) is at most the union bound C(n, 2) eps / sqrt(pi)."""
     ev = _counted(inp, ctx)
@@ -144,7 +144,7 @@ def lemma37_union(inp: Lemma37Inputs, ctx: Context) -> Verdict:
     return at_most(lo, union, detail=f"{detail}sqrt(pi) = {union:.3f}")
 
 
-@claim.check("union bound at eps_n = (n - 1) / (6n)")
+@claim.check("union bound at eps_n = (n - 1) / (6n)", evidence="formula")
 def lemma37_threshold_union(inp: Lemma37Inputs) -> Verdict:
     """Lemma 37, step 3: at eps_n the union bound C(n, 2) eps_n / sqrt(pi) is (n - 1) / (6 n) < 1/6
     exactly (docs/derivations/interpolation.md); the largest relative gap over n = 2..1024."""
@@ -154,7 +154,7 @@ def lemma37_threshold_union(inp: Lemma37Inputs) -> Verdict:
     return worst((f"n={n}", at_most(abs(r - 1), 0.0, rounding, detail=what)) for n, r in ratios)
 
 
-@claim.check("constructive gap >= eps_n")
+@claim.check("constructive gap >= eps_n", evidence="built")
 def lemma37_constructive_gap(inp: Lemma37Inputs) -> Verdict:
     """The direction found for the fixed sample has a certified gap >= eps_n (recomputed)."""
     gap, _ = certified_gap(inp.sample, inp.direction.v)
@@ -162,7 +162,7 @@ def lemma37_constructive_gap(inp: Lemma37Inputs) -> Verdict:
     return at_least(gap, inp.threshold(inp.n), detail=what)
 
 
-@claim.check("constructive ||z||^2 <= 2n")
+@claim.check("constructive ||z||^2 <= 2n", evidence="built")
 def lemma37_constructive_norm(inp: Lemma37Inputs) -> Verdict:
     """The direction found for the fixed sample has ||x v||^2 <= 2 n (recomputed)."""
     z = inp.sample @ inp.direction.v
@@ -170,7 +170,7 @@ def lemma37_constructive_norm(inp: Lemma37Inputs) -> Verdict:
     return at_most(float(z @ z), 2 * inp.n, rnd)
 
 
-@claim.check("replayed gap events")
+@claim.check("replayed gap events", evidence="formula")
 def lemma37_replay_gaps(inp: Lemma37Inputs, ctx: Context) -> Verdict:
     """``lemma37_events`` counts the gap events the derived certified gaps give on its own draws
     (threshold at one trial's gap: the allowance's last bits decide)."""
@@ -181,7 +181,7 @@ def lemma37_replay_gaps(inp: Lemma37Inputs, ctx: Context) -> Verdict:
     return exact(ev.gap_ok, sum(gp >= thr for gp in gaps), detail=what)
 
 
-@claim.check("replayed norm events")
+@claim.check("replayed norm events", evidence="formula")
 def lemma37_replay_norms(inp: Lemma37Inputs, ctx: Context) -> Verdict:
     """``lemma37_events`` counts the trials with ||z||^2 <= n (norm factor 1) on its own draws."""
     norms = ((inp.replay_x @ inp.replay_v[:, :, None]).squeeze(-1) ** 2).sum(1)
@@ -189,7 +189,7 @@ def lemma37_replay_norms(inp: Lemma37Inputs, ctx: Context) -> Verdict:
     return exact(ev.norm_ok, int((norms <= inp.n).sum()), detail="norm factor 1")
 
 
-@claim.check("certified gap as derived")
+@claim.check("certified gap as derived", evidence="formula")
 def lemma37_certified_gap(inp: Lemma37Inputs) -> Verdict:
     """``certified_gap`` of one trial is its derived Higham gap, bit for bit."""
     want = inp.derived_gaps(inp.replay_x[:1], inp.replay_v[:1])[0]

@@ -101,7 +101,7 @@ def _worst_n(inp: Lemma38Inputs, verdict: Callable[[Lemma38Case], Verdict], key=
     return worst(((f"n = {len(c.z)}", verdict(c)) for c in _all_cases(inp)), key=key)
 
 
-@claim.check("||a'||^2 <= 16 ||y||^2 / eps^2")
+@claim.check("||a'||^2 <= 16 ||y||^2 / eps^2", evidence="built")
 def lemma38_ratio(inp: Lemma38Inputs) -> Verdict:
     """Lemma 38: ||a'||^2 <= 16 ||y||^2 / eps^2 at the certified eps; the worst case over n."""
 
@@ -122,7 +122,7 @@ def _allowance(case: Lemma38Case) -> float:
     return max(1e-9, rounding_allowance(case.net.balanced, case.z[:, None]))
 
 
-@claim.check("exact interpolation")
+@claim.check("exact interpolation", evidence="built")
 def lemma38_exact(inp: Lemma38Inputs) -> Verdict:
     """Lemma 38: the interpolant is exact, up to its certified float64 rounding (or 1e-9)."""
     detail = (
@@ -140,7 +140,7 @@ def _higham(net, z: torch.Tensor) -> float:
     return j * u / (1 - j * u) * float(mags.max())
 
 
-@claim.check("rounding allowance as derived")
+@claim.check("rounding allowance as derived", evidence="formula")
 def lemma38_allowance(inp: Lemma38Inputs) -> Verdict:
     """The reported float64 allowance is the derived Higham bound (rounding.md), relative 1e-12."""
     gaps = [abs(c.net.rounding / _higham(c.net.balanced, c.z) - 1) for c in _all_cases(inp)]
@@ -160,21 +160,21 @@ def _function_change(case: Lemma38Case) -> float:
     )
 
 
-@claim.check("rebalancing keeps f")
+@claim.check("rebalancing keeps f", evidence="built")
 def lemma38_same_function(inp: Lemma38Inputs) -> Verdict:
     """The rebalancing (a / tau, tau w, tau b) keeps the function: relative change <= 1e-9."""
     detail = "max |f_raw - f_balanced| / max(1, |f_raw|) on a grid"
     return _worst_n(inp, lambda c: at_most(_function_change(c), 1e-9, detail=detail))
 
 
-@claim.check("rebalancing lowers the norm")
+@claim.check("rebalancing lowers the norm", evidence="built")
 def lemma38_rebalanced(inp: Lemma38Inputs) -> Verdict:
     """The rebalanced parameter norm^2 is at most the raw one (AM-GM), relative 1e-12."""
     largest = max(net_norm2(c.net.balanced) / net_norm2(c.net.raw) for c in _all_cases(inp))
     return at_most(largest, 1 + 1e-12, detail="largest ||theta_balanced||^2 / ||theta_raw||^2")
 
 
-@claim.check("alternating labels attain (16n - 22)/(16n)")
+@claim.check("alternating labels attain (16n - 22)/(16n)", evidence="built")
 def lemma38_tight(inp: Lemma38Inputs) -> Verdict:
     """Tightness: alternating labels with every gap eps attain ||a'||^2 / bound = (16n -
     22)/(16n)."""

@@ -122,7 +122,7 @@ def _largest_ratio(inp: Lemma39Inputs, i: int) -> Verdict:
     return at_most(top, 1.0, LEMMA39_ROUNDING, detail=f"largest lhs/rhs ({how})")
 
 
-@claim.check("lhs <= rhs")
+@claim.check("lhs <= rhs", evidence="monte-carlo")
 def lemma39_holds(inp: Lemma39Inputs) -> Verdict:
     """Lemma 39: the largest lhs / rhs over random pairs, the equality case and the ascent, over
     every (p, q, r), is at most 1 (docs/derivations/lemmas-39-41-42.md)."""
@@ -130,7 +130,7 @@ def lemma39_holds(inp: Lemma39Inputs) -> Verdict:
     return worst((_exponents(*pqr), _largest_ratio(inp, i)) for i, pqr in enumerate(inp.cases))
 
 
-@claim.check("equality case attained")
+@claim.check("equality case attained", evidence="built")
 def lemma39_tight(inp: Lemma39Inputs) -> Verdict:
     """Lemma 39 is tight: lemma39_equality_case attains lhs / rhs = 1 for every (p, q, r); the
     ratio farthest from 1."""

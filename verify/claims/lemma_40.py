@@ -69,7 +69,7 @@ def _rounding(inp: Lemma40Inputs, est: VarianceEstimate, k: int, claimed: float)
     return Rounding(n=inp.n_terms + k, scale=max(est.estimate, claimed), what=what)
 
 
-@claim.check("family z-scores")
+@claim.check("family z-scores", evidence="monte-carlo")
 def lemma40_zscores(inp: Lemma40Inputs) -> Verdict:
     """The largest |estimate - 2(k - r)| / stderr over the cases is within the family's critical
     value."""
@@ -83,7 +83,7 @@ def lemma40_zscores(inp: Lemma40Inputs) -> Verdict:
     return at_most(top, inp.zcrit, largest(terms), detail="; ".join(parts))
 
 
-@claim.check("each interval contains")
+@claim.check("each interval contains", evidence="monte-carlo")
 def lemma40_intervals(inp: Lemma40Inputs) -> Verdict:
     """Every case's own confidence interval (the estimator's record) contains 2(k - r): the largest
     distance to the closed form in half-widths is at most 1."""

@@ -152,7 +152,7 @@ def lemma41_inputs(ctx: Context) -> Lemma41Inputs:
     return Lemma41Inputs((*packings, sphere), kept)
 
 
-@claim.check("log M <= bound")
+@claim.check("log M <= bound", evidence="built")
 def lemma41_holds(inp: Lemma41Inputs) -> Verdict:
     """Lemma 41: log M <= d log(1 + 2/eps) (l2) and <= min(that, log C(2d + k, k)) (l1), for every
     packing; the largest log M - bound (docs/derivations/lemmas-39-41-42.md)."""
@@ -165,7 +165,7 @@ def lemma41_holds(inp: Lemma41Inputs) -> Verdict:
     return worst(((str(P), gap(P)) for P in inp.packings), key=by_measured)
 
 
-@claim.check("packings eps-separated")
+@claim.check("packings eps-separated", evidence="built")
 def lemma41_separated(inp: Lemma41Inputs) -> Verdict:
     """Every packing is an eps-packing: the smallest pairwise distance over eps, over packings
     (> 1 by the greedy rule; equality would already be a defect)."""
@@ -175,7 +175,7 @@ def lemma41_separated(inp: Lemma41Inputs) -> Verdict:
     return worst(ratios, key=lambda v: -v.measured)  # a packing of one point: inf, never the worst
 
 
-@claim.check("greedy packings maximal")
+@claim.check("greedy packings maximal", evidence="built")
 def lemma41_maximal(inp: Lemma41Inputs) -> Verdict:
     """Every greedy packing is maximal among its candidates: each candidate lies within eps of a
     kept point (so the kept points also cover them, the step behind M >= covering numbers);
@@ -189,7 +189,7 @@ def lemma41_maximal(inp: Lemma41Inputs) -> Verdict:
     return worst(((str(P), reach(P)) for P in inp.packings), key=by_measured)
 
 
-@claim.check("D = 128 sphere beats the Maurey form")
+@claim.check("D = 128 sphere beats the Maurey form", evidence="built")
 def lemma41_sphere(inp: Lemma41Inputs) -> Verdict:
     """The Maurey form fails for the Euclidean sphere: a greedy 1.2-packing of random unit vectors
     of R^128 has log M above ln(2D + 1) / eps^2 (docs/derivations/lemmas-39-41-42.md)."""
@@ -198,7 +198,7 @@ def lemma41_sphere(inp: Lemma41Inputs) -> Verdict:
     return at_least(log_m, inp.maurey_form(S.d, S.eps), detail=f"{S} of {SPHERE_M} vectors: {what}")
 
 
-@claim.check("counterexample = greedy packing")
+@claim.check("counterexample = greedy packing", evidence="built")
 def lemma41_counterexample(inp: Lemma41Inputs) -> Verdict:
     """euclidean_packing_counterexample (the Gram-matrix test <x, y> <= 1 - sep^2 / 2) keeps as
     many of the sphere's vectors as the greedy packing by distances: the count users cite."""
@@ -214,7 +214,7 @@ def _maurey_margin(d: int, eps: float) -> float:
         return float(d * mpmath.log(1 / mpmath.mpf(eps)) - mpmath.log(math.comb(2 * d + k, k)))
 
 
-@claim.check("Maurey false for B_2^d from d* on")
+@claim.check("Maurey false for B_2^d from d* on", evidence="formula")
 def lemma41_violation(inp: Lemma41Inputs) -> Verdict:
     """The Maurey bound is false for B_2^d from d* = maurey_violation_dimension(eps) on: at d*
     the covering lower bound d log(1/eps) exceeds log C(2d + k, k), at d* - 1 it does not (both
@@ -231,7 +231,7 @@ def lemma41_violation(inp: Lemma41Inputs) -> Verdict:
     return at_least(m, 0.0, detail=f"{found}; {what}")
 
 
-@claim.check("simplified Maurey form dominates")
+@claim.check("simplified Maurey form dominates", evidence="formula")
 def lemma41_simplified(inp: Lemma41Inputs) -> Verdict:
     """The simplified Maurey bound dominates the exact one: (8 / eps^2) log(2d + 1) >=
     log C(2d + k, k), k = ceil(4 / eps^2) (ceil(a) <= 2a for a >= 1, and C(2d + k, k) <=

@@ -178,7 +178,7 @@ def _ridged(inp: Lemma42Inputs) -> Iterable[LipschitzCase]:
     return (c for c in inp.cases if c.built.k >= 2)
 
 
-@claim.check("certified sup-error <= error bound")
+@claim.check("certified sup-error <= error bound", evidence="built")
 def lemma42_certified(inp: Lemma42Inputs) -> Verdict:
     """Lemma 42: the certified sup_ball |f - net| is within the net's error bound; the largest
     certified / bound over the functions (docs/derivations/lemmas-39-41-42.md, step 7)."""
@@ -193,7 +193,7 @@ def lemma42_certified(inp: Lemma42Inputs) -> Verdict:
     return _largest(ratio, inp.cases)
 
 
-@claim.check("error bound <= eps asked")
+@claim.check("error bound <= eps asked", evidence="built")
 def lemma42_eps(inp: Lemma42Inputs) -> Verdict:
     """A net built for a sup-error eps has an error bound within eps; the largest bound / eps."""
     rnd = Rounding(n=4, scale=1.0, what="4 eps (L h / 2 / eps, sums of two terms), relative")
@@ -205,7 +205,7 @@ def lemma42_eps(inp: Lemma42Inputs) -> Verdict:
     return _largest(ratio, (c for c in inp.cases if c.eps is not None))
 
 
-@claim.check("error seen <= certified")
+@claim.check("error seen <= certified", evidence="built")
 def lemma42_seen(inp: Lemma42Inputs, ctx: Context) -> Verdict:
     """No error found (grid maximum, projected Adam) exceeds the certificate; the largest seen /
     certified."""
@@ -229,7 +229,7 @@ def _ridge_error(built: LipschitzNet) -> float:
     return sum(S * (2 * built.R / K) ** 2 / 8 for S, K in built.ridges)
 
 
-@claim.check("ridge error <= ridge budget")
+@claim.check("ridge error <= ridge budget", evidence="formula")
 def lemma42_ridges(inp: Lemma42Inputs) -> Verdict:
     """Step 6 (k >= 2): the ridges' interpolation error sum_v S_v (2R / K_v)^2 / 8 is within the
     ridge budget eps_ridge; the largest error / budget."""
@@ -251,7 +251,7 @@ def _split_gap(c: LipschitzCase, smoothing) -> float:
     return max(abs(b.smooth_error - smooth) / smooth, abs(b.ridge_budget - ridge) / ridge)
 
 
-@claim.check("error split as derived (eps_smooth, eps_ridge)")
+@claim.check("error split as derived (eps_smooth, eps_ridge)", evidence="formula")
 def lemma42_split(inp: Lemma42Inputs) -> Verdict:
     """Steps 4 and 6 (k >= 2): the error splits into eps_smooth, the kernel's bound, and the ridge
     budget eps_ridge as derived; the largest relative gap over the nets."""
@@ -279,7 +279,7 @@ def fk_smoothing(f, n: int, k: int, R: float, x: torch.Tensor) -> torch.Tensor:
     return out / G**k
 
 
-@claim.check("net = FK smoothing T within the ridge error")
+@claim.check("net = FK smoothing T within the ridge error", evidence="built")
 def lemma42_ridges_of_t(inp: Lemma42Inputs, ctx: Context) -> Verdict:
     """Steps 5-6 (k >= 2): the net is the smoothing T, a sum of ridges, up to the ridges'
     interpolation error: max |net - T| over the probes of the R-ball (T by the discrete
@@ -310,7 +310,7 @@ def _grid_moments(n: int, k: int) -> Tuple[float, float]:
     return float((w * s).sum()), float((w * s * s).sum())
 
 
-@claim.check("FK moments as summed over the grid")
+@claim.check("FK moments as summed over the grid", evidence="formula")
 def lemma42_moments(inp: Lemma42Inputs) -> Verdict:
     """Steps 3-4: the kernel moments m2, m4 and the smoothing error equal the same quantities
     summed over the tensor grid of the discrete FK weights, G = n + 3; the largest relative gap."""
@@ -327,7 +327,7 @@ def lemma42_moments(inp: Lemma42Inputs) -> Verdict:
     return worst(((f"n={n}, k={k}", gap(n, k)) for n, k in FK_CASES), key=by_measured)
 
 
-@claim.check("grid covers the ball within rho")
+@claim.check("grid covers the ball within rho", evidence="monte-carlo")
 def lemma42_covering(inp: Lemma42Inputs) -> Verdict:
     """The certificate's grid: every point of the R-ball (4096 probes, half on the sphere) lies
     within rho = spacing sqrt(k) / 2 of a grid point; the largest distance / rho."""
@@ -353,7 +353,7 @@ def _steepest_slope(case: LipschitzCase, probes: torch.Tensor, ctx: Context) -> 
     return float(g.norm(dim=-1).max())
 
 
-@claim.check("Lip(net) bound >= the net's slopes")
+@claim.check("Lip(net) bound >= the net's slopes", evidence="built")
 def lemma42_net_lipschitz(inp: Lemma42Inputs, ctx: Context) -> Verdict:
     """Lemma 42, step 7 of docs/derivations/lemmas-39-41-42.md: the slack (L + Lip(net)) rho needs
     Lip(net) at least every slope of the net on the ball; the largest gradient norm at the probes

@@ -280,7 +280,7 @@ def prop26_inputs(ctx: Context) -> Prop26Inputs:
 # ------------------------------------------------------------------ the transition's outputs
 
 
-@claim.check("target error <= eps")
+@claim.check("target error <= eps", evidence="built")
 def target_error(inp: Prop26Inputs) -> Verdict:
     """Prop 26: ||f(u)_l - x_i||_inf <= eps at target slots t_l = i, for all ||x_i|| <= r_x:
     every pair (random and boundary tokens) and the worst tokens found."""
@@ -315,7 +315,7 @@ def _nonzero_off_target(c: TransitionCase) -> Tuple[int, int]:
     return nonzero, checked
 
 
-@claim.check("exactly 0 off target")
+@claim.check("exactly 0 off target", evidence="built")
 def zeros_off_target(inp: Prop26Inputs) -> Verdict:
     """Prop 26: f(u)_l == 0 exactly when t_l != i (no outputs off target)."""
     rows = [(c.label, *_nonzero_off_target(c)) for c in inp.cases]
@@ -323,7 +323,7 @@ def zeros_off_target(inp: Prop26Inputs) -> Verdict:
     return exact(sum(r[1] for r in rows), 0, detail=f"nonzero of checked outputs: {counts}")
 
 
-@claim.check("|gate| <= b off target")
+@claim.check("|gate| <= b off target", evidence="built")
 def gate_below_threshold(inp: Prop26Inputs) -> Verdict:
     """The gate at non-target slots stays below the threshold b the layers 3-4 subtract
     (docs/derivations/rnn-transition.md: b = r_x min(4e, 2e + delta)); worst tokens by ascent."""
@@ -353,7 +353,7 @@ def _curve_errors(rnn, Ns) -> list:
     return [float((h[:, :n] - tf[:, :n]).abs().max()) for n in Ns]
 
 
-@claim.check("states within eps at every N")
+@claim.check("states within eps at every N", evidence="built")
 def states_within_eps(inp: Prop26Inputs) -> Verdict:
     """The transition scanned over N positions: every state within eps of its target at every
     prefix N (the exact zeros keep the error from accumulating)."""
@@ -367,7 +367,7 @@ def states_within_eps(inp: Prop26Inputs) -> Verdict:
     return worst((case(*c) for c in inp.curves), key=by_ratio)
 
 
-@claim.check("dense layers = closed form")
+@claim.check("dense layers = closed form", evidence="built")
 def dense_equals_closed_form(inp: Prop26Inputs) -> Verdict:
     """The literal four dense layers on u = (h, z) equal the closed form f(z) the checks evaluate
     (all target pairs and a random subset; h is not read)."""
@@ -389,7 +389,7 @@ def _labelled(inp: Prop26Inputs):
     return [(label, g) for (label, _), g in zip(inp.codes, inp.guarantees, strict=True)]
 
 
-@claim.check("certified eps <= asked")
+@claim.check("certified eps <= asked", evidence="formula")
 def eps_as_asked(inp: Prop26Inputs) -> Verdict:
     """The certified eps meets the accuracy asked for (Prop 26 builds for any eps > 0)."""
     cases = [
@@ -398,7 +398,7 @@ def eps_as_asked(inp: Prop26Inputs) -> Verdict:
     return worst(cases, key=by_measured)
 
 
-@claim.check("knots as derived")
+@claim.check("knots as derived", evidence="formula")
 def knots_as_derived(inp: Prop26Inputs) -> Verdict:
     """The knots (K1, K2) prop26_transition picks for each eps are the derivation's."""
     got = tuple((g.product_knots, g.gate_knots) for g in inp.guarantees)
@@ -407,7 +407,7 @@ def knots_as_derived(inp: Prop26Inputs) -> Verdict:
     return exact(got, want, detail=f"(K1, K2) per guarantee: {labels}")
 
 
-@claim.check("product certificate as the codes prescribe")
+@claim.check("product certificate as the codes prescribe", evidence="formula")
 def certificate_as_derived(inp: Prop26Inputs) -> Verdict:
     """Lemma 22 on an alphabet: codes whose entries all lie in {+-R} ({0, +-R}) get the exact
     "alphabet" products with 3 (5) knots on [-2R, 2R]; any other codes the uniform certificate."""
@@ -436,7 +436,8 @@ def _as_derived(name: str, field: str) -> Check:
         )
         return worst(derived, key=by_relative_gap)
 
-    return claim.check(name)(check)
+    statement = f"Prop 26's {field} is its derivation's (relative 1e-12); the worst case."
+    return claim.check(name, statement, evidence="formula")(check)
 
 
 product_error_as_derived = _as_derived("product error = h^2/16", "product_error")

@@ -220,7 +220,7 @@ def _cli_outputs(k: PredictionCase) -> torch.Tensor:
     return k.state(rnn_encoding(k.x, k.t, k.state.omega)).reshape(k.x.shape[:2])
 
 
-@claim.check("|y_hat - g(x_t)| <= Lip sqrt(qd) eps")
+@claim.check("|y_hat - g(x_t)| <= Lip sqrt(qd) eps", evidence="built")
 def prediction_within_bound(inp: Prop28Inputs) -> Verdict:
     """Prop 28: |y_hat_i - g(x_t)| <= ||a|| ||W||_op sqrt(qd) eps at every position: the scan on
     every case and the CLI file's module (the saved files' plain recurrence equals the scan:
@@ -238,7 +238,7 @@ def prediction_within_bound(inp: Prop28Inputs) -> Verdict:
     return worst(((c.label, bound(c, e)) for c, e in rows), key=by_ratio)
 
 
-@claim.check("module = scan")
+@claim.check("module = scan", evidence="built")
 def module_equals_scan(inp: Prop28Inputs) -> Verdict:
     """The literal module (nn.Linear layers, a loop over positions) predicts what the scan does."""
     c = inp.cases[0]
@@ -248,7 +248,7 @@ def module_equals_scan(inp: Prop28Inputs) -> Verdict:
     return at_most(gap, 1e-9, detail=f"{c.label}: max |module - scan| (absolute 1e-9)")
 
 
-@claim.check("reloaded files = scan")
+@claim.check("reloaded files = scan", evidence="built")
 def saved_module_equals_scan(inp: Prop28Inputs, ctx: Context) -> Verdict:
     """The first case's file reloaded by module_from_state, and the CLI's through load_rnn, predict
     what the construction's scan does."""
@@ -263,7 +263,7 @@ def saved_module_equals_scan(inp: Prop28Inputs, ctx: Context) -> Verdict:
     return worst_case((c, k), lambda c: at_most(gaps[c.label], 1e-9, detail=what), key=by_measured)
 
 
-@claim.check("plain recurrence on the file = scan")
+@claim.check("plain recurrence on the file = scan", evidence="built")
 def plain_recurrence_equals_scan(inp: Prop28Inputs) -> Verdict:
     """Each saved file, run by a plain recurrence from its tensors alone (docs/formats.md),
     predicts what the scan does, within twice the Prop 28 rounding term."""
@@ -278,7 +278,7 @@ def plain_recurrence_equals_scan(inp: Prop28Inputs) -> Verdict:
     return worst_case(saved, case, key=lambda v: v.measured / v.rounding)
 
 
-@claim.check("certified eps <= asked")
+@claim.check("certified eps <= asked", evidence="formula")
 def eps_as_asked(inp: Prop28Inputs) -> Verdict:
     """The transitions' certified eps meets the accuracy asked for (the CLI's too)."""
     return certified_eps_as_asked(_all(inp), inp.eps)
@@ -290,17 +290,17 @@ def _as_derived(inp: Prop28Inputs, name: str, recorded, derived) -> Verdict:
     return worst_case(_all(inp), close_to, key=by_relative_gap)
 
 
-@claim.check("Lip = ||a|| ||W||_op")
+@claim.check("Lip = ||a|| ||W||_op", evidence="formula")
 def lipschitz_as_derived(inp: Prop28Inputs) -> Verdict:
     return _as_derived(inp, "Lip", lambda c: c.guarantee.lipschitz, net_lipschitz)
 
 
-@claim.check("bound = Lip sqrt(qd) eps")
+@claim.check("bound = Lip sqrt(qd) eps", evidence="formula")
 def bound_as_derived(inp: Prop28Inputs) -> Verdict:
     return _as_derived(inp, "bound", lambda c: c.guarantee.prediction_error, prediction_bound)
 
 
-@claim.check("r_h = sqrt(q)(r_x + sqrt(d) eps)")
+@claim.check("r_h = sqrt(q)(r_x + sqrt(d) eps)", evidence="formula")
 def r_h_as_derived(inp: Prop28Inputs) -> Verdict:
     return _as_derived(inp, "r_h", lambda c: c.r_h, state_radius)
 

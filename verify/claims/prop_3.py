@@ -67,9 +67,11 @@ prop_3 = register(
 )
 
 
-def _on_both(name: str, profiles=PROFILES):
+def _on_both(name: str, evidence: str, profiles=PROFILES):
     """Decorator: ``fn`` becomes the check ``name`` of Prop 21 and of Prop 3 (the two Checks)."""
-    return lambda fn: tuple(c.check(name, profiles=profiles)(fn) for c in (prop_21, prop_3))
+    return lambda fn: tuple(
+        c.check(name, profiles=profiles, evidence=evidence)(fn) for c in (prop_21, prop_3)
+    )
 
 
 def _few_heads_batch(cfg, dtype, device):
@@ -233,7 +235,7 @@ def _allowance(cases: int, sides: int = 1) -> str:
     )
 
 
-@_on_both("explicit risk >= floor")
+@_on_both("explicit risk >= floor", evidence="monte-carlo")
 def few_heads_explicit_above_floor(inp: FewHeadsInputs) -> Verdict:
     """Props 3 and 21: the explicit model's risk is at least the H = q - 1 floor, less z standard
     errors (one-sided, confidence FEW_CONFIDENCE)."""
@@ -260,7 +262,7 @@ def _closed_form(inp: FewHeadsInputs, H: Optional[int] = None) -> float:
     return 2 * (inp.cfg["q"] - (inp.H if H is None else H)) / inp.cfg["q"]
 
 
-@_on_both("explicit risk = closed form")
+@_on_both("explicit risk = closed form", evidence="monte-carlo")
 def few_heads_explicit_closed_form(inp: FewHeadsInputs) -> Verdict:
     """The explicit H = q - 1 model's risk is its closed form 2 (q - H) / q, within
     2 e sqrt(value) + e^2 + z se (e: its error budget; z two-sided) on both sides."""
@@ -270,7 +272,7 @@ def few_heads_explicit_closed_form(inp: FewHeadsInputs) -> Verdict:
     return close(est.risk, value, slack, est.rnd, detail=detail)
 
 
-@prop_3.check("closed form - floor <= 2H/d")
+@prop_3.check("closed form - floor <= 2H/d", evidence="formula")
 def few_heads_floor_reached(inp: FewHeadsInputs) -> Verdict:
     """Prop 3: the floor is nearly attained at every H < q, closed form - floor <= 2 H / d
     (few-heads.md, 2); the largest (closed form - floor) / (2 H / d)."""
@@ -280,7 +282,7 @@ def few_heads_floor_reached(inp: FewHeadsInputs) -> Verdict:
     return at_most(ratio, 1.0, 1e-12, detail=detail)
 
 
-@prop_21.check("closed form = floor")
+@prop_21.check("closed form = floor", evidence="formula")
 def few_heads_floor_exact(inp: FewHeadsInputs) -> Verdict:
     """Prop 21: at every H < q the floor is the infimum over the restricted class, 2 (q - H) / q
     (few-heads.md, section 3, where it is exact); the largest |closed form - floor|."""
@@ -290,7 +292,7 @@ def few_heads_floor_exact(inp: FewHeadsInputs) -> Verdict:
     return close(gap, 0.0, 0.0, 1e-12, detail=detail)
 
 
-@_on_both("squared-norm net's error attained")
+@_on_both("squared-norm net's error attained", evidence="built")
 def few_heads_sqnorm_attained(inp: FewHeadsInputs) -> Verdict:
     """The squared-norm net's certified error h^2/4 per square is attained at the knot midpoints."""
     m = inp.explicit
@@ -300,7 +302,7 @@ def few_heads_sqnorm_attained(inp: FewHeadsInputs) -> Verdict:
     )
 
 
-@_on_both("trained risk >= floor", profiles=TRAINED)
+@_on_both("trained risk >= floor", evidence="monte-carlo", profiles=TRAINED)
 def few_heads_trained_above_floor(inp: FewHeadsInputs) -> Verdict:
     """Props 3 and 21: trained H < q models never beat their floor, less z standard errors
     (full and gpu profiles: 200 quick steps leave even H = q above every floor)."""

@@ -225,7 +225,7 @@ def _pairwise(A: torch.Tensor) -> torch.Tensor:
     return D[iu[0], iu[1]]
 
 
-@claim.check("answer separation >= sqrt(2a(N-1)/N)")
+@claim.check("answer separation >= sqrt(2a(N-1)/N)", evidence="built")
 def prop8_answers(inp: Prop8Inputs) -> Verdict:
     """Prop 35: the answer vectors of prompts sharing x_i are sqrt(2a(N-1)/N) apart (normalised)."""
     M, N, _ = inp.x.shape
@@ -240,7 +240,7 @@ def prop8_answers(inp: Prop8Inputs) -> Verdict:
     return at_least(sep, pk.answer_sep, detail=detail)
 
 
-@claim.check("conditional errors <= K c")
+@claim.check("conditional errors <= K c", evidence="built")
 def prop8_conditional_errors(inp: Prop8Inputs) -> Verdict:
     """The exact generalising RNN has every conditional error e_m <= K c (here 0)."""
     s = inp.slot
@@ -248,14 +248,14 @@ def prop8_conditional_errors(inp: Prop8Inputs) -> Verdict:
     return at_most(float(e.max()), P8_K * P8_C, 1e-18, detail="max_m mean_k (P_mk - <u, x_k>)^2")
 
 
-@claim.check("tokens inside the r_x ball")
+@claim.check("tokens inside the r_x ball", evidence="monte-carlo")
 def prop8_inside(inp: Prop8Inputs) -> Verdict:
     """The prompts' tokens lie in the r_x ball the RNN is exact on (Lemma 12's radius)."""
     s = inp.slot
     return at_most(float(s.x.norm(dim=-1).max()), s.guarantee.r_x, detail="max ||x_j||")
 
 
-@claim.check("states separated by s~/lambda")
+@claim.check("states separated by s~/lambda", evidence="built")
 def prop8_separated(inp: Prop8Inputs) -> Verdict:
     """Prop 8: the states of the packed prompts are >= s~ / lambda apart."""
     s = inp.slot
@@ -263,7 +263,7 @@ def prop8_separated(inp: Prop8Inputs) -> Verdict:
     return at_least(float(_pairwise(s.w).min()), need, detail="min ||w - w'|| against s~ / lambda")
 
 
-@claim.check("chain ||dP|| <= lambda ||dw||")
+@claim.check("chain ||dP|| <= lambda ||dw||", evidence="built")
 def prop8_chain(inp: Prop8Inputs) -> Verdict:
     """||P - P'|| / sqrt N <= lambda ||w - w'|| for every pair (f_y is lambda-Lipschitz)."""
     s = inp.slot
@@ -277,13 +277,13 @@ def _width_bound(inp: Prop8Inputs) -> float:
     return inp.bounds.width(inp.slot.guarantee.N, P8_C, inp.slot.UL, K=P8_K, gamma=P8_GAMMA)
 
 
-@claim.check("d_h >= width bound")
+@claim.check("d_h >= width bound", evidence="built")
 def prop8_width(inp: Prop8Inputs) -> Verdict:
     """Prop 8: the RNN's state width d_h is at least the width bound at its UL."""
     return at_least(inp.slot.guarantee.d_h, _width_bound(inp), detail=f"UL = {inp.slot.UL:.1f}")
 
 
-@claim.check("width bound inverts the volume bound")
+@claim.check("width bound inverts the volume bound", evidence="formula")
 def prop8_width_inverts(inp: Prop8Inputs) -> Verdict:
     """The width bound inverts the volume bound ln M' <= 2 w ln(1 + 2 sqrt2 UL / s~): UL solved
     back from w = the width bound is UL (rnn-lower-bounds.md)."""
@@ -293,7 +293,7 @@ def prop8_width_inverts(inp: Prop8Inputs) -> Verdict:
     return close(back / UL, 1.0, 1e-9, detail=f"UL = {UL:.1f}, solved back {back:.1f}")
 
 
-@claim.check("exact on the r_x sphere")
+@claim.check("exact on the r_x sphere", evidence="built")
 def prop8_sphere(inp: Prop8Inputs) -> Verdict:
     """Exactness on tokens of the r_x sphere (two prompts and their negatives), random t and t_i = i
     (each position asking for its own token: the e_k^+- branch of either sign)."""
@@ -316,7 +316,7 @@ def _wrong_rows(table, consistent: Callable[[dict], bool]) -> Verdict:
     return exact(len(wrong), 0, detail=f"lengths where they differ: {wrong[:4]}")
 
 
-@claim.check("width bound positive iff the packing exists")
+@claim.check("width bound positive iff the packing exists", evidence="formula")
 def prop8_positive(inp: Prop8Inputs) -> Verdict:
     """The width bound is positive exactly where Prop 35's packing exists (N = 2..200)."""
     table = _bound_table(inp.bounds)
@@ -325,7 +325,7 @@ def prop8_positive(inp: Prop8Inputs) -> Verdict:
     return replace(v, detail=f"{v.detail}; positive from N = {first}")
 
 
-@claim.check("norm bounds vanish with the width bound")
+@claim.check("norm bounds vanish with the width bound", evidence="formula")
 def prop8_norms_vanish(inp: Prop8Inputs) -> Verdict:
     """Where the width bound is 0 the norm bounds are too (ln = -inf, the paper's form 0), and
     elsewhere the volume norm bound is finite."""
@@ -341,7 +341,7 @@ def prop8_norms_vanish(inp: Prop8Inputs) -> Verdict:
     return _wrong_rows(_bound_table(inp.bounds), consistent)
 
 
-@claim.check("norm bounds as derived")
+@claim.check("norm bounds as derived", evidence="formula")
 def prop8_norms_derived(inp: Prop8Inputs) -> Verdict:
     """Where the packing exists: the paper's form (s~ / sqrt 2) sqrt(ln M' / (8 ln(16 N + 1))) and
     the volume bound (s~ / (2 sqrt 2)) expm1(ln M' / (2 d_h)) (d_h = 1, 8, 4N), relative."""
@@ -356,7 +356,7 @@ def prop8_norms_derived(inp: Prop8Inputs) -> Verdict:
     return at_most(max(gaps), 1e-12, detail="largest relative gap (log scale for the volume form)")
 
 
-@claim.check("rate = Chernoff exponent")
+@claim.check("rate = Chernoff exponent", evidence="formula")
 def prop8_rate(inp: Prop8Inputs) -> Verdict:
     """Prop 35's rate I(a) is the chi^2 Chernoff exponent (numerical maximisation), a = 1 -
     gamma."""
@@ -367,7 +367,7 @@ def prop8_rate(inp: Prop8Inputs) -> Verdict:
     return at_most(gap, 1e-8, detail="largest relative gap, gamma = 0.3, 0.5, 0.7")
 
 
-@claim.check("M and M' as derived")
+@claim.check("M and M' as derived", evidence="formula")
 def prop8_counts(inp: Prop8Inputs) -> Verdict:
     """The packing's M and M' are their 40-digit derivation (N = 2..622)."""
     wrong = []
@@ -378,7 +378,7 @@ def prop8_counts(inp: Prop8Inputs) -> Verdict:
     return exact(len(wrong), 0, detail=f"lengths where (M, M') differ: {wrong[:4]}")
 
 
-@claim.check("ln M', failure, separations as derived")
+@claim.check("ln M', failure, separations as derived", evidence="formula")
 def prop8_record_derived(inp: Prop8Inputs) -> Verdict:
     """ln M', the failure bound (relative 1e-9), sqrt(2a(N-1)/N) and s~ = it - 2 sqrt(K c)
     (relative 1e-12) are their derivation (N = 2..622); the largest gap / tolerance."""
@@ -397,7 +397,7 @@ def prop8_record_derived(inp: Prop8Inputs) -> Verdict:
     return at_most(largest, 1.0, detail="largest relative gap / its tolerance")
 
 
-@claim.check("log form of ln M' as derived")
+@claim.check("log form of ln M' as derived", evidence="formula")
 def prop8_log_form(inp: Prop8Inputs) -> Verdict:
     """Past e^{(N-1) I} > e^60 the log form of ln M' is below the exact one by at most 1e-11."""
     big = inp.bounds.packing(P8_LOG_N, P8_C, K=P8_K)
@@ -411,7 +411,7 @@ def prop8_log_form(inp: Prop8Inputs) -> Verdict:
     return close(exact_log - big.log_M_good, 0.5e-11, 0.5e-11, detail=what)
 
 
-@claim.check("trained GRU width grows with N", profiles=("full", "gpu"))
+@claim.check("trained GRU width grows with N", evidence="built", profiles=("full", "gpu"))
 def prop8_width_growth(inp: Prop8Inputs) -> Verdict:
     """Full profile: the smallest trained GRU width with risk <= c grows with N (at least 4x over
     N = 4..16, monotone) on general 1STR."""

@@ -69,14 +69,14 @@ def _worst_code(inp: RSInputs, verdict, values, detail: str) -> Verdict:
     return worst(cases, key=largest)
 
 
-@claim.check("root-count mu = Gram mu")
+@claim.check("root-count mu = Gram mu", evidence="built")
 def root_count(inp: RSInputs) -> Verdict:
     """The code's mu (O(N n) root count) = the brute-force float64 Gram coherence (worst m)."""
     gaps = [abs(b.mu - g) for g, (_, b) in zip(inp.grams, inp.books, strict=True)]
     return _worst_code(inp, close, gaps, "|stored mu - Gram mu|")
 
 
-@claim.check("Gram mu <= (k - 1)/n")
+@claim.check("Gram mu <= (k - 1)/n", evidence="built")
 def guarantee(inp: RSInputs) -> Verdict:
     """Gram coherence <= (k - 1)/n for every code: the largest excess over the guarantee."""
     bounds = [inp.guarantee(b.params["k"], 2**m) for m, b in inp.books]
@@ -84,7 +84,7 @@ def guarantee(inp: RSInputs) -> Verdict:
     return _worst_code(inp, at_most, excess, "Gram mu - (k - 1)/n")
 
 
-@claim.check("prefix root count = Gram")
+@claim.check("prefix root count = Gram", evidence="built")
 def prefixes(inp: RSInputs) -> Verdict:
     """rs_hadamard_coherence(N', m, k) = the Gram coherence of the first N' words, N' = 2, n + 1
     (the XOR identity of codebooks.md (c))."""
@@ -102,7 +102,7 @@ def _has_zero_divisors(table: np.ndarray) -> bool:
     return bool((np.sort(table[1:, 1:], axis=1) != np.arange(1, table.shape[0])).any())
 
 
-@claim.check("GF(2^m) tables are fields")
+@claim.check("GF(2^m) tables are fields", evidence="exact")
 def fields(inp: RSInputs) -> Verdict:
     """GF(2)[x]/(f_m) is a field for every m: each nonzero row permutes the nonzero elements."""
     bad = sorted(m for m, t in inp.tables.items() if _has_zero_divisors(t))

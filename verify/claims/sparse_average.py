@@ -181,7 +181,7 @@ def _sa_rounding(case: SACase) -> Rounding:
     return attention_rounding(g) + export_rounding(case.head.model, case.exact + 1.0)
 
 
-@claim.check("exact sup <= bound")
+@claim.check("exact sup <= bound", evidence="exact")
 def sparse_average_exact_within_bound(inp: SparseAverageInputs) -> Verdict:
     """Remark after Prop 3: the exact sup over all prompts, r_x max_T ||pi_T - w_T||_1, is at most
     r_x (2 L + within(L, rho)); the q with the largest ratio is named."""
@@ -197,7 +197,7 @@ def sparse_average_exact_within_bound(inp: SparseAverageInputs) -> Verdict:
     return worst(rows, key=by_ratio)
 
 
-@claim.check("worst prompt = exact sup")
+@claim.check("worst prompt = exact sup", evidence="built")
 def sparse_average_worst_prompt(inp: SparseAverageInputs) -> Verdict:
     """At the worst prompt the built module, its fast path and the exported nn.MultiheadAttention
     each err exactly the sup (both sides); the farthest path is named."""
@@ -209,7 +209,7 @@ def sparse_average_worst_prompt(inp: SparseAverageInputs) -> Verdict:
     return worst(rows, key=above_rounding)
 
 
-@claim.check("random prompts <= exact sup")
+@claim.check("random prompts <= exact sup", evidence="monte-carlo")
 def sparse_average_random_below(inp: SparseAverageInputs) -> Verdict:
     """The module's error on random prompts (and after ascent on full) is at most the exact sup."""
     rows = [
@@ -219,7 +219,7 @@ def sparse_average_random_below(inp: SparseAverageInputs) -> Verdict:
     return worst(rows, key=by_ratio)
 
 
-@claim.check("attention rows = closed-form softmax")
+@claim.check("attention rows = closed-form softmax", evidence="built")
 def sparse_average_attention_rows(inp: SparseAverageInputs) -> Verdict:
     """The module's own attention rows (chunked), one per query, at the worst prompt are the
     closed-form softmax pi_T of the codes' Gram matrix (inf: not one row per query)."""
@@ -261,7 +261,7 @@ def _inversion_failures(
     return out
 
 
-@claim.check("alpha as derived")
+@claim.check("alpha as derived", evidence="formula")
 def sparse_average_alpha_as_derived(inp: SparseAverageInputs) -> Verdict:
     """Remark after Prop 3: the head's alpha inverts the single-head bound
     (docs/derivations/sparse-averaging.md): built for eps (q = 2), the least alpha meeting it;
@@ -279,7 +279,7 @@ def sparse_average_alpha_as_derived(inp: SparseAverageInputs) -> Verdict:
     return exact(len(failed), 0, detail="; ".join(failed) or held)
 
 
-@claim.check("separation limit 1/(2q - 1) as derived")
+@claim.check("separation limit 1/(2q - 1) as derived", evidence="formula")
 def sparse_average_separation_limit(inp: SparseAverageInputs) -> Verdict:
     """Remark after Prop 3: the head separates in-set keys (scores >= A (1 - (q - 1) mu)) from
     out-of-set ones (<= A q mu) for mu below 1 / (2q - 1), where the two bounds meet

@@ -133,7 +133,7 @@ def _slopes(inp: Theorem4Inputs) -> np.ndarray:
     return loglog_slope(inp.sample_size, THM4_NS)
 
 
-@claim.check("log-log slope halves")
+@claim.check("log-log slope halves", evidence="formula")
 def thm4_slope_halves(inp: Theorem4Inputs) -> Verdict:
     """Theorem 4: n(N)'s log-log slope over N = 2^4 .. 2^20 falls to at most half its first."""
     s = _slopes(inp)
@@ -142,13 +142,13 @@ def thm4_slope_halves(inp: Theorem4Inputs) -> Verdict:
     return at_most(float(s[-1] / s[0]), 0.5, detail=detail + "no rounding term")
 
 
-@claim.check("slopes decrease")
+@claim.check("slopes decrease", evidence="formula")
 def thm4_slopes_decrease(inp: Theorem4Inputs) -> Verdict:
     """Theorem 4: the log-log slopes of n(N) decrease (a polylog's slope ~ k / ln N)."""
     return at_most(float(np.diff(_slopes(inp)).max()), 0.0, detail="largest slope increment")
 
 
-@claim.check("sympy polylog degree <= 5")
+@claim.check("sympy polylog degree <= 5", evidence="exact")
 def thm4_polylog_degree(inp: Theorem4Inputs) -> Verdict:
     """Theorem 4: sympy proves n = O(log^k N) with k <= 5 (theorem4.md, section 11)."""
     k, detail = inp.degree(), "polylog degree certified by sympy (inf: none)"
@@ -183,7 +183,7 @@ def _rho_params(P):
     return dataclasses.replace(P, C_x=1e-6, c=0.5, C_y=1e-3)
 
 
-@claim.check("numeric bound = sympy bound")
+@claim.check("numeric bound = sympy bound", evidence="formula")
 def thm4_numeric_is_sympy(inp: Theorem4Inputs) -> Verdict:
     """Theorem 4: the numeric bound equals the sympy expression (30 digits) at the default
     constants, at q + 2 with s = C_y = r_a = 2 (a power slipped to a product shows there), and on
@@ -218,7 +218,7 @@ claim.fault(
 )
 
 
-@claim.check("n(N) = sympy n(N)")
+@claim.check("n(N) = sympy n(N)", evidence="formula")
 def thm4_sample_size_is_sympy(inp: Theorem4Inputs) -> Verdict:
     """Theorem 4's n(N) = the least n with B(n, N) <= target found from the sympy expression at 30
     digits (N = 16, 2^20). Near the target n ~ B^(-2), so the bound's agreement doubles."""
@@ -241,7 +241,7 @@ def _first_power_of_two(inp: Theorem4Inputs) -> Theorem4Inputs:
     return replace(inp, sample_size=doubled)
 
 
-@claim.check("confidence = 1 - delta - (nN)^(-1/2)")
+@claim.check("confidence = 1 - delta - (nN)^(-1/2)", evidence="formula")
 def thm4_confidence(inp: Theorem4Inputs) -> Verdict:
     """Theorem 4 holds with probability 1 - delta - (nN)^(-1/2) (the truncation's failure event,
     theorem4.md); the record's confidence against it, largest gap over the agreement points."""
@@ -354,7 +354,7 @@ def _majorant_params(P):
     return dataclasses.replace(P, q=P.q + 2, r_a=2.0, s=2.0)
 
 
-@claim.check("majorant dominates")
+@claim.check("majorant dominates", evidence="formula")
 def thm4_majorant_dominates(inp: Theorem4Inputs) -> Verdict:
     """Theorem 4's certificate (section 10): every piece of the smooth majorant dominates its exact
     counterpart (tau, P, Dudley, the split L_A and each of its factors, ln(1 + alpha), truncation,
@@ -383,7 +383,7 @@ def thm4_majorant_dominates(inp: Theorem4Inputs) -> Verdict:
     return at_least(ratio, 1.0, detail=f"smallest majorant piece / exact piece: {where}")
 
 
-@claim.check("majorant as derived")
+@claim.check("majorant as derived", evidence="formula")
 def thm4_majorant_as_derived(inp: Theorem4Inputs) -> Verdict:
     """Section 10: the majorant's tail, tau (max -> sum), L_n, the split logarithm's pieces and the
     estimation terms in the majorant's tau, P and L are their derivations; majorant_expr is their
@@ -442,7 +442,7 @@ claim.fault(
 )
 
 
-@claim.check("leading constants = certificate limits")
+@claim.check("leading constants = certificate limits", evidence="exact")
 def thm4_leading_constants(inp: Theorem4Inputs) -> Verdict:
     """Section 11: the leading constants tau_c and P_c are the certificate's limits of tau / ln N
     and P / ln^2 N (and P_c = P for a fixed d_e = 50); the largest |difference| (sympy, exact)."""
@@ -470,7 +470,7 @@ claim.fault(
 )
 
 
-@claim.check("certificate factor limits")
+@claim.check("certificate factor limits", evidence="exact")
 def thm4_factor_limits(inp: Theorem4Inputs) -> Verdict:
     """Section 11: the certificate's factor limits as derived: L / ln u -> 3 + (k - 1)/2,
     tau/u -> 64 e^2, P/u^2 -> 4608, u^4 ln u / n -> 0 at k = 5 and oo at k = 4."""
@@ -485,7 +485,7 @@ def thm4_factor_limits(inp: Theorem4Inputs) -> Verdict:
     )
 
 
-@claim.check("k = 4 inconclusive")
+@claim.check("k = 4 inconclusive", evidence="exact")
 def thm4_degree_four_inconclusive(inp: Theorem4Inputs) -> Verdict:
     """Section 11: the leading form is (ln N)^4 ln ln N: the certificate at k = 4 proves nothing."""
     return exact(
@@ -501,7 +501,7 @@ def _cert5_for_cert4(inp: Theorem4Inputs) -> Theorem4Inputs:
     return replace(inp, cert4=inp.cert5)
 
 
-@claim.check("leading form as derived")
+@claim.check("leading form as derived", evidence="exact")
 def thm4_leading_form(inp: Theorem4Inputs) -> Verdict:
     """Section 11: leading_sample_size_expr = 3397386240000 e^4 (ln N)^4 ln ln N at the default
     constants, and 144 tau_c^2 P L_c (ln N)^2 ln ln N / (target - 4 eps_2NN)^2 with L_c = 3 for a
@@ -542,7 +542,7 @@ def _extreme_net(P, generator: torch.Generator) -> TwoLayerNet:
     return TwoLayerNet(a=a, W=Wb[:, :D], b=Wb[:, D])
 
 
-@claim.check("Theta* in the class: ||vec Theta*|| = R")
+@claim.check("Theta* in the class: ||vec Theta*|| = R", evidence="built")
 def thm4_construction_in_class(inp: Theorem4Inputs, ctx: Context) -> Verdict:
     """Theorem 4, step (A): Lemma 11's Theta* at the record's alpha, on codes of the record's d_e
     with an Assumption 2 net on the class's boundary, is in the class: each head's ||W^(h)||_F

@@ -296,7 +296,7 @@ def _worst_model(inp: Thm6Inputs, verdict: Callable[[Trained], Verdict], key=Non
 
 
 # ---------------------------------------------------------------- (c) the floor
-@claim.check("FFNs never beat floor_u")
+@claim.check("FFNs never beat floor_u", evidence="monte-carlo")
 def ffns_above_floor(inp: Thm6Inputs) -> Verdict:
     """Theorem 6: no trained FFN (test risk + z se), nor the best readout of its first layer W
     (the Bayes risk given W x), beats floor_u(V); the worst relative margin is reported."""
@@ -316,7 +316,7 @@ def ffns_above_floor(inp: Thm6Inputs) -> Verdict:
     return _worst_model(inp, margin, key=lambda v: (v.bound - v.measured) / v.bound)
 
 
-@claim.check("Lemma 11 Transformer beats floor_u")
+@claim.check("Lemma 11 Transformer beats floor_u", evidence="monte-carlo")
 def transformer_below_floor(inp: Thm6Inputs) -> Verdict:
     """The Lemma 11 Transformer beats the floor: risk + z se < floor_u, largest ratio reported."""
     cases = []
@@ -329,7 +329,7 @@ def transformer_below_floor(inp: Thm6Inputs) -> Verdict:
 
 
 # ---------------------------------------------------------------- (a) the span property
-@claim.check("off-span part decays as prod(1 - lr lambda)")
+@claim.check("off-span part decays as prod(1 - lr lambda)", evidence="built")
 def decay_follows_law(inp: Thm6Inputs) -> Verdict:
     """During training the off-span part is prod_k (1 - eta_k lambda) ||W_perp(0)||: the largest
     deviation, relative to ||W(0)||_F (theorem6.md section 1)."""
@@ -344,7 +344,7 @@ def decay_follows_law(inp: Thm6Inputs) -> Verdict:
     return _worst_model(inp, deviation)
 
 
-@claim.check("span distance at the end")
+@claim.check("span distance at the end", evidence="built")
 def span_distance_at_end(inp: Thm6Inputs) -> Verdict:
     """The final W's span distance is at most its prediction prod (1 - eta lambda) perp(0)/||W||;
     the largest excess over the prediction in units of ||W(0)||/||W|| is reported."""
@@ -373,7 +373,7 @@ def _estimate(inp: Thm6Inputs, label: str, e: BayesRiskEstimate, target: float):
     return label, close(e.estimate, target, tol, rnd, detail=detail)
 
 
-@claim.check("Bayes risk given Vx = 1 - n/(Nd)")
+@claim.check("Bayes risk given Vx = 1 - n/(Nd)", evidence="monte-carlo")
 def bayes_risk_is_floor(inp: Thm6Inputs) -> Verdict:
     """E_u Bayes risk given V x (MC) = risk_floor(n, N, d) = 1 - n/(N d), within z se."""
     return worst(
@@ -382,7 +382,7 @@ def bayes_risk_is_floor(inp: Thm6Inputs) -> Verdict:
     )
 
 
-@claim.check("fixed-u Bayes risk = floor_u(V)")
+@claim.check("fixed-u Bayes risk = floor_u(V)", evidence="monte-carlo")
 def fixed_u_bayes_risk(inp: Thm6Inputs) -> Verdict:
     """For the trained models' own u: the MC Bayes risk given V x (x sampled and x integrated)
     = floor_u(V) (theorem6.md section 2, "Fixed u")."""
@@ -394,7 +394,7 @@ def fixed_u_bayes_risk(inp: Thm6Inputs) -> Verdict:
     return worst(cases)
 
 
-@claim.check("Monte Carlo half-widths <= 0.05")
+@claim.check("Monte Carlo half-widths <= 0.05", evidence="monte-carlo")
 def mc_informative(inp: Thm6Inputs) -> Verdict:
     """Every Monte Carlo half-width z se of (b) is at most 0.05 (the test has power)."""
     ests = list(inp.averaged) + [e for f in inp.fixed for e in f]
@@ -402,7 +402,7 @@ def mc_informative(inp: Thm6Inputs) -> Verdict:
     return at_most(max(hws), MC_HALFWIDTH, detail=f"{len(hws)} estimates of {inp.mc_samples}")
 
 
-@claim.check("no risk left at n = N d")
+@claim.check("no risk left at n = N d", evidence="monte-carlo")
 def no_risk_at_nd(inp: Thm6Inputs) -> Verdict:
     """At n = N d the inputs span R^{N d}: the MC Bayes risk is risk_floor(N d, N, d) = 0."""
     N0 = inp.configs[0].N
@@ -432,7 +432,7 @@ def _mn_close(inp: Thm6Inputs, mn: MinNormDraws, est: float, target: float, se: 
     return close(est, target, inp.z * se, _mn_rounding(mn), detail=detail)
 
 
-@claim.check("min-norm risk = closed form")
+@claim.check("min-norm risk = closed form", evidence="monte-carlo")
 def min_norm_closed_form(inp: Thm6Inputs) -> Verdict:
     """The min-norm FFN's mean exact risk = mean (1/N) sum_t risk_floor(n_t, N, d) (paired)."""
 
@@ -444,7 +444,7 @@ def min_norm_closed_form(inp: Thm6Inputs) -> Verdict:
     return _worst_draws(inp, paired).labelled(f"{inp.min_norm[0].R.numel()} training sets")
 
 
-@claim.check("mean floor_u(V) = 1 - n/(Nd)")
+@claim.check("mean floor_u(V) = 1 - n/(Nd)", evidence="monte-carlo")
 def min_norm_oracle_mean(inp: Thm6Inputs) -> Verdict:
     """The mean over training sets and u of floor_u(V) = risk_floor(n, N, d)."""
 
@@ -455,7 +455,7 @@ def min_norm_oracle_mean(inp: Thm6Inputs) -> Verdict:
     return _worst_draws(inp, mean).labelled("mean floor_u(V)")
 
 
-@claim.check("min-norm risk >= own floor_u(V)")
+@claim.check("min-norm risk >= own floor_u(V)", evidence="built")
 def min_norm_above_own_floor(inp: Thm6Inputs) -> Verdict:
     """Every min-norm FFN's risk is at least floor_u(V) of its own training set."""
 
@@ -466,7 +466,7 @@ def min_norm_above_own_floor(inp: Thm6Inputs) -> Verdict:
     return worst_set.labelled("min_k (R_k - floor_u(V_k))")
 
 
-@claim.check("min-norm mean risk >= floor")
+@claim.check("min-norm mean risk >= floor", evidence="monte-carlo")
 def min_norm_above_floor(inp: Thm6Inputs) -> Verdict:
     """The min-norm FFN's mean risk + z se is at least risk_floor(n, N, d)."""
 

@@ -177,7 +177,7 @@ def _slopes(inp: Thm7Inputs):
     return slopes, mids
 
 
-@claim.check("slope of n(N) <= 9 / ln N")
+@claim.check("slope of n(N) <= 9 / ln N", evidence="formula")
 def thm7_polylog(inp: Thm7Inputs) -> Verdict:
     """Theorem 7: n(N) = O((ln N)^9): every slope d ln n / d ln N is <= 9 / ln N."""
     slopes, mids = _slopes(inp)
@@ -188,7 +188,7 @@ def thm7_polylog(inp: Thm7Inputs) -> Verdict:
     return at_most(float((slopes * mids).max()), T7_DEGREE, detail=detail)
 
 
-@claim.check("slopes decreasing")
+@claim.check("slopes decreasing", evidence="formula")
 def thm7_decreasing(inp: Thm7Inputs) -> Verdict:
     """The slopes of n(N) decrease (they tend to 0), up to 1e-9."""
     slopes, _ = _slopes(inp)
@@ -204,7 +204,7 @@ def _bound_gap(inp: Thm7Inputs, params: Theorem7Params) -> float:
         return max(gap(n, N) for n, N in T7_AGREE_POINTS)
 
 
-@claim.check("bound = 40-digit evaluation")
+@claim.check("bound = 40-digit evaluation", evidence="formula")
 def thm7_bound_agrees(inp: Thm7Inputs) -> Verdict:
     """The float64 bound equals the 40-digit evaluation written from the derivation (default and a
     second set of constants), relative 1e-12."""
@@ -214,7 +214,7 @@ def thm7_bound_agrees(inp: Thm7Inputs) -> Verdict:
     return at_most(gap, T7_AGREE_RTOL, detail=detail)
 
 
-@claim.check("confidence = 1 - delta - (nN)^(-1/2)")
+@claim.check("confidence = 1 - delta - (nN)^(-1/2)", evidence="formula")
 def thm7_confidence(inp: Thm7Inputs) -> Verdict:
     """The record's confidence is the theorem's 1 - delta - (n N)^(-1/2)."""
     P = inp.params
@@ -225,7 +225,7 @@ def thm7_confidence(inp: Thm7Inputs) -> Verdict:
     return at_most(gap, T7_AGREE_RTOL, detail="largest absolute gap")
 
 
-@claim.check("n(N) = the real root")
+@claim.check("n(N) = the real root", evidence="formula")
 def thm7_root(inp: Thm7Inputs) -> Verdict:
     """n(N) is the ceiling of the real root n* of theorem7_bound_mp(n) = 0.1 (findroot on ln n):
     |n - n*| / n* <= 1e-12."""
@@ -245,7 +245,7 @@ def thm7_root(inp: Thm7Inputs) -> Verdict:
         return worst((f"N = {N}", against_root(N)) for N in T7_ROOT_NS)
 
 
-@claim.check("R_Theta, A and Prop 28's norm as derived")
+@claim.check("R_Theta, A and Prop 28's norm as derived", evidence="formula")
 def thm7_constants(inp: Thm7Inputs) -> Verdict:
     """The record's R_Theta and A = sqrt(A_y^2 + ((N-1) Lambda_y A_h)^2), and Prop 28's norm =
     R_Theta^2, against the 40-digit ones (rnn-lower-bounds.md section 4), relative 1e-12."""

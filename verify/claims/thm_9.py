@@ -112,7 +112,7 @@ def thm9_inputs(ctx: Context) -> Thm9Inputs:
     return Thm9Inputs(_requirements(), _memoriser_bound, _crossover, mems)
 
 
-@claim.check("n*(N) slopes >= 1/(2(L_y+4))")
+@claim.check("n*(N) slopes >= 1/(2(L_y+4))", evidence="formula")
 def thm9_slopes(inp: Thm9Inputs) -> Verdict:
     """Theorem 9: n*(N) grows like a power of N: every log-log slope >= 1 / (2 (L_y + 4)), the
     smallest over the requirement's forms."""
@@ -129,7 +129,7 @@ def thm9_slopes(inp: Thm9Inputs) -> Verdict:
     return worst((form, smallest(logs)) for form, logs in inp.requirements.items())
 
 
-@claim.check("memoriser ||vec||^2 <= C n^3")
+@claim.check("memoriser ||vec||^2 <= C n^3", evidence="built")
 def thm9_memoriser(inp: Thm9Inputs) -> Verdict:
     """The memoriser side: ||vec||^2 <= C n^3 (on the module), where ||y||^2 <= K_y n holds."""
     held = [(n, m) for n, m, y in inp.memorisers if float(y @ y) <= K_Y * n]
@@ -144,7 +144,7 @@ def thm9_memoriser(inp: Thm9Inputs) -> Verdict:
     return worst(((f"n = {n}", within(n, m)) for n, m in held), key=by_ratio)
 
 
-@claim.check("C = C36 sqrt(6)")
+@claim.check("C = C36 sqrt(6)", evidence="formula")
 def thm9_constant(inp: Thm9Inputs) -> Verdict:
     """The memoriser bound at depth 2, K_y = 6 is Lemma 36's C36 sqrt(6) n^3, C36 = 2 sqrt((144/pi)
     (5 + pi/72)) (docs/derivations/interpolation.md)."""
@@ -153,14 +153,14 @@ def thm9_constant(inp: Thm9Inputs) -> Verdict:
     return at_most(gap, 1e-9, detail=f"C = {C:.4f}, n = 2 .. 1e6, largest relative gap")
 
 
-@claim.check("crossover inverts the memoriser bound")
+@claim.check("crossover inverts the memoriser bound", evidence="formula")
 def thm9_inverts(inp: Thm9Inputs) -> Verdict:
     """The crossover inverts the memoriser bound: n*(ln memoriser_bound(n)) = n."""
     gap = max(abs(inp.crossover(math.log(inp.memoriser_bound(n))) / n - 1) for n in (10, 1000))
     return at_most(gap, 1e-9, detail="n = 10, 1000, largest relative gap")
 
 
-@claim.check("requirement = AM-GM over L layers")
+@claim.check("requirement = AM-GM over L layers", evidence="formula")
 def thm9_requirement(inp: Thm9Inputs) -> Verdict:
     """generalising_log_norm2 = ln L + (2 / L)(ln UL_min - ln r_h) (AM-GM over L layers), both forms
     of UL_min (docs/derivations/rnn-lower-bounds.md)."""

@@ -5,6 +5,7 @@ import ast
 from pathlib import Path
 
 import qstr.verify.claims as claims_pkg
+from qstr.verify.claim import EVIDENCE
 from qstr.verify.claims import all_claims
 
 CLAIMS = Path(claims_pkg.__file__).resolve().parent
@@ -76,3 +77,14 @@ def test_faults_name_their_targets_by_check_objects():
                         if isinstance(n, ast.Constant) and isinstance(n.value, str)
                     ]
     assert not strings, strings
+
+
+def test_every_check_says_what_it_rests_on():
+    """Every built-in check declares its evidence (built, exact, monte-carlo, formula)."""
+    undeclared = [
+        f"{c.id}: {k.name}"
+        for c in all_claims().values()
+        for k in c.checks
+        if k.evidence not in EVIDENCE
+    ]
+    assert not undeclared, undeclared
