@@ -6,16 +6,26 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Tuple
+from typing import Callable, Tuple
 
 import torch
 
 from qstr.bounds.recurrent import prop28_rnn, token_radius
 from qstr.constructions.codes import rs_hadamard_codebook
 from qstr.constructions.links import make_link
-from qstr.constructions.recurrent import rnn_weights
+from qstr.constructions.recurrent import projected_prefix, rnn_weights
 from qstr.verify.adversarial import clip_to_ball
-from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, by_ratio, exact
+from qstr.verify.claim import (
+    Claim,
+    Context,
+    Ref,
+    Verdict,
+    at_most,
+    by_ratio,
+    exact,
+    replaced,
+    worst,
+)
 from qstr.verify.claims._transition import F64, certified_eps_as_asked, largest_gap
 from qstr.verify.claims._transition import module_bands_from_zero, none_counted
 from qstr.verify.claims._transition import orthogonally_rotated, qstr_prompts, rnn_with
@@ -66,6 +76,29 @@ class Cor27Inputs:
     module: object  # DeepTransitionBiRNN of cases[0]
     eps: float
     clipped: Tuple[object, StateCase]  # cases[0] at r_h = sqrt(q) r_x / 2: its module and scan
+    boundary: Tuple[torch.Tensor, torch.Tensor]  # cases[0]'s N: targets around chunk boundaries
+    scan: Callable[..., Tuple[torch.Tensor, int]] = projected_prefix  # what RNN.states scans by
+
+
+SCAN_CHUNK = 7  # chunks of the scan in the boundary check: N = 100 is no multiple of it
+
+
+def _boundary_prompts(c: "StateCase", ctx: Context) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Prompts on cases[0]'s N whose q targets sit at the first and last positions and at, just
+    before and just after the scan's chunk boundaries (k SCAN_CHUNK - 1, k SCAN_CHUNK, and the
+    backward scan's N - 1 - those), tokens random in the r_x ball, the targets' on the sphere."""
+    N, k = c.N, SCAN_CHUNK
+    fwd = [0, k - 2, k - 1, k, k + 1, 2 * k - 1, 2 * k, N - 2, N - 1]
+    pos = sorted({p for p in fwd + [N - 1 - p for p in fwd] if 0 <= p < N})
+    B = len(pos)
+    t = torch.tensor([[pos[(b + j) % B] for j in range(C27_Q)] for b in range(B)])
+    t = t[:, None, :].expand(B, N, C27_Q).to(c.x.device)
+    gen = ctx.generator("cor-27/boundary", device=c.x.device)
+    r_x = c.rnn.guarantee.r_x
+    x = clip_to_ball(torch.randn(B, N, C27_D, generator=gen, dtype=F64, device=c.x.device), r_x)
+    at = torch.arange(B, device=x.device)[:, None], t[:, 0, :]
+    x[at] = x[at] / x[at].norm(dim=-1, keepdim=True) * r_x
+    return x, t
 
 
 def _evaluated(label: str, rnn, x: torch.Tensor, t: torch.Tensor) -> StateCase:
@@ -108,7 +141,8 @@ def cor27_inputs(ctx: Context) -> Cor27Inputs:
     cases = tuple(_c27_case(N, rotate, k, ctx) for k, (N, rotate) in enumerate(plan))
     clipped = _at_half_radius(cases[0])
     module = cases[0].rnn.module(device=ctx.device)
-    return Cor27Inputs(cases, module, C27_EPS, (clipped.rnn.module(device=ctx.device), clipped))
+    clipped_pair = (clipped.rnn.module(device=ctx.device), clipped)
+    return Cor27Inputs(cases, module, C27_EPS, clipped_pair, _boundary_prompts(cases[0], ctx))
 
 
 @claim.check("state error <= eps at every N", evidence="built")
@@ -188,6 +222,58 @@ def module_projection_equals_scan(inp: Cor27Inputs) -> Verdict:
     active = c.states.projection_active
     detail = f"{c.label}: max |loop - scan|, {active} projected steps (absolute 1e-9)"
     return at_most(gap if active else math.inf, 1e-9, detail=detail)
+
+
+def _chunked_gap(inp: Cor27Inputs, module, rnn) -> Tuple[float, int]:
+    """max |literal module loop - scan in chunks of SCAN_CHUNK| over both directions at the
+    boundary prompts, and the projected steps the scan took."""
+    x, t = inp.boundary
+    with torch.no_grad():
+        F = rnn.transition_outputs(x, t)
+        hf, a = inp.scan(F, rnn.r_h, chunk=SCAN_CHUNK)
+        hb, b = inp.scan(F, rnn.r_h, reverse=True, chunk=SCAN_CHUNK)
+        mf, mb = module.states(rnn.encode(x, t))
+    return max(largest_gap(mf, hf), largest_gap(mb, hb)), a + b
+
+
+@claim.check("scan chunks carry the state", evidence="built")
+def chunks_carry_the_state(inp: Cor27Inputs) -> Verdict:
+    """The scan in chunks of 7 (N = 100, no multiple) computes the literal module's states, both
+    directions, with every target at the first or last position or at, just before or just after
+    a chunk boundary: at Cor 27's radius (the cumsum path) and at half of it (the projected loop
+    inside a chunk); the larger gap."""
+    rows = []
+    for label, module, rnn in (
+        ("Cor 27's r_h", inp.module, inp.cases[0].rnn),
+        ("r_h / 2", inp.clipped[0], inp.clipped[1].rnn),
+    ):
+        gap, active = _chunked_gap(inp, module, rnn)
+        what = f"{label}: max |loop - scan in chunks of {SCAN_CHUNK}|, {active} projected steps"
+        rows.append((label, at_most(gap, 1e-9, detail=what)))
+    return worst(rows, key=by_ratio)
+
+
+def _carry_one_early(F, r_h, *, reverse=False, chunk=4096):
+    """A chunked prefix scan whose carry into the next chunk is the state one position early
+    (``cand[:, -2]``): the off-by-one at a chunk boundary (cumsum path, no projection)."""
+    if reverse:
+        H, n = _carry_one_early(F.flip(1), r_h, chunk=chunk)
+        return H.flip(1), n
+    B, N, D = F.shape
+    H, h = F.new_zeros(B, N, D), F.new_zeros(B, D)
+    for s in range(0, N - 1, chunk):
+        e = min(s + chunk, N - 1)
+        cand = h[:, None] + torch.cumsum(F[:, s:e], dim=1)
+        H[:, s + 1 : e + 1] = cand
+        h = cand[:, -2] if cand.shape[1] > 1 else cand[:, -1]
+    return H, 0
+
+
+claim.fault(
+    "scan carry one position early at a chunk boundary",
+    breaks=chunks_carry_the_state,
+    apply=replaced(scan=_carry_one_early),
+)
 
 
 @claim.fault("r_h = sqrt(q) r_x / 2", breaks=(states_within_eps, projection_inactive))

@@ -1,6 +1,8 @@
 """Cor 27 (verify/claims/cor_27.py) through its public structure: inputs, named checks and
 faults (tests/verify/claims/test_registered.py runs every claim with all its faults)."""
 
+from qstr.verify.claims.cor_27 import SCAN_CHUNK, _chunked_gap
+
 CID = "cor-27"
 
 
@@ -46,3 +48,15 @@ def test_cor27_keeps_its_reference(declared):
     claim = declared(CID).claim
     assert claim.ref.seed == claim.ref.conference == "Cor 27"
     assert claim.derivation == "docs/derivations/rnn-transition.md"
+
+
+def test_cor27_boundary_prompts_sit_at_the_chunk_boundaries_and_clip_at_half_radius(declared):
+    """The boundary prompts' targets include the first and last positions and both sides of
+    every chunk boundary the check crosses; at half the radius the projected loop runs."""
+    d = declared(CID)
+    x, t = d.inputs.boundary
+    targets = set(t[:, 0, :].flatten().tolist())
+    k, N = SCAN_CHUNK, x.shape[1]
+    assert {0, N - 1, k - 1, k, k + 1, 2 * k - 1, 2 * k} <= targets and N % k
+    gap, active = _chunked_gap(d.inputs, d.inputs.clipped[0], d.inputs.clipped[1].rnn)
+    assert active > 0 and gap < 1e-9
