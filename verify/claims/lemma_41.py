@@ -43,6 +43,7 @@ LEMMA41_EPS = (0.3, 0.6, 1.0, 1.5)
 SPHERE_D, SPHERE_M, SPHERE_SEP = 128, 2000, 1.2  # Lemma 41's contrast on the Euclidean sphere
 VIOLATION_EPS = (0.5, 0.8)  # where the first dimension refuting Maurey for B_2^d is sought
 SIMPLE_DIMS = (1, 10, 1000, 10**6)  # where the simplified Maurey form is held to the exact one
+MAUREY_ACTIVE = ((5, 1.5), (8, 1.0))  # l1 packings where Maurey's branch is the smaller one
 
 claim = register(
     Claim(
@@ -50,7 +51,8 @@ claim = register(
         Ref("Lemma 41"),
         statement=(
             "eps-packings: log M <= d log(1 + 2/eps) (l2 ball), and <= log C(2d+k, k), "
-            "k = ceil(4/eps^2) (Maurey, l1 ball); greedy packings in d = 1, 2, 3 never exceed "
+            "k = ceil(4/eps^2) (Maurey, l1 ball); greedy packings in d = 1, 2, 3 (and where "
+            "Maurey's branch is the smaller, d = 5 and 8) never exceed "
             "them, and one of random unit vectors in D = 128 breaks the Maurey form for the "
             "Euclidean sphere"
         ),
@@ -143,8 +145,10 @@ def lemma41_inputs(ctx: Context) -> Lemma41Inputs:
     and l2 balls, d = 1, 2, 3, and of the sphere of R^128 (docs/derivations/lemmas-39-41-42.md)."""
     n_cand = ctx.pick(quick=3000, full=30000)
     packings = []
-    for ball, d, (e, eps) in itertools.product(("l2", "l1"), LEMMA41_DIMS, enumerate(LEMMA41_EPS)):
-        g = ctx.generator("lemma-41/candidates", d, e, device=ctx.device)
+    plan = list(itertools.product(("l2", "l1"), LEMMA41_DIMS, LEMMA41_EPS))
+    plan += [("l1", d, eps) for d, eps in MAUREY_ACTIVE]
+    for ball, d, eps in plan:
+        g = ctx.generator("lemma-41/candidates", d, LEMMA41_EPS.index(eps), device=ctx.device)
         structured = _structured(d, eps, ball, ctx.device)
         cand = torch.cat([structured, sample_ball(n_cand, d, ball, generator=g)])
         packings.append(Packing(ball, d, eps, greedy_packing(cand, eps), cand))
@@ -163,6 +167,37 @@ def lemma41_holds(inp: Lemma41Inputs) -> Verdict:
         return at_most(log_m - bound, 0.0, detail=f"log M = {log_m:.3f} vs {bound:.3f}; {what}")
 
     return worst(((str(P), gap(P)) for P in inp.packings), key=by_measured)
+
+
+def _branches(d: int, eps: float) -> Tuple[float, float]:
+    """(d ln(1 + 2/eps), ln C(2d + k, k)), k = ceil(4/eps^2), at 40 digits (the binomial exact)."""
+    k = math.ceil(4 / eps**2)
+    with mpmath.workdps(40):
+        vol = d * mpmath.log(1 + 2 / mpmath.mpf(eps))
+        return float(vol), float(mpmath.log(math.comb(2 * d + k, k)))
+
+
+@claim.check("l1 bound = the smaller branch, each active", evidence="formula")
+def lemma41_branches(inp: Lemma41Inputs) -> Verdict:
+    """Lemma 41 on the l1 ball: the bound is min(volume, Maurey) written from the lemma at 40
+    digits, on a grid of (d, eps) where each branch is the smaller one (d = 1..3 and around the
+    crossover d* of each eps): the largest relative gap; inf if either branch is never active."""
+    grid = [(d, e) for e in LEMMA41_EPS for d in (1, 2, 3, *_around_crossover(e))]
+    active, rows = set(), []
+    for d, eps in grid:
+        vol, maurey = _branches(d, eps)
+        active.add("volume" if vol <= maurey else "Maurey")
+        gap = abs(inp.bound(d, eps, "l1") - min(vol, maurey)) / min(vol, maurey)
+        rows.append((f"d={d} eps={eps:g}", at_most(gap, 1e-12, detail="relative gap")))
+    if active != {"volume", "Maurey"}:
+        return at_most(math.inf, 1e-12, detail=f"only the {active} branch active on the grid")
+    return worst(rows, key=by_measured)
+
+
+def _around_crossover(eps: float) -> Tuple[int, ...]:
+    """d* - 1, d*, d* + 5 for d* the first dimension where Maurey's branch is the smaller."""
+    d = next(d for d in range(1, 10**4) if _branches(d, eps)[1] < _branches(d, eps)[0])
+    return (d - 1, d, d + 5)
 
 
 @claim.check("packings eps-separated", evidence="built")
@@ -250,6 +285,12 @@ def lemma41_simplified(inp: Lemma41Inputs) -> Verdict:
     return worst(margins, key=lambda v: -v.measured)
 
 
+def _maurey_k2(d: int, eps: float) -> float:
+    """Maurey's branch with k = ceil(2/eps^2), half the lemma's empirical-mean size."""
+    k = math.ceil(2 / eps**2)
+    return math.lgamma(2 * d + k + 1) - math.lgamma(k + 1) - math.lgamma(2 * d + 1)
+
+
 def _quartered(d: int, eps: float, ball: str) -> float:
     """Lemma 41's bound with both constants divided by 4: (d / 4) log(1 + 2/eps) and
     k = ceil(1 / eps^2)."""
@@ -274,6 +315,11 @@ def _scan_stopped_halfway(P: Packing) -> Packing:
 
 
 claim.fault("both constants divided by 4", breaks=lemma41_holds, apply=replaced(bound=_quartered))
+claim.fault(
+    "Maurey's k = ceil(2/eps^2)",
+    breaks=lemma41_branches,
+    apply=replaced(bound=lambda d, eps, ball: min(*_branches(d, eps)[:1], _maurey_k2(d, eps))),
+)
 claim.fault("a point kept twice", breaks=lemma41_separated, apply=mapped("packings", _point_twice))
 claim.fault(
     "greedy scan stopped halfway",
