@@ -235,6 +235,16 @@ def _call(fn: Callable, inputs: Any, ctx: Optional[Context]) -> Any:
     return fn(inputs)
 
 
+@dataclass(frozen=True)
+class Vacuity:
+    """Where a sample-complexity statement is vacuous at its explicit constants: ``everywhere``
+    when it is vacuous at every size the claim checked; ``line`` says where and from which N (or
+    n) it is not, with the numbers."""
+
+    everywhere: bool
+    line: str
+
+
 EVIDENCE = {
     "built": "measured on the object users get: a built module, a saved file, an exported "
     "standard module, a trained net",
@@ -415,6 +425,7 @@ class Claim:
         self.id, self.ref, self.statement, self.derivation = id, ref, statement, derivation
         self.builds, self.bounds, self.profiles = tuple(builds), tuple(bounds), tuple(profiles)
         self._inputs: Optional[Callable[[Context], Any]] = None
+        self.vacuity: Optional[Callable[[Any], Vacuity]] = None  # @claim.vacuity_with
         self.checks: Tuple[Check, ...] = ()
         self.faults: Tuple[Fault, ...] = ()
         _known_profiles(self.id, self.profiles)
@@ -455,6 +466,14 @@ class Claim:
         """Decorator: ``fn`` is one of the functions that build the claim's object (listed by
         ``qstr verify --list``); returned unchanged."""
         self.builds += (fn,)
+        return fn
+
+    def vacuity_with(self, fn: Callable[[Any], "Vacuity"]) -> Callable:
+        """Decorator: ``fn(inputs)`` says where the claim's explicit statement is vacuous (a
+        sample-complexity result: docs/claims.md, "Vacuity"); returned unchanged."""
+        if self.vacuity is not None:
+            raise ValueError(f"claim {self.id!r} declares its vacuity twice")
+        self.vacuity = fn
         return fn
 
     def bounds_with(self, fn: Callable) -> Callable:

@@ -24,6 +24,7 @@ from qstr.verify.claim import (  # noqa: F401
     Number,
     UNDECLARED,
     Ref,
+    Vacuity,
     Verdict,
     evidence_mix,
 )  # noqa: F401
@@ -87,6 +88,8 @@ class Result:
     checks: List[CheckResult] = field(default_factory=list)
     faults: List[FaultResult] = field(default_factory=list)
     evidence: str = ""  # the checks' evidence mix, e.g. "built 6, formula 3" (claim.evidence_mix)
+    vacuity: str = ""  # sample-complexity results: where the explicit statement is vacuous
+    vacuous: bool = False  # ... at every size the claim checked
 
     @property
     def passed(self) -> bool:
@@ -220,7 +223,27 @@ def run_claim(claim: Claim, ctx: Context) -> Result:
             checks = [run_check(c, inputs, ctx) for c in checks_run]
             honest = {c.name: c for c in checks}
             faults = [_run_fault(claim, f, inputs, ctx, honest) for f in faults_run]
-    return _result(claim, ctx, checks, faults, round(time.perf_counter() - start, 3), error)
+        vacuity = _vacuity(claim, inputs) if not error else None
+    out = _result(claim, ctx, checks, faults, round(time.perf_counter() - start, 3), error)
+    if isinstance(vacuity, Vacuity):
+        out.vacuity, out.vacuous = vacuity.line, bool(vacuity.everywhere)
+    elif vacuity is not None:  # the vacuity could not be computed: said, and the claim fails
+        out.vacuity, out.holds = vacuity, False
+        out.error = "; ".join(e for e in (out.error, vacuity) if e)
+    return out
+
+
+def _vacuity(claim: Claim, inputs: Any):
+    """The claim's Vacuity, None when it declares none, or the error line when it crashed."""
+    if claim.vacuity is None:
+        return None
+    try:
+        v = claim.vacuity(inputs)
+        if not isinstance(v, Vacuity):
+            raise TypeError(f"the vacuity returned {type(v).__name__}, not a Vacuity")
+        return v
+    except Exception as exc:  # noqa: BLE001 - reported as the claim's error
+        return f"vacuity: {_error_line()} ({exc})"
 
 
 def _dtype(checks: List[CheckResult]) -> str:

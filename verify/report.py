@@ -64,7 +64,8 @@ def table(results: Sequence[Result], title: str) -> Table:
             fmt(r.measured),
             fmt(r.bound),
             *(getattr(r, name) for name in extra),
-            _count(r.holds, sum(c.holds for c in r.checks), len(r.checks)),
+            _count(r.holds, sum(c.holds for c in r.checks), len(r.checks))
+            + ("\n[yellow]vacuous[/yellow]" if r.vacuous else ""),
             _count(r.falsifier_caught, sum(f.caught for f in r.faults), len(r.faults)),
             f"{r.seconds:.1f}",
         )
@@ -100,6 +101,9 @@ def failure_lines(r: Result) -> List[str]:
 
 def print_report(results: Sequence[Result], console: Console, title: str) -> None:
     console.print(table(results, title))
+    for r in results:
+        if r.vacuity:
+            console.print(f"{r.id} vacuity: {r.vacuity}", markup=False, highlight=False)
     for r in results:
         if not r.passed:
             console.print(f"[bold red]{r.id}[/bold red] fails:", highlight=False)

@@ -58,6 +58,8 @@ def test_verify_json(tmp_path, capsys):
         "faults",
         "env",
         "evidence",
+        "vacuity",
+        "vacuous",
     }
     check_keys = {
         "name",

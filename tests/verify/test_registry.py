@@ -5,7 +5,7 @@ run with the same seed gives the same numbers."""
 import pytest
 
 from qstr.verify import registry
-from qstr.verify.claim import Check, Claim, Context, Fault, Ref, Verdict, at_most
+from qstr.verify.claim import Check, Claim, Context, Fault, Ref, Vacuity, Verdict, at_most
 from qstr.verify.claims import all_claims
 from qstr.verify.registry import load_claims, register, run_claim
 
@@ -179,3 +179,26 @@ def test_checks_and_faults_are_found_by_name():
         c.fault_named("four")
     with pytest.raises(ValueError, match="has no check 'le 9'"):
         c.check_named("le 9")
+
+
+def _vacuity_claim(vacuity):
+    c = Claim("vac-test", Ref("X"), statement="s")
+    c.inputs(lambda ctx: 1.0)
+
+    @c.check("holds", evidence="formula")
+    def _holds(inp):
+        return Verdict(inp, 2.0, True)
+
+    c.fault("halved", breaks=_holds, apply=lambda inp: 3.0)
+    c.vacuity_with(vacuity)
+    return c
+
+
+def test_vacuity_is_recorded_and_a_crashing_one_fails_the_claim():
+    ok = run_claim(_vacuity_claim(lambda inp: Vacuity(True, "n(N) >= N d everywhere")), Context())
+    assert ok.vacuous and ok.vacuity == "n(N) >= N d everywhere" and ok.holds
+    assert ok.record()["vacuous"] is True
+    bad = run_claim(_vacuity_claim(lambda inp: 1 / 0), Context())
+    assert not bad.holds and "ZeroDivisionError" in bad.vacuity and "vacuity" in bad.error
+    with pytest.raises(ValueError, match="vacuity twice"):
+        _vacuity_claim(lambda inp: Vacuity(False, "")).vacuity_with(lambda inp: None)

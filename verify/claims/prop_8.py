@@ -19,7 +19,17 @@ from qstr.constructions.codes import build_codebook
 from qstr.constructions.encoding import rnn_encoding
 from qstr.constructions.experiment_models import PracticalRNN
 from qstr.constructions.interpolation import slot_memory_rnn
-from qstr.verify.claim import Claim, Context, Ref, Verdict, at_least, at_most, close, edited
+from qstr.verify.claim import (
+    Claim,
+    Context,
+    Ref,
+    Vacuity,
+    Verdict,
+    at_least,
+    at_most,
+    close,
+    edited,
+)
 from qstr.verify.claim import exact, replaced
 from qstr.verify.claims._interpolation import LIBRARY_BOUNDS, P8_C, P8_GAMMA, P8_K, ROOT2
 from qstr.verify.claims._interpolation import Prop8Bounds, bounds_on, codes, fewer_than_two_good
@@ -275,6 +285,21 @@ def prop8_chain(inp: Prop8Inputs) -> Verdict:
 def _width_bound(inp: Prop8Inputs) -> float:
     """The width bound at the slot memory's N and UL."""
     return inp.bounds.width(inp.slot.guarantee.N, P8_C, inp.slot.UL, K=P8_K, gamma=P8_GAMMA)
+
+
+@claim.vacuity_with
+def prop8_vacuity(inp: Prop8Inputs) -> Vacuity:
+    """Vacuous where the width bound is at most 1 (every RNN has d_h >= 1; 0 where Prop 35's
+    packing does not exist): the first N above 1, and the bound at the claim's N."""
+    UL, N = inp.slot.UL, inp.slot.guarantee.N
+    first = next(
+        (M for M in range(2, 10**4) if inp.bounds.width(M, P8_C, UL, K=P8_K, gamma=P8_GAMMA) > 1),
+        None,
+    )
+    w = _width_bound(inp)
+    onset = f"above 1 from N = {first}" if first else "at most 1 for every N < 10^4"
+    line = f"width bound (c = {P8_C}, UL = {UL:.1f}) {onset}; at the claim's N = {N}: {w:.3g}"
+    return Vacuity(w <= 1, line)
 
 
 @claim.check("d_h >= width bound", evidence="built")

@@ -41,6 +41,7 @@ from qstr.verify.claim import (
     Claim,
     Context,
     Ref,
+    Vacuity,
     Verdict,
     at_least,
     at_most,
@@ -48,11 +49,13 @@ from qstr.verify.claim import (
     exact,
     replaced,
 )
+from qstr.verify.claims._vacuity import ffn_line, first_power_below_ffn
 from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding
 
 THM4_NS = tuple(2**k for k in range(4, 21, 2))
 THM4_TARGET, THM4_DEGREE = 0.1, 5
+THM4_K_MAX = 900  # the vacuity search: N up to 2^900 (the bound evaluates in float64 there)
 THM4_AGREE_POINTS = ((10**2, 16), (10**4, 16), (10**6, 1024), (10**9, 2**20), (10**12, 2**16))
 THM4_AGREE_RTOL = 1e-9
 THM4_RHO_POINTS = ((1, 2), (10, 2))  # C_x = 1e-6, C_y = 1e-3: alpha = 0, A = 6 K rho
@@ -127,6 +130,16 @@ def theorem4_inputs(ctx: Context) -> Theorem4Inputs:
     sample_size = functools.partial(_sample_size, params)
     degree = functools.partial(_certified_degree, cert5)
     return Theorem4Inputs(params, sample_size, degree, cert5, cert4, exact)
+
+
+@claim.vacuity_with
+def thm4_vacuity(inp: Theorem4Inputs) -> Vacuity:
+    """Vacuous as a separation where n(N) >= N d, the samples Theorem 6 says an FFN needs."""
+    d = inp.params.d
+    sizes = {N: inp.sample_size(N) for N in THM4_NS}
+    k = first_power_below_ffn(inp.sample_size, d, 4, THM4_K_MAX)
+    line = ffn_line(sizes, d, k, THM4_K_MAX, f"risk {THM4_TARGET}, d = {d}")
+    return Vacuity(all(n >= N * d for N, n in sizes.items()), line)
 
 
 def _slopes(inp: Theorem4Inputs) -> np.ndarray:

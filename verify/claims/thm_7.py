@@ -3,6 +3,7 @@ against a 40-digit evaluation of its derivation (docs/derivations/rnn-lower-boun
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 from typing import Callable
@@ -13,11 +14,13 @@ import numpy as np
 from qstr.bounds.recurrent import Theorem7Params, loglog_slope, prop28_norm2, theorem7_bound
 from qstr.bounds.recurrent import theorem7_sample_size
 from qstr.bounds.search import smallest_true
-from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, replaced, worst
+from qstr.verify.claim import Claim, Context, Ref, Vacuity, Verdict, at_most, replaced, worst
+from qstr.verify.claims._vacuity import ffn_line, first_power_below_ffn
 from qstr.verify.registry import register
 
 T7_NS = tuple(2**k for k in range(4, 21, 2))
 T7_TARGET = 0.1
+T7_K_MAX = 400  # the vacuity search: N up to 2^400 (the bound overflows by 2^500)
 T7_DEGREE = 9  # derived polylog degree: n(N) = O((ln N)^9) (docs/derivations/rnn-lower-bounds.md)
 T7_AGREE_POINTS = ((10**6, 16), (10**20, 256), (10**38, 4096), (10**41, 2**20), (10**60, 2**30))
 T7_CONST_POINTS = ((10**3, 16), (10**3, 1024), (10**3, 2**20), (10**9, 2**20))
@@ -148,6 +151,17 @@ class Thm7Inputs:
     record: Callable  # theorem7_bound(n, N, params) -> Theorem7Bound
     prop28_norm2: Callable  # prop28_norm2(N, params, n=...)
     sizes: dict  # N -> n(N), the smallest n with bound <= T7_TARGET
+
+
+@claim.vacuity_with
+def thm7_vacuity(inp: Thm7Inputs) -> Vacuity:
+    """Vacuous as a separation where n(N) >= N d, the samples Theorem 6 says an FFN needs."""
+    d = inp.params.d
+    sizes = {N: inp.sizes[N] for N in T7_NS}
+    n_of_N = functools.partial(theorem7_sample_size, T7_TARGET, params=inp.params)
+    k = first_power_below_ffn(n_of_N, d, 4, T7_K_MAX)
+    line = ffn_line(sizes, d, k, T7_K_MAX, f"risk {T7_TARGET}, d = {d}")
+    return Vacuity(all(n >= N * d for N, n in sizes.items()), line)
 
 
 def _sizes(record, params) -> dict:

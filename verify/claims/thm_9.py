@@ -22,6 +22,7 @@ from qstr.verify.claim import (
     Claim,
     Context,
     Ref,
+    Vacuity,
     Verdict,
     at_least,
     at_most,
@@ -110,6 +111,23 @@ def thm9_inputs(ctx: Context) -> Thm9Inputs:
     """Requirements over N = 2^8..2^20 and memorisers at position 5 for n = 8, 32 (.. 128 full)."""
     mems = _memorisers(ctx, ctx.pick(quick=(8, 32), full=(8, 32, 128)), 5)
     return Thm9Inputs(_requirements(), _memoriser_bound, _crossover, mems)
+
+
+@claim.vacuity_with
+def thm9_vacuity(inp: Thm9Inputs) -> Vacuity:
+    """Vacuous where n*(N) < 1: no sample size lies below the crossover. Per form, the first N
+    checked with n* >= 1 and n* at the largest N."""
+    parts, everywhere = [], True
+    for form, logs in inp.requirements.items():
+        stars = {N: inp.crossover(v) for N, v in sorted(logs.items())}
+        first = next((N for N, s in stars.items() if s >= 1), None)
+        Nmax = max(stars)
+        if first is None:
+            parts.append(f"{form}: n* < 1 at every N = {min(stars)}..{Nmax} (vacuous)")
+        else:
+            everywhere = False
+            parts.append(f"{form}: n* >= 1 from N = {first}, n*({Nmax}) = {stars[Nmax]:.3g}")
+    return Vacuity(everywhere, "; ".join(parts))
 
 
 @claim.check("n*(N) slopes >= 1/(2(L_y+4))", evidence="formula")
