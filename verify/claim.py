@@ -426,6 +426,7 @@ class Claim:
         self.builds, self.bounds, self.profiles = tuple(builds), tuple(bounds), tuple(profiles)
         self._inputs: Optional[Callable[[Context], Any]] = None
         self.vacuity: Optional[Callable[[Any], Vacuity]] = None  # @claim.vacuity_with
+        self.scope: Optional[Callable[[Any], str]] = None  # @claim.scope_with
         self.checks: Tuple[Check, ...] = ()
         self.faults: Tuple[Fault, ...] = ()
         _known_profiles(self.id, self.profiles)
@@ -466,6 +467,14 @@ class Claim:
         """Decorator: ``fn`` is one of the functions that build the claim's object (listed by
         ``qstr verify --list``); returned unchanged."""
         self.builds += (fn,)
+        return fn
+
+    def scope_with(self, fn: Callable[[Any], str]) -> Callable:
+        """Decorator: ``fn(inputs)`` is the one line saying what the run checked: the sizes,
+        widths, codes and forms (docs/claims.md, "Scope"); returned unchanged."""
+        if self.scope is not None:
+            raise ValueError(f"claim {self.id!r} declares its scope twice")
+        self.scope = fn
         return fn
 
     def vacuity_with(self, fn: Callable[[Any], "Vacuity"]) -> Callable:

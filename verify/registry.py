@@ -88,6 +88,7 @@ class Result:
     checks: List[CheckResult] = field(default_factory=list)
     faults: List[FaultResult] = field(default_factory=list)
     evidence: str = ""  # the checks' evidence mix, e.g. "built 6, formula 3" (claim.evidence_mix)
+    scope: str = ""  # what the run checked: sizes, widths, forms (@claim.scope_with)
     vacuity: str = ""  # sample-complexity results: where the explicit statement is vacuous
     vacuous: bool = False  # ... at every size the claim checked
 
@@ -224,13 +225,25 @@ def run_claim(claim: Claim, ctx: Context) -> Result:
             honest = {c.name: c for c in checks}
             faults = [_run_fault(claim, f, inputs, ctx, honest) for f in faults_run]
         vacuity = _vacuity(claim, inputs) if not error else None
+        scope = _scope(claim, inputs) if not error else ""
     out = _result(claim, ctx, checks, faults, round(time.perf_counter() - start, 3), error)
+    out.scope = scope
     if isinstance(vacuity, Vacuity):
         out.vacuity, out.vacuous = vacuity.line, bool(vacuity.everywhere)
     elif vacuity is not None:  # the vacuity could not be computed: said, and the claim fails
         out.vacuity, out.holds = vacuity, False
         out.error = "; ".join(e for e in (out.error, vacuity) if e)
     return out
+
+
+def _scope(claim: Claim, inputs: Any) -> str:
+    """The claim's scope line ("" when it declares none; the error, said, when it crashed)."""
+    if claim.scope is None:
+        return ""
+    try:
+        return str(claim.scope(inputs))
+    except Exception as exc:  # noqa: BLE001 - a scope that cannot be said is said so
+        return f"scope not computed: {_error_line()} ({exc})"
 
 
 def _vacuity(claim: Claim, inputs: Any):

@@ -7,6 +7,7 @@ from typing import Iterable, List, Sequence
 
 import torch
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from qstr.verify.files import write_json_file
@@ -59,7 +60,7 @@ def table(results: Sequence[Result], title: str) -> Table:
         t.add_row(
             r.id,
             ref,
-            r.statement,
+            r.statement + (f"\n[dim]checked at: {escape(r.scope)}[/dim]" if r.scope else ""),
             r.evidence,
             fmt(r.measured),
             fmt(r.bound),

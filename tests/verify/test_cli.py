@@ -60,6 +60,7 @@ def test_verify_json(tmp_path, capsys):
         "evidence",
         "vacuity",
         "vacuous",
+        "scope",
     }
     check_keys = {
         "name",

@@ -202,3 +202,14 @@ def test_vacuity_is_recorded_and_a_crashing_one_fails_the_claim():
     assert not bad.holds and "ZeroDivisionError" in bad.vacuity and "vacuity" in bad.error
     with pytest.raises(ValueError, match="vacuity twice"):
         _vacuity_claim(lambda inp: Vacuity(False, "")).vacuity_with(lambda inp: None)
+
+
+def test_scope_is_recorded_and_a_crashing_one_says_so():
+    c = _vacuity_claim(lambda inp: Vacuity(False, "n(N) < N d from N = 16"))
+    c.scope_with(lambda inp: f"N = 16, value {inp}")
+    assert run_claim(c, Context()).scope == "N = 16, value 1.0"
+    bad = _vacuity_claim(lambda inp: Vacuity(False, ""))
+    bad.scope_with(lambda inp: inp.missing)
+    assert "scope not computed: AttributeError" in run_claim(bad, Context()).scope
+    with pytest.raises(ValueError, match="scope twice"):
+        c.scope_with(lambda inp: "")

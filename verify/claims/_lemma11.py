@@ -143,3 +143,16 @@ def same_target_search(case: Any) -> Any:
     w, (x, t) = case.worst, case.same_target
     same = replace(w, value=w.same_target, upper=w.same_target, exact=True, prompt=(x, t))
     return replace(case, worst=replace(same, targets=tuple(t[0, 0].tolist())), probe=(x, t))
+
+
+def scope_line(inp: Any) -> str:
+    """Lemma 11's scope: links, q, N; which worst cases were exact (all target tuples) and
+    which bracketed."""
+    cases = "; ".join(
+        f"{c.link_name} q={c.cons.guarantee.H} N={c.N}"
+        + ("" if c.worst is None else (" exact" if c.worst.exact else " bracketed"))
+        for c in inp.cases
+    )
+    return f"d = {L11_D}, eps = {L11_EPS}, RS-Hadamard codes: {cases}; star codes N = " + ", ".join(
+        str(s.N) for s in inp.star
+    )

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from qstr.verify.claim import Vacuity
+
 
 def first_power_below_ffn(
     n_of_N: Callable[[int], float], d: int, k_lo: int, k_max: int
@@ -40,3 +42,16 @@ def ffn_line(sizes: dict, d: int, k: Optional[int], k_max: int, what: str) -> st
     )
     onset = f"below N d from N = 2^{k} on" if k is not None else f"not below N d up to 2^{k_max}"
     return f"{head}, {where}; {onset}"
+
+
+def ffn_vacuity(n_of_N: Callable[[int], float], Ns, d: int, k_max: int, what: str) -> Vacuity:
+    """Vacuous as a separation where n(N) >= N d (the samples an FFN needs, Theorem 6): at every
+    N of ``Ns``? And the first N = 2^k below it (up to 2^k_max)."""
+    sizes = {N: n_of_N(N) for N in Ns}
+    k = first_power_below_ffn(n_of_N, d, 4, k_max)
+    return Vacuity(all(n >= N * d for N, n in sizes.items()), ffn_line(sizes, d, k, k_max, what))
+
+
+def bound_scope(name: str, params, target: float, Ns) -> str:
+    """A sample bound's scope: its constants, its risk and its N grid."""
+    return f"{name} (q = {params.q}, d = {params.d}), risk {target}, N = {min(Ns)}..{max(Ns)}"

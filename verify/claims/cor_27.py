@@ -145,6 +145,13 @@ def cor27_inputs(ctx: Context) -> Cor27Inputs:
     return Cor27Inputs(cases, module, C27_EPS, clipped_pair, _boundary_prompts(cases[0], ctx))
 
 
+@claim.scope_with
+def cor27_scope(inp: Cor27Inputs) -> str:
+    """Every case's N, codes and prompts."""
+    cases = "; ".join(c.label for c in inp.cases)
+    return f"q = {C27_Q}, d = {C27_D}, eps = {C27_EPS}: {cases}; chunk boundaries at N = 100"
+
+
 @claim.check("state error <= eps at every N", evidence="built")
 def states_within_eps(inp: Cor27Inputs) -> Verdict:
     """Cor 27: every state within eps of x_{t_l} after (before) its target, at every N."""

@@ -47,6 +47,7 @@ from qstr.verify.claims._lemma11 import (
     last_head_dropped,
     leaks_from_chunk_rows,
     same_target_search,
+    scope_line,
     scores_halved,
     some_tuples,
     star_case,
@@ -231,23 +232,8 @@ def _l11_case(ctx: Context, link_name: str, q: int, N: int) -> L11Case:
     if x.is_cuda:  # CUDA's fused attention kernels take float32/16/bf16: users' CUDA fast path
         net, f32 = link.two_layer_net(), torch.float32
         twin = lemma11(N, L11_D, q, net, eps=L11_EPS, r_x=g.r_x, device=ctx.device, dtype=f32)
-    return L11Case(
-        link_name,
-        link,
-        cons,
-        cons,
-        exported,
-        (x, t),
-        heads,
-        probe,
-        err,
-        at_probe,
-        gradient,
-        twin,
-        ascent,
-        worst,
-        same,
-    )
+    found = (link_name, link, cons, cons, exported, (x, t), heads, probe, err, at_probe)
+    return L11Case(*found, gradient, twin, ascent, worst, same)
 
 
 @claim.inputs
@@ -275,6 +261,9 @@ def _case_rounding(case: L11Case) -> Rounding:
         return rnd
     scale = float(case.at_probe["module"].abs().max()) + 1.0
     return rnd + export_rounding(case.module.model, scale)
+
+
+claim.scope_with(scope_line)
 
 
 @claim.check("error <= bound", evidence="built")

@@ -156,6 +156,17 @@ def lemma41_inputs(ctx: Context) -> Lemma41Inputs:
     return Lemma41Inputs((*packings, sphere), kept)
 
 
+@claim.scope_with
+def lemma41_scope(inp: Lemma41Inputs) -> str:
+    """The (ball, d, eps) packed, and the sphere."""
+    dims = sorted({(P.ball, P.d) for P in inp.packings[:-1]})
+    return (
+        "greedy packings "
+        + ", ".join(f"{b} d={d}" for b, d in dims)
+        + f" at eps {', '.join(f'{e:g}' for e in LEMMA41_EPS)}; {inp.sphere}"
+    )
+
+
 @claim.check("log M <= bound", evidence="built")
 def lemma41_holds(inp: Lemma41Inputs) -> Verdict:
     """Lemma 41: log M <= d log(1 + 2/eps) (l2) and <= min(that, log C(2d + k, k)) (l1), for every

@@ -220,6 +220,12 @@ def _cli_outputs(k: PredictionCase) -> torch.Tensor:
     return k.state(rnn_encoding(k.x, k.t, k.state.omega)).reshape(k.x.shape[:2])
 
 
+@claim.scope_with
+def prop28_scope(inp: Prop28Inputs) -> str:
+    """Every case's label (N, codes, prompts) and the CLI file's."""
+    return "; ".join(c.label for c in inp.cases) + f"; CLI file: {inp.cli.label}"
+
+
 @claim.check("|y_hat - g(x_t)| <= Lip sqrt(qd) eps", evidence="built")
 def prediction_within_bound(inp: Prop28Inputs) -> Verdict:
     """Prop 28: |y_hat_i - g(x_t)| <= ||a|| ||W||_op sqrt(qd) eps at every position: the scan on

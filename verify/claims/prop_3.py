@@ -235,6 +235,16 @@ def _allowance(cases: int, sides: int = 1) -> str:
     )
 
 
+def _few_heads_scope(inp: FewHeadsInputs) -> str:
+    """One (N, d, q) and H = q - 1; how many trained models."""
+    c = inp.cfg
+    return f"N = {c['N']}, d = {c['d']}, q = {c['q']}, H = {inp.H}; {len(inp.trained)} trained"
+
+
+prop_21.scope_with(_few_heads_scope)
+prop_3.scope_with(_few_heads_scope)
+
+
 @_on_both("explicit risk >= floor", evidence="monte-carlo")
 def few_heads_explicit_above_floor(inp: FewHeadsInputs) -> Verdict:
     """Props 3 and 21: the explicit model's risk is at least the H = q - 1 floor, less z standard

@@ -287,6 +287,14 @@ def _width_bound(inp: Prop8Inputs) -> float:
     return inp.bounds.width(inp.slot.guarantee.N, P8_C, inp.slot.UL, K=P8_K, gamma=P8_GAMMA)
 
 
+@claim.scope_with
+def prop8_scope(inp: Prop8Inputs) -> str:
+    """The slot memory's N and width, the prompts, the GRU scan (full)."""
+    g = inp.slot.guarantee
+    scan = "" if inp.widths is None else f"; GRU widths at N = {[w[0] for w in inp.widths]}"
+    return f"slot-memory RNN N = {g.N}, d_h = {g.d_h}; {inp.x.shape[0]} prompts{scan}"
+
+
 @claim.vacuity_with
 def prop8_vacuity(inp: Prop8Inputs) -> Vacuity:
     """Vacuous where the width bound is at most 1 (every RNN has d_h >= 1; 0 where Prop 35's

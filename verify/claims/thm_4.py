@@ -49,7 +49,7 @@ from qstr.verify.claim import (
     exact,
     replaced,
 )
-from qstr.verify.claims._vacuity import ffn_line, first_power_below_ffn
+from qstr.verify.claims._vacuity import bound_scope, ffn_vacuity
 from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding
 
@@ -132,14 +132,14 @@ def theorem4_inputs(ctx: Context) -> Theorem4Inputs:
     return Theorem4Inputs(params, sample_size, degree, cert5, cert4, exact)
 
 
+claim.scope_with(lambda i: bound_scope("Theorem4Params.default()", i.params, THM4_TARGET, THM4_NS))
+
+
 @claim.vacuity_with
 def thm4_vacuity(inp: Theorem4Inputs) -> Vacuity:
     """Vacuous as a separation where n(N) >= N d, the samples Theorem 6 says an FFN needs."""
-    d = inp.params.d
-    sizes = {N: inp.sample_size(N) for N in THM4_NS}
-    k = first_power_below_ffn(inp.sample_size, d, 4, THM4_K_MAX)
-    line = ffn_line(sizes, d, k, THM4_K_MAX, f"risk {THM4_TARGET}, d = {d}")
-    return Vacuity(all(n >= N * d for N, n in sizes.items()), line)
+    what = f"risk {THM4_TARGET}, d = {inp.params.d}"
+    return ffn_vacuity(inp.sample_size, THM4_NS, inp.params.d, THM4_K_MAX, what)
 
 
 def _slopes(inp: Theorem4Inputs) -> np.ndarray:

@@ -244,6 +244,13 @@ def _edge(n: int, N: int, ctx: Context) -> BayesRiskEstimate:
     return mc_bayes_risk_from_training(n, N, D_TOKEN, samples=1000, generator=_gen(ctx, "edge"))
 
 
+@claim.scope_with
+def thm6_scope(inp: Thm6Inputs) -> str:
+    """The (N, n, widths) trained and estimated, d and the Monte Carlo sizes."""
+    cfgs = ", ".join(f"(N={c.N}, n={c.n}, widths {c.widths})" for c in inp.configs)
+    return f"d = {D_TOKEN}: {cfgs}; {inp.mc_samples} Monte Carlo draws, {inp.test_samples} test"
+
+
 @claim.vacuity_with
 def thm6_vacuity(inp: Thm6Inputs) -> Vacuity:
     """Theorem 6's floor 1 - n/(N d) is a risk above 0 for every n < N d: not vacuous at the

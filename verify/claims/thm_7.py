@@ -15,7 +15,7 @@ from qstr.bounds.recurrent import Theorem7Params, loglog_slope, prop28_norm2, th
 from qstr.bounds.recurrent import theorem7_sample_size
 from qstr.bounds.search import smallest_true
 from qstr.verify.claim import Claim, Context, Ref, Vacuity, Verdict, at_most, replaced, worst
-from qstr.verify.claims._vacuity import ffn_line, first_power_below_ffn
+from qstr.verify.claims._vacuity import bound_scope, ffn_vacuity
 from qstr.verify.registry import register
 
 T7_NS = tuple(2**k for k in range(4, 21, 2))
@@ -153,15 +153,15 @@ class Thm7Inputs:
     sizes: dict  # N -> n(N), the smallest n with bound <= T7_TARGET
 
 
+claim.scope_with(lambda i: bound_scope("Theorem7Params()", i.params, T7_TARGET, T7_NS))
+
+
 @claim.vacuity_with
 def thm7_vacuity(inp: Thm7Inputs) -> Vacuity:
     """Vacuous as a separation where n(N) >= N d, the samples Theorem 6 says an FFN needs."""
-    d = inp.params.d
-    sizes = {N: inp.sizes[N] for N in T7_NS}
     n_of_N = functools.partial(theorem7_sample_size, T7_TARGET, params=inp.params)
-    k = first_power_below_ffn(n_of_N, d, 4, T7_K_MAX)
-    line = ffn_line(sizes, d, k, T7_K_MAX, f"risk {T7_TARGET}, d = {d}")
-    return Vacuity(all(n >= N * d for N, n in sizes.items()), line)
+    what = f"risk {T7_TARGET}, d = {inp.params.d}"
+    return ffn_vacuity(n_of_N, T7_NS, inp.params.d, T7_K_MAX, what)
 
 
 def _sizes(record, params) -> dict:

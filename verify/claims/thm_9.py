@@ -113,6 +113,15 @@ def thm9_inputs(ctx: Context) -> Thm9Inputs:
     return Thm9Inputs(_requirements(), _memoriser_bound, _crossover, mems)
 
 
+@claim.scope_with
+def thm9_scope(inp: Thm9Inputs) -> str:
+    """The requirement's forms and N, and the memorisers built."""
+    Ns = sorted(next(iter(inp.requirements.values())))
+    forms = "; ".join(inp.requirements)
+    built = ", ".join(str(n) for n, *_ in inp.memorisers)
+    return f"N = {Ns[0]}..{Ns[-1]}, L_y = {T9_DEPTH}, c = {P8_C}: {forms}; memorisers n = {built}"
+
+
 @claim.vacuity_with
 def thm9_vacuity(inp: Thm9Inputs) -> Vacuity:
     """Vacuous where n*(N) < 1: no sample size lies below the crossover. Per form, the first N
