@@ -130,3 +130,8 @@ claim.fault(
     breaks=tokens,
     apply=replaced(chi_ratio=lambda d, r: chi_moment_ratio(d + 1, r)),
 )
+
+
+claim.scope_with(  # what the run checked (docs/claims.md, "Scope")
+    lambda inp: "Monte Carlo moments r = 1..4 at d = " + ", ".join(str(d) for d, _ in inp.reports)
+)

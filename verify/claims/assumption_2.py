@@ -154,3 +154,13 @@ def _unscaled_teacher(inp: Assumption2Inputs) -> Assumption2Inputs:
         return replace(t, net=replace(t.net, a=t.net.a * math.sqrt(t.net.m)))
 
     return replace(inp, teacher=draw)
+
+
+claim.scope_with(  # what the run checked (docs/claims.md, "Scope")
+    lambda inp: (
+        "links "
+        + ", ".join(name for name, _ in inp.links)
+        + f" at q = 3, d = 4; {inp.xt.shape[0]} Gaussian token triples, "
+        + f"{inp.big.shape[0]} of norm 10"
+    )
+)

@@ -249,3 +249,8 @@ claim.fault(
         hoeffding=lambda N, delta, mu: math.ceil(2 * math.log(N * (N - 1) / delta) / mu)
     ),
 )
+
+
+claim.scope_with(  # what the run checked (docs/claims.md, "Scope")
+    lambda inp: "codebooks " + ", ".join(f"{name} N={b.N} d_e={b.d_e}" for name, b in inp.books)
+)

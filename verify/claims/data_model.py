@@ -146,3 +146,12 @@ def _labels_in_the_other_dtype(task: QSTR, p: Prompts) -> Prompts:
     """Labels returned in the other float dtype than the tokens."""
     other = torch.float32 if p.y.dtype == torch.float64 else torch.float64
     return Prompts(x=p.x, t=p.t, y=p.y.to(other))
+
+
+claim.scope_with(  # what the run checked (docs/claims.md, "Scope")
+    lambda inp: (
+        f"{len(inp.cases)} tasks drawn (N <= "
+        + str(max(t.N for t, _ in inp.cases))
+        + ", every variant, index structure and token law)"
+    )
+)

@@ -214,3 +214,8 @@ claim.fault(
     breaks=encoded_ffn_is_mlp,
     apply=replaced(vec=lambda Z: Z.transpose(1, 2).flatten(1)),
 )
+
+
+claim.scope_with(  # what the run checked (docs/claims.md, "Scope")
+    lambda inp: f"N = 6, d = 2, q = 2, encodings {tuple(inp.Z.shape)}; the GRU at hidden 16"
+)

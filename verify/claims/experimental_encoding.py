@@ -89,3 +89,8 @@ def _exact_rule_draws(inp: ExperimentalInputs, ctx: Context) -> ExperimentalInpu
         book = rademacher_codebook(N, device=ctx.device, generator=g)
         counts.append(coherence_report(book.omega, 0.5).n_violations)
     return replace(inp, counts=tuple(counts))
+
+
+claim.scope_with(  # what the run checked (docs/claims.md, "Scope")
+    lambda inp: f"{len(inp.counts)} draws of experimental_codebook(100), d_e = {inp.d_e}"
+)

@@ -238,3 +238,12 @@ claim.fault("W_QK read transposed", merged_matches, mapped("cases", _transposed_
 def _biases_dropped(inp: ExportInputs) -> ExportInputs:
     """A fold that drops the biases (the unbiased module's fold stands in for the biased one's)."""
     return replace(inp, folded=from_multihead(inp.cases[-1].exported))
+
+
+claim.scope_with(  # what the run checked (docs/claims.md, "Scope")
+    lambda inp: (
+        "; ".join(c.name for c in inp.cases)
+        + "; float32: "
+        + ", ".join(name for name, _ in inp.float32)
+    )
+)

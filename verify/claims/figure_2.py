@@ -123,3 +123,8 @@ claim.fault(
     breaks=(block_holds_mass, diagonal_dominates),
     apply=fields_edited(merged_qk=lambda inp: inp.untrained),
 )
+
+
+claim.scope_with(  # what the run checked (docs/claims.md, "Scope")
+    lambda inp: inp.training
+)

@@ -93,3 +93,8 @@ claim.fault(
     breaks=(within_token_radius, token_radius_formula),
     apply=replaced(token_radius=lambda d, n_tokens: math.sqrt(d)),
 )
+
+
+claim.scope_with(  # what the run checked (docs/claims.md, "Scope")
+    lambda inp: f"{inp.x.shape[0]} prompts of N = {inp.x.shape[1]} tokens, d = {inp.x.shape[2]}"
+)

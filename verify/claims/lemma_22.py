@@ -72,3 +72,8 @@ claim.fault(
     breaks=attained,
     apply=replaced(certificate=lambda R, K: 2 * product_error(R, K)),
 )
+
+
+claim.scope_with(  # what the run checked (docs/claims.md, "Scope")
+    lambda inp: "; ".join(c.label for c in inp.cases)
+)

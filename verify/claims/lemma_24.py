@@ -123,3 +123,8 @@ claim.fault(
 def _offsets_raised(c: GadgetCase):
     """The band offsets beta moved up by a tenth of the slope M: bands open before s = 1/2."""
     return replace(c.gadget, b1=c.gadget.b1 + 0.1 * c.gadget.params["M"])
+
+
+claim.scope_with(  # what the run checked (docs/claims.md, "Scope")
+    lambda inp: "; ".join(c.label for c in inp.cases)
+)

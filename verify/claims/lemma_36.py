@@ -294,3 +294,8 @@ def _bound_n_squared(c: Lemma36Case) -> MemoriserGuarantee:
     gu, root = c.guarantee, math.sqrt(c.guarantee.n_points)
     l36_gu = replace(gu.lemma36_guarantee, bound_n=gu.lemma36_guarantee.bound_n / root)
     return replace(gu, bound_n=gu.bound_n / root, lemma36_guarantee=l36_gu)
+
+
+claim.scope_with(  # what the run checked (docs/claims.md, "Scope")
+    lambda inp: "(n, N, depth) = " + ", ".join(f"({c.n}, {c.N}, {c.depth})" for c in inp.cases)
+)

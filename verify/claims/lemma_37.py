@@ -244,3 +244,8 @@ def _replay_unnormalised(inp: Lemma37Inputs, ctx: Context) -> Lemma37Inputs:
     """The replay batch redrawn with its v left unnormalised (raw Gaussian rows)."""
     rx, rv = _replay(ctx, inp.n)
     return replace(inp, replay_x=rx, replay_v=rv)
+
+
+claim.scope_with(  # what the run checked (docs/claims.md, "Scope")
+    lambda inp: f"n = {inp.n}, d = {inp.sample.shape[1]}; {inp.trials} trials"
+)

@@ -257,3 +257,12 @@ def _gamma_without_2(case: Lemma38Case) -> Lemma38Net:
     j = case.net.balanced.W.shape[1] + case.net.balanced.W.shape[0] + 2
     ratio = ((j - 2) / (1 - (j - 2) * u)) / (j / (1 - j * u))
     return replace(case.net, rounding=case.net.rounding * ratio)
+
+
+claim.scope_with(  # what the run checked (docs/claims.md, "Scope")
+    lambda inp: (
+        "n = "
+        + ", ".join(str(c.z.shape[0]) for c in inp.cases)
+        + f"; alternating labels at n = {inp.alternating.z.shape[0]}"
+    )
+)

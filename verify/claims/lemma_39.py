@@ -156,3 +156,12 @@ claim.fault(
     apply=replaced(rhs=_swapped_rhs),
 )
 claim.fault("right-hand side doubled", breaks=lemma39_tight, apply=replaced(rhs=_doubled_rhs))
+
+
+claim.scope_with(  # what the run checked (docs/claims.md, "Scope")
+    lambda inp: (
+        "(p, q, r) = "
+        + ", ".join(str(c) for c in inp.cases)
+        + f"; random pairs, the equality case, {inp.steps} ascent steps"
+    )
+)

@@ -106,3 +106,12 @@ claim.fault(
     breaks=(lemma40_zscores, lemma40_intervals),
     apply=replaced(variance=_variance_at_rank_plus_one),
 )
+
+
+claim.scope_with(  # what the run checked (docs/claims.md, "Scope")
+    lambda inp: (
+        "(k, r) = "
+        + ", ".join(str(c) for c in inp.cases)
+        + f"; {inp.estimates[0].samples} samples each"
+    )
+)

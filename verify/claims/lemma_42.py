@@ -472,3 +472,10 @@ claim.fault(
 def _lipschitz_halved(inp: Lemma42Inputs) -> Lemma42Inputs:
     """The net's Lipschitz bound halved (a difference quotient over 2h read as one over h)."""
     return replace(inp, lipschitz=lambda net: 0.5 * net_lipschitz_bound(net))
+
+
+claim.scope_with(  # what the run checked (docs/claims.md, "Scope")
+    lambda inp: (
+        "functions " + "; ".join(c.name for c in inp.cases) + f"; {inp.probes[0].shape[0]} probes"
+    )
+)

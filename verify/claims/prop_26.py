@@ -548,3 +548,11 @@ claim.fault(
     breaks=certificate_as_derived,
     apply=_each_guarantee(product_certificate=lambda g: "uniform"),
 )
+
+
+claim.scope_with(  # what the run checked (docs/claims.md, "Scope")
+    lambda inp: (
+        "; ".join(c.label for c in inp.cases)
+        + f"; {len(inp.guarantees)} guarantees, eps = {inp.eps}"
+    )
+)

@@ -134,3 +134,11 @@ claim.fault(  # an off-by-one in the XOR range
     breaks=prefixes,
     apply=replaced(root_count=lambda N, m, k: rs_hadamard_coherence(min(N + 1, 4**m), m, k)),
 )
+
+
+claim.scope_with(  # what the run checked (docs/claims.md, "Scope")
+    lambda inp: (
+        f"GF(2^m) tables m = 1..{max(inp.tables)}; codes m = "
+        + ", ".join(str(m) for m, _ in inp.books)
+    )
+)

@@ -348,3 +348,8 @@ def _radius_as_scale(case: SACase) -> SACase:
 claim.fault(
     "the limit 1/(2q) of the codes", sparse_average_separation_limit, replaced(limit=_codes_limit)
 )
+
+
+claim.scope_with(  # what the run checked (docs/claims.md, "Scope")
+    lambda inp: "; ".join(f"q = {c.q}: all {c.n_sets} index sets" for c in inp.cases)
+)

@@ -88,3 +88,8 @@ def test_every_check_says_what_it_rests_on():
         if k.evidence not in EVIDENCE
     ]
     assert not undeclared, undeclared
+
+
+def test_every_claim_says_what_a_run_checked():
+    """Every built-in claim declares its scope line (@claim.scope_with)."""
+    assert not [c.id for c in all_claims().values() if c.scope is None]
