@@ -10,8 +10,10 @@ CID = "thm-9"
 
 
 def test_thm9_checks_and_faults(declared):
-    v = declared(CID).verdict("n*(N) slopes >= 1/(2(L_y+4))")
-    assert v.bound == pytest.approx(1 / 12) and "paper" in v.detail
+    v = declared(CID).verdict("rigorous n*(N) slopes >= 1/(L_y+4)")
+    assert v.bound == pytest.approx(1 / 6) and "paper" in v.detail and "sqrt N" in v.detail
+    flat = declared(CID).verdict("widths proportional to N: rigorous n*(N) flat")
+    assert flat.holds and flat.measured < 1e-3
 
 
 def test_thm9_memoriser_hypothesis_excludes_large_labels(declared):
