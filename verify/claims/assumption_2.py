@@ -9,7 +9,18 @@ from typing import Callable, Dict, Tuple
 import torch
 
 from qstr.constructions.links import CallableLink, Link, TwoLayerNet, make_link
-from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, close, edited, worst
+from qstr.verify.claim import (
+    Claim,
+    Context,
+    Ref,
+    Verdict,
+    at_most,
+    by_measured,
+    close,
+    edited,
+    replaced,
+    worst,
+)
 from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding
 
@@ -39,7 +50,8 @@ claim = register(
         "assumption-2",
         Ref("Assumption 2"),
         statement="links as stated: E g^2 (Monte Carlo; the random teacher averaged over its "
-        "draws) = its stated value; the exact two-layer nets equal g",
+        "draws) = its stated value; the exact two-layer nets equal g (eps_2NN = 0), with r_a, r_w as "
+        "Assumption 2 defines them and Lip between every slope and r_a r_w",
         builds=(make_link,),
         bounds=(teacher_second_moment_closed,),
         derivation="docs/derivations/theorem4.md",
@@ -58,6 +70,9 @@ class Assumption2Inputs:
     teacher: Callable[..., Link] = _draw_teacher  # generator= -> a random teacher link
     stated: Dict[str, Callable[[int, int], float]] = field(default_factory=SECOND_MOMENT.copy)
     teacher_closed: Callable[[int, int], float] = teacher_second_moment_closed
+    norms: Callable[[TwoLayerNet], Tuple[float, float, float]] = (
+        lambda net: (net.r_a, net.r_w, net.lipschitz)  # what the bounds read from a net
+    )
 
 
 @claim.inputs
@@ -114,6 +129,49 @@ def exact_nets(inp: Assumption2Inputs) -> Verdict:
             rnd = Rounding(n=Q * D + net.m + 2, scale=scale, what=what)
             cases.append((name, at_most(err, 0.0, rnd, detail="max |net - g|")))
     return worst(cases, key=lambda v: v.measured - v.rounding)
+
+
+def _norm_gaps(inp: Assumption2Inputs, net: TwoLayerNet, x: torch.Tensor) -> Tuple[float, str]:
+    """The largest of: |r_a - ||a|| sqrt m| / r_a, |r_w - ||(W, b)||_F / sqrt m| / r_w (Assumption
+    2's definitions), (Lip - r_a r_w) / (r_a r_w) (Lip above r_a r_w), and (slope - Lip) / Lip
+    (a gradient norm of the net at the tokens above its Lipschitz constant)."""
+    r_a, r_w, lip = inp.norms(net)
+    want_a = float(net.a.norm()) * math.sqrt(net.m)
+    want_w = float(torch.cat([net.W, net.b[:, None]], dim=1).norm()) / math.sqrt(net.m)
+    z = x.clone().requires_grad_(True)  # (n, q, d): the net reads each prompt's q tokens
+    with torch.enable_grad():
+        (grad,) = torch.autograd.grad(net(z).sum(), z)
+    slope = float(grad.flatten(1).norm(dim=-1).max())
+    gaps = (
+        abs(r_a - want_a) / want_a,
+        abs(r_w - want_w) / want_w,
+        (lip - r_a * r_w) / (r_a * r_w),
+        (slope - lip) / lip,
+    )
+    return max(gaps), f"r_a {r_a:.4g}, r_w {r_w:.4g}, Lip {lip:.4g}, largest slope {slope:.4g}"
+
+
+@claim.check("norms as Assumption 2 defines them", evidence="built")
+def net_norms(inp: Assumption2Inputs) -> Verdict:
+    """Each link's two-layer net (the one the bounds read): r_a = ||a|| sqrt m and r_w =
+    ||(W, b)||_F / sqrt m as Assumption 2 defines them, its Lipschitz constant at most r_a r_w and
+    at least every gradient norm at 2000 Gaussian tokens; the largest relative excess."""
+    cases = []
+    for name, link in inp.links:
+        if (net := link.two_layer_net()) is not None:
+            gap, what = _norm_gaps(inp, net, inp.xt[:2000])
+            cases.append((name, at_most(gap, 1e-12, detail=what)))
+    return worst(cases, key=by_measured)
+
+
+def _r_w_without_bias(net: TwoLayerNet) -> Tuple[float, float, float]:
+    """r_w from ||W||_F alone (the bias column of (W, b) forgotten)."""
+    return net.r_a, float(net.W.norm()) / math.sqrt(net.m), net.lipschitz
+
+
+claim.fault(
+    "r_w without the bias column", breaks=net_norms, apply=replaced(norms=_r_w_without_bias)
+)
 
 
 def _hermite_times(factor: float):
