@@ -50,8 +50,8 @@ claim = register(
         "assumption-2",
         Ref("Assumption 2"),
         statement="links as stated: E g^2 (Monte Carlo; the random teacher averaged over its "
-        "draws) = its stated value; the exact two-layer nets equal g (eps_2NN = 0), with r_a, r_w as "
-        "Assumption 2 defines them and Lip between every slope and r_a r_w",
+        "draws) = its stated value; the exact two-layer nets equal g (eps_2NN = 0), with r_a, "
+        "r_w as Assumption 2 defines them and Lip between every slope and r_a r_w",
         builds=(make_link,),
         bounds=(teacher_second_moment_closed,),
         derivation="docs/derivations/theorem4.md",
