@@ -130,10 +130,10 @@ def _target_rows(omega: torch.Tensor, A: float, targets: torch.Tensor) -> torch.
 
 
 def _best_tuple(D: torch.Tensor, Gw: torch.Tensor, q: int, r_x: float):
-    """The tuple over D's rows (indices into them) maximising r_x sum_j ||sum_h D[t_h, j] w_h||,
-    with Gw = W W^T, so ||.||^2 = sum_{h,k} Gw[h, k] D[t_h, j] D[t_k, j]; its value; tuples
-    evaluated. The first q - 1 entries run over prefixes in chunks, the last over all rows at
-    once: quad = Q + 2 L D[t_q] + Gw[q, q] D[t_q]^2 with the prefix's Q and L (no gather of
+    """The tuple (q >= 2) over D's rows (indices into them) maximising r_x sum_j ||sum_h D[t_h, j]
+    w_h||, with Gw = W W^T, so ||.||^2 = sum_{h,k} Gw[h, k] D[t_h, j] D[t_k, j]; its value;
+    tuples evaluated. The first q - 1 entries run over prefixes in chunks, the last over all rows
+    at once: quad = Q + 2 L D[t_q] + Gw[q, q] D[t_q]^2 with the prefix's Q and L (no gather of
     the q rows of every tuple)."""
     K, N = D.shape
     last = q - 1
@@ -142,8 +142,7 @@ def _best_tuple(D: torch.Tensor, Gw: torch.Tensor, q: int, r_x: float):
     best, best_val = None, -1.0
     for s in range(0, K**last, per):
         flat = torch.arange(s, min(K**last, s + per), device=D.device)
-        digits = [(flat // K**h) % K for h in range(last)]
-        pre = torch.stack(digits, dim=1) if last else flat.new_zeros(len(flat), 0)  # (P, q - 1)
+        pre = torch.stack([(flat // K**h) % K for h in range(last)], dim=1)  # (P, q - 1)
         a = D[pre]  # (P, q - 1, N)
         Q = torch.einsum("phn,hk,pkn->pn", a, Gw[:last, :last], a)
         L = torch.einsum("phn,h->pn", a, Gw[:last, last])
@@ -163,8 +162,8 @@ def lemma11_worst_case(construction, net, *, r_x: Optional[float] = None) -> Wor
 
     The softmax weights do not depend on the tokens, so for the targets (t_1, ..., t_q) of a
     position the supremum over tokens is r_x sum_j ||sum_h (P[t_h, j] - 1[j = t_h]) w_h||,
-    attained by x_j = r_x v_j / ||v_j||. Exhaustive over all N^q tuples when N^(q+1) <=
-    ``EXHAUSTIVE_WORK`` (and always at q = 1, where the value is 2 r_x max_t leak[t] ||w||);
+    attained by x_j = r_x v_j / ||v_j||. At q = 1 that is 2 r_x max_t leak[t] ||w||, exact for
+    every N; at q >= 2 exhaustive over all N^q tuples when N^(q+1) <= ``EXHAUSTIVE_WORK``;
     beyond, over the K^q tuples of the K targets with the largest leak (K^q N within the same
     work), with the certified upper bound 2 r_x max_t leak[t] sum_h ||w_h||. Returns a
     :class:`WorstCase` whose prompt (B = 1, every position reading the tuple) attains ``value``.
@@ -192,7 +191,11 @@ def lemma11_worst_case(construction, net, *, r_x: Optional[float] = None) -> Wor
     t_star = int(leak.argmax())
     same = 2 * r_x * float(leak[t_star]) * float(W.sum(0).norm())
     upper = 2 * r_x * float(leak.max()) * float(W.norm(dim=1).sum())
-    exact = q == 1 or N ** (q + 1) <= EXHAUSTIVE_WORK
+    if q == 1:  # sum_j |P[t, j] - 1[j = t]| = 2 leak[t]: the closed form, no search
+        idx = torch.tensor([t_star], device=omega.device)
+        prompt = _worst_prompt(_target_rows(omega, A, idx), W, (t_star,), N, r_x)
+        return WorstCase(same, same, True, (t_star,), prompt, N, same)
+    exact = N ** (q + 1) <= EXHAUSTIVE_WORK
     if exact:
         cands = torch.arange(N, device=omega.device)
     else:
@@ -201,14 +204,12 @@ def lemma11_worst_case(construction, net, *, r_x: Optional[float] = None) -> Wor
     D = _target_rows(omega, A, cands)
     best, value, tuples = _best_tuple(D, Gw, q, r_x)
     targets = tuple(int(cands[i]) for i in best)
-    if q == 1:
-        value = 2 * r_x * float(leak[targets[0]]) * float(W.norm())
     prompt = _worst_prompt(D[best], W, targets, N, r_x)
     return WorstCase(value, value if exact else upper, exact, targets, prompt, tuples, same)
 
 
 def lemma11_tuple_prompt(construction, gradient: torch.Tensor, targets, r_x: float):
-    """The worst prompt of one target tuple for an affine net with gradient (H, d): every
+    """Lemma 11: the worst prompt of one target tuple for an affine net with gradient (H, d): every
     position reads ``targets``, x_j = r_x v_j / ||v_j|| with v_j = sum_h (P[t_h, j] -
     1[j = t_h]) w_h (docs/derivations/lemma11.md). Returns (x (1, N, d), t (1, N, q))."""
     idx = torch.tensor(tuple(targets), device=construction.omega.device)

@@ -1,5 +1,6 @@
-"""One linear layer per member of a stack, h W^T + b, whose weight gradient comes out in the
-weight's own layout (docs/experiments.md, "Weight gradients in the weights' layout").
+"""One linear layer per member of a stack (Appendix E's FFNs, batched), h W^T + b, whose weight
+gradient comes out in the weight's own layout (docs/experiments.md, "Weight gradients in the
+weights' layout").
 
 einsum("mbi,moi->mbo", h, W) computes h W^T as a batched product and differentiates it as
 dW^T = h^T dy: a (M, I, O) tensor handed back as the transposed view of a (M, O, I) gradient,
