@@ -32,6 +32,7 @@ from qstr.verify.claims import (  # noqa: F401  (importing a claim module regist
     thm_6,
     lemma_22,
     lemma_24,
+    lemma_23_25,
     prop_26,
     cor_27,
     prop_28,
