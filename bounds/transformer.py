@@ -11,6 +11,7 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
+from qstr.bounds.perturbation import attention_lipschitz, state_radius
 from qstr.bounds.search import smallest_true
 from qstr.constructions import validate
 
@@ -329,8 +330,8 @@ def theorem4_bound(n: int, N: int, params: Theorem4Params) -> Theorem4Bound:
 
     # covering (Lemmas 13-16, Prop 17) and Dudley (Lemma 18)
     n_params = m * (q * D_e + 2) + q * D_e * D_e
-    rho = math.sqrt(q * r_z * r_z + 1.0)
-    A = 6.0 * K * max(rho, math.sqrt(q) * r_qk * r_z**3)
+    rho = state_radius(r_z, q)  # Lemma 13
+    A = 6.0 * K * max(rho, math.sqrt(q) * r_qk * attention_lipschitz(r_z))  # Lemma 15
     sqrt_n = math.sqrt(n)
     log_cov = n_params * math.log1p(2.0 * A * sqrt_n / math.sqrt(tau))
     rad = 4.0 * tau / sqrt_n + 6.0 * tau * math.sqrt(log_cov / n)

@@ -102,6 +102,11 @@ class MergedAttention(nn.Module):
         left = torch.einsum("bid,hde->bhie", Zq, self.W_QK)
         return left @ Z.transpose(-1, -2).unsqueeze(1)
 
+    def scores(self, Z: torch.Tensor) -> torch.Tensor:
+        """Scores ``s[b, h, i, j] = z_i^T W_QK[h] z_j`` before the softmax, shape (B, H, N, N)."""
+        Z = self._check(Z)
+        return self._scores(Z, Z)
+
     def attention(self, Z: torch.Tensor, chunk: int | None = None) -> torch.Tensor:
         """Attention weights ``A[b, h, i, j] = softmax_j(z_i^T W_QK[h] z_j)``, shape
         (B, H, N, N)."""

@@ -5,6 +5,8 @@ radius). ``worst_case_tokens`` (Adam) and ``ball_ascent`` (normalised gradient s
 ``torch.optim``) run projected gradient ascent on the tokens, staying in that ball, so a check
 measures the error near the worst case and not only on typical prompts. For Lemma 11's heads
 with an affine output net the worst case is computed, not searched: ``lemma11_worst_case``.
+``sphere_ascent`` searches parameter perturbations of a fixed size for the largest ratio of a
+measured change to its bound (Lemmas 13 and 15).
 """
 
 from __future__ import annotations
@@ -80,6 +82,26 @@ def ball_ascent(err, x0: torch.Tensor, r: float, steps: int) -> torch.Tensor:
         if float(err(x).max()) > best_val:
             best = x.detach().clone()
     return best
+
+
+def sphere_ascent(ratio: Callable[[torch.Tensor], torch.Tensor], D0: torch.Tensor, steps: int):
+    """Normalised gradient ascent of the scalar ``ratio(D)`` over D on the sphere ||D|| = ||D0||
+    (step 10% of the radius, decaying); returns (the best D seen, its ratio)."""
+    radius = float(D0.norm())
+    D = D0.detach().clone()
+    best, best_val = D.clone(), -math.inf
+    for k in range(steps + 1):
+        D.requires_grad_(True)
+        val = ratio(D)
+        if float(val.detach()) > best_val:
+            best, best_val = D.detach().clone(), float(val.detach())
+        if k == steps:
+            break
+        (grad,) = torch.autograd.grad(val, D)
+        with torch.no_grad():
+            D = D + 0.1 * radius * (1 - k / steps) * grad / grad.norm().clamp_min(1e-300)
+            D = D * (radius / D.norm().clamp_min(1e-300))
+    return best, best_val
 
 
 @dataclass(frozen=True)

@@ -94,7 +94,13 @@ def failure_lines(r: Result) -> List[str]:
         held = ", ".join(
             f"{c.name} measured {fmt(c.measured)} {c.shown_bound}" for c in f.checks if c.holds
         )
-        lines.append(f"fault {f.name!r} NOT caught: " + (f.error or f"still holds: {held}"))
+        crashed = ", ".join(f"{c.name} - {c.error}" for c in f.checks if c.error)
+        why = "; ".join(
+            part
+            for part in (held and f"still holds: {held}", crashed and f"crashed: {crashed}")
+            if part
+        )
+        lines.append(f"fault {f.name!r} NOT caught: " + (f.error or why))
     if r.error and not lines:
         lines.append(f"error: {r.error}")
     return lines

@@ -89,6 +89,10 @@ def test_attention_rows_sum_to_one_and_heads_are_weighted_sums(B, N, H, seed):
     heads = model.heads(Z)
     assert heads.shape == (B, N, H, D_e)
     torch.testing.assert_close(heads, torch.einsum("bhij,bjd->bihd", A, Z), atol=1e-12, rtol=0)
+    s = model.scores(Z)  # z_i^T W_QK[h] z_j, query on the left
+    want = torch.einsum("bid,hde,bje->bhij", Z, model.W_QK.detach(), Z)
+    torch.testing.assert_close(s, want, atol=1e-10, rtol=1e-12)
+    torch.testing.assert_close(torch.softmax(s, -1), A, atol=1e-12, rtol=0)
 
 
 @FAST

@@ -14,6 +14,7 @@ from qstr.verify.adversarial import (
     clip_to_ball,
     lemma11_tuple_prompt,
     lemma11_worst_case,
+    sphere_ascent,
     worst_case_tokens,
 )
 
@@ -102,3 +103,11 @@ def test_lemma11_worst_case_refuses_what_it_cannot_compute():
         lemma11_worst_case(object(), link.two_layer_net())
     with pytest.raises(ValueError, match="r_x"):
         lemma11_worst_case(cons, link.two_layer_net(), r_x=-1.0)
+
+
+def test_sphere_ascent_finds_the_aligned_direction_and_keeps_the_radius():
+    """On <u, D> / ||D|| over the sphere of radius 3 the ascent reaches the maximum, 1 at D = 3u."""
+    u = torch.tensor([0.6, 0.8, 0.0], dtype=torch.float64)
+    D0 = torch.tensor([0.0, 0.0, 3.0], dtype=torch.float64)
+    best, val = sphere_ascent(lambda D: (u * D).sum() / D.norm(), D0, steps=40)
+    assert abs(float(best.norm()) - 3.0) < 1e-12 and val > 0.999

@@ -3,8 +3,8 @@ carry."""
 
 from rich.console import Console
 
-from qstr.verify.registry import Result
-from qstr.verify.report import table
+from qstr.verify.registry import CheckResult, FaultResult, Result
+from qstr.verify.report import failure_lines, table
 
 
 def _result(cid, device, dtype):
@@ -43,3 +43,16 @@ def test_table_says_what_each_claim_rests_on():
     t = table([r], "qstr verify")
     col = [c for c in t.columns if c.header == "rests on"][0]
     assert list(col.cells) == ["built 2, formula 1"]
+
+
+def test_a_fault_whose_check_crashed_says_why():
+    """A fault not caught because its target check crashed names the check and the error."""
+    r = _result("a", "cpu", "float64")
+    crashed = CheckResult("c", "error", "", "", False, error="ZeroDivisionError: float division")
+    held = CheckResult("h", 1.0, 2.0, "<=", True)
+    r.faults = [FaultResult("f", ("c", "h"), False, [crashed, held])]
+    (line,) = failure_lines(r)
+    assert line == (
+        "fault 'f' NOT caught: still holds: h measured 1 <= 2; "
+        "crashed: c - ZeroDivisionError: float division"
+    )

@@ -23,6 +23,7 @@ from qstr.verify.claims import (  # noqa: F401  (importing a claim module regist
     lemma_41,
     lemma_42,
     lemma_11,
+    lemma_13_15,
     sparse_average,
     prop_3,
     thm_4,

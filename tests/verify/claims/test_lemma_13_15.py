@@ -1,0 +1,48 @@
+"""Lemmas 13 and 15 (verify/claims/lemma_13_15.py) through their public structure: the steps'
+searched ratios, the faults' slipped bounds (test_registered.py runs every fault)."""
+
+import torch
+
+
+def test_lemma15_steps_come_close_to_their_bounds(declared):
+    """Each step's searched ratio is near 1 (the constant cannot be halved), the composition is
+    the product of the steps' constants."""
+    d = declared("lemma-15")
+    ratios = {}
+    for name in ("|s - s'|", "||A_i - A'_i||_1", "||u_i - u'_i||", "||h_i - h'_i||"):
+        check = [c for c in d.claim.checks if c.name.startswith(name)][0]
+        v = check.run(d.inputs, d.ctx)
+        assert v.holds, (name, v)
+        ratios[name] = v.measured / v.bound
+    assert ratios["|s - s'|"] > 0.8 and ratios["||u_i - u'_i||"] > 0.8
+    assert ratios["||A_i - A'_i||_1"] > 0.6  # the softmax bound: the fault halving it fails
+    assert 0.1 < ratios["||h_i - h'_i||"] < 0.6  # the composed chain is looser than each step
+    assert d.verdict("r_z^3 = the steps' constants composed").measured == 0.0
+
+
+def test_lemma15_cases_include_uniform_attention(declared):
+    labels = [c.label for c in declared("lemma-15").inputs.cases]
+    assert any("alpha=0" in lab for lab in labels) and len(labels) == 3
+    for c in declared("lemma-15").inputs.cases:
+        assert all(set(ch) == {"W_QK"} for found in c.found.values() for ch in found)
+
+
+def test_lemma13_total_and_its_faults(declared):
+    d = declared("lemma-13")
+    v = d.verdict("|f - f'| <= the three terms")
+    assert v.holds and v.measured > 0
+    broken = d.verdict("|f - f'| <= the three terms", d.broken("without the attention term"))
+    assert not broken.holds and broken.bound == 0.0  # a W_QK-only change: f moves, bound 0
+    wb = d.verdict("(W,b)-step <= ||a'|| rho ||d(W,b)||_F")
+    assert wb.holds and wb.measured > 0.5 * wb.bound
+
+
+def test_lemma13_15_faults_leave_the_honest_inputs_alone(declared):
+    declared("lemma-15").faults_leave_the_honest_inputs()
+    declared("lemma-13").faults_leave_the_honest_inputs()
+
+
+def test_lemma13_perturbations_keep_the_built_module(declared):
+    """The searches swap parameters through torch.func: the built module is left as built."""
+    c = declared("lemma-13").inputs.cases[0]
+    assert torch.isfinite(c.model.W_QK).all() and c.model.W_QK.requires_grad
