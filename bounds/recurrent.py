@@ -48,6 +48,8 @@ __all__ = [
     "Layer",
     "lemma12_radius",
     "prop28_layers",
+    "layer_sensitivities",
+    "rnn_parameter_lipschitz",
     "prop28_norm2",
     "Theorem7Bound",
     "theorem7_bound",
@@ -461,12 +463,35 @@ def prop28_norm2(N: int, params: Theorem7Params, *, n: int = 1000) -> float:
     return 2.0 * sum(l.radius**2 for l in trans) + sum(l.radius**2 for l in out)
 
 
+def layer_sensitivities(radii: Sequence[float], biases: Sequence[bool], r_in: float) -> list:
+    """Lemma 30 (reconstructed; docs/derivations/rnn-lower-bounds.md, section 4, item 5): for ReLU
+    nets whose layers have ||[W_l b_l]||_F <= R_l, on inputs of norm <= r_in, changing layer l by
+    Delta_l moves the output by at most sum_l c_l ||Delta_l||_F with
+    c_l = (prod_{k > l} R_k) sqrt(a_{l-1}^2 + 1) (a_{l-1} without a bias), a_0 = r_in,
+    a_l = R_l sqrt(a_{l-1}^2 + 1) (R_l a_{l-1} without a bias). Returns [c_1, ..., c_L]."""
+    a = [float(r_in)]
+    for R, bias in zip(radii, biases, strict=True):
+        a.append(R * (math.sqrt(a[-1] ** 2 + 1.0) if bias else a[-1]))
+    return [
+        math.prod(radii[l + 1 :]) * (math.sqrt(a[l] ** 2 + 1.0) if bias else a[l])
+        for l, bias in enumerate(biases)
+    ]
+
+
+def rnn_parameter_lipschitz(A_y: float, Lam_y: float, A_h: float, N: int) -> float:
+    """Lemma 29 (reconstructed): |y_hat_i(theta) - y_hat_i(theta')| <= A ||theta - theta'|| with
+    A = sqrt(A_y^2 + ((N - 1) Lam_y A_h)^2): a transition change moves a state by at most the sum
+    of the changes of the (at most N - 1) transition outputs it adds up (the projection is
+    1-Lipschitz, the transitions do not read h), which f_y passes on with slope Lam_y."""
+    return math.sqrt(A_y**2 + ((N - 1) * Lam_y * A_h) ** 2)
+
+
 def _net_constants(layers: Sequence[Layer], r_in: float):
     """(output bound at input radius r_in, input-Lipschitz prod R_l, parameter-Lipschitz ||c||,
     affine intercept).
 
     a_0 = r_in, a_l = R_l sqrt(a_{l-1}^2 + 1) (biased layers), a_L = R_L a_{L-1};
-    c_l = (prod_{k > l} R_k) sqrt(a_{l-1}^2 + 1) (or a_{L-1} without bias).
+    c_l from :func:`layer_sensitivities`.
     The intercept b is the output bound at r_in = 0 using a_l <= R_l (a_{l-1} + 1), so that the
     output is <= Lambda r + b for any input norm r.
     """
@@ -474,15 +499,11 @@ def _net_constants(layers: Sequence[Layer], r_in: float):
     for l in layers:
         a.append(l.radius * (math.sqrt(a[-1] ** 2 + 1.0) if l.bias else a[-1]))
     Lam = math.prod(l.radius for l in layers)
-    c2 = 0.0
-    for idx, l in enumerate(layers):
-        tail = math.prod(k.radius for k in layers[idx + 1 :])
-        feed = math.sqrt(a[idx] ** 2 + 1.0) if l.bias else a[idx]
-        c2 += (tail * feed) ** 2
+    c = layer_sensitivities([l.radius for l in layers], [l.bias for l in layers], r_in)
     b = 0.0
     for l in layers:
         b = l.radius * ((b + 1.0) if l.bias else b)
-    return a[-1], Lam, math.sqrt(c2), b
+    return a[-1], Lam, math.sqrt(sum(x * x for x in c)), b
 
 
 @dataclass(frozen=True)
@@ -544,7 +565,7 @@ def theorem7_bound(n: int, N: int, params: Theorem7Params) -> Theorem7Bound:
     _, _, A_h, _ = _net_constants(trans, r_z)
     r_in_y = math.sqrt(2.0 * r_h * r_h + r_z * r_z)
     _, Lam_y, A_y, b_y = _net_constants(out, r_in_y)
-    A = math.sqrt(A_y**2 + ((N - 1) * Lam_y * A_h) ** 2)
+    A = rnn_parameter_lipschitz(A_y, Lam_y, A_h, N)
     n_params = 2 * sum(l.n_params for l in trans) + sum(l.n_params for l in out)
     theta2 = 2.0 * sum(l.radius**2 for l in trans) + sum(l.radius**2 for l in out)
     R_theta = math.sqrt(theta2)

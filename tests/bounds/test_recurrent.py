@@ -15,6 +15,7 @@ from qstr.bounds.recurrent import (
     chi2_lower_rate,
     euclidean_packing_counterexample,
     generalising_log_norm2,
+    layer_sensitivities,
     lemma12_radius,
     log_packing_volume,
     loglog_slope,
@@ -28,6 +29,7 @@ from qstr.bounds.recurrent import (
     prop28_layers,
     prop28_norm2,
     prop28_rnn,
+    rnn_parameter_lipschitz,
     teacher_rnn,
     theorem7_bound,
     theorem7_sample_size,
@@ -465,3 +467,13 @@ def test_teacher_rnn_and_errors(book64):
     with pytest.raises(ValueError, match="g_net"):
         prop28_rnn(book64, 3, "net")
     assert token_radius(4, 100) == pytest.approx(2 + math.sqrt(2 * math.log(1e5)))
+
+
+def test_layer_sensitivities_by_hand_and_in_theorem7():
+    """c_l = (prod_{k>l} R_k) sqrt(a_{l-1}^2 + 1), a_l = R_l sqrt(a_{l-1}^2 + 1) (no bias:
+    a_{l-1}); Theorem 7's A combines them as sqrt(A_y^2 + ((N - 1) Lam_y A_h)^2)."""
+    c = layer_sensitivities([2.0, 3.0, 5.0], [True, True, False], 1.0)
+    a1 = 2.0 * math.sqrt(2.0)
+    a2 = 3.0 * math.sqrt(a1**2 + 1)
+    assert c == pytest.approx([15.0 * math.sqrt(2.0), 5.0 * math.sqrt(a1**2 + 1), a2], rel=1e-15)
+    assert rnn_parameter_lipschitz(3.0, 2.0, 0.5, 5) == pytest.approx(5.0, rel=1e-15)
