@@ -1,5 +1,6 @@
 """Theorem 9 (conference Thm 7): memoriser ||vec||^2 <= C n^3 against Prop 8's requirement, the
-crossover n*(N) a power of N (docs/derivations/rnn-lower-bounds.md)."""
+crossover n*(N) a power of N, and the memoriser built at widths proportional to N against the
+requirement at its width (docs/derivations/rnn-lower-bounds.md)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ from qstr.bounds.recurrent import memoriser_norm2_bound, prop8_log_norm_lower_bo
 from qstr.bounds.recurrent import prop8_norm_lower_bound_paper, prop28_norm2, prop28_rnn
 from qstr.bounds.recurrent import theorem9_crossover
 from qstr.constructions.codes import rs_hadamard_codebook
-from qstr.constructions.interpolation import memorising_rnn, parameter_norm2
+from qstr.constructions.encoding import rnn_encoding
+from qstr.constructions.interpolation import Lemma36Net, MemoriserLayout, memorising_rnn
+from qstr.constructions.interpolation import parameter_norm2
 from qstr.constructions.links import make_link
 from qstr.verify.claim import (
     Claim,
@@ -32,7 +35,7 @@ from qstr.verify.claim import (
     worst,
 )
 from qstr.verify.claims._interpolation import C36_DERIVED, K_Y, L36_D, P8_C, am_gm_log_norm2
-from qstr.verify.claims._interpolation import norm_rounding, prompts
+from qstr.verify.claims._interpolation import codes, labels, norm_rounding, prompts
 from qstr.verify.registry import register
 from qstr.verify.threads import cpu_threads
 
@@ -40,6 +43,14 @@ T9_NS = tuple(2**k for k in range(8, 21, 2))
 T9_DEPTH = 2
 T9_D = 4
 T9_NS_BUILT = (16, 64, 256, 1024, 4096)  # N grid for norms measured on constructions.recurrent
+# the memoriser built at widths proportional to N: n prompts, labels at position T9_POS, and per
+# width (its name, d_h(N), the N it is built at); at T9_BELOW the requirement exceeds it
+T9_WIDE_N, T9_POS, T9_BELOW = 8, 5, "N / 512"
+T9_WIDE = (
+    ("N d", lambda N: N * T9_D, (64, 128)),
+    ("N / 8", lambda N: N // 8, (256, 512)),
+    (T9_BELOW, lambda N: N // 512, (512, 1024)),
+)
 
 claim = register(
     Claim(
@@ -67,6 +78,24 @@ class Thm9Inputs:
     crossover: Callable[[float], float]  # n* with memoriser_bound(n*) = e^requirement
     memorisers: Tuple[tuple, ...]  # (n, module, labels at the position)
     requirement: Callable = generalising_log_norm2  # the requirements' function
+    wide_built: Tuple["WideCase", ...] = ()  # the memoriser built at widths proportional to N
+
+
+@dataclass(frozen=True, eq=False)
+class WideCase:
+    """Theorem 9's memoriser built at a width proportional to N: the RNN module (state width d_h,
+    its state blocks zero-padded), the Lemma 36 net in its f_y, and the n training prompts."""
+
+    width: str  # "N d", "N / 8", "N / 512"
+    N: int
+    model: torch.nn.Module  # DeepTransitionBiRNN, d_h = width(N): ||vec||^2 and errors read here
+    lemma36: Lemma36Net  # the same net at every N and width (prompts nested in N)
+    Z: torch.Tensor  # the prompts' RNN encoding (n, N, d + 2 d_e)
+    y: torch.Tensor  # their labels at position T9_POS (n,)
+
+    @property
+    def label(self) -> str:
+        return f"d_h = {self.width} = {self.model.d_h}, N = {self.N}"
 
 
 def _requirements(requirement: Callable = generalising_log_norm2, wide: bool = False) -> dict:
@@ -112,20 +141,67 @@ def _memorisers(ctx: Context, ns, position) -> tuple:
     return tuple(mems)
 
 
+def _wide_built(ctx: Context) -> Tuple[WideCase, ...]:
+    """The memoriser of n = 8 general-1STR prompts (labels at position 5) built by ``memoriser``
+    at every width and N of T9_WIDE: f_fwd = f_bwd = 0 (d_h x (d_h + D_in)) and f_y's 2 d_h state
+    columns 0, all in the module. The prompts are nested in N (longer ones append tokens; t_5 <
+    64) and encoded with the first N codes of one codebook, so the memorised tokens and labels,
+    hence the Lemma 36 net, are the same at every N and width."""
+    dev, Nmax = ctx.device, max(max(Ns) for *_, Ns in T9_WIDE)
+    g = ctx.generator("thm-9/wide-prompts", T9_WIDE_N, device=dev)
+    x, t, _ = prompts(T9_WIDE_N, Nmax, g, dev)
+    u = torch.randn(L36_D, generator=g, dtype=torch.float64, device=dev)
+    t[:, T9_POS, 0] = torch.randint(64, (T9_WIDE_N,), generator=g, device=dev)
+    omega = codes(Nmax, dev)
+    cases = []
+    for width, d_h, Ns in T9_WIDE:
+        for N in Ns:
+            xN, tN = x[:, :N], t[:, :N] % N
+            yN = labels(xN, tN, u / u.norm())
+            with cpu_threads(1):
+                model, gu = memoriser(
+                    xN,
+                    yN,
+                    D_in=L36_D + 2 * omega.shape[1],
+                    position=T9_POS,
+                    layout=MemoriserLayout(depth=T9_DEPTH, d_h=d_h(N)),
+                    generator=ctx.generator("thm-9/wide-memoriser", T9_WIDE_N, device=dev),
+                )
+            Z = rnn_encoding(xN, tN, omega[:N])
+            cases.append(WideCase(width, N, model, gu.lemma36, Z, yN[:, T9_POS]))
+    return tuple(cases)
+
+
 @claim.inputs
 def thm9_inputs(ctx: Context) -> Thm9Inputs:
-    """Requirements over N = 2^8..2^20 and memorisers at position 5 for n = 8, 32 (.. 128 full)."""
+    """Requirements over N = 2^8..2^20, memorisers at position 5 for n = 8, 32 (.. 128 full), and
+    the n = 8 memoriser built at widths proportional to N (T9_WIDE)."""
     mems = _memorisers(ctx, ctx.pick(quick=(8, 32), full=(8, 32, 128)), 5)
-    return Thm9Inputs(_requirements(), _requirements(wide=True), _memoriser_bound, _crossover, mems)
+    return Thm9Inputs(
+        _requirements(),
+        _requirements(wide=True),
+        _memoriser_bound,
+        _crossover,
+        mems,
+        wide_built=_wide_built(ctx),
+    )
 
 
 @claim.scope_with
 def thm9_scope(inp: Thm9Inputs) -> str:
-    """The requirement's forms and N, and the memorisers built."""
+    """The requirement's forms and N, the memorisers built, and the widths proportional to N the
+    memoriser was built at."""
     Ns = sorted(next(iter(inp.requirements.values())))
     forms = "; ".join(inp.requirements)
     built = ", ".join(str(n) for n, *_ in inp.memorisers)
-    return f"N = {Ns[0]}..{Ns[-1]}, L_y = {T9_DEPTH}, c = {P8_C}: {forms}; memorisers n = {built}"
+    wide = {}
+    for c in inp.wide_built:
+        wide.setdefault(c.width, []).append(f"{c.N} (d_h = {c.model.d_h})")
+    widths = "; ".join(f"d_h = {w}: N = {', '.join(v)}" for w, v in wide.items())
+    return (
+        f"N = {Ns[0]}..{Ns[-1]}, L_y = {T9_DEPTH}, c = {P8_C}: {forms}; memorisers n = {built}; "
+        f"n = {T9_WIDE_N} memoriser built at widths proportional to N, {widths}"
+    )
 
 
 @claim.vacuity_with
@@ -227,6 +303,68 @@ def thm9_requirement(inp: Thm9Inputs) -> Verdict:
     return at_most(max(gaps), 1e-9, detail="N = 4096, d_h = 64, depth 2 and 3")
 
 
+def _wide_error(c: WideCase) -> float:
+    """max |y_hat_5 - y_5| of the module over its n prompts (the literal recurrence, float64)."""
+    with torch.no_grad():
+        return float((c.model(c.Z)[:, T9_POS] - c.y).abs().max())
+
+
+@claim.check("widths proportional to N: built memoriser exact", evidence="built")
+def thm9_wide_exact(inp: Thm9Inputs) -> Verdict:
+    """The memoriser built at d_h = N d, N / 8, N / 512 (its zero padding in the module) has zero
+    training error on the literal recurrence: max |y_hat_5 - y_5| over its n = 8 prompts <= 1e-9
+    (measured 4.0e-15 at every N and width)."""
+    detail = "max |y_hat - y| at position 5 over the n prompts"
+    return worst((c.label, at_most(_wide_error(c), 1e-9, detail=detail)) for c in inp.wide_built)
+
+
+def _against_requirement(inp: Thm9Inputs, c: WideCase, relation: Callable) -> Verdict:
+    """``relation``(||vec||^2 of the module, the rigorous requirement at its N and its d_h, read
+    off the module), the margin requirement / ||vec||^2 in the detail."""
+    norm2, d_h = parameter_norm2(c.model), c.model.d_h
+    log_req = inp.requirement(c.N, P8_C, d_h, depth=T9_DEPTH, form="volume")
+    req = math.exp(log_req)
+    margin = f"requirement / ||vec||^2 = {req / norm2:.3g}; n*(N) = {inp.crossover(log_req):.3g}"
+    return relation(norm2, req, norm_rounding(c.model, norm2), detail=margin)
+
+
+@claim.check("widths proportional to N: built memoriser below the requirement", evidence="built")
+def thm9_wide_below(inp: Thm9Inputs) -> Verdict:
+    """Theorem 9's relation, built, at d_h = N / 512 (N = 512, 1024; d_h = 1, 2): the exact
+    memoriser's ||vec||^2 (n = 8; 276.58 at every N and width, its padding included) <= Prop 8's
+    volume requirement at that width (2.955e4, 4.236e4: margins requirement / ||vec||^2 = 107,
+    153). Every RNN of that width with risk <= c at position 5 costs more, so the min-norm
+    interpolant of these n prompts (norm <= 276.58) does not generalise: min-norm ERM prefers
+    memorising. Flat in N (the requirement tends to 6.07e4, n*(N) = 7.35, 8.28 -> 9.34): the
+    bound C n^3 = 3.81e4 (||y||^2 = 9.8 <= K_y n) covers n = 8 from N = 1024 on, the built
+    memoriser at both N."""
+    below = [c for c in inp.wide_built if c.width == T9_BELOW]
+    return worst(((c.label, _against_requirement(inp, c, at_most)) for c in below), key=by_ratio)
+
+
+@claim.check("widths N d, N / 8: built memoriser above the requirement", evidence="built")
+def thm9_wide_above(inp: Thm9Inputs) -> Verdict:
+    """The same memoriser at d_h = N d (N = 64, 128) and N / 8 (N = 256, 512): the volume
+    requirement there (8.92e-4, 1.20e-3; 4.81e-2, 5.17e-2) is below its ||vec||^2 (276.58) by
+    factors 3.1e5 .. 5.3e3 (margins requirement / ||vec||^2 = 3.2e-6 .. 1.9e-4), so the rigorous
+    chain certifies no preference for memorising at these widths (n*(N) < 0.09: for no n >= 1;
+    rnn-lower-bounds.md, "Theorem 9 at widths proportional to N"). Not Lemma 36's slack: any RNN
+    with a depth-2 f_y interpolating these labels (the min-norm one too) has ||vec||^2 >= 2.14."""
+    above = [c for c in inp.wide_built if c.width != T9_BELOW]
+    v = worst((c.label, _against_requirement(inp, c, at_least)) for c in above)
+    floor = f"any interpolating RNN (depth-2 f_y, r_h = 1) has ||vec||^2 >= {_floor(above[0]):.3g}"
+    return replace(v, detail=f"{v.detail}; {floor}")
+
+
+def _floor(c: WideCase) -> float:
+    """A floor on ||vec||^2 of ANY RNN with a depth-2 f_y (no last bias) and states in the
+    r_h-ball that interpolates the case's labels: |y_j| <= ||a|| ||[W b]||_F ||(h_fwd, h_bwd, z_j,
+    1)|| <= (||vec||^2 / 2) sqrt(2 r_h^2 + ||z_j||^2 + 1), so ||vec||^2 >= max_j 2 |y_j| / sqrt(...)
+    (the min-norm interpolant included)."""
+    z2 = (c.Z[:, T9_POS] ** 2).sum(-1)
+    return float((2 * c.y.abs() / (2 * c.model.r_h**2 + z2 + 1).sqrt()).max())
+
+
 def _built_prop28_log_norm2(N: int, ctx: Context) -> float:
     """ln ||vec theta||^2 of the Prop 28 RNN of bounds.recurrent.prop28_rnn (on the module)."""
     g = ctx.generator("thm-9/prop28-link")
@@ -306,3 +444,44 @@ def _am_gm_without_L(inp: Thm9Inputs) -> Thm9Inputs:
     return replace(
         inp, requirement=_requirement_without_L, requirements=_requirements(_requirement_without_L)
     )
+
+
+def _requirement_at_sqrt_n(N: int, c: float, d_h: int, **kw) -> float:
+    """The requirement at d_h = sqrt N whatever the width: the rigorous table's width read for the
+    built module's (a width slip)."""
+    return generalising_log_norm2(N, c, math.isqrt(N), **kw)
+
+
+# the built memoriser at d_h = N / 512 compared with the requirement at d_h = sqrt N
+claim.fault(
+    "requirement at sqrt N for the built width",
+    breaks=thm9_wide_below,
+    apply=replaced(requirement=_requirement_at_sqrt_n),
+)
+
+
+def _rebuilt(c: WideCase, d_h: int) -> torch.nn.Module:
+    """The case's Lemma 36 net in ``memorising_rnn`` at state width ``d_h``."""
+    layout = MemoriserLayout(depth=T9_DEPTH, d_h=d_h)
+    return memorising_rnn(c.lemma36, D_in=c.Z.shape[-1], layout=layout)
+
+
+@claim.fault("built memoriser not padded (d_h = 1)", breaks=thm9_wide_above)
+def _not_padded(inp: Thm9Inputs) -> Thm9Inputs:
+    """The memoriser left at ``memorising_rnn``'s default state width d_h = 1 (never embedded at
+    the width proportional to N) and compared at the width of the module: at N = 512 the
+    requirement at d_h = 1 (2.955e4) is above its ||vec||^2."""
+    return replace(inp, wide_built=tuple(replace(c, model=_rebuilt(c, 1)) for c in inp.wide_built))
+
+
+@claim.fault("padding after z, not in the state blocks", breaks=thm9_wide_exact)
+def _padded_after_z(inp: Thm9Inputs) -> Thm9Inputs:
+    """The d_h = 1 memoriser's f_y first layer zero-padded at the end of its input (after z), in
+    place of the state blocks, at d_h = N d, N = 64: the x-block's weights land on state columns
+    (the states are 0), so f_y answers a constant."""
+    c = inp.wide_built[0]
+    model, w = _rebuilt(c, c.model.d_h), _rebuilt(c, 1).f_y[0].weight
+    with torch.no_grad():
+        model.f_y[0].weight.zero_()
+        model.f_y[0].weight[:, : w.shape[1]] = w
+    return replace(inp, wide_built=(replace(c, model=model),))
