@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from statistics import NormalDist
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 import torch
 
@@ -28,6 +28,7 @@ from qstr.verify.claim import (
     at_least,
     at_most,
     close,
+    each,
     replaced,
     worst,
 )
@@ -38,9 +39,33 @@ from qstr.verify.training import OnlineFit, fit_online, position_risk
 TRAINED = ("full", "gpu")  # the profiles that train models
 FEW_CONFIDENCE = 0.999  # family confidence of each Monte Carlo check over its cases
 SQ_R, SQ_KNOTS = 6.0, 121
+PROMPT_CHUNK = 4096  # the explicit model's prompts are drawn and scored this many at a time
+Q_HEADS_N = 64  # prompts of the H = q fault: its risk ~ 1e-4 against floors >= 1/6
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One (N, d, q) of the few-heads task; Prop 21's class when ``restricted`` (d = 1);
+    ``explicit_n`` prompts score the explicit model in the quick profile."""
+
+    N: int
+    d: int
+    q: int
+    restricted: bool
+    explicit_n: int
+
+    @property
+    def label(self) -> str:
+        return f"N={self.N} d={self.d} q={self.q}"
+
+
+# per claim: (quick cases, full and gpu cases); the trained models have H = 1..q-1 heads
 FEW = {
-    "prop-21": dict(N=8, d=1, q=3, restricted=True, trained_H=(1, 2), explicit_n=8192),
-    "prop-3": dict(N=8, d=16, q=2, restricted=False, trained_H=(1,), explicit_n=4096),
+    "prop-21": ((Shape(8, 1, 3, True, 8192),),) * 2,
+    "prop-3": (
+        (Shape(8, 16, 2, False, 4096), Shape(8, 16, 3, False, 1536)),
+        tuple(Shape(8, d, q, False, 4096) for q in (2, 3) for d in (8, 16)),
+    ),
 }
 
 prop_21 = register(
@@ -59,7 +84,8 @@ prop_3 = register(
         "prop-3",
         Ref("Prop 3", "Prop 4"),
         statement="H < q heads cannot beat the floor 2(1 - H(q+d)/(qd)) at positions i >= N/2 "
-        "(q=2, d=16); an explicit H-head model nearly attains it",
+        "(quick: (q, d) = (2, 16), (3, 16); full: q in {2, 3} x d in {8, 16}); an explicit "
+        "H-head model nearly attains it",
         builds=(lemma11, sqnorm_net, MergedAttention),
         bounds=(few_heads_floor_per_position,),
         derivation="docs/derivations/few-heads.md",
@@ -74,10 +100,9 @@ def _on_both(name: str, evidence: str, profiles=PROFILES):
     )
 
 
-def _few_heads_batch(cfg, dtype, device):
-    N, d, q = cfg["N"], cfg["d"], cfg["q"]
-    task = QSTR(N=N, d=d, link=SqNorm(q=q, d=d), indices="few-heads", tokens="half-zero")
-    book = rs_hadamard_codebook(N, mu=0.5, dtype=dtype, device=device)
+def _few_heads_batch(s: Shape, dtype, device):
+    task = QSTR(N=s.N, d=s.d, link=SqNorm(q=s.q, d=s.d), indices="few-heads", tokens="half-zero")
+    book = rs_hadamard_codebook(s.N, mu=0.5, dtype=dtype, device=device)
 
     def batch(B, gen):
         p = task.sample(B, generator=gen, device=device, dtype=dtype)
@@ -104,6 +129,7 @@ class RiskEstimate:
     heads: int
     risk: float
     se: float
+    prompts: int
     rnd: Rounding
 
 
@@ -119,45 +145,61 @@ class ExplicitModel:
 
 
 @dataclass(frozen=True)
-class FewHeadsInputs:
-    """Props 3 and 21: the explicit H = q - 1 model, trained H < q models (full and gpu profiles),
-    and the per-position floor function they are compared against."""
+class FewCase:
+    """One shape: the explicit H = q - 1 model and (full, gpu) the trained H < q models."""
 
-    claim: str
-    cfg: Dict[str, Any]
+    shape: Shape
     H: int  # the heads the floor is claimed for: q - 1
     explicit: ExplicitModel
     trained: Tuple[RiskEstimate, ...]
+
+
+@dataclass(frozen=True)
+class FewHeadsInputs:
+    """Props 3 and 21: one case per shape, and the per-position floor function they are
+    compared against."""
+
+    claim: str
+    cases: Tuple[FewCase, ...]
     floor: Callable[[int, int, int, bool], float] = few_heads_floor_per_position
 
-    def floor_at(self, H: int) -> float:
-        return self.floor(self.cfg["q"], H, self.cfg["d"], self.cfg["restricted"])
+    def floor_at(self, case: FewCase, H: Optional[int] = None) -> float:
+        """The floor of ``case`` at H heads (default its H = q - 1)."""
+        s = case.shape
+        return self.floor(s.q, case.H if H is None else H, s.d, s.restricted)
 
 
-def _trained_risks(cid: str, cfg, ctx: Context) -> Tuple[RiskEstimate, ...]:
+def _key(cid: str, s: Shape, H: int) -> Tuple[int, ...]:
+    """The generators' index of an H-head model of ``s``: (H,) for the claim's first shape (its
+    draws from before the other shapes were added), (H, N, d, q) for the others."""
+    return (H,) if s == FEW[cid][0][0] else (H, s.N, s.d, s.q)
+
+
+def _trained_risks(cid: str, s: Shape, ctx: Context) -> Tuple[RiskEstimate, ...]:
     """Models with H < q heads fitted online to the squared norm at positions i >= N/2 (Prop 21's
     class: W_QK without data-position cross blocks)."""
     f32 = torch.float32
-    task, book, batch = _few_heads_batch(cfg, f32, ctx.device)
-    layout = token_layout(cfg["d"], cfg["q"], book.d_e)
-    floor_pos = slice(cfg["N"] // 2, None)
+    task, book, batch = _few_heads_batch(s, f32, ctx.device)
+    layout = token_layout(s.d, s.q, book.d_e)
+    floor_pos = slice(s.N // 2, None)
     out = []
     fit, n = OnlineFit(ctx.pick(quick=200, full=3000), lr=3e-3), ctx.pick(1024, 8192, 10 * 1024)
-    for H in cfg["trained_H"]:
-        torch.manual_seed(ctx.seed_of(f"{cid}/torch", H))
+    for H in range(1, s.q):
+        key = _key(cid, s, H)
+        torch.manual_seed(ctx.seed_of(f"{cid}/torch", *key))
         fit_gen, risk_gen = (
-            ctx.generator(f"{cid}/{p}", H, device=ctx.device) for p in ("fit", "risk")
+            ctx.generator(f"{cid}/{p}", *key, device=ctx.device) for p in ("fit", "risk")
         )
-        init = ctx.generator(f"{cid}/init", H)
+        init = ctx.generator(f"{cid}/init", *key)
         model = MergedAttention(layout.dim, H, 64, dtype=f32, device=ctx.device, generator=init)
-        project = _restrict(layout) if cfg["restricted"] else None
+        project = _restrict(layout) if s.restricted else None
         if project:
             with torch.no_grad():
                 project(model)
         fit_online(model, batch, fit, positions=floor_pos, generator=fit_gen, project=project)
         risk, se = position_risk(model, batch, n=n, positions=floor_pos, generator=risk_gen)
-        rnd = _risk_rounding(n * (cfg["N"] - cfg["N"] // 2), cfg["N"] + layout.dim + 64, risk, f32)
-        out.append(RiskEstimate(H, risk, se, rnd))
+        rnd = _risk_rounding(n * (s.N - s.N // 2), s.N + layout.dim + 64, risk, f32)
+        out.append(RiskEstimate(H, risk, se, n, rnd))
     return tuple(out)
 
 
@@ -182,32 +224,38 @@ def _sqnorm_attained(net, q: int, d: int, H: int) -> float:
     return abs(float(net(z[None, :].reshape(1, H, d))) - target)
 
 
-def _explicit_model(cid: str, cfg, H: int, ctx: Context, n: int) -> ExplicitModel:
+def _explicit_model(cid: str, s: Shape, H: int, ctx: Context, n: int) -> ExplicitModel:
     """Lemma 11 heads retrieving H of the q tokens + a ReLU net for the squared norm of those;
-    its risk at the positions i >= N/2 on n prompts."""
-    N, d, q = cfg["N"], cfg["d"], cfg["q"]
-    net, sq_err = sqnorm_net(q, d, H, R=SQ_R, knots=SQ_KNOTS)
-    r_x = lemma12_radius(d, n=10_000, N=N)
-    cons = lemma11(N, d, q, net, eps=1e-3, r_x=r_x, slots=list(range(H)), device=ctx.device)
-    task, _, _ = _few_heads_batch(cfg, torch.float64, ctx.device)
-    gen = ctx.generator(f"{cid}/explicit", H, device=ctx.device)
-    p = task.sample(n, generator=gen, device=ctx.device, dtype=torch.float64)
-    with torch.no_grad():
-        sq = (cons.predict(p.x, p.t) - p.y)[:, N // 2 :] ** 2
-    per_prompt = sq.mean(dim=1)
+    its risk at the positions i >= N/2 on n prompts (drawn and scored PROMPT_CHUNK at a time)."""
+    N = s.N
+    net, sq_err = sqnorm_net(s.q, s.d, H, R=SQ_R, knots=SQ_KNOTS)
+    r_x = lemma12_radius(s.d, n=10_000, N=N)
+    cons = lemma11(N, s.d, s.q, net, eps=1e-3, r_x=r_x, slots=list(range(H)), device=ctx.device)
+    task, _, _ = _few_heads_batch(s, torch.float64, ctx.device)
+    gen = ctx.generator(f"{cid}/explicit", *_key(cid, s, H), device=ctx.device)
+    per_prompt = []
+    for start in range(0, n, PROMPT_CHUNK):
+        B = min(PROMPT_CHUNK, n - start)
+        p = task.sample(B, generator=gen, device=ctx.device, dtype=torch.float64)
+        with torch.no_grad():
+            per_prompt.append(((cons.predict(p.x, p.t) - p.y)[:, N // 2 :] ** 2).mean(dim=1))
+    per_prompt = torch.cat(per_prompt)
     risk = float(per_prompt.mean())
-    rnd = _risk_rounding(sq.numel(), N + cons.guarantee.d_e + net.W.shape[0], risk, torch.float64)
-    estimate = RiskEstimate(H, risk, float(per_prompt.std() / per_prompt.numel() ** 0.5), rnd)
+    fan_in = N + cons.guarantee.d_e + net.W.shape[0]
+    rnd = _risk_rounding(n * (N - N // 2), fan_in, risk, torch.float64)
+    se = float(per_prompt.std() / per_prompt.numel() ** 0.5)
+    estimate = RiskEstimate(H, risk, se, n, rnd)
     return ExplicitModel(estimate, sq_err + cons.guarantee.error_bound, sq_err, net)
 
 
 def _few_heads_inputs(cid: str, ctx: Context) -> FewHeadsInputs:
-    """The explicit H = q - 1 model and (full, gpu) the trained H < q models."""
-    cfg = FEW[cid]
-    n = ctx.pick(quick=cfg["explicit_n"], full=32768, gpu=10 * cfg["explicit_n"])
-    trained = () if ctx.profile == "quick" else _trained_risks(cid, cfg, ctx)
-    H = cfg["q"] - 1
-    return FewHeadsInputs(cid, cfg, H, _explicit_model(cid, cfg, H, ctx, n), trained)
+    """Per shape: the explicit H = q - 1 model and (full, gpu) the trained H < q models."""
+    shapes, cases = ctx.pick(quick=FEW[cid][0], full=FEW[cid][1]), []
+    for s in shapes:
+        n = ctx.pick(quick=s.explicit_n, full=32768, gpu=10 * s.explicit_n)
+        trained = () if ctx.profile == "quick" else _trained_risks(cid, s, ctx)
+        cases.append(FewCase(s, s.q - 1, _explicit_model(cid, s, s.q - 1, ctx, n), trained))
+    return FewHeadsInputs(cid, tuple(cases))
 
 
 @prop_21.inputs
@@ -218,7 +266,7 @@ def prop21_inputs(ctx: Context) -> FewHeadsInputs:
 
 @prop_3.inputs
 def prop3_inputs(ctx: Context) -> FewHeadsInputs:
-    """Prop 3's explicit H = q - 1 model and (full, gpu) its trained H < q models."""
+    """Prop 3's explicit H = q - 1 models and (full, gpu) its trained H < q models, per shape."""
     return _few_heads_inputs("prop-3", ctx)
 
 
@@ -236,9 +284,13 @@ def _allowance(cases: int, sides: int = 1) -> str:
 
 
 def _few_heads_scope(inp: FewHeadsInputs) -> str:
-    """One (N, d, q) and H = q - 1; how many trained models."""
-    c = inp.cfg
-    return f"N = {c['N']}, d = {c['d']}, q = {c['q']}, H = {inp.H}; {len(inp.trained)} trained"
+    """Every (N, d, q) with its H = q - 1 and prompts; how many trained models."""
+    shapes = "; ".join(
+        f"N = {c.shape.N}, d = {c.shape.d}, q = {c.shape.q}, H = {c.H} "
+        f"({c.explicit.estimate.prompts} prompts)"
+        for c in inp.cases
+    )
+    return f"{shapes}; {sum(len(c.trained) for c in inp.cases)} trained"
 
 
 prop_21.scope_with(_few_heads_scope)
@@ -247,92 +299,124 @@ prop_3.scope_with(_few_heads_scope)
 
 @_on_both("explicit risk >= floor", evidence="monte-carlo")
 def few_heads_explicit_above_floor(inp: FewHeadsInputs) -> Verdict:
-    """Props 3 and 21: the explicit model's risk is at least the H = q - 1 floor, less z standard
-    errors (one-sided, confidence FEW_CONFIDENCE)."""
-    est, floor, z = inp.explicit.estimate, inp.floor_at(inp.H), _z(1)
-    detail = f"{est.heads}-head explicit model: risk {est.risk:.4f} +- {est.se:.4f}, floor "
-    detail += f"{floor:.4f} (H = {inp.H}); risk - floor = {(est.risk - floor) / est.se:.2f} se; "
-    detail += f"{_allowance(1)}; {_explicit_margin(inp)}"
-    return at_least(est.risk, floor - z * est.se, est.rnd, detail=detail)
+    """Props 3 and 21: each shape's explicit model's risk is at least its H = q - 1 floor, less z
+    standard errors (one-sided, family confidence FEW_CONFIDENCE over the shapes)."""
+    z, k = _z(len(inp.cases)), len(inp.cases)
+
+    def above(case: FewCase) -> Verdict:
+        est, floor = case.explicit.estimate, inp.floor_at(case)
+        detail = f"{est.heads}-head explicit model: risk {est.risk:.4f} +- {est.se:.4f}, floor "
+        detail += f"{floor:.4f} (H = {case.H}); risk - floor = {(est.risk - floor) / est.se:.2f} "
+        detail += f"se; {_allowance(k)}; {_explicit_margin(case)}"
+        return at_least(est.risk, floor - z * est.se, est.rnd, detail=detail)
+
+    return worst((c.shape.label, above(c)) for c in inp.cases)
 
 
-def _explicit_margin(inp: FewHeadsInputs) -> str:
+def _explicit_margin(case: FewCase) -> str:
     """Where the explicit model's true risk lies against the floor; how often the check fails."""
-    if inp.cfg["restricted"]:
+    if case.shape.restricted:
         return (
             f"its true risk is the floor + O(e) (Prop 21 is exact): the check fails for about "
             f"{100 * (1 - FEW_CONFIDENCE):.1f}% of seeds (0.13% with a 3 se margin)"
         )
-    return f"its true risk is the floor + 2H/d = {_closed_form(inp):.4f}"
+    return f"its true risk is the floor + 2H/d = {_closed_form(case):.4f}"
 
 
-def _closed_form(inp: FewHeadsInputs, H: Optional[int] = None) -> float:
+def _closed_form(case: FewCase, H: Optional[int] = None) -> float:
     """2 (q - H) / q: the variance of the q - H squared tokens the model cannot see (Lemma 40);
     H defaults to the explicit model's q - 1."""
-    return 2 * (inp.cfg["q"] - (inp.H if H is None else H)) / inp.cfg["q"]
+    q = case.shape.q
+    return 2 * (q - (case.H if H is None else H)) / q
 
 
 @_on_both("explicit risk = closed form", evidence="monte-carlo")
 def few_heads_explicit_closed_form(inp: FewHeadsInputs) -> Verdict:
-    """The explicit H = q - 1 model's risk is its closed form 2 (q - H) / q, within
-    2 e sqrt(value) + e^2 + z se (e: its error budget; z two-sided) on both sides."""
-    est, value, e = inp.explicit.estimate, _closed_form(inp), inp.explicit.e
-    slack = 2 * e * math.sqrt(value) + e * e + _z(1, sides=2) * est.se
-    detail = f"{est.heads}-head explicit model, error budget e = {e:.3e}; {_allowance(1, 2)}"
-    return close(est.risk, value, slack, est.rnd, detail=detail)
+    """Each explicit H = q - 1 model's risk is its closed form 2 (q - H) / q, within
+    2 e sqrt(value) + e^2 + z se (e: its error budget; z two-sided over the shapes) on both
+    sides."""
+    z, k = _z(len(inp.cases), sides=2), len(inp.cases)
+
+    def closed(case: FewCase) -> Verdict:
+        est, value, e = case.explicit.estimate, _closed_form(case), case.explicit.e
+        slack = 2 * e * math.sqrt(value) + e * e + z * est.se
+        detail = f"{est.heads}-head explicit model, error budget e = {e:.3e}; {_allowance(k, 2)}"
+        return close(est.risk, value, slack, est.rnd, detail=detail)
+
+    return worst((c.shape.label, closed(c)) for c in inp.cases)
 
 
 @prop_3.check("closed form - floor <= 2H/d", evidence="formula")
 def few_heads_floor_reached(inp: FewHeadsInputs) -> Verdict:
     """Prop 3: the floor is nearly attained at every H < q, closed form - floor <= 2 H / d
-    (few-heads.md, 2); the largest (closed form - floor) / (2 H / d)."""
-    q, d = inp.cfg["q"], inp.cfg["d"]
-    ratio, H = max(((_closed_form(inp, H) - inp.floor_at(H)) / (2 * H / d), H) for H in range(1, q))
-    detail = f"(2 (q - H)/q - floor) / (2 H / d) over H = 1..{q - 1}, largest at H = {H}, d = {d}"
-    return at_most(ratio, 1.0, 1e-12, detail=detail)
+    (few-heads.md, 2); the largest (closed form - floor) / (2 H / d) over H and the shapes."""
+
+    def reached(case: FewCase) -> Verdict:
+        q, d = case.shape.q, case.shape.d
+        ratio, H = max(
+            ((_closed_form(case, H) - inp.floor_at(case, H)) / (2 * H / d), H) for H in range(1, q)
+        )
+        detail = f"(2 (q - H)/q - floor) / (2 H / d) over H = 1..{q - 1}, largest at H = {H}"
+        return at_most(ratio, 1.0, 1e-12, detail=detail)
+
+    return worst((c.shape.label, reached(c)) for c in inp.cases)
 
 
 @prop_21.check("closed form = floor", evidence="formula")
 def few_heads_floor_exact(inp: FewHeadsInputs) -> Verdict:
     """Prop 21: at every H < q the floor is the infimum over the restricted class, 2 (q - H) / q
     (few-heads.md, section 3, where it is exact); the largest |closed form - floor|."""
-    q = inp.cfg["q"]
-    gap, H = max((abs(_closed_form(inp, H) - inp.floor_at(H)), H) for H in range(1, q))
-    detail = f"|2 (q - H)/q - floor| over H = 1..{q - 1}, largest at H = {H}, d = {inp.cfg['d']}"
-    return close(gap, 0.0, 0.0, 1e-12, detail=detail)
+
+    def exact_at(case: FewCase) -> Verdict:
+        q = case.shape.q
+        gap, H = max((abs(_closed_form(case, H) - inp.floor_at(case, H)), H) for H in range(1, q))
+        detail = f"|2 (q - H)/q - floor| over H = 1..{q - 1}, largest at H = {H}"
+        return close(gap, 0.0, 0.0, 1e-12, detail=detail)
+
+    return worst((c.shape.label, exact_at(c)) for c in inp.cases)
 
 
 @_on_both("squared-norm net's error attained", evidence="built")
 def few_heads_sqnorm_attained(inp: FewHeadsInputs) -> Verdict:
-    """The squared-norm net's certified error h^2/4 per square is attained at the knot midpoints."""
-    m = inp.explicit
-    attained = _sqnorm_attained(m.net, inp.cfg["q"], inp.cfg["d"], m.estimate.heads)
-    return close(
-        attained, m.sq_err, 1e-9 * m.sq_err, detail="error at the knot midpoints vs certified"
-    )
+    """The squared-norm net's certified error h^2/4 per square is attained at the knot midpoints,
+    for each shape's net."""
+
+    def attained(case: FewCase) -> Verdict:
+        m, s = case.explicit, case.shape
+        err = _sqnorm_attained(m.net, s.q, s.d, m.estimate.heads)
+        detail = "error at the knot midpoints vs certified"
+        return close(err, m.sq_err, 1e-9 * m.sq_err, detail=detail)
+
+    return worst((c.shape.label, attained(c)) for c in inp.cases)
 
 
 @_on_both("trained risk >= floor", evidence="monte-carlo", profiles=TRAINED)
 def few_heads_trained_above_floor(inp: FewHeadsInputs) -> Verdict:
-    """Props 3 and 21: trained H < q models never beat their floor, less z standard errors
-    (full and gpu profiles: 200 quick steps leave even H = q above every floor)."""
-    z = _z(len(inp.trained))
-    detail = "; ".join(
-        f"trained H={t.heads}: risk {t.risk:.3f} +- {t.se:.3f} vs floor {inp.floor_at(t.heads):.3f}"
-        for t in inp.trained
-    )
-    rows = [
-        (f"H = {t.heads}", at_least(t.risk, inp.floor_at(t.heads) - z * t.se, t.rnd, detail))
-        for t in inp.trained
-    ]
-    return worst(rows, key=lambda v: v.bound - v.measured).labelled(_allowance(len(inp.trained)))
+    """Props 3 and 21: trained H < q models never beat their floor, less z standard errors over
+    every shape's models (full and gpu profiles: 200 quick steps leave even H = q above every
+    floor)."""
+    k = sum(len(c.trained) for c in inp.cases)
+    z = _z(k)
+    rows = []
+    for c in inp.cases:
+        for t in c.trained:
+            floor = inp.floor_at(c, t.heads)
+            detail = f"trained: risk {t.risk:.3f} +- {t.se:.3f} vs floor {floor:.3f}"
+            rows.append(
+                (f"{c.shape.label} H={t.heads}", at_least(t.risk, floor - z * t.se, t.rnd, detail))
+            )
+    return worst(rows, key=lambda v: v.bound - v.measured).labelled(_allowance(k))
 
 
 def _q_heads(inp: FewHeadsInputs, ctx: Context) -> FewHeadsInputs:
-    """The explicit construction with H = q heads (every token retrieved), held to the H = q - 1
-    floor: it goes below (1024 prompts do, its risk is ~ 0 against a floor ~ 1)."""
-    model = _explicit_model(inp.claim, inp.cfg, inp.cfg["q"], ctx, n=1024)
-    return replace(inp, explicit=model)
+    """Each shape's explicit construction with H = q heads (every token retrieved), held to the
+    H = q - 1 floor: it goes below (Q_HEADS_N prompts do: its risk is ~ 1e-4, each floor >= 1/6)."""
+
+    def q_heads(case: FewCase) -> FewCase:
+        s = case.shape
+        return replace(case, explicit=_explicit_model(inp.claim, s, s.q, ctx, Q_HEADS_N))
+
+    return replace(inp, cases=tuple(map(q_heads, inp.cases)))
 
 
 def _floor_heads_from_zero(q: int, H: int, d: int, restricted: bool) -> float:
@@ -341,11 +425,11 @@ def _floor_heads_from_zero(q: int, H: int, d: int, restricted: bool) -> float:
     return max(0.0, 2 * (q - h) / q if restricted else 2 * (1 - h * (q + d) / (q * d)))
 
 
-def _one_knot_fewer(inp: FewHeadsInputs) -> FewHeadsInputs:
+def _one_knot_fewer(case: FewCase) -> FewCase:
     """The squared-norm net built with SQ_KNOTS - 1 knots, certified for SQ_KNOTS."""
-    cfg, H = inp.cfg, inp.explicit.estimate.heads
-    net, _ = sqnorm_net(cfg["q"], cfg["d"], H, R=SQ_R, knots=SQ_KNOTS - 1)
-    return replace(inp, explicit=replace(inp.explicit, net=net))
+    s, H = case.shape, case.explicit.estimate.heads
+    net, _ = sqnorm_net(s.q, s.d, H, R=SQ_R, knots=SQ_KNOTS - 1)
+    return replace(case, explicit=replace(case.explicit, net=net))
 
 
 for claim, above, closed_form, floor, sqnorm, trained in zip(
@@ -363,7 +447,7 @@ for claim, above, closed_form, floor, sqnorm, trained in zip(
         breaks=floor,
         apply=replaced(floor=few_heads_floor),
     )
-    claim.fault("squared-norm net built with one knot fewer", sqnorm, _one_knot_fewer)
+    claim.fault("squared-norm net built with one knot fewer", sqnorm, each()(_one_knot_fewer))
     claim.fault(
         "floor with the heads counted from 0",
         breaks=(above, trained),

@@ -22,7 +22,7 @@ from qstr.bounds.feedforward import (
     span_distance,
     zcrit,
 )
-from qstr.constructions.links import Linear, make_link
+from qstr.constructions.links import Linear
 from qstr.verify.claim import (
     Claim,
     Context,
@@ -39,19 +39,21 @@ from qstr.verify.claim import (
     replaced,
     worst,
 )
+from qstr.verify.claims._thm6 import (
+    D_TOKEN,
+    Config,
+    Edge,
+    MinNormDraws,
+    Trained,
+    edge,
+    gen,
+    train,
+    transformer_risks,
+)
 from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding
-from qstr.verify.training.ffn import (
-    FFNTrace,
-    ffn_test_risk,
-    fit_full_batch,
-    make_vec_ffn,
-    simple_1str_data,
-)
+from qstr.verify.training.ffn import FFNTrace, fit_full_batch, make_vec_ffn
 
-D_TOKEN = 3  # token dimension d
-LR, LAMBDA = 0.5, 0.2  # GD step size and weight decay (lr * lambda = 0.1 per step)
-TOL = 1e-6  # stationarity: ||grad J||_F <= TOL * lambda ||theta||_F
 FAMILY_CONFIDENCE = 0.999
 L11_EPS = 0.01
 READOUT_RTOL = 1e-10  # numerical rank of a first layer for the Bayes readout
@@ -92,44 +94,6 @@ def slipped_floor(n: int, N: int, d: int) -> float:
 
 
 @dataclass(frozen=True)
-class Config:
-    N: int
-    n: int
-    widths: Tuple[int, ...]
-    activation: str = "tanh"
-    lr: float = LR
-    backtrack: bool = True  # ReLU: plain GD (halving on every kink oscillation would stall it)
-
-
-@dataclass(frozen=True)
-class Trained:
-    """One FFN trained on its config's data: first layer W, trace, test risk (mean, se)."""
-
-    cfg: Config
-    width: int
-    u: torch.Tensor
-    X: torch.Tensor  # the n training inputs vec x^(i)
-    V: torch.Tensor  # orthonormal basis of their span
-    W: torch.Tensor
-    trace: FFNTrace
-    risk: float
-    risk_se: float
-
-
-@dataclass(frozen=True)
-class MinNormDraws:
-    """Part (d) for one (N, n): K training sets, their exact risks R_k, index counts n_t,
-    floor_u(V_k) and the largest condition number of a group's inputs."""
-
-    N: int
-    n: int
-    R: torch.Tensor
-    counts: torch.Tensor
-    oracle: torch.Tensor
-    kappa: float
-
-
-@dataclass(frozen=True)
 class Thm6Inputs:
     """(a) trained FFNs, (b) Monte Carlo Bayes risks given V x, (c) Lemma 11 Transformers, (d) the
     min-norm branch of Definition 5; the bound functions the checks compare against."""
@@ -138,7 +102,7 @@ class Thm6Inputs:
     trained: Tuple[Trained, ...]
     averaged: Tuple[BayesRiskEstimate, ...]  # (b) u averaged, one per config
     fixed: Tuple[Tuple[BayesRiskEstimate, ...], ...]  # (b) u of the config's first model
-    edge: BayesRiskEstimate  # (b) n = N d
+    edge: Tuple[Edge, ...]  # (b) n = N d, one per (N, d)
     lemma11s: Tuple[object, ...]  # (c) the Lemma 11 Construction per config
     transformer: Tuple[Tuple[float, float], ...]  # (c) its risk (mean, se) per config
     min_norm: Tuple[MinNormDraws, ...]
@@ -157,55 +121,19 @@ class Thm6Inputs:
         return [next(t for t in self.trained if t.cfg == cfg) for cfg in self.configs]
 
 
-def _gen(ctx: Context, name: str, *index: int) -> torch.Generator:
-    """The run's generator ``thm-6/<name>`` on its device."""
-    return ctx.generator(f"thm-6/{name}", *index, device=ctx.device)
-
-
-def _train(cfg: Config, i: int, ctx: Context, steps: int, test: int) -> Tuple[Trained, ...]:
-    """The config's FFNs trained by full-batch GD with weight decay (theorem6.md section 1)."""
-    u = make_link("linear", 1, D_TOKEN, generator=_gen(ctx, "link", i)).u[0]
-    data = simple_1str_data(cfg.n, cfg.N, D_TOKEN, u, generator=_gen(ctx, "data", i))
-    V, out = orthonormal_row_basis(data.X), []
-    gd = dict(weight_decay=LAMBDA, lr=cfg.lr, max_steps=steps, tol=TOL, backtrack=cfg.backtrack)
-    for j, m in enumerate(cfg.widths):
-        init = ctx.generator("thm-6/init", i, j)  # on the CPU
-        model = make_vec_ffn(
-            cfg.N, D_TOKEN, (m,), activation=cfg.activation, generator=init, device=ctx.device
-        )
-        trace = fit_full_batch(model, data, record_every=max(1, steps // 10), **gd)
-        risk, se = ffn_test_risk(model, u, samples=test, generator=_gen(ctx, "test", i, j))
-        W = model.first_layer_x_weight().detach().clone()
-        out.append(Trained(cfg, m, u, data.X, V, W, trace, risk, se))
-    return tuple(out)
-
-
 @claim.builds_with
 def transformer_for(cfg: Config, u: torch.Tensor):
     """The Lemma 11 construction for g(x) = <u, x> at eps = 0.01 (theorem6.md section 3)."""
-    net = Linear(q=1, d=D_TOKEN, u=u[None]).two_layer_net()
-    r_x = lemma12_radius(D_TOKEN, max(cfg.n, 2), cfg.N)
-    return lemma11(cfg.N, D_TOKEN, 1, net, eps=L11_EPS, r_x=r_x, device=u.device)
-
-
-def _transformer_risks(lemma11s, first, ctx: Context) -> Tuple[Tuple[float, float], ...]:
-    """Each Lemma 11 construction's test risk (mean, se) on simple-1STR with its config's u."""
-    samples, out = ctx.pick(quick=2000, full=20000), []
-    for built, tr in zip(lemma11s, first, strict=True):
-        g = _gen(ctx, "transformer", tr.cfg.N)
-        data = simple_1str_data(samples, tr.cfg.N, D_TOKEN, tr.u, generator=g)
-        t = data.t[:, :, None].expand(samples, tr.cfg.N, 1).contiguous()
-        with torch.no_grad():
-            err = ((built.predict(data.x, t) - data.y) ** 2).mean(dim=1)
-        out.append((float(err.mean()), float(err.std() / math.sqrt(samples))))
-    return tuple(out)
+    net = Linear(q=1, d=cfg.d, u=u[None]).two_layer_net()
+    r_x = lemma12_radius(cfg.d, max(cfg.n, 2), cfg.N)
+    return lemma11(cfg.N, cfg.d, 1, net, eps=L11_EPS, r_x=r_x, device=u.device)
 
 
 @claim.builds_with
-def min_norm_draws(N: int, n: int, K: int, generator: torch.Generator):
+def min_norm_draws(N: int, n: int, K: int, generator: torch.Generator, d: int = D_TOKEN):
     """(R_k, counts n_t (K, N), floor_u(V_k), kappa_max) for K training sets of the min-norm
     linear FFN y_hat = <w_t, vec x>, w_t = pinv(X_t) y_t (docs/derivations/theorem6.md 5)."""
-    d, D = D_TOKEN, N * D_TOKEN
+    D = N * d
     dev, f64 = generator.device, torch.float64
     X = torch.randn(K, n, D, generator=generator, dtype=f64, device=dev)
     t = torch.randint(N, (K, n), generator=generator, device=dev)
@@ -233,31 +161,33 @@ def min_norm_draws(N: int, n: int, K: int, generator: torch.Generator):
 
 
 def _min_norm(cfg: Config, i: int, K: int, ctx: Context, chunk: int = 4096) -> MinNormDraws:
-    g = _gen(ctx, "min-norm", i)
-    parts = [min_norm_draws(cfg.N, cfg.n, min(chunk, K - k0), g) for k0 in range(0, K, chunk)]
+    """Part (d) at the config's (N, d, n): K training sets, drawn ``chunk`` at a time."""
+    g, N, n, d = gen(ctx, "min-norm", i), cfg.N, cfg.n, cfg.d
+    parts = [min_norm_draws(N, n, min(chunk, K - k0), g, d) for k0 in range(0, K, chunk)]
     R, counts, oracle = (torch.cat([p[j] for p in parts]) for j in range(3))
-    return MinNormDraws(cfg.N, cfg.n, R, counts, oracle, max(p[3] for p in parts))
+    return MinNormDraws(N, n, R, counts, oracle, max(p[3] for p in parts), d)
 
 
-def _edge(n: int, N: int, ctx: Context) -> BayesRiskEstimate:
-    """The MC Bayes risk given the span of n training inputs (1000 samples)."""
-    return mc_bayes_risk_from_training(n, N, D_TOKEN, samples=1000, generator=_gen(ctx, "edge"))
+def _edges(configs, ctx: Context, short: int = 0) -> Tuple[Edge, ...]:
+    """n = N d - ``short`` training inputs, once per (N, d): at short = 0 they span R^{N d}."""
+    Nd = [(c.N, c.d) for c in configs]
+    return tuple(edge(c, i, ctx, short) for i, c in enumerate(configs) if Nd.index(Nd[i]) == i)
 
 
 @claim.scope_with
 def thm6_scope(inp: Thm6Inputs) -> str:
-    """The (N, n, widths) trained and estimated, d and the Monte Carlo sizes."""
-    cfgs = ", ".join(f"(N={c.N}, n={c.n}, widths {c.widths})" for c in inp.configs)
-    return f"d = {D_TOKEN}: {cfgs}; {inp.mc_samples} Monte Carlo draws, {inp.test_samples} test"
+    """Every (N, d, n, widths) trained and estimated and the Monte Carlo sizes."""
+    cfgs = ", ".join(f"(N={c.N}, d={c.d}, n={c.n}, widths {c.widths})" for c in inp.configs)
+    return f"{cfgs}; {inp.mc_samples} Monte Carlo draws, {inp.test_samples} test"
 
 
 @claim.vacuity_with
 def thm6_vacuity(inp: Thm6Inputs) -> Vacuity:
     """Theorem 6's floor 1 - n/(N d) is a risk above 0 for every n < N d: not vacuous at the
     sizes checked (the floor's range over them)."""
-    floors = [inp.risk_floor(c.n, c.N, D_TOKEN) for c in inp.configs]
-    sizes = ", ".join(f"(N={c.N}, n={c.n})" for c in inp.configs)
-    line = f"floor 1 - n/(N d) = {min(floors):.3g}..{max(floors):.3g} > 0 at {sizes}, d = {D_TOKEN}"
+    floors = [inp.risk_floor(c.n, c.N, c.d) for c in inp.configs]
+    sizes = ", ".join(f"(N={c.N}, d={c.d}, n={c.n})" for c in inp.configs)
+    line = f"floor 1 - n/(N d) = {min(floors):.3g}..{max(floors):.3g} > 0 at {sizes}"
     return Vacuity(max(floors) <= 0, line)
 
 
@@ -265,52 +195,62 @@ def thm6_vacuity(inp: Thm6Inputs) -> Vacuity:
 def thm6_inputs(ctx: Context) -> Thm6Inputs:
     """Trained FFNs, Monte Carlo Bayes risks, Lemma 11 risks, min-norm draws (theorem6.md 3, 5)."""
     configs = ctx.pick(
-        quick=(Config(2, 4, (8, 32)), Config(4, 8, (8, 32))),
+        quick=(Config(2, 4, (8, 32)), Config(4, 8, (8, 32)), Config(8, 16, (16,), d=4)),
         full=(
             Config(2, 4, (8, 32, 128)),
             Config(4, 8, (8, 32, 128)),
             Config(4, 10, (8, 32, 128)),
             Config(8, 16, (16, 64, 256)),
             Config(4, 8, (32,), activation="relu", lr=0.2, backtrack=False),
+            # the grid N in {6, 8} x d in {4, 5} at n = N d / 2 (floor 1/2)
+            *(Config(N, N * d // 2, (16, 64), d=d) for N in (6, 8) for d in (4, 5)),
         ),
     )
     steps, test = ctx.pick(quick=1500, full=6000), ctx.pick(quick=4000, full=40000)
-    trained = tuple(tr for i, cfg in enumerate(configs) for tr in _train(cfg, i, ctx, steps, test))
+    trained = tuple(tr for i, cfg in enumerate(configs) for tr in train(cfg, i, ctx, steps, test))
     first = [next(t for t in trained if t.cfg == cfg) for cfg in configs]
     # Bonferroni: FFN risks, 3 MC per config in (b), the Transformer, 3 per config in (d)
     z = zcrit(1 - (1 - FAMILY_CONFIDENCE) / (len(trained) + 7 * len(configs)))
     S = ctx.pick(quick=20000, full=200000)
     averaged = tuple(
-        mc_bayes_risk_from_training(c.n, c.N, D_TOKEN, samples=S, generator=_gen(ctx, "mc", i))
+        mc_bayes_risk_from_training(c.n, c.N, c.d, samples=S, generator=gen(ctx, "mc", i))
         for i, c in enumerate(configs)
     )
 
     def fixed_u(i: int, tr: Trained, x: bool) -> BayesRiskEstimate:  # tr's own u, x sampled?
-        g = _gen(ctx, "fixed-u", i, x)
-        return mc_bayes_risk(tr.V, tr.cfg.N, D_TOKEN, samples=S, u=tr.u, sample_x=x, generator=g)
+        g, c = gen(ctx, "fixed-u", i, x), tr.cfg
+        return mc_bayes_risk(tr.V, c.N, c.d, samples=S, u=tr.u, sample_x=x, generator=g)
 
     fixed = tuple(tuple(fixed_u(i, tr, x) for x in (True, False)) for i, tr in enumerate(first))
-    N0 = configs[0].N  # n = N d training inputs span R^{N d}: no risk left
-    edge = _edge(N0 * D_TOKEN, N0, ctx)
     lemma11s = tuple(transformer_for(tr.cfg, tr.u) for tr in first)
-    transformer = _transformer_risks(lemma11s, first, ctx)
-    K, sizes = ctx.pick(quick=3000, full=10000), [(c.N, c.n) for c in configs]
-    # (d) depends on (N, n) only: drawn once, at its first config
-    mn = [_min_norm(c, i, K, ctx) for i, c in enumerate(configs) if sizes.index((c.N, c.n)) == i]
+    transformer = transformer_risks(lemma11s, first, ctx)
+    K, sizes = ctx.pick(quick=3000, full=10000), [(c.N, c.d, c.n) for c in configs]
+    # (d) depends on (N, d, n) only: drawn once, at its first config. A set's risk and floor_u(V)
+    # spread like 1/(N d): above the largest N d of the d = 3 configs (which draw all K) the sets
+    # are cut by that N d / (N d), and the z se stay below the d = 3 ones (theorem6.md, 5)
+    ref = max(c.N * c.d for c in configs if c.d == D_TOKEN)
+    mn = [
+        _min_norm(c, i, K * ref // max(ref, c.N * c.d), ctx)
+        for i, c in enumerate(configs)
+        if sizes.index(sizes[i]) == i
+    ]
+    edges = _edges(configs, ctx)
     return Thm6Inputs(
-        configs, trained, averaged, fixed, edge, lemma11s, transformer, tuple(mn), z, test, S
+        configs, trained, averaged, fixed, edges, lemma11s, transformer, tuple(mn), z, test, S
     )
 
 
 def _mc_rounding(inp: Thm6Inputs) -> Rounding:
-    n = inp.mc_samples + inp.configs[-1].N * D_TOKEN
+    n = inp.mc_samples + max(c.N * c.d for c in inp.configs)
     return Rounding(n=n, scale=1.0, what="(samples + N d) eps (risks <= 1)")
 
 
 def _worst_model(inp: Thm6Inputs, verdict: Callable[[Trained], Verdict], key=None) -> Verdict:
     """The worst over the trained FFNs of ``verdict(model)`` (``worst``'s ``key``)."""
-    label = "N={0.cfg.N} n={0.cfg.n} m={0.width} {0.cfg.activation}"
-    return worst(((label.format(tr), verdict(tr)) for tr in inp.trained), key=key)
+    cases = (
+        (f"{tr.cfg.label} m={tr.width} {tr.cfg.activation}", verdict(tr)) for tr in inp.trained
+    )
+    return worst(cases, key=key)
 
 
 # ---------------------------------------------------------------- (c) the floor
@@ -342,7 +282,7 @@ def transformer_below_floor(inp: Thm6Inputs) -> Verdict:
         floor_u = inp.floor_u(tr.V, tr.u, tr.cfg.N)
         detail = f"Lemma 11, eps = 0.01: {risk:.2e}+-{inp.z * se:.1e} vs floor_u {floor_u:.3f}"
         verdict = at_most(risk + inp.z * se, floor_u, _mc_rounding(inp), detail=detail)
-        cases.append((f"N={tr.cfg.N}", verdict))
+        cases.append((tr.cfg.label, verdict))
     return worst(cases, key=by_ratio)  # ranked by (risk + z se) / floor_u
 
 
@@ -352,7 +292,7 @@ def decay_follows_law(inp: Thm6Inputs) -> Verdict:
     """During training the off-span part is prod_k (1 - eta_k lambda) ||W_perp(0)||: the largest
     deviation, relative to ||W(0)||_F (theorem6.md section 1)."""
     steps = max(tr.trace.final_step for tr in inp.trained)
-    width = max(tr.width for tr in inp.trained) + max(c.N for c in inp.configs) * D_TOKEN
+    width = max(tr.width for tr in inp.trained) + max(c.N * c.d for c in inp.configs)
     rnd = Rounding(n=steps * width, scale=1.0, what="steps (m + N d) eps (relative to ||W(0)||)")
 
     def deviation(tr: Trained) -> Verdict:  # max_k |perp(k) - law(k)| / ||W(0)||_F
@@ -366,7 +306,7 @@ def decay_follows_law(inp: Thm6Inputs) -> Verdict:
 def span_distance_at_end(inp: Thm6Inputs) -> Verdict:
     """The final W's span distance is at most its prediction prod (1 - eta lambda) perp(0)/||W||;
     the largest excess over the prediction in units of ||W(0)||/||W|| is reported."""
-    n = max(tr.trace.final_step for tr in inp.trained) * max(c.N for c in inp.configs) * D_TOKEN
+    n = max(tr.trace.final_step for tr in inp.trained) * max(c.N * c.d for c in inp.configs)
 
     def excess(tr: Trained) -> Verdict:
         final = inp.span_distance(tr.W, tr.X)
@@ -395,7 +335,7 @@ def _estimate(inp: Thm6Inputs, label: str, e: BayesRiskEstimate, target: float):
 def bayes_risk_is_floor(inp: Thm6Inputs) -> Verdict:
     """E_u Bayes risk given V x (MC) = risk_floor(n, N, d) = 1 - n/(N d), within z se."""
     return worst(
-        _estimate(inp, f"u averaged, N={c.N} n={c.n}", e, inp.risk_floor(c.n, c.N, D_TOKEN))
+        _estimate(inp, f"u averaged, {c.label}", e, inp.risk_floor(c.n, c.N, c.d))
         for c, e in zip(inp.configs, inp.averaged, strict=True)
     )
 
@@ -408,7 +348,7 @@ def fixed_u_bayes_risk(inp: Thm6Inputs) -> Verdict:
     for tr, ests in zip(inp.first, inp.fixed, strict=True):
         floor_u = inp.floor_u(tr.V, tr.u, tr.cfg.N)
         for how, e in zip(("x sampled", "x integrated"), ests, strict=True):
-            cases.append(_estimate(inp, f"fixed u, N={tr.cfg.N} {how}", e, floor_u))
+            cases.append(_estimate(inp, f"fixed u, {tr.cfg.label} {how}", e, floor_u))
     return worst(cases)
 
 
@@ -422,16 +362,21 @@ def mc_informative(inp: Thm6Inputs) -> Verdict:
 
 @claim.check("no risk left at n = N d", evidence="monte-carlo")
 def no_risk_at_nd(inp: Thm6Inputs) -> Verdict:
-    """At n = N d the inputs span R^{N d}: the MC Bayes risk is risk_floor(N d, N, d) = 0."""
-    N0 = inp.configs[0].N
-    target = inp.risk_floor(N0 * D_TOKEN, N0, D_TOKEN)
-    detail = f"N={N0} n={N0 * D_TOKEN}"
-    return close(inp.edge.estimate, target, 0.0, _mc_rounding(inp), detail=detail)
+    """At n = N d the inputs span R^{N d}: the MC Bayes risk is risk_floor(N d, N, d) = 0, at
+    every (N, d) checked; the largest estimate is reported."""
+
+    def at(e: Edge) -> Tuple[str, Verdict]:
+        target = inp.risk_floor(e.N * e.d, e.N, e.d)
+        detail = f"from {e.inputs} inputs"
+        verdict = close(e.estimate.estimate, target, 0.0, _mc_rounding(inp), detail=detail)
+        return f"N={e.N} d={e.d} n={e.N * e.d}", verdict
+
+    return worst(map(at, inp.edge))
 
 
 # ---------------------------------------------------------------- (d) the min-norm branch
 def _mn_rounding(mn: MinNormDraws) -> Rounding:
-    n, kappa = mn.n + mn.N * D_TOKEN, max(1.0, mn.kappa)
+    n, kappa = mn.n + mn.N * mn.d, max(1.0, mn.kappa)
     return Rounding(n=n, scale=kappa, what="(n + N d) eps kappa_max (pinv and QR)")
 
 
@@ -440,8 +385,8 @@ def _se(v: torch.Tensor) -> float:
 
 
 def _worst_draws(inp: Thm6Inputs, verdict: Callable[[MinNormDraws], Verdict], key=None):
-    """The worst over the (N, n) of part (d) of ``verdict(draws)`` (``worst``'s ``key``)."""
-    return worst(((f"N={mn.N} n={mn.n}", verdict(mn)) for mn in inp.min_norm), key=key)
+    """The worst over the (N, d, n) of part (d) of ``verdict(draws)`` (``worst``'s ``key``)."""
+    return worst(((mn.label, verdict(mn)) for mn in inp.min_norm), key=key)
 
 
 def _mn_close(inp: Thm6Inputs, mn: MinNormDraws, est: float, target: float, se: float):
@@ -455,11 +400,11 @@ def min_norm_closed_form(inp: Thm6Inputs) -> Verdict:
     """The min-norm FFN's mean exact risk = mean (1/N) sum_t risk_floor(n_t, N, d) (paired)."""
 
     def paired(mn: MinNormDraws) -> Verdict:  # the closed form of E[R | counts], per set
-        floors = [inp.risk_floor(j, mn.N, D_TOKEN) for j in range(mn.n + 1)]
+        floors = [inp.risk_floor(j, mn.N, mn.d) for j in range(mn.n + 1)]
         closed = torch.tensor(floors, dtype=torch.float64, device=mn.R.device)[mn.counts].mean(1)
         return _mn_close(inp, mn, float(mn.R.mean()), float(closed.mean()), _se(mn.R - closed))
 
-    return _worst_draws(inp, paired).labelled(f"{inp.min_norm[0].R.numel()} training sets")
+    return _worst_draws(inp, paired).labelled("mean R vs mean closed form")
 
 
 @claim.check("mean floor_u(V) = 1 - n/(Nd)", evidence="monte-carlo")
@@ -467,7 +412,7 @@ def min_norm_oracle_mean(inp: Thm6Inputs) -> Verdict:
     """The mean over training sets and u of floor_u(V) = risk_floor(n, N, d)."""
 
     def mean(mn: MinNormDraws) -> Verdict:
-        floor = inp.risk_floor(mn.n, mn.N, D_TOKEN)
+        floor = inp.risk_floor(mn.n, mn.N, mn.d)
         return _mn_close(inp, mn, float(mn.oracle.mean()), floor, _se(mn.oracle))
 
     return _worst_draws(inp, mean).labelled("mean floor_u(V)")
@@ -489,7 +434,7 @@ def min_norm_above_floor(inp: Thm6Inputs) -> Verdict:
     """The min-norm FFN's mean risk + z se is at least risk_floor(n, N, d)."""
 
     def mean(mn: MinNormDraws) -> Verdict:
-        upper, floor = float(mn.R.mean()) + inp.z * _se(mn.R), inp.risk_floor(mn.n, mn.N, D_TOKEN)
+        upper, floor = float(mn.R.mean()) + inp.z * _se(mn.R), inp.risk_floor(mn.n, mn.N, mn.d)
         return at_least(upper, floor, _mn_rounding(mn))
 
     worst_set = _worst_draws(inp, mean, key=lambda v: v.bound - v.measured)  # the least margin
@@ -534,7 +479,7 @@ claim.fault(
 def _transformer_attention_off(inp: Thm6Inputs, ctx: Context) -> Thm6Inputs:
     """The Lemma 11 constructions at scale alpha = 0 (uniform attention: with_alpha not applied)."""
     flat = tuple(b.with_alpha(0.0) for b in inp.lemma11s)
-    return replace(inp, lemma11s=flat, transformer=_transformer_risks(flat, inp.first, ctx))
+    return replace(inp, lemma11s=flat, transformer=transformer_risks(flat, inp.first, ctx))
 
 
 claim.fault(
@@ -554,13 +499,12 @@ claim.fault(
 
 @claim.fault("n = N d estimate from N d - 1 inputs", breaks=no_risk_at_nd)
 def _edge_one_short(inp: Thm6Inputs, ctx: Context) -> Thm6Inputs:
-    """The n = N d estimate drawn from N d - 1 training inputs (an off-by-one)."""
-    N0 = inp.configs[0].N
-    return replace(inp, edge=_edge(N0 * D_TOKEN - 1, N0, ctx))
+    """Each n = N d estimate drawn from N d - 1 training inputs (an off-by-one)."""
+    return replace(inp, edge=_edges(inp.configs, ctx, short=1))
 
 
 claim.fault(
     "min-norm risks averaged over the N d coordinates",
     breaks=(min_norm_above_own_floor, min_norm_above_floor, min_norm_closed_form),
-    apply=mapped("min_norm", fields_edited(R=lambda mn: mn.R / (mn.N * D_TOKEN))),
+    apply=mapped("min_norm", fields_edited(R=lambda mn: mn.R / (mn.N * mn.d))),
 )

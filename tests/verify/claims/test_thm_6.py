@@ -11,6 +11,73 @@ from qstr.bounds.feedforward import floor_for_direction, orthonormal_row_basis, 
 from qstr.verify.claims.thm_6 import D_TOKEN, min_norm_draws, slipped_floor
 
 CID = "thm-6"
+LARGE = (8, 4, 16)  # the quick profile's larger case (N, d, n)
+
+
+def only(inputs, N: int, d: int, n: int):
+    """The inputs of the one config (N, d, n): its trained models, estimates, Lemma 11 risk,
+    min-norm draws and edge (every check then reads that case alone)."""
+    (i,) = [i for i, c in enumerate(inputs.configs) if (c.N, c.d, c.n) == (N, d, n)]
+    cfg, pick = inputs.configs[i], lambda xs: (xs[i],)
+    return replace(
+        inputs,
+        configs=(cfg,),
+        trained=tuple(t for t in inputs.trained if t.cfg == cfg),
+        averaged=pick(inputs.averaged),
+        fixed=pick(inputs.fixed),
+        lemma11s=pick(inputs.lemma11s),
+        transformer=pick(inputs.transformer),
+        min_norm=tuple(m for m in inputs.min_norm if (m.N, m.d, m.n) == (N, d, n)),
+        edge=tuple(e for e in inputs.edge if (e.N, e.d) == (N, d)),
+    )
+
+
+def test_the_quick_profile_checks_a_larger_case_and_names_it(declared):
+    """Besides (N, n) = (2, 4), (4, 8) at d = 3, the quick profile checks N = 8, d = 4, n = 16
+    (floor 1/2), and the scope line names all three."""
+    d = declared(CID)
+    sizes = [(c.N, c.d, c.n) for c in d.inputs.configs]
+    assert sizes == [(2, 3, 4), (4, 3, 8), LARGE]
+    scope = d.claim.scope(d.inputs)
+    assert all(f"(N={N}, d={k}, n={n}," in scope for N, k, n in sizes), scope
+    assert [(e.N, e.d, e.inputs) for e in d.inputs.edge] == [(2, 3, 6), (4, 3, 12), (8, 4, 32)]
+    assert [(m.N, m.d, m.n, m.R.numel()) for m in d.inputs.min_norm] == [
+        (2, 3, 4, 3000),
+        (4, 3, 8, 3000),
+        (8, 4, 16, 1125),  # 3000 * 12 / (N d), 12 the d = 3 configs' largest N d
+    ]
+
+
+def test_every_check_holds_on_the_larger_case_alone(declared):
+    """On N = 8, d = 4, n = 16 alone: the FFN is at twice its floor_u (0.944 vs 0.462), the
+    Transformer 1e-7 of it, the Monte Carlo and min-norm means within a few thousandths of
+    1 - n/(N d) = 1/2 and the closed form 0.9375, no risk at n = N d = 32."""
+    d = declared(CID)
+    v = {c.name: c.run(only(d.inputs, *LARGE), d.ctx) for c in d.claim.checks_in("quick")}
+    assert all(x.holds for x in v.values()), {k: x for k, x in v.items() if not x.holds}
+    ffn = v["FFNs never beat floor_u"]
+    assert ffn.bound == pytest.approx(0.4623, abs=1e-4) and ffn.measured > 1.8 * ffn.bound
+    assert v["Lemma 11 Transformer beats floor_u"].measured < 1e-6 * ffn.bound
+    for name in ("Bayes risk given Vx = 1 - n/(Nd)", "mean floor_u(V) = 1 - n/(Nd)"):
+        assert v[name].bound == 0.5 and abs(v[name].measured - 0.5) < 0.005, (name, v[name])
+    closed = v["min-norm risk = closed form"]
+    assert closed.bound == pytest.approx(0.9375, abs=2e-3) and closed.tol < 0.003
+    assert abs(closed.measured - closed.bound) < 1e-3
+    assert v["min-norm risk >= own floor_u(V)"].measured > 0.3  # R_k - floor_u(V_k) >= 0.32
+    assert v["fixed-u Bayes risk = floor_u(V)"].bound == pytest.approx(ffn.bound, rel=1e-12)
+    assert v["no risk left at n = N d"].measured == 0.0
+    assert v["span distance at the end"].measured < 1e-14
+    assert v["off-span part decays as prod(1 - lr lambda)"].measured < 1e-14
+
+
+def test_every_fault_breaks_its_checks_on_the_larger_case_alone(declared):
+    """Each quick fault, applied to N = 8, d = 4, n = 16 alone, makes each check it names fail."""
+    d = declared(CID)
+    inputs = only(d.inputs, *LARGE)
+    for fault in d.claim.faults_in("quick"):
+        broken = fault.apply(inputs, d.ctx)
+        held = [n for n in fault.breaks if d.claim.check_named(n).run(broken, d.ctx).holds]
+        assert not held, (fault.name, held)
 
 
 def test_the_headline_is_the_floor_with_a_wide_margin(declared):
@@ -48,11 +115,13 @@ def test_a_planted_floor_fails_the_min_norm_closed_form(declared, planted):
     assert not d.verdict("min-norm risk = closed form", replace(d.inputs, risk_floor=planted)).holds
 
 
-def test_min_norm_draws_equal_per_group_lstsq():
+@pytest.mark.parametrize("N, n, d", [(3, 5, D_TOKEN), (4, 9, 4)])
+def test_min_norm_draws_equal_per_group_lstsq(N, n, d):
     """The batched pseudo-inverse of min_norm_draws is the per-group min-norm interpolant
-    (torch.linalg.lstsq, gelsd) and R = (1/N) sum_t ||P_t u - w_t||^2; the oracle is floor_u(V)."""
-    N, n, K, d = 3, 5, 4, D_TOKEN
-    R, counts, oracle, kappa = min_norm_draws(N, n, K, torch.Generator().manual_seed(7))
+    (torch.linalg.lstsq, gelsd) and R = (1/N) sum_t ||P_t u - w_t||^2; the oracle is floor_u(V),
+    at d = 3 and at the larger case's d = 4."""
+    K = 4
+    R, counts, oracle, kappa = min_norm_draws(N, n, K, torch.Generator().manual_seed(7), d)
     g = torch.Generator().manual_seed(7)  # the same draws, in the same order
     D = N * d
     X = torch.randn(K, n, D, generator=g, dtype=torch.float64)
@@ -96,7 +165,14 @@ def test_the_flow_law_is_off_by_the_discreteness_of_gd(declared):
 
 
 def test_edge_from_one_input_short_leaves_one_direction(declared):
-    """From N d - 1 inputs the Bayes risk is 1/(N d) (1/6 at N = 2), not 0."""
+    """From N d - 1 inputs the Bayes risk is 1/(N d) (1/6 at N = 2, d = 3; 1/32 at N = 8,
+    d = 4), not 0: the check reports the largest, and every (N, d) fails alone."""
     d = declared(CID)
-    v = d.verdict("no risk left at n = N d", d.broken("N d - 1"))
-    assert v.measured == pytest.approx(1 / (2 * D_TOKEN), abs=0.05)
+    broken = d.broken("N d - 1")
+    v = d.verdict("no risk left at n = N d", broken)
+    assert v.measured == pytest.approx(1 / (2 * D_TOKEN), abs=0.05) and not v.holds
+    for e in broken.edge:
+        assert e.inputs == e.N * e.d - 1
+        assert e.estimate.estimate == pytest.approx(1 / (e.N * e.d), rel=0.3), (e.N, e.d)
+        alone = d.verdict("no risk left at n = N d", replace(broken, edge=(e,)))
+        assert not alone.holds, (e.N, e.d)
