@@ -185,6 +185,14 @@ def _verify_options(v: argparse.ArgumentParser) -> None:
         action="store_true",
         help="stop at the first claim that fails (exit 1); for mutation testing",
     )
+    v.add_argument(
+        "--jobs",
+        type=_count,
+        default=None,
+        metavar="J",
+        help="claims run side by side in J worker processes (default: the CPU cores, at most 4, "
+        "on the CPU with 4 claims or more; else 1); the records are those of one process",
+    )
 
 
 def _codebook_options(c: argparse.ArgumentParser) -> None:
@@ -475,6 +483,19 @@ def _context(args):
     return Context(profile=args.profile, device=device, seed=args.seed, threads=args.threads)
 
 
+def _jobs(args, ctx, n_claims: int) -> int:
+    """--jobs, or by default the CPU cores (at most 4) for 4 claims or more on the CPU, else 1
+    (a worker's start, about 5 s of imports, would cost more than it saves)."""
+    cores = os.cpu_count() or 1
+    if args.jobs is not None:
+        if args.jobs > cores:
+            raise ValueError(f"--jobs {args.jobs}: this machine has {cores} CPU cores")
+        return args.jobs
+    if ctx.device != "cpu" or n_claims < 4 or args.threads > 1:
+        return 1
+    return max(1, min(4, cores, n_claims))
+
+
 def _selected(args, profile: str):
     """The paper's claims and those of every --claims module, narrowed by --only."""
     from qstr.verify.claims import select  # noqa: PLC0415 - fast --help
@@ -502,7 +523,7 @@ def _verify(args, console: Console) -> int:
         return _list(args, console)
     ctx = _context(args)
     _writable_file("--json", args.json)
-    from qstr.verify.registry import run_claim  # noqa: PLC0415 - fast --help
+    from qstr.verify.pool import run_claims  # noqa: PLC0415 - fast --help
 
     claims = _selected(args, ctx.profile)
     from qstr.verify.report import print_report, records, write_json  # noqa: PLC0415 - fast --help
@@ -512,20 +533,23 @@ def _verify(args, console: Console) -> int:
         console = Console(file=_Stream(sys.stderr), width=console.width)
     results, write_error = [], None
     title = f"qstr verify - profile {ctx.profile}, seed {ctx.seed}"
+    jobs = _jobs(args, ctx, len(claims))
+    done: dict = {}
     try:
         with console.status("") as status:
-            for i, c in enumerate(claims, 1):
+            status.update(f"[0/{len(claims)}] checking {claims[0].id} ..." if claims else "")
+            stop = (lambda r: not r.passed) if args.fail_fast else (lambda r: False)
+            for i, result in run_claims(claims, ctx, jobs, args.claims or (), stop):
+                done[i] = result
+                results = [done[k] for k in sorted(done)]
                 if _INTERRUPTED.is_set():
                     raise KeyboardInterrupt
-                status.update(f"[{i}/{len(claims)}] checking {c.id} ...")
-                results.append(run_claim(c, ctx))
+                status.update(f"[{len(done)}/{len(claims)}] {result.id} done ...")
                 if args.json and not to_stdout and write_error is None:
                     try:  # written as we go: an interrupted run keeps what it measured
                         write_json(results, args.json)
                     except ValueError as exc:  # the table first, then this one line
                         write_error = exc
-                if args.fail_fast and not results[-1].passed:
-                    break
     except KeyboardInterrupt:  # the table of what finished, then main's one line and exit 130
         if results:
             print_report(results, console, title=f"{title} (interrupted)")
@@ -537,8 +561,9 @@ def _verify(args, console: Console) -> int:
         raise
     print_report(results, console, title=title)
     if len(results) < len(claims):
+        failed = next(r.id for r in results if not r.passed)
         console.print(
-            f"--fail-fast: stopped after {results[-1].id} failed; "
+            f"--fail-fast: stopped after {failed} failed; "
             f"{len(claims) - len(results)} claims not run"
         )
     if write_error is not None:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from qstr.verify.claims import all_claims
 from qstr.verify.cli import main
-from qstr.verify.index import markdown
+from qstr.verify.index import markdown, not_claims_markdown
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_readme_claims_table_is_generated_from_the_registry():
     readme = (ROOT / "README.md").read_text()
     block = readme.split("<!-- claims:begin -->\n")[1].split("<!-- claims:end -->")[0].strip()
-    assert block == markdown(list(all_claims().values())), "run: python -m qstr.verify.index"
+    want = markdown(list(all_claims().values())) + "\n\n" + not_claims_markdown()
+    assert block == want, "run: python -m qstr.verify.index"
 
 
 def test_list_prints_the_index(capsys):
@@ -37,3 +38,9 @@ def test_list_prints_the_index(capsys):
 def test_list_needs_no_gpu(capsys):
     assert main(["verify", "--list", "--profile", "gpu", "--device", "cuda"]) == 0
     assert "lemma-11" in capsys.readouterr().out
+
+
+def test_list_says_which_results_are_no_claim_and_why(capsys):
+    assert main(["verify", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert "not claims of their own:" in out and "Lemma 18 and Cor 19: Dudley" in out

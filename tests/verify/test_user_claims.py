@@ -2,11 +2,13 @@
 `qstr verify --claims`, holds, and its fault is caught; the page quotes the example as it is."""
 
 import json
+import os
 import re
 from pathlib import Path
 
 import pytest
 
+import qstr.verify.claims  # noqa: F401  (the paper's claims registered before any test copies the registry)
 from qstr.verify import registry
 from qstr.verify.claim import Context
 from qstr.verify.cli import main
@@ -60,3 +62,32 @@ def test_every_python_block_of_the_page_runs_as_printed(index, monkeypatch):
     (new,) = [c for cid, c in registry.REGISTRY.items() if cid not in before]
     result = registry.run_claim(new.require_complete(), Context())
     assert result.passed and all(f.caught for f in result.faults), result.error
+
+
+def test_claims_in_worker_processes_give_the_records_of_one(tmp_path, monkeypatch):
+    """--jobs 2: the workers load the user's module too, and every record's measured values and
+    verdicts are those of the one-process run (each claim seeds its own draws by name)."""
+    ids = ["my-lemma-11", "lemma-40", "lemma-12", "data-model"]
+    runs, paper = [], dict(registry.REGISTRY)
+    for jobs in ("1", "2"):
+        monkeypatch.setattr(
+            registry, "REGISTRY", dict(paper)
+        )  # the user's module loaded once a run
+        out = tmp_path / f"v{jobs}.json"
+        argv = ["verify", "--claims", str(EXAMPLE), "--only", *ids, "--jobs", jobs]
+        assert main([*argv, "--json", str(out)]) == 0
+        runs.append(json.loads(out.read_text()))
+    one, two = runs
+    assert [r["id"] for r in two] == ids  # table order, whichever worker finished first
+
+    def values(records):
+        return [
+            (c["name"], c["measured"], c["bound"], c["holds"]) for r in records for c in r["checks"]
+        ]
+
+    assert values(two) == values(one)
+
+
+def test_more_jobs_than_cores_is_one_line(capsys):
+    assert main(["verify", "--only", "lemma-12", "--jobs", str((os.cpu_count() or 1) + 1)]) == 2
+    assert "this machine has" in capsys.readouterr().err

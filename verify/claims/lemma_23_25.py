@@ -133,7 +133,7 @@ def _rows(book: Codebook, tr, k: int, ctx: Context):
     if ctx.profile == "quick":
         hit = (t == i[:, None]).any(1)
         others = (~hit).nonzero().flatten()
-        pick = others[torch.randperm(others.numel(), generator=gen)[:384]]
+        pick = others[torch.randperm(others.numel(), generator=gen)[:128]]
         keep = torch.cat([hit.nonzero().flatten(), pick])
         i, t = i[keep], t[keep]
     P = i.numel()

@@ -28,27 +28,12 @@ from qstr.bounds.symbolic import (
     polylog_degree,
     sample_size_from_expr,
 )
-from qstr.bounds.transformer import (
-    Theorem4Params,
-    ffn_sample_size,
-    loglog_slope,
-    theorem4_bound,
-    theorem4_sample_size,
-)
+from qstr.bounds.transformer import Theorem4Params, ffn_sample_size, loglog_slope
+from qstr.bounds.transformer import theorem4_bound, theorem4_sample_size
 from qstr.constructions.attention import lemma11_weights
 from qstr.constructions.links import TwoLayerNet
-from qstr.verify.claim import (
-    Claim,
-    Context,
-    Ref,
-    Vacuity,
-    Verdict,
-    at_least,
-    at_most,
-    close,
-    exact,
-    replaced,
-)
+from qstr.verify.claim import Claim, Context, Ref, Vacuity, Verdict, at_least, at_most, close
+from qstr.verify.claim import exact, replaced
 from qstr.verify.claims._vacuity import bound_scope, ffn_vacuity
 from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding
@@ -196,6 +181,12 @@ def _rho_params(P):
     return dataclasses.replace(P, C_x=1e-6, c=0.5, C_y=1e-3)
 
 
+@functools.lru_cache(maxsize=None)
+def _exact_bound(Q, nv: int, Nv: int) -> float:
+    """The sympy bound of the constants Q at (n, N), 30 digits (the same for every fault)."""
+    return float(bound_expr(Q).evalf(30, subs={sym_n: nv, sym_N: Nv}))
+
+
 @claim.check("numeric bound = sympy bound", evidence="formula")
 def thm4_numeric_is_sympy(inp: Theorem4Inputs) -> Verdict:
     """Theorem 4: the numeric bound equals the sympy expression (30 digits) at the default
@@ -211,9 +202,8 @@ def thm4_numeric_is_sympy(inp: Theorem4Inputs) -> Verdict:
         ("c = 1.5 given", explicit_c, THM4_AGREE_POINTS),
         ("rho branch", _rho_params(P), THM4_RHO_POINTS),
     ):
-        expr = bound_expr(Q)
         for nv, Nv in pts:
-            exact_value = float(expr.subs({sym_n: nv, sym_N: Nv}).evalf(30))
+            exact_value = _exact_bound(Q, nv, Nv)
             rel = abs(inp.bound(nv, Nv, Q) - exact_value) / abs(exact_value)
             if rel >= gap:
                 gap, where = rel, f"{label} at (n, N) = ({nv}, {Nv})"
