@@ -47,7 +47,7 @@ stages=${*:-capture train-tests report parallel}
 # the verify shards of the checks stage (about 85 s each alone on an H100, 2026-11-27)
 SHARDS=(
   "prop-8 lemma-24 lemma-22 data-model assumption-2 rs-hadamard-codes lemma-38 experiment-models lemma-23 lemma-25"
-  "thm-6 lemma-42 prop-3 lemma-39 assumption-3 experimental-encoding assumption-1 lemma-15 lemma-13"
+  "thm-6 lemma-42 prop-3 lemma-39 assumption-3 experimental-encoding assumption-1 lemma-15 lemma-13 lemma-20"
   "cor-27 prop-21 figure-2 sparse-average-single-head lemma-41 thm-9 lemma-40 lemma-37 lemma-12 lemma-29"
   "prop-26 prop-28 lemma-11 thm-4 lemma-36 export-roundtrip thm-7 lemma-30"
 )

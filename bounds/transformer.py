@@ -27,6 +27,8 @@ __all__ = [
     "loglog_slope",
     "C_APPROX",
     "default_code_dim",
+    "max_moment_factor",
+    "output_envelope",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -267,10 +269,18 @@ class Theorem4Bound:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-def _psi(p: float, N: int) -> float:
-    """min_{r >= 2p} r N^{2/r}: (E max_j ||x_j||^{2p})^{1/p} <= C_x d psi(p) under Assumption 1."""
+def max_moment_factor(p: float, N: int) -> float:
+    """psi(p) = min_{r >= 2p} r N^{2/r} (docs/derivations/theorem4.md, (1b)): under Assumption 1,
+    (E max_j ||x_j||^{2p})^{1/p} <= C_x d psi(p) for the maximum over N tokens."""
     r = max(2.0 * p, 2.0 * math.log(N))
     return r * math.exp(2.0 * math.log(N) / r)
+
+
+def output_envelope(M, K: float, q: int, c: float):
+    """B(X) = K sqrt(q (M^2 + c^2 (q+1)) + 1) (docs/derivations/theorem4.md, (2.1)): |f_Theta(X)_i|
+    <= B(X) for every Theta with ||a|| ||(W, b)||_F <= K and q heads, M = max_j ||x_j||; Lemma 20's
+    4 B^2 = kappa_1 M^2 + kappa_0."""
+    return K * (q * (M * M + c * c * (q + 1)) + 1) ** 0.5
 
 
 def theorem4_bound(n: int, N: int, params: Theorem4Params) -> Theorem4Bound:
@@ -324,7 +334,8 @@ def theorem4_bound(n: int, N: int, params: Theorem4Params) -> Theorem4Bound:
     kappa1 = 4.0 * K * K * q
     kappa0 = 4.0 * K * K * (q * c2 * (q + 1) + 1.0)
     tau = math.e * max(
-        4.0 * P_.C_y * (2.0 * p) ** (2.0 * P_.s), kappa1 * P_.C_x * d * _psi(p, N) + kappa0
+        4.0 * P_.C_y * (2.0 * p) ** (2.0 * P_.s),
+        kappa1 * P_.C_x * d * max_moment_factor(p, N) + kappa0,
     )
     truncation = 2.0 * tau * math.exp(-p) * (1.0 + 3.0 / delta)
 
@@ -343,7 +354,8 @@ def theorem4_bound(n: int, N: int, params: Theorem4Params) -> Theorem4Bound:
     # approximation (Lemma 11 + Assumption 2) and its tail off the r_x-ball
     approximation = C_APPROX * P_.eps_2nn
     l2_loss = 2.0 * (
-        K * K * (q * P_.C_x * d * _psi(2.0, N) + q * c2 * (q + 1) + 1.0) + P_.C_y * 16.0**P_.s
+        K * K * (q * P_.C_x * d * max_moment_factor(2.0, N) + q * c2 * (q + 1) + 1.0)
+        + P_.C_y * 16.0**P_.s
     )
     tail = l2_loss * math.exp(0.5 * ln_N - 0.75 * ln_nN)  # sqrt(N (nN)^{-3/2}) = n^{-3/4} N^{-1/4}
 

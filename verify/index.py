@@ -78,9 +78,10 @@ NOT_CLAIMS = (
         "algebra (constant 12, beta = tau / sqrt n, 2 Rad) is held to sympy in `thm-4`",
     ),
     (
-        "Lemmas 20 and 34",
-        "the truncation tails sup_Theta E(l - tau)_+: not yet a claim (issue 39); tau and p are "
-        "held to sympy (`thm-4`) and to a 40-digit evaluation (`thm-7`)",
+        "Lemma 34",
+        "the RNN's truncation tail: not yet a claim (issue 39); its growth constants and tau are "
+        "held to a 40-digit evaluation in `thm-7`. Lemma 20's tail itself, at Theorem 4's tau, is "
+        "below what Monte Carlo resolves; `lemma-20` checks the two facts it rests on",
     ),
     (
         "Cor 31, Lemma 32 and Cor 33",

@@ -35,7 +35,7 @@ def test_thm4_ffn_requirement_has_slope_one(declared):
 def test_thm4_numeric_bound_catches_a_fault_in_psi(monkeypatch, declared, fault):
     """A slip in bounds/transformer.py's psi moves the numeric bound off the sympy expression."""
     d = declared(CID)
-    monkeypatch.setattr(bt, "_psi", fault)
+    monkeypatch.setattr(bt, "max_moment_factor", fault)
     assert not d.verdict("numeric bound = sympy bound").holds
 
 
