@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
@@ -125,23 +126,72 @@ def register(claim: Claim) -> Claim:
 
 def load_claims(module: str) -> List[Claim]:
     """Import a user's module of claims (a dotted name or a path to a .py file); the claims it
-    registers, in order. A module already imported registers nothing new."""
+    registers, in order.
+
+    A file is imported under its own name with its folder first on ``sys.path``, as Python runs a
+    script: its sibling imports work, and a test that imports the same module gets the same
+    module (nothing registered twice). A module already imported registers nothing new. Whatever
+    the import raises (SyntaxError, an undefined name, a failing import, ``sys.exit``) becomes one
+    ``ValueError`` naming the module, the error and its line."""
     before = set(REGISTRY)
     try:
-        if module.endswith(".py"):
-            if not os.path.isfile(module):
-                raise ValueError(f"--claims {module}: no such file")
-            name = "qstr_user_claims_" + os.path.splitext(os.path.basename(module))[0]
-            spec = importlib.util.spec_from_file_location(name, module)
-            mod = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)
-        else:
-            importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        raise ValueError(f"--claims {module}: cannot import it ({exc})") from None
+        name = _import_file(module) if module.endswith(".py") else module
+        if name in _LOADED:  # imported before: its claims again if the registry lost them
+            return [
+                c for c in _LOADED[name] if REGISTRY.setdefault(c.id, c) is c and c.id not in before
+            ]
+        importlib.import_module(name)
+    except ValueError:
+        raise
     except SyntaxError as exc:
         raise ValueError(f"--claims {module}: line {exc.lineno}: {exc.msg}") from None
-    return require_complete([c for cid, c in REGISTRY.items() if cid not in before])
+    except SystemExit as exc:
+        raise ValueError(f"--claims {module}: called sys.exit({exc.code}) while imported") from None
+    except Exception as exc:  # noqa: BLE001 - a user's module may raise anything at import
+        raise ValueError(f"--claims {module}: importing it raised {_where(exc)}") from None
+    _LOADED[name] = require_complete([c for cid, c in REGISTRY.items() if cid not in before])
+    return _LOADED[name]
+
+
+_LOADED: Dict[str, List[Claim]] = {}  # module name -> the claims its import registered
+
+
+def _import_file(path: str) -> str:
+    """The module name of the file ``path``, importable: its folder first on ``sys.path``, and the
+    name not taken by another module."""
+    if not os.path.isfile(path):
+        raise ValueError(f"--claims {path}: no such file")
+    folder, name = os.path.split(os.path.abspath(path))
+    name = name[: -len(".py")]
+    if not name.isidentifier():
+        raise ValueError(f"--claims {path}: {name!r} is not a Python module name")
+    loaded = sys.modules.get(name)
+    if loaded is not None:
+        if os.path.abspath(getattr(loaded, "__file__", "") or "") != os.path.join(
+            folder, name + ".py"
+        ):
+            raise ValueError(
+                f"--claims {path}: a module named {name!r} is already imported from "
+                f"{getattr(loaded, '__file__', None) or 'elsewhere'}; rename the file"
+            )
+        return name
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    spec = importlib.util.find_spec(name)
+    if spec is None or os.path.abspath(spec.origin or "") != os.path.join(folder, name + ".py"):
+        raise ValueError(
+            f"--claims {path}: the name {name!r} is taken by "
+            f"{getattr(spec, 'origin', None)}; rename the file"
+        )
+    return name
+
+
+def _where(exc: BaseException) -> str:
+    """'TypeError: message (file.py, line 3)': the error and the innermost frame of the user's
+    code that raised it."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "importlib" not in f.filename]
+    at = f" ({os.path.basename(frames[-1].filename)}, line {frames[-1].lineno})" if frames else ""
+    return f"{type(exc).__name__}: {exc}{at}"
 
 
 def require_complete(claims: List[Claim]) -> List[Claim]:

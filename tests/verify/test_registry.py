@@ -2,6 +2,9 @@
 holds, a crashing check, inputs that cannot be built), loading a user's module, and that a claim
 run with the same seed gives the same numbers."""
 
+import re
+import sys
+
 import pytest
 
 from qstr.verify import registry
@@ -213,3 +216,62 @@ def test_scope_is_recorded_and_a_crashing_one_says_so():
     assert "scope not computed: AttributeError" in run_claim(bad, Context()).scope
     with pytest.raises(ValueError, match="scope twice"):
         c.scope_with(lambda inp: "")
+
+
+_MINE = (
+    "from qstr.verify.claim import Check, Claim, Fault, Ref, at_most\n"
+    "from qstr.verify.registry import register\n"
+    "from {helper} import BOUND\n"
+    "register(Claim('{cid}', Ref('Lemma 1'), 's', inputs=lambda ctx: 1.0,\n"
+    "               checks=[Check('le', lambda x, ctx: at_most(x, BOUND))],\n"
+    "               faults=[Fault('three', lambda x, ctx: 3.0, breaks='le')]))\n"
+)
+
+
+def test_a_users_file_imports_its_siblings_once(tmp_path, monkeypatch):
+    """The file's folder is on sys.path (its sibling helpers import), it is imported under its own
+    name, and loading it again, or importing it, registers nothing twice."""
+    monkeypatch.setattr(registry, "REGISTRY", dict(registry.REGISTRY))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setattr(registry, "_LOADED", {})
+    (tmp_path / "qstr_test_helpers_a.py").write_text("BOUND = 2.0\n")
+    path = tmp_path / "qstr_test_claims_a.py"
+    path.write_text(_MINE.format(helper="qstr_test_helpers_a", cid="mine-a"))
+    try:
+        (claim,) = load_claims(str(path))
+        assert claim.id == "mine-a" and run_claim(claim, Context()).passed
+        assert load_claims(str(path)) == [] and load_claims("qstr_test_claims_a") == []
+        import qstr_test_claims_a  # noqa: F401, PLC0415 - the module users' tests import
+
+        assert list(registry.REGISTRY).count("mine-a") == 1
+    finally:
+        sys.modules.pop("qstr_test_claims_a", None)
+        sys.modules.pop("qstr_test_helpers_a", None)
+
+
+@pytest.mark.parametrize(
+    "body, needle",
+    [
+        (
+            "x = 1\nraise RuntimeError('boom')\n",
+            "raised RuntimeError: boom (qstr_test_bad.py, line 2)",
+        ),
+        ("print(undefined_name)\n", "raised NameError: name 'undefined_name' is not defined"),
+        ("import qstr_no_such_module_x\n", "raised ModuleNotFoundError: No module named"),
+        ("import sys\nsys.exit(7)\n", "called sys.exit(7) while imported"),
+    ],
+)
+def test_a_users_file_that_fails_at_import_is_one_value_error(tmp_path, monkeypatch, body, needle):
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    path = tmp_path / "qstr_test_bad.py"
+    path.write_text(body)
+    with pytest.raises(ValueError, match=re.escape(needle)):
+        load_claims(str(path))
+    assert "qstr_test_bad" not in sys.modules
+
+
+def test_a_users_file_named_like_an_installed_module_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    (tmp_path / "json.py").write_text("")
+    with pytest.raises(ValueError, match="a module named 'json' is already imported"):
+        load_claims(str(tmp_path / "json.py"))

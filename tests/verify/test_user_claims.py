@@ -4,6 +4,7 @@
 import json
 import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,20 @@ def test_claims_in_worker_processes_give_the_records_of_one(tmp_path, monkeypatc
 def test_more_jobs_than_cores_is_one_line(capsys):
     assert main(["verify", "--only", "lemma-12", "--jobs", str((os.cpu_count() or 1) + 1)]) == 2
     assert "this machine has" in capsys.readouterr().err
+
+
+def test_a_module_that_raises_at_import_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    bad = tmp_path / "qstr_test_raising.py"
+    bad.write_text("raise RuntimeError('not today')\n")
+    assert main(["verify", "--claims", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "RuntimeError: not today" in err
+
+
+def test_the_same_module_given_twice_runs_once(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(registry, "REGISTRY", dict(registry.REGISTRY))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    argv = ["verify", "--claims", str(EXAMPLE), str(EXAMPLE), "--only", "my-lemma-11"]
+    assert main(argv) == 0
+    assert "1/1 claims hold" in capsys.readouterr().out
