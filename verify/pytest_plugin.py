@@ -166,9 +166,12 @@ def pytest_collection_modifyitems(session, config, items):
     import qstr.verify.claims as paper  # noqa: PLC0415 - no import without --qstr
     from qstr.verify.registry import load_claims  # noqa: PLC0415 - no import without --qstr
 
-    for module in config.getoption("qstr_claims"):
-        load_claims(module)
-    ctx = _context(config)
+    try:  # a bad module or option: pytest's one-line usage error, not an INTERNALERROR
+        for module in config.getoption("qstr_claims"):
+            load_claims(module)
+        ctx = _context(config)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
     for claim in paper.select(ctx.profile):
         node = ClaimNode.from_parent(
             session,

@@ -104,3 +104,25 @@ def test_without_the_flag_nothing_is_collected(tmp_path):
         text=True,
     )
     assert "qstr::" not in plain.stdout and plain.returncode == 5, plain.stdout
+
+
+def test_a_test_importing_the_claims_module_and_a_bad_module(tmp_path):
+    """A test file that imports the user's claims module runs beside --qstr-claims of the same file
+    (registered once); a module raising at import is pytest's one-line usage error, not an
+    INTERNALERROR."""
+    (tmp_path / "test_mine.py").write_text(
+        "import my_claims\n\ndef test_registered():\n    assert my_claims.Inputs\n"
+    )
+    out = _pytest(tmp_path, "-q", "-k", "user-good or registered")
+    assert out.returncode == 0 and "3 passed" in out.stdout, out.stdout + out.stderr
+    (tmp_path / "raising.py").write_text("raise RuntimeError('not today')\n")
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--qstr", "--qstr-claims"]
+    bad = subprocess.run(
+        [*cmd, str(tmp_path / "raising.py"), "--rootdir", str(tmp_path), "-q"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert bad.returncode == 4 and "INTERNALERROR" not in bad.stdout + bad.stderr
+    assert "RuntimeError: not today (raising.py, line 1)" in bad.stderr
