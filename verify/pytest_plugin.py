@@ -145,11 +145,28 @@ class FaultItem(_ClaimItem):
 
 
 def _context(config):
+    """The run's Context; a device the machine lacks is refused (ValueError), as `qstr verify`
+    refuses it."""
+    import torch  # noqa: PLC0415 - no import without --qstr
+
     from qstr.verify.claim import Context  # noqa: PLC0415 - no import without --qstr
 
     profile = config.getoption("qstr_profile")
     device = config.getoption("qstr_device") or ("cuda" if profile == "gpu" else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"--qstr-device {device}: CUDA is not available on this machine")
+    if device != "cpu" and not device.startswith("cuda"):
+        raise ValueError(f"--qstr-device must be cpu, cuda or cuda:N, got {device!r}")
     return Context(profile=profile, device=device, seed=config.getoption("qstr_seed"))
+
+
+def pytest_report_header(config):
+    """With --qstr, pytest's header says which profile, device and seed the claims run at."""
+    if not config.getoption("qstr"):
+        return None
+    profile = config.getoption("qstr_profile")
+    device = config.getoption("qstr_device") or ("cuda" if profile == "gpu" else "cpu")
+    return f"qstr: profile {profile}, device {device}, seed {config.getoption('qstr_seed')}"
 
 
 def _path(claim, default: Path) -> Path:

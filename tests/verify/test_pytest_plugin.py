@@ -126,3 +126,17 @@ def test_a_test_importing_the_claims_module_and_a_bad_module(tmp_path):
     )
     assert bad.returncode == 4 and "INTERNALERROR" not in bad.stdout + bad.stderr
     assert "RuntimeError: not today (raising.py, line 1)" in bad.stderr
+
+
+def test_header_and_options_the_machine_cannot_run(tmp_path):
+    """The header names profile, device and seed; a negative seed, or CUDA where there is none, is
+    one usage error line (exit 4)."""
+    out = _pytest(tmp_path, "--co", "--qstr-seed", "3")  # the header is not printed with -q
+    assert "qstr: profile quick, device cpu, seed 3" in out.stdout
+    bad = _pytest(tmp_path, "-q", "--co", "--qstr-seed", "-1")
+    assert bad.returncode == 4 and "INTERNALERROR" not in bad.stdout + bad.stderr
+    import torch  # noqa: PLC0415 - only to know whether this machine has CUDA
+
+    if not torch.cuda.is_available():
+        cuda = _pytest(tmp_path, "-q", "--co", "--qstr-device", "cuda")
+        assert cuda.returncode == 4 and "CUDA is not available" in cuda.stderr
