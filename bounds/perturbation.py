@@ -24,18 +24,21 @@ __all__ = [
 
 
 def score_change_bound(r_z, dW_fro):
-    """|z_i^T (W - W') z_j| <= ||z_i|| ||W - W'||_op ||z_j|| <= r_z^2 ||W - W'||_F (one head)."""
+    """Lemma 15, the scores' step: |z_i^T (W - W') z_j| <= ||z_i|| ||W - W'||_op ||z_j||
+    <= r_z^2 ||W - W'||_F (one head)."""
     return r_z * r_z * dW_fro
 
 
 def softmax_l1_bound(ds_inf):
-    """||softmax(s) - softmax(s')||_1 <= ||s - s'||_inf: the constant 1 (Edelman et al. state 2);
+    """Lemma 15, the softmax's step: ||softmax(s) - softmax(s')||_1 <= ||s - s'||_inf, constant 1
+    (Edelman et al. state 2);
     tight at two keys with equal scores moved apart (docs/derivations/theorem4.md, section 3)."""
     return ds_inf
 
 
 def head_change_bound(r_z, dA_l1):
-    """||sum_j (A_ij - A'_ij) z_j|| <= r_z ||A_i. - A'_i.||_1 (Lemma 39 with the rows' l1 norm)."""
+    """Lemma 15, the values' step: ||sum_j (A_ij - A'_ij) z_j|| <= r_z ||A_i. - A'_i.||_1 (Lemma 39
+    with the rows' l1 norm)."""
     return r_z * dA_l1
 
 
@@ -46,8 +49,8 @@ def attention_lipschitz(r_z):
 
 
 def state_radius(r_z, H: int):
-    """rho = sqrt(H r_z^2 + 1) >= ||(h_i, 1)||: each head output is a convex combination of the
-    z_j, and the 1 carries the bias."""
+    """Lemma 13's rho = sqrt(H r_z^2 + 1) >= ||(h_i, 1)||: each head output is a convex
+    combination of the z_j, and the 1 carries the bias."""
     return (H * r_z * r_z + 1) ** 0.5
 
 

@@ -270,16 +270,17 @@ class Theorem4Bound:
 
 
 def max_moment_factor(p: float, N: int) -> float:
-    """psi(p) = min_{r >= 2p} r N^{2/r} (docs/derivations/theorem4.md, (1b)): under Assumption 1,
+    """Lemma 20's moment of the maximum (docs/derivations/theorem4.md, (1b); Lemma 12's union
+    bound): psi(p) = min_{r >= 2p} r N^{2/r}, and under Assumption 1
     (E max_j ||x_j||^{2p})^{1/p} <= C_x d psi(p) for the maximum over N tokens."""
     r = max(2.0 * p, 2.0 * math.log(N))
     return r * math.exp(2.0 * math.log(N) / r)
 
 
 def output_envelope(M, K: float, q: int, c: float):
-    """B(X) = K sqrt(q (M^2 + c^2 (q+1)) + 1) (docs/derivations/theorem4.md, (2.1)): |f_Theta(X)_i|
-    <= B(X) for every Theta with ||a|| ||(W, b)||_F <= K and q heads, M = max_j ||x_j||; Lemma 20's
-    4 B^2 = kappa_1 M^2 + kappa_0."""
+    """Lemma 20's output envelope (docs/derivations/theorem4.md, (2.1)): |f_Theta(X)_i| <= B(X) =
+    K sqrt(q (M^2 + c^2 (q+1)) + 1) for every Theta with ||a|| ||(W, b)||_F <= K and q heads,
+    M = max_j ||x_j||; its 4 B^2 = kappa_1 M^2 + kappa_0."""
     return K * (q * (M * M + c * c * (q + 1)) + 1) ** 0.5
 
 

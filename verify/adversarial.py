@@ -85,7 +85,8 @@ def ball_ascent(err, x0: torch.Tensor, r: float, steps: int) -> torch.Tensor:
 
 
 def sphere_ascent(ratio: Callable[[torch.Tensor], torch.Tensor], D0: torch.Tensor, steps: int):
-    """Normalised gradient ascent of the scalar ``ratio(D)`` over D on the sphere ||D|| = ||D0||
+    """The search of Lemmas 13 and 15's claims for parameter changes near their bounds: normalised
+    gradient ascent of the scalar ``ratio(D)`` over D on the sphere ||D|| = ||D0||
     (step 10% of the radius, decaying); returns (the best D seen, its ratio)."""
     radius = float(D0.norm())
     D = D0.detach().clone()

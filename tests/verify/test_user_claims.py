@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-import qstr.verify.claims  # noqa: F401  (the paper's claims registered before any test copies the registry)
+# the paper's claims registered before any test copies the registry
+import qstr.verify.claims  # noqa: F401
 from qstr.verify import registry
 from qstr.verify.claim import Context
 from qstr.verify.cli import main

@@ -5,7 +5,7 @@ against the bounds Theorem 4's covering (Prop 17) uses. Bounds: ``bounds/perturb
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable, Dict, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 import torch
 from torch import nn
@@ -149,7 +149,7 @@ def _output_steps(model, Z, r_z, change: dict, b: Bounds) -> Dict[str, Tuple]:
     for block in keys:
         moved.append({**moved[-1], **{k: change[k] for k in block}})
     f = [_call(model, "forward", c, Z) for c in moved]  # (B, N) each
-    other = _moved_copy(model, change)
+    other = _copy(model, change)
     terms = b.lemma13(model, other, r_z)
     bounds = (terms.a, terms.Wb, terms.attention, terms.total)
     names = ("a", "Wb", "attention", "total")
@@ -157,9 +157,11 @@ def _output_steps(model, Z, r_z, change: dict, b: Bounds) -> Dict[str, Tuple]:
     return {n: _at_worst(d, t[:, None]) for n, d, t in zip(names, diffs, bounds, strict=True)}
 
 
-def _moved_copy(model, change: dict) -> nn.Module:
-    """A copy of the module with its parameters moved by ``change`` (Theta')."""
-    other = type(model)(model.D_e, model.H, model.m, model.out_dim, dtype=F64)
+def _copy(model, change: Optional[dict] = None, cls=None) -> nn.Module:
+    """A copy of the module (as ``cls``, default its own class) with its parameters moved by
+    ``change`` (Theta')."""
+    change = change or {}
+    other = (cls or type(model))(model.D_e, model.H, model.m, model.out_dim, dtype=F64)
     other = other.to(model.W_QK.device)
     with torch.no_grad():
         other.set_weights(
@@ -209,7 +211,10 @@ def _searched(model, Z, r_z, step_fn, steps, blocks, gen, iters: int) -> Dict[st
             return out
 
         for name in steps:
-            ratio = lambda v, name=name: step_fn(model, Z, r_z, unflat(v), Bounds())[name][2]  # noqa: E731
+
+            def ratio(v, name=name, unflat=unflat):
+                return step_fn(model, Z, r_z, unflat(v), Bounds())[name][2]
+
             best, _ = sphere_ascent(ratio, flat0, iters)
             found[name] += [start, unflat(best)]
     return {k: tuple(v) for k, v in found.items()}
@@ -403,25 +408,18 @@ class _Unnormalised(_QueryAxisSoftmax):
         return torch.exp(self.scores(Z))
 
 
-def _copy_as(cls, m: nn.Module) -> nn.Module:
-    out = cls(m.D_e, m.H, m.m, m.out_dim, dtype=F64).to(m.W_QK.device)
-    with torch.no_grad():
-        out.set_weights(W_QK=m.W_QK, W=m.W, b=m.b, a=m.a)
-    return out
-
-
 @lemma15.fault("softmax over the queries, not the keys", breaks=softmax_step)
 @each(field="model")
 def _query_axis(c: PerturbCase) -> nn.Module:
     """A copy of the built module whose attention normalises each column instead of each row."""
-    return _copy_as(_QueryAxisSoftmax, c.model)
+    return _copy(c.model, cls=_QueryAxisSoftmax)
 
 
 @lemma15.fault("attention weights exp(s), never normalised", breaks=(softmax_step, attention_step))
 @each(field="model")
 def _unnormalised(c: PerturbCase) -> nn.Module:
     """A copy of the built module whose attention weights are exp(s), not softmax(s)."""
-    return _copy_as(_Unnormalised, c.model)
+    return _copy(c.model, cls=_Unnormalised)
 
 
 def _without_attention(model, other, r_z):

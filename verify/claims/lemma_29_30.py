@@ -87,12 +87,10 @@ class RNNInputs:
 
 def _nets(module: nn.Module) -> Dict[str, list]:
     """Parameter names of each net, layer by layer: {net: [(weight name, bias name or None)]}."""
+    names = dict(module.named_parameters())
     out = {}
     for net in ("f_fwd", "f_bwd", "f_y"):
-        idx = sorted(
-            {int(k.split(".")[1]) for k, _ in module.named_parameters() if k.startswith(net)}
-        )
-        names = dict(module.named_parameters())
+        idx = sorted({int(k.split(".")[1]) for k in names if k.startswith(net + ".")})
         out[net] = [
             (f"{net}.{i}.weight", f"{net}.{i}.bias" if f"{net}.{i}.bias" in names else None)
             for i in idx
