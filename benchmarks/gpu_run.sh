@@ -7,6 +7,8 @@
 #   figure1      all of Figure 1 alone (gpu_report.py --skip-kernels --skip-gru), default allocator
 #                (FIG1_ARGS=--check-breakdown: each test check synchronized and timed apart)
 #   figure1-expandable  the same with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+#   gru-variants benchmarks/gru_step.py --variants: the GRU step of each scan variant (the
+#                version of 2026-11-27, the current one, groups in blocks), alternated twice
 #   train-tests  the GPU tests of the GRU scan and the batched trainer (correctness first)
 #   report       benchmarks/gpu_report.py: ceilings, the GRU step (before/after, profile),
 #                Lemma 11, RNN states, all of Figure 1 at the paper's sizes (TF32), timed alone
@@ -44,12 +46,14 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,utilization.
   --format=csv,noheader
 python3 -c "import torch,sys;print(sys.version.split()[0],'torch',torch.__version__)"
 stages=${*:-capture train-tests report parallel}
-# the verify shards of the checks stage (about 85 s each alone on an H100, 2026-11-27)
+# the verify shards of the checks stage (the first four about 85 s each alone on an H100,
+# 2026-11-27; the fifth, claims added since, 103 s on this project's 2-core CPU machine)
 SHARDS=(
-  "prop-8 lemma-24 lemma-22 data-model assumption-2 rs-hadamard-codes lemma-38 experiment-models lemma-23 lemma-25"
+  "prop-8 lemma-24 lemma-22 data-model assumption-2 rs-hadamard-codes lemma-38 experiment-models"
   "thm-6 lemma-42 prop-3 lemma-39 assumption-3 experimental-encoding assumption-1 lemma-15 lemma-13 lemma-20"
   "cor-27 prop-21 figure-2 sparse-average-single-head lemma-41 thm-9 lemma-40 lemma-37 lemma-12 lemma-29"
   "prop-26 prop-28 lemma-11 thm-4 lemma-36 export-roundtrip thm-7 lemma-30"
+  "lemma-23 lemma-25"
 )
 for stage in $stages; do
   echo "== $stage $(date +%T)"
@@ -71,6 +75,10 @@ for stage in $stages; do
         benchmarks/gpu_report.py --out "$R/$stage" --figure1-matmul tf32 --skip-kernels \
         --skip-gru ${FIG1_ARGS:-} >"$R/$stage.log" 2>&1; echo "rc $?"
       grep -v "^\s*$" "$R/$stage.log" | grep -v "^-\|^ *Name\|^ *Self" | tail -45 | cut -c1-240 ;;
+    gru-variants)
+      timeout "${LIMIT_GRU:-110}" python3 benchmarks/gru_step.py --variants \
+        >"$R/gru-variants.log" 2>&1; echo "rc $?"
+      grep -v "^\s*$" "$R/gru-variants.log" | grep -v "^-" | cut -c1-200 | tail -32 ;;
     train-tests)
       timeout "${LIMIT_TESTS:-90}" python3 -m pytest -q -m gpu -p no:cacheprovider \
         tests/verify/training/test_gru_scan.py tests/verify/training/test_stack.py \
@@ -101,7 +109,7 @@ for stage in $stages; do
       wait
       echo "-- tests"; tail -6 "$R/tests.log" | cut -c1-300
       [ -n "${WD:-}" ] && { echo "-- figure1 wd $WD"; tail -25 "$R/figure1-wd.log" | cut -c1-200; }
-      for i in 1 2 3 4; do echo "-- verify $i"; grep -v "^│\|^┃\|^┏\|^┡\|^└\|^├\|^┗" \
+      for i in $(seq ${#SHARDS[@]}); do echo "-- verify $i"; grep -v "^│\|^┃\|^┏\|^┡\|^└\|^├\|^┗" \
         "$R/verify-$i.log" | tail -4 | cut -c1-300; done
       python3 - "$R" <<'PY'
 import glob, json, sys
@@ -140,5 +148,5 @@ done
 echo "== end $(date +%T)"
 (cd "$OUT" && tar czf gpu-results.tgz results \
   && cp results/report.log results/verify.log results/tests.log results/capture.log \
-    results/steps.log results/figure1.log . 2>/dev/null)
+    results/steps.log results/figure1.log results/gru-variants.log . 2>/dev/null)
 rm -rf "$R"

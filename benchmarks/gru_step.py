@@ -2,6 +2,7 @@
 before and after the hand-written backward through time (verify/training/gru_scan.py).
 
     python benchmarks/gru_step.py          # CUDA only; prints a table, writes nothing
+    python benchmarks/gru_step.py --variants   # the step of each scan in VARIANTS, alternated
 
 For both versions ('autograd': autograd through torch's fused cell at every position, the code
 before; 'bptt': gru_scan) it measures, in one run on one device:
@@ -52,6 +53,7 @@ from qstr.verify.training.families import (  # noqa: E402
     _pad_prompts,
 )
 from qstr.verify.training.gru_scan import gru_scan  # noqa: E402
+from versions.gru_scan_2026_11_27 import gru_scan as gru_scan_v1  # noqa: E402
 from qstr.verify.training.stack import (  # noqa: E402
     _tf32,
     _train_step,
@@ -76,7 +78,30 @@ def autograd_scan(z, WihT, bih, WhhT, bhh):
     return torch.cat(outs, 1)
 
 
-SCANS = {"autograd": autograd_scan, "bptt": gru_scan}
+def grouped(size: int):
+    """gru_scan over the groups in blocks of ``size``, one after another: a block's W_hh
+    (size x 3 MB) can stay in L2 across the positions (a variant measured, not the code)."""
+
+    def scan(z, WihT, bih, WhhT, bhh):
+        parts = []
+        for g in range(0, z.shape[1], size):
+            block = slice(g, g + size)
+            parts.append(gru_scan(z[:, block], WihT[block], bih[block], WhhT[block], bhh[block]))
+        return torch.cat(parts, 0)
+
+    return scan
+
+
+# 'v1': the scan of 2026-11-27 (per-position copies of the biases and gate gradients), kept in
+# benchmarks/versions/ so that one run times it beside the current code
+SCANS = {
+    "autograd": autograd_scan,
+    "v1": gru_scan_v1,
+    "bptt": gru_scan,
+    "bptt-groups10": grouped(10),
+    "bptt-groups25": grouped(25),
+}
+VARIANTS = ("v1", "bptt", "bptt-groups10", "bptt-groups25")
 
 
 def _points():
@@ -108,8 +133,11 @@ def float64_gradients(dev) -> dict:
         loss = ((yh - y) ** 2 * meta["pos_mask"][:, None, :]).sum()
         grads[name] = dict(zip(P, torch.autograd.grad(loss, list(P.values())), strict=True))
     use_scan("bptt")
-    a, b = grads["bptt"], grads["autograd"]
-    return {k: float((a[k] - b[k]).norm() / b[k].norm().clamp_min(1e-300)) for k in P}
+    b = grads.pop("autograd")
+    return {
+        name: {k: float((a[k] - b[k]).norm() / b[k].norm().clamp_min(1e-300)) for k in P}
+        for name, a in grads.items()
+    }
 
 
 def _train_seconds(dev, steps: int, check_every: int, tf32: bool) -> float:
@@ -191,6 +219,30 @@ def evaluation_routes(dev, ceil: dict) -> dict:
     return out
 
 
+def variants(dev, ceil: dict, reps: int = 2) -> dict:
+    """The step (TF32, CUDA graphs) of each scan in VARIANTS, alternated ``reps`` times, with
+    each scan's float64 gradients against autograd's and the current scan's kernel table."""
+    errs = float64_gradients(dev)
+    out = {"float64_rel_err_vs_autograd": errs, "floors": floors(ceil), "tf32_ms": {}}
+    out["float64_rel_err_bptt_vs_autograd"] = errs["bptt"]
+    for name in VARIANTS:
+        print(f"GRU {name}: float64 vs autograd, largest {max(errs[name].values()):.1e}")
+    for _ in range(reps):
+        for name in VARIANTS:
+            use_scan(name)
+            out["tf32_ms"].setdefault(name, []).append(step_ms(dev, True))
+            print(f"GRU step [{name}]: {out['tf32_ms'][name][-1]:.2f} ms TF32", flush=True)
+    use_scan("bptt")
+    try:
+        out["kernel_table"] = kernel_table(dev)
+        print(out["kernel_table"], flush=True)
+    except Exception as exc:  # noqa: BLE001 - the timings are kept
+        out["kernel_table"] = f"profiler failed: {type(exc).__name__}: {exc}"
+    f = out["floors"]
+    print(f"floors: {f['flop_floor_ms']:.2f} ms (TF32 FLOPs), {f['byte_floor_ms']:.2f} ms (bytes)")
+    return out
+
+
 def kernel_table(dev, rows: int = 12) -> str:
     """The profile of three eager training steps of the stack (no test evaluation in it)."""
     ms = _members(dev)
@@ -260,7 +312,12 @@ def trusted(out: dict) -> bool:
 def report(dev, ceil: dict, scans=tuple(SCANS), profile: bool = True) -> dict:
     """Everything above for the named ``scans`` (the step's times, with ``profile`` the kernel
     tables); the float64 agreement, the floors and the evaluation routes always."""
-    out = {"members": len(_points()), "float64_rel_err_bptt_vs_autograd": float64_gradients(dev)}
+    errs = float64_gradients(dev)
+    out = {
+        "members": len(_points()),
+        "float64_rel_err_bptt_vs_autograd": errs["bptt"],
+        "float64_rel_err_vs_autograd": errs,
+    }
     print(
         "GRU step: float64 gradients, bptt vs autograd (relative):",
         ", ".join(f"{k} {v:.1e}" for k, v in out["float64_rel_err_bptt_vs_autograd"].items()),
@@ -309,4 +366,7 @@ if __name__ == "__main__":
         sys.exit(2)
 
     d = torch.device("cuda")
-    report(d, ceilings(d))
+    if "--variants" in sys.argv[1:]:
+        variants(d, ceilings(d))
+    else:
+        report(d, ceilings(d))

@@ -8,6 +8,11 @@ h_s = n + z (h_{s-1} - n), gate order r, z, n as in torch.nn.GRU. The backward r
 backward per position and takes the weight gradients from all positions at once:
 dW_hh^T = sum_s h_{s-1}^T dgh_s and dW_ih^T = sum_s z_s^T dgi_s are ONE batched product each,
 of (G, ., N B) by (G, N B, 3H). Autograd through the loop kept one W_hh gradient per position.
+
+Memory traffic (benchmarks/gpu_notes.md, "The GRU step"): the biases are broadcast into a
+contiguous (G, B, 3H) block once per forward, so each product's bias copy is a straight copy;
+the per-position gate gradients are collected and stacked once, not copied one by one into
+strided slices.
 """
 
 from __future__ import annotations
@@ -29,19 +34,19 @@ def _cell(gi: torch.Tensor, gh: torch.Tensor, h: torch.Tensor) -> Tuple[torch.Te
     return n + z * (h - n), (r, z, n, gh, h)
 
 
-def _cell_backward(dh: torch.Tensor, ws: tuple, dgi: torch.Tensor, dgh: torch.Tensor):
-    """The backward of :func:`_cell` given dL/dh' (G, B, H): writes dL/dgi and dL/dgh into the
-    (G, B, 3H) views ``dgi``, ``dgh`` and returns dL/dh through the direct path z h."""
+def _cell_backward(dh: torch.Tensor, ws: tuple):
+    """The backward of :func:`_cell` given dL/dh' (G, B, H): dL/dh through the direct path z h,
+    and dL/dgi, dL/dgh (G, B, 3H)."""
     G, B, H = dh.shape
     r, z, n, gh, h = (t.view(G, B, -1) for t in ws)
     h_n = gh[..., 2 * H :]
+    dgi = dh.new_empty(G, B, 3 * H)
     d_r, d_z, d_n = dgi[..., :H], dgi[..., H : 2 * H], dgi[..., 2 * H :]
     torch.mul(dh * (h - n) * z, 1 - z, out=d_z)
     torch.mul(dh * (1 - z), 1 - n * n, out=d_n)
     torch.mul(d_n * h_n * r, 1 - r, out=d_r)
-    dgh[..., : 2 * H] = dgi[..., : 2 * H]
-    torch.mul(d_n, r, out=dgh[..., 2 * H :])
-    return dh * z
+    dgh = torch.cat((dgi[..., : 2 * H], d_n * r), dim=-1)
+    return dh * z, dgi, dgh
 
 
 def _cell_fused(gi, gh, h):
@@ -49,14 +54,12 @@ def _cell_fused(gi, gh, h):
     return torch.ops.aten._thnn_fused_gru_cell(gi, gh, h)
 
 
-def _cell_fused_backward(dh, ws, dgi, dgh):
+def _cell_fused_backward(dh, ws):
     G, B, H = dh.shape
-    dgi_s, dgh_s, dhx, _, _ = torch.ops.aten._thnn_fused_gru_cell_backward(
+    dgi, dgh, dhx, _, _ = torch.ops.aten._thnn_fused_gru_cell_backward(
         dh.reshape(G * B, H), ws, False
     )
-    dgi.copy_(dgi_s.view(G, B, 3 * H))
-    dgh.copy_(dgh_s.view(G, B, 3 * H))
-    return dhx.view(G, B, H)
+    return dhx.view(G, B, H), dgi.view(G, B, 3 * H), dgh.view(G, B, 3 * H)
 
 
 _CELLS = {False: (_cell, _cell_backward), True: (_cell_fused, _cell_fused_backward)}  # by is_cuda
@@ -71,13 +74,14 @@ class _Scan(torch.autograd.Function):
         hs = z.new_empty(G, N + 1, B, H)  # hs[:, s] is the state entering position s
         hs[:, 0].zero_()
         h = z.new_zeros(G * B, H)
+        bih, bhh = (b.expand(G, B, 3 * H).contiguous() for b in (bih, bhh))
         ws = []
         for s in range(N):
             gi = torch.baddbmm(bih, z[s], WihT).view(G * B, 3 * H)
             if s:
                 gh = torch.baddbmm(bhh, h.view(G, B, H), WhhT).view(G * B, 3 * H)
             else:  # h = 0: the product is exactly b_hh
-                gh = bhh.expand(G, B, 3 * H).reshape(G * B, 3 * H)
+                gh = bhh.view(G * B, 3 * H)
             h, w = cell(gi, gh, h)
             if keep:  # the workspaces only a backward reads (CPU: 5 tensors, CUDA: one)
                 ws.extend(w if isinstance(w, tuple) else (w,))
@@ -93,16 +97,16 @@ class _Scan(torch.autograd.Function):
         G, N1, B, H = hs.shape
         N, D = N1 - 1, z.shape[-1]
         Whh = WhhT.transpose(1, 2)
-        dgi = dhs.new_empty(G, N, B, 3 * H)  # laid out for the products over all positions
-        dgh = dhs.new_empty(G, N, B, 3 * H)
+        dgi, dgh = [None] * N, [None] * N
         dh = dhs.new_zeros(G, B, H)
         for s in reversed(range(N)):
             dh = dh + dhs[:, s + 1]
             w = ws[s] if ctx.per == 1 else tuple(ws[ctx.per * s : ctx.per * (s + 1)])
-            dhx = ctx.back(dh, w, dgi[:, s], dgh[:, s])
+            dhx, dgi[s], dgh[s] = ctx.back(dh, w)
             if s:  # the state before position 0 is the constant 0: no gradient to carry
-                dh = torch.baddbmm(dhx, dgh[:, s], Whh)
-        dgi, dgh = dgi.view(G, N * B, 3 * H), dgh.view(G, N * B, 3 * H)
+                dh = torch.baddbmm(dhx, dgh[s], Whh)
+        # laid out (G, N B, 3H) for the products over all positions: one stacking copy each
+        dgi, dgh = (torch.stack(g, 1).view(G, N * B, 3 * H) for g in (dgi, dgh))
         zg = z.transpose(0, 1).reshape(G, N * B, D)  # (G, N B, D): one copy of the small input
         # dW = dg^T x, written in the layout of W (G, 3H, .) and handed back as the view W^T:
         # the callers' W_ih, W_hh are (3H, .) blocks, so their gradients need no transposing copy
