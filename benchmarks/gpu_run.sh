@@ -17,8 +17,9 @@
 #   checks       at once: `qstr verify --profile gpu --device cuda` in four shards (balanced by
 #                the claims' earlier CUDA times), every other GPU-marked test, and (WD=W) all of
 #                Figure 1 at weight decay W (TF32); shared wall time, so no timing
-#   figure1-jobs2  all of Figure 1 (TF32) as `qstr reproduce --jobs 2` (two worker processes
-#                time-sharing the device), timed; skipped when under JOBS2_NEEDS s are left
+#   figure1-jobs all of Figure 1 (TF32) as `qstr reproduce --jobs J` for each J in JOBS (default
+#                2: worker processes time-sharing the device), timed; each skipped when under
+#                JOBS_NEEDS s are left. Needs Dask: carry its wheels (.whl, DEVELOPERS.md)
 #   parallel     at once: Figure 3 at the paper's sizes (TF32; FIGURE3=0 leaves it out), qstr
 #                verify --profile gpu, and the other GPU-marked tests (Figure 3's wall time is
 #                therefore shared, not a timing)
@@ -47,13 +48,13 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,utilization.
 python3 -c "import torch,sys;print(sys.version.split()[0],'torch',torch.__version__)"
 stages=${*:-capture train-tests report parallel}
 # the verify shards of the checks stage (the first four about 85 s each alone on an H100,
-# 2026-11-27; the fifth, claims added since, 103 s on this project's 2-core CPU machine)
+# 2026-11-27; the fifth: thm-6, 156 s on an H200, and two claims of about 1 s, 2026-11-27)
 SHARDS=(
   "prop-8 lemma-24 lemma-22 data-model assumption-2 rs-hadamard-codes lemma-38 experiment-models"
-  "thm-6 lemma-42 prop-3 lemma-39 assumption-3 experimental-encoding assumption-1 lemma-15 lemma-13 lemma-20"
+  "lemma-42 prop-3 lemma-39 assumption-3 experimental-encoding assumption-1 lemma-15 lemma-13 lemma-20"
   "cor-27 prop-21 figure-2 sparse-average-single-head lemma-41 thm-9 lemma-40 lemma-37 lemma-12 lemma-29"
   "prop-26 prop-28 lemma-11 thm-4 lemma-36 export-roundtrip thm-7 lemma-30"
-  "lemma-23 lemma-25"
+  "thm-6 lemma-23 lemma-25"
 )
 for stage in $stages; do
   echo "== $stage $(date +%T)"
@@ -118,14 +119,16 @@ bad = [r["id"] for r in recs if not r.get("holds")]
 print(f"verify gpu: {len(recs)} claims ran, {len(recs) - len(bad)} held; not held: {bad}")
 PY
       ;;
-    figure1-jobs2)
-      left=$(( ${DEADLINE:-560} + 25 - SECONDS ))
-      if [ "$left" -lt "${JOBS2_NEEDS:-100}" ]; then echo "skipped: $left s left"; continue; fi
-      s0=$SECONDS
-      timeout -s INT "$left" qstr reproduce figure1 --device cuda --matmul tf32 --jobs 2 \
-        --out "$R/figure1-jobs2" >"$R/figure1-jobs2.log" 2>&1
-      echo "rc $? wall $((SECONDS - s0)) s (with the two workers' start)"
-      tail -4 "$R/figure1-jobs2.log" | cut -c1-200 ;;
+    figure1-jobs)
+      for j in ${JOBS:-2}; do
+        left=$(( ${DEADLINE:-560} + 25 - SECONDS ))
+        if [ "$left" -lt "${JOBS_NEEDS:-100}" ]; then echo "jobs $j skipped: $left s left"; continue; fi
+        s0=$SECONDS
+        timeout -s INT "$left" qstr reproduce figure1 --device cuda --matmul tf32 --jobs "$j" \
+          --out "$R/figure1-jobs$j" >"$R/figure1-jobs$j.log" 2>&1
+        echo "jobs $j: rc $? wall $((SECONDS - s0)) s (with the workers' start)"
+        tail -4 "$R/figure1-jobs$j.log" | cut -c1-200
+      done ;;
     parallel)
       L=$(( ${DEADLINE:-560} - SECONDS )); [ "$L" -lt 60 ] && L=60; echo "limit $L s"
       [ "${FIGURE3:-1}" != 0 ] && timeout -s INT "$L" qstr reproduce figure3 --device cuda \

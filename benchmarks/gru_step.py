@@ -227,6 +227,8 @@ def variants(dev, ceil: dict, reps: int = 2) -> dict:
     out["float64_rel_err_bptt_vs_autograd"] = errs["bptt"]
     for name in VARIANTS:
         print(f"GRU {name}: float64 vs autograd, largest {max(errs[name].values()):.1e}")
+    use_scan("bptt")
+    step_ms(dev, True)  # untimed: the process's one-time costs (2026-11-27: 87 ms in the first)
     for _ in range(reps):
         for name in VARIANTS:
             use_scan(name)
