@@ -48,13 +48,13 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,utilization.
 python3 -c "import torch,sys;print(sys.version.split()[0],'torch',torch.__version__)"
 stages=${*:-capture train-tests report parallel}
 # the verify shards of the checks stage (the first four about 85 s each alone on an H100,
-# 2026-11-27; the fifth: thm-6, 156 s on an H200, and two claims of about 1 s, 2026-11-27)
+# 2026-11-27; the fifth: thm-6, 156 s on an H200, and three claims of a few seconds)
 SHARDS=(
   "prop-8 lemma-24 lemma-22 data-model assumption-2 rs-hadamard-codes lemma-38 experiment-models"
   "lemma-42 prop-3 lemma-39 assumption-3 experimental-encoding assumption-1 lemma-15 lemma-13 lemma-20"
   "cor-27 prop-21 figure-2 sparse-average-single-head lemma-41 thm-9 lemma-40 lemma-37 lemma-12 lemma-29"
   "prop-26 prop-28 lemma-11 thm-4 lemma-36 export-roundtrip thm-7 lemma-30"
-  "thm-6 lemma-23 lemma-25"
+  "thm-6 lemma-23 lemma-25 lemma-34"
 )
 for stage in $stages; do
   echo "== $stage $(date +%T)"

@@ -486,6 +486,32 @@ def rnn_parameter_lipschitz(A_y: float, Lam_y: float, A_h: float, N: int) -> flo
     return math.sqrt(A_y**2 + ((N - 1) * Lam_y * A_h) ** 2)
 
 
+def rnn_output_growth(
+    radii: Sequence[float], biases: Sequence[bool], r_h: float, q: int
+) -> tuple[float, float]:
+    """Lemma 34's growth (reconstructed; docs/derivations/rnn-lower-bounds.md, section 4, item 3):
+    an RNN of the class whose output net has ||[W_l b_l]||_F <= R_l, with states in the r_h-ball
+    and unit codes (||z_i||^2 = ||x_i||^2 + q + 1), outputs |y_hat_i| <= Lam ||x_i|| + beta_0,
+    Lam = prod R_l, beta_0 = Lam sqrt(2 r_h^2 + q + 1) + b_y, b_y = the output bound at input 0
+    by a_l <= R_l (a_{l-1} + 1). Returns (Lam, beta_0)."""
+    lam, b_y = 1.0, 0.0
+    for R, bias in zip(radii, biases, strict=True):
+        lam *= R
+        b_y = R * (b_y + 1.0) if bias else R * b_y
+    return lam, lam * math.sqrt(2.0 * r_h * r_h + q + 1.0) + b_y
+
+
+def token_norm_moment(r: float, C_x: float, d: int) -> float:
+    """Assumption 1's token moments: (E ||x||^r)^{1/r} <= sqrt(r C_x d), r >= 1."""
+    return math.sqrt(r * C_x * d)
+
+
+def rnn_output_moment(lam: float, beta_0: float, p: float, C_x: float, d: int) -> float:
+    """Lemma 34 (reconstructed, item 3): (E |y_hat_i|^{2p})^{1/(2p)} <= beta_0 + Lam sqrt(2p C_x d)
+    (Minkowski on the growth, with :func:`token_norm_moment` at r = 2p)."""
+    return beta_0 + lam * token_norm_moment(2.0 * p, C_x, d)
+
+
 def _net_constants(layers: Sequence[Layer], r_in: float):
     """(output bound at input radius r_in, input-Lipschitz prod R_l, parameter-Lipschitz ||c||,
     affine intercept).
@@ -564,19 +590,17 @@ def theorem7_bound(n: int, N: int, params: Theorem7Params) -> Theorem7Bound:
     # parameter-Lipschitz constants on the sample (all tokens in the r_x-ball)
     _, _, A_h, _ = _net_constants(trans, r_z)
     r_in_y = math.sqrt(2.0 * r_h * r_h + r_z * r_z)
-    _, Lam_y, A_y, b_y = _net_constants(out, r_in_y)
+    _, _, A_y, _ = _net_constants(out, r_in_y)
+    # output growth |y_hat| <= Lam_y ||x_i|| + beta_0 for every theta in the class and every prompt
+    Lam_y, beta_0 = rnn_output_growth([l.radius for l in out], [l.bias for l in out], r_h, q)
     A = rnn_parameter_lipschitz(A_y, Lam_y, A_h, N)
     n_params = 2 * sum(l.n_params for l in trans) + sum(l.n_params for l in out)
     theta2 = 2.0 * sum(l.radius**2 for l in trans) + sum(l.radius**2 for l in out)
     R_theta = math.sqrt(theta2)
-    # output growth |y_hat| <= Lam_y ||x_i|| + beta_0 for every theta in the class and every prompt
-    beta_0 = Lam_y * math.sqrt(2.0 * r_h * r_h + q + 1.0) + b_y
 
     def m_p(p):
-        return 2.0 * (
-            (beta_0 + Lam_y * math.sqrt(2.0 * p * P_.C_x * d)) ** 2
-            + P_.C_y * (2.0 * p) ** (2.0 * P_.s)
-        )
+        y_hat = rnn_output_moment(Lam_y, beta_0, p, P_.C_x, d)
+        return 2.0 * (y_hat**2 + P_.C_y * (2.0 * p) ** (2.0 * P_.s))
 
     p = max(1.0, math.log((1.0 + 4.0 / delta) * math.sqrt(n)))
     tau = math.e * m_p(p)

@@ -78,10 +78,12 @@ NOT_CLAIMS = (
         "algebra (constant 12, beta = tau / sqrt n, 2 Rad) is held to sympy in `thm-4`",
     ),
     (
-        "Lemma 34",
-        "the RNN's truncation tail: not yet a claim (issue 39); its growth constants and tau are "
-        "held to a 40-digit evaluation in `thm-7`. Lemma 20's tail itself, at Theorem 4's tau, is "
-        "below what Monte Carlo resolves; `lemma-20` checks the two facts it rests on",
+        "Lemmas 20 and 34, the tails themselves",
+        "E(loss - tau)_+ <= tau e^{-p} at Theorem 4's and Theorem 7's tau: the truncated mass "
+        "there is below what Monte Carlo resolves, and the step from the moments is Markov's "
+        "inequality "
+        "(its algebra held in `thm-4` and `thm-7`); `lemma-20` and `lemma-34` check the facts the "
+        "tails rest on, the output envelope or growth and the moments, on built modules",
     ),
     (
         "Cor 31, Lemma 32 and Cor 33",

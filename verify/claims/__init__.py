@@ -44,6 +44,7 @@ from qstr.verify.claims import (  # noqa: F401  (importing a claim module regist
     prop_8,
     thm_9,
     lemma_29_30,
+    lemma_34,
     thm_7,
 )
 from qstr.verify.registry import PROFILES, REGISTRY, Claim  # noqa: F401  (REGISTRY: for imports)
