@@ -1,13 +1,17 @@
 """pytest integration: `pytest --qstr` collects every registered claim as items (docs/claims.md).
 
-Each claim is a node named by its id; its checks (`check[NAME]`) and faults (`fault[NAME]`) are the
-items, so `-k lemma-11`, `-x` and `--junitxml` work as usual. The claim's inputs are built once,
-by its first item. Loaded through the `pytest11` entry point; nothing is imported until --qstr.
+Claims are collected from the files that define them: a claim is the node FILE::ID, its checks
+(`check[NAME]`) and faults (`fault[NAME]`) the items, so a printed node id can be passed back,
+`--lf`, `-k`, `-x` and `--junitxml` work as usual, and every item records measured, bound,
+rounding term, relation and evidence with `record_property`. Items are marked `qstr` (and `gpu`
+when they run on CUDA). The claim's inputs are built once, by its first item. Loaded through the
+`pytest11` entry point; nothing is imported until --qstr.
 """
 
 from __future__ import annotations
 
 import inspect
+import os
 from pathlib import Path
 
 import pytest
@@ -49,6 +53,24 @@ class ClaimFailed(Exception):
     """A check that does not hold, or a fault whose target checks still hold: one line each."""
 
 
+class ClaimsFile(pytest.File):
+    """A file defining claims: its claims in registry order, each a :class:`ClaimNode`."""
+
+    @classmethod
+    def at(cls, parent, path: Path):
+        """The file's collector, its node id the path relative to the rootdir or, for a file
+        outside it (the paper's claims in site-packages), its module path (qstr/verify/...)."""
+        return cls.from_parent(parent, path=path, nodeid=_file_id(parent.config, path))
+
+    def collect(self):
+        st = _state(self.config)
+        st.collected.add(self.path.resolve())
+        for claim in st.files.get(self.path.resolve(), ()):
+            yield ClaimNode.from_parent(
+                self, name=claim.id, nodeid=f"{self.nodeid}::{claim.id}", claim=claim, ctx=st.ctx
+            )
+
+
 class ClaimNode(pytest.Collector):
     """One claim: builds its inputs once and yields its checks and faults as items."""
 
@@ -56,26 +78,40 @@ class ClaimNode(pytest.Collector):
         super().__init__(**kw)
         self.claim, self.ctx, self._inputs, self._error = claim, ctx, None, None
         self.honest = {}  # check name -> its result on the honest inputs, once run
+        self.add_marker("qstr")
+        if ctx.device.startswith("cuda"):
+            self.add_marker("gpu")
 
     def collect(self):
+        # node ids given as strings, so that they parse as pytest parses a rerun's "check[NAME]"
         for c in self.claim.checks_in(self.ctx.profile):
-            yield CheckItem.from_parent(self, name=f"check[{c.name}]", check=c)
+            name = f"check[{c.name}]"
+            yield CheckItem.from_parent(self, name=name, nodeid=f"{self.nodeid}::{name}", check=c)
         for f in self.claim.faults_in(self.ctx.profile):
-            yield FaultItem.from_parent(self, name=f"fault[{f.name}]", fault=f)
+            name = f"fault[{f.name}]"
+            yield FaultItem.from_parent(self, name=name, nodeid=f"{self.nodeid}::{name}", fault=f)
 
     def inputs(self):
-        """The honest inputs, built by the first item that asks (an error fails every item)."""
+        """The honest inputs, built by the first item that asks (an error fails every item, the
+        first with its traceback)."""
         if self._inputs is None and self._error is None:
             from qstr.verify.threads import cpu_threads  # noqa: PLC0415 - no import without --qstr
 
             try:
                 with cpu_threads(self.ctx.threads):
                     self._inputs = (self.claim.inputs(self.ctx),)
-            except Exception as exc:  # noqa: BLE001 - reported by every item of the claim
+            except Exception as exc:
                 self._error = exc
+                raise
         if self._error is not None:
-            raise ClaimFailed(f"building the inputs of {self.claim.id}: {self._error!r}")
+            raise ClaimFailed(f"building the inputs of {self.claim.id}: {_error(self._error)}")
         return self._inputs[0]
+
+
+def _error(exc: BaseException) -> str:
+    from qstr.verify.registry import _error_line  # noqa: PLC0415 - no import without --qstr
+
+    return _error_line(exc)
 
 
 class _ClaimItem(pytest.Item):
@@ -86,13 +122,37 @@ class _ClaimItem(pytest.Item):
         with cpu_threads(self.parent.ctx.threads):
             return run_check(check, inputs, self.parent.ctx)
 
+    def _record(self, r, prefix: str = "") -> None:
+        """The check's numbers as JUnit properties (record_property's user_properties)."""
+        for key in ("measured", "bound", "relation", "rounding", "evidence", "holds", "dtype"):
+            self.user_properties.append((prefix + key, getattr(r, key)))
+        if r.error:
+            self.user_properties.append((prefix + "error", r.error))
+
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, ClaimFailed):
             return str(excinfo.value)
         return super().repr_failure(excinfo, style=style)
 
+    def _traceback_filter(self, excinfo):
+        """A crashing check's traceback from the check down: pytest's, pluggy's and qstr's
+        dispatch frames left out."""
+        tb = excinfo.traceback
+        kept = tb.filter(lambda e: not _dispatch_frame(str(e.path), e.name))
+        return kept or tb
+
     def reportinfo(self):
         return self.path, None, f"{self.parent.claim.id}: {self.name}"
+
+
+_DISPATCH = {"runtest", "_run", "inputs", "run_check", "run", "_call"}
+
+
+def _dispatch_frame(path: str, name: str) -> bool:
+    if f"{os.sep}_pytest{os.sep}" in path or f"{os.sep}pluggy{os.sep}" in path:
+        return True
+    ours = path.endswith(("pytest_plugin.py", "registry.py", "claim.py"))
+    return ours and f"{os.sep}verify{os.sep}" in path and name in _DISPATCH
 
 
 def _line(r) -> str:
@@ -102,7 +162,8 @@ def _line(r) -> str:
 
 
 class CheckItem(_ClaimItem):
-    """A check on the honest inputs: passes when it holds."""
+    """A check on the honest inputs: passes when it holds; a crashing check fails with its own
+    traceback (pytest's --tb rules)."""
 
     def __init__(self, *, check, **kw):
         super().__init__(**kw)
@@ -111,6 +172,9 @@ class CheckItem(_ClaimItem):
     def runtest(self):
         r = self._run(self.check, self.parent.inputs())
         self.parent.honest[self.check.name] = r
+        self._record(r)
+        if getattr(r, "exception", None) is not None:
+            raise r.exception
         if not r.holds:
             raise ClaimFailed(f"{self.parent.claim.id} does not hold: {_line(r)}")
 
@@ -136,6 +200,9 @@ class FaultItem(_ClaimItem):
             )
         broken = self.fault.apply(self.parent.inputs(), self.parent.ctx)
         results = [self._run(self.parent.claim.check_named(n), broken) for n in self.fault.breaks]
+        for r in results:
+            self._record(r, prefix=f"{r.name}: ")
+        self.user_properties.append(("caught", not any(r.holds or r.error for r in results)))
         missed = [r for r in results if r.holds or r.error]
         if missed:
             raise ClaimFailed(
@@ -160,47 +227,127 @@ def _context(config):
     return Context(profile=profile, device=device, seed=config.getoption("qstr_seed"))
 
 
-def pytest_report_header(config):
-    """With --qstr, pytest's header says which profile, device and seed the claims run at."""
-    if not config.getoption("qstr"):
-        return None
-    profile = config.getoption("qstr_profile")
-    device = config.getoption("qstr_device") or ("cuda" if profile == "gpu" else "cpu")
-    return f"qstr: profile {profile}, device {device}, seed {config.getoption('qstr_seed')}"
+class _State:
+    """The run's Context, the claims of the profile by the file that defines them (registry
+    order), and the files collected so far."""
+
+    def __init__(self, ctx, files):
+        self.ctx, self.files, self.collected = ctx, files, set()
+
+
+_STATE = pytest.StashKey[_State]()
+
+
+def _state(config) -> _State:
+    """Load the --qstr-claims modules and the registry once; a bad module or option is pytest's
+    one-line usage error (exit 4), not an INTERNALERROR."""
+    if _STATE not in config.stash:
+        import qstr.verify.claims as paper  # noqa: PLC0415 - no import without --qstr
+        from qstr.verify.registry import load_claims  # noqa: PLC0415 - no import without --qstr
+
+        try:
+            for module in config.getoption("qstr_claims"):
+                load_claims(module)
+            ctx = _context(config)
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        files = {}
+        for claim in paper.select(ctx.profile):
+            files.setdefault(_path(claim, config.rootpath), []).append(claim)
+        config.stash[_STATE] = _State(ctx, files)
+    return config.stash[_STATE]
+
+
+def _file_id(config, path: Path) -> str:
+    try:
+        return path.resolve().relative_to(config.rootpath.resolve()).as_posix()
+    except ValueError:
+        return _module_path(path) or path.resolve().as_posix()
+
+
+def _module_path(path: Path) -> str:
+    """qstr/verify/claims/lemma_11.py for a file of an imported module: its dotted name as a
+    path ('' if no imported module has this file)."""
+    import sys  # noqa: PLC0415
+
+    target = path.resolve()
+    for name, mod in list(sys.modules.items()):
+        origin = getattr(mod, "__file__", None)
+        if origin and Path(origin).resolve() == target:
+            return name.replace(".", "/") + ".py"
+    return ""
+
+
+def pytest_load_initial_conftests(early_config, parser, args):
+    """With --qstr, a node id rooted at a module path (qstr/verify/claims/lemma_11.py::...), as
+    printed for claim files outside the rootdir, is rewritten to the file it names."""
+    if "--qstr" not in args:
+        return
+    import importlib.util  # noqa: PLC0415
+    import os  # noqa: PLC0415
+
+    for i, arg in enumerate(args):
+        path, sep, rest = arg.partition("::")
+        if not path.endswith(".py") or os.path.exists(path) or path.startswith(("-", "/")):
+            continue
+        try:
+            spec = importlib.util.find_spec(path[:-3].replace("/", "."))
+        except (ImportError, ValueError):
+            continue
+        if spec is not None and spec.origin:
+            args[i] = spec.origin + sep + rest
 
 
 def _path(claim, default: Path) -> Path:
     try:
-        return Path(inspect.getsourcefile(claim.inputs_function))
+        return Path(inspect.getsourcefile(claim.inputs_function)).resolve()
     except TypeError:
         return default
 
 
-@pytest.hookimpl(tryfirst=True)  # before -k and -m deselect
+def pytest_configure(config):
+    config.addinivalue_line("markers", "qstr: a check or fault of a claim (pytest --qstr)")
+    config.addinivalue_line("markers", "gpu: runs on a CUDA device (skipped or refused without)")
+
+
+def pytest_report_header(config):
+    """With --qstr, pytest's header says which profile, device and seed the claims run at, and
+    how many claims there are."""
+    if not config.getoption("qstr"):
+        return None
+    st = _state(config)
+    n = sum(len(v) for v in st.files.values())
+    return f"qstr: profile {st.ctx.profile}, device {st.ctx.device}, seed {st.ctx.seed}, {n} claims"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makemodule(module_path, parent):
+    """A file that defines claims, named on the command line (a printed node id passed back), is
+    collected as its claims, not imported as a test module."""
+    if not parent.config.getoption("qstr"):
+        return None
+    if module_path.resolve() in _state(parent.config).files:
+        return ClaimsFile.at(parent, module_path)
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before -k, -m and --lf deselect
 def pytest_collection_modifyitems(session, config, items):
+    """Unless the command line named files that define claims, every claim file not collected
+    yet is collected here, after the tests, in registry order."""
     if not config.getoption("qstr"):
         return
-    import qstr.verify.claims as paper  # noqa: PLC0415 - no import without --qstr
-    from qstr.verify.registry import load_claims  # noqa: PLC0415 - no import without --qstr
-
-    try:  # a bad module or option: pytest's one-line usage error, not an INTERNALERROR
-        for module in config.getoption("qstr_claims"):
-            load_claims(module)
-        ctx = _context(config)
-    except ValueError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    for claim in paper.select(ctx.profile):
-        node = ClaimNode.from_parent(
-            session,
-            name=claim.id,
-            nodeid=f"qstr::{claim.id}",
-            path=_path(claim, session.path),
-            claim=claim,
-            ctx=ctx,
-        )
-        new = list(node.collect())
-        # reported like collected files, so "collected N items" and -k's counts include them
-        config.hook.pytest_collectreport(
-            report=pytest.CollectReport(node.nodeid, "passed", None, new)
-        )
-        items.extend(new)
+    st = _state(config)
+    if any(session.isinitpath(f) for f in st.files):
+        return
+    for path in st.files:
+        if path in st.collected:
+            continue
+        node = ClaimsFile.at(session, path)
+        for claim_node in node.collect():
+            new = list(claim_node.collect())
+            # reported like collected files, so "collected N items" and -k's counts include them
+            config.hook.pytest_collectreport(
+                report=pytest.CollectReport(claim_node.nodeid, "passed", None, new)
+            )
+            items.extend(new)

@@ -202,8 +202,16 @@ def require_complete(claims: List[Claim]) -> List[Claim]:
     return claims
 
 
-def _error_line() -> str:
-    return traceback.format_exc(limit=3).strip().splitlines()[-1]
+def _error_line(exc: BaseException) -> str:
+    """'Type: message (file:line)': the exception and where it was raised (the innermost frame;
+    the path relative to the working directory when it lies below it)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = ""
+    if frames:
+        path = os.path.relpath(frames[-1].filename)
+        path = frames[-1].filename if path.startswith("..") else path
+        where = f" ({path}:{frames[-1].lineno})"
+    return f"{type(exc).__name__}: {exc}{where}"
 
 
 def run_check(check: Check, inputs: Any, ctx: Context) -> CheckResult:
@@ -224,7 +232,8 @@ def run_check(check: Check, inputs: Any, ctx: Context) -> CheckResult:
             v.dtype,
         )
     except Exception as exc:  # noqa: BLE001 - a crashing check is a failing check, reported
-        out = CheckResult(check.name, "error", "", "", False, detail=str(exc), error=_error_line())
+        out = CheckResult(check.name, "error", "", "", False, error=_error_line(exc))
+        out.exception = exc  # not a field (not recorded): pytest items re-raise it
     out.seconds = round(time.perf_counter() - start, 3)
     out.evidence = check.evidence
     return out
@@ -248,7 +257,7 @@ def _run_fault(
     try:
         broken = fault.apply(inputs, ctx)
     except Exception as exc:  # noqa: BLE001 - a fault that cannot be applied catches nothing
-        return FaultResult(fault.name, fault.breaks, False, error=f"{_error_line()} ({exc})")
+        return FaultResult(fault.name, fault.breaks, False, error=_error_line(exc))
     checks = [run_check(claim.check_named(name), broken, ctx) for name in fault.breaks]
     caught = all(not c.holds and not c.error for c in checks)
     return FaultResult(fault.name, fault.breaks, caught, checks)
@@ -262,7 +271,7 @@ def run_claim(claim: Claim, ctx: Context) -> Result:
         try:
             inputs = claim.inputs(ctx)
         except Exception as exc:  # noqa: BLE001 - inputs that cannot be built fail every check
-            inputs, error = None, f"building the inputs: {_error_line()} ({exc})"
+            inputs, error = None, f"building the inputs: {_error_line(exc)}"
         checks_run, faults_run = claim.checks_in(ctx.profile), claim.faults_in(ctx.profile)
         if error:
             checks = [
@@ -293,7 +302,7 @@ def _scope(claim: Claim, inputs: Any) -> str:
     try:
         return str(claim.scope(inputs))
     except Exception as exc:  # noqa: BLE001 - a scope that cannot be said is said so
-        return f"scope not computed: {_error_line()} ({exc})"
+        return f"scope not computed: {_error_line(exc)}"
 
 
 def _vacuity(claim: Claim, inputs: Any):
@@ -306,7 +315,7 @@ def _vacuity(claim: Claim, inputs: Any):
             raise TypeError(f"the vacuity returned {type(v).__name__}, not a Vacuity")
         return v
     except Exception as exc:  # noqa: BLE001 - reported as the claim's error
-        return f"vacuity: {_error_line()} ({exc})"
+        return f"vacuity: {_error_line(exc)}"
 
 
 def _dtype(checks: List[CheckResult]) -> str:

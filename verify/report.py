@@ -80,9 +80,12 @@ def _count(ok: bool, good: int, total: int) -> str:
 
 
 def check_line(c: CheckResult) -> str:
-    """'NAME: measured M, bound <= B + term (detail)' (or the error): one check, one line."""
+    """'NAME: measured M, bound <= B + term (detail)', or 'NAME: crashed: ERROR (file:line)': one
+    check, one line."""
+    if c.error:
+        return f"{c.name}: crashed: {c.error}"
     return f"{c.name}: measured {fmt(c.measured)}, bound {c.shown_bound}" + (
-        f" - {c.error}" if c.error else f" ({c.detail})" if c.detail else ""
+        f" ({c.detail})" if c.detail else ""
     )
 
 

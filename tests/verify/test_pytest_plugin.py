@@ -1,5 +1,6 @@
 """Tests for verify/pytest_plugin.py: `pytest --qstr` on a user's project holding one claim that
-holds and one that does not; items by id, -k, -x and --junitxml as pytest users expect."""
+holds and one that does not; items by id, -k, -x, --lf, -m, --junitxml and tracebacks as pytest
+users expect."""
 
 import subprocess
 import sys
@@ -36,14 +37,13 @@ CLAIMS = textwrap.dedent('''
 ''')
 
 
-def _pytest(tmp_path, *args):
+def _pytest(tmp_path, *args, cache=False):
     (tmp_path / "my_claims.py").write_text(CLAIMS)
     cmd = [
         sys.executable,
         "-m",
         "pytest",
-        "-p",
-        "no:cacheprovider",
+        *(() if cache else ("-p", "no:cacheprovider")),
         "--qstr",
         "--qstr-claims",
         str(tmp_path / "my_claims.py"),
@@ -64,14 +64,33 @@ def test_a_passing_and_a_failing_user_claim(tmp_path):
         for c in ET.parse(tmp_path / "j.xml").iter("testcase")
     }
     assert set(cases) == {
-        (f"qstr.user-{k}", n)
+        (f"my_claims.user-{k}", n)
         for k in ("good", "bad")
         for n in ("check[closed form]", "fault[off by one]")
     }
-    assert cases[("qstr.user-bad", "check[closed form]")].find("failure") is not None
-    assert cases[("qstr.user-good", "check[closed form]")].find("failure") is None
+    assert cases[("my_claims.user-bad", "check[closed form]")].find("failure") is not None
+    assert cases[("my_claims.user-good", "check[closed form]")].find("failure") is None
     # 17 != 8 as well, but "closed form" fails on the honest inputs already: not applicable
-    assert cases[("qstr.user-bad", "fault[off by one]")].find("failure") is not None
+    assert cases[("my_claims.user-bad", "fault[off by one]")].find("failure") is not None
+    # every item, passing ones included, carries its numbers as JUnit properties
+    props = {
+        p.get("name"): p.get("value")
+        for p in cases[("my_claims.user-good", "check[closed form]")].iter("property")
+    }
+    assert props == {
+        "measured": "8.0",
+        "bound": "8.0",
+        "relation": "==",
+        "rounding": "0.0",
+        "evidence": "undeclared",
+        "holds": "True",
+        "dtype": "exact",
+    }, props
+    fault = {
+        p.get("name"): p.get("value")
+        for p in cases[("my_claims.user-good", "fault[off by one]")].iter("property")
+    }
+    assert fault["closed form: measured"] == "9.0" and fault["caught"] == "True", fault
     assert "fault 'off by one' not applicable: closed form" in out.stdout, out.stdout
 
 
@@ -103,7 +122,14 @@ def test_without_the_flag_nothing_is_collected(tmp_path):
         capture_output=True,
         text=True,
     )
-    assert "qstr::" not in plain.stdout and plain.returncode == 5, plain.stdout
+    assert "user-good" not in plain.stdout and plain.returncode == 5, plain.stdout
+    markers = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--markers"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert "@pytest.mark.qstr:" in markers.stdout and "@pytest.mark.gpu:" in markers.stdout
 
 
 def test_a_test_importing_the_claims_module_and_a_bad_module(tmp_path):
@@ -129,10 +155,13 @@ def test_a_test_importing_the_claims_module_and_a_bad_module(tmp_path):
 
 
 def test_header_and_options_the_machine_cannot_run(tmp_path):
-    """The header names profile, device and seed; a negative seed, or CUDA where there is none, is
-    one usage error line (exit 4)."""
-    out = _pytest(tmp_path, "--co", "--qstr-seed", "3")  # the header is not printed with -q
-    assert "qstr: profile quick, device cpu, seed 3" in out.stdout
+    """The header names profile, device, seed and the number of claims; -m selects by the qstr
+    marker; a negative seed, or CUDA where there is none, is one usage error line (exit 4)."""
+    # the header is not printed with -q; claims carry the marker qstr (and gpu on CUDA)
+    out = _pytest(tmp_path, "--co", "--qstr-seed", "3", "-m", "qstr and not gpu", "-k", "user-g")
+    assert "qstr: profile quick, device cpu, seed 3, " in out.stdout, out.stdout
+    assert " claims" in out.stdout.split("seed 3, ")[1].splitlines()[0], out.stdout
+    assert "2/" in out.stdout and "tests collected" in out.stdout, out.stdout
     bad = _pytest(tmp_path, "-q", "--co", "--qstr-seed", "-1")
     assert bad.returncode == 4 and "INTERNALERROR" not in bad.stdout + bad.stderr
     import torch  # noqa: PLC0415 - only to know whether this machine has CUDA
@@ -140,3 +169,63 @@ def test_header_and_options_the_machine_cannot_run(tmp_path):
     if not torch.cuda.is_available():
         cuda = _pytest(tmp_path, "-q", "--co", "--qstr-device", "cuda")
         assert cuda.returncode == 4 and "CUDA is not available" in cuda.stderr
+
+
+CRASHING = textwrap.dedent("""
+    from qstr.verify.claim import Check, Claim, Fault, Ref, at_most
+    from qstr.verify.registry import register
+
+
+    def helper(inp):
+        return 1 / inp
+
+
+    def divides(inp, ctx):
+        return at_most(helper(inp), 1.0)
+
+
+    register(Claim(id="user-crash", ref=Ref("Eq. 1"), statement="1 / 0 <= 1",
+                   inputs=lambda ctx: 0, checks=[Check("divides", divides)],
+                   faults=[Fault("halved", lambda inp, ctx: 0.5, breaks=("divides",))]))
+""")
+
+
+def test_a_printed_node_id_reruns_and_lf_reruns_the_failures(tmp_path):
+    """The node id pytest prints for a failing claim item selects it when passed back; --lf
+    reruns exactly the failures of the last run (the cache on)."""
+    out = _pytest(tmp_path, "-q", "-k", "user-", cache=True)
+    assert out.returncode == 1 and "2 failed, 2 passed" in out.stdout, out.stdout
+    failed = sorted(line.split()[1] for line in out.stdout.splitlines() if line.startswith("FAIL"))
+    assert failed == ["my_claims.py::user-bad::check[closed", "my_claims.py::user-bad::fault[off"]
+    again = _pytest(tmp_path, "-q", "my_claims.py::user-bad::check[closed form]")
+    assert again.returncode == 1 and "1 failed in" in again.stdout, again.stdout
+    lf = _pytest(tmp_path, "-q", "--lf", cache=True)
+    assert lf.returncode == 1 and "2 failed" in lf.stdout and "passed" not in lf.stdout, lf.stdout
+
+
+def test_a_crashing_check_shows_its_traceback_and_file_line(tmp_path):
+    """pytest shows the check's own frames down to the raise; `qstr verify` one line with the
+    exception and file:line."""
+    (tmp_path / "crashing.py").write_text(CRASHING)
+    out = _pytest(tmp_path, "-q", "--qstr-claims", str(tmp_path / "crashing.py"), "-k", "crash")
+    assert out.returncode == 1, out.stdout
+    text = out.stdout
+    assert "def helper(inp):" in text and "ZeroDivisionError: division by zero" in text, text
+    assert "crashing.py:7: ZeroDivisionError" in text and "_pytest" not in text, text
+    cli = subprocess.run(
+        [sys.executable, "-m", "qstr.verify.cli", "verify", "--claims", "crashing.py"]
+        + ["--only", "user-crash"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert "divides: crashed: ZeroDivisionError: division by zero (crashing.py:7)" in cli.stdout
+
+
+def test_a_paper_claim_outside_the_rootdir_is_rerun_by_its_module_path(tmp_path):
+    """The paper's claims, outside the user's rootdir, are printed as qstr/verify/claims/FILE.py
+    node ids, and such an id passed back selects the item."""
+    node = "qstr/verify/claims/lemma_34.py::lemma-34::check[||h_i|| <= r_h]"
+    run = _pytest(tmp_path, "-v", node)
+    assert run.returncode == 0 and f"{node} PASSED" in run.stdout, run.stdout + run.stderr
