@@ -305,9 +305,15 @@ def _path(claim, default: Path) -> Path:
         return default
 
 
+@pytest.hookimpl(tryfirst=True)  # before hypothesis's plugin loads --hypothesis-profile
 def pytest_configure(config):
     config.addinivalue_line("markers", "qstr: a check or fault of a claim (pytest --qstr)")
     config.addinivalue_line("markers", "gpu: runs on a CUDA device (skipped or refused without)")
+    asked = getattr(config.option, "hypothesis_profile", None)
+    if asked and str(asked).startswith("qstr-"):
+        from qstr.verify.strategies import register_profiles  # noqa: PLC0415 - only when asked
+
+        register_profiles()
 
 
 def pytest_report_header(config):

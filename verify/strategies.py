@@ -1,5 +1,6 @@
-"""Hypothesis strategies for qSTR objects (links, tasks, prompts, codebooks), for the toolkit's
-tests and users' own CI.
+"""Hypothesis strategies for qSTR objects (links, tasks, prompts, codebooks, constructions), for the
+toolkit's tests and users' own CI, and hypothesis settings profiles named after the qstr profiles
+(``--hypothesis-profile qstr-full``).
 Each draws small sizes and a seed and builds from an explicit ``torch.Generator``: shrinking goes
 to small N, d, q, seed 0."""
 
@@ -8,10 +9,12 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 import torch
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, settings, strategies as st
 
+from qstr.bounds.attention import lemma11
+from qstr.bounds.recurrent import prop28_rnn
 from qstr.constructions import validate
-from qstr.constructions.codes import build_codebook
+from qstr.constructions.codes import build_codebook, rs_hadamard_codebook
 from qstr.constructions.links import LINK_NAMES, make_link
 from qstr.constructions.task import INDEX_RULES, TOKEN_RULES, VARIANTS, QSTR
 
@@ -24,11 +27,36 @@ def _generator(seed: int, device="cpu") -> torch.Generator:
     return g
 
 
+# hypothesis settings profiles after the qstr profiles: quick for every commit, full and gpu for
+# nightly runs (no deadline: a construction's first build compiles and allocates)
+PROFILE_SETTINGS = {
+    "qstr-quick": dict(max_examples=25, deadline=None),
+    "qstr-full": dict(max_examples=200, deadline=None),
+    "qstr-gpu": dict(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]),
+}
+
+
+def register_profiles() -> None:
+    """Register the hypothesis profiles qstr-quick, qstr-full and qstr-gpu (then
+    ``settings.load_profile`` or ``pytest --hypothesis-profile qstr-full``; the pytest plugin
+    registers them itself when such a profile is asked for)."""
+    for name, kw in PROFILE_SETTINGS.items():
+        settings.register_profile(name, **kw)
+
+
 def _sizes(**sizes) -> None:
     """Every size bound an integer >= 1 (``None``: drawn), checked when the strategy is made."""
     for name, value in sizes.items():
         if value is not None:
             validate.positive_int(name, value)
+
+
+def _range(name: str, low: int, high: int) -> None:
+    """``low <= high``, both sizes (``min_NAME``, ``max_NAME``), checked when the strategy is
+    made."""
+    _sizes(**{f"min_{name}": low, f"max_{name}": high})
+    if low > high:
+        raise ValueError(f"min_{name} = {low} exceeds max_{name} = {high}")
 
 
 def _choices(name: str, values, allowed) -> list:
@@ -73,7 +101,7 @@ def _links(draw, q, d, names, max_q, max_d, device):
     )
 
 
-def tasks(
+def tasks(  # noqa: PLR0913 - the task's own choices, each a keyword
     max_N: int = 12,
     max_d: int = 4,
     max_q: int = 3,
@@ -82,25 +110,35 @@ def tasks(
     tokens: Sequence[str] = TOKEN_RULES,
     link_names: Sequence[str] = LINK_NAMES,
     device="cpu",
+    *,
+    min_N: int = 1,
+    q: Optional[int] = None,
+    d: Optional[int] = None,
 ):
-    """A valid ``QSTR`` task: q <= N, and the few-heads rule only where it is defined (2q <= N).
-    Bad arguments raise ``ValueError`` here, not when drawing."""
-    _sizes(max_N=max_N, max_d=max_d, max_q=max_q)
+    """A valid ``QSTR`` task: min_N <= N <= max_N, q <= N (``q``, ``d``: fixed, else drawn up to
+    max_q, max_d), and the few-heads rule only where it is defined (2q <= N). Bad arguments raise
+    ``ValueError`` here, not when drawing."""
+    _sizes(max_d=max_d, max_q=max_q, q=q, d=d)
+    _range("N", min_N, max_N)
+    if q is not None and q > max_N:
+        raise ValueError(f"q = {q} needs N >= q, but max_N = {max_N}")
     choices = (
         _choices("variants", variants, VARIANTS),
         _choices("indices", indices, INDEX_RULES),
         _choices("tokens", tokens, TOKEN_RULES),
     )
     link_names = _choices("link_names", link_names, LINK_NAMES)
-    return _tasks(max_N, max_d, max_q, choices, link_names, validate.device_of("device", device))
+    sizes = (max(min_N, q or 1), max_N, q, max_q, d, max_d)
+    return _tasks(sizes, choices, link_names, validate.device_of("device", device))
 
 
 @st.composite
-def _tasks(draw, max_N, max_d, max_q, choices, link_names, device):
+def _tasks(draw, sizes, choices, link_names, device):
     variants, indices, tokens = choices
-    N = draw(st.integers(1, max_N))
-    q = draw(st.integers(1, min(max_q, N)))
-    d = draw(st.integers(1, max_d))
+    min_N, max_N, q, max_q, d, max_d = sizes
+    N = draw(st.integers(min_N, max_N))
+    q = draw(st.integers(1, min(max_q, N))) if q is None else q
+    d = draw(st.integers(1, max_d)) if d is None else d
     variant = draw(st.sampled_from(variants))
     allowed = [r for r in indices if r != "few-heads" or (2 * q <= N and variant == "general")]
     rule = draw(st.sampled_from(allowed or ["uniform"]))
@@ -156,21 +194,76 @@ def _prompts(draw, task_strategy, max_B, dtypes, device):
 
 
 def codebooks(
-    max_N: int = 64, kinds: Sequence[str] = ("rs-hadamard", "rademacher"), mu_max: float = 0.5
+    max_N: int = 64,
+    kinds: Sequence[str] = ("rs-hadamard", "rademacher"),
+    mu_max: float = 0.5,
+    *,
+    min_N: int = 1,
 ):
-    """A codebook meeting Assumption 3 (coherence <= mu_max) built by ``build_codebook``.
-    Bad arguments raise ``ValueError`` here, not when drawing."""
-    _sizes(max_N=max_N)
+    """A codebook of min_N <= N <= max_N codes meeting Assumption 3 (coherence <= mu_max) built by
+    ``build_codebook``. Bad arguments raise ``ValueError`` here, not when drawing."""
+    _range("N", min_N, max_N)
     return _codebooks(
-        max_N,
+        (min_N, max_N),
         _choices("kinds", kinds, ("rs-hadamard", "rademacher")),
         validate.probability("mu_max", mu_max),
     )
 
 
 @st.composite
-def _codebooks(draw, max_N, kinds, mu_max):
-    N = draw(st.integers(1, max_N))
+def _codebooks(draw, sizes, kinds, mu_max):
+    N = draw(st.integers(*sizes))
     kind = draw(st.sampled_from(kinds))
     gen = _generator(draw(seeds)) if kind != "rs-hadamard" else None
     return build_codebook(N, kind=kind, mu_max=mu_max, generator=gen, dtype=torch.float64)
+
+
+CONSTRUCTIONS = ("lemma-11", "prop-28")
+
+
+def constructions(
+    kinds: Sequence[str] = CONSTRUCTIONS,
+    max_N: int = 16,
+    max_q: int = 2,
+    max_d: int = 3,
+    *,
+    min_N: int = 2,
+    eps: float = 0.1,
+    r_x: float = 2.0,
+):
+    """A triple ``(kind, construction, g_net)`` built as the paper builds it at small sizes, for
+    the two-layer net ``g_net`` of a random teacher link (q <= N): Lemma 11's q-head attention
+    (``bounds.attention.lemma11``) or Prop 28's RNN on RS-Hadamard codes
+    (``bounds.recurrent.prop28_rnn``), float64 on the CPU. Bad arguments raise ``ValueError``
+    here, not when drawing.
+
+    For example::
+
+        from hypothesis import given
+        from qstr.verify.strategies import constructions
+
+        @given(constructions(kinds=["lemma-11"]))
+        def test_the_heads_are_q(case):
+            kind, cons, g_net = case
+            assert cons.model.H == cons.q
+    """
+    kinds = _choices("kinds", kinds, CONSTRUCTIONS)
+    _range("N", min_N, max_N)
+    _sizes(max_q=max_q, max_d=max_d)
+    eps = validate.probability("eps", eps)
+    r_x = validate.positive_float("r_x", r_x)
+    return _constructions(kinds, (min_N, max_N, max_q, max_d), eps, r_x)
+
+
+@st.composite
+def _constructions(draw, kinds, sizes, eps, r_x):
+    min_N, max_N, max_q, max_d = sizes
+    kind = draw(st.sampled_from(kinds))
+    N = draw(st.integers(min_N, max_N))
+    q = draw(st.integers(1, min(max_q, N)))
+    d = draw(st.integers(1, max_d))
+    net = make_link("teacher", q, d, generator=_generator(draw(seeds))).two_layer_net()
+    if kind == "lemma-11":
+        return kind, lemma11(N, d, q, net, eps=eps, r_x=r_x), net
+    book = rs_hadamard_codebook(N, dtype=torch.float64)
+    return kind, prop28_rnn(book, d, net, q=q, eps=eps, r_x=r_x), net

@@ -130,6 +130,15 @@ def test_without_the_flag_nothing_is_collected(tmp_path):
         text=True,
     )
     assert "@pytest.mark.qstr:" in markers.stdout and "@pytest.mark.gpu:" in markers.stdout
+    # the hypothesis profiles named after the qstr profiles exist once asked for
+    profile = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--co"]
+        + ["--hypothesis-profile", "qstr-full"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert profile.returncode == 5 and "InvalidArgument" not in profile.stdout + profile.stderr
 
 
 def test_a_test_importing_the_claims_module_and_a_bad_module(tmp_path):
