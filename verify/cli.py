@@ -174,6 +174,11 @@ def _verify_options(v: argparse.ArgumentParser) -> None:
         ".py file; docs/claims.md)",
     )
     v.add_argument(
+        "--only-claims",
+        action="store_true",
+        help="run only the claims of the --claims modules, not the paper's",
+    )
+    v.add_argument(
         "--threads",
         type=_count,
         default=1,
@@ -503,7 +508,13 @@ def _selected(args, profile: str):
 
     for module in args.claims or ():
         load_claims(module)
-    return select(profile, args.only)
+    if not getattr(args, "only_claims", False):
+        return select(profile, args.only)
+    from qstr.verify.registry import defined_in  # noqa: PLC0415 - fast --help
+
+    if not args.claims or args.only:
+        raise ValueError("--only-claims runs the claims of --claims MODULE: give it, not --only")
+    return select(profile, [c.id for m in args.claims for c in defined_in(m)])
 
 
 def _list(args, console: Console) -> int:

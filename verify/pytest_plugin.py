@@ -305,6 +305,32 @@ def _path(claim, default: Path) -> Path:
         return default
 
 
+@pytest.fixture(scope="session")
+def qstr_context(pytestconfig):
+    """The Context of the --qstr-profile, --qstr-device and --qstr-seed options (with or without
+    --qstr): what a test passes to a builder or to ``qstr.verify.inputs``."""
+    try:
+        return _context(pytestconfig)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+@pytest.fixture(scope="session")
+def qstr_inputs(qstr_context):
+    """``qstr_inputs(claim_id)``: a registered claim's honest inputs at ``qstr_context``, built
+    once a session (the worst prompts, modules and cases its checks measure)."""
+    from qstr.verify.registry import claim_inputs  # noqa: PLC0415 - no import until used
+
+    built = {}
+
+    def get(claim_id: str):
+        if claim_id not in built:
+            built[claim_id] = claim_inputs(claim_id, qstr_context)
+        return built[claim_id]
+
+    return get
+
+
 @pytest.hookimpl(tryfirst=True)  # before hypothesis's plugin loads --hypothesis-profile
 def pytest_configure(config):
     config.addinivalue_line("markers", "qstr: a check or fault of a claim (pytest --qstr)")

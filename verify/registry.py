@@ -156,6 +156,26 @@ def load_claims(module: str) -> List[Claim]:
 _LOADED: Dict[str, List[Claim]] = {}  # module name -> the claims its import registered
 
 
+def defined_in(module: str) -> List[Claim]:
+    """The registered claims whose inputs are defined in ``module`` (a dotted name or a path to a
+    .py file, as :func:`load_claims` takes it), in registry order."""
+    name = os.path.basename(module)[: -len(".py")] if module.endswith(".py") else module
+    return [c for c in REGISTRY.values() if getattr(c.inputs_function, "__module__", "") == name]
+
+
+def claim_inputs(claim_id: str, ctx: Optional[Context] = None) -> Any:
+    """The honest inputs of a registered claim (the paper's are registered on first use), built as
+    ``qstr verify`` builds them at ``ctx`` (default: quick, CPU, seed 0): the worst prompts,
+    modules and cases its checks measure, for an ordinary test to read."""
+    import qstr.verify.claims  # noqa: F401, PLC0415 - registers the paper's claims
+
+    if claim_id not in REGISTRY:
+        raise ValueError(f"unknown claim id {claim_id!r}; known: {', '.join(REGISTRY)}")
+    ctx = Context() if ctx is None else ctx
+    with cpu_threads(ctx.threads):
+        return REGISTRY[claim_id].inputs(ctx)
+
+
 def _import_file(path: str) -> str:
     """The module name of the file ``path``, importable: its folder first on ``sys.path``, and the
     name not taken by another module."""

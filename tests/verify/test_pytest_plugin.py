@@ -143,13 +143,16 @@ def test_without_the_flag_nothing_is_collected(tmp_path):
 
 def test_a_test_importing_the_claims_module_and_a_bad_module(tmp_path):
     """A test file that imports the user's claims module runs beside --qstr-claims of the same file
-    (registered once); a module raising at import is pytest's one-line usage error, not an
-    INTERNALERROR."""
+    (registered once) and reads a claim's inputs through the qstr_inputs fixture; a module raising
+    at import is pytest's one-line usage error, not an INTERNALERROR."""
     (tmp_path / "test_mine.py").write_text(
-        "import my_claims\n\ndef test_registered():\n    assert my_claims.Inputs\n"
+        "import my_claims\n\ndef test_registered():\n    assert my_claims.Inputs\n\n"
+        "def test_registered_inputs(qstr_inputs, qstr_context):\n"
+        "    assert qstr_context.seed == 0\n"
+        "    assert qstr_inputs('user-good').variance(7, 3) == 8.0\n"
     )
     out = _pytest(tmp_path, "-q", "-k", "user-good or registered")
-    assert out.returncode == 0 and "3 passed" in out.stdout, out.stdout + out.stderr
+    assert out.returncode == 0 and "4 passed" in out.stdout, out.stdout + out.stderr
     (tmp_path / "raising.py").write_text("raise RuntimeError('not today')\n")
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--qstr", "--qstr-claims"]
     bad = subprocess.run(

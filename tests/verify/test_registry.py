@@ -83,6 +83,9 @@ def test_a_crashing_check_fails_and_catches_nothing():
 
     r = run_claim(_claim(run=boom), Context())
     assert not r.holds and not r.falsifier_caught and "kaput" in r.error
+    # the error once, with the file and line of the raise
+    line = boom.__code__.co_firstlineno + 1
+    assert r.checks[0].error == f"RuntimeError: kaput (tests/verify/test_registry.py:{line})"
     assert [c.name for c in r.failed_checks] == ["le 2"] and r.checks[1].holds
 
 
@@ -131,6 +134,11 @@ def test_load_claims_registers_a_users_file(tmp_path, monkeypatch):
     )
     (claim,) = load_claims(str(tmp_path / "mine.py"))
     assert claim.id == "mine" and run_claim(claim, Context()).passed
+    # the module's own claims (what --only-claims runs), and its honest inputs for a plain test
+    assert [c.id for c in registry.defined_in(str(tmp_path / "mine.py"))] == ["mine"]
+    assert registry.claim_inputs("mine") == 1.0
+    with pytest.raises(ValueError, match="unknown claim id 'theirs'"):
+        registry.claim_inputs("theirs")
     (tmp_path / "broken.py").write_text("def (:\n")
     with pytest.raises(ValueError, match="broken.py: line 1"):
         load_claims(str(tmp_path / "broken.py"))

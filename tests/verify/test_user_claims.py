@@ -44,6 +44,11 @@ def test_the_worked_example_runs_beside_the_papers_claims(tmp_path, monkeypatch,
     (fault,) = mine["faults"]
     assert fault["caught"] and fault["checks"][0]["measured"] > worst["bound"]
     assert "2/2 claims hold" in capsys.readouterr().out
+    # --only-claims: the module's claims alone; without --claims, or beside --only, refused
+    assert main(["verify", "--claims", str(EXAMPLE), "--only-claims", "--json", str(out)]) == 0
+    assert [r["id"] for r in json.loads(out.read_text())] == ["my-lemma-11"]
+    assert main(["verify", "--only-claims"]) == 2
+    assert "--only-claims runs the claims of --claims MODULE" in capsys.readouterr().err
 
 
 def _python_blocks():
