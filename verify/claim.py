@@ -300,6 +300,8 @@ class Fault:
     fn: Callable[..., Any]
     breaks: Tuple[str, ...]
     profiles: Sequence[str] = PROFILES  # where it runs: within every target's profiles
+    # an exception type the builders must raise on these inputs: raising it counts as caught
+    refuses: Optional[type] = None
     # the targets given as Check objects (a claim refuses one that is not its own)
     target_checks: Tuple[Check, ...] = field(default=(), init=False, repr=False, compare=False)
 
@@ -314,6 +316,16 @@ class Fault:
             raise ValueError(
                 f"fault {self.name!r} breaks no check: name the checks it must make fail"
             )
+        if self.refuses is not None and not (
+            isinstance(self.refuses, type) and issubclass(self.refuses, Exception)
+        ):
+            raise ValueError(
+                f"fault {self.name!r}: refuses must be an exception type, got {self.refuses!r}"
+            )
+
+    def refused(self, exc: BaseException) -> bool:
+        """``exc`` is the refusal this fault declares (``refuses``)."""
+        return self.refuses is not None and isinstance(exc, self.refuses)
 
     def apply(self, inputs: Any, ctx: Optional[Context] = None) -> Any:
         """The broken inputs (the default ``Context()`` when the fault asks for one)."""
@@ -514,12 +526,15 @@ class Claim:
         breaks: Union[Check, str, Sequence[Union[Check, str]]],
         apply: Optional[Callable[..., Any]] = None,
         profiles: Sequence[str] = PROFILES,
+        refuses: Optional[type] = None,
     ):
         """The fault ``name`` that must make each check in ``breaks`` fail: with ``apply``, declared
-        at once (and returned); without, a decorator for the function that breaks the inputs."""
+        at once (and returned); without, a decorator for the function that breaks the inputs.
+        ``refuses``: an exception type (e.g. ValueError) a builder must raise on the broken inputs,
+        in ``apply`` or in a target check; raising it counts as caught."""
 
         def declare(fn: Callable[..., Any]) -> Fault:
-            return self._add_fault(Fault(name, fn, breaks, profiles))
+            return self._add_fault(Fault(name, fn, breaks, profiles, refuses))
 
         return declare if apply is None else declare(apply)
 

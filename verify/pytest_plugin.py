@@ -198,12 +198,22 @@ class FaultItem(_ClaimItem):
                 f"{self.parent.claim.id}: fault {self.fault.name!r} not applicable: "
                 f"{', '.join(failing)} already fail(s) on the honest inputs"
             )
-        broken = self.fault.apply(self.parent.inputs(), self.parent.ctx)
+        try:
+            broken = self.fault.apply(self.parent.inputs(), self.parent.ctx)
+        except Exception as exc:
+            if not self.fault.refused(exc):
+                raise
+            self.user_properties += [("caught", True), ("refused", _error(exc))]
+            return  # the builder refused, as the fault declares it must
         results = [self._run(self.parent.claim.check_named(n), broken) for n in self.fault.breaks]
         for r in results:
             self._record(r, prefix=f"{r.name}: ")
-        self.user_properties.append(("caught", not any(r.holds or r.error for r in results)))
-        missed = [r for r in results if r.holds or r.error]
+
+        def missed_by(r):
+            return r.holds or (r.error and not self.fault.refused(getattr(r, "exception", None)))
+
+        missed = [r for r in results if missed_by(r)]
+        self.user_properties.append(("caught", not missed))
         if missed:
             raise ClaimFailed(
                 f"{self.parent.claim.id}: fault {self.fault.name!r} not caught; "

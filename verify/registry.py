@@ -64,6 +64,7 @@ class FaultResult:
     caught: bool
     checks: List[CheckResult] = field(default_factory=list)
     error: str = ""
+    refused: str = ""  # the refusal the fault declares (Fault.refuses), when a builder raised it
 
 
 @dataclass
@@ -277,10 +278,16 @@ def _run_fault(
     try:
         broken = fault.apply(inputs, ctx)
     except Exception as exc:  # noqa: BLE001 - a fault that cannot be applied catches nothing
+        if fault.refused(exc):  # ... unless refusing is what the builder must do
+            return FaultResult(fault.name, fault.breaks, True, refused=_error_line(exc))
         return FaultResult(fault.name, fault.breaks, False, error=_error_line(exc))
     checks = [run_check(claim.check_named(name), broken, ctx) for name in fault.breaks]
-    caught = all(not c.holds and not c.error for c in checks)
-    return FaultResult(fault.name, fault.breaks, caught, checks)
+    refusals = [c.error for c in checks if fault.refused(getattr(c, "exception", None))]
+    caught = all(
+        not c.holds and (not c.error or fault.refused(getattr(c, "exception", None)))
+        for c in checks
+    )
+    return FaultResult(fault.name, fault.breaks, caught, checks, refused="; ".join(refusals))
 
 
 def run_claim(claim: Claim, ctx: Context) -> Result:
@@ -312,6 +319,8 @@ def run_claim(claim: Claim, ctx: Context) -> Result:
     elif vacuity is not None:  # the vacuity could not be computed: said, and the claim fails
         out.vacuity, out.holds = vacuity, False
         out.error = "; ".join(e for e in (out.error, vacuity) if e)
+    for c in [*checks, *(fc for f in faults for fc in f.checks)]:
+        c.__dict__.pop("exception", None)  # a record: the line is kept, the object not
     return out
 
 

@@ -89,6 +89,40 @@ def test_a_crashing_check_fails_and_catches_nothing():
     assert [c.name for c in r.failed_checks] == ["le 2"] and r.checks[1].holds
 
 
+def _refusing(refuses, where: str):
+    """x is a size; the fault sets it to -1, which the builder refuses (ValueError) in the fault
+    itself or in the check that rebuilds from x."""
+
+    def build(x):
+        if x < 0:
+            raise ValueError(f"size must be >= 0, got {x}")
+        return x
+
+    def apply(x, ctx):
+        return build(-1) if where == "apply" else -1
+
+    return Claim(
+        "refusing",
+        Ref("Lemma 0"),
+        "x <= 2",
+        inputs=lambda ctx: 1,
+        checks=[Check("le 2", lambda x, ctx: at_most(build(x), 2))],
+        faults=[Fault("negative", apply, breaks="le 2", refuses=refuses)],
+    )
+
+
+@pytest.mark.parametrize("where", ["apply", "check"])
+def test_a_fault_the_builder_must_refuse_is_caught_by_the_refusal(where):
+    (f,) = run_claim(_refusing(ValueError, where), Context()).faults
+    assert f.caught and f.refused.startswith("ValueError: size must be >= 0, got -1")
+    (f,) = run_claim(_refusing(TypeError, where), Context()).faults
+    assert not f.caught and not f.refused
+    (f,) = run_claim(_refusing(None, where), Context()).faults
+    assert not f.caught
+    with pytest.raises(ValueError, match="refuses must be an exception type"):
+        Fault("bad", lambda x: x, breaks="le 2", refuses="ValueError")
+
+
 def test_inputs_that_cannot_be_built_fail_every_check():
     r = run_claim(_claim(inputs=lambda ctx: 1 / 0), Context())
     assert not r.holds and not r.falsifier_caught and "ZeroDivisionError" in r.error
