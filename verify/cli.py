@@ -186,6 +186,11 @@ def _verify_options(v: argparse.ArgumentParser) -> None:
         help="CPU threads per check (default 1: the checks are many small ops)",
     )
     v.add_argument(
+        "--traceback",
+        action="store_true",
+        help="after the table, the whole traceback of every check that crashed",
+    )
+    v.add_argument(
         "--fail-fast",
         action="store_true",
         help="stop at the first claim that fails (exit 1); for mutation testing",
@@ -571,6 +576,8 @@ def _verify(args, console: Console) -> int:
         )
         raise
     print_report(results, console, title=title)
+    if args.traceback:
+        _tracebacks(results, console)
     if len(results) < len(claims):
         failed = next(r.id for r in results if not r.passed)
         console.print(
@@ -583,6 +590,19 @@ def _verify(args, console: Console) -> int:
         stdout.write(json.dumps(records(results), indent=2, default=str) + "\n")
         stdout.flush()
     return 0 if all(r.passed for r in results) else 1
+
+
+def _tracebacks(results, console: Console) -> None:
+    """The traceback of every crashed check (honest inputs first, then each fault's)."""
+    for r in results:
+        crashed = [("", c) for c in r.checks] + [
+            (f"fault {f.name!r}: ", c) for f in r.faults for c in f.checks
+        ]
+        for where, c in crashed:
+            text = getattr(c, "traceback", "")
+            if text:
+                console.print(f"{r.id}: {where}check {c.name!r} crashed:", markup=False)
+                console.print(text.rstrip(), markup=False, highlight=False)
 
 
 def _codebook(args, console: Console) -> int:

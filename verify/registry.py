@@ -255,6 +255,7 @@ def run_check(check: Check, inputs: Any, ctx: Context) -> CheckResult:
     except Exception as exc:  # noqa: BLE001 - a crashing check is a failing check, reported
         out = CheckResult(check.name, "error", "", "", False, error=_error_line(exc))
         out.exception = exc  # not a field (not recorded): pytest items re-raise it
+        out.traceback = "".join(traceback.format_exception(exc))  # for qstr verify --traceback
     out.seconds = round(time.perf_counter() - start, 3)
     out.evidence = check.evidence
     return out

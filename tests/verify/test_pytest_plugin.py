@@ -217,7 +217,7 @@ def test_a_printed_node_id_reruns_and_lf_reruns_the_failures(tmp_path):
 
 def test_a_crashing_check_shows_its_traceback_and_file_line(tmp_path):
     """pytest shows the check's own frames down to the raise; `qstr verify` one line with the
-    exception and file:line."""
+    exception and file:line, and with --traceback the whole stack."""
     (tmp_path / "crashing.py").write_text(CRASHING)
     out = _pytest(tmp_path, "-q", "--qstr-claims", str(tmp_path / "crashing.py"), "-k", "crash")
     assert out.returncode == 1, out.stdout
@@ -226,13 +226,16 @@ def test_a_crashing_check_shows_its_traceback_and_file_line(tmp_path):
     assert "crashing.py:7: ZeroDivisionError" in text and "_pytest" not in text, text
     cli = subprocess.run(
         [sys.executable, "-m", "qstr.verify.cli", "verify", "--claims", "crashing.py"]
-        + ["--only", "user-crash"],
+        + ["--only", "user-crash", "--traceback"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert "divides: crashed: ZeroDivisionError: division by zero (crashing.py:7)" in cli.stdout
+    # --traceback: the whole stack after the table
+    assert "user-crash: check 'divides' crashed:" in cli.stdout
+    assert 'crashing.py", line 7, in helper' in cli.stdout, cli.stdout
 
 
 def test_a_paper_claim_outside_the_rootdir_is_rerun_by_its_module_path(tmp_path):
