@@ -363,6 +363,14 @@ def pytest_report_header(config):
 
 
 @pytest.hookimpl(tryfirst=True)
+def pytest_collection(session):
+    """With --qstr, the modules and options are checked before anything is collected, so that a
+    bad one is pytest's usage error, not a collection error of some file."""
+    if session.config.getoption("qstr"):
+        _state(session.config)
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_pycollect_makemodule(module_path, parent):
     """A file that defines claims, named on the command line (a printed node id passed back), is
     collected as its claims, not imported as a test module."""

@@ -176,6 +176,10 @@ def test_header_and_options_the_machine_cannot_run(tmp_path):
     assert "2/" in out.stdout and "tests collected" in out.stdout, out.stdout
     bad = _pytest(tmp_path, "-q", "--co", "--qstr-seed", "-1")
     assert bad.returncode == 4 and "INTERNALERROR" not in bad.stdout + bad.stderr
+    # checked before collection, so -q and a named test file change nothing
+    (tmp_path / "test_plain.py").write_text("def test_ok():\n    pass\n")
+    missing = _pytest(tmp_path, "-q", "--qstr-claims", "absent.py", "test_plain.py")
+    assert missing.returncode == 4 and "--claims absent.py: no such file" in missing.stderr
     import torch  # noqa: PLC0415 - only to know whether this machine has CUDA
 
     if not torch.cuda.is_available():
