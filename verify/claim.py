@@ -79,6 +79,9 @@ class Verdict:
     detail: str = ""
     dtype: str = "float64"
     tol: float = 0.0
+    # the (label, verdict) cases a ``worst`` was taken over, each case's own (pytest items
+    # report them); () for a single measurement
+    cases: Tuple[Tuple[str, "Verdict"], ...] = field(default=(), repr=False, compare=False)
 
     @property
     def shown_bound(self) -> str:
@@ -202,7 +205,12 @@ def worst(
         label, verdict = min(pool, key=lambda c: c[1].slack)
     else:
         label, verdict = max(pool, key=lambda c: key(c[1]))
-    return verdict.labelled(f"worst {label}" if label else "")
+    flat = tuple(
+        (_detail(lab, inner) if inner else lab, v)
+        for lab, case in cases
+        for inner, v in (case.cases or (("", case),))
+    )
+    return replace(verdict.labelled(f"worst {label}" if label else ""), cases=flat)
 
 
 def by_measured(v: Verdict) -> float:

@@ -123,11 +123,14 @@ class _ClaimItem(pytest.Item):
             return run_check(check, inputs, self.parent.ctx)
 
     def _record(self, r, prefix: str = "") -> None:
-        """The check's numbers as JUnit properties (record_property's user_properties)."""
+        """The check's numbers as JUnit properties (record_property's user_properties), and one
+        property per case the check's worst case was taken over."""
         for key in ("measured", "bound", "relation", "rounding", "evidence", "holds", "dtype"):
             self.user_properties.append((prefix + key, getattr(r, key)))
         if r.error:
             self.user_properties.append((prefix + "error", r.error))
+        for label, v in getattr(r, "cases", ()):
+            self.user_properties.append((f"{prefix}case[{label}]", _case(v)))
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, ClaimFailed):
@@ -155,6 +158,26 @@ def _dispatch_frame(path: str, name: str) -> bool:
     return ours and f"{os.sep}verify{os.sep}" in path and name in _DISPATCH
 
 
+def _case(v) -> str:
+    """'measured M, bound <= B + term, holds' for one case of a check."""
+    from qstr.verify.report import fmt  # noqa: PLC0415 - no import without --qstr
+
+    return f"measured {fmt(v.measured)}, bound {v.shown_bound}, " + (
+        "holds" if v.holds else "FAILS"
+    )
+
+
+def _failing(r, shown: int = 8) -> str:
+    """The failing cases of a check taken over several: each on its own line."""
+    cases = getattr(r, "cases", ())
+    bad = [(label, v) for label, v in cases if not v.holds]
+    if not cases or not bad:
+        return ""
+    lines = [f"\n  {label}: {_case(v)}" for label, v in bad[:shown]]
+    more = f"\n  ... and {len(bad) - shown} more" if len(bad) > shown else ""
+    return f"\n{len(bad)} of {len(cases)} cases fail:" + "".join(lines) + more
+
+
 def _line(r) -> str:
     from qstr.verify.report import check_line  # noqa: PLC0415 - no import without --qstr
 
@@ -176,7 +199,7 @@ class CheckItem(_ClaimItem):
         if getattr(r, "exception", None) is not None:
             raise r.exception
         if not r.holds:
-            raise ClaimFailed(f"{self.parent.claim.id} does not hold: {_line(r)}")
+            raise ClaimFailed(f"{self.parent.claim.id} does not hold: {_line(r)}{_failing(r)}")
 
 
 class FaultItem(_ClaimItem):

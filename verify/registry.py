@@ -252,6 +252,7 @@ def run_check(check: Check, inputs: Any, ctx: Context) -> CheckResult:
             v.detail,
             v.dtype,
         )
+        out.cases = v.cases  # not a field (not recorded): pytest items report each case
     except Exception as exc:  # noqa: BLE001 - a crashing check is a failing check, reported
         out = CheckResult(check.name, "error", "", "", False, error=_error_line(exc))
         out.exception = exc  # not a field (not recorded): pytest items re-raise it
@@ -322,6 +323,7 @@ def run_claim(claim: Claim, ctx: Context) -> Result:
         out.error = "; ".join(e for e in (out.error, vacuity) if e)
     for c in [*checks, *(fc for f in faults for fc in f.checks)]:
         c.__dict__.pop("exception", None)  # a record: the line is kept, the object not
+        c.__dict__.pop("cases", None)
     return out
 
 

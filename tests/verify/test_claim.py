@@ -1,6 +1,7 @@
 """Tests for verify/claim.py: seeds drawn from names, and the verdict constructors' arithmetic."""
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -15,6 +16,7 @@ from qstr.verify.claim import (
     close,
     evidence_mix,
     exact,
+    worst,
 )
 from qstr.verify.rounding import Rounding
 
@@ -69,3 +71,27 @@ def test_a_check_declares_known_evidence_and_the_mix_counts_it():
     )
     assert evidence_mix(["formula", "formula"]) == "formula only"
     assert evidence_mix([]) == ""
+
+
+def test_worst_keeps_every_case_flattened_for_reports():
+    """The worst case's verdict carries all the cases it was taken over (nested worsts flattened,
+    labels joined), so a pytest item can report each; equality ignores them."""
+    inner = worst([("q=1", at_most(1.0, 2.0)), ("q=2", at_most(3.0, 2.0))])
+    outer = worst([("N=16", inner), ("N=64", at_most(0.5, 2.0))])
+    assert [label for label, _ in outer.cases] == ["N=16; q=1", "N=16; q=2", "N=64"]
+    assert [v.holds for _, v in outer.cases] == [True, False, True]
+    assert not outer.holds and outer.measured == 3.0
+    assert outer == replace(outer, cases=())
+
+
+def test_a_pytest_item_lists_the_failing_cases():
+    from qstr.verify.pytest_plugin import _failing  # noqa: PLC0415 - the plugin's formatter
+    from qstr.verify.registry import CheckResult  # noqa: PLC0415
+
+    v = worst([(f"k={k}", at_most(float(k), 10.0)) for k in (4, 12, 3, 20)])
+    r = CheckResult("k <= n", v.measured, v.bound, v.relation, v.holds)
+    r.cases = v.cases
+    assert _failing(r) == (
+        "\n2 of 4 cases fail:\n  k=12: measured 12, bound <= 10, FAILS"
+        "\n  k=20: measured 20, bound <= 10, FAILS"
+    )
