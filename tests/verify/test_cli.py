@@ -83,7 +83,7 @@ def test_verify_json(tmp_path, capsys):
         assert r["checks"] and all(set(c) == check_keys and c["holds"] is True for c in r["checks"])
         assert all(c["evidence"] in EVIDENCE for c in r["checks"]) and r["evidence"]
         assert all(
-            set(f) == {"name", "breaks", "caught", "checks", "error"}
+            set(f) == {"name", "breaks", "caught", "checks", "error", "refused"}
             and f["caught"] is True
             and [c["name"] for c in f["checks"]] == f["breaks"]
             for f in r["faults"]
