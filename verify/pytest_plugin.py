@@ -262,10 +262,10 @@ def _context(config):
 
 class _State:
     """The run's Context, the claims of the profile by the file that defines them (registry
-    order), and the files collected so far."""
+    order), each file's module name, and the files collected so far."""
 
-    def __init__(self, ctx, files):
-        self.ctx, self.files, self.collected = ctx, files, set()
+    def __init__(self, ctx, files, modules):
+        self.ctx, self.files, self.modules, self.collected = ctx, files, modules, set()
 
 
 _STATE = pytest.StashKey[_State]()
@@ -284,10 +284,12 @@ def _state(config) -> _State:
             ctx = _context(config)
         except ValueError as exc:
             raise pytest.UsageError(str(exc)) from None
-        files = {}
+        files, modules = {}, {}
         for claim in paper.select(ctx.profile):
-            files.setdefault(_path(claim, config.rootpath), []).append(claim)
-        config.stash[_STATE] = _State(ctx, files)
+            path = _path(claim, config.rootpath)
+            files.setdefault(path, []).append(claim)
+            modules.setdefault(path, getattr(claim.inputs_function, "__module__", "") or "")
+        config.stash[_STATE] = _State(ctx, files, modules)
     return config.stash[_STATE]
 
 
@@ -295,20 +297,8 @@ def _file_id(config, path: Path) -> str:
     try:
         return path.resolve().relative_to(config.rootpath.resolve()).as_posix()
     except ValueError:
-        return _module_path(path) or path.resolve().as_posix()
-
-
-def _module_path(path: Path) -> str:
-    """qstr/verify/claims/lemma_11.py for a file of an imported module: its dotted name as a
-    path ('' if no imported module has this file)."""
-    import sys  # noqa: PLC0415
-
-    target = path.resolve()
-    for name, mod in list(sys.modules.items()):
-        origin = getattr(mod, "__file__", None)
-        if origin and Path(origin).resolve() == target:
-            return name.replace(".", "/") + ".py"
-    return ""
+        module = _state(config).modules.get(path.resolve(), "")
+        return module.replace(".", "/") + ".py" if module else path.resolve().as_posix()
 
 
 def pytest_load_initial_conftests(early_config, parser, args):
