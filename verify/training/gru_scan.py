@@ -11,8 +11,8 @@ of (G, ., N B) by (G, N B, 3H). Autograd through the loop kept one W_hh gradient
 
 Memory traffic (benchmarks/gpu_notes.md, "The GRU step"): the biases are broadcast into a
 contiguous (G, B, 3H) block once per forward, so each product's bias copy is a straight copy;
-the per-position gate gradients are collected and stacked once, not copied one by one into
-strided slices.
+the states and the per-position gate gradients are collected and stacked once, not copied one by
+one into strided slices.
 """
 
 from __future__ import annotations
@@ -71,9 +71,8 @@ class _Scan(torch.autograd.Function):
         N, G, B, _ = z.shape
         H = WhhT.shape[1]
         cell, ctx.back = _CELLS[z.is_cuda]
-        hs = z.new_empty(G, N + 1, B, H)  # hs[:, s] is the state entering position s
-        hs[:, 0].zero_()
         h = z.new_zeros(G * B, H)
+        states = [h.view(G, B, H)]  # states[s] is the state entering position s
         bih, bhh = (b.expand(G, B, 3 * H).contiguous() for b in (bih, bhh))
         ws = []
         for s in range(N):
@@ -85,7 +84,8 @@ class _Scan(torch.autograd.Function):
             h, w = cell(gi, gh, h)
             if keep:  # the workspaces only a backward reads (CPU: 5 tensors, CUDA: one)
                 ws.extend(w if isinstance(w, tuple) else (w,))
-            hs[:, s + 1] = h.view(G, B, H)
+            states.append(h.view(G, B, H))
+        hs = torch.stack(states, 1)  # (G, N + 1, B, H): one stacking copy, not one per position
         ctx.per = len(ws) // N if ws else 0  # workspace tensors per position
         ctx.save_for_backward(z, WihT, hs, WhhT, *ws)
         return hs
