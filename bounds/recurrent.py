@@ -512,24 +512,11 @@ def rnn_output_moment(lam: float, beta_0: float, p: float, C_x: float, d: int) -
     return beta_0 + lam * token_norm_moment(2.0 * p, C_x, d)
 
 
-def _net_constants(layers: Sequence[Layer], r_in: float):
-    """(output bound at input radius r_in, input-Lipschitz prod R_l, parameter-Lipschitz ||c||,
-    affine intercept).
-
-    a_0 = r_in, a_l = R_l sqrt(a_{l-1}^2 + 1) (biased layers), a_L = R_L a_{L-1};
-    c_l from :func:`layer_sensitivities`.
-    The intercept b is the output bound at r_in = 0 using a_l <= R_l (a_{l-1} + 1), so that the
-    output is <= Lambda r + b for any input norm r.
-    """
-    a = [r_in]
-    for l in layers:
-        a.append(l.radius * (math.sqrt(a[-1] ** 2 + 1.0) if l.bias else a[-1]))
-    Lam = math.prod(l.radius for l in layers)
+def _parameter_lipschitz(layers: Sequence[Layer], r_in: float) -> float:
+    """||c|| with c_l from :func:`layer_sensitivities` (Lemma 30): the net's output moves by at
+    most ||c|| ||Delta|| on inputs of norm <= r_in."""
     c = layer_sensitivities([l.radius for l in layers], [l.bias for l in layers], r_in)
-    b = 0.0
-    for l in layers:
-        b = l.radius * ((b + 1.0) if l.bias else b)
-    return a[-1], Lam, math.sqrt(sum(x * x for x in c)), b
+    return math.sqrt(sum(x * x for x in c))
 
 
 @dataclass(frozen=True)
@@ -588,9 +575,9 @@ def theorem7_bound(n: int, N: int, params: Theorem7Params) -> Theorem7Bound:
     trans, out = prop28_layers(N, P_, r_x)
     d_e = P_.code_dim(N)
     # parameter-Lipschitz constants on the sample (all tokens in the r_x-ball)
-    _, _, A_h, _ = _net_constants(trans, r_z)
+    A_h = _parameter_lipschitz(trans, r_z)
     r_in_y = math.sqrt(2.0 * r_h * r_h + r_z * r_z)
-    _, _, A_y, _ = _net_constants(out, r_in_y)
+    A_y = _parameter_lipschitz(out, r_in_y)
     # output growth |y_hat| <= Lam_y ||x_i|| + beta_0 for every theta in the class and every prompt
     Lam_y, beta_0 = rnn_output_growth([l.radius for l in out], [l.bias for l in out], r_h, q)
     A = rnn_parameter_lipschitz(A_y, Lam_y, A_h, N)

@@ -101,35 +101,40 @@ def _links(draw, q, d, names, max_q, max_d, device):
     )
 
 
-def tasks(  # noqa: PLR0913 - the task's own choices, each a keyword
+_TASK_RULES = {  # the task's rule choices tasks() takes by keyword, and what each allows
+    "variants": VARIANTS,
+    "indices": INDEX_RULES,
+    "tokens": TOKEN_RULES,
+    "link_names": LINK_NAMES,
+}
+
+
+def tasks(
     max_N: int = 12,
     max_d: int = 4,
     max_q: int = 3,
-    variants: Sequence[str] = VARIANTS,
-    indices: Sequence[str] = INDEX_RULES,
-    tokens: Sequence[str] = TOKEN_RULES,
-    link_names: Sequence[str] = LINK_NAMES,
-    device="cpu",
     *,
     min_N: int = 1,
     q: Optional[int] = None,
     d: Optional[int] = None,
+    device="cpu",
+    **rules: Sequence[str],
 ):
     """A valid ``QSTR`` task: min_N <= N <= max_N, q <= N (``q``, ``d``: fixed, else drawn up to
-    max_q, max_d), and the few-heads rule only where it is defined (2q <= N). Bad arguments raise
-    ``ValueError`` here, not when drawing."""
+    max_q, max_d), and the few-heads rule only where it is defined (2q <= N). ``rules``: the
+    selections ``variants``, ``indices``, ``tokens``, ``link_names`` to draw from (default: all).
+    Bad arguments raise ``ValueError`` here, not when drawing."""
     _sizes(max_d=max_d, max_q=max_q, q=q, d=d)
     _range("N", min_N, max_N)
     if q is not None and q > max_N:
         raise ValueError(f"q = {q} needs N >= q, but max_N = {max_N}")
-    choices = (
-        _choices("variants", variants, VARIANTS),
-        _choices("indices", indices, INDEX_RULES),
-        _choices("tokens", tokens, TOKEN_RULES),
-    )
-    link_names = _choices("link_names", link_names, LINK_NAMES)
+    unknown = sorted(set(rules) - set(_TASK_RULES))
+    if unknown:
+        raise ValueError(f"tasks() got unknown argument(s) {unknown}; rules: {list(_TASK_RULES)}")
+    chosen = {k: _choices(k, rules.get(k, allowed), allowed) for k, allowed in _TASK_RULES.items()}
+    choices = (chosen["variants"], chosen["indices"], chosen["tokens"])
     sizes = (max(min_N, q or 1), max_N, q, max_q, d, max_d)
-    return _tasks(sizes, choices, link_names, validate.device_of("device", device))
+    return _tasks(sizes, choices, chosen["link_names"], validate.device_of("device", device))
 
 
 @st.composite

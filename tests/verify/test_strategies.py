@@ -34,6 +34,7 @@ from qstr.verify.strategies import (
         (codebooks, dict(min_N=9, max_N=4), "min_N = 9 exceeds max_N = 4"),
         (tasks, dict(q=5, max_N=4), "q = 5 needs N >= q, but max_N = 4"),
         (tasks, dict(min_N=0), "min_N must be an integer >= 1, got 0"),
+        (tasks, dict(variant=["simple"]), "got unknown argument"),
         (constructions, dict(kinds=["prop-26"]), "kinds must be a non-empty selection"),
         (constructions, dict(eps=0), "eps must lie in"),
     ],

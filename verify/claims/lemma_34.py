@@ -90,7 +90,8 @@ def _radii(module: nn.Module):
 
 
 def rank_one_output_net(module: nn.Module, u: torch.Tensor) -> dict:
-    """The f_y of the class (the built radii R_l) largest at input ``u``: each layer maps the
+    """Lemma 34's growth (item 3) attained: the f_y of the class (the built radii R_l) largest
+    at input ``u``. Each layer maps the
     previous layer's one active unit onto unit 0 with [W b] along (a_{l-1}, 1), so its output is
     a_l = R_l sqrt(a_{l-1}^2 + 1), a_0 = ||u|| (R_L a_{L-1} at the unbiased last layer)."""
     p = dict(module.f_y.named_parameters())
@@ -271,6 +272,11 @@ def _without_intercept(radii, biases, r_h, q):
     return lam, lam * math.sqrt(2.0 * r_h * r_h + q + 1.0)
 
 
+def _one_state(radii, biases, r_h, q):
+    """beta_0 with r_h^2 for 2 r_h^2: sqrt(2 (r_h / sqrt 2)^2 + q + 1) = sqrt(r_h^2 + q + 1)."""
+    return rnn_output_growth(radii, biases, r_h / math.sqrt(2.0), q)
+
+
 def _without_last_layer(radii, biases, r_h, q):
     return rnn_output_growth(radii[:-1], biases[:-1], r_h, q)
 
@@ -286,6 +292,11 @@ claim.fault(
     "b_y dropped: the biases' growth left out of beta_0",
     breaks=growth_holds,
     apply=lambda inp: replace(inp, growth=_without_intercept),
+)
+claim.fault(
+    "beta_0 with one state: r_h^2 for 2 r_h^2",
+    breaks=growth_holds,
+    apply=lambda inp: replace(inp, growth=_one_state),
 )
 claim.fault(
     "f_y's last (unbiased) layer left out of Lam and b_y",
