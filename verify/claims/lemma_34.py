@@ -91,9 +91,9 @@ def _radii(module: nn.Module):
 
 def rank_one_output_net(module: nn.Module, u: torch.Tensor) -> dict:
     """Lemma 34's growth (item 3) attained: the f_y of the class (the built radii R_l) largest
-    at input ``u``. Each layer maps the
-    previous layer's one active unit onto unit 0 with [W b] along (a_{l-1}, 1), so its output is
-    a_l = R_l sqrt(a_{l-1}^2 + 1), a_0 = ||u|| (R_L a_{L-1} at the unbiased last layer)."""
+    at input ``u``. Each layer maps the previous layer's one active unit onto unit 0 with [W b]
+    along (a_{l-1}, 1), so its output is a_l = R_l sqrt(a_{l-1}^2 + 1), a_0 = ||u|| (R_L a_{L-1}
+    at the unbiased last layer)."""
     p = dict(module.f_y.named_parameters())
     out, a, v = {}, float(u.norm()), u / u.norm()
     for (w, b), (R, _) in zip(_layers(module), _radii(module), strict=True):
