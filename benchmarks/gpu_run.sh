@@ -14,16 +14,12 @@
 #                Lemma 11, RNN states, all of Figure 1 at the paper's sizes (TF32), timed alone
 #   steps        benchmarks/stack_step.py --layouts --profile: the FFN step with einsum against
 #                stacked_linear layers, both stacks' replayed steps and kernel tables
-#   checks       at once: `qstr verify --profile gpu --device cuda` in five shards (balanced by
-#                the claims' earlier CUDA times; CLAIMS="ID ...": those claims as one shard),
-#                every other GPU-marked test, and (WD=W) all of
+#   checks       at once: `qstr verify --profile gpu --device cuda` in four shards (balanced by
+#                the claims' earlier CUDA times), every other GPU-marked test, and (WD=W) all of
 #                Figure 1 at weight decay W (TF32); shared wall time, so no timing
 #   figure1-jobs all of Figure 1 (TF32) as `qstr reproduce --jobs J` for each J in JOBS (default
 #                2: worker processes time-sharing the device), timed; each skipped when under
 #                JOBS_NEEDS s are left. Needs Dask: carry its wheels (.whl, DEVELOPERS.md)
-#   figure1-streams  all of Figure 1 (TF32) as `qstr reproduce --streams S` for each S in STREAMS
-#                (default 2: stacks at once in threads of one process, each on its own CUDA
-#                stream), timed; each skipped when under STREAMS_NEEDS s are left
 #   parallel     at once: Figure 3 at the paper's sizes (TF32; FIGURE3=0 leaves it out), qstr
 #                verify --profile gpu, and the other GPU-marked tests (Figure 3's wall time is
 #                therefore shared, not a timing)
@@ -60,7 +56,6 @@ SHARDS=(
   "prop-26 prop-28 lemma-11 thm-4 lemma-36 export-roundtrip thm-7 lemma-30"
   "thm-6 lemma-23 lemma-25 lemma-34"
 )
-[ -n "${CLAIMS:-}" ] && SHARDS=("$CLAIMS")
 for stage in $stages; do
   echo "== $stage $(date +%T)"
   case $stage in
@@ -133,17 +128,6 @@ PY
           --out "$R/figure1-jobs$j" >"$R/figure1-jobs$j.log" 2>&1
         echo "jobs $j: rc $? wall $((SECONDS - s0)) s (with the workers' start)"
         tail -4 "$R/figure1-jobs$j.log" | cut -c1-200
-      done ;;
-    figure1-streams)
-      for k in ${STREAMS:-2}; do
-        left=$(( ${DEADLINE:-560} + 25 - SECONDS ))
-        if [ "$left" -lt "${STREAMS_NEEDS:-100}" ]; then echo "streams $k skipped: $left s left"; continue; fi
-        s0=$SECONDS
-        timeout -s INT "$left" qstr reproduce figure1 --device cuda --matmul tf32 --streams "$k" \
-          --out "$R/figure1-streams$k" >"$R/figure1-streams$k.log" 2>&1
-        echo "streams $k: rc $? wall $((SECONDS - s0)) s (with imports)"
-        grep -i "error\|warn\|Traceback" "$R/figure1-streams$k.log" | head -5 | cut -c1-200
-        tail -4 "$R/figure1-streams$k.log" | cut -c1-200
       done ;;
     parallel)
       L=$(( ${DEADLINE:-560} - SECONDS )); [ "$L" -lt 60 ] && L=60; echo "limit $L s"

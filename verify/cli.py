@@ -370,14 +370,6 @@ def _reproduce_options(r: argparse.ArgumentParser) -> None:
         "(default: every CPU core on cpu, 1 on cuda)",
     )
     r.add_argument(
-        "--streams",
-        type=_count,
-        default=1,
-        metavar="S",
-        help="cuda only: stacks trained at once in threads of this process, each on its own "
-        "CUDA stream (default 1)",
-    )
-    r.add_argument(
         "--matmul",
         default="float32",
         choices=["float32", "tf32"],
@@ -843,11 +835,7 @@ def _reproduce(args, console: Console) -> int:
     # device, protocol, matmul and the scheduler's address are checked by run_experiment before any
     # training
     execution = Execution(
-        device=args.device,
-        jobs=args.jobs,
-        matmul=args.matmul,
-        scheduler=args.scheduler,
-        streams=args.streams,
+        device=args.device, jobs=args.jobs, matmul=args.matmul, scheduler=args.scheduler
     )
     options = {}
     if args.weight_decay is not None:  # checked with every point's lr by Point

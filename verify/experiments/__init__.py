@@ -46,9 +46,8 @@ def _module(name: str):
 class Execution:
     """Where and how ``run_experiment`` trains, never what it trains. The numbers depend on the
     device (its own random streams) and the dtype, which every row records; ``matmul="tf32"``
-    enters every ``point_id``, so its rows never mix with float32 rows; ``jobs``, ``streams``,
-    ``scheduler``, ``threads`` and ``progress`` change no number (in float32 on a GPU, up to the
-    products' rounding: docs/experiments.md).
+    enters every ``point_id``, so its rows never mix with float32 rows; ``jobs``, ``scheduler``,
+    ``threads`` and ``progress`` change no number.
 
     device: ``"cpu"`` or ``"cuda"``; all data, models and generators live there.
     dtype: the models' float type (float32).
@@ -58,9 +57,6 @@ class Execution:
         The default 1 trains in this process, without Dask: worker processes re-import the
         calling script, so a script that asks for ``jobs > 1`` must call ``run_experiment`` under
         ``if __name__ == "__main__":``.
-    streams: stacks trained at once in threads of this process, each on its own CUDA stream, so
-        that one stack's kernels fill what another leaves idle (CUDA only; with ``jobs`` 1 and no
-        scheduler). Default 1: one stack after another.
     scheduler: the address of a running Dask scheduler (``"tcp://HOST:8786"``): the stacks train
         on its workers, whatever ``jobs`` says (docs/cluster.md).
     threads: torch CPU threads for the run (restored after) when ``jobs`` is 1. Default: 1 for
@@ -77,7 +73,6 @@ class Execution:
     threads: Optional[int] = None
     matmul: str = "float32"
     progress: bool = True
-    streams: int = 1
 
 
 def _checked(ex: Execution) -> torch.device:
@@ -103,21 +98,7 @@ def _checked(ex: Execution) -> torch.device:
         )
     if ex.scheduler is not None:
         check_scheduler(ex.scheduler)
-    _check_streams(ex, dev)
     return dev
-
-
-def _check_streams(ex: Execution, dev: torch.device) -> None:
-    """``streams`` is a positive count, above 1 only on CUDA and in one process."""
-    if isinstance(ex.streams, bool) or not isinstance(ex.streams, int) or ex.streams < 1:
-        raise ValueError(f"streams must be a positive integer, got {ex.streams!r}")
-    if ex.streams > 1 and dev.type != "cuda":
-        raise ValueError(f"streams={ex.streams} needs device='cuda' (one CUDA stream per stack)")
-    if ex.streams > 1 and (ex.scheduler is not None or (ex.jobs or 1) > 1):
-        raise ValueError(
-            f"streams={ex.streams} trains stacks in threads of this process: give jobs=1 and no "
-            "scheduler"
-        )
 
 
 def _check_options(mod, options: dict) -> None:
@@ -176,12 +157,7 @@ def run_experiment(
         options["overrides"] = {**(options.get("overrides") or {}), "matmul": "tf32"}
     threads = 1 if ex.threads is None and quick and dev.type == "cpu" else ex.threads
     cfg = RunConfig(
-        device=dev,
-        dtype=ex.dtype,
-        progress=ex.progress,
-        jobs=ex.jobs,
-        scheduler=ex.scheduler,
-        streams=ex.streams,
+        device=dev, dtype=ex.dtype, progress=ex.progress, jobs=ex.jobs, scheduler=ex.scheduler
     )
     with cpu_threads(threads):
         return _run_figure(

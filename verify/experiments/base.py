@@ -23,8 +23,6 @@ class RunConfig:
     ``jobs``: stacks trained at once as Dask tasks on a local cluster of that many single-threaded
     worker processes (``None``: :func:`default_jobs`); ``scheduler``: a running Dask scheduler's
     address (tcp://HOST:PORT) instead, whatever ``jobs`` says (verify/experiments/cluster.py).
-    ``streams``: stacks trained at once in threads of this process, each on its own CUDA stream
-    (run.py; on a CPU threads only, which the tests use).
     ``row_extra(point, result) -> dict`` adds fields to a row (Figure 2's block mass); it and
     ``return_models`` need the trained models, so they train in this process. ``train_kw``:
     keywords for ``train_stack`` over the points' own (tests and benchmarks)."""
@@ -35,7 +33,6 @@ class RunConfig:
     console: Any = None
     jobs: Optional[int] = 1
     scheduler: Optional[str] = None
-    streams: int = 1
     return_models: bool = False
     row_extra: Optional[Callable] = None
     train_kw: Optional[dict] = None

@@ -3,12 +3,9 @@ or as Dask tasks: verify/experiments/cluster.py)."""
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Dict, List, Optional, Sequence
 
@@ -162,8 +159,7 @@ def run_points(
     jobs = default_jobs(cfg.device) if cfg.jobs is None else _checks_jobs(cfg.jobs)
     jobs = max(1, min(jobs, len(stacks))) if not cfg.local else 1
     scheduler = None if cfg.local else cfg.scheduler
-    streams = 1 if jobs > 1 or scheduler is not None else min(cfg.streams, max(1, len(stacks)))
-    stacks = start_order(stacks, parallel=jobs > 1 or scheduler is not None or streams > 1)
+    stacks = start_order(stacks, parallel=jobs > 1 or scheduler is not None)
     with _Progress(cfg.progress, cfg.console) as bar:
         if bar.bar is not None and len(todo) < len(points):
             bar.log(
@@ -174,7 +170,7 @@ def run_points(
             f" (Dask at {scheduler})"
             if scheduler
             else (f" ({jobs} Dask worker processes)" if jobs > 1 else "")
-        ) + (f" ({streams} at once on their own streams)" if streams > 1 else "")
+        )
         overall = bar.add(f"{len(todo)} points to train" + where, len(todo))
         tasks = []
         for pts in stacks:
@@ -202,9 +198,7 @@ def run_points(
             else:  # "done"
                 bar.update(task, completed=stacks[stack][0].max_steps)
 
-        if streams > 1:
-            _train_at_once(stacks, cfg, report, streams)
-        elif jobs == 1 and scheduler is None:
+        if jobs == 1 and scheduler is None:
             for i, pts in enumerate(stacks):
                 train_points(pts, cfg, report, stack=i)
                 report("done", i)
@@ -213,36 +207,6 @@ def run_points(
                 stacks, report, results, replace(cfg, jobs=jobs, scheduler=scheduler), log=bar.log
             )
     return {r["point_id"]: r for r in results.rows_for(points)}
-
-
-def _train_at_once(stacks, cfg: RunConfig, report, streams: int) -> None:
-    """Train ``stacks`` ``streams`` at a time in threads of this process, each on its own CUDA
-    stream (on a CPU: threads only), so the device runs one stack's kernels while another's
-    wait; ``report`` is called under a lock. The first error stops the stacks not yet started
-    and is raised once the running ones finish."""
-    lock = threading.Lock()
-
-    def locked(*payload):
-        with lock:
-            report(*payload)
-
-    def one(i: int) -> None:
-        on_cuda = cfg.device.type == "cuda"
-        stream = torch.cuda.Stream(device=cfg.device) if on_cuda else None
-        with torch.cuda.stream(stream) if on_cuda else contextlib.nullcontext():
-            train_points(stacks[i], cfg, locked, stack=i)
-            if on_cuda:
-                stream.synchronize()
-        locked("done", i)
-
-    with ThreadPoolExecutor(streams, thread_name_prefix="qstr-stack") as pool:
-        futures = [pool.submit(one, i) for i in range(len(stacks))]
-        try:
-            for f in futures:
-                f.result()
-        finally:
-            for f in futures:
-                f.cancel()
 
 
 def train_figure(figure: str, pts: Sequence[Point], out_dir: str, cfg: RunConfig) -> List[dict]:

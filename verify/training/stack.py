@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import threading
 import time
 import warnings
 from dataclasses import dataclass
@@ -18,40 +17,16 @@ from qstr.verify.training.families import _Family, _pad_prompts, family_of, stac
 from qstr.verify.training.members import Member, MemberResult, log_curve
 
 
-_TF32_LOCK = threading.Lock()
-_TF32_STATE = {"users": 0, "before": None}  # stacks inside _tf32(True), the settings before
-
-
 @contextlib.contextmanager
 def _tf32(enabled: bool):
-    """Let float32 matrix products use TF32 tensor cores while the block runs (restored after).
-    The setting is global to the process: stacks trained at once in threads share it, the first
-    to enter sets it and the last to leave restores it (a run's stacks share one ``matmul``)."""
-    if not enabled:  # both settings stay as the caller left them
-        yield
-        return
-    with _TF32_LOCK:
-        if _TF32_STATE["users"] == 0:
-            _TF32_STATE["before"] = (
-                torch.backends.cuda.matmul.allow_tf32,
-                torch.backends.cudnn.allow_tf32,
-            )
-            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-        _TF32_STATE["users"] += 1
+    """Let float32 matrix products use TF32 tensor cores while the block runs (restored after)."""
+    before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    if enabled:  # otherwise both settings stay as the caller left them
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     try:
         yield
     finally:
-        with _TF32_LOCK:
-            _TF32_STATE["users"] -= 1
-            if _TF32_STATE["users"] == 0:
-                before = _TF32_STATE["before"]
-                torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
-
-
-DEVICE_WIDE = threading.RLock()
-"""Held around what acts on the whole device (a synchronize, ``empty_cache``, a graph capture),
-so that stacks trained at once in threads of one process (each on its own CUDA stream) never
-run one of these while another records its step."""
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
 
 
 def default_eval_elements(P: Dict[str, torch.Tensor]) -> int:
@@ -107,16 +82,14 @@ def _record(fam, opt, meta, x, t, y, batch_size: int):
         per = _train_step(fam, opt, meta, x, t, y, batch_size)
     torch.cuda.current_stream(x.device).wait_stream(side)
     try:
-        with DEVICE_WIDE:
-            return _GraphedStep(fam, opt, meta, x, t, y, batch_size), per, None
+        return _GraphedStep(fam, opt, meta, x, t, y, batch_size), per, None
     except RuntimeError as exc:  # torch.AcceleratorError is one
         first = exc  # the error the capture first met (the one raised at its end only follows it)
         while isinstance(first.__context__, RuntimeError):
             first = first.__context__
         message = f"{type(first).__name__}: {str(first).splitlines()[0]}"
     # only the message is kept: the exception's frames hold the failed capture's tensors
-    with DEVICE_WIDE:
-        torch.cuda.empty_cache()
+    torch.cuda.empty_cache()
     return None, per, message
 
 
@@ -270,8 +243,7 @@ class _Stack:
                 if evaluation_chunk(self.fam, self.P, int(self.n_test[0]), self.eval_elements) == 1:
                     raise
                 self.eval_elements //= 2
-                with DEVICE_WIDE:
-                    torch.cuda.empty_cache()
+                torch.cuda.empty_cache()
 
     def measure(
         self, step: Optional[int] = None, losses: Optional[List[float]] = None

@@ -11,11 +11,7 @@ import torch
 from rich.console import Console
 
 from qstr.verify.experiments import Execution, figure1, figure3, run_experiment
-from qstr.verify.experiments import run as run_module
-from qstr.verify.experiments.base import RunConfig
-from qstr.verify.experiments.results import ResultsFile
-from qstr.verify.threads import cpu_threads
-from qstr.verify.experiments.run import _Progress, run_points, stack_cost, stacks_of, start_order
+from qstr.verify.experiments.run import _Progress, stack_cost, stacks_of, start_order
 
 ROW_KEYS = {
     "model",
@@ -164,80 +160,3 @@ def test_progress_off_a_terminal_prints_plain_lines_as_it_goes():
         )  # within 30 s: no line
         written = buf.getvalue()
     assert written.count("step 10 of 1,000") == 1 and "step 20 of" not in written
-
-
-def _numbers(rows):
-    return sorted((r["point_id"], r["samples"], r["steps"], r["test_mse"]) for r in rows)
-
-
-def test_stacks_at_once_in_threads_give_the_rows_of_one_after_another(tmp_path, tiny, tiny_grid):
-    """``streams=2`` trains two stacks at a time in threads (on a CPU without CUDA streams): the
-    rows of one stack after another (float64), each point once in the file. One torch thread:
-    with more, a CPU reduction's split depends on the threads busy beside it."""
-    pts = figure1.points(seeds=[0, 1], N_values=tiny_grid, overrides=tiny)
-    cfg = RunConfig(dtype=torch.float64, progress=False)
-    with cpu_threads(1):
-        one = run_points(pts, ResultsFile(str(tmp_path / "one.jsonl"), "figure1"), cfg)
-        at_once = ResultsFile(str(tmp_path / "two.jsonl"), "figure1")
-        two = run_points(pts, at_once, replace(cfg, streams=2))
-    assert len(stacks_of(pts)) > 2
-    assert _numbers(one.values()) == _numbers(two.values())
-    ids = [json.loads(line)["point_id"] for line in lines(tmp_path / "two.jsonl")]
-    assert sorted(ids) == sorted(p.point_id for p in pts)
-
-
-def test_a_failing_stack_among_threads_raises_and_starts_no_more(tmp_path, tiny, monkeypatch):
-    """The first error of a stack trained in a thread is raised; stacks not yet started stay
-    untrained (their rows absent), so a rerun resumes them."""
-    pts = figure1.points(seeds=[0, 1, 2], N_values={"1str": [2], "simple": [3]}, overrides=tiny)
-    started = []
-
-    def failing(stack_pts, cfg, report, stack=0):
-        started.append(stack)
-        if len(started) == 1:
-            raise RuntimeError("stack failed")
-
-    monkeypatch.setattr(run_module, "train_points", failing)
-    results = ResultsFile(str(tmp_path / "r.jsonl"), "figure1")
-    cfg = RunConfig(dtype=torch.float64, progress=False, streams=2)
-    with pytest.raises(RuntimeError, match="stack failed"):
-        run_points(pts, results, cfg)
-    assert 1 <= len(started) < len(stacks_of(pts))
-
-
-@pytest.mark.parametrize(
-    "kw,match",
-    [
-        (dict(streams=0), "streams must be a positive integer"),
-        (dict(streams=True), "streams must be a positive integer"),
-        (dict(streams=2), "needs device='cuda'"),
-    ],
-)
-def test_bad_streams_is_a_value_error(tmp_path, kw, match, tiny, tiny_grid):
-    with pytest.raises(ValueError, match=match):
-        run_experiment(
-            "figure1",
-            out_dir=str(tmp_path),
-            seeds=[0],
-            N_values=tiny_grid,
-            overrides=tiny,
-            execution=Execution(progress=False, **kw),
-        )
-    assert not (tmp_path / "figure1.jsonl").exists()
-
-
-@pytest.mark.gpu
-def test_stacks_on_cuda_streams_give_the_rows_of_one_after_another(tmp_path, tiny, tiny_grid):
-    """Two stacks at a time on their own CUDA streams (graphs recorded while another stack runs):
-    the rows of one stack after another, float64 on CUDA."""
-    kw = dict(seeds=[0, 1], N_values=tiny_grid, overrides=tiny)
-    ex = Execution(device="cuda", progress=False, dtype=torch.float64)
-    one = run_experiment("figure1", out_dir=str(tmp_path / "one"), execution=ex, **kw)
-    two = run_experiment(
-        "figure1", out_dir=str(tmp_path / "two"), execution=replace(ex, streams=2), **kw
-    )
-    assert _numbers(one) == _numbers(two)
-    with pytest.raises(ValueError, match="jobs=1 and no scheduler"):
-        run_experiment(
-            "figure1", out_dir=str(tmp_path / "x"), execution=replace(ex, streams=2, jobs=2), **kw
-        )

@@ -15,7 +15,6 @@ from qstr.verify.training import (
     train_stack,
 )
 from qstr.verify.training.families import FFNFamily
-from qstr.verify.training.stack import _tf32
 
 DT = torch.float64
 
@@ -202,23 +201,3 @@ def test_cuda_graph_replay_equals_eager(kind, published, specs, make_member):
         assert (a.steps, a.reached) == (b.steps, b.reached)
         diff = max_param_diff(a.model, b.model)
         assert diff < 1e-6, diff
-
-
-def test_tf32_setting_is_shared_by_overlapping_stacks():
-    """Stacks trained at once in threads overlap in ``_tf32``: the setting stays on until the last
-    one leaves, then the caller's is restored (a first stack's exit must not turn TF32 off under
-    a second one still running)."""
-    before = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
-    try:
-        first, second = _tf32(True), _tf32(True)
-        first.__enter__()
-        second.__enter__()
-        first.__exit__(None, None, None)
-        assert torch.backends.cuda.matmul.allow_tf32 is True
-        second.__exit__(None, None, None)
-        assert torch.backends.cuda.matmul.allow_tf32 is False
-        with _tf32(False):
-            assert torch.backends.cuda.matmul.allow_tf32 is False
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = before
