@@ -14,9 +14,10 @@
 #                Lemma 11, RNN states, all of Figure 1 at the paper's sizes (TF32), timed alone
 #   steps        benchmarks/stack_step.py --layouts --profile: the FFN step with einsum against
 #                stacked_linear layers, both stacks' replayed steps and kernel tables
-#   checks       at once: `qstr verify --profile gpu --device cuda` in four shards (balanced by
-#                the claims' earlier CUDA times), every other GPU-marked test, and (WD=W) all of
-#                Figure 1 at weight decay W (TF32); shared wall time, so no timing
+#   checks       at once: `qstr verify --profile gpu --device cuda` in five shards (balanced by
+#                the claims' earlier CUDA times; CLAIMS="ID ...": those claims as one shard),
+#                every other GPU-marked test, and (WD=W) all of Figure 1 at weight decay W
+#                (TF32); shared wall time, so no timing
 #   figure1-jobs all of Figure 1 (TF32) as `qstr reproduce --jobs J` for each J in JOBS (default
 #                2: worker processes time-sharing the device), timed; each skipped when under
 #                JOBS_NEEDS s are left. Needs Dask: carry its wheels (.whl, DEVELOPERS.md)
@@ -56,6 +57,7 @@ SHARDS=(
   "prop-26 prop-28 lemma-11 thm-4 lemma-36 export-roundtrip thm-7 lemma-30"
   "thm-6 lemma-23 lemma-25 lemma-34"
 )
+[ -n "${CLAIMS:-}" ] && SHARDS=("$CLAIMS")
 for stage in $stages; do
   echo "== $stage $(date +%T)"
   case $stage in
