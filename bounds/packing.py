@@ -241,21 +241,26 @@ def sample_ball(B: int, d: int, ball: str, *, generator: torch.Generator) -> tor
     raise ValueError(f"ball must be 'l1' or 'l2', got {ball!r}")
 
 
-def greedy_packing(candidates: torch.Tensor, eps: float, block: int = 512) -> torch.Tensor:
+def greedy_packing(
+    candidates: torch.Tensor, eps: float, block: int = 512, *, p: float = 2.0
+) -> torch.Tensor:
     """Greedy eps-packing: scan ``candidates`` (M, d) in order, keep a point iff it is > eps
-    from every point kept so far. Returns the kept points (pairwise distances > eps)."""
+    from every point kept so far in the l_p distance (``p``: 2, or ``math.inf`` for the sup
+    norm). Returns the kept points (pairwise distances > eps)."""
     validate.finite_tensor("candidates", candidates)
     validate.shape("candidates", candidates, (None, None))
     eps = _eps(eps)
+    if p not in (2.0, math.inf):
+        raise ValueError(f"p must be 2 or math.inf, got {p!r}")
     kept = candidates[:0]
     for start in range(0, candidates.shape[0], block):
         c = candidates[start : start + block]
         if kept.shape[0]:
-            c = c[torch.cdist(c, kept).min(dim=1).values > eps]
+            c = c[torch.cdist(c, kept, p=p).min(dim=1).values > eps]
         if c.shape[0] == 0:
             continue
         conflict = (
-            (torch.cdist(c, c) <= eps).cpu().numpy()
+            (torch.cdist(c, c, p=p) <= eps).cpu().numpy()
         )  # resolve conflicts inside the block, in order (host loop)
         keep = [True] * c.shape[0]
         for i in range(c.shape[0]):

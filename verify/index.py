@@ -60,16 +60,11 @@ def text(claims: Sequence[Claim]) -> str:
 # anywhere): the README prints them under the claims table, `qstr verify --list` after the index.
 NOT_CLAIMS = (
     (
-        "Lemmas 14 and 16",
-        "the coverings of the output-net and attention-parameter classes: the reconstruction uses "
-        "Lemma 41's volume bound block by block (Lemma 16's second estimate; its Maurey estimate "
-        "is not used), which `lemma-41` checks on built packings",
-    ),
-    (
         "Prop 17",
         "the cover's Lipschitz constants are Lemmas 13 and 15's (`lemma-13`, `lemma-15`, read by "
-        "`theorem4_bound`), its count Lemma 41's; the assembled log-covering is held to an "
-        "independent sympy expression in `thm-4`",
+        "`theorem4_bound`), its blocks Lemmas 14 and 16's (`lemma-14`, `lemma-16`, on built "
+        "packings); `lemma-16` holds their sum under the covering Theorem 4 reads, and `thm-4` "
+        "the assembled log-covering to an independent sympy expression",
     ),
     (
         "Lemma 18 and Cor 19",

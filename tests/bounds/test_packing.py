@@ -279,3 +279,13 @@ def test_min_pairwise_distance_of_few_rows():
     two = torch.tensor([[0.0, 0.0], [3.0, 4.0]], dtype=torch.float64)
     assert min_pairwise_distance(two) == 5.0
     assert min_pairwise_distance(two[:1]) == float("inf") == min_pairwise_distance(two[:0])
+
+
+def test_greedy_packing_in_the_sup_norm():
+    """p = inf packs in the sup norm: (0, 0) and (0.3, 0.3) are 0.3 apart there (0.42 in l2)."""
+    pts = torch.tensor([[0.0, 0.0], [0.3, 0.3], [1.0, 0.0]], dtype=torch.float64)
+    assert greedy_packing(pts, 0.35).shape[0] == 3
+    P = greedy_packing(pts, 0.35, p=math.inf)
+    assert P.tolist() == [[0.0, 0.0], [1.0, 0.0]]
+    with pytest.raises(ValueError, match="p must be 2 or math.inf"):
+        greedy_packing(pts, 0.35, p=1.0)

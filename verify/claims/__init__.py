@@ -24,6 +24,7 @@ from qstr.verify.claims import (  # noqa: F401  (importing a claim module regist
     lemma_42,
     lemma_11,
     lemma_13_15,
+    lemma_14_16,
     lemma_20,
     sparse_average,
     prop_3,
