@@ -55,7 +55,7 @@ SHARDS=(
   "lemma-42 prop-3 lemma-39 assumption-3 experimental-encoding assumption-1 lemma-15 lemma-13 lemma-20"
   "cor-27 prop-21 figure-2 sparse-average-single-head lemma-41 thm-9 lemma-40 lemma-37 lemma-12 lemma-29"
   "prop-26 prop-28 lemma-11 thm-4 lemma-36 export-roundtrip thm-7 lemma-30"
-  "thm-6 lemma-23 lemma-25 lemma-34"
+  "thm-6 lemma-23 lemma-25 lemma-34 lemma-14 lemma-16"
 )
 [ -n "${CLAIMS:-}" ] && SHARDS=("$CLAIMS")
 for stage in $stages; do
