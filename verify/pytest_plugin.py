@@ -10,6 +10,7 @@ when they run on CUDA). The claim's inputs are built once, by its first item. Lo
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 from pathlib import Path
@@ -196,10 +197,39 @@ class CheckItem(_ClaimItem):
         r = self._run(self.check, self.parent.inputs())
         self.parent.honest[self.check.name] = r
         self._record(r)
+        self._report_cases(r)
         if getattr(r, "exception", None) is not None:
             raise r.exception
         if not r.holds:
             raise ClaimFailed(f"{self.parent.claim.id} does not hold: {_line(r)}{_failing(r)}")
+
+    def _report_cases(self, r) -> None:
+        """Each case of a check taken over several as a subtest report (pytest 9's subtests, as
+        ``subtests.test(LABEL)`` would make): ``check[NAME] [LABEL]`` passed or failed in the
+        terminal (``-v`` shows passed ones) and in the JUnit report; the item itself is the
+        worst case. Nothing on a pytest without subtests."""
+        try:
+            from _pytest.subtests import SubtestContext  # noqa: PLC0415 - pytest >= 9 only
+        except ImportError:
+            return
+        for label, v in getattr(r, "cases", ()):
+            failure = None if v.holds else ClaimFailed(f"{label}: {_case(v)}")
+            call = pytest.CallInfo.from_call(lambda f=failure: _raise(f), "call")
+            report = self.ihook.pytest_runtest_makereport(item=self, call=call)
+            context = SubtestContext(msg=label, kwargs={})
+            sub = pytest.SubtestReport._new(report, context, None, None)
+            with _uncaptured(self.config):  # the terminal's line, not the item's captured output
+                self.ihook.pytest_runtest_logreport(report=sub)
+
+
+def _uncaptured(config):
+    capman = config.pluginmanager.get_plugin("capturemanager")
+    return capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext()
+
+
+def _raise(exc) -> None:
+    if exc is not None:
+        raise exc
 
 
 class FaultItem(_ClaimItem):

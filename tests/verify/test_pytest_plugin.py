@@ -248,3 +248,39 @@ def test_a_paper_claim_outside_the_rootdir_is_rerun_by_its_module_path(tmp_path)
     node = "qstr/verify/claims/lemma_34.py::lemma-34::check[||h_i|| <= r_h]"
     run = _pytest(tmp_path, "-v", node)
     assert run.returncode == 0 and f"{node} PASSED" in run.stdout, run.stdout + run.stderr
+
+
+CASES = textwrap.dedent('''
+    from qstr.verify.claim import Claim, Ref, at_most, worst
+    from qstr.verify.registry import register
+
+    c = register(Claim("user-cases", Ref("Lemma 40"), statement="each <= 1"))
+    c.inputs(lambda ctx: {"N=16": 0.5, "N=256": 2.0, "N=4096": 0.1})
+
+
+    @c.check("each <= 1")
+    def each(inp):
+        return worst((label, at_most(v, 1.0)) for label, v in inp.items())
+
+
+    c.fault("doubled", breaks=each, apply=lambda inp: {k: 2 * v for k, v in inp.items()})
+''')
+
+
+def test_each_case_of_a_check_is_a_subtest_report(tmp_path):
+    """A check taken over cases reports each case as pytest 9 reports a subtest: SUBPASSED and
+    SUBFAILED lines under -v, the failing case with its own header and summary line; the item
+    stays the worst case."""
+    (tmp_path / "cases.py").write_text(CASES)
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--qstr", "--qstr-claims"]
+    cmd += [str(tmp_path / "cases.py"), "--rootdir", str(tmp_path), "-k", "user-cases", "-v"]
+    out = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    text = out.stdout
+    assert out.returncode == 1, text + out.stderr
+    for label, word in (("N=16", "SUBPASSED"), ("N=256", "SUBFAILED"), ("N=4096", "SUBPASSED")):
+        assert f"cases.py::user-cases::check[each <= 1] {word}[{label}]" in text, text
+    assert "user-cases: check[each <= 1] [N=256]" in text, text
+    assert "N=256: measured 2, bound <= 1, FAILS" in text, text
+    assert "SUBFAILED[N=256] cases.py::user-cases::check[each <= 1]" in text, text
+    assert "cases.py::user-cases::check[each <= 1] FAILED" in text, text
+    assert "Captured stdout" not in text, text
