@@ -1,0 +1,85 @@
+"""docs/claims.md's section on CI runs as printed: each `$ pytest` block, run in a project holding
+the page's example claims, prints the lines it shows (the progress column aside) or writes the
+JUnit properties it shows, and its python blocks pass as pytest tests."""
+
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PROGRESS = re.compile(r"\s+\[\s*\d+%\]$")
+
+
+def _section():
+    page = (ROOT / "docs" / "claims.md").read_text()
+    return page.split("## Claims as pytest items in your CI", 1)[1].split("\n## ", 1)[0]
+
+
+def _blocks(lang: str):
+    return [
+        body for kind, body in re.findall(r"```(\w*)\n(.*?)```", _section(), re.S) if kind == lang
+    ]
+
+
+def _console_blocks():
+    return [b for b in _blocks("") if b.startswith("$ pytest")]
+
+
+@pytest.fixture
+def project(tmp_path):
+    shutil.copy(ROOT / "docs" / "examples" / "my_codebook_claims.py", tmp_path)
+    return tmp_path
+
+
+def _run(project, command: str):
+    args = shlex.split(command.removeprefix("$ "))
+    assert args[0] == "pytest", command
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args[1:]]
+    return subprocess.run(cmd, cwd=project, capture_output=True, text=True, timeout=300)
+
+
+def test_the_section_has_its_blocks():
+    assert len(_console_blocks()) == 2 and len(_blocks("python")) == 2
+
+
+def test_the_verbose_run_prints_the_lines_shown(project):
+    block = next(b for b in _console_blocks() if " -v" in b.splitlines()[0])
+    command, *shown = block.splitlines()
+    out = _run(project, command)
+    assert out.returncode == 0, out.stdout + out.stderr
+    printed = {PROGRESS.sub("", line) for line in out.stdout.splitlines()}
+    for line in shown:
+        if line != "...":
+            assert PROGRESS.sub("", line) in printed, (line, out.stdout)
+
+
+def test_the_junit_run_writes_the_properties_shown(project):
+    block = next(b for b in _console_blocks() if "--junitxml" in b.splitlines()[0])
+    command, *shown = block.splitlines()
+    out = _run(project, command)
+    assert out.returncode == 0, out.stdout + out.stderr
+    want = ET.fromstring("\n".join(shown))
+    report = ET.parse(project / re.search(r"--junitxml=(\S+)", command).group(1))
+    (got,) = [
+        c
+        for c in report.iter("testcase")
+        if (c.get("classname"), c.get("name")) == (want.get("classname"), want.get("name"))
+    ]
+
+    def properties(case):
+        return {p.get("name"): p.get("value") for p in case.iter("property")}
+
+    assert properties(got) == properties(want)
+
+
+def test_the_python_blocks_pass_as_tests(project):
+    (project / "test_page_blocks.py").write_text("\n\n".join(_blocks("python")))
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "test_page_blocks.py"]
+    out = subprocess.run(cmd, cwd=project, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and "2 passed" in out.stdout, out.stdout + out.stderr
