@@ -126,6 +126,11 @@ def _parser() -> argparse.ArgumentParser:
     _reproduce_options(
         sub.add_parser("reproduce", help="reproduce a figure of the paper (Appendix E), resumable")
     )
+    _summarize_options(
+        sub.add_parser(
+            "summarize", help="recompute a figure's summary and plots from its rows (no training)"
+        )
+    )
     return p
 
 
@@ -333,6 +338,18 @@ def _construct_options(k: argparse.ArgumentParser) -> None:
         metavar="PATH",
         required=True,
         help="torch file readable with torch.load(PATH, weights_only=True)",
+    )
+
+
+def _summarize_options(r: argparse.ArgumentParser) -> None:
+    r.add_argument(
+        "figure", choices=["figure1", "figure2", "figure3"], help="the figure the rows are of"
+    )
+    r.add_argument("rows", metavar="ROWS", help="the rows (JSON lines, as qstr reproduce writes)")
+    r.add_argument(
+        "--stem",
+        default=None,
+        help="write STEM-summary.json, STEM.png and STEM.pdf (default: ROWS without .jsonl)",
     )
 
 
@@ -825,6 +842,14 @@ def _construct_rnn(args, console: Console) -> int:
     return 0
 
 
+def _summarize(args, console: Console) -> int:
+    from qstr.verify.experiments import summarize_rows  # noqa: PLC0415 - fast --help
+
+    stem = summarize_rows(args.figure, args.rows, stem=args.stem)
+    console.print(f"wrote {stem}-summary.json, {stem}.png and {stem}.pdf")
+    return 0
+
+
 def _reproduce(args, console: Console) -> int:
     from qstr.verify.experiments import Execution, run_experiment  # noqa: PLC0415 - fast --help
 
@@ -896,6 +921,7 @@ COMMANDS = {
     "sample": _sample,
     "construct": _construct,
     "reproduce": _reproduce,
+    "summarize": _summarize,
 }
 
 

@@ -945,3 +945,35 @@ def test_ctrl_c_in_a_writing_command_says_nothing_was_written(command, monkeypat
     assert capsys.readouterr().err.strip() == (
         "qstr: interrupted; nothing was written (files are written whole, at the end)"
     )
+
+
+FIGURE1_ROWS = Path(__file__).resolve().parents[2] / "docs" / "figures"
+
+
+def test_summarize_recomputes_the_committed_summary_from_its_rows(tmp_path, capsys):
+    """`qstr summarize` on the committed H200 rows of Figure 1 writes the committed summary
+    (the same numbers) and both figures, training nothing."""
+    rows = FIGURE1_ROWS / "figure1-paper-h200-tf32-v2.jsonl"
+    stem = str(tmp_path / "f1")
+    assert main(["summarize", "figure1", str(rows), "--stem", stem]) == 0
+    assert f"wrote {stem}-summary.json" in capsys.readouterr().out
+    got = json.loads(Path(stem + "-summary.json").read_text())
+    want = json.loads((FIGURE1_ROWS / "figure1-paper-h200-tf32-v2-summary.json").read_text())
+    assert got == want
+    assert Path(stem + ".png").stat().st_size > 0 and Path(stem + ".pdf").stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    "make,needle",
+    [
+        (lambda p: None, "no such rows file"),
+        (lambda p: p.write_text(""), "holds no rows"),
+        (lambda p: p.write_text('{"figure": "figure3"}\n'), "figure"),
+    ],
+)
+def test_summarize_bad_rows_are_one_line(tmp_path, capsys, make, needle):
+    rows = tmp_path / "rows.jsonl"
+    make(rows)
+    assert main(["summarize", "figure1", str(rows)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and needle in err, err

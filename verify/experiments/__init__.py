@@ -5,6 +5,7 @@ outputs, quick mode: docs/experiments.md."""
 from __future__ import annotations
 
 import inspect
+import os
 from dataclasses import dataclass, fields, replace
 from typing import List, Optional, Union
 
@@ -16,12 +17,13 @@ from qstr.verify.experiments.analysis import fit_exponent
 from qstr.verify.experiments.base import RunConfig
 from qstr.verify.experiments.cluster import check_scheduler
 from qstr.verify.experiments.points import MATMUL, PROTOCOLS, Point, Protocol
-from qstr.verify.experiments.results import figure_stem
+from qstr.verify.experiments.results import ResultsFile, figure_stem
 from qstr.verify.experiments.run import train_figure
 from qstr.verify.threads import cpu_threads
 
 __all__ = [
     "run_experiment",
+    "summarize_rows",
     "Execution",
     "EXPERIMENTS",
     "PROTOCOLS",
@@ -177,3 +179,31 @@ def _run_figure(name: str, cfg, out_dir: str, which: dict, options: dict) -> Lis
     rows = train_figure(name, pts, out_dir, cfg)
     mod.report(rows, stem, protocol=which["protocol"], quick=which["quick"], cfg=cfg)
     return rows
+
+
+def summarize_rows(name: str, rows_path: str, *, stem: Optional[str] = None, progress: bool = True):
+    """Recompute a figure's summary and plots from its rows, training nothing:
+    ``<stem>-summary.json`` and ``<stem>.png/.pdf`` (``stem``: the rows' path without ``.jsonl``),
+    the summary printed when ``progress``. The rows must be one figure's, of one protocol and
+    one of quick or paper size. Returns the stem."""
+    mod = _module(name)
+    if not os.path.isfile(rows_path):
+        raise ValueError(f"{rows_path}: no such rows file")
+    rows = ResultsFile(rows_path, name).rows
+    if not rows:
+        raise ValueError(f"{rows_path} holds no rows")
+    kinds = {(r["protocol"], bool(r["quick"])) for r in rows}
+    if len(kinds) != 1:
+        raise ValueError(f"{rows_path} mixes protocols or sizes: {sorted(kinds)}")
+    ((protocol, quick),) = kinds
+    stem = stem or (rows_path[: -len(".jsonl")] if rows_path.endswith(".jsonl") else rows_path)
+    folder = os.path.dirname(stem)  # Figure 2's plots read the trained matrices from there
+    missing = [r["matrix_file"] for r in rows if "matrix_file" in r]
+    missing = [f for f in missing if not os.path.isfile(os.path.join(folder, f))]
+    if missing:
+        raise ValueError(
+            f"{name}'s plots need the trained matrices beside the stem: {missing[0]} is not in "
+            f"{folder or '.'}"
+        )
+    mod.report(rows, stem, protocol=protocol, quick=quick, cfg=RunConfig(progress=progress))
+    return stem

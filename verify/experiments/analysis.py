@@ -1,12 +1,16 @@
-"""Scaling fits of the experiments: samples ~ N^a by least squares in log-log,
-bootstrap intervals."""
+"""Scaling fits of the experiments: samples ~ N^a by least squares in log-log and by a censored
+likelihood (runs stopped at the cap kept as right-censored), local slopes between successive N,
+a polylog fit beside the power law, and paired ratios; bootstrap intervals throughout
+(docs/experiments.md, "Fits")."""
 
 from __future__ import annotations
 
 import math
-from typing import Dict, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
+import numpy as np
 import torch
+from scipy import optimize, stats
 
 from qstr.verify.experiments.points import MODELS
 
@@ -54,6 +58,125 @@ def fit_exponent(
     return out | {"a": float(a), "log_C": float(b), "ci": [lo, hi]}
 
 
+def _tobit(x: np.ndarray, y: np.ndarray, cens: np.ndarray) -> np.ndarray:
+    """Maximum likelihood (a, b, log sigma) of y = b + a x + sigma eps, eps ~ N(0, 1), where y is
+    observed exactly when ``cens`` is False and only known to exceed y when it is True (the
+    negative log-likelihood with its gradient: z^2 / 2 + log sigma per observed run,
+    -log P(eps > z) per censored one, z = (y - mu) / sigma)."""
+
+    def nll(p):
+        mu, sd = p[1] + p[0] * x, math.exp(p[2])
+        z = (y - mu) / sd
+        logsf = stats.norm.logsf(z[cens])
+        mills = np.exp(stats.norm.logpdf(z[cens]) - logsf)  # phi / (1 - Phi) at z
+        d_mu, d_log_sd = np.empty_like(z), np.empty_like(z)
+        d_mu[~cens], d_log_sd[~cens] = -z[~cens] / sd, 1.0 - z[~cens] ** 2
+        d_mu[cens], d_log_sd[cens] = -mills / sd, -mills * z[cens]
+        value = (0.5 * z[~cens] ** 2).sum() + (~cens).sum() * p[2] - logsf.sum()
+        return value, np.array([(d_mu * x).sum(), d_mu.sum(), d_log_sd.sum()])
+
+    A = np.stack([x, np.ones_like(x)], 1)
+    (a0, b0), *_ = np.linalg.lstsq(A, y, rcond=None)
+    sd0 = max(float(np.std(y - A @ np.array([a0, b0]))), 1e-3)
+    p0 = np.array([a0, b0, math.log(sd0)])
+    bounds = [(None, None), (None, None), (math.log(1e-6), math.log(1e3))]
+    return optimize.minimize(nll, p0, jac=True, method="L-BFGS-B", bounds=bounds).x
+
+
+def fit_censored_exponent(  # noqa: PLR0913 - the data and the bootstrap's knobs
+    N: Sequence[float],
+    samples: Sequence[Optional[float]],
+    caps: Sequence[float],
+    *,
+    n_boot: int = 400,
+    seed: int = 0,
+    level: float = 0.95,
+) -> dict:
+    """Fit samples ~ C N^a with the runs that stopped at their cap kept as right-censored (a
+    Tobit model on log samples: log s = log C + a log N + sigma eps, a censored run contributing
+    P(log s > log cap)), by maximum likelihood; bootstrap interval for a (runs resampled within
+    each N). ``caps``: each run's cap (max_steps x batch_size). Returns {a, log_C, sigma, ci, n,
+    censored, N_values, level}; a is NaN with < 2 distinct N or no run reaching."""
+    x = np.log(np.asarray(N, dtype=float))
+    cens = np.array([s is None for s in samples])
+    y = np.log(np.array([c if s is None else s for s, c in zip(samples, caps, strict=True)], float))
+    Ns = sorted(set(map(float, N)))
+    out = {"n": len(y), "censored": int(cens.sum()), "N_values": Ns, "level": level}
+    if len(Ns) < 2 or cens.all():
+        return out | {"a": math.nan, "log_C": math.nan, "sigma": math.nan, "ci": [math.nan] * 2}
+    a, b, log_sd = (float(v) for v in _tobit(x, y, cens))
+    rng = np.random.default_rng(seed)
+    strata = [np.flatnonzero(np.isclose(x, math.log(v))) for v in Ns]
+    boot = []
+    for _ in range(n_boot):
+        idx = np.concatenate([rng.choice(s, len(s)) for s in strata])
+        if not cens[idx].all():
+            boot.append(_tobit(x[idx], y[idx], cens[idx])[0])
+    lo, hi = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2]).tolist()
+    return out | {"a": a, "log_C": b, "sigma": math.exp(log_sd), "ci": [lo, hi]}
+
+
+def local_slopes(
+    N: Sequence[float],
+    samples: Sequence[Optional[float]],
+    caps: Sequence[float],
+    *,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> List[dict]:
+    """Between successive values of N: the slope of log geometric-mean samples in log N, with a
+    95% bootstrap interval (runs resampled within each N). A censored run enters at its cap, so
+    the slope is a lower bound when the larger N has censored runs (``bound`` "lower"), an upper
+    bound when only the smaller one has ("upper"), and ``None`` when neither has."""
+    Ns = sorted(set(map(float, N)))
+    runs = {v: [] for v in Ns}
+    for n, s, c in zip(N, samples, caps, strict=True):
+        runs[float(n)].append((math.log(c if s is None else s), s is None))
+    rng = np.random.default_rng(seed)
+    out = []
+    for lo_N, hi_N in zip(Ns, Ns[1:], strict=False):
+        ylo = np.array([y for y, _ in runs[lo_N]])
+        yhi = np.array([y for y, _ in runs[hi_N]])
+        dx = math.log(hi_N / lo_N)
+        slope = (yhi.mean() - ylo.mean()) / dx
+        blo = ylo[rng.integers(len(ylo), size=(n_boot, len(ylo)))].mean(1)
+        bhi = yhi[rng.integers(len(yhi), size=(n_boot, len(yhi)))].mean(1)
+        ci = np.quantile((bhi - blo) / dx, [0.025, 0.975]).tolist()
+        c_lo, c_hi = any(c for _, c in runs[lo_N]), any(c for _, c in runs[hi_N])
+        bound = "lower" if c_hi else ("upper" if c_lo else None)
+        out.append({"N": [lo_N, hi_N], "slope": float(slope), "ci": ci, "bound": bound})
+    return out
+
+
+def polylog_vs_power(N: Sequence[float], samples: Sequence[Optional[float]]) -> dict:
+    """On the runs that reached: least squares of log samples on log N (power law, samples ~ C
+    N^a) and on log log N (polylog, samples ~ C (log N)^k). Both have two parameters, so the
+    difference of their AIC is n ln(RSS_power / RSS_polylog): above 0 favours the polylog,
+    above 2 clearly. Needs N > 1 at two values at least (else NaN)."""
+    pts = [(float(n), float(s)) for n, s in zip(N, samples, strict=True) if s is not None]
+    y = np.log([s for _, s in pts])
+    nan = {"a": math.nan, "k": math.nan, "delta_aic": math.nan, "n": len(pts)}
+    if len({n for n, _ in pts}) < 2 or min(n for n, _ in pts) <= 1:
+        return nan
+
+    def rss(xv):
+        A = np.stack([xv, np.ones_like(xv)], 1)
+        coef, *_ = np.linalg.lstsq(A, y, rcond=None)
+        return float(coef[0]), float(((y - A @ coef) ** 2).sum())
+
+    a, rss_pow = rss(np.log([n for n, _ in pts]))
+    k, rss_poly = rss(np.log(np.log([n for n, _ in pts])))
+    delta = len(pts) * math.log(rss_pow / rss_poly) if rss_poly > 0 else math.inf
+    return {
+        "a": a,
+        "k": k,
+        "rss_power": rss_pow,
+        "rss_polylog": rss_poly,
+        "delta_aic": delta,
+        "n": len(pts),
+    }
+
+
 def summarize(rows: Sequence[dict], *, by: str = "N") -> Dict[str, Dict[str, dict]]:
     """Per (variant, model): fitted exponent of samples in ``by`` and per-value means."""
     out: Dict[str, Dict[str, dict]] = {}
@@ -63,7 +186,8 @@ def summarize(rows: Sequence[dict], *, by: str = "N") -> Dict[str, Dict[str, dic
             rs = [r for r in rows if r["variant"] == variant and r["model"] == model]
             if not rs:
                 continue
-            fit = fit_exponent([r[by] for r in rs], [r["samples"] for r in rs])
+            xs, ss = [r[by] for r in rs], [r["samples"] for r in rs]
+            fit = fit_exponent(xs, ss)
             per = {}
             for v in sorted({r[by] for r in rs}):
                 ss = [r["samples"] for r in rs if r[by] == v]
@@ -74,8 +198,23 @@ def summarize(rows: Sequence[dict], *, by: str = "N") -> Dict[str, Dict[str, dic
                     "reached": len(got),
                     "runs": len(ss),
                 }
-            out[variant][model] = {"fit": fit, f"per_{by}": per}
+            out[variant][model] = {"fit": fit, f"per_{by}": per} | _shape(rs, by)
     return out
+
+
+def _shape(rs: Sequence[dict], by: str) -> dict:
+    """The shape of one model's curve: the censored fit, local slopes, the fit without the
+    smallest value of ``by``, and the polylog fit beside the power law."""
+    xs, ss = [r[by] for r in rs], [r["samples"] for r in rs]
+    caps = [_cap_samples(r) for r in rs]
+    smallest = min(xs)
+    rest = [(x, s) for x, s in zip(xs, ss, strict=True) if x != smallest]
+    return {
+        "censored_fit": fit_censored_exponent(xs, ss, caps),
+        "local_slopes": local_slopes(xs, ss, caps),
+        f"fit_without_smallest_{by}": fit_exponent([x for x, _ in rest], [s for _, s in rest]),
+        "polylog_vs_power": polylog_vs_power(xs, ss),
+    }
 
 
 def _cap_samples(r: dict) -> float:

@@ -132,33 +132,50 @@ def summarize(rows: List[dict], *, protocol: str, quick: bool) -> dict:
     return out
 
 
+def _with_ci(fit) -> str:
+    """'a [lo, hi]' of a fit, '-' when there is none."""
+    if not fit or math.isnan(fit["a"]):
+        return "-"
+    return f"{fit['a']:.2f} [{fit['ci'][0]:.2f}, {fit['ci'][1]:.2f}]"
+
+
+def _aic(cmp) -> str:
+    """Which of polylog and power law the AIC favours (difference above 2), with k or a."""
+    if not cmp or math.isnan(cmp["delta_aic"]):
+        return "-"
+    d = cmp["delta_aic"]
+    if d > 2:
+        return f"polylog k={cmp['k']:.1f} ({d:.1f})"
+    return f"power ({d:.1f})" if d < -2 else f"either ({d:.1f})"
+
+
 def print_summary(summary: dict, console=None) -> None:
     console = console or wide_console()
     t = Table(title=f"Figure 1 - {summary['label']}" + (" [quick]" if summary["quick"] else ""))
     for col in (
         "variant",
         "model",
-        "a (samples ~ N^a)",
-        "95% CI",
+        "a, reached runs (95% CI)",
+        "a, capped runs kept",
         "runs",
-        "not reached",
+        "capped",
         "mean samples, largest N",
+        "polylog vs power (dAIC)",
     ):
         t.add_column(col)
     for variant, per_model in summary["fits"].items():
         h = summary["hierarchy"][variant]
         for model, v in per_model.items():
-            f = v["fit"]
-            m = h["mean_samples"].get(model)
-            ci = "-" if math.isnan(f["a"]) else f"[{f['ci'][0]:.2f}, {f['ci'][1]:.2f}]"
+            f, m = v["fit"], h["mean_samples"].get(model)
             t.add_row(
                 variant,
                 model,
-                "-" if math.isnan(f["a"]) else f"{f['a']:.2f}",
-                ci,
+                _with_ci(f),
+                _with_ci(v.get("censored_fit")),
                 str(f["n"] + f["censored"]),
                 str(f["censored"]),
                 "-" if m is None else f"{m:,.0f} (N={h['N']})",
+                _aic(v.get("polylog_vs_power")),
             )
     console.print(t)
     for variant, h in summary["hierarchy"].items():

@@ -1,11 +1,15 @@
-"""Tests for verify/experiments/analysis.py: the fitted exponent samples ~ N^a and the paired
-gap between two models trained on the same prompts."""
+"""Tests for verify/experiments/analysis.py: the fitted exponent samples ~ N^a (least squares and
+censored), local slopes, polylog against power, and the paired gap between two models trained on
+the same prompts."""
 
 import math
 
+import numpy as np
 import pytest
 import torch
+from scipy import optimize
 
+from qstr.verify.experiments import analysis
 from qstr.verify.experiments.analysis import fit_exponent, paired_gap
 
 
@@ -68,3 +72,79 @@ def test_paired_gap_needs_two_values_and_two_full_seeds_for_a_trend():
     assert one_q["trend"] is None and one_q["per"]["3"]["pairs"] == 12
     rows = [r for r in _rows(lambda q: 2.0, seeds=2) if not (r["seed"] == 1 and r["q"] == 4)]
     assert paired_gap(rows, "rnn", "transformer")["trend"] is None  # seed 1 lacks q = 4
+
+
+def _power_law_runs(a=2.0, sigma=0.15, cap=None, seeds=8):
+    """log s = 1 + a log N + sigma eps at N = 4..64, runs above ``cap`` censored (None)."""
+    rng = np.random.default_rng(2)
+    N = [n for n in (4, 8, 16, 32, 64) for _ in range(seeds)]
+    s = [math.exp(1 + a * math.log(n) + sigma * rng.standard_normal()) for n in N]
+    return N, [None if cap is not None and v > cap else v for v in s], [cap or math.inf] * len(N)
+
+
+def test_tobit_gradient_is_the_likelihoods():
+    """The censored likelihood's analytic gradient against central differences."""
+    rng = np.random.default_rng(0)
+    x, y, cens = rng.normal(size=30), rng.normal(size=30), rng.random(30) < 0.3
+    captured = {}
+
+    def spy(fun, p0, jac, **kw):
+        captured["fun"] = fun
+        return optimize.OptimizeResult(x=p0)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(analysis.optimize, "minimize", spy)
+        analysis._tobit(x, y, cens)
+    p = np.array([0.3, -0.2, math.log(0.7)])
+    _, grad = captured["fun"](p)
+    for i in range(3):
+        e = np.zeros(3)
+        e[i] = 1e-6
+        numeric = (captured["fun"](p + e)[0] - captured["fun"](p - e)[0]) / 2e-6
+        assert grad[i] == pytest.approx(numeric, rel=1e-6, abs=1e-8)
+
+
+def test_censored_fit_recovers_the_exponent_the_dropped_runs_hide():
+    """Half the runs at N = 32 and nearly all at N = 64 censored at the cap: least squares on the
+    reached runs is biased low (its interval below the true a = 2), the censored likelihood's
+    interval holds it."""
+    N, s, caps = _power_law_runs(sigma=0.5, cap=math.exp(1 + 2 * math.log(32)), seeds=40)
+    censored = sum(v is None for v in s)
+    ols, tobit = fit_exponent(N, s), analysis.fit_censored_exponent(N, s, caps, n_boot=200)
+    assert ols["censored"] == censored == tobit["censored"] == 57
+    assert ols["ci"][1] < 2.0
+    assert tobit["ci"][0] < 2.0 < tobit["ci"][1] and abs(tobit["a"] - 2.0) < 0.05
+    assert 0.4 < tobit["sigma"] < 0.6
+
+
+def test_censored_fit_without_censoring_is_least_squares():
+    N, s, caps = _power_law_runs()
+    ols, tobit = fit_exponent(N, s), analysis.fit_censored_exponent(N, s, caps)
+    assert tobit["a"] == pytest.approx(ols["a"], abs=1e-5)
+    assert tobit["log_C"] == pytest.approx(ols["log_C"], abs=1e-4)
+
+
+def test_local_slopes_on_a_power_law_and_their_bounds():
+    N = [2, 2, 4, 4, 8, 8]
+    s = [3.0 * n**1.5 for n in N]
+    caps = [1e9] * 6
+    slopes = analysis.local_slopes(N, s, caps)
+    assert [sl["N"] for sl in slopes] == [[2.0, 4.0], [4.0, 8.0]]
+    for sl in slopes:
+        assert sl["slope"] == pytest.approx(1.5, rel=1e-12) and sl["bound"] is None
+        assert sl["ci"] == pytest.approx([1.5, 1.5], rel=1e-12)
+    s[5] = None  # one run at N = 8 stopped at its cap: that slope is a lower bound
+    caps[5] = 3.0 * 8**1.5
+    assert [sl["bound"] for sl in analysis.local_slopes(N, s, caps)] == [None, "lower"]
+
+
+def test_polylog_against_power():
+    """(log N)^3 data favours the polylog (delta AIC > 2, k = 3); N^1 data the power law."""
+    N = [2**k for k in range(2, 12)]
+    poly = analysis.polylog_vs_power(
+        N, [5 * math.log(n) ** 3 * (1 + 0.01 * (-1) ** i) for i, n in enumerate(N)]
+    )
+    power = analysis.polylog_vs_power(N, [5 * n * (1 + 0.01 * (-1) ** i) for i, n in enumerate(N)])
+    assert poly["delta_aic"] > 2 and poly["k"] == pytest.approx(3, abs=0.05)
+    assert power["delta_aic"] < -2 and power["a"] == pytest.approx(1, abs=0.01)
+    assert math.isnan(analysis.polylog_vs_power([1, 2], [3.0, 4.0])["k"])
