@@ -20,24 +20,36 @@ LABELS = {"transformer": "Transformer", "rnn": "RNN (GRU)", "ffn": "FFN"}
 def plot_samples(
     ax, rows: Sequence[dict], *, by: str = "N", cap: Optional[float] = None, title: str = ""
 ):
-    """Mean +- std of samples over seeds, per model, against ``by``; runs that never reached
-    the threshold are drawn as open triangles at the step cap (a lower bound)."""
+    """Mean samples over the seeds that reached the threshold, per model, against ``by``, with a
+    95% bootstrap interval of that mean (seeds resampled; asymmetric, so it stays positive on the
+    log axis); runs that never reached the threshold are drawn as open triangles at the step cap
+    (a lower bound)."""
+    g = torch.Generator().manual_seed(0)
     for model in MODELS:
         rs = [r for r in rows if r["model"] == model]
         if not rs:
             continue
         xs = sorted({r[by] for r in rs})
-        mean, std, xm = [], [], []
+        mean, lo, hi, xm = [], [], [], []
         for v in xs:
             got = [r["samples"] for r in rs if r[by] == v and r["samples"] is not None]
             if got:
                 t = torch.tensor(got, dtype=torch.float64)
+                boot = t[torch.randint(len(got), (2000, len(got)), generator=g)].mean(1)
+                q = torch.quantile(boot, torch.tensor([0.025, 0.975], dtype=torch.float64))
                 xm.append(v)
                 mean.append(float(t.mean()))
-                std.append(float(t.std()) if len(got) > 1 else 0.0)
+                lo.append(mean[-1] - float(q[0]))
+                hi.append(float(q[1]) - mean[-1])
         if xm:
             ax.errorbar(
-                xm, mean, yerr=std, color=COLORS[model], marker="o", capsize=3, label=LABELS[model]
+                xm,
+                mean,
+                yerr=[lo, hi],
+                color=COLORS[model],
+                marker="o",
+                capsize=3,
+                label=LABELS[model],
             )
         miss = [(r[by], r["steps"] * r["config"]["batch_size"]) for r in rs if r["samples"] is None]
         if miss:
