@@ -231,6 +231,19 @@ def _slope(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return ((y - y.mean(-1, keepdim=True)) * xc).sum(-1) / (xc**2).sum()
 
 
+def _paired_logs(rows: Sequence[dict], num: str, den: str, by: str):
+    """The values of ``by`` and {seed: {value: log(samples[num] / samples[den])}} over the seeds
+    where both models ran on the same prompts (a capped run at its cap)."""
+    key = {(r["model"], r[by], r["seed"]): r for r in rows}
+    values = sorted({r[by] for r in rows if r["model"] in (num, den)})
+    logs: Dict[int, Dict[float, float]] = {}
+    for m, v, s in key:
+        if m == num and (den, v, s) in key:
+            ratio = _cap_samples(key[(num, v, s)]) / _cap_samples(key[(den, v, s)])
+            logs.setdefault(s, {})[v] = math.log(ratio)
+    return values, logs
+
+
 def paired_gap(  # noqa: PLR0913 - the figure's rows, the two models, and the statistics' knobs
     rows: Sequence[dict],
     num: str,
@@ -251,20 +264,15 @@ def paired_gap(  # noqa: PLR0913 - the figure's rows, the two models, and the st
     ratio a lower bound, a censored ``den`` an upper bound. Only seeds with both models at every
     value of ``by`` enter the trend test."""
     key = {(r["model"], r[by], r["seed"]): r for r in rows}
-    values = sorted({r[by] for r in rows if r["model"] in (num, den)})
+    values, logs = _paired_logs(rows, num, den, by)
     out: dict = {"per": {}, "by": by, "num": num, "den": den}
-    logs: Dict[int, Dict[float, float]] = {}
     g = torch.Generator().manual_seed(seed)
     for v in values:
-        seeds = sorted(s for (m, b, s) in key if m == num and b == v and (den, v, s) in key)
+        seeds = sorted(s for s, d in logs.items() if v in d)
         if not seeds:
             continue
         pairs = [(key[(num, v, s)], key[(den, v, s)]) for s in seeds]
-        lr = torch.tensor(
-            [math.log(_cap_samples(a) / _cap_samples(b)) for a, b in pairs], dtype=torch.float64
-        )
-        for s, x in zip(seeds, lr.tolist(), strict=True):
-            logs.setdefault(s, {})[v] = x
+        lr = torch.tensor([logs[s][v] for s in seeds], dtype=torch.float64)
         boot = lr[torch.randint(len(lr), (n_boot, len(lr)), generator=g)].mean(1)
         lo, hi = torch.quantile(boot, torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
         out["per"][str(v)] = {
@@ -273,7 +281,7 @@ def paired_gap(  # noqa: PLR0913 - the figure's rows, the two models, and the st
             "pairs": len(lr),
             "censored": sum((a["samples"] is None) + (b["samples"] is None) for a, b in pairs),
         }
-    full = [s for s, d in logs.items() if len(d) == len(values)]
+    full = sorted(s for s, d in logs.items() if len(d) == len(values))
     if len(values) < 2 or len(full) < 2:
         return out | {"trend": None}
     y = torch.tensor([[logs[s][v] for v in values] for s in full], dtype=torch.float64)
@@ -285,3 +293,42 @@ def paired_gap(  # noqa: PLR0913 - the figure's rows, the two models, and the st
     return out | {
         "trend": {"slope_log_ratio": observed, "p_one_sided": p, "seeds": len(full), "perm": n_perm}
     }
+
+
+def trend_power(  # noqa: PLR0913 - the rows, the two models, and the simulation's knobs
+    rows: Sequence[dict],
+    num: str,
+    den: str,
+    *,
+    by: str = "q",
+    seeds: Sequence[int] = (5, 10, 15, 20, 30),
+    n_sim: int = 200,
+    n_perm: int = 499,
+    level: float = 0.05,
+    seed: int = 0,
+) -> dict:
+    """Power of :func:`paired_gap`'s one-sided trend test at ``level`` for each count in
+    ``seeds``, at the measured effect: a simulated experiment draws that many seeds with
+    replacement from the measured ones (each seed's log ratios at every value of ``by``
+    together, so the pairing and the spread across seeds are kept) and runs the test with
+    ``n_perm`` permutations. Returns {"power": {count: share with p <= level}, "seeds_needed":
+    the least count with power >= 0.8 (None if none), "from_seeds": the seeds measured}."""
+    values, logs = _paired_logs(rows, num, den, by)
+    full = sorted(s for s, d in logs.items() if len(d) == len(values))
+    out = {"from_seeds": len(full), "level": level, "sims": n_sim, "perm": n_perm}
+    if len(values) < 2 or len(full) < 2:
+        return out | {"power": {}, "seeds_needed": None}
+    y = torch.tensor([[logs[s][v] for v in values] for s in full], dtype=torch.float64)
+    x = torch.tensor([float(v) for v in values], dtype=torch.float64)
+    g = torch.Generator().manual_seed(seed)
+    power = {}
+    for n in seeds:
+        yb = y[torch.randint(len(full), (n_sim, n), generator=g)]  # (sims, n, values)
+        observed = _slope(x, yb.mean(1))  # (sims,)
+        perm = torch.argsort(torch.rand(n_sim, n_perm, n, len(values), generator=g), dim=-1)
+        shuffled = torch.gather(yb[:, None].expand(-1, n_perm, -1, -1), 3, perm)
+        slopes = _slope(x, shuffled.mean(2))  # (sims, perm)
+        p = (1 + (slopes >= observed[:, None] - 1e-12).sum(1)) / (1 + n_perm)
+        power[n] = float((p <= level).double().mean())
+    needed = next((n for n in seeds if power[n] >= 0.8), None)
+    return out | {"power": power, "seeds_needed": needed}

@@ -128,10 +128,12 @@ ALPHA = 0.05  # the verdict "the gap grows with q" (docs/experiments.md, "Does i
 
 
 def paired(rows: List[dict], model: str) -> dict:
-    """``model`` against the Transformer on the same prompts (analysis.paired_gap) and the
-    verdict: the gap grows with q when the one-sided paired trend test gives p < ALPHA and the
-    ratio's 95% interval at the largest q lies above 1."""
+    """``model`` against the Transformer on the same prompts (analysis.paired_gap), the trend
+    test's power at 5-30 seeds from these rows (analysis.trend_power), and the verdict: the gap
+    grows with q when the one-sided paired trend test gives p < ALPHA and the ratio's 95%
+    interval at the largest q lies above 1."""
     out = analysis.paired_gap(rows, model, "transformer", by="q")
+    out["power"] = analysis.trend_power(rows, model, "transformer", by="q", level=ALPHA)
     trend, per = out["trend"], out["per"]
     top = per[max(per, key=float)] if per else None
     out["grows"] = bool(

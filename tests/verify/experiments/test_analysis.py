@@ -148,3 +148,17 @@ def test_polylog_against_power():
     assert poly["delta_aic"] > 2 and poly["k"] == pytest.approx(3, abs=0.05)
     assert power["delta_aic"] < -2 and power["a"] == pytest.approx(1, abs=0.01)
     assert math.isnan(analysis.polylog_vs_power([1, 2], [3.0, 4.0])["k"])
+
+
+def test_trend_power_grows_with_seeds_and_stays_at_the_level_without_an_effect():
+    """Power of the paired trend test by resampling the measured seeds: a strong trend is found
+    at 5 seeds, a weak one needs more, and a flat ratio is found at about the test's level."""
+    strong = analysis.trend_power(_rows(lambda q: math.exp(0.3 * q)), "rnn", "transformer")
+    assert strong["power"][5] == 1.0 and strong["seeds_needed"] == 5
+    assert strong["from_seeds"] == 12
+    weak = analysis.trend_power(
+        _rows(lambda q: math.exp(0.1 * q), noise=0.3), "rnn", "transformer"
+    )
+    assert weak["power"][5] < 0.6 < 0.9 < weak["power"][30] and weak["seeds_needed"] == 20
+    flat = analysis.trend_power(_rows(lambda q: 2.0), "rnn", "transformer")
+    assert max(flat["power"].values()) < 0.2 and flat["seeds_needed"] is None
