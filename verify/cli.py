@@ -343,7 +343,10 @@ def _construct_options(k: argparse.ArgumentParser) -> None:
 
 def _summarize_options(r: argparse.ArgumentParser) -> None:
     r.add_argument(
-        "figure", choices=["figure1", "figure2", "figure3"], help="the figure the rows are of"
+        "figure",
+        choices=["figure1", "figure2", "figure3", "bounds"],
+        help="the figure the rows are of; bounds: the paper's explicit sample bounds beside "
+        "Figure 1's rows",
     )
     r.add_argument("rows", metavar="ROWS", help="the rows (JSON lines, as qstr reproduce writes)")
     r.add_argument(

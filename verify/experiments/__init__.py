@@ -12,7 +12,7 @@ from typing import List, Optional, Union
 import torch
 
 from qstr.constructions import validate
-from qstr.verify.experiments import figure1, figure2, figure3
+from qstr.verify.experiments import bounds_figure, figure1, figure2, figure3
 from qstr.verify.experiments.analysis import fit_exponent
 from qstr.verify.experiments.base import RunConfig
 from qstr.verify.experiments.cluster import check_scheduler
@@ -184,19 +184,25 @@ def _run_figure(name: str, cfg, out_dir: str, which: dict, options: dict) -> Lis
 def summarize_rows(name: str, rows_path: str, *, stem: Optional[str] = None, progress: bool = True):
     """Recompute a figure's summary and plots from its rows, training nothing:
     ``<stem>-summary.json`` and ``<stem>.png/.pdf`` (``stem``: the rows' path without ``.jsonl``),
-    the summary printed when ``progress``. The rows must be one figure's, of one protocol and
-    one of quick or paper size. Returns the stem."""
-    mod = _module(name)
+    the summary printed when ``progress``. ``name="bounds"`` reads Figure 1's rows and draws the
+    paper's explicit bounds beside them (stem: the rows' stem + ``-bounds``). The rows must be one
+    figure's, of one protocol and one of quick or paper size. Returns the stem."""
+    figure = "figure1" if name == "bounds" else _module(name).__name__.rsplit(".", 1)[-1]
     if not os.path.isfile(rows_path):
         raise ValueError(f"{rows_path}: no such rows file")
-    rows = ResultsFile(rows_path, name).rows
+    rows = ResultsFile(rows_path, figure).rows
     if not rows:
         raise ValueError(f"{rows_path} holds no rows")
     kinds = {(r["protocol"], bool(r["quick"])) for r in rows}
     if len(kinds) != 1:
         raise ValueError(f"{rows_path} mixes protocols or sizes: {sorted(kinds)}")
     ((protocol, quick),) = kinds
-    stem = stem or (rows_path[: -len(".jsonl")] if rows_path.endswith(".jsonl") else rows_path)
+    base = rows_path[: -len(".jsonl")] if rows_path.endswith(".jsonl") else rows_path
+    if name == "bounds":
+        stem = stem or base + "-bounds"
+        bounds_figure.report(rows, stem)
+        return stem
+    stem = stem or base
     folder = os.path.dirname(stem)  # Figure 2's plots read the trained matrices from there
     missing = [r["matrix_file"] for r in rows if "matrix_file" in r]
     missing = [f for f in missing if not os.path.isfile(os.path.join(folder, f))]
@@ -205,5 +211,7 @@ def summarize_rows(name: str, rows_path: str, *, stem: Optional[str] = None, pro
             f"{name}'s plots need the trained matrices beside the stem: {missing[0]} is not in "
             f"{folder or '.'}"
         )
-    mod.report(rows, stem, protocol=protocol, quick=quick, cfg=RunConfig(progress=progress))
+    _module(name).report(
+        rows, stem, protocol=protocol, quick=quick, cfg=RunConfig(progress=progress)
+    )
     return stem

@@ -138,6 +138,9 @@ def report(rows: List[dict], stem: str, *, protocol: str, quick: bool, cfg: RunC
         "chance_block_mass": rows[0]["block_stats"][0]["chance_block_mass"] if rows else None,
         "diag_mass": {r["seed"]: r["block_stats"][0]["diag_mass"] for r in rows},
         "test_mse": {r["seed"]: r["test_mse"] for r in rows},
+        # the positional codes the runs drew: Assumption 3 asks mu <= 1/2 (docs/experiments.md)
+        "code_mu": {r["seed"]: r.get("code_mu") for r in rows},
+        "code_pairs_above_half": {r["seed"]: r.get("code_pairs_above_half") for r in rows},
     }
     write_json(stem + "-summary.json", summary)
     if cfg.progress:
@@ -150,8 +153,16 @@ def report(rows: List[dict], stem: str, *, protocol: str, quick: bool, cfg: RunC
                 f"(no structure: {s['chance_block_mass']:.1%}); diagonal share of the block "
                 f"{s['diag_mass']:.1%} (no structure: {s['chance_diag_mass']:.1%}); "
                 f"test MSE {r['test_mse']:.4f} "
-                f"after {r['epochs']:.0f} passes"
+                f"after {r['epochs']:.0f} passes" + _assumption3(r)
             )
+
+
+def _assumption3(r: dict) -> str:
+    """'; codes violate Assumption 3 (mu = M > 1/2, K pairs)' when the run's codes did."""
+    mu = r.get("code_mu")
+    if mu is None or mu <= 0.5:
+        return ""
+    return f"; codes violate Assumption 3 (mu = {mu:.2f} > 1/2, {r['code_pairs_above_half']} pairs)"
 
 
 def plot(rows: List[dict], stem: str, *, out_dir: str, protocol: str) -> List[str]:

@@ -1,11 +1,15 @@
 """Tests for verify/experiments/figure2.py: the grid, the block statistics of W_Q^T W_K, a tiny
 run."""
 
+import json
+from pathlib import Path
+
 import pytest
 import torch
 
 from qstr.constructions.layout import token_layout
 from qstr.verify.experiments import Execution, figure2, run_experiment
+from qstr.verify.experiments.figure2 import block_stats
 
 
 def test_grid_matches_the_paper():
@@ -44,3 +48,24 @@ def test_block_stats_on_the_lemma11_matrix():
     assert st["block_mass"] == pytest.approx(1.0) and st["heads"][0]["diag_mass"] == pytest.approx(
         1.0
     )
+
+
+def test_the_committed_paper_size_numbers_recompute_from_the_committed_matrices():
+    """docs/figures/figure2-paper-cpu: each row's block mass and diagonal share equal block_stats
+    of the merged W_Q^T W_K committed beside it (figure2-paper-seed<s>.pt), and the summary
+    holds them with the codes' coherence (Assumption 3 violated: mu > 1/2)."""
+    folder = Path(__file__).resolve().parents[3] / "docs" / "figures"
+    rows = [
+        json.loads(line) for line in (folder / "figure2-paper-cpu.jsonl").read_text().splitlines()
+    ]
+    summary = json.loads((folder / "figure2-paper-cpu-summary.json").read_text())
+    assert len(rows) == 5
+    for r in rows:
+        saved = torch.load(folder / r["matrix_file"])
+        c = r["config"]
+        stats = block_stats(saved["merged_qk"], c["d"], c["q"], c["d_e"])
+        assert stats["block_mass"] == r["block_mass"] == summary["block_mass"][str(r["seed"])]
+        assert stats["heads"][0]["diag_mass"] == r["block_stats"][0]["diag_mass"]
+        assert saved["point_id"] == r["point_id"]
+        assert summary["code_mu"][str(r["seed"])] == r["code_mu"] > 0.5
+    assert min(summary["block_mass"].values()) > 0.999
