@@ -156,9 +156,7 @@ def test_trend_power_grows_with_seeds_and_stays_at_the_level_without_an_effect()
     strong = analysis.trend_power(_rows(lambda q: math.exp(0.3 * q)), "rnn", "transformer")
     assert strong["power"][5] == 1.0 and strong["seeds_needed"] == 5
     assert strong["from_seeds"] == 12
-    weak = analysis.trend_power(
-        _rows(lambda q: math.exp(0.1 * q), noise=0.3), "rnn", "transformer"
-    )
+    weak = analysis.trend_power(_rows(lambda q: math.exp(0.1 * q), noise=0.3), "rnn", "transformer")
     assert weak["power"][5] < 0.6 < 0.9 < weak["power"][30] and weak["seeds_needed"] == 20
     flat = analysis.trend_power(_rows(lambda q: 2.0), "rnn", "transformer")
     assert max(flat["power"].values()) < 0.2 and flat["seeds_needed"] is None
