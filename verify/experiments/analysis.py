@@ -95,7 +95,8 @@ def fit_censored_exponent(  # noqa: PLR0913 - the data and the bootstrap's knobs
     """Fit samples ~ C N^a with the runs that stopped at their cap kept as right-censored (a
     Tobit model on log samples: log s = log C + a log N + sigma eps, a censored run contributing
     P(log s > log cap)), by maximum likelihood; bootstrap interval for a (runs resampled within
-    each N). ``caps``: each run's cap (max_steps x batch_size). Returns {a, log_C, sigma, ci, n,
+    each N). Without a capped run this is :func:`fit_exponent` (the same maximum; its interval).
+    ``caps``: each run's cap (max_steps x batch_size). Returns {a, log_C, sigma, ci, n,
     censored, N_values, level}; a is NaN with < 2 distinct N or no run reaching."""
     x = np.log(np.asarray(N, dtype=float))
     cens = np.array([s is None for s in samples])
@@ -105,6 +106,9 @@ def fit_censored_exponent(  # noqa: PLR0913 - the data and the bootstrap's knobs
     if len(Ns) < 2 or cens.all():
         return out | {"a": math.nan, "log_C": math.nan, "sigma": math.nan, "ci": [math.nan] * 2}
     a, b, log_sd = (float(v) for v in _tobit(x, y, cens))
+    if not cens.any():  # no capped run: the likelihood's maximum is least squares', so its fit
+        ls = fit_exponent(N, samples, seed=seed, level=level)
+        return out | {"a": ls["a"], "log_C": ls["log_C"], "sigma": math.exp(log_sd), "ci": ls["ci"]}
     rng = np.random.default_rng(seed)
     strata = [np.flatnonzero(np.isclose(x, math.log(v))) for v in Ns]
     boot = []
@@ -303,7 +307,7 @@ def trend_power(  # noqa: PLR0913 - the rows, the two models, and the simulation
     by: str = "q",
     seeds: Sequence[int] = (5, 10, 15, 20, 30),
     n_sim: int = 200,
-    n_perm: int = 499,
+    n_perm: int = 199,
     level: float = 0.05,
     seed: int = 0,
 ) -> dict:
