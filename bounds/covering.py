@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from qstr.bounds.packing import volume_log_packing_bound
 from qstr.constructions import validate
 
 __all__ = [
@@ -21,7 +22,8 @@ def ball_log_covering(p: int, r: float, eps: float) -> float:
     eps-cover of at most (1 + 2r/eps)^p points (a maximal eps-packing); returns p ln(1 + 2r/eps)."""
     p = validate.positive_int("p", p)
     r = validate.positive_float("r", r, allow_zero=True)
-    return p * math.log1p(2.0 * r / validate.positive_float("eps", eps))
+    eps = validate.positive_float("eps", eps)
+    return volume_log_packing_bound(p, eps / r) if r > 0 else 0.0  # r = 0: one centre
 
 
 def output_net_log_covering(m: int, D: int, r_ma: float, R_mw: float, rho: float, eps: float):

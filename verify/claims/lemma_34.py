@@ -21,7 +21,7 @@ from qstr.constructions.codes import rs_hadamard_codebook
 from qstr.constructions.links import make_link
 from qstr.constructions.recurrent import module_from_state, rnn_state
 from qstr.constructions.task import QSTR
-from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, worst
+from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, replaced, worst
 from qstr.verify.registry import register
 
 F64 = torch.float64
@@ -291,17 +291,17 @@ def _unprojected(module: nn.Module) -> nn.Module:
 claim.fault(
     "b_y dropped: the biases' growth left out of beta_0",
     breaks=growth_holds,
-    apply=lambda inp: replace(inp, growth=_without_intercept),
+    apply=replaced(growth=_without_intercept),
 )
 claim.fault(
     "beta_0 with one state: r_h^2 for 2 r_h^2",
     breaks=growth_holds,
-    apply=lambda inp: replace(inp, growth=_one_state),
+    apply=replaced(growth=_one_state),
 )
 claim.fault(
     "f_y's last (unbiased) layer left out of Lam and b_y",
     breaks=growth_attained,
-    apply=lambda inp: replace(inp, growth=_without_last_layer),
+    apply=replaced(growth=_without_last_layer),
 )
 claim.fault(
     "states not projected onto the r_h-ball",
@@ -311,5 +311,5 @@ claim.fault(
 claim.fault(
     "Assumption 1's moments without r: (E ||x||^r)^{1/r} <= sqrt(C_x d)",
     breaks=token_moments,
-    apply=lambda inp: replace(inp, token_moment=lambda r, C_x, d: math.sqrt(C_x * d)),
+    apply=replaced(token_moment=lambda r, C_x, d: math.sqrt(C_x * d)),
 )

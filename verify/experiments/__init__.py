@@ -187,7 +187,9 @@ def summarize_rows(name: str, rows_path: str, *, stem: Optional[str] = None, pro
     the summary printed when ``progress``. ``name="bounds"`` reads Figure 1's rows and draws the
     paper's explicit bounds beside them (stem: the rows' stem + ``-bounds``). The rows must be one
     figure's, of one protocol and one of quick or paper size. Returns the stem."""
-    figure = "figure1" if name == "bounds" else _module(name).__name__.rsplit(".", 1)[-1]
+    figure = "figure1" if name == "bounds" else name
+    if name != "bounds":
+        _module(name)  # an unknown figure is refused before any file is read
     if not os.path.isfile(rows_path):
         raise ValueError(f"{rows_path}: no such rows file")
     rows = ResultsFile(rows_path, figure).rows
