@@ -1,7 +1,7 @@
 """The paper's explicit sample bounds beside Figure 1's measured samples: Theorem 4's Transformer
 upper bound, Theorem 7's RNN upper bound and Theorem 6's FFN floor N d against N, each upper
-bound's crossover below the floor marked (the N from which the certified separation holds;
-docs/experiments.md, "The bounds beside the experiments")."""
+bound's crossover below the floor marked: the N from which the explicit bound, as derived,
+separates its model from the FFN (docs/experiments.md, "The bounds beside the experiments")."""
 
 from __future__ import annotations
 
