@@ -305,13 +305,17 @@ def _state(config) -> _State:
     """Load the --qstr-claims modules and the registry once; a bad module or option is pytest's
     one-line usage error (exit 4), not an INTERNALERROR."""
     if _STATE not in config.stash:
-        import qstr.verify.claims as paper  # noqa: PLC0415 - no import without --qstr
-        from qstr.verify.registry import load_claims  # noqa: PLC0415 - no import without --qstr
+        try:  # the options first: a bad one is refused before the paper's claims are imported
+            from qstr.verify.registry import check_claims_file, load_claims  # noqa: PLC0415
 
-        try:
+            ctx = _context(config)
+            for module in config.getoption("qstr_claims"):
+                if module.endswith(".py"):
+                    check_claims_file(module)
+            import qstr.verify.claims as paper  # noqa: PLC0415 - no import without --qstr
+
             for module in config.getoption("qstr_claims"):
                 load_claims(module)
-            ctx = _context(config)
         except ValueError as exc:
             raise pytest.UsageError(str(exc)) from None
         files, modules = {}, {}

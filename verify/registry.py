@@ -177,15 +177,22 @@ def claim_inputs(claim_id: str, ctx: Optional[Context] = None) -> Any:
         return REGISTRY[claim_id].inputs(ctx)
 
 
+def check_claims_file(path: str) -> str:
+    """The module name a --claims file ``path`` is imported under; ValueError if there is no
+    such file or its name is no Python module name (checked before anything is imported)."""
+    if not os.path.isfile(path):
+        raise ValueError(f"--claims {path}: no such file")
+    name = os.path.basename(path)[: -len(".py")]
+    if not name.isidentifier():
+        raise ValueError(f"--claims {path}: {name!r} is not a Python module name")
+    return name
+
+
 def _import_file(path: str) -> str:
     """The module name of the file ``path``, importable: its folder first on ``sys.path``, and the
     name not taken by another module."""
-    if not os.path.isfile(path):
-        raise ValueError(f"--claims {path}: no such file")
-    folder, name = os.path.split(os.path.abspath(path))
-    name = name[: -len(".py")]
-    if not name.isidentifier():
-        raise ValueError(f"--claims {path}: {name!r} is not a Python module name")
+    name = check_claims_file(path)
+    folder = os.path.dirname(os.path.abspath(path))
     loaded = sys.modules.get(name)
     if loaded is not None:
         if os.path.abspath(getattr(loaded, "__file__", "") or "") != os.path.join(

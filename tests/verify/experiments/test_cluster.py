@@ -385,7 +385,7 @@ def test_ctrl_c_of_reproduce_on_a_local_cluster_exits_130_and_resumes(tmp_path, 
     cheapest stack's, written while the costliest still trains (not a race the interrupt can
     lose, as when tiny models could all reach the threshold before it landed)."""
     path = tmp_path / "out" / "figure1.jsonl"
-    endless = dict(tiny, max_steps=2000, threshold=None)
+    endless = dict(tiny, max_steps=600, threshold=None)
     proc = reproduce(tmp_path, endless, tiny_grid, "--jobs", "2")
     try:
         assert wait_for_rows(path, 1), (tmp_path / "stderr.txt").read_text()
