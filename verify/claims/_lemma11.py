@@ -4,6 +4,7 @@ and the mistakes its faults plant (docs/derivations/lemma11.md)."""
 from __future__ import annotations
 
 import math
+import types
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -103,6 +104,30 @@ def chunks_one_late(cons, x: torch.Tensor, t: torch.Tensor, chunk: int) -> torch
     return cons.fast_heads(x, t.roll(-1, dims=1), chunk=chunk, backend="fused")
 
 
+def module_chunk(N: int) -> int:
+    """The built module's query chunk in the claim: N/3 + 1 rows (no divisor of N, so the last
+    chunk is ragged and every chunk but the first starts off a multiple of a power of 2)."""
+    return N // 3 + 1
+
+
+def _heads_queries_one_late(self, Z: torch.Tensor, c: int) -> torch.Tensor:
+    """MergedAttention's heads with the query rows of every chunk after the first read one
+    position late (Z[:, s + 1 : s + 1 + c], wrapping round at the end)."""
+    late, keys, outs = Z.roll(-1, dims=1), Z.unsqueeze(1), []
+    for s in range(0, Z.shape[1], c):
+        A = torch.softmax(self._scores((late if s else Z)[:, s : s + c], Z), dim=-1)
+        outs.append((A @ keys).transpose(1, 2))
+    return torch.cat(outs, dim=1)
+
+
+def queries_one_late(case: Any) -> Any:
+    """The case with a copy of its built module whose query chunks after the first read one
+    position late (an off-by-one in the chunk offset of MergedAttention's heads)."""
+    module = case.cons.with_alpha(case.cons.alpha)
+    module.model._heads = types.MethodType(_heads_queries_one_late, module.model)
+    return replace(case, module=module)
+
+
 def leaks_from_chunk_rows(cons, chunk: int = 1024) -> torch.Tensor:
     """target_leaks with the chunk offset dropped from the self score: row s + i of the Gram
     matrix is compared with G[s + i, i] instead of its diagonal G[s + i, s + i]."""
@@ -153,6 +178,8 @@ def scope_line(inp: Any) -> str:
         + ("" if c.worst is None else (" exact" if c.worst.exact else " bracketed"))
         for c in inp.cases
     )
-    return f"d = {L11_D}, eps = {L11_EPS}, RS-Hadamard codes: {cases}; star codes N = " + ", ".join(
-        str(s.N) for s in inp.star
+    stars = ", ".join(str(s.N) for s in inp.star)
+    return (
+        f"d = {L11_D}, eps = {L11_EPS}, RS-Hadamard codes: {cases}; star codes N = {stars}; "
+        "the module's queries and the fused heads in chunks of N/3 + 1"
     )

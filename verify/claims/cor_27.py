@@ -67,6 +67,11 @@ class StateCase:
         return max(largest_gap(st.h_fwd, tf), largest_gap(st.h_bwd, tb))
 
 
+def _transition_outputs(rnn, x: torch.Tensor, t: torch.Tensor, chunk: int) -> torch.Tensor:
+    """f(z_i) at every position by the RNN's closed form, ``chunk`` positions at a time."""
+    return rnn.transition_outputs(x, t, chunk=chunk)
+
+
 @dataclass(frozen=True)
 class Cor27Inputs:
     """The state cases (RS-Hadamard codes up to N = 1e5, 1e6 on GPU, and a rotated code with
@@ -78,6 +83,7 @@ class Cor27Inputs:
     clipped: Tuple[object, StateCase]  # cases[0] at r_h = sqrt(q) r_x / 2: its module and scan
     boundary: Tuple[torch.Tensor, torch.Tensor]  # cases[0]'s N: targets around chunk boundaries
     scan: Callable[..., Tuple[torch.Tensor, int]] = projected_prefix  # what RNN.states scans by
+    outputs: Callable[..., torch.Tensor] = _transition_outputs  # f(z_i) in chunks of positions
 
 
 SCAN_CHUNK = 7  # chunks of the scan in the boundary check: N = 100 is no multiple of it
@@ -233,10 +239,11 @@ def module_projection_equals_scan(inp: Cor27Inputs) -> Verdict:
 
 def _chunked_gap(inp: Cor27Inputs, module, rnn) -> Tuple[float, int]:
     """max |literal module loop - scan in chunks of SCAN_CHUNK| over both directions at the
-    boundary prompts, and the projected steps the scan took."""
+    boundary prompts (the transition outputs also in chunks of SCAN_CHUNK positions), and the
+    projected steps the scan took."""
     x, t = inp.boundary
     with torch.no_grad():
-        F = rnn.transition_outputs(x, t)
+        F = inp.outputs(rnn, x, t, SCAN_CHUNK)
         hf, a = inp.scan(F, rnn.r_h, chunk=SCAN_CHUNK)
         hb, b = inp.scan(F, rnn.r_h, reverse=True, chunk=SCAN_CHUNK)
         mf, mb = module.states(rnn.encode(x, t))
@@ -245,10 +252,10 @@ def _chunked_gap(inp: Cor27Inputs, module, rnn) -> Tuple[float, int]:
 
 @claim.check("scan chunks carry the state", evidence="built")
 def chunks_carry_the_state(inp: Cor27Inputs) -> Verdict:
-    """The scan in chunks of 7 (N = 100, no multiple) computes the literal module's states, both
-    directions, with every target at the first or last position or at, just before or just after
-    a chunk boundary: at Cor 27's radius (the cumsum path) and at half of it (the projected loop
-    inside a chunk); the larger gap."""
+    """The scan in chunks of 7 (N = 100, no multiple) on transition outputs computed in chunks of
+    7 positions gives the literal module's states, both directions, with every target at the
+    first or last position or at, just before or just after a chunk boundary: at Cor 27's radius
+    (the cumsum path) and at half of it (the projected loop inside a chunk); the larger gap."""
     rows = []
     for label, module, rnn in (
         ("Cor 27's r_h", inp.module, inp.cases[0].rnn),
@@ -274,6 +281,21 @@ def _carry_one_early(F, r_h, *, reverse=False, chunk=4096):
         H[:, s + 1 : e + 1] = cand
         h = cand[:, -2] if cand.shape[1] > 1 else cand[:, -1]
     return H, 0
+
+
+def _chunks_read_tokens_one_early(rnn, x: torch.Tensor, t: torch.Tensor, chunk: int):
+    """Transition outputs whose chunks after the first read the tokens x[s - 1 : e - 1] against
+    the codes omega[s : e] (a chunk offset off by one in the token slice)."""
+    early = x.clone()
+    early[:, chunk:] = x[:, chunk - 1 : -1]
+    return rnn.transition_outputs(early, t, chunk=chunk)
+
+
+claim.fault(
+    "transition chunks read the tokens one position early",
+    breaks=chunks_carry_the_state,
+    apply=replaced(outputs=_chunks_read_tokens_one_early),
+)
 
 
 claim.fault(

@@ -46,6 +46,8 @@ from qstr.verify.claims._lemma11 import (
     fused_heads,
     last_head_dropped,
     leaks_from_chunk_rows,
+    module_chunk,
+    queries_one_late,
     same_target_search,
     scope_line,
     scores_halved,
@@ -115,7 +117,10 @@ class L11Case:
         fed by ``transformer_encoding`` with Appendix A.1's default prefactor c = sqrt(d/q)."""
         x, t = self.probe
         with torch.no_grad():
-            out = {"module": self.module.predict(x, t, chunk=1024), "fast path": self.fast_at_probe}
+            out = {
+                "module": self.module.predict(x, t, chunk=module_chunk(self.N)),
+                "fast path": self.fast_at_probe,
+            }
             if self.exported is not None:
                 Z = transformer_encoding(x, t, self.module.omega[: self.N])
                 out["nn.MultiheadAttention"] = self.exported(Z).reshape(t.shape[:2])
@@ -133,7 +138,7 @@ class L11Case:
         and (small N) its reloaded export."""
         with torch.no_grad():
             target = self.link(gather_tokens(x, t))
-            out = {"module": self.module.predict(x, t, chunk=1024)}
+            out = {"module": self.module.predict(x, t, chunk=module_chunk(self.N))}
             if self.exported is not None:
                 Z = transformer_encoding(x, t, self.module.omega[: self.N])
                 out["nn.MultiheadAttention"] = self.exported(Z).reshape(t.shape[:2])
@@ -562,6 +567,7 @@ def _export_forgets_scale(case: L11Case) -> L11Case:
     return replace(case, exported=forgot_head_dim_scale(case.exported))
 
 
+claim.fault("module's query chunks one row late", lemma11_error, mapped("cases", queries_one_late))
 claim.fault(
     "leaks from the chunk's rows, not the diagonal",
     breaks=lemma11_same_target,
