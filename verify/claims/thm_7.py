@@ -6,15 +6,21 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import Callable, List, Tuple
 
 import mpmath as mp
 import numpy as np
 
-from qstr.bounds.recurrent import Theorem7Params, loglog_slope, prop28_norm2, theorem7_bound
+import torch
+
+from qstr.bounds.recurrent import Theorem7Params, loglog_slope, prop28_layers, prop28_norm2
+from qstr.bounds.recurrent import theorem7_bound
 from qstr.bounds.recurrent import theorem7_sample_size
 from qstr.bounds.search import smallest_true
-from qstr.verify.claim import Claim, Context, Ref, Vacuity, Verdict, at_most, replaced, worst
+from qstr.verify.claim import Claim, Context, Ref, Vacuity, Verdict, at_most, edited, exact
+from qstr.verify.claim import replaced, worst
+from qstr.verify.claims._class_member import ClassMember, class_member, frobenius
+from qstr.verify.claims._class_member import gate_without_bias, gate_without_minus_one, r_x_once
 from qstr.verify.claims._vacuity import bound_scope, ffn_vacuity
 from qstr.verify.registry import register
 
@@ -151,9 +157,18 @@ class Thm7Inputs:
     record: Callable  # theorem7_bound(n, N, params) -> Theorem7Bound
     prop28_norm2: Callable  # prop28_norm2(N, params, n=...)
     sizes: dict  # N -> n(N), the smallest n with bound <= T7_TARGET
+    member: ClassMember  # the exact RNN built in the class at (n, N) = (1000, 256)
+    layers: Callable = prop28_layers  # (N, params, r_x) -> the class's (transition, output) layers
 
 
-claim.scope_with(lambda i: bound_scope("Theorem7Params()", i.params, T7_TARGET, T7_NS))
+@claim.scope_with
+def thm7_scope(inp: Thm7Inputs) -> str:
+    """The bound's constants and Ns, and the member built in its class."""
+    m = inp.member
+    return bound_scope("Theorem7Params()", inp.params, T7_TARGET, T7_NS) + (
+        f"; built in the class: the exact RNN (constructions/exact_rnn.py) at (n, N) = "
+        f"({m.n}, {m.N}), q = {m.params.q}, d_e = {m.params.d_e}, r_x = {m.r_x:.3f}"
+    )
 
 
 @claim.vacuity_with
@@ -179,9 +194,11 @@ def _sizes(record, params) -> dict:
 
 @claim.inputs
 def thm7_inputs(ctx: Context) -> Thm7Inputs:
-    """The default constants of rnn-lower-bounds.md section 4 and n(N) at risk 0.1."""
+    """The default constants of rnn-lower-bounds.md section 4, n(N) at risk 0.1, and the exact RNN
+    built in the class."""
+    P = Theorem7Params()
     return Thm7Inputs(
-        Theorem7Params(), theorem7_bound, prop28_norm2, _sizes(theorem7_bound, Theorem7Params())
+        P, theorem7_bound, prop28_norm2, _sizes(theorem7_bound, P), class_member(P, ctx)
     )
 
 
@@ -274,6 +291,67 @@ def thm7_constants(inp: Thm7Inputs) -> Verdict:
                 float(abs(inp.prop28_norm2(N, inp.params, n=n) - R2) / R2),
             )
     return at_most(gap, 1e-12, detail="N = 16, 1024, 2^20")
+
+
+def _member_gaps(inp: Thm7Inputs) -> List[Tuple[str, float]]:
+    """(layer, its excess) for every layer of the built member against the class's radius R_l:
+    |norm / R_l - 1| where R_l is the construction's own norm, norm / R_l - 1 for g_net's two
+    layers (R_l there is Assumption 2's bound)."""
+    m = inp.member
+    trans, out = inp.layers(m.N, m.params, m.r_x)
+    rows = []
+    for net, layers in (("f_fwd", trans), ("f_bwd", trans), ("f_y", out)):
+        for k, (L, lin) in enumerate(zip(layers, m.linears(net), strict=True)):
+            ratio = frobenius(lin) / L.radius
+            g_net = net == "f_y" and k >= len(layers) - 2
+            rows.append((f"{net} layer {k + 1}", ratio - 1.0 if g_net else abs(ratio - 1.0)))
+    return rows
+
+
+@claim.check("built member's layers = the class's radii", evidence="built")
+def thm7_member_radii(inp: Thm7Inputs) -> Verdict:
+    """Prop 28's theta* is in Theorem 7's class: every layer of the exact RNN built at (n, N) =
+    (1000, 256), q = 2 has ||[W b]||_F equal to the class's R_l (g_net's layers: at most), relative
+    1e-12; the layer that misses most is named."""
+    name, gap = max(_member_gaps(inp), key=lambda r: r[1])
+    return at_most(gap, 1e-12, detail=f"{name}: |norm / R_l - 1| (g_net's: norm / R_l - 1)")
+
+
+@claim.check("class's parameter count = the built member's", evidence="built")
+def thm7_member_count(inp: Thm7Inputs) -> Verdict:
+    """The record's n_params (the class's P) equals the built member's parameters, less the q d
+    zero columns of h that the transition's first layer does not read (both directions)."""
+    m = inp.member
+    qd, first = m.params.q * m.params.d, m.linears("f_fwd")[0]
+    built = sum(p.numel() for p in m.module.parameters()) - 2 * first.weight.shape[0] * qd
+    return exact(inp.record(m.n, m.N, m.params).n_params, built, detail=f"q d = {qd} columns off")
+
+
+@claim.check("built member exact on simple-qSTR", evidence="built")
+def thm7_member_exact(inp: Thm7Inputs) -> Verdict:
+    """The member computes g(x_{t_1}, x_{t_2}) at every position of prompts with targets at the
+    first, last and random positions, tokens in the r_x-ball (the targets' on its sphere): the
+    approximation term of the bound is Assumption 2's eps_2NN, nothing more (float64, 1e-12)."""
+    m = inp.member
+    with torch.no_grad():
+        gap = float((m.module(m.Z) - m.target).abs().max())
+    scale = float(m.target.abs().max()) + 1.0
+    return at_most(gap, 1e-12 * scale, detail=f"max |y_hat - g|, B = {m.Z.shape[0]}, N = {m.N}")
+
+
+claim.fault(
+    "gate rows' radius without their bias",
+    breaks=thm7_member_radii,
+    apply=replaced(layers=gate_without_bias),
+)
+claim.fault(
+    "layer 3's rows with one r_x^2", breaks=thm7_member_radii, apply=replaced(layers=r_x_once)
+)
+claim.fault(
+    "gate without the -1 of s_l",
+    breaks=thm7_member_exact,
+    apply=edited(member=gate_without_minus_one),
+)
 
 
 def slipped_theorem7_bound(n: int, N: int, params: Theorem7Params):

@@ -38,7 +38,7 @@ def test_thm7_rad_fault_passes_the_slope_test(declared):
     """The factor-2 slip keeps n(N) polylogarithmic: only the comparison with the independent
     evaluation catches it (n(N) about 4x smaller)."""
     d = declared(CID)
-    broken = d.broken(d.claim.faults[0].name)
+    broken = d.broken("factor 2 of 2 Rad dropped")
     assert d.verdict("slope of n(N) <= 9 / ln N", broken).holds
     assert d.verdict("n(N) = the real root", broken).measured > 0.5
 

@@ -1,0 +1,117 @@
+"""Theorem 7's claim (verify/claims/thm_7.py): the exact RNN built in the class the bound is
+computed over, its prompts, and the mistakes its faults plant (docs/derivations/
+rnn-lower-bounds.md, section 4, piece 1; constructions/exact_rnn.py)."""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, replace
+from typing import Any, List, Tuple
+
+import torch
+
+from qstr.bounds.attention import lemma12_radius
+from qstr.bounds.recurrent import Layer, Theorem7Params, prop28_layers
+from qstr.constructions.codes import rs_hadamard_codebook
+from qstr.constructions.encoding import rnn_encoding
+from qstr.constructions.exact_rnn import exact_rnn
+from qstr.constructions.links import make_link
+from qstr.constructions.task import gather_tokens
+from qstr.verify.adversarial import clip_to_ball
+from qstr.verify.claim import Context
+
+F64 = torch.float64
+MEMBER_N, MEMBER_Q, MEMBER_n, MEMBER_B = 256, 2, 1000, 8
+
+
+@dataclass(frozen=True, eq=False)
+class ClassMember:
+    """The exact RNN at (n, N) = (1000, 256), q = 2, on the RS-Hadamard codes of N and the teacher
+    link's Assumption 2 net, built at the class's r_x = lemma12_radius(d, n, N); simple-qSTR
+    prompts whose targets sit at the first, last and random positions, tokens in the r_x-ball
+    (the targets' on its sphere), their encodings and g at them."""
+
+    params: Theorem7Params  # the class: the link's (m_g, r_a, r_w), the codes' d_e
+    n: int
+    N: int
+    r_x: float
+    module: Any  # DeepTransitionBiRNN
+    Z: torch.Tensor
+    target: torch.Tensor  # (B, N): g(x_{t_1}, x_{t_2}) at every position
+
+    def linears(self, net: str) -> List[torch.nn.Linear]:
+        return [m for m in getattr(self.module, net) if isinstance(m, torch.nn.Linear)]
+
+
+def _prompts(N: int, d: int, r_x: float, ctx: Context) -> Tuple[torch.Tensor, torch.Tensor]:
+    gen = ctx.generator("thm-7/member")
+    t = torch.randint(0, N, (MEMBER_B, MEMBER_Q), generator=gen)
+    t[0], t[1] = torch.tensor([0, N - 1]), torch.tensor([N - 1, 0])
+    t = t[:, None, :].expand(MEMBER_B, N, MEMBER_Q).contiguous()
+    x = clip_to_ball(torch.randn(MEMBER_B, N, d, generator=gen, dtype=F64), r_x)
+    at = torch.arange(MEMBER_B)[:, None], t[:, 0, :]
+    x[at] = x[at] / x[at].norm(dim=-1, keepdim=True) * r_x
+    return x, t
+
+
+def class_member(params: Theorem7Params, ctx: Context) -> ClassMember:
+    """The exact RNN of Theorem 7's class for ``params``' d, mu, C_x at q = 2 (a q <-> q^2 slip
+    shows), N = 256, n = 1000."""
+    N, d = MEMBER_N, params.d
+    book = rs_hadamard_codebook(N, dtype=F64)
+    link = make_link("teacher", MEMBER_Q, d, generator=ctx.generator("thm-7/link"))
+    net = link.two_layer_net()
+    P = replace(
+        params, q=MEMBER_Q, m_g=net.m, r_a=net.r_a, r_w=net.r_w, d_e=int(book.omega.shape[1])
+    )
+    r_x = lemma12_radius(d, MEMBER_n, N, P.C_x)
+    module = exact_rnn(book, d, net, r_x=r_x, mu=P.mu)
+    x, t = _prompts(N, d, r_x, ctx)
+    with torch.no_grad():
+        target = link(gather_tokens(x, t))
+    return ClassMember(P, MEMBER_n, N, r_x, module, rnn_encoding(x, t, book.omega[:N]), target)
+
+
+def frobenius(lin: torch.nn.Linear) -> float:
+    """||[W b]||_F of a linear layer (b = 0 without a bias)."""
+    b2 = 0.0 if lin.bias is None else float(lin.bias.detach().pow(2).sum())
+    return math.sqrt(float(lin.weight.detach().pow(2).sum()) + b2)
+
+
+def gate_without_bias(N: int, params: Theorem7Params, r_x: float) -> tuple:
+    """The class with the gate rows' radius 2 / (1 - mu)^2 each: the bias (1 + mu) / (1 - mu) of
+    g_l = relu((s_l - mu) / (1 - mu)) left out of ||[W b]||_F."""
+    trans, out = prop28_layers(N, params, r_x)
+    q, mu = params.q, params.mu
+    slip = (2.0 + (1.0 + mu) ** 2) / (1.0 - mu) ** 2 - 2.0 / (1.0 - mu) ** 2
+    return _shrunk(trans, 1, q * slip), _shrunk(out, 1, q * slip)
+
+
+def r_x_once(N: int, params: Theorem7Params, r_x: float) -> tuple:
+    """The class with layer 3's rows at 2 + r_x^2 each: relu(+-x_k + r_x g_l - r_x) counted with
+    one r_x (the weight on g_l, not the bias)."""
+    trans, out = prop28_layers(N, params, r_x)
+    slip = 2 * params.q * params.d * r_x * r_x
+    return _shrunk(trans, 2, slip), _shrunk(out, 2, slip)
+
+
+def _shrunk(layers: list, k: int, less: float) -> list:
+    L = layers[k]
+    return [
+        *layers[:k],
+        Layer(L.fan_in, L.width, L.bias, math.sqrt(L.radius**2 - less)),
+        *layers[k + 1 :],
+    ]
+
+
+def gate_without_minus_one(member: ClassMember) -> ClassMember:
+    """A copy of the member whose gate reads s_l + 1 (the -1 of s_l = sum |omega + omega'| / sqrt
+    d_e - 1 left out of every gate's bias): the gates of non-targets open."""
+    module = copy.deepcopy(member.module)
+    q, d, mu = member.params.q, member.params.d, member.params.mu
+    with torch.no_grad():
+        for net in ("f_fwd", "f_bwd", "f_y"):
+            gate = [m for m in getattr(module, net) if isinstance(m, torch.nn.Linear)][1]
+            gate.bias[2 * d : 2 * d + q] += 1.0 / (1.0 - mu)
+    return replace(member, module=module)
