@@ -369,6 +369,59 @@ def lemma42_net_lipschitz(inp: Lemma42Inputs, ctx: Context) -> Verdict:
     return _largest(ratio, inp.cases)
 
 
+def _width_and_rows(c: LipschitzCase) -> Verdict:
+    """The net's width against step 7's (k = 1: K + 2; k >= 2: sum_v (K_v + 1) + 1) and its
+    largest non-constant row ||(w_i, b_i)|| against sqrt(1 + R^2), as one relative excess."""
+    b = c.built
+    W, bias = b.net.W.detach().cpu(), b.net.b.detach().cpu()
+    width = b.degree + 2 if b.k == 1 else sum(K + 1 for _, K in b.ridges) + 1
+    moving = W.norm(dim=1) > 0
+    rows = torch.cat([W, bias[:, None]], 1).norm(dim=1)[moving]
+    excess = max(float(rows.max()) / math.sqrt(1.0 + b.R**2) - 1.0, 0.0)
+    off = abs(W.shape[0] - width) + max(int((~moving).sum()) - 1, 0)
+    detail = (
+        f"width {W.shape[0]} vs {width}, {int((~moving).sum())} constant unit(s), largest row "
+        f"{float(rows.max()):.6g} vs sqrt(1 + R^2) = {math.sqrt(1.0 + b.R**2):.6g}"
+    )
+    return at_most(off + excess, 1e-12, detail=detail)
+
+
+@claim.check("width and rows as step 7 builds them", evidence="built")
+def lemma42_width_and_rows(inp: Lemma42Inputs) -> Verdict:
+    """Lemma 42's explicit width and weight bounds, step 7 of docs/derivations/lemmas-39-41-42.md:
+    every net has the derived width, one constant unit, and rows ||(w_i, b_i)|| <= sqrt(1 + R^2)
+    (so Assumption 2's r_w <= sqrt(1 + R^2) up to the constant unit); measured: units off the
+    width plus extra constant units plus the rows' relative excess."""
+    return _largest(_width_and_rows, inp.cases)
+
+
+@claim.fault("ridge rows along v, not v / |v| (|v| = 2)", breaks=lemma42_width_and_rows)
+@each()
+def _rows_unnormalised(c: LipschitzCase) -> LipschitzCase:
+    """Every non-constant row (w_i, b_i) doubled and a_i halved, as a builder that lifts a ridge
+    along v with |v| = 2 instead of v / |v| would: the same function, rows of twice the norm."""
+    net = c.built.net
+    moving = (net.W.norm(dim=1) > 0).to(net.W.dtype)
+    scale = 1.0 + moving
+    doubled = TwoLayerNet(a=net.a / scale, W=net.W * scale[:, None], b=net.b * scale)
+    return replace(c, built=replace(c.built, net=doubled))
+
+
+@claim.fault("constants left in two units", breaks=lemma42_width_and_rows)
+@each()
+def _constants_split(c: LipschitzCase) -> LipschitzCase:
+    """The constant unit split in two halves (the constants not merged into one unit): the same
+    function, one unit more."""
+    net = c.built.net
+    const = int((net.W.norm(dim=1) == 0).nonzero()[0])
+    a = torch.cat([net.a, net.a[const : const + 1] / 2])
+    a[const] = a[const] / 2
+    split = TwoLayerNet(
+        a=a, W=torch.cat([net.W, net.W[const : const + 1]]), b=torch.cat([net.b, net.b[const:][:1]])
+    )
+    return replace(c, built=replace(c.built, net=split))
+
+
 @claim.fault("functions twice as steep as the nets were built for", breaks=lemma42_certified)
 def _steeper(inp: Lemma42Inputs, ctx: Context) -> Lemma42Inputs:
     """Nets built for L = 1 applied to 2-Lipschitz functions: a tent 2 dist(x, knots) between the
