@@ -10,7 +10,7 @@ from typing import List, Optional
 
 from rich.table import Table
 
-from qstr.verify.experiments import analysis
+from qstr.verify.experiments import analysis, verdicts
 from qstr.verify.experiments.plots import (
     new_figure,
     plot_samples,
@@ -86,6 +86,8 @@ def report(rows: List[dict], stem: str, *, protocol: str, quick: bool, cfg: RunC
     plot(rows, stem, protocol=protocol)
     if cfg.progress:
         print_summary(summary, console=cfg.console)
+        for line in verdicts.lines(summary):
+            (cfg.console or wide_console()).print(line)
 
 
 def summarize(rows: List[dict], *, protocol: str, quick: bool) -> dict:
@@ -129,6 +131,8 @@ def summarize(rows: List[dict], *, protocol: str, quick: bool) -> dict:
             "ratio_to_transformer": ratios,
             "not_reached_by_all": [m for m in means if reached[m] < runs[m]],
         }
+    choice = verdicts.weight_decay_choice(rows)
+    out["verdicts"] = verdicts.with_choice(verdicts.figure1_verdicts(rows, out["fits"]), choice)
     return out
 
 

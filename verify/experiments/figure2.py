@@ -11,6 +11,7 @@ import torch
 from matplotlib.patches import Rectangle
 
 from qstr.constructions.layout import token_layout
+from qstr.verify.experiments import verdicts
 from qstr.verify.experiments.plots import new_figure, save_figure
 from qstr.verify.experiments.points import Point, apply_overrides, as_protocol, seeds_of
 from qstr.verify.experiments.results import write_json
@@ -142,6 +143,7 @@ def report(rows: List[dict], stem: str, *, protocol: str, quick: bool, cfg: RunC
         "code_mu": {r["seed"]: r.get("code_mu") for r in rows},
         "code_pairs_above_half": {r["seed"]: r.get("code_pairs_above_half") for r in rows},
     }
+    summary["verdicts"] = verdicts.figure2_verdicts(summary)
     write_json(stem + "-summary.json", summary)
     if cfg.progress:
         c = cfg.console or wide_console()
@@ -155,6 +157,8 @@ def report(rows: List[dict], stem: str, *, protocol: str, quick: bool, cfg: RunC
                 f"test MSE {r['test_mse']:.4f} "
                 f"after {r['epochs']:.0f} passes" + _assumption3(r)
             )
+        for line in verdicts.lines(summary):
+            c.print(line)
 
 
 def _assumption3(r: dict) -> str:

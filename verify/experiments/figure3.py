@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import List, Optional
 
 
-from qstr.verify.experiments import analysis
+from qstr.verify.experiments import analysis, verdicts
 from qstr.verify.experiments.plots import (
     new_figure,
     plot_samples,
@@ -99,6 +99,8 @@ def report(rows: List[dict], stem: str, *, protocol: str, quick: bool, cfg: RunC
                 else f"{fit['a']:.2f} [{fit['ci'][0]:.2f}, {fit['ci'][1]:.2f}]"
             )
             c.print(f"figure3 {m}: samples ~ q^a, a = {a} ({fit['censored']} runs not reached)")
+        for line in verdicts.lines(summary):
+            c.print(line)
 
 
 def summarize(rows: List[dict], *, protocol: str, quick: bool) -> dict:
@@ -113,7 +115,7 @@ def summarize(rows: List[dict], *, protocol: str, quick: bool) -> dict:
             v = per.get(m, {}).get("per_q", {}).get(str(q), {}).get("mean")
             g[f"{m}/transformer"] = (v / tr) if (v is not None and tr) else None
         gap[str(q)] = g
-    return {
+    out = {
         "figure": "figure3",
         "protocol": protocol,
         "label": as_protocol(protocol).label_for("figure3"),
@@ -122,23 +124,18 @@ def summarize(rows: List[dict], *, protocol: str, quick: bool) -> dict:
         "gap": gap,
         "paired": {f"{m}/transformer": paired(rows, m) for m in ("rnn", "ffn")},
     }
-
-
-ALPHA = 0.05  # the verdict "the gap grows with q" (docs/experiments.md, "Does it reproduce?")
+    out["verdicts"] = verdicts.with_choice(
+        verdicts.figure3_verdicts(out), verdicts.weight_decay_choice(rows)
+    )
+    return out
 
 
 def paired(rows: List[dict], model: str) -> dict:
-    """``model`` against the Transformer on the same prompts (analysis.paired_gap), the trend
-    test's power at 5-30 seeds from these rows (analysis.trend_power), and the verdict: the gap
-    grows with q when the one-sided paired trend test gives p < ALPHA and the ratio's 95%
-    interval at the largest q lies above 1."""
-    out = analysis.paired_gap(rows, model, "transformer", by="q")
-    out["power"] = analysis.trend_power(rows, model, "transformer", by="q", level=ALPHA)
-    trend, per = out["trend"], out["per"]
-    top = per[max(per, key=float)] if per else None
-    out["grows"] = bool(
-        trend is not None and trend["p_one_sided"] < ALPHA and top and top["ci"][0] > 1
-    )
+    """``model`` against the Transformer on the same prompts with the verdict ``grows``
+    (verdicts.gap_trend), and the trend test's power at 5-30 seeds from these rows
+    (analysis.trend_power)."""
+    out = verdicts.gap_trend(rows, model, "q")
+    out["power"] = analysis.trend_power(rows, model, "transformer", by="q", level=verdicts.ALPHA)
     return out
 
 
