@@ -44,6 +44,7 @@ __all__ = [
     "generalising_log_norm2",
     "memoriser_norm2_bound",
     "theorem9_crossover",
+    "theorem9_log_crossover",
     "Theorem7Params",
     "Layer",
     "lemma12_radius",
@@ -334,14 +335,25 @@ def memoriser_norm2_bound(n: int, *, depth: int = 2, K_y: float = 6.0) -> float:
     return math.exp(_memoriser_log_coeff(depth, K_y) + (depth + 4.0) / depth * math.log(n))
 
 
-def theorem9_crossover(log_requirement: float, *, depth: int = 2, K_y: float = 6.0) -> float:
-    """Real n* with memoriser_norm2_bound(n*) = exp(log_requirement): for n < n* min-norm ERM
-    prefers the memoriser over any generalising RNN (whose ||vec||^2 >= exp(log_requirement))."""
+def theorem9_log_crossover(log_requirement: float, *, depth: int = 2, K_y: float = 6.0) -> float:
+    """ln n*, n* the real n with memoriser_norm2_bound(n) = exp(log_requirement): for n < n*
+    min-norm ERM prefers the memoriser over any generalising RNN (whose ||vec||^2 >=
+    exp(log_requirement)); -inf where the requirement is vacuous. In logs, so that a requirement
+    exponential in N (the volume form at d_h = sqrt N) never overflows."""
     depth = validate.positive_int("depth", depth, minimum=2)
     K_y = validate.positive_float("K_y", K_y)
     if log_requirement == -math.inf:
+        return -math.inf
+    return (log_requirement - _memoriser_log_coeff(depth, K_y)) * depth / (depth + 4.0)
+
+
+def theorem9_crossover(log_requirement: float, *, depth: int = 2, K_y: float = 6.0) -> float:
+    """n* = exp(:func:`theorem9_log_crossover`): 0.0 where the requirement is vacuous, math.inf
+    beyond float range."""
+    lg = theorem9_log_crossover(log_requirement, depth=depth, K_y=K_y)
+    if lg == -math.inf:
         return 0.0
-    return math.exp((log_requirement - _memoriser_log_coeff(depth, K_y)) * depth / (depth + 4.0))
+    return math.exp(lg) if lg < 709.0 else math.inf
 
 
 # ---------------------------------------------------------------------------------------------

@@ -477,3 +477,12 @@ def test_layer_sensitivities_by_hand_and_in_theorem7():
     a2 = 3.0 * math.sqrt(a1**2 + 1)
     assert c == pytest.approx([15.0 * math.sqrt(2.0), 5.0 * math.sqrt(a1**2 + 1), a2], rel=1e-15)
     assert rnn_parameter_lipschitz(3.0, 2.0, 0.5, 5) == pytest.approx(5.0, rel=1e-15)
+
+
+def test_theorem9_crossover_in_logs_never_overflows():
+    from qstr.bounds.recurrent import theorem9_crossover, theorem9_log_crossover  # noqa: PLC0415
+
+    assert theorem9_crossover(-math.inf) == 0.0 and theorem9_log_crossover(-math.inf) == -math.inf
+    assert theorem9_crossover(1e6) == math.inf and theorem9_log_crossover(1e6) > 3e5
+    lg = theorem9_log_crossover(10.0)
+    assert theorem9_crossover(10.0) == pytest.approx(math.exp(lg), rel=1e-15)

@@ -5,16 +5,20 @@ separates its model from the FFN (docs/experiments.md, "The bounds beside the ex
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import List, Sequence
 
-from qstr.bounds.recurrent import Theorem7Params, theorem7_sample_size
+from qstr.bounds.recurrent import Theorem7Params, generalising_log_norm2, theorem7_sample_size
+from qstr.bounds.recurrent import theorem9_log_crossover
 from qstr.bounds.transformer import Theorem4Params, ffn_sample_size, theorem4_sample_size
 from qstr.verify.experiments.plots import COLORS, LABELS, new_figure, save_figure
 from qstr.verify.experiments.results import write_json
 
 RISK = 0.1  # the risk the bounds guarantee (the claims thm-4 and thm-7 use the same)
 K_MAX = 200  # the bounds are drawn for N = 2^1 .. 2^K_MAX
+P8_RISK = 0.05  # Theorem 9's position risk c (the claim thm-9's)
+K_Y = 6.0  # ||y||^2 <= K_y n, the memoriser's label hypothesis (the claim thm-9's)
 
 
 def bound_curves(d: int, q: int = 1, k_max: int = K_MAX) -> dict:
@@ -35,6 +39,8 @@ def bound_curves(d: int, q: int = 1, k_max: int = K_MAX) -> dict:
         )
         for name in ("thm4", "thm7")
     }
+    log10_thm9 = [theorem9_log10_samples(2**k) for k in ks]
+    log10_thm9 = [None if v == -math.inf else v for v in log10_thm9]  # None: vacuous
     return {
         "log2_N": ks,
         "risk": RISK,
@@ -42,7 +48,32 @@ def bound_curves(d: int, q: int = 1, k_max: int = K_MAX) -> dict:
         "d": d,
         "samples": curves,
         "below_ffn_from": crossing,
+        "thm9": {
+            "log10_n": log10_thm9,
+            "position_risk": P8_RISK,
+            "width": "d_h = isqrt(N)",
+            "at_least_one_from": next(
+                (2**k for k, v in zip(ks, log10_thm9, strict=True) if v is not None and v >= 0),
+                None,
+            ),
+            "above_ffn_from": next(
+                (
+                    2**k
+                    for k, v, f in zip(ks, log10_thm9, curves["thm6"], strict=True)
+                    if v is not None and v > math.log10(f)
+                ),
+                None,
+            ),
+        },
     }
+
+
+def theorem9_log10_samples(N: int) -> float:
+    """log10 of Theorem 9's n*(N) at hidden width d_h = isqrt(N), the rigorous (volume) form of
+    Prop 8's requirement at position risk P8_RISK, depth 2: below n* min-norm ERM prefers the
+    memoriser (docs/derivations/rnn-lower-bounds.md, section 3). -inf where it is vacuous."""
+    log_req = generalising_log_norm2(N, P8_RISK, math.isqrt(N), depth=2, form="volume")
+    return theorem9_log_crossover(log_req, depth=2, K_y=K_Y) / math.log(10.0)
 
 
 def _measured(rows: Sequence[dict]) -> dict:
@@ -89,6 +120,19 @@ def _plot(curves: dict, measured: dict, thresholds: dict, stem: str) -> List[str
                 fontsize=7,
                 va="bottom",
             )
+    t9 = curves["thm9"]
+    shown = [
+        (n, v) for n, v in zip(N, t9["log10_n"], strict=True) if v is not None and 0 <= v < 300
+    ]
+    if shown:
+        ax.plot(
+            [n for n, _ in shown],
+            [10.0**v for _, v in shown],
+            color=COLORS["rnn"],
+            ls="--",
+            label=f"Theorem 9: min-norm RNN, d_h = sqrt N, needs n >= n*(N) (lower bound, "
+            f"position risk {t9['position_risk']})",
+        )
     markers = {"1str": "o", "simple": "s"}
     for (variant, model), per in sorted(measured.items()):
         ax.scatter(

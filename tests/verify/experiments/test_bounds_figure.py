@@ -39,3 +39,18 @@ def test_report_writes_the_summary_and_refuses_mixed_dimensions(tmp_path, monkey
     rows[0]["config"] = {"d": 4}
     with pytest.raises(ValueError, match="token dimensions"):
         bounds_figure.report(rows, str(tmp_path / "c"))
+
+
+def test_theorem9_curve_is_the_claims_crossover_in_logs():
+    """Theorem 9's n*(N) at d_h = sqrt N is the thm-9 claim's rigorous crossover (575 at 2^20),
+    at least 1 from N = 2^16 as the claim's vacuity line says, and finite in logs where n*
+    itself is far beyond float range (2^64: about 10^(1.5e7))."""
+    from qstr.verify.claims import thm_9  # noqa: PLC0415 - the claim's own requirement
+
+    c = bound_curves(10, k_max=64)
+    t9 = c["thm9"]
+    assert t9["at_least_one_from"] == 2**16 and t9["log10_n"][0] is None  # vacuous at N = 2
+    want = thm_9._crossover(thm_9._requirements()["volume (d_h = sqrt N, rigorous)"][2**20])
+    assert 10 ** t9["log10_n"][19] == pytest.approx(want, rel=1e-12) and 570 < want < 580
+    assert 1.4e7 < t9["log10_n"][63] < 1.6e7
+    assert t9["above_ffn_from"] == 2**23  # where n* first exceeds N d
