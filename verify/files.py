@@ -8,7 +8,9 @@ A refusal or a failure is a ``ValueError`` with one line (the CLI prints it and 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
+import math
 import os
 import stat
 import tempfile
@@ -109,15 +111,41 @@ def write_atomic(path: str, write: Callable[[BinaryIO], None], *, flag: str = "-
         raise
 
 
+def strict_json(obj, *, default=str):
+    """(``obj`` as plain JSON values, the paths of the non-finite numbers it held): each NaN or
+    infinity becomes None (strict JSON has no NaN), its path ("a.b[2]") and value listed."""
+    plain = json.loads(json.dumps(obj, default=default))  # NaN and inf survive as floats
+    found = []
+
+    def clean(v, where):
+        if isinstance(v, float) and not math.isfinite(v):
+            found.append(f"{where}={v}")
+            return None
+        if isinstance(v, dict):
+            return {k: clean(x, f"{where}.{k}" if where else str(k)) for k, x in v.items()}
+        if isinstance(v, list):
+            return [clean(x, f"{where}[{i}]") for i, x in enumerate(v)]
+        return v
+
+    return clean(plain, ""), found
+
+
 def write_json_file(path: str, obj, *, flag: str = "--json", default=str) -> None:
-    """``obj`` as indented JSON, written atomically."""
-    text = json.dumps(obj, indent=2, default=default) + "\n"
+    """``obj`` as indented strict JSON (non-finite numbers as null), written atomically."""
+    text = json.dumps(strict_json(obj, default=default)[0], indent=2, allow_nan=False) + "\n"
     write_atomic(path, lambda fh: fh.write(text.encode()), flag=flag)
 
 
 def save_torch(path: str, obj, *, flag: str = "--out") -> None:
     """``torch.save(obj)`` written atomically (through a file object: the archive's inner folder
-    is then "archive" whatever the file's name, so the same command gives the same bytes)."""
+    is then "archive" whatever the file's name, so the same command gives the same bytes); a
+    failed save (a full disk) is one line, and no partial or temporary file is left."""
     import torch  # noqa: PLC0415 - the CLI imports this module; its --help loads no torch
 
-    write_atomic(path, lambda fh: torch.save(obj, fh), flag=flag)
+    def save(fh):
+        try:
+            torch.save(obj, fh)
+        except RuntimeError as exc:  # torch's writer reports a short write as a RuntimeError
+            raise OSError(errno.EIO, f"torch.save failed: {str(exc).splitlines()[0]}") from None
+
+    write_atomic(path, save, flag=flag)

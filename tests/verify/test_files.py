@@ -182,3 +182,26 @@ def test_shared_memory_is_a_folder_like_any_other():
     finally:
         if os.path.exists(path):
             os.unlink(path)
+
+
+def test_a_failed_torch_save_is_one_line_and_leaves_no_file(tmp_path, monkeypatch):
+    import torch  # noqa: PLC0415
+
+    from qstr.verify.files import save_torch  # noqa: PLC0415
+
+    def full_disk(obj, fh):
+        fh.write(b"partial")
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 64 vs 0")
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    with pytest.raises(ValueError, match=r"^--out .*cb\.pt: cannot write it \(torch\.save failed"):
+        save_torch(str(tmp_path / "cb.pt"), {"a": 1})
+    assert os.listdir(tmp_path) == []
+
+
+def test_json_files_are_strict_json(tmp_path):
+    from qstr.verify.files import write_json_file  # noqa: PLC0415
+
+    write_json_file(str(tmp_path / "s.json"), {"a": float("nan"), "b": [1.0, float("-inf")]})
+    text = (tmp_path / "s.json").read_text()
+    assert json.loads(text) == {"a": None, "b": [1.0, None]} and "NaN" not in text

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import sys
 from dataclasses import dataclass, fields, replace
 from typing import List, Optional, Union
 
@@ -16,6 +17,7 @@ from qstr.verify.experiments import bounds_figure, figure1, figure2, figure3
 from qstr.verify.experiments.analysis import fit_exponent
 from qstr.verify.experiments.base import RunConfig
 from qstr.verify.experiments.cluster import check_scheduler
+from qstr.verify.experiments.lock import folder_lock
 from qstr.verify.experiments.points import MATMUL, PROTOCOLS, Point, Protocol
 from qstr.verify.experiments.results import ResultsFile, figure_stem
 from qstr.verify.experiments.run import train_figure
@@ -151,6 +153,9 @@ def run_experiment(
     """
     # an unknown experiment, and an option it does not take, are refused before anything else
     _check_options(_module(name), options)
+    if not isinstance(out_dir, (str, os.PathLike)) or not os.fspath(out_dir):
+        raise ValueError(f"out_dir must be a folder path (str or os.PathLike), got {out_dir!r}")
+    out_dir = os.fspath(out_dir)
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
     ex = Execution() if execution is None else execution
@@ -176,8 +181,15 @@ def _run_figure(name: str, cfg, out_dir: str, which: dict, options: dict) -> Lis
     stem = figure_stem(out_dir, name, which["protocol"], which["quick"])
     if hasattr(mod, "row_fields"):
         cfg = replace(cfg, return_models=True, row_extra=mod.row_fields(stem))
-    rows = train_figure(name, pts, out_dir, cfg)
-    mod.report(rows, stem, protocol=which["protocol"], quick=which["quick"], cfg=cfg)
+    with folder_lock(out_dir) as lock:
+        if lock.taken_over and cfg.progress:
+            print(
+                f"qstr: note: {out_dir}'s last run ({lock.taken_over}) ended without releasing "
+                "it; taking it over",
+                file=sys.stderr,
+            )
+        rows = train_figure(name, pts, out_dir, cfg)
+        mod.report(rows, stem, protocol=which["protocol"], quick=which["quick"], cfg=cfg)
     return rows
 
 

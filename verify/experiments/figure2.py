@@ -5,6 +5,7 @@ docs/experiments.md."""
 from __future__ import annotations
 
 import os
+import sys
 from typing import List, Optional
 
 import torch
@@ -170,9 +171,19 @@ def _assumption3(r: dict) -> str:
 
 
 def plot(rows: List[dict], stem: str, *, out_dir: str, protocol: str) -> List[str]:
-    if not rows:
+    """The first row's trained W_Q^T W_K with its blocks, and the block shares of every row; not
+    drawn, with a note, when no row's matrix file is in ``out_dir`` (removed after training)."""
+    kept = [r for r in rows if os.path.isfile(os.path.join(out_dir, r["matrix_file"]))]
+    if not kept:
+        if rows:
+            print(
+                f"qstr: note: the trained matrices ({rows[0]['matrix_file']}, ...) are not in "
+                f"{out_dir or '.'}: the figure is not drawn; rerun into a new --out to train them "
+                "again",
+                file=sys.stderr,
+            )
         return []
-    r = rows[0]
+    r = kept[0]
     A = torch.load(os.path.join(out_dir, r["matrix_file"]))["merged_qk"][0].abs()
     lay = token_layout(r["config"]["d"], r["config"]["q"], r["config"]["d_e"])
     fig, axes = new_figure(1, 2, figsize=(11, 5), gridspec_kw={"width_ratios": [1.25, 1]})

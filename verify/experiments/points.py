@@ -199,7 +199,7 @@ class Point:
 
     @property
     def point_id(self) -> str:
-        return hashlib.sha1(json.dumps(self.config, sort_keys=True).encode()).hexdigest()[:16]
+        return config_id(self.config)
 
     @property
     def stack_group(self) -> tuple:
@@ -321,3 +321,9 @@ def _codebook(N: int, g, device, dtype, *, distinct: bool, tries: int = 1000):
     raise ValueError(
         f"no codebook with {N} distinct codes in {tries} draws (d_e = {experimental_dim(N)})"
     )
+
+
+def config_id(config: dict) -> str:
+    """The point_id of a configuration: the first 16 hex digits of the SHA-1 of its sorted JSON
+    (a row is refused on read when its recorded configuration does not give its point_id)."""
+    return hashlib.sha1(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]

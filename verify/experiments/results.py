@@ -10,8 +10,8 @@ from typing import Iterable, List, Optional
 
 import torch
 
-from qstr.verify.experiments.points import Point
-from qstr.verify.files import write_json_file
+from qstr.verify.experiments.points import Point, config_id
+from qstr.verify.files import strict_json, write_json_file
 
 
 def environment(device) -> dict:
@@ -28,6 +28,9 @@ def environment(device) -> dict:
     else:
         info["cpu_count"] = os.cpu_count()
     return info
+
+
+ROW_KEYS = ("figure", "protocol", "model", "variant", "N", "q", "seed", "quick", "threshold")
 
 
 class ResultsFile:
@@ -61,7 +64,12 @@ class ResultsFile:
         return point_id in self.ids
 
     def append(self, row: dict) -> None:
-        line = json.dumps(row, default=_json_default) + "\n"
+        """Append ``row`` as one strict JSON line: a non-finite number is written as null, and the
+        row's ``non_finite`` lists where and what it was."""
+        row, found = strict_json(row, default=_json_default)
+        if found:
+            row["non_finite"] = found
+        line = json.dumps(row, allow_nan=False) + "\n"
         try:
             with open(self.path, "a") as fh:
                 fh.write(line)
@@ -91,6 +99,19 @@ def _row(path: str, number: int, line: str, figure: Optional[str] = None) -> dic
         ) from None
     if not isinstance(row, dict):
         raise ValueError(f"{path}, line {number}: a JSON {type(row).__name__}, not a results row")
+    config = row.get("config")
+    if isinstance(config, dict) and "point_id" in row:
+        if config_id(config) != row["point_id"]:
+            raise ValueError(
+                f"{path}, line {number}: its configuration does not give its point_id "
+                f"{row['point_id']!r} (edited by hand?); restore or remove that line"
+            )
+        for key in ROW_KEYS:
+            if key in config and key in row and row[key] != config[key]:
+                raise ValueError(
+                    f"{path}, line {number}: {key} = {row[key]!r} but its configuration says "
+                    f"{config[key]!r} (edited by hand?); restore or remove that line"
+                )
     if figure is not None and row.get("figure") != figure:
         raise ValueError(
             f"{path}, line {number}: a row of {row.get('figure')!r}, not of {figure}; "

@@ -69,3 +69,12 @@ def test_the_committed_paper_size_numbers_recompute_from_the_committed_matrices(
         assert saved["point_id"] == r["point_id"]
         assert summary["code_mu"][str(r["seed"])] == r["code_mu"] > 0.5
     assert min(summary["block_mass"].values()) > 0.999
+
+
+def test_rows_whose_matrices_are_gone_draw_no_figure_and_say_so(tmp_path, capsys):
+    from qstr.verify.experiments import figure2  # noqa: PLC0415
+
+    rows = [{"matrix_file": "figure2-paper-quick-seed0.pt", "config": {}}]
+    assert figure2.plot(rows, str(tmp_path / "f"), out_dir=str(tmp_path), protocol="paper") == []
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "figure2-paper-quick-seed0.pt" in err[0] and "not drawn" in err[0]

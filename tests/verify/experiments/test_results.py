@@ -58,3 +58,47 @@ def test_rows_of_another_figure_are_refused(tmp_path):
     with pytest.raises(ValueError, match="line 2: a row of 'figure2', not of figure1"):
         ResultsFile(str(path), "figure1")
     assert len(ResultsFile(str(path)).rows) == 2  # without a figure: any rows
+
+
+def _good_row():
+    from qstr.verify.experiments.points import config_id  # noqa: PLC0415
+
+    config = {"figure": "figure1", "protocol": "paper", "model": "ffn", "N": 4, "seed": 0}
+    return {
+        "figure": "figure1",
+        "protocol": "paper",
+        "model": "ffn",
+        "N": 4,
+        "seed": 0,
+        "samples": 640,
+        "point_id": config_id(config),
+        "config": config,
+    }
+
+
+@pytest.mark.parametrize(
+    "edit, needle",
+    [
+        (lambda r: r["config"].update(N=5), "does not give its point_id"),
+        (lambda r: r.update(protocol="published"), "protocol = 'published' but its configuration"),
+    ],
+)
+def test_a_row_edited_by_hand_is_refused_with_its_line(tmp_path, edit, needle):
+    path = tmp_path / "figure1.jsonl"
+    good, bad = _good_row(), _good_row()
+    edit(bad)
+    path.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
+    with pytest.raises(ValueError, match=rf"line 2: .*{needle}"):
+        ResultsFile(str(path), "figure1")
+
+
+def test_non_finite_numbers_are_written_as_null_with_where_they_were(tmp_path):
+    path = tmp_path / "figure1.jsonl"
+    row = _good_row() | {"test_mse": float("nan"), "curve": [[10, float("inf")]]}
+    ResultsFile(str(path), "figure1").append(row)
+    text = path.read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    back = json.loads(text)
+    assert back["test_mse"] is None and back["curve"] == [[10, None]]
+    assert back["non_finite"] == ["test_mse=nan", "curve[0][1]=inf"]
+    assert ResultsFile(str(path), "figure1").rows[0]["point_id"] == row["point_id"]

@@ -1,0 +1,57 @@
+"""verify/experiments/lock.py: one writer per results folder."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from qstr.verify import cli
+from qstr.verify.experiments.lock import LOCK_NAME, folder_lock
+
+
+def test_a_held_folder_is_refused_naming_its_holder_and_released_after(tmp_path):
+    with folder_lock(str(tmp_path)) as lock:
+        assert lock.taken_over is None
+        with pytest.raises(ValueError, match=rf"in use by another qstr run \(pid {os.getpid()} "):
+            with folder_lock(str(tmp_path)):
+                pass
+    assert not (tmp_path / LOCK_NAME).exists()
+    with folder_lock(str(tmp_path)):  # free again
+        pass
+
+
+def test_a_lock_file_left_by_a_killed_run_is_taken_over_with_its_holder_named(tmp_path):
+    left = {"pid": 999999, "host": "elsewhere", "since": "2026-01-01T00:00:00+00:00"}
+    (tmp_path / LOCK_NAME).write_text(json.dumps(left))
+    with folder_lock(str(tmp_path)) as lock:
+        assert lock.taken_over == "pid 999999 on host elsewhere since 2026-01-01T00:00:00+00:00"
+        assert json.loads((tmp_path / LOCK_NAME).read_text())["pid"] == os.getpid()
+
+
+HOLD = textwrap.dedent("""
+    import sys, time
+    from qstr.verify.experiments.lock import folder_lock
+    with folder_lock(sys.argv[1]):
+        print("held", flush=True)
+        time.sleep(60)
+""")
+
+
+def test_reproduce_into_a_folder_another_process_holds_is_one_line_and_exit_2(tmp_path, capsys):
+    out = tmp_path / "out"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(out)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        argv = ["reproduce", "figure2", "--quick", "--seeds", "1", "--out", str(out)]
+        assert cli.main(argv) == 2
+    finally:
+        holder.kill()
+        holder.wait()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"pid {holder.pid} on host" in err[0], err
+    assert not (out / "figure2.jsonl").exists()
