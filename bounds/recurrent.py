@@ -574,8 +574,8 @@ def theorem7_bound(n: int, N: int, params: Theorem7Params) -> Theorem7Bound:
     m_p = 2 ((beta_0 + Lambda_y sqrt(2 p C_x d))^2 + C_y (2p)^{2s}).
     Derivation: docs/derivations/rnn-lower-bounds.md.
     """
-    n = validate.positive_int("n", n)
-    N = validate.positive_int("N", N, minimum=2)
+    n = validate.float_count("n", n)
+    N = validate.float_count("N", N, minimum=2)
     if not isinstance(params, Theorem7Params):
         raise ValueError(f"params must be a Theorem7Params, got {type(params).__name__}")
     P_ = params

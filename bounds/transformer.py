@@ -306,8 +306,8 @@ def theorem4_bound(n: int, N: int, params: Theorem4Params) -> Theorem4Bound:
     N enters only through ln N (r_x, alpha, d_e, psi) and the decreasing factor N^{-1/4}.
     Every step is proved in docs/derivations/theorem4.md.
     """
-    n = validate.positive_int("n", n)
-    N = validate.positive_int("N", N, minimum=2)
+    n = validate.float_count("n", n)
+    N = validate.positive_int("N", N, minimum=2)  # in logs: any N
     if not isinstance(params, Theorem4Params):
         raise ValueError(f"params must be a Theorem4Params, got {type(params).__name__}")
     P_ = params

@@ -154,6 +154,8 @@ def coherence_report(
 
 
 def _matrix(name: str, omega) -> torch.Tensor:
+    if isinstance(omega, torch.Tensor) and omega.device.type not in ("cpu", "cuda"):
+        raise ValueError(f"{name} must be on the CPU or a CUDA device, got {omega.device}")
     finite_tensor(name, omega)
     if omega.dim() != 2 or omega.shape[0] < 1 or omega.shape[1] < 1:
         raise ValueError(
@@ -267,7 +269,25 @@ def _tail_many(ds: np.ndarray, mu: float) -> np.ndarray:
     return 2 * stats.binom.cdf(lows, ds, 0.5)
 
 
+RADEMACHER_DIM_MAX = 1 << 26  # the largest Hoeffding d_e the rules search below (seconds)
+
+
+def _sci(log_x: float) -> str:
+    """exp(log_x) printed, as 10^k beyond float range."""
+    return f"{math.exp(log_x):.3g}" if log_x < 700 else f"10^{log_x / math.log(10):.0f}"
+
+
 def _hoeffding_dim(N: int, delta: float, mu: float) -> int:
+    """ceil(2 ln(N (N-1) / delta) / mu^2), refused (ValueError with the estimate) above
+    RADEMACHER_DIM_MAX before any work: a tiny mu or delta is one line, never an overflow."""
+    log_d = math.log(2 * math.log(N * (N - 1) / delta)) - 2 * math.log(mu)
+    if log_d > math.log(RADEMACHER_DIM_MAX):
+        raise ValueError(
+            f"a Rademacher code of N = {N} words with mu = {mu:g}, delta = {delta:g} needs d_e up "
+            f"to about {_sci(log_d)} (2 ln(N (N-1) / delta) / mu^2), more than "
+            f"the {RADEMACHER_DIM_MAX:,} this toolkit builds; raise mu or delta, or use "
+            "kind='rs-hadamard'"
+        )
     return max(1, math.ceil(2 * math.log(N * (N - 1) / delta) / mu**2))
 
 

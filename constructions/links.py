@@ -327,6 +327,9 @@ def make_link(
     if generator is None:
         raise ValueError(f"link {name!r} has random parameters: pass generator=torch.Generator()")
     generator = validate.generator("generator", generator)
+    validate.fits_in_memory(
+        f"the link's directions ({q} x {d}, float64)", 2 * q * d * 8, generator.device
+    )
     if name == "linear":
         return Linear(q=q, d=d, u=_unit_rows(q, d, generator))
     if name == "hermite":

@@ -27,6 +27,21 @@ def positive_int(name: str, value, minimum: int = 1) -> int:
     return value
 
 
+FLOAT_COUNT_MAX = 2**1023  # counts a bound evaluates in float64 (n, N): at most this (9e307)
+
+
+def float_count(name: str, value, minimum: int = 1) -> int:
+    """:func:`positive_int` for a count a bound evaluates in float64: at most 2^1023 (beyond it
+    float(value) overflows), else ``ValueError``."""
+    value = positive_int(name, value, minimum)
+    if value > FLOAT_COUNT_MAX:
+        raise ValueError(
+            f"{name} must be at most 2^1023 (the bound is evaluated in float64), got about "
+            f"10^{len(str(value)) - 1}"
+        )
+    return value
+
+
 SEED_MAX = 2**63 - 1  # seeds: integers in [0, 2**63 - 1] (the CLI's --seed takes the same range)
 
 
@@ -102,10 +117,11 @@ FLOAT_DTYPES = (torch.float32, torch.float64)
 
 def float_dtype(name: str, dtype) -> torch.dtype:
     """Accept torch.float32 / torch.float64 (or the strings 'float32' / 'float64')."""
-    if isinstance(dtype, str):
-        dtype = getattr(torch, dtype, None)
+    given = dtype
+    if isinstance(dtype, str):  # "float64" or "torch.float64"
+        dtype = getattr(torch, dtype.removeprefix("torch."), None)
     if dtype not in FLOAT_DTYPES:
-        raise ValueError(f"{name} must be torch.float32 or torch.float64, got {dtype!r}")
+        raise ValueError(f"{name} must be torch.float32 or torch.float64, got {given!r}")
     return dtype
 
 

@@ -635,8 +635,8 @@ def _codebook(args, console: Console) -> int:
     verdict = "meets" if rep.mu <= args.mu else "VIOLATES"
     console.print(
         f"{book.kind}: N = {book.N}, d_e = {book.d_e}, exact coherence mu = {rep.mu:.6f} "
-        f"({pair}); {rep.n_violations} of {rep.n_pairs} pairs exceed {args.mu:g}: "
-        f"{verdict} the coherence bound {args.mu:g}"
+        f"({pair}); {rep.n_violations} of {rep.n_pairs} pairs exceed {args.mu!r}: "
+        f"{verdict} the coherence bound {args.mu!r}"
         + (" of Assumption 3" if args.mu == 0.5 else "")
     )
     if args.out:

@@ -486,3 +486,13 @@ def test_theorem9_crossover_in_logs_never_overflows():
     assert theorem9_crossover(1e6) == math.inf and theorem9_log_crossover(1e6) > 3e5
     lg = theorem9_log_crossover(10.0)
     assert theorem9_crossover(10.0) == pytest.approx(math.exp(lg), rel=1e-15)
+
+
+def test_counts_beyond_float_range_are_refused_not_overflowed():
+    from qstr.bounds.recurrent import Theorem7Params, theorem7_bound  # noqa: PLC0415
+    from qstr.bounds.transformer import Theorem4Params, theorem4_bound  # noqa: PLC0415
+
+    with pytest.raises(ValueError, match="n must be at most 2\\^1023"):
+        theorem4_bound(10**400, 16, Theorem4Params.default())
+    with pytest.raises(ValueError, match="N must be at most 2\\^1023"):
+        theorem7_bound(1000, 10**400, Theorem7Params())

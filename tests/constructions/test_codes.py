@@ -705,3 +705,14 @@ def test_star_codebook_meets_every_code_at_mu_and_records_its_shape(N, mu):
     assert cb.mu == pytest.approx(mu, abs=1e-12) and cb.kind == "custom"
     assert cb.params == {"N": N, "d_e": cb.omega.shape[1], "star_mu": mu}
     assert cb.omega.shape[0] == N and cb.d_e == cb.omega.shape[1]
+
+
+@pytest.mark.parametrize("mu", [1e-300, 1e-160, 1e-10, 1e-4])
+def test_a_tiny_mu_is_refused_before_any_work_with_the_estimate(mu):
+    with pytest.raises(ValueError, match=r"needs d_e up to about .* raise mu or delta"):
+        rademacher_dim(16, 1e-3, mu)
+
+
+def test_codes_on_the_meta_device_are_refused():
+    with pytest.raises(ValueError, match="on the CPU or a CUDA device, got meta"):
+        Codebook.from_tensor(torch.eye(4, device="meta"))

@@ -200,3 +200,9 @@ def test_two_layer_net_is_immutable():
 def test_make_link_validates_its_generator(generator):
     with pytest.raises(ValueError, match="must be a torch.Generator"):
         make_link("hermite", 2, 8, generator=generator)
+
+
+@pytest.mark.parametrize("q, d", [(1, 10**23), (1, 2**63 - 1), (10**23, 3)])
+def test_link_sizes_beyond_memory_are_refused_before_allocating(q, d):
+    with pytest.raises(ValueError, match="the link's directions .* needs about"):
+        make_link("linear", q, d, generator=torch.Generator())

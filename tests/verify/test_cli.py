@@ -977,3 +977,32 @@ def test_summarize_bad_rows_are_one_line(tmp_path, capsys, make, needle):
     assert main(["summarize", "figure1", str(rows)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and needle in err, err
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["codebook", "--N", "16", "--kind", "rademacher", "--mu", "1e-300"], "about 10^601"),
+        (["codebook", "--N", "16", "--kind", "rademacher", "--mu", "1e-10"], "about 2.48e+21"),
+        (["codebook", "--N", "16", "--kind", "rademacher", "--mu", "1e-4"], "about 2.48e+09"),
+        (["sample", "--N", "4", "--d", "99999999999999999999999"], "link's directions"),
+        (["sample", "--N", "4", "--d", "9223372036854775807"], "link's directions"),
+        (["sample", "--N", "4", "--d", "3", "--q", "99999999999999999999999"], "directions"),
+    ],
+)
+def test_sizes_and_tolerances_out_of_reach_are_one_line_before_any_work(
+    tmp_path, capsys, argv, needle
+):
+    assert main(argv + ["--out", str(tmp_path / "x.pt")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0], err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_bound_near_1_is_printed_as_given_and_torch_dtype_names_are_accepted(tmp_path, capsys):
+    assert main(["codebook", "--N", "16", "--kind", "rademacher", "--mu", "0.9999999"]) == 0
+    assert "pairs exceed 0.9999999: meets the coherence bound 0.9999999" in capsys.readouterr().out
+    out = tmp_path / "s.pt"
+    argv = ["sample", "--N", "4", "--d", "3", "--dtype", "torch.float64", "--out", str(out)]
+    assert main(argv) == 0
+    assert torch.load(out)["x"].dtype == torch.float64

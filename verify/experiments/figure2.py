@@ -20,6 +20,13 @@ from qstr.verify.experiments.base import RunConfig, wide_console
 from qstr.verify.files import save_torch
 
 
+def _whole(name: str, value, least: int) -> int:
+    """``value`` as an integer >= ``least`` (Figure 2's options), else ValueError naming it."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+    return value
+
+
 def points(
     *,
     quick: bool = False,
@@ -32,9 +39,9 @@ def points(
 ) -> List[Point]:
     proto = as_protocol(protocol)
     seeds = seeds_of(seeds, [0])
-    N = N or 100
-    n_train = n_train or (10_000 if quick else 50_000)
-    epochs = epochs or (5 if quick else 20)
+    N = 100 if N is None else _whole("N", N, 2)
+    n_train = (10_000 if quick else 50_000) if n_train is None else _whole("n_train", n_train, 1)
+    epochs = (5 if quick else 20) if epochs is None else _whole("epochs", epochs, 1)
     steps_per_epoch = -(-n_train // 64)
     pts = [
         Point(

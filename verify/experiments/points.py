@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import numbers
 import json
 import math
 from dataclasses import dataclass
@@ -153,6 +154,7 @@ class Point:
     ffn_input: str = "encoded"  # FFN_INPUTS (the published protocol: "encoded" only)
 
     def __post_init__(self):
+        self._check_sizes()
         if self.matmul not in MATMUL:
             raise ValueError(f"matmul must be one of {MATMUL}, got {self.matmul!r}")
         if self.model not in MODELS:
@@ -170,6 +172,31 @@ class Point:
                 f"weight_decay must be >= 0 with lr * weight_decay < 1 (AdamW's decay factor "
                 f"1 - lr weight_decay positive), got {self.weight_decay!r} at lr {self.lr!r}"
             )
+
+    def _check_sizes(self) -> None:
+        """Every size an integer >= 1 (seed >= 0), every threshold None or a finite number > 0:
+        a bad override is refused with its own name."""
+        sizes = ["N", "q", "d", "check_every", "n_test", "batch_size", "max_steps", "width"]
+        sizes += ["rnn_hidden"] + (["n_train"] if self.n_train is not None else [])
+        for name in sizes:
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"seed must be an integer >= 0, got {self.seed!r}")
+        if not self.ffn_hidden or any(
+            isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in self.ffn_hidden
+        ):
+            raise ValueError(f"ffn_hidden must be integers >= 1, got {self.ffn_hidden!r}")
+        for name in ("threshold", "epoch_loss_threshold"):
+            v = getattr(self, name)
+            ok = v is None or (
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            )
+            if not ok or (v is not None and v <= 0):
+                raise ValueError(f"{name} must be None or a finite number > 0, got {v!r}")
+        if isinstance(self.lr, bool) or not isinstance(self.lr, (int, float)):
+            raise ValueError(f"lr must be a finite number > 0, got {self.lr!r}")
 
     @property
     def encoding_c(self) -> float:
@@ -224,17 +251,39 @@ def apply_overrides(points: Sequence[Point], overrides: Optional[dict]) -> List[
     return [dataclasses.replace(p, **overrides) for p in points]
 
 
+MAX_SEEDS = 1000  # seeds per run: more would build that many members before any training
+SEED_LIMIT = 2**63  # seeds are non-negative 64-bit integers
+
+
 def seeds_of(seeds, default: Sequence[int]) -> List[int]:
+    """The seeds of a run: ``None`` (``default``), a count (seeds 0..count-1) or a list of
+    distinct integers in [0, 2^63), at most MAX_SEEDS; anything else (a string, a float, a
+    bool, a repeated seed) is a ValueError."""
     if seeds is None:
         return list(default)
     if isinstance(seeds, int) and not isinstance(seeds, bool):
-        if seeds < 1:
-            raise ValueError(f"seeds must be >= 1 (a count) or a list of seeds, got {seeds}")
+        if not 1 <= seeds <= MAX_SEEDS:
+            raise ValueError(
+                f"seeds must be a count from 1 to {MAX_SEEDS} or a list of seeds, got {seeds}"
+            )
         return list(range(seeds))
-    seeds = [int(s) for s in seeds]
-    if not seeds or any(s < 0 for s in seeds):
-        raise ValueError(f"seeds must be a non-empty list of non-negative integers, got {seeds}")
-    return seeds
+    if isinstance(seeds, (str, bytes)) or not hasattr(seeds, "__iter__"):
+        raise ValueError(f"seeds must be a count or a list of integers, got {seeds!r}")
+    seeds = list(seeds)
+    bad = [s for s in seeds if isinstance(s, bool) or not isinstance(s, numbers.Integral)]
+    bad += [s for s in seeds if s not in bad and not 0 <= s < SEED_LIMIT]
+    if bad or not seeds:
+        raise ValueError(
+            f"seeds must be integers in [0, 2^63), got {bad[0]!r}"
+            if bad
+            else "seeds must not be empty"
+        )
+    if len(set(seeds)) < len(seeds):
+        twice = next(s for s in seeds if seeds.count(s) > 1)
+        raise ValueError(f"seeds must be distinct: seed {twice} is given twice")
+    if len(seeds) > MAX_SEEDS:
+        raise ValueError(f"at most {MAX_SEEDS} seeds per run, got {len(seeds)}")
+    return [int(s) for s in seeds]
 
 
 def build_member(p: Point, *, device="cpu", dtype=torch.float32):

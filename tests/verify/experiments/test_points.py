@@ -143,3 +143,57 @@ def test_ffn_input_checked():
         Point(protocol="paper", ffn_input="binary", **kw)
     with pytest.raises(ValueError, match="published protocol's FFN"):
         Point(protocol="published", ffn_input="onehot", **kw)
+
+
+@pytest.mark.parametrize(
+    "seeds, needle",
+    [
+        ("12", "a count or a list of integers, got '12'"),
+        ([1.7], "integers in \\[0, 2\\^63\\), got 1.7"),
+        ([2**70], "integers in \\[0, 2\\^63\\)"),
+        ([True], "integers in"),
+        ([0, 0], "seed 0 is given twice"),
+        ([], "must not be empty"),
+        (10**6, "a count from 1 to 1000"),
+        (0, "a count from 1 to 1000"),
+    ],
+)
+def test_seeds_that_are_not_distinct_integers_in_range_are_refused(seeds, needle):
+    from qstr.verify.experiments.points import seeds_of  # noqa: PLC0415
+
+    with pytest.raises(ValueError, match=needle):
+        seeds_of(seeds, [0])
+
+
+def test_numpy_integers_and_ranges_are_seeds():
+    import numpy as np  # noqa: PLC0415
+
+    from qstr.verify.experiments.points import seeds_of  # noqa: PLC0415
+
+    assert seeds_of(np.arange(3), [0]) == [0, 1, 2] and seeds_of(range(2, 4), [0]) == [2, 3]
+
+
+@pytest.mark.parametrize(
+    "override, needle",
+    [
+        ({"lr": float("nan")}, "lr must be a finite number > 0, got nan"),
+        ({"n_test": 0}, "n_test must be an integer >= 1, got 0"),
+        ({"max_steps": 2.5}, "max_steps must be an integer >= 1, got 2.5"),
+        ({"threshold": -1.0}, "threshold must be None or a finite number > 0"),
+        ({"threshold": float("inf")}, "threshold must be None or a finite number > 0"),
+        ({"ffn_hidden": (0, 8)}, "ffn_hidden must be integers >= 1"),
+    ],
+)
+def test_an_override_out_of_range_is_refused_with_its_own_name(override, needle):
+    from qstr.verify.experiments import figure1  # noqa: PLC0415
+
+    with pytest.raises(ValueError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+        figure1.points(quick=True, overrides=override)
+
+
+@pytest.mark.parametrize("option", ["N", "epochs", "n_train"])
+def test_figure2_options_at_zero_are_refused_not_replaced_by_defaults(option):
+    from qstr.verify.experiments import figure2  # noqa: PLC0415
+
+    with pytest.raises(ValueError, match=f"{option} must be an integer >= "):
+        figure2.points(quick=True, **{option: 0})
