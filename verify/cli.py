@@ -3,8 +3,9 @@
 
 Exit status (README.md, "Exit statuses"): 0 done (for ``verify`` every selected claim holds with
 every fault caught, for ``codebook`` the coherence bound is met), 1 a claim fails or the codebook
-violates the bound, 2 bad input (one line on stderr, no traceback), 130 interrupted. Building the
-parser imports no torch, so ``--help`` is fast; each command imports what it needs.
+violates the bound, 2 bad input (one line on stderr, no traceback), 130 interrupted (143 on
+SIGTERM). Building the parser imports no torch, so ``--help`` is fast; each command imports what
+it needs.
 """
 
 from __future__ import annotations
@@ -33,9 +34,16 @@ from qstr.verify.version import toolkit_version
 _INTERRUPTED = threading.Event()
 
 
+_TERMINATED = threading.Event()
+
+
 def _on_sigint(signum, frame):
-    """Ctrl-C: remember it (a KeyboardInterrupt raised inside a garbage-collector callback is
-    swallowed by Python, so loops also check the flag) and interrupt."""
+    """Ctrl-C, or SIGTERM (``kill``, a batch system's time limit): remember it (a
+    KeyboardInterrupt raised inside a garbage-collector callback is swallowed by Python, so loops
+    also check the flag) and interrupt, so that both end the same way: workers and temporary
+    folders cleaned up, one line, exit status 130 (SIGINT) or 143 (SIGTERM)."""
+    if signum == signal.SIGTERM:
+        _TERMINATED.set()
     _INTERRUPTED.set()
     raise KeyboardInterrupt
 
@@ -886,11 +894,13 @@ def _run(args, console: Console) -> int:
     (the caller's handler restored after)."""
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, _on_sigint) if main_thread else None
+    previous_term = signal.signal(signal.SIGTERM, _on_sigint) if main_thread else None
     hook = sys.unraisablehook
     sys.unraisablehook = lambda u: (
         None if issubclass(u.exc_type, KeyboardInterrupt) else hook(u)
     )  # no gc traceback
     _INTERRUPTED.clear()
+    _TERMINATED.clear()
     try:
         status = COMMANDS[args.command](args, console)
         if _INTERRUPTED.is_set():
@@ -900,6 +910,7 @@ def _run(args, console: Console) -> int:
         sys.unraisablehook = hook
         if main_thread:
             signal.signal(signal.SIGINT, previous)
+            signal.signal(signal.SIGTERM, previous_term)
 
 
 def _out_of_memory(exc: BaseException) -> Optional[str]:
@@ -967,8 +978,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                 else ""
             )
             note = f"what was written so far is kept{resume}"
-        err.print(f"qstr: interrupted; {note}", markup=False, highlight=False, soft_wrap=True)
-        return 130
+        how = "terminated (SIGTERM)" if _TERMINATED.is_set() else "interrupted"
+        err.print(f"qstr: {how}; {note}", markup=False, highlight=False, soft_wrap=True)
+        return 143 if _TERMINATED.is_set() else 130
 
 
 if __name__ == "__main__":

@@ -506,7 +506,11 @@ def test_codebook_check_uses_the_file_and_refuses_a_different_N(tmp_path, capsys
     assert main(["codebook"]) == 2 and "--N is required" in capsys.readouterr().err
 
 
-def test_ctrl_c_prints_one_line_and_exits_130(tmp_path):
+@pytest.mark.parametrize(
+    "sig, status, said",
+    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated (SIGTERM)")],
+)
+def test_ctrl_c_or_sigterm_prints_one_line_and_exits_130_or_143(tmp_path, sig, status, said):
     p = subprocess.Popen(
         [sys.executable, "-m", "qstr.verify.cli", "verify", "--json", str(tmp_path / "r.json")],
         stdout=subprocess.PIPE,
@@ -516,9 +520,9 @@ def test_ctrl_c_prints_one_line_and_exits_130(tmp_path):
     deadline = time.time() + 60
     while not (tmp_path / "r.json").exists() and time.time() < deadline:  # interrupt mid-run
         time.sleep(0.2)
-    p.send_signal(signal.SIGINT)
+    p.send_signal(sig)
     out, err = p.communicate(timeout=60)
-    assert p.returncode == 130, err
+    assert p.returncode == status, err
     kept = json.loads(
         (tmp_path / "r.json").read_text()
     )  # the records measured before the interrupt
@@ -526,7 +530,7 @@ def test_ctrl_c_prints_one_line_and_exits_130(tmp_path):
     lines = err.strip().splitlines()
     assert (
         len(lines) == 1
-        and lines[0].startswith("qstr: interrupted; ")
+        and lines[0].startswith(f"qstr: {said}; ")
         and "claims finished (table above)" in lines[0]
     )
     finished = int(lines[0].split("; ")[1].split(" of ")[0])

@@ -17,6 +17,7 @@ import contextlib
 import importlib.util
 import json
 import logging
+import os
 import pickle
 import queue
 import re
@@ -91,7 +92,8 @@ def local_cluster(jobs: int):
     short of kill -9). Its worker processes end on their own when this process dies (even by
     ``kill -9``: Dask's worker process exits when the pipe from its parent closes), and leave
     Ctrl-C to this process."""
-    folder = tempfile.mkdtemp(prefix="qstr-dask-")
+    _remove_stale_folders()
+    folder = tempfile.mkdtemp(prefix=f"qstr-dask-{os.getpid()}-")
     cluster = None
     try:
         cluster = LocalCluster(
@@ -109,6 +111,25 @@ def local_cluster(jobs: int):
             with _quiet(), contextlib.suppress(Exception):
                 cluster.close(timeout=10)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _remove_stale_folders() -> None:
+    """Remove the ``qstr-dask-<pid>-*`` folders of this user whose process is gone (a run killed
+    with kill -9 cannot remove its own)."""
+    top = tempfile.gettempdir()
+    for name in os.listdir(top):
+        parts = name.split("-")
+        if len(parts) < 4 or parts[:2] != ["qstr", "dask"] or not parts[2].isdigit():
+            continue
+        path = os.path.join(top, name)
+        try:
+            if os.stat(path).st_uid != os.getuid():
+                continue
+            os.kill(int(parts[2]), 0)  # raises ProcessLookupError once the process is gone
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            continue
 
 
 def dask_setup(worker) -> None:

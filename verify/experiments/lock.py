@@ -34,6 +34,15 @@ def _holder(text: str) -> str:
         return "an unknown process"
 
 
+def _remove_temporaries(folder: str) -> None:
+    """Remove the hidden ``.NAME.XXXX.tmp`` files an atomic write (verify/files.py) left in
+    ``folder`` when its run was killed; only the lock's holder writes there, so none is live."""
+    for name in os.listdir(folder):
+        if name.startswith(".") and name.endswith(".tmp") and name != LOCK_NAME:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(folder, name))
+
+
 @contextlib.contextmanager
 def folder_lock(folder: str) -> Iterator[FolderLock]:
     """Hold ``folder``'s lock for the block; ValueError naming the holder if another process
@@ -69,6 +78,7 @@ def folder_lock(folder: str) -> Iterator[FolderLock]:
         fh.write(json.dumps(me))
         fh.flush()
         taken = None if not left.strip() else _holder(left)
+        _remove_temporaries(folder)
         try:
             yield FolderLock(path, taken)
         finally:

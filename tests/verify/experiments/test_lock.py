@@ -55,3 +55,26 @@ def test_reproduce_into_a_folder_another_process_holds_is_one_line_and_exit_2(tm
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"pid {holder.pid} on host" in err[0], err
     assert not (out / "figure2.jsonl").exists()
+
+
+def test_the_holder_removes_temporaries_a_killed_run_left(tmp_path):
+    (tmp_path / ".figure2-paper-quick.pdf.k3j9x2.tmp").write_bytes(b"half")
+    (tmp_path / "figure2.jsonl").write_text("")
+    with folder_lock(str(tmp_path)):
+        assert sorted(p.name for p in tmp_path.iterdir()) == [LOCK_NAME, "figure2.jsonl"]
+
+
+def test_a_dask_folder_whose_process_is_gone_is_removed_and_a_live_ones_kept(tmp_path, monkeypatch):
+    import tempfile  # noqa: PLC0415
+
+    from qstr.verify.experiments import cluster  # noqa: PLC0415
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path))
+    (tmp_path / f"qstr-dask-{gone.pid}-abc").mkdir()
+    (tmp_path / f"qstr-dask-{os.getpid()}-def").mkdir()
+    (tmp_path / "qstr-dask-old-style").mkdir()
+    cluster._remove_stale_folders()
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == [f"qstr-dask-{os.getpid()}-def", "qstr-dask-old-style"]
