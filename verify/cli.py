@@ -564,6 +564,8 @@ def _list(args, console: Console) -> int:
 
 def _verify(args, console: Console) -> int:
     if args.list:
+        if args.json is not None:
+            raise UsageError("--list prints the claims index, --json writes results: not both")
         return _list(args, console)
     ctx = _context(args)
     _writable_file("--json", args.json)

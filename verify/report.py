@@ -34,6 +34,9 @@ def _shared(results: Sequence[Result], attr: str):
     return values.pop() if len(values) == 1 else None
 
 
+ID_WIDTH = 28  # a longer claim id folds onto more lines; the JSON records keep it whole
+
+
 def table(results: Sequence[Result], title: str) -> Table:
     """The claims table; device and dtype in the title when every claim shares them, else
     columns."""
@@ -43,14 +46,14 @@ def table(results: Sequence[Result], title: str) -> Table:
     t = Table(title=" · ".join([title] + shared), show_lines=False, expand=False)
     extra = [name for name, value in (("device", device), ("dtype", dtype)) if value is None]
     for col, kw in (
-        ("id", dict(style="bold", no_wrap=True)),
+        ("id", dict(style="bold", max_width=ID_WIDTH, overflow="fold")),  # full id: the JSON
         ("reference (seed / conf.)", dict()),
         ("statement", dict(ratio=3)),
         ("rests on", dict()),
-        ("measured", dict()),
-        ("bound", dict()),
+        ("measured", dict(min_width=8)),
+        ("bound", dict(min_width=8)),
         *((name, dict()) for name in extra),
-        ("holds", dict(justify="center")),
+        ("holds", dict(justify="center", min_width=5)),
         ("faults caught", dict(justify="center")),
         ("s", dict(justify="right")),
     ):

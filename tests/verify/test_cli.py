@@ -1010,3 +1010,9 @@ def test_a_bound_near_1_is_printed_as_given_and_torch_dtype_names_are_accepted(t
     argv = ["sample", "--N", "4", "--d", "3", "--dtype", "torch.float64", "--out", str(out)]
     assert main(argv) == 0
     assert torch.load(out)["x"].dtype == torch.float64
+
+
+def test_list_with_json_is_one_line_and_exit_2(tmp_path, capsys):
+    assert main(["verify", "--list", "--json", str(tmp_path / "x.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["qstr: error: --list prints the claims index, --json writes results: not both"]

@@ -56,3 +56,16 @@ def test_a_fault_whose_check_crashed_says_why():
         "fault 'f' NOT caught: still holds: h measured 1 <= 2; "
         "crashed: c - ZeroDivisionError: float division"
     )
+
+
+def test_a_long_claim_id_folds_and_leaves_the_numbers_readable():
+    import io  # noqa: PLC0415
+
+    r = _result("x" * 300, "cpu", "float64")
+    r.measured, r.bound = 0.123456, "<= 0.5"
+    buf = io.StringIO()
+    Console(width=120, file=buf).print(table([r], "qstr verify"))
+    text = buf.getvalue()
+    rows = [line.split("│") for line in text.splitlines() if line.startswith("│")]
+    assert [c.strip() for c in rows[0][5:8]] == ["0.1235", "<= 0.5", "yes 0/0"]
+    assert "".join(r[1].strip() for r in rows) == "x" * 300  # folded, not cut

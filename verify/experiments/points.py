@@ -174,7 +174,7 @@ class Point:
             )
 
     def _check_sizes(self) -> None:
-        """Every size an integer >= 1 (seed >= 0), every threshold None or a finite number > 0:
+        """Every size an integer >= 1 (seed >= 0), every threshold None or a finite number >= 0:
         a bad override is refused with its own name."""
         sizes = ["N", "q", "d", "check_every", "n_test", "batch_size", "max_steps", "width"]
         sizes += ["rnn_hidden"] + (["n_train"] if self.n_train is not None else [])
@@ -193,8 +193,8 @@ class Point:
             ok = v is None or (
                 isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
             )
-            if not ok or (v is not None and v <= 0):
-                raise ValueError(f"{name} must be None or a finite number > 0, got {v!r}")
+            if not ok or (v is not None and v < 0):
+                raise ValueError(f"{name} must be None or a finite number >= 0, got {v!r}")
         if isinstance(self.lr, bool) or not isinstance(self.lr, (int, float)):
             raise ValueError(f"lr must be a finite number > 0, got {self.lr!r}")
 

@@ -166,6 +166,11 @@ def run_points(
                 f"resuming: {len(points) - len(todo)} of {len(points)} points already in "
                 f"{results.path}"
             )
+        if bar.bar is not None and results.repaired:
+            bar.log(
+                f"note: the last line of {results.path} was incomplete (a write cut short) and "
+                "was removed; its point trains again"
+            )
         where = (
             f" (Dask at {scheduler})"
             if scheduler

@@ -179,8 +179,8 @@ def test_numpy_integers_and_ranges_are_seeds():
         ({"lr": float("nan")}, "lr must be a finite number > 0, got nan"),
         ({"n_test": 0}, "n_test must be an integer >= 1, got 0"),
         ({"max_steps": 2.5}, "max_steps must be an integer >= 1, got 2.5"),
-        ({"threshold": -1.0}, "threshold must be None or a finite number > 0"),
-        ({"threshold": float("inf")}, "threshold must be None or a finite number > 0"),
+        ({"threshold": -1.0}, "threshold must be None or a finite number >= 0"),
+        ({"threshold": float("inf")}, "threshold must be None or a finite number >= 0"),
         ({"ffn_hidden": (0, 8)}, "ffn_hidden must be integers >= 1"),
     ],
 )
