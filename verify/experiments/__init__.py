@@ -21,6 +21,7 @@ from qstr.verify.experiments.lock import folder_lock
 from qstr.verify.experiments.points import MATMUL, PROTOCOLS, Point, Protocol
 from qstr.verify.experiments.results import ResultsFile, figure_stem
 from qstr.verify.experiments.run import train_figure
+from qstr.verify.files import check_target
 from qstr.verify.threads import cpu_threads
 
 __all__ = [
@@ -118,6 +119,17 @@ def _check_options(mod, options: dict) -> None:
             )
 
 
+def _results_folder(out_dir: str, name: str) -> str:
+    """``out_dir``, created if missing, refused in one line when it cannot be (a name too long, a
+    file in the way) or when its rows file ``<name>.jsonl`` cannot be written (a folder there)."""
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"--out {out_dir}: cannot create it ({exc.strerror or exc})") from None
+    check_target("--out", os.path.join(out_dir, f"{name}.jsonl"))
+    return out_dir
+
+
 def run_experiment(
     name: str,
     *,
@@ -155,7 +167,7 @@ def run_experiment(
     _check_options(_module(name), options)
     if not isinstance(out_dir, (str, os.PathLike)) or not os.fspath(out_dir):
         raise ValueError(f"out_dir must be a folder path (str or os.PathLike), got {out_dir!r}")
-    out_dir = os.fspath(out_dir)
+    out_dir = _results_folder(os.fspath(out_dir), name)
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
     ex = Execution() if execution is None else execution

@@ -14,6 +14,7 @@ ran the earlier part.
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib.util
 import json
 import logging
@@ -23,6 +24,7 @@ import queue
 import re
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -52,15 +54,29 @@ def check_scheduler(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
         raise ValueError(
             f"--scheduler must be a Dask scheduler address like tcp://HOST:PORT, got {address!r}"
         )
+    reason = None
     try:
         with _quiet():
             client = Client(address, timeout=timeout, set_as_default=False)
     except Exception as exc:  # OSError, TimeoutError, CommClosedError ...
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+    if reason is not None:
+        _collect_quietly()  # the half-made Client's __del__ would print a traceback at exit
         raise ValueError(
             f"--scheduler {address}: no Dask scheduler answered within {timeout:g} s ({reason})"
-        ) from None
+        )
     client.close()
+
+
+def _collect_quietly() -> None:
+    """Collect garbage with the errors of finalisers (a failed Client's close) not printed."""
+    hook = sys.unraisablehook
+    sys.unraisablehook = lambda unraisable: None
+    try:
+        with _quiet():
+            gc.collect()
+    finally:
+        sys.unraisablehook = hook
 
 
 @contextlib.contextmanager

@@ -8,6 +8,7 @@ an interrupted client resumed, ``qstr reproduce --jobs 2`` as a process of its o
 import _thread
 import collections
 import contextlib
+import gc
 import json
 import logging
 import math
@@ -241,6 +242,7 @@ def test_bad_scheduler_address_is_one_line_and_exit_2(tmp_path, capsys, monkeypa
     for address, says in [
         ("nonsense", "like tcp://HOST:PORT"),
         (f"tcp://127.0.0.1:{port}", "no Dask scheduler"),
+        (f"tls://127.0.0.1:{port}", "no Dask scheduler"),  # a Client half made, then closed
     ]:
         assert (
             cli.main(
@@ -258,6 +260,12 @@ def test_bad_scheduler_address_is_one_line_and_exit_2(tmp_path, capsys, monkeypa
         )
         err = capsys.readouterr().err
         assert says in err and err.count("\n") == 1 and "Traceback" not in err
+        unraised = []
+        monkeypatch.setattr(sys, "unraisablehook", unraised.append)
+        gc.collect()  # no finaliser left to print a traceback at exit
+        monkeypatch.undo()
+        monkeypatch.setattr(cl, "CONNECT_TIMEOUT", 1.0)
+        assert unraised == [], [u.exc_value for u in unraised]
     assert not os.path.exists(tmp_path / "o" / "figure1.jsonl")
 
 

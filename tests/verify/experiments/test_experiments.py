@@ -40,3 +40,20 @@ def test_a_bad_execution_is_refused_before_anything_trains(tmp_path, execution, 
     with pytest.raises(ValueError, match=match):
         run_experiment("figure1", out_dir=str(tmp_path), quick=True, **kw)
     assert not (tmp_path / "figure1.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    "make, needle",
+    [
+        (lambda t: t / ("a" * 300), "cannot create it (File name too long)"),
+        (lambda t: (t / "j" / "figure2.jsonl").mkdir(parents=True) or t / "j", "is a directory"),
+        (lambda t: (t / "f").write_text("x") and t / "f", "is a file"),
+    ],
+)
+def test_a_results_folder_that_cannot_hold_the_rows_is_one_line(tmp_path, capsys, make, needle):
+    from qstr.verify import cli  # noqa: PLC0415
+
+    out = make(tmp_path)
+    assert cli.main(["reproduce", "figure2", "--quick", "--seeds", "1", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0], err
