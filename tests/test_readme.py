@@ -90,3 +90,22 @@ def test_every_dotted_name_in_the_readme_prose_imports():
                 continue
         for attr in parts[cut:]:
             obj = getattr(obj, attr)  # AttributeError names what does not import
+
+
+def test_the_readme_commands_print_what_it_says(capsys):
+    """Each quick `qstr ...` block (not the set-up blocks) runs as written, and the plain block
+    after it holds lines the command prints; the count of all claims is the registry's."""
+    import shlex  # noqa: PLC0415
+
+    import qstr.verify.claims as paper  # noqa: PLC0415
+
+    text = README.read_text()
+    pairs = re.findall(r"```bash\n(qstr [^\n]*)\n```\n\n[^`]*```\n(.*?)```", text, re.S)
+    assert pairs, "the README shows a qstr command and what it prints"
+    for command, shown in pairs:
+        assert main(shlex.split(command)[1:]) == 0
+        out = capsys.readouterr().out
+        for line in shown.strip().splitlines():
+            assert line in out, (command, line)
+    n = len(paper.select("quick"))
+    assert f"all {n} claims: `{n}/{n} claims hold with every fault caught`" in text

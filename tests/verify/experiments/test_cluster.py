@@ -13,10 +13,12 @@ import json
 import logging
 import math
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import replace
@@ -84,14 +86,16 @@ def wait_for_rows(path, n, timeout=120.0):
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    """A 2-worker LocalCluster (processes, one thread each) and a client of the test's own."""
+def cluster(tmp_path_factory):
+    """A 2-worker LocalCluster (processes, one thread each) and a client of the test's own, its
+    scratch space in the test's temporary folder."""
     lc = LocalCluster(
         n_workers=2,
         threads_per_worker=1,
         processes=True,
         silence_logs=logging.CRITICAL,
         dashboard_address=":0",
+        local_directory=str(tmp_path_factory.mktemp("dask")),
     )
     client = Client(lc, set_as_default=False)
     yield lc, client
@@ -378,6 +382,15 @@ def test_kill_9_of_reproduce_ends_its_dask_workers(tmp_path, tiny, tiny_grid):
         proc.wait()
     assert not outlive(tree), "processes outlived their parent"
 
+    def scratch():
+        return [
+            f for f in os.listdir(tempfile.gettempdir()) if f.startswith(f"qstr-dask-{proc.pid}-")
+        ]
+
+    assert scratch(), "kill -9 leaves the run's scratch folder"
+    cl._remove_stale_folders()  # what the next run does first
+    assert not scratch()
+
 
 def _free_port():
     with socket.socket() as s:
@@ -428,6 +441,7 @@ def dask_processes(*worker_args):
     )  # the `dask` command of this environment
     dask = [script] if os.path.exists(script) else [sys.executable, "-m", "dask"]
     quiet = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    scratch = tempfile.mkdtemp(prefix="qstr-test-dask-")  # the worker's, removed at the end
     procs = [
         subprocess.Popen(
             dask + ["scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
@@ -447,6 +461,8 @@ def dask_processes(*worker_args):
                     "1",
                     "--no-dashboard",
                     "--no-nanny",
+                    "--local-directory",
+                    scratch,
                     *worker_args,
                 ],
                 **quiet,
@@ -472,6 +488,7 @@ def dask_processes(*worker_args):
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 @pytest.fixture
