@@ -20,7 +20,23 @@ def gen():
     return g
 
 
+_DASK_TMP = []  # the folder Dask's scratch space goes to during the suite (removed after)
+
+
+def pytest_unconfigure(config):
+    import shutil  # noqa: PLC0415
+
+    for folder in _DASK_TMP:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def pytest_configure(config):
+    # Dask (here and in the processes the tests start) keeps its scratch space in a folder of the
+    # suite's own, not in the temporary directory it would leave it in
+    import tempfile  # noqa: PLC0415
+
+    _DASK_TMP.append(tempfile.mkdtemp(prefix="suite-dask-tmp-"))
+    os.environ["DASK_TEMPORARY_DIRECTORY"] = _DASK_TMP[-1]
     # The suite is many small tensor operations: one intra-op thread is faster on 2 shared cores
     # (see verify.registry.cpu_threads) and makes timings independent of the machine's load.
     torch.set_num_threads(1)
