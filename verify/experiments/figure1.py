@@ -214,13 +214,20 @@ def plot(rows: List[dict], stem: str, *, protocol: str) -> List[str]:
             plot_samples(ax, rs, by="N", title=name)
         else:
             ax.set_title(name + ": no rows")
-    quick = bool(rows) and all(r.get("quick") for r in rows)
-    proto = as_protocol(protocol)
-    fig.suptitle(
-        proto.label
-        + weight_decay_note(rows, proto.online_weight_decay(0.1))
-        + (" [quick: smaller N grid, 2 seeds, 1,000 test prompts]" if quick else ""),
-        fontsize=9,
-    )
+    fig.suptitle(title(rows, protocol), fontsize=9)
     fig.tight_layout()
     return save_figure(fig, stem)
+
+
+def title(rows: List[dict], protocol: str) -> str:
+    """The figure's title: the protocol, the weight decay if not the paper's, and for quick runs
+    the seeds and test prompts the rows have."""
+    proto = as_protocol(protocol)
+    out = proto.label + weight_decay_note(rows, proto.online_weight_decay(0.1))
+    if not (rows and all(r.get("quick") for r in rows)):
+        return out
+    seeds = len({r["seed"] for r in rows})
+    tests = sorted({r["config"]["n_test"] for r in rows if "config" in r})
+    sizes = f"{seeds} seed{'s' if seeds != 1 else ''}"
+    sizes += "".join(f", {n:,} test prompts" for n in tests[:1])
+    return out + f" [quick: smaller N grid, {sizes}]"

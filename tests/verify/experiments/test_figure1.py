@@ -77,3 +77,14 @@ def test_figure1_summary_orders_models_and_gives_ratios():
     assert h["N"] == 9 and h["order_fewest_first"] == ["transformer", "rnn", "ffn"]
     assert h["ratio_to_transformer"] == pytest.approx({"rnn": 1.5, "ffn": 6.0})
     assert h["not_reached_by_all"] == []
+
+
+def test_the_quick_title_counts_the_seeds_the_rows_have():
+    from qstr.verify.experiments import figure1  # noqa: PLC0415
+
+    cfg = {"n_test": 1000, "weight_decay": 0.1}
+    rows = [{"seed": s, "quick": True, "config": cfg} for s in (0, 1, 2)]
+    assert figure1.title(rows, "paper").endswith(
+        "[quick: smaller N grid, 3 seeds, 1,000 test prompts]"
+    )
+    assert "1 seed," in figure1.title(rows[:1], "paper")
