@@ -204,6 +204,12 @@ def _verify_options(v: argparse.ArgumentParser) -> None:
         help="after the table, the whole traceback of every check that crashed",
     )
     v.add_argument(
+        "--timeout",
+        type=_positive,
+        metavar="S",
+        help="fail a claim that runs longer than S seconds (for claims of your own that may hang)",
+    )
+    v.add_argument(
         "--fail-fast",
         action="store_true",
         help="stop at the first claim that fails (exit 1); for mutation testing",
@@ -585,7 +591,8 @@ def _verify(args, console: Console) -> int:
         with console.status("") as status:
             status.update(f"[0/{len(claims)}] checking {claims[0].id} ..." if claims else "")
             stop = (lambda r: not r.passed) if args.fail_fast else (lambda r: False)
-            for i, result in run_claims(claims, ctx, jobs, args.claims or (), stop):
+            claimed = run_claims(claims, ctx, jobs, args.claims or (), stop, args.timeout)
+            for i, result in claimed:
                 done[i] = result
                 results = [done[k] for k in sorted(done)]
                 if _INTERRUPTED.is_set():

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import multiprocessing
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from typing import Callable, Iterator, Sequence, Tuple
+from typing import Callable, Iterator, Optional, Sequence, Tuple
 
 from qstr.verify.claim import Claim, Context
 
@@ -24,10 +24,10 @@ def _load(modules: Sequence[str]) -> None:
         load_claims(module)
 
 
-def _run(claim_id: str, ctx: Context):
+def _run(claim_id: str, ctx: Context, timeout: Optional[float] = None):
     from qstr.verify.registry import REGISTRY, run_claim  # noqa: PLC0415
 
-    return run_claim(REGISTRY[claim_id], ctx)
+    return run_claim(REGISTRY[claim_id], ctx, timeout)
 
 
 def run_claims(
@@ -36,16 +36,17 @@ def run_claims(
     jobs: int,
     modules: Sequence[str] = (),
     stop: Callable[[object], bool] = lambda result: False,
+    timeout: Optional[float] = None,
 ) -> Iterator[Tuple[int, object]]:
     """(index into ``claims``, its Result) as each claim finishes: in order in this process when
     ``jobs`` is 1, else in ``jobs`` spawned workers (longest first is not guessed: claims are
     handed out in table order). After a result for which ``stop(result)`` is true no further
-    claim is started."""
+    claim is started. ``timeout``: each claim's time limit in seconds (``run_claim``)."""
     if jobs == 1:
         from qstr.verify.registry import run_claim  # noqa: PLC0415
 
         for i, c in enumerate(claims):
-            result = run_claim(c, ctx)
+            result = run_claim(c, ctx, timeout)
             yield i, result
             if stop(result):
                 return
@@ -58,7 +59,7 @@ def run_claims(
 
         def submit() -> None:
             i, c = queue.pop(0)
-            pending[pool.submit(_run, c.id, ctx)] = i
+            pending[pool.submit(_run, c.id, ctx, timeout)] = i
 
         for _ in range(min(jobs, len(queue))):
             submit()

@@ -7,9 +7,12 @@ declared with the primitives of ``qstr.verify.claim`` (docs/claims.md).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
@@ -299,9 +302,53 @@ def _run_fault(
     return FaultResult(fault.name, fault.breaks, caught, checks, refused="; ".join(refusals))
 
 
-def run_claim(claim: Claim, ctx: Context) -> Result:
-    """Run every check on the honest inputs and every fault's targets on its broken inputs."""
+class ClaimTimeout(BaseException):
+    """A claim ran past its time limit (``qstr verify --timeout``): not an Exception, so that no
+    check's handler swallows it."""
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: Optional[float]):
+    """Raise ClaimTimeout in the block after ``seconds`` (SIGALRM; the main thread of the process,
+    where the CLI and its worker processes run claims). None: no limit."""
+    if seconds is None:
+        yield
+        return
+    if threading.current_thread() is not threading.main_thread():
+        raise ValueError("a claim's time limit needs the main thread (SIGALRM)")
+
+    def expire(signum, frame):
+        raise ClaimTimeout(seconds)
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def run_claim(claim: Claim, ctx: Context, timeout: Optional[float] = None) -> Result:
+    """Run every check on the honest inputs and every fault's targets on its broken inputs; a
+    claim that runs past ``timeout`` seconds fails with every check and fault saying so."""
     start = time.perf_counter()
+    try:
+        with _time_limit(timeout):
+            return _run_claim(claim, ctx, start)
+    except ClaimTimeout:
+        error = f"timed out after {timeout:g} s (--timeout)"
+        checks = [
+            CheckResult(c.name, "error", "", "", False, error=error, evidence=c.evidence)
+            for c in claim.checks_in(ctx.profile)
+        ]
+        faults = [
+            FaultResult(f.name, f.breaks, False, error=error) for f in claim.faults_in(ctx.profile)
+        ]
+        return _result(claim, ctx, checks, faults, round(time.perf_counter() - start, 3), error)
+
+
+def _run_claim(claim: Claim, ctx: Context, start: float) -> Result:
     error = ""
     with cpu_threads(ctx.threads):
         try:

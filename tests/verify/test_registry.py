@@ -317,3 +317,29 @@ def test_a_users_file_named_like_an_installed_module_is_refused(tmp_path, monkey
     (tmp_path / "json.py").write_text("")
     with pytest.raises(ValueError, match="a module named 'json' is already imported"):
         load_claims(str(tmp_path / "json.py"))
+
+
+def test_a_claim_past_its_time_limit_fails_saying_so():
+    import time  # noqa: PLC0415
+
+    from qstr.verify.claim import Check, Claim, Context, Fault, Ref  # noqa: PLC0415
+    from qstr.verify.registry import run_claim  # noqa: PLC0415
+
+    def forever(inp, ctx):
+        while True:
+            time.sleep(0.01)
+
+    c = Claim(
+        id="user-hang",
+        ref=Ref("Eq. 1"),
+        statement="never ends",
+        inputs=lambda ctx: 0,
+        checks=[Check("loops", forever)],
+        faults=[Fault("none", lambda inp, ctx: 1, breaks=("loops",))],
+    )
+    start = time.perf_counter()
+    r = run_claim(c, Context(), timeout=0.5)
+    assert time.perf_counter() - start < 5 and not r.holds and not r.passed
+    said = "timed out after 0.5 s (--timeout)"
+    assert r.error.startswith(said)
+    assert [x.error for x in r.checks] == [said] and [f.error for f in r.faults] == [said]
