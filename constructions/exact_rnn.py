@@ -143,6 +143,7 @@ def exact_rnn(omega, d: int, g_net: TwoLayerNet, *, r_x: float, mu: float) -> De
         output_widths=out.widths,
         r_h=math.sqrt(q) * r_x,
         dtype=F64,
+        generator=torch.Generator(),  # its init is overwritten: the global stream stays untouched
     )
     trans.load_into(m.f_fwd)
     trans.load_into(m.f_bwd)

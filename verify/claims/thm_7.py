@@ -339,6 +339,19 @@ def thm7_member_exact(inp: Thm7Inputs) -> Verdict:
     return at_most(gap, 1e-12 * scale, detail=f"max |y_hat - g|, B = {m.Z.shape[0]}, N = {m.N}")
 
 
+def _h_columns_counted(n: int, N: int, P: Theorem7Params):
+    """The record with the transitions' first layers counted on (h, z): q d more columns each, for
+    the h they do not read (the class's P of a transition that reads its state)."""
+    b = theorem7_bound(n, N, P)
+    width = 2 * P.d + 2 * P.q * P.code_dim(N)  # the transition's first layer
+    return replace(b, n_params=b.n_params + 2 * width * P.q * P.d)
+
+
+claim.fault(
+    "P counts the h columns the transition does not read",
+    breaks=thm7_member_count,
+    apply=replaced(record=_h_columns_counted),
+)
 claim.fault(
     "gate rows' radius without their bias",
     breaks=thm7_member_radii,
