@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import numbers
 import json
+import numbers
 import math
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
@@ -15,7 +15,7 @@ import torch
 
 from qstr.constructions.codes import experimental_codebook, experimental_dim
 from qstr.constructions.experiment_models import build_practical
-from qstr.constructions.links import make_link
+from qstr.constructions.links import Mean, make_link
 from qstr.constructions.published_models import BiasedTransformer, EncodedFFN
 from qstr.constructions.task import QSTR
 from qstr.verify.training import EpochStream, Member, OnlineStream
@@ -284,6 +284,16 @@ def seeds_of(seeds, default: Sequence[int]) -> List[int]:
     if len(seeds) > MAX_SEEDS:
         raise ValueError(f"at most {MAX_SEEDS} seeds per run, got {len(seeds)}")
     return [int(s) for s in seeds]
+
+
+def prompt_bytes(p: Point, dtype=torch.float32) -> int:
+    """Bytes of the prompts a point's member holds: its test set and, for a fixed training set
+    (Figure 2), that set (``QSTR.sample_bytes``); checked against memory before members are
+    built (verify/experiments/run.py)."""
+    task = QSTR(p.N, p.d, Mean(q=p.q, d=p.d))
+    return task.sample_bytes(p.n_test, dtype) + (
+        task.sample_bytes(p.n_train, dtype) if p.n_train else 0
+    )
 
 
 def build_member(p: Point, *, device="cpu", dtype=torch.float32):

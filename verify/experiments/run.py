@@ -14,7 +14,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from qstr.verify.experiments import cluster
 from qstr.verify.experiments.base import RunConfig, train_points, wide_console
-from qstr.verify.experiments.points import Point
+from qstr.constructions import validate
+from qstr.verify.experiments.points import Point, prompt_bytes
 from qstr.verify.experiments.results import ResultsFile
 
 __all__ = [  # RunConfig, train_points and wide_console live in base.py (cluster.py needs them too)
@@ -160,6 +161,8 @@ def run_points(
     jobs = max(1, min(jobs, len(stacks))) if not cfg.local else 1
     scheduler = None if cfg.local else cfg.scheduler
     stacks = start_order(stacks, parallel=jobs > 1 or scheduler is not None)
+    if scheduler is None:
+        _check_memory(stacks, jobs, cfg)
     with _Progress(cfg.progress, cfg.console) as bar:
         if bar.bar is not None and len(todo) < len(points):
             bar.log(
@@ -212,6 +215,17 @@ def run_points(
                 stacks, report, results, replace(cfg, jobs=jobs, scheduler=scheduler), log=bar.log
             )
     return {r["point_id"]: r for r in results.rows_for(points)}
+
+
+def _check_memory(stacks: Sequence[Sequence[Point]], jobs: int, cfg: RunConfig) -> None:
+    """Refuse before any member is built when the prompts of the ``jobs`` largest stacks (the
+    stacks that may train at once on this machine) cannot fit in its memory."""
+    per = sorted((sum(prompt_bytes(p, cfg.dtype) for p in pts), len(pts)) for pts in stacks)
+    at_once = per[-jobs:] if per else []
+    members = sum(n for _, n in at_once)
+    validate.fits_in_memory(
+        f"the prompts of {members} members training at once", sum(b for b, _ in at_once), cfg.device
+    )
 
 
 def train_figure(figure: str, pts: Sequence[Point], out_dir: str, cfg: RunConfig) -> List[dict]:

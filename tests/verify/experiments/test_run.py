@@ -160,3 +160,19 @@ def test_progress_off_a_terminal_prints_plain_lines_as_it_goes():
         )  # within 30 s: no line
         written = buf.getvalue()
     assert written.count("step 10 of 1,000") == 1 and "step 20 of" not in written
+
+
+def test_members_whose_prompts_cannot_fit_are_refused_before_any_is_built(
+    tmp_path, tiny, tiny_grid, monkeypatch
+):
+    from qstr.constructions import validate  # noqa: PLC0415
+    from qstr.verify.experiments import figure1  # noqa: PLC0415
+    from qstr.verify.experiments import run as run_module  # noqa: PLC0415
+
+    built = []
+    monkeypatch.setattr(validate, "available_memory", lambda device: 1000)
+    monkeypatch.setattr(run_module, "train_points", lambda *a, **k: built.append(a))
+    pts = figure1.points(quick=True, seeds=2, overrides=tiny, N_values=tiny_grid)
+    with pytest.raises(ValueError, match=r"the prompts of \d+ members training at once needs"):
+        run_module.train_figure("figure1", pts, str(tmp_path), run_module.RunConfig(progress=False))
+    assert built == []
