@@ -82,12 +82,16 @@ def _difference(q: int, d: int) -> torch.Tensor:
     return W4
 
 
-def exact_transition_layers(d: int, q: int, d_e: int, *, mu: float, r_x: float) -> MLPWeights:
-    """The transition f(h, z) of docs/derivations/rnn-lower-bounds.md section 4 (the class of
-    Theorem 7): input (h, z) with h's q d columns zero, output x_i 1[t_l = i] per block l."""
+def _sizes(d, q, d_e, mu, r_x) -> tuple:
+    """The layers' arguments checked: sizes integers >= 1, mu in (0, 1), r_x > 0."""
     d, q, d_e = (validate.positive_int(k, v) for k, v in (("d", d), ("q", q), ("d_e", d_e)))
-    mu = validate.probability("mu", mu)
-    r_x = validate.positive_float("r_x", r_x)
+    return d, q, d_e, validate.probability("mu", mu), validate.positive_float("r_x", r_x)
+
+
+def exact_transition_layers(d: int, q: int, d_e: int, *, mu: float, r_x: float) -> MLPWeights:
+    """Prop 26's transition as Theorem 7's class has it (docs/derivations/rnn-lower-bounds.md,
+    section 4): input (h, z) with h's q d columns zero, output x_i 1[t_l = i] per block l."""
+    d, q, d_e, mu, r_x = _sizes(d, q, d_e, mu, r_x)
     first = _first_three(d, q, d_e, mu, r_x)
     W1, b1 = first[0]
     W1h = torch.cat([torch.zeros(W1.shape[0], q * d, dtype=F64), W1], dim=1)
@@ -97,9 +101,15 @@ def exact_transition_layers(d: int, q: int, d_e: int, *, mu: float, r_x: float) 
 def exact_output_layers(
     g_net: TwoLayerNet, d: int, q: int, d_e: int, *, mu: float, r_x: float
 ) -> MLPWeights:
-    """f_y on (h_fwd, h_bwd, z): layers 1-3 of the transition on z beside relu(+-(h_fwd + h_bwd))
+    """Prop 28's output net f_y on (h_fwd, h_bwd, z) as Theorem 7's class has it (rnn-lower-
+    bounds.md, section 4): layers 1-3 of the transition on z beside relu(+-(h_fwd + h_bwd))
     carried through, then g_net's W on [direct+, direct-, pass+, pass-] x [I, -I, I, -I], then
     g_net's a."""
+    if not isinstance(g_net, TwoLayerNet):
+        raise ValueError(f"g_net must be a TwoLayerNet, got {type(g_net).__name__}")
+    d, q, d_e, mu, r_x = _sizes(d, q, d_e, mu, r_x)
+    if g_net.W.shape[1] != q * d:
+        raise ValueError(f"g_net must read q d = {q * d} inputs, got {g_net.W.shape[1]}")
     first = _first_three(d, q, d_e, mu, r_x)
     qd, eye = q * d, torch.eye(q * d, dtype=F64)
     (W1, b1), (W2, b2), (W3, b3) = first
@@ -128,7 +138,6 @@ def exact_rnn(omega, d: int, g_net: TwoLayerNet, *, r_x: float, mu: float) -> De
     om = _alphabet_codes(omega)
     q = rnn_tokens(g_net, d)
     mu = validate.probability("mu", mu)
-    r_x = validate.positive_float("r_x", r_x)
     measured = codes_of(omega)[1]
     measured = coherence(om) if measured is None else measured
     if measured > mu:

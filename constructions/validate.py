@@ -37,7 +37,7 @@ def float_count(name: str, value, minimum: int = 1) -> int:
     if value > FLOAT_COUNT_MAX:
         raise ValueError(
             f"{name} must be at most 2^1023 (the bound is evaluated in float64), got about "
-            f"10^{len(str(value)) - 1}"
+            f"2^{value.bit_length() - 1}"
         )
     return value
 

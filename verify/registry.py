@@ -338,14 +338,20 @@ def run_claim(claim: Claim, ctx: Context, timeout: Optional[float] = None) -> Re
             return _run_claim(claim, ctx, start)
     except ClaimTimeout:
         error = f"timed out after {timeout:g} s (--timeout)"
-        checks = [
-            CheckResult(c.name, "error", "", "", False, error=error, evidence=c.evidence)
-            for c in claim.checks_in(ctx.profile)
-        ]
-        faults = [
-            FaultResult(f.name, f.breaks, False, error=error) for f in claim.faults_in(ctx.profile)
-        ]
+        checks, faults = _all_failed(
+            claim.checks_in(ctx.profile), claim.faults_in(ctx.profile), error
+        )
         return _result(claim, ctx, checks, faults, round(time.perf_counter() - start, 3), error)
+
+
+def _all_failed(checks_run, faults_run, error: str):
+    """Every check and fault of a claim that could not run (its inputs failed, or it timed out),
+    each failing with ``error``."""
+    checks = [
+        CheckResult(c.name, "error", "", "", False, error=error, evidence=c.evidence)
+        for c in checks_run
+    ]
+    return checks, [FaultResult(f.name, f.breaks, False, error=error) for f in faults_run]
 
 
 def _run_claim(claim: Claim, ctx: Context, start: float) -> Result:
@@ -357,11 +363,7 @@ def _run_claim(claim: Claim, ctx: Context, start: float) -> Result:
             inputs, error = None, f"building the inputs: {_error_line(exc)}"
         checks_run, faults_run = claim.checks_in(ctx.profile), claim.faults_in(ctx.profile)
         if error:
-            checks = [
-                CheckResult(c.name, "error", "", "", False, error=error, evidence=c.evidence)
-                for c in checks_run
-            ]
-            faults = [FaultResult(f.name, f.breaks, False, error=error) for f in faults_run]
+            checks, faults = _all_failed(checks_run, faults_run, error)
         else:
             checks = [run_check(c, inputs, ctx) for c in checks_run]
             honest = {c.name: c for c in checks}

@@ -416,9 +416,8 @@ def _constants_split(c: LipschitzCase) -> LipschitzCase:
     const = int((net.W.norm(dim=1) == 0).nonzero()[0])
     a = torch.cat([net.a, net.a[const : const + 1] / 2])
     a[const] = a[const] / 2
-    split = TwoLayerNet(
-        a=a, W=torch.cat([net.W, net.W[const : const + 1]]), b=torch.cat([net.b, net.b[const:][:1]])
-    )
+    one = slice(const, const + 1)
+    split = TwoLayerNet(a=a, W=torch.cat([net.W, net.W[one]]), b=torch.cat([net.b, net.b[one]]))
     return replace(c, built=replace(c.built, net=split))
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import numbers
 import math
+import numbers
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 

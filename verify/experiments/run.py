@@ -12,9 +12,9 @@ from typing import Dict, List, Optional, Sequence
 import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from qstr.constructions import validate
 from qstr.verify.experiments import cluster
 from qstr.verify.experiments.base import RunConfig, train_points, wide_console
-from qstr.constructions import validate
 from qstr.verify.experiments.points import Point, prompt_bytes
 from qstr.verify.experiments.results import ResultsFile
 

@@ -17,7 +17,7 @@ summaries by ``qstr.verify.experiments.verdict_table``.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 from qstr.verify.experiments import analysis
 
@@ -186,8 +186,3 @@ def lines(summary: dict) -> List[str]:
             f"figure {v['figure']}: {v['statement']}: {v['verdict']}{choice}: {v['numbers']}"
         )
     return out
-
-
-def by_statement(summary: dict) -> Dict[str, str]:
-    """statement -> verdict of a summary (for tests and printouts)."""
-    return {v["statement"]: v["verdict"] for v in summary.get("verdicts", [])}
