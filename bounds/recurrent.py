@@ -336,7 +336,8 @@ def memoriser_norm2_bound(n: int, *, depth: int = 2, K_y: float = 6.0) -> float:
 
 
 def theorem9_log_crossover(log_requirement: float, *, depth: int = 2, K_y: float = 6.0) -> float:
-    """ln n*, n* the real n with memoriser_norm2_bound(n) = exp(log_requirement): for n < n*
+    """Theorem 9's crossover in logs (docs/derivations/rnn-lower-bounds.md, section 3): ln n*, n*
+    the real n with memoriser_norm2_bound(n) = exp(log_requirement): for n < n*
     min-norm ERM prefers the memoriser over any generalising RNN (whose ||vec||^2 >=
     exp(log_requirement)); -inf where the requirement is vacuous. In logs, so that a requirement
     exponential in N (the volume form at d_h = sqrt N) never overflows."""
