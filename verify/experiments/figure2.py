@@ -185,8 +185,8 @@ def plot(rows: List[dict], stem: str, *, out_dir: str, protocol: str) -> List[st
         if rows:
             print(
                 f"qstr: note: the trained matrices ({rows[0]['matrix_file']}, ...) are not in "
-                f"{out_dir or '.'}: the figure is not drawn; rerun into a new --out to train them "
-                "again",
+                f"{out_dir or '.'}: the figure is not drawn; run the same qstr reproduce "
+                "command to train them again",
                 file=sys.stderr,
             )
         return []

@@ -296,27 +296,10 @@ def prompt_bytes(p: Point, dtype=torch.float32) -> int:
     )
 
 
-def build_member(p: Point, *, device="cpu", dtype=torch.float32):
-    """The :class:`verify.training.Member` of a point: task instance, model, streams, test set."""
+def _model(p: Point, d_e: int, kw: dict):
+    """The point's model (Figure 1-3's three architectures), built with ``kw`` (generator, dtype,
+    device)."""
     proto = as_protocol(p.protocol)
-    device = torch.device(device)
-    d_e = experimental_dim(p.N)
-    # task instance: u (link directions) and positional codes omega
-    if proto.published:  # one u for all N and seeds, one codebook per N for all seeds
-        g_link = generator(device, "published-u", p.figure, p.link, p.q, p.d)
-        g_code = generator(device, "published-codes", p.figure, p.N)
-    else:
-        g_link = generator(device, "u", p.figure, p.link, p.variant, p.N, p.q, p.d, p.seed)
-        g_code = generator(device, "codes", p.figure, p.variant, p.N, p.q, p.seed)
-    link = make_link(p.link, p.q, p.d, generator=g_link)
-    book, redraws = _codebook(p.N, g_code, device, dtype, distinct=not proto.published)
-    omega = book.omega
-    task = QSTR(p.N, p.d, link, variant=TASK_VARIANT[p.variant])
-    test_task = QSTR(p.N, p.d, link, variant="simple" if p.test_variant == "simple" else "general")
-    g_test = generator(device, "test", p.figure, p.test_variant, p.N, p.q, p.seed)
-    tp = test_task.sample(p.n_test, generator=g_test, device=device, dtype=dtype)
-    g_init = generator("cpu", "init", p.figure, p.model, p.variant, p.N, p.q, p.seed)
-    kw = dict(generator=g_init, dtype=dtype, device=device)
     D_e = p.d + (p.q + 1) * d_e
     if p.model == "transformer":
         if proto.published:
@@ -342,6 +325,45 @@ def build_member(p: Point, *, device="cpu", dtype=torch.float32):
             task=TASK_VARIANT[p.variant],
             **kw,
         )
+    return model
+
+
+def model_bytes(p: Point, dtype=torch.float32) -> int:
+    """Bytes a point's member holds for its model while training: weights, gradients and
+    AdamW's two moments, counted on the meta device (nothing is allocated)."""
+    key = config_id({**p.config, "seed": 0})  # the seed changes the weights, not their count
+    if key not in _PARAMETERS:
+        kw = dict(generator=None, dtype=torch.float32, device=torch.device("meta"))
+        model = _model(p, experimental_dim(p.N), kw)
+        _PARAMETERS[key] = sum(t.numel() for t in model.parameters())
+    return 4 * _PARAMETERS[key] * torch.empty((), dtype=dtype).element_size()
+
+
+_PARAMETERS: dict = {}  # parameter counts by configuration less the seed (model_bytes)
+
+
+def build_member(p: Point, *, device="cpu", dtype=torch.float32):
+    """The :class:`verify.training.Member` of a point: task instance, model, streams, test set."""
+    proto = as_protocol(p.protocol)
+    device = torch.device(device)
+    d_e = experimental_dim(p.N)
+    # task instance: u (link directions) and positional codes omega
+    if proto.published:  # one u for all N and seeds, one codebook per N for all seeds
+        g_link = generator(device, "published-u", p.figure, p.link, p.q, p.d)
+        g_code = generator(device, "published-codes", p.figure, p.N)
+    else:
+        g_link = generator(device, "u", p.figure, p.link, p.variant, p.N, p.q, p.d, p.seed)
+        g_code = generator(device, "codes", p.figure, p.variant, p.N, p.q, p.seed)
+    link = make_link(p.link, p.q, p.d, generator=g_link)
+    book, redraws = _codebook(p.N, g_code, device, dtype, distinct=not proto.published)
+    omega = book.omega
+    task = QSTR(p.N, p.d, link, variant=TASK_VARIANT[p.variant])
+    test_task = QSTR(p.N, p.d, link, variant="simple" if p.test_variant == "simple" else "general")
+    g_test = generator(device, "test", p.figure, p.test_variant, p.N, p.q, p.seed)
+    tp = test_task.sample(p.n_test, generator=g_test, device=device, dtype=dtype)
+    g_init = generator("cpu", "init", p.figure, p.model, p.variant, p.N, p.q, p.seed)
+    kw = dict(generator=g_init, dtype=dtype, device=device)
+    model = _model(p, d_e, kw)
     g_train = generator(device, "train", p.figure, p.variant, p.N, p.q, p.seed)
     if p.n_train is None:
         stream = OnlineStream(task, g_train, dtype=dtype)

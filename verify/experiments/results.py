@@ -11,7 +11,7 @@ from typing import Iterable, List, Optional
 import torch
 
 from qstr.verify.experiments.points import Point, config_id
-from qstr.verify.files import strict_json, write_json_file
+from qstr.verify.files import strict_json, write_atomic, write_json_file
 
 
 def environment(device) -> dict:
@@ -81,6 +81,15 @@ class ResultsFile:
             ) from None
         self.rows.append(row)
         self.ids.add(row.get("point_id"))
+
+    def drop(self, point_ids: Iterable[str]) -> None:
+        """Remove the rows of ``point_ids`` (their points then train again), rewriting the file
+        atomically; only under the results folder's lock (:mod:`.lock`)."""
+        gone = set(point_ids)
+        self.rows = [r for r in self.rows if r.get("point_id") not in gone]
+        self.ids -= gone
+        text = "".join(json.dumps(r, allow_nan=False) + "\n" for r in self.rows)
+        write_atomic(self.path, lambda fh: fh.write(text.encode()))
 
     def rows_for(self, points: Iterable[Point]) -> List[dict]:
         by_id = {r["point_id"]: r for r in self.rows if "point_id" in r}

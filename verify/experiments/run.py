@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import time
 from dataclasses import replace
 from typing import Dict, List, Optional, Sequence
@@ -15,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from qstr.constructions import validate
 from qstr.verify.experiments import cluster
 from qstr.verify.experiments.base import RunConfig, train_points, wide_console
-from qstr.verify.experiments.points import Point, prompt_bytes
+from qstr.verify.experiments.points import Point, model_bytes, prompt_bytes
 from qstr.verify.experiments.results import ResultsFile
 
 __all__ = [  # RunConfig, train_points and wide_console live in base.py (cluster.py needs them too)
@@ -218,21 +219,46 @@ def run_points(
 
 
 def _check_memory(stacks: Sequence[Sequence[Point]], jobs: int, cfg: RunConfig) -> None:
-    """Refuse before any member is built when the prompts of the ``jobs`` largest stacks (the
-    stacks that may train at once on this machine) cannot fit in its memory."""
-    per = sorted((sum(prompt_bytes(p, cfg.dtype) for p in pts), len(pts)) for pts in stacks)
+    """Refuse before any member is built when the prompts and models (weights, gradients, AdamW's
+    moments) of the ``jobs`` largest stacks (those that may train at once on this machine) cannot
+    fit in its memory."""
+    per = sorted(
+        (sum(prompt_bytes(p, cfg.dtype) + model_bytes(p, cfg.dtype) for p in pts), len(pts))
+        for pts in stacks
+    )
     at_once = per[-jobs:] if per else []
     members = sum(n for _, n in at_once)
     validate.fits_in_memory(
-        f"the prompts of {members} members training at once", sum(b for b, _ in at_once), cfg.device
+        f"the prompts and models of {members} member{'s' * (members != 1)} training at once",
+        sum(b for b, _ in at_once),
+        cfg.device,
     )
 
 
 def train_figure(figure: str, pts: Sequence[Point], out_dir: str, cfg: RunConfig) -> List[dict]:
     """Train (or resume) ``pts`` into ``out_dir/<figure>.jsonl`` with :func:`run_points`;
     returns the rows of ``pts`` in their order."""
-    by_id = run_points(pts, ResultsFile(os.path.join(out_dir, f"{figure}.jsonl"), figure), cfg)
+    results = ResultsFile(os.path.join(out_dir, f"{figure}.jsonl"), figure)
+    _retrain_lost_files(results, pts, out_dir)
+    by_id = run_points(pts, results, cfg)
     return [by_id[p.point_id] for p in pts if p.point_id in by_id]
+
+
+def _retrain_lost_files(results: ResultsFile, pts: Sequence[Point], out_dir: str) -> None:
+    """Rows whose per-point file (Figure 2's ``matrix_file``) is no longer in ``out_dir`` are
+    removed, with a note, so that their points train again and the file is written anew."""
+    lost = [
+        r
+        for r in results.rows_for(pts)
+        if "matrix_file" in r and not os.path.isfile(os.path.join(out_dir, r["matrix_file"]))
+    ]
+    if lost:
+        print(
+            f"qstr: note: {len(lost)} trained point(s) of {results.path} lost their file "
+            f"({lost[0]['matrix_file']}{', ...' if len(lost) > 1 else ''}); they train again",
+            file=sys.stderr,
+        )
+        results.drop(r["point_id"] for r in lost)
 
 
 def _checks_jobs(jobs) -> int:

@@ -78,3 +78,30 @@ def test_rows_whose_matrices_are_gone_draw_no_figure_and_say_so(tmp_path, capsys
     assert figure2.plot(rows, str(tmp_path / "f"), out_dir=str(tmp_path), protocol="paper") == []
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "figure2-paper-quick-seed0.pt" in err[0] and "not drawn" in err[0]
+
+
+def test_a_point_whose_matrix_file_is_gone_trains_again_on_resume(tmp_path, capsys):
+    """Resuming into a folder whose rows name a matrix file no longer there retrains that point,
+    with a note: the file is back, the point has one row, and its numbers are the first run's
+    (to float32 rounding)."""
+    run = dict(
+        out_dir=str(tmp_path),
+        N=12,
+        n_train=256,
+        epochs=2,
+        seeds=[0, 1],
+        overrides={"width": 8, "n_test": 32},
+        execution=Execution(progress=False, threads=1),
+    )
+    first = run_experiment("figure2", **run)
+    (tmp_path / first[1]["matrix_file"]).unlink()
+    capsys.readouterr()
+    again = run_experiment("figure2", **run)
+    err = capsys.readouterr().err
+    assert "1 trained point(s)" in err and first[1]["matrix_file"] in err and "train again" in err
+    assert (tmp_path / first[1]["matrix_file"]).is_file()
+    lines = (tmp_path / "figure2.jsonl").read_text().splitlines()
+    assert sorted(json.loads(x)["seed"] for x in lines) == [0, 1]
+    # retrained alone, not in a stack of two: float32 products round differently
+    assert [r["block_mass"] for r in again] == pytest.approx([r["block_mass"] for r in first])
+    assert again[0]["finished"] == first[0]["finished"]  # the kept point was not retrained

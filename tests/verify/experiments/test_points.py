@@ -10,7 +10,7 @@ import torch
 from qstr.constructions.experiment_models import PracticalFFN
 from qstr.constructions.published_models import EncodedFFN
 from qstr.verify.experiments import Execution, figure1, run_experiment
-from qstr.verify.experiments.points import Point, build_member
+from qstr.verify.experiments.points import Point, build_member, model_bytes
 
 
 @pytest.mark.parametrize(
@@ -197,3 +197,14 @@ def test_figure2_options_at_zero_are_refused_not_replaced_by_defaults(option):
 
     with pytest.raises(ValueError, match=f"{option} must be an integer >= "):
         figure2.points(quick=True, **{option: 0})
+
+
+@pytest.mark.parametrize("protocol", ["paper", "published"])
+def test_model_bytes_counts_the_built_models_parameters_four_times(protocol):
+    """model_bytes (the memory check's model term) = 4 x (parameters of the member's built model)
+    x bytes per number: weights, gradients and AdamW's two moments; one point of each model."""
+    pts = figure1.points(quick=True, seeds=1, protocol=protocol)
+    for model in ("transformer", "rnn", "ffn"):
+        p = next(p for p in pts if p.model == model)
+        n = sum(t.numel() for t in build_member(p).model.parameters())
+        assert model_bytes(p) == 16 * n and model_bytes(p, torch.float64) == 32 * n

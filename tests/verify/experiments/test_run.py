@@ -162,7 +162,7 @@ def test_progress_off_a_terminal_prints_plain_lines_as_it_goes():
     assert written.count("step 10 of 1,000") == 1 and "step 20 of" not in written
 
 
-def test_members_whose_prompts_cannot_fit_are_refused_before_any_is_built(
+def test_members_whose_prompts_and_models_cannot_fit_are_refused_before_any_is_built(
     tmp_path, tiny, tiny_grid, monkeypatch
 ):
     from qstr.constructions import validate  # noqa: PLC0415
@@ -173,6 +173,25 @@ def test_members_whose_prompts_cannot_fit_are_refused_before_any_is_built(
     monkeypatch.setattr(validate, "available_memory", lambda device: 1000)
     monkeypatch.setattr(run_module, "train_points", lambda *a, **k: built.append(a))
     pts = figure1.points(quick=True, seeds=2, overrides=tiny, N_values=tiny_grid)
-    with pytest.raises(ValueError, match=r"the prompts of \d+ members training at once needs"):
+    with pytest.raises(ValueError, match=r"prompts and models of \d+ members training at once"):
         run_module.train_figure("figure1", pts, str(tmp_path), run_module.RunConfig(progress=False))
     assert built == []
+
+
+def test_the_memory_check_counts_the_models_not_only_the_prompts(tmp_path, monkeypatch):
+    """Figure 3's q = 4 RNNs (GRU 2000): the prompts of both members fit in the memory offered,
+    one member's model (weights, gradients, AdamW's moments: 16 bytes a parameter) does not."""
+    from qstr.constructions import validate  # noqa: PLC0415
+    from qstr.verify.experiments import figure3  # noqa: PLC0415
+    from qstr.verify.experiments import run as run_module  # noqa: PLC0415
+    from qstr.verify.experiments.points import model_bytes, prompt_bytes  # noqa: PLC0415
+
+    pts = [p for p in figure3.points(seeds=2) if p.model == "rnn" and p.q == 4]
+    prompts = sum(prompt_bytes(p) for p in pts)
+    models = sum(model_bytes(p) for p in pts)
+    assert models > 10 * prompts
+    monkeypatch.setattr(validate, "available_memory", lambda device: prompts)
+    monkeypatch.setattr(run_module, "train_points", lambda *a, **k: pytest.fail("trained"))
+    cfg = run_module.RunConfig(progress=False, jobs=1)
+    with pytest.raises(ValueError, match=r"prompts and models of \d+ members? training at once"):
+        run_module.train_figure("figure3", pts, str(tmp_path), cfg)
