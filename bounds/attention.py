@@ -11,7 +11,6 @@ from typing import Optional, Sequence, Tuple
 
 import numpy as np
 import torch
-from scipy.optimize import minimize_scalar
 
 from qstr.constructions import validate
 from qstr.constructions.attention import (
@@ -315,6 +314,8 @@ def _sparse_min_A(N, q, mu):
     vals = np.array([_sparse_bound_A(N, q, mu, A) for A in grid])
     i = int(vals.argmin())
     lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
+    from scipy.optimize import minimize_scalar  # noqa: PLC0415 - lazy: scipy takes ~1 s to import
+
     res = minimize_scalar(
         lambda A: _sparse_bound_A(N, q, mu, A),
         bounds=(lo, hi),

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Optional
 
 import torch
-from scipy import stats
 
 from qstr.constructions import validate
 from qstr.bounds.gaussian import VarianceEstimate
@@ -282,4 +281,6 @@ def mc_bayes_risk_from_training(
 def zcrit(confidence: float) -> float:
     """Two-sided normal critical value for ``confidence``."""
     confidence = validate.probability("confidence", confidence)
+    from scipy import stats  # noqa: PLC0415 - lazy: scipy takes ~1 s to import
+
     return float(stats.norm.ppf(0.5 + confidence / 2))

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 
 
 import torch
-from scipy import stats
 
 from qstr.constructions import validate
 
@@ -43,6 +42,8 @@ class VarianceEstimate:
 
     @property
     def halfwidth(self) -> float:
+        from scipy import stats  # noqa: PLC0415 - lazy: scipy takes ~1 s to import
+
         return stats.norm.ppf(0.5 + self.confidence / 2) * self.stderr
 
     @property

@@ -11,7 +11,6 @@ from functools import lru_cache
 
 import numpy as np
 import torch
-from scipy import stats
 
 from qstr.constructions.validate import (
     device_of,
@@ -252,6 +251,8 @@ def rademacher_pair_tail(d_e: int, mu: float = 0.5) -> float:
             count += term
             term = term * (d_e - b) // (b + 1)
         return float(Fraction(2 * count, 2**d_e))
+    from scipy import stats  # noqa: PLC0415 - lazy: scipy takes ~1 s to import
+
     return float(2 * stats.binom.cdf(low, d_e, 0.5))
 
 
@@ -266,6 +267,8 @@ def _tail_cut(d_e: int, mu: float) -> int:
 def _tail_many(ds: np.ndarray, mu: float) -> np.ndarray:
     """Vectorized tail for many d_e (scipy), used to scan for the dimension rule."""
     lows = np.array([_tail_cut(int(d), mu) for d in ds])
+    from scipy import stats  # noqa: PLC0415 - lazy: scipy takes ~1 s to import
+
     return 2 * stats.binom.cdf(lows, ds, 0.5)
 
 

@@ -11,7 +11,6 @@ from typing import Callable
 
 import mpmath
 import torch
-from scipy import optimize
 
 from qstr.bounds.recurrent import generalising_log_norm2, prop8_log_norm_lower_bound
 from qstr.bounds.recurrent import prop8_norm_lower_bound_paper, prop8_packing
@@ -106,6 +105,8 @@ def packing_exists(pk) -> bool:
 
 def chernoff_rate(a: float) -> float:
     """sup_theta [ln(1 + 2 theta) / 2 - theta a], the chi^2 lower-tail exponent, numerically."""
+    from scipy import optimize  # noqa: PLC0415 - lazy: scipy takes ~1 s to import
+
     res = optimize.minimize_scalar(
         lambda th: th * a - 0.5 * math.log1p(2 * th),
         bounds=(0.0, 1e6),

@@ -8,7 +8,6 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 import torch
-from scipy import stats
 
 from qstr.bounds.interpolation import LEMMA37_NORM_FACTOR, gap_threshold, lemma37_union_bound
 from qstr.constructions.interpolation import Lemma37Events, SeparatingDirection, certified_gap
@@ -39,6 +38,8 @@ claim = register(
 def clopper_pearson(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
     """One-sided Clopper-Pearson bounds (lower, upper) for a binomial proportion k / n."""
     alpha = 1.0 - confidence
+    from scipy import stats  # noqa: PLC0415 - lazy: scipy takes ~1 s to import
+
     lo = 0.0 if k == 0 else float(stats.beta.ppf(alpha, k, n - k + 1))
     hi = 1.0 if k == n else float(stats.beta.ppf(1.0 - alpha, k + 1, n - k))
     return lo, hi

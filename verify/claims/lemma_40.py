@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Tuple
 
-from scipy import stats
 
 from qstr.bounds.gaussian import (
     VarianceEstimate,
@@ -60,6 +59,8 @@ def lemma40_inputs(ctx: Context) -> Lemma40Inputs:
         V = random_orthonormal_rows(r, k, generator=ctx.generator("lemma-40/V", k, r, device=dev))
         g = ctx.generator("lemma-40/samples", k, r, device=dev)
         estimates.append(mc_conditional_sqnorm_variance(V, generator=g, **sizes))
+    from scipy import stats  # noqa: PLC0415 - lazy: scipy takes ~1 s to import
+
     zcrit = float(stats.norm.ppf(0.5 + per_case / 2))
     return Lemma40Inputs(LEMMA40_CASES, tuple(estimates), zcrit, n_outer + n_inner)
 
