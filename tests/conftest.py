@@ -20,13 +20,13 @@ def gen():
     return g
 
 
-_DASK_TMP = []  # the folder Dask's scratch space goes to during the suite (removed after)
+_SUITE_TMP = []  # the suite's folders: Dask's scratch space, a bytecode cache (removed after)
 
 
 def pytest_unconfigure(config):
     import shutil  # noqa: PLC0415
 
-    for folder in _DASK_TMP:
+    for folder in _SUITE_TMP:
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -35,8 +35,14 @@ def pytest_configure(config):
     # suite's own, not in the temporary directory it would leave it in
     import tempfile  # noqa: PLC0415
 
-    _DASK_TMP.append(tempfile.mkdtemp(prefix="suite-dask-tmp-"))
-    os.environ["DASK_TEMPORARY_DIRECTORY"] = _DASK_TMP[-1]
+    _SUITE_TMP.append(tempfile.mkdtemp(prefix="suite-dask-tmp-"))
+    os.environ["DASK_TEMPORARY_DIRECTORY"] = _SUITE_TMP[-1]
+    # Where no bytecode may be written beside the sources, the Python processes the tests start
+    # (pytest --qstr, qstr verify) share a bytecode cache of the suite's own instead: each would
+    # otherwise compile, and assertion-rewrite, every module it imports (about 3 s a pytest run)
+    if os.environ.pop("PYTHONDONTWRITEBYTECODE", None):
+        _SUITE_TMP.append(tempfile.mkdtemp(prefix="suite-pycache-"))
+        os.environ["PYTHONPYCACHEPREFIX"] = _SUITE_TMP[-1]
     # The suite is many small tensor operations: one intra-op thread is faster on 2 shared cores
     # (see verify.registry.cpu_threads) and makes timings independent of the machine's load.
     torch.set_num_threads(1)
