@@ -520,7 +520,8 @@ def _context(args):
 
     if args.profile not in PROFILES:
         raise ValueError(f"--profile must be one of {', '.join(PROFILES)}, got {args.profile!r}")
-    device = _device(args.device or ("cuda" if args.profile == "gpu" else "cpu"))
+    default = "cuda" if args.profile == "gpu" else "cpu"
+    device = _device(default if args.device is None else args.device)
     cores = os.cpu_count() or 1
     if args.threads > cores:
         raise ValueError(f"--threads {args.threads}: this machine has {cores} CPU cores")
@@ -646,7 +647,7 @@ def _codebook(args, console: Console) -> int:
     from qstr.constructions.codes import coherence_report  # noqa: PLC0415 - fast --help
 
     _writable_file("--out", args.out)
-    book = _saved_codebook(args) if args.check else _new_codebook(args)
+    book = _saved_codebook(args) if args.check is not None else _new_codebook(args)
     rep = coherence_report(book.omega, args.mu)
     pair = f"pair {rep.pair}" if rep.pair is not None else f"no pairs: N = {book.N}"
     verdict = "meets" if rep.mu <= args.mu else "VIOLATES"
@@ -874,6 +875,9 @@ def _reproduce(args, console: Console) -> int:
     from qstr.verify.experiments import Execution, run_experiment  # noqa: PLC0415 - fast --help
 
     _device(args.device)
+    cores = os.cpu_count() or 1
+    if args.jobs is not None and args.jobs > cores and args.scheduler is None:
+        raise ValueError(f"--jobs {args.jobs}: this machine has {cores} CPU cores")
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise ValueError(f"--out {args.out} is a file; give a results directory")
     _writable_dir("--out", args.out)

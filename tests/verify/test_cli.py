@@ -973,6 +973,7 @@ def test_summarize_recomputes_the_committed_summary_from_its_rows(tmp_path, caps
         (lambda p: None, "no such rows file"),
         (lambda p: p.write_text(""), "holds no rows"),
         (lambda p: p.write_text('{"figure": "figure3"}\n'), "figure"),
+        (lambda p: p.write_text('{"figure": "figure1", "protocol": "paper"}\n'), "row 1: not a"),
     ],
 )
 def test_summarize_bad_rows_are_one_line(tmp_path, capsys, make, needle):
@@ -998,6 +999,23 @@ def test_sizes_and_tolerances_out_of_reach_are_one_line_before_any_work(
     tmp_path, capsys, argv, needle
 ):
     assert main(argv + ["--out", str(tmp_path / "x.pt")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0], err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["verify", "--only", "data-model", "--device", ""], "--device must be cpu"),
+        (["codebook", "--N", "16", "--check", ""], "--check"),
+        (["reproduce", "figure2", "--quick", "--jobs", "4097", "--out", "{tmp}"], "CPU cores"),
+    ],
+)
+def test_empty_names_and_more_jobs_than_cores_are_one_line(tmp_path, capsys, argv, needle):
+    """Found by studies/bad_inputs.py: an empty --device or --check was taken as no option, and
+    reproduce took any --jobs (verify already refused more jobs than cores)."""
+    assert main([a.replace("{tmp}", str(tmp_path / "r")) for a in argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and needle in err[0], err
     assert list(tmp_path.iterdir()) == []

@@ -19,7 +19,7 @@ from qstr.verify.experiments.base import RunConfig
 from qstr.verify.experiments.cluster import check_scheduler
 from qstr.verify.experiments.lock import folder_lock
 from qstr.verify.experiments.points import MATMUL, PROTOCOLS, Point, Protocol
-from qstr.verify.experiments.results import ResultsFile, figure_stem
+from qstr.verify.experiments.results import ROW_KEYS, ResultsFile, figure_stem
 from qstr.verify.experiments.run import train_figure
 from qstr.verify.files import check_target
 from qstr.verify.threads import cpu_threads
@@ -219,6 +219,12 @@ def summarize_rows(name: str, rows_path: str, *, stem: Optional[str] = None, pro
     rows = ResultsFile(rows_path, figure).rows
     if not rows:
         raise ValueError(f"{rows_path} holds no rows")
+    for number, row in enumerate(rows, 1):
+        missing = [k for k in ROW_KEYS + ("point_id", "config") if k not in row]
+        if missing:
+            raise ValueError(
+                f"{rows_path}, row {number}: not a row of qstr reproduce (no {missing[0]!r})"
+            )
     kinds = {(r["protocol"], bool(r["quick"])) for r in rows}
     if len(kinds) != 1:
         raise ValueError(f"{rows_path} mixes protocols or sizes: {sorted(kinds)}")
