@@ -707,6 +707,8 @@ def _load_codebook_file(path: str) -> dict:
     or a one-line ValueError."""
     import torch  # noqa: PLC0415 - fast --help
 
+    if not os.path.isfile(path):
+        raise ValueError(f"--check {path!r}: no such file")
     try:
         obj = torch.load(path, weights_only=True)
     except (

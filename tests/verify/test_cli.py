@@ -1008,7 +1008,7 @@ def test_sizes_and_tolerances_out_of_reach_are_one_line_before_any_work(
     "argv, needle",
     [
         (["verify", "--only", "data-model", "--device", ""], "--device must be cpu"),
-        (["codebook", "--N", "16", "--check", ""], "--check"),
+        (["codebook", "--N", "16", "--check", ""], "--check '': no such file"),
         (["reproduce", "figure2", "--quick", "--jobs", "4097", "--out", "{tmp}"], "CPU cores"),
     ],
 )
