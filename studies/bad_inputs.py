@@ -6,8 +6,9 @@ must give exit status 2 and one line on stderr, never a traceback or a long run.
 
 Each option of each command gets the values that are invalid for its kind (sizes, seeds,
 positive numbers, fractions in (0, 1), names, paths) on top of a valid, fast command line;
-the cases of issue 42's report are added by hand. Prints one line per case that breaks the rule
-and a count by outcome; ``--out`` writes every case as a JSON line.
+the cases of issue 42's report are added by hand. Then bad arguments to the Python API, in this
+process, each of which must raise one ValueError line. Prints one line per case that breaks the
+rule and a count by outcome; ``--out`` writes every case as a JSON line.
 """
 
 from __future__ import annotations
@@ -147,6 +148,70 @@ def verdict(row: dict) -> str:
     return f"exit {row['status']}"
 
 
+def api_cases(tmp: str):
+    """(name, call) for bad arguments to the Python API: each must raise one ValueError line."""
+    import torch  # noqa: PLC0415 - the API cases only
+
+    from qstr.bounds.transformer import Theorem4Params, theorem4_bound  # noqa: PLC0415
+    from qstr.constructions.codes import Codebook, build_codebook, rademacher_dim  # noqa: PLC0415
+    from qstr.verify.experiments import Execution, run_experiment  # noqa: PLC0415
+
+    def reproduce(name="figure1", **kw):
+        ex = Execution(progress=False, jobs=1)
+        return lambda: run_experiment(name, out_dir=kw.pop("out_dir", tmp), execution=ex, **kw)
+
+    quick = dict(quick=True)
+    yield "seeds='12'", reproduce(seeds="12", **quick)
+    yield "seeds=[1.7]", reproduce(seeds=[1.7], **quick)
+    yield "seeds=[2**70]", reproduce(seeds=[2**70], **quick)
+    yield "seeds=[0, 0]", reproduce(seeds=[0, 0], **quick)
+    yield "seeds=10**6", reproduce(seeds=10**6, **quick)
+    for key, value in (("lr", float("nan")), ("n_test", 0), ("threshold", -1.0)):
+        yield f"overrides {key}={value}", reproduce(overrides={key: value}, **quick)
+    yield "overrides max_steps=2.5", reproduce(overrides={"max_steps": 2.5}, **quick)
+    yield "overrides bogus=1", reproduce(overrides={"bogus": 1}, **quick)
+    for key in ("N", "epochs", "n_train"):
+        yield f"figure2 {key}=0", reproduce("figure2", **{key: 0})
+    yield "out_dir=None", reproduce(out_dir=None, **quick)
+    yield "figure4", reproduce("figure4")
+    yield "protocol='papr'", reproduce(protocol="papr", **quick)
+    yield (
+        "Execution(jobs=0)",
+        lambda: run_experiment(
+            "figure1", out_dir=tmp, quick=True, execution=Execution(jobs=0, progress=False)
+        ),
+    )
+    yield (
+        "Execution(device='tpu')",
+        lambda: run_experiment(
+            "figure1", out_dir=tmp, quick=True, execution=Execution(device="tpu", progress=False)
+        ),
+    )
+    p0 = Theorem4Params.default()
+    yield "theorem4_bound(10**400)", lambda: theorem4_bound(10**400, 16, p0)
+    yield "theorem4_bound(N=1)", lambda: theorem4_bound(10, 1, p0)
+    yield "from_tensor(meta)", lambda: Codebook.from_tensor(torch.eye(4, device="meta"))
+    yield "from_tensor(1-d)", lambda: Codebook.from_tensor(torch.ones(4))
+    yield (
+        "build_codebook(mu_max=1e-300)",
+        lambda: build_codebook(16, kind="rademacher", mu_max=1e-300),
+    )
+    yield "rademacher_dim(16, 1e-3, 1e-10)", lambda: rademacher_dim(16, 1e-3, 1e-10)
+    yield "build_codebook(kind='x')", lambda: build_codebook(16, kind="x")
+
+
+def run_api(name: str, call) -> dict:
+    try:
+        call()
+    except ValueError as exc:
+        text = str(exc)
+        said = "ValueError: one line" if "\n" not in text else "ValueError: several lines"
+        return {"case": name, "verdict": said, "said": text[:160]}
+    except Exception as exc:  # noqa: BLE001 - the census records whatever escapes
+        return {"case": name, "verdict": type(exc).__name__, "said": str(exc)[:160]}
+    return {"case": name, "verdict": "accepted", "said": ""}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=2)
@@ -163,10 +228,18 @@ def main() -> int:
         if verdict(r) not in ("bad input: one line",):
             print(f"{verdict(r):<24} exit {r['status']}: qstr {r['argv']} -> {r['said']}")
     print(f"{len(rows)} cases: " + ", ".join(f"{n} {k}" for k, n in counts.most_common()))
+    with tempfile.TemporaryDirectory(prefix="qstr-bad-api-") as tmp:
+        api = [run_api(name, call) for name, call in api_cases(tmp)]
+    for r in api:
+        if r["verdict"] != "ValueError: one line":
+            print(f"{r['verdict']:<24} {r['case']} -> {r['said']}")
+    counts = collections.Counter(r["verdict"] for r in api)
+    print(f"{len(api)} API cases: " + ", ".join(f"{n} {k}" for k, n in counts.most_common()))
+    rows += api
     if args.out:
         with open(args.out, "w") as fh:
             for r in rows:
-                fh.write(json.dumps({**r, "verdict": verdict(r)}) + "\n")
+                fh.write(json.dumps({"verdict": verdict(r), **r}) + "\n")
     return 0
 
 
