@@ -194,7 +194,7 @@ def api_cases(tmp: str):
     yield "from_tensor(1-d)", lambda: Codebook.from_tensor(torch.ones(4))
     yield (
         "build_codebook(mu_max=1e-300)",
-        lambda: build_codebook(16, kind="rademacher", mu_max=1e-300),
+        lambda: build_codebook(16, kind="rademacher", mu_max=1e-300, generator=torch.Generator()),
     )
     yield "rademacher_dim(16, 1e-3, 1e-10)", lambda: rademacher_dim(16, 1e-3, 1e-10)
     yield "build_codebook(kind='x')", lambda: build_codebook(16, kind="x")
