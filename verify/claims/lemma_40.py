@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Tuple
 
-
 from qstr.bounds.gaussian import (
     VarianceEstimate,
     conditional_sqnorm_variance,

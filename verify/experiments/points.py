@@ -303,29 +303,24 @@ def _model(p: Point, d_e: int, kw: dict):
     D_e = p.d + (p.q + 1) * d_e
     if p.model == "transformer":
         if proto.published:
-            model = BiasedTransformer(D_e, p.q, p.width, **kw)
-        else:
-            model = build_practical(
-                "transformer", N=p.N, d=p.d, q=p.q, d_e=d_e, width=p.width, **kw
-            )
-    elif p.model == "rnn":
-        model = build_practical(
+            return BiasedTransformer(D_e, p.q, p.width, **kw)
+        return build_practical("transformer", N=p.N, d=p.d, q=p.q, d_e=d_e, width=p.width, **kw)
+    if p.model == "rnn":
+        return build_practical(
             "rnn", N=p.N, d=p.d, q=p.q, d_e=d_e, hidden=p.rnn_hidden, cell="gru", **kw
         )
-    elif p.ffn_input != "onehot":
-        model = EncodedFFN(p.N, D_e, tuple(p.ffn_hidden), **kw)
-    else:
-        model = build_practical(
-            "ffn",
-            N=p.N,
-            d=p.d,
-            q=p.q,
-            d_e=d_e,
-            hidden=tuple(p.ffn_hidden),
-            task=TASK_VARIANT[p.variant],
-            **kw,
-        )
-    return model
+    if p.ffn_input != "onehot":
+        return EncodedFFN(p.N, D_e, tuple(p.ffn_hidden), **kw)
+    return build_practical(
+        "ffn",
+        N=p.N,
+        d=p.d,
+        q=p.q,
+        d_e=d_e,
+        hidden=tuple(p.ffn_hidden),
+        task=TASK_VARIANT[p.variant],
+        **kw,
+    )
 
 
 def model_bytes(p: Point, dtype=torch.float32) -> int:
