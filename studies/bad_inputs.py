@@ -239,7 +239,7 @@ def main() -> int:
     if args.out:
         with open(args.out, "w") as fh:
             for r in rows:
-                fh.write(json.dumps({"verdict": verdict(r), **r}) + "\n")
+                fh.write(json.dumps({"verdict": r.get("verdict") or verdict(r), **r}) + "\n")
     return 0
 
 

@@ -255,7 +255,7 @@ def _codebook_options(c: argparse.ArgumentParser) -> None:
     c.add_argument(
         "--delta",
         type=_fraction,
-        default=1e-3,
+        default=None,
         metavar="DELTA",
         help="failure probability of the Rademacher rule, in (0, 1) (default 0.001)",
     )
@@ -672,9 +672,12 @@ def _new_codebook(args):
 
     if args.N is None:
         raise ValueError("--N is required to build a codebook (or give --check PATH)")
+    if args.delta is not None and args.kind != "rademacher":
+        raise ValueError(f"--delta applies to --kind rademacher only (got --kind {args.kind})")
+    delta = 1e-3 if args.delta is None else args.delta
     gen = torch.Generator().manual_seed(args.seed)
     return build_codebook(
-        args.N, kind=args.kind, mu_max=args.mu, d_e=args.d_e, delta=args.delta, generator=gen
+        args.N, kind=args.kind, mu_max=args.mu, d_e=args.d_e, delta=delta, generator=gen
     )
 
 

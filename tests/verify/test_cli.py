@@ -1010,11 +1010,13 @@ def test_sizes_and_tolerances_out_of_reach_are_one_line_before_any_work(
         (["verify", "--only", "data-model", "--device", ""], "--device must be cpu"),
         (["codebook", "--N", "16", "--check", ""], "--check '': no such file"),
         (["reproduce", "figure2", "--quick", "--jobs", "4097", "--out", "{tmp}"], "CPU cores"),
+        (["codebook", "--N", "16", "--delta", "0.01"], "--delta applies to --kind rademacher"),
     ],
 )
 def test_empty_names_and_more_jobs_than_cores_are_one_line(tmp_path, capsys, argv, needle):
-    """Found by studies/bad_inputs.py: an empty --device or --check was taken as no option, and
-    reproduce took any --jobs (verify already refused more jobs than cores)."""
+    """Found by studies/bad_inputs.py: an empty --device or --check was taken as no option,
+    reproduce took any --jobs (verify already refused more jobs than cores), and codebook ignored
+    a --delta its kind does not use."""
     assert main([a.replace("{tmp}", str(tmp_path / "r")) for a in argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and needle in err[0], err
