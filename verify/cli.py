@@ -880,9 +880,6 @@ def _reproduce(args, console: Console) -> int:
     from qstr.verify.experiments import Execution, run_experiment  # noqa: PLC0415 - fast --help
 
     _device(args.device)
-    cores = os.cpu_count() or 1
-    if args.jobs is not None and args.jobs > cores and args.scheduler is None:
-        raise ValueError(f"--jobs {args.jobs}: this machine has {cores} CPU cores")
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise ValueError(f"--out {args.out} is a file; give a results directory")
     _writable_dir("--out", args.out)

@@ -94,6 +94,10 @@ def _checked(ex: Execution) -> torch.device:
         )
     if ex.threads is not None:
         validate.positive_int("threads", ex.threads)
+    if ex.jobs is not None:
+        jobs, cores = validate.positive_int("jobs", ex.jobs), os.cpu_count() or 1
+        if ex.scheduler is None and jobs > cores:  # a scheduler's workers take any number
+            raise ValueError(f"jobs={jobs}: this machine has {cores} CPU cores")
     validate.float_dtype("dtype", ex.dtype)
     if ex.matmul not in MATMUL:
         raise ValueError(f"matmul must be one of {', '.join(MATMUL)}, got {ex.matmul!r}")
@@ -167,11 +171,11 @@ def run_experiment(
     _check_options(_module(name), options)
     if not isinstance(out_dir, (str, os.PathLike)) or not os.fspath(out_dir):
         raise ValueError(f"out_dir must be a folder path (str or os.PathLike), got {out_dir!r}")
-    out_dir = _results_folder(os.fspath(out_dir), name)
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
     ex = Execution() if execution is None else execution
     dev = _checked(ex)
+    out_dir = _results_folder(os.fspath(out_dir), name)  # made only once the rest is checked
     if ex.matmul == "tf32":
         options["overrides"] = {**(options.get("overrides") or {}), "matmul": "tf32"}
     threads = 1 if ex.threads is None and quick and dev.type == "cpu" else ex.threads

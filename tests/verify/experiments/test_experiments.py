@@ -31,6 +31,8 @@ def test_bad_arguments():
         (Execution(dtype=torch.int64), "dtype"),
         (Execution(matmul="tf32"), "needs device='cuda'"),
         (Execution(scheduler="localhost:8786"), "tcp://HOST:PORT"),
+        (Execution(jobs=0), "jobs must be an integer >= 1"),
+        (Execution(jobs=4097), "jobs=4097: this machine has \\d+ CPU cores"),
     ],
 )
 def test_a_bad_execution_is_refused_before_anything_trains(tmp_path, execution, match):
@@ -38,8 +40,8 @@ def test_a_bad_execution_is_refused_before_anything_trains(tmp_path, execution, 
     keyword the figure does not take (the run settings of version 0.2 among them) is refused."""
     kw = execution if isinstance(execution, dict) else {"execution": execution}
     with pytest.raises(ValueError, match=match):
-        run_experiment("figure1", out_dir=str(tmp_path), quick=True, **kw)
-    assert not (tmp_path / "figure1.jsonl").exists()
+        run_experiment("figure1", out_dir=str(tmp_path / "out"), quick=True, **kw)
+    assert not (tmp_path / "out").exists()  # the results folder is made only after the checks
 
 
 @pytest.mark.parametrize(
