@@ -6,6 +6,7 @@ import datetime as _dt
 import json
 import os
 import platform
+import sys
 from typing import Iterable, List, Optional
 
 import torch
@@ -55,9 +56,12 @@ class ResultsFile:
                     fh.truncate(cut)
                 data = data[:cut]
                 self.repaired = True
-            for number, line in enumerate(data.decode(errors="replace").splitlines(), 1):
-                if line.strip():
-                    self.rows.append(_row(path, number, line, figure))
+            numbered = [
+                (number, _row(path, number, line, figure))
+                for number, line in enumerate(data.decode(errors="replace").splitlines(), 1)
+                if line.strip()
+            ]
+            self.rows = unique_rows(path, numbered)
         self.ids = {r.get("point_id") for r in self.rows}
 
     def __contains__(self, point_id: str) -> bool:
@@ -94,6 +98,33 @@ class ResultsFile:
     def rows_for(self, points: Iterable[Point]) -> List[dict]:
         by_id = {r["point_id"]: r for r in self.rows if "point_id" in r}
         return [by_id[p.point_id] for p in points if p.point_id in by_id]
+
+
+def unique_rows(path: str, numbered: Iterable[tuple]) -> List[dict]:
+    """The rows of ``(line number, row)`` pairs read from ``path``, each point once: a repeated
+    identical row is dropped with a note on stderr; a point with two different rows is a
+    ValueError naming the point and both lines (``qstr reproduce`` and ``summarize`` alike)."""
+    first: dict = {}
+    rows: List[dict] = []
+    for number, row in numbered:
+        pid = row.get("point_id")
+        if pid is None or pid not in first:
+            if pid is not None:
+                first[pid] = (number, row)
+            rows.append(row)
+            continue
+        seen, kept = first[pid]
+        if row != kept:
+            raise ValueError(
+                f"{path}, line {number}: point {pid} has another row on line {seen} with "
+                "different content; remove the wrong one of the two lines"
+            )
+        print(
+            f"qstr: note: {path}, line {number}: a repeat of line {seen} (point {pid}); "
+            "it is counted once",
+            file=sys.stderr,
+        )
+    return rows
 
 
 def _row(path: str, number: int, line: str, figure: Optional[str] = None) -> dict:

@@ -2,9 +2,12 @@
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
+from qstr.verify import cli
+from qstr.verify.experiments import figure1
 from qstr.verify.experiments.results import ResultsFile
 
 
@@ -102,3 +105,56 @@ def test_non_finite_numbers_are_written_as_null_with_where_they_were(tmp_path):
     assert back["test_mse"] is None and back["curve"] == [[10, None]]
     assert back["non_finite"] == ["test_mse=nan", "curve[0][1]=inf"]
     assert ResultsFile(str(path), "figure1").rows[0]["point_id"] == row["point_id"]
+
+
+def test_a_repeated_row_is_counted_once_with_a_note_and_a_conflict_is_refused(tmp_path, capsys):
+    path = tmp_path / "figure1.jsonl"
+    row = _good_row()
+    path.write_text(json.dumps(row) + "\n" + json.dumps(row) + "\n")
+    assert ResultsFile(str(path), "figure1").rows == [row]
+    pid = row["point_id"]
+    assert capsys.readouterr().err.splitlines() == [
+        f"qstr: note: {path}, line 2: a repeat of line 1 (point {pid}); it is counted once"
+    ]
+    path.write_text(json.dumps(row) + "\n" + json.dumps(row | {"samples": 1280}) + "\n")
+    with pytest.raises(ValueError) as err:
+        ResultsFile(str(path), "figure1")
+    assert str(err.value) == (
+        f"{path}, line 2: point {pid} has another row on line 1 with different content; "
+        "remove the wrong one of the two lines"
+    )
+
+
+FIGURE1_ROWS = Path(__file__).resolve().parents[3] / "docs" / "figures"
+
+
+def test_summarize_and_reproduce_read_repeated_and_conflicting_rows_alike(
+    tmp_path, capsys, monkeypatch
+):
+    """Issue 52: summarize counted a repeated row twice (its fits changed) where reproduce kept
+    one; both read rows with :func:`unique_rows`."""
+    committed = (FIGURE1_ROWS / "figure1-paper-h200-tf32-v2.jsonl").read_text().splitlines()
+    rows = tmp_path / "figure1.jsonl"
+    rows.write_text("\n".join(committed + [committed[4]]) + "\n")
+    reported = []
+    monkeypatch.setattr(figure1, "report", lambda rows, stem, **kw: reported.append(rows))
+    assert cli.main(["summarize", "figure1", str(rows), "--stem", str(tmp_path / "f1")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"qstr: note: {rows}, line {len(committed) + 1}: a repeat of line 5 "
+        f"(point {json.loads(committed[4])['point_id']}); it is counted once"
+    ]
+    assert len(reported[0]) == len(committed) == 165
+
+    conflict = json.loads(committed[4]) | {"samples": 1}
+    rows.write_text("\n".join(committed + [json.dumps(conflict)]) + "\n")
+    for argv in (
+        ["summarize", "figure1", str(rows)],
+        ["reproduce", "figure1", "--quick", "--jobs", "1", "--out", str(tmp_path)],
+    ):
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [
+            f"qstr: error: {rows}, line {len(committed) + 1}: point {conflict['point_id']} has "
+            "another row on line 5 with different content; remove the wrong one of the two lines"
+        ], err
