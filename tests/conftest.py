@@ -1,4 +1,5 @@
 import os
+import tempfile
 
 import pytest
 import torch
@@ -20,7 +21,8 @@ def gen():
     return g
 
 
-_SUITE_TMP = []  # the suite's folders: Dask's scratch space, a bytecode cache (removed after)
+SYSTEM_TMP = tempfile.gettempdir()  # where a user's runs write, which the suite leaves alone
+_SUITE_TMP = []  # the suite's own temporary folder first, then a bytecode cache (removed after)
 
 
 def pytest_unconfigure(config):
@@ -31,12 +33,15 @@ def pytest_unconfigure(config):
 
 
 def pytest_configure(config):
+    # The suite's own temporary folder, removed after: what the tests, pytest's tmp_path (unless
+    # --basetemp says otherwise) and the processes the tests start (TMPDIR) put in "the temporary
+    # directory" goes there, so the leftover check below sees the suite's files only, never a
+    # user's qstr reproduce running meanwhile
+    _SUITE_TMP.append(tempfile.mkdtemp(prefix="qstr-suite-tmp-"))
+    os.environ["TMPDIR"] = tempfile.tempdir = _SUITE_TMP[0]
     # Dask (here and in the processes the tests start) keeps its scratch space in a folder of the
     # suite's own, not in the temporary directory it would leave it in
-    import tempfile  # noqa: PLC0415
-
-    _SUITE_TMP.append(tempfile.mkdtemp(prefix="suite-dask-tmp-"))
-    os.environ["DASK_TEMPORARY_DIRECTORY"] = _SUITE_TMP[-1]
+    os.environ["DASK_TEMPORARY_DIRECTORY"] = os.path.join(_SUITE_TMP[0], "suite-dask")
     # Where no bytecode may be written beside the sources, the Python processes the tests start
     # (pytest --qstr, qstr verify) share a bytecode cache of the suite's own instead: each would
     # otherwise compile, and assertion-rewrite, every module it imports (about 3 s a pytest run)
@@ -52,16 +57,14 @@ LEFTOVERS = ("qstr-dask-", "qstr-test-dask-", "dask-scratch-space")  # what runs
 
 
 def _leftovers():
-    import tempfile  # noqa: PLC0415
-
-    top = tempfile.gettempdir()
-    return {f for f in os.listdir(top) if f.startswith(LEFTOVERS)}
+    """What the runs the tests start left in the suite's temporary folder."""
+    return {f for f in os.listdir(_SUITE_TMP[0]) if f.startswith(LEFTOVERS)}
 
 
 @pytest.fixture(scope="session", autouse=True)
 def leaves_no_temporary_folders():
-    """The suite leaves no Dask scratch folder in the temporary directory (issue 42)."""
-    before = _leftovers()
+    """The suite leaves no Dask scratch folder in its temporary folder (issue 42); a user's
+    reproduce running meanwhile writes to the system's, which the suite does not look at."""
     yield
-    left = _leftovers() - before
+    left = _leftovers()
     assert not left, f"the tests left {sorted(left)} in the temporary directory"
