@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import errno
 import fcntl
 import json
 import os
@@ -43,6 +44,29 @@ def _remove_temporaries(folder: str) -> None:
                 os.unlink(os.path.join(folder, name))
 
 
+def _write_holder(fd: int, path: str) -> None:
+    """Record this process (pid, host, start time) in the lock file ``fd`` (unbuffered: nothing
+    is left to fail again at close); an OSError (a full disk) is a one-line ValueError naming it,
+    and the file is removed."""
+    me = {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "since": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+    data = json.dumps(me).encode()
+    try:
+        os.ftruncate(fd, 0)
+        if os.pwrite(fd, data, 0) != len(data):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise ValueError(
+            f"--out {os.path.dirname(path)}: cannot write its lock file {path} "
+            f"({exc.strerror or exc})"
+        ) from None
+
+
 @contextlib.contextmanager
 def folder_lock(folder: str) -> Iterator[FolderLock]:
     """Hold ``folder``'s lock for the block; ValueError naming the holder if another process
@@ -52,7 +76,9 @@ def folder_lock(folder: str) -> Iterator[FolderLock]:
         os.makedirs(folder, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
-        raise ValueError(f"--out {folder}: cannot create its lock file ({exc.strerror})") from None
+        raise ValueError(
+            f"--out {folder}: cannot create its lock file {path} ({exc.strerror})"
+        ) from None
     with os.fdopen(fd, "r+") as fh:
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -68,15 +94,7 @@ def folder_lock(folder: str) -> Iterator[FolderLock]:
         if not same:  # the holder released and removed the file between our open and our lock
             raise ValueError(f"--out {folder} was being released by another qstr run; run again")
         left = fh.read()
-        me = {
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "since": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        }
-        fh.seek(0)
-        fh.truncate()
-        fh.write(json.dumps(me))
-        fh.flush()
+        _write_holder(fh.fileno(), path)
         taken = None if not left.strip() else _holder(left)
         _remove_temporaries(folder)
         try:

@@ -1,5 +1,6 @@
 """verify/experiments/lock.py: one writer per results folder."""
 
+import errno
 import json
 import os
 import subprocess
@@ -78,3 +79,27 @@ def test_a_dask_folder_whose_process_is_gone_is_removed_and_a_live_ones_kept(tmp
     cluster._remove_stale_folders()
     left = sorted(p.name for p in tmp_path.iterdir())
     assert left == [f"qstr-dask-{os.getpid()}-def", "qstr-dask-old-style"]
+
+
+def test_a_full_disk_while_writing_the_lock_file_is_one_line_and_exit_2(
+    tmp_path, capsys, monkeypatch
+):
+    """Issue 52: a full disk while writing the lock file was a 35-line traceback and exit 1."""
+
+    def full(fd, data, offset):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "pwrite", full)
+    out = tmp_path / "out"
+    with pytest.raises(ValueError) as err:
+        with folder_lock(str(out)):
+            pass
+    lock = out / LOCK_NAME
+    assert str(err.value) == (
+        f"--out {out}: cannot write its lock file {lock} (No space left on device)"
+    )
+    assert not lock.exists()
+    argv = ["reproduce", "figure2", "--quick", "--seeds", "1", "--out", str(out)]
+    assert cli.main(argv) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"qstr: error: {err.value}"]
+    assert list(out.iterdir()) == []
