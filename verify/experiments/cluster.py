@@ -31,6 +31,7 @@ import time
 import uuid
 from typing import Callable, List, Optional, Sequence
 
+import dask
 import torch
 from distributed import Client, LocalCluster, Variable, get_worker
 
@@ -105,28 +106,46 @@ def _quiet(
 def local_cluster(jobs: int):
     """The ``LocalCluster`` of ``--jobs J``: ``jobs`` worker processes with one thread each, their
     scratch space in a folder made for this run and removed when it closes (whatever ended it,
-    short of kill -9). Its worker processes end on their own when this process dies (even by
-    ``kill -9``: Dask's worker process exits when the pipe from its parent closes), and leave
-    Ctrl-C to this process."""
+    short of kill -9), Dask's own ``dask-scratch-space`` too (:func:`_dask_temporary`). Its worker
+    processes end on their own when this process dies (even by ``kill -9``: Dask's worker process
+    exits when the pipe from its parent closes), and leave Ctrl-C to this process."""
     _remove_stale_folders()
     folder = tempfile.mkdtemp(prefix=f"qstr-dask-{os.getpid()}-")
     cluster = None
+    with _dask_temporary(folder):
+        try:
+            cluster = LocalCluster(
+                n_workers=jobs,
+                threads_per_worker=1,
+                processes=True,
+                silence_logs=logging.ERROR,
+                dashboard_address=":0",
+                preload=[__name__],
+                local_directory=folder,
+            )
+            yield cluster
+        finally:
+            if cluster is not None:
+                with _quiet(), contextlib.suppress(Exception):
+                    cluster.close(timeout=10)
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _dask_temporary(folder: str):
+    """Dask's temporary directory (config ``temporary-directory``, and DASK_TEMPORARY_DIRECTORY
+    for the processes it starts) is ``folder`` for the block, so that its ``dask-scratch-space``
+    (two lock files) goes with the run's folder instead of staying in the system's."""
+    before = os.environ.get("DASK_TEMPORARY_DIRECTORY")
+    os.environ["DASK_TEMPORARY_DIRECTORY"] = folder
     try:
-        cluster = LocalCluster(
-            n_workers=jobs,
-            threads_per_worker=1,
-            processes=True,
-            silence_logs=logging.ERROR,
-            dashboard_address=":0",
-            preload=[__name__],
-            local_directory=folder,
-        )
-        yield cluster
+        with dask.config.set({"temporary-directory": folder}):
+            yield
     finally:
-        if cluster is not None:
-            with _quiet(), contextlib.suppress(Exception):
-                cluster.close(timeout=10)
-        shutil.rmtree(folder, ignore_errors=True)
+        if before is None:
+            os.environ.pop("DASK_TEMPORARY_DIRECTORY", None)
+        else:
+            os.environ["DASK_TEMPORARY_DIRECTORY"] = before
 
 
 def _remove_stale_folders() -> None:

@@ -637,3 +637,31 @@ def test_the_local_cluster_keeps_its_scratch_space_in_a_folder_it_removes():
         folders = {run_folder(w["local_directory"]) for w in lc.scheduler_info["workers"].values()}
         assert len(folders) == 1 and os.path.isdir(next(iter(folders)))
     assert not os.path.exists(next(iter(folders)))
+
+
+def test_a_run_on_a_local_cluster_leaves_nothing_in_the_temporary_directory(
+    tmp_path, tiny, monkeypatch
+):
+    """Issue 52: Dask's ``dask-scratch-space`` (two lock files) stayed in the system's temporary
+    directory after ``qstr reproduce --jobs 2``; it is now in the run's folder, removed after.
+    The suite's own DASK_TEMPORARY_DIRECTORY (tests/conftest.py) is taken away here."""
+    import dask  # noqa: PLC0415
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.delenv("DASK_TEMPORARY_DIRECTORY", raising=False)
+    monkeypatch.setitem(dask.config.config, "temporary-directory", None)
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    rows = run_experiment(
+        "figure1",
+        out_dir=str(tmp_path / "out"),
+        seeds=[0],
+        N_values={"1str": [2], "simple": [2]},
+        overrides=dict(tiny, max_steps=10),
+        execution=Execution(progress=False, jobs=2, threads=1),
+    )
+    assert len(rows) == 3 * 2
+    assert os.listdir(tmp) == []
+    assert "DASK_TEMPORARY_DIRECTORY" not in os.environ
+    assert dask.config.get("temporary-directory") is None
