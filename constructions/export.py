@@ -335,18 +335,35 @@ def load_construction_state(state: dict) -> Tuple[MergedAttention, PracticalTran
     return model, mt
 
 
+def _read_state(path, device, what: str):
+    """``torch.load(path, weights_only=True)`` onto ``device``, or a ValueError with the cause: no
+    such file, an unreadable one, a device this machine lacks, or not ``what`` (unpickling)."""
+    if device is not None:
+        validate.device_of("device", device)
+    try:
+        return torch.load(path, weights_only=True, map_location=device)
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such file") from None
+    except OSError as exc:  # a folder, no permission
+        raise ValueError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    except Exception as exc:  # not a torch file, or tensors of a device this machine lacks
+        if "torch.cuda.is_available() is False" in str(exc):
+            raise ValueError(
+                f"{path} holds CUDA tensors but CUDA is not available on this machine; "
+                "pass device='cpu'"
+            ) from None
+        raise ValueError(
+            f"{path} is not {what} written by torch.save ({type(exc).__name__})"
+        ) from None
+
+
 def load_multihead(path, *, dtype=None, device=None) -> PracticalTransformer:
     """The trainable ``nn.MultiheadAttention`` model (Appendix A.1's merged W_QK split back into
     W_Q, W_K, W_V) of a file written by ``qstr construct transformer``
     (or ``torch.save(construction_state(c))``), in one call: read with ``weights_only=True``,
     rebuilt with the saved shapes (docs/formats.md), cast to ``dtype`` and moved to ``device`` when
     given."""
-    try:
-        state = torch.load(path, weights_only=True, map_location=device)
-    except Exception as exc:  # unreadable or not a torch file
-        raise ValueError(
-            f"{path} is not a construction file written by torch.save ({type(exc).__name__})"
-        ) from None
+    state = _read_state(path, device, "a construction file")
     _, mt = load_construction_state(state)
     return mt if dtype is None else mt.to(dtype=validate.float_dtype("dtype", dtype))
 
@@ -357,12 +374,7 @@ def load_rnn(path, *, dtype=None, device=None):
     read with ``weights_only=True``, cast to ``dtype`` (default: the stored float64) and moved to
     ``device``. Its codebook rides along as the buffer ``omega``:
     ``model(rnn_encoding(x, t, model.omega))`` (docs/formats.md)."""
-    try:
-        state = torch.load(path, weights_only=True, map_location=device)
-    except Exception as exc:  # unreadable or not a torch file
-        raise ValueError(
-            f"{path} is not an RNN file written by torch.save ({type(exc).__name__})"
-        ) from None
+    state = _read_state(path, device, "an RNN file")
     if not isinstance(state, dict) or not isinstance(state.get("omega"), torch.Tensor):
         raise ValueError(
             f"{path} is not an RNN file written by qstr construct rnn (no omega codebook)"

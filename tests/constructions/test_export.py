@@ -341,9 +341,8 @@ def test_load_rnn_from_a_file_written_by_the_cli_in_one_call(tmp_path):
         assert (rnn(rnn_encoding(x, t, rnn.omega)) - cons.predict(x, t)).abs().max() <= 1e-10
     assert load_rnn(tmp_path / "r.pt", dtype=torch.float32).omega.dtype == torch.float32
     (tmp_path / "junk.pt").write_bytes(b"junk")
-    for bad in ("junk.pt", "missing.pt"):
-        with pytest.raises(ValueError, match="not an RNN file"):
-            load_rnn(tmp_path / bad)
+    with pytest.raises(ValueError, match="not an RNN file"):
+        load_rnn(tmp_path / "junk.pt")
 
 
 def test_export_options_as_documented_on_a_reloaded_construction(tmp_path):
@@ -391,3 +390,35 @@ def test_init_noise_moves_each_large_tensor_by_its_share():
         }
     assert rel and all(0.8 <= r / 0.1 <= 1.2 for r in rel.values()), rel
     assert all(bool((noisy[k] == 0).all()) for k, P in exact.items() if bool((P == 0).all()))
+
+
+@pytest.mark.parametrize("load", [load_multihead, load_rnn])
+def test_a_load_that_fails_says_its_real_cause(tmp_path, monkeypatch, load):
+    """Issue 52: a missing file and an unavailable device were both 'not a construction file'."""
+    what = "a construction file" if load is load_multihead else "an RNN file"
+    torch.save({"omega": torch.zeros(2)}, tmp_path / "c.pt")
+    (tmp_path / "junk.pt").write_bytes(b"junk")
+    with pytest.raises(ValueError) as err:
+        load(tmp_path / "missing.pt")
+    assert str(err.value) == f"{tmp_path / 'missing.pt'}: no such file"
+    with pytest.raises(ValueError) as err:
+        load(tmp_path / "junk.pt")
+    assert str(err.value) == f"{tmp_path / 'junk.pt'} is not {what} written by torch.save (error)"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError) as err:
+        load(tmp_path / "c.pt", device="cuda")
+    assert str(err.value) == "device=cuda requested but CUDA is not available on this machine"
+
+    def saved_on_cuda(*args, **kwargs):  # what torch.load says of CUDA tensors on a CPU machine
+        raise RuntimeError(
+            "Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is "
+            "False. If you are running on a CPU-only machine, please use torch.load with ..."
+        )
+
+    monkeypatch.setattr(torch, "load", saved_on_cuda)
+    with pytest.raises(ValueError) as err:
+        load(tmp_path / "c.pt")
+    assert str(err.value) == (
+        f"{tmp_path / 'c.pt'} holds CUDA tensors but CUDA is not available on this machine; "
+        "pass device='cpu'"
+    )
