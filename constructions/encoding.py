@@ -27,7 +27,12 @@ def encode(
     x: (B, N, d) floating; t: (B, N, q) long with entries in [0, N); omega: (N', d_e) with
     N' >= N rows (row j is the code of position j), same dtype and device as x.
     """
-    B, N, d, q, d_e = _check_inputs(x, t, omega)
+    return _encoded(x, t, omega, c, _check_inputs(x, t, omega))
+
+
+def _encoded(x, t, omega, c, dims: tuple) -> torch.Tensor:
+    """:func:`encode` of inputs already checked (``dims``: what :func:`_check_inputs` returned)."""
+    B, N, d, q, d_e = dims
     c = validate.positive_float("c", c)
     layout = token_layout(d, q, d_e)
     codes = c * omega[:N]
@@ -40,10 +45,10 @@ def encode(
 def transformer_encoding(
     x: torch.Tensor, t: torch.Tensor, omega: torch.Tensor, *, c: Optional[float] = None
 ) -> torch.Tensor:
-    """Transformer encoding of Appendix A.1 (c = sqrt(d/q) unless given)."""
-    if c is None:
-        c = default_prefactor(x.shape[-1], t.shape[-1])
-    return encode(x, t, omega, c=c)
+    """Transformer encoding of Appendix A.1 (c = sqrt(d/q) unless given); x, t and omega as
+    :func:`encode` takes them (tensors, checked before their shapes give the default c)."""
+    dims = _check_inputs(x, t, omega)
+    return _encoded(x, t, omega, default_prefactor(dims[2], dims[3]) if c is None else c, dims)
 
 
 def rnn_encoding(x: torch.Tensor, t: torch.Tensor, omega: torch.Tensor) -> torch.Tensor:

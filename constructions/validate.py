@@ -57,8 +57,16 @@ def seed(name: str, value) -> int:
     return int(value)
 
 
+def _not_text(name: str, value, what: str) -> None:
+    """A ValueError if ``value`` is a string or a bool: ``float()`` would take "10" and True, but a
+    number parameter takes real numbers only."""
+    if isinstance(value, (str, bytes, bool)):
+        raise ValueError(f"{name} must be {what} (a real number), got {value!r}")
+
+
 def probability(name: str, value, *, open_left: bool = True, open_right: bool = True) -> float:
     """Return ``value`` as a float in (0, 1) (ends closed where asked), else ``ValueError``."""
+    _not_text(name, value, "a number in (0, 1)")
     try:
         value = float(value)
     except (TypeError, ValueError):
@@ -74,6 +82,7 @@ def probability(name: str, value, *, open_left: bool = True, open_right: bool = 
 
 def positive_float(name: str, value, *, allow_zero: bool = False) -> float:
     """Return ``value`` as a finite float > 0 (or >= 0), else ``ValueError``."""
+    _not_text(name, value, "a positive number")
     try:
         value = float(value)
     except (TypeError, ValueError):

@@ -397,6 +397,12 @@ def _bad_lemma11(case):
         return lambda: lemma11(N, d, q, net, slots=[0, 2], **kw)
     if case == "alpha<0":
         return lambda: lemma11(N, d, q, net, alpha=-1.0, r_x=1.0)
+    if case == "r_x str":  # issue 52: float() took "10" and True
+        return lambda: lemma11(N, d, q, net, eps=0.1, r_x="10")
+    if case == "eps bool":
+        return lambda: lemma11(N, d, q, net, eps=True, r_x=1.0)
+    if case == "alpha str":
+        return lambda: lemma11(N, d, q, net, alpha="1", r_x=1.0)
     raise AssertionError(case)
 
 
@@ -413,6 +419,9 @@ def _bad_lemma11(case):
         ("nan", "net.W contains NaN"),
         ("slots", "slots"),
         ("alpha<0", "alpha"),
+        ("r_x str", r"^r_x must be a positive number \(a real number\), got '10'$"),
+        ("eps bool", r"^eps must be a positive number \(a real number\), got True$"),
+        ("alpha str", r"^alpha must be a positive number \(a real number\), got '1'$"),
     ],
 )
 def test_lemma11_validation(case, match):

@@ -83,3 +83,20 @@ def test_layout_of_an_encoded_batch_is_the_constructions_layout(link, q):
     x = torch.randn(1, 16, 4, dtype=torch.float64)
     t = torch.randint(0, 16, (1, 16, q))
     assert layout_of(transformer_encoding(x, t, cons.omega[:16]), 4, q) == cons.layout
+
+
+def test_transformer_encoding_of_lists_says_it_takes_tensors(gen):
+    """Issue 52: a list for x was an AttributeError (its .shape read for the default c)."""
+    x = torch.randn(2, 4, 3, generator=gen)
+    t = torch.randint(4, (2, 4, 1), generator=gen)
+    omega = torch.randn(4, 5, generator=gen)
+    with pytest.raises(ValueError) as err:
+        transformer_encoding(x.tolist(), t, omega)
+    assert str(err.value) == "x must be a torch.Tensor, got list"
+    with pytest.raises(ValueError) as err:
+        transformer_encoding(x, t.tolist(), omega)
+    assert str(err.value) == "t must be a torch.long tensor of shape (B, N, q)"
+    with pytest.raises(ValueError) as err:
+        transformer_encoding(x[0, 0, 0], t, omega)
+    assert str(err.value) == "x must have shape (*, *, *), got ()"
+    assert torch.equal(transformer_encoding(x, t, omega), encode(x, t, omega, c=math.sqrt(3)))

@@ -20,3 +20,16 @@ def test_one_of():
     for bad in ("Math", None, 1, ""):
         with pytest.raises(ValueError, match="backend must be one of 'auto', 'math'"):
             validate.one_of("backend", bad, ("auto", "math"))
+
+
+@pytest.mark.parametrize("bad", ["10", b"1", True, False])
+def test_numbers_are_real_numbers_not_strings_or_bools(bad):
+    """Issue 52: float() took "10" and True for a number parameter."""
+    with pytest.raises(ValueError) as err:
+        validate.positive_float("r_x", bad)
+    assert str(err.value) == f"r_x must be a positive number (a real number), got {bad!r}"
+    with pytest.raises(ValueError) as err:
+        validate.probability("delta", bad)
+    assert str(err.value) == f"delta must be a number in (0, 1) (a real number), got {bad!r}"
+    assert validate.positive_float("r_x", 10) == 10.0
+    assert validate.probability("delta", torch.tensor(0.5)) == 0.5
