@@ -22,6 +22,7 @@ import signal
 import sys
 import tempfile
 import threading
+import warnings
 from typing import List, Optional
 
 from rich.console import Console
@@ -713,14 +714,15 @@ def _load_codebook_file(path: str) -> dict:
     if not os.path.isfile(path):
         raise ValueError(f"--check {path!r}: no such file")
     try:
-        obj = torch.load(path, weights_only=True)
+        with warnings.catch_warnings():  # torch's warning of a pickle protocol: not for the user
+            warnings.simplefilter("ignore")
+            obj = torch.load(path, weights_only=True)
     except (
         Exception
     ) as exc:  # OSError, UnpicklingError, EOFError, KeyError ...: any unreadable file
-        text = str(exc).strip()
-        reason = text.splitlines()[0].split(". ")[0][:120] if text else "empty or truncated file"
         raise ValueError(
-            f"--check: {path} is not a torch file holding a tensor ({type(exc).__name__}: {reason})"
+            f"--check: {path}: not a codebook file written by qstr codebook "
+            f"(not a torch file: {_what_file(path, exc)})"
         ) from None
     if isinstance(obj, torch.Tensor):
         obj = {"omega": obj}
@@ -735,6 +737,30 @@ def _load_codebook_file(path: str) -> dict:
             f"(omega.to_dense())"
         )
     return obj
+
+
+def _what_file(path: str, exc: Exception) -> str:
+    """What the file ``torch.load`` could not read looks like, from its first bytes."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(512)
+    except OSError as err:
+        return f"unreadable: {err.strerror or err}"
+    if not head:
+        return "empty or truncated file"
+    if not head.strip(b"\0"):
+        return "all zero bytes"
+    if head.startswith(b"PK"):
+        return "a damaged or truncated zip archive"
+    if head.startswith(b"\x80"):
+        return "a Python pickle that torch.load(weights_only=True) refuses"
+    try:
+        if b"\0" not in head and head.decode("utf-8"):
+            return "a text file"
+    except UnicodeDecodeError:
+        pass
+    text = (str(exc).strip().splitlines() or [""])[0].split(". ")[0][:120]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _sample(args, console: Console) -> int:

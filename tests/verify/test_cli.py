@@ -4,11 +4,13 @@ their arguments, output paths and exit codes."""
 import argparse
 import json
 import os
+import pickle
 import re
 import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -495,6 +497,30 @@ def test_codebook_check_of_corrupt_files(content, needle, tmp_path, capsys):
     assert main(["codebook", "--check", str(tmp_path / "bad.pt")]) == 2
     err = capsys.readouterr().err.strip()
     assert needle in err and len(err.splitlines()) == 1 and "bad.pt" in err
+
+
+@pytest.mark.parametrize(
+    "write, what",
+    [
+        (lambda p: p.write_bytes(pickle.dumps({"omega": [1.0, 2.0]})), "a Python pickle that"),
+        (lambda p: p.write_text("hello\n"), "a text file"),
+        (lambda p: p.write_bytes(bytes(1000)), "all zero bytes"),
+    ],
+)
+def test_codebook_check_of_a_file_it_cannot_read_says_what_it_is_not(write, what, tmp_path, capsys):
+    """Issue 52: a pickle printed torch's warning first, a text file said 'KeyError: 101', and
+    zeros 'legacy .tar format'."""
+    path = tmp_path / "bad.pt"
+    write(path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["codebook", "--check", str(path)]) == 2
+    assert caught == []
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        f"qstr: error: --check: {path}: not a codebook file written by qstr codebook "
+        f"(not a torch file: {what}"
+    ), err
 
 
 def test_codebook_check_uses_the_file_and_refuses_a_different_N(tmp_path, capsys):
