@@ -607,14 +607,14 @@ def _verify(args, console: Console) -> int:
                         write_error = exc
     except KeyboardInterrupt:  # the table of what finished, then main's one line and exit 130
         if results:
-            print_report(results, console, title=f"{title} (interrupted)")
+            print_report(results, console, title=f"{title} (interrupted)", timeout=args.timeout)
         kept = f"; in {args.json}" if args.json and results and write_error is None else ""
         args.interrupted = (
             f"{len(results)} of {len(claims)} claims finished"
             f"{' (table above)' if results else ''}{kept}"
         )
         raise
-    print_report(results, console, title=title)
+    print_report(results, console, title=title, timeout=args.timeout)
     if args.traceback:
         _tracebacks(results, console)
     if len(results) < len(claims):

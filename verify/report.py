@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import platform
-from typing import Iterable, List, Sequence
+from typing import Iterable, List, Optional, Sequence
 
 import torch
 from rich.console import Console
@@ -112,7 +112,11 @@ def failure_lines(r: Result) -> List[str]:
     return lines
 
 
-def print_report(results: Sequence[Result], console: Console, title: str) -> None:
+def print_report(
+    results: Sequence[Result], console: Console, title: str, timeout: Optional[float] = None
+) -> None:
+    """The table, each failure's lines, and the last line: how many claims hold (and, with a
+    ``timeout``, how many ran past it)."""
     console.print(table(results, title))
     for r in results:
         if r.vacuity:
@@ -124,7 +128,11 @@ def print_report(results: Sequence[Result], console: Console, title: str) -> Non
                 console.print(f"  {line}", markup=False, highlight=False)
     passed = sum(r.passed for r in results)
     style = "green" if passed == len(results) else "bold red"
-    console.print(f"[{style}]{passed}/{len(results)} claims hold with every fault caught[/{style}]")
+    late = sum(r.error.startswith("timed out after ") for r in results)
+    timed = "" if timeout is None else f"; {late} timed out (--timeout {timeout:g} s)"
+    console.print(
+        f"[{style}]{passed}/{len(results)} claims hold with every fault caught{timed}[/{style}]"
+    )
 
 
 def environment() -> dict:

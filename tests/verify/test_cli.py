@@ -1058,6 +1058,17 @@ def test_a_bound_near_1_is_printed_as_given_and_torch_dtype_names_are_accepted(t
     assert torch.load(out)["x"].dtype == torch.float64
 
 
+def test_verify_with_a_timeout_says_how_many_claims_timed_out(capsys):
+    """Issue 52: the last line of ``qstr verify --timeout S`` did not say how many timed out."""
+    argv = ["verify", "--only", "lemma-40", "data-model", "--jobs", "1", "--timeout"]
+    assert main(argv + ["0.0001"]) == 1
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last == "0/2 claims hold with every fault caught; 2 timed out (--timeout 0.0001 s)"
+    assert main(argv + ["600"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last == "2/2 claims hold with every fault caught; 0 timed out (--timeout 600 s)"
+
+
 def test_list_with_json_is_one_line_and_exit_2(tmp_path, capsys):
     assert main(["verify", "--list", "--json", str(tmp_path / "x.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -220,7 +220,7 @@ def summarize_rows(name: str, rows_path: str, *, stem: Optional[str] = None, pro
         _module(name)  # an unknown figure is refused before any file is read
     if not os.path.isfile(rows_path):
         raise ValueError(f"{rows_path}: no such rows file")
-    rows = ResultsFile(rows_path, figure).rows
+    rows = ResultsFile(rows_path, figure, read_only=True).rows
     if not rows:
         raise ValueError(f"{rows_path} holds no rows")
     for number, row in enumerate(rows, 1):

@@ -40,24 +40,27 @@ class ResultsFile:
 
     A run that was interrupted while writing leaves at most one incomplete last line; it is
     cut off (with a note) before the next append, so every line stays one valid JSON object.
+    ``read_only`` (``qstr summarize``): the file is never changed, and a damaged line, the last
+    one included, is refused with no advice to resume.
     """
 
-    def __init__(self, path: str, figure: Optional[str] = None):
+    def __init__(self, path: str, figure: Optional[str] = None, *, read_only: bool = False):
         self.path = path
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        if not read_only:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         self.rows: List[dict] = []
         self.repaired = False
         if os.path.exists(path):
             with open(path, "rb") as fh:
                 data = fh.read()
-            if data and not data.endswith(b"\n"):
+            if data and not data.endswith(b"\n") and not read_only:
                 cut = data.rfind(b"\n") + 1
                 with open(path, "r+b") as fh:
                     fh.truncate(cut)
                 data = data[:cut]
                 self.repaired = True
             numbered = [
-                (number, _row(path, number, line, figure))
+                (number, _row(path, number, line, figure, resume=not read_only))
                 for number, line in enumerate(data.decode(errors="replace").splitlines(), 1)
                 if line.strip()
             ]
@@ -127,15 +130,18 @@ def unique_rows(path: str, numbered: Iterable[tuple]) -> List[dict]:
     return rows
 
 
-def _row(path: str, number: int, line: str, figure: Optional[str] = None) -> dict:
+def _row(
+    path: str, number: int, line: str, figure: Optional[str] = None, *, resume: bool = True
+) -> dict:
     """One results line as a dict (of ``figure`` when given), or a ValueError naming the file and
-    the line."""
+    the line (``resume``: and saying that the same command then resumes)."""
     try:
         row = json.loads(line)
     except json.JSONDecodeError as exc:
+        then = " and run the same command to resume" if resume else ""
         raise ValueError(
             f"{path}, line {number}: not a JSON object ({exc.msg}); the file is damaged -- "
-            f"remove or repair that line and run the same command to resume"
+            f"remove or repair that line{then}"
         ) from None
     if not isinstance(row, dict):
         raise ValueError(f"{path}, line {number}: a JSON {type(row).__name__}, not a results row")

@@ -158,3 +158,22 @@ def test_summarize_and_reproduce_read_repeated_and_conflicting_rows_alike(
             f"qstr: error: {rows}, line {len(committed) + 1}: point {conflict['point_id']} has "
             "another row on line 5 with different content; remove the wrong one of the two lines"
         ], err
+
+
+def test_summarize_names_a_damaged_line_without_resume_advice_and_changes_no_file(tmp_path, capsys):
+    """Issue 52: summarize (which only reads) told the user to resume; it also cut a torn last
+    line off the file."""
+    rows = tmp_path / "figure1.jsonl"
+    good = json.dumps(_good_row())
+    for text, number in ((good + "\n{oops\n" + good + "\n", 2), (good + '\n{"figure": "fig', 2)):
+        rows.write_text(text)
+        assert cli.main(["summarize", "figure1", str(rows)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(
+            f"qstr: error: {rows}, line {number}: not a JSON object ("
+        ), err
+        assert err[0].endswith("); the file is damaged -- remove or repair that line"), err
+        assert rows.read_text() == text
+    rows.write_text(good + "\n{oops\n")
+    with pytest.raises(ValueError, match="remove or repair that line and run the same command"):
+        ResultsFile(str(rows), "figure1")  # reproduce's reading: the same command resumes
