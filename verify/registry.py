@@ -329,13 +329,19 @@ def _time_limit(seconds: Optional[float]):
         signal.signal(signal.SIGALRM, previous)
 
 
-def run_claim(claim: Claim, ctx: Context, timeout: Optional[float] = None) -> Result:
+_BUILD = object()  # run_claim builds the honest inputs itself
+
+
+def run_claim(
+    claim: Claim, ctx: Context, timeout: Optional[float] = None, inputs: Any = _BUILD
+) -> Result:
     """Run every check on the honest inputs and every fault's targets on its broken inputs; a
-    claim that runs past ``timeout`` seconds fails with every check and fault saying so."""
+    claim that runs past ``timeout`` seconds fails with every check and fault saying so.
+    ``inputs``: the honest inputs already built at ``ctx`` (``claim_inputs``), reused as given."""
     start = time.perf_counter()
     try:
         with _time_limit(timeout):
-            return _run_claim(claim, ctx, start)
+            return _run_claim(claim, ctx, start, inputs)
     except ClaimTimeout:
         error = f"timed out after {timeout:g} s (--timeout)"
         checks, faults = _all_failed(
@@ -354,11 +360,11 @@ def _all_failed(checks_run, faults_run, error: str):
     return checks, [FaultResult(f.name, f.breaks, False, error=error) for f in faults_run]
 
 
-def _run_claim(claim: Claim, ctx: Context, start: float) -> Result:
+def _run_claim(claim: Claim, ctx: Context, start: float, inputs: Any) -> Result:
     error = ""
     with cpu_threads(ctx.threads):
         try:
-            inputs = claim.inputs(ctx)
+            inputs = claim.inputs(ctx) if inputs is _BUILD else inputs
         except Exception as exc:  # noqa: BLE001 - inputs that cannot be built fail every check
             inputs, error = None, f"building the inputs: {_error_line(exc)}"
         checks_run, faults_run = claim.checks_in(ctx.profile), claim.faults_in(ctx.profile)

@@ -343,3 +343,15 @@ def test_a_claim_past_its_time_limit_fails_saying_so():
     said = "timed out after 0.5 s (--timeout)"
     assert r.error.startswith(said)
     assert [x.error for x in r.checks] == [said] and [f.error for f in r.faults] == [said]
+
+
+def test_run_claim_reuses_inputs_built_before_and_builds_none():
+    """``run_claim(..., inputs=...)``: the inputs given are the honest ones, the builder is never
+    called; the record is the one ``run_claim`` gives when it builds them itself."""
+    built = []
+    claim = _claim(inputs=lambda ctx: built.append(1) or 1.0)
+    own = run_claim(claim, Context())
+    given = run_claim(claim, Context(), inputs=1.0)
+    assert built == [1] and given.passed and own.passed
+    assert [c.measured for c in given.checks] == [c.measured for c in own.checks]
+    assert not run_claim(claim, Context(), inputs=4.0).holds and built == [1]

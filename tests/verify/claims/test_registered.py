@@ -33,8 +33,11 @@ def uncaught(r) -> str:
 
 
 @pytest.mark.parametrize("cid", list(CLAIMS))
-def test_claim_holds_and_falsifier_is_caught(cid):
-    r = run_claim(CLAIMS[cid], Context(profile="quick"))
+def test_claim_holds_and_falsifier_is_caught(cid, declared):
+    """On the honest quick inputs the claim tests build once a session (conftest.py: declared),
+    the same ``qstr verify`` builds: ``qstr verify`` itself builds them in test_cli.py and CI."""
+    claim, inputs = declared(cid)
+    r = run_claim(claim, Context(profile="quick"), inputs=inputs)
     assert r.error == "", r.error
     assert r.dtype in ("float32", "float64", "float32+float64") and r.device == "cpu"
     assert r.holds, r.detail
