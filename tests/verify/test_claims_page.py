@@ -12,8 +12,18 @@ from pathlib import Path
 
 import pytest
 
+from tests.numbers import assert_close
+
 ROOT = Path(__file__).resolve().parents[2]
 PROGRESS = re.compile(r"\s+\[\s*\d+%\]$")
+# The page's measured, bound and rounding (float64 norms of lemma-34's RNN states), computed now,
+# against the numbers it prints. Measured (issue 52): the lock's venv (torch 2.13.0) and the
+# newest (torch 2.14.1) on this AVX2 machine: 0; with MKL's code path of another CPU
+# (MKL_CBWR=COMPATIBLE) measured moves 1 unit in the last place, 2.666543364535218 against
+# 2.6665433645352183 (1.7e-16 relative), the issue's fresh environment's difference too.
+# rel_tol 1e-14 is a round value above (about 60 units in the last place), far below the check's
+# own rounding allowance (2.7e-12 absolute, the page's "rounding").
+PROPERTIES_REL_TOL = 1e-14
 
 
 def _section():
@@ -75,7 +85,7 @@ def test_the_junit_run_writes_the_properties_shown(project):
     def properties(case):
         return {p.get("name"): p.get("value") for p in case.iter("property")}
 
-    assert properties(got) == properties(want)
+    assert_close(properties(got), properties(want), rel_tol=PROPERTIES_REL_TOL, what="properties")
 
 
 def test_the_python_blocks_pass_as_tests(project):

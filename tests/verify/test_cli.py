@@ -29,6 +29,7 @@ from qstr.verify.experiments import figure1
 from qstr.verify.cli import _PROFILES, SEED_MAX, _parser, _seed, main
 from qstr.verify.registry import PROFILES
 from qstr.verify.version import toolkit_version
+from tests.numbers import assert_close
 
 
 def test_verify_json(tmp_path, capsys):
@@ -978,6 +979,16 @@ def test_ctrl_c_in_a_writing_command_says_nothing_was_written(command, monkeypat
 
 
 FIGURE1_ROWS = Path(__file__).resolve().parents[2] / "docs" / "figures"
+# The summary's fits and bootstrap intervals, recomputed from the committed rows (numpy/scipy
+# least squares and censored fits, whose results move with the BLAS kernels the CPU gets), against
+# the committed numbers. Measured (issue 52): the lock's venv (torch 2.13.0) and the newest
+# (torch 2.14.1, all else as the lock) on this AVX2 machine: 0; with OpenBLAS's kernels of
+# another CPU (OPENBLAS_CORETYPE Prescott, Nehalem, Sandybridge) 33 of 587 numbers move, at most
+# 5.3e-11 relative (fits.simple.ffn.censored_fit.ci[0], the end of an iterated fit's interval);
+# the issue's fresh environment: 27 at about 1e-12. rel_tol 1e-9 is a round value above 5.3e-11;
+# abs_tol 1e-12 for the values at 0 (local slopes of 0.0; delta_aic = -9.3e-4, a difference of
+# two AICs, moved 3.6e-14 absolute).
+SUMMARY_REL_TOL, SUMMARY_ABS_TOL = 1e-9, 1e-12
 
 
 def test_summarize_recomputes_the_committed_summary_from_its_rows(tmp_path, capsys):
@@ -989,7 +1000,9 @@ def test_summarize_recomputes_the_committed_summary_from_its_rows(tmp_path, caps
     assert f"wrote {stem}-summary.json" in capsys.readouterr().out
     got = json.loads(Path(stem + "-summary.json").read_text())
     want = json.loads((FIGURE1_ROWS / "figure1-paper-h200-tf32-v2-summary.json").read_text())
-    assert got == want
+    assert_close(
+        got, want, rel_tol=SUMMARY_REL_TOL, abs_tol=SUMMARY_ABS_TOL, what="figure1 summary"
+    )
     assert Path(stem + ".png").stat().st_size > 0 and Path(stem + ".pdf").stat().st_size > 0
 
 

@@ -10,6 +10,7 @@ import torch
 from qstr.constructions.layout import token_layout
 from qstr.verify.experiments import Execution, figure2, run_experiment
 from qstr.verify.experiments.figure2 import block_stats
+from tests.numbers import assert_close
 
 
 def test_grid_matches_the_paper():
@@ -50,6 +51,15 @@ def test_block_stats_on_the_lemma11_matrix():
     )
 
 
+# block_stats of the committed matrices, computed now, against the committed rows' numbers:
+# ratios of float64 sums of at most 56 x 56 squares. Measured (issue 52): 0 in the lock's venv
+# (torch 2.13.0), the newest (torch 2.14.1), and under MKL/OpenBLAS/ATen code paths of other CPUs
+# (MKL_CBWR, MKL_ENABLE_INSTRUCTIONS, OPENBLAS_CORETYPE, ATEN_CPU_CAPABILITY=default). With
+# nothing seen, 1e-12 is a round value above what another summation order can move such a sum
+# (3136 terms x 1.1e-16 = 3.5e-13 relative, positive terms).
+MASS_REL_TOL = 1e-12
+
+
 def test_the_committed_paper_size_numbers_recompute_from_the_committed_matrices():
     """docs/figures/figure2-paper-cpu: each row's block mass and diagonal share equal block_stats
     of the merged W_Q^T W_K committed beside it (figure2-paper-seed<s>.pt), and the summary
@@ -64,8 +74,10 @@ def test_the_committed_paper_size_numbers_recompute_from_the_committed_matrices(
         saved = torch.load(folder / r["matrix_file"])
         c = r["config"]
         stats = block_stats(saved["merged_qk"], c["d"], c["q"], c["d_e"])
-        assert stats["block_mass"] == r["block_mass"] == summary["block_mass"][str(r["seed"])]
-        assert stats["heads"][0]["diag_mass"] == r["block_stats"][0]["diag_mass"]
+        assert r["block_mass"] == summary["block_mass"][str(r["seed"])]  # both committed
+        now = (stats["block_mass"], stats["heads"][0]["diag_mass"])
+        committed = (r["block_mass"], r["block_stats"][0]["diag_mass"])
+        assert_close(now, committed, rel_tol=MASS_REL_TOL, what=f"seed {r['seed']}")
         assert saved["point_id"] == r["point_id"]
         assert summary["code_mu"][str(r["seed"])] == r["code_mu"] > 0.5
     assert min(summary["block_mass"].values()) > 0.999

@@ -9,6 +9,7 @@ import pytest
 from qstr.verify.experiments import verdicts
 from qstr.verify.experiments.results import ResultsFile
 from qstr.verify.experiments.verdict_table import SOURCES, table
+from tests.numbers import assert_close
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
 FIGURES = os.path.join(ROOT, "docs", "figures")
@@ -98,6 +99,15 @@ def _summary(name):
         return json.load(fh)
 
 
+# The verdicts' numbers (gap ratios, intervals and trend tests recomputed from the committed rows,
+# printed to 2-4 digits) against the committed ones. Measured (issue 52): 0 in the lock's venv
+# (torch 2.13.0), the newest (torch 2.14.1), and under OpenBLAS/MKL code paths of other CPUs; the
+# same fits' unrounded numbers move up to 5.3e-11 (test_cli's SUMMARY_REL_TOL), so 1e-9 as there.
+# A number printed to 2-4 digits moves only where a 1e-11 change crosses its rounding; such a
+# flip fails here, named, and is a change of the printed table to look at, not noise to absorb.
+VERDICTS_REL_TOL = 1e-9
+
+
 @pytest.mark.parametrize("name", [n for n, _ in SOURCES])
 def test_the_committed_verdicts_recompute_from_their_rows(name):
     summary = _summary(name)
@@ -118,7 +128,7 @@ def test_the_committed_verdicts_recompute_from_their_rows(name):
                 "chance_block_mass": rows[0]["block_stats"][0]["chance_block_mass"],
             }
         )
-    assert got == summary["verdicts"]
+    assert_close(got, summary["verdicts"], rel_tol=VERDICTS_REL_TOL, what=name)
 
 
 @pytest.mark.parametrize("doc", ["README.md", os.path.join("docs", "experiments.md")])
