@@ -1,12 +1,11 @@
 """docs/claims.md's section on CI runs as printed: each `$ pytest` block, run in a project holding
 the page's example claims, prints the lines it shows (the progress column aside) or writes the
-JUnit properties it shows, and its python blocks pass as pytest tests."""
+JUnit properties it shows, and its python blocks pass as pytest tests. Each `pytest` runs in this
+process (conftest.py: inner_pytest), from what a fresh process would see."""
 
 import re
 import shlex
 import shutil
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -42,26 +41,27 @@ def _console_blocks():
 
 
 @pytest.fixture
-def project(tmp_path):
-    shutil.copy(ROOT / "docs" / "examples" / "my_codebook_claims.py", tmp_path)
-    return tmp_path
+def project(inner_pytest):
+    """The folder inner_pytest's runs start in, holding the page's example claims."""
+    shutil.copy(ROOT / "docs" / "examples" / "my_codebook_claims.py", inner_pytest.path)
+    return inner_pytest.path
 
 
-def _run(project, command: str):
+def _run(inner_pytest, command: str):
+    """`python -m pytest -p no:cacheprovider ARGS` of the page's command, in the project."""
     args = shlex.split(command.removeprefix("$ "))
     assert args[0] == "pytest", command
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args[1:]]
-    return subprocess.run(cmd, cwd=project, capture_output=True, text=True, timeout=300)
+    return inner_pytest(*args[1:])
 
 
 def test_the_section_has_its_blocks():
     assert len(_console_blocks()) == 2 and len(_blocks("python")) == 2
 
 
-def test_the_verbose_run_prints_the_lines_shown(project):
+def test_the_verbose_run_prints_the_lines_shown(project, inner_pytest):
     block = next(b for b in _console_blocks() if " -v" in b.splitlines()[0])
     command, *shown = block.splitlines()
-    out = _run(project, command)
+    out = _run(inner_pytest, command)
     assert out.returncode == 0, out.stdout + out.stderr
     printed = {PROGRESS.sub("", line) for line in out.stdout.splitlines()}
     for line in shown:
@@ -69,10 +69,10 @@ def test_the_verbose_run_prints_the_lines_shown(project):
             assert PROGRESS.sub("", line) in printed, (line, out.stdout)
 
 
-def test_the_junit_run_writes_the_properties_shown(project):
+def test_the_junit_run_writes_the_properties_shown(project, inner_pytest):
     block = next(b for b in _console_blocks() if "--junitxml" in b.splitlines()[0])
     command, *shown = block.splitlines()
-    out = _run(project, command)
+    out = _run(inner_pytest, command)
     assert out.returncode == 0, out.stdout + out.stderr
     want = ET.fromstring("\n".join(shown))
     report = ET.parse(project / re.search(r"--junitxml=(\S+)", command).group(1))
@@ -88,8 +88,7 @@ def test_the_junit_run_writes_the_properties_shown(project):
     assert_close(properties(got), properties(want), rel_tol=PROPERTIES_REL_TOL, what="properties")
 
 
-def test_the_python_blocks_pass_as_tests(project):
+def test_the_python_blocks_pass_as_tests(project, inner_pytest):
     (project / "test_page_blocks.py").write_text("\n\n".join(_blocks("python")))
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "test_page_blocks.py"]
-    out = subprocess.run(cmd, cwd=project, capture_output=True, text=True, timeout=300)
+    out = inner_pytest("-q", "test_page_blocks.py")
     assert out.returncode == 0 and "2 passed" in out.stdout, out.stdout + out.stderr

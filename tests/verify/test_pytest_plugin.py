@@ -1,11 +1,12 @@
 """Tests for verify/pytest_plugin.py: `pytest --qstr` on a user's project holding one claim that
 holds and one that does not; items by id, -k, -x, --lf, -m, --junitxml and tracebacks as pytest
-users expect."""
+users expect. Each `python -m pytest` runs in this process (conftest.py: inner_pytest), from what
+a fresh process would see."""
 
-import subprocess
-import sys
 import textwrap
 import xml.etree.ElementTree as ET
+
+from qstr.verify.cli import main
 
 CLAIMS = textwrap.dedent('''
     from dataclasses import dataclass, replace
@@ -37,25 +38,16 @@ CLAIMS = textwrap.dedent('''
 ''')
 
 
-def _pytest(tmp_path, *args, cache=False):
+def _pytest(inner_pytest, *args, cache=False):
+    """`python -m pytest --qstr --qstr-claims my_claims.py ARGS` in the folder inner_pytest.path."""
+    tmp_path = inner_pytest.path
     (tmp_path / "my_claims.py").write_text(CLAIMS)
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        *(() if cache else ("-p", "no:cacheprovider")),
-        "--qstr",
-        "--qstr-claims",
-        str(tmp_path / "my_claims.py"),
-        "--rootdir",
-        str(tmp_path),
-        *args,
-    ]
-    return subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    qstr = ("--qstr", "--qstr-claims", tmp_path / "my_claims.py", "--rootdir", tmp_path)
+    return inner_pytest(*qstr, *args, cache=cache)
 
 
-def test_a_passing_and_a_failing_user_claim(tmp_path):
-    out = _pytest(tmp_path, "-k", "user-", "--junitxml", str(tmp_path / "j.xml"), "-rf")
+def test_a_passing_and_a_failing_user_claim(tmp_path, inner_pytest):
+    out = _pytest(inner_pytest, "-k", "user-", "--junitxml", str(tmp_path / "j.xml"), "-rf")
     assert out.returncode == 1, out.stdout + out.stderr
     assert "2 failed, 2 passed" in out.stdout, out.stdout
     assert "user-bad does not hold: closed form: measured 16, bound == 8" in out.stdout, out.stdout
@@ -94,54 +86,29 @@ def test_a_passing_and_a_failing_user_claim(tmp_path):
     assert "fault 'off by one' not applicable: closed form" in out.stdout, out.stdout
 
 
-def test_k_selects_by_id_and_x_stops_at_the_first_failure(tmp_path):
-    out = _pytest(tmp_path, "-k", "user-good", "-q")
+def test_k_selects_by_id_and_x_stops_at_the_first_failure(tmp_path, inner_pytest):
+    out = _pytest(inner_pytest, "-k", "user-good", "-q")
     assert out.returncode == 0 and "2 passed" in out.stdout, out.stdout
-    out = _pytest(tmp_path, "-k", "user-bad or user-good", "-x", "-q")
+    out = _pytest(inner_pytest, "-k", "user-bad or user-good", "-x", "-q")
     assert out.returncode == 1 and "1 failed, 2 passed" in out.stdout, (
         out.stdout
     )  # good first, bad stops
 
 
-def test_without_the_flag_nothing_is_collected(tmp_path):
-    out = _pytest(tmp_path, "-q", "--co")
+def test_without_the_flag_nothing_is_collected(tmp_path, inner_pytest):
+    out = _pytest(inner_pytest, "-q", "--co")
     assert "user-good" in out.stdout
-    plain = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "-q",
-            "--co",
-            "--rootdir",
-            str(tmp_path),
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-    )
+    plain = inner_pytest("-q", "--co", "--rootdir", str(tmp_path))
     assert "user-good" not in plain.stdout and plain.returncode == 5, plain.stdout
-    markers = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--markers"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-    )
+    markers = inner_pytest("--markers")
     assert "@pytest.mark.qstr:" in markers.stdout and "@pytest.mark.gpu:" in markers.stdout
     # the hypothesis profiles named after the qstr profiles exist once asked for
-    profile = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--co"]
-        + ["--hypothesis-profile", "qstr-full"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-    )
+    # (inner_pytest unregisters them first, as in a fresh process, and restores this one's after)
+    profile = inner_pytest("-q", "--co", "--hypothesis-profile", "qstr-full")
     assert profile.returncode == 5 and "InvalidArgument" not in profile.stdout + profile.stderr
 
 
-def test_a_test_importing_the_claims_module_and_a_bad_module(tmp_path):
+def test_a_test_importing_the_claims_module_and_a_bad_module(tmp_path, inner_pytest):
     """A test file that imports the user's claims module runs beside --qstr-claims of the same file
     (registered once) and reads a claim's inputs through the qstr_inputs fixture; a module raising
     at import is pytest's one-line usage error, not an INTERNALERROR."""
@@ -151,39 +118,35 @@ def test_a_test_importing_the_claims_module_and_a_bad_module(tmp_path):
         "    assert qstr_context.seed == 0\n"
         "    assert qstr_inputs('user-good').variance(7, 3) == 8.0\n"
     )
-    out = _pytest(tmp_path, "-q", "-k", "user-good or registered")
+    out = _pytest(inner_pytest, "-q", "-k", "user-good or registered")
     assert out.returncode == 0 and "4 passed" in out.stdout, out.stdout + out.stderr
     (tmp_path / "raising.py").write_text("raise RuntimeError('not today')\n")
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--qstr", "--qstr-claims"]
-    bad = subprocess.run(
-        [*cmd, str(tmp_path / "raising.py"), "--rootdir", str(tmp_path), "-q"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    cmd = ["--qstr", "--qstr-claims"]
+    bad = inner_pytest(*cmd, str(tmp_path / "raising.py"), "--rootdir", str(tmp_path), "-q")
     assert bad.returncode == 4 and "INTERNALERROR" not in bad.stdout + bad.stderr
     assert "RuntimeError: not today (raising.py, line 1)" in bad.stderr
 
 
-def test_header_and_options_the_machine_cannot_run(tmp_path):
+def test_header_and_options_the_machine_cannot_run(tmp_path, inner_pytest):
     """The header names profile, device, seed and the number of claims; -m selects by the qstr
     marker; a negative seed, or CUDA where there is none, is one usage error line (exit 4)."""
     # the header is not printed with -q; claims carry the marker qstr (and gpu on CUDA)
-    out = _pytest(tmp_path, "--co", "--qstr-seed", "3", "-m", "qstr and not gpu", "-k", "user-g")
+    out = _pytest(
+        inner_pytest, "--co", "--qstr-seed", "3", "-m", "qstr and not gpu", "-k", "user-g"
+    )
     assert "qstr: profile quick, device cpu, seed 3, " in out.stdout, out.stdout
     assert " claims" in out.stdout.split("seed 3, ")[1].splitlines()[0], out.stdout
     assert "2/" in out.stdout and "tests collected" in out.stdout, out.stdout
-    bad = _pytest(tmp_path, "-q", "--co", "--qstr-seed", "-1")
+    bad = _pytest(inner_pytest, "-q", "--co", "--qstr-seed", "-1")
     assert bad.returncode == 4 and "INTERNALERROR" not in bad.stdout + bad.stderr
     # checked before collection, so -q and a named test file change nothing
     (tmp_path / "test_plain.py").write_text("def test_ok():\n    pass\n")
-    missing = _pytest(tmp_path, "-q", "--qstr-claims", "absent.py", "test_plain.py")
+    missing = _pytest(inner_pytest, "-q", "--qstr-claims", "absent.py", "test_plain.py")
     assert missing.returncode == 4 and "--claims absent.py: no such file" in missing.stderr
     import torch  # noqa: PLC0415 - only to know whether this machine has CUDA
 
     if not torch.cuda.is_available():
-        cuda = _pytest(tmp_path, "-q", "--co", "--qstr-device", "cuda")
+        cuda = _pytest(inner_pytest, "-q", "--co", "--qstr-device", "cuda")
         assert cuda.returncode == 4 and "CUDA is not available" in cuda.stderr
 
 
@@ -206,47 +169,44 @@ CRASHING = textwrap.dedent("""
 """)
 
 
-def test_a_printed_node_id_reruns_and_lf_reruns_the_failures(tmp_path):
+def test_a_printed_node_id_reruns_and_lf_reruns_the_failures(tmp_path, inner_pytest):
     """The node id pytest prints for a failing claim item selects it when passed back; --lf
     reruns exactly the failures of the last run (the cache on)."""
-    out = _pytest(tmp_path, "-q", "-k", "user-", cache=True)
+    out = _pytest(inner_pytest, "-q", "-k", "user-", cache=True)
     assert out.returncode == 1 and "2 failed, 2 passed" in out.stdout, out.stdout
     failed = sorted(line.split()[1] for line in out.stdout.splitlines() if line.startswith("FAIL"))
     assert failed == ["my_claims.py::user-bad::check[closed", "my_claims.py::user-bad::fault[off"]
-    again = _pytest(tmp_path, "-q", "my_claims.py::user-bad::check[closed form]")
+    again = _pytest(inner_pytest, "-q", "my_claims.py::user-bad::check[closed form]")
     assert again.returncode == 1 and "1 failed in" in again.stdout, again.stdout
-    lf = _pytest(tmp_path, "-q", "--lf", cache=True)
+    lf = _pytest(inner_pytest, "-q", "--lf", cache=True)
     assert lf.returncode == 1 and "2 failed" in lf.stdout and "passed" not in lf.stdout, lf.stdout
 
 
-def test_a_crashing_check_shows_its_traceback_and_file_line(tmp_path):
+def test_a_crashing_check_shows_its_traceback_and_file_line(tmp_path, inner_pytest, capsys):
     """pytest shows the check's own frames down to the raise; `qstr verify` one line with the
     exception and file:line, and with --traceback the whole stack."""
     (tmp_path / "crashing.py").write_text(CRASHING)
-    out = _pytest(tmp_path, "-q", "--qstr-claims", str(tmp_path / "crashing.py"), "-k", "crash")
+    out = _pytest(inner_pytest, "-q", "--qstr-claims", str(tmp_path / "crashing.py"), "-k", "crash")
     assert out.returncode == 1, out.stdout
     text = out.stdout
     assert "def helper(inp):" in text and "ZeroDivisionError: division by zero" in text, text
     assert "crashing.py:7: ZeroDivisionError" in text and "_pytest" not in text, text
-    cli = subprocess.run(
-        [sys.executable, "-m", "qstr.verify.cli", "verify", "--claims", "crashing.py"]
-        + ["--only", "user-crash", "--traceback"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert "divides: crashed: ZeroDivisionError: division by zero (crashing.py:7)" in cli.stdout
+    # `qstr verify` as the console script runs it, in the same folder (inner_pytest's registry
+    # restore drops the claim it registers)
+    capsys.readouterr()
+    main(["verify", "--claims", "crashing.py", "--only", "user-crash", "--traceback"])
+    cli = capsys.readouterr()
+    assert "divides: crashed: ZeroDivisionError: division by zero (crashing.py:7)" in cli.out
     # --traceback: the whole stack after the table
-    assert "user-crash: check 'divides' crashed:" in cli.stdout
-    assert 'crashing.py", line 7, in helper' in cli.stdout, cli.stdout
+    assert "user-crash: check 'divides' crashed:" in cli.out
+    assert 'crashing.py", line 7, in helper' in cli.out, cli.out
 
 
-def test_a_paper_claim_outside_the_rootdir_is_rerun_by_its_module_path(tmp_path):
+def test_a_paper_claim_outside_the_rootdir_is_rerun_by_its_module_path(tmp_path, inner_pytest):
     """The paper's claims, outside the user's rootdir, are printed as qstr/verify/claims/FILE.py
     node ids, and such an id passed back selects the item."""
     node = "qstr/verify/claims/lemma_34.py::lemma-34::check[||h_i|| <= r_h]"
-    run = _pytest(tmp_path, "-v", node)
+    run = _pytest(inner_pytest, "-v", node)
     assert run.returncode == 0 and f"{node} PASSED" in run.stdout, run.stdout + run.stderr
 
 
@@ -267,14 +227,14 @@ CASES = textwrap.dedent('''
 ''')
 
 
-def test_each_case_of_a_check_is_a_subtest_report(tmp_path):
+def test_each_case_of_a_check_is_a_subtest_report(tmp_path, inner_pytest):
     """A check taken over cases reports each case as pytest 9 reports a subtest: SUBPASSED and
     SUBFAILED lines under -v, the failing case with its own header and summary line; the item
     stays the worst case."""
     (tmp_path / "cases.py").write_text(CASES)
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--qstr", "--qstr-claims"]
+    cmd = ["--qstr", "--qstr-claims"]
     cmd += [str(tmp_path / "cases.py"), "--rootdir", str(tmp_path), "-k", "user-cases", "-v"]
-    out = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    out = inner_pytest(*cmd)
     text = out.stdout
     assert out.returncode == 1, text + out.stderr
     for label, word in (("N=16", "SUBPASSED"), ("N=256", "SUBFAILED"), ("N=4096", "SUBPASSED")):
