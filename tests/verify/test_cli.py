@@ -2,6 +2,8 @@
 their arguments, output paths and exit codes."""
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import pickle
@@ -590,14 +592,16 @@ def _documented(heading: str, saved: dict, config_keys) -> None:
 
 
 def _qstr(*argv: str):
-    """The real ``qstr`` command in a subprocess: (exit status, stdout, stderr)."""
-    p = subprocess.run(
-        [sys.executable, "-m", "qstr.verify.cli", *argv],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    return p.returncode, p.stdout, p.stderr
+    """The ``qstr`` command in this process, as the console script calls it (``main``): (exit
+    status, stdout, stderr). The console script itself, in a process of its own:
+    test_console_script_module_entry."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = main(list(argv))
+        except SystemExit as exc:  # argparse's --help and --version exit
+            status = exc.code
+    return status, out.getvalue(), err.getvalue()
 
 
 SEED_ERROR = "qstr: error: argument --seed: a seed must be an integer in [0, 2**63 - 1], got {}"
