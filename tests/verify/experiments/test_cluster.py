@@ -626,26 +626,18 @@ def test_a_worker_without_qstr_ends_reproduce_in_one_line_with_exit_2(
     assert not os.path.exists(out / "figure1.jsonl") or not lines(out / "figure1.jsonl")
 
 
-def test_the_local_cluster_keeps_its_scratch_space_in_a_folder_it_removes():
+def test_the_local_cluster_keeps_its_scratch_space_in_a_folder_it_removes(tmp_path, monkeypatch):
+    """The workers' scratch space, and Dask's own ``dask-scratch-space`` (two lock files, issue
+    52: it stayed in the system's temporary directory after ``qstr reproduce --jobs 2``), lie in
+    the run's folder, removed when the cluster closes: the temporary directory is left as it was.
+    The suite's own DASK_TEMPORARY_DIRECTORY (tests/conftest.py) is taken away here."""
+    import dask  # noqa: PLC0415
+
     def run_folder(path):  # the qstr-dask-* folder the worker's scratch space is in
         while not os.path.basename(path).startswith("qstr-dask-"):
             assert path != os.path.dirname(path), "the scratch space is outside the run's folder"
             path = os.path.dirname(path)
         return path
-
-    with local_cluster(1) as lc:
-        folders = {run_folder(w["local_directory"]) for w in lc.scheduler_info["workers"].values()}
-        assert len(folders) == 1 and os.path.isdir(next(iter(folders)))
-    assert not os.path.exists(next(iter(folders)))
-
-
-def test_a_run_on_a_local_cluster_leaves_nothing_in_the_temporary_directory(
-    tmp_path, tiny, monkeypatch
-):
-    """Issue 52: Dask's ``dask-scratch-space`` (two lock files) stayed in the system's temporary
-    directory after ``qstr reproduce --jobs 2``; it is now in the run's folder, removed after.
-    The suite's own DASK_TEMPORARY_DIRECTORY (tests/conftest.py) is taken away here."""
-    import dask  # noqa: PLC0415
 
     tmp = tmp_path / "tmp"
     tmp.mkdir()
@@ -653,15 +645,12 @@ def test_a_run_on_a_local_cluster_leaves_nothing_in_the_temporary_directory(
     monkeypatch.setitem(dask.config.config, "temporary-directory", None)
     monkeypatch.setenv("TMPDIR", str(tmp))
     monkeypatch.setattr(tempfile, "tempdir", str(tmp))
-    rows = run_experiment(
-        "figure1",
-        out_dir=str(tmp_path / "out"),
-        seeds=[0],
-        N_values={"1str": [2], "simple": [2]},
-        overrides=dict(tiny, max_steps=10),
-        execution=Execution(progress=False, jobs=2, threads=1),
-    )
-    assert len(rows) == 3 * 2
+    with local_cluster(1) as lc:
+        folders = {run_folder(w["local_directory"]) for w in lc.scheduler_info["workers"].values()}
+        assert len(folders) == 1 and os.path.isdir(next(iter(folders)))
+        with Client(lc, set_as_default=False) as client:
+            assert client.submit(sum, [1, 2]).result() == 3
+    assert not os.path.exists(next(iter(folders)))
     assert os.listdir(tmp) == []
     assert "DASK_TEMPORARY_DIRECTORY" not in os.environ
     assert dask.config.get("temporary-directory") is None
