@@ -234,8 +234,8 @@ def _fused_heads(omega, x, t, head_slots, scale: float, chunk: int) -> torch.Ten
     """:meth:`Construction.fast_heads` on CUDA's fused attention kernels (O(N) memory, so by
     default all N queries in one call). The values are the d columns of x, padded to 8; when no
     fused kernel takes values narrower than the keys, they are padded to the key width."""
-    # torch.nn.attention (sdpa_kernel) is torch >= 2.3; pyproject.toml allows torch >= 2.1
-    from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: PLC0415 - newer torch only
+    # torch.nn.attention (sdpa_kernel) is torch >= 2.3, pyproject.toml's lower bound
+    from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: PLC0415 - fused kernels only
 
     B, N, d = x.shape
     H = len(head_slots)

@@ -76,5 +76,5 @@ def test_the_cluster_extra_is_the_one_the_docs_install():
     extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
         "optional-dependencies"
     ]["cluster"]
-    assert extra == ["dask-jobqueue>=0.8"]
-    assert 'pip install -e ".[cluster]"         # adds dask-jobqueue>=0.8' in DOC.read_text()
+    assert extra == ["dask-jobqueue>=0.8.5"]
+    assert 'pip install -e ".[cluster]"         # adds dask-jobqueue>=0.8.5' in DOC.read_text()
