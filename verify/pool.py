@@ -73,5 +73,17 @@ def run_claims(
                     queue.clear()
                 elif queue:
                     submit()
+    except BaseException:  # Ctrl-C, SIGTERM, the reader gone: the running claims are not awaited
+        _terminate_workers(pool)
+        raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _terminate_workers(pool: ProcessPoolExecutor) -> None:
+    """End the pool's worker processes now, whatever claim they run (SIGTERM to each)."""
+    if hasattr(pool, "terminate_workers"):  # Python >= 3.14
+        pool.terminate_workers()
+        return
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        process.terminate()
