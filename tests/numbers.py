@@ -90,13 +90,6 @@ class _Walk:
             self.problems.append(f"{path}: {a!r} != {b!r}")
 
 
-def largest_difference(got, want, *, rel_tol: float = 0.0, abs_tol: float = 0.0):
-    """(largest relative difference of two numbers, its path, the mismatches at rel_tol)."""
-    w = _Walk(rel_tol, abs_tol)
-    w.walk("$", got, want)
-    return w.largest[0], w.largest[1], w.problems
-
-
 def assert_close(got, want, *, rel_tol: float, abs_tol: float = 0.0, what: str = "") -> None:
     """got (computed now) matches want (committed): numbers within rel_tol (or abs_tol near 0),
     all else equal. Prints the largest relative difference seen (pytest -s shows it), which is

@@ -330,6 +330,7 @@ def _time_limit(seconds: Optional[float]):
 
 
 _BUILD = object()  # run_claim builds the honest inputs itself
+TIMED_OUT = "timed out after"  # how the error of a claim past its --timeout begins
 
 
 def run_claim(
@@ -343,7 +344,7 @@ def run_claim(
         with _time_limit(timeout):
             return _run_claim(claim, ctx, start, inputs)
     except ClaimTimeout:
-        error = f"timed out after {timeout:g} s (--timeout)"
+        error = f"{TIMED_OUT} {timeout:g} s (--timeout)"
         checks, faults = _all_failed(
             claim.checks_in(ctx.profile), claim.faults_in(ctx.profile), error
         )

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from qstr.verify.files import write_json_file
-from qstr.verify.registry import CheckResult, Result
+from qstr.verify.registry import TIMED_OUT, CheckResult, Result
 from qstr.verify.version import toolkit_version as _version
 
 
@@ -128,7 +128,7 @@ def print_report(
                 console.print(f"  {line}", markup=False, highlight=False)
     passed = sum(r.passed for r in results)
     style = "green" if passed == len(results) else "bold red"
-    late = sum(r.error.startswith("timed out after ") for r in results)
+    late = sum(r.error.startswith(TIMED_OUT) for r in results)
     timed = "" if timeout is None else f"; {late} timed out (--timeout {timeout:g} s)"
     console.print(
         f"[{style}]{passed}/{len(results)} claims hold with every fault caught{timed}[/{style}]"
