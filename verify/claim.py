@@ -69,7 +69,9 @@ class Verdict:
 
     ``holds`` is decided by the constructor (``at_most``, ``at_least``, ``close``, ``exact``);
     ``rounding`` is the floating-point term added to the bound (docs/derivations/rounding.md);
-    ``tol`` is a two-sided check's tolerance (``close``)."""
+    ``tol`` is a two-sided check's tolerance (``close``); ``vacuous``: the bound says nothing on
+    these inputs (a width lower bound below 1, a probability bound above 1), so the check's
+    status is ``vacuous``, never a bare ``holds`` (docs/claims.md, "Status")."""
 
     measured: Number
     bound: Number
@@ -79,6 +81,7 @@ class Verdict:
     detail: str = ""
     dtype: str = "float64"
     tol: float = 0.0
+    vacuous: bool = False
     # the (label, verdict) cases a ``worst`` was taken over, each case's own (pytest items
     # report them); () for a single measurement
     cases: Tuple[Tuple[str, "Verdict"], ...] = field(default=(), repr=False, compare=False)
@@ -108,6 +111,25 @@ class Verdict:
             room, scale = self.tol + r - abs(m - b), self.tol + r
         return room / scale if scale > 0 else (0.0 if room >= 0 else -math.inf)
 
+    @property
+    def ratio(self) -> Optional[float]:
+        """How near the bound the measurement comes, 1 at equality: measured / bound for <=,
+        bound / measured for >=; None for a two-sided or exact check or a zero denominator."""
+        if self.relation not in ("<=", ">=") or not isinstance(self.measured, (int, float)):
+            return None
+        num, den = (
+            (self.measured, self.bound) if self.relation == "<=" else (self.bound, self.measured)
+        )
+        num, den = float(num), float(den)
+        return num / den if den != 0 and math.isfinite(num) and math.isfinite(den) else None
+
+    @property
+    def status(self) -> str:
+        """'holds', 'fails', or 'vacuous' (holds, on inputs where the bound says nothing)."""
+        if not self.holds:
+            return "fails"
+        return "vacuous" if self.vacuous else "holds"
+
     def labelled(self, label: str) -> "Verdict":
         """The verdict with ``label`` (the case it comes from) at the front of its detail."""
         return replace(self, detail=_detail(label, self.detail))
@@ -136,11 +158,13 @@ def at_most(
     rounding: Union[Rounding, float, None] = None,
     detail: str = "",
     dtype: Optional[str] = None,
+    vacuous: bool = False,
 ) -> Verdict:
-    """measured <= bound + rounding term."""
+    """measured <= bound + rounding term (``vacuous``: the bound says nothing on these inputs)."""
     term, what, dtype = _rounding(rounding, dtype)
     m, b = float(measured), float(bound)
-    return Verdict(m, b, bool(m <= b + term), "<=", term, _detail(detail, what), dtype)
+    ok = bool(m <= b + term)
+    return Verdict(m, b, ok, "<=", term, _detail(detail, what), dtype, vacuous=bool(vacuous))
 
 
 def at_least(
@@ -149,11 +173,13 @@ def at_least(
     rounding: Union[Rounding, float, None] = None,
     detail: str = "",
     dtype: Optional[str] = None,
+    vacuous: bool = False,
 ) -> Verdict:
-    """measured >= bound - rounding term."""
+    """measured >= bound - rounding term (``vacuous``: the bound says nothing on these inputs)."""
     term, what, dtype = _rounding(rounding, dtype)
     m, b = float(measured), float(bound)
-    return Verdict(m, b, bool(m >= b - term), ">=", term, _detail(detail, what), dtype)
+    ok = bool(m >= b - term)
+    return Verdict(m, b, ok, ">=", term, _detail(detail, what), dtype, vacuous=bool(vacuous))
 
 
 def close(

@@ -8,6 +8,7 @@ declared with the primitives of ``qstr.verify.claim`` (docs/claims.md).
 from __future__ import annotations
 
 import contextlib
+import math
 import importlib.util
 import os
 import signal
@@ -50,6 +51,16 @@ class CheckResult:
     error: str = ""
     seconds: float = 0.0
     evidence: str = UNDECLARED  # what the check rests on (claim.EVIDENCE)
+    vacuous: bool = False  # holds, on inputs where the bound says nothing (Verdict.vacuous)
+    ratio: Optional[float] = None  # measured / bound (<=) or bound / measured (>=): Verdict.ratio
+    slack: Optional[float] = None  # Verdict.slack: (room to the bound) / |bound|
+
+    @property
+    def status(self) -> str:
+        """'holds', 'fails' or 'vacuous' (Verdict.status); 'crashed' when the check raised."""
+        if self.error:
+            return "crashed"
+        return "fails" if not self.holds else ("vacuous" if self.vacuous else "holds")
 
     @property
     def shown_bound(self) -> str:
@@ -110,7 +121,15 @@ class Result:
         return [f for f in self.faults if not f.caught]
 
     def record(self) -> dict:
-        return asdict(self) | {"passed": self.passed}
+        """The claim as ``--json`` writes it (docs/formats.md): each check with its status."""
+        out = asdict(self) | {"passed": self.passed}
+        pairs = list(zip(out["checks"], self.checks))
+        pairs += [
+            p for rf, f in zip(out["faults"], self.faults) for p in zip(rf["checks"], f.checks)
+        ]
+        for rec, c in pairs:
+            rec["status"] = c.status
+        return out
 
 
 REGISTRY: Dict[str, Claim] = {}
@@ -261,6 +280,9 @@ def run_check(check: Check, inputs: Any, ctx: Context) -> CheckResult:
             v.rounding,
             v.detail,
             v.dtype,
+            vacuous=bool(v.vacuous),
+            ratio=v.ratio,
+            slack=_finite(v.slack) if v.relation != "==" else None,
         )
         out.cases = v.cases  # not a field (not recorded): pytest items report each case
     except Exception as exc:  # noqa: BLE001 - a crashing check is a failing check, reported
@@ -418,6 +440,17 @@ def _dtype(checks: List[CheckResult]) -> str:
     return "+".join(kinds) if kinds else "float64"
 
 
+def _check_detail(c: CheckResult) -> str:
+    """'NAME: DETAIL; measured/bound R' (the ratio where the check is an inequality)."""
+    ratio = f"measured/bound {c.ratio:.3g}" if c.ratio is not None else ""
+    vacuous = "vacuous" if c.status == "vacuous" else ""
+    return f"{c.name}: " + "; ".join(p for p in (c.detail, ratio, vacuous) if p)
+
+
+def _finite(value: float) -> Optional[float]:
+    return float(value) if math.isfinite(value) else None
+
+
 def _number(value) -> Optional[float]:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
@@ -444,7 +477,7 @@ def _result(claim: Claim, ctx: Context, checks, faults, seconds: float, error: s
         seconds=seconds,
         seed=ctx.seed,
         dtype=_dtype(checks),
-        detail="; ".join(f"{c.name}: {c.detail}" for c in checks if c.detail),
+        detail="; ".join(_check_detail(c) for c in checks if c.detail or c.ratio is not None),
         falsifier="; ".join(f.name for f in faults),
         error="; ".join(errors),
         measured_value=_number(head.measured),

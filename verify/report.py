@@ -52,6 +52,7 @@ def table(results: Sequence[Result], title: str) -> Table:
         ("rests on", dict()),
         ("measured", dict(min_width=8)),
         ("bound", dict(min_width=8)),
+        ("m/b", dict(justify="right")),
         *((name, dict()) for name in extra),
         ("holds", dict(justify="center", min_width=5)),
         ("faults caught", dict(justify="center")),
@@ -67,13 +68,30 @@ def table(results: Sequence[Result], title: str) -> Table:
             r.evidence,
             fmt(r.measured),
             fmt(r.bound),
+            ratio_range(r.checks),
             *(getattr(r, name) for name in extra),
-            _count(r.holds, sum(c.holds for c in r.checks), len(r.checks))
+            _count(r.holds, sum(c.status == "holds" for c in r.checks), len(r.checks))
+            + _vacuous_checks(r.checks)
             + ("\n[yellow]vacuous[/yellow]" if r.vacuous else ""),
             _count(r.falsifier_caught, sum(f.caught for f in r.faults), len(r.faults)),
             f"{r.seconds:.1f}",
         )
     return t
+
+
+def ratio_range(checks: Sequence[CheckResult]) -> str:
+    """The least and the largest measured/bound of a claim's inequality checks that held and say
+    something (not vacuous): '0.0004-0.98', one value, or '' when it has none."""
+    ratios = [c.ratio for c in checks if c.ratio is not None and c.status == "holds"]
+    if not ratios:
+        return ""
+    lo, hi = min(ratios), max(ratios)
+    return f"{lo:.2g}" if f"{lo:.2g}" == f"{hi:.2g}" else f"{lo:.2g}-{hi:.2g}"
+
+
+def _vacuous_checks(checks: Sequence[CheckResult]) -> str:
+    n = sum(c.status == "vacuous" for c in checks)
+    return f"\n[yellow]{n} vacuous[/yellow]" if n else ""
 
 
 def _count(ok: bool, good: int, total: int) -> str:
@@ -87,7 +105,9 @@ def check_line(c: CheckResult) -> str:
     check, one line."""
     if c.error:
         return f"{c.name}: crashed: {c.error}"
-    return f"{c.name}: measured {fmt(c.measured)}, bound {c.shown_bound}" + (
+    ratio = f", measured/bound {c.ratio:.3g}" if c.ratio is not None else ""
+    said = ", VACUOUS" if c.status == "vacuous" else ""
+    return f"{c.name}: measured {fmt(c.measured)}, bound {c.shown_bound}{ratio}{said}" + (
         f" ({c.detail})" if c.detail else ""
     )
 

@@ -79,6 +79,10 @@ def test_verify_json(tmp_path, capsys):
         "error",
         "seconds",
         "evidence",
+        "vacuous",
+        "ratio",
+        "slack",
+        "status",
     }
     for r in records:
         assert set(r) == keys  # exactly the keys README.md and docs/formats.md list
@@ -94,6 +98,8 @@ def test_verify_json(tmp_path, capsys):
             for f in r["faults"]
         )
         assert all(c["holds"] is False for f in r["faults"] for c in f["checks"])
+        assert all(c["status"] in ("fails", "crashed") for f in r["faults"] for c in f["checks"])
+        assert all(c["status"] == "holds" for c in r["checks"])
     out = capsys.readouterr().out
     assert "lemma-40" in out and "2/2 claims hold" in out
 

@@ -1,10 +1,12 @@
 """Tests for verify/report.py: the results table, and the device and dtype its records and title
 carry."""
 
+import pytest
 from rich.console import Console
 
-from qstr.verify.registry import CheckResult, FaultResult, Result
-from qstr.verify.report import failure_lines, table
+from qstr.verify.claim import Check, Context, at_least, at_most, close, exact
+from qstr.verify.registry import CheckResult, FaultResult, Result, run_check
+from qstr.verify.report import check_line, failure_lines, ratio_range, table
 
 
 def _result(cid, device, dtype):
@@ -29,7 +31,7 @@ def test_record_and_table_carry_device_and_dtype():
     same = [_result("a", "cpu", "float64"), _result("b", "cpu", "float64")]
     assert same[0].record()["dtype"] == "float64" and same[0].record()["device"] == "cpu"
     t = table(same, "qstr verify")
-    assert "device cpu" in t.title and "dtype float64" in t.title and len(t.columns) == 9
+    assert "device cpu" in t.title and "dtype float64" in t.title and len(t.columns) == 10
     mixed = table(
         [_result("a", "cpu", "float64"), _result("b", "cpu", "float32+float64")], "qstr verify"
     )
@@ -67,5 +69,32 @@ def test_a_long_claim_id_folds_and_leaves_the_numbers_readable():
     Console(width=120, file=buf).print(table([r], "qstr verify"))
     text = buf.getvalue()
     rows = [line.split("│") for line in text.splitlines() if line.startswith("│")]
-    assert [c.strip() for c in rows[0][5:8]] == ["0.1235", "<= 0.5", "yes 0/0"]
+    assert [c.strip() for c in rows[0][5:9]] == ["0.1235", "<= 0.5", "", "yes 0/0"]
     assert "".join(r[1].strip() for r in rows) == "x" * 300  # folded, not cut
+
+
+def test_a_vacuous_check_is_said_and_not_counted_as_holding():
+    """A check whose bound says nothing on its inputs (``vacuous=True``) reports the status
+    ``vacuous``: counted apart in the holds column, named in its line, recorded in --json."""
+    v = at_least(384, 0.319, vacuous=True)
+    assert v.holds and v.status == "vacuous" and at_least(384, 0.319).status == "holds"
+    c = run_check(Check("d_h >= width bound", lambda inp: v), None, Context())
+    assert c.status == "vacuous" and c.ratio == pytest.approx(0.319 / 384, rel=1e-12)
+    r = _result("a", "cpu", "float64")
+    r.checks = [c]
+    holds = [col for col in table([r], "t").columns if col.header == "holds"][0]
+    assert list(holds.cells) == ["[green]yes[/green]\n[yellow]1 vacuous[/yellow]"]
+    assert ", VACUOUS" in check_line(c) and "measured/bound 0.000831" in check_line(c)
+    assert r.record()["checks"][0]["status"] == "vacuous"
+
+
+def test_each_inequality_records_its_measured_over_bound():
+    """measured/bound for <=, bound/measured for >=, none for two-sided or exact checks; the
+    table's m/b column gives the least and the largest of a claim's checks that hold."""
+    assert at_most(0.25, 1.0).ratio == 0.25 and at_least(4.0, 1.0).ratio == 0.25
+    assert close(1.0, 1.0, tol=0.1).ratio is None and exact(3, 3).ratio is None
+    assert at_most(1.0, 0.0).ratio is None
+    verdicts = (at_most(0.5, 1.0), at_least(8.0, 1.0), at_most(2.0, 1.0))
+    checks = [run_check(Check(str(i), verdicts.__getitem__), i, Context()) for i in range(3)]
+    assert [c.slack for c in checks] == pytest.approx([0.5, 7.0, -1.0])
+    assert ratio_range(checks) == "0.12-0.5"  # the failing check (2.0 <= 1) is not a range end
