@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Tuple
 
+import mpmath as mp
 import torch
 
 from qstr.bounds.packing import conjugate, lemma39_equality_case, mixed_norm
@@ -24,6 +25,10 @@ LEMMA39_ROUNDING = Rounding(
     what="128 eps x ratio (3 mixed norms of <= 6 x 5 matrices: sums, powers, roots)",
 )
 Pair = Tuple[torch.Tensor, torch.Tensor]
+PIN_DPS = 40
+# float64 mixed norms of <= 6 x 5 matrices (sums of <= 30 powers, two roots) against 40 digits:
+# measured gaps ~1e-16; 1e-12 leaves room for the powers' rounding, not for a slipped formula
+PIN_RTOL = 1e-12
 
 claim = register(
     Claim(
@@ -56,6 +61,8 @@ class Lemma39Inputs:
     starts: Tuple[Pair, ...]  # batched starting pairs of the ascent, per case
     steps: int  # Adam steps of the ascent
     rhs: Callable[..., torch.Tensor] = holder_rhs  # ||A||_{r,q} ||B||_{p,s}
+    norm: Callable[..., torch.Tensor] = mixed_norm  # ||M||_{p,q}, the pin's function under test
+    conj: Callable[[float], float] = conjugate  # the Hölder conjugate s of r
 
 
 def _random_pairs(ctx: Context, i: int, n_random: int) -> Tuple[Pair, ...]:
@@ -140,6 +147,63 @@ def lemma39_tight(inp: Lemma39Inputs) -> Verdict:
     )
 
 
+def _mp_vector_norm(xs, p):
+    """(sum |x|^p)^(1/p) (max |x| for p = inf) of mpf values, at the working precision."""
+    if p == INF:
+        return max(abs(x) for x in xs)
+    return mp.fsum(abs(x) ** p for x in xs) ** (1 / p)
+
+
+def mixed_norm_mp(M: torch.Tensor, p: float, q: float):
+    """||M||_{p,q} written from the definition (docs/derivations/lemmas-39-41-42.md, Lemma 39) in
+    mpmath: the p-norm of every row, then the q-norm of the row norms; M's float64 entries exact."""
+    p, q = (mp.inf if e == INF else mp.mpf(e) for e in (p, q))
+    rows = [_mp_vector_norm([mp.mpf(float(x)) for x in row], p) for row in M.tolist()]
+    return _mp_vector_norm(rows, q)
+
+
+def conjugate_mp(r: float):
+    """s with 1/r + 1/s = 1 in mpmath (r = 1 -> inf, r = inf -> 1)."""
+    if r == INF:
+        return mp.mpf(1)
+    return mp.inf if r == 1 else 1 / (1 - 1 / mp.mpf(r))
+
+
+def _pin_matrices(inp: Lemma39Inputs):
+    """Per case: its equality pair, the product, the first random pair of every shape (one draw),
+    each with the exponent pairs Lemma 39 reads on it: (r, q), (p, s), (p, q)."""
+    for (p, q, r), (A, B), shapes in zip(inp.cases, inp.equality, inp.random, strict=True):
+        s = float(conjugate_mp(r))
+        mats = [(A, B)] + [(A2[0], B2[0]) for A2, B2 in shapes]
+        for A1, B1 in mats:
+            yield from ((A1, r, q), (B1, p, s), (A1 @ B1, p, q), (B1, q, r))
+
+
+def _rel(got, want) -> float:
+    return 0.0 if got == want else float(abs(mp.mpf(got) - want) / abs(want))
+
+
+@claim.check("mixed norm and conjugate = 40-digit evaluation", evidence="formula")
+def lemma39_pin(inp: Lemma39Inputs) -> Verdict:
+    """mixed_norm and conjugate, the functions Lemma 39's two sides read, against their definitions
+    evaluated in mpmath at 40 digits (docs/derivations/lemmas-39-41-42.md): every case's matrices
+    and exponent pairs, exponents 1 and inf included; the largest relative gap."""
+    gaps = []
+    with mp.workdps(PIN_DPS):
+        for M, p, q in _pin_matrices(inp):
+            gaps.append(
+                (_rel(float(inp.norm(M, p, q)), mixed_norm_mp(M, p, q)), f"||.||_{p:g},{q:g}")
+            )
+        for r in (1, 4 / 3, 1.5, 2, 3, 4, INF):
+            want = conjugate_mp(r)
+            got = inp.conj(r)
+            gap = (0.0 if got == INF else math.inf) if want == mp.inf else _rel(got, want)
+            gaps.append((gap, f"conjugate({r:g})"))
+    gap, where = max(gaps)
+    detail = f"{len(gaps)} evaluations, largest at {where}; relative tolerance {PIN_RTOL:g}"
+    return at_most(gap, PIN_RTOL, detail=detail)
+
+
 def _swapped_rhs(A: torch.Tensor, B: torch.Tensor, p: float, q: float, r: float) -> torch.Tensor:
     """The false form ||A||_{q,r} ||B||_{s,p} (inner and outer exponents exchanged)."""
     return mixed_norm(A, q, r) * mixed_norm(B, conjugate(r), p)
@@ -156,6 +220,24 @@ claim.fault(
     apply=replaced(rhs=_swapped_rhs),
 )
 claim.fault("right-hand side doubled", breaks=lemma39_tight, apply=replaced(rhs=_doubled_rhs))
+
+
+def _outer_root_lost(M: torch.Tensor, p: float, q: float) -> torch.Tensor:
+    """||M||_{p,q} without the outer 1/q power: sum_i ||M_i||_p^q (max for q = inf)."""
+    rows = torch.linalg.vector_norm(M, ord=p, dim=-1)
+    return rows.amax(-1) if q == INF else (rows**q).sum(-1)
+
+
+claim.fault(
+    "mixed norm without its outer 1/q power",
+    breaks=lemma39_pin,
+    apply=replaced(norm=_outer_root_lost),
+)
+claim.fault(
+    "conjugate r/(r + 1)",
+    breaks=lemma39_pin,
+    apply=replaced(conj=lambda r: 1.0 if r == INF else (INF if r == 1 else r / (r + 1))),
+)
 
 
 claim.scope_with(  # what the run checked (docs/claims.md, "Scope")

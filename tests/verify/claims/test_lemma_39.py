@@ -25,3 +25,13 @@ def test_lemma39_a_loose_rhs_is_caught_by_tightness_only(declared):
     doubled = d.broken("doubled")
     assert d.verdict("lhs <= rhs", doubled).holds
     assert d.verdict("equality case attained", doubled).measured == pytest.approx(0.5, rel=1e-12)
+
+
+def test_lemma39_pin_holds_and_sees_a_lost_outer_power(declared):
+    """The 40-digit pin of mixed_norm and conjugate holds on the honest functions and fails when
+    the outer 1/q power is lost or the conjugate slips."""
+    d = declared(CID)
+    pin = "mixed norm and conjugate = 40-digit evaluation"
+    assert d.verdict(pin).holds and d.verdict(pin).measured <= 1e-12
+    assert not d.verdict(pin, d.broken("outer 1/q")).holds
+    assert not d.verdict(pin, d.broken("r/(r + 1)")).holds
