@@ -44,6 +44,14 @@ SPHERE_D, SPHERE_M, SPHERE_SEP = 128, 2000, 1.2  # Lemma 41's contrast on the Eu
 VIOLATION_EPS = (0.5, 0.8)  # where the first dimension refuting Maurey for B_2^d is sought
 SIMPLE_DIMS = (1, 10, 1000, 10**6)  # where the simplified Maurey form is held to the exact one
 MAUREY_ACTIVE = ((5, 1.5), (8, 1.0))  # l1 packings where Maurey's branch is the smaller one
+# the pin's points: the claim's dimensions and eps, Maurey's active ones, the sphere's D = 128,
+# 10^6 (the simplified form's largest d), eps = 0.1 and the edges eps = 1.99, 2 (Maurey's 0), 3
+PIN_DIMS = (*LEMMA41_DIMS, 5, 8, SPHERE_D, 10**6)
+PIN_EPS = (0.1, *LEMMA41_EPS, 1.99, 2.0, 3.0)
+PIN_DPS = 40
+# float64 closed forms against 40 digits: log1p, lgamma and a log agree to ~1e-16 relative; the
+# lgamma difference loses more, and is given its own rounding term (4 eps lgamma(2d + k + 1))
+PIN_RTOL = 1e-12
 
 claim = register(
     Claim(
@@ -120,6 +128,8 @@ class Lemma41Inputs:
     maurey_form: Callable[[int, float], float] = _maurey_form  # ln(2D + 1) / eps^2
     violation: Callable[[float], Optional[int]] = maurey_violation_dimension
     simplified: Callable[[int, float], float] = maurey_simple_bound  # (8 / eps^2) log(2d + 1)
+    volume: Callable[[int, float], float] = volume_log_packing_bound  # d log(1 + 2/eps)
+    maurey: Callable[[int, float], float] = maurey_log_packing_bound  # log C(2d + k, k)
 
     @property
     def sphere(self) -> Packing:
@@ -161,23 +171,28 @@ def lemma41_scope(inp: Lemma41Inputs) -> str:
     """The (ball, d, eps) packed, and the sphere."""
     dims = sorted({(P.ball, P.d) for P in inp.packings[:-1]})
     return (
-        "greedy packings "
+        "greedy packings (lattice points, then random points of the ball: samples, not built "
+        "objects) "
         + ", ".join(f"{b} d={d}" for b, d in dims)
-        + f" at eps {', '.join(f'{e:g}' for e in LEMMA41_EPS)}; {inp.sphere}"
+        + f" at eps {', '.join(f'{e:g}' for e in LEMMA41_EPS)}; {inp.sphere} random unit vectors"
+        + f"; bounds pinned at 40 digits for d in {PIN_DIMS[:-1]} and 10^6"
     )
 
 
-@claim.check("log M <= bound", evidence="built")
+@claim.check("log M <= bound", evidence="monte-carlo")
 def lemma41_holds(inp: Lemma41Inputs) -> Verdict:
     """Lemma 41: log M <= d log(1 + 2/eps) (l2) and <= min(that, log C(2d + k, k)) (l1), for every
-    packing; the largest log M - bound (docs/derivations/lemmas-39-41-42.md)."""
+    greedy packing of lattice and random points; the packing with the largest log M - bound
+    (docs/derivations/lemmas-39-41-42.md)."""
 
     def gap(P: Packing) -> Verdict:
         log_m, bound = math.log(P.points.shape[0]), inp.bound(P.d, P.eps, P.ball)
         what = "no rounding term: M is a count and both bounds are closed forms"
-        return at_most(log_m - bound, 0.0, detail=f"log M = {log_m:.3f} vs {bound:.3f}; {what}")
+        return at_most(log_m, bound, detail=f"log M = {log_m:.3f} vs {bound:.3f}; {what}")
 
-    return worst(((str(P), gap(P)) for P in inp.packings), key=by_measured)
+    # ranked by log M - bound (the derivation's number); the volume bound is nearly tight in d = 1
+    rows = ((str(P), gap(P)) for P in inp.packings)
+    return worst(rows, key=lambda v: v.measured - v.bound)
 
 
 def _branches(d: int, eps: float) -> Tuple[float, float]:
@@ -199,7 +214,8 @@ def lemma41_branches(inp: Lemma41Inputs) -> Verdict:
         vol, maurey = _branches(d, eps)
         active.add("volume" if vol <= maurey else "Maurey")
         gap = abs(inp.bound(d, eps, "l1") - min(vol, maurey)) / min(vol, maurey)
-        rows.append((f"d={d} eps={eps:g}", at_most(gap, 1e-12, detail="relative gap")))
+        what = "relative gap (an agreement with 40 digits: m/b = gap / 1e-12, not a slack)"
+        rows.append((f"d={d} eps={eps:g}", at_most(gap, 1e-12, detail=what)))
     if active != {"volume", "Maurey"}:
         return at_most(math.inf, 1e-12, detail=f"only the {active} branch active on the grid")
     return worst(rows, key=by_measured)
@@ -211,7 +227,7 @@ def _around_crossover(eps: float) -> Tuple[int, ...]:
     return (d - 1, d, d + 5)
 
 
-@claim.check("packings eps-separated", evidence="built")
+@claim.check("packings eps-separated", evidence="exact")
 def lemma41_separated(inp: Lemma41Inputs) -> Verdict:
     """Every packing is an eps-packing: the smallest pairwise distance over eps, over packings
     (> 1 by the greedy rule; equality would already be a defect)."""
@@ -221,7 +237,7 @@ def lemma41_separated(inp: Lemma41Inputs) -> Verdict:
     return worst(ratios, key=lambda v: -v.measured)  # a packing of one point: inf, never the worst
 
 
-@claim.check("greedy packings maximal", evidence="built")
+@claim.check("greedy packings maximal", evidence="exact")
 def lemma41_maximal(inp: Lemma41Inputs) -> Verdict:
     """Every greedy packing is maximal among its candidates: each candidate lies within eps of a
     kept point (so the kept points also cover them, the step behind M >= covering numbers);
@@ -235,7 +251,7 @@ def lemma41_maximal(inp: Lemma41Inputs) -> Verdict:
     return worst(((str(P), reach(P)) for P in inp.packings), key=by_measured)
 
 
-@claim.check("D = 128 sphere beats the Maurey form", evidence="built")
+@claim.check("D = 128 sphere beats the Maurey form", evidence="monte-carlo")
 def lemma41_sphere(inp: Lemma41Inputs) -> Verdict:
     """The Maurey form fails for the Euclidean sphere: a greedy 1.2-packing of random unit vectors
     of R^128 has log M above ln(2D + 1) / eps^2 (docs/derivations/lemmas-39-41-42.md)."""
@@ -244,7 +260,7 @@ def lemma41_sphere(inp: Lemma41Inputs) -> Verdict:
     return at_least(log_m, inp.maurey_form(S.d, S.eps), detail=f"{S} of {SPHERE_M} vectors: {what}")
 
 
-@claim.check("counterexample = greedy packing", evidence="built")
+@claim.check("counterexample = greedy packing", evidence="exact")
 def lemma41_counterexample(inp: Lemma41Inputs) -> Verdict:
     """euclidean_packing_counterexample (the Gram-matrix test <x, y> <= 1 - sep^2 / 2) keeps as
     many of the sphere's vectors as the greedy packing by distances: the count users cite."""
@@ -273,7 +289,10 @@ def lemma41_violation(inp: Lemma41Inputs) -> Verdict:
         parts.append((min(_maurey_margin(d, eps), -_maurey_margin(d - 1, eps)), eps, d))
     m, eps, d = min(parts)
     found = "; ".join(f"eps = {e}: d* = {k}" for _, e, k in parts)
-    what = f"smallest margin at eps = {eps}; both sides at 40 digits, no rounding"
+    what = (
+        f"smallest margin at eps = {eps}; both sides at 40 digits, no rounding; a margin "
+        "against 0 (so m/b reads 0: an agreement of d* with its definition, not a slack)"
+    )
     return at_least(m, 0.0, detail=f"{found}; {what}")
 
 
@@ -288,12 +307,69 @@ def lemma41_simplified(inp: Lemma41Inputs) -> Verdict:
         k = math.ceil(4 / eps**2)
         with mpmath.workdps(40):
             exact = float(mpmath.log(math.comb(2 * d + k, k)))
-        rnd, what = Rounding(n=4, scale=exact, what="4 eps |log C|"), f"log C = {exact:.4g}"
+        rnd = Rounding(n=4, scale=exact, what="4 eps |log C|")
+        what = f"log C = {exact:.4g}; a margin against 0 (m/b reads 0; the form is a step)"
         return at_least(inp.simplified(d, eps) - exact, 0.0, rnd, detail=what)
 
     cases = itertools.product(SIMPLE_DIMS, LEMMA41_EPS + (0.1,))
     margins = ((f"d = {d}, eps = {eps}", margin(d, eps)) for d, eps in cases)
     return worst(margins, key=lambda v: -v.measured)
+
+
+def volume_mp(d: int, eps: float):
+    """d ln(1 + 2/eps) in mpmath (docs/derivations/lemmas-39-41-42.md, Lemma 41 (i))."""
+    return d * mpmath.log(1 + 2 / mpmath.mpf(eps))
+
+
+def maurey_mp(d: int, eps: float):
+    """ln C(2d + k, k), k = ceil(4/eps^2) at the working precision, the binomial an exact integer;
+    0 for eps >= 2 (Lemma 41 (ii))."""
+    if eps >= 2:
+        return mpmath.mpf(0)
+    k = int(mpmath.ceil(4 / mpmath.mpf(eps) ** 2))
+    return mpmath.log(math.comb(2 * d + k, k))
+
+
+def simple_mp(d: int, eps: float):
+    """(8/eps^2) ln(2d + 1), 0 for eps >= 2 (the simplified Maurey form)."""
+    return mpmath.mpf(0) if eps >= 2 else 8 / mpmath.mpf(eps) ** 2 * mpmath.log(2 * d + 1)
+
+
+def _pin_cases(inp: "Lemma41Inputs", d: int, eps: float):
+    """(name, float64 value, 40-digit value, rounding scale) of every bound function at (d, eps)."""
+    vol, mau, sim = volume_mp(d, eps), maurey_mp(d, eps), simple_mp(d, eps)
+    k = math.ceil(4 / eps**2)
+    cancel = mpmath.loggamma(2 * d + k + 1) / mau if mau else 0  # the lgamma difference's rounding
+    return (
+        ("volume", inp.volume(d, eps), vol, 1.0),
+        ("Maurey", inp.maurey(d, eps), mau, float(cancel)),
+        ("simplified", inp.simplified(d, eps), sim, 1.0),
+        ("bound l2", inp.bound(d, eps, "l2"), vol, 1.0),
+        ("bound l1", inp.bound(d, eps, "l1"), min(vol, mau), float(cancel) if mau < vol else 1.0),
+    )
+
+
+@claim.check("bound functions = 40-digit evaluation", evidence="formula")
+def lemma41_pin(inp: Lemma41Inputs) -> Verdict:
+    """volume_log_packing_bound, maurey_log_packing_bound, maurey_simple_bound and
+    packing_log_bound (l1 and l2), the functions the claim's inequalities read, against Lemma 41's
+    formulas evaluated in mpmath at 40 digits (docs/derivations/lemmas-39-41-42.md), at the
+    claim's (d, eps) and the edges d = 1, 10^6, eps = 0.1, 2, 3; the largest relative gap."""
+
+    def gap(name: str, got: float, want, scale: float) -> Verdict:
+        rel = (0.0 if got == 0 else math.inf) if want == 0 else float(abs(got - want) / want)
+        what = "4 eps lgamma(2d + k + 1) / log C: three lgammas cancel" if scale > 1 else ""
+        rnd = Rounding(n=4, scale=scale, what=what) if what else None
+        return at_most(rel, PIN_RTOL, rnd, detail="relative gap")
+
+    with mpmath.workdps(PIN_DPS):
+        rows = [
+            (f"{name} d={d} eps={eps:g}", gap(name, got, want, scale))
+            for d in PIN_DIMS
+            for eps in PIN_EPS
+            for name, got, want, scale in _pin_cases(inp, d, eps)
+        ]
+    return worst(rows)  # the least slack: relative gap against 1e-12 plus its rounding term
 
 
 def _maurey_k2(d: int, eps: float) -> float:
@@ -342,6 +418,24 @@ claim.fault(
     "the Maurey form with its constant 8",
     breaks=lemma41_sphere,
     apply=replaced(maurey_form=maurey_simple_bound),
+)
+
+
+claim.fault(
+    "volume bound in log base 10",
+    breaks=lemma41_pin,
+    apply=replaced(volume=lambda d, eps: d * math.log10(1 + 2 / eps)),
+)
+claim.fault(
+    "Maurey's binomial C(d + k, k) (d atoms, not 2d + 1)",
+    breaks=lemma41_pin,
+    apply=replaced(
+        maurey=lambda d, eps: (
+            0.0
+            if eps >= 2
+            else math.log(math.comb(d + math.ceil(4 / eps**2), math.ceil(4 / eps**2)))
+        )
+    ),
 )
 
 

@@ -9,7 +9,8 @@ def test_lemma41_checks_hold_with_the_closest_case_in_one_dimension(declared):
     eps-separated, and the R^128 sphere's log M above the Maurey form."""
     d = declared(CID)
     head = d.verdict("log M <= bound")
-    assert head.holds and -0.2 < head.measured < 0 and "d=1 eps=0.3" in head.detail
+    gap = head.measured - head.bound
+    assert head.holds and -0.2 < gap < 0 and "d=1 eps=0.3" in head.detail
     assert d.verdict("packings eps-separated").measured > 1.0
     sphere = d.verdict("D = 128 sphere beats the Maurey form")
     assert sphere.holds and sphere.measured > sphere.bound
@@ -22,5 +23,16 @@ def test_lemma41_faults_break_their_checks_and_leave_the_inputs(declared):
     d = declared(CID)
     sizes = [P.points.shape[0] for P in d.inputs.packings]
     d.faults_leave_the_honest_inputs()
-    assert d.verdict("log M <= bound", d.broken("divided by 4")).measured > 3
+    quartered = d.verdict("log M <= bound", d.broken("divided by 4"))
+    assert quartered.measured - quartered.bound > 3
     assert [P.points.shape[0] for P in d.inputs.packings] == sizes
+
+
+def test_lemma41_pin_holds_and_sees_a_log_base(declared):
+    """The 40-digit pin of the packing bounds holds on the honest functions; a volume bound in
+    log base 10 and a Maurey binomial over d atoms fail it."""
+    d = declared(CID)
+    pin = "bound functions = 40-digit evaluation"
+    assert d.verdict(pin).holds
+    for fault in ("log base 10", "C(d + k, k)"):
+        assert not d.verdict(pin, d.broken(fault)).holds
