@@ -1,0 +1,113 @@
+"""40-digit evaluations of the bounds Lemmas 12-16 and 20 read, written from
+docs/derivations/theorem4.md (sections 1, 3 and 6) with mpmath, not from ``bounds/``: the
+independent path the claims' pins compare the float64 functions with (issue 53, point 1)."""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+import mpmath as mp
+
+DPS = 40  # digits of the independent evaluation
+PIN_RTOL = 1e-12  # float64 closed forms of a few logs, roots and products: gaps ~1e-15; a slipped
+# constant, power or log base moves them by 1e-3 or more
+
+
+def _relative_gap(got, want) -> float:
+    want = mp.mpf(want)
+    return float(abs(mp.mpf(got) - want) / abs(want)) if want != 0 else float(abs(mp.mpf(got)))
+
+
+def largest_gap(pairs: Iterable[tuple]) -> float:
+    """The largest relative gap |float64 - 40-digit| / |40-digit| over (float64, thunk) pairs; each
+    thunk is evaluated at 40 digits."""
+    with mp.workdps(DPS):
+        return max(_relative_gap(got, want()) for got, want in pairs)
+
+
+# ------------------------------------------------------------------ section 1: Lemma 12, (1b)
+
+
+def r_x(d, n, N, C_x=1) -> mp.mpf:
+    """(1a): r_x = sqrt(3 C_x e d ln(n N))."""
+    return mp.sqrt(3 * mp.mpf(C_x) * mp.e * d * mp.log(mp.mpf(n) * N))
+
+
+def token_radius(d, n_tokens, delta) -> mp.mpf:
+    """sqrt(d) + sqrt(2 ln(n_tokens / delta)): Gaussian concentration of the norm, union bound."""
+    return mp.sqrt(d) + mp.sqrt(2 * mp.log(mp.mpf(n_tokens) / mp.mpf(delta)))
+
+
+def psi(p, N) -> mp.mpf:
+    """(1b): psi(p) = min_{r >= 2p} r N^{2/r}; r N^{2/r} decreases up to r = 2 ln N and increases
+    after, so psi = 2 e ln N where ln N >= p, else 2p N^{1/p} (the minimum at the endpoint)."""
+    lnN = mp.log(N)
+    return 2 * mp.e * lnN if lnN >= p else 2 * mp.mpf(p) * mp.mpf(N) ** (1 / mp.mpf(p))
+
+
+def envelope(M, K, q, c) -> mp.mpf:
+    """(2.1): B(X) = K sqrt(q (M^2 + c^2 (q + 1)) + 1)."""
+    M, K, c = mp.mpf(M), mp.mpf(K), mp.mpf(c)
+    return K * mp.sqrt(q * (M**2 + c**2 * (q + 1)) + 1)
+
+
+# ------------------------------------------------------------------ section 3: Lemmas 13-16
+
+
+def output_net_cover(m, D, r_ma, R_mw, rho, eps) -> mp.mpf:
+    """Lemma 14: m (D + 2) ln(1 + 4 r_ma R_mw rho / eps) (natural logarithm)."""
+    r_ma, R_mw, rho, eps = (mp.mpf(v) for v in (r_ma, R_mw, rho, eps))
+    return m * (D + 2) * mp.log(1 + 4 * r_ma * R_mw * rho / eps)
+
+
+def score_cover(q, D_e, r_qk, r_z, eps) -> mp.mpf:
+    """Lemma 16, second estimate: q D_e^2 ln(1 + 2 r_qk r_z^2 / eps)."""
+    r_qk, r_z, eps = (mp.mpf(v) for v in (r_qk, r_z, eps))
+    return q * D_e**2 * mp.log(1 + 2 * r_qk * r_z**2 / eps)
+
+
+def transformer_cover(shape, radii, eps) -> mp.mpf:
+    """Prop 17, before the P ln(1 + A/eps) step: m (q D_e + 2) ln(1 + 6 K rho / eps)
+    + q D_e^2 ln(1 + 6 sqrt(q) K r_qk r_z^3 / eps), K = r_ma R_mw."""
+    m, q, D_e = shape
+    r_ma, R_mw, r_qk, r_z, rho = (mp.mpf(v) for v in radii)
+    K, eps = r_ma * R_mw, mp.mpf(eps)
+    out = m * (q * D_e + 2) * mp.log(1 + 6 * K * rho / eps)
+    return out + q * D_e**2 * mp.log(1 + 6 * mp.sqrt(q) * K * r_qk * r_z**3 / eps)
+
+
+def lemma15_steps(r_z, x) -> dict:
+    """Lemma 15's steps at radius r_z and size x (||dW^h||_F, ||ds||_inf or ||dA||_1): scores
+    r_z^2 x, softmax x, values r_z x, composed r_z^3 (per unit ||dW_QK||_F)."""
+    r_z, x = mp.mpf(r_z), mp.mpf(x)
+    return {"score": r_z**2 * x, "softmax": x, "value": r_z * x, "attention": r_z**3}
+
+
+def _fro(rows) -> mp.mpf:
+    return mp.sqrt(mp.fsum(v**2 for v in rows))
+
+
+def _op_norm(A: mp.matrix) -> mp.mpf:
+    """||A||_op: the square root of the largest eigenvalue of A A^T (symmetric, mp.eigsy)."""
+    E, _ = mp.eigsy(A * A.T)
+    return mp.sqrt(max(max(E[i], 0) for i in range(E.rows)))
+
+
+def lemma13_terms(weights: Callable, H: int, r_z) -> tuple:
+    """Lemma 13's three terms at radius r_z, from the two parameter sets' entries (``weights(k)``:
+    the lists (Theta's, Theta''s) of block k's entries, and ``weights("W'")`` Theta''s W as a
+    list of rows): rho = sqrt(H r_z^2 + 1),
+    (||a - a'|| ||(W,b)||_F rho, ||a'|| rho ||d(W,b)||_F, ||a'|| ||W'||_op r_z^3 ||dW_QK||_F)."""
+    r_z = mp.mpf(r_z)
+    rho = mp.sqrt(H * r_z**2 + 1)
+    (a, a_p), (wb, wb_p), (qk, qk_p) = (weights(k) for k in ("a", "Wb", "W_QK"))
+
+    def diff(u, v):
+        return [mp.mpf(s) - mp.mpf(t) for s, t in zip(u, v, strict=True)]
+
+    norm_a_p = _fro(mp.mpf(v) for v in a_p)
+    return (
+        _fro(diff(a, a_p)) * _fro(mp.mpf(v) for v in wb) * rho,
+        norm_a_p * rho * _fro(diff(wb, wb_p)),
+        norm_a_p * _op_norm(mp.matrix(weights("W'"))) * r_z**3 * _fro(diff(qk, qk_p)),
+    )
