@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Optional, Tuple
 
+import mpmath as mp
 import torch
 
 from qstr.bounds.lipschitz import (
@@ -22,7 +23,7 @@ from qstr.bounds.lipschitz import (
 )
 from qstr.constructions.links import TwoLayerNet
 from qstr.constructions.lipschitz import (
-    fk_coefficients,
+    FourierRidges,
     fourier_ridges,
     interpolation_net,
     net_lipschitz_bound,
@@ -40,6 +41,10 @@ from qstr.verify.claim import (
     replaced,
     worst,
 )
+from qstr.verify.claims._lemma42 import DPS, RTOL, counts_h2_over_4, curvatures_without_v
+from qstr.verify.claims._lemma42 import fk_points, fk_smoothing, grid_moments, guarantee_gap
+from qstr.verify.claims._lemma42 import moments_mp, record_gap, rel, ridge_pin, smoothing_mp
+from qstr.verify.claims._lemma42 import smoothing_pi_minus_1, sphere_probes
 from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding, two_layer
 
@@ -84,8 +89,9 @@ class LipschitzCase:
     built: LipschitzNet
     eps: Optional[float]  # the sup-error asked for (None: built for a degree)
     starts: torch.Tensor  # (64, 1, k) starting points of the adversarial search
-    cert: SupCertificate  # certify_sup_error of f and the net on ctx.device
+    cert_R: float  # the radius certify_sup_error is run on (the net's R)
     rounding: Rounding  # the net's rounding term on the ball
+    fourier: Optional[FourierRidges] = None  # k >= 2: steps 1-5 recomputed, the pins' ridges
 
     def __str__(self) -> str:
         b = self.built
@@ -101,6 +107,8 @@ class Lemma42Inputs:
     probes: Tuple[torch.Tensor, ...]  # per k = 1, 2: 4096 points of the unit ball and sphere
     steps: int  # projected-Adam steps of the adversarial search
     moments: Callable[[int, int], Tuple[float, float]] = fk_moments  # (n, k) -> (m2, m4)
+    curvatures: Callable[[FourierRidges], Tuple[float, ...]] = ridge_curvatures  # step 5
+    counts: Callable = ridge_interval_counts  # step 6: (S, eps_ridge, R) -> (K_v, ridge error)
     smoothing: Callable[[int, int, float, float], float] = smoothing_error_bound  # (n, k, L, R)
     grid: Callable[[float, int, float], Tuple[torch.Tensor, float]] = ball_grid  # (R, k, spacing)
     lipschitz: Callable[[TwoLayerNet], float] = net_lipschitz_bound  # the certificate's Lip(net)
@@ -111,15 +119,6 @@ def _starts(ctx: Context, i: int, k: int, R: float) -> torch.Tensor:
     kw = dict(generator=g, dtype=torch.float64, device=ctx.device)
     x0 = torch.randn(64, 1, k, **kw)
     return x0 / x0.norm(dim=-1, keepdim=True) * R * torch.rand(64, 1, 1, **kw)
-
-
-def _probes(ctx: Context, k: int) -> torch.Tensor:
-    """2048 points uniform in the unit ball of R^k, then 2048 on its sphere."""
-    g = ctx.generator("lemma-42/probes", k)
-    x = torch.randn(4096, k, generator=g, dtype=torch.float64)
-    x = x / x.norm(dim=1, keepdim=True)
-    x[:2048] *= torch.rand(2048, 1, generator=g, dtype=torch.float64) ** (1 / k)
-    return x
 
 
 def _functions(ctx: Context):
@@ -147,7 +146,7 @@ def lemma42_inputs(ctx: Context) -> Lemma42Inputs:
     for i, (name, f, L, R, k, kw) in enumerate(_functions(ctx)):
         built = lemma42_net(f, L=L, R=R, k=k, **kw)
         cases.append(_case(ctx, name, f, L, built, kw.get("eps"), _starts(ctx, i, k, R)))
-    probes = (_probes(ctx, 1), _probes(ctx, 2))
+    probes = (sphere_probes(ctx, 1), sphere_probes(ctx, 2))
     return Lemma42Inputs(tuple(cases), probes, steps=ctx.pick(quick=15, full=60))
 
 
@@ -158,7 +157,10 @@ def _case(ctx: Context, name: str, f, L: float, b: LipschitzNet, eps, starts) ->
     corners = b.R * torch.ones(1, b.k, dtype=torch.float64, device=ctx.device)
     what = "(k + width + 2) eps max|a|(|W| R + |b|)"
     rnd = two_layer(net.W, net.b, net.a[None, :], corners, what=what)
-    return LipschitzCase(name, f, L, b, eps, starts, _certificate(f, b, L, b.R, ctx), rnd)
+    fourier = None
+    if b.method == "fourier-ridge":  # the builder's steps 1-5 at its own degree and grid
+        fourier = fourier_ridges(f, R=b.R, k=b.k, degree=b.degree, grid=2 * (b.degree + 2))
+    return LipschitzCase(name, f, L, b, eps, starts, b.R, rnd, fourier)
 
 
 def _certificate(f, b: LipschitzNet, L: float, R: float, ctx: Context) -> SupCertificate:
@@ -179,12 +181,12 @@ def _ridged(inp: Lemma42Inputs) -> Iterable[LipschitzCase]:
 
 
 @claim.check("certified sup-error <= error bound", evidence="built")
-def lemma42_certified(inp: Lemma42Inputs) -> Verdict:
+def lemma42_certified(inp: Lemma42Inputs, ctx: Context) -> Verdict:
     """Lemma 42: the certified sup_ball |f - net| is within the net's error bound; the largest
     certified / bound over the functions (docs/derivations/lemmas-39-41-42.md, step 7)."""
 
-    def ratio(c: LipschitzCase) -> Verdict:
-        upper, bound = c.cert.upper, c.built.error_bound
+    def ratio(c: LipschitzCase) -> Verdict:  # the built net evaluated on the grid, here
+        upper, bound = _certificate(c.f, c.built, c.L, c.cert_R, ctx).upper, c.built.error_bound
         rnd = c.rounding.times(1 / bound, "1/bound")
         return at_most(
             upper / bound, 1.0, rnd, detail=f"certified {upper:.4f} vs bound {bound:.4f}"
@@ -193,9 +195,10 @@ def lemma42_certified(inp: Lemma42Inputs) -> Verdict:
     return _largest(ratio, inp.cases)
 
 
-@claim.check("error bound <= eps asked", evidence="built")
+@claim.check("error bound <= eps asked", evidence="formula")
 def lemma42_eps(inp: Lemma42Inputs) -> Verdict:
-    """A net built for a sup-error eps has an error bound within eps; the largest bound / eps."""
+    """A net built for a sup-error eps has an error bound within eps (the record's bound, whose
+    formula the 40-digit pin holds); the largest bound / eps."""
     rnd = Rounding(n=4, scale=1.0, what="4 eps (L h / 2 / eps, sums of two terms), relative")
 
     def ratio(c: LipschitzCase) -> Verdict:
@@ -217,7 +220,8 @@ def lemma42_seen(inp: Lemma42Inputs, ctx: Context) -> Verdict:
             return (c.f(x[:, 0]) - net(x)).abs()
 
         x = worst_case_tokens(err, c.starts.to(ctx.device), c.built.R, steps=inp.steps, lr=0.05)
-        found, upper = max(c.cert.lower, float(err(x).max())), c.cert.upper
+        cert = _certificate(c.f, c.built, c.L, c.cert_R, ctx)
+        found, upper = max(cert.lower, float(err(x).max())), cert.upper
         rnd = c.rounding.times(1 / upper, "1/certified")
         return at_most(found / upper, 1.0, rnd, detail=f"seen {found:.4f} vs certified {upper:.4f}")
 
@@ -259,26 +263,6 @@ def lemma42_split(inp: Lemma42Inputs) -> Verdict:
     return _largest(lambda c: at_most(_split_gap(c, inp.smoothing), 0.0, rnd), _ridged(inp))
 
 
-def fk_smoothing(f, n: int, k: int, R: float, x: torch.Tensor) -> torch.Tensor:
-    """Lemma 42, steps 1-2: T(x) = G^-k sum_j F(y_j) K(x - y_j) on the default grid
-    G = 2(n + 2), F = f of the folded (period 4R), ball-projected grid points, K the tensorised
-    Fejer-Korovkin kernel."""
-    G, P = 2 * (n + 2), 4 * R
-    y = -2 * R + P * torch.arange(G, dtype=torch.float64, device=x.device) / G
-    folded = R - ((y + R).remainder(P) - 2 * R).abs()
-    mesh = torch.stack(torch.meshgrid(*([folded] * k), indexing="ij"), dim=-1)
-    norm = mesh.norm(dim=-1, keepdim=True)
-    F = f(mesh * torch.clamp(R / norm.clamp_min(1e-300), max=1.0))  # (G,)*k
-    c = fk_coefficients(n).to(x.device)
-    ls = torch.arange(1, n + 1, dtype=torch.float64, device=x.device)
-    theta = 2 * math.pi * (x[:, :, None] - y) / P  # (M, k, G)
-    kappa = 1 + 2 * (c[1:] * torch.cos(ls * theta[..., None])).sum(-1)
-    out = torch.einsum("j...,mj->m...", F, kappa[:, 0])  # one grid coordinate at a time
-    for i in range(1, k):
-        out = torch.einsum("mj...,mj->m...", out, kappa[:, i])
-    return out / G**k
-
-
 @claim.check("net = FK smoothing T within the ridge error", evidence="built")
 def lemma42_ridges_of_t(inp: Lemma42Inputs, ctx: Context) -> Verdict:
     """Steps 5-6 (k >= 2): the net is the smoothing T, a sum of ridges, up to the ridges'
@@ -297,26 +281,13 @@ def lemma42_ridges_of_t(inp: Lemma42Inputs, ctx: Context) -> Verdict:
     return _largest(ratio, (c for c in _ridged(inp) if c.built.method == "fourier-ridge"))
 
 
-def _grid_moments(n: int, k: int) -> Tuple[float, float]:
-    """E_w sigma^2 and E_w sigma^4 under w_j = (1 + 2 sum_l c_l cos(l theta_j)) / G per coordinate,
-    sigma^2 = sum_i sin^2(theta_i / 2), summed over the G^k grid (G = n + 3)."""
-    G, c = n + 3, fk_coefficients(n)
-    th = 2 * math.pi * torch.arange(G, dtype=torch.float64) / G
-    w1 = (1 + 2 * sum(float(c[m]) * torch.cos(m * th) for m in range(1, n + 1))) / G
-    s1 = torch.sin(th / 2) ** 2
-    w, s = w1, s1
-    for _ in range(k - 1):
-        w, s = (w[:, None] * w1).flatten(), (s[:, None] + s1).flatten()
-    return float((w * s).sum()), float((w * s * s).sum())
-
-
 @claim.check("FK moments as summed over the grid", evidence="formula")
 def lemma42_moments(inp: Lemma42Inputs) -> Verdict:
     """Steps 3-4: the kernel moments m2, m4 and the smoothing error equal the same quantities
     summed over the tensor grid of the discrete FK weights, G = n + 3; the largest relative gap."""
 
     def gap(n: int, k: int) -> Verdict:
-        m2, m4 = _grid_moments(n, k)
+        m2, m4 = grid_moments(n, k)
         e = (2 / math.pi) * (2 * math.sqrt(m2) + (math.pi - 2) * math.sqrt(m2 * m4))  # L = R = 1
         theirs = (*inp.moments(n, k), inp.smoothing(n, k, 1.0, 1.0))
         what = "(n + 2) G^k eps (n cosines per weight, G^k terms), relative"
@@ -395,6 +366,50 @@ def lemma42_width_and_rows(inp: Lemma42Inputs) -> Verdict:
     return _largest(_width_and_rows, inp.cases)
 
 
+@claim.check("FK moments and eps_smooth = 40-digit evaluation", evidence="formula")
+def lemma42_pin_smoothing(inp: Lemma42Inputs) -> Verdict:
+    """fk_moments and smoothing_error_bound against steps 2-4 evaluated in mpmath at 40 digits
+    (the FK coefficients from a_j = sin((j + 1) pi / (n + 2))), at the nets' (n, k, L, R) and
+    n = 1, 2, 3, 8, 16; the largest relative gap, relative 1e-12."""
+    gaps = []
+    with mp.workdps(DPS):
+        for n, k, L, R in fk_points(inp, FK_CASES):
+            m2, m4 = moments_mp(n, k)
+            got = (*inp.moments(n, k), inp.smoothing(n, k, L, R))
+            want = (m2, m4, smoothing_mp(n, k, L, R))
+            gaps += [
+                (rel(g, w), f"n={n} k={k} L={L:g} R={R:g}") for g, w in zip(got, want, strict=True)
+            ]
+    gap, where = max(gaps)
+    return at_most(gap, RTOL, detail=f"{len(gaps)} values, largest gap at {where}")
+
+
+@claim.check("ridge curvatures and counts = 40-digit evaluation", evidence="formula")
+def lemma42_pin_ridges(inp: Lemma42Inputs) -> Verdict:
+    """Steps 5-6 (k >= 2): S_v = sum_m A (w0 m |v|)^2, K_v = ceil(2R / h_v) and the ridge error,
+    from the ridges of every net, against mpmath at 40 digits; counts must agree exactly."""
+    with mp.workdps(DPS):
+        rows = [(str(c), ridge_pin(c, inp)) for c in _ridged(inp) if c.fourier is not None]
+    return worst(rows, key=by_measured)
+
+
+@claim.check("guarantee = 40-digit evaluation", evidence="formula")
+def lemma42_pin_guarantee(inp: Lemma42Inputs) -> Verdict:
+    """lemma42_net's record against step 7 at 40 digits: k = 1: K = ceil(L R / eps), bound L h / 2;
+    k >= 2: the least degree with eps_smooth <= 0.9 eps (or the one given), eps_ridge, the counts,
+    the ridge error and error_bound = eps_smooth + ridge error; units off plus the largest gap."""
+    with mp.workdps(DPS):
+        return _largest(lambda c: guarantee_gap(c, inp), inp.cases)
+
+
+@claim.check("record = the built net (width, norms, Lip, K_v)", evidence="built")
+def lemma42_record(inp: Lemma42Inputs) -> Verdict:
+    """Every field of lemma42_net's record a user reads (width, ||a||, ||W||, ||b||, r_a, r_w, the
+    path norm, the Lipschitz bound, the interval counts K_v as blocks of rows) equals what the
+    built net's weights give; units off plus the largest relative gap, 1e-12."""
+    return _largest(lambda c: record_gap(c, inp), inp.cases)
+
+
 @claim.fault("ridge rows along v, not v / |v| (|v| = 2)", breaks=lemma42_width_and_rows)
 @each()
 def _rows_unnormalised(c: LipschitzCase) -> LipschitzCase:
@@ -458,7 +473,7 @@ def _unit_ball(c: LipschitzCase, ctx: Context) -> LipschitzCase:
     """Certificates of the unit ball whatever R (the radius left at its default 1)."""
     if c.built.R == 1.0:  # the same certificate
         return c
-    return replace(c, cert=_certificate(c.f, c.built, c.L, 1.0, ctx))
+    return replace(c, cert_R=1.0)
 
 
 @claim.fault("one degree less than eps needs", breaks=lemma42_eps)
@@ -472,7 +487,9 @@ def _degree_lower(c: LipschitzCase, ctx: Context) -> LipschitzCase:
     return _case(ctx, c.name, c.f, c.L, built, c.eps, c.starts)
 
 
-@claim.fault("one interval less per ridge", breaks=lemma42_ridges)
+@claim.fault(
+    "one interval less per ridge", breaks=(lemma42_ridges, lemma42_pin_guarantee, lemma42_record)
+)
 @each()
 def _interval_less(c: LipschitzCase) -> LipschitzCase:
     """One interval less per ridge: K_v - 1 (at least 1) in the net's ridge record (k >= 2)."""
@@ -524,6 +541,51 @@ claim.fault(
 def _lipschitz_halved(inp: Lemma42Inputs) -> Lemma42Inputs:
     """The net's Lipschitz bound halved (a difference quotient over 2h read as one over h)."""
     return replace(inp, lipschitz=lambda net: 0.5 * net_lipschitz_bound(net))
+
+
+claim.fault(
+    "eps_smooth with (pi - 1) for (pi - 2)",
+    breaks=(lemma42_pin_smoothing, lemma42_moments),
+    apply=replaced(smoothing=smoothing_pi_minus_1),
+)
+claim.fault(
+    "S_v without |v|^2", breaks=lemma42_pin_ridges, apply=replaced(curvatures=curvatures_without_v)
+)
+
+
+claim.fault(
+    "interval counts from h^2/4",
+    breaks=lemma42_pin_ridges,
+    apply=replaced(counts=counts_h2_over_4),
+)
+
+
+@claim.fault("k = 1 error bound L h, not L h / 2", breaks=lemma42_pin_guarantee)
+@each()
+def _bound_lh(c: LipschitzCase) -> LipschitzCase:
+    """The k = 1 record's error bound L h (the interpolation's 1/2 lost)."""
+    b = c.built
+    return c if b.k >= 2 else replace(c, built=replace(b, error_bound=2 * b.error_bound))
+
+
+@claim.fault(
+    "error bound eps_smooth + eps_ridge (the budget, not the error)", breaks=lemma42_pin_guarantee
+)
+@each()
+def _bound_budget(c: LipschitzCase) -> LipschitzCase:
+    """The k >= 2 record's error bound with the ridge budget in place of the ridge error."""
+    b = c.built
+    bound = b.smooth_error + b.ridge_budget
+    return c if b.k == 1 else replace(c, built=replace(b, error_bound=bound))
+
+
+@claim.fault("record's r_w without the bias column", breaks=lemma42_record)
+@each()
+def _r_w_without_bias(c: LipschitzCase) -> LipschitzCase:
+    """The record's r_w = ||W||_F / sqrt(m), the biases left out."""
+    b = c.built
+    norms = dict(b.weight_norms, r_w=float(b.net.W.norm()) / math.sqrt(b.net.m))
+    return replace(c, built=replace(b, weight_norms=norms))
 
 
 claim.scope_with(  # what the run checked (docs/claims.md, "Scope")

@@ -25,3 +25,19 @@ def test_lemma42_unit_ball_certificate_is_exceeded_on_the_sqrt2_ball(declared):
     d = declared(CID)
     v = d.verdict("error seen <= certified", d.broken("unit ball"))
     assert v.measured > 2 and not v.holds and "xy on the sqrt2-ball" in v.detail
+
+
+def test_lemma42_pins_and_record_hold_and_see_their_slips(declared):
+    """The 40-digit pins (steps 2-7) and the record check hold on the honest nets; a misread
+    arcsine constant, |v|^2 lost, the h^2/4 constant, the k = 1 bound L h and a record's r_w
+    without its biases each fail the check they name."""
+    d = declared(CID)
+    for check, fault in (
+        ("FK moments and eps_smooth = 40-digit evaluation", "(pi - 1)"),
+        ("ridge curvatures and counts = 40-digit evaluation", "|v|^2"),
+        ("ridge curvatures and counts = 40-digit evaluation", "h^2/4"),
+        ("guarantee = 40-digit evaluation", "L h, not"),
+        ("record = the built net (width, norms, Lip, K_v)", "r_w without"),
+    ):
+        assert d.verdict(check).holds and d.verdict(check).measured <= 1e-12
+        assert not d.verdict(check, d.broken(fault)).holds, fault
