@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Callable, Tuple
 
+import mpmath as mp
 import torch
 
 from qstr.bounds.attention import lemma11, lemma12_radius
@@ -17,7 +18,10 @@ from qstr.constructions.links import make_link
 from qstr.constructions.task import QSTR
 from qstr.verify.adversarial import clip_to_ball
 from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, close, worst
+from qstr.verify.claims import _theorem4_pins as pins
+from qstr.verify.claims._theorem4_pins import largest_gap
 from qstr.verify.registry import register
+from qstr.verify.rounding import Rounding
 
 F64 = torch.float64
 L20_D, L20_Q, L20_EPS, L20_B = 3, 2, 0.05, 16
@@ -43,14 +47,13 @@ claim = register(
 
 @dataclass(frozen=True)
 class Member:
-    """A one-layer Transformer of the class (a MergedAttention) on prompts Z, with M = max_j
-    ||x_j|| per prompt and K = ||a|| ||(W, b)||_F, and which outputs are compared."""
+    """A one-layer Transformer of the class (a MergedAttention) on the encoded prompts Z, and
+    which outputs are compared (M = max_j ||x_j|| and K = ||a|| ||(W, b)||_F are read from Z and
+    the module's weights inside the checks)."""
 
     label: str
     model: torch.nn.Module
     Z: torch.Tensor
-    M: torch.Tensor  # (B,)
-    K: float
     at: Tuple[int, int]  # (prompt, position) the member was built for, or (-1, -1): all
 
 
@@ -60,6 +63,8 @@ class EnvelopeInputs:
     q: int
     c: float
     moments: Tuple[Tuple[int, float, float, float], ...]  # (N, p, E M^{2p} estimate, its se)
+    prompt: Tuple[torch.Tensor, torch.Tensor]  # (x, t) the members' Z encode
+    encode: Callable  # the built construction's encoding (x, t) -> Z
     envelope: Callable = output_envelope
     psi: Callable = max_moment_factor
 
@@ -135,16 +140,14 @@ def lemma20_inputs(ctx: Context) -> EnvelopeInputs:
     x = clip_to_ball(p.x, r_x)
     x[L20_B // 2 :] = x[L20_B // 2 :] / x[L20_B // 2 :].norm(dim=-1, keepdim=True) * r_x
     Z = cons.encode(x, p.t)
-    M = x.norm(dim=-1).amax(1)
-    members = [Member("built", cons.model, Z, M, _K(cons.model), (-1, -1))]
+    members = [Member("built", cons.model, Z, (-1, -1))]
     g = ctx.generator("lemma-20/members")
     for k in range(ctx.pick(quick=4, full=32)):
-        m = _random_member(cons, g)
-        members.append(Member(f"random {k}", m, Z, M, _K(m), (-1, -1)))
+        members.append(Member(f"random {k}", _random_member(cons, g), Z, (-1, -1)))
     for b, i in ((L20_B - 1, 0), (L20_B - 1, N - 1), (L20_B - 2, 5), (L20_B - 3, 11)):
         m = _worst_member(cons, Z, b, i)
-        members.append(Member(f"worst at prompt {b}, position {i}", m, Z, M, _K(m), (b, i)))
-    return EnvelopeInputs(tuple(members), L20_Q, cons.c, _moments(ctx))
+        members.append(Member(f"worst at prompt {b}, position {i}", m, Z, (b, i)))
+    return EnvelopeInputs(tuple(members), L20_Q, cons.c, _moments(ctx), (x, p.t), cons.encode)
 
 
 claim.scope_with(
@@ -159,10 +162,12 @@ claim.scope_with(
 
 
 def _ratios(inp: EnvelopeInputs, m: Member) -> torch.Tensor:
-    """|f(X)_i| / B(X) on every prompt and position (B, N)."""
+    """|f(X)_i| / B(X) on every prompt and position (B, N), K read from the member's weights and
+    M = max_j ||x_j|| from the x block of Z."""
     with torch.no_grad():
         f = m.model(m.Z).abs()
-    return f / inp.envelope(m.M, m.K, inp.q, inp.c)[:, None]
+    M = m.Z[..., :L20_D].norm(dim=-1).amax(1)
+    return f / inp.envelope(M, _K(m.model), inp.q, inp.c)[:, None]
 
 
 @claim.check("|f(X)_i| <= B(X)", evidence="built")
@@ -188,34 +193,106 @@ def envelope_attained(inp: EnvelopeInputs) -> Verdict:
     return worst(rows)
 
 
+def _gaussian_factor(N: int, p: float) -> float:
+    """What (1b)'s chain gives with the Gaussian's own moments, E||x||^r = 2^{r/2}
+    Gamma((d + r)/2) / Gamma(d/2), in place of Assumption 1's (d r)^{r/2}: (N E||x||^r)^{2/r} at
+    r = max(2p, 2 ln N), over d psi(p). The ratio cannot exceed about this (theorem4.md, 6)."""
+    with mp.workdps(pins.DPS):
+        r = max(2 * mp.mpf(p), 2 * mp.log(N))
+        moment = 2 ** (r / 2) * mp.gamma((L20_D + r) / 2) / mp.gamma(mp.mpf(L20_D) / 2)
+        return float((N * moment) ** (2 / r) / (L20_D * pins.psi(p, N)))
+
+
 @claim.check("(E M^{2p})^{1/p} <= C_x d psi(p)", evidence="monte-carlo")
 def moments_of_the_maximum(inp: EnvelopeInputs) -> Verdict:
     """(1b) for Gaussian tokens (C_x = 1): the Monte Carlo E M^{2p} plus 4 standard errors, to the
-    power 1/p, is at most d psi(p) at each (N, p)."""
+    power 1/p, is at most d psi(p) at each (N, p); the detail gives the Gaussian's factor (the
+    slack is Assumption 1's moment constant, not the union bound or Jensen)."""
     rows = []
     for N, p, mean, se in inp.moments:
         upper = (mean + 4 * se) ** (1 / p)
-        what = f"(E M^2p + 4 se)^(1/p), E M^2p = {mean:.4g} +- {se:.2g}"
+        what = (
+            f"(E M^2p + 4 se)^(1/p), E M^2p = {mean:.4g} +- {se:.2g}; Gaussian moments in (1b) "
+            f"give {_gaussian_factor(N, p):.3f} of the bound (Assumption 1's (d r)^(r/2) loose)"
+        )
         rows.append((f"N={N} p={p:g}", at_most(upper, L20_D * inp.psi(p, N), detail=what)))
     return worst(rows)
 
 
+def _envelope_points(inp: EnvelopeInputs):
+    """(M, K, q, c): the claim's (its members' K, M = 0, the r_x sphere) and edge ones."""
+    K = [_K(m.model) for m in inp.members]
+    Ms = (0.0, float(inp.prompt[0].norm(dim=-1).max()))
+    own = [(M, k, inp.q, inp.c) for M in Ms for k in K]
+    return own + [(0.0, 1e-3, 1, 0.0), (1e3, 50.0, 8, 2.0), (1e-8, 1.0, 1, 1e-8)]
+
+
+@claim.check("B(X) = 40-digit evaluation", evidence="formula")
+def envelope_pin(inp: EnvelopeInputs) -> Verdict:
+    """``output_envelope`` against K sqrt(q (M^2 + c^2 (q+1)) + 1) in mpmath at 40 digits
+    (theorem4.md, (2.1)); relative 1e-12."""
+    pts = _envelope_points(inp)
+    gap = largest_gap((inp.envelope(*p), lambda p=p: pins.envelope(*p)) for p in pts)
+    return at_most(gap, pins.PIN_RTOL, detail=f"largest relative gap over {len(pts)} points")
+
+
+def _psi_points(inp: EnvelopeInputs):
+    """(p, N): the claim's, both sides of p = ln N and on it, and Theorem 4's p at n = 1e12."""
+    own = [(p, N) for N, p, _, _ in inp.moments]
+    edges = [(1.0, 2), (math.log(16), 16), (0.5, 2**20), (100.0, 2**20), (math.log(2e12), 1024)]
+    return own + edges
+
+
+@claim.check("psi(p) = 40-digit evaluation", evidence="formula")
+def psi_pin(inp: EnvelopeInputs) -> Verdict:
+    """``max_moment_factor`` against min_{r >= 2p} r N^{2/r} in mpmath at 40 digits, written as
+    its two cases (2 e ln N where ln N >= p, else 2p N^{1/p}; theorem4.md, (1b)); relative
+    1e-12."""
+    pts = _psi_points(inp)
+    gap = largest_gap((inp.psi(*p), lambda p=p: pins.psi(*p)) for p in pts)
+    return at_most(gap, pins.PIN_RTOL, detail=f"largest relative gap at (p, N) = {pts}")
+
+
+@claim.check("c^2 (q+1) = ||z_j||^2 - ||x_j||^2 of the built encoding", evidence="built")
+def c_as_built(inp: EnvelopeInputs) -> Verdict:
+    """The recorded c, which B(X) reads, against the built construction's encoding of the
+    prompts: every ||z_j||^2 - ||x_j||^2 is c^2 (q + 1) (unit codes), up to the sums' rounding."""
+    x, t = inp.prompt
+    Z = inp.encode(x, t)
+    z2 = Z.pow(2).sum(-1)
+    want = inp.c**2 * (inp.q + 1)
+    gap = float((z2 - x.pow(2).sum(-1) - want).abs().max())
+    n = 2 * (Z.shape[-1] + L20_D)
+    rnd = Rounding(n=n, scale=float(z2.max()), what="2 (D_e + d) eps max||z||^2")
+    return close(gap, 0.0, 0.0, rnd, detail=f"largest gap to c^2 (q+1) = {want:.6g}")
+
+
 claim.fault(
     "B(X) without the bias's 1",
-    breaks=(within_envelope, envelope_attained),
+    breaks=(within_envelope, envelope_attained, envelope_pin),
     apply=lambda inp: replace(
         inp, envelope=lambda M, K, q, c: K * (q * (M * M + c * c * (q + 1))) ** 0.5
     ),
 )
 claim.fault(
     "B(X) with c^2 q, the position block forgotten",
-    breaks=(within_envelope, envelope_attained),
+    breaks=(within_envelope, envelope_attained, envelope_pin),
     apply=lambda inp: replace(
         inp, envelope=lambda M, K, q, c: K * (q * (M * M + c * c * q) + 1) ** 0.5
     ),
 )
 claim.fault(
     "psi(p) = 2p: the maximum over N tokens forgotten",
-    breaks=moments_of_the_maximum,
+    breaks=(moments_of_the_maximum, psi_pin),
     apply=lambda inp: replace(inp, psi=lambda p, N: 2 * p),
+)
+claim.fault(
+    "psi without its minimum over r: 2p N^(1/p) at r = 2p",  # conservative
+    breaks=psi_pin,
+    apply=lambda inp: replace(inp, psi=lambda p, N: 2 * p * N ** (1 / p)),
+)
+claim.fault(
+    "c recorded as the published code's 1, not sqrt(d / q)",
+    breaks=c_as_built,
+    apply=lambda inp: replace(inp, c=1.0),
 )

@@ -24,3 +24,18 @@ def test_lemma20_moments_and_the_forgotten_maximum(declared):
     assert v.holds and 0.1 < v.measured / v.bound < 1
     assert not d.verdict("(E M^{2p})^{1/p} <= C_x d psi(p)", d.broken("psi(p) = 2p")).holds
     d.faults_leave_the_honest_inputs()
+
+
+def test_lemma20_pins_and_the_recorded_c(declared):
+    """B(X) and psi(p) agree with their 40-digit evaluations to float64 rounding; the slips the
+    pins exist for (psi without its minimum, a c of 1) fail them; the built encoding's c holds."""
+    d = declared("lemma-20")
+    for name in ("B(X) = 40-digit evaluation", "psi(p) = 40-digit evaluation"):
+        v = d.verdict(name)
+        assert v.holds and v.measured < 1e-14, name
+    v = d.verdict("psi(p) = 40-digit evaluation", d.broken("psi without its minimum"))
+    assert not v.holds and v.measured > 1e-3
+    check = "c^2 (q+1) = ||z_j||^2 - ||x_j||^2 of the built encoding"
+    assert d.verdict(check).holds
+    v = d.verdict(check, d.broken("c recorded as"))
+    assert not v.holds and v.measured == pytest.approx(d.inputs.c**2 * 3 - 3, rel=1e-9)
