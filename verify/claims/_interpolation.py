@@ -190,3 +190,129 @@ def bounds_on(packing, vacuous=no_packing, norm_vacuous=no_packing, grow=math.ex
         return -math.inf if lg == -math.inf else am_gm_log_norm2(lg, depth, r_h)
 
     return Prop8Bounds(packing, width, log_norm, paper, requirement)
+
+
+# ------------------------------------------------ the pins: 40-digit evaluations of the pages
+# Written from docs/derivations/interpolation.md and rnn-lower-bounds.md (sections 1-3), not from
+# bounds/: every constant and formula again, in mpmath at PIN_DPS digits, the float64 inputs
+# taken as the exact values of their floats.
+
+PIN_DPS = 40
+# float64 bound against its 40-digit evaluation: each bound is a few dozen float operations
+# (log, sqrt, exp, products) on O(1)..O(1e5) exponents, each off by <= 2^-53 relative, so the
+# float64 value is within ~1e-14 relative (measured <= 2e-15); 1e-12 leaves room and still sees
+# any slip of a constant, a power or a log base.
+PIN_RTOL = 1e-12
+
+
+def mp_c36_prime() -> mpmath.mpf:
+    """(C36 / 2)^2 = 16 (9 / pi) (5 + pi / 72): Lemma 38's 16 times 1 / eps_n^2 = 9 n^4 / pi times
+    Lemma 36's P <= (5 + pi / 72) n (interpolation.md, Lemma 36)."""
+    pi = mpmath.pi
+    return 16 * 9 / pi * (5 + pi / 72)
+
+
+def mp_gap_threshold(n: int) -> mpmath.mpf:
+    """eps_n = sqrt(pi) / (3 n^2) (interpolation.md, Lemma 37)."""
+    return mpmath.sqrt(mpmath.pi) / (3 * mpmath.mpf(n) ** 2)
+
+
+def mp_union_bound(n: int, eps: float) -> mpmath.mpf:
+    """C(n, 2) 2 eps / sqrt(4 pi): the union bound of Lemma 37's steps 1-3."""
+    return mpmath.binomial(n, 2) * 2 * mpmath.mpf(eps) / mpmath.sqrt(4 * mpmath.pi)
+
+
+def mp_lemma38_bound(y: torch.Tensor, eps: float) -> mpmath.mpf:
+    """16 ||y||^2 / eps^2 (interpolation.md, Lemma 38), ||y||^2 summed at 40 digits."""
+    y2 = mpmath.fsum(mpmath.mpf(float(v)) ** 2 for v in y.tolist())
+    return 16 * y2 / mpmath.mpf(eps) ** 2
+
+
+def mp_lemma36_bounds(y2: float, eps: float, z2: float, m: int, depth: int = 2) -> tuple:
+    """Lemma 36's certified bounds (interpolation.md): A = 16 ||y||^2 / eps^2, P = m + 2 ||z||^2 +
+    2 eps^2, depth L: L (A P m^(L-2))^(1/L) (2 sqrt(A P) at L = 2); and C36 m^(5/2) ||y||."""
+    A = 16 * mpmath.mpf(y2) / mpmath.mpf(eps) ** 2
+    P = m + 2 * mpmath.mpf(z2) + 2 * mpmath.mpf(eps) ** 2
+    deep = depth * (A * P * mpmath.mpf(m) ** (depth - 2)) ** (mpmath.mpf(1) / depth)
+    return A, deep, 2 * mpmath.sqrt(mp_c36_prime()) * mpmath.mpf(m) ** 2.5 * mpmath.sqrt(y2)
+
+
+def mp_memoriser_bound(n: int, depth: int = 2, K_y: float = 6.0) -> mpmath.mpf:
+    """Theorem 9's memoriser bound L (C36' K_y)^(1/L) n^((L + 4)/L) (rnn-lower-bounds.md section 3;
+    C36 sqrt(K_y) n^3 at L = 2)."""
+    L = mpmath.mpf(depth)
+    return L * (mp_c36_prime() * mpmath.mpf(K_y)) ** (1 / L) * mpmath.mpf(n) ** ((L + 4) / L)
+
+
+def mp_crossover(log_requirement: float, depth: int = 2, K_y: float = 6.0) -> mpmath.mpf:
+    """n* with mp_memoriser_bound(n*) = e^requirement, solved in closed form."""
+    L = mpmath.mpf(depth)
+    coeff = L * (mp_c36_prime() * mpmath.mpf(K_y)) ** (1 / L)
+    return (mpmath.exp(mpmath.mpf(log_requirement)) / coeff) ** (L / (L + 4))
+
+
+def mp_packing(N: int, c: float, K: float = 2.0, gamma: float = 0.5) -> dict:
+    """Prop 35's packing (rnn-lower-bounds.md section 1): I = (a - 1 - ln a) / 2, a = 1 - gamma; M
+    the largest integer with M (M - 1) <= e^{(N-1) I}; M' = ceil((1 - 1/K) M / 2); the failure bound
+    M (M-1)/2 e^{-(N-1) I} + e^{-M (1 - 1/K)^2 / 2}; s~ = sqrt(2a(N-1)/N) - 2 sqrt(K c); it exists
+    where M' >= 2 and the failure bound < 1."""
+    a, K, c = 1 - mpmath.mpf(gamma), mpmath.mpf(K), mpmath.mpf(c)
+    rate = (a - 1 - mpmath.log(a)) / 2
+    X = mpmath.exp((N - 1) * rate)
+    M = mpmath.floor((1 + mpmath.sqrt(1 + 4 * X)) / 2)
+    M = M - 1 if M * (M - 1) > X else M
+    frac = 1 - 1 / K
+    good = mpmath.ceil(frac * M / 2)
+    fail = M * (M - 1) / 2 / X + mpmath.exp(-M * frac**2 / 2)
+    answer = mpmath.sqrt(2 * a * (N - 1) / N)
+    sep = answer - 2 * mpmath.sqrt(K * c)
+    exists = good >= 2 and fail < 1
+    return dict(rate=rate, M=M, good=good, fail=fail, answer=answer, sep=sep, exists=exists)
+
+
+def mp_width(N: int, c: float, UL: float, K: float = 2.0, gamma: float = 0.5) -> mpmath.mpf:
+    """Prop 8's width bound ln M' / (2 ln(1 + 2 sqrt 2 UL / s~)), 0 where no packing exists."""
+    pk = mp_packing(N, c, K, gamma)
+    if not pk["exists"]:
+        return mpmath.mpf(0)
+    return mpmath.log(pk["good"]) / (2 * mpmath.log(1 + 2 * mpmath.sqrt(2) * UL / pk["sep"]))
+
+
+def mp_log_norm(N: int, c: float, d_h: int, K: float = 2.0, gamma: float = 0.5):
+    """ln of Prop 8's volume norm bound (s~ / (2 sqrt 2)) (exp(ln M' / (2 d_h)) - 1); -inf where no
+    packing exists."""
+    pk = mp_packing(N, c, K, gamma)
+    if not pk["exists"]:
+        return -mpmath.inf
+    grow = mpmath.expm1(mpmath.log(pk["good"]) / (2 * d_h))
+    return mpmath.log(pk["sep"] / (2 * mpmath.sqrt(2)) * grow)
+
+
+def mp_paper_norm(N: int, c: float, d_h: int, C_M: float = 8.0, K: float = 2.0, gamma=0.5):
+    """The paper's (uncertified) form (s~ / sqrt 2) sqrt(ln M' / (C_M ln(4 d_h + 1))); 0 where no
+    packing exists."""
+    pk = mp_packing(N, c, K, gamma)
+    if not pk["exists"]:
+        return mpmath.mpf(0)
+    log_good = mpmath.log(pk["good"])
+    return pk["sep"] / mpmath.sqrt(2) * mpmath.sqrt(log_good / (C_M * mpmath.log(4 * d_h + 1)))
+
+
+def mp_requirement(N: int, c: float, d_h: int, depth: int, form: str, r_h: float = 1.0):
+    """Theorem 9's requirement ln L + (2 / L)(ln UL_min - ln r_h) (AM-GM over L layers), UL_min of
+    the paper's form or the volume form; -inf where no packing exists."""
+    if form == "paper":
+        v = mp_paper_norm(N, c, d_h)
+        lg = mpmath.log(v) if v > 0 else -mpmath.inf
+    else:
+        lg = mp_log_norm(N, c, d_h)
+    if lg == -mpmath.inf:
+        return lg
+    return mpmath.log(depth) + mpmath.mpf(2) / depth * (lg - mpmath.log(r_h))
+
+
+def relative_gap(got: float, want) -> float:
+    """|got - want| / |want| (0 when both are 0 or both -inf; inf when only one is)."""
+    if want == 0 or want == -mpmath.inf:
+        return 0.0 if got == float(want) else math.inf
+    return float(abs(mpmath.mpf(got) - want) / abs(want))

@@ -15,9 +15,7 @@ from qstr.bounds.interpolation import SlotMemoryGuarantee, slot_memory
 from qstr.bounds.recurrent import generalising_log_norm2, lemma12_radius, prop8_packing
 from qstr.bounds.recurrent import prop8_log_norm_lower_bound, prop8_norm_lower_bound_paper
 from qstr.bounds.recurrent import prop8_width_lower_bound
-from qstr.constructions.codes import build_codebook
 from qstr.constructions.encoding import rnn_encoding
-from qstr.constructions.experiment_models import PracticalRNN
 from qstr.constructions.interpolation import slot_memory_rnn
 from qstr.verify.claim import (
     Claim,
@@ -30,20 +28,21 @@ from qstr.verify.claim import (
     close,
     edited,
 )
-from qstr.verify.claim import exact, replaced
+from qstr.verify.claim import exact, replaced, worst
 from qstr.verify.claims._interpolation import LIBRARY_BOUNDS, P8_C, P8_GAMMA, P8_K, ROOT2
 from qstr.verify.claims._interpolation import Prop8Bounds, bounds_on, codes, fewer_than_two_good
 from qstr.verify.claims._interpolation import chernoff_rate, derived_counts, no_packing
-from qstr.verify.claims._interpolation import packing_exists, slipped_packing
+from qstr.verify.claims._interpolation import PIN_RTOL, packing_exists, slipped_packing
+from qstr.verify.claims._prop8 import P8_SCAN, prop8_default_gaps, prop8_pin_gaps, width_scan
+from qstr.verify.claims._prop8 import _bound_table, _observed, _pairwise
+from qstr.verify.claims._prop8 import _state_width, _wrong_rows, with_default_gamma
 from qstr.verify.registry import register
 from qstr.verify.threads import cpu_threads
-from qstr.verify.training import OnlineFit, fit_online, position_risk
 
 P8_D = 3  # token dimension of the exact generalising RNN (d >= 3: a slip d + 2 for 2 d shows)
 P8_ANSWER_N, P8_ANSWER_D = 256, 4
 P8_LOG_N = 623  # (N - 1) I = 60.07: the log branch of prop8_packing, just past its threshold
 P8_DERIVED_NS = tuple((N, 0.5) for N in range(2, P8_LOG_N)) + ((150, 0.3), (150, 0.7))
-P8_SCAN = dict(Ns=(4, 8, 16), widths=(1, 2, 4, 8, 16, 32, 64), steps=800, lr=1e-2, c=0.25)
 
 claim = register(
     Claim(
@@ -76,8 +75,6 @@ class SlotMemory:
     x: torch.Tensor  # (M, N, d), x_i shared
     t: torch.Tensor  # (M, N, 1)
     i: int
-    w: torch.Tensor  # (M, 2 d_h): the states (h_fwd, h_bwd) at position i
-    P: torch.Tensor  # (M, N): the answer at position i for every value of t_i
 
     @property
     def N(self) -> int:
@@ -101,26 +98,6 @@ class Prop8Inputs:
     widths: Optional[tuple]  # (N, min width, tried) per N, full profile
 
 
-def _answers_at(model, omega, z_i, w):
-    """The answers P (M, N) of f_y at the states w when t_i takes every value (only the
-    omega_{t_i} block of z_i changes)."""
-    N, tail = omega.shape[0], omega.shape[1]
-    zk = z_i[:, None, :].repeat(1, N, 1)
-    zk[..., z_i.shape[-1] - tail :] = omega[None, :, :]
-    hk = w[:, None, :].expand(-1, N, w.shape[-1])
-    with torch.no_grad(), cpu_threads(1):
-        return model.f_y(torch.cat([hk, zk], dim=-1)).squeeze(-1)
-
-
-def _slot_answers(model, omega, x, t, i):
-    """States w = (h_fwd, h_bwd) at position i and the answers P (M, N) for every value of t_i."""
-    Z = rnn_encoding(x, t, omega)
-    with torch.no_grad(), cpu_threads(1):
-        h_f, h_b = model.states(Z)
-    w = torch.cat([h_f[:, i], h_b[:, i]], dim=-1)  # U = identity on (h_fwd, h_bwd)
-    return w, _answers_at(model, omega, Z[:, i], w)
-
-
 def _slot_memory(ctx: Context, radius: Callable = lemma12_radius) -> SlotMemory:
     """The slot-memory RNN at r_x = radius(d, M, N) and M prompts sharing x_i."""
     N, M, d = ctx.pick(quick=128, full=256), ctx.pick(quick=24, full=64), P8_D
@@ -134,55 +111,7 @@ def _slot_memory(ctx: Context, radius: Callable = lemma12_radius) -> SlotMemory:
     x = torch.randn(M, N, d, generator=g, **kw)
     x[:, i] = x[0, i]
     t = torch.randint(N, (M, N, 1), generator=g, device=ctx.device)
-    return SlotMemory(model, gu, omega, u, x, t, i, *_slot_answers(model, omega, x, t, i))
-
-
-def _make_gru_batch(N: int, simple: bool, omega: torch.Tensor):
-    """Batches (Z', y) of 1STR with d = 1: Z' = (RNN encoding, m_i), m_i = <omega_i, omega_{t_i}> =
-    1[t_i = i].
-
-    The scalar m_i stands in for the product gadget of the paper's deep transitions (Prop 26): a
-    single-layer GRU gate is affine in its input and cannot compute <omega_i, omega_t> itself, and
-    without it even simple-1STR needed widths growing with N in our runs (optimisation, not memory).
-    It gives both tasks the same features; only the memory requirement differs.
-    """
-
-    def batch(B, g):
-        x = torch.randn(B, N, 1, generator=g, device=g.device)
-        if simple:
-            t = torch.randint(N, (B, 1, 1), generator=g, device=g.device).expand(B, N, 1)
-        else:
-            t = torch.randint(N, (B, N, 1), generator=g, device=g.device)
-        y = x[torch.arange(B, device=g.device)[:, None], t[..., 0], 0]
-        match = (t[..., 0] == torch.arange(N, device=g.device)).to(x.dtype)[..., None]
-        return torch.cat([rnn_encoding(x, t, omega), match], dim=-1), y
-
-    return batch
-
-
-def _min_width(N: int, simple: bool, ctx: Context) -> tuple[int, list]:
-    """Smallest GRU width (per direction) whose trained risk is <= c (ascending scan; 0 if none)."""
-    cfg = P8_SCAN
-    omega = build_codebook(N, kind="rs-hadamard", device=ctx.device).omega
-    batch = _make_gru_batch(N, simple, omega)
-    tried = []
-    for w in cfg["widths"]:
-        g = ctx.generator("prop-8/gru-simple" if simple else "prop-8/gru", N, w, device=ctx.device)
-        model = PracticalRNN(omega.shape[1] * 2 + 2, w, generator=g, device=ctx.device)
-        with cpu_threads(1):
-            fit_online(model, batch, OnlineFit(cfg["steps"], lr=cfg["lr"]), generator=g)
-            risk, _ = position_risk(
-                model, batch, n=2048, generator=ctx.generator("prop-8/gru-risk", device=ctx.device)
-            )
-        tried.append((w, risk))
-        if risk <= cfg["c"]:
-            return w, tried
-    return 0, tried
-
-
-def _width_scan(ctx: Context, simple: bool) -> tuple:
-    """Full profile: (N, smallest trained width with risk <= c (0: none), tried) for each N."""
-    return tuple((N, *_min_width(N, simple, ctx)) for N in P8_SCAN["Ns"])
+    return SlotMemory(model, gu, omega, u, x, t, i)
 
 
 @claim.inputs
@@ -194,28 +123,8 @@ def prop8_inputs(ctx: Context) -> Prop8Inputs:
     x = torch.randn(M, P8_ANSWER_N, P8_ANSWER_D, generator=g, **kw)
     x[:, P8_ANSWER_N // 2] = x[0, P8_ANSWER_N // 2]  # all prompts share x_i
     u = torch.randn(P8_ANSWER_D, generator=g, **kw)
-    widths = None if ctx.profile == "quick" else _width_scan(ctx, simple=False)
+    widths = None if ctx.profile == "quick" else width_scan(ctx, simple=False)
     return Prop8Inputs(x, u / u.norm(), None, _slot_memory(ctx), LIBRARY_BOUNDS, widths)
-
-
-def _bound_table(b: Prop8Bounds) -> tuple:
-    """The bound functions over N = 2..200 at gamma = 1/2 and N = 100..115 at gamma = 0.3 (N =
-    107..109: M' = 2 good prompts but failure bound just above 1, the boundary case)."""
-    rows = []
-    for N, gamma in [(N, P8_GAMMA) for N in range(2, 201)] + [(N, 0.3) for N in range(100, 116)]:
-        kw = dict(K=P8_K, gamma=gamma)
-        rows.append(
-            dict(
-                N=N,
-                gamma=gamma,
-                packing=b.packing(N, P8_C, **kw),
-                width=b.width(N, P8_C, 10.0, **kw),
-                norm2=b.requirement(N, P8_C, 8, form="volume", **kw),
-                paper=b.paper(N, P8_C, 4 * N, **kw),
-                log_norm={d_h: b.log_norm(N, P8_C, d_h, **kw) for d_h in (1, 8, 4 * N)},
-            )
-        )
-    return tuple(rows)
 
 
 def _answer_vectors(x: torch.Tensor, u: torch.Tensor, t: torch.Tensor = None) -> torch.Tensor:
@@ -229,15 +138,10 @@ def _answer_vectors(x: torch.Tensor, u: torch.Tensor, t: torch.Tensor = None) ->
     return (x[torch.arange(M, device=x.device), t] @ u)[:, None].expand(M, N)
 
 
-def _pairwise(A: torch.Tensor) -> torch.Tensor:
-    D = torch.cdist(A, A)
-    iu = torch.triu_indices(A.shape[0], A.shape[0], 1, device=A.device)
-    return D[iu[0], iu[1]]
-
-
-@claim.check("answer separation >= sqrt(2a(N-1)/N)", evidence="built")
+@claim.check("answer separation >= sqrt(2a(N-1)/N)", evidence="monte-carlo")
 def prop8_answers(inp: Prop8Inputs) -> Verdict:
-    """Prop 35: the answer vectors of prompts sharing x_i are sqrt(2a(N-1)/N) apart (normalised)."""
+    """Prop 35: the answer vectors of prompts sharing x_i are sqrt(2a(N-1)/N) apart (normalised):
+    Gaussian draws of the task, no RNN (monte-carlo)."""
     M, N, _ = inp.x.shape
     sep = float(_pairwise(_answer_vectors(inp.x, inp.u, inp.t)).min()) / math.sqrt(N)
     pk = inp.bounds.at(N)
@@ -254,7 +158,7 @@ def prop8_answers(inp: Prop8Inputs) -> Verdict:
 def prop8_conditional_errors(inp: Prop8Inputs) -> Verdict:
     """The exact generalising RNN has every conditional error e_m <= K c (here 0)."""
     s = inp.slot
-    e = ((s.P - s.x @ s.u) ** 2).mean(dim=1)
+    e = ((_observed(s)[1] - s.x @ s.u) ** 2).mean(dim=1)
     return at_most(float(e.max()), P8_K * P8_C, 1e-18, detail="max_m mean_k (P_mk - <u, x_k>)^2")
 
 
@@ -262,24 +166,35 @@ def prop8_conditional_errors(inp: Prop8Inputs) -> Verdict:
 def prop8_inside(inp: Prop8Inputs) -> Verdict:
     """The prompts' tokens lie in the r_x ball the RNN is exact on (Lemma 12's radius)."""
     s = inp.slot
-    return at_most(float(s.x.norm(dim=-1).max()), s.guarantee.r_x, detail="max ||x_j||")
+    detail = "max ||x_j||; Lemma 12's radius holds w.p. 1 - 1/sqrt(M N), loose by ~sqrt(3e)"
+    return at_most(float(s.x.norm(dim=-1).max()), s.guarantee.r_x, detail=detail)
 
 
 @claim.check("states separated by s~/lambda", evidence="built")
 def prop8_separated(inp: Prop8Inputs) -> Verdict:
-    """Prop 8: the states of the packed prompts are >= s~ / lambda apart."""
+    """Prop 8: the states of the packed prompts are >= s~ / lambda apart (the module's states)."""
     s = inp.slot
     need = inp.bounds.at(s.N).sep / s.guarantee.lipschitz
-    return at_least(float(_pairwise(s.w).min()), need, detail="min ||w - w'|| against s~ / lambda")
+    detail = (
+        "min ||w - w'|| against s~ / lambda; slack = the answers' (s~ / their separation) "
+        "times the chain's (<= 1 / sqrt(2N) for this RNN: rnn-lower-bounds.md, 'Slack')"
+    )
+    return at_least(float(_pairwise(_observed(s)[0]).min()), need, detail=detail)
 
 
 @claim.check("chain ||dP|| <= lambda ||dw||", evidence="built")
 def prop8_chain(inp: Prop8Inputs) -> Verdict:
     """||P - P'|| / sqrt N <= lambda ||w - w'|| for every pair (f_y is lambda-Lipschitz)."""
     s = inp.slot
-    dw, dp = _pairwise(s.w), _pairwise(s.P) / math.sqrt(s.N)
+    w, P = _observed(s)
+    dw, dp = _pairwise(w), _pairwise(P) / math.sqrt(s.N)
     ratio = float((dp / (s.guarantee.lipschitz * dw + 1e-9)).max())
-    return at_most(ratio, 1 + 1e-9, detail="largest ||dP|| / sqrt N / (lambda ||dw|| + 1e-9)")
+    detail = (
+        "largest ||dP|| / sqrt N / (lambda ||dw|| + 1e-9); at most 1 / sqrt(2N) = "
+        f"{1 / math.sqrt(2 * s.N):.3g} for this RNN (answer k reads state block k only: "
+        "rnn-lower-bounds.md, 'Slack')"
+    )
+    return at_most(ratio, 1 + 1e-9, detail=detail)
 
 
 def _width_bound(inp: Prop8Inputs) -> float:
@@ -312,8 +227,46 @@ def prop8_vacuity(inp: Prop8Inputs) -> Vacuity:
 
 @claim.check("d_h >= width bound", evidence="built")
 def prop8_width(inp: Prop8Inputs) -> Verdict:
-    """Prop 8: the RNN's state width d_h is at least the width bound at its UL."""
-    return at_least(inp.slot.guarantee.d_h, _width_bound(inp), detail=f"UL = {inp.slot.UL:.1f}")
+    """Prop 8: the built RNN's state width (read off its transition weights) is at least the width
+    bound at its UL; vacuous where the bound is <= 1 (every RNN has d_h >= 1)."""
+    bound = _width_bound(inp)
+    detail = f"d_h of the module's weights; UL = {inp.slot.UL:.1f}"
+    return at_least(_state_width(inp.slot.model), bound, detail=detail, vacuous=bound <= 1)
+
+
+@claim.check("record = built module", evidence="built")
+def prop8_record(inp: Prop8Inputs) -> Verdict:
+    """The SlotMemoryGuarantee a user reads against the built module: d_h (= N d) the transitions'
+    rows, r_h the module's projection radius, norm2 its ||vec theta||^2 (relative 1e-12)."""
+    s, gu = inp.slot, inp.slot.guarantee
+    norm2 = sum(float(p.detach().pow(2).sum()) for p in s.model.parameters())
+    rows = [
+        ("d_h", exact(gu.d_h, _state_width(s.model), detail="record d_h vs the weights' rows")),
+        ("N d", exact(gu.d_h, s.N * s.u.shape[0], detail="record d_h vs N d")),
+        ("r_h", close(gu.r_h, float(s.model.r_h), 1e-12 * gu.r_h, detail="record vs module r_h")),
+        ("norm2", close(gu.norm2, norm2, PIN_RTOL * norm2, detail="record vs module ||vec||^2")),
+    ]
+    return worst(rows)
+
+
+@claim.check("bounds = 40-digit evaluation", evidence="formula")
+def prop8_pinned(inp: Prop8Inputs) -> Verdict:
+    """The packing (rate, M, M', failure, s~, existence), the width bound, the volume and paper norm
+    bounds against their 40-digit evaluation written from rnn-lower-bounds.md (sections 1, 2),
+    relative 1e-12, at the claim's N (128, 256), the onset N = 339, both sides of the log branch
+    and N = 2^20."""
+    gaps = prop8_pin_gaps(inp.bounds)
+    label, gap = max(gaps, key=lambda g: g[1])
+    return at_most(gap, PIN_RTOL, detail=f"{len(gaps)} points; largest at {label}")
+
+
+@claim.check("defaults = the page's K = 2, gamma = 1/2, C_M = 8", evidence="formula")
+def prop8_defaults(inp: Prop8Inputs) -> Verdict:
+    """The bound functions called with their defaults, as a user calls them, at the slot memory's
+    N and UL, against the 40-digit evaluation at the page's K = 2, gamma = 1/2, C_M = 8."""
+    gaps = prop8_default_gaps(inp.bounds, inp.slot.guarantee.N, inp.slot.UL)
+    label, gap = max(gaps, key=lambda g: g[1])
+    return at_most(gap, PIN_RTOL, detail=f"largest at {label}")
 
 
 @claim.check("width bound inverts the volume bound", evidence="formula")
@@ -341,12 +294,6 @@ def prop8_sphere(inp: Prop8Inputs) -> Verdict:
         target = torch.gather(xb @ s.u, 1, tb[..., 0])
         err = max(err, float((yb.reshape(target.shape) - target).abs().max()))
     return at_most(err, 1e-9 * r_x, detail="max |y_hat - <u, x_t>|, random t and t_i = i")
-
-
-def _wrong_rows(table, consistent: Callable[[dict], bool]) -> Verdict:
-    """No row of the table where ``consistent`` fails (the first four named)."""
-    wrong = [(r["N"], r["gamma"]) for r in table if not consistent(r)]
-    return exact(len(wrong), 0, detail=f"lengths where they differ: {wrong[:4]}")
 
 
 @claim.check("width bound positive iff the packing exists", evidence="formula")
@@ -493,9 +440,7 @@ def _transitions_zeroed(slot: SlotMemory) -> SlotMemory:
         for p in (*model.f_fwd.parameters(), *model.f_bwd.parameters()):
             p.zero_()
 
-    model = _edited_copy(slot, zero)
-    w, P = _slot_answers(model, slot.omega, slot.x, slot.t, slot.i)
-    return replace(slot, model=model, w=w, P=P)
+    return replace(slot, model=_edited_copy(slot, zero))
 
 
 claim.fault(
@@ -513,8 +458,7 @@ def _state_read_scaled(s: SlotMemory) -> SlotMemory:
         model.f_y[0].weight[:, : 2 * s.guarantee.d_h] *= s.guarantee.r_h
 
     model = _edited_copy(s, scale)
-    P = _answers_at(model, s.omega, rnn_encoding(s.x, s.t, s.omega)[:, s.i], s.w)  # same states
-    return replace(s, model=model, P=P)
+    return replace(s, model=model)
 
 
 claim.fault(
@@ -587,7 +531,50 @@ claim.fault(
 )
 
 
+def _width_one_direction(N, c, UL, *, K=2.0, gamma=0.5):
+    """The width bound ln M' / ln(1 + 2 sqrt2 UL / s~): the states' dimension D = d_h (one
+    direction) for 2 d_h."""
+    return 2 * prop8_width_lower_bound(N, c, UL, K=K, gamma=gamma)
+
+
+claim.fault(
+    "width bound with D = d_h",
+    breaks=(prop8_pinned, prop8_width_inverts),
+    apply=edited(bounds=lambda b: replace(b, width=_width_one_direction)),
+)
+# the paper's form with C_M = 4 (Maurey's constant halved)
+claim.fault(
+    "paper norm with C_M = 4",
+    breaks=prop8_pinned,
+    apply=edited(
+        bounds=lambda b: replace(
+            b, paper=lambda *a, **k: prop8_norm_lower_bound_paper(*a, C_M=4.0, **k)
+        )
+    ),
+)
+# every bound function's default gamma 0.4 (a default argument slipped; calls passing gamma agree)
+claim.fault(
+    "default gamma 0.4",
+    breaks=prop8_defaults,
+    apply=edited(
+        bounds=lambda b: replace(
+            b,
+            packing=with_default_gamma(b.packing, 0.4),
+            width=with_default_gamma(b.width, 0.4),
+            log_norm=with_default_gamma(b.log_norm, 0.4),
+            paper=with_default_gamma(b.paper, 0.4),
+        )
+    ),
+)
+# the record's d_h = N (the token dimension d forgotten)
+claim.fault(
+    "record d_h = N",
+    breaks=prop8_record,
+    apply=edited(slot=lambda s: replace(s, guarantee=replace(s.guarantee, d_h=s.N))),
+)
+
+
 @claim.fault("simple-1STR width scan", breaks=prop8_width_growth, profiles=("full", "gpu"))
 def _simple_widths(inp: Prop8Inputs, ctx: Context) -> Prop8Inputs:
     """The width scan trained on simple-1STR (t the same at every position: no packing needed)."""
-    return replace(inp, widths=_width_scan(ctx, simple=True))
+    return replace(inp, widths=width_scan(ctx, simple=True))

@@ -1,6 +1,7 @@
 """The claim prop-8 of verify/claims/prop_8.py through its inputs, checks and faults
 (tests/verify/claims/test_registered.py runs every claim)."""
 
+import copy
 import dataclasses
 import math
 
@@ -9,6 +10,7 @@ import torch
 
 from qstr.bounds.recurrent import prop8_width_lower_bound
 from qstr.verify.claims import prop_8
+from qstr.verify.claims._prop8 import with_default_gamma
 
 CID = "prop-8"
 
@@ -47,3 +49,49 @@ def test_prop8_gru_width_check_runs_only_where_it_trains(declared):
     assert name not in {c.name for c in claim.checks_in("quick")}
     assert claim.check_named(name).profiles == ("full", "gpu")
     assert [f.name for f in claim.faults if name in f.breaks] == ["simple-1STR width scan"]
+
+
+def test_prop8_width_check_is_vacuous_at_n128_and_reads_the_weights(declared):
+    """At N = 128 the width bound (0.32) is <= 1: the check's status is vacuous, and its d_h is the
+    built transitions' row count (N d = 384), not the record's."""
+    d = declared(CID)
+    v = d.verdict("d_h >= width bound")
+    assert v.status == "vacuous" and v.bound < 1
+    assert v.measured == d.inputs.slot.model.f_fwd[-1].weight.shape[0] == 128 * 3
+    record = dataclasses.replace(d.inputs.slot.guarantee, d_h=10**6)
+    lied = dataclasses.replace(d.inputs, slot=dataclasses.replace(d.inputs.slot, guarantee=record))
+    assert d.verdict("d_h >= width bound", lied).measured == 384
+    assert not d.verdict("record = built module", lied).holds
+
+
+def test_prop8_pins_hold_and_see_a_default(declared):
+    """The bound functions agree with the 40-digit evaluation to 1e-12; a default gamma of 0.4 in
+    the packing alone is seen by the defaults check."""
+    d = declared(CID)
+    assert d.verdict("bounds = 40-digit evaluation").measured <= 1e-12
+    assert d.verdict("defaults = the page's K = 2, gamma = 1/2, C_M = 8").measured <= 1e-12
+    b = d.inputs.bounds
+    slipped = dataclasses.replace(b, packing=with_default_gamma(b.packing, 0.4))
+    bad = dataclasses.replace(d.inputs, bounds=slipped)
+    assert not d.verdict("defaults = the page's K = 2, gamma = 1/2, C_M = 8", bad).holds
+
+
+def test_prop8_built_checks_run_the_module(declared):
+    """Each built check on the slot memory runs the module: one whose forward pieces raise makes
+    them crash."""
+    d = declared(CID)
+
+    def raising(*a, **k):
+        raise RuntimeError("built module evaluated")
+
+    model = copy.deepcopy(d.inputs.slot.model)
+    model.f_fwd[0].forward = raising
+    model.f_y[0].forward = raising
+    broken = dataclasses.replace(d.inputs, slot=dataclasses.replace(d.inputs.slot, model=model))
+    for name in (
+        "conditional errors <= K c",
+        "states separated by s~/lambda",
+        "chain ||dP|| <= lambda ||dw||",
+    ):
+        with pytest.raises(RuntimeError, match="built module evaluated"):
+            d.verdict(name, broken)
