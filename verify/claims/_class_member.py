@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, List, Tuple
 
+import mpmath as mp
 import torch
 
 from qstr.bounds.attention import lemma12_radius
@@ -115,3 +116,62 @@ def gate_without_minus_one(member: ClassMember) -> ClassMember:
             gate = [m for m in getattr(module, net) if isinstance(m, torch.nn.Linear)][1]
             gate.bias[2 * d : 2 * d + q] += 1.0 / (1.0 - mu)
     return replace(member, module=module)
+
+
+def sensitivities_mp(radii, biased, r_in) -> list:
+    """Lemma 30's c_l in mpmath (docs/derivations/rnn-lower-bounds.md section 4, item 5), written
+    from the page, not from ``layer_sensitivities``: a_0 = r_in, a_l = R_l sqrt(a_{l-1}^2 + 1)
+    (R_l a_{l-1} without a bias), c_l = prod_{k > l} R_k sqrt(a_{l-1}^2 + 1) (or a_{l-1})."""
+    R = [mp.mpf(r) for r in radii]
+    feeds, a = [], mp.mpf(r_in)
+    for Rl, bias in zip(R, biased, strict=True):
+        feeds.append(mp.sqrt(a * a + 1) if bias else a)
+        a = Rl * feeds[-1]
+    return [mp.fprod(R[l + 1 :]) * feeds[l] for l in range(len(R))]
+
+
+def net_constants_mp(radii2, biased, r_in):
+    """(Lambda, ||c||, b) of a net with squared layer radii ``radii2`` on inputs of norm <= r_in,
+    in mpmath (docs/derivations/rnn-lower-bounds.md section 4, items 3 and 5): c_l from
+    :func:`sensitivities_mp`, Lambda = prod R_l, b: the output bound at input 0 via R_l (b + 1)."""
+    R = [mp.sqrt(r2) for r2 in radii2]
+    c2 = mp.fsum(c * c for c in sensitivities_mp(R, biased, r_in))
+    b = mp.mpf(0)
+    for Rl, bias in zip(R, biased, strict=True):
+        b = Rl * (b + 1) if bias else Rl * b
+    return mp.fprod(R), mp.sqrt(c2), b
+
+
+def lipschitz_mp(transition, output, N):
+    """Lemma 29's A = sqrt(A_y^2 + ((N - 1) Lam_y A_h)^2) in mpmath (rnn-lower-bounds.md section 4,
+    item 5) from each net's (radii, biases, input radius), by :func:`net_constants_mp`."""
+    (tR, tB, r_z), (oR, oB, r_y) = transition, output
+    _, A_h, _ = net_constants_mp([mp.mpf(R) ** 2 for R in tR], tB, r_z)
+    Lam, A_y, _ = net_constants_mp([mp.mpf(R) ** 2 for R in oR], oB, r_y)
+    return mp.sqrt(A_y**2 + ((N - 1) * Lam * A_h) ** 2)
+
+
+def fro(params: dict, w: str, b) -> float:
+    """||[W b]||_F of the layer (weight name ``w``, bias name ``b`` or None) in ``params``."""
+    return float(torch.cat([params[w].flatten()] + ([params[b]] if b else [])).norm())
+
+
+def rank_one_member(params: dict, layers, u: torch.Tensor) -> dict:
+    """A member of the class with the net's radii R_l (``params``' ||[W_l b_l]||_F), largest at
+    ``u``: each layer maps the previous one's single active unit onto unit 0 with [W b] along
+    (a_{l-1}, 1), so unit 0 carries a_l = R_l sqrt(a_{l-1}^2 + 1) (R_L a_{L-1} unbiased)."""
+    out, a, v = {}, float(u.norm()), u / u.norm()
+    for w, b in layers:
+        R = fro(params, w, b)
+        W = torch.zeros_like(params[w])
+        if b is None:
+            W[0] = R * v
+            out[w], a = W, R * a
+            continue
+        s = R / math.sqrt(a * a + 1.0)
+        W[0], bias = s * a * v, torch.zeros_like(params[b])
+        bias[0] = s
+        out[w], out[b], a = W, bias, R * math.sqrt(a * a + 1.0)
+        v = torch.zeros(W.shape[0], dtype=W.dtype, device=W.device)
+        v[0] = 1.0
+    return out

@@ -20,6 +20,7 @@ from qstr.bounds.search import smallest_true
 from qstr.verify.claim import Claim, Context, Ref, Vacuity, Verdict, at_most, edited, exact
 from qstr.verify.claim import replaced, worst
 from qstr.verify.claims._class_member import ClassMember, class_member, frobenius
+from qstr.verify.claims._class_member import net_constants_mp
 from qstr.verify.claims._class_member import gate_without_bias, gate_without_minus_one, r_x_once
 from qstr.verify.claims._vacuity import bound_scope, ffn_vacuity
 from qstr.verify.registry import register
@@ -52,23 +53,6 @@ claim = register(
         derivation="docs/derivations/rnn-lower-bounds.md",
     )
 )
-
-
-def _t7_net(radii2, biased, r_in):
-    """(Lambda, ||c||, b) of a net with squared layer radii ``radii2`` on inputs of norm <= r_in,
-    in mpmath (docs/derivations/rnn-lower-bounds.md section 4, item 5): a_0 = r_in, a_l = R_l
-    sqrt(a_{l-1}^2 + 1) (biased), c_l = prod_{k > l} R_k * sqrt(a_{l-1}^2 + 1) (or a_{l-1}), b:
-    the output bound at input 0 via R_l (b + 1)."""
-    R = [mp.sqrt(r2) for r2 in radii2]
-    feeds, a = [], r_in
-    for Rl, bias in zip(R, biased, strict=True):
-        feeds.append(mp.sqrt(a * a + 1) if bias else a)
-        a = Rl * feeds[-1]
-    c2 = mp.fsum((mp.fprod(R[l + 1 :]) * feeds[l]) ** 2 for l in range(len(R)))
-    b = mp.mpf(0)
-    for Rl, bias in zip(R, biased, strict=True):
-        b = Rl * (b + 1) if bias else Rl * b
-    return mp.fprod(R), mp.sqrt(c2), b
 
 
 def t7_code_dim(params: Theorem7Params, N: int) -> int:
@@ -126,8 +110,10 @@ def theorem7_bound_mp(n, N: int, params: Theorem7Params, pieces: bool = False):
         for f, w, b, _ in part
     )
     R_theta = mp.sqrt(2 * mp.fsum(r2 for *_, r2 in trans) + mp.fsum(r2 for *_, r2 in out))
-    _, A_h, _ = _t7_net([r2 for *_, r2 in trans], [b for _, _, b, _ in trans], mp.sqrt(rz2))
-    Lam_y, A_y, b_y = _t7_net(
+    _, A_h, _ = net_constants_mp(
+        [r2 for *_, r2 in trans], [b for _, _, b, _ in trans], mp.sqrt(rz2)
+    )
+    Lam_y, A_y, b_y = net_constants_mp(
         [r2 for *_, r2 in out], [b for _, _, b, _ in out], mp.sqrt(2 * rh2 + rz2)
     )
     A = mp.sqrt(A_y**2 + ((Nv - 1) * Lam_y * A_h) ** 2)
