@@ -1,24 +1,37 @@
-"""Lemma 11's claim (verify/claims/lemma_11.py): its star-code cases, the prompts of target tuples
-and the mistakes its faults plant (docs/derivations/lemma11.md)."""
+"""Lemma 11's claim (verify/claims/lemma_11.py): its cases and star-code cases, the prompts of
+target tuples, the guarantee measured on the built module and evaluated at 40 digits, and the
+mistakes its faults plant (docs/derivations/lemma11.md)."""
 
 from __future__ import annotations
 
+import functools
 import math
 import types
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Callable, Dict, Optional, Tuple
 
+import mpmath as mp
 import torch
 
-from qstr.bounds.attention import lemma11
+from qstr.bounds.attention import lemma11, lemma11_alpha, lemma11_leak, lemma12_radius
 from qstr.constructions.attention import lemma11_adversarial_prompt, place_block
 from qstr.constructions.codes import star_codebook
-from qstr.constructions.links import TwoLayerNet
-from qstr.constructions.task import gather_tokens
-from qstr.verify.adversarial import lemma11_tuple_prompt
-from qstr.verify.claim import Context
+from qstr.constructions.encoding import transformer_encoding
+from qstr.constructions.export import construction_state, load_construction_state
+from qstr.constructions.links import TwoLayerNet, make_link
+from qstr.constructions.task import QSTR, gather_tokens
+from qstr.verify.adversarial import (
+    WorstCase,
+    clip_to_ball,
+    lemma11_tuple_prompt,
+    lemma11_worst_case,
+    worst_case_tokens,
+)
+from qstr.verify.claim import Context, close, exact
+from qstr.verify.claims._roundtrip import saved_and_reloaded, through_file
 
 L11_D, L11_EPS = 4, 0.05
+L11_DPS = 40  # the pins' working precision (decimal digits)
 
 
 @dataclass(frozen=True, eq=False)
@@ -30,6 +43,154 @@ class L11Star:
     cons: Any
     net: Any
     error: float  # the built module's error at the worst prompt, target 0
+
+
+@dataclass(frozen=True, eq=False)
+class L11Case:
+    """One (link, q = H, N): the certified construction (its fast path from (alpha, c, codes) and
+    its guarantee), the module users get and its export, and the fast path's measured errors."""
+
+    link_name: str
+    link: Any
+    cons: Any  # the construction as certified: fast path and guarantee
+    module: Any  # the built weights users get (a fault edits a copy)
+    exported: Any  # small N: the module saved, reloaded as nn.MultiheadAttention; else None
+    prompts: Tuple[torch.Tensor, torch.Tensor]  # random prompts in the r_x-ball
+    math_heads: torch.Tensor  # the heads at the random prompts, math backend (chunks of 1024)
+    probe: Tuple[torch.Tensor, torch.Tensor]  # linear link: the worst prompt; else a random one
+    fast_err: float  # the fast path's largest error on random prompts and after ascent
+    fast_at_probe: torch.Tensor  # the fast path's prediction at the probe prompt
+    gradient: Optional[torch.Tensor]  # linear link: the affine net's gradient (H, d)
+    fused_twin: Any = None  # CUDA: the same construction in float32 (no fused kernel takes float64)
+    ascent: Optional[Tuple[torch.Tensor, torch.Tensor]] = None  # small N: the ascent's prompts
+    worst: Optional[WorstCase] = None  # linear link: lemma11_worst_case over every target tuple
+    same_target: Optional[Tuple[torch.Tensor, torch.Tensor]] = None  # linear: the t* prompt
+
+    @property
+    def N(self) -> int:
+        return self.cons.guarantee.N
+
+    @property
+    def net(self):
+        return self.link.two_layer_net()
+
+    def name(self) -> str:
+        return f"{self.link_name} q=H={self.cons.guarantee.H} N={self.N}"
+
+    @functools.cached_property
+    def at_probe(self) -> Dict[str, torch.Tensor]:
+        """Predictions at the probe prompt: module, fast path and (small N) the reloaded export,
+        fed by ``transformer_encoding`` with Appendix A.1's default prefactor c = sqrt(d/q)."""
+        x, t = self.probe
+        with torch.no_grad():
+            out = {
+                "module": self.module.predict(x, t, chunk=module_chunk(self.N)),
+                "fast path": self.fast_at_probe,
+            }
+            if self.exported is not None:
+                Z = transformer_encoding(x, t, self.module.omega[: self.N])
+                out["nn.MultiheadAttention"] = self.exported(Z).reshape(t.shape[:2])
+        return out
+
+    def probe_errors(self) -> Dict[str, float]:
+        """|y_hat - g| at the probe prompt, largest over positions, for each path."""
+        x, t = self.probe
+        with torch.no_grad():
+            target = self.link(gather_tokens(x, t))
+        return {k: float((y - target).abs().max()) for k, y in self.at_probe.items()}
+
+    def errors_at(self, x: torch.Tensor, t: torch.Tensor) -> Dict[str, float]:
+        """|y_hat - g| at prompts (x, t), largest over prompts and positions, for the built module
+        and (small N) its reloaded export."""
+        with torch.no_grad():
+            target = self.link(gather_tokens(x, t))
+            out = {"module": self.module.predict(x, t, chunk=module_chunk(self.N))}
+            if self.exported is not None:
+                Z = transformer_encoding(x, t, self.module.omega[: self.N])
+                out["nn.MultiheadAttention"] = self.exported(Z).reshape(t.shape[:2])
+        return {k: float((y - target).abs().max()) for k, y in out.items()}
+
+    def built_errors(self) -> Dict[str, float]:
+        """Small N (where the ascent runs): the built paths' largest errors on the two random
+        prompts the ascent starts from and on the ascent's; at larger N, empty (the built paths
+        run at the probe)."""
+        if self.ascent is None:
+            return {}
+        x, t = self.prompts
+        found = [self.errors_at(x[:2], t[:2]), self.errors_at(*self.ascent)]
+        return {k: max(f[k] for f in found) for k in found[0]}
+
+
+def l11_cases(ctx: Context):
+    """(link, q = H): the linear link (its worst case is exact, so checked from both sides) and a
+    nonlinear teacher net with 3 heads; q = 4 as well on the gpu profile."""
+    return ctx.pick(
+        quick=(("linear", 2), ("teacher", 3)),
+        full=(("linear", 2), ("teacher", 3)),
+        gpu=(("linear", 2), ("linear", 4), ("teacher", 3)),
+    )
+
+
+def l11_sizes(ctx: Context, link: str):
+    """N for the case, and the largest N at which ascent runs and the export is checked."""
+    Ns = ctx.pick(
+        quick=(16, 256, 2048), full=(16, 64, 256, 1024, 4096), gpu=(16, 256, 4096, 16384, 65536)
+    )
+    if link != "linear":
+        Ns = Ns[: ctx.pick(quick=2, full=4, gpu=3)]
+    return Ns, ctx.pick(quick=256, full=1024, gpu=4096)
+
+
+def affine_gradient(net, H: int, ctx: Context) -> torch.Tensor:
+    """(H, d): the gradient of a net that is affine on R^{H d} (the linear link's +- unit pairs)."""
+    z = torch.randn(H, L11_D, dtype=torch.float64, generator=ctx.generator("lemma-11/gradient", H))
+    z = z.to(ctx.device).requires_grad_(True)
+    with torch.enable_grad():
+        net(z).backward()
+    return z.grad
+
+
+def l11_errors(link, predict, x, t):
+    return (predict(x, t) - link(gather_tokens(x, t))).abs()
+
+
+def l11_case(ctx: Context, link_name: str, q: int, N: int) -> L11Case:
+    """The link, its construction for eps (alpha from eps, radius of Lemma 12), random prompts in
+    the r_x-ball, ascent on the fast path (small N) and the probe prompt."""
+    link = make_link(link_name, q, L11_D, generator=ctx.generator("lemma-11/link", q))
+    link = link.to(ctx.device)
+    r_x = lemma12_radius(L11_D, n=10_000, N=N)
+    cons = lemma11(N, L11_D, q, link.two_layer_net(), eps=L11_EPS, r_x=r_x, device=ctx.device)
+    g, small = cons.guarantee, N <= l11_sizes(ctx, link_name)[1]
+    gen = ctx.generator("lemma-11/prompts", q, N, device=ctx.device)
+    p = QSTR(N=N, d=L11_D, link=link).sample(
+        max(1, min(8, 4096 // N)), generator=gen, device=ctx.device, dtype=torch.float64
+    )
+    x, t = clip_to_ball(p.x, g.r_x), p.t
+    fast = lambda xx, tt: cons.fast_predict(xx, tt, chunk=1024)  # noqa: E731
+    with torch.no_grad():
+        err = float(l11_errors(link, fast, x, t).max())
+        heads = cons.fast_heads(x, t, chunk=1024, backend="math")
+    ascent = None
+    if small:
+        errors = lambda xx: l11_errors(link, fast, xx, t[:2])  # noqa: E731
+        xs = worst_case_tokens(errors, x[:2], g.r_x, steps=ctx.pick(quick=25, full=100))
+        err = max(err, float(l11_errors(link, fast, xs, t[:2]).detach().max()))
+        ascent = (xs.detach(), t[:2])
+    gradient, probe, worst, same = None, (x[:1], t[:1]), None, None
+    if link_name == "linear":
+        gradient = affine_gradient(link.two_layer_net(), q, ctx)
+        worst = lemma11_worst_case(cons, link.two_layer_net())
+        probe, same = worst.prompt, lemma11_adversarial_prompt(cons, gradient.sum(0))
+    with torch.no_grad():
+        at_probe = fast(*probe)
+    exported = saved_and_reloaded(cons)[1] if small else None
+    twin = None
+    if x.is_cuda:  # CUDA's fused attention kernels take float32/16/bf16: users' CUDA fast path
+        net, f32 = link.two_layer_net(), torch.float32
+        twin = lemma11(N, L11_D, q, net, eps=L11_EPS, r_x=g.r_x, device=ctx.device, dtype=f32)
+    found = (link_name, link, cons, cons, exported, (x, t), heads, probe, err, at_probe)
+    return L11Case(*found, gradient, twin, ascent, worst, same)
 
 
 def fused_heads(cons, x: torch.Tensor, t: torch.Tensor, chunk: int) -> torch.Tensor:
@@ -183,3 +344,187 @@ def scope_line(inp: Any) -> str:
         f"d = {L11_D}, eps = {L11_EPS}, RS-Hadamard codes: {cases}; star codes N = {stars}; "
         "the module's queries and the fused heads in chunks of N/3 + 1"
     )
+
+
+def module_edited(edit: Callable[..., None]) -> Callable[[Any], Any]:
+    """A case edit: a copy of the built module with ``edit(W_QK, construction)`` applied (and
+    exported as users would export it), in each case small enough to be exported."""
+
+    def broken(case: Any) -> Any:
+        if case.exported is None:
+            return case
+        module = case.cons.with_alpha(case.cons.alpha)
+        with torch.no_grad():
+            edit(module.model.W_QK, case.cons)
+        return replace(case, module=module, exported=saved_and_reloaded(module)[1])
+
+    return broken
+
+
+def op_norm(net) -> float:
+    """||a|| ||W||_op for the Lipschitz constant: 2 ||w|| for a +- pair net."""
+    return float(net.a.norm() * torch.linalg.matrix_norm(net.W, ord=2))
+
+
+def rechosen_alpha(choose):
+    """Each case rebuilt at alpha = ``choose(N, alpha_2)``, alpha_2 the alpha lemma11_alpha picks
+    for the same (q, mu, c, r_x, Lip, eps) at N = 2, i.e. ln((1 - delta)/delta) / (c^2 (1 - mu))
+    with delta = eps / (2 r_x Lip sqrt(H)): the Lemma 11 bound without its (N - 1) factor."""
+
+    def rebuilt(inp: Any, case: Any) -> Any:
+        g = case.cons.guarantee
+        alpha_2 = lemma11_alpha(
+            N=2, q=g.H, mu=g.mu, c=g.c, r_x=g.r_x, lipschitz=g.lipschitz, eps=inp.eps
+        )
+        alpha, book, dev = choose(case.N, alpha_2), case.cons.codebook, case.cons.model.W_QK.device
+        cons = lemma11(
+            case.N, L11_D, g.H, case.net, alpha=alpha, r_x=g.r_x, codebook=book, device=dev
+        )
+        return replace(case, cons=cons, module=cons)
+
+    def apply(inp: Any) -> Any:
+        return replace(inp, cases=tuple(rebuilt(inp, c) for c in inp.cases))
+
+    return apply
+
+
+def gap_with_plus_mu(case: Any) -> Any:
+    """The case (or star case) with its guarantee's gap recorded as alpha c^2 (1 + mu) and its leak
+    delta(that gap), in the construction as certified and in the module users get (so in its
+    file): the sign of mu slipped in the record."""
+    g = case.cons.guarantee
+    gap = g.alpha * g.c**2 * (1 + g.mu)
+    cons = case.cons.with_guarantee(replace(g, gap=gap, leak=lemma11_leak(g.N, gap)))
+    return (
+        replace(case, cons=cons, module=cons)
+        if hasattr(case, "module")
+        else replace(case, cons=cons)
+    )
+
+
+# ---------------------------------------------------------------- the guarantee, independently
+
+
+def l11_leak_mp(N, gap):
+    """delta = (N - 1) e^{-gap} / (1 + (N - 1) e^{-gap}) at the working precision (call inside
+    ``mpmath.workdps``; docs/derivations/lemma11.md, step 2)."""
+    X = (mp.mpf(N) - 1) * mp.exp(-mp.mpf(gap))
+    return X / (1 + X)
+
+
+def l11_gap_mp(mu, c, alpha):
+    """Delta = alpha c^2 (1 - mu) (docs/derivations/lemma11.md, step 1)."""
+    return mp.mpf(alpha) * mp.mpf(c) ** 2 * (1 - mp.mpf(mu))
+
+
+def l11_bound_mp(N, H, mu, c, alpha, r_x, lip):  # noqa: PLR0913 - the statement's symbols
+    """Lip sqrt(H) 2 delta r_x (docs/derivations/lemma11.md, the statement with explicit
+    constants)."""
+    delta = l11_leak_mp(N, l11_gap_mp(mu, c, alpha))
+    return mp.mpf(lip) * mp.sqrt(H) * 2 * delta * mp.mpf(r_x)
+
+
+def l11_alpha_mp(N, H, mu, c, r_x, lip, eps):  # noqa: PLR0913 - the statement's symbols
+    """alpha(eps) = ln((N - 1)(1 - delta*) / delta*) / (c^2 (1 - mu)), delta* = eps / (2 Lip
+    sqrt(H) r_x); 0 when delta* >= (N - 1) / N (docs/derivations/lemma11.md, 'Choosing alpha')."""
+    star = mp.mpf(eps) / (2 * mp.mpf(lip) * mp.sqrt(H) * mp.mpf(r_x))
+    if star >= (mp.mpf(N) - 1) / N:
+        return mp.mpf(0)
+    return mp.log((mp.mpf(N) - 1) * (1 - star) / star) / (mp.mpf(c) ** 2 * (1 - mp.mpf(mu)))
+
+
+def rel_gap(got: float, want) -> float:
+    """|got - want| / |want| in 40 digits (|got - want| where want = 0)."""
+    with mp.workdps(L11_DPS):
+        d = abs(mp.mpf(got) - want)
+        return float(d / abs(want)) if want != 0 else float(d)
+
+
+# ---------------------------------------------------------------- the record, measured
+
+
+def module_net(model, d: int) -> TwoLayerNet:
+    """The built module's output net on the stacked tokens: a^T relu(W_x z + b), W_x the columns
+    of W that read each head's x block (the first d of its D_e)."""
+    W = model.W.detach().reshape(model.m, model.H, model.D_e)[:, :, :d]
+    return TwoLayerNet(a=model.a.detach(), W=W.reshape(model.m, -1), b=model.b.detach())
+
+
+def measured_record(model, omega: torch.Tensor, c: float, q: int, r_x: float) -> Dict[str, Any]:
+    """Each field of a Lemma 11 guarantee as the built module measures it, on the prompt whose
+    position i reads target i in every slot (every head scores every target): A = the target's
+    score (unit codes), gap = the smallest target score - largest other score, mu = the largest
+    |other score| / A, the output net's Lipschitz constant (W's x columns), the weights' norms,
+    the sizes; leak and bound: delta(gap) and Lip sqrt(H) 2 delta(gap) r_x at 40 digits
+    (docs/derivations/lemma11.md); 'largest leak': the largest off-target softmax mass."""
+    N, d_e = omega.shape
+    d, H = model.D_e - (q + 1) * d_e, model.H
+    idx = torch.arange(N, device=omega.device)
+    x = torch.zeros(1, N, d, dtype=omega.dtype, device=omega.device)
+    with torch.no_grad():
+        S = model.scores(transformer_encoding(x, idx[None, :, None].expand(1, N, q), omega, c=c))[0]
+        own, diag = S[:, idx, idx], torch.eye(N, dtype=torch.bool, device=S.device)
+        gap = float((own - S.masked_fill(diag, -math.inf).amax(-1)).min())
+        mu = float((S.masked_fill(diag, 0.0).abs() / own[..., None]).max())
+        largest = float((1 - torch.softmax(S, dim=-1)[:, idx, idx]).max())
+        norms = {"W_QK": [float(w.norm()) for w in model.W_QK], "W": float(model.W.norm())}
+        norms.update(a=float(model.a.norm()), b=float(model.b.norm()))
+        lip = module_net(model, d).lipschitz
+    with mp.workdps(L11_DPS):
+        delta = l11_leak_mp(N, gap)
+        bound = float(mp.mpf(lip) * mp.sqrt(H) * 2 * delta * mp.mpf(r_x))
+    return {
+        "error_bound": bound,
+        "alpha": float(own.mean()) / c**2,
+        "gap": gap,
+        "leak": float(delta),
+        "mu": mu,
+        "c": c,
+        "N": N,
+        "q": q,
+        "d": d,
+        "d_e": d_e,
+        "H": H,
+        "lipschitz": lip,
+        "weight_norms": norms,
+        "largest leak": largest,
+    }
+
+
+def file_record(module) -> Dict[str, Any]:
+    """(the guarantee saved in the module's construction file, what the reloaded module measures):
+    the file written and read back as `qstr construct` and a user do (through_file)."""
+    state = through_file(construction_state(module))
+    loaded, cfg = load_construction_state(state)[0], state["config"]
+    r_x = state["guarantee"]["r_x"] if state["guarantee"] else math.nan
+    return state["guarantee"], measured_record(loaded, state["omega"], cfg["c"], cfg["q"], r_x)
+
+
+# the record against the built module: float64 scores are sums of <= D_e products of size <= A
+# (relative rounding ~ D_e eps ~ 1e-13 at D_e <= 400), and the leak and bound amplify the gap's
+# error by <= gap ~ 20; 1e-10 leaves room and sits far below any slip of a constant (a sign of mu
+# moves the gap by 2 mu / (1 - mu) >= 0.4 at the claim's codes)
+L11_RECORD_RTOL = 1e-10
+
+
+def record_rows(label: str, recorded, measured: Dict[str, Any]):
+    """(label, verdict) for each field the built module measures: the measured value against the
+    recorded one, relative L11_RECORD_RTOL (the weight norms one per tensor, per head for W_QK)."""
+    if recorded is None:
+        return [(f"{label}: no guarantee", exact("none", "the guarantee"))]
+    pairs, what = [], "built vs recorded, relative"
+    for key, value in measured.items():
+        if key == "weight_norms":
+            for name, norm in value.items():
+                want = recorded[key][name]
+                norms = zip(norm, want, strict=True) if isinstance(norm, list) else [(norm, want)]
+                pairs += [(f"||{name}||", m, r) for m, r in norms]
+        elif key in recorded:
+            pairs.append((key, value, recorded[key]))
+    return [
+        (
+            f"{label}: {key}",
+            close(m, r, L11_RECORD_RTOL * (max(abs(m), abs(r)) or 1.0), detail=what),
+        )
+        for key, m, r in pairs
+    ]

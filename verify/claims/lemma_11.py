@@ -3,25 +3,19 @@ Lip sqrt(H) 2 delta r_x (docs/derivations/lemma11.md)."""
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass, replace
 from functools import partial
 from operator import attrgetter
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Tuple
 
+import mpmath as mp
 import torch
-from qstr.bounds.attention import lemma11, lemma11_alpha, lemma11_error_bound, lemma12_radius
+
+from qstr.bounds.attention import lemma11, lemma11_alpha, lemma11_error_bound, lemma11_leak
 from qstr.constructions.attention import lemma11_adversarial_prompt, target_leaks
 from qstr.constructions.encoding import layout_of, transformer_encoding
-from qstr.constructions.links import make_link
-from qstr.constructions.task import QSTR, gather_tokens
-from qstr.verify.adversarial import (
-    WorstCase,
-    clip_to_ball,
-    lemma11_worst_case,
-    worst_case_tokens,
-)
+from qstr.verify.adversarial import lemma11_worst_case
 from qstr.verify.claim import (
     Claim,
     Context,
@@ -37,17 +31,32 @@ from qstr.verify.claim import (
 )
 from qstr.verify.claims._attention import above_rounding, attention_rounding, export_rounding
 from qstr.verify.claims._lemma11 import (
-    L11_D,
+    L11_DPS,
     L11_EPS,
+    L11Case,
     L11Star,
     attained,
     chunks_one_late,
     deficit_dropped,
+    file_record,
+    gap_with_plus_mu,
     fused_heads,
+    l11_alpha_mp,
+    l11_bound_mp,
+    l11_case,
+    l11_cases,
+    l11_gap_mp,
+    l11_leak_mp,
+    l11_sizes,
     last_head_dropped,
     leaks_from_chunk_rows,
-    module_chunk,
+    measured_record,
+    module_edited,
+    op_norm,
     queries_one_late,
+    rechosen_alpha,
+    record_rows,
+    rel_gap,
     same_target_search,
     scope_line,
     scores_halved,
@@ -56,11 +65,23 @@ from qstr.verify.claims._lemma11 import (
     tuple_prompts,
     wrong_key_block,
 )
-from qstr.verify.claims._roundtrip import forgot_head_dim_scale, saved_and_reloaded
+from qstr.verify.claims._roundtrip import forgot_head_dim_scale
 from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding
 
 L11_TIGHT_NS, L11_TIGHT_RTOL = (16, 256), 1e-9
+# the pins' edge points (N, H, mu, c, r_x, Lip, eps) beside the cases' own: N = 2 and 2^20, mu = 0
+# and 1/2, one head, and alpha clamped at 0 (delta* = 50 >= (N - 1)/N)
+L11_PIN_POINTS = (
+    (2, 1, 0.0, 1.0, 1.0, 1.0, 0.1),
+    (2**20, 4, 0.5, 2.0, 40.0, 3.0, 1e-3),
+    (1024, 3, 0.375, 1.5, 35.0, 0.5, 0.2),
+    (16, 1, 0.25, 1.0, 1.0, 0.01, 1.0),
+)
+# float64 closed forms vs their 40-digit evaluation: a few roundings of logs and exps of numbers
+# <= 40 (alpha's inversion nudges by <= 64 x 4e-16); measured gaps ~1e-15, a slipped constant or
+# N - 1 -> N moves them by >= 1e-7 at the points
+L11_PIN_RTOL = 1e-12
 
 claim = register(
     Claim(
@@ -73,86 +94,10 @@ claim = register(
         f"attained by its prompt and within the bound; the star code attains the bound itself; "
         f"alpha = O(log N)",
         builds=(lemma11, lemma11_adversarial_prompt, transformer_encoding),
-        bounds=(lemma11_error_bound, target_leaks, lemma11_worst_case),
+        bounds=(lemma11_error_bound, lemma11_alpha, lemma11_leak, target_leaks, lemma11_worst_case),
         derivation="docs/derivations/lemma11.md",
     )
 )
-
-
-@dataclass(frozen=True, eq=False)
-class L11Case:
-    """One (link, q = H, N): the certified construction (its fast path from (alpha, c, codes) and
-    its guarantee), the module users get and its export, and the fast path's measured errors."""
-
-    link_name: str
-    link: Any
-    cons: Any  # the construction as certified: fast path and guarantee
-    module: Any  # the built weights users get (a fault edits a copy)
-    exported: Any  # small N: the module saved, reloaded as nn.MultiheadAttention; else None
-    prompts: Tuple[torch.Tensor, torch.Tensor]  # random prompts in the r_x-ball
-    math_heads: torch.Tensor  # the heads at the random prompts, math backend (chunks of 1024)
-    probe: Tuple[torch.Tensor, torch.Tensor]  # linear link: the worst prompt; else a random one
-    fast_err: float  # the fast path's largest error on random prompts and after ascent
-    fast_at_probe: torch.Tensor  # the fast path's prediction at the probe prompt
-    gradient: Optional[torch.Tensor]  # linear link: the affine net's gradient (H, d)
-    fused_twin: Any = None  # CUDA: the same construction in float32 (no fused kernel takes float64)
-    ascent: Optional[Tuple[torch.Tensor, torch.Tensor]] = None  # small N: the ascent's prompts
-    worst: Optional[WorstCase] = None  # linear link: lemma11_worst_case over every target tuple
-    same_target: Optional[Tuple[torch.Tensor, torch.Tensor]] = None  # linear: the t* prompt
-
-    @property
-    def N(self) -> int:
-        return self.cons.guarantee.N
-
-    @property
-    def net(self):
-        return self.link.two_layer_net()
-
-    def name(self) -> str:
-        return f"{self.link_name} q=H={self.cons.guarantee.H} N={self.N}"
-
-    @functools.cached_property
-    def at_probe(self) -> Dict[str, torch.Tensor]:
-        """Predictions at the probe prompt: module, fast path and (small N) the reloaded export,
-        fed by ``transformer_encoding`` with Appendix A.1's default prefactor c = sqrt(d/q)."""
-        x, t = self.probe
-        with torch.no_grad():
-            out = {
-                "module": self.module.predict(x, t, chunk=module_chunk(self.N)),
-                "fast path": self.fast_at_probe,
-            }
-            if self.exported is not None:
-                Z = transformer_encoding(x, t, self.module.omega[: self.N])
-                out["nn.MultiheadAttention"] = self.exported(Z).reshape(t.shape[:2])
-        return out
-
-    def probe_errors(self) -> Dict[str, float]:
-        """|y_hat - g| at the probe prompt, largest over positions, for each path."""
-        x, t = self.probe
-        with torch.no_grad():
-            target = self.link(gather_tokens(x, t))
-        return {k: float((y - target).abs().max()) for k, y in self.at_probe.items()}
-
-    def errors_at(self, x: torch.Tensor, t: torch.Tensor) -> Dict[str, float]:
-        """|y_hat - g| at prompts (x, t), largest over prompts and positions, for the built module
-        and (small N) its reloaded export."""
-        with torch.no_grad():
-            target = self.link(gather_tokens(x, t))
-            out = {"module": self.module.predict(x, t, chunk=module_chunk(self.N))}
-            if self.exported is not None:
-                Z = transformer_encoding(x, t, self.module.omega[: self.N])
-                out["nn.MultiheadAttention"] = self.exported(Z).reshape(t.shape[:2])
-        return {k: float((y - target).abs().max()) for k, y in out.items()}
-
-    def built_errors(self) -> Dict[str, float]:
-        """Small N (where the ascent runs): the built paths' largest errors on the two random
-        prompts the ascent starts from and on the ascent's; at larger N, empty (the built paths
-        run at the probe)."""
-        if self.ascent is None:
-            return {}
-        x, t = self.prompts
-        found = [self.errors_at(x[:2], t[:2]), self.errors_at(*self.ascent)]
-        return {k: max(f[k] for f in found) for k in found[0]}
 
 
 @dataclass(frozen=True)
@@ -163,89 +108,19 @@ class Lemma11Inputs:
     star: Tuple[L11Star, ...]
     eps: float = L11_EPS
     error_bound: Callable[..., float] = lemma11_error_bound  # Lip sqrt(H) 2 delta r_x
+    alpha_of: Callable[..., float] = lemma11_alpha  # the least alpha meeting eps
+    leak_of: Callable[[int, float], float] = lemma11_leak  # delta(N, gap)
     lipschitz: Callable[[Any], float] = attrgetter("lipschitz")  # the output net's (TwoLayerNet)
     leaks: Callable[[Any], torch.Tensor] = target_leaks  # off-target softmax mass per target
     fused_heads: Callable[..., torch.Tensor] = fused_heads  # (cons, x, t, chunk): SDPA's kernels
     encoding: Callable[..., torch.Tensor] = transformer_encoding  # (x, t, omega), default c
 
 
-def _l11_cases(ctx: Context):
-    """(link, q = H): the linear link (its worst case is exact, so checked from both sides) and a
-    nonlinear teacher net with 3 heads; q = 4 as well on the gpu profile."""
-    return ctx.pick(
-        quick=(("linear", 2), ("teacher", 3)),
-        full=(("linear", 2), ("teacher", 3)),
-        gpu=(("linear", 2), ("linear", 4), ("teacher", 3)),
-    )
-
-
-def _l11_sizes(ctx: Context, link: str):
-    """N for the case, and the largest N at which ascent runs and the export is checked."""
-    Ns = ctx.pick(
-        quick=(16, 256, 2048), full=(16, 64, 256, 1024, 4096), gpu=(16, 256, 4096, 16384, 65536)
-    )
-    if link != "linear":
-        Ns = Ns[: ctx.pick(quick=2, full=4, gpu=3)]
-    return Ns, ctx.pick(quick=256, full=1024, gpu=4096)
-
-
-def _affine_gradient(net, H: int, ctx: Context) -> torch.Tensor:
-    """(H, d): the gradient of a net that is affine on R^{H d} (the linear link's +- unit pairs)."""
-    z = torch.randn(H, L11_D, dtype=torch.float64, generator=ctx.generator("lemma-11/gradient", H))
-    z = z.to(ctx.device).requires_grad_(True)
-    with torch.enable_grad():
-        net(z).backward()
-    return z.grad
-
-
-def _l11_errors(link, predict, x, t):
-    return (predict(x, t) - link(gather_tokens(x, t))).abs()
-
-
-def _l11_case(ctx: Context, link_name: str, q: int, N: int) -> L11Case:
-    """The link, its construction for eps (alpha from eps, radius of Lemma 12), random prompts in
-    the r_x-ball, ascent on the fast path (small N) and the probe prompt."""
-    link = make_link(link_name, q, L11_D, generator=ctx.generator("lemma-11/link", q))
-    link = link.to(ctx.device)
-    r_x = lemma12_radius(L11_D, n=10_000, N=N)
-    cons = lemma11(N, L11_D, q, link.two_layer_net(), eps=L11_EPS, r_x=r_x, device=ctx.device)
-    g, small = cons.guarantee, N <= _l11_sizes(ctx, link_name)[1]
-    gen = ctx.generator("lemma-11/prompts", q, N, device=ctx.device)
-    p = QSTR(N=N, d=L11_D, link=link).sample(
-        max(1, min(8, 4096 // N)), generator=gen, device=ctx.device, dtype=torch.float64
-    )
-    x, t = clip_to_ball(p.x, g.r_x), p.t
-    fast = lambda xx, tt: cons.fast_predict(xx, tt, chunk=1024)  # noqa: E731
-    with torch.no_grad():
-        err = float(_l11_errors(link, fast, x, t).max())
-        heads = cons.fast_heads(x, t, chunk=1024, backend="math")
-    ascent = None
-    if small:
-        errors = lambda xx: _l11_errors(link, fast, xx, t[:2])  # noqa: E731
-        xs = worst_case_tokens(errors, x[:2], g.r_x, steps=ctx.pick(quick=25, full=100))
-        err = max(err, float(_l11_errors(link, fast, xs, t[:2]).detach().max()))
-        ascent = (xs.detach(), t[:2])
-    gradient, probe, worst, same = None, (x[:1], t[:1]), None, None
-    if link_name == "linear":
-        gradient = _affine_gradient(link.two_layer_net(), q, ctx)
-        worst = lemma11_worst_case(cons, link.two_layer_net())
-        probe, same = worst.prompt, lemma11_adversarial_prompt(cons, gradient.sum(0))
-    with torch.no_grad():
-        at_probe = fast(*probe)
-    exported = saved_and_reloaded(cons)[1] if small else None
-    twin = None
-    if x.is_cuda:  # CUDA's fused attention kernels take float32/16/bf16: users' CUDA fast path
-        net, f32 = link.two_layer_net(), torch.float32
-        twin = lemma11(N, L11_D, q, net, eps=L11_EPS, r_x=g.r_x, device=ctx.device, dtype=f32)
-    found = (link_name, link, cons, cons, exported, (x, t), heads, probe, err, at_probe)
-    return L11Case(*found, gradient, twin, ascent, worst, same)
-
-
 @claim.inputs
 def lemma11_inputs(ctx: Context) -> Lemma11Inputs:
     """Every case of ``_l11_cases`` at its sizes, and the star-code cases (Lemma 11)."""
     cases = tuple(
-        _l11_case(ctx, name, q, N) for name, q in _l11_cases(ctx) for N in _l11_sizes(ctx, name)[0]
+        l11_case(ctx, name, q, N) for name, q in l11_cases(ctx) for N in l11_sizes(ctx, name)[0]
     )
     return Lemma11Inputs(cases, tuple(star_case(ctx, N) for N in L11_TIGHT_NS))
 
@@ -369,15 +244,118 @@ def lemma11_worst_prompt_attains(inp: Lemma11Inputs) -> Verdict:
     return worst(rows, key=above_rounding)
 
 
-@claim.check("worst case <= bound", evidence="exact")
+@claim.check("worst case <= bound (all target tuples)", evidence="exact")
 def lemma11_worst_within_bound(inp: Lemma11Inputs) -> Verdict:
-    """Linear link: the worst case over every prompt (exact, or its certified upper bound
-    2 r_x max_t leak[t] sum_h ||w_h||) is at most Lemma 11's bound."""
+    """Linear link, where the search ran over every target tuple (N^(q+1) <= 2^24): the worst
+    case over every prompt is at most Lemma 11's bound."""
     return worst(
         (c.name(), at_most(c.worst.upper, _l11_bound(inp, c.cons, c.net), detail=attained(c)))
         for c in inp.cases
-        if c.worst is not None
+        if c.worst is not None and c.worst.exact
     )
+
+
+@claim.check("certified upper bound <= bound (bracketed)", evidence="formula")
+def lemma11_upper_within_bound(inp: Lemma11Inputs) -> Verdict:
+    """Linear link, where the search is bracketed (N^(q+1) > 2^24): the closed-form upper bound
+    2 r_x max_t leak[t] sum_h ||w_h|| on the worst case is at most Lemma 11's bound; their ratio
+    is the codebook's max_t leak[t] / delta (docs/derivations/lemma11.md, 'Codebook')."""
+
+    def verdict(c: L11Case) -> Verdict:
+        codes = float(inp.leaks(c.cons).max()) / c.cons.guarantee.leak
+        why = f"max_t leak[t] / delta = {codes:.3f}: few RS-Hadamard non-targets meet a target at "
+        why += "mu, where star codes (all at mu) attain the bound ('star code attains the bound')"
+        return at_most(
+            c.worst.upper, _l11_bound(inp, c.cons, c.net), detail=f"{why}; {attained(c)}"
+        )
+
+    return worst(
+        (c.name(), verdict(c)) for c in inp.cases if c.worst is not None and not c.worst.exact
+    )
+
+
+def _records(inp: Lemma11Inputs):
+    """(label, the construction as certified, the module users get, whether its file is checked)
+    for every case and star case: the file where the module is exported (small N) and for the
+    star codes."""
+    out = [(c.name(), c.cons, c.module, c.exported is not None) for c in inp.cases]
+    return out + [(f"star N={s.N}", s.cons, s.cons, True) for s in inp.star]
+
+
+@claim.check("guarantee = built module and its file", evidence="built")
+def lemma11_record_is_built(inp: Lemma11Inputs) -> Verdict:
+    """Every field of the guarantee a user reads (gap, leak, bound, alpha, mu, c, sizes, Lipschitz
+    constant, weight norms) equals what the built module measures (measured_record: its scores on
+    every target, its output net, its weights), and the guarantee saved in its construction file
+    equals what the reloaded module measures; the field farthest off is named."""
+    rows = []
+    for label, cons, module, with_file in _records(inp):
+        g = cons.guarantee.as_dict()
+        built = measured_record(module.model, module.omega, module.c, module.q, g["r_x"])
+        rows += record_rows(label, g, built)
+        if with_file:
+            rows += record_rows(f"{label}, file", *file_record(module))
+    return worst(rows)
+
+
+@claim.check("largest target leak <= recorded leak", evidence="built")
+def lemma11_leak_within_record(inp: Lemma11Inputs) -> Verdict:
+    """The built module's largest off-target softmax mass over every target is at most the
+    recorded leak delta, and equals it on star codes (every non-target meets target 0 at mu);
+    RS-Hadamard codes put only part of the non-targets at mu (docs/derivations/lemma11.md)."""
+    rows = []
+    for label, cons, module, _ in _records(inp):
+        g = cons.guarantee
+        largest = measured_record(module.model, module.omega, module.c, module.q, g.r_x)
+        rnd = Rounding(n=g.N + module.model.D_e + 4, scale=max(1.0, g.alpha * g.c**2))
+        got, what = largest["largest leak"], "largest softmax mass off the target vs delta"
+        v = (
+            close(got, g.leak, 0.0, rnd, what)
+            if "star" in label
+            else at_most(got, g.leak, rnd, what)
+        )
+        rows.append((label, v))
+    return worst(rows, key=by_ratio)
+
+
+def _pin_points(inp: Lemma11Inputs):
+    """(N, H, mu, c, r_x, Lip, eps) of every case and star case, and L11_PIN_POINTS."""
+    pts = [(g.N, g.H, g.mu, g.c, g.r_x, g.lipschitz, inp.eps) for g in _guarantees(inp)]
+    return pts + list(L11_PIN_POINTS)
+
+
+def _guarantees(inp: Lemma11Inputs):
+    """The guarantee of every case and star case, as certified."""
+    return [c.cons.guarantee for c in (*inp.cases, *inp.star)]
+
+
+@claim.check("alpha, gap, leak, bound = 40-digit evaluation", evidence="formula")
+def lemma11_formulas_pinned(inp: Lemma11Inputs) -> Verdict:
+    """lemma11_alpha, lemma11_leak and lemma11_error_bound at every case's (N, H, mu, c, r_x, Lip,
+    eps) and at L11_PIN_POINTS, and each guarantee's gap, leak and bound, against their 40-digit
+    evaluation written from docs/derivations/lemma11.md; relative L11_PIN_RTOL."""
+    rows = []
+    with mp.workdps(L11_DPS):
+        for N, H, mu, c, r_x, lip, eps in _pin_points(inp):
+            at = f"N={N} H={H} mu={mu:.4g}"
+            want = l11_alpha_mp(N, H, mu, c, r_x, lip, eps)
+            got = inp.alpha_of(N=N, q=H, mu=mu, c=c, r_x=r_x, lipschitz=lip, eps=eps)
+            rows.append((f"alpha, {at}", rel_gap(got, want)))
+            a, gap = float(want), float(l11_gap_mp(mu, c, float(want)))
+            rows.append((f"leak, {at}", rel_gap(inp.leak_of(N, gap), l11_leak_mp(N, gap))))
+            got = inp.error_bound(N=N, q=H, mu=mu, c=c, alpha=a, r_x=r_x, lipschitz=lip)
+            rows.append((f"bound, {at}", rel_gap(got, l11_bound_mp(N, H, mu, c, a, r_x, lip))))
+        for g in _guarantees(inp):
+            gap = l11_gap_mp(g.mu, g.c, g.alpha)
+            want = l11_bound_mp(g.N, g.H, g.mu, g.c, g.alpha, g.r_x, g.lipschitz)
+            at = f"guarantee N={g.N} H={g.H}"
+            rows += [
+                (f"gap, {at}", rel_gap(g.gap, gap)),
+                (f"bound, {at}", rel_gap(g.error_bound, want)),
+            ]
+            rows.append((f"leak, {at}", rel_gap(g.leak, l11_leak_mp(g.N, gap))))
+    n = len(_pin_points(inp))
+    return worst((k, at_most(v, L11_PIN_RTOL, detail=f"{n} points")) for k, v in rows)
 
 
 @claim.check("no target tuple beats the worst case", evidence="built")
@@ -482,72 +460,30 @@ def _same_target_value(inp: Lemma11Inputs, case: L11Case) -> float:
 # ---------------------------------------------------------------- faults
 
 
-def _module_edited(edit: Callable[..., None]) -> Callable[[L11Case], L11Case]:
-    """A case edit: a copy of the built module with ``edit(W_QK, construction)`` applied (and
-    exported as users would export it), in each case small enough to be exported."""
-
-    def broken(case: L11Case) -> L11Case:
-        if case.exported is None:
-            return case
-        module = case.cons.with_alpha(case.cons.alpha)
-        with torch.no_grad():
-            edit(module.model.W_QK, case.cons)
-        return replace(case, module=module, exported=saved_and_reloaded(module)[1])
-
-    return broken
-
-
 MODULE_CHECKS = (lemma11_error, lemma11_module_is_fast_path)
-claim.fault("scores halved", MODULE_CHECKS, mapped("cases", _module_edited(scores_halved)))
-claim.fault("slot -> slot0 block", MODULE_CHECKS, mapped("cases", _module_edited(wrong_key_block)))
+claim.fault("scores halved", MODULE_CHECKS, mapped("cases", module_edited(scores_halved)))
+claim.fault("slot -> slot0 block", MODULE_CHECKS, mapped("cases", module_edited(wrong_key_block)))
 claim.fault(
-    "last head's block dropped", MODULE_CHECKS, mapped("cases", _module_edited(last_head_dropped))
+    "last head's block dropped", MODULE_CHECKS, mapped("cases", module_edited(last_head_dropped))
 )
-
-
-def _op_norm(net) -> float:
-    """||a|| ||W||_op for the Lipschitz constant: 2 ||w|| for a +- pair net."""
-    return float(net.a.norm() * torch.linalg.matrix_norm(net.W, ord=2))
 
 
 claim.fault(
     "bound with ||a|| ||W||_op",
     breaks=(lemma11_lipschitz_exact, lemma11_star_attains),
-    apply=replaced(lipschitz=_op_norm),
+    apply=replaced(lipschitz=op_norm),
 )
-
-
-def _rechosen_alpha(choose):
-    """Each case rebuilt at alpha = ``choose(N, alpha_2)``, alpha_2 the alpha lemma11_alpha picks
-    for the same (q, mu, c, r_x, Lip, eps) at N = 2, i.e. ln((1 - delta)/delta) / (c^2 (1 - mu))
-    with delta = eps / (2 r_x Lip sqrt(H)): the Lemma 11 bound without its (N - 1) factor."""
-
-    def rebuilt(inp: Lemma11Inputs, case: L11Case) -> L11Case:
-        g = case.cons.guarantee
-        alpha_2 = lemma11_alpha(
-            N=2, q=g.H, mu=g.mu, c=g.c, r_x=g.r_x, lipschitz=g.lipschitz, eps=inp.eps
-        )
-        alpha, book, dev = choose(case.N, alpha_2), case.cons.codebook, case.cons.model.W_QK.device
-        cons = lemma11(
-            case.N, L11_D, g.H, case.net, alpha=alpha, r_x=g.r_x, codebook=book, device=dev
-        )
-        return replace(case, cons=cons, module=cons)
-
-    def apply(inp: Lemma11Inputs) -> Lemma11Inputs:
-        return replace(inp, cases=tuple(rebuilt(inp, c) for c in inp.cases))
-
-    return apply
 
 
 claim.fault(
     "alpha from eps without the (N - 1) factor",
     breaks=lemma11_bound_meets_eps,
-    apply=_rechosen_alpha(lambda N, alpha_2: alpha_2),
+    apply=rechosen_alpha(lambda N, alpha_2: alpha_2),
 )
 claim.fault(
     "ln((N - 1) X) taken as (N - 1) ln X in alpha",
     breaks=lemma11_alpha_log_n,
-    apply=_rechosen_alpha(lambda N, alpha_2: (N - 1) * alpha_2),
+    apply=rechosen_alpha(lambda N, alpha_2: (N - 1) * alpha_2),
 )
 
 
@@ -577,7 +513,7 @@ claim.fault(
 
 claim.fault(
     "target deficit dropped from the worst case",
-    breaks=(lemma11_worst_prompt_attains, lemma11_worst_within_bound),
+    breaks=(lemma11_worst_prompt_attains, lemma11_worst_within_bound, lemma11_upper_within_bound),
     apply=mapped("cases", deficit_dropped),
 )
 
@@ -593,3 +529,31 @@ claim.fault(
 def _published_prefactor(inp: Lemma11Inputs) -> Lemma11Inputs:
     """The encoding with the published experiment code's prefactor c = 1."""
     return replace(inp, encoding=lambda x, t, omega: transformer_encoding(x, t, omega, c=1.0))
+
+
+@claim.fault(
+    "recorded gap alpha c^2 (1 + mu): the sign of mu slipped",
+    breaks=(lemma11_record_is_built, lemma11_leak_within_record, lemma11_formulas_pinned),
+)
+def _gap_plus_mu(inp: Lemma11Inputs) -> Lemma11Inputs:
+    """Every guarantee (of the cases, the star cases, and so their files) with the gap recorded as
+    alpha c^2 (1 + mu) and the leak delta of that gap: the bound's own gap left right."""
+    cases, star = (tuple(map(gap_with_plus_mu, k)) for k in (inp.cases, inp.star))
+    return replace(inp, cases=cases, star=star)
+
+
+claim.fault(
+    "delta* = eps / (Lip sqrt(H) r_x) in alpha: the 2 lost",
+    lemma11_formulas_pinned,
+    replaced(alpha_of=lambda **kw: lemma11_alpha(**{**kw, "eps": 2 * kw["eps"]})),
+)
+claim.fault(
+    "leak over N other keys, not N - 1",
+    lemma11_formulas_pinned,
+    replaced(leak_of=lambda N, gap: lemma11_leak(N + 1, gap)),
+)
+claim.fault(
+    "bound with H for sqrt(H)",
+    breaks=(lemma11_formulas_pinned, lemma11_bound_meets_eps),
+    apply=replaced(error_bound=lambda **kw: lemma11_error_bound(**kw) * math.sqrt(kw["q"])),
+)

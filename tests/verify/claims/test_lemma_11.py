@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from qstr.verify.claims._roundtrip import saved_and_reloaded
-from qstr.verify.claims.lemma_11 import L11_D, _l11_case, _published_prefactor
+from qstr.verify.claims._lemma11 import L11_D, l11_case
+from qstr.verify.claims.lemma_11 import _published_prefactor
 
 CID = "lemma-11"
 
@@ -29,7 +30,7 @@ def test_lemma11_c_1_is_caught_beside_a_case_it_balances(declared):
     cases, the published prefactor c = 1 still fails 'encoding balanced' (it reported the
     largest ratio, 1, until an H100 run of 2026-11-27 showed the gpu profile blind to it)."""
     d, check = declared(CID), "encoding balanced: q c^2 = d"
-    q_is_d = _l11_case(d.ctx, "linear", L11_D, 16)
+    q_is_d = l11_case(d.ctx, "linear", L11_D, 16)
     wide = dataclasses.replace(d.inputs, cases=d.inputs.cases + (q_is_d,))
     assert d.verdict(check, wide).holds
     assert not d.verdict(check, _published_prefactor(wide, d.ctx)).holds
