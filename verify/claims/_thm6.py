@@ -7,6 +7,8 @@ import math
 from dataclasses import dataclass
 from typing import Tuple
 
+import mpmath as mp
+import sympy
 import torch
 
 from qstr.bounds.feedforward import (
@@ -133,3 +135,29 @@ def edge(cfg: Config, i: int, ctx: Context, short: int = 0) -> Edge:
     N, d, g = cfg.N, cfg.d, gen(ctx, "edge", *((i,) if i else ()))  # config 0: its first seed
     n = N * d - short
     return Edge(N, d, n, mc_bayes_risk_from_training(n, N, d, samples=1000, generator=g))
+
+
+# ---------------------------------------------------------------- the pin's second code path
+PIN_DPS = 40
+
+
+def risk_floor_exact(n: int, N: int, d: int) -> sympy.Rational:
+    """Theorem 6's floor max(0, 1 - n / (N d)) in exact rationals (theorem6.md section 2)."""
+    return max(sympy.Integer(0), 1 - sympy.Rational(n, N * d))
+
+
+def floor_u_mp(V: torch.Tensor, u: torch.Tensor, N: int):
+    """floor_u(V) = (1/N) sum_t ||(I - V^T V) P_t u||^2 in mpmath at the working precision, the
+    projection applied to the vector P_t u = e_t kron u entry by entry (theorem6.md section 2,
+    "Fixed u"); V's and u's float64 entries exact."""
+    Vm = [[mp.mpf(x) for x in row] for row in V.double().cpu().tolist()]
+    um = [mp.mpf(x) for x in u.double().cpu().tolist()]
+    d, D = len(um), N * len(um)
+    total = mp.mpf(0)
+    for t in range(N):
+        a = [mp.mpf(0)] * D
+        a[t * d : (t + 1) * d] = um
+        Va = [mp.fsum(row[t * d + i] * um[i] for i in range(d)) for row in Vm]
+        proj = [a[j] - mp.fsum(Vm[r][j] * Va[r] for r in range(len(Vm))) for j in range(D)]
+        total += mp.fsum(x * x for x in proj)
+    return total / N

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from operator import attrgetter
 from typing import Callable, List, Tuple
 
+import mpmath as mp
 import torch
 
 from qstr.bounds.attention import lemma11, lemma12_radius
@@ -41,12 +42,15 @@ from qstr.verify.claim import (
 )
 from qstr.verify.claims._thm6 import (
     D_TOKEN,
+    PIN_DPS,
     Config,
     Edge,
     MinNormDraws,
     Trained,
     edge,
+    floor_u_mp,
     gen,
+    risk_floor_exact,
     train,
     transformer_risks,
 )
@@ -58,6 +62,9 @@ FAMILY_CONFIDENCE = 0.999
 L11_EPS = 0.01
 READOUT_RTOL = 1e-10  # numerical rank of a first layer for the Bayes readout
 MC_HALFWIDTH = 0.05  # an informative Monte Carlo: z stderr at most this
+# the floors lie in [0, 1]: float64 against exact rationals / 40 digits, absolute; measured gaps
+# ~1e-16 (one division, sums of <= 32 squares); 1e-12 is rounding room, not a slipped constant
+PIN_ATOL = 1e-12
 
 claim = register(
     Claim(
@@ -266,7 +273,8 @@ def ffns_above_floor(inp: Thm6Inputs) -> Verdict:
         readout = inp.floor_u(orthonormal_row_basis(tr.W, rtol=READOUT_RTOL), tr.u, tr.cfg.N)
         detail = (
             f"min(readout {readout:.3f}, risk {tr.risk:.3f}+-{tr.risk_se:.3f} + z se) "
-            f"vs floor_u {floor_u:.3f}"
+            f"vs floor_u {floor_u:.3f}; m/b < 1 is the trained net's distance from the Bayes "
+            "readout, not slack in the floor (a W spanning S reads floor_u exactly: theorem6.md 3)"
         )
         return at_least(min(readout, tr.risk + inp.z * tr.risk_se), floor_u, rnd, detail=detail)
 
@@ -280,7 +288,10 @@ def transformer_below_floor(inp: Thm6Inputs) -> Verdict:
     cases = []
     for (risk, se), tr in zip(inp.transformer, inp.first, strict=True):
         floor_u = inp.floor_u(tr.V, tr.u, tr.cfg.N)
-        detail = f"Lemma 11, eps = 0.01: {risk:.2e}+-{inp.z * se:.1e} vs floor_u {floor_u:.3f}"
+        detail = (
+            f"Lemma 11, eps = 0.01: {risk:.2e}+-{inp.z * se:.1e} vs floor_u {floor_u:.3f}; a "
+            "separation (the smaller m/b, the wider), not a bound on the Transformer"
+        )
         verdict = at_most(risk + inp.z * se, floor_u, _mc_rounding(inp), detail=detail)
         cases.append((tr.cfg.label, verdict))
     return worst(cases, key=by_ratio)  # ranked by (risk + z se) / floor_u
@@ -290,14 +301,19 @@ def transformer_below_floor(inp: Thm6Inputs) -> Verdict:
 @claim.check("off-span part decays as prod(1 - lr lambda)", evidence="built")
 def decay_follows_law(inp: Thm6Inputs) -> Verdict:
     """During training the off-span part is prod_k (1 - eta_k lambda) ||W_perp(0)||: the largest
-    deviation, relative to ||W(0)||_F (theorem6.md section 1)."""
+    deviation, relative to ||W(0)||_F (theorem6.md section 1); the trace's last record is held to
+    ||W (I - V^T V)||_F of the trained first layer W, read here."""
     steps = max(tr.trace.final_step for tr in inp.trained)
     width = max(tr.width for tr in inp.trained) + max(c.N * c.d for c in inp.configs)
     rnd = Rounding(n=steps * width, scale=1.0, what="steps (m + N d) eps (relative to ||W(0)||)")
 
     def deviation(tr: Trained) -> Verdict:  # max_k |perp(k) - law(k)| / ||W(0)||_F
         pairs = zip(tr.trace.perp_norm, inp.decay_law(tr.trace), strict=False)
-        return at_most(max(abs(a - b) for a, b in pairs) / tr.trace.initial_norm, 0.0, rnd)
+        W, V = tr.W.double(), tr.V.double().to(tr.W.device)
+        built = float(torch.linalg.matrix_norm(W - (W @ V.T) @ V))  # the weights' off-span part
+        gap = max(max(abs(a - b) for a, b in pairs), abs(tr.trace.perp_norm[-1] - built))
+        detail = f"last record {tr.trace.perp_norm[-1]:.2e} vs the weights' {built:.2e}"
+        return at_most(gap / tr.trace.initial_norm, 0.0, rnd, detail=detail)
 
     return _worst_model(inp, deviation)
 
@@ -357,7 +373,10 @@ def mc_informative(inp: Thm6Inputs) -> Verdict:
     """Every Monte Carlo half-width z se of (b) is at most 0.05 (the test has power)."""
     ests = list(inp.averaged) + [e for f in inp.fixed for e in f]
     hws = [inp.z * e.stderr for e in ests]
-    return at_most(max(hws), MC_HALFWIDTH, detail=f"{len(hws)} estimates of {inp.mc_samples}")
+    what = "0.05 is the claim's power requirement, not a bound of the paper"
+    return at_most(
+        max(hws), MC_HALFWIDTH, detail=f"{len(hws)} estimates of {inp.mc_samples}; {what}"
+    )
 
 
 @claim.check("no risk left at n = N d", evidence="monte-carlo")
@@ -418,9 +437,10 @@ def min_norm_oracle_mean(inp: Thm6Inputs) -> Verdict:
     return _worst_draws(inp, mean).labelled("mean floor_u(V)")
 
 
-@claim.check("min-norm risk >= own floor_u(V)", evidence="built")
+@claim.check("min-norm risk >= own floor_u(V)", evidence="monte-carlo")
 def min_norm_above_own_floor(inp: Thm6Inputs) -> Verdict:
-    """Every min-norm FFN's risk is at least floor_u(V) of its own training set."""
+    """Every min-norm FFN's risk is at least floor_u(V) of its own training set (random training
+    sets; the min-norm weights are solved for and discarded in the inputs: no built module)."""
 
     def least(mn: MinNormDraws) -> Verdict:
         return at_least(float((mn.R - mn.oracle).min()), 0.0, _mn_rounding(mn))
@@ -435,10 +455,45 @@ def min_norm_above_floor(inp: Thm6Inputs) -> Verdict:
 
     def mean(mn: MinNormDraws) -> Verdict:
         upper, floor = float(mn.R.mean()) + inp.z * _se(mn.R), inp.risk_floor(mn.n, mn.N, mn.d)
-        return at_least(upper, floor, _mn_rounding(mn))
+        derived = floor / (1 - mn.n / (mn.N**2 * mn.d))  # E R = 1 - n/(N^2 d): theorem6.md 5
+        what = f"m/b ~ (1 - n/(N d)) / (1 - n/(N^2 d)) = {derived:.3f} as derived, not slack"
+        return at_least(upper, floor, _mn_rounding(mn), detail=what)
 
     worst_set = _worst_draws(inp, mean, key=lambda v: v.bound - v.measured)  # the least margin
     return worst_set.labelled("mean R + z se")
+
+
+# ---------------------------------------------------------------- the formulas, pinned
+def _floor_points(inp: Thm6Inputs):
+    """(n, N, d) of the pin: every config's, its n = 0, N d, N d + 1 edges, and every count
+    n_t = 0..n the min-norm closed form reads."""
+    pts = {(j, c.N, c.d) for c in inp.configs for j in range(c.n + 1)}
+    return sorted(pts | {(j, c.N, c.d) for c in inp.configs for j in (c.N * c.d, c.N * c.d + 1)})
+
+
+@claim.check("floor and floor_u = exact / 40-digit evaluation", evidence="formula")
+def floors_pinned(inp: Thm6Inputs) -> Verdict:
+    """risk_floor against max(0, 1 - n/(N d)) in exact rationals at every (n, N, d) the checks
+    read; floor_for_direction against (1/N) sum_t ||(I - V^T V) P_t u||^2 at 40 digits for every
+    config's first model and V = I (floor 0); the Monte Carlo records' floor 1 - rank/(N d)
+    (theorem6.md section 2); the largest absolute gap."""
+    gaps = [
+        (abs(inp.risk_floor(*p) - float(risk_floor_exact(*p))), f"risk_floor{p}")
+        for p in _floor_points(inp)
+    ]
+    gaps += [
+        (abs(e.floor - float(risk_floor_exact(c.n, c.N, c.d))), f"MC record floor, {c.label}")
+        for c, e in zip(inp.configs, inp.averaged, strict=True)
+    ]
+    with mp.workdps(PIN_DPS):
+        for tr in inp.first:
+            D = tr.cfg.N * tr.cfg.d
+            for V, what in ((tr.V, "V"), (torch.eye(D, dtype=torch.float64), "I")):
+                want = floor_u_mp(V, tr.u, tr.cfg.N)
+                got = inp.floor_u(V.to(tr.V.device), tr.u, tr.cfg.N)
+                gaps.append((float(abs(got - want)), f"floor_u({what}), {tr.cfg.label}"))
+    gap, where = max(gaps)
+    return at_most(gap, PIN_ATOL, detail=f"{len(gaps)} values, largest gap at {where}")
 
 
 # ---------------------------------------------------------------- faults
@@ -452,12 +507,12 @@ def with_target_rows(tr: Trained) -> Trained:
 stderr_as_std = fields_edited(stderr=lambda e: e.stderr * math.sqrt(e.samples))  # no 1/sqrt(n)
 claim.fault(
     "first layer given the rows e_t kron u outside the span",
-    breaks=(ffns_above_floor, span_distance_at_end),
+    breaks=(ffns_above_floor, span_distance_at_end, decay_follows_law),
     apply=mapped("trained", with_target_rows),
 )
 claim.fault(
     "floor 1 - n/d (sequence length forgotten)",
-    breaks=(bayes_risk_is_floor, min_norm_closed_form, min_norm_oracle_mean),
+    breaks=(bayes_risk_is_floor, min_norm_closed_form, min_norm_oracle_mean, floors_pinned),
     apply=replaced(risk_floor=slipped_floor),
 )
 claim.fault(
@@ -468,8 +523,13 @@ claim.fault(
 # floor_u(V) = 1 - sum_t ||V_{:, block t} u||^2
 claim.fault(
     "floor_u without the 1/N of its average over t",
-    breaks=(transformer_below_floor, fixed_u_bayes_risk),
+    breaks=(transformer_below_floor, fixed_u_bayes_risk, floors_pinned),
     apply=replaced(floor_u=lambda V, u, N: 1.0 - N * (1.0 - floor_for_direction(V, u, N))),
+)
+claim.fault(
+    "floor 1 - n/(N d + 1)",
+    breaks=floors_pinned,
+    apply=replaced(risk_floor=lambda n, N, d: max(0.0, 1.0 - n / (N * d + 1))),
 )
 
 

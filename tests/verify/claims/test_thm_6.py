@@ -176,3 +176,22 @@ def test_edge_from_one_input_short_leaves_one_direction(declared):
         assert e.estimate.estimate == pytest.approx(1 / (e.N * e.d), rel=0.3), (e.N, e.d)
         alone = d.verdict("no risk left at n = N d", replace(broken, edge=(e,)))
         assert not alone.holds, (e.N, e.d)
+
+
+def test_thm6_pin_holds_and_sees_a_slipped_floor(declared):
+    """The exact / 40-digit pin of risk_floor and floor_for_direction holds on the honest functions;
+    1 - n/(N d + 1), 1 - n/d and floor_u without its 1/N each fail it."""
+    d = declared(CID)
+    pin = "floor and floor_u = exact / 40-digit evaluation"
+    assert d.verdict(pin).holds and d.verdict(pin).measured <= 1e-12
+    for fault in ("N d + 1", "sequence length forgotten", "without the 1/N"):
+        assert not d.verdict(pin, d.broken(fault)).holds, fault
+
+
+def test_thm6_decay_record_is_held_to_the_trained_weights(declared):
+    """The off-span check holds the trace's last record to ||W (I - V^T V)||_F of the weights: rows
+    added outside the span after training (the record unchanged) fail it."""
+    d = declared(CID)
+    check = "off-span part decays as prod(1 - lr lambda)"
+    assert d.verdict(check).holds
+    assert not d.verdict(check, d.broken("outside the span")).holds
