@@ -316,3 +316,28 @@ def relative_gap(got: float, want) -> float:
     if want == 0 or want == -mpmath.inf:
         return 0.0 if got == float(want) else math.inf
     return float(abs(mpmath.mpf(got) - want) / abs(want))
+
+
+# ------------------------------------------- adversarial data: where Lemma 36's bounds are tight
+
+ADV_ACCEPT = 0.95  # spacing eps_n / 0.95: a random v passes Lemma 37's gap iff |<v, w>| >= 0.95
+ADV_NORM = 1.96  # ||z||^2 <= 1.96 n for every unit v (the norm event holds; near its 2n)
+
+
+def collinear_points(n: int, d: int, norm2: float, device) -> torch.Tensor:
+    """n points (float64, (n, d)) on the line through w = (1, ..., 1) / sqrt d, spaced eps_n /
+    ADV_ACCEPT, with sum of squared positions ``norm2`` (0: centred on the origin). Any accepted v
+    has every gap in [eps_n, eps_n / 0.95] and ||z||^2 = <v, w>^2 norm2: Lemma 38's ||a'||^2 is
+    then near its bound for alternating labels (interpolation.md, 'Slack')."""
+    kw = dict(dtype=torch.float64, device=device)
+    eps = math.sqrt(math.pi) / (3.0 * n * n)
+    offsets = (torch.arange(n, **kw) - (n - 1) / 2) * (eps / ADV_ACCEPT)
+    spread = float(offsets @ offsets)
+    centre = math.sqrt(max(norm2 - spread, 0.0) / n)
+    w = torch.ones(d, **kw) / math.sqrt(d)
+    return (centre + offsets)[:, None] * w[None, :]
+
+
+def alternating_labels(n: int, scale: float, device) -> torch.Tensor:
+    """y_j = scale (-1)^j: alternating in the points' order along the line (either direction)."""
+    return scale * (1.0 - 2.0 * (torch.arange(n, device=device) % 2)).to(torch.float64)

@@ -15,9 +15,15 @@ from qstr.constructions.encoding import rnn_encoding
 from qstr.constructions.interpolation import MemoriserLayout, interpolate_points, memorising_rnn
 from qstr.constructions.interpolation import parameter_norm2
 from qstr.constructions.links import TwoLayerNet
-from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, by_ratio, each, worst
-from qstr.verify.claims._interpolation import C36_DERIVED, K_Y, L36_D, codes, labels, norm_rounding
-from qstr.verify.claims._interpolation import net_norm2, prompts
+from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, by_ratio, each, exact
+from qstr.verify.claim import replaced, worst
+import mpmath
+
+from qstr.bounds.interpolation import C36, C36_PRIME
+from qstr.verify.claims._interpolation import ADV_NORM, C36_DERIVED, K_Y, L36_D, PIN_DPS, PIN_RTOL
+from qstr.verify.claims._interpolation import alternating_labels, codes, collinear_points, labels
+from qstr.verify.claims._interpolation import mp_c36_prime, mp_lemma36_bounds, net_norm2
+from qstr.verify.claims._interpolation import norm_rounding, prompts, relative_gap
 from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding
 from qstr.verify.threads import cpu_threads
@@ -55,10 +61,12 @@ class Lemma36Case:
     omega: torch.Tensor
     position: object  # 2, or "all"
     labels: torch.Tensor  # the memorised labels
+    kind: str = "gaussian"  # or an adversarial data set (collinear points, alternating labels)
 
     @property
     def label(self) -> str:
-        return f"n = {self.n}, N = {self.N}, depth {self.depth}"
+        extra = "" if self.kind == "gaussian" else f", {self.kind}"
+        return f"n = {self.n}, N = {self.N}, depth {self.depth}{extra}"
 
 
 @dataclass(frozen=True, eq=False)
@@ -67,6 +75,7 @@ class Lemma36Inputs:
 
     cases: Tuple[Lemma36Case, ...]
     bound: Callable[[int], float]  # C36 sqrt(K_y) n^3
+    constant: Callable[..., float] = lemma36_constant  # K_y -> C36 sqrt(K_y)
 
 
 def _nested_prompts(n: int, Ns, g: torch.Generator, device, position: int):
@@ -86,7 +95,7 @@ def _nested_prompts(n: int, Ns, g: torch.Generator, device, position: int):
     return out
 
 
-def _lemma36_case(n, N, depth, data, position, ctx) -> Lemma36Case:
+def _lemma36_case(n, N, depth, data, position, ctx, kind="gaussian") -> Lemma36Case:
     """The memoriser of the prompts ``data`` = (x, t, y) at ``position``, at this depth."""
     x, t, y = data
     omega = codes(N, ctx.device)
@@ -100,7 +109,7 @@ def _lemma36_case(n, N, depth, data, position, ctx) -> Lemma36Case:
             generator=ctx.generator("lemma-36/memoriser", n, device=ctx.device),
         )
     memorised = y[:, position] if position != "all" else y.reshape(-1)
-    return Lemma36Case(n, N, depth, model, gu, data, omega, position, memorised)
+    return Lemma36Case(n, N, depth, model, gu, data, omega, position, memorised, kind)
 
 
 def _lemma36_cases(ctx: Context, ns, Ns, position) -> Tuple[Lemma36Case, ...]:
@@ -115,12 +124,33 @@ def _lemma36_cases(ctx: Context, ns, Ns, position) -> Tuple[Lemma36Case, ...]:
     return tuple(cases)
 
 
+# the adversarial data (interpolation.md, 'Slack'): collinear points spaced eps_n / 0.95 with
+# alternating labels; centred (||z|| ~ 0: the certified bound's worst case) or at ||z||^2 ~ 1.96 n
+# with ||y||^2 = K_y n (the n-only bounds' worst case)
+L36_ADVERSARIAL = (("centred, y = +-1", 0.0, 1.0), ("||z||^2 ~ 2n, y = +-sqrt 6", ADV_NORM, K_Y))
+
+
+def _adversarial_cases(ctx: Context, n: int, N: int = 8, position: int = 2) -> tuple:
+    """Depth-2 memorisers of n prompts whose tokens at ``position`` are L36_ADVERSARIAL's points
+    and labels (the other tokens Gaussian)."""
+    cases = []
+    for kind, norm2, y2 in L36_ADVERSARIAL:
+        g = ctx.generator("lemma-36/adversarial", n, device=ctx.device)
+        x, t, y = prompts(n, N, g, ctx.device)
+        x[:, position] = collinear_points(n, L36_D, norm2 * n, ctx.device)
+        y[:, position] = alternating_labels(n, math.sqrt(y2), ctx.device)
+        cases.append(_lemma36_case(n, N, 2, (x, t, y), position, ctx, kind))
+    return tuple(cases)
+
+
 @claim.inputs
 def lemma36_inputs(ctx: Context) -> Lemma36Inputs:
-    """Memorisers at position 2 for n = 4, 8, 16 (.. 64 full) and N = 8, 64 (.. 512 full)."""
+    """Memorisers at position 2 for n = 4, 8, 16 (.. 64 full) and N = 8, 64 (.. 512 full), and two
+    on adversarial data (n = 16, 64 full)."""
     ns = ctx.pick(quick=(4, 8, 16), full=(4, 8, 16, 32, 64))
     Ns = ctx.pick(quick=(8, 64), full=(8, 64, 512))
-    return Lemma36Inputs(_lemma36_cases(ctx, ns, Ns, 2), lemma36_bound)
+    cases = _lemma36_cases(ctx, ns, Ns, 2) + _adversarial_cases(ctx, ns[-1])
+    return Lemma36Inputs(cases, lemma36_bound)
 
 
 def _depth2(inp: Lemma36Inputs):
@@ -174,28 +204,84 @@ def lemma36_n_only(inp: Lemma36Inputs) -> Verdict:
 
 
 def _bound_gaps(gu, labels: torch.Tensor) -> list:
-    """Relative gaps of the reported bounds against interpolation.md: Lemma 36's 2 sqrt(A P), A =
-    Lemma 38's ||a'||^2 bound, P = m + 2 ||z||^2 + 2 eps^2; the depth-L rebalanced L (A P
-    m^(L-2))^(1/L); the n-only form C36 m^(5/2) ||y|| (the memoriser's and its Lemma 36 net's)."""
+    """Relative gaps of the reported bounds against their 40-digit evaluation from
+    interpolation.md: A = Lemma 38's 16 ||y||^2 / eps^2, Lemma 36's 2 sqrt(A P) with P = m + 2
+    ||z||^2 + 2 eps^2, the depth-L rebalanced L (A P m^(L-2))^(1/L), and the n-only C36 m^(5/2)
+    ||y|| (the memoriser's and its Lemma 36 net's)."""
     l36, l36_gu = gu.lemma36, gu.lemma36_guarantee
     eps, m = l36.direction.threshold, gu.n_points
-    A, P = l36_gu.a_bound, m + 2.0 * l36.direction.z_norm2 + 2.0 * eps**2
-    two_layer_bound = 2.0 * math.sqrt(A * P)
-    deep_bound = gu.depth * (A * P * float(m) ** (gu.depth - 2)) ** (1.0 / gu.depth)
-    n_only = C36_DERIVED * m**2.5 * float(labels.norm())
-    return [
-        abs(l36_gu.bound - two_layer_bound) / two_layer_bound,
-        abs(gu.bound - deep_bound) / deep_bound,
-        abs(gu.bound_n - n_only) / n_only,
-        abs(l36_gu.bound_n - n_only) / n_only,
-    ]
+    y2, z2 = float(labels @ labels), l36.direction.z_norm2
+    with mpmath.workdps(PIN_DPS):
+        A, two_layer, n_only = mp_lemma36_bounds(y2, eps, z2, m)
+        _, deep, _ = mp_lemma36_bounds(y2, eps, z2, m, gu.depth)
+        return [
+            relative_gap(l36_gu.a_bound, A),
+            relative_gap(l36_gu.bound, two_layer),
+            relative_gap(gu.bound, deep),
+            relative_gap(gu.bound_n, n_only),
+            relative_gap(l36_gu.bound_n, n_only),
+        ]
 
 
 @claim.check("bounds as derived", evidence="formula")
 def lemma36_bounds_derived(inp: Lemma36Inputs) -> Verdict:
-    """The reported bounds equal their derivation in interpolation.md, relative 1e-12."""
+    """The reported bounds equal their 40-digit evaluation from interpolation.md, relative 1e-12."""
     gap = max(max(_bound_gaps(c.guarantee, c.labels)) for c in inp.cases)
-    return at_most(gap, 1e-12, detail="2 sqrt(A P), L (A P m^(L-2))^(1/L), C36 m^(5/2) ||y||")
+    return at_most(gap, PIN_RTOL, detail="A, 2 sqrt(A P), L (A P m^(L-2))^(1/L), C36 m^(5/2) ||y||")
+
+
+L36_PIN_NS = (2, 4, 8, 16, 64, 1000, 10**6)
+L36_PIN_KS = (1.0, 2.5, K_Y, 100.0)
+
+
+@claim.check("constants = 40-digit evaluation", evidence="formula")
+def lemma36_constants(inp: Lemma36Inputs) -> Verdict:
+    """C36' = 16 (9/pi)(5 + pi/72), C36 = 2 sqrt(C36'), C = C36 sqrt(K_y) (K_y = 1, 2.5, 6, 100 and
+    the default, the page's 6) and the claim's C n^3 (n = 2 .. 1e6) against their 40-digit
+    evaluation from interpolation.md, relative 1e-12."""
+    with mpmath.workdps(PIN_DPS):
+        c36p = mp_c36_prime()
+        c36 = 2 * mpmath.sqrt(c36p)
+        gaps = [("C36'", relative_gap(C36_PRIME, c36p)), ("C36", relative_gap(C36, c36))]
+        gaps += [
+            (f"K_y = {k:g}", relative_gap(inp.constant(k), c36 * mpmath.sqrt(k)))
+            for k in L36_PIN_KS
+        ]
+        gaps.append(("default K_y", relative_gap(inp.constant(), c36 * mpmath.sqrt(6))))
+        gaps += [
+            (f"C n^3, n = {n}", relative_gap(inp.bound(n), c36 * mpmath.sqrt(K_Y) * n**3))
+            for n in L36_PIN_NS
+        ]
+    label, gap = max(gaps, key=lambda g: g[1])
+    return at_most(gap, PIN_RTOL, detail=f"C36 = {float(c36):.6g}; largest at {label}")
+
+
+def _record_rows(c: Lemma36Case) -> list:
+    """The MemoriserGuarantee's width, n_points, depth and norm2, and its Lemma 36 net's eps,
+    against the built module: f_y's first-layer rows, its layer count, its ||vec||^2 (relative
+    1e-12), and the smallest gap of <v, x_j> over the memorised points, v read off f_y's first
+    layer (>= eps)."""
+    gu = c.guarantee
+    linears = [m for m in c.model.f_y if isinstance(m, torch.nn.Linear)]
+    W1 = linears[0].weight.detach()
+    x = c.prompts[0][:, c.position] if c.position != "all" else c.prompts[0].reshape(-1, L36_D)
+    v = W1[0, 2 * c.model.d_h : 2 * c.model.d_h + L36_D]  # the x-block after the states
+    gaps = torch.diff(torch.sort(x @ (v / v.norm())).values)
+    norm2 = parameter_norm2(c.model)
+    return [
+        ("width", exact(gu.width, W1.shape[0], detail="record width vs f_y's first-layer rows")),
+        ("n_points", exact(gu.n_points, int(c.labels.numel()), detail="record vs labels")),
+        ("depth", exact(gu.depth, len(linears), detail="record depth vs f_y's layers")),
+        ("norm2", at_most(abs(gu.norm2 - norm2) / norm2, PIN_RTOL, detail="record ||vec||^2")),
+        ("eps", at_most(gu.lemma36_guarantee.eps, float(gaps.min()), detail="eps vs module gap")),
+    ]
+
+
+@claim.check("record = built module", evidence="built")
+def lemma36_record(inp: Lemma36Inputs) -> Verdict:
+    """Every memoriser's record (width, n_points, depth, ||vec||^2, Lemma 36's eps) against its
+    built module."""
+    return worst((f"{c.label}: {k}", v) for c in inp.cases for k, v in _record_rows(c))
 
 
 @claim.check("Lemma 36 net within its bound", evidence="built")
@@ -237,12 +323,14 @@ def lemma36_balanced(inp: Lemma36Inputs) -> Verdict:
 def lemma36_n_free(inp: Lemma36Inputs) -> Verdict:
     """||vec||^2 does not depend on N (the same n inputs and labels for every N)."""
 
+    gaussian = [c for c in _depth2(inp) if c.kind == "gaussian"]
+
     def spread(n):
-        norms = [parameter_norm2(c.model) for c in _depth2(inp) if c.n == n]
+        norms = [parameter_norm2(c.model) for c in gaussian if c.n == n]
         detail = "relative spread of ||vec||^2 over N"
         return at_most((max(norms) - min(norms)) / max(norms), 1e-12, detail=detail)
 
-    return worst((f"n = {n}", spread(n)) for n in sorted({c.n for c in inp.cases}))
+    return worst((f"n = {n}", spread(n)) for n in sorted({c.n for c in gaussian}))
 
 
 @claim.fault("labels at every position", breaks=(lemma36_cn3, lemma36_n_free))
@@ -296,6 +384,33 @@ def _bound_n_squared(c: Lemma36Case) -> MemoriserGuarantee:
     return replace(gu, bound_n=gu.bound_n / root, lemma36_guarantee=l36_gu)
 
 
+def _c36_without_pi_over_72(K_y: float = K_Y) -> float:
+    """C = C36 sqrt(K_y) with Lemma 36's P <= 5 n (the 2 eps_n^2 <= (pi/72) n term dropped)."""
+    return 2.0 * math.sqrt(16.0 * 9.0 / math.pi * 5.0) * math.sqrt(K_y)
+
+
+# C36 = 2 sqrt((144/pi) 5): the pi/72 of 2 eps_n^2 dropped, in the constant and in C n^3
+claim.fault(
+    "C36 without pi/72",
+    breaks=lemma36_constants,
+    apply=replaced(
+        constant=_c36_without_pi_over_72, bound=lambda n: _c36_without_pi_over_72() * n**3
+    ),
+)
+
+
+@claim.fault("record width n N", breaks=lemma36_record)
+@each(field="guarantee")
+def _width_n_N(c: Lemma36Case) -> MemoriserGuarantee:
+    """The record's width n N (every position's tokens counted) for the n memorised points."""
+    return replace(c.guarantee, width=c.n * c.N)
+
+
 claim.scope_with(  # what the run checked (docs/claims.md, "Scope")
-    lambda inp: "(n, N, depth) = " + ", ".join(f"({c.n}, {c.N}, {c.depth})" for c in inp.cases)
+    lambda inp: (
+        "(n, N, depth) = "
+        + ", ".join(f"({c.n}, {c.N}, {c.depth})" for c in inp.cases if c.kind == "gaussian")
+        + "; adversarial (n = 16): "
+        + ", ".join(c.kind for c in inp.cases if c.kind != "gaussian")
+    )
 )
