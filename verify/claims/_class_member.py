@@ -175,3 +175,40 @@ def rank_one_member(params: dict, layers, u: torch.Tensor) -> dict:
         v = torch.zeros(W.shape[0], dtype=W.dtype, device=W.device)
         v[0] = 1.0
     return out
+
+
+def built_constants(member: ClassMember) -> dict:
+    """Theorem 7's record fields read from the built member's weights: each layer's ||[W b]||_F
+    (g_net's hidden layer: 2 ||(W_g, b_g)||_F, its Assumption 2 radius 2 sqrt(m_g) r_w, with W_g
+    read from the layer's carried block), R_Theta^2 = sum over both transitions and f_y, r_x from
+    layer 3's bias -r_x, r_h from the module, d_e from the transition's fan-in, and A by
+    :func:`lipschitz_mp` at r_z = sqrt(r_x^2 + q + 1), r_y = sqrt(2 r_h^2 + r_z^2) (40 digits)."""
+    q, d = member.params.q, member.params.d
+    qd = q * d
+
+    def radii(net: str):
+        lins = member.linears(net)
+        R = [frobenius(lin) for lin in lins]
+        if net == "f_y":
+            hidden = lins[3]
+            W_g = hidden.weight.detach()[:, 2 * qd : 3 * qd]
+            R[3] = 2.0 * math.sqrt(float(W_g.pow(2).sum() + hidden.bias.detach().pow(2).sum()))
+        return R, [lin.bias is not None for lin in lins]
+
+    (fR, fB), (bR, _), (oR, oB) = radii("f_fwd"), radii("f_bwd"), radii("f_y")
+    theta2 = sum(R * R for R in fR + bR + oR)
+    first = member.linears("f_fwd")[0]
+    r_x = -float(member.linears("f_fwd")[2].bias.detach().min())
+    r_h = float(member.module.r_h)
+    with mp.workdps(40):
+        r_z = mp.sqrt(mp.mpf(r_x) ** 2 + q + 1)
+        r_y = mp.sqrt(2 * mp.mpf(r_h) ** 2 + r_z**2)
+        A = lipschitz_mp((fR, fB, r_z), (oR, oB, r_y), member.N)
+    return {
+        "radius": math.sqrt(theta2),
+        "theta_star_norm2": theta2,
+        "lipschitz": float(A),
+        "r_x": r_x,
+        "r_h": r_h,
+        "d_e": (first.weight.shape[1] - qd - d) // (q + 1),
+    }

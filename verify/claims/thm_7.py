@@ -20,7 +20,7 @@ from qstr.bounds.search import smallest_true
 from qstr.verify.claim import Claim, Context, Ref, Vacuity, Verdict, at_most, edited, exact
 from qstr.verify.claim import replaced, worst
 from qstr.verify.claims._class_member import ClassMember, class_member, frobenius
-from qstr.verify.claims._class_member import net_constants_mp
+from qstr.verify.claims._class_member import built_constants, net_constants_mp
 from qstr.verify.claims._class_member import gate_without_bias, gate_without_minus_one, r_x_once
 from qstr.verify.claims._vacuity import bound_scope, ffn_vacuity
 from qstr.verify.registry import register
@@ -305,6 +305,25 @@ def thm7_member_radii(inp: Thm7Inputs) -> Verdict:
     return at_most(gap, 1e-12, detail=f"{name}: |norm / R_l - 1| (g_net's: norm / R_l - 1)")
 
 
+RECORD_FIELDS = ("radius", "theta_star_norm2", "lipschitz", "r_x", "r_h")
+
+
+@claim.check("record's R_Theta, A, r_x, r_h, d_e = the built member's", evidence="built")
+def thm7_record_is_member(inp: Thm7Inputs) -> Verdict:
+    """The record users read at (n, N) = (1000, 256) against the same quantities read from the
+    built member's weights (``built_constants``: its layer norms, g_net's hidden layer at its
+    Assumption 2 radius 2 ||(W_g, b_g)||_F, layer 3's bias -r_x, the module's r_h and fan-in, A
+    at 40 digits from those norms): relative 1e-12, d_e exactly; the field that misses most."""
+    m = inp.member
+    b, built = inp.record(m.n, m.N, m.params), built_constants(m)
+    if b.d_e != built["d_e"]:
+        return exact(b.d_e, built["d_e"], detail="the record's d_e vs the member's code width")
+    gaps = {k: abs(getattr(b, k) - built[k]) / abs(built[k]) for k in RECORD_FIELDS}
+    name = max(gaps, key=gaps.get)
+    what = f"{name}: record {getattr(b, name):.6g} vs built {built[name]:.6g} (relative)"
+    return at_most(gaps[name], T7_AGREE_RTOL, detail=what)
+
+
 @claim.check("class's parameter count = the built member's", evidence="built")
 def thm7_member_count(inp: Thm7Inputs) -> Verdict:
     """The record's n_params (the class's P) equals the built member's parameters, less the q d
@@ -377,7 +396,25 @@ def _lipschitz_off(n, N, P):
     return replace(b, lipschitz=b.lipschitz * (1 + 1e-9))
 
 
-claim.fault("A off by 1e-9", breaks=thm7_constants, apply=replaced(record=_lipschitz_off))
+claim.fault(
+    "A off by 1e-9",
+    breaks=(thm7_constants, thm7_record_is_member),
+    apply=replaced(record=_lipschitz_off),
+)
+
+
+def _one_direction(n, N, P):
+    """The record's R_Theta counting one transition, not both directions."""
+    b = theorem7_bound(n, N, P)
+    trans, _ = prop28_layers(N, P, b.r_x)
+    return replace(b, radius=math.sqrt(b.radius**2 - sum(L.radius**2 for L in trans)))
+
+
+claim.fault(
+    "R_Theta with one transition direction",
+    breaks=thm7_record_is_member,
+    apply=replaced(record=_one_direction),
+)
 
 
 def _one_hot_record(n: int, N: int, params: Theorem7Params):

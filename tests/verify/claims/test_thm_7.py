@@ -10,6 +10,7 @@ import pytest
 from qstr.bounds.recurrent import Theorem7Params, theorem7_bound
 from qstr.bounds.transformer import default_code_dim, ffn_sample_size
 from qstr.verify.claims import thm_7
+from qstr.verify.claims._class_member import built_constants, frobenius
 
 
 CID = "thm-7"
@@ -68,3 +69,17 @@ def test_planted_slip_in_theorem7_bound_fails_the_comparison(declared, slip):
     d = declared(CID)
     broken = dataclasses.replace(d.inputs, record=planted)
     assert not d.verdict("bound = 40-digit evaluation", broken).holds
+
+
+def test_thm7_record_read_back_from_the_member(declared):
+    """The record's R_Theta, A, r_x, r_h and d_e equal those read from the built member's weights
+    (g_net's hidden layer at its Assumption 2 radius, which the member's own norm stays below),
+    and a record counting one transition direction in R_Theta fails."""
+    d = declared(CID)
+    name = "record's R_Theta, A, r_x, r_h, d_e = the built member's"
+    assert d.verdict(name).holds
+    built = built_constants(d.inputs.member)
+    hidden = d.inputs.member.linears("f_y")[3]
+    assert frobenius(hidden) < 0.5 * built["radius"]  # one layer of many
+    broken = d.verdict(name, d.broken("R_Theta with one transition direction"))
+    assert not broken.holds and broken.measured > 0.1
