@@ -7,13 +7,16 @@ import math
 from dataclasses import dataclass, replace
 from typing import Callable
 
+import mpmath
 import torch
 
 from qstr.bounds.interpolation import LEMMA37_NORM_FACTOR, gap_threshold, lemma37_union_bound
 from qstr.constructions.interpolation import Lemma37Events, SeparatingDirection, certified_gap
 from qstr.constructions.interpolation import lemma37_events, separating_direction
 from qstr.verify.claim import Claim, Context, Ref, Verdict, at_least, at_most, edited, exact
-from qstr.verify.claim import replaced, worst
+from qstr.verify.claim import by_ratio, replaced, worst
+from qstr.verify.claims._interpolation import PIN_DPS, PIN_RTOL, collinear_points
+from qstr.verify.claims._interpolation import mp_gap_threshold, mp_union_bound, relative_gap
 from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding
 
@@ -21,6 +24,8 @@ CONFIDENCE = 0.999  # one-sided Clopper-Pearson level used by the probability ch
 L37_D = 10
 L37_REPLAY = 64  # trials replayed against the derived certified gaps
 L37_STEP3_NS = range(2, 1025)  # the lengths at which step 3's union bound at eps_n is evaluated
+L37_ADV_D = 3  # the adversarial sample's dimension: P(|<v, w>| >= 0.95) = 0.05 per draw of v
+L37_ADV_NORM = 1.96  # its sum of squared positions, in units of n (||z||^2 <= 1.96 n < 2n)
 
 claim = register(
     Claim(
@@ -73,6 +78,9 @@ class Lemma37Inputs:
     replay_v: torch.Tensor  # (T, D)
     derived_gaps: Callable  # the certified gaps as derived (gaps_as_derived)
     union_bound: Callable[[int, float], float]  # C(n, 2) eps / sqrt(pi)
+    # collinear points spaced eps_n / 0.95 at ||z||^2 ~ 1.96 n, and the direction found for them
+    adversarial: tuple = ()
+    norm_factor: float = LEMMA37_NORM_FACTOR  # Lemma 37's 2 (Markov)
 
 
 def _replay(ctx: Context, n: int):
@@ -100,9 +108,24 @@ def lemma37_inputs(ctx: Context) -> Lemma37Inputs:
     )
     rx, rv = _replay(ctx, n)
     rv = rv / rv.norm(dim=1, keepdim=True)
-    return Lemma37Inputs(
-        n, trials, gap_threshold, x, sd, rx, rv, gaps_as_derived, lemma37_union_bound
+    adv = collinear_points(n, L37_ADV_D, L37_ADV_NORM * n, ctx.device)
+    adv_sd = separating_direction(
+        adv,
+        threshold=gap_threshold(n),
+        norm_factor=LEMMA37_NORM_FACTOR,
+        max_tries=1000,  # fails with probability 0.95^1000 < 1e-22
+        generator=ctx.generator("lemma-37/adversarial", device=ctx.device),
     )
+    return Lemma37Inputs(
+        n, trials, gap_threshold, x, sd, rx, rv, gaps_as_derived, lemma37_union_bound, (adv, adv_sd)
+    )
+
+
+def _samples(inp: Lemma37Inputs) -> list:
+    """(name, sample, direction): the Gaussian sample and the adversarial one (interpolation.md,
+    'Slack': every gap within eps_n / 0.95, ||z||^2 near 2n)."""
+    rows = [("Gaussian", inp.sample, inp.direction)]
+    return rows + ([("collinear", *inp.adversarial)] if inp.adversarial else [])
 
 
 def _events(
@@ -130,7 +153,10 @@ def lemma37_success(inp: Lemma37Inputs, ctx: Context) -> Verdict:
     detail = (
         f"n={inp.n}, D={L37_D}, {ev.trials} draws of (x, v): joint success "
         f"{ev.joint_ok / ev.trials:.3f}, its CP{CONFIDENCE:.1%} lower bound measured; "
-        "no rounding term: event counts, each gap certified with its float64 allowance"
+        "no rounding term: event counts, each gap certified with its float64 allowance; "
+        f"slack: 1/3 = 1 - 1/6 - 1/2, the gap failure {1 - ev.gap_ok / ev.trials:.3f} near its "
+        f"1/6, the norm failure {1 - ev.norm_ok / ev.trials:.4f} against Markov's 1/2 "
+        "(interpolation.md, 'Slack')"
     )
     return at_least(lo, 1 / 3, detail=detail)
 
@@ -157,18 +183,58 @@ def lemma37_threshold_union(inp: Lemma37Inputs) -> Verdict:
 
 @claim.check("constructive gap >= eps_n", evidence="built")
 def lemma37_constructive_gap(inp: Lemma37Inputs) -> Verdict:
-    """The direction found for the fixed sample has a certified gap >= eps_n (recomputed)."""
-    gap, _ = certified_gap(inp.sample, inp.direction.v)
-    what = f"certified_gap(x, v) after {inp.direction.tries} tries"
-    return at_least(gap, inp.threshold(inp.n), detail=what)
+    """The direction found for the fixed sample (Gaussian, and the adversarial collinear one) has
+    a certified gap >= eps_n (recomputed)."""
+
+    def one(x, sd):
+        gap, _ = certified_gap(x, sd.v)
+        return at_least(gap, inp.threshold(inp.n), detail=f"certified_gap after {sd.tries} tries")
+
+    return worst(((name, one(x, sd)) for name, x, sd in _samples(inp)), key=lambda v: v.ratio)
 
 
 @claim.check("constructive ||z||^2 <= 2n", evidence="built")
 def lemma37_constructive_norm(inp: Lemma37Inputs) -> Verdict:
-    """The direction found for the fixed sample has ||x v||^2 <= 2 n (recomputed)."""
-    z = inp.sample @ inp.direction.v
-    rnd = Rounding(n=inp.n * (L37_D + 1), scale=float(z @ z), what="n (D + 1) eps ||z||^2")
-    return at_most(float(z @ z), 2 * inp.n, rnd)
+    """The direction found for the fixed sample (Gaussian, and the adversarial collinear one) has
+    ||x v||^2 <= 2 n (recomputed)."""
+
+    def one(x, sd):
+        z = x @ sd.v
+        rnd = Rounding(n=inp.n * (x.shape[1] + 1), scale=float(z @ z), what="n (D+1) eps ||z||^2")
+        return at_most(float(z @ z), inp.norm_factor * inp.n, rnd)
+
+    return worst(((name, one(x, sd)) for name, x, sd in _samples(inp)), key=by_ratio)
+
+
+L37_PIN_UNION = ((2, 1e-3), (24, 0.05), (64, 1e-6), (1024, 0.1))
+
+
+@claim.check("eps_n, union bound, norm factor = 40-digit evaluation", evidence="formula")
+def lemma37_pinned(inp: Lemma37Inputs) -> Verdict:
+    """eps_n = sqrt(pi) / (3 n^2) (n = 2..1024), the union bound C(n, 2) 2 eps / sqrt(4 pi) at
+    eps_n and at other eps, and the norm factor 2 against their 40-digit evaluation from
+    interpolation.md, relative 1e-12."""
+    with mpmath.workdps(PIN_DPS):
+        gaps = [
+            (f"eps_{n}", relative_gap(inp.threshold(n), mp_gap_threshold(n))) for n in L37_STEP3_NS
+        ]
+        gaps += [
+            (
+                f"union n={n}, eps_n",
+                relative_gap(
+                    inp.union_bound(n, inp.threshold(n)),
+                    mp_union_bound(n, float(mp_gap_threshold(n))),
+                ),
+            )
+            for n in (2, inp.n, 1024)
+        ]
+        gaps += [
+            (f"union n={n}, eps={e:g}", relative_gap(inp.union_bound(n, e), mp_union_bound(n, e)))
+            for n, e in L37_PIN_UNION
+        ]
+    gaps.append(("norm factor", relative_gap(inp.norm_factor, mpmath.mpf(2))))
+    label, gap = max(gaps, key=lambda g: g[1])
+    return at_most(gap, PIN_RTOL, detail=f"{len(gaps)} values; largest at {label}")
 
 
 @claim.check("replayed gap events", evidence="formula")
@@ -207,7 +273,7 @@ claim.fault(
 # eps_n = 1 / (3 n^2): the sqrt(pi) of the N(0, 2) density bound dropped
 claim.fault(
     "eps_n without sqrt(pi)",
-    breaks=lemma37_threshold_union,
+    breaks=(lemma37_threshold_union, lemma37_pinned),
     apply=replaced(threshold=lambda n: 1 / (3 * n * n)),
 )
 # the derived gaps with the factor 2 of the Higham allowance dropped (gamma_D, not 2 gamma_D)
@@ -222,6 +288,16 @@ claim.fault(
     breaks=lemma37_union,
     apply=replaced(union_bound=lambda n, eps: lemma37_union_bound(n, eps) / 2),
 )
+
+
+# the union bound with the N(0, 1) density 1 / sqrt(2 pi) for z_i - z_j ~ N(0, 2)'s 1 / sqrt(4 pi)
+claim.fault(
+    "union bound with the N(0, 1) density",
+    breaks=(lemma37_pinned, lemma37_threshold_union),
+    apply=replaced(union_bound=lambda n, eps: lemma37_union_bound(n, eps) * math.sqrt(2)),
+)
+# Markov's norm factor taken as 3 (P(||z||^2 > 3n) <= 1/3 read for the lemma's 2n)
+claim.fault("norm factor 3", breaks=lemma37_pinned, apply=replaced(norm_factor=3.0))
 
 
 @claim.fault("sample index off by one", breaks=lemma37_constructive_gap)

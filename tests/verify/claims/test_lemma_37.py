@@ -29,3 +29,14 @@ def test_clopper_pearson():
     assert 0.41 < lo < 0.5 < hi < 0.59
     assert lemma_37.clopper_pearson(0, 10)[0] == 0.0
     assert lemma_37.clopper_pearson(10, 10)[1] == 1.0
+
+
+def test_lemma37_pins_and_the_adversarial_sample(declared):
+    """eps_n and the union bound agree with their 40-digit evaluation (<= 1e-14); the collinear
+    sample's direction has its gap within eps_n / 0.95 and ||z||^2 within 0.9 of 2n."""
+    d = declared(CID)
+    assert d.verdict("eps_n, union bound, norm factor = 40-digit evaluation").measured < 1e-14
+    broken = d.broken("union bound with the N(0, 1) density")
+    assert not d.verdict("eps_n, union bound, norm factor = 40-digit evaluation", broken).holds
+    assert d.verdict("constructive gap >= eps_n").ratio > 0.95
+    assert d.verdict("constructive ||z||^2 <= 2n").ratio > 0.85
