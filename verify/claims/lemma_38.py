@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional, Tuple
 
+import mpmath
 import torch
 
 from qstr.bounds.interpolation import lemma38_bound
@@ -25,7 +26,8 @@ from qstr.verify.claim import (
     replaced,
     worst,
 )
-from qstr.verify.claims._interpolation import net_norm2
+from qstr.verify.claims._interpolation import PIN_DPS, PIN_RTOL, mp_lemma38_bound, net_norm2
+from qstr.verify.claims._interpolation import relative_gap
 from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding
 
@@ -185,6 +187,26 @@ def lemma38_tight(inp: Lemma38Inputs) -> Verdict:
     return close(ratio, tight, L38_TIGHT_TOL * tight, detail=f"alternating labels, n = {n}")
 
 
+L38_PIN_EPS = (L38_EPS, 1e-6, 0.5, 3.0)
+
+
+@claim.check("bound = 40-digit evaluation", evidence="formula")
+def lemma38_pinned(inp: Lemma38Inputs) -> Verdict:
+    """16 ||y||^2 / eps^2 at every case's labels and eps = 0.05, 1e-6, 0.5, 3 against its 40-digit
+    evaluation from interpolation.md (Lemma 38), relative 1e-12."""
+    with mpmath.workdps(PIN_DPS):
+        gaps = [
+            (
+                f"n = {len(c.y)}, eps = {e:g}",
+                relative_gap(inp.bound(c.y, e), mp_lemma38_bound(c.y, e)),
+            )
+            for c in _all_cases(inp)
+            for e in L38_PIN_EPS
+        ]
+    label, gap = max(gaps, key=lambda g: g[1])
+    return at_most(gap, PIN_RTOL, detail=f"{len(gaps)} values; largest at {label}")
+
+
 def _every_case(field: Optional[str] = None):
     """Decorator under ``@claim.fault``: ``edit(case)`` replaces every case (random and
     alternating), or with ``field`` gives that field's new value in each."""
@@ -217,8 +239,16 @@ def _squeezed(case: Lemma38Case) -> Lemma38Case:
 # the bound with constant 8 in place of 16 (the factor 2 of ||a||^2 <= 2 sum ... dropped)
 claim.fault(
     "constant 8 for 16",
-    breaks=(lemma38_ratio, lemma38_tight),
+    breaks=(lemma38_ratio, lemma38_tight, lemma38_pinned),
     apply=replaced(bound=lambda y, eps: lemma38_bound(y, eps) / 2),
+)
+
+
+# the bound with ||y|| for ||y||^2 (a lost power)
+claim.fault(
+    "||y|| for ||y||^2",
+    breaks=lemma38_pinned,
+    apply=replaced(bound=lambda y, eps: 16.0 * float(y.norm()) / eps**2),
 )
 
 

@@ -23,3 +23,10 @@ def test_lemma38_allowance_check_sees_a_wrong_allowance(declared):
     assert not d.verdict(
         "rounding allowance as derived", dataclasses.replace(d.inputs, cases=cases)
     ).holds
+
+
+def test_lemma38_bound_pinned(declared):
+    """lemma38_bound agrees with its 40-digit evaluation (<= 1e-14); ||y|| for ||y||^2 fails."""
+    d = declared(CID)
+    assert d.verdict("bound = 40-digit evaluation").measured < 1e-14
+    assert not d.verdict("bound = 40-digit evaluation", d.broken("||y|| for ||y||^2")).holds
