@@ -341,3 +341,50 @@ def collinear_points(n: int, d: int, norm2: float, device) -> torch.Tensor:
 def alternating_labels(n: int, scale: float, device) -> torch.Tensor:
     """y_j = scale (-1)^j: alternating in the points' order along the line (either direction)."""
     return scale * (1.0 - 2.0 * (torch.arange(n, device=device) % 2)).to(torch.float64)
+
+
+# ------------------------------------------------------------------- Theorem 9's pins
+
+T9_PIN_NS = (2, 8, 32, 1000, 10**6)
+T9_PIN_LENGTHS = (2**8, 2**14, 2**20)
+
+
+def thm9_pin_gaps(inp, c: float, d: int, depth: int) -> list:
+    """(what, relative gap) of the memoriser bound C n^3, the crossover n*, the requirement (both
+    forms, depth 2 by default and 3 at r_h = 2.5) and the requirement tables against their 40-digit
+    evaluation (rnn-lower-bounds.md section 3, interpolation.md)."""
+    gaps = [
+        (f"C n^3, n = {n}", relative_gap(inp.memoriser_bound(n), mp_memoriser_bound(n)))
+        for n in T9_PIN_NS
+    ]
+    gaps += [
+        (f"n*({lr})", relative_gap(inp.crossover(lr), mp_crossover(lr)))
+        for lr in (-3.0, 0.0, 10.0, 400.0)
+    ]
+    points = [(N, d_h) for N in T9_PIN_LENGTHS for d_h in (math.isqrt(N), N // 8, N * d)]
+    for N, d_h in points:
+        for form in ("paper", "volume"):
+            got = inp.requirement(N, c, d_h, form=form)  # depth and r_h at their defaults
+            gaps.append(
+                (
+                    f"{form} N = {N}, d_h = {d_h}",
+                    relative_gap(got, mp_requirement(N, c, d_h, 2, form)),
+                )
+            )
+            got = inp.requirement(N, c, d_h, depth=3, r_h=2.5, form=form)
+            want = mp_requirement(N, c, d_h, 3, form, 2.5)
+            gaps.append((f"{form} depth 3, N = {N}, d_h = {d_h}", relative_gap(got, want)))
+    tables = {**inp.requirements, **inp.wide}
+    for name, logs in tables.items():
+        form = "paper" if name.startswith("paper") else "volume"
+        width = {"sqrt N": math.isqrt, "N d": lambda N: N * d, "N / 8": lambda N: N // 8}
+        d_h = next((w for k, w in width.items() if f"d_h = {k}" in name), None)
+        if d_h is not None:
+            gaps += [
+                (
+                    f"{name}, N = {N}",
+                    relative_gap(v, mp_requirement(N, c, d_h(N), depth, form)),
+                )
+                for N, v in logs.items()
+            ]
+    return gaps

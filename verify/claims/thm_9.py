@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Callable, Tuple
 
+import mpmath
 import numpy as np
 import torch
 
@@ -35,7 +36,10 @@ from qstr.verify.claim import (
     worst,
 )
 from qstr.verify.claims._interpolation import C36_DERIVED, K_Y, L36_D, P8_C, am_gm_log_norm2
-from qstr.verify.claims._interpolation import codes, labels, norm_rounding, prompts
+from qstr.verify.claims._interpolation import ADV_NORM, PIN_DPS, PIN_RTOL, alternating_labels
+from qstr.verify.claims._interpolation import codes, collinear_points, labels
+from qstr.verify.claims._interpolation import norm_rounding
+from qstr.verify.claims._interpolation import prompts, thm9_pin_gaps
 from qstr.verify.registry import register
 from qstr.verify.threads import cpu_threads
 
@@ -46,6 +50,9 @@ T9_NS_BUILT = (16, 64, 256, 1024, 4096)  # N grid for norms measured on construc
 # the memoriser built at widths proportional to N: n prompts, labels at position T9_POS, and per
 # width (its name, d_h(N), the N it is built at); at T9_BELOW the requirement exceeds it
 T9_WIDE_N, T9_POS, T9_BELOW = 8, 5, "N / 512"
+# the ratios of the checks below that are findings, not a paper bound's slack (rnn-lower-bounds.md)
+T9_FLAT_DETAIL = "last slope, N = 2^18..2^20; a threshold on a finding (no growth), not a bound"
+T9_MARGIN = "a margin (the finding), not a bound's slack"
 T9_WIDE = (
     ("N d", lambda N: N * T9_D, (64, 128)),
     ("N / 8", lambda N: N // 8, (256, 512)),
@@ -141,6 +148,19 @@ def _memorisers(ctx: Context, ns, position) -> tuple:
     return tuple(mems)
 
 
+def _adversarial_memoriser(ctx: Context, n: int) -> tuple:
+    """(n, memoriser, labels) on prompts whose tokens at position 5 are collinear, spaced eps_n /
+    0.95 at ||z||^2 ~ 1.96 n, with alternating labels of ||y||^2 just under K_y n: where C n^3 is
+    near tight (interpolation.md, 'Slack')."""
+    g = ctx.generator("thm-9/adversarial", n, device=ctx.device)
+    x, _, y = prompts(n, 64, g, ctx.device)
+    x[:, 5] = collinear_points(n, L36_D, ADV_NORM * n, ctx.device)
+    y[:, 5] = alternating_labels(n, math.sqrt(K_Y * (1 - 1e-9)), ctx.device)
+    with cpu_threads(1):
+        model, _ = memoriser(x, y, D_in=L36_D, position=5, generator=g)
+    return (n, model, y[:, 5])
+
+
 def _wide_built(ctx: Context) -> Tuple[WideCase, ...]:
     """The memoriser of n = 8 general-1STR prompts (labels at position 5) built by ``memoriser``
     at every width and N of T9_WIDE: f_fwd = f_bwd = 0 (d_h x (d_h + D_in)) and f_y's 2 d_h state
@@ -177,6 +197,7 @@ def thm9_inputs(ctx: Context) -> Thm9Inputs:
     """Requirements over N = 2^8..2^20, memorisers at position 5 for n = 8, 32 (.. 128 full), and
     the n = 8 memoriser built at widths proportional to N (T9_WIDE)."""
     mems = _memorisers(ctx, ctx.pick(quick=(8, 32), full=(8, 32, 128)), 5)
+    mems += (_adversarial_memoriser(ctx, 32),)
     return Thm9Inputs(
         _requirements(),
         _requirements(wide=True),
@@ -250,7 +271,7 @@ def thm9_flat_when_wide(inp: Thm9Inputs) -> Verdict:
     norm requirement and n*(N) stop growing (the step where growth is lost,
     rnn-lower-bounds.md): the last log-log slope is at most 0.01, the largest over the widths."""
     rows = [
-        (form, at_most(float(_slopes(inp, logs)[-1]), 0.01, detail="last slope, N = 2^18..2^20"))
+        (form, at_most(float(_slopes(inp, logs)[-1]), 0.01, detail=T9_FLAT_DETAIL))
         for form, logs in inp.wide.items()
     ]
     return worst(rows, key=by_ratio)
@@ -324,7 +345,10 @@ def _against_requirement(inp: Thm9Inputs, c: WideCase, relation: Callable) -> Ve
     norm2, d_h = parameter_norm2(c.model), c.model.d_h
     log_req = inp.requirement(c.N, P8_C, d_h, depth=T9_DEPTH, form="volume")
     req = math.exp(log_req)
-    margin = f"requirement / ||vec||^2 = {req / norm2:.3g}; n*(N) = {inp.crossover(log_req):.3g}"
+    margin = (
+        f"requirement / ||vec||^2 = {req / norm2:.3g}: {T9_MARGIN}; "
+        f"n*(N) = {inp.crossover(log_req):.3g}"
+    )
     return relation(norm2, req, norm_rounding(c.model, norm2), detail=margin)
 
 
@@ -365,6 +389,36 @@ def _floor(c: WideCase) -> float:
     return float((2 * c.y.abs() / (2 * c.model.r_h**2 + z2 + 1).sqrt()).max())
 
 
+@claim.check("bounds = 40-digit evaluation", evidence="formula")
+def thm9_pinned(inp: Thm9Inputs) -> Verdict:
+    """C n^3 (n = 2 .. 1e6), the crossover n*, the requirement ln L + (2/L)(ln UL_min - ln r_h) in
+    both forms (N = 2^8, 2^14, 2^20; d_h = sqrt N, N / 8, N d; depth 2 at the defaults and 3) and
+    the requirement tables against their 40-digit evaluation, relative 1e-12."""
+    with mpmath.workdps(PIN_DPS):
+        gaps = thm9_pin_gaps(inp, P8_C, T9_D, T9_DEPTH)
+    label, gap = max(gaps, key=lambda g: g[1])
+    return at_most(gap, PIN_RTOL, detail=f"{len(gaps)} values; largest at {label}")
+
+
+def _state_width(model: torch.nn.Module) -> int:
+    """d_h read off the weights: the transitions' rows (both directions) and half of f_y's state
+    columns (its first layer's columns less D_in); -1 where they disagree."""
+    widths = {f[-1].weight.shape[0] for f in (model.f_fwd, model.f_bwd)}
+    widths.add((model.f_y[0].weight.shape[1] - model.D_in) // 2)
+    return widths.pop() if len(widths) == 1 else -1
+
+
+@claim.check("widths proportional to N: built d_h = the width asked", evidence="built")
+def thm9_wide_widths(inp: Thm9Inputs) -> Verdict:
+    """Every memoriser built at a width proportional to N has the state width T9_WIDE asks (N d,
+    N / 8, N / 512 at its N), read off its weights."""
+    asked = {name: fn for name, fn, _ in T9_WIDE}
+    return worst(
+        (c.label, exact(_state_width(c.model), asked[c.width](c.N), detail="d_h of the weights"))
+        for c in inp.wide_built
+    )
+
+
 def _built_prop28_log_norm2(N: int, ctx: Context) -> float:
     """ln ||vec theta||^2 of the Prop 28 RNN of bounds.recurrent.prop28_rnn (on the module)."""
     g = ctx.generator("thm-9/prop28-link")
@@ -393,7 +447,7 @@ def _simple_radii(inp: Thm9Inputs) -> Thm9Inputs:
 # computed from n^3
 claim.fault(
     "memoriser bound C n^2",
-    breaks=(thm9_constant, thm9_inverts),
+    breaks=(thm9_constant, thm9_inverts, thm9_pinned),
     apply=replaced(memoriser_bound=lambda n: _memoriser_bound(n) / n),
 )
 # the crossover computed from the exponent 2 (n* = (e^req / C)^(1/2)) in place of 3
@@ -460,10 +514,37 @@ claim.fault(
 )
 
 
+def _paper_with_c_m_4(N: int, c: float, d_h: int, **kw) -> float:
+    """The requirement with the paper form's Maurey constant C_M = 4 (halved): ln UL_min up by
+    ln 2 / 2, the volume form unchanged."""
+    shift = (
+        2.0 / kw.get("depth", 2) * math.log(2.0) / 2 if kw.get("form", "paper") == "paper" else 0
+    )
+    return generalising_log_norm2(N, c, d_h, **kw) + shift
+
+
+@claim.fault("paper form with C_M = 4", breaks=thm9_pinned)
+def _c_m_4(inp: Thm9Inputs) -> Thm9Inputs:
+    """The requirement function and its tables with C_M = 4 in the paper's form."""
+    return replace(
+        inp, requirement=_paper_with_c_m_4, requirements=_requirements(_paper_with_c_m_4)
+    )
+
+
 def _rebuilt(c: WideCase, d_h: int) -> torch.nn.Module:
     """The case's Lemma 36 net in ``memorising_rnn`` at state width ``d_h``."""
     layout = MemoriserLayout(depth=T9_DEPTH, d_h=d_h)
     return memorising_rnn(c.lemma36, D_in=c.Z.shape[-1], layout=layout)
+
+
+@claim.fault("padding doubled (2 d_h)", breaks=thm9_wide_widths)
+def _padding_doubled(inp: Thm9Inputs) -> Thm9Inputs:
+    """Every wide memoriser built at twice its width (the state blocks of both directions counted
+    as d_h)."""
+    return replace(
+        inp,
+        wide_built=tuple(replace(c, model=_rebuilt(c, 2 * c.model.d_h)) for c in inp.wide_built),
+    )
 
 
 @claim.fault("built memoriser not padded (d_h = 1)", breaks=thm9_wide_above)

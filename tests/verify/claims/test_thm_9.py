@@ -79,3 +79,13 @@ def test_thm9_wide_faults_are_caught(declared, fault, check, measured, bound):
     assert v.measured == pytest.approx(measured, rel=1e-5) and v.bound == pytest.approx(
         bound, rel=1e-5
     )
+
+
+def test_thm9_pins_widths_and_adversarial_memoriser(declared):
+    """The bounds agree with the 40-digit evaluation (<= 1e-13); C_M = 4 fails; the wide modules'
+    d_h is the width asked; the adversarial memoriser brings C n^3 within 0.5."""
+    d = declared(CID)
+    assert d.verdict("bounds = 40-digit evaluation").measured < 1e-13
+    assert not d.verdict("bounds = 40-digit evaluation", d.broken("paper form with C_M = 4")).holds
+    assert d.verdict("widths proportional to N: built d_h = the width asked").holds
+    assert d.verdict("memoriser ||vec||^2 <= C n^3").ratio > 0.5
