@@ -13,7 +13,13 @@ PIN_RTOL = 1e-12  # float64 closed forms of a few logs, roots and products: gaps
 # constant, power or log base moves them by 1e-3 or more
 
 
-def _relative_gap(got, want) -> float:
+def digits():
+    """The context of a 40-digit evaluation (``with digits(): ...``)."""
+    return mp.workdps(DPS)
+
+
+def relative_gap(got, want) -> float:
+    """|got - want| / |want| (|got| where want = 0), evaluated at the current precision."""
     want = mp.mpf(want)
     return float(abs(mp.mpf(got) - want) / abs(want)) if want != 0 else float(abs(mp.mpf(got)))
 
@@ -22,7 +28,7 @@ def largest_gap(pairs: Iterable[tuple]) -> float:
     """The largest relative gap |float64 - 40-digit| / |40-digit| over (float64, thunk) pairs; each
     thunk is evaluated at 40 digits."""
     with mp.workdps(DPS):
-        return max(_relative_gap(got, want()) for got, want in pairs)
+        return max(relative_gap(got, want()) for got, want in pairs)
 
 
 # ------------------------------------------------------------------ section 1: Lemma 12, (1b)
@@ -93,21 +99,22 @@ def _op_norm(A: mp.matrix) -> mp.mpf:
     return mp.sqrt(max(max(E[i], 0) for i in range(E.rows)))
 
 
-def lemma13_terms(weights: Callable, H: int, r_z) -> tuple:
-    """Lemma 13's three terms at radius r_z, from the two parameter sets' entries (``weights(k)``:
-    the lists (Theta's, Theta''s) of block k's entries, and ``weights("W'")`` Theta''s W as a
-    list of rows): rho = sqrt(H r_z^2 + 1),
+def lemma13_terms(weights: Callable, H: int, radii) -> list:
+    """Lemma 13's three terms at each radius r_z, from the two parameter sets' entries
+    (``weights(k)``: the lists (Theta's, Theta''s) of block k's entries, and ``weights("W'")``
+    Theta''s W as a list of rows): rho = sqrt(H r_z^2 + 1),
     (||a - a'|| ||(W,b)||_F rho, ||a'|| rho ||d(W,b)||_F, ||a'|| ||W'||_op r_z^3 ||dW_QK||_F)."""
-    r_z = mp.mpf(r_z)
-    rho = mp.sqrt(H * r_z**2 + 1)
     (a, a_p), (wb, wb_p), (qk, qk_p) = (weights(k) for k in ("a", "Wb", "W_QK"))
 
     def diff(u, v):
         return [mp.mpf(s) - mp.mpf(t) for s, t in zip(u, v, strict=True)]
 
     norm_a_p = _fro(mp.mpf(v) for v in a_p)
-    return (
-        _fro(diff(a, a_p)) * _fro(mp.mpf(v) for v in wb) * rho,
-        norm_a_p * rho * _fro(diff(wb, wb_p)),
-        norm_a_p * _op_norm(mp.matrix(weights("W'"))) * r_z**3 * _fro(diff(qk, qk_p)),
-    )
+    da, norm_wb, dwb = _fro(diff(a, a_p)), _fro(mp.mpf(v) for v in wb), _fro(diff(wb, wb_p))
+    attention = norm_a_p * _op_norm(mp.matrix(weights("W'"))) * _fro(diff(qk, qk_p))
+    out = []
+    for r_z in radii:
+        r_z = mp.mpf(r_z)
+        rho = mp.sqrt(H * r_z**2 + 1)
+        out.append((da * norm_wb * rho, norm_a_p * rho * dwb, attention * r_z**3))
+    return out

@@ -4,7 +4,7 @@ against the bounds Theorem 4's covering (Prop 17) uses. Bounds: ``bounds/perturb
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, Optional, Tuple
 
 import torch
@@ -18,11 +18,15 @@ from qstr.constructions.links import make_link
 from qstr.constructions.paper_models import MergedAttention
 from qstr.constructions.task import QSTR
 from qstr.verify.adversarial import clip_to_ball, sphere_ascent
+from qstr.verify.claims import _theorem4_pins as pins
+from qstr.verify.claims._lemma13_worst import a_step_case, antipodal_case
+from qstr.verify.claims._theorem4_pins import largest_gap
 from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, close, each, worst
 from qstr.verify.registry import register
 
 F64 = torch.float64
 L13_D, L13_EPS, L13_B = 3, 0.05, 8  # token dimension, Lemma 11's eps, prompts per case
+PIN_ENTRIES = 20_000  # Lemma 13's pin reads modules up to this many W_QK entries (q=2, N=16)
 RATIO_TERM = 1e-9  # relative rounding allowance of a ratio (differences of O(1) quantities)
 
 lemma15 = register(
@@ -76,6 +80,7 @@ class PerturbCase:
     Z: torch.Tensor
     r_z: torch.Tensor  # (B,)
     found: Dict[str, Tuple[dict, ...]]
+    why: Dict[str, str] = field(default_factory=dict)  # a constructed case: by step, its factor
 
 
 @dataclass(frozen=True)
@@ -225,10 +230,31 @@ def _zero_others(model, change: dict) -> dict:
     return {k: change.get(k, torch.zeros_like(getattr(model, k))) for k in ("W_QK", "W", "b", "a")}
 
 
+def _worst_cases(cons, r_x: float, steps, for_output: bool) -> Tuple[PerturbCase, ...]:
+    """The constructed worst cases (_lemma13_worst.py): the antipodal prompt at alpha = 0 for the
+    attention steps and, for Lemma 13, the a-step's prompt on the built module."""
+    m0, w = antipodal_case(cons, r_x)
+    label = f"q={cons.q} N={cons.N}"
+    why = {"attention": w.why["output" if for_output else "heads"]}
+    out = [PerturbCase(f"{label} antipodal, alpha=0", m0, w.Z, w.r_z, _each(steps, w), why)]
+    if for_output:
+        a = a_step_case(cons, r_x)
+        out.append(
+            PerturbCase(f"{label} a-step prompt", cons.model, a.Z, a.r_z, _each(steps, a), a.why)
+        )
+    return tuple(out)
+
+
+def _each(steps, w) -> Dict[str, Tuple[dict, ...]]:
+    """The constructed change as the one change found for every step."""
+    return {name: (w.change,) for name in steps}
+
+
 def _cases(ctx: Context, for_output: bool) -> Tuple[PerturbCase, ...]:
     """Lemma 11 with a teacher link (q = 2, N = 16; full: also q = 3, N = 64): the built module,
     and for the attention steps also the same construction at alpha = 0 (uniform attention,
-    where the softmax bound is nearly attained) and, in full, at alpha / 4."""
+    where the softmax bound is nearly attained) and, in full, at alpha / 4; then the
+    constructed worst cases of each size."""
     out = []
     sizes = ctx.pick(quick=((2, 16),), full=((2, 16), (3, 64)))
     iters = ctx.pick(quick=12, full=60)
@@ -251,6 +277,7 @@ def _cases(ctx: Context, for_output: bool) -> Tuple[PerturbCase, ...]:
                 iters,
             )
             out.append(PerturbCase(f"q={q} N={N}", cons.model, Z, r_z, found))
+            out += _worst_cases(cons, cons.guarantee.r_x, ("a", "Wb", "total"), True)
             continue
         scales = (("alpha", cons.alpha), ("alpha/4", cons.alpha / 4), ("alpha=0", 0.0))
         for label, alpha in scales[:: ctx.pick(quick=2, full=1)]:  # quick: alpha and 0
@@ -266,6 +293,7 @@ def _cases(ctx: Context, for_output: bool) -> Tuple[PerturbCase, ...]:
                 iters,
             )
             out.append(PerturbCase(f"q={q} N={N} {label}={alpha:.3g}", m, Z, r_z, found))
+        out += _worst_cases(cons, cons.guarantee.r_x, ("score", "softmax", "value"), False)
     return tuple(out)
 
 
@@ -306,7 +334,7 @@ def _step_check(step: str, fn, spread: bool = False) -> Callable[[PerturbInputs]
     change found for any step, whole and block by block)."""
 
     def check(inp: PerturbInputs) -> Verdict:
-        rows = []
+        rows = []  # a constructed case whose change leaves the step alone (0 <= 0) is skipped
         for c in inp.cases:
             every = [ch for found in c.found.values() for ch in found]
             changes = _blockwise(every) if spread else c.found[step]
@@ -316,7 +344,10 @@ def _step_check(step: str, fn, spread: bool = False) -> Callable[[PerturbInputs]
                     for ch in changes
                 ]
             m, bnd, ratio = max(got, key=lambda v: float(v[2]))
+            if c.why and float(bnd) == 0 and float(m) == 0:
+                continue
             what = f"largest ratio {float(ratio):.3g} over {len(got)} changes"
+            what += f"; {c.why[step]}" if step in c.why else ""
             rows.append((c.label, at_most(float(m), float(bnd), RATIO_TERM * float(bnd), what)))
         return worst(rows)
 
@@ -347,6 +378,60 @@ def composed(inp: PerturbInputs) -> Verdict:
     return close(max(gaps), 0.0, 0.0, 1e-15, detail="largest relative gap")
 
 
+@lemma15.check("step bounds = 40-digit evaluation", evidence="formula")
+def lemma15_pin(inp: PerturbInputs) -> Verdict:
+    """The four step bounds (r_z^2 x, x, r_z x, r_z^3) against mpmath at 40 digits (theorem4.md,
+    section 3) at the radii checked and at 0.5, 1 and 1000, sizes x = 1e-6, 0.7 and 5; relative
+    1e-12."""
+    radii = sorted({float(r) for c in inp.cases for r in c.r_z} | {0.5, 1.0, 1000.0})
+    b, pairs = inp.bounds, []
+    for r in radii:
+        for x in (1e-6, 0.7, 5.0):
+            got = (b.score(r, x), b.softmax(x), b.value(r, x), b.attention(r))
+            for k, name in enumerate(("score", "softmax", "value", "attention")):
+                pairs.append((got[k], lambda r=r, x=x, n=name: pins.lemma15_steps(r, x)[n]))
+    gap = largest_gap(pairs)
+    return at_most(gap, pins.PIN_RTOL, detail=f"largest relative gap at r_z in {len(radii)} radii")
+
+
+def _mp_weights(model, other) -> Callable[[str], object]:
+    """Block k's entries of (Theta, Theta') as float lists (exact in mpmath), and Theta''s W."""
+
+    def flat(net, k):
+        p = torch.cat([net.W.flatten(), net.b]) if k == "Wb" else getattr(net, k).flatten()
+        return p.detach().cpu().tolist()
+
+    def weights(k):
+        if k == "W'":
+            return other.W.detach().cpu().tolist()
+        return flat(model, k), flat(other, k)
+
+    return weights
+
+
+@lemma13.check("Lemma 13's terms = 40-digit evaluation", evidence="formula")
+def lemma13_pin(inp: PerturbInputs) -> Verdict:
+    """``lemma13_terms`` against Lemma 13's three terms in mpmath at 40 digits (theorem4.md,
+    section 3; ||W'||_op from the eigenvalues of W' W'^T), on the built modules with their first
+    change and each constructed one, at the case's radii and r_z = 1, 1000 (modules of at most
+    PIN_ENTRIES attention entries: the quick size); relative 1e-12."""
+    gaps = []
+    with pins.digits():
+        for c in inp.cases:
+            if c.model.W_QK.numel() > PIN_ENTRIES:
+                continue
+            ch = _zero_others(c.model, next(iter(c.found.values()))[0])
+            other = _copy(c.model, ch)
+            radii = torch.cat([c.r_z.unique(), torch.tensor([1.0, 1e3], dtype=F64).to(c.r_z)])
+            t = inp.bounds.lemma13(c.model, other, radii)
+            want = pins.lemma13_terms(_mp_weights(c.model, other), c.model.H, radii.tolist())
+            for k, terms in enumerate(want):
+                got = (t.a[k], t.Wb[k], t.attention[k])
+                gaps += [pins.relative_gap(float(g), v) for g, v in zip(got, terms, strict=True)]
+    detail = f"largest relative gap over {len(gaps)} terms"
+    return at_most(max(gaps), pins.PIN_RTOL, detail=detail)
+
+
 output_a = lemma13.check("a-step <= ||a - a'|| ||(W,b)||_F rho", evidence="built")(
     _step_check("a", _output_steps)
 )
@@ -370,22 +455,22 @@ def _with(**changes):
 
 lemma15.fault(
     "softmax bound ||ds||_inf / 2",  # the mean deviation taken as a quarter of the range
-    breaks=softmax_step,
+    breaks=(softmax_step, lemma15_pin),
     apply=_with(softmax=lambda ds: ds / 2),
 )
 lemma15.fault(
     "value step without r_z",  # Lemma 39 with unit tokens
-    breaks=value_step,
+    breaks=(value_step, lemma15_pin),
     apply=_with(value=lambda r_z, dA: dA),
 )
 lemma15.fault(
     "score step r_z ||dW||_F",  # one token norm, not two
-    breaks=score_step,
+    breaks=(score_step, lemma15_pin),
     apply=_with(score=lambda r_z, dW: r_z * dW),
 )
 lemma15.fault(
     "attention constant r_z^2",  # one of the three factors dropped in the composition
-    breaks=composed,
+    breaks=(composed, lemma15_pin, attention_step),
     apply=_with(attention=lambda r_z: r_z * r_z),
 )
 
@@ -437,18 +522,28 @@ def _without_rho(model, other, r_z):
     return replace(t, Wb=t.Wb / (model.H * r_z * r_z + 1) ** 0.5)
 
 
+def _attention_r_z_squared(model, other, r_z):
+    t = lemma13_terms(model, other, r_z)
+    return replace(t, attention=t.attention / r_z)
+
+
+lemma13.fault(
+    "Lemma 13's attention term with r_z^2, one power short",
+    breaks=(output_attention, lemma13_pin),
+    apply=_with(lemma13=_attention_r_z_squared),
+)
 lemma13.fault(
     "Lemma 13 without the attention term",
-    breaks=(output_attention, output_total),
+    breaks=(output_attention, output_total, lemma13_pin),
     apply=_with(lemma13=_without_attention),
 )
 lemma13.fault(
     "a-step without rho (||relu(W h + b)|| <= ||(W,b)||_F)",
-    breaks=output_a,
+    breaks=(output_a, lemma13_pin),
     apply=_with(lemma13=_a_without_rho),
 )
 lemma13.fault(
     "(W,b) step without rho (||(h, 1)|| taken as 1)",
-    breaks=output_Wb,
+    breaks=(output_Wb, lemma13_pin),
     apply=_with(lemma13=_without_rho),
 )

@@ -58,3 +58,17 @@ def test_faults_leave_the_honest_inputs(declared):
 def test_packings_are_separated_and_counted(declared, cid):
     v = declared(cid).verdict("packings 2 eps-separated")
     assert v.holds and v.measured > 1.0
+
+
+def test_lemma14_16_pins_see_what_the_packings_cannot(declared):
+    """The covers equal their 40-digit evaluations to float64 rounding; a log10 cover (2.3 x too
+    small) still clears the packing, and only the pin fails."""
+    d14, d16 = declared("lemma-14"), declared("lemma-16")
+    for d, name in ((d14, "cover = 40-digit evaluation"), (d16, "covers = 40-digit evaluation")):
+        v = d.verdict(name)
+        assert v.holds and v.measured < 1e-14, name
+    broken = d14.broken("covering in log10")
+    assert d14.verdict("log M <= bound", broken).holds
+    v = d14.verdict("cover = 40-digit evaluation", broken)
+    assert not v.holds and v.measured == pytest.approx(1 - 1 / math.log(10), rel=1e-9)
+    assert not d16.verdict("covers = 40-digit evaluation", d16.broken("at eps / (3 K r_z^2)")).holds
