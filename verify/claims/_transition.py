@@ -9,6 +9,7 @@ import copy
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Dict, Tuple
 
+import mpmath as mp
 import torch
 from hypothesis import HealthCheck, Verbosity, given, settings, strategies as st, target
 
@@ -256,3 +257,104 @@ def certified_eps_as_asked(cases, eps: float) -> Verdict:
         return at_most(case.rnn.transition.guarantee.eps, eps, detail="the largest")
 
     return worst_case(cases, largest, key=by_measured)
+
+
+# ------------------------------------------------------------------ Prop 26's budget at 40 digits
+
+BUDGET_DPS = 40
+# float64 budget against 40 digits: a few dozen operations on numbers of order 1e-9 .. 1e3 (the
+# margin 1e-9 against mu + delta_1 - 1/2 the smallest), each off by <= 2.2e-16 relative, so far
+# below 1e-12 in all; the knots are ceilings of ratios nowhere near an integer (exact compare)
+BUDGET_RTOL = 1e-12
+
+
+def code_facts(omega) -> tuple:
+    """(R, nu, alphabet knots or None) of the codes, from their float64 entries taken exactly:
+    R = max |omega_ij|, nu = max_i | ||omega_i||^2 - 1 | in mpmath, and 3 (5) knots when every
+    entry is in {+-R} ({0, +-R}), else None (rnn-transition.md, section 2)."""
+    om = omega.detach().to(device="cpu", dtype=F64)
+    mags = om.abs()
+    R = float(mags.max())
+    alphabet = None
+    if bool(((mags == R) | (mags == 0)).all()):
+        alphabet = 5 if bool((mags == 0).any()) else 3
+    nu = max(abs(mp.fsum(mp.mpf(v) ** 2 for v in row) - 1) for row in om.tolist())
+    return mp.mpf(R), nu, alphabet
+
+
+def _product_knots(eps, r, mu, eta, facts: tuple, d_e: int) -> int:
+    """K1 from the eps asked (section 4, "Choosing the knots"): delta_1's target max(dA, dB)."""
+    R, nu, alphabet = facts
+    if alphabet:
+        return alphabet
+    half = mp.mpf(1) / 2
+    dA = min(eps / (4 * r) - nu, (half - mu - eta) * (1 - mp.mpf(1e-9)))
+    dB = (eps / 2 - 2 * r * nu - 4 * r * (mu - half + eta)) / (6 * r)
+    dB = dB if dB > half - mu else mp.mpf("-inf")  # the mu ~ 1/2 regime only
+    return max(2, int(mp.ceil(1 + mp.sqrt(d_e * R * R / max(dA, dB)))))
+
+
+def budget_mp(g, facts: tuple, d_e: int) -> dict:
+    """Prop 26's knots and eps budget in mpmath at 40 digits, written from rnn-transition.md
+    (section 4: "eps budget", "Choosing the knots"; section 2: h = 4R/(K1 - 1), delta_1), from the
+    eps asked, r_x, mu, the margin (the guarantee's inputs) and the codes' :func:`code_facts`
+    (R, nu and the alphabet read from the codes, not from the guarantee), d_e their width."""
+    with mp.workdps(BUDGET_DPS):
+        R, nu, alphabet = facts
+        eps, r, mu, eta = (mp.mpf(v) for v in (g.eps_requested, g.r_x, g.mu, g.margin))
+        half = mp.mpf(1) / 2
+        K1 = _product_knots(eps, r, mu, eta, facts, d_e)
+        h = 4 * R / (K1 - 1)
+        delta1 = mp.mpf(0) if alphabet else d_e * h * h / 16
+        s_max = 1 + nu + delta1 + eta
+        e = max(mp.mpf(0), mu + delta1 - half) + eta
+        budget = eps - 4 * r * e - 2 * r * (delta1 + nu)
+        K2 = max(1, int(mp.ceil((s_max - half) * r / budget)))
+        delta = (s_max - half) / K2
+        b = r * min(4 * e, 2 * e + delta)
+        return {
+            "product_knots": K1,
+            "gate_knots": K2,
+            "code_range": R,
+            "product_error": h * h / 16,
+            "inner_product_error": delta1,
+            "s_max": s_max,
+            "non_target_excess": e,
+            "gate_delta": delta,
+            "gate_slope": 2 * r / delta,
+            "gate_error": r * delta,
+            "threshold": b,
+            "eps": b + r * delta + 2 * r * (delta1 + nu),
+        }
+
+
+def pinned(got: float, want, what: str) -> Verdict:
+    """A recorded value against its 40-digit derivation: relative gap <= BUDGET_RTOL."""
+    gap = float(abs(mp.mpf(got) - want) / max(abs(want), mp.mpf(10) ** -300))
+    return at_most(gap, BUDGET_RTOL, detail=f"{what}: relative gap to the 40-digit value")
+
+
+# the record's norms are closed forms of the structure; the dense norms sum up to ~1e5 squares
+# of entries up to M ~ 2e3 in another order: float64 leaves them apart by up to n eps ~ 2e-11
+# relative (measured: 6e-13 on the rotated codes' layer 2)
+RECORD_RTOL = 1e-10
+
+
+def record_vs_layers(c) -> Verdict:
+    """Prop 26's record against the built object: the case's transition guarantee's widths and
+    per-layer norms (||W||_F, max |W_ij|, ||b||) against its dense layers' (read here)."""
+    g, layers = c.transition.guarantee, c.transition.layers
+    widths = tuple(int(layers[k].W.shape[0]) for k in range(4))
+    if tuple(g.widths) != widths:
+        return exact(tuple(g.widths), widths, detail="recorded widths vs the dense layers'")
+    gaps = []
+    for k, rec in enumerate(g.norms):
+        W, b = layers[k].W, layers[k].b
+        built = {
+            "fro": float(W.norm()),
+            "max_abs": float(W.abs().max()),
+            "bias_norm": 0.0 if b is None else float(b.norm()),
+        }
+        gaps += [(abs(rec[f] - v) / max(v, 1e-300), f"layer {k + 1} {f}") for f, v in built.items()]
+    gap, where = max(gaps)
+    return at_most(gap, RECORD_RTOL, detail=f"{where}: recorded vs the dense layer's (relative)")

@@ -4,9 +4,10 @@ docs/derivations/rnn-transition.md."""
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, replace
-from typing import Dict, Tuple
+from typing import Tuple
 
 import torch
 
@@ -30,50 +31,14 @@ from qstr.verify.claim import (
     mapped,
     worst,
 )
-from qstr.verify.claims._transition import F64, by_relative_gap
-from qstr.verify.claims._transition import derived_close, largest_gap, orthogonally_rotated
+from qstr.verify.claims._transition import F64, budget_mp, code_facts, largest_gap
+from qstr.verify.claims._transition import orthogonally_rotated, pinned, record_vs_layers
 from qstr.verify.claims._transition import transition_rounding, worst_case
 from qstr.verify.registry import register
 
 P26_D, P26_Q, P26_RX, P26_EPS = 3, 2, 2.5, 0.1
 P26_ROTATED_NS = (512, 2048, 8192, 32768)  # RS-Hadamard with d_e = 64 (mu = 1/2) stops at N = 32768
 P26_LONG_NS = (1000, 10_000, 100_000, 1_000_000)  # gpu: the transition scanned at N = 1e6
-
-
-def derived_knots(g: TransitionGuarantee) -> tuple:
-    """(K1, K2) as docs/derivations/rnn-transition.md ("Choosing the knots") prescribes for the
-    eps asked: uniform products K1 = max(2, ceil(1 + sqrt(d_e R^2 / max(dA, dB)))) (alphabet
-    codes: their own 3 or 5, see the certificate check),
-    K2 = max(1, ceil((s_max - 1/2) r_x / budget)).
-    """
-    eps, r, nu, mu, eta = g.eps_requested, g.r_x, g.norm_defect, g.mu, g.margin
-    K1 = g.product_knots
-    if g.product_certificate == "uniform":
-        dA = min(eps / (4 * r) - nu, (0.5 - mu - eta) * (1 - 1e-9))
-        dB = (eps / 2 - 2 * r * nu - 4 * r * (mu - 0.5 + eta)) / (6 * r)
-        dB = dB if dB > 0.5 - mu else -math.inf  # the mu ~ 1/2 regime only
-        K1 = max(2, math.ceil(1 + math.sqrt(g.d_e * g.code_range**2 / max(dA, dB))))
-    budget = eps - 4 * r * g.non_target_excess - 2 * r * (g.inner_product_error + nu)
-    return K1, max(1, math.ceil((g.s_max - 0.5) * r / budget))
-
-
-def derived_budget(g: TransitionGuarantee) -> Dict[str, float]:
-    """Prop 26's error budget (docs/derivations/rnn-transition.md): product error h^2/16, delta_1 =
-    d_e h^2/16 (0 on an alphabet), s_max = 1 + nu + delta_1 + margin, excess e = max(0, mu +
-    delta_1 - 1/2) + margin, threshold b = r_x min(4e, 2e + delta), eps = b + r_x delta + 2 r_x
-    (delta_1 + nu)."""
-    h = 4 * g.code_range / (g.product_knots - 1)
-    delta1 = 0.0 if g.product_certificate == "alphabet" else g.d_e * h * h / 16
-    e = max(0.0, g.mu + delta1 - 0.5) + g.margin
-    b = g.r_x * min(4 * e, 2 * e + g.gate_delta)
-    return {
-        "product_error": h * h / 16,
-        "inner_product_error": delta1,
-        "s_max": 1 + g.norm_defect + delta1 + g.margin,
-        "non_target_excess": e,
-        "threshold": b,
-        "eps": b + g.gate_error + 2 * g.r_x * (delta1 + g.norm_defect),
-    }
 
 
 claim = register(
@@ -84,7 +49,7 @@ claim = register(
         "target, for all ||x|| <= r_x and all codeword pairs (mu = 1/2 attained; exact and "
         "approximate products)",
         builds=(transition_weights, rnn_weights),
-        bounds=(prop26_transition, prop28_rnn, derived_budget, derived_knots),
+        bounds=(prop26_transition, prop28_rnn, budget_mp),
         derivation="docs/derivations/rnn-transition.md",
     )
 )
@@ -183,6 +148,7 @@ class Prop26Inputs:
     cases: Tuple[TransitionCase, ...]
     guarantees: Tuple[TransitionGuarantee, ...]
     codes: Tuple[Tuple[str, torch.Tensor], ...]  # (label, omega) each guarantee was built for
+    facts: Tuple[tuple, ...]  # code_facts of each: (R, nu, alphabet knots), exact from the entries
     curves: Tuple[tuple, ...]  # (label, RNNConstruction, the prefixes N its states are checked at)
     eps: float  # the accuracy asked for
 
@@ -272,6 +238,7 @@ def prop26_inputs(ctx: Context) -> Prop26Inputs:
         cases,
         tuple(tr.guarantee for _, tr, _ in built),
         tuple((label, book.omega) for label, _, book in built),
+        tuple(code_facts(book.omega) for _, _, book in built),
         curves,
         P26_EPS,
     )
@@ -381,28 +348,39 @@ def dense_equals_closed_form(inp: Prop26Inputs) -> Verdict:
     return worst_case(inp.cases, case, key=by_measured)
 
 
+@claim.check("recorded widths and norms = the dense layers'", evidence="built")
+def record_is_built(inp: Prop26Inputs) -> Verdict:
+    """The guarantee users read records the transition's widths (w1, w2, w3, q d) and per layer
+    ||W||_F, max |W_ij| and ||b|| (computed from the structure): each equals the built dense
+    layer's, relative 1e-10 (``RECORD_RTOL``: float64 sums in another order)."""
+    return worst_case(inp.cases, record_vs_layers, key=by_measured)
+
+
 # ------------------------------------------------------------------ the guarantees' budget
 
 
-def _labelled(inp: Prop26Inputs):
-    """(label of its codes, guarantee) for every guarantee checked against the derivation."""
-    return [(label, g) for (label, _), g in zip(inp.codes, inp.guarantees, strict=True)]
+def _budgets(inp: Prop26Inputs):
+    """(label of its codes, guarantee, its 40-digit budget) for every guarantee checked."""
+    rows = zip(inp.codes, inp.facts, inp.guarantees, strict=True)
+    return [(label, g, budget_mp(g, f, int(om.shape[1]))) for (label, om), f, g in rows]
 
 
 @claim.check("certified eps <= asked", evidence="formula")
 def eps_as_asked(inp: Prop26Inputs) -> Verdict:
     """The certified eps meets the accuracy asked for (Prop 26 builds for any eps > 0)."""
     cases = [
-        (a, at_most(g.eps, inp.eps, detail="the largest certified eps")) for a, g in _labelled(inp)
+        (label, at_most(g.eps, inp.eps, detail="the largest certified eps"))
+        for (label, _), g in zip(inp.codes, inp.guarantees, strict=True)
     ]
     return worst(cases, key=by_measured)
 
 
 @claim.check("knots as derived", evidence="formula")
 def knots_as_derived(inp: Prop26Inputs) -> Verdict:
-    """The knots (K1, K2) prop26_transition picks for each eps are the derivation's."""
-    got = tuple((g.product_knots, g.gate_knots) for g in inp.guarantees)
-    want = tuple(derived_knots(g) for g in inp.guarantees)
+    """The knots (K1, K2) prop26_transition picks for each eps are the derivation's (40 digits)."""
+    rows = _budgets(inp)
+    got = tuple((g.product_knots, g.gate_knots) for _, g, _ in rows)
+    want = tuple((b["product_knots"], b["gate_knots"]) for _, _, b in rows)
     labels = ", ".join(label for label, _ in inp.codes)
     return exact(got, want, detail=f"(K1, K2) per guarantee: {labels}")
 
@@ -412,38 +390,36 @@ def certificate_as_derived(inp: Prop26Inputs) -> Verdict:
     """Lemma 22 on an alphabet: codes whose entries all lie in {+-R} ({0, +-R}) get the exact
     "alphabet" products with 3 (5) knots on [-2R, 2R]; any other codes the uniform certificate."""
     got, want = [], []
-    for (_, omega), g in zip(inp.codes, inp.guarantees, strict=True):
-        mags = omega.abs()
-        alphabet = bool(((mags == mags.max()) | (mags == 0)).all())
+    for f, g in zip(inp.facts, inp.guarantees, strict=True):
+        alphabet = f[2]
         got.append((g.product_certificate, g.product_knots if alphabet else "-"))
-        want.append(
-            ("alphabet", 5 if bool((mags == 0).any()) else 3) if alphabet else ("uniform", "-")
-        )
+        want.append(("alphabet", alphabet) if alphabet else ("uniform", "-"))
     return exact(
         tuple(got), tuple(want), detail="(certificate, knots on an alphabet) per guarantee"
     )
 
 
 def _as_derived(name: str, field: str) -> Check:
-    """The check ``name``: the guarantees' ``field`` against the derivation's (relative 1e-12);
-    the worst case."""
-    what = f"the guarantee's {field} vs the derivation's"
+    """The check ``name``: the guarantees' ``field`` against the 40-digit derivation
+    (relative 1e-12); the worst case."""
+    what = f"the guarantee's {field}"
 
     def check(inp: Prop26Inputs) -> Verdict:
-        cases = _labelled(inp)
-        derived = (
-            (a, derived_close(getattr(g, field), derived_budget(g)[field], what)) for a, g in cases
-        )
-        return worst(derived, key=by_relative_gap)
+        rows = ((a, pinned(getattr(g, field), b[field], what)) for a, g, b in _budgets(inp))
+        return worst(rows, key=by_measured)
 
-    statement = f"Prop 26's {field} is its derivation's (relative 1e-12); the worst case."
+    statement = f"Prop 26's {field} is its derivation's at 40 digits (relative 1e-12); the worst."
     return claim.check(name, statement, evidence="formula")(check)
 
 
+code_range_as_derived = _as_derived("R = max |omega_ij|", "code_range")
 product_error_as_derived = _as_derived("product error = h^2/16", "product_error")
 inner_product_error_as_derived = _as_derived("delta_1 = d_e h^2/16", "inner_product_error")
 s_max_as_derived = _as_derived("s_max = 1 + nu + delta_1 + margin", "s_max")
 excess_as_derived = _as_derived("excess as derived", "non_target_excess")
+delta_as_derived = _as_derived("delta = (s_max - 1/2) / K2", "gate_delta")
+slope_as_derived = _as_derived("M = 2 r_x / delta", "gate_slope")
+gate_error_as_derived = _as_derived("gate error = r_x delta", "gate_error")
 threshold_as_derived = _as_derived("b = r_x min(4e, 2e + delta)", "threshold")
 eps_as_derived = _as_derived("eps = b + r_x delta + 2 r_x (delta_1 + nu)", "eps")
 
@@ -542,6 +518,53 @@ claim.fault(
     "one gate knot fewer",
     breaks=knots_as_derived,
     apply=_each_guarantee(gate_knots=lambda g: g.gate_knots - 1),
+)
+
+
+def _recorded(**edits):
+    """A fault's edit: each case's transition with its guarantee's fields edited (a copy)."""
+
+    def edit(t):
+        out = copy.copy(t)
+        out.guarantee = fields_edited(**edits)(t.guarantee)
+        return out
+
+    return _each_transition(edit)
+
+
+claim.fault(
+    "w2 recorded as q K2 d (the shared s-units left out)",
+    breaks=record_is_built,
+    apply=_recorded(widths=lambda g: (g.widths[0], g.q * g.gate_knots * g.d) + g.widths[2:]),
+)
+claim.fault(
+    "layer 2's recorded norm without the s-readout's M",
+    breaks=record_is_built,
+    apply=_recorded(
+        norms=lambda g: (
+            g.norms[0],
+            dict(g.norms[1], fro=g.norms[1]["fro"] / g.gate_slope),
+            *g.norms[2:],
+        )
+    ),
+)
+claim.fault(
+    "M = r_x / delta (the 2 of 2 x relu(s - 1/2) dropped)",
+    breaks=slope_as_derived,
+    apply=_each_guarantee(gate_slope=lambda g: g.gate_slope / 2),
+)
+claim.fault(
+    "delta = s_max / K2 (the 1/2 of the bands' start dropped)",
+    breaks=(delta_as_derived, gate_error_as_derived),
+    apply=_each_guarantee(
+        gate_delta=lambda g: g.s_max / g.gate_knots,
+        gate_error=lambda g: g.r_x * g.s_max / g.gate_knots,
+    ),
+)
+claim.fault(
+    "R = 1/sqrt(d_e) assumed (true of +-1/sqrt(d_e) codes only)",
+    breaks=code_range_as_derived,
+    apply=_each_guarantee(code_range=lambda g: 1 / math.sqrt(g.d_e)),
 )
 claim.fault(
     "uniform certificate on alphabet codes",

@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Optional, Tuple
 
+import mpmath as mp
 import torch
 
 from qstr.bounds.recurrent import prop28_rnn, teacher_rnn, token_radius
@@ -27,11 +28,11 @@ from qstr.verify.claim import (
     by_measured,
     by_ratio,
     each,
+    exact,
     worst,
 )
 from qstr.verify.claims._roundtrip import through_file, through_path
-from qstr.verify.claims._transition import F64, by_relative_gap
-from qstr.verify.claims._transition import certified_eps_as_asked, derived_close, largest_gap
+from qstr.verify.claims._transition import F64, certified_eps_as_asked, largest_gap, pinned
 from qstr.verify.claims._transition import module_bands_from_zero, orthogonally_rotated
 from qstr.verify.claims._transition import qstr_prompts, rnn_with, transition_rounding, worst_case
 from qstr.verify.registry import register
@@ -39,22 +40,31 @@ from qstr.verify.rounding import Rounding
 
 P28_D, P28_Q, P28_EPS = 3, 2, 0.1
 P28_CLI = (16, 2, 2, 0.1)  # N, d, q, eps of the `qstr construct rnn` file checked
+PIN_DPS = 40  # the pins' reference precision (relative gap <= BUDGET_RTOL = 1e-12, _transition)
 
 
-def net_lipschitz(c) -> float:
-    """||a|| ||W||_op of the output net g (Prop 28's Lipschitz constant)."""
-    return float(c.g_net.a.double().norm()) * float(torch.linalg.svdvals(c.g_net.W.double())[0])
+def net_lipschitz(c):
+    """||a|| ||W||_op of the output net g (Prop 28's Lipschitz constant) in mpmath at 40 digits
+    (the largest singular value by ``mpmath.svd_r``), from g's float64 weights taken exactly."""
+    with mp.workdps(PIN_DPS):
+        a = mp.sqrt(mp.fsum(mp.mpf(v) ** 2 for v in c.g_net.a.double().tolist()))
+        W = mp.matrix(c.g_net.W.double().tolist())
+        return a * max(mp.svd_r(W, compute_uv=False))
 
 
-def prediction_bound(c) -> float:
-    """Prop 28's bound Lip sqrt(qd) eps, eps the transition's certified one."""
+def prediction_bound(c):
+    """Prop 28's bound Lip sqrt(qd) eps at 40 digits, eps the transition's certified one."""
     tg = c.transition.guarantee
-    return net_lipschitz(c) * math.sqrt(tg.q * tg.d) * tg.eps
+    with mp.workdps(PIN_DPS):
+        return net_lipschitz(c) * mp.sqrt(tg.q * tg.d) * mp.mpf(tg.eps)
 
 
-def state_radius(c) -> float:
-    """Cor 27's state radius sqrt(q)(r_x + sqrt(d) eps) (docs/derivations/rnn-transition.md)."""
-    return math.sqrt(c.q) * (c.guarantee.r_x + math.sqrt(c.d) * c.transition.guarantee.eps)
+def state_radius(c):
+    """Cor 27's state radius sqrt(q)(r_x + sqrt(d) eps) at 40 digits
+    (docs/derivations/rnn-transition.md, section 5)."""
+    with mp.workdps(PIN_DPS):
+        eps = mp.mpf(c.transition.guarantee.eps)
+        return mp.sqrt(c.q) * (mp.mpf(c.guarantee.r_x) + mp.sqrt(c.d) * eps)
 
 
 claim = register(
@@ -291,9 +301,46 @@ def eps_as_asked(inp: Prop28Inputs) -> Verdict:
 
 
 def _as_derived(inp: Prop28Inputs, name: str, recorded, derived) -> Verdict:
-    """Each construction's ``recorded(c)`` against ``derived(c)`` (relative 1e-12); the worst."""
-    close_to = lambda c: derived_close(recorded(c.rnn), derived(c.rnn), name)  # noqa: E731
-    return worst_case(_all(inp), close_to, key=by_relative_gap)
+    """Each construction's ``recorded(c)`` against the 40-digit ``derived(c)`` (relative 1e-12);
+    the worst."""
+    close_to = lambda c: pinned(recorded(c.rnn), derived(c.rnn), name)  # noqa: E731
+    return worst_case(_all(inp), close_to, key=by_measured)
+
+
+def _record_vs_module(label: str, rnn, module) -> Verdict:
+    """The RNN guarantee's widths, r_h and Lip against the module's layers (read here): f_fwd's
+    hidden widths, f_y's, its r_h, and ||a|| ||W_g||_op with W_g the columns of f_y's layer 4 that
+    carry the states and a its last layer."""
+    g = rnn.guarantee
+    lin = lambda net: [m for m in getattr(module, net) if isinstance(m, torch.nn.Linear)]  # noqa: E731
+    widths = (
+        tuple(m.out_features for m in lin("f_fwd")[:-1]),
+        tuple(m.out_features for m in lin("f_y")[:-1]),
+    )
+    if (tuple(g.transition_widths), tuple(g.output_widths)) != widths:
+        recorded = (tuple(g.transition_widths), tuple(g.output_widths))
+        return exact(recorded, widths, detail=f"{label}: (transition, output) widths vs module")
+    w3, qd = g.transition_widths[2], rnn.transition.d_h
+    f_y = lin("f_y")
+    W_g, a = f_y[3].weight.detach()[:, w3 : w3 + qd], f_y[4].weight.detach()[0]
+    lip = float(a.double().norm()) * float(torch.linalg.svdvals(W_g.double())[0])
+    gaps = {"r_h": abs(rnn.r_h - module.r_h) / module.r_h, "Lip": abs(g.lipschitz - lip) / lip}
+    name = max(gaps, key=gaps.get)
+    return at_most(
+        gaps[name], 1e-12, detail=f"{label}: {name}, recorded vs the module's (relative)"
+    )
+
+
+@claim.check("recorded widths, r_h and Lip = the module's", evidence="built")
+def record_is_module(inp: Prop28Inputs) -> Verdict:
+    """The RNN guarantee users read (and its r_h) against the module users load: the first case's
+    module and the CLI file's model load_rnn returns, their weights read here; relative 1e-12 (Lip:
+    float64 singular values of the same weights), widths exactly."""
+    pairs = [
+        (inp.cases[0].label, inp.cases[0].rnn, inp.module),
+        (inp.cli.label, inp.cli.rnn, inp.cli.state),
+    ]
+    return worst((lab, _record_vs_module(lab, rnn, m)) for lab, rnn, m in pairs)
 
 
 @claim.check("Lip = ||a|| ||W||_op", evidence="formula")
@@ -403,7 +450,16 @@ def _bound_at_asked_eps(c: PredictionCase):
     return rnn_with(c.rnn, guarantee=replace(g, prediction_error=bound))
 
 
-@claim.fault("r_h without sqrt(d) eps", breaks=r_h_as_derived)
+@claim.fault("output widths recorded without the carried 2 q d", breaks=record_is_module)
+@each(field="rnn")
+def _output_widths_without_carry(c: PredictionCase):
+    """The guarantee's output widths recorded as the transition's (the 2 q d carry left out)."""
+    g, qd = c.rnn.guarantee, c.rnn.transition.d_h
+    widths = tuple(w - 2 * qd for w in g.output_widths[:3]) + tuple(g.output_widths[3:])
+    return rnn_with(c.rnn, guarantee=replace(g, output_widths=widths))
+
+
+@claim.fault("r_h without sqrt(d) eps", breaks=(r_h_as_derived, record_is_module))
 @each(field="rnn")
 def _r_h_without_eps(c: PredictionCase):
     """r_h = sqrt(q) r_x: the sqrt(d) eps of Cor 27's radius dropped."""

@@ -1,6 +1,10 @@
 """Prop 26 (verify/claims/prop_26.py) through its public structure: inputs, named checks and
 faults (tests/verify/claims/test_registered.py runs every claim with all its faults)."""
 
+import mpmath as mp
+
+from qstr.verify.claims._transition import budget_mp
+
 CID = "prop-26"
 
 
@@ -73,3 +77,29 @@ def test_prop26_keeps_its_reference(declared):
     claim = declared(CID).claim
     assert claim.ref.seed == claim.ref.conference == "Prop 26"
     assert claim.derivation == "docs/derivations/rnn-transition.md"
+
+
+def test_prop26_budget_pinned_at_40_digits(declared):
+    """The 40-digit budget is written from the page: on alphabet codes K1 = 3 and delta_1 = 0,
+    and eps = b + r_x delta + 2 r_x nu with b = 4 r_x (margin) when mu + delta_1 = 1/2; every
+    recorded field sits within 1e-12 of it, and a slipped slope M fails."""
+    d = declared(CID)
+    inp = d.inputs
+    g, facts, omega = inp.guarantees[0], inp.facts[0], inp.codes[0][1]
+    b = budget_mp(g, facts, int(omega.shape[1]))
+    assert facts[2] == 3 and b["product_knots"] == 3 and b["inner_product_error"] == 0
+    with mp.workdps(40):
+        want_b = mp.mpf(g.r_x) * 4 * mp.mpf(g.margin)  # e = margin at mu = 1/2, delta_1 = 0
+        assert abs(b["threshold"] - want_b) / want_b < mp.mpf(10) ** -30
+        assert abs(b["eps"] - (want_b + mp.mpf(g.r_x) * b["gate_delta"])) < mp.mpf(10) ** -30
+    assert d.verdict("eps = b + r_x delta + 2 r_x (delta_1 + nu)").measured < 1e-13
+    assert not d.verdict("M = 2 r_x / delta", d.broken("M = r_x / delta")).holds
+
+
+def test_prop26_record_held_to_the_dense_layers(declared):
+    d = declared(CID)
+    name = "recorded widths and norms = the dense layers'"
+    assert d.verdict(name).holds
+    assert not d.verdict(name, d.broken("w2 recorded as q K2 d")).holds
+    v = d.verdict(name, d.broken("layer 2's recorded norm without"))
+    assert not v.holds and "layer 2 fro" in v.detail

@@ -1,10 +1,12 @@
 """Prop 28 (verify/claims/prop_28.py) through its public structure: inputs, named checks and
 faults (tests/verify/claims/test_registered.py runs every claim with all its faults)."""
 
+import mpmath
 import torch
 
 from qstr.constructions.recurrent import module_from_state
-from qstr.verify.claims.prop_28 import _output_layers_without_direct_term, plain_birnn
+from qstr.verify.claims.prop_28 import _output_layers_without_direct_term, net_lipschitz
+from qstr.verify.claims.prop_28 import plain_birnn
 
 CID = "prop-28"
 
@@ -95,3 +97,19 @@ def test_prop28_keeps_its_reference(declared):
     claim = declared(CID).claim
     assert claim.ref.seed == claim.ref.conference == "Prop 28"
     assert claim.derivation == "docs/derivations/rnn-transition.md"
+
+
+def test_prop28_record_held_to_the_module(declared):
+    """The guarantee's widths, r_h and Lip equal the loaded modules' (the first case's and the
+    CLI file's); a record whose output widths leave out the carry fails, and so does r_h without
+    sqrt(d) eps; the pinned Lip is a 40-digit value."""
+    d = declared(CID)
+    name = "recorded widths, r_h and Lip = the module's"
+    assert d.verdict(name).holds
+    assert not d.verdict(name, d.broken("output widths recorded without")).holds
+    assert not d.verdict(name, d.broken("r_h without sqrt(d) eps")).holds
+    lip = net_lipschitz(d.inputs.cases[0].rnn)
+    assert (
+        isinstance(lip, mpmath.mpf)
+        and abs(lip - d.inputs.cases[0].rnn.guarantee.lipschitz) < 1e-12 * lip
+    )
