@@ -17,7 +17,6 @@ from qstr.bounds.attention import lemma11, lemma11_alpha, lemma11_leak, lemma12_
 from qstr.constructions.attention import lemma11_adversarial_prompt, place_block
 from qstr.constructions.codes import star_codebook
 from qstr.constructions.encoding import transformer_encoding
-from qstr.constructions.export import construction_state, load_construction_state
 from qstr.constructions.links import TwoLayerNet, make_link
 from qstr.constructions.task import QSTR, gather_tokens
 from qstr.verify.adversarial import (
@@ -27,8 +26,8 @@ from qstr.verify.adversarial import (
     lemma11_worst_case,
     worst_case_tokens,
 )
-from qstr.verify.claim import Context, close, exact
-from qstr.verify.claims._roundtrip import saved_and_reloaded, through_file
+from qstr.verify.claim import Context
+from qstr.verify.claims._roundtrip import saved_and_reloaded
 
 L11_D, L11_EPS = 4, 0.05
 L11_DPS = 40  # the pins' working precision (decimal digits)
@@ -433,13 +432,6 @@ def l11_alpha_mp(N, H, mu, c, r_x, lip, eps):  # noqa: PLR0913 - the statement's
     return mp.log((mp.mpf(N) - 1) * (1 - star) / star) / (mp.mpf(c) ** 2 * (1 - mp.mpf(mu)))
 
 
-def rel_gap(got: float, want) -> float:
-    """|got - want| / |want| in 40 digits (|got - want| where want = 0)."""
-    with mp.workdps(L11_DPS):
-        d = abs(mp.mpf(got) - want)
-        return float(d / abs(want)) if want != 0 else float(d)
-
-
 # ---------------------------------------------------------------- the record, measured
 
 
@@ -489,42 +481,3 @@ def measured_record(model, omega: torch.Tensor, c: float, q: int, r_x: float) ->
         "weight_norms": norms,
         "largest leak": largest,
     }
-
-
-def file_record(module) -> Dict[str, Any]:
-    """(the guarantee saved in the module's construction file, what the reloaded module measures):
-    the file written and read back as `qstr construct` and a user do (through_file)."""
-    state = through_file(construction_state(module))
-    loaded, cfg = load_construction_state(state)[0], state["config"]
-    r_x = state["guarantee"]["r_x"] if state["guarantee"] else math.nan
-    return state["guarantee"], measured_record(loaded, state["omega"], cfg["c"], cfg["q"], r_x)
-
-
-# the record against the built module: float64 scores are sums of <= D_e products of size <= A
-# (relative rounding ~ D_e eps ~ 1e-13 at D_e <= 400), and the leak and bound amplify the gap's
-# error by <= gap ~ 20; 1e-10 leaves room and sits far below any slip of a constant (a sign of mu
-# moves the gap by 2 mu / (1 - mu) >= 0.4 at the claim's codes)
-L11_RECORD_RTOL = 1e-10
-
-
-def record_rows(label: str, recorded, measured: Dict[str, Any]):
-    """(label, verdict) for each field the built module measures: the measured value against the
-    recorded one, relative L11_RECORD_RTOL (the weight norms one per tensor, per head for W_QK)."""
-    if recorded is None:
-        return [(f"{label}: no guarantee", exact("none", "the guarantee"))]
-    pairs, what = [], "built vs recorded, relative"
-    for key, value in measured.items():
-        if key == "weight_norms":
-            for name, norm in value.items():
-                want = recorded[key][name]
-                norms = zip(norm, want, strict=True) if isinstance(norm, list) else [(norm, want)]
-                pairs += [(f"||{name}||", m, r) for m, r in norms]
-        elif key in recorded:
-            pairs.append((key, value, recorded[key]))
-    return [
-        (
-            f"{label}: {key}",
-            close(m, r, L11_RECORD_RTOL * (max(abs(m), abs(r)) or 1.0), detail=what),
-        )
-        for key, m, r in pairs
-    ]

@@ -29,7 +29,14 @@ from qstr.verify.claim import (
     replaced,
     worst,
 )
-from qstr.verify.claims._attention import above_rounding, attention_rounding, export_rounding
+from qstr.verify.claims._attention import (
+    above_rounding,
+    attention_rounding,
+    export_rounding,
+    file_record,
+    record_rows,
+    rel_gap,
+)
 from qstr.verify.claims._lemma11 import (
     L11_DPS,
     L11_EPS,
@@ -38,7 +45,6 @@ from qstr.verify.claims._lemma11 import (
     attained,
     chunks_one_late,
     deficit_dropped,
-    file_record,
     gap_with_plus_mu,
     fused_heads,
     l11_alpha_mp,
@@ -55,8 +61,6 @@ from qstr.verify.claims._lemma11 import (
     op_norm,
     queries_one_late,
     rechosen_alpha,
-    record_rows,
-    rel_gap,
     same_target_search,
     scope_line,
     scores_halved,
@@ -294,7 +298,7 @@ def lemma11_record_is_built(inp: Lemma11Inputs) -> Verdict:
         built = measured_record(module.model, module.omega, module.c, module.q, g["r_x"])
         rows += record_rows(label, g, built)
         if with_file:
-            rows += record_rows(f"{label}, file", *file_record(module))
+            rows += record_rows(f"{label}, file", *file_record(module, measured_record))
     return worst(rows)
 
 

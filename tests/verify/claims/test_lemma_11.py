@@ -9,7 +9,7 @@ import torch
 
 from qstr.verify.claims._roundtrip import saved_and_reloaded
 from qstr.verify.claims._lemma11 import L11_D, l11_case
-from qstr.verify.claims.lemma_11 import _published_prefactor
+from qstr.verify.claims.lemma_11 import L11_PIN_POINTS, _published_prefactor
 
 CID = "lemma-11"
 
@@ -71,3 +71,64 @@ def test_lemma11_scores_10_percent_low_are_read_from_the_built_module(declared):
     assert not d.verdict("module = fast path", broken).holds
     assert not d.verdict("worst prompt attains the worst case", broken).holds
     assert d.verdict("exported = module", broken).holds
+
+
+RECORD = "guarantee = built module and its file"
+
+
+def test_lemma11_every_guarantee_field_and_its_file_is_held_to_the_built_module(declared):
+    """The record check has a row for each field users read, of every case and star case, and for
+    the guarantee saved in each exported case's file."""
+    d = declared(CID)
+    labels = [label for label, _ in d.verdict(RECORD).cases]
+    fields = ("error_bound", "alpha", "gap", "leak", "mu", "c", "d_e", "H", "lipschitz", "||W_QK||")
+    for case in d.inputs.cases:
+        for field in fields:
+            assert f"{case.name()}: {field}" in labels
+        assert (f"{case.name()}, file: gap" in labels) == (case.exported is not None)
+    assert all(f"star N={s.N}, file: leak" in labels for s in d.inputs.star)
+
+
+def test_lemma11_a_gap_with_plus_mu_is_measured_at_its_ratio(declared):
+    """The recorded gap alpha c^2 (1 + mu): the built module's smallest gap over the recorded one
+    is (1 - mu) / (1 + mu) in every case."""
+    d = declared(CID)
+    rows = dict(d.verdict(RECORD, d.broken("the sign of mu slipped")).cases)
+    for case in d.inputs.cases:
+        mu, v = case.cons.guarantee.mu, rows[f"{case.name()}: gap"]
+        assert not v.holds
+        assert v.measured / v.bound == pytest.approx((1 - mu) / (1 + mu), rel=1e-12)
+
+
+def test_lemma11_star_codes_leak_exactly_the_recorded_delta(declared):
+    """On star codes the built module's largest off-target mass is delta; on RS-Hadamard codes it
+    is below (part of the non-targets meet a target at mu)."""
+    d = declared(CID)
+    rows = dict(d.verdict("largest target leak <= recorded leak").cases)
+    for s in d.inputs.star:
+        v = rows[f"star N={s.N}"]
+        assert v.measured == pytest.approx(v.bound, rel=1e-9)
+    assert all(rows[c.name()].measured < rows[c.name()].bound for c in d.inputs.cases)
+
+
+def test_lemma11_pins_cover_every_formula_at_every_point(declared):
+    """alpha, leak and bound at each case, star case and edge point, and the guarantee's gap, leak
+    and bound of each case and star case, each within 1e-12 of its 40-digit value."""
+    d = declared(CID)
+    v = d.verdict("alpha, gap, leak, bound = 40-digit evaluation")
+    n_guarantees = len(d.inputs.cases) + len(d.inputs.star)
+    assert len(v.cases) == 3 * (n_guarantees + len(L11_PIN_POINTS)) + 3 * n_guarantees
+    assert v.holds and all(w.measured <= 1e-12 for _, w in v.cases)
+
+
+def test_lemma11_worst_case_checks_split_where_the_search_is_exhaustive(declared):
+    """'exact' runs over the cases searched over every target tuple, 'formula' over the bracketed
+    ones, and together they cover every linear case."""
+    d = declared(CID)
+    exact = d.verdict("worst case <= bound (all target tuples)").cases
+    bracketed = d.verdict("certified upper bound <= bound (bracketed)").cases
+    linear = [c for c in d.inputs.cases if c.worst is not None]
+    assert sorted(lab.split(";")[0] for lab, _ in exact + bracketed) == sorted(
+        c.name() for c in linear
+    )
+    assert {lab.split(";")[0] for lab, _ in exact} == {c.name() for c in linear if c.worst.exact}
