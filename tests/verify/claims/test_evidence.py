@@ -166,9 +166,6 @@ def _builders_refused(check, claim, monkeypatch) -> None:
 # labelled built, read records today (issue 53, point 4): relabelled or made to measure the built
 # object by the claims' owners; strict, so a fixed one fails here until it is struck off
 MISLABELLED = {
-    ("lemma-42", "certified sup-error <= error bound"),
-    ("lemma-42", "error bound <= eps asked"),
-    ("thm-6", "off-span part decays as prod(1 - lr lambda)"),
     ("lemma-22", "sup |P(x,y) - xy| <= h^2/16"),
     ("lemma-22", "h^2/16 attained"),
     ("lemma-24", "sup |G(x,s) - 2x relu(s-1/2)| <= r_x delta"),
