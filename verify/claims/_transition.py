@@ -6,6 +6,7 @@ run in float64 on ``ctx.device``; a certificate holds when measured <= bound + r
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Dict, Tuple
 
@@ -16,6 +17,7 @@ from hypothesis import HealthCheck, Verbosity, given, settings, strategies as st
 from qstr.constructions.codes import Codebook
 from qstr.constructions.relu import Gadget
 from qstr.constructions.task import QSTR
+from qstr.verify.adversarial import ball_ascent
 from qstr.verify.claim import Context, Verdict, at_most, by_measured, by_ratio, close, exact, worst
 from qstr.verify.rounding import Rounding, two_layer
 
@@ -328,6 +330,14 @@ def budget_mp(g, facts: tuple, d_e: int) -> dict:
         }
 
 
+def state_radius(c):
+    """Cor 27's state radius sqrt(q)(r_x + sqrt(d) eps) at 40 digits
+    (docs/derivations/rnn-transition.md, section 5)."""
+    with mp.workdps(BUDGET_DPS):
+        eps = mp.mpf(c.transition.guarantee.eps)
+        return mp.sqrt(c.q) * (mp.mpf(c.guarantee.r_x) + mp.sqrt(c.d) * eps)
+
+
 def pinned(got: float, want, what: str) -> Verdict:
     """A recorded value against its 40-digit derivation: relative gap <= BUDGET_RTOL."""
     gap = float(abs(mp.mpf(got) - want) / max(abs(want), mp.mpf(10) ** -300))
@@ -358,3 +368,41 @@ def record_vs_layers(c) -> Verdict:
         gaps += [(abs(rec[f] - v) / max(v, 1e-300), f"layer {k + 1} {f}") for f, v in built.items()]
     gap, where = max(gaps)
     return at_most(gap, RECORD_RTOL, detail=f"{where}: recorded vs the dense layer's (relative)")
+
+
+# ------------------------------------------------------------------ worst targets (Prop 26, Cor 27)
+
+
+def boundary_tokens(d: int, r_x: float, device) -> torch.Tensor:
+    """+-r_x e_k, +-r_x (1, ..., 1)/sqrt(d), the alternating one and 0: the sphere's corners."""
+    eye = torch.eye(d, dtype=F64, device=device) * r_x
+    ones = torch.ones(d, dtype=F64, device=device) * r_x / math.sqrt(d)
+    alt = ones * torch.tensor([(-1.0) ** k for k in range(d)], dtype=F64, device=device)
+    return torch.cat(
+        [eye, -eye, ones[None], -ones[None], alt[None], torch.zeros(1, d, dtype=F64, device=device)]
+    )
+
+
+def target_errors(tr, x: torch.Tensor, zs: torch.Tensor, hit: torch.Tensor) -> torch.Tensor:
+    """|f(z)_l - x|_inf at target slots (0 elsewhere): x (P, d), zs the rest of z (P, D_in - d)."""
+    d = x.shape[1]
+    e = (tr(torch.cat([x, zs], 1)).view(-1, tr.q, d) - x[:, None, :]).abs().amax(-1)
+    return torch.where(hit, e, torch.zeros_like(e))
+
+
+def worst_target(tr, omega: torch.Tensor, r_x: float, steps: int, k: int = 1):
+    """The k positions i whose target output f(z)_l (t_l = i in every slot) errs most at the
+    sphere's corners (:func:`boundary_tokens`), and for each the token in the r_x ball that the
+    ascent (``ball_ascent``, ``steps`` steps from that corner) finds worst: ((k,), (k, d))."""
+    om = omega.to(dtype=F64)
+    N, d = om.shape[0], tr.d
+    zs = torch.cat([om] * (tr.q + 1), 1)
+    hit = torch.ones(N, tr.q, dtype=torch.bool, device=om.device)
+    corners = boundary_tokens(d, r_x, om.device)
+    with torch.no_grad():
+        errs = torch.stack([target_errors(tr, c.expand(N, d), zs, hit).amax(1) for c in corners])
+    best, corner = errs.max(0)
+    pos = best.argsort(descending=True)[:k]
+    x0 = corners[corner[pos]] * 0.999
+    x = ball_ascent(lambda x: target_errors(tr, x, zs[pos], hit[pos]), x0, r_x, steps)
+    return pos, x.detach()

@@ -33,6 +33,7 @@ from qstr.verify.claim import (
 )
 from qstr.verify.claims._roundtrip import through_file, through_path
 from qstr.verify.claims._transition import F64, certified_eps_as_asked, largest_gap, pinned
+from qstr.verify.claims._transition import state_radius
 from qstr.verify.claims._transition import module_bands_from_zero, orthogonally_rotated
 from qstr.verify.claims._transition import qstr_prompts, rnn_with, transition_rounding, worst_case
 from qstr.verify.registry import register
@@ -57,14 +58,6 @@ def prediction_bound(c):
     tg = c.transition.guarantee
     with mp.workdps(PIN_DPS):
         return net_lipschitz(c) * mp.sqrt(tg.q * tg.d) * mp.mpf(tg.eps)
-
-
-def state_radius(c):
-    """Cor 27's state radius sqrt(q)(r_x + sqrt(d) eps) at 40 digits
-    (docs/derivations/rnn-transition.md, section 5)."""
-    with mp.workdps(PIN_DPS):
-        eps = mp.mpf(c.transition.guarantee.eps)
-        return mp.sqrt(c.q) * (mp.mpf(c.guarantee.r_x) + mp.sqrt(c.d) * eps)
 
 
 claim = register(

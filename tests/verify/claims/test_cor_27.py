@@ -60,3 +60,13 @@ def test_cor27_boundary_prompts_sit_at_the_chunk_boundaries_and_clip_at_half_rad
     assert {0, N - 1, k - 1, k, k + 1, 2 * k - 1, 2 * k} <= targets and N % k
     gap, active = _chunked_gap(d.inputs, d.inputs.clipped[0], d.inputs.clipped[1].rnn)
     assert active > 0 and gap < 1e-9
+
+
+def test_cor27_radius_pinned(declared):
+    """r_h of every case equals sqrt(q)(r_x + sqrt(d) eps) at 40 digits; sqrt(q) on r_x alone
+    fails."""
+    d = declared("cor-27")
+    name = "r_h = sqrt(q)(r_x + sqrt(d) eps), 40 digits"
+    v = d.verdict(name)
+    assert v.holds and v.measured < 1e-14
+    assert not d.verdict(name, d.broken("sqrt q on r_x only")).holds
