@@ -442,6 +442,23 @@ def module_net(model, d: int) -> TwoLayerNet:
     return TwoLayerNet(a=model.a.detach(), W=W.reshape(model.m, -1), b=model.b.detach())
 
 
+RECORD_CHUNK = 256  # query rows of the built module's scores at a time: O(H 256 N) memory
+
+
+def _score_rows(model, Z: torch.Tensor, s: int, n: int):
+    """Query rows s .. s + n of the built module's scores on Z (row i targets key i): the targets'
+    scores (H, n), and of those rows the least gap, the largest |other score| / target score, the
+    largest off-target softmax mass."""
+    S = model._scores(Z[:, s : s + n], Z)[0]  # (H, n, N)
+    rows = torch.arange(S.shape[1], device=S.device)
+    own, off = S[:, rows, rows + s], torch.zeros_like(S, dtype=torch.bool)
+    off[:, rows, rows + s] = True
+    gap = float((own - S.masked_fill(off, -math.inf).amax(-1)).min())
+    mu = float((S.masked_fill(off, 0.0).abs() / own[..., None]).max())
+    leak = float((1 - torch.softmax(S, dim=-1)[:, rows, rows + s]).max())
+    return own, gap, mu, leak
+
+
 def measured_record(model, omega: torch.Tensor, c: float, q: int, r_x: float) -> Dict[str, Any]:
     """Each field of a Lemma 11 guarantee as the built module measures it, on the prompt whose
     position i reads target i in every slot (every head scores every target): A = the target's
@@ -454,11 +471,11 @@ def measured_record(model, omega: torch.Tensor, c: float, q: int, r_x: float) ->
     idx = torch.arange(N, device=omega.device)
     x = torch.zeros(1, N, d, dtype=omega.dtype, device=omega.device)
     with torch.no_grad():
-        S = model.scores(transformer_encoding(x, idx[None, :, None].expand(1, N, q), omega, c=c))[0]
-        own, diag = S[:, idx, idx], torch.eye(N, dtype=torch.bool, device=S.device)
-        gap = float((own - S.masked_fill(diag, -math.inf).amax(-1)).min())
-        mu = float((S.masked_fill(diag, 0.0).abs() / own[..., None]).max())
-        largest = float((1 - torch.softmax(S, dim=-1)[:, idx, idx]).max())
+        Z = transformer_encoding(x, idx[None, :, None].expand(1, N, q), omega, c=c)
+        parts = [_score_rows(model, Z, s, RECORD_CHUNK) for s in range(0, N, RECORD_CHUNK)]
+        own = torch.cat([p[0] for p in parts], dim=-1)
+        gap, mu = min(p[1] for p in parts), max(p[2] for p in parts)
+        largest = max(p[3] for p in parts)
         norms = {"W_QK": [float(w.norm()) for w in model.W_QK], "W": float(model.W.norm())}
         norms.update(a=float(model.a.norm()), b=float(model.b.norm()))
         lip = module_net(model, d).lipschitz

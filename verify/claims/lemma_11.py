@@ -305,20 +305,20 @@ def lemma11_record_is_built(inp: Lemma11Inputs) -> Verdict:
 @claim.check("largest target leak <= recorded leak", evidence="built")
 def lemma11_leak_within_record(inp: Lemma11Inputs) -> Verdict:
     """The built module's largest off-target softmax mass over every target is at most the
-    recorded leak delta, and equals it on star codes (every non-target meets target 0 at mu);
-    RS-Hadamard codes put only part of the non-targets at mu (docs/derivations/lemma11.md)."""
-    rows = []
+    recorded leak delta, and reaches it on star codes (every non-target meets target 0 at mu; the
+    record check holds delta to the built module's gap from both sides); RS-Hadamard codes put
+    only part of the non-targets at mu (docs/derivations/lemma11.md)."""
+    rows, ratios = [], []
     for label, cons, module, _ in _records(inp):
         g = cons.guarantee
-        largest = measured_record(module.model, module.omega, module.c, module.q, g.r_x)
+        got = measured_record(module.model, module.omega, module.c, module.q, g.r_x)["largest leak"]
         rnd = Rounding(n=g.N + module.model.D_e + 4, scale=max(1.0, g.alpha * g.c**2))
-        got, what = largest["largest leak"], "largest softmax mass off the target vs delta"
-        v = (
-            close(got, g.leak, 0.0, rnd, what)
-            if "star" in label
-            else at_most(got, g.leak, rnd, what)
-        )
-        rows.append((label, v))
+        rows.append((label, at_most(got, g.leak, rnd)))
+        ratios.append(f"{label}: {got / g.leak:.3f}")
+    why = "largest softmax mass off the target / delta " + ", ".join(ratios) + ": 1 on star codes "
+    why += "(all non-targets at mu from target 0), below where only part of the non-targets meet a"
+    why += " target at mu (the codebook's slack, docs/derivations/lemma11.md)"
+    rows = [(label, replace(v, detail=f"{why}; {v.detail}")) for label, v in rows]
     return worst(rows, key=by_ratio)
 
 
