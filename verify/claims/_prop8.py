@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import weakref
+from dataclasses import replace
 from typing import Callable
 
 import mpmath
@@ -16,7 +18,8 @@ from qstr.constructions.experiment_models import PracticalRNN
 from qstr.verify.claim import Context, Verdict, exact
 from qstr.verify.claims._interpolation import PIN_DPS, mp_log_norm, mp_packing, mp_paper_norm
 from qstr.verify.claims._interpolation import P8_C, P8_GAMMA, P8_K, Prop8Bounds, mp_width
-from qstr.verify.claims._interpolation import relative_gap
+from qstr.verify.claims._interpolation import ROOT2, no_packing, relative_gap
+from qstr.bounds.recurrent import prop8_packing, prop8_width_lower_bound
 from qstr.verify.threads import cpu_threads
 from qstr.verify.training import OnlineFit, fit_online, position_risk
 
@@ -233,3 +236,50 @@ def _wrong_rows(table, consistent: Callable[[dict], bool]) -> Verdict:
     """No row of the table where ``consistent`` fails (the first four named)."""
     wrong = [(r["N"], r["gamma"]) for r in table if not consistent(r)]
     return exact(len(wrong), 0, detail=f"lengths where they differ: {wrong[:4]}")
+
+
+# ------------------------------------------------------- the answers, the width bound's slips
+
+
+def _answer_vectors(x: torch.Tensor, u: torch.Tensor, t: torch.Tensor = None) -> torch.Tensor:
+    """(M, N) answers at a fixed position as a function of what only z_i carries.
+
+    General 1STR: t_i enters only through z_i, so the answers are (<u, x_k>)_k. Simple-1STR: the
+    states know t (it is in every z_k), so the answer does not vary: <u, x_t> repeated N times."""
+    if t is None:
+        return x @ u
+    M, N, _ = x.shape
+    return (x[torch.arange(M, device=x.device), t] @ u)[:, None].expand(M, N)
+
+
+def _width_ratio_inverted(N, c, UL, *, K=2.0, gamma=0.5):
+    """The width bound ln M' / (2 ln(1 + 2 sqrt2 s~ / UL)): the ratio UL / s~ inverted."""
+    pk = prop8_packing(N, c, K=K, gamma=gamma)
+    return 0.0 if no_packing(pk) else pk.log_M_good / (2 * math.log1p(2 * ROOT2 * pk.sep / UL))
+
+
+def _width_one_direction(N, c, UL, *, K=2.0, gamma=0.5):
+    """The width bound ln M' / ln(1 + 2 sqrt2 UL / s~): the states' dimension D = d_h (one
+    direction) for 2 d_h."""
+    return 2 * prop8_width_lower_bound(N, c, UL, K=K, gamma=gamma)
+
+
+# ------------------------------------------------------------------ the faults' edits
+
+
+def _edited_copy(slot, edit: Callable[[torch.nn.Module], None]) -> torch.nn.Module:
+    """A copy of the slot memory's module with ``edit`` applied to it (without gradients)."""
+    model = copy.deepcopy(slot.model)
+    with torch.no_grad():
+        edit(model)
+    return model
+
+
+def _transitions_zeroed(slot):
+    """The transitions left at zero, as in the memoriser (states unused: h = 0 everywhere)."""
+
+    def zero(model):
+        for p in (*model.f_fwd.parameters(), *model.f_bwd.parameters()):
+            p.zero_()
+
+    return replace(slot, model=_edited_copy(slot, zero))

@@ -3,7 +3,6 @@ packing, hence width and norm bounds (docs/derivations/rnn-lower-bounds.md)."""
 
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass, replace
 from typing import Callable, Optional
@@ -31,16 +30,22 @@ from qstr.verify.claim import (
 from qstr.verify.claim import exact, replaced, worst
 from qstr.verify.claims._interpolation import LIBRARY_BOUNDS, P8_C, P8_GAMMA, P8_K, ROOT2
 from qstr.verify.claims._interpolation import Prop8Bounds, bounds_on, codes, fewer_than_two_good
-from qstr.verify.claims._interpolation import chernoff_rate, derived_counts, no_packing
+from qstr.verify.claims._interpolation import chernoff_rate, derived_counts
 from qstr.verify.claims._interpolation import PIN_RTOL, packing_exists, slipped_packing
 from qstr.verify.claims._prop8 import P8_SCAN, prop8_default_gaps, prop8_pin_gaps, width_scan
 from qstr.verify.claims._prop8 import _bound_table, _observed, _pairwise
 from qstr.verify.claims._prop8 import _state_width, _wrong_rows, with_default_gamma
+from qstr.verify.claims._prop8 import _answer_vectors, _width_one_direction, _width_ratio_inverted
+from qstr.verify.claims._prop8 import _edited_copy, _transitions_zeroed
 from qstr.verify.registry import register
 from qstr.verify.threads import cpu_threads
 
 P8_D = 3  # token dimension of the exact generalising RNN (d >= 3: a slip d + 2 for 2 d shows)
 P8_ANSWER_N, P8_ANSWER_D = 256, 4
+# full profile, where the width bound binds: the slot memory at d = 1 (d_h = N, the narrowest RNN
+# the toolkit constructs with position risk <= c) at N = 512, UL = 284: bound 1.51 > 1
+P8_BIND_N, P8_BIND_M = 512, 16
+FULL = ("full", "gpu")
 P8_LOG_N = 623  # (N - 1) I = 60.07: the log branch of prop8_packing, just past its threshold
 P8_DERIVED_NS = tuple((N, 0.5) for N in range(2, P8_LOG_N)) + ((150, 0.3), (150, 0.7))
 
@@ -96,12 +101,16 @@ class Prop8Inputs:
     slot: SlotMemory
     bounds: Prop8Bounds
     widths: Optional[tuple]  # (N, min width, tried) per N, full profile
+    binding: Optional[SlotMemory] = None  # full: the narrowest built RNN where the bound binds
 
 
-def _slot_memory(ctx: Context, radius: Callable = lemma12_radius) -> SlotMemory:
-    """The slot-memory RNN at r_x = radius(d, M, N) and M prompts sharing x_i."""
-    N, M, d = ctx.pick(quick=128, full=256), ctx.pick(quick=24, full=64), P8_D
-    g = ctx.generator("prop-8/slot-prompts", device=ctx.device)
+def _slot_memory(
+    ctx: Context, radius: Callable = lemma12_radius, sizes: Optional[tuple] = None
+) -> SlotMemory:
+    """The slot-memory RNN at r_x = radius(d, M, N) and M prompts sharing x_i (``sizes`` = (N, M,
+    d): M fresh prompts, x_i not shared)."""
+    N, M, d = sizes or (ctx.pick(quick=128, full=256), ctx.pick(quick=24, full=64), P8_D)
+    g = ctx.generator("prop-8/slot-prompts", *(sizes or ()), device=ctx.device)
     kw = dict(dtype=torch.float64, device=ctx.device)
     omega = codes(N, ctx.device)
     u = torch.randn(d, generator=g, **kw)
@@ -109,7 +118,8 @@ def _slot_memory(ctx: Context, radius: Callable = lemma12_radius) -> SlotMemory:
     model, gu = slot_memory(omega, u, r_x=radius(d, M, N))
     i = N // 2
     x = torch.randn(M, N, d, generator=g, **kw)
-    x[:, i] = x[0, i]
+    if sizes is None:
+        x[:, i] = x[0, i]
     t = torch.randint(N, (M, N, 1), generator=g, device=ctx.device)
     return SlotMemory(model, gu, omega, u, x, t, i)
 
@@ -123,19 +133,10 @@ def prop8_inputs(ctx: Context) -> Prop8Inputs:
     x = torch.randn(M, P8_ANSWER_N, P8_ANSWER_D, generator=g, **kw)
     x[:, P8_ANSWER_N // 2] = x[0, P8_ANSWER_N // 2]  # all prompts share x_i
     u = torch.randn(P8_ANSWER_D, generator=g, **kw)
-    widths = None if ctx.profile == "quick" else width_scan(ctx, simple=False)
-    return Prop8Inputs(x, u / u.norm(), None, _slot_memory(ctx), LIBRARY_BOUNDS, widths)
-
-
-def _answer_vectors(x: torch.Tensor, u: torch.Tensor, t: torch.Tensor = None) -> torch.Tensor:
-    """(M, N) answers at a fixed position as a function of what only z_i carries.
-
-    General 1STR: t_i enters only through z_i, so the answers are (<u, x_k>)_k. Simple-1STR: the
-    states know t (it is in every z_k), so the answer does not vary: <u, x_t> repeated N times."""
-    if t is None:
-        return x @ u
-    M, N, _ = x.shape
-    return (x[torch.arange(M, device=x.device), t] @ u)[:, None].expand(M, N)
+    full = ctx.profile != "quick"
+    widths = width_scan(ctx, simple=False) if full else None
+    binding = _slot_memory(ctx, sizes=(P8_BIND_N, P8_BIND_M, 1)) if full else None
+    return Prop8Inputs(x, u / u.norm(), None, _slot_memory(ctx), LIBRARY_BOUNDS, widths, binding)
 
 
 @claim.check("answer separation >= sqrt(2a(N-1)/N)", evidence="monte-carlo")
@@ -402,20 +403,37 @@ def prop8_width_growth(inp: Prop8Inputs) -> Verdict:
     return at_least(ws[-1] / ws[0] if mono else 0.0, 4.0, detail=detail)
 
 
+def _binding_width(inp: Prop8Inputs) -> float:
+    """The width bound at the binding slot memory's N and UL."""
+    s = inp.binding
+    return inp.bounds.width(s.guarantee.N, P8_C, s.UL, K=P8_K, gamma=P8_GAMMA)
+
+
+@claim.check("where it binds (N = 512): d_h >= width bound", evidence="built", profiles=FULL)
+def prop8_binding_width(inp: Prop8Inputs) -> Verdict:
+    """Full profile, N = 512 (c = 0.05): the narrowest RNN the toolkit builds with position risk
+    <= c (the slot memory at d = 1, d_h = N read off its weights) against the width bound at its
+    own UL, which exceeds 1 there (not vacuous)."""
+    s, bound = inp.binding, _binding_width(inp)
+    detail = f"slot memory d = 1: d_h = N = {s.N}, UL = {s.UL:.1f}, width bound {bound:.3g}"
+    return at_least(_state_width(s.model), bound, detail=detail, vacuous=bound <= 1)
+
+
+@claim.check("where it binds (N = 512): position risk <= c", evidence="built", profiles=FULL)
+def prop8_binding_risk(inp: Prop8Inputs) -> Verdict:
+    """Full profile: the binding slot memory's position risk at i (its answers for every t_i on
+    fresh prompts, run on the module; t_i uniform) is <= c."""
+    s = inp.binding
+    risk = float(((_observed(s)[1] - s.x @ s.u) ** 2).mean())
+    return at_most(risk, P8_C, detail=f"{s.x.shape[0]} prompts x N values of t_i; exact RNN")
+
+
 @claim.fault("simple-1STR answers", breaks=prop8_answers)
 def _simple_1str(inp: Prop8Inputs, ctx: Context) -> Prop8Inputs:
     """Simple-1STR answers: the states know t (it is in every z_k), so the answer does not vary."""
     M, N, _ = inp.x.shape
     g = ctx.generator("prop-8/simple-targets", device=ctx.device)
     return replace(inp, t=torch.randint(N, (M,), generator=g, device=inp.x.device))
-
-
-def _edited_copy(slot: SlotMemory, edit: Callable[[torch.nn.Module], None]) -> torch.nn.Module:
-    """A copy of the slot memory's module with ``edit`` applied to it (without gradients)."""
-    model = copy.deepcopy(slot.model)
-    with torch.no_grad():
-        edit(model)
-    return model
 
 
 def _misread_unit(slot: SlotMemory) -> SlotMemory:
@@ -431,16 +449,6 @@ def _misread_unit(slot: SlotMemory) -> SlotMemory:
 
 
 claim.fault("e_k^- unit misreads", breaks=prop8_sphere, apply=edited(slot=_misread_unit))
-
-
-def _transitions_zeroed(slot: SlotMemory) -> SlotMemory:
-    """The transitions left at zero, as in the memoriser (states unused: h = 0 everywhere)."""
-
-    def zero(model):
-        for p in (*model.f_fwd.parameters(), *model.f_bwd.parameters()):
-            p.zero_()
-
-    return replace(slot, model=_edited_copy(slot, zero))
 
 
 claim.fault(
@@ -472,12 +480,6 @@ claim.fault(
 def _radius_without_3eCd(inp: Prop8Inputs, ctx: Context) -> Prop8Inputs:
     """The slot-memory RNN built at r_x = sqrt(ln(M N)): Lemma 12's factor 3 C_x e d dropped."""
     return replace(inp, slot=_slot_memory(ctx, radius=lambda d, M, N: math.sqrt(math.log(M * N))))
-
-
-def _width_ratio_inverted(N, c, UL, *, K=2.0, gamma=0.5):
-    """The width bound ln M' / (2 ln(1 + 2 sqrt2 s~ / UL)): the ratio UL / s~ inverted."""
-    pk = prop8_packing(N, c, K=K, gamma=gamma)
-    return 0.0 if no_packing(pk) else pk.log_M_good / (2 * math.log1p(2 * ROOT2 * pk.sep / UL))
 
 
 # the Chernoff rate a - 1 - ln a (its 1/2 dropped), everything after built on it
@@ -531,12 +533,6 @@ claim.fault(
 )
 
 
-def _width_one_direction(N, c, UL, *, K=2.0, gamma=0.5):
-    """The width bound ln M' / ln(1 + 2 sqrt2 UL / s~): the states' dimension D = d_h (one
-    direction) for 2 d_h."""
-    return 2 * prop8_width_lower_bound(N, c, UL, K=K, gamma=gamma)
-
-
 claim.fault(
     "width bound with D = d_h",
     breaks=(prop8_pinned, prop8_width_inverts),
@@ -571,6 +567,20 @@ claim.fault(
     "record d_h = N",
     breaks=prop8_record,
     apply=edited(slot=lambda s: replace(s, guarantee=replace(s.guarantee, d_h=s.N))),
+)
+
+
+claim.fault(
+    "binding RNN's transitions zeroed",
+    breaks=prop8_binding_risk,
+    profiles=FULL,
+    apply=edited(binding=_transitions_zeroed),
+)
+claim.fault(
+    "binding width bound with s~ / UL",
+    breaks=prop8_binding_width,
+    profiles=FULL,
+    apply=edited(bounds=lambda b: replace(b, width=_width_ratio_inverted)),
 )
 
 

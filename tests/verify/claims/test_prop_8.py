@@ -95,3 +95,15 @@ def test_prop8_built_checks_run_the_module(declared):
     ):
         with pytest.raises(RuntimeError, match="built module evaluated"):
             d.verdict(name, broken)
+
+
+def test_prop8_binding_checks_run_in_full_only(declared):
+    """Where the bound binds (N = 512): the two checks and their faults are full-profile only."""
+    claim = declared(CID).claim
+    quick = {c.name for c in claim.checks_in("quick")}
+    for name in (
+        "where it binds (N = 512): d_h >= width bound",
+        "where it binds (N = 512): position risk <= c",
+    ):
+        assert name not in quick and claim.check_named(name).profiles == ("full", "gpu")
+    assert prop_8.P8_BIND_N * 1 > 339  # past the onset at c = 0.05
