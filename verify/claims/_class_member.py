@@ -1,6 +1,7 @@
 """Theorem 7's claim (verify/claims/thm_7.py): the exact RNN built in the class the bound is
-computed over, its prompts, and the mistakes its faults plant (docs/derivations/
-rnn-lower-bounds.md, section 4, piece 1; constructions/exact_rnn.py)."""
+computed over, its prompts, the mistakes its faults plant, and what it shares with Lemmas 29-30
+(verify/claims/lemma_29_30.py): the 40-digit c_l and A, rank-one members, singular-pair changes
+(docs/derivations/rnn-lower-bounds.md, section 4, pieces 1 and 5; constructions/exact_rnn.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any, List, Tuple
 
 import mpmath as mp
 import torch
+from torch.func import jacrev, vmap
 
 from qstr.bounds.attention import lemma12_radius
 from qstr.bounds.recurrent import Layer, Theorem7Params, prop28_layers
@@ -212,3 +214,36 @@ def built_constants(member: ClassMember) -> dict:
         "r_h": r_h,
         "d_e": (first.weight.shape[1] - qd - d) // (q + 1),
     }
+
+
+def mlp(params: dict, layers, u):
+    """W_L relu(... relu(W_1 u + b_1) ...) of the layers named (weight, bias or None) in params."""
+    for i, (w, b) in enumerate(layers):
+        u = u @ params[w].T + (params[b] if b else 0)
+        if i < len(layers) - 1:
+            u = torch.relu(u)
+    return u
+
+
+def singular_change(module, layers, pair, u, size: float) -> dict:
+    """The change of one layer along the top right singular vector of d f(u) / d [W b] at the row
+    of u where its top singular value is largest (the first-order worst change of that layer, a
+    layer whose output is locally flat everywhere giving none), Frobenius norm ``size`` x the
+    layer's own."""
+    params = {k: p.detach() for k, p in module.named_parameters()}
+    names = [n for n in pair if n is not None]
+
+    def f(sub, x):
+        return mlp(params | sub, layers, x[None])[0]
+
+    J = vmap(jacrev(f), in_dims=(None, 0))({n: params[n] for n in names}, u)
+    J = torch.cat([J[n].flatten(2) for n in names], -1)  # (rows, out, P)
+    row = int(torch.linalg.matrix_norm(J, ord=2).argmax())
+    v = torch.linalg.svd(J[row], full_matrices=False)[2][0]
+    scale = size * float(torch.cat([params[n].flatten() for n in names]).norm())
+    out, at = {}, 0
+    for n in names:
+        k = params[n].numel()
+        out[n] = (scale * v[at : at + k]).reshape(params[n].shape)
+        at += k
+    return out
