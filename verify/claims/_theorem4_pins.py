@@ -89,13 +89,24 @@ def lemma15_steps(r_z, x) -> dict:
     return {"score": r_z**2 * x, "softmax": x, "value": r_z * x, "attention": r_z**3}
 
 
-def _fro(rows) -> mp.mpf:
-    return mp.sqrt(mp.fsum(v**2 for v in rows))
+def _norm(values) -> mp.mpf:
+    """The Euclidean norm of float entries, at the current precision."""
+    v = [mp.mpf(x) for x in values]
+    return mp.sqrt(mp.fdot(v, v))
 
 
-def _op_norm(A: mp.matrix) -> mp.mpf:
-    """||A||_op: the square root of the largest eigenvalue of A A^T (symmetric, mp.eigsy)."""
-    E, _ = mp.eigsy(A * A.T)
+def _diff_norm(u, v) -> mp.mpf:
+    """||u - v|| of two float lists (each difference exact at 40 digits)."""
+    d = [mp.fsub(s, t) for s, t in zip(u, v, strict=True) if s != t]
+    return mp.sqrt(mp.fdot(d, d))
+
+
+def _op_norm(rows) -> mp.mpf:
+    """||A||_op of A given by its rows: the square root of the largest eigenvalue of the Gram
+    matrix A A^T (symmetric, mp.eigsy)."""
+    R = [[mp.mpf(x) for x in r] for r in rows]
+    gram = mp.matrix([[mp.fdot(r, s) for s in R] for r in R])
+    E, _ = mp.eigsy(gram)
     return mp.sqrt(max(max(E[i], 0) for i in range(E.rows)))
 
 
@@ -105,13 +116,8 @@ def lemma13_terms(weights: Callable, H: int, radii) -> list:
     Theta''s W as a list of rows): rho = sqrt(H r_z^2 + 1),
     (||a - a'|| ||(W,b)||_F rho, ||a'|| rho ||d(W,b)||_F, ||a'|| ||W'||_op r_z^3 ||dW_QK||_F)."""
     (a, a_p), (wb, wb_p), (qk, qk_p) = (weights(k) for k in ("a", "Wb", "W_QK"))
-
-    def diff(u, v):
-        return [mp.mpf(s) - mp.mpf(t) for s, t in zip(u, v, strict=True)]
-
-    norm_a_p = _fro(mp.mpf(v) for v in a_p)
-    da, norm_wb, dwb = _fro(diff(a, a_p)), _fro(mp.mpf(v) for v in wb), _fro(diff(wb, wb_p))
-    attention = norm_a_p * _op_norm(mp.matrix(weights("W'"))) * _fro(diff(qk, qk_p))
+    norm_a_p, da, norm_wb = _norm(a_p), _diff_norm(a, a_p), _norm(wb)
+    dwb, attention = _diff_norm(wb, wb_p), norm_a_p * _op_norm(weights("W'")) * _diff_norm(qk, qk_p)
     out = []
     for r_z in radii:
         r_z = mp.mpf(r_z)
