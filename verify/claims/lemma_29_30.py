@@ -293,11 +293,11 @@ def _worst_over_changes(
 
 
 LOOSE_ON_BUILT = (
-    "the built member sits far inside the class's worst case (largest ratio at the top singular "
-    "pair of the gate layer's Jacobian): c_l multiplies the Frobenius radii of the later layers "
-    "(the gate layer's ||[W b]||_F is 1.8e3, its gain on the active units a few hundred) and the "
-    "a_l recursion bounds activations the built net never reaches; the rank-one members attain "
-    "c_l (rnn-lower-bounds.md, section 4, item 5)"
+    "the built member sits far inside the class's worst case (largest ratio at a layer's top "
+    "singular pair): c_l multiplies the Frobenius radii of the later layers (the gate layer's "
+    "||[W b]||_F is 1.8e3, few of its units on at any input) and the a_l recursion bounds "
+    "activations the built net never reaches; the rank-one members attain c_l "
+    "(rnn-lower-bounds.md, section 4, item 5)"
 )
 
 
