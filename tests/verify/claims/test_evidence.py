@@ -171,7 +171,6 @@ MISLABELLED = {
     ("lemma-24", "sup |G(x,s) - 2x relu(s-1/2)| <= r_x delta"),
     ("lemma-24", "r_x delta attained"),
     ("cor-27", "projection inactive"),
-    ("prop-8", "d_h >= width bound"),
 }
 
 
