@@ -51,6 +51,7 @@ __all__ = [
     "prop28_layers",
     "layer_sensitivities",
     "rnn_parameter_lipschitz",
+    "rnn_state_gain",
     "prop28_norm2",
     "Theorem7Bound",
     "theorem7_bound",
@@ -375,6 +376,9 @@ class Theorem7Params:
     mu            : coherence of the codebook (entries +-1/sqrt(d_e), mu < 1).
     delta         : failure probability (the bound holds w.p. >= 1 - delta - (nN)^{-1/2}).
     d_e           : code dimension; None means ceil(8 ln(N^2 / delta)).
+    reads_h       : the paper's class: the transitions read h, each (1/N)-Lipschitz in it
+                    (reconstructed; docs/derivations/rnn-lower-bounds.md, section 4, item 5);
+                    False (the default): they do not (the class of :func:`prop28_layers`).
     """
 
     q: int = 1
@@ -389,9 +393,12 @@ class Theorem7Params:
     mu: float = 0.5
     delta: float = 0.05
     d_e: Optional[int] = None
+    reads_h: bool = False
 
     def __post_init__(self):
         validate_problem_constants(self, mu_reason="the gates need <omega_i, omega_j> <= mu < 1")
+        if not isinstance(self.reads_h, bool):
+            raise ValueError(f"reads_h must be True or False, got {self.reads_h!r}")
 
     def code_dim(self, N: int) -> int:
         return default_code_dim(N, self.delta) if self.d_e is None else self.d_e
@@ -491,12 +498,27 @@ def layer_sensitivities(radii: Sequence[float], biases: Sequence[bool], r_in: fl
     ]
 
 
-def rnn_parameter_lipschitz(A_y: float, Lam_y: float, A_h: float, N: int) -> float:
+def rnn_state_gain(lip_h: float, N: int) -> float:
+    """Lemma 29's accumulation over the N - 1 transitions a state adds up, when each is lip_h-
+    Lipschitz in h: sum_{j=0}^{N-2} (1 + lip_h)^j = ((1 + lip_h)^{N-1} - 1) / lip_h (N - 1 at
+    lip_h = 0: transitions that do not read h). At lip_h = 1/N it is below (e - 1) N."""
+    if lip_h < 0:
+        raise ValueError(f"lip_h must be >= 0, got {lip_h}")
+    if lip_h == 0:
+        return float(N - 1)
+    return math.expm1((N - 1) * math.log1p(lip_h)) / lip_h
+
+
+def rnn_parameter_lipschitz(
+    A_y: float, Lam_y: float, A_h: float, N: int, lip_h: float = 0.0
+) -> float:
     """Lemma 29 (reconstructed): |y_hat_i(theta) - y_hat_i(theta')| <= A ||theta - theta'|| with
-    A = sqrt(A_y^2 + ((N - 1) Lam_y A_h)^2): a transition change moves a state by at most the sum
-    of the changes of the (at most N - 1) transition outputs it adds up (the projection is
-    1-Lipschitz, the transitions do not read h), which f_y passes on with slope Lam_y."""
-    return math.sqrt(A_y**2 + ((N - 1) * Lam_y * A_h) ** 2)
+    A = sqrt(A_y^2 + (S Lam_y A_h)^2), S = :func:`rnn_state_gain` (lip_h, N): a transition change
+    moves a state by at most the changes of the (at most N - 1) transition outputs it adds up,
+    each carried on by a factor 1 + lip_h per step through h (the projection is 1-Lipschitz;
+    S = N - 1 when the transitions do not read h), which f_y passes on with slope Lam_y."""
+    S = rnn_state_gain(lip_h, N)
+    return math.sqrt(A_y**2 + (S * Lam_y * A_h) ** 2)
 
 
 def rnn_output_growth(
@@ -571,7 +593,9 @@ def theorem7_bound(n: int, N: int, params: Theorem7Params) -> Theorem7Bound:
                         + 2 [tau / sqrt n + tau sqrt(2 P ln(1 + 4 R_Theta A sqrt(n / tau)) / n)]
                         + 4 tau sqrt(ln(4/delta) / (2 n)) + (1 + 4/delta) tau e^{-p},
 
-    A = sqrt(A_y^2 + ((N - 1) Lambda_y A_h)^2), tau = e m_p, p = max(1, ln((1 + 4/delta) sqrt n)),
+    A = sqrt(A_y^2 + ((N - 1) Lambda_y A_h)^2) (``params.reads_h``: S = ((1 + 1/N)^{N-1} - 1) N
+    for N - 1, A_h on inputs (h, z), and q d more columns per transition in P),
+    tau = e m_p, p = max(1, ln((1 + 4/delta) sqrt n)),
     m_p = 2 ((beta_0 + Lambda_y sqrt(2 p C_x d))^2 + C_y (2p)^{2s}).
     Derivation: docs/derivations/rnn-lower-bounds.md.
     """
@@ -587,14 +611,18 @@ def theorem7_bound(n: int, N: int, params: Theorem7Params) -> Theorem7Bound:
     r_z = math.sqrt(r_x * r_x + q + 1.0)
     trans, out = prop28_layers(N, P_, r_x)
     d_e = P_.code_dim(N)
-    # parameter-Lipschitz constants on the sample (all tokens in the r_x-ball)
-    A_h = _parameter_lipschitz(trans, r_z)
+    # parameter-Lipschitz constants on the sample (all tokens in the r_x-ball); the paper's class
+    # (reads_h): the transitions read (h, z), of norm <= sqrt(r_h^2 + r_z^2), (1/N)-Lipschitz in h
+    lip_h = 1.0 / float(N) if P_.reads_h else 0.0
+    A_h = _parameter_lipschitz(trans, math.sqrt(r_h * r_h + r_z * r_z) if P_.reads_h else r_z)
     r_in_y = math.sqrt(2.0 * r_h * r_h + r_z * r_z)
     A_y = _parameter_lipschitz(out, r_in_y)
     # output growth |y_hat| <= Lam_y ||x_i|| + beta_0 for every theta in the class and every prompt
     Lam_y, beta_0 = rnn_output_growth([l.radius for l in out], [l.bias for l in out], r_h, q)
-    A = rnn_parameter_lipschitz(A_y, Lam_y, A_h, N)
+    A = rnn_parameter_lipschitz(A_y, Lam_y, A_h, N, lip_h)
     n_params = 2 * sum(l.n_params for l in trans) + sum(l.n_params for l in out)
+    if P_.reads_h:  # the transitions' first layers read h: q d more columns each
+        n_params += 2 * trans[0].width * q * d
     theta2 = 2.0 * sum(l.radius**2 for l in trans) + sum(l.radius**2 for l in out)
     R_theta = math.sqrt(theta2)
 
