@@ -144,13 +144,18 @@ def net_constants_mp(radii2, biased, r_in):
     return mp.fprod(R), mp.sqrt(c2), b
 
 
-def lipschitz_mp(transition, output, N):
-    """Lemma 29's A = sqrt(A_y^2 + ((N - 1) Lam_y A_h)^2) in mpmath (rnn-lower-bounds.md section 4,
-    item 5) from each net's (radii, biases, input radius), by :func:`net_constants_mp`."""
+def lipschitz_mp(transition, output, N, lip_h=0):
+    """Lemma 29's A = sqrt(A_y^2 + (S Lam_y A_h)^2) in mpmath (rnn-lower-bounds.md section 4,
+    item 5) from each net's (radii, biases, input radius), by :func:`net_constants_mp`;
+    S = sum_{j=0}^{N-2} (1 + lip_h)^j, summed term by term (N - 1 at lip_h = 0)."""
     (tR, tB, r_z), (oR, oB, r_y) = transition, output
     _, A_h, _ = net_constants_mp([mp.mpf(R) ** 2 for R in tR], tB, r_z)
     Lam, A_y, _ = net_constants_mp([mp.mpf(R) ** 2 for R in oR], oB, r_y)
-    return mp.sqrt(A_y**2 + ((N - 1) * Lam * A_h) ** 2)
+    if lip_h == 0 or N > 10**5:  # the closed form where the sum is too long to add up
+        S = mp.mpf(N - 1) if lip_h == 0 else mp.expm1((N - 1) * mp.log1p(mp.mpf(lip_h))) / lip_h
+    else:
+        S = mp.fsum((1 + mp.mpf(lip_h)) ** j for j in range(N - 1))
+    return mp.sqrt(A_y**2 + (S * Lam * A_h) ** 2)
 
 
 def fro(params: dict, w: str, b) -> float:
@@ -246,4 +251,52 @@ def singular_change(module, layers, pair, u, size: float) -> dict:
         k = params[n].numel()
         out[n] = (scale * v[at : at + k]).reshape(params[n].shape)
         at += k
+    return out
+
+
+def _linears(seq) -> list:
+    return [m for m in seq if isinstance(m, torch.nn.Linear)]
+
+
+def reading_h(module, lip_h: float, r_h: float):
+    """A member of the paper's class built from ``module`` (a DeepTransitionBiRNN whose transitions
+    do not read h): each transition becomes f(h, z) + lip_h h, exactly lip_h-Lipschitz in h (the
+    class's constraint at lip_h = 1/N, reconstructed: rnn-lower-bounds.md, section 4, item 5).
+    h is carried by 2 d_h more units per hidden layer: relu(+-h) in layer 1 (its h columns), the
+    identity on them in layers 2-3, and lip_h (u+ - u-) added by layer 4; f_y as built; states
+    projected onto the r_h-ball."""
+    from qstr.constructions.paper_models import DeepTransitionBiRNN  # noqa: PLC0415
+
+    d_h, D = module.d_h, module.D_in
+    out = DeepTransitionBiRNN(
+        D,
+        d_h,
+        transition_widths=tuple(w + 2 * d_h for w in module.transition_widths),
+        output_widths=module.output_widths,
+        r_h=r_h,
+        dtype=F64,
+        generator=torch.Generator(),
+    ).to(module.f_y[0].weight.device)
+    eye = torch.eye(d_h, dtype=F64, device=out.f_y[0].weight.device)
+    zero = lambda *s: torch.zeros(*s, dtype=F64, device=eye.device)  # noqa: E731
+    with torch.no_grad():
+        for net in ("f_fwd", "f_bwd"):
+            old, new = _linears(getattr(module, net)), _linears(getattr(out, net))
+            carry_in = torch.cat(
+                [torch.cat([eye, zero(d_h, D)], 1), torch.cat([-eye, zero(d_h, D)], 1)]
+            )
+            new[0].weight.copy_(torch.cat([old[0].weight, carry_in]))
+            new[0].bias.copy_(torch.cat([old[0].bias, zero(2 * d_h)]))
+            for k in (1, 2):
+                new[k].weight.copy_(
+                    torch.block_diag(
+                        old[k].weight, torch.eye(2 * d_h, dtype=F64, device=eye.device)
+                    )
+                )
+                new[k].bias.copy_(torch.cat([old[k].bias, zero(2 * d_h)]))
+            new[3].weight.copy_(torch.cat([old[3].weight, lip_h * eye, -lip_h * eye], 1))
+        for a, b in zip(_linears(out.f_y), _linears(module.f_y), strict=True):
+            a.weight.copy_(b.weight)
+            if a.bias is not None:
+                a.bias.copy_(b.bias)
     return out

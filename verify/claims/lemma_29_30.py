@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Callable, Dict, Tuple
+from typing import Callable, Tuple
 
 import mpmath as mp
 import torch
 from torch import nn
-from torch.func import functional_call
 
 from qstr.bounds.attention import lemma12_radius
 from qstr.bounds.recurrent import Theorem7Params, layer_sensitivities, prop28_layers, prop28_rnn
@@ -26,7 +25,10 @@ from qstr.constructions.task import QSTR
 from qstr.verify.adversarial import clip_to_ball
 from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, worst
 from qstr.verify.claims._class_member import fro, lipschitz_mp, mlp, rank_one_member
-from qstr.verify.claims._class_member import singular_change
+from qstr.verify.claims._class_member import reading_h, singular_change
+from qstr.verify.claims._rnn_changes import inputs_of, net_bound, nets_of, random_change, run
+from qstr.verify.claims._rnn_changes import moved as moved_params
+from qstr.verify.claims._rnn_changes import states_of
 from qstr.verify.claims._class_member import sensitivities_mp as _sensitivities_mp
 from qstr.verify.claims._transition import transition_rounding
 from qstr.verify.registry import register
@@ -64,10 +66,11 @@ lemma29 = register(
     Claim(
         "lemma-29",
         Ref("Lemma 29"),
-        statement="(reconstructed, for transitions that do not read h) a state moves by at most "
-        "the sum of the changes of the transition outputs it adds up (<= (i - 1) max); the output "
-        "by at most f_y's parameter term plus Lip(f_y) times its states' change; so A = "
-        "sqrt(A_y^2 + ((N - 1) Lam_y A_h)^2)",
+        statement="(reconstructed) a state moves by at most the changes of the transition outputs "
+        "it adds up, each carried on by 1 + Lip_h per step through h (their sum when the "
+        "transitions do not read h; Lip_h <= 1/N in the paper's class); the output by at most "
+        "f_y's parameter term plus Lip(f_y) times its states' change; so A = sqrt(A_y^2 + "
+        "(S Lam_y A_h)^2), S = sum_j (1 + Lip_h)^j over N - 1 steps",
         builds=(prop28_rnn,),
         bounds=(layer_sensitivities, rnn_parameter_lipschitz),
         derivation="docs/derivations/rnn-lower-bounds.md",
@@ -86,6 +89,7 @@ class Bounds:
     parameter_lipschitz: Callable = rnn_parameter_lipschitz
     accumulates: bool = True  # a state's change is the sum of its transitions' changes
     through_states: bool = True  # the output moves with its states
+    compounds: bool = True  # a state's change is carried on by 1 + Lip_h per step through h
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,7 @@ class RNNCase:
     changes: Tuple[Tuple[str, dict], ...]
     honest: tuple  # (h_fwd, h_bwd, y) of the module as built
     rounding: float  # of one state: the transition's rounding term (verify/claims/_transition.py)
+    lip_h: float = 0.0  # the transitions' Lipschitz constant in h (0: they do not read h)
 
 
 @dataclass(frozen=True)
@@ -108,45 +113,12 @@ class RNNInputs:
     bounds: Bounds = Bounds()
 
 
-def _nets(module: nn.Module) -> Dict[str, list]:
-    """Parameter names of each net, layer by layer: {net: [(weight name, bias name or None)]}."""
-    names = dict(module.named_parameters())
-    out = {}
-    for net in ("f_fwd", "f_bwd", "f_y"):
-        idx = sorted({int(k.split(".")[1]) for k in names if k.startswith(net + ".")})
-        out[net] = [
-            (f"{net}.{i}.weight", f"{net}.{i}.bias" if f"{net}.{i}.bias" in names else None)
-            for i in idx
-        ]
-    return out
-
-
-def _random(module, names, size: float, d_h: int, gen) -> dict:
-    """A random change of the named parameters, each of Frobenius norm ``size`` x its own; the
-    transitions' first layer keeps its h columns (the class: transitions do not read h)."""
-    params = dict(module.named_parameters())
-    out = {}
-    for k in names:
-        p = params[k].detach()
-        D = torch.randn(p.shape, generator=gen, dtype=F64)
-        if k.endswith("0.weight") and not k.startswith("f_y"):
-            D[:, :d_h] = 0
-        out[k] = D * (size * float(p.norm()) / float(D.norm()))
-    return out
-
-
-def _inputs_of(module, honest, Z, net: str) -> torch.Tensor:
-    """The rows u = (h, z) (transition) or (h_fwd, h_bwd, z) (f_y) the net reads, (B N, fan-in)."""
-    h_fwd, h_bwd, _ = honest
-    return torch.cat([h_fwd, Z] if net == "f_fwd" else [h_fwd, h_bwd, Z], -1).flatten(0, 1)
-
-
 def _changes(module, honest, Z, ctx: Context) -> Tuple[Tuple[str, dict], ...]:
     d_h = honest[0].shape[-1]
     gen = ctx.generator("lemma-29/changes")
-    nets, out = _nets(module), []
+    nets, out = nets_of(module), []
     for net in ("f_fwd", "f_y"):
-        u = _inputs_of(module, honest, Z, net)
+        u = inputs_of(module, honest, Z, net)
         # the rows the singular pairs are sought at: the transition's targets (its output is
         # locally flat elsewhere) and the longest inputs
         rows = torch.cat(
@@ -160,13 +132,15 @@ def _changes(module, honest, Z, ctx: Context) -> Tuple[Tuple[str, dict], ...]:
         )
         for l, pair in enumerate(nets[net]):
             names = [n for n in pair if n is not None]
-            out.append((f"{net} layer {l + 1} x 1e-3", _random(module, names, 1e-3, d_h, gen)))
+            out.append(
+                (f"{net} layer {l + 1} x 1e-3", random_change(module, names, 1e-3, d_h, gen))
+            )
             if l > 0 or net == "f_y":  # the transition's first layer keeps its h columns
                 sing = singular_change(module, nets[net], pair, u[rows], 1e-3)
                 out.append((f"{net} layer {l + 1} top singular pair x 1e-3", sing))
     every = [n for net in nets.values() for pair in net for n in pair if n is not None]
     for size in (1e-6, 1e-3):
-        out.append((f"all layers x {size:g}", _random(module, every, size, d_h, gen)))
+        out.append((f"all layers x {size:g}", random_change(module, every, size, d_h, gen)))
     # layer 3's first d_h units (relu(G - b)) opened by 1e-3: every position off target adds the
     # same change to the state
     w3, b3 = nets["f_fwd"][2]
@@ -190,13 +164,41 @@ def lemma29_inputs(ctx: Context) -> RNNInputs:
     Z = rnn.encode(clip_to_ball(p.x, L29_RX), p.t)
     label = f"Prop 28 RNN, rs-hadamard N={L29_N}, d={L29_D}, q=1"
     with torch.no_grad():
-        honest = _run(module, {}, Z)
+        honest = run(module, {}, Z)
     changes = tuple(
         (name, {k: v.to(ctx.device) for k, v in ch.items()})
         for name, ch in _changes(module, honest, Z, ctx)
     )
     rounding = 2 * transition_rounding(rnn.transition, L29_N, rnn.r_h).term  # theta and theta'
-    return RNNInputs((RNNCase(label, module, Z, changes, honest, rounding),))
+    case = RNNCase(label, module, Z, changes, honest, rounding)
+    return RNNInputs((case, _reading_h_case(module, Z, rounding, ctx)))
+
+
+def _reading_h_case(module, Z, rounding: float, ctx: Context) -> RNNCase:
+    """The paper's class (reconstructed): the module's transitions plus h / N (``reading_h``,
+    exactly (1/N)-Lipschitz in h), states projected onto 3 r_h (the feedback grows them by up to
+    e), and three changes: all layers x 1e-3 (h columns too), the carried h x (1 + 1e-3), and the
+    rectifier offsets lowered by 1e-3 (aligned: the compounded sum is attained)."""
+    lip_h, d_h, dev = 1.0 / L29_N, module.d_h, Z.device
+    member = reading_h(module, lip_h, 3 * module.r_h)
+    nets, params = nets_of(member), dict(member.named_parameters())
+    every = [n for net in nets.values() for pair in net for n in pair if n is not None]
+    carry = torch.zeros_like(params["f_fwd.0.weight"].detach())
+    w1 = module.transition_widths[0]
+    carry[w1 : w1 + d_h, :d_h] = 1e-3 * torch.eye(d_h, dtype=F64, device=dev)
+    b3 = nets["f_fwd"][2][1]
+    lowered = torch.zeros_like(params[b3].detach())
+    lowered[:d_h] = 1e-3
+    every_change = random_change(member, every, 1e-3, 0, ctx.generator("lemma-29/reading-h"))
+    changes = (
+        ("all layers x 0.001, h columns too", {k: v.to(dev) for k, v in every_change.items()}),
+        ("carried h x (1 + 1e-3)", {"f_fwd.0.weight": carry, "f_bwd.0.weight": carry.clone()}),
+        ("rectifier offsets lowered by 1e-3", {b3: lowered}),
+    )
+    with torch.no_grad():
+        honest = run(member, {}, Z)
+    label = f"paper's class: the same RNN reading h, f(h, z) + h / {L29_N}"
+    return RNNCase(label, member, Z, changes, honest, rounding, lip_h)
 
 
 @lemma30.inputs
@@ -206,12 +208,13 @@ def lemma30_inputs(ctx: Context) -> RNNInputs:
 
 
 def _scope(inp: RNNInputs) -> str:
-    c = inp.cases[0]
+    c, rest = inp.cases[0], inp.cases[1:]
+    paper = "; ".join(f"{r.label} ({len(r.changes)} changes, Lip_h = {r.lip_h:.3g})" for r in rest)
     return (
         f"{c.label}; {c.Z.shape[0]} prompts; {len(c.changes)} parameter changes (random, top "
-        "singular pairs); rank-one members at the longest and a short input; the class's "
-        "transitions do not read h (Theorem 7's class and Lemmas 29-30 here drop the hidden-state "
-        "dependence the paper's class allows under a Lipschitz constraint); constants vs 40 digits"
+        "singular pairs); rank-one members at the longest and a short input; its transitions do "
+        "not read h (Theorem 7's default class: the paper's allows h under a Lipschitz "
+        f"constraint); {paper or 'no member reading h'}; constants vs 40 digits"
     )
 
 
@@ -222,63 +225,21 @@ lemma30.scope_with(_scope)
 # ------------------------------------------------------------------ evaluation
 
 
-class _States(nn.Module):
-    def __init__(self, module: nn.Module):
-        super().__init__()
-        self.module = module
-
-    def forward(self, Z):
-        return self.module.states(Z)
-
-
-def _moved(module, change: dict) -> dict:
-    return {k: p + change[k] if k in change else p for k, p in module.named_parameters()}
-
-
-def _states(module, change: dict, Z):
-    """(h_fwd, h_bwd) of the module with ``change`` (its own ``states``; torch.func swaps the
-    parameters)."""
-    params = {f"module.{k}": v for k, v in _moved(module, change).items()}
-    return functional_call(_States(module), params, (Z,))
-
-
-def _run(module, change: dict, Z):
-    """(h_fwd, h_bwd, y) of the module with ``change`` (``states`` and ``forward``)."""
-    return (*_states(module, change, Z), functional_call(module, _moved(module, change), (Z,)))
-
-
-def _net_bound(module, change, layers, r_in, b: Bounds, params=None) -> float:
-    """sum_l c_l ||Delta_l||_F with R_l the larger of both nets' ||[W_l b_l]||_F (the module's,
-    or ``params``: a member's by name)."""
-    old = dict(module.named_parameters()) if params is None else params
-    new = {k: p + change[k] if k in change else p for k, p in old.items()}
-
-    def fro(params, w, bias):
-        return float(torch.cat([params[w].flatten()] + ([params[bias]] if bias else [])).norm())
-
-    radii = [max(fro(old, w, bias), fro(new, w, bias)) for w, bias in layers]
-    deltas = [
-        float(
-            torch.cat(
-                [change.get(w, 0 * old[w]).flatten()]
-                + ([change.get(bias, 0 * old[bias])] if bias else [])
-            ).norm()
-        )
-        for w, bias in layers
-    ]
-    c = b.sensitivities(radii, [bias is not None for _, bias in layers], r_in)
-    return sum(ci * di for ci, di in zip(c, deltas, strict=True))
-
-
 def _worst_over_changes(
-    inp: RNNInputs, one, nets=("f_fwd", "f_bwd", "f_y"), absolute=False, why="", skip=None
+    inp: RNNInputs,
+    one,
+    nets=("f_fwd", "f_bwd", "f_y"),
+    absolute=False,
+    why="",
+    skip=None,
+    which=None,
 ):
     """The worst of ``one(case, change) -> (measured, bound)`` over every case and every change
     that touches one of ``nets`` (less those whose name ``skip(name)`` picks); the
     rounding term relative to the bound, or (``absolute``) the case's state rounding; ``why``:
-    the detail (why the ratio is what it is)."""
+    the detail (why the ratio is what it is); ``which(case)``: the cases taken (all by default)."""
     rows = []
-    for c in inp.cases:
+    for c in inp.cases if which is None else filter(which, inp.cases):
         for name, change in c.changes:
             if not any(k.split(".")[0] in nets for k in change) or (skip and skip(name)):
                 continue
@@ -303,13 +264,13 @@ LOOSE_ON_BUILT = (
 
 def _net_check(net: str):
     def one(c: RNNCase, change: dict, b: Bounds):
-        layers = _nets(c.module)[net]
+        layers = nets_of(c.module)[net]
         h_fwd, h_bwd, _ = c.honest
         u = torch.cat([h_fwd, c.Z] if net == "f_fwd" else [h_fwd, h_bwd, c.Z], -1)
-        old, new = dict(c.module.named_parameters()), _moved(c.module, change)
+        old, new = dict(c.module.named_parameters()), moved_params(c.module, change)
         moved = torch.linalg.vector_norm(mlp(new, layers, u) - mlp(old, layers, u), dim=-1)
         r_in = float(torch.linalg.vector_norm(u, dim=-1).max())
-        return float(moved.max()), _net_bound(c.module, change, layers, r_in, b)
+        return float(moved.max()), net_bound(c.module, change, layers, r_in, b)
 
     return lambda inp: _worst_over_changes(inp, one, nets=(net,), why=LOOSE_ON_BUILT)
 
@@ -326,9 +287,9 @@ def _rank_one_rows(c: RNNCase, net: str, b: Bounds):
     """(label, verdict) for each layer of a rank-one member built from the module's weights at the
     longest input (h zeroed for the transition: the class does not read it) and at that input
     shortened to SHORT_INPUT: the layer's row scaled by 1 + 1e-6 against sum_l c_l ||Delta_l||."""
-    layers = _nets(c.module)[net]
+    layers = nets_of(c.module)[net]
     params = {k: p.detach() for k, p in c.module.named_parameters()}
-    u = _inputs_of(c.module, c.honest, c.Z, net)
+    u = inputs_of(c.module, c.honest, c.Z, net)
     u = u[int(u.norm(dim=-1).argmax())].clone()
     if net == "f_fwd":
         u[: c.honest[0].shape[-1]] = 0.0
@@ -339,7 +300,7 @@ def _rank_one_rows(c: RNNCase, net: str, b: Bounds):
             change = {n: 1e-6 * member[n] for n in pair if n is not None}
             new = {k: p + change[k] if k in change else p for k, p in member.items()}
             moved = float((mlp(new, layers, x[None]) - mlp(member, layers, x[None])).norm())
-            bound = _net_bound(c.module, change, layers, float(x.norm()), b, params=member)
+            bound = net_bound(c.module, change, layers, float(x.norm()), b, params=member)
             what = f"||x|| = {float(x.norm()):.3g}"
             verdict = at_most(moved, bound, RATIO_TERM * bound, detail=what)
             rows.append((f"{net} rank-one at the {at}, layer {l + 1}", verdict))
@@ -369,8 +330,8 @@ def _pin_points(inp: RNNInputs):
     params = dict(c.module.named_parameters())
     out = []
     for net in ("f_fwd", "f_y"):
-        layers = _nets(c.module)[net]
-        r_in = float(_inputs_of(c.module, c.honest, c.Z, net).norm(dim=-1).max())
+        layers = nets_of(c.module)[net]
+        r_in = float(inputs_of(c.module, c.honest, c.Z, net).norm(dim=-1).max())
         radii = [fro(params, w, b) for w, b in layers]
         out.append((f"built {net}", radii, [b is not None for _, b in layers], r_in))
     P = Theorem7Params()
@@ -431,21 +392,26 @@ lemma30.fault(
 
 
 def _state_changes(c: RNNCase, change: dict, b: Bounds):
-    """(largest ||h_i - h'_i|| / bound, and that pair) over positions and both directions: bound
-    the sum of the transition-output changes the state adds up (their largest, if
-    ``b.accumulates`` is False)."""
+    """(largest ||h_i - h'_i|| / bound, and that pair) over positions and both directions: the
+    bound B_1 = 0, B_{i+1} = (1 + Lip_h) B_i + ||f'(h'_i, z_i) - f(h'_i, z_i)|| (the change of the
+    transition at the moved state, carried on through h; Lip_h = 0 unless ``b.compounds`` and the
+    case reads h), or B_{i+1} = max(B_i, that change) if ``b.accumulates`` is False."""
     h_fwd, h_bwd, _ = c.honest
-    g_fwd, g_bwd = _states(c.module, change, c.Z)
-    old, new = dict(c.module.named_parameters()), _moved(c.module, change)
-    best = (0.0, 0.0, -1.0)
+    g_fwd, g_bwd = states_of(c.module, change, c.Z)
+    old, new = dict(c.module.named_parameters()), moved_params(c.module, change)
+    best, L = (0.0, 0.0, -1.0), c.lip_h if b.compounds else 0.0
     for net, h, g, reverse in (("f_fwd", h_fwd, g_fwd, False), ("f_bwd", h_bwd, g_bwd, True)):
-        layers = _nets(c.module)[net]
-        u = torch.cat([h, c.Z], -1)
+        layers = nets_of(c.module)[net]
+        u = torch.cat([g, c.Z], -1)
         df = torch.linalg.vector_norm(mlp(new, layers, u) - mlp(old, layers, u), dim=-1)  # (B, N)
         if reverse:
             df = df.flip(1)
-        acc = torch.cumsum(df, 1) if b.accumulates else torch.cummax(df, 1).values
-        bound = torch.cat([torch.zeros_like(acc[:, :1]), acc[:, :-1]], 1)  # adds z_1..z_{i-1}
+        B = [torch.zeros_like(df[:, 0])]
+        for k in range(df.shape[1] - 1):  # the state after z_k adds z_k's change
+            B.append(
+                (1 + L) * B[-1] + df[:, k] if b.accumulates else torch.maximum(B[-1], df[:, k])
+            )
+        bound = torch.stack(B, 1)
         moved = torch.linalg.vector_norm(g - h, dim=-1)
         if reverse:
             moved = moved.flip(1)
@@ -476,7 +442,27 @@ def states_accumulate(inp: RNNInputs) -> Verdict:
     output changes: the triangle inequality of the scan, attained by aligned changes. It checks
     the scan the module runs, not Lemma 29 for transitions that read h."""
     return _worst_over_changes(
-        inp, _state_changes, ("f_fwd", "f_bwd"), absolute=True, why=SCAN_ONLY, skip=_singular_pair
+        inp,
+        _state_changes,
+        ("f_fwd", "f_bwd"),
+        absolute=True,
+        why=SCAN_ONLY,
+        skip=_singular_pair,
+        which=lambda c: c.lip_h == 0,
+    )
+
+
+@lemma29.check(
+    "paper's class: ||h_i - h'_i|| <= sum_{j<i} (1 + Lip_h)^{i-1-j} ||Delta f_j||", evidence="built"
+)
+def states_compound(inp: RNNInputs) -> Verdict:
+    """Lemma 29 for transitions that read h (the paper's class, reconstructed: Lip_h = 1/N): the
+    member's states under every change against the changes of its transitions at the moved
+    states, each carried on by 1 + 1/N per step; attained by the aligned change (the rectifier
+    offsets), so a bound without the compounding fails there."""
+    why = "Lip_h = 1/N exactly (f(h, z) + h/N); equality at aligned changes"
+    return _worst_over_changes(
+        inp, _state_changes, ("f_fwd", "f_bwd"), absolute=True, why=why, which=lambda c: c.lip_h > 0
     )
 
 
@@ -494,12 +480,12 @@ def _output_change(c: RNNCase, change: dict, b: Bounds):
     """|y_i - y'_i| against f_y's parameter term plus Lip(f_y') = prod_l R_l times the change of
     (h_fwd_i, h_bwd_i), at the position where the ratio is largest."""
     h_fwd, h_bwd, y = c.honest
-    g_fwd, g_bwd, y2 = _run(c.module, change, c.Z)
-    layers = _nets(c.module)["f_y"]
+    g_fwd, g_bwd, y2 = run(c.module, change, c.Z)
+    layers = nets_of(c.module)["f_y"]
     u = torch.cat([h_fwd, h_bwd, c.Z], -1)
     r_in = float(torch.linalg.vector_norm(u, dim=-1).max())
-    param_term = _net_bound(c.module, change, layers, r_in, b)
-    new = _moved(c.module, change)
+    param_term = net_bound(c.module, change, layers, r_in, b)
+    new = moved_params(c.module, change)
     lip = math.prod(
         float(torch.cat([new[w].flatten()] + ([new[bb]] if bb else [])).norm()) for w, bb in layers
     )
@@ -529,18 +515,20 @@ output_moves = lemma29.check(
 def lipschitz_pinned(inp: RNNInputs) -> Verdict:
     """``rnn_parameter_lipschitz`` on ``layer_sensitivities``' ||c|| (as ``theorem7_bound``
     composes them) against A written from rnn-lower-bounds.md (section 4, item 5) in mpmath at
-    40 digits: the built RNN's radii and Theorem 7's class, at N = 2, 32, 2^20, 2^40."""
+    40 digits: the built RNN's radii and Theorem 7's class, at N = 2, 32, 2^20, 2^40, for
+    transitions that do not read h and for the paper's class (Lip_h = 1/N: S summed term by term
+    up to N = 1e5, by its closed form beyond)."""
     b, rows = inp.bounds, []
     points = _pin_points(inp)[:4]  # (built transition, built f_y), (class transition, class f_y)
     with mp.workdps(PIN_DPS):
         for (label, tR, tB, r_z), (_, oR, oB, r_y) in (points[:2], points[2:]):
-            for N in PIN_NS:
+            for N, lip in ((n, lip) for n in PIN_NS for lip in (0.0, 1.0 / n)):
                 A_h = math.sqrt(sum(x * x for x in b.sensitivities(tR, tB, r_z)))
                 A_y = math.sqrt(sum(x * x for x in b.sensitivities(oR, oB, r_y)))
-                got = b.parameter_lipschitz(A_y, math.prod(oR), A_h, N)
-                want = lipschitz_mp((tR, tB, r_z), (oR, oB, r_y), N)
+                got = b.parameter_lipschitz(A_y, math.prod(oR), A_h, N, lip)
+                want = lipschitz_mp((tR, tB, r_z), (oR, oB, r_y), N, mp.mpf(1) / N if lip else 0)
                 gap = at_most(_relative(got, want), PIN_RTOL, detail="relative gap of A")
-                rows.append((f"{label.split(',')[0]}, N = {N}", gap))
+                rows.append((f"{label.split(',')[0]}, N = {N}, Lip_h = {lip:.3g}", gap))
     return worst(rows, key=lambda v: v.measured)
 
 
@@ -550,17 +538,34 @@ lemma29.fault(
     apply=lambda inp: replace(inp, bounds=replace(inp.bounds, accumulates=False)),
 )
 lemma29.fault(
+    "no compounding through h: (1 + Lip_h) dropped",
+    breaks=states_compound,
+    apply=lambda inp: replace(inp, bounds=replace(inp.bounds, compounds=False)),
+)
+lemma29.fault(
     "the output's dependence on the states forgotten",
     breaks=output_moves,
     apply=lambda inp: replace(inp, bounds=replace(inp.bounds, through_states=False)),
 )
 
 
-def _n_transitions(A_y, Lam_y, A_h, N):
+def _n_transitions(A_y, Lam_y, A_h, N, lip_h=0.0):
     """A with N transitions for the N - 1 a state adds up."""
-    return rnn_parameter_lipschitz(A_y, Lam_y, A_h, N + 1)
+    return rnn_parameter_lipschitz(A_y, Lam_y, A_h, N + 1, lip_h)
 
 
+def _gain_uncompounded(A_y, Lam_y, A_h, N, lip_h=0.0):
+    """A with S = N - 1 whatever Lip_h (the compounding through h dropped)."""
+    return rnn_parameter_lipschitz(A_y, Lam_y, A_h, N)
+
+
+lemma29.fault(
+    "A without the compounding through h (S = N - 1 at Lip_h = 1/N)",
+    breaks=lipschitz_pinned,
+    apply=lambda inp: replace(
+        inp, bounds=replace(inp.bounds, parameter_lipschitz=_gain_uncompounded)
+    ),
+)
 lemma29.fault(
     "A with N transitions for N - 1",
     breaks=lipschitz_pinned,

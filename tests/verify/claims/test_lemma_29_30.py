@@ -5,7 +5,7 @@ import math
 
 import mpmath as mp
 
-from qstr.bounds.recurrent import layer_sensitivities, rnn_parameter_lipschitz
+from qstr.bounds.recurrent import layer_sensitivities, rnn_parameter_lipschitz, rnn_state_gain
 
 SCAN = "scan: ||h_i - h'_i|| <= sum_{j<i} ||f(z_j) - f'(z_j)|| (h not read)"
 
@@ -85,3 +85,26 @@ def test_pins_against_an_independent_evaluation(declared):
     A = rnn_parameter_lipschitz(3.0, 2.0, 1.0, 3)
     with mp.workdps(40):
         assert abs(A - mp.sqrt(9 + 16)) < 1e-14  # sqrt(A_y^2 + ((N - 1) Lam A_h)^2) = 5
+
+
+def test_lemma29_paper_class_compounds_through_h(declared):
+    """The member reading h (f + h / N) is exactly (1/N)-Lipschitz in h; its states' changes meet
+    the compounded bound, with equality at the aligned change, and the sum without the factor
+    1 + 1/N per step fails there; A's pin covers Lip_h = 1/N."""
+    d = declared("lemma-29")
+    member = d.inputs.cases[1]
+    assert member.lip_h == 1 / 32
+    name = "paper's class: ||h_i - h'_i|| <= sum_{j<i} (1 + Lip_h)^{i-1-j} ||Delta f_j||"
+    v = d.verdict(name)
+    assert v.holds and abs(v.measured / v.bound - 1) < 1e-9
+    broken = d.verdict(name, d.broken("no compounding through h"))
+    assert not broken.holds and broken.measured > 1.01 * broken.bound
+    assert not d.verdict("A = 40-digit evaluation", d.broken("A without the compounding")).holds
+
+
+def test_rnn_state_gain_sums_the_compounding():
+    """S = sum_{j<N-1} (1 + L)^j: N - 1 at L = 0, and below (e - 1) N at L = 1/N."""
+    assert rnn_state_gain(0.0, 32) == 31
+    S = rnn_state_gain(1 / 32, 32)
+    assert math.isclose(S, sum((1 + 1 / 32) ** j for j in range(31)), rel_tol=1e-13)
+    assert 31 < S < (math.e - 1) * 32
