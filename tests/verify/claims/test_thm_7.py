@@ -83,3 +83,19 @@ def test_thm7_record_read_back_from_the_member(declared):
     assert frobenius(hidden) < 0.5 * built["radius"]  # one layer of many
     broken = d.verdict(name, d.broken("R_Theta with one transition direction"))
     assert not broken.holds and broken.measured > 0.1
+
+
+def test_thm7_on_the_paper_class(declared):
+    """The paper's class (transitions read h, (1/N)-Lipschitz in it) needs a few percent more
+    samples than the class without h and stays polylogarithmic; one-hot codes break that too."""
+    d = declared(CID)
+    name = "paper's class (transitions read h): slope of n(N) <= 9 / ln N"
+    v = d.verdict(name)
+    assert v.holds and "x the class without h's" in v.detail
+    P = Theorem7Params()
+    a, b = (
+        theorem7_bound(10**39, 1024, P),
+        theorem7_bound(10**39, 1024, Theorem7Params(reads_h=True)),
+    )
+    assert b.lipschitz > 2 * a.lipschitz and b.n_params > a.n_params and b.total > a.total
+    assert not d.verdict(name, d.broken("one-hot codes")).holds
