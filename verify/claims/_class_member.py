@@ -12,7 +12,6 @@ from typing import Any, List, Tuple
 
 import mpmath as mp
 import torch
-from torch.func import jacrev, vmap
 
 from qstr.bounds.attention import lemma12_radius
 from qstr.bounds.recurrent import Layer, Theorem7Params, prop28_layers
@@ -160,7 +159,7 @@ def lipschitz_mp(transition, output, N, lip_h=0):
 
 def fro(params: dict, w: str, b) -> float:
     """||[W b]||_F of the layer (weight name ``w``, bias name ``b`` or None) in ``params``."""
-    return float(torch.cat([params[w].flatten()] + ([params[b]] if b else [])).norm())
+    return float(torch.cat([params[w].flatten()] + ([params[b]] if b else [])).detach().norm())
 
 
 def rank_one_member(params: dict, layers, u: torch.Tensor) -> dict:
@@ -234,23 +233,32 @@ def singular_change(module, layers, pair, u, size: float) -> dict:
     """The change of one layer along the top right singular vector of d f(u) / d [W b] at the row
     of u where its top singular value is largest (the first-order worst change of that layer, a
     layer whose output is locally flat everywhere giving none), Frobenius norm ``size`` x the
-    layer's own."""
+    layer's own. Per row, d f_k / d [W b] = delta_k (a, 1)^T, delta_k = d f_k / d (W a + b): one
+    backward pass per output."""
     params = {k: p.detach() for k, p in module.named_parameters()}
-    names = [n for n in pair if n is not None]
-
-    def f(sub, x):
-        return mlp(params | sub, layers, x[None])[0]
-
-    J = vmap(jacrev(f), in_dims=(None, 0))({n: params[n] for n in names}, u)
-    J = torch.cat([J[n].flatten(2) for n in names], -1)  # (rows, out, P)
+    at = layers.index(tuple(pair))
+    x = u
+    for i, (w, b) in enumerate(layers):
+        pre = x @ params[w].T + (params[b] if b else 0)
+        if i == at:
+            a_in, pre = x, pre.detach().requires_grad_(True)
+            z = pre
+        x = torch.relu(pre) if i < len(layers) - 1 else pre
+    delta = torch.stack(
+        [torch.autograd.grad(x[:, k].sum(), z, retain_graph=True)[0] for k in range(x.shape[1])], 1
+    )  # (rows, out, width)
+    J = (delta[..., None] * a_in[:, None, None, :]).flatten(2)
+    if pair[1] is not None:
+        J = torch.cat([J, delta], -1)
     row = int(torch.linalg.matrix_norm(J, ord=2).argmax())
     v = torch.linalg.svd(J[row], full_matrices=False)[2][0]
+    names = [n for n in pair if n is not None]
     scale = size * float(torch.cat([params[n].flatten() for n in names]).norm())
-    out, at = {}, 0
+    out, start = {}, 0
     for n in names:
         k = params[n].numel()
-        out[n] = (scale * v[at : at + k]).reshape(params[n].shape)
-        at += k
+        out[n] = (scale * v[start : start + k]).reshape(params[n].shape)
+        start += k
     return out
 
 

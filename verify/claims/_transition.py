@@ -391,18 +391,22 @@ def target_errors(tr, x: torch.Tensor, zs: torch.Tensor, hit: torch.Tensor) -> t
 
 
 def worst_target(tr, omega: torch.Tensor, r_x: float, steps: int, k: int = 1):
-    """The k positions i whose target output f(z)_l (t_l = i in every slot) errs most at the
-    sphere's corners (:func:`boundary_tokens`), and for each the token in the r_x ball that the
-    ascent (``ball_ascent``, ``steps`` steps from that corner) finds worst: ((k,), (k, d))."""
+    """The k positions i whose target output f(z)_l (t_l = i in every slot) errs most at the token
+    r_x e_1, and for each the token in the r_x ball that the ascent (``ball_ascent``, ``steps``
+    steps from every corner of :func:`boundary_tokens`) finds worst: ((k,), (k, d))."""
     om = omega.to(dtype=F64)
     N, d = om.shape[0], tr.d
     zs = torch.cat([om] * (tr.q + 1), 1)
     hit = torch.ones(N, tr.q, dtype=torch.bool, device=om.device)
     corners = boundary_tokens(d, r_x, om.device)
     with torch.no_grad():
-        errs = torch.stack([target_errors(tr, c.expand(N, d), zs, hit).amax(1) for c in corners])
-    best, corner = errs.max(0)
-    pos = best.argsort(descending=True)[:k]
-    x0 = corners[corner[pos]] * 0.999
-    x = ball_ascent(lambda x: target_errors(tr, x, zs[pos], hit[pos]), x0, r_x, steps)
-    return pos, x.detach()
+        errs = target_errors(tr, corners[0].expand(N, d), zs, hit).amax(1)
+    pos = errs.argsort(descending=True)[:k]
+    C = corners.shape[0]
+    rows = pos.repeat_interleave(C)  # every corner at every position
+    x0 = corners.repeat(k, 1) * 0.999
+    x = ball_ascent(lambda x: target_errors(tr, x, zs[rows], hit[rows]), x0, r_x, steps)
+    with torch.no_grad():
+        e = target_errors(tr, x, zs[rows], hit[rows]).amax(1).view(k, C)
+    best = e.argmax(1) + C * torch.arange(k, device=e.device)
+    return pos, x[best].detach()
