@@ -390,23 +390,32 @@ def target_errors(tr, x: torch.Tensor, zs: torch.Tensor, hit: torch.Tensor) -> t
     return torch.where(hit, e, torch.zeros_like(e))
 
 
+WORST_TARGET_CHUNK = 16384  # positions per evaluation of worst_target's scan
+
+
 def worst_target(tr, omega: torch.Tensor, r_x: float, steps: int, k: int = 1):
     """The k positions i whose target output f(z)_l (t_l = i in every slot) errs most at the token
     r_x e_1, and for each the token in the r_x ball that the ascent (``ball_ascent``, ``steps``
     steps from every corner of :func:`boundary_tokens`) finds worst: ((k,), (k, d))."""
     om = omega.to(dtype=F64)
     N, d = om.shape[0], tr.d
-    zs = torch.cat([om] * (tr.q + 1), 1)
-    hit = torch.ones(N, tr.q, dtype=torch.bool, device=om.device)
     corners = boundary_tokens(d, r_x, om.device)
-    with torch.no_grad():
-        errs = target_errors(tr, corners[0].expand(N, d), zs, hit).amax(1)
-    pos = errs.argsort(descending=True)[:k]
+
+    def codes(i: torch.Tensor):  # (z without x, hits) at rows i = t_l in every slot
+        hit = torch.ones(i.numel(), tr.q, dtype=torch.bool, device=om.device)
+        return torch.cat([om[i]] * (tr.q + 1), 1), hit
+
+    errs = []
+    with torch.no_grad():  # in chunks of positions (N = 1e6 on the gpu profile)
+        for start in range(0, N, WORST_TARGET_CHUNK):
+            i = torch.arange(start, min(N, start + WORST_TARGET_CHUNK), device=om.device)
+            errs.append(target_errors(tr, corners[0].expand(i.numel(), d), *codes(i)).amax(1))
+    pos = torch.cat(errs).argsort(descending=True)[:k]
     C = corners.shape[0]
-    rows = pos.repeat_interleave(C)  # every corner at every position
+    zs, hit = codes(pos.repeat_interleave(C))  # every corner at every position
     x0 = corners.repeat(k, 1) * 0.999
-    x = ball_ascent(lambda x: target_errors(tr, x, zs[rows], hit[rows]), x0, r_x, steps)
+    x = ball_ascent(lambda x: target_errors(tr, x, zs, hit), x0, r_x, steps)
     with torch.no_grad():
-        e = target_errors(tr, x, zs[rows], hit[rows]).amax(1).view(k, C)
+        e = target_errors(tr, x, zs, hit).amax(1).view(k, C)
     best = e.argmax(1) + C * torch.arange(k, device=e.device)
     return pos, x[best].detach()
