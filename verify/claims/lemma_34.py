@@ -12,16 +12,20 @@ import math
 from dataclasses import dataclass, replace
 from typing import Callable, Optional, Tuple
 
+import mpmath as mp
 import torch
 from torch import nn
 from torch.func import functional_call
 
-from qstr.bounds.recurrent import prop28_rnn, rnn_output_growth, token_norm_moment
+from qstr.bounds.attention import lemma12_radius
+from qstr.bounds.recurrent import Theorem7Params, prop28_layers, prop28_rnn, rnn_output_growth
+from qstr.bounds.recurrent import token_norm_moment
 from qstr.constructions.codes import rs_hadamard_codebook
 from qstr.constructions.links import make_link
 from qstr.constructions.recurrent import module_from_state, rnn_state
 from qstr.constructions.task import QSTR
 from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, replaced, worst
+from qstr.verify.claims._class_member import net_constants_mp
 from qstr.verify.registry import register
 
 F64 = torch.float64
@@ -30,6 +34,9 @@ L34_SCALES = (1.0, 4.0, 30.0)  # Gaussian tokens, and the same prompts far outsi
 L34_PS = (1.0, 2.0, 4.0)
 GROWTH_TERM = 1e-12  # relative rounding allowance of |y_hat| / bound (float64, O(1) depth)
 ATTAINED_WITHIN = 1.3  # the bound over a rank-one member's output where it is built for
+# float64 growth constants against 40 digits: products of <= 5 radii and a square root, good to
+# 1e-14 relative; the reference is exact there
+PIN_RTOL = 1e-12
 
 claim = register(
     Claim(
@@ -248,6 +255,45 @@ def growth_attained(inp: GrowthInputs) -> Verdict:
     return worst(rows)
 
 
+def _growth_points(inp: GrowthInputs):
+    """(label, radii, biases, r_h, q) where the growth constants are pinned: the built f_y at the
+    module's r_h, Theorem 7's class at its defaults (N = 256, n = 1000) and at q = 3, and an edge
+    net (radii below 1, an unbiased middle layer)."""
+    radii = _radii(inp.module)
+    rows = [("built f_y", [R for R, _ in radii], [b for _, b in radii], inp.module.r_h, inp.q)]
+    for q in (1, 3):
+        P = Theorem7Params(q=q)
+        r_x = lemma12_radius(P.d, 1000, 256, P.C_x)
+        _, out = prop28_layers(256, P, r_x)
+        R, B = [L.radius for L in out], [L.bias for L in out]
+        rows.append((f"Theorem 7 class, q = {q}", R, B, math.sqrt(q) * r_x, q))
+    rows.append(("edge", [0.5, 0.9, 0.3], [True, False, True], 0.25, 2))
+    return rows
+
+
+@claim.check("Lam, beta_0 and the moments = 40-digit evaluation", evidence="formula")
+def growth_pinned(inp: GrowthInputs) -> Verdict:
+    """``rnn_output_growth``'s (Lam, beta_0) against prod R_l and Lam sqrt(2 r_h^2 + q + 1) + b_y
+    (b_y by R_l (b + 1)) written from rnn-lower-bounds.md (section 4, item 3) in mpmath at 40
+    digits (``net_constants_mp``), and ``token_norm_moment`` against sqrt(r C_x d) at r = 2, 4, 8;
+    the largest relative gap."""
+    rows = []
+    with mp.workdps(40):
+        for label, R, B, r_h, q in _growth_points(inp):
+            lam, beta_0 = inp.growth(R, B, r_h, q)
+            Lam, _, b_y = net_constants_mp([mp.mpf(r) ** 2 for r in R], B, 0)
+            want_beta = Lam * mp.sqrt(2 * mp.mpf(r_h) ** 2 + q + 1) + b_y
+            gap = max(abs(lam - Lam) / Lam, abs(beta_0 - want_beta) / want_beta)
+            rows.append((label, at_most(float(gap), PIN_RTOL, detail="(Lam, beta_0)")))
+        for r in (2.0, 4.0, 8.0):
+            want = mp.sqrt(mp.mpf(r) * L34_D)
+            gap = abs(inp.token_moment(r, 1.0, L34_D) - want) / want
+            rows.append(
+                (f"moment r = {r:g}", at_most(float(gap), PIN_RTOL, detail="sqrt(r C_x d)"))
+            )
+    return worst(rows, key=lambda v: v.measured)
+
+
 @claim.check("(E ||x||^{2p})^{1/p} <= 2p C_x d", evidence="monte-carlo")
 def token_moments(inp: GrowthInputs) -> Verdict:
     """Assumption 1 at r = 2p for Gaussian tokens (C_x = 1): the Monte Carlo E ||x||^{2p} plus 4
@@ -290,17 +336,17 @@ def _unprojected(module: nn.Module) -> nn.Module:
 
 claim.fault(
     "b_y dropped: the biases' growth left out of beta_0",
-    breaks=growth_holds,
+    breaks=(growth_holds, growth_pinned),
     apply=replaced(growth=_without_intercept),
 )
 claim.fault(
     "beta_0 with one state: r_h^2 for 2 r_h^2",
-    breaks=growth_holds,
+    breaks=(growth_holds, growth_pinned),
     apply=replaced(growth=_one_state),
 )
 claim.fault(
     "f_y's last (unbiased) layer left out of Lam and b_y",
-    breaks=growth_attained,
+    breaks=(growth_attained, growth_pinned),
     apply=replaced(growth=_without_last_layer),
 )
 claim.fault(
@@ -310,6 +356,6 @@ claim.fault(
 )
 claim.fault(
     "Assumption 1's moments without r: (E ||x||^r)^{1/r} <= sqrt(C_x d)",
-    breaks=token_moments,
+    breaks=(token_moments, growth_pinned),
     apply=replaced(token_moment=lambda r, C_x, d: math.sqrt(C_x * d)),
 )

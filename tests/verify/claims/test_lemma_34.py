@@ -57,3 +57,14 @@ def test_rank_one_output_net_keeps_the_shapes(declared):
     out = rank_one_output_net(inp.module, inp.extreme[1])
     for k, p in inp.module.f_y.named_parameters():
         assert out[k].shape == p.shape
+
+
+def test_lemma34_growth_pinned_at_40_digits(declared):
+    """(Lam, beta_0) and the token moments equal their 40-digit evaluation; dropping b_y or a
+    state breaks the pin as well as the growth check."""
+    d = declared("lemma-34")
+    name = "Lam, beta_0 and the moments = 40-digit evaluation"
+    v = d.verdict(name)
+    assert v.holds and v.measured < 1e-13
+    for fault in ("b_y dropped", "beta_0 with one state", "moments without r"):
+        assert not d.verdict(name, d.broken(fault)).holds, fault
