@@ -123,9 +123,11 @@ class Result:
     def record(self) -> dict:
         """The claim as ``--json`` writes it (docs/formats.md): each check with its status."""
         out = asdict(self) | {"passed": self.passed}
-        pairs = list(zip(out["checks"], self.checks))
+        pairs = list(zip(out["checks"], self.checks, strict=True))
         pairs += [
-            p for rf, f in zip(out["faults"], self.faults) for p in zip(rf["checks"], f.checks)
+            p
+            for rf, f in zip(out["faults"], self.faults, strict=True)
+            for p in zip(rf["checks"], f.checks, strict=True)
         ]
         for rec, c in pairs:
             rec["status"] = c.status
