@@ -193,10 +193,10 @@ def zero_off_target(inp: Cor27Inputs) -> Verdict:
 
 @claim.check("projection inactive", evidence="built")
 def projection_inactive(inp: Cor27Inputs) -> Verdict:
-    """Cor 27: at r_h = sqrt(q)(r_x + sqrt(d) eps) the projection onto the r_h ball never acts."""
-    return none_counted(
-        [(c.label, c.states.projection_active) for c in inp.cases], "projected steps"
-    )
+    """Cor 27: at r_h = sqrt(q)(r_x + sqrt(d) eps) the projection onto the r_h ball never acts:
+    the built RNN's scan run again on each case's prompts counts no projected step."""
+    rows = [(c.label, c.rnn.states(c.x, c.t).projection_active) for c in inp.cases]
+    return none_counted(rows, "projected steps")
 
 
 @claim.check("certified eps <= asked", evidence="formula")

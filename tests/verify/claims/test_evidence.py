@@ -163,26 +163,7 @@ def _builders_refused(check, claim, monkeypatch) -> None:
             monkeypatch.setitem(names, name, Poisoned(f"the builder {name}"))
 
 
-# labelled built, read records today (issue 53, point 4): relabelled or made to measure the built
-# object by the claims' owners; strict, so a fixed one fails here until it is struck off
-MISLABELLED = {
-    ("lemma-22", "sup |P(x,y) - xy| <= h^2/16"),
-    ("lemma-22", "h^2/16 attained"),
-    ("lemma-24", "sup |G(x,s) - 2x relu(s-1/2)| <= r_x delta"),
-    ("lemma-24", "r_x delta attained"),
-    ("cor-27", "projection inactive"),
-}
-
-
-@pytest.mark.parametrize(
-    "cid, name",
-    [
-        pytest.param(*c, marks=pytest.mark.xfail(strict=True, reason="reads records: issue 53"))
-        if c in MISLABELLED
-        else c
-        for c in BUILT
-    ],
-)
+@pytest.mark.parametrize("cid, name", BUILT)
 def test_a_built_check_measures_the_built_object(cid, name, declared, monkeypatch):
     """A ``built`` check raises or fails when every built object in its inputs is a stand-in
     and the claim's builders refuse to build: it measured the object users get (in its inputs,
