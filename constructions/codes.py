@@ -583,7 +583,20 @@ def rs_hadamard_codebook(N: int, *, mu: float = 0.5, device=None, dtype=torch.fl
     N, mu = positive_int("N", N), probability("mu", mu)
     device, dtype = device_of("device", device), float_dtype("dtype", dtype)
     m, n, k = _rs_found(N, mu)
-    return _rs_hadamard(N, m, k, n * n, device, dtype)
+    _rs_refuse_above(N, mu, Fraction(k - 1, n), f"its guarantee (k - 1)/n (m = {m}, k = {k})")
+    book = _rs_hadamard(N, m, k, n * n, device, dtype)
+    _rs_refuse_above(N, mu, Fraction(book.mu), "its exact coherence (root count)")
+    return book
+
+
+def _rs_refuse_above(N: int, mu: float, got: Fraction, what: str) -> None:
+    """The builder's re-check of its parameter rule: ValueError when ``got`` (the code's
+    guarantee or its exact coherence) exceeds the mu asked, compared exactly."""
+    if got > Fraction(mu):
+        raise ValueError(
+            f"the RS-Hadamard code chosen for N = {N} at mu = {mu} has {what} = {float(got):.6g} "
+            f"above mu: its parameter rule is broken"
+        )
 
 
 def star_codebook(N: int, *, mu: float = 0.5, device=None, dtype=torch.float64) -> Codebook:
@@ -646,6 +659,7 @@ def build_codebook(
         while 4**m_fit > d_e:
             m_fit -= 1
         m, n, k = _rs_parameters(N, mu_max, m_min=m_fit)
+        _rs_refuse_above(N, mu_max, Fraction(k - 1, n), f"its guarantee (k - 1)/n (k = {k})")
         return _rs_hadamard(N, m, k, d_e, device, dtype)
     if generator is None:
         raise ValueError(

@@ -1,21 +1,27 @@
 """The RS-Hadamard codes of Assumption 3: GF(2^m) tables are fields, and the exact coherence by
 root counting equals the Gram coherence, within (k - 1)/n (docs/derivations/codebooks.md (c))."""
 
+import math
 from dataclasses import dataclass, replace
-from typing import Callable, Dict, Tuple
+from fractions import Fraction
+from typing import Callable, Dict, Optional, Tuple
 
 import numpy as np
 import torch
 
 from qstr.constructions.codes import MAX_M, Codebook, gf_mul_table, rs_hadamard_codebook
-from qstr.constructions.codes import rs_hadamard_coherence
+from qstr.constructions.codes import rs_hadamard_coherence, rs_hadamard_dim
 from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, close, exact, mapped, replaced
-from qstr.verify.claim import worst
+from qstr.verify.claim import by_ratio, worst
 from qstr.verify.claims._codebooks import CODEBOOKS, coherence_rounding, gram_mu, largest
 from qstr.verify.registry import register
 
 # x^4 + x^2 + 1 = (x^2 + x + 1)^2 and x^8 + 1 = (x + 1)^8
 REDUCIBLE = {4: 0b10101, 8: 0b100000001}
+SWEEP_TOP = 2**16  # the sweep of the builder's rule covers every N = 2..2^16
+# the mu asked in the sweep: Assumption 3's 1/2, sparse averaging's 1/(2q - 1) at q = 2, 3 and
+# the 1/(2q) of single-head averaging at q = 2, 4
+SWEEP_MUS = (Fraction(1, 2), Fraction(1, 3), Fraction(1, 4), Fraction(1, 5), Fraction(1, 8))
 
 
 def rs_guarantee(k: int, n: int) -> float:
@@ -44,8 +50,12 @@ class RSInputs:
     tables: Dict[int, np.ndarray]  # m -> (2^m, 2^m) table
     books: Tuple[Tuple[int, Codebook], ...]  # (m, codebook)
     grams: Tuple[float, ...]  # each code's brute-force Gram coherence, computed once
+    sweep: Tuple[Tuple[Fraction, Tuple[int, ...]], ...]  # (mu asked, every N swept at it)
+    built_ns: Tuple[int, ...]  # N = 2^j + 1 built at each mu: one N of each (m, k, L) interval
     root_count: Callable[[int, int, int], float] = rs_hadamard_coherence  # (N, m, k) -> mu
     guarantee: Callable[[int, int], float] = rs_guarantee  # (k, n) -> (k - 1) / n
+    dim: Callable[[int, float], int] = rs_hadamard_dim  # (N, mu) -> d_e = 4^m, the builder's rule
+    builder: Optional[Callable[..., Codebook]] = None  # a substitute for rs_hadamard_codebook
 
 
 @claim.inputs
@@ -57,7 +67,11 @@ def rs_inputs(ctx: Context) -> RSInputs:
         for m in range(1, ctx.pick(quick=5, full=5, gpu=6) + 1)
     )
     grams = tuple(gram_mu(b.omega) for _, b in books)
-    return RSInputs(tables, books, grams)
+    reps = tuple(n for j in range(17) for n in (2**j, 2**j + 1) if 2 <= n <= SWEEP_TOP)
+    every = tuple(range(2, SWEEP_TOP + 1))  # quick: the ends of each interval (derivation (c))
+    sweep = tuple((mu, ctx.pick(quick=reps, full=every)) for mu in SWEEP_MUS)
+    built_ns = tuple(2**j + 1 for j in range(ctx.pick(quick=8, full=16)))
+    return RSInputs(tables, books, grams, sweep, built_ns)
 
 
 def _worst_code(inp: RSInputs, verdict, values, detail: str) -> Verdict:
@@ -97,6 +111,66 @@ def prefixes(inp: RSInputs) -> Verdict:
     return worst(cases, key=largest)
 
 
+def fewest_digits(N: int, n: int) -> int:
+    """k: the fewest base-n digits that number N words (n^k >= N), codebooks.md (c)."""
+    k = 1
+    while n**k < N:
+        k += 1
+    return k
+
+
+def _swept(inp: RSInputs, mu: Fraction, ns: Tuple[int, ...]) -> Tuple[Fraction, int, str]:
+    """The largest exact coherence over the N swept: the builder's rule's m (from its d_e = 4^m),
+    the fewest digits k, and the root count over p_c for c < 2^L, L = bit length of N - 1 (one
+    root count per (m, k, L)); a rule that refuses an N counts as coherence 1."""
+    seen: Dict[Tuple[int, int, int], Fraction] = {}
+    top, where = Fraction(0), "none"
+    for N in ns:
+        try:
+            n = int(round(inp.dim(N, float(mu)) ** 0.5))
+        except ValueError as exc:
+            return Fraction(1), N, f"refused: {exc}"
+        m, k = n.bit_length() - 1, fewest_digits(N, n)
+        key = (m, k, (N - 1).bit_length())
+        if key not in seen:
+            seen[key] = Fraction(inp.root_count(N, m, k)).limit_denominator(n)
+        if seen[key] > top:
+            top, where = seen[key], f"N = {N}: d_e = {n * n}, k = {k}"
+    return top, len(seen), where
+
+
+@claim.check("the builder's rule: mu <= mu asked, every N <= 2^16", evidence="exact")
+def rule_sweep(inp: RSInputs) -> Verdict:
+    """For every N = 2..2^16 (quick: N = 2^j and 2^j + 1, the ends of the intervals on which the
+    rule's m and k and the bit length L of N - 1 are constant, codebooks.md (c)) the code the
+    builder's parameter rule picks has exact coherence (root count) <= the mu asked."""
+    cases = []
+    for mu, ns in inp.sweep:
+        top, codes, where = _swept(inp, mu, ns)
+        detail = f"{len(ns)} N, {codes} codes; largest exact mu {top} at {where}"
+        cases.append((f"mu = {mu}", at_most(top, mu, detail=detail, dtype="exact")))
+    return worst(cases, key=by_ratio)
+
+
+@claim.check("built codes: Gram mu <= mu asked (N = 2^j + 1)", evidence="built")
+def built_sweep(inp: RSInputs) -> Verdict:
+    """The builder's codes at N = 2^j + 1 (the first N of each interval on which m, k and L are
+    constant) for every mu swept: the float64 Gram coherence <= the mu asked; a refusal fails."""
+    cases = []
+    for mu, _ in inp.sweep:
+        for N in inp.built_ns:
+            try:
+                book = (inp.builder or rs_hadamard_codebook)(N, mu=float(mu))
+            except ValueError as exc:
+                refused = at_most(math.inf, mu, detail=f"refused: {exc}")
+                cases.append((f"mu = {mu}, N = {N}", refused))
+                continue
+            rnd = coherence_rounding(book, torch.float64)
+            detail = f"Gram mu (d_e = {book.d_e})"
+            cases.append((f"mu = {mu}, N = {N}", at_most(gram_mu(book.omega), mu, rnd, detail)))
+    return worst(cases, key=by_ratio)
+
+
 def _has_zero_divisors(table: np.ndarray) -> bool:
     """Some nonzero row of the table does not permute the nonzero elements (not a field)."""
     return bool((np.sort(table[1:, 1:], axis=1) != np.arange(1, table.shape[0])).any())
@@ -129,6 +203,23 @@ claim.fault("codes storing (k - 2)/n", breaks=root_count, apply=mapped("books", 
 claim.fault(
     "the guarantee (k - 2)/n", breaks=guarantee, apply=replaced(guarantee=lambda k, n: (k - 2) / n)
 )
+
+
+def _rule_one_root_fewer(N: int, mu: float) -> int:
+    """The builder's rule with k - 2 <= mu n for k - 1 <= mu n (a degree read as a root count):
+    d_e = 4^m of the smallest such m."""
+    m = 1
+    while fewest_digits(N, 2**m) - 2 > mu * 2**m:
+        m += 1
+    return 4**m
+
+
+claim.fault("the rule k - 2 <= mu n", breaks=rule_sweep, apply=replaced(dim=_rule_one_root_fewer))
+claim.fault(  # mu = 1/(2q) read as 1/q
+    "the builder asked for 2 mu",
+    breaks=built_sweep,
+    apply=replaced(builder=lambda N, mu: rs_hadamard_codebook(N, mu=min(1.0, 2 * mu))),
+)
 claim.fault(  # an off-by-one in the XOR range
     "the root count over N' + 1 words",
     breaks=prefixes,
@@ -140,5 +231,8 @@ claim.scope_with(  # what the run checked (docs/claims.md, "Scope")
     lambda inp: (
         f"GF(2^m) tables m = 1..{max(inp.tables)}; codes m = "
         + ", ".join(str(m) for m, _ in inp.books)
+        + f"; the rule swept at mu = {', '.join(str(mu) for mu, _ in inp.sweep)} over "
+        + f"{' / '.join(str(len(ns)) for _, ns in inp.sweep)} N <= {SWEEP_TOP}; built at "
+        + f"N = 2^j + 1 <= {max(inp.built_ns)}"
     )
 )
