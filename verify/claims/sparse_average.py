@@ -53,14 +53,31 @@ from qstr.verify.claims._attention import (
     sa_measured,
 )
 from qstr.verify.claims._roundtrip import saved_and_reloaded
+from qstr.verify.claims._signed_codes import (
+    SA_ABOVE_MIN,
+    SIGNED_MU,
+    SIGNED_N,
+    extreme_sets,
+    factored_codebook,
+    inversion_failures,
+    leak_only_bound,
+    nonneg_slack,
+    ratio_text,
+    rho_halved,
+    set_gaps,
+    signed_gram,
+    sweep_rounding,
+    worst_prompt,
+    worst_set_parts,
+)
 from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding
 
 SA_N, SA_D, SA_MU = 64, 3, 1 / 16
-SA_CASES = ((2, 0.05), (3, None))  # (q, eps); eps None: the alpha minimising the bound (q >= 3)
-SA_LEAST = 1e-9  # the least alpha for eps: the bound at alpha (1 - 1e-9) is above eps
-SA_MIN_STEP = 1e-3  # the minimiser: the bound at alpha (1 -+ 1e-3) is not below it
-SA_ABOVE_MIN = 1.25  # q >= 3 asked for eps = 1.25 x the least bound: the first crossing
+RS, SIGNED = "RS-Hadamard", "signed"  # codes with inner products >= 0; with signed ones (I + mu S)
+# (codes, q, eps); eps None: the alpha minimising the bound (q >= 3)
+SA_CASES = ((RS, 2, 0.05), (RS, 3, None), (SIGNED, 2, 0.05), (SIGNED, 3, None))
+SA_SWEEP = (5.0, 10.0, 20.0, 40.0)  # A = alpha c^2 on the signed q = 3 codes: the leak fades
 SA_OTHER_C = 1.5  # the minimiser also at a prefactor c != 1 (the q = 3 head has c = 1)
 SA_LIMIT_QS = range(1, 33)
 # the pins' points (N, q, mu, c, alpha, r_x) beside the heads' own: q = 1 (Lemma 11's bound with
@@ -82,10 +99,13 @@ claim = register(
     Claim(
         "sparse-average-single-head",
         Ref("remark after Prop 3", "remark after Prop 4"),
-        statement="one head computes the q-sparse average (q = 2, 3; mu < 1/(2q-1)): the exact "
-        "worst case over all prompts is attained by the built, fast and exported modules and "
-        "stays within the derived bound; every field of the guarantee is what the built head and "
-        "its saved file measure, and the bound agrees with a 40-digit evaluation",
+        statement="one head computes the q-sparse average (q = 2, 3; mu < 1/(2q-1)): on codes with "
+        "inner products >= 0 (RS-Hadamard) and with signed ones (Gram I + mu S), the exact worst "
+        "case over all prompts is attained by the built, fast and exported modules and stays "
+        "within the derived bound, which the signed codes attain (q = 2, and q = 3 at its "
+        "minimising alpha) or approach as alpha grows (q = 3: the within-set term attained); every "
+        "field of the guarantee is what the built head and its saved file measure, and the bound "
+        "agrees with a 40-digit evaluation",
         builds=(sparse_average_head,),
         bounds=(sparse_average_error_bound, sparse_average_leak, separation_limit),
         derivation="docs/derivations/sparse-averaging.md",
@@ -98,6 +118,7 @@ class SACase:
     """One q: the averaging head as certified (fast path, guarantee), the module users get, the
     exact sup over all q-sets and its worst prompt, and random prompts in the r_x-ball."""
 
+    code: str  # RS (inner products >= 0) or SIGNED (Gram I + mu S)
     q: int
     head: Any  # the construction as certified
     module: Any  # the built weights users get (a fault edits a copy)
@@ -110,6 +131,10 @@ class SACase:
     ascent: bool  # full and gpu profiles: gradient ascent on 8 prompts
     eps: Optional[float] = None  # the error the head was built for (None: the bound's minimiser)
     extreme: Tuple[torch.Tensor, ...] = ()  # the sets of the least score gap and the largest leak
+
+    @property
+    def label(self) -> str:
+        return f"q = {self.q}" if self.code == RS else f"signed q = {self.q}"
 
     def errors(self, predict, x, t) -> torch.Tensor:
         """||y_hat_i - mean of the q selected tokens||_2 per position."""
@@ -162,52 +187,24 @@ class SparseAverageInputs:
     leak_of: Callable[..., float] = sparse_average_leak  # L = X / (1 + X)
 
 
-def _set_gaps(head):
-    """||pi_T - w_T||_1 for every q-set T of positions (pi: the head's softmax from the codes' Gram
-    matrix, w: 1/q on T), with the sets (M, q) and pi - w (M, N)."""
-    T = torch.combinations(torch.arange(head.N, device=head.omega.device), head.q)
-    G = head.omega @ head.omega.T
-    pi = torch.softmax(head.alpha * head.c**2 * G[T].sum(1), dim=-1)
-    w = torch.zeros_like(pi).scatter_(1, T, 1.0 / head.q)
-    return (pi - w).abs().sum(1), T, pi - w
-
-
-def _extreme_sets(head, T: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Of every q-set T, the one with the least in-set minus out-of-set score gap and the one with
-    the largest out-of-set softmax mass, from the codes' Gram matrix."""
-    s = head.alpha * head.c**2 * (head.omega @ head.omega.T)[T].sum(1)  # (M, N)
-    inset = torch.zeros_like(s, dtype=torch.bool).scatter_(1, T, True)
-    gap = s.masked_fill(~inset, math.inf).amin(1) - s.masked_fill(inset, -math.inf).amax(1)
-    leak = (torch.softmax(s, dim=-1) * ~inset).sum(1)
-    return T[int(gap.argmin())], T[int(leak.argmax())]
-
-
-def _sa_worst_prompt(head, T, diff, r_x: float):
-    """Every position averages the worst set T; x_j = r_x sign(pi_j - w_j) e_0, so every
-    position's error is r_x ||pi - w||_1 (docs/derivations/sparse-averaging.md)."""
-    x = torch.zeros(1, head.N, head.d, dtype=diff.dtype, device=diff.device)
-    x[0, :, 0] = r_x * torch.where(diff >= 0, 1.0, -1.0).to(diff)
-    return x, T.expand(1, head.N, head.q).contiguous()
-
-
-def _sa_case(ctx: Context, q: int, eps) -> SACase:
-    """The head for q (RS-Hadamard codes, mu = 1/16), its exact sup over all q-sets, the worst
-    prompt and random prompts."""
-    book = rs_hadamard_codebook(SA_N, mu=SA_MU, dtype=torch.float64, device=ctx.device)
-    r_x = lemma12_radius(SA_D, n=10_000, N=SA_N)
-    head = sparse_average_head(SA_N, SA_D, q, codebook=book, r_x=r_x, eps=eps, device=ctx.device)
-    gaps, sets, diffs = _set_gaps(head)
-    worst = int(gaps.argmax())
+def _sa_case(ctx: Context, code: str, q: int, eps, book) -> SACase:
+    """The head for q on ``book`` (RS-Hadamard, N = 64, mu = 1/16, or the signed codes, N = 8),
+    its exact sup over all q-sets, the worst prompt and random prompts."""
+    N = book.N
+    r_x = lemma12_radius(SA_D, n=10_000, N=N)
+    head = sparse_average_head(N, SA_D, q, codebook=book, r_x=r_x, eps=eps, device=ctx.device)
     g = head.guarantee
-    xw, tw = _sa_worst_prompt(head, sets[worst], diffs[worst], g.r_x)
-    G = head.omega @ head.omega.T
-    pi = torch.softmax(g.alpha * g.c**2 * G[sets[worst]].sum(0), dim=-1)
-    task = QSTR(N=SA_N, d=SA_D, link=Mean(q=q, d=SA_D), indices="distinct")
-    gen = ctx.generator("sparse-average-single-head/prompts", q, device=ctx.device)
+    gaps, sets, diffs = set_gaps(head.omega, q, g.alpha * g.c**2)
+    worst = int(gaps.argmax())
+    xw, tw = worst_prompt(sets[worst], diffs[worst], SA_D, g.r_x)
+    pi = diffs[worst] + torch.zeros_like(diffs[worst]).scatter_(0, sets[worst], 1.0 / q)
+    task = QSTR(N=N, d=SA_D, link=Mean(q=q, d=SA_D), indices="distinct")
+    stream = "sparse-average-single-head/prompts" + ("" if code == RS else "/signed")
+    gen = ctx.generator(stream, q, device=ctx.device)
     p = task.sample(ctx.pick(16, 512, 640), generator=gen, device=ctx.device, dtype=torch.float64)
     sup, prompts = g.r_x * float(gaps[worst]), (clip_to_ball(p.x, g.r_x), p.t)
     found = (len(sets), sup, pi, (xw, tw), 0.0, prompts, ctx.profile != "quick", eps)
-    case = SACase(q, head, head, *found, _extreme_sets(head, sets))
+    case = SACase(code, q, head, head, *found, extreme_sets(head.omega, sets, g.alpha * g.c**2))
     with torch.no_grad():
         fast = float(case.errors(head.fast_predict, xw, tw).max())
     return replace(case, fast_at_worst=fast)
@@ -215,13 +212,18 @@ def _sa_case(ctx: Context, q: int, eps) -> SACase:
 
 @claim.inputs
 def sparse_average_inputs(ctx: Context) -> SparseAverageInputs:
-    """One case per (q, eps) of ``SA_CASES``."""
-    return SparseAverageInputs(tuple(_sa_case(ctx, q, eps) for q, eps in SA_CASES))
+    """One case per (codes, q, eps) of ``SA_CASES``."""
+    books = {
+        RS: rs_hadamard_codebook(SA_N, mu=SA_MU, dtype=torch.float64, device=ctx.device),
+        SIGNED: factored_codebook(signed_gram(SIGNED_N, SIGNED_MU), device=ctx.device),
+    }
+    cases = tuple(_sa_case(ctx, code, q, eps, books[code]) for code, q, eps in SA_CASES)
+    return SparseAverageInputs(cases)
 
 
 def _sa_bound(inp: SparseAverageInputs, case: SACase) -> float:
     g = case.head.guarantee
-    return inp.error_bound(N=SA_N, q=case.q, mu=g.mu, c=g.c, alpha=g.alpha, r_x=g.r_x)
+    return inp.error_bound(N=g.N, q=case.q, mu=g.mu, c=g.c, alpha=g.alpha, r_x=g.r_x)
 
 
 def _sa_rounding(case: SACase) -> Rounding:
@@ -230,38 +232,85 @@ def _sa_rounding(case: SACase) -> Rounding:
     return attention_rounding(g) + export_rounding(case.head.model, case.exact + 1.0)
 
 
-def _signed_slack(case: SACase) -> str:
-    """Why the bound sits ~2x above the exact sup: the smallest inner product of the head's codes,
-    and the exact sup over the bound the same derivation gives codes whose inner products are >= 0
-    (rho = e^{A (q - 2) mu}, gap A (1 - q mu); docs/derivations/sparse-averaging.md, 'Slack')."""
-    g, omega = case.head.guarantee, case.head.omega
-    least = float((omega @ omega.T - torch.eye(SA_N).to(omega)).min())
-    with mp.workdps(SA_DPS):
-        nonneg = float(sa_bound_mp(SA_N, case.q, g.mu, g.alpha * g.c**2, g.r_x, spread=1))
-    ratio = case.exact / nonneg
-    return f"q={case.q}: least inner product {least:.3g}, exact sup / that bound {ratio:.3f}"
-
-
 @claim.check("exact sup <= bound", evidence="exact")
 def sparse_average_exact_within_bound(inp: SparseAverageInputs) -> Verdict:
     """Remark after Prop 3: the exact sup over all prompts, r_x max_T ||pi_T - w_T||_1, is at most
-    r_x (2 L + within(L, rho)); the q with the largest ratio is named. The detail says why the
-    ratio is ~0.4: the bound's signed cross terms, never used by codes with inner products >= 0."""
-    detail = f"N={SA_N}, d={SA_D}; exact sup / bound " + ", ".join(
-        f"q={c.q}: {c.exact / _sa_bound(inp, c):.3f} over all "
-        f"{c.n_sets} q-sets (alpha {c.head.guarantee.alpha:.2f})"
+    r_x (2 L + within(L, rho)); the case with the largest ratio is named. The signed codes attain
+    the bound (their cross terms of either sign are the bound's); the detail says why the
+    RS-Hadamard ratio is ~0.4: the signed cross terms, which inner products >= 0 never use."""
+    detail = f"d={SA_D}; exact sup / bound " + ", ".join(
+        f"{c.label}: {ratio_text(c.exact / _sa_bound(inp, c))} over all {c.n_sets} q-sets of N = "
+        f"{c.head.N} (alpha {c.head.guarantee.alpha:.2f})"
         for c in inp.cases
     )
     detail += (
-        "; slack: rho = e^{2A(q-2)mu} and the gap A(1-(2q-1)mu) allow cross terms of either sign, "
-        "RS-Hadamard inner products are >= 0 (the bound for such codes: rho = e^{A(q-2)mu}, gap "
-        "A(1-q mu)): " + ", ".join(_signed_slack(c) for c in inp.cases)
+        "; RS-Hadamard slack: rho = e^{2A(q-2)mu} and the gap A(1-(2q-1)mu) allow cross terms of "
+        "either sign, RS-Hadamard inner products are >= 0 (the bound for such codes: rho = "
+        "e^{A(q-2)mu}, gap A(1-q mu)): "
+        + ", ".join(
+            nonneg_slack(c.head.guarantee, c.head.omega, c.exact) for c in inp.cases if c.code == RS
+        )
     )
     rows = [
-        (f"q = {c.q}", at_most(c.exact, _sa_bound(inp, c), _sa_rounding(c), detail))
-        for c in inp.cases
+        (c.label, at_most(c.exact, _sa_bound(inp, c), _sa_rounding(c), detail)) for c in inp.cases
     ]
     return worst(rows, key=by_ratio)
+
+
+@claim.check("built head's worst error <= its guarantee", evidence="built")
+def sparse_average_built_within_guarantee(inp: SparseAverageInputs) -> Verdict:
+    """The module users get, run at the worst prompt of every q-set, errs at most the error bound
+    its guarantee records (what a user reads); the case with the largest ratio is named."""
+
+    def verdict(c: SACase) -> Verdict:
+        with torch.no_grad():
+            err = float(c.errors(c.module.predict, *c.worst).max())
+        why = f"module at the worst prompt vs its guarantee, N = {c.head.N}"
+        return at_most(err, c.module.guarantee.error_bound, _sa_rounding(c), why)
+
+    return worst(((c.label, verdict(c)) for c in inp.cases), key=by_ratio)
+
+
+def _signed_q3(inp: SparseAverageInputs) -> SACase:
+    return next(c for c in inp.cases if c.code == SIGNED and c.q == 3)
+
+
+@claim.check("signed codes: exact sup <= bound as A grows", evidence="exact")
+def sparse_average_signed_sweep(inp: SparseAverageInputs) -> Verdict:
+    """Remark after Prop 3 on the signed codes (q = 3) at A = alpha c^2 in SA_SWEEP: the exact sup
+    over all q-sets is at most the bound and approaches it as A grows (the leak fades, the
+    within-set term is attained: 'signed codes: within-set term attained'); the largest ratio."""
+    c = _signed_q3(inp)
+    g, points = c.head.guarantee, []
+    for A in SA_SWEEP:
+        sup = g.r_x * worst_set_parts(c.head.omega, c.q, A)[0]
+        points.append(
+            (A, sup, inp.error_bound(N=g.N, q=c.q, mu=g.mu, c=g.c, alpha=A / g.c**2, r_x=g.r_x))
+        )
+    why = f"signed codes N = {g.N}, mu = {g.mu:.3g}, q = 3; ||pi - w||_1 / bound: " + ", ".join(
+        f"A={A:g}: {s / g.r_x:.4f} / {b / g.r_x:.4f} = {ratio_text(s / b)}" for A, s, b in points
+    )
+    rows = [(f"A = {A:g}", at_most(s, b, sweep_rounding(g, A), why)) for A, s, b in points]
+    return worst(rows, key=by_ratio)
+
+
+@claim.check("signed codes: within-set term attained", evidence="exact")
+def sparse_average_within_attained(inp: SparseAverageInputs) -> Verdict:
+    """On the signed codes (q = 3), at each A of SA_SWEEP, the worst q-set's within-set part
+    ||pi - w||_1 - 2 L equals W(L, rho) at its own leak L with rho = e^{2 A (q - 2) mu}: the in-set
+    spread the bound allows for cross terms of either sign is attained, so its factor 2 is needed
+    (docs/derivations/sparse-averaging.md, 'Signed codes')."""
+    c = _signed_q3(inp)
+    g, rows = c.head.guarantee, []
+    for A in SA_SWEEP:
+        _, leak, within = worst_set_parts(c.head.omega, c.q, A)
+        rho = math.exp(2 * A * (c.q - 2) * g.mu)
+        W = sparse_average_within(q=c.q, leak=leak, rho=rho)
+        rnd = sweep_rounding(g, A)
+        rows.append(
+            (f"A = {A:g}", close(within, W, 0.0, rnd, f"within part vs W(L, rho), L {leak:.3g}"))
+        )
+    return worst(rows, key=above_rounding)
 
 
 @claim.check("worst prompt = exact sup", evidence="built")
@@ -269,7 +318,7 @@ def sparse_average_worst_prompt(inp: SparseAverageInputs) -> Verdict:
     """At the worst prompt the built module, its fast path and the exported nn.MultiheadAttention
     each err exactly the sup (both sides); the farthest path is named."""
     rows = [
-        (f"q = {c.q}, {path}", close(c.measured[path], c.exact, 0.0, _sa_rounding(c), "exact sup"))
+        (f"{c.label}, {path}", close(c.measured[path], c.exact, 0.0, _sa_rounding(c), "exact sup"))
         for c in inp.cases
         for path in ("module", "fast path", "nn.MultiheadAttention")
     ]
@@ -290,7 +339,7 @@ def sparse_average_random_below(inp: SparseAverageInputs) -> Verdict:
             why = "random prompts and 80 steps of gradient ascent on 8 of them, / sup"
         return at_most(c.measured["random"], c.exact, _sa_rounding(c), why)
 
-    return worst(((f"q = {c.q}", verdict(c)) for c in inp.cases), key=by_ratio)
+    return worst(((c.label, verdict(c)) for c in inp.cases), key=by_ratio)
 
 
 @claim.check("attention rows = closed-form softmax", evidence="built")
@@ -300,39 +349,11 @@ def sparse_average_attention_rows(inp: SparseAverageInputs) -> Verdict:
 
     def verdict(case: SACase) -> Verdict:
         g = case.head.guarantee
-        n, scale = SA_N + g.d_e + 4, max(1.0, case.q * g.alpha * g.c**2)
+        n, scale = g.N + g.d_e + 4, max(1.0, case.q * g.alpha * g.c**2)
         rnd = Rounding(n=n, scale=scale, what="(N + d_e + 4) eps max(1, q alpha c^2)")
         return at_most(case.measured["attention rows"], 0.0, rnd, detail="|attention rows - pi_T|")
 
-    return worst(((f"q = {c.q}", verdict(c)) for c in inp.cases), key=by_measured)
-
-
-def _inversion_failures(
-    inp: SparseAverageInputs, q: int, g, c: float, alpha: float, eps: Optional[float]
-) -> list:
-    """What fails of alpha's derivation at prefactor c: for eps, bound(alpha) <= eps <
-    bound(alpha (1 - 1e-9)); without, alpha minimises the bound and the alpha asked for 1.25 x
-    the minimum is the bound's first crossing (each bound to 64 float64 eps of its value)."""
-
-    def bound(a: float) -> float:
-        return inp.error_bound(N=SA_N, q=q, mu=g.mu, c=c, alpha=a, r_x=g.r_x)
-
-    at, rel, where = bound(alpha), 64 * torch.finfo(torch.float64).eps, f"q = {q}, c = {c:.4g}"
-    out = []
-    if eps is not None:
-        if not at <= eps * (1 + rel):
-            out.append(f"{where}: bound {at:.9g} above eps = {eps}")
-        if not bound(alpha * (1 - SA_LEAST)) > eps:
-            out.append(f"{where}: alpha (1 - {SA_LEAST:g}) meets eps too")
-        return out
-    beside = min(bound(alpha * (1 - SA_MIN_STEP)), bound(alpha * (1 + SA_MIN_STEP)))
-    if not at <= beside * (1 + rel):
-        out.append(f"{where}: alpha (1 -+ {SA_MIN_STEP:g}) gives a smaller bound")
-    eps = SA_ABOVE_MIN * at  # the non-monotone bound's first crossing, below the minimiser
-    a = inp.alpha_for(N=SA_N, q=q, mu=g.mu, c=c, r_x=g.r_x, eps=eps)
-    if not (bound(a) <= eps * (1 + rel) < bound(a * (1 - SA_LEAST)) and a < alpha):
-        out.append(f"{where}: alpha {a:.9g} for eps = {eps:.6g} is not its first crossing")
-    return out
+    return worst(((c.label, verdict(c)) for c in inp.cases), key=by_measured)
 
 
 @claim.check("alpha as derived", evidence="formula")
@@ -344,10 +365,10 @@ def sparse_average_alpha_as_derived(inp: SparseAverageInputs) -> Verdict:
     failed = []
     for case in inp.cases:
         g = case.head.guarantee
-        failed += _inversion_failures(inp, case.q, g, g.c, g.alpha, case.eps)
+        failed += inversion_failures(inp.error_bound, inp.alpha_for, g, g.c, g.alpha, case.eps)
         if case.eps is None:
-            a = inp.alpha_for(N=SA_N, q=case.q, mu=g.mu, c=SA_OTHER_C, r_x=g.r_x)
-            failed += _inversion_failures(inp, case.q, g, SA_OTHER_C, a, None)
+            a = inp.alpha_for(N=g.N, q=case.q, mu=g.mu, c=SA_OTHER_C, r_x=g.r_x)
+            failed += inversion_failures(inp.error_bound, inp.alpha_for, g, SA_OTHER_C, a, None)
     held = "q = 2: the least alpha meeting eps = 0.05; q = 3: the bound's minimiser (c = 1 and "
     held += f"{SA_OTHER_C}) and the first crossing of {SA_ABOVE_MIN} x its least value"
     return exact(len(failed), 0, detail="; ".join(failed) or held)
@@ -374,7 +395,7 @@ def sparse_average_record_is_built(inp: SparseAverageInputs) -> Verdict:
     rows = []
     for c in inp.cases:
         (g, built), (saved, loaded) = c.records
-        rows += record_rows(f"q = {c.q}", g, built) + record_rows(f"q = {c.q}, file", saved, loaded)
+        rows += record_rows(c.label, g, built) + record_rows(f"{c.label}, file", saved, loaded)
     return worst(rows)
 
 
@@ -387,33 +408,39 @@ def _score_rounding(case: SACase, n: int) -> Rounding:
 @claim.check("least score gap >= recorded gap", evidence="built")
 def sparse_average_gap_within_record(inp: SparseAverageInputs) -> Verdict:
     """The built head's least in-set minus out-of-set score (at the set the search over every
-    q-set found least) is at least the recorded gap A (1 - (2q - 1) mu); codes with inner products
-    >= 0 put it at A (1 - q mu) (docs/derivations/sparse-averaging.md, 'Slack')."""
+    q-set found least) is at least the recorded gap A (1 - (2q - 1) mu); the signed codes attain it,
+    codes with inner products >= 0 put it at A (1 - q mu) (docs/derivations/sparse-averaging.md,
+    'Slack')."""
 
     def verdict(c: SACase) -> Verdict:
         g, least = c.head.guarantee, c.records[0][1]["least gap"]
         nonneg = g.alpha * g.c**2 * (1 - c.q * g.mu)
         why = f"least gap; A (1 - q mu) = {nonneg:.6g} for codes with inner products >= 0"
+        if c.code == SIGNED:
+            why = "least gap: in-set cross terms -mu, out-of-set +mu (the recorded gap attained)"
         return at_least(least, g.gap, _score_rounding(c, c.head.model.D_e + 4), why)
 
-    return worst((f"q = {c.q}", verdict(c)) for c in inp.cases)
+    return worst((c.label, verdict(c)) for c in inp.cases)
 
 
 @claim.check("largest leak <= recorded leak", evidence="built")
 def sparse_average_leak_within_record(inp: SparseAverageInputs) -> Verdict:
     """The built head's largest out-of-set softmax mass (at the set the search over every q-set
-    found largest) is at most the recorded leak L; the detail gives it over the leak the derivation
-    gives codes with inner products >= 0 (gap A (1 - q mu)): the ratio's reason."""
+    found largest) is at most the recorded leak L, which the signed codes attain; the detail gives
+    it over the leak the derivation gives codes with inner products >= 0 (gap A (1 - q mu)): the
+    RS-Hadamard ratio's reason."""
 
     def verdict(c: SACase) -> Verdict:
         g, largest = c.head.guarantee, c.records[0][1]["largest leak"]
         with mp.workdps(SA_DPS):
-            nonneg = float(sa_leak_mp(SA_N, c.q, g.mu, g.alpha * g.c**2, spread=1))
-        why = f"largest leak / recorded {largest / g.leak:.3f}; / the leak at gap A (1 - q mu), "
-        why += f"codes with inner products >= 0: {largest / nonneg:.3f}"
-        return at_most(largest, g.leak, _score_rounding(c, SA_N + c.head.model.D_e + 4), why)
+            nonneg = float(sa_leak_mp(g.N, c.q, g.mu, g.alpha * g.c**2, spread=1))
+        why = f"largest leak / recorded {ratio_text(largest / g.leak)}"
+        if c.code == RS:
+            why += "; / the leak at gap A (1 - q mu), codes with inner products >= 0: "
+            why += f"{largest / nonneg:.3f}"
+        return at_most(largest, g.leak, _score_rounding(c, g.N + c.head.model.D_e + 4), why)
 
-    return worst(((f"q = {c.q}", verdict(c)) for c in inp.cases), key=by_ratio)
+    return worst(((c.label, verdict(c)) for c in inp.cases), key=by_ratio)
 
 
 def _sa_pin_rows(inp: SparseAverageInputs, N, q, mu, c, alpha, r_x):  # noqa: PLR0913
@@ -437,12 +464,12 @@ def sparse_average_formulas_pinned(inp: SparseAverageInputs) -> Verdict:
     with mp.workdps(SA_DPS):
         for case in inp.cases:
             g = case.head.guarantee
-            rows += _sa_pin_rows(inp, SA_N, case.q, g.mu, g.c, g.alpha, g.r_x)
-            A, at = g.alpha * g.c**2, f"guarantee q={case.q}"
+            rows += _sa_pin_rows(inp, g.N, case.q, g.mu, g.c, g.alpha, g.r_x)
+            A, at = g.alpha * g.c**2, f"guarantee {case.label}"
             gap = mp.mpf(A) * (1 - (2 * case.q - 1) * mp.mpf(g.mu))
             rows += [
-                (f"bound, {at}", rel_gap(g.error_bound, sa_bound_mp(SA_N, case.q, g.mu, A, g.r_x))),
-                (f"leak, {at}", rel_gap(g.leak, sa_leak_mp(SA_N, case.q, g.mu, A))),
+                (f"bound, {at}", rel_gap(g.error_bound, sa_bound_mp(g.N, case.q, g.mu, A, g.r_x))),
+                (f"leak, {at}", rel_gap(g.leak, sa_leak_mp(g.N, case.q, g.mu, A))),
                 (f"gap, {at}", rel_gap(g.gap, gap)),
             ]
         for point in SA_PIN_POINTS:
@@ -456,16 +483,34 @@ def _codes_limit(q: int) -> float:
     return 1 / (2 * q)
 
 
-def _leak_only_bound(*, N, q, mu, c, alpha, r_x):
-    """The bound without the within-set imbalance term: 2 r_x L (equal in-set weights assumed)."""
-    return 2 * r_x * sparse_average_leak(N=N, q=q, mu=mu, A=alpha * c**2)
-
-
 claim.fault(
     "bound without the within-set term",
-    breaks=sparse_average_exact_within_bound,
-    apply=replaced(error_bound=_leak_only_bound),
+    breaks=(sparse_average_exact_within_bound, sparse_average_signed_sweep),
+    apply=replaced(error_bound=leak_only_bound),
 )
+
+
+@claim.fault("recorded bound 2 r_x L", breaks=sparse_average_built_within_guarantee)
+@each()
+def _recorded_leak_only(case: SACase) -> SACase:
+    """The guarantee users read (in the module they get) records the bound without the within-set
+    term, 2 r_x L."""
+    g = case.module.guarantee
+    module = case.module.with_guarantee(replace(g, error_bound=2 * g.r_x * g.leak))
+    return replace(case, module=module)
+
+
+@claim.fault("codes with inner products >= 0 (|G|)", breaks=sparse_average_within_attained)
+@each()
+def _nonneg_codes(case: SACase) -> SACase:
+    """The signed head rebuilt on codes with Gram |G| (the claim before signed codes: cross terms
+    of one sign, the in-set spread at most A (q - 2) mu) at the same alpha and c."""
+    if case.code != SIGNED:
+        return case
+    g, G = case.head.guarantee, case.head.omega @ case.head.omega.T
+    book = factored_codebook(G.abs().cpu(), device=G.device)
+    head = sparse_average_head(g.N, g.d, g.q, codebook=book, r_x=g.r_x, alpha=g.alpha, c=g.c)
+    return replace(case, head=head, module=head)
 
 
 @claim.fault("alpha 1% above the least / the minimiser", breaks=sparse_average_alpha_as_derived)
@@ -510,19 +555,10 @@ claim.fault(
 )
 
 
-def _rho_halved(*, N, q, mu, c, alpha, r_x):
-    """The bound with rho = e^{A (q - 2) mu}: the in-set spread's factor 2 (signed cross terms)
-    dropped."""
-    A = alpha * c * c
-    L = sparse_average_leak(N=N, q=q, mu=mu, A=A)
-    rho = math.exp(A * max(q - 2, 0) * mu)
-    return r_x * (2 * L + sparse_average_within(q=q, leak=L, rho=rho))
-
-
 claim.fault(
     "rho = e^{A (q - 2) mu}: the exponent halved",
-    sparse_average_formulas_pinned,
-    replaced(error_bound=_rho_halved),
+    (sparse_average_formulas_pinned, sparse_average_signed_sweep),
+    replaced(error_bound=rho_halved),
 )
 claim.fault(
     "leak with Lemma 11's N - 1 other keys",
@@ -551,11 +587,13 @@ def _gap_in_set_only(case: SACase) -> SACase:
     g = case.head.guarantee
     A = g.alpha * g.c**2
     gap = A * (1 - (case.q - 1) * g.mu)
-    leak = sparse_average_leak(N=SA_N, q=case.q, mu=0.0, A=gap)
+    leak = sparse_average_leak(N=g.N, q=case.q, mu=0.0, A=gap)
     head = case.head.with_guarantee(replace(g, gap=gap, leak=leak))
     return replace(case, head=head, module=head)
 
 
 claim.scope_with(  # what the run checked (docs/claims.md, "Scope")
-    lambda inp: "; ".join(f"q = {c.q}: all {c.n_sets} index sets" for c in inp.cases)
+    lambda inp: "; ".join(
+        f"{c.label}: all {c.n_sets} index sets of N = {c.head.N}" for c in inp.cases
+    )
 )
