@@ -499,6 +499,51 @@ def test_sparse_average_bound_adversarial(q, N, kind):
             assert float(err.max()) >= 0.2 * con.guarantee.error_bound  # 0.43-0.56 measured
 
 
+def _signed_codes(N: int, mu: float, negative) -> Codebook:
+    """Unit codes with Gram matrix I + mu S, S = J - I with -1 on the pairs ``negative``: the
+    eigendecomposition G = V diag(lam) V^T factored as omega = V diag(sqrt(lam))."""
+    G = (1 - mu) * torch.eye(N, dtype=F64) + mu * torch.ones(N, N, dtype=F64)
+    for a, b in negative:
+        G[a, b] = G[b, a] = -mu
+    lam, V = torch.linalg.eigh(G)
+    assert float(lam.min()) > 0
+    return Codebook.from_tensor(V * lam.sqrt())
+
+
+def _every_set_error(con, q: int) -> torch.Tensor:
+    """The built head's error at the worst prompt of every q-set S (x_j = sign(pi_j - w_j) e_0,
+    r_x = 1), from its fast path: one prompt per set, every position reading S."""
+    N, d = con.N, con.d
+    S = torch.combinations(torch.arange(N), q)
+    pi = torch.softmax(con.alpha * con.c**2 * con.omega[S].sum(1) @ con.omega.T, dim=-1)
+    w = torch.zeros_like(pi).scatter_(1, S, 1.0 / q)
+    x = torch.zeros(len(S), N, d, dtype=F64)
+    x[..., 0] = torch.where(pi >= w, 1.0, -1.0)
+    t = S[:, None, :].expand(len(S), N, q).contiguous()
+    with torch.no_grad():
+        return (con.fast_predict(x, t, chunk=N) - gather_tokens(x, t).mean(-2)).norm(dim=-1)
+
+
+def test_sparse_average_bound_on_signed_codes():
+    """Codes with one negative inner product (N = 8, mu = 0.13; issue 54): the built head's worst
+    error over all 56 sets stays within its guarantee at every alpha, is more than 0.98 of it at A
+    = 10 and above the bound with rho's exponent halved, e^{A (q - 2) mu}; for q = 2 the set of the
+    negative pair attains the bound (in-set A (1 - mu), out-of-set 2 A mu: the leak's gap)."""
+    N, mu = 8, 0.13
+    cb = _signed_codes(N, mu, [(1, 2)])
+    for alpha in (None, 10.0, 30.0):
+        con = sparse_average_head(N, 2, 3, codebook=cb, r_x=1.0, alpha=alpha, c=1.0)
+        g, err = con.guarantee, float(_every_set_error(con, 3).max())
+        assert err <= g.error_bound * (1 + 1e-12)
+        if alpha == 10.0:
+            L = sparse_average_leak(N=N, q=3, mu=g.mu, A=alpha)
+            halved = 2 * L + sparse_average_within(q=3, leak=L, rho=math.exp(alpha * g.mu))
+            assert err > 0.98 * g.error_bound and err > 1.5 * halved
+    con = sparse_average_head(N, 2, 2, codebook=cb, r_x=1.0, alpha=6.0, c=1.0)
+    err = _every_set_error(con, 2).max(dim=1).values
+    assert float(err.max()) == pytest.approx(con.guarantee.error_bound, rel=1e-12)
+
+
 def test_sparse_average_alpha_choices():
     N, q, r_x, c = 256, 3, 1.0, 1.0
     mu = 0.05
