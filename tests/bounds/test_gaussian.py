@@ -7,7 +7,9 @@ from qstr.bounds.gaussian import (
     VarianceEstimate,
     conditional_sqnorm_variance,
     mc_conditional_sqnorm_variance,
+    polynomial_features,
     random_orthonormal_rows,
+    regression_conditional_variance,
 )
 
 
@@ -94,3 +96,74 @@ def test_the_standard_error_is_of_the_within_group_variances_unbiased():
     within = (x * x).sum(-1).var(dim=1, unbiased=True)
     assert est.estimate == pytest.approx(float(within.mean()), rel=1e-12)
     assert est.stderr == pytest.approx(float(within.std(unbiased=True)) / math.sqrt(3), rel=1e-12)
+
+
+def test_polynomial_features_are_the_monomials(gen):
+    """Degree 2 on r = 3: 1, a_i, a_i a_j (i <= j), C(5, 2) = 10 columns; degree 0 the constant;
+    degree 3 on r = 2 has C(5, 3) = 10 columns, a_0 a_1^2 among them."""
+    a = torch.randn(7, 3, generator=gen, dtype=torch.float64)
+    Phi = polynomial_features(a)
+    assert Phi.shape == (7, math.comb(3 + 2, 2))
+    want = [torch.ones(7, dtype=torch.float64), *a.T]
+    want += [a[:, i] * a[:, j] for i in range(3) for j in range(i, 3)]
+    assert torch.equal(Phi, torch.stack(want, dim=1))
+    assert torch.equal(polynomial_features(a, degree=0), torch.ones(7, 1, dtype=torch.float64))
+    b = a[:, :2]
+    cubic = polynomial_features(b, degree=3)
+    assert cubic.shape == (7, math.comb(2 + 3, 3))
+    assert any(torch.allclose(col, b[:, 0] * b[:, 1] ** 2, rtol=1e-15) for col in cubic.T)
+
+
+def test_regression_estimator_is_least_squares_with_its_corrections(gen):
+    """Pooled = ||e||^2 / (n - p) and each bin's estimate = the mean of e_i^2 / (1 - h_i) over its
+    quarter of the samples by ||a||^2, e and h from lstsq and the hat matrix; standard errors the
+    sample standard deviation over sqrt(count)."""
+    n, a = 40, torch.randn(40, 2, generator=gen, dtype=torch.float64)
+    y = a[:, 0] ** 3 + torch.randn(n, generator=gen, dtype=torch.float64)
+    est = regression_conditional_variance(a, y)
+    Phi = polynomial_features(a)
+    beta = torch.linalg.lstsq(Phi, y[:, None]).solution[:, 0]
+    e = y - Phi @ beta
+    H = Phi @ torch.linalg.inv(Phi.T @ Phi) @ Phi.T
+    u = e * e / (1 - torch.diagonal(H))
+    p = Phi.shape[1]
+    assert est.features == p == 6
+    assert est.pooled.estimate == pytest.approx(float(e @ e) / (n - p), rel=1e-10)
+    assert est.pooled.stderr == pytest.approx(float(u.std()) / math.sqrt(n), rel=1e-10)
+    order = torch.argsort((a * a).sum(dim=1))
+    for got, idx in zip(est.bins, order.view(4, 10), strict=True):
+        assert got.estimate == pytest.approx(float(u[idx].mean()), rel=1e-10)
+        assert got.samples == 10
+    assert est.all == (est.pooled, *est.bins)
+
+
+def test_regression_estimator_without_conditioning_is_the_sample_variance(gen):
+    """With r = 0 the regression is on the constant: pooled = the unbiased sample variance, no
+    bins."""
+    y = torch.randn(50, generator=gen, dtype=torch.float64) * 3
+    est = regression_conditional_variance(torch.zeros(50, 0, dtype=torch.float64), y)
+    assert est.bins == () and est.features == 1
+    assert est.pooled.estimate == pytest.approx(float(y.var(unbiased=True)), rel=1e-12)
+
+
+def test_regression_estimator_sees_lemma_40_from_joint_samples(gen):
+    """x ~ N(0, I_8) drawn plainly, V with 3 orthonormal rows: every estimate (pooled, 4 bins)
+    within 4.5 standard errors of 2(8 - 3); the pooled one is 4.5 standard errors from 2(8 - 4)."""
+    V = random_orthonormal_rows(3, 8, generator=gen)
+    x = torch.randn(20000, 8, generator=gen, dtype=torch.float64)
+    est = regression_conditional_variance(x @ V.T, (x * x).sum(dim=1))
+    assert all(e.zscore(conditional_sqnorm_variance(8, 3)) < 4.5 for e in est.all)
+    assert est.pooled.zscore(conditional_sqnorm_variance(8, 4)) > 4.5
+
+
+def test_regression_estimator_bad_arguments(gen):
+    a = torch.randn(12, 2, generator=gen, dtype=torch.float64)
+    y = torch.randn(12, generator=gen, dtype=torch.float64)
+    with pytest.raises(ValueError, match="need n >= p"):
+        regression_conditional_variance(a, y)  # p = 6, 4 bins: 14 samples at least
+    with pytest.raises(ValueError, match="y must have shape"):
+        regression_conditional_variance(a, y[:-1])
+    with pytest.raises(ValueError, match="a contains NaN"):
+        regression_conditional_variance(a * float("nan"), y)
+    with pytest.raises(ValueError, match="bins"):
+        regression_conditional_variance(a, y, bins=0)
