@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass, field, fields, replace
 from typing import Callable, Optional
 
+import numpy as np
 import torch
 
 from qstr.constructions import validate
@@ -303,6 +304,72 @@ def affine_net(w: torch.Tensor, r_x: float) -> TwoLayerNet:
     beta = r_x * float(w.norm()) * math.sqrt(w.shape[0]) + 1.0
     one = torch.ones(1, dtype=w.dtype, device=w.device)
     return TwoLayerNet(a=one, W=w[None].clone(), b=one * beta)
+
+
+def relu_pair_moments(W: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """K_jk = E relu(u_j) relu(u_k) for u = W z + b, z ~ N(0, I), in closed form (float64; leading
+    batch dimensions allowed: W (..., m, D), b (..., m) -> K (..., m, m)).
+
+    With s_j = ||W_j||, h_j = b_j / s_j and rho the correlation of u_j and u_k, K_jk = s_j s_k M,
+    M = (rho + h k) Phi2(h, k; rho) + k phi(h) Phi((k - rho h)/r) + h phi(k) Phi((h - rho k)/r)
+    + r phi(h) phi((k - rho h)/r), r = sqrt(1 - rho^2) (the truncated bivariate normal moments;
+    Phi2 by Owen's T); rho = +-1 (|rho| > 1 - 1e-12, a unit with itself) and zero rows in closed
+    form too (docs/derivations/theorem4.md, "The random teacher's E g^2")."""
+    from scipy.special import ndtr, owens_t  # noqa: PLC0415 - scipy is needed only here
+
+    W64 = W.detach().to("cpu", torch.float64).numpy()
+    b64 = b.detach().to("cpu", torch.float64).numpy()
+    s = np.sqrt((W64 * W64).sum(-1))  # (..., m)
+    live = s > 0
+    safe = np.where(live, s, 1.0)
+    h = np.where(live, b64 / safe, 0.0) + 0.0  # + 0.0: no -0.0 (it would flip Owen's T's sign)
+    rho = np.clip(
+        (W64 @ np.swapaxes(W64, -1, -2)) / (safe[..., :, None] * safe[..., None, :]), -1, 1
+    )
+    H, Kk = h[..., :, None], h[..., None, :]
+
+    def phi(x):
+        return np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.sqrt(np.maximum(1 - rho * rho, 0.0))
+        inner = np.abs(rho) <= 1 - 1e-12
+        rs = np.where(inner, r, 1.0)
+        gh, gk = (Kk - rho * H) / rs, (H - rho * Kk) / rs
+        beta = np.where((H * Kk < 0) | ((H * Kk == 0) & (H + Kk < 0)), 0.5, 0.0)
+        phi2 = 0.5 * (ndtr(H) + ndtr(Kk)) - owens_t(H, gh / H) - owens_t(Kk, gk / Kk) - beta
+        both_zero = (H == 0) & (Kk == 0)
+        phi2 = np.where(both_zero, 0.25 + np.arcsin(rho) / (2 * math.pi), phi2)
+        general = (rho + H * Kk) * phi2 + Kk * phi(H) * ndtr(gh) + H * phi(Kk) * ndtr(gk)
+        general = general + rs * phi(H) * phi(gh)
+    c = np.minimum(H, Kk)  # rho = 1: one variable
+    same = (1 + H * Kk) * ndtr(c) + (H + Kk - c) * phi(c)
+    opposite = np.where(  # rho = -1: nonzero on -h < z < k
+        H + Kk > 0, (H * Kk - 1) * (ndtr(H) + ndtr(Kk) - 1) + Kk * phi(H) + H * phi(Kk), 0.0
+    )
+    M = np.where(inner, general, np.where(rho > 0, same, opposite))
+    K = safe[..., :, None] * safe[..., None, :] * M
+    mean = np.where(live, s * (h * ndtr(h) + phi(h)), np.maximum(b64, 0.0))  # E relu(u_j)
+    const = np.maximum(b64, 0.0)
+    K = np.where(live[..., :, None] & live[..., None, :], K, 0.0)
+    K = K + np.where(
+        ~live[..., :, None] & live[..., None, :], const[..., :, None] * mean[..., None, :], 0.0
+    )
+    K = K + np.where(
+        live[..., :, None] & ~live[..., None, :], mean[..., :, None] * const[..., None, :], 0.0
+    )
+    K = K + np.where(
+        ~live[..., :, None] & ~live[..., None, :], const[..., :, None] * const[..., None, :], 0.0
+    )
+    return torch.from_numpy(K)
+
+
+def gaussian_second_moment(net: TwoLayerNet) -> float:
+    """E g(z)^2 = a^T K a for z ~ N(0, I_{q d}) of a two-layer ReLU net (K:
+    :func:`relu_pair_moments`): the random teacher's E g^2 per draw in closed form
+    (docs/derivations/theorem4.md)."""
+    a = net.a.detach().to("cpu", torch.float64)
+    return float(a @ relu_pair_moments(net.W, net.b) @ a)
 
 
 LINK_NAMES = ("linear", "hermite", "sqnorm", "mean", "mean-projected", "teacher")

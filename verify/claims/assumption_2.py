@@ -6,9 +6,13 @@ from functools import partial
 from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, Tuple
 
+import numpy as np
 import torch
+from scipy import integrate
+from scipy.special import ndtr
 
-from qstr.constructions.links import CallableLink, Link, TwoLayerNet, make_link
+from qstr.constructions.links import CallableLink, Link, Teacher, TwoLayerNet, make_link
+from qstr.constructions.links import gaussian_second_moment, relu_pair_moments
 from qstr.verify.claim import (
     Claim,
     Context,
@@ -25,8 +29,10 @@ from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding
 
 Q, D = 3, 4
-TEACHERS = 400  # random teachers averaged over (quick and full)
 Z = 6.0  # standard errors allowed between a Monte Carlo mean and its stated value
+# closed form vs the quadrature, relative: both are float64 and the quadrature asks QUADPACK for
+# 1e-13 on each of the m(m + 1)/2 = 36 pair terms; measured gaps are below 1e-15
+QUAD_RTOL = 1e-12
 # E g^2 for q distinct N(0, I_d) tokens, as the links are stated (constructions/links.py)
 SECOND_MOMENT = {
     "linear": lambda q, d: 1.0,
@@ -43,6 +49,40 @@ def teacher_second_moment_closed(q: int, d: int) -> float:
     """The random teacher's E g^2 = m E a_j^2 E relu(w.x + b)^2 = (1 + 1/(q d)) / 2 (a ~ N(0, 1/m),
     W, b ~ N(0, 1/(q d)); cross terms vanish, E relu(z)^2 = E z^2 / 2 for symmetric z)."""
     return (1 + 1 / (q * d)) / 2
+
+
+def _pair_by_conditioning(wj: np.ndarray, bj: float, wk: np.ndarray, bk: float) -> float:
+    """E relu(u_j) relu(u_k), u = W z + b, by conditioning on u_j = x (theorem4.md, "The random
+    teacher's E g^2"): int_0^inf x E[relu(u_k) | u_j = x] f_{u_j}(x) dx, u_k | x Gaussian."""
+    sj2, c, sk2 = float(wj @ wj), float(wj @ wk), float(wk @ wk)
+    sj, sd = math.sqrt(sj2), math.sqrt(max(sk2 - c * c / sj2, 0.0))
+
+    def phi(z: float) -> float:
+        return math.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
+
+    def f(x: float) -> float:  # x E[relu(u_k) | u_j = x] times the density of u_j at x
+        mu = bk + c / sj2 * (x - bj)
+        e = max(mu, 0.0) if sd == 0 else mu * ndtr(mu / sd) + sd * phi(mu / sd)
+        return x * e * phi((x - bj) / sj) / sj
+
+    lo = max(bj, 0.0)
+    parts = ((0.0, lo), (lo, lo + 12 * sj), (lo + 12 * sj, math.inf))
+    return sum(
+        integrate.quad(f, u, v, epsabs=0, epsrel=1e-13, limit=200)[0] for u, v in parts if v > u
+    )
+
+
+def second_moment_by_quadrature(net: TwoLayerNet) -> float:
+    """E g^2 = sum_jk a_j a_k E relu(u_j) relu(u_k), each term by a 1-D quadrature after
+    conditioning (no bivariate normal CDF): the independent path for the closed form."""
+    W, b, a = (v.detach().cpu().double().numpy() for v in (net.W, net.b, net.a))
+    m = len(a)
+    terms = (
+        (1 if j == k else 2) * a[j] * a[k] * _pair_by_conditioning(W[j], b[j], W[k], b[k])
+        for j in range(m)
+        for k in range(j, m)
+    )
+    return math.fsum(terms)
 
 
 claim = register(
@@ -70,6 +110,8 @@ class Assumption2Inputs:
     teacher: Callable[..., Link] = _draw_teacher  # generator= -> a random teacher link
     stated: Dict[str, Callable[[int, int], float]] = field(default_factory=SECOND_MOMENT.copy)
     teacher_closed: Callable[[int, int], float] = teacher_second_moment_closed
+    teacher_moment: Callable[[TwoLayerNet], float] = gaussian_second_moment  # one draw's E g^2
+    draws: Tuple[int, int] = (4, 1000)  # teachers checked one by one, teachers averaged over
     norms: Callable[[TwoLayerNet], Tuple[float, float, float]] = (
         lambda net: (net.r_a, net.r_w, net.lipschitz)  # what the bounds read from a net
     )
@@ -85,7 +127,8 @@ def assumption2_inputs(ctx: Context) -> Assumption2Inputs:
     )
     xt = torch.randn(n, Q, D, generator=ctx.generator("assumption-2/tokens"), dtype=torch.float64)
     big = xt[:2000] * (10.0 / xt[:2000].norm(dim=-1, keepdim=True))
-    return Assumption2Inputs(links, xt, big)
+    draws = ctx.pick(quick=(4, 1000), full=(16, 10_000))
+    return Assumption2Inputs(links, xt, big, draws=draws)
 
 
 @claim.check("E g^2 = stated", evidence="monte-carlo")
@@ -102,20 +145,58 @@ def second_moments(inp: Assumption2Inputs) -> Verdict:
     return worst(cases)
 
 
+def _teachers(inp: Assumption2Inputs, ctx: Context, count: int) -> Tuple[Teacher, ...]:
+    """The first ``count`` random teachers of one seeded stream, drawn as make_link draws them."""
+    g = ctx.generator("assumption-2/teachers")
+    return tuple(inp.teacher(generator=g) for _ in range(count))
+
+
+@claim.check("teacher E g^2 closed form = quadrature, per draw", evidence="formula")
+def teacher_closed_form(inp: Assumption2Inputs, ctx: Context) -> Verdict:
+    """Each drawn teacher's E g^2 in closed form (bivariate normal moments, Owen's T) = the same
+    by 1-D quadratures after conditioning, to QUAD_RTOL relative (worst draw)."""
+    cases = []
+    for i, t in enumerate(_teachers(inp, ctx, inp.draws[0])):
+        closed, quad = inp.teacher_moment(t.net), second_moment_by_quadrature(t.net)
+        detail = f"relative gap: closed form {closed:.15g}, quadrature {quad:.15g}"
+        cases.append((f"draw {i}", at_most(abs(closed - quad) / quad, QUAD_RTOL, detail=detail)))
+    return worst(cases, key=by_measured)
+
+
+@claim.check("teacher E g^2 per draw (Monte Carlo) = closed form", evidence="monte-carlo")
+def teacher_per_draw(inp: Assumption2Inputs, ctx: Context) -> Verdict:
+    """Each drawn teacher link, evaluated on the n Gaussian token triples: its mean g^2 = its
+    closed-form E g^2 within 6 standard errors (the largest |mean - closed| / se of the draws)."""
+    cases = []
+    for i, t in enumerate(_teachers(inp, ctx, inp.draws[0])):
+        sq = t(inp.xt).pow(2)
+        m, se = float(sq.mean()), float(sq.std() / math.sqrt(sq.numel()))
+        want = inp.teacher_moment(t.net)
+        detail = f"standard errors: mean g^2 {m:.4f} +- {se:.1g} vs closed form {want:.4f}"
+        cases.append((f"draw {i}", at_most(abs(m - want) / se, Z, detail=detail)))
+    return worst(cases)
+
+
 @claim.check("teacher E g^2 = (1 + 1/(qd)) / 2", evidence="monte-carlo")
 def teacher(inp: Assumption2Inputs, ctx: Context) -> Verdict:
-    """The random teacher's E g^2 over its draws = (1 + 1/(q d)) / 2, within 6 standard errors:
-    TEACHERS teachers, each on its own 32 Gaussian inputs."""
-    g = ctx.generator("assumption-2/teachers")
-    means = []
-    for _ in range(TEACHERS):
-        link = inp.teacher(generator=g)
-        xt = torch.randn(32, Q, D, generator=g, dtype=torch.float64)
-        means.append(float(link(xt).pow(2).mean()))
-    means = torch.tensor(means, dtype=torch.float64)
-    m, se = float(means.mean()), float(means.std() / math.sqrt(len(means)))
-    detail = f"{TEACHERS} teachers: se {se:.2g}, tolerance 6 se"
-    return close(m, inp.teacher_closed(Q, D), Z * se, detail=detail)
+    """Over make_link's random teachers, each draw's exact E g^2 (closed form) averages to
+    (1 + 1/(q d)) / 2 within 6 standard errors; so do its factors m E a_j^2 = 1 and, over every
+    hidden unit, E relu(w.z + b)^2 = (1 + 1/(q d)) / 2 (the sharp one: no chi-square of a)."""
+    ts = _teachers(inp, ctx, inp.draws[1])
+    W, b, a = (torch.stack([getattr(t.net, k) for t in ts]).double() for k in ("W", "b", "a"))
+    K = relu_pair_moments(W, b)
+    stated = inp.teacher_closed(Q, D)
+    samples = (
+        ("E g^2 per draw", torch.einsum("ti,tij,tj->t", a, K, a), stated),
+        ("hidden units: E relu(u)^2", torch.diagonal(K, dim1=-2, dim2=-1).flatten(), stated),
+        ("output weights: m a_j^2", (a * a * a.shape[1]).flatten(), 1.0),
+    )
+    cases = []
+    for what, x, want in samples:
+        m, se = float(x.mean()), float(x.std() / math.sqrt(x.numel()))
+        detail = f"{len(ts)} teachers, {x.numel()} values: mean {m:.4f}, se {se:.2g}, tol 6 se"
+        cases.append((what, close(m, want, Z * se, detail=detail)))
+    return worst(cases)
 
 
 @claim.check("exact nets = g", evidence="built")
@@ -214,11 +295,49 @@ def _unscaled_teacher(inp: Assumption2Inputs) -> Assumption2Inputs:
     return replace(inp, teacher=draw)
 
 
+def _arccos_moment(net: TwoLayerNet) -> float:
+    """E g^2 with each bias taken as a zero-mean coordinate (the arc-cosine kernel on (W, b)):
+    |v_j| |v_k| (sin t + (pi - t) cos t) / (2 pi), v = (w, b), the biases' means dropped."""
+    V = torch.cat([net.W, net.b[:, None]], dim=1).double()
+    n = V.norm(dim=1)
+    cos = (V @ V.T / (n[:, None] * n[None, :])).clamp(-1, 1)
+    t = torch.arccos(cos)
+    K = n[:, None] * n[None, :] * (torch.sin(t) + (math.pi - t) * cos) / (2 * math.pi)
+    a = net.a.double()
+    return float(a @ K @ a)
+
+
+claim.fault(
+    "the closed form with the biases' means dropped (arc-cosine kernel)",
+    breaks=teacher_closed_form,
+    apply=replaced(teacher_moment=_arccos_moment),
+)
+
+
+class _NoBiasForward(Teacher):
+    """A teacher whose forward forgets its bias: g = a^T relu(W z), the net keeping b."""
+
+    def g(self, xt):
+        return torch.relu(xt.flatten(-2) @ self.net.W.T.to(xt)) @ self.net.a.to(xt)
+
+
+@claim.fault("a teacher whose forward drops its bias", breaks=teacher_per_draw)
+def _no_bias_forward(inp: Assumption2Inputs) -> Assumption2Inputs:
+    """Teachers drawn as make_link draws them, evaluated without their bias."""
+
+    def draw(generator):
+        t = _draw_teacher(generator=generator)
+        return _NoBiasForward(q=t.q, d=t.d, net=t.net)
+
+    return replace(inp, teacher=draw)
+
+
 claim.scope_with(  # what the run checked (docs/claims.md, "Scope")
     lambda inp: (
         "links "
         + ", ".join(name for name, _ in inp.links)
         + f" at q = 3, d = 4; {inp.xt.shape[0]} Gaussian token triples, "
-        + f"{inp.big.shape[0]} of norm 10"
+        + f"{inp.big.shape[0]} of norm 10; random teachers: {inp.draws[0]} one by one, "
+        + f"{inp.draws[1]} averaged"
     )
 )

@@ -70,7 +70,7 @@ def rs_inputs(ctx: Context) -> RSInputs:
     reps = tuple(n for j in range(17) for n in (2**j, 2**j + 1) if 2 <= n <= SWEEP_TOP)
     every = tuple(range(2, SWEEP_TOP + 1))  # quick: the ends of each interval (derivation (c))
     sweep = tuple((mu, ctx.pick(quick=reps, full=every)) for mu in SWEEP_MUS)
-    built_ns = tuple(2**j + 1 for j in range(ctx.pick(quick=8, full=16)))
+    built_ns = tuple(2**j + 1 for j in range(ctx.pick(quick=8, full=13)))
     return RSInputs(tables, books, grams, sweep, built_ns)
 
 
