@@ -101,9 +101,9 @@ def nonneg_slack(g, omega: torch.Tensor, exact: float) -> str:
     return f"q={g.q}: least inner product {least:.3g}, exact sup / that bound {exact / nonneg:.3f}"
 
 
-def sweep_rounding(g, A: float) -> Rounding:
-    """Rounding of ||pi - w||_1 at scale A for the head of guarantee ``g``, times r_x."""
-    n, scale = g.N + g.d_e + 4, max(1.0, g.q * A) * g.r_x
+def sweep_rounding(g, A: float, r_x: float) -> Rounding:
+    """Rounding of r_x ||pi - w||_1 at scale A for the head of guarantee ``g``."""
+    n, scale = g.N + g.d_e + 4, max(1.0, g.q * A) * r_x
     return Rounding(n=n, scale=scale, what="(N + d_e + 4) eps max(1, q A) r_x (scores, softmax)")
 
 

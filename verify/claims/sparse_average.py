@@ -1,5 +1,6 @@
 """The single-head sparse average (remark after Prop 3 / Prop 4): one head averages the q indexed
-tokens within r_x (2 L + within(L, rho)) (docs/derivations/sparse-averaging.md)."""
+tokens within r_x (2 L + within(L, rho)), a bound codes with signed inner products attain
+(docs/derivations/sparse-averaging.md)."""
 
 from __future__ import annotations
 
@@ -290,7 +291,7 @@ def sparse_average_signed_sweep(inp: SparseAverageInputs) -> Verdict:
     why = f"signed codes N = {g.N}, mu = {g.mu:.3g}, q = 3; ||pi - w||_1 / bound: " + ", ".join(
         f"A={A:g}: {s / g.r_x:.4f} / {b / g.r_x:.4f} = {ratio_text(s / b)}" for A, s, b in points
     )
-    rows = [(f"A = {A:g}", at_most(s, b, sweep_rounding(g, A), why)) for A, s, b in points]
+    rows = [(f"A = {A:g}", at_most(s, b, sweep_rounding(g, A, g.r_x), why)) for A, s, b in points]
     return worst(rows, key=by_ratio)
 
 
@@ -306,7 +307,7 @@ def sparse_average_within_attained(inp: SparseAverageInputs) -> Verdict:
         _, leak, within = worst_set_parts(c.head.omega, c.q, A)
         rho = math.exp(2 * A * (c.q - 2) * g.mu)
         W = sparse_average_within(q=c.q, leak=leak, rho=rho)
-        rnd = sweep_rounding(g, A)
+        rnd = sweep_rounding(g, A, 1.0)
         rows.append(
             (f"A = {A:g}", close(within, W, 0.0, rnd, f"within part vs W(L, rho), L {leak:.3g}"))
         )
