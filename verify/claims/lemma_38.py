@@ -176,6 +176,31 @@ def lemma38_rebalanced(inp: Lemma38Inputs) -> Verdict:
     return at_most(largest, 1 + 1e-12, detail="largest ||theta_balanced||^2 / ||theta_raw||^2")
 
 
+L38_OPT_RTOL = 1e-12  # a few float64 sums of n <= 2048 squares and one square root: gaps ~1e-16
+
+
+def _optimum(case: Lemma38Case) -> Verdict:
+    """||theta_balanced||^2 against min_tau A / tau^2 + tau^2 P = 2 sqrt(A P) (AM-GM), A and P
+    read off the raw net's weights; relative."""
+    raw, bal = case.net.raw, case.net.balanced
+    A, P = float(raw.a @ raw.a), float((raw.W**2).sum() + raw.b @ raw.b)
+    optimum = 2 * (A * P) ** 0.5
+    per_unit = 2 * float((raw.a.abs() * torch.sqrt(raw.W[:, 0] ** 2 + raw.b**2)).sum())
+    detail = (
+        f"||theta_balanced||^2 / 2 sqrt(A P) - 1 (raw norm^2 {A + P:.4g}, optimum {optimum:.4g}; "
+        f"a tau per unit would reach sum 2 |a_k| ||(w_k, b_k)|| = {per_unit:.4g}, not Lemma 38's)"
+    )
+    return at_most(abs(net_norm2(bal) / optimum - 1), L38_OPT_RTOL, detail=detail)
+
+
+@claim.check("rebalanced norm = 2 sqrt(A P), the optimum", evidence="built")
+def lemma38_optimum(inp: Lemma38Inputs) -> Verdict:
+    """The rebalanced net attains the optimum of the rebalancing problem: its squared norm,
+    read off its weights, equals min_{tau > 0} ||a||^2 / tau^2 + tau^2 (||w||^2 + ||b||^2) =
+    2 sqrt(A P) of the raw net (AM-GM, interpolation.md), relative 1e-12, every case."""
+    return _worst_n(inp, _optimum, key=by_measured)
+
+
 @claim.check("alternating labels attain (16n - 22)/(16n)", evidence="built")
 def lemma38_tight(inp: Lemma38Inputs) -> Verdict:
     """Tightness: alternating labels with every gap eps attain ||a'||^2 / bound = (16n -
@@ -271,7 +296,17 @@ def _bias_not_rescaled(case: Lemma38Case) -> Lemma38Net:
     return _with_nets(case, raw, TwoLayerNet(a=raw.a / tau, W=raw.W * tau, b=raw.b))
 
 
-@claim.fault("rebalanced by 1 / tau", breaks=lemma38_rebalanced)
+@claim.fault("rebalanced by tau = (A / P)^(1/2)", breaks=lemma38_optimum)
+@_every_case("net")
+def _tau_square_root(case: Lemma38Case) -> Lemma38Net:
+    """The rebalancing at tau^2 = A / P (a square root for the fourth root): the same function,
+    and the norm A + P of the raw net, not lowered to 2 sqrt(A P)."""
+    raw = case.net.raw
+    tau = (float(raw.a @ raw.a) / float((raw.W**2).sum() + raw.b @ raw.b)) ** 0.5
+    return _with_nets(case, raw, TwoLayerNet(a=raw.a / tau, W=raw.W * tau, b=raw.b * tau))
+
+
+@claim.fault("rebalanced by 1 / tau", breaks=(lemma38_rebalanced, lemma38_optimum))
 @_every_case("net")
 def _tau_inverted(case: Lemma38Case) -> Lemma38Net:
     """The rebalancing by 1 / tau: (a tau, w / tau, b / tau), the same function, norm raised."""
