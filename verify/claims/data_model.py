@@ -1,16 +1,31 @@
 """Definition 2 (the qSTR data model): sampled batches carry y_i = g(x_{t_i}) with the stated
 index structure, shapes and dtypes (docs/derivations/theorem4.md, section 0)."""
 
-from dataclasses import dataclass
+import itertools
+from dataclasses import dataclass, replace
+from typing import Tuple
+
+import numpy as np
 import torch
 from hypothesis import HealthCheck, Verbosity, given, seed, settings
+from scipy.special import chdtrc, chdtri, chndtr
 
+from qstr.constructions.links import make_link
 from qstr.constructions.task import QSTR, Prompts, gather_tokens
-from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, exact, mapped, worst
+from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, by_ratio, exact, mapped, worst
 from qstr.verify.properties import assert_index_structure
 from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding
 from qstr.verify.strategies import prompts
+
+ALPHA = 1e-6  # each chi-square test's level: 8 tests, a false alarm with probability <= 8e-6
+# (task, prompts sampled) for the uniformity tests: enough draws for >= 75 expected per cell
+UNIFORM = (  # (N, q, variant, indices, B quick)
+    (7, 2, "general", "uniform", 1500),
+    (6, 3, "general", "distinct", 1500),
+    (7, 2, "simple", "uniform", 8000),
+    (8, 2, "general", "few-heads", 2000),
+)
 
 claim = register(
     Claim(
@@ -29,6 +44,7 @@ class DataModelInputs:
     """Sampled batches (task, prompts) of hypothesis-drawn qSTR tasks (Definition 2)."""
 
     cases: tuple[tuple[QSTR, Prompts], ...]
+    uniform: Tuple[Tuple[QSTR, int], ...] = ()  # (task, B): sampled inside the uniformity checks
 
 
 @claim.inputs
@@ -49,7 +65,11 @@ def data_model_inputs(ctx: Context) -> DataModelInputs:
         cases.append(case)
 
     seed(ctx.seed_of("data-model/tasks"))(draw)()
-    return DataModelInputs(tuple(cases))
+    uniform = tuple(
+        (QSTR(N, 1, make_link("linear", q, 1, generator=ctx.generator("data-model/u", N)), v, r), B)
+        for N, q, v, r, B in UNIFORM
+    )
+    return DataModelInputs(tuple(cases), tuple((t, ctx.pick(B, 10 * B)) for t, B in uniform))
 
 
 @claim.check("labels y_i = g(x_t_i)", evidence="built")
@@ -111,6 +131,119 @@ def _shape_fault(task: QSTR, p: Prompts) -> str:
 def shapes(inp: DataModelInputs) -> Verdict:
     """x is (B, N, d), t is (B, N, q) of longs, y is (B, N) (or (B, N, out)) of x's dtype."""
     return _bad_batches(inp, _shape_fault, "with a wrong shape or dtype")
+
+
+def _drawn_tuples(task: QSTR, B: int, ctx: Context) -> torch.Tensor:
+    """(n, q) index tuples as Definition 2 draws them: every position of every prompt (simple
+    prompts: one per prompt; few-heads: the positions i < N/2, where t_i is uniform)."""
+    g = ctx.generator("data-model/uniformity", task.N, task.q)
+    t = task.sample(B, generator=g, dtype=torch.float64).t
+    t = t[:, :1] if task.variant == "simple" else t
+    return (t[:, : task.N // 2] if task.indices == "few-heads" else t).reshape(-1, task.q)
+
+
+def _cells(task: QSTR, off_by_one: bool = False) -> np.ndarray:
+    """The law of an index tuple over the N^q cells (cell sum_k t_k N^k): uniform over [N]^q, or
+    over the tuples of q distinct entries; ``off_by_one``: the same over [N - 1] (never the last
+    token), the realistic slip the tests are sized against."""
+    N, q, top = task.N, task.q, task.N - int(off_by_one)
+    p = np.zeros(N**q)
+    for tup in itertools.product(range(top), repeat=q):
+        if task.indices != "distinct" or len(set(tup)) == q:
+            p[sum(v * N**k for k, v in enumerate(tup))] = 1.0
+    return p / p.sum()
+
+
+def _chi_square(observed: np.ndarray, p0: np.ndarray, p1: np.ndarray, what: str) -> Verdict:
+    """Pearson's chi-square of the counts against p0 (cells p0 = 0 must stay empty), at most its
+    1 - ALPHA quantile; the detail gives the p-value and the power against p1 (noncentral)."""
+    n, live = observed.sum(), p0 > 0
+    df = int(live.sum()) - 1
+    crit = float(chdtri(df, ALPHA))  # the chi-square's 1 - ALPHA quantile
+    if observed[~live].any():
+        return at_most(np.inf, crit, detail=f"{what}: {int(observed[~live].sum())} impossible")
+    e = n * p0[live]
+    stat = float(((observed[live] - e) ** 2 / e).sum())
+    lam = float(n * ((p1[live] - p0[live]) ** 2 / p0[live]).sum())  # noncentrality under p1
+    detail = (
+        f"{what}: {int(n)} draws, {df + 1} cells, p = {chdtrc(df, stat):.3g}, level {ALPHA:g}; "
+        f"power {1 - chndtr(crit, df, lam):.4f} against the off-by-one sampler; under uniformity "
+        f"the statistic is about df = {df} +- {np.sqrt(2 * df):.0f}, the bound its 1 - {ALPHA:g} "
+        f"quantile (theorem4.md, 'How t is drawn')"
+    )
+    return at_most(stat, crit, detail=detail)
+
+
+def _uniformity(inp: DataModelInputs, ctx: Context, marginal: bool) -> Verdict:
+    """Each uniformity task's chi-square, of the entries t_k over [N] (``marginal``) or of the
+    tuples over their cells: the worst task (largest statistic / quantile)."""
+    cases = []
+    for task, B in inp.uniform:
+        t, N, q = _drawn_tuples(task, B, ctx).numpy(), task.N, task.q
+        p0, p1 = _cells(task), _cells(task, off_by_one=True)
+        if marginal:
+            observed = np.bincount(t.ravel(), minlength=N)
+            p0, p1 = np.full(N, 1.0 / N), np.append(np.full(N - 1, 1.0 / (N - 1)), 0.0)
+        else:
+            observed = np.bincount((t * N ** np.arange(q)).sum(1), minlength=N**q)
+        label = f"N={N} q={q} {task.variant}/{task.indices}"
+        cases.append((label, _chi_square(observed, p0, p1, "entries" if marginal else "tuples")))
+    return worst(cases, key=by_ratio)
+
+
+@claim.check("t uniform over [N] (chi-square)", evidence="monte-carlo")
+def entries_uniform(inp: DataModelInputs, ctx: Context) -> Verdict:
+    """Every entry t_{i,k} is uniform over [N] (the uniform, distinct, simple and few-heads
+    rules): Pearson's chi-square over the N positions at most its 1 - 1e-6 quantile."""
+    return _uniformity(inp, ctx, marginal=True)
+
+
+@claim.check("t_i uniform over its tuples (chi-square)", evidence="monte-carlo")
+def tuples_uniform(inp: DataModelInputs, ctx: Context) -> Verdict:
+    """Every tuple t_i is uniform over [N]^q (over the tuples of distinct entries for the
+    distinct rule): Pearson's chi-square over the cells at most its 1 - 1e-6 quantile."""
+    return _uniformity(inp, ctx, marginal=False)
+
+
+class _OffByOne(QSTR):
+    """A sampler that never draws the last token: each rule's tuples over [N - 1] (the honest
+    draws, a tuple holding N - 1 redrawn until none does)."""
+
+    def sample_indices(self, B, *, generator, device):
+        t = super().sample_indices(B, generator=generator, device=device).clone()
+        while (bad := (t == self.N - 1).any(-1)).any():
+            t[bad] = super().sample_indices(B, generator=generator, device=device)[bad]
+        return t
+
+
+class _Broadcast(QSTR):
+    """A sampler that draws one index per position and broadcasts it to the q slots."""
+
+    def sample_indices(self, B, *, generator, device):
+        t = super().sample_indices(B, generator=generator, device=device)
+        return t[..., :1].expand(t.shape).contiguous()
+
+
+def _resampled_by(kind):
+    """A fault's edit: the uniformity tasks sampled by ``kind`` (a QSTR subclass)."""
+
+    def edit(inp: DataModelInputs) -> DataModelInputs:
+        moved = tuple(
+            (kind(t.N, t.d, t.link, t.variant, t.indices, t.tokens), B) for t, B in inp.uniform
+        )
+        return replace(inp, uniform=moved)
+
+    return edit
+
+
+claim.fault(
+    "an off-by-one sampler (t never the last token)",
+    breaks=(entries_uniform, tuples_uniform),
+    apply=_resampled_by(_OffByOne),
+)
+claim.fault(
+    "one index broadcast to the q slots", breaks=tuples_uniform, apply=_resampled_by(_Broadcast)
+)
 
 
 def _each_batch(edit):
