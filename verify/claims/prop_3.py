@@ -19,6 +19,22 @@ from qstr.constructions.links import SqNorm
 from qstr.constructions.paper_models import MergedAttention
 from qstr.constructions.relu import sqnorm_net
 from qstr.constructions.task import QSTR
+from qstr.verify.claims._few_heads import (
+    FLOOR_POINTS,
+    FLOOR_RTOL,
+    Adversary,
+    RiskEstimate,
+    adversary_search,
+    unseen_label,
+    unseen_second_moment,
+    floor_gap,
+    floor_half,
+    floor_heads_from_zero,
+    floor_without_logits,
+    infimum_exact,
+    reread,
+    risk_rounding,
+)
 from qstr.verify.claim import (
     PROFILES,
     Claim,
@@ -33,26 +49,33 @@ from qstr.verify.claim import (
     worst,
 )
 from qstr.verify.registry import register
-from qstr.verify.rounding import Rounding
 from qstr.verify.training import OnlineFit, fit_online, position_risk
 
 TRAINED = ("full", "gpu")  # the profiles that train models
 FEW_CONFIDENCE = 0.999  # family confidence of each Monte Carlo check over its cases
 SQ_R, SQ_KNOTS = 6.0, 121
 PROMPT_CHUNK = 4096  # the explicit model's prompts are drawn and scored this many at a time
+LABEL_CHUNK = 2**15  # the control variate's prompts are drawn this many at a time
+LABEL_FULL = 2**20  # its prompts in the full and gpu profiles
 Q_HEADS_N = 64  # prompts of the H = q fault: its risk ~ 1e-4 against floors >= 1/6
+# the adversary (few-heads.md, 7): |v_h| of its candidates (0: logits free of the data; Prop 21's
+# class has only 0, one candidate per draw of the logits), prompts (search each, evaluate the best)
+ADV_SCALES = {"quick": (0.0, 1.0), "full": (0.0, 0.5, 1.0, 2.0)}
+ADV_N = {"quick": (1024, 8192), "full": (4096, 65536)}
 
 
 @dataclass(frozen=True)
 class Shape:
     """One (N, d, q) of the few-heads task; Prop 21's class when ``restricted`` (d = 1);
-    ``explicit_n`` prompts score the explicit model in the quick profile."""
+    ``explicit_n`` prompts score the explicit model and ``label_n`` its control variate's mean in
+    the quick profile."""
 
     N: int
     d: int
     q: int
     restricted: bool
     explicit_n: int
+    label_n: int
 
     @property
     def label(self) -> str:
@@ -61,10 +84,10 @@ class Shape:
 
 # per claim: (quick cases, full and gpu cases); the trained models have H = 1..q-1 heads
 FEW = {
-    "prop-21": ((Shape(8, 1, 3, True, 8192),),) * 2,
+    "prop-21": ((Shape(8, 1, 3, True, 1024, 2**17),),) * 2,
     "prop-3": (
-        (Shape(8, 16, 2, False, 4096), Shape(8, 16, 3, False, 1536)),
-        tuple(Shape(8, d, q, False, 4096) for q in (2, 3) for d in (8, 16)),
+        (Shape(8, 16, 2, False, 1024, 2**15), Shape(8, 16, 3, False, 1024, 2**15)),
+        tuple(Shape(8, d, q, False, 4096, 2**15) for q in (2, 3) for d in (8, 16)),
     ),
 }
 
@@ -123,17 +146,6 @@ def _restrict(layout):
 
 
 @dataclass(frozen=True)
-class RiskEstimate:
-    """A Monte Carlo risk at the positions i >= N/2 of a model with ``heads`` heads."""
-
-    heads: int
-    risk: float
-    se: float
-    prompts: int
-    rnd: Rounding
-
-
-@dataclass(frozen=True)
 class ExplicitModel:
     """Lemma 11 heads retrieving ``heads`` of the q tokens and a ReLU net for their squared norm:
     its risk, its error budget e (net + heads), the net and its certified error."""
@@ -146,12 +158,14 @@ class ExplicitModel:
 
 @dataclass(frozen=True)
 class FewCase:
-    """One shape: the explicit H = q - 1 model and (full, gpu) the trained H < q models."""
+    """One shape: the explicit H = q - 1 model, the adversary at H = q - 1 (full: every H < q),
+    and (full, gpu) the trained H < q models."""
 
     shape: Shape
     H: int  # the heads the floor is claimed for: q - 1
     explicit: ExplicitModel
     trained: Tuple[RiskEstimate, ...]
+    adversary: Tuple[Adversary, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -198,20 +212,9 @@ def _trained_risks(cid: str, s: Shape, ctx: Context) -> Tuple[RiskEstimate, ...]
                 project(model)
         fit_online(model, batch, fit, positions=floor_pos, generator=fit_gen, project=project)
         risk, se = position_risk(model, batch, n=n, positions=floor_pos, generator=risk_gen)
-        rnd = _risk_rounding(n * (s.N - s.N // 2), s.N + layout.dim + 64, risk, f32)
+        rnd = risk_rounding(n * (s.N - s.N // 2), s.N + layout.dim + 64, risk, f32)
         out.append(RiskEstimate(H, risk, se, n, rnd))
     return tuple(out)
-
-
-def _risk_rounding(samples: int, fan_in: int, risk: float, dtype) -> Rounding:
-    """Rounding of a mean of ``samples`` squared errors, each from a forward pass whose longest
-    sum has ``fan_in`` terms: relative error (samples + 2 fan_in + 1) eps of the risk (>= 1)."""
-    return Rounding(
-        n=samples + 2 * fan_in + 1,
-        scale=max(risk, 1.0),
-        dtype=dtype,
-        what="(n N/2 + 2 fan-in + 1) eps max(risk, 1)",
-    )
 
 
 def _sqnorm_attained(net, q: int, d: int, H: int) -> float:
@@ -224,9 +227,11 @@ def _sqnorm_attained(net, q: int, d: int, H: int) -> float:
     return abs(float(net(z[None, :].reshape(1, H, d))) - target)
 
 
-def _explicit_model(cid: str, s: Shape, H: int, ctx: Context, n: int) -> ExplicitModel:
+def _explicit_model(cid: str, s: Shape, H: int, ctx: Context, n: Tuple[int, int]) -> ExplicitModel:
     """Lemma 11 heads retrieving H of the q tokens + a ReLU net for the squared norm of those;
-    its risk at the positions i >= N/2 on n prompts (drawn and scored PROMPT_CHUNK at a time)."""
+    its risk at the positions i >= N/2: the squared error less the unseen tokens' squared label
+    on n[0] prompts (drawn and scored PROMPT_CHUNK at a time), plus that control's mean on n[1]
+    fresh prompts (few-heads.md, 6)."""
     N = s.N
     net, sq_err = sqnorm_net(s.q, s.d, H, R=SQ_R, knots=SQ_KNOTS)
     r_x = lemma12_radius(s.d, n=10_000, N=N)
@@ -234,17 +239,20 @@ def _explicit_model(cid: str, s: Shape, H: int, ctx: Context, n: int) -> Explici
     task, _, _ = _few_heads_batch(s, torch.float64, ctx.device)
     gen = ctx.generator(f"{cid}/explicit", *_key(cid, s, H), device=ctx.device)
     per_prompt = []
-    for start in range(0, n, PROMPT_CHUNK):
-        B = min(PROMPT_CHUNK, n - start)
+    for start in range(0, n[0], PROMPT_CHUNK):
+        B = min(PROMPT_CHUNK, n[0] - start)
         p = task.sample(B, generator=gen, device=ctx.device, dtype=torch.float64)
         with torch.no_grad():
-            per_prompt.append(((cons.predict(p.x, p.t) - p.y)[:, N // 2 :] ** 2).mean(dim=1))
+            err = ((cons.predict(p.x, p.t) - p.y)[:, N // 2 :] ** 2).mean(dim=1)
+        per_prompt.append(err - unseen_label(p, H, s.q, s.d) ** 2)
     per_prompt = torch.cat(per_prompt)
-    risk = float(per_prompt.mean())
+    label_gen = ctx.generator(f"{cid}/unseen", *_key(cid, s, H))
+    mean, var = unseen_second_moment(task, H, n[1], label_gen, LABEL_CHUNK)
+    risk = float(per_prompt.mean()) + mean
     fan_in = N + cons.guarantee.d_e + net.W.shape[0]
-    rnd = _risk_rounding(n * (N - N // 2), fan_in, risk, torch.float64)
-    se = float(per_prompt.std() / per_prompt.numel() ** 0.5)
-    estimate = RiskEstimate(H, risk, se, n, rnd)
+    rnd = risk_rounding(n[0] * (N - N // 2) + n[1], fan_in, risk, torch.float64)
+    se = math.sqrt(float(per_prompt.var()) / n[0] + var / n[1])
+    estimate = RiskEstimate(H, risk, se, n[0], rnd)
     return ExplicitModel(estimate, sq_err + cons.guarantee.error_bound, sq_err, net)
 
 
@@ -252,10 +260,35 @@ def _few_heads_inputs(cid: str, ctx: Context) -> FewHeadsInputs:
     """Per shape: the explicit H = q - 1 model and (full, gpu) the trained H < q models."""
     shapes, cases = ctx.pick(quick=FEW[cid][0], full=FEW[cid][1]), []
     for s in shapes:
-        n = ctx.pick(quick=s.explicit_n, full=32768, gpu=10 * s.explicit_n)
+        n = (
+            ctx.pick(quick=s.explicit_n, full=32768, gpu=10 * s.explicit_n),
+            ctx.pick(s.label_n, LABEL_FULL),
+        )
         trained = () if ctx.profile == "quick" else _trained_risks(cid, s, ctx)
-        cases.append(FewCase(s, s.q - 1, _explicit_model(cid, s, s.q - 1, ctx, n), trained))
+        explicit = _explicit_model(cid, s, s.q - 1, ctx, n)
+        cases.append(FewCase(s, s.q - 1, explicit, trained, _adversaries(cid, s, ctx)))
     return FewHeadsInputs(cid, tuple(cases))
+
+
+def _adversaries(cid: str, s: Shape, ctx: Context) -> Tuple[Adversary, ...]:
+    """The adversary at H = q - 1 (full, gpu: every H < q): the best of its candidates, read by
+    the exact conditional mean (few-heads.md, 7)."""
+    profile = "quick" if ctx.profile == "quick" else "full"
+    scales = (0.0,) * len(ADV_SCALES[profile]) if s.restricted else ADV_SCALES[profile]
+    heads = (s.q - 1,) if profile == "quick" else range(1, s.q)
+    return tuple(
+        adversary_search(
+            s,
+            H,
+            ADV_N[profile],
+            [
+                ctx.generator(f"{cid}/adversary/{p}", *_key(cid, s, H))
+                for p in ("weights", "prompts")
+            ],
+            scales,
+        )
+        for H in heads
+    )
 
 
 @prop_21.inputs
@@ -340,24 +373,33 @@ def few_heads_explicit_closed_form(inp: FewHeadsInputs) -> Verdict:
     def closed(case: FewCase) -> Verdict:
         est, value, e = case.explicit.estimate, _closed_form(case), case.explicit.e
         slack = 2 * e * math.sqrt(value) + e * e + z * est.se
-        detail = f"{est.heads}-head explicit model, error budget e = {e:.3e}; {_allowance(k, 2)}"
+        detail = f"{est.heads}-head explicit model, error budget e = {e:.3e}; allowance 2 e "
+        detail += (
+            f"sqrt(value) + e^2 + z se = {slack:.4f} ({100 * slack / value:.1f}% of the value); "
+        )
+        detail += f"{_allowance(k, 2)}; se {est.se:.4f} (control variate: few-heads.md, 6)"
         return close(est.risk, value, slack, est.rnd, detail=detail)
 
     return worst((c.shape.label, closed(c)) for c in inp.cases)
 
 
-@prop_3.check("closed form - floor <= 2H/d", evidence="formula")
+@prop_3.check("closed form - floor = 2H/d", evidence="formula")
 def few_heads_floor_reached(inp: FewHeadsInputs) -> Verdict:
-    """Prop 3: the floor is nearly attained at every H < q, closed form - floor <= 2 H / d
-    (few-heads.md, 2); the largest (closed form - floor) / (2 H / d) over H and the shapes."""
+    """Prop 3: the explicit models' closed form is the floor + 2 H / d at every H < q (few-heads.md,
+    2: 2 (q - H)/q - 2 (1 - H (q + d)/(q d)) = 2 H q / (q d)); (closed form - floor) / (2 H / d)
+    farthest from 1 over H and the shapes, two-sided."""
 
     def reached(case: FewCase) -> Verdict:
         q, d = case.shape.q, case.shape.d
         ratio, H = max(
-            ((_closed_form(case, H) - inp.floor_at(case, H)) / (2 * H / d), H) for H in range(1, q)
+            (
+                ((_closed_form(case, H) - inp.floor_at(case, H)) / (2 * H / d), H)
+                for H in range(1, q)
+            ),
+            key=lambda r: abs(r[0] - 1),
         )
-        detail = f"(2 (q - H)/q - floor) / (2 H / d) over H = 1..{q - 1}, largest at H = {H}"
-        return at_most(ratio, 1.0, 1e-12, detail=detail)
+        detail = f"(2 (q - H)/q - floor) / (2 H / d) over H = 1..{q - 1}, farthest at H = {H}"
+        return close(ratio, 1.0, 0.0, 1e-12, detail=detail)
 
     return worst((c.shape.label, reached(c)) for c in inp.cases)
 
@@ -374,6 +416,72 @@ def few_heads_floor_exact(inp: FewHeadsInputs) -> Verdict:
         return close(gap, 0.0, 0.0, 1e-12, detail=detail)
 
     return worst((c.shape.label, exact_at(c)) for c in inp.cases)
+
+
+@_on_both("floor = exact rational", evidence="formula")
+def few_heads_floor_pinned(inp: FewHeadsInputs) -> Verdict:
+    """The per-position floor function equals few-heads.md's formula evaluated in sympy rationals
+    (2 (q - H)/q for Prop 21, 2 (1 - H (q + d)/(q d)) for Prop 3, clipped at 0) at the claim's
+    shapes, every H up to q + 1, and edge points; the largest relative gap (absolute at 0)."""
+    restricted = inp.claim == "prop-21"
+    points = [p for p in FLOOR_POINTS if p[3] == restricted]
+    gap, point = max((floor_gap(inp.floor, p), p) for p in points)
+    detail = (
+        f"{len(points)} points (q, H, d, restricted), largest at {point}; relative {FLOOR_RTOL}"
+    )
+    return at_most(gap, FLOOR_RTOL, detail=detail)
+
+
+def _adversary_cases(inp: FewHeadsInputs):
+    """(label, case, adversary) for every adversary of every shape."""
+    return [(f"{c.shape.label} H={a.estimate.heads}", c, a) for c in inp.cases for a in c.adversary]
+
+
+def _infimum(case: FewCase, H: int) -> float:
+    s = case.shape
+    return float(infimum_exact(s.q, H, s.d, s.restricted))
+
+
+@_on_both("adversary risk >= floor", evidence="monte-carlo")
+def few_heads_adversary_above_floor(inp: FewHeadsInputs) -> Verdict:
+    """Props 3 and 21 against the adversary (few-heads.md, 7): the best W_QK found, read by the
+    exact conditional mean E[y | heads], does not beat the floor, less z se (one-sided, family
+    confidence FEW_CONFIDENCE over its cases); floor / risk in the detail."""
+    rows = _adversary_cases(inp)
+    z = _z(len(rows))
+
+    def above(case: FewCase, adv: Adversary) -> Verdict:
+        est, floor = adv.estimate, inp.floor_at(case, adv.estimate.heads)
+        inf = _infimum(case, est.heads)
+        detail = f"adversary (best |v_h| = {adv.weights.scale:g}; candidates (|v_h|, risk on the "
+        detail += "search prompts) "
+        detail += f"{[(s, round(r, 3)) for s, r in adv.candidates]}): risk {est.risk:.4f} +- "
+        detail += f"{est.se:.4f} on {est.prompts} prompts, floor {floor:.4f}, floor / risk "
+        detail += f"{floor / est.risk:.3f}; the class's infimum {inf:.4f} "
+        detail += (
+            "(the floor: exact)"
+            if case.shape.restricted
+            else ("(the floor counts H^2 functionals twice: few-heads.md, 2b)")
+        )
+        detail += f"; {_allowance(len(rows))}"
+        return at_least(est.risk, floor - z * est.se, est.rnd, detail=detail)
+
+    return worst((label, above(c, a)) for label, c, a in rows)
+
+
+@_on_both("adversary risk = the class's infimum", evidence="monte-carlo")
+def few_heads_adversary_infimum(inp: FewHeadsInputs) -> Verdict:
+    """The adversary attains the class's infimum 2 (1 - H (q + d - H)/(q d)) (Prop 3's class) or
+    2 (q - H)/q (Prop 21's), within z se two-sided (few-heads.md, 2b, 3, 7)."""
+    rows = _adversary_cases(inp)
+    z = _z(len(rows), sides=2)
+
+    def attained(case: FewCase, adv: Adversary) -> Verdict:
+        est = adv.estimate
+        detail = f"risk {est.risk:.4f} +- {est.se:.4f}; {_allowance(len(rows), 2)}"
+        return close(est.risk, _infimum(case, est.heads), z * est.se, est.rnd, detail=detail)
+
+    return worst((label, attained(c, a)) for label, c, a in rows)
 
 
 @_on_both("squared-norm net's error attained", evidence="built")
@@ -414,15 +522,9 @@ def _q_heads(inp: FewHeadsInputs, ctx: Context) -> FewHeadsInputs:
 
     def q_heads(case: FewCase) -> FewCase:
         s = case.shape
-        return replace(case, explicit=_explicit_model(inp.claim, s, s.q, ctx, Q_HEADS_N))
+        return replace(case, explicit=_explicit_model(inp.claim, s, s.q, ctx, (Q_HEADS_N,) * 2))
 
     return replace(inp, cases=tuple(map(q_heads, inp.cases)))
-
-
-def _floor_heads_from_zero(q: int, H: int, d: int, restricted: bool) -> float:
-    """The per-position floor with the heads counted from 0 (H - 1 in place of H)."""
-    h = H - 1
-    return max(0.0, 2 * (q - h) / q if restricted else 2 * (1 - h * (q + d) / (q * d)))
 
 
 def _one_knot_fewer(case: FewCase) -> FewCase:
@@ -431,6 +533,44 @@ def _one_knot_fewer(case: FewCase) -> FewCase:
     net, _ = sqnorm_net(s.q, s.d, H, R=SQ_R, knots=SQ_KNOTS - 1)
     return replace(case, explicit=replace(case.explicit, net=net))
 
+
+def _reread_each(readout: Callable[[Adversary], dict]):
+    """Every adversary read by bayes_readout with the options ``readout(adversary)``."""
+
+    def case(c: FewCase) -> FewCase:
+        return replace(c, adversary=tuple(reread(a, c.shape, **readout(a)) for a in c.adversary))
+
+    return lambda inp: replace(inp, cases=tuple(map(case, inp.cases)))
+
+
+prop_3.fault(
+    "floor without the logit functionals (H d for H (q + d))",
+    breaks=(few_heads_floor_pinned[1], few_heads_adversary_above_floor[1], few_heads_floor_reached),
+    apply=replaced(floor=floor_without_logits),
+)
+prop_3.fault(
+    "adversary read without the logit functionals",
+    breaks=few_heads_adversary_infimum[1],
+    apply=_reread_each(lambda a: {"logits": False}),
+)
+prop_21.fault(
+    "floor (q - H)/q: Var(chi^2_k) = k",
+    breaks=(few_heads_floor_pinned[0], few_heads_floor_exact),
+    apply=replaced(floor=floor_half),
+)
+for claim, infimum, adversary in zip(
+    (prop_21, prop_3), few_heads_adversary_infimum, few_heads_adversary_above_floor, strict=True
+):
+    claim.fault(
+        "adversary held to the floor of H - 1 heads",
+        breaks=adversary,
+        apply=replaced(floor=floor_heads_from_zero),
+    )
+    claim.fault(
+        "adversary read from one head fewer",
+        breaks=infimum,
+        apply=_reread_each(lambda a: {"heads": a.estimate.heads - 1}),
+    )
 
 for claim, above, closed_form, floor, sqnorm, trained in zip(
     (prop_21, prop_3),
@@ -451,6 +591,6 @@ for claim, above, closed_form, floor, sqnorm, trained in zip(
     claim.fault(
         "floor with the heads counted from 0",
         breaks=(above, trained),
-        apply=replaced(floor=_floor_heads_from_zero),
+        apply=replaced(floor=floor_heads_from_zero),
         profiles=TRAINED,
     )
