@@ -115,6 +115,27 @@ def train(cfg: Config, i: int, ctx: Context, steps: int, test: int) -> Tuple[Tra
     return tuple(out)
 
 
+def train_stopped(cfg: Config, i: int, ctx: Context, steps: int) -> Trained:
+    """The config's first FFN (same data, same initialisation) trained for only ``steps`` steps:
+    its off-span part prod_k (1 - eta_k lambda) ||W_perp(0)||_F still far above rounding (no test
+    risk is drawn: nan)."""
+    u = make_link("linear", 1, cfg.d, generator=gen(ctx, "link", i)).u[0]
+    data = simple_1str_data(cfg.n, cfg.N, cfg.d, u, generator=gen(ctx, "data", i))
+    model = make_vec_ffn(
+        cfg.N,
+        cfg.d,
+        (cfg.widths[0],),
+        activation=cfg.activation,
+        generator=ctx.generator("thm-6/init", i, 0),
+        device=ctx.device,
+    )
+    gd = dict(weight_decay=LAMBDA, lr=cfg.lr, max_steps=steps, tol=TOL, backtrack=cfg.backtrack)
+    trace = fit_full_batch(model, data, record_every=steps, **gd)
+    W = model.first_layer_x_weight().detach().clone()
+    V = orthonormal_row_basis(data.X)
+    return Trained(cfg, cfg.widths[0], u, data.X, V, W, trace, math.nan, math.nan)
+
+
 def transformer_risks(lemma11s, first, ctx: Context) -> Tuple[Tuple[float, float], ...]:
     """Each Lemma 11 construction's test risk (mean, se) on simple-1STR with its config's u."""
     samples, out = ctx.pick(quick=2000, full=20000), []

@@ -23,6 +23,7 @@ def only(inputs, N: int, d: int, n: int):
         inputs,
         configs=(cfg,),
         trained=tuple(t for t in inputs.trained if t.cfg == cfg),
+        stopped=tuple(t for t in inputs.stopped if t.cfg == cfg),
         averaged=pick(inputs.averaged),
         fixed=pick(inputs.fixed),
         lemma11s=pick(inputs.lemma11s),
@@ -66,7 +67,10 @@ def test_every_check_holds_on_the_larger_case_alone(declared):
     assert v["min-norm risk >= own floor_u(V)"].measured > 0.3  # R_k - floor_u(V_k) >= 0.32
     assert v["fixed-u Bayes risk = floor_u(V)"].bound == pytest.approx(ffn.bound, rel=1e-12)
     assert v["no risk left at n = N d"].measured == 0.0
-    assert v["span distance at the end"].measured < 1e-14
+    end = {label: case for label, case in v["span distance at the end"].cases}
+    assert end["N=8 d=4 n=16 m=16 tanh at step 486"].measured < 1e-14  # converged: in the span
+    stopped = end["N=8 d=4 n=16 m=16 tanh at step 50"]  # 0.9^50 of its start, to rounding
+    assert stopped.measured == pytest.approx(stopped.bound, rel=1e-12) and stopped.measured > 1e-3
     assert v["off-span part decays as prod(1 - lr lambda)"].measured < 1e-14
 
 
@@ -195,3 +199,21 @@ def test_thm6_decay_record_is_held_to_the_trained_weights(declared):
     check = "off-span part decays as prod(1 - lr lambda)"
     assert d.verdict(check).holds
     assert not d.verdict(check, d.broken("outside the span")).holds
+
+
+def test_span_distance_at_the_end_sees_the_rate(declared):
+    """The runs stopped after 50 steps end at GD's law prod (1 - eta lambda) of their start
+    (0.9^50 = 5.2e-3 without backtracking, lr lambda = 0.1); the law with a halved rate or read
+    as e^{-lambda tau} misses by more than 1e-2 relative, far beyond the check's 1e-10."""
+    d = declared(CID)
+    for tr in d.inputs.stopped:
+        assert tr.trace.final_step == 50 and tr.trace.stopped == "step cap"
+        final = d.inputs.span_distance(tr.W, tr.X) * float(torch.linalg.matrix_norm(tr.W))
+        law = tr.trace.predicted_perp[-1]
+        assert final == pytest.approx(law, rel=1e-12)
+        if tr.trace.rejected == 0:
+            assert law == pytest.approx(0.9**50 * tr.trace.perp_norm[0], rel=1e-12)
+        halved = tr.trace.perp_norm[0] * 0.95**50
+        assert abs(halved / law - 1) > 1e-2 and abs(tr.trace.exp_perp[-1] / law - 1) > 1e-2
+    broken = d.broken("gradient-flow law")
+    assert not d.verdict("span distance at the end", broken).holds
