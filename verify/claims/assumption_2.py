@@ -89,8 +89,9 @@ claim = register(
     Claim(
         "assumption-2",
         Ref("Assumption 2"),
-        statement="links as stated: E g^2 (Monte Carlo; the random teacher averaged over its "
-        "draws) = its stated value; the exact two-layer nets equal g (eps_2NN = 0), with r_a, "
+        statement="links as stated: E g^2 (Monte Carlo) = its stated value; the random "
+        "teacher's E g^2 per draw in closed form (= quadrature, = Monte Carlo) averages to "
+        "(1 + 1/(qd))/2; the exact two-layer nets equal g (eps_2NN = 0), with r_a, "
         "r_w as Assumption 2 defines them and Lip between every slope and r_a r_w",
         builds=(make_link,),
         bounds=(teacher_second_moment_closed,),
@@ -111,7 +112,7 @@ class Assumption2Inputs:
     stated: Dict[str, Callable[[int, int], float]] = field(default_factory=SECOND_MOMENT.copy)
     teacher_closed: Callable[[int, int], float] = teacher_second_moment_closed
     teacher_moment: Callable[[TwoLayerNet], float] = gaussian_second_moment  # one draw's E g^2
-    draws: Tuple[int, int] = (4, 1000)  # teachers checked one by one, teachers averaged over
+    draws: Tuple[int, int] = (3, 600)  # teachers checked one by one, teachers averaged over
     norms: Callable[[TwoLayerNet], Tuple[float, float, float]] = (
         lambda net: (net.r_a, net.r_w, net.lipschitz)  # what the bounds read from a net
     )
@@ -127,7 +128,7 @@ def assumption2_inputs(ctx: Context) -> Assumption2Inputs:
     )
     xt = torch.randn(n, Q, D, generator=ctx.generator("assumption-2/tokens"), dtype=torch.float64)
     big = xt[:2000] * (10.0 / xt[:2000].norm(dim=-1, keepdim=True))
-    draws = ctx.pick(quick=(4, 1000), full=(16, 10_000))
+    draws = ctx.pick(quick=(3, 600), full=(16, 10_000))
     return Assumption2Inputs(links, xt, big, draws=draws)
 
 

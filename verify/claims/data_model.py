@@ -1,5 +1,6 @@
 """Definition 2 (the qSTR data model): sampled batches carry y_i = g(x_{t_i}) with the stated
-index structure, shapes and dtypes (docs/derivations/theorem4.md, section 0)."""
+index structure, shapes and dtypes, and t drawn uniformly (docs/derivations/theorem4.md, section
+0)."""
 
 import itertools
 from dataclasses import dataclass, replace
@@ -21,10 +22,10 @@ from qstr.verify.strategies import prompts
 ALPHA = 1e-6  # each chi-square test's level: 8 tests, a false alarm with probability <= 8e-6
 # (task, prompts sampled) for the uniformity tests: enough draws for >= 75 expected per cell
 UNIFORM = (  # (N, q, variant, indices, B quick)
-    (7, 2, "general", "uniform", 1500),
+    (7, 2, "general", "uniform", 700),
     (6, 3, "general", "distinct", 1500),
-    (7, 2, "simple", "uniform", 8000),
-    (8, 2, "general", "few-heads", 2000),
+    (7, 2, "simple", "uniform", 4000),
+    (8, 2, "general", "few-heads", 1200),
 )
 
 claim = register(
@@ -32,7 +33,7 @@ claim = register(
         "data-model",
         Ref("Definition 2", "Definition 1"),
         statement="sampled qSTR batches: y_i = g(x_{t_i}) everywhere, simple prompts share t, "
-        "shapes/dtypes",
+        "shapes/dtypes; t uniform over [N] and over its tuples (chi-square, level 1e-6)",
         builds=(QSTR.sample,),
         derivation="docs/derivations/theorem4.md",
     )
