@@ -294,13 +294,16 @@ UNDECLARED = "undeclared"  # a check that does not say what it rests on (user cl
 class Check:
     """A named check: ``fn(inputs)`` (or ``fn(inputs, ctx)``) measures one statement and returns
     a ``Verdict``; ``run(inputs, ctx)`` calls it with the context only when it asks for one.
-    ``evidence``: what it rests on, one of :data:`EVIDENCE` (docs/claims.md)."""
+    ``evidence``: what it rests on, one of :data:`EVIDENCE` (docs/claims.md); ``agreement``: it
+    compares two computations of one value within a tolerance (a pin, module = scan), not a
+    measurement with a paper's bound, so it has no measured/bound ratio."""
 
     name: str
     fn: Callable[..., Verdict]
     statement: str = ""
     profiles: Sequence[str] = PROFILES  # where it runs (e.g. training only in full and gpu)
     evidence: str = UNDECLARED
+    agreement: bool = False
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -543,14 +546,16 @@ class Claim:
         statement: str = "",
         profiles: Sequence[str] = PROFILES,
         evidence: str = UNDECLARED,
+        agreement: bool = False,
     ):
         """Decorator: ``fn`` becomes the claim's check ``name`` resting on ``evidence`` (one of
-        :data:`EVIDENCE`); the ``Check`` is returned, and it is callable, so ``fn(inputs)`` still
-        works."""
+        :data:`EVIDENCE`; ``agreement``: two computations of one value within a tolerance, no
+        measured/bound ratio); the ``Check`` is returned, and it is callable, so ``fn(inputs)``
+        still works."""
 
         def declare(fn: Callable[..., Verdict]) -> Check:
             doc = statement or (fn.__doc__ or "")
-            return self._add_check(Check(name, fn, doc, profiles, evidence))
+            return self._add_check(Check(name, fn, doc, profiles, evidence, bool(agreement)))
 
         return declare
 

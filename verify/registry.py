@@ -283,7 +283,7 @@ def run_check(check: Check, inputs: Any, ctx: Context) -> CheckResult:
             v.detail,
             v.dtype,
             vacuous=bool(v.vacuous),
-            ratio=v.ratio,
+            ratio=None if check.agreement else v.ratio,
             slack=_finite(v.slack) if v.relation != "==" else None,
         )
         out.cases = v.cases  # not a field (not recorded): pytest items report each case

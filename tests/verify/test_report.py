@@ -98,3 +98,13 @@ def test_each_inequality_records_its_measured_over_bound():
     checks = [run_check(Check(str(i), verdicts.__getitem__), i, Context()) for i in range(3)]
     assert [c.slack for c in checks] == pytest.approx([0.5, 7.0, -1.0])
     assert ratio_range(checks) == "0.12-0.5"  # the failing check (2.0 <= 1) is not a range end
+
+
+def test_an_agreement_check_has_no_ratio():
+    """A check declared ``agreement=True`` (a pin: a relative gap within 1e-12) records no
+    measured/bound ratio, so the m/b column shows only the paper's bounds."""
+    pin = Check("pin", lambda inp: at_most(3e-16, 1e-12), agreement=True)
+    bound = Check("bound", lambda inp: at_most(0.5, 1.0))
+    checks = [run_check(c, None, Context()) for c in (pin, bound)]
+    assert [c.ratio for c in checks] == [None, 0.5] and checks[0].slack > 0.99
+    assert ratio_range(checks) == "0.5"

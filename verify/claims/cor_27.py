@@ -205,7 +205,7 @@ def eps_as_asked(inp: Cor27Inputs) -> Verdict:
     return certified_eps_as_asked(inp.cases, inp.eps)
 
 
-@claim.check("r_h = sqrt(q)(r_x + sqrt(d) eps), 40 digits", evidence="formula")
+@claim.check("r_h = sqrt(q)(r_x + sqrt(d) eps), 40 digits", evidence="formula", agreement=True)
 def radius_as_derived(inp: Cor27Inputs) -> Verdict:
     """Cor 27's state radius, the r_h the RNN is built at, against sqrt(q)(r_x + sqrt(d) eps) at
     40 digits (eps the transition's certified one): relative 1e-12, every case."""
@@ -224,7 +224,7 @@ def _gap(states, c: StateCase) -> float:
     return max(largest_gap(hf, st.h_fwd), largest_gap(hb, st.h_bwd))
 
 
-@claim.check("module loop = scan", evidence="built")
+@claim.check("module loop = scan", evidence="built", agreement=True)
 def module_equals_scan(inp: Cor27Inputs) -> Verdict:
     """The literal module (a loop h <- P(h + f(h, z_i))) computes the scan's states (first case)."""
     c = inp.cases[0]
@@ -240,7 +240,7 @@ def module_zeros_equal_scan(inp: Cor27Inputs) -> Verdict:
     return exact(differ, 0, detail=f"{inp.cases[0].label}: states zero in one and not the other")
 
 
-@claim.check("module projection = scan where it clips", evidence="built")
+@claim.check("module projection = scan where it clips", evidence="built", agreement=True)
 def module_projection_equals_scan(inp: Cor27Inputs) -> Verdict:
     """The literal module's projection h <- P(h + f) (Appendix B.1, Thm 9's class) is the scan's
     where it clips: the first case at r_h = sqrt(q) r_x / 2; +inf when nothing was clipped."""
@@ -265,7 +265,7 @@ def _chunked_gap(inp: Cor27Inputs, module, rnn) -> Tuple[float, int]:
     return max(largest_gap(mf, hf), largest_gap(mb, hb)), a + b
 
 
-@claim.check("scan chunks carry the state", evidence="built")
+@claim.check("scan chunks carry the state", evidence="built", agreement=True)
 def chunks_carry_the_state(inp: Cor27Inputs) -> Verdict:
     """The scan in chunks of 7 (N = 100, no multiple) on transition outputs computed in chunks of
     7 positions gives the literal module's states, both directions, with every target at the

@@ -334,7 +334,7 @@ def _guarantees(inp: Lemma11Inputs):
     return [c.cons.guarantee for c in (*inp.cases, *inp.star)]
 
 
-@claim.check("alpha, gap, leak, bound = 40-digit evaluation", evidence="formula")
+@claim.check("alpha, gap, leak, bound = 40-digit evaluation", evidence="formula", agreement=True)
 def lemma11_formulas_pinned(inp: Lemma11Inputs) -> Verdict:
     """lemma11_alpha, lemma11_leak and lemma11_error_bound at every case's (N, H, mu, c, r_x, Lip,
     eps) and at L11_PIN_POINTS, and each guarantee's gap, leak and bound, against their 40-digit

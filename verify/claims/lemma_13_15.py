@@ -378,7 +378,7 @@ def composed(inp: PerturbInputs) -> Verdict:
     return close(max(gaps), 0.0, 0.0, 1e-15, detail="largest relative gap")
 
 
-@lemma15.check("step bounds = 40-digit evaluation", evidence="formula")
+@lemma15.check("step bounds = 40-digit evaluation", evidence="formula", agreement=True)
 def lemma15_pin(inp: PerturbInputs) -> Verdict:
     """The four step bounds (r_z^2 x, x, r_z x, r_z^3) against mpmath at 40 digits (theorem4.md,
     section 3) at the radii checked and at 0.5, 1 and 1000, sizes x = 1e-6, 0.7 and 5; relative
@@ -409,7 +409,7 @@ def _mp_weights(model, other) -> Callable[[str], object]:
     return weights
 
 
-@lemma13.check("Lemma 13's terms = 40-digit evaluation", evidence="formula")
+@lemma13.check("Lemma 13's terms = 40-digit evaluation", evidence="formula", agreement=True)
 def lemma13_pin(inp: PerturbInputs) -> Verdict:
     """``lemma13_terms`` against Lemma 13's three terms in mpmath at 40 digits (theorem4.md,
     section 3; ||W'||_op from the eigenvalues of W' W'^T), on each module with its first change

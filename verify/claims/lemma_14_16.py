@@ -191,7 +191,7 @@ def _lemma14_points(inp: Lemma14Inputs):
     return own + edges + [(8, 102, 0.66, 3.5, 24.4, 0.05), (4096, 1024, 7.0, 60.0, 1e3, 1e-6)]
 
 
-@lemma14.check("cover = 40-digit evaluation", evidence="formula")
+@lemma14.check("cover = 40-digit evaluation", evidence="formula", agreement=True)
 def lemma14_pin(inp: Lemma14Inputs) -> Verdict:
     """``output_net_log_covering`` against m (D + 2) ln(1 + 4 r_ma R_mw rho / eps) in mpmath at 40
     digits (theorem4.md, section 3), at the claim's points and edge ones; relative 1e-12."""
@@ -340,7 +340,7 @@ def prop17_assembled(inp: Lemma16Inputs) -> Verdict:
     return worst(((c.label, ratio(c)) for c in inp.prop17), key=by_measured)
 
 
-@lemma16.check("covers = 40-digit evaluation", evidence="formula")
+@lemma16.check("covers = 40-digit evaluation", evidence="formula", agreement=True)
 def lemma16_pin(inp: Lemma16Inputs) -> Verdict:
     """``score_log_covering`` against q D_e^2 ln(1 + 2 r_qk r_z^2 / eps) and
     ``transformer_log_covering`` against Prop 17's m (q D_e + 2) ln(1 + 6 K rho / eps) +

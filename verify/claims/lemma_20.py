@@ -227,7 +227,7 @@ def _envelope_points(inp: EnvelopeInputs):
     return own + [(0.0, 1e-3, 1, 0.0), (1e3, 50.0, 8, 2.0), (1e-8, 1.0, 1, 1e-8)]
 
 
-@claim.check("B(X) = 40-digit evaluation", evidence="formula")
+@claim.check("B(X) = 40-digit evaluation", evidence="formula", agreement=True)
 def envelope_pin(inp: EnvelopeInputs) -> Verdict:
     """``output_envelope`` against K sqrt(q (M^2 + c^2 (q+1)) + 1) in mpmath at 40 digits
     (theorem4.md, (2.1)); relative 1e-12."""
@@ -243,7 +243,7 @@ def _psi_points(inp: EnvelopeInputs):
     return own + edges
 
 
-@claim.check("psi(p) = 40-digit evaluation", evidence="formula")
+@claim.check("psi(p) = 40-digit evaluation", evidence="formula", agreement=True)
 def psi_pin(inp: EnvelopeInputs) -> Verdict:
     """``max_moment_factor`` against min_{r >= 2p} r N^{2/r} in mpmath at 40 digits, written as
     its two cases (2 e ln N where ln N >= p, else 2p N^{1/p}; theorem4.md, (1b)); relative

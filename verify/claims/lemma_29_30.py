@@ -349,7 +349,7 @@ def _relative(got: float, want) -> float:
     return float(abs(mp.mpf(got) - want) / max(abs(want), mp.mpf(10) ** -300))
 
 
-@lemma30.check("c_l = 40-digit evaluation", evidence="formula")
+@lemma30.check("c_l = 40-digit evaluation", evidence="formula", agreement=True)
 def sensitivities_pinned(inp: RNNInputs) -> Verdict:
     """``layer_sensitivities`` against c_l written from rnn-lower-bounds.md (section 4, item 5)
     in mpmath at 40 digits, at the built nets' radii, Theorem 7's class and edge nets (a zero
@@ -511,7 +511,7 @@ output_moves = lemma29.check(
 )
 
 
-@lemma29.check("A = 40-digit evaluation", evidence="formula")
+@lemma29.check("A = 40-digit evaluation", evidence="formula", agreement=True)
 def lipschitz_pinned(inp: RNNInputs) -> Verdict:
     """``rnn_parameter_lipschitz`` on ``layer_sensitivities``' ||c|| (as ``theorem7_bound``
     composes them) against A written from rnn-lower-bounds.md (section 4, item 5) in mpmath at

@@ -271,7 +271,9 @@ def _growth_points(inp: GrowthInputs):
     return rows
 
 
-@claim.check("Lam, beta_0 and the moments = 40-digit evaluation", evidence="formula")
+@claim.check(
+    "Lam, beta_0 and the moments = 40-digit evaluation", evidence="formula", agreement=True
+)
 def growth_pinned(inp: GrowthInputs) -> Verdict:
     """``rnn_output_growth``'s (Lam, beta_0) against prod R_l and Lam sqrt(2 r_h^2 + q + 1) + b_y
     (b_y by R_l (b + 1)) written from rnn-lower-bounds.md (section 4, item 3) in mpmath at 40

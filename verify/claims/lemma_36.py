@@ -182,7 +182,7 @@ def _training_error(c: Lemma36Case) -> float:
     return float(diff.max() if c.position == "all" else diff[:, c.position].max())
 
 
-@claim.check("zero training error", evidence="built")
+@claim.check("zero training error", evidence="built", agreement=True)
 def lemma36_exact(inp: Lemma36Inputs) -> Verdict:
     """Lemma 36: zero training error (float64, 1e-9) at the memorised position."""
     detail = "max |y_hat - y| over the prompts"
@@ -223,7 +223,7 @@ def _bound_gaps(gu, labels: torch.Tensor) -> list:
         ]
 
 
-@claim.check("bounds as derived", evidence="formula")
+@claim.check("bounds as derived", evidence="formula", agreement=True)
 def lemma36_bounds_derived(inp: Lemma36Inputs) -> Verdict:
     """The reported bounds equal their 40-digit evaluation from interpolation.md, relative 1e-12."""
     gap = max(max(_bound_gaps(c.guarantee, c.labels)) for c in inp.cases)
@@ -234,7 +234,7 @@ L36_PIN_NS = (2, 4, 8, 16, 64, 1000, 10**6)
 L36_PIN_KS = (1.0, 2.5, K_Y, 100.0)
 
 
-@claim.check("constants = 40-digit evaluation", evidence="formula")
+@claim.check("constants = 40-digit evaluation", evidence="formula", agreement=True)
 def lemma36_constants(inp: Lemma36Inputs) -> Verdict:
     """C36' = 16 (9/pi)(5 + pi/72), C36 = 2 sqrt(C36'), C = C36 sqrt(K_y) (K_y = 1, 2.5, 6, 100 and
     the default, the page's 6) and the claim's C n^3 (n = 2 .. 1e6) against their 40-digit
@@ -312,7 +312,7 @@ def _balance_gap(model) -> float:
     return (max(sq) - min(sq)) / max(sq)
 
 
-@claim.check("output layers balanced", evidence="built")
+@claim.check("output layers balanced", evidence="built", agreement=True)
 def lemma36_balanced(inp: Lemma36Inputs) -> Verdict:
     """Depth rebalancing: the output layers have equal squared norms (AM-GM's equality case)."""
     detail = "relative spread of ||W_l||^2 + ||b_l||^2"

@@ -209,7 +209,9 @@ def lemma37_constructive_norm(inp: Lemma37Inputs) -> Verdict:
 L37_PIN_UNION = ((2, 1e-3), (24, 0.05), (64, 1e-6), (1024, 0.1))
 
 
-@claim.check("eps_n, union bound, norm factor = 40-digit evaluation", evidence="formula")
+@claim.check(
+    "eps_n, union bound, norm factor = 40-digit evaluation", evidence="formula", agreement=True
+)
 def lemma37_pinned(inp: Lemma37Inputs) -> Verdict:
     """eps_n = sqrt(pi) / (3 n^2) (n = 2..1024), the union bound C(n, 2) 2 eps / sqrt(4 pi) at
     eps_n and at other eps, and the norm factor 2 against their 40-digit evaluation from

@@ -183,7 +183,7 @@ def _rel(got, want) -> float:
     return 0.0 if got == want else float(abs(mp.mpf(got) - want) / abs(want))
 
 
-@claim.check("mixed norm and conjugate = 40-digit evaluation", evidence="formula")
+@claim.check("mixed norm and conjugate = 40-digit evaluation", evidence="formula", agreement=True)
 def lemma39_pin(inp: Lemma39Inputs) -> Verdict:
     """mixed_norm and conjugate, the functions Lemma 39's two sides read, against their definitions
     evaluated in mpmath at 40 digits (docs/derivations/lemmas-39-41-42.md): every case's matrices

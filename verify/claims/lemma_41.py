@@ -203,7 +203,7 @@ def _branches(d: int, eps: float) -> Tuple[float, float]:
         return float(vol), float(mpmath.log(math.comb(2 * d + k, k)))
 
 
-@claim.check("l1 bound = the smaller branch, each active", evidence="formula")
+@claim.check("l1 bound = the smaller branch, each active", evidence="formula", agreement=True)
 def lemma41_branches(inp: Lemma41Inputs) -> Verdict:
     """Lemma 41 on the l1 ball: the bound is min(volume, Maurey) written from the lemma at 40
     digits, on a grid of (d, eps) where each branch is the smaller one (d = 1..3 and around the

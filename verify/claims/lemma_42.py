@@ -357,7 +357,7 @@ def _width_and_rows(c: LipschitzCase) -> Verdict:
     return at_most(off + excess, 1e-12, detail=detail)
 
 
-@claim.check("width and rows as step 7 builds them", evidence="built")
+@claim.check("width and rows as step 7 builds them", evidence="built", agreement=True)
 def lemma42_width_and_rows(inp: Lemma42Inputs) -> Verdict:
     """Lemma 42's explicit width and weight bounds, step 7 of docs/derivations/lemmas-39-41-42.md:
     every net has the derived width, one constant unit, and rows ||(w_i, b_i)|| <= sqrt(1 + R^2)
@@ -366,7 +366,7 @@ def lemma42_width_and_rows(inp: Lemma42Inputs) -> Verdict:
     return _largest(_width_and_rows, inp.cases)
 
 
-@claim.check("FK moments and eps_smooth = 40-digit evaluation", evidence="formula")
+@claim.check("FK moments and eps_smooth = 40-digit evaluation", evidence="formula", agreement=True)
 def lemma42_pin_smoothing(inp: Lemma42Inputs) -> Verdict:
     """fk_moments and smoothing_error_bound against steps 2-4 evaluated in mpmath at 40 digits
     (the FK coefficients from a_j = sin((j + 1) pi / (n + 2))), at the nets' (n, k, L, R) and
@@ -384,7 +384,9 @@ def lemma42_pin_smoothing(inp: Lemma42Inputs) -> Verdict:
     return at_most(gap, RTOL, detail=f"{len(gaps)} values, largest gap at {where}")
 
 
-@claim.check("ridge curvatures and counts = 40-digit evaluation", evidence="formula")
+@claim.check(
+    "ridge curvatures and counts = 40-digit evaluation", evidence="formula", agreement=True
+)
 def lemma42_pin_ridges(inp: Lemma42Inputs) -> Verdict:
     """Steps 5-6 (k >= 2): S_v = sum_m A (w0 m |v|)^2, K_v = ceil(2R / h_v) and the ridge error,
     from the ridges of every net, against mpmath at 40 digits; counts must agree exactly."""
@@ -393,7 +395,7 @@ def lemma42_pin_ridges(inp: Lemma42Inputs) -> Verdict:
     return worst(rows, key=by_measured)
 
 
-@claim.check("guarantee = 40-digit evaluation", evidence="formula")
+@claim.check("guarantee = 40-digit evaluation", evidence="formula", agreement=True)
 def lemma42_pin_guarantee(inp: Lemma42Inputs) -> Verdict:
     """lemma42_net's record against step 7 at 40 digits: k = 1: K = ceil(L R / eps), bound L h / 2;
     k >= 2: the least degree with eps_smooth <= 0.9 eps (or the one given), eps_ridge, the counts,
@@ -402,7 +404,7 @@ def lemma42_pin_guarantee(inp: Lemma42Inputs) -> Verdict:
         return _largest(lambda c: guarantee_gap(c, inp), inp.cases)
 
 
-@claim.check("record = the built net (width, norms, Lip, K_v)", evidence="built")
+@claim.check("record = the built net (width, norms, Lip, K_v)", evidence="built", agreement=True)
 def lemma42_record(inp: Lemma42Inputs) -> Verdict:
     """Every field of lemma42_net's record a user reads (width, ||a||, ||W||, ||b||, r_a, r_w, the
     path norm, the Lipschitz bound, the interval counts K_v as blocks of rows) equals what the

@@ -337,7 +337,7 @@ def states_within_eps(inp: Prop26Inputs) -> Verdict:
     return worst((case(*c) for c in inp.curves), key=by_ratio)
 
 
-@claim.check("dense layers = closed form", evidence="built")
+@claim.check("dense layers = closed form", evidence="built", agreement=True)
 def dense_equals_closed_form(inp: Prop26Inputs) -> Verdict:
     """The literal four dense layers on u = (h, z) equal the closed form f(z) the checks evaluate
     (all target pairs and a random subset; h is not read)."""
@@ -351,7 +351,7 @@ def dense_equals_closed_form(inp: Prop26Inputs) -> Verdict:
     return worst_case(inp.cases, case, key=by_measured)
 
 
-@claim.check("recorded widths and norms = the dense layers'", evidence="built")
+@claim.check("recorded widths and norms = the dense layers'", evidence="built", agreement=True)
 def record_is_built(inp: Prop26Inputs) -> Verdict:
     """The guarantee users read records the transition's widths (w1, w2, w3, q d) and per layer
     ||W||_F, max |W_ij| and ||b|| (computed from the structure): each equals the built dense
@@ -412,7 +412,7 @@ def _as_derived(name: str, field: str) -> Check:
         return worst(rows, key=by_measured)
 
     statement = f"Prop 26's {field} is its derivation's at 40 digits (relative 1e-12); the worst."
-    return claim.check(name, statement, evidence="formula")(check)
+    return claim.check(name, statement, evidence="formula", agreement=True)(check)
 
 
 code_range_as_derived = _as_derived("R = max |omega_ij|", "code_range")

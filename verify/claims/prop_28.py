@@ -256,7 +256,7 @@ def prediction_within_bound(inp: Prop28Inputs) -> Verdict:
     return worst(((c.label, bound(c, e)) for c, e in rows), key=by_ratio)
 
 
-@claim.check("module = scan", evidence="built")
+@claim.check("module = scan", evidence="built", agreement=True)
 def module_equals_scan(inp: Prop28Inputs) -> Verdict:
     """The literal module (nn.Linear layers, a loop over positions) predicts what the scan does."""
     c = inp.cases[0]
@@ -266,7 +266,7 @@ def module_equals_scan(inp: Prop28Inputs) -> Verdict:
     return at_most(gap, 1e-9, detail=f"{c.label}: max |module - scan| (absolute 1e-9)")
 
 
-@claim.check("reloaded files = scan", evidence="built")
+@claim.check("reloaded files = scan", evidence="built", agreement=True)
 def saved_module_equals_scan(inp: Prop28Inputs, ctx: Context) -> Verdict:
     """The first case's file reloaded by module_from_state, and the CLI's through load_rnn, predict
     what the construction's scan does."""
@@ -333,7 +333,7 @@ def _record_vs_module(label: str, rnn, module) -> Verdict:
     )
 
 
-@claim.check("recorded widths, r_h and Lip = the module's", evidence="built")
+@claim.check("recorded widths, r_h and Lip = the module's", evidence="built", agreement=True)
 def record_is_module(inp: Prop28Inputs) -> Verdict:
     """The RNN guarantee users read (and its r_h) against the module users load: the first case's
     module and the CLI file's model load_rnn returns, their weights read here; relative 1e-12 (Lip:
@@ -345,17 +345,17 @@ def record_is_module(inp: Prop28Inputs) -> Verdict:
     return worst((lab, _record_vs_module(lab, rnn, m)) for lab, rnn, m in pairs)
 
 
-@claim.check("Lip = ||a|| ||W||_op", evidence="formula")
+@claim.check("Lip = ||a|| ||W||_op", evidence="formula", agreement=True)
 def lipschitz_as_derived(inp: Prop28Inputs) -> Verdict:
     return _as_derived(inp, "Lip", lambda c: c.guarantee.lipschitz, net_lipschitz)
 
 
-@claim.check("bound = Lip sqrt(qd) eps", evidence="formula")
+@claim.check("bound = Lip sqrt(qd) eps", evidence="formula", agreement=True)
 def bound_as_derived(inp: Prop28Inputs) -> Verdict:
     return _as_derived(inp, "bound", lambda c: c.guarantee.prediction_error, prediction_bound)
 
 
-@claim.check("r_h = sqrt(q)(r_x + sqrt(d) eps)", evidence="formula")
+@claim.check("r_h = sqrt(q)(r_x + sqrt(d) eps)", evidence="formula", agreement=True)
 def r_h_as_derived(inp: Prop28Inputs) -> Verdict:
     return _as_derived(inp, "r_h", lambda c: c.r_h, state_radius)
 

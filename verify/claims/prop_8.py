@@ -250,7 +250,7 @@ def prop8_record(inp: Prop8Inputs) -> Verdict:
     return worst(rows)
 
 
-@claim.check("bounds = 40-digit evaluation", evidence="formula")
+@claim.check("bounds = 40-digit evaluation", evidence="formula", agreement=True)
 def prop8_pinned(inp: Prop8Inputs) -> Verdict:
     """The packing (rate, M, M', failure, s~, existence), the width bound, the volume and paper norm
     bounds against their 40-digit evaluation written from rnn-lower-bounds.md (sections 1, 2),
@@ -261,7 +261,9 @@ def prop8_pinned(inp: Prop8Inputs) -> Verdict:
     return at_most(gap, PIN_RTOL, detail=f"{len(gaps)} points; largest at {label}")
 
 
-@claim.check("defaults = the page's K = 2, gamma = 1/2, C_M = 8", evidence="formula")
+@claim.check(
+    "defaults = the page's K = 2, gamma = 1/2, C_M = 8", evidence="formula", agreement=True
+)
 def prop8_defaults(inp: Prop8Inputs) -> Verdict:
     """The bound functions called with their defaults, as a user calls them, at the slot memory's
     N and UL, against the 40-digit evaluation at the page's K = 2, gamma = 1/2, C_M = 8."""
@@ -280,7 +282,7 @@ def prop8_width_inverts(inp: Prop8Inputs) -> Verdict:
     return close(back / UL, 1.0, 1e-9, detail=f"UL = {UL:.1f}, solved back {back:.1f}")
 
 
-@claim.check("exact on the r_x sphere", evidence="built")
+@claim.check("exact on the r_x sphere", evidence="built", agreement=True)
 def prop8_sphere(inp: Prop8Inputs) -> Verdict:
     """Exactness on tokens of the r_x sphere (two prompts and their negatives), random t and t_i = i
     (each position asking for its own token: the e_k^+- branch of either sign)."""
@@ -322,7 +324,7 @@ def prop8_norms_vanish(inp: Prop8Inputs) -> Verdict:
     return _wrong_rows(_bound_table(inp.bounds), consistent)
 
 
-@claim.check("norm bounds as derived", evidence="formula")
+@claim.check("norm bounds as derived", evidence="formula", agreement=True)
 def prop8_norms_derived(inp: Prop8Inputs) -> Verdict:
     """Where the packing exists: the paper's form (s~ / sqrt 2) sqrt(ln M' / (8 ln(16 N + 1))) and
     the volume bound (s~ / (2 sqrt 2)) expm1(ln M' / (2 d_h)) (d_h = 1, 8, 4N), relative."""
@@ -337,7 +339,7 @@ def prop8_norms_derived(inp: Prop8Inputs) -> Verdict:
     return at_most(max(gaps), 1e-12, detail="largest relative gap (log scale for the volume form)")
 
 
-@claim.check("rate = Chernoff exponent", evidence="formula")
+@claim.check("rate = Chernoff exponent", evidence="formula", agreement=True)
 def prop8_rate(inp: Prop8Inputs) -> Verdict:
     """Prop 35's rate I(a) is the chi^2 Chernoff exponent (numerical maximisation), a = 1 -
     gamma."""
@@ -359,7 +361,7 @@ def prop8_counts(inp: Prop8Inputs) -> Verdict:
     return exact(len(wrong), 0, detail=f"lengths where (M, M') differ: {wrong[:4]}")
 
 
-@claim.check("ln M', failure, separations as derived", evidence="formula")
+@claim.check("ln M', failure, separations as derived", evidence="formula", agreement=True)
 def prop8_record_derived(inp: Prop8Inputs) -> Verdict:
     """ln M', the failure bound (relative 1e-9), sqrt(2a(N-1)/N) and s~ = it - 2 sqrt(K c)
     (relative 1e-12) are their derivation (N = 2..622); the largest gap / tolerance."""

@@ -187,7 +187,7 @@ def _exact_bound(Q, nv: int, Nv: int) -> float:
     return float(bound_expr(Q).evalf(30, subs={sym_n: nv, sym_N: Nv}))
 
 
-@claim.check("numeric bound = sympy bound", evidence="formula")
+@claim.check("numeric bound = sympy bound", evidence="formula", agreement=True)
 def thm4_numeric_is_sympy(inp: Theorem4Inputs) -> Verdict:
     """Theorem 4: the numeric bound equals the sympy expression (30 digits) at the default
     constants, at q + 2 with s = C_y = r_a = 2 (a power slipped to a product shows there), and on
@@ -221,7 +221,7 @@ claim.fault(
 )
 
 
-@claim.check("n(N) = sympy n(N)", evidence="formula")
+@claim.check("n(N) = sympy n(N)", evidence="formula", agreement=True)
 def thm4_sample_size_is_sympy(inp: Theorem4Inputs) -> Verdict:
     """Theorem 4's n(N) = the least n with B(n, N) <= target found from the sympy expression at 30
     digits (N = 16, 2^20). Near the target n ~ B^(-2), so the bound's agreement doubles."""
@@ -504,7 +504,7 @@ def _cert5_for_cert4(inp: Theorem4Inputs) -> Theorem4Inputs:
     return replace(inp, cert4=inp.cert5)
 
 
-@claim.check("leading form as derived", evidence="exact")
+@claim.check("leading form as derived", evidence="exact", agreement=True)
 def thm4_leading_form(inp: Theorem4Inputs) -> Verdict:
     """Section 11: leading_sample_size_expr = 3397386240000 e^4 (ln N)^4 ln ln N at the default
     constants, and 144 tau_c^2 P L_c (ln N)^2 ln ln N / (target - 4 eps_2NN)^2 with L_c = 3 for a

@@ -250,7 +250,7 @@ def _bound_gap(inp: Thm7Inputs, params: Theorem7Params) -> float:
         return max(gap(n, N) for n, N in T7_AGREE_POINTS)
 
 
-@claim.check("bound = 40-digit evaluation", evidence="formula")
+@claim.check("bound = 40-digit evaluation", evidence="formula", agreement=True)
 def thm7_bound_agrees(inp: Thm7Inputs) -> Verdict:
     """The float64 bound equals the 40-digit evaluation written from the derivation (default and a
     second set of constants, and the paper's class: transitions that read h), relative 1e-12."""
@@ -261,7 +261,7 @@ def thm7_bound_agrees(inp: Thm7Inputs) -> Verdict:
     return at_most(gap, T7_AGREE_RTOL, detail=detail)
 
 
-@claim.check("confidence = 1 - delta - (nN)^(-1/2)", evidence="formula")
+@claim.check("confidence = 1 - delta - (nN)^(-1/2)", evidence="formula", agreement=True)
 def thm7_confidence(inp: Thm7Inputs) -> Verdict:
     """The record's confidence is the theorem's 1 - delta - (n N)^(-1/2)."""
     P = inp.params
@@ -272,7 +272,7 @@ def thm7_confidence(inp: Thm7Inputs) -> Verdict:
     return at_most(gap, T7_AGREE_RTOL, detail="largest absolute gap")
 
 
-@claim.check("n(N) = the real root", evidence="formula")
+@claim.check("n(N) = the real root", evidence="formula", agreement=True)
 def thm7_root(inp: Thm7Inputs) -> Verdict:
     """n(N) is the ceiling of the real root n* of theorem7_bound_mp(n) = 0.1 (findroot on ln n):
     |n - n*| / n* <= 1e-12."""
@@ -292,7 +292,7 @@ def thm7_root(inp: Thm7Inputs) -> Verdict:
         return worst((f"N = {N}", against_root(N)) for N in T7_ROOT_NS)
 
 
-@claim.check("R_Theta, A and Prop 28's norm as derived", evidence="formula")
+@claim.check("R_Theta, A and Prop 28's norm as derived", evidence="formula", agreement=True)
 def thm7_constants(inp: Thm7Inputs) -> Verdict:
     """The record's R_Theta and A = sqrt(A_y^2 + ((N-1) Lambda_y A_h)^2), and Prop 28's norm =
     R_Theta^2, against the 40-digit ones (rnn-lower-bounds.md section 4), relative 1e-12."""
@@ -324,7 +324,7 @@ def _member_gaps(inp: Thm7Inputs) -> List[Tuple[str, float]]:
     return rows
 
 
-@claim.check("built member's layers = the class's radii", evidence="built")
+@claim.check("built member's layers = the class's radii", evidence="built", agreement=True)
 def thm7_member_radii(inp: Thm7Inputs) -> Verdict:
     """A theta* of Prop 28's statement is in Theorem 7's class: every layer of the exact RNN (not
     the Lemmas 22-25 one ``prop28_rnn`` builds, which lies outside it) at (n, N) = (1000, 256),
@@ -337,7 +337,9 @@ def thm7_member_radii(inp: Thm7Inputs) -> Verdict:
 RECORD_FIELDS = ("radius", "theta_star_norm2", "lipschitz", "r_x", "r_h")
 
 
-@claim.check("record's R_Theta, A, r_x, r_h, d_e = the built member's", evidence="built")
+@claim.check(
+    "record's R_Theta, A, r_x, r_h, d_e = the built member's", evidence="built", agreement=True
+)
 def thm7_record_is_member(inp: Thm7Inputs) -> Verdict:
     """The record users read at (n, N) = (1000, 256) against the same quantities read from the
     built member's weights (``built_constants``: its layer norms, g_net's hidden layer at its

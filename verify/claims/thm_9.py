@@ -292,7 +292,7 @@ def thm9_memoriser(inp: Thm9Inputs) -> Verdict:
     return worst(((f"n = {n}", within(n, m)) for n, m in held), key=by_ratio)
 
 
-@claim.check("C = C36 sqrt(6)", evidence="formula")
+@claim.check("C = C36 sqrt(6)", evidence="formula", agreement=True)
 def thm9_constant(inp: Thm9Inputs) -> Verdict:
     """The memoriser bound at depth 2, K_y = 6 is Lemma 36's C36 sqrt(6) n^3, C36 = 2 sqrt((144/pi)
     (5 + pi/72)) (docs/derivations/interpolation.md)."""
@@ -301,14 +301,14 @@ def thm9_constant(inp: Thm9Inputs) -> Verdict:
     return at_most(gap, 1e-9, detail=f"C = {C:.4f}, n = 2 .. 1e6, largest relative gap")
 
 
-@claim.check("crossover inverts the memoriser bound", evidence="formula")
+@claim.check("crossover inverts the memoriser bound", evidence="formula", agreement=True)
 def thm9_inverts(inp: Thm9Inputs) -> Verdict:
     """The crossover inverts the memoriser bound: n*(ln memoriser_bound(n)) = n."""
     gap = max(abs(inp.crossover(math.log(inp.memoriser_bound(n))) / n - 1) for n in (10, 1000))
     return at_most(gap, 1e-9, detail="n = 10, 1000, largest relative gap")
 
 
-@claim.check("requirement = AM-GM over L layers", evidence="formula")
+@claim.check("requirement = AM-GM over L layers", evidence="formula", agreement=True)
 def thm9_requirement(inp: Thm9Inputs) -> Verdict:
     """generalising_log_norm2 = ln L + (2 / L)(ln UL_min - ln r_h) (AM-GM over L layers), both forms
     of UL_min (docs/derivations/rnn-lower-bounds.md)."""
@@ -330,7 +330,7 @@ def _wide_error(c: WideCase) -> float:
         return float((c.model(c.Z)[:, T9_POS] - c.y).abs().max())
 
 
-@claim.check("widths proportional to N: built memoriser exact", evidence="built")
+@claim.check("widths proportional to N: built memoriser exact", evidence="built", agreement=True)
 def thm9_wide_exact(inp: Thm9Inputs) -> Verdict:
     """The memoriser built at d_h = N d, N / 8, N / 512 (its zero padding in the module) has zero
     training error on the literal recurrence: max |y_hat_5 - y_5| over its n = 8 prompts <= 1e-9
@@ -389,7 +389,7 @@ def _floor(c: WideCase) -> float:
     return float((2 * c.y.abs() / (2 * c.model.r_h**2 + z2 + 1).sqrt()).max())
 
 
-@claim.check("bounds = 40-digit evaluation", evidence="formula")
+@claim.check("bounds = 40-digit evaluation", evidence="formula", agreement=True)
 def thm9_pinned(inp: Thm9Inputs) -> Verdict:
     """C n^3 (n = 2 .. 1e6), the crossover n*, the requirement ln L + (2/L)(ln UL_min - ln r_h) in
     both forms (N = 2^8, 2^14, 2^20; d_h = sqrt N, N / 8, N d; depth 2 at the defaults and 3) and

@@ -8,6 +8,7 @@ holds read only records, formulas or numbers (issue 53).
 
 import copy
 import dataclasses
+import functools
 import inspect
 import os
 import pathlib
@@ -90,7 +91,10 @@ def poisoned(value, where: str = "inputs", memo=None):
         out = copy.copy(value)
         memo[id(value)] = out
         for name, v in vars(value).items():
-            object.__setattr__(out, name, poisoned(v, f"{where}.{name}", memo))
+            if isinstance(getattr(type(value), name, None), functools.cached_property):
+                del vars(out)[name]  # a measurement cached by an earlier run: measured again
+            else:
+                object.__setattr__(out, name, poisoned(v, f"{where}.{name}", memo))
     else:
         out = value
     memo[id(value)] = out
@@ -144,6 +148,24 @@ def test_records_are_kept_and_built_objects_replaced(tmp_path):
     assert got.d_h == 384 and out["eps"] == 0.1 and got.weights[1] == 0.5
     assert all(isinstance(v, Poisoned) for v in (got.net, got.weights[0], got.file))
     assert isinstance(case.net, torch.nn.Linear)  # the honest inputs are left as they are
+
+
+class Cached:
+    def __init__(self, net):
+        self.net = net
+
+    @functools.cached_property
+    def measured(self) -> float:
+        return float(self.net.weight.sum())
+
+
+def test_a_cached_measurement_is_dropped_not_kept():
+    """A value a ``cached_property`` measured on the honest object before is not carried into
+    the stand-in's copy: reading it measures again, on the stand-in, and raises."""
+    honest = Cached(torch.nn.Linear(2, 2))
+    assert honest.measured == float(honest.net.weight.sum())  # cached, as an earlier run leaves it
+    with pytest.raises(PoisonedUse):
+        _ = poisoned(honest).measured
 
 
 BUILT = [
