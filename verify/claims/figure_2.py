@@ -182,7 +182,7 @@ def a2_alpha(p: float, omega: torch.Tensor, c: float, t: torch.Tensor) -> float:
     return (lo + hi) / 2
 
 
-@claim.check("scale = Eq. A.2's for the head's attention", evidence="built")
+@claim.check("scale = Eq. A.2's for the head's attention", evidence="built", agreement=True)
 def scale_is_a2s(inp: Figure2Inputs) -> Verdict:
     """Eq. A.2 scores the target alpha c^2 (unit codes): the trained block's score of the
     target, alpha = mean_t omega_t^T B omega_t (B the block of merged_qk(), 1/sqrt(D_e) in it),

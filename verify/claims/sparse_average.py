@@ -314,7 +314,7 @@ def sparse_average_within_attained(inp: SparseAverageInputs) -> Verdict:
     return worst(rows, key=above_rounding)
 
 
-@claim.check("worst prompt = exact sup", evidence="built")
+@claim.check("worst prompt = exact sup", evidence="built", agreement=True)
 def sparse_average_worst_prompt(inp: SparseAverageInputs) -> Verdict:
     """At the worst prompt the built module, its fast path and the exported nn.MultiheadAttention
     each err exactly the sup (both sides); the farthest path is named."""
@@ -343,7 +343,7 @@ def sparse_average_random_below(inp: SparseAverageInputs) -> Verdict:
     return worst(((c.label, verdict(c)) for c in inp.cases), key=by_ratio)
 
 
-@claim.check("attention rows = closed-form softmax", evidence="built")
+@claim.check("attention rows = closed-form softmax", evidence="built", agreement=True)
 def sparse_average_attention_rows(inp: SparseAverageInputs) -> Verdict:
     """The module's own attention rows (chunked), one per query, at the worst prompt are the
     closed-form softmax pi_T of the codes' Gram matrix (inf: not one row per query)."""
@@ -387,7 +387,7 @@ def sparse_average_separation_limit(inp: SparseAverageInputs) -> Verdict:
     )
 
 
-@claim.check("guarantee = built head and its file", evidence="built")
+@claim.check("guarantee = built head and its file", evidence="built", agreement=True)
 def sparse_average_record_is_built(inp: SparseAverageInputs) -> Verdict:
     """Every field of the head's guarantee a user reads (gap, leak, bound, alpha, mu, c, sizes,
     Lipschitz constant, weight norms) equals what the built head measures (sa_measured: its scores,
@@ -455,7 +455,7 @@ def _sa_pin_rows(inp: SparseAverageInputs, N, q, mu, c, alpha, r_x):  # noqa: PL
     ]
 
 
-@claim.check("bound, leak, gap = 40-digit evaluation", evidence="formula")
+@claim.check("bound, leak, gap = 40-digit evaluation", evidence="formula", agreement=True)
 def sparse_average_formulas_pinned(inp: SparseAverageInputs) -> Verdict:
     """sparse_average_error_bound (rho = e^{2 A (q - 2) mu} included) and sparse_average_leak at
     every head's (N, q, mu, c, alpha, r_x) and at SA_PIN_POINTS, and each guarantee's bound, leak
