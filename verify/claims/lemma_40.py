@@ -141,6 +141,7 @@ def lemma40_unbiased(inp: Lemma40Inputs) -> Verdict:
         top, least_se = max(top, abs(mean - KNOWN_VARIANCE) / se), min(least_se, se)
         parts.append(f"{mean:.3f} +- {se:.3f}")
     what = f"{len(ests)} replicates: pooled, bins = " + ", ".join(parts) + f" vs {KNOWN_VARIANCE}"
+    what += "; a z-test (m/b is no slack of a bound); without n - p the estimates are 18/24 of 5"
     rnd = Rounding(n=KNOWN_SAMPLES, scale=KNOWN_VARIANCE / least_se, what="n eps 5 / stderr")
     return at_most(top, _zcrit(len(parts)), rnd, detail=what)
 
