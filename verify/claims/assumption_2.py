@@ -33,6 +33,7 @@ Z = 6.0  # standard errors allowed between a Monte Carlo mean and its stated val
 # closed form vs the quadrature, relative: both are float64 and the quadrature asks QUADPACK for
 # 1e-13 on each of the m(m + 1)/2 = 36 pair terms; measured gaps are below 1e-15
 QUAD_RTOL = 1e-12
+ZSCORE = "a z-score, about 1 when the value is right: 6 is a tolerance, not a bound to approach"
 # E g^2 for q distinct N(0, I_d) tokens, as the links are stated (constructions/links.py)
 SECOND_MOMENT = {
     "linear": lambda q, d: 1.0,
@@ -142,7 +143,8 @@ def second_moments(inp: Assumption2Inputs) -> Verdict:
         m, se = float(sq.mean()), float(sq.std() / math.sqrt(sq.numel()))
         want = inp.stated[name](Q, D)
         detail = f"standard errors: E g^2 = {m:.4f} +- {se:.1g} vs stated {want:.4g}"
-        cases.append((name, at_most(abs(m - want) / se, Z, detail=f"{detail} ({len(y)} draws)")))
+        detail += f" ({len(y)} draws; {ZSCORE})"
+        cases.append((name, at_most(abs(m - want) / se, Z, detail=detail)))
     return worst(cases)
 
 
@@ -173,7 +175,9 @@ def teacher_per_draw(inp: Assumption2Inputs, ctx: Context) -> Verdict:
         sq = t(inp.xt).pow(2)
         m, se = float(sq.mean()), float(sq.std() / math.sqrt(sq.numel()))
         want = inp.teacher_moment(t.net)
-        detail = f"standard errors: mean g^2 {m:.4f} +- {se:.1g} vs closed form {want:.4f}"
+        detail = (
+            f"standard errors: mean g^2 {m:.4f} +- {se:.1g} vs closed form {want:.4f}; {ZSCORE}"
+        )
         cases.append((f"draw {i}", at_most(abs(m - want) / se, Z, detail=detail)))
     return worst(cases)
 
