@@ -350,17 +350,8 @@ def relu_pair_moments(W: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     M = np.where(inner, general, np.where(rho > 0, same, opposite))
     K = safe[..., :, None] * safe[..., None, :] * M
     mean = np.where(live, s * (h * ndtr(h) + phi(h)), np.maximum(b64, 0.0))  # E relu(u_j)
-    const = np.maximum(b64, 0.0)
-    K = np.where(live[..., :, None] & live[..., None, :], K, 0.0)
-    K = K + np.where(
-        ~live[..., :, None] & live[..., None, :], const[..., :, None] * mean[..., None, :], 0.0
-    )
-    K = K + np.where(
-        live[..., :, None] & ~live[..., None, :], mean[..., :, None] * const[..., None, :], 0.0
-    )
-    K = K + np.where(
-        ~live[..., :, None] & ~live[..., None, :], const[..., :, None] * const[..., None, :], 0.0
-    )
+    both = live[..., :, None] & live[..., None, :]  # a zero row is a constant, independent of all
+    K = np.where(both, K, mean[..., :, None] * mean[..., None, :])
     return torch.from_numpy(K)
 
 
