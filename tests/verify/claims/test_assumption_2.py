@@ -77,3 +77,12 @@ def test_the_teacher_check_sees_a_bias_drawn_at_one_over_sqrt_d(declared):
 
     v = d.verdict("teacher E g^2 = (1 + 1/(qd)) / 2", replace(d.inputs, teacher=draw))
     assert not v.holds and "hidden units" in v.detail
+
+
+def test_the_batched_closed_form_is_the_per_net_one():
+    """relu_pair_moments over a batch of nets (T, m, D) equals it net by net."""
+    g = torch.Generator().manual_seed(3)
+    W, b = torch.randn(5, 4, 6, generator=g, dtype=torch.float64), torch.randn(5, 4, generator=g)
+    K = relu_pair_moments(W, b)
+    for i in range(5):
+        torch.testing.assert_close(K[i], relu_pair_moments(W[i], b[i]), rtol=1e-13, atol=1e-15)
