@@ -133,7 +133,7 @@ def assumption2_inputs(ctx: Context) -> Assumption2Inputs:
     return Assumption2Inputs(links, xt, big, draws=draws)
 
 
-@claim.check("E g^2 = stated", evidence="monte-carlo")
+@claim.check("E g^2 = stated", evidence="monte-carlo", agreement=True)
 def second_moments(inp: Assumption2Inputs) -> Verdict:
     """Each link's E g^2 (Monte Carlo) = its stated value: the largest |mean - stated| / se."""
     cases = []
@@ -154,7 +154,7 @@ def _teachers(inp: Assumption2Inputs, ctx: Context, count: int) -> Tuple[Teacher
     return tuple(inp.teacher(generator=g) for _ in range(count))
 
 
-@claim.check("teacher E g^2 closed form = quadrature, per draw", evidence="formula")
+@claim.check("teacher E g^2 closed form = quadrature, per draw", evidence="formula", agreement=True)
 def teacher_closed_form(inp: Assumption2Inputs, ctx: Context) -> Verdict:
     """Each drawn teacher's E g^2 in closed form (bivariate normal moments, Owen's T) = the same
     by 1-D quadratures after conditioning, to QUAD_RTOL relative (worst draw)."""
@@ -166,7 +166,9 @@ def teacher_closed_form(inp: Assumption2Inputs, ctx: Context) -> Verdict:
     return worst(cases, key=by_measured)
 
 
-@claim.check("teacher E g^2 per draw (Monte Carlo) = closed form", evidence="monte-carlo")
+@claim.check(
+    "teacher E g^2 per draw (Monte Carlo) = closed form", evidence="monte-carlo", agreement=True
+)
 def teacher_per_draw(inp: Assumption2Inputs, ctx: Context) -> Verdict:
     """Each drawn teacher link, evaluated on the n Gaussian token triples: its mean g^2 = its
     closed-form E g^2 within 6 standard errors (the largest |mean - closed| / se of the draws)."""
@@ -237,7 +239,7 @@ def _norm_gaps(inp: Assumption2Inputs, net: TwoLayerNet, x: torch.Tensor) -> Tup
     return max(gaps), f"r_a {r_a:.4g}, r_w {r_w:.4g}, Lip {lip:.4g}, largest slope {slope:.4g}"
 
 
-@claim.check("norms as Assumption 2 defines them", evidence="built")
+@claim.check("norms as Assumption 2 defines them", evidence="built", agreement=True)
 def net_norms(inp: Assumption2Inputs) -> Verdict:
     """Each link's two-layer net (the one the bounds read): r_a = ||a|| sqrt m and r_w =
     ||(W, b)||_F / sqrt m as Assumption 2 defines them, its Lipschitz constant at most r_a r_w and
