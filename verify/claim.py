@@ -114,14 +114,16 @@ class Verdict:
     @property
     def ratio(self) -> Optional[float]:
         """How near the bound the measurement comes, 1 at equality: measured / bound for <=,
-        bound / measured for >=; None for a two-sided or exact check or a zero denominator."""
+        bound / measured for >=, where the bound is positive and the measurement nonnegative;
+        None otherwise (a two-sided or exact check, a sign condition such as margin >= 0)."""
         if self.relation not in ("<=", ">=") or not isinstance(self.measured, (int, float)):
             return None
-        num, den = (
-            (self.measured, self.bound) if self.relation == "<=" else (self.bound, self.measured)
-        )
-        num, den = float(num), float(den)
-        return num / den if den != 0 and math.isfinite(num) and math.isfinite(den) else None
+        m, b = float(self.measured), float(self.bound)
+        if not (b > 0 and m >= 0 and math.isfinite(m) and math.isfinite(b)):
+            return None
+        if self.relation == "<=":
+            return m / b
+        return b / m if m > 0 else None
 
     @property
     def status(self) -> str:

@@ -93,7 +93,8 @@ def test_each_inequality_records_its_measured_over_bound():
     table's m/b column gives the least and the largest of a claim's checks that hold."""
     assert at_most(0.25, 1.0).ratio == 0.25 and at_least(4.0, 1.0).ratio == 0.25
     assert close(1.0, 1.0, tol=0.1).ratio is None and exact(3, 3).ratio is None
-    assert at_most(1.0, 0.0).ratio is None
+    assert at_most(1.0, 0.0).ratio is None and at_least(3.0, 0.0).ratio is None  # margin >= 0
+    assert at_most(-2.0, 1.0).ratio is None and at_most(-1.0, -0.5).ratio is None  # signs
     verdicts = (at_most(0.5, 1.0), at_least(8.0, 1.0), at_most(2.0, 1.0))
     checks = [run_check(Check(str(i), verdicts.__getitem__), i, Context()) for i in range(3)]
     assert [c.slack for c in checks] == pytest.approx([0.5, 7.0, -1.0])

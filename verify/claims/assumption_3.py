@@ -97,21 +97,21 @@ def coherence_at_most_half(inp: Assumption3Inputs) -> Verdict:
     return _worst_book(inp, inp.mus, at_most, inp.mu_max)
 
 
-@claim.check("unit rows", evidence="built")
+@claim.check("unit rows", evidence="built", agreement=True)
 def unit_rows(inp: Assumption3Inputs) -> Verdict:
     """Assumption 3's unit codes: max_i | ||omega_i||^2 - 1 | over every codebook."""
     off = [float((b.omega.double().pow(2).sum(dim=1) - 1).abs().max()) for _, b in inp.books]
     return _worst_book(inp, off, at_most, detail="max | ||omega_i||^2 - 1 |")
 
 
-@claim.check("stored mu = measured", evidence="built")
+@claim.check("stored mu = measured", evidence="built", agreement=True)
 def stored_mu(inp: Assumption3Inputs) -> Verdict:
     """The mu a codebook carries into the bounds is its exact coherence (codebooks.md)."""
     gaps = [abs(b.mu - mu) for mu, (_, b) in zip(inp.mus, inp.books, strict=True)]
     return _worst_book(inp, gaps, detail="|stored mu - measured mu|")
 
 
-@claim.check("coherence = brute-force Gram", evidence="built")
+@claim.check("coherence = brute-force Gram", evidence="built", agreement=True)
 def gram(inp: Assumption3Inputs) -> Verdict:
     """The exact coherence equals the brute-force float64 Gram maximum, on each codebook's first
     GRAM_ROWS rows."""
@@ -120,7 +120,7 @@ def gram(inp: Assumption3Inputs) -> Verdict:
     return _worst_book(inp, gaps, detail=f"|coherence - Gram max| on <= {GRAM_ROWS} rows")
 
 
-@claim.check("coherence attained at its pair", evidence="built")
+@claim.check("coherence attained at its pair", evidence="built", agreement=True)
 def witness(inp: Assumption3Inputs) -> Verdict:
     """Assumption 3's coherence is attained: the pair coherence_report names has
     |<omega_i, omega_j>| = mu, on every row of each codebook (docs/derivations/codebooks.md); the
@@ -172,7 +172,7 @@ def tail_exact(inp: Assumption3Inputs) -> Verdict:
     return _tail_errors(inp, [d for d in TAIL_DIMS if d <= 4096], 2.0**-53)
 
 
-@claim.check("pair tail = count (scipy range)", evidence="formula")
+@claim.check("pair tail = count (scipy range)", evidence="formula", agreement=True)
 def tail_scipy(inp: Assumption3Inputs) -> Verdict:
     """Beyond d_e = 4096 (scipy's binomial cdf) the pair tail is the count to relative 1e-12."""
     return _tail_errors(inp, [d for d in TAIL_DIMS if d > 4096], 1e-12)

@@ -139,7 +139,7 @@ def finding(inp: ExperimentalInputs) -> Verdict:
     )
 
 
-@claim.check("built d_e = floor(5 ln N) at the experiments' N", evidence="built")
+@claim.check("built d_e = floor(5 ln N) at the experiments' N", evidence="built", agreement=True)
 def built_dims(inp: ExperimentalInputs, ctx: Context) -> Verdict:
     """The builder's codes at each N the experiments use (Figures 1 and 2) have d_e columns =
     the certified floor(5 ln N), and their record says so (params d_e, the violating pairs counted

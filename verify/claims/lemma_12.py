@@ -107,7 +107,7 @@ def radius(inp: Lemma12Inputs) -> Verdict:
     return worst(cases, key=by_ratio)
 
 
-@claim.check("each law's C_x = sup_r of its moments", evidence="formula")
+@claim.check("each law's C_x = sup_r of its moments", evidence="formula", agreement=True)
 def laws_at_their_constant(inp: Lemma12Inputs) -> Verdict:
     """Each law's C_x is its least Assumption 1 constant sup_{r >= 1} (E||x||^r)^{2/r} / (d r):
     the maximum over 4000 log-spaced r in [1, 1e6] in float64 (lgamma; no search, no mpmath)
@@ -147,7 +147,7 @@ def _pin_points(inp: Lemma12Inputs):
     return ((d, n, N), (1, 1, 2), (1, 2, 1), (3, 10_000, 16), (10, 10**12, 2**20))
 
 
-@claim.check("r_x = 40-digit evaluation", evidence="formula")
+@claim.check("r_x = 40-digit evaluation", evidence="formula", agreement=True)
 def radius_formula(inp: Lemma12Inputs) -> Verdict:
     """r_x = sqrt(3 C_x e d ln(n N)) (theorem4.md, (1a)) against mpmath at 40 digits, at the
     claim's (d, n, N) and edge points, at the default C_x (= 1) and at every law's C_x and
@@ -162,7 +162,7 @@ def radius_formula(inp: Lemma12Inputs) -> Verdict:
     return at_most(gap, pins.PIN_RTOL, detail=detail)
 
 
-@claim.check("token_radius = 40-digit evaluation", evidence="formula")
+@claim.check("token_radius = 40-digit evaluation", evidence="formula", agreement=True)
 def token_radius_formula(inp: Lemma12Inputs) -> Verdict:
     """token_radius = sqrt(d) + sqrt(2 ln(n N / delta)) against mpmath at 40 digits at the same
     points; relative 1e-12."""

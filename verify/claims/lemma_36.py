@@ -319,7 +319,7 @@ def lemma36_balanced(inp: Lemma36Inputs) -> Verdict:
     return worst((c.label, at_most(_balance_gap(c.model), 1e-9, detail=detail)) for c in inp.cases)
 
 
-@claim.check("||vec||^2 independent of N", evidence="built")
+@claim.check("||vec||^2 independent of N", evidence="built", agreement=True)
 def lemma36_n_free(inp: Lemma36Inputs) -> Verdict:
     """||vec||^2 does not depend on N (the same n inputs and labels for every N)."""
 

@@ -124,7 +124,7 @@ def _allowance(case: Lemma38Case) -> float:
     return max(1e-9, rounding_allowance(case.net.balanced, case.z[:, None]))
 
 
-@claim.check("exact interpolation", evidence="built")
+@claim.check("exact interpolation", evidence="built", agreement=True)
 def lemma38_exact(inp: Lemma38Inputs) -> Verdict:
     """Lemma 38: the interpolant is exact, up to its certified float64 rounding (or 1e-9)."""
     detail = (
@@ -142,7 +142,7 @@ def _higham(net, z: torch.Tensor) -> float:
     return j * u / (1 - j * u) * float(mags.max())
 
 
-@claim.check("rounding allowance as derived", evidence="formula")
+@claim.check("rounding allowance as derived", evidence="formula", agreement=True)
 def lemma38_allowance(inp: Lemma38Inputs) -> Verdict:
     """The reported float64 allowance is the derived Higham bound (rounding.md), relative 1e-12."""
     gaps = [abs(c.net.rounding / _higham(c.net.balanced, c.z) - 1) for c in _all_cases(inp)]
@@ -162,7 +162,7 @@ def _function_change(case: Lemma38Case) -> float:
     )
 
 
-@claim.check("rebalancing keeps f", evidence="built")
+@claim.check("rebalancing keeps f", evidence="built", agreement=True)
 def lemma38_same_function(inp: Lemma38Inputs) -> Verdict:
     """The rebalancing (a / tau, tau w, tau b) keeps the function: relative change <= 1e-9."""
     detail = "max |f_raw - f_balanced| / max(1, |f_raw|) on a grid"
@@ -193,7 +193,7 @@ def _optimum(case: Lemma38Case) -> Verdict:
     return at_most(abs(net_norm2(bal) / optimum - 1), L38_OPT_RTOL, detail=detail)
 
 
-@claim.check("rebalanced norm = 2 sqrt(A P), the optimum", evidence="built")
+@claim.check("rebalanced norm = 2 sqrt(A P), the optimum", evidence="built", agreement=True)
 def lemma38_optimum(inp: Lemma38Inputs) -> Verdict:
     """The rebalanced net attains the optimum of the rebalancing problem: its squared norm,
     read off its weights, equals min_{tau > 0} ||a||^2 / tau^2 + tau^2 (||w||^2 + ||b||^2) =
@@ -215,7 +215,7 @@ def lemma38_tight(inp: Lemma38Inputs) -> Verdict:
 L38_PIN_EPS = (L38_EPS, 1e-6, 0.5, 3.0)
 
 
-@claim.check("bound = 40-digit evaluation", evidence="formula")
+@claim.check("bound = 40-digit evaluation", evidence="formula", agreement=True)
 def lemma38_pinned(inp: Lemma38Inputs) -> Verdict:
     """16 ||y||^2 / eps^2 at every case's labels and eps = 0.05, 1e-6, 0.5, 3 against its 40-digit
     evaluation from interpolation.md (Lemma 38), relative 1e-12."""

@@ -496,7 +496,7 @@ def _floor_points(inp: Thm6Inputs):
     return sorted(pts | {(j, c.N, c.d) for c in inp.configs for j in (c.N * c.d, c.N * c.d + 1)})
 
 
-@claim.check("floor and floor_u = exact / 40-digit evaluation", evidence="formula")
+@claim.check("floor and floor_u = exact / 40-digit evaluation", evidence="formula", agreement=True)
 def floors_pinned(inp: Thm6Inputs) -> Verdict:
     """risk_floor against max(0, 1 - n/(N d)) in exact rationals at every (n, N, d) the checks
     read; floor_for_direction against (1/N) sum_t ||(I - V^T V) P_t u||^2 at 40 digits for every
