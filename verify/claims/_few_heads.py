@@ -103,6 +103,29 @@ def risk_rounding(samples: int, fan_in: int, risk: float, dtype) -> Rounding:
     )
 
 
+def few_heads_batch(s, dtype, device):
+    """The few-heads task of shape ``s``, its codebook, and ``batch(B, gen) -> (encoded, y)``."""
+    task = QSTR(N=s.N, d=s.d, link=SqNorm(q=s.q, d=s.d), indices="few-heads", tokens="half-zero")
+    book = rs_hadamard_codebook(s.N, mu=0.5, dtype=dtype, device=device)
+
+    def batch(B, gen):
+        p = task.sample(B, generator=gen, device=device, dtype=dtype)
+        return transformer_encoding(p.x, p.t, book.omega), p.y
+
+    return task, book, batch
+
+
+def restrict(layout):
+    """Projection onto Prop 21's class: W_QK has no data-position cross blocks."""
+    xs = layout["x"]
+
+    def project(model):
+        model.W_QK[:, xs, xs.stop :] = 0
+        model.W_QK[:, xs.stop :, xs] = 0
+
+    return project
+
+
 def unseen_label(p, H: int, q: int, d: int) -> torch.Tensor:
     """Per prompt, the part of the floor positions' label the tokens 0..H-1 leave out: y_{N/2} -
     (1/sqrt(q d)) sum_{k<H} (||x_k||^2 - d), the label of the tokens an H-head model cannot see."""
