@@ -98,7 +98,8 @@ prop_21 = register(
         "prop-21",
         Ref("Prop 21"),
         statement="H < q heads cannot beat the floor 2(q-H)/q (restricted W_QK, d=1) at positions "
-        "i >= N/2 (q=3, d=1); an explicit H-head model nearly attains it",
+        "i >= N/2 (q=3, d=1); an explicit H-head model nearly attains it, and the best heads "
+        "found, read by the exact conditional mean, attain it",
         builds=(lemma11, sqnorm_net, MergedAttention),
         bounds=(few_heads_floor_per_position,),
         derivation="docs/derivations/few-heads.md",
@@ -109,8 +110,9 @@ prop_3 = register(
         "prop-3",
         Ref("Prop 3", "Prop 4"),
         statement="H < q heads cannot beat the floor 2(1 - H(q+d)/(qd)) at positions i >= N/2 "
-        "(quick: (q, d) = (2, 16), (3, 16); full: q in {2, 3} x d in {8, 16}); an explicit "
-        "H-head model nearly attains it",
+        "(quick: (q, d) = (2, 16), (3, 16); full: q in {2, 3} x d in {8, 16}); the best W_QK "
+        "found, read by the exact conditional mean, does not beat it and attains the class's "
+        "infimum 2(1 - H(q+d-H)/(qd)); an explicit H-head model is 2H/d above the floor",
         builds=(lemma11, sqnorm_net, MergedAttention),
         bounds=(few_heads_floor_per_position,),
         derivation="docs/derivations/few-heads.md",
