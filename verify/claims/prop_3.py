@@ -120,10 +120,11 @@ prop_3 = register(
 )
 
 
-def _on_both(name: str, evidence: str, profiles=PROFILES):
+def _on_both(name: str, evidence: str, profiles=PROFILES, agreement: bool = False):
     """Decorator: ``fn`` becomes the check ``name`` of Prop 21 and of Prop 3 (the two Checks)."""
     return lambda fn: tuple(
-        c.check(name, profiles=profiles, evidence=evidence)(fn) for c in (prop_21, prop_3)
+        c.check(name, profiles=profiles, evidence=evidence, agreement=agreement)(fn)
+        for c in (prop_21, prop_3)
     )
 
 
@@ -369,7 +370,7 @@ def few_heads_explicit_closed_form(inp: FewHeadsInputs) -> Verdict:
     return worst((c.shape.label, closed(c)) for c in inp.cases)
 
 
-@prop_3.check("closed form - floor = 2H/d", evidence="formula")
+@prop_3.check("closed form - floor = 2H/d", evidence="formula", agreement=True)
 def few_heads_floor_reached(inp: FewHeadsInputs) -> Verdict:
     """Prop 3: the explicit models' closed form is the floor + 2 H / d at every H < q (few-heads.md,
     2: 2 (q - H)/q - 2 (1 - H (q + d)/(q d)) = 2 H q / (q d)); (closed form - floor) / (2 H / d)
@@ -390,7 +391,7 @@ def few_heads_floor_reached(inp: FewHeadsInputs) -> Verdict:
     return worst((c.shape.label, reached(c)) for c in inp.cases)
 
 
-@prop_21.check("closed form = floor", evidence="formula")
+@prop_21.check("closed form = floor", evidence="formula", agreement=True)
 def few_heads_floor_exact(inp: FewHeadsInputs) -> Verdict:
     """Prop 21: at every H < q the floor is the infimum over the restricted class, 2 (q - H) / q
     (few-heads.md, section 3, where it is exact); the largest |closed form - floor|."""
@@ -404,7 +405,7 @@ def few_heads_floor_exact(inp: FewHeadsInputs) -> Verdict:
     return worst((c.shape.label, exact_at(c)) for c in inp.cases)
 
 
-@_on_both("floor = exact rational", evidence="formula")
+@_on_both("floor = exact rational", evidence="formula", agreement=True)
 def few_heads_floor_pinned(inp: FewHeadsInputs) -> Verdict:
     """The per-position floor function equals few-heads.md's formula evaluated in sympy rationals
     (2 (q - H)/q for Prop 21, 2 (1 - H (q + d)/(q d)) for Prop 3, clipped at 0) at the claim's
