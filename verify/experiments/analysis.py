@@ -336,3 +336,75 @@ def trend_power(  # noqa: PLR0913 - the rows, the two models, and the simulation
         power[n] = float((p <= level).double().mean())
     needed = next((n for n in seeds if power[n] >= 0.8), None)
     return out | {"power": power, "seeds_needed": needed}
+
+
+def gehan_scores(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Gehan's scores of interval-known values [lo, hi] (an exact value has lo = hi, a censored one
+    an infinite end): #{j certainly below i} - #{j certainly above i} (docs/experiments.md)."""
+    below = (hi[None, :] < lo[:, None]).sum(1)
+    above = (lo[None, :] > hi[:, None]).sum(1)
+    return (below - above).astype(float)
+
+
+def censored_trend(x: Sequence[float], lo: np.ndarray, hi: np.ndarray, *, n_perm=20000, seed=0):
+    """One-sided trend test of values known within [lo, hi] (seeds x len(x)) in x: the statistic
+    sum (x_v - mean x) Gehan score, its p by permuting x's labels within each seed."""
+    s = gehan_scores(lo.ravel(), hi.ravel()).reshape(lo.shape)
+    xc = np.asarray(x, float) - np.mean(x)
+    observed = float((s * xc).sum())
+    rng = np.random.default_rng(seed)
+    perm = rng.permuted(np.broadcast_to(xc, (n_perm, *s.shape)), axis=-1)
+    stats_ = (perm * s).sum((1, 2))
+    return {"stat": observed, "p": float((1 + (stats_ >= observed - 1e-9).sum()) / (1 + n_perm))}
+
+
+def t_power(effect: float, sd: float, n: int, level: float = 0.05) -> float:
+    """Power of the one-sided one-sample t test at ``level`` with n values of spread sd when the
+    mean is ``effect`` (noncentral t, ncp = effect sqrt(n) / sd)."""
+    if n < 2 or not sd > 0:
+        return math.nan
+    crit = stats.t.ppf(1 - level, n - 1)
+    return float(stats.nct.sf(crit, n - 1, effect * math.sqrt(n) / sd))
+
+
+def holm(ps: Sequence[float], families: Sequence) -> List[float]:
+    """Holm's step-down adjusted p-values over the distinct ``families`` (tests of one family
+    share their data, so they count once: a repeat takes its family's multiplier)."""
+    m = len(set(families))
+    order = sorted(range(len(ps)), key=lambda i: ps[i])
+    seen: list = []
+    out, running = [0.0] * len(ps), 0.0
+    for i in order:
+        if families[i] not in seen:
+            seen.append(families[i])
+        running = max(running, min(1.0, (m - seen.index(families[i])) * ps[i]))
+        out[i] = running
+    return out
+
+
+def lack_of_fit(N: Sequence[float], y: Sequence[float]) -> dict:
+    """Pure-error F test of the line y = b + a log N against the per-N means (replicates at each
+    N): p small rejects the power law samples ~ C N^a (y: log samples)."""
+    x, y = np.log(np.asarray(N, float)), np.asarray(y, float)
+    groups = [y[np.isclose(x, v)] for v in np.unique(x)]
+    k, n = len(groups), len(y)
+    if k < 3 or n <= k:
+        return {"F": math.nan, "p": math.nan, "k": k, "n": n}
+    A = np.stack([x, np.ones_like(x)], 1)
+    coef, *_ = np.linalg.lstsq(A, y, rcond=None)
+    rss = float(((y - A @ coef) ** 2).sum())
+    pure = float(sum(((g - g.mean()) ** 2).sum() for g in groups))
+    F = ((rss - pure) / (k - 2)) / (pure / (n - k)) if pure > 0 else math.inf
+    return {"F": F, "p": float(stats.f.sf(F, k - 2, n - k)), "k": k, "n": n}
+
+
+def end_ratio(N, y, *, n_boot: int = 4000, seed: int = 0) -> dict:
+    """exp(mean y at the largest N - mean y at the smallest N) (y: log samples) with a bootstrap
+    95% interval from the per-N means (runs resampled within each N)."""
+    N, y = np.asarray(N, float), np.asarray(y, float)
+    top, bot = y[N == N.max()], y[N == N.min()]
+    rng = np.random.default_rng(seed)
+    bt = top[rng.integers(len(top), size=(n_boot, len(top)))].mean(1)
+    bb = bot[rng.integers(len(bot), size=(n_boot, len(bot)))].mean(1)
+    lo, hi = np.quantile(bt - bb, [0.025, 0.975])
+    return {"ratio": math.exp(top.mean() - bot.mean()), "ci": [math.exp(lo), math.exp(hi)]}

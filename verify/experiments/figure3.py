@@ -125,7 +125,7 @@ def summarize(rows: List[dict], *, protocol: str, quick: bool) -> dict:
         "paired": {f"{m}/transformer": paired(rows, m) for m in ("rnn", "ffn")},
     }
     out["verdicts"] = verdicts.with_choice(
-        verdicts.figure3_verdicts(out), verdicts.weight_decay_choice(rows)
+        verdicts.figure3_verdicts(rows), verdicts.weight_decay_choice(rows)
     )
     return out
 

@@ -160,3 +160,41 @@ def test_trend_power_grows_with_seeds_and_stays_at_the_level_without_an_effect()
     assert weak["power"][5] < 0.6 < 0.9 < weak["power"][30] and weak["seeds_needed"] == 20
     flat = analysis.trend_power(_rows(lambda q: 2.0), "rnn", "transformer")
     assert max(flat["power"].values()) < 0.2 and flat["seeds_needed"] is None
+
+
+def _replicated(law, seeds=5, sigma=0.05):
+    """log samples = log law(N) + sigma eps at N = 25..200 (a range of 8x), ``seeds`` runs each."""
+    rng = np.random.default_rng(4)
+    N = [n for n in (25, 50, 100, 200) for _ in range(seeds)]
+    return N, [math.log(law(n)) + sigma * rng.standard_normal() for n in N]
+
+
+def test_lack_of_fit_tells_a_power_law_from_a_polylog():
+    """N^1.5 data: the line in log N fits (p large); exp((log N)^2 / 2) data: rejected."""
+    power = analysis.lack_of_fit(*_replicated(lambda n: n**1.5))
+    poly = analysis.lack_of_fit(*_replicated(lambda n: math.exp(math.log(n) ** 2 / 2)))
+    assert power["p"] > 0.05 and poly["p"] < 1e-6
+    assert power["k"] == 4 and power["n"] == 20
+    assert math.isnan(analysis.lack_of_fit([2, 2, 4, 4], [0.0, 0.1, 1.0, 1.1])["p"])
+
+
+def test_end_ratio_from_per_N_means():
+    """Exact data: the ratio of the geometric means at the ends, the interval a point."""
+    N = [2, 2, 4, 4, 8, 8]
+    got = analysis.end_ratio(N, [math.log(3 * n**2) for n in N])
+    assert got["ratio"] == pytest.approx(16.0, rel=1e-12)
+    assert got["ci"] == pytest.approx([16.0, 16.0], rel=1e-12)
+
+
+def test_censored_trend_on_exact_and_censored_values():
+    """Exact values increasing in x in every seed: p at the permutations' floor; the same with
+    the largest x censored above its value: still; everything censored: p = 1."""
+    x = [1, 2, 3, 4]
+    y = np.array([[0.0, 1.0, 2.0, 3.0]] * 6) + np.arange(6)[:, None] * 0.01
+    exact = analysis.censored_trend(x, y, y, n_perm=2000)
+    assert exact["p"] < 0.002
+    hi = y.copy()
+    hi[:, 3] = np.inf
+    assert analysis.censored_trend(x, y, hi, n_perm=2000)["p"] < 0.002
+    none = analysis.censored_trend(x, y, np.full_like(y, np.inf), n_perm=2000)
+    assert none["p"] == 1.0
