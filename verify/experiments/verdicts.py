@@ -159,6 +159,8 @@ def decide(test: dict, p: float) -> Tuple[str, str]:
     """A growth test's verdict at (adjusted) p, and why."""
     if p < ALPHA and test["top_lo"] > 1:
         return REPRODUCED, "grows"
+    if p < ALPHA and test["censored"] < CENSORED_MAX:
+        return NOT_REPRODUCED, f"grows, but below 1 at the largest value ({test['top_lo']:.2f})"
     if test["censored"] >= CENSORED_MAX:
         return INCONCLUSIVE, f"{test['censored']:.0%} of the log ratios censored"
     if not test["power_least"] >= POWER:  # NaN (fewer than 2 seeds): cannot decide either

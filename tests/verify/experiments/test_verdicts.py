@@ -81,6 +81,10 @@ def test_a_flat_ratio_is_not_shown_to_grow_or_inconclusive_by_power():
         verdicts.INCONCLUSIVE,
         f"power {t['power_least']:.2f} at 1.5x growth",
     )
+    # a growing ratio that stays below 1 (the other model better throughout): no gap grows
+    rows = [r for r in _rows(lambda N, m: N / 20) if r["model"] != "rnn"]
+    t = verdicts.growth(rows, "ffn", "transformer", "N", n_perm=2000)
+    assert t["p"] < 0.01 and verdicts.decide(t, t["p"])[0] == verdicts.NOT_REPRODUCED
     # the noncentral t: power at 0 is the level, at a large effect 1
     assert_close(analysis.t_power(0.0, 1.0, 10), 0.05, rel_tol=1e-9)
     assert analysis.t_power(3.0, 1.0, 10) > 0.999
