@@ -26,6 +26,7 @@ VARIANT = {"1, 1STR": "1str", "1, simple-1STR": "simple", "3": "qstr"}
 
 
 def _rows(folder: str, stem: str) -> List[dict]:
+    """The committed rows of one source."""
     return ResultsFile(os.path.join(folder, stem + ".jsonl"), None).rows
 
 

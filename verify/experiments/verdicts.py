@@ -1,6 +1,6 @@
 """The verdict on each statement the paper makes about Figures 1-3, computed from the rows by rules
-written once here (docs/experiments.md, "Does it reproduce?"), and the table of verdicts that the
-README and docs/experiments.md print, generated from the committed summaries.
+written once here (docs/experiments.md, "Does it reproduce?"); the README's and
+docs/experiments.md's table of them is ``qstr.verify.experiments.verdict_table``'s.
 
 A verdict is "reproduced", "not reproduced", "inconclusive" (not significant, and either the
 power at the smallest growth the statement implies is below POWER or CENSORED_MAX or more of
@@ -11,9 +11,6 @@ the log ratios are censored), or "reproduced under a stated protocol choice". "A
 against the value, labels permuted within each seed, give a one-sided p; across values a seed
 links nothing. p is Holm-adjusted over the tests of the table (or of a summary), a test on
 prompts shared with another counted once.
-
-The README's and docs/experiments.md's table of verdicts is generated from the committed
-summaries by ``qstr.verify.experiments.verdict_table``.
 """
 
 from __future__ import annotations
@@ -26,7 +23,7 @@ from scipy import stats
 
 from qstr.verify.experiments import analysis
 
-ALPHA = 0.05  # level of the paired trend test ("grows")
+ALPHA = 0.05  # level of the trend tests ("grows") after Holm, and of the lack-of-fit test
 FLAT_EXPONENT = 1.0  # "nearly flat": samples ~ N^a with a's 95% interval below 1 (sublinear)
 BLOCK_SHARE = 0.9  # Figure 2: the Lemma 11 block holds at least this share of W_Q^T W_K's mass
 MU_ASSUMED = 0.5  # Assumption 3: codes with coherence at most 1/2
@@ -195,6 +192,7 @@ def shape(rows: Sequence[dict], model: str) -> dict:
 
 
 def _shape_said(name: str, sh: dict) -> str:
+    """A model's shape in words: its exponent, or its end ratio and why (docs/experiments.md)."""
     lof = f"lack-of-fit p = {sh['lof']['p']:.2g}"
     extra = "".join(
         f", {k} {w}" for k, w in (("capped", sh["capped"]), ("left-censored", sh["left"])) if w
@@ -210,6 +208,7 @@ def _shape_said(name: str, sh: dict) -> str:
 
 
 def _test_said(name: str, t: dict) -> str:
+    """A growth test in words: the ratio at the ends, p and Holm's p, power, censored share."""
     r0, r1 = t["ratio_ends"]
     return (
         f"{name} {r0:.2f} -> {r1:.2f}, p = {t['p']:.2g} (Holm {t['p_holm']:.2g}), power at "
@@ -220,7 +219,7 @@ def _test_said(name: str, t: dict) -> str:
 
 def claims(rows: Sequence[dict], figure: str) -> List[dict]:
     """The paper's statements about one run's rows, each with its growth tests (``tests``: name,
-    family, the test; ``verdict_tests``: those the verdict rests on) before Holm."""
+    family, role "verdict" or "finding", the test) before Holm."""
     out = []
     for variant in sorted({r["variant"] for r in rows}):
         part = [r for r in rows if r["variant"] == variant]
@@ -283,6 +282,7 @@ def claims(rows: Sequence[dict], figure: str) -> List[dict]:
 
 
 def _claim(figure, statement, rule, rows, fam, verdict_pairs, finding_pairs, by) -> dict:
+    """A statement with the growth tests of its (numerator, denominator) pairs."""
     tests = []
     for pairs, role in ((verdict_pairs, "verdict"), (finding_pairs, "finding")):
         for num, den in pairs:
@@ -299,7 +299,7 @@ def judge(claim: dict) -> dict:
     parts, said = [], []
     if "shapes" in claim:
         sh = claim["shapes"]["transformer"]
-        flat = sh["ci"][1] < 1.0 if "a" in sh else sh["ci"][1] < sh["span"]
+        flat = sh["ci"][1] < (FLAT_EXPONENT if "a" in sh else sh["span"] ** FLAT_EXPONENT)
         parts.append(REPRODUCED if flat else NOT_REPRODUCED)
         said += [
             _shape_said(m.upper() if m != "transformer" else "Transformer", s)
