@@ -156,14 +156,16 @@ class Cached:
 
     @functools.cached_property
     def measured(self) -> float:
-        return float(self.net.weight.sum())
+        return float(self.net.weight.detach().sum())
 
 
 def test_a_cached_measurement_is_dropped_not_kept():
     """A value a ``cached_property`` measured on the honest object before is not carried into
     the stand-in's copy: reading it measures again, on the stand-in, and raises."""
     honest = Cached(torch.nn.Linear(2, 2))
-    assert honest.measured == float(honest.net.weight.sum())  # cached, as an earlier run leaves it
+    assert honest.measured == float(
+        honest.net.weight.detach().sum()
+    )  # cached, as an earlier run leaves it
     with pytest.raises(PoisonedUse):
         _ = poisoned(honest).measured
 
