@@ -24,7 +24,6 @@ from qstr.constructions.lipschitz import (
     fk_coefficients,
     fourier_ridges,
     interpolation_net,
-    net_lipschitz_bound,
     project_ball,
     ridge_net,
     scalar_values,
@@ -40,6 +39,7 @@ __all__ = [
     "smoothing_error_bound",
     "ridge_curvatures",
     "ridge_interval_counts",
+    "net_lipschitz_bound",
     "ball_grid",
     "SupCertificate",
     "certify_sup_error",
@@ -67,7 +67,7 @@ class LipschitzNet:
     interval count (step 6). ``width`` m, ``weight_norms``: ||a||, ||W||_F, ||b||,
     r_a = ||a|| sqrt(m), r_w = ||(W, b)||_F / sqrt(m), and the path norm
     sum_i |a_i| ||(w_i, b_i)|| (``qstr.constructions.lipschitz.weight_norms``).
-    ``lipschitz_bound``: ``qstr.constructions.lipschitz.net_lipschitz_bound`` of the net.
+    ``lipschitz_bound``: :func:`net_lipschitz_bound` of the net.
     """
 
     net: TwoLayerNet
@@ -140,6 +140,41 @@ def ridge_interval_counts(
         ridge_err += s * h * h / 8
         counts.append(K)
     return tuple(counts), ridge_err
+
+
+def net_lipschitz_bound(net: TwoLayerNet, tol: float = 1e-9) -> float:
+    """An upper bound on the Euclidean Lipschitz constant of x -> a^T relu(W x + b), rigorous
+    (the certificate of docs/derivations/lemmas-39-41-42.md uses it).
+
+    Hidden units are grouped by the line of their weight vector (w_i / ||w_i|| up to sign,
+    compared to ``tol``); a group is a 1-D piecewise-linear function of <theta, x>, whose
+    largest |slope| is computed exactly from its breakpoints; the bound is the sum over
+    groups (triangle inequality). Units with w_i = 0 are constant and contribute nothing.
+    """
+    W, b, a = net.W.double(), net.b.double(), net.a.double()
+    norms = W.norm(dim=1)
+    live = norms > 0
+    W, b, a, norms = W[live], b[live], a[live], norms[live]
+    if W.shape[0] == 0:
+        return 0.0
+    dirs = W / norms[:, None]
+    # canonical sign: first entry with |.| > tol positive
+    first = (dirs.abs() > tol).to(torch.int64).argmax(dim=1)
+    sign = torch.sign(dirs[torch.arange(dirs.shape[0]), first])
+    dirs = dirs * sign[:, None]
+    keys = torch.round(dirs / tol).to(torch.int64)
+    _, group = torch.unique(keys, dim=0, return_inverse=True)
+    total = 0.0
+    for gidx in range(int(group.max()) + 1):
+        sel = group == gidx
+        slope = norms[sel] * sign[sel]  # unit i reads relu(slope_i s + b_i), s = <theta, x>
+        bi, ai = b[sel], a[sel]
+        brk = torch.sort(-bi / slope).values
+        pts = torch.cat([brk[:1] - 1, (brk[1:] + brk[:-1]) / 2, brk[-1:] + 1])
+        active = (slope[None, :] * pts[:, None] + bi[None, :]) > 0
+        slopes = (active.to(torch.float64) * (ai * slope)[None, :]).sum(dim=1)
+        total += float(slopes.abs().max())
+    return total
 
 
 def lemma42_net(

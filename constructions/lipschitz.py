@@ -8,7 +8,9 @@ docs/derivations/lemmas-39-41-42.md (k = 1: interpolation; k >= 2: steps 1-7).
 
 from __future__ import annotations
 
+import importlib
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Callable, Tuple
 
@@ -26,7 +28,7 @@ __all__ = [
     "fourier_ridges",
     "ridge_net",
     "weight_norms",
-    "net_lipschitz_bound",
+    "net_lipschitz_bound",  # noqa: F822 - deprecated alias (__getattr__): qstr.bounds.lipschitz
     "project_ball",
     "scalar_values",
 ]
@@ -256,36 +258,21 @@ def scalar_values(f, x: torch.Tensor, name: str = "f") -> torch.Tensor:
     return y.to(torch.float64)
 
 
-def net_lipschitz_bound(net: TwoLayerNet, tol: float = 1e-9) -> float:
-    """An upper bound on the Euclidean Lipschitz constant of x -> a^T relu(W x + b), rigorous
-    (what the weights are; the certificate of docs/derivations/lemmas-39-41-42.md uses it).
+# Names that moved to qstr.bounds (issue 56): the old import path still works, with a
+# DeprecationWarning, and loads qstr.bounds only when the name is asked for.
+_MOVED_TO_BOUNDS = {
+    "net_lipschitz_bound": "qstr.bounds.lipschitz",  # now lives in qstr.bounds.lipschitz
+}
 
-    Hidden units are grouped by the line of their weight vector (w_i / ||w_i|| up to sign,
-    compared to ``tol``); a group is a 1-D piecewise-linear function of <theta, x>, whose
-    largest |slope| is computed exactly from its breakpoints; the bound is the sum over
-    groups (triangle inequality). Units with w_i = 0 are constant and contribute nothing.
-    """
-    W, b, a = net.W.double(), net.b.double(), net.a.double()
-    norms = W.norm(dim=1)
-    live = norms > 0
-    W, b, a, norms = W[live], b[live], a[live], norms[live]
-    if W.shape[0] == 0:
-        return 0.0
-    dirs = W / norms[:, None]
-    # canonical sign: first entry with |.| > tol positive
-    first = (dirs.abs() > tol).to(torch.int64).argmax(dim=1)
-    sign = torch.sign(dirs[torch.arange(dirs.shape[0]), first])
-    dirs = dirs * sign[:, None]
-    keys = torch.round(dirs / tol).to(torch.int64)
-    _, group = torch.unique(keys, dim=0, return_inverse=True)
-    total = 0.0
-    for gidx in range(int(group.max()) + 1):
-        sel = group == gidx
-        slope = norms[sel] * sign[sel]  # unit i reads relu(slope_i s + b_i), s = <theta, x>
-        bi, ai = b[sel], a[sel]
-        brk = torch.sort(-bi / slope).values
-        pts = torch.cat([brk[:1] - 1, (brk[1:] + brk[:-1]) / 2, brk[-1:] + 1])
-        active = (slope[None, :] * pts[:, None] + bi[None, :]) > 0
-        slopes = (active.to(torch.float64) * (ai * slope)[None, :]).sum(dim=1)
-        total += float(slopes.abs().max())
-    return total
+
+def __getattr__(name: str):
+    """The deprecated path of a name that moved to ``qstr.bounds`` (PEP 562)."""
+    if name not in _MOVED_TO_BOUNDS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    home = _MOVED_TO_BOUNDS[name]
+    warnings.warn(
+        f"{__name__}.{name} moved to {home}.{name}; import it from there",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(importlib.import_module(home), name)

@@ -141,3 +141,73 @@ def test_no_private_name_crosses_a_package():
         if private:
             crossing.append((pkg, f, mod, private))
     assert not crossing, crossing
+
+
+# The functions a claim declares in ``bounds=`` that stay in constructions/, each with its reason:
+# a construction calls it (constructions never imports bounds, so it cannot move up), or it
+# computes what the built weights or codes are, not what a theorem promises (issue 56).
+DECLARED_BOUNDS_IN_CONSTRUCTIONS = {
+    "qstr.constructions.codes.rademacher_dim": "rademacher_codebook picks its d_e with it",
+    "qstr.constructions.codes.rademacher_pair_tail": "rademacher_dim and experimental_codebook",
+    "qstr.constructions.codes.coherence": "the exact coherence of the codes built",
+    "qstr.constructions.codes.coherence_report": "the exact coherence of the codes built",
+    "qstr.constructions.codes.rs_hadamard_coherence": "the exact coherence of the codes built",
+    "qstr.constructions.relu.product_error": "product_gadget attaches it as its Gadget.error",
+    "qstr.constructions.relu.gate_bands": "the weights of gate_gadget and of the transition",
+    "qstr.constructions.attention.separation_limit": "sparse_average_weights refuses mu above it",
+    "qstr.constructions.attention.target_leaks": "the exact leak of the head built; "
+    "lemma11_adversarial_prompt's default target",
+}
+
+
+def _declared_bounds() -> dict:
+    """'module.name' of every function a registered claim declares in ``bounds=`` -> claim ids."""
+    import qstr.verify.claims  # noqa: F401, PLC0415 - registers the paper's claims
+    from qstr.verify.registry import REGISTRY  # noqa: PLC0415 - after the claims register
+
+    declared: dict = {}
+    for claim in REGISTRY.values():
+        for fn in claim.bounds:
+            where = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+            declared.setdefault(where, []).append(claim.id)
+    return declared
+
+
+def test_declared_bounds_are_computed_in_bounds():
+    """Every function a claim declares in ``bounds=`` lives in a ``qstr.bounds`` module, or in
+    ``qstr.verify`` (a claim's own independent evaluation), never in ``qstr.constructions``
+    except the named ones above; and each named one is still declared and still there."""
+    declared = _declared_bounds()
+    elsewhere = {
+        where: ids
+        for where, ids in declared.items()
+        if not where.startswith(("qstr.bounds.", "qstr.verify."))
+        and where not in DECLARED_BOUNDS_IN_CONSTRUCTIONS
+    }
+    assert not elsewhere, elsewhere
+    stale = sorted(set(DECLARED_BOUNDS_IN_CONSTRUCTIONS) - set(declared))
+    assert not stale, stale
+
+
+def test_moved_bounds_keep_their_old_import_path():
+    """A bound moved from constructions/ to bounds/ still imports from its old module, as the same
+    function, with a DeprecationWarning naming its new home; importing the old module loads no
+    ``qstr.bounds`` module (the alias loads it only when asked)."""
+    code = (
+        "import sys, warnings\n"
+        "import qstr.constructions.lipschitz as old\n"
+        "assert not [m for m in sys.modules if m.startswith('qstr.bounds')], 'bounds loaded'\n"
+        "for name, home in old._MOVED_TO_BOUNDS.items():\n"
+        "    with warnings.catch_warnings(record=True) as caught:\n"
+        "        warnings.simplefilter('always')\n"
+        "        fn = getattr(old, name)\n"
+        "    assert fn.__module__ == home and home.startswith('qstr.bounds.'), (name, home)\n"
+        "    assert [w.category for w in caught] == [DeprecationWarning], caught\n"
+        "    assert f'{home}.{name}' in str(caught[0].message), caught[0].message\n"
+        "    assert name not in vars(old), name\n"
+        "print(sorted(old._MOVED_TO_BOUNDS))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "['net_lipschitz_bound']", out

@@ -16,12 +16,13 @@ from qstr.bounds.lipschitz import (
     certify_sup_error,
     fk_moments,
     lemma42_net,
+    net_lipschitz_bound,
     ridge_curvatures,
     ridge_interval_counts,
     smoothing_error_bound,
 )
 from qstr.constructions.links import TwoLayerNet
-from qstr.constructions.lipschitz import fk_coefficients, fourier_ridges, net_lipschitz_bound
+from qstr.constructions.lipschitz import fk_coefficients, fourier_ridges
 
 F64 = torch.float64
 

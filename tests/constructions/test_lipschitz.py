@@ -10,13 +10,13 @@ import math
 import pytest
 import torch
 
+from qstr.bounds.lipschitz import net_lipschitz_bound
 from qstr.constructions.links import TwoLayerNet
 from qstr.constructions.lipschitz import (
     FourierRidges,
     fk_coefficients,
     fourier_ridges,
     interpolation_net,
-    net_lipschitz_bound,
     project_ball,
     ridge_net,
     scalar_values,

@@ -17,6 +17,7 @@ from qstr.bounds.lipschitz import (
     certify_sup_error,
     fk_moments,
     lemma42_net,
+    net_lipschitz_bound,
     ridge_curvatures,
     ridge_interval_counts,
     smoothing_error_bound,
@@ -26,7 +27,6 @@ from qstr.constructions.lipschitz import (
     FourierRidges,
     fourier_ridges,
     interpolation_net,
-    net_lipschitz_bound,
     ridge_net,
 )
 from qstr.verify.adversarial import worst_case_tokens
