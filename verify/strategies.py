@@ -12,7 +12,7 @@ import torch
 from hypothesis import HealthCheck, settings, strategies as st
 
 from qstr.bounds.attention import lemma11
-from qstr.bounds.recurrent import prop28_rnn
+from qstr.bounds.transition import prop28_rnn
 from qstr.constructions import validate
 from qstr.constructions.codes import build_codebook, rs_hadamard_codebook
 from qstr.constructions.links import LINK_NAMES, make_link

@@ -29,7 +29,7 @@ from qstr.bounds.packing import (
     smaller_bound,
     volume_log_packing_bound,
 )
-from qstr.bounds.recurrent import euclidean_packing_counterexample
+from qstr.bounds.prop8 import euclidean_packing_counterexample
 
 F64 = torch.float64
 INF = math.inf

@@ -1,5 +1,6 @@
-"""bounds/recurrent.py: Prop 8 packing constants, Theorem 9 crossover, Theorem 7 explicit bound;
-Props 26-28: the parameters picked and the guarantees attached."""
+"""bounds/prop8.py, theorem9.py, theorem7.py, transition.py (bounds/recurrent.py re-exports them):
+Prop 8 packing constants, Theorem 9 crossover, Theorem 7 explicit bound; Props 26-28: the
+parameters picked and the guarantees attached."""
 
 import math
 
@@ -9,31 +10,33 @@ import torch
 from scipy import stats
 
 from qstr.bounds.interpolation import C36
-from qstr.bounds.recurrent import (
-    Theorem7Params,
-    TransitionKnots,
+from qstr.bounds.attention import lemma12_radius
+from qstr.bounds.prop8 import (
     chi2_lower_rate,
     euclidean_packing_counterexample,
-    generalising_log_norm2,
-    layer_sensitivities,
-    lemma12_radius,
     log_packing_volume,
-    loglog_slope,
-    memoriser_norm2_bound,
     prop8_log_norm_lower_bound,
     prop8_norm_lower_bound,
     prop8_norm_lower_bound_paper,
     prop8_packing,
     prop8_width_lower_bound,
-    prop26_transition,
+)
+from qstr.bounds.theorem7 import (
+    Theorem7Params,
+    layer_sensitivities,
     prop28_layers,
     prop28_norm2,
-    prop28_rnn,
     rnn_parameter_lipschitz,
-    teacher_rnn,
     theorem7_bound,
     theorem7_sample_size,
-    theorem9_crossover,
+)
+from qstr.bounds.theorem9 import generalising_log_norm2, memoriser_norm2_bound, theorem9_crossover
+from qstr.bounds.transformer import loglog_slope
+from qstr.bounds.transition import (
+    TransitionKnots,
+    prop26_transition,
+    prop28_rnn,
+    teacher_rnn,
     token_radius,
 )
 from qstr.constructions.codes import (
@@ -480,7 +483,7 @@ def test_layer_sensitivities_by_hand_and_in_theorem7():
 
 
 def test_theorem9_crossover_in_logs_never_overflows():
-    from qstr.bounds.recurrent import theorem9_crossover, theorem9_log_crossover  # noqa: PLC0415
+    from qstr.bounds.theorem9 import theorem9_crossover, theorem9_log_crossover  # noqa: PLC0415
 
     assert theorem9_crossover(-math.inf) == 0.0 and theorem9_log_crossover(-math.inf) == -math.inf
     assert theorem9_crossover(1e6) == math.inf and theorem9_log_crossover(1e6) > 3e5
@@ -489,10 +492,30 @@ def test_theorem9_crossover_in_logs_never_overflows():
 
 
 def test_counts_beyond_float_range_are_refused_not_overflowed():
-    from qstr.bounds.recurrent import Theorem7Params, theorem7_bound  # noqa: PLC0415
+    from qstr.bounds.theorem7 import Theorem7Params, theorem7_bound  # noqa: PLC0415
     from qstr.bounds.transformer import Theorem4Params, theorem4_bound  # noqa: PLC0415
 
     with pytest.raises(ValueError, match="n must be at most 2\\^1023"):
         theorem4_bound(10**400, 16, Theorem4Params.default())
     with pytest.raises(ValueError, match="N must be at most 2\\^1023"):
         theorem7_bound(1000, 10**400, Theorem7Params())
+
+
+def test_recurrent_re_exports_every_name_it_had():
+    """``qstr.bounds.recurrent.X`` keeps working for every name it defined before the split (issue
+    56): the same objects as in the modules by result."""
+    import qstr.bounds.recurrent as recurrent  # noqa: PLC0415 - the test is about this import
+    from qstr.bounds import prop8, theorem7, theorem9, transition  # noqa: PLC0415
+
+    homes = {
+        prop8: prop8.__all__ + ["SQRT2"],
+        theorem9: theorem9.__all__,
+        theorem7: theorem7.__all__,
+        transition: transition.__all__ + ["F64"],
+    }
+    for module, names in homes.items():
+        for name in names:
+            assert getattr(recurrent, name) is getattr(module, name), (module.__name__, name)
+    moved = {n for names in homes.values() for n in names}
+    assert set(recurrent.__all__) - moved == {"lemma12_radius", "loglog_slope"}
+    assert len(recurrent.__all__) == 34 and all(hasattr(recurrent, n) for n in recurrent.__all__)

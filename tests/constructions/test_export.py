@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from qstr.bounds.attention import lemma11, sparse_average_head
-from qstr.bounds.recurrent import teacher_rnn
+from qstr.bounds.transition import teacher_rnn
 from qstr.constructions.attention import lemma11_weights
 from qstr.constructions.codes import rs_hadamard_codebook
 from qstr.constructions.encoding import rnn_encoding, transformer_encoding

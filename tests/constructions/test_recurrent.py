@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import qstr.constructions.recurrent as recurrent
-from qstr.bounds.recurrent import prop26_transition, prop28_rnn, token_radius
+from qstr.bounds.transition import prop26_transition, prop28_rnn, token_radius
 from qstr.constructions.codes import (
     Codebook,
     rs_hadamard_codebook,

@@ -5,7 +5,7 @@ builds its broken transitions (verify/claims/prop_26.py)."""
 import pytest
 import torch
 
-from qstr.bounds.recurrent import prop26_transition
+from qstr.bounds.transition import prop26_transition
 from qstr.constructions.codes import Codebook, rs_hadamard_codebook
 
 F64 = torch.float64

@@ -4,7 +4,7 @@ not share."""
 
 import torch
 
-from qstr.bounds.recurrent import prop26_transition
+from qstr.bounds.transition import prop26_transition
 from qstr.constructions.codes import rs_hadamard_codebook
 from qstr.constructions.transition_layers import gadget_layers, lemma23_layer, transition_gadgets
 

@@ -20,7 +20,7 @@ import torch
 
 import qstr.verify.cli as cli
 from qstr.bounds.attention import lemma11
-from qstr.bounds.recurrent import teacher_rnn
+from qstr.bounds.transition import teacher_rnn
 from qstr.constructions.codes import Codebook, build_codebook
 from qstr.constructions.links import make_link
 from qstr.constructions.task import QSTR

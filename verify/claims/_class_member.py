@@ -14,7 +14,7 @@ import mpmath as mp
 import torch
 
 from qstr.bounds.attention import lemma12_radius
-from qstr.bounds.recurrent import Layer, Theorem7Params, prop28_layers
+from qstr.bounds.theorem7 import Layer, Theorem7Params, prop28_layers
 from qstr.constructions.codes import rs_hadamard_codebook
 from qstr.constructions.encoding import rnn_encoding
 from qstr.constructions.exact_rnn import exact_rnn

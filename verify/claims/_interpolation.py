@@ -12,9 +12,13 @@ from typing import Callable
 import mpmath
 import torch
 
-from qstr.bounds.recurrent import generalising_log_norm2, prop8_log_norm_lower_bound
-from qstr.bounds.recurrent import prop8_norm_lower_bound_paper, prop8_packing
-from qstr.bounds.recurrent import prop8_width_lower_bound
+from qstr.bounds.prop8 import (
+    prop8_log_norm_lower_bound,
+    prop8_norm_lower_bound_paper,
+    prop8_packing,
+    prop8_width_lower_bound,
+)
+from qstr.bounds.theorem9 import generalising_log_norm2
 from qstr.constructions.codes import build_codebook
 from qstr.verify.rounding import Rounding
 

@@ -19,7 +19,7 @@ from qstr.verify.claim import Context, Verdict, exact
 from qstr.verify.claims._interpolation import PIN_DPS, mp_log_norm, mp_packing, mp_paper_norm
 from qstr.verify.claims._interpolation import P8_C, P8_GAMMA, P8_K, Prop8Bounds, mp_width
 from qstr.verify.claims._interpolation import ROOT2, no_packing, relative_gap
-from qstr.bounds.recurrent import prop8_packing, prop8_width_lower_bound
+from qstr.bounds.prop8 import prop8_packing, prop8_width_lower_bound
 from qstr.verify.threads import cpu_threads
 from qstr.verify.training import OnlineFit, fit_online, position_risk
 

@@ -10,7 +10,7 @@ from typing import Callable, Tuple
 
 import torch
 
-from qstr.bounds.recurrent import prop28_rnn, token_radius
+from qstr.bounds.transition import prop28_rnn, token_radius
 from qstr.constructions.codes import rs_hadamard_codebook
 from qstr.constructions.links import make_link
 from qstr.constructions.recurrent import projected_prefix, rnn_weights

@@ -9,7 +9,7 @@ import mpmath as mp
 import torch
 
 from qstr.bounds.attention import lemma12_radius
-from qstr.bounds.recurrent import token_radius
+from qstr.bounds.transition import token_radius
 from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, by_ratio, close, mapped
 from qstr.verify.claim import replaced, worst
 from qstr.verify.claims import _theorem4_pins as pins

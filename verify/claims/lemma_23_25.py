@@ -11,7 +11,7 @@ from typing import Tuple
 
 import torch
 
-from qstr.bounds.recurrent import prop26_transition
+from qstr.bounds.transition import prop26_transition
 from qstr.constructions.codes import Codebook, rs_hadamard_codebook
 from qstr.constructions.mlp import MLPWeights
 from qstr.constructions.relu import gate_bands

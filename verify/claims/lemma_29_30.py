@@ -16,8 +16,13 @@ import torch
 from torch import nn
 
 from qstr.bounds.attention import lemma12_radius
-from qstr.bounds.recurrent import Theorem7Params, layer_sensitivities, prop28_layers, prop28_rnn
-from qstr.bounds.recurrent import rnn_parameter_lipschitz
+from qstr.bounds.theorem7 import (
+    Theorem7Params,
+    layer_sensitivities,
+    prop28_layers,
+    rnn_parameter_lipschitz,
+)
+from qstr.bounds.transition import prop28_rnn
 from qstr.constructions.codes import rs_hadamard_codebook
 from qstr.constructions.links import make_link
 from qstr.constructions.recurrent import module_from_state, rnn_state

@@ -18,8 +18,8 @@ from torch import nn
 from torch.func import functional_call
 
 from qstr.bounds.attention import lemma12_radius
-from qstr.bounds.recurrent import Theorem7Params, prop28_layers, prop28_rnn, rnn_output_growth
-from qstr.bounds.recurrent import token_norm_moment
+from qstr.bounds.theorem7 import Theorem7Params, prop28_layers, rnn_output_growth, token_norm_moment
+from qstr.bounds.transition import prop28_rnn
 from qstr.constructions.codes import rs_hadamard_codebook
 from qstr.constructions.links import make_link
 from qstr.constructions.recurrent import module_from_state, rnn_state

@@ -21,7 +21,7 @@ from qstr.bounds.packing import (
     sample_ball,
     volume_log_packing_bound,
 )
-from qstr.bounds.recurrent import euclidean_packing_counterexample
+from qstr.bounds.prop8 import euclidean_packing_counterexample
 from qstr.verify.claim import (
     Claim,
     Context,

@@ -11,7 +11,7 @@ from typing import Tuple
 
 import torch
 
-from qstr.bounds.recurrent import TransitionGuarantee, prop26_transition, prop28_rnn
+from qstr.bounds.transition import TransitionGuarantee, prop26_transition, prop28_rnn
 from qstr.constructions.codes import Codebook, build_codebook, rs_hadamard_codebook
 from qstr.constructions.links import make_link
 from qstr.constructions.recurrent import rnn_weights, transition_weights

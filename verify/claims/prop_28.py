@@ -11,7 +11,7 @@ from typing import Optional, Tuple
 import mpmath as mp
 import torch
 
-from qstr.bounds.recurrent import prop28_rnn, teacher_rnn, token_radius
+from qstr.bounds.transition import prop28_rnn, teacher_rnn, token_radius
 from qstr.constructions.codes import rs_hadamard_codebook
 from qstr.constructions.encoding import rnn_encoding
 from qstr.constructions.export import load_rnn

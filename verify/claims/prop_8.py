@@ -11,9 +11,14 @@ import mpmath
 import torch
 
 from qstr.bounds.interpolation import SlotMemoryGuarantee, slot_memory
-from qstr.bounds.recurrent import generalising_log_norm2, lemma12_radius, prop8_packing
-from qstr.bounds.recurrent import prop8_log_norm_lower_bound, prop8_norm_lower_bound_paper
-from qstr.bounds.recurrent import prop8_width_lower_bound
+from qstr.bounds.attention import lemma12_radius
+from qstr.bounds.prop8 import (
+    prop8_packing,
+    prop8_log_norm_lower_bound,
+    prop8_norm_lower_bound_paper,
+    prop8_width_lower_bound,
+)
+from qstr.bounds.theorem9 import generalising_log_norm2
 from qstr.constructions.encoding import rnn_encoding
 from qstr.constructions.interpolation import slot_memory_rnn
 from qstr.verify.claim import (

@@ -13,9 +13,14 @@ import numpy as np
 
 import torch
 
-from qstr.bounds.recurrent import Theorem7Params, loglog_slope, prop28_layers, prop28_norm2
-from qstr.bounds.recurrent import theorem7_bound
-from qstr.bounds.recurrent import theorem7_sample_size
+from qstr.bounds.theorem7 import (
+    Theorem7Params,
+    prop28_layers,
+    prop28_norm2,
+    theorem7_bound,
+    theorem7_sample_size,
+)
+from qstr.bounds.transformer import loglog_slope
 from qstr.bounds.search import smallest_true
 from qstr.verify.claim import Claim, Context, Ref, Vacuity, Verdict, at_most, edited, exact
 from qstr.verify.claim import replaced, worst

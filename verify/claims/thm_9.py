@@ -13,10 +13,11 @@ import numpy as np
 import torch
 
 from qstr.bounds.interpolation import lemma36_constant, memoriser
-from qstr.bounds.recurrent import Theorem7Params, generalising_log_norm2, loglog_slope
-from qstr.bounds.recurrent import memoriser_norm2_bound, prop8_log_norm_lower_bound
-from qstr.bounds.recurrent import prop8_norm_lower_bound_paper, prop28_norm2, prop28_rnn
-from qstr.bounds.recurrent import theorem9_crossover
+from qstr.bounds.prop8 import prop8_log_norm_lower_bound, prop8_norm_lower_bound_paper
+from qstr.bounds.theorem7 import Theorem7Params, prop28_norm2
+from qstr.bounds.theorem9 import generalising_log_norm2, memoriser_norm2_bound, theorem9_crossover
+from qstr.bounds.transformer import loglog_slope
+from qstr.bounds.transition import prop28_rnn
 from qstr.constructions.codes import rs_hadamard_codebook
 from qstr.constructions.encoding import rnn_encoding
 from qstr.constructions.interpolation import Lemma36Net, MemoriserLayout, memorising_rnn

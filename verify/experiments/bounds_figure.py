@@ -9,8 +9,8 @@ import math
 from dataclasses import replace
 from typing import List, Sequence
 
-from qstr.bounds.recurrent import Theorem7Params, generalising_log_norm2, theorem7_sample_size
-from qstr.bounds.recurrent import theorem9_log_crossover
+from qstr.bounds.theorem7 import Theorem7Params, theorem7_sample_size
+from qstr.bounds.theorem9 import generalising_log_norm2, theorem9_log_crossover
 from qstr.bounds.transformer import Theorem4Params, ffn_sample_size, theorem4_sample_size
 from qstr.verify.experiments.plots import COLORS, LABELS, new_figure, save_figure
 from qstr.verify.experiments.results import write_json

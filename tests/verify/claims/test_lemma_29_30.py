@@ -5,7 +5,7 @@ import math
 
 import mpmath as mp
 
-from qstr.bounds.recurrent import layer_sensitivities, rnn_parameter_lipschitz, rnn_state_gain
+from qstr.bounds.theorem7 import layer_sensitivities, rnn_parameter_lipschitz, rnn_state_gain
 
 SCAN = "scan: ||h_i - h'_i|| <= sum_{j<i} ||f(z_j) - f'(z_j)|| (h not read)"
 

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from qstr.bounds.recurrent import prop8_width_lower_bound
+from qstr.bounds.prop8 import prop8_width_lower_bound
 from qstr.verify.claims import prop_8
 from qstr.verify.claims._prop8 import with_default_gamma
 

@@ -7,7 +7,7 @@ import math
 import mpmath
 import pytest
 
-from qstr.bounds.recurrent import Theorem7Params, theorem7_bound
+from qstr.bounds.theorem7 import Theorem7Params, theorem7_bound
 from qstr.bounds.transformer import default_code_dim, ffn_sample_size
 from qstr.verify.claims import thm_7
 from qstr.verify.claims._class_member import built_constants, frobenius
