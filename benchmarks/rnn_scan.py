@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from qstr.constructions.codes import rs_hadamard_codebook  # noqa: E402
 from qstr.constructions.links import make_link  # noqa: E402
-from qstr.bounds.recurrent import prop28_rnn  # noqa: E402
+from qstr.bounds.transition import prop28_rnn  # noqa: E402
 from qstr.constructions.recurrent import projected_prefix  # noqa: E402
 from qstr.constructions.task import QSTR  # noqa: E402
 from qstr.verify.adversarial import clip_to_ball  # noqa: E402

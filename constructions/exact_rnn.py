@@ -1,6 +1,6 @@
 """The exact four-layer RNN for simple-qSTR on codes with entries +-1/sqrt(d_e): the class
 Theorem 7's bound is computed over, built as weights (docs/derivations/rnn-lower-bounds.md,
-section 4, piece 1; the layer table is ``qstr.bounds.recurrent.prop28_layers``).
+section 4, piece 1; the layer table is ``qstr.bounds.theorem7.prop28_layers``).
 
 Where Lemmas 22-25 interpolate each product omega_ij omega_{t_l}j (constructions/recurrent.py),
 this transition reads the inner product exactly: on the alphabet {+-1/sqrt(d_e)},

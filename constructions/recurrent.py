@@ -4,7 +4,7 @@ bidirectional RNN for simple-qSTR (Prop 28) and its prefix-sum scan, in named bl
 Weights only, from given parameters (the knots, the gate bands, the threshold, r_h): what the
 weights are (widths, norms, the dense layers), never what a proposition promises. The knots and
 threshold chosen from eps, the certified eps and Cor 27's radius are
-``qstr.bounds.recurrent.prop26_transition`` / ``prop28_rnn``, which attach
+``qstr.bounds.transition.prop26_transition`` / ``prop28_rnn``, which attach
 ``TransitionGuarantee`` / ``RNNGuarantee`` as ``.guarantee``. Derivation:
 docs/derivations/rnn-transition.md.
 """
@@ -85,7 +85,7 @@ class Transition:
     G, which the dense layers and the closed form must agree on before the threshold.
     ``exact_products``: the Lemma 22 products are exact on every codeword pair (codes over
     {0, +-R} with knots on that alphabet). ``guarantee``: None as built by
-    :func:`transition_weights`; ``qstr.bounds.recurrent.prop26_transition`` attaches its
+    :func:`transition_weights`; ``qstr.bounds.transition.prop26_transition`` attaches its
     ``TransitionGuarantee``.
     """
 
@@ -348,7 +348,7 @@ def transition_weights(
     interpolants on [-2R, 2R] (R = max |omega_ij|), Lemma 24's gate ``bands``
     (``constructions.relu.gate_bands``), and the soft ``threshold`` b of layers 3-4.
 
-    No guarantee is attached: ``qstr.bounds.recurrent.prop26_transition`` picks K1, the bands
+    No guarantee is attached: ``qstr.bounds.transition.prop26_transition`` picks K1, the bands
     and b from eps and attaches ``TransitionGuarantee`` (docs/derivations/rnn-transition.md).
     """
     d = validate.positive_int("d", d)
@@ -430,7 +430,7 @@ class RNNConstruction:
     projection radius r_h.
 
     Build with :func:`rnn_weights` (given transition and r_h), or with
-    ``qstr.bounds.recurrent.prop28_rnn``, which picks them from eps and attaches its
+    ``qstr.bounds.transition.prop28_rnn``, which picks them from eps and attaches its
     ``RNNGuarantee`` as ``guarantee`` (None otherwise). ``states(x, t)`` evaluates by the scan;
     ``module()`` returns a ``DeepTransitionBiRNN`` holding the same weights (literal loop);
     ``predict(x, t)`` is the fast end-to-end output; :func:`rnn_state` the plain state dict.
@@ -667,7 +667,7 @@ def rnn_weights(
     tensor) of the N positions, the Prop 26 ``transition`` built for them, the Assumption 2 net
     ``g_net`` on vec(x_{t_1..q}) in R^{q d}, and the state projection radius ``r_h``.
 
-    No guarantee is attached: ``qstr.bounds.recurrent.prop28_rnn`` picks the transition from eps
+    No guarantee is attached: ``qstr.bounds.transition.prop28_rnn`` picks the transition from eps
     and r_h >= Cor 27's radius, and attaches ``RNNGuarantee`` (docs/derivations/rnn-transition.md).
     """
     if not isinstance(transition, Transition):
@@ -704,7 +704,7 @@ def rnn_state(construction: RNNConstruction) -> dict:
     h in R^{q d}, h <- P_{r_h}(h + f(u)); the two lists share their tensors), and ``output``
     (the five layers of f_y on (h_fwd, h_bwd, z)). All tensors float64 on the CPU. The config's
     eps and r_x are those of the transition's attached guarantee
-    (``qstr.bounds.recurrent.prop28_rnn``).
+    (``qstr.bounds.transition.prop28_rnn``).
     """
     if not isinstance(construction, RNNConstruction):
         raise ValueError(
@@ -715,7 +715,7 @@ def rnn_state(construction: RNNConstruction) -> dict:
     if g is None:
         raise ValueError(
             "the transition carries no guarantee (eps, r_x of the file's config): build the RNN "
-            "with qstr.bounds.recurrent.prop28_rnn"
+            "with qstr.bounds.transition.prop28_rnn"
         )
     layers = c.transition.layers.as_dicts()
     return {

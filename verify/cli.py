@@ -868,7 +868,7 @@ def _construct_fits(args) -> None:
 
 
 def _construct_rnn(args, console: Console) -> int:
-    from qstr.bounds.recurrent import teacher_rnn  # noqa: PLC0415 - fast --help
+    from qstr.bounds.transition import teacher_rnn  # noqa: PLC0415 - fast --help
     from qstr.constructions.recurrent import rnn_state  # noqa: PLC0415 - fast --help
 
     if args.link != "teacher":

@@ -239,7 +239,7 @@ def constructions(
     """A triple ``(kind, construction, g_net)`` built as the paper builds it at small sizes, for
     the two-layer net ``g_net`` of a random teacher link (q <= N): Lemma 11's q-head attention
     (``bounds.attention.lemma11``) or Prop 28's RNN on RS-Hadamard codes
-    (``bounds.recurrent.prop28_rnn``), float64 on the CPU. Bad arguments raise ``ValueError``
+    (``bounds.transition.prop28_rnn``), float64 on the CPU. Bad arguments raise ``ValueError``
     here, not when drawing.
 
     For example::

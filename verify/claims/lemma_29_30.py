@@ -2,7 +2,7 @@
 (section 4, item 5): how far the built Prop 28 RNN's transitions, states and outputs move when its
 parameters move (random changes and the top singular pairs of each layer's Jacobian), rank-one
 members of the class where c_l is attained, and the constants Theorem 7's covering uses against a
-40-digit evaluation. Bounds: ``bounds/recurrent.py`` (``layer_sensitivities``,
+40-digit evaluation. Bounds: ``bounds/theorem7.py`` (``layer_sensitivities``,
 ``rnn_parameter_lipschitz``)."""
 
 from __future__ import annotations

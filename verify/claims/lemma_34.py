@@ -3,7 +3,7 @@ items 3-4): the facts the RNN's truncation bound rests on, on the built Prop 28 
 of its class: the output growth |y_hat_i| <= Lam ||x_i|| + beta_0 (nearly attained) and the
 token moments of Assumption 1. The moment bound m_p is these two through Minkowski's inequality
 (``rnn_output_moment``, held to a 40-digit evaluation in ``thm-7``). Bounds:
-``bounds/recurrent.py``."""
+``bounds/theorem7.py``."""
 
 from __future__ import annotations
 

@@ -138,7 +138,7 @@ class Lemma41Inputs:
 
 def _sphere_packing(ctx: Context) -> Tuple[Packing, int]:
     """Greedy SPHERE_SEP-packing of SPHERE_M random unit vectors of R^SPHERE_D, and the count
-    bounds.recurrent.euclidean_packing_counterexample keeps from the same vectors (its draw)."""
+    bounds.prop8.euclidean_packing_counterexample keeps from the same vectors (its draw)."""
 
     def gen():
         return ctx.generator("lemma-41/sphere", device=ctx.device)

@@ -421,7 +421,7 @@ def thm9_wide_widths(inp: Thm9Inputs) -> Verdict:
 
 
 def _built_prop28_log_norm2(N: int, ctx: Context) -> float:
-    """ln ||vec theta||^2 of the Prop 28 RNN of bounds.recurrent.prop28_rnn (on the module)."""
+    """ln ||vec theta||^2 of the Prop 28 RNN of bounds.transition.prop28_rnn (on the module)."""
     g = ctx.generator("thm-9/prop28-link")
     net = make_link("linear", 1, T9_D, generator=g).two_layer_net()
     book = rs_hadamard_codebook(N, dtype=torch.float64)
@@ -439,7 +439,7 @@ def _simple_built(inp: Thm9Inputs, ctx: Context) -> Thm9Inputs:
 
 @claim.fault("simple-1STR, Prop 28 radii", breaks=thm9_slopes)
 def _simple_radii(inp: Thm9Inputs) -> Thm9Inputs:
-    """Simple-1STR: the requirement is Prop 28's layer-radius norm (bounds.recurrent)."""
+    """Simple-1STR: the requirement is Prop 28's layer-radius norm (bounds.theorem7)."""
     logs = {N: math.log(prop28_norm2(N, Theorem7Params(q=1, d=T9_D))) for N in T9_NS}
     return replace(inp, requirements={"Prop 28 layer radii": logs})
 
