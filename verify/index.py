@@ -1,4 +1,5 @@
-"""The claims' index, generated from the registry: `qstr verify --list`, the README's table."""
+"""The claims' index, generated from the registry: `qstr verify --list`, the table of
+docs/claims-index.md."""
 
 from __future__ import annotations
 
@@ -57,7 +58,8 @@ def text(claims: Sequence[Claim]) -> str:
 
 
 # The paper's results that are no claim of their own, and why (each with where it is checked, if
-# anywhere): the README prints them under the claims table, `qstr verify --list` after the index.
+# anywhere): docs/claims-index.md prints them under the claims table, `qstr verify --list` after the
+# index.
 NOT_CLAIMS = (
     (
         "Prop 17",
@@ -90,7 +92,7 @@ NOT_CLAIMS = (
 
 
 def not_claims_markdown() -> str:
-    """The README's table of the results that are no claim of their own."""
+    """docs/claims-index.md's table of the results that are no claim of their own."""
     rows = ["| result | why it is not a claim of its own |", "|---|---|"]
     rows += [f"| {ref} | {_cell(why)} |" for ref, why in NOT_CLAIMS]
     return "\n".join(rows)
@@ -101,7 +103,7 @@ def _cell(text: str) -> str:
 
 
 def markdown(claims: Sequence[Claim]) -> str:
-    """The README's claims table: one row per claim, generated from the registry."""
+    """docs/claims-index.md's claims table: one row per claim, generated from the registry."""
     rows = [
         "| id | arXiv v1 / conference | checks | faults (each must make its checks fail) "
         "| derivation |",
@@ -125,7 +127,7 @@ def markdown(claims: Sequence[Claim]) -> str:
     return "\n".join(rows)
 
 
-if __name__ == "__main__":  # python -m qstr.verify.index: the README's claims table
+if __name__ == "__main__":  # python -m qstr.verify.index: docs/claims-index.md's table
     from qstr.verify.claims import all_claims
 
     print(markdown(list(all_claims().values())) + "\n\n" + not_claims_markdown())

@@ -1,5 +1,6 @@
-"""Tests for verify/index.py: the README's claims table is the one generated from the registry, and
-`qstr verify --list` names each claim's numberings, checks, faults, functions and derivation."""
+"""Tests for verify/index.py: docs/claims-index.md's claims table is the one generated from the
+registry, and `qstr verify --list` names each claim's numberings, checks, faults, functions and
+derivation."""
 
 from pathlib import Path
 
@@ -10,8 +11,8 @@ from qstr.verify.index import markdown, not_claims_markdown
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_readme_claims_table_is_generated_from_the_registry():
-    readme = (ROOT / "README.md").read_text()
+def test_claims_index_table_is_generated_from_the_registry():
+    readme = (ROOT / "docs" / "claims-index.md").read_text()
     block = readme.split("<!-- claims:begin -->\n")[1].split("<!-- claims:end -->")[0].strip()
     want = markdown(list(all_claims().values())) + "\n\n" + not_claims_markdown()
     assert block == want, "run: python -m qstr.verify.index"
