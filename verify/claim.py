@@ -564,6 +564,7 @@ class Claim:
     def fault(
         self,
         name: str,
+        *,
         breaks: Union[Check, str, Sequence[Union[Check, str]]],
         apply: Optional[Callable[..., Any]] = None,
         profiles: Sequence[str] = PROFILES,
@@ -572,7 +573,8 @@ class Claim:
         """The fault ``name`` that must make each check in ``breaks`` fail: with ``apply``, declared
         at once (and returned); without, a decorator for the function that breaks the inputs.
         ``refuses``: an exception type (e.g. ValueError) a builder must raise on the broken inputs,
-        in ``apply`` or in a target check; raising it counts as caught."""
+        in ``apply`` or in a target check; raising it counts as caught. Everything after ``name`` is
+        keyword-only, so a fault reads the same wherever it is declared."""
 
         def declare(fn: Callable[..., Any]) -> Fault:
             return self._add_fault(Fault(name, fn, breaks, profiles, refuses))

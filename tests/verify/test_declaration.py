@@ -103,6 +103,17 @@ def test_a_fault_must_target_checks_of_its_own_claim():
         claim.check("values <= bound")(lambda inp: exact(1, 1))
 
 
+def test_a_fault_takes_its_targets_and_edit_by_keyword_only():
+    """breaks= and apply= (and what follows) are keyword-only: every fault reads the same."""
+    claim = _declared()
+    check = claim.checks[0]
+    with pytest.raises(TypeError, match="positional"):
+        claim.fault("positional targets", check, replaced(bound=0.0))
+    with pytest.raises(TypeError, match="positional"):
+        claim.fault("positional targets", check)
+    assert [f.name for f in claim.faults] == ["bound lowered", "cases doubled", "bound halved"]
+
+
 def test_an_incomplete_claim_is_refused():
     claim = Claim("bare", Ref("Lemma 3"), statement="")
     with pytest.raises(ValueError, match="declares no inputs"):

@@ -118,6 +118,18 @@ def sa_bound_mp(N, q, mu, A, r_x, spread: int = 2):  # noqa: PLR0913 - the state
     return mp.mpf(r_x) * (2 * L + W)
 
 
+def sa_pin_rows(inp, N, q, mu, c, alpha, r_x):  # noqa: PLR0913 - the statement's symbols
+    """(what, relative gap) of ``inp.error_bound`` and ``inp.leak_of`` (the sparse-average claim's
+    bound functions) at one point against their 40-digit values; call inside ``mpmath.workdps``."""
+    A = alpha * c * c
+    bound = inp.error_bound(N=N, q=q, mu=mu, c=c, alpha=alpha, r_x=r_x)
+    at = f"N={N} q={q} mu={mu:.4g} A={A:.4g}"
+    return [
+        (f"bound, {at}", rel_gap(bound, sa_bound_mp(N, q, mu, A, r_x))),
+        (f"leak, {at}", rel_gap(inp.leak_of(N=N, q=q, mu=mu, A=A), sa_leak_mp(N, q, mu, A))),
+    ]
+
+
 def _identity_lipschitz(model, d: int) -> float:
     """The Lipschitz constant of the built head's output net on its x block: ||M||_op for
     relu(h) - relu(-h) pairs (b = 0, W and a negated in the second half: the net is h -> M h), else

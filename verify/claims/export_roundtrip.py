@@ -206,7 +206,9 @@ def _every_export(slip: Callable[[PracticalTransformer], PracticalTransformer]):
 
 EXPORTS = (exported_matches, folded_matches, float32_matches)
 claim.fault(
-    "exporter forgets torch's 1/sqrt(head_dim)", EXPORTS, _every_export(forgot_head_dim_scale)
+    "exporter forgets torch's 1/sqrt(head_dim)",
+    breaks=EXPORTS,
+    apply=_every_export(forgot_head_dim_scale),
 )
 
 
@@ -220,7 +222,7 @@ def _heads_swapped(mt: PracticalTransformer) -> PracticalTransformer:
     return mt
 
 
-claim.fault("two heads' key blocks swapped", EXPORTS, _every_export(_heads_swapped))
+claim.fault("two heads' key blocks swapped", breaks=EXPORTS, apply=_every_export(_heads_swapped))
 
 
 def _transposed_qk(case: Case) -> Case:
@@ -231,7 +233,7 @@ def _transposed_qk(case: Case) -> Case:
     return replace(case, merged=merged)
 
 
-claim.fault("W_QK read transposed", merged_matches, mapped("cases", _transposed_qk))
+claim.fault("W_QK read transposed", breaks=merged_matches, apply=mapped("cases", _transposed_qk))
 
 
 @claim.fault("fold drops the biases", breaks=biases_fold)

@@ -466,10 +466,18 @@ def _same_target_value(inp: Lemma11Inputs, case: L11Case) -> float:
 
 
 MODULE_CHECKS = (lemma11_error, lemma11_module_is_fast_path)
-claim.fault("scores halved", MODULE_CHECKS, mapped("cases", module_edited(scores_halved)))
-claim.fault("slot -> slot0 block", MODULE_CHECKS, mapped("cases", module_edited(wrong_key_block)))
 claim.fault(
-    "last head's block dropped", MODULE_CHECKS, mapped("cases", module_edited(last_head_dropped))
+    "scores halved", breaks=MODULE_CHECKS, apply=mapped("cases", module_edited(scores_halved))
+)
+claim.fault(
+    "slot -> slot0 block",
+    breaks=MODULE_CHECKS,
+    apply=mapped("cases", module_edited(wrong_key_block)),
+)
+claim.fault(
+    "last head's block dropped",
+    breaks=MODULE_CHECKS,
+    apply=mapped("cases", module_edited(last_head_dropped)),
 )
 
 
@@ -494,8 +502,8 @@ claim.fault(
 
 claim.fault(
     "fused chunks read the queries one position late",
-    lemma11_fused_heads,
-    replaced(fused_heads=chunks_one_late),
+    breaks=lemma11_fused_heads,
+    apply=replaced(fused_heads=chunks_one_late),
 )
 
 
@@ -508,7 +516,11 @@ def _export_forgets_scale(case: L11Case) -> L11Case:
     return replace(case, exported=forgot_head_dim_scale(case.exported))
 
 
-claim.fault("module's query chunks one row late", lemma11_error, mapped("cases", queries_one_late))
+claim.fault(
+    "module's query chunks one row late",
+    breaks=lemma11_error,
+    apply=mapped("cases", queries_one_late),
+)
 claim.fault(
     "leaks from the chunk's rows, not the diagonal",
     breaks=lemma11_same_target,
@@ -549,13 +561,13 @@ def _gap_plus_mu(inp: Lemma11Inputs) -> Lemma11Inputs:
 
 claim.fault(
     "delta* = eps / (Lip sqrt(H) r_x) in alpha: the 2 lost",
-    lemma11_formulas_pinned,
-    replaced(alpha_of=lambda **kw: lemma11_alpha(**{**kw, "eps": 2 * kw["eps"]})),
+    breaks=lemma11_formulas_pinned,
+    apply=replaced(alpha_of=lambda **kw: lemma11_alpha(**{**kw, "eps": 2 * kw["eps"]})),
 )
 claim.fault(
     "leak over N other keys, not N - 1",
-    lemma11_formulas_pinned,
-    replaced(leak_of=lambda N, gap: lemma11_leak(N + 1, gap)),
+    breaks=lemma11_formulas_pinned,
+    apply=replaced(leak_of=lambda N, gap: lemma11_leak(N + 1, gap)),
 )
 claim.fault(
     "bound with H for sqrt(H)",

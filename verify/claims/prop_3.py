@@ -577,13 +577,17 @@ for claim, above, closed_form, floor, sqnorm, trained in zip(
     few_heads_trained,
     strict=True,
 ):
-    claim.fault("H = q heads held to the H = q - 1 floor", (above, closed_form), _q_heads)
+    claim.fault(
+        "H = q heads held to the H = q - 1 floor", breaks=(above, closed_form), apply=_q_heads
+    )
     claim.fault(
         "position-averaged floor for the per-position one",  # few_heads_floor: over all N
         breaks=floor,
         apply=replaced(floor=few_heads_floor),
     )
-    claim.fault("squared-norm net built with one knot fewer", sqnorm, each()(_one_knot_fewer))
+    claim.fault(
+        "squared-norm net built with one knot fewer", breaks=sqnorm, apply=each()(_one_knot_fewer)
+    )
     claim.fault(
         "floor with the heads counted from 0",
         breaks=(above, trained),

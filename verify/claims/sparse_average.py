@@ -52,6 +52,7 @@ from qstr.verify.claims._attention import (
     sa_bound_mp,
     sa_leak_mp,
     sa_measured,
+    sa_pin_rows,
 )
 from qstr.verify.claims._roundtrip import saved_and_reloaded
 from qstr.verify.claims._signed_codes import (
@@ -444,17 +445,6 @@ def sparse_average_leak_within_record(inp: SparseAverageInputs) -> Verdict:
     return worst(((c.label, verdict(c)) for c in inp.cases), key=by_ratio)
 
 
-def _sa_pin_rows(inp: SparseAverageInputs, N, q, mu, c, alpha, r_x):  # noqa: PLR0913
-    """(what, relative gap) of the bound and the leak at one point against their 40-digit values."""
-    A = alpha * c * c
-    bound = inp.error_bound(N=N, q=q, mu=mu, c=c, alpha=alpha, r_x=r_x)
-    at = f"N={N} q={q} mu={mu:.4g} A={A:.4g}"
-    return [
-        (f"bound, {at}", rel_gap(bound, sa_bound_mp(N, q, mu, A, r_x))),
-        (f"leak, {at}", rel_gap(inp.leak_of(N=N, q=q, mu=mu, A=A), sa_leak_mp(N, q, mu, A))),
-    ]
-
-
 @claim.check("bound, leak, gap = 40-digit evaluation", evidence="formula", agreement=True)
 def sparse_average_formulas_pinned(inp: SparseAverageInputs) -> Verdict:
     """sparse_average_error_bound (rho = e^{2 A (q - 2) mu} included) and sparse_average_leak at
@@ -465,7 +455,7 @@ def sparse_average_formulas_pinned(inp: SparseAverageInputs) -> Verdict:
     with mp.workdps(SA_DPS):
         for case in inp.cases:
             g = case.head.guarantee
-            rows += _sa_pin_rows(inp, g.N, case.q, g.mu, g.c, g.alpha, g.r_x)
+            rows += sa_pin_rows(inp, g.N, case.q, g.mu, g.c, g.alpha, g.r_x)
             A, at = g.alpha * g.c**2, f"guarantee {case.label}"
             gap = mp.mpf(A) * (1 - (2 * case.q - 1) * mp.mpf(g.mu))
             rows += [
@@ -474,7 +464,7 @@ def sparse_average_formulas_pinned(inp: SparseAverageInputs) -> Verdict:
                 (f"gap, {at}", rel_gap(g.gap, gap)),
             ]
         for point in SA_PIN_POINTS:
-            rows += _sa_pin_rows(inp, *point)
+            rows += sa_pin_rows(inp, *point)
     n = len(inp.cases) + len(SA_PIN_POINTS)
     return worst((k, at_most(v, SA_PIN_RTOL, detail=f"{n} points")) for k, v in rows)
 
@@ -552,19 +542,21 @@ def _radius_as_scale(case: SACase) -> SACase:
 
 
 claim.fault(
-    "the limit 1/(2q) of the codes", sparse_average_separation_limit, replaced(limit=_codes_limit)
+    "the limit 1/(2q) of the codes",
+    breaks=sparse_average_separation_limit,
+    apply=replaced(limit=_codes_limit),
 )
 
 
 claim.fault(
     "rho = e^{A (q - 2) mu}: the exponent halved",
-    (sparse_average_formulas_pinned, sparse_average_signed_sweep),
-    replaced(error_bound=rho_halved),
+    breaks=(sparse_average_formulas_pinned, sparse_average_signed_sweep),
+    apply=replaced(error_bound=rho_halved),
 )
 claim.fault(
     "leak with Lemma 11's N - 1 other keys",
-    sparse_average_formulas_pinned,
-    replaced(
+    breaks=sparse_average_formulas_pinned,
+    apply=replaced(
         leak_of=lambda *, N, q, mu, A: sparse_average_leak(
             N=N, q=1, mu=0.0, A=A * (1 - (2 * q - 1) * mu)
         )

@@ -264,7 +264,9 @@ def _record_without_truncation(nv: int, Nv: int, P):
 
 
 claim.fault(
-    "confidence without (nN)^(-1/2)", thm4_confidence, replaced(record=_record_without_truncation)
+    "confidence without (nN)^(-1/2)",
+    breaks=thm4_confidence,
+    apply=replaced(record=_record_without_truncation),
 )
 
 
@@ -530,7 +532,9 @@ def _dudley_unsquared(params, target: float, N_sym=sym_N):
 
 
 claim.fault(
-    "Dudley's 12 not squared in n(N)", thm4_leading_form, replaced(leading_form=_dudley_unsquared)
+    "Dudley's 12 not squared in n(N)",
+    breaks=thm4_leading_form,
+    apply=replaced(leading_form=_dudley_unsquared),
 )
 
 
