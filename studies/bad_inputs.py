@@ -1,5 +1,5 @@
 """Bad inputs to every `qstr` option, each run as its own process: its exit status, its stderr
-lines and whether a traceback escaped. The census of issue 42 (README, "Commands"): a bad input
+lines and whether a traceback escaped. The census of issue 42 (docs/commands.md): a bad input
 must give exit status 2 and one line on stderr, never a traceback or a long run.
 
     python studies/bad_inputs.py [--jobs 2] [--timeout 60] [--out rows.jsonl]

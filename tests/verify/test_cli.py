@@ -85,7 +85,7 @@ def test_verify_json(tmp_path, capsys):
         "status",
     }
     for r in records:
-        assert set(r) == keys  # exactly the keys README.md and docs/formats.md list
+        assert set(r) == keys  # exactly the keys docs/formats.md lists
         assert {"qstr-toolkit", "python", "torch", "platform"} <= set(r["env"])
         assert r["holds"] is True and r["falsifier_caught"] is True
         assert r["profile"] == "quick" and r["device"] == "cpu"

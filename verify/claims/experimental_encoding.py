@@ -20,14 +20,14 @@ N = 100
 
 
 class Finding(NamedTuple):
-    """The finding's numbers at N = 100 as stated (README, codebooks.md (b))."""
+    """The finding's numbers at N = 100 as stated (docs/findings.md, codebooks.md (b))."""
 
     d_e: int  # floor(5 ln 100)
     count: int  # sign patterns of the 2^d_e with |<w, w'>| > 1/2
     expected: str  # pairs of the C(100, 2) = 4950 expected above 1/2, to one decimal
 
 
-# The finding as the README and codebooks.md (b) state it, pinned here as literals; the checks
+# The finding as docs/findings.md and codebooks.md (b) state it, pinned here as literals; the checks
 # recompute each by an independent exact path.
 FINDING = Finding(d_e=23, count=89104, expected="52.6")
 # The N of the experiments that build experimental codes: Figure 1's grids (full: 1STR N = 2..12
