@@ -27,6 +27,7 @@ from qstr.verify.claims import (  # noqa: F401  (importing a claim module regist
     lemma_14_16,
     lemma_20,
     sparse_average,
+    prop_21,
     prop_3,
     thm_4,
     export_roundtrip,

@@ -1,6 +1,7 @@
-"""Tests of verify/claims/prop_3.py through the declared claims (Props 21 and 3, few heads): which
-checks and faults run where, the allowance the explicit check states, a floor substituted in the
-inputs, Prop 3's second, larger shape (test_registered.py runs every check and every fault)."""
+"""Tests of verify/claims/prop_21.py, prop_3.py and the _few_heads.py they share, through the
+declared claims (Props 21 and 3, few heads; most tests run on both): which checks and faults run
+where, the allowance the explicit check states, a floor substituted in the inputs, Prop 3's second,
+larger shape (test_registered.py runs every check and every fault)."""
 
 import dataclasses
 from statistics import NormalDist
