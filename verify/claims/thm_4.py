@@ -34,6 +34,7 @@ from qstr.constructions.attention import lemma11_weights
 from qstr.constructions.links import TwoLayerNet
 from qstr.verify.claim import Claim, Context, Ref, Vacuity, Verdict, at_least, at_most, close
 from qstr.verify.claim import exact, replaced
+from qstr.verify.claims._thm4 import exact_pieces, majorant_logs
 from qstr.verify.claims._vacuity import bound_scope, ffn_vacuity
 from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding
@@ -270,69 +271,6 @@ claim.fault(
 )
 
 
-def _exact_pieces(P, nv: int, Nv: int, mp) -> dict:
-    """The exact bound's intermediate quantities at (n, N), from docs/derivations/theorem4.md
-    (section 9) in mpmath: what the certificate's majorant must dominate."""
-    K, c2 = P.r_a * P.r_w, (mp.mpf(P.d) / P.q if P.c is None else mp.mpf(P.c) ** 2)
-    q, d, e, dl = P.q, P.d, mp.e, mp.mpf(P.delta)
-    r_x = mp.sqrt(3 * P.C_x * e * d * mp.log(nv * Nv))
-    r_z = mp.sqrt(r_x**2 + c2 * (q + 1))
-    d_e = mp.ceil(8 * mp.log(mp.mpf(Nv) ** 2 / dl)) if P.d_e is None else P.d_e
-    D_e = d + (q + 1) * d_e
-    log_arg = (Nv - 1) * 2 * K * mp.sqrt(q) * r_x / mp.sqrt(P.eps_2nn)
-    alpha = max(0, mp.log(log_arg)) / (c2 * (1 - P.mu))
-    p = max(1, mp.log(2 * (1 + 3 / dl) * mp.sqrt(nv)))
-    r = max(2 * p, 2 * mp.log(Nv))
-    codes = 4 * K**2 * (q * c2 * (q + 1) + 1)
-    tokens = 4 * K**2 * q * P.C_x * d * r * mp.mpf(Nv) ** (2 / r) + codes
-    tau = e * max(4 * P.C_y * (2 * p) ** (2 * P.s), tokens)
-    A = 6 * K * max(mp.sqrt(q * r_z**2 + 1), mp.sqrt(q) * alpha * mp.sqrt(d_e) * r_z**3)
-    # the majorant's tau: max -> sum, psi(p) <= e (2p + 2 ln N)
-    p_ = mp.log(2 * (1 + 3 / dl) * mp.sqrt(nv))
-    tau_sum = e * (
-        4 * P.C_y * (2 * p_) ** (2 * P.s)
-        + 4 * K**2 * q * P.C_x * d * e * (2 * p_ + 2 * mp.log(Nv))
-        + codes
-    )
-    tail = 2 * (
-        K**2 * (q * P.C_x * d * e * (4 + 2 * mp.log(Nv)) + q * c2 * (q + 1) + 1) + P.C_y * 16**P.s
-    )
-    return {
-        "tau": tau,
-        "tau_sum": tau_sum,
-        "L_n": mp.log(1 + mp.sqrt(nv / tau_sum)),
-        "P": P.m_g * (q * D_e + 2) + q * D_e**2,
-        "A": A,
-        "L": mp.log(1 + 2 * A * mp.sqrt(nv / tau)),
-        "alpha": alpha,
-        "truncation": 2 * tau * mp.exp(-p) * (1 + 3 / dl),
-        "tail": tail * mp.mpf(nv) ** (-0.75) * mp.exp(-mp.log(Nv) / 4),
-    }
-
-
-def _majorant_logs(P, nv: int, Nv: int, mp) -> dict:
-    """The split covering logarithm's pieces as section 10 derives them: alpha <= (ln N + ln(1 + X))
-    / (c^2 (1 - mu)), X = 2 K sqrt(q) r_x / sqrt(eps_2NN), d_e <= 8 (2 ln N - ln delta) + 1,
-    L_A = ln(1 + 2 A), A = 6 K (sqrt(q r_z^2 + 1) + sqrt(q) alpha sqrt(d_e) r_z^3),
-    L_rho = ln(1 + 12 K rho), L_c = ln(1 + 12 K sqrt q), L_alpha = ln(1 + alpha),
-    L_de = ln(1 + sqrt d_e), L_rz = 3 ln(1 + r_z)."""
-    K, c2 = P.r_a * P.r_w, (mp.mpf(P.d) / P.q if P.c is None else mp.mpf(P.c) ** 2)
-    q, lnN = P.q, mp.log(Nv)
-    r_x = mp.sqrt(3 * P.C_x * mp.e * P.d * mp.log(nv * Nv))
-    r_z = mp.sqrt(r_x**2 + c2 * (q + 1))
-    alpha = (lnN + mp.log(1 + 2 * K * mp.sqrt(q) * r_x / mp.sqrt(P.eps_2nn))) / (c2 * (1 - P.mu))
-    d_e = 8 * (2 * lnN - mp.log(P.delta)) + 1 if P.d_e is None else P.d_e
-    A = 6 * K * (mp.sqrt(q * r_z**2 + 1) + mp.sqrt(q) * alpha * mp.sqrt(d_e) * r_z**3)
-    return {
-        "L_A": mp.log(1 + 2 * A),
-        "L_rho": mp.log(1 + 12 * K * mp.sqrt(q * r_z**2 + 1)),
-        "L_c": mp.log(1 + 12 * K * mp.sqrt(q)),
-        "L_alpha": mp.log(1 + alpha),
-        "L_de": mp.log(1 + mp.sqrt(d_e)),
-        "L_rz": 3 * mp.log(1 + r_z),
-    }
-
-
 @functools.lru_cache(maxsize=4)
 def _majorant_at_points(majorant: Callable, params) -> tuple:
     """The majorant's terms (``majorant(params, n, n, u)``) and its exact counterparts at each of
@@ -349,7 +287,7 @@ def _majorant_at_points(majorant: Callable, params) -> tuple:
     with mpmath.workdps(30):
         for nv, Nv in MAJORANT_POINTS:
             m = {k: g(nv, mpmath.log(Nv)) for k, g in f.items()}
-            x, logs = _exact_pieces(params, nv, Nv, mpmath), _majorant_logs(params, nv, Nv, mpmath)
+            x, logs = exact_pieces(params, nv, Nv, mpmath), majorant_logs(params, nv, Nv, mpmath)
             rows.append((nv, Nv, m, x, logs, f_bound(nv, Nv)))
     return tuple(rows), expr_is_sum
 
