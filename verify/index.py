@@ -110,7 +110,8 @@ def markdown(claims: Sequence[Claim]) -> str:
         "|---|---|---|---|---|",
     ]
     for c in claims:
-        derivation = f"[{c.derivation.split('/')[-1]}]({c.derivation})" if c.derivation else "-"
+        here = c.derivation.removeprefix("docs/")  # the table lives in docs/claims-index.md
+        derivation = f"[{c.derivation.split('/')[-1]}]({here})" if c.derivation else "-"
         rows.append(
             "| "
             + " | ".join(
