@@ -99,7 +99,7 @@ def gadget_is_unit_sum(inp: GadgetInputs) -> Verdict:
         x, s = grid[:, :1], grid[:, 1]
         units = bands.evaluate_units(x, s)
         gap = max(largest_gap(c.gadget(grid), units), largest_gap(bands.evaluate(x, s), units))
-        what = f"largest |gadget - unit sum| or |closed form - unit sum|, {c.shown}"
+        what = f"largest |gadget - unit sum| or |closed form - unit sum|, {c.label}"
         return close(gap, 0.0, 0.0, c.rounding + c.rounding, detail=what)
 
     return worst_case(inp.cases, case, key=by_measured)

@@ -42,6 +42,8 @@ def test_claim_holds_and_falsifier_is_caught(cid, declared):
     assert r.dtype in ("float32", "float64", "float32+float64") and r.device == "cpu"
     assert r.holds, r.detail
     assert r.falsifier_caught, uncaught(r)
+    leaked = [c.name for c in r.checks if " at 0x" in c.detail or "<bound method" in c.detail]
+    assert not leaked, f"a detail prints an object's repr, not its numbers: {leaked}"
 
 
 @pytest.mark.gpu
