@@ -1,11 +1,11 @@
 """The ``qstr`` command line: ``qstr verify|codebook|sample|construct|reproduce ...``
 (``qstr --help``).
 
-Exit status (docs/commands.md, "Exit statuses"): 0 done (for ``verify`` every selected claim holds with
-every fault caught, for ``codebook`` the coherence bound is met), 1 a claim fails or the codebook
-violates the bound, 2 bad input (one line on stderr, no traceback), 130 interrupted (143 on
-SIGTERM). Building the parser imports no torch, so ``--help`` is fast; each command imports what
-it needs.
+Exit status (docs/commands.md, "Exit statuses"): 0 done (for ``verify`` every selected claim
+holds with every fault caught, for ``codebook`` the coherence bound is met), 1 a claim fails or
+the codebook violates the bound, 2 bad input (one line on stderr, no traceback), 130
+interrupted (143 on SIGTERM). Building the parser imports no torch, so ``--help`` is fast; each
+command imports what it needs.
 """
 
 from __future__ import annotations
