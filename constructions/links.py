@@ -307,8 +307,9 @@ def affine_net(w: torch.Tensor, r_x: float) -> TwoLayerNet:
 
 
 def relu_pair_moments(W: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """K_jk = E relu(u_j) relu(u_k) for u = W z + b, z ~ N(0, I), in closed form (float64; leading
-    batch dimensions allowed: W (..., m, D), b (..., m) -> K (..., m, m)).
+    """K_jk = E relu(u_j) relu(u_k) for u = W z + b, z ~ N(0, I), in closed form: the moments behind
+    Assumption 2's E g^2 of a two-layer ReLU net (float64; leading batch dimensions allowed:
+    W (..., m, D), b (..., m) -> K (..., m, m)).
 
     With s_j = ||W_j||, h_j = b_j / s_j and rho the correlation of u_j and u_k, K_jk = s_j s_k M,
     M = (rho + h k) Phi2(h, k; rho) + k phi(h) Phi((k - rho h)/r) + h phi(k) Phi((h - rho k)/r)

@@ -149,7 +149,9 @@ def _set_scores(model, omega, c: float, t: torch.Tensor) -> torch.Tensor:
     return model.scores(transformer_encoding(x, t.expand(1, N, q), omega, c=c))[0, 0]
 
 
-def sa_measured(model, omega, c: float, q: int, r_x: float, sets) -> Dict[str, Any]:  # noqa: PLR0913
+def sa_measured(  # noqa: PLR0913 - the head, its codes and the parameters it was built at
+    model, omega, c: float, q: int, r_x: float, sets
+) -> Dict[str, Any]:
     """Each field of the averaging head's guarantee as the built head measures it: A = its score of
     a key against q copies of that key's code / q, mu = the largest |other score| / that score
     (the prompt whose position i reads (i, ..., i)); 'least gap' and 'largest leak': the smallest

@@ -125,7 +125,10 @@ def _median_max_norm(d: int, n_tokens: int) -> float:
     """The median of the largest of n_tokens N(0, I_d) norms: P(chi^2_d > t^2) = 1 - 2^(-1/n)."""
     with mp.workdps(30):
         level = -mp.expm1(-mp.log(2) / n_tokens)
-        tail = lambda t: mp.gammainc(mp.mpf(d) / 2, t * t / 2, regularized=True) - level  # noqa: E731
+
+        def tail(t):
+            return mp.gammainc(mp.mpf(d) / 2, t * t / 2, regularized=True) - level
+
         return float(mp.findroot(tail, mp.sqrt(2 * mp.log(n_tokens))))
 
 

@@ -314,7 +314,10 @@ def _record_vs_module(label: str, rnn, module) -> Verdict:
     hidden widths, f_y's, its r_h, and ||a|| ||W_g||_op with W_g the columns of f_y's layer 4 that
     carry the states and a its last layer."""
     g = rnn.guarantee
-    lin = lambda net: [m for m in getattr(module, net) if isinstance(m, torch.nn.Linear)]  # noqa: E731
+
+    def lin(net):
+        return [m for m in getattr(module, net) if isinstance(m, torch.nn.Linear)]
+
     widths = (
         tuple(m.out_features for m in lin("f_fwd")[:-1]),
         tuple(m.out_features for m in lin("f_y")[:-1]),

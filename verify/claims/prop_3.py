@@ -23,12 +23,11 @@ from qstr.verify.claims._few_heads import (
     few_heads_scope,
     few_heads_sqnorm_attained,
     few_heads_trained_above_floor,
-    floor_heads_from_zero,
-    floor_without_logits,
     one_knot_fewer,
     q_heads,
     reread_each,
 )
+from qstr.verify.claims._few_heads_adversary import floor_heads_from_zero, floor_without_logits
 from qstr.verify.registry import register
 
 claim = register(

@@ -1,7 +1,8 @@
-"""Tests of verify/claims/prop_21.py, prop_3.py and the _few_heads.py they share, through the
-declared claims (Props 21 and 3, few heads; most tests run on both): which checks and faults run
-where, the allowance the explicit check states, a floor substituted in the inputs, Prop 3's second,
-larger shape (test_registered.py runs every check and every fault)."""
+"""Tests of verify/claims/prop_21.py, prop_3.py and the _few_heads.py, _few_heads_adversary.py
+they share, through the declared claims (Props 21 and 3, few heads; most tests run on both):
+which checks and faults run where, the allowance the explicit check states, a floor substituted
+in the inputs, Prop 3's second, larger shape (test_registered.py runs every check and every
+fault)."""
 
 import dataclasses
 from statistics import NormalDist
@@ -12,7 +13,7 @@ import torch
 
 from qstr.constructions.links import SqNorm
 from qstr.constructions.task import QSTR
-from qstr.verify.claims._few_heads import (
+from qstr.verify.claims._few_heads_adversary import (
     FLOOR_POINTS,
     adversary_heads,
     adversary_weights,

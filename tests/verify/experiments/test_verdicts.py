@@ -243,8 +243,12 @@ def test_the_docs_tables_are_the_committed_rows_table(doc):
         text = fh.read()
     begin, end = "<!-- verdicts:begin -->\n", "<!-- verdicts:end -->"
     block = text[text.index(begin) + len(begin) : text.index(end)]
-    assert block == _table(), (
-        f"{doc}: regenerate with python -m qstr.verify.experiments.verdict_table"
+    # recomputed from the rows at run time: its numbers at VERDICTS_REL_TOL, the rest exactly
+    assert_close(
+        _table(),
+        block,
+        rel_tol=VERDICTS_REL_TOL,
+        what=f"{doc} (regenerate with python -m qstr.verify.experiments.verdict_table)",
     )
 
 
