@@ -24,7 +24,8 @@ from qstr.constructions.recurrent import (
     rnn_weights,
     transition_weights,
 )
-from qstr.constructions.relu import gate_bands, product_error
+from qstr.bounds.gadgets import gate_error, gate_leak, product_error
+from qstr.constructions.relu import gate_bands
 
 __all__ = [
     "DEFAULT_MARGIN",
@@ -190,8 +191,8 @@ def prop26_transition(
                 f"{eps - budget:.3g} (r_x = {r_x:g}, mu = {mu:g})"
             )
         bands = gate_bands(r_x, max(1, math.ceil((s_max - 0.5) * r_x / budget)), s_max)
-    b = bands.leak(excess)
-    eps_cert = b + bands.error + 2 * r_x * (delta1 + nu)
+    b = gate_leak(excess, r_x, bands.knots, s_max)
+    eps_cert = b + gate_error(r_x, bands.knots, s_max) + 2 * r_x * (delta1 + nu)
 
     t = transition_weights(om, d, q, product_knots=K1, bands=bands, threshold=b)
     norms = t.norms()
@@ -209,7 +210,7 @@ def prop26_transition(
         gate_knots=bands.knots,
         gate_delta=bands.delta,
         gate_slope=bands.M,
-        gate_error=bands.error,
+        gate_error=gate_error(r_x, bands.knots, s_max),
         s_max=s_max,
         non_target_excess=excess,
         threshold=b,

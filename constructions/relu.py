@@ -1,10 +1,13 @@
-"""Small ReLU nets with certified sup-error: the 1-D interpolant (of z^2: error h^2/4), the
-squared-norm net of Props 3 and 21, and the RNN-transition gadgets -- identity, soft threshold,
-product (Lemma 22), gate (Lemma 24). Derivation: docs/derivations/rnn-transition.md."""
+"""Small ReLU nets: the 1-D interpolant (of z^2: error h^2/4), the squared-norm net of Props 3
+and 21, and the weights of the RNN-transition gadgets -- identity, soft threshold, product
+(Lemma 22), gate (Lemma 24). The gadgets' certified errors are ``qstr.bounds.gadgets``.
+Derivation: docs/derivations/rnn-transition.md."""
 
 from __future__ import annotations
 
+import importlib
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -82,33 +85,38 @@ def sqnorm_net(q: int, d: int, H: int, *, R: float, knots: int) -> tuple[TwoLaye
 # Certified one-hidden-layer gadgets (Lemmas 22 and 24, the identity, the soft threshold)
 # =====================================================================================
 #
-# Every gadget is a one-hidden-layer ReLU net  u -> W2 relu(W1 u + b1)  returned together
-# with what it promises: the certified sup-error over a stated domain, derived exactly from
-# the piecewise-linear structure (docs/derivations/rnn-transition.md), and its weight norms.
-# "Certified" means proved, not sampled: the claims in verify/claims/lemma_22.py and
-# lemma_24.py only check that sampling, dense grids and adversarial search never beat the
-# certificate, and that the certificate is attained (it is tight) where the derivation says it is.
+# Every gadget is a one-hidden-layer ReLU net  u -> W2 relu(W1 u + b1)  with the domain its
+# certificate holds on and its weight norms. The certificate -- the sup-error over the domain,
+# derived exactly from the piecewise-linear structure (docs/derivations/rnn-transition.md) -- is
+# computed from the gadget's parameters in qstr.bounds.gadgets (issue 56). "Certified" means
+# proved, not sampled: the claims in verify/claims/lemma_22.py and lemma_24.py only check that
+# sampling, dense grids and adversarial search never beat the certificate, and that the
+# certificate is attained (it is tight) where the derivation says it is.
 
 
 @dataclass(frozen=True, eq=False)
 class Gadget:
-    """A one-hidden-layer ReLU gadget u -> W2 relu(W1 u + b1) and its certificate.
+    """A one-hidden-layer ReLU gadget u -> W2 relu(W1 u + b1).
 
-    ``error`` is the certified sup over ``domain`` of |gadget(u) - target(u)| (0.0 for the
-    exact gadgets); ``tight`` says the certificate is attained (so it cannot be improved
-    for these weights). ``params`` holds the derived constants (knot spacing, slope, ...).
+    ``domain`` is where its certificate (``qstr.bounds.gadgets.gadget_error``: the sup of
+    |gadget(u) - target(u)|) holds; ``tight`` says the certificate is attained (so it cannot be
+    improved for these weights). ``params`` holds the derived constants (knot spacing, slope, ...).
     """
 
     name: str
     W1: torch.Tensor  # (width, n_in)
     b1: torch.Tensor  # (width,)
     W2: torch.Tensor  # (n_out, width)
-    error: float
     domain: str
     knots: Optional[int]
     tight: bool
     target: Callable[[torch.Tensor], torch.Tensor]
     params: dict = field(default_factory=dict)
+
+    @property
+    def error(self) -> float:
+        """Deprecated (issue 56): the certificate is ``qstr.bounds.gadgets.gadget_error``."""
+        return _moved("Gadget.error", "gadget_error")(self)
 
     @property
     def width(self) -> int:
@@ -168,7 +176,6 @@ def identity_gadget(n: int = 1) -> Gadget:
         W1,
         torch.zeros(2 * n, dtype=torch.float64),
         W2,
-        0.0,
         "all of R^n",
         None,
         True,
@@ -196,7 +203,6 @@ def soft_threshold_gadget(b: float, n: int = 1) -> Gadget:
         W1,
         torch.full((2 * n,), -b, dtype=torch.float64),
         W2,
-        0.0,
         "all of R^n",
         None,
         True,
@@ -249,13 +255,6 @@ def square_interp(z: torch.Tensor, R: float, knots: int) -> torch.Tensor:
     return ki * ki + (2 * ki + h) * (z - ki) - k0 * k0
 
 
-def product_error(R: float, knots: int) -> float:
-    """Certified (and attained) sup |P(x, y) - x y| over [-R, R]^2 of :func:`product_gadget`:
-    h^2 / 16."""
-    _, h = square_knots(R, knots)
-    return h * h / 16
-
-
 def product_gadget(R: float, knots: int) -> Gadget:
     """(x, y) -> x y on [-R, R]^2 (Lemma 22), by polarisation x y = (S(x + y) - S(x - y)) / 4.
 
@@ -265,8 +264,9 @@ def product_gadget(R: float, knots: int) -> Gadget:
         e(z) = S(z) - z^2 = (z - k_i)(k_i + h - z) in [0, h^2 / 4] on [-2R, 2R], 0 at knots,
         h^2/4 at midpoints; so |P - x y| = |e(x + y) - e(x - y)| / 4 <= h^2 / 16,
 
-    attained when x + y is a midpoint and x - y a knot (e.g. x = y = h/4 for odd ``knots``).
-    Width 2 ``knots`` (the constants of S cancel in the difference).
+    attained when x + y is a midpoint and x - y a knot (e.g. x = y = h/4 for odd ``knots``;
+    ``qstr.bounds.gadgets.product_error``). Width 2 ``knots`` (the constants of S cancel in the
+    difference).
     """
     R = validate.positive_float("R", R)
     knots = validate.positive_int("knots", knots, minimum=2)
@@ -282,7 +282,6 @@ def product_gadget(R: float, knots: int) -> Gadget:
         W1,
         b1,
         W2,
-        product_error(R, knots),
         f"[-{R:g}, {R:g}]^2",
         knots,
         True,
@@ -314,15 +313,12 @@ class GateBands:
 
     @property
     def error(self) -> float:
-        """Certified (attained) sup |gate - 2 x relu(s - 1/2)| on |x| <= r_x, s <= s_max:
-        r_x delta."""
-        return self.r_x * self.delta
+        """Deprecated (issue 56): Lemma 24's certificate is ``qstr.bounds.gadgets.gate_error``."""
+        return _moved("GateBands.error", "gate_error")(self.r_x, self.knots, self.s_max)
 
     def leak(self, excess: float) -> float:
-        """Certified sup |gate(x, s)| over |x| <= r_x, s <= 1/2 + ``excess`` (s <= s_max):
-        r_x min(4 excess, 2 excess + delta) (0 when excess <= 0)."""
-        e = max(0.0, float(excess))
-        return self.r_x * min(4 * e, 2 * e + self.delta)
+        """Deprecated (issue 56): the gate's leak bound is ``qstr.bounds.gadgets.gate_leak``."""
+        return _moved("GateBands.leak", "gate_leak")(excess, self.r_x, self.knots, self.s_max)
 
     def evaluate(self, x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
         """Closed-form evaluation in O(1) per entry: x (..., d) and s (...) broadcast; returns
@@ -350,7 +346,7 @@ class GateBands:
 
 
 def gate_bands(r_x: float, knots: int, s_max: float = 1.0) -> GateBands:
-    """The bands of :func:`gate_gadget` (shared by the RNN transition)."""
+    """The bands of :func:`gate_gadget` (Lemma 24's knot layout, shared by the RNN transition)."""
     r_x = validate.positive_float("r_x", r_x)
     knots = validate.positive_int("knots", knots)
     s_max = float(s_max)
@@ -368,8 +364,8 @@ def gate_target(x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
 
 
 def gate_gadget(r_x: float, knots: int, s_max: float = 1.0) -> Gadget:
-    """(x, s) -> 2 x relu(s - 1/2) for |x| <= r_x, s <= s_max (Lemma 24), with certified error
-    r_x delta.
+    """(x, s) -> 2 x relu(s - 1/2) for |x| <= r_x, s <= s_max (Lemma 24); certified error r_x delta
+    (``qstr.bounds.gadgets.gate_error``).
 
     relu(s - 1/2) = int_{1/2}^{s_max} 1[s > tau] d tau is discretised into K = ``knots`` bands
     of width delta = (s_max - 1/2) / K, and x 1[s > tau] is realised *exactly outside a band*
@@ -392,10 +388,31 @@ def gate_gadget(r_x: float, knots: int, s_max: float = 1.0) -> Gadget:
         W1,
         b1,
         W2,
-        bands.error,
         f"|x| <= {bands.r_x:g}, s <= {bands.s_max:g}",
         K,
         True,
         lambda u: gate_target(u[..., 0], u[..., 1])[..., None],
         {"r_x": bands.r_x, "s_max": bands.s_max, "delta": bands.delta, "M": bands.M},
     )
+
+
+# Names that moved to qstr.bounds (issue 56): the old import path still works, with a
+# DeprecationWarning, and loads qstr.bounds only when the name is asked for.
+_MOVED_TO_BOUNDS = {
+    "product_error": "qstr.bounds.gadgets",  # Lemma 22's certificate
+}
+
+
+def _moved(old: str, name: str, home: str = "qstr.bounds.gadgets"):
+    """``home.name``, loaded when asked for, with a DeprecationWarning that ``old`` moved there."""
+    warnings.warn(
+        f"{old} moved to {home}.{name}; import it from there", DeprecationWarning, stacklevel=3
+    )
+    return getattr(importlib.import_module(home), name)
+
+
+def __getattr__(name: str):
+    """The deprecated path of a name that moved to ``qstr.bounds`` (PEP 562)."""
+    if name not in _MOVED_TO_BOUNDS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return _moved(f"{__name__}.{name}", name, _MOVED_TO_BOUNDS[name])

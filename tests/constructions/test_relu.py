@@ -10,13 +10,13 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from qstr.bounds.gadgets import gadget_error, gate_leak, product_error
 from qstr.constructions.relu import (
     gate_bands,
     gate_gadget,
     gate_target,
     identity_gadget,
     interpolant,
-    product_error,
     product_gadget,
     soft_threshold,
     soft_threshold_gadget,
@@ -45,7 +45,10 @@ def test_identity_is_exact_everywhere(gen):
     z = torch.randn(1000, 3, generator=gen, dtype=F64) * 1e3
     assert torch.equal(g(z), z)
     assert (
-        g.error == 0.0 and g.width == 6 and g.layers[0].W.shape == (6, 3) and g.layers[1].b is None
+        gadget_error(g) == 0.0
+        and g.width == 6
+        and g.layers[0].W.shape == (6, 3)
+        and g.layers[1].b is None
     )
 
 
@@ -79,7 +82,7 @@ def test_square_interp_matches_units_including_extension():
 def test_product_certificate_exact_and_attained(R, K):
     g = product_gadget(R, K)
     h = 4 * R / (K - 1)
-    assert g.error == pytest.approx(h * h / 16) and g.error == product_error(R, K)
+    assert gadget_error(g) == pytest.approx(h * h / 16) and gadget_error(g) == product_error(R, K)
     assert g.width == 2 * K
     knots = -2 * R + h * torch.arange(K, dtype=F64)
     # exact when x + y and x - y are both knots
@@ -93,14 +96,14 @@ def test_product_certificate_exact_and_attained(R, K):
     a, b = torch.cartesian_prod(mid, knots).T
     pts = torch.stack([(a + b) / 2, (a - b) / 2], 1)
     pts = pts[(pts.abs() <= R * (1 + 1e-12)).all(1)]
-    assert float((g(pts) - g.target(pts)).abs().max()) == pytest.approx(g.error, rel=1e-9)
+    assert float((g(pts) - g.target(pts)).abs().max()) == pytest.approx(gadget_error(g), rel=1e-9)
     # never exceeded on a dense grid
-    assert g.sup_error(grid2((-R, -R), (R, R), 201)) <= g.error * (1 + 1e-9) + TOL
+    assert g.sup_error(grid2((-R, -R), (R, R), 201)) <= gadget_error(g) * (1 + 1e-9) + TOL
 
 
 def test_product_half_knots_exceeds_full_certificate():
     full, half = product_gadget(1.0, 33), product_gadget(1.0, 16)
-    assert half.sup_error(grid2((-1, -1), (1, 1), 601)) > 3 * full.error
+    assert half.sup_error(grid2((-1, -1), (1, 1), 601)) > 3 * gadget_error(full)
 
 
 def test_product_norms_and_errors():
@@ -126,7 +129,7 @@ def test_product_norms_and_errors():
 def test_gate_certificate(r_x, K, s_max):
     g = gate_gadget(r_x, K, s_max)
     delta = (s_max - 0.5) / K
-    assert g.error == pytest.approx(r_x * delta) and g.width == 2 * K
+    assert gadget_error(g) == pytest.approx(r_x * delta) and g.width == 2 * K
     # exactly 0 for s < 1/2 (at s = 1/2 itself up to rounding of M s + beta: the transition's
     # margin)
     lo = grid2((-r_x, -3.0), (r_x, 0.5 - 1e-9), 101)
@@ -141,8 +144,10 @@ def test_gate_certificate(r_x, K, s_max):
     pts = torch.cartesian_prod(xs, edges)
     assert float((g(pts) - g.target(pts)).abs().max()) <= 1e-10 * r_x * max(1.0, g.params["M"])
     mids = torch.cartesian_prod(torch.tensor([-r_x, r_x], dtype=F64), edges[:-1] + delta / 2)
-    assert float((g(mids) - g.target(mids)).abs().min()) == pytest.approx(g.error, rel=1e-7)
-    assert g.sup_error(grid2((-r_x, -1.0), (r_x, s_max), 201)) <= g.error * (1 + 1e-9) + 1e-12
+    assert float((g(mids) - g.target(mids)).abs().min()) == pytest.approx(gadget_error(g), rel=1e-7)
+    assert (
+        g.sup_error(grid2((-r_x, -1.0), (r_x, s_max), 201)) <= gadget_error(g) * (1 + 1e-9) + 1e-12
+    )
 
 
 def test_gate_closed_form_units_and_leak_bound(gen):
@@ -154,19 +159,19 @@ def test_gate_closed_form_units_and_leak_bound(gen):
     assert torch.allclose(a, b, atol=1e-11) and torch.allclose(b, c, atol=1e-11)
     for excess in (0.0, 1e-4, 0.3 * bands.delta, bands.delta, 0.4):
         pts = grid2((-2.0, 0.5 - 0.2), (2.0, 0.5 + excess), 301)
-        assert g(pts).abs().max() <= bands.leak(excess) + 1e-12
-    assert bands.leak(-1.0) == 0.0
+        assert g(pts).abs().max() <= gate_leak(excess, 2.0, 12, 1.1) + 1e-12
+    assert gate_leak(-1.0, 2.0, 12, 1.1) == 0.0
     # the 4 e branch is attained: x = r_x, s = 1/2 + e with e < delta / 2
     e = 0.1 * bands.delta
     assert float(g(torch.tensor([[2.0, 0.5 + e]], dtype=F64))) == pytest.approx(
-        bands.leak(e), rel=1e-6
+        gate_leak(e, 2.0, 12, 1.1), rel=1e-6
     )
     assert torch.equal(gate_target(torch.tensor([3.0]), torch.tensor([1.0])), torch.tensor([3.0]))
 
 
 def test_gate_half_knots_exceed_and_errors():
     full, half = gate_gadget(3.0, 16, 1.05), gate_gadget(3.0, 8, 1.05)
-    assert half.sup_error(grid2((-3, -1), (3, 1.05), 801)) > 1.9 * full.error
+    assert half.sup_error(grid2((-3, -1), (3, 1.05), 801)) > 1.9 * gadget_error(full)
     with pytest.raises(ValueError, match="s_max"):
         gate_gadget(1.0, 4, 0.5)
     with pytest.raises(ValueError, match="r_x"):
@@ -276,7 +281,7 @@ def test_exact_gadgets_declare_and_measure_error_zero(gen):
     (declared 0, measured 0)."""
     u = 3 * torch.randn(512, 3, generator=gen, dtype=F64)
     for g in (identity_gadget(3), soft_threshold_gadget(0.25, 3)):
-        assert g.error == 0.0 and g.sup_error(u) == 0.0
+        assert gadget_error(g) == 0.0 and g.sup_error(u) == 0.0
 
 
 def test_gadget_defaults_as_documented():

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from qstr.constructions.relu import product_error, product_gadget
+from qstr.bounds.gadgets import product_error
+from qstr.constructions.relu import product_gadget
 from qstr.verify.claim import Claim, Context, Ref, replaced
 from qstr.verify.claims._transition import F64, GadgetCase, GadgetInputs, certificate_attained
 from qstr.verify.claims._transition import searched, with_half_the_knots, within_certificate

@@ -11,10 +11,10 @@ from typing import Tuple
 
 import torch
 
+from qstr.bounds.gadgets import gate_error
 from qstr.bounds.transition import prop26_transition
 from qstr.constructions.codes import Codebook, rs_hadamard_codebook
 from qstr.constructions.mlp import MLPWeights
-from qstr.constructions.relu import gate_bands
 from qstr.constructions.transition_layers import TransitionGadgets, lemma23_layer, lemma25_layer
 from qstr.constructions.transition_layers import transition_gadgets
 from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, by_measured, by_ratio, close
@@ -45,7 +45,7 @@ lemma25 = register(
         "readout (Equations C.8-C.9): |G_lc - 2 x_c relu(s_hat_l - 1/2)| <= r_x delta, G_lc = 0 "
         "exactly where s_hat_l <= 1/2; with the soft threshold, the transition the RNN evaluates",
         builds=(lemma25_layer,),
-        bounds=(gate_bands,),
+        bounds=(gate_error,),
         derivation="docs/derivations/rnn-transition.md",
     )
 )
@@ -285,7 +285,8 @@ def gate_within(inp: LayerInputs) -> Verdict:
         s_hat = c.readout()[:, c.transition.d :]
         want = 2 * c.x[:, None, :] * torch.relu(s_hat - 0.5)[..., None]
         err = largest_gap(c.gate(), want)
-        bound = c.transition.bands.error
+        bands = c.transition.bands
+        bound = gate_error(bands.r_x, bands.knots, bands.s_max)
         return at_most(err, bound, transition_rounding(c.transition))
 
     return worst_case(inp.cases, case, key=by_ratio)

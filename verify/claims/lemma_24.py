@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import torch
 
+from qstr.bounds.gadgets import gate_error
 from qstr.constructions.relu import gate_bands, gate_gadget
 from qstr.verify.claim import Claim, Context, Ref, Verdict, by_measured, close, each, replaced
 from qstr.verify.claims._transition import F64, GadgetCase, GadgetInputs
@@ -17,11 +18,6 @@ from qstr.verify.claims._transition import within_certificate, worst_case
 from qstr.verify.registry import register
 
 L24_CASES = ((3.0, 16, 1.05), (0.5, 8, 1.0))  # (r_x, knots, s_max)
-
-
-def gate_error(r_x: float, knots: int, s_max: float) -> float:
-    """Lemma 24's certificate r_x delta, delta = (s_max - 1/2) / knots (``GateBands.error``)."""
-    return gate_bands(r_x, knots, s_max).error
 
 
 claim = register(
