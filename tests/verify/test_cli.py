@@ -1,5 +1,5 @@
-"""Tests for verify/cli.py: the qstr commands (verify, codebook, sample, construct, reproduce),
-their arguments, output paths and exit codes."""
+"""Tests for verify/cli/ (one module a command): the qstr commands (verify, codebook, sample,
+construct, reproduce), their arguments, output paths and exit codes."""
 
 import argparse
 import contextlib
