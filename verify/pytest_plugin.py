@@ -4,8 +4,11 @@ Claims are collected from the files that define them: a claim is the node FILE::
 (`check[NAME]`) and faults (`fault[NAME]`) the items, so a printed node id can be passed back,
 `--lf`, `-k`, `-x` and `--junitxml` work as usual, and every item records measured, bound,
 rounding term, relation and evidence with `record_property`. Items are marked `qstr` (and `gpu`
-when they run on CUDA). The claim's inputs are built once, by its first item. Loaded through the
-`pytest11` entry point; nothing is imported until --qstr.
+when they run on CUDA). The claim's inputs are built once, by its first item. Paths narrow as for
+any test: with no path given every claim is collected, else the claims in files under the paths
+given (node ids included), and the paper's with --qstr-paper. ``--qstr-profile P`` loads the
+hypothesis profile ``qstr-P`` unless ``--hypothesis-profile`` names one. Loaded through the
+`pytest11` entry point; nothing is imported until --qstr (or a qstr-* hypothesis profile).
 """
 
 from __future__ import annotations
@@ -29,11 +32,21 @@ def pytest_addoption(parser):
     group.addoption(
         "--qstr",
         action="store_true",
-        help="collect every registered claim (the paper's and "
-        "those of --qstr-claims) as test items: one node per claim, its checks and faults as items",
+        help="collect the registered claims (the paper's and those of --qstr-claims) as test "
+        "items: one node per claim, its checks and faults as items; with paths given, only the "
+        "claims in files under them",
     )
     group.addoption(
-        "--qstr-profile", default="quick", choices=_PROFILES, help="claim sizes (default quick)"
+        "--qstr-paper",
+        action="store_true",
+        help="with --qstr and paths given, collect the paper's claims too",
+    )
+    group.addoption(
+        "--qstr-profile",
+        default=None,
+        choices=_PROFILES,
+        help="claim sizes (default quick); also loads the hypothesis profile qstr-PROFILE "
+        "unless --hypothesis-profile names one",
     )
     group.addoption(
         "--qstr-device", default=None, help="cpu or cuda (default: cpu; cuda for the gpu profile)"
@@ -46,7 +59,7 @@ def pytest_addoption(parser):
         action="append",
         default=[],
         metavar="MODULE",
-        help="a module of your own claims (dotted name or .py path); repeatable",
+        help="a module of your own claims (dotted name or .py path); repeatable; needs --qstr",
     )
 
 
@@ -281,7 +294,7 @@ def _context(config):
 
     from qstr.verify.claim import Context  # noqa: PLC0415 - no import without --qstr
 
-    profile = config.getoption("qstr_profile")
+    profile = config.getoption("qstr_profile") or "quick"
     device = config.getoption("qstr_device") or ("cuda" if profile == "gpu" else "cpu")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"--qstr-device {device}: CUDA is not available on this machine")
@@ -317,7 +330,7 @@ def _state(config) -> _State:
             for module in config.getoption("qstr_claims"):
                 load_claims(module)
         except ValueError as exc:
-            raise pytest.UsageError(str(exc)) from None
+            raise pytest.UsageError(_as_plugin_option(str(exc))) from None
         files, modules = {}, {}
         for claim in paper.select(ctx.profile):
             path = _path(claim, config.rootpath)
@@ -325,6 +338,29 @@ def _state(config) -> _State:
             modules.setdefault(path, getattr(claim.inputs_function, "__module__", "") or "")
         config.stash[_STATE] = _State(ctx, files, modules)
     return config.stash[_STATE]
+
+
+def _as_plugin_option(message: str) -> str:
+    """A loader's message about ``--claims M`` (the ``qstr verify`` option) as one about the
+    plugin's ``--qstr-claims M``."""
+    return (
+        "--qstr-claims" + message[len("--claims") :] if message.startswith("--claims ") else message
+    )
+
+
+def _selected(config, path: Path) -> bool:
+    """Whether the claim file ``path`` is collected: every one when the command line gives no path
+    (pytest's testpaths or the current folder), else those under a path given (a folder, the file,
+    a node id in it), and the paper's with --qstr-paper."""
+    if config.args_source != pytest.Config.ArgsSource.ARGS:
+        return True
+    if config.getoption("qstr_paper") and _state(config).modules.get(path, "").startswith(
+        "qstr.verify.claims."
+    ):
+        return True
+    here = config.invocation_params.dir
+    given = [(here / arg.partition("::")[0]).resolve() for arg in config.args]
+    return any(path == p or p in path.parents for p in given)
 
 
 def _file_id(config, path: Path) -> str:
@@ -392,7 +428,21 @@ def qstr_inputs(qstr_context):
 def pytest_configure(config):
     config.addinivalue_line("markers", "qstr: a check or fault of a claim (pytest --qstr)")
     config.addinivalue_line("markers", "gpu: runs on a CUDA device (skipped or refused without)")
-    asked = getattr(config.option, "hypothesis_profile", None)
+    if config.getoption("qstr_claims") and not config.getoption("qstr"):
+        raise pytest.UsageError(
+            "--qstr-claims needs --qstr (its claims are registered and collected only with --qstr)"
+        )
+    _hypothesis_profile(config)
+
+
+def _hypothesis_profile(config) -> None:
+    """``--qstr-profile P`` selects the hypothesis profile ``qstr-P`` unless --hypothesis-profile
+    names one; a qstr-* profile asked for is registered before hypothesis's plugin loads it."""
+    if not hasattr(config.option, "hypothesis_profile"):
+        return  # hypothesis's plugin not loaded (-p no:hypothesispytest)
+    asked, qstr = config.option.hypothesis_profile, config.getoption("qstr_profile")
+    if asked is None and qstr is not None:
+        asked = config.option.hypothesis_profile = f"qstr-{qstr}"
     if asked and str(asked).startswith("qstr-"):
         from qstr.verify.strategies import register_profiles  # noqa: PLC0415 - only when asked
 
@@ -430,15 +480,14 @@ def pytest_pycollect_makemodule(module_path, parent):
 
 @pytest.hookimpl(tryfirst=True)  # before -k, -m and --lf deselect
 def pytest_collection_modifyitems(session, config, items):
-    """Unless the command line named files that define claims, every claim file not collected
-    yet is collected here, after the tests, in registry order."""
+    """The claim files the command line selects (:func:`_selected`) and pytest did not collect
+    (only a file named on it, or a test_*.py in a folder, is) are collected here, after the tests,
+    in registry order."""
     if not config.getoption("qstr"):
         return
     st = _state(config)
-    if any(session.isinitpath(f) for f in st.files):
-        return
     for path in st.files:
-        if path in st.collected:
+        if path in st.collected or not _selected(config, path):
             continue
         node = ClaimsFile.at(session, path)
         for claim_node in node.collect():

@@ -1,15 +1,18 @@
 """Hypothesis strategies for qSTR objects (links, tasks, prompts, codebooks, constructions), for the
 toolkit's tests and users' own CI, and hypothesis settings profiles named after the qstr profiles
-(``--hypothesis-profile qstr-full``).
+(``--hypothesis-profile qstr-full``), registered when this module is imported.
 Each draws small sizes and a seed and builds from an explicit ``torch.Generator``: shrinking goes
-to small N, d, q, seed 0."""
+to small N, d, q, seed 0. What a first build pays once (an import, a device's start) is paid when
+the strategy is made, so every draw is fast and hypothesis's health checks pass under every
+profile, its default included."""
 
 from __future__ import annotations
 
+import functools
 from typing import Optional, Sequence
 
 import torch
-from hypothesis import HealthCheck, settings, strategies as st
+from hypothesis import settings, strategies as st
 
 from qstr.bounds.attention import lemma11
 from qstr.bounds.transition import prop28_rnn
@@ -27,19 +30,37 @@ def _generator(seed: int, device="cpu") -> torch.Generator:
     return g
 
 
+@functools.cache
+def _warm_device(device: str) -> None:
+    """A device's first generator and allocation (CUDA starts its context), once a process."""
+    torch.zeros(1, device=device).add_(
+        torch.rand(1, generator=_generator(0, device), device=device)
+    )
+
+
+@functools.cache
+def _warm_codebook(kind: str) -> None:
+    """One small build of ``kind``, once a process: what the first build pays (rademacher's d_e
+    imports scipy's binomial tail, about 1 s) is paid when the strategy is made, not in a draw."""
+    gen = _generator(0) if kind != "rs-hadamard" else None
+    build_codebook(2, kind=kind, generator=gen, dtype=torch.float64)
+
+
 # hypothesis settings profiles after the qstr profiles: quick for every commit, full and gpu for
-# nightly runs (no deadline: a construction's first build compiles and allocates)
+# nightly runs (no deadline: a construction's first build compiles and allocates); no health
+# check is suppressed (the strategies' draws are fast)
 PROFILE_SETTINGS = {
     "qstr-quick": dict(max_examples=25, deadline=None),
     "qstr-full": dict(max_examples=200, deadline=None),
-    "qstr-gpu": dict(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]),
+    "qstr-gpu": dict(max_examples=200, deadline=None),
 }
 
 
 def register_profiles() -> None:
     """Register the hypothesis profiles qstr-quick, qstr-full and qstr-gpu (then
-    ``settings.load_profile`` or ``pytest --hypothesis-profile qstr-full``; the pytest plugin
-    registers them itself when such a profile is asked for)."""
+    ``settings.load_profile`` or ``pytest --hypothesis-profile qstr-full``). Importing this module
+    registers them; ``pytest --qstr-profile P`` loads ``qstr-P`` unless --hypothesis-profile
+    names one."""
     for name, kw in PROFILE_SETTINGS.items():
         settings.register_profile(name, **kw)
 
@@ -81,14 +102,9 @@ def links(
     """A link function g of any kind in ``names`` (random directions / teacher from a drawn seed),
     its parameters on ``device``. Bad arguments raise ``ValueError`` here, not when drawing."""
     _sizes(q=q, d=d, max_q=max_q, max_d=max_d)
-    return _links(
-        q,
-        d,
-        _choices("names", names, LINK_NAMES),
-        max_q,
-        max_d,
-        validate.device_of("device", device),
-    )
+    device = validate.device_of("device", device)
+    _warm_device(str(device))
+    return _links(q, d, _choices("names", names, LINK_NAMES), max_q, max_d, device)
 
 
 @st.composite
@@ -134,7 +150,9 @@ def tasks(
     chosen = {k: _choices(k, rules.get(k, allowed), allowed) for k, allowed in _TASK_RULES.items()}
     choices = (chosen["variants"], chosen["indices"], chosen["tokens"])
     sizes = (max(min_N, q or 1), max_N, q, max_q, d, max_d)
-    return _tasks(sizes, choices, chosen["link_names"], validate.device_of("device", device))
+    device = validate.device_of("device", device)
+    _warm_device(str(device))
+    return _tasks(sizes, choices, chosen["link_names"], device)
 
 
 @st.composite
@@ -185,7 +203,9 @@ def prompts(
         task_strategy = tasks(device=device, **task_kw)
     elif task_kw:
         raise ValueError(f"give task_strategy or task arguments {sorted(task_kw)}, not both")
-    return _prompts(task_strategy, max_B, dtypes, validate.device_of("device", device))
+    device = validate.device_of("device", device)
+    _warm_device(str(device))
+    return _prompts(task_strategy, max_B, dtypes, device)
 
 
 @st.composite
@@ -208,11 +228,11 @@ def codebooks(
     """A codebook of min_N <= N <= max_N codes meeting Assumption 3 (coherence <= mu_max) built by
     ``build_codebook``. Bad arguments raise ``ValueError`` here, not when drawing."""
     _range("N", min_N, max_N)
-    return _codebooks(
-        (min_N, max_N),
-        _choices("kinds", kinds, ("rs-hadamard", "rademacher")),
-        validate.probability("mu_max", mu_max),
-    )
+    kinds = _choices("kinds", kinds, ("rs-hadamard", "rademacher"))
+    mu_max = validate.probability("mu_max", mu_max)
+    for kind in kinds:
+        _warm_codebook(kind)
+    return _codebooks((min_N, max_N), kinds, mu_max)
 
 
 @st.composite
@@ -272,3 +292,6 @@ def _constructions(draw, kinds, sizes, eps, r_x):
         return kind, lemma11(N, d, q, net, eps=eps, r_x=r_x), net
     book = rs_hadamard_codebook(N, dtype=torch.float64)
     return kind, prop28_rnn(book, d, net, q=q, eps=eps, r_x=r_x), net
+
+
+register_profiles()

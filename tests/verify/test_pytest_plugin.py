@@ -142,7 +142,9 @@ def test_header_and_options_the_machine_cannot_run(tmp_path, inner_pytest):
     # checked before collection, so -q and a named test file change nothing
     (tmp_path / "test_plain.py").write_text("def test_ok():\n    pass\n")
     missing = _pytest(inner_pytest, "-q", "--qstr-claims", "absent.py", "test_plain.py")
-    assert missing.returncode == 4 and "--claims absent.py: no such file" in missing.stderr
+    assert (
+        missing.returncode == 4 and "ERROR: --qstr-claims absent.py: no such file" in missing.stderr
+    )
     import torch  # noqa: PLC0415 - only to know whether this machine has CUDA
 
     if not torch.cuda.is_available():
@@ -244,3 +246,81 @@ def test_each_case_of_a_check_is_a_subtest_report(tmp_path, inner_pytest):
     assert "SUBFAILED[N=256] cases.py::user-cases::check[each <= 1]" in text, text
     assert "cases.py::user-cases::check[each <= 1] FAILED" in text, text
     assert "Captured stdout" not in text, text
+
+
+def _collected(out) -> list:
+    """The node ids ``pytest --co -q`` printed."""
+    return [line for line in out.stdout.splitlines() if "::" in line and line == line.strip()]
+
+
+def test_paths_narrow_the_claims_as_they_narrow_tests(tmp_path, inner_pytest):
+    """With --qstr, a test's node id runs that test alone; a folder collects the user claim files
+    under it; the paper's claims come with no path given, with --qstr-paper, or by their own node
+    ids; with no path every claim is collected (the header counts them)."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_plain.py").write_text("def test_ok():\n    pass\n")
+    only = _pytest(inner_pytest, "--co", "-q", "tests/test_plain.py::test_ok")
+    assert _collected(only) == ["tests/test_plain.py::test_ok"], only.stdout
+    run = _pytest(inner_pytest, "-q", "tests/test_plain.py::test_ok")
+    assert run.returncode == 0 and "1 passed in" in run.stdout, run.stdout
+    folder = _pytest(inner_pytest, "--co", "-q", "tests")
+    assert _collected(folder) == ["tests/test_plain.py::test_ok"], folder.stdout
+    # the claims file lies under the rootdir, so "." selects it (and the test), not the paper's
+    here = _collected(_pytest(inner_pytest, "--co", "-q", "."))
+    assert [n for n in here if n.startswith("my_claims.py::")] == [
+        f"my_claims.py::user-{k}::{n}"
+        for k in ("good", "bad")
+        for n in ("check[closed form]", "fault[off by one]")
+    ], here
+    assert "tests/test_plain.py::test_ok" in here and not any("qstr/" in n for n in here), here
+    paper = _collected(_pytest(inner_pytest, "--co", "-q", "--qstr-paper", "tests"))
+    assert paper[0] == "tests/test_plain.py::test_ok", paper
+    assert "qstr/verify/claims/lemma_34.py::lemma-34::check[||h_i|| <= r_h]" in paper, paper
+    assert not any(n.startswith("my_claims.py") for n in paper), paper
+    every = _collected(_pytest(inner_pytest, "--co", "-q"))
+    assert set(every) == set(paper) | set(here), sorted(set(every) ^ (set(paper) | set(here)))
+    ids = {n.split("::")[1] for n in every if "::" in n and n.endswith("]")}
+    header = _pytest(inner_pytest, "--co", "tests/test_plain.py")
+    assert f"seed 0, {len(ids)} claims" in header.stdout, header.stdout
+
+
+def test_claims_without_qstr_are_refused_and_name_the_plugins_option(tmp_path, inner_pytest):
+    """--qstr-claims without --qstr is a one-line usage error (exit 4), not silently ignored; a bad
+    claims file's error names --qstr-claims, the option given."""
+    (tmp_path / "my_claims.py").write_text(CLAIMS)
+    out = inner_pytest("--qstr-claims", "my_claims.py", "-q")
+    err = [line for line in out.stderr.splitlines() if line.strip()]
+    assert out.returncode == 4 and err == [
+        "ERROR: --qstr-claims needs --qstr (its claims are registered and collected only with "
+        "--qstr)"
+    ], out.stdout + out.stderr
+    (tmp_path / "broken.py").write_text("def f(:\n")
+    bad = inner_pytest("--qstr", "--qstr-claims", "broken.py", "-q")
+    assert bad.returncode == 4 and "ERROR: --qstr-claims broken.py: line 1" in bad.stderr, (
+        bad.stderr
+    )
+    assert " --claims" not in bad.stderr, bad.stderr
+
+
+PROFILE_TEST = """
+from hypothesis import settings
+
+
+def test_profile():
+    assert settings.get_current_profile_name() == "{name}"
+    assert settings().max_examples == {examples}
+"""
+
+
+def test_qstr_profile_selects_the_hypothesis_profile_unless_one_is_named(tmp_path, inner_pytest):
+    """--qstr-profile P loads the hypothesis profile qstr-P, with or without --qstr;
+    --hypothesis-profile wins; without either, hypothesis's default stays."""
+    for args, name, examples in (
+        (("--qstr-profile", "full"), "qstr-full", 200),
+        (("--qstr-profile", "quick"), "qstr-quick", 25),
+        (("--qstr-profile", "full", "--hypothesis-profile", "default"), "default", 100),
+        ((), "default", 100),
+    ):
+        (tmp_path / "test_profile.py").write_text(PROFILE_TEST.format(name=name, examples=examples))
+        out = inner_pytest("-q", *args, "test_profile.py")
+        assert out.returncode == 0 and "1 passed" in out.stdout, (args, out.stdout + out.stderr)

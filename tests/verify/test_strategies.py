@@ -2,9 +2,16 @@
 drawing; size bounds and fixed sizes are honoured; constructions are built as the paper builds
 them; the settings profiles follow the qstr profiles."""
 
+import importlib
+import sys
+import time
+
 import pytest
 import torch
 from hypothesis import given, settings
+
+import qstr.verify
+from qstr.verify import strategies
 
 from qstr.constructions.attention import Construction
 from qstr.constructions.recurrent import RNNConstruction
@@ -80,3 +87,65 @@ def test_settings_profiles_follow_the_qstr_profiles():
         settings.get_profile("qstr-full").max_examples
         > settings.get_profile("qstr-quick").max_examples
     )
+
+
+USER_TEST = """
+from hypothesis import given
+from qstr.verify.strategies import codebooks
+
+
+@given(codebooks())
+def test_coherent(book):
+    assert book.mu <= 0.5
+
+
+@given(codebooks(min_N=8, kinds=["rademacher"]))
+def test_rademacher(book):
+    assert book.kind == "rademacher" and book.N >= 8 and book.mu <= 0.5
+"""
+
+
+def _slow_first_call(build, seconds: float):
+    """``build``, its first call ``seconds`` slower: a first build as the issue timed it on a
+    loaded machine (1.2 s: scipy's import for rademacher's d_e), whatever this machine's cache."""
+    calls = []
+
+    def first_slow(*args, **kw):
+        if not calls:
+            time.sleep(seconds)
+        calls.append(args)
+        return build(*args, **kw)
+
+    return first_slow
+
+
+def test_codebooks_pass_the_health_checks_under_the_default_profile(inner_pytest, monkeypatch):
+    """A user's tests on codebooks() under hypothesis's default profile pass every health check
+    (too_slow trips at 1 s of drawing): what the first build pays is paid when the strategy is
+    made, not in a draw. As in a fresh process: scipy out of sys.modules, nothing warmed, and the
+    first build 1.2 s slower."""
+    (inner_pytest.path / "test_books.py").write_text(USER_TEST)
+    for name in [m for m in sys.modules if m == "scipy" or m.startswith("scipy.")]:
+        monkeypatch.delitem(sys.modules, name)
+    strategies._warm_codebook.cache_clear()
+    monkeypatch.setattr(
+        strategies, "build_codebook", _slow_first_call(strategies.build_codebook, 1.2)
+    )
+    out = inner_pytest("-q", "test_books.py")
+    assert out.returncode == 0 and "2 passed" in out.stdout, out.stdout + out.stderr
+
+
+def test_the_profiles_exist_after_a_plain_import(monkeypatch):
+    """Importing qstr.verify.strategies registers the qstr-* hypothesis profiles (outside pytest
+    too): the module imported afresh, with no qstr-* profile registered before."""
+    monkeypatch.setattr(settings, "_profiles", dict(settings._profiles))
+    for name in [n for n in settings._profiles if n.startswith("qstr-")]:
+        del settings._profiles[name]
+    monkeypatch.delitem(sys.modules, "qstr.verify.strategies")
+    monkeypatch.setattr(qstr.verify, "strategies", strategies)  # restored after the import
+    fresh = importlib.import_module("qstr.verify.strategies")
+    assert fresh is not strategies
+    for name, kw in PROFILE_SETTINGS.items():
+        profile = settings.get_profile(name)
+        assert profile.max_examples == kw["max_examples"] and profile.deadline is None
+        assert not profile.suppress_health_check, name  # no health check is suppressed
