@@ -152,9 +152,6 @@ DECLARED_BOUNDS_IN_CONSTRUCTIONS = {
     "qstr.constructions.codes.coherence": "the exact coherence of the codes built",
     "qstr.constructions.codes.coherence_report": "the exact coherence of the codes built",
     "qstr.constructions.codes.rs_hadamard_coherence": "the exact coherence of the codes built",
-    "qstr.constructions.attention.separation_limit": "sparse_average_weights refuses mu above it",
-    "qstr.constructions.attention.target_leaks": "the exact leak of the head built; "
-    "lemma11_adversarial_prompt's default target",
 }
 
 
