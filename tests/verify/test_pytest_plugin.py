@@ -3,8 +3,10 @@ holds and one that does not; items by id, -k, -x, --lf, -m, --junitxml and trace
 users expect. Each `python -m pytest` runs in this process (conftest.py: inner_pytest), from what
 a fresh process would see."""
 
+import re
 import textwrap
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 from qstr.verify.cli import main
 
@@ -324,3 +326,19 @@ def test_qstr_profile_selects_the_hypothesis_profile_unless_one_is_named(tmp_pat
         (tmp_path / "test_profile.py").write_text(PROFILE_TEST.format(name=name, examples=examples))
         out = inner_pytest("-q", *args, "test_profile.py")
         assert out.returncode == 0 and "1 passed" in out.stdout, (args, out.stdout + out.stderr)
+
+
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def test_the_readmes_ci_step_installs_cpu_torch_at_the_locked_version():
+    """The README's CI step (its `yaml` block) installs torch from PyTorch's CPU index, at the
+    version constraints.txt locks, before the toolkit: the default index's wheel is the CUDA build
+    (gigabytes of CUDA libraries on a hosted runner)."""
+    root = Path(__file__).resolve().parents[2]
+    (block,) = re.findall(r"```yaml\n(.*?)```", (root / "README.md").read_text(), re.S)
+    pips = [line.split("#")[0].split() for line in block.splitlines() if "pip install" in line]
+    (lock,) = re.findall(r"^torch==([\w.]+)\+cpu$", (root / "constraints.txt").read_text(), re.M)
+    cpu_torch = ["pip", "install", f"torch=={lock}", "--index-url", CPU_INDEX]
+    assert [p for p in pips if any(w.startswith("torch") for w in p)] == [cpu_torch], block
+    assert pips[0] == cpu_torch, block  # first: the toolkit's install then finds it satisfied
