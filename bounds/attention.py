@@ -13,12 +13,8 @@ import numpy as np
 import torch
 
 from qstr.constructions import validate
-from qstr.constructions.attention import (
-    Construction,
-    lemma11_weights,
-    separation_limit,
-    sparse_average_weights,
-)
+from qstr.bounds.sparse_averaging import separation_limit
+from qstr.constructions.attention import Construction, lemma11_weights, sparse_average_weights
 from qstr.constructions.links import TwoLayerNet
 
 __all__ = [
@@ -588,6 +584,7 @@ def sparse_average_guarantee(construction: Construction, *, r_x: float) -> Guara
         raise ValueError(
             "construction must be a sparse-averaging Construction (kind='sparse-average')"
         )
+    _sparse_args(construction.N, construction.q, construction.mu)  # mu < separation_limit(q)
     return _sparse_record(construction, r_x=validate.positive_float("r_x", r_x))
 
 
@@ -625,6 +622,7 @@ def sparse_average_head(  # noqa: PLR0913 - the paper's symbols (Lemma 11, spars
         dtype=dtype,
         device=device,
     )
+    _sparse_args(cons.N, cons.q, cons.mu)  # refuses codes at or above separation_limit(q)
     if alpha is None:
         cons = cons.with_alpha(_sparse_alpha(cons.N, cons.q, cons.mu, cons.c, r_x, eps))
     return cons.with_guarantee(_sparse_record(cons, r_x=r_x))

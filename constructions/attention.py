@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import importlib
 import math
 import warnings
 from dataclasses import dataclass
@@ -28,8 +29,8 @@ __all__ = [
     "place_block",
     "lemma11_weights",
     "sparse_average_weights",
-    "separation_limit",
-    "target_leaks",
+    "separation_limit",  # noqa: F822 - deprecated alias (__getattr__): bounds.sparse_averaging
+    "target_leaks",  # noqa: F822 - deprecated alias (__getattr__): qstr.bounds.lemma11_leaks
     "lemma11_adversarial_prompt",
 ]
 
@@ -439,13 +440,6 @@ def _slots(slots, q: int) -> Tuple[int, ...]:
     return slots
 
 
-def separation_limit(q: int) -> float:
-    """1 / (2q - 1) (remark after Prop 3; docs/derivations/sparse-averaging.md): the single
-    averaging head separates in-set from out-of-set keys only for mu below it (in-set scores
-    >= A(1 - (q-1) mu) beat out-of-set scores <= A q mu)."""
-    return 1.0 / (2 * q - 1)
-
-
 def sparse_average_weights(
     N: int,
     d: int,
@@ -459,7 +453,9 @@ def sparse_average_weights(
 ) -> Construction:
     """ONE head computing (1/q) sum_k x_{t_ik} (remark after Prop 3; distinct indices) at scale
     alpha: W_QK = alpha sum_k [slot k x pos], output net the exact identity on the x block
-    (docs/derivations/sparse-averaging.md). Needs codebook coherence mu < 1/(2q - 1).
+    (docs/derivations/sparse-averaging.md). It separates the set only for codebook coherence
+    mu < 1/(2q - 1) (``qstr.bounds.sparse_averaging.separation_limit``), which
+    ``qstr.bounds.attention.sparse_average_head`` requires; these weights are built at any mu.
     """
     N = validate.positive_int("N", N)
     d = validate.positive_int("d", d)
@@ -476,14 +472,6 @@ def sparse_average_weights(
             "rs_hadamard_codebook(N, mu=1/(2q))"
         )
     codebook = _as_codebook(codebook, N, dtype, device)
-    limit = separation_limit(q)
-    if not codebook.mu < limit:
-        raise ValueError(
-            f"mu must lie in [0, 1/(2q - 1)) = [0, {limit:.6g}) "
-            "for the single sparse-averaging head "
-            f"(in-set scores >= A(1 - (q-1) mu) must beat out-of-set scores <= A q mu), "
-            f"got mu = {codebook.mu:.6g}"
-        )
     layout = _token_layout(d, q, codebook.d_e)
     slots = tuple(range(q))
     W_QK = _qk_blocks(layout, (slots,), alpha, dtype, device)
@@ -519,35 +507,6 @@ def sparse_average_weights(
 # ============================================================================ diagnostics
 
 
-def target_leaks(construction: Construction, *, chunk: int = 1024) -> torch.Tensor:
-    """Exact off-target softmax mass of a Lemma 11 head, per target: (N,) tensor.
-
-    leak[t] = sum_{j != t} e^{A (G_tj - G_tt)} / (1 + sum_{j != t} e^{A (G_tj - G_tt)}),
-    A = alpha c^2, G the Gram matrix of the codes. It does not depend on the tokens or the
-    head, and max_t leak[t] <= construction.guarantee.leak (the coherence-only bound). For an
-    affine net the worst error over prompts whose slots all read one target is 2 r_x max_t
-    leak[t] ||sum_h w_h|| (:func:`lemma11_adversarial_prompt`); over every prompt it can be
-    larger at q >= 2 (``qstr.verify.adversarial.lemma11_worst_case``; docs/derivations/lemma11.md).
-    O(chunk N) memory.
-    """
-    if not isinstance(construction, Construction) or construction.kind != "lemma11":
-        raise ValueError("construction must be a Lemma 11 Construction (kind='lemma11')")
-    chunk = validate.positive_int("chunk", chunk)
-    omega = construction.omega
-    A = construction.alpha * construction.c**2
-    N = omega.shape[0]
-    out = []
-    for s in range(0, N, chunk):
-        G = omega[s : s + chunk] @ omega.T  # (c, N)
-        rows = torch.arange(G.shape[0], device=G.device)
-        self_ip = G[rows, rows + s].clone()
-        E = torch.exp(A * (G - self_ip[:, None]))
-        E[rows, rows + s] = 0
-        X = E.sum(dim=1)
-        out.append(X / (1 + X))
-    return torch.cat(out)
-
-
 def lemma11_adversarial_prompt(
     construction: Construction,
     direction: torch.Tensor,
@@ -567,9 +526,10 @@ def lemma11_adversarial_prompt(
     2 r_x leak[t*] <sum_h w_h, v/||v||>: maximal for v = sum_h w_h, where it equals
     2 r_x leak[t*] ||sum_h w_h|| (= the Lemma 11 bound when all w_h are equal, all codes
     meet the target at exactly mu, and Lip = ||w||; at q = 1 it is the supremum over every
-    prompt, at q >= 2 a lower bound on it). ``target`` defaults to argmax of
-    :func:`target_leaks`; ``r_x`` defaults to the attached guarantee's. Returns (x, t) of shapes
-    (B, N, d), (B, N, q).
+    prompt, at q >= 2 a lower bound on it). ``target`` is t*: the worst is
+    ``qstr.bounds.lemma11_leaks.worst_target(construction)``, the argmax of the exact leak
+    (without ``target`` it is computed there, with a DeprecationWarning); ``r_x`` defaults to the
+    attached guarantee's. Returns (x, t) of shapes (B, N, d), (B, N, q).
     """
     if not isinstance(construction, Construction) or construction.kind != "lemma11":
         raise ValueError("construction must be a Lemma 11 Construction (kind='lemma11')")
@@ -583,7 +543,9 @@ def lemma11_adversarial_prompt(
         raise ValueError("direction must be nonzero")
     B = validate.positive_int("B", B)
     if target is None:
-        target = int(target_leaks(construction).argmax())
+        pick = "pass target=worst_target(construction)"
+        where = "qstr.bounds.lemma11_leaks"
+        target = _moved("the default target", "worst_target", where, pick)(construction)
     target = validate.positive_int("target", target, minimum=0)
     if target >= N:
         raise ValueError(f"target must lie in [0, N) = [0, {N}), got {target}")
@@ -596,3 +558,24 @@ def lemma11_adversarial_prompt(
     x[:, target] = -v
     t = torch.full((B, N, q), target, dtype=torch.long, device=p.device)
     return x, t
+
+
+# Names that moved to qstr.bounds (issue 56): the old import path still works, with a
+# DeprecationWarning, and loads qstr.bounds only when the name is asked for.
+_MOVED_TO_BOUNDS = {
+    "separation_limit": "qstr.bounds.sparse_averaging",  # the head's refusal threshold
+    "target_leaks": "qstr.bounds.lemma11_leaks",  # picks the adversarial target
+}
+
+
+def _moved(old: str, name: str, home: str, advice: str = "import it from there"):
+    """``home.name``, loaded when asked for, with a DeprecationWarning that ``old`` moved there."""
+    warnings.warn(f"{old} moved to {home}.{name}; {advice}", DeprecationWarning, stacklevel=3)
+    return getattr(importlib.import_module(home), name)
+
+
+def __getattr__(name: str):
+    """The deprecated path of a name that moved to ``qstr.bounds`` (PEP 562)."""
+    if name not in _MOVED_TO_BOUNDS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return _moved(f"{__name__}.{name}", name, _MOVED_TO_BOUNDS[name])

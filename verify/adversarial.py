@@ -191,7 +191,8 @@ def lemma11_worst_case(construction, net, *, r_x: Optional[float] = None) -> Wor
     work), with the certified upper bound 2 r_x max_t leak[t] sum_h ||w_h||. Returns a
     :class:`WorstCase` whose prompt (B = 1, every position reading the tuple) attains ``value``.
     """
-    from qstr.constructions.attention import Construction, target_leaks  # noqa: PLC0415 - layers
+    from qstr.bounds.lemma11_leaks import target_leaks  # noqa: PLC0415 - layers
+    from qstr.constructions.attention import Construction  # noqa: PLC0415 - layers
 
     if not isinstance(construction, Construction) or construction.kind != "lemma11":
         raise ValueError("construction must be a Lemma 11 Construction (kind='lemma11')")

@@ -14,14 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import qstr.constructions.attention as attention
-from qstr.bounds.attention import lemma11
+from qstr.bounds.attention import lemma11, sparse_average_guarantee, sparse_average_head
+from qstr.bounds.lemma11_leaks import worst_target
 from qstr.constructions.attention import (
     lemma11_adversarial_prompt,
     lemma11_weights,
     place_block,
-    separation_limit,
     sparse_average_weights,
-    target_leaks,
 )
 from qstr.constructions.codes import Codebook, rs_hadamard_codebook
 from qstr.constructions.layout import token_layout
@@ -81,11 +80,25 @@ def test_sparse_average_weights_sum_the_slots():
     with torch.no_grad():  # the output net is the exact identity on the x block
         out = torch.relu(h @ con.model.W.T + con.model.b) @ con.model.a.T
     assert torch.allclose(out, h[..., lay["x"]], atol=1e-12)
-    assert separation_limit(q) == pytest.approx(1 / 5)
+
+
+def test_sparse_average_weights_build_at_any_mu_and_the_head_refuses():
+    """The weights are built from the codes given; the head with its guarantee
+    (bounds.attention.sparse_average_head) refuses mu >= 1/(2q - 1) (issue 56: the threshold is a
+    bound, computed in bounds/)."""
+    N, d, q = 64, 2, 3
     om = torch.zeros(N, 4, dtype=F64)
     om[:, 0] = 1
-    with pytest.raises(ValueError, match=r"mu must lie in \[0, 1/\(2q - 1\)\)"):
-        sparse_average_weights(N, d, q, codebook=Codebook.from_tensor(om), alpha=1.0)
+    book = Codebook.from_tensor(om)
+    weights = sparse_average_weights(N, d, q, codebook=book, alpha=1.0)
+    assert weights.mu == 1.0 and weights.guarantee is None
+    refused = r"mu must lie in \[0, 1/\(2q - 1\)\) = \[0, 0.2\)"
+    with pytest.raises(ValueError, match=refused):
+        sparse_average_head(N, d, q, codebook=book, r_x=1.0, alpha=1.0)
+    with pytest.raises(ValueError, match=refused):
+        sparse_average_head(N, d, q, codebook=book, r_x=1.0)  # alpha from the bound
+    with pytest.raises(ValueError, match=refused):
+        sparse_average_guarantee(weights, r_x=1.0)
 
 
 def test_the_builders_with_guarantees_are_not_in_constructions():
@@ -98,8 +111,8 @@ def test_adversarial_prompt_needs_a_radius_without_a_guarantee():
     net = make_link("teacher", 1, 2, generator=gen(0)).two_layer_net()
     con = lemma11_weights(8, 2, 1, net, alpha=1.0)
     with pytest.raises(ValueError, match="r_x must be given"):
-        lemma11_adversarial_prompt(con, torch.ones(2, dtype=F64))
-    x, t = lemma11_adversarial_prompt(con, torch.ones(2, dtype=F64), r_x=2.0)
+        lemma11_adversarial_prompt(con, torch.ones(2, dtype=F64), target=0)
+    x, t = lemma11_adversarial_prompt(con, torch.ones(2, dtype=F64), target=0, r_x=2.0)
     assert float(x.norm(dim=-1).max()) == pytest.approx(2.0) and int(t.unique().numel()) == 1
 
 
@@ -307,27 +320,23 @@ def test_predict_validation():
         con.fast_predict(x, t, chunk=0)
     with pytest.raises(ValueError, match="NaN"):
         con.predict(x * float("nan"), t)
-    with pytest.raises(ValueError, match="Lemma 11 Construction"):
-        target_leaks(
-            sparse_average_weights(8, 2, 2, codebook=rs_hadamard_codebook(8, mu=0.25), alpha=1.0)
-        )
 
 
 def test_adversarial_prompt_is_one_prompt_by_default():
     """lemma11_adversarial_prompt's default B = 1: one prompt (x (1, N, d), t (1, N, q))."""
     net = make_link("linear", 2, 4, generator=gen(13)).two_layer_net()
     cons = lemma11(16, 4, 2, net, eps=0.05, r_x=3.0)
-    x, t = lemma11_adversarial_prompt(cons, torch.ones(4, dtype=F64))
-    assert x.shape == (1, 16, 4) and t.shape == (1, 16, 2)
+    x, t = lemma11_adversarial_prompt(cons, torch.ones(4, dtype=F64), target=3)
+    assert x.shape == (1, 16, 4) and t.shape == (1, 16, 2) and bool((t == 3).all())
 
 
-@pytest.mark.parametrize("chunk", [1, 5, 7, 16])
-def test_target_leaks_do_not_depend_on_the_chunk(chunk):
-    """target_leaks per target is the same whatever the chunk of targets it computes at once
-    (chunk boundaries at 5 and 7 do not divide N = 24; an off-by-one there reads another code's
-    self inner product)."""
-    net = make_link("linear", 2, 4, generator=gen(14)).two_layer_net()
-    cons = lemma11(24, 4, 2, net, eps=0.05, r_x=3.0)
-    whole = target_leaks(cons, chunk=1024)
-    assert torch.allclose(target_leaks(cons, chunk=chunk), whole, rtol=1e-12, atol=0)
-    assert float(whole.max()) <= cons.guarantee.leak
+def test_adversarial_prompt_without_target_warns_and_picks_the_worst():
+    """Without ``target`` the prompt still reads the worst target (the argmax of the exact leak,
+    computed in bounds/lemma11_leaks.py), with one DeprecationWarning naming worst_target."""
+    net = make_link("linear", 2, 4, generator=gen(13)).two_layer_net()
+    cons = lemma11(16, 4, 2, net, eps=0.05, r_x=3.0)
+    u = torch.ones(4, dtype=F64)
+    with pytest.warns(DeprecationWarning, match="lemma11_leaks.worst_target") as caught:
+        x, t = lemma11_adversarial_prompt(cons, u)
+    want = lemma11_adversarial_prompt(cons, u, target=worst_target(cons))
+    assert len(caught) == 1 and torch.equal(x, want[0]) and torch.equal(t, want[1])

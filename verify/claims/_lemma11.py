@@ -15,6 +15,7 @@ import mpmath as mp
 import torch
 
 from qstr.bounds.attention import lemma11, lemma11_alpha, lemma11_leak, lemma12_radius
+from qstr.bounds.lemma11_leaks import worst_target
 from qstr.constructions.attention import lemma11_adversarial_prompt, place_block
 from qstr.constructions.codes import star_codebook
 from qstr.constructions.encoding import transformer_encoding
@@ -181,7 +182,8 @@ def l11_case(ctx: Context, link_name: str, q: int, N: int) -> L11Case:
     if link_name == "linear":
         gradient = affine_gradient(link.two_layer_net(), q, ctx)
         worst = lemma11_worst_case(cons, link.two_layer_net())
-        probe, same = worst.prompt, lemma11_adversarial_prompt(cons, gradient.sum(0))
+        same = lemma11_adversarial_prompt(cons, gradient.sum(0), target=worst_target(cons))
+        probe = worst.prompt
     with torch.no_grad():
         at_probe = fast(*probe)
     exported = saved_and_reloaded(cons)[1] if small else None

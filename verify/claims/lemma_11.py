@@ -13,7 +13,8 @@ import mpmath as mp
 import torch
 
 from qstr.bounds.attention import lemma11, lemma11_alpha, lemma11_error_bound, lemma11_leak
-from qstr.constructions.attention import lemma11_adversarial_prompt, target_leaks
+from qstr.bounds.lemma11_leaks import target_leaks
+from qstr.constructions.attention import lemma11_adversarial_prompt
 from qstr.constructions.encoding import layout_of, transformer_encoding
 from qstr.verify.adversarial import lemma11_worst_case
 from qstr.verify.claim import (

@@ -21,7 +21,8 @@ from qstr.bounds.attention import (
     sparse_average_leak,
     sparse_average_within,
 )
-from qstr.constructions.attention import place_block, separation_limit
+from qstr.bounds.sparse_averaging import separation_limit
+from qstr.constructions.attention import place_block
 from qstr.constructions.codes import rs_hadamard_codebook
 from qstr.constructions.links import Mean
 from qstr.constructions.task import QSTR, gather_tokens
