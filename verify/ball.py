@@ -135,12 +135,15 @@ def _largest(ends: List[arb]) -> arb:
 
 
 def softmax_row(scores: Sequence[arb]) -> List[arb]:
-    """The enclosure of softmax(scores): p_j = 1 / sum_k e^{s_k - s_j} (each ball holds the exact
-    weight; their sum's ball holds 1)."""
+    """The enclosure of softmax(scores): p_j = e^{s_j - m} / sum_k e^{s_k - m}, shifted by the
+    first score's midpoint m (each ball holds the exact weight; their sum's ball holds 1)."""
     s = [arb(v) for v in scores]
     if not s:
         raise ValueError("softmax of an empty row")
-    return [1 / sum((exp(sk - sj) for sk in s), arb(0)) for sj in s]
+    m = s[0].mid()
+    e = [exp(v - m) for v in s]
+    total = sum(e, arb(0))
+    return [v / total for v in e]
 
 
 def norm(v: Sequence[arb]) -> arb:

@@ -1,0 +1,83 @@
+"""Lemma 11 certified (verify/certified/lemma11.py): every target tuple at N = 16, enclosed from
+the built module's weights, and its faults."""
+
+import functools
+
+import pytest
+import torch
+
+from qstr.bounds.attention import lemma11, lemma12_radius
+from qstr.constructions.links import make_link
+from qstr.verify.adversarial import lemma11_worst_case
+from qstr.verify.ball import CERTIFIED, NOT_CERTIFIED, VIOLATED
+from qstr.verify.certified import faults
+from qstr.verify.certified.lemma11 import certified_lemma11
+
+D, Q, EPS = 10, 2, 0.05  # the lemma-11 claim's linear link
+
+
+@functools.lru_cache(maxsize=None)
+def _case(N: int):
+    link = make_link("linear", Q, D, generator=torch.Generator().manual_seed(0))
+    net = link.two_layer_net()
+    cons = lemma11(N, D, Q, net, eps=EPS, r_x=lemma12_radius(D, n=10_000, N=N))
+    return cons, net
+
+
+@functools.lru_cache(maxsize=None)
+def _certified(N: int):
+    return certified_lemma11(_case(N)[0])
+
+
+def test_n16_certified_and_encloses_the_float64_search():
+    cons, net = _case(16)
+    r = _certified(16)
+    assert r.status == CERTIFIED and r.holds and r.boxes == 16**Q
+    worst = lemma11_worst_case(cons, net)  # the float64 exhaustive search
+    assert worst.exact
+    assert r.measured.lower - 1e-12 * worst.value <= worst.value <= r.measured.upper + 1e-12
+    assert r.measured.width <= 1e-15 * r.measured.upper
+    g = cons.guarantee  # the bound's enclosure holds the float64 bound
+    assert r.bound.lower - 1e-13 * g.error_bound <= g.error_bound <= r.bound.upper + 1e-13
+    assert r.measured.upper < r.bound.lower < EPS * (1 + 1e-12)
+    assert "certified" in r.line() and "256 boxes" in r.line()
+
+
+def test_alpha_halved_is_violated():
+    cons, _ = _case(16)
+    r = certified_lemma11(faults.lemma11_alpha_halved(cons))
+    assert r.status == VIOLATED and not r.holds
+    assert r.measured.lower > 2 * r.bound.upper  # the leak grows by about e^{Delta/2}
+
+
+def test_overstated_guarantee_is_violated():
+    r = certified_lemma11(faults.lemma11_guarantee_overstated(_case(16)[0]))
+    assert r.status == VIOLATED and r.measured.lower > r.bound.upper
+
+
+@pytest.mark.parametrize(
+    "fault, why",
+    [
+        (faults.lemma11_weight_off_block, "outside its (slot0, pos) block"),
+        (faults.lemma11_unit_unpaired, "no opposite unit"),
+    ],
+)
+def test_a_failed_premise_is_not_certified(fault, why):
+    cons, _ = _case(16)
+    r = certified_lemma11(fault(cons))
+    assert r.status == NOT_CERTIFIED and not r.holds and why in r.detail
+    assert r.measured.width == float("inf")
+
+
+def test_faults_leave_the_built_module_as_it_was():
+    cons, _ = _case(16)
+    before = cons.model.W_QK.clone()
+    faults.lemma11_alpha_halved(cons)
+    faults.lemma11_weight_off_block(cons)
+    assert torch.equal(cons.model.W_QK, before)
+    assert _certified(16).holds
+
+
+def test_refuses_what_is_not_a_lemma11_construction():
+    with pytest.raises(ValueError, match="Lemma 11 construction"):
+        certified_lemma11(object())

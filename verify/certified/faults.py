@@ -1,0 +1,50 @@
+"""Faults of the certified computations: copies of the built objects with a weight perturbed
+beyond what the bound tolerates, or a constant slipped (docs/derivations/certified.md)."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+
+import torch
+
+
+def _model_copy(cons):
+    """The construction with its own copy of the module (the original is left as built)."""
+    return replace(cons, model=copy.deepcopy(cons.model))
+
+
+def lemma11_alpha_halved(cons):
+    """Lemma 11: head 0's (slot, pos) block of W_QK halved, the guarantee kept: the gap halves
+    and the leak grows by about e^{Delta/2}."""
+    out = _model_copy(cons)
+    lay, (slot,) = out.layout, out.head_slots[0]
+    with torch.no_grad():
+        out.model.W_QK[0, lay.slot(slot), lay["pos"]] *= 0.5
+    return out
+
+
+def lemma11_guarantee_overstated(cons):
+    """Lemma 11: the guarantee records twice the alpha the module has, so its bound is smaller
+    than the built module's worst case."""
+    g = cons.guarantee
+    return replace(cons, guarantee=replace(g, alpha=2 * g.alpha))
+
+
+def lemma11_weight_off_block(cons, value: float = 1e-3):
+    """Lemma 11: one W_QK weight of head 0 outside its (slot, pos) block (x against x): the
+    scores then depend on the tokens, and the closed form's premise fails."""
+    out = _model_copy(cons)
+    x = out.layout["x"]
+    with torch.no_grad():
+        out.model.W_QK[0, x.start, x.start] = value
+    return out
+
+
+def lemma11_unit_unpaired(cons, delta: float = 1e-9):
+    """Lemma 11: the output net's first unit's a perturbed by ``delta``: it has no opposite unit,
+    so the net is not certified affine."""
+    out = _model_copy(cons)
+    with torch.no_grad():
+        out.model.a[0] += delta
+    return out
