@@ -6,7 +6,8 @@ a polylog fit beside the power law, and paired ratios; bootstrap intervals throu
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Optional, Sequence
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -299,24 +300,51 @@ def paired_gap(  # noqa: PLR0913 - the figure's rows, the two models, and the st
     }
 
 
-def trend_power(  # noqa: PLR0913 - the rows, the two models, and the simulation's knobs
+@dataclass(frozen=True)
+class PowerSimulation:
+    """The knobs of :func:`trend_power`'s simulated experiments: the seed counts to try, the
+    simulations per count, the permutations per test, the test's level and the generator's seed."""
+
+    seeds: Tuple[int, ...] = (5, 10, 15, 20, 30)
+    n_sim: int = 200
+    n_perm: int = 199
+    level: float = 0.05
+    seed: int = 0
+
+    def __post_init__(self):
+        counts = tuple(self.seeds)
+        if not counts or any(
+            isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in counts
+        ):
+            raise ValueError(
+                f"seeds must be a non-empty sequence of positive counts, got {counts!r}"
+            )
+        for name in ("n_sim", "n_perm"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
+        if not 0 < self.level < 1:
+            raise ValueError(f"level must lie in (0, 1), got {self.level!r}")
+        object.__setattr__(self, "seeds", counts)
+
+
+def trend_power(
     rows: Sequence[dict],
     num: str,
     den: str,
     *,
     by: str = "q",
-    seeds: Sequence[int] = (5, 10, 15, 20, 30),
-    n_sim: int = 200,
-    n_perm: int = 199,
-    level: float = 0.05,
-    seed: int = 0,
+    sim: PowerSimulation = PowerSimulation(),
 ) -> dict:
-    """Power of :func:`paired_gap`'s one-sided trend test at ``level`` for each count in
-    ``seeds``, at the measured effect: a simulated experiment draws that many seeds with
+    """Power of :func:`paired_gap`'s one-sided trend test at ``sim.level`` for each count in
+    ``sim.seeds``, at the measured effect: a simulated experiment draws that many seeds with
     replacement from the measured ones (each seed's log ratios at every value of ``by``
     together, so the pairing and the spread across seeds are kept) and runs the test with
-    ``n_perm`` permutations. Returns {"power": {count: share with p <= level}, "seeds_needed":
-    the least count with power >= 0.8 (None if none), "from_seeds": the seeds measured}."""
+    ``sim.n_perm`` permutations, ``sim.n_sim`` times. Returns {"power": {count: share with
+    p <= level}, "seeds_needed": the least count with power >= 0.8 (None if none),
+    "from_seeds": the seeds measured}."""
+    if not isinstance(sim, PowerSimulation):
+        raise ValueError(f"sim must be a PowerSimulation, got {type(sim).__name__}")
+    seeds, n_sim, n_perm, level = sim.seeds, sim.n_sim, sim.n_perm, sim.level
     values, logs = _paired_logs(rows, num, den, by)
     full = sorted(s for s, d in logs.items() if len(d) == len(values))
     out = {"from_seeds": len(full), "level": level, "sims": n_sim, "perm": n_perm}
@@ -324,7 +352,7 @@ def trend_power(  # noqa: PLR0913 - the rows, the two models, and the simulation
         return out | {"power": {}, "seeds_needed": None}
     y = torch.tensor([[logs[s][v] for v in values] for s in full], dtype=torch.float64)
     x = torch.tensor([float(v) for v in values], dtype=torch.float64)
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(sim.seed)
     power = {}
     for n in seeds:
         yb = y[torch.randint(len(full), (n_sim, n), generator=g)]  # (sims, n, values)

@@ -135,7 +135,8 @@ def paired(rows: List[dict], model: str) -> dict:
     (verdicts.gap_trend), and the trend test's power at 5-30 seeds from these rows
     (analysis.trend_power)."""
     out = verdicts.gap_trend(rows, model, "q")
-    out["power"] = analysis.trend_power(rows, model, "transformer", by="q", level=verdicts.ALPHA)
+    sim = analysis.PowerSimulation(level=verdicts.ALPHA)
+    out["power"] = analysis.trend_power(rows, model, "transformer", by="q", sim=sim)
     return out
 
 
