@@ -4,7 +4,12 @@ Derivation: docs/derivations/codebooks.md."""
 
 from __future__ import annotations
 
+import dataclasses
+import errno
 import math
+import os
+import tempfile
+import warnings
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
@@ -85,6 +90,122 @@ class Codebook:
                 f"worst deviation {worst:.3g}"
             )
         return cls(omega, coherence(omega), "custom", {"N": omega.shape[0], "d_e": omega.shape[1]})
+
+    def save(self, file) -> None:
+        """Write the codebook file (``qstr codebook --out``): {'omega', 'mu', 'kind', 'params'},
+        read back by :meth:`load` or ``torch.load(file, weights_only=True)``. ``file`` is a binary
+        file object or a path, written atomically (a temporary file beside it, then one rename): a
+        failure is a one-line ValueError and leaves the old file."""
+        record = {
+            "omega": self.omega,
+            "mu": self.mu,
+            "kind": self.kind,
+            "params": dict(self.params),
+        }
+        if not isinstance(file, (str, os.PathLike)):
+            _torch_save(record, file)
+            return
+        try:
+            _save_atomically(record, os.fspath(file))
+        except OSError as exc:
+            raise ValueError(f"{file}: cannot write it ({exc.strerror or exc})") from None
+
+    @classmethod
+    def load(cls, path) -> "Codebook":
+        """The codebook in the file ``path`` (:meth:`save`; a bare (N, d_e) tensor reads as custom
+        codes), under the kind it records. A file that is not one is a one-line
+        :class:`CodebookFileError` naming it; codes that are not unit rows a ValueError
+        (:meth:`from_tensor`)."""
+        obj = _read_codebook_file(path)
+        kind = obj.get("kind", "custom")
+        if kind != "custom" and kind not in BUILDABLE_KINDS:
+            raise CodebookFileError(
+                f"{path} records the kind {kind!r}; known kinds: custom, "
+                f"{', '.join(BUILDABLE_KINDS)}"
+            )
+        book = cls.from_tensor(obj["omega"])
+        if kind in BUILDABLE_KINDS:
+            params = obj.get("params") if isinstance(obj.get("params"), dict) else {}
+            book = dataclasses.replace(book, kind=kind, params=dict(params))
+        return book
+
+
+class CodebookFileError(ValueError):
+    """A file :meth:`Codebook.load` cannot read as a codebook (one line naming the file)."""
+
+
+def _torch_save(record: dict, fh) -> None:
+    """``torch.save`` to an open file; torch's short-write RuntimeError (a full disk) as OSError."""
+    try:
+        torch.save(record, fh)
+    except RuntimeError as exc:
+        raise OSError(errno.EIO, f"torch.save failed: {str(exc).splitlines()[0]}") from None
+
+
+def _save_atomically(record: dict, path: str) -> None:
+    """``record`` into a temporary file in ``path``'s folder, then renamed over ``path``."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            _torch_save(record, fh)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _read_codebook_file(path) -> dict:
+    """A dict with at least a dense ``omega`` tensor (a bare tensor ``t`` reads as
+    ``{"omega": t}``), or a one-line CodebookFileError."""
+    if not os.path.isfile(path):
+        raise CodebookFileError(f"{path!r}: no such file")
+    try:
+        with warnings.catch_warnings():  # torch's warning of a pickle protocol: not for the user
+            warnings.simplefilter("ignore")
+            obj = torch.load(path, weights_only=True)
+    except (
+        Exception
+    ) as exc:  # OSError, UnpicklingError, EOFError, KeyError ...: any unreadable file
+        raise CodebookFileError(
+            f"{path}: not a codebook file written by qstr codebook "
+            f"(not a torch file: {_what_file(path, exc)})"
+        ) from None
+    if isinstance(obj, torch.Tensor):
+        obj = {"omega": obj}
+    if not isinstance(obj, dict) or not isinstance(obj.get("omega"), torch.Tensor):
+        raise CodebookFileError(
+            f"{path} holds {type(obj).__name__}, not a tensor or a dict with an 'omega' tensor"
+        )
+    if obj["omega"].layout != torch.strided:
+        raise CodebookFileError(
+            f"{path} holds a {obj['omega'].layout} tensor; save a dense one (omega.to_dense())"
+        )
+    return obj
+
+
+def _what_file(path: str, exc: Exception) -> str:
+    """What the file ``torch.load`` could not read looks like, from its first bytes."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(512)
+    except OSError as err:
+        return f"unreadable: {err.strerror or err}"
+    if not head:
+        return "empty or truncated file"
+    if not head.strip(b"\0"):
+        return "all zero bytes"
+    if head.startswith(b"PK"):
+        return "a damaged or truncated zip archive"
+    if head.startswith(b"\x80"):
+        return "a Python pickle that torch.load(weights_only=True) refuses"
+    try:
+        if b"\0" not in head and head.decode("utf-8"):
+            return "a text file"
+    except UnicodeDecodeError:
+        pass
+    text = (str(exc).strip().splitlines() or [""])[0].split(". ")[0][:120]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def require_coherence(codebook, mu_max: float = 0.5, *, name: str = "omega") -> float:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from typing import Optional
 
 import torch
@@ -193,6 +194,22 @@ def fits_in_memory(what: str, nbytes: int, device) -> None:
         raise ValueError(
             f"{what} needs about {_bytes(nbytes)} of memory, more than the {_bytes(free)} available"
         )
+
+
+def out_of_memory_message(exc: BaseException) -> Optional[str]:
+    """What failed, when ``exc`` is an allocation failure (Python's, torch's CPU or CUDA allocator)
+    that :func:`fits_in_memory` did not foresee, as one line; else None."""
+    text = str(exc)
+    if not (
+        isinstance(exc, MemoryError)
+        or type(exc).__name__ == "OutOfMemoryError"
+        or "can't allocate memory" in text
+    ):
+        return None
+    asked = re.search(r"allocate (\d+) bytes", text)
+    if asked is None:
+        return "out of memory"
+    return f"out of memory: an allocation of {int(asked.group(1)) / 2**30:.3g} GiB failed"
 
 
 def available_memory(device) -> Optional[int]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from fractions import Fraction
 
 import numpy as np
@@ -716,3 +717,81 @@ def test_a_tiny_mu_is_refused_before_any_work_with_the_estimate(mu):
 def test_codes_on_the_meta_device_are_refused():
     with pytest.raises(ValueError, match="on the CPU or a CUDA device, got meta"):
         Codebook.from_tensor(torch.eye(4, device="meta"))
+
+
+# --------------------------------------------------------------------------- the codebook file
+
+
+def test_save_and_load_round_trip_every_kind(tmp_path):
+    """Codebook.save then Codebook.load gives the same codes, coherence, kind and params; a path
+    and an open file write the same bytes; a bare tensor loads as custom codes."""
+    books = (
+        build_codebook(64, dtype=torch.float64),
+        rademacher_codebook(50, generator=gen(5)),
+        experimental_codebook(100, generator=gen(4)),
+        Codebook.from_tensor(torch.eye(3, 5)),
+    )
+    for i, book in enumerate(books):
+        path = tmp_path / f"{book.kind}-{i}.pt"
+        book.save(path)
+        back = Codebook.load(path)
+        assert torch.equal(back.omega, book.omega) and back.omega.dtype == book.omega.dtype
+        assert (back.mu, back.kind, back.params) == (book.mu, book.kind, book.params)
+        with open(tmp_path / "fh.pt", "wb") as fh:
+            book.save(fh)
+        assert (tmp_path / "fh.pt").read_bytes() == path.read_bytes()
+    torch.save(torch.eye(4), tmp_path / "bare.pt")
+    bare = Codebook.load(str(tmp_path / "bare.pt"))
+    assert bare.kind == "custom" and bare.N == 4 and bare.mu == 0.0
+    assert bare.params == {"N": 4, "d_e": 4}
+
+
+def test_save_replaces_the_file_whole_and_leaves_no_temporary(tmp_path, monkeypatch):
+    path = tmp_path / "cb.pt"
+    path.write_bytes(b"old")
+    build_codebook(16).save(str(path))
+    assert Codebook.load(path).N == 16 and sorted(p.name for p in tmp_path.iterdir()) == ["cb.pt"]
+
+    def full_disk(obj, fh):
+        fh.write(b"partial")
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 64 vs 0")
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    with pytest.raises(ValueError, match=r"cb\.pt: cannot write it \(torch\.save failed: \[enf"):
+        build_codebook(4).save(path)
+    assert Codebook.load(path).N == 16 and sorted(p.name for p in tmp_path.iterdir()) == ["cb.pt"]
+    with pytest.raises(ValueError, match="cannot write it"):
+        build_codebook(4).save(tmp_path / "no" / "such" / "cb.pt")
+
+
+@pytest.mark.parametrize(
+    "content, needle",
+    [
+        (None, r"^'{path}': no such file$"),
+        (b"", r"^{path}: not a codebook file .*\(not a torch file: empty or truncated file\)$"),
+        (b"hello\n", r"^{path}: not a codebook file .*\(not a torch file: a text file\)$"),
+        (bytes(1000), r"^{path}: not a codebook file .*\(not a torch file: all zero bytes\)$"),
+        ([1.0, 2.0], r"^{path} holds list, not a tensor or a dict with an 'omega' tensor$"),
+        ({"mu": 0.5}, r"^{path} holds dict, not a tensor or a dict with an 'omega' tensor$"),
+        ({"omega": torch.eye(4).to_sparse()}, r"^{path} holds a torch\.sparse_coo tensor; "),
+        ({"omega": torch.eye(4), "kind": "bogus"}, r"^{path} records the kind 'bogus'; known "),
+    ],
+)
+def test_load_refuses_a_file_that_is_not_a_codebook_in_one_line(content, needle, tmp_path):
+    path = tmp_path / "bad.pt"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
+        torch.save(content, path)
+    with pytest.raises(
+        codes.CodebookFileError, match=needle.format(path=re.escape(str(path)))
+    ) as err:
+        Codebook.load(str(path))
+    assert isinstance(err.value, ValueError) and len(str(err.value).splitlines()) == 1
+
+
+def test_load_refuses_codes_that_are_not_unit_rows_as_from_tensor_does(tmp_path):
+    torch.save({"omega": 2 * torch.eye(3), "kind": "rademacher"}, tmp_path / "x.pt")
+    with pytest.raises(ValueError, match="unit norm") as err:
+        Codebook.load(tmp_path / "x.pt")
+    assert not isinstance(err.value, codes.CodebookFileError)

@@ -33,3 +33,40 @@ def test_numbers_are_real_numbers_not_strings_or_bools(bad):
     assert str(err.value) == f"delta must be a number in (0, 1) (a real number), got {bad!r}"
     assert validate.positive_float("r_x", 10) == 10.0
     assert validate.probability("delta", torch.tensor(0.5)) == 0.5
+
+
+class OutOfMemoryError(RuntimeError):
+    """Named as torch.cuda.OutOfMemoryError is (the check reads the name, so no CUDA is needed)."""
+
+
+@pytest.mark.parametrize(
+    "exc, expected",
+    [
+        (MemoryError(), "out of memory"),
+        (
+            RuntimeError(
+                "[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate "
+                "memory: you tried to allocate 3221225472 bytes. Error code 12"
+            ),
+            "out of memory: an allocation of 3 GiB failed",
+        ),
+        (
+            OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB"),
+            "out of memory",
+        ),
+        (
+            MemoryError("tried to allocate 1610612736 bytes"),
+            "out of memory: an allocation of 1.5 GiB failed",
+        ),
+    ],
+)
+def test_out_of_memory_message_names_what_failed(exc, expected):
+    assert validate.out_of_memory_message(exc) == expected
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [RuntimeError("mat1 and mat2 shapes cannot be multiplied"), ValueError("allocate 8 bytes")],
+)
+def test_out_of_memory_message_is_none_for_other_failures(exc):
+    assert validate.out_of_memory_message(exc) is None

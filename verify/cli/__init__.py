@@ -14,7 +14,6 @@ parsers and the checks made before any work, signals.py Ctrl-C, SIGTERM and the 
 
 from __future__ import annotations
 
-import re
 import sys
 from typing import List, Optional
 
@@ -30,22 +29,6 @@ from qstr.verify.cli.signals import _TERMINATED, _run, _Stream
 from qstr.verify.threads import keep_freed_memory
 
 __all__ = ["COMMANDS", "SEED_MAX", "UsageError", "main"]
-
-
-def _out_of_memory(exc: BaseException) -> Optional[str]:
-    """What failed, when ``exc`` is an allocation failure (Python's, torch's CPU or CUDA allocator),
-    else None."""
-    text = str(exc)
-    if not (
-        isinstance(exc, MemoryError)
-        or type(exc).__name__ == "OutOfMemoryError"
-        or "can't allocate memory" in text
-    ):
-        return None
-    asked = re.search(r"allocate (\d+) bytes", text)
-    if asked is None:
-        return "out of memory"
-    return f"out of memory: an allocation of {int(asked.group(1)) / 2**30:.3g} GiB failed"
 
 
 COMMANDS = {
@@ -76,10 +59,15 @@ def main(argv: Optional[List[str]] = None) -> int:
         err.print(f"qstr: error: {exc}", markup=False, highlight=False, soft_wrap=True)
         return 2
     except (MemoryError, RuntimeError) as exc:  # sizes no up-front estimate caught: still one line
-        if not _out_of_memory(exc):
+        from qstr.constructions.validate import (  # noqa: PLC0415 - fast --help: it loads torch
+            out_of_memory_message,
+        )
+
+        what = out_of_memory_message(exc)
+        if what is None:
             raise
         err.print(
-            f"qstr: error: {_out_of_memory(exc)}; use smaller sizes",
+            f"qstr: error: {what}; use smaller sizes",
             markup=False,
             highlight=False,
             soft_wrap=True,

@@ -4,14 +4,12 @@ its exact coherence."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
-import warnings
 
 from rich.console import Console
 
 from qstr.verify.cli.options import _count, _fraction, _seed_option, _writable_file
-from qstr.verify.files import save_torch
+from qstr.verify.files import write_atomic
 
 
 def add_options(c: argparse.ArgumentParser) -> None:
@@ -73,10 +71,7 @@ def run(args, console: Console) -> int:
         + (" of Assumption 3" if args.mu == 0.5 else "")
     )
     if args.out:
-        save_torch(
-            args.out,
-            {"omega": book.omega, "mu": rep.mu, "kind": book.kind, "params": dict(book.params)},
-        )
+        write_atomic(args.out, book.save)
     return 0 if rep.mu <= args.mu else 1
 
 
@@ -99,79 +94,17 @@ def _new_codebook(args):
 def _saved_codebook(args):
     """The codebook in ``--check PATH``, reported under the kind the file records
     (``custom`` if none)."""
-    from qstr.constructions.codes import BUILDABLE_KINDS, Codebook  # noqa: PLC0415 - fast --help
+    from qstr.constructions.codes import Codebook, CodebookFileError  # noqa: PLC0415 - fast --help
 
-    obj = _load_codebook_file(args.check)
-    kind = obj.get("kind", "custom")
-    if kind != "custom" and kind not in BUILDABLE_KINDS:
-        raise ValueError(
-            f"--check: {args.check} records the kind {kind!r}; known kinds: custom, "
-            f"{', '.join(BUILDABLE_KINDS)}"
-        )
-    book = Codebook.from_tensor(obj["omega"])
-    if kind in BUILDABLE_KINDS:
-        params = obj.get("params") if isinstance(obj.get("params"), dict) else {}
-        book = dataclasses.replace(book, kind=obj["kind"], params=dict(params))
+    if not os.path.isfile(args.check):
+        raise ValueError(f"--check {args.check!r}: no such file")
+    try:
+        book = Codebook.load(args.check)
+    except CodebookFileError as exc:
+        raise ValueError(f"--check: {exc}") from None
     if args.N is not None and args.N != book.N:
         raise ValueError(
             f"--N {args.N} does not match {args.check}, which holds {book.N} codes "
             "(omit --N with --check)"
         )
     return book
-
-
-def _load_codebook_file(path: str) -> dict:
-    """A dict with at least ``omega`` (a bare tensor ``t`` reads as ``{"omega": t}``),
-    or a one-line ValueError."""
-    import torch  # noqa: PLC0415 - fast --help
-
-    if not os.path.isfile(path):
-        raise ValueError(f"--check {path!r}: no such file")
-    try:
-        with warnings.catch_warnings():  # torch's warning of a pickle protocol: not for the user
-            warnings.simplefilter("ignore")
-            obj = torch.load(path, weights_only=True)
-    except (
-        Exception
-    ) as exc:  # OSError, UnpicklingError, EOFError, KeyError ...: any unreadable file
-        raise ValueError(
-            f"--check: {path}: not a codebook file written by qstr codebook "
-            f"(not a torch file: {_what_file(path, exc)})"
-        ) from None
-    if isinstance(obj, torch.Tensor):
-        obj = {"omega": obj}
-    if not isinstance(obj, dict) or not isinstance(obj.get("omega"), torch.Tensor):
-        raise ValueError(
-            f"--check: {path} holds {type(obj).__name__}, not a tensor or a dict with an "
-            "'omega' tensor"
-        )
-    if obj["omega"].layout != torch.strided:
-        raise ValueError(
-            f"--check: {path} holds a {obj['omega'].layout} tensor; save a dense one "
-            f"(omega.to_dense())"
-        )
-    return obj
-
-
-def _what_file(path: str, exc: Exception) -> str:
-    """What the file ``torch.load`` could not read looks like, from its first bytes."""
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(512)
-    except OSError as err:
-        return f"unreadable: {err.strerror or err}"
-    if not head:
-        return "empty or truncated file"
-    if not head.strip(b"\0"):
-        return "all zero bytes"
-    if head.startswith(b"PK"):
-        return "a damaged or truncated zip archive"
-    if head.startswith(b"\x80"):
-        return "a Python pickle that torch.load(weights_only=True) refuses"
-    try:
-        if b"\0" not in head and head.decode("utf-8"):
-            return "a text file"
-    except UnicodeDecodeError:
-        pass
-    text = (str(exc).strip().splitlines() or [""])[0].split(". ")[0][:120]
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
