@@ -265,3 +265,22 @@ def test_config_loads():
     config = config_module.load_config(str(ROOT / "mkdocs.yml"))
     assert config["strict"] is True
     assert {"gen-files", "literate-nav", "mkdocstrings"} <= set(config["plugins"])
+
+
+def test_roles_become_links(tmp_path):
+    griffe = pytest.importorskip("griffe", reason="griffe: the docs extra")
+    roles = _load("gen_ref_roles", DOCS / "gen_ref" / "roles.py")
+    gen_ref.link_source_tree(tmp_path)
+    module = griffe.GriffeLoader(search_paths=[str(tmp_path)]).load("qstr.bounds.attention")
+    lemma11 = module["lemma11"]
+    assert roles.with_links(lemma11, "see :class:`Guarantee`.") == (
+        "see [`Guarantee`][qstr.bounds.attention.Guarantee]."
+    )
+    assert roles.with_links(lemma11, ":func:`~qstr.bounds.attention.lemma11_leak`") == (
+        "[`lemma11_leak`][qstr.bounds.attention.lemma11_leak]"
+    )
+    # private, outside the reference, or not a name here: code, never a dangling link
+    assert roles.with_links(lemma11, ":func:`_private` :class:`torch.Tensor`") == (
+        "`_private` `torch.Tensor`"
+    )
+    assert roles.with_links(lemma11, ":meth:`no_such_name`") == "`no_such_name`"
