@@ -143,6 +143,161 @@ def test_no_private_name_crosses_a_package():
     assert not crossing, crossing
 
 
+def _module_name(package_root: Path, pkg: str, path: Path) -> str:
+    """'qstr.verify.claims.lemma_11' of verify/claims/lemma_11.py ('qstr.verify' of its
+    __init__.py)."""
+    parts = ["qstr", pkg, *path.relative_to(package_root).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _type_checking(node: ast.AST) -> bool:
+    """``if TYPE_CHECKING:``: imports for annotations only, never run, so no dependency."""
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and getattr(test, "id", getattr(test, "attr", "")) == (
+        "TYPE_CHECKING"
+    )
+
+
+def _imports_in(node: ast.AST, inside: bool = False):
+    """(import node, whether it sits inside a function) for every import below ``node``:
+    module level, function and class bodies, ``if`` and ``try`` blocks alike."""
+    for child in ast.iter_child_nodes(node):
+        if _type_checking(child):
+            continue
+        deeper = inside or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        if isinstance(child, (ast.Import, ast.ImportFrom)):
+            yield child, deeper
+        yield from _imports_in(child, deeper)
+
+
+def _imported(node, module: str, is_package: bool, modules) -> list:
+    """The project modules an import statement in ``module`` names (``from P import m`` names the
+    module P.m when there is one, else P; a relative import resolved against ``module``)."""
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+    else:
+        base = node.module or ""
+        if node.level:
+            here = module.split(".") if is_package else module.split(".")[:-1]
+            here = here[: len(here) - node.level + 1]
+            base = ".".join(here + ([base] if base else []))
+        names = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+    found = []
+    for name in names:
+        while name and name not in modules:  # a name inside a module: the module
+            name = name.rpartition(".")[0]
+        if name and name != module:
+            found.append(name)
+    return found
+
+
+def _import_graph(root: Path, packages=LAYERS):
+    """(module -> the project modules it imports, module -> how many of its imports sit inside
+    functions), over every module of ``packages`` under ``root``, wherever an import sits."""
+    files = {
+        _module_name(root / pkg, pkg, path): path
+        for pkg in packages
+        for path in sorted((root / pkg).rglob("*.py"))
+    }
+    graph, in_functions = {m: set() for m in files}, {}
+    for module, path in files.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node, inside in _imports_in(tree):
+            targets = _imported(node, module, path.name == "__init__.py", files)
+            graph[module].update(targets)
+            if inside and targets:
+                in_functions[module] = in_functions.get(module, 0) + 1  # statements
+    return graph, in_functions
+
+
+def _cycle(graph) -> list:
+    """One import cycle of ``graph`` as [a, b, ..., a] (depth first), or [] when there is none."""
+    state, path = {}, []
+
+    def visit(node):
+        state[node] = "open"
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                return path[path.index(nxt) :] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        state[node] = "done"
+        path.pop()
+        return []
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return []
+
+
+@functools.lru_cache(maxsize=None)
+def _project_graph():
+    return _import_graph(Path(__file__).resolve().parents[1])
+
+
+def test_the_import_graph_counts_imports_inside_functions_and_finds_a_cycle(tmp_path):
+    """The graph itself, on a made-up package: an import inside a function is an arrow, one under
+    ``if TYPE_CHECKING`` is not, and a cycle through a function body is found and named."""
+    pkg = tmp_path / "verify"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "low.py").write_text("def late():\n    from qstr.verify import high\n")
+    (pkg / "high.py").write_text("from . import low\n")
+    (pkg / "hint.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import qstr.verify.high\n"
+    )
+    graph, in_functions = _import_graph(tmp_path, ("verify",))
+    assert graph["qstr.verify.low"] == {"qstr.verify.high"}
+    assert graph["qstr.verify.high"] == {"qstr.verify.low"} and graph["qstr.verify.hint"] == set()
+    assert in_functions == {"qstr.verify.low": 1}
+    assert _cycle(graph) == ["qstr.verify.high", "qstr.verify.low", "qstr.verify.high"]
+    (pkg / "low.py").write_text("def late():\n    import qstr.verify.hint\n")
+    assert _cycle(_import_graph(tmp_path, ("verify",))[0]) == []
+
+
+def test_no_import_cycle_among_verify_modules_even_inside_functions():
+    """No chain of imports, counting those inside functions, leads from a verify module back to
+    itself (the claims import the registry, so the registry and the runner never import them)."""
+    graph, _ = _project_graph()
+    verify = {m: {t for t in ts if t.startswith("qstr.verify")} for m, ts in graph.items()}
+    cycle = _cycle({m: ts for m, ts in verify.items() if m.startswith("qstr.verify")})
+    assert not cycle, " -> ".join(cycle)
+
+
+def test_no_import_cycle_between_packages():
+    """constructions, bounds and verify import one another one way only, counting imports inside
+    functions."""
+    graph, _ = _project_graph()
+    packages = {}
+    for module, targets in graph.items():
+        home = module.split(".")[1]
+        packages.setdefault(home, set()).update(
+            t.split(".")[1] for t in targets if t.split(".")[1] != home
+        )
+    cycle = _cycle(packages)
+    assert not cycle, " -> ".join(cycle)
+
+
+# the modules that declare, record and run claims: none reaches the paper's claims through any
+# chain of imports (qstr.verify.catalog imports them, and hands them on)
+RUNNING = ("registry", "claim", "results", "runner", "pool", "report")
+
+
+@pytest.mark.parametrize("name", RUNNING)
+def test_the_registry_and_the_runner_never_reach_the_claims(name):
+    graph, _ = _project_graph()
+    seen, todo = set(), [f"qstr.verify.{name}"]
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo.extend(graph[module])
+    claims = sorted(m for m in seen if m.startswith("qstr.verify.claims"))
+    assert not claims, claims
+
+
 # The functions a claim declares in ``bounds=`` that stay in constructions/, each with its reason:
 # a construction calls it (constructions never imports bounds, so it cannot move up), or it
 # computes what the built weights or codes are, not what a theorem promises (issue 56).

@@ -3,7 +3,8 @@
 
 def inputs(claim_id: str, ctx=None):
     """The honest inputs of the registered claim ``claim_id`` at ``ctx`` (default: quick, CPU,
-    seed 0), as ``qstr verify`` builds them (``qstr.verify.registry.claim_inputs``)."""
-    from qstr.verify.registry import claim_inputs  # noqa: PLC0415 - the package imports nothing
+    seed 0), as ``qstr verify`` builds them (``qstr.verify.catalog.claim_inputs``: the paper's
+    claims registered first)."""
+    from qstr.verify.catalog import claim_inputs  # noqa: PLC0415 - the package imports nothing
 
     return claim_inputs(claim_id, ctx)

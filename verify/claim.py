@@ -446,6 +446,44 @@ class Ref:
         return self.seed if self.seed == self.conference else f"{self.seed} / {self.conference}"
 
 
+@dataclass(frozen=True)
+class Declaration:
+    """What a claim declares about itself: its id, where it is in the paper, its statement, the
+    functions that build its object and evaluate its bound, its derivation page, the profiles it
+    runs in and its marks (pytest mark names, e.g. ``("slow",)``). Validated on creation."""
+
+    id: str
+    ref: Ref
+    statement: str
+    builds: Tuple[Callable, ...] = ()
+    bounds: Tuple[Callable, ...] = ()
+    derivation: str = ""
+    profiles: Tuple[str, ...] = PROFILES
+    marks: Tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if not self.id or not isinstance(self.id, str):
+            raise ValueError(f"a claim needs a non-empty string id, got {self.id!r}")
+        if not isinstance(self.ref, Ref):
+            raise ValueError(
+                f"claim {self.id!r}: ref must be a Ref(seed, conference), got {self.ref!r}"
+            )
+        for name in ("builds", "bounds", "profiles"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        marks = (self.marks,) if isinstance(self.marks, str) else tuple(self.marks)
+        bad = [m for m in marks if not (isinstance(m, str) and m.isidentifier())]
+        if bad:
+            raise ValueError(
+                f"claim {self.id!r}: marks must be pytest mark names (Python identifiers), "
+                f"got {bad}"
+            )
+        object.__setattr__(self, "marks", marks)
+        _known_profiles(self.id, self.profiles)
+
+
+DECLARED = tuple(f.name for f in dataclasses.fields(Declaration))  # Claim's keyword fields
+
+
 class Claim:
     """A statement of the paper checked on the objects users get (docs/claims.md).
 
@@ -453,10 +491,12 @@ class Claim:
     on the function of the ``Context`` that builds the honest inputs, ``@claim.check(name)`` on
     each check, ``@claim.fault(name, breaks=(check, ...))`` on each fault (or ``claim.fault(name,
     breaks=..., apply=replaced(...))``). ``builds`` and ``bounds`` are the functions that build its
-    object and evaluate its bound; ``derivation`` is its page of docs/derivations. Checks, faults
-    and inputs may also be given whole to the constructor."""
+    object and evaluate its bound; ``derivation`` is its page of docs/derivations; ``profiles``
+    where it runs; ``marks`` its pytest marks: the fields of its ``Declaration`` (after ``id``,
+    ``ref`` and ``statement``, by keyword). Checks, faults and inputs may also be given whole to
+    the constructor."""
 
-    def __init__(  # noqa: PLR0913 - the public constructor: a claim's declared fields
+    def __init__(
         self,
         id: str,
         ref: Ref,
@@ -464,23 +504,19 @@ class Claim:
         inputs: Optional[Callable[[Context], Any]] = None,
         checks: Sequence[Check] = (),
         faults: Sequence[Fault] = (),
-        builds: Sequence[Callable] = (),
-        bounds: Sequence[Callable] = (),
-        derivation: str = "",
-        profiles: Sequence[str] = PROFILES,
+        **declared: Any,
     ):
-        if not id or not isinstance(id, str):
-            raise ValueError(f"a claim needs a non-empty string id, got {id!r}")
-        if not isinstance(ref, Ref):
-            raise ValueError(f"claim {id!r}: ref must be a Ref(seed, conference), got {ref!r}")
-        self.id, self.ref, self.statement, self.derivation = id, ref, statement, derivation
-        self.builds, self.bounds, self.profiles = tuple(builds), tuple(bounds), tuple(profiles)
+        unknown = sorted(set(declared) - set(DECLARED))
+        if unknown:
+            raise TypeError(
+                f"Claim() has no field {unknown[0]!r}; its fields: {', '.join(DECLARED)}"
+            )
+        self.declaration = Declaration(id, ref, statement, **declared)
         self._inputs: Optional[Callable[[Context], Any]] = None
         self.vacuity: Optional[Callable[[Any], Vacuity]] = None  # @claim.vacuity_with
         self.scope: Optional[Callable[[Any], str]] = None  # @claim.scope_with
         self.checks: Tuple[Check, ...] = ()
         self.faults: Tuple[Fault, ...] = ()
-        _known_profiles(self.id, self.profiles)
         if inputs is not None:
             self.inputs(inputs)
         for c in checks:
@@ -489,6 +525,16 @@ class Claim:
             self._add_fault(f)
         if checks or faults:
             self.require_complete()
+
+    # the declared fields, read from the declaration
+    id = property(lambda self: self.declaration.id)
+    ref = property(lambda self: self.declaration.ref)
+    statement = property(lambda self: self.declaration.statement)
+    builds = property(lambda self: self.declaration.builds)
+    bounds = property(lambda self: self.declaration.bounds)
+    derivation = property(lambda self: self.declaration.derivation)
+    profiles = property(lambda self: self.declaration.profiles)
+    marks = property(lambda self: self.declaration.marks)
 
     def __repr__(self) -> str:
         return f"Claim({self.id!r}, {len(self.checks)} checks, {len(self.faults)} faults)"
@@ -517,7 +563,7 @@ class Claim:
     def builds_with(self, fn: Callable) -> Callable:
         """Decorator: ``fn`` is one of the functions that build the claim's object (listed by
         ``qstr verify --list``); returned unchanged."""
-        self.builds += (fn,)
+        self.declaration = replace(self.declaration, builds=self.builds + (fn,))
         return fn
 
     def scope_with(self, fn: Callable[[Any], str]) -> Callable:
@@ -539,7 +585,7 @@ class Claim:
     def bounds_with(self, fn: Callable) -> Callable:
         """Decorator: ``fn`` is one of the functions that evaluate the claim's bound (listed by
         ``qstr verify --list``); returned unchanged."""
-        self.bounds += (fn,)
+        self.declaration = replace(self.declaration, bounds=self.bounds + (fn,))
         return fn
 
     def check(

@@ -14,7 +14,8 @@ def _functions(fns) -> List[str]:
 
 
 def entry(claim: Claim) -> Dict[str, object]:
-    """Everything the index says about one claim."""
+    """Everything the index says about one claim (its marks only when it has some)."""
+    marks = {"marks": list(claim.marks)} if claim.marks else {}
     return {
         "id": claim.id,
         "ref_seed": claim.ref.seed,
@@ -27,7 +28,7 @@ def entry(claim: Claim) -> Dict[str, object]:
         "bounds": _functions(claim.bounds),
         "derivation": claim.derivation,
         "profiles": list(claim.profiles),
-    }
+    } | marks
 
 
 def text(claims: Sequence[Claim]) -> str:
@@ -49,6 +50,8 @@ def text(claims: Sequence[Claim]) -> str:
             lines.append("  bounds:     " + ", ".join(e["bounds"]))
         if c.derivation:
             lines.append(f"  derivation: {c.derivation}")
+        if c.marks:
+            lines.append("  marks:      " + ", ".join(c.marks))
         blocks.append("\n".join(lines))
     if len(claims) > 1:
         blocks.append(
@@ -129,6 +132,6 @@ def markdown(claims: Sequence[Claim]) -> str:
 
 
 if __name__ == "__main__":  # python -m qstr.verify.index: docs/claims-index.md's table
-    from qstr.verify.claims import all_claims
+    from qstr.verify.catalog import paper_claims
 
-    print(markdown(list(all_claims().values())) + "\n\n" + not_claims_markdown())
+    print(markdown(paper_claims()) + "\n\n" + not_claims_markdown())

@@ -3,31 +3,54 @@
 Each claim seeds every draw from (run seed, name) and runs its checks with its own thread count,
 so a claim's result does not depend on which process ran it or what ran before: J workers give
 the records one process gives. Workers are spawned (no fork of a process that holds torch's
-thread pools or a CUDA context) and load the same ``--claims`` modules before they run anything.
+thread pools or a CUDA context). The pool is handed the claims it runs and imports no catalog:
+a worker gets each claim by reference, as pickle sends a function (the ``--claims`` modules
+loaded first, then the module each claim is declared in, which registers it), and runs the
+registered claim of that id.
 """
 
 from __future__ import annotations
 
+import importlib
 import multiprocessing
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from typing import Callable, Iterator, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, Optional, Sequence, Tuple
 
+from qstr.verify import registry
 from qstr.verify.claim import Claim, Context
+from qstr.verify.runner import run_claim
 
 
-def _load(modules: Sequence[str]) -> None:
-    """Worker start: the paper's claims and the user's ``--claims`` modules, registered once."""
-    import qstr.verify.claims  # noqa: F401, PLC0415 - registers the paper's claims
-    from qstr.verify.registry import load_claims  # noqa: PLC0415
+def _homes(claims: Sequence[Claim]) -> Tuple[str, ...]:
+    """The modules the claims are declared in (where their inputs are defined), each once."""
+    homes = (getattr(c.inputs_function, "__module__", None) for c in claims)
+    return tuple(dict.fromkeys(h for h in homes if h and h != "__main__"))
 
+
+_UNLOADED: Dict[str, str] = {}  # in a worker: a claim's module that failed to import -> why
+
+
+def _load(modules: Sequence[str], homes: Sequence[str] = ()) -> None:
+    """Worker start: the user's ``--claims`` modules, then the module of each claim to run (the
+    paper's claim modules register the paper's catalog), each registered once. A module that
+    cannot be imported is remembered: the claims it should register fail when run, saying so."""
     for module in modules:
-        load_claims(module)
+        registry.load_claims(module)
+    for home in homes:
+        try:
+            importlib.import_module(home)
+        except Exception as exc:  # noqa: BLE001 - reported by _run for the claims it holds
+            _UNLOADED[home] = f"{type(exc).__name__}: {exc}"
 
 
 def _run(claim_id: str, ctx: Context, timeout: Optional[float] = None):
-    from qstr.verify.registry import REGISTRY, run_claim  # noqa: PLC0415
-
-    return run_claim(REGISTRY[claim_id], ctx, timeout)
+    if claim_id not in registry.REGISTRY:
+        why = "; ".join(f"{m}: {e}" for m, e in _UNLOADED.items())
+        raise ValueError(
+            f"claim {claim_id!r} is not registered in the worker process"
+            + (f" (importing {why})" if why else "")
+        )
+    return run_claim(registry.REGISTRY[claim_id], ctx, timeout)
 
 
 def run_claims(
@@ -43,8 +66,6 @@ def run_claims(
     handed out in table order). After a result for which ``stop(result)`` is true no further
     claim is started. ``timeout``: each claim's time limit in seconds (``run_claim``)."""
     if jobs == 1:
-        from qstr.verify.registry import run_claim  # noqa: PLC0415
-
         for i, c in enumerate(claims):
             result = run_claim(c, ctx, timeout)
             yield i, result
@@ -52,7 +73,9 @@ def run_claims(
                 return
         return
     spawn = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(jobs, mp_context=spawn, initializer=_load, initargs=(modules,))
+    pool = ProcessPoolExecutor(
+        jobs, mp_context=spawn, initializer=_load, initargs=(tuple(modules), _homes(claims))
+    )
     try:
         pending = {}
         queue = list(enumerate(claims))

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from qstr.verify.files import write_json_file
-from qstr.verify.registry import TIMED_OUT, CheckResult, Result
+from qstr.verify.results import TIMED_OUT, CheckResult, Result
 from qstr.verify.version import toolkit_version as _version
 
 

@@ -1,6 +1,7 @@
 """Claims declared where their parts are written: @claim.inputs, @claim.check, @claim.fault, the
 fault helpers and the worst-case reduction of qstr.verify.claim."""
 
+import dataclasses
 from dataclasses import dataclass
 
 import pytest
@@ -8,6 +9,7 @@ import pytest
 from qstr.verify.claim import (
     Claim,
     Context,
+    Declaration,
     Ref,
     Verdict,
     at_least,
@@ -23,6 +25,7 @@ from qstr.verify.claim import (
     replaced,
     worst,
 )
+from qstr.verify.index import entry, text
 from qstr.verify.registry import run_claim
 
 
@@ -168,3 +171,57 @@ def test_each_edits_every_case_and_passes_the_context_when_asked():
     assert each(field="scale")(lambda c: c.value)(inp).cases[1] == Case(2.0, 2.0)
     seeded = each()(lambda c, ctx: Case(ctx.seed, c.scale))
     assert seeded(inp, Context(seed=7)).cases == (Case(7, 1.0), Case(7, 1.0))
+
+
+def test_a_claims_declaration_is_one_record_and_the_keyword_call_is_unchanged():
+    """``Claim(id, ref, statement, builds=..., ...)`` keeps the call users write; the declared
+    fields are one frozen ``Declaration`` that the claim reads, and ``@claim.builds_with`` and
+    ``@claim.bounds_with`` extend it."""
+    claim = Claim(
+        id="rec",
+        ref=Ref("Lemma 1", "Lemma 2"),
+        statement="s",
+        builds=[abs],
+        bounds=(min,),
+        derivation="docs/derivations/x.md",
+        profiles=("full",),
+    )
+    assert claim.declaration == Declaration(
+        "rec", Ref("Lemma 1", "Lemma 2"), "s", (abs,), (min,), "docs/derivations/x.md", ("full",)
+    )
+    assert (claim.id, claim.statement, claim.builds, claim.profiles, claim.marks) == (
+        "rec",
+        "s",
+        (abs,),
+        ("full",),
+        (),
+    )
+    claim.bounds_with(max)
+    claim.builds_with(round)
+    assert claim.bounds == (min, max) and claim.declaration.builds == (abs, round)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        claim.declaration.id = "other"
+    with pytest.raises(TypeError, match="has no field 'derivations'; its fields: id, ref"):
+        Claim("rec", Ref("Lemma 1"), "s", derivations="docs/x.md")
+    with pytest.raises(ValueError, match="unknown profile"):
+        Claim("rec", Ref("Lemma 1"), "s", profiles=("fast",))
+
+
+def test_marks_are_pytest_mark_names_shown_only_when_given():
+    """``marks=("slow", ...)``: Python identifiers (a lone string is one mark); the index and the
+    run's record show them, and a claim without marks is indexed and recorded as before."""
+    claim = _declared()
+    assert claim.marks == () and "marks" not in entry(claim) and "marks:" not in text([claim])
+    record = run_claim(claim, Context()).record()
+    assert "marks" not in record and record["passed"]
+    marked = Claim("m", Ref("Lemma 1"), "s", marks=("slow", "gpu_only"))
+    marked.inputs(lambda ctx: 1.0)
+    marked.check("le 2")(lambda x: at_most(x, 2.0))
+    marked.fault("three", breaks="le 2", apply=lambda x: 3.0)
+    assert entry(marked)["marks"] == ["slow", "gpu_only"]
+    assert "  marks:      slow, gpu_only" in text([marked]).splitlines()
+    assert run_claim(marked, Context()).record()["marks"] == ("slow", "gpu_only")
+    assert Claim("one", Ref("Lemma 1"), "s", marks="slow").marks == ("slow",)
+    for bad in (("slow down",), ("",), (3,), ("slow", "2fast")):
+        with pytest.raises(ValueError, match="marks must be pytest mark names"):
+            Claim("bad", Ref("Lemma 1"), "s", marks=bad)

@@ -3,11 +3,13 @@ holds, a crashing check, inputs that cannot be built), loading a user's module, 
 run with the same seed gives the same numbers."""
 
 import re
+import subprocess
 import sys
 
 import pytest
 
-from qstr.verify import registry
+import qstr.verify
+from qstr.verify import catalog, pool, registry
 from qstr.verify.claim import Check, Claim, Context, Fault, Ref, Vacuity, Verdict, at_most
 from qstr.verify.claims import all_claims
 from qstr.verify.registry import load_claims, register, run_claim
@@ -355,3 +357,66 @@ def test_run_claim_reuses_inputs_built_before_and_builds_none():
     assert built == [1] and given.passed and own.passed
     assert [c.measured for c in given.checks] == [c.measured for c in own.checks]
     assert not run_claim(claim, Context(), inputs=4.0).holds and built == [1]
+
+
+def test_the_catalog_registers_the_papers_claims_the_registry_alone_none():
+    """In a fresh process importing the registry registers no claim (``claim_inputs`` of a paper
+    id says where the paper's claims come from); ``qstr.verify.inputs`` asks the catalog, which
+    registers them; ``paper_claims`` lists them in table order, a user's claim left out."""
+    code = (
+        "import qstr.verify.registry as r\n"
+        "assert r.REGISTRY == {}, list(r.REGISTRY)\n"
+        "try:\n"
+        "    r.claim_inputs('lemma-38')\n"
+        "except ValueError as e:\n"
+        "    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == (
+        "unknown claim id 'lemma-38'; known: none (the paper's claims are registered by "
+        "importing qstr.verify.catalog)"
+    )
+    inputs = qstr.verify.inputs("lemma-38")
+    assert (
+        type(inputs)
+        is type(catalog.claim_inputs("lemma-38"))
+        is type(all_claims()["lemma-38"].inputs(Context()))
+    )
+    mine = register(_claim(cid="mine-catalog"))
+    try:
+        listed = catalog.paper_claims()
+        assert mine not in listed and [c.id for c in listed] == [
+            c.id for c in all_claims().values() if c is not mine
+        ]
+    finally:
+        del registry.REGISTRY["mine-catalog"]
+
+
+def test_worker_processes_get_the_claims_by_their_modules_and_give_the_same_records():
+    """``run_claims`` is handed the claims: a worker imports the module each is declared in (no
+    catalog) and gives the record one process gives; a claim whose module a worker cannot import
+    fails saying which module and why."""
+    claims = [all_claims()["lemma-38"], all_claims()["lemma-36"]]
+    assert pool._homes([*claims, claims[0]]) == (
+        "qstr.verify.claims.lemma_38",
+        "qstr.verify.claims.lemma_36",
+    )
+    ctx = Context()
+
+    def without_seconds(result):
+        record = result.record()
+        del record["seconds"]
+        for c in [*record["checks"], *(fc for f in record["faults"] for fc in f["checks"])]:
+            del c["seconds"]
+        return record
+
+    by_workers = sorted(pool.run_claims(claims, ctx, 2), key=lambda pair: pair[0])
+    assert [without_seconds(r) for _, r in by_workers] == [
+        without_seconds(run_claim(c, ctx)) for c in claims
+    ]
+    pool._load((), ("qstr_no_such_module",))
+    try:
+        with pytest.raises(ValueError, match="'absent' is not registered .*qstr_no_such_module"):
+            pool._run("absent", ctx)
+    finally:
+        pool._UNLOADED.clear()
