@@ -105,7 +105,7 @@ def write_pages() -> None:
         path = page_path(module)
         nav[tuple(module.split(".")[1:])] = str(Path(path).relative_to("reference"))
         with mkdocs_gen_files.open(path, "w") as page:
-            page.write(f"::: {module}\n")
+            page.write(f"---\ntitle: {module}\n---\n\n::: {module}\n")
         mkdocs_gen_files.set_edit_path(path, Path("docs", "gen_ref", "reference.py"))
     with mkdocs_gen_files.open("reference/SUMMARY.md", "w") as summary:
         summary.writelines(nav.build_literate_nav())
