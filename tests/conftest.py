@@ -4,6 +4,10 @@ import tempfile
 import pytest
 import torch
 
+from qstr.bounds.transition import prop26_transition
+from qstr.constructions.codes import rs_hadamard_codebook
+from tests.fixtures import F64, rotated
+
 
 def pytest_collection_modifyitems(config, items):
     if torch.cuda.is_available():
@@ -19,6 +23,20 @@ def gen():
     g = torch.Generator()
     g.manual_seed(1234)
     return g
+
+
+@pytest.fixture(scope="module")
+def book64():
+    """The RS-Hadamard code of N = 64 (d_e = 16, mu = 1/2 attained), float64."""
+    return rs_hadamard_codebook(64, dtype=F64)
+
+
+@pytest.fixture(scope="module")
+def transitions(book64):
+    """The Prop 26 transitions of the claim's sizes (d = 3, q = 2, r_x = 2.5, eps = 0.1): exact
+    products (RS-Hadamard) and approximate ones (rotated codes)."""
+    books = (book64, rotated(book64, 26))
+    return [(b, prop26_transition(b, 3, 2, eps=0.1, r_x=2.5)) for b in books]
 
 
 SYSTEM_TMP = tempfile.gettempdir()  # where a user's runs write, which the suite leaves alone

@@ -40,7 +40,6 @@ from qstr.bounds.transition import (
     token_radius,
 )
 from qstr.constructions.codes import (
-    Codebook,
     build_codebook,
     coherence,
     coherence_report,
@@ -51,6 +50,7 @@ from qstr.constructions.links import make_link
 from qstr.constructions.recurrent import RNNConstruction, rnn_state
 from qstr.constructions.task import QSTR
 from qstr.verify.adversarial import clip_to_ball
+from tests.fixtures import rotated, seeded
 
 F64 = torch.float64
 
@@ -280,33 +280,11 @@ def test_theorem7_params_documented_defaults():
 # ---------------------------------------------------------------------------------------------
 
 
-def g(seed):
-    return torch.Generator().manual_seed(seed)
-
-
-def rotated(book, seed=0):
-    Q, _ = torch.linalg.qr(torch.randn(book.d_e, book.d_e, generator=g(seed), dtype=F64))
-    return Codebook(book.omega.to(F64) @ Q, book.mu, "custom", {})
-
-
-@pytest.fixture(scope="module")
-def book64():
-    return rs_hadamard_codebook(64, dtype=F64)  # d_e = 16, mu = 1/2 attained
-
-
-@pytest.fixture(scope="module")
-def transitions(book64):
-    """The Prop 26 transitions of the claim's sizes (d = 3, q = 2, r_x = 2.5, eps = 0.1): exact
-    products (RS-Hadamard) and approximate ones (rotated codes)."""
-    books = (book64, rotated(book64, 26))
-    return [(b, prop26_transition(b, 3, 2, eps=0.1, r_x=2.5)) for b in books]
-
-
 def test_prop26_transition_errors(book64):
     with pytest.raises(ValueError, match="all zeros"):
         prop26_transition(torch.zeros(8, 4, dtype=F64), 2, 1, eps=0.1, r_x=1.0, mu=0.0)
     with pytest.raises(ValueError, match="coherence"):
-        prop26_transition(experimental_codebook(100, generator=g(0)), 2, 1, eps=0.1, r_x=1.0)
+        prop26_transition(experimental_codebook(100, generator=seeded(0)), 2, 1, eps=0.1, r_x=1.0)
     with pytest.raises(ValueError, match="eps"):
         prop26_transition(book64, 2, 1, eps=0.0, r_x=1.0)
     with pytest.raises(ValueError, match="eps"):
@@ -404,7 +382,7 @@ def test_transition_refuses_coherence_above_half(book64):
 def test_rnn_guarantee_records_the_transition_and_r_h():
     """RNNGuarantee: state eps is the transition's certified eps, the same r_x, r_h the
     construction's; prop28_rnn's documented default eps is 0.1 (recorded as asked)."""
-    link = make_link("teacher", 2, 3, generator=g(280))
+    link = make_link("teacher", 2, 3, generator=seeded(280))
     c = prop28_rnn(
         rs_hadamard_codebook(64, dtype=F64), 3, link.two_layer_net(), r_x=token_radius(3, 64 * 64)
     )
@@ -415,7 +393,7 @@ def test_rnn_guarantee_records_the_transition_and_r_h():
 
 def test_prop28_rnn_refuses_r_h_below_the_cor27_radius():
     """prop28_rnn refuses r_h below sqrt(q)(r_x + sqrt(d) eps) and accepts it (rel 1e-12 above)."""
-    link = make_link("teacher", 2, 2, generator=g(289))
+    link = make_link("teacher", 2, 2, generator=seeded(289))
     c = prop28_rnn(rs_hadamard_codebook(16, dtype=F64), 2, link.two_layer_net(), eps=0.1, r_x=2.0)
     need = math.sqrt(2) * (2.0 + math.sqrt(2) * c.transition.guarantee.eps)
     kw = dict(q=2, eps=0.1, r_x=2.0)
@@ -437,8 +415,8 @@ def test_cli_rnn_file_records_its_config_and_codes():
     assert c.r_h == pytest.approx(
         math.sqrt(q) * (c.guarantee.r_x + math.sqrt(d) * tg.eps), rel=1e-12
     )
-    link = make_link("teacher", q, d, generator=g(0), width=8)
-    p = QSTR(N=N, d=d, link=link, variant="simple").sample(4, generator=g(289), dtype=F64)
+    link = make_link("teacher", q, d, generator=seeded(0), width=8)
+    p = QSTR(N=N, d=d, link=link, variant="simple").sample(4, generator=seeded(289), dtype=F64)
     x = clip_to_ball(p.x, c.guarantee.r_x)
     with torch.no_grad():
         y = c.module()(c.encode(x, p.t)).reshape(4, N)
@@ -462,7 +440,7 @@ def test_teacher_rnn_and_errors(book64):
         teacher_rnn(2, 2, 3)
     with pytest.raises(ValueError, match="eps"):
         teacher_rnn(10, 2, 1, eps=-1.0)
-    net = make_link("teacher", 2, 3, generator=g(0)).two_layer_net()
+    net = make_link("teacher", 2, 3, generator=seeded(0)).two_layer_net()
     with pytest.raises(ValueError, match="q = 1 does not match"):
         prop28_rnn(book64, 3, net, q=1)
     with pytest.raises(ValueError, match="r_h"):

@@ -27,22 +27,9 @@ from qstr.constructions.recurrent import (
 from qstr.constructions.relu import gate_bands
 from qstr.constructions.task import QSTR, gather_tokens
 from qstr.verify.adversarial import clip_to_ball
+from tests.fixtures import rotated, seeded
 
 F64 = torch.float64
-
-
-def g(seed):
-    return torch.Generator().manual_seed(seed)
-
-
-def rotated(book, seed=0):
-    Q, _ = torch.linalg.qr(torch.randn(book.d_e, book.d_e, generator=g(seed), dtype=F64))
-    return Codebook(book.omega.to(F64) @ Q, book.mu, "custom", {})
-
-
-@pytest.fixture(scope="module")
-def book64():
-    return rs_hadamard_codebook(64, dtype=F64)  # d_e = 16, mu = 1/2 attained
 
 
 def all_pairs(tr, book, x):
@@ -68,10 +55,10 @@ def test_transition_exact_zeros_and_target_error(book64, kind):
         "alphabet" if kind == "rs-hadamard" else "uniform"
     )
     P = book.N**2
-    x = torch.randn(P, d, generator=g(1), dtype=F64)
+    x = torch.randn(P, d, generator=seeded(1), dtype=F64)
     x = x / x.norm(dim=1, keepdim=True) * r_x  # boundary of the ball
     z, hit = all_pairs(tr, book, x)
-    u = torch.cat([torch.randn(P, q * d, generator=g(2), dtype=F64), z], 1)  # h is ignored
+    u = torch.cat([torch.randn(P, q * d, generator=seeded(2), dtype=F64), z], 1)  # h is ignored
     out = tr.dense(u, chunk=1024).view(P, q, d)
     assert int((out[~hit] != 0).sum()) == 0  # EXACT zeros off target (Prop 26, case 2)
     err = (out - x[:, None, :]).abs()[hit]
@@ -101,7 +88,7 @@ def test_transition_layers_shapes_and_h_columns(book64):
 def test_closed_form_equals_layers_off_codebook(book64):
     tr = prop26_transition(rotated(book64, 3), 2, 2, eps=0.3, r_x=2.0)
     z = torch.randn(
-        500, tr.D_in, generator=g(4), dtype=F64
+        500, tr.D_in, generator=seeded(4), dtype=F64
     )  # not codewords: only the function matters
     u = torch.cat([torch.zeros(500, tr.d_h, dtype=F64), z], 1)
     assert torch.allclose(tr.dense(u), tr(z), atol=1e-9)
@@ -150,7 +137,7 @@ def literal(F, r_h, reverse=False):
 
 @pytest.mark.parametrize("r_h", [math.inf, 100.0, 2.0])
 def test_projected_prefix_equals_the_recurrence(r_h):
-    F = torch.randn(3, 57, 4, generator=g(5), dtype=F64) * 0.5
+    F = torch.randn(3, 57, 4, generator=seeded(5), dtype=F64) * 0.5
     for reverse in (False, True):
         H, active = projected_prefix(F, r_h, reverse=reverse, chunk=8)
         assert torch.allclose(H, literal(F, r_h, reverse), atol=1e-12)
@@ -164,12 +151,14 @@ def test_projected_prefix_equals_the_recurrence(r_h):
 
 @pytest.fixture(scope="module")
 def rnn64(book64):
-    link = make_link("teacher", 2, 3, generator=g(8))
+    link = make_link("teacher", 2, 3, generator=seeded(8))
     return link, prop28_rnn(book64, 3, link.two_layer_net(), eps=0.1)
 
 
 def simple_prompts(link, N, B, r_x, seed):
-    p = QSTR(N=N, d=link.d, link=link, variant="simple").sample(B, generator=g(seed), dtype=F64)
+    p = QSTR(N=N, d=link.d, link=link, variant="simple").sample(
+        B, generator=seeded(seed), dtype=F64
+    )
     return clip_to_ball(p.x, r_x), p.t
 
 
@@ -211,7 +200,7 @@ def test_cor27_states_and_prop28_predictions(rnn64):
 
 def test_general_prompts_break_the_construction(rnn64):
     link, c = rnn64
-    p = QSTR(N=64, d=3, link=link, variant="general").sample(8, generator=g(11), dtype=F64)
+    p = QSTR(N=64, d=3, link=link, variant="general").sample(8, generator=seeded(11), dtype=F64)
     x = clip_to_ball(p.x, c.guarantee.r_x)
     assert (
         float((c.predict(x, p.t) - link(gather_tokens(x, p.t))).abs().max())
@@ -253,7 +242,7 @@ def test_state_dict_round_trip(rnn64, tmp_path):
 
 
 def test_rnn_input_errors(book64):
-    net = make_link("teacher", 2, 3, generator=g(0)).two_layer_net()
+    net = make_link("teacher", 2, 3, generator=seeded(0)).two_layer_net()
     c = prop28_rnn(book64, 3, net)
     x = torch.zeros(1, 64, 3, dtype=F64)
     with pytest.raises(ValueError, match="t entries"):
@@ -263,14 +252,14 @@ def test_rnn_input_errors(book64):
     with pytest.raises(ValueError, match="codebook has 64"):
         c.states(torch.zeros(1, 65, 3, dtype=F64), torch.zeros(1, 2, dtype=torch.long))
     with pytest.raises(ValueError, match="simple-qSTR"):
-        c.targets(x, torch.randint(64, (1, 64, 2), generator=g(0)))
+        c.targets(x, torch.randint(64, (1, 64, 2), generator=seeded(0)))
 
 
 def test_scan_at_1e5_on_cpu():
     """N = 1e5 states by the scan, exact zeros and flat error (the quick cor-27 claim also does
     this)."""
     book = rs_hadamard_codebook(100_000, dtype=F64)
-    link = make_link("teacher", 1, 2, generator=g(13))
+    link = make_link("teacher", 1, 2, generator=seeded(13))
     c = prop28_rnn(book, 2, link.two_layer_net(), eps=0.1)
     x, t = simple_prompts(link, 100_000, 1, c.guarantee.r_x, 14)
     st = c.states(x, t)
@@ -282,7 +271,7 @@ def test_scan_at_1e5_on_cpu():
 @pytest.mark.gpu
 def test_scan_at_1e6_on_cuda():
     book = rs_hadamard_codebook(1_000_000, dtype=F64, device="cuda")
-    link = make_link("teacher", 2, 4, generator=g(15))
+    link = make_link("teacher", 2, 4, generator=seeded(15))
     c = prop28_rnn(book, 4, link.two_layer_net(), eps=0.1)
     gen = torch.Generator(device="cuda").manual_seed(16)
     task = QSTR(N=1_000_000, d=4, link=link.to("cuda"), variant="simple")  # the link's net on CUDA
@@ -371,14 +360,6 @@ def test_g_net_is_moved_once_per_device_and_kept_on_its_own(rnn64):
 # ------------------ software facts of the Prop 26 transition (from verify/claims/prop_26.py)
 
 
-@pytest.fixture(scope="module")
-def transitions(book64):
-    """The Prop 26 transitions of the claim's sizes (d = 3, q = 2, r_x = 2.5, eps = 0.1): exact
-    products (RS-Hadamard) and approximate ones (rotated codes)."""
-    books = (book64, rotated(book64, 26))
-    return [(b, prop26_transition(b, 3, 2, eps=0.1, r_x=2.5)) for b in books]
-
-
 def test_transition_widths_and_norms_record_are_its_dense_layers(transitions):
     """Widths (2d + 2q d_e K1, q K2 (d + 1), 2qd, qd) of docs/derivations/rnn-transition.md,
     section 4, in ``Transition.widths``, the guarantee and the dense layers; the reported norms
@@ -409,7 +390,7 @@ def test_transition_dense_without_rectifier_batches_and_empty_batch(transitions)
     """``dense(u, rectify=False)`` equals the closed form's gate; ``dense`` keeps leading axes
     ((2, m, D) gives the rows of (2m, D)) and an empty batch keeps the output width."""
     for book, tr in transitions:
-        gen = g(7)
+        gen = seeded(7)
         N = book.N
         i, t = torch.randint(N, (64,), generator=gen), torch.randint(N, (64, 2), generator=gen)
         om = book.omega.to(F64)
@@ -445,7 +426,7 @@ def test_projected_prefix_equals_the_loop_and_counts_its_projected_steps(r_h, ch
     """projected_prefix (the scan behind every Cor 27 state) equals the literal projected loop in
     both directions with r_h small (the projection bites at every step), in between and infinite,
     with chunks of 8 and of 1, and its count of projected steps is the loop's."""
-    F = torch.randn(3, 40, 4, generator=g(272), dtype=F64)
+    F = torch.randn(3, 40, 4, generator=seeded(272), dtype=F64)
     rounding = 40 * torch.finfo(F64).eps * float(F.abs().sum(1).max())
     for reverse in (False, True):
         H, active = projected_prefix(F, r_h, reverse=reverse, chunk=chunk)
@@ -458,9 +439,9 @@ def test_states_count_the_projected_steps_of_both_directions():
     """RNNConstruction.states reports as projection_active the forward plus the backward scan's
     count, and the module projects like the scan when r_h is below Cor 27's radius."""
     book = rs_hadamard_codebook(100, dtype=F64)
-    link = make_link("teacher", 2, 4, generator=g(270))
+    link = make_link("teacher", 2, 4, generator=seeded(270))
     c = prop28_rnn(book, 4, link.two_layer_net(), eps=0.1, r_x=token_radius(4, 800))
-    p = QSTR(N=100, d=4, link=link, variant="simple").sample(8, generator=g(271), dtype=F64)
+    p = QSTR(N=100, d=4, link=link, variant="simple").sample(8, generator=seeded(271), dtype=F64)
     x = clip_to_ball(p.x, c.guarantee.r_x)
     t0 = p.t[0, 0]
     x[0, t0] = x[0, t0] / x[0, t0].norm(dim=-1, keepdim=True) * c.guarantee.r_x

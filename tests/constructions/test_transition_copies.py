@@ -5,21 +5,17 @@ builds its broken transitions (verify/claims/prop_26.py)."""
 import pytest
 import torch
 
-from qstr.bounds.transition import prop26_transition
-from qstr.constructions.codes import Codebook, rs_hadamard_codebook
+from tests.fixtures import seeded
 
 F64 = torch.float64
 
 
 @pytest.fixture(scope="module")
-def rotated():
-    """A rotated RS-Hadamard code (approximate products), its transition, and 32 inputs z and
-    u = (h, z) on it (tokens in the r_x ball's cube, h = 0)."""
-    g = torch.Generator().manual_seed(26)
-    book = rs_hadamard_codebook(64, dtype=F64)
-    Q, _ = torch.linalg.qr(torch.randn(book.d_e, book.d_e, generator=g, dtype=F64))
-    book = Codebook(book.omega @ Q, book.mu, "custom", {})
-    tr = prop26_transition(book, 3, 2, eps=0.1, r_x=2.5)
+def rotated_case(transitions):
+    """The transition on the rotated RS-Hadamard code (approximate products; tests/conftest.py),
+    and 32 inputs z and u = (h, z) on it (tokens in the r_x ball's cube, h = 0)."""
+    book, tr = transitions[1]
+    g = seeded(26)
     i, t = torch.randint(64, (32,), generator=g), torch.randint(64, (32, 2), generator=g)
     om = book.omega
     x = torch.randn(32, 3, generator=g, dtype=F64)
@@ -28,10 +24,10 @@ def rotated():
     return tr, z, u
 
 
-def test_with_threshold_subtracts_the_new_threshold_and_zero_passes_the_gate(rotated):
+def test_with_threshold_subtracts_the_new_threshold_and_zero_passes_the_gate(rotated_case):
     """At threshold 0 layers 3-4 pass the gate G unchanged (closed form and dense layers); a
     threshold 3 b is layer 3's bias; the guarantee rides along and the original is untouched."""
-    tr, z, u = rotated
+    tr, z, u = rotated_case
     before = tr.dense(u)
     gate = tr.with_threshold(0.0)
     assert gate is not tr and gate.guarantee is tr.guarantee and gate.threshold == 0.0
@@ -45,10 +41,10 @@ def test_with_threshold_subtracts_the_new_threshold_and_zero_passes_the_gate(rot
     assert tr.threshold > 0 and torch.equal(tr.dense(u), before)
 
 
-def test_with_layers_swaps_the_dense_layers_only(rotated):
+def test_with_layers_swaps_the_dense_layers_only(rotated_case):
     """A copy with layer 3 halved: its dense layers (and gate readout, layer 3's top rows) are the
     given ones, its closed form and guarantee the original's; other shapes are refused."""
-    tr, z, u = rotated
+    tr, z, u = rotated_case
     L = tr.layers
     half = tr.with_layers(L.replace_layer(2, W=L[2].W / 2))
     assert half is not tr and half.guarantee is tr.guarantee and torch.equal(half(z), tr(z))
