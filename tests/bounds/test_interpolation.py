@@ -29,11 +29,9 @@ from qstr.constructions.interpolation import (
     parameter_norm2,
 )
 
+from tests.fixtures import general_prompts, t64
+
 f64 = torch.float64
-
-
-def t64(*v):
-    return torch.tensor(v, dtype=f64)
 
 
 def _events(n, D, trials, seed, threshold=None):
@@ -162,20 +160,11 @@ def test_lemma36_net_errors():
 # ------------------------------------------------------------------ Theorem 9's memoriser
 
 
-def _general_prompts(n, N, d, g):
-    x = torch.randn(n, N, d, generator=g, dtype=f64)
-    t = torch.randint(N, (n, N, 1), generator=g)
-    u = torch.randn(d, generator=g, dtype=f64)
-    u = u / u.norm()
-    y = (x[torch.arange(n)[:, None], t[..., 0]] * u).sum(-1)
-    return x, t, y, u
-
-
 @pytest.mark.parametrize("depth", [2, 3])
 def test_memoriser_point_wise(depth):
     g = torch.Generator().manual_seed(11)
     n, N, d = 12, 16, 3
-    x, t, y, _ = _general_prompts(n, N, d, g)
+    x, t, y, _ = general_prompts(n, N, d, g)
     omega = build_codebook(N, kind="rs-hadamard", dtype=f64).omega
     Z = rnn_encoding(x, t, omega)
     model, gu = memoriser(
@@ -200,7 +189,7 @@ def test_memoriser_point_wise(depth):
 def test_memoriser_norm_is_N_free():
     g = torch.Generator().manual_seed(2)
     n, d = 6, 2
-    x, t, y, u = _general_prompts(n, 64, d, g)
+    x, t, y, u = general_prompts(n, 64, d, g)
     t[:, 3, 0] = torch.randint(8, (n,), generator=g)
     norms = []
     for N in (8, 64):
@@ -223,7 +212,7 @@ def test_memoriser_all_positions_exact_but_not_N_free():
     n, d = 3, 2
     norms = []
     for N in (4, 32):
-        x, t, y, _ = _general_prompts(n, N, d, g)
+        x, t, y, _ = general_prompts(n, N, d, g)
         omega = build_codebook(N, kind="rs-hadamard", dtype=f64).omega
         Z = rnn_encoding(x, t, omega)
         model, gu = memoriser(x, y, D_in=Z.shape[-1], position="all", generator=g)
@@ -258,7 +247,7 @@ def test_memoriser_records_and_default_depth():
     """Default depth 2; norm2 = parameter_norm2 of the module; the inner Lemma 36 net's norm2 is
     ||a||^2 + ||W||^2 + ||b||^2 of its weights, and its fit is within its rounding allowance."""
     g = torch.Generator().manual_seed(36)
-    x, t, y, _ = _general_prompts(8, 8, 3, g)
+    x, t, y, _ = general_prompts(8, 8, 3, g)
     omega = build_codebook(8, kind="rs-hadamard", dtype=f64).omega
     model, gu = memoriser(x, y, D_in=3 + 2 * omega.shape[1], position=2, generator=g)
     assert gu.depth == 2

@@ -24,11 +24,9 @@ from qstr.bounds.lipschitz import (
 from qstr.constructions.links import TwoLayerNet
 from qstr.constructions.lipschitz import fk_coefficients, fourier_ridges
 
+from tests.fixtures import norms_by_hand, seeded
+
 F64 = torch.float64
-
-
-def gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
 
 
 @pytest.mark.parametrize("n, k, shift", [(3, 1, 0.3), (4, 2, 0.7), (6, 2, 0.1), (2, 3, 0.5)])
@@ -120,9 +118,9 @@ def test_ball_grid_covers_the_ball():
     pts, rho = ball_grid(1.0, 2, 0.1)
     assert rho == pytest.approx(0.1 * math.sqrt(2) / 2)
     assert float(pts.norm(dim=1).max()) <= 1.0 + 1e-12
-    g = torch.randn(500, 2, dtype=F64, generator=gen(3))
+    g = torch.randn(500, 2, dtype=F64, generator=seeded(3))
     probe = (
-        g / g.norm(dim=1, keepdim=True) * torch.rand(500, 1, dtype=F64, generator=gen(4)).sqrt()
+        g / g.norm(dim=1, keepdim=True) * torch.rand(500, 1, dtype=F64, generator=seeded(4)).sqrt()
     )  # uniform in the disc
     assert float(torch.cdist(probe, pts).min(dim=1).values.max()) <= rho
 
@@ -173,19 +171,6 @@ def test_angle_inequality_used_by_the_smoothing_bound():
     assert float((theta.abs() - 2 * sn - (math.pi - 2) * sn**3).max()) <= 1e-15
 
 
-def _norms(net: TwoLayerNet) -> dict:
-    Wb = torch.cat([net.W, net.b[:, None]], dim=1)
-    a, m = net.a, net.a.numel()
-    return {
-        "a": float(a.norm()),
-        "W": float(net.W.norm()),
-        "b": float(net.b.norm()),
-        "r_a": float(a.norm()) * m**0.5,
-        "r_w": float(Wb.norm()) / m**0.5,
-        "path": sum(abs(float(a[i])) * float(Wb[i].norm()) for i in range(m)),
-    }
-
-
 def test_weight_norms_as_recorded():
     """Lemma 42's weight record: ||a||, ||W||_F, ||b||, r_a = ||a|| sqrt(m),
     r_w = ||(W, b)||_F / sqrt(m) and the path norm sum_i |a_i| ||(w_i, b_i)|| of the built net
@@ -194,7 +179,7 @@ def test_weight_norms_as_recorded():
         lemma42_net(lambda x: x.norm(dim=-1), L=1.0, R=1.0, k=2, degree=6),
         lemma42_net(lambda x: torch.sin(3 * x[..., 0]), L=3.0, R=1.0, k=1, eps=0.05),
     ):
-        want = _norms(built.net)
+        want = norms_by_hand(built.net)
         assert set(built.weight_norms) == set(want)
         for key, value in want.items():
             assert built.weight_norms[key] == pytest.approx(value, rel=1e-12, abs=1e-300)

@@ -25,12 +25,9 @@ from qstr.constructions.attention import (
 from qstr.constructions.codes import Codebook, rs_hadamard_codebook
 from qstr.constructions.layout import token_layout
 from qstr.constructions.links import make_link
+from tests.fixtures import seeded
 
 F64 = torch.float64
-
-
-def gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
 
 
 # ================================================================ named blocks
@@ -38,7 +35,7 @@ def gen(seed: int) -> torch.Generator:
 
 def test_lemma11_weights_at_alpha():
     d, q, N = 3, 3, 256
-    net = make_link("teacher", q, d, generator=gen(0)).two_layer_net()
+    net = make_link("teacher", q, d, generator=seeded(0)).two_layer_net()
     con = lemma11_weights(N, d, q, net, alpha=2.5)
     lay, W_QK = con.layout, con.model.W_QK.detach()
     assert (con.N, con.d, con.q, con.H, con.alpha, con.guarantee) == (N, d, q, q, 2.5, None)
@@ -56,7 +53,7 @@ def test_lemma11_weights_at_alpha():
 
 
 def test_with_alpha_is_a_new_module_at_the_new_scale():
-    net = make_link("teacher", 2, 3, generator=gen(0)).two_layer_net()
+    net = make_link("teacher", 2, 3, generator=seeded(0)).two_layer_net()
     con = lemma11_weights(64, 3, 2, net, alpha=1.0)
     big = con.with_alpha(3.0)
     assert big.alpha == 3.0 and con.alpha == 1.0 and big.model is not con.model
@@ -76,7 +73,7 @@ def test_sparse_average_weights_sum_the_slots():
     for k in range(q):
         assert torch.equal(W_QK[lay.slot(k), lay["pos"]], 2.0 * torch.eye(con.d_e, dtype=F64))
     assert float(W_QK.abs().sum()) == pytest.approx(2.0 * q * con.d_e)
-    h = torch.randn(1, N, lay.dim, dtype=F64, generator=gen(2))
+    h = torch.randn(1, N, lay.dim, dtype=F64, generator=seeded(2))
     with torch.no_grad():  # the output net is the exact identity on the x block
         out = torch.relu(h @ con.model.W.T + con.model.b) @ con.model.a.T
     assert torch.allclose(out, h[..., lay["x"]], atol=1e-12)
@@ -108,7 +105,7 @@ def test_the_builders_with_guarantees_are_not_in_constructions():
 
 
 def test_adversarial_prompt_needs_a_radius_without_a_guarantee():
-    net = make_link("teacher", 1, 2, generator=gen(0)).two_layer_net()
+    net = make_link("teacher", 1, 2, generator=seeded(0)).two_layer_net()
     con = lemma11_weights(8, 2, 1, net, alpha=1.0)
     with pytest.raises(ValueError, match="r_x must be given"):
         lemma11_adversarial_prompt(con, torch.ones(2, dtype=F64), target=0)
@@ -149,10 +146,10 @@ def test_place_block():
 def test_fast_predict_equals_predict(seed, N, q, chunk, alpha):
     q = min(q, N)
     d = 3
-    net = make_link("teacher", q, d, generator=gen(seed)).two_layer_net()
+    net = make_link("teacher", q, d, generator=seeded(seed)).two_layer_net()
     con = lemma11_weights(N, d, q, net, alpha=alpha)
-    x = torch.randn(2, N, d, dtype=F64, generator=gen(seed + 1))
-    t = torch.randint(N, (2, N, q), generator=gen(seed + 2))
+    x = torch.randn(2, N, d, dtype=F64, generator=seeded(seed + 1))
+    t = torch.randint(N, (2, N, q), generator=seeded(seed + 2))
     with torch.no_grad():
         ref = con.predict(x, t)
         scale = float(ref.abs().max()) + 1e-300
@@ -168,10 +165,10 @@ def test_fast_predict_equals_predict(seed, N, q, chunk, alpha):
 
 def test_fast_predict_equals_predict_large_N():
     N, d, q = 2048, 3, 1
-    net = make_link("teacher", q, d, generator=gen(0)).two_layer_net()
+    net = make_link("teacher", q, d, generator=seeded(0)).two_layer_net()
     con = lemma11_weights(N, d, q, net, alpha=6.0)
-    x = torch.randn(1, N, d, dtype=F64, generator=gen(1))
-    t = torch.randint(N, (1, N, q), generator=gen(2))
+    x = torch.randn(1, N, d, dtype=F64, generator=seeded(1))
+    t = torch.randint(N, (1, N, q), generator=seeded(2))
     with torch.no_grad():
         ref = con.predict(x, t, chunk=256)
         fast = con.fast_predict(x, t, chunk=256)
@@ -180,11 +177,11 @@ def test_fast_predict_equals_predict_large_N():
 
 def test_fast_path_respects_float32():
     N, d, q = 64, 3, 2
-    net = make_link("teacher", q, d, generator=gen(0)).two_layer_net()
+    net = make_link("teacher", q, d, generator=seeded(0)).two_layer_net()
     con = lemma11_weights(N, d, q, net, alpha=6.0, dtype=torch.float32)
     assert con.model.W_QK.dtype == torch.float32 and con.omega.dtype == torch.float32
-    x = torch.randn(2, N, d, generator=gen(1))
-    t = torch.randint(N, (2, N, q), generator=gen(2))
+    x = torch.randn(2, N, d, generator=seeded(1))
+    t = torch.randint(N, (2, N, q), generator=seeded(2))
     with torch.no_grad():
         assert torch.allclose(
             con.fast_predict(x, t, chunk=16), con.predict(x, t), rtol=1e-4, atol=1e-5
@@ -198,10 +195,10 @@ def test_fused_backend_equals_math_backend_on_cpu(dtype, tol):
     """The fused SDPA kernels CUDA users get by default (torch has a flash kernel on CPU too)
     against the chunked math path, including a last chunk shorter than the others."""
     N, d, q = 50, 3, 2
-    net = make_link("teacher", q, d, generator=gen(0)).two_layer_net()
+    net = make_link("teacher", q, d, generator=seeded(0)).two_layer_net()
     con = lemma11_weights(N, d, q, net, alpha=6.0, dtype=dtype)
-    x = torch.randn(2, N, d, generator=gen(1)).to(dtype)
-    t = torch.randint(N, (2, N, q), generator=gen(2))
+    x = torch.randn(2, N, d, generator=seeded(1)).to(dtype)
+    t = torch.randint(N, (2, N, q), generator=seeded(2))
     with torch.no_grad():
         ref = con.predict(x, t)
         for chunk in (None, 16):
@@ -221,10 +218,10 @@ def test_fused_backend_pads_values_to_the_key_width_when_no_kernel_takes_narrowe
     are padded to the key width and the answer is unchanged: the refusal is simulated on CPU, so
     this runs without a GPU."""
     N, d, q = 40, 3, 2
-    net = make_link("teacher", q, d, generator=gen(0)).two_layer_net()
+    net = make_link("teacher", q, d, generator=seeded(0)).two_layer_net()
     con = lemma11_weights(N, d, q, net, alpha=6.0, dtype=torch.float32)
-    x = torch.randn(2, N, d, generator=gen(1))
-    t = torch.randint(N, (2, N, q), generator=gen(2))
+    x = torch.randn(2, N, d, generator=seeded(1))
+    t = torch.randint(N, (2, N, q), generator=seeded(2))
     real, widths = F.scaled_dot_product_attention, []
 
     def refuses_narrow_values(Q, K, V, **kw):
@@ -248,11 +245,11 @@ def test_fused_backend_pads_values_to_the_key_width_when_no_kernel_takes_narrowe
 @pytest.mark.gpu
 def test_fast_predict_cuda_matches_cpu():
     N, d, q = 4096, 4, 2
-    net = make_link("teacher", q, d, generator=gen(0)).two_layer_net()
+    net = make_link("teacher", q, d, generator=seeded(0)).two_layer_net()
     cpu = lemma11_weights(N, d, q, net, alpha=6.0)
     gpu = lemma11_weights(N, d, q, net, alpha=6.0, device="cuda", dtype=torch.float32)
-    x = torch.randn(2, N, d, dtype=F64, generator=gen(1))
-    t = torch.randint(N, (2, N, q), generator=gen(2))
+    x = torch.randn(2, N, d, dtype=F64, generator=seeded(1))
+    t = torch.randint(N, (2, N, q), generator=seeded(2))
     with torch.no_grad():
         ref = cpu.fast_predict(x, t, chunk=512)
         y = gpu.fast_predict(x.float().cuda(), t.cuda(), chunk=512).double().cpu()
@@ -264,10 +261,10 @@ def test_fused_backend_refuses_float64_on_cuda():
     """CUDA has no fused attention kernel for float64: a clear ValueError, not torch's
     'No available kernel'; 'auto' takes the math path there."""
     N, d, q = 64, 2, 1
-    net = make_link("teacher", q, d, generator=gen(0)).two_layer_net()
+    net = make_link("teacher", q, d, generator=seeded(0)).two_layer_net()
     con = lemma11_weights(N, d, q, net, alpha=2.0, device="cuda")
-    x = torch.randn(1, N, d, dtype=F64, generator=gen(1)).cuda()
-    t = torch.randint(N, (1, N, q), generator=gen(2)).cuda()
+    x = torch.randn(1, N, d, dtype=F64, generator=seeded(1)).cuda()
+    t = torch.randint(N, (1, N, q), generator=seeded(2)).cuda()
     with pytest.raises(ValueError, match="float64"):
         con.fast_heads(x, t, backend="fused")
     with torch.no_grad():
@@ -283,10 +280,10 @@ def test_math_backend_on_cuda_never_takes_the_fused_kernel(monkeypatch):
         raise AssertionError("backend='math' took the fused kernel")
 
     N, d, q = 64, 2, 2
-    net = make_link("teacher", q, d, generator=gen(0)).two_layer_net()
+    net = make_link("teacher", q, d, generator=seeded(0)).two_layer_net()
     con = lemma11_weights(N, d, q, net, alpha=2.0, device="cuda", dtype=torch.float32)
-    x = torch.randn(1, N, d, generator=gen(1)).cuda()
-    t = torch.randint(N, (1, N, q), generator=gen(2)).cuda()
+    x = torch.randn(1, N, d, generator=seeded(1)).cuda()
+    t = torch.randint(N, (1, N, q), generator=seeded(2)).cuda()
     monkeypatch.setattr(attention, "_fused_heads", fused)
     with torch.no_grad():
         heads = con.fast_heads(x, t, backend="math")
@@ -295,7 +292,7 @@ def test_math_backend_on_cuda_never_takes_the_fused_kernel(monkeypatch):
 
 @pytest.mark.parametrize("field", ["a", "W", "b"])
 def test_lemma11_weights_refuse_a_net_with_non_finite_or_missing_weights(field):
-    net = make_link("teacher", 1, 2, generator=gen(0)).two_layer_net()
+    net = make_link("teacher", 1, 2, generator=seeded(0)).two_layer_net()
     bad = getattr(net, field).clone()
     bad.view(-1)[0] = float("nan")
     with pytest.raises(ValueError, match=f"net.{field}"):
@@ -305,7 +302,7 @@ def test_lemma11_weights_refuse_a_net_with_non_finite_or_missing_weights(field):
 
 
 def test_predict_validation():
-    net = make_link("teacher", 1, 2, generator=gen(0)).two_layer_net()
+    net = make_link("teacher", 1, 2, generator=seeded(0)).two_layer_net()
     con = lemma11_weights(8, 2, 1, net, alpha=1.0)
     x = torch.randn(1, 8, 2, dtype=F64)
     t = torch.zeros(1, 8, 1, dtype=torch.long)
@@ -324,7 +321,7 @@ def test_predict_validation():
 
 def test_adversarial_prompt_is_one_prompt_by_default():
     """lemma11_adversarial_prompt's default B = 1: one prompt (x (1, N, d), t (1, N, q))."""
-    net = make_link("linear", 2, 4, generator=gen(13)).two_layer_net()
+    net = make_link("linear", 2, 4, generator=seeded(13)).two_layer_net()
     cons = lemma11(16, 4, 2, net, eps=0.05, r_x=3.0)
     x, t = lemma11_adversarial_prompt(cons, torch.ones(4, dtype=F64), target=3)
     assert x.shape == (1, 16, 4) and t.shape == (1, 16, 2) and bool((t == 3).all())
@@ -333,7 +330,7 @@ def test_adversarial_prompt_is_one_prompt_by_default():
 def test_adversarial_prompt_without_target_warns_and_picks_the_worst():
     """Without ``target`` the prompt still reads the worst target (the argmax of the exact leak,
     computed in bounds/lemma11_leaks.py), with one DeprecationWarning naming worst_target."""
-    net = make_link("linear", 2, 4, generator=gen(13)).two_layer_net()
+    net = make_link("linear", 2, 4, generator=seeded(13)).two_layer_net()
     cons = lemma11(16, 4, 2, net, eps=0.05, r_x=3.0)
     u = torch.ones(4, dtype=F64)
     with pytest.warns(DeprecationWarning, match="lemma11_leaks.worst_target") as caught:

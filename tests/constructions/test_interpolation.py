@@ -26,11 +26,9 @@ from qstr.constructions.interpolation import (
     slot_memory_rnn,
 )
 
+from tests.fixtures import general_prompts, t64
+
 f64 = torch.float64
-
-
-def t64(*v):
-    return torch.tensor(v, dtype=f64)
 
 
 def eps_of(n):
@@ -199,15 +197,6 @@ def test_interpolate_points_errors():
 # ------------------------------------------------------------------ Theorem 9's memoriser
 
 
-def _general_prompts(n, N, d, g):
-    x = torch.randn(n, N, d, generator=g, dtype=f64)
-    t = torch.randint(N, (n, N, 1), generator=g)
-    u = torch.randn(d, generator=g, dtype=f64)
-    u = u / u.norm()
-    y = (x[torch.arange(n)[:, None], t[..., 0]] * u).sum(-1)
-    return x, t, y, u
-
-
 def _lemma36(x, y, position, g):
     pts, labels = memorised_points(x, y, position)
     return interpolate_points(pts, labels, _direction(pts, g))
@@ -217,7 +206,7 @@ def _lemma36(x, y, position, g):
 def test_memorising_rnn_point_wise(depth):
     g = torch.Generator().manual_seed(11)
     n, N, d = 12, 16, 3
-    x, t, y, _ = _general_prompts(n, N, d, g)
+    x, t, y, _ = general_prompts(n, N, d, g)
     omega = build_codebook(N, kind="rs-hadamard", dtype=f64).omega
     Z = rnn_encoding(x, t, omega)
     l36 = _lemma36(x, y, 7, g)
@@ -242,7 +231,7 @@ def test_memorising_rnn_point_wise(depth):
 
 def test_memorised_points():
     g = torch.Generator().manual_seed(1)
-    x, _, y, _ = _general_prompts(4, 5, 2, g)
+    x, _, y, _ = general_prompts(4, 5, 2, g)
     pts, labels = memorised_points(x, y, 3)
     assert torch.equal(pts, x[:, 3]) and torch.equal(labels, y[:, 3])
     pts, labels = memorised_points(x, y, "all")

@@ -23,11 +23,9 @@ from qstr.constructions.lipschitz import (
     weight_norms,
 )
 
+from tests.fixtures import norms_by_hand, seeded
+
 F64 = torch.float64
-
-
-def gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
 
 
 @pytest.mark.parametrize("n", [1, 2, 5, 12])
@@ -103,7 +101,7 @@ def test_net_lipschitz_bound_is_exact_in_one_dimension():
     tent = _tent([-1.0, -2.0, -3.0])
     assert lipschitz_by_secants(tent) == 1.0 == net_lipschitz_bound(tent)
     assert lipschitz_by_secants(_tent([-1.0, -1.5, -2.0])) == 1.0
-    g = gen(4280)
+    g = seeded(4280)
     W, b, a = (torch.randn(*shape, generator=g, dtype=F64) for shape in ((16, 1), (16,), (16,)))
     nets = [TwoLayerNet(a=a, W=W, b=b)]
     nets.append(
@@ -131,29 +129,16 @@ def test_net_lipschitz_bound_sums_the_lines_of_weights():
     assert net_lipschitz_bound(lines) == pytest.approx(5.0, rel=1e-9)
 
 
-def _norms(net: TwoLayerNet) -> dict:
-    Wb = torch.cat([net.W, net.b[:, None]], dim=1)
-    a, m = net.a, net.a.numel()
-    return {
-        "a": float(a.norm()),
-        "W": float(net.W.norm()),
-        "b": float(net.b.norm()),
-        "r_a": float(a.norm()) * m**0.5,
-        "r_w": float(Wb.norm()) / m**0.5,
-        "path": sum(abs(float(a[i])) * float(Wb[i].norm()) for i in range(m)),
-    }
-
-
 def test_weight_norms_of_a_net():
     """||a||, ||W||_F, ||b||, r_a = ||a|| sqrt(m), r_w = ||(W, b)||_F / sqrt(m) and the path norm
     sum_i |a_i| ||(w_i, b_i)|| (relative 1e-12)."""
-    g = gen(42)
+    g = seeded(42)
     net = TwoLayerNet(
         a=torch.randn(7, generator=g, dtype=F64),
         W=torch.randn(7, 3, generator=g, dtype=F64),
         b=torch.randn(7, generator=g, dtype=F64),
     )
-    want, got = _norms(net), weight_norms(net)
+    want, got = norms_by_hand(net), weight_norms(net)
     assert set(got) == set(want)
     for key, value in want.items():
         assert got[key] == pytest.approx(value, rel=1e-12)
@@ -212,7 +197,7 @@ def test_fourier_ridges_are_the_smoothing(k, n, G):
     ridges = fourier_ridges(f, R=1.5, k=k, degree=n, grid=G)
     assert (ridges.k, ridges.R, ridges.degree, ridges.grid) == (k, 1.5, n, G)
     assert ridges.w0 == 2 * math.pi / 6.0
-    x = 2 * torch.rand(64, k, generator=gen(7), dtype=F64) - 1
+    x = 2 * torch.rand(64, k, generator=seeded(7), dtype=F64) - 1
     assert torch.allclose(_ridge_sum(ridges, x), _smoothing(f, ridges, x), rtol=0, atol=1e-12)
     cube = itertools.product(range(-n, n + 1), repeat=k)
     primitive = sum(1 for ell in cube if any(ell) and math.gcd(*map(abs, ell)) == 1) // 2
@@ -229,7 +214,7 @@ def test_ridge_net_interpolates_each_ridge():
     intervals per ridge bring the net to the ridge sum (within 1e-3 at 64 intervals)."""
     f = lambda x: x[..., 0] * x[..., 1]  # noqa: E731
     ridges = fourier_ridges(f, R=1.0, k=2, degree=3, grid=10)
-    x = project_ball(2 * torch.rand(256, 2, generator=gen(8), dtype=F64) - 1, 1.0)
+    x = project_ball(2 * torch.rand(256, 2, generator=seeded(8), dtype=F64) - 1, 1.0)
     want = _ridge_sum(ridges, x)
     gaps = []
     for K in (2, 8, 64):
