@@ -1,10 +1,28 @@
-"""A mkdocs hook (mkdocs.yml, hooks): the docs pages' links to the README lead to the site's
-home page, which is the README (docs/gen_ref/reference.py writes it)."""
+"""mkdocs hooks (mkdocs.yml, hooks): the source tree griffe reads is linked before the build
+starts; the docs pages' links to the README lead to the site's home page, which is the README
+(docs/gen_ref/reference.py writes it)."""
 
+import importlib.util
 import posixpath
 import re
+from pathlib import Path
 
 README = "../README.md"
+
+
+def _reference():
+    spec = importlib.util.spec_from_file_location(
+        "gen_ref_reference", Path(__file__).parent / "reference.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def on_startup(**kwargs):
+    """mkdocs event, before the plugins read their config: the python handler keeps only the
+    search paths that exist then, so build/api-src is made here (a fresh checkout lacks it)."""
+    _reference().link_source_tree()
 
 
 def readme_to_home(markdown: str, src_uri: str) -> str:

@@ -83,9 +83,10 @@ def examples_page(files: list[Path]) -> str:
 
 
 def link_source_tree(tree: Path = SOURCE_TREE) -> None:
-    """Make ``tree``/qstr/<package> a link to each source folder (build/ is not committed);
-    qstr/__init__.py makes it a regular package, which griffe takes before any other ``qstr`` on
-    sys.path (the console script .venv/bin/qstr is one)."""
+    """Make ``tree``/qstr/<package> a link to each source folder (build/ is not committed: the
+    hook on_startup calls this before every build, docs/gen_ref/hooks.py); qstr/__init__.py
+    makes it a regular package, which griffe takes before any other ``qstr`` on sys.path (the
+    console script .venv/bin/qstr is one)."""
     (tree / "qstr").mkdir(parents=True, exist_ok=True)
     (tree / "qstr" / "__init__.py").touch()
     for folder, package in PACKAGES.items():
@@ -97,8 +98,6 @@ def link_source_tree(tree: Path = SOURCE_TREE) -> None:
 def write_pages() -> None:
     """Write every reference page, the reference's literate nav and the home page."""
     import mkdocs_gen_files  # noqa: PLC0415 - present only in a docs build (the docs extra)
-
-    link_source_tree()
 
     nav = mkdocs_gen_files.Nav()
     for module in reference_modules():
