@@ -27,6 +27,10 @@ Functions
   ``torch.save`` and ``torch.load(path, weights_only=True)``.
 * :func:`load_multihead` / :func:`load_rnn` the trainable module of a file written by
   ``qstr construct transformer`` / ``qstr construct rnn``, in one call.
+
+A state carries the toolkit's and torch's versions (``"versions"``, constructions/provenance.py);
+loading one a newer toolkit wrote warns (``provenance.NewerFileWarning``), or, where it cannot be
+read, says so in its one-line ValueError.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from qstr.constructions import validate
 from qstr.constructions.attention import Construction
 from qstr.constructions.experiment_models import PracticalTransformer
 from qstr.constructions.paper_models import MergedAttention
+from qstr.constructions.provenance import KEY, newer_note, versions, warn_if_newer
 from qstr.constructions.recurrent import module_from_state
 
 __all__ = [
@@ -243,7 +248,8 @@ def construction_state(construction) -> dict:
     (N, d_e), ``W_QK`` (H, D_e, D_e), ``ffn`` (a, W, b), ``mha_state_dict`` (of
     :func:`to_multihead`), ``mha_config`` (D_e, q, width, out_dim), ``guarantee``
     (``qstr.bounds.attention.Guarantee.as_dict``, incl. ``error_bound``; None for weights built
-    without a bound), ``layout`` ([name, size] list).
+    without a bound), ``layout`` ([name, size] list), ``versions`` (``{"qstr-toolkit", "torch"}``
+    that wrote it).
     Tensors are detached clones on their current device.
     """
     if not isinstance(construction, Construction):
@@ -282,6 +288,7 @@ def construction_state(construction) -> dict:
         },
         "guarantee": None if g is None else g.as_dict(),
         "layout": [[str(n), int(s)] for n, s in construction.layout.blocks],
+        KEY: versions(),
     }
 
 
@@ -289,8 +296,26 @@ def load_construction_state(state: dict) -> Tuple[MergedAttention, PracticalTran
     """Rebuild (MergedAttention, PracticalTransformer) from :func:`construction_state` output.
 
     Dtype and device follow the stored tensors (``torch.load(..., map_location=...)`` moves
-    them). ``ValueError`` naming the first missing or inconsistent entry.
+    them). ``ValueError`` naming the first missing or inconsistent entry (and the newer toolkit
+    that wrote the state, if one did); a state a newer toolkit wrote that loads warns
+    (``provenance.NewerFileWarning``).
     """
+    return _loaded(_rebuild, state, "the construction state")
+
+
+def _loaded(rebuild, state, what: str):
+    """``rebuild(state)``, warning when a newer toolkit wrote ``what`` and naming that toolkit in
+    the ValueError of a state that cannot be read."""
+    stored = state.get(KEY) if isinstance(state, dict) else None
+    try:
+        built = rebuild(state)
+    except ValueError as exc:
+        raise ValueError(f"{exc}{newer_note(stored)}") from None
+    warn_if_newer(stored, what, stacklevel=3)  # at the caller of the public loader
+    return built
+
+
+def _rebuild(state) -> Tuple[MergedAttention, PracticalTransformer]:
     if not isinstance(state, dict):
         raise ValueError(
             f"state must be a dict from construction_state, got {type(state).__name__}"
@@ -364,7 +389,7 @@ def load_multihead(path, *, dtype=None, device=None) -> PracticalTransformer:
     rebuilt with the saved shapes (docs/formats.md), cast to ``dtype`` and moved to ``device`` when
     given."""
     state = _read_state(path, device, "a construction file")
-    _, mt = load_construction_state(state)
+    _, mt = _loaded(_rebuild, state, str(path))
     return mt if dtype is None else mt.to(dtype=validate.float_dtype("dtype", dtype))
 
 
@@ -375,11 +400,15 @@ def load_rnn(path, *, dtype=None, device=None):
     ``device``. Its codebook rides along as the buffer ``omega``:
     ``model(rnn_encoding(x, t, model.omega))`` (docs/formats.md)."""
     state = _read_state(path, device, "an RNN file")
-    if not isinstance(state, dict) or not isinstance(state.get("omega"), torch.Tensor):
-        raise ValueError(
-            f"{path} is not an RNN file written by qstr construct rnn (no omega codebook)"
-        )
     dtype = torch.float64 if dtype is None else validate.float_dtype("dtype", dtype)
-    model = module_from_state(state, dtype=dtype, device=device)
-    model.register_buffer("omega", state["omega"].to(dtype=dtype, device=device))
-    return model
+
+    def rebuild(state):
+        if not isinstance(state, dict) or not isinstance(state.get("omega"), torch.Tensor):
+            raise ValueError(
+                f"{path} is not an RNN file written by qstr construct rnn (no omega codebook)"
+            )
+        model = module_from_state(state, dtype=dtype, device=device)
+        model.register_buffer("omega", state["omega"].to(dtype=dtype, device=device))
+        return model
+
+    return _loaded(rebuild, state, str(path))

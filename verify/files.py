@@ -2,7 +2,8 @@
 new name in a folder that takes files, and it is written atomically (a temporary file beside it,
 then one rename), so a failure leaves the old file and no temporary behind.
 
-A refusal or a failure is a ``ValueError`` with one line (the CLI prints it and exits 2).
+A refusal or a failure is a ``ValueError`` with one line (the CLI prints it and exits 2). A torch
+file holding a dict carries the toolkit's and torch's versions (``"versions"``; docs/formats.md).
 """
 
 from __future__ import annotations
@@ -139,8 +140,14 @@ def write_json_file(path: str, obj, *, flag: str = "--json", default=str) -> Non
 def save_torch(path: str, obj, *, flag: str = "--out") -> None:
     """``torch.save(obj)`` written atomically (through a file object: the archive's inner folder
     is then "archive" whatever the file's name, so the same command gives the same bytes); a
-    failed save (a full disk) is one line, and no partial or temporary file is left."""
+    failed save (a full disk) is one line, and no partial or temporary file is left. A dict
+    without ``"versions"`` is saved with them added (``provenance.versions()``)."""
     import torch  # noqa: PLC0415 - the CLI imports this module; its --help loads no torch
+
+    from qstr.constructions import provenance  # noqa: PLC0415 - it imports torch
+
+    if isinstance(obj, dict) and provenance.KEY not in obj:
+        obj = {**obj, provenance.KEY: provenance.versions()}
 
     def save(fh):
         try:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+import re
+import warnings
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -25,6 +29,7 @@ from qstr.constructions.export import (
 )
 from qstr.constructions.links import make_link
 from qstr.constructions.paper_models import MergedAttention
+from qstr.constructions.provenance import NewerFileWarning, toolkit_version
 from qstr.verify.cli import main
 
 F64 = torch.float64
@@ -208,6 +213,11 @@ def test_state_save_load_weights_only(tmp_path, which):
         "mha_config",
         "guarantee",
         "layout",
+        "versions",
+    }
+    assert loaded["versions"] == {
+        "qstr-toolkit": importlib.metadata.version("qstr-toolkit"),
+        "torch": torch.__version__,
     }
     cfg, g = loaded["config"], loaded["guarantee"]
     assert (
@@ -422,3 +432,63 @@ def test_a_load_that_fails_says_its_real_cause(tmp_path, monkeypatch, load):
         f"{tmp_path / 'c.pt'} holds CUDA tensors but CUDA is not available on this machine; "
         "pass device='cpu'"
     )
+
+
+def _newer(version: str) -> str:
+    """``version`` with its minor number raised by one: a toolkit newer than it."""
+    major, minor = (int(p) for p in version.split(".")[:2])
+    return f"{major}.{minor + 1}.0"
+
+
+def _silently(load, *args):
+    """``load(*args)``, failing on any warning."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return load(*args)
+
+
+def test_a_file_from_a_newer_toolkit_says_so_on_load(tmp_path):
+    """A construction file records the toolkit and torch that wrote it; one written by a newer
+    toolkit loads with a NewerFileWarning naming both versions (and the file); one it cannot read
+    is the one-line ValueError of any bad file, naming the newer toolkit; an older or equal
+    toolkit, or a file without versions (written before they were recorded), loads silently."""
+    ours = toolkit_version()
+    assert ours != "unknown"  # the suite runs on an installed toolkit
+    con, _, _ = lemma11_case(1)
+    state = construction_state(con)
+    newer = _newer(ours)
+    from_newer = dict(state, versions={"qstr-toolkit": newer, "torch": "9.0"})
+    with pytest.warns(NewerFileWarning, match=f"qstr-toolkit {newer}, newer than this {ours}"):
+        load_construction_state(from_newer)
+    torch.save(from_newer, tmp_path / "new.pt")
+    torch.save(state, tmp_path / "ours.pt")
+    with pytest.warns(NewerFileWarning, match=f"{tmp_path / 'new.pt'} was written by qstr-toolkit"):
+        mt = load_multihead(tmp_path / "new.pt")
+    same = _silently(load_multihead, tmp_path / "ours.pt")
+    assert torch.equal(mt.hidden.weight, same.hidden.weight)  # read as this toolkit reads it
+    cut = {k: v for k, v in from_newer.items() if k != "ffn"}  # a format this one cannot read
+    note = f"(written by qstr-toolkit {newer}, newer than this {ours}: upgrade)"
+    with pytest.raises(ValueError, match=re.escape(f"missing keys ['ffn'] {note}") + "$"):
+        load_construction_state(cut)
+    with pytest.raises(ValueError, match=re.escape("missing keys ['ffn']") + "$"):
+        load_construction_state(dict(cut, versions=state["versions"]))  # ours: no note
+    older = "0.0.1" if ours != "0.0.1" else "0.0.0"
+    for versions in ({"qstr-toolkit": ours}, {"qstr-toolkit": older}, {"qstr-toolkit": "unknown"}):
+        _silently(load_construction_state, dict(state, versions=versions))
+    _silently(load_construction_state, {k: v for k, v in state.items() if k != "versions"})
+
+
+def test_an_rnn_file_from_a_newer_toolkit_says_so_on_load(tmp_path):
+    """`qstr construct rnn` writes the versions (through save_torch); load_rnn warns on a newer
+    toolkit's file and names it where the file cannot be read."""
+    path = tmp_path / "r.pt"
+    assert main(["construct", "rnn", "--N", "4", "--d", "2", "--q", "1", "--out", str(path)]) == 0
+    state = torch.load(path, weights_only=True)
+    assert state["versions"] == {"qstr-toolkit": toolkit_version(), "torch": torch.__version__}
+    newer = _newer(toolkit_version())
+    torch.save(dict(state, versions={"qstr-toolkit": newer}), path)
+    with pytest.warns(NewerFileWarning, match=f"{path} was written by qstr-toolkit {newer}"):
+        load_rnn(path)
+    torch.save({"versions": {"qstr-toolkit": newer}, "config": {}}, path)
+    with pytest.raises(ValueError, match=re.escape(f"codebook) (written by qstr-toolkit {newer}")):
+        load_rnn(path)

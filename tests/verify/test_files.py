@@ -12,6 +12,7 @@ import torch
 
 import qstr.verify.report as report
 from qstr.verify.cli import main
+from qstr.constructions.provenance import toolkit_version
 from qstr.verify.files import check_target, save_torch, write_atomic, write_json_file
 
 
@@ -205,3 +206,27 @@ def test_json_files_are_strict_json(tmp_path):
     write_json_file(str(tmp_path / "s.json"), {"a": float("nan"), "b": [1.0, float("-inf")]})
     text = (tmp_path / "s.json").read_text()
     assert json.loads(text) == {"a": None, "b": [1.0, None]} and "NaN" not in text
+
+
+def test_torch_files_carry_the_toolkits_and_torchs_versions(tmp_path):
+    """save_torch adds "versions" to a dict that has none (every torch file of the command line:
+    construct, sample, Figure 2's matrices), keeps one the dict brings, and saves anything else as
+    it is; `qstr sample` files carry them."""
+    ours = {"qstr-toolkit": toolkit_version(), "torch": torch.__version__}
+    save_torch(str(tmp_path / "a.pt"), {"x": torch.zeros(2)})
+    assert torch.load(tmp_path / "a.pt", weights_only=True)["versions"] == ours
+    save_torch(str(tmp_path / "b.pt"), {"x": torch.zeros(2), "versions": {"qstr-toolkit": "0.1"}})
+    assert torch.load(tmp_path / "b.pt", weights_only=True)["versions"] == {"qstr-toolkit": "0.1"}
+    save_torch(str(tmp_path / "c.pt"), torch.ones(3))
+    assert torch.equal(torch.load(tmp_path / "c.pt", weights_only=True), torch.ones(3))
+    out = tmp_path / "s.pt"
+    assert main(["sample", "--N", "4", "--d", "2", "--B", "2", "--out", str(out)]) == 0
+    assert torch.load(out, weights_only=True)["versions"] == ours
+
+
+def test_verify_json_records_carry_the_toolkits_and_torchs_versions(tmp_path):
+    out = tmp_path / "v.json"
+    assert main(["verify", "--only", "lemma-40", "--json", str(out)]) == 0
+    (record,) = json.loads(out.read_text())
+    assert record["env"]["qstr-toolkit"] == toolkit_version()
+    assert record["env"]["torch"] == torch.__version__
