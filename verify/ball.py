@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterable, Iterator, List, Sequence
+from typing import Iterable, Iterator, List, Sequence, Tuple
 
 import torch
 from flint import arb, arb_mat, ctx
@@ -125,6 +125,15 @@ def max_of(xs: Iterable[arb]) -> arb:
     return hull((_largest([x.lower() for x in xs]), _largest([x.upper() for x in xs])))
 
 
+def max_ends(xs: Iterable[arb]) -> Tuple[arb, arb]:
+    """The exact end points (radius 0) of max(xs)'s enclosure: (max of the lower ends, max of the
+    upper ends); a wide ball's own ends are rounded to its radius's 30 bits, these are not."""
+    xs = list(xs)
+    if not xs:
+        raise ValueError("max over an empty set")
+    return _largest([x.lower() for x in xs]), _largest([x.upper() for x in xs])
+
+
 def _largest(ends: List[arb]) -> arb:
     """The largest of exact end points (radius 0, so arb's comparison decides)."""
     best = ends[0]
@@ -179,6 +188,15 @@ class Enclosure:
         if not x.is_finite():
             raise ValueError(f"the ball is not finite: {x}")
         return cls(down(x), up(x))
+
+    @classmethod
+    def between(cls, lower: arb, upper: arb) -> "Enclosure":
+        """[lower's lower end, upper's upper end], each rounded outward: for bounds kept as
+        exact end points (a wide ball's own ends are rounded to its radius's 30 bits)."""
+        lo, hi = down(arb(lower)), up(arb(upper))
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
+            raise ValueError(f"not an enclosure: [{lo}, {hi}]")
+        return cls(lo, hi)
 
     @property
     def width(self) -> float:

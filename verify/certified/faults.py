@@ -48,3 +48,15 @@ def lemma11_unit_unpaired(cons, delta: float = 1e-9):
     with torch.no_grad():
         out.model.a[0] += delta
     return out
+
+
+def gadget_output_scaled(gadget, factor: float = 1 + 1e-9):
+    """Lemmas 22-24: the gadget's output weights W2 times ``factor`` (a slipped constant)."""
+    return replace(gadget, W2=gadget.W2 * factor)
+
+
+def gadget_bias_shifted(gadget, unit: int = 2, shift: float = -1e-9):
+    """Lemmas 22-24: one hidden unit's bias moved by ``shift`` (a knot off its place)."""
+    b1 = gadget.b1.clone()
+    b1[unit] += shift
+    return replace(gadget, b1=b1)

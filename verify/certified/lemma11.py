@@ -141,7 +141,7 @@ def certified_lemma11(cons, *, r_x: Optional[float] = None) -> Certified:
         D = _deficit_rows(cons, blocks)
         Gw = [[sum((u * v for u, v in zip(a, b, strict=True)), arb(0)) for b in grad] for a in grad]
         lo, hi, t, count = _worst_over_tuples(D, Gw, exact(r_x))
-        measured = Enclosure.of(lo.union(hi))
+        measured = Enclosure.between(lo, hi)
     detail = f"N = {cons.N}, H = {len(blocks)}, largest at targets {t}"
     return Certified(WHAT, measured, bound, verdict(measured, bound), count, _since(start), detail)
 
