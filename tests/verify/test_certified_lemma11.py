@@ -29,10 +29,11 @@ def _certified(N: int):
     return certified_lemma11(_case(N)[0])
 
 
-def test_n16_certified_and_encloses_the_float64_search():
-    cons, net = _case(16)
-    r = _certified(16)
-    assert r.status == CERTIFIED and r.holds and r.boxes == 16**Q
+@pytest.mark.parametrize("N", [16, 64])
+def test_certified_and_encloses_the_float64_search(N):
+    cons, net = _case(N)
+    r = _certified(N)
+    assert r.status == CERTIFIED and r.holds and r.boxes == N**Q
     worst = lemma11_worst_case(cons, net)  # the float64 exhaustive search
     assert worst.exact
     assert r.measured.lower - 1e-12 * worst.value <= worst.value <= r.measured.upper + 1e-12
@@ -40,7 +41,7 @@ def test_n16_certified_and_encloses_the_float64_search():
     g = cons.guarantee  # the bound's enclosure holds the float64 bound
     assert r.bound.lower - 1e-13 * g.error_bound <= g.error_bound <= r.bound.upper + 1e-13
     assert r.measured.upper < r.bound.lower < EPS * (1 + 1e-12)
-    assert "certified" in r.line() and "256 boxes" in r.line()
+    assert "certified" in r.line() and f"{N**Q} boxes" in r.line()
 
 
 def test_alpha_halved_is_violated():

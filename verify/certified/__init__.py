@@ -1,3 +1,9 @@
 """Certified computations (ball arithmetic, verify/ball.py) of the paper's statements on the built
 objects: each returns a :class:`~qstr.verify.ball.Certified` with its enclosure, the bound's,
 the verdict and the cost (docs/derivations/certified.md)."""
+
+from qstr.verify.certified.bisection import Budget
+from qstr.verify.certified.gadgets import certified_gate, certified_product
+from qstr.verify.certified.lemma11 import certified_lemma11
+
+__all__ = ["Budget", "certified_gate", "certified_lemma11", "certified_product"]

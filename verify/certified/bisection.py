@@ -127,18 +127,14 @@ class _Problem:
         its extremes lie at the corners, where the kink meets the edges, or at the vertex of the
         quadratic it is along the kink)."""
         lines = self.lines(box)
-        if len(lines) <= 1:
-            return self._exact(box, lines)
+        cross = _crossings(lines[0], box) if len(lines) == 1 else []
+        if not lines or len(cross) >= 2:
+            return self._exact(box, cross)
         return self._mean_value(box)
 
-    def _exact(self, box: Box, lines: List[Line]):
-        pts = list(_corners(box))
-        extra = []
-        if lines:
-            cross = _crossings(lines[0], box)
-            pts += cross
-            if len(cross) >= 2:
-                extra.append(self._along(cross[0], cross[-1]))
+    def _exact(self, box: Box, cross: List[Tuple[arb, arb]]):
+        pts = list(_corners(box)) + cross
+        extra = [self._along(cross[0], cross[-1])] if cross else []
         attained = [abs(self.error(x, y)) for x, y in pts] + [v for v, at in extra if at]
         return max_ends(attained)[0], max_ends(attained + [v for v, _ in extra])[1], True, 0
 
