@@ -2,12 +2,14 @@
 the built module's weights, and its faults."""
 
 import functools
+import math
 
 import pytest
 import torch
 
 from qstr.bounds.attention import lemma11, lemma12_radius
-from qstr.constructions.links import make_link
+from qstr.constructions.codes import star_codebook
+from qstr.constructions.links import TwoLayerNet, make_link
 from qstr.verify.adversarial import lemma11_worst_case
 from qstr.verify.ball import CERTIFIED, NOT_CERTIFIED, VIOLATED
 from qstr.verify.certified import faults
@@ -82,3 +84,23 @@ def test_faults_leave_the_built_module_as_it_was():
 def test_refuses_what_is_not_a_lemma11_construction():
     with pytest.raises(ValueError, match="Lemma 11 construction"):
         certified_lemma11(object())
+
+
+def test_star_codes_attain_the_bound_so_only_the_rounding_tolerance_certifies():
+    """Star codes, w = (u, u)/sqrt 2 (the lemma-11 claim's star case): the bound is attained, so
+    the enclosure straddles it; widened by 1e-12 it is certified, and the lower end is the bound."""
+    u = torch.full((D,), 0.5, dtype=torch.float64)
+    w = torch.cat([u, u]) / math.sqrt(2)  # <w, z> as relu(<w, z>) - relu(-<w, z>)
+    one = torch.ones(1, dtype=torch.float64)
+    net = TwoLayerNet(a=torch.cat([one, -one]), W=torch.stack([w, -w]), b=torch.zeros(2).to(w))
+    cons = lemma11(16, D, Q, net, eps=EPS, r_x=2.0, codebook=star_codebook(16, mu=0.5))
+    strict = certified_lemma11(cons)
+    assert strict.status == NOT_CERTIFIED and "targets (0, 0)" in strict.detail
+    assert (
+        strict.measured.lower <= strict.bound.upper and strict.bound.lower <= strict.measured.upper
+    )
+    loose = certified_lemma11(cons, rtol=1e-12)
+    assert loose.status == CERTIFIED and "(1 + 1e-12)" in loose.detail
+    assert loose.measured.lower >= cons.guarantee.error_bound * (1 - 1e-12)
+    with pytest.raises(ValueError, match="rtol"):
+        certified_lemma11(cons, rtol=-1.0)
