@@ -28,10 +28,8 @@ def _module_name(package: str, relative: Path) -> str:
 
 
 def _is_public(relative: Path) -> bool:
-    return (
-        not any(part.startswith("_") and part != "__init__.py" for part in relative.parts)
-        and "__pycache__" not in relative.parts
-    )
+    """No part private (``_x``, ``__main__``, ``__pycache__``), a package's __init__ aside."""
+    return not any(part.startswith("_") and part != "__init__.py" for part in relative.parts)
 
 
 def reference_modules(root: Path = ROOT) -> list[str]:
