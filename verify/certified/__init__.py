@@ -5,5 +5,13 @@ the verdict and the cost (docs/derivations/certified.md)."""
 from qstr.verify.certified.bisection import Budget
 from qstr.verify.certified.gadgets import certified_gate, certified_product
 from qstr.verify.certified.lemma11 import certified_lemma11
+from qstr.verify.certified.theorem7 import certified_theorem7_agreement, theorem7_bound_ball
 
-__all__ = ["Budget", "certified_gate", "certified_lemma11", "certified_product"]
+__all__ = [
+    "Budget",
+    "certified_gate",
+    "certified_lemma11",
+    "certified_product",
+    "certified_theorem7_agreement",
+    "theorem7_bound_ball",
+]

@@ -60,3 +60,13 @@ def gadget_bias_shifted(gadget, unit: int = 2, shift: float = -1e-9):
     b1 = gadget.b1.clone()
     b1[unit] += shift
     return replace(gadget, b1=b1)
+
+
+def theorem7_total_scaled(record, factor: float = 1 + 1e-9):
+    """Theorem 7: the float64 bound's total times ``factor`` (a slipped constant in the record)."""
+
+    def scaled(n, N, params):
+        out = record(n, N, params)
+        return replace(out, total=out.total * factor)
+
+    return scaled
