@@ -8,7 +8,8 @@ from typing import Optional
 
 import torch
 
-from qstr.constructions.codes import Codebook, rademacher_pair_tail
+from qstr.bounds.codebooks import rademacher_pair_tail
+from qstr.constructions.codes import Codebook
 from qstr.verify.rounding import Rounding
 
 CODEBOOKS = "docs/derivations/codebooks.md"

@@ -9,9 +9,10 @@ from typing import Callable, Tuple
 
 import torch
 
-from qstr.constructions.codes import Codebook, CoherenceReport, build_codebook, coherence
-from qstr.constructions.codes import coherence_report, experimental_codebook, rademacher_codebook
-from qstr.constructions.codes import rademacher_dim, rademacher_pair_tail, rs_hadamard_codebook
+from qstr.bounds.codebooks import build_codebook, experimental_codebook, rademacher_codebook
+from qstr.bounds.codebooks import rademacher_dim, rademacher_pair_tail
+from qstr.constructions.codes import Codebook, CoherenceReport, coherence, coherence_report
+from qstr.constructions.codes import rs_hadamard_codebook
 from qstr.verify.claim import Claim, Context, Ref, Verdict, at_least, at_most, close, exact
 from qstr.verify.claim import replaced, worst
 from qstr.verify.claims._codebooks import CODEBOOKS, coherence_rounding, gram_mu, largest

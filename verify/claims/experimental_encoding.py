@@ -9,8 +9,8 @@ from typing import Callable, NamedTuple, Optional, Tuple
 import mpmath as mp
 import torch
 
-from qstr.constructions.codes import Codebook, coherence_report, experimental_codebook
-from qstr.constructions.codes import rademacher_codebook, rademacher_pair_tail
+from qstr.bounds.codebooks import experimental_codebook, rademacher_codebook, rademacher_pair_tail
+from qstr.constructions.codes import Codebook, coherence_report
 from qstr.verify.claim import Claim, Context, Ref, Verdict, at_least, close, exact, replaced
 from qstr.verify.claim import worst
 from qstr.verify.claims._codebooks import CODEBOOKS, one_sided_pair_tail, tail_by_counting

@@ -78,7 +78,7 @@ def run(args, console: Console) -> int:
 def _new_codebook(args):
     import torch  # noqa: PLC0415 - fast --help
 
-    from qstr.constructions.codes import build_codebook  # noqa: PLC0415 - fast --help
+    from qstr.bounds.codebooks import build_codebook  # noqa: PLC0415 - fast --help
 
     if args.N is None:
         raise ValueError("--N is required to build a codebook (or give --check PATH)")
