@@ -1,11 +1,16 @@
 """Scaffolding the test modules share (issue 56): seeded generators, rotated codes, float64
-vectors, labelled prompts and weight norms by hand. The fixtures built from them (``book64``,
-``transitions``) are in tests/conftest.py."""
+vectors, labelled prompts, weight norms by hand, what a fresh interpreter loads and what an old
+path warns. The fixtures built from them (``book64``, ``transitions``) are in tests/conftest.py."""
 
 from __future__ import annotations
 
-from typing import Union
+import ast
+import re
+import subprocess
+import sys
+from typing import Callable, Union
 
+import pytest
 import torch
 
 from qstr.constructions.codes import Codebook
@@ -58,3 +63,20 @@ def norms_by_hand(net: TwoLayerNet) -> dict:
         "r_w": float(Wb.norm()) / m**0.5,
         "path": sum(abs(float(a[i])) * float(Wb[i].norm()) for i in range(m)),
     }
+
+
+def loaded_after(code: str, prefix: str = "qstr.bounds") -> list:
+    """The names of the modules under ``prefix`` that a fresh interpreter has loaded after running
+    ``code``."""
+    show = f"\nimport sys\nprint(sorted(m for m in sys.modules if m.startswith({prefix!r})))\n"
+    run = subprocess.run([sys.executable, "-c", code + show], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    return ast.literal_eval(run.stdout.strip())
+
+
+def via_old_path(get: Callable[[], object], new_home: str):
+    """``get()``, checked to warn exactly once, with a DeprecationWarning naming ``new_home``."""
+    with pytest.warns(DeprecationWarning, match=re.escape(new_home)) as caught:
+        value = get()
+    assert len(caught) == 1, [str(w.message) for w in caught]
+    return value

@@ -1,14 +1,12 @@
 """The gadgets' certificates (bounds/gadgets.py, Lemmas 22 and 24) and the deprecated paths they
 keep in constructions/relu.py (issue 56)."""
 
-import subprocess
-import sys
-
 import pytest
 
 from qstr.bounds.gadgets import gadget_error, gate_error, gate_leak, product_error
 from qstr.constructions import relu
 from qstr.constructions.relu import gate_bands, gate_gadget, identity_gadget, product_gadget
+from tests.fixtures import loaded_after, via_old_path
 
 
 def test_certificates_are_the_lemmas_closed_forms():
@@ -48,22 +46,12 @@ def test_old_paths_warn_and_give_the_same_numbers():
         (lambda: bands.leak(0.01), gate_leak(0.01, 2.0, 7, 1.2), "qstr.bounds.gadgets.gate_leak"),
     )
     for get, want, home in cases:
-        with pytest.warns(DeprecationWarning, match=home) as caught:
-            got = get()
-        assert len(caught) == 1 and got == want, (home, got, want)
+        assert via_old_path(get, home) == want, home
     with pytest.raises(AttributeError, match="no_such_name"):
         relu.no_such_name  # noqa: B018 - the attribute access is the test
 
 
 def test_old_module_loads_no_bounds_module():
     """Importing constructions/relu.py and building a gadget loads nothing of ``qstr.bounds``."""
-    code = (
-        "import sys\n"
-        "from qstr.constructions.relu import gate_gadget, product_gadget\n"
-        "product_gadget(1.0, 5), gate_gadget(1.0, 4)\n"
-        "print(sorted(m for m in sys.modules if m.startswith('qstr.bounds')))\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout
-    assert out.strip() == "[]", out
+    build = "from qstr.constructions.relu import gate_gadget, product_gadget\n"
+    assert loaded_after(build + "product_gadget(1.0, 5), gate_gadget(1.0, 4)") == []

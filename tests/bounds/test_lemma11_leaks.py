@@ -1,8 +1,7 @@
 """Lemma 11's exact leak per target and the worst target (bounds/lemma11_leaks.py), and their old
 path in constructions/attention.py (issue 56)."""
 
-import subprocess
-import sys
+import functools
 
 import pytest
 import torch
@@ -13,6 +12,7 @@ from qstr.constructions import attention
 from qstr.constructions.attention import sparse_average_weights
 from qstr.constructions.codes import Codebook, rs_hadamard_codebook
 from qstr.constructions.links import make_link
+from tests.fixtures import loaded_after, via_old_path
 
 F64 = torch.float64
 
@@ -62,21 +62,12 @@ def test_old_paths_warn_and_give_the_same_functions():
         ("target_leaks", "qstr.bounds.lemma11_leaks"),
         ("separation_limit", "qstr.bounds.sparse_averaging"),
     ):
-        with pytest.warns(DeprecationWarning, match=f"{home}.{name}") as caught:
-            fn = getattr(attention, name)
-        assert len(caught) == 1 and fn.__module__ == home, (name, fn.__module__)
+        fn = via_old_path(functools.partial(getattr, attention, name), f"{home}.{name}")
+        assert fn.__module__ == home, (name, fn.__module__)
     with pytest.raises(AttributeError, match="worst_target"):
         attention.worst_target  # noqa: B018 - the attribute access is the test
 
 
 def test_old_module_loads_no_bounds_module():
     """Importing constructions/attention.py loads nothing of ``qstr.bounds``."""
-    code = (
-        "import sys\n"
-        "import qstr.constructions.attention\n"
-        "print(sorted(m for m in sys.modules if m.startswith('qstr.bounds')))\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout
-    assert out.strip() == "[]", out
+    assert loaded_after("import qstr.constructions.attention") == []
