@@ -1,12 +1,15 @@
 """Lemmas 22 and 24 certified (verify/certified/gadgets.py): the gadgets' sup error over the whole
 input box by branch and bound, against the bounds of qstr.bounds.gadgets, and their faults."""
 
+from types import SimpleNamespace
+
 import pytest
+import torch
 from flint import arb
 
 from qstr.bounds.gadgets import gate_error, product_error
 from qstr.constructions.relu import gate_gadget, product_gadget
-from qstr.verify.ball import CERTIFIED, NOT_CERTIFIED, VIOLATED, precision
+from qstr.verify.ball import CERTIFIED, NOT_CERTIFIED, VIOLATED, Enclosure, precision
 from qstr.verify.certified import faults
 from qstr.verify.certified.bisection import Budget, bisect_sup_error
 from qstr.verify.certified.gadgets import PRODUCT, certified_gate, certified_product
@@ -78,3 +81,20 @@ def test_refuses_other_gadgets():
         certified_gate(product_gadget(1.0, 9))
     with pytest.raises(ValueError, match="s_min"):
         certified_gate(gate_gadget(0.5, 8), s_min=0.75)
+
+
+def test_a_kink_through_two_corners_is_searched_along_its_whole_segment():
+    """f = 3 min(x, y) (units x + y, x - y, y - x) against x y on [0, 2]^2: the kink x = y joins
+    the corners (0, 0) and (2, 2) and meets each edge there; the error is 3x - x^2 along it, so
+    the sup is 9/4 at (3/2, 3/2), inside the segment (the corners give at most 2)."""
+    g = SimpleNamespace(
+        W1=torch.tensor([[1.0, 1.0], [1.0, -1.0], [-1.0, 1.0]], dtype=torch.float64),
+        b1=torch.zeros(3, dtype=torch.float64),
+        W2=torch.tensor([[1.5, -1.5, -1.5]], dtype=torch.float64),
+    )
+    box = (0.0, 2.0, 0.0, 2.0)
+    with precision():
+        r = bisect_sup_error("corners", g, PRODUCT, box, arb(2.1))
+        assert r.status == VIOLATED and r.measured.lower == 2.25
+        r = bisect_sup_error("corners", g, PRODUCT, box, arb(2.25), rtol=1e-12)
+    assert r.status == CERTIFIED and r.boxes == 1 and r.measured == Enclosure(2.25, 2.25)

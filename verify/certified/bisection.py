@@ -134,7 +134,9 @@ class _Problem:
 
     def _exact(self, box: Box, cross: List[Tuple[arb, arb]]):
         pts = list(_corners(box)) + cross
-        extra = [self._along(cross[0], cross[-1])] if cross else []
+        # every pair of meeting points (a kink through a corner meets two edges there), so the
+        # pair at the segment's two ends is among them
+        extra = [self._along(p, q) for p, q in itertools.combinations(cross, 2)]
         attained = [abs(self.error(x, y)) for x, y in pts] + [v for v, at in extra if at]
         return max_ends(attained)[0], max_ends(attained + [v for v, _ in extra])[1], True, 0
 
