@@ -13,7 +13,7 @@ import importlib.util
 import os
 import sys
 import traceback
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 # Re-exported: the names users, the CLI and the pytest plugin import from here (docs/claims.md
 # imports register and run_claim from this module): the declaration primitives, the records and
@@ -61,7 +61,8 @@ def load_claims(module: str) -> List[Claim]:
     """Import a user's module of claims (a dotted name or a path to a .py file); the claims it
     registers, in order.
 
-    A file is imported under its own name with its folder first on ``sys.path``, as Python runs a
+    A file is imported under its module name (:func:`file_module`: ``ourpkg/claims.py`` is
+    ``ourpkg.claims``), with the folder above its packages first on ``sys.path``, as Python runs a
     script: its sibling imports work, and a test that imports the same module gets the same
     module (nothing registered twice). A module already imported registers nothing new. Whatever
     the import raises (SyntaxError, an undefined name, a failing import, ``sys.exit``) becomes one
@@ -92,7 +93,7 @@ _LOADED: Dict[str, List[Claim]] = {}  # module name -> the claims its import reg
 def defined_in(module: str) -> List[Claim]:
     """The registered claims whose inputs are defined in ``module`` (a dotted name or a path to a
     .py file, as :func:`load_claims` takes it), in registry order."""
-    name = os.path.basename(module)[: -len(".py")] if module.endswith(".py") else module
+    name = file_module(module)[1] if module.endswith(".py") else module
     return [c for c in REGISTRY.values() if getattr(c.inputs_function, "__module__", "") == name]
 
 
@@ -112,40 +113,62 @@ def claim_inputs(claim_id: str, ctx: Optional[Context] = None) -> Any:
 
 
 def check_claims_file(path: str) -> str:
-    """The module name a --claims file ``path`` is imported under; ValueError if there is no
-    such file or its name is no Python module name (checked before anything is imported)."""
+    """The module name a --claims file ``path`` is imported under (:func:`file_module`);
+    ValueError if there is no such file or its name is no Python module name (checked before
+    anything is imported)."""
     if not os.path.isfile(path):
         raise ValueError(f"--claims {path}: no such file")
-    name = os.path.basename(path)[: -len(".py")]
-    if not name.isidentifier():
+    _, name = file_module(path)
+    if not all(part.isidentifier() for part in name.split(".")):
         raise ValueError(f"--claims {path}: {name!r} is not a Python module name")
     return name
 
 
+def file_module(path: str) -> Tuple[str, str]:
+    """(the folder to put first on ``sys.path``, the dotted module name) of the .py file ``path``:
+    the folders above it that hold an ``__init__.py`` are its packages, as pytest names a test
+    file under its rootdir (``ourpkg/claims.py`` is ``ourpkg.claims``, a lone ``claims.py`` is
+    ``claims``), so a file and the module a test imports are one module."""
+    folder, base = os.path.split(os.path.abspath(path))
+    parts = [] if base == "__init__.py" else [base[: -len(".py")]]
+    while os.path.isfile(os.path.join(folder, "__init__.py")):
+        folder, package = os.path.split(folder)
+        parts.insert(0, package)
+    return folder, ".".join(parts)
+
+
 def _import_file(path: str) -> str:
-    """The module name of the file ``path``, importable: its folder first on ``sys.path``, and the
-    name not taken by another module."""
+    """The module name of the file ``path``, importable: the folder above its packages first on
+    ``sys.path``, and the name not taken by another file (else which two files, and what to
+    pass instead)."""
     name = check_claims_file(path)
-    folder = os.path.dirname(os.path.abspath(path))
+    root, _ = file_module(path)
     loaded = sys.modules.get(name)
     if loaded is not None:
-        if os.path.abspath(getattr(loaded, "__file__", "") or "") != os.path.join(
-            folder, name + ".py"
-        ):
+        if not _same_file(getattr(loaded, "__file__", None), path):
             raise ValueError(
                 f"--claims {path}: a module named {name!r} is already imported from "
-                f"{getattr(loaded, '__file__', None) or 'elsewhere'}; rename the file"
+                f"{getattr(loaded, '__file__', None) or 'elsewhere'}; {_instead(name)}"
             )
         return name
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
+    if root not in sys.path:
+        sys.path.insert(0, root)
     spec = importlib.util.find_spec(name)
-    if spec is None or os.path.abspath(spec.origin or "") != os.path.join(folder, name + ".py"):
+    if spec is None or not _same_file(spec.origin, path):
         raise ValueError(
             f"--claims {path}: the name {name!r} is taken by "
-            f"{getattr(spec, 'origin', None)}; rename the file"
+            f"{getattr(spec, 'origin', None)}; {_instead(name)}"
         )
     return name
+
+
+def _same_file(a: Optional[str], b: str) -> bool:
+    return bool(a) and os.path.realpath(a) == os.path.realpath(b)
+
+
+def _instead(name: str) -> str:
+    """What to do when the module name of a --claims file belongs to another file."""
+    return f"pass --claims {name} for that module, or rename this file (or its package)"
 
 
 def _where(exc: BaseException) -> str:

@@ -420,3 +420,68 @@ def test_worker_processes_get_the_claims_by_their_modules_and_give_the_same_reco
             pool._run("absent", ctx)
     finally:
         pool._UNLOADED.clear()
+
+
+def _package(root, name="qstr_test_pkg", cid="pkg-claim"):
+    """root/NAME/__init__.py, root/NAME/helpers.py and root/NAME/claims.py (a claim ``cid`` that
+    imports its helper through the package); the claims file's path."""
+    (root / name).mkdir(parents=True)
+    (root / name / "__init__.py").write_text("")
+    (root / name / "helpers.py").write_text("BOUND = 2.0\n")
+    path = root / name / "claims.py"
+    path.write_text(_MINE.format(helper=f"{name}.helpers", cid=cid))
+    return path
+
+
+@pytest.fixture
+def fresh_imports(monkeypatch):
+    """The registry, sys.path and the loaded modules of this test its own; the qstr_test_pkg
+    modules it imports forgotten after it."""
+    monkeypatch.setattr(registry, "REGISTRY", dict(registry.REGISTRY))
+    monkeypatch.setattr(registry, "_LOADED", {})
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    yield
+    for name in [m for m in sys.modules if m.split(".")[0] == "qstr_test_pkg"]:
+        del sys.modules[name]
+
+
+def test_a_file_in_a_package_is_its_dotted_module_whatever_the_spelling(tmp_path, fresh_imports):
+    """``ourpkg/claims.py`` is the module ``ourpkg.claims``, as pytest names a file under its
+    rootdir: loading the path, the dotted name, or importing the module registers its claims
+    once, and both spellings name the same module's claims."""
+    path = _package(tmp_path)
+    assert registry.file_module(str(path)) == (str(tmp_path), "qstr_test_pkg.claims")
+    assert registry.file_module(str(path.parent / "__init__.py"))[1] == "qstr_test_pkg"
+    (claim,) = load_claims(str(path))
+    assert sys.modules["qstr_test_pkg.claims"].__file__ == str(path)
+    assert claim.inputs_function.__module__ == "qstr_test_pkg.claims"
+    assert load_claims("qstr_test_pkg.claims") == [] and load_claims(str(path)) == []
+    import qstr_test_pkg.claims  # noqa: F401, PLC0415 - the import a user's test writes
+
+    assert list(registry.REGISTRY).count("pkg-claim") == 1
+    assert registry.defined_in(str(path)) == registry.defined_in("qstr_test_pkg.claims") == [claim]
+    assert run_claim(claim, Context()).passed
+
+
+def test_a_package_module_from_another_file_is_a_clash_naming_both(tmp_path, fresh_imports):
+    """The same dotted name from two files: the second is refused, naming both files and the
+    --claims that loads the one imported; a path a module name cannot spell is refused first."""
+    first = _package(tmp_path / "one")
+    second = _package(tmp_path / "two", cid="pkg-claim-two")
+    load_claims(str(first))
+    with pytest.raises(ValueError) as caught:
+        load_claims(str(second))
+    assert str(caught.value) == (
+        f"--claims {second}: a module named 'qstr_test_pkg.claims' is already imported from "
+        f"{first}; pass --claims qstr_test_pkg.claims for that module, or rename this file (or "
+        "its package)"
+    )
+    del sys.modules["qstr_test_pkg.claims"]  # the package imported, the module not: found there
+    with pytest.raises(ValueError, match=f"the name 'qstr_test_pkg.claims' is taken by {first}"):
+        load_claims(str(second))
+    assert "pkg-claim-two" not in registry.REGISTRY
+    (tmp_path / "not-a-pkg").mkdir()
+    (tmp_path / "not-a-pkg" / "__init__.py").write_text("")
+    (tmp_path / "not-a-pkg" / "claims.py").write_text("")
+    with pytest.raises(ValueError, match="'not-a-pkg.claims' is not a Python module name"):
+        load_claims(str(tmp_path / "not-a-pkg" / "claims.py"))
