@@ -34,12 +34,8 @@ from qstr.bounds.attention import (
     sparse_average_mu_needed,
     sparse_average_within,
 )
-from qstr.constructions.attention import (
-    Construction,
-    lemma11_adversarial_prompt,
-    place_block,
-    target_leaks,
-)
+from qstr.bounds.lemma11_leaks import target_leaks, worst_target
+from qstr.constructions.attention import Construction, lemma11_adversarial_prompt, place_block
 from qstr.constructions.codes import Codebook, build_codebook, rs_hadamard_codebook, star_codebook
 from qstr.constructions.layout import slot_name
 from qstr.constructions.links import TwoLayerNet, affine_net, make_link
@@ -289,7 +285,7 @@ def test_adversarial_error_q1_default_codebook(N):
     net = affine_net(u, r_x)
     con = lemma11(N, d, 1, net, eps=0.05, r_x=r_x)
     leaks = target_leaks(con)
-    x, t = lemma11_adversarial_prompt(con, u)
+    x, t = lemma11_adversarial_prompt(con, u, target=worst_target(con))
     err = float(net_error(con, net, x, t, fast=True, chunk=512).max())
     assert err == pytest.approx(2 * r_x * float(leaks.max()), rel=1e-9)
     assert float(leaks.max()) <= con.guarantee.leak * (1 + 1e-12)
@@ -330,12 +326,12 @@ def test_falsifier_half_alpha_breaks_the_guarantee(kind, N):
     honest = lemma11(N, d, 1, net, eps=eps, r_x=r_x, codebook=cb)
     broken = lemma11(N, d, 1, net, alpha=honest.alpha / 2, r_x=r_x, codebook=honest.codebook)
     if N <= 1024:  # (the honest worst case is checked at N = 2048 elsewhere)
-        x, t = lemma11_adversarial_prompt(honest, u)
+        x, t = lemma11_adversarial_prompt(honest, u, target=worst_target(honest))
         assert (
             float(net_error(honest, net, x, t, fast=True, chunk=1024).max())
             <= honest.guarantee.error_bound
         )
-    x, t = lemma11_adversarial_prompt(broken, u)
+    x, t = lemma11_adversarial_prompt(broken, u, target=worst_target(broken))
     err = float(net_error(broken, net, x, t, fast=True, chunk=1024).max())
     assert err > 2 * honest.guarantee.error_bound  # 6x to 36x measured
     assert err <= broken.guarantee.error_bound  # the broken one's own (weaker) bound still holds

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from qstr.bounds.attention import lemma11, lemma12_radius
-from qstr.constructions.attention import target_leaks
+from qstr.bounds.lemma11_leaks import target_leaks
 from qstr.constructions.links import make_link
 from qstr.constructions.task import gather_tokens
 from qstr.verify.adversarial import (
