@@ -4,9 +4,10 @@ Claims are collected from the files that define them: a claim is the node FILE::
 (`check[NAME]`) and faults (`fault[NAME]`) the items, so a printed node id can be passed back,
 `--lf`, `-k`, `-x` and `--junitxml` work as usual, and every item records measured, bound,
 rounding term, relation and evidence with `record_property`. Items are marked `qstr` (and `gpu`
-when they run on CUDA). The claim's inputs are built once, by its first item. Paths narrow as for
-any test: with no path given every claim is collected, else the claims in files under the paths
-given (node ids included), and the paper's with --qstr-paper. ``--qstr-profile P`` loads the
+when they run on CUDA) and with the claim's own marks (``Claim(marks=...)``, registered as
+markers). The claim's inputs are built once, by its first item. Paths narrow as for any test: with
+no path given every claim is collected, else the claims in files under the paths given (node ids
+included), and the paper's with --qstr-paper. ``--qstr-profile P`` loads the
 hypothesis profile ``qstr-P`` unless ``--hypothesis-profile`` names one. Loaded through the
 `pytest11` entry point; nothing is imported until --qstr (or a qstr-* hypothesis profile).
 """
@@ -95,6 +96,8 @@ class ClaimNode(pytest.Collector):
         self.add_marker("qstr")
         if ctx.device.startswith("cuda"):
             self.add_marker("gpu")
+        for mark in getattr(claim, "marks", ()):  # Claim(..., marks=("slow",))
+            self.add_marker(mark)
 
     def collect(self):
         # node ids given as strings, so that they parse as pytest parses a rerun's "check[NAME]"
@@ -336,8 +339,17 @@ def _state(config) -> _State:
             path = _path(claim, config.rootpath)
             files.setdefault(path, []).append(claim)
             modules.setdefault(path, getattr(claim.inputs_function, "__module__", "") or "")
+        _register_marks(config, [c for claims in files.values() for c in claims])
         config.stash[_STATE] = _State(ctx, files, modules)
     return config.stash[_STATE]
+
+
+def _register_marks(config, claims) -> None:
+    """The marks the claims declare (``Claim(marks=...)``) registered as pytest markers, so that
+    --strict-markers passes and ``-m`` selects by them."""
+    known = {line.split(":")[0].split("(")[0].strip() for line in config.getini("markers")}
+    for mark in sorted({m for c in claims for m in getattr(c, "marks", ())} - known):
+        config.addinivalue_line("markers", f"{mark}: declared by a qstr claim (Claim(marks=...))")
 
 
 def _as_plugin_option(message: str) -> str:
@@ -433,6 +445,8 @@ def pytest_configure(config):
             "--qstr-claims needs --qstr (its claims are registered and collected only with --qstr)"
         )
     _hypothesis_profile(config)
+    if config.getoption("qstr") and config.getoption("markers"):
+        _state(config)  # `pytest --qstr --markers` lists the claims' marks too
 
 
 def _hypothesis_profile(config) -> None:

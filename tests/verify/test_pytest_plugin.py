@@ -8,6 +8,10 @@ import textwrap
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+# qstr.verify.pool imported here, not first by the `qstr verify` a test runs inside pytester's
+# fixture: pytester drops the modules imported meanwhile, and a second concurrent.futures.process
+# breaks the pickling of a later --jobs run ("not the same object as ..._process_worker")
+import qstr.verify.pool  # noqa: F401
 from qstr.verify.cli import main
 
 CLAIMS = textwrap.dedent('''
@@ -342,3 +346,40 @@ def test_the_readmes_ci_step_installs_cpu_torch_at_the_locked_version():
     cpu_torch = ["pip", "install", f"torch=={lock}", "--index-url", CPU_INDEX]
     assert [p for p in pips if any(w.startswith("torch") for w in p)] == [cpu_torch], block
     assert pips[0] == cpu_torch, block  # first: the toolkit's install then finds it satisfied
+
+
+MARKED = textwrap.dedent("""
+    from qstr.verify.claim import Claim, Ref, exact
+    from qstr.verify.registry import register
+
+    for cid, marks in (("user-slow", ("slow", "ours")), ("user-plain", ())):
+        c = register(Claim(cid, Ref("Eq. 1"), statement="1 == 1", marks=marks))
+        c.inputs(lambda ctx: 1)
+        c.check("one")(lambda inp: exact(inp, 1))
+        c.fault("two", breaks="one", apply=lambda inp: 2)
+""")
+
+
+def test_a_claims_marks_mark_its_items_and_pass_strict_markers(tmp_path, inner_pytest):
+    """Claim(marks=("slow", "ours")) marks every item of the claim, registered as markers, so -m
+    selects by them under --strict-markers (a mark no one registered is still refused)."""
+    (tmp_path / "marked.py").write_text(MARKED)
+    cmd = ["--qstr", "--qstr-claims", "marked.py", "marked.py", "--strict-markers", "-q"]
+    slow = inner_pytest(*cmd, "-m", "slow")
+    assert slow.returncode == 0 and "2 passed, 2 deselected" in slow.stdout, (
+        slow.stdout + slow.stderr
+    )
+    mine = inner_pytest(*cmd, "--co", "-m", "not ours")
+    assert _collected(mine) == [
+        "marked.py::user-plain::check[one]",
+        "marked.py::user-plain::fault[two]",
+    ]
+    markers = inner_pytest(*cmd, "--markers")
+    assert "@pytest.mark.ours: declared by a qstr claim" in markers.stdout, markers.stdout
+    (tmp_path / "test_unknown.py").write_text(
+        "import pytest\n\n@pytest.mark.theirs\ndef test_x():\n    pass\n"
+    )
+    unknown = inner_pytest(*cmd, "test_unknown.py")
+    assert unknown.returncode != 0 and "'theirs' not found in `markers`" in unknown.stdout, (
+        unknown.stdout
+    )
