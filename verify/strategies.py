@@ -15,9 +15,10 @@ import torch
 from hypothesis import settings, strategies as st
 
 from qstr.bounds.attention import lemma11
+from qstr.bounds.codebooks import build_codebook
 from qstr.bounds.transition import prop28_rnn
 from qstr.constructions import validate
-from qstr.constructions.codes import build_codebook, rs_hadamard_codebook
+from qstr.constructions.codes import rs_hadamard_codebook
 from qstr.constructions.links import LINK_NAMES, make_link
 from qstr.constructions.task import INDEX_RULES, TOKEN_RULES, VARIANTS, QSTR
 
@@ -226,7 +227,8 @@ def codebooks(
     min_N: int = 1,
 ):
     """A codebook of min_N <= N <= max_N codes meeting Assumption 3 (coherence <= mu_max) built by
-    ``build_codebook``. Bad arguments raise ``ValueError`` here, not when drawing."""
+    ``bounds.codebooks.build_codebook``. Bad arguments raise ``ValueError`` here, not when
+    drawing."""
     _range("N", min_N, max_N)
     kinds = _choices("kinds", kinds, ("rs-hadamard", "rademacher"))
     mu_max = validate.probability("mu_max", mu_max)
