@@ -6,6 +6,7 @@ from qstr.verify.certified.bisection import Budget
 from qstr.verify.certified.gadgets import certified_gate, certified_product
 from qstr.verify.certified.lemma11 import certified_lemma11
 from qstr.verify.certified.theorem7 import certified_theorem7_agreement, theorem7_bound_ball
+from qstr.verify.certified.transition import certified_transition_zeros
 
 __all__ = [
     "Budget",
@@ -13,5 +14,6 @@ __all__ = [
     "certified_lemma11",
     "certified_product",
     "certified_theorem7_agreement",
+    "certified_transition_zeros",
     "theorem7_bound_ball",
 ]

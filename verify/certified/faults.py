@@ -8,6 +8,8 @@ from dataclasses import replace
 
 import torch
 
+from qstr.constructions.mlp import MLPWeights
+
 
 def _model_copy(cons):
     """The construction with its own copy of the module (the original is left as built)."""
@@ -70,3 +72,20 @@ def theorem7_total_scaled(record, factor: float = 1 + 1e-9):
         return replace(out, total=out.total * factor)
 
     return scaled
+
+
+def transition_gate_shifted(tr, shift: float = 0.5):
+    """Prop 26: the dense layers with every gate unit's bias (layer 2) raised by ``shift`` M, so
+    the bands start at 1/2 - ``shift``: off-target inner products open the gate."""
+    W1, W2, *rest = tr.layers.layers
+    b2 = W2.b + shift * tr.guarantee.gate_slope
+    return MLPWeights((W1, (W2.W, b2), *rest))
+
+
+def transition_reads_h(tr, value: float = 1e-9):
+    """Prop 26: one first-layer weight on the state h set to ``value``: the premise that the
+    transition does not read h fails."""
+    W1, *rest = tr.layers.layers
+    W = W1.W.clone()
+    W[0, 0] = value
+    return MLPWeights(((W, W1.b), *rest))
