@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from qstr.bounds.attention import lemma11
+from qstr.bounds.lemma11_leaks import worst_target
 from qstr.constructions.attention import Construction, lemma11_adversarial_prompt
 from qstr.constructions.codes import Codebook
 from qstr.constructions.links import affine_net
@@ -61,7 +62,8 @@ def inputs(ctx: Context) -> Inputs:
 @claim.check("worst prompt within bound")
 def worst_prompt_within_bound(inp: Inputs) -> Verdict:
     """The error at Lemma 11's worst prompt for an affine net is at most the guarantee."""
-    x, t = lemma11_adversarial_prompt(inp.construction, inp.direction, r_x=R_X)
+    cons = inp.construction
+    x, t = lemma11_adversarial_prompt(cons, inp.direction, target=worst_target(cons), r_x=R_X)
     with torch.no_grad():
         err = float((inp.construction.predict(x, t) - inp.net(gather_tokens(x, t))).abs().max())
     return at_most(err, inp.bound, Rounding(n=N + 64, scale=R_X, what="(N + 64) eps r_x"))
