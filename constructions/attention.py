@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import importlib
 import math
 import warnings
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from qstr.constructions.codes import Codebook, rs_hadamard_codebook
 from qstr.constructions.encoding import default_prefactor, transformer_encoding
 from qstr.constructions.layout import Layout, _token_layout, slot_name
 from qstr.constructions.links import TwoLayerNet
+from qstr.constructions.moved import module_getattr, moved
 from qstr.constructions.paper_models import MergedAttention
 
 __all__ = [
@@ -545,7 +545,7 @@ def lemma11_adversarial_prompt(
     if target is None:
         pick = "pass target=worst_target(construction)"
         where = "qstr.bounds.lemma11_leaks"
-        target = _moved("the default target", "worst_target", where, pick)(construction)
+        target = moved("the default target", "worst_target", where, pick)(construction)
     target = validate.positive_int("target", target, minimum=0)
     if target >= N:
         raise ValueError(f"target must lie in [0, N) = [0, {N}), got {target}")
@@ -566,16 +566,4 @@ _MOVED_TO_BOUNDS = {
     "separation_limit": "qstr.bounds.sparse_averaging",  # the head's refusal threshold
     "target_leaks": "qstr.bounds.lemma11_leaks",  # picks the adversarial target
 }
-
-
-def _moved(old: str, name: str, home: str, advice: str = "import it from there"):
-    """``home.name``, loaded when asked for, with a DeprecationWarning that ``old`` moved there."""
-    warnings.warn(f"{old} moved to {home}.{name}; {advice}", DeprecationWarning, stacklevel=3)
-    return getattr(importlib.import_module(home), name)
-
-
-def __getattr__(name: str):
-    """The deprecated path of a name that moved to ``qstr.bounds`` (PEP 562)."""
-    if name not in _MOVED_TO_BOUNDS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return _moved(f"{__name__}.{name}", name, _MOVED_TO_BOUNDS[name])
+__getattr__ = module_getattr(__name__, _MOVED_TO_BOUNDS)

@@ -5,9 +5,7 @@ Derivation: docs/derivations/rnn-transition.md."""
 
 from __future__ import annotations
 
-import importlib
 import math
-import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -16,6 +14,9 @@ import torch
 from qstr.constructions import validate
 from qstr.constructions.links import TwoLayerNet
 from qstr.constructions.mlp import MLPWeights
+from qstr.constructions.moved import module_getattr, moved
+
+_GADGETS = "qstr.bounds.gadgets"  # where the gadgets' certificates are computed (issue 56)
 
 
 def interpolant(f: Callable[[torch.Tensor], torch.Tensor], knots: torch.Tensor) -> TwoLayerNet:
@@ -116,7 +117,7 @@ class Gadget:
     @property
     def error(self) -> float:
         """Deprecated (issue 56): the certificate is ``qstr.bounds.gadgets.gadget_error``."""
-        return _moved("Gadget.error", "gadget_error")(self)
+        return moved("Gadget.error", "gadget_error", _GADGETS)(self)
 
     @property
     def width(self) -> int:
@@ -314,11 +315,12 @@ class GateBands:
     @property
     def error(self) -> float:
         """Deprecated (issue 56): Lemma 24's certificate is ``qstr.bounds.gadgets.gate_error``."""
-        return _moved("GateBands.error", "gate_error")(self.r_x, self.knots, self.s_max)
+        return moved("GateBands.error", "gate_error", _GADGETS)(self.r_x, self.knots, self.s_max)
 
     def leak(self, excess: float) -> float:
         """Deprecated (issue 56): the gate's leak bound is ``qstr.bounds.gadgets.gate_leak``."""
-        return _moved("GateBands.leak", "gate_leak")(excess, self.r_x, self.knots, self.s_max)
+        leak = moved("GateBands.leak", "gate_leak", _GADGETS)
+        return leak(excess, self.r_x, self.knots, self.s_max)
 
     def evaluate(self, x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
         """Closed-form evaluation in O(1) per entry: x (..., d) and s (...) broadcast; returns
@@ -401,18 +403,4 @@ def gate_gadget(r_x: float, knots: int, s_max: float = 1.0) -> Gadget:
 _MOVED_TO_BOUNDS = {
     "product_error": "qstr.bounds.gadgets",  # Lemma 22's certificate
 }
-
-
-def _moved(old: str, name: str, home: str = "qstr.bounds.gadgets"):
-    """``home.name``, loaded when asked for, with a DeprecationWarning that ``old`` moved there."""
-    warnings.warn(
-        f"{old} moved to {home}.{name}; import it from there", DeprecationWarning, stacklevel=3
-    )
-    return getattr(importlib.import_module(home), name)
-
-
-def __getattr__(name: str):
-    """The deprecated path of a name that moved to ``qstr.bounds`` (PEP 562)."""
-    if name not in _MOVED_TO_BOUNDS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return _moved(f"{__name__}.{name}", name, _MOVED_TO_BOUNDS[name])
+__getattr__ = module_getattr(__name__, _MOVED_TO_BOUNDS)
