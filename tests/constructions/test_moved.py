@@ -10,11 +10,7 @@ def test_a_moved_name_warns_at_the_caller_and_comes_from_its_home():
     getattr_ = module_getattr("old.module", {"sqrt": "math"})
     with pytest.warns(DeprecationWarning, match=r"old\.module\.sqrt moved to math\.sqrt") as caught:
         fn = getattr_("sqrt")
-    assert (
-        fn(9.0) == 3.0
-        and len(caught) == 1
-        and caught[0].filename != __file__.replace("test_moved", "moved")
-    )
+    assert fn(9.0) == 3.0 and len(caught) == 1 and caught[0].filename == __file__
 
 
 def test_an_unknown_name_is_an_attribute_error():
