@@ -91,7 +91,7 @@ def test_settings_profiles_follow_the_qstr_profiles():
 
 USER_TEST = """
 from hypothesis import given
-from qstr.verify.strategies import codebooks
+from qstr.verify.strategies import codebooks, constructions, links, prompts, tasks
 
 
 @given(codebooks())
@@ -102,6 +102,26 @@ def test_coherent(book):
 @given(codebooks(min_N=8, kinds=["rademacher"]))
 def test_rademacher(book):
     assert book.kind == "rademacher" and book.N >= 8 and book.mu <= 0.5
+
+
+@given(links())
+def test_links(g):
+    assert 1 <= g.q <= 3
+
+
+@given(tasks())
+def test_tasks(task):
+    assert task.q <= task.N <= 12
+
+
+@given(prompts())
+def test_prompts(case):
+    assert case[1].y.isfinite().all()
+
+
+@given(constructions())
+def test_constructions(case):
+    assert case[0] in ("lemma-11", "prop-28")
 """
 
 
@@ -119,11 +139,13 @@ def _slow_first_call(build, seconds: float):
     return first_slow
 
 
-def test_codebooks_pass_the_health_checks_under_the_default_profile(inner_pytest, monkeypatch):
-    """A user's tests on codebooks() under hypothesis's default profile pass every health check
-    (too_slow trips at 1 s of drawing): what the first build pays is paid when the strategy is
-    made, not in a draw. As in a fresh process: scipy out of sys.modules, nothing warmed, and the
-    first build 1.2 s slower."""
+def test_the_strategies_pass_the_health_checks_under_the_default_profile(inner_pytest, monkeypatch):
+    """A user's tests on every strategy under hypothesis's default profile pass every health
+    check: what the first codebook build pays is paid when the strategy is made, not in a draw.
+    As in a fresh process: scipy out of sys.modules, nothing warmed, and the first build 1.2 s
+    slower. The default is the strictest profile: too_slow trips at max(1 s, 5 deadlines) of
+    drawing, 1 s at its 200 ms deadline, 30 s for the qstr-* profiles (no deadline), none of
+    which suppresses a check (test_the_profiles_exist_after_a_plain_import)."""
     (inner_pytest.path / "test_books.py").write_text(USER_TEST)
     for name in [m for m in sys.modules if m == "scipy" or m.startswith("scipy.")]:
         monkeypatch.delitem(sys.modules, name)
@@ -132,7 +154,7 @@ def test_codebooks_pass_the_health_checks_under_the_default_profile(inner_pytest
         strategies, "build_codebook", _slow_first_call(strategies.build_codebook, 1.2)
     )
     out = inner_pytest("-q", "test_books.py")
-    assert out.returncode == 0 and "2 passed" in out.stdout, out.stdout + out.stderr
+    assert out.returncode == 0 and "6 passed" in out.stdout, out.stdout + out.stderr
 
 
 def test_the_profiles_exist_after_a_plain_import(monkeypatch):
