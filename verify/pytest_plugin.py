@@ -96,7 +96,7 @@ class ClaimNode(pytest.Collector):
         self.add_marker("qstr")
         if ctx.device.startswith("cuda"):
             self.add_marker("gpu")
-        for mark in getattr(claim, "marks", ()):  # Claim(..., marks=("slow",))
+        for mark in claim.marks:  # Claim(..., marks=("slow",))
             self.add_marker(mark)
 
     def collect(self):
@@ -348,7 +348,7 @@ def _register_marks(config, claims) -> None:
     """The marks the claims declare (``Claim(marks=...)``) registered as pytest markers, so that
     --strict-markers passes and ``-m`` selects by them."""
     known = {line.split(":")[0].split("(")[0].strip() for line in config.getini("markers")}
-    for mark in sorted({m for c in claims for m in getattr(c, "marks", ())} - known):
+    for mark in sorted({m for c in claims for m in c.marks} - known):
         config.addinivalue_line("markers", f"{mark}: declared by a qstr claim (Claim(marks=...))")
 
 
