@@ -5,6 +5,7 @@ the verdict and the cost (docs/derivations/certified.md)."""
 from qstr.verify.certified.bisection import Budget
 from qstr.verify.certified.gadgets import certified_gate, certified_product
 from qstr.verify.certified.lemma11 import certified_lemma11
+from qstr.verify.certified.theorem4 import certified_theorem4_agreement, theorem4_bound_ball
 from qstr.verify.certified.theorem7 import certified_theorem7_agreement, theorem7_bound_ball
 from qstr.verify.certified.transition import certified_transition_zeros
 
@@ -13,7 +14,9 @@ __all__ = [
     "certified_gate",
     "certified_lemma11",
     "certified_product",
+    "certified_theorem4_agreement",
     "certified_theorem7_agreement",
     "certified_transition_zeros",
+    "theorem4_bound_ball",
     "theorem7_bound_ball",
 ]
