@@ -285,6 +285,26 @@ def test_no_import_cycle_between_packages():
 RUNNING = ("registry", "claim", "results", "runner", "pool", "report")
 
 
+# the modules at the top, the only ones outside verify/claims/ that import the paper's claims
+TOP = ("qstr.verify.catalog", "qstr.verify.pytest_plugin", "qstr.verify.cli")
+
+
+def test_only_the_top_imports_the_papers_claims():
+    """Outside verify/claims/, only the catalog, the CLI and the pytest plugin import the paper's
+    claims (``python -m qstr.verify.index`` asks the catalog)."""
+    graph, _ = _project_graph()
+    importers = sorted(
+        m
+        for m, targets in graph.items()
+        if not m.startswith("qstr.verify.claims")
+        and any(t.startswith("qstr.verify.claims") for t in targets)
+    )
+    assert "qstr.verify.catalog" in importers
+    assert not [m for m in importers if not any(m == t or m.startswith(t + ".") for t in TOP)], (
+        importers
+    )
+
+
 @pytest.mark.parametrize("name", RUNNING)
 def test_the_registry_and_the_runner_never_reach_the_claims(name):
     graph, _ = _project_graph()
