@@ -40,13 +40,10 @@ from qstr.constructions.codes import Codebook, build_codebook, rs_hadamard_codeb
 from qstr.constructions.layout import slot_name
 from qstr.constructions.links import TwoLayerNet, affine_net, make_link
 from qstr.constructions.task import QSTR, gather_tokens
+from tests.fixtures import seeded
 
 F64 = torch.float64
 FAST = settings(max_examples=20, deadline=None)
-
-
-def gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
 
 
 def clip(x: torch.Tensor, r_x: float) -> torch.Tensor:
@@ -145,7 +142,7 @@ def test_closed_form_validation(kw, match):
 
 def test_lemma11_weights_are_named_blocks():
     d, q, N = 3, 3, 256
-    net = make_link("teacher", q, d, generator=gen(0)).two_layer_net()
+    net = make_link("teacher", q, d, generator=seeded(0)).two_layer_net()
     con = lemma11(N, d, q, net, eps=0.1, r_x=2.0)
     g, lay, W_QK = con.guarantee, con.layout, con.model.W_QK.detach()
     cb = rs_hadamard_codebook(N, mu=0.5)
@@ -173,8 +170,8 @@ def test_lemma11_weights_are_named_blocks():
     )
     assert all(isinstance(v, (int, float, str, list, dict)) for v in plain.values())
     # the scores really are alpha c^2 <omega_{t_ih}, omega_j>
-    x = torch.randn(1, N, d, dtype=F64, generator=gen(1))
-    t = torch.randint(N, (1, N, q), generator=gen(2))
+    x = torch.randn(1, N, d, dtype=F64, generator=seeded(1))
+    t = torch.randint(N, (1, N, q), generator=seeded(2))
     Z = con.encode(x, t)
     S = torch.einsum("bid,de,bje->bij", Z, W_QK[1], Z)[0]
     om = con.omega
@@ -188,10 +185,10 @@ def test_lemma11_weights_are_named_blocks():
 @pytest.mark.parametrize("N", [16, 256, 2048])
 def test_lemma11_bound_on_random_qstr_prompts(N, q):
     d, r_x, B = 4, 3.0, 2
-    link = make_link("teacher", q, d, generator=gen(10 * q + N))
+    link = make_link("teacher", q, d, generator=seeded(10 * q + N))
     net = link.two_layer_net()  # Assumption 2 with eps_2nn = 0: g_net = g
     task = QSTR(N, d, link)
-    p = task.sample(B, generator=gen(N + q), dtype=F64)
+    p = task.sample(B, generator=seeded(N + q), dtype=F64)
     x = clip(p.x, r_x)
     y = task.label(x, p.t)
     honest = lemma11(N, d, q, net, eps=0.05, r_x=r_x)
@@ -213,17 +210,17 @@ def test_lemma11_bound_any_alpha(seed, N, q, scale):
     """The guarantee holds for every alpha (not only the one chosen from eps), general qSTR."""
     q = min(q, N)
     d, r_x = 2, 2.0
-    link = make_link("teacher", q, d, generator=gen(seed))
+    link = make_link("teacher", q, d, generator=seeded(seed))
     net = link.two_layer_net()
     con = lemma11(N, d, q, net, alpha=scale, r_x=r_x)
-    x = clip(torch.randn(3, N, d, dtype=F64, generator=gen(seed + 1)) * 2, r_x)
-    t = torch.randint(N, (3, N, q), generator=gen(seed + 2))
+    x = clip(torch.randn(3, N, d, dtype=F64, generator=seeded(seed + 1)) * 2, r_x)
+    t = torch.randint(N, (3, N, q), generator=seeded(seed + 2))
     assert float(net_error(con, net, x, t).max()) <= con.guarantee.error_bound * (1 + 1e-12) + 1e-14
 
 
 def test_lemma11_fewer_heads_slots_subset():
     d, q, N, r_x = 3, 3, 64, 2.0
-    net = make_link("teacher", 2, d, generator=gen(5)).two_layer_net()  # reads 2 tokens
+    net = make_link("teacher", 2, d, generator=seeded(5)).two_layer_net()  # reads 2 tokens
     con = lemma11(N, d, q, net, eps=0.05, r_x=r_x, slots=[2, 0])
     assert con.H == 2 and con.slots == (2, 0) and con.guarantee.H == 2
     assert con.guarantee.error_bound <= 0.05
@@ -232,8 +229,8 @@ def test_lemma11_fewer_heads_slots_subset():
             N=N, q=2, mu=con.guarantee.mu, c=con.c, r_x=r_x, lipschitz=net.lipschitz, eps=0.05
         )
     )
-    x = clip(torch.randn(4, N, d, dtype=F64, generator=gen(6)) * 2, r_x)
-    t = torch.randint(N, (4, N, q), generator=gen(7))
+    x = clip(torch.randn(4, N, d, dtype=F64, generator=seeded(6)) * 2, r_x)
+    t = torch.randint(N, (4, N, q), generator=seeded(7))
     err = net_error(con, net, x, t)  # against net(x_{t_i2}, x_{t_i0})
     assert float(err.max()) <= con.guarantee.error_bound
 
@@ -291,8 +288,8 @@ def test_adversarial_error_q1_default_codebook(N):
     assert float(leaks.max()) <= con.guarantee.leak * (1 + 1e-12)
     assert err <= con.guarantee.error_bound
     # no other target and no random prompt does better than the derived worst case
-    x2 = clip(torch.randn(2, N, d, dtype=F64, generator=gen(N)) * 3, r_x)
-    t2 = torch.randint(N, (2, N, 1), generator=gen(N + 1))
+    x2 = clip(torch.randn(2, N, d, dtype=F64, generator=seeded(N)) * 3, r_x)
+    t2 = torch.randint(N, (2, N, 1), generator=seeded(N + 1))
     assert float(net_error(con, net, x2, t2, fast=True, chunk=512).max()) <= err * (1 + 1e-12)
     if N == 16:
         assert err >= 0.5 * con.guarantee.error_bound
@@ -321,7 +318,7 @@ def test_falsifier_half_alpha_breaks_the_guarantee(kind, N):
     cb = (
         None
         if kind == "rs-hadamard"
-        else build_codebook(N, kind="rademacher", generator=gen(N), dtype=F64)
+        else build_codebook(N, kind="rademacher", generator=seeded(N), dtype=F64)
     )
     honest = lemma11(N, d, 1, net, eps=eps, r_x=r_x, codebook=cb)
     broken = lemma11(N, d, 1, net, alpha=honest.alpha / 2, r_x=r_x, codebook=honest.codebook)
@@ -341,7 +338,7 @@ def test_falsifier_half_alpha_breaks_the_guarantee(kind, N):
 @pytest.mark.parametrize("q", [1, 2])
 def test_falsifier_wrong_key_block(key_block, q):
     N, d, r_x = 64, 4, 3.0
-    link = make_link("teacher", q, d, generator=gen(q))
+    link = make_link("teacher", q, d, generator=seeded(q))
     net = link.two_layer_net()
     con = lemma11(N, d, q, net, eps=0.01, r_x=r_x)
     W_QK = torch.zeros_like(con.model.W_QK.detach())
@@ -349,7 +346,7 @@ def test_falsifier_wrong_key_block(key_block, q):
         place_block(W_QK[h], con.layout, slot_name(h), key_block, con.alpha)
     con.model.set_weights(W_QK=W_QK)
     task = QSTR(N, d, link)
-    p = task.sample(4, generator=gen(3), dtype=F64)
+    p = task.sample(4, generator=seeded(3), dtype=F64)
     x = clip(p.x, r_x)
     y = task.label(x, p.t)
     with torch.no_grad():
@@ -365,11 +362,11 @@ def test_falsifier_wrong_key_block(key_block, q):
 
 def _bad_lemma11(case):
     d, q, N = 2, 2, 16
-    net = make_link("teacher", q, d, generator=gen(0)).two_layer_net()
+    net = make_link("teacher", q, d, generator=seeded(0)).two_layer_net()
     kw = dict(eps=0.1, r_x=1.0)
     if case == "N<q":
         return lambda: lemma11(
-            2, d, 3, make_link("teacher", 3, d, generator=gen(0)).two_layer_net(), **kw
+            2, d, 3, make_link("teacher", 3, d, generator=seeded(0)).two_layer_net(), **kw
         )
     if case == "mu":
         om = torch.zeros(N, 4, dtype=F64)
@@ -430,7 +427,7 @@ def test_lemma11_validation(case, match):
 
 def _distinct_prompts(N, d, q, B, seed, r_x):
     task = QSTR(N, d, make_link("mean", q, d), indices="distinct")
-    p = task.sample(B, generator=gen(seed), dtype=F64)
+    p = task.sample(B, generator=seeded(seed), dtype=F64)
     x = clip(p.x * 1.5, r_x)
     return x, p.t, task.label(x, p.t)
 
@@ -467,12 +464,14 @@ def test_sparse_average_bound_adversarial(q, N, kind):
         cb = rs_hadamard_codebook(N, mu=1 / (2 * q), dtype=F64)
     else:
         cb = build_codebook(
-            N, kind="rademacher", mu_max=0.19, generator=gen(1), dtype=F64
+            N, kind="rademacher", mu_max=0.19, generator=seeded(1), dtype=F64
         )  # many inner products
     u = torch.tensor([1.0, 0.0], dtype=F64)
     om = cb.omega[:N]
     B = 24
-    S = torch.stack([torch.randperm(N, generator=gen(7 * N + k))[:q] for k in range(B)])  # (B, q)
+    S = torch.stack(
+        [torch.randperm(N, generator=seeded(7 * N + k))[:q] for k in range(B)]
+    )  # (B, q)
     t = S[:, None, :].expand(B, N, q).contiguous()
     w = torch.zeros(B, N, dtype=F64).scatter_(1, S, 1.0 / q)
     for alpha in (0.5, None, 30.0):
@@ -585,7 +584,7 @@ def test_sparse_within_formula_is_the_supremum(q, L, log_rho, seed):
     attained by a two-level vertex (k entries at rho, q - k at 1)."""
     rho = math.exp(log_rho)
     bound = 2 * L + sparse_average_within(q=q, leak=L, rho=rho)
-    g = gen(seed)
+    g = seeded(seed)
     v = 1 + (rho - 1) * torch.rand(200, q, generator=g, dtype=F64)
     v[:50] = 1 + (rho - 1) * torch.randint(0, 2, (50, q), generator=g).to(F64)  # vertices
     p = (1 - L) * v / v.sum(1, keepdim=True)
@@ -629,7 +628,7 @@ def test_sparse_average_validation():
 
 def _linear_lemma11(N: int = 16, q: int = 2, d: int = 4, eps: float = 0.05):
     """The lemma-11 claim's linear case: make_link("linear") and its construction for eps."""
-    link = make_link("linear", q, d, generator=gen(11 + q))
+    link = make_link("linear", q, d, generator=seeded(11 + q))
     net = link.two_layer_net()
     return net, lemma11(N, d, q, net, eps=eps, r_x=lemma12_radius(d, n=10_000, N=N))
 

@@ -21,12 +21,9 @@ from qstr.bounds.feedforward import (
     zcrit,
 )
 from qstr.bounds.gaussian import random_orthonormal_rows
+from tests.fixtures import seeded
 
 F64 = torch.float64
-
-
-def gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
 
 
 # ---------------------------------------------------------------- closed form
@@ -75,7 +72,7 @@ def test_floor_averaged_over_a_basis_of_directions_is_closed_form(N, d, data):
     """Averaging floor_for_direction over u = e_1..e_d reproduces E_u (E_u uu^T = I/d):
     1 - r/(N d)."""
     r = data.draw(st.integers(0, N * d))
-    V = random_orthonormal_rows(r, N * d, generator=gen(r + 7 * N + 31 * d))
+    V = random_orthonormal_rows(r, N * d, generator=seeded(r + 7 * N + 31 * d))
     eye = torch.eye(d, dtype=F64)
     avg = sum(floor_for_direction(V, eye[i], N) for i in range(d)) / d
     assert avg == pytest.approx(1 - r / (N * d), abs=1e-12)
@@ -100,8 +97,8 @@ def test_span_distance_hand_cases():
     )
     assert span_distance(torch.zeros(2, 3, dtype=F64), X) == 0.0
     # rows built from the inputs are in their span
-    Xr = torch.randn(4, 10, generator=gen(1), dtype=F64)
-    W = torch.randn(7, 4, generator=gen(2), dtype=F64) @ Xr
+    Xr = torch.randn(4, 10, generator=seeded(1), dtype=F64)
+    W = torch.randn(7, 4, generator=seeded(2), dtype=F64) @ Xr
     assert span_distance(W, Xr) < 1e-12
 
 
@@ -123,8 +120,8 @@ def test_span_distance_bad_arguments():
 @pytest.mark.parametrize("sample_x", [True, False])
 def test_mc_bayes_risk_agrees_with_floor(sample_x):
     N, d, r = 3, 2, 4
-    V = random_orthonormal_rows(r, N * d, generator=gen(3))
-    est = mc_bayes_risk(V, N, d, samples=40000, generator=gen(4), sample_x=sample_x)
+    V = random_orthonormal_rows(r, N * d, generator=seeded(3))
+    est = mc_bayes_risk(V, N, d, samples=40000, generator=seeded(4), sample_x=sample_x)
     assert est.floor == pytest.approx(1 - r / (N * d))
     assert est.agrees
     assert not est.contains(1 - (r + 1) / (N * d))  # one rank off is far outside the interval
@@ -133,9 +130,9 @@ def test_mc_bayes_risk_agrees_with_floor(sample_x):
 
 def test_mc_bayes_risk_fixed_direction_matches_exact_floor():
     N, d = 4, 3
-    V = random_orthonormal_rows(5, N * d, generator=gen(5))
+    V = random_orthonormal_rows(5, N * d, generator=seeded(5))
     u = torch.tensor([0.6, 0.0, 0.8], dtype=F64)
-    est = mc_bayes_risk(V, N, d, samples=40000, generator=gen(6), u=u)
+    est = mc_bayes_risk(V, N, d, samples=40000, generator=seeded(6), u=u)
     assert est.floor == pytest.approx(floor_for_direction(V, u, N))
     assert est.agrees
 
@@ -146,7 +143,7 @@ def test_mc_bayes_risk_stderr_is_the_unbiased_standard_error():
     V, u, n = torch.tensor([[1.0, 0.0]], dtype=F64), torch.ones(1, dtype=F64), 5
     mixed = 0
     for seed in range(10):
-        est = mc_bayes_risk(V, 2, 1, samples=n, generator=gen(seed), sample_x=False, u=u)
+        est = mc_bayes_risk(V, 2, 1, samples=n, generator=seeded(seed), sample_x=False, u=u)
         k = round(est.estimate * n)
         assert est.estimate == pytest.approx(k / n, abs=1e-15)
         assert est.stderr == pytest.approx(math.sqrt(k * (n - k) / (n * (n - 1)) / n), abs=1e-12)
@@ -155,25 +152,25 @@ def test_mc_bayes_risk_stderr_is_the_unbiased_standard_error():
 
 
 def test_mc_bayes_risk_from_training():
-    est = mc_bayes_risk_from_training(4, 3, 2, samples=30000, generator=gen(7))
+    est = mc_bayes_risk_from_training(4, 3, 2, samples=30000, generator=seeded(7))
     assert est.n == 4 and est.rank == 4
     assert est.agrees
-    full = mc_bayes_risk_from_training(6, 3, 2, samples=100, generator=gen(8))  # n >= N d: V = I
+    full = mc_bayes_risk_from_training(6, 3, 2, samples=100, generator=seeded(8))  # n >= N d: V = I
     assert full.floor == 0.0 and full.estimate < 1e-20
 
 
 def test_mc_bayes_risk_bad_arguments():
-    V = random_orthonormal_rows(2, 6, generator=gen(9))
+    V = random_orthonormal_rows(2, 6, generator=seeded(9))
     with pytest.raises(ValueError, match="orthonormal"):
-        mc_bayes_risk(2 * V, 3, 2, samples=10, generator=gen(1))
+        mc_bayes_risk(2 * V, 3, 2, samples=10, generator=seeded(1))
     with pytest.raises(ValueError, match="samples"):
-        mc_bayes_risk(V, 3, 2, samples=1, generator=gen(1))
+        mc_bayes_risk(V, 3, 2, samples=1, generator=seeded(1))
     with pytest.raises(ValueError, match="N d = 8 columns"):
-        mc_bayes_risk(V, 4, 2, samples=10, generator=gen(1))
+        mc_bayes_risk(V, 4, 2, samples=10, generator=seeded(1))
     with pytest.raises(ValueError, match="u must be a unit"):
-        mc_bayes_risk(V, 3, 2, samples=10, generator=gen(1), u=torch.ones(2, dtype=F64))
+        mc_bayes_risk(V, 3, 2, samples=10, generator=seeded(1), u=torch.ones(2, dtype=F64))
     with pytest.raises(ValueError, match="confidence"):
-        mc_bayes_risk(V, 3, 2, samples=10, generator=gen(1), confidence=1.0)
+        mc_bayes_risk(V, 3, 2, samples=10, generator=seeded(1), confidence=1.0)
     with pytest.raises(ValueError, match="generator"):
         mc_bayes_risk(V, 3, 2, samples=10, generator=None)
 
@@ -196,11 +193,11 @@ def test_theorem6_records_and_hand_values_as_documented():
     eye = torch.eye(N, dtype=F64)
     kron = torch.stack([torch.kron(eye[int(ti)], u) for ti in t])
     assert torch.equal(embed_direction(u, t, N), kron)
-    V = random_orthonormal_rows(5, N * d, generator=gen(11))
+    V = random_orthonormal_rows(5, N * d, generator=seeded(11))
     uu = u / u.norm()
     for sample_x in (True, False):
         est = mc_bayes_risk(
-            V, N, d, samples=500, generator=gen(12), u=uu, sample_x=sample_x, confidence=0.99
+            V, N, d, samples=500, generator=seeded(12), u=uu, sample_x=sample_x, confidence=0.99
         )
         hw = zcrit(0.99) * est.stderr
         lo, hi = est.interval
@@ -208,8 +205,8 @@ def test_theorem6_records_and_hand_values_as_documented():
         assert abs(lo - (est.estimate - hw)) <= 1e-15 and abs(hi - (est.estimate + hw)) <= 1e-15
         assert est.agrees == (lo <= est.floor <= hi)
     with pytest.raises(ValueError, match="u must be a unit"):
-        mc_bayes_risk(V, N, d, samples=2, generator=gen(13), u=2 * uu)
-    trained = mc_bayes_risk_from_training(8, N, d, samples=100, generator=gen(14))
+        mc_bayes_risk(V, N, d, samples=2, generator=seeded(13), u=2 * uu)
+    trained = mc_bayes_risk_from_training(8, N, d, samples=100, generator=seeded(14))
     assert trained.rank == 8 and abs(trained.floor - risk_floor(8, N, d)) <= 1e-12
-    edge = mc_bayes_risk_from_training(N * d, N, d, samples=100, generator=gen(15))
+    edge = mc_bayes_risk_from_training(N * d, N, d, samples=100, generator=seeded(15))
     assert edge.floor == 0.0

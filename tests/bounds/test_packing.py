@@ -30,13 +30,10 @@ from qstr.bounds.packing import (
     volume_log_packing_bound,
 )
 from qstr.bounds.prop8 import euclidean_packing_counterexample
+from tests.fixtures import seeded
 
 F64 = torch.float64
 INF = math.inf
-
-
-def gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
 
 
 # ---------------------------------------------------------------- Lemma 39
@@ -96,7 +93,7 @@ exponent = st.sampled_from([1.0, 1.25, 1.5, 2.0, 3.0, 4.0, INF])
     sparse=st.booleans(),
 )
 def test_lemma39_holds_on_random_matrices(p, q, r, m, n, k, seed, sparse):
-    g = gen(seed)
+    g = seeded(seed)
     A = torch.randn(m, n, generator=g, dtype=F64)
     B = torch.randn(n, k, generator=g, dtype=F64) ** 3
     if sparse:
@@ -113,7 +110,7 @@ def test_lemma39_holds_on_random_matrices(p, q, r, m, n, k, seed, sparse):
     "p, q, r", [(2, 2, 2), (1, INF, INF), (INF, 1, 1), (3, 1.5, 4 / 3), (1, 2, 3)]
 )
 def test_lemma39_equality_case(p, q, r):
-    A, B = lemma39_equality_case(6, 3, p, q, r, generator=gen(1), m=3)
+    A, B = lemma39_equality_case(6, 3, p, q, r, generator=seeded(1), m=3)
     lhs, rhs = lemma39(A, B, p, q, r)
     assert lhs == pytest.approx(rhs, rel=1e-12)
 
@@ -185,7 +182,7 @@ def test_greedy_packing_hand_case():
 def test_greedy_packings_respect_lemma41(ball):
     for d in (1, 2, 3):
         cand = sample_ball(
-            B=2000, d=d, ball=ball, generator=gen(d)
+            B=2000, d=d, ball=ball, generator=seeded(d)
         )  # by keyword, as the signature allows
         norms = cand.abs().sum(1) if ball == "l1" else cand.norm(dim=1)
         assert float(norms.max()) <= 1.0
@@ -247,7 +244,7 @@ def test_sample_ball_is_uniform():
     d = 2, 5; Kolmogorov-Smirnov over 4000 points, each inside its ball)."""
     for p, ball in ((1, "l1"), (2, "l2")):
         for d in (2, 5):
-            x = sample_ball(4000, d, ball, generator=gen(4150 + d + 10 * p))
+            x = sample_ball(4000, d, ball, generator=seeded(4150 + d + 10 * p))
             r = torch.linalg.vector_norm(x, ord=p, dim=1)
             assert float(r.max()) <= 1.0
             assert stats.kstest((r**d).numpy(), "uniform").pvalue >= 1e-4
@@ -258,7 +255,7 @@ def test_min_pairwise_distance_agrees_with_pdist():
     may take the Gram route)."""
     for ball in ("l1", "l2"):
         for d in (1, 2, 3):
-            P = greedy_packing(sample_ball(3000, d, ball, generator=gen(d)), 0.3)
+            P = greedy_packing(sample_ball(3000, d, ball, generator=seeded(d)), 0.3)
             direct = float(torch.pdist(P).min())
             assert abs(min_pairwise_distance(P) - direct) <= 1e-6 * direct
 
@@ -267,8 +264,8 @@ def test_sphere_counterexample_is_lemma41s_greedy_packing():
     """euclidean_packing_counterexample keeps as many points as greedy_packing on the same unit
     vectors, and its Maurey value is maurey_simple_bound / 8 (D = 128, sep = 1.2)."""
     D, M, sep = 128, 2000, 1.2
-    k, log_k, vol, mau = euclidean_packing_counterexample(D, M, generator=gen(4190), sep=sep)
-    X = torch.randn(M, D, generator=gen(4190), dtype=F64)
+    k, log_k, vol, mau = euclidean_packing_counterexample(D, M, generator=seeded(4190), sep=sep)
+    X = torch.randn(M, D, generator=seeded(4190), dtype=F64)
     assert greedy_packing(X / X.norm(dim=1, keepdim=True), sep).shape[0] == k
     assert abs(mau - maurey_simple_bound(D, sep) / 8) <= 1e-12 * mau
     assert mau < log_k <= vol and vol == pytest.approx(volume_log_packing_bound(D, sep), rel=1e-12)

@@ -22,20 +22,17 @@ from qstr.constructions.experiment_models import (
 )
 from qstr.constructions.paper_models import VecFFN
 from tests.constructions.model_counts import birnn_count, mlp_count, n_params, transformer_count
+from tests.fixtures import seeded
 
 F64 = torch.float64
 FAST = settings(max_examples=25, deadline=None)
-
-
-def gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
 
 
 # ================================================================ PracticalFFN
 
 
 def test_practical_ffn_is_depth_three_vecffn():
-    model = PracticalFFN(6, 2, 1, generator=gen(0))
+    model = PracticalFFN(6, 2, 1, generator=seeded(0))
     assert isinstance(model, VecFFN)
     lin = [l for l in model.net if isinstance(l, torch.nn.Linear)]
     assert [(l.in_features, l.out_features) for l in lin] == [
@@ -58,11 +55,11 @@ def test_practical_ffn_is_depth_three_vecffn():
     seed=st.integers(0, 2**16),
 )
 def test_merged_qk_reproduces_mha_weights(D_e, q, N, B, seed):
-    model = PracticalTransformer(D_e, q, width=4, generator=gen(seed), dtype=F64)
+    model = PracticalTransformer(D_e, q, width=4, generator=seeded(seed), dtype=F64)
     with torch.no_grad():  # sharpen the attention so the check is not against near-uniform rows
         for p in model.mha.parameters():
             p.mul_(3.0)
-    Z = torch.randn(B, N, D_e, generator=gen(seed + 1), dtype=F64)
+    Z = torch.randn(B, N, D_e, generator=seeded(seed + 1), dtype=F64)
     A = model.merged_qk()
     assert A.shape == (q, D_e, D_e)
     logits = torch.einsum("bid,hde,bje->bhij", Z, A, Z)
@@ -99,7 +96,7 @@ def test_merged_qk_by_hand_on_one_head():
 @pytest.mark.parametrize("cell", ["gru", "rnn", "lstm"])
 @pytest.mark.parametrize("out_dim", [1, 3])
 def test_practical_rnn_shapes(cell, out_dim):
-    model = PracticalRNN(4, 6, cell=cell, out_dim=out_dim, generator=gen(0))
+    model = PracticalRNN(4, 6, cell=cell, out_dim=out_dim, generator=seeded(0))
     assert isinstance(model.rnn, PracticalRNN.CELLS[cell]) and model.rnn.bidirectional
     Z = torch.randn(3, 5, 4)
     y = model(Z)
@@ -111,7 +108,7 @@ def test_practical_rnn_shapes(cell, out_dim):
 
 
 def test_practical_rnn_deterministic_and_bad_cell():
-    a, b = PracticalRNN(3, 4, generator=gen(5)), PracticalRNN(3, 4, generator=gen(5))
+    a, b = PracticalRNN(3, 4, generator=seeded(5)), PracticalRNN(3, 4, generator=seeded(5))
     for p, q in zip(a.parameters(), b.parameters(), strict=True):
         assert torch.equal(p, q)
     with pytest.raises(ValueError, match="cell"):
@@ -167,12 +164,12 @@ def test_experiment_models_parameter_counts_are_the_closed_forms():
     tests/constructions/test_published_models.py)."""
     N, d, q, d_e = 6, 2, 2, 4
     D_e = d + (q + 1) * d_e
-    kw = dict(N=N, d=d, q=q, d_e=d_e, generator=gen(300), dtype=F64)
+    kw = dict(N=N, d=d, q=q, d_e=d_e, generator=seeded(300), dtype=F64)
     assert n_params(build_practical("transformer", **kw)) == transformer_count(D_e, q, 100)
     assert n_params(build_practical("rnn", **kw)) == birnn_count(D_e, 500 * q)
     assert n_params(build_practical("rnn", hidden=16, **kw)) == birnn_count(D_e, 16)
     assert n_params(build_practical("ffn", **kw)) == mlp_count((N * d + N * q * N, 1000, 1000, N))
-    assert n_params(PracticalRNN(5, 3, generator=gen(0))) == birnn_count(5, 3) == 187
+    assert n_params(PracticalRNN(5, 3, generator=seeded(0))) == birnn_count(5, 3) == 187
     assert transformer_count(2, 1, 1) == 4 * 4 + 3 + 2 and mlp_count((2, 3, 1)) == 9 + 4
 
 
@@ -187,16 +184,16 @@ def test_experiment_model_defaults_and_encodings_as_documented():
     assert n_params(PracticalFFN(N, d, q, dtype=F64)) == mlp_count(
         (N * d + N * q * N, 1000, 1000, N)
     )
-    g = gen(305)
+    g = seeded(305)
     x = torch.randn(2, N, d, generator=g, dtype=F64)
     t = torch.randint(0, N, (2, N, q), generator=g)
     omega = torch.randn(N, 3, generator=g, dtype=F64)
     assert torch.equal(encode(x, t, omega), rnn_encoding(x, t, omega))
     assert torch.equal(encode(x, t, omega)[..., d : d + 3], omega.expand(2, N, 3))
     N, d, q, d_e = 6, 2, 2, 4
-    ffn = build_practical("ffn", N=N, d=d, q=q, d_e=d_e, generator=gen(300), dtype=F64)
-    x = torch.randn(2, N, d, generator=gen(303), dtype=F64)
-    t = torch.randint(0, N, (2, q), generator=gen(304))
+    ffn = build_practical("ffn", N=N, d=d, q=q, d_e=d_e, generator=seeded(300), dtype=F64)
+    x = torch.randn(2, N, d, generator=seeded(303), dtype=F64)
+    t = torch.randint(0, N, (2, q), generator=seeded(304))
     net = VecFFN(N, d, q, 3, t_encoding="index", dtype=F64)
     want = torch.cat([x.reshape(2, -1), t[:, None].expand(-1, N, q).reshape(2, -1).to(x) / N], 1)
     with torch.no_grad():

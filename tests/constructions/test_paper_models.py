@@ -17,13 +17,10 @@ from hypothesis import strategies as st
 
 from qstr.constructions.mlp import MLPWeights
 from qstr.constructions.paper_models import DeepTransitionBiRNN, MergedAttention, VecFFN
+from tests.fixtures import seeded
 
 F64 = torch.float64
 FAST = settings(max_examples=25, deadline=None)
-
-
-def gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
 
 
 # ============================================================== MergedAttention
@@ -63,11 +60,11 @@ def naive_merged(model: MergedAttention, Z: np.ndarray) -> np.ndarray:
     seed=st.integers(0, 2**16),
 )
 def test_merged_attention_matches_naive_double_loop(B, N, D_e, H, m, out_dim, scale, seed):
-    model = MergedAttention(D_e, H, m, out_dim, generator=gen(seed), dtype=F64)
+    model = MergedAttention(D_e, H, m, out_dim, generator=seeded(seed), dtype=F64)
     with torch.no_grad():  # make scores O(scale) so the softmax is far from uniform
         model.W_QK.mul_(scale * D_e)
-        model.b.normal_(generator=gen(seed + 1))
-    Z = torch.randn(B, N, D_e, generator=gen(seed + 2), dtype=F64)
+        model.b.normal_(generator=seeded(seed + 1))
+    Z = torch.randn(B, N, D_e, generator=seeded(seed + 2), dtype=F64)
     y = model(Z).detach().numpy()
     ref = naive_merged(model, Z.numpy())
     assert y.shape == ((B, N) if out_dim == 1 else (B, N, out_dim))
@@ -78,10 +75,10 @@ def test_merged_attention_matches_naive_double_loop(B, N, D_e, H, m, out_dim, sc
 @given(B=st.integers(1, 2), N=st.integers(1, 9), H=st.integers(1, 3), seed=st.integers(0, 2**16))
 def test_attention_rows_sum_to_one_and_heads_are_weighted_sums(B, N, H, seed):
     D_e = 3
-    model = MergedAttention(D_e, H, 4, generator=gen(seed), dtype=F64)
+    model = MergedAttention(D_e, H, 4, generator=seeded(seed), dtype=F64)
     with torch.no_grad():
         model.W_QK.mul_(20.0)
-    Z = torch.randn(B, N, D_e, generator=gen(seed + 1), dtype=F64)
+    Z = torch.randn(B, N, D_e, generator=seeded(seed + 1), dtype=F64)
     A = model.attention(Z)
     assert A.shape == (B, H, N, N)
     assert bool((A >= 0).all())
@@ -98,8 +95,8 @@ def test_attention_rows_sum_to_one_and_heads_are_weighted_sums(B, N, H, seed):
 @FAST
 @given(N=st.integers(1, 11), chunk=st.integers(1, 12), seed=st.integers(0, 2**16))
 def test_chunked_equals_unchunked(N, chunk, seed):
-    model = MergedAttention(4, 2, 6, generator=gen(seed), dtype=F64)
-    Z = torch.randn(2, N, 4, generator=gen(seed + 1), dtype=F64)
+    model = MergedAttention(4, 2, 6, generator=seeded(seed), dtype=F64)
+    Z = torch.randn(2, N, 4, generator=seeded(seed + 1), dtype=F64)
     torch.testing.assert_close(model(Z, chunk=chunk), model(Z), atol=1e-13, rtol=0)
     torch.testing.assert_close(model.heads(Z, chunk=chunk), model.heads(Z), atol=1e-13, rtol=0)
     torch.testing.assert_close(
@@ -110,7 +107,7 @@ def test_chunked_equals_unchunked(N, chunk, seed):
 def test_hand_set_W_QK_attends_to_chosen_key():
     """Lemma 11 with orthonormal position codes: head h returns the token z_{t_ih}."""
     B, N, d, H = 3, 6, 2, 2
-    g = gen(0)
+    g = seeded(0)
     x = torch.randn(B, N, d, generator=g, dtype=F64)
     t = torch.randint(0, N, (B, N, H), generator=g)
     eye = torch.eye(N, dtype=F64)
@@ -137,9 +134,9 @@ def test_hand_set_W_QK_attends_to_chosen_key():
 
 
 def test_merged_attention_deterministic_given_seed():
-    a = MergedAttention(5, 2, 4, generator=gen(7))
-    b = MergedAttention(5, 2, 4, generator=gen(7))
-    c = MergedAttention(5, 2, 4, generator=gen(8))
+    a = MergedAttention(5, 2, 4, generator=seeded(7))
+    b = MergedAttention(5, 2, 4, generator=seeded(7))
+    c = MergedAttention(5, 2, 4, generator=seeded(8))
     for p, q in zip(a.parameters(), b.parameters(), strict=True):
         assert torch.equal(p, q)
     assert not torch.equal(a.W_QK, c.W_QK)
@@ -151,7 +148,7 @@ def test_merged_attention_deterministic_given_seed():
     # a generator leaves the global RNG untouched
     torch.manual_seed(11)
     before = torch.random.get_rng_state()
-    MergedAttention(5, 2, 4, generator=gen(1))
+    MergedAttention(5, 2, 4, generator=seeded(1))
     assert torch.equal(torch.random.get_rng_state(), before)
 
 
@@ -168,7 +165,7 @@ def test_merged_attention_random_init_as_documented():
     """MergedAttention's documented init at D_e = 32, H = 2, m = 2048: W_QK ~ N(0, (0.1/D_e)^2),
     W ~ N(0, 1/(H D_e)), b = 0, a ~ N(0, 1/m); each sample std within 10% of its target."""
     D_e, H, m = 32, 2, 2048
-    model = MergedAttention(D_e, H, m, generator=gen(304), dtype=F64)
+    model = MergedAttention(D_e, H, m, generator=seeded(304), dtype=F64)
     targets = {"W_QK": 0.1 / D_e, "W": (H * D_e) ** -0.5, "a": m**-0.5}
     for k, v in targets.items():
         assert abs(float(getattr(model, k).detach().std()) / v - 1) <= 0.1, k
@@ -239,13 +236,13 @@ def test_birnn_states_match_naive_recurrence(dims, tw, ow, r_h, scale, out_dim, 
         output_widths=tuple(ow),
         r_h=r_h,
         out_dim=out_dim,
-        generator=gen(seed),
+        generator=seeded(seed),
         dtype=F64,
     )
     with torch.no_grad():
         for p in model.parameters():
             p.mul_(scale)
-    Z = torch.randn(B, N, D_in, generator=gen(seed + 1), dtype=F64)
+    Z = torch.randn(B, N, D_in, generator=seeded(seed + 1), dtype=F64)
     h_fwd, h_bwd = (h.detach() for h in model.states(Z))
     HF, HB, Y = naive_birnn(model, Z.numpy())
     np.testing.assert_allclose(
@@ -272,10 +269,10 @@ def test_birnn_index_convention_prefix_and_suffix():
         transition_widths=(4,),
         output_widths=(4,),
         r_h=math.inf,
-        generator=gen(0),
+        generator=seeded(0),
         dtype=F64,
     )
-    Z = torch.randn(1, N, 2, generator=gen(1), dtype=F64)
+    Z = torch.randn(1, N, 2, generator=seeded(1), dtype=F64)
     hf, hb = model.states(Z)
     for k in range(N):  # perturb token k (0-based)
         Z2 = Z.clone()
@@ -290,12 +287,12 @@ def test_birnn_index_convention_prefix_and_suffix():
 def test_birnn_projection_keeps_states_in_ball():
     r_h = 0.7
     model = DeepTransitionBiRNN(
-        3, 4, transition_widths=(8, 8), output_widths=(5,), r_h=r_h, generator=gen(2), dtype=F64
+        3, 4, transition_widths=(8, 8), output_widths=(5,), r_h=r_h, generator=seeded(2), dtype=F64
     )
     with torch.no_grad():
         for p in list(model.f_fwd.parameters()) + list(model.f_bwd.parameters()):
             p.mul_(10.0)
-    Z = torch.randn(4, 9, 3, generator=gen(3), dtype=F64)
+    Z = torch.randn(4, 9, 3, generator=seeded(3), dtype=F64)
     for h in model.states(Z):
         norms = torch.linalg.vector_norm(h.detach(), dim=-1)
         assert bool((norms <= r_h * (1 + 1e-12)).all())
@@ -317,7 +314,7 @@ def test_birnn_projection_keeps_states_in_ball():
 @given(N=st.integers(1, 7), r_h=st.sampled_from([0.5, math.inf]), seed=st.integers(0, 2**16))
 def test_birnn_reversal_swaps_state_streams(N, r_h, seed):
     model = DeepTransitionBiRNN(
-        2, 3, transition_widths=(5,), output_widths=(4,), r_h=r_h, generator=gen(seed), dtype=F64
+        2, 3, transition_widths=(5,), output_widths=(4,), r_h=r_h, generator=seeded(seed), dtype=F64
     )
     with torch.no_grad():
         for p in model.parameters():
@@ -327,7 +324,7 @@ def test_birnn_reversal_swaps_state_streams(N, r_h, seed):
     )
     MLPWeights.from_sequential(model.f_bwd).load_into(swapped.f_fwd)
     MLPWeights.from_sequential(model.f_fwd).load_into(swapped.f_bwd)
-    Z = torch.randn(2, N, 2, generator=gen(seed + 1), dtype=F64)
+    Z = torch.randn(2, N, 2, generator=seeded(seed + 1), dtype=F64)
     hf, hb = model.states(Z)
     hf_r, hb_r = swapped.states(Z.flip(1))
     torch.testing.assert_close(hf_r, hb.flip(1), atol=1e-12, rtol=0)
@@ -351,13 +348,13 @@ def test_birnn_layer_structure():
 
 def test_vecffn_first_layer_x_columns_act_on_vec_x():
     N, d, q = 4, 3, 2
-    model = VecFFN(N, d, q, hidden=(6,), generator=gen(0), dtype=F64)
+    model = VecFFN(N, d, q, hidden=(6,), generator=seeded(0), dtype=F64)
     Wx = model.first_layer_x_weight()
     assert Wx.shape == (6, N * d)
     assert torch.equal(Wx, model.first_layer.weight[:, : N * d])
     assert model.first_layer.in_features == N * d + N * q * N
-    x = torch.randn(3, N, d, generator=gen(1), dtype=F64)
-    t = torch.randint(0, N, (3, N, q), generator=gen(2))
+    x = torch.randn(3, N, d, generator=seeded(1), dtype=F64)
+    t = torch.randint(0, N, (3, N, q), generator=seeded(2))
     lin = model.first_layer
     pre = lin(model.inputs(x, t))
     pre0 = lin(model.inputs(torch.zeros_like(x), t))
@@ -381,7 +378,14 @@ def test_vecffn_first_layer_x_columns_act_on_vec_x():
 def test_vecffn_output_shapes(task, t_encoding, out_dim):
     N, d, q, B = 5, 2, 3, 4
     model = VecFFN(
-        N, d, q, hidden=(7, 5), task=task, t_encoding=t_encoding, out_dim=out_dim, generator=gen(0)
+        N,
+        d,
+        q,
+        hidden=(7, 5),
+        task=task,
+        t_encoding=t_encoding,
+        out_dim=out_dim,
+        generator=seeded(0),
     )
     x = torch.randn(B, N, d)
     t_simple = torch.randint(0, N, (B, q))

@@ -9,12 +9,9 @@ from qstr.constructions.experiment_models import build_practical
 from qstr.constructions.published_models import BiasedTransformer, EncodedFFN
 
 from tests.constructions.model_counts import mlp_count, n_params, transformer_count
+from tests.fixtures import seeded
 
 F64 = torch.float64
-
-
-def gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
 
 
 def test_encoded_ffn_has_the_documented_defaults():
@@ -39,8 +36,8 @@ def test_biased_transformer_at_zero_biases_is_the_plain_one():
     from the same generator, at N = 6, d = 2, q = 2, d_e = 4 (D_e = 14)."""
     N, d, q, d_e = 6, 2, 2, 4
     D_e = d + (q + 1) * d_e
-    tr = build_practical("transformer", N=N, d=d, q=q, d_e=d_e, generator=gen(300), dtype=F64)
-    biased = BiasedTransformer(D_e, q, generator=gen(300), dtype=F64)
-    Z = torch.randn(2, N, D_e, generator=gen(302), dtype=F64)
+    tr = build_practical("transformer", N=N, d=d, q=q, d_e=d_e, generator=seeded(300), dtype=F64)
+    biased = BiasedTransformer(D_e, q, generator=seeded(300), dtype=F64)
+    Z = torch.randn(2, N, D_e, generator=seeded(302), dtype=F64)
     with torch.no_grad():
         assert (biased(Z) - tr(Z)).abs().max() <= 1e-12
