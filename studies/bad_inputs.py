@@ -153,7 +153,8 @@ def api_cases(tmp: str):
     import torch  # noqa: PLC0415 - the API cases only
 
     from qstr.bounds.transformer import Theorem4Params, theorem4_bound  # noqa: PLC0415
-    from qstr.constructions.codes import Codebook, build_codebook, rademacher_dim  # noqa: PLC0415
+    from qstr.bounds.codebooks import rademacher_dim  # noqa: PLC0415
+    from qstr.constructions.codes import Codebook, build_codebook  # noqa: PLC0415
     from qstr.verify.experiments import Execution, run_experiment  # noqa: PLC0415
 
     def reproduce(name="figure1", **kw):
