@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import List, Optional, Tuple
 
-from qstr.verify.claim import UNDECLARED, Number, Verdict
+from qstr.verify.claim import UNDECLARED
+from qstr.verify.verdict import Number, Verdict
 
 TIMED_OUT = "timed out after"  # how the error of a claim past its --timeout begins
 

@@ -18,9 +18,10 @@ import time
 import traceback
 from typing import Any, Dict, List, Optional
 
-from qstr.verify.claim import Check, Claim, Context, Fault, Vacuity, Verdict, evidence_mix
+from qstr.verify.claim import Check, Claim, Context, Fault, Vacuity, evidence_mix
 from qstr.verify.results import TIMED_OUT, CheckResult, FaultResult, Result
 from qstr.verify.threads import cpu_threads
+from qstr.verify.verdict import Verdict
 
 
 def _error_line(exc: BaseException) -> str:
