@@ -282,7 +282,7 @@ def test_no_import_cycle_between_packages():
 
 # the modules that declare, record and run claims: none reaches the paper's claims through any
 # chain of imports (qstr.verify.catalog imports them, and hands them on)
-RUNNING = ("registry", "claim", "results", "runner", "pool", "report")
+RUNNING = ("registry", "claim", "verdict", "results", "runner", "pool", "report")
 
 
 # the modules at the top, the only ones outside verify/claims/ that import the paper's claims
