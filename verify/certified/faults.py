@@ -100,3 +100,19 @@ def theorem4_rademacher_once(record):
         return replace(out, total=out.total - out.rademacher)
 
     return slipped
+
+
+def transition_readout_scaled(tr, factor: float = 0.5):
+    """Prop 26: layer 3 (the gate readout G and -G) times ``factor``: at 1/2, Lemma 24's factor 2
+    dropped (the prop-26 claim's fault), so the target output is about x / 2."""
+    L = tr.layers
+    return L.replace_layer(2, W=L[2].W * factor)
+
+
+def transition_output_weight_moved(tr, delta: float = 0.05):
+    """Prop 26: the last layer's first weight moved by ``delta``: the target output's first
+    coordinate errs by up to delta r_x (certified below (eps - err) / r_x, violated above)."""
+    *rest, (W, b) = tr.layers.layers
+    W = W.clone()
+    W[0, 0] += delta
+    return MLPWeights((*rest, (W, b)))
