@@ -6,6 +6,7 @@ from qstr.verify.certified.bisection import Budget
 from qstr.verify.certified.cor27 import certified_cor27
 from qstr.verify.certified.gadgets import certified_gate, certified_product
 from qstr.verify.certified.lemma11 import certified_lemma11
+from qstr.verify.certified.lemma40 import certified_lemma40
 from qstr.verify.certified.target import certified_target_error
 from qstr.verify.certified.theorem4 import certified_theorem4_agreement, theorem4_bound_ball
 from qstr.verify.certified.theorem7 import certified_theorem7_agreement, theorem7_bound_ball
@@ -16,6 +17,7 @@ __all__ = [
     "certified_cor27",
     "certified_gate",
     "certified_lemma11",
+    "certified_lemma40",
     "certified_product",
     "certified_target_error",
     "certified_theorem4_agreement",

@@ -116,3 +116,11 @@ def transition_output_weight_moved(tr, delta: float = 0.05):
     W = W.clone()
     W[0, 0] += delta
     return MLPWeights((*rest, (W, b)))
+
+
+def lemma40_row_repeated(V, row: int = 1):
+    """Lemma 40: V with row ``row`` replaced by row ``row`` - 1 (its rank drops by one, so the
+    conditional variance is 2 (k - r + 1), not the closed form's 2 (k - r))."""
+    out = V.clone()
+    out[row] = out[row - 1]
+    return out
