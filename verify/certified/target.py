@@ -42,32 +42,29 @@ def _relaxed(lo: arb, hi: arb) -> Tuple[arb, arb]:
 
 
 class _Affine:
-    """The dense ReLU layers (``MLPWeights``) read exactly, propagated as affine forms in
-    x - c with ball offsets (each ReLU across 0 replaced by its chord relaxation): an enclosure
-    of the outputs over a box that keeps their dependency on x."""
+    """Dense ReLU layers on x alone (arb matrices), propagated as affine forms in x - c with
+    ball offsets (each ReLU across 0 replaced by its chord relaxation): an enclosure of the
+    outputs over a box that keeps their dependency on x."""
 
-    def __init__(self, layers, x_cols: slice):
-        self.layers = [
-            (arb_matrix(L.W), None if L.b is None else arb_matrix(L.b[:, None])) for L in layers
-        ]
-        self.dx = arb_matrix(layers[0].W.detach().cpu().to(torch.float64)[:, x_cols])
+    def __init__(self, layers: List[Tuple[arb_mat, Optional[arb_mat]]]):
+        self.layers = layers
 
-    def point(self, u: arb_mat) -> arb_mat:
-        """The outputs at one input column (a point x, the other slots as boxes)."""
-        a = u
+    def point(self, x: Sequence[arb]) -> arb_mat:
+        """The outputs at one point x."""
+        a = arb_mat([[v] for v in x])
         for k, (W, b) in enumerate(self.layers):
             a = W * a if b is None else W * a + b
             if k < len(self.layers) - 1:
                 a = arb_mat([[relu(a[i, 0])] for i in range(a.nrows())])
         return a
 
-    def over(self, u_c: arb_mat, radius: Sequence[arb]) -> Tuple[arb_mat, arb_mat]:
+    def over(self, c: Sequence[arb], radius: Sequence[arb]) -> Tuple[arb_mat, arb_mat]:
         """(C, k): every output over the box c +- radius lies in C (x - c) + k."""
-        C, k = self.dx, u_c
+        d = len(c)
+        C = arb_mat([[arb(1) if i == j else arb(0) for j in range(d)] for i in range(d)])
+        k = arb_mat([[v] for v in c])
         for n, (W, b) in enumerate(self.layers):
-            if n > 0:
-                C = W * C
-            k = W * k if b is None else W * k + b
+            C, k = W * C, (W * k if b is None else W * k + b)
             if n == len(self.layers) - 1:
                 return C, k
             rows, cols = [], []
@@ -79,10 +76,47 @@ class _Affine:
                     lam, off = arb(0), arb(0)
                 else:
                     lam, off = _relaxed(v.lower(), v.upper())
-                rows.append([lam * C[i, j] for j in range(C.ncols())])
+                rows.append([lam * C[i, j] for j in range(d)])
                 cols.append([lam * k[i, 0] + off])
             C, k = arb_mat(rows), arb_mat(cols)
         return C, k
+
+
+class _Split:
+    """The dense layers (``MLPWeights``, read exactly) with the first layer's units split into
+    those that read x and those that do not: for fixed codes the latter are constants, folded
+    into the second layer's bias once per case, so a box costs only the units that read x."""
+
+    def __init__(self, layers, x_cols: slice):
+        W1 = layers[0].W.detach().cpu().to(torch.float64)
+        reads = W1[:, x_cols].ne(0).any(1)
+        xr, cr = reads.nonzero().flatten(), (~reads).nonzero().flatten()
+        (L1, L2), rest = layers[:2], layers[2:]
+        self.first_x = arb_matrix(W1[xr][:, x_cols])
+        self.first = [arb_matrix(W1[rows]) for rows in (xr, cr)]  # on u with x = 0
+        self.first_b = [_column(L1.b, rows) for rows in (xr, cr)]
+        W2 = L2.W.detach().cpu().to(torch.float64)
+        self.second = [arb_matrix(W2[:, rows]) for rows in (xr, cr)]
+        self.second_b = _column(L2.b, None)
+        self.rest = [
+            (arb_matrix(L.W), None if L.b is None else arb_matrix(L.b[:, None])) for L in rest
+        ]
+
+    def on_x(self, u0: arb_mat) -> _Affine:
+        """The net on x alone for the input u0 (x = 0 there, the codes and boxes as given)."""
+        base_x = self.first[0] * u0 + self.first_b[0]
+        pre_c = self.first[1] * u0 + self.first_b[1]
+        const = arb_mat([[relu(pre_c[i, 0])] for i in range(pre_c.nrows())])
+        bias2 = self.second[1] * const + self.second_b
+        return _Affine([(self.first_x, base_x), (self.second[0], bias2), *self.rest])
+
+
+def _column(b: Optional[torch.Tensor], rows) -> arb_mat:
+    """A bias (or the rows ``rows`` of it) as an exact column; None: no bias, zeros."""
+    if b is None:
+        raise ValueError("the transition's first two layers carry biases")
+    b = b.detach().cpu().to(torch.float64)
+    return arb_matrix((b if rows is None else b[rows])[:, None])
 
 
 def _range(C: arb_mat, k: arb_mat, i: int, radius: Sequence[arb]) -> arb:
@@ -96,23 +130,18 @@ def _range(C: arb_mat, k: arb_mat, i: int, radius: Sequence[arb]) -> arb:
 @dataclass
 class _Case:
     """Position i in slot l: u = (h = 0, x, omega_i, slots) with slot l = omega_i, the others the
-    codebook's box; the error of output block l against x."""
+    codebook's box; the net on x alone and the error of its output block l against x."""
 
     net: _Affine
-    head: List[arb]  # h = 0
-    tail: List[arb]  # pos and slots
     rows: slice  # output block l
     d: int
-
-    def u(self, x: Sequence[arb]) -> arb_mat:
-        return arb_mat([[v] for v in self.head + list(x) + self.tail])
 
     def _block(self, out: arb_mat) -> range:
         return range(*self.rows.indices(out.nrows()))
 
     def at(self, x: Sequence[arb]) -> List[arb]:
         """The error f(u)_l - x at a point (exact x): its balls, one per coordinate."""
-        out = self.net.point(self.u(x))
+        out = self.net.point(x)
         return [out[r, 0] - x[k] for k, r in enumerate(self._block(out))]
 
     def over(self, box: XBox) -> List[arb]:
@@ -120,7 +149,7 @@ class _Case:
         less x = (x - c) + c, ranged over the box."""
         c = [(lo + hi) / 2 for lo, hi in box]  # exact: dyadic ends
         r = [(hi - lo) / 2 for lo, hi in box]
-        C, k = self.net.over(self.u(c), r)
+        C, k = self.net.over(c, r)
         enc = []
         for kk, row in enumerate(self._block(k)):
             v = k[row, 0] - c[kk]
@@ -176,7 +205,7 @@ def _cases(tr, omega: torch.Tensor, layers) -> List[Tuple[str, _Case]]:
     codes = omega.detach().cpu().to(torch.float64)
     lows, highs = codes.min(0)[0].tolist(), codes.max(0)[0].tolist()
     box = [hull((exact(lo), exact(hi))) for lo, hi in zip(lows, highs, strict=True)]
-    net = _Affine(layers, slice(d_h, d_h + d))
+    net = _Split(layers, slice(d_h, d_h + d))
     out = []
     for i in range(codes.shape[0]):
         own = [exact(v) for v in codes[i].tolist()]
@@ -184,7 +213,8 @@ def _cases(tr, omega: torch.Tensor, layers) -> List[Tuple[str, _Case]]:
             slots = [v for k in range(q) for v in (own if k == l else box)]
             if d_h + d + len(own) + len(slots) != d_h + tr.D_in:
                 raise ValueError("the codes do not fit the transition's layout")
-            case = _Case(net, [arb(0)] * d_h, own + slots, slice(l * d, (l + 1) * d), d)
+            u0 = arb_mat([[v] for v in [arb(0)] * (d_h + d) + own + slots])
+            case = _Case(net.on_x(u0), slice(l * d, (l + 1) * d), d)
             out.append((f"position {i}, slot {l}", case))
     return out
 
