@@ -46,11 +46,18 @@ class Context:
     threads: Optional[int] = (
         1  # CPU intra-op threads while a claim runs (None: leave torch's setting)
     )
+    # run only the checks resting on this evidence, and the faults that break only them
+    # (``qstr verify --certified``: "certified"); None runs every check of the profile
+    evidence: Optional[str] = None
 
     def __post_init__(self):
         object.__setattr__(self, "seed", validate.seed("seed", self.seed))
         if self.profile not in PROFILES:
             raise ValueError(f"profile must be one of {', '.join(PROFILES)}, got {self.profile!r}")
+        if self.evidence is not None and self.evidence not in EVIDENCE:
+            raise ValueError(
+                f"evidence must be one of {', '.join(EVIDENCE)} or None, got {self.evidence!r}"
+            )
 
     def pick(self, quick, full=None, gpu=None):
         """The size for this profile: ``full`` defaults to ``quick``, ``gpu`` to ``full``."""
@@ -110,6 +117,8 @@ EVIDENCE = {
     "monte-carlo": "a random sample against a closed form or bound, at a stated confidence",
     "formula": "a closed form against an independent derivation (sympy, 40 digits, a second "
     "derivation), or a property of a formula",
+    "certified": "ball arithmetic (arb) on the built object's float64 weights read exactly: the "
+    "measured value's enclosure lies below the bound's (docs/derivations/certified.md)",
 }
 UNDECLARED = "undeclared"  # a check that does not say what it rests on (user claims may)
 
@@ -502,13 +511,21 @@ class Claim:
 
     # ------------------------------------------------------------ reading
 
-    def checks_in(self, profile: str) -> Tuple[Check, ...]:
-        """The checks that run in ``profile``."""
-        return tuple(c for c in self.checks if profile in c.profiles)
+    def checks_in(self, profile: str, evidence: Optional[str] = None) -> Tuple[Check, ...]:
+        """The checks that run in ``profile`` (only those resting on ``evidence``, if given)."""
+        return tuple(
+            c for c in self.checks if profile in c.profiles and evidence in (None, c.evidence)
+        )
 
-    def faults_in(self, profile: str) -> Tuple[Fault, ...]:
-        """The faults that run in ``profile``."""
-        return tuple(f for f in self.faults if profile in f.profiles)
+    def faults_in(self, profile: str, evidence: Optional[str] = None) -> Tuple[Fault, ...]:
+        """The faults that run in ``profile`` (with ``evidence``: those whose every target is a
+        check resting on it)."""
+        kept = {c.name for c in self.checks_in(profile, evidence)}
+        return tuple(
+            f
+            for f in self.faults
+            if profile in f.profiles and (evidence is None or set(f.breaks) <= kept)
+        )
 
     def fault_named(self, name: str) -> Fault:
         """The fault called ``name``."""

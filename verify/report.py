@@ -91,7 +91,10 @@ def ratio_range(checks: Sequence[CheckResult]) -> str:
 
 def _vacuous_checks(checks: Sequence[CheckResult]) -> str:
     n = sum(c.status == "vacuous" for c in checks)
-    return f"\n[yellow]{n} vacuous[/yellow]" if n else ""
+    fallback = sum(c.certified is False for c in checks)
+    return (f"\n[yellow]{n} vacuous[/yellow]" if n else "") + (
+        f"\n[yellow]{fallback} not certified[/yellow]" if fallback else ""
+    )
 
 
 def _count(ok: bool, good: int, total: int) -> str:
@@ -107,9 +110,24 @@ def check_line(c: CheckResult) -> str:
         return f"{c.name}: crashed: {c.error}"
     ratio = f", measured/bound {c.ratio:.3g}" if c.ratio is not None else ""
     said = ", VACUOUS" if c.status == "vacuous" else ""
-    return f"{c.name}: measured {fmt(c.measured)}, bound {c.shown_bound}{ratio}{said}" + (
-        f" ({c.detail})" if c.detail else ""
+    return (
+        f"{c.name}: measured {fmt(c.measured)}, bound {c.shown_bound}{ratio}{said}"
+        + _balls(c)
+        + (f" ({c.detail})" if c.detail else "")
     )
+
+
+def _balls(c: CheckResult) -> str:
+    """A certified check's enclosures, and whether they decided: '' for a float check."""
+    if c.certified is None:
+        return ""
+    how = "certified" if c.certified else "NOT CERTIFIED, the float64 fallback decides"
+    balls = "".join(
+        f", {what} in [{ends[0]:.12g}, {ends[1]:.12g}]"
+        for what, ends in (("measured", c.enclosure), ("bound", c.bound_enclosure))
+        if ends is not None
+    )
+    return f", {how}{balls}"
 
 
 def failure_lines(r: Result) -> List[str]:

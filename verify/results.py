@@ -31,6 +31,9 @@ class CheckResult:
     vacuous: bool = False  # holds, on inputs where the bound says nothing (Verdict.vacuous)
     ratio: Optional[float] = None  # measured / bound (<=) or bound / measured (>=): Verdict.ratio
     slack: Optional[float] = None  # Verdict.slack: (room to the bound) / |bound|
+    enclosure: Optional[Tuple[float, float]] = None  # a certified check's [lower, upper]
+    bound_enclosure: Optional[Tuple[float, float]] = None  # ... and its bound's
+    certified: Optional[bool] = None  # True: the balls decide; False: the float64 fallback did
 
     @property
     def status(self) -> str:
@@ -113,4 +116,7 @@ class Result:
         ]
         for rec, c in pairs:
             rec["status"] = c.status
+            if c.certified is None:  # a float check is recorded as before certified checks
+                for key in ("enclosure", "bound_enclosure", "certified"):
+                    del rec[key]
         return out

@@ -55,6 +55,9 @@ def run_check(check: Check, inputs: Any, ctx: Context) -> CheckResult:
             vacuous=bool(v.vacuous),
             ratio=None if check.agreement else v.ratio,
             slack=_finite(v.slack) if v.relation != "==" else None,
+            enclosure=v.enclosure,
+            bound_enclosure=v.bound_enclosure,
+            certified=v.certified,
         )
         out.cases = v.cases  # not a field (not recorded): pytest items report each case
     except Exception as exc:  # noqa: BLE001 - a crashing check is a failing check, reported
@@ -139,7 +142,9 @@ def run_claim(
     except ClaimTimeout:
         error = f"{TIMED_OUT} {timeout:g} s (--timeout)"
         checks, faults = _all_failed(
-            claim.checks_in(ctx.profile), claim.faults_in(ctx.profile), error
+            claim.checks_in(ctx.profile, ctx.evidence),
+            claim.faults_in(ctx.profile, ctx.evidence),
+            error,
         )
         return _result(claim, ctx, checks, faults, round(time.perf_counter() - start, 3), error)
 
@@ -161,7 +166,10 @@ def _run_claim(claim: Claim, ctx: Context, start: float, inputs: Any) -> Result:
             inputs = claim.inputs(ctx) if inputs is _BUILD else inputs
         except Exception as exc:  # noqa: BLE001 - inputs that cannot be built fail every check
             inputs, error = None, f"building the inputs: {_error_line(exc)}"
-        checks_run, faults_run = claim.checks_in(ctx.profile), claim.faults_in(ctx.profile)
+        checks_run, faults_run = (
+            claim.checks_in(ctx.profile, ctx.evidence),
+            claim.faults_in(ctx.profile, ctx.evidence),
+        )
         if error:
             checks, faults = _all_failed(checks_run, faults_run, error)
         else:

@@ -22,7 +22,9 @@ class Verdict:
     ``rounding`` is the floating-point term added to the bound (docs/derivations/rounding.md);
     ``tol`` is a two-sided check's tolerance (``close``); ``vacuous``: the bound says nothing on
     these inputs (a width lower bound below 1, a probability bound above 1), so the check's
-    status is ``vacuous``, never a bare ``holds`` (docs/claims.md, "Status")."""
+    status is ``vacuous``, never a bare ``holds`` (docs/claims.md, "Status"); ``enclosure``,
+    ``bound_enclosure`` and ``certified``: a certified check's balls (docs/claims.md,
+    "Certified checks")."""
 
     measured: Number
     bound: Number
@@ -33,6 +35,12 @@ class Verdict:
     dtype: str = "float64"
     tol: float = 0.0
     vacuous: bool = False
+    # a certified check (evidence "certified", docs/derivations/certified.md): the enclosures of
+    # the measured value and of the bound as [lower, upper]; ``certified`` True when they decide
+    # the verdict, False when they straddle and the verdict is the float64 fallback's
+    enclosure: Optional[Tuple[float, float]] = None
+    bound_enclosure: Optional[Tuple[float, float]] = None
+    certified: Optional[bool] = None
     # the (label, verdict) cases a ``worst`` was taken over, each case's own (pytest items
     # report them); () for a single measurement
     cases: Tuple[Tuple[str, "Verdict"], ...] = field(default=(), repr=False, compare=False)

@@ -57,6 +57,12 @@ def add_options(v: argparse.ArgumentParser) -> None:
         ".py file; docs/claims.md)",
     )
     v.add_argument(
+        "--certified",
+        action="store_true",
+        help="run only the certified checks (ball arithmetic: docs/derivations/certified.md) "
+        "and the faults that break them, of the claims that have one",
+    )
+    v.add_argument(
         "--only-claims",
         action="store_true",
         help="run only the claims of the --claims modules, not the paper's",
@@ -104,7 +110,8 @@ def _context(args):
     cores = os.cpu_count() or 1
     if args.threads > cores:
         raise ValueError(f"--threads {args.threads}: this machine has {cores} CPU cores")
-    return Context(profile=args.profile, device=device, seed=args.seed, threads=args.threads)
+    evidence = "certified" if args.certified else None
+    return Context(args.profile, device, args.seed, args.threads, evidence)
 
 
 def _jobs(args, ctx, n_claims: int) -> int:
@@ -121,7 +128,15 @@ def _jobs(args, ctx, n_claims: int) -> int:
 
 
 def _selected(args, profile: str):
-    """The paper's claims and those of every --claims module, narrowed by --only."""
+    """The paper's claims and those of every --claims module, narrowed by --only (and by
+    --certified to the claims with a certified check)."""
+    claims = _claims(args, profile)
+    if args.certified:
+        return [c for c in claims if c.checks_in(profile, "certified")]
+    return claims
+
+
+def _claims(args, profile: str):
     from qstr.verify.claims import select  # noqa: PLC0415 - fast --help
     from qstr.verify.registry import load_claims  # noqa: PLC0415 - fast --help
 
