@@ -3,7 +3,8 @@
 A ``built`` check measures the object users get inside the check: run on inputs where every built
 object (a module, a tensor of weights or codes, a saved file) is replaced by a stand-in whose every
 use raises, and with the claim's builders refusing to build, it must raise or fail. One that still
-holds read only records, formulas or numbers (issue 53).
+holds read only records, formulas or numbers (issue 53). A ``certified`` check encloses the built
+object's weights, so it is held to the same (issue 58).
 """
 
 import copy
@@ -174,7 +175,7 @@ BUILT = [
     (cid, check.name)
     for cid, claim in CLAIMS.items()
     for check in claim.checks_in("quick")
-    if check.evidence == "built"
+    if check.evidence in ("built", "certified")  # a certified check reads the built weights too
 ]
 
 
