@@ -277,10 +277,12 @@ class _Search:
         push(root)
         while heap:
             _, _, box, hi, point_lo = heapq.heappop(heap)
-            if hi < self.eps:  # the largest upper end left: every box of this case is below
-                self.highs.append(hi)
-                self.cases += 1
-                return
+            if hi < self.eps:  # the largest upper end left (up to the float key): check all
+                top = max_ends([hi] + [e[3] for e in heap])[1]
+                if top < self.eps:
+                    self.highs.append(top)
+                    self.cases += 1
+                    return
             if point_lo > self.eps:
                 where = ", ".join(f"{float(v):.6g}" for v in _witness(box, r2))
                 self.failed = (VIOLATED, f"{label}: at x = ({where}) in {_box_str(box)}")
