@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Dict, Tuple
+from typing import Any, Callable, Dict, Iterable, Tuple
 
 import mpmath as mp
 import torch
@@ -18,6 +18,8 @@ from qstr.constructions.codes import Codebook
 from qstr.constructions.relu import Gadget
 from qstr.constructions.task import QSTR
 from qstr.verify.adversarial import ball_ascent
+from qstr.verify.ball import Certified
+from qstr.verify.certified.verdict import certified
 from qstr.verify.claim import Context, Verdict, at_most, by_measured, by_ratio, close, exact, worst
 from qstr.verify.rounding import Rounding, two_layer
 
@@ -220,6 +222,36 @@ def certificate_attained(inp: GadgetInputs) -> Verdict:
         return close(c.sup_error(), bound, ATTAINED_TOL * bound, c.rounding, detail=c.shown())
 
     return worst_case(inp.cases, case, key=lambda v: abs(v.measured / v.bound - 1))
+
+
+ATTAINED_RTOL = 1e-12  # certified_product / certified_gate's default: the weights' rounding
+
+
+def certified_worst(rows: Iterable[Tuple[str, Verdict]]) -> Verdict:
+    """The worst case of certified verdicts (``worst``), never hiding a case the float64 fallback
+    decided behind certified ones: when every case holds and some were not certified, the worst
+    of those (``certified`` False) with every case listed."""
+    rows = list(rows)
+    v = worst(rows)
+    fell = [(label, r) for label, r in rows if r.certified is False]
+    return replace(worst(fell), cases=v.cases) if v.holds and fell else v
+
+
+def certified_gadgets(inp: GadgetInputs, prove: Callable[..., Certified]) -> Verdict:
+    """Lemmas 22, 24 proved on each built gadget by ``prove`` (``certified_product`` or
+    ``certified_gate``: branch and bound over the whole box in ball arithmetic); where the balls
+    straddle, the float64 search's verdict on that gadget (``within_certificate``'s)."""
+
+    def case(c: GadgetCase) -> Tuple[str, Verdict]:
+        bound = inp.certificate(*c.args)
+        v = certified(
+            prove(c.gadget, rtol=ATTAINED_RTOL),
+            fallback=lambda: at_most(c.sup_error(), bound, c.rounding, detail=c.shown()),
+        )
+        why = f"the bound is attained: met to relative {ATTAINED_RTOL:g} (the weights' rounding)"
+        return c.label, replace(v, detail=f"{v.detail}; {why}")
+
+    return certified_worst(case(c) for c in inp.cases)
 
 
 def with_half_the_knots(inp: GadgetInputs, build, special, box, name: str, ctx: Context):

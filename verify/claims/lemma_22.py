@@ -7,9 +7,12 @@ import torch
 
 from qstr.bounds.gadgets import product_error
 from qstr.constructions.relu import product_gadget
-from qstr.verify.claim import Claim, Context, Ref, replaced
+from qstr.verify.certified import certified_product
+from qstr.verify.certified.faults import gadget_bias_shifted, gadget_output_scaled
+from qstr.verify.claim import Claim, Context, Ref, Verdict, each, replaced
 from qstr.verify.claims._transition import F64, GadgetCase, GadgetInputs, certificate_attained
-from qstr.verify.claims._transition import searched, with_half_the_knots, within_certificate
+from qstr.verify.claims._transition import certified_gadgets, searched, with_half_the_knots
+from qstr.verify.claims._transition import within_certificate
 from qstr.verify.registry import register
 
 L22_CASES = ((1.0, 17), (0.125, 9))  # (R, knots)
@@ -60,6 +63,13 @@ sup_error = claim.check("sup |P(x,y) - xy| <= h^2/16", evidence="built")(within_
 attained = claim.check("h^2/16 attained", evidence="built")(certificate_attained)
 
 
+@claim.check("sup |P(x,y) - xy| <= h^2/16 (certified)", evidence="certified")
+def sup_error_certified(inp: GadgetInputs) -> Verdict:
+    """Lemma 22 proved on each built gadget over the whole box [-R, R]^2: branch and bound in
+    ball arithmetic (docs/derivations/certified.md); the float64 search decides where it cannot."""
+    return certified_gadgets(inp, certified_product)
+
+
 @claim.fault("half the knots", breaks=(sup_error, attained))
 def _product_half_knots(inp: GadgetInputs, ctx: Context) -> GadgetInputs:
     """Half the knots: h doubles, the error quadruples past the certificate for the full count."""
@@ -73,6 +83,20 @@ claim.fault(
     breaks=attained,
     apply=replaced(certificate=lambda R, K: 2 * product_error(R, K)),
 )
+
+
+@claim.fault("unit 2's bias moved by -1e-9 (a knot off its place)", breaks=sup_error_certified)
+@each(field="gadget")
+def _knot_moved(c: GadgetCase):
+    """Unit 2's bias lowered by 1e-9: its interval widens, the sup error passes h^2/16."""
+    return gadget_bias_shifted(c.gadget, unit=2, shift=-1e-9)
+
+
+@claim.fault("output weights times 1 + 1e-9", breaks=sup_error_certified)
+@each(field="gadget")
+def _output_scaled(c: GadgetCase):
+    """W2 times 1 + 1e-9 (a slipped constant): the attained sup error passes h^2/16."""
+    return gadget_output_scaled(c.gadget, factor=1 + 1e-9)
 
 
 claim.scope_with(  # what the run checked (docs/claims.md, "Scope")

@@ -10,8 +10,10 @@ import torch
 
 from qstr.bounds.gadgets import gate_error
 from qstr.constructions.relu import gate_bands, gate_gadget
+from qstr.verify.certified import certified_gate
+from qstr.verify.certified.faults import gadget_bias_shifted, gadget_output_scaled
 from qstr.verify.claim import Claim, Context, Ref, Verdict, by_measured, close, each, replaced
-from qstr.verify.claims._transition import F64, GadgetCase, GadgetInputs
+from qstr.verify.claims._transition import F64, GadgetCase, GadgetInputs, certified_gadgets
 from qstr.verify.claims._transition import certificate_attained, largest_gap, none_counted
 from qstr.verify.claims._transition import on_device, searched, with_half_the_knots
 from qstr.verify.claims._transition import within_certificate, worst_case
@@ -64,6 +66,14 @@ sup_error = claim.check("sup |G(x,s) - 2x relu(s-1/2)| <= r_x delta", evidence="
     within_certificate
 )
 attained = claim.check("r_x delta attained", evidence="built")(certificate_attained)
+
+
+@claim.check("sup |G(x,s) - 2x relu(s-1/2)| <= r_x delta (certified)", evidence="certified")
+def sup_error_certified(inp: GadgetInputs) -> Verdict:
+    """Lemma 24 proved on each built gadget over the whole box [-r_x, r_x] x [-1.5, s_max]: branch
+    and bound in ball arithmetic (docs/derivations/certified.md); the float64 search decides where
+    it cannot."""
+    return certified_gadgets(inp, certified_gate)
 
 
 @claim.check("G = 0 for s < 1/2", evidence="built")
@@ -119,6 +129,20 @@ claim.fault(
 def _offsets_raised(c: GadgetCase):
     """The band offsets beta moved up by a tenth of the slope M: bands open before s = 1/2."""
     return replace(c.gadget, b1=c.gadget.b1 + 0.1 * c.gadget.params["M"])
+
+
+@claim.fault("unit 2's bias moved by +1e-9 (a band edge off its place)", breaks=sup_error_certified)
+@each(field="gadget")
+def _band_edge_moved(c: GadgetCase):
+    """Unit 2's bias raised by 1e-9: its band widens, the sup error passes r_x delta."""
+    return gadget_bias_shifted(c.gadget, unit=2, shift=1e-9)
+
+
+@claim.fault("output weights times 1 + 1e-9", breaks=sup_error_certified)
+@each(field="gadget")
+def _output_scaled(c: GadgetCase):
+    """W2 times 1 + 1e-9 (a slipped constant): the attained sup error passes r_x delta."""
+    return gadget_output_scaled(c.gadget, factor=1 + 1e-9)
 
 
 claim.scope_with(  # what the run checked (docs/claims.md, "Scope")

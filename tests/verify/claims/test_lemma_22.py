@@ -30,3 +30,23 @@ def test_lemma22_keeps_its_reference(declared):
     claim = declared(CID).claim
     assert claim.ref.seed == claim.ref.conference == "Lemma 22"
     assert claim.derivation == "docs/derivations/rnn-transition.md"
+
+
+def test_lemma22_certified_encloses_the_attained_certificate(declared):
+    """Proved over the whole box: the sup error's enclosure is h^2/16 itself (attained), decided
+    by the balls, not the float64 fallback."""
+    d = declared(CID)
+    v = d.verdict("sup |P(x,y) - xy| <= h^2/16 (certified)")
+    assert v.holds and v.certified is True
+    lo, hi = v.enclosure
+    assert lo <= v.bound <= hi * (1 + 1e-12) and hi - lo < 1e-15
+    assert all(case.certified for _, case in v.cases) and len(v.cases) == len(d.inputs.cases)
+
+
+def test_lemma22_certified_faults_violate(declared):
+    """A knot 1e-9 off its place and the output 1 + 1e-9 too large: the balls prove the sup error
+    above h^2/16 (violated, not a fallback)."""
+    d = declared(CID)
+    for fault in ("unit 2's bias", "output weights"):
+        v = d.verdict("sup |P(x,y) - xy| <= h^2/16 (certified)", d.broken(fault))
+        assert not v.holds and v.certified is True and v.enclosure[0] > v.bound_enclosure[1]
