@@ -18,7 +18,7 @@ from qstr.bounds.attention import lemma11, lemma11_alpha, lemma11_leak, lemma12_
 from qstr.bounds.lemma11_leaks import worst_target
 from qstr.constructions.attention import lemma11_adversarial_prompt, place_block
 from qstr.constructions.codes import star_codebook
-from qstr.constructions.encoding import transformer_encoding
+from qstr.constructions.encoding import layout_of, transformer_encoding
 from qstr.constructions.links import TwoLayerNet, make_link
 from qstr.constructions.task import QSTR, gather_tokens
 from qstr.verify.adversarial import (
@@ -28,11 +28,16 @@ from qstr.verify.adversarial import (
     lemma11_worst_case,
     worst_case_tokens,
 )
+from qstr.verify.certified import certified_lemma11
+from qstr.verify.certified.verdict import certified
 from qstr.verify.claim import Context
 from qstr.verify.claims._roundtrip import saved_and_reloaded
 
 L11_D, L11_EPS = 4, 0.05
 L11_DPS = 40  # the pins' working precision (decimal digits)
+# star codes attain the bound, so its enclosure straddles the worst case's: the certificate
+# tolerates the bound to (1 + 1e-12) there (measured: the worst case's lower end is the bound)
+L11_STAR_RTOL = 1e-12
 
 
 @dataclass(frozen=True, eq=False)
@@ -267,6 +272,24 @@ def chunks_one_late(cons, x: torch.Tensor, t: torch.Tensor, chunk: int) -> torch
     return cons.fast_heads(x, t.roll(-1, dims=1), chunk=chunk, backend="fused")
 
 
+def code_share(encoding: Callable[..., torch.Tensor], case: Any) -> float:
+    """||c omega_{t_i1}||^2 + ... + ||c omega_{t_iq}||^2 over E||x_i||^2 = d, the largest over the
+    probe prompt's positions, in the ``encoding`` users feed the export."""
+    x, t = case.probe
+    d, q = x.shape[-1], t.shape[-1]
+    Z = encoding(x, t, case.module.omega[: case.N])
+    lay = layout_of(Z, d, q)
+    codes = sum(Z[..., lay.slot(k)].pow(2).sum(-1) for k in range(q))
+    return float(codes.max()) / d
+
+
+def same_target_value(leaks: Callable[[Any], torch.Tensor], case: Any) -> float:
+    """Linear link: the worst case over prompts whose slots all read one target,
+    2 r_x max_t leak[t] ||sum_h w_h|| (docs/derivations/lemma11.md), leak from ``leaks``."""
+    leak = float(leaks(case.cons).max())
+    return 2 * case.cons.guarantee.r_x * leak * float(case.gradient.sum(0).norm())
+
+
 def module_chunk(N: int) -> int:
     """The built module's query chunk in the claim: N/3 + 1 rows (no divisor of N, so the last
     chunk is ragged and every chunk but the first starts off a multiple of a power of 2)."""
@@ -342,10 +365,46 @@ def scope_line(inp: Any) -> str:
         for c in inp.cases
     )
     stars = ", ".join(str(s.N) for s in inp.star)
+    proved = ", ".join(str(c.N) for c in certified_cases(inp.cases, inp.certified_n))
+    proved_stars = ", ".join(str(s.N) for s in inp.star if s.N <= inp.certified_n)
     return (
         f"d = {L11_D}, eps = {L11_EPS}, RS-Hadamard codes: {cases}; star codes N = {stars}; "
-        "the module's queries and the fused heads in chunks of N/3 + 1"
+        "the module's queries and the fused heads in chunks of N/3 + 1; certified in ball "
+        f"arithmetic (every target tuple): linear N = {proved}, star N = {proved_stars}"
     )
+
+
+def certified_cases(cases, largest: int):
+    """The linear link's cases with N <= ``largest``: those the certified check encloses."""
+    return [c for c in cases if c.link_name == "linear" and c.N <= largest]
+
+
+def certified_rows(cases, star, largest: int):
+    """(label, verdict) of Lemma 11 certified (``certified_lemma11``, docs/derivations/certified.md)
+    on the linear cases and star cases with N <= ``largest``; no float64 fallback: a failed
+    premise (a weight off its block, an unpaired unit) fails."""
+    rows = [
+        (c.name(), certified(certified_lemma11(c.cons))) for c in certified_cases(cases, largest)
+    ]
+    attained = "star codes attain the bound: without the tolerance the enclosures straddle"
+    for s in star:
+        if s.N <= largest:
+            v = certified(certified_lemma11(s.cons, rtol=L11_STAR_RTOL))
+            rows.append((f"star N={s.N}", replace(v, detail=f"{v.detail} ({attained})")))
+    return rows
+
+
+def construction_edited(edit: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """A case edit: the linear link's construction, and so the module users get, replaced by
+    ``edit(construction)`` (a fault of verify/certified/faults.py); other cases as they are."""
+
+    def broken(case: Any) -> Any:
+        if case.link_name != "linear":
+            return case
+        cons = edit(case.cons)
+        return replace(case, cons=cons, module=cons)
+
+    return broken
 
 
 def module_edited(edit: Callable[..., None]) -> Callable[[Any], Any]:

@@ -15,8 +15,9 @@ import torch
 from qstr.bounds.attention import lemma11, lemma11_alpha, lemma11_error_bound, lemma11_leak
 from qstr.bounds.lemma11_leaks import target_leaks
 from qstr.constructions.attention import lemma11_adversarial_prompt
-from qstr.constructions.encoding import layout_of, transformer_encoding
+from qstr.constructions.encoding import transformer_encoding
 from qstr.verify.adversarial import lemma11_worst_case
+from qstr.verify.certified import faults
 from qstr.verify.claim import (
     Claim,
     Context,
@@ -44,7 +45,10 @@ from qstr.verify.claims._lemma11 import (
     L11Case,
     L11Star,
     attained,
+    certified_rows,
     chunks_one_late,
+    code_share,
+    construction_edited,
     deficit_dropped,
     gap_with_plus_mu,
     fused_heads,
@@ -63,6 +67,7 @@ from qstr.verify.claims._lemma11 import (
     queries_one_late,
     rechosen_alpha,
     same_target_search,
+    same_target_value,
     scope_line,
     scores_halved,
     some_tuples,
@@ -120,15 +125,18 @@ class Lemma11Inputs:
     leaks: Callable[[Any], torch.Tensor] = target_leaks  # off-target softmax mass per target
     fused_heads: Callable[..., torch.Tensor] = fused_heads  # (cons, x, t, chunk): SDPA's kernels
     encoding: Callable[..., torch.Tensor] = transformer_encoding  # (x, t, omega), default c
+    certified_n: int = 16  # the certified check encloses the cases with N <= this
 
 
 @claim.inputs
 def lemma11_inputs(ctx: Context) -> Lemma11Inputs:
-    """Every case of ``_l11_cases`` at its sizes, and the star-code cases (Lemma 11)."""
+    """Every case of ``_l11_cases`` at its sizes, the star-code cases (Lemma 11), and the largest N
+    certified in ball arithmetic (16 quick, 256 full: N^3 work)."""
     cases = tuple(
         l11_case(ctx, name, q, N) for name, q in l11_cases(ctx) for N in l11_sizes(ctx, name)[0]
     )
-    return Lemma11Inputs(cases, tuple(star_case(ctx, N) for N in L11_TIGHT_NS))
+    star = tuple(star_case(ctx, N) for N in L11_TIGHT_NS)
+    return Lemma11Inputs(cases, star, certified_n=ctx.pick(quick=16, full=256))
 
 
 def _l11_bound(inp: Lemma11Inputs, cons, net) -> float:
@@ -280,6 +288,14 @@ def lemma11_upper_within_bound(inp: Lemma11Inputs) -> Verdict:
     )
 
 
+@claim.check("worst case <= bound (certified)", evidence="certified")
+def lemma11_worst_certified(inp: Lemma11Inputs) -> Verdict:
+    """Lemma 11 certified: the linear link's and the star codes' worst error over every prompt in
+    the r_x-ball and every target tuple, enclosed in ball arithmetic from the built module's
+    weights, is below the bound's enclosure (N <= certified_n; docs/derivations/certified.md)."""
+    return worst(certified_rows(inp.cases, inp.star, inp.certified_n), key=by_ratio)
+
+
 def _records(inp: Lemma11Inputs):
     """(label, the construction as certified, the module users get, whether its file is checked)
     for every case and star case: the file where the module is exported (small N) and for the
@@ -387,7 +403,7 @@ def lemma11_same_target(inp: Lemma11Inputs) -> Verdict:
 
     def verdict(case: L11Case) -> Verdict:
         err = case.errors_at(*case.same_target)["module"]
-        return close(err, _same_target_value(inp, case), 0.0, _case_rounding(case))
+        return close(err, same_target_value(inp.leaks, case), 0.0, _case_rounding(case))
 
     rows = [(c.name(), verdict(c)) for c in inp.cases if c.same_target is not None]
     return worst(rows, key=above_rounding)
@@ -431,17 +447,6 @@ def lemma11_alpha_log_n(inp: Lemma11Inputs) -> Verdict:
     return worst(rows)
 
 
-def _code_share(inp: Lemma11Inputs, case: L11Case) -> float:
-    """||c omega_{t_i1}||^2 + ... + ||c omega_{t_iq}||^2 over E||x_i||^2 = d, the largest over the
-    probe prompt's positions, in the encoding users feed the export."""
-    x, t = case.probe
-    d, q = x.shape[-1], t.shape[-1]
-    Z = inp.encoding(x, t, case.module.omega[: case.N])
-    lay = layout_of(Z, d, q)
-    codes = sum(Z[..., lay.slot(k)].pow(2).sum(-1) for k in range(q))
-    return float(codes.max()) / d
-
-
 @claim.check("encoding balanced: q c^2 = d", evidence="built")
 def lemma11_encoding_balanced(inp: Lemma11Inputs) -> Verdict:
     """Appendix A.1: the prefactor c = sqrt(d/q) makes the query's q code blocks as large as a
@@ -451,16 +456,9 @@ def lemma11_encoding_balanced(inp: Lemma11Inputs) -> Verdict:
     def verdict(case: L11Case) -> Verdict:
         n = 2 * case.module.omega.shape[1] + 4
         rnd = Rounding(n=n, scale=1.0, what="(2 d_e + 4) eps (unit codes, c^2)")
-        return close(_code_share(inp, case), 1.0, 0.0, rnd, detail="q c^2 ||omega||^2 / d")
+        return close(code_share(inp.encoding, case), 1.0, 0.0, rnd, detail="q c^2 ||omega||^2 / d")
 
     return worst(((c.name(), verdict(c)) for c in inp.cases), key=lambda v: abs(v.measured - 1))
-
-
-def _same_target_value(inp: Lemma11Inputs, case: L11Case) -> float:
-    """Linear link: the worst case over prompts whose slots all read one target,
-    2 r_x max_t leak[t] ||sum_h w_h|| (docs/derivations/lemma11.md)."""
-    leak = float(inp.leaks(case.cons).max())
-    return 2 * case.cons.guarantee.r_x * leak * float(case.gradient.sum(0).norm())
 
 
 # ---------------------------------------------------------------- faults
@@ -480,6 +478,17 @@ claim.fault(
     breaks=MODULE_CHECKS,
     apply=mapped("cases", module_edited(last_head_dropped)),
 )
+
+
+for _name, _edit in (
+    ("head 0's W_QK target block halved, the guarantee kept", faults.lemma11_alpha_halved),
+    ("the guarantee records 2 alpha", faults.lemma11_guarantee_overstated),
+    ("a W_QK weight off its (slot, pos) block", faults.lemma11_weight_off_block),
+    ("an output unit without its opposite", faults.lemma11_unit_unpaired),
+):
+    claim.fault(
+        _name, breaks=lemma11_worst_certified, apply=mapped("cases", construction_edited(_edit))
+    )
 
 
 claim.fault(

@@ -132,3 +132,41 @@ def test_lemma11_worst_case_checks_split_where_the_search_is_exhaustive(declared
         c.name() for c in linear
     )
     assert {lab.split(";")[0] for lab, _ in exact} == {c.name() for c in linear if c.worst.exact}
+
+
+CERTIFIED = "worst case <= bound (certified)"
+
+
+def test_lemma11_certified_holds_the_exact_search_and_meets_the_star_bound(declared):
+    """Quick (N = 16): decided by the enclosures, no fallback; the linear case's enclosure holds
+    the float64 exhaustive search's worst value, and the worst row is the star code, whose
+    enclosure's upper end is the bound (attained) and is certified only by the 1e-12 tolerance."""
+    d = declared(CID)
+    v = d.verdict(CERTIFIED)
+    assert v.holds and v.certified and "worst star N=16" in v.detail
+    assert "star codes attain the bound" in v.detail
+    rows = dict(v.cases)
+    assert set(rows) == {"linear q=H=2 N=16", "star N=16"}
+    star = next(s for s in d.inputs.star if s.N == 16)
+    lo, hi = v.enclosure
+    assert hi - lo < 1e-16 and hi == pytest.approx(star.cons.guarantee.error_bound, rel=1e-12)
+    assert hi < v.bound_enclosure[0] < hi * (1 + 2e-12)
+    case = next(c for c in d.inputs.cases if c.name() == "linear q=H=2 N=16")
+    lo, hi = rows["linear q=H=2 N=16"].enclosure
+    assert lo * (1 - 1e-12) <= case.worst.value <= hi * (1 + 1e-12) and hi - lo < 1e-16
+
+
+@pytest.mark.parametrize(
+    "fault, why",
+    [
+        ("a W_QK weight off its (slot, pos) block", "outside its (slot0, pos) block"),
+        ("an output unit without its opposite", "no opposite unit"),
+    ],
+)
+def test_lemma11_certified_fails_where_its_premise_fails(declared, fault, why):
+    """A premise of the closed form broken in the built weights: not certified, and with no
+    float64 fallback (the float search reads alpha, c and the codes, not the weights) it fails."""
+    d = declared(CID)
+    v = d.verdict(CERTIFIED, d.broken(fault))
+    assert not v.holds and v.certified is False
+    assert why in v.detail and "no fallback" in v.detail
