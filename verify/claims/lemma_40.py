@@ -18,7 +18,21 @@ from qstr.bounds.gaussian import (
     random_orthonormal_rows,
     regression_conditional_variance,
 )
-from qstr.verify.claim import Claim, Context, Ref, Verdict, at_most, exact, mapped, replaced
+from qstr.verify.certified import certified_lemma40
+from qstr.verify.certified.faults import lemma40_row_repeated
+from qstr.verify.certified.verdict import certified
+from qstr.verify.claim import (
+    Claim,
+    Context,
+    Ref,
+    Verdict,
+    at_most,
+    each,
+    exact,
+    mapped,
+    replaced,
+    worst,
+)
 from qstr.verify.registry import register
 from qstr.verify.rounding import Rounding, largest
 
@@ -164,6 +178,17 @@ def lemma40_pinned(inp: Lemma40Inputs) -> Verdict:
     return exact(len(wrong), 0, detail=detail)
 
 
+@claim.check("2(k - r) = 2(k - rank V) on the built V (certified)", evidence="certified")
+def lemma40_certified(inp: Lemma40Inputs) -> Verdict:
+    """Lemma 40 on each case's built V: Var(||x||^2 | Vx) = 2(k - rank V) for any V, its rank
+    exact over the rationals, against the closed form (docs/derivations/certified.md). No float64
+    fallback: the rank is exact, and the Monte Carlo checks test another statement."""
+    return worst(
+        (f"k={c.k} r={c.r}", certified(certified_lemma40(c.V, variance=inp.variance)))
+        for c in inp.cases
+    )
+
+
 def _variance_at_rank_plus_one(k: int, r: int) -> float:
     """The closed form at rank r + 1: an off-by-one in the conditioning's degrees of freedom."""
     return conditional_sqnorm_variance(k, min(r + 1, k))
@@ -219,6 +244,13 @@ claim.fault(
     breaks=lemma40_zscores,
     apply=mapped("cases", _scaled_with_vx),
 )
+
+
+@claim.fault("V with a row repeated (rank r - 1)", breaks=lemma40_certified)
+@each(field="V")
+def _row_repeated(c: Lemma40Case) -> torch.Tensor:
+    """Row 1 of V set to row 0 where r >= 2: rank r - 1, so the variance is 2 (k - r + 1)."""
+    return lemma40_row_repeated(c.V) if c.r >= 2 else c.V
 
 
 claim.scope_with(  # what the run checked (docs/claims.md, "Scope")

@@ -57,3 +57,17 @@ def test_lemma40_scaled_fault_is_seen_in_the_bins(declared):
 
 def test_lemma40_faults_leave_the_honest_inputs(declared):
     declared(CID).faults_leave_the_honest_inputs()
+
+
+def test_lemma40_certified_on_every_built_v(declared):
+    """The closed form equals 2 (k - rank V) exactly at every case; a repeated row (rank r - 1)
+    moves it by exactly 2 where r >= 2, and the balls say violated."""
+    d = declared(CID)
+    name = "2(k - r) = 2(k - rank V) on the built V (certified)"
+    v = d.verdict(name)
+    assert v.holds and v.certified is True and len(v.cases) == len(d.inputs.cases)
+    assert all(case.enclosure == (0.0, 0.0) for _, case in v.cases)
+    broken = d.verdict(name, d.broken("V with a row repeated"))
+    gaps = [case.enclosure for _, case in broken.cases]
+    assert gaps == [(2.0, 2.0) if c.r >= 2 else (0.0, 0.0) for c in d.inputs.cases]
+    assert not broken.holds and broken.certified is True
