@@ -14,6 +14,7 @@ import mpmath as mp
 import torch
 from hypothesis import HealthCheck, Verbosity, given, settings, strategies as st, target
 
+from qstr.bounds.transition import TransitionGuarantee
 from qstr.constructions.codes import Codebook
 from qstr.constructions.relu import Gadget
 from qstr.constructions.task import QSTR
@@ -308,6 +309,65 @@ def certified_eps_as_asked(cases, eps: float) -> Verdict:
     return worst_case(cases, largest, key=by_measured)
 
 
+# ------------------------------------------------------------------ Prop 26's inputs
+
+
+@dataclass(frozen=True)
+class TransitionCase:
+    """One transition with its codes and tokens: every pair (i, t_l) in every slot (t_l = j + 7l
+    mod N), random tokens x in the r_x ball, boundary tokens, a dense-layer subset and the rows
+    the adversarial searches start from (targets and pairs at the coherence)."""
+
+    label: str
+    book: Codebook
+    transition: object  # Transition (or a broken one)
+    i: torch.Tensor  # (P,)
+    t: torch.Tensor  # (P, q)
+    x: torch.Tensor  # (P, d) in the ball
+    boundary: torch.Tensor  # (P, d) on the sphere's corners
+    sub: torch.Tensor  # rows checked through the literal dense layers
+    h: torch.Tensor  # the h part of u = (h, z) on those rows
+    sel: torch.Tensor  # rows of the adversarial searches (targets and pairs at the coherence)
+    starts: torch.Tensor  # their start: boundary tokens pulled in by 0.1%
+    worst_target: torch.Tensor  # the tokens the ascent found for the target error
+    worst_leak: torch.Tensor  # and for the gate off target
+
+    @property
+    def hit(self) -> torch.Tensor:
+        return self.t == self.i[:, None]
+
+    def z(self, x: torch.Tensor, rows=None) -> torch.Tensor:
+        """z = (x, omega_i, omega_{t_1}, ..., omega_{t_q}) on the given rows (of x too)."""
+        om = self.book.omega.to(dtype=F64, device=x.device)
+        if rows is not None:
+            x = x[rows]
+        i, t = (self.i, self.t) if rows is None else (self.i[rows], self.t[rows])
+        return torch.cat([x, om[i]] + [om[t[:, l]] for l in range(t.shape[1])], 1)
+
+    def rest_of_z(self, rows=None) -> torch.Tensor:
+        """z without its x block (the codes), on the given rows."""
+        return self.z(self.x, rows)[:, self.x.shape[1] :]
+
+
+@dataclass(frozen=True)
+class Prop26Inputs:
+    """The transitions on their codes, the guarantees whose budget is checked against the
+    derivation (with the codes they were built for), the RNNs whose states are scanned, and the
+    transitions the certified checks prove on."""
+
+    cases: Tuple[TransitionCase, ...]
+    guarantees: Tuple[TransitionGuarantee, ...]
+    codes: Tuple[Tuple[str, torch.Tensor], ...]  # (label, omega) each guarantee was built for
+    facts: Tuple[tuple, ...]  # code_facts of each: (R, nu, alphabet knots), exact from the entries
+    # (label, RNNConstruction, the prefixes N its states are checked at, the target position and
+    # its token: the worst for the transition's target error, by ascent)
+    curves: Tuple[tuple, ...]
+    eps: float  # the accuracy asked for
+    # (label, transition, its codes omega) the certified checks prove on: RS-Hadamard N = 16 in
+    # the quick profile, the cases' own in full (docs/derivations/certified.md)
+    certified: Tuple[Tuple[str, object, torch.Tensor], ...] = ()
+
+
 # ------------------------------------------------------------------ Prop 26's budget at 40 digits
 
 BUDGET_DPS = 40
@@ -466,3 +526,17 @@ def worst_target(tr, omega: torch.Tensor, r_x: float, steps: int, k: int = 1):
         e = target_errors(tr, x, zs, hit).amax(1).view(k, C)
     best = e.argmax(1) + C * torch.arange(k, device=e.device)
     return pos, x[best].detach()
+
+
+def float_target_error(tr, omega: torch.Tensor, steps: int = 25) -> Verdict:
+    """The float64 check of Prop 26's target error on ``tr`` itself: ||f(u)_l - x||_inf at the
+    position and token in the r_x ball where the ascent finds it largest (``worst_target``),
+    against eps with the transition's rounding term (a certified check's fallback)."""
+    g = tr.guarantee
+    pos, x = worst_target(tr, omega, g.r_x, steps)
+    zs = omega.to(F64)[pos].repeat(1, tr.q + 1)
+    hit = torch.ones(1, tr.q, dtype=torch.bool, device=zs.device)
+    with torch.no_grad():
+        err = float(target_errors(tr, x, zs, hit).max())
+    what = f"float64 at the ascent's worst position {int(pos[0])} and token"
+    return at_most(err, g.eps, transition_rounding(tr), detail=what)

@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Tuple
 
 import torch
 
-from qstr.bounds.transition import TransitionGuarantee, prop26_transition, prop28_rnn
+from qstr.bounds.transition import prop26_transition, prop28_rnn
 from qstr.constructions.codes import Codebook, build_codebook, rs_hadamard_codebook
 from qstr.constructions.links import make_link
 from qstr.constructions.recurrent import rnn_weights, transition_weights
 from qstr.verify.adversarial import ball_ascent
+from qstr.verify.certified import certified_target_error, certified_transition_zeros
+from qstr.verify.certified import faults
+from qstr.verify.certified.verdict import certified
 from qstr.verify.claim import (
     Check,
     Claim,
@@ -26,12 +29,15 @@ from qstr.verify.claim import (
     by_measured,
     by_ratio,
     each,
+    edited,
     exact,
     fields_edited,
     mapped,
     worst,
 )
-from qstr.verify.claims._transition import F64, budget_mp, code_facts, largest_gap
+from qstr.verify.claims._transition import F64, Prop26Inputs, TransitionCase, budget_mp
+from qstr.verify.claims._transition import certified_worst, code_facts, float_target_error
+from qstr.verify.claims._transition import largest_gap
 from qstr.verify.claims._transition import orthogonally_rotated, pinned, record_vs_layers
 from qstr.verify.claims._transition import boundary_tokens, target_errors, worst_target
 from qstr.verify.claims._transition import transition_rounding, worst_case
@@ -92,58 +98,6 @@ def _p26_books(ctx: Context):
 
 
 # ------------------------------------------------------------------ the inputs
-
-
-@dataclass(frozen=True)
-class TransitionCase:
-    """One transition with its codes and tokens: every pair (i, t_l) in every slot (t_l = j + 7l
-    mod N), random tokens x in the r_x ball, boundary tokens, a dense-layer subset and the rows
-    the adversarial searches start from (targets and pairs at the coherence)."""
-
-    label: str
-    book: Codebook
-    transition: object  # Transition (or a broken one)
-    i: torch.Tensor  # (P,)
-    t: torch.Tensor  # (P, q)
-    x: torch.Tensor  # (P, d) in the ball
-    boundary: torch.Tensor  # (P, d) on the sphere's corners
-    sub: torch.Tensor  # rows checked through the literal dense layers
-    h: torch.Tensor  # the h part of u = (h, z) on those rows
-    sel: torch.Tensor  # rows of the adversarial searches (targets and pairs at the coherence)
-    starts: torch.Tensor  # their start: boundary tokens pulled in by 0.1%
-    worst_target: torch.Tensor  # the tokens the ascent found for the target error
-    worst_leak: torch.Tensor  # and for the gate off target
-
-    @property
-    def hit(self) -> torch.Tensor:
-        return self.t == self.i[:, None]
-
-    def z(self, x: torch.Tensor, rows=None) -> torch.Tensor:
-        """z = (x, omega_i, omega_{t_1}, ..., omega_{t_q}) on the given rows (of x too)."""
-        om = self.book.omega.to(dtype=F64, device=x.device)
-        if rows is not None:
-            x = x[rows]
-        i, t = (self.i, self.t) if rows is None else (self.i[rows], self.t[rows])
-        return torch.cat([x, om[i]] + [om[t[:, l]] for l in range(t.shape[1])], 1)
-
-    def rest_of_z(self, rows=None) -> torch.Tensor:
-        """z without its x block (the codes), on the given rows."""
-        return self.z(self.x, rows)[:, self.x.shape[1] :]
-
-
-@dataclass(frozen=True)
-class Prop26Inputs:
-    """The transitions on their codes, the guarantees whose budget is checked against the
-    derivation (with the codes they were built for), and the RNNs whose states are scanned."""
-
-    cases: Tuple[TransitionCase, ...]
-    guarantees: Tuple[TransitionGuarantee, ...]
-    codes: Tuple[Tuple[str, torch.Tensor], ...]  # (label, omega) each guarantee was built for
-    facts: Tuple[tuple, ...]  # code_facts of each: (R, nu, alphabet knots), exact from the entries
-    # (label, RNNConstruction, the prefixes N its states are checked at, the target position and
-    # its token: the worst for the transition's target error, by ascent)
-    curves: Tuple[tuple, ...]
-    eps: float  # the accuracy asked for
 
 
 def _gate_leaks(tr, x: torch.Tensor, zs: torch.Tensor, hit: torch.Tensor) -> torch.Tensor:
@@ -220,6 +174,12 @@ def prop26_inputs(ctx: Context) -> Prop26Inputs:
         for label, book, r_x in extra
     ]
     curves = (_curve(P26_ROTATED_NS[-1], True, ctx),)
+    if ctx.profile == "quick":  # the certified checks: N = 64 takes ~7 s for the zeros alone
+        book = rs_hadamard_codebook(16, dtype=F64)
+        tr = prop26_transition(book, P26_D, P26_Q, eps=P26_EPS, r_x=P26_RX)
+        proved = (("rs-hadamard N=16 (exact products)", tr, book.omega),)
+    else:
+        proved = tuple((c.label, c.transition, c.book.omega) for c in cases)
     if ctx.profile == "gpu":  # the transition scanned over N = 1e6 positions (exact products)
         curves += (_curve(P26_LONG_NS[-1], False, ctx),)
     return Prop26Inputs(
@@ -229,6 +189,7 @@ def prop26_inputs(ctx: Context) -> Prop26Inputs:
         tuple(code_facts(book.omega) for _, _, book in built),
         curves,
         P26_EPS,
+        proved,
     )
 
 
@@ -335,6 +296,29 @@ def states_within_eps(inp: Prop26Inputs) -> Verdict:
         return f"{label}, t = {t} ({shown})", v
 
     return worst((case(*c) for c in inp.curves), key=by_ratio)
+
+
+@claim.check("exactly 0 off target (certified)", evidence="certified")
+def zeros_certified(inp: Prop26Inputs) -> Verdict:
+    """Prop 26's zeros proved on the dense layers: every pair i != t, every slot, x anywhere in
+    the r_x box and the other slots anywhere in the codebook's box, in ball arithmetic
+    (docs/derivations/certified.md). No fallback: a float64 evaluation samples tokens."""
+    rows = inp.certified
+    return certified_worst(
+        (label, certified(certified_transition_zeros(tr, om))) for label, tr, om in rows
+    )
+
+
+@claim.check("target error <= eps (certified)", evidence="certified")
+def target_error_certified(inp: Prop26Inputs) -> Verdict:
+    """Prop 26's error at the target proved on the dense layers over the whole r_x ball, by
+    branch and bound (docs/derivations/certified.md); where the balls straddle, the float64
+    error at the ascent's worst token on that transition decides."""
+
+    def case(tr, om) -> Verdict:
+        return certified(certified_target_error(tr, om), lambda: float_target_error(tr, om))
+
+    return certified_worst((label, case(tr, om)) for label, tr, om in inp.certified)
 
 
 @claim.check("dense layers = closed form", evidence="built", agreement=True)
@@ -524,6 +508,35 @@ claim.fault(
 )
 
 
+def _proved_with(edit):
+    """A fault's edit of the certified checks' transitions: each with dense layers ``edit(tr)``."""
+    return edited(
+        certified=lambda rows: tuple((a, tr.with_layers(edit(tr)), om) for a, tr, om in rows)
+    )
+
+
+claim.fault(  # the bands start at 0: off-target products open the gate
+    "every gate bias raised by M/2",
+    breaks=zeros_certified,
+    apply=_proved_with(faults.transition_gate_shifted),
+)
+claim.fault(  # a premise of the zeros: the transition does not read h
+    "one first-layer weight on h set to 1e-9",
+    breaks=zeros_certified,
+    apply=_proved_with(faults.transition_reads_h),
+)
+claim.fault(  # Lemma 24's factor 2 dropped in the dense layers
+    "layer 3 (G and -G) halved",
+    breaks=target_error_certified,
+    apply=_proved_with(faults.transition_readout_scaled),
+)
+claim.fault(
+    "the last layer's first weight moved by 0.05",
+    breaks=target_error_certified,
+    apply=_proved_with(faults.transition_output_weight_moved),
+)
+
+
 def _recorded(**edits):
     """A fault's edit: each case's transition with its guarantee's fields edited (a copy)."""
 
@@ -580,5 +593,7 @@ claim.scope_with(  # what the run checked (docs/claims.md, "Scope")
     lambda inp: (
         "; ".join(c.label for c in inp.cases)
         + f"; {len(inp.guarantees)} guarantees, eps = {inp.eps}"
+        + "; certified on "
+        + ", ".join(label for label, _, _ in inp.certified)
     )
 )

@@ -3,7 +3,7 @@ faults (tests/verify/claims/test_registered.py runs every claim with all its fau
 
 import mpmath as mp
 
-from qstr.verify.claims._transition import budget_mp
+from qstr.verify.claims._transition import budget_mp, float_target_error
 
 CID = "prop-26"
 
@@ -103,3 +103,35 @@ def test_prop26_record_held_to_the_dense_layers(declared):
     assert not d.verdict(name, d.broken("w2 recorded as q K2 d")).holds
     v = d.verdict(name, d.broken("layer 2's recorded norm without"))
     assert not v.holds and "layer 2 fro" in v.detail
+
+
+def test_prop26_certified_on_the_dense_layers(declared):
+    """Quick: the RS-Hadamard N = 16 transition, zeros the point 0 and the target error's
+    enclosure far below eps; the float64 fallback on the same transition finds an error inside
+    that enclosure (up to its rounding term)."""
+    d = declared(CID)
+    ((_, tr, om),) = d.inputs.certified
+    assert om.shape[0] == 16
+    zeros = d.verdict("exactly 0 off target (certified)")
+    assert zeros.holds and zeros.certified is True and zeros.enclosure == (0.0, 0.0)
+    v = d.verdict("target error <= eps (certified)")
+    assert v.holds and v.certified is True and v.bound_enclosure == (tr.guarantee.eps,) * 2
+    assert 0 < v.enclosure[0] <= v.enclosure[1] < 1e-6 * tr.guarantee.eps
+    f = float_target_error(tr, om)
+    assert f.holds and f.measured <= v.enclosure[1] + f.rounding
+
+
+def test_prop26_certified_faults(declared):
+    """The gate opened off target and the dense readout slipped are proved violated; a weight
+    on h breaks the zeros' premise (not certified, no fallback: fails)."""
+    d = declared(CID)
+    zeros, target = "exactly 0 off target (certified)", "target error <= eps (certified)"
+    v = d.verdict(zeros, d.broken("every gate bias raised by M/2"))
+    assert not v.holds and v.certified is True and v.enclosure[0] > 1.0  # 1.15 at a corner
+    v = d.verdict(zeros, d.broken("one first-layer weight on h"))
+    assert not v.holds and v.certified is False and "reads h" in v.detail
+    for fault in ("layer 3 (G and -G) halved", "moved by 0.05"):
+        v = d.verdict(target, d.broken(fault))
+        assert not v.holds and v.certified is True and v.enclosure[0] > v.bound_enclosure[1]
+    ((_, tr, _),) = d.inputs.certified
+    assert d.verdict(target).holds and tr.layers[0].W[0, 0] == 0  # the honest ones untouched
