@@ -32,8 +32,10 @@ from qstr.bounds.transformer import Theorem4Params, ffn_sample_size, loglog_slop
 from qstr.bounds.transformer import theorem4_bound, theorem4_sample_size
 from qstr.constructions.attention import lemma11_weights
 from qstr.constructions.links import TwoLayerNet
+from qstr.verify.certified import certified_theorem4_agreement, faults
+from qstr.verify.certified.verdict import certified
 from qstr.verify.claim import Claim, Context, Ref, Vacuity, Verdict, at_least, at_most, close
-from qstr.verify.claim import exact, replaced
+from qstr.verify.claim import edited, exact, replaced, worst
 from qstr.verify.claims._thm4 import exact_pieces, majorant_logs
 from qstr.verify.claims._vacuity import bound_scope, ffn_vacuity
 from qstr.verify.registry import register
@@ -44,6 +46,7 @@ THM4_TARGET, THM4_DEGREE = 0.1, 5
 THM4_K_MAX = 900  # the vacuity search: N up to 2^900 (the bound evaluates in float64 there)
 THM4_AGREE_POINTS = ((10**2, 16), (10**4, 16), (10**6, 1024), (10**9, 2**20), (10**12, 2**16))
 THM4_AGREE_RTOL = 1e-9
+THM4_CERT_RTOL = 1e-12  # the float64 bound against its enclosure: measured gaps <= 4.4e-16
 THM4_RHO_POINTS = ((1, 2), (10, 2))  # C_x = 1e-6, C_y = 1e-3: alpha = 0, A = 6 K rho
 THM4_EXACT_NS = (16, 2**20)
 THM4_CLASS_POINTS = ((10, 16), (1000, 64))  # (n, N): Lemma 11 built at the record's alpha
@@ -188,27 +191,65 @@ def _exact_bound(Q, nv: int, Nv: int) -> float:
     return float(bound_expr(Q).evalf(30, subs={sym_n: nv, sym_N: Nv}))
 
 
+def _agreement_sets(P) -> tuple:
+    """(label, constants, points) where the numeric bound is compared with its exact evaluation:
+    the defaults, q + 2 with s = C_y = r_a = 2 (a power slipped to a product shows there), an
+    explicit prefactor c, and the rho and token branches at N = 2."""
+    wide = dataclasses.replace(P, q=P.q + 2, s=2.0, C_y=2.0, r_a=2.0)
+    explicit_c = dataclasses.replace(P, c=1.5)  # a prefactor c given, not sqrt(d / q)
+    return (
+        ("default", P, THM4_AGREE_POINTS),
+        ("q + 2", wide, THM4_AGREE_POINTS),
+        ("c = 1.5 given", explicit_c, THM4_AGREE_POINTS),
+        ("rho branch", _rho_params(P), THM4_RHO_POINTS),
+    )
+
+
+def _sympy_gap(bound: Callable[[int, int, Any], float], sets) -> Verdict:
+    """The numeric ``bound`` against the sympy bound (30 digits) at each (label, constants,
+    points) of ``sets``: the largest relative gap, at most THM4_AGREE_RTOL."""
+    gap, where = 0.0, ""
+    for label, Q, pts in sets:
+        for nv, Nv in pts:
+            exact_value = _exact_bound(Q, nv, Nv)
+            rel = abs(bound(nv, Nv, Q) - exact_value) / abs(exact_value)
+            if rel >= gap:
+                gap, where = rel, f"{label} at (n, N) = ({nv}, {Nv})"
+    return at_most(gap, THM4_AGREE_RTOL, detail=f"largest relative gap, {where}")
+
+
 @claim.check("numeric bound = sympy bound", evidence="formula", agreement=True)
 def thm4_numeric_is_sympy(inp: Theorem4Inputs) -> Verdict:
     """Theorem 4: the numeric bound equals the sympy expression (30 digits) at the default
     constants, at q + 2 with s = C_y = r_a = 2 (a power slipped to a product shows there), and on
     the rho and token branches at N = 2, and with an explicit prefactor c; the largest relative
     gap."""
-    P, gap, where = inp.params, 0.0, ""
-    wide = dataclasses.replace(P, q=P.q + 2, s=2.0, C_y=2.0, r_a=2.0)
-    explicit_c = dataclasses.replace(P, c=1.5)  # a prefactor c given, not sqrt(d / q)
-    for label, Q, pts in (
-        ("default", P, THM4_AGREE_POINTS),
-        ("q + 2", wide, THM4_AGREE_POINTS),
-        ("c = 1.5 given", explicit_c, THM4_AGREE_POINTS),
-        ("rho branch", _rho_params(P), THM4_RHO_POINTS),
-    ):
-        for nv, Nv in pts:
-            exact_value = _exact_bound(Q, nv, Nv)
-            rel = abs(inp.bound(nv, Nv, Q) - exact_value) / abs(exact_value)
-            if rel >= gap:
-                gap, where = rel, f"{label} at (n, N) = ({nv}, {Nv})"
-    return at_most(gap, THM4_AGREE_RTOL, detail=f"largest relative gap, {where}")
+    return _sympy_gap(inp.bound, _agreement_sets(inp.params))
+
+
+@claim.check("bound = its enclosure (certified)", evidence="certified", agreement=True)
+def thm4_bound_certified(inp: Theorem4Inputs) -> Verdict:
+    """Theorem 4's float64 bound (the record's total) within relative THM4_CERT_RTOL of its
+    enclosure in ball arithmetic, every max decided in arb (docs/derivations/certified.md), at the
+    points and constants of 'numeric bound = sympy bound'; that check, on the record, decides
+    where the balls straddle."""
+
+    def total(nv: int, Nv: int, Q) -> float:
+        return inp.record(nv, Nv, Q).total
+
+    def row(label: str, Q, pts) -> Verdict:
+        rec = certified_theorem4_agreement(pts, Q, rtol=THM4_CERT_RTOL, record=inp.record)
+        return certified(rec, fallback=lambda: _sympy_gap(total, [(label, Q, pts)]))
+
+    rows = [(label, row(label, Q, pts)) for label, Q, pts in _agreement_sets(inp.params)]
+    return worst(rows, key=lambda v: (v.certified is False, v.measured / v.bound))
+
+
+claim.fault(
+    "the record's total with Rad in place of 2 Rad",
+    breaks=thm4_bound_certified,
+    apply=edited(record=faults.theorem4_rademacher_once),
+)
 
 
 def _one_rademacher(nv: int, Nv: int, P) -> float:

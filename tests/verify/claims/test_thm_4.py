@@ -9,6 +9,9 @@ import pytest
 import sympy
 
 import qstr.bounds.transformer as bt
+from qstr.verify.ball import NOT_CERTIFIED, Certified, Enclosure
+from qstr.verify.certified import faults
+from qstr.verify.claims import thm_4
 
 CID = "thm-4"
 
@@ -105,3 +108,40 @@ def test_thm4_majorant_pieces_below_or_off_their_derivation_are_caught(declared)
         assert not derived(edit)
     for edit in (wider_alpha_log, wider_concentration):
         assert dominates(edit)
+
+
+CERTIFIED = "bound = its enclosure (certified)"
+
+
+def _straddling(points, params, *, rtol, record):
+    """A certified computation whose enclosures straddle the tolerance: the fallback decides."""
+    gap = Enclosure(0.0, 2 * rtol)
+    return Certified("forced", gap, Enclosure(rtol, rtol), NOT_CERTIFIED, len(points), 0.0, "")
+
+
+def test_thm4_certified_decides_at_every_constants_set(declared):
+    """The record's total within 1e-12 of its enclosure at the four constants sets (the rho branch
+    too: every max decided in arb), decided by the enclosures; gaps of a few float64 roundings."""
+    v = declared(CID).verdict(CERTIFIED)
+    assert v.holds and v.certified and v.bound == thm_4.THM4_CERT_RTOL
+    labels = {label for label, _ in v.cases}
+    assert labels == {"default", "q + 2", "c = 1.5 given", "rho branch"}
+    lo, hi = v.enclosure
+    assert 0 < lo <= hi < 4e-15 and hi - lo < 1e-30
+    assert all(row.certified and row.measured < 4e-15 for _, row in v.cases)
+
+
+def test_thm4_certified_straddling_falls_back_to_the_sympy_check_on_the_record(
+    declared, monkeypatch
+):
+    """Where the enclosures straddle, the 30-digit sympy comparison of the record's total decides,
+    labelled as such: it holds on the honest record and fails on Rad in place of 2 Rad."""
+    d = declared(CID)
+    monkeypatch.setattr(thm_4, "certified_theorem4_agreement", _straddling)
+    v = d.verdict(CERTIFIED)
+    assert v.holds and v.certified is False and "the float64 check decides" in v.detail
+    assert v.measured < 1e-13 and v.bound == thm_4.THM4_AGREE_RTOL
+    slipped = dataclasses.replace(
+        d.inputs, record=faults.theorem4_rademacher_once(bt.theorem4_bound)
+    )
+    assert not d.verdict(CERTIFIED, slipped).holds

@@ -9,6 +9,8 @@ import pytest
 
 from qstr.bounds.theorem7 import Theorem7Params, theorem7_bound
 from qstr.bounds.transformer import default_code_dim, ffn_sample_size
+from qstr.verify.ball import NOT_CERTIFIED, Certified, Enclosure
+from qstr.verify.certified import faults
 from qstr.verify.claims import thm_7
 from qstr.verify.claims._class_member import built_constants, frobenius
 
@@ -99,3 +101,35 @@ def test_thm7_on_the_paper_class(declared):
     )
     assert b.lipschitz > 2 * a.lipschitz and b.n_params > a.n_params and b.total > a.total
     assert not d.verdict(name, d.broken("one-hot codes")).holds
+
+
+CERTIFIED = "bound = its enclosure (certified)"
+
+
+def _straddling(points, params, *, rtol, record):
+    """A certified computation whose enclosures straddle the tolerance: the fallback decides."""
+    gap = Enclosure(0.0, 2 * rtol)
+    return Certified("forced", gap, Enclosure(rtol, rtol), NOT_CERTIFIED, len(points), 0.0, "")
+
+
+def test_thm7_certified_decides_at_every_constants_set(declared):
+    """The float64 bound within 1e-12 of its enclosure at the three constants sets, decided by the
+    enclosures: the largest gap is a few float64 roundings, the enclosure as narrow as 1e-30."""
+    v = declared(CID).verdict(CERTIFIED)
+    assert v.holds and v.certified and v.bound == thm_7.T7_AGREE_RTOL
+    assert {label for label, _ in v.cases} == {"defaults", "variant", "reads_h"}
+    lo, hi = v.enclosure
+    assert 0 < lo <= hi < 4e-15 and hi - lo < 1e-30
+    assert all(row.certified and row.measured < 4e-15 for _, row in v.cases)
+
+
+def test_thm7_certified_straddling_falls_back_to_the_40_digit_check(declared, monkeypatch):
+    """Where the enclosures straddle, the 40-digit comparison decides, labelled as such: it holds
+    on the honest record and fails on a total slipped by 1e-9."""
+    d = declared(CID)
+    monkeypatch.setattr(thm_7, "certified_theorem7_agreement", _straddling)
+    v = d.verdict(CERTIFIED)
+    assert v.holds and v.certified is False and "the float64 check decides" in v.detail
+    assert v.measured < 1e-13 and v.enclosure == (0.0, 2 * thm_7.T7_AGREE_RTOL)
+    slipped = dataclasses.replace(d.inputs, record=faults.theorem7_total_scaled(theorem7_bound))
+    assert not d.verdict(CERTIFIED, slipped).holds
