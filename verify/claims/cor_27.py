@@ -15,6 +15,9 @@ from qstr.constructions.codes import rs_hadamard_codebook
 from qstr.constructions.links import make_link
 from qstr.constructions.recurrent import projected_prefix, rnn_weights
 from qstr.verify.adversarial import clip_to_ball
+from qstr.verify.certified import certified_cor27
+from qstr.verify.certified.faults import transition_readout_scaled
+from qstr.verify.certified.verdict import certified
 from qstr.verify.claim import (
     Claim,
     Context,
@@ -34,6 +37,7 @@ from qstr.verify.claims._transition import transition_rounding, worst_case
 from qstr.verify.registry import register
 
 C27_D, C27_Q, C27_EPS = 4, 2, 0.1
+C27_CERTIFIED_N = 16  # the RNN the certified check proves on (full profile)
 
 claim = register(
     Claim(
@@ -85,6 +89,8 @@ class Cor27Inputs:
     boundary: Tuple[torch.Tensor, torch.Tensor]  # cases[0]'s N: targets around chunk boundaries
     scan: Callable[..., Tuple[torch.Tensor, int]] = projected_prefix  # what RNN.states scans by
     outputs: Callable[..., torch.Tensor] = _transition_outputs  # f(z_i) in chunks of positions
+    # the RNN the certified check proves Cor 27 on (full and gpu profiles): RS-Hadamard N = 16
+    certified_rnn: object = None
 
 
 SCAN_CHUNK = 7  # chunks of the scan in the boundary check: N = 100 is no multiple of it
@@ -149,14 +155,23 @@ def cor27_inputs(ctx: Context) -> Cor27Inputs:
     clipped = _at_half_radius(cases[0])
     module = cases[0].rnn.module(device=ctx.device)
     clipped_pair = (clipped.rnn.module(device=ctx.device), clipped)
-    return Cor27Inputs(cases, module, C27_EPS, clipped_pair, _boundary_prompts(cases[0], ctx))
+    proved = None
+    if ctx.profile != "quick":  # ball arithmetic at N = 16: 2.5 s (N = 100 takes 145 s)
+        book = rs_hadamard_codebook(C27_CERTIFIED_N, dtype=F64)
+        r_x = token_radius(C27_D, C27_CERTIFIED_N)
+        proved = prop28_rnn(book, C27_D, cases[0].rnn.g_net, eps=C27_EPS, r_x=r_x)
+    bounds = _boundary_prompts(cases[0], ctx)
+    return Cor27Inputs(cases, module, C27_EPS, clipped_pair, bounds, certified_rnn=proved)
 
 
 @claim.scope_with
 def cor27_scope(inp: Cor27Inputs) -> str:
     """Every case's N, codes and prompts."""
     cases = "; ".join(c.label for c in inp.cases)
-    return f"q = {C27_Q}, d = {C27_D}, eps = {C27_EPS}: {cases}; chunk boundaries at N = 100"
+    proved = "" if inp.certified_rnn is None else f"; certified at N = {inp.certified_rnn.N}"
+    return (
+        f"q = {C27_Q}, d = {C27_D}, eps = {C27_EPS}: {cases}; chunk boundaries at N = 100{proved}"
+    )
 
 
 @claim.check("state error <= eps at every N", evidence="built")
@@ -197,6 +212,21 @@ def projection_inactive(inp: Cor27Inputs) -> Verdict:
     the built RNN's scan run again on each case's prompts counts no projected step."""
     rows = [(c.label, c.rnn.states(c.x, c.t).projection_active) for c in inp.cases]
     return none_counted(rows, "projected steps")
+
+
+@claim.check(
+    "state error <= eps, projection inactive (certified)",
+    evidence="certified",
+    profiles=("full", "gpu"),
+)
+def states_certified(inp: Cor27Inputs) -> Verdict:
+    """Cor 27 proved on a built RNN's dense transition (RS-Hadamard N = 16): Prop 26's zeros and
+    target error certified, and sqrt(q)(r_x + sqrt(d) err) < r_h in arb, so every state is 0 off
+    target, within err <= eps on it, never projected (docs/derivations/certified.md); where the
+    balls straddle, the float64 state check on the cases decides."""
+    rnn = inp.certified_rnn
+    v = certified(certified_cor27(rnn), fallback=lambda: states_within_eps(inp))
+    return v.labelled(f"N={rnn.N} (rs-hadamard, d_e={rnn.d_e})")
 
 
 @claim.check("certified eps <= asked", evidence="formula")
@@ -369,6 +399,19 @@ def _module_at_cor27_radius(inp: Cor27Inputs) -> Cor27Inputs:
     """The clipped case's module built at Cor 27's radius (its r_h not passed on)."""
     _, c = inp.clipped
     return replace(inp, clipped=(inp.cases[0].rnn.module(device=c.x.device), c))
+
+
+@claim.fault(
+    "layer 3 (G and -G) halved in the certified RNN",
+    breaks=states_certified,
+    profiles=("full", "gpu"),
+)
+def _readout_halved(inp: Cor27Inputs) -> Cor27Inputs:
+    """The certified RNN's dense layer 3 halved (Lemma 24's factor 2 dropped): target outputs
+    about x / 2, the states' error past eps."""
+    rnn = inp.certified_rnn
+    tr = rnn.transition.with_layers(transition_readout_scaled(rnn.transition))
+    return replace(inp, certified_rnn=rnn_with(rnn, transition=tr))
 
 
 claim.fault(

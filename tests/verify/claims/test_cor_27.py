@@ -1,7 +1,13 @@
 """Cor 27 (verify/claims/cor_27.py) through its public structure: inputs, named checks and
 faults (tests/verify/claims/test_registered.py runs every claim with all its faults)."""
 
-from qstr.verify.claims.cor_27 import SCAN_CHUNK, _chunked_gap
+from dataclasses import replace
+
+import torch
+
+from qstr.bounds.transition import prop28_rnn, token_radius
+from qstr.constructions.codes import rs_hadamard_codebook
+from qstr.verify.claims.cor_27 import C27_CERTIFIED_N, SCAN_CHUNK, _chunked_gap
 
 CID = "cor-27"
 
@@ -70,3 +76,22 @@ def test_cor27_radius_pinned(declared):
     v = d.verdict(name)
     assert v.holds and v.measured < 1e-14
     assert not d.verdict(name, d.broken("sqrt q on r_x only")).holds
+
+
+def test_cor27_certified_runs_in_full_on_its_small_rnn(declared):
+    """The certified check runs in the full profile only, on an RNN at N = C27_CERTIFIED_N (built
+    here as the full inputs build it): certified with the states inside the r_h ball, and the
+    dense readout halved is proved violated."""
+    d = declared(CID)
+    check = d.claim.check_named("state error <= eps, projection inactive (certified)")
+    assert check.profiles == ("full", "gpu") and check not in d.claim.checks_in("quick")
+    assert d.inputs.certified_rnn is None  # quick builds none
+    book = rs_hadamard_codebook(C27_CERTIFIED_N, dtype=torch.float64)
+    g_net = d.inputs.cases[0].rnn.g_net
+    rnn = prop28_rnn(book, 4, g_net, eps=0.1, r_x=token_radius(4, C27_CERTIFIED_N))
+    inp = replace(d.inputs, certified_rnn=rnn)
+    v = check.run(inp, d.ctx)
+    assert v.holds and v.certified is True and "states inside the r_h ball" in v.detail
+    assert 0 < v.enclosure[0] <= v.enclosure[1] < 1e-5 * rnn.transition.guarantee.eps
+    broken = check.run(d.fault("layer 3 (G and -G) halved").apply(inp, d.ctx), d.ctx)
+    assert not broken.holds and broken.certified is True and broken.enclosure[0] > 1.0
