@@ -364,7 +364,7 @@ class Prop26Inputs:
     curves: Tuple[tuple, ...]
     eps: float  # the accuracy asked for
     # (label, transition, its codes omega) the certified checks prove on: RS-Hadamard N = 16 in
-    # the quick profile, the cases' own in full (docs/derivations/certified.md)
+    # the quick profile, the three N = 64 cases of mu = 1/2 in full (docs/derivations/certified.md)
     certified: Tuple[Tuple[str, object, torch.Tensor], ...] = ()
 
 

@@ -179,7 +179,7 @@ def prop26_inputs(ctx: Context) -> Prop26Inputs:
         tr = prop26_transition(book, P26_D, P26_Q, eps=P26_EPS, r_x=P26_RX)
         proved = (("rs-hadamard N=16 (exact products)", tr, book.omega),)
     else:
-        proved = tuple((c.label, c.transition, c.book.omega) for c in cases)
+        proved = tuple((c.label, c.transition, c.book.omega) for c in cases[:3])  # mu = 1/2
     if ctx.profile == "gpu":  # the transition scanned over N = 1e6 positions (exact products)
         curves += (_curve(P26_LONG_NS[-1], False, ctx),)
     return Prop26Inputs(
@@ -300,10 +300,10 @@ def states_within_eps(inp: Prop26Inputs) -> Verdict:
 
 @claim.check("exactly 0 off target (certified)", evidence="certified")
 def zeros_certified(inp: Prop26Inputs) -> Verdict:
-    """Prop 26's zeros proved on the dense layers: every pair i != t, every slot, x anywhere in
-    the r_x box and the other slots anywhere in the codebook's box, in ball arithmetic
-    (docs/derivations/certified.md). No fallback: a float64 evaluation samples tokens."""
-    rows = inp.certified
+    """Prop 26's zeros proved on the dense layers with exact products (rotated codes: ~110 s
+    each): every pair i != t, every slot, x anywhere in the r_x box, the other slots anywhere in
+    the codebook's box (docs/derivations/certified.md). No fallback: float64 samples tokens."""
+    rows = [row for row in inp.certified if row[1].exact_products]
     return certified_worst(
         (label, certified(certified_transition_zeros(tr, om))) for label, tr, om in rows
     )
