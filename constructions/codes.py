@@ -118,8 +118,19 @@ class Codebook:
         """The codebook in the file ``path`` (:meth:`save`; a bare (N, d_e) tensor reads as custom
         codes), under the kind it records. A file that is not one is a one-line
         :class:`CodebookFileError` naming it; codes that are not unit rows a ValueError
-        (:meth:`from_tensor`)."""
+        (:meth:`from_tensor`). A file a newer toolkit wrote says so (docs/formats.md, "Versions in
+        files"): a ``provenance.NewerFileWarning``, or the newer version in the error."""
         obj = _read_codebook_file(path)
+        stored = obj.get(provenance.KEY)
+        try:
+            book = cls._from_record(obj, path)
+        except ValueError as exc:  # CodebookFileError included
+            raise type(exc)(f"{exc}{provenance.newer_note(stored)}") from None
+        provenance.warn_if_newer(stored, str(path), stacklevel=2)
+        return book
+
+    @classmethod
+    def _from_record(cls, obj: dict, path) -> "Codebook":
         kind = obj.get("kind", "custom")
         if kind != "custom" and kind not in BUILDABLE_KINDS:
             raise CodebookFileError(

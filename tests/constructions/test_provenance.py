@@ -1,9 +1,14 @@
-"""constructions/provenance.py: which toolkit versions count as newer than the installed one."""
+"""constructions/provenance.py: which toolkit versions count as newer than the installed one, and
+what Codebook.load says of a newer toolkit's file."""
+
+import re
+import warnings
 
 import pytest
 import torch
 
 from qstr.constructions import provenance
+from qstr.constructions.codes import Codebook, CodebookFileError, rs_hadamard_codebook
 
 
 def test_versions_are_the_installed_toolkits_and_torchs_as_plain_strings():
@@ -36,3 +41,28 @@ def test_newer_writer_compares_release_numbers(monkeypatch, theirs, ours, newer)
 @pytest.mark.parametrize("stored", [None, {}, "0.9", {"torch": "9.0"}])
 def test_a_file_without_a_toolkit_version_is_not_newer(stored):
     assert provenance.newer_writer(stored) is None
+
+
+def test_a_codebook_file_from_a_newer_toolkit_says_so_on_load(tmp_path):
+    """Codebook.save records the versions; Codebook.load warns on a newer toolkit's file, names
+    it in the one-line error of one it cannot read (a kind it does not know), and loads this
+    toolkit's file silently."""
+    book = rs_hadamard_codebook(8)
+    path = tmp_path / "cb.pt"
+    book.save(path)
+    record = torch.load(path, weights_only=True)
+    assert record["versions"] == provenance.versions()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert torch.equal(Codebook.load(path).omega, book.omega)
+    ours = provenance.toolkit_version()
+    newer = f"{int(ours.split('.')[0]) + 1}.0.0"
+    torch.save(dict(record, versions={"qstr-toolkit": newer}), path)
+    with pytest.warns(provenance.NewerFileWarning, match=f"{path} was written by qstr-toolkit"):
+        assert Codebook.load(path).kind == "rs-hadamard"
+    torch.save(dict(record, kind="lattice", versions={"qstr-toolkit": newer}), path)
+    note = f"(written by qstr-toolkit {newer}, newer than this {ours}: upgrade)"
+    with pytest.raises(
+        CodebookFileError, match=re.escape("known kinds: custom, ") + ".*" + re.escape(note)
+    ):
+        Codebook.load(path)
