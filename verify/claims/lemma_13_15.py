@@ -4,6 +4,8 @@ against the bounds Theorem 4's covering (Prop 17) uses. Bounds: ``bounds/perturb
 
 from __future__ import annotations
 
+import types
+
 from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, Optional, Tuple
 
@@ -15,7 +17,6 @@ from qstr.bounds.attention import lemma11, lemma12_radius
 from qstr.bounds.perturbation import attention_lipschitz, head_change_bound, lemma13_terms
 from qstr.bounds.perturbation import score_change_bound, softmax_l1_bound
 from qstr.constructions.links import make_link
-from qstr.constructions.paper_models import MergedAttention
 from qstr.constructions.task import QSTR
 from qstr.verify.adversarial import clip_to_ball, sphere_ascent
 from qstr.verify.claims import _theorem4_pins as pins
@@ -162,11 +163,10 @@ def _output_steps(model, Z, r_z, change: dict, b: Bounds) -> Dict[str, Tuple]:
     return {n: _at_worst(d, t[:, None]) for n, d, t in zip(names, diffs, bounds, strict=True)}
 
 
-def _copy(model, change: Optional[dict] = None, cls=None) -> nn.Module:
-    """A copy of the module (as ``cls``, default its own class) with its parameters moved by
-    ``change`` (Theta')."""
+def _copy(model, change: Optional[dict] = None) -> nn.Module:
+    """A copy of the module with its parameters moved by ``change`` (Theta')."""
     change = change or {}
-    other = (cls or type(model))(model.D_e, model.H, model.m, model.out_dim, dtype=F64)
+    other = type(model)(model.D_e, model.H, model.m, model.out_dim, dtype=F64)
     other = other.to(model.W_QK.device)
     with torch.no_grad():
         other.set_weights(
@@ -477,36 +477,38 @@ lemma15.fault(
 )
 
 
-class _QueryAxisSoftmax(MergedAttention):
-    """The module with its softmax over the queries (dim -2) instead of the keys: each column
-    of A sums to 1, not each row (an axis slip in an attention implementation)."""
-
-    def attention(self, Z, chunk=None):
-        return torch.softmax(self.scores(Z), dim=-2)
-
-    def heads(self, Z, chunk=None):
-        return (self.attention(Z) @ Z.unsqueeze(1)).transpose(1, 2)
+def _query_axis_attention(self, Z, chunk=None):
+    """Softmax over the queries (dim -2) instead of the keys: each column of A sums to 1, not
+    each row (an axis slip in an attention implementation)."""
+    return torch.softmax(self.scores(Z), dim=-2)
 
 
-class _Unnormalised(_QueryAxisSoftmax):
-    """The module with exp(s) for softmax(s): the weights are never divided by their sum."""
+def _exp_attention(self, Z, chunk=None):
+    """exp(s) for softmax(s): the weights are never divided by their sum."""
+    return torch.exp(self.scores(Z))
 
-    def attention(self, Z, chunk=None):
-        return torch.exp(self.scores(Z))
+
+def _slipped_attention(model, attention: Callable) -> nn.Module:
+    """A copy of the built module whose attention weights are ``attention(module, Z)``; its heads
+    read them (A Z per head), so the slip reaches the output."""
+    other = _copy(model)
+    other.attention = types.MethodType(attention, other)
+    other.heads = lambda Z, chunk=None: (other.attention(Z) @ Z.unsqueeze(1)).transpose(1, 2)
+    return other
 
 
 @lemma15.fault("softmax over the queries, not the keys", breaks=softmax_step)
 @each(field="model")
 def _query_axis(c: PerturbCase) -> nn.Module:
     """A copy of the built module whose attention normalises each column instead of each row."""
-    return _copy(c.model, cls=_QueryAxisSoftmax)
+    return _slipped_attention(c.model, _query_axis_attention)
 
 
 @lemma15.fault("attention weights exp(s), never normalised", breaks=(softmax_step, attention_step))
 @each(field="model")
 def _unnormalised(c: PerturbCase) -> nn.Module:
     """A copy of the built module whose attention weights are exp(s), not softmax(s)."""
-    return _copy(c.model, cls=_Unnormalised)
+    return _slipped_attention(c.model, _exp_attention)
 
 
 def _without_attention(model, other, r_z):
