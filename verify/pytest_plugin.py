@@ -171,7 +171,7 @@ _DISPATCH = {"runtest", "_run", "inputs", "run_check", "run", "_call"}
 def _dispatch_frame(path: str, name: str) -> bool:
     if f"{os.sep}_pytest{os.sep}" in path or f"{os.sep}pluggy{os.sep}" in path:
         return True
-    ours = path.endswith(("pytest_plugin.py", "registry.py", "claim.py"))
+    ours = path.endswith(("pytest_plugin.py", "registry.py", "runner.py", "claim.py"))
     return ours and f"{os.sep}verify{os.sep}" in path and name in _DISPATCH
 
 
@@ -424,7 +424,8 @@ def qstr_context(pytestconfig):
 def qstr_inputs(qstr_context):
     """``qstr_inputs(claim_id)``: a registered claim's honest inputs at ``qstr_context``, built
     once a session (the worst prompts, modules and cases its checks measure)."""
-    from qstr.verify.registry import claim_inputs  # noqa: PLC0415 - no import until used
+    # the catalog: the paper's claims registered, and any claim registered by the user's imports
+    from qstr.verify.catalog import claim_inputs  # noqa: PLC0415 - no import until used
 
     built = {}
 

@@ -133,6 +133,16 @@ def test_a_test_importing_the_claims_module_and_a_bad_module(tmp_path, inner_pyt
     assert "RuntimeError: not today (raising.py, line 1)" in bad.stderr
 
 
+def test_qstr_inputs_reads_a_paper_claims_inputs_without_qstr(tmp_path, inner_pytest):
+    """docs/claims.md's ``qstr_inputs("lemma-38")`` in a plain pytest run (no --qstr): the
+    fixture loads the paper's catalog itself."""
+    (tmp_path / "test_paper_inputs.py").write_text(
+        "def test_inputs(qstr_inputs):\n    assert qstr_inputs('lemma-38') is not None\n"
+    )
+    out = inner_pytest("-q", "--rootdir", str(tmp_path), str(tmp_path / "test_paper_inputs.py"))
+    assert out.returncode == 0 and "1 passed" in out.stdout, out.stdout + out.stderr
+
+
 def test_header_and_options_the_machine_cannot_run(tmp_path, inner_pytest):
     """The header names profile, device, seed and the number of claims; -m selects by the qstr
     marker; a negative seed, or CUDA where there is none, is one usage error line (exit 4)."""
