@@ -4,6 +4,8 @@ users expect. Each `python -m pytest` runs in this process (conftest.py: inner_p
 a fresh process would see."""
 
 import re
+import subprocess
+import sys
 import textwrap
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -133,13 +135,14 @@ def test_a_test_importing_the_claims_module_and_a_bad_module(tmp_path, inner_pyt
     assert "RuntimeError: not today (raising.py, line 1)" in bad.stderr
 
 
-def test_qstr_inputs_reads_a_paper_claims_inputs_without_qstr(tmp_path, inner_pytest):
-    """docs/claims.md's ``qstr_inputs("lemma-38")`` in a plain pytest run (no --qstr): the
-    fixture loads the paper's catalog itself."""
+def test_qstr_inputs_reads_a_paper_claims_inputs_without_qstr(tmp_path):
+    """docs/claims.md's ``qstr_inputs("lemma-38")`` in a plain pytest run (no --qstr), in a fresh
+    process (in this one the paper's claims are imported already): the fixture loads them."""
     (tmp_path / "test_paper_inputs.py").write_text(
         "def test_inputs(qstr_inputs):\n    assert qstr_inputs('lemma-38') is not None\n"
     )
-    out = inner_pytest("-q", "--rootdir", str(tmp_path), str(tmp_path / "test_paper_inputs.py"))
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_paper_inputs.py"]
+    out = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and "1 passed" in out.stdout, out.stdout + out.stderr
 
 
