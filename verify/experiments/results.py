@@ -13,11 +13,14 @@ import torch
 
 from qstr.verify.experiments.points import Point, config_id
 from qstr.verify.files import strict_json, write_atomic, write_json_file
+from qstr.verify.version import toolkit_version
 
 
 def environment(device) -> dict:
+    """What ran a row: the toolkit's, Python's and torch's versions, the platform and device."""
     dev = torch.device(device)
     info = {
+        "qstr-toolkit": toolkit_version(),
         "python": platform.python_version(),
         "torch": torch.__version__,
         "platform": platform.platform(),

@@ -5,10 +5,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 
 from qstr.verify import cli
 from qstr.verify.experiments import figure1
-from qstr.verify.experiments.results import ResultsFile
+from qstr.verify.experiments.results import ResultsFile, environment
+from qstr.verify.version import toolkit_version
 
 
 def test_rows_survive_a_reopen_and_a_cut_last_line(tmp_path):
@@ -177,3 +179,10 @@ def test_summarize_names_a_damaged_line_without_resume_advice_and_changes_no_fil
     rows.write_text(good + "\n{oops\n")
     with pytest.raises(ValueError, match="remove or repair that line and run the same command"):
         ResultsFile(str(rows), "figure1")  # reproduce's reading: the same command resumes
+
+
+def test_a_rows_env_names_the_toolkit_and_torch_that_ran_it():
+    """Every results row's ``env`` carries the toolkit's and torch's versions (docs/formats.md)."""
+    env = environment("cpu")
+    assert env["qstr-toolkit"] == toolkit_version() and env["torch"] == torch.__version__
+    assert env["cpu_count"] >= 1
