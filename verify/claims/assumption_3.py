@@ -29,6 +29,7 @@ claim = register(
     Claim(
         "assumption-3",
         Ref("Assumption 3"),
+        marks=("slow",),  # over 3 s in quick on 2 cores (docs/claims.md, "Markers")
         statement="toolkit codebooks: unit rows, exact coherence max|<w_i,w_j>| <= 1/2",
         builds=(build_codebook, rademacher_codebook, rs_hadamard_codebook, Codebook.from_tensor),
         bounds=(rademacher_dim, rademacher_pair_tail, coherence, coherence_report),

@@ -43,6 +43,7 @@ claim = register(
     Claim(
         "cor-27",
         Ref("Cor 27"),
+        marks=("slow",),  # over 3 s in quick on 2 cores (docs/claims.md, "Markers")
         statement="every hidden state is exactly 0 before (after) its target and within eps of "
         "x_{t_l} after (before) it, for N up to 1e5 (1e6 on GPU): the error does not accumulate",
         builds=(rnn_weights,),

@@ -97,6 +97,7 @@ claim = register(
     Claim(
         "lemma-11",
         Ref("Lemma 11"),
+        marks=("slow",),  # over 3 s in quick on 2 cores (docs/claims.md, "Markers")
         statement=f"q-head attention construction (linear link; teacher net with H=3): the built "
         f"module, its fast path and the exported nn.MultiheadAttention stay within the "
         f"guarantee <= eps={L11_EPS}; for the linear link the worst case over every prompt "

@@ -58,6 +58,7 @@ claim = register(
     Claim(
         "lemma-42",
         Ref("Lemma 42"),
+        marks=("slow",),  # over 3 s in quick on 2 cores (docs/claims.md, "Markers")
         statement=(
             "explicit two-layer ReLU net for an L-Lipschitz f on the R-ball of R^k (k=1 "
             "interpolation, k=2 Fourier-ridge): sup-error, certified on the ball by grid + "

@@ -102,6 +102,7 @@ claim = register(
     Claim(
         "sparse-average-single-head",
         Ref("remark after Prop 3", "remark after Prop 4"),
+        marks=("slow",),  # over 3 s in quick on 2 cores (docs/claims.md, "Markers")
         statement="one head computes the q-sparse average (q = 2, 3; mu < 1/(2q-1)): on codes with "
         "inner products >= 0 (RS-Hadamard) and with signed ones (Gram I + mu S), the exact worst "
         "case over all prompts is attained by the built, fast and exported modules and stays "

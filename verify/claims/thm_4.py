@@ -65,6 +65,7 @@ claim = register(
     Claim(
         "thm-4",
         Ref("Thm 4 (Thm 10)", "Thm 3 (Thm 10)"),
+        marks=("slow",),  # over 3 s in quick on 2 cores (docs/claims.md, "Markers")
         statement=f"Transformer sample size for risk {THM4_TARGET} (explicit constants) grows "
         f"polylogarithmically in N",
         builds=(theorem4_sample_size, polylog_certificate, lemma11_weights),
