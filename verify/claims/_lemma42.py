@@ -3,20 +3,26 @@ the smoothing T by discrete convolution and the kernel moments summed over a gri
 its constants written in mpmath apart from qstr.bounds.lipschitz and qstr.constructions.lipschitz
 (the pins): the FK coefficients and moments (steps 2-3), eps_smooth (step 4), the ridge
 curvatures (step 5), the interval counts and ridge error (step 6) and the net's guarantee
-(step 7; k = 1: interpolation). Call the ``_mp`` functions inside ``mpmath.workdps``."""
+(step 7; k = 1: interpolation). Call the ``_mp`` functions inside ``mpmath.workdps``. And
+the claim's inputs: its cases (``LipschitzCase``, ``Lemma42Inputs``) and the functions and
+starting points they are built from."""
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import math
 
 import mpmath as mp
 import torch
 
-from qstr.bounds.lipschitz import fk_moments, ridge_interval_counts
-from qstr.constructions.lipschitz import fk_coefficients
-from qstr.verify.claim import Verdict, at_most
+from qstr.bounds.lipschitz import LipschitzNet, ball_grid, fk_moments, net_lipschitz_bound
+from qstr.bounds.lipschitz import ridge_curvatures, ridge_interval_counts, smoothing_error_bound
+from qstr.constructions.links import TwoLayerNet
+from qstr.constructions.lipschitz import FourierRidges, fk_coefficients, fourier_ridges
+from qstr.verify.claim import Context, Verdict, at_most
+from qstr.verify.rounding import Rounding, two_layer
 
 DPS = 40
 # float64 constants (sums of <= 320 terms, roots, powers) against 40 digits: measured gaps up to
@@ -232,3 +238,76 @@ def counts_h2_over_4(S, eps_ridge: float, R: float):
 def curvatures_without_v(fr) -> tuple:
     """Step 5 with |v|^2 lost: S_v = sum_m A (w0 m)^2 (a fault of the pin)."""
     return tuple(sum(A * (fr.w0 * m) ** 2 for m, A, _ in r.terms) for r in fr.ridges)
+
+
+# ---------------------------------------------------------------- the claim's inputs
+@dataclass(frozen=True)
+class LipschitzCase:
+    """An L-Lipschitz ``f`` on the R-ball of R^k, the net built for it, and how it is probed."""
+
+    name: str
+    f: Callable[[torch.Tensor], torch.Tensor]
+    L: float  # f's Lipschitz constant: the certificate's slack uses it
+    built: LipschitzNet
+    eps: Optional[float]  # the sup-error asked for (None: built for a degree)
+    starts: torch.Tensor  # (64, 1, k) starting points of the adversarial search
+    cert_R: float  # the radius certify_sup_error is run on (the net's R)
+    rounding: Rounding  # the net's rounding term on the ball
+    fourier: Optional[FourierRidges] = None  # k >= 2: steps 1-5 recomputed, the pins' ridges
+
+    def __str__(self) -> str:
+        b = self.built
+        return f"{self.name} (k={b.k}, L={self.L:.3g}, R={b.R:.3g}, {b.method} n={b.degree})"
+
+
+@dataclass(frozen=True)
+class Lemma42Inputs:
+    """Lemma 42's nets with their functions; the kernel moments, smoothing bound and grid that its
+    certificate rests on (docs/derivations/lemmas-39-41-42.md)."""
+
+    cases: Tuple[LipschitzCase, ...]
+    probes: Tuple[torch.Tensor, ...]  # per k = 1, 2: 4096 points of the unit ball and sphere
+    steps: int  # projected-Adam steps of the adversarial search
+    moments: Callable[[int, int], Tuple[float, float]] = fk_moments  # (n, k) -> (m2, m4)
+    curvatures: Callable[[FourierRidges], Tuple[float, ...]] = ridge_curvatures  # step 5
+    counts: Callable = ridge_interval_counts  # step 6: (S, eps_ridge, R) -> (K_v, ridge error)
+    smoothing: Callable[[int, int, float, float], float] = smoothing_error_bound  # (n, k, L, R)
+    grid: Callable[[float, int, float], Tuple[torch.Tensor, float]] = ball_grid  # (R, k, spacing)
+    lipschitz: Callable[[TwoLayerNet], float] = net_lipschitz_bound  # the certificate's Lip(net)
+
+
+def _starts(ctx: Context, i: int, k: int, R: float) -> torch.Tensor:
+    g = ctx.generator("lemma-42/starts", i, device=ctx.device)
+    kw = dict(generator=g, dtype=torch.float64, device=ctx.device)
+    x0 = torch.randn(64, 1, k, **kw)
+    return x0 / x0.norm(dim=-1, keepdim=True) * R * torch.rand(64, 1, 1, **kw)
+
+
+def _functions(ctx: Context):
+    """(name, f, L, R, k, build arguments): 1-D and 2-D Lipschitz functions, Lemma 22's product."""
+    deg, r2 = dict(degree=ctx.pick(quick=8, full=16)), math.sqrt(2)
+    return [
+        ("sin(3x)", lambda x: torch.sin(3 * x[..., 0]), 3.0, 1.0, 1, dict(eps=0.05)),
+        ("|x - 1/3| - 1/2", lambda x: (x[..., 0] - 1 / 3).abs() - 0.5, 1.0, 2.0, 1, dict(eps=0.01)),
+        ("xy on the sqrt2-ball (Lemma 22)", lambda x: x[..., 0] * x[..., 1], r2, r2, 2, deg),
+        ("||x||", lambda x: x.norm(dim=-1), 1.0, 1.0, 2, deg),
+        ("||x|| to eps 0.6", lambda x: x.norm(dim=-1), 1.0, 1.0, 2, dict(eps=0.6)),
+        ("sin x1 + cos 2x2", _sin_cos, math.sqrt(5), 1.0, 2, deg),
+    ]
+
+
+def _sin_cos(x: torch.Tensor) -> torch.Tensor:
+    return torch.sin(x[..., 0]) + torch.cos(2 * x[..., 1])
+
+
+def _case(ctx: Context, name: str, f, L: float, b: LipschitzNet, eps, starts) -> LipschitzCase:
+    """The case with its certificate, certify_sup_error on ctx.device (grid + (L + Lip(net)) rho),
+    and the net's rounding term on the ball (its corners bound |x|)."""
+    net = b.net.to(device=ctx.device)
+    corners = b.R * torch.ones(1, b.k, dtype=torch.float64, device=ctx.device)
+    what = "(k + width + 2) eps max|a|(|W| R + |b|)"
+    rnd = two_layer(net.W, net.b, net.a[None, :], corners, what=what)
+    fourier = None
+    if b.method == "fourier-ridge":  # the builder's steps 1-5 at its own degree and grid
+        fourier = fourier_ridges(f, R=b.R, k=b.k, degree=b.degree, grid=2 * (b.degree + 2))
+    return LipschitzCase(name, f, L, b, eps, starts, b.R, rnd, fourier)

@@ -4,8 +4,8 @@ its sup-error certified within its bound (docs/derivations/lemmas-39-41-42.md)."
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
-from typing import Callable, Iterable, Optional, Tuple
+from dataclasses import replace
+from typing import Callable, Iterable, Tuple
 
 import mpmath as mp
 import torch
@@ -24,7 +24,6 @@ from qstr.bounds.lipschitz import (
 )
 from qstr.constructions.links import TwoLayerNet
 from qstr.constructions.lipschitz import (
-    FourierRidges,
     fourier_ridges,
     interpolation_net,
     ridge_net,
@@ -45,8 +44,9 @@ from qstr.verify.claims._lemma42 import DPS, RTOL, counts_h2_over_4, curvatures_
 from qstr.verify.claims._lemma42 import fk_points, fk_smoothing, grid_moments, guarantee_gap
 from qstr.verify.claims._lemma42 import moments_mp, record_gap, rel, ridge_pin, smoothing_mp
 from qstr.verify.claims._lemma42 import smoothing_pi_minus_1, sphere_probes
+from qstr.verify.claims._lemma42 import Lemma42Inputs, LipschitzCase, _case, _functions, _starts
 from qstr.verify.registry import register
-from qstr.verify.rounding import Rounding, two_layer
+from qstr.verify.rounding import Rounding
 
 FK_CASES = ((1, 1), (3, 3), (8, 2), (16, 2))  # (degree n, coordinates k)
 COVER_SPACING = {1: 2e-3, 2: 2.5e-2}  # grid spacing of the covering check, per k
@@ -80,65 +80,6 @@ claim = register(
 )
 
 
-@dataclass(frozen=True)
-class LipschitzCase:
-    """An L-Lipschitz ``f`` on the R-ball of R^k, the net built for it, and how it is probed."""
-
-    name: str
-    f: Callable[[torch.Tensor], torch.Tensor]
-    L: float  # f's Lipschitz constant: the certificate's slack uses it
-    built: LipschitzNet
-    eps: Optional[float]  # the sup-error asked for (None: built for a degree)
-    starts: torch.Tensor  # (64, 1, k) starting points of the adversarial search
-    cert_R: float  # the radius certify_sup_error is run on (the net's R)
-    rounding: Rounding  # the net's rounding term on the ball
-    fourier: Optional[FourierRidges] = None  # k >= 2: steps 1-5 recomputed, the pins' ridges
-
-    def __str__(self) -> str:
-        b = self.built
-        return f"{self.name} (k={b.k}, L={self.L:.3g}, R={b.R:.3g}, {b.method} n={b.degree})"
-
-
-@dataclass(frozen=True)
-class Lemma42Inputs:
-    """Lemma 42's nets with their functions; the kernel moments, smoothing bound and grid that its
-    certificate rests on (docs/derivations/lemmas-39-41-42.md)."""
-
-    cases: Tuple[LipschitzCase, ...]
-    probes: Tuple[torch.Tensor, ...]  # per k = 1, 2: 4096 points of the unit ball and sphere
-    steps: int  # projected-Adam steps of the adversarial search
-    moments: Callable[[int, int], Tuple[float, float]] = fk_moments  # (n, k) -> (m2, m4)
-    curvatures: Callable[[FourierRidges], Tuple[float, ...]] = ridge_curvatures  # step 5
-    counts: Callable = ridge_interval_counts  # step 6: (S, eps_ridge, R) -> (K_v, ridge error)
-    smoothing: Callable[[int, int, float, float], float] = smoothing_error_bound  # (n, k, L, R)
-    grid: Callable[[float, int, float], Tuple[torch.Tensor, float]] = ball_grid  # (R, k, spacing)
-    lipschitz: Callable[[TwoLayerNet], float] = net_lipschitz_bound  # the certificate's Lip(net)
-
-
-def _starts(ctx: Context, i: int, k: int, R: float) -> torch.Tensor:
-    g = ctx.generator("lemma-42/starts", i, device=ctx.device)
-    kw = dict(generator=g, dtype=torch.float64, device=ctx.device)
-    x0 = torch.randn(64, 1, k, **kw)
-    return x0 / x0.norm(dim=-1, keepdim=True) * R * torch.rand(64, 1, 1, **kw)
-
-
-def _functions(ctx: Context):
-    """(name, f, L, R, k, build arguments): 1-D and 2-D Lipschitz functions, Lemma 22's product."""
-    deg, r2 = dict(degree=ctx.pick(quick=8, full=16)), math.sqrt(2)
-    return [
-        ("sin(3x)", lambda x: torch.sin(3 * x[..., 0]), 3.0, 1.0, 1, dict(eps=0.05)),
-        ("|x - 1/3| - 1/2", lambda x: (x[..., 0] - 1 / 3).abs() - 0.5, 1.0, 2.0, 1, dict(eps=0.01)),
-        ("xy on the sqrt2-ball (Lemma 22)", lambda x: x[..., 0] * x[..., 1], r2, r2, 2, deg),
-        ("||x||", lambda x: x.norm(dim=-1), 1.0, 1.0, 2, deg),
-        ("||x|| to eps 0.6", lambda x: x.norm(dim=-1), 1.0, 1.0, 2, dict(eps=0.6)),
-        ("sin x1 + cos 2x2", _sin_cos, math.sqrt(5), 1.0, 2, deg),
-    ]
-
-
-def _sin_cos(x: torch.Tensor) -> torch.Tensor:
-    return torch.sin(x[..., 0]) + torch.cos(2 * x[..., 1])
-
-
 @claim.inputs
 def lemma42_inputs(ctx: Context) -> Lemma42Inputs:
     """The nets lemma42_net builds for six functions (k = 1: interpolation; k = 2:
@@ -149,19 +90,6 @@ def lemma42_inputs(ctx: Context) -> Lemma42Inputs:
         cases.append(_case(ctx, name, f, L, built, kw.get("eps"), _starts(ctx, i, k, R)))
     probes = (sphere_probes(ctx, 1), sphere_probes(ctx, 2))
     return Lemma42Inputs(tuple(cases), probes, steps=ctx.pick(quick=15, full=60))
-
-
-def _case(ctx: Context, name: str, f, L: float, b: LipschitzNet, eps, starts) -> LipschitzCase:
-    """The case with its certificate, certify_sup_error on ctx.device (grid + (L + Lip(net)) rho),
-    and the net's rounding term on the ball (its corners bound |x|)."""
-    net = b.net.to(device=ctx.device)
-    corners = b.R * torch.ones(1, b.k, dtype=torch.float64, device=ctx.device)
-    what = "(k + width + 2) eps max|a|(|W| R + |b|)"
-    rnd = two_layer(net.W, net.b, net.a[None, :], corners, what=what)
-    fourier = None
-    if b.method == "fourier-ridge":  # the builder's steps 1-5 at its own degree and grid
-        fourier = fourier_ridges(f, R=b.R, k=b.k, degree=b.degree, grid=2 * (b.degree + 2))
-    return LipschitzCase(name, f, L, b, eps, starts, b.R, rnd, fourier)
 
 
 def _certificate(f, b: LipschitzNet, L: float, R: float, ctx: Context) -> SupCertificate:
