@@ -1,24 +1,27 @@
 """Prop 8's trained-GRU width scan (full profile) and its pins: the bound functions against their
-40-digit evaluation (docs/derivations/rnn-lower-bounds.md, sections 1, 2 and 5)."""
+40-digit evaluation (docs/derivations/rnn-lower-bounds.md, sections 1, 2 and 5); the claim's
+inputs: the slot-memory RNN with its prompts (``SlotMemory``, ``Prop8Inputs``)."""
 
 from __future__ import annotations
 
 import copy
 import math
 import weakref
-from dataclasses import replace
-from typing import Callable
+from dataclasses import dataclass, replace
+from typing import Callable, Optional
 
 import mpmath
 import torch
 
+from qstr.bounds.attention import lemma12_radius
+from qstr.bounds.interpolation import SlotMemoryGuarantee, slot_memory
 from qstr.constructions.codes import build_codebook
 from qstr.constructions.encoding import rnn_encoding
 from qstr.constructions.experiment_models import PracticalRNN
 from qstr.verify.claim import Context, Verdict, exact
 from qstr.verify.claims._interpolation import PIN_DPS, mp_log_norm, mp_packing, mp_paper_norm
 from qstr.verify.claims._interpolation import P8_C, P8_GAMMA, P8_K, Prop8Bounds, mp_width
-from qstr.verify.claims._interpolation import ROOT2, no_packing, relative_gap
+from qstr.verify.claims._interpolation import ROOT2, codes, no_packing, relative_gap
 from qstr.bounds.prop8 import prop8_packing, prop8_width_lower_bound
 from qstr.verify.threads import cpu_threads
 from qstr.verify.training import OnlineFit, fit_online, position_risk
@@ -283,3 +286,66 @@ def _transitions_zeroed(slot):
             p.zero_()
 
     return replace(slot, model=_edited_copy(slot, zero))
+
+
+# ------------------------------------------------- the claim's inputs: the slot memory, its prompts
+P8_D = 3  # token dimension of the exact generalising RNN (d >= 3: a slip d + 2 for 2 d shows)
+P8_ANSWER_N, P8_ANSWER_D = 256, 4
+# full profile, where the width bound binds: the slot memory at d = 1 (d_h = N, the narrowest RNN
+# the toolkit constructs with position risk <= c) at N = 512, UL = 284: bound 1.51 > 1
+P8_BIND_N, P8_BIND_M = 512, 16
+
+
+@dataclass(frozen=True, eq=False)
+class SlotMemory:
+    """The exact generalising RNN of ``slot_memory`` and M prompts sharing x_i."""
+
+    model: torch.nn.Module
+    guarantee: SlotMemoryGuarantee
+    omega: torch.Tensor
+    u: torch.Tensor
+    x: torch.Tensor  # (M, N, d), x_i shared
+    t: torch.Tensor  # (M, N, 1)
+    i: int
+
+    @property
+    def N(self) -> int:
+        return self.omega.shape[0]
+
+    @property
+    def UL(self) -> float:
+        return self.guarantee.U_op * self.guarantee.L
+
+
+@dataclass(frozen=True, eq=False)
+class Prop8Inputs:
+    """Answers of M prompts sharing x_i (t: None for general 1STR), the exact generalising RNN,
+    the bound functions and (full) the GRU width scan."""
+
+    x: torch.Tensor
+    u: torch.Tensor
+    t: Optional[torch.Tensor]
+    slot: SlotMemory
+    bounds: Prop8Bounds
+    widths: Optional[tuple]  # (N, min width, tried) per N, full profile
+    binding: Optional[SlotMemory] = None  # full: the narrowest built RNN where the bound binds
+
+
+def _slot_memory(
+    ctx: Context, radius: Callable = lemma12_radius, sizes: Optional[tuple] = None
+) -> SlotMemory:
+    """The slot-memory RNN at r_x = radius(d, M, N) and M prompts sharing x_i (``sizes`` = (N, M,
+    d): M fresh prompts, x_i not shared)."""
+    N, M, d = sizes or (ctx.pick(quick=128, full=256), ctx.pick(quick=24, full=64), P8_D)
+    g = ctx.generator("prop-8/slot-prompts", *(sizes or ()), device=ctx.device)
+    kw = dict(dtype=torch.float64, device=ctx.device)
+    omega = codes(N, ctx.device)
+    u = torch.randn(d, generator=g, **kw)
+    u = u / u.norm()
+    model, gu = slot_memory(omega, u, r_x=radius(d, M, N))
+    i = N // 2
+    x = torch.randn(M, N, d, generator=g, **kw)
+    if sizes is None:
+        x[:, i] = x[0, i]
+    t = torch.randint(N, (M, N, 1), generator=g, device=ctx.device)
+    return SlotMemory(model, gu, omega, u, x, t, i)

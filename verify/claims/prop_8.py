@@ -4,14 +4,12 @@ packing, hence width and norm bounds (docs/derivations/rnn-lower-bounds.md)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
-from typing import Callable, Optional
+from dataclasses import replace
 
 import mpmath
 import torch
 
-from qstr.bounds.interpolation import SlotMemoryGuarantee, slot_memory
-from qstr.bounds.attention import lemma12_radius
+from qstr.bounds.interpolation import slot_memory
 from qstr.bounds.prop8 import (
     prop8_packing,
     prop8_log_norm_lower_bound,
@@ -34,7 +32,7 @@ from qstr.verify.claim import (
 )
 from qstr.verify.claim import exact, replaced, worst
 from qstr.verify.claims._interpolation import LIBRARY_BOUNDS, P8_C, P8_GAMMA, P8_K, ROOT2
-from qstr.verify.claims._interpolation import Prop8Bounds, bounds_on, codes, fewer_than_two_good
+from qstr.verify.claims._interpolation import bounds_on, fewer_than_two_good
 from qstr.verify.claims._interpolation import chernoff_rate, derived_counts
 from qstr.verify.claims._interpolation import PIN_RTOL, packing_exists, slipped_packing
 from qstr.verify.claims._prop8 import P8_SCAN, prop8_default_gaps, prop8_pin_gaps, width_scan
@@ -42,14 +40,11 @@ from qstr.verify.claims._prop8 import _bound_table, _observed, _pairwise
 from qstr.verify.claims._prop8 import _state_width, _wrong_rows, with_default_gamma
 from qstr.verify.claims._prop8 import _answer_vectors, _width_one_direction, _width_ratio_inverted
 from qstr.verify.claims._prop8 import _edited_copy, _transitions_zeroed
+from qstr.verify.claims._prop8 import P8_ANSWER_D, P8_ANSWER_N, P8_BIND_M, P8_BIND_N
+from qstr.verify.claims._prop8 import Prop8Inputs, SlotMemory, _slot_memory
 from qstr.verify.registry import register
 from qstr.verify.threads import cpu_threads
 
-P8_D = 3  # token dimension of the exact generalising RNN (d >= 3: a slip d + 2 for 2 d shows)
-P8_ANSWER_N, P8_ANSWER_D = 256, 4
-# full profile, where the width bound binds: the slot memory at d = 1 (d_h = N, the narrowest RNN
-# the toolkit constructs with position risk <= c) at N = 512, UL = 284: bound 1.51 > 1
-P8_BIND_N, P8_BIND_M = 512, 16
 FULL = ("full", "gpu")
 P8_LOG_N = 623  # (N - 1) I = 60.07: the log branch of prop8_packing, just past its threshold
 P8_DERIVED_NS = tuple((N, 0.5) for N in range(2, P8_LOG_N)) + ((150, 0.3), (150, 0.7))
@@ -72,61 +67,6 @@ claim = register(
         derivation="docs/derivations/rnn-lower-bounds.md",
     )
 )
-
-
-@dataclass(frozen=True, eq=False)
-class SlotMemory:
-    """The exact generalising RNN of ``slot_memory`` and M prompts sharing x_i."""
-
-    model: torch.nn.Module
-    guarantee: SlotMemoryGuarantee
-    omega: torch.Tensor
-    u: torch.Tensor
-    x: torch.Tensor  # (M, N, d), x_i shared
-    t: torch.Tensor  # (M, N, 1)
-    i: int
-
-    @property
-    def N(self) -> int:
-        return self.omega.shape[0]
-
-    @property
-    def UL(self) -> float:
-        return self.guarantee.U_op * self.guarantee.L
-
-
-@dataclass(frozen=True, eq=False)
-class Prop8Inputs:
-    """Answers of M prompts sharing x_i (t: None for general 1STR), the exact generalising RNN,
-    the bound functions and (full) the GRU width scan."""
-
-    x: torch.Tensor
-    u: torch.Tensor
-    t: Optional[torch.Tensor]
-    slot: SlotMemory
-    bounds: Prop8Bounds
-    widths: Optional[tuple]  # (N, min width, tried) per N, full profile
-    binding: Optional[SlotMemory] = None  # full: the narrowest built RNN where the bound binds
-
-
-def _slot_memory(
-    ctx: Context, radius: Callable = lemma12_radius, sizes: Optional[tuple] = None
-) -> SlotMemory:
-    """The slot-memory RNN at r_x = radius(d, M, N) and M prompts sharing x_i (``sizes`` = (N, M,
-    d): M fresh prompts, x_i not shared)."""
-    N, M, d = sizes or (ctx.pick(quick=128, full=256), ctx.pick(quick=24, full=64), P8_D)
-    g = ctx.generator("prop-8/slot-prompts", *(sizes or ()), device=ctx.device)
-    kw = dict(dtype=torch.float64, device=ctx.device)
-    omega = codes(N, ctx.device)
-    u = torch.randn(d, generator=g, **kw)
-    u = u / u.norm()
-    model, gu = slot_memory(omega, u, r_x=radius(d, M, N))
-    i = N // 2
-    x = torch.randn(M, N, d, generator=g, **kw)
-    if sizes is None:
-        x[:, i] = x[0, i]
-    t = torch.randint(N, (M, N, 1), generator=g, device=ctx.device)
-    return SlotMemory(model, gu, omega, u, x, t, i)
 
 
 @claim.inputs
