@@ -3,20 +3,29 @@ Gram matrix I + mu S whose signs put each of the bound's signed cross terms at i
 factored into unit rows; and the exact ||pi_T - w_T||_1 of every q-set T
 (docs/derivations/sparse-averaging.md, 'Signed codes'). Also the claim's other helpers: the worst
 prompt and extreme sets of any code, a scale sweep's rounding, the conditions alpha's derivation
-must meet, and the slipped bounds its faults substitute."""
+must meet, and the slipped bounds its faults substitute. And the claim's cases: ``SACase`` (a head,
+its exact sup and worst prompt, random prompts), ``SparseAverageInputs`` and ``_sa_case``."""
 
 from __future__ import annotations
 
-from typing import Sequence, Tuple
-
+import functools
 import math
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import mpmath as mp
 import torch
 
-from qstr.bounds.attention import sparse_average_leak, sparse_average_within
+from qstr.bounds.attention import lemma12_radius, sparse_average_alpha, sparse_average_error_bound
+from qstr.bounds.attention import sparse_average_head, sparse_average_leak, sparse_average_within
+from qstr.bounds.sparse_averaging import separation_limit
 from qstr.constructions.codes import Codebook
-from qstr.verify.claims._attention import SA_DPS, sa_bound_mp
+from qstr.constructions.links import Mean
+from qstr.constructions.task import QSTR, gather_tokens
+from qstr.verify.adversarial import clip_to_ball, worst_case_tokens
+from qstr.verify.claim import Context
+from qstr.verify.claims._attention import SA_DPS, file_record, sa_bound_mp, sa_measured
+from qstr.verify.claims._roundtrip import saved_and_reloaded
 from qstr.verify.rounding import Rounding
 
 # S = J - I with -1 on a triangle and an edge: the set {0, 1, 2} scores A (1 - 2 mu) against
@@ -151,3 +160,105 @@ def rho_halved(*, N, q, mu, c, alpha, r_x):
     L = sparse_average_leak(N=N, q=q, mu=mu, A=A)
     rho = math.exp(A * max(q - 2, 0) * mu)
     return r_x * (2 * L + sparse_average_within(q=q, leak=L, rho=rho))
+
+
+# ---------------------------------------------------------------- the claim's cases
+SA_N, SA_D, SA_MU = 64, 3, 1 / 16
+RS, SIGNED = "RS-Hadamard", "signed"  # codes with inner products >= 0; with signed ones (I + mu S)
+
+
+@dataclass(frozen=True, eq=False)
+class SACase:
+    """One q: the averaging head as certified (fast path, guarantee), the module users get, the
+    exact sup over all q-sets and its worst prompt, and random prompts in the r_x-ball."""
+
+    code: str  # RS (inner products >= 0) or SIGNED (Gram I + mu S)
+    q: int
+    head: Any  # the construction as certified
+    module: Any  # the built weights users get (a fault edits a copy)
+    n_sets: int
+    exact: float  # r_x max_T ||pi_T - w_T||_1: the sup over all prompts
+    pi: torch.Tensor  # the closed-form softmax row of the worst set, from the codes' Gram matrix
+    worst: Tuple[torch.Tensor, torch.Tensor]  # the worst prompt (x, t)
+    fast_at_worst: float  # the fast path's error at the worst prompt
+    prompts: Tuple[torch.Tensor, torch.Tensor]  # random prompts (distinct indices)
+    ascent: bool  # full and gpu profiles: gradient ascent on 8 prompts
+    eps: Optional[float] = None  # the error the head was built for (None: the bound's minimiser)
+    extreme: Tuple[torch.Tensor, ...] = ()  # the sets of the least score gap and the largest leak
+
+    @property
+    def label(self) -> str:
+        return f"q = {self.q}" if self.code == RS else f"signed q = {self.q}"
+
+    def errors(self, predict, x, t) -> torch.Tensor:
+        """||y_hat_i - mean of the q selected tokens||_2 per position."""
+        y = predict(x, t).reshape(*t.shape[:2], SA_D)
+        return (y - Mean(q=self.q, d=SA_D)(gather_tokens(x, t))).norm(dim=-1)
+
+    @functools.cached_property
+    def records(self):
+        """((the guarantee as certified, what the built head measures), (the guarantee saved in
+        its construction file, what the reloaded head measures)) (sa_measured)."""
+        g, m = self.head.guarantee, self.module
+        measure = functools.partial(sa_measured, sets=self.extreme)
+        built = measure(m.model, m.omega, m.c, m.q, g.r_x)
+        return (g.as_dict(), built), file_record(m, measure)
+
+    @functools.cached_property
+    def measured(self) -> Dict[str, float]:
+        """The module's and its export's errors at the worst prompt, the module's on random prompts
+        (and after ascent), and its attention rows against pi."""
+        exported = saved_and_reloaded(self.module)[1]
+        paths = {
+            "module": lambda x, t: self.module.predict(x, t),
+            "nn.MultiheadAttention": lambda x, t: exported(self.module.encode(x, t)),
+        }
+        x, t = self.prompts
+        with torch.no_grad():
+            out = {k: float(self.errors(f, *self.worst).max()) for k, f in paths.items()}
+            out["fast path"] = self.fast_at_worst
+            rows = self.module.model.attention(self.module.encode(*self.worst), chunk=16)[0, 0]
+            every_query = rows.shape == (self.module.N, self.module.N)  # one row per query i
+            out["attention rows"] = float((rows - self.pi).abs().max()) if every_query else math.inf
+            out["random"] = float(self.errors(paths["module"], x, t).max())
+        if self.ascent:
+            errors = lambda xx: self.errors(paths["module"], xx, t[:8])  # noqa: E731
+            x8 = worst_case_tokens(errors, x[:8], self.head.guarantee.r_x, steps=80)
+            with torch.no_grad():
+                ascent = float(self.errors(paths["module"], x8, t[:8]).max())
+            out["random"] = max(out["random"], ascent)
+        return out
+
+
+@dataclass(frozen=True)
+class SparseAverageInputs:
+    """The cases, and the bound they are compared against (remark after Prop 3)."""
+
+    cases: Tuple[SACase, ...]
+    error_bound: Callable[..., float] = sparse_average_error_bound  # r_x (2 L + within(L, rho))
+    alpha_for: Callable[..., float] = sparse_average_alpha  # the least alpha for an eps
+    limit: Callable[[int], float] = separation_limit  # the largest mu the head separates at
+    leak_of: Callable[..., float] = sparse_average_leak  # L = X / (1 + X)
+
+
+def _sa_case(ctx: Context, code: str, q: int, eps, book) -> SACase:
+    """The head for q on ``book`` (RS-Hadamard, N = 64, mu = 1/16, or the signed codes, N = 8),
+    its exact sup over all q-sets, the worst prompt and random prompts."""
+    N = book.N
+    r_x = lemma12_radius(SA_D, n=10_000, N=N)
+    head = sparse_average_head(N, SA_D, q, codebook=book, r_x=r_x, eps=eps, device=ctx.device)
+    g = head.guarantee
+    gaps, sets, diffs = set_gaps(head.omega, q, g.alpha * g.c**2)
+    worst = int(gaps.argmax())
+    xw, tw = worst_prompt(sets[worst], diffs[worst], SA_D, g.r_x)
+    pi = diffs[worst] + torch.zeros_like(diffs[worst]).scatter_(0, sets[worst], 1.0 / q)
+    task = QSTR(N=N, d=SA_D, link=Mean(q=q, d=SA_D), indices="distinct")
+    stream = "sparse-average-single-head/prompts" + ("" if code == RS else "/signed")
+    gen = ctx.generator(stream, q, device=ctx.device)
+    p = task.sample(ctx.pick(16, 512, 640), generator=gen, device=ctx.device, dtype=torch.float64)
+    sup, prompts = g.r_x * float(gaps[worst]), (clip_to_ball(p.x, g.r_x), p.t)
+    found = (len(sets), sup, pi, (xw, tw), 0.0, prompts, ctx.profile != "quick", eps)
+    case = SACase(code, q, head, head, *found, extreme_sets(head.omega, sets, g.alpha * g.c**2))
+    with torch.no_grad():
+        fast = float(case.errors(head.fast_predict, xw, tw).max())
+    return replace(case, fast_at_worst=fast)
