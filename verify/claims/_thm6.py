@@ -158,6 +158,27 @@ def edge(cfg: Config, i: int, ctx: Context, short: int = 0) -> Edge:
     return Edge(N, d, n, mc_bayes_risk_from_training(n, N, d, samples=1000, generator=g))
 
 
+# the configurations each profile runs (quick, full; gpu runs full's)
+THM6_CONFIGS = dict(
+    quick=(Config(2, 4, (8, 32)), Config(4, 8, (8, 32)), Config(8, 16, (16,), d=4)),
+    full=(
+        Config(2, 4, (8, 32, 128)),
+        Config(4, 8, (8, 32, 128)),
+        Config(4, 10, (8, 32, 128)),
+        Config(8, 16, (16, 64, 256)),
+        Config(4, 8, (32,), activation="relu", lr=0.2, backtrack=False),
+        # the grid N in {6, 8} x d in {4, 5} at n = N d / 2 (floor 1/2)
+        *(Config(N, N * d // 2, (16, 64), d=d) for N in (6, 8) for d in (4, 5)),
+    ),
+)
+
+
+def _edges(configs, ctx: Context, short: int = 0) -> Tuple[Edge, ...]:
+    """n = N d - ``short`` training inputs, once per (N, d): at short = 0 they span R^{N d}."""
+    Nd = [(c.N, c.d) for c in configs]
+    return tuple(edge(c, i, ctx, short) for i, c in enumerate(configs) if Nd.index(Nd[i]) == i)
+
+
 # ---------------------------------------------------------------- the pin's second code path
 PIN_DPS = 40
 

@@ -44,10 +44,11 @@ from qstr.verify.claims._thm6 import (
     D_TOKEN,
     PIN_DPS,
     Config,
+    THM6_CONFIGS,
     Edge,
     MinNormDraws,
     Trained,
-    edge,
+    _edges,
     floor_u_mp,
     gen,
     risk_floor_exact,
@@ -180,12 +181,6 @@ def _min_norm(cfg: Config, i: int, K: int, ctx: Context, chunk: int = 4096) -> M
     return MinNormDraws(N, n, R, counts, oracle, max(p[3] for p in parts), d)
 
 
-def _edges(configs, ctx: Context, short: int = 0) -> Tuple[Edge, ...]:
-    """n = N d - ``short`` training inputs, once per (N, d): at short = 0 they span R^{N d}."""
-    Nd = [(c.N, c.d) for c in configs]
-    return tuple(edge(c, i, ctx, short) for i, c in enumerate(configs) if Nd.index(Nd[i]) == i)
-
-
 @claim.scope_with
 def thm6_scope(inp: Thm6Inputs) -> str:
     """Every (N, d, n, widths) trained and estimated and the Monte Carlo sizes."""
@@ -206,18 +201,7 @@ def thm6_vacuity(inp: Thm6Inputs) -> Vacuity:
 @claim.inputs
 def thm6_inputs(ctx: Context) -> Thm6Inputs:
     """Trained FFNs, Monte Carlo Bayes risks, Lemma 11 risks, min-norm draws (theorem6.md 3, 5)."""
-    configs = ctx.pick(
-        quick=(Config(2, 4, (8, 32)), Config(4, 8, (8, 32)), Config(8, 16, (16,), d=4)),
-        full=(
-            Config(2, 4, (8, 32, 128)),
-            Config(4, 8, (8, 32, 128)),
-            Config(4, 10, (8, 32, 128)),
-            Config(8, 16, (16, 64, 256)),
-            Config(4, 8, (32,), activation="relu", lr=0.2, backtrack=False),
-            # the grid N in {6, 8} x d in {4, 5} at n = N d / 2 (floor 1/2)
-            *(Config(N, N * d // 2, (16, 64), d=d) for N in (6, 8) for d in (4, 5)),
-        ),
-    )
+    configs = ctx.pick(**THM6_CONFIGS)
     steps, test = ctx.pick(quick=1500, full=6000), ctx.pick(quick=4000, full=40000)
     trained = tuple(tr for i, cfg in enumerate(configs) for tr in train(cfg, i, ctx, steps, test))
     stopped = tuple(train_stopped(cfg, i, ctx, STOPPED_STEPS) for i, cfg in enumerate(configs))
