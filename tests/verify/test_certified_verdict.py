@@ -8,6 +8,7 @@ from flint import arb
 
 from qstr.verify.ball import CERTIFIED, NOT_CERTIFIED, VIOLATED, Certified, Enclosure
 from qstr.verify.certified.verdict import certified
+from qstr.verify import registry
 from qstr.verify.claim import Claim, Context, Ref
 from qstr.verify.cli import main
 from qstr.verify.runner import run_claim
@@ -83,16 +84,54 @@ def test_context_evidence_runs_only_those_checks_and_the_faults_that_break_only_
         Context(evidence="proved")
 
 
-def test_qstr_verify_certified_runs_the_certified_checks_of_a_claims_file(tmp_path):
+TOY_CLAIMS = """
+from flint import arb
+
+from qstr.verify.ball import CERTIFIED, NOT_CERTIFIED, Certified, Enclosure
+from qstr.verify.certified.verdict import certified
+from qstr.verify.claim import Claim, Ref, at_most
+from qstr.verify.registry import register
+
+claim = register(Claim("toy-certified-file", Ref("Toy"), "e^-1 <= 1/2", inputs=lambda ctx: 1.0))
+
+
+@claim.check("e^-x <= 1/2", evidence="certified")
+def ball(x):
+    m = Enclosure.of(arb(-x).exp())
+    ok = CERTIFIED if m.upper < 0.5 else NOT_CERTIFIED
+    return certified(Certified("e^-x <= 1/2", m, Enclosure(0.5, 0.5), ok, 1, 0.0))
+
+
+@claim.check("x >= 1/2, float", evidence="formula")
+def flt(x):
+    return at_most(0.5, x)
+
+
+claim.fault("x a tenth", breaks=("e^-x <= 1/2",), apply=lambda x: 0.1)
+claim.fault("x a quarter", breaks=("x >= 1/2, float",), apply=lambda x: 0.25)
+"""
+
+
+def test_qstr_verify_certified_runs_the_certified_checks_of_a_claims_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(registry, "REGISTRY", dict(registry.REGISTRY))
+    monkeypatch.setattr(registry, "_LOADED", dict(registry._LOADED))
     mod = tmp_path / "toy_certified_claims.py"
-    mod.write_text(
-        "from tests.verify.test_certified_verdict import _claim\n"
-        "from qstr.verify.registry import register\n"
-        "register(_claim('toy-certified-file'))\n"
-    )
+    mod.write_text(TOY_CLAIMS)
     out = tmp_path / "out.json"
     argv = ["verify", "--claims", str(mod), "--only-claims", "--certified", "--json", str(out)]
     assert main(argv) == 0
     (rec,) = json.loads(out.read_text())
     assert [c["name"] for c in rec["checks"]] == ["e^-x <= 1/2"]
     assert rec["checks"][0]["certified"] is True
+    assert [f["name"] for f in rec["faults"]] == ["x a tenth"]
+
+
+def test_only_claims_of_a_module_that_defines_none_is_one_line(tmp_path, monkeypatch, capsys):
+    """--only-claims with a module whose claims' inputs are defined elsewhere ran every claim of
+    the paper; now it is one line, exit status 2."""
+    monkeypatch.setattr(registry, "REGISTRY", dict(registry.REGISTRY))
+    monkeypatch.setattr(registry, "_LOADED", dict(registry._LOADED))
+    mod = tmp_path / "defines_none.py"
+    mod.write_text("X = 1\n")
+    assert main(["verify", "--claims", str(mod), "--only-claims"]) == 2
+    assert "define(s) no claim" in capsys.readouterr().err

@@ -89,7 +89,13 @@ def test_verify_json(tmp_path, capsys):
         assert {"qstr-toolkit", "python", "torch", "platform"} <= set(r["env"])
         assert r["holds"] is True and r["falsifier_caught"] is True
         assert r["profile"] == "quick" and r["device"] == "cpu"
-        assert r["checks"] and all(set(c) == check_keys and c["holds"] is True for c in r["checks"])
+        # a certified check adds its enclosures (docs/formats.md)
+        balls = {"enclosure", "bound_enclosure", "certified"}
+        assert r["checks"] and all(
+            set(c) == check_keys | (balls if c["evidence"] == "certified" else set())
+            and c["holds"] is True
+            for c in r["checks"]
+        )
         assert all(c["evidence"] in EVIDENCE for c in r["checks"]) and r["evidence"]
         assert all(
             set(f) == {"name", "breaks", "caught", "checks", "error", "refused"}

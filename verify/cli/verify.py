@@ -148,7 +148,13 @@ def _claims(args, profile: str):
 
     if not args.claims or args.only:
         raise ValueError("--only-claims runs the claims of --claims MODULE: give it, not --only")
-    return select(profile, [c.id for m in args.claims for c in defined_in(m)])
+    ids = [c.id for m in args.claims for c in defined_in(m)]
+    if not ids:  # select(profile, []) would be every claim, the paper's included
+        raise ValueError(
+            f"--only-claims: {' '.join(args.claims)} define(s) no claim (a claim belongs to the "
+            "module that defines its inputs function)"
+        )
+    return select(profile, ids)
 
 
 def _list(args, console: Console) -> int:
