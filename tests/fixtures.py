@@ -1,13 +1,11 @@
 """Scaffolding the test modules share (issue 56): seeded generators, rotated codes, float64
-vectors, labelled prompts, weight norms by hand, what a fresh interpreter loads and what an old
-path warns. The fixtures built from them (``book64``, ``transitions``) are in tests/conftest.py."""
+vectors, labelled prompts, weight norms by hand, and what an old path warns (what a fresh
+interpreter loads: tests/test_layers.py). The fixtures built from them (``book64``,
+``transitions``) are in tests/conftest.py."""
 
 from __future__ import annotations
 
-import ast
 import re
-import subprocess
-import sys
 from typing import Callable, Union
 
 import pytest
@@ -63,15 +61,6 @@ def norms_by_hand(net: TwoLayerNet) -> dict:
         "r_w": float(Wb.norm()) / m**0.5,
         "path": sum(abs(float(a[i])) * float(Wb[i].norm()) for i in range(m)),
     }
-
-
-def loaded_after(code: str, prefix: str = "qstr.bounds") -> list:
-    """The names of the modules under ``prefix`` that a fresh interpreter has loaded after running
-    ``code``."""
-    show = f"\nimport sys\nprint(sorted(m for m in sys.modules if m.startswith({prefix!r})))\n"
-    run = subprocess.run([sys.executable, "-c", code + show], capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr
-    return ast.literal_eval(run.stdout.strip())
 
 
 def via_old_path(get: Callable[[], object], new_home: str):

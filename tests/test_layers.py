@@ -24,7 +24,17 @@ GROUPS = (
         "import qstr.verify.registry",
     ),
     ("import qstr.verify.training",),
+    # constructions/ builds without bounds/; an old name of a moved bound loads its new home
+    (
+        "from qstr.constructions.relu import gate_gadget, product_gadget\n"
+        "product_gadget(1.0, 5), gate_gadget(1.0, 4)",
+        "import qstr.constructions.attention",
+        "from qstr.constructions.codes import padded_rs_hadamard_codebook\n"
+        "padded_rs_hadamard_codebook(16)",
+        "import qstr.constructions.codes as c\nc.build_codebook",
+    ),
 )
+BUILDS = GROUPS[2]
 _RUN = """
 import json, sys
 seen, added = set(sys.modules), {}
@@ -50,6 +60,20 @@ def _modules_after(stmt: str) -> set:
     """The project modules ``stmt`` loads in a fresh interpreter, beyond those its group's earlier
     statements loaded."""
     return _added_in(next(g for g in GROUPS if stmt in g))[stmt]
+
+
+@pytest.mark.parametrize("stmt", BUILDS[:-1])
+def test_constructions_build_without_loading_bounds(stmt):
+    """Importing constructions/ and building gadgets and codebooks loads no bounds/ module: the
+    bounds that used to live there moved (docs/architecture.md)."""
+    assert not any(m.startswith("bounds") for m in _modules_after(stmt)), stmt
+
+
+def test_an_old_name_of_a_moved_bound_loads_its_new_home():
+    """``qstr.constructions.codes.build_codebook`` (a name served from bounds/codebooks.py) loads
+    that module and its package, nothing else of bounds/."""
+    added = _modules_after(BUILDS[-1])
+    assert {m for m in added if m.startswith("bounds")} == {"bounds", "bounds.codebooks"}
 
 
 def test_registry_does_not_import_the_claims():

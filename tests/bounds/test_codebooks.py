@@ -27,7 +27,7 @@ from qstr.constructions.codes import (
     padded_rs_hadamard_codebook,
     rs_hadamard_codebook,
 )
-from tests.fixtures import loaded_after, seeded, via_old_path
+from tests.fixtures import seeded, via_old_path
 
 
 # --------------------------------------------------------------------------- the pair tail
@@ -226,14 +226,3 @@ def test_old_paths_import_with_a_warning_for_the_bounds_and_none_for_the_builder
         assert codes.experimental_codebook is experimental_codebook
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         codes.nothing  # noqa: B018 - the attribute access is the test
-
-
-def test_the_constructions_load_bounds_only_when_an_old_name_is_asked_for():
-    built = (
-        "from qstr.constructions.codes import coherent_rademacher, padded_rs_hadamard_codebook\n"
-    )
-    assert loaded_after(built + "padded_rs_hadamard_codebook(16)") == []
-    assert loaded_after(built + "import qstr.constructions.codes as c\nc.build_codebook") == [
-        "qstr.bounds",
-        "qstr.bounds.codebooks",
-    ]

@@ -6,7 +6,7 @@ import pytest
 from qstr.bounds.gadgets import gadget_error, gate_error, gate_leak, product_error
 from qstr.constructions import relu
 from qstr.constructions.relu import gate_bands, gate_gadget, identity_gadget, product_gadget
-from tests.fixtures import loaded_after, via_old_path
+from tests.fixtures import via_old_path
 
 
 def test_certificates_are_the_lemmas_closed_forms():
@@ -49,9 +49,3 @@ def test_old_paths_warn_and_give_the_same_numbers():
         assert via_old_path(get, home) == want, home
     with pytest.raises(AttributeError, match="no_such_name"):
         relu.no_such_name  # noqa: B018 - the attribute access is the test
-
-
-def test_old_module_loads_no_bounds_module():
-    """Importing constructions/relu.py and building a gadget loads nothing of ``qstr.bounds``."""
-    build = "from qstr.constructions.relu import gate_gadget, product_gadget\n"
-    assert loaded_after(build + "product_gadget(1.0, 5), gate_gadget(1.0, 4)") == []

@@ -12,7 +12,7 @@ from qstr.constructions import attention
 from qstr.constructions.attention import sparse_average_weights
 from qstr.constructions.codes import Codebook, rs_hadamard_codebook
 from qstr.constructions.links import make_link
-from tests.fixtures import loaded_after, via_old_path
+from tests.fixtures import via_old_path
 
 F64 = torch.float64
 
@@ -66,8 +66,3 @@ def test_old_paths_warn_and_give_the_same_functions():
         assert fn.__module__ == home, (name, fn.__module__)
     with pytest.raises(AttributeError, match="worst_target"):
         attention.worst_target  # noqa: B018 - the attribute access is the test
-
-
-def test_old_module_loads_no_bounds_module():
-    """Importing constructions/attention.py loads nothing of ``qstr.bounds``."""
-    assert loaded_after("import qstr.constructions.attention") == []
