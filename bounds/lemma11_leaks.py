@@ -1,5 +1,6 @@
-"""Lemma 11's head, target by target: the exact off-target softmax mass, and the target where
-it is largest (the same-target prompt's). Derivation: docs/derivations/lemma11.md."""
+"""Lemma 11's head, target by target: the off-target softmax mass itself (not a bound on it),
+and the target where it is largest (the same-target prompt's). Derivation:
+docs/derivations/lemma11.md."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ __all__ = ["target_leaks", "worst_target"]
 
 
 def target_leaks(construction: Construction, *, chunk: int = 1024) -> torch.Tensor:
-    """Exact off-target softmax mass of a Lemma 11 head, per target: (N,) tensor.
+    """The off-target softmax mass of a Lemma 11 head at each target, computed in the codes'
+    dtype from the closed form (not bounded): (N,) tensor.
 
     leak[t] = sum_{j != t} e^{A (G_tj - G_tt)} / (1 + sum_{j != t} e^{A (G_tj - G_tt)}),
     A = alpha c^2, G the Gram matrix of the codes. It does not depend on the tokens or the

@@ -40,16 +40,17 @@ def larger(a, b) -> arb:
     raise Undecided(f"max({a}, {b}) is not decided")
 
 
-def code_dim(params: Theorem4Params, N: int) -> int:
-    """d_e = ceil(8 ln(N^2 / delta)) decided in arb (Undecided if the ball holds an integer), or
-    params.d_e."""
+def code_dim(params, N: int) -> int:
+    """d_e = ceil(8 ln(N^2 / delta)) of Theorems 4 and 7's codebook, decided in arb (Undecided if
+    the ball holds an integer), or ``params.d_e`` (a ``Theorem4Params`` or ``Theorem7Params``)."""
     if params.d_e is not None:
         return params.d_e
-    v = 8 * log(arb(N) ** 2 / exact(params.delta))
-    k = math.ceil(float(v.mid()))
-    if not (arb(k - 1) < v and v <= arb(k)):
-        raise Undecided(f"ceil(8 ln(N^2/delta)) is not decided at N = {N}: {v}")
-    return k
+    with precision():
+        v = 8 * log(arb(N) ** 2 / exact(params.delta))
+        k = math.ceil(float(v.mid()))
+        if not (arb(k - 1) < v and v <= arb(k)):
+            raise Undecided(f"ceil(8 ln(N^2/delta)) is not decided at N = {N}: {v}")
+        return k
 
 
 def moment_factor(p: arb, lnN: arb) -> arb:

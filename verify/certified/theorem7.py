@@ -4,7 +4,6 @@ section 4 (the class of Prop 28, pieces 1-7), and the float64 bound's agreement 
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Callable, List, Sequence, Tuple
 
@@ -22,6 +21,7 @@ from qstr.verify.ball import (
     sqrt,
     verdict,
 )
+from qstr.verify.certified.theorem4 import code_dim  # the same codebook as Theorem 4
 
 
 def _at_least_one(v: arb) -> arb:
@@ -31,19 +31,6 @@ def _at_least_one(v: arb) -> arb:
     if v <= 1:
         return arb(1)
     return arb(1).union(v)
-
-
-def code_dim(params: Theorem7Params, N: int) -> int:
-    """d_e = ceil(8 ln(N^2 / delta)) decided in arb (ValueError if the ball holds an integer), or
-    params.d_e."""
-    if params.d_e is not None:
-        return params.d_e
-    with precision():
-        v = 8 * log(arb(N) ** 2 / exact(params.delta))
-        k = math.ceil(float(v.mid()))
-        if not (arb(k - 1) < v and v <= arb(k)):
-            raise ValueError(f"ceil(8 ln(N^2/delta)) is not decided at N = {N}: {v}")
-        return k
 
 
 def layers(n, N: int, P: Theorem7Params) -> Tuple[arb, list, list]:
