@@ -49,7 +49,10 @@ def _warm_codebook(kind: str) -> None:
 
 # hypothesis settings profiles after the qstr profiles: quick for every commit, full and gpu for
 # nightly runs (no deadline: a construction's first build compiles and allocates); no health
-# check is suppressed (the strategies' draws are fast)
+# check is suppressed (the strategies' draws are fast). Each is built on hypothesis's own
+# "default" profile, not on the one loaded when this module is imported: under a CI variable
+# hypothesis loads its "ci" profile (too_slow suppressed, derandomized), and a qstr profile is the
+# same on a laptop and in CI
 PROFILE_SETTINGS = {
     "qstr-quick": dict(max_examples=25, deadline=None),
     "qstr-full": dict(max_examples=200, deadline=None),
@@ -62,8 +65,9 @@ def register_profiles() -> None:
     ``settings.load_profile`` or ``pytest --hypothesis-profile qstr-full``). Importing this module
     registers them; ``pytest --qstr-profile P`` loads ``qstr-P`` unless --hypothesis-profile
     names one."""
+    base = settings.get_profile("default")
     for name, kw in PROFILE_SETTINGS.items():
-        settings.register_profile(name, **kw)
+        settings.register_profile(name, parent=base, **kw)
 
 
 def _sizes(**sizes) -> None:

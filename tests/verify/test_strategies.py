@@ -153,13 +153,24 @@ def test_the_strategies_pass_the_health_checks_under_the_default_profile(inner_p
     monkeypatch.setattr(
         strategies, "build_codebook", _slow_first_call(strategies.build_codebook, 1.2)
     )
-    out = inner_pytest("-q", "test_books.py")
+    out = inner_pytest("-q", "--hypothesis-profile=default", "test_books.py")  # CI loads "ci"
     assert out.returncode == 0 and "6 passed" in out.stdout, out.stdout + out.stderr
 
 
-def test_the_profiles_exist_after_a_plain_import(monkeypatch):
+@pytest.fixture(params=["default", "ci"])
+def loaded_profile(request):
+    """Hypothesis's profile loaded when qstr.verify.strategies is imported: "ci" is what
+    hypothesis loads under a CI environment variable (too_slow suppressed, derandomized)."""
+    before = settings._current_profile
+    settings.load_profile(request.param)
+    yield request.param
+    settings.load_profile(before)
+
+
+def test_the_profiles_exist_after_a_plain_import(monkeypatch, loaded_profile):
     """Importing qstr.verify.strategies registers the qstr-* hypothesis profiles (outside pytest
-    too): the module imported afresh, with no qstr-* profile registered before."""
+    too): the module imported afresh, with no qstr-* profile registered before, and each profile
+    the same whichever profile was loaded (a CI run's qstr-quick is a laptop's)."""
     monkeypatch.setattr(settings, "_profiles", dict(settings._profiles))
     for name in [n for n in settings._profiles if n.startswith("qstr-")]:
         del settings._profiles[name]
@@ -171,3 +182,4 @@ def test_the_profiles_exist_after_a_plain_import(monkeypatch):
         profile = settings.get_profile(name)
         assert profile.max_examples == kw["max_examples"] and profile.deadline is None
         assert not profile.suppress_health_check, name  # no health check is suppressed
+        assert not profile.derandomize and profile.database is not None, name
