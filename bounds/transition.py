@@ -1,7 +1,8 @@
 """Props 26-28: the RNN construction's parameters and guarantees (the transition's knots and
 threshold from eps, Prop 26; the states' radius, Cor 27; the prediction error, Prop 28), Lemma 12's
 token radius, and ``teacher_rnn`` (the RNN ``qstr construct rnn`` writes).
-docs/derivations/rnn-transition.md; the weights: qstr.constructions.recurrent.
+docs/derivations/rnn-transition.md; the weights: qstr.constructions.transition (Prop 26) and
+qstr.constructions.recurrent (Prop 28).
 """
 
 from __future__ import annotations
@@ -15,15 +16,8 @@ import torch
 from qstr.constructions import validate
 from qstr.constructions.codes import coherence, rs_hadamard_codebook
 from qstr.constructions.links import TwoLayerNet, make_link
-from qstr.constructions.recurrent import (
-    RNNConstruction,
-    Transition,
-    code_stats,
-    codes_of,
-    rnn_tokens,
-    rnn_weights,
-    transition_weights,
-)
+from qstr.constructions.recurrent import RNNConstruction, rnn_tokens, rnn_weights
+from qstr.constructions.transition import Transition, code_stats, codes_of, transition_weights
 from qstr.bounds.gadgets import gate_error, gate_leak, product_error
 from qstr.constructions.relu import gate_bands
 
@@ -120,7 +114,7 @@ def prop26_transition(
     ``eps``: the requested target accuracy; the knot counts are derived from it (half of eps
     for the gate, half for products and threshold; docs/derivations/rnn-transition.md) unless
     ``knots.product`` / ``knots.gate`` are given. The weights are
-    ``qstr.constructions.recurrent.transition_weights`` at those knots, gate bands and threshold.
+    ``qstr.constructions.transition.transition_weights`` at those knots, gate bands and threshold.
     The certified eps (<= requested) is ``transition.guarantee.eps``. ``r_x``: the token radius
     the guarantee covers. ``mu``: the coherence (default: the Codebook's exact mu, or measured);
     must be <= 1/2 (Assumption 3).

@@ -2,7 +2,7 @@
 Theorem 7's bound is computed over, built as weights (docs/derivations/rnn-lower-bounds.md,
 section 4, piece 1; the layer table is ``qstr.bounds.theorem7.prop28_layers``).
 
-Where Lemmas 22-25 interpolate each product omega_ij omega_{t_l}j (constructions/recurrent.py),
+Where Lemmas 22-25 interpolate each product omega_ij omega_{t_l}j (constructions/transition.py),
 this transition reads the inner product exactly: on the alphabet {+-1/sqrt(d_e)},
 |omega_ij + omega_{t_l}j| is 2/sqrt(d_e) where the signs agree and 0 where they differ, so
 s_l = (1/sqrt(d_e)) sum_j |omega_ij + omega_{t_l}j| - 1 = <omega_i, omega_{t_l}>.
@@ -28,7 +28,8 @@ from qstr.constructions.layout import token_layout
 from qstr.constructions.links import TwoLayerNet
 from qstr.constructions.mlp import MLPWeights
 from qstr.constructions.paper_models import DeepTransitionBiRNN
-from qstr.constructions.recurrent import codes_of, rnn_tokens
+from qstr.constructions.recurrent import rnn_tokens
+from qstr.constructions.transition import codes_of
 
 __all__ = ["exact_rnn", "exact_transition_layers", "exact_output_layers"]
 

@@ -4,9 +4,10 @@ None)`` per linear layer, ``W_L relu(... relu(W_1 u + b_1) ...)``), and as ``nn.
 / :meth:`MLPWeights.load_into` and :meth:`MLPWeights.from_sequential`. :func:`make_mlp` builds
 an untrained ``nn.Sequential`` of given widths (the paper's models, Appendix B.1).
 
-The Prop 26 transition and the Prop 28 output net (constructions/recurrent.py), the ReLU
-gadgets (constructions/relu.py), the interpolating RNNs (constructions/interpolation.py) and
-the two-layer nets (``TwoLayerNet.as_mlp``, constructions/links.py; the Lemma 42 nets) share it.
+The Prop 26 transition (constructions/transition.py), the Prop 28 output net
+(constructions/recurrent.py), the ReLU gadgets (constructions/relu.py), the interpolating RNNs
+(constructions/interpolation.py) and the two-layer nets (``TwoLayerNet.as_mlp``,
+constructions/links.py; the Lemma 42 nets) share it.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ class TransitionGadgets:
 
 
 def transition_gadgets(transition) -> TransitionGadgets:
-    """Lemmas 23 and 25's gadgets of a Prop 26 :class:`~qstr.constructions.recurrent.Transition`,
+    """Lemmas 23 and 25's gadgets of a Prop 26 :class:`~qstr.constructions.transition.Transition`,
     rebuilt by the same
     builders the lemma-22 and lemma-24 claims check, from its R, knots, bands and threshold."""
     bands = transition.bands

@@ -1,5 +1,5 @@
 """Prop 26 (Appendix B): the four-layer transition is exactly 0 off target and within eps of x_i
-on target, its error budget as derived. Construction: ``constructions/recurrent.py``;
+on target, its error budget as derived. Construction: ``constructions/transition.py``;
 docs/derivations/rnn-transition.md."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import torch
 
 from qstr.bounds.transition import prop26_transition, prop28_rnn
 from qstr.constructions.codes import build_codebook, rs_hadamard_codebook
-from qstr.constructions.recurrent import rnn_weights, transition_weights
+from qstr.constructions.recurrent import rnn_weights
+from qstr.constructions.transition import transition_weights
 from qstr.verify.certified import certified_target_error, certified_transition_zeros
 from qstr.verify.certified import faults
 from qstr.verify.certified.verdict import certified
