@@ -2,7 +2,8 @@
 what loading one says when a newer toolkit wrote it (docs/formats.md, "Versions in files").
 
 Here, not in ``verify/``, so that both the constructions' loaders and the command line's writers
-use it (constructions never import verify).
+use it (constructions never import verify); torch-free at import, so ``qstr --version`` reads the
+toolkit's version here without loading torch.
 """
 
 from __future__ import annotations
@@ -10,8 +11,6 @@ from __future__ import annotations
 import re
 import warnings
 from importlib.metadata import PackageNotFoundError, version
-
-import torch
 
 DISTRIBUTION = "qstr-toolkit"  # the [project] name in pyproject.toml
 KEY = "versions"  # the key of a file's dict that holds them
@@ -32,6 +31,8 @@ def toolkit_version() -> str:
 
 def versions() -> dict:
     """``{"qstr-toolkit": ..., "torch": ...}``: what every file the toolkit writes carries."""
+    import torch  # noqa: PLC0415 - the module stays torch-free for `qstr --version`
+
     return {
         DISTRIBUTION: toolkit_version(),
         "torch": str(torch.__version__),

@@ -18,6 +18,8 @@ import tempfile
 import threading
 from typing import BinaryIO, Callable
 
+from qstr.constructions import provenance
+
 STDOUT = "-"  # `--json -`: the records go to standard output
 # never written (/dev/stdout is whatever fd 1 is), except the shared-memory folder /dev/shm
 SYSTEM_FOLDERS = ("/dev/", "/proc/", "/sys/")
@@ -143,8 +145,6 @@ def save_torch(path: str, obj, *, flag: str = "--out") -> None:
     failed save (a full disk) is one line, and no partial or temporary file is left. A dict
     without ``"versions"`` is saved with them added (``provenance.versions()``)."""
     import torch  # noqa: PLC0415 - the CLI imports this module; its --help loads no torch
-
-    from qstr.constructions import provenance  # noqa: PLC0415 - it imports torch
 
     if isinstance(obj, dict) and provenance.KEY not in obj:
         obj = {**obj, provenance.KEY: provenance.versions()}

@@ -1,17 +1,9 @@
 """The installed toolkit's version (``qstr --version``, the ``env`` of ``--json`` records);
-torch-free."""
+torch-free. The one definition is ``qstr.constructions.provenance.toolkit_version``, which the
+files the toolkit writes carry too."""
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
+from qstr.constructions.provenance import DISTRIBUTION, toolkit_version
 
-DISTRIBUTION = "qstr-toolkit"  # the [project] name in pyproject.toml
-
-
-def toolkit_version() -> str:
-    """The version of the installed ``qstr-toolkit`` distribution, ``unknown`` when not
-    installed."""
-    try:
-        return version(DISTRIBUTION)
-    except PackageNotFoundError:  # running from a checkout that was never installed
-        return "unknown"
+__all__ = ["DISTRIBUTION", "toolkit_version"]
