@@ -31,13 +31,10 @@ from qstr.constructions.links import make_link
 from qstr.constructions.paper_models import MergedAttention
 from qstr.constructions.provenance import NewerFileWarning, toolkit_version
 from qstr.verify.cli import main
+from tests.fixtures import seeded
 
 F64 = torch.float64
 FAST = settings(max_examples=15, deadline=None)
-
-
-def gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
 
 
 def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -45,10 +42,10 @@ def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def lemma11_case(q: int, N: int = 32, d: int = 3, seed: int = 0):
-    net = make_link("teacher", q, d, generator=gen(seed)).two_layer_net()
+    net = make_link("teacher", q, d, generator=seeded(seed)).two_layer_net()
     con = lemma11(N, d, q, net, eps=0.05, r_x=2.0)
-    x = torch.randn(2, N, d, dtype=F64, generator=gen(seed + 1))
-    t = torch.randint(N, (2, N, q), generator=gen(seed + 2))
+    x = torch.randn(2, N, d, dtype=F64, generator=seeded(seed + 1))
+    t = torch.randint(N, (2, N, q), generator=seeded(seed + 2))
     return con, x, t
 
 
@@ -56,8 +53,8 @@ def sparse_case(q: int = 3, N: int = 64, d: int = 3):
     con = sparse_average_head(
         N, d, q, codebook=rs_hadamard_codebook(N, mu=0.15, dtype=F64), r_x=2.0
     )
-    x = torch.randn(2, N, d, dtype=F64, generator=gen(5))
-    t = torch.stack([torch.randperm(N, generator=gen(k))[:q] for k in range(2 * N)]).reshape(
+    x = torch.randn(2, N, d, dtype=F64, generator=seeded(5))
+    t = torch.stack([torch.randperm(N, generator=seeded(k))[:q] for k in range(2 * N)]).reshape(
         2, N, q
     )
     return con, x, t
@@ -108,11 +105,11 @@ def test_to_multihead_vector_output_sparse_head():
     seed=st.integers(0, 10**6),
 )
 def test_round_trip_merged_mha_merged(H, D, m, out_dim, seed):
-    model = MergedAttention(D, H, m, out_dim=out_dim, generator=gen(seed), dtype=F64)
+    model = MergedAttention(D, H, m, out_dim=out_dim, generator=seeded(seed), dtype=F64)
     with torch.no_grad():
         model.W_QK.mul_(30.0)  # sharp attention, not just the small init
-        model.b.normal_(generator=gen(seed + 1))
-    Z = torch.randn(2, 7, D, dtype=F64, generator=gen(seed + 2))
+        model.b.normal_(generator=seeded(seed + 1))
+    Z = torch.randn(2, 7, D, dtype=F64, generator=seeded(seed + 2))
     back = from_multihead(to_multihead(model))
     assert back.m == m and back.H == H and back.out_dim == out_dim
     assert torch.allclose(back.W_QK, model.W_QK, rtol=1e-13, atol=1e-13)
@@ -128,12 +125,12 @@ def test_round_trip_merged_mha_merged(H, D, m, out_dim, seed):
 @pytest.mark.parametrize("q, out_dim", [(1, 1), (3, 1), (2, 4)])
 def test_from_multihead_of_trained_like_weights_folds_readout_bias(q, out_dim):
     D = 5
-    mt = PracticalTransformer(D, q, width=6, out_dim=out_dim, generator=gen(q), dtype=F64)
+    mt = PracticalTransformer(D, q, width=6, out_dim=out_dim, generator=seeded(q), dtype=F64)
     with torch.no_grad():
         for P in logical_parameters(mt).values():
-            P.normal_(generator=gen(7 + P.numel()))
+            P.normal_(generator=seeded(7 + P.numel()))
         mt.readout.bias.fill_(0.3)
-    Z = torch.randn(3, 9, D, dtype=F64, generator=gen(0))
+    Z = torch.randn(3, 9, D, dtype=F64, generator=seeded(0))
     model = from_multihead(mt)
     assert model.m == 7  # one extra unit carries the bias
     with torch.no_grad():
@@ -154,7 +151,8 @@ def test_from_multihead_of_trained_like_weights_folds_readout_bias(q, out_dim):
     with (
         torch.no_grad()
     ):  # an out_proj bias (none by default) folds into the hidden bias, before the ReLU
-        mt.mha.out_proj.bias = torch.nn.Parameter(torch.randn(D * q, dtype=F64, generator=gen(5)))
+        bias = torch.randn(D * q, dtype=F64, generator=seeded(5))
+        mt.mha.out_proj.bias = torch.nn.Parameter(bias)
         assert rel_err(from_multihead(mt)(Z), mt(Z)) <= 1e-9
 
 
@@ -169,9 +167,9 @@ def test_init_from_construction_noise():
         exact = init_from_construction(con)
         assert rel_err(exact(Z), y) <= 1e-9
         base = logical_parameters(exact)
-        noisy = init_from_construction(con, noise=0.1, generator=gen(3))
-        again = init_from_construction(con.model, noise=0.1, generator=gen(3))
-        other = init_from_construction(con, noise=0.1, generator=gen(4))
+        noisy = init_from_construction(con, noise=0.1, generator=seeded(3))
+        again = init_from_construction(con.model, noise=0.1, generator=seeded(3))
+        other = init_from_construction(con, noise=0.1, generator=seeded(4))
         for name, P in logical_parameters(noisy).items():
             P0 = base[name]
             assert torch.equal(P, logical_parameters(again)[name])  # reproducible
@@ -289,7 +287,7 @@ def test_load_state_validation():
 
 @pytest.mark.gpu
 def test_to_multihead_on_cuda():
-    net = make_link("teacher", 2, 3, generator=gen(0)).two_layer_net()
+    net = make_link("teacher", 2, 3, generator=seeded(0)).two_layer_net()
     con = lemma11(64, 3, 2, net, eps=0.05, r_x=2.0, device="cuda")
     mt = to_multihead(con.model)
     assert mt.hidden.weight.device.type == "cuda"
@@ -388,10 +386,10 @@ def test_export_options_as_documented_on_a_reloaded_construction(tmp_path):
 def test_init_noise_moves_each_large_tensor_by_its_share():
     """init_from_construction(noise=0.1) on the export-roundtrip claim's Lemma 11 construction
     (N = 128, d = 3, q = 3): each tensor of >= 100 entries moves by 0.1 ||P||_F within 20%."""
-    net = make_link("teacher", 3, 3, generator=gen(50)).two_layer_net()
+    net = make_link("teacher", 3, 3, generator=seeded(50)).two_layer_net()
     con = lemma11(128, 3, 3, net, eps=0.05, r_x=3.0)
     exact = logical_parameters(init_from_construction(con, noise=0.0))
-    noisy = logical_parameters(init_from_construction(con, noise=0.1, generator=gen(53)))
+    noisy = logical_parameters(init_from_construction(con, noise=0.1, generator=seeded(53)))
     with torch.no_grad():
         rel = {
             k: float((noisy[k] - P).norm() / P.norm())
