@@ -16,9 +16,15 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 import mpmath as mp
 import torch
 
-from qstr.bounds.attention import lemma12_radius, sparse_average_alpha, sparse_average_error_bound
-from qstr.bounds.attention import sparse_average_head, sparse_average_leak, sparse_average_within
-from qstr.bounds.sparse_averaging import separation_limit
+from qstr.bounds.attention import lemma12_radius
+from qstr.bounds.sparse_averaging import (
+    separation_limit,
+    sparse_average_alpha,
+    sparse_average_error_bound,
+    sparse_average_head,
+    sparse_average_leak,
+    sparse_average_within,
+)
 from qstr.constructions.codes import Codebook
 from qstr.constructions.links import Mean
 from qstr.constructions.task import QSTR, gather_tokens

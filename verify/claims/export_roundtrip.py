@@ -9,7 +9,8 @@ from typing import Callable, Tuple
 
 import torch
 
-from qstr.bounds.attention import lemma11, sparse_average_head
+from qstr.bounds.attention import lemma11
+from qstr.bounds.sparse_averaging import sparse_average_head
 from qstr.constructions.codes import rs_hadamard_codebook
 from qstr.constructions.experiment_models import PracticalTransformer
 from qstr.constructions.export import (

@@ -10,7 +10,8 @@ from dataclasses import replace
 import mpmath as mp
 import torch
 
-from qstr.bounds.attention import (
+from qstr.bounds.sparse_averaging import (
+    separation_limit,
     sparse_average_alpha,
     sparse_average_error_bound,
     sparse_average_guarantee,
@@ -18,7 +19,6 @@ from qstr.bounds.attention import (
     sparse_average_leak,
     sparse_average_within,
 )
-from qstr.bounds.sparse_averaging import separation_limit
 from qstr.constructions.attention import place_block
 from qstr.constructions.codes import rs_hadamard_codebook
 from qstr.verify.claim import (

@@ -10,7 +10,7 @@ import mpmath as mp
 import pytest
 import torch
 
-import qstr.bounds.attention as ba
+import qstr.bounds.sparse_averaging as bsa
 from qstr.verify.claim import Context
 from qstr.verify.claims import sparse_average as sa
 from qstr.verify.claims._attention import sa_bound_mp
@@ -54,7 +54,7 @@ def test_sparse_average_a_bound_without_the_within_term_is_caught(declared):
     d = declared(CID)
 
     def no_within(*, N, q, mu, c, alpha, r_x):
-        return 2 * r_x * ba.sparse_average_leak(N=N, q=q, mu=mu, A=alpha * c**2)
+        return 2 * r_x * bsa.sparse_average_leak(N=N, q=q, mu=mu, A=alpha * c**2)
 
     broken = dataclasses.replace(d.inputs, error_bound=no_within)
     assert not d.verdict("exact sup <= bound", broken).holds
@@ -158,25 +158,25 @@ def test_sparse_average_the_counterexample_to_the_halved_rho():
     omega = factored_codebook(signed_gram(SIGNED_N, SIGNED_MU)).omega
     sup, leak, within = worst_set_parts(omega, 3, 10.0)
     kw = dict(N=SIGNED_N, q=3, mu=SIGNED_MU, c=1.0, alpha=10.0, r_x=1.0)
-    assert sup <= ba.sparse_average_error_bound(**kw) < sup * 1.02
+    assert sup <= bsa.sparse_average_error_bound(**kw) < sup * 1.02
     assert rho_halved(**kw) < 0.7 * sup
     assert float(set_gaps(omega, 3, 10.0)[0].max()) == sup and within > 2 * leak
 
 
 def test_sparse_average_the_halved_rho_in_the_bounds_fails_the_built_head(monkeypatch):
-    """The planted mistake of issue 54: bounds/attention.py's rho exponent halved. The signed q = 3
-    head is then built at the halved bound's minimiser; its built error and its exact sup exceed
-    the bound its guarantee records."""
+    """The planted mistake of issue 54: bounds/sparse_averaging.py's rho exponent halved. The signed
+    q = 3 head is then built at the halved bound's minimiser; its built error and its exact sup
+    exceed the bound its guarantee records."""
 
     def halved(N, q, mu, A):
-        L, rho = ba._sparse_leak(N, q, mu, A), math.exp(min(A * max(q - 2, 0) * mu, 700.0))
-        return 2 * L + ba.sparse_average_within(q=q, leak=L, rho=rho)
+        L, rho = bsa._sparse_leak(N, q, mu, A), math.exp(min(A * max(q - 2, 0) * mu, 700.0))
+        return 2 * L + bsa.sparse_average_within(q=q, leak=L, rho=rho)
 
     book = factored_codebook(signed_gram(SIGNED_N, SIGNED_MU))
     ctx = Context(profile="quick")
     honest = sa.SparseAverageInputs((sa._sa_case(ctx, sa.SIGNED, 3, None, book),))
-    monkeypatch.setattr(ba, "_sparse_bound_A", halved)
+    monkeypatch.setattr(bsa, "_sparse_bound_A", halved)
     case = sa._sa_case(ctx, sa.SIGNED, 3, None, book)
-    slipped = sa.SparseAverageInputs((case,), error_bound=ba.sparse_average_error_bound)
+    slipped = sa.SparseAverageInputs((case,), error_bound=bsa.sparse_average_error_bound)
     for check in (sa.sparse_average_exact_within_bound, sa.sparse_average_built_within_guarantee):
         assert check(honest).holds and not check(slipped).holds
