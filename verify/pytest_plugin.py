@@ -7,7 +7,8 @@ rounding term, relation and evidence with `record_property`. Items are marked `q
 when they run on CUDA) and with the claim's own marks (``Claim(marks=...)``, registered as
 markers). The claim's inputs are built once, by its first item. Paths narrow as for any test: with
 no path given every claim is collected, else the claims in files under the paths given (node ids
-included), and the paper's with --qstr-paper. ``--qstr-profile P`` loads the
+included), and the paper's with --qstr-paper; ``--qstr-certified`` keeps only the certified checks
+and the faults that break only them (``qstr verify --certified``). ``--qstr-profile P`` loads the
 hypothesis profile ``qstr-P`` unless ``--hypothesis-profile`` names one. Loaded through the
 `pytest11` entry point; nothing is imported until --qstr (or a qstr-* hypothesis profile).
 """
@@ -56,6 +57,12 @@ def pytest_addoption(parser):
         "--qstr-seed", type=int, default=0, help="seed of every random draw (default 0)"
     )
     group.addoption(
+        "--qstr-certified",
+        action="store_true",
+        help="with --qstr, only the certified checks (ball arithmetic) and the faults that break "
+        "only them, of the claims that have one: what `qstr verify --certified` runs",
+    )
+    group.addoption(
         "--qstr-claims",
         action="append",
         default=[],
@@ -101,10 +108,10 @@ class ClaimNode(pytest.Collector):
 
     def collect(self):
         # node ids given as strings, so that they parse as pytest parses a rerun's "check[NAME]"
-        for c in self.claim.checks_in(self.ctx.profile):
+        for c in self.claim.checks_in(self.ctx.profile, self.ctx.evidence):
             name = f"check[{c.name}]"
             yield CheckItem.from_parent(self, name=name, nodeid=f"{self.nodeid}::{name}", check=c)
-        for f in self.claim.faults_in(self.ctx.profile):
+        for f in self.claim.faults_in(self.ctx.profile, self.ctx.evidence):
             name = f"fault[{f.name}]"
             yield FaultItem.from_parent(self, name=name, nodeid=f"{self.nodeid}::{name}", fault=f)
 
@@ -303,7 +310,10 @@ def _context(config):
         raise ValueError(f"--qstr-device {device}: CUDA is not available on this machine")
     if device != "cpu" and not device.startswith("cuda"):
         raise ValueError(f"--qstr-device must be cpu, cuda or cuda:N, got {device!r}")
-    return Context(profile=profile, device=device, seed=config.getoption("qstr_seed"))
+    evidence = "certified" if config.getoption("qstr_certified") else None
+    return Context(
+        profile=profile, device=device, seed=config.getoption("qstr_seed"), evidence=evidence
+    )
 
 
 class _State:
@@ -336,6 +346,8 @@ def _state(config) -> _State:
             raise pytest.UsageError(_as_plugin_option(str(exc))) from None
         files, modules = {}, {}
         for claim in paper.select(ctx.profile):
+            if not claim.checks_in(ctx.profile, ctx.evidence):
+                continue  # --qstr-certified: a claim with no certified check
             path = _path(claim, config.rootpath)
             files.setdefault(path, []).append(claim)
             modules.setdefault(path, getattr(claim.inputs_function, "__module__", "") or "")
@@ -445,6 +457,8 @@ def pytest_configure(config):
         raise pytest.UsageError(
             "--qstr-claims needs --qstr (its claims are registered and collected only with --qstr)"
         )
+    if config.getoption("qstr_certified") and not config.getoption("qstr"):
+        raise pytest.UsageError("--qstr-certified needs --qstr (it narrows the claims collected)")
     _hypothesis_profile(config)
     if config.getoption("qstr") and config.getoption("markers"):
         _state(config)  # `pytest --qstr --markers` lists the claims' marks too
@@ -471,7 +485,11 @@ def pytest_report_header(config):
         return None
     st = _state(config)
     n = sum(len(v) for v in st.files.values())
-    return f"qstr: profile {st.ctx.profile}, device {st.ctx.device}, seed {st.ctx.seed}, {n} claims"
+    only = ", certified checks only" if st.ctx.evidence else ""
+    return (
+        f"qstr: profile {st.ctx.profile}, device {st.ctx.device}, seed {st.ctx.seed}, {n} claims"
+        + only
+    )
 
 
 @pytest.hookimpl(tryfirst=True)

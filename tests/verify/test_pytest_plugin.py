@@ -396,3 +396,33 @@ def test_a_claims_marks_mark_its_items_and_pass_strict_markers(tmp_path, inner_p
     assert unknown.returncode != 0 and "'theirs' not found in `markers`" in unknown.stdout, (
         unknown.stdout
     )
+
+
+def test_qstr_certified_collects_the_certified_checks_and_their_faults(tmp_path, inner_pytest):
+    """--qstr-certified narrows as `qstr verify --certified` does: only checks resting on
+    `certified` (the paper's, quick) and the faults that break only them, of the claims that
+    have one (the user's claims, which have none, drop out); a certified claim's items run and
+    pass; without --qstr it is a one-line usage error."""
+    out = _pytest(inner_pytest, "--co", "-q", "--qstr-certified")
+    items = _collected(out)
+    checks = [n for n in items if "::check[" in n]
+    assert out.returncode == 0 and len(checks) >= 8, out.stdout
+    assert all(n.endswith("(certified)]") for n in checks), checks
+    zeros = "qstr/verify/claims/prop_26.py::prop-26::check[exactly 0 off target (certified)]"
+    assert zeros in items
+    assert "qstr/verify/claims/lemma_11.py::lemma-11::check[error <= bound]" not in items
+    assert not any("user-" in n for n in items), items
+    claims = {n.split("::")[1] for n in items}
+    assert {n.split("::")[1] for n in checks} == claims  # every claim collected has one
+    faults = "\n".join(n for n in items if "::fault[" in n)
+    assert "lemma-11::fault[head 0's W_QK target block halved, the guarantee kept]" in faults
+    assert "fault[scores halved]" not in faults  # it breaks float64 checks
+    header = _pytest(inner_pytest, "--co", "--qstr-certified", "-k", "lemma-40")
+    assert f"{len(claims)} claims, certified checks only" in header.stdout, header.stdout
+    run = _pytest(inner_pytest, "-q", "--qstr-certified", "-k", "lemma-40")
+    assert run.returncode == 0 and "2 passed" in run.stdout, run.stdout
+    alone = inner_pytest("--qstr-certified", "-q")
+    err = [line for line in alone.stderr.splitlines() if line.strip()]
+    assert alone.returncode == 4 and err == [
+        "ERROR: --qstr-certified needs --qstr (it narrows the claims collected)"
+    ], alone.stdout + alone.stderr
