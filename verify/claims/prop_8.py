@@ -18,7 +18,7 @@ from qstr.bounds.prop8 import (
 )
 from qstr.bounds.theorem9 import generalising_log_norm2
 from qstr.constructions.encoding import rnn_encoding
-from qstr.constructions.interpolation import slot_memory_rnn
+from qstr.constructions.slot_memory import slot_memory_rnn
 from qstr.verify.claim import (
     Claim,
     Context,
