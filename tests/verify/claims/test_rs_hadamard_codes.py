@@ -2,7 +2,7 @@
 
 import pytest
 
-from qstr.constructions import codes
+from qstr.constructions import rs_hadamard
 from qstr.constructions.codes import build_codebook, gf_mul_table, rs_hadamard_codebook
 
 CID = "rs-hadamard-codes"
@@ -43,7 +43,7 @@ def test_the_builder_refuses_a_slipped_parameter_rule(monkeypatch):
     within mu = 1/2."""
     assert rs_hadamard_codebook(65).mu <= 0.5
     assert build_codebook(65, kind="rs-hadamard").mu <= 0.5
-    monkeypatch.setattr(codes, "_rs_parameters", _rule_k_minus_2)
+    monkeypatch.setattr(rs_hadamard, "_rs_parameters", _rule_k_minus_2)
     for build in (rs_hadamard_codebook, lambda N: build_codebook(N, kind="rs-hadamard")):
         with pytest.raises(ValueError, match=r"\(k - 1\)/n .* = 0.75 above mu"):
             build(65)
