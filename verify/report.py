@@ -47,11 +47,11 @@ def table(results: Sequence[Result], title: str) -> Table:
     extra = [name for name, value in (("device", device), ("dtype", dtype)) if value is None]
     for col, kw in (
         ("id", dict(style="bold", max_width=ID_WIDTH, overflow="fold")),  # full id: the JSON
-        ("reference (seed / conf.)", dict()),
+        ("reference (seed / conf.)", dict(max_width=14)),
         ("statement", dict(ratio=3)),
-        ("rests on", dict()),
+        ("rests on", dict(max_width=14)),
         ("measured", dict(min_width=8)),
-        ("bound", dict(min_width=8)),
+        ("bound", dict(min_width=8, max_width=16)),
         ("m/b", dict(justify="right")),
         *((name, dict()) for name in extra),
         ("holds", dict(justify="center", min_width=5)),
@@ -65,7 +65,7 @@ def table(results: Sequence[Result], title: str) -> Table:
             r.id,
             ref,
             r.statement + (f"\n[dim]checked at: {escape(r.scope)}[/dim]" if r.scope else ""),
-            r.evidence,
+            r.evidence.replace(", ", "\n"),  # one kind of evidence a line
             fmt(r.measured),
             fmt(r.bound),
             ratio_range(r.checks),

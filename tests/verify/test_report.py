@@ -44,7 +44,23 @@ def test_table_says_what_each_claim_rests_on():
     r.evidence = "built 2, formula 1"
     t = table([r], "qstr verify")
     col = [c for c in t.columns if c.header == "rests on"][0]
-    assert list(col.cells) == ["built 2, formula 1"]
+    assert list(col.cells) == ["built 2\nformula 1"]  # one kind of evidence a line
+
+
+def test_the_statement_gets_the_width_at_the_commands_160_columns():
+    """At the 160 columns `qstr verify` prints to a file or pipe, a long statement reads in lines
+    of at least 30 characters: the reference, evidence and bound columns wrap first (the
+    statement had 22 to 27 characters a line, an 11-word sentence over 8 lines)."""
+    r = _result("lemma-22", "cpu", "float64")
+    r.ref_seed, r.ref_conference = "Thm 7", "Thm 5"
+    r.statement = "product gadget (x+y)^2/4 - (x-y)^2/4 by knot interpolation: " * 4
+    r.evidence, r.bound = "built 12, exact 1, formula 4, certified 1", "<= 0.00390625 + 2.2e-13"
+    console = Console(width=160, record=True, file=open("/dev/null", "w"))
+    console.print(table([r], "qstr verify"))
+    rows = [line.split("│") for line in console.export_text().splitlines() if "│" in line]
+    statement = [cells[3].strip() for cells in rows if len(cells) > 3]
+    assert max(len(text) for text in statement) >= 30, statement
+    assert len(statement) <= 9, statement  # 240 characters in lines of 30 or more
 
 
 def test_a_fault_whose_check_crashed_says_why():
