@@ -24,6 +24,9 @@ KINDS = ("rademacher", "rs-hadamard", "experimental", "custom")
 BUILDABLE_KINDS = ("rs-hadamard", "rademacher", "experimental")
 
 
+# --------------------------------------------------------------------------- the record
+
+
 @dataclass(frozen=True, eq=False)
 class Codebook:
     """Rows of ``omega`` (N, d_e) are the positional codes omega_1..omega_N of Assumption 3.
@@ -129,6 +132,9 @@ class Codebook:
         return book
 
 
+# --------------------------------------------------------------------------- its file
+
+
 class CodebookFileError(ValueError):
     """A file :meth:`Codebook.load` cannot read as a codebook (one line naming the file)."""
 
@@ -207,6 +213,9 @@ def _what_file(path: str, exc: Exception) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+# --------------------------------------------------------------------------- Assumption 3's check
+
+
 def require_coherence(codebook, mu_max: float = 0.5, *, name: str = "omega") -> float:
     """Return mu, or refuse with ``ValueError`` when a bound needs mu <= ``mu_max``
     (Assumption 3)."""
@@ -218,6 +227,9 @@ def require_coherence(codebook, mu_max: float = 0.5, *, name: str = "omega") -> 
             f"(Assumption 3); build it with kind='rs-hadamard' or a larger d_e"
         )
     return mu
+
+
+# --------------------------------------------------------------------------- every kind's builder
 
 
 def _fits(N: int, d_e: int, device, dtype) -> None:
