@@ -15,7 +15,6 @@ import torch
 
 from qstr.constructions import provenance
 from qstr.constructions.coherence import UNIT_NORM_TOL, _matrix, coherence
-from qstr.constructions.public_path import report_public_path
 from qstr.constructions.validate import device_of, fits_in_memory, float_dtype, positive_float
 
 __all__ = ["KINDS", "BUILDABLE_KINDS", "Codebook", "CodebookFileError", "require_coherence"]
@@ -241,8 +240,3 @@ def _fits(N: int, d_e: int, device, dtype) -> None:
         nbytes,
         device,
     )
-
-
-# Users import these from qstr.constructions.codes, their path before issue 56 split that module by
-# content and still a public one: the path they report (public_path.py).
-report_public_path("qstr.constructions.codes", Codebook, CodebookFileError, require_coherence)

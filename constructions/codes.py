@@ -2,8 +2,8 @@
 d_e = floor(5 ln N), rs-hadamard) with their exact coherence mu, carried into the bounds.
 Derivation: docs/derivations/codebooks.md.
 
-This module builds the Rademacher codes (and the experiments' d_e = floor(5 ln N)) and is the
-public path of every codebook name; the content lives by kind (issue 56):
+This module builds the Rademacher codes (and the experiments' d_e = floor(5 ln N)) and re-exports
+every codebook name (the path users have imported them from); the content lives by kind (issue 56):
 
 * ``codebook.py``     the Codebook record, its file (save / load), require_coherence, the kinds;
 * ``coherence.py``    the exact chunked coherence (coherence, coherence_report);

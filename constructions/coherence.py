@@ -10,7 +10,6 @@ from fractions import Fraction
 
 import torch
 
-from qstr.constructions.public_path import report_public_path
 from qstr.constructions.validate import finite_tensor, positive_float, positive_int
 
 __all__ = ["UNIT_NORM_TOL", "CoherenceReport", "coherence", "coherence_report"]
@@ -130,8 +129,3 @@ def _scan(name, omega, chunk_rows, threshold):
             count += int((block > cut).sum())
     mu = best if unit is None else float(Fraction(int(best)) * unit)
     return mu, pair, count
-
-
-# Users import these from qstr.constructions.codes, their path before issue 56 split that module by
-# content and still a public one: the path they report (public_path.py).
-report_public_path("qstr.constructions.codes", CoherenceReport, coherence, coherence_report)

@@ -14,7 +14,6 @@ import torch
 
 from qstr.constructions.codebook import Codebook, _fits
 from qstr.constructions.coherence import coherence
-from qstr.constructions.public_path import report_public_path
 from qstr.constructions.validate import device_of, float_dtype, positive_int, probability
 
 __all__ = [
@@ -253,16 +252,3 @@ def padded_rs_hadamard_codebook(
     m, n, k = _rs_parameters(N, mu_max, m_min=m_fit)
     _rs_refuse_above(N, mu_max, Fraction(k - 1, n), f"its guarantee (k - 1)/n (k = {k})")
     return _rs_hadamard(N, m, k, d_e, device, dtype)
-
-
-# Users import these from qstr.constructions.codes, their path before issue 56 split that module by
-# content and still a public one: the path they report (public_path.py).
-report_public_path(
-    "qstr.constructions.codes",
-    gf_mul_table,
-    rs_hadamard_dim,
-    rs_hadamard_coherence,
-    rs_hadamard_codebook,
-    star_codebook,
-    padded_rs_hadamard_codebook,
-)

@@ -346,9 +346,9 @@ def test_the_registry_and_the_runner_never_reach_the_claims(name):
 # a construction calls it (constructions never imports bounds, so it cannot move up), or it
 # computes what the built weights or codes are, not what a theorem promises (issue 56).
 DECLARED_BOUNDS_IN_CONSTRUCTIONS = {
-    "qstr.constructions.codes.coherence": "the exact coherence of the codes built",
-    "qstr.constructions.codes.coherence_report": "the exact coherence of the codes built",
-    "qstr.constructions.codes.rs_hadamard_coherence": "the exact coherence of the codes built",
+    "qstr.constructions.coherence.coherence": "the exact coherence of the codes built",
+    "qstr.constructions.coherence.coherence_report": "the exact coherence of the codes built",
+    "qstr.constructions.rs_hadamard.rs_hadamard_coherence": "the exact coherence of the codes",
 }
 
 

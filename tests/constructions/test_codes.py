@@ -1,10 +1,11 @@
 """Positional codebooks (Assumption 3) at constructions/codes.py: the Rademacher and experimental
-codes, and the module as the public path of every codebook name (issue 56 split its content into
+codes, and the module as the old path of every codebook name (issue 56 split its content into
 codebook.py, coherence.py and rs_hadamard.py: tests/constructions/test_codebook.py,
 test_coherence.py, test_rs_hadamard.py)."""
 
 from __future__ import annotations
 
+import inspect
 import math
 import subprocess
 import sys
@@ -79,17 +80,17 @@ def test_every_codebook_name_imports_from_codes_as_the_object_of_its_home():
     assert own == {"rademacher", "coherent_rademacher", "experimental_dim", "experimental_codes"}
 
 
-def test_moved_functions_and_classes_report_codes_as_their_module():
-    """A moved function or class reports qstr.constructions.codes, the path users import it from
-    (the claims' index, reprs and pickles name it); its code is in its home module."""
+def test_moved_functions_and_classes_report_their_home_and_show_their_source():
+    """A moved function or class reports the module that defines it, so introspection finds its
+    source (``inspect.getsource`` of a class looks in the file of its ``__module__``); the old
+    path still serves the same object."""
     for home in HOMES:
         for name in home.__all__:
             obj = getattr(home, name)
-            if callable(obj):
-                assert obj.__module__ == "qstr.constructions.codes", (home.__name__, name)
-    assert codes.Codebook.from_tensor.__module__ == "qstr.constructions.codes"  # the index names it
-    assert rs_hadamard.star_codebook.__code__.co_filename.endswith("rs_hadamard.py")
-    assert coherence_module.coherence.__code__.co_filename.endswith("coherence.py")
+            if inspect.isclass(obj) or inspect.isfunction(obj):
+                assert obj.__module__ == home.__name__, (home.__name__, name)
+                assert f"{name}" in inspect.getsource(obj), (home.__name__, name)
+    assert codes.Codebook.from_tensor.__module__ == "qstr.constructions.codebook"
 
 
 @pytest.mark.parametrize("module", ["coherence", "codebook", "rs_hadamard", "codes"])
