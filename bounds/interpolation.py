@@ -26,9 +26,9 @@ from qstr.constructions.interpolation import (
     memorising_rnn,
     parameter_norm2,
     separating_direction,
-    slot_memory_rnn,
 )
 from qstr.constructions.paper_models import DeepTransitionBiRNN
+from qstr.constructions.slot_memory import slot_memory_rnn
 
 __all__ = [
     "C38_A",
@@ -274,7 +274,7 @@ def slot_memory(
     mu: Optional[float] = None,
 ) -> tuple[DeepTransitionBiRNN, SlotMemoryGuarantee]:
     """The exact generalising RNN for general 1STR of
-    :func:`~qstr.constructions.interpolation.slot_memory_rnn` with Prop 8's quantities attached
+    :func:`~qstr.constructions.slot_memory.slot_memory_rnn` with Prop 8's quantities attached
     (docs/derivations/interpolation.md, docs/derivations/rnn-lower-bounds.md).
 
     omega: (N, d_e) float64 unit codes (coherence mu < 1; ``mu`` defaults to the measured

@@ -455,7 +455,8 @@ def sparse_average_weights(
     alpha: W_QK = alpha sum_k [slot k x pos], output net the exact identity on the x block
     (docs/derivations/sparse-averaging.md). It separates the set only for codebook coherence
     mu < 1/(2q - 1) (``qstr.bounds.sparse_averaging.separation_limit``), which
-    ``qstr.bounds.attention.sparse_average_head`` requires; these weights are built at any mu.
+    ``qstr.bounds.sparse_averaging.sparse_average_head`` requires; these weights are built at any
+    mu.
     """
     N = validate.positive_int("N", N)
     d = validate.positive_int("d", d)
