@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import inspect
 import math
-import subprocess
-import sys
 from fractions import Fraction
 
 import pytest
@@ -91,21 +89,6 @@ def test_moved_functions_and_classes_report_their_home_and_show_their_source():
                 assert obj.__module__ == home.__name__, (home.__name__, name)
                 assert f"{name}" in inspect.getsource(obj), (home.__name__, name)
     assert codes.Codebook.from_tensor.__module__ == "qstr.constructions.codebook"
-
-
-@pytest.mark.parametrize("module", ["coherence", "codebook", "rs_hadamard", "codes"])
-def test_each_codebook_module_imports_first_in_a_fresh_interpreter(module):
-    """The split modules import one way (coherence <- codebook <- rs_hadamard <- codes): each
-    imports first on its own, and none but codes loads codes."""
-    code = (
-        "import sys\n"
-        f"import qstr.constructions.{module}\n"
-        "print('qstr.constructions.codes' in sys.modules)\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout
-    assert out.strip() == str(module == "codes")
 
 
 # --------------------------------------------------------------------------- rademacher codes
