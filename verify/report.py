@@ -35,48 +35,100 @@ def _shared(results: Sequence[Result], attr: str):
 
 
 ID_WIDTH = 28  # a longer claim id folds onto more lines; the JSON records keep it whole
+WIDE = 140  # columns below which the table folds its cells (``_folded``): the statement keeps room
 
 
-def table(results: Sequence[Result], title: str) -> Table:
+def table(results: Sequence[Result], title: str, *, width: Optional[int] = None) -> Table:
     """The claims table; device and dtype in the title when every claim shares them, else
-    columns."""
+    columns. Narrower than ``WIDE`` columns (a terminal's ``width``), each cell of a claim's
+    reference, evidence, numbers and counts folds under its neighbour's, one column each."""
     device, dtype = _shared(results, "device"), _shared(results, "dtype")
     shared = [f"device {device_label(device)}"] if device else []
     shared += [f"dtype {dtype}"] if dtype else []
     t = Table(title=" · ".join([title] + shared), show_lines=False, expand=False)
     extra = [name for name, value in (("device", device), ("dtype", dtype)) if value is None]
-    for col, kw in (
-        ("id", dict(style="bold", max_width=ID_WIDTH, overflow="fold")),  # full id: the JSON
-        ("reference (seed / conf.)", dict(max_width=14)),
-        ("statement", dict(ratio=3)),
-        ("rests on", dict(max_width=14)),
-        ("measured", dict(min_width=8)),
-        ("bound", dict(min_width=8, max_width=16)),
-        ("m/b", dict(justify="right")),
-        *((name, dict()) for name in extra),
-        ("holds", dict(justify="center", min_width=5)),
-        ("faults caught", dict(justify="center")),
-        ("s", dict(justify="right")),
-    ):
-        t.add_column(col, **kw)
-    for r in results:
-        ref = r.ref_seed if r.ref_seed == r.ref_conference else f"{r.ref_seed} / {r.ref_conference}"
-        t.add_row(
-            r.id,
-            ref,
-            r.statement + (f"\n[dim]checked at: {escape(r.scope)}[/dim]" if r.scope else ""),
-            r.evidence.replace(", ", "\n"),  # one kind of evidence a line
-            fmt(r.measured),
-            fmt(r.bound),
-            ratio_range(r.checks),
-            *(getattr(r, name) for name in extra),
-            _count(r.holds, sum(c.status == "holds" for c in r.checks), len(r.checks))
-            + _vacuous_checks(r.checks)
-            + ("\n[yellow]vacuous[/yellow]" if r.vacuous else ""),
-            _count(r.falsifier_caught, sum(f.caught for f in r.faults), len(r.faults)),
-            f"{r.seconds:.1f}",
-        )
+    rows = [_cells(r, extra) for r in results]
+    layout = _wide(extra) if width is None or width >= WIDE else _folded(extra)
+    for header, kw, _ in layout:
+        t.add_column(header, **kw)
+    for cells in rows:
+        t.add_row(*(join(cells) for _, _, join in layout))
     return t
+
+
+def _wide(extra: Sequence[str]) -> list:
+    """(header, column options, cell from a row's cells): one column a field."""
+
+    def one(key):
+        return lambda cells: cells[key]
+
+    return [
+        ("id", dict(style="bold", max_width=ID_WIDTH, overflow="fold"), one("id")),  # JSON: whole
+        ("reference (seed / conf.)", dict(max_width=14), one("reference")),
+        ("statement", dict(ratio=3), one("statement")),
+        ("rests on", dict(max_width=14), one("rests on")),
+        ("measured", dict(min_width=8), one("measured")),
+        ("bound", dict(min_width=8, max_width=16), one("bound")),
+        ("m/b", dict(justify="right"), one("m/b")),
+        *((name, dict(), one(name)) for name in extra),
+        ("holds", dict(justify="center", min_width=5), one("holds")),
+        ("faults caught", dict(justify="center"), one("faults caught")),
+        ("s", dict(justify="right"), one("s")),
+    ]
+
+
+def _folded(extra: Sequence[str]) -> list:
+    """The narrow layout: the claim (id, reference, what it rests on), the statement, the numbers
+    (measured, bound, m/b), the counts (holds, faults caught), the seconds."""
+
+    def lines(*keys, label=None):
+        def cell(cells):
+            parts = [
+                f"{label[k]} {cells[k]}" if label and k in label else cells[k]
+                for k in keys
+                if cells[k]
+            ]
+            return "\n".join(parts)
+
+        return cell
+
+    numbers = lines("measured", "bound", "m/b", *extra, label={k: k for k in ("m/b", *extra)})
+    return [
+        ("claim", dict(max_width=14, overflow="fold"), _claim_cell),
+        ("statement", dict(ratio=3), lines("statement")),
+        ("measured\nbound", dict(max_width=16), numbers),
+        (
+            "holds\nfaults",
+            dict(justify="center"),
+            lines("holds", "faults caught", label={"faults caught": "faults"}),
+        ),
+        ("s", dict(justify="right"), lines("s")),
+    ]
+
+
+def _claim_cell(cells: dict) -> str:
+    return f"[bold]{cells['id']}[/bold]\n{cells['reference']}\n[dim]{cells['rests on']}[/dim]"
+
+
+def _cells(r: Result, extra: Sequence[str]) -> dict:
+    """A claim's row, field by field (rich markup)."""
+    ref = r.ref_seed if r.ref_seed == r.ref_conference else f"{r.ref_seed} / {r.ref_conference}"
+    return {
+        "id": r.id,
+        "reference": ref,
+        "statement": r.statement
+        + (f"\n[dim]checked at: {escape(r.scope)}[/dim]" if r.scope else ""),
+        "rests on": r.evidence.replace(", ", "\n"),  # one kind of evidence a line
+        "measured": fmt(r.measured),
+        "bound": fmt(r.bound),
+        "m/b": ratio_range(r.checks),
+        **{name: str(getattr(r, name)) for name in extra},
+        "holds": _count(r.holds, sum(c.status == "holds" for c in r.checks), len(r.checks))
+        + _vacuous_checks(r.checks)
+        + ("\n[yellow]vacuous[/yellow]" if r.vacuous else ""),
+        "faults caught": _count(r.falsifier_caught, sum(f.caught for f in r.faults), len(r.faults)),
+        "s": f"{r.seconds:.1f}",
+    }
 
 
 def ratio_range(checks: Sequence[CheckResult]) -> str:
@@ -155,7 +207,7 @@ def print_report(
 ) -> None:
     """The table, each failure's lines, and the last line: how many claims hold (and, with a
     ``timeout``, how many ran past it)."""
-    console.print(table(results, title))
+    console.print(table(results, title, width=console.width))
     for r in results:
         if r.vacuity:
             console.print(f"{r.id} vacuity: {r.vacuity}", markup=False, highlight=False)

@@ -6,7 +6,7 @@ from rich.console import Console
 
 from qstr.verify.claim import Check, Context, at_least, at_most, close, exact
 from qstr.verify.registry import CheckResult, FaultResult, Result, run_check
-from qstr.verify.report import check_line, failure_lines, ratio_range, table
+from qstr.verify.report import WIDE, check_line, failure_lines, print_report, ratio_range, table
 
 
 def _result(cid, device, dtype):
@@ -125,3 +125,45 @@ def test_an_agreement_check_has_no_ratio():
     checks = [run_check(c, None, Context()) for c in (pin, bound)]
     assert [c.ratio for c in checks] == [None, 0.5] and checks[0].slack > 0.99
     assert ratio_range(checks) == "0.5"
+
+
+def _statement_lines(console_width: int, r) -> list:
+    """The lines of the statement column when ``print_report`` prints ``r`` at a width."""
+    console = Console(width=console_width, record=True, file=open("/dev/null", "w"))
+    print_report([r], console, "qstr verify")
+    lines = console.export_text().splitlines()
+    header = next(line.split("┃") for line in lines if "┃" in line and "statement" in line)
+    at = next(i for i, c in enumerate(header) if "statement" in c)
+    rows = [line.split("│") for line in lines if "│" in line]
+    return [cells[at].strip() for cells in rows if len(cells) > at]
+
+
+def test_a_terminal_narrower_than_wide_folds_the_cells_and_keeps_the_statement_readable():
+    """Below WIDE columns (a terminal's width) the claim's id, reference and evidence share one
+    cell, measured, bound and m/b another, the two counts a third: at 100 columns the statement
+    reads in lines of up to 35 or more characters (the wide layout gave it 10 at 120 and 1 at
+    100), at 80 of 15 or more; at WIDE and above, and with no width, one column a field."""
+    r = _result("lemma-22", "cpu", "float64")
+    r.ref_seed, r.ref_conference = "Thm 7", "Thm 5"
+    r.statement = "product gadget (x+y)^2/4 - (x-y)^2/4 by knot interpolation: " * 4
+    r.evidence, r.bound = "built 12, exact 1, formula 4, certified 1", "<= 0.00390625 + 2.2e-13"
+    folded = table([r], "qstr verify", width=WIDE - 1)
+    assert [c.header for c in folded.columns] == [
+        "claim",
+        "statement",
+        "measured\nbound",
+        "holds\nfaults",
+        "s",
+    ]
+    claim, _, numbers, counts, _ = (list(c.cells)[0] for c in folded.columns)
+    assert claim.startswith("[bold]lemma-22[/bold]\nThm 7 / Thm 5\n[dim]built 12\nexact 1")
+    assert numbers.splitlines() == ["1", "<= 0.00390625 + 2.2e-13"]  # no ratio: no checks
+    assert counts.splitlines() == ["[green]yes[/green] 0/0", "faults [green]yes[/green] 0/0"]
+    for width in (None, WIDE):
+        assert [c.header for c in table([r], "t", width=width).columns][:3] == [
+            "id",
+            "reference (seed / conf.)",
+            "statement",
+        ]
+    assert max(map(len, _statement_lines(100, r))) >= 35
+    assert max(map(len, _statement_lines(80, r))) >= 15
