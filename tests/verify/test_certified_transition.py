@@ -8,9 +8,11 @@ import torch
 
 from qstr.bounds.transition import prop26_transition
 from qstr.constructions.codes import rs_hadamard_codebook
-from qstr.verify.ball import CERTIFIED, NOT_CERTIFIED, VIOLATED, Enclosure
+from qstr.constructions.mlp import MLPWeights
+from qstr.verify.ball import CERTIFIED, NOT_CERTIFIED, VIOLATED, Enclosure, exact, precision
 from qstr.verify.certified import faults
-from qstr.verify.certified.transition import certified_transition_zeros
+from qstr.verify.certified.transition import _input, _Layers, _Slot, certified_transition_zeros
+from tests.fixtures import rotated, seeded
 
 D, Q, RX, EPS = 3, 2, 2.5, 0.1  # the prop-26 claim's sizes
 
@@ -58,3 +60,56 @@ def test_a_transition_reading_h_is_not_certified():
 def test_refuses_a_transition_without_its_guarantee():
     with pytest.raises(ValueError, match="guarantee"):
         certified_transition_zeros(object(), torch.zeros(2, 2))
+
+
+def test_zeros_certified_on_a_rotated_code_with_approximate_products():
+    """Off-target zeros hold exactly on a code whose products are only approximate (rotated
+    RS-Hadamard, mu = 1/2: 1926 first-layer units); the folded evaluation takes about 1 s."""
+    book = rotated(rs_hadamard_codebook(16, dtype=torch.float64))
+    tr = prop26_transition(book, D, Q, eps=EPS, r_x=RX)
+    assert not tr.exact_products
+    r = certified_transition_zeros(tr, book.omega)
+    assert r.status == CERTIFIED and r.boxes == 16 * 15 * Q
+
+
+def _scrambled(tr, seed: int) -> MLPWeights:
+    """The transition's layers with 2% of the first two layers' weights off the h columns moved
+    by up to 1e-3: units that read a slot they did not, rows that read units they did not, so
+    what the fold groups is read off the weights, not the construction's structure."""
+    g = seeded(seed)
+    (W1, b1), (W2, b2), third, fourth = tr.layers
+
+    def moved(W):
+        mask = torch.rand(W.shape, generator=g, dtype=torch.float64) < 0.02
+        return W + 1e-3 * mask * torch.rand(W.shape, generator=g, dtype=torch.float64)
+
+    W1 = moved(W1)
+    W1[:, : tr.d_h] = 0
+    return MLPWeights(((W1, b1), (moved(W2), b2), tuple(third), tuple(fourth)))
+
+
+@pytest.mark.parametrize(
+    "layers_of", [lambda tr: tr.layers, faults.transition_gate_shifted, _scrambled]
+)
+def test_the_folded_layers_are_the_dense_layers_at_points_of_the_box(layers_of):
+    """At a point (x a corner of its box, the other slot another code) the folded evaluation's
+    balls overlap the unfolded evaluation's and hold the float64 dense layers' output, on the
+    honest layers, on a shifted gate (outputs not zero) and on layers where every unit reads
+    every slot."""
+    book = rotated(rs_hadamard_codebook(16, dtype=torch.float64))
+    tr = prop26_transition(book, D, Q, eps=EPS, r_x=RX)
+    layers = layers_of(tr) if layers_of is not _scrambled else _scrambled(tr, 3)
+    om, g = book.omega, seeded(5)
+    with precision():
+        net = _Layers(layers)
+        for l in range(Q):
+            x = [exact(RX * s) for s in (1.0, -1.0, 1.0)]
+            for _ in range(4):
+                i, t, k = torch.randperm(16, generator=g)[:3].tolist()
+                slot = _Slot(tr, layers, l, (x, [exact(v) for v in om[k].tolist()]))
+                folded = slot.outputs(slot.at_position(om[i]), om[t])
+                u = _input(tr, (x, om[i], om[t], [exact(v) for v in om[k].tolist()]), l, Q)
+                point = [float(u[j, 0].mid()) for j in range(u.nrows())]
+                dense = layers(torch.tensor([point], dtype=torch.float64))[0]
+                for a, b, f in zip(folded, net(u), dense.tolist(), strict=True):
+                    assert a.overlaps(b) and abs(float(a.mid()) - f) <= 1e-9 * (1 + abs(f))
