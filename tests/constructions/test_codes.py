@@ -26,10 +26,7 @@ from qstr.constructions.codes import (
     require_coherence,
     rs_hadamard_codebook,
 )
-
-
-def gen(seed=0):
-    return torch.Generator().manual_seed(seed)
+from tests.fixtures import seeded
 
 
 # --------------------------------------------------------------------------- the public path
@@ -95,7 +92,7 @@ def test_moved_functions_and_classes_report_their_home_and_show_their_source():
 
 
 def test_rademacher_codebook_coherent_and_small_d_e_refused():
-    cb = rademacher_codebook(500, generator=gen(1))
+    cb = rademacher_codebook(500, generator=seeded(1))
     assert cb.kind == "rademacher" and cb.d_e == rademacher_dim(500, 1e-3) and cb.N == 500
     assert cb.mu <= 0.5 and cb.mu == coherence(cb.omega) and cb.params["tries"] >= 1
     assert torch.allclose(
@@ -106,8 +103,8 @@ def test_rademacher_codebook_coherent_and_small_d_e_refused():
         1 / math.sqrt(cb.d_e), rel=1e-7
     )
     with pytest.raises(ValueError, match=rf"d_e must be >= {cb.d_e}"):
-        rademacher_codebook(500, d_e=cb.d_e - 1, generator=gen(1))
-    big = rademacher_codebook(50, d_e=400, generator=gen(1), mu_max=0.4)
+        rademacher_codebook(500, d_e=cb.d_e - 1, generator=seeded(1))
+    big = rademacher_codebook(50, d_e=400, generator=seeded(1), mu_max=0.4)
     assert big.d_e == 400 and big.mu <= 0.4
 
 
@@ -116,22 +113,22 @@ def test_rademacher_codebook_resamples_and_gives_up():
     outcomes = []
     for seed in range(12):
         try:
-            cb = rademacher_codebook(300, delta=0.99, generator=gen(seed), max_tries=1)
+            cb = rademacher_codebook(300, delta=0.99, generator=seeded(seed), max_tries=1)
             outcomes.append(cb.mu <= 0.5)
         except ValueError as err:
             assert "max_tries" in str(err)
             outcomes.append("refused")
     assert "refused" in outcomes and True in outcomes
     retried = [
-        rademacher_codebook(300, delta=0.99, generator=gen(s)).params["tries"] for s in range(12)
+        rademacher_codebook(300, delta=0.99, generator=seeded(s)).params["tries"] for s in range(12)
     ]
     assert max(retried) > 1
 
 
 def test_rademacher_codebook_tries_are_the_draws_a_fresh_generator_needs():
     """params['tries'] = the draws, replayed with a fresh generator, until mu <= mu_max."""
-    book = rademacher_codebook(64, mu_max=0.5, delta=0.9, generator=gen(8))
-    g, draws = gen(8), 0
+    book = rademacher_codebook(64, mu_max=0.5, delta=0.9, generator=seeded(8))
+    g, draws = seeded(8), 0
     while True:
         draws += 1
         omega = rademacher(64, book.d_e, generator=g)
@@ -142,7 +139,7 @@ def test_rademacher_codebook_tries_are_the_draws_a_fresh_generator_needs():
 
 def test_rademacher_codebook_d_e_is_the_exact_rule():
     """rademacher_codebook's d_e is rademacher_dim(N, delta, mu_max); N = 1 needs d_e = 1."""
-    book = build_codebook(2048, kind="rademacher", generator=gen(3))
+    book = build_codebook(2048, kind="rademacher", generator=seeded(3))
     assert book.d_e == rademacher_dim(2048, 1e-3, 0.5) and book.kind == "rademacher"
     assert rademacher_dim(1, 1e-3) == 1
 
@@ -152,7 +149,7 @@ def test_rademacher_codebook_d_e_is_the_exact_rule():
 
 def test_experimental_codebook_violates_assumption3():
     assert experimental_dim(100) == 23 and experimental_dim(1) == 1 and experimental_dim(2) == 3
-    cb = experimental_codebook(100, generator=gen(0))
+    cb = experimental_codebook(100, generator=seeded(0))
     assert cb.d_e == 23 and cb.kind == "experimental"
     rep = coherence_report(cb.omega, 0.5)
     assert cb.mu == rep.mu > 0.5
@@ -168,7 +165,7 @@ def test_experimental_record_matches_its_own_draw():
     """experimental_codebook(100)'s record (from experimental-encoding): d_e = 23 = floor(5 ln 100),
     n_violations, mu and satisfies_assumption3 as coherence_report measures them, and
     expected_violations = C(100, 2) 89104 / 2^23."""
-    book = experimental_codebook(100, generator=gen(11))
+    book = experimental_codebook(100, generator=seeded(11))
     rep = coherence_report(book.omega, 0.5)
     assert book.d_e == 23 == experimental_dim(100)
     assert book.params["n_violations"] == rep.n_violations and book.mu == rep.mu
@@ -189,32 +186,32 @@ def test_build_codebook_dispatch():
     with pytest.raises(ValueError, match="d_e must be >= 64"):
         build_codebook(100, d_e=63)
     assert build_codebook(100, d_e=64).d_e == 64  # the boundary is allowed
-    rad = build_codebook(100, kind="rademacher", generator=gen(0))
+    rad = build_codebook(100, kind="rademacher", generator=seeded(0))
     assert rad.kind == "rademacher" and rad.mu <= 0.5
-    exp = build_codebook(100, kind="experimental", generator=gen(0))
+    exp = build_codebook(100, kind="experimental", generator=seeded(0))
     assert exp.d_e == 23
     with pytest.raises(ValueError, match="d_e is fixed"):
-        build_codebook(100, kind="experimental", d_e=30, generator=gen(0))
+        build_codebook(100, kind="experimental", d_e=30, generator=seeded(0))
     for kind in ("rademacher", "experimental"):
         with pytest.raises(ValueError, match="generator"):
             build_codebook(10, kind=kind)
     with pytest.raises(ValueError, match="kind"):
-        build_codebook(10, kind="gaussian", generator=gen(0))
+        build_codebook(10, kind="gaussian", generator=seeded(0))
 
 
 @pytest.mark.parametrize(
     "call, name",
     [
-        (lambda: rademacher(0, 3, generator=gen()), "N"),
-        (lambda: rademacher(3, 0, generator=gen()), "d_e"),
+        (lambda: rademacher(0, 3, generator=seeded(0)), "N"),
+        (lambda: rademacher(3, 0, generator=seeded(0)), "d_e"),
         (lambda: rademacher(3, 3, generator=None), "generator"),
-        (lambda: rademacher(3, 3, generator=gen(), dtype=torch.int32), "dtype"),
+        (lambda: rademacher(3, 3, generator=seeded(0), dtype=torch.int32), "dtype"),
         (lambda: experimental_dim(0), "N"),
-        (lambda: rademacher_codebook(10, delta=2.0, generator=gen()), "delta"),
-        (lambda: rademacher_codebook(10, mu_max=0.0, generator=gen()), "mu_max"),
-        (lambda: rademacher_codebook(10, max_tries=0, generator=gen()), "max_tries"),
+        (lambda: rademacher_codebook(10, delta=2.0, generator=seeded(0)), "delta"),
+        (lambda: rademacher_codebook(10, mu_max=0.0, generator=seeded(0)), "mu_max"),
+        (lambda: rademacher_codebook(10, max_tries=0, generator=seeded(0)), "max_tries"),
         (lambda: build_codebook(0), "N"),
-        (lambda: build_codebook(10, kind="rademacher", delta=0, generator=gen()), "delta"),
+        (lambda: build_codebook(10, kind="rademacher", delta=0, generator=seeded(0)), "delta"),
     ],
 )
 def test_bad_arguments_name_the_argument(call, name):
@@ -226,13 +223,13 @@ def test_bad_arguments_name_the_argument(call, name):
 
 
 def test_reproducible_and_seed_dependent():
-    a = rademacher_codebook(200, generator=gen(7)).omega
-    b = rademacher_codebook(200, generator=gen(7)).omega
-    c = rademacher_codebook(200, generator=gen(8)).omega
+    a = rademacher_codebook(200, generator=seeded(7)).omega
+    b = rademacher_codebook(200, generator=seeded(7)).omega
+    c = rademacher_codebook(200, generator=seeded(8)).omega
     assert torch.equal(a, b) and not torch.equal(a, c)
     assert torch.equal(
-        experimental_codebook(50, generator=gen(2)).omega,
-        experimental_codebook(50, generator=gen(2)).omega,
+        experimental_codebook(50, generator=seeded(2)).omega,
+        experimental_codebook(50, generator=seeded(2)).omega,
     )
     assert torch.equal(rs_hadamard_codebook(300).omega, rs_hadamard_codebook(300).omega)
 
@@ -241,17 +238,17 @@ def test_assumption3_defaults_are_one_half_and_delta_1e3():
     """The documented defaults: mu = 1/2 (require_coherence, coherence_report, star_codebook,
     rademacher_codebook, build_codebook) and delta = 1e-3."""
     base = rs_hadamard_codebook(64, dtype=torch.float64)
-    rad = build_codebook(16, kind="rademacher", generator=gen(9))
+    rad = build_codebook(16, kind="rademacher", generator=seeded(9))
     assert coherence_report(base.omega).threshold == 0.5
     assert codes.star_codebook(16).mu == 0.5 and require_coherence(base) == base.mu
     assert rad.params["mu_max"] == 0.5 and rad.params["delta"] == 1e-3
-    assert rademacher_codebook(16, generator=gen(9)).params == rad.params
+    assert rademacher_codebook(16, generator=seeded(9)).params == rad.params
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_matches_cpu():
-    cpu = rademacher_codebook(2000, generator=gen(0))
+    cpu = rademacher_codebook(2000, generator=seeded(0))
     assert coherence(cpu.omega.cuda()) == cpu.mu
     rs = rs_hadamard_codebook(5000, device="cuda")
     assert rs.omega.is_cuda and coherence(rs.omega) == rs.mu == coherence(rs.omega.cpu())
@@ -259,4 +256,4 @@ def test_cuda_matches_cpu():
     x = rademacher(10, 5, generator=g, device="cuda")
     assert x.is_cuda
     with pytest.raises(ValueError, match="generator"):
-        rademacher(10, 5, generator=gen(), device="cuda")
+        rademacher(10, 5, generator=seeded(0), device="cuda")
