@@ -7,7 +7,8 @@ import torch
 
 from qstr.bounds.transition import prop28_rnn, token_radius
 from qstr.constructions.codes import rs_hadamard_codebook
-from qstr.verify.claims.cor_27 import C27_CERTIFIED_N, SCAN_CHUNK, _chunked_gap
+from qstr.verify.claim import Context
+from qstr.verify.claims.cor_27 import C27_CERTIFIED_N, SCAN_CHUNK, _chunked_gap, _proved_rnn
 
 CID = "cor-27"
 
@@ -79,9 +80,9 @@ def test_cor27_radius_pinned(declared):
 
 
 def test_cor27_certified_runs_in_full_on_its_small_rnn(declared):
-    """The certified check runs in the full profile only, on an RNN at N = C27_CERTIFIED_N (built
-    here as the full inputs build it): certified with the states inside the r_h ball, and the
-    dense readout halved is proved violated."""
+    """The certified check runs in the full and gpu profiles only; on an RNN at N = C27_CERTIFIED_N
+    (built here as the gpu inputs build it): certified with the states inside the r_h ball, and
+    the dense readout halved is proved violated."""
     d = declared(CID)
     check = d.claim.check_named("state error <= eps, projection inactive (certified)")
     assert check.profiles == ("full", "gpu") and check not in d.claim.checks_in("quick")
@@ -95,3 +96,15 @@ def test_cor27_certified_runs_in_full_on_its_small_rnn(declared):
     assert 0 < v.enclosure[0] <= v.enclosure[1] < 1e-5 * rnn.transition.guarantee.eps
     broken = check.run(d.fault("layer 3 (G and -G) halved").apply(inp, d.ctx), d.ctx)
     assert not broken.holds and broken.certified is True and broken.enclosure[0] > 1.0
+
+
+def test_the_full_profile_proves_the_first_cases_own_rnn(declared):
+    """Which RNN the certified check proves: none in quick, the first case's own in full (N = 100,
+    an RNN the float64 checks run), an RS-Hadamard one at N = C27_CERTIFIED_N with the first
+    case's g_net in gpu (whose first case has N = 1000)."""
+    first = declared(CID).inputs.cases[0].rnn
+    assert _proved_rnn(first, Context(profile="quick")) is None
+    assert _proved_rnn(first, Context(profile="full")) is first and first.N == 100
+    built = _proved_rnn(first, Context(profile="gpu"))
+    assert built.N == C27_CERTIFIED_N and built.g_net is not first.g_net
+    assert torch.equal(built.g_net.W, first.g_net.W.double().cpu())
