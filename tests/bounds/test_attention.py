@@ -31,15 +31,11 @@ from qstr.constructions.codes import Codebook, build_codebook, rs_hadamard_codeb
 from qstr.constructions.layout import slot_name
 from qstr.constructions.links import TwoLayerNet, affine_net, make_link
 from qstr.constructions.task import QSTR, gather_tokens
+from qstr.verify.adversarial import clip_to_ball
 from tests.fixtures import seeded
 
 F64 = torch.float64
 FAST = settings(max_examples=20, deadline=None)
-
-
-def clip(x: torch.Tensor, r_x: float) -> torch.Tensor:
-    """Project every token onto the r_x-ball (the guarantee's domain)."""
-    return x * torch.clamp(r_x / x.norm(dim=-1, keepdim=True), max=1.0)
 
 
 def net_error(
@@ -180,7 +176,7 @@ def test_lemma11_bound_on_random_qstr_prompts(N, q):
     net = link.two_layer_net()  # Assumption 2 with eps_2nn = 0: g_net = g
     task = QSTR(N, d, link)
     p = task.sample(B, generator=seeded(N + q), dtype=F64)
-    x = clip(p.x, r_x)
+    x = clip_to_ball(p.x, r_x)
     y = task.label(x, p.t)
     honest = lemma11(N, d, q, net, eps=0.05, r_x=r_x)
     weak = lemma11(N, d, q, net, alpha=0.25 * honest.alpha, r_x=r_x)  # large errors, larger bound
@@ -204,7 +200,7 @@ def test_lemma11_bound_any_alpha(seed, N, q, scale):
     link = make_link("teacher", q, d, generator=seeded(seed))
     net = link.two_layer_net()
     con = lemma11(N, d, q, net, alpha=scale, r_x=r_x)
-    x = clip(torch.randn(3, N, d, dtype=F64, generator=seeded(seed + 1)) * 2, r_x)
+    x = clip_to_ball(torch.randn(3, N, d, dtype=F64, generator=seeded(seed + 1)) * 2, r_x)
     t = torch.randint(N, (3, N, q), generator=seeded(seed + 2))
     assert float(net_error(con, net, x, t).max()) <= con.guarantee.error_bound * (1 + 1e-12) + 1e-14
 
@@ -220,7 +216,7 @@ def test_lemma11_fewer_heads_slots_subset():
             N=N, q=2, mu=con.guarantee.mu, c=con.c, r_x=r_x, lipschitz=net.lipschitz, eps=0.05
         )
     )
-    x = clip(torch.randn(4, N, d, dtype=F64, generator=seeded(6)) * 2, r_x)
+    x = clip_to_ball(torch.randn(4, N, d, dtype=F64, generator=seeded(6)) * 2, r_x)
     t = torch.randint(N, (4, N, q), generator=seeded(7))
     err = net_error(con, net, x, t)  # against net(x_{t_i2}, x_{t_i0})
     assert float(err.max()) <= con.guarantee.error_bound
@@ -279,7 +275,7 @@ def test_adversarial_error_q1_default_codebook(N):
     assert float(leaks.max()) <= con.guarantee.leak * (1 + 1e-12)
     assert err <= con.guarantee.error_bound
     # no other target and no random prompt does better than the derived worst case
-    x2 = clip(torch.randn(2, N, d, dtype=F64, generator=seeded(N)) * 3, r_x)
+    x2 = clip_to_ball(torch.randn(2, N, d, dtype=F64, generator=seeded(N)) * 3, r_x)
     t2 = torch.randint(N, (2, N, 1), generator=seeded(N + 1))
     assert float(net_error(con, net, x2, t2, fast=True, chunk=512).max()) <= err * (1 + 1e-12)
     if N == 16:
@@ -338,7 +334,7 @@ def test_falsifier_wrong_key_block(key_block, q):
     con.model.set_weights(W_QK=W_QK)
     task = QSTR(N, d, link)
     p = task.sample(4, generator=seeded(3), dtype=F64)
-    x = clip(p.x, r_x)
+    x = clip_to_ball(p.x, r_x)
     y = task.label(x, p.t)
     with torch.no_grad():
         err = (con.predict(x, p.t) - y).abs()

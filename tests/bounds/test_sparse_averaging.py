@@ -33,15 +33,11 @@ from qstr.bounds.sparse_averaging import (
 from qstr.constructions.codes import Codebook, build_codebook, rs_hadamard_codebook
 from qstr.constructions.links import make_link
 from qstr.constructions.task import QSTR, gather_tokens
+from qstr.verify.adversarial import clip_to_ball
 from tests.fixtures import seeded
 
 F64 = torch.float64
 FAST = settings(max_examples=20, deadline=None)
-
-
-def clip(x: torch.Tensor, r_x: float) -> torch.Tensor:
-    """Project every token onto the r_x-ball (the guarantee's domain)."""
-    return x * torch.clamp(r_x / x.norm(dim=-1, keepdim=True), max=1.0)
 
 
 def test_the_old_paths_are_the_same_objects():
@@ -76,7 +72,7 @@ def test_q_must_be_a_positive_integer():
 def _distinct_prompts(N, d, q, B, seed, r_x):
     task = QSTR(N, d, make_link("mean", q, d), indices="distinct")
     p = task.sample(B, generator=seeded(seed), dtype=F64)
-    x = clip(p.x * 1.5, r_x)
+    x = clip_to_ball(p.x * 1.5, r_x)
     return x, p.t, task.label(x, p.t)
 
 
