@@ -62,11 +62,18 @@ def test_refuses_a_transition_without_its_guarantee():
         certified_transition_zeros(object(), torch.zeros(2, 2))
 
 
-def test_zeros_certified_on_a_rotated_code_with_approximate_products():
-    """Off-target zeros hold exactly on a code whose products are only approximate (rotated
-    RS-Hadamard, mu = 1/2: 1926 first-layer units); the folded evaluation takes about 1 s."""
+@functools.lru_cache(maxsize=None)
+def _rotated_case():
+    """The transition on a rotated RS-Hadamard code of N = 16 (mu = 1/2, approximate products:
+    1926 first-layer units)."""
     book = rotated(rs_hadamard_codebook(16, dtype=torch.float64))
-    tr = prop26_transition(book, D, Q, eps=EPS, r_x=RX)
+    return prop26_transition(book, D, Q, eps=EPS, r_x=RX), book
+
+
+def test_zeros_certified_on_a_rotated_code_with_approximate_products():
+    """Off-target zeros hold exactly on a code whose products are only approximate; the folded
+    evaluation takes about 1 s."""
+    tr, book = _rotated_case()
     assert not tr.exact_products
     r = certified_transition_zeros(tr, book.omega)
     assert r.status == CERTIFIED and r.boxes == 16 * 15 * Q
@@ -96,15 +103,14 @@ def test_the_folded_layers_are_the_dense_layers_at_points_of_the_box(layers_of):
     balls overlap the unfolded evaluation's and hold the float64 dense layers' output, on the
     honest layers, on a shifted gate (outputs not zero) and on layers where every unit reads
     every slot."""
-    book = rotated(rs_hadamard_codebook(16, dtype=torch.float64))
-    tr = prop26_transition(book, D, Q, eps=EPS, r_x=RX)
+    tr, book = _rotated_case()
     layers = layers_of(tr) if layers_of is not _scrambled else _scrambled(tr, 3)
     om, g = book.omega, seeded(5)
     with precision():
         net = _Layers(layers)
         for l in range(Q):
             x = [exact(RX * s) for s in (1.0, -1.0, 1.0)]
-            for _ in range(4):
+            for _ in range(2):
                 i, t, k = torch.randperm(16, generator=g)[:3].tolist()
                 slot = _Slot(tr, layers, l, (x, [exact(v) for v in om[k].tolist()]))
                 folded = slot.outputs(slot.at_position(om[i]), om[t])
