@@ -48,8 +48,8 @@ def test_table_says_what_each_claim_rests_on():
 
 
 def test_the_statement_gets_the_width_at_the_commands_160_columns():
-    """At the 160 columns `qstr verify` prints to a file or pipe, a long statement reads in lines
-    of at least 30 characters: the reference, evidence and bound columns wrap first (the
+    """At the 160 columns `qstr verify` prints to a file or pipe, a long statement's longest line
+    is 30 characters or more: the reference, evidence and bound columns wrap first (the
     statement had 22 to 27 characters a line, an 11-word sentence over 8 lines)."""
     r = _result("lemma-22", "cpu", "float64")
     r.ref_seed, r.ref_conference = "Thm 7", "Thm 5"
@@ -60,7 +60,7 @@ def test_the_statement_gets_the_width_at_the_commands_160_columns():
     rows = [line.split("│") for line in console.export_text().splitlines() if "│" in line]
     statement = [cells[3].strip() for cells in rows if len(cells) > 3]
     assert max(len(text) for text in statement) >= 30, statement
-    assert len(statement) <= 9, statement  # 240 characters in lines of 30 or more
+    assert len(statement) <= 9, statement  # 240 characters in 9 lines: 27 or more a line
 
 
 def test_a_fault_whose_check_crashed_says_why():
@@ -140,9 +140,9 @@ def _statement_lines(console_width: int, r) -> list:
 
 def test_a_terminal_narrower_than_wide_folds_the_cells_and_keeps_the_statement_readable():
     """Below WIDE columns (a terminal's width) the claim's id, reference and evidence share one
-    cell, measured, bound and m/b another, the two counts a third: at 100 columns the statement
-    reads in lines of up to 35 or more characters (the wide layout gave it 10 at 120 and 1 at
-    100), at 80 of 15 or more; at WIDE and above, and with no width, one column a field."""
+    cell, measured, bound and m/b another, the two counts a third: at 100 columns the statement's
+    longest line is 35 characters or more (the wide layout gave its column 10 at 120 and 1 at
+    100), at 80 15 or more; at WIDE and above, and with no width, one column a field."""
     r = _result("lemma-22", "cpu", "float64")
     r.ref_seed, r.ref_conference = "Thm 7", "Thm 5"
     r.statement = "product gadget (x+y)^2/4 - (x-y)^2/4 by knot interpolation: " * 4

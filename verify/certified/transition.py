@@ -158,7 +158,7 @@ def _float64(layer) -> Tuple[torch.Tensor, torch.Tensor]:
     """(W, b) of a dense layer as float64 CPU tensors (the first two layers carry biases)."""
     if layer.b is None:
         raise ValueError("the transition's first two layers carry biases")
-    return (t.detach().cpu().to(torch.float64) for t in (layer.W, layer.b))
+    return tuple(t.detach().cpu().to(torch.float64) for t in (layer.W, layer.b))
 
 
 def _columns(block: slice, off: int) -> torch.Tensor:

@@ -232,7 +232,8 @@ def projection_inactive(inp: Cor27Inputs) -> Verdict:
     profiles=("full", "gpu"),
 )
 def states_certified(inp: Cor27Inputs) -> Verdict:
-    """Cor 27 proved on a built RNN's dense transition (RS-Hadamard N = 16): Prop 26's zeros and
+    """Cor 27 proved on a built RNN's dense transition (full: the first case's, RS-Hadamard
+    N = 100; gpu: one at N = C27_CERTIFIED_N, _proved_rnn): Prop 26's zeros and
     target error certified, and sqrt(q)(r_x + sqrt(d) err) < r_h in arb, so every state is 0 off
     target, within err <= eps on it, never projected (docs/derivations/certified.md); where the
     balls straddle, the float64 state check on the cases decides."""
